@@ -1,0 +1,526 @@
+// Package activities holds the thin activity shims of sandboxcore: each
+// validates its input, loads the workspace row, calls the ports, translates
+// errors into Temporal application errors with the stable sandbox error types,
+// and heartbeats while it waits. Every activity is idempotent: names derive
+// from ids, create-conflict means reuse, delete-not-found means success.
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// Activities are registered once per worker; every field is required but
+// Logger and Now.
+type Activities struct {
+	Store       sandbox.Store
+	Repos       sandbox.RepoCacheProvider
+	Workspaces  sandbox.WorkspaceProvider
+	Runtimes    sandbox.RuntimeProvider
+	Credentials sandbox.CredentialProvider
+	// HostID is this worker host's id (SANDBOX_HOST_ID).
+	HostID string
+	// URLs is the repository URL policy (SANDBOX_ALLOW_FILE_URLS, SANDBOX_ALLOW_HTTP_URLS).
+	URLs sandbox.URLPolicy
+	// Settings are handed to every session this host serves.
+	Settings workflows.SessionSettings
+	// RuntimeImage and RuntimeNetwork fill every RuntimeSpec.
+	RuntimeImage   string
+	RuntimeNetwork sandbox.Network
+	Logger         *slog.Logger
+	Now            func() time.Time
+
+	touchMu sync.Mutex
+	touched map[string]time.Time
+}
+
+// touchEvery throttles last_used_at writes per workspace.
+const touchEvery = 30 * time.Second
+
+// heartbeatEvery is how often long activities heartbeat (their HeartbeatTimeout is 15 s or more).
+const heartbeatEvery = 3 * time.Second
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (a *Activities) log() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// Register registers every activity on w under its contract name (workflows.Activity*).
+func (a *Activities) Register(w interface {
+	RegisterActivityWithOptions(any, activity.RegisterOptions)
+}) {
+	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(a.Locate, workflows.ActivityLocate)
+	reg(a.Acquire, workflows.ActivityAcquire)
+	reg(a.Exec, workflows.ActivityExec)
+	reg(a.ReadFile, workflows.ActivityReadFile)
+	reg(a.WriteFile, workflows.ActivityWriteFile)
+	reg(a.ListDir, workflows.ActivityListDir)
+	reg(a.Search, workflows.ActivitySearch)
+	reg(a.Status, workflows.ActivityStatus)
+	reg(a.Diff, workflows.ActivityDiff)
+	reg(a.Commit, workflows.ActivityCommit)
+	reg(a.Hibernate, workflows.ActivityHibernate)
+	reg(a.DestroyRuntime, workflows.ActivityDestroyRuntime)
+}
+
+// ToApplicationError maps an error onto a Temporal application error whose
+// Type is the sandbox Kind's stable type string (docs/API.md "Errors"); kinds
+// that are not Retryable are non-retryable. Unknown errors become type
+// "SandboxError", non-retryable. Context errors pass through unchanged.
+func ToApplicationError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return err
+	}
+	kind := sandbox.KindOf(err)
+	if kind == nil {
+		return temporal.NewApplicationErrorWithOptions(err.Error(), sandbox.ErrSandbox.Type, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	return temporal.NewApplicationErrorWithOptions(sandbox.Message(err), kind.Type, temporal.ApplicationErrorOptions{NonRetryable: !kind.Retryable})
+}
+
+// whileHeartbeating runs fn, heartbeating every heartbeatEvery until it returns.
+func whileHeartbeating[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	if !activity.IsActivity(ctx) {
+		return fn()
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return fn()
+}
+
+// Locate reports whether a workspace exists and on which host; it reads only
+// the store, so any worker can run it (shared task queue).
+func (a *Activities) Locate(ctx context.Context, in workflows.WorkspaceActivityInput) (workflows.LocateResult, error) {
+	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+		return workflows.LocateResult{}, ToApplicationError(err)
+	}
+	ws, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+		return workflows.LocateResult{}, nil
+	}
+	if err != nil {
+		return workflows.LocateResult{}, ToApplicationError(err)
+	}
+	if ws.State == sandbox.WorkspaceRemoved {
+		return workflows.LocateResult{HostID: ws.HostID}, nil
+	}
+	return workflows.LocateResult{HostID: ws.HostID, Exists: true}, nil
+}
+
+// Acquire gets or creates the workspace: validates the request, resolves the
+// credential (never returned or logged), ensures the repo cache (cloned once,
+// fetched outside its freshness window) and the worktree, and records both rows.
+// An existing workspace whose worktree is present is returned without git work.
+// Errors: ErrInvalidArgument, ErrRepoAuthFailed, ErrRepoCacheUnavailable,
+// ErrRefNotFound, ErrConflict (another repository under the same key),
+// ErrWorkspaceNotFound (resume of an unknown id), ErrWorkspaceUnavailable
+// (the workspace lives on another host).
+func (a *Activities) Acquire(ctx context.Context, in workflows.AcquireActivityInput) (workflows.AcquireActivityResult, error) {
+	res, err := a.acquire(ctx, in)
+	return res, ToApplicationError(err)
+}
+
+func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityInput) (workflows.AcquireActivityResult, error) {
+	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+		return workflows.AcquireActivityResult{}, err
+	}
+	var req sandbox.WorkspaceRequest
+	var repo sandbox.RepoIdentity
+	existing, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	found := err == nil
+	if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+		return workflows.AcquireActivityResult{}, err
+	}
+	if in.Request != nil {
+		req = *in.Request
+		if repo, err = req.Validate(a.URLs); err != nil {
+			return workflows.AcquireActivityResult{}, err
+		}
+		if id := sandbox.WorkspaceIDForKey(req.Key()); id != in.WorkspaceID {
+			return workflows.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "the request's key belongs to workspace %s, not %s", id, in.WorkspaceID)
+		}
+		if found && existing.Repo.Key() != repo.Key() {
+			return workflows.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s belongs to repository %s, not %s", in.WorkspaceID, existing.Repo.Key(), repo.Key())
+		}
+	} else {
+		if !found {
+			return workflows.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s does not exist", in.WorkspaceID)
+		}
+		req = RequestFor(existing)
+		if repo, err = req.Validate(a.URLs); err != nil {
+			return workflows.AcquireActivityResult{}, err
+		}
+	}
+	if found && existing.HostID != "" && existing.HostID != a.HostID && existing.State != sandbox.WorkspaceRemoved {
+		return workflows.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", in.WorkspaceID, existing.HostID, a.HostID)
+	}
+	if found && existing.State == sandbox.WorkspaceReady {
+		ok, err := a.Workspaces.Exists(ctx, existing)
+		if err != nil {
+			return workflows.AcquireActivityResult{}, err
+		}
+		if ok {
+			a.touch(ctx, existing.ID, true)
+			return workflows.AcquireActivityResult{Workspace: existing, Settings: a.Settings}, nil
+		}
+		a.log().Warn("workspace directory missing; repairing", "workspace", existing.ID, "path", existing.LocalPath)
+	}
+	// Keep the originally recorded base: a repaired or resumed workspace keeps its branch and base.
+	if found && req.BaseRef == "" {
+		req.BaseRef = existing.BaseRef
+	}
+	cred, err := a.Credentials.Credential(ctx, sandbox.AuthScope{UserID: req.UserID, Repo: repo})
+	if err != nil {
+		return workflows.AcquireActivityResult{}, err
+	}
+	cache, err := whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, false) })
+	if err != nil {
+		return workflows.AcquireActivityResult{}, err
+	}
+	if err := a.Store.UpsertRepoCache(ctx, cache); err != nil {
+		return workflows.AcquireActivityResult{}, err
+	}
+	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
+	if err != nil {
+		return workflows.AcquireActivityResult{}, err
+	}
+	ws.HostID = a.HostID
+	// The row keeps the base ref as requested ("" = the default branch): it is
+	// part of the analysis uniqueness key (seed "Storage Model").
+	ws.BaseRef = req.BaseRef
+	now := a.now()
+	ws.LastUsedAt, ws.UpdatedAt = now, now
+	if found {
+		ws.CreatedAt = existing.CreatedAt
+		ws.PinnedUntil = existing.PinnedUntil
+		if existing.BaseCommit != "" && existing.BranchName == ws.BranchName && ws.BaseCommit != existing.BaseCommit {
+			// The branch keeps its history; diffs stay against the first recorded base.
+			ws.BaseCommit = existing.BaseCommit
+		}
+		err = a.Store.UpdateWorkspace(ctx, ws)
+	} else {
+		if ws.CreatedAt.IsZero() {
+			ws.CreatedAt = now
+		}
+		err = a.Store.CreateWorkspace(ctx, ws)
+		if errors.Is(err, sandbox.ErrConflict) {
+			// A concurrent attempt (retry) recorded it first: same id, same worktree.
+			err = a.Store.UpdateWorkspace(ctx, ws)
+		}
+	}
+	if err != nil {
+		return workflows.AcquireActivityResult{}, err
+	}
+	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
+	return workflows.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found}, nil
+}
+
+// RequestFor rebuilds the request that created a workspace (resume by id).
+func RequestFor(ws sandbox.Workspace) sandbox.WorkspaceRequest {
+	req := sandbox.WorkspaceRequest{
+		UserID: ws.UserID, ProjectID: ws.ProjectID, RepoURL: ws.Repo.URL, BaseRef: ws.BaseRef,
+		Mode: ws.Mode, ConversationID: ws.ConversationID, TaskID: ws.TaskID,
+	}
+	if ws.Mode != sandbox.ModeAnalysis && ws.BranchName != req.Branch() {
+		req.BranchName = ws.BranchName
+	}
+	return req
+}
+
+// workspace loads a ready workspace that lives on this host.
+func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspace, error) {
+	if err := sandbox.ValidateWorkspaceID(id); err != nil {
+		return sandbox.Workspace{}, err
+	}
+	ws, err := a.Store.GetWorkspace(ctx, id)
+	if err != nil {
+		return sandbox.Workspace{}, err
+	}
+	if ws.HostID != a.HostID {
+		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", id, ws.HostID, a.HostID)
+	}
+	if ws.State != sandbox.WorkspaceReady {
+		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s is %s", id, ws.State)
+	}
+	return ws, nil
+}
+
+// touch records use of a workspace at most every touchEvery (force: always),
+// and marks it dirty when dirty is set.
+func (a *Activities) touch(ctx context.Context, id string, force bool) {
+	now := a.now()
+	a.touchMu.Lock()
+	if a.touched == nil {
+		a.touched = map[string]time.Time{}
+	}
+	last := a.touched[id]
+	if !force && now.Sub(last) < touchEvery {
+		a.touchMu.Unlock()
+		return
+	}
+	a.touched[id] = now
+	a.touchMu.Unlock()
+	if err := a.Store.TouchWorkspace(ctx, id, now); err != nil {
+		a.log().Warn("touch workspace", "workspace", id, "error", err)
+	}
+}
+
+func (a *Activities) setDirty(ctx context.Context, ws sandbox.Workspace, dirty bool) {
+	if ws.Dirty == dirty {
+		return
+	}
+	ws.Dirty = dirty
+	ws.UpdatedAt = a.now()
+	if err := a.Store.UpdateWorkspace(ctx, ws); err != nil {
+		a.log().Warn("record dirty state", "workspace", ws.ID, "error", err)
+	}
+}
+
+// RuntimeSpecFor builds the runtime spec of a workspace: only its worktree is
+// mounted, at /workspace, writable iff the workspace is; the environment is
+// empty (seed "Security Rules").
+func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
+	rid := sandbox.RuntimeIDFor(ws.ID)
+	return sandbox.RuntimeSpec{
+		ID:          rid,
+		WorkspaceID: ws.ID,
+		Image:       a.RuntimeImage,
+		Workdir:     "/workspace",
+		Mounts:      []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}},
+		Network:     a.RuntimeNetwork,
+		Labels:      map[string]string{"managed-by": "sandboxcore", "sandboxcore.workspace": ws.ID, "sandboxcore.runtime": rid},
+	}
+}
+
+// Exec runs one command in the workspace's runtime, creating or resuming the
+// runtime first. A non-zero exit or a timeout is a result. Errors:
+// ErrInvalidArgument, ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
+func (a *Activities) Exec(ctx context.Context, in workflows.ExecActivityInput) (sandbox.ExecResult, error) {
+	res, err := a.exec(ctx, in)
+	return res, ToApplicationError(err)
+}
+
+func (a *Activities) exec(ctx context.Context, in workflows.ExecActivityInput) (sandbox.ExecResult, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	rt, err := a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	a.recordRuntime(ctx, ws, rt.ID(), sandbox.RuntimeRunning)
+	res, err := whileHeartbeating(ctx, func() (sandbox.ExecResult, error) { return rt.Exec(ctx, in.Request) })
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	a.touch(ctx, ws.ID, false)
+	return res, nil
+}
+
+func (a *Activities) recordRuntime(ctx context.Context, ws sandbox.Workspace, id string, state sandbox.RuntimeState) {
+	now := a.now()
+	rec, err := a.Store.GetRuntime(ctx, id)
+	if err != nil {
+		rec = sandbox.RuntimeRecord{ID: id, WorkspaceID: ws.ID, BackendKind: a.Runtimes.Kind(), BackendRuntimeID: id, Image: a.RuntimeImage, CreatedAt: now}
+	}
+	if rec.State == state && now.Sub(rec.LastUsedAt) < touchEvery {
+		return
+	}
+	if state == sandbox.RuntimeRunning && rec.State != sandbox.RuntimeRunning {
+		rec.LastStartedAt = &now
+	}
+	rec.State, rec.LastUsedAt, rec.UpdatedAt = state, now, now
+	if err := a.Store.UpsertRuntime(ctx, rec); err != nil {
+		a.log().Warn("record runtime", "runtime", id, "error", err)
+	}
+}
+
+// ReadFile returns a file's bytes (at most sandbox.MaxFileBytes). Errors:
+// ErrInvalidWorkspacePath, ErrResourceLimit.
+func (a *Activities) ReadFile(ctx context.Context, in workflows.FileActivityInput) (workflows.ReadFileResult, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return workflows.ReadFileResult{}, ToApplicationError(err)
+	}
+	data, err := a.Workspaces.ReadFile(ctx, ws, in.Path)
+	if err != nil {
+		return workflows.ReadFileResult{}, ToApplicationError(err)
+	}
+	a.touch(ctx, ws.ID, false)
+	return workflows.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data))}, nil
+}
+
+// WriteFile creates or replaces a file. Errors: ErrCommandRejected (read-only
+// workspace), ErrInvalidWorkspacePath, ErrResourceLimit.
+func (a *Activities) WriteFile(ctx context.Context, in workflows.FileActivityInput) (workflows.WriteFileResult, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return workflows.WriteFileResult{}, ToApplicationError(err)
+	}
+	if !ws.Capabilities.Writable {
+		return workflows.WriteFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+	}
+	if err := a.Workspaces.WriteFile(ctx, ws, in.Path, in.Content, in.Mode); err != nil {
+		return workflows.WriteFileResult{}, ToApplicationError(err)
+	}
+	a.setDirty(ctx, ws, true)
+	a.touch(ctx, ws.ID, false)
+	return workflows.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
+}
+
+// ListDir lists a directory without following symlinks.
+func (a *Activities) ListDir(ctx context.Context, in workflows.FileActivityInput) (workflows.ListDirResult, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return workflows.ListDirResult{}, ToApplicationError(err)
+	}
+	entries, err := a.Workspaces.ListDir(ctx, ws, in.Path)
+	if err != nil {
+		return workflows.ListDirResult{}, ToApplicationError(err)
+	}
+	a.touch(ctx, ws.ID, false)
+	return workflows.ListDirResult{Path: in.Path, Entries: entries}, nil
+}
+
+// Search finds matching lines under the workspace root.
+func (a *Activities) Search(ctx context.Context, in workflows.SearchActivityInput) (sandbox.SearchResult, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return sandbox.SearchResult{}, ToApplicationError(err)
+	}
+	res, err := whileHeartbeating(ctx, func() (sandbox.SearchResult, error) { return a.Workspaces.Search(ctx, ws, in.Request) })
+	if err != nil {
+		return sandbox.SearchResult{}, ToApplicationError(err)
+	}
+	a.touch(ctx, ws.ID, false)
+	return res, nil
+}
+
+// Status reports the workspace's git state and records its dirty flag.
+func (a *Activities) Status(ctx context.Context, in workflows.WorkspaceActivityInput) (sandbox.WorkspaceStatus, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, ToApplicationError(err)
+	}
+	st, err := a.Workspaces.Status(ctx, ws)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, ToApplicationError(err)
+	}
+	a.setDirty(ctx, ws, st.Dirty)
+	a.touch(ctx, ws.ID, false)
+	return st, nil
+}
+
+// Diff returns the agent's change against the recorded base commit.
+func (a *Activities) Diff(ctx context.Context, in workflows.WorkspaceActivityInput) (sandbox.Diff, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return sandbox.Diff{}, ToApplicationError(err)
+	}
+	d, err := whileHeartbeating(ctx, func() (sandbox.Diff, error) { return a.Workspaces.Diff(ctx, ws) })
+	if err != nil {
+		return sandbox.Diff{}, ToApplicationError(err)
+	}
+	a.touch(ctx, ws.ID, false)
+	return d, nil
+}
+
+// Commit commits the workspace's changes onto its branch. Errors:
+// ErrCommandRejected (read-only), ErrInvalidArgument, ErrRepoLocked.
+func (a *Activities) Commit(ctx context.Context, in workflows.CommitActivityInput) (sandbox.CommitResult, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return sandbox.CommitResult{}, ToApplicationError(err)
+	}
+	if !ws.Capabilities.Writable {
+		return sandbox.CommitResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+	}
+	res, err := whileHeartbeating(ctx, func() (sandbox.CommitResult, error) { return a.Workspaces.Commit(ctx, ws, in.Request) })
+	if err != nil {
+		return sandbox.CommitResult{}, ToApplicationError(err)
+	}
+	if st, err := a.Workspaces.Status(ctx, ws); err == nil {
+		a.setDirty(ctx, ws, st.Dirty)
+	}
+	a.touch(ctx, ws.ID, true)
+	return res, nil
+}
+
+// Hibernate stops the workspace's runtime (the workspace is untouched). A
+// runtime that does not exist is already stopped.
+func (a *Activities) Hibernate(ctx context.Context, in workflows.WorkspaceActivityInput) (workflows.HibernateResult, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return workflows.HibernateResult{}, ToApplicationError(err)
+	}
+	id := sandbox.RuntimeIDFor(ws.ID)
+	rt, err := a.Runtimes.Get(ctx, id)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return workflows.HibernateResult{RuntimeID: id}, nil
+	}
+	if err != nil {
+		return workflows.HibernateResult{}, ToApplicationError(err)
+	}
+	if err := rt.Stop(ctx); err != nil {
+		return workflows.HibernateResult{}, ToApplicationError(err)
+	}
+	a.recordRuntime(ctx, ws, id, sandbox.RuntimeStopped)
+	return workflows.HibernateResult{RuntimeID: id, Stopped: true}, nil
+}
+
+// DestroyRuntime removes the workspace's runtime and its row; never the
+// workspace. A missing runtime is success.
+func (a *Activities) DestroyRuntime(ctx context.Context, in workflows.WorkspaceActivityInput) (workflows.HibernateResult, error) {
+	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+		return workflows.HibernateResult{}, ToApplicationError(err)
+	}
+	id := sandbox.RuntimeIDFor(in.WorkspaceID)
+	if err := a.Runtimes.Destroy(ctx, id); err != nil {
+		return workflows.HibernateResult{}, ToApplicationError(err)
+	}
+	if err := a.Store.DeleteRuntime(ctx, id); err != nil {
+		return workflows.HibernateResult{}, ToApplicationError(err)
+	}
+	return workflows.HibernateResult{RuntimeID: id, Stopped: true}, nil
+}

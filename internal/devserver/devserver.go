@@ -1,0 +1,268 @@
+// Package devserver embeds a single-process Temporal server (frontend, history,
+// matching and worker services with SQLite persistence) and, optionally, the
+// Temporal Web UI, for `make run` and the end-to-end tests. It is a small
+// wrapper over the server's public APIs (temporal.NewServer with static hosts,
+// the SQLite schema and namespace helpers, uiserver.NewServer); see DESIGN.md
+// "Temporal versions and the embedded server".
+package devserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	tlog "go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/membership/static"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+)
+
+// Options configure the embedded server.
+type Options struct {
+	// IP to bind every service to; default "127.0.0.1".
+	IP string
+	// Port of the frontend gRPC service; 0 picks a free port.
+	Port int
+	// UIPort of the Web UI; 0 disables the UI.
+	UIPort int
+	// DatabaseFile is the SQLite file; "" keeps everything in memory (tests).
+	DatabaseFile string
+	// Namespace to create; default "default".
+	Namespace string
+	// SearchAttributes are registered on a fresh database only; callers must
+	// also register them idempotently through the operator service on every start.
+	SearchAttributes map[string]enumspb.IndexedValueType
+	// LogFile receives the server's own log (JSON lines); "" discards it.
+	LogFile string
+	// LogLevel is the server's log level ("debug", "info", "warn", "error"); default "warn".
+	LogLevel string
+}
+
+// Server is a running embedded Temporal.
+type Server struct {
+	server temporal.Server
+	ui     *uiserver.Server
+	// Address is the frontend host:port.
+	Address string
+	// UIURL is the Web UI's base URL, "" when disabled.
+	UIURL     string
+	Namespace string
+}
+
+// ErrPortInUse is returned when a requested port is already taken (the UI
+// server would otherwise panic in the background).
+var ErrPortInUse = errors.New("devserver: port already in use")
+
+// Start starts the server and returns once the frontend accepts connections.
+// Errors: ErrPortInUse naming the port, or the server's own start error.
+func Start(opts Options) (*Server, error) {
+	if opts.IP == "" {
+		opts.IP = "127.0.0.1"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "warn"
+	}
+	if opts.Port == 0 {
+		p, err := FreePort(opts.IP)
+		if err != nil {
+			return nil, err
+		}
+		opts.Port = p
+	} else if err := checkFree(opts.IP, opts.Port, "SANDBOX_TEMPORAL_PORT"); err != nil {
+		return nil, err
+	}
+	if opts.UIPort != 0 {
+		if err := checkFree(opts.IP, opts.UIPort, "SANDBOX_UI_PORT"); err != nil {
+			return nil, err
+		}
+	}
+	conf, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	var logger tlog.Logger = tlog.NewNoopLogger()
+	if opts.LogFile != "" {
+		logger = tlog.NewZapLogger(tlog.BuildZapLogger(tlog.Config{Level: opts.LogLevel, OutputFile: opts.LogFile, Format: "json"}))
+	}
+	host := func(svc primitives.ServiceName) static.Hosts {
+		return static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(conf.Services[string(svc)].RPC.GRPCPort)))
+	}
+	dyn := dynamicconfig.StaticClient{
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// One partition per task queue: a single worker polls it, and more
+		// partitions only add matching latency on a one-host dev server.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: host(primitives.FrontendService),
+			primitives.HistoryService:  host(primitives.HistoryService),
+			primitives.MatchingService: host(primitives.MatchingService),
+			primitives.WorkerService:   host(primitives.WorkerService),
+		}),
+		temporal.WithLogger(logger),
+		temporal.WithDynamicConfigClient(dyn),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: new server: %w", err)
+	}
+	s := &Server{server: srv, Address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), Namespace: opts.Namespace}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devserver: start: %w", err)
+	}
+	if opts.UIPort != 0 {
+		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+			Host:                opts.IP,
+			Port:                opts.UIPort,
+			TemporalGRPCAddress: s.Address,
+			EnableUI:            true,
+			CORS:                uiconfig.CORS{CookieInsecure: true},
+			HideLogs:            true,
+			DisableNewsFetch:    true,
+			DefaultNamespace:    opts.Namespace,
+		}))
+		go func() {
+			if err := s.ui.Start(); err != nil {
+				slog.Error("temporal web ui stopped", "error", err)
+			}
+		}()
+		s.UIURL = "http://" + net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
+	}
+	return s, nil
+}
+
+// Stop stops the UI and the server.
+func (s *Server) Stop() {
+	if s.ui != nil {
+		s.ui.Stop()
+	}
+	_ = s.server.Stop()
+}
+
+func buildConfig(opts Options) (*config.Config, error) {
+	httpPort, err := FreePort(opts.IP)
+	if err != nil {
+		return nil, err
+	}
+	var conf config.Config
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = opts.IP
+	conf.Persistence.DefaultStore = "sqlite"
+	conf.Persistence.VisibilityStore = "sqlite"
+	conf.Persistence.NumHistoryShards = 1
+	sqlConf, err := sqlConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlConf}}
+	const clusterName = "active"
+	conf.ClusterMetadata = &cluster.Config{
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			clusterName: {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)),
+				HTTPAddress:            net.JoinHostPort(opts.IP, strconv.Itoa(httpPort)),
+				ClusterID:              "sandboxcore-dev",
+			},
+		},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Services = map[string]config.Service{}
+	for _, name := range []string{"frontend", "history", "matching", "worker"} {
+		var svc config.Service
+		svc.RPC.BindOnIP = opts.IP
+		if name == "frontend" {
+			svc.RPC.GRPCPort = opts.Port
+			svc.RPC.HTTPPort = httpPort
+		} else {
+			p, err := FreePort(opts.IP)
+			if err != nil {
+				return nil, err
+			}
+			svc.RPC.GRPCPort = p
+		}
+		conf.Services[name] = svc
+	}
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	conf.PublicClient.HostPort = net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port))
+	return &conf, nil
+}
+
+func sqlConfig(opts Options) (*config.SQL, error) {
+	conf := config.SQL{PluginName: sqliteplugin.PluginName}
+	if opts.DatabaseFile == "" {
+		conf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+		conf.DatabaseName = "sandboxcore-" + strconv.Itoa(rand.IntN(1<<30))
+	} else {
+		conf.ConnectAttributes = map[string]string{"mode": "rwc", "_journal_mode": "WAL", "_synchronous": "NORMAL"}
+		conf.DatabaseName = opts.DatabaseFile
+		if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o755); err != nil {
+			return nil, fmt.Errorf("devserver: database dir: %w", err)
+		}
+		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
+			if err := sqliteschema.SetupSchema(&conf); err != nil {
+				return nil, fmt.Errorf("devserver: schema setup: %w", err)
+			}
+		}
+	}
+	if opts.DatabaseFile == "" {
+		if err := sqliteschema.SetupSchema(&conf); err != nil {
+			return nil, fmt.Errorf("devserver: schema setup: %w", err)
+		}
+	}
+	ns, err := sqliteschema.NewNamespaceConfig("active", opts.Namespace, false, opts.SearchAttributes)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: namespace config: %w", err)
+	}
+	if err := sqliteschema.CreateNamespaces(&conf, ns); err != nil {
+		return nil, fmt.Errorf("devserver: create namespace: %w", err)
+	}
+	return &conf, nil
+}
+
+// FreePort returns a TCP port on ip that was free a moment ago.
+func FreePort(ip string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("devserver: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func checkFree(ip string, port int, variable string) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("%w: %s:%d (set %s to another port): %v", ErrPortInUse, ip, port, variable, err)
+	}
+	return l.Close()
+}

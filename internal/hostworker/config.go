@@ -1,0 +1,188 @@
+// Package hostworker wires one sandboxcore worker host: configuration from the
+// environment, the ports (store, repo cache, workspaces, runtime, credentials),
+// the embedded Temporal dev server when TEMPORAL_ADDRESS is unset, search
+// attribute registration, and the Temporal workers on the shared and the
+// host-specific task queues.
+package hostworker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// Config is a worker host's configuration; README.md "Configuration" lists
+// every variable with its default.
+type Config struct {
+	DataDir         string          // SANDBOX_DATA_DIR
+	TemporalAddress string          // TEMPORAL_ADDRESS; "" embeds a dev server
+	Namespace       string          // TEMPORAL_NAMESPACE
+	TemporalPort    int             // SANDBOX_TEMPORAL_PORT (embedded server)
+	UIPort          int             // SANDBOX_UI_PORT (embedded Web UI; 0 disables)
+	TaskQueue       string          // SANDBOX_TASK_QUEUE
+	HostID          string          // SANDBOX_HOST_ID
+	RuntimeProvider string          // SANDBOX_RUNTIME_PROVIDER
+	RuntimeImage    string          // SANDBOX_RUNTIME_IMAGE
+	RuntimeNetwork  sandbox.Network // SANDBOX_RUNTIME_NETWORK
+	AllowFileURLs   bool            // SANDBOX_ALLOW_FILE_URLS
+	AllowHTTPURLs   bool            // SANDBOX_ALLOW_HTTP_URLS
+	FetchFreshness  time.Duration   // SANDBOX_FETCH_FRESHNESS
+	IdleStop        time.Duration   // SANDBOX_IDLE_STOP
+	IdleClose       time.Duration   // SANDBOX_IDLE_CLOSE
+	CredentialsFile string          // SANDBOX_GIT_CREDENTIALS_FILE
+	LogLevel        string          // SANDBOX_LOG_LEVEL
+	DatabaseURL     string          // DATABASE_URL
+}
+
+// Defaults.
+const (
+	DefaultTemporalPort   = 7233
+	DefaultUIPort         = 8233
+	DefaultFetchFreshness = 30 * time.Second
+	DefaultIdleStop       = 20 * time.Minute
+	DefaultIdleClose      = 6 * time.Hour
+)
+
+// ConfigError names the variable that is wrong.
+type ConfigError struct {
+	Variable string
+	Value    string
+	Reason   string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("configuration: %s=%q: %s", e.Variable, e.Value, e.Reason)
+}
+
+// ConfigFromEnv reads and validates the configuration. lookup is usually
+// os.LookupEnv. Errors are *ConfigError naming the bad variable.
+func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
+	get := func(name, def string) string {
+		if v, ok := lookup(name); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	c := Config{
+		TemporalAddress: get("TEMPORAL_ADDRESS", ""),
+		Namespace:       get("TEMPORAL_NAMESPACE", "default"),
+		TaskQueue:       get("SANDBOX_TASK_QUEUE", workflows.DefaultTaskQueue),
+		RuntimeProvider: get("SANDBOX_RUNTIME_PROVIDER", "local"),
+		RuntimeImage:    get("SANDBOX_RUNTIME_IMAGE", ""),
+		RuntimeNetwork:  sandbox.Network(get("SANDBOX_RUNTIME_NETWORK", string(sandbox.NetworkLimited))),
+		CredentialsFile: get("SANDBOX_GIT_CREDENTIALS_FILE", ""),
+		LogLevel:        get("SANDBOX_LOG_LEVEL", "info"),
+		DatabaseURL:     get("DATABASE_URL", ""),
+	}
+	var err error
+	if c.DataDir, err = dataDir(get("SANDBOX_DATA_DIR", "")); err != nil {
+		return c, &ConfigError{"SANDBOX_DATA_DIR", get("SANDBOX_DATA_DIR", ""), err.Error()}
+	}
+	host, _ := os.Hostname()
+	c.HostID = get("SANDBOX_HOST_ID", sanitizeHost(host))
+	if err := sandbox.ValidateID("host id", c.HostID); err != nil {
+		return c, &ConfigError{"SANDBOX_HOST_ID", c.HostID, sandbox.Message(err)}
+	}
+	if c.TemporalPort, err = port(get("SANDBOX_TEMPORAL_PORT", strconv.Itoa(DefaultTemporalPort)), false); err != nil {
+		return c, &ConfigError{"SANDBOX_TEMPORAL_PORT", get("SANDBOX_TEMPORAL_PORT", ""), err.Error()}
+	}
+	if c.UIPort, err = port(get("SANDBOX_UI_PORT", strconv.Itoa(DefaultUIPort)), true); err != nil {
+		return c, &ConfigError{"SANDBOX_UI_PORT", get("SANDBOX_UI_PORT", ""), err.Error()}
+	}
+	for name, dst := range map[string]*bool{"SANDBOX_ALLOW_FILE_URLS": &c.AllowFileURLs, "SANDBOX_ALLOW_HTTP_URLS": &c.AllowHTTPURLs} {
+		v := get(name, "0")
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, &ConfigError{name, v, "want 1 or 0"}
+		}
+		*dst = b
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+		def  time.Duration
+	}{
+		{"SANDBOX_FETCH_FRESHNESS", &c.FetchFreshness, DefaultFetchFreshness},
+		{"SANDBOX_IDLE_STOP", &c.IdleStop, DefaultIdleStop},
+		{"SANDBOX_IDLE_CLOSE", &c.IdleClose, DefaultIdleClose},
+	} {
+		v := get(d.name, d.def.String())
+		dur, err := time.ParseDuration(v)
+		if err != nil || dur < 0 {
+			return c, &ConfigError{d.name, v, "want a Go duration such as 30s, 20m or 6h"}
+		}
+		*d.dst = dur
+	}
+	if c.IdleStop <= 0 || c.IdleClose < c.IdleStop {
+		return c, &ConfigError{"SANDBOX_IDLE_CLOSE", c.IdleClose.String(), "must be positive and at least SANDBOX_IDLE_STOP"}
+	}
+	switch c.RuntimeNetwork {
+	case sandbox.NetworkNone, sandbox.NetworkLimited, sandbox.NetworkDefault:
+	default:
+		return c, &ConfigError{"SANDBOX_RUNTIME_NETWORK", string(c.RuntimeNetwork), "want none, limited or default"}
+	}
+	switch c.RuntimeProvider {
+	case "local":
+	default:
+		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "supported: local"}
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return c, &ConfigError{"SANDBOX_LOG_LEVEL", c.LogLevel, "want debug, info, warn or error"}
+	}
+	if c.DatabaseURL != "" {
+		return c, &ConfigError{"DATABASE_URL", "<set>", "the PostgreSQL store is not built yet; unset it to use the embedded SQLite store"}
+	}
+	return c, nil
+}
+
+func dataDir(v string) (string, error) {
+	if v == "" {
+		base := os.Getenv("XDG_DATA_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("no home directory; set it explicitly")
+			}
+			base = filepath.Join(home, ".local", "share")
+		}
+		v = filepath.Join(base, "sandboxcore")
+	}
+	abs, err := filepath.Abs(v)
+	if err != nil {
+		return "", err
+	}
+	return abs, nil
+}
+
+func port(v string, zeroOK bool) (int, error) {
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 0 || p > 65535 || (p == 0 && !zeroOK) {
+		return 0, fmt.Errorf("want a TCP port number")
+	}
+	return p, nil
+}
+
+func sanitizeHost(h string) string {
+	h = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '-'
+	}, h)
+	h = strings.TrimLeft(h, "-_")
+	if h == "" {
+		return "local"
+	}
+	if len(h) > 63 {
+		h = h[:63]
+	}
+	return h
+}

@@ -1,0 +1,260 @@
+// Package local is the plain-subprocess runtime (kind "local"): commands run
+// as child processes of the worker, in the workspace directory on the host,
+// with a small fixed environment (never the worker's own) and bounded output.
+//
+// It is NOT an isolation boundary (Capabilities().Isolated is false): a command
+// can read and write anything the worker's user can, reach the network
+// whatever RuntimeSpec.Network says, and ignore read-only mounts. Use it only
+// when asked for explicitly (DESIGN.md "Embedded default and production");
+// bubblewrap and Docker are the isolating runtimes.
+//
+// Process model (DESIGN.md "Non-negotiables: Exec"): every command is the
+// leader of its own process group. The whole group is sent SIGKILL on
+// timeout, on cancellation of the caller's context, on Stop/Destroy, and also
+// as soon as the leader exits: a command cannot leave background processes
+// behind (`sh -c 'server &'` starts a server that dies with the call). A
+// process that leaves the group (setsid, setpgid) escapes that kill; its
+// hold on the output pipes is cut after a short grace period so the call
+// still returns.
+//
+// Runtimes live in an in-memory map: after a worker restart Create with the
+// same spec recreates the entry (there is nothing else to recover, since no
+// process outlives its call). Nothing in this package ever deletes a file.
+package local
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Kind is the RuntimeProvider kind string of this backend.
+const Kind = "local"
+
+// Options configure a Provider. The zero value is ready to use.
+type Options struct {
+	// Logger receives debug records of runtime lifecycle and exec calls
+	// (command name, exit code, duration; never argv beyond Cmd[0], env or output).
+	// nil discards them.
+	Logger *slog.Logger
+	// BaseEnv holds extra fixed variables added to every command's environment
+	// after the built-in base set and before RuntimeSpec.Env and ExecRequest.Env
+	// (later sources win). It must not carry secrets meant for a single workspace.
+	BaseEnv map[string]string
+}
+
+// Provider is the local subprocess sandbox.RuntimeProvider (seed "Runtime
+// Port: RuntimeProvider", "Adapter Responsibilities"). It is safe for
+// concurrent use.
+type Provider struct {
+	log     *slog.Logger
+	baseEnv map[string]string
+
+	mu       sync.Mutex
+	runtimes map[string]*Runtime
+}
+
+var _ sandbox.RuntimeProvider = (*Provider)(nil)
+
+// New returns a Provider with no runtimes.
+func New(opts Options) *Provider {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{
+		log:      log.With("runtime", Kind),
+		baseEnv:  maps.Clone(opts.BaseEnv),
+		runtimes: map[string]*Runtime{},
+	}
+}
+
+// Kind returns "local".
+func (p *Provider) Kind() string { return Kind }
+
+// Capabilities reports the truth (seed "Optional Capabilities", "Adapter
+// Responsibilities: report capabilities truthfully"): no snapshots, no
+// preview URLs, no interactive sessions, and no isolation (Isolated false).
+func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
+	return sandbox.RuntimeCapabilities{}
+}
+
+// Snapshots returns nil: the local runtime cannot snapshot.
+func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
+
+// PreviewURLs returns nil: the local runtime cannot expose ports.
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
+
+// Create returns the runtime with spec.ID, creating it in state running when
+// missing (idempotent; after a worker restart it simply recreates the entry).
+// Source: seed "Runtime Port" (RuntimeProvider.create, RuntimeSpec).
+//
+// The workdir is the host directory given as Source of the one Mount whose
+// Target equals spec.Workdir; it must be an absolute path to an existing
+// directory. Other mounts are ignored (a subprocess cannot bind paths) and
+// Mount.Writable, Network and Resources are not enforced (the runtime is not
+// isolated). Errors wrap sandbox.ErrInvalidArgument for a malformed spec
+// (bad id, env, or workdir mount) and sandbox.ErrConflict when a runtime with
+// spec.ID already exists on a different workdir. Creating an existing runtime
+// updates its Env and Labels and leaves its state alone.
+func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
+	if err := sandbox.ValidateID("runtime id", spec.ID); err != nil {
+		return nil, err
+	}
+	if err := ValidateEnv(spec.Env); err != nil {
+		return nil, err
+	}
+	root, mount, err := resolveWorkdir(spec)
+	if err != nil {
+		return nil, err
+	}
+	spec = cloneSpec(spec)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rt, ok := p.runtimes[spec.ID]; ok {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		if rt.root != root {
+			return nil, sandbox.Errorf(sandbox.ErrConflict, "runtime %s already exists on workdir %s, not %s", spec.ID, rt.root, root)
+		}
+		rt.spec = spec
+		return rt, nil
+	}
+	if !mount.Writable {
+		p.log.Warn("local runtime cannot enforce a read-only workdir mount", "id", spec.ID)
+	}
+	if spec.Network == sandbox.NetworkNone || spec.Network == sandbox.NetworkLimited {
+		p.log.Warn("local runtime cannot restrict the network", "id", spec.ID, "network", spec.Network)
+	}
+	rt := &Runtime{p: p, id: spec.ID, spec: spec, root: root, state: sandbox.RuntimeRunning, running: map[*execHandle]struct{}{}}
+	p.runtimes[spec.ID] = rt
+	p.log.Debug("runtime created", "id", spec.ID, "workdir", root)
+	return rt, nil
+}
+
+// Get returns the runtime with id, or an error wrapping sandbox.ErrNotFound.
+func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rt, ok := p.runtimes[id]
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %q not found", clip(id))
+	}
+	return rt, nil
+}
+
+// List returns the runtimes whose labels contain every given label pair (nil
+// or empty labels match all), sorted by id.
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbox.RuntimeSummary, error) {
+	p.mu.Lock()
+	rts := slices.Collect(maps.Values(p.runtimes))
+	p.mu.Unlock()
+	out := []sandbox.RuntimeSummary{}
+	for _, rt := range rts {
+		rt.mu.Lock()
+		s := sandbox.RuntimeSummary{ID: rt.id, State: rt.state, Labels: maps.Clone(rt.spec.Labels)}
+		rt.mu.Unlock()
+		match := true
+		for k, v := range labels {
+			if got, ok := s.Labels[k]; !ok || got != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b sandbox.RuntimeSummary) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Destroy kills the runtime's running commands (waiting for them, bounded by
+// ctx) and forgets it; a missing runtime is success. It never touches the
+// workspace files. A Runtime value kept by a caller reports RuntimeMissing
+// afterwards and its calls fail with sandbox.ErrNotFound.
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	p.mu.Lock()
+	rt, ok := p.runtimes[id]
+	delete(p.runtimes, id)
+	p.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	p.log.Debug("runtime destroyed", "id", id)
+	return rt.halt(ctx, true)
+}
+
+// resolveWorkdir finds the host directory for spec.Workdir and returns its
+// symlink-free absolute path.
+func resolveWorkdir(spec sandbox.RuntimeSpec) (string, sandbox.Mount, error) {
+	bad := func(format string, args ...any) (string, sandbox.Mount, error) {
+		return "", sandbox.Mount{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: "+format, append([]any{spec.ID}, args...)...)
+	}
+	if spec.Workdir == "" {
+		return bad("workdir is empty")
+	}
+	var found []sandbox.Mount
+	for _, m := range spec.Mounts {
+		if m.Target == spec.Workdir {
+			found = append(found, m)
+		}
+	}
+	if len(found) != 1 {
+		return bad("need exactly one mount with target %q, found %d", spec.Workdir, len(found))
+	}
+	m := found[0]
+	if !filepath.IsAbs(m.Source) {
+		return bad("workdir mount source %q is not absolute", m.Source)
+	}
+	root, err := checkDir(m.Source)
+	if err != nil {
+		return bad("workdir mount source: %v", err)
+	}
+	return root, m, nil
+}
+
+// checkDir returns the symlink-free path of dir, failing when it is missing
+// or not a directory.
+func checkDir(dir string) (string, error) {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", &fs.PathError{Op: "stat", Path: dir, Err: fmt.Errorf("not a directory")}
+	}
+	return real, nil
+}
+
+func cloneSpec(s sandbox.RuntimeSpec) sandbox.RuntimeSpec {
+	s.Mounts = slices.Clone(s.Mounts)
+	s.Env = maps.Clone(s.Env)
+	s.Labels = maps.Clone(s.Labels)
+	if s.Resources != nil {
+		r := *s.Resources
+		s.Resources = &r
+	}
+	return s
+}

@@ -1,0 +1,92 @@
+package local
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// ValidateExecRequest checks the backend-independent rules of an exec request
+// and returns an error wrapping sandbox.ErrInvalidArgument on the first
+// violation (nothing may run then):
+//   - Cmd is a non-empty argv whose first element is non-empty; no element
+//     contains a NUL byte;
+//   - Cwd passes sandbox.CleanRelPath (relative, no "..", no control
+//     characters); symlink escapes are the runtime's own check;
+//   - Env keys are non-empty and contain neither '=' nor NUL; values contain no NUL;
+//   - TimeoutS is 0 (sandbox.DefaultExecTimeout) or in (0, sandbox.MaxExecTimeout] seconds;
+//   - MaxOutputBytes is 0 (the default) or in (0, sandbox.MaxOutputBytesLimit] bytes;
+//   - Stdin is at most sandbox.MaxStdinBytes bytes.
+//
+// Other runtime adapters (bwrap, Docker) may call it to share the same rules.
+func ValidateExecRequest(req sandbox.ExecRequest) error {
+	bad := func(format string, args ...any) error {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: "+format, args...)
+	}
+	if len(req.Cmd) == 0 {
+		return bad("cmd is empty")
+	}
+	if req.Cmd[0] == "" {
+		return bad("cmd[0] is empty")
+	}
+	for i, a := range req.Cmd {
+		if strings.IndexByte(a, 0) >= 0 {
+			return bad("cmd[%d] contains a NUL byte", i)
+		}
+	}
+	if _, err := sandbox.CleanRelPath(req.Cwd); err != nil {
+		return bad("cwd: %s", sandbox.Message(err))
+	}
+	if err := ValidateEnv(req.Env); err != nil {
+		return err
+	}
+	if req.TimeoutS < 0 {
+		return bad("timeout_s %d is negative", req.TimeoutS)
+	}
+	if time.Duration(req.TimeoutS)*time.Second > sandbox.MaxExecTimeout {
+		return bad("timeout_s %d exceeds the maximum of %d", req.TimeoutS, int(sandbox.MaxExecTimeout/time.Second))
+	}
+	if req.MaxOutputBytes < 0 {
+		return bad("max_output_bytes %d is negative", req.MaxOutputBytes)
+	}
+	if req.MaxOutputBytes > sandbox.MaxOutputBytesLimit {
+		return bad("max_output_bytes %d exceeds the maximum of %d", req.MaxOutputBytes, sandbox.MaxOutputBytesLimit)
+	}
+	if len(req.Stdin) > sandbox.MaxStdinBytes {
+		return bad("stdin is %d bytes, more than the maximum of %d", len(req.Stdin), sandbox.MaxStdinBytes)
+	}
+	return nil
+}
+
+// ValidateEnv checks environment variables (a RuntimeSpec's or an
+// ExecRequest's): every key is non-empty and contains neither '=' nor NUL,
+// every value contains no NUL. Returns an error wrapping sandbox.ErrInvalidArgument.
+func ValidateEnv(env map[string]string) error {
+	for k, v := range env {
+		switch {
+		case k == "":
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "env: empty variable name")
+		case strings.ContainsAny(k, "=\x00"):
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "env: variable name %q contains '=' or NUL", clip(k))
+		case strings.IndexByte(v, 0) >= 0:
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "env: value of %q contains a NUL byte", clip(k))
+		}
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// wrapErr returns an error whose text is "<kind.Type>: <message>: <cause>" and
+// that wraps both kind and cause for errors.Is. (sandbox.Errorf formats with
+// fmt.Sprintf, which does not support %w.)
+func wrapErr(kind *sandbox.Kind, cause error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %w", kind, fmt.Sprintf(format, args...), cause)
+}

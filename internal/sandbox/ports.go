@@ -1,0 +1,268 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// AuthScope names whose credentials a git call needs: resolved inside
+// activities only, never carried in workflow payloads (DESIGN.md "Payload discipline").
+type AuthScope struct {
+	UserID string
+	Repo   RepoIdentity
+}
+
+// Credential is a secret for one git remote, sent per call as an HTTP basic
+// Authorization header (never in argv, a URL or a config file). Username is
+// "x-access-token" for GitHub tokens.
+type Credential struct {
+	Username string
+	Secret   string
+}
+
+// String never prints the secret.
+func (c *Credential) String() string {
+	if c == nil {
+		return "<no credential>"
+	}
+	return c.Username + ":<redacted>"
+}
+
+// GoString never prints the secret.
+func (c *Credential) GoString() string { return c.String() }
+
+// CredentialProvider resolves the credential for an auth scope. It returns
+// (nil, nil) when it has none (public repositories work without).
+type CredentialProvider interface {
+	Credential(ctx context.Context, scope AuthScope) (*Credential, error)
+}
+
+// RepoLocker takes the per-repository lock (a flock under the data root) that
+// serializes clone, fetch and worktree creation across processes
+// (seed "Concurrency and Locking"). unlock is idempotent.
+type RepoLocker interface {
+	LockRepo(ctx context.Context, repo RepoIdentity) (unlock func(), err error)
+}
+
+// RepoCacheProvider owns the durable bare mirrors (seed P2 RepoCacheProvider).
+type RepoCacheProvider interface {
+	RepoLocker
+	// Ensure returns a ready cache for repo: cloned once (staged, then renamed
+	// into place), or fetched when its last fetch is older than the freshness
+	// window (or always when forceFetch). cred may be nil. Errors wrap
+	// ErrRepoAuthFailed, ErrRepoCacheUnavailable, ErrInsufficientDisk, ErrRepoLocked.
+	Ensure(ctx context.Context, repo RepoIdentity, cred *Credential, forceFetch bool) (RepoCache, error)
+	// Remove deletes a cache's files. A missing cache is success.
+	Remove(ctx context.Context, repo RepoIdentity) error
+}
+
+// FileEntry is one directory entry (list_dir).
+type FileEntry struct {
+	Name string `json:"name"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type string `json:"type"`
+	Size int64  `json:"size"` // bytes
+	Mode uint32 `json:"mode"` // permission bits
+}
+
+// SearchRequest asks for lines matching Pattern (Go RE2 syntax, or a literal
+// string when Literal) in files under Path (workspace-relative, "" = root).
+// Symlinks are never followed; .git is skipped; binary files are skipped.
+type SearchRequest struct {
+	Pattern    string `json:"pattern"`
+	Path       string `json:"path,omitempty"`
+	Literal    bool   `json:"literal,omitempty"`
+	IgnoreCase bool   `json:"ignore_case,omitempty"`
+	// MaxResults caps the matches returned; 0 means DefaultSearchResults.
+	MaxResults int `json:"max_results,omitempty"`
+}
+
+// Search limits.
+const (
+	DefaultSearchResults = 200
+	MaxSearchResults     = 5000
+	// MaxSearchLineBytes cuts each returned line.
+	MaxSearchLineBytes = 512
+)
+
+// SearchMatch is one matching line.
+type SearchMatch struct {
+	Path string `json:"path"`
+	Line int    `json:"line"` // 1-based
+	Text string `json:"text"`
+}
+
+// SearchResult is the outcome of a search.
+type SearchResult struct {
+	Matches   []SearchMatch `json:"matches"`
+	Truncated bool          `json:"truncated"`
+}
+
+// FileStatus is one changed path (git status --porcelain=v1 XY codes).
+type FileStatus struct {
+	Path   string `json:"path"`
+	Status string `json:"status"` // two characters, e.g. " M", "??", "A "
+}
+
+// WorkspaceStatus is a workspace's git state. Dirty counts untracked files.
+type WorkspaceStatus struct {
+	Branch     string       `json:"branch"` // "" when detached
+	Head       string       `json:"head"`
+	BaseCommit string       `json:"base_commit"`
+	Dirty      bool         `json:"dirty"`
+	Files      []FileStatus `json:"files"`
+	// CommitsSinceBase counts commits on HEAD not in BaseCommit.
+	CommitsSinceBase int `json:"commits_since_base"`
+}
+
+// MaxDiffBytes caps a returned patch; the total size is still reported.
+const MaxDiffBytes = 1 << 20
+
+// Diff is everything the agent changed against the recorded base commit:
+// commits, staged, unstaged and untracked (not ignored) files, as a binary-safe patch.
+type Diff struct {
+	BaseCommit string   `json:"base_commit"`
+	Patch      string   `json:"patch"`
+	Files      []string `json:"files"`
+	Truncated  bool     `json:"truncated"`
+	TotalBytes int64    `json:"total_bytes"`
+}
+
+// CommitRequest commits the workspace's changes. Empty Paths means every
+// change including untracked files (git add -A).
+type CommitRequest struct {
+	Message     string   `json:"message"`
+	Paths       []string `json:"paths,omitempty"`
+	AuthorName  string   `json:"author_name,omitempty"`
+	AuthorEmail string   `json:"author_email,omitempty"`
+	AllowEmpty  bool     `json:"allow_empty,omitempty"`
+}
+
+// CommitResult is the outcome of a commit.
+type CommitResult struct {
+	Commit          string `json:"commit"`
+	Branch          string `json:"branch"`
+	NothingToCommit bool   `json:"nothing_to_commit"`
+}
+
+// MaxFileBytes bounds read_file and write_file payloads.
+const MaxFileBytes = 1 << 20
+
+// WorkspaceProvider owns the durable worktrees (seed "Core Model: Workspace").
+// Every path argument is workspace-relative and confined with os.Root; escapes
+// return ErrInvalidWorkspacePath. Mutating calls on a workspace whose
+// Capabilities.Writable is false return ErrCommandRejected.
+type WorkspaceProvider interface {
+	// Ensure creates the worktree for req on cache, or returns the existing one
+	// (same key → same path and branch), repairing a registration whose directory
+	// vanished. The base commit is resolved from req.BaseRef (or the cache's
+	// default branch) and recorded. Errors: ErrRefNotFound, ErrRepoLocked,
+	// ErrInsufficientDisk, ErrConflict (branch checked out elsewhere).
+	Ensure(ctx context.Context, cache RepoCache, req WorkspaceRequest) (Workspace, error)
+	// Exists reports whether the worktree directory is present and registered.
+	Exists(ctx context.Context, ws Workspace) (bool, error)
+	Status(ctx context.Context, ws Workspace) (WorkspaceStatus, error)
+	Diff(ctx context.Context, ws Workspace) (Diff, error)
+	Commit(ctx context.Context, ws Workspace, req CommitRequest) (CommitResult, error)
+	// Remove deletes the worktree and its registration, keeping the branch. Missing = success.
+	Remove(ctx context.Context, ws Workspace) error
+	// ReadFile returns at most MaxFileBytes; a larger file is ErrResourceLimit.
+	ReadFile(ctx context.Context, ws Workspace, path string) ([]byte, error)
+	// WriteFile creates or replaces a file (parents created), mode 0 = 0644.
+	WriteFile(ctx context.Context, ws Workspace, path string, data []byte, mode uint32) error
+	ListDir(ctx context.Context, ws Workspace, path string) ([]FileEntry, error)
+	Search(ctx context.Context, ws Workspace, req SearchRequest) (SearchResult, error)
+	// SizeBytes returns the bytes used by the worktree's files.
+	SizeBytes(ctx context.Context, ws Workspace) (int64, error)
+}
+
+// Runtime is one compute attachment (seed "SandboxRuntime" protocol).
+type Runtime interface {
+	ID() string
+	State(ctx context.Context) (RuntimeState, error)
+	Start(ctx context.Context) error
+	// Stop hibernates: the runtime's compute stops, the workspace stays.
+	Stop(ctx context.Context) error
+	// Exec runs one command; a non-zero exit or timeout is a result. Errors wrap
+	// ErrRuntimeUnavailable or ErrInvalidArgument.
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	// ExecStream is Exec that also hands output to onChunk as it arrives
+	// (calls are serialized). The returned result is the same as Exec's.
+	ExecStream(ctx context.Context, req ExecRequest, onChunk func(ExecChunk)) (ExecResult, error)
+}
+
+// RuntimeSummary is one runtime as listed by a provider.
+type RuntimeSummary struct {
+	ID     string            `json:"id"`
+	State  RuntimeState      `json:"state"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// SnapshotCapability is optional (seed "Optional Capabilities").
+type SnapshotCapability interface {
+	SnapshotRuntime(ctx context.Context, runtimeID, label string) (string, error)
+	RestoreRuntime(ctx context.Context, snapshotID string) (Runtime, error)
+}
+
+// PreviewURLCapability is optional (seed "Optional Capabilities").
+type PreviewURLCapability interface {
+	ExposePort(ctx context.Context, runtimeID string, port int) (string, error)
+}
+
+// RuntimeProvider creates and finds runtimes of one backend (seed "RuntimeProvider").
+type RuntimeProvider interface {
+	// Kind is "local", "bwrap", "docker", "daytona" or "e2b".
+	Kind() string
+	Capabilities() RuntimeCapabilities
+	// Create returns the runtime with spec.ID, creating it when missing (idempotent).
+	Create(ctx context.Context, spec RuntimeSpec) (Runtime, error)
+	// Get returns an existing runtime or ErrNotFound.
+	Get(ctx context.Context, id string) (Runtime, error)
+	List(ctx context.Context, labels map[string]string) ([]RuntimeSummary, error)
+	// Destroy removes the runtime; a missing one is success. Never touches the workspace.
+	Destroy(ctx context.Context, id string) error
+	// Snapshots returns nil when the backend cannot snapshot.
+	Snapshots() SnapshotCapability
+	// PreviewURLs returns nil when the backend cannot expose ports.
+	PreviewURLs() PreviewURLCapability
+}
+
+// WorkspaceFilter selects workspaces; zero fields match everything.
+type WorkspaceFilter struct {
+	UserID      string
+	ProjectID   string
+	RepoCacheID string
+	HostID      string
+	Mode        WorkspaceMode
+	State       WorkspaceState
+	// LastUsedBefore keeps workspaces last used strictly before it.
+	LastUsedBefore time.Time
+	Limit          int
+}
+
+// Store persists repo caches, workspaces and runtimes (seed "Storage Model").
+// Misses return ErrWorkspaceNotFound (workspaces) or ErrNotFound (caches,
+// runtimes); uniqueness violations return ErrConflict.
+type Store interface {
+	UpsertRepoCache(ctx context.Context, c RepoCache) error
+	GetRepoCache(ctx context.Context, id string) (RepoCache, error)
+	ListRepoCaches(ctx context.Context) ([]RepoCache, error)
+	DeleteRepoCache(ctx context.Context, id string) error
+
+	// CreateWorkspace inserts; ErrConflict when the id or the mode's uniqueness key exists.
+	CreateWorkspace(ctx context.Context, ws Workspace) error
+	// UpdateWorkspace replaces every column of an existing row.
+	UpdateWorkspace(ctx context.Context, ws Workspace) error
+	GetWorkspace(ctx context.Context, id string) (Workspace, error)
+	ListWorkspaces(ctx context.Context, f WorkspaceFilter) ([]Workspace, error)
+	// TouchWorkspace sets last_used_at (and updated_at).
+	TouchWorkspace(ctx context.Context, id string, at time.Time) error
+	DeleteWorkspace(ctx context.Context, id string) error
+
+	UpsertRuntime(ctx context.Context, r RuntimeRecord) error
+	GetRuntime(ctx context.Context, id string) (RuntimeRecord, error)
+	ListRuntimes(ctx context.Context, workspaceID string) ([]RuntimeRecord, error)
+	DeleteRuntime(ctx context.Context, id string) error
+
+	Close() error
+}

@@ -1,0 +1,292 @@
+package sandbox
+
+import (
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// URLPolicy says which repository URL schemes besides https and ssh are accepted.
+// AllowFile comes from SANDBOX_ALLOW_FILE_URLS=1; AllowHTTP from
+// SANDBOX_ALLOW_HTTP_URLS=1 (plain http sends credentials in clear text: meant
+// for loopback test servers only).
+type URLPolicy struct {
+	AllowFile bool
+	AllowHTTP bool
+}
+
+// FileHost is the identity host of file:// repositories. It cannot be a real
+// host name (those never start with '_'), so a file repository never shares a
+// cache with a network one.
+const FileHost = "_file"
+
+// MaxURLLength bounds a repository URL, in bytes.
+const MaxURLLength = 2048
+
+var (
+	hostPattern    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+	segmentPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
+	scpPattern     = regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9._-]*)@([^:/]+):(.+)$`)
+	portPattern    = regexp.MustCompile(`^[0-9]{1,5}$`)
+	sshUserPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
+)
+
+// ParseRepoURL validates a repository URL and derives its identity: host
+// lowercased (with its port, if any), owner = every path segment but the last,
+// name = the last segment with ".git" stripped. Accepted forms:
+// https://host[:port]/owner/repo[.git], ssh://[user@]host[:port]/owner/repo[.git],
+// user@host:owner/repo[.git] (scp-like ssh), http:// only under policy.AllowHTTP,
+// and file:///abs/path/repo[.git] only under policy.AllowFile (identity host FileHost).
+// Rejected with ErrInvalidArgument: credentials in the URL, git's "transport::address"
+// forms (ext::, fd::), a leading '-', control characters or spaces, query strings,
+// fragments, and path segments that are empty, "." / "..", or start with '-' or '.'.
+func ParseRepoURL(raw string, policy URLPolicy) (RepoIdentity, error) {
+	bad := func(why string) (RepoIdentity, error) {
+		return RepoIdentity{}, Errorf(ErrInvalidArgument, "repository URL %q: %s", clip(raw), why)
+	}
+	if raw == "" {
+		return bad("empty")
+	}
+	if len(raw) > MaxURLLength {
+		return bad("too long")
+	}
+	if !utf8.ValidString(raw) {
+		return bad("not UTF-8")
+	}
+	for _, r := range raw {
+		if r <= ' ' || r == 0x7f || r == '\\' {
+			return bad("contains a control character, space or backslash")
+		}
+	}
+	if strings.HasPrefix(raw, "-") {
+		return bad("starts with '-'")
+	}
+	if i := strings.Index(raw, "::"); i >= 0 && !strings.Contains(raw[:i], "/") {
+		return bad("git transport syntax (\"<transport>::\") is not allowed")
+	}
+	if m := scpPattern.FindStringSubmatch(raw); m != nil && !strings.Contains(raw, "://") {
+		host := strings.ToLower(m[2])
+		if !hostPattern.MatchString(host) {
+			return bad("invalid host")
+		}
+		owner, name, err := splitRepoPath(m[3])
+		if err != "" {
+			return bad(err)
+		}
+		return RepoIdentity{Host: host, Owner: owner, Name: name, URL: m[1] + "@" + host + ":" + owner + "/" + name + ".git"}, nil
+	}
+	u, perr := url.Parse(raw)
+	if perr != nil {
+		return bad("unparseable")
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.Contains(raw, "#") {
+		return bad("query strings and fragments are not allowed")
+	}
+	if u.Opaque != "" {
+		return bad("not a hierarchical URL")
+	}
+	scheme := strings.ToLower(u.Scheme)
+	switch scheme {
+	case "https", "ssh":
+	case "http":
+		if !policy.AllowHTTP {
+			return bad("http URLs are disabled (set SANDBOX_ALLOW_HTTP_URLS=1 to allow them)")
+		}
+	case "file":
+		if !policy.AllowFile {
+			return bad("file URLs are disabled (set SANDBOX_ALLOW_FILE_URLS=1 to allow them)")
+		}
+		if u.Host != "" && u.Host != "localhost" {
+			return bad("file URLs must be file:///absolute/path")
+		}
+		if u.User != nil {
+			return bad("credentials are not allowed in URLs")
+		}
+		owner, name, err := splitRepoPath(strings.TrimPrefix(u.Path, "/"))
+		if err != "" {
+			return bad(err)
+		}
+		return RepoIdentity{Host: FileHost, Owner: owner, Name: name, URL: "file://" + path.Clean(u.Path)}, nil
+	default:
+		return bad("scheme must be https or ssh")
+	}
+	if u.User != nil {
+		if _, hasPass := u.User.Password(); hasPass || scheme != "ssh" {
+			return bad("credentials are not allowed in URLs")
+		}
+		if !sshUserPattern.MatchString(u.User.Username()) {
+			return bad("invalid ssh user")
+		}
+	}
+	host := strings.ToLower(u.Hostname())
+	if !hostPattern.MatchString(host) {
+		return bad("invalid host")
+	}
+	hostport := host
+	if p := u.Port(); p != "" {
+		if !portPattern.MatchString(p) {
+			return bad("invalid port")
+		}
+		hostport = host + ":" + p
+	}
+	owner, name, err := splitRepoPath(strings.TrimPrefix(u.Path, "/"))
+	if err != "" {
+		return bad(err)
+	}
+	user := ""
+	if u.User != nil {
+		user = u.User.Username() + "@"
+	}
+	return RepoIdentity{Host: hostport, Owner: owner, Name: name, URL: scheme + "://" + user + hostport + "/" + owner + "/" + name + ".git"}, nil
+}
+
+// splitRepoPath splits "a/b/repo.git" into owner "a/b" and name "repo"; it
+// returns a reason when the path is unacceptable.
+func splitRepoPath(p string) (owner, name, why string) {
+	p = strings.TrimSuffix(p, "/")
+	if p == "" {
+		return "", "", "missing owner/repo path"
+	}
+	segs := strings.Split(p, "/")
+	if len(segs) < 2 {
+		return "", "", "path must be owner/repo"
+	}
+	if len(segs) > 8 {
+		return "", "", "path has too many segments"
+	}
+	last := strings.TrimSuffix(segs[len(segs)-1], ".git")
+	segs[len(segs)-1] = last
+	for _, s := range segs {
+		if s == "" || s == "." || s == ".." || !segmentPattern.MatchString(s) || strings.HasSuffix(s, ".lock") || len(s) > 100 {
+			return "", "", "invalid path segment " + strconvQuote(s)
+		}
+	}
+	return strings.Join(segs[:len(segs)-1], "/"), last, ""
+}
+
+// MaxRefLength bounds a ref name, in bytes.
+const MaxRefLength = 255
+
+// ValidateRef checks a user-supplied ref (branch, tag or commit) against git's
+// check-ref-format rules (git-check-ref-format(1)) and this service's own: no
+// leading '-', at most MaxRefLength bytes. A one-level name such as "main" is
+// allowed (as with --allow-onelevel). Returns ErrInvalidArgument.
+func ValidateRef(ref string) error {
+	bad := func(why string) error {
+		return Errorf(ErrInvalidArgument, "ref %q: %s", clip(ref), why)
+	}
+	switch {
+	case ref == "":
+		return bad("empty")
+	case len(ref) > MaxRefLength:
+		return bad("too long")
+	case strings.HasPrefix(ref, "-"):
+		return bad("starts with '-'")
+	case ref == "@":
+		return bad("is '@'")
+	case strings.Contains(ref, ".."):
+		return bad("contains '..'")
+	case strings.Contains(ref, "@{"):
+		return bad("contains '@{'")
+	case strings.Contains(ref, "//"):
+		return bad("contains '//'")
+	case strings.HasSuffix(ref, "/") || strings.HasPrefix(ref, "/"):
+		return bad("starts or ends with '/'")
+	case strings.HasSuffix(ref, "."):
+		return bad("ends with '.'")
+	}
+	for _, r := range ref {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return bad("contains a forbidden character")
+		}
+	}
+	for _, c := range strings.Split(ref, "/") {
+		if strings.HasPrefix(c, ".") {
+			return bad("a component starts with '.'")
+		}
+		if strings.HasSuffix(c, ".lock") {
+			return bad("a component ends with '.lock'")
+		}
+	}
+	return nil
+}
+
+// MaxIDLength bounds user, project, conversation and task ids, in bytes.
+const MaxIDLength = 128
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+// ValidateID checks an id (what names it: "user_id", "project_id",
+// "conversation_id", "task_id"): 1 to MaxIDLength characters from
+// [A-Za-z0-9_-], not starting with '-' or '_'. Such an id is safe in a path
+// component and in a branch name. Returns ErrInvalidArgument.
+func ValidateID(what, id string) error {
+	if id == "" {
+		return Errorf(ErrInvalidArgument, "%s is required", what)
+	}
+	if len(id) > MaxIDLength {
+		return Errorf(ErrInvalidArgument, "%s is longer than %d bytes", what, MaxIDLength)
+	}
+	if !idPattern.MatchString(id) {
+		return Errorf(ErrInvalidArgument, "%s %q: only letters, digits, '_' and '-' are allowed, starting with a letter or digit", what, clip(id))
+	}
+	return nil
+}
+
+// MaxPathLength bounds a workspace-relative path, in bytes.
+const MaxPathLength = 4096
+
+// CleanRelPath validates a workspace-relative file path and returns it cleaned
+// ("." for the root when p is "" or "."). Rejected with ErrInvalidWorkspacePath:
+// absolute paths, any ".." component, NUL or other control characters, and
+// paths longer than MaxPathLength. Symlinks are the file layer's concern (os.Root).
+func CleanRelPath(p string) (string, error) {
+	bad := func(why string) (string, error) {
+		return "", Errorf(ErrInvalidWorkspacePath, "path %q: %s", clip(p), why)
+	}
+	if p == "" || p == "." {
+		return ".", nil
+	}
+	if len(p) > MaxPathLength {
+		return bad("too long")
+	}
+	if !utf8.ValidString(p) {
+		return bad("not UTF-8")
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return bad("contains a control character")
+		}
+	}
+	if strings.HasPrefix(p, "/") {
+		return bad("absolute paths are not allowed")
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." {
+			return bad("'..' is not allowed")
+		}
+	}
+	return path.Clean(p), nil
+}
+
+// IsGitMetadataPath reports whether a cleaned relative path is, or is inside, a
+// ".git" entry at any depth; writes there could redirect or poison host-side git.
+func IsGitMetadataPath(clean string) bool {
+	for _, c := range strings.Split(clean, "/") {
+		if strings.EqualFold(c, ".git") {
+			return true
+		}
+	}
+	return false
+}
+
+func clip(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "…"
+	}
+	return s
+}
+
+func strconvQuote(s string) string { return "\"" + clip(s) + "\"" }

@@ -1,0 +1,624 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// Exit codes of sandboxctl (besides exec, which exits with the command's code).
+const (
+	exitOK      = 0
+	exitError   = 1
+	exitInvalid = 2
+)
+
+// exitCodeError makes Main exit with code without printing anything more.
+type exitCodeError struct{ code int }
+
+func (e exitCodeError) Error() string { return "exit " + strconv.Itoa(e.code) }
+
+type cli struct {
+	address   string
+	namespace string
+	taskQueue string
+	asJSON    bool
+	stdin     io.Reader
+	stdout    io.Writer
+	stderr    io.Writer
+	tc        client.Client
+	sc        *sandboxclient.Client
+}
+
+// Main runs sandboxctl with args and returns the process exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := c.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	if c.tc != nil {
+		c.tc.Close()
+	}
+	if err == nil {
+		return exitOK
+	}
+	var ec exitCodeError
+	if errors.As(err, &ec) {
+		return ec.code
+	}
+	if k := sandbox.KindOf(err); k != nil {
+		fmt.Fprintf(stderr, "error: %s\n", err)
+		if errors.Is(err, sandbox.ErrInvalidArgument) || errors.Is(err, sandbox.ErrInvalidWorkspacePath) {
+			return exitInvalid
+		}
+		return exitError
+	}
+	fmt.Fprintf(stderr, "error: %s\n", err)
+	if strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)") {
+		return exitInvalid
+	}
+	return exitError
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (c *cli) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sandboxctl",
+		Short:         "Drive sandboxcore workspaces: acquire, exec, read, write, search, diff, commit",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&c.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port (TEMPORAL_ADDRESS)")
+	root.PersistentFlags().StringVar(&c.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
+	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", envOr("SANDBOX_TASK_QUEUE", workflows.DefaultTaskQueue), "task queue sessions start on (SANDBOX_TASK_QUEUE)")
+	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of text")
+	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
+		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
+		c.releaseCommand(), c.describeCommand(), c.listCommand())
+	return root
+}
+
+func (c *cli) client(ctx context.Context) (*sandboxclient.Client, error) {
+	if c.sc != nil {
+		return c.sc, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tc, err := client.DialContext(dctx, client.Options{HostPort: c.address, Namespace: c.namespace, Logger: sdklog.NewStructuredLogger(discardLogger())})
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "cannot reach Temporal at %s (is the worker running? see `make run`): %v", c.address, err)
+	}
+	c.tc = tc
+	c.sc = sandboxclient.New(tc, sandboxclient.Options{TaskQueue: c.taskQueue})
+	return c.sc, nil
+}
+
+func (c *cli) session(ctx context.Context, wsID string) (*sandboxclient.Session, error) {
+	sc, err := c.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sc.Session(wsID)
+}
+
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (c *cli) acquireCommand() *cobra.Command {
+	var req sandbox.WorkspaceRequest
+	var mode string
+	cmd := &cobra.Command{
+		Use:   "acquire --repo URL --user U --project P --mode edit --conversation C",
+		Short: "Get or create a workspace and print its handle",
+		Long: "Get or create a workspace (idempotent: the same user, project and conversation — or task, or\n" +
+			"base ref for analysis — always return the same workspace).\n" +
+			"Modes: edit (--conversation), task (--task), analysis (--ref, read-only).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req.Mode = sandbox.WorkspaceMode(mode)
+			sc, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			_, h, err := sc.Acquire(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(h)
+			}
+			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+			fmt.Fprintf(w, "workspace_id\t%s\n", h.WorkspaceID)
+			fmt.Fprintf(w, "local_path\t%s\n", h.LocalPath)
+			fmt.Fprintf(w, "mode\t%s\n", h.Mode)
+			fmt.Fprintf(w, "branch\t%s\n", orDash(h.Branch))
+			fmt.Fprintf(w, "base_commit\t%s\n", h.BaseCommit)
+			fmt.Fprintf(w, "repo\t%s\n", h.Repo.Key())
+			fmt.Fprintf(w, "capabilities\twritable=%t isolated=%t persistent=%t\n", h.Capabilities.Writable, h.Capabilities.Isolated, h.Capabilities.Persistent)
+			fmt.Fprintf(w, "runtime\t%s on host %s\n", h.RuntimeKind, h.HostID)
+			fmt.Fprintf(w, "created\t%t\n", h.Created)
+			return w.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.RepoURL, "repo", "", "repository URL (https, ssh; file:// when the worker allows it)")
+	f.StringVar(&req.UserID, "user", "", "user id")
+	f.StringVar(&req.ProjectID, "project", "", "project id")
+	f.StringVar(&mode, "mode", "edit", "edit, task or analysis")
+	f.StringVar(&req.ConversationID, "conversation", "", "conversation id (edit mode)")
+	f.StringVar(&req.TaskID, "task", "", "task id (task mode)")
+	f.StringVar(&req.BaseRef, "ref", "", "base branch, tag or commit (default: the remote's default branch)")
+	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
+	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
+	_ = cmd.MarkFlagRequired("repo")
+	_ = cmd.MarkFlagRequired("user")
+	_ = cmd.MarkFlagRequired("project")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (c *cli) execCommand() *cobra.Command {
+	var req sandbox.ExecRequest
+	var envs []string
+	var stdinFile string
+	cmd := &cobra.Command{
+		Use:   "exec WS [flags] -- CMD [ARG...]",
+		Short: "Run a command in the workspace; exits with the command's exit code",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash != 1 {
+				return sandbox.Errorf(sandbox.ErrInvalidArgument, "usage: sandboxctl exec WS -- CMD [ARG...]")
+			}
+			req.Cmd = args[1:]
+			if len(envs) > 0 {
+				req.Env = map[string]string{}
+				for _, kv := range envs {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok || k == "" {
+						return sandbox.Errorf(sandbox.ErrInvalidArgument, "--env %q: want KEY=VALUE", kv)
+					}
+					req.Env[k] = v
+				}
+			}
+			if stdinFile != "" {
+				var data []byte
+				var err error
+				if stdinFile == "-" {
+					data, err = io.ReadAll(io.LimitReader(c.stdin, sandbox.MaxStdinBytes+1))
+				} else {
+					data, err = os.ReadFile(stdinFile)
+				}
+				if err != nil {
+					return err
+				}
+				req.Stdin = data
+			}
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			res, err := s.Exec(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				if err := c.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				_, _ = c.stdout.Write(res.Stdout)
+				_, _ = c.stderr.Write(res.Stderr)
+				if res.TimedOut {
+					fmt.Fprintf(c.stderr, "sandboxctl: command timed out\n")
+				}
+				if res.Truncated {
+					fmt.Fprintf(c.stderr, "sandboxctl: output truncated (stdout %d bytes, stderr %d bytes in all)\n", res.StdoutBytes, res.StderrBytes)
+				}
+			}
+			if res.ExitCode != 0 {
+				return exitCodeError{code: res.ExitCode & 0xff}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Cwd, "cwd", "", "working directory, relative to the workspace root")
+	f.IntVar(&req.TimeoutS, "timeout", 0, "timeout in seconds (default 600)")
+	f.IntVar(&req.MaxOutputBytes, "max-output", 0, "cap per stream in bytes (head and tail kept)")
+	f.StringArrayVar(&envs, "env", nil, "KEY=VALUE added to the command's environment (repeatable)")
+	f.StringVar(&stdinFile, "stdin", "", "feed this file to the command's stdin ('-' = sandboxctl's stdin)")
+	return cmd
+}
+
+func (c *cli) readCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "read WS PATH",
+		Short: "Print a workspace file's bytes",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			data, err := s.ReadFile(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(workflows.ReadFileResult{Path: args[1], Content: data, Size: int64(len(data))})
+			}
+			_, err = c.stdout.Write(data)
+			return err
+		},
+	}
+}
+
+func (c *cli) writeCommand() *cobra.Command {
+	var mode string
+	cmd := &cobra.Command{
+		Use:   "write WS PATH < CONTENT",
+		Short: "Create or replace a workspace file with stdin",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := strconv.ParseUint(mode, 8, 32)
+			if err != nil {
+				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--mode %q: want octal permission bits such as 0644", mode)
+			}
+			data, err := io.ReadAll(io.LimitReader(c.stdin, sandbox.MaxFileBytes+1))
+			if err != nil {
+				return err
+			}
+			if len(data) > sandbox.MaxFileBytes {
+				return sandbox.Errorf(sandbox.ErrResourceLimit, "content is larger than %d bytes", sandbox.MaxFileBytes)
+			}
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if err := s.WriteFile(cmd.Context(), args[1], data, uint32(m)); err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(workflows.WriteFileResult{Path: args[1], Bytes: int64(len(data))})
+			}
+			fmt.Fprintf(c.stdout, "wrote %d bytes to %s\n", len(data), args[1])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&mode, "mode", "0644", "file permission bits (octal)")
+	return cmd
+}
+
+func (c *cli) lsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls WS [PATH]",
+		Short: "List a workspace directory",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := ""
+			if len(args) == 2 {
+				p = args[1]
+			}
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			entries, err := s.ListDir(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(workflows.ListDirResult{Path: p, Entries: entries})
+			}
+			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+			for _, e := range entries {
+				name := e.Name
+				if e.Type == "dir" {
+					name += "/"
+				}
+				fmt.Fprintf(w, "%s\t%o\t%d\t%s\n", e.Type, e.Mode, e.Size, name)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func (c *cli) searchCommand() *cobra.Command {
+	var req sandbox.SearchRequest
+	cmd := &cobra.Command{
+		Use:   "search WS PATTERN",
+		Short: "Search workspace files (RE2 regexp, or --literal)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Pattern = args[1]
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			res, err := s.Search(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(res)
+			}
+			for _, m := range res.Matches {
+				fmt.Fprintf(c.stdout, "%s:%d:%s\n", m.Path, m.Line, m.Text)
+			}
+			if res.Truncated {
+				fmt.Fprintf(c.stderr, "sandboxctl: more matches were found than returned\n")
+			}
+			if len(res.Matches) == 0 {
+				return exitCodeError{code: 1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&req.Literal, "literal", false, "match PATTERN as a literal string")
+	f.BoolVarP(&req.IgnoreCase, "ignore-case", "i", false, "ignore case")
+	f.StringVar(&req.Path, "path", "", "search under this workspace-relative path")
+	f.IntVar(&req.MaxResults, "max", 0, "maximum matches (default 200)")
+	return cmd
+}
+
+func (c *cli) statusCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status WS",
+		Short: "Show the workspace's git status (untracked files count as dirty)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			st, err := s.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(st)
+			}
+			fmt.Fprintf(c.stdout, "branch %s at %s (base %s, %d commits since base)\n", orDash(st.Branch), short(st.Head), short(st.BaseCommit), st.CommitsSinceBase)
+			if !st.Dirty {
+				fmt.Fprintln(c.stdout, "clean")
+			}
+			for _, f := range st.Files {
+				fmt.Fprintf(c.stdout, "%s %s\n", f.Status, f.Path)
+			}
+			return nil
+		},
+	}
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+func (c *cli) diffCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "diff WS",
+		Short: "Print the agent's change against the workspace's base commit",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			d, err := s.Diff(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(d)
+			}
+			fmt.Fprint(c.stdout, d.Patch)
+			if d.Truncated {
+				fmt.Fprintf(c.stderr, "sandboxctl: diff truncated (%d bytes in all)\n", d.TotalBytes)
+			}
+			return nil
+		},
+	}
+}
+
+func (c *cli) commitCommand() *cobra.Command {
+	var req sandbox.CommitRequest
+	cmd := &cobra.Command{
+		Use:   "commit WS -m MESSAGE",
+		Short: "Commit every change (including untracked files) onto the workspace branch",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			res, err := s.Commit(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(res)
+			}
+			if res.NothingToCommit {
+				fmt.Fprintln(c.stdout, "nothing to commit")
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "committed %s on %s\n", res.Commit, res.Branch)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&req.Message, "message", "m", "", "commit message")
+	f.StringVar(&req.AuthorName, "author-name", "", "author name (default: sandboxcore agent)")
+	f.StringVar(&req.AuthorEmail, "author-email", "", "author email")
+	_ = cmd.MarkFlagRequired("message")
+	return cmd
+}
+
+func (c *cli) hibernateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "hibernate WS",
+		Short: "Stop the workspace's runtime; the workspace stays",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			res, err := s.Hibernate(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(res)
+			}
+			fmt.Fprintf(c.stdout, "runtime %s stopped\n", res.RuntimeID)
+			return nil
+		},
+	}
+}
+
+func (c *cli) releaseCommand() *cobra.Command {
+	var destroy bool
+	cmd := &cobra.Command{
+		Use:   "release WS",
+		Short: "End the session: stop (or destroy) the runtime; the workspace stays",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			res, err := s.Release(cmd.Context(), destroy)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(res)
+			}
+			fmt.Fprintf(c.stdout, "released %s (runtime %s)\n", res.WorkspaceID, res.Runtime)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&destroy, "destroy-runtime", false, "destroy the runtime instead of stopping it")
+	return cmd
+}
+
+func (c *cli) describeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe WS",
+		Short: "Describe the workspace's session (state, runtime, idle timers)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			d, err := s.Describe(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(d)
+			}
+			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+			fmt.Fprintf(w, "workspace_id\t%s\n", d.WorkspaceID)
+			fmt.Fprintf(w, "state\t%s\n", d.State)
+			if d.Workspace != nil {
+				fmt.Fprintf(w, "local_path\t%s\n", d.Workspace.LocalPath)
+				fmt.Fprintf(w, "branch\t%s\n", orDash(d.Workspace.BranchName))
+				fmt.Fprintf(w, "base_commit\t%s\n", d.Workspace.BaseCommit)
+				fmt.Fprintf(w, "repo\t%s\n", d.Workspace.Repo.Key())
+			}
+			fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
+			fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
+			fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
+			if d.IdleStopAt != nil {
+				fmt.Fprintf(w, "idle_stop_at\t%s\n", d.IdleStopAt.Format(time.RFC3339))
+			}
+			fmt.Fprintf(w, "idle_close_at\t%s\n", d.IdleCloseAt.Format(time.RFC3339))
+			if d.LastError != "" {
+				fmt.Fprintf(w, "last_error\t%s\n", d.LastError)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func (c *cli) listCommand() *cobra.Command {
+	var user string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List sessions (latest run per workspace) from Temporal's visibility store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sc, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			q := ""
+			if user != "" {
+				if err := sandbox.ValidateID("user", user); err != nil {
+					return err
+				}
+				q = fmt.Sprintf("%s = '%s'", workflows.SearchAttrUser, user)
+			}
+			list, err := sc.ListSessions(cmd.Context(), q, limit)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(list)
+			}
+			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(w, "WORKSPACE\tSTATE\tSTATUS\tUSER\tPROJECT\tMODE\tBRANCH\tREPO")
+			for _, s := range list {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.WorkspaceID, s.State, s.Status, s.User, s.Project, s.Mode, orDash(s.Handle.Branch), s.Repo)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&user, "user", "", "only this user's sessions")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many sessions")
+	return cmd
+}

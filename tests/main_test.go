@@ -1,0 +1,181 @@
+// Package tests holds sandboxcore's end-to-end tests and benchmarks: an
+// embedded Temporal dev server, real worker hosts, real git (file:// and a
+// smart-HTTP server with basic auth on loopback), the real SQLite store and the
+// local runtime. It is the one test package that links the Temporal server.
+package tests
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/sandboxcore/sandboxcore/internal/devserver"
+	"github.com/sandboxcore/sandboxcore/internal/hostworker"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// workerProcessEnv makes the test binary act as a sandbox-worker process
+// (configured by the usual environment variables), so tests can SIGKILL a
+// worker without killing the Temporal server that lives in the test process.
+const workerProcessEnv = "SANDBOXCORE_TEST_WORKER"
+
+var (
+	temporalAddr string
+	tc           client.Client
+	creds        = &testCredentials{byHost: map[string]sandbox.Credential{}}
+	quiet        = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerProcessEnv) == "1" {
+		os.Exit(workerProcess())
+	}
+	sas := map[string]enumspb.IndexedValueType{}
+	for _, n := range workflows.SearchAttributeNames {
+		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	dev, err := devserver.Start(devserver.Options{SearchAttributes: sas})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devserver:", err)
+		os.Exit(1)
+	}
+	temporalAddr = dev.Address
+	tc, err = client.Dial(client.Options{HostPort: dev.Address, Logger: sdklog.NewStructuredLogger(quiet)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dial:", err)
+		os.Exit(1)
+	}
+	if err := hostworker.RegisterSearchAttributes(context.Background(), tc, "default"); err != nil {
+		fmt.Fprintln(os.Stderr, "search attributes:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	tc.Close()
+	dev.Stop()
+	os.Exit(code)
+}
+
+// workerProcess runs a host from the environment until SIGTERM (or SIGKILL).
+func workerProcess() int {
+	cfg, err := hostworker.ConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	h, err := hostworker.Start(ctx, cfg, hostworker.Options{Logger: quiet})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("worker ready")
+	<-ctx.Done()
+	h.Stop()
+	return 0
+}
+
+// testCredentials serves credentials registered by tests, by repository host.
+type testCredentials struct {
+	mu     sync.Mutex
+	byHost map[string]sandbox.Credential
+}
+
+func (c *testCredentials) set(host string, cred sandbox.Credential) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byHost[host] = cred
+}
+
+func (c *testCredentials) Credential(_ context.Context, scope sandbox.AuthScope) (*sandbox.Credential, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cred, ok := c.byHost[scope.Repo.Host]; ok {
+		return &cred, nil
+	}
+	return nil, nil
+}
+
+// testHost is one in-process worker host with its own task queue and data dir.
+type testHost struct {
+	*hostworker.Host
+	client *sandboxclient.Client
+}
+
+type hostOption func(*hostworker.Config)
+
+func withIdle(stop, closeAfter time.Duration) hostOption {
+	return func(c *hostworker.Config) { c.IdleStop, c.IdleClose = stop, closeAfter }
+}
+
+// startHost starts an in-process host named name (its host id and the suffix
+// of its task queue), stopped at the end of the test.
+func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
+	t.Helper()
+	cfg := baseConfig(t, name)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := hostworker.Start(context.Background(), cfg, hostworker.Options{Client: tc, Credentials: creds, Logger: quiet})
+	if err != nil {
+		t.Fatalf("start host: %v", err)
+	}
+	t.Cleanup(h.Stop)
+	return &testHost{Host: h, client: sandboxclient.New(tc, sandboxclient.Options{TaskQueue: cfg.TaskQueue})}
+}
+
+func baseConfig(t testing.TB, name string) hostworker.Config {
+	cfg, err := hostworker.ConfigFromEnv(func(k string) (string, bool) {
+		switch k {
+		case "SANDBOX_DATA_DIR":
+			return filepath.Join(t.TempDir(), "data"), true
+		case "SANDBOX_HOST_ID":
+			return name, true
+		case "SANDBOX_TASK_QUEUE":
+			return "q-" + name, true
+		case "SANDBOX_ALLOW_FILE_URLS", "SANDBOX_ALLOW_HTTP_URLS":
+			return "1", true
+		case "TEMPORAL_ADDRESS":
+			return temporalAddr, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// uniq returns an id unique within this test binary run, safe as a sandbox id.
+func uniq(t testing.TB, prefix string) string {
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, t.Name())
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	return fmt.Sprintf("%s-%s-%d", prefix, strings.Trim(name, "-"), time.Now().UnixNano()%1_000_000_000)
+}
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

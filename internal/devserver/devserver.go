@@ -221,6 +221,7 @@ func sqlConfig(opts Options) (*config.SQL, error) {
 	conf := config.SQL{PluginName: sqliteplugin.PluginName}
 	if opts.DatabaseFile == "" {
 		conf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+		// The SQLite plugin creates the schema of an in-memory database itself.
 		conf.DatabaseName = "sandboxcore-" + strconv.Itoa(rand.IntN(1<<30))
 	} else {
 		conf.ConnectAttributes = map[string]string{"mode": "rwc", "_journal_mode": "WAL", "_synchronous": "NORMAL"}
@@ -232,11 +233,6 @@ func sqlConfig(opts Options) (*config.SQL, error) {
 			if err := sqliteschema.SetupSchema(&conf); err != nil {
 				return nil, fmt.Errorf("devserver: schema setup: %w", err)
 			}
-		}
-	}
-	if opts.DatabaseFile == "" {
-		if err := sqliteschema.SetupSchema(&conf); err != nil {
-			return nil, fmt.Errorf("devserver: schema setup: %w", err)
 		}
 	}
 	ns, err := sqliteschema.NewNamespaceConfig("active", opts.Namespace, false, opts.SearchAttributes)

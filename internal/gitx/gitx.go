@@ -206,7 +206,9 @@ func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 	}
 	stderr := &capped{max: 64 << 10}
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Own process group (killed whole on timeout); SIGKILL when the worker dies
+	// so no orphaned git keeps writing into a cache after a crash.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()

@@ -230,10 +230,11 @@ const (
 	// MaxExecTimeout is the largest accepted ExecRequest.TimeoutS.
 	MaxExecTimeout = 2 * time.Hour
 	// DefaultMaxOutputBytes caps each of stdout and stderr when ExecRequest.MaxOutputBytes is zero.
-	DefaultMaxOutputBytes = 1 << 20 // 1 MiB
-	// MaxOutputBytesLimit is the largest accepted ExecRequest.MaxOutputBytes (kept well under
-	// Temporal's 2 MB payload limit for both streams together).
-	MaxOutputBytesLimit = 768 << 10 // 768 KiB
+	DefaultMaxOutputBytes = 256 << 10 // 256 KiB
+	// MaxOutputBytesLimit is the largest accepted ExecRequest.MaxOutputBytes: both
+	// streams at the limit, base64-encoded in JSON (×4/3), stay at about 1.3 MiB,
+	// well under Temporal's 2 MB payload limit.
+	MaxOutputBytesLimit = 512 << 10 // 512 KiB
 	// MaxStdinBytes bounds ExecRequest.Stdin.
 	MaxStdinBytes = 512 << 10
 )

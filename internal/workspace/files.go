@@ -1,0 +1,465 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// File operations are confined to the worktree with os.Root (DESIGN.md
+// "Non-negotiables: Paths"): every path is first cleaned with
+// sandbox.CleanRelPath (absolute paths and ".." are rejected), then resolved
+// by the root, which refuses any symlink leading outside the worktree (and
+// absolute symlinks). All such failures, and a missing file, are
+// ErrInvalidWorkspacePath ("no such file or directory" in the message for a
+// missing one; ErrWorkspaceNotFound is kept for a missing workspace).
+
+// openRoot opens the worktree directory as an os.Root.
+func openRoot(ws sandbox.Workspace) (*os.Root, error) {
+	l, err := locate(ws)
+	if err != nil {
+		return nil, err
+	}
+	r, err := os.OpenRoot(l.wt)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing", ws.ID)
+		}
+		return nil, fsError(err, "open workspace "+ws.ID)
+	}
+	return r, nil
+}
+
+// pathError maps an os.Root failure on rel onto the typed errors.
+func pathError(op, rel string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: no such file or directory", op, rel)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return sandbox.Errorf(sandbox.ErrInsufficientDisk, "%s %q: %v", op, rel, errors.Unwrap(err))
+	case errors.Is(err, syscall.ENOTDIR):
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: a parent is not a directory", op, rel)
+	case errors.Is(err, fs.ErrPermission):
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: permission denied", op, rel)
+	}
+	msg := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		msg = pe.Err.Error() // e.g. "path escapes from parent"; never a host path
+	}
+	return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: %s", op, rel, msg)
+}
+
+// ReadFile returns the content of a regular file in the workspace
+// (sandbox.WorkspaceProvider). The file is opened non-blocking (a FIFO cannot
+// hang the call) and must be a regular file; symlinks are followed only within
+// the worktree. Errors: ErrInvalidWorkspacePath (bad, escaping or missing
+// path; a directory or special file), ErrResourceLimit (larger than
+// sandbox.MaxFileBytes), ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath).
+func (m *Manager) ReadFile(ctx context.Context, ws sandbox.Workspace, p string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rel, err := sandbox.CleanRelPath(p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := openRoot(ws)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, pathError("read", rel, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, pathError("read", rel, err)
+	}
+	if fi.IsDir() {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "read %q: is a directory", rel)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "read %q: not a regular file", rel)
+	}
+	if fi.Size() > sandbox.MaxFileBytes {
+		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "read %q: %d bytes is over the %d-byte limit", rel, fi.Size(), sandbox.MaxFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, sandbox.MaxFileBytes+1))
+	if err != nil {
+		return nil, pathError("read", rel, err)
+	}
+	if len(data) > sandbox.MaxFileBytes {
+		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "read %q: over the %d-byte limit", rel, sandbox.MaxFileBytes)
+	}
+	return data, nil
+}
+
+// WriteFile creates or atomically replaces a regular file in the workspace
+// (sandbox.WorkspaceProvider). Missing parent directories are created (0755)
+// through the root; the data goes to a temporary file in the same directory
+// which is then renamed over the target, so readers never see a partial file
+// (the data is not fsynced). Only the permission bits of mode are honored;
+// mode 0 means 0644 for a new file and keeps the current permission bits of a
+// replaced one (so editing an executable script keeps it executable).
+// Errors: ErrCommandRejected (workspace not writable), ErrInvalidWorkspacePath
+// (bad or escaping path, a path inside any ".git" — sandbox.IsGitMetadataPath
+// — the root itself, a directory, special file or symlink as the last
+// component: WriteFile never writes through a symlink), ErrResourceLimit (more
+// than sandbox.MaxFileBytes), ErrInsufficientDisk, ErrWorkspaceNotFound,
+// ErrInvalidArgument (LocalPath).
+func (m *Manager) WriteFile(ctx context.Context, ws sandbox.Workspace, p string, data []byte, mode uint32) error {
+	if err := writable(ws); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(data) > sandbox.MaxFileBytes {
+		return sandbox.Errorf(sandbox.ErrResourceLimit, "write %q: %d bytes is over the %d-byte limit", p, len(data), sandbox.MaxFileBytes)
+	}
+	rel, err := sandbox.CleanRelPath(p)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: is the workspace root", p)
+	}
+	if sandbox.IsGitMetadataPath(rel) {
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: paths inside .git are not writable", rel)
+	}
+	r, err := openRoot(ws)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+
+	perm := fs.FileMode(mode) & fs.ModePerm
+	dir := path.Dir(rel)
+	if dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return pathError("write", rel, err)
+		}
+	}
+	switch fi, err := r.Lstat(rel); {
+	case errors.Is(err, fs.ErrNotExist):
+		if mode == 0 {
+			perm = 0o644
+		}
+	case err != nil:
+		return pathError("write", rel, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		if _, serr := r.Stat(rel); serr != nil {
+			return pathError("write", rel, serr)
+		}
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: is a symlink; write to its target instead", rel)
+	case fi.IsDir():
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: is a directory", rel)
+	case !fi.Mode().IsRegular():
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: not a regular file", rel)
+	default:
+		if mode == 0 {
+			perm = fi.Mode().Perm()
+		}
+	}
+
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path.Join(dir, ".sandboxcore-tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return pathError("write", rel, err)
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Chmod(perm)
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = r.Rename(tmp, rel)
+	}
+	if werr != nil {
+		_ = r.Remove(tmp)
+		return pathError("write", rel, werr)
+	}
+	return nil
+}
+
+// ListDir lists a directory of the workspace, sorted by name and capped at
+// MaxListEntries (sandbox.WorkspaceProvider). Entries are described with
+// Lstat through the root: a symlink is reported as "symlink" and never
+// followed; Type is "file", "dir", "symlink" or "other"; Size in bytes; Mode
+// the permission bits. The directory itself may be reached through symlinks
+// that stay inside the worktree. Errors: ErrInvalidWorkspacePath (bad,
+// escaping or missing path; not a directory), ErrWorkspaceNotFound,
+// ErrInvalidArgument (LocalPath).
+func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) ([]sandbox.FileEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rel, err := sandbox.CleanRelPath(p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := openRoot(ws)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "list %q: not a directory", rel)
+		}
+		return nil, pathError("list", rel, err)
+	}
+	names, err := f.Readdirnames(-1)
+	_ = f.Close()
+	if err != nil {
+		return nil, pathError("list", rel, err)
+	}
+	sort.Strings(names)
+	if len(names) > MaxListEntries {
+		names = names[:MaxListEntries]
+	}
+	out := make([]sandbox.FileEntry, 0, len(names))
+	for _, n := range names {
+		fi, err := r.Lstat(path.Join(rel, n))
+		if err != nil {
+			continue // vanished meanwhile
+		}
+		out = append(out, sandbox.FileEntry{Name: n, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())})
+	}
+	return out, nil
+}
+
+func fileType(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "file"
+	case m.IsDir():
+		return "dir"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "other"
+}
+
+// Search finds lines matching req.Pattern in the workspace's files
+// (sandbox.WorkspaceProvider; sandbox.SearchRequest). It is a pure Go walk
+// through the os.Root, so a pattern starting with '-' is just a pattern. The
+// pattern is Go RE2 syntax, or a literal string when req.Literal; IgnoreCase
+// makes it case-insensitive; it is matched against each line (without its
+// line terminator). The walk is in name order, never follows symlinks (the
+// start path may be reached through symlinks inside the worktree), skips
+// every ".git" entry, special files, binary files (a NUL in the first 8 KiB)
+// and files over MaxSearchFileBytes. Results are capped at req.MaxResults
+// (0 = sandbox.DefaultSearchResults, at most sandbox.MaxSearchResults); each
+// line is cut at sandbox.MaxSearchLineBytes on a UTF-8 boundary and invalid
+// UTF-8 replaced. Truncated is set when the result cap, MaxSearchFiles or
+// MaxSearchTotalBytes stopped the search. Errors: ErrInvalidArgument (empty,
+// over MaxSearchPatternBytes, or invalid pattern; negative MaxResults),
+// ErrInvalidWorkspacePath (bad, escaping or missing start path, or one inside
+// .git), ErrWorkspaceNotFound, ctx's error.
+func (m *Manager) Search(ctx context.Context, ws sandbox.Workspace, req sandbox.SearchRequest) (sandbox.SearchResult, error) {
+	if req.Pattern == "" {
+		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "search pattern is required")
+	}
+	if len(req.Pattern) > MaxSearchPatternBytes {
+		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "search pattern is longer than %d bytes", MaxSearchPatternBytes)
+	}
+	if req.MaxResults < 0 {
+		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "max_results must not be negative")
+	}
+	expr := req.Pattern
+	if req.Literal {
+		expr = regexp.QuoteMeta(expr)
+	}
+	if req.IgnoreCase {
+		expr = "(?i)" + expr
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "search pattern: %v", err)
+	}
+	limit := req.MaxResults
+	if limit == 0 {
+		limit = sandbox.DefaultSearchResults
+	}
+	if limit > sandbox.MaxSearchResults {
+		limit = sandbox.MaxSearchResults
+	}
+	rel, err := sandbox.CleanRelPath(req.Path)
+	if err != nil {
+		return sandbox.SearchResult{}, err
+	}
+	if sandbox.IsGitMetadataPath(rel) {
+		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "search %q: .git is never searched", rel)
+	}
+	r, err := openRoot(ws)
+	if err != nil {
+		return sandbox.SearchResult{}, err
+	}
+	defer r.Close()
+	st, err := r.Stat(rel)
+	if err != nil {
+		return sandbox.SearchResult{}, pathError("search", rel, err)
+	}
+	s := &searcher{ctx: ctx, root: r, re: re, limit: limit, res: sandbox.SearchResult{Matches: []sandbox.SearchMatch{}}}
+	switch {
+	case st.Mode().IsRegular():
+		s.file(rel)
+	case st.IsDir():
+		err = fs.WalkDir(r.FS(), rel, func(p string, d fs.DirEntry, werr error) error {
+			if werr != nil {
+				if p == rel {
+					return werr
+				}
+				return nil // unreadable directory: skip it
+			}
+			if d.Name() == ".git" && p != rel {
+				if d.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				return nil // directories are walked; symlinks and special files skipped
+			}
+			return s.file(p)
+		})
+		if err != nil && !errors.Is(err, fs.SkipAll) {
+			if ctx.Err() != nil {
+				return sandbox.SearchResult{}, ctx.Err()
+			}
+			return sandbox.SearchResult{}, pathError("search", rel, err)
+		}
+	}
+	if ctx.Err() != nil {
+		return sandbox.SearchResult{}, ctx.Err()
+	}
+	return s.res, nil
+}
+
+type searcher struct {
+	ctx   context.Context
+	root  *os.Root
+	re    *regexp.Regexp
+	limit int
+	files int
+	bytes int64
+	res   sandbox.SearchResult
+}
+
+// file searches one file; it returns fs.SkipAll when the search must stop.
+func (s *searcher) file(p string) error {
+	if s.ctx.Err() != nil {
+		return fs.SkipAll
+	}
+	if s.files >= MaxSearchFiles || s.bytes >= MaxSearchTotalBytes {
+		s.res.Truncated = true
+		return fs.SkipAll
+	}
+	f, err := s.root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > MaxSearchFileBytes {
+		return nil
+	}
+	s.files++
+	data, err := io.ReadAll(io.LimitReader(f, MaxSearchFileBytes+1))
+	s.bytes += int64(len(data))
+	if err != nil || len(data) > MaxSearchFileBytes {
+		return nil
+	}
+	if bytes.IndexByte(data[:min(len(data), 8<<10)], 0) >= 0 {
+		return nil // binary
+	}
+	for n := 1; len(data) > 0; n++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if !s.re.Match(line) {
+			continue
+		}
+		if len(s.res.Matches) >= s.limit {
+			s.res.Truncated = true
+			return fs.SkipAll
+		}
+		s.res.Matches = append(s.res.Matches, sandbox.SearchMatch{Path: filepath.ToSlash(p), Line: n, Text: cutLine(line)})
+	}
+	return nil
+}
+
+// cutLine cuts a line at sandbox.MaxSearchLineBytes on a rune boundary and
+// replaces invalid UTF-8.
+func cutLine(b []byte) string {
+	if len(b) > sandbox.MaxSearchLineBytes {
+		b = b[:sandbox.MaxSearchLineBytes]
+		for i := 0; i < utf8.UTFMax && len(b) > 0; i++ {
+			if r, size := utf8.DecodeLastRune(b); r != utf8.RuneError || size != 1 {
+				break
+			}
+			b = b[:len(b)-1]
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// SizeBytes returns the apparent size in bytes of the regular files in the
+// worktree directory (sandbox.WorkspaceProvider; used by eviction planning),
+// walking without following symlinks and skipping unreadable directories.
+// Errors: ErrWorkspaceNotFound (directory missing), ErrInvalidArgument
+// (LocalPath), ctx's error.
+func (m *Manager) SizeBytes(ctx context.Context, ws sandbox.Workspace) (int64, error) {
+	l, err := locate(ws)
+	if err != nil {
+		return 0, err
+	}
+	if !isDir(l.wt) {
+		return 0, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing", ws.ID)
+	}
+	var total int64
+	n := 0
+	err = filepath.WalkDir(l.wt, func(p string, d fs.DirEntry, werr error) error {
+		if n++; n%1024 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if werr != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			total += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return total, nil
+}

@@ -1,0 +1,282 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+
+	all := make([]byte, 0, 512)
+	for i := 0; i < 512; i++ {
+		all = append(all, byte(i))
+	}
+	cases := map[string][]byte{
+		"deep/new/dir/bin.dat": all,
+		"empty.txt":            {},
+		"crlf.txt":             []byte("a\r\nb\r\n"),
+		"unicode ✓.txt":        []byte("héllo\n"),
+		"-dash.txt":            []byte("-n\n"),
+	}
+	for p, data := range cases {
+		require.NoError(t, f.m.WriteFile(ctx, ws, p, data, 0), p)
+		got, err := f.m.ReadFile(ctx, ws, p)
+		require.NoError(t, err, p)
+		assert.True(t, bytes.Equal(data, got), p)
+		fi, err := os.Stat(filepath.Join(ws.LocalPath, p))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), p)
+	}
+	got, err := f.m.ReadFile(ctx, ws, "bin.dat")
+	require.NoError(t, err)
+	assert.Equal(t, binaryContent, got)
+
+	// Modes: only permission bits; mode 0 keeps an existing file's bits.
+	require.NoError(t, f.m.WriteFile(ctx, ws, "run.sh", []byte("#!/bin/sh\n"), 0o4755))
+	fi, err := os.Stat(filepath.Join(ws.LocalPath, "run.sh"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), fi.Mode()&(os.ModePerm|os.ModeSetuid))
+	require.NoError(t, f.m.WriteFile(ctx, ws, "run.sh", []byte("#!/bin/sh\necho\n"), 0))
+	fi, err = os.Stat(filepath.Join(ws.LocalPath, "run.sh"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
+	require.NoError(t, f.m.WriteFile(ctx, ws, "run.sh", []byte("x"), 0o600))
+	fi, err = os.Stat(filepath.Join(ws.LocalPath, "run.sh"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	// No temporary files are left behind.
+	entries, err := os.ReadDir(ws.LocalPath)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.False(t, strings.HasPrefix(e.Name(), ".sandboxcore-tmp-"), e.Name())
+	}
+
+	// Limits and non-files.
+	big := make([]byte, sandbox.MaxFileBytes+1)
+	requireKind(t, f.m.WriteFile(ctx, ws, "big.bin", big, 0), sandbox.ErrResourceLimit)
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "big.bin"), big, 0o644))
+	_, err = f.m.ReadFile(ctx, ws, "big.bin")
+	requireKind(t, err, sandbox.ErrResourceLimit)
+	_, err = f.m.ReadFile(ctx, ws, "src")
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, err = f.m.ReadFile(ctx, ws, "nope.txt")
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	assert.Contains(t, err.Error(), "no such file")
+	requireKind(t, f.m.WriteFile(ctx, ws, "src", []byte("x"), 0), sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, f.m.WriteFile(ctx, ws, "", []byte("x"), 0), sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, f.m.WriteFile(ctx, ws, "README.md/x", []byte("x"), 0), sandbox.ErrInvalidWorkspacePath)
+}
+
+func TestListDir(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	require.NoError(t, os.Symlink("src", filepath.Join(ws.LocalPath, "link")))
+	require.NoError(t, os.Symlink("/etc", filepath.Join(ws.LocalPath, "etc")))
+
+	entries, err := f.m.ListDir(ctx, ws, "")
+	require.NoError(t, err)
+	var names []string
+	types := map[string]string{}
+	for _, e := range entries {
+		names = append(names, e.Name)
+		types[e.Name] = e.Type
+	}
+	assert.Equal(t, []string{".git", "README.md", "bin.dat", "etc", "link", "src"}, names)
+	assert.Equal(t, map[string]string{".git": "file", "README.md": "file", "bin.dat": "file", "etc": "symlink", "link": "symlink", "src": "dir"}, types)
+	for _, e := range entries {
+		if e.Name == "README.md" {
+			assert.Equal(t, int64(len("hello\nworld\n")), e.Size)
+			assert.Equal(t, uint32(0o644), e.Mode)
+		}
+	}
+
+	sub, err := f.m.ListDir(ctx, ws, "link") // a symlink inside the worktree
+	require.NoError(t, err)
+	require.Len(t, sub, 1)
+	assert.Equal(t, "app.go", sub[0].Name)
+
+	_, err = f.m.ListDir(ctx, ws, "README.md")
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, err = f.m.ListDir(ctx, ws, "missing")
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+}
+
+func TestPathsCannotEscape(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	outside := filepath.Join(filepath.Dir(f.root), "outside")
+	require.NoError(t, os.MkdirAll(outside, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret needle\n"), 0o644))
+	require.NoError(t, os.Symlink("/etc", filepath.Join(ws.LocalPath, "etc")))
+	require.NoError(t, os.Symlink("../..", filepath.Join(ws.LocalPath, "up")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(ws.LocalPath, "out")))
+	rel, err := filepath.Rel(filepath.Join(ws.LocalPath, "src"), outside)
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(rel, filepath.Join(ws.LocalPath, "src", "relout")))
+
+	before := snapshot(t, filepath.Dir(f.root))
+	etcBefore, err := os.ReadDir("/etc")
+	require.NoError(t, err)
+
+	paths := []string{
+		"../x", "/etc/passwd", "a/../../x", "../../outside/secret.txt",
+		"etc/passwd", "etc", "etc/new.txt",
+		"up", "up/x", "up/outside/secret.txt",
+		"out", "out/secret.txt", "out/new.txt",
+		"src/relout/secret.txt", "src/relout/new.txt",
+	}
+	for _, p := range paths {
+		_, err := f.m.ReadFile(ctx, ws, p)
+		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+		requireKind(t, f.m.WriteFile(ctx, ws, p, []byte("pwned\n"), 0o644), sandbox.ErrInvalidWorkspacePath)
+		_, err = f.m.ListDir(ctx, ws, p)
+		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+		_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle", Path: p})
+		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	}
+	res, err := f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle|root:"})
+	require.NoError(t, err)
+	assert.Empty(t, res.Matches)
+
+	assert.Equal(t, before, snapshot(t, filepath.Dir(f.root)), "nothing may change, inside or outside")
+	etcAfter, err := os.ReadDir("/etc")
+	require.NoError(t, err)
+	assert.Equal(t, len(etcBefore), len(etcAfter))
+	assert.NoFileExists(t, "/etc/new.txt")
+}
+
+func TestGitMetadataIsNotWritable(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	gitfile, err := os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
+	require.NoError(t, err)
+	for _, p := range []string{".git", ".git/config", "sub/.git/hooks/x", ".GIT/config", "a/.Git"} {
+		requireKind(t, f.m.WriteFile(ctx, ws, p, []byte("x"), 0), sandbox.ErrInvalidWorkspacePath)
+	}
+	after, err := os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
+	require.NoError(t, err)
+	assert.Equal(t, gitfile, after)
+	assert.NoDirExists(t, filepath.Join(ws.LocalPath, "sub"))
+	assert.NoDirExists(t, filepath.Join(ws.LocalPath, "a"))
+
+	// Nor through a symlink as the last component.
+	require.NoError(t, os.Symlink(".git", filepath.Join(ws.LocalPath, "gl")))
+	requireKind(t, f.m.WriteFile(ctx, ws, "gl", []byte("gitdir: /tmp\n"), 0), sandbox.ErrInvalidWorkspacePath)
+	after, err = os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
+	require.NoError(t, err)
+	assert.Equal(t, gitfile, after)
+}
+
+func TestSearch(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeAnalysis, "")) // search works read-only
+	w := func(p, content string) {
+		full := filepath.Join(ws.LocalPath, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(content), 0o644))
+	}
+	w("a.txt", "Hello World\nfoo -bar\nnothing\n")
+	w("sub/b.go", "package b\n// hello there\r\n")
+	w("sub/deep/c.md", "HELLO loud\n")
+	w("bin.raw", "hello\x00binary\n")
+	w("nested/.git/HEAD", "hello from git metadata\n")
+	w("long.txt", strings.Repeat("é", 400)+"hello"+strings.Repeat("z", 1000)+"\n")
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "o.txt"), []byte("hello outside\n"), 0o644))
+	require.NoError(t, os.Symlink("sub", filepath.Join(ws.LocalPath, "dirlink")))
+	require.NoError(t, os.Symlink("a.txt", filepath.Join(ws.LocalPath, "filelink.txt")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(ws.LocalPath, "outlink")))
+
+	paths := func(r sandbox.SearchResult) []string {
+		var out []string
+		for _, m := range r.Matches {
+			out = append(out, m.Path)
+		}
+		return out
+	}
+
+	res, err := f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hello"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"README.md", "long.txt", "sub/b.go"}, paths(res))
+	assert.False(t, res.Truncated)
+	assert.Equal(t, sandbox.SearchMatch{Path: "sub/b.go", Line: 2, Text: "// hello there"}, res.Matches[2])
+	assert.LessOrEqual(t, len(res.Matches[1].Text), sandbox.MaxSearchLineBytes)
+	assert.True(t, strings.HasPrefix(res.Matches[1].Text, "éé"))
+	assert.NotContains(t, res.Matches[1].Text, "\uFFFD")
+
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hello", IgnoreCase: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"README.md", "a.txt", "long.txt", "sub/b.go", "sub/deep/c.md"}, paths(res))
+
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "-bar", Literal: true})
+	require.NoError(t, err)
+	require.Len(t, res.Matches, 1)
+	assert.Equal(t, sandbox.SearchMatch{Path: "a.txt", Line: 2, Text: "foo -bar"}, res.Matches[0])
+
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "o.*r$"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a.txt"}, paths(res))
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "(", Literal: true})
+	require.NoError(t, err)
+	assert.Empty(t, res.Matches)
+
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "^h.llo", IgnoreCase: true, Path: "sub"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"sub/deep/c.md"}, paths(res))
+
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hello", IgnoreCase: true, MaxResults: 2})
+	require.NoError(t, err)
+	assert.Len(t, res.Matches, 2)
+	assert.True(t, res.Truncated)
+
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hello", Path: "a.txt", IgnoreCase: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a.txt"}, paths(res))
+
+	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "("})
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: ""})
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "x", Path: ".git"})
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "x", Path: "outlink"})
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+}
+
+func TestSizeBytes(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	base, err := f.m.SizeBytes(ctx, ws)
+	require.NoError(t, err)
+	assert.Positive(t, base)
+	require.NoError(t, f.m.WriteFile(ctx, ws, "d/x.bin", make([]byte, 10000), 0))
+	bigOutside := filepath.Join(t.TempDir(), "big")
+	require.NoError(t, os.WriteFile(bigOutside, make([]byte, 1<<20), 0o644))
+	require.NoError(t, os.Symlink(bigOutside, filepath.Join(ws.LocalPath, "big-link")))
+	require.NoError(t, os.Symlink(filepath.Dir(bigOutside), filepath.Join(ws.LocalPath, "dir-link")))
+	got, err := f.m.SizeBytes(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, base+10000, got)
+
+	require.NoError(t, os.RemoveAll(ws.LocalPath))
+	_, err = f.m.SizeBytes(ctx, ws)
+	requireKind(t, err, sandbox.ErrWorkspaceNotFound)
+}

@@ -1,0 +1,291 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// gitCtx is a place to run git: a directory and the environment that pins the
+// repository (GIT_DIR, GIT_WORK_TREE) so nothing is discovered from files an
+// agent can change.
+type gitCtx struct {
+	m   *Manager
+	dir string
+	env []string
+}
+
+// bareGit runs git in the bare repository.
+func (m *Manager) bareGit(bare string) gitCtx {
+	return gitCtx{m: m, dir: bare, env: []string{
+		"GIT_DIR=" + bare,
+		"GIT_AUTHOR_NAME=" + DefaultAuthorName, "GIT_AUTHOR_EMAIL=" + DefaultAuthorEmail,
+		"GIT_COMMITTER_NAME=" + DefaultAuthorName, "GIT_COMMITTER_EMAIL=" + DefaultAuthorEmail,
+	}}
+}
+
+// with returns a copy with extra environment (later entries win).
+func (g gitCtx) with(env ...string) gitCtx {
+	g.env = append(append([]string(nil), g.env...), env...)
+	return g
+}
+
+func (g gitCtx) run(ctx context.Context, args ...string) ([]byte, error) {
+	return g.m.git.Run(ctx, gitx.Call{Dir: g.dir, Args: args, Env: g.env})
+}
+
+func (g gitCtx) runIO(ctx context.Context, stdin io.Reader, stdout io.Writer, args ...string) ([]byte, error) {
+	return g.m.git.Run(ctx, gitx.Call{Dir: g.dir, Args: args, Env: g.env, Stdin: stdin, Stdout: stdout})
+}
+
+// wtRepo is an open, registered worktree.
+type wtRepo struct {
+	loc
+	admin string
+	git   gitCtx
+}
+
+// openWorktree locates a registered worktree and prepares git for it: GIT_DIR
+// is its administrative directory, GIT_WORK_TREE its directory, every filter
+// driver is neutralized. Errors: ErrInvalidArgument (bad LocalPath),
+// ErrWorkspaceNotFound (directory missing or not registered).
+func (m *Manager) openWorktree(ctx context.Context, ws sandbox.Workspace) (*wtRepo, error) {
+	l, err := locate(ws)
+	if err != nil {
+		return nil, err
+	}
+	if !isDir(l.wt) {
+		return nil, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing (Ensure repairs it)", ws.ID)
+	}
+	admin := adminDir(l)
+	if admin == "" {
+		return nil, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: directory is not a registered worktree (Ensure repairs it)", ws.ID)
+	}
+	g := gitCtx{m: m, dir: l.wt, env: []string{
+		"GIT_DIR=" + admin,
+		"GIT_WORK_TREE=" + l.wt,
+		"GIT_AUTHOR_NAME=" + DefaultAuthorName, "GIT_AUTHOR_EMAIL=" + DefaultAuthorEmail,
+		"GIT_COMMITTER_NAME=" + DefaultAuthorName, "GIT_COMMITTER_EMAIL=" + DefaultAuthorEmail,
+	}}
+	fenv, err := m.filterEnv(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	return &wtRepo{loc: l, admin: admin, git: g.with(fenv...)}, nil
+}
+
+// filterEnv returns environment entries (GIT_CONFIG_COUNT/KEY/VALUE, which
+// outrank every config file and accept any subsection name exactly) that
+// disable every filter driver configured for g's repository: clean, smudge and
+// process become empty (git then runs nothing) and required becomes false. An
+// agent can add `[filter "x"] clean = <cmd>` to a config and `* filter=x` to
+// .gitattributes; without this, host-side `git add`/`status`/`worktree add`
+// would run <cmd> (DESIGN.md "Non-negotiables: git": no filters host-side).
+// A configuration racing this read between the two git processes is the
+// residual risk (the agent's runtime is stopped or serialized by the workflow).
+func (m *Manager) filterEnv(ctx context.Context, g gitCtx) ([]string, error) {
+	out, err := g.run(ctx, "config", "-z", "--name-only", "--get-regexp", `^filter\.`)
+	if err != nil {
+		if gitx.ExitCode(err) == 1 { // no such key
+			return nil, nil
+		}
+		return nil, gitx.Classify(err, "git config (filter drivers)", sandbox.ErrWorkspaceUnavailable)
+	}
+	seen := map[string]bool{}
+	var drivers []string
+	for _, key := range strings.Split(string(out), "\x00") {
+		rest, ok := strings.CutPrefix(key, "filter.")
+		i := strings.LastIndexByte(rest, '.')
+		if !ok || i <= 0 || seen[rest[:i]] {
+			continue
+		}
+		seen[rest[:i]] = true
+		drivers = append(drivers, rest[:i])
+	}
+	if len(drivers) == 0 {
+		return nil, nil
+	}
+	if len(drivers) > maxFilterDrivers {
+		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "the repository configures %d filter drivers (max %d)", len(drivers), maxFilterDrivers)
+	}
+	env := []string{fmt.Sprintf("GIT_CONFIG_COUNT=%d", 4*len(drivers))}
+	n := 0
+	for _, d := range drivers {
+		for _, kv := range [][2]string{{"clean", ""}, {"smudge", ""}, {"process", ""}, {"required", "false"}} {
+			env = append(env,
+				fmt.Sprintf("GIT_CONFIG_KEY_%d=filter.%s.%s", n, d, kv[0]),
+				fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, kv[1]))
+			n++
+		}
+	}
+	return env, nil
+}
+
+// wtEntry is one record of `git worktree list --porcelain -z`.
+type wtEntry struct {
+	Path       string
+	Head       string
+	Branch     string // full ref, "" when detached or bare
+	Bare       bool
+	Detached   bool
+	Locked     bool
+	LockReason string
+	Prunable   bool
+}
+
+func (m *Manager) listWorktrees(ctx context.Context, bg gitCtx) ([]wtEntry, error) {
+	out, err := bg.run(ctx, "worktree", "list", "--porcelain", "-z")
+	if err != nil {
+		return nil, gitx.Classify(err, "git worktree list", sandbox.ErrWorkspaceUnavailable)
+	}
+	var list []wtEntry
+	var cur *wtEntry
+	for _, f := range strings.Split(string(out), "\x00") {
+		if f == "" {
+			cur = nil
+			continue
+		}
+		key, val, _ := strings.Cut(f, " ")
+		if key == "worktree" {
+			list = append(list, wtEntry{Path: filepath.Clean(val)})
+			cur = &list[len(list)-1]
+			continue
+		}
+		if cur == nil {
+			continue
+		}
+		switch key {
+		case "HEAD":
+			cur.Head = val
+		case "branch":
+			cur.Branch = val
+		case "bare":
+			cur.Bare = true
+		case "detached":
+			cur.Detached = true
+		case "locked":
+			cur.Locked, cur.LockReason = true, val
+		case "prunable":
+			cur.Prunable = true
+		}
+	}
+	return list, nil
+}
+
+func findEntry(list []wtEntry, path string) *wtEntry {
+	for i := range list {
+		if list[i].Path == path {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// firstCommit returns the commit of the first name that resolves to one (as
+// `<name>^{commit}`), or "" when none does. Names must be validated refs or
+// hex ids: they are read as object names from stdin, never as options.
+func (m *Manager) firstCommit(ctx context.Context, g gitCtx, names ...string) (string, error) {
+	var in bytes.Buffer
+	for _, n := range names {
+		if strings.ContainsAny(n, "\n\x00") {
+			return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "ref %q contains a line break", n)
+		}
+		in.WriteString(n + "^{commit}\n")
+	}
+	out, err := g.runIO(ctx, &in, nil, "cat-file", "--batch-check=%(objectname) %(objecttype)")
+	if err != nil {
+		return "", gitx.Classify(err, "git cat-file", sandbox.ErrWorkspaceUnavailable)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[1] == "commit" && isHex(f[0]) {
+			return f[0], nil
+		}
+	}
+	return "", nil
+}
+
+// resolveBase resolves a base ref as DESIGN.md and the workspace issue fix
+// it: refs/remotes/origin/<ref>, refs/tags/<ref>, refs/heads/<ref>, <ref>
+// itself when it is a full "refs/..." name, then <ref> as a hex commit id.
+// Errors: ErrInvalidArgument (ValidateRef), ErrRefNotFound.
+func (m *Manager) resolveBase(ctx context.Context, bg gitCtx, ref string) (string, error) {
+	if ref == "" {
+		return "", sandbox.Errorf(sandbox.ErrRefNotFound, "no base ref was requested and the repo cache has no default branch")
+	}
+	if err := sandbox.ValidateRef(ref); err != nil {
+		return "", err
+	}
+	cands := []string{"refs/remotes/origin/" + ref, "refs/tags/" + ref, "refs/heads/" + ref}
+	if strings.HasPrefix(ref, "refs/") {
+		cands = append(cands, ref)
+	}
+	if isHex(ref) && len(ref) >= 7 {
+		cands = append(cands, ref)
+	}
+	c, err := m.firstCommit(ctx, bg, cands...)
+	if err != nil {
+		return "", err
+	}
+	if c == "" {
+		return "", sandbox.Errorf(sandbox.ErrRefNotFound, "base ref %q is not a branch, tag or commit of the repository", ref)
+	}
+	return c, nil
+}
+
+// isHex reports whether s is a (possibly abbreviated) lowercase hex object id.
+func isHex(s string) bool {
+	if len(s) < 4 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func gitStderr(err error) string {
+	var ge *gitx.Error
+	if errors.As(err, &ge) {
+		return ge.Stderr
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "fatal:") || strings.HasPrefix(l, "error:") {
+			return l
+		}
+	}
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// fsError maps a host file-system failure: a full disk → ErrInsufficientDisk,
+// anything else → ErrWorkspaceUnavailable.
+func fsError(err error, what string) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return sandbox.Errorf(sandbox.ErrInsufficientDisk, "%s: %v", what, err)
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "%s: permission denied: %v", what, err)
+	}
+	return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "%s: %v", what, err)
+}

@@ -1,0 +1,343 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// readEnv is added to read-only git calls: no opportunistic index refresh
+// writes (git(1) GIT_OPTIONAL_LOCKS).
+const readEnv = "GIT_OPTIONAL_LOCKS=0"
+
+// baseOf returns the workspace's base commit: ws.BaseCommit (the store's copy)
+// when it is a hex id, else the one recorded in BaseCommitFile.
+func baseOf(ws sandbox.Workspace, w *wtRepo) (string, error) {
+	if isHex(ws.BaseCommit) {
+		return ws.BaseCommit, nil
+	}
+	if b := readBase(w.admin); b != "" {
+		return b, nil
+	}
+	return "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s has no recorded base commit", ws.ID)
+}
+
+// head returns HEAD's commit and its branch ("" when detached).
+func head(ctx context.Context, g gitCtx) (commit, branch string, err error) {
+	out, err := g.run(ctx, "rev-parse", "--verify", "--end-of-options", "HEAD^{commit}")
+	if err != nil {
+		return "", "", gitx.Classify(err, "git rev-parse HEAD", sandbox.ErrWorkspaceUnavailable)
+	}
+	commit = strings.TrimSpace(string(out))
+	out, err = g.run(ctx, "symbolic-ref", "--quiet", "HEAD")
+	if err == nil {
+		branch = strings.TrimPrefix(strings.TrimSpace(string(out)), "refs/heads/")
+	} else if gitx.ExitCode(err) != 1 {
+		return "", "", gitx.Classify(err, "git symbolic-ref HEAD", sandbox.ErrWorkspaceUnavailable)
+	}
+	return commit, branch, nil
+}
+
+// Status reports the workspace's git state (sandbox.WorkspaceProvider): the
+// branch ("" when detached), HEAD, the base commit, every changed path from
+// `git status --porcelain=v1 -z --untracked-files=all --no-renames
+// --ignore-submodules=dirty` (untracked files count as dirty; changes inside a
+// submodule's own work tree are not inspected, so no git runs in it) capped at
+// MaxStatusFiles, and CommitsSinceBase = `git rev-list --count <base>..HEAD`.
+// It takes no index lock (GIT_OPTIONAL_LOCKS=0) and runs no hook, fsmonitor
+// or filter. Errors: ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath),
+// ErrRefNotFound (base commit missing), ErrWorkspaceUnavailable.
+func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceStatus, error) {
+	w, err := m.openWorktree(ctx, ws)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	g := w.git.with(readEnv)
+	base, err := baseOf(ws, w)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	h, branch, err := head(ctx, g)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	out, err := g.run(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
+	}
+	files := parsePorcelain(out)
+	st := sandbox.WorkspaceStatus{Branch: branch, Head: h, BaseCommit: base, Dirty: len(files) > 0, Files: files}
+	if len(st.Files) > MaxStatusFiles {
+		st.Files = st.Files[:MaxStatusFiles]
+	}
+	out, err = g.run(ctx, "rev-list", "--count", base+"..HEAD", "--")
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git rev-list "+base+"..HEAD", sandbox.ErrWorkspaceUnavailable)
+	}
+	if st.CommitsSinceBase, err = strconv.Atoi(strings.TrimSpace(string(out))); err != nil {
+		return sandbox.WorkspaceStatus{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
+	}
+	return st, nil
+}
+
+// parsePorcelain parses `git status --porcelain=v1 -z`: "XY path\0", with an
+// extra "orig\0" after renames and copies.
+func parsePorcelain(out []byte) []sandbox.FileStatus {
+	var files []sandbox.FileStatus
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		if len(f) < 4 || f[2] != ' ' {
+			continue
+		}
+		xy := f[:2]
+		files = append(files, sandbox.FileStatus{Path: f[3:], Status: xy})
+		if xy[0] == 'R' || xy[0] == 'C' || xy[1] == 'R' || xy[1] == 'C' {
+			i++ // skip the original path
+		}
+	}
+	return files
+}
+
+// cappedBuffer keeps at most max bytes and counts them all.
+type cappedBuffer struct {
+	buf   bytes.Buffer
+	max   int
+	total int64
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	c.total += int64(len(p))
+	if room := c.max - c.buf.Len(); room > 0 {
+		if len(p) > room {
+			c.buf.Write(p[:room])
+		} else {
+			c.buf.Write(p)
+		}
+	}
+	return len(p), nil
+}
+
+// Diff returns everything the agent changed against the recorded base commit
+// (sandbox.WorkspaceProvider; sandbox.Diff): commits, staged, unstaged and
+// untracked-but-not-ignored files, as one binary-safe patch (`git diff --cached
+// --binary --no-ext-diff --no-textconv --no-color --no-renames <base>`). The
+// real index is never touched: the index is copied to a temporary index file
+// in the worktree's administrative directory, `git add -A` stages the work
+// tree into the copy, and the copy is deleted afterwards (blobs of untracked
+// files become unreferenced objects in the repository, collected by git gc).
+// The patch is cut at MaxDiffBytes (on a line boundary when possible;
+// Truncated set, TotalBytes = full size) and Files, the changed paths, at
+// MaxDiffFiles (Truncated set). Errors: ErrWorkspaceNotFound,
+// ErrInvalidArgument (LocalPath), ErrRefNotFound (base commit missing),
+// ErrRepoLocked, ErrInsufficientDisk, ErrWorkspaceUnavailable.
+func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff, error) {
+	w, err := m.openWorktree(ctx, ws)
+	if err != nil {
+		return sandbox.Diff{}, err
+	}
+	base, err := baseOf(ws, w)
+	if err != nil {
+		return sandbox.Diff{}, err
+	}
+	tmp, err := os.CreateTemp(w.admin, "sandboxcore-diff-index-*")
+	if err != nil {
+		return sandbox.Diff{}, fsError(err, "temporary index")
+	}
+	tmpName := tmp.Name()
+	defer func() {
+		_ = os.Remove(tmpName)
+		_ = os.Remove(tmpName + ".lock")
+	}()
+	real, rerr := os.Open(filepath.Join(w.admin, "index"))
+	if rerr == nil {
+		_, err = io.Copy(tmp, real)
+		_ = real.Close()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return sandbox.Diff{}, fsError(err, "temporary index")
+	}
+	g := w.git.with(readEnv, "GIT_INDEX_FILE="+tmpName)
+	if rerr != nil { // no index yet: start from HEAD's tree
+		_ = os.Remove(tmpName)
+		if _, err := g.run(ctx, "read-tree", "HEAD"); err != nil {
+			return sandbox.Diff{}, gitx.Classify(err, "git read-tree HEAD", sandbox.ErrWorkspaceUnavailable)
+		}
+	}
+	if _, err := g.run(ctx, "add", "-A"); err != nil {
+		return sandbox.Diff{}, gitx.Classify(err, "git add -A (temporary index)", sandbox.ErrWorkspaceUnavailable)
+	}
+	common := []string{"--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames",
+		"--no-relative", "--submodule=short", "--ignore-submodules=none"}
+
+	patch := &cappedBuffer{max: sandbox.MaxDiffBytes}
+	args := append([]string{"diff"}, common...)
+	args = append(args, "--binary", "--src-prefix=a/", "--dst-prefix=b/", "-O/dev/null", "--end-of-options", base, "--")
+	if _, err := g.runIO(ctx, nil, patch, args...); err != nil {
+		return sandbox.Diff{}, gitx.Classify(err, "git diff "+base, sandbox.ErrWorkspaceUnavailable)
+	}
+	names := &cappedBuffer{max: 8 << 20}
+	args = append([]string{"diff"}, common...)
+	args = append(args, "--name-only", "-z", "--end-of-options", base, "--")
+	if _, err := g.runIO(ctx, nil, names, args...); err != nil {
+		return sandbox.Diff{}, gitx.Classify(err, "git diff --name-only "+base, sandbox.ErrWorkspaceUnavailable)
+	}
+
+	d := sandbox.Diff{BaseCommit: base, TotalBytes: patch.total, Files: []string{}}
+	p := patch.buf.Bytes()
+	if patch.total > int64(len(p)) {
+		d.Truncated = true
+		if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+			p = p[:i+1]
+		}
+	}
+	d.Patch = string(p)
+	nameBytes := names.buf.Bytes()
+	if names.total > int64(len(nameBytes)) { // drop a partial last name
+		if i := bytes.LastIndexByte(nameBytes, 0); i >= 0 {
+			nameBytes = nameBytes[:i+1]
+		}
+		d.Truncated = true
+	}
+	for _, n := range strings.Split(string(nameBytes), "\x00") {
+		if n == "" {
+			continue
+		}
+		if len(d.Files) == MaxDiffFiles {
+			d.Truncated = true
+			break
+		}
+		d.Files = append(d.Files, n)
+	}
+	return d, nil
+}
+
+// Commit stages and commits the workspace's changes on its current branch
+// (sandbox.WorkspaceProvider; seed "Edit Flow": commit from the same
+// workspace). Empty req.Paths stages everything including untracked files
+// (`git add -A`); otherwise each path is validated with sandbox.CleanRelPath
+// and staged literally (`git add -A --pathspec-from-file=- --pathspec-file-nul`
+// with GIT_LITERAL_PATHSPECS=1, so no pathspec magic), and the commit then
+// contains everything staged. The message goes through stdin (`-F -`,
+// --cleanup=whitespace: lines starting with '#' are kept); hooks are skipped
+// (--no-verify, and the runner's core.hooksPath=/dev/null); author and
+// committer are req's identity or DefaultAuthorName/DefaultAuthorEmail, dated
+// by Options.Now. Nothing staged → NothingToCommit with Commit = HEAD and no
+// error, unless req.AllowEmpty. Errors: ErrCommandRejected (workspace not
+// writable, or HEAD detached), ErrInvalidArgument (empty or over
+// MaxCommitMessageBytes message, NUL in it, bad identity), ErrInvalidWorkspacePath
+// (a bad path, or one matching no file), ErrWorkspaceNotFound, ErrRepoLocked
+// (index.lock held), ErrInsufficientDisk, ErrWorkspaceUnavailable.
+func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.CommitRequest) (sandbox.CommitResult, error) {
+	if err := writable(ws); err != nil {
+		return sandbox.CommitResult{}, err
+	}
+	if strings.TrimSpace(req.Message) == "" {
+		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message is required")
+	}
+	if len(req.Message) > MaxCommitMessageBytes {
+		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message is longer than %d bytes", MaxCommitMessageBytes)
+	}
+	if strings.IndexByte(req.Message, 0) >= 0 {
+		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message contains NUL")
+	}
+	name, email := req.AuthorName, req.AuthorEmail
+	if name == "" {
+		name = DefaultAuthorName
+	}
+	if email == "" {
+		email = DefaultAuthorEmail
+	}
+	for what, v := range map[string]string{"author_name": name, "author_email": email} {
+		if len(v) > MaxIdentityBytes || strings.ContainsAny(v, "<>\n\r\x00") || strings.TrimSpace(v) == "" {
+			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "%s %q: at most %d bytes, no '<', '>', line breaks or NUL", what, v, MaxIdentityBytes)
+		}
+	}
+	var pathspecs bytes.Buffer
+	for _, p := range req.Paths {
+		clean, err := sandbox.CleanRelPath(p)
+		if err != nil {
+			return sandbox.CommitResult{}, err
+		}
+		if sandbox.IsGitMetadataPath(clean) {
+			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path %q is inside .git", p)
+		}
+		pathspecs.WriteString(clean)
+		pathspecs.WriteByte(0)
+	}
+
+	w, err := m.openWorktree(ctx, ws)
+	if err != nil {
+		return sandbox.CommitResult{}, err
+	}
+	_, branch, err := head(ctx, w.git)
+	if err != nil {
+		return sandbox.CommitResult{}, err
+	}
+	if branch == "" {
+		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
+	}
+	if len(req.Paths) == 0 {
+		_, err = w.git.run(ctx, "add", "-A")
+	} else {
+		_, err = w.git.with("GIT_LITERAL_PATHSPECS=1").runIO(ctx, &pathspecs, nil, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
+	}
+	if err != nil {
+		if s := gitStderr(err); strings.Contains(s, "did not match any files") {
+			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "no such file: %s", firstLine(s))
+		}
+		return sandbox.CommitResult{}, gitx.Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
+	}
+	_, err = w.git.run(ctx, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "HEAD", "--")
+	staged := gitx.ExitCode(err) == 1
+	if err != nil && !staged {
+		return sandbox.CommitResult{}, gitx.Classify(err, "git diff --cached --quiet", sandbox.ErrWorkspaceUnavailable)
+	}
+	if !staged && !req.AllowEmpty {
+		h, _, err := head(ctx, w.git)
+		if err != nil {
+			return sandbox.CommitResult{}, err
+		}
+		return sandbox.CommitResult{Commit: h, Branch: branch, NothingToCommit: true}, nil
+	}
+	now := m.now()
+	date := fmt.Sprintf("@%d %s", now.Unix(), now.Format("-0700"))
+	g := w.git.with(
+		"GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email, "GIT_AUTHOR_DATE="+date,
+		"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email, "GIT_COMMITTER_DATE="+date,
+	)
+	args := []string{"commit", "-q", "--no-verify", "--no-gpg-sign", "--cleanup=whitespace", "-F", "-"}
+	if req.AllowEmpty {
+		args = append(args, "--allow-empty")
+	}
+	if _, err := g.runIO(ctx, strings.NewReader(req.Message), nil, args...); err != nil {
+		return sandbox.CommitResult{}, gitx.Classify(err, "git commit", sandbox.ErrWorkspaceUnavailable)
+	}
+	h, branch, err := head(ctx, w.git)
+	if err != nil {
+		return sandbox.CommitResult{}, err
+	}
+	m.log.Info("workspace: committed", "workspace_id", ws.ID, "branch", branch, "commit", h)
+	return sandbox.CommitResult{Commit: h, Branch: branch}, nil
+}
+
+// writable gates mutating calls (sandbox.Capabilities; DESIGN.md: capabilities
+// "gate every mutating operation"): ErrCommandRejected unless
+// ws.Capabilities.Writable and the mode is not analysis.
+func writable(ws sandbox.Workspace) error {
+	if !ws.Capabilities.Writable || ws.Mode == sandbox.ModeAnalysis {
+		return sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s (%s) is read-only", ws.ID, ws.Mode)
+	}
+	return nil
+}

@@ -1,0 +1,279 @@
+package workspace
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+func TestStatus(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	st, err := f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.WorkspaceStatus{Branch: "agent/edits-c1", Head: f.c2, BaseCommit: f.c2}, st)
+
+	require.NoError(t, f.m.WriteFile(ctx, ws, "new dir/untracked file.txt", []byte("u\n"), 0))
+	require.NoError(t, f.m.WriteFile(ctx, ws, "README.md", []byte("edited\n"), 0))
+	require.NoError(t, os.Remove(filepath.Join(ws.LocalPath, "src", "app.go")))
+	st, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.True(t, st.Dirty)
+	assert.ElementsMatch(t, []sandbox.FileStatus{
+		{Path: "README.md", Status: " M"},
+		{Path: "src/app.go", Status: " D"},
+		{Path: "new dir/untracked file.txt", Status: "??"},
+	}, st.Files)
+	assert.Equal(t, 0, st.CommitsSinceBase)
+
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "one"})
+	require.NoError(t, err)
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "two", AllowEmpty: true})
+	require.NoError(t, err)
+	st, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.False(t, st.Dirty)
+	assert.Equal(t, 2, st.CommitsSinceBase)
+}
+
+func TestDiffShowsEverythingAndKeepsIndex(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+
+	// A committed change, a staged change, an unstaged change, an untracked
+	// text file, an untracked binary file, and an ignored file.
+	require.NoError(t, f.m.WriteFile(ctx, ws, "committed.txt", []byte("committed\n"), 0))
+	_, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "commit one"})
+	require.NoError(t, err)
+	require.NoError(t, f.m.WriteFile(ctx, ws, "src/app.go", []byte("package app\n\nfunc Staged() {}\n"), 0))
+	f.git(ws.LocalPath, "add", "src/app.go")
+	require.NoError(t, f.m.WriteFile(ctx, ws, "README.md", []byte("hello\nworld\nunstaged\n"), 0))
+	require.NoError(t, f.m.WriteFile(ctx, ws, "notes/untracked.txt", []byte("untracked\n"), 0))
+	bin := append([]byte("BIN"), binaryContent...)
+	require.NoError(t, f.m.WriteFile(ctx, ws, "assets/blob.bin", bin, 0))
+	require.NoError(t, f.m.WriteFile(ctx, ws, ".gitignore", []byte("*.log\n"), 0))
+	require.NoError(t, f.m.WriteFile(ctx, ws, "debug.log", []byte("ignored\n"), 0))
+
+	statusBefore := f.git(ws.LocalPath, "status", "--porcelain=v1", "--untracked-files=all")
+	indexPath := filepath.Join(f.bare, "worktrees", filepath.Base(ws.LocalPath), "index")
+	indexBefore, err := os.ReadFile(indexPath)
+	require.NoError(t, err)
+
+	d, err := f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+
+	indexAfter, err := os.ReadFile(indexPath)
+	require.NoError(t, err)
+	assert.Equal(t, indexBefore, indexAfter, "the real index must not change")
+	assert.Equal(t, statusBefore, f.git(ws.LocalPath, "status", "--porcelain=v1", "--untracked-files=all"))
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(indexPath), "sandboxcore-diff-index-*"))
+	assert.Empty(t, leftovers)
+
+	assert.Equal(t, f.c2, d.BaseCommit)
+	assert.False(t, d.Truncated)
+	assert.Equal(t, int64(len(d.Patch)), d.TotalBytes)
+	want := []string{".gitignore", "README.md", "assets/blob.bin", "committed.txt", "notes/untracked.txt", "src/app.go"}
+	got := append([]string(nil), d.Files...)
+	sort.Strings(got)
+	assert.Equal(t, want, got)
+	assert.NotContains(t, d.Patch, "debug.log")
+	assert.Contains(t, d.Patch, "+unstaged")
+	assert.Contains(t, d.Patch, "+func Staged() {}")
+	assert.Contains(t, d.Patch, "GIT binary patch")
+
+	// The patch reproduces the workspace exactly on top of the base commit.
+	check := filepath.Join(t.TempDir(), "check")
+	f.git(filepath.Dir(check), "clone", "-q", "--no-checkout", f.src, check)
+	f.git(check, "checkout", "-q", "--detach", f.c2)
+	patchFile := filepath.Join(t.TempDir(), "p.diff")
+	require.NoError(t, os.WriteFile(patchFile, []byte(d.Patch), 0o644))
+	f.git(check, "apply", "--binary", patchFile)
+	for _, p := range want {
+		exp, err := os.ReadFile(filepath.Join(ws.LocalPath, p))
+		require.NoError(t, err)
+		act, err := os.ReadFile(filepath.Join(check, p))
+		require.NoError(t, err)
+		assert.Equal(t, exp, act, p)
+	}
+
+	// A clean workspace has an empty diff.
+	clean := f.ensure(f.req(sandbox.ModeEdit, "c2"))
+	d, err = f.m.Diff(ctx, clean)
+	require.NoError(t, err)
+	assert.Empty(t, d.Patch)
+	assert.Empty(t, d.Files)
+}
+
+func TestDiffTruncates(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	line := strings.Repeat("x", 99) + "\n"
+	big := []byte(strings.Repeat(line, (sandbox.MaxFileBytes-1)/len(line)))
+	for _, n := range []string{"a.txt", "b.txt"} {
+		require.NoError(t, f.m.WriteFile(ctx, ws, n, big, 0))
+	}
+	d, err := f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+	assert.True(t, d.Truncated)
+	assert.Greater(t, d.TotalBytes, int64(sandbox.MaxDiffBytes))
+	assert.LessOrEqual(t, len(d.Patch), sandbox.MaxDiffBytes)
+	assert.True(t, strings.HasSuffix(d.Patch, "\n"))
+	assert.Equal(t, []string{"a.txt", "b.txt"}, d.Files)
+}
+
+func TestCommit(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+
+	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "nothing"})
+	require.NoError(t, err)
+	assert.True(t, res.NothingToCommit)
+	assert.Equal(t, f.c2, res.Commit)
+	assert.Equal(t, "agent/edits-c1", res.Branch)
+
+	f.m.now = func() time.Time { return time.Date(2024, 5, 6, 7, 8, 9, 0, time.FixedZone("X", 2*3600)) }
+	msg := "Add feature\n\n#123 is fixed; - not an option\n"
+	require.NoError(t, f.m.WriteFile(ctx, ws, "feature.txt", []byte("f\n"), 0))
+	res, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: msg})
+	require.NoError(t, err)
+	assert.False(t, res.NothingToCommit)
+	assert.Equal(t, "agent/edits-c1", res.Branch)
+	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/agent/edits-c1"))
+	assert.Equal(t, strings.TrimSpace(msg), f.git(f.bare, "log", "-1", "--format=%B", "agent/edits-c1"))
+	assert.Equal(t, "sandboxcore agent <agent@sandboxcore.invalid>", f.git(f.bare, "log", "-1", "--format=%an <%ae>", "agent/edits-c1"))
+	assert.Equal(t, f.c2, f.git(f.bare, "rev-parse", "agent/edits-c1~1"))
+	assert.Equal(t, "2024-05-06T07:08:09+02:00 2024-05-06T07:08:09+02:00", f.git(f.bare, "log", "-1", "--format=%aI %cI", "agent/edits-c1"))
+	assert.Equal(t, "feature.txt", f.git(f.bare, "show", "--format=", "--name-only", "agent/edits-c1"))
+
+	// Selected paths only, with a custom author; pathspec magic is literal.
+	require.NoError(t, f.m.WriteFile(ctx, ws, "a.txt", []byte("a\n"), 0))
+	require.NoError(t, f.m.WriteFile(ctx, ws, "b.txt", []byte("b\n"), 0))
+	require.NoError(t, f.m.WriteFile(ctx, ws, ":(glob)*", []byte("magic\n"), 0))
+	res, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "only a", Paths: []string{"a.txt", ":(glob)*"}, AuthorName: "Ada", AuthorEmail: "ada@example.com"})
+	require.NoError(t, err)
+	files := strings.Split(f.git(f.bare, "show", "--format=", "--name-only", res.Commit), "\n")
+	assert.ElementsMatch(t, []string{":(glob)*", "a.txt"}, files)
+	assert.Equal(t, "Ada <ada@example.com>", f.git(f.bare, "log", "-1", "--format=%an <%ae>", res.Commit))
+	st, err := f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, []sandbox.FileStatus{{Path: "b.txt", Status: "??"}}, st.Files)
+
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", Paths: []string{"missing.txt"}})
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", Paths: []string{"../x"}})
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "  \n"})
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: strings.Repeat("m", MaxCommitMessageBytes+1)})
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", AuthorName: "Evil <x@y>"})
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+
+	res, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "empty", AllowEmpty: true, Paths: []string{"a.txt"}})
+	require.NoError(t, err)
+	assert.False(t, res.NothingToCommit)
+	assert.Equal(t, "empty", f.git(f.bare, "log", "-1", "--format=%s", "agent/edits-c1"))
+
+	// A detached HEAD is refused rather than committing off-branch.
+	f.git(ws.LocalPath, "checkout", "-q", "--detach")
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", AllowEmpty: true})
+	requireKind(t, err, sandbox.ErrCommandRejected)
+}
+
+// TestHostileRepositoryConfigDoesNotRun: an agent controls the worktree, its
+// config (shared or per-worktree), .gitattributes and even its .git file.
+// Host-side Status, Diff, Commit and Ensure must run none of it.
+func TestHostileRepositoryConfigDoesNotRun(t *testing.T) {
+	for _, scope := range []string{"shared", "worktree"} {
+		t.Run(scope, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+			other := f.ensure(f.req(sandbox.ModeEdit, "c2"))
+
+			evil := t.TempDir()
+			marker := filepath.Join(evil, "marker")
+			script := filepath.Join(evil, "evil.sh")
+			require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho \"$0 $*\" >> "+marker+"\ncat\n"), 0o755))
+			hooks := filepath.Join(evil, "hooks")
+			require.NoError(t, os.MkdirAll(hooks, 0o755))
+			for _, h := range []string{"pre-commit", "commit-msg", "prepare-commit-msg", "post-commit", "post-index-change", "reference-transaction", "post-checkout"} {
+				require.NoError(t, os.WriteFile(filepath.Join(hooks, h), []byte("#!/bin/sh\necho "+h+" >> "+marker+"\n"), 0o755))
+			}
+			cfg := []string{"config"}
+			if scope == "worktree" {
+				f.git(ws.LocalPath, "config", "extensions.worktreeConfig", "true")
+				cfg = append(cfg, "--worktree")
+			}
+			set := func(k, v string) { f.git(ws.LocalPath, append(cfg, k, v)...) }
+			set("core.fsmonitor", script)
+			set("core.hooksPath", hooks)
+			set("filter.evil.clean", script+" clean")
+			set("filter.evil.smudge", script+" smudge")
+			set("filter.evil.required", "true")
+			set("filter.proc.process", script+" process")
+			set("diff.external", script)
+			set("diff.evil.textconv", script+" textconv")
+			set("core.pager", script)
+			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, ".gitattributes"), []byte("*.txt filter=evil diff=evil\n*.md filter=proc\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "a.txt"), []byte("a\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "README.md"), []byte("changed\n"), 0o644))
+
+			_, err := f.m.Status(ctx, ws)
+			require.NoError(t, err)
+			_, err = f.m.Diff(ctx, ws)
+			require.NoError(t, err)
+			res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "with attributes"})
+			require.NoError(t, err)
+			// Checking out a branch with those attributes (smudge, post-checkout).
+			task := f.req(sandbox.ModeTask, "t1")
+			task.FromBranch = ws.BranchName
+			tw := f.ensure(task)
+			_, err = f.m.Status(ctx, tw)
+			require.NoError(t, err)
+
+			// The .git file of a worktree is redirected to another workspace:
+			// host-side git still works on the right one.
+			otherAdmin := filepath.Join(f.bare, "worktrees", filepath.Base(other.LocalPath))
+			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, ".git"), []byte("gitdir: "+otherAdmin+"\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "b.txt"), []byte("b\n"), 0o644))
+			res2, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "redirected?"})
+			require.NoError(t, err)
+			assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "agent/edits-c1~1"))
+			assert.Equal(t, res2.Commit, f.git(f.bare, "rev-parse", "agent/edits-c1"))
+			assert.Equal(t, f.c2, f.git(f.bare, "rev-parse", "agent/edits-c2"), "the other workspace's branch must not move")
+
+			_, err = os.Stat(marker)
+			assert.True(t, os.IsNotExist(err), "hostile config ran: %s", readMarker(marker))
+
+			// Control: an unhardened git in the same worktree does run it.
+			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, ".git"), []byte("gitdir: "+filepath.Join(f.bare, "worktrees", filepath.Base(ws.LocalPath))+"\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "c.txt"), []byte("c\n"), 0o644))
+			// (--work-tree: with extensions.worktreeConfig the shared core.bare=true
+			// of the cache otherwise makes the agent's own git see a bare repository.)
+			_, _ = f.gitRaw(ws.LocalPath, "--work-tree="+ws.LocalPath, "status")
+			_, _ = f.gitRaw(ws.LocalPath, "--work-tree="+ws.LocalPath, "add", "-A")
+			got := readMarker(marker)
+			assert.Contains(t, got, "clean", "control: the clean filter should run without hardening")
+			assert.Contains(t, got, "post-index-change", "control: hooks should run without hardening")
+		})
+	}
+}
+
+func readMarker(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}

@@ -1,0 +1,696 @@
+// Package workspace implements sandbox.WorkspaceProvider with local git
+// worktrees of the bare repo caches (DESIGN.md "The three things": Workspace;
+// seed "Core Model: Workspace" and "Workspace Lifecycle").
+//
+// On-disk layout (DESIGN.md): the repo cache's bare repository is
+// <Root>/repos/<host>/<owner>/<repo>/.bare and every workspace of it is the
+// linked worktree <Root>/repos/<host>/<owner>/<repo>/worktrees/<name>, where
+// <name> is sandbox.WorkspaceRequest.WorktreeDirName. Git's administrative
+// directory of a worktree is <bare>/worktrees/<name>; the base commit of the
+// workspace is recorded there in the file BaseCommitFile.
+//
+// Host-side git never trusts anything an agent can change inside a worktree:
+// every call names the administrative directory and the work tree explicitly
+// (GIT_DIR, GIT_WORK_TREE) so a rewritten ".git" file cannot redirect it; the
+// gitx runner neutralizes hooks, fsmonitor and external diff; and this package
+// additionally neutralizes every clean/smudge/process filter driver found in
+// the repository's configuration (DESIGN.md "Non-negotiables: git": no
+// filters on host-side calls). Every file operation goes through os.Root
+// (DESIGN.md "Non-negotiables: Paths").
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Layout and policy constants.
+const (
+	// WorktreesDir is the directory, sibling of the bare repository ".bare",
+	// that holds a repository's worktrees (DESIGN.md "The three things").
+	WorktreesDir = "worktrees"
+	// BareDirName is the required base name of RepoCache.LocalPath (DESIGN.md
+	// "The three things": <root>/repos/<host>/<owner>/<repo>/.bare).
+	BareDirName = ".bare"
+	// BaseCommitFile is the name of the file, inside a worktree's git
+	// administrative directory (<bare>/worktrees/<name>/), that records the
+	// workspace's base commit as lowercase hex followed by a newline. Its
+	// modification time is the workspace's creation time.
+	BaseCommitFile = "sandboxcore-base"
+	// DefaultAuthorName and DefaultAuthorEmail are the commit identity used
+	// when a CommitRequest names none (and always for the committer of
+	// reflog entries written by worktree creation).
+	DefaultAuthorName  = "sandboxcore agent"
+	DefaultAuthorEmail = "agent@sandboxcore.invalid"
+	// MaxCommitMessageBytes bounds CommitRequest.Message, in bytes.
+	MaxCommitMessageBytes = 64 << 10
+	// MaxIdentityBytes bounds CommitRequest.AuthorName and AuthorEmail, in bytes.
+	MaxIdentityBytes = 256
+	// MaxStatusFiles caps WorkspaceStatus.Files (Dirty still tells the truth);
+	// it keeps the result well under Temporal's 2 MB payload limit (DESIGN.md
+	// "Payload discipline").
+	MaxStatusFiles = 10000
+	// MaxDiffFiles caps Diff.Files; when hit, Diff.Truncated is set.
+	MaxDiffFiles = 10000
+	// MaxListEntries caps ListDir's result: the first entries by name are kept.
+	MaxListEntries = 10000
+	// MaxSearchFiles caps how many files one Search reads; when hit,
+	// SearchResult.Truncated is set.
+	MaxSearchFiles = 20000
+	// MaxSearchFileBytes: Search skips files larger than this many bytes.
+	MaxSearchFileBytes = 4 << 20
+	// MaxSearchTotalBytes caps the bytes one Search reads; when hit,
+	// SearchResult.Truncated is set.
+	MaxSearchTotalBytes = 256 << 20
+	// MaxSearchPatternBytes bounds SearchRequest.Pattern, in bytes.
+	MaxSearchPatternBytes = 16 << 10
+	// maxFilterDrivers bounds how many filter drivers a repository may
+	// configure before host-side git refuses to run in it.
+	maxFilterDrivers = 512
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Git is the one git runner (DESIGN.md "Non-negotiables: git"). Required.
+	Git *gitx.Runner
+	// Locker takes the per-repository lock that serializes worktree creation
+	// and removal with clone and fetch (seed "Concurrency and Locking").
+	// Required; normally the repo cache provider.
+	Locker sandbox.RepoLocker
+	// HostID is recorded as Workspace.HostID (DESIGN.md "Host affinity");
+	// "" means os.Hostname().
+	HostID string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives lifecycle events (create, repair, remove); nil discards.
+	Logger *slog.Logger
+	// Isolated is copied into every workspace's Capabilities.Isolated: it is
+	// the runtime provider's RuntimeCapabilities.Isolated (sandbox.CapabilitiesFromMode).
+	Isolated bool
+}
+
+// Manager is the local-worktree sandbox.WorkspaceProvider. It is safe for
+// concurrent use; worktree creation and removal are serialized per repository
+// by Options.Locker, and per-workspace serialization of mutating calls is the
+// caller's (the SessionWorkflow's, DESIGN.md "Temporal shape").
+type Manager struct {
+	git      *gitx.Runner
+	locker   sandbox.RepoLocker
+	hostID   string
+	now      func() time.Time
+	log      *slog.Logger
+	isolated bool
+
+	// afterAdd, when set (tests only), runs after a successful `git worktree
+	// add`; an error simulates a failure in the middle of creation.
+	afterAdd func(path string) error
+}
+
+var _ sandbox.WorkspaceProvider = (*Manager)(nil)
+
+// New returns a Manager. It fails (plain error) when Git or Locker is nil or
+// when HostID is "" and the host name cannot be read.
+func New(opts Options) (*Manager, error) {
+	if opts.Git == nil {
+		return nil, errors.New("workspace: Options.Git is required")
+	}
+	if opts.Locker == nil {
+		return nil, errors.New("workspace: Options.Locker is required")
+	}
+	host := opts.HostID
+	if host == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return nil, fmt.Errorf("workspace: Options.HostID is empty and the host name is unknown: %v", err)
+		}
+		host = h
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{git: opts.Git, locker: opts.Locker, hostID: host, now: now, log: log, isolated: opts.Isolated}, nil
+}
+
+// ---------------------------------------------------------------------------
+// Layout
+
+// loc is where one workspace lives on disk.
+type loc struct {
+	bare string // <repoDir>/.bare
+	wt   string // <repoDir>/worktrees/<name>
+	name string // <name>
+}
+
+// barePath validates cache.LocalPath and returns it with its parent
+// directories' symlinks resolved (git records worktree paths resolved).
+func barePath(cache sandbox.RepoCache) (string, error) {
+	p := cache.LocalPath
+	if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || filepath.Base(p) != BareDirName {
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "repo cache %s: local path %q is not an absolute <repo>/%s path", cache.ID, p, BareDirName)
+	}
+	parent, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil {
+		return "", sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "repo cache %s: %v", cache.ID, err)
+	}
+	bare := filepath.Join(parent, BareDirName)
+	fi, err := os.Lstat(bare)
+	if err != nil || !fi.IsDir() {
+		return "", sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "repo cache %s: bare repository %s is missing", cache.ID, bare)
+	}
+	return bare, nil
+}
+
+// locate derives the layout of a workspace from its LocalPath, which must be
+// an absolute clean <repoDir>/worktrees/<name>. Returns ErrInvalidArgument.
+func locate(ws sandbox.Workspace) (loc, error) {
+	p := ws.LocalPath
+	name := filepath.Base(p)
+	if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || filepath.Base(filepath.Dir(p)) != WorktreesDir ||
+		name == "." || name == ".." || name == "/" {
+		return loc{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s: local path %q is not an absolute <repo>/%s/<name> path", ws.ID, p, WorktreesDir)
+	}
+	repoDir := filepath.Dir(filepath.Dir(p))
+	return loc{bare: filepath.Join(repoDir, BareDirName), wt: p, name: name}, nil
+}
+
+// adminDir returns the git administrative directory registered for l.wt, found
+// by its "gitdir" file pointing back at <wt>/.git ("" when not registered).
+func adminDir(l loc) string {
+	root := filepath.Join(l.bare, WorktreesDir)
+	want := filepath.Join(l.wt, ".git")
+	matches := func(admin string) bool {
+		b, err := os.ReadFile(filepath.Join(admin, "gitdir"))
+		return err == nil && filepath.Clean(strings.TrimSpace(string(b))) == want
+	}
+	if cand := filepath.Join(root, l.name); matches(cand) {
+		return cand
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != l.name && matches(filepath.Join(root, e.Name())) {
+			return filepath.Join(root, e.Name())
+		}
+	}
+	return ""
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
+
+// repoFromCache derives the repository identity from the cache row: Host from
+// ProviderHost, Owner/Name from RepoName ("owner/name"), URL from RepoURL.
+func repoFromCache(cache sandbox.RepoCache) (sandbox.RepoIdentity, error) {
+	i := strings.LastIndexByte(cache.RepoName, '/')
+	if i <= 0 || i == len(cache.RepoName)-1 {
+		return sandbox.RepoIdentity{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "repo cache %s: repo name %q is not owner/name", cache.ID, cache.RepoName)
+	}
+	return sandbox.RepoIdentity{Host: cache.ProviderHost, Owner: cache.RepoName[:i], Name: cache.RepoName[i+1:], URL: cache.RepoURL}, nil
+}
+
+// ---------------------------------------------------------------------------
+// Ensure
+
+// ensureState carries one Ensure call.
+type ensureState struct {
+	cache   sandbox.RepoCache
+	repo    sandbox.RepoIdentity
+	req     sandbox.WorkspaceRequest
+	bare    string
+	wt      string
+	baseRef string // requested, or the cache's default branch
+	branch  string // "" for analysis
+	bg      gitCtx // git in the bare repository
+}
+
+// Ensure creates the worktree for req on cache, or returns the existing one
+// (sandbox.WorkspaceProvider; seed "Workspace Lifecycle"). Under the
+// repository lock (Options.Locker) it:
+//
+//   - validates req (sandbox.WorkspaceRequest.Validate; the URL must name the
+//     cache's repository) and cache.LocalPath (<repo>/.bare);
+//   - returns the registered worktree at <repo>/worktrees/<req.WorktreeDirName()>
+//     when its directory exists (same key → same path, branch and recorded base
+//     commit); a missing ".git" file is rewritten;
+//   - repairs a registration whose directory vanished: the registration is
+//     removed and the worktree re-added on the same branch (its commits kept) or,
+//     for analysis, at the same recorded commit;
+//   - otherwise creates it: analysis → detached at the resolved base commit;
+//     edit/task → branch req.Branch() (agent/edits-<conversation_id>,
+//     agent/task-<task_id>) created with --no-track from the base commit (task
+//     with FromBranch: from that local branch's tip, which is then the base
+//     commit), or checked out as is when it already exists (never reset).
+//
+// The base ref is req.BaseRef or cache.DefaultBranch, looked up in order as
+// refs/remotes/origin/<ref>, refs/tags/<ref>, refs/heads/<ref>, a full ref
+// name, then a hex commit id. The base commit is recorded in BaseCommitFile.
+// On failure nothing is left behind: no directory, no registration, no branch
+// created by this call.
+//
+// Workspace.Dirty is not computed (use Status). Errors: ErrInvalidArgument
+// (request, cache row), ErrRefNotFound (base ref, from_branch), ErrConflict
+// (the branch is checked out in another worktree, or a non-empty unregistered
+// directory occupies the path), ErrRepoLocked, ErrInsufficientDisk,
+// ErrRepoCacheUnavailable (bare repository missing), ErrWorkspaceUnavailable
+// (any other git failure).
+func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandbox.WorkspaceRequest) (sandbox.Workspace, error) {
+	id, err := req.Validate(sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+	if err != nil {
+		return sandbox.Workspace{}, err
+	}
+	repo, err := repoFromCache(cache)
+	if err != nil {
+		return sandbox.Workspace{}, err
+	}
+	if id.FullName() != cache.RepoName || (cache.ProviderHost != "" && id.Host != cache.ProviderHost) {
+		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "request repository %s/%s does not match repo cache %s (%s/%s)",
+			id.Host, id.FullName(), cache.ID, cache.ProviderHost, cache.RepoName)
+	}
+	bare, err := barePath(cache)
+	if err != nil {
+		return sandbox.Workspace{}, err
+	}
+	baseRef := req.BaseRef
+	if baseRef == "" {
+		baseRef = cache.DefaultBranch
+	}
+	st := &ensureState{
+		cache: cache, repo: repo, req: req, bare: bare,
+		wt:      filepath.Join(filepath.Dir(bare), WorktreesDir, req.WorktreeDirName()),
+		baseRef: baseRef, branch: req.Branch(),
+		bg: m.bareGit(bare),
+	}
+
+	unlock, err := m.locker.LockRepo(ctx, repo)
+	if err != nil {
+		if sandbox.KindOf(err) == nil {
+			err = sandbox.Errorf(sandbox.ErrRepoLocked, "lock repository %s: %w", repo.Key(), err)
+		}
+		return sandbox.Workspace{}, err
+	}
+	defer unlock()
+
+	entries, err := m.listWorktrees(ctx, st.bg)
+	if err != nil {
+		return sandbox.Workspace{}, err
+	}
+	known := ""
+	if e := findEntry(entries, st.wt); e != nil {
+		admin := adminDir(loc{bare: bare, wt: st.wt, name: filepath.Base(st.wt)})
+		// git locks a worktree "initializing" until `worktree add` finishes and
+		// this package records the base right after: both together mean a
+		// creation died half-way (the repository lock excludes a live one).
+		crashed := e.Locked && strings.Contains(e.LockReason, "initializing") && (admin == "" || readBase(admin) == "")
+		if !crashed && isDir(st.wt) {
+			if admin == "" { // never delete a directory that may hold work
+				return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s is registered but its administrative directory cannot be identified", st.wt)
+			}
+			return m.reuse(ctx, st, e, admin)
+		}
+		// Repair: the directory vanished (or a creation crashed half-way).
+		if admin != "" {
+			known = readBase(admin)
+		}
+		if known == "" && st.branch == "" && !crashed {
+			known = e.Head
+		}
+		m.log.Info("workspace: repairing worktree", "path", st.wt, "branch", st.branch, "crashed_add", crashed)
+		if err := m.unregister(ctx, st.bg, loc{bare: bare, wt: st.wt, name: filepath.Base(st.wt)}); err != nil {
+			return sandbox.Workspace{}, err
+		}
+		if crashed {
+			if err := forceRemoveAll(st.wt); err != nil {
+				return sandbox.Workspace{}, fsError(err, "remove half-created worktree")
+			}
+		}
+		if entries, err = m.listWorktrees(ctx, st.bg); err != nil {
+			return sandbox.Workspace{}, err
+		}
+	}
+	return m.create(ctx, st, entries, known)
+}
+
+// reuse returns the existing, registered worktree.
+func (m *Manager) reuse(ctx context.Context, st *ensureState, e *wtEntry, admin string) (sandbox.Workspace, error) {
+	gitfile := filepath.Join(st.wt, ".git")
+	if _, err := os.Lstat(gitfile); errors.Is(err, fs.ErrNotExist) {
+		// The agent deleted the link; host-side git does not need it (GIT_DIR),
+		// the agent's own git does.
+		// O_EXCL: never follows a symlink planted meanwhile.
+		gf, err := os.OpenFile(gitfile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			_, err = gf.WriteString("gitdir: " + admin + "\n")
+			err = errors.Join(err, gf.Close())
+		}
+		if err != nil {
+			return sandbox.Workspace{}, fsError(err, "restore .git file")
+		}
+		m.log.Warn("workspace: restored missing .git file", "path", st.wt)
+	}
+	base := readBase(admin)
+	created := m.now()
+	if base == "" {
+		head := e.Head
+		base = head
+		if st.branch != "" && head != "" {
+			if b := m.fallbackBase(ctx, st, head); b != "" {
+				base = b
+			}
+		}
+		if !isHex(base) {
+			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s has no recorded base commit and no HEAD", st.wt)
+		}
+		if err := writeBase(admin, base, created); err != nil {
+			return sandbox.Workspace{}, err
+		}
+	} else if fi, err := os.Stat(filepath.Join(admin, BaseCommitFile)); err == nil {
+		created = fi.ModTime()
+	}
+	if st.branch != "" && e.Branch != "refs/heads/"+st.branch {
+		m.log.Warn("workspace: worktree is not on its branch", "path", st.wt, "want", st.branch, "head", e.Branch)
+	}
+	return m.workspace(st, base, created), nil
+}
+
+// create adds a new worktree at st.wt. known is a base commit recorded by a
+// previous incarnation of this workspace ("" when none).
+func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry, known string) (ws sandbox.Workspace, err error) {
+	if fi, lerr := os.Lstat(st.wt); lerr == nil {
+		if !fi.IsDir() || !emptyDir(st.wt) {
+			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "workspace path %s exists but is not a registered worktree; refusing to overwrite it", st.wt)
+		}
+		if err := os.Remove(st.wt); err != nil {
+			return sandbox.Workspace{}, fsError(err, "remove empty directory")
+		}
+	}
+	if known != "" {
+		if c, _ := m.firstCommit(ctx, st.bg, known); c == "" {
+			known = ""
+		}
+	}
+
+	var args []string
+	var base, createdBranch string
+	switch st.branch {
+	case "": // analysis: detached
+		base = known
+		if base == "" {
+			if base, err = m.resolveBase(ctx, st.bg, st.baseRef); err != nil {
+				return sandbox.Workspace{}, err
+			}
+		}
+		args = []string{"worktree", "add", "--detach", "--end-of-options", st.wt, base}
+	default:
+		tip, err := m.firstCommit(ctx, st.bg, "refs/heads/"+st.branch)
+		if err != nil {
+			return sandbox.Workspace{}, err
+		}
+		for _, e := range entries {
+			if e.Branch == "refs/heads/"+st.branch && e.Path != st.wt {
+				return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree (%s)", st.branch, e.Path)
+			}
+		}
+		if tip != "" {
+			// The branch survives (Remove keeps it, or a repair): check it out
+			// as is, never reset it.
+			base = known
+			if base == "" {
+				base = m.fallbackBase(ctx, st, tip)
+			}
+			args = []string{"worktree", "add", "--end-of-options", st.wt, st.branch}
+		} else {
+			from, err := m.startPoint(ctx, st)
+			if err != nil {
+				return sandbox.Workspace{}, err
+			}
+			base, createdBranch = from, st.branch
+			args = []string{"worktree", "add", "--no-track", "-b", st.branch, "--end-of-options", st.wt, from}
+		}
+	}
+
+	if err := os.MkdirAll(filepath.Dir(st.wt), 0o755); err != nil {
+		return sandbox.Workspace{}, fsError(err, "create worktrees directory")
+	}
+	l := loc{bare: st.bare, wt: st.wt, name: filepath.Base(st.wt)}
+	defer func() {
+		if err != nil {
+			m.cleanupFailed(ctx, st, l, createdBranch, base)
+		}
+	}()
+	fenv, err := m.filterEnv(ctx, st.bg)
+	if err != nil {
+		return sandbox.Workspace{}, err
+	}
+	if _, err := st.bg.with(fenv...).run(ctx, args...); err != nil {
+		if ge := gitStderr(err); strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
+			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree: %s", st.branch, firstLine(ge))
+		}
+		return sandbox.Workspace{}, gitx.Classify(err, "git worktree add", sandbox.ErrWorkspaceUnavailable)
+	}
+	admin := adminDir(l)
+	if admin == "" {
+		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git worktree add %s: registration not found afterwards", st.wt)
+	}
+	created := m.now()
+	if err := writeBase(admin, base, created); err != nil {
+		return sandbox.Workspace{}, err
+	}
+	if m.afterAdd != nil {
+		if err := m.afterAdd(st.wt); err != nil {
+			return sandbox.Workspace{}, err
+		}
+	}
+	m.log.Info("workspace: created worktree", "path", st.wt, "branch", st.branch, "base_commit", base, "new_branch", createdBranch != "")
+	return m.workspace(st, base, created), nil
+}
+
+// startPoint is the commit a new branch starts from: the tip of
+// refs/heads/<FromBranch> for a task with FromBranch, else the resolved base.
+func (m *Manager) startPoint(ctx context.Context, st *ensureState) (string, error) {
+	if st.req.FromBranch != "" {
+		c, err := m.firstCommit(ctx, st.bg, "refs/heads/"+st.req.FromBranch)
+		if err != nil {
+			return "", err
+		}
+		if c == "" {
+			return "", sandbox.Errorf(sandbox.ErrRefNotFound, "from_branch %q: no such local branch", st.req.FromBranch)
+		}
+		return c, nil
+	}
+	return m.resolveBase(ctx, st.bg, st.baseRef)
+}
+
+// fallbackBase guesses the base commit of an existing branch whose record is
+// lost: the merge base of its tip with the start point, else the tip itself.
+func (m *Manager) fallbackBase(ctx context.Context, st *ensureState, tip string) string {
+	from, err := m.startPoint(ctx, st)
+	if err != nil || from == "" {
+		m.log.Warn("workspace: base commit unknown; using the branch tip", "path", st.wt, "err", err)
+		return tip
+	}
+	out, err := st.bg.run(ctx, "merge-base", "--end-of-options", from, tip)
+	if mb := strings.TrimSpace(string(out)); err == nil && isHex(mb) {
+		return mb
+	}
+	return tip
+}
+
+// cleanupFailed undoes a failed creation: the registration, the directory and
+// a branch created by this call (only while it still points at start).
+func (m *Manager) cleanupFailed(ctx context.Context, st *ensureState, l loc, branch, start string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := m.unregister(ctx, st.bg, l); err != nil {
+		m.log.Warn("workspace: cleanup: unregister", "path", l.wt, "err", err)
+	}
+	if err := forceRemoveAll(l.wt); err != nil {
+		m.log.Warn("workspace: cleanup: remove directory", "path", l.wt, "err", err)
+	}
+	if branch != "" && isHex(start) {
+		if _, err := st.bg.run(ctx, "update-ref", "-d", "refs/heads/"+branch, start); err != nil {
+			m.log.Warn("workspace: cleanup: delete branch", "branch", branch, "err", err)
+		}
+	}
+}
+
+// unregister removes the worktree registration of l (and its directory, when
+// present), falling back to `git worktree prune` and then to deleting the
+// verified administrative directory.
+func (m *Manager) unregister(ctx context.Context, bg gitCtx, l loc) error {
+	// Run even when adminDir finds nothing: git may list the path under a
+	// spelling the gitdir file does not match. An unregistered path is an error
+	// git reports and this ignores; git never deletes an unregistered directory.
+	_, err := bg.run(ctx, "worktree", "remove", "--force", "--force", "--end-of-options", l.wt)
+	if adminDir(l) == "" {
+		return nil
+	}
+	if !isDir(l.wt) {
+		_, _ = bg.run(ctx, "worktree", "prune")
+	}
+	if admin := adminDir(l); admin != "" {
+		if rerr := os.RemoveAll(admin); rerr != nil {
+			return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "remove registration of %s: %v (git: %v)", l.wt, rerr, err)
+		}
+	}
+	return nil
+}
+
+// workspace assembles the returned row.
+func (m *Manager) workspace(st *ensureState, base string, created time.Time) sandbox.Workspace {
+	now := m.now()
+	req := st.req
+	return sandbox.Workspace{
+		ID:             sandbox.WorkspaceIDForKey(req.Key()),
+		Key:            req.Key(),
+		RepoCacheID:    st.cache.ID,
+		Repo:           st.repo,
+		ProjectID:      req.ProjectID,
+		UserID:         req.UserID,
+		Mode:           req.Mode,
+		ConversationID: req.ConversationID,
+		TaskID:         req.TaskID,
+		BaseRef:        st.baseRef,
+		BaseCommit:     base,
+		BranchName:     st.branch,
+		LocalPath:      st.wt,
+		HostID:         m.hostID,
+		State:          sandbox.WorkspaceReady,
+		Capabilities:   sandbox.CapabilitiesFromMode(req.Mode, m.isolated),
+		LastUsedAt:     now,
+		CreatedAt:      created,
+		UpdatedAt:      now,
+	}
+}
+
+// readBase returns the recorded base commit of an administrative directory, or "".
+func readBase(admin string) string {
+	b, err := os.ReadFile(filepath.Join(admin, BaseCommitFile))
+	if err != nil {
+		return ""
+	}
+	s := strings.TrimSpace(string(b))
+	if !isHex(s) {
+		return ""
+	}
+	return s
+}
+
+// writeBase records base atomically, with mtime = created.
+func writeBase(admin, base string, created time.Time) error {
+	tmp, err := os.CreateTemp(admin, BaseCommitFile+".tmp-*")
+	if err != nil {
+		return fsError(err, "record base commit")
+	}
+	_, werr := tmp.WriteString(base + "\n")
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fsError(err, "record base commit")
+	}
+	_ = os.Chtimes(tmp.Name(), created, created)
+	if err := os.Rename(tmp.Name(), filepath.Join(admin, BaseCommitFile)); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fsError(err, "record base commit")
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Exists and Remove
+
+// Exists reports whether the workspace's directory is present and registered
+// as a worktree of its repository (sandbox.WorkspaceProvider). Errors:
+// ErrInvalidArgument when ws.LocalPath is not a worktree path of this layout.
+func (m *Manager) Exists(ctx context.Context, ws sandbox.Workspace) (bool, error) {
+	l, err := locate(ws)
+	if err != nil {
+		return false, err
+	}
+	return isDir(l.wt) && adminDir(l) != "", nil
+}
+
+// Remove deletes the worktree directory and its registration under the
+// repository lock, keeping the branch and its commits (sandbox.WorkspaceProvider;
+// seed "Workspace Eviction" saves work before calling it). A missing worktree
+// is success. The directory goes first (read-only subdirectories are made
+// writable), then the registration (`git worktree remove --force --force`, with
+// `git worktree prune` as fallback). Errors: ErrInvalidArgument (bad
+// LocalPath), ErrRepoLocked, ErrWorkspaceUnavailable or ErrInsufficientDisk
+// when the directory or registration cannot be deleted. ws.Repo (as Ensure
+// returned it) names the repository lock to take.
+func (m *Manager) Remove(ctx context.Context, ws sandbox.Workspace) error {
+	l, err := locate(ws)
+	if err != nil {
+		return err
+	}
+	unlock, err := m.locker.LockRepo(ctx, ws.Repo)
+	if err != nil {
+		if sandbox.KindOf(err) == nil {
+			err = sandbox.Errorf(sandbox.ErrRepoLocked, "lock repository %s: %w", ws.Repo.Key(), err)
+		}
+		return err
+	}
+	defer unlock()
+	if err := forceRemoveAll(l.wt); err != nil {
+		return fsError(err, "remove worktree "+ws.ID)
+	}
+	if !isDir(l.bare) {
+		return nil
+	}
+	if err := m.unregister(ctx, m.bareGit(l.bare), l); err != nil {
+		return err
+	}
+	m.log.Info("workspace: removed worktree", "workspace_id", ws.ID, "path", l.wt, "branch", ws.BranchName)
+	return nil
+}
+
+// forceRemoveAll deletes dir without following symlinks; when that fails
+// (read-only directories, e.g. a Go module cache), it makes every directory
+// writable through an os.Root and retries.
+func forceRemoveAll(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil {
+		return nil
+	}
+	r, rerr := os.OpenRoot(dir)
+	if rerr != nil {
+		return err
+	}
+	_ = fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, werr error) error {
+		if d != nil && d.IsDir() {
+			_ = r.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	_ = r.Close()
+	return os.RemoveAll(dir)
+}
+
+func emptyDir(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
+}

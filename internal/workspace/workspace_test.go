@@ -1,0 +1,382 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+func TestEnsureEditIsIdempotent(t *testing.T) {
+	f := newFixture(t)
+	req := f.req(sandbox.ModeEdit, "c1")
+	ws := f.ensure(req)
+
+	assert.Equal(t, sandbox.WorkspaceIDForKey(req.Key()), ws.ID)
+	assert.Equal(t, req.Key(), ws.Key)
+	assert.Equal(t, "rc-test", ws.RepoCacheID)
+	assert.Equal(t, sandbox.RepoIdentity{Host: "example.com", Owner: "owner", Name: "repo", URL: f.cache.RepoURL}, ws.Repo)
+	assert.Equal(t, "u1", ws.UserID)
+	assert.Equal(t, "p1", ws.ProjectID)
+	assert.Equal(t, sandbox.ModeEdit, ws.Mode)
+	assert.Equal(t, "c1", ws.ConversationID)
+	assert.Equal(t, "main", ws.BaseRef)
+	assert.Equal(t, f.c2, ws.BaseCommit)
+	assert.Equal(t, "agent/edits-c1", ws.BranchName)
+	assert.Equal(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()), ws.LocalPath)
+	assert.Equal(t, "host-1", ws.HostID)
+	assert.Equal(t, sandbox.WorkspaceReady, ws.State)
+	assert.Equal(t, sandbox.Capabilities{Writable: true, Isolated: false, Persistent: true}, ws.Capabilities)
+	assert.False(t, ws.CreatedAt.IsZero())
+	assert.True(t, f.branchExists("agent/edits-c1"))
+	assert.Equal(t, "agent/edits-c1", f.git(ws.LocalPath, "symbolic-ref", "--short", "HEAD"))
+	assert.FileExists(t, filepath.Join(ws.LocalPath, "README.md"))
+
+	again := f.ensure(req)
+	assert.Equal(t, ws.ID, again.ID)
+	assert.Equal(t, ws.LocalPath, again.LocalPath)
+	assert.Equal(t, ws.BranchName, again.BranchName)
+	assert.Equal(t, ws.BaseCommit, again.BaseCommit)
+	assert.WithinDuration(t, ws.CreatedAt, again.CreatedAt, time.Millisecond)
+	assert.Len(t, f.registered(), 1)
+
+	// The base commit stays put when the default branch moves on.
+	f.writeSrc("later.txt", "later\n")
+	f.git(f.src, "add", "-A")
+	f.git(f.src, "commit", "-q", "-m", "later")
+	f.fetch()
+	assert.Equal(t, f.c2, f.ensure(req).BaseCommit)
+
+	ok, err := f.m.Exists(context.Background(), ws)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
+
+func TestEnsureConcurrentSameKey(t *testing.T) {
+	f := newFixture(t)
+	req := f.req(sandbox.ModeEdit, "c1")
+	var wg sync.WaitGroup
+	results := make([]sandbox.Workspace, 6)
+	errs := make([]error, len(results))
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = f.m.Ensure(context.Background(), f.cache, req)
+		}()
+	}
+	wg.Wait()
+	for i := range results {
+		require.NoError(t, errs[i])
+		assert.Equal(t, results[0].LocalPath, results[i].LocalPath)
+		assert.Equal(t, results[0].BaseCommit, results[i].BaseCommit)
+	}
+	assert.Len(t, f.registered(), 1)
+}
+
+func TestTwoConversationsAreIsolated(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	a := f.ensure(f.req(sandbox.ModeEdit, "convA"))
+	b := f.ensure(f.req(sandbox.ModeEdit, "convB"))
+	assert.NotEqual(t, a.LocalPath, b.LocalPath)
+	assert.NotEqual(t, a.ID, b.ID)
+	assert.Equal(t, "agent/edits-convA", a.BranchName)
+	assert.Equal(t, "agent/edits-convB", b.BranchName)
+	assert.True(t, f.branchExists(a.BranchName))
+	assert.True(t, f.branchExists(b.BranchName))
+
+	require.NoError(t, f.m.WriteFile(ctx, a, "README.md", []byte("changed in A\n"), 0))
+	require.NoError(t, f.m.WriteFile(ctx, a, "only-a.txt", []byte("a\n"), 0))
+	got, err := f.m.ReadFile(ctx, b, "README.md")
+	require.NoError(t, err)
+	assert.Equal(t, "hello\nworld\n", string(got))
+	_, err = f.m.ReadFile(ctx, b, "only-a.txt")
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	assert.Contains(t, err.Error(), "no such file")
+
+	sa, err := f.m.Status(ctx, a)
+	require.NoError(t, err)
+	sb, err := f.m.Status(ctx, b)
+	require.NoError(t, err)
+	assert.True(t, sa.Dirty)
+	assert.False(t, sb.Dirty)
+	assert.Empty(t, sb.Files)
+}
+
+func TestAnalysisIsDetachedAndReadOnly(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeAnalysis, "v1")) // annotated tag, peeled
+	assert.Equal(t, "", ws.BranchName)
+	assert.Equal(t, "v1", ws.BaseRef)
+	assert.Equal(t, f.c1, ws.BaseCommit)
+	assert.Equal(t, sandbox.Capabilities{Writable: false, Persistent: true}, ws.Capabilities)
+
+	st, err := f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, "", st.Branch)
+	assert.Equal(t, f.c1, st.Head)
+	assert.False(t, st.Dirty)
+
+	requireKind(t, f.m.WriteFile(ctx, ws, "x.txt", []byte("x"), 0), sandbox.ErrCommandRejected)
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "m", AllowEmpty: true})
+	requireKind(t, err, sandbox.ErrCommandRejected)
+	assert.NoFileExists(t, filepath.Join(ws.LocalPath, "x.txt"))
+	data, err := f.m.ReadFile(ctx, ws, "README.md")
+	require.NoError(t, err)
+	assert.Equal(t, "hello\n", string(data))
+
+	// Default branch, a remote branch and a commit id.
+	def := f.ensure(f.req(sandbox.ModeAnalysis, ""))
+	assert.Equal(t, "main", def.BaseRef)
+	assert.Equal(t, f.c2, def.BaseCommit)
+	dev := f.ensure(f.req(sandbox.ModeAnalysis, "dev"))
+	assert.Equal(t, f.c3, dev.BaseCommit)
+	byID := f.ensure(f.req(sandbox.ModeAnalysis, f.c3[:12]))
+	assert.Equal(t, f.c3, byID.BaseCommit)
+	assert.Len(t, f.registered(), 4)
+}
+
+func TestUnknownRefLeavesNothing(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	badBase := f.req(sandbox.ModeEdit, "c1")
+	badBase.BaseRef = "no-such-branch"
+	badFrom := f.req(sandbox.ModeTask, "t1")
+	badFrom.FromBranch = "agent/edits-none"
+	for _, req := range []sandbox.WorkspaceRequest{badBase, f.req(sandbox.ModeAnalysis, "deadbeefdeadbeef"), badFrom} {
+		_, err := f.m.Ensure(ctx, f.cache, req)
+		requireKind(t, err, sandbox.ErrRefNotFound)
+		assert.NoDirExists(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()))
+		if b := req.Branch(); b != "" {
+			assert.False(t, f.branchExists(b))
+		}
+	}
+	assert.Empty(t, f.registered())
+	assert.NoDirExists(t, filepath.Join(f.bare, "worktrees"))
+}
+
+func TestFailureAfterAddLeavesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.m.afterAdd = func(string) error { return sandbox.Errorf(sandbox.ErrInsufficientDisk, "injected") }
+	req := f.req(sandbox.ModeEdit, "c1")
+	_, err := f.m.Ensure(context.Background(), f.cache, req)
+	requireKind(t, err, sandbox.ErrInsufficientDisk)
+	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()))
+	assert.Empty(t, f.registered())
+	assert.False(t, f.branchExists("agent/edits-c1"), "the branch created by the failed call must be deleted")
+	entries, _ := os.ReadDir(filepath.Join(f.bare, "worktrees"))
+	assert.Empty(t, entries)
+
+	// A branch that existed before the failed call is kept.
+	f.m.afterAdd = nil
+	ws := f.ensure(req)
+	require.NoError(t, f.m.WriteFile(context.Background(), ws, "keep.txt", []byte("keep\n"), 0))
+	res, err := f.m.Commit(context.Background(), ws, sandbox.CommitRequest{Message: "keep"})
+	require.NoError(t, err)
+	require.NoError(t, f.m.Remove(context.Background(), ws))
+	f.m.afterAdd = func(string) error { return errors.New("injected") }
+	_, err = f.m.Ensure(context.Background(), f.cache, req)
+	require.Error(t, err)
+	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/agent/edits-c1"))
+	assert.Empty(t, f.registered())
+}
+
+func TestRepairAfterDirectoryVanished(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	require.NoError(t, f.m.WriteFile(ctx, ws, "work.txt", []byte("precious\n"), 0))
+	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "precious work"})
+	require.NoError(t, err)
+
+	require.NoError(t, os.RemoveAll(ws.LocalPath))
+	ok, err := f.m.Exists(ctx, ws)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	_, err = f.m.Status(ctx, ws)
+	requireKind(t, err, sandbox.ErrWorkspaceNotFound)
+	_, err = f.m.ReadFile(ctx, ws, "work.txt")
+	requireKind(t, err, sandbox.ErrWorkspaceNotFound)
+
+	again := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	assert.Equal(t, ws.LocalPath, again.LocalPath)
+	assert.Equal(t, ws.BaseCommit, again.BaseCommit)
+	assert.Equal(t, ws.BranchName, again.BranchName)
+	data, err := f.m.ReadFile(ctx, again, "work.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "precious\n", string(data))
+	st, err := f.m.Status(ctx, again)
+	require.NoError(t, err)
+	assert.Equal(t, res.Commit, st.Head)
+	assert.Equal(t, "agent/edits-c1", st.Branch)
+	assert.Equal(t, 1, st.CommitsSinceBase)
+	assert.False(t, st.Dirty)
+	assert.Len(t, f.registered(), 1)
+
+	// Analysis repair returns to the same commit even after the ref moved.
+	an := f.ensure(f.req(sandbox.ModeAnalysis, ""))
+	f.writeSrc("later.txt", "later\n")
+	f.git(f.src, "add", "-A")
+	f.git(f.src, "commit", "-q", "-m", "later")
+	f.fetch()
+	require.NoError(t, os.RemoveAll(an.LocalPath))
+	an2 := f.ensure(f.req(sandbox.ModeAnalysis, ""))
+	assert.Equal(t, an.BaseCommit, an2.BaseCommit)
+	st, err = f.m.Status(ctx, an2)
+	require.NoError(t, err)
+	assert.Equal(t, an.BaseCommit, st.Head)
+
+	// A deleted .git file is restored.
+	require.NoError(t, os.Remove(filepath.Join(again.LocalPath, ".git")))
+	f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	assert.Equal(t, "agent/edits-c1", f.git(again.LocalPath, "symbolic-ref", "--short", "HEAD"))
+}
+
+func TestRemoveKeepsBranch(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	require.NoError(t, f.m.WriteFile(ctx, ws, "work.txt", []byte("w\n"), 0))
+	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "w"})
+	require.NoError(t, err)
+	// Read-only directories (e.g. a Go module cache) do not block removal.
+	require.NoError(t, os.MkdirAll(filepath.Join(ws.LocalPath, "ro", "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "ro", "sub", "f"), []byte("x"), 0o444))
+	require.NoError(t, os.Chmod(filepath.Join(ws.LocalPath, "ro", "sub"), 0o555))
+
+	require.NoError(t, f.m.Remove(ctx, ws))
+	assert.NoDirExists(t, ws.LocalPath)
+	assert.Empty(t, f.registered())
+	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/agent/edits-c1"))
+	ok, err := f.m.Exists(ctx, ws)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	require.NoError(t, f.m.Remove(ctx, ws), "removing a missing workspace is success")
+
+	// Re-creating finds the branch with its commits; the base commit is recovered.
+	again := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	assert.Equal(t, ws.BaseCommit, again.BaseCommit)
+	data, err := f.m.ReadFile(ctx, again, "work.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "w\n", string(data))
+}
+
+func TestTaskFromEditBranchAndConflicts(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	edit := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	require.NoError(t, f.m.WriteFile(ctx, edit, "feature.txt", []byte("f\n"), 0))
+	res, err := f.m.Commit(ctx, edit, sandbox.CommitRequest{Message: "feature"})
+	require.NoError(t, err)
+
+	req := f.req(sandbox.ModeTask, "t1")
+	req.FromBranch = edit.BranchName
+	task := f.ensure(req)
+	assert.Equal(t, "agent/task-t1", task.BranchName)
+	assert.Equal(t, res.Commit, task.BaseCommit)
+	data, err := f.m.ReadFile(ctx, task, "feature.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "f\n", string(data))
+
+	plain := f.ensure(f.req(sandbox.ModeTask, "t2"))
+	assert.Equal(t, f.c2, plain.BaseCommit)
+
+	// A branch checked out elsewhere cannot be checked out again.
+	clash := f.req(sandbox.ModeTask, "t3")
+	clash.BranchName = edit.BranchName
+	_, err = f.m.Ensure(ctx, f.cache, clash)
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), clash.WorktreeDirName()))
+	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/"+edit.BranchName))
+}
+
+func TestEnsureValidates(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	bad := f.req(sandbox.ModeEdit, "")
+	_, err := f.m.Ensure(ctx, f.cache, bad)
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+
+	hostile := f.req(sandbox.ModeEdit, "c1")
+	hostile.BaseRef = "--upload-pack=touch /tmp/x"
+	_, err = f.m.Ensure(ctx, f.cache, hostile)
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+
+	other := f.req(sandbox.ModeEdit, "c1")
+	other.RepoURL = "https://example.com/owner/other"
+	_, err = f.m.Ensure(ctx, f.cache, other)
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+
+	c := f.cache
+	c.LocalPath = filepath.Dir(f.bare)
+	_, err = f.m.Ensure(ctx, c, f.req(sandbox.ModeEdit, "c1"))
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+
+	// A non-empty stray directory at the path is never overwritten.
+	req := f.req(sandbox.ModeEdit, "c9")
+	stray := filepath.Join(f.worktreesDir(), req.WorktreeDirName())
+	require.NoError(t, os.MkdirAll(stray, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(stray, "mine"), []byte("x"), 0o644))
+	_, err = f.m.Ensure(ctx, f.cache, req)
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.FileExists(t, filepath.Join(stray, "mine"))
+	assert.False(t, f.branchExists("agent/edits-c9"))
+
+	_, err = f.m.Status(ctx, sandbox.Workspace{ID: "ws-x", LocalPath: "relative/path"})
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+}
+
+func TestCacheConfigHasNoBranchSections(t *testing.T) {
+	f := newFixture(t)
+	edit := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	f.ensure(f.req(sandbox.ModeEdit, "c2"))
+	f.ensure(f.req(sandbox.ModeTask, "t1"))
+	task := f.req(sandbox.ModeTask, "t2")
+	task.FromBranch = edit.BranchName
+	f.ensure(task)
+	f.ensure(f.req(sandbox.ModeAnalysis, "dev"))
+	withBase := f.req(sandbox.ModeEdit, "c3")
+	withBase.BaseRef = "dev"
+	f.ensure(withBase)
+
+	cfg, err := os.ReadFile(filepath.Join(f.bare, "config"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(cfg), "[branch")
+	_, err = f.gitRaw(f.bare, "config", "--file", filepath.Join(f.bare, "config"), "--get-regexp", `^branch\.`)
+	require.Error(t, err, "no branch.* keys expected")
+}
+
+func TestRepairAfterCrashedCreation(t *testing.T) {
+	f := newFixture(t)
+	req := f.req(sandbox.ModeEdit, "c1")
+	ws := f.ensure(req)
+	admin := filepath.Join(f.bare, "worktrees", filepath.Base(ws.LocalPath))
+	// What a SIGKILLed `git worktree add` leaves: a half-checked-out directory,
+	// a registration locked "initializing", and no recorded base.
+	require.NoError(t, os.WriteFile(filepath.Join(admin, "locked"), []byte("initializing"), 0o644))
+	require.NoError(t, os.Remove(filepath.Join(admin, BaseCommitFile)))
+	require.NoError(t, os.Remove(filepath.Join(ws.LocalPath, "README.md")))
+
+	again := f.ensure(req)
+	assert.Equal(t, ws.LocalPath, again.LocalPath)
+	assert.Equal(t, ws.BaseCommit, again.BaseCommit)
+	assert.FileExists(t, filepath.Join(again.LocalPath, "README.md"))
+	assert.NoFileExists(t, filepath.Join(admin, "locked"))
+	assert.Len(t, f.registered(), 1)
+
+	// Locked "initializing" with a recorded base is a finished worktree: kept.
+	require.NoError(t, os.WriteFile(filepath.Join(again.LocalPath, "work.txt"), []byte("w"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(admin, "locked"), []byte("initializing"), 0o644))
+	f.ensure(req)
+	assert.FileExists(t, filepath.Join(again.LocalPath, "work.txt"))
+}

@@ -247,11 +247,13 @@ type ensureState struct {
 // repository lock (Options.Locker) it:
 //
 //   - validates req (sandbox.WorkspaceRequest.Validate; the URL must name the
-//     cache's repository) and cache.LocalPath (<repo>/.bare);
+//     cache's repository, its scheme policy is the repo cache's concern) and
+//     cache.LocalPath (<repo>/.bare);
 //   - returns the registered worktree at <repo>/worktrees/<req.WorktreeDirName()>
 //     when its directory exists (same key → same path, branch and recorded base
 //     commit); a missing ".git" file is rewritten;
-//   - repairs a registration whose directory vanished: the registration is
+//   - repairs a registration whose directory vanished, or a creation that died
+//     half-way (locked "initializing", no recorded base): the registration is
 //     removed and the worktree re-added on the same branch (its commits kept) or,
 //     for analysis, at the same recorded commit;
 //   - otherwise creates it: analysis → detached at the resolved base commit;

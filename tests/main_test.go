@@ -37,7 +37,7 @@ var (
 	temporalAddr string
 	tc           client.Client
 	creds        = &testCredentials{byHost: map[string]sandbox.Credential{}}
-	quiet        = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	quiet        = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 )
 
 func TestMain(m *testing.M) {

@@ -47,6 +47,9 @@ type session struct {
 
 	acquireFailed bool
 	released      bool
+	// moveToHost asks the main loop to continue as new on the host's task
+	// queue, where quick operations run as local activities.
+	moveToHost bool
 	state         string
 	lastError     string
 }
@@ -123,12 +126,12 @@ func (s *session) run(ctx workflow.Context) error {
 			}
 			continue
 		}
-		if s.inFlight == 0 && (s.ops >= opsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
+		if s.inFlight == 0 && (s.moveToHost || s.ops >= opsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && s.inFlight == 0 }); err != nil {
 				return err
 			}
-			logger.Info("continuing as new", "ops", s.ops)
-			return workflow.NewContinueAsNewError(ctx, SessionWorkflowType, SessionInput{
+			logger.Info("continuing as new", "ops", s.ops, "task_queue", HostTaskQueue(s.ws.HostID))
+			return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, HostTaskQueue(s.ws.HostID)), SessionWorkflowType, SessionInput{
 				WorkspaceID: s.wsID,
 				Carry: &SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning,
 					LastActivity: s.lastActivity, Ops: 0},
@@ -159,7 +162,7 @@ func (s *session) run(ctx workflow.Context) error {
 		}
 		seq := s.seq
 		cond := func() bool {
-			return s.seq != seq || s.released || (s.inFlight == 0 && workflow.GetInfo(ctx).GetContinueAsNewSuggested())
+			return s.seq != seq || s.released || (s.inFlight == 0 && (s.moveToHost || workflow.GetInfo(ctx).GetContinueAsNewSuggested()))
 		}
 		if wait == 0 {
 			if err := workflow.Await(ctx, cond); err != nil {
@@ -264,6 +267,24 @@ func (s *session) hostOptions(class opClass, timeout time.Duration) workflow.Act
 func (s *session) call(ctx workflow.Context, opts workflow.ActivityOptions, name string, in, out any) error {
 	actx := workflow.WithActivityOptions(ctx, opts)
 	err := workflow.ExecuteActivity(actx, name, in).Get(ctx, out)
+	return s.result(err)
+}
+
+// callQuick runs a short operation: as a local activity when this run is on
+// the workspace's host queue (no extra task-queue hop), else as an activity
+// sent to that host.
+func (s *session) callQuick(ctx workflow.Context, name string, in, out any) error {
+	if s.ws == nil || workflow.GetInfo(ctx).TaskQueueName != HostTaskQueue(s.ws.HostID) {
+		return s.call(ctx, s.hostOptions(opQuick, 0), name, in, out)
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 3},
+	})
+	return s.result(workflow.ExecuteLocalActivity(lctx, name, in).Get(ctx, out))
+}
+
+func (s *session) result(err error) error {
 	if err != nil {
 		s.lastError = err.Error()
 		return appError(err)
@@ -336,7 +357,7 @@ func (s *session) stopRuntime(ctx workflow.Context, destroy bool) error {
 		name = ActivityDestroyRuntime
 	}
 	var out HibernateResult
-	if err := s.call(ctx, s.hostOptions(opQuick, 0), name, WorkspaceActivityInput{WorkspaceID: s.wsID}, &out); err != nil {
+	if err := s.callQuick(ctx, name, WorkspaceActivityInput{WorkspaceID: s.wsID}, &out); err != nil {
 		return err
 	}
 	s.runtimeRunning = false
@@ -413,6 +434,7 @@ func (s *session) acquire(ctx workflow.Context, in AcquireInput) (Handle, error)
 	s.state = StateActive
 	s.lastError = ""
 	s.publish(ctx)
+	s.moveToHost = workflow.GetInfo(ctx).TaskQueueName != HostTaskQueue(ws.HostID)
 	return HandleFor(ws, s.settings, out.Created), nil
 }
 
@@ -537,7 +559,7 @@ func readOp[In, Out any](s *session, ctx workflow.Context, name string, in In) (
 		return out, err
 	}
 	defer s.end(ctx, false)
-	err := s.call(ctx, s.hostOptions(opQuick, 0), name, in, &out)
+	err := s.callQuick(ctx, name, in, &out)
 	return out, err
 }
 
@@ -551,7 +573,12 @@ func writeOp[In, Out any](s *session, ctx workflow.Context, class opClass, name 
 		return out, err
 	}
 	defer s.end(ctx, true)
-	err := s.call(ctx, s.hostOptions(class, 0), name, in, &out)
+	var err error
+	if class == opQuick {
+		err = s.callQuick(ctx, name, in, &out)
+	} else {
+		err = s.call(ctx, s.hostOptions(class, 0), name, in, &out)
+	}
 	return out, err
 }
 

@@ -112,6 +112,10 @@ func Start(opts Options) (*Server, error) {
 		// partitions only add matching latency on a one-host dev server.
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+		// An activity scheduled on the workflow's own task queue is handed to
+		// the worker in the workflow task's response, skipping a matching hop
+		// (session workflows run on their host's queue: docs/BENCHMARKS.md).
+		dynamicconfig.EnableActivityEagerExecution.Key(): true,
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),

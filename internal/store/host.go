@@ -1,0 +1,51 @@
+// Package store holds what the metadata stores (store/sqlite, store/postgres)
+// share beyond the sandbox.Store port: the worker host registry (issue 4,
+// "Several hosts": the sandbox_hosts table).
+//
+// The registry is deliberately not part of sandbox.Store: both concrete stores
+// implement HostRegistry, and a caller that needs it type-asserts
+// (reg, ok := st.(store.HostRegistry)).
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Host is one worker host's row in sandbox_hosts: which machine holds which
+// local workspaces, and where to send their activities.
+type Host struct {
+	// HostID is the worker's host id (SANDBOX_HOST_ID); primary key, non-empty.
+	HostID string `json:"host_id"`
+	// TaskQueue is the host-specific Temporal task queue the worker polls
+	// (workflows.HostTaskQueue(HostID), "sandbox-host-<host id>").
+	TaskQueue string `json:"task_queue"`
+	// LastHeartbeat is when the worker last reported itself alive. Stored with
+	// nanosecond precision; read back in UTC. The zero time means "never".
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+	// DataRoot is the absolute path of the host's data directory
+	// (SANDBOX_DATA_DIR) on that host.
+	DataRoot string `json:"data_root"`
+	// DiskBudgetBytes is the host's disk budget for repo caches and
+	// workspaces, in bytes; 0 means no budget is configured.
+	DiskBudgetBytes int64 `json:"disk_budget_bytes"`
+	// UpdatedAt is when the row was last written (set by the caller, like
+	// every other timestamp the stores persist). Nanoseconds, UTC on read.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// HostRegistry persists worker host registrations (the sandbox_hosts table).
+// *sqlite.Store and *postgres.Store implement it; storetest.RunHosts is its
+// contract suite.
+type HostRegistry interface {
+	// UpsertHost inserts h, or replaces every column of the row with h.HostID.
+	// Errors: sandbox.ErrInvalidArgument for an empty HostID or a time outside
+	// the years 0000–9999.
+	UpsertHost(ctx context.Context, h Host) error
+	// GetHost returns the host with id. Errors: sandbox.ErrNotFound (the
+	// message names id) when there is none.
+	GetHost(ctx context.Context, id string) (Host, error)
+	// ListHosts returns every host ordered by host id (byte order), as a
+	// non-nil slice.
+	ListHosts(ctx context.Context) ([]Host, error)
+}

@@ -1,0 +1,279 @@
+// Package postgres is the production metadata store: sandbox.Store (and
+// store.HostRegistry) on PostgreSQL through pgx/v5 and pgxpool (DESIGN.md
+// "Embedded default and production"; seed "Storage Model" and P8). It persists
+// the seed's three tables (sandbox_repo_caches, sandbox_workspaces,
+// sandbox_runtimes) plus sandbox_hosts, created by goose migrations embedded in
+// the binary and applied by Open under a PostgreSQL advisory lock, so several
+// workers starting at once against one database are safe.
+//
+// It mirrors the embedded SQLite store (internal/store/sqlite) column for
+// column and behaviour for behaviour; both run the same contract suite
+// (internal/store/storetest):
+//   - Times are TEXT in the fixed-width UTC form YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ
+//     (timestamptz keeps only microseconds). They keep nanoseconds, sort as the
+//     instants they name and read back as time.Time in UTC; the zero time
+//     round-trips as zero. Only years 0000–9999 are representable; other times
+//     are rejected with sandbox.ErrInvalidArgument.
+//   - Every TEXT column has COLLATE "C", so ordering (ties "by id") is byte
+//     order whatever the database's locale, as in SQLite.
+//   - Empty conversation_id and task_id are NULL so the per-mode partial unique
+//     indexes ignore them; a nil PinnedUntil, LastStartedAt or ExpiresAt is NULL.
+//   - No foreign keys between the tables (see the migration's header).
+//
+// Errors are mapped at this boundary: no row → sandbox.ErrWorkspaceNotFound
+// (workspaces) or sandbox.ErrNotFound (repo caches, runtimes, hosts); unique
+// violation (SQLSTATE 23505) → sandbox.ErrConflict; a value PostgreSQL cannot
+// store (SQLSTATE class 22, e.g. a NUL byte in a string) →
+// sandbox.ErrInvalidArgument. Any other failure (network, a closed store, a
+// cancelled ctx) is pgx's error wrapped with the operation and id, and wraps
+// no sandbox.Kind.
+//
+// Concurrency: a *Store is safe for concurrent use; every call takes a pooled
+// connection for one statement (each statement is its own transaction), and
+// uniqueness is enforced by the database across every worker sharing it.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
+)
+
+// DefaultApplicationName is the application_name reported to PostgreSQL (seen
+// in pg_stat_activity) when the connection string sets none.
+const DefaultApplicationName = "sandboxcore"
+
+// Store implements sandbox.Store and store.HostRegistry on a PostgreSQL
+// database. Create it with Open; release it with Close.
+type Store struct {
+	pool      *pgxpool.Pool
+	closeOnce sync.Once
+}
+
+var (
+	_ sandbox.Store       = (*Store)(nil)
+	_ store.HostRegistry  = (*Store)(nil)
+	_ interface{ Close() } = (*pgxpool.Pool)(nil)
+)
+
+// ParseDSN checks that dsn is a PostgreSQL connection string pgx accepts: a
+// URL (postgres://user:password@host:5432/db?sslmode=disable&pool_max_conns=8)
+// or the key=value form ("host=… dbname=…"). Libpq parameters and pgx's pool
+// parameters (pool_max_conns, pool_min_conns, pool_max_conn_lifetime, …) are
+// accepted; unknown parameters are sent as run-time settings (e.g.
+// search_path=myschema).
+//
+// Errors: sandbox.ErrInvalidArgument with a fixed message that never quotes
+// dsn (it may hold a password).
+func ParseDSN(dsn string) (*pgxpool.Config, error) {
+	if strings.TrimSpace(dsn) == "" {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "postgres connection string: must not be empty")
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's message may quote parts of dsn (best-effort redaction only).
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument,
+			"postgres connection string: not a valid URL (postgres://user:password@host:5432/db?sslmode=disable) or key=value string")
+	}
+	return cfg, nil
+}
+
+// Open connects to the PostgreSQL database named by dsn (see ParseDSN),
+// checks the connection, and applies the embedded goose migrations (dialect
+// postgres, version table goose_db_version in the connection's current
+// schema) up to the latest while holding a session-level advisory lock, so
+// concurrent Opens from several workers apply each migration exactly once and
+// all succeed. The tables live in the connection's current schema (the first
+// existing schema of search_path, normally "public"); the role needs CREATE on
+// it the first time, and on later starts only when a new migration arrives.
+//
+// The pool uses pgx's defaults (at most max(4, GOMAXPROCS) connections unless
+// pool_max_conns says otherwise); application_name defaults to
+// DefaultApplicationName. ctx bounds connecting and migrating, including the
+// wait for another worker's migration lock (at most MigrationLockTimeout).
+//
+// Errors: sandbox.ErrInvalidArgument for a malformed dsn (see ParseDSN);
+// otherwise pgx's or goose's error, wrapped with the host and database (never
+// the password).
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = DefaultApplicationName
+	}
+	where := fmt.Sprintf("postgres store %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open: %w", where, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: connect: %w", where, err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the connection pool, waiting for calls in flight
+// (sandbox.Store.Close). It is idempotent and always returns nil. Calls on a
+// closed Store fail with pgxpool's "closed pool" error.
+func (s *Store) Close() error {
+	s.closeOnce.Do(s.pool.Close)
+	return nil
+}
+
+// ---- encoding ----
+
+// timeLayout is fixed-width so that text order is time order (the SQLite
+// store's layout, byte for byte).
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// encodeTime returns t in UTC as timeLayout text; field names the column for
+// the sandbox.ErrInvalidArgument returned when the year is outside 0000–9999.
+func encodeTime(field string, t time.Time) (string, error) {
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "%s %s: year outside 0000-9999", field, t.Format(time.RFC3339Nano))
+	}
+	return t.Format(timeLayout), nil
+}
+
+func decodeTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("column %s: bad time %q: %w", field, s, err)
+	}
+	return t.UTC(), nil
+}
+
+// codec encodes and decodes a row's times, keeping the first error, so that a
+// row's values can be built (or read) in one expression list.
+type codec struct{ err error }
+
+func (c *codec) keep(err error) {
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+}
+
+// t encodes a NOT NULL time column.
+func (c *codec) t(field string, t time.Time) string {
+	s, err := encodeTime(field, t)
+	c.keep(err)
+	return s
+}
+
+// p encodes a nullable time column: nil is NULL.
+func (c *codec) p(field string, t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := c.t(field, *t)
+	return &s
+}
+
+// dt decodes a NOT NULL time column.
+func (c *codec) dt(field, s string) time.Time {
+	t, err := decodeTime(field, s)
+	c.keep(err)
+	return t
+}
+
+// dp decodes a nullable time column.
+func (c *codec) dp(field string, s *string) *time.Time {
+	if s == nil {
+		return nil
+	}
+	t := c.dt(field, *s)
+	return &t
+}
+
+// nullIfEmpty stores "" as NULL (conversation_id, task_id).
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// ---- errors ----
+
+// SQLSTATE codes this package maps.
+const (
+	sqlstateUniqueViolation = "23505"
+	sqlstateDataException   = "22" // class prefix
+)
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// mapWriteErr maps a failed write: unique violation → ErrConflict, data
+// exception → ErrInvalidArgument, anything else wrapped with op.
+func mapWriteErr(err error, what, op string) error {
+	code := pgCode(err)
+	switch {
+	case code == sqlstateUniqueViolation:
+		return sandbox.Errorf(sandbox.ErrConflict, "%s: %v", what, err)
+	case strings.HasPrefix(code, sqlstateDataException):
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: %v", what, err)
+	}
+	return fmt.Errorf("postgres store: %s %s: %w", op, what, err)
+}
+
+// mapReadErr maps a failed read: data exception (e.g. a NUL byte in the id)
+// → ErrInvalidArgument, anything else wrapped with op.
+func mapReadErr(err error, what, op string) error {
+	if strings.HasPrefix(pgCode(err), sqlstateDataException) {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: %v", what, err)
+	}
+	return fmt.Errorf("postgres store: %s %s: %w", op, what, err)
+}
+
+// requireID rejects an empty id with sandbox.ErrInvalidArgument.
+func requireID(what, id string) error {
+	if id == "" {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s id: must not be empty", what)
+	}
+	return nil
+}
+
+// collect reads every row of rows with scan into a non-nil slice.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

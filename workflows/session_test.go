@@ -1,0 +1,180 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// fakeActivities stand in for the worker's activities (which need git and a
+// store) so that the workflow's own logic — locking, validators, idle timers,
+// continue-as-new — is tested deterministically with a skipping clock.
+type fakeActivities struct {
+	mode      sandbox.WorkspaceMode
+	execs     atomic.Int32
+	writes    atomic.Int32
+	hibernate atomic.Int32
+	destroy   atomic.Int32
+}
+
+const testHost = "h1"
+
+func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
+	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(func(context.Context, WorkspaceActivityInput) (LocateResult, error) { return LocateResult{}, nil }, ActivityLocate)
+	reg(func(_ context.Context, in AcquireActivityInput) (AcquireActivityResult, error) {
+		ws := sandbox.Workspace{ID: in.WorkspaceID, Mode: f.mode, HostID: testHost, BranchName: "agent/edits-c",
+			Capabilities: sandbox.CapabilitiesFromMode(f.mode, false), Repo: sandbox.RepoIdentity{Host: "example.com", Owner: "o", Name: "r"}}
+		return AcquireActivityResult{Workspace: ws, Created: true,
+			Settings: SessionSettings{IdleStop: 20 * time.Minute, IdleClose: 6 * time.Hour, RuntimeKind: "local"}}, nil
+	}, ActivityAcquire)
+	reg(func(context.Context, ExecActivityInput) (sandbox.ExecResult, error) {
+		f.execs.Add(1)
+		return sandbox.ExecResult{ExitCode: 0, Stdout: []byte("ok\n")}, nil
+	}, ActivityExec)
+	reg(func(_ context.Context, in FileActivityInput) (WriteFileResult, error) {
+		f.writes.Add(1)
+		return WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
+	}, ActivityWriteFile)
+	reg(func(_ context.Context, in FileActivityInput) (ReadFileResult, error) {
+		return ReadFileResult{Path: in.Path, Content: []byte("x")}, nil
+	}, ActivityReadFile)
+	reg(func(_ context.Context, in WorkspaceActivityInput) (HibernateResult, error) {
+		f.hibernate.Add(1)
+		return HibernateResult{RuntimeID: sandbox.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
+	}, ActivityHibernate)
+	reg(func(_ context.Context, in WorkspaceActivityInput) (HibernateResult, error) {
+		f.destroy.Add(1)
+		return HibernateResult{RuntimeID: sandbox.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
+	}, ActivityDestroyRuntime)
+}
+
+func testRequest(mode sandbox.WorkspaceMode) sandbox.WorkspaceRequest {
+	r := sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: mode}
+	if mode == sandbox.ModeEdit {
+		r.ConversationID = "c"
+	}
+	return r
+}
+
+type updateResult struct {
+	rejected error
+	err      error
+	value    any
+}
+
+// update sends an update at the given offset and records its outcome.
+func update(env *testsuite.TestWorkflowEnvironment, at time.Duration, name string, out *updateResult, args ...any) {
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(name, name+at.String(), &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { out.rejected = err },
+			OnAccept:   func() {},
+			OnComplete: func(v any, err error) { out.value, out.err = v, err },
+		}, args...)
+	}, at)
+}
+
+func newEnv(t *testing.T, mode sandbox.WorkspaceMode, taskQueue string) (*testsuite.TestWorkflowEnvironment, *fakeActivities, SessionInput) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowType})
+	f := &fakeActivities{mode: mode}
+	f.register(env)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{TaskQueue: taskQueue})
+	req := testRequest(mode)
+	return env, f, SessionInput{WorkspaceID: sandbox.WorkspaceIDForKey(req.Key()), Request: &req}
+}
+
+func TestSessionIdleHibernatesThenCloses(t *testing.T) {
+	env, f, in := newEnv(t, sandbox.ModeEdit, HostTaskQueue(testHost))
+	var acq, ex updateResult
+	req := *in.Request
+	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
+	update(env, time.Second, UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"true"}})
+	env.ExecuteWorkflow(SessionWorkflowType, in)
+
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.NoError(t, acq.err)
+	require.NoError(t, ex.err)
+	assert.Equal(t, int32(1), f.execs.Load())
+	assert.Equal(t, int32(1), f.hibernate.Load(), "hibernated once after the idle-stop period")
+	assert.Equal(t, int32(1), f.destroy.Load(), "destroyed once after the idle-close period")
+	var d SessionDescription
+	v, err := env.QueryWorkflow(QueryDescribe)
+	require.NoError(t, err)
+	require.NoError(t, v.Get(&d))
+	assert.Equal(t, StateClosed, d.State)
+	assert.False(t, d.RuntimeRunning)
+}
+
+func TestSessionMovesToItsHostQueueAfterAcquire(t *testing.T) {
+	env, _, in := newEnv(t, sandbox.ModeEdit, DefaultTaskQueue)
+	var acq updateResult
+	req := *in.Request
+	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
+	env.ExecuteWorkflow(SessionWorkflowType, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, acq.err)
+	h, ok := acq.value.(Handle)
+	require.True(t, ok, "%T", acq.value)
+	assert.Equal(t, testHost, h.HostID)
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(env.GetWorkflowError(), &can), "want continue-as-new, got %v", env.GetWorkflowError())
+	assert.Equal(t, HostTaskQueue(testHost), can.TaskQueueName)
+}
+
+func TestSessionValidatorsRejectWithoutRunningActivities(t *testing.T) {
+	env, f, in := newEnv(t, sandbox.ModeAnalysis, HostTaskQueue(testHost))
+	in.Request.ConversationID = ""
+	req := *in.Request
+	var acq, write, escape, empty, ok updateResult
+	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
+	update(env, time.Second, UpdateWriteFile, &write, WriteFileInput{Path: "a.txt", Content: []byte("x")})
+	update(env, 2*time.Second, UpdateReadFile, &escape, ReadFileInput{Path: "../etc/passwd"})
+	update(env, 3*time.Second, UpdateExec, &empty, sandbox.ExecRequest{})
+	update(env, 4*time.Second, UpdateReadFile, &ok, ReadFileInput{Path: "a.txt"})
+	update(env, 5*time.Second, UpdateRelease, &updateResult{}, ReleaseInput{})
+	env.ExecuteWorkflow(SessionWorkflowType, in)
+	require.NoError(t, env.GetWorkflowError())
+	require.NoError(t, acq.err)
+
+	assertType := func(err error, kind *sandbox.Kind) {
+		t.Helper()
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(err, &app), "want an application error, got %v", err)
+		assert.Equal(t, kind.Type, app.Type())
+	}
+	assertType(write.rejected, sandbox.ErrCommandRejected)
+	assertType(escape.rejected, sandbox.ErrInvalidWorkspacePath)
+	assertType(empty.rejected, sandbox.ErrInvalidArgument)
+	assert.Equal(t, int32(0), f.writes.Load())
+	assert.Equal(t, int32(0), f.execs.Load())
+	assert.NoError(t, ok.rejected)
+	assert.NoError(t, ok.err)
+}
+
+func TestSessionRejectsAnotherKeysRequest(t *testing.T) {
+	env, _, in := newEnv(t, sandbox.ModeEdit, HostTaskQueue(testHost))
+	other := testRequest(sandbox.ModeEdit)
+	other.ConversationID = "someone-else"
+	var acq updateResult
+	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &other})
+	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Minute)
+	env.ExecuteWorkflow(SessionWorkflowType, in)
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(acq.rejected, &app), "%v", acq.rejected)
+	assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+}

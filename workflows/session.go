@@ -50,8 +50,8 @@ type session struct {
 	// moveToHost asks the main loop to continue as new on the host's task
 	// queue, where quick operations run as local activities.
 	moveToHost bool
-	state         string
-	lastError     string
+	state      string
+	lastError  string
 }
 
 // SessionWorkflow is the entity of one workspace (DESIGN.md "Temporal shape").

@@ -116,6 +116,9 @@ func Start(opts Options) (*Server, error) {
 		// the worker in the workflow task's response, skipping a matching hop
 		// (session workflows run on their host's queue: docs/BENCHMARKS.md).
 		dynamicconfig.EnableActivityEagerExecution.Key(): true,
+		// The single history shard reads new transfer tasks at most this often
+		// per second (default 20, i.e. up to 50 ms per workflow-task hop).
+		dynamicconfig.TransferProcessorMaxPollRPS.Key(): 500,
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),

@@ -61,9 +61,8 @@ type Store struct {
 }
 
 var (
-	_ sandbox.Store       = (*Store)(nil)
-	_ store.HostRegistry  = (*Store)(nil)
-	_ interface{ Close() } = (*pgxpool.Pool)(nil)
+	_ sandbox.Store      = (*Store)(nil)
+	_ store.HostRegistry = (*Store)(nil)
 )
 
 // ParseDSN checks that dsn is a PostgreSQL connection string pgx accepts: a
@@ -91,9 +90,10 @@ func ParseDSN(dsn string) (*pgxpool.Config, error) {
 // Open connects to the PostgreSQL database named by dsn (see ParseDSN),
 // checks the connection, and applies the embedded goose migrations (dialect
 // postgres, version table goose_db_version in the connection's current
-// schema) up to the latest while holding a session-level advisory lock, so
-// concurrent Opens from several workers apply each migration exactly once and
-// all succeed. The tables live in the connection's current schema (the first
+// schema) up to the latest. When a migration is pending it takes a
+// session-level advisory lock (MigrationLockName) first, so concurrent Opens
+// from several workers apply each migration exactly once and all succeed; an
+// up-to-date database is only read, so restarts never queue on the lock. The tables live in the connection's current schema (the first
 // existing schema of search_path, normally "public"); the role needs CREATE on
 // it the first time, and on later starts only when a new migration arrives.
 //

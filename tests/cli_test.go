@@ -1,0 +1,125 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/gittest"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// buildCLI builds bin/sandboxctl into a temp dir (it links only the SDK).
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sandboxctl")
+	out, err := exec.Command("go", "build", "-o", bin, "../starter").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCLI(t *testing.T, bin, queue, stdin string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+temporalAddr, "SANDBOX_TASK_QUEUE="+queue)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return cliResult{code, o.String(), e.String()}
+}
+
+func TestCLIWalkthrough(t *testing.T) {
+	bin := buildCLI(t)
+	h := startHost(t, "cli")
+	queue := h.Config.TaskQueue
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
+	url := gittest.FileURL(upstream)
+	user := uniq(t, "u")
+
+	r := runCLI(t, bin, queue, "", "acquire", "--repo", url, "--user", user, "--project", "demo", "--mode", "edit", "--conversation", "c1", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var hd workflows.Handle
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &hd))
+	for _, field := range []string{`"workspace_id"`, `"local_path"`, `"branch"`, `"base_commit"`, `"mode"`, `"capabilities"`} {
+		assert.Contains(t, r.stdout, field)
+	}
+	assert.Equal(t, "agent/edits-c1", hd.Branch)
+	ws := hd.WorkspaceID
+
+	r = runCLI(t, bin, queue, "", "exec", ws, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	assert.Equal(t, 3, r.code)
+	assert.Equal(t, "out\n", r.stdout)
+	assert.Equal(t, "err\n", r.stderr)
+
+	r = runCLI(t, bin, queue, "hello from the agent\n", "write", ws, "notes/hello.txt")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, bin, queue, "", "read", ws, "notes/hello.txt")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "hello from the agent\n", r.stdout)
+
+	r = runCLI(t, bin, queue, "", "status", ws)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "?? notes/hello.txt")
+
+	r = runCLI(t, bin, queue, "", "diff", ws)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "+hello from the agent")
+
+	r = runCLI(t, bin, queue, "", "search", ws, "from the", "--literal")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "notes/hello.txt:1:hello from the agent")
+	r = runCLI(t, bin, queue, "", "search", ws, "no-such-text-anywhere")
+	assert.Equal(t, 1, r.code, "no match exits 1 like grep")
+
+	r = runCLI(t, bin, queue, "", "commit", ws, "-m", "agent: say hello")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "on agent/edits-c1")
+
+	r = runCLI(t, bin, queue, "", "read", ws, "../../etc/passwd")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "InvalidWorkspacePath")
+
+	r = runCLI(t, bin, queue, "", "ls", ws)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "notes/")
+
+	r = runCLI(t, bin, queue, "", "hibernate", ws)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, bin, queue, "", "describe", ws, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"runtime_running": false`)
+	r = runCLI(t, bin, queue, "", "release", ws)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, bin, queue, "", "read", ws, "notes/hello.txt")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "hello from the agent\n", r.stdout, "resumed after release")
+
+	r = runCLI(t, bin, queue, "", "list", "--user", user)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, ws)
+
+	r = runCLI(t, bin, queue, "", "acquire", "--repo", "ext::sh", "--user", user, "--project", "demo", "--conversation", "c1")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "InvalidArgument")
+	r = runCLI(t, bin, queue, "", "exec", "not-a-workspace", "--", "true")
+	assert.Equal(t, 2, r.code)
+}

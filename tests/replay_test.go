@@ -1,0 +1,96 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// updateHistoriesEnv, set to 1, rewrites the recorded histories that
+// workflows.TestReplayRecordedHistories replays against the workflow code.
+const updateHistoriesEnv = "SANDBOXCORE_UPDATE_HISTORIES"
+
+// TestSessionHistoriesReplay drives a whole session lifecycle (acquire,
+// continue-as-new onto the host queue, every update, hibernate, release) and
+// replays every run's history against the current workflow code: a
+// non-deterministic change fails here.
+func TestSessionHistoriesReplay(t *testing.T) {
+	h := startHost(t, "replay")
+	s, hd, _ := newEditSession(t, h)
+	ctx := ctxFor(t, 2*time.Minute)
+	require.NoError(t, s.WriteFile(ctx, "a.txt", []byte("a\n"), 0))
+	_, err := s.ReadFile(ctx, "a.txt")
+	require.NoError(t, err)
+	_, err = s.ListDir(ctx, "")
+	require.NoError(t, err)
+	_, err = s.Search(ctx, sandbox.SearchRequest{Pattern: "a"})
+	require.NoError(t, err)
+	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo hi"}})
+	require.NoError(t, err)
+	_, err = s.Status(ctx)
+	require.NoError(t, err)
+	_, err = s.Diff(ctx)
+	require.NoError(t, err)
+	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "m"})
+	require.NoError(t, err)
+	_, err = s.ReadFile(ctx, "../escape")
+	require.Error(t, err)
+	_, err = s.Hibernate(ctx)
+	require.NoError(t, err)
+	_, err = s.Release(ctx, false)
+	require.NoError(t, err)
+	waitClosed(t, hd.WorkflowID, 30*time.Second)
+
+	replayer := worker.NewWorkflowReplayer()
+	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	runs := 0
+	for _, runID := range runIDs(t, hd.WorkflowID) {
+		hist := history(t, hd.WorkflowID, runID)
+		require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "run %s", runID)
+		runs++
+		if os.Getenv(updateHistoriesEnv) == "1" {
+			data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+			require.NoError(t, err)
+			name := filepath.Join("..", "workflows", "testdata", "histories", fmt.Sprintf("session-run-%d.json", runs))
+			require.NoError(t, os.MkdirAll(filepath.Dir(name), 0o755))
+			require.NoError(t, os.WriteFile(name, data, 0o644))
+		}
+	}
+	require.GreaterOrEqual(t, runs, 2, "the session continued as new onto its host queue")
+}
+
+// runIDs lists the runs of a workflow id, oldest first.
+func runIDs(t *testing.T, wfID string) []string {
+	var ids []string
+	iter, err := tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowId = '" + wfID + "'"})
+	require.NoError(t, err)
+	for i := len(iter.Executions) - 1; i >= 0; i-- {
+		ids = append(ids, iter.Executions[i].GetExecution().GetRunId())
+	}
+	return ids
+}
+
+func history(t *testing.T, wfID, runID string) *historypb.History {
+	iter := tc.GetWorkflowHistory(context.Background(), wfID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	return h
+}

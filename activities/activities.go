@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -221,6 +222,16 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 		return workflows.AcquireActivityResult{}, err
 	}
 	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
+	if errors.Is(err, sandbox.ErrRefNotFound) && a.now().Sub(cache.LastFetchedAt) > time.Second {
+		// The ref may be newer than the cache's last fetch (freshness window): fetch once and retry.
+		if cache, err = whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, true) }); err != nil {
+			return workflows.AcquireActivityResult{}, err
+		}
+		if err := a.Store.UpsertRepoCache(ctx, cache); err != nil {
+			return workflows.AcquireActivityResult{}, err
+		}
+		ws, err = whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
+	}
 	if err != nil {
 		return workflows.AcquireActivityResult{}, err
 	}
@@ -316,9 +327,19 @@ func (a *Activities) setDirty(ctx context.Context, ws sandbox.Workspace, dirty b
 	}
 }
 
+// AgentGitIdentity is the author and committer identity given to commands in a
+// runtime, so `git commit` inside a workspace works (the worker's own git
+// configuration is never visible there).
+var AgentGitIdentity = map[string]string{
+	"GIT_AUTHOR_NAME":     "sandboxcore agent",
+	"GIT_AUTHOR_EMAIL":    "agent@sandboxcore.invalid",
+	"GIT_COMMITTER_NAME":  "sandboxcore agent",
+	"GIT_COMMITTER_EMAIL": "agent@sandboxcore.invalid",
+}
+
 // RuntimeSpecFor builds the runtime spec of a workspace: only its worktree is
-// mounted, at /workspace, writable iff the workspace is; the environment is
-// empty (seed "Security Rules").
+// mounted, at /workspace, writable iff the workspace is; the environment holds
+// nothing from the worker, only AgentGitIdentity (seed "Security Rules").
 func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 	rid := sandbox.RuntimeIDFor(ws.ID)
 	return sandbox.RuntimeSpec{
@@ -327,6 +348,7 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 		Image:       a.RuntimeImage,
 		Workdir:     "/workspace",
 		Mounts:      []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}},
+		Env:         maps.Clone(AgentGitIdentity),
 		Network:     a.RuntimeNetwork,
 		Labels:      map[string]string{"managed-by": "sandboxcore", "sandboxcore.workspace": ws.ID, "sandboxcore.runtime": rid},
 	}

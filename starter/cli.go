@@ -67,18 +67,25 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.As(err, &ec) {
 		return ec.code
 	}
-	if k := sandbox.KindOf(err); k != nil {
-		fmt.Fprintf(stderr, "error: %s\n", err)
-		if errors.Is(err, sandbox.ErrInvalidArgument) || errors.Is(err, sandbox.ErrInvalidWorkspacePath) {
-			return exitInvalid
+	code := exitError
+	k := sandbox.KindOf(err)
+	switch {
+	case k != nil && (errors.Is(err, sandbox.ErrInvalidArgument) || errors.Is(err, sandbox.ErrInvalidWorkspacePath)):
+		code = exitInvalid
+	case k == nil && (strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)")):
+		code = exitInvalid
+	}
+	if c.asJSON {
+		// --json: the error too is JSON, on stderr: {"error": {"type": "...", "message": "..."}}.
+		typ, msg := "UsageError", err.Error()
+		if k != nil {
+			typ, msg = k.Type, sandbox.Message(err)
 		}
-		return exitError
+		_ = json.NewEncoder(stderr).Encode(map[string]any{"error": map[string]string{"type": typ, "message": msg}})
+		return code
 	}
 	fmt.Fprintf(stderr, "error: %s\n", err)
-	if strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)") {
-		return exitInvalid
-	}
-	return exitError
+	return code
 }
 
 func envOr(name, def string) string {
@@ -200,11 +207,17 @@ func (c *cli) execCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec WS [flags] -- CMD [ARG...]",
 		Short: "Run a command in the workspace; exits with the command's exit code",
-		Args:  cobra.MinimumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if dash := cmd.ArgsLenAtDash(); dash != 1 {
+		Long: "Run a command (an argv, no implicit shell: use `sh -c '...'` for one) in the workspace's\n" +
+			"runtime, in the worktree root unless --cwd. stdout and stderr are printed as they are\n" +
+			"(with --json: base64 in the result); sandboxctl exits with the command's exit code.",
+		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 60 -- sh -c 'make test 2>&1 | tail -20'",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return sandbox.Errorf(sandbox.ErrInvalidArgument, "usage: sandboxctl exec WS -- CMD [ARG...]")
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Cmd = args[1:]
 			if len(envs) > 0 {
 				req.Env = map[string]string{}
@@ -415,7 +428,11 @@ func (c *cli) statusCommand() *cobra.Command {
 			if c.asJSON {
 				return c.printJSON(st)
 			}
-			fmt.Fprintf(c.stdout, "branch %s at %s (base %s, %d commits since base)\n", orDash(st.Branch), short(st.Head), short(st.BaseCommit), st.CommitsSinceBase)
+			plural := "s"
+			if st.CommitsSinceBase == 1 {
+				plural = ""
+			}
+			fmt.Fprintf(c.stdout, "branch %s at %s (base %s, %d commit%s since base)\n", orDash(st.Branch), short(st.Head), short(st.BaseCommit), st.CommitsSinceBase, plural)
 			if !st.Dirty {
 				fmt.Fprintln(c.stdout, "clean")
 			}
@@ -587,6 +604,7 @@ func (c *cli) describeCommand() *cobra.Command {
 func (c *cli) listCommand() *cobra.Command {
 	var user string
 	var limit int
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List sessions (latest run per workspace) from Temporal's visibility store",
@@ -607,6 +625,17 @@ func (c *cli) listCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !all {
+				// Runs that never acquired a workspace (a typo'd id, a failed first
+				// acquire) are noise in the default listing.
+				kept := list[:0]
+				for _, s := range list {
+					if s.Handle.WorkspaceID != "" || s.State != workflows.StateFailed {
+						kept = append(kept, s)
+					}
+				}
+				list = kept
+			}
 			if c.asJSON {
 				return c.printJSON(list)
 			}
@@ -620,5 +649,6 @@ func (c *cli) listCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&user, "user", "", "only this user's sessions")
 	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many sessions")
+	cmd.Flags().BoolVar(&all, "all", false, "also list runs that never acquired a workspace")
 	return cmd
 }

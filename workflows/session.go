@@ -289,6 +289,7 @@ func (s *session) result(err error) error {
 		s.lastError = err.Error()
 		return appError(err)
 	}
+	s.lastError = ""
 	return nil
 }
 

@@ -143,9 +143,9 @@ func (a *Activities) Locate(ctx context.Context, in workflows.WorkspaceActivityI
 		return workflows.LocateResult{}, ToApplicationError(err)
 	}
 	if ws.State == sandbox.WorkspaceRemoved {
-		return workflows.LocateResult{HostID: ws.HostID}, nil
+		return workflows.LocateResult{HostID: ws.HostID, HostWait: a.Settings.HostWait}, nil
 	}
-	return workflows.LocateResult{HostID: ws.HostID, Exists: true}, nil
+	return workflows.LocateResult{HostID: ws.HostID, Exists: true, HostWait: a.Settings.HostWait}, nil
 }
 
 // Acquire gets or creates the workspace: validates the request, resolves the

@@ -147,7 +147,8 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 			return name, true
 		case "SANDBOX_TASK_QUEUE":
 			return "q-" + name, true
-		case "SANDBOX_ALLOW_FILE_URLS", "SANDBOX_ALLOW_HTTP_URLS":
+		case "SANDBOX_ALLOW_FILE_URLS", "SANDBOX_ALLOW_HTTP_URLS", "SANDBOX_SESSION_ON_HOST_QUEUE":
+			// Like `make run`: one host, session runs on the host's queue.
 			return "1", true
 		case "TEMPORAL_ADDRESS":
 			return temporalAddr, true

@@ -83,7 +83,8 @@ func TestAcquireIsIdempotentAndConversationsAreIsolated(t *testing.T) {
 	// An edit in A is invisible in B.
 	require.NoError(t, sA.WriteFile(ctx, "notes/a.txt", []byte("from A\n"), 0))
 	_, err = sB.ReadFile(ctx, "notes/a.txt")
-	assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath)
+	assert.ErrorIs(t, err, sandbox.ErrFileNotFound)
+	assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "FileNotFound is a kind of InvalidWorkspacePath")
 	stB, err := sB.Status(ctx)
 	require.NoError(t, err)
 	assert.False(t, stB.Dirty, "B must stay clean: %+v", stB)

@@ -113,6 +113,16 @@ type SessionSettings struct {
 	IdleClose time.Duration `json:"idle_close"`
 	// RuntimeKind is the host's runtime provider ("local", "bwrap", "docker" …).
 	RuntimeKind string `json:"runtime_kind"`
+	// StayOnSharedQueue keeps the session's run on the shared task queue. By
+	// default (false) the run continues as new on its host's queue after
+	// acquire, where quick operations are local activities; that is right when
+	// one host serves everything (the embedded server). With several hosts a
+	// run on a dead host's queue could not even fail: staying on the shared
+	// queue lets any worker fail the operation with WorkspaceUnavailable after HostWait.
+	StayOnSharedQueue bool `json:"stay_on_shared_queue,omitempty"`
+	// HostWait bounds how long an operation waits for its host's worker to pick
+	// it up (activity schedule-to-start); 0 means 2 minutes.
+	HostWait time.Duration `json:"host_wait,omitempty"`
 }
 
 // AcquireInput is the acquire update's argument. Request may be nil to attach
@@ -227,6 +237,8 @@ type SessionDescription struct {
 type LocateResult struct {
 	HostID string `json:"host_id"`
 	Exists bool   `json:"exists"`
+	// HostWait is the locating worker's SessionSettings.HostWait.
+	HostWait time.Duration `json:"host_wait,omitempty"`
 }
 
 // AcquireActivityInput is the acquire activity's argument.

@@ -21,7 +21,8 @@ const (
 	// for one before it completes.
 	acquireWait = 10 * time.Minute
 	// hostScheduleToStart is how long an operation waits for its host's worker
-	// to pick it up before failing with WorkspaceUnavailable.
+	// to pick it up before failing with WorkspaceUnavailable, unless the host's
+	// SessionSettings.HostWait says otherwise.
 	hostScheduleToStart = 2 * time.Minute
 )
 
@@ -247,7 +248,7 @@ const (
 func (s *session) hostOptions(class opClass, timeout time.Duration) workflow.ActivityOptions {
 	o := workflow.ActivityOptions{
 		TaskQueue:              HostTaskQueue(s.ws.HostID),
-		ScheduleToStartTimeout: hostScheduleToStart,
+		ScheduleToStartTimeout: hostWait(s.settings.HostWait),
 		StartToCloseTimeout:    2 * time.Minute,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 3},
 	}
@@ -291,6 +292,13 @@ func (s *session) result(err error) error {
 	}
 	s.lastError = ""
 	return nil
+}
+
+func hostWait(d time.Duration) time.Duration {
+	if d <= 0 {
+		return hostScheduleToStart
+	}
+	return d
 }
 
 // appError turns an activity failure into the update's failure: an
@@ -423,7 +431,7 @@ func (s *session) acquire(ctx workflow.Context, in AcquireInput) (Handle, error)
 	}
 	if loc.Exists && loc.HostID != "" {
 		opts.TaskQueue = HostTaskQueue(loc.HostID)
-		opts.ScheduleToStartTimeout = hostScheduleToStart
+		opts.ScheduleToStartTimeout = hostWait(loc.HostWait)
 	}
 	var out AcquireActivityResult
 	if err := s.call(ctx, opts, ActivityAcquire, AcquireActivityInput{WorkspaceID: s.wsID, Request: req}, &out); err != nil {
@@ -435,7 +443,7 @@ func (s *session) acquire(ctx workflow.Context, in AcquireInput) (Handle, error)
 	s.state = StateActive
 	s.lastError = ""
 	s.publish(ctx)
-	s.moveToHost = workflow.GetInfo(ctx).TaskQueueName != HostTaskQueue(ws.HostID)
+	s.moveToHost = !s.settings.StayOnSharedQueue && workflow.GetInfo(ctx).TaskQueueName != HostTaskQueue(ws.HostID)
 	return HandleFor(ws, s.settings, out.Created), nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
@@ -37,7 +38,13 @@ type Config struct {
 	IdleClose       time.Duration   // SANDBOX_IDLE_CLOSE
 	CredentialsFile string          // SANDBOX_GIT_CREDENTIALS_FILE
 	LogLevel        string          // SANDBOX_LOG_LEVEL
-	DatabaseURL     string          // DATABASE_URL
+	// SessionOnHostQueue: session runs move to their host's task queue after
+	// acquire (SANDBOX_SESSION_ON_HOST_QUEUE; default on with the embedded
+	// server, off with TEMPORAL_ADDRESS, where several hosts may share Temporal).
+	SessionOnHostQueue bool
+	// HostWait bounds how long an operation waits for its host (SANDBOX_HOST_WAIT).
+	HostWait    time.Duration
+	DatabaseURL string // DATABASE_URL; "" = embedded SQLite store under DataDir
 }
 
 // Defaults.
@@ -47,6 +54,7 @@ const (
 	DefaultFetchFreshness = 30 * time.Second
 	DefaultIdleStop       = 20 * time.Minute
 	DefaultIdleClose      = 6 * time.Hour
+	DefaultHostWait       = time.Minute
 )
 
 // ConfigError names the variable that is wrong.
@@ -111,6 +119,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		{"SANDBOX_FETCH_FRESHNESS", &c.FetchFreshness, DefaultFetchFreshness},
 		{"SANDBOX_IDLE_STOP", &c.IdleStop, DefaultIdleStop},
 		{"SANDBOX_IDLE_CLOSE", &c.IdleClose, DefaultIdleClose},
+		{"SANDBOX_HOST_WAIT", &c.HostWait, DefaultHostWait},
 	} {
 		v := get(d.name, d.def.String())
 		dur, err := time.ParseDuration(v)
@@ -118,6 +127,21 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 			return c, &ConfigError{d.name, v, "want a Go duration such as 30s, 20m or 6h"}
 		}
 		*d.dst = dur
+	}
+	onHost := "0"
+	if c.TemporalAddress == "" {
+		onHost = "1"
+	}
+	{
+		v := get("SANDBOX_SESSION_ON_HOST_QUEUE", onHost)
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, &ConfigError{"SANDBOX_SESSION_ON_HOST_QUEUE", v, "want 1 or 0"}
+		}
+		c.SessionOnHostQueue = b
+	}
+	if c.HostWait <= 0 {
+		return c, &ConfigError{"SANDBOX_HOST_WAIT", c.HostWait.String(), "must be positive"}
 	}
 	if c.IdleStop <= 0 || c.IdleClose < c.IdleStop {
 		return c, &ConfigError{"SANDBOX_IDLE_CLOSE", c.IdleClose.String(), "must be positive and at least SANDBOX_IDLE_STOP"}
@@ -138,7 +162,11 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return c, &ConfigError{"SANDBOX_LOG_LEVEL", c.LogLevel, "want debug, info, warn or error"}
 	}
 	if c.DatabaseURL != "" {
-		return c, &ConfigError{"DATABASE_URL", "<set>", "the PostgreSQL store is not built yet; unset it to use the embedded SQLite store"}
+		// Checked here so a typo fails at start naming the variable; the value
+		// is never echoed (it may hold a password).
+		if _, err := postgres.ParseDSN(c.DatabaseURL); err != nil {
+			return c, &ConfigError{"DATABASE_URL", "<set>", sandbox.Message(err)}
+		}
 	}
 	return c, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
 	"github.com/sandboxcore/sandboxcore/internal/workspace"
 	"github.com/sandboxcore/sandboxcore/workflows"
@@ -73,9 +74,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "sandbox.db"))
+	st, err := openStore(ctx, cfg, log)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
 	h.Store = st
 
@@ -110,7 +111,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	h.Activities = &activities.Activities{
 		Store: st, Repos: repos, Workspaces: wss, Runtimes: runtimes, Credentials: creds,
 		HostID: cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
-		Settings:     workflows.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind()},
+		Settings: workflows.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
+			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, Logger: log,
 	}
 
@@ -161,6 +163,28 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	}
 	ok = true
 	return h, nil
+}
+
+// openStore selects the metadata store: PostgreSQL when DATABASE_URL is set
+// (migrations applied at start under an advisory lock, safe when several
+// workers start at once), otherwise the embedded SQLite file
+// <data dir>/sandbox.db. Both also implement store.HostRegistry.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.Store, error) {
+	if cfg.DatabaseURL != "" {
+		st, err := postgres.Open(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("store (DATABASE_URL): %w", err)
+		}
+		log.Info("metadata store: PostgreSQL (DATABASE_URL)")
+		return st, nil
+	}
+	path := filepath.Join(cfg.DataDir, "sandbox.db")
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	log.Info("metadata store: embedded SQLite", "path", path)
+	return st, nil
 }
 
 // Stop stops the workers, the client (when owned), the embedded server and the store.

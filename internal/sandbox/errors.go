@@ -92,6 +92,9 @@ var (
 	ErrRepoLocked = newKind("RepoLocked", ErrWorkspace, true)
 	// ErrInvalidWorkspacePath: a file path escapes the workspace root or is malformed.
 	ErrInvalidWorkspacePath = newKind("InvalidWorkspacePath", ErrWorkspace, false)
+	// ErrFileNotFound: a workspace path names no file. It wraps
+	// ErrInvalidWorkspacePath, so errors.Is(err, ErrInvalidWorkspacePath) also holds.
+	ErrFileNotFound = newKind("FileNotFound", ErrInvalidWorkspacePath, false)
 	// ErrInvalidArgument: a repo URL, ref, id, pattern or option is malformed or hostile.
 	ErrInvalidArgument = newKind("InvalidArgument", ErrWorkspace, false)
 	// ErrInsufficientDisk: the disk filled up during a clone, fetch or write.

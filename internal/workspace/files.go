@@ -25,8 +25,8 @@ import (
 // sandbox.CleanRelPath (absolute paths and ".." are rejected), then resolved
 // by the root, which refuses any symlink leading outside the worktree (and
 // absolute symlinks). All such failures, and a missing file, are
-// ErrInvalidWorkspacePath ("no such file or directory" in the message for a
-// missing one; ErrWorkspaceNotFound is kept for a missing workspace).
+// ErrInvalidWorkspacePath; a missing file is ErrFileNotFound, which wraps it
+// (ErrWorkspaceNotFound is kept for a missing workspace).
 
 // openRoot opens the worktree directory as an os.Root.
 func openRoot(ws sandbox.Workspace) (*os.Root, error) {
@@ -48,7 +48,7 @@ func openRoot(ws sandbox.Workspace) (*os.Root, error) {
 func pathError(op, rel string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: no such file or directory", op, rel)
+		return sandbox.Errorf(sandbox.ErrFileNotFound, "%s %q: no such file or directory", op, rel)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return sandbox.Errorf(sandbox.ErrInsufficientDisk, "%s %q: %v", op, rel, errors.Unwrap(err))
 	case errors.Is(err, syscall.ENOTDIR):

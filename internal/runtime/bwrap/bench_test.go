@@ -1,0 +1,43 @@
+package bwrap_test
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// BenchmarkBwrapExecTrue measures Runtime.Exec of `true`: one bubblewrap
+// sandbox (namespaces, mounts, sh wrapper) per command.
+func BenchmarkBwrapExecTrue(b *testing.B) {
+	p := newProvider(b, bwrap.Options{})
+	spec := specFor(b.TempDir())
+	ctx := context.Background()
+	rt, err := p.Create(ctx, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	for b.Loop() {
+		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec: %v %+v", err, res)
+		}
+	}
+}
+
+// BenchmarkRawBwrapTrue measures a minimal plain `bwrap --unshare-all
+// --ro-bind / / true` for comparison.
+func BenchmarkRawBwrapTrue(b *testing.B) {
+	bin, err := exec.LookPath("bwrap")
+	if err != nil {
+		b.Skip("no bwrap")
+	}
+	for b.Loop() {
+		if out, err := exec.Command(bin, "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true").CombinedOutput(); err != nil {
+			b.Fatalf("bwrap: %v %s", err, out)
+		}
+	}
+}

@@ -1,0 +1,548 @@
+// Package bwrap is the bubblewrap runtime (kind "bwrap"): the isolated local
+// runtime and `make run`'s default where bwrap is installed (issue 3). It
+// takes the role of the seed's read-only gVisor path for analysis workspaces
+// and gives write-capable isolation without Docker.
+//
+// Every command runs in a fresh bubblewrap sandbox (`bwrap … -- /bin/sh -c
+// 'exec "$@"' argv…`) with:
+//
+//   - new user, pid, ipc, uts and (when possible) cgroup namespaces, and a new
+//     network namespace (loopback only) unless RuntimeSpec.Network is
+//     "default". "limited" is treated as "none": bubblewrap has no way to give
+//     a namespace a route that stays on the machine, and "no route off the
+//     machine" is satisfied by no route at all.
+//   - a root of its own, read-only (--remount-ro /), holding only: the host's
+//     system directories, read-only (Options.ReadOnlyPaths, by default
+//     DefaultReadOnlyPaths: /usr, /etc, /opt and the /bin, /sbin, /lib*
+//     links or directories), with the secrets of DefaultHiddenPaths and
+//     Options.HiddenPaths masked; a fresh /proc and a minimal /dev; the
+//     runtime's private scratch directory as /tmp (HOME=/tmp: it survives
+//     between commands and Stop, and Destroy deletes it); and the spec's
+//     mounts: the worktree at RuntimeSpec.Workdir (/workspace), read-write or
+//     read-only as the mount says (read-only for analysis workspaces), and the
+//     repository cache's bare repository read-only at its own path, so git
+//     works inside while the cache cannot be changed. Nothing else of the host
+//     is visible: not /home, /root, /run (no Docker socket), /var, the data
+//     directory, other workspaces, or the worker's credentials.
+//   - the environment cleared (--clearenv), then exactly PATH=BasePath,
+//     HOME=Home, LANG=C.UTF-8, TERM=dumb, Options.BaseEnv, RuntimeSpec.Env and
+//     ExecRequest.Env (later wins);
+//   - --die-with-parent and --new-session (no terminal injection);
+//   - when the worker runs as root and the worktree belongs to another user,
+//     that user's uid:gid (files the command writes stay the owner's).
+//
+// Process model: bwrap is the leader of its own process group and the
+// command runs inside a pid namespace, so killing bwrap (on timeout,
+// cancellation, Stop or Destroy) kills the sandbox's init and with it every
+// process of the command, however it daemonized; when the command exits, the
+// namespace ends and its background processes die with it.
+//
+// Resource hints are not enforced (no cgroup delegation). Runtimes live in an
+// in-memory map, as in the local runtime: after a worker restart Create with
+// the same spec recreates the entry and finds the scratch directory again.
+package bwrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Kind is the RuntimeProvider kind string of this backend.
+const Kind = "bwrap"
+
+// Fixed environment and defaults.
+const (
+	// BasePath is the PATH every command starts with (RuntimeSpec.Env or
+	// ExecRequest.Env may replace it); the same as the local runtime's.
+	BasePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// Home is HOME inside the sandbox: the runtime's private /tmp, so tool
+	// caches never land in the worktree and its diff.
+	Home = "/tmp"
+	// probeTimeout bounds the usability probe in New.
+	probeTimeout = 10 * time.Second
+)
+
+// DefaultReadOnlyPaths are the host paths a sandbox sees, read-only, when
+// Options.ReadOnlyPaths is nil: the system directories (missing ones are
+// skipped; symbolic links, such as /bin → usr/bin, are recreated as links).
+var DefaultReadOnlyPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+
+// DefaultHiddenPaths are always masked inside the sandbox (an empty
+// directory or file instead): password hashes and private keys under /etc.
+var DefaultHiddenPaths = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d"}
+
+// Options configure a Provider. The zero value finds bwrap on PATH and keeps
+// scratch directories under os.TempDir().
+type Options struct {
+	// Binary is the bwrap executable; "" looks "bwrap" up on the worker's PATH.
+	Binary string
+	// ScratchDir holds each runtime's private /tmp (ScratchDir/<runtime id>,
+	// mode 0700, owned by the sandbox's user); "" means
+	// os.TempDir()/sandboxcore-bwrap. Created (0711: traversable, not
+	// listable) when missing.
+	ScratchDir string
+	// ReadOnlyPaths replaces DefaultReadOnlyPaths (absolute host paths).
+	ReadOnlyPaths []string
+	// HiddenPaths are masked in addition to DefaultHiddenPaths when they lie
+	// under a read-only path (e.g. a credentials file under /etc, the data
+	// directory under /opt). Absolute host paths.
+	HiddenPaths []string
+	// BaseEnv holds extra fixed variables added to every command's environment
+	// after the built-in base set and before RuntimeSpec.Env and
+	// ExecRequest.Env. It must not carry secrets meant for a single workspace.
+	BaseEnv map[string]string
+	// Logger receives lifecycle and exec records (never argv beyond Cmd[0],
+	// env or output); nil discards them.
+	Logger *slog.Logger
+}
+
+// Provider is the bubblewrap sandbox.RuntimeProvider. It is safe for
+// concurrent use.
+type Provider struct {
+	bin      string
+	scratch  string
+	roPaths  []string
+	hidden   []string
+	baseEnv  map[string]string
+	log      *slog.Logger
+	asRoot   bool
+	mu       sync.Mutex
+	runtimes map[string]*Runtime
+}
+
+var _ sandbox.RuntimeProvider = (*Provider)(nil)
+
+// New finds bwrap and checks once that it can build the sandbox this package
+// uses (user, pid, ipc, uts and net namespaces, a read-only root) by running
+// /bin/true in it. Errors wrap sandbox.ErrRuntimeUnavailable with the reason:
+// bwrap not installed, or the probe's own message (e.g. unprivileged user
+// namespaces disabled: kernel.unprivileged_userns_clone=0 or
+// user.max_user_namespaces=0, or an AppArmor policy that denies them).
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	bin := opts.Binary
+	if bin == "" {
+		bin = "bwrap"
+	}
+	full, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: %s is not installed (apt-get install bubblewrap): %v", bin, err)
+	}
+	scratch := opts.ScratchDir
+	if scratch == "" {
+		scratch = filepath.Join(os.TempDir(), "sandboxcore-bwrap")
+	}
+	if !filepath.IsAbs(scratch) {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "bubblewrap: scratch directory %q is not absolute", scratch)
+	}
+	if err := os.MkdirAll(scratch, 0o711); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		// Sandboxes of other users (see resolve) must traverse it to bind
+		// their own 0700 directory; none can list it.
+		_ = os.Chmod(scratch, 0o711)
+	}
+	ro := opts.ReadOnlyPaths
+	if ro == nil {
+		ro = DefaultReadOnlyPaths
+	}
+	for _, p := range append(slices.Clone(ro), opts.HiddenPaths...) {
+		if !absClean(p) || p == "/" {
+			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "bubblewrap: path %q is not an absolute clean path below /", p)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Provider{
+		bin: full, scratch: scratch, roPaths: slices.Clone(ro),
+		hidden:  append(slices.Clone(DefaultHiddenPaths), opts.HiddenPaths...),
+		baseEnv: maps.Clone(opts.BaseEnv), log: log.With("runtime", Kind),
+		asRoot: os.Geteuid() == 0, runtimes: map[string]*Runtime{},
+	}
+	if err := p.probe(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// probe runs /bin/true in the sandbox this package builds (network none).
+func (p *Provider) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	dir, err := os.MkdirTemp(p.scratch, ".probe-")
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	args := p.args(sandboxConfig{scratch: dir, workdir: "/workspace", cwd: "/workspace",
+		mounts: []bindMount{{src: dir, target: "/workspace"}}}, nil)
+	cmd := exec.CommandContext(ctx, p.bin, append(args, "/bin/true")...)
+	cmd.Env = []string{}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap cannot build a sandbox here (are unprivileged user namespaces disabled?): %v: %s",
+			err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Kind returns "bwrap".
+func (p *Provider) Kind() string { return Kind }
+
+// Capabilities reports the truth (seed "Optional Capabilities"): isolated;
+// no snapshots, preview URLs or interactive sessions.
+func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
+	return sandbox.RuntimeCapabilities{Isolated: true}
+}
+
+// Snapshots returns nil: bubblewrap cannot snapshot.
+func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
+
+// PreviewURLs returns nil: bubblewrap cannot expose ports.
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
+
+// Create returns the runtime with spec.ID, creating it in state running when
+// missing (idempotent; after a worker restart it recreates the entry and
+// reuses the scratch directory). Creating an existing runtime on the same
+// workdir replaces its spec (mounts, env, network: each command builds a
+// fresh sandbox) and leaves its state alone. Source: seed "Runtime Port".
+//
+// The spec needs exactly one mount whose Target is spec.Workdir (an absolute
+// clean path other than /, /tmp, /proc, /dev) with an absolute Source that is
+// an existing directory; other mounts need absolute existing sources and
+// absolute clean targets; a mount whose Target equals its Source is bound at
+// the symlink-free path. Errors wrap sandbox.ErrInvalidArgument for a
+// malformed spec and sandbox.ErrConflict when a runtime with spec.ID exists
+// on a different workdir.
+func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
+	cfg, err := p.resolve(spec)
+	if err != nil {
+		return nil, err
+	}
+	spec = cloneSpec(spec)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rt, ok := p.runtimes[spec.ID]; ok {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		if rt.cfg.root != cfg.root {
+			return nil, sandbox.Errorf(sandbox.ErrConflict, "runtime %s already exists on workdir %s, not %s", spec.ID, rt.cfg.root, cfg.root)
+		}
+		rt.spec, rt.cfg = spec, cfg
+		return rt, nil
+	}
+	if err := p.makeScratch(cfg); err != nil {
+		return nil, err
+	}
+	rt := &Runtime{p: p, id: spec.ID, spec: spec, cfg: cfg, state: sandbox.RuntimeRunning, running: map[*execHandle]struct{}{}}
+	p.runtimes[spec.ID] = rt
+	p.log.Debug("runtime created", "id", spec.ID, "workdir", cfg.root, "network", spec.Network)
+	return rt, nil
+}
+
+// Get returns the runtime with id, or an error wrapping sandbox.ErrNotFound.
+func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rt, ok := p.runtimes[id]
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %q not found", clip(id))
+	}
+	return rt, nil
+}
+
+// List returns the runtimes whose labels contain every given label pair (nil
+// or empty labels match all), sorted by id.
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbox.RuntimeSummary, error) {
+	p.mu.Lock()
+	rts := slices.Collect(maps.Values(p.runtimes))
+	p.mu.Unlock()
+	out := []sandbox.RuntimeSummary{}
+	for _, rt := range rts {
+		rt.mu.Lock()
+		s := sandbox.RuntimeSummary{ID: rt.id, State: rt.state, Labels: maps.Clone(rt.spec.Labels)}
+		rt.mu.Unlock()
+		match := true
+		for k, v := range labels {
+			if got, ok := s.Labels[k]; !ok || got != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b sandbox.RuntimeSummary) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Destroy kills the runtime's running commands (waiting for them, bounded by
+// ctx), deletes its scratch directory (the sandbox's /tmp) and forgets it; a
+// missing runtime is success. It never touches the workspace or any other
+// mount source. A Runtime value kept by a caller reports RuntimeMissing
+// afterwards and its calls fail with sandbox.ErrNotFound.
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	p.mu.Lock()
+	rt, ok := p.runtimes[id]
+	delete(p.runtimes, id)
+	p.mu.Unlock()
+	if !ok {
+		if sandbox.ValidateID("runtime id", id) == nil {
+			// A runtime of an earlier process may have left its scratch directory.
+			return removeScratch(filepath.Join(p.scratch, id))
+		}
+		return nil
+	}
+	err := rt.halt(ctx, true)
+	if rerr := removeScratch(rt.cfg.scratch); err == nil {
+		err = rerr
+	}
+	p.log.Debug("runtime destroyed", "id", id)
+	return err
+}
+
+// bindMount is one resolved mount.
+type bindMount struct {
+	src, target string
+	rw          bool
+}
+
+// sandboxConfig is a runtime's resolved, immutable sandbox layout.
+type sandboxConfig struct {
+	root     string // symlink-free host path of the workdir mount
+	workdir  string // its target (RuntimeSpec.Workdir)
+	cwd      string // per exec: the sandbox path to start in
+	scratch  string // host directory mounted at /tmp
+	mounts   []bindMount
+	shareNet bool
+	cred     *syscall.Credential // nil: run bwrap as the worker
+}
+
+func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
+	bad := func(format string, args ...any) (sandboxConfig, error) {
+		return sandboxConfig{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
+	}
+	if err := sandbox.ValidateID("runtime id", spec.ID); err != nil {
+		return sandboxConfig{}, err
+	}
+	if err := local.ValidateEnv(spec.Env); err != nil {
+		return sandboxConfig{}, err
+	}
+	if !usableTarget(spec.Workdir) {
+		return bad("workdir %q is not an absolute clean path outside /, /tmp, /proc and /dev", spec.Workdir)
+	}
+	cfg := sandboxConfig{workdir: spec.Workdir, scratch: filepath.Join(p.scratch, spec.ID)}
+	switch spec.Network {
+	case sandbox.NetworkNone, sandbox.NetworkLimited, "":
+	case sandbox.NetworkDefault:
+		cfg.shareNet = true
+	default:
+		return bad("network %q: want none, limited or default", spec.Network)
+	}
+	targets := map[string]bool{}
+	var owner *syscall.Stat_t
+	for _, m := range spec.Mounts {
+		if !filepath.IsAbs(m.Source) || !usableTarget(m.Target) {
+			return bad("mount %q → %q: the source must be absolute and the target an absolute clean path outside /, /tmp, /proc and /dev", m.Source, m.Target)
+		}
+		if targets[m.Target] {
+			return bad("two mounts on %q", m.Target)
+		}
+		targets[m.Target] = true
+		real, err := filepath.EvalSymlinks(m.Source)
+		var fi os.FileInfo
+		if err == nil {
+			fi, err = os.Stat(real)
+		}
+		if err != nil {
+			return bad("mount source %q: %v", m.Source, errText(err))
+		}
+		target := m.Target
+		if m.Target == filepath.Clean(m.Source) {
+			target = real
+		}
+		if m.Target == spec.Workdir {
+			if !fi.IsDir() {
+				return bad("workdir mount source %q is not a directory", m.Source)
+			}
+			cfg.root = real
+			owner, _ = fi.Sys().(*syscall.Stat_t)
+		}
+		cfg.mounts = append(cfg.mounts, bindMount{src: real, target: target, rw: m.Writable})
+	}
+	if cfg.root == "" {
+		return bad("need exactly one mount with target %q (the workdir)", spec.Workdir)
+	}
+	if p.asRoot && owner != nil && owner.Uid != 0 {
+		cfg.cred = &syscall.Credential{Uid: owner.Uid, Gid: owner.Gid, Groups: []uint32{}}
+	}
+	return cfg, nil
+}
+
+// makeScratch creates the runtime's /tmp (0700, owned by the sandbox's user).
+func (p *Provider) makeScratch(cfg sandboxConfig) error {
+	if err := os.Mkdir(cfg.scratch, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
+	}
+	if cfg.cred != nil {
+		if err := os.Chown(cfg.scratch, int(cfg.cred.Uid), int(cfg.cred.Gid)); err != nil {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
+		}
+	}
+	return nil
+}
+
+// removeScratch deletes a scratch directory, making read-only directories
+// the sandbox left writable first.
+func removeScratch(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: remove scratch directory: %v", err)
+	}
+	return nil
+}
+
+// args returns bwrap's arguments up to and including "--" for cfg; the
+// command follows. env is the complete environment.
+func (p *Provider) args(cfg sandboxConfig, env []string) []string {
+	a := []string{
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv",
+	}
+	if !cfg.shareNet {
+		a = append(a, "--unshare-net")
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--bind", cfg.scratch, "/tmp")
+	var visible []string
+	for _, ro := range p.roPaths {
+		fi, err := os.Lstat(ro)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if target, err := os.Readlink(ro); err == nil {
+				a = append(a, "--symlink", target, ro)
+			}
+		default:
+			a = append(a, "--ro-bind", ro, ro)
+			visible = append(visible, ro)
+		}
+	}
+	var remount []string // read-only once the spec's mounts below them exist
+	for _, h := range p.hidden {
+		if !under(h, visible) {
+			continue
+		}
+		fi, err := os.Lstat(h)
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			a = append(a, "--tmpfs", h)
+			remount = append(remount, "--remount-ro", h)
+		default:
+			a = append(a, "--ro-bind", "/dev/null", h)
+		}
+	}
+	if !under("/var", visible) {
+		a = append(a, "--symlink", "../tmp", "/var/tmp")
+	}
+	for _, m := range cfg.mounts {
+		if m.rw {
+			a = append(a, "--bind", m.src, m.target)
+		} else {
+			a = append(a, "--ro-bind", m.src, m.target)
+		}
+	}
+	a = append(a, remount...)
+	a = append(a, "--remount-ro", "/", "--chdir", cfg.cwd, "--")
+	return a
+}
+
+// under reports whether p is one of roots or below one.
+func under(p string, roots []string) bool {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func usableTarget(t string) bool {
+	if !absClean(t) {
+		return false
+	}
+	for _, reserved := range []string{"/", "/tmp", "/proc", "/dev"} {
+		if t == reserved {
+			return false
+		}
+	}
+	return !strings.HasPrefix(t, "/proc/") && !strings.HasPrefix(t, "/dev/")
+}
+
+func absClean(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }
+
+func errText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+func clip(s string) string { return clipN(s, 64) }
+
+func clipN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func cloneSpec(s sandbox.RuntimeSpec) sandbox.RuntimeSpec {
+	s.Mounts = slices.Clone(s.Mounts)
+	s.Env = maps.Clone(s.Env)
+	s.Labels = maps.Clone(s.Labels)
+	if s.Resources != nil {
+		r := *s.Resources
+		s.Resources = &r
+	}
+	return s
+}
+
+// wrapErr returns an error whose text is "<kind.Type>: <message>: <cause>" and
+// that wraps both kind and cause for errors.Is.
+func wrapErr(kind *sandbox.Kind, cause error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %w", kind, fmt.Sprintf(format, args...), cause)
+}

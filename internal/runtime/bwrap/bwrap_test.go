@@ -1,0 +1,437 @@
+package bwrap_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// unavailable skips the test when bubblewrap is missing or unusable, except
+// under CI=true, where it fails: CI must run these tests.
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...) + " (apt-get install bubblewrap)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func newProvider(t testing.TB, opts bwrap.Options) *bwrap.Provider {
+	t.Helper()
+	if opts.ScratchDir == "" {
+		opts.ScratchDir = scratchDir(t)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	p, err := bwrap.New(context.Background(), opts)
+	if err != nil {
+		unavailable(t, "bubblewrap runtime unavailable: %v", err)
+	}
+	return p
+}
+
+// scratchDir returns a scratch root that sandboxes of another uid can traverse.
+func scratchDir(t testing.TB) string {
+	dir := filepath.Join(t.TempDir(), "scratch")
+	openUp(t, dir)
+	return dir
+}
+
+// openUp makes dir and its parents up to the test's temp root traversable
+// (t.TempDir is 0700), so a sandbox running as another uid can bind it.
+func openUp(t testing.TB, dir string) {
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "rt-bwraptest-" + hex.EncodeToString(b)
+}
+
+func specFor(dir string) sandbox.RuntimeSpec {
+	return sandbox.RuntimeSpec{
+		ID:          newID(),
+		WorkspaceID: "ws-bwraptest",
+		Workdir:     "/workspace",
+		Mounts:      []sandbox.Mount{{Source: dir, Target: "/workspace", Writable: true}},
+		Network:     sandbox.NetworkLimited,
+	}
+}
+
+func TestConformance(t *testing.T) {
+	runtimetest.Run(t, func(t *testing.T) runtimetest.Env {
+		scratch := scratchDir(t)
+		p := newProvider(t, bwrap.Options{ScratchDir: scratch})
+		dir := t.TempDir()
+		return runtimetest.Env{
+			Provider: p,
+			Spec:     specFor(dir),
+			HostDir:  dir,
+			Reopen: func(t *testing.T) sandbox.RuntimeProvider {
+				return newProvider(t, bwrap.Options{ScratchDir: scratch})
+			},
+		}
+	}, runtimetest.Options{})
+}
+
+func setup(t *testing.T, opts bwrap.Options, mutate func(*sandbox.RuntimeSpec)) (context.Context, *bwrap.Provider, sandbox.RuntimeSpec, sandbox.Runtime) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	p := newProvider(t, opts)
+	spec := specFor(t.TempDir())
+	if mutate != nil {
+		mutate(&spec)
+	}
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	return ctx, p, spec, rt
+}
+
+func run(t *testing.T, ctx context.Context, rt sandbox.Runtime, script string) sandbox.ExecResult {
+	t.Helper()
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: 60})
+	require.NoError(t, err)
+	return res
+}
+
+func requireOK(t *testing.T, res sandbox.ExecResult) {
+	t.Helper()
+	require.Equal(t, 0, res.ExitCode, "stdout=%q stderr=%q", res.Stdout, res.Stderr)
+}
+
+func TestKindAndCapabilities(t *testing.T) {
+	p := newProvider(t, bwrap.Options{})
+	require.Equal(t, "bwrap", p.Kind())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true}, p.Capabilities())
+	require.Nil(t, p.Snapshots())
+	require.Nil(t, p.PreviewURLs())
+}
+
+func TestUnusableIsRuntimeUnavailable(t *testing.T) {
+	_, err := bwrap.New(context.Background(), bwrap.Options{Binary: "sandboxcore-no-such-bwrap", ScratchDir: t.TempDir()})
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.Contains(t, err.Error(), "not installed")
+
+	// A bwrap that cannot build the sandbox (here: a stand-in that fails as
+	// bwrap does when user namespaces are disabled).
+	fake := filepath.Join(t.TempDir(), "bwrap")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"), 0o755))
+	_, err = bwrap.New(context.Background(), bwrap.Options{Binary: fake, ScratchDir: t.TempDir()})
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.Contains(t, err.Error(), "No permissions to create new namespace")
+}
+
+func TestCreateValidatesSpec(t *testing.T) {
+	p := newProvider(t, bwrap.Options{})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	cases := map[string]func(*sandbox.RuntimeSpec){
+		"bad id":       func(s *sandbox.RuntimeSpec) { s.ID = "../x" },
+		"workdir /tmp": func(s *sandbox.RuntimeSpec) { s.Workdir = "/tmp"; s.Mounts[0].Target = "/tmp" },
+		"workdir /":    func(s *sandbox.RuntimeSpec) { s.Workdir = "/"; s.Mounts[0].Target = "/" },
+		"target in /proc": func(s *sandbox.RuntimeSpec) {
+			s.Mounts = append(s.Mounts, sandbox.Mount{Source: dir, Target: "/proc/x"})
+		},
+		"no workdir mount": func(s *sandbox.RuntimeSpec) { s.Mounts[0].Target = "/elsewhere" },
+		"relative source":  func(s *sandbox.RuntimeSpec) { s.Mounts[0].Source = "rel" },
+		"missing source":   func(s *sandbox.RuntimeSpec) { s.Mounts[0].Source = filepath.Join(dir, "missing") },
+		"file workdir":     func(s *sandbox.RuntimeSpec) { s.Mounts[0].Source = file },
+		"duplicate target": func(s *sandbox.RuntimeSpec) { s.Mounts = append(s.Mounts, s.Mounts[0]) },
+		"bad network":      func(s *sandbox.RuntimeSpec) { s.Network = "open" },
+		"bad env":          func(s *sandbox.RuntimeSpec) { s.Env = map[string]string{"A=B": "x"} },
+	}
+	for name, mutate := range cases {
+		spec := specFor(dir)
+		mutate(&spec)
+		_, err := p.Create(context.Background(), spec)
+		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+	}
+	// Same id on another directory is a conflict.
+	spec := specFor(dir)
+	_, err := p.Create(context.Background(), spec)
+	require.NoError(t, err)
+	other := specFor(t.TempDir())
+	other.ID = spec.ID
+	_, err = p.Create(context.Background(), other)
+	require.ErrorIs(t, err, sandbox.ErrConflict)
+}
+
+func TestExactEnvironment(t *testing.T) {
+	t.Setenv("BWRAPTEST_WORKER_ONLY", "leak")
+	ctx, _, _, rt := setup(t, bwrap.Options{BaseEnv: map[string]string{"BASE_VAR": "base"}}, func(s *sandbox.RuntimeSpec) {
+		s.Env = map[string]string{"SPEC_VAR": "spec", "TERM": "xterm"}
+	})
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"REQ_VAR": "req"}})
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	sort.Strings(lines)
+	require.Equal(t, []string{
+		"BASE_VAR=base",
+		"HOME=/tmp",
+		"LANG=C.UTF-8",
+		"PATH=" + bwrap.BasePath,
+		"REQ_VAR=req",
+		"SPEC_VAR=spec",
+		"TERM=xterm",
+	}, lines)
+}
+
+func TestHostIsHiddenAndReadOnly(t *testing.T) {
+	secretDir := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.MkdirAll(secretDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(secretDir, "credentials"), []byte("token"), 0o600))
+	ctx, _, spec, rt := setup(t, bwrap.Options{}, nil)
+
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", `
+		for p in /root /home /run /var/run/docker.sock /var/lib /work /srv /mnt "$1"; do
+			[ -e "$p" ] && echo "visible: $p"
+		done
+		[ -s /etc/shadow ] && echo "visible: /etc/shadow"
+		[ -r /etc/passwd ] || echo "missing: /etc/passwd"
+		touch /etc/x /usr/x /x 2>/dev/null && echo "writable: host"
+		echo ok > /workspace/w && echo ok > /tmp/t && echo writable-ok
+		hostname`, "sh", secretDir}})
+	require.NoError(t, err)
+	requireOK(t, res)
+	out := string(res.Stdout)
+	require.NotContains(t, out, "visible:")
+	require.NotContains(t, out, "missing:")
+	require.NotContains(t, out, "writable: host")
+	require.Contains(t, out, "writable-ok\nsandbox\n")
+	require.FileExists(t, filepath.Join(spec.Mounts[0].Source, "w"))
+}
+
+func TestScratchTmpLifecycle(t *testing.T) {
+	ctx, p, spec, rt := setup(t, bwrap.Options{}, nil)
+	requireOK(t, run(t, ctx, rt, "echo kept > /tmp/f && echo cached > $HOME/.cache-file"))
+	require.NoError(t, rt.Stop(ctx))
+	res := run(t, ctx, rt, "cat /tmp/f $HOME/.cache-file")
+	requireOK(t, res)
+	require.Equal(t, "kept\ncached\n", string(res.Stdout), "/tmp survives between commands and Stop")
+	require.NoFileExists(t, filepath.Join(spec.Mounts[0].Source, ".cache-file"), "HOME is not the worktree")
+	require.NoError(t, p.Destroy(ctx, spec.ID))
+	rt2, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	res = run(t, ctx, rt2, "cat /tmp/f 2>/dev/null || echo gone")
+	require.Equal(t, "gone\n", string(res.Stdout), "Destroy deletes the scratch /tmp")
+}
+
+func TestReadOnlyWorkspace(t *testing.T) {
+	ctx, _, spec, rt := setup(t, bwrap.Options{}, func(s *sandbox.RuntimeSpec) { s.Mounts[0].Writable = false })
+	require.NoError(t, os.WriteFile(filepath.Join(spec.Mounts[0].Source, "in"), []byte("data\n"), 0o644))
+	res := run(t, ctx, rt, "cat in; touch out")
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Equal(t, "data\n", string(res.Stdout))
+	require.Contains(t, string(res.Stderr), "Read-only file system")
+	require.NoFileExists(t, filepath.Join(spec.Mounts[0].Source, "out"))
+}
+
+func TestNetworkDefaultSharesTheHost(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	probe := `exec bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' bash "$1"`
+	for _, tc := range []struct {
+		network sandbox.Network
+		ok      bool
+	}{{sandbox.NetworkDefault, true}, {sandbox.NetworkLimited, false}, {sandbox.NetworkNone, false}} {
+		ctx, _, _, rt := setup(t, bwrap.Options{}, func(s *sandbox.RuntimeSpec) { s.Network = tc.network })
+		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", probe, "sh", port}, TimeoutS: 30})
+		require.NoError(t, err)
+		require.Equal(t, tc.ok, res.ExitCode == 0, "network %s: %q", tc.network, res.Stderr)
+	}
+}
+
+func TestBwrapFailureIsAnError(t *testing.T) {
+	// A mount target below a read-only system directory that does not exist
+	// cannot be created: bwrap fails before the command runs.
+	ctx, _, _, rt := setup(t, bwrap.Options{}, func(s *sandbox.RuntimeSpec) {
+		extra := filepath.Join(t.TempDir(), "extra")
+		require.NoError(t, os.Mkdir(extra, 0o755))
+		s.Mounts = append(s.Mounts, sandbox.Mount{Source: extra, Target: "/usr/sandboxcore-missing-target/x"})
+	})
+	_, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.Contains(t, err.Error(), "bwrap:")
+}
+
+func TestRunsAsWorktreeOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own files as another user")
+	}
+	ctx, _, spec, rt := setup(t, bwrap.Options{}, func(s *sandbox.RuntimeSpec) {
+		openUp(t, s.Mounts[0].Source)
+		require.NoError(t, os.Chown(s.Mounts[0].Source, 12345, 12346))
+	})
+	res := run(t, ctx, rt, "id -u; id -g; echo x > f; mkdir d")
+	requireOK(t, res)
+	require.Equal(t, "12345\n12346\n", string(res.Stdout))
+	for _, p := range []string{"f", "d"} {
+		fi, err := os.Stat(filepath.Join(spec.Mounts[0].Source, p))
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		require.Equal(t, [2]uint32{12345, 12346}, [2]uint32{st.Uid, st.Gid}, p)
+	}
+}
+
+// --- git inside the sandbox ------------------------------------------------
+
+// gitFixture builds the repo cache layout of internal/workspace on the host:
+// <root>/repos/h/o/r/.bare (bare) and linked worktrees w1 (agent/edits-1) and
+// w2 (another workspace).
+func gitFixture(t *testing.T) (bare, wt string) {
+	t.Helper()
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	repo := filepath.Join(root, "repos", "h", "o", "r")
+	bare = filepath.Join(repo, ".bare")
+	wt = filepath.Join(repo, "worktrees", "w1")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	git(src, "init", "-q")
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a.txt"), []byte("a\n"), 0o644))
+	git(src, "add", "a.txt")
+	git(src, "commit", "-qm", "init")
+	require.NoError(t, os.MkdirAll(repo, 0o755))
+	git(repo, "clone", "-q", "--bare", src, bare)
+	git(bare, "worktree", "add", "-q", "-b", "agent/edits-1", wt, "main")
+	git(bare, "worktree", "add", "-q", "-b", "agent/edits-2", filepath.Join(repo, "worktrees", "w2"), "main")
+	return bare, wt
+}
+
+// treeSum hashes every file's path, mode and content under dir.
+func treeSum(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v %d\n", p, fi.Mode(), fi.Size())
+		if fi.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(h, f)
+			return err
+		}
+		return nil
+	}))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func TestGitInsideSandbox(t *testing.T) {
+	bare, wt := gitFixture(t)
+	testGitInside(t, bare, wt, bwrap.Options{})
+}
+
+// TestGitInsideHiddenDataDir puts the repo cache under a read-only path and
+// hides its data directory (as hostworker does with SANDBOX_DATA_DIR): the
+// cache's own mount still appears, nothing else of the data directory does.
+func TestGitInsideHiddenDataDir(t *testing.T) {
+	bare, wt := gitFixture(t)
+	data := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(bare))))) // <root>/repos/h/o/r/.bare → <root>
+	require.NoError(t, os.WriteFile(filepath.Join(data, "sandbox.db"), []byte("secret"), 0o600))
+	ro := append(slices.Clone(bwrap.DefaultReadOnlyPaths), data)
+	rt := testGitInside(t, bare, wt, bwrap.Options{ReadOnlyPaths: ro, HiddenPaths: []string{data}})
+	res := run(t, context.Background(), rt, "ls "+data+"; cat "+data+"/sandbox.db")
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Equal(t, "repos\n", string(res.Stdout), "only the cache's path is visible in the hidden data directory")
+}
+
+func testGitInside(t *testing.T, bare, wt string, opts bwrap.Options) sandbox.Runtime {
+	t.Helper()
+	before := treeSum(t, bare)
+	ctx, _, _, rt := setup(t, opts, func(s *sandbox.RuntimeSpec) {
+		s.Mounts = []sandbox.Mount{
+			{Source: wt, Target: "/workspace", Writable: true},
+			{Source: bare, Target: bare, Writable: false},
+		}
+	})
+	res := run(t, ctx, rt, "git status")
+	requireOK(t, res)
+	require.Contains(t, string(res.Stdout), "On branch agent/edits-1")
+	requireOK(t, run(t, ctx, rt, "echo b > b.txt && echo more >> a.txt"))
+	res = run(t, ctx, rt, "git status --porcelain")
+	requireOK(t, res)
+	require.Equal(t, " M a.txt\n?? b.txt\n", string(res.Stdout))
+
+	res = run(t, ctx, rt, "git add -A")
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Contains(t, string(res.Stderr), "Read-only file system")
+	for _, script := range []string{
+		"git worktree prune",
+		"git config user.name hacked",
+		"git branch evil",
+		"git update-ref refs/heads/agent/edits-2 HEAD",
+		"git gc --prune=now",
+		`echo 'touch /tmp/pwned' > "$(git rev-parse --git-common-dir)/hooks/post-checkout"`,
+		`rm -rf "$(git rev-parse --git-common-dir)/objects"`,
+	} {
+		run(t, ctx, rt, script)
+	}
+	require.Equal(t, before, treeSum(t, bare), "the sandbox changed the repo cache")
+	out, err := exec.Command("git", "-C", bare, "worktree", "list", "--porcelain").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "worktree "+wt+"\n")
+	return rt
+}

@@ -1,0 +1,476 @@
+// Package docker is the Docker runtime (kind "docker"), the first
+// write-capable isolated backend (issue 3; seed "Runtime Port", "Adapter
+// Responsibilities", "Security Rules"). It talks to the Docker Engine API
+// with the official client (github.com/docker/docker/client), negotiating
+// the API version with the daemon, and never pulls images: an image must be
+// present on the daemon (there is no registry here; .ci/test-image.sh builds
+// the test image with debootstrap and `docker import`).
+//
+// # Containers
+//
+// One long-lived container per runtime, named ContainerPrefix+RuntimeSpec.ID
+// and labeled LabelManagedBy=ManagedByValue, LabelRuntime and LabelWorkspace
+// (plus RuntimeSpec.Labels). Create is idempotent: an existing container built
+// from the same spec (LabelSpecHash) is reused as it is, one built from a
+// different spec is replaced, a concurrent create conflict reuses the winner's
+// container, and a container of that name that sandboxcore does not manage is
+// never touched (sandbox.ErrConflict). The container's main process is a
+// sleep loop under Docker's init (HostConfig.Init), so it holds no state of
+// its own; commands run as `docker exec` processes.
+//
+// Mounts: the RuntimeSpec's mounts only, as bind mounts: the workspace's
+// worktree at RuntimeSpec.Workdir (/workspace; read-only for analysis
+// workspaces) and, so that git works inside, the repository cache's bare
+// repository read-only at its own absolute host path (the worktree's ".git"
+// file names it; see activities.RuntimeSpecFor). The container cannot change
+// the cache: `git status`, `git log` and `git diff` work, while `git add`,
+// `git commit` or `git worktree prune` fail or do nothing with git's own
+// "Read-only file system" message (the agent commits through the workflow's
+// commit update instead).
+//
+// Identity and hardening: the container runs as the uid:gid that owns the
+// worktree directory on the host, so files it writes stay editable and
+// removable by the worker and git sees one owner on both sides; every
+// capability is dropped and no-new-privileges is set.
+//
+// Network (RuntimeSpec.Network): "none" is Docker's none network (loopback
+// only). "limited" is the internal bridge network LimitedNetworkName, created
+// on first use with internal=true and inter-container traffic disabled
+// (enable_icc=false): the daemon's firewall rules drop every packet the
+// container sends to be forwarded beyond that network and there is no NAT,
+// so nothing leaves the machine (external DNS fails too), and traffic between
+// sandbox containers is dropped. What it still allows: the host itself, at
+// any of its own addresses other than loopback (the network's gateway, the
+// host's other interface addresses), so a host service listening on all
+// interfaces (0.0.0.0) is reachable from the container while one bound to
+// 127.0.0.1 is not; bind worker-side services to loopback, or use "limited"
+// deliberately to reach an egress proxy on the gateway address. "default" is
+// Docker's default bridge (outbound access through NAT).
+//
+// Resources (RuntimeSpec.Resources): CPU → NanoCPUs, MemoryMB → Memory (and
+// MemorySwap, so no swap), Pids → PidsLimit (DefaultPidsLimit when zero).
+// DiskGB is not enforced (it needs storage-driver quotas).
+//
+// Environment: the container's environment is exactly the fixed base set
+// (PATH=BasePath, HOME=Home, LANG=C.UTF-8, TERM=dumb), Options.BaseEnv and
+// RuntimeSpec.Env (later wins); ExecRequest.Env is added per command. The
+// worker's own environment is never passed. Variables the image itself
+// declares (its ENV) stay visible unless overridden: they come from the
+// image's author, not from the worker.
+//
+// # Commands
+//
+// See Runtime.ExecStream: exec create + attach with stdout and stderr
+// demultiplexed (stdcopy), the exit code read from exec inspect and polled so
+// that a stream held open by a background process cannot hang the call, and a
+// timeout or cancellation that kills the command's whole process tree inside
+// the container with a second exec. The image must provide /bin/sh.
+//
+// Hibernation: Stop stops the container (its processes die, the worktree is
+// untouched); the next command starts it again. Destroy removes the container
+// and never touches a mount's source.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Kind is the RuntimeProvider kind string of this backend.
+const Kind = "docker"
+
+// Container naming and labels (issue 3: "labeled (managed-by=sandboxcore,
+// workspace id, runtime id)").
+const (
+	// ContainerPrefix prefixes RuntimeSpec.ID to name a runtime's container.
+	ContainerPrefix = "sandboxcore-"
+	// LabelManagedBy marks every container and network this package creates;
+	// its value is ManagedByValue.
+	LabelManagedBy = "managed-by"
+	// ManagedByValue is the value of LabelManagedBy.
+	ManagedByValue = "sandboxcore"
+	// LabelRuntime holds the runtime id (RuntimeSpec.ID).
+	LabelRuntime = "sandboxcore.runtime"
+	// LabelWorkspace holds the workspace id (RuntimeSpec.WorkspaceID).
+	LabelWorkspace = "sandboxcore.workspace"
+	// LabelSpecHash holds a hash of the spec the container was built from;
+	// Create replaces a container whose hash differs.
+	LabelSpecHash = "sandboxcore.spec-hash"
+	// LimitedNetworkName is the internal bridge network of RuntimeSpec.Network
+	// "limited" (see the package documentation for what it allows).
+	LimitedNetworkName = "sandboxcore-limited"
+)
+
+// Defaults and limits.
+const (
+	// BasePath is the PATH every container starts with (RuntimeSpec.Env or
+	// ExecRequest.Env may replace it); the same as the local runtime's.
+	BasePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// Home is HOME inside the container: the container's own /tmp, so tool
+	// caches (pip, npm, go) never land in the worktree and its diff. It
+	// survives Stop and is lost on Destroy.
+	Home = "/tmp"
+	// DefaultPidsLimit is the container's PidsLimit when ResourceHints.Pids is
+	// zero (a fork bomb must not take the host down).
+	DefaultPidsLimit = 4096
+	// DefaultStopTimeout is how long Stop waits after SIGTERM before SIGKILL.
+	DefaultStopTimeout = 2 * time.Second
+	// pingTimeout bounds the daemon probe in New.
+	pingTimeout = 10 * time.Second
+)
+
+// Options configure a Provider. The zero value uses the daemon named by the
+// environment (DOCKER_HOST, or the default socket) and requires every
+// RuntimeSpec to name its image.
+type Options struct {
+	// Host is the daemon address, e.g. "unix:///var/run/docker.sock"; ""
+	// means DOCKER_HOST or the client's default.
+	Host string
+	// Image is used when RuntimeSpec.Image is empty (SANDBOX_RUNTIME_IMAGE).
+	// When set, New checks that the daemon has it.
+	Image string
+	// BaseEnv holds extra fixed variables added to every container's
+	// environment after the built-in base set and before RuntimeSpec.Env. It
+	// must not carry secrets meant for a single workspace.
+	BaseEnv map[string]string
+	// StopTimeout is Stop's grace period between SIGTERM and SIGKILL; 0 means
+	// DefaultStopTimeout.
+	StopTimeout time.Duration
+	// Logger receives lifecycle and exec records (never argv beyond Cmd[0],
+	// env or output); nil discards them.
+	Logger *slog.Logger
+}
+
+// Provider is the Docker sandbox.RuntimeProvider. It is safe for concurrent
+// use; it keeps no runtime state of its own (the daemon is the source of
+// truth), so a new Provider after a worker restart sees every container.
+type Provider struct {
+	cli         *client.Client
+	host        string
+	image       string
+	baseEnv     map[string]string
+	stopTimeout time.Duration
+	log         *slog.Logger
+
+	netMu    sync.Mutex
+	netReady bool
+}
+
+var _ sandbox.RuntimeProvider = (*Provider)(nil)
+
+// New connects to the Docker daemon (API version negotiated with it) and
+// checks that it answers and, when Options.Image is set, that the image is
+// present. Errors wrap sandbox.ErrRuntimeUnavailable when the daemon cannot
+// be reached (or Options.Host is malformed), and sandbox.ErrNotFound, naming
+// the image, when the image is missing.
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if opts.Host != "" {
+		copts = append(copts, client.WithHost(opts.Host))
+	}
+	cli, err := client.NewClientWithOpts(copts...)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: client for %q: %v", opts.Host, err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Provider{
+		cli: cli, host: cli.DaemonHost(), image: opts.Image, baseEnv: maps.Clone(opts.BaseEnv),
+		stopTimeout: opts.StopTimeout, log: log.With("runtime", Kind),
+	}
+	if p.stopTimeout <= 0 {
+		p.stopTimeout = DefaultStopTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		_ = cli.Close()
+		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: the daemon at %s does not answer: %v", p.host, err)
+	}
+	if opts.Image != "" {
+		if err := p.checkImage(pctx, opts.Image); err != nil {
+			_ = cli.Close()
+			return nil, err
+		}
+	}
+	p.log.Debug("connected", "host", p.host, "api_version", cli.ClientVersion())
+	return p, nil
+}
+
+// Close releases the client's connections. Runtimes keep running.
+func (p *Provider) Close() error { return p.cli.Close() }
+
+// Kind returns "docker".
+func (p *Provider) Kind() string { return Kind }
+
+// Capabilities reports the truth (seed "Optional Capabilities"): isolated;
+// no snapshots and no preview URLs (not built: `docker commit` and a
+// loopback-published port would provide them); no interactive sessions.
+func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
+	return sandbox.RuntimeCapabilities{Isolated: true}
+}
+
+// Snapshots returns nil: snapshots are not built.
+func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
+
+// PreviewURLs returns nil: preview URLs are not built.
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
+
+// ContainerName returns the container name of runtime id: ContainerPrefix+id.
+func ContainerName(id string) string { return ContainerPrefix + id }
+
+// Create returns the runtime with spec.ID, creating and starting its
+// container when missing (seed "Runtime Port": RuntimeProvider.create;
+// issue 3: idempotent create). An existing container built from an equal
+// spec is returned in whatever state it is (a stopped one starts on the next
+// command); one built from a different spec is removed and recreated (its
+// running commands die).
+//
+// The spec must name an image (or Options.Image is used), have exactly one
+// mount whose Target is spec.Workdir with an absolute Source that is an
+// existing directory, and only absolute mount sources and targets; a mount
+// whose Target equals its Source is bound at the symlink-free path (git
+// records resolved paths in a worktree's ".git" file). Errors wrap
+// sandbox.ErrInvalidArgument for a malformed spec, sandbox.ErrNotFound naming
+// the image when the daemon does not have it, sandbox.ErrConflict when a
+// container of that name is not managed by sandboxcore, and
+// sandbox.ErrRuntimeUnavailable when the daemon fails or cannot be reached.
+func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
+	b, err := p.build(spec)
+	if err != nil {
+		return nil, err
+	}
+	name := ContainerName(spec.ID)
+	for attempt := 0; ; attempt++ {
+		info, err := p.cli.ContainerInspect(ctx, name)
+		switch {
+		case err == nil:
+			if err := ours(info.Config, spec.ID); err != nil {
+				return nil, err
+			}
+			if info.Config.Labels[LabelSpecHash] == b.hash {
+				return p.handle(spec.ID, b.root, b.workdir), nil
+			}
+			if attempt >= 2 {
+				return nil, sandbox.Errorf(sandbox.ErrConflict, "docker: container %s keeps changing under a concurrent create", name)
+			}
+			p.log.Info("replacing a runtime container built from another spec", "id", spec.ID, "container", name)
+			if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				return nil, p.mapErr(err, "replace container %s", name)
+			}
+			continue
+		case !cerrdefs.IsNotFound(err):
+			return nil, p.mapErr(err, "inspect container %s", name)
+		}
+		if spec.Network == sandbox.NetworkLimited || spec.Network == "" {
+			if err := p.ensureLimitedNetwork(ctx); err != nil {
+				return nil, err
+			}
+		}
+		_, err = p.cli.ContainerCreate(ctx, b.config, b.host, nil, nil, name)
+		switch {
+		case err == nil:
+		case cerrdefs.IsConflict(err) && attempt < 2:
+			continue // created concurrently: inspect and reuse it
+		case cerrdefs.IsNotFound(err):
+			return nil, p.imageError(b.config.Image, err)
+		default:
+			return nil, p.mapErr(err, "create container %s", name)
+		}
+		if err := p.cli.ContainerStart(ctx, name, container.StartOptions{}); err != nil {
+			return nil, p.mapErr(err, "start container %s", name)
+		}
+		p.log.Debug("runtime created", "id", spec.ID, "container", name, "image", b.config.Image, "user", b.config.User, "network", b.host.NetworkMode)
+		return p.handle(spec.ID, b.root, b.workdir), nil
+	}
+}
+
+// Get returns the runtime with id, or an error wrapping sandbox.ErrNotFound
+// when no sandboxcore container of that name exists (sandbox.ErrConflict for a
+// foreign container, sandbox.ErrRuntimeUnavailable when the daemon fails).
+func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
+	if err := sandbox.ValidateID("runtime id", id); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %q not found", clip(id))
+	}
+	info, err := p.cli.ContainerInspect(ctx, ContainerName(id))
+	if err != nil {
+		return nil, p.mapErr(err, "runtime %s", id)
+	}
+	if err := ours(info.Config, id); err != nil {
+		return nil, err
+	}
+	root, workdir := "", info.Config.WorkingDir
+	for _, m := range info.Mounts {
+		if m.Destination == workdir {
+			root = m.Source
+		}
+	}
+	return p.handle(id, root, workdir), nil
+}
+
+// List returns the sandboxcore runtimes whose labels contain every given
+// label pair (nil or empty labels match all), sorted by id. Labels include
+// the provider's own (LabelManagedBy, LabelRuntime, LabelWorkspace).
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbox.RuntimeSummary, error) {
+	f := filters.NewArgs(filters.Arg("label", LabelManagedBy+"="+ManagedByValue))
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	cs, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, p.mapErr(err, "list containers")
+	}
+	out := []sandbox.RuntimeSummary{}
+	for _, c := range cs {
+		id := c.Labels[LabelRuntime]
+		if id == "" || !slices.Contains(c.Names, "/"+ContainerName(id)) {
+			continue
+		}
+		ls := maps.Clone(c.Labels)
+		delete(ls, LabelSpecHash)
+		out = append(out, sandbox.RuntimeSummary{ID: id, State: stateOf(string(c.State)), Labels: ls})
+	}
+	slices.SortFunc(out, func(a, b sandbox.RuntimeSummary) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Destroy removes the runtime's container (killing its commands); a missing
+// one is success. It never touches the workspace or any other mount source
+// (seed "Key rule: destroying a runtime must not delete a workspace").
+// Errors wrap sandbox.ErrConflict for a container sandboxcore does not manage
+// and sandbox.ErrRuntimeUnavailable when the daemon fails.
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	if sandbox.ValidateID("runtime id", id) != nil {
+		return nil // no such container can exist
+	}
+	name := ContainerName(id)
+	info, err := p.cli.ContainerInspect(ctx, name)
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return p.mapErr(err, "inspect container %s", name)
+	}
+	if err := ours(info.Config, id); err != nil {
+		return err
+	}
+	if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return p.mapErr(err, "remove container %s", name)
+	}
+	p.log.Debug("runtime destroyed", "id", id, "container", name)
+	return nil
+}
+
+func (p *Provider) handle(id, root, workdir string) *Runtime {
+	return &Runtime{p: p, id: id, name: ContainerName(id), root: root, workdir: workdir}
+}
+
+// ours refuses a container that sandboxcore did not create for runtime id.
+func ours(cfg *container.Config, id string) error {
+	if cfg == nil || cfg.Labels[LabelManagedBy] != ManagedByValue || cfg.Labels[LabelRuntime] != id {
+		return sandbox.Errorf(sandbox.ErrConflict, "docker: container %s exists but is not a sandboxcore runtime (labels %s=%s, %s=%s missing): it is left alone",
+			ContainerName(id), LabelManagedBy, ManagedByValue, LabelRuntime, id)
+	}
+	return nil
+}
+
+// ensureLimitedNetwork creates LimitedNetworkName once (internal bridge,
+// inter-container traffic disabled); an existing one is reused.
+func (p *Provider) ensureLimitedNetwork(ctx context.Context) error {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	if p.netReady {
+		return nil
+	}
+	_, err := p.cli.NetworkInspect(ctx, LimitedNetworkName, network.InspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		_, err = p.cli.NetworkCreate(ctx, LimitedNetworkName, network.CreateOptions{
+			Driver:   "bridge",
+			Internal: true,
+			Options:  map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+			Labels:   map[string]string{LabelManagedBy: ManagedByValue},
+		})
+		if cerrdefs.IsConflict(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return p.mapErr(err, "network %s", LimitedNetworkName)
+	}
+	p.netReady = true
+	return nil
+}
+
+func (p *Provider) checkImage(ctx context.Context, image string) error {
+	if _, err := p.cli.ImageInspect(ctx, image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return p.imageError(image, err)
+		}
+		return p.mapErr(err, "inspect image %s", image)
+	}
+	return nil
+}
+
+func (p *Provider) imageError(image string, err error) error {
+	return sandbox.Errorf(sandbox.ErrNotFound, "docker: image %q is not present on the daemon at %s (images are never pulled: build or load it first, e.g. .ci/test-image.sh): %v", image, p.host, err)
+}
+
+// mapErr wraps a daemon error in the sandbox kind that fits it.
+func (p *Provider) mapErr(err error, format string, args ...any) error {
+	msg := "docker: " + fmt.Sprintf(format, args...)
+	switch {
+	case client.IsErrConnectionFailed(err):
+		return wrapErr(sandbox.ErrRuntimeUnavailable, err, "%s: the daemon at %s cannot be reached", msg, p.host)
+	case errors.Is(err, context.DeadlineExceeded):
+		return wrapErr(sandbox.ErrTimeout, err, "%s", msg)
+	case errors.Is(err, context.Canceled):
+		return wrapErr(sandbox.ErrRuntimeUnavailable, err, "%s", msg)
+	case cerrdefs.IsNotFound(err):
+		return wrapErr(sandbox.ErrNotFound, err, "%s", msg)
+	case cerrdefs.IsConflict(err):
+		return wrapErr(sandbox.ErrConflict, err, "%s", msg)
+	}
+	return wrapErr(sandbox.ErrRuntimeUnavailable, err, "%s", msg)
+}
+
+// wrapErr returns an error whose text is "<kind.Type>: <message>: <cause>" and
+// that wraps both kind and cause for errors.Is.
+func wrapErr(kind *sandbox.Kind, cause error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %w", kind, fmt.Sprintf(format, args...), cause)
+}
+
+func stateOf(s string) sandbox.RuntimeState {
+	switch s {
+	case "running":
+		return sandbox.RuntimeRunning
+	case "created", "exited", "paused":
+		return sandbox.RuntimeStopped
+	case "restarting":
+		return sandbox.RuntimeStarting
+	}
+	return sandbox.RuntimeError // "removing", "dead"
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -1,0 +1,599 @@
+package docker_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// DefaultTestImage is the image the tests use unless SANDBOX_TEST_IMAGE
+// names another; .ci/test-image.sh builds it without a registry.
+const DefaultTestImage = "sandboxcore-test:latest"
+
+// testLabel marks every container these tests create, so TestMain can remove
+// leftovers of an interrupted run.
+const testLabel = "sandboxcore.test"
+
+func testImage() string {
+	if v := os.Getenv("SANDBOX_TEST_IMAGE"); v != "" {
+		return v
+	}
+	return DefaultTestImage
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	removeLeftovers()
+	os.Exit(code)
+}
+
+func removeLeftovers() {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", testLabel+"=docker"))})
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	}
+}
+
+// unavailable skips the test when Docker (or the test image) is missing,
+// except under CI=true, where it fails: CI must run these tests.
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...) + " (start dockerd and run .ci/test-image.sh)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func opts(t testing.TB) docker.Options {
+	return docker.Options{Image: testImage(), Logger: testLogger(t)}
+}
+
+// newProvider connects to the local daemon and checks the test image.
+func newProvider(t testing.TB) *docker.Provider {
+	t.Helper()
+	p, err := docker.New(context.Background(), opts(t))
+	if err != nil {
+		unavailable(t, "docker runtime unavailable: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func rawClient(t testing.TB) *client.Client {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "rt-dockertest-" + hex.EncodeToString(b)
+}
+
+func specFor(dir string) sandbox.RuntimeSpec {
+	return sandbox.RuntimeSpec{
+		ID:          newID(),
+		WorkspaceID: "ws-dockertest",
+		Workdir:     "/workspace",
+		Mounts:      []sandbox.Mount{{Source: dir, Target: "/workspace", Writable: true}},
+		Network:     sandbox.NetworkLimited,
+		Labels:      map[string]string{testLabel: "docker"},
+	}
+}
+
+func factory(t *testing.T) runtimetest.Env {
+	p := newProvider(t)
+	dir := t.TempDir()
+	return runtimetest.Env{
+		Provider: p,
+		Spec:     specFor(dir),
+		HostDir:  dir,
+		Reopen: func(t *testing.T) sandbox.RuntimeProvider {
+			return newProvider(t)
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	runtimetest.Run(t, factory, runtimetest.Options{})
+}
+
+// setup creates a runtime over a fresh directory (or the given spec).
+func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *docker.Provider, sandbox.RuntimeSpec, sandbox.Runtime) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	p := newProvider(t)
+	spec := specFor(t.TempDir())
+	if mutate != nil {
+		mutate(&spec)
+	}
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	return ctx, p, spec, rt
+}
+
+func run(t *testing.T, ctx context.Context, rt sandbox.Runtime, script string) sandbox.ExecResult {
+	t.Helper()
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: 60})
+	require.NoError(t, err)
+	return res
+}
+
+func requireOK(t *testing.T, res sandbox.ExecResult) {
+	t.Helper()
+	require.Equal(t, 0, res.ExitCode, "stdout=%q stderr=%q", res.Stdout, res.Stderr)
+}
+
+func TestKindAndCapabilities(t *testing.T) {
+	p := newProvider(t)
+	require.Equal(t, "docker", p.Kind())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true}, p.Capabilities())
+	require.Nil(t, p.Snapshots())
+	require.Nil(t, p.PreviewURLs())
+}
+
+func TestDaemonDownIsRuntimeUnavailable(t *testing.T) {
+	host := "unix://" + filepath.Join(t.TempDir(), "no-daemon.sock")
+	_, err := docker.New(context.Background(), docker.Options{Host: host})
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.Equal(t, sandbox.ErrRuntimeUnavailable, sandbox.KindOf(err))
+	require.Contains(t, err.Error(), host)
+
+	// A provider whose daemon went away: every call is ErrRuntimeUnavailable.
+	p, err := docker.NewUnchecked(docker.Options{Host: host, Image: "any"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = p.Create(ctx, specFor(t.TempDir()))
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	_, err = p.Get(ctx, "rt-x")
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	_, err = p.List(ctx, nil)
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, p.Destroy(ctx, "rt-x"), sandbox.ErrRuntimeUnavailable)
+}
+
+func TestMissingImageNamesIt(t *testing.T) {
+	newProvider(t) // skip without a daemon
+	const img = "sandboxcore-no-such-image:never"
+	_, err := docker.New(context.Background(), docker.Options{Image: img})
+	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.Contains(t, err.Error(), img)
+
+	p := newProvider(t)
+	spec := specFor(t.TempDir())
+	spec.Image = img
+	_, err = p.Create(context.Background(), spec)
+	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.Contains(t, err.Error(), img)
+	_, err = p.Get(context.Background(), spec.ID)
+	require.ErrorIs(t, err, sandbox.ErrNotFound, "nothing was created")
+}
+
+func TestCreateValidatesSpec(t *testing.T) {
+	p := newProvider(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	cases := map[string]func(*sandbox.RuntimeSpec){
+		"bad id":            func(s *sandbox.RuntimeSpec) { s.ID = "../x" },
+		"relative workdir":  func(s *sandbox.RuntimeSpec) { s.Workdir = "workspace"; s.Mounts[0].Target = "workspace" },
+		"no workdir mount":  func(s *sandbox.RuntimeSpec) { s.Mounts[0].Target = "/elsewhere" },
+		"relative source":   func(s *sandbox.RuntimeSpec) { s.Mounts[0].Source = "rel" },
+		"missing source":    func(s *sandbox.RuntimeSpec) { s.Mounts[0].Source = filepath.Join(dir, "missing") },
+		"file workdir":      func(s *sandbox.RuntimeSpec) { s.Mounts[0].Source = file },
+		"duplicate target":  func(s *sandbox.RuntimeSpec) { s.Mounts = append(s.Mounts, s.Mounts[0]) },
+		"bad network":       func(s *sandbox.RuntimeSpec) { s.Network = "open" },
+		"bad env":           func(s *sandbox.RuntimeSpec) { s.Env = map[string]string{"A=B": "x"} },
+		"negative resource": func(s *sandbox.RuntimeSpec) { s.Resources = &sandbox.ResourceHints{MemoryMB: -1} },
+	}
+	for name, mutate := range cases {
+		spec := specFor(dir)
+		mutate(&spec)
+		_, err := p.Create(context.Background(), spec)
+		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+	}
+	noImage, err := docker.New(context.Background(), docker.Options{})
+	require.NoError(t, err)
+	defer noImage.Close()
+	_, err = noImage.Create(context.Background(), specFor(dir))
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "no image anywhere")
+}
+
+func TestContainerLabelsIdempotenceAndReplacement(t *testing.T) {
+	ctx, p, spec, _ := setup(t, nil)
+	cli := rawClient(t)
+	info, err := cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
+	require.NoError(t, err)
+	require.Equal(t, "sandboxcore", info.Config.Labels["managed-by"])
+	require.Equal(t, spec.ID, info.Config.Labels["sandboxcore.runtime"])
+	require.Equal(t, spec.WorkspaceID, info.Config.Labels["sandboxcore.workspace"])
+	require.True(t, *info.HostConfig.Init)
+	require.Equal(t, []string{"ALL"}, []string(info.HostConfig.CapDrop))
+
+	// Same spec: the same container, even from another provider.
+	_, err = newProvider(t).Create(ctx, spec)
+	require.NoError(t, err)
+	again, err := cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
+	require.NoError(t, err)
+	require.Equal(t, info.ID, again.ID)
+
+	// Another spec: the container is replaced.
+	spec.Env = map[string]string{"CHANGED": "yes"}
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	replaced, err := cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
+	require.NoError(t, err)
+	require.NotEqual(t, info.ID, replaced.ID)
+	res := run(t, ctx, rt, `echo "$CHANGED"`)
+	require.Equal(t, "yes\n", string(res.Stdout))
+
+	// A container of the same name that sandboxcore does not manage is left alone.
+	foreign := specFor(t.TempDir())
+	_, err = cli.ContainerCreate(ctx, &container.Config{Image: testImage(), Cmd: []string{"true"}, Labels: map[string]string{testLabel: "docker"}}, nil, nil, nil, docker.ContainerName(foreign.ID))
+	require.NoError(t, err)
+	_, err = p.Create(ctx, foreign)
+	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, p.Destroy(ctx, foreign.ID), sandbox.ErrConflict)
+	_, err = cli.ContainerInspect(ctx, docker.ContainerName(foreign.ID))
+	require.NoError(t, err, "the foreign container still exists")
+}
+
+func TestExactEnvironment(t *testing.T) {
+	t.Setenv("DOCKERTEST_WORKER_ONLY", "leak")
+	ctx, _, _, rt := setup(t, func(s *sandbox.RuntimeSpec) {
+		s.Env = map[string]string{"SPEC_VAR": "spec", "TERM": "xterm"}
+	})
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"REQ_VAR": "req"}})
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	sort.Strings(lines)
+	require.Len(t, lines, 7, "%q", lines)
+	require.True(t, strings.HasPrefix(lines[1], "HOSTNAME="), "Docker adds HOSTNAME: %q", lines)
+	lines = append(lines[:1], lines[2:]...)
+	require.Equal(t, []string{
+		"HOME=/tmp",
+		"LANG=C.UTF-8",
+		"PATH=" + docker.BasePath,
+		"REQ_VAR=req",
+		"SPEC_VAR=spec",
+		"TERM=xterm",
+	}, lines)
+}
+
+func TestReadOnlyWorkspace(t *testing.T) {
+	ctx, _, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) { s.Mounts[0].Writable = false })
+	require.NoError(t, os.WriteFile(filepath.Join(spec.Mounts[0].Source, "in"), []byte("data\n"), 0o644))
+	res := run(t, ctx, rt, "cat in; touch out")
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Equal(t, "data\n", string(res.Stdout))
+	require.Contains(t, string(res.Stderr), "Read-only file system")
+	require.NoFileExists(t, filepath.Join(spec.Mounts[0].Source, "out"))
+}
+
+func TestOwnershipOnHost(t *testing.T) {
+	ctx, _, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) {
+		require.NoError(t, os.Chown(s.Mounts[0].Source, 12345, 12346))
+	})
+	res := run(t, ctx, rt, "id -u; id -g; echo x > f; mkdir -p d/e; echo y > d/e/g")
+	requireOK(t, res)
+	require.Equal(t, "12345\n12346\n", string(res.Stdout))
+	for _, p := range []string{"f", "d", "d/e", "d/e/g"} {
+		fi, err := os.Stat(filepath.Join(spec.Mounts[0].Source, p))
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		require.Equal(t, [2]uint32{12345, 12346}, [2]uint32{st.Uid, st.Gid}, p)
+	}
+}
+
+func TestResourceHints(t *testing.T) {
+	ctx, _, spec, _ := setup(t, func(s *sandbox.RuntimeSpec) {
+		s.Resources = &sandbox.ResourceHints{CPU: 0.5, MemoryMB: 256, Pids: 100}
+	})
+	info, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID))
+	require.NoError(t, err)
+	require.Equal(t, int64(500_000_000), info.HostConfig.NanoCPUs)
+	require.Equal(t, int64(256<<20), info.HostConfig.Memory)
+	require.Equal(t, int64(100), *info.HostConfig.PidsLimit)
+
+	_, _, spec, _ = setup(t, nil)
+	info, err = rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID))
+	require.NoError(t, err)
+	require.Equal(t, int64(docker.DefaultPidsLimit), *info.HostConfig.PidsLimit)
+}
+
+// defaultRoute reports whether the runtime's routing table has a default route.
+func defaultRoute(t *testing.T, ctx context.Context, rt sandbox.Runtime) bool {
+	res := run(t, ctx, rt, `awk 'NR>1 && $2=="00000000"{f=1} END{exit !f}' /proc/net/route 2>/dev/null || grep -q '^[^ ]*	00000000	' /proc/net/route`)
+	return res.ExitCode == 0
+}
+
+func TestNetworkModes(t *testing.T) {
+	for _, tc := range []struct {
+		network sandbox.Network
+		mode    string
+		route   bool
+	}{
+		{sandbox.NetworkNone, "none", false},
+		// limited keeps a default route to its gateway (the host); the
+		// network being internal is what drops forwarded traffic off the
+		// machine (checked below, without sending any).
+		{sandbox.NetworkLimited, docker.LimitedNetworkName, true},
+		{sandbox.NetworkDefault, "bridge", true},
+	} {
+		t.Run(string(tc.network), func(t *testing.T) {
+			ctx, _, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = tc.network })
+			info, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID))
+			require.NoError(t, err)
+			require.Equal(t, tc.mode, string(info.HostConfig.NetworkMode))
+			require.Equal(t, tc.route, defaultRoute(t, ctx, rt), "default route")
+		})
+	}
+	cli := rawClient(t)
+	nw, err := cli.NetworkInspect(context.Background(), docker.LimitedNetworkName, network.InspectOptions{})
+	require.NoError(t, err)
+	require.True(t, nw.Internal, "the limited network is internal")
+	require.Equal(t, "false", nw.Options["com.docker.network.bridge.enable_icc"])
+}
+
+func TestHibernateStopsTheContainer(t *testing.T) {
+	ctx, _, spec, rt := setup(t, nil)
+	cli := rawClient(t)
+	requireOK(t, run(t, ctx, rt, "echo kept > f; sleep 300 >/dev/null 2>&1 &"))
+	require.NoError(t, rt.Stop(ctx))
+	info, err := cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
+	require.NoError(t, err)
+	require.False(t, info.State.Running, "hibernate stops the container")
+	require.FileExists(t, filepath.Join(spec.Mounts[0].Source, "f"))
+
+	start := time.Now()
+	res := run(t, ctx, rt, "cat f; ps -e -o comm= | grep -c '^sleep$' || true")
+	t.Logf("resume + exec took %v", time.Since(start))
+	requireOK(t, res)
+	require.Equal(t, "kept\n1\n", string(res.Stdout), "the file is kept; only the idle loop's sleep runs after resume")
+	info, err = cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
+	require.NoError(t, err)
+	require.True(t, info.State.Running)
+}
+
+func TestDestroyRemovesContainerKeepsWorktree(t *testing.T) {
+	ctx, p, spec, rt := setup(t, nil)
+	requireOK(t, run(t, ctx, rt, "echo kept > f"))
+	require.NoError(t, p.Destroy(ctx, spec.ID))
+	_, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID))
+	require.True(t, cerrdefs.IsNotFound(err), "container removed: %v", err)
+	require.FileExists(t, filepath.Join(spec.Mounts[0].Source, "f"))
+	st, err := rt.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, sandbox.RuntimeMissing, st)
+	_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, rt.Start(ctx), sandbox.ErrNotFound)
+	require.NoError(t, rt.Stop(ctx))
+}
+
+func TestTimeoutLeavesNoProcess(t *testing.T) {
+	ctx, _, _, rt := setup(t, nil)
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "(sleep 100 &) ; sleep 200 & sh -c 'sleep 300' & wait"}, TimeoutS: 1})
+	require.NoError(t, err)
+	require.True(t, res.TimedOut)
+	require.Equal(t, 124, res.ExitCode)
+	// Only the idle loop's sleep is left (the (sleep 100 &) grandchild
+	// reparented to init but stays in the command's session).
+	res = run(t, ctx, rt, "ps -e -o comm= | grep -c '^sleep$'")
+	require.Equal(t, "1\n", string(res.Stdout))
+}
+
+func TestStreamHeldOpenDoesNotHang(t *testing.T) {
+	ctx, _, _, rt := setup(t, nil)
+	start := time.Now()
+	// The child keeps stdout and stderr open for 30 s after the leader exits.
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 30 & echo out; echo err >&2; exit 5"}, TimeoutS: 60})
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 2*time.Second)
+	require.Equal(t, 5, res.ExitCode)
+	require.Equal(t, "out\n", string(res.Stdout))
+	require.Equal(t, "err\n", string(res.Stderr))
+}
+
+func TestDashArgv0(t *testing.T) {
+	ctx, _, _, rt := setup(t, nil)
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"-x"}})
+	require.NoError(t, err)
+	require.Equal(t, 127, res.ExitCode)
+}
+
+// --- git inside the container -------------------------------------------
+
+// gitFixture builds the repo cache layout of internal/workspace on the host:
+// <root>/repos/h/o/r/.bare (bare) and a linked worktree
+// <root>/repos/h/o/r/worktrees/w1 on branch agent/edits-1, plus a second
+// worktree w2 standing for another user's workspace.
+func gitFixture(t *testing.T) (bare, wt string) {
+	t.Helper()
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	repo := filepath.Join(root, "repos", "h", "o", "r")
+	bare = filepath.Join(repo, ".bare")
+	wt = filepath.Join(repo, "worktrees", "w1")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	git(src, "init", "-q")
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a.txt"), []byte("a\n"), 0o644))
+	git(src, "add", "a.txt")
+	git(src, "commit", "-qm", "init")
+	require.NoError(t, os.MkdirAll(repo, 0o755))
+	git(repo, "clone", "-q", "--bare", src, bare)
+	git(bare, "worktree", "add", "-q", "-b", "agent/edits-1", wt, "main")
+	git(bare, "worktree", "add", "-q", "-b", "agent/edits-2", filepath.Join(repo, "worktrees", "w2"), "main")
+	return bare, wt
+}
+
+// treeSum hashes every file's path, mode and content under dir.
+func treeSum(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v %d\n", p, fi.Mode(), fi.Size())
+		if fi.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(h, f)
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			fmt.Fprintln(h, target)
+		}
+		return nil
+	}))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func gitSpec(bare, wt string) func(*sandbox.RuntimeSpec) {
+	return func(s *sandbox.RuntimeSpec) {
+		s.Mounts = []sandbox.Mount{
+			{Source: wt, Target: "/workspace", Writable: true},
+			{Source: bare, Target: bare, Writable: false},
+		}
+	}
+}
+
+func TestGitInsideContainer(t *testing.T) {
+	bare, wt := gitFixture(t)
+	before := treeSum(t, bare)
+	ctx, _, _, rt := setup(t, gitSpec(bare, wt))
+
+	res := run(t, ctx, rt, "git status")
+	requireOK(t, res)
+	require.Contains(t, string(res.Stdout), "On branch agent/edits-1")
+	res = run(t, ctx, rt, "git log --oneline && git diff --stat && git rev-parse --show-toplevel")
+	requireOK(t, res)
+	require.Contains(t, string(res.Stdout), "init")
+	require.Contains(t, string(res.Stdout), "/workspace")
+
+	// Edits in the worktree are seen by git inside.
+	requireOK(t, run(t, ctx, rt, "echo b > b.txt && echo more >> a.txt"))
+	res = run(t, ctx, rt, "git status --porcelain")
+	requireOK(t, res)
+	require.Equal(t, " M a.txt\n?? b.txt\n", string(res.Stdout))
+
+	// Writes to the cache are refused with git's clear message.
+	res = run(t, ctx, rt, "git add -A")
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Contains(t, string(res.Stderr), "Read-only file system")
+	res = run(t, ctx, rt, "git -c user.name=a -c user.email=a@a commit -qam x")
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Contains(t, string(res.Stderr), "Read-only file system")
+
+	// Hostile attempts on the cache change nothing.
+	for _, script := range []string{
+		"git worktree prune",
+		"git worktree remove --force /workspace",
+		"git config user.name hacked",
+		"git branch evil",
+		"git tag evil",
+		"git update-ref refs/heads/agent/edits-2 HEAD~0",
+		"git gc --prune=now",
+		`echo 'touch /tmp/pwned' > "$(git rev-parse --git-common-dir)/hooks/post-checkout"`,
+		`rm -rf "$(git rev-parse --git-common-dir)/objects"`,
+		`printf 'gitdir: /tmp/elsewhere\n' > "$(git rev-parse --git-dir)/gitdir"`,
+	} {
+		run(t, ctx, rt, script)
+	}
+	require.Equal(t, before, treeSum(t, bare), "the container changed the repo cache")
+
+	// The host's registration of the worktree is intact.
+	out, err := exec.Command("git", "-C", bare, "worktree", "list", "--porcelain").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "worktree "+wt+"\n")
+	out, err = exec.Command("git", "-C", wt, "status", "--porcelain").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, " M a.txt\n?? b.txt\n", string(out))
+}
+
+func TestGitInsideAsWorktreeOwner(t *testing.T) {
+	bare, wt := gitFixture(t)
+	for _, dir := range []string{filepath.Dir(filepath.Dir(bare))} {
+		require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, 12345, 12346)
+		}))
+	}
+	before := treeSum(t, bare)
+	ctx, _, _, rt := setup(t, gitSpec(bare, wt))
+	res := run(t, ctx, rt, "id -u && git status --porcelain && echo new > c.txt")
+	requireOK(t, res)
+	require.Equal(t, "12345\n", string(res.Stdout))
+	fi, err := os.Stat(filepath.Join(wt, "c.txt"))
+	require.NoError(t, err)
+	require.Equal(t, uint32(12345), fi.Sys().(*syscall.Stat_t).Uid)
+	require.Equal(t, before, treeSum(t, bare))
+}

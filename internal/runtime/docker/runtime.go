@@ -1,0 +1,455 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/output"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Exec timing.
+const (
+	// DrainGrace bounds how long an exec call waits, once the command has
+	// exited, for output still held open by processes it left in the
+	// background; then the stream is closed and the call returns.
+	DrainGrace = 300 * time.Millisecond
+	// KillGrace bounds how long an exec call waits for the command to die
+	// after its process tree was killed (timeout or cancellation).
+	KillGrace = 5 * time.Second
+	// pollMin and pollMax bound the interval between exec inspections while
+	// a command runs (doubling from min to max).
+	pollMin = 10 * time.Millisecond
+	pollMax = 250 * time.Millisecond
+	// controlTimeout bounds daemon calls made after the caller's context ended.
+	controlTimeout = 10 * time.Second
+)
+
+// execWrapper runs as "/bin/sh -c execWrapper sandboxcore argv...": it
+// reports its own pid (the exec process is a session and process-group
+// leader, so this is the group to kill) as the first line of stderr, which
+// the runtime strips, then becomes the command (without the PWD variable sh
+// exports, so the environment is exactly the runtime's). sh gives the usual exit codes
+// for a missing (127) or non-executable (126) command.
+const execWrapper = `printf '%d\n' "$$" >&2; unset PWD; exec "$@"`
+
+// killScript kills, inside the container, the process group and the session
+// of the pid given as $1: everything the command started, including
+// background children, but not processes that left its session (setsid).
+const killScript = `p=$1; kill -9 -"$p"; for d in /proc/[0-9]*; do read -r s < "$d/stat" || continue; s=${s##*) }; set -- $s; [ "$4" = "$p" ] && kill -9 "${d#/proc/}"; done 2>/dev/null; exit 0`
+
+// Runtime is one Docker runtime: a handle on the container
+// ContainerName(ID()). Handles keep no state of their own, so several
+// handles on one runtime (from Create and Get, or from two Providers) behave
+// as one. It is safe for concurrent use; concurrent Execs run in parallel.
+type Runtime struct {
+	p    *Provider
+	id   string
+	name string
+	// root is the symlink-free host path of the workdir mount ("" when
+	// unknown); workdir is the container path it is mounted at.
+	root    string
+	workdir string
+}
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// ID returns the runtime id (RuntimeSpec.ID).
+func (r *Runtime) ID() string { return r.id }
+
+// State returns the container's state: running, stopped (created, exited or
+// paused), starting (restarting), error (removing, dead), or
+// sandbox.RuntimeMissing when the container does not exist. Errors wrap
+// sandbox.ErrRuntimeUnavailable when the daemon fails.
+func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
+	info, err := r.p.cli.ContainerInspect(ctx, r.name)
+	if cerrdefs.IsNotFound(err) {
+		return sandbox.RuntimeMissing, nil
+	}
+	if err != nil {
+		return sandbox.RuntimeError, r.p.mapErr(err, "inspect container %s", r.name)
+	}
+	if ours(info.Config, r.id) != nil || info.State == nil {
+		return sandbox.RuntimeMissing, nil
+	}
+	return stateOf(string(info.State.Status)), nil
+}
+
+// Start starts the container (a running one is left alone). Errors wrap
+// sandbox.ErrNotFound when the container does not exist (destroyed), and
+// sandbox.ErrRuntimeUnavailable when the workdir is gone or the daemon fails.
+func (r *Runtime) Start(ctx context.Context) error {
+	if r.root != "" {
+		if _, err := os.Stat(r.root); err != nil {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.id, r.root)
+		}
+	}
+	err := r.p.cli.ContainerStart(ctx, r.name, container.StartOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return sandbox.Errorf(sandbox.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
+	}
+	if err != nil {
+		return r.p.mapErr(err, "start container %s", r.name)
+	}
+	return nil
+}
+
+// Stop hibernates the runtime: the container is stopped (SIGTERM, then
+// SIGKILL after Options.StopTimeout), so every command still running in it
+// dies; the workspace is untouched and the next command starts the container
+// again. Stopping a stopped or destroyed runtime is success. Errors wrap
+// sandbox.ErrRuntimeUnavailable (daemon failure) or sandbox.ErrTimeout (ctx).
+func (r *Runtime) Stop(ctx context.Context) error {
+	secs := int((r.p.stopTimeout + time.Second - 1) / time.Second)
+	err := r.p.cli.ContainerStop(ctx, r.name, container.StopOptions{Timeout: &secs})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return r.p.mapErr(err, "stop container %s", r.name)
+	}
+	return nil
+}
+
+// Exec runs one command and returns its result (see ExecStream).
+func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return r.ExecStream(ctx, req, nil)
+}
+
+// ExecStream (seed "Runtime Port": exec / exec_stream; DESIGN.md
+// "Non-negotiables: Exec"; issue 3) runs req.Cmd (an argv, no shell implied)
+// in the container with `docker exec`, in the workdir or req.Cwd below it,
+// and returns when it has finished, handing each piece of output to onChunk
+// (when non-nil) as it arrives; onChunk calls are serialized and receive data
+// they may keep. A stopped container is started first.
+//
+// The command's environment is the container's (see the package
+// documentation) plus req.Env (which wins). Stdin is empty unless req.Stdin
+// is non-nil. Stdout and stderr are demultiplexed and each capped at
+// req.OutputCap() bytes (head and tail kept, see output.Capped) with the
+// full counts in StdoutBytes/StderrBytes.
+//
+// The exit is read from exec inspect, polled, so the call returns at most
+// DrainGrace after the command exits even when a background process it
+// started still holds its output open (such a process keeps running in the
+// container until it ends, the runtime stops, or it is destroyed). On timeout
+// or cancellation of ctx the command's process group and session are killed
+// inside the container (a second exec), so its whole tree dies.
+//
+// Outcomes that are results, not errors: a non-zero exit; 127 when the
+// executable is not found and 126 when it cannot be executed (sh's message on
+// stderr); 128+n when killed by signal n (137 also when the runtime was
+// stopped or destroyed under it); 124 with TimedOut after req.Timeout().
+//
+// Errors: sandbox.ErrInvalidArgument for a bad request (local.ValidateExecRequest;
+// a cwd that is missing, not a directory or resolves outside the workdir) —
+// nothing runs then; sandbox.ErrNotFound when the container does not exist;
+// sandbox.ErrRuntimeUnavailable when the workdir is gone, the daemon fails,
+// or ctx is cancelled (wrapping context.Canceled); sandbox.ErrTimeout when
+// ctx's deadline passes first (wrapping context.DeadlineExceeded). On ctx
+// expiry the partial result is returned along with the error.
+func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+	if err := local.ValidateExecRequest(req); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	cwd, err := r.cwd(req.Cwd)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	start := time.Now()
+	s := &streams{stdout: output.NewCapped(req.OutputCap()), stderr: output.NewCapped(req.OutputCap()), onChunk: onChunk}
+	if strings.HasPrefix(req.Cmd[0], "-") {
+		// sh's exec would take it for an option.
+		s.emit("stderr", s.stderr, []byte("sandbox: "+req.Cmd[0]+": command not found\n"))
+		return s.result(127, false, start), nil
+	}
+	execID, err := r.createExec(ctx, container.ExecOptions{
+		AttachStdout: true,
+		AttachStderr: true,
+		AttachStdin:  req.Stdin != nil,
+		Env:          envList(req.Env),
+		WorkingDir:   cwd,
+		Cmd:          append([]string{"/bin/sh", "-c", execWrapper, "sandboxcore"}, req.Cmd...),
+	})
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	hj, err := r.p.cli.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
+	if err != nil {
+		return sandbox.ExecResult{}, r.p.mapErr(err, "start exec in %s", r.name)
+	}
+	res, err := r.wait(ctx, req, execID, hj, s, start)
+	r.p.log.Debug("exec", "id", r.id, "cmd", req.Cmd[0], "exit_code", res.ExitCode, "timed_out", res.TimedOut,
+		"duration_ms", res.DurationMS, "stdout_bytes", res.StdoutBytes, "stderr_bytes", res.StderrBytes, "err", err)
+	return res, err
+}
+
+// createExec creates the exec, starting the container first when it is not
+// running.
+func (r *Runtime) createExec(ctx context.Context, opts container.ExecOptions) (string, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := r.p.cli.ContainerExecCreate(ctx, r.name, opts)
+		switch {
+		case err == nil:
+			return resp.ID, nil
+		case cerrdefs.IsNotFound(err):
+			return "", sandbox.Errorf(sandbox.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
+		case cerrdefs.IsConflict(err) && attempt == 0:
+			// Not running (stopped, hibernated): resume it.
+			if err := r.Start(ctx); err != nil {
+				return "", err
+			}
+			continue
+		}
+		return "", r.p.mapErr(err, "create exec in %s", r.name)
+	}
+}
+
+// wait pumps the exec's output until the command has exited (or was killed)
+// and classifies the outcome.
+func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID string, hj types.HijackedResponse, s *streams, start time.Time) (sandbox.ExecResult, error) {
+	closeConn := sync.OnceFunc(hj.Close)
+	defer closeConn()
+	sniff := &pidSniffer{next: sink{s, "stderr", s.stderr}}
+	copyDone := make(chan struct{})
+	go func() {
+		defer close(copyDone)
+		_, _ = stdcopy.StdCopy(sink{s, "stdout", s.stdout}, sniff, hj.Reader)
+	}()
+	if req.Stdin != nil {
+		go func() {
+			_, _ = hj.Conn.Write(req.Stdin) // fails once the command is gone without reading it all
+			_ = hj.CloseWrite()
+		}()
+	}
+
+	timeout := time.NewTimer(req.Timeout())
+	defer timeout.Stop()
+	delay := pollMin
+	poll := time.NewTimer(delay)
+	defer poll.Stop()
+	var (
+		streamDone              = (<-chan struct{})(copyDone)
+		ctxDone                 = ctx.Done()
+		killDeadline            <-chan time.Time
+		streamClosed            bool
+		timedOut, cancelled     bool
+		killWanted, killStarted bool
+	)
+	finish := func(code int) (sandbox.ExecResult, error) {
+		if !streamClosed {
+			select {
+			case <-copyDone:
+			case <-time.After(DrainGrace):
+			}
+		}
+		closeConn()
+		<-copyDone
+		switch {
+		case cancelled:
+			res := s.result(code, false, start)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return res, wrapErr(sandbox.ErrTimeout, ctx.Err(), "exec %s", req.Cmd[0])
+			}
+			return res, wrapErr(sandbox.ErrRuntimeUnavailable, ctx.Err(), "exec %s", req.Cmd[0])
+		case timedOut:
+			return s.result(124, true, start), nil
+		}
+		return s.result(code, false, start), nil
+	}
+	for {
+		check := false
+		select {
+		case <-streamDone:
+			streamDone, streamClosed, check = nil, true, true
+		case <-poll.C:
+			check = true
+		case <-timeout.C:
+			timedOut, killWanted = true, true
+			killDeadline = time.After(KillGrace)
+		case <-ctxDone:
+			ctxDone, cancelled, killWanted = nil, true, true
+			killDeadline = time.After(KillGrace)
+		case <-killDeadline:
+			r.p.log.Warn("exec did not die after its process tree was killed", "id", r.id, "cmd", req.Cmd[0])
+			s.emit("stderr", s.stderr, []byte("\nsandbox: the command did not die after it was killed\n"))
+			return finish(137)
+		}
+		if killWanted && !killStarted {
+			if pid := sniff.pid.Load(); pid > 0 {
+				killStarted = true
+				r.killTree(pid)
+			}
+		}
+		if !check {
+			continue
+		}
+		ictx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+		ins, err := r.p.cli.ContainerExecInspect(ictx, execID)
+		cancel()
+		switch {
+		case cerrdefs.IsNotFound(err):
+			// The container stopped or was removed under the command.
+			return finish(137)
+		case err != nil:
+			closeConn()
+			<-copyDone
+			return s.result(-1, false, start), r.p.mapErr(err, "inspect exec in %s", r.name)
+		case !ins.Running && (sniff.pid.Load() > 0 || streamClosed || ins.Pid != 0):
+			return finish(ins.ExitCode)
+		}
+		delay = min(delay*2, pollMax)
+		poll.Reset(delay)
+	}
+}
+
+// killTree kills, from a second exec, the process group and session whose
+// leader is pid (a container pid). Errors are logged: the caller's wait for
+// the exit is bounded by KillGrace anyway.
+func (r *Runtime) killTree(pid int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	resp, err := r.p.cli.ContainerExecCreate(ctx, r.name, container.ExecOptions{
+		Cmd: []string{"/bin/sh", "-c", killScript, "sandboxcore-kill", strconv.FormatInt(pid, 10)},
+	})
+	if err == nil {
+		err = r.p.cli.ContainerExecStart(ctx, resp.ID, container.ExecStartOptions{Detach: true})
+	}
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		r.p.log.Warn("kill process tree", "id", r.id, "pid", pid, "error", err)
+	}
+}
+
+// cwd maps a workdir-relative cwd onto the container path, refusing one that
+// is missing, not a directory or resolves (through symlinks, checked on the
+// host side of the bind mount) outside the workdir: sandbox.ErrInvalidArgument.
+// A vanished workdir is sandbox.ErrRuntimeUnavailable.
+func (r *Runtime) cwd(rel string) (string, error) {
+	clean, err := sandbox.CleanRelPath(rel)
+	if err != nil {
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd: %s", sandbox.Message(err))
+	}
+	if r.root == "" {
+		return path.Join(r.workdir, clean), nil
+	}
+	if fi, err := os.Stat(r.root); err != nil || !fi.IsDir() {
+		return "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.id, r.root)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(r.root, filepath.FromSlash(clean)))
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // do not echo the host path
+		}
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: %v", clip(rel), err)
+	}
+	relp, err := filepath.Rel(r.root, real)
+	if err != nil || relp == ".." || strings.HasPrefix(relp, ".."+string(filepath.Separator)) {
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q resolves outside the workdir", clip(rel))
+	}
+	return path.Join(r.workdir, filepath.ToSlash(relp)), nil
+}
+
+// streams collects the two capped outputs and serializes onChunk.
+type streams struct {
+	stdout, stderr *output.Capped
+	mu             sync.Mutex
+	onChunk        func(sandbox.ExecChunk)
+}
+
+func (s *streams) emit(name string, c *output.Capped, p []byte) {
+	_, _ = c.Write(p)
+	if s.onChunk != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.onChunk(sandbox.ExecChunk{Stream: name, Data: bytes.Clone(p)})
+	}
+}
+
+func (s *streams) result(code int, timedOut bool, start time.Time) sandbox.ExecResult {
+	return sandbox.ExecResult{
+		ExitCode:    code,
+		Stdout:      s.stdout.Bytes(),
+		Stderr:      s.stderr.Bytes(),
+		TimedOut:    timedOut,
+		Truncated:   s.stdout.Truncated() || s.stderr.Truncated(),
+		StdoutBytes: s.stdout.Total(),
+		StderrBytes: s.stderr.Total(),
+		DurationMS:  time.Since(start).Milliseconds(),
+	}
+}
+
+// sink is the io.Writer of one demultiplexed stream.
+type sink struct {
+	s    *streams
+	name string
+	c    *output.Capped
+}
+
+// Write records p in the stream's capped buffer and hands it to onChunk; it
+// never fails.
+func (w sink) Write(p []byte) (int, error) {
+	w.s.emit(w.name, w.c, p)
+	return len(p), nil
+}
+
+// pidSniffer takes execWrapper's first stderr line (the command's pid) out of
+// the stream and passes everything else on. Writes come from one goroutine.
+type pidSniffer struct {
+	next io.Writer
+	buf  []byte
+	done bool
+	pid  atomic.Int64
+}
+
+// maxPidLine bounds the pid line; anything longer is not the wrapper's.
+const maxPidLine = 24
+
+// Write strips the pid line from the start of the stream and passes the rest
+// on; it never fails.
+func (w *pidSniffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if !w.done {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.buf = append(w.buf, p...)
+			if len(w.buf) > maxPidLine {
+				w.done = true
+				_, _ = w.next.Write(w.buf)
+			}
+			return n, nil
+		}
+		w.buf = append(w.buf, p[:i]...)
+		p = p[i+1:]
+		w.done = true
+		if v, err := strconv.ParseInt(string(w.buf), 10, 64); err == nil && v > 0 {
+			w.pid.Store(v)
+		} else {
+			_, _ = w.next.Write(append(w.buf, '\n'))
+		}
+	}
+	if len(p) > 0 {
+		_, _ = w.next.Write(p)
+	}
+	return n, nil
+}

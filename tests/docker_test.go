@@ -1,0 +1,92 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/hostworker"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// TestDockerEndToEnd is issue 3's acceptance on the Docker runtime: acquire →
+// git status inside → edit → commit → hibernate (container stopped, worktree
+// intact) → exec again (resumed) → the edit is still there. Skips without a
+// daemon or image unless CI=true.
+func TestDockerEndToEnd(t *testing.T) {
+	img := os.Getenv("SANDBOX_TEST_IMAGE")
+	if img == "" {
+		img = "sandboxcore-test:latest"
+	}
+	ctx := ctxFor(t, 3*time.Minute)
+	if p, err := docker.New(ctx, docker.Options{Image: img}); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("docker runtime unavailable: %v", err)
+		}
+		t.Skipf("docker runtime unavailable: %v", err)
+	} else {
+		_ = p.Close()
+	}
+	h := startHost(t, "docker", func(c *hostworker.Config) { c.RuntimeProvider, c.RuntimeImage = "docker", img })
+	require.Equal(t, "docker", h.Activities.Runtimes.Kind())
+	s, hd, _ := newEditSession(t, h)
+
+	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"git", "status", "--porcelain", "--branch"}})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "git status inside the container: %s", res.Stderr)
+	require.Contains(t, string(res.Stdout), "## agent/edits-c")
+
+	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo edited > edit.txt && git status --porcelain"}})
+	require.NoError(t, err)
+	require.Equal(t, "?? edit.txt\n", string(res.Stdout))
+	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"git", "add", "edit.txt"}})
+	require.NoError(t, err)
+	require.NotEqual(t, 0, res.ExitCode, "the repo cache is read-only in the container")
+	require.Contains(t, string(res.Stderr), "Read-only file system")
+
+	c, err := s.Commit(ctx, sandbox.CommitRequest{Message: "agent: edit"})
+	require.NoError(t, err)
+	require.False(t, c.NothingToCommit)
+	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"git", "log", "-1", "--format=%H %s"}})
+	require.NoError(t, err)
+	require.Equal(t, c.Commit+" agent: edit\n", string(res.Stdout), "git inside sees the commit")
+
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	require.NoError(t, err)
+	defer cli.Close()
+	name := docker.ContainerName(sandbox.RuntimeIDFor(hd.WorkspaceID))
+	hib, err := s.Hibernate(ctx)
+	require.NoError(t, err)
+	require.True(t, hib.Stopped)
+	info, err := cli.ContainerInspect(ctx, name)
+	require.NoError(t, err)
+	require.False(t, info.State.Running, "hibernate stops the container")
+	ws, err := h.Store.GetWorkspace(ctx, hd.WorkspaceID)
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(ws.LocalPath, "edit.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "edited\n", string(data), "the worktree is intact while hibernated")
+
+	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "cat edit.txt && git status --porcelain"}})
+	require.NoError(t, err)
+	require.Equal(t, "edited\n", string(res.Stdout), "resumed: the edit is there and committed")
+	info, err = cli.ContainerInspect(ctx, name)
+	require.NoError(t, err)
+	require.True(t, info.State.Running)
+
+	_, err = s.Release(ctx, true)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := cli.ContainerInspect(context.Background(), name)
+		return err != nil && strings.Contains(err.Error(), "No such container")
+	}, 30*time.Second, 200*time.Millisecond, "release with destroy removes the container")
+	_, err = os.Stat(filepath.Join(ws.LocalPath, "edit.txt"))
+	require.NoError(t, err, "destroying the runtime keeps the worktree")
+}

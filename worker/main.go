@@ -53,8 +53,9 @@ func run() error {
 		fmt.Printf("  web ui       %s/namespaces/%s/workflows\n", h.Dev.UIURL, cfg.Namespace)
 	}
 	fmt.Printf("  data dir     %s\n", cfg.DataDir)
-	fmt.Printf("  runtime      %s\n", cfg.RuntimeProvider)
-	if cfg.RuntimeProvider == "local" {
+	kind := h.Activities.Runtimes.Kind()
+	fmt.Printf("  runtime      %s (SANDBOX_RUNTIME_PROVIDER=%s)\n", kind, cfg.RuntimeProvider)
+	if kind == "local" {
 		fmt.Printf("  WARNING      the local runtime runs commands as plain host processes, without isolation\n")
 	}
 	fmt.Printf("\nNext, in another terminal (see README.md, \"Walkthrough\"):\n")

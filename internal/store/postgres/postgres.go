@@ -90,14 +90,14 @@ func ParseDSN(dsn string) (*pgxpool.Config, error) {
 // Open connects to the PostgreSQL database named by dsn (see ParseDSN),
 // checks the connection, and applies the embedded goose migrations (dialect
 // postgres, version table goose_db_version in the connection's current
-// schema) up to the latest. When a migration is pending it takes a
-// session-level advisory lock (MigrationLockName) first, so concurrent Opens
-// from several workers apply each migration exactly once and all succeed; an
-// up-to-date database is only read, so restarts never queue on the lock. The tables live in the connection's current schema (the first
+// schema) up to the latest, holding a session-level advisory lock
+// (MigrationLockName) throughout, so concurrent Opens from several workers
+// apply each migration exactly once and all succeed. On an up-to-date
+// database the lock is held for a few milliseconds. The tables live in the connection's current schema (the first
 // existing schema of search_path, normally "public"); the role needs CREATE on
 // it the first time, and on later starts only when a new migration arrives.
 //
-// The pool uses pgx's defaults (at most max(4, GOMAXPROCS) connections unless
+// The pool uses pgx's defaults (at most max(4, runtime.NumCPU()) connections unless
 // pool_max_conns says otherwise); application_name defaults to
 // DefaultApplicationName. ctx bounds connecting and migrating, including the
 // wait for another worker's migration lock (at most MigrationLockTimeout).

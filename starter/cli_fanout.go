@@ -1,0 +1,220 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// fanoutCommand is `sandboxctl fanout start|watch|complete` (issue 7,
+// docs/API.md "Task fan-out").
+func (c *cli) fanoutCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fanout",
+		Short: "Run tasks in parallel task workspaces and merge them back into a conversation",
+	}
+	cmd.AddCommand(c.fanoutStartCommand(), c.fanoutWatchCommand(), c.fanoutCompleteCommand())
+	return cmd
+}
+
+// parseTaskFlag parses "id" (a task driven by an external agent) or
+// "id:script" (the script runs in the task's workspace).
+func parseTaskFlag(v string) (workflows.TaskSpec, error) {
+	id, script, _ := strings.Cut(v, ":")
+	if err := sandbox.ValidateID("task id", id); err != nil {
+		return workflows.TaskSpec{}, err
+	}
+	return workflows.TaskSpec{TaskID: id, Script: script}, nil
+}
+
+func (c *cli) fanoutStartCommand() *cobra.Command {
+	var in workflows.FanoutInput
+	var tasks, instructions []string
+	var accept, id string
+	var timeout time.Duration
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "start --workspace WS --task ID[:SCRIPT] ... [--parallel N] [--accept all|ID,ID] [--timeout D]",
+		Short: "Start a fan-out and print its id",
+		Long: "Start a fan-out from a conversation's edit workspace: the workspace is checkpointed (its\n" +
+			"uncommitted changes committed), each task gets workspace and branch agent/task-<ID> from that\n" +
+			"commit, runs SCRIPT (sh -c; exit 0 = success) or, without one, waits for\n" +
+			"`sandboxctl fanout complete`; the accepted tasks that succeeded are then merged into the\n" +
+			"conversation in the order given. Prints the fan-out id; follow it with `fanout watch`.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, t := range tasks {
+				spec, err := parseTaskFlag(t)
+				if err != nil {
+					return err
+				}
+				in.Tasks = append(in.Tasks, spec)
+			}
+			for _, kv := range instructions {
+				tid, text, ok := strings.Cut(kv, "=")
+				found := false
+				for i := range in.Tasks {
+					if ok && in.Tasks[i].TaskID == tid {
+						in.Tasks[i].Instructions, found = text, true
+					}
+				}
+				if !found {
+					return sandbox.Errorf(sandbox.ErrInvalidArgument, "--instructions %q: want TASK_ID=TEXT for one of the --task ids", kv)
+				}
+			}
+			switch accept {
+			case "", "all":
+			default:
+				in.AcceptTaskIDs = strings.Split(accept, ",")
+			}
+			if timeout < 0 || timeout%time.Second != 0 {
+				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--timeout must be a whole number of seconds")
+			}
+			in.TaskTimeoutS = int(timeout / time.Second)
+			if id == "" {
+				var b [6]byte
+				_, _ = rand.Read(b[:])
+				id = "f-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+			}
+			sc, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			f, err := sc.StartFanout(cmd.Context(), id, in)
+			if err != nil {
+				return err
+			}
+			if !watch {
+				if c.asJSON {
+					return c.printJSON(map[string]string{"fanout_id": f.ID(), "workflow_id": f.WorkflowID()})
+				}
+				fmt.Fprintln(c.stdout, f.ID())
+				return nil
+			}
+			fmt.Fprintf(c.stderr, "fan-out %s started\n", f.ID())
+			return c.watchFanout(cmd, f.ID(), time.Second)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&in.ConversationWorkspaceID, "workspace", "", "the conversation's edit workspace id (ws-…)")
+	fl.StringArrayVar(&tasks, "task", nil, "a task: ID (driven by an agent, see 'fanout complete') or ID:SCRIPT (run with sh -c); repeat")
+	fl.StringArrayVar(&instructions, "instructions", nil, "TASK_ID=TEXT: instructions kept with the task (commit message body); repeat")
+	fl.IntVar(&in.MaxParallel, "parallel", 0, fmt.Sprintf("tasks in progress at once (default %d, at most %d)", workflows.DefaultFanoutParallel, workflows.MaxFanoutParallel))
+	fl.StringVar(&accept, "accept", "all", "which succeeded tasks to merge: all, or a comma-separated list of task ids")
+	fl.DurationVar(&timeout, "timeout", 0, fmt.Sprintf("per-task timeout (default %s)", workflows.DefaultTaskTimeout))
+	fl.StringVar(&id, "id", "", "fan-out id (default: generated)")
+	fl.BoolVar(&watch, "watch", false, "watch the fan-out until it finishes (as 'fanout watch')")
+	_ = cmd.MarkFlagRequired("workspace")
+	_ = cmd.MarkFlagRequired("task")
+	return cmd
+}
+
+func (c *cli) fanoutWatchCommand() *cobra.Command {
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch FANOUT_ID",
+		Short: "Show a fan-out's progress until it finishes (exit 1 when it failed)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.watchFanout(cmd, args[0], interval)
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to poll the progress query")
+	return cmd
+}
+
+// watchFanout prints the progress table whenever it changes (text) or the
+// final report (--json), and fails when the fan-out failed.
+func (c *cli) watchFanout(cmd *cobra.Command, id string, interval time.Duration) error {
+	sc, err := c.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	f, err := sc.Fanout(id)
+	if err != nil {
+		return err
+	}
+	res, err := f.Watch(cmd.Context(), interval, func(r workflows.FanoutReport) {
+		if !c.asJSON {
+			c.printFanout(r)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		if err := c.printJSON(res); err != nil {
+			return err
+		}
+	}
+	if res.State != workflows.FanoutCompleted {
+		return exitCodeError{exitError}
+	}
+	return nil
+}
+
+func (c *cli) printFanout(r workflows.FanoutReport) {
+	fmt.Fprintf(c.stdout, "fan-out %s: %s (running %d, max %d) conversation %s branch %s start %s head %s\n",
+		r.FanoutID, r.State, r.Running, r.MaxParallel, r.ConversationWorkspaceID, orDash(r.Branch), orDash(short(r.StartCommit)), orDash(short(r.Head)))
+	w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(w, "  TASK\tKIND\tSTATUS\tEXIT\tCOMMIT\tFILES\tMERGE\tNOTE")
+	for _, t := range r.Tasks {
+		exit, files := "-", "-"
+		if t.ExitCode != nil {
+			exit = fmt.Sprint(*t.ExitCode)
+		}
+		if t.Diff != nil {
+			files = fmt.Sprint(len(t.Diff.Files))
+		}
+		note := t.Message
+		if len(t.ConflictFiles) > 0 {
+			note = "conflicts: " + strings.Join(t.ConflictFiles, ", ")
+		}
+		if len(note) > 80 {
+			note = note[:80] + "…"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.TaskID, t.Kind, t.Status, exit, orDash(short(t.Commit)), files, orDash(t.Merge), note)
+	}
+	_ = w.Flush()
+	if r.Error != "" {
+		fmt.Fprintf(c.stdout, "error: %s\n", r.Error)
+	}
+}
+
+func (c *cli) fanoutCompleteCommand() *cobra.Command {
+	var failed bool
+	var message string
+	cmd := &cobra.Command{
+		Use:   "complete FANOUT_ID TASK_ID [--failed] [-m MESSAGE]",
+		Short: "Tell a fan-out that an agent-driven task is done (complete_task)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sc, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			f, err := sc.Fanout(args[0])
+			if err != nil {
+				return err
+			}
+			if err := f.CompleteTask(cmd.Context(), args[1], !failed, message); err != nil {
+				return err
+			}
+			if !c.asJSON {
+				fmt.Fprintf(c.stdout, "sent complete_task for %s to fan-out %s\n", args[1], f.ID())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&failed, "failed", false, "the task failed: do not merge it")
+	cmd.Flags().StringVarP(&message, "message", "m", "", "a note kept in the task's result")
+	return cmd
+}

@@ -1,0 +1,336 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// fanout is the state of one TaskFanoutWorkflow run.
+type fanout struct {
+	in      FanoutInput
+	opID    string // "<workflow id>/<run id>": prefix of every update id the activities send
+	report  FanoutReport
+	hostID  string
+	request sandbox.WorkspaceRequest // the conversation's request, template of the task requests
+	// completions holds the first complete_task signal per waiting task.
+	completions map[string]*CompleteTaskSignal
+	running     int
+}
+
+// TaskFanoutWorkflow runs N tasks in parallel task workspaces and merges the
+// accepted ones back into a conversation's edit workspace (seed "Task Flow";
+// DESIGN.md "Temporal shape"; docs/API.md "Task fan-out").
+//
+//  1. Prepare: resume (or acquire) the conversation's SessionWorkflow and send
+//     it a commit update: uncommitted changes are checkpointed, and the
+//     branch tip is pinned as StartCommit.
+//  2. Tasks, started in input order with at most MaxParallel in progress:
+//     each task's SessionWorkflow (workflow id sandbox-session/<hash of the
+//     task key>, the normal session of a task workspace, subject to normal
+//     idle timers and eviction) is acquired by update-with-start on the
+//     conversation host's task queue, in task mode on branch
+//     agent/task-<task_id> created at StartCommit. A task with a script runs
+//     it (exec update, ["sh","-c",script]); exit 0 succeeds. A task without
+//     one waits for complete_task. A succeeded task's changes are committed
+//     (commit update); every task's diff against StartCommit is collected.
+//  3. Merge: the succeeded, accepted tasks that changed something are merged
+//     in input order by one merge_branches update on the conversation's
+//     session (serialized with the agent's own commands); a conflicting task
+//     is reported with its files and the conversation stays clean.
+//
+// The workflow sends no update itself (workflows cannot): each step is an
+// activity that sends the update through the Temporal client with an update
+// id derived from this run, the task and the activity attempt, so a step
+// retried after a worker crash first collects the outcome of the previous
+// attempt's update (waiting for it when still running) and only sends a new
+// one when that failed. The fan-out's own state is Temporal history, replayed
+// on another worker. Errors: the workflow fails (ErrInvalidArgument for bad
+// input, or the prepare step's error) only when no task could start; task
+// and merge failures are reported in the FanoutReport it returns.
+func TaskFanoutWorkflow(ctx workflow.Context, in FanoutInput) (FanoutReport, error) {
+	info := workflow.GetInfo(ctx)
+	f := &fanout{
+		in:          in,
+		opID:        info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID,
+		completions: map[string]*CompleteTaskSignal{},
+		report: FanoutReport{
+			FanoutID: strings.TrimPrefix(info.WorkflowExecution.ID, FanoutWorkflowIDPrefix),
+			State:    FanoutPreparing,
+		},
+	}
+	if err := in.Validate(); err != nil {
+		f.report.State, f.report.Error = FanoutFailed, err.Error()
+		return f.report, appError(err)
+	}
+	f.report.ConversationWorkspaceID, _ = in.ConversationWorkspace()
+	f.report.MaxParallel = in.Parallel()
+	for _, t := range in.Tasks {
+		kind := TaskKindAgent
+		if t.Script != "" {
+			kind = TaskKindScript
+		}
+		f.report.Tasks = append(f.report.Tasks, TaskResult{TaskID: t.TaskID, Kind: kind, Status: TaskPending})
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, f.progress); err != nil {
+		return f.report, err
+	}
+	signals := workflow.GetSignalChannel(ctx, SignalCompleteTask)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var sig CompleteTaskSignal
+			signals.Receive(ctx, &sig)
+			f.complete(ctx, sig)
+		}
+	})
+
+	if err := f.prepare(ctx); err != nil {
+		f.report.State, f.report.Error = FanoutFailed, errorMessage(err)
+		return f.report, appError(err)
+	}
+
+	f.report.State = FanoutRunning
+	wg := workflow.NewWaitGroup(ctx)
+	for i := range f.report.Tasks {
+		if err := workflow.Await(ctx, func() bool { return f.running < f.report.MaxParallel }); err != nil {
+			return f.report, err
+		}
+		f.running++
+		f.report.Running = f.running
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			f.runTask(ctx, i)
+			f.running--
+			f.report.Running = f.running
+		})
+	}
+	wg.Wait(ctx)
+	if err := ctx.Err(); err != nil {
+		return f.report, err
+	}
+
+	f.merge(ctx)
+	return f.report, nil
+}
+
+// complete records a complete_task signal; unknown tasks, script tasks and
+// repeated signals are ignored (signals cannot be rejected).
+func (f *fanout) complete(ctx workflow.Context, sig CompleteTaskSignal) {
+	for _, t := range f.in.Tasks {
+		if t.TaskID != sig.TaskID {
+			continue
+		}
+		if t.Script != "" || f.completions[sig.TaskID] != nil {
+			break
+		}
+		if len(sig.Message) > 1024 {
+			sig.Message = strings.ToValidUTF8(sig.Message[:1024], "")
+		}
+		f.completions[sig.TaskID] = &sig
+		return
+	}
+	workflow.GetLogger(ctx).Warn("complete_task ignored", "task_id", sig.TaskID)
+}
+
+// progress is the progress query: the report without patches.
+func (f *fanout) progress() (FanoutReport, error) {
+	return f.report.WithoutPatches(), nil
+}
+
+// WithoutPatches returns a copy of r whose task diffs have no patch (the
+// form of the progress query); r is not changed.
+func (r FanoutReport) WithoutPatches() FanoutReport {
+	tasks := make([]TaskResult, len(r.Tasks))
+	for i, t := range r.Tasks {
+		if t.Diff != nil {
+			d := *t.Diff
+			d.Patch = ""
+			t.Diff = &d
+		}
+		tasks[i] = t
+	}
+	r.Tasks = tasks
+	return r
+}
+
+// runActivity runs one fan-out activity on this workflow's task queue.
+func runActivity(ctx workflow.Context, startToClose time.Duration, attempts int32, name string, in, out any) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: startToClose,
+		// A worker that dies is noticed within this; the activity is then
+		// retried on another (or the restarted) worker.
+		HeartbeatTimeout: 20 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 10 * time.Second, MaximumAttempts: attempts},
+	})
+	return workflow.ExecuteActivity(ctx, name, in).Get(ctx, out)
+}
+
+// prepare checkpoints the conversation and pins the start commit.
+func (f *fanout) prepare(ctx workflow.Context) error {
+	var out FanoutPrepareResult
+	err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutPrepare, FanoutPrepareInput{
+		OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID, Request: f.in.Conversation,
+		CheckpointMessage: fmt.Sprintf("Checkpoint before fan-out %s", f.report.FanoutID),
+	}, &out)
+	if err != nil {
+		return err
+	}
+	h := out.Handle
+	f.hostID = h.HostID
+	f.request = sandbox.WorkspaceRequest{UserID: h.UserID, ProjectID: h.ProjectID, RepoURL: h.Repo.URL}
+	f.report.Branch, f.report.StartCommit, f.report.Checkpointed = h.Branch, out.StartCommit, out.Checkpointed
+	f.report.Head = out.StartCommit
+	return nil
+}
+
+// runTask drives task i from acquire to its diff; failures end up in its result.
+func (f *fanout) runTask(ctx workflow.Context, i int) {
+	spec := f.in.Tasks[i]
+	t := &f.report.Tasks[i]
+	t.StartedAt = workflow.Now(ctx)
+	defer func() { t.FinishedAt = workflow.Now(ctx) }()
+	fail := func(err error) {
+		t.Status, t.Message = TaskError, errorMessage(err)
+	}
+
+	t.Status = TaskAcquiring
+	req := f.request
+	req.Mode, req.TaskID, req.BaseRef = sandbox.ModeTask, spec.TaskID, f.report.StartCommit
+	var h Handle
+	if err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutAcquireTask, AcquireTaskInput{
+		HostID: f.hostID, StartCommit: f.report.StartCommit, Request: req,
+	}, &h); err != nil {
+		fail(err)
+		return
+	}
+	t.WorkspaceID, t.WorkflowID, t.Branch = h.WorkspaceID, h.WorkflowID, h.Branch
+
+	timeout := f.in.TaskTimeout()
+	var final string
+	if spec.Script != "" {
+		t.Status = TaskRunning
+		var r RunScriptResult
+		if err := runActivity(ctx, timeout+10*time.Minute, 3, ActivityFanoutRunScript, RunScriptInput{
+			OpID: f.opID, TaskID: spec.TaskID, HostID: f.hostID, WorkspaceID: h.WorkspaceID,
+			Script: spec.Script, TimeoutS: int(timeout / time.Second),
+		}, &r); err != nil {
+			fail(err)
+			return
+		}
+		code := r.ExitCode
+		t.ExitCode, t.TimedOut, t.StdoutTail, t.StderrTail = &code, r.TimedOut, r.StdoutTail, r.StderrTail
+		switch {
+		case r.TimedOut:
+			final = TaskTimedOut
+		case r.ExitCode == 0:
+			final = TaskSucceeded
+		default:
+			final = TaskFailed
+		}
+	} else {
+		t.Status = TaskWaiting
+		ok, err := workflow.AwaitWithTimeout(ctx, timeout, func() bool { return f.completions[spec.TaskID] != nil })
+		if err != nil {
+			fail(err)
+			return
+		}
+		switch c := f.completions[spec.TaskID]; {
+		case !ok:
+			final = TaskTimedOut
+		case c.Succeeded:
+			final, t.Message = TaskSucceeded, c.Message
+		default:
+			final, t.Message = TaskFailed, c.Message
+		}
+	}
+
+	t.Status = TaskFinishing
+	msg := "Task " + spec.TaskID + " (fan-out " + f.report.FanoutID + ")"
+	if spec.Instructions != "" {
+		msg += "\n\n" + spec.Instructions
+	}
+	var fin FinishTaskResult
+	if err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutFinishTask, FinishTaskInput{
+		OpID: f.opID, TaskID: spec.TaskID, HostID: f.hostID, WorkspaceID: h.WorkspaceID,
+		Commit: final == TaskSucceeded, Message: msg,
+	}, &fin); err != nil {
+		fail(err)
+		return
+	}
+	t.Commit, t.Diff, t.Status = fin.Commit, &fin.Diff, final
+}
+
+// merge brings the accepted tasks into the conversation, in input order.
+func (f *fanout) merge(ctx workflow.Context) {
+	accept := map[string]bool{}
+	for _, id := range f.in.AcceptTaskIDs {
+		accept[id] = true
+	}
+	var branches []string
+	var idx []int
+	for i := range f.report.Tasks {
+		t := &f.report.Tasks[i]
+		switch {
+		case t.Status != TaskSucceeded:
+			t.Merge = TaskMergeSkipped
+		case len(accept) > 0 && !accept[t.TaskID]:
+			t.Merge = TaskMergeNotAccepted
+		case t.Commit == f.report.StartCommit:
+			t.Merge = TaskMergeNoChanges
+		default:
+			branches = append(branches, t.Branch)
+			idx = append(idx, i)
+		}
+	}
+	if len(branches) == 0 {
+		f.report.State = FanoutCompleted
+		return
+	}
+	f.report.State = FanoutMerging
+	var res sandbox.MergeResult
+	err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutMerge, FanoutMergeInput{
+		OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID,
+		Request: sandbox.MergeRequest{Branches: branches, CheckpointMessage: "Checkpoint before merging fan-out " + f.report.FanoutID},
+	}, &res)
+	if err == nil && len(res.Branches) != len(branches) {
+		err = fmt.Errorf("merge_branches answered %d outcomes for %d branches", len(res.Branches), len(branches))
+	}
+	if err != nil {
+		for _, i := range idx {
+			f.report.Tasks[i].Merge = TaskMergeFailed
+		}
+		f.report.State, f.report.Error = FanoutFailed, "merge: "+errorMessage(err)
+		return
+	}
+	for k, i := range idx {
+		t, b := &f.report.Tasks[i], res.Branches[k]
+		switch b.Status {
+		case sandbox.MergeMerged:
+			t.Merge = TaskMergeMerged
+		case sandbox.MergeConflict:
+			t.Merge, t.ConflictFiles = TaskMergeConflict, b.ConflictFiles
+		default:
+			t.Merge, t.Message = TaskMergeFailed, b.Status+": "+b.Message
+		}
+	}
+	f.report.Head = res.Head
+	f.report.State = FanoutCompleted
+}
+
+// errorMessage is an activity failure's text without Temporal's wrapping:
+// "<Type>: <message>" for application errors.
+func errorMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Type() + ": " + app.Message()
+	}
+	return err.Error()
+}

@@ -1,0 +1,367 @@
+package workflows
+
+import (
+	"strings"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// TaskFanoutWorkflow's wire contract (docs/API.md "Task fan-out").
+const (
+	// TaskFanoutWorkflowType is the registered name of TaskFanoutWorkflow.
+	TaskFanoutWorkflowType = "TaskFanoutWorkflow"
+	// FanoutWorkflowIDPrefix + fan-out id is a fan-out's workflow id.
+	FanoutWorkflowIDPrefix = "sandbox-fanout/"
+	// SignalCompleteTask (payload CompleteTaskSignal) tells the fan-out that
+	// an externally driven task is done.
+	SignalCompleteTask = "complete_task"
+	// QueryProgress returns a FanoutReport without patches.
+	QueryProgress = "progress"
+)
+
+// Activity names of TaskFanoutWorkflow (registered by activities.Fanout on
+// the shared task queue: they only talk to Temporal, never to files).
+const (
+	ActivityFanoutPrepare     = "fanout.Prepare"
+	ActivityFanoutAcquireTask = "fanout.AcquireTask"
+	ActivityFanoutRunScript   = "fanout.RunScript"
+	ActivityFanoutFinishTask  = "fanout.FinishTask"
+	ActivityFanoutMerge       = "fanout.Merge"
+)
+
+// Fan-out limits. They keep the workflow's result and history well under
+// Temporal's 2 MB payload limit (DESIGN.md "Payload discipline"): at most
+// MaxFanoutTasks × (TaskDiffBytes + 2 × TaskOutputTailBytes) ≈ 640 KiB.
+const (
+	// MaxFanoutTasks bounds FanoutInput.Tasks.
+	MaxFanoutTasks = 32
+	// DefaultFanoutParallel applies when FanoutInput.MaxParallel is 0.
+	DefaultFanoutParallel = 4
+	// MaxFanoutParallel bounds FanoutInput.MaxParallel.
+	MaxFanoutParallel = 16
+	// DefaultTaskTimeout applies when FanoutInput.TaskTimeoutS is 0.
+	DefaultTaskTimeout = 30 * time.Minute
+	// MaxTaskTimeout bounds FanoutInput.TaskTimeoutS (the exec limit).
+	MaxTaskTimeout = sandbox.MaxExecTimeout
+	// MaxTaskScriptBytes bounds TaskSpec.Script, in bytes.
+	MaxTaskScriptBytes = 64 << 10
+	// MaxTaskInstructionsBytes bounds TaskSpec.Instructions, in bytes.
+	MaxTaskInstructionsBytes = 8 << 10
+	// TaskDiffBytes caps TaskDiff.Patch, in bytes (cut on a line boundary).
+	TaskDiffBytes = 16 << 10
+	// TaskOutputTailBytes caps TaskResult.StdoutTail and StderrTail: the last bytes of each stream.
+	TaskOutputTailBytes = 2 << 10
+)
+
+// FanoutWorkflowID returns "sandbox-fanout/<fanoutID>". fanoutID follows the
+// id rule (sandbox.ValidateID: 1–128 of [A-Za-z0-9_-]); ErrInvalidArgument otherwise.
+func FanoutWorkflowID(fanoutID string) (string, error) {
+	if err := sandbox.ValidateID("fanout_id", fanoutID); err != nil {
+		return "", err
+	}
+	return FanoutWorkflowIDPrefix + fanoutID, nil
+}
+
+// TaskSpec is one task of a fan-out.
+type TaskSpec struct {
+	// TaskID names the task's workspace (key task|user|project|task_id) and
+	// branch agent/task-<task_id>; sandbox.ValidateID. Reusing a task id reuses
+	// its workspace: a task id whose workspace started from another commit
+	// fails the task with SandboxConflict.
+	TaskID string `json:"task_id"`
+	// Script, when set, runs as ["sh","-c",Script] in the task's own runtime
+	// (exit 0 → the task succeeded and its changes are committed). Empty: the
+	// task waits for an external agent to drive its session and send
+	// complete_task. At most MaxTaskScriptBytes.
+	Script string `json:"script,omitempty"`
+	// Instructions are metadata for whoever does the task: kept in the input
+	// (visible in Temporal) and in the body of the task's commit. At most
+	// MaxTaskInstructionsBytes.
+	Instructions string `json:"instructions,omitempty"`
+}
+
+// FanoutInput starts a TaskFanoutWorkflow. The conversation is given by
+// ConversationWorkspaceID (an existing edit workspace, resumed by id) or by
+// Conversation (its edit-mode acquire request; the workspace is created when
+// missing); when both are set they must name the same workspace.
+type FanoutInput struct {
+	ConversationWorkspaceID string                    `json:"conversation_workspace_id,omitempty"`
+	Conversation            *sandbox.WorkspaceRequest `json:"conversation,omitempty"`
+	// Tasks run in this order (started in order, at most MaxParallel at once)
+	// and are merged in this order; 1 to MaxFanoutTasks, unique task ids.
+	Tasks []TaskSpec `json:"tasks"`
+	// AcceptTaskIDs lists the tasks to merge when they succeed; empty means
+	// every task that succeeded. Each must be one of Tasks.
+	AcceptTaskIDs []string `json:"accept_task_ids,omitempty"`
+	// MaxParallel bounds the tasks in progress at once; 0 = DefaultFanoutParallel.
+	MaxParallel int `json:"max_parallel,omitempty"`
+	// TaskTimeoutS bounds each task, in seconds, from when its workspace is
+	// ready: the script's run (exit 124, timed out) or the wait for
+	// complete_task; 0 = DefaultTaskTimeout, at most MaxTaskTimeout.
+	TaskTimeoutS int `json:"task_timeout_s,omitempty"`
+}
+
+// Validate checks every field; it returns ErrInvalidArgument naming the first
+// bad one (repository URL schemes are checked again by the worker's policy).
+func (in FanoutInput) Validate() error {
+	if _, err := in.ConversationWorkspace(); err != nil {
+		return err
+	}
+	if len(in.Tasks) == 0 || len(in.Tasks) > MaxFanoutTasks {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "a fan-out takes 1 to %d tasks, got %d", MaxFanoutTasks, len(in.Tasks))
+	}
+	ids := make(map[string]bool, len(in.Tasks))
+	for _, t := range in.Tasks {
+		if err := sandbox.ValidateID("task_id", t.TaskID); err != nil {
+			return err
+		}
+		if ids[t.TaskID] {
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "task_id %q is listed twice", t.TaskID)
+		}
+		ids[t.TaskID] = true
+		if len(t.Script) > MaxTaskScriptBytes || strings.IndexByte(t.Script, 0) >= 0 {
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "task %s: script: at most %d bytes, no NUL", t.TaskID, MaxTaskScriptBytes)
+		}
+		if len(t.Instructions) > MaxTaskInstructionsBytes || strings.IndexByte(t.Instructions, 0) >= 0 {
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "task %s: instructions: at most %d bytes, no NUL", t.TaskID, MaxTaskInstructionsBytes)
+		}
+	}
+	for _, id := range in.AcceptTaskIDs {
+		if !ids[id] {
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "accept_task_ids: %q is not one of the tasks", id)
+		}
+	}
+	if in.MaxParallel < 0 || in.MaxParallel > MaxFanoutParallel {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "max_parallel must be between 0 and %d", MaxFanoutParallel)
+	}
+	if in.TaskTimeoutS < 0 || time.Duration(in.TaskTimeoutS)*time.Second > MaxTaskTimeout {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "task_timeout_s must be between 0 and %d", int(MaxTaskTimeout/time.Second))
+	}
+	return nil
+}
+
+// ConversationWorkspace returns the conversation's workspace id (from
+// ConversationWorkspaceID, or derived from Conversation's key). Errors:
+// ErrInvalidArgument when neither is set, the request is not a valid edit
+// request, or the two disagree.
+func (in FanoutInput) ConversationWorkspace() (string, error) {
+	id := in.ConversationWorkspaceID
+	if r := in.Conversation; r != nil {
+		if r.Mode != sandbox.ModeEdit {
+			return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "conversation: mode must be edit, got %q", r.Mode)
+		}
+		if _, err := r.Validate(permissiveURLs); err != nil {
+			return "", err
+		}
+		derived := sandbox.WorkspaceIDForKey(r.Key())
+		if id != "" && id != derived {
+			return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "conversation_workspace_id %s does not match the conversation request's workspace %s", id, derived)
+		}
+		id = derived
+	}
+	if id == "" {
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "a fan-out needs conversation_workspace_id or conversation")
+	}
+	return id, sandbox.ValidateWorkspaceID(id)
+}
+
+// Parallel returns the effective MaxParallel.
+func (in FanoutInput) Parallel() int {
+	if in.MaxParallel == 0 {
+		return DefaultFanoutParallel
+	}
+	return in.MaxParallel
+}
+
+// TaskTimeout returns the effective per-task timeout.
+func (in FanoutInput) TaskTimeout() time.Duration {
+	if in.TaskTimeoutS == 0 {
+		return DefaultTaskTimeout
+	}
+	return time.Duration(in.TaskTimeoutS) * time.Second
+}
+
+// CompleteTaskSignal is complete_task's payload. Only the first signal for a
+// task that waits for one (no script) counts; others are ignored.
+type CompleteTaskSignal struct {
+	TaskID string `json:"task_id"`
+	// Succeeded: the task's work is done and may be merged (its uncommitted
+	// changes are committed); false: the task failed and is not merged.
+	Succeeded bool `json:"succeeded"`
+	// Message is kept in the task's result (clipped to 1 KiB).
+	Message string `json:"message,omitempty"`
+}
+
+// Fan-out states (FanoutReport.State).
+const (
+	FanoutPreparing = "preparing" // checkpointing the conversation workspace
+	FanoutRunning   = "running"   // tasks in progress
+	FanoutMerging   = "merging"   // merging accepted tasks into the conversation
+	FanoutCompleted = "completed"
+	FanoutFailed    = "failed" // FanoutReport.Error says why
+)
+
+// Task states (TaskResult.Status).
+const (
+	TaskPending   = "pending"   // waiting for a parallelism slot
+	TaskAcquiring = "acquiring" // creating or resuming the task workspace
+	TaskRunning   = "running"   // its script runs
+	TaskWaiting   = "waiting"   // waiting for complete_task
+	TaskFinishing = "finishing" // committing and taking the diff
+	TaskSucceeded = "succeeded"
+	TaskFailed    = "failed"    // non-zero exit, or complete_task with succeeded=false
+	TaskTimedOut  = "timed_out" // the script or the wait ran out of time
+	TaskError     = "error"     // the service could not run the task (Message says why)
+)
+
+// Task kinds (TaskResult.Kind).
+const (
+	TaskKindScript = "script" // runs TaskSpec.Script
+	TaskKindAgent  = "agent"  // waits for complete_task
+)
+
+// Per-task merge outcomes (TaskResult.Merge).
+const (
+	TaskMergeMerged      = sandbox.MergeMerged   // merged into the conversation branch
+	TaskMergeConflict    = sandbox.MergeConflict // left out: conflicts (ConflictFiles)
+	TaskMergeNotAccepted = "not_accepted"        // succeeded but not in AcceptTaskIDs
+	TaskMergeSkipped     = "skipped"             // did not succeed
+	TaskMergeNoChanges   = "no_changes"          // succeeded without changing anything
+	TaskMergeFailed      = "failed"              // the merge failed (Message says why)
+)
+
+// TaskDiff is a task's change against the commit it started from, bounded.
+type TaskDiff struct {
+	// Patch is cut at TaskDiffBytes (Truncated set).
+	Patch string `json:"patch"`
+	// Files are the changed paths (capped by the workspace's diff limits).
+	Files      []string `json:"files"`
+	Truncated  bool     `json:"truncated"`
+	TotalBytes int64    `json:"total_bytes"` // full patch size
+}
+
+// TaskResult is one task's progress and outcome.
+type TaskResult struct {
+	TaskID string `json:"task_id"`
+	// Kind is TaskKindScript or TaskKindAgent.
+	Kind        string `json:"kind"`
+	Status      string `json:"status"`
+	WorkspaceID string `json:"workspace_id,omitempty"`
+	WorkflowID  string `json:"workflow_id,omitempty"`
+	Branch      string `json:"branch,omitempty"`
+	// ExitCode, TimedOut and the tails are set for scripts.
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	StdoutTail string `json:"stdout_tail,omitempty"`
+	StderrTail string `json:"stderr_tail,omitempty"`
+	// Commit is the task branch's tip once finished.
+	Commit string `json:"commit,omitempty"`
+	// Diff is omitted from the progress query.
+	Diff *TaskDiff `json:"diff,omitempty"`
+	// Message: the agent's complete_task message, or what went wrong.
+	Message string `json:"message,omitempty"`
+	// Merge is one of the TaskMerge* outcomes, "" until the merge phase.
+	Merge         string    `json:"merge,omitempty"`
+	ConflictFiles []string  `json:"conflict_files,omitempty"`
+	StartedAt     time.Time `json:"started_at,omitzero"`
+	FinishedAt    time.Time `json:"finished_at,omitzero"`
+}
+
+// FanoutReport is the progress query's result (without patches) and the
+// workflow's result.
+type FanoutReport struct {
+	FanoutID                string `json:"fanout_id"`
+	State                   string `json:"state"`
+	ConversationWorkspaceID string `json:"conversation_workspace_id"`
+	// Branch is the conversation's branch; StartCommit the commit every task
+	// branch starts from (the branch tip after the checkpoint commit).
+	Branch      string `json:"branch,omitempty"`
+	StartCommit string `json:"start_commit,omitempty"`
+	// Checkpointed: the fan-out committed the conversation's uncommitted changes first.
+	Checkpointed bool `json:"checkpointed,omitempty"`
+	// Head is the conversation's HEAD after the merge phase.
+	Head        string       `json:"head,omitempty"`
+	MaxParallel int          `json:"max_parallel"`
+	Running     int          `json:"running"`
+	Tasks       []TaskResult `json:"tasks"`
+	Error       string       `json:"error,omitempty"`
+}
+
+// FanoutPrepareInput is fanout.Prepare's argument: resume (or acquire) the
+// conversation session and commit its uncommitted changes.
+type FanoutPrepareInput struct {
+	// OpID prefixes the update ids the activity sends ("<workflow id>/<run id>").
+	OpID              string                    `json:"op_id"`
+	WorkspaceID       string                    `json:"workspace_id"`
+	Request           *sandbox.WorkspaceRequest `json:"request,omitempty"`
+	CheckpointMessage string                    `json:"checkpoint_message"`
+}
+
+// FanoutPrepareResult is fanout.Prepare's result.
+type FanoutPrepareResult struct {
+	Handle       Handle `json:"handle"`
+	StartCommit  string `json:"start_commit"`
+	Checkpointed bool   `json:"checkpointed"`
+}
+
+// AcquireTaskInput is fanout.AcquireTask's argument: the task session is
+// started (update-with-start acquire) on HostID's task queue so that its
+// workspace shares the conversation's repository cache.
+type AcquireTaskInput struct {
+	HostID      string                   `json:"host_id"`
+	StartCommit string                   `json:"start_commit"`
+	Request     sandbox.WorkspaceRequest `json:"request"`
+}
+
+// RunScriptInput is fanout.RunScript's argument.
+type RunScriptInput struct {
+	OpID        string `json:"op_id"`
+	TaskID      string `json:"task_id"`
+	HostID      string `json:"host_id"`
+	WorkspaceID string `json:"workspace_id"`
+	Script      string `json:"script"`
+	TimeoutS    int    `json:"timeout_s"`
+}
+
+// RunScriptResult is fanout.RunScript's result (tails bounded by TaskOutputTailBytes).
+type RunScriptResult struct {
+	ExitCode   int    `json:"exit_code"`
+	TimedOut   bool   `json:"timed_out"`
+	StdoutTail string `json:"stdout_tail"`
+	StderrTail string `json:"stderr_tail"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// FinishTaskInput is fanout.FinishTask's argument: commit the task's changes
+// (when Commit) and take its diff.
+type FinishTaskInput struct {
+	OpID        string `json:"op_id"`
+	TaskID      string `json:"task_id"`
+	HostID      string `json:"host_id"`
+	WorkspaceID string `json:"workspace_id"`
+	Commit      bool   `json:"commit"`
+	Message     string `json:"message,omitempty"`
+}
+
+// FinishTaskResult is fanout.FinishTask's result.
+type FinishTaskResult struct {
+	// Commit is the task branch's HEAD afterwards.
+	Commit string   `json:"commit"`
+	Diff   TaskDiff `json:"diff"`
+}
+
+// FanoutMergeInput is fanout.Merge's argument: the merge_branches update sent
+// to the conversation's session.
+type FanoutMergeInput struct {
+	OpID        string               `json:"op_id"`
+	WorkspaceID string               `json:"workspace_id"`
+	Request     sandbox.MergeRequest `json:"request"`
+}
+
+// MergeActivityInput is the merge-branches activity's argument (SessionWorkflow
+// update merge_branches).
+type MergeActivityInput struct {
+	WorkspaceID string               `json:"workspace_id"`
+	Request     sandbox.MergeRequest `json:"request"`
+}

@@ -1,0 +1,680 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sandboxcore/sandboxcore/internal/eviction"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// EvictionActivities are the activities of eviction (issue 6; seed
+// "Eviction Policy"): listing hosts, planning on a host, sending the evict
+// signals, and — called by each workspace's SessionWorkflow under its lock —
+// evicting a workspace or a runtime; plus removing repo caches and pinning.
+// They share the ports of Activities (embedded); Backups must be set on it
+// for workspaces with unsaved work to be evicted at all.
+type EvictionActivities struct {
+	*Activities
+	// Client sends the evict signals (signal-with-start of sessions).
+	Client client.Client
+	// DataDir is the host's data root (SANDBOX_DATA_DIR): disk usage is
+	// measured under it.
+	DataDir string
+	// Policy is this host's eviction policy (eviction.DefaultPolicy and the
+	// SANDBOX_EVICTION_* variables).
+	Policy eviction.Policy
+	// DiskBudgetBytes > 0: the budget in bytes, against the bytes of the
+	// files under DataDir. Otherwise the budget is DiskBudgetFraction (0 means
+	// 1) of the filesystem holding DataDir, against that filesystem's used bytes.
+	DiskBudgetBytes    int64
+	DiskBudgetFraction float64
+}
+
+// Register registers the eviction activities on w under their contract
+// names (workflows.ActivityEviction*, ActivityEvict*, ActivitySetPin …).
+func (e *EvictionActivities) Register(w interface {
+	RegisterActivityWithOptions(any, activity.RegisterOptions)
+}) {
+	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(e.EvictionHosts, workflows.ActivityEvictionHosts)
+	reg(e.PlanEviction, workflows.ActivityPlanEviction)
+	reg(e.SignalEvictions, workflows.ActivitySignalEvictions)
+	reg(e.EvictWorkspace, workflows.ActivityEvictWorkspace)
+	reg(e.EvictRuntime, workflows.ActivityEvictRuntime)
+	reg(e.RemoveRepoCaches, workflows.ActivityRemoveRepoCaches)
+	reg(e.SetPin, workflows.ActivitySetPin)
+}
+
+// EvictionHosts lists the hosts to plan for: this host, every host id of a
+// workspace or repo cache row, and every row of the host registry when the
+// store has one (store.HostRegistry), sorted.
+func (e *EvictionActivities) EvictionHosts(ctx context.Context) (workflows.EvictionHostsResult, error) {
+	seen := map[string]bool{e.HostID: true}
+	wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
+	if err != nil {
+		return workflows.EvictionHostsResult{}, ToApplicationError(err)
+	}
+	for _, w := range wss {
+		if w.State != sandbox.WorkspaceRemoved {
+			seen[w.HostID] = true
+		}
+	}
+	caches, err := e.Store.ListRepoCaches(ctx)
+	if err != nil {
+		return workflows.EvictionHostsResult{}, ToApplicationError(err)
+	}
+	for _, c := range caches {
+		if c.State == sandbox.RepoCacheReady {
+			seen[c.HostID] = true
+		}
+	}
+	if reg, ok := e.Store.(store.HostRegistry); ok {
+		hosts, err := reg.ListHosts(ctx)
+		if err != nil {
+			return workflows.EvictionHostsResult{}, ToApplicationError(err)
+		}
+		for _, h := range hosts {
+			seen[h.HostID] = true
+		}
+	}
+	out := workflows.EvictionHostsResult{Hosts: []string{}}
+	for h := range seen {
+		if sandbox.ValidateID("host id", h) == nil {
+			out.Hosts = append(out.Hosts, h)
+		}
+	}
+	slices.Sort(out.Hosts)
+	return out, nil
+}
+
+// inspectAfter is the shortest idle time any tier needs: younger workspaces
+// cannot be planned, so their worktrees are not inspected.
+func (e *EvictionActivities) inspectAfter() time.Duration {
+	p := e.Policy
+	return min(p.AnalysisTTL, p.TaskTTL, p.EditTTL, p.PressureMinIdle)
+}
+
+// PlanEviction measures this host and plans its eviction (package eviction).
+// Usage: with DiskBudgetBytes, the bytes of the regular files under DataDir
+// (symlinks not followed); otherwise the used bytes of DataDir's filesystem
+// against DiskBudgetFraction of its size. Each ready workspace idle long
+// enough to be a candidate is inspected for unsaved work (a failure counts as
+// unsaved); each repo cache present on this host is checked for commits only
+// it holds. Errors: ErrWorkspaceUnavailable when the plan is asked of the
+// wrong host; store errors.
+func (e *EvictionActivities) PlanEviction(ctx context.Context, in workflows.PlanEvictionInput) (workflows.PlanEvictionResult, error) {
+	res, err := whileHeartbeating(ctx, func() (workflows.PlanEvictionResult, error) { return e.planEviction(ctx, in) })
+	return res, ToApplicationError(err)
+}
+
+func (e *EvictionActivities) planEviction(ctx context.Context, in workflows.PlanEvictionInput) (workflows.PlanEvictionResult, error) {
+	if in.HostID != e.HostID {
+		return workflows.PlanEvictionResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "plan for host %s asked of host %s", in.HostID, e.HostID)
+	}
+	now := e.now()
+	out := workflows.PlanEvictionResult{Policy: e.Policy}
+	rows, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{HostID: e.HostID})
+	if err != nil {
+		return out, err
+	}
+	cacheRows, err := e.Store.ListRepoCaches(ctx)
+	if err != nil {
+		return out, err
+	}
+	owners := map[string]string{}
+	for _, w := range rows {
+		if w.State == sandbox.WorkspaceReady && filepath.IsAbs(w.LocalPath) {
+			owners[filepath.Clean(w.LocalPath)] = "ws:" + w.ID
+		}
+	}
+	type localCache struct {
+		row  sandbox.RepoCache
+		path string
+	}
+	var caches []localCache
+	for _, c := range cacheRows {
+		if c.State != sandbox.RepoCacheReady {
+			continue
+		}
+		p := e.cachePath(c)
+		if p == "" || !isDirectory(p) {
+			continue
+		}
+		caches = append(caches, localCache{c, p})
+		owners[p] = "rc:" + c.ID
+	}
+	used, budget, sizes, mode, err := e.measure(ctx, owners)
+	if err != nil {
+		return out, err
+	}
+	out.Budget = mode
+	snap := eviction.Snapshot{HostID: e.HostID, Now: now, Usage: eviction.Usage{UsedBytes: used, BudgetBytes: budget}}
+	onHost := map[string]bool{}
+	for _, w := range rows {
+		onHost[w.ID] = true
+		pw := eviction.Workspace{ID: w.ID, RepoCacheID: w.RepoCacheID, Mode: w.Mode, State: w.State,
+			PinnedUntil: w.PinnedUntil, LastUsedAt: w.LastUsedAt, SizeBytes: sizes["ws:"+w.ID]}
+		if w.State == sandbox.WorkspaceReady {
+			switch {
+			case now.Sub(w.LastUsedAt) < e.inspectAfter():
+				pw.Unknown = true // not a candidate yet: not inspected
+			case e.Backups == nil:
+				pw.Unknown = true
+			default:
+				if ok, err := e.Workspaces.Exists(ctx, w); err == nil && !ok {
+					break // the worktree is gone: nothing left to lose
+				}
+				un, err := e.Backups.UnsavedWork(ctx, w)
+				if err != nil {
+					pw.Unknown = true
+					out.Notes = append(out.Notes, fmt.Sprintf("workspace %s: %s", w.ID, sandbox.Message(err)))
+				}
+				pw.Dirty, pw.UnpushedCommits = un.Dirty, un.UnpushedCommits
+			}
+		}
+		snap.Workspaces = append(snap.Workspaces, pw)
+	}
+	for _, c := range caches {
+		pc := eviction.RepoCache{ID: c.row.ID, State: c.row.State, LastUsedAt: c.row.LastUsedAt, SizeBytes: sizes["rc:"+c.row.ID]}
+		if e.Backups == nil {
+			pc.HoldsUnsavedWork = true
+		} else {
+			row := c.row
+			row.LocalPath = c.path
+			holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, row)
+			if err != nil {
+				out.Notes = append(out.Notes, fmt.Sprintf("repo cache %s: %s", c.row.ID, sandbox.Message(err)))
+				holds = true
+			}
+			pc.HoldsUnsavedWork = holds
+		}
+		snap.RepoCaches = append(snap.RepoCaches, pc)
+	}
+	rts, err := e.Store.ListRuntimes(ctx, "")
+	if err != nil {
+		return out, err
+	}
+	for _, r := range rts {
+		if onHost[r.WorkspaceID] {
+			snap.Runtimes = append(snap.Runtimes, eviction.Runtime{ID: r.ID, WorkspaceID: r.WorkspaceID, State: r.State, LastUsedAt: r.LastUsedAt, StateSince: r.UpdatedAt})
+		}
+	}
+	out.Plan = eviction.NewPlan(snap, e.Policy)
+	if n := len(out.Plan.Actions); n > workflows.MaxEvictionActionsPerHost {
+		out.Truncated = n - workflows.MaxEvictionActionsPerHost
+		out.Plan.Actions = out.Plan.Actions[:workflows.MaxEvictionActionsPerHost]
+	}
+	e.log().Info("eviction planned", "host", e.HostID, "used", used, "budget", budget, "pressure", out.Plan.Pressure, "actions", len(out.Plan.Actions))
+	return out, nil
+}
+
+// cachePath is where repo cache c's mirror lives on this host ("" if unknown).
+func (e *EvictionActivities) cachePath(c sandbox.RepoCache) string {
+	if p, ok := e.Repos.(interface {
+		Path(sandbox.RepoIdentity) string
+	}); ok {
+		id, err := sandbox.ParseRepoURL(c.RepoURL, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+		if err == nil {
+			if path := p.Path(id); path != "" {
+				return filepath.Clean(path)
+			}
+		}
+	}
+	if c.HostID == e.HostID && filepath.IsAbs(c.LocalPath) {
+		return filepath.Clean(c.LocalPath)
+	}
+	return ""
+}
+
+func isDirectory(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
+
+// measure walks DataDir once (symlinks not followed), adding each regular
+// file's size to the owner whose directory contains it, and returns the
+// usage and budget (see EvictionActivities.DiskBudgetBytes).
+func (e *EvictionActivities) measure(ctx context.Context, owners map[string]string) (used, budget int64, sizes map[string]int64, mode string, err error) {
+	sizes = map[string]int64{}
+	var total int64
+	type frame struct{ dir, owner string }
+	var stack []frame
+	n := 0
+	root := filepath.Clean(e.DataDir)
+	werr := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if n++; n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return nil // unreadable or vanished: skipped
+		}
+		for len(stack) > 0 && !strings.HasPrefix(p, stack[len(stack)-1].dir+string(filepath.Separator)) {
+			stack = stack[:len(stack)-1]
+		}
+		if d.IsDir() {
+			if o, ok := owners[p]; ok {
+				stack = append(stack, frame{p, o})
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		total += fi.Size()
+		if len(stack) > 0 {
+			sizes[stack[len(stack)-1].owner] += fi.Size()
+		}
+		return nil
+	})
+	if werr != nil {
+		return 0, 0, nil, "", werr
+	}
+	if e.DiskBudgetBytes > 0 {
+		return total, e.DiskBudgetBytes, sizes, "bytes", nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(root, &st); err != nil {
+		return 0, 0, nil, "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "statfs %s: %v", root, err)
+	}
+	bs := int64(st.Bsize)
+	fsUsed := (int64(st.Blocks) - int64(st.Bfree)) * bs
+	capacity := fsUsed + int64(st.Bavail)*bs
+	frac := e.DiskBudgetFraction
+	if frac <= 0 || frac > 1 {
+		frac = 1
+	}
+	return fsUsed, int64(float64(capacity) * frac), sizes, "fraction", nil
+}
+
+// SignalEvictions sends each request to its workspace's SessionWorkflow with
+// signal-with-start (signal "evict"; a session that is not running starts on
+// in.TaskQueue with SessionInput{WorkspaceID} and completes after handling
+// it). Failures are reported per request id, not as an error.
+func (e *EvictionActivities) SignalEvictions(ctx context.Context, in workflows.SignalEvictionsInput) (workflows.SignalEvictionsResult, error) {
+	out := workflows.SignalEvictionsResult{Failed: map[string]string{}}
+	for i, r := range in.Requests {
+		if i%20 == 0 && activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, i)
+		}
+		if err := SignalSession(ctx, e.Client, in.TaskQueue, r.WorkspaceID, workflows.SignalEvict, r.Request); err != nil {
+			out.Failed[r.Request.RequestID] = err.Error()
+		}
+	}
+	return out, nil
+}
+
+// SignalSession sends signal (with arg) to workspace wsID's SessionWorkflow
+// by signal-with-start: a session that is not running starts on taskQueue
+// (the shared queue) with SessionInput{WorkspaceID: wsID}, handles the signal
+// and completes. Errors: ErrInvalidArgument (bad id) or the client's error.
+func SignalSession(ctx context.Context, c client.Client, taskQueue, wsID, signal string, arg any) error {
+	wfID, err := sandbox.SessionWorkflowID(wsID)
+	if err != nil {
+		return err
+	}
+	_, err = c.SignalWithStartWorkflow(ctx, wfID, signal, arg, client.StartWorkflowOptions{
+		ID:                    wfID,
+		TaskQueue:             taskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrWorkspace).ValueSet(wsID),
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet(workflows.StateAcquiring)),
+	}, workflows.SessionWorkflowType, workflows.SessionInput{WorkspaceID: wsID})
+	return err
+}
+
+// EvictWorkspace evicts one workspace; its SessionWorkflow calls it under
+// the mutating lock, on the workspace's host. It re-checks the rules first
+// (skipped: not ready, pinned, used within MinIdle, unsaved work the tier
+// does not allow), destroys the runtime (never the workspace), checks that
+// every entry of the worktree can be deleted, saves unsaved work (backup ref
+// + patch + manifest, verified), and only then removes the worktree (the
+// branch stays) and marks the row evicted. When the check or the backup
+// fails the outcome is "blocked" and the workspace stays intact. If removal
+// fails after the work was saved, the row is marked evicted anyway (the next
+// acquire restores the saved work over whatever is left); without saved work
+// the outcome is "failed". Errors are reserved for store failures.
+func (e *EvictionActivities) EvictWorkspace(ctx context.Context, in workflows.EvictActivityInput) (workflows.EvictResult, error) {
+	res, err := whileHeartbeating(ctx, func() (workflows.EvictResult, error) { return e.evictWorkspace(ctx, in) })
+	return res, ToApplicationError(err)
+}
+
+func (e *EvictionActivities) evictWorkspace(ctx context.Context, in workflows.EvictActivityInput) (workflows.EvictResult, error) {
+	now := e.now()
+	res := workflows.EvictResult{RequestID: in.Request.RequestID, Action: eviction.ActionEvictWorkspace, Tier: in.Request.Tier,
+		ID: in.WorkspaceID, WorkspaceID: in.WorkspaceID, At: now}
+	outcome := func(o, format string, args ...any) (workflows.EvictResult, error) {
+		res.Outcome, res.Reason = o, fmt.Sprintf(format, args...)
+		e.log().Info("eviction", "workspace", in.WorkspaceID, "outcome", o, "reason", res.Reason)
+		return res, nil
+	}
+	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+		return res, err
+	}
+	ws, err := e.Store.GetWorkspace(ctx, in.WorkspaceID)
+	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+		return outcome(workflows.OutcomeSkipped, "no such workspace")
+	}
+	if err != nil {
+		return res, err
+	}
+	if ws.HostID != e.HostID {
+		return outcome(workflows.OutcomeFailed, "workspace lives on host %s, not %s", ws.HostID, e.HostID)
+	}
+	if ws.State != sandbox.WorkspaceReady {
+		return outcome(workflows.OutcomeSkipped, "workspace is %s", ws.State)
+	}
+	if ws.PinnedUntil != nil && ws.PinnedUntil.After(now) {
+		return outcome(workflows.OutcomeSkipped, "pinned until %s", ws.PinnedUntil.UTC().Format(time.RFC3339))
+	}
+	if idle := now.Sub(ws.LastUsedAt); idle < in.Request.MinIdle {
+		return outcome(workflows.OutcomeSkipped, "used %s ago (rule needs %s)", idle.Round(time.Second), in.Request.MinIdle)
+	}
+	markEvicted := func(dirty bool) error {
+		ws.State, ws.Dirty, ws.SizeBytes, ws.UpdatedAt = sandbox.WorkspaceEvicted, dirty, 0, e.now()
+		return e.Store.UpdateWorkspace(ctx, ws)
+	}
+	exists, err := e.Workspaces.Exists(ctx, ws)
+	if err != nil {
+		return outcome(workflows.OutcomeFailed, "%s", sandbox.Message(err))
+	}
+	if !exists {
+		if err := markEvicted(false); err != nil {
+			return res, err
+		}
+		return outcome(workflows.OutcomeDone, "the worktree was already gone")
+	}
+	if e.Backups == nil {
+		return outcome(workflows.OutcomeBlocked, "this host cannot save work (no backup provider)")
+	}
+	un, err := e.Backups.UnsavedWork(ctx, ws)
+	if err != nil {
+		return outcome(workflows.OutcomeBlocked, "cannot inspect the worktree: %s", sandbox.Message(err))
+	}
+	if un.Any() && !in.Request.AllowUnsaved {
+		return outcome(workflows.OutcomeSkipped, "has unsaved work (dirty=%t, unpushed commits=%d) that rule %s does not evict", un.Dirty, un.UnpushedCommits, in.Request.Tier)
+	}
+	size, _ := e.Workspaces.SizeBytes(ctx, ws)
+	// The runtime goes first: nothing may run in (or hold) the worktree while it is saved and removed.
+	rid := sandbox.RuntimeIDFor(ws.ID)
+	if err := e.Runtimes.Destroy(ctx, rid); err != nil {
+		return outcome(workflows.OutcomeBlocked, "destroy runtime %s: %s", rid, sandbox.Message(err))
+	}
+	if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		e.log().Warn("eviction: delete runtime row", "runtime", rid, "error", err)
+	}
+	if err := e.Backups.CheckRemovable(ctx, ws); err != nil {
+		return outcome(workflows.OutcomeBlocked, "%s", sandbox.Message(err))
+	}
+	saved := false
+	if un.Any() {
+		man, err := e.Backups.Backup(ctx, ws)
+		if err != nil {
+			return outcome(workflows.OutcomeBlocked, "saving the work failed, the workspace stays: %s", sandbox.Message(err))
+		}
+		saved, res.BackupRef, res.PatchPath = true, man.Ref, man.PatchPath
+	}
+	if err := e.Workspaces.Remove(ctx, ws); err != nil {
+		if !saved {
+			return outcome(workflows.OutcomeFailed, "remove worktree: %s", sandbox.Message(err))
+		}
+		if merr := markEvicted(un.Dirty); merr != nil {
+			return res, merr
+		}
+		res.FreedBytes = 0
+		return outcome(workflows.OutcomeDone, "the worktree was only partly removed (%s); its work is saved and the next acquire restores it", sandbox.Message(err))
+	}
+	if err := markEvicted(un.Dirty); err != nil {
+		return res, err
+	}
+	res.FreedBytes = size
+	if saved {
+		return outcome(workflows.OutcomeDone, "work saved to %s and %s", res.BackupRef, res.PatchPath)
+	}
+	return outcome(workflows.OutcomeDone, "clean")
+}
+
+// EvictRuntime stops (stop_runtime) or destroys (destroy_runtime) one
+// workspace's runtime; its SessionWorkflow calls it under the mutating lock,
+// on the workspace's host. The workspace is never touched. Re-checks: a stop
+// needs the runtime unused for MinIdle; a destroy needs it not running and in
+// its state for MinIdle (else skipped). A runtime the backend no longer has
+// is recorded as such.
+func (e *EvictionActivities) EvictRuntime(ctx context.Context, in workflows.EvictActivityInput) (workflows.EvictResult, error) {
+	res, err := e.evictRuntime(ctx, in)
+	return res, ToApplicationError(err)
+}
+
+func (e *EvictionActivities) evictRuntime(ctx context.Context, in workflows.EvictActivityInput) (workflows.EvictResult, error) {
+	now := e.now()
+	rid := sandbox.RuntimeIDFor(in.WorkspaceID)
+	res := workflows.EvictResult{RequestID: in.Request.RequestID, Action: in.Request.Action, Tier: in.Request.Tier, ID: rid, WorkspaceID: in.WorkspaceID, At: now}
+	outcome := func(o, format string, args ...any) (workflows.EvictResult, error) {
+		res.Outcome, res.Reason = o, fmt.Sprintf(format, args...)
+		return res, nil
+	}
+	rec, err := e.Store.GetRuntime(ctx, rid)
+	found := err == nil
+	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		return res, err
+	}
+	switch in.Request.Action {
+	case eviction.ActionStopRuntime:
+		if !found {
+			return outcome(workflows.OutcomeSkipped, "no runtime")
+		}
+		if rec.State != sandbox.RuntimeRunning && rec.State != sandbox.RuntimeStarting {
+			return outcome(workflows.OutcomeSkipped, "runtime is %s", rec.State)
+		}
+		if idle := now.Sub(rec.LastUsedAt); idle < in.Request.MinIdle {
+			return outcome(workflows.OutcomeSkipped, "used %s ago (rule needs %s)", idle.Round(time.Second), in.Request.MinIdle)
+		}
+		rt, err := e.Runtimes.Get(ctx, rid)
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound):
+			rec.State = sandbox.RuntimeMissing
+		case err != nil:
+			return outcome(workflows.OutcomeFailed, "%s", sandbox.Message(err))
+		default:
+			if err := rt.Stop(ctx); err != nil {
+				return outcome(workflows.OutcomeFailed, "stop: %s", sandbox.Message(err))
+			}
+			rec.State = sandbox.RuntimeStopped
+		}
+		rec.UpdatedAt = now
+		if err := e.Store.UpsertRuntime(ctx, rec); err != nil {
+			return res, err
+		}
+		return outcome(workflows.OutcomeDone, "idle since %s", rec.LastUsedAt.UTC().Format(time.RFC3339))
+	case eviction.ActionDestroyRuntime:
+		if found {
+			if rec.State == sandbox.RuntimeRunning || rec.State == sandbox.RuntimeStarting {
+				return outcome(workflows.OutcomeSkipped, "runtime is running again")
+			}
+			if since := now.Sub(rec.UpdatedAt); since < in.Request.MinIdle {
+				return outcome(workflows.OutcomeSkipped, "%s for only %s (rule needs %s)", rec.State, since.Round(time.Second), in.Request.MinIdle)
+			}
+		}
+		if err := e.Runtimes.Destroy(ctx, rid); err != nil {
+			return outcome(workflows.OutcomeFailed, "destroy: %s", sandbox.Message(err))
+		}
+		if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			return res, err
+		}
+		return outcome(workflows.OutcomeDone, "destroyed")
+	}
+	return outcome(workflows.OutcomeFailed, "unknown action %q", in.Request.Action)
+}
+
+// RemoveRepoCaches removes the planned repo caches of this host in order,
+// while the usage (measured once, minus what was freed) stays above
+// in.LowBytes. Each removal is decided under the repository lock
+// (repocache.Cache.RemoveUnused): no registered worktree, no workspace row on
+// this host referencing the cache, no commits only it holds, unused for the
+// action's MinIdle; a cache failing a check is skipped. The row is then
+// marked evicted. Errors are reserved for store failures.
+func (e *EvictionActivities) RemoveRepoCaches(ctx context.Context, in workflows.RemoveRepoCachesInput) (workflows.RemoveRepoCachesResult, error) {
+	res, err := whileHeartbeating(ctx, func() (workflows.RemoveRepoCachesResult, error) { return e.removeRepoCaches(ctx, in) })
+	return res, ToApplicationError(err)
+}
+
+func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in workflows.RemoveRepoCachesInput) (workflows.RemoveRepoCachesResult, error) {
+	out := workflows.RemoveRepoCachesResult{Results: []workflows.EvictResult{}}
+	if in.HostID != e.HostID {
+		return out, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "repo caches of host %s asked of host %s", in.HostID, e.HostID)
+	}
+	used, _, _, _, err := e.measure(ctx, nil)
+	if err != nil {
+		return out, err
+	}
+	remover, canRemove := e.Repos.(interface {
+		RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, check func(bare string) error) error
+	})
+	for _, a := range in.Actions {
+		r := workflows.EvictResult{Action: eviction.ActionRemoveRepoCache, Tier: a.Tier, ID: a.ID, At: e.now()}
+		done := func(o, format string, args ...any) {
+			r.Outcome, r.Reason = o, fmt.Sprintf(format, args...)
+			out.Results = append(out.Results, r)
+		}
+		if in.LowBytes > 0 && used <= in.LowBytes {
+			done(workflows.OutcomeSkipped, "pressure relieved (%d bytes used, low water %d)", used, in.LowBytes)
+			continue
+		}
+		if !canRemove {
+			done(workflows.OutcomeSkipped, "the repo cache provider cannot remove a cache safely")
+			continue
+		}
+		row, err := e.Store.GetRepoCache(ctx, a.ID)
+		if errors.Is(err, sandbox.ErrNotFound) {
+			done(workflows.OutcomeSkipped, "no such repo cache")
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		repo, err := sandbox.ParseRepoURL(row.RepoURL, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+		if err != nil {
+			done(workflows.OutcomeFailed, "%s", sandbox.Message(err))
+			continue
+		}
+		var freed int64
+		err = remover.RemoveUnused(ctx, repo, func(bare string) error {
+			if idle := e.now().Sub(row.LastUsedAt); idle < a.MinIdle {
+				return sandbox.Errorf(sandbox.ErrConflict, "used %s ago", idle.Round(time.Second))
+			}
+			wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: row.ID, HostID: e.HostID})
+			if err != nil {
+				return err
+			}
+			for _, w := range wss {
+				if w.State != sandbox.WorkspaceRemoved {
+					return sandbox.Errorf(sandbox.ErrConflict, "used by workspace %s (%s)", w.ID, w.State)
+				}
+			}
+			if e.Backups == nil {
+				return sandbox.Errorf(sandbox.ErrConflict, "cannot check it for unsaved work")
+			}
+			local := row
+			local.LocalPath = bare
+			holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, local)
+			if err != nil {
+				return err
+			}
+			if holds {
+				return sandbox.Errorf(sandbox.ErrConflict, "holds commits on no remote branch")
+			}
+			sizes := map[string]int64{}
+			_ = filepath.WalkDir(bare, func(_ string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					if fi, err := d.Info(); err == nil {
+						sizes[""] += fi.Size()
+					}
+				}
+				return nil
+			})
+			freed = sizes[""]
+			return nil
+		})
+		switch {
+		case errors.Is(err, sandbox.ErrConflict):
+			done(workflows.OutcomeSkipped, "%s", sandbox.Message(err))
+			continue
+		case err != nil:
+			done(workflows.OutcomeFailed, "%s", sandbox.Message(err))
+			continue
+		}
+		row.State, row.SizeBytes, row.UpdatedAt = sandbox.RepoCacheEvicted, 0, e.now()
+		if err := e.Store.UpsertRepoCache(ctx, row); err != nil {
+			return out, err
+		}
+		used -= freed
+		r.FreedBytes = freed
+		done(workflows.OutcomeDone, "removed (%d bytes)", freed)
+	}
+	return out, nil
+}
+
+// SetPin sets or clears (Until nil) a workspace's pin in the store (seed
+// "Workspace Eviction": never evict pinned workspaces). Errors:
+// ErrWorkspaceNotFound, ErrInvalidArgument.
+func (e *EvictionActivities) SetPin(ctx context.Context, in workflows.SetPinInput) error {
+	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+		return ToApplicationError(err)
+	}
+	ws, err := e.Store.GetWorkspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return ToApplicationError(err)
+	}
+	if in.Until != nil {
+		u := in.Until.UTC()
+		ws.PinnedUntil = &u
+	} else {
+		ws.PinnedUntil = nil
+	}
+	ws.UpdatedAt = e.now()
+	return ToApplicationError(e.Store.UpdateWorkspace(ctx, ws))
+}
+
+// restoreEvicted writes back the saved work of an evicted workspace that
+// acquire has just re-created (ws), and returns the backup ref it came from
+// ("" when there was none). A failure fails the acquire and leaves the
+// backup pending (ErrConflict when the branch moved meanwhile).
+func (a *Activities) restoreEvicted(ctx context.Context, found bool, existing, ws sandbox.Workspace) (string, error) {
+	if !found || existing.State != sandbox.WorkspaceEvicted || a.Backups == nil {
+		return "", nil
+	}
+	out, err := whileHeartbeating(ctx, func() (restoreOut, error) {
+		m, ok, err := a.Backups.Restore(ctx, ws)
+		return restoreOut{m, ok}, err
+	})
+	if err != nil || !out.ok {
+		return "", err
+	}
+	a.log().Info("evicted workspace restored", "workspace", ws.ID, "ref", out.man.Ref, "files", out.man.Files)
+	return out.man.Ref, nil
+}
+
+type restoreOut struct {
+	man sandbox.WorkspaceBackup
+	ok  bool
+}

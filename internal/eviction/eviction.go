@@ -1,0 +1,438 @@
+// Package eviction is the pure planner of sandboxcore's tiered, volume-aware
+// eviction (seed "Eviction Policy": runtime, workspace and repo-cache tiers,
+// and its follow-up "a volume-based policy so disk use is bounded"; DESIGN.md
+// layout "eviction/: pure planning: snapshot in, ordered plan out").
+//
+// NewPlan takes a Snapshot of one host (its workspaces, repo caches and
+// runtimes, the disk usage against a budget, and the time) and a Policy, and
+// returns the ordered Plan. It does no I/O and reads no clock; carrying the
+// plan out (through each workspace's SessionWorkflow, saving work first) is
+// the caller's business (workflows.EvictionCronWorkflow).
+//
+// The tiers, in plan order ("Compute is cheap to recreate; repo clones are
+// expensive"):
+//
+//  1. Runtimes (seed "Runtime Eviction"): stop those running and idle for at
+//     least Policy.RuntimeIdleStop (default 20 min); destroy those stopped (or
+//     failed) for at least Policy.RuntimeStoppedDestroy (default 6 h). A
+//     runtime action never deletes a workspace and frees no planned disk.
+//  2. Workspaces (seed "Workspace Eviction", its "Suggested priority"), never
+//     a pinned one (PinnedUntil in the future):
+//     a. clean analysis workspaces idle for at least Policy.AnalysisTTL,
+//     b. clean task workspaces idle for at least Policy.TaskTTL,
+//     c. clean edit workspaces idle for at least Policy.EditTTL (default 14 days)
+//     — these three whatever the disk usage, because their TTL expired —
+//     d. dirty unpinned task (and analysis) workspaces, only under disk
+//     pressure (usage at or above the high water mark) and only while the
+//     projected usage stays above the low water mark,
+//     e. dirty unpinned edit workspaces, only under severe pressure (usage
+//     at or above the severe mark) and only while the projected usage stays
+//     at or above it.
+//     "Dirty" means anything a deletion would lose: uncommitted changes,
+//     untracked files, commits on no remote branch, or a state that could not
+//     be read. Tiers d and e also need Policy.PressureMinIdle without use.
+//  3. Repo caches (seed "Repo Cache Eviction"), only under pressure and only
+//     while the projected usage stays above the low water mark: least
+//     recently used weighted by size (score = idle time × size, highest
+//     first), never one that any workspace row still references (evicted
+//     workspaces keep their backup refs there), never one holding commits
+//     only it has, never one used within Policy.PressureMinIdle.
+//
+// Within a tier, the least recently used goes first (ties by id).
+package eviction
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Policy holds the thresholds of the plan. Durations are compared with
+// "idle at least" (>=); water marks are fractions of the budget in (0, 1].
+type Policy struct {
+	// RuntimeIdleStop: stop a running runtime unused this long (seed: 15–30 min).
+	RuntimeIdleStop time.Duration `json:"runtime_idle_stop"`
+	// RuntimeStoppedDestroy: destroy a runtime stopped this long (seed: 1–6 h).
+	RuntimeStoppedDestroy time.Duration `json:"runtime_stopped_destroy"`
+	// AnalysisTTL, TaskTTL, EditTTL: a clean workspace of the mode unused this
+	// long is evicted whatever the disk usage (seed: edit 7–30 days).
+	AnalysisTTL time.Duration `json:"analysis_ttl"`
+	TaskTTL     time.Duration `json:"task_ttl"`
+	EditTTL     time.Duration `json:"edit_ttl"`
+	// PressureMinIdle: under pressure, a dirty workspace or a repo cache must
+	// have been unused this long to be evicted.
+	PressureMinIdle time.Duration `json:"pressure_min_idle"`
+	// HighWater: usage/budget at or above it is pressure.
+	HighWater float64 `json:"high_water"`
+	// LowWater: pressure-driven eviction stops once the projected usage is at
+	// or below it.
+	LowWater float64 `json:"low_water"`
+	// SevereWater: usage/budget at or above it is severe pressure (dirty edit
+	// workspaces may go).
+	SevereWater float64 `json:"severe_water"`
+}
+
+// Defaults of DefaultPolicy.
+const (
+	DefaultRuntimeIdleStop       = 20 * time.Minute
+	DefaultRuntimeStoppedDestroy = 6 * time.Hour
+	DefaultAnalysisTTL           = 24 * time.Hour
+	DefaultTaskTTL               = 3 * 24 * time.Hour
+	DefaultEditTTL               = 14 * 24 * time.Hour
+	DefaultPressureMinIdle       = time.Hour
+	DefaultHighWater             = 0.85
+	DefaultLowWater              = 0.70
+	DefaultSevereWater           = 0.95
+)
+
+// DefaultPolicy returns the documented defaults (README "Configuration").
+func DefaultPolicy() Policy {
+	return Policy{
+		RuntimeIdleStop: DefaultRuntimeIdleStop, RuntimeStoppedDestroy: DefaultRuntimeStoppedDestroy,
+		AnalysisTTL: DefaultAnalysisTTL, TaskTTL: DefaultTaskTTL, EditTTL: DefaultEditTTL,
+		PressureMinIdle: DefaultPressureMinIdle,
+		HighWater:       DefaultHighWater, LowWater: DefaultLowWater, SevereWater: DefaultSevereWater,
+	}
+}
+
+// Validate checks that every duration is positive and that
+// 0 < LowWater < HighWater <= SevereWater <= 1. Errors wrap
+// sandbox.ErrInvalidArgument and name the field.
+func (p Policy) Validate() error {
+	for name, d := range map[string]time.Duration{
+		"runtime_idle_stop": p.RuntimeIdleStop, "runtime_stopped_destroy": p.RuntimeStoppedDestroy,
+		"analysis_ttl": p.AnalysisTTL, "task_ttl": p.TaskTTL, "edit_ttl": p.EditTTL, "pressure_min_idle": p.PressureMinIdle,
+	} {
+		if d <= 0 {
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "eviction policy: %s must be positive, got %s", name, d)
+		}
+	}
+	if !(p.LowWater > 0 && p.LowWater < p.HighWater && p.HighWater <= p.SevereWater && p.SevereWater <= 1) {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "eviction policy: want 0 < low_water (%v) < high_water (%v) <= severe_water (%v) <= 1", p.LowWater, p.HighWater, p.SevereWater)
+	}
+	return nil
+}
+
+// Usage is a host's disk usage against its budget, in bytes. A zero budget
+// means "no budget": never any pressure.
+type Usage struct {
+	UsedBytes   int64 `json:"used_bytes"`
+	BudgetBytes int64 `json:"budget_bytes"`
+}
+
+// Fraction returns UsedBytes/BudgetBytes (0 without a budget).
+func (u Usage) Fraction() float64 {
+	if u.BudgetBytes <= 0 {
+		return 0
+	}
+	return float64(u.UsedBytes) / float64(u.BudgetBytes)
+}
+
+// Workspace is one workspace row as the planner sees it.
+type Workspace struct {
+	ID          string                 `json:"id"`
+	RepoCacheID string                 `json:"repo_cache_id"`
+	Mode        sandbox.WorkspaceMode  `json:"mode"`
+	State       sandbox.WorkspaceState `json:"state"`
+	// Dirty: uncommitted changes or untracked (not ignored) files.
+	Dirty bool `json:"dirty"`
+	// UnpushedCommits: commits of HEAD on no remote branch or tag.
+	UnpushedCommits int `json:"unpushed_commits"`
+	// Unknown: the worktree could not be inspected; treated as dirty.
+	Unknown     bool       `json:"unknown,omitempty"`
+	PinnedUntil *time.Time `json:"pinned_until,omitempty"`
+	LastUsedAt  time.Time  `json:"last_used_at"`
+	// SizeBytes is what evicting it frees (its worktree's files).
+	SizeBytes int64 `json:"size_bytes"`
+}
+
+// HasUnsavedWork reports whether deleting the worktree without a backup
+// would lose anything (Dirty, UnpushedCommits or Unknown).
+func (w Workspace) HasUnsavedWork() bool { return w.Dirty || w.UnpushedCommits > 0 || w.Unknown }
+
+// Pinned reports whether the workspace is pinned at now.
+func (w Workspace) Pinned(now time.Time) bool {
+	return w.PinnedUntil != nil && w.PinnedUntil.After(now)
+}
+
+// RepoCache is one repo cache on the host as the planner sees it.
+type RepoCache struct {
+	ID         string                 `json:"id"`
+	State      sandbox.RepoCacheState `json:"state"`
+	LastUsedAt time.Time              `json:"last_used_at"`
+	SizeBytes  int64                  `json:"size_bytes"`
+	// HoldsUnsavedWork: commits only this mirror has (agent branches or
+	// backup refs on no remote branch or tag), or unknown.
+	HoldsUnsavedWork bool `json:"holds_unsaved_work,omitempty"`
+}
+
+// Runtime is one runtime row as the planner sees it.
+type Runtime struct {
+	ID          string               `json:"id"`
+	WorkspaceID string               `json:"workspace_id"`
+	State       sandbox.RuntimeState `json:"state"`
+	LastUsedAt  time.Time            `json:"last_used_at"`
+	// StateSince is when the runtime entered State (the row's updated_at).
+	StateSince time.Time `json:"state_since"`
+}
+
+// Snapshot is everything the planner needs about one host.
+type Snapshot struct {
+	HostID     string      `json:"host_id"`
+	Now        time.Time   `json:"now"`
+	Usage      Usage       `json:"usage"`
+	Workspaces []Workspace `json:"workspaces"`
+	RepoCaches []RepoCache `json:"repo_caches"`
+	Runtimes   []Runtime   `json:"runtimes"`
+}
+
+// Pressure is the disk pressure level of a snapshot.
+type Pressure string
+
+// Pressure levels.
+const (
+	PressureNone   Pressure = "none"   // below the high water mark (or no budget)
+	PressureHigh   Pressure = "high"   // at or above the high water mark
+	PressureSevere Pressure = "severe" // at or above the severe mark
+)
+
+// ActionKind is what an Action does.
+type ActionKind string
+
+// Action kinds.
+const (
+	ActionStopRuntime     ActionKind = "stop_runtime"
+	ActionDestroyRuntime  ActionKind = "destroy_runtime"
+	ActionEvictWorkspace  ActionKind = "evict_workspace"
+	ActionRemoveRepoCache ActionKind = "remove_repo_cache"
+)
+
+// Tier names why an action is planned (see the package comment).
+type Tier string
+
+// Tiers in plan order.
+const (
+	TierRuntimeIdle    Tier = "runtime-idle"
+	TierRuntimeStopped Tier = "runtime-stopped"
+	TierCleanAnalysis  Tier = "clean-analysis-ttl"
+	TierCleanTask      Tier = "clean-task-ttl"
+	TierCleanEdit      Tier = "clean-edit-ttl"
+	TierDirtyTask      Tier = "dirty-task-pressure"
+	TierDirtyEdit      Tier = "dirty-edit-severe"
+	TierRepoCacheLRU   Tier = "repo-cache-lru"
+)
+
+// Action is one step of a plan.
+type Action struct {
+	Kind ActionKind `json:"kind"`
+	Tier Tier       `json:"tier"`
+	// ID is the runtime id, workspace id or repo cache id.
+	ID string `json:"id"`
+	// WorkspaceID is the workspace the runtime or workspace action goes
+	// through (its SessionWorkflow); empty for repo caches.
+	WorkspaceID string                `json:"workspace_id,omitempty"`
+	Mode        sandbox.WorkspaceMode `json:"mode,omitempty"`
+	// SaveWork: the workspace has unsaved work; it must be backed up first
+	// (and the action may proceed only when the backup is verified).
+	SaveWork bool `json:"save_work,omitempty"`
+	// MinIdle is re-checked when the action runs: the target must still have
+	// been unused at least this long, else the action is skipped.
+	MinIdle time.Duration `json:"min_idle"`
+	// LastUsedAt is the target's last use as the snapshot saw it.
+	LastUsedAt time.Time `json:"last_used_at"`
+	// Bytes is what the action is expected to free.
+	Bytes int64 `json:"bytes"`
+	// ProjectedUsedBytes is the usage expected after this and every earlier action.
+	ProjectedUsedBytes int64 `json:"projected_used_bytes"`
+}
+
+// Held is a workspace or repo cache the plan deliberately keeps although an
+// age or pressure rule would have picked it.
+type Held struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"` // "workspace" or "repo_cache"
+	Reason string `json:"reason"`
+}
+
+// Plan is NewPlan's ordered result for one host.
+type Plan struct {
+	HostID   string    `json:"host_id"`
+	Now      time.Time `json:"now"`
+	Usage    Usage     `json:"usage"`
+	Pressure Pressure  `json:"pressure"`
+	// HighBytes, LowBytes and SevereBytes are the water marks in bytes (0 without a budget).
+	HighBytes   int64 `json:"high_bytes"`
+	LowBytes    int64 `json:"low_bytes"`
+	SevereBytes int64 `json:"severe_bytes"`
+	// Actions, in the order they are to be carried out.
+	Actions []Action `json:"actions"`
+	// ProjectedUsedBytes is the usage expected after every action.
+	ProjectedUsedBytes int64  `json:"projected_used_bytes"`
+	Held               []Held `json:"held,omitempty"`
+}
+
+func marks(u Usage, f float64) int64 {
+	if u.BudgetBytes <= 0 {
+		return 0
+	}
+	return int64(math.Floor(float64(u.BudgetBytes) * f))
+}
+
+// NewPlan computes the ordered plan for s under p (see the package comment).
+// p should be valid (Policy.Validate); s is not modified.
+func NewPlan(s Snapshot, p Policy) Plan {
+	now := s.Now
+	plan := Plan{HostID: s.HostID, Now: now, Usage: s.Usage, Pressure: PressureNone, Actions: []Action{}}
+	if s.Usage.BudgetBytes > 0 {
+		plan.HighBytes, plan.LowBytes, plan.SevereBytes = marks(s.Usage, p.HighWater), marks(s.Usage, p.LowWater), marks(s.Usage, p.SevereWater)
+		switch {
+		case s.Usage.UsedBytes >= plan.SevereBytes:
+			plan.Pressure = PressureSevere
+		case s.Usage.UsedBytes >= plan.HighBytes:
+			plan.Pressure = PressureHigh
+		}
+	}
+	projected := s.Usage.UsedBytes
+	add := func(a Action) {
+		projected -= a.Bytes
+		a.ProjectedUsedBytes = projected
+		plan.Actions = append(plan.Actions, a)
+	}
+	idle := func(t time.Time) time.Duration { return now.Sub(t) }
+
+	// 1. Runtimes.
+	rts := slices.Clone(s.Runtimes)
+	slices.SortFunc(rts, func(a, b Runtime) int {
+		return cmp.Or(a.LastUsedAt.Compare(b.LastUsedAt), cmp.Compare(a.ID, b.ID))
+	})
+	for _, r := range rts {
+		if (r.State == sandbox.RuntimeRunning || r.State == sandbox.RuntimeStarting) && idle(r.LastUsedAt) >= p.RuntimeIdleStop {
+			add(Action{Kind: ActionStopRuntime, Tier: TierRuntimeIdle, ID: r.ID, WorkspaceID: r.WorkspaceID, MinIdle: p.RuntimeIdleStop, LastUsedAt: r.LastUsedAt})
+		}
+	}
+	for _, r := range rts {
+		since := r.StateSince
+		if since.IsZero() {
+			since = r.LastUsedAt
+		}
+		if (r.State == sandbox.RuntimeStopped || r.State == sandbox.RuntimeError) && idle(since) >= p.RuntimeStoppedDestroy {
+			add(Action{Kind: ActionDestroyRuntime, Tier: TierRuntimeStopped, ID: r.ID, WorkspaceID: r.WorkspaceID, MinIdle: p.RuntimeStoppedDestroy, LastUsedAt: since})
+		}
+	}
+
+	// 2. Workspaces.
+	wss := slices.Clone(s.Workspaces)
+	slices.SortFunc(wss, func(a, b Workspace) int {
+		return cmp.Or(a.LastUsedAt.Compare(b.LastUsedAt), cmp.Compare(a.ID, b.ID))
+	})
+	var ready []Workspace
+	for _, w := range wss {
+		if w.State != sandbox.WorkspaceReady {
+			continue
+		}
+		if w.Pinned(now) {
+			plan.Held = append(plan.Held, Held{ID: w.ID, Kind: "workspace", Reason: "pinned until " + w.PinnedUntil.UTC().Format(time.RFC3339)})
+			continue
+		}
+		ready = append(ready, w)
+	}
+	evict := func(w Workspace, tier Tier, minIdle time.Duration) {
+		add(Action{Kind: ActionEvictWorkspace, Tier: tier, ID: w.ID, WorkspaceID: w.ID, Mode: w.Mode,
+			SaveWork: w.HasUnsavedWork(), MinIdle: minIdle, LastUsedAt: w.LastUsedAt, Bytes: w.SizeBytes})
+	}
+	for _, t := range []struct {
+		tier Tier
+		mode sandbox.WorkspaceMode
+		ttl  time.Duration
+	}{
+		{TierCleanAnalysis, sandbox.ModeAnalysis, p.AnalysisTTL},
+		{TierCleanTask, sandbox.ModeTask, p.TaskTTL},
+		{TierCleanEdit, sandbox.ModeEdit, p.EditTTL},
+	} {
+		for _, w := range ready {
+			if w.Mode == t.mode && !w.HasUnsavedWork() && idle(w.LastUsedAt) >= t.ttl {
+				evict(w, t.tier, t.ttl)
+			}
+		}
+	}
+	if plan.Pressure != PressureNone {
+		for _, w := range ready {
+			if projected <= plan.LowBytes {
+				break
+			}
+			if (w.Mode == sandbox.ModeTask || w.Mode == sandbox.ModeAnalysis) && w.HasUnsavedWork() && idle(w.LastUsedAt) >= p.PressureMinIdle {
+				evict(w, TierDirtyTask, p.PressureMinIdle)
+			}
+		}
+	}
+	if plan.Pressure == PressureSevere {
+		for _, w := range ready {
+			if projected < plan.SevereBytes {
+				break
+			}
+			if w.Mode == sandbox.ModeEdit && w.HasUnsavedWork() && idle(w.LastUsedAt) >= p.PressureMinIdle {
+				evict(w, TierDirtyEdit, p.PressureMinIdle)
+			}
+		}
+	}
+
+	// 3. Repo caches.
+	refs := map[string]int{}
+	for _, w := range s.Workspaces {
+		if w.State != sandbox.WorkspaceRemoved && w.RepoCacheID != "" {
+			refs[w.RepoCacheID]++
+		}
+	}
+	type scored struct {
+		c     RepoCache
+		score float64
+	}
+	var caches []scored
+	for _, c := range s.RepoCaches {
+		if c.State != sandbox.RepoCacheReady {
+			continue
+		}
+		switch {
+		case refs[c.ID] > 0:
+			if plan.Pressure != PressureNone {
+				plan.Held = append(plan.Held, Held{ID: c.ID, Kind: "repo_cache", Reason: "used by workspaces"})
+			}
+			continue
+		case c.HoldsUnsavedWork:
+			if plan.Pressure != PressureNone {
+				plan.Held = append(plan.Held, Held{ID: c.ID, Kind: "repo_cache", Reason: "holds commits on no remote branch"})
+			}
+			continue
+		case idle(c.LastUsedAt) < p.PressureMinIdle:
+			continue
+		}
+		caches = append(caches, scored{c, idle(c.LastUsedAt).Seconds() * float64(max(c.SizeBytes, 1))})
+	}
+	slices.SortFunc(caches, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), a.c.LastUsedAt.Compare(b.c.LastUsedAt), cmp.Compare(a.c.ID, b.c.ID))
+	})
+	if plan.Pressure != PressureNone {
+		for _, sc := range caches {
+			if projected <= plan.LowBytes {
+				break
+			}
+			add(Action{Kind: ActionRemoveRepoCache, Tier: TierRepoCacheLRU, ID: sc.c.ID, MinIdle: p.PressureMinIdle, LastUsedAt: sc.c.LastUsedAt, Bytes: sc.c.SizeBytes})
+		}
+	}
+	plan.ProjectedUsedBytes = projected
+	return plan
+}
+
+// Count returns how many actions of kind the plan holds.
+func (p Plan) Count(kind ActionKind) int {
+	n := 0
+	for _, a := range p.Actions {
+		if a.Kind == kind {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,158 @@
+package sandboxclient
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// Eviction (issue 6; docs/API.md "Eviction"): runs of EvictionCronWorkflow
+// and the pin, unpin and restore of one workspace.
+
+// manualEvictionPrefix starts the workflow id of runs started by RunEviction.
+const manualEvictionPrefix = "sandbox-eviction-manual-"
+
+// RunEviction starts an EvictionCronWorkflow run now on the client's task
+// queue (workflow id "sandbox-eviction-manual-[dryrun-]<unix nanoseconds>")
+// and waits for its result. With in.DryRun the run only plans. Errors: the
+// sandbox typed errors of FromTemporal.
+func (c *Client) RunEviction(ctx context.Context, in workflows.EvictionInput) (workflows.EvictionRunResult, error) {
+	id := manualEvictionPrefix
+	if in.DryRun {
+		id += "dryrun-"
+	}
+	id += fmt.Sprint(time.Now().UnixNano())
+	run, err := c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: c.taskQueue, WorkflowExecutionTimeout: 2 * time.Hour,
+	}, workflows.EvictionCronWorkflowType, in)
+	if err != nil {
+		return workflows.EvictionRunResult{}, FromTemporal(err)
+	}
+	var out workflows.EvictionRunResult
+	if err := run.Get(ctx, &out); err != nil {
+		return out, FromTemporal(err)
+	}
+	return out, nil
+}
+
+// LastEviction returns the result of the most recently closed, completed
+// EvictionCronWorkflow run on the client's task queue (scheduled or manual;
+// dry runs only when includeDryRun). Errors: ErrNotFound when there is none.
+func (c *Client) LastEviction(ctx context.Context, includeDryRun bool) (workflows.EvictionRunResult, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND TaskQueue = '%s' AND ExecutionStatus = 'Completed'", workflows.EvictionCronWorkflowType, c.taskQueue)
+	var bestID, bestRun string
+	var best time.Time
+	var token []byte
+	for pages := 0; pages < 20; pages++ {
+		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: 100})
+		if err != nil {
+			return workflows.EvictionRunResult{}, FromTemporal(err)
+		}
+		for _, e := range resp.Executions {
+			id := e.GetExecution().GetWorkflowId()
+			if !includeDryRun && strings.HasPrefix(id, manualEvictionPrefix+"dryrun-") {
+				continue
+			}
+			if t := e.GetCloseTime().AsTime(); t.After(best) {
+				best, bestID, bestRun = t, id, e.GetExecution().GetRunId()
+			}
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			break
+		}
+	}
+	if bestID == "" {
+		return workflows.EvictionRunResult{}, sandbox.Errorf(sandbox.ErrNotFound, "no completed eviction run on task queue %s yet", c.taskQueue)
+	}
+	var out workflows.EvictionRunResult
+	if err := c.tc.GetWorkflow(ctx, bestID, bestRun).Get(ctx, &out); err != nil {
+		return out, FromTemporal(err)
+	}
+	return out, nil
+}
+
+// signal sends signal to the session by signal-with-start: a session that is
+// not running starts on the client's task queue, handles it and completes.
+func (s *Session) signal(ctx context.Context, name string, arg any) error {
+	_, err := s.c.tc.SignalWithStartWorkflow(ctx, s.wfID, name, arg, client.StartWorkflowOptions{
+		ID:                    s.wfID,
+		TaskQueue:             s.c.taskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrWorkspace).ValueSet(s.wsID),
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet(workflows.StateAcquiring)),
+	}, workflows.SessionWorkflowType, workflows.SessionInput{WorkspaceID: s.wsID})
+	return FromTemporal(err)
+}
+
+// Pin keeps the workspace from eviction until until (signal "pin" through
+// its SessionWorkflow, started when not running) and waits until the session
+// applied it. Errors: ErrInvalidArgument (until not in the future),
+// ErrWorkspaceNotFound, ErrTimeout (ctx ended before the session answered).
+func (s *Session) Pin(ctx context.Context, until time.Time) (workflows.EvictionState, error) {
+	if !until.After(time.Now()) {
+		return workflows.EvictionState{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "pin until %s: must be in the future", until.UTC().Format(time.RFC3339))
+	}
+	u := until.UTC()
+	return s.pinSignal(ctx, workflows.SignalPin, &u)
+}
+
+// Unpin drops the workspace's pin (signal "unpin") and waits until the
+// session applied it. Errors: as Pin.
+func (s *Session) Unpin(ctx context.Context) (workflows.EvictionState, error) {
+	return s.pinSignal(ctx, workflows.SignalUnpin, nil)
+}
+
+func (s *Session) pinSignal(ctx context.Context, name string, until *time.Time) (workflows.EvictionState, error) {
+	req := workflows.PinRequest{RequestID: fmt.Sprintf("%s-%d", name, time.Now().UnixNano()), Until: until}
+	if err := s.signal(ctx, name, req); err != nil {
+		return workflows.EvictionState{}, err
+	}
+	for {
+		st, err := s.EvictionState(ctx)
+		if err == nil && st.LastPinRequest == req.RequestID {
+			if st.PinError != "" {
+				kind := sandbox.KindByType(st.PinErrorType)
+				if kind == nil {
+					kind = sandbox.ErrSandbox
+				}
+				return st, sandbox.Errorf(kind, "%s", st.PinError)
+			}
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return workflows.EvictionState{}, sandbox.Errorf(sandbox.ErrTimeout, "%s of workspace %s not confirmed: %v", name, s.wsID, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// EvictionState queries the session's eviction state (pin, last eviction).
+// A completed run answers with its final state.
+func (s *Session) EvictionState(ctx context.Context) (workflows.EvictionState, error) {
+	var out workflows.EvictionState
+	v, err := s.c.tc.QueryWorkflow(ctx, s.wfID, "", workflows.QueryEviction)
+	if err == nil {
+		err = v.Get(&out)
+	}
+	return out, FromTemporal(err)
+}
+
+// Restore re-creates an evicted workspace and writes its saved work back
+// byte for byte (Handle.RestoredFrom names the backup ref; empty when the
+// workspace had nothing saved or was not evicted). It is Resume: any acquire
+// of an evicted workspace restores it. Errors: ErrWorkspaceNotFound,
+// ErrConflict (the branch moved since the eviction; the backup stays).
+func (s *Session) Restore(ctx context.Context) (workflows.Handle, error) {
+	return s.Resume(ctx)
+}

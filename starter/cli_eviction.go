@@ -1,0 +1,214 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// evictionCommand is `sandboxctl eviction run [--dry-run] [--host H]...` and
+// `sandboxctl eviction last [--include-dry-run]` (issue 6).
+func (c *cli) evictionCommand() *cobra.Command {
+	ev := &cobra.Command{Use: "eviction", Short: "Tiered eviction runs (EvictionCronWorkflow): run one now, show the last"}
+	var in workflows.EvictionInput
+	run := &cobra.Command{
+		Use:   "run [--dry-run] [--host H]...",
+		Short: "Start an eviction run now and print its result (with --dry-run: only the plan)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sc, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := sc.RunEviction(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			return c.printEviction(res)
+		},
+	}
+	run.Flags().BoolVar(&in.DryRun, "dry-run", false, "plan only: nothing is stopped, destroyed or evicted")
+	run.Flags().StringArrayVar(&in.Hosts, "host", nil, "only this host (repeatable)")
+	run.Flags().DurationVar(&in.ReplyTimeout, "reply-timeout", 0, "how long to wait for the sessions (default 15m)")
+	var dry bool
+	last := &cobra.Command{
+		Use:   "last [--include-dry-run]",
+		Short: "Print the result of the most recent completed eviction run",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sc, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := sc.LastEviction(cmd.Context(), dry)
+			if err != nil {
+				return err
+			}
+			return c.printEviction(res)
+		},
+	}
+	last.Flags().BoolVar(&dry, "include-dry-run", false, "consider dry runs too")
+	ev.AddCommand(run, last)
+	return ev
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+func (c *cli) printEviction(res workflows.EvictionRunResult) error {
+	if c.asJSON {
+		return c.printJSON(res)
+	}
+	s := res.Summary
+	kind := "run"
+	if res.DryRun {
+		kind = "dry run"
+	}
+	fmt.Fprintf(c.stdout, "eviction %s %s (%s, %s)\n", kind, res.WorkflowID, res.FinishedAt.Local().Format(time.RFC3339), res.FinishedAt.Sub(res.StartedAt).Round(time.Millisecond))
+	if !res.DryRun {
+		fmt.Fprintf(c.stdout, "stopped %d, destroyed %d, evicted %d, repo caches removed %d, blocked %d, skipped %d, failed %d, pending %d; freed %s\n",
+			s.Stopped, s.Destroyed, s.Evicted, s.CachesFreed, s.Blocked, s.Skipped, s.Failed, s.Pending, mib(s.FreedBytes))
+	}
+	for _, h := range res.Hosts {
+		switch {
+		case h.Unreachable:
+			fmt.Fprintf(c.stdout, "\nhost %s: unreachable\n", h.HostID)
+			continue
+		case h.Plan == nil:
+			fmt.Fprintf(c.stdout, "\nhost %s: %s\n", h.HostID, h.Error)
+			continue
+		}
+		p := h.Plan.Plan
+		fmt.Fprintf(c.stdout, "\nhost %s: %s of %s used (%.0f%%, budget by %s), pressure %s; high %s, low %s, severe %s\n",
+			h.HostID, mib(p.Usage.UsedBytes), mib(p.Usage.BudgetBytes), 100*p.Usage.Fraction(), h.Plan.Budget, p.Pressure,
+			mib(p.HighBytes), mib(p.LowBytes), mib(p.SevereBytes))
+		w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+		if res.DryRun || len(h.Results) == 0 {
+			fmt.Fprintf(w, "  #\tACTION\tTIER\tTARGET\tSAVE WORK\tFREES\tPROJECTED\n")
+			for i, a := range p.Actions {
+				fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%t\t%s\t%s\n", i+1, a.Kind, a.Tier, a.ID, a.SaveWork, mib(a.Bytes), mib(a.ProjectedUsedBytes))
+			}
+		} else {
+			fmt.Fprintf(w, "  ACTION\tTIER\tTARGET\tOUTCOME\tFREED\tREASON\n")
+			for _, r := range h.Results {
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.Action, r.Tier, r.ID, r.Outcome, mib(r.FreedBytes), r.Reason)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if len(p.Actions) == 0 {
+			fmt.Fprintf(c.stdout, "  nothing to do\n")
+		}
+		for _, held := range p.Held {
+			fmt.Fprintf(c.stdout, "  kept %s %s: %s\n", held.Kind, held.ID, held.Reason)
+		}
+		if h.Plan.Truncated > 0 {
+			fmt.Fprintf(c.stdout, "  %d more actions left to the next run\n", h.Plan.Truncated)
+		}
+	}
+	return nil
+}
+
+// pinCommand is `sandboxctl pin WS --until RFC3339 | --for DURATION`.
+func (c *cli) pinCommand() *cobra.Command {
+	var until string
+	var dur time.Duration
+	cmd := &cobra.Command{
+		Use:   "pin WS --until RFC3339 | --for DURATION",
+		Short: "Keep a workspace from eviction until a time (signal pin through its session)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t time.Time
+			switch {
+			case until != "" && dur != 0:
+				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--until and --for are exclusive")
+			case until != "":
+				var err error
+				if t, err = time.Parse(time.RFC3339, until); err != nil {
+					return sandbox.Errorf(sandbox.ErrInvalidArgument, "--until %q: want RFC 3339, e.g. 2030-01-02T15:04:05Z", until)
+				}
+			case dur > 0:
+				t = time.Now().Add(dur)
+			default:
+				return sandbox.Errorf(sandbox.ErrInvalidArgument, "pin needs --until RFC3339 or a positive --for DURATION")
+			}
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			st, err := s.Pin(cmd.Context(), t)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(st)
+			}
+			fmt.Fprintf(c.stdout, "%s pinned until %s\n", args[0], st.PinnedUntil.Local().Format(time.RFC3339))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&until, "until", "", "end of the pin, RFC 3339")
+	cmd.Flags().DurationVar(&dur, "for", 0, "length of the pin from now, e.g. 72h")
+	return cmd
+}
+
+// unpinCommand is `sandboxctl unpin WS`.
+func (c *cli) unpinCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "unpin WS",
+		Short: "Drop a workspace's pin (signal unpin through its session)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			st, err := s.Unpin(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(st)
+			}
+			fmt.Fprintf(c.stdout, "%s unpinned\n", args[0])
+			return nil
+		},
+	}
+}
+
+// restoreCommand is `sandboxctl restore WS`.
+func (c *cli) restoreCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "restore WS",
+		Short: "Re-create an evicted workspace with its saved work, byte for byte",
+		Long: "Re-create an evicted workspace: the worktree at its branch tip, then the saved work\n" +
+			"(tracked and untracked, not ignored, files) written back byte for byte. The index is left\n" +
+			"at HEAD: every saved change shows as unstaged or untracked (the staged/unstaged split is\n" +
+			"not preserved). Any acquire of an evicted workspace does the same.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			h, err := s.Restore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(h)
+			}
+			if h.RestoredFrom != "" {
+				fmt.Fprintf(c.stdout, "%s restored at %s from %s\n", h.WorkspaceID, h.LocalPath, h.RestoredFrom)
+			} else {
+				fmt.Fprintf(c.stdout, "%s is at %s (nothing saved to restore)\n", h.WorkspaceID, h.LocalPath)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,225 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxcore/sandboxcore/internal/eviction"
+)
+
+// EvictionCronWorkflow is one eviction run (DESIGN.md "Temporal shape";
+// seed "Eviction Policy"; issue 6). A Temporal Schedule (EvictionScheduleIDFor
+// the shared queue, created or updated by every worker at start) starts it
+// every SANDBOX_EVICTION_INTERVAL with overlap policy SKIP; `sandboxctl
+// eviction run` starts one by hand.
+//
+//  1. The hosts: every host id the store knows (workspace and repo cache
+//     rows, plus the sandbox_hosts table when the store has one).
+//  2. For each host, in parallel, the planning activity on that host's queue
+//     measures its disk and plans (package eviction). A host whose worker
+//     does not pick it up within HostTimeout is reported unreachable.
+//  3. Unless DryRun: every runtime and workspace action is sent to that
+//     workspace's SessionWorkflow by signal-with-start "evict" (ReplyTo = this
+//     run's workflow id); each session carries it out under its mutating lock
+//     (waiting for a running command) and signals "eviction_reply" back. The
+//     run waits up to ReplyTimeout; an action without a reply is "pending"
+//     (the session still carries it out later, re-checking its rules).
+//  4. Then each host removes its planned repo caches, in order, while its
+//     usage stays above the low water mark.
+//
+// The result (EvictionRunResult) is the run's result; its Summary is also
+// the memo field MemoEviction, visible in the Web UI.
+func EvictionCronWorkflow(ctx workflow.Context, in EvictionInput) (EvictionRunResult, error) {
+	info := workflow.GetInfo(ctx)
+	res := EvictionRunResult{WorkflowID: info.WorkflowExecution.ID, DryRun: in.DryRun, StartedAt: workflow.Now(ctx), Hosts: []HostEvictionResult{}}
+	replyTimeout := in.ReplyTimeout
+	if replyTimeout <= 0 {
+		replyTimeout = DefaultEvictionReplyTimeout
+	}
+	hostTimeout := in.HostTimeout
+	if hostTimeout <= 0 {
+		hostTimeout = DefaultEvictionHostTimeout
+	}
+	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+	})
+
+	var hosts EvictionHostsResult
+	if err := workflow.ExecuteActivity(local, ActivityEvictionHosts).Get(ctx, &hosts); err != nil {
+		return res, err
+	}
+	ids := hosts.Hosts
+	if len(in.Hosts) > 0 {
+		ids = slices.DeleteFunc(slices.Clone(ids), func(h string) bool { return !slices.Contains(in.Hosts, h) })
+		for _, h := range in.Hosts {
+			if !slices.Contains(ids, h) {
+				ids = append(ids, h)
+			}
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+
+	// 2. Plan every host in parallel.
+	futures := make([]workflow.Future, len(ids))
+	for i, h := range ids {
+		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              HostTaskQueue(h),
+			ScheduleToStartTimeout: hostTimeout,
+			StartToCloseTimeout:    30 * time.Minute,
+			HeartbeatTimeout:       time.Minute,
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
+		})
+		futures[i] = workflow.ExecuteActivity(hctx, ActivityPlanEviction, PlanEvictionInput{HostID: h})
+	}
+	for i, h := range ids {
+		hr := HostEvictionResult{HostID: h}
+		var plan PlanEvictionResult
+		if err := futures[i].Get(ctx, &plan); err != nil {
+			var to *temporal.TimeoutError
+			if errors.As(err, &to) && to.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+				hr.Unreachable = true
+			}
+			hr.Error = appError(err).Error()
+		} else {
+			hr.Plan = &plan
+		}
+		res.Hosts = append(res.Hosts, hr)
+	}
+	if in.DryRun {
+		return finishEviction(ctx, res), nil
+	}
+
+	// 3. Runtime and workspace actions, through the sessions.
+	var reqs []SessionRequest
+	type slot struct{ host, idx int }
+	where := map[string]slot{}
+	for hi := range res.Hosts {
+		hr := &res.Hosts[hi]
+		if hr.Plan == nil {
+			continue
+		}
+		for _, a := range hr.Plan.Plan.Actions {
+			if a.Kind == eviction.ActionRemoveRepoCache {
+				continue
+			}
+			rid := fmt.Sprintf("%s/%d/%s/%s", hr.HostID, len(reqs), a.Kind, a.ID)
+			where[rid] = slot{hi, len(hr.Results)}
+			hr.Results = append(hr.Results, EvictResult{RequestID: rid, Action: a.Kind, Tier: a.Tier, ID: a.ID, WorkspaceID: a.WorkspaceID, Outcome: OutcomePending})
+			reqs = append(reqs, SessionRequest{WorkspaceID: a.WorkspaceID, Request: EvictRequest{
+				RequestID: rid, ReplyTo: info.WorkflowExecution.ID, Action: a.Kind, Tier: a.Tier,
+				AllowUnsaved: a.SaveWork, MinIdle: a.MinIdle,
+			}})
+		}
+	}
+	if len(reqs) > 0 {
+		var sent SignalEvictionsResult
+		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 15 * time.Minute,
+			HeartbeatTimeout:    time.Minute,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+		})
+		if err := workflow.ExecuteActivity(sctx, ActivitySignalEvictions, SignalEvictionsInput{TaskQueue: info.TaskQueueName, Requests: reqs}).Get(ctx, &sent); err != nil {
+			sent.Failed = map[string]string{}
+			for _, r := range reqs {
+				sent.Failed[r.Request.RequestID] = appError(err).Error()
+			}
+		}
+		waiting := len(reqs)
+		for rid, why := range sortedMap(sent.Failed) {
+			if sl, ok := where[rid]; ok {
+				r := &res.Hosts[sl.host].Results[sl.idx]
+				r.Outcome, r.Reason, r.At = OutcomeFailed, "signal not delivered: "+why, workflow.Now(ctx)
+				delete(where, rid)
+				waiting--
+			}
+		}
+		replies := workflow.GetSignalChannel(ctx, SignalEvictionReply)
+		deadline := workflow.Now(ctx).Add(replyTimeout)
+		for waiting > 0 {
+			left := deadline.Sub(workflow.Now(ctx))
+			if left <= 0 {
+				break
+			}
+			var reply EvictResult
+			ok, _ := replies.ReceiveWithTimeout(ctx, left, &reply)
+			if !ok {
+				break
+			}
+			sl, known := where[reply.RequestID]
+			if !known {
+				continue
+			}
+			delete(where, reply.RequestID)
+			waiting--
+			res.Hosts[sl.host].Results[sl.idx] = reply
+		}
+	}
+
+	// 4. Repo caches, host by host, while pressure remains.
+	for hi := range res.Hosts {
+		hr := &res.Hosts[hi]
+		if hr.Plan == nil {
+			continue
+		}
+		var caches []eviction.Action
+		for _, a := range hr.Plan.Plan.Actions {
+			if a.Kind == eviction.ActionRemoveRepoCache {
+				caches = append(caches, a)
+			}
+		}
+		if len(caches) == 0 {
+			continue
+		}
+		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              HostTaskQueue(hr.HostID),
+			ScheduleToStartTimeout: hostTimeout,
+			StartToCloseTimeout:    time.Hour,
+			HeartbeatTimeout:       time.Minute,
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
+		})
+		var out RemoveRepoCachesResult
+		err := workflow.ExecuteActivity(hctx, ActivityRemoveRepoCaches, RemoveRepoCachesInput{HostID: hr.HostID, Actions: caches, LowBytes: hr.Plan.Plan.LowBytes}).Get(ctx, &out)
+		if err != nil {
+			for _, a := range caches {
+				hr.Results = append(hr.Results, EvictResult{Action: a.Kind, Tier: a.Tier, ID: a.ID, Outcome: OutcomeFailed, Reason: appError(err).Error(), At: workflow.Now(ctx)})
+			}
+			continue
+		}
+		hr.Results = append(hr.Results, out.Results...)
+	}
+	return finishEviction(ctx, res), nil
+}
+
+// finishEviction summarizes the run and publishes the summary as the memo.
+func finishEviction(ctx workflow.Context, res EvictionRunResult) EvictionRunResult {
+	res.FinishedAt = workflow.Now(ctx)
+	res.Summarize()
+	if err := workflow.UpsertMemo(ctx, map[string]any{MemoEviction: res.Summary}); err != nil {
+		workflow.GetLogger(ctx).Warn("eviction memo", "error", err)
+	}
+	return res
+}
+
+// sortedMap iterates a map in key order (deterministic workflow code).
+func sortedMap(m map[string]string) func(yield func(string, string) bool) {
+	return func(yield func(string, string) bool) {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if !yield(k, m[k]) {
+				return
+			}
+		}
+	}
+}

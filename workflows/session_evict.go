@@ -1,0 +1,248 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxcore/sandboxcore/internal/eviction"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// The session side of eviction (issue 6): the signals evict, pin and unpin.
+//
+// One coroutine receives them, in arrival order, and handles each under the
+// session's mutating lock (begin/end), so an eviction waits for a running
+// command and never races an agent's operation. The coroutine produces no
+// command until a signal arrives, so histories recorded before it existed
+// replay unchanged. A run started by signal-with-start only for a signal (no
+// acquire) handles it and completes; a run whose workspace was evicted
+// completes too (state "evicted"), and the next acquire starts a new run
+// whose acquire activity restores the saved work.
+
+// evictState is the session's eviction and pin state.
+type evictState struct {
+	evictCh, pinCh, unpinCh workflow.ReceiveChannel
+
+	// handled counts the signals handled by this run.
+	handled int
+	// evicted: this run evicted the workspace; the run completes.
+	evicted bool
+
+	pinnedUntil    *time.Time
+	lastPinRequest string
+	pinError       string
+	pinErrorType   string
+	lastEvict      *EvictResult
+}
+
+// evictActivityTimeout bounds one eviction activity (backup, verification,
+// removal of a large worktree); it heartbeats.
+const evictActivityTimeout = time.Hour
+
+// registerEviction installs the eviction query and the signal coroutine.
+func (s *session) registerEviction(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryEviction, s.evictionState); err != nil {
+		return err
+	}
+	s.ev.evictCh = workflow.GetSignalChannel(ctx, SignalEvict)
+	s.ev.pinCh = workflow.GetSignalChannel(ctx, SignalPin)
+	s.ev.unpinCh = workflow.GetSignalChannel(ctx, SignalUnpin)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(s.ev.evictCh, func(c workflow.ReceiveChannel, _ bool) {
+				var req EvictRequest
+				c.Receive(ctx, &req)
+				s.handleEvict(ctx, req)
+			})
+			sel.AddReceive(s.ev.pinCh, func(c workflow.ReceiveChannel, _ bool) {
+				var req PinRequest
+				c.Receive(ctx, &req)
+				s.handlePin(ctx, req, true)
+			})
+			sel.AddReceive(s.ev.unpinCh, func(c workflow.ReceiveChannel, _ bool) {
+				var req PinRequest
+				c.Receive(ctx, &req)
+				s.handlePin(ctx, req, false)
+			})
+			sel.Select(ctx)
+		}
+	})
+	return nil
+}
+
+// signalsPending reports whether an eviction signal waits to be handled:
+// the run must not complete or continue as new meanwhile (it would be lost).
+func (s *session) signalsPending() bool {
+	e := &s.ev
+	if e.evictCh == nil {
+		return false
+	}
+	return e.evictCh.Len()+e.pinCh.Len()+e.unpinCh.Len() > 0
+}
+
+// finalState is the state a completing run publishes when eviction decided
+// it (ok false: the usual rules apply).
+func (s *session) finalState() (string, bool) {
+	switch {
+	case s.ev.evicted:
+		return StateEvicted, true
+	case s.ws == nil && s.ev.handled > 0:
+		return StateClosed, true
+	}
+	return "", false
+}
+
+func (s *session) evictionState() (EvictionState, error) {
+	st := EvictionState{WorkspaceID: s.wsID, PinnedUntil: s.ev.pinnedUntil, LastPinRequest: s.ev.lastPinRequest,
+		PinError: s.ev.pinError, PinErrorType: s.ev.pinErrorType, Evicted: s.ev.evicted, LastEvict: s.ev.lastEvict}
+	if st.PinnedUntil == nil && s.ws != nil {
+		st.PinnedUntil = s.ws.PinnedUntil
+	}
+	return st, nil
+}
+
+// housekeeping runs fn under the mutating lock without counting as an agent
+// operation: the idle timers and the operation count are left as they were.
+func (s *session) housekeeping(ctx workflow.Context, fn func()) error {
+	if err := s.begin(ctx, true); err != nil {
+		return err
+	}
+	last, ops := s.lastActivity, s.ops
+	defer func() {
+		s.end(ctx, true)
+		s.lastActivity, s.ops = last, ops
+	}()
+	fn()
+	s.ev.handled++
+	if s.ws == nil {
+		// Started (or kept alive) only for this signal: complete once handled.
+		s.released = true
+	}
+	return nil
+}
+
+// locateHost returns the host of the session's workspace ("" when it does
+// not exist), asking the store when this run has not acquired it.
+func (s *session) locateHost(ctx workflow.Context) (string, error) {
+	if s.ws != nil && !s.ev.evicted {
+		return s.ws.HostID, nil
+	}
+	var loc LocateResult
+	opts := workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}}
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActivityLocate, WorkspaceActivityInput{WorkspaceID: s.wsID}).Get(ctx, &loc); err != nil {
+		return "", err
+	}
+	if !loc.Exists {
+		return "", nil
+	}
+	return loc.HostID, nil
+}
+
+func (s *session) handleEvict(ctx workflow.Context, req EvictRequest) {
+	res := EvictResult{RequestID: req.RequestID, Action: req.Action, Tier: req.Tier, ID: s.wsID, WorkspaceID: s.wsID}
+	if req.Action != eviction.ActionEvictWorkspace {
+		res.ID = sandbox.RuntimeIDFor(s.wsID)
+	}
+	err := s.housekeeping(ctx, func() {
+		defer func() {
+			res.At = workflow.Now(ctx)
+			s.ev.lastEvict = &res
+			if req.ReplyTo != "" {
+				// Sent under the lock, before the run may complete.
+				if err := workflow.SignalExternalWorkflow(ctx, req.ReplyTo, "", SignalEvictionReply, res).Get(ctx, nil); err != nil {
+					workflow.GetLogger(ctx).Warn("eviction reply not delivered", "reply_to", req.ReplyTo, "error", err)
+				}
+			}
+		}()
+		name := ActivityEvictRuntime
+		switch req.Action {
+		case eviction.ActionEvictWorkspace:
+			name = ActivityEvictWorkspace
+		case eviction.ActionStopRuntime, eviction.ActionDestroyRuntime:
+		default:
+			res.Outcome, res.Reason = OutcomeFailed, "unknown action "+string(req.Action)
+			return
+		}
+		if s.ev.evicted {
+			res.Outcome, res.Reason = OutcomeSkipped, "already evicted"
+			return
+		}
+		host, err := s.locateHost(ctx)
+		if err != nil {
+			res.Outcome, res.Reason = OutcomeFailed, appError(err).Error()
+			return
+		}
+		if host == "" {
+			res.Outcome, res.Reason = OutcomeSkipped, "the workspace does not exist"
+			return
+		}
+		opts := workflow.ActivityOptions{
+			TaskQueue:              HostTaskQueue(host),
+			ScheduleToStartTimeout: hostWait(s.settings.HostWait),
+			StartToCloseTimeout:    evictActivityTimeout,
+			HeartbeatTimeout:       30 * time.Second,
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+		}
+		var out EvictResult
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), name, EvictActivityInput{WorkspaceID: s.wsID, Request: req}).Get(ctx, &out); err != nil {
+			res.Outcome, res.Reason = OutcomeFailed, appError(err).Error()
+			return
+		}
+		out.RequestID, out.Tier = req.RequestID, req.Tier
+		res = out
+		if res.Outcome != OutcomeDone {
+			return
+		}
+		switch req.Action {
+		case eviction.ActionEvictWorkspace:
+			s.ev.evicted, s.released, s.runtimeRunning = true, true, false
+			if s.ws != nil {
+				s.ws.State = sandbox.WorkspaceEvicted
+			}
+			s.setState(ctx, StateEvicted)
+		default:
+			s.runtimeRunning = false
+			if s.ws != nil && !s.released {
+				s.setState(ctx, StateIdle)
+			}
+		}
+	})
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("eviction signal not handled", "error", err)
+	}
+}
+
+func (s *session) handlePin(ctx workflow.Context, req PinRequest, pin bool) {
+	until := req.Until
+	if !pin {
+		until = nil
+	}
+	err := s.housekeeping(ctx, func() {
+		s.ev.pinError, s.ev.pinErrorType = "", ""
+		// Published last: a query seeing the request id sees its outcome.
+		defer func() { s.ev.lastPinRequest = req.RequestID }()
+		if pin && (until == nil || !until.After(workflow.Now(ctx))) {
+			s.ev.pinError, s.ev.pinErrorType = "pin needs an end time in the future", sandbox.ErrInvalidArgument.Type
+			return
+		}
+		opts := workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}}
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActivitySetPin, SetPinInput{WorkspaceID: s.wsID, Until: until}).Get(ctx, nil); err != nil {
+			var app *temporal.ApplicationError
+			if errors.As(appError(err), &app) {
+				s.ev.pinError, s.ev.pinErrorType = app.Message(), app.Type()
+			}
+			return
+		}
+		s.ev.pinnedUntil = until
+		if s.ws != nil {
+			s.ws.PinnedUntil = until
+		}
+	})
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("pin signal not handled", "error", err)
+	}
+}

@@ -2,18 +2,26 @@
 // scope (user id + repository), so no secret ever enters a workflow payload
 // (DESIGN.md "Payload discipline"; seed "Keep git credentials out of remotes").
 //
-// The chain, first match wins: a credentials file on the worker host
-// (SANDBOX_GIT_CREDENTIALS_FILE, re-read when it changes), then GITHUB_TOKEN /
-// GH_TOKEN for github.com.
+// The chain (hostworker wires it; first match wins; nothing ever prompts):
+//
+//  1. per-user token sources configured out of band on the worker host: a
+//     credentials directory with one file per user (Dir,
+//     SANDBOX_GIT_CREDENTIALS_DIR) and a credentials file with per-user and
+//     per-host entries (File, SANDBOX_GIT_CREDENTIALS_FILE), both re-read when
+//     they change;
+//  2. a GitHub App installation token (GitHubApp, SANDBOX_GITHUB_APP_*),
+//     minted with github.com/bradleyfalzon/ghinstallation/v2 and scoped to
+//     the one repository;
+//  3. GITHUB_TOKEN / GH_TOKEN for github.com (Env).
+//
+// Access verifies, with the resolved credential, that a user may read a
+// repository before cached content is served to them.
 package credentials
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -87,14 +95,13 @@ type fileFormat struct {
 }
 
 // File serves credentials from a JSON file (format above), re-read whenever
-// its modification time or size changes.
+// it changes (size, modification time or inode: an in-place rewrite and an
+// atomic replacement both count). Safe for concurrent use.
 type File struct {
 	Path string
 
-	mu      sync.Mutex
-	modTime time.Time
-	size    int64
-	data    fileFormat
+	mu sync.Mutex
+	w  watchedJSON[fileFormat]
 }
 
 // Credential implements sandbox.CredentialProvider. A missing file means no
@@ -103,29 +110,28 @@ type File struct {
 func (f *File) Credential(_ context.Context, scope sandbox.AuthScope) (*sandbox.Credential, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st, err := os.Stat(f.Path)
-	if os.IsNotExist(err) {
-		return nil, nil
+	data, ok, err := f.w.load(f.Path)
+	if err != nil || !ok {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("credentials file %s: %w", f.Path, err)
+	if e, ok := data.Users[scope.UserID][scope.Repo.Host]; ok && e.Secret != "" {
+		return e.credential(), nil
 	}
-	if !st.ModTime().Equal(f.modTime) || st.Size() != f.size {
-		raw, err := os.ReadFile(f.Path)
-		if err != nil {
-			return nil, fmt.Errorf("credentials file %s: %w", f.Path, err)
-		}
-		var data fileFormat
-		if err := json.Unmarshal(raw, &data); err != nil {
-			return nil, fmt.Errorf("credentials file %s: malformed JSON", f.Path)
-		}
-		f.data, f.modTime, f.size = data, st.ModTime(), st.Size()
-	}
-	if e, ok := f.data.Users[scope.UserID][scope.Repo.Host]; ok {
-		return &sandbox.Credential{Username: e.Username, Secret: e.Secret}, nil
-	}
-	if e, ok := f.data.Hosts[scope.Repo.Host]; ok {
-		return &sandbox.Credential{Username: e.Username, Secret: e.Secret}, nil
+	if e, ok := data.Hosts[scope.Repo.Host]; ok && e.Secret != "" {
+		return e.credential(), nil
 	}
 	return nil, nil
 }
+
+// credential converts an entry; an empty Username means "x-access-token"
+// (the GitHub convention for tokens over HTTP basic auth).
+func (e FileEntry) credential() *sandbox.Credential {
+	user := e.Username
+	if user == "" {
+		user = DefaultUsername
+	}
+	return &sandbox.Credential{Username: user, Secret: e.Secret}
+}
+
+// DefaultUsername is the basic-auth user name of an entry that names none.
+const DefaultUsername = "x-access-token"

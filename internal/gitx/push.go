@@ -1,0 +1,316 @@
+package gitx
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Default timeouts of Remote's network calls.
+const (
+	// DefaultLsRemoteTimeout bounds one ls-remote (CheckAccess, BranchTip).
+	DefaultLsRemoteTimeout = 60 * time.Second
+	// DefaultPushTimeout bounds one push.
+	DefaultPushTimeout = 30 * time.Minute
+)
+
+// Remote is sandbox.RemoteGit over a Runner: git ls-remote and git push
+// against an explicit URL (never a configured remote), with the credential
+// per call through the environment (Call.Cred), so it never reaches argv, a
+// URL, a config file, a log line or an error. Credentials are used for
+// http(s) URLs only; file:// and ssh URLs get none.
+type Remote struct {
+	// Git is the one git runner. Required.
+	Git *Runner
+	// LsRemoteTimeout bounds ls-remote; 0 means DefaultLsRemoteTimeout.
+	LsRemoteTimeout time.Duration
+	// PushTimeout bounds a push; 0 means DefaultPushTimeout.
+	PushTimeout time.Duration
+}
+
+var _ sandbox.RemoteGit = (*Remote)(nil)
+
+func (r *Remote) lsTimeout() time.Duration {
+	if r.LsRemoteTimeout > 0 {
+		return r.LsRemoteTimeout
+	}
+	return DefaultLsRemoteTimeout
+}
+
+// credFor drops cred for URLs it cannot be scoped to (Call.Cred needs http(s)).
+func credFor(repo sandbox.RepoIdentity, cred *sandbox.Credential) *sandbox.Credential {
+	if strings.HasPrefix(repo.URL, "https://") || strings.HasPrefix(repo.URL, "http://") {
+		return cred
+	}
+	return nil
+}
+
+// lsRemote runs `git ls-remote --end-of-options <url> <patterns>` outside any
+// repository: in the runner's empty home with GIT_CEILING_DIRECTORIES set to
+// its parent, so no enclosing repository's config (e.g. a data dir inside a
+// checkout) is ever read.
+func (r *Remote) lsRemote(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential, patterns ...string) (string, error) {
+	if repo.URL == "" {
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "repository URL is required")
+	}
+	dir := r.Git.emptyHome
+	args := append([]string{"ls-remote", "--end-of-options", repo.URL}, patterns...)
+	out, err := r.Git.Run(ctx, Call{
+		Dir:       dir,
+		Args:      args,
+		Env:       []string{"GIT_CEILING_DIRECTORIES=" + filepath.Dir(dir)},
+		Cred:      credFor(repo, cred),
+		RemoteURL: repo.URL,
+		Timeout:   r.lsTimeout(),
+	})
+	if err != nil {
+		return "", Classify(err, "ls-remote "+repo.Key(), sandbox.ErrRepoCacheUnavailable)
+	}
+	return string(out), nil
+}
+
+// CheckAccess implements sandbox.RemoteGit: `git ls-remote <url> HEAD` with
+// cred. An empty repository (no HEAD) is readable.
+func (r *Remote) CheckAccess(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential) error {
+	_, err := r.lsRemote(ctx, repo, cred, "HEAD")
+	return err
+}
+
+// BranchTip implements sandbox.RemoteGit: `git ls-remote <url>
+// refs/heads/<branch>`, exact match only.
+func (r *Remote) BranchTip(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential, branch string) (string, error) {
+	if err := sandbox.ValidateRef(branch); err != nil {
+		return "", err
+	}
+	ref := "refs/heads/" + branch
+	out, err := r.lsRemote(ctx, repo, cred, ref)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		sha, name, ok := strings.Cut(line, "\t")
+		if ok && strings.TrimSpace(name) == ref && isHexID(sha) {
+			return sha, nil
+		}
+	}
+	return "", nil
+}
+
+// LocalRef implements sandbox.RemoteGit: `git rev-parse --verify --quiet
+// <ref>^{commit}` in gitDir (GIT_DIR pinned).
+func (r *Remote) LocalRef(ctx context.Context, gitDir, ref string) (string, error) {
+	if !strings.HasPrefix(ref, "refs/") || strings.ContainsAny(ref, " \t\n^~:?*[\\") {
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "ref %q: want a full ref name", ref)
+	}
+	out, err := r.Git.Run(ctx, Call{Dir: gitDir, Env: []string{"GIT_DIR=" + gitDir}, Timeout: 2 * time.Minute,
+		Args: []string{"rev-parse", "--verify", "--quiet", "--end-of-options", ref + "^{commit}"}})
+	if err != nil {
+		if ExitCode(err) == 1 {
+			return "", nil
+		}
+		return "", Classify(err, "resolve "+ref, sandbox.ErrRepoCacheUnavailable)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Push implements sandbox.RemoteGit. In spec.GitDir it runs
+//
+//	git -c core.abbrev=no push --porcelain --no-verify --no-signed --no-follow-tags --recurse-submodules=no
+//	    [--force-with-lease=refs/heads/<b>:<lease>] --end-of-options <url> refs/heads/<b>:refs/heads/<b>
+//
+// after checking the repository's own configuration (pushGuard) for keys that
+// could redirect the push or expose the credential (url.*.insteadOf and
+// pushInsteadOf, http.*, credential.*, remote.<url>.*): an agent can edit a
+// repo cache's config from a worktree, so such a key is ErrCommandRejected
+// naming the key. On success spec.RecordRef (when set) is pointed at the
+// pushed commit.
+func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.Credential) (sandbox.PushResult, error) {
+	if spec.GitDir == "" || !filepath.IsAbs(spec.GitDir) {
+		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: the repository path must be absolute")
+	}
+	if spec.Repo.URL == "" {
+		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: repository URL is required")
+	}
+	if err := sandbox.ValidateRef(spec.Branch); err != nil {
+		return sandbox.PushResult{}, err
+	}
+	if spec.RecordRef != "" && (!strings.HasPrefix(spec.RecordRef, "refs/") || sandbox.ValidateRef(spec.RecordRef) != nil) {
+		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: record ref %q is not a full ref name", spec.RecordRef)
+	}
+	ref := "refs/heads/" + spec.Branch
+	what := "push " + spec.Branch + " to " + spec.Repo.Key()
+	local, err := r.LocalRef(ctx, spec.GitDir, ref)
+	if err != nil {
+		return sandbox.PushResult{}, err
+	}
+	if local == "" {
+		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrRefNotFound, "%s: the local branch does not exist", what)
+	}
+	if err := r.pushGuard(ctx, spec.GitDir, spec.Repo); err != nil {
+		return sandbox.PushResult{}, err
+	}
+	// core.abbrev=no: full commit ids in the porcelain summary.
+	args := []string{"-c", "core.abbrev=no", "push", "--porcelain", "--no-verify", "--no-signed", "--no-follow-tags", "--recurse-submodules=no"}
+	if spec.Lease != nil {
+		if *spec.Lease != "" && !isHexID(*spec.Lease) {
+			return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: lease %q is not a commit id", *spec.Lease)
+		}
+		args = append(args, "--force-with-lease="+ref+":"+*spec.Lease)
+	}
+	args = append(args, "--end-of-options", spec.Repo.URL, ref+":"+ref)
+	timeout := r.PushTimeout
+	if timeout <= 0 {
+		timeout = DefaultPushTimeout
+	}
+	c := credFor(spec.Repo, cred)
+	var stdout bytes.Buffer
+	_, runErr := r.Git.Run(ctx, Call{
+		Dir: spec.GitDir, Args: args, Env: []string{"GIT_DIR=" + spec.GitDir},
+		Cred: c, RemoteURL: spec.Repo.URL, Stdout: &stdout, Timeout: timeout,
+	})
+	porcelain := redact(stdout.String(), secretForms(c))
+	res, found := parsePorcelain(porcelain, ref+":"+ref)
+	res.Branch, res.Commit = spec.Branch, local
+	if found && res.rejected != "" {
+		return sandbox.PushResult{}, rejection(what, res.rejected)
+	}
+	if runErr != nil {
+		return sandbox.PushResult{}, Classify(runErr, what, sandbox.ErrRepoCacheUnavailable)
+	}
+	if !found {
+		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "%s: git reported no status for %s", what, ref)
+	}
+	if spec.RecordRef != "" {
+		if _, err := r.Git.Run(ctx, Call{Dir: spec.GitDir, Env: []string{"GIT_DIR=" + spec.GitDir}, Timeout: 2 * time.Minute,
+			Args: []string{"update-ref", "-m", "sandboxcore push", spec.RecordRef, local}}); err != nil {
+			return sandbox.PushResult{}, Classify(err, what+": record the pushed commit", sandbox.ErrRepoCacheUnavailable)
+		}
+	}
+	return res.PushResult, nil
+}
+
+// rejection maps a `!` porcelain summary onto a typed error.
+func rejection(what, summary string) error {
+	switch {
+	case strings.Contains(summary, "stale info"):
+		return sandbox.Errorf(sandbox.ErrConflict, "%s: the remote branch moved since this workspace last pushed it (lease refused): %s", what, summary)
+	case strings.Contains(summary, "non-fast-forward"), strings.Contains(summary, "fetch first"), strings.Contains(summary, "already exists"):
+		return sandbox.Errorf(sandbox.ErrConflict, "%s: the remote branch has commits this workspace lacks; push with force_with_lease to replace it: %s", what, summary)
+	case strings.Contains(summary, "remote rejected"):
+		return sandbox.Errorf(sandbox.ErrCommandRejected, "%s: the remote declined the update: %s", what, summary)
+	}
+	return sandbox.Errorf(sandbox.ErrConflict, "%s: rejected: %s", what, summary)
+}
+
+type porcelainResult struct {
+	sandbox.PushResult
+	rejected string // the summary of a "!" line
+}
+
+// parsePorcelain reads `git push --porcelain` output (git-push(1) "OUTPUT"):
+//
+//	<flag> \t <from>:<to> \t <summary> [(<reason>)]
+//
+// flags: ' ' fast-forward, '+' forced, '-' deleted, '*' new, '!' rejected, '=' up to date.
+func parsePorcelain(out, refspec string) (porcelainResult, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		if len(line) < 3 || line[1] != '\t' {
+			continue
+		}
+		rest := line[2:]
+		spec, summary, _ := strings.Cut(rest, "\t")
+		if spec != refspec {
+			continue
+		}
+		var res porcelainResult
+		switch line[0] {
+		case '*':
+			res.Status = sandbox.PushCreated
+		case ' ':
+			res.Status = sandbox.PushFastForward
+			res.PreviousRemoteCommit, _, _ = strings.Cut(summary, "..")
+		case '+':
+			res.Status = sandbox.PushForced
+			res.PreviousRemoteCommit, _, _ = strings.Cut(summary, "...")
+			res.PreviousRemoteCommit = strings.TrimSpace(res.PreviousRemoteCommit)
+		case '=':
+			res.Status = sandbox.PushUpToDate
+		default:
+			res.rejected = strings.TrimSpace(summary)
+			if res.rejected == "" {
+				res.rejected = "rejected"
+			}
+		}
+		return res, true
+	}
+	return porcelainResult{}, false
+}
+
+// pushGuard refuses a push from a repository whose own configuration (local
+// and worktree scopes, includes followed; the runner's command-line options
+// excluded) could send the push elsewhere or the credential through a proxy,
+// a credential helper or an unverified TLS connection.
+func (r *Remote) pushGuard(ctx context.Context, gitDir string, repo sandbox.RepoIdentity) error {
+	out, err := r.Git.Run(ctx, Call{Dir: gitDir, Env: []string{"GIT_DIR=" + gitDir}, Timeout: 2 * time.Minute,
+		Args: []string{"config", "--list", "--name-only", "--show-scope", "--includes", "-z"}})
+	if err != nil {
+		if ExitCode(err) == 1 {
+			return nil
+		}
+		return Classify(err, "push: read the repository config", sandbox.ErrRepoCacheUnavailable)
+	}
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		scope, name := fields[i], fields[i+1]
+		if scope == "command" {
+			continue
+		}
+		if key := dangerousPushKey(name, repo.URL); key != "" {
+			return sandbox.Errorf(sandbox.ErrCommandRejected,
+				"push refused: the repository config sets %q, which could redirect the push or expose its credential; remove it first", clipKey(key))
+		}
+	}
+	return nil
+}
+
+// dangerousPushKey returns name when it is a config key pushGuard refuses, else "".
+func dangerousPushKey(name, url string) string {
+	lower := strings.ToLower(name)
+	switch {
+	case strings.HasPrefix(lower, "url.") && (strings.HasSuffix(lower, ".insteadof") || strings.HasSuffix(lower, ".pushinsteadof")):
+		return name
+	case strings.HasPrefix(lower, "http."), strings.HasPrefix(lower, "credential."):
+		return name
+	case lower == "core.alternaterefscommand", lower == "core.sshcommand", lower == "core.gitproxy":
+		return name
+	case strings.HasPrefix(lower, "remote."):
+		if i := strings.LastIndexByte(name, '.'); i > len("remote.") && name[len("remote."):i] == url {
+			return name
+		}
+	}
+	return ""
+}
+
+func clipKey(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+func isHexID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,81 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// registerRemote adds fakes of the push and create-pull-request activities.
+func registerRemote(env *testsuite.TestWorkflowEnvironment, pushes, prs *atomic.Int32) {
+	env.RegisterActivityWithOptions(func(_ context.Context, in PushActivityInput) (sandbox.PushResult, error) {
+		pushes.Add(1)
+		status := sandbox.PushCreated
+		if in.Request.ForceWithLease {
+			status = sandbox.PushForced
+		}
+		return sandbox.PushResult{Branch: "agent/edits-c", Commit: "c1", Status: status}, nil
+	}, activity.RegisterOptions{Name: ActivityPush})
+	env.RegisterActivityWithOptions(func(_ context.Context, in PullRequestActivityInput) (sandbox.PullRequest, error) {
+		prs.Add(1)
+		return sandbox.PullRequest{Number: 7, URL: "https://example.com/o/r/pull/7", State: "open", Head: "agent/edits-c", Base: "main", Created: true}, nil
+	}, activity.RegisterOptions{Name: ActivityCreatePullRequest})
+}
+
+func TestSessionPushAndPullRequest(t *testing.T) {
+	env, _, in := newEnv(t, sandbox.ModeEdit, HostTaskQueue(testHost))
+	var pushes, prs atomic.Int32
+	registerRemote(env, &pushes, &prs)
+	req := *in.Request
+	var acq, push, pr, noTitle updateResult
+	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
+	update(env, time.Second, UpdatePush, &push, sandbox.PushRequest{ForceWithLease: true})
+	update(env, 2*time.Second, UpdateCreatePullRequest, &pr, PullRequestInput{Title: "t", Reviewers: []string{"bob"}})
+	update(env, 3*time.Second, UpdateCreatePullRequest, &noTitle, PullRequestInput{Title: " "})
+	update(env, 4*time.Second, UpdateRelease, &updateResult{}, ReleaseInput{})
+	env.ExecuteWorkflow(SessionWorkflowType, in)
+	require.NoError(t, env.GetWorkflowError())
+	require.NoError(t, acq.err)
+	require.NoError(t, push.rejected)
+	require.NoError(t, push.err)
+	assert.Equal(t, sandbox.PushForced, push.value.(sandbox.PushResult).Status)
+	require.NoError(t, pr.err)
+	assert.Equal(t, 7, pr.value.(sandbox.PullRequest).Number)
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(noTitle.rejected, &app), "%v", noTitle.rejected)
+	assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+	assert.Equal(t, int32(1), pushes.Load())
+	assert.Equal(t, int32(1), prs.Load())
+}
+
+func TestSessionRejectsPushOnAnalysisWorkspaces(t *testing.T) {
+	env, _, in := newEnv(t, sandbox.ModeAnalysis, HostTaskQueue(testHost))
+	var pushes, prs atomic.Int32
+	registerRemote(env, &pushes, &prs)
+	req := *in.Request
+	var acq, push, pr updateResult
+	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
+	update(env, time.Second, UpdatePush, &push, sandbox.PushRequest{})
+	update(env, 2*time.Second, UpdateCreatePullRequest, &pr, PullRequestInput{Title: "t"})
+	update(env, 3*time.Second, UpdateRelease, &updateResult{}, ReleaseInput{})
+	env.ExecuteWorkflow(SessionWorkflowType, in)
+	require.NoError(t, env.GetWorkflowError())
+	require.NoError(t, acq.err)
+	for _, r := range []updateResult{push, pr} {
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(r.rejected, &app), "%v", r.rejected)
+		assert.Equal(t, sandbox.ErrCommandRejected.Type, app.Type())
+	}
+	assert.Zero(t, pushes.Load())
+	assert.Zero(t, prs.Load())
+}

@@ -7,7 +7,11 @@ E2E_PKGS  := ./tests/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v '/tests')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-unit test-e2e bench lint fmt clean
+.PHONY: all build run test test-unit test-e2e bench lint fmt clean up down
+
+# The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
+# (`docker compose`) when present, else the standalone `docker-compose`.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
 all: build
 
@@ -34,6 +38,7 @@ test-e2e:
 
 bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/
+	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/
 
 lint:
 	$(GO) vet ./...
@@ -42,6 +47,12 @@ lint:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+up: ## PostgreSQL, Temporal (PostgreSQL persistence), Temporal UI and the worker image, detached
+	$(COMPOSE) up -d --build
+
+down: ## stop the stack (volumes kept; `$(COMPOSE) down -v` also deletes the databases)
+	$(COMPOSE) down
 
 clean:
 	rm -rf $(BIN)

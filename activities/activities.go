@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -28,6 +29,18 @@ type Activities struct {
 	Workspaces  sandbox.WorkspaceProvider
 	Runtimes    sandbox.RuntimeProvider
 	Credentials sandbox.CredentialProvider
+	// Remote pushes and reads remote tips (push, create_pull_request); nil
+	// rejects those updates.
+	Remote sandbox.RemoteGit
+	// Access checks a user's read access before cached content is served on
+	// acquire (issue 5); nil skips the check.
+	Access sandbox.AccessVerifier
+	// CodeHost opens pull requests; nil rejects create_pull_request.
+	CodeHost sandbox.CodeHost
+	// Backups saves an evicted workspace's work and restores it when the
+	// workspace is acquired again (issue 6, eviction.go); nil: workspaces with
+	// unsaved work are never evicted.
+	Backups sandbox.WorkspaceBackupProvider
 	// HostID is this worker host's id (SANDBOX_HOST_ID).
 	HostID string
 	// URLs is the repository URL policy (SANDBOX_ALLOW_FILE_URLS, SANDBOX_ALLOW_HTTP_URLS).
@@ -81,6 +94,9 @@ func (a *Activities) Register(w interface {
 	reg(a.Commit, workflows.ActivityCommit)
 	reg(a.Hibernate, workflows.ActivityHibernate)
 	reg(a.DestroyRuntime, workflows.ActivityDestroyRuntime)
+	reg(a.MergeBranches, workflows.ActivityMergeBranches)
+	reg(a.Push, workflows.ActivityPush)
+	reg(a.CreatePullRequest, workflows.ActivityCreatePullRequest)
 }
 
 // ToApplicationError maps an error onto a Temporal application error whose
@@ -195,6 +211,11 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 	if found && existing.HostID != "" && existing.HostID != a.HostID && existing.State != sandbox.WorkspaceRemoved {
 		return workflows.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", in.WorkspaceID, existing.HostID, a.HostID)
 	}
+	// The repo cache is shared by every user of the repository: check this
+	// user's own access before serving any of it (issue 5).
+	if err := a.verifyAccess(ctx, req.UserID, repo); err != nil {
+		return workflows.AcquireActivityResult{}, err
+	}
 	if found && existing.State == sandbox.WorkspaceReady {
 		ok, err := a.Workspaces.Exists(ctx, existing)
 		if err != nil {
@@ -235,6 +256,10 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 	if err != nil {
 		return workflows.AcquireActivityResult{}, err
 	}
+	restoredFrom, err := a.restoreEvicted(ctx, found, existing, ws)
+	if err != nil {
+		return workflows.AcquireActivityResult{}, err
+	}
 	ws.HostID = a.HostID
 	// The row keeps the base ref as requested ("" = the default branch): it is
 	// part of the analysis uniqueness key (seed "Storage Model").
@@ -263,7 +288,7 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 		return workflows.AcquireActivityResult{}, err
 	}
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
-	return workflows.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found}, nil
+	return workflows.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found, RestoredFrom: restoredFrom}, nil
 }
 
 // RequestFor rebuilds the request that created a workspace (resume by id).
@@ -337,17 +362,25 @@ var AgentGitIdentity = map[string]string{
 	"GIT_COMMITTER_EMAIL": "agent@sandboxcore.invalid",
 }
 
-// RuntimeSpecFor builds the runtime spec of a workspace: only its worktree is
-// mounted, at /workspace, writable iff the workspace is; the environment holds
+// RuntimeSpecFor builds the runtime spec of a workspace: its worktree is
+// mounted at /workspace, writable iff the workspace is, and its repo cache's
+// bare repository (<repo>/.bare beside <repo>/worktrees/<name>, DESIGN.md
+// "The three things") read-only at its own host path, because the worktree's
+// ".git" file points into it: git works inside an isolated runtime while the
+// cache stays unchangeable from there (issue 3). The environment holds
 // nothing from the worker, only AgentGitIdentity (seed "Security Rules").
 func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 	rid := sandbox.RuntimeIDFor(ws.ID)
+	mounts := []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}}
+	if bare := filepath.Join(filepath.Dir(filepath.Dir(ws.LocalPath)), ".bare"); filepath.IsAbs(bare) {
+		mounts = append(mounts, sandbox.Mount{Source: bare, Target: bare, Writable: false})
+	}
 	return sandbox.RuntimeSpec{
 		ID:          rid,
 		WorkspaceID: ws.ID,
 		Image:       a.RuntimeImage,
 		Workdir:     "/workspace",
-		Mounts:      []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}},
+		Mounts:      mounts,
 		Env:         maps.Clone(AgentGitIdentity),
 		Network:     a.RuntimeNetwork,
 		Labels:      map[string]string{"managed-by": "sandboxcore", "sandboxcore.workspace": ws.ID, "sandboxcore.runtime": rid},

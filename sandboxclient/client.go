@@ -140,7 +140,7 @@ func (s *Session) Resume(ctx context.Context) (workflows.Handle, error) {
 // the workspace in a new run and sends the update once more.
 func (s *Session) update(ctx context.Context, name string, arg, out any) error {
 	for attempt := 0; ; attempt++ {
-		opts := client.UpdateWorkflowOptions{WorkflowID: s.wfID, UpdateName: name, WaitForStage: client.WorkflowUpdateStageCompleted}
+		opts := client.UpdateWorkflowOptions{WorkflowID: s.wfID, UpdateName: name, UpdateID: updateIDFrom(ctx), WaitForStage: client.WorkflowUpdateStageCompleted}
 		if arg != nil {
 			opts.Args = []any{arg}
 		}

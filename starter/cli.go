@@ -108,7 +108,10 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of text")
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
-		c.releaseCommand(), c.describeCommand(), c.listCommand())
+		c.releaseCommand(), c.describeCommand(), c.listCommand(),
+		c.pushCommand(), c.prCommand())
+	root.AddCommand(c.fanoutCommand())
+	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand())
 	return root
 }
 

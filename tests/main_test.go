@@ -152,6 +152,9 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 			return "1", true
 		case "TEMPORAL_ADDRESS":
 			return temporalAddr, true
+		case "SANDBOX_EVICTION_INTERVAL":
+			// Tests that need the eviction schedule create it themselves.
+			return "0", true
 		}
 		return "", false
 	})

@@ -44,6 +44,16 @@ const (
 	UpdateRelease   = "release"
 )
 
+// Update names of the remote side (issue 5; payloads in contract_push.go).
+const (
+	UpdatePush              = "push"
+	UpdateCreatePullRequest = "create_pull_request"
+)
+
+// UpdateMergeBranches merges local branches into the session's workspace
+// (issue 7, the task fan-out; argument sandbox.MergeRequest, result sandbox.MergeResult).
+const UpdateMergeBranches = "merge_branches"
+
 // QueryDescribe returns a SessionDescription.
 const QueryDescribe = "describe"
 
@@ -62,6 +72,15 @@ const (
 	ActivityHibernate      = "sandbox.Hibernate"
 	ActivityDestroyRuntime = "sandbox.DestroyRuntime"
 )
+
+// Activity names of the remote side (issue 5).
+const (
+	ActivityPush              = "sandbox.Push"
+	ActivityCreatePullRequest = "sandbox.CreatePullRequest"
+)
+
+// ActivityMergeBranches serves the merge_branches update (issue 7).
+const ActivityMergeBranches = "sandbox.MergeBranches"
 
 // Custom search attributes (Keyword) set on every session for the Web UI.
 const (
@@ -148,6 +167,9 @@ type Handle struct {
 	ProjectID    string                `json:"project_id"`
 	// Created is true when this acquire made the worktree (false on reuse).
 	Created bool `json:"created"`
+	// RestoredFrom is set when this acquire restored an evicted workspace's
+	// saved work: the backup ref (sandbox.EvictedRef) it was written from.
+	RestoredFrom string `json:"restored_from,omitempty"`
 }
 
 // HandleFor builds the Handle of a workspace.
@@ -252,6 +274,8 @@ type AcquireActivityResult struct {
 	Workspace sandbox.Workspace `json:"workspace"`
 	Settings  SessionSettings   `json:"settings"`
 	Created   bool              `json:"created"`
+	// RestoredFrom: see Handle.RestoredFrom.
+	RestoredFrom string `json:"restored_from,omitempty"`
 }
 
 // ExecActivityInput is the exec activity's argument.

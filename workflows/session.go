@@ -53,6 +53,8 @@ type session struct {
 	moveToHost bool
 	state      string
 	lastError  string
+
+	ev evictState // evict, pin and unpin signals (session_evict.go)
 }
 
 // SessionWorkflow is the entity of one workspace (DESIGN.md "Temporal shape").
@@ -101,13 +103,16 @@ func (s *session) register(ctx workflow.Context) error {
 		{UpdateCommit, s.commit, s.validateCommit},
 		{UpdateHibernate, s.hibernate, s.validateNothing},
 		{UpdateRelease, s.release, s.validateRelease},
+		{UpdateMergeBranches, s.mergeBranches, s.validateMergeBranches},
+		{UpdatePush, s.push, s.validatePush},
+		{UpdateCreatePullRequest, s.createPullRequest, s.validatePullRequest},
 	}
 	for _, r := range regs {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, r.name, r.handler, workflow.UpdateHandlerOptions{Validator: r.validator}); err != nil {
 			return err
 		}
 	}
-	return nil
+	return s.registerEviction(ctx)
 }
 
 // run is the main coroutine: idle timers, continue-as-new and completion.
@@ -118,7 +123,7 @@ func (s *session) run(ctx workflow.Context) error {
 			break
 		}
 		if s.ws == nil {
-			ok, err := workflow.AwaitWithTimeout(ctx, acquireWait, func() bool { return s.ws != nil || s.acquireFailed })
+			ok, err := workflow.AwaitWithTimeout(ctx, acquireWait, func() bool { return s.ws != nil || s.acquireFailed || s.released })
 			if err != nil {
 				return err
 			}
@@ -128,8 +133,11 @@ func (s *session) run(ctx workflow.Context) error {
 			continue
 		}
 		if s.inFlight == 0 && (s.moveToHost || s.ops >= opsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && s.inFlight == 0 }); err != nil {
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && s.inFlight == 0 && !s.signalsPending() }); err != nil {
 				return err
+			}
+			if s.ev.evicted { // evicted meanwhile: complete instead
+				continue
 			}
 			logger.Info("continuing as new", "ops", s.ops, "task_queue", HostTaskQueue(s.ws.HostID))
 			return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, HostTaskQueue(s.ws.HostID)), SessionWorkflowType, SessionInput{
@@ -173,12 +181,16 @@ func (s *session) run(ctx workflow.Context) error {
 			return err
 		}
 	}
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && s.inFlight == 0 }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && s.inFlight == 0 && !s.signalsPending() }); err != nil {
 		return err
 	}
 	if s.ws != nil && s.runtimeRunning {
 		// An operation admitted after release restarted the runtime: stop it again.
 		_ = s.stopRuntime(ctx, false)
+	}
+	if state, ok := s.finalState(); ok {
+		s.setState(ctx, state)
+		return nil
 	}
 	if s.ws == nil {
 		s.setState(ctx, StateFailed)
@@ -405,7 +417,7 @@ func (s *session) acquire(ctx workflow.Context, in AcquireInput) (Handle, error)
 		return Handle{}, err
 	}
 	defer s.end(ctx, true)
-	if s.ws != nil {
+	if s.ws != nil && !s.ev.evicted {
 		return HandleFor(*s.ws, s.settings, false), nil
 	}
 	req := in.Request
@@ -442,9 +454,12 @@ func (s *session) acquire(ctx workflow.Context, in AcquireInput) (Handle, error)
 	s.ws, s.settings = &ws, out.Settings
 	s.state = StateActive
 	s.lastError = ""
+	s.ev.evicted, s.released = false, false // an evicted workspace was restored
 	s.publish(ctx)
 	s.moveToHost = !s.settings.StayOnSharedQueue && workflow.GetInfo(ctx).TaskQueueName != HostTaskQueue(ws.HostID)
-	return HandleFor(ws, s.settings, out.Created), nil
+	h := HandleFor(ws, s.settings, out.Created)
+	h.RestoredFrom = out.RestoredFrom
+	return h, nil
 }
 
 func (s *session) validateExec(req sandbox.ExecRequest) error {

@@ -28,7 +28,7 @@ type Config struct {
 	UIPort          int             // SANDBOX_UI_PORT (embedded Web UI; 0 disables)
 	TaskQueue       string          // SANDBOX_TASK_QUEUE
 	HostID          string          // SANDBOX_HOST_ID
-	RuntimeProvider string          // SANDBOX_RUNTIME_PROVIDER
+	RuntimeProvider string          // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker or local
 	RuntimeImage    string          // SANDBOX_RUNTIME_IMAGE
 	RuntimeNetwork  sandbox.Network // SANDBOX_RUNTIME_NETWORK
 	AllowFileURLs   bool            // SANDBOX_ALLOW_FILE_URLS
@@ -45,6 +45,11 @@ type Config struct {
 	// HostWait bounds how long an operation waits for its host (SANDBOX_HOST_WAIT).
 	HostWait    time.Duration
 	DatabaseURL string // DATABASE_URL; "" = embedded SQLite store under DataDir
+	// Auth: credentials directory, GitHub API and App, access-check TTL (auth.go).
+	Auth AuthConfig
+	// Eviction: schedule, policy and disk budget (SANDBOX_EVICTION_*,
+	// SANDBOX_DISK_BUDGET_*; eviction.go).
+	Eviction EvictionConfig
 }
 
 // Defaults.
@@ -81,7 +86,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		TemporalAddress: get("TEMPORAL_ADDRESS", ""),
 		Namespace:       get("TEMPORAL_NAMESPACE", "default"),
 		TaskQueue:       get("SANDBOX_TASK_QUEUE", workflows.DefaultTaskQueue),
-		RuntimeProvider: get("SANDBOX_RUNTIME_PROVIDER", "local"),
+		RuntimeProvider: get("SANDBOX_RUNTIME_PROVIDER", "auto"),
 		RuntimeImage:    get("SANDBOX_RUNTIME_IMAGE", ""),
 		RuntimeNetwork:  sandbox.Network(get("SANDBOX_RUNTIME_NETWORK", string(sandbox.NetworkLimited))),
 		CredentialsFile: get("SANDBOX_GIT_CREDENTIALS_FILE", ""),
@@ -151,10 +156,17 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	default:
 		return c, &ConfigError{"SANDBOX_RUNTIME_NETWORK", string(c.RuntimeNetwork), "want none, limited or default"}
 	}
+	// auto: bubblewrap when usable, else Docker when SANDBOX_RUNTIME_IMAGE is
+	// set and the daemon answers, else the worker refuses to start (issue 3:
+	// never a silent fallback to host subprocesses; local is explicit).
 	switch c.RuntimeProvider {
-	case "local":
+	case "auto", "bwrap", "local":
+	case "docker":
+		if c.RuntimeImage == "" {
+			return c, &ConfigError{"SANDBOX_RUNTIME_IMAGE", "", "required with SANDBOX_RUNTIME_PROVIDER=docker (an image present on the daemon: images are never pulled)"}
+		}
 	default:
-		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "supported: local"}
+		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker or local"}
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
@@ -167,6 +179,12 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		if _, err := postgres.ParseDSN(c.DatabaseURL); err != nil {
 			return c, &ConfigError{"DATABASE_URL", "<set>", sandbox.Message(err)}
 		}
+	}
+	if c.Auth, err = authFromEnv(get, c.AllowHTTPURLs); err != nil {
+		return c, err
+	}
+	if c.Eviction, err = evictionFromEnv(get); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -18,10 +18,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxcore/sandboxcore/activities"
-	"github.com/sandboxcore/sandboxcore/internal/credentials"
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
@@ -34,8 +35,8 @@ import (
 type Options struct {
 	// Logger receives the worker's own log; nil means slog.Default().
 	Logger *slog.Logger
-	// Credentials replaces the default chain (credentials file, then
-	// GITHUB_TOKEN/GH_TOKEN) when set.
+	// Credentials replaces the default chain (credentials directory, credentials
+	// file, GitHub App, then GITHUB_TOKEN/GH_TOKEN; auth.go) when set.
 	Credentials sandbox.CredentialProvider
 	// Client, when set, is used instead of dialing (or embedding) Temporal.
 	Client client.Client
@@ -51,9 +52,10 @@ type Host struct {
 	Store      sandbox.Store
 	Activities *activities.Activities
 
-	ownsClient bool
-	workers    []worker.Worker
-	log        *slog.Logger
+	ownsClient    bool
+	stopHeartbeat func()
+	workers       []worker.Worker
+	log           *slog.Logger
 }
 
 // Start brings a host up: data dir, store, ports, Temporal (embedded or
@@ -88,28 +90,21 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	var runtimes sandbox.RuntimeProvider
-	switch cfg.RuntimeProvider {
-	case "local":
-		runtimes = local.New(local.Options{Logger: log})
-		log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
-	default:
-		return nil, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", cfg.RuntimeProvider, "unsupported"}
+	runtimes, err := runtimeProvider(ctx, cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated})
 	if err != nil {
 		return nil, err
 	}
-	creds := opts.Credentials
-	if creds == nil {
-		chain := credentials.Chain{}
-		if cfg.CredentialsFile != "" {
-			chain = append(chain, &credentials.File{Path: cfg.CredentialsFile})
-		}
-		creds = append(chain, credentials.Env{})
+	auth, err := buildAuth(cfg, git, opts.Credentials)
+	if err != nil {
+		return nil, err
 	}
 	h.Activities = &activities.Activities{
-		Store: st, Repos: repos, Workspaces: wss, Runtimes: runtimes, Credentials: creds,
+		Store: st, Repos: repos, Workspaces: wss, Runtimes: runtimes, Credentials: auth.creds,
+		Remote: auth.remote, Access: auth.access, CodeHost: auth.codeHost,
 		HostID: cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
 		Settings: workflows.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
@@ -152,15 +147,21 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	shared := worker.New(h.Client, cfg.TaskQueue, worker.Options{})
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	h.Activities.Register(shared)
+	shared.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: workflows.TaskFanoutWorkflowType})
+	(&activities.Fanout{Client: h.Client, TaskQueue: cfg.TaskQueue, Logger: log}).Register(shared)
 	hostQ := worker.New(h.Client, workflows.HostTaskQueue(cfg.HostID), worker.Options{})
 	hostQ.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	h.Activities.Register(hostQ)
+	if err := h.wireEviction(ctx, wss, shared, hostQ); err != nil {
+		return nil, err
+	}
 	for _, w := range []worker.Worker{shared, hostQ} {
 		if err := w.Start(); err != nil {
 			return nil, fmt.Errorf("start worker: %w", err)
 		}
 		h.workers = append(h.workers, w)
 	}
+	h.stopHeartbeat = h.startHeartbeat(0)
 	ok = true
 	return h, nil
 }
@@ -187,8 +188,72 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.Store
 	return st, nil
 }
 
+// runtimeProvider builds the runtime provider SANDBOX_RUNTIME_PROVIDER names
+// (issue 3): bwrap and docker fail when unusable (the error wraps
+// sandbox.ErrRuntimeUnavailable with the reason); auto takes bwrap when
+// usable, else docker when SANDBOX_RUNTIME_IMAGE is set and the daemon
+// answers, else fails naming both reasons; local (no isolation) only when
+// asked for explicitly.
+func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+	newBwrap := func() (sandbox.RuntimeProvider, error) {
+		// The sandbox sees neither the data directory (other workspaces,
+		// repo caches, the SQLite store) nor the credentials file, even when
+		// they lie under a read-only system path.
+		hidden := []string{cfg.DataDir}
+		if cfg.CredentialsFile != "" {
+			if abs, err := filepath.Abs(cfg.CredentialsFile); err == nil {
+				hidden = append(hidden, abs)
+			}
+		}
+		hidden = append(hidden, cfg.Auth.secretPaths()...) // credentials dir, GitHub App key
+		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log})
+	}
+	newDocker := func() (sandbox.RuntimeProvider, error) {
+		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log})
+	}
+	switch cfg.RuntimeProvider {
+	case "local":
+		log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
+		return local.New(local.Options{Logger: log}), nil
+	case "bwrap":
+		p, err := newBwrap()
+		if err != nil {
+			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=bwrap: %w", err)
+		}
+		return p, nil
+	case "docker":
+		p, err := newDocker()
+		if err != nil {
+			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=docker: %w", err)
+		}
+		return p, nil
+	case "auto":
+		p, berr := newBwrap()
+		if berr == nil {
+			log.Info("runtime provider: bwrap (SANDBOX_RUNTIME_PROVIDER=auto)")
+			return p, nil
+		}
+		derr := errors.New("SANDBOX_RUNTIME_IMAGE is not set")
+		if cfg.RuntimeImage != "" {
+			if p, derr = newDocker(); derr == nil {
+				log.Info("runtime provider: docker (SANDBOX_RUNTIME_PROVIDER=auto: bubblewrap is unusable)", "bwrap_error", berr)
+				return p, nil
+			}
+		}
+		return nil, fmt.Errorf("%w: no isolated runtime is usable (SANDBOX_RUNTIME_PROVIDER=auto): bubblewrap: %v; docker: %v. "+
+			"Install bubblewrap (apt-get install bubblewrap), or start Docker and set SANDBOX_RUNTIME_IMAGE, "+
+			"or set SANDBOX_RUNTIME_PROVIDER=local to run commands on the host WITHOUT isolation",
+			sandbox.ErrRuntimeUnavailable, sandbox.Message(berr), sandbox.Message(derr))
+	}
+	return nil, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", cfg.RuntimeProvider, "want auto, bwrap, docker or local"}
+}
+
 // Stop stops the workers, the client (when owned), the embedded server and the store.
 func (h *Host) Stop() {
+	if h.stopHeartbeat != nil {
+		h.stopHeartbeat()
+		h.stopHeartbeat = nil
+	}
 	for _, w := range h.workers {
 		w.Stop()
 	}

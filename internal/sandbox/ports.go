@@ -266,3 +266,56 @@ type Store interface {
 
 	Close() error
 }
+
+// RemoteGit is the network side of git on a worker host: access checks,
+// remote branch tips and pushes (issue 5). The repository URL is always passed
+// to git explicitly, never through a configured remote an agent could have
+// rewritten, and cred (nil = anonymous) goes per call through the
+// environment (gitx): never argv, a URL, a config file, a log line or an
+// error. No call ever prompts. Implemented by gitx.Remote.
+type RemoteGit interface {
+	// CheckAccess verifies that cred can read repo (git ls-remote). Errors:
+	// ErrRepoAuthFailed (refused or missing credentials), ErrRepoCacheUnavailable
+	// (unreachable or missing repository), ErrTimeout.
+	CheckAccess(ctx context.Context, repo RepoIdentity, cred *Credential) error
+	// BranchTip returns the commit of refs/heads/<branch> on the remote, ""
+	// when the branch does not exist there. Errors as CheckAccess.
+	BranchTip(ctx context.Context, repo RepoIdentity, cred *Credential, branch string) (string, error)
+	// LocalRef returns the commit a ref of the repository gitDir points at,
+	// "" when the ref does not exist.
+	LocalRef(ctx context.Context, gitDir, ref string) (string, error)
+	// Push pushes one branch (PushSpec). Errors: ErrRepoAuthFailed, ErrConflict
+	// (non-fast-forward without a lease, or a stale lease), ErrCommandRejected
+	// (the remote declined the update, or the repository's config could
+	// redirect the push), ErrRefNotFound (no local branch),
+	// ErrRepoCacheUnavailable, ErrTimeout.
+	Push(ctx context.Context, spec PushSpec, cred *Credential) (PushResult, error)
+}
+
+// AccessVerifier decides whether the user of scope may be served a
+// repository's cached content (issue 5: a token that cannot read a
+// repository already in the cache gets ErrRepoAuthFailed). Implemented by
+// credentials.Access (git ls-remote with the user's credential, successes
+// remembered briefly per user, repository and credential).
+type AccessVerifier interface {
+	VerifyAccess(ctx context.Context, scope AuthScope, cred *Credential) error
+}
+
+// CodeHost is the platform side of a repository: pull requests (seed P7
+// GitPlatformProvider; DESIGN.md "Ports"). cred is the calling user's
+// credential (its Secret is the API token), resolved inside the activity.
+// Implemented by codehost.GitHub (go-github).
+type CodeHost interface {
+	// Serves reports whether repo's host is one this code host serves.
+	Serves(repo RepoIdentity) bool
+	// DefaultBranch returns the repository's default branch.
+	DefaultBranch(ctx context.Context, repo RepoIdentity, cred *Credential) (string, error)
+	// CreatePullRequest opens a pull request from req.Head into req.Base (both
+	// required here), then requests the reviewers and adds the labels (their
+	// failures become PullRequest.Warnings). Errors: ErrCommandRejected (host
+	// not served), ErrRepoAuthFailed (401, or 403 without a rate limit),
+	// ErrNotFound (404), ErrConflict (422: a pull request for the head exists),
+	// ErrInvalidArgument (other 422), ErrRateLimited (retryable; RetryAfter
+	// holds the time left until the reset), ErrRuntimeUnavailable (network, 5xx).
+	CreatePullRequest(ctx context.Context, repo RepoIdentity, cred *Credential, req PullRequestRequest) (PullRequest, error)
+}

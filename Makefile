@@ -2,9 +2,10 @@
 # git and this repository.
 GO        ?= go
 BIN       := bin
-# Packages whose tests link the embedded Temporal server (slow to build, no -race).
-E2E_PKGS  := ./tests/...
-UNIT_PKGS  = $(shell $(GO) list ./... | grep -v '/tests')
+# Packages whose tests link the embedded Temporal server (slow to build: no
+# -race, so the server is compiled once, without the race detector).
+E2E_PKGS  := ./tests/... ./internal/hostworker/...
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build run test test-unit test-e2e bench lint fmt clean up down

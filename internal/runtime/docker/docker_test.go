@@ -358,6 +358,7 @@ func defaultRoute(t *testing.T, ctx context.Context, rt sandbox.Runtime) bool {
 }
 
 func TestNetworkModes(t *testing.T) {
+	newProvider(t) // skips (or fails under CI) without a daemon and the image
 	for _, tc := range []struct {
 		network sandbox.Network
 		mode    string

@@ -1,9 +1,28 @@
 // Package gitx is the one git runner of sandboxcore (DESIGN.md "Non-negotiables:
-// git"). Every call is hardened: hooks, fsmonitor, external diff, textconv and
-// filters from any repository config are neutralized; prompts are impossible;
-// only allow-listed protocols are used; credentials go per call through the
-// environment (GIT_CONFIG_COUNT + http.extraHeader), never argv, a URL or a
-// config file; every error text is scrubbed of the credential.
+// git"; the threat model is docs/SECURITY.md). Every call is hardened:
+//
+//   - fixed command-line options (hardening) outrank every config file:
+//     hooks (core.hooksPath=/dev/null), fsmonitor, external diff, pagers,
+//     editors, ssh commands, askpass, credential helpers, GPG programs,
+//     proxies, cookie files and untrusted protocols are switched off;
+//   - before each call the repository's own configuration is read with the
+//     same hardening (Inspect) and every variable that names a program git
+//     would run, or a place git would send data, and that the fixed options
+//     cannot reach because its name embeds a user-chosen part
+//     (filter.<driver>.clean/smudge/process, diff.<driver>.command/textconv,
+//     merge.<driver>.driver, http.<url>.proxy …) is overridden for that call
+//     through GIT_CONFIG_COUNT entries; keys that would redirect a fetch or
+//     push and cannot be overridden (url.<base>.insteadOf, a remote named like
+//     a URL) make network calls refuse with ErrCommandRejected. The findings
+//     (Inspection.Poisoned) are returned to callers, which log them;
+//   - no prompt is possible (GIT_TERMINAL_PROMPT=0, askpass /bin/false, no
+//     helpers) and nothing is inherited from the worker's environment but PATH;
+//   - credentials go per call through the environment (GIT_CONFIG_COUNT +
+//     http.<remote URL>.extraHeader), never argv, a URL or a config file, and
+//     every error text is scrubbed of them;
+//   - a git lock file left by a dead process (older than
+//     Options.StaleLockAge and open in no process) is removed and the call
+//     retried once; a live one is ErrRepoLocked naming the file (Classify).
 package gitx
 
 import (
@@ -13,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -25,6 +45,9 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
+// DefaultStaleLockAge is Options.StaleLockAge when it is zero.
+const DefaultStaleLockAge = 2 * time.Minute
+
 // Runner runs git. The zero value is not usable; use New.
 type Runner struct {
 	binary    string
@@ -32,6 +55,8 @@ type Runner struct {
 	allowHTTP bool
 	// emptyHome is a directory with no config, used as HOME and XDG_CONFIG_HOME.
 	emptyHome string
+	staleAge  time.Duration
+	log       *slog.Logger
 }
 
 // Options configure a Runner.
@@ -45,6 +70,14 @@ type Options struct {
 	// HomeDir is an empty directory used as HOME for git so that no user-level
 	// config, credential helper or ssh config applies; "" means os.TempDir()/sandboxcore-git-home.
 	HomeDir string
+	// StaleLockAge: a git lock file ("*.lock") that made a call fail is
+	// removed, and the call retried once, when it has not been modified for
+	// this long and no process has it open (/proc/*/fd); otherwise the call
+	// fails with ErrRepoLocked naming it (Classify). 0 means
+	// DefaultStaleLockAge; a negative value never removes a lock.
+	StaleLockAge time.Duration
+	// Logger receives one warning per removed stale lock; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // New returns a Runner. It fails when git cannot be found.
@@ -64,7 +97,25 @@ func New(opts Options) (*Runner, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("gitx: home dir: %w", err)
 	}
-	return &Runner{binary: path, allowFile: opts.AllowFile, allowHTTP: opts.AllowHTTP, emptyHome: home}, nil
+	age := opts.StaleLockAge
+	if age == 0 {
+		age = DefaultStaleLockAge
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Runner{binary: path, allowFile: opts.AllowFile, allowHTTP: opts.AllowHTTP, emptyHome: home, staleAge: age, log: log}, nil
+}
+
+// ConfigEntry is one configuration variable: Key is
+// section[.subsection].name (git lists section and name lowercased, the
+// subsection exactly as written), Value its value.
+type ConfigEntry struct {
+	// Key is section[.subsection].name.
+	Key string
+	// Value is the variable's value ("" is a value, not an unset).
+	Value string
 }
 
 // Call is one git invocation.
@@ -72,14 +123,32 @@ type Call struct {
 	// Dir is where git runs (git -C Dir). Required.
 	Dir string
 	// Args are git's arguments after the hardening options. Put user-supplied
-	// refs and paths after "--end-of-options" or "--".
+	// refs and paths after "--end-of-options" or "--" (or feed them on stdin).
 	Args []string
 	// Cred, when set, is sent as an Authorization header to RemoteURL only.
 	Cred *sandbox.Credential
-	// RemoteURL scopes Cred (http.<url>.extraHeader); required with Cred.
+	// RemoteURL is the remote this call talks to, exactly as it appears in
+	// Args. It scopes Cred (http.<RemoteURL>.extraHeader; required with Cred)
+	// and marks the call as a network call: a network call refuses to run
+	// while the repository's configuration could redirect it
+	// (Inspection.Redirects). Calls whose subcommand reaches a remote (fetch,
+	// ls-remote, push, …) are network calls even without it. Always pass
+	// URLs, never remote names: a configured remote's URL is the agent's to
+	// change.
 	RemoteURL string
-	// Env adds variables (e.g. GIT_INDEX_FILE, GIT_AUTHOR_NAME).
+	// Env adds variables (e.g. GIT_DIR, GIT_INDEX_FILE, GIT_AUTHOR_NAME).
+	// GIT_CONFIG_COUNT/GIT_CONFIG_KEY_<n>/GIT_CONFIG_VALUE_<n> entries here
+	// are merged with Config (they come first); GIT_CONFIG_PARAMETERS is refused.
 	Env []string
+	// Config adds per-call configuration that outranks every config file
+	// (GIT_CONFIG_COUNT entries). The runner's overrides of the repository's
+	// dangerous keys and the credential header come after it, so Config
+	// cannot undo them.
+	Config []ConfigEntry
+	// Inspection, when set, is an Inspect result for the same Dir and Env
+	// (the same repository) reused instead of reading the repository's
+	// configuration again for this call. nil: Run inspects it itself.
+	Inspection *Inspection
 	// Stdin feeds git; nil is /dev/null.
 	Stdin io.Reader
 	// Stdout receives output instead of the returned buffer when set.
@@ -90,18 +159,31 @@ type Call struct {
 
 // Error is a failed git call. Its text never contains the credential.
 type Error struct {
-	Args     []string
+	// Args are the call's arguments (Call.Args, credential scrubbed).
+	Args []string
+	// ExitCode is git's exit status (-1 when it did not exit normally).
 	ExitCode int
-	Stderr   string
+	// Stderr is git's standard error (at most 64 KiB, credential scrubbed).
+	Stderr string
 }
 
+// Error implements error: "git <args>: exit <code>: <stderr>".
 func (e *Error) Error() string {
 	return fmt.Sprintf("git %s: exit %d: %s", strings.Join(e.Args, " "), e.ExitCode, strings.TrimSpace(e.Stderr))
 }
 
+// fixedProtocols are the protocols hardening names explicitly; any other
+// protocol.<name>.allow found in a repository is overridden to "never".
+var fixedProtocols = map[string]bool{"https": true, "ssh": true, "git": true, "ext": true, "fd": true, "file": true, "http": true}
+
+// sshCommand is the only ssh git ever runs: no prompts, host keys pinned on first use.
+const sshCommand = "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
+
 // hardening is prepended to every call (DESIGN.md non-negotiables): `-c` on the
 // command line outranks every config file, so an agent's `git config
-// core.fsmonitor …` in a workspace cannot run code in host-side git.
+// core.fsmonitor …` in a workspace cannot run code in host-side git. Keys whose
+// names embed a user-chosen part (filter.<driver>.clean …) cannot be reached
+// this way: Inspect finds those.
 func (r *Runner) hardening() []string {
 	proto := func(name string, ok bool) string {
 		if ok {
@@ -110,21 +192,32 @@ func (r *Runner) hardening() []string {
 		return "protocol." + name + ".allow=never"
 	}
 	return []string{
+		"--no-pager",
 		"-c", "core.hooksPath=/dev/null",
 		"-c", "core.fsmonitor=false",
 		"-c", "core.untrackedCache=false",
-		"-c", "core.sshCommand=ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
+		"-c", "core.sshCommand=" + sshCommand,
 		"-c", "core.askPass=",
+		"-c", "core.alternateRefsCommand=true",
+		"-c", "core.protectNTFS=true",
+		"-c", "core.protectHFS=true",
 		"-c", "credential.helper=",
 		"-c", "diff.external=",
 		"-c", "core.pager=cat",
 		"-c", "core.editor=false",
 		"-c", "sequence.editor=false",
+		"-c", "gpg.program=false",
+		"-c", "gpg.openpgp.program=false",
+		"-c", "gpg.x509.program=false",
+		"-c", "gpg.ssh.program=false",
+		"-c", "log.showSignature=false",
 		"-c", "gc.auto=0",
 		"-c", "maintenance.auto=false",
 		"-c", "commit.gpgSign=false",
 		"-c", "tag.gpgSign=false",
+		"-c", "push.gpgSign=false",
 		"-c", "submodule.recurse=false",
+		"-c", "fetch.recurseSubmodules=false",
 		"-c", "protocol.allow=never",
 		"-c", proto("https", true),
 		"-c", proto("ssh", true),
@@ -134,6 +227,10 @@ func (r *Runner) hardening() []string {
 		"-c", proto("file", r.allowFile),
 		"-c", proto("http", r.allowHTTP),
 		"-c", "http.followRedirects=false",
+		"-c", "http.proxy=",
+		"-c", "http.sslVerify=true",
+		"-c", "http.saveCookies=false",
+		"-c", "http.cookieFile=",
 		"-c", "safe.bareRepository=all",
 		"-c", "advice.detachedHead=false",
 		"-c", "init.defaultBranch=main",
@@ -153,17 +250,46 @@ func (r *Runner) baseEnv() []string {
 		"GIT_ASKPASS=/bin/false",
 		"SSH_ASKPASS=/bin/false",
 		"GCM_INTERACTIVE=never",
-		"GIT_SSH_COMMAND=ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
+		"GIT_SSH_COMMAND=" + sshCommand,
 		"GIT_PROTOCOL_FROM_USER=0",
 		"GIT_ATTR_NOSYSTEM=1",
 		"GIT_NO_REPLACE_OBJECTS=1",
+		"GIT_PAGER=cat",
 		"LC_ALL=C",
 		"LANG=C",
 	}
 }
 
+// maxConfigEntries bounds the GIT_CONFIG_COUNT entries of one call (the
+// caller's, the overrides and the credential).
+const maxConfigEntries = 4096
+
+// networkCommands are the subcommands that reach a remote.
+var networkCommands = map[string]bool{
+	"fetch": true, "pull": true, "push": true, "ls-remote": true, "clone": true, "remote": true,
+	"submodule": true, "fetch-pack": true, "send-pack": true, "archive": true,
+}
+
+// subcommand returns the first argument that is not a global option (skipping
+// the values of -c and -C).
+func subcommand(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-c" || a == "-C":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return a
+		}
+	}
+	return ""
+}
+
 // Run executes one git call and returns its stdout (nil when Call.Stdout is set).
-// A failure is an *Error (classified with Classify by callers) or ctx's error.
+// A failure is an *Error (classified with Classify by callers), ctx's error,
+// or a typed error: ErrCommandRejected when a network call meets a
+// repository configuration that could redirect it, ErrInvalidArgument for a
+// malformed Call.
 func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 	if c.Dir == "" {
 		return nil, errors.New("gitx: Call.Dir is required")
@@ -175,10 +301,27 @@ func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	args := append([]string{"-C", c.Dir}, r.hardening()...)
-	args = append(args, c.Args...)
-	cmd := exec.CommandContext(ctx, r.binary, args...)
-	cmd.Env = append(r.baseEnv(), c.Env...)
+	env, cfg, err := splitConfigEnv(c.Env)
+	if err != nil {
+		return nil, err
+	}
+	cfg = append(cfg, c.Config...)
+	sub := subcommand(c.Args)
+	ins := c.Inspection
+	if ins == nil && sub != "config" && sub != "init" && sub != "version" {
+		// `git config` and `git init` run no program from a configuration.
+		if ins, err = r.inspect(ctx, c.Dir, env); err != nil {
+			return nil, err
+		}
+	}
+	if ins != nil {
+		if redirects := ins.Redirects(); len(redirects) > 0 && (c.RemoteURL != "" || networkCommands[sub]) {
+			return nil, sandbox.Errorf(sandbox.ErrCommandRejected,
+				"git %s refused: the repository's configuration sets %s, which could redirect it to another remote; remove it (git config --unset-all)",
+				sub, redirects[0].quotedKey())
+		}
+		cfg = append(cfg, ins.overrides...)
+	}
 	var secrets []string
 	if c.Cred != nil {
 		if c.RemoteURL == "" {
@@ -188,19 +331,67 @@ func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd.Env = append(cmd.Env,
-			"GIT_CONFIG_COUNT=1",
-			"GIT_CONFIG_KEY_0=http."+scope+".extraHeader",
-			"GIT_CONFIG_VALUE_0="+header,
-		)
+		cfg = append(cfg, ConfigEntry{Key: "http." + scope + ".extraHeader", Value: header})
 		secrets = secretForms(c.Cred)
 	}
+	if len(cfg) > maxConfigEntries {
+		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "git %s: %d per-call configuration entries (max %d): the repository configures too many drivers", sub, len(cfg), maxConfigEntries)
+	}
+	env = append(append(r.baseEnv(), env...), configEnv(cfg)...)
+	args := append([]string{"-C", c.Dir}, r.hardening()...)
+	args = append(args, c.Args...)
+
+	// Stdin is buffered (up to a bound) so that a call that met a stale lock
+	// can be retried with the same input.
+	var stdin []byte
+	var stdinRest io.Reader
 	if c.Stdin != nil {
-		cmd.Stdin = c.Stdin
+		stdin, err = io.ReadAll(io.LimitReader(c.Stdin, maxRetryStdin+1))
+		if err != nil {
+			return nil, fmt.Errorf("gitx: read stdin: %w", err)
+		}
+		if len(stdin) > maxRetryStdin {
+			stdinRest = io.MultiReader(bytes.NewReader(stdin), c.Stdin)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		var in io.Reader
+		switch {
+		case stdinRest != nil:
+			in = stdinRest
+		case c.Stdin != nil:
+			in = bytes.NewReader(stdin)
+		}
+		out, wrote, err := r.runOnce(ctx, c, args, env, in, secrets)
+		if err == nil || attempt > 0 || stdinRest != nil || wrote {
+			return out, err
+		}
+		var ge *Error
+		if !errors.As(err, &ge) {
+			return out, err
+		}
+		m := lockPat.FindStringSubmatch(ge.Stderr)
+		if m == nil || !r.removeStaleLock(m[1], c.Dir, env) {
+			return out, err
+		}
+	}
+}
+
+// maxRetryStdin bounds the stdin a call may have and still be retried after a stale lock.
+const maxRetryStdin = 8 << 20
+
+// runOnce runs git once; wrote reports whether anything reached Call.Stdout.
+func (r *Runner) runOnce(ctx context.Context, c Call, args, env []string, stdin io.Reader, secrets []string) (out []byte, wrote bool, err error) {
+	cmd := exec.CommandContext(ctx, r.binary, args...)
+	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = stdin
 	}
 	var stdout bytes.Buffer
+	var counted *countingWriter
 	if c.Stdout != nil {
-		cmd.Stdout = c.Stdout
+		counted = &countingWriter{w: c.Stdout}
+		cmd.Stdout = counted
 	} else {
 		cmd.Stdout = &stdout
 	}
@@ -211,36 +402,118 @@ func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
+	err = cmd.Run()
+	wrote = counted != nil && counted.n > 0
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("git %s: %w", redact(strings.Join(c.Args, " "), secrets), ctx.Err())
+			return nil, wrote, fmt.Errorf("git %s: %w", redact(strings.Join(c.Args, " "), secrets), ctx.Err())
 		}
 		code := -1
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			code = ee.ExitCode()
 		}
-		return nil, &Error{Args: redactAll(c.Args, secrets), ExitCode: code, Stderr: redact(stderr.String(), secrets)}
+		return nil, wrote, &Error{Args: redactAll(c.Args, secrets), ExitCode: code, Stderr: redact(stderr.String(), secrets)}
 	}
 	if c.Stdout != nil {
-		return nil, nil
+		return nil, wrote, nil
 	}
-	return stdout.Bytes(), nil
+	return stdout.Bytes(), false, nil
 }
 
-// authHeader returns the Authorization header and the URL prefix it is scoped
-// to (scheme://host[:port]/), so it is never sent to another host.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+// Write forwards p and counts the bytes written.
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// splitConfigEnv separates GIT_CONFIG_COUNT/KEY_n/VALUE_n entries of env into
+// configuration entries (in index order) and returns the rest of env.
+func splitConfigEnv(env []string) (rest []string, cfg []ConfigEntry, err error) {
+	count := -1
+	keys, values := map[int]string{}, map[int]string{}
+	for _, kv := range env {
+		name, val, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "GIT_CONFIG_PARAMETERS" || name == "GIT_CONFIG":
+			return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: %s in Call.Env is not supported; use Call.Config", name)
+		case name == "GIT_CONFIG_COUNT":
+			if count, err = strconv.Atoi(val); err != nil || count < 0 {
+				return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: GIT_CONFIG_COUNT=%q in Call.Env", val)
+			}
+		case strings.HasPrefix(name, "GIT_CONFIG_KEY_"):
+			i, err := strconv.Atoi(strings.TrimPrefix(name, "GIT_CONFIG_KEY_"))
+			if err != nil {
+				return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: %s in Call.Env", name)
+			}
+			keys[i] = val
+		case strings.HasPrefix(name, "GIT_CONFIG_VALUE_"):
+			i, err := strconv.Atoi(strings.TrimPrefix(name, "GIT_CONFIG_VALUE_"))
+			if err != nil {
+				return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: %s in Call.Env", name)
+			}
+			values[i] = val
+		default:
+			rest = append(rest, kv)
+		}
+	}
+	if count < 0 && len(keys) > 0 {
+		return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: GIT_CONFIG_KEY_<n> without GIT_CONFIG_COUNT in Call.Env")
+	}
+	if count > maxConfigEntries {
+		return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: GIT_CONFIG_COUNT=%d in Call.Env (max %d)", count, maxConfigEntries)
+	}
+	for i := 0; i < count; i++ {
+		k, ok := keys[i]
+		if !ok {
+			return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: GIT_CONFIG_KEY_%d missing in Call.Env", i)
+		}
+		cfg = append(cfg, ConfigEntry{Key: k, Value: values[i]})
+	}
+	return rest, cfg, nil
+}
+
+// configEnv renders entries as GIT_CONFIG_COUNT/KEY_n/VALUE_n (these are read
+// after every config file, so they outrank them; per-URL keys of the same
+// URL are taken last-one-wins).
+func configEnv(cfg []ConfigEntry) []string {
+	if len(cfg) == 0 {
+		return nil
+	}
+	env := make([]string, 0, 2*len(cfg)+1)
+	env = append(env, "GIT_CONFIG_COUNT="+strconv.Itoa(len(cfg)))
+	for i, e := range cfg {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, e.Key), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, e.Value))
+	}
+	return env
+}
+
+// authHeader returns the Authorization header and the URL it is scoped to
+// (http.<scope>.extraHeader): the remote URL itself, without user info, query
+// or fragment. It is never sent to another host or repository, and no
+// repository configuration can be more specific for that URL (git's urlmatch:
+// the most specific http.<url>.* wins, ties go to the last definition, which
+// is this one).
 func authHeader(cred *sandbox.Credential, remote string) (header, scope string, err error) {
 	u, err := url.Parse(remote)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", "", fmt.Errorf("gitx: credentials need an http(s) remote URL")
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", "", fmt.Errorf("gitx: credentials need an http(s) remote URL without user info, query or fragment")
 	}
 	if strings.ContainsAny(cred.Username+cred.Secret, "\r\n\x00") {
 		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "credential contains a line break or NUL")
 	}
 	basic := base64.StdEncoding.EncodeToString([]byte(cred.Username + ":" + cred.Secret))
-	return "Authorization: Basic " + basic, u.Scheme + "://" + u.Host + "/", nil
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	return "Authorization: Basic " + basic, u.Scheme + "://" + u.Host + path, nil
 }
 
 // secretForms are the spellings of a credential that must never appear in
@@ -280,6 +553,7 @@ type capped struct {
 	max int
 }
 
+// Write keeps what fits and always reports success (git must not block on stderr).
 func (c *capped) Write(p []byte) (int, error) {
 	if room := c.max - c.buf.Len(); room > 0 {
 		if len(p) > room {
@@ -291,6 +565,7 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String returns what was kept.
 func (c *capped) String() string { return c.buf.String() }
 
 var (
@@ -305,7 +580,8 @@ var (
 // Classify maps a git failure onto the typed errors of the seed: auth →
 // ErrRepoAuthFailed; a held lock → ErrRepoLocked naming the lock file; a full
 // disk → ErrInsufficientDisk; an unknown ref → ErrRefNotFound; unreachable or
-// missing remote → ErrRepoCacheUnavailable; anything else → fallback. what
+// missing remote → ErrRepoCacheUnavailable; a typed error (e.g. Run's
+// ErrCommandRejected) keeps its kind; anything else → fallback. what
 // describes the operation ("clone owner/repo").
 func Classify(err error, what string, fallback *sandbox.Kind) error {
 	if err == nil {
@@ -316,12 +592,15 @@ func Classify(err error, what string, fallback *sandbox.Kind) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return sandbox.Errorf(sandbox.ErrTimeout, "%s: %v", what, err)
 		}
+		if k := sandbox.KindOf(err); k != nil {
+			return sandbox.Errorf(k, "%s: %s", what, sandbox.Message(err))
+		}
 		return sandbox.Errorf(fallback, "%s: %v", what, err)
 	}
 	msg := ge.Stderr
 	switch {
 	case lockPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrRepoLocked, "%s: lock file held: %s", what, lockPat.FindStringSubmatch(msg)[1])
+		return sandbox.Errorf(sandbox.ErrRepoLocked, "%s: lock file held: %s (a live git process holds it, or it is younger than the stale-lock age)", what, lockPat.FindStringSubmatch(msg)[1])
 	case diskPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrInsufficientDisk, "%s: %s", what, firstLine(msg))
 	case authPatterns.MatchString(msg):

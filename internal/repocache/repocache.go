@@ -305,6 +305,9 @@ func (c *Cache) Ensure(ctx context.Context, repo sandbox.RepoIdentity, cred *san
 		}
 	case stateReady:
 		if forceFetch || c.stale(bare) {
+			if err := c.sanitize(ctx, id, bare); err != nil {
+				return sandbox.RepoCache{}, err
+			}
 			start := c.now()
 			if _, err := c.fetch(ctx, "fetch", id, bare, cred); err != nil {
 				return sandbox.RepoCache{}, err
@@ -442,7 +445,7 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 // remote has no HEAD, e.g. an empty repository).
 func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, dir string, cred *sandbox.Credential) (string, error) {
 	what := op + " " + id.Key()
-	out, err := c.run(ctx, dir, c.netTimeout, cred, id.URL, "ls-remote", "--symref", id.URL, "HEAD")
+	out, err := c.run(ctx, dir, c.netTimeout, cred, id.URL, "ls-remote", "--symref", "--end-of-options", id.URL, "HEAD")
 	if err != nil {
 		return "", gitx.Classify(err, what+": ls-remote", sandbox.ErrRepoCacheUnavailable)
 	}
@@ -450,7 +453,7 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 	if _, err := c.run(ctx, dir, c.netTimeout, cred, id.URL,
 		"fetch", "--quiet", "--prune", "--tags", "--force", "--no-write-fetch-head",
 		"--no-recurse-submodules", "--no-auto-maintenance", "--no-show-forced-updates",
-		id.URL, BranchRefspec); err != nil {
+		"--end-of-options", id.URL, BranchRefspec); err != nil {
 		return "", gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
 	}
 	if branch == "" && headSHA != "" {
@@ -459,11 +462,11 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 		branch = c.guessBranch(ctx, dir, headSHA)
 	}
 	if branch != "" {
-		if _, err := c.run(ctx, dir, localTimeout, nil, "", "symbolic-ref", OriginHEAD, RemoteRefPrefix+branch); err != nil {
+		if _, err := c.run(ctx, dir, localTimeout, nil, "", "symbolic-ref", "--end-of-options", OriginHEAD, RemoteRefPrefix+branch); err != nil {
 			return "", gitx.Classify(err, what+": set origin/HEAD", sandbox.ErrRepoCacheUnavailable)
 		}
 		// Like git clone --bare; the branch itself is never created here.
-		if _, err := c.run(ctx, dir, localTimeout, nil, "", "symbolic-ref", "HEAD", "refs/heads/"+branch); err != nil {
+		if _, err := c.run(ctx, dir, localTimeout, nil, "", "symbolic-ref", "--end-of-options", "HEAD", "refs/heads/"+branch); err != nil {
 			return "", gitx.Classify(err, what+": set HEAD", sandbox.ErrRepoCacheUnavailable)
 		}
 	} else {
@@ -476,6 +479,47 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 		return "", fsError(err, what)
 	}
 	return branch, nil
+}
+
+// sanitize inspects the mirror's configuration before a fetch
+// (gitx.Runner.Inspect; an agent's `git config` in a worktree writes it),
+// logs every poisoned variable as a warning, and deletes from the mirror's
+// own config files (config, config.worktree) the variables that would
+// redirect a fetch and that gitx therefore refuses to fetch with
+// (url.<base>.insteadOf, url.<base>.pushInsteadOf, a remote named like a
+// URL): the mirror is shared by every workspace of the repository, so one
+// agent's redirect must not break (or poison) the others' fetches. The
+// other poisoned variables are neutralized by gitx on every call and left
+// in place. A redirect defined elsewhere (an included file) stays, and the
+// fetch then fails with ErrCommandRejected naming it.
+func (c *Cache) sanitize(ctx context.Context, id sandbox.RepoIdentity, bare string) error {
+	env := []string{"GIT_DIR=" + bare}
+	ins, err := c.git.Inspect(ctx, gitx.Call{Dir: bare, Env: env})
+	if err != nil {
+		return gitx.Classify(err, "read the configuration of "+id.Key(), sandbox.ErrRepoCacheUnavailable)
+	}
+	if len(ins.Poisoned) == 0 {
+		return nil
+	}
+	keys := make([]string, len(ins.Poisoned))
+	for i, p := range ins.Poisoned {
+		keys[i] = p.String()
+	}
+	c.log.WarnContext(ctx, "repocache: the mirror's configuration sets variables that could run programs or redirect git; host-side git neutralizes or refuses them",
+		"repo", id.Key(), "path", bare, "poisoned", keys)
+	for _, p := range ins.Redirects() {
+		for _, f := range []string{"config", "config.worktree"} {
+			file := filepath.Join(bare, f)
+			if _, err := os.Lstat(file); err != nil {
+				continue
+			}
+			if _, err := c.git.Run(ctx, gitx.Call{Dir: bare, Env: env, Timeout: localTimeout,
+				Args: []string{"config", "--file", file, "--unset-all", "--end-of-options", p.Key}}); err == nil {
+				c.log.WarnContext(ctx, "repocache: removed a variable redirecting fetches from the mirror's configuration", "repo", id.Key(), "file", file, "key", p.Key)
+			}
+		}
+	}
+	return nil
 }
 
 // parseSymrefHead reads `git ls-remote --symref <url> HEAD` output:

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,7 +14,9 @@ import (
 // SANDBOX_ALLOW_HTTP_URLS=1 (plain http sends credentials in clear text: meant
 // for loopback test servers only).
 type URLPolicy struct {
+	// AllowFile accepts file:///abs/path/repo URLs.
 	AllowFile bool
+	// AllowHTTP accepts plain http:// URLs.
 	AllowHTTP bool
 }
 
@@ -29,7 +32,7 @@ var (
 	hostPattern    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
 	segmentPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 	scpPattern     = regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9._-]*)@([^:/]+):(.+)$`)
-	portPattern    = regexp.MustCompile(`^[0-9]{1,5}$`)
+	portPattern    = regexp.MustCompile(`^[1-9][0-9]{0,4}$`)
 	sshUserPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 )
 
@@ -41,7 +44,14 @@ var (
 // and file:///abs/path/repo[.git] only under policy.AllowFile (identity host FileHost).
 // Rejected with ErrInvalidArgument: credentials in the URL, git's "transport::address"
 // forms (ext::, fd::), a leading '-', control characters or spaces, query strings,
-// fragments, and path segments that are empty, "." / "..", or start with '-' or '.'.
+// fragments, ports outside 1-65535 or with leading zeros, and path segments
+// that are empty, contain "..", start with '-' or '.', end with ".lock", or
+// (from the third on) are named "worktrees" (see splitRepoPath).
+//
+// Every accepted URL re-parses to the same identity (the returned URL is
+// canonical), and Host, Owner and Name are safe as path components of the
+// repo cache layout (<root>/repos/<host>/<owner>/<name>, ':' of the host
+// replaced by '_').
 func ParseRepoURL(raw string, policy URLPolicy) (RepoIdentity, error) {
 	bad := func(why string) (RepoIdentity, error) {
 		return RepoIdentity{}, Errorf(ErrInvalidArgument, "repository URL %q: %s", clip(raw), why)
@@ -126,7 +136,7 @@ func ParseRepoURL(raw string, policy URLPolicy) (RepoIdentity, error) {
 	}
 	hostport := host
 	if p := u.Port(); p != "" {
-		if !portPattern.MatchString(p) {
+		if n, err := strconv.Atoi(p); !portPattern.MatchString(p) || err != nil || n > 65535 {
 			return bad("invalid port")
 		}
 		hostport = host + ":" + p
@@ -141,6 +151,13 @@ func ParseRepoURL(raw string, policy URLPolicy) (RepoIdentity, error) {
 	}
 	return RepoIdentity{Host: hostport, Owner: owner, Name: name, URL: scheme + "://" + user + hostport + "/" + owner + "/" + name + ".git"}, nil
 }
+
+// WorktreesSegment is the name of the directory that holds a repository's
+// worktrees beside its mirror (<root>/repos/<host>/<owner>/<name>/worktrees):
+// a repository path may not use it as its third or later segment, or the
+// repository "<host>/a/b/worktrees/<x>" would live inside the worktrees
+// directory of "<host>/a/b" (its mirror inside another user's workspace).
+const WorktreesSegment = "worktrees"
 
 // splitRepoPath splits "a/b/repo.git" into owner "a/b" and name "repo"; it
 // returns a reason when the path is unacceptable.
@@ -158,9 +175,12 @@ func splitRepoPath(p string) (owner, name, why string) {
 	}
 	last := strings.TrimSuffix(segs[len(segs)-1], ".git")
 	segs[len(segs)-1] = last
-	for _, s := range segs {
-		if s == "" || s == "." || s == ".." || !segmentPattern.MatchString(s) || strings.HasSuffix(s, ".lock") || len(s) > 100 {
+	for i, s := range segs {
+		if s == "" || strings.Contains(s, "..") || !segmentPattern.MatchString(s) || strings.HasSuffix(s, ".lock") || len(s) > 100 {
 			return "", "", "invalid path segment " + strconvQuote(s)
+		}
+		if i >= 2 && s == WorktreesSegment {
+			return "", "", "the path segment \"" + WorktreesSegment + "\" is reserved after the second segment"
 		}
 	}
 	return strings.Join(segs[:len(segs)-1], "/"), last, ""
@@ -171,8 +191,12 @@ const MaxRefLength = 255
 
 // ValidateRef checks a user-supplied ref (branch, tag or commit) against git's
 // check-ref-format rules (git-check-ref-format(1)) and this service's own: no
-// leading '-', at most MaxRefLength bytes. A one-level name such as "main" is
-// allowed (as with --allow-onelevel). Returns ErrInvalidArgument.
+// leading '-' (it could be read as an option: the kind of
+// "--upload-pack=…" or "--output=…"), valid UTF-8 (a ref travels in JSON
+// payloads, which would silently replace invalid bytes), at most
+// MaxRefLength bytes. A one-level name such as "main" is allowed (as with
+// --allow-onelevel). Every ref it accepts is also accepted by
+// `git check-ref-format --allow-onelevel`. Returns ErrInvalidArgument.
 func ValidateRef(ref string) error {
 	bad := func(why string) error {
 		return Errorf(ErrInvalidArgument, "ref %q: %s", clip(ref), why)
@@ -184,6 +208,8 @@ func ValidateRef(ref string) error {
 		return bad("too long")
 	case strings.HasPrefix(ref, "-"):
 		return bad("starts with '-'")
+	case !utf8.ValidString(ref):
+		return bad("not UTF-8")
 	case ref == "@":
 		return bad("is '@'")
 	case strings.Contains(ref, ".."):

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"path/filepath"
@@ -17,11 +16,13 @@ import (
 
 // gitCtx is a place to run git: a directory and the environment that pins the
 // repository (GIT_DIR, GIT_WORK_TREE) so nothing is discovered from files an
-// agent can change.
+// agent can change, and (when set) the gitx inspection of that repository's
+// configuration reused by every call made through it (see inspected).
 type gitCtx struct {
 	m   *Manager
 	dir string
 	env []string
+	ins *gitx.Inspection
 }
 
 // bareGit runs git in the bare repository.
@@ -40,11 +41,39 @@ func (g gitCtx) with(env ...string) gitCtx {
 }
 
 func (g gitCtx) run(ctx context.Context, args ...string) ([]byte, error) {
-	return g.m.git.Run(ctx, gitx.Call{Dir: g.dir, Args: args, Env: g.env})
+	return g.m.git.Run(ctx, gitx.Call{Dir: g.dir, Args: args, Env: g.env, Inspection: g.ins})
 }
 
 func (g gitCtx) runIO(ctx context.Context, stdin io.Reader, stdout io.Writer, args ...string) ([]byte, error) {
-	return g.m.git.Run(ctx, gitx.Call{Dir: g.dir, Args: args, Env: g.env, Stdin: stdin, Stdout: stdout})
+	return g.m.git.Run(ctx, gitx.Call{Dir: g.dir, Args: args, Env: g.env, Stdin: stdin, Stdout: stdout, Inspection: g.ins})
+}
+
+// inspected returns g with its repository's configuration inspected once by
+// gitx (gitx.Runner.Inspect): every later call through it reuses the
+// overrides that neutralize the repository's dangerous variables (filter,
+// diff and merge drivers, http.<url>.* …) instead of reading the
+// configuration again, and the poisoned variables are logged as a warning
+// (once per repository directory and set of keys). Errors: a malformed
+// configuration → ErrWorkspaceUnavailable.
+func (m *Manager) inspected(ctx context.Context, g gitCtx) (gitCtx, error) {
+	ins, err := m.git.Inspect(ctx, gitx.Call{Dir: g.dir, Env: g.env})
+	if err != nil {
+		return gitCtx{}, gitx.Classify(err, "read the repository configuration", sandbox.ErrWorkspaceUnavailable)
+	}
+	if len(ins.Poisoned) > 0 {
+		keys := make([]string, len(ins.Poisoned))
+		for i, p := range ins.Poisoned {
+			keys[i] = p.String()
+		}
+		sig := strings.Join(keys, "\n")
+		if prev, ok := m.reported.Load(g.dir); !ok || prev.(string) != sig {
+			m.reported.Store(g.dir, sig)
+			m.log.Warn("workspace: the repository configuration sets variables that could run programs or redirect git; host-side git neutralizes or refuses them",
+				"dir", g.dir, "poisoned", keys)
+		}
+	}
+	g.ins = ins
+	return g, nil
 }
 
 // wtRepo is an open, registered worktree.
@@ -55,9 +84,11 @@ type wtRepo struct {
 }
 
 // openWorktree locates a registered worktree and prepares git for it: GIT_DIR
-// is its administrative directory, GIT_WORK_TREE its directory, every filter
-// driver is neutralized. Errors: ErrInvalidArgument (bad LocalPath),
-// ErrWorkspaceNotFound (directory missing or not registered).
+// is its administrative directory, GIT_WORK_TREE its directory, and its
+// configuration is inspected (inspected: every filter, diff and merge driver
+// and the other dangerous variables are neutralized by gitx). Errors:
+// ErrInvalidArgument (bad LocalPath), ErrWorkspaceNotFound (directory missing
+// or not registered), ErrWorkspaceUnavailable (malformed configuration).
 func (m *Manager) openWorktree(ctx context.Context, ws sandbox.Workspace) (*wtRepo, error) {
 	l, err := locate(ws)
 	if err != nil {
@@ -76,58 +107,10 @@ func (m *Manager) openWorktree(ctx context.Context, ws sandbox.Workspace) (*wtRe
 		"GIT_AUTHOR_NAME=" + DefaultAuthorName, "GIT_AUTHOR_EMAIL=" + DefaultAuthorEmail,
 		"GIT_COMMITTER_NAME=" + DefaultAuthorName, "GIT_COMMITTER_EMAIL=" + DefaultAuthorEmail,
 	}}
-	fenv, err := m.filterEnv(ctx, g)
-	if err != nil {
+	if g, err = m.inspected(ctx, g); err != nil {
 		return nil, err
 	}
-	return &wtRepo{loc: l, admin: admin, git: g.with(fenv...)}, nil
-}
-
-// filterEnv returns environment entries (GIT_CONFIG_COUNT/KEY/VALUE, which
-// outrank every config file and accept any subsection name exactly) that
-// disable every filter driver configured for g's repository: clean, smudge and
-// process become empty (git then runs nothing) and required becomes false. An
-// agent can add `[filter "x"] clean = <cmd>` to a config and `* filter=x` to
-// .gitattributes; without this, host-side `git add`/`status`/`worktree add`
-// would run <cmd> (DESIGN.md "Non-negotiables: git": no filters host-side).
-// A configuration racing this read between the two git processes is the
-// residual risk (the agent's runtime is stopped or serialized by the workflow).
-func (m *Manager) filterEnv(ctx context.Context, g gitCtx) ([]string, error) {
-	out, err := g.run(ctx, "config", "-z", "--name-only", "--get-regexp", `^filter\.`)
-	if err != nil {
-		if gitx.ExitCode(err) == 1 { // no such key
-			return nil, nil
-		}
-		return nil, gitx.Classify(err, "git config (filter drivers)", sandbox.ErrWorkspaceUnavailable)
-	}
-	seen := map[string]bool{}
-	var drivers []string
-	for _, key := range strings.Split(string(out), "\x00") {
-		rest, ok := strings.CutPrefix(key, "filter.")
-		i := strings.LastIndexByte(rest, '.')
-		if !ok || i <= 0 || seen[rest[:i]] {
-			continue
-		}
-		seen[rest[:i]] = true
-		drivers = append(drivers, rest[:i])
-	}
-	if len(drivers) == 0 {
-		return nil, nil
-	}
-	if len(drivers) > maxFilterDrivers {
-		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "the repository configures %d filter drivers (max %d)", len(drivers), maxFilterDrivers)
-	}
-	env := []string{fmt.Sprintf("GIT_CONFIG_COUNT=%d", 4*len(drivers))}
-	n := 0
-	for _, d := range drivers {
-		for _, kv := range [][2]string{{"clean", ""}, {"smudge", ""}, {"process", ""}, {"required", "false"}} {
-			env = append(env,
-				fmt.Sprintf("GIT_CONFIG_KEY_%d=filter.%s.%s", n, d, kv[0]),
-				fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, kv[1]))
-			n++
-		}
-	}
-	return env, nil
+	return &wtRepo{loc: l, admin: admin, git: g}, nil
 }
 
 // wtEntry is one record of `git worktree list --porcelain -z`.

@@ -78,7 +78,7 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if len(st.Files) > MaxStatusFiles {
 		st.Files = st.Files[:MaxStatusFiles]
 	}
-	out, err = g.run(ctx, "rev-list", "--count", base+"..HEAD", "--")
+	out, err = g.run(ctx, "rev-list", "--count", "--end-of-options", base+"..HEAD", "--")
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git rev-list "+base+"..HEAD", sandbox.ErrWorkspaceUnavailable)
 	}

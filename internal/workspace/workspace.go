@@ -12,10 +12,11 @@
 // Host-side git never trusts anything an agent can change inside a worktree:
 // every call names the administrative directory and the work tree explicitly
 // (GIT_DIR, GIT_WORK_TREE) so a rewritten ".git" file cannot redirect it; the
-// gitx runner neutralizes hooks, fsmonitor and external diff; and this package
-// additionally neutralizes every clean/smudge/process filter driver found in
-// the repository's configuration (DESIGN.md "Non-negotiables: git": no
-// filters on host-side calls). Every file operation goes through os.Root
+// gitx runner neutralizes hooks, fsmonitor, external diff, pagers and every
+// clean/smudge/process filter, diff and merge driver found in the
+// repository's configuration (DESIGN.md "Non-negotiables: git": no filters on
+// host-side calls; docs/SECURITY.md), and this package logs the poisoned
+// variables it reports. Every file operation goes through os.Root
 // (DESIGN.md "Non-negotiables: Paths").
 package workspace
 
@@ -28,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
@@ -74,9 +76,6 @@ const (
 	MaxSearchTotalBytes = 256 << 20
 	// MaxSearchPatternBytes bounds SearchRequest.Pattern, in bytes.
 	MaxSearchPatternBytes = 16 << 10
-	// maxFilterDrivers bounds how many filter drivers a repository may
-	// configure before host-side git refuses to run in it.
-	maxFilterDrivers = 512
 )
 
 // Options configure a Manager.
@@ -114,6 +113,15 @@ type Manager struct {
 	// afterAdd, when set (tests only), runs after a successful `git worktree
 	// add`; an error simulates a failure in the middle of creation.
 	afterAdd func(path string) error
+	// crashPoint, when set (tests only), is called at named points of
+	// worktree creation ("before-add", "added" — registered and checked out,
+	// base commit not yet recorded — and "recorded"); a test process kills
+	// itself there to simulate a crash.
+	crashPoint func(point, path string)
+
+	// reported remembers, per repository directory, the poisoned
+	// configuration last logged (inspected), so a warning is logged once.
+	reported sync.Map
 }
 
 var _ sandbox.WorkspaceProvider = (*Manager)(nil)
@@ -144,6 +152,13 @@ func New(opts Options) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{git: opts.Git, locker: opts.Locker, hostID: host, now: now, log: log, isolated: opts.Isolated}, nil
+}
+
+// crash calls the crashPoint test hook, if any.
+func (m *Manager) crash(point, path string) {
+	if m.crashPoint != nil {
+		m.crashPoint(point, path)
+	}
 }
 
 // ---------------------------------------------------------------------------
@@ -310,6 +325,9 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 		return sandbox.Workspace{}, err
 	}
 	defer unlock()
+	if st.bg, err = m.inspected(ctx, st.bg); err != nil {
+		return sandbox.Workspace{}, err
+	}
 
 	entries, err := m.listWorktrees(ctx, st.bg)
 	if err != nil {
@@ -458,11 +476,8 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 			m.cleanupFailed(ctx, st, l, createdBranch, base)
 		}
 	}()
-	fenv, err := m.filterEnv(ctx, st.bg)
-	if err != nil {
-		return sandbox.Workspace{}, err
-	}
-	if _, err := st.bg.with(fenv...).run(ctx, args...); err != nil {
+	m.crash("before-add", st.wt)
+	if _, err := st.bg.run(ctx, args...); err != nil {
 		if ge := gitStderr(err); strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
 			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree: %s", st.branch, firstLine(ge))
 		}
@@ -472,10 +487,12 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 	if admin == "" {
 		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git worktree add %s: registration not found afterwards", st.wt)
 	}
+	m.crash("added", st.wt)
 	created := m.now()
 	if err := writeBase(admin, base, created); err != nil {
 		return sandbox.Workspace{}, err
 	}
+	m.crash("recorded", st.wt)
 	if m.afterAdd != nil {
 		if err := m.afterAdd(st.wt); err != nil {
 			return sandbox.Workspace{}, err

@@ -1,0 +1,375 @@
+package gitx
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Actions taken on a poisoned configuration variable (Poison.Action).
+const (
+	// ActionNeutralized: host-side git never acts on it: a fixed hardening
+	// option or a per-call override outranks it on every call.
+	ActionNeutralized = "neutralized"
+	// ActionRefused: it cannot be overridden and could redirect a network
+	// call; network calls (fetch, ls-remote, push …) refuse to run while it
+	// is present (ErrCommandRejected). Other calls are unaffected.
+	ActionRefused = "network calls refused"
+	// ActionReported: host-side git does not act on it in the calls
+	// sandboxcore makes, or it cannot be neutralized; it is only reported
+	// (docs/SECURITY.md "Known gaps").
+	ActionReported = "reported"
+)
+
+// Poison is one variable of a repository's own configuration (local,
+// worktree or included scope) that would make git run a program, send data
+// elsewhere or weaken a check. Repository configuration is agent-writable
+// (an agent's `git config` in its worktree writes the repo cache's config),
+// so none of it is trusted.
+type Poison struct {
+	// Key is the variable as git lists it (section and name lowercased).
+	Key string
+	// Scope is git's --show-scope of its origin ("local", "worktree", …).
+	Scope string
+	// Action is ActionNeutralized, ActionRefused or ActionReported.
+	Action string
+	// Why says what the variable would do.
+	Why string
+}
+
+// String renders the poison for a log line; the key is quoted (it may hold
+// any character an agent chose) and the value, which may be long or
+// sensitive, is never included.
+func (p Poison) String() string {
+	return p.quotedKey() + " (" + p.Scope + "): " + p.Why + "; " + p.Action
+}
+
+func (p Poison) quotedKey() string { return strconv.Quote(clipText(p.Key)) }
+
+// Inspection is what Inspect found in a repository's own configuration.
+type Inspection struct {
+	// Poisoned lists every dangerous variable found, in configuration order
+	// (empty for a clean repository). Callers log it as a warning.
+	Poisoned []Poison
+	// overrides are added to every call on the repository (after Call.Config).
+	overrides []ConfigEntry
+}
+
+// Redirects returns the poisoned variables that make network calls refuse
+// (ActionRefused).
+func (in *Inspection) Redirects() []Poison {
+	if in == nil {
+		return nil
+	}
+	var out []Poison
+	for _, p := range in.Poisoned {
+		if p.Action == ActionRefused {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Overrides returns the per-call configuration entries that neutralize the
+// repository's dangerous variables (Run adds them to every call by itself).
+func (in *Inspection) Overrides() []ConfigEntry {
+	if in == nil {
+		return nil
+	}
+	return append([]ConfigEntry(nil), in.overrides...)
+}
+
+// inspectTimeout bounds the configuration read of one call (an include.path
+// naming a FIFO must not hold a call for its whole timeout).
+const inspectTimeout = 30 * time.Second
+
+// Inspect reads the configuration git would use for a call in c.Dir with
+// c.Env (GIT_DIR, GIT_WORK_TREE …; the repository's config, its
+// config.worktree when extensions.worktreeConfig is set, and every file they
+// include: `git config --list --show-scope --includes -z`, run with the same
+// hardening) and returns the dangerous variables found and the overrides
+// that neutralize them. Run does this before every call by itself; callers
+// use Inspect to report Poisoned (as a warning) and may pass the result as
+// Call.Inspection to the following calls on the same repository. Outside a
+// repository the result is empty. Errors: an *Error (e.g. a malformed
+// config file: Classify it), ctx's error.
+//
+// The result is a snapshot: a variable added between the inspection and a
+// call (by a process still running, e.g. an agent's background command in
+// the local runtime) is not overridden for that call. The fixed options of
+// the hardening do not depend on it; docs/SECURITY.md "Known gaps".
+func (r *Runner) Inspect(ctx context.Context, c Call) (*Inspection, error) {
+	if c.Dir == "" {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: Call.Dir is required")
+	}
+	env, _, err := splitConfigEnv(c.Env)
+	if err != nil {
+		return nil, err
+	}
+	return r.inspect(ctx, c.Dir, env)
+}
+
+func (r *Runner) inspect(ctx context.Context, dir string, env []string) (*Inspection, error) {
+	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	defer cancel()
+	args := append([]string{"-C", dir}, r.hardening()...)
+	args = append(args, "config", "--list", "--show-scope", "--includes", "-z")
+	c := Call{Dir: dir, Args: []string{"config", "--list", "--show-scope", "--includes", "-z"}}
+	out, _, err := r.runOnce(ctx, c, args, append(r.baseEnv(), env...), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return analyze(parseConfigList(out)), nil
+}
+
+// scopedEntry is one line of `git config --list --show-scope -z`.
+type scopedEntry struct {
+	Scope string
+	ConfigEntry
+}
+
+// parseConfigList parses `git config --list --show-scope -z` output:
+// "<scope>\0<key>\n<value>\0", or "<scope>\0<key>\0" for a key without value.
+func parseConfigList(out []byte) []scopedEntry {
+	fields := strings.Split(string(out), "\x00")
+	var list []scopedEntry
+	for i := 0; i+1 < len(fields); i += 2 {
+		key, value, _ := strings.Cut(fields[i+1], "\n")
+		list = append(list, scopedEntry{Scope: fields[i], ConfigEntry: ConfigEntry{Key: key, Value: value}})
+	}
+	return list
+}
+
+// splitKey splits section[.subsection].name; the subsection may hold dots.
+func splitKey(key string) (section, sub, name string, ok bool) {
+	i := strings.IndexByte(key, '.')
+	j := strings.LastIndexByte(key, '.')
+	if i <= 0 || j == len(key)-1 {
+		return "", "", "", false
+	}
+	if i == j {
+		return strings.ToLower(key[:i]), "", strings.ToLower(key[j+1:]), true
+	}
+	return strings.ToLower(key[:i]), key[i+1 : j], strings.ToLower(key[j+1:]), true
+}
+
+// httpOverrides are the safe values of URL-scoped http.<url>.<name> keys; a
+// repository's http.<url>.<name> is overridden at the same URL (same
+// specificity, defined later: git takes the later one).
+var httpOverrides = map[string]string{
+	"proxy":           "",      // a proxy would see every request
+	"sslverify":       "true",  // TLS checks stay on
+	"savecookies":     "false", // git would write a file anywhere
+	"cookiefile":      "",      // … or read one
+	"followredirects": "false", // the credential is never replayed elsewhere
+	"curloptresolve":  "",      // no pinning a host to another address
+	"extraheader":     "",      // the repository's own headers are dropped (the credential's comes after)
+	"emptyauth":       "false",
+}
+
+// httpReported are http.* keys that cannot be given a neutral value; they
+// are reported.
+var httpReported = map[string]string{
+	"sslcainfo": "trusts another CA", "sslcapath": "trusts other CAs", "sslcert": "sends a client certificate",
+	"sslkey": "uses a client key", "pinnedpubkey": "pins another key", "proxysslcainfo": "trusts another proxy CA",
+	"sslbackend": "selects another TLS backend", "sslcipherlist": "changes the TLS ciphers", "sslversion": "changes the TLS version",
+}
+
+// fixedNeutralized are variables without a user-chosen part that a fixed
+// hardening option already outranks; they are reported as neutralized.
+var fixedNeutralized = map[string]string{
+	"core.fsmonitor":            "runs a program on every status-like command",
+	"core.hookspath":            "runs hooks from another directory",
+	"core.sshcommand":           "runs a program instead of ssh",
+	"core.askpass":              "runs a program to ask for credentials",
+	"core.pager":                "runs a pager program",
+	"core.editor":               "runs an editor program",
+	"core.alternaterefscommand": "runs a program during fetch negotiation",
+	"core.protectntfs":          "weakens path checks",
+	"core.protecthfs":           "weakens path checks",
+	"credential.helper":         "runs a credential helper program",
+	"diff.external":             "runs an external diff program",
+	"sequence.editor":           "runs an editor program",
+	"gpg.program":               "runs a signing program",
+	"log.showsignature":         "runs the signature verifier",
+	"protocol.allow":            "allows other transports",
+	"http.proxy":                "sends requests through a proxy",
+	"http.sslverify":            "disables TLS verification",
+	"http.savecookies":          "writes a cookie file",
+	"http.cookiefile":           "reads a cookie file",
+	"http.followredirects":      "follows redirects to other hosts",
+	"submodule.recurse":         "runs git in submodules",
+	"fetch.recursesubmodules":   "fetches submodules",
+	"gc.auto":                   "runs gc from host-side calls",
+	"maintenance.auto":          "runs maintenance from host-side calls",
+	"commit.gpgsign":            "runs a signing program",
+	"tag.gpgsign":               "runs a signing program",
+	"push.gpgsign":              "runs a signing program",
+}
+
+// analyze finds the dangerous variables of a repository's configuration and
+// the overrides that neutralize them. Entries of scope "command" (the
+// runner's own options and per-call entries) are ignored.
+func analyze(list []scopedEntry) *Inspection {
+	in := &Inspection{}
+	done := map[string]bool{} // override keys already added
+	override := func(key, value string) {
+		if !done[key] {
+			done[key] = true
+			in.overrides = append(in.overrides, ConfigEntry{Key: key, Value: value})
+		}
+	}
+	poison := func(e scopedEntry, action, why string) {
+		in.Poisoned = append(in.Poisoned, Poison{Key: e.Key, Scope: e.Scope, Action: action, Why: why})
+	}
+	for _, e := range list {
+		if e.Scope == "command" {
+			continue
+		}
+		section, sub, name, ok := splitKey(e.Key)
+		if !ok {
+			continue
+		}
+		if sub == "" {
+			if why, ok := fixedNeutralized[section+"."+name]; ok {
+				poison(e, ActionNeutralized, why)
+				continue
+			}
+		}
+		switch section {
+		case "filter":
+			if sub == "" {
+				continue
+			}
+			// Every filter.<driver>.* key: the whole driver is disabled, so a
+			// .gitattributes line naming it runs nothing (clean/smudge/process
+			// empty = no filter; required=false = not an error).
+			p := "filter." + sub + "."
+			override(p+"clean", "")
+			override(p+"smudge", "")
+			override(p+"process", "")
+			override(p+"required", "false")
+			if name == "clean" || name == "smudge" || name == "process" {
+				poison(e, ActionNeutralized, "runs a filter program on add, status, diff and checkout")
+			}
+		case "diff":
+			switch {
+			case sub == "":
+			case name == "command":
+				// Only used without --no-ext-diff (which every diff passes): fail then.
+				override(e.Key, "false")
+				poison(e, ActionNeutralized, "runs an external diff program")
+			case name == "textconv":
+				// Identity conversion; --no-textconv is passed where diffs are made.
+				override(e.Key, "cat")
+				override("diff."+sub+".cachetextconv", "false")
+				poison(e, ActionNeutralized, "runs a text conversion program on diff")
+			}
+		case "merge":
+			if sub != "" && name == "driver" {
+				override(e.Key, "false") // the file conflicts instead
+				poison(e, ActionNeutralized, "runs a merge driver program")
+			}
+		case "http":
+			if sub == "" {
+				if why, ok := httpReported[name]; ok {
+					poison(e, ActionReported, why)
+				}
+				continue
+			}
+			if v, ok := httpOverrides[name]; ok {
+				override(e.Key, v)
+				poison(e, ActionNeutralized, "changes how requests to "+sub+" are sent")
+			} else if why, ok := httpReported[name]; ok {
+				poison(e, ActionReported, why+" for "+sub)
+			}
+		case "credential":
+			if name == "helper" {
+				// The fixed credential.helper= resets every helper list (all
+				// matching credential.* entries apply, in order).
+				poison(e, ActionNeutralized, "runs a credential helper program")
+			}
+		case "url":
+			if name == "insteadof" || name == "pushinsteadof" {
+				poison(e, ActionRefused, "rewrites remote URLs to "+sub)
+			}
+		case "remote":
+			if sub == "" {
+				continue
+			}
+			if strings.ContainsAny(sub, "/:") {
+				// git looks a URL up as a remote name first: remote.<url>.url
+				// replaces the URL, remote.<url>.uploadpack the command …
+				poison(e, ActionRefused, "configures the remote git uses for that URL")
+				continue
+			}
+			switch name {
+			case "uploadpack", "receivepack":
+				// git keeps the first value it reads (the repository's): it
+				// cannot be overridden.
+				poison(e, ActionRefused, "runs another "+name+" program when a call names this remote")
+			case "vcs":
+				poison(e, ActionRefused, "runs a remote helper when a call names this remote")
+			case "proxy":
+				override(e.Key, "")
+				poison(e, ActionNeutralized, "sends the remote's requests through a proxy")
+			}
+		case "protocol":
+			if sub != "" && name == "allow" {
+				if fixedProtocols[strings.ToLower(sub)] {
+					poison(e, ActionNeutralized, "allows a transport")
+				} else {
+					override(e.Key, "never")
+					poison(e, ActionNeutralized, "allows the transport "+sub)
+				}
+			}
+		case "core":
+			switch name {
+			case "worktree":
+				poison(e, ActionReported, "points the repository at another work tree (host-side calls set GIT_WORK_TREE)")
+			case "gitproxy":
+				poison(e, ActionReported, "runs a proxy program for git:// (never an allowed protocol)")
+			case "sharedrepository":
+				poison(e, ActionReported, "changes the permissions of files git creates")
+			}
+		case "gpg":
+			if name == "program" || name == "defaultkeycommand" {
+				poison(e, ActionNeutralized, "runs a signing program (signing is off)")
+			}
+		case "include", "includeif":
+			if name == "path" {
+				poison(e, ActionReported, "imports configuration from another file (its variables are inspected too)")
+			}
+		case "extensions":
+			if name == "worktreeconfig" {
+				poison(e, ActionReported, "enables per-worktree configuration files (they are inspected too)")
+			}
+		case "uploadpack":
+			if name == "packobjectshook" {
+				poison(e, ActionNeutralized, "runs a program in upload-pack (git honors it only from protected configuration)")
+			}
+		case "submodule":
+			if sub != "" && name == "update" && strings.HasPrefix(e.Value, "!") {
+				poison(e, ActionReported, "runs a program on `git submodule update` (never run host-side)")
+			}
+		case "trailer":
+			if sub != "" && (name == "command" || name == "cmd") {
+				poison(e, ActionReported, "runs a program on `git commit --trailer` (never passed host-side)")
+			}
+		case "pager":
+			poison(e, ActionNeutralized, "runs a pager program (--no-pager)")
+		}
+	}
+	return in
+}
+
+// clipText cuts s to 200 bytes for messages.
+func clipText(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}

@@ -1,0 +1,111 @@
+package gitx
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Stale git lock files (docs/SECURITY.md "Crash safety"). git creates
+// "<file>.lock" with O_CREAT|O_EXCL before changing <file> and renames it
+// into place (or deletes it) when done; a git process killed in between (an
+// agent's command killed on timeout, a worker SIGKILLed) leaves the lock
+// behind and every later git call that needs <file> fails with "Unable to
+// create '<file>.lock': File exists". git records no owner in a lock file, so
+// "stale" is decided from what can be observed: the file has not been
+// modified for StaleLockAge (git writes the new content into the lock file
+// itself, so a lock being written stays young) and no process visible in
+// /proc has it open. Only then is it removed, and the call retried once.
+// Anything else stays ErrRepoLocked naming the path (Classify).
+
+// lockRoots are the directories a lock file named by git's error may be
+// removed from: the call's directory, its GIT_DIR, GIT_COMMON_DIR, and the
+// common directory a linked worktree's GIT_DIR points to (commondir).
+func lockRoots(dir string, env []string) []string {
+	roots := []string{dir}
+	var gitDir string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GIT_DIR="); ok {
+			gitDir = v
+		}
+		if v, ok := strings.CutPrefix(kv, "GIT_COMMON_DIR="); ok {
+			roots = append(roots, v)
+		}
+	}
+	if gitDir != "" {
+		if !filepath.IsAbs(gitDir) {
+			gitDir = filepath.Join(dir, gitDir)
+		}
+		roots = append(roots, gitDir)
+		if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+			cd := strings.TrimSpace(string(b))
+			if !filepath.IsAbs(cd) {
+				cd = filepath.Join(gitDir, cd)
+			}
+			roots = append(roots, cd)
+		}
+	}
+	return roots
+}
+
+// removeStaleLock removes the lock file path (as named by git's error) when
+// it is stale and lies inside one of the call's repository directories;
+// it reports whether it did.
+func (r *Runner) removeStaleLock(path, dir string, env []string) bool {
+	if r.staleAge < 0 || !filepath.IsAbs(path) || filepath.Clean(path) != path || !strings.HasSuffix(path, ".lock") {
+		return false
+	}
+	inside := false
+	for _, root := range lockRoots(dir, env) {
+		root = filepath.Clean(root)
+		if rel, err := filepath.Rel(root, path); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			inside = true
+			break
+		}
+	}
+	if !inside {
+		return false
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	age := time.Since(fi.ModTime())
+	if age < r.staleAge {
+		return false
+	}
+	if openByAnyProcess(path) {
+		return false
+	}
+	if err := os.Remove(path); err != nil {
+		return false
+	}
+	r.log.Warn("gitx: removed a stale git lock file left by a dead process", "path", path, "age", age.Round(time.Second))
+	return true
+}
+
+// openByAnyProcess reports whether a process visible in /proc has path open
+// (or whether that cannot be told: then it answers true, the safe answer).
+func openByAnyProcess(path string) bool {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		fdDir := filepath.Join("/proc", p.Name(), "fd")
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue // gone, or not ours to read (a kernel thread)
+		}
+		for _, fd := range fds {
+			if target, err := os.Readlink(filepath.Join(fdDir, fd.Name())); err == nil && target == path {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestHostileInputIsInvalidArgument turns the public examples of issue 8 into
+// tests: each is rejected with the typed error before anything runs.
+func TestHostileInputIsInvalidArgument(t *testing.T) {
+	good := "https://github.com/acme/app.git"
+	for name, err := range map[string]error{
+		"base ref option":      ValidateRef("--upload-pack=touch /tmp/pwned;git-upload-pack"),
+		"push head option":     ValidateRef("--output=/tmp/x"),
+		"branch option":        ValidateRef("-b"),
+		"ref with ..":          ValidateRef("main/../../x"),
+		"ref with newline":     ValidateRef("main\n--upload-pack=x"),
+		"ref not UTF-8":        ValidateRef("main\xff"),
+		"conversation path":    ValidateID("conversation_id", "../../../tmp/evil"),
+		"id option":            ValidateID("user_id", "-rf"),
+		"repo dots":            parseErr("https://example.com/owner/../../x", URLPolicy{}),
+		"repo dots in segment": parseErr("https://example.com/owner/a..b", URLPolicy{}),
+		"ext transport":        parseErr("ext::sh -c touch% /tmp/pwned", URLPolicy{AllowFile: true, AllowHTTP: true}),
+		"fd transport":         parseErr("fd::3", URLPolicy{AllowFile: true, AllowHTTP: true}),
+		"file disabled":        parseErr("file:///tmp/x/team/project", URLPolicy{}),
+		"http disabled":        parseErr("http://example.com/o/r.git", URLPolicy{}),
+		"dash url":             parseErr("--upload-pack=touch /tmp/pwned", URLPolicy{}),
+		"credentials in url":   parseErr("https://user:pass@example.com/o/r.git", URLPolicy{}),
+		"port 0":               parseErr("https://example.com:0/o/r.git", URLPolicy{}),
+		"port leading zero":    parseErr("https://example.com:0443/o/r.git", URLPolicy{}),
+		"port too large":       parseErr("https://example.com:99999/o/r.git", URLPolicy{}),
+		"worktrees segment":    parseErr("https://gitlab.example.com/group/sub/worktrees/u_c_agent-edits-c-1a2b3c4d", URLPolicy{}),
+		"worktrees as name":    parseErr("https://gitlab.example.com/group/sub/worktrees", URLPolicy{}),
+		"bare segment":         parseErr("https://example.com/o/r/.bare", URLPolicy{}),
+		"lock segment":         parseErr("https://example.com/o/r.lock", URLPolicy{}),
+		"mismatched repo_name": reqErr(WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: good, RepoName: "other/x", Mode: ModeEdit, ConversationID: "c"}),
+		"branch_name option":   reqErr(WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: good, Mode: ModeEdit, ConversationID: "c", BranchName: "--force"}),
+		"from_branch option":   reqErr(WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: good, Mode: ModeTask, TaskID: "t", FromBranch: "--orphan=x"}),
+	} {
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: got %v, want InvalidArgument", name, err)
+		}
+	}
+	// "worktrees" is fine where it cannot collide (owner/worktrees).
+	if _, err := ParseRepoURL("https://github.com/acme/worktrees", URLPolicy{}); err != nil {
+		t.Errorf("owner/worktrees: %v", err)
+	}
+	for _, p := range []string{"../x", "/etc/passwd", "a/../../x", "a\x00b", "a\nb", strings.Repeat("a", MaxPathLength+1)} {
+		if _, err := CleanRelPath(p); !errors.Is(err, ErrInvalidWorkspacePath) {
+			t.Errorf("path %q: got %v, want InvalidWorkspacePath", p, err)
+		}
+	}
+	// A path starting with '-' is a file name like any other: file operations
+	// never hand paths to a program's argv (docs/SECURITY.md).
+	if c, err := CleanRelPath("-n"); err != nil || c != "-n" {
+		t.Errorf("-n: %q %v", c, err)
+	}
+}
+
+func parseErr(raw string, p URLPolicy) error {
+	_, err := ParseRepoURL(raw, p)
+	return err
+}
+
+func reqErr(r WorkspaceRequest) error {
+	_, err := r.Validate(URLPolicy{})
+	return err
+}
+
+// corpusStrings reads the string arguments of a committed fuzz corpus
+// (testdata/fuzz/<target>/*, "go test fuzz v1" files): the first argument of
+// each entry.
+func corpusStrings(t *testing.T, target string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "fuzz", target, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no committed corpus for %s", target)
+	}
+	var out []string
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if lit, ok := strings.CutPrefix(line, "string("); ok {
+				s, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				out = append(out, s)
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	return out
+}
+
+// TestAcceptedRefsPassGitCheckRefFormat runs the committed ref corpus against
+// real git: every ref ValidateRef accepts is one `git check-ref-format
+// --allow-onelevel` accepts (ours is the stricter rule).
+func TestAcceptedRefsPassGitCheckRefFormat(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	refs := corpusStrings(t, "FuzzValidateRef")
+	accepted := 0
+	for _, ref := range refs {
+		if ValidateRef(ref) != nil {
+			continue
+		}
+		accepted++
+		// --end-of-options is not understood by check-ref-format; accepted
+		// refs never start with '-'.
+		cmd := exec.Command("git", "check-ref-format", "--allow-onelevel", ref)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=" + t.TempDir()}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("ValidateRef accepts %q but git check-ref-format refuses it: %v %s", ref, err, out)
+		}
+	}
+	if accepted < 10 {
+		t.Fatalf("only %d accepted refs in the corpus", accepted)
+	}
+}

@@ -1,0 +1,232 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// TestSymlinksAreCommittedAsSymlinks: symlinks an agent makes (pointing out of
+// the worktree, absolute or relative, to a file or a directory) are committed
+// as symlinks — blobs holding the link text with mode 120000 — and nothing
+// behind them is read into the repository.
+func TestSymlinksAreCommittedAsSymlinks(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("outside secret\n"), 0o644))
+	links := map[string]string{
+		"abs-file": filepath.Join(outside, "secret.txt"),
+		"abs-dir":  outside,
+		"rel-up":   "../../../../..",
+		"etc":      "/etc/passwd",
+		"dangling": "/nonexistent/x",
+	}
+	for name, target := range links {
+		require.NoError(t, os.Symlink(target, filepath.Join(ws.LocalPath, name)))
+	}
+	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "links"})
+	require.NoError(t, err)
+	tree := f.git(f.bare, "ls-tree", "-r", "--full-tree", res.Commit)
+	for name, target := range links {
+		var mode, sha string
+		for _, line := range strings.Split(tree, "\n") {
+			meta, path, _ := strings.Cut(line, "\t")
+			if path == name {
+				fields := strings.Fields(meta)
+				mode, sha = fields[0], fields[2]
+			}
+		}
+		assert.Equal(t, "120000", mode, "%s is committed as a symlink", name)
+		assert.Equal(t, target, f.git(f.bare, "cat-file", "-p", sha), "%s: the blob is the link text", name)
+	}
+	assert.NotContains(t, tree, "secret.txt")
+	d, err := f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+	assert.NotContains(t, d.Patch, "outside secret")
+	assert.NotContains(t, d.Patch, "root:x:0:0")
+}
+
+// TestHooksInTheCacheNeverRun: hooks dropped into the repo cache's hooks
+// directory (where every worktree's git looks) run for the agent's own git
+// but never for host-side calls (core.hooksPath=/dev/null).
+func TestHooksInTheCacheNeverRun(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "marker")
+	hooks := filepath.Join(f.bare, "hooks")
+	require.NoError(t, os.MkdirAll(hooks, 0o755))
+	for _, h := range []string{"pre-commit", "commit-msg", "prepare-commit-msg", "post-commit", "post-checkout", "reference-transaction", "post-index-change", "pre-auto-gc"} {
+		require.NoError(t, os.WriteFile(filepath.Join(hooks, h), []byte("#!/bin/sh\necho "+h+" >> "+marker+"\n"), 0o755))
+	}
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1")) // worktree add: post-checkout, reference-transaction
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "x.txt"), []byte("x\n"), 0o644))
+	_, err := f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	_, err = f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x"})
+	require.NoError(t, err)
+	require.NoError(t, f.m.Remove(ctx, ws))
+	f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	assert.NoFileExists(t, marker, "a hook ran in host-side git: %s", readMarker(marker))
+
+	// Control: the agent's own git does run them.
+	_, _ = f.gitRaw(ws.LocalPath, "commit", "-q", "--allow-empty", "-m", "y")
+	assert.Contains(t, readMarker(marker), "pre-commit")
+}
+
+// TestPoisonedConfigIsReported: the workspace logs the poisoned variables of
+// the repository configuration as a warning, once per set.
+func TestPoisonedConfigIsReported(t *testing.T) {
+	f := newFixture(t)
+	var logs bytes.Buffer
+	f.m.log = slog.New(slog.NewTextHandler(&logs, nil))
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	f.git(ws.LocalPath, "config", "filter.evil.clean", "touch /tmp/x")
+	f.git(ws.LocalPath, "config", "core.fsmonitor", "touch /tmp/x")
+	for i := 0; i < 3; i++ {
+		_, err := f.m.Status(ctx, ws)
+		require.NoError(t, err)
+	}
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+	assert.Contains(t, out, `filter.evil.clean`)
+	assert.Contains(t, out, `core.fsmonitor`)
+	assert.NotContains(t, out, "touch /tmp/x", "values are never logged")
+}
+
+// TestStaleIndexLock: an index.lock left by a dead process (an agent's git
+// killed on timeout) no longer blocks commits once it is stale; a live one is
+// ErrRepoLocked naming the file.
+func TestStaleIndexLock(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	lock := filepath.Join(f.bare, "worktrees", filepath.Base(ws.LocalPath), "index.lock")
+	require.NoError(t, os.WriteFile(lock, nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "n.txt"), []byte("n\n"), 0o644))
+
+	_, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
+	requireKind(t, err, sandbox.ErrRepoLocked)
+	assert.Contains(t, err.Error(), lock)
+	// Status and Diff take no index lock.
+	_, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	_, err = f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(lock, old, old))
+	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
+	require.NoError(t, err)
+	assert.False(t, res.NothingToCommit)
+	assert.NoFileExists(t, lock)
+}
+
+// crashEnv names the environment of TestWorkspaceCrashHelper.
+const crashEnv = "WORKSPACE_CRASH_POINT"
+
+// TestWorkspaceCrashHelper is the body of the child processes of
+// TestCrashDuringWorktreeCreation: it runs Ensure and SIGKILLs itself at the
+// named point. It does nothing in a normal test run.
+func TestWorkspaceCrashHelper(t *testing.T) {
+	point := os.Getenv(crashEnv)
+	if point == "" {
+		return
+	}
+	var cache sandbox.RepoCache
+	var req sandbox.WorkspaceRequest
+	if err := json.Unmarshal([]byte(os.Getenv("WORKSPACE_CACHE")), &cache); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	if err := json.Unmarshal([]byte(os.Getenv("WORKSPACE_REQ")), &req); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	runner, err := gitx.New(gitx.Options{HomeDir: os.Getenv("WORKSPACE_GIT_HOME")})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	m, err := New(Options{Git: runner, Locker: &testLocker{}, HostID: "host-1"})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	m.crashPoint = func(p, _ string) {
+		if p == point {
+			fmt.Println("crashing at", p)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			time.Sleep(time.Minute)
+		}
+	}
+	_, err = m.Ensure(context.Background(), cache, req)
+	fmt.Println("finished:", err)
+	os.Exit(3)
+}
+
+// TestCrashDuringWorktreeCreation: a process SIGKILLed at each point of
+// worktree creation leaves a state the next Ensure (another process) repairs:
+// the same path, one registration, the agent branch checked out in exactly
+// one worktree, a recorded base commit, a working Status, no stray directory.
+func TestCrashDuringWorktreeCreation(t *testing.T) {
+	for _, point := range []string{"before-add", "added", "recorded"} {
+		t.Run(point, func(t *testing.T) {
+			f := newFixture(t)
+			req := f.req(sandbox.ModeEdit, "c1")
+			cacheJSON, _ := json.Marshal(f.cache)
+			reqJSON, _ := json.Marshal(req)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestWorkspaceCrashHelper$", "-test.count=1")
+			cmd.Env = append(os.Environ(), crashEnv+"="+point, "WORKSPACE_CACHE="+string(cacheJSON),
+				"WORKSPACE_REQ="+string(reqJSON), "WORKSPACE_GIT_HOME="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err)
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			ws, ok := ee.Sys().(syscall.WaitStatus)
+			require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the child must die by SIGKILL at %s: %s", point, out)
+			require.Contains(t, string(out), "crashing at "+point)
+
+			got := f.ensure(req)
+			assert.Equal(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()), got.LocalPath)
+			assert.Equal(t, f.c2, got.BaseCommit)
+			assert.Equal(t, []string{got.LocalPath}, f.registered())
+			list := f.git(f.bare, "worktree", "list", "--porcelain")
+			assert.Equal(t, 1, strings.Count(list, "branch refs/heads/agent/edits-c1\n")+boolInt(strings.HasSuffix(list, "branch refs/heads/agent/edits-c1")), list)
+			st, err := f.m.Status(context.Background(), got)
+			require.NoError(t, err)
+			assert.False(t, st.Dirty, "%+v", st)
+			assert.Equal(t, "agent/edits-c1", st.Branch)
+			entries, err := os.ReadDir(f.worktreesDir())
+			require.NoError(t, err)
+			assert.Len(t, entries, 1)
+			assert.Equal(t, got.BaseCommit, readBase(filepath.Join(f.bare, "worktrees", filepath.Base(got.LocalPath))))
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

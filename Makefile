@@ -8,7 +8,7 @@ E2E_PKGS  := ./tests/... ./internal/hostworker/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-unit test-e2e bench lint fmt clean up down
+.PHONY: all build run test test-unit test-e2e fuzz bench lint fmt clean up down
 
 # The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
 # (`docker compose`) when present, else the standalone `docker-compose`.
@@ -28,7 +28,7 @@ run: build
 	SANDBOX_ALLOW_FILE_URLS=$${SANDBOX_ALLOW_FILE_URLS:-1} \
 	./$(BIN)/sandbox-worker
 
-test: test-unit test-e2e ## the whole suite (what CI runs)
+test: test-unit test-e2e fuzz ## the whole suite (what CI runs)
 
 test-unit:
 	$(GO) vet ./...
@@ -36,6 +36,13 @@ test-unit:
 
 test-e2e:
 	$(GO) test -count=1 -timeout 30m $(E2E_PKGS)
+
+# Each fuzz target for a short fixed time (seed corpora under testdata/fuzz).
+FUZZTIME ?= 10s
+fuzz:
+	for t in FuzzParseRepoURL FuzzValidateRef FuzzValidateID FuzzCleanRelPath; do \
+	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./internal/sandbox/ || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzConfinement$$' -fuzztime $(FUZZTIME) ./internal/workspace/
 
 bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/

@@ -199,7 +199,7 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	require.NoError(t, e.h.Activities.Workspaces.Remove(ctx, e.row(hB.WorkspaceID)))
 	require.NoError(t, e.h.Store.DeleteWorkspace(ctx, hB.WorkspaceID))
 	rowB := e.row(hEditClean.WorkspaceID).RepoCacheID
-	cacheB := sandbox.RepoCacheIDFor(hB.Repo)
+	cacheB := sandbox.RepoCacheIDFor(hB.HostID, hB.Repo)
 
 	dry := e.run(true)
 	assert.Equal(t, eviction.PressureSevere, dry.Hosts[0].Plan.Plan.Pressure)

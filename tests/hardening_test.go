@@ -308,7 +308,7 @@ func TestHardeningCredentialsUnderFailure(t *testing.T) {
 		want *sandbox.Kind
 	}{
 		{"wrong token", wrongURL, sandbox.ErrRepoAuthFailed},
-		{"missing repository", missingURL, sandbox.ErrRepoCacheUnavailable},
+		{"missing repository", missingURL, sandbox.ErrRepoNotFound},
 		{"unreachable host", unreachableURL, sandbox.ErrRepoCacheUnavailable},
 		{"no token", noTokenURL, sandbox.ErrRepoAuthFailed},
 	} {

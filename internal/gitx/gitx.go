@@ -569,12 +569,13 @@ func (c *capped) Write(p []byte) (int, error) {
 func (c *capped) String() string { return c.buf.String() }
 
 var (
-	authPatterns = regexp.MustCompile(`(?i)authentication failed|could not read (username|password)|terminal prompts disabled|http(/[0-9.]+)? 40[13]|returned error: 40[13]|permission denied \(publickey|invalid username or password|access denied|401 unauthorized|403 forbidden`)
-	notFoundPat  = regexp.MustCompile(`(?i)repository not found|returned error: 404|not found|does not appear to be a git repository|does not exist`)
-	diskPat      = regexp.MustCompile(`(?i)no space left on device|disk quota exceeded|file too large`)
-	lockPat      = regexp.MustCompile(`Unable to create '([^']+\.lock)': File exists`)
-	unreachPat   = regexp.MustCompile(`(?i)could not resolve host|connection refused|connection timed out|failed to connect|network is unreachable|operation timed out|could not connect`)
-	refPat       = regexp.MustCompile(`(?i)invalid reference|unknown revision|not a valid object name|needed a single revision|couldn't find remote ref|bad revision|not a commit`)
+	authPatterns   = regexp.MustCompile(`(?i)authentication failed|could not read (username|password)|terminal prompts disabled|http(/[0-9.]+)? 40[13]|returned error: 40[13]|permission denied \(publickey|invalid username or password|access denied|401 unauthorized|403 forbidden`)
+	repoMissingPat = regexp.MustCompile(`(?i)repository not found|repository '[^']*' not found|returned error: 404|does not appear to be a git repository`)
+	notFoundPat    = regexp.MustCompile(`(?i)repository not found|returned error: 404|not found|does not appear to be a git repository|does not exist`)
+	diskPat        = regexp.MustCompile(`(?i)no space left on device|disk quota exceeded|file too large`)
+	lockPat        = regexp.MustCompile(`Unable to create '([^']+\.lock)': File exists`)
+	unreachPat     = regexp.MustCompile(`(?i)could not resolve host|connection refused|connection timed out|failed to connect|network is unreachable|operation timed out|could not connect`)
+	refPat         = regexp.MustCompile(`(?i)invalid reference|unknown revision|not a valid object name|needed a single revision|couldn't find remote ref|bad revision|not a commit`)
 )
 
 // Classify maps a git failure onto the typed errors of the seed: auth →
@@ -607,6 +608,8 @@ func Classify(err error, what string, fallback *sandbox.Kind) error {
 		return sandbox.Errorf(sandbox.ErrRepoAuthFailed, "%s: the remote refused the credentials (or none were given): %s", what, firstLine(msg))
 	case refPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrRefNotFound, "%s: %s", what, firstLine(msg))
+	case repoMissingPat.MatchString(msg):
+		return sandbox.Errorf(sandbox.ErrRepoNotFound, "%s: %s", what, firstLine(msg))
 	case unreachPat.MatchString(msg), notFoundPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "%s: %s", what, firstLine(msg))
 	}

@@ -82,7 +82,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	}
 	h.Store = st
 
-	git, err := gitx.New(gitx.Options{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs, HomeDir: filepath.Join(cfg.DataDir, "git-home")})
+	git, err := gitx.New(gitx.Options{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs, HomeDir: filepath.Join(cfg.DataDir, "git-home"), Logger: log})
 	if err != nil {
 		return nil, err
 	}

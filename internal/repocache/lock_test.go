@@ -142,7 +142,7 @@ func TestSIGKILLMidCloneIsRecovered(t *testing.T) {
 		t.Fatal("the worker's clone never reached the server")
 	}
 	c := newCacheAt(t, root, nil)
-	staged, err := filepath.Glob(filepath.Join(c.stagingDir(), sandbox.RepoCacheIDFor(id)+"-*"))
+	staged, err := filepath.Glob(filepath.Join(c.stagingDir(), sandbox.RepoCacheIDFor(c.hostID, id)+"-*"))
 	require.NoError(t, err)
 	require.Len(t, staged, 1, "the clone is staged")
 	assert.NoDirExists(t, c.Path(id), "nothing at the final path mid-clone")
@@ -238,7 +238,7 @@ func TestHelperProcess(t *testing.T) {
 	if err != nil {
 		fail(err)
 	}
-	c, err := New(Options{Root: os.Getenv("REPOCACHE_ROOT"), Git: git})
+	c, err := New(Options{Root: os.Getenv("REPOCACHE_ROOT"), Git: git, HostID: "host-test"})
 	if err != nil {
 		fail(err)
 	}

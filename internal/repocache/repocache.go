@@ -380,7 +380,7 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 	if err := os.MkdirAll(c.stagingDir(), 0o755); err != nil {
 		return fsError(err, what)
 	}
-	staging, err := os.MkdirTemp(c.stagingDir(), sandbox.RepoCacheIDFor(id)+"-")
+	staging, err := os.MkdirTemp(c.stagingDir(), sandbox.RepoCacheIDFor(c.hostID, id)+"-")
 	if err != nil {
 		return fsError(err, what)
 	}
@@ -595,7 +595,7 @@ func (c *Cache) describe(ctx context.Context, id sandbox.RepoIdentity, bare stri
 		return sandbox.RepoCache{}, fsError(err, "size of "+bare)
 	}
 	return sandbox.RepoCache{
-		ID:            sandbox.RepoCacheIDFor(id),
+		ID:            sandbox.RepoCacheIDFor(c.hostID, id),
 		RepoName:      id.FullName(),
 		RepoURL:       id.URL,
 		Provider:      ProviderLocal,
@@ -649,7 +649,7 @@ func (c *Cache) moveAside(id sandbox.RepoIdentity, dir string) error {
 	if err := os.MkdirAll(c.trashDir(), 0o755); err != nil {
 		return fsError(err, "move aside "+dir)
 	}
-	dst := filepath.Join(c.trashDir(), sandbox.RepoCacheIDFor(id)+"-"+randomHex())
+	dst := filepath.Join(c.trashDir(), sandbox.RepoCacheIDFor(c.hostID, id)+"-"+randomHex())
 	if err := os.Rename(dir, dst); err != nil {
 		return fsError(err, "move aside "+dir)
 	}
@@ -666,7 +666,7 @@ func (c *Cache) keepAside(id sandbox.RepoIdentity, dir string) (string, error) {
 	if err := os.MkdirAll(broken, 0o755); err != nil {
 		return "", fsError(err, "move aside "+dir)
 	}
-	dst := filepath.Join(broken, fmt.Sprintf("%s-%d-%s", sandbox.RepoCacheIDFor(id), c.now().Unix(), randomHex()))
+	dst := filepath.Join(broken, fmt.Sprintf("%s-%d-%s", sandbox.RepoCacheIDFor(c.hostID, id), c.now().Unix(), randomHex()))
 	if err := os.Rename(dir, dst); err != nil {
 		return "", fsError(err, "move aside "+dir)
 	}
@@ -700,7 +700,7 @@ func holdsAgentWork(bare string) bool {
 // mid-way: never trusted) and trash. Called under the repository lock, so no
 // live clone of this repository can own them.
 func (c *Cache) cleanLeftovers(id sandbox.RepoIdentity) {
-	prefix := sandbox.RepoCacheIDFor(id) + "-"
+	prefix := sandbox.RepoCacheIDFor(c.hostID, id) + "-"
 	for _, dir := range []string{c.stagingDir(), c.trashDir()} {
 		entries, err := os.ReadDir(dir)
 		if err != nil {

@@ -36,7 +36,7 @@ func TestEnsureClonesFileRepo(t *testing.T) {
 	bare := c.Path(id)
 	require.True(t, filepath.IsAbs(bare))
 	assert.Equal(t, filepath.Join(c.Root(), "repos", sandbox.FileHost, filepath.FromSlash(id.Owner), "project", ".bare"), bare)
-	assert.Equal(t, sandbox.RepoCacheIDFor(id), rc.ID)
+	assert.Equal(t, sandbox.RepoCacheIDFor(c.hostID, id), rc.ID)
 	assert.Equal(t, id.FullName(), rc.RepoName)
 	assert.Equal(t, gittest.FileURL(src), rc.RepoURL)
 	assert.Equal(t, "local", rc.Provider)
@@ -333,7 +333,7 @@ func TestRecoversStaleStagingAndIncompleteFinalDir(t *testing.T) {
 		c := newCache(t, nil)
 		_, id := fileRepo(t)
 		// A clone SIGKILLed mid-way: a staging dir with partial contents...
-		stale := filepath.Join(c.stagingDir(), sandbox.RepoCacheIDFor(id)+"-dead1234")
+		stale := filepath.Join(c.stagingDir(), sandbox.RepoCacheIDFor(c.hostID, id)+"-dead1234")
 		require.NoError(t, os.MkdirAll(filepath.Join(stale, "objects", "pack"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(stale, "objects", "pack", "tmp_pack_x"), []byte("partial"), 0o644))
 		// ...another repository's staging dir, which must be left alone...
@@ -398,7 +398,7 @@ func TestRecoversStaleStagingAndIncompleteFinalDir(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, rc2.CreatedAt.Equal(clk.Now()), "recloned")
 		assert.Empty(t, refs(t, rc2.LocalPath, "refs/heads/"))
-		kept, err := filepath.Glob(filepath.Join(c.Root(), "repos", ".broken", sandbox.RepoCacheIDFor(id)+"-*"))
+		kept, err := filepath.Glob(filepath.Join(c.Root(), "repos", ".broken", sandbox.RepoCacheIDFor(c.hostID, id)+"-*"))
 		require.NoError(t, err)
 		require.Len(t, kept, 1)
 		assert.Equal(t, tip, refs(t, kept[0], "refs/heads/")["refs/heads/agent/x"], "agent work preserved")

@@ -85,6 +85,10 @@ var (
 	ErrWorkspaceUnavailable = newKind("WorkspaceUnavailable", ErrWorkspace, false)
 	// ErrRepoCacheUnavailable: cloning or fetching failed for a reason other than auth.
 	ErrRepoCacheUnavailable = newKind("RepoCacheUnavailable", ErrWorkspace, true)
+	// ErrRepoNotFound: the remote says the repository does not exist (HTTP 404,
+	// "repository not found", not a git repository). Not retryable, unlike
+	// ErrRepoCacheUnavailable.
+	ErrRepoNotFound = newKind("RepoNotFound", ErrWorkspace, false)
 	// ErrRepoAuthFailed: the remote refused the credentials (or none were given).
 	ErrRepoAuthFailed = newKind("RepoAuthFailed", ErrWorkspace, false)
 	// ErrRepoLocked: a git lock file (index.lock, config.lock …) is held; the

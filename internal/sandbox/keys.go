@@ -177,6 +177,9 @@ func (r WorkspaceRequest) WorktreeDirName() string {
 	return part(r.UserID) + "_" + part(r.Scope()) + "_" + part(branch) + "-" + keyHash(r.Key())[:8]
 }
 
-// RepoCacheIDFor returns the stable repo cache id: "rc-" + the first 24 hex
-// digits of sha256(repo.Key()).
-func RepoCacheIDFor(repo RepoIdentity) string { return "rc-" + keyHash(repo.Key())[:24] }
+// RepoCacheIDFor returns the stable id of the repo cache of repo on the worker
+// host hostID: "rc-" + the first 24 hex digits of sha256(hostID NUL
+// repo.Key()). Each host keeps its own mirror, so each has its own row.
+func RepoCacheIDFor(hostID string, repo RepoIdentity) string {
+	return "rc-" + keyHash(hostID+"\x00"+repo.Key())[:24]
+}

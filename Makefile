@@ -37,12 +37,17 @@ test-unit:
 test-e2e:
 	$(GO) test -count=1 -timeout 30m $(E2E_PKGS)
 
-# Each fuzz target for a short fixed time (seed corpora under testdata/fuzz).
-FUZZTIME ?= 10s
+# Each fuzz target for a fixed number of executions (seed corpora under
+# testdata/fuzz). Counts, not durations: a duration-based -fuzztime can fail
+# with a spurious "context deadline exceeded" at its end on Go 1.26
+# (golang/go#75804). FUZZSCALE multiplies every count.
+FUZZSCALE ?= 1
 fuzz:
-	for t in FuzzParseRepoURL FuzzValidateRef FuzzValidateID FuzzCleanRelPath; do \
-	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./internal/sandbox/ || exit 1; done
-	$(GO) test -run '^$$' -fuzz '^FuzzConfinement$$' -fuzztime $(FUZZTIME) ./internal/workspace/
+	@set -e; for spec in FuzzParseRepoURL:100000 FuzzValidateRef:200000 FuzzValidateID:200000 FuzzCleanRelPath:100000; do \
+	  t=$${spec%%:*}; n=$$(( $${spec##*:} * $(FUZZSCALE) )); \
+	  echo "fuzz $$t ($$n executions)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime "$${n}x" ./internal/sandbox/; done
+	$(GO) test -run '^$$' -fuzz '^FuzzConfinement$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./internal/workspace/
 
 bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/

@@ -181,5 +181,5 @@ func (r WorkspaceRequest) WorktreeDirName() string {
 // host hostID: "rc-" + the first 24 hex digits of sha256(hostID NUL
 // repo.Key()). Each host keeps its own mirror, so each has its own row.
 func RepoCacheIDFor(hostID string, repo RepoIdentity) string {
-	return "rc-" + keyHash(hostID+"\x00"+repo.Key())[:24]
+	return "rc-" + keyHash(hostID + "\x00" + repo.Key())[:24]
 }

@@ -1,6 +1,13 @@
 // Package store holds what the metadata stores (store/sqlite, store/postgres)
 // share beyond the sandbox.Store port: the worker host registry (issue 4,
-// "Several hosts": the sandbox_hosts table).
+// "Several hosts": the sandbox_hosts table), and the row layer both stores
+// run on their own driver (rows.go, statements.go): the tables' column lists,
+// the fixed-width UTC nanosecond time text (TimeLayout), the mapping of each
+// record to its column values and back from a scanned Row, and the SQL text
+// of every statement, rendered with PostgreSQL's $n or SQLite's ?
+// placeholders. What differs per database stays in its package: connecting,
+// the migrations (one set per dialect), and mapping the driver's errors to
+// sandbox kinds.
 //
 // The registry is deliberately not part of sandbox.Store: both concrete stores
 // implement HostRegistry, and a caller that needs it type-asserts

@@ -7,8 +7,9 @@
 // workers starting at once against one database are safe.
 //
 // It mirrors the embedded SQLite store (internal/store/sqlite) column for
-// column and behaviour for behaviour; both run the same contract suite
-// (internal/store/storetest):
+// column and behaviour for behaviour: both encode rows and build their SQL
+// with the shared row layer of internal/store, and both run the same contract
+// suites (internal/store/storetest):
 //   - Times are TEXT in the fixed-width UTC form YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ
 //     (timestamptz keeps only microseconds). They keep nanoseconds, sort as the
 //     instants they name and read back as time.Time in UTC; the zero time
@@ -39,9 +40,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -137,86 +136,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// ---- encoding ----
-
-// timeLayout is fixed-width so that text order is time order (the SQLite
-// store's layout, byte for byte).
-const timeLayout = "2006-01-02T15:04:05.000000000Z"
-
-// encodeTime returns t in UTC as timeLayout text; field names the column for
-// the sandbox.ErrInvalidArgument returned when the year is outside 0000–9999.
-func encodeTime(field string, t time.Time) (string, error) {
-	t = t.UTC()
-	if y := t.Year(); y < 0 || y > 9999 {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "%s %s: year outside 0000-9999", field, t.Format(time.RFC3339Nano))
-	}
-	return t.Format(timeLayout), nil
-}
-
-func decodeTime(field, s string) (time.Time, error) {
-	t, err := time.Parse(timeLayout, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("column %s: bad time %q: %w", field, s, err)
-	}
-	return t.UTC(), nil
-}
-
-// codec encodes and decodes a row's times, keeping the first error, so that a
-// row's values can be built (or read) in one expression list.
-type codec struct{ err error }
-
-func (c *codec) keep(err error) {
-	if err != nil && c.err == nil {
-		c.err = err
-	}
-}
-
-// t encodes a NOT NULL time column.
-func (c *codec) t(field string, t time.Time) string {
-	s, err := encodeTime(field, t)
-	c.keep(err)
-	return s
-}
-
-// p encodes a nullable time column: nil is NULL.
-func (c *codec) p(field string, t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := c.t(field, *t)
-	return &s
-}
-
-// dt decodes a NOT NULL time column.
-func (c *codec) dt(field, s string) time.Time {
-	t, err := decodeTime(field, s)
-	c.keep(err)
-	return t
-}
-
-// dp decodes a nullable time column.
-func (c *codec) dp(field string, s *string) *time.Time {
-	if s == nil {
-		return nil
-	}
-	t := c.dt(field, *s)
-	return &t
-}
-
-// nullIfEmpty stores "" as NULL (conversation_id, task_id).
-func nullIfEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
+// statements is the SQL text this store runs, with PostgreSQL's $n
+// placeholders (shared with the SQLite store: store.Statements).
+var statements = store.NewStatements(store.Dollar)
 
 // ---- errors ----
 
@@ -254,26 +176,4 @@ func mapReadErr(err error, what, op string) error {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: %v", what, err)
 	}
 	return fmt.Errorf("postgres store: %s %s: %w", op, what, err)
-}
-
-// requireID rejects an empty id with sandbox.ErrInvalidArgument.
-func requireID(what, id string) error {
-	if id == "" {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s id: must not be empty", what)
-	}
-	return nil
-}
-
-// collect reads every row of rows with scan into a non-nil slice.
-func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
-	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }

@@ -94,15 +94,28 @@ func openT(t *testing.T, dsn string) *Store {
 	return s
 }
 
+// factory is the storetest.Factory of this store: a fresh schema per test.
+func factory(t *testing.T) func() sandbox.Store {
+	dsn := freshSchema(t)
+	return func() sandbox.Store {
+		s, err := Open(context.Background(), dsn)
+		require.NoError(t, err)
+		return s
+	}
+}
+
 func TestContract(t *testing.T) {
 	testDSN(t)
-	storetest.Run(t, func(t *testing.T) func() sandbox.Store {
-		dsn := freshSchema(t)
-		return func() sandbox.Store {
-			s, err := Open(context.Background(), dsn)
-			require.NoError(t, err)
-			return s
-		}
+	storetest.Run(t, factory)
+}
+
+// TestSQLContract is what this store shares with the SQLite store beyond the
+// port: the stored time text, the representable years, and two workers on one
+// database.
+func TestSQLContract(t *testing.T) {
+	testDSN(t)
+	storetest.RunSQL(t, factory, func(s sandbox.Store, query string, dest ...any) error {
+		return s.(*Store).pool.QueryRow(context.Background(), query).Scan(dest...)
 	})
 }
 
@@ -262,60 +275,6 @@ func TestOpenCreatesSchema(t *testing.T) {
 	assert.Equal(t, 2, n)
 }
 
-func TestStoredTimeFormat(t *testing.T) {
-	ctx := context.Background()
-	s := openT(t, freshSchema(t))
-	r := sandbox.RuntimeRecord{
-		ID: "rt-1", WorkspaceID: "ws-1", State: sandbox.RuntimeRunning,
-		LastUsedAt: time.Date(2025, 1, 2, 3, 4, 5, 600, time.FixedZone("x", 3600)),
-	}
-	require.NoError(t, s.UpsertRuntime(ctx, r))
-	var used string
-	var started, expires *string
-	require.NoError(t, s.pool.QueryRow(ctx,
-		`SELECT last_used_at, last_started_at, expires_at FROM sandbox_runtimes WHERE id = 'rt-1'`).Scan(&used, &started, &expires))
-	assert.Equal(t, "2025-01-02T02:04:05.000000600Z", used, "fixed-width UTC text, the SQLite store's format")
-	assert.Nil(t, started, "nil *time.Time is NULL")
-	assert.Nil(t, expires)
-
-	ws := sandbox.Workspace{ID: "ws-1", Key: "k", Mode: sandbox.ModeAnalysis}
-	require.NoError(t, s.CreateWorkspace(ctx, ws))
-	var conv, task *string
-	var created string
-	require.NoError(t, s.pool.QueryRow(ctx,
-		`SELECT conversation_id, task_id, created_at FROM sandbox_workspaces WHERE id = 'ws-1'`).Scan(&conv, &task, &created))
-	assert.Nil(t, conv, "empty conversation_id is NULL")
-	assert.Nil(t, task, "empty task_id is NULL")
-	assert.Equal(t, "0001-01-01T00:00:00.000000000Z", created, "the zero time")
-}
-
-func TestUnrepresentableTimes(t *testing.T) {
-	ctx := context.Background()
-	s := openT(t, freshSchema(t))
-	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
-	ws := sandbox.Workspace{ID: "ws-1", Key: "k", Mode: sandbox.ModeEdit, ConversationID: "c", PinnedUntil: &far}
-	require.ErrorIs(t, s.CreateWorkspace(ctx, ws), sandbox.ErrInvalidArgument)
-	ws.PinnedUntil = nil
-	require.NoError(t, s.CreateWorkspace(ctx, ws))
-	require.ErrorIs(t, s.TouchWorkspace(ctx, ws.ID, far), sandbox.ErrInvalidArgument)
-	_, err := s.ListWorkspaces(ctx, sandbox.WorkspaceFilter{LastUsedBefore: far})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
-	require.ErrorIs(t, s.UpsertRepoCache(ctx, sandbox.RepoCache{ID: "rc", LastUsedAt: far}), sandbox.ErrInvalidArgument)
-	require.ErrorIs(t, s.UpsertRuntime(ctx, sandbox.RuntimeRecord{ID: "rt", ExpiresAt: &far}), sandbox.ErrInvalidArgument)
-
-	// The extremes of the representable range round-trip to the nanosecond.
-	last := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
-	first := time.Date(0, 1, 1, 0, 0, 0, 1, time.UTC)
-	ws.PinnedUntil = &last
-	ws.CreatedAt = first
-	require.NoError(t, s.UpdateWorkspace(ctx, ws))
-	got, err := s.GetWorkspace(ctx, ws.ID)
-	require.NoError(t, err)
-	require.NotNil(t, got.PinnedUntil)
-	assert.Equal(t, last, *got.PinnedUntil)
-	assert.Equal(t, first, got.CreatedAt)
-}
-
 // TestErrorMapping covers the mappings the contract suite cannot reach
 // through valid input: values PostgreSQL cannot store, and failures that are
 // not the caller's (a closed store) and so wrap no sandbox.Kind.
@@ -345,46 +304,6 @@ func TestErrorMapping(t *testing.T) {
 	require.Error(t, err)
 	assert.Nil(t, sandbox.KindOf(err), "a closed store is not a typed domain error: %v", err)
 	assert.Contains(t, err.Error(), "postgres store")
-}
-
-// TestTwoStoresOneDatabase is two worker hosts sharing one database: their
-// writes interleave and the uniqueness rules hold across them.
-func TestTwoStoresOneDatabase(t *testing.T) {
-	ctx := context.Background()
-	dsn := freshSchema(t)
-	a, b := openT(t, dsn), openT(t, dsn)
-	const n = 40
-	var wg sync.WaitGroup
-	errs := make([]error, 2*n)
-	for i := range 2 * n {
-		s := a
-		if i%2 == 1 {
-			s = b
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = s.CreateWorkspace(ctx, sandbox.Workspace{
-				ID: fmt.Sprintf("ws-%03d", i), Key: fmt.Sprintf("k-%03d", i),
-				Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p",
-				// pairs (2k, 2k+1), one on each store, share a task id: one of each pair must conflict
-				TaskID: fmt.Sprintf("t-%03d", i/2),
-			})
-		}()
-	}
-	wg.Wait()
-	ok := 0
-	for i, err := range errs {
-		if err == nil {
-			ok++
-			continue
-		}
-		require.ErrorIs(t, err, sandbox.ErrConflict, "create %d", i)
-	}
-	assert.Equal(t, n, ok)
-	all, err := b.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
-	require.NoError(t, err)
-	assert.Len(t, all, n)
 }
 
 func TestParseDSN(t *testing.T) {

@@ -2,11 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,6 +23,16 @@ func factory(t *testing.T) func() sandbox.Store {
 
 func TestContract(t *testing.T) {
 	storetest.Run(t, factory)
+}
+
+// TestSQLContract is what this store shares with the PostgreSQL store beyond
+// the port: the stored time text, the representable years, and two processes
+// on one database file (their writes wait on each other through busy_timeout
+// instead of failing with SQLITE_BUSY).
+func TestSQLContract(t *testing.T) {
+	storetest.RunSQL(t, factory, func(s sandbox.Store, query string, dest ...any) error {
+		return s.(*Store).db.QueryRowContext(context.Background(), query).Scan(dest...)
+	})
 }
 
 func TestOpenConfiguresDatabase(t *testing.T) {
@@ -78,61 +85,6 @@ func TestOpenConfiguresDatabase(t *testing.T) {
 	assert.Equal(t, 1, version)
 }
 
-func TestStoredTimeFormat(t *testing.T) {
-	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "sandbox.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-
-	r := sandbox.RuntimeRecord{
-		ID: "rt-1", WorkspaceID: "ws-1", State: sandbox.RuntimeRunning,
-		LastUsedAt: time.Date(2025, 1, 2, 3, 4, 5, 600, time.FixedZone("x", 3600)),
-	}
-	require.NoError(t, s.UpsertRuntime(ctx, r))
-	var used string
-	var started, expires *string
-	require.NoError(t, s.db.QueryRowContext(ctx,
-		`SELECT last_used_at, last_started_at, expires_at FROM sandbox_runtimes WHERE id = 'rt-1'`).Scan(&used, &started, &expires))
-	assert.Equal(t, "2025-01-02T02:04:05.000000600Z", used, "fixed-width UTC text")
-	assert.Nil(t, started, "nil *time.Time is NULL")
-	assert.Nil(t, expires)
-
-	ws := sandbox.Workspace{ID: "ws-1", Key: "k", Mode: sandbox.ModeAnalysis}
-	require.NoError(t, s.CreateWorkspace(ctx, ws))
-	var conv, task *string
-	require.NoError(t, s.db.QueryRowContext(ctx,
-		`SELECT conversation_id, task_id FROM sandbox_workspaces WHERE id = 'ws-1'`).Scan(&conv, &task))
-	assert.Nil(t, conv, "empty conversation_id is NULL")
-	assert.Nil(t, task, "empty task_id is NULL")
-}
-
-func TestUnrepresentableTimes(t *testing.T) {
-	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "sandbox.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-
-	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
-	ws := sandbox.Workspace{ID: "ws-1", Key: "k", Mode: sandbox.ModeEdit, ConversationID: "c", PinnedUntil: &far}
-	require.ErrorIs(t, s.CreateWorkspace(ctx, ws), sandbox.ErrInvalidArgument)
-	ws.PinnedUntil = nil
-	require.NoError(t, s.CreateWorkspace(ctx, ws))
-	require.ErrorIs(t, s.TouchWorkspace(ctx, ws.ID, far), sandbox.ErrInvalidArgument)
-	_, err = s.ListWorkspaces(ctx, sandbox.WorkspaceFilter{LastUsedBefore: far})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
-	require.ErrorIs(t, s.UpsertRepoCache(ctx, sandbox.RepoCache{ID: "rc", LastUsedAt: far}), sandbox.ErrInvalidArgument)
-	require.ErrorIs(t, s.UpsertRuntime(ctx, sandbox.RuntimeRecord{ID: "rt", ExpiresAt: &far}), sandbox.ErrInvalidArgument)
-
-	// The largest representable time round-trips.
-	last := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
-	ws.PinnedUntil = &last
-	require.NoError(t, s.UpdateWorkspace(ctx, ws))
-	got, err := s.GetWorkspace(ctx, ws.ID)
-	require.NoError(t, err)
-	require.NotNil(t, got.PinnedUntil)
-	assert.Equal(t, last, *got.PinnedUntil)
-}
-
 func TestOpenRejectsBadPaths(t *testing.T) {
 	ctx := context.Background()
 	_, err := Open(ctx, "")
@@ -141,53 +93,6 @@ func TestOpenRejectsBadPaths(t *testing.T) {
 	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
 	_, err = Open(ctx, filepath.Join(t.TempDir(), "no-such-dir", "x.db"))
 	require.Error(t, err)
-}
-
-// TestTwoStoresOneFile is two processes sharing the data dir: writes from both
-// interleave without SQLITE_BUSY (busy_timeout), and uniqueness holds across them.
-func TestTwoStoresOneFile(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "sandbox.db")
-	a, err := Open(ctx, path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = a.Close() })
-	b, err := Open(ctx, path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
-
-	const n = 40
-	var wg sync.WaitGroup
-	errs := make([]error, 2*n)
-	for i := range 2 * n {
-		s := a
-		if i%2 == 1 {
-			s = b
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ws := sandbox.Workspace{
-				ID: fmt.Sprintf("ws-%03d", i), Key: fmt.Sprintf("k-%03d", i),
-				Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p",
-				// pairs (2k, 2k+1) share a task id: one of each pair must conflict
-				TaskID: fmt.Sprintf("t-%03d", i/2),
-			}
-			errs[i] = s.CreateWorkspace(ctx, ws)
-		}()
-	}
-	wg.Wait()
-	ok := 0
-	for i, err := range errs {
-		if err == nil {
-			ok++
-			continue
-		}
-		require.ErrorIs(t, err, sandbox.ErrConflict, "create %d", i)
-	}
-	assert.Equal(t, n, ok)
-	all, err := b.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
-	require.NoError(t, err)
-	assert.Len(t, all, n)
 }
 
 func TestMemoryDatabase(t *testing.T) {

@@ -55,11 +55,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -70,7 +70,7 @@ const Kind = "bwrap"
 const (
 	// BasePath is the PATH every command starts with (RuntimeSpec.Env or
 	// ExecRequest.Env may replace it); the same as the local runtime's.
-	BasePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	BasePath = procexec.BasePath
 	// Home is HOME inside the sandbox: the runtime's private /tmp, so tool
 	// caches never land in the worktree and its diff.
 	Home = "/tmp"
@@ -122,8 +122,7 @@ type Provider struct {
 	baseEnv  map[string]string
 	log      *slog.Logger
 	asRoot   bool
-	mu       sync.Mutex
-	runtimes map[string]*Runtime
+	runtimes procexec.Registry[sandboxConfig]
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -175,7 +174,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		bin: full, scratch: scratch, roPaths: slices.Clone(ro),
 		hidden:  append(slices.Clone(DefaultHiddenPaths), opts.HiddenPaths...),
 		baseEnv: maps.Clone(opts.BaseEnv), log: log.With("runtime", Kind),
-		asRoot: os.Geteuid() == 0, runtimes: map[string]*Runtime{},
+		asRoot: os.Geteuid() == 0,
 	}
 	if err := p.probe(ctx); err != nil {
 		return nil, err
@@ -237,62 +236,24 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	if err != nil {
 		return nil, err
 	}
-	spec = cloneSpec(spec)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if rt, ok := p.runtimes[spec.ID]; ok {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		if rt.cfg.root != cfg.root {
-			return nil, sandbox.Errorf(sandbox.ErrConflict, "runtime %s already exists on workdir %s, not %s", spec.ID, rt.cfg.root, cfg.root)
+	return p.runtimes.Create(spec, cfg.root, cfg, func(life *procexec.Lifecycle[sandboxConfig]) (sandbox.Runtime, error) {
+		if err := p.makeScratch(cfg); err != nil {
+			return nil, err
 		}
-		rt.spec, rt.cfg = spec, cfg
-		return rt, nil
-	}
-	if err := p.makeScratch(cfg); err != nil {
-		return nil, err
-	}
-	rt := &Runtime{p: p, id: spec.ID, spec: spec, cfg: cfg, state: sandbox.RuntimeRunning, running: map[*execHandle]struct{}{}}
-	p.runtimes[spec.ID] = rt
-	p.log.Debug("runtime created", "id", spec.ID, "workdir", cfg.root, "network", spec.Network)
-	return rt, nil
+		p.log.Debug("runtime created", "id", spec.ID, "workdir", cfg.root, "network", spec.Network)
+		return &Runtime{p: p, life: life}, nil
+	})
 }
 
 // Get returns the runtime with id, or an error wrapping sandbox.ErrNotFound.
 func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rt, ok := p.runtimes[id]
-	if !ok {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %q not found", clip(id))
-	}
-	return rt, nil
+	return p.runtimes.Get(id)
 }
 
 // List returns the runtimes whose labels contain every given label pair (nil
 // or empty labels match all), sorted by id.
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbox.RuntimeSummary, error) {
-	p.mu.Lock()
-	rts := slices.Collect(maps.Values(p.runtimes))
-	p.mu.Unlock()
-	out := []sandbox.RuntimeSummary{}
-	for _, rt := range rts {
-		rt.mu.Lock()
-		s := sandbox.RuntimeSummary{ID: rt.id, State: rt.state, Labels: maps.Clone(rt.spec.Labels)}
-		rt.mu.Unlock()
-		match := true
-		for k, v := range labels {
-			if got, ok := s.Labels[k]; !ok || got != v {
-				match = false
-				break
-			}
-		}
-		if match {
-			out = append(out, s)
-		}
-	}
-	slices.SortFunc(out, func(a, b sandbox.RuntimeSummary) int { return strings.Compare(a.ID, b.ID) })
-	return out, nil
+	return p.runtimes.List(labels), nil
 }
 
 // Destroy kills the runtime's running commands (waiting for them, bounded by
@@ -301,10 +262,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbo
 // mount source. A Runtime value kept by a caller reports RuntimeMissing
 // afterwards and its calls fail with sandbox.ErrNotFound.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
-	p.mu.Lock()
-	rt, ok := p.runtimes[id]
-	delete(p.runtimes, id)
-	p.mu.Unlock()
+	life, ok := p.runtimes.Remove(id)
 	if !ok {
 		if sandbox.ValidateID("runtime id", id) == nil {
 			// A runtime of an earlier process may have left its scratch directory.
@@ -312,8 +270,8 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		}
 		return nil
 	}
-	err := rt.halt(ctx, true)
-	if rerr := removeScratch(rt.cfg.scratch); err == nil {
+	err := life.Destroy(ctx)
+	if rerr := removeScratch(life.Conf().scratch); err == nil {
 		err = rerr
 	}
 	p.log.Debug("runtime destroyed", "id", id)
@@ -526,17 +484,6 @@ func clip(s string) string { return clipN(s, 64) }
 func clipN(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "…"
-	}
-	return s
-}
-
-func cloneSpec(s sandbox.RuntimeSpec) sandbox.RuntimeSpec {
-	s.Mounts = slices.Clone(s.Mounts)
-	s.Env = maps.Clone(s.Env)
-	s.Labels = maps.Clone(s.Labels)
-	if s.Resources != nil {
-		r := *s.Resources
-		s.Resources = &r
 	}
 	return s
 }

@@ -2,21 +2,13 @@ package bwrap
 
 import (
 	"context"
-	"errors"
-	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
-	"strings"
-	"sync"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
-
-// errHalted is the cancellation cause given to a command's context when its
-// runtime is stopped or destroyed.
-var errHalted = errors.New("runtime stopped")
 
 // Runtime is one bubblewrap runtime (seed "Runtime Port: SandboxRuntime"): a
 // sandbox layout over a workspace in which every command gets a fresh
@@ -24,60 +16,37 @@ var errHalted = errors.New("runtime stopped")
 // restarts it), missing (after Destroy). It is safe for concurrent use;
 // concurrent Execs run in parallel.
 type Runtime struct {
-	p  *Provider
-	id string
-
-	mu        sync.Mutex
-	spec      sandbox.RuntimeSpec
-	cfg       sandboxConfig
-	state     sandbox.RuntimeState
-	destroyed bool
-	running   map[*execHandle]struct{}
+	p *Provider
+	// life holds the state, the spec with its sandbox layout, and the
+	// running commands.
+	life *procexec.Lifecycle[sandboxConfig]
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
 
-// execHandle lets Stop and Destroy kill a running command and wait for it.
-type execHandle struct {
-	kill func(cause error)
-	done chan struct{}
-}
-
 // ID returns the runtime id (RuntimeSpec.ID).
-func (r *Runtime) ID() string { return r.id }
+func (r *Runtime) ID() string { return r.life.ID() }
 
 // State returns running or stopped, or sandbox.RuntimeMissing once destroyed.
 // It never fails.
 func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.destroyed {
-		return sandbox.RuntimeMissing, nil
-	}
-	return r.state, nil
+	return r.life.State(), nil
 }
 
 // Start marks the runtime running. Errors wrap sandbox.ErrNotFound once the
 // runtime is destroyed, and sandbox.ErrRuntimeUnavailable when the workdir
 // no longer exists (e.g. the workspace was evicted).
 func (r *Runtime) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.startLocked()
+	return r.life.Start(r.ready)
 }
 
-func (r *Runtime) startLocked() error {
-	if r.destroyed {
-		return sandbox.Errorf(sandbox.ErrNotFound, "runtime %s was destroyed", r.id)
+// ready is the bubblewrap part of starting: the workdir is still where it
+// was, and the scratch /tmp exists.
+func (r *Runtime) ready(cfg sandboxConfig) error {
+	if real, err := filepath.EvalSymlinks(cfg.root); err != nil || real != cfg.root {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.ID(), cfg.root)
 	}
-	if real, err := filepath.EvalSymlinks(r.cfg.root); err != nil || real != r.cfg.root {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.id, r.cfg.root)
-	}
-	if err := r.p.makeScratch(r.cfg); err != nil {
-		return err
-	}
-	r.state = sandbox.RuntimeRunning
-	return nil
+	return r.p.makeScratch(cfg)
 }
 
 // Stop hibernates the runtime: it becomes stopped and every command still
@@ -86,31 +55,7 @@ func (r *Runtime) startLocked() error {
 // workdir and the scratch /tmp are untouched. Stopping a destroyed runtime is
 // success.
 func (r *Runtime) Stop(ctx context.Context) error {
-	return r.halt(ctx, false)
-}
-
-func (r *Runtime) halt(ctx context.Context, destroy bool) error {
-	r.mu.Lock()
-	if destroy {
-		r.destroyed = true
-	}
-	r.state = sandbox.RuntimeStopped
-	handles := make([]*execHandle, 0, len(r.running))
-	for h := range r.running {
-		handles = append(handles, h)
-	}
-	r.mu.Unlock()
-	for _, h := range handles {
-		h.kill(errHalted)
-	}
-	for _, h := range handles {
-		select {
-		case <-h.done:
-		case <-ctx.Done():
-			return wrapErr(sandbox.ErrTimeout, ctx.Err(), "runtime %s: waiting for commands to die", r.id)
-		}
-	}
-	return nil
+	return r.life.Stop(ctx)
 }
 
 // Exec runs one command and returns its result (see ExecStream).
@@ -151,60 +96,16 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 	if err := local.ValidateExecRequest(req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	killCtx, kill := context.WithCancelCause(ctx)
-	defer kill(nil)
-	h := &execHandle{kill: kill, done: make(chan struct{})}
-	defer close(h.done)
-	r.mu.Lock()
-	if err := r.startLocked(); err != nil {
-		r.mu.Unlock()
-		return sandbox.ExecResult{}, err
-	}
-	cfg, spec := r.cfg, r.spec
-	r.running[h] = struct{}{}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.running, h)
-		r.mu.Unlock()
-	}()
-	cwd, err := resolveCwd(cfg, req.Cwd)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	cfg.cwd = cwd
-	env := envList(map[string]string{"PATH": BasePath, "HOME": Home, "LANG": "C.UTF-8", "TERM": "dumb"}, r.p.baseEnv, spec.Env, req.Env)
-	res, err := r.p.run(killCtx, ctx, cfg, env, req, onChunk)
-	r.p.log.Debug("exec", "id", r.id, "cmd", req.Cmd[0], "exit_code", res.ExitCode, "timed_out", res.TimedOut,
-		"duration_ms", res.DurationMS, "stdout_bytes", res.StdoutBytes, "stderr_bytes", res.StderrBytes, "err", err)
-	return res, err
-}
-
-// resolveCwd maps a workdir-relative cwd onto the sandbox path, refusing one
-// that is missing, not a directory or resolves (through symlinks, checked on
-// the host) outside the workdir: sandbox.ErrInvalidArgument.
-func resolveCwd(cfg sandboxConfig, rel string) (string, error) {
-	clean, err := sandbox.CleanRelPath(rel)
-	if err != nil {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd: %s", sandbox.Message(err))
-	}
-	real, err := filepath.EvalSymlinks(filepath.Join(cfg.root, filepath.FromSlash(clean)))
-	if err == nil {
-		var fi os.FileInfo
-		if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
-			err = errors.New("not a directory")
+	return r.life.Exec(ctx, r.ready, func(killCtx context.Context, spec sandbox.RuntimeSpec, cfg sandboxConfig) (sandbox.ExecResult, error) {
+		_, rel, err := procexec.ResolveCwd(cfg.root, req.Cwd)
+		if err != nil {
+			return sandbox.ExecResult{}, err
 		}
-	}
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // do not echo the host path
-		}
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: %v", clip(rel), err)
-	}
-	relp, err := filepath.Rel(cfg.root, real)
-	if err != nil || relp == ".." || strings.HasPrefix(relp, ".."+string(filepath.Separator)) {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q resolves outside the workdir", clip(rel))
-	}
-	return path.Join(cfg.workdir, filepath.ToSlash(relp)), nil
+		cfg.cwd = path.Join(cfg.workdir, rel)
+		env := procexec.EnvList(procexec.BaseEnv(Home), r.p.baseEnv, spec.Env, req.Env)
+		res, err := r.p.run(killCtx, ctx, cfg, env, req, onChunk)
+		r.p.log.Debug("exec", "id", r.ID(), "cmd", req.Cmd[0], "exit_code", res.ExitCode, "timed_out", res.TimedOut,
+			"duration_ms", res.DurationMS, "stdout_bytes", res.StdoutBytes, "stderr_bytes", res.StderrBytes, "err", err)
+		return res, err
+	})
 }

@@ -88,6 +88,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -120,7 +121,7 @@ const (
 const (
 	// BasePath is the PATH every container starts with (RuntimeSpec.Env or
 	// ExecRequest.Env may replace it); the same as the local runtime's.
-	BasePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	BasePath = procexec.BasePath
 	// Home is HOME inside the container: the container's own /tmp, so tool
 	// caches (pip, npm, go) never land in the worktree and its diff. It
 	// survives Stop and is lost on Destroy.

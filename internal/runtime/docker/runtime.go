@@ -3,12 +3,9 @@ package docker
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +18,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/output"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -170,18 +167,16 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	start := time.Now()
-	s := &streams{stdout: output.NewCapped(req.OutputCap()), stderr: output.NewCapped(req.OutputCap()), onChunk: onChunk}
+	out := procexec.NewOutput(req.OutputCap(), onChunk)
 	if strings.HasPrefix(req.Cmd[0], "-") {
 		// sh's exec would take it for an option.
-		s.emit("stderr", s.stderr, []byte("sandbox: "+req.Cmd[0]+": command not found\n"))
-		return s.result(127, false, start), nil
+		return out.Notice(127, req.Cmd[0], "command not found"), nil
 	}
 	execID, err := r.createExec(ctx, container.ExecOptions{
 		AttachStdout: true,
 		AttachStderr: true,
 		AttachStdin:  req.Stdin != nil,
-		Env:          envList(req.Env),
+		Env:          procexec.EnvList(req.Env),
 		WorkingDir:   cwd,
 		Cmd:          append([]string{"/bin/sh", "-c", execWrapper, "sandboxcore"}, req.Cmd...),
 	})
@@ -192,7 +187,7 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 	if err != nil {
 		return sandbox.ExecResult{}, r.p.mapErr(err, "start exec in %s", r.name)
 	}
-	res, err := r.wait(ctx, req, execID, hj, s, start)
+	res, err := r.wait(ctx, req, execID, hj, out)
 	r.p.log.Debug("exec", "id", r.id, "cmd", req.Cmd[0], "exit_code", res.ExitCode, "timed_out", res.TimedOut,
 		"duration_ms", res.DurationMS, "stdout_bytes", res.StdoutBytes, "stderr_bytes", res.StderrBytes, "err", err)
 	return res, err
@@ -221,14 +216,14 @@ func (r *Runtime) createExec(ctx context.Context, opts container.ExecOptions) (s
 
 // wait pumps the exec's output until the command has exited (or was killed)
 // and classifies the outcome.
-func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID string, hj types.HijackedResponse, s *streams, start time.Time) (sandbox.ExecResult, error) {
+func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID string, hj types.HijackedResponse, out *procexec.Output) (sandbox.ExecResult, error) {
 	closeConn := sync.OnceFunc(hj.Close)
 	defer closeConn()
-	sniff := &pidSniffer{next: sink{s, "stderr", s.stderr}}
+	sniff := &pidSniffer{next: out.Stderr()}
 	copyDone := make(chan struct{})
 	go func() {
 		defer close(copyDone)
-		_, _ = stdcopy.StdCopy(sink{s, "stdout", s.stdout}, sniff, hj.Reader)
+		_, _ = stdcopy.StdCopy(out.Stdout(), sniff, hj.Reader)
 	}()
 	if req.Stdin != nil {
 		go func() {
@@ -261,15 +256,11 @@ func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID stri
 		<-copyDone
 		switch {
 		case cancelled:
-			res := s.result(code, false, start)
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return res, wrapErr(sandbox.ErrTimeout, ctx.Err(), "exec %s", req.Cmd[0])
-			}
-			return res, wrapErr(sandbox.ErrRuntimeUnavailable, ctx.Err(), "exec %s", req.Cmd[0])
+			return out.Interrupted(code, req.Cmd[0], ctx.Err())
 		case timedOut:
-			return s.result(124, true, start), nil
+			return out.TimedOut(), nil
 		}
-		return s.result(code, false, start), nil
+		return out.Result(code), nil
 	}
 	for {
 		check := false
@@ -286,7 +277,7 @@ func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID stri
 			killDeadline = time.After(KillGrace)
 		case <-killDeadline:
 			r.p.log.Warn("exec did not die after its process tree was killed", "id", r.id, "cmd", req.Cmd[0])
-			s.emit("stderr", s.stderr, []byte("\nsandbox: the command did not die after it was killed\n"))
+			_, _ = out.Stderr().Write([]byte("\nsandbox: the command did not die after it was killed\n"))
 			return finish(137)
 		}
 		if killWanted && !killStarted {
@@ -308,7 +299,7 @@ func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID stri
 		case err != nil:
 			closeConn()
 			<-copyDone
-			return s.result(-1, false, start), r.p.mapErr(err, "inspect exec in %s", r.name)
+			return out.Result(-1), r.p.mapErr(err, "inspect exec in %s", r.name)
 		case !ins.Running && (sniff.pid.Load() > 0 || streamClosed || ins.Pid != 0):
 			return finish(ins.ExitCode)
 		}
@@ -349,68 +340,11 @@ func (r *Runtime) cwd(rel string) (string, error) {
 	if fi, err := os.Stat(r.root); err != nil || !fi.IsDir() {
 		return "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.id, r.root)
 	}
-	real, err := filepath.EvalSymlinks(filepath.Join(r.root, filepath.FromSlash(clean)))
-	if err == nil {
-		var fi os.FileInfo
-		if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
-			err = errors.New("not a directory")
-		}
-	}
+	_, relp, err := procexec.ResolveCwd(r.root, rel)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // do not echo the host path
-		}
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: %v", clip(rel), err)
+		return "", err
 	}
-	relp, err := filepath.Rel(r.root, real)
-	if err != nil || relp == ".." || strings.HasPrefix(relp, ".."+string(filepath.Separator)) {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q resolves outside the workdir", clip(rel))
-	}
-	return path.Join(r.workdir, filepath.ToSlash(relp)), nil
-}
-
-// streams collects the two capped outputs and serializes onChunk.
-type streams struct {
-	stdout, stderr *output.Capped
-	mu             sync.Mutex
-	onChunk        func(sandbox.ExecChunk)
-}
-
-func (s *streams) emit(name string, c *output.Capped, p []byte) {
-	_, _ = c.Write(p)
-	if s.onChunk != nil {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.onChunk(sandbox.ExecChunk{Stream: name, Data: bytes.Clone(p)})
-	}
-}
-
-func (s *streams) result(code int, timedOut bool, start time.Time) sandbox.ExecResult {
-	return sandbox.ExecResult{
-		ExitCode:    code,
-		Stdout:      s.stdout.Bytes(),
-		Stderr:      s.stderr.Bytes(),
-		TimedOut:    timedOut,
-		Truncated:   s.stdout.Truncated() || s.stderr.Truncated(),
-		StdoutBytes: s.stdout.Total(),
-		StderrBytes: s.stderr.Total(),
-		DurationMS:  time.Since(start).Milliseconds(),
-	}
-}
-
-// sink is the io.Writer of one demultiplexed stream.
-type sink struct {
-	s    *streams
-	name string
-	c    *output.Capped
-}
-
-// Write records p in the stream's capped buffer and hands it to onChunk; it
-// never fails.
-func (w sink) Write(p []byte) (int, error) {
-	w.s.emit(w.name, w.c, p)
-	return len(p), nil
+	return path.Join(r.workdir, relp), nil
 }
 
 // pidSniffer takes execWrapper's first stderr line (the command's pid) out of

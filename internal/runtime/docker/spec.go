@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"syscall"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -141,7 +141,7 @@ func (p *Provider) build(spec sandbox.RuntimeSpec) (*built, error) {
 	cfg := &container.Config{
 		Image:      image,
 		Entrypoint: []string{"/bin/sh", "-c", idleScript},
-		Env:        envList(map[string]string{"PATH": BasePath, "HOME": Home, "LANG": "C.UTF-8", "TERM": "dumb"}, p.baseEnv, spec.Env),
+		Env:        procexec.EnvList(procexec.BaseEnv(Home), p.baseEnv, spec.Env),
 		User:       strconv.FormatUint(uint64(owner.Uid), 10) + ":" + strconv.FormatUint(uint64(owner.Gid), 10),
 		WorkingDir: spec.Workdir,
 		Labels:     labels,
@@ -166,19 +166,6 @@ func (p *Provider) build(spec sandbox.RuntimeSpec) (*built, error) {
 	h := sha256.Sum256(sum)
 	cfg.Labels[LabelSpecHash] = hex.EncodeToString(h[:12])
 	return &built{config: cfg, host: host, hash: cfg.Labels[LabelSpecHash], root: root, workdir: spec.Workdir}, nil
-}
-
-// envList merges layers (later wins) into sorted "KEY=value" entries.
-func envList(layers ...map[string]string) []string {
-	m := map[string]string{}
-	for _, l := range layers {
-		maps.Copy(m, l)
-	}
-	out := make([]string, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, k+"="+m[k])
-	}
-	return out
 }
 
 func absClean(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }

@@ -30,9 +30,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -55,11 +54,9 @@ type Options struct {
 // Port: RuntimeProvider", "Adapter Responsibilities"). It is safe for
 // concurrent use.
 type Provider struct {
-	log     *slog.Logger
-	baseEnv map[string]string
-
-	mu       sync.Mutex
-	runtimes map[string]*Runtime
+	log      *slog.Logger
+	baseEnv  map[string]string
+	runtimes procexec.Registry[struct{}]
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -71,9 +68,8 @@ func New(opts Options) *Provider {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{
-		log:      log.With("runtime", Kind),
-		baseEnv:  maps.Clone(opts.BaseEnv),
-		runtimes: map[string]*Runtime{},
+		log:     log.With("runtime", Kind),
+		baseEnv: maps.Clone(opts.BaseEnv),
 	}
 }
 
@@ -116,74 +112,27 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	if err != nil {
 		return nil, err
 	}
-	spec = cloneSpec(spec)
-
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if rt, ok := p.runtimes[spec.ID]; ok {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		if rt.root != root {
-			return nil, sandbox.Errorf(sandbox.ErrConflict, "runtime %s already exists on workdir %s, not %s", spec.ID, rt.root, root)
+	return p.runtimes.Create(spec, root, struct{}{}, func(life *procexec.Lifecycle[struct{}]) (sandbox.Runtime, error) {
+		if !mount.Writable {
+			p.log.Warn("local runtime cannot enforce a read-only workdir mount", "id", spec.ID)
 		}
-		rt.spec = spec
-		return rt, nil
-	}
-	if !mount.Writable {
-		p.log.Warn("local runtime cannot enforce a read-only workdir mount", "id", spec.ID)
-	}
-	if spec.Network == sandbox.NetworkNone || spec.Network == sandbox.NetworkLimited {
-		p.log.Warn("local runtime cannot restrict the network", "id", spec.ID, "network", spec.Network)
-	}
-	rt := &Runtime{p: p, id: spec.ID, spec: spec, root: root, state: sandbox.RuntimeRunning, running: map[*execHandle]struct{}{}}
-	p.runtimes[spec.ID] = rt
-	p.log.Debug("runtime created", "id", spec.ID, "workdir", root)
-	return rt, nil
+		if spec.Network == sandbox.NetworkNone || spec.Network == sandbox.NetworkLimited {
+			p.log.Warn("local runtime cannot restrict the network", "id", spec.ID, "network", spec.Network)
+		}
+		p.log.Debug("runtime created", "id", spec.ID, "workdir", root)
+		return &Runtime{p: p, life: life}, nil
+	})
 }
 
 // Get returns the runtime with id, or an error wrapping sandbox.ErrNotFound.
 func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rt, ok := p.runtimes[id]
-	if !ok {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %q not found", clip(id))
-	}
-	return rt, nil
+	return p.runtimes.Get(id)
 }
 
 // List returns the runtimes whose labels contain every given label pair (nil
 // or empty labels match all), sorted by id.
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbox.RuntimeSummary, error) {
-	p.mu.Lock()
-	rts := slices.Collect(maps.Values(p.runtimes))
-	p.mu.Unlock()
-	out := []sandbox.RuntimeSummary{}
-	for _, rt := range rts {
-		rt.mu.Lock()
-		s := sandbox.RuntimeSummary{ID: rt.id, State: rt.state, Labels: maps.Clone(rt.spec.Labels)}
-		rt.mu.Unlock()
-		match := true
-		for k, v := range labels {
-			if got, ok := s.Labels[k]; !ok || got != v {
-				match = false
-				break
-			}
-		}
-		if match {
-			out = append(out, s)
-		}
-	}
-	slices.SortFunc(out, func(a, b sandbox.RuntimeSummary) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
+	return p.runtimes.List(labels), nil
 }
 
 // Destroy kills the runtime's running commands (waiting for them, bounded by
@@ -191,15 +140,12 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbo
 // workspace files. A Runtime value kept by a caller reports RuntimeMissing
 // afterwards and its calls fail with sandbox.ErrNotFound.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
-	p.mu.Lock()
-	rt, ok := p.runtimes[id]
-	delete(p.runtimes, id)
-	p.mu.Unlock()
+	life, ok := p.runtimes.Remove(id)
 	if !ok {
 		return nil
 	}
 	p.log.Debug("runtime destroyed", "id", id)
-	return rt.halt(ctx, true)
+	return life.Destroy(ctx)
 }
 
 // resolveWorkdir finds the host directory for spec.Workdir and returns its
@@ -246,15 +192,4 @@ func checkDir(dir string) (string, error) {
 		return "", &fs.PathError{Op: "stat", Path: dir, Err: fmt.Errorf("not a directory")}
 	}
 	return real, nil
-}
-
-func cloneSpec(s sandbox.RuntimeSpec) sandbox.RuntimeSpec {
-	s.Mounts = slices.Clone(s.Mounts)
-	s.Env = maps.Clone(s.Env)
-	s.Labels = maps.Clone(s.Labels)
-	if s.Resources != nil {
-		r := *s.Resources
-		s.Resources = &r
-	}
-	return s
 }

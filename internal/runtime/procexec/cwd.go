@@ -1,0 +1,44 @@
+package procexec
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// ResolveCwd resolves an ExecRequest's workdir-relative cwd against root, the
+// symlink-free host path of the workdir: dir is the symlink-free host
+// directory and rel its path below root, slash-separated ("." for root
+// itself), for a backend that maps it into its own file system. A cwd that
+// is malformed, missing, not a directory, or resolves (through symlinks,
+// checked on the host) outside root is an error wrapping
+// sandbox.ErrInvalidArgument whose message never contains a host path.
+func ResolveCwd(root, cwd string) (dir, rel string, err error) {
+	clean, err := sandbox.CleanRelPath(cwd)
+	if err != nil {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd: %s", sandbox.Message(err))
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(clean)))
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // do not echo the host path
+		}
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: %v", clip(cwd), err)
+	}
+	relp, err := filepath.Rel(root, real)
+	if err != nil || relp == ".." || strings.HasPrefix(relp, ".."+string(filepath.Separator)) {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q resolves outside the workdir", clip(cwd))
+	}
+	return real, filepath.ToSlash(relp), nil
+}

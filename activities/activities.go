@@ -405,7 +405,7 @@ func (a *Activities) exec(ctx context.Context, in workflows.ExecActivityInput) (
 		return sandbox.ExecResult{}, err
 	}
 	a.recordRuntime(ctx, ws, rt.ID(), sandbox.RuntimeRunning)
-	res, err := whileHeartbeating(ctx, func() (sandbox.ExecResult, error) { return rt.Exec(ctx, in.Request) })
+	res, err := execStreaming(ctx, rt, in.Request, in.UpdateID)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}

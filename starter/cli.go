@@ -207,6 +207,7 @@ func (c *cli) execCommand() *cobra.Command {
 	var req sandbox.ExecRequest
 	var envs []string
 	var stdinFile string
+	var stream bool
 	cmd := &cobra.Command{
 		Use:   "exec WS [flags] -- CMD [ARG...]",
 		Short: "Run a command in the workspace; exits with the command's exit code",
@@ -249,11 +250,26 @@ func (c *cli) execCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := s.Exec(cmd.Context(), req)
+			var res sandbox.ExecResult
+			if stream && !c.asJSON {
+				res, err = s.ExecStream(cmd.Context(), req, func(ch sandbox.ExecChunk) {
+					if ch.Stream == "stderr" {
+						_, _ = c.stderr.Write(ch.Data)
+					} else {
+						_, _ = c.stdout.Write(ch.Data)
+					}
+				})
+			} else {
+				res, err = s.Exec(cmd.Context(), req)
+			}
 			if err != nil {
 				return err
 			}
-			if c.asJSON {
+			if stream && !c.asJSON {
+				if res.TimedOut {
+					fmt.Fprintf(c.stderr, "sandboxctl: command timed out\n")
+				}
+			} else if c.asJSON {
 				if err := c.printJSON(res); err != nil {
 					return err
 				}
@@ -279,6 +295,7 @@ func (c *cli) execCommand() *cobra.Command {
 	f.IntVar(&req.MaxOutputBytes, "max-output", 0, "cap per stream in bytes (head and tail kept)")
 	f.StringArrayVar(&envs, "env", nil, "KEY=VALUE added to the command's environment (repeatable)")
 	f.StringVar(&stdinFile, "stdin", "", "feed this file to the command's stdin ('-' = sandboxctl's stdin)")
+	f.BoolVar(&stream, "stream", false, "print output while the command runs (about once a second)")
 	return cmd
 }
 

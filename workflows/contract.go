@@ -255,6 +255,23 @@ type SessionDescription struct {
 // Activity inputs. Every activity takes the workspace id; the activity loads
 // the workspace row from the store (so payloads stay small and secret-free).
 
+// StreamWindowBytes bounds each stream's bytes in one ExecProgress.
+const StreamWindowBytes = 64 << 10
+
+// ExecProgress is the heartbeat detail of a running exec activity
+// (ActivityExec): the newest bytes of each stream (at most StreamWindowBytes)
+// and the absolute offset just past them, so Stdout covers
+// [StdoutEnd-len(Stdout), StdoutEnd). A client streams a command's output by
+// polling the session's pending exec activity (DescribeWorkflowExecution) and
+// printing the bytes past what it has printed (docs/API.md).
+type ExecProgress struct {
+	UpdateID  string `json:"update_id"`
+	Stdout    []byte `json:"stdout"`
+	StdoutEnd int64  `json:"stdout_end"`
+	Stderr    []byte `json:"stderr"`
+	StderrEnd int64  `json:"stderr_end"`
+}
+
 // LocateResult says where a workspace lives ("" host = not created yet).
 type LocateResult struct {
 	HostID string `json:"host_id"`
@@ -282,6 +299,9 @@ type AcquireActivityResult struct {
 type ExecActivityInput struct {
 	WorkspaceID string              `json:"workspace_id"`
 	Request     sandbox.ExecRequest `json:"request"`
+	// UpdateID is the exec update's id, echoed in ExecProgress so a streaming
+	// client recognizes its own command.
+	UpdateID string `json:"update_id,omitempty"`
 }
 
 // FileActivityInput serves read_file, write_file and list_dir.

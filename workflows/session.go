@@ -496,7 +496,11 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 	if s.state != StateActive {
 		s.setState(ctx, StateActive)
 	}
-	err := s.call(ctx, s.hostOptions(opExec, req.Timeout()), ActivityExec, ExecActivityInput{WorkspaceID: s.wsID, Request: req}, &out)
+	in := ExecActivityInput{WorkspaceID: s.wsID, Request: req}
+	if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
+		in.UpdateID = u.ID
+	}
+	err := s.call(ctx, s.hostOptions(opExec, req.Timeout()), ActivityExec, in, &out)
 	return out, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -144,12 +145,15 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		return nil, err
 	}
 
-	shared := worker.New(h.Client, cfg.TaskQueue, worker.Options{})
+	// Running execs publish output progress as heartbeat details every second
+	// (activities.execStreaming): let the SDK send heartbeats that often.
+	wopts := worker.Options{MaxHeartbeatThrottleInterval: time.Second}
+	shared := worker.New(h.Client, cfg.TaskQueue, wopts)
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	h.Activities.Register(shared)
 	shared.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: workflows.TaskFanoutWorkflowType})
 	(&activities.Fanout{Client: h.Client, TaskQueue: cfg.TaskQueue, Logger: log}).Register(shared)
-	hostQ := worker.New(h.Client, workflows.HostTaskQueue(cfg.HostID), worker.Options{})
+	hostQ := worker.New(h.Client, workflows.HostTaskQueue(cfg.HostID), wopts)
 	hostQ.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	h.Activities.Register(hostQ)
 	if err := h.wireEviction(ctx, wss, shared, hostQ); err != nil {

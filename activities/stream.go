@@ -1,0 +1,100 @@
+package activities
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// streamEvery is how often a running exec publishes its output progress as
+// activity heartbeat details (the host workers' MaxHeartbeatThrottleInterval
+// lets the SDK send them this often).
+const streamEvery = time.Second
+
+// streamTail keeps the last workflows.StreamWindowBytes bytes of one stream
+// and its total byte count, in one buffer of twice that size allocated once.
+type streamTail struct {
+	buf   []byte
+	total int64
+}
+
+func (s *streamTail) write(p []byte) {
+	const w = workflows.StreamWindowBytes
+	s.total += int64(len(p))
+	if s.buf == nil {
+		s.buf = make([]byte, 0, 2*w)
+	}
+	if len(p) > w {
+		p = p[len(p)-w:]
+	}
+	if len(s.buf)+len(p) > 2*w {
+		keep := max(len(s.buf)-w, 0)
+		s.buf = s.buf[:copy(s.buf, s.buf[keep:])]
+	}
+	s.buf = append(s.buf, p...)
+}
+
+// tail returns a copy of the newest bytes, at most StreamWindowBytes.
+func (s *streamTail) tail() []byte {
+	b := s.buf
+	if len(b) > workflows.StreamWindowBytes {
+		b = b[len(b)-workflows.StreamWindowBytes:]
+	}
+	return append([]byte(nil), b...)
+}
+
+// execStreaming runs req with rt.ExecStream and, while it runs, heartbeats an
+// ExecProgress (the newest output of each stream with its absolute offset) so
+// a client polling the workflow's pending activity sees output as it comes
+// (docs/API.md "Streaming exec output").
+func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequest, updateID string) (sandbox.ExecResult, error) {
+	if !activity.IsActivity(ctx) {
+		return rt.Exec(ctx, req)
+	}
+	var mu sync.Mutex
+	var out, errs streamTail
+	progress := func() workflows.ExecProgress {
+		mu.Lock()
+		defer mu.Unlock()
+		return workflows.ExecProgress{
+			UpdateID: updateID,
+			Stdout:   out.tail(), StdoutEnd: out.total,
+			Stderr: errs.tail(), StderrEnd: errs.total,
+		}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(streamEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, progress())
+			}
+		}
+	}()
+	res, err := rt.ExecStream(ctx, req, func(c sandbox.ExecChunk) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c.Stream == "stderr" {
+			errs.write(c.Data)
+		} else {
+			out.write(c.Data)
+		}
+	})
+	close(done)
+	wg.Wait()
+	return res, err
+}

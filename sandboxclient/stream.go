@@ -1,0 +1,98 @@
+package sandboxclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// StreamPoll is how often ExecStream polls the session's pending exec
+// activity for output progress.
+const StreamPoll = 300 * time.Millisecond
+
+// ExecStream runs a command like Exec and hands its output to onChunk while
+// it runs (calls are serialized; chunks arrive about once a second). It polls
+// the running exec activity's heartbeat details (workflows.ExecProgress) with
+// DescribeWorkflowExecution, which adds nothing to the workflow's history. A
+// stream that fell more than workflows.StreamWindowBytes behind gets a
+// "[N bytes not streamed]" marker chunk; output a capped result cut is not
+// replayed. The returned result is Exec's.
+func (s *Session) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+	id := updateIDFrom(ctx)
+	if id == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		id = "exec-" + hex.EncodeToString(b[:])
+		ctx = WithUpdateID(ctx, id)
+	}
+	type outcome struct {
+		res sandbox.ExecResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		var r sandbox.ExecResult
+		err := s.update(ctx, workflows.UpdateExec, req, &r)
+		done <- outcome{r, err}
+	}()
+	var outAt, errAt int64
+	emit := func(stream string, data []byte, end int64, at *int64) {
+		start := end - int64(len(data))
+		if end <= *at {
+			return
+		}
+		if start > *at {
+			onChunk(sandbox.ExecChunk{Stream: stream, Data: fmt.Appendf(nil, "\n...[%d bytes not streamed]...\n", start-*at)})
+			*at = start
+		}
+		onChunk(sandbox.ExecChunk{Stream: stream, Data: data[*at-start:]})
+		*at = end
+	}
+	poll := time.NewTicker(StreamPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case o := <-done:
+			if o.err == nil && !o.res.Truncated {
+				emit("stdout", o.res.Stdout, o.res.StdoutBytes, &outAt)
+				emit("stderr", o.res.Stderr, o.res.StderrBytes, &errAt)
+			}
+			return o.res, o.err
+		case <-poll.C:
+			if p, ok := s.progress(ctx, id); ok {
+				emit("stdout", p.Stdout, p.StdoutEnd, &outAt)
+				emit("stderr", p.Stderr, p.StderrEnd, &errAt)
+			}
+		}
+	}
+}
+
+// progress returns the heartbeat details of the pending exec activity that
+// serves update id, if any.
+func (s *Session) progress(ctx context.Context, id string) (workflows.ExecProgress, bool) {
+	d, err := s.c.tc.DescribeWorkflowExecution(ctx, s.wfID, "")
+	if err != nil {
+		return workflows.ExecProgress{}, false
+	}
+	for _, pa := range d.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != workflows.ActivityExec || pa.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var p workflows.ExecProgress
+		payloads := pa.GetHeartbeatDetails().GetPayloads()
+		if len(payloads) == 0 || converter.GetDefaultDataConverter().FromPayload(payloads[0], &p) != nil {
+			continue
+		}
+		if p.UpdateID == id {
+			return p, true
+		}
+	}
+	return workflows.ExecProgress{}, false
+}

@@ -31,24 +31,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // pushEnv is a worker host wired exactly as in production (credentials
 // directory → … → GITHUB_TOKEN chain, gitx remote, access checks, the GitHub
 // code host) against a smart-HTTP git server with basic auth and a GitHub API
@@ -63,14 +45,14 @@ type pushEnv struct {
 	credDir  string
 	host     *hostworker.Host
 	client   *sandboxclient.Client
-	logs     *syncBuffer
+	logs     *lockedBuffer
 }
 
 // newPushEnv starts it. The token holds characters that URL-encode
 // differently, so every spelling of it is distinct.
 func newPushEnv(t *testing.T, name string, opts ...hostOption) *pushEnv {
 	t.Helper()
-	e := &pushEnv{token: "ghp_S3cr+t/" + uniq(t, "tok") + "=", logs: &syncBuffer{}}
+	e := &pushEnv{token: "ghp_S3cr+t/" + uniq(t, "tok") + "=", logs: &lockedBuffer{}}
 	e.srv = gittest.NewHTTPServer(t, t.TempDir(), "x-access-token", e.token)
 	e.upstream = gittest.InitRepo(t, e.srv.RepoDir("acme/app.git"), "trunk")
 	e.url = e.srv.URL("acme/app.git")

@@ -3,11 +3,8 @@ package bwrap_test
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -323,64 +320,8 @@ func TestRunsAsWorktreeOwner(t *testing.T) {
 
 // --- git inside the sandbox ------------------------------------------------
 
-// gitFixture builds the repo cache layout of internal/workspace on the host:
-// <root>/repos/h/o/r/.bare (bare) and linked worktrees w1 (agent/edits-1) and
-// w2 (another workspace).
-func gitFixture(t *testing.T) (bare, wt string) {
-	t.Helper()
-	root := t.TempDir()
-	src := filepath.Join(root, "src")
-	repo := filepath.Join(root, "repos", "h", "o", "r")
-	bare = filepath.Join(repo, ".bare")
-	wt = filepath.Join(repo, "worktrees", "w1")
-	git := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
-	require.NoError(t, os.MkdirAll(src, 0o755))
-	git(src, "init", "-q")
-	require.NoError(t, os.WriteFile(filepath.Join(src, "a.txt"), []byte("a\n"), 0o644))
-	git(src, "add", "a.txt")
-	git(src, "commit", "-qm", "init")
-	require.NoError(t, os.MkdirAll(repo, 0o755))
-	git(repo, "clone", "-q", "--bare", src, bare)
-	git(bare, "worktree", "add", "-q", "-b", "agent/edits-1", wt, "main")
-	git(bare, "worktree", "add", "-q", "-b", "agent/edits-2", filepath.Join(repo, "worktrees", "w2"), "main")
-	return bare, wt
-}
-
-// treeSum hashes every file's path, mode and content under dir.
-func treeSum(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %v %d\n", p, fi.Mode(), fi.Size())
-		if fi.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.Copy(h, f)
-			return err
-		}
-		return nil
-	}))
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 func TestGitInsideSandbox(t *testing.T) {
-	bare, wt := gitFixture(t)
+	bare, wt := runtimetest.GitFixture(t)
 	testGitInside(t, bare, wt, bwrap.Options{})
 }
 
@@ -388,7 +329,7 @@ func TestGitInsideSandbox(t *testing.T) {
 // hides its data directory (as hostworker does with SANDBOX_DATA_DIR): the
 // cache's own mount still appears, nothing else of the data directory does.
 func TestGitInsideHiddenDataDir(t *testing.T) {
-	bare, wt := gitFixture(t)
+	bare, wt := runtimetest.GitFixture(t)
 	data := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(bare))))) // <root>/repos/h/o/r/.bare → <root>
 	require.NoError(t, os.WriteFile(filepath.Join(data, "sandbox.db"), []byte("secret"), 0o600))
 	ro := append(slices.Clone(bwrap.DefaultReadOnlyPaths), data)
@@ -400,7 +341,7 @@ func TestGitInsideHiddenDataDir(t *testing.T) {
 
 func testGitInside(t *testing.T, bare, wt string, opts bwrap.Options) sandbox.Runtime {
 	t.Helper()
-	before := treeSum(t, bare)
+	before := runtimetest.TreeSum(t, bare)
 	ctx, _, _, rt := setup(t, opts, func(s *sandbox.RuntimeSpec) {
 		s.Mounts = []sandbox.Mount{
 			{Source: wt, Target: "/workspace", Writable: true},
@@ -429,7 +370,7 @@ func testGitInside(t *testing.T, bare, wt string, opts bwrap.Options) sandbox.Ru
 	} {
 		run(t, ctx, rt, script)
 	}
-	require.Equal(t, before, treeSum(t, bare), "the sandbox changed the repo cache")
+	require.Equal(t, before, runtimetest.TreeSum(t, bare), "the sandbox changed the repo cache")
 	out, err := exec.Command("git", "-C", bare, "worktree", "list", "--porcelain").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "worktree "+wt+"\n")

@@ -3,10 +3,8 @@ package docker_test
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -455,67 +453,6 @@ func TestDashArgv0(t *testing.T) {
 
 // --- git inside the container -------------------------------------------
 
-// gitFixture builds the repo cache layout of internal/workspace on the host:
-// <root>/repos/h/o/r/.bare (bare) and a linked worktree
-// <root>/repos/h/o/r/worktrees/w1 on branch agent/edits-1, plus a second
-// worktree w2 standing for another user's workspace.
-func gitFixture(t *testing.T) (bare, wt string) {
-	t.Helper()
-	root := t.TempDir()
-	src := filepath.Join(root, "src")
-	repo := filepath.Join(root, "repos", "h", "o", "r")
-	bare = filepath.Join(repo, ".bare")
-	wt = filepath.Join(repo, "worktrees", "w1")
-	git := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
-	require.NoError(t, os.MkdirAll(src, 0o755))
-	git(src, "init", "-q")
-	require.NoError(t, os.WriteFile(filepath.Join(src, "a.txt"), []byte("a\n"), 0o644))
-	git(src, "add", "a.txt")
-	git(src, "commit", "-qm", "init")
-	require.NoError(t, os.MkdirAll(repo, 0o755))
-	git(repo, "clone", "-q", "--bare", src, bare)
-	git(bare, "worktree", "add", "-q", "-b", "agent/edits-1", wt, "main")
-	git(bare, "worktree", "add", "-q", "-b", "agent/edits-2", filepath.Join(repo, "worktrees", "w2"), "main")
-	return bare, wt
-}
-
-// treeSum hashes every file's path, mode and content under dir.
-func treeSum(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %v %d\n", p, fi.Mode(), fi.Size())
-		if fi.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.Copy(h, f)
-			return err
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, _ := os.Readlink(p)
-			fmt.Fprintln(h, target)
-		}
-		return nil
-	}))
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 func gitSpec(bare, wt string) func(*sandbox.RuntimeSpec) {
 	return func(s *sandbox.RuntimeSpec) {
 		s.Mounts = []sandbox.Mount{
@@ -526,8 +463,8 @@ func gitSpec(bare, wt string) func(*sandbox.RuntimeSpec) {
 }
 
 func TestGitInsideContainer(t *testing.T) {
-	bare, wt := gitFixture(t)
-	before := treeSum(t, bare)
+	bare, wt := runtimetest.GitFixture(t)
+	before := runtimetest.TreeSum(t, bare)
 	ctx, _, _, rt := setup(t, gitSpec(bare, wt))
 
 	res := run(t, ctx, rt, "git status")
@@ -567,7 +504,7 @@ func TestGitInsideContainer(t *testing.T) {
 	} {
 		run(t, ctx, rt, script)
 	}
-	require.Equal(t, before, treeSum(t, bare), "the container changed the repo cache")
+	require.Equal(t, before, runtimetest.TreeSum(t, bare), "the container changed the repo cache")
 
 	// The host's registration of the worktree is intact.
 	out, err := exec.Command("git", "-C", bare, "worktree", "list", "--porcelain").CombinedOutput()
@@ -579,7 +516,7 @@ func TestGitInsideContainer(t *testing.T) {
 }
 
 func TestGitInsideAsWorktreeOwner(t *testing.T) {
-	bare, wt := gitFixture(t)
+	bare, wt := runtimetest.GitFixture(t)
 	for _, dir := range []string{filepath.Dir(filepath.Dir(bare))} {
 		require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -588,7 +525,7 @@ func TestGitInsideAsWorktreeOwner(t *testing.T) {
 			return os.Lchown(p, 12345, 12346)
 		}))
 	}
-	before := treeSum(t, bare)
+	before := runtimetest.TreeSum(t, bare)
 	ctx, _, _, rt := setup(t, gitSpec(bare, wt))
 	res := run(t, ctx, rt, "id -u && git status --porcelain && echo new > c.txt")
 	requireOK(t, res)
@@ -596,5 +533,5 @@ func TestGitInsideAsWorktreeOwner(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(wt, "c.txt"))
 	require.NoError(t, err)
 	require.Equal(t, uint32(12345), fi.Sys().(*syscall.Stat_t).Uid)
-	require.Equal(t, before, treeSum(t, bare))
+	require.Equal(t, before, runtimetest.TreeSum(t, bare))
 }

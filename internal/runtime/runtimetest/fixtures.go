@@ -1,0 +1,71 @@
+package runtimetest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// GitFixture builds the repo cache layout of internal/workspace on the host:
+// <root>/repos/h/o/r/.bare (bare) and linked worktrees w1 (agent/edits-1) and
+// w2 (another workspace).
+func GitFixture(t *testing.T) (bare, wt string) {
+	t.Helper()
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	repo := filepath.Join(root, "repos", "h", "o", "r")
+	bare = filepath.Join(repo, ".bare")
+	wt = filepath.Join(repo, "worktrees", "w1")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	git(src, "init", "-q")
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a.txt"), []byte("a\n"), 0o644))
+	git(src, "add", "a.txt")
+	git(src, "commit", "-qm", "init")
+	require.NoError(t, os.MkdirAll(repo, 0o755))
+	git(repo, "clone", "-q", "--bare", src, bare)
+	git(bare, "worktree", "add", "-q", "-b", "agent/edits-1", wt, "main")
+	git(bare, "worktree", "add", "-q", "-b", "agent/edits-2", filepath.Join(repo, "worktrees", "w2"), "main")
+	return bare, wt
+}
+
+// TreeSum hashes every file's path, mode and content under dir.
+func TreeSum(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v %d\n", p, fi.Mode(), fi.Size())
+		if fi.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(h, f)
+			return err
+		}
+		return nil
+	}))
+	return hex.EncodeToString(h.Sum(nil))
+}

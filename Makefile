@@ -8,7 +8,7 @@ E2E_PKGS  := ./tests/... ./internal/hostworker/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-unit test-e2e fuzz bench lint fmt clean up down
+.PHONY: all build run runtime-deps test test-unit test-e2e fuzz bench lint fmt clean up down
 
 # The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
 # (`docker compose`) when present, else the standalone `docker-compose`.
@@ -23,10 +23,22 @@ build: ## bin/sandbox-worker and bin/sandboxctl
 # The main job on the embedded default: Temporal dev server + Web UI, SQLite
 # store, data under $SANDBOX_DATA_DIR (default ./.sandboxcore). file:// URLs are
 # allowed so the README walkthrough can use this repository itself.
-run: build
+run: build runtime-deps
 	SANDBOX_DATA_DIR=$${SANDBOX_DATA_DIR:-$(CURDIR)/.sandboxcore} \
 	SANDBOX_ALLOW_FILE_URLS=$${SANDBOX_ALLOW_FILE_URLS:-1} \
 	./$(BIN)/sandbox-worker
+
+# The isolated local runtime make run uses: install bubblewrap with apt when
+# it is missing and we may (root on Debian); otherwise say how.
+runtime-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing bubblewrap (the isolated runtime) with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
+	  else \
+	    echo "bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap), or run"; \
+	    echo "with SANDBOX_RUNTIME_PROVIDER=docker (and SANDBOX_RUNTIME_IMAGE) or, without isolation, =local"; \
+	  fi; }
 
 test: test-unit test-e2e fuzz ## the whole suite (what CI runs)
 

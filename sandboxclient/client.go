@@ -179,6 +179,9 @@ func closedRun(err error) bool {
 
 // Exec runs a command; a non-zero exit is in the result, not an error.
 func (s *Session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	if err := checkExecPayload(req); err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	var out sandbox.ExecResult
 	return out, s.update(ctx, workflows.UpdateExec, req, &out)
 }
@@ -192,6 +195,9 @@ func (s *Session) ReadFile(ctx context.Context, path string) ([]byte, error) {
 
 // WriteFile creates or replaces a workspace file (mode 0 = 0644).
 func (s *Session) WriteFile(ctx context.Context, path string, content []byte, mode uint32) error {
+	if len(content) > sandbox.MaxFileBytes {
+		return sandbox.Errorf(sandbox.ErrResourceLimit, "content is larger than %d bytes", sandbox.MaxFileBytes)
+	}
 	var out workflows.WriteFileResult
 	return s.update(ctx, workflows.UpdateWriteFile, workflows.WriteFileInput{Path: path, Content: content, Mode: mode}, &out)
 }
@@ -266,6 +272,27 @@ func (s *Session) Describe(ctx context.Context) (workflows.SessionDescription, e
 		return out, FromTemporal(err)
 	}
 	return out, nil
+}
+
+// checkExecPayload refuses, before anything is sent, a request the workflow's
+// validator would refuse anyway: a stdin over sandbox.MaxStdinBytes could
+// otherwise exceed Temporal's payload limit and stall the session's workflow
+// task instead of failing cleanly. Returns ErrInvalidArgument.
+func checkExecPayload(req sandbox.ExecRequest) error {
+	if len(req.Stdin) > sandbox.MaxStdinBytes {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "stdin is larger than %d bytes", sandbox.MaxStdinBytes)
+	}
+	size := 0
+	for k, v := range req.Env {
+		size += len(k) + len(v)
+	}
+	for _, a := range req.Cmd {
+		size += len(a)
+	}
+	if size > sandbox.MaxStdinBytes {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "command and environment are larger than %d bytes", sandbox.MaxStdinBytes)
+	}
+	return nil
 }
 
 // FromTemporal converts an error from the Temporal client into a sandbox typed

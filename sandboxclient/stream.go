@@ -25,6 +25,9 @@ const StreamPoll = 300 * time.Millisecond
 // "[N bytes not streamed]" marker chunk; output a capped result cut is not
 // replayed. The returned result is Exec's.
 func (s *Session) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+	if err := checkExecPayload(req); err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	id := updateIDFrom(ctx)
 	if id == "" {
 		var b [12]byte

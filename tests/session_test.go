@@ -77,6 +77,11 @@ func TestAcquireIsIdempotentAndConversationsAreIsolated(t *testing.T) {
 	assert.NotEqual(t, hA.LocalPath, hB.LocalPath)
 	assert.Equal(t, "agent/edits-convB", hB.Branch)
 
+	// Other local users cannot reach the worktrees (docs/SECURITY.md).
+	fi, err := os.Stat(h.Config.DataDir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+
 	// One bare repository for both conversations.
 	found := findBare(t, h.Config.DataDir)
 	assert.Len(t, found, 1, "bare repositories: %v", found)

@@ -74,7 +74,13 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 			h.Stop()
 		}
 	}()
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	// 0700: other local users must not reach workspaces, where a sandboxed
+	// command running with the worker's uid could leave a setuid file
+	// (docs/SECURITY.md "Known gaps").
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	st, err := openStore(ctx, cfg, log)

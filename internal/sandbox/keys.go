@@ -8,8 +8,10 @@ import (
 
 // Branch name prefixes (seed "Workspace Lifecycle": Edit Flow, Task Flow).
 const (
-	EditBranchPrefix = "agent/edits-"
-	TaskBranchPrefix = "agent/task-"
+	// AgentBranchPrefix starts every branch a workspace may check out.
+	AgentBranchPrefix = "agent/"
+	EditBranchPrefix  = "agent/edits-"
+	TaskBranchPrefix  = "agent/task-"
 )
 
 // Validate checks every field of a request and returns the parsed repository
@@ -58,6 +60,11 @@ func (r WorkspaceRequest) Validate(policy URLPolicy) (RepoIdentity, error) {
 	if r.BranchName != "" {
 		if err := ValidateRef(r.BranchName); err != nil {
 			return RepoIdentity{}, err
+		}
+		// An override stays in the agents' namespace: a workspace must never
+		// check out (and later push) the default or another human branch.
+		if !strings.HasPrefix(r.BranchName, AgentBranchPrefix) || r.BranchName == AgentBranchPrefix {
+			return RepoIdentity{}, Errorf(ErrInvalidArgument, "branch_name %q: must start with %q", clip(r.BranchName), AgentBranchPrefix)
 		}
 	}
 	if r.FromBranch != "" {

@@ -135,3 +135,20 @@ func TestAcceptedRefsPassGitCheckRefFormat(t *testing.T) {
 		t.Fatalf("only %d accepted refs in the corpus", accepted)
 	}
 }
+
+func TestBranchOverrideStaysInTheAgentNamespace(t *testing.T) {
+	base := WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: ModeEdit, ConversationID: "c"}
+	for _, b := range []string{"main", "release/1.0", "agent/", "agentx/y"} {
+		r := base
+		r.BranchName = b
+		_, err := r.Validate(URLPolicy{})
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("branch_name %q: want InvalidArgument, got %v", b, err)
+		}
+	}
+	r := base
+	r.BranchName = "agent/feature-x"
+	if _, err := r.Validate(URLPolicy{}); err != nil {
+		t.Errorf("agent/feature-x: %v", err)
+	}
+}

@@ -69,6 +69,7 @@ type ConfigError struct {
 	Reason   string
 }
 
+// Error renders "configuration: VAR=\"value\": reason".
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("configuration: %s=%q: %s", e.Variable, e.Value, e.Reason)
 }

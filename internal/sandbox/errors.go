@@ -114,6 +114,27 @@ func Errorf(kind *Kind, format string, args ...any) error {
 	return &typedError{kind: kind, msg: wrapped.Error(), cause: errors.Unwrap(wrapped)}
 }
 
+// Wrap returns an error wrapping both kind and cause (errors.Is holds for
+// each), whose text is "<Type>: <formatted message>: <cause>". Use it where a
+// lower-level error (an errno, a context error, a driver error) must stay
+// reachable behind the typed kind.
+func Wrap(kind *Kind, cause error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if cause == nil {
+		return &typedError{kind: kind, msg: msg}
+	}
+	return &typedError{kind: kind, msg: msg + ": " + cause.Error(), cause: cause}
+}
+
+// Clip returns s cut to at most n bytes, with "…" appended when it was cut;
+// for quoting hostile input in error messages.
+func Clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
 type typedError struct {
 	kind  *Kind
 	msg   string

@@ -308,11 +308,6 @@ func IsGitMetadataPath(clean string) bool {
 	return false
 }
 
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "…"
-	}
-	return s
-}
+func clip(s string) string { return Clip(s, 120) }
 
 func strconvQuote(s string) string { return "\"" + clip(s) + "\"" }

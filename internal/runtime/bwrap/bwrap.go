@@ -45,7 +45,6 @@ package bwrap
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -481,15 +480,4 @@ func errText(err error) string {
 
 func clip(s string) string { return clipN(s, 64) }
 
-func clipN(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
-
-// wrapErr returns an error whose text is "<kind.Type>: <message>: <cause>" and
-// that wraps both kind and cause for errors.Is.
-func wrapErr(kind *sandbox.Kind, cause error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %w", kind, fmt.Sprintf(format, args...), cause)
-}
+func clipN(s string, n int) string { return sandbox.Clip(s, n) }

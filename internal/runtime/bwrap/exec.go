@@ -50,7 +50,7 @@ func (p *Provider) run(killCtx, callerCtx context.Context, cfg sandboxConfig, en
 		Stdin:      req.Stdin,
 		Timeout:    req.Timeout(),
 		StartFailed: func(err error) (sandbox.ExecResult, error) {
-			return sandbox.ExecResult{}, wrapErr(sandbox.ErrRuntimeUnavailable, err, "exec %s: start bwrap", req.Cmd[0])
+			return sandbox.ExecResult{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec %s: start bwrap", req.Cmd[0])
 		},
 		Status: func(status []byte, res sandbox.ExecResult) error {
 			if !bytes.Contains(status, []byte(`"exit-code"`)) {

@@ -438,23 +438,17 @@ func (p *Provider) mapErr(err error, format string, args ...any) error {
 	msg := "docker: " + fmt.Sprintf(format, args...)
 	switch {
 	case client.IsErrConnectionFailed(err):
-		return wrapErr(sandbox.ErrRuntimeUnavailable, err, "%s: the daemon at %s cannot be reached", msg, p.host)
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s: the daemon at %s cannot be reached", msg, p.host)
 	case errors.Is(err, context.DeadlineExceeded):
-		return wrapErr(sandbox.ErrTimeout, err, "%s", msg)
+		return sandbox.Wrap(sandbox.ErrTimeout, err, "%s", msg)
 	case errors.Is(err, context.Canceled):
-		return wrapErr(sandbox.ErrRuntimeUnavailable, err, "%s", msg)
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s", msg)
 	case cerrdefs.IsNotFound(err):
-		return wrapErr(sandbox.ErrNotFound, err, "%s", msg)
+		return sandbox.Wrap(sandbox.ErrNotFound, err, "%s", msg)
 	case cerrdefs.IsConflict(err):
-		return wrapErr(sandbox.ErrConflict, err, "%s", msg)
+		return sandbox.Wrap(sandbox.ErrConflict, err, "%s", msg)
 	}
-	return wrapErr(sandbox.ErrRuntimeUnavailable, err, "%s", msg)
-}
-
-// wrapErr returns an error whose text is "<kind.Type>: <message>: <cause>" and
-// that wraps both kind and cause for errors.Is.
-func wrapErr(kind *sandbox.Kind, cause error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %w", kind, fmt.Sprintf(format, args...), cause)
+	return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s", msg)
 }
 
 func stateOf(s string) sandbox.RuntimeState {
@@ -469,9 +463,4 @@ func stateOf(s string) sandbox.RuntimeState {
 	return sandbox.RuntimeError // "removing", "dead"
 }
 
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func clip(s string) string { return sandbox.Clip(s, 64) }

@@ -94,7 +94,7 @@ func runProcess(killCtx, callerCtx context.Context, pr proc, onChunk func(sandbo
 			case errors.Is(err, syscall.E2BIG):
 				return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: argument list and environment too long")
 			}
-			return sandbox.ExecResult{}, wrapErr(sandbox.ErrRuntimeUnavailable, err, "exec %s: start", name)
+			return sandbox.ExecResult{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec %s: start", name)
 		},
 	})
 }

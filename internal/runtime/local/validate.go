@@ -1,7 +1,6 @@
 package local
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -77,16 +76,4 @@ func ValidateEnv(env map[string]string) error {
 	return nil
 }
 
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
-
-// wrapErr returns an error whose text is "<kind.Type>: <message>: <cause>" and
-// that wraps both kind and cause for errors.Is. (sandbox.Errorf formats with
-// fmt.Sprintf, which does not support %w.)
-func wrapErr(kind *sandbox.Kind, cause error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %w", kind, fmt.Sprintf(format, args...), cause)
-}
+func clip(s string) string { return sandbox.Clip(s, 64) }

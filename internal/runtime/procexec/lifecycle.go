@@ -116,7 +116,7 @@ func (l *Lifecycle[C]) halt(ctx context.Context, destroy bool) error {
 		select {
 		case <-c.done:
 		case <-ctx.Done():
-			return wrapErr(sandbox.ErrTimeout, ctx.Err(), "runtime %s: waiting for commands to die", l.id)
+			return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "runtime %s: waiting for commands to die", l.id)
 		}
 	}
 	return nil

@@ -28,7 +28,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -113,9 +112,9 @@ func (o *Output) Notice(code int, name, msg string) sandbox.ExecResult {
 func (o *Output) Interrupted(code int, name string, cause error) (sandbox.ExecResult, error) {
 	res := o.Result(code)
 	if errors.Is(cause, context.DeadlineExceeded) {
-		return res, wrapErr(sandbox.ErrTimeout, cause, "exec %s", name)
+		return res, sandbox.Wrap(sandbox.ErrTimeout, cause, "exec %s", name)
 	}
-	return res, wrapErr(sandbox.ErrRuntimeUnavailable, cause, "exec %s", name)
+	return res, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, cause, "exec %s", name)
 }
 
 func (o *Output) result(code int, timedOut bool) sandbox.ExecResult {
@@ -154,16 +153,4 @@ func (s stream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// wrapErr returns an error whose text is "<kind.Type>: <message>: <cause>" and
-// that wraps both kind and cause for errors.Is. (sandbox.Errorf formats with
-// fmt.Sprintf, which does not support %w.)
-func wrapErr(kind *sandbox.Kind, cause error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %w", kind, fmt.Sprintf(format, args...), cause)
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func clip(s string) string { return sandbox.Clip(s, 64) }

@@ -132,7 +132,7 @@ func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandbox.Ex
 	pipe := func() (*os.File, *os.File, error) {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return nil, nil, wrapErr(sandbox.ErrRuntimeUnavailable, err, "exec: pipe")
+			return nil, nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec: pipe")
 		}
 		closers = append(closers, r, w)
 		return r, w, nil
@@ -182,7 +182,7 @@ func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandbox.Ex
 		if c.StartFailed != nil {
 			return c.StartFailed(err)
 		}
-		return sandbox.ExecResult{}, wrapErr(sandbox.ErrRuntimeUnavailable, err, "exec %s: start", c.Name)
+		return sandbox.ExecResult{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec %s: start", c.Name)
 	}
 	pid := cmd.Process.Pid
 
@@ -239,7 +239,7 @@ func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandbox.Ex
 	<-drained
 
 	if cmd.ProcessState == nil {
-		return out.Result(-1), wrapErr(sandbox.ErrRuntimeUnavailable, waitErr, "exec %s: wait", c.Name)
+		return out.Result(-1), sandbox.Wrap(sandbox.ErrRuntimeUnavailable, waitErr, "exec %s: wait", c.Name)
 	}
 	code := exitCode(cmd.ProcessState)
 	if g.wasCanceled() {

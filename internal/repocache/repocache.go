@@ -72,6 +72,10 @@ const (
 	FetchedMarker = "sandboxcore-fetched"
 	// AuthScopeMarker holds the AuthScopeHash of the credential of that fetch.
 	AuthScopeMarker = "sandboxcore-auth-scope"
+	// SizeMarker holds the mirror's size in bytes as measured after its last
+	// clone or fetch, so an Ensure inside the freshness window does not walk
+	// the object store again (host-side diffs and commits add a little in between).
+	SizeMarker = "sandboxcore-size"
 )
 
 // Refspec and symref names used in the mirror.
@@ -281,6 +285,7 @@ func (c *Cache) Ensure(ctx context.Context, repo sandbox.RepoIdentity, cred *san
 	if err != nil {
 		return sandbox.RepoCache{}, err
 	}
+	changed := state != stateReady
 	switch state {
 	case stateBroken:
 		if holdsAgentWork(bare) {
@@ -313,9 +318,10 @@ func (c *Cache) Ensure(ctx context.Context, repo sandbox.RepoIdentity, cred *san
 				return sandbox.RepoCache{}, err
 			}
 			c.log.InfoContext(ctx, "repocache: fetched", "repo", id.Key(), "forced", forceFetch, "duration", c.now().Sub(start))
+			changed = true
 		}
 	}
-	return c.describe(ctx, id, bare)
+	return c.describe(ctx, id, bare, changed)
 }
 
 type mirrorState int
@@ -579,8 +585,10 @@ func (c *Cache) defaultBranch(ctx context.Context, dir string) string {
 	return strings.TrimPrefix(strings.TrimSpace(string(out)), RemoteRefPrefix)
 }
 
-// describe builds the sandbox_repo_caches row of a ready mirror.
-func (c *Cache) describe(ctx context.Context, id sandbox.RepoIdentity, bare string) (sandbox.RepoCache, error) {
+// describe builds the sandbox_repo_caches row of a ready mirror. The size is
+// measured again only when remeasure (after a clone or fetch) or when no
+// SizeMarker is there yet.
+func (c *Cache) describe(ctx context.Context, id sandbox.RepoIdentity, bare string, remeasure bool) (sandbox.RepoCache, error) {
 	now := c.now().UTC()
 	created, ok := readTime(filepath.Join(bare, ReadyMarker))
 	if !ok {
@@ -590,9 +598,9 @@ func (c *Cache) describe(ctx context.Context, id sandbox.RepoIdentity, bare stri
 	}
 	fetched, _ := readTime(filepath.Join(bare, FetchedMarker))
 	scope, _ := os.ReadFile(filepath.Join(bare, AuthScopeMarker))
-	size, err := dirSize(bare)
+	size, err := c.mirrorSize(bare, remeasure)
 	if err != nil {
-		return sandbox.RepoCache{}, fsError(err, "size of "+bare)
+		return sandbox.RepoCache{}, err
 	}
 	return sandbox.RepoCache{
 		ID:            sandbox.RepoCacheIDFor(c.hostID, id),
@@ -803,6 +811,28 @@ func syncDir(dir string) {
 		_ = f.Sync()
 		_ = f.Close()
 	}
+}
+
+// mirrorSize returns the recorded size of a mirror, measuring (and recording)
+// it when asked or when nothing is recorded. Errors wrap ErrInsufficientDisk
+// or ErrRepoCacheUnavailable.
+func (c *Cache) mirrorSize(bare string, remeasure bool) (int64, error) {
+	marker := filepath.Join(bare, SizeMarker)
+	if !remeasure {
+		if b, err := os.ReadFile(marker); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n >= 0 {
+				return n, nil
+			}
+		}
+	}
+	size, err := dirSize(bare)
+	if err != nil {
+		return 0, fsError(err, "size of "+bare)
+	}
+	if err := writeFileSync(marker, strconv.FormatInt(size, 10)+"\n"); err != nil {
+		c.log.Warn("repocache: record mirror size", "path", marker, "error", err)
+	}
+	return size, nil
 }
 
 // dirSize sums the sizes of the regular files under dir (symlinks not followed), in bytes.

@@ -367,9 +367,4 @@ func analyze(list []scopedEntry) *Inspection {
 }
 
 // clipText cuts s to 200 bytes for messages.
-func clipText(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "…"
-	}
-	return s
-}
+func clipText(s string) string { return sandbox.Clip(s, 200) }

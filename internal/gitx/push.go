@@ -295,12 +295,7 @@ func dangerousPushKey(name, url string) string {
 	return ""
 }
 
-func clipKey(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "…"
-	}
-	return s
-}
+func clipKey(s string) string { return sandbox.Clip(s, 200) }
 
 func isHexID(s string) bool {
 	if len(s) != 40 && len(s) != 64 {

@@ -120,18 +120,6 @@ func setup(t *testing.T, opts bwrap.Options, mutate func(*sandbox.RuntimeSpec)) 
 	return ctx, p, spec, rt
 }
 
-func run(t *testing.T, ctx context.Context, rt sandbox.Runtime, script string) sandbox.ExecResult {
-	t.Helper()
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: 60})
-	require.NoError(t, err)
-	return res
-}
-
-func requireOK(t *testing.T, res sandbox.ExecResult) {
-	t.Helper()
-	require.Equal(t, 0, res.ExitCode, "stdout=%q stderr=%q", res.Stdout, res.Stderr)
-}
-
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t, bwrap.Options{})
 	require.Equal(t, "bwrap", p.Kind())
@@ -226,7 +214,7 @@ func TestHostIsHiddenAndReadOnly(t *testing.T) {
 		echo ok > /workspace/w && echo ok > /tmp/t && echo writable-ok
 		hostname`, "sh", secretDir}})
 	require.NoError(t, err)
-	requireOK(t, res)
+	runtimetest.RequireOK(t, res)
 	out := string(res.Stdout)
 	require.NotContains(t, out, "visible:")
 	require.NotContains(t, out, "missing:")
@@ -237,23 +225,23 @@ func TestHostIsHiddenAndReadOnly(t *testing.T) {
 
 func TestScratchTmpLifecycle(t *testing.T) {
 	ctx, p, spec, rt := setup(t, bwrap.Options{}, nil)
-	requireOK(t, run(t, ctx, rt, "echo kept > /tmp/f && echo cached > $HOME/.cache-file"))
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo kept > /tmp/f && echo cached > $HOME/.cache-file"))
 	require.NoError(t, rt.Stop(ctx))
-	res := run(t, ctx, rt, "cat /tmp/f $HOME/.cache-file")
-	requireOK(t, res)
+	res := runtimetest.Sh(t, ctx, rt, "cat /tmp/f $HOME/.cache-file")
+	runtimetest.RequireOK(t, res)
 	require.Equal(t, "kept\ncached\n", string(res.Stdout), "/tmp survives between commands and Stop")
 	require.NoFileExists(t, filepath.Join(spec.Mounts[0].Source, ".cache-file"), "HOME is not the worktree")
 	require.NoError(t, p.Destroy(ctx, spec.ID))
 	rt2, err := p.Create(ctx, spec)
 	require.NoError(t, err)
-	res = run(t, ctx, rt2, "cat /tmp/f 2>/dev/null || echo gone")
+	res = runtimetest.Sh(t, ctx, rt2, "cat /tmp/f 2>/dev/null || echo gone")
 	require.Equal(t, "gone\n", string(res.Stdout), "Destroy deletes the scratch /tmp")
 }
 
 func TestReadOnlyWorkspace(t *testing.T) {
 	ctx, _, spec, rt := setup(t, bwrap.Options{}, func(s *sandbox.RuntimeSpec) { s.Mounts[0].Writable = false })
 	require.NoError(t, os.WriteFile(filepath.Join(spec.Mounts[0].Source, "in"), []byte("data\n"), 0o644))
-	res := run(t, ctx, rt, "cat in; touch out")
+	res := runtimetest.Sh(t, ctx, rt, "cat in; touch out")
 	require.NotEqual(t, 0, res.ExitCode)
 	require.Equal(t, "data\n", string(res.Stdout))
 	require.Contains(t, string(res.Stderr), "Read-only file system")
@@ -307,8 +295,8 @@ func TestRunsAsWorktreeOwner(t *testing.T) {
 		openUp(t, s.Mounts[0].Source)
 		require.NoError(t, os.Chown(s.Mounts[0].Source, 12345, 12346))
 	})
-	res := run(t, ctx, rt, "id -u; id -g; echo x > f; mkdir d")
-	requireOK(t, res)
+	res := runtimetest.Sh(t, ctx, rt, "id -u; id -g; echo x > f; mkdir d")
+	runtimetest.RequireOK(t, res)
 	require.Equal(t, "12345\n12346\n", string(res.Stdout))
 	for _, p := range []string{"f", "d"} {
 		fi, err := os.Stat(filepath.Join(spec.Mounts[0].Source, p))
@@ -334,7 +322,7 @@ func TestGitInsideHiddenDataDir(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(data, "sandbox.db"), []byte("secret"), 0o600))
 	ro := append(slices.Clone(bwrap.DefaultReadOnlyPaths), data)
 	rt := testGitInside(t, bare, wt, bwrap.Options{ReadOnlyPaths: ro, HiddenPaths: []string{data}})
-	res := run(t, context.Background(), rt, "ls "+data+"; cat "+data+"/sandbox.db")
+	res := runtimetest.Sh(t, context.Background(), rt, "ls "+data+"; cat "+data+"/sandbox.db")
 	require.NotEqual(t, 0, res.ExitCode)
 	require.Equal(t, "repos\n", string(res.Stdout), "only the cache's path is visible in the hidden data directory")
 }
@@ -348,15 +336,15 @@ func testGitInside(t *testing.T, bare, wt string, opts bwrap.Options) sandbox.Ru
 			{Source: bare, Target: bare, Writable: false},
 		}
 	})
-	res := run(t, ctx, rt, "git status")
-	requireOK(t, res)
+	res := runtimetest.Sh(t, ctx, rt, "git status")
+	runtimetest.RequireOK(t, res)
 	require.Contains(t, string(res.Stdout), "On branch agent/edits-1")
-	requireOK(t, run(t, ctx, rt, "echo b > b.txt && echo more >> a.txt"))
-	res = run(t, ctx, rt, "git status --porcelain")
-	requireOK(t, res)
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo b > b.txt && echo more >> a.txt"))
+	res = runtimetest.Sh(t, ctx, rt, "git status --porcelain")
+	runtimetest.RequireOK(t, res)
 	require.Equal(t, " M a.txt\n?? b.txt\n", string(res.Stdout))
 
-	res = run(t, ctx, rt, "git add -A")
+	res = runtimetest.Sh(t, ctx, rt, "git add -A")
 	require.NotEqual(t, 0, res.ExitCode)
 	require.Contains(t, string(res.Stderr), "Read-only file system")
 	for _, script := range []string{
@@ -368,7 +356,7 @@ func testGitInside(t *testing.T, bare, wt string, opts bwrap.Options) sandbox.Ru
 		`echo 'touch /tmp/pwned' > "$(git rev-parse --git-common-dir)/hooks/post-checkout"`,
 		`rm -rf "$(git rev-parse --git-common-dir)/objects"`,
 	} {
-		run(t, ctx, rt, script)
+		runtimetest.Sh(t, ctx, rt, script)
 	}
 	require.Equal(t, before, runtimetest.TreeSum(t, bare), "the sandbox changed the repo cache")
 	out, err := exec.Command("git", "-C", bare, "worktree", "list", "--porcelain").CombinedOutput()

@@ -160,18 +160,6 @@ func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *d
 	return ctx, p, spec, rt
 }
 
-func run(t *testing.T, ctx context.Context, rt sandbox.Runtime, script string) sandbox.ExecResult {
-	t.Helper()
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: 60})
-	require.NoError(t, err)
-	return res
-}
-
-func requireOK(t *testing.T, res sandbox.ExecResult) {
-	t.Helper()
-	require.Equal(t, 0, res.ExitCode, "stdout=%q stderr=%q", res.Stdout, res.Stderr)
-}
-
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t)
 	require.Equal(t, "docker", p.Kind())
@@ -272,7 +260,7 @@ func TestContainerLabelsIdempotenceAndReplacement(t *testing.T) {
 	replaced, err := cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
 	require.NoError(t, err)
 	require.NotEqual(t, info.ID, replaced.ID)
-	res := run(t, ctx, rt, `echo "$CHANGED"`)
+	res := runtimetest.Sh(t, ctx, rt, `echo "$CHANGED"`)
 	require.Equal(t, "yes\n", string(res.Stdout))
 
 	// A container of the same name that sandboxcore does not manage is left alone.
@@ -311,7 +299,7 @@ func TestExactEnvironment(t *testing.T) {
 func TestReadOnlyWorkspace(t *testing.T) {
 	ctx, _, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) { s.Mounts[0].Writable = false })
 	require.NoError(t, os.WriteFile(filepath.Join(spec.Mounts[0].Source, "in"), []byte("data\n"), 0o644))
-	res := run(t, ctx, rt, "cat in; touch out")
+	res := runtimetest.Sh(t, ctx, rt, "cat in; touch out")
 	require.NotEqual(t, 0, res.ExitCode)
 	require.Equal(t, "data\n", string(res.Stdout))
 	require.Contains(t, string(res.Stderr), "Read-only file system")
@@ -322,8 +310,8 @@ func TestOwnershipOnHost(t *testing.T) {
 	ctx, _, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) {
 		require.NoError(t, os.Chown(s.Mounts[0].Source, 12345, 12346))
 	})
-	res := run(t, ctx, rt, "id -u; id -g; echo x > f; mkdir -p d/e; echo y > d/e/g")
-	requireOK(t, res)
+	res := runtimetest.Sh(t, ctx, rt, "id -u; id -g; echo x > f; mkdir -p d/e; echo y > d/e/g")
+	runtimetest.RequireOK(t, res)
 	require.Equal(t, "12345\n12346\n", string(res.Stdout))
 	for _, p := range []string{"f", "d", "d/e", "d/e/g"} {
 		fi, err := os.Stat(filepath.Join(spec.Mounts[0].Source, p))
@@ -351,7 +339,7 @@ func TestResourceHints(t *testing.T) {
 
 // defaultRoute reports whether the runtime's routing table has a default route.
 func defaultRoute(t *testing.T, ctx context.Context, rt sandbox.Runtime) bool {
-	res := run(t, ctx, rt, `awk 'NR>1 && $2=="00000000"{f=1} END{exit !f}' /proc/net/route 2>/dev/null || grep -q '^[^ ]*	00000000	' /proc/net/route`)
+	res := runtimetest.Sh(t, ctx, rt, `awk 'NR>1 && $2=="00000000"{f=1} END{exit !f}' /proc/net/route 2>/dev/null || grep -q '^[^ ]*	00000000	' /proc/net/route`)
 	return res.ExitCode == 0
 }
 
@@ -387,7 +375,7 @@ func TestNetworkModes(t *testing.T) {
 func TestHibernateStopsTheContainer(t *testing.T) {
 	ctx, _, spec, rt := setup(t, nil)
 	cli := rawClient(t)
-	requireOK(t, run(t, ctx, rt, "echo kept > f; sleep 300 >/dev/null 2>&1 &"))
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo kept > f; sleep 300 >/dev/null 2>&1 &"))
 	require.NoError(t, rt.Stop(ctx))
 	info, err := cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
 	require.NoError(t, err)
@@ -395,9 +383,9 @@ func TestHibernateStopsTheContainer(t *testing.T) {
 	require.FileExists(t, filepath.Join(spec.Mounts[0].Source, "f"))
 
 	start := time.Now()
-	res := run(t, ctx, rt, "cat f; ps -e -o comm= | grep -c '^sleep$' || true")
+	res := runtimetest.Sh(t, ctx, rt, "cat f; ps -e -o comm= | grep -c '^sleep$' || true")
 	t.Logf("resume + exec took %v", time.Since(start))
-	requireOK(t, res)
+	runtimetest.RequireOK(t, res)
 	require.Equal(t, "kept\n1\n", string(res.Stdout), "the file is kept; only the idle loop's sleep runs after resume")
 	info, err = cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
 	require.NoError(t, err)
@@ -406,7 +394,7 @@ func TestHibernateStopsTheContainer(t *testing.T) {
 
 func TestDestroyRemovesContainerKeepsWorktree(t *testing.T) {
 	ctx, p, spec, rt := setup(t, nil)
-	requireOK(t, run(t, ctx, rt, "echo kept > f"))
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo kept > f"))
 	require.NoError(t, p.Destroy(ctx, spec.ID))
 	_, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID))
 	require.True(t, cerrdefs.IsNotFound(err), "container removed: %v", err)
@@ -428,7 +416,7 @@ func TestTimeoutLeavesNoProcess(t *testing.T) {
 	require.Equal(t, 124, res.ExitCode)
 	// Only the idle loop's sleep is left (the (sleep 100 &) grandchild
 	// reparented to init but stays in the command's session).
-	res = run(t, ctx, rt, "ps -e -o comm= | grep -c '^sleep$'")
+	res = runtimetest.Sh(t, ctx, rt, "ps -e -o comm= | grep -c '^sleep$'")
 	require.Equal(t, "1\n", string(res.Stdout))
 }
 
@@ -467,25 +455,25 @@ func TestGitInsideContainer(t *testing.T) {
 	before := runtimetest.TreeSum(t, bare)
 	ctx, _, _, rt := setup(t, gitSpec(bare, wt))
 
-	res := run(t, ctx, rt, "git status")
-	requireOK(t, res)
+	res := runtimetest.Sh(t, ctx, rt, "git status")
+	runtimetest.RequireOK(t, res)
 	require.Contains(t, string(res.Stdout), "On branch agent/edits-1")
-	res = run(t, ctx, rt, "git log --oneline && git diff --stat && git rev-parse --show-toplevel")
-	requireOK(t, res)
+	res = runtimetest.Sh(t, ctx, rt, "git log --oneline && git diff --stat && git rev-parse --show-toplevel")
+	runtimetest.RequireOK(t, res)
 	require.Contains(t, string(res.Stdout), "init")
 	require.Contains(t, string(res.Stdout), "/workspace")
 
 	// Edits in the worktree are seen by git inside.
-	requireOK(t, run(t, ctx, rt, "echo b > b.txt && echo more >> a.txt"))
-	res = run(t, ctx, rt, "git status --porcelain")
-	requireOK(t, res)
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo b > b.txt && echo more >> a.txt"))
+	res = runtimetest.Sh(t, ctx, rt, "git status --porcelain")
+	runtimetest.RequireOK(t, res)
 	require.Equal(t, " M a.txt\n?? b.txt\n", string(res.Stdout))
 
 	// Writes to the cache are refused with git's clear message.
-	res = run(t, ctx, rt, "git add -A")
+	res = runtimetest.Sh(t, ctx, rt, "git add -A")
 	require.NotEqual(t, 0, res.ExitCode)
 	require.Contains(t, string(res.Stderr), "Read-only file system")
-	res = run(t, ctx, rt, "git -c user.name=a -c user.email=a@a commit -qam x")
+	res = runtimetest.Sh(t, ctx, rt, "git -c user.name=a -c user.email=a@a commit -qam x")
 	require.NotEqual(t, 0, res.ExitCode)
 	require.Contains(t, string(res.Stderr), "Read-only file system")
 
@@ -502,7 +490,7 @@ func TestGitInsideContainer(t *testing.T) {
 		`rm -rf "$(git rev-parse --git-common-dir)/objects"`,
 		`printf 'gitdir: /tmp/elsewhere\n' > "$(git rev-parse --git-dir)/gitdir"`,
 	} {
-		run(t, ctx, rt, script)
+		runtimetest.Sh(t, ctx, rt, script)
 	}
 	require.Equal(t, before, runtimetest.TreeSum(t, bare), "the container changed the repo cache")
 
@@ -527,8 +515,8 @@ func TestGitInsideAsWorktreeOwner(t *testing.T) {
 	}
 	before := runtimetest.TreeSum(t, bare)
 	ctx, _, _, rt := setup(t, gitSpec(bare, wt))
-	res := run(t, ctx, rt, "id -u && git status --porcelain && echo new > c.txt")
-	requireOK(t, res)
+	res := runtimetest.Sh(t, ctx, rt, "id -u && git status --porcelain && echo new > c.txt")
+	runtimetest.RequireOK(t, res)
 	require.Equal(t, "12345\n", string(res.Stdout))
 	fi, err := os.Stat(filepath.Join(wt, "c.txt"))
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package runtimetest
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
 // GitFixture builds the repo cache layout of internal/workspace on the host:
@@ -68,4 +71,19 @@ func TreeSum(t *testing.T, dir string) string {
 		return nil
 	}))
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Sh runs script with `sh -c` in rt (60 s timeout) and returns the result;
+// an error from Exec fails the test.
+func Sh(t *testing.T, ctx context.Context, rt sandbox.Runtime, script string) sandbox.ExecResult {
+	t.Helper()
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: 60})
+	require.NoError(t, err)
+	return res
+}
+
+// RequireOK fails the test unless res exited 0, printing both streams.
+func RequireOK(t *testing.T, res sandbox.ExecResult) {
+	t.Helper()
+	require.Equal(t, 0, res.ExitCode, "stdout=%q stderr=%q", res.Stdout, res.Stderr)
 }

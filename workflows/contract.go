@@ -121,6 +121,9 @@ type SessionCarry struct {
 	RuntimeRunning bool              `json:"runtime_running"`
 	LastActivity   time.Time         `json:"last_activity"`
 	Ops            int64             `json:"ops"`
+	// State is the previous run's state (StateActive or StateIdle); empty in
+	// histories recorded before it existed.
+	State string `json:"state,omitempty"`
 }
 
 // SessionSettings come from the worker host (returned by the acquire

@@ -72,7 +72,10 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	if c := in.Carry; c != nil {
 		ws := c.Workspace
 		s.ws, s.settings, s.runtimeRunning, s.lastActivity, s.state = &ws, c.Settings, c.RuntimeRunning, c.LastActivity, StateActive
-		if !c.RuntimeRunning {
+		switch {
+		case c.State != "":
+			s.state = c.State
+		case !c.RuntimeRunning:
 			s.state = StateIdle
 		}
 	}
@@ -142,7 +145,7 @@ func (s *session) run(ctx workflow.Context) error {
 			logger.Info("continuing as new", "ops", s.ops, "task_queue", HostTaskQueue(s.ws.HostID))
 			return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, HostTaskQueue(s.ws.HostID)), SessionWorkflowType, SessionInput{
 				WorkspaceID: s.wsID,
-				Carry: &SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning,
+				Carry: &SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning, State: s.state,
 					LastActivity: s.lastActivity, Ops: 0},
 			})
 		}

@@ -426,7 +426,8 @@ func TestStreamHeldOpenDoesNotHang(t *testing.T) {
 	// The child keeps stdout and stderr open for 30 s after the leader exits.
 	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 30 & echo out; echo err >&2; exit 5"}, TimeoutS: 60})
 	require.NoError(t, err)
-	require.Less(t, time.Since(start), 2*time.Second)
+	// Far below the 30 s the child holds the streams; slack for a loaded CI machine.
+	require.Less(t, time.Since(start), 10*time.Second)
 	require.Equal(t, 5, res.ExitCode)
 	require.Equal(t, "out\n", string(res.Stdout))
 	require.Equal(t, "err\n", string(res.Stderr))

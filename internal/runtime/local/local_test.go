@@ -203,9 +203,10 @@ func TestEscapedProcessCannotHoldTheCall(t *testing.T) {
 	}
 	ctx, _, _, rt := setup(t, local.Options{})
 	start := time.Now()
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "setsid sleep 3 & echo started"}})
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "setsid sleep 20 & echo started"}})
 	require.NoError(t, err)
-	require.Less(t, time.Since(start), local.DrainGrace+time.Second)
+	// Far below the 20 s the escaped process holds the pipe; slack for a loaded CI machine.
+	require.Less(t, time.Since(start), local.DrainGrace+5*time.Second)
 	require.Equal(t, "started\n", string(res.Stdout))
 }
 
@@ -253,7 +254,7 @@ func TestContextDeadlineIsErrTimeout(t *testing.T) {
 	res, err := rt.Exec(dctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo partial; sleep 30"}})
 	require.ErrorIs(t, err, sandbox.ErrTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, time.Since(start), 3*time.Second)
+	require.Less(t, time.Since(start), 10*time.Second, "the 30 s command was not waited for")
 	require.Equal(t, "partial\n", string(res.Stdout), "the partial result comes with the error")
 	require.False(t, res.TimedOut, "TimedOut is the command's own timeout only")
 }

@@ -208,8 +208,18 @@ func TestHostileInputExamples(t *testing.T) {
 	s, hd, err := h.client.Acquire(ctx, editRequest(user, "p", "c", url))
 	require.NoError(t, err)
 
-	// A search pattern is data, never an option: matched literally.
-	sr, err := s.Search(ctx, sandbox.SearchRequest{Pattern: "--pre=sh", Literal: true})
+	// Search patterns and paths starting with '-' are argument errors
+	// (issue 8); a dash is searched for through a regular expression.
+	for _, lit := range []bool{false, true} {
+		_, err := s.Search(ctx, sandbox.SearchRequest{Pattern: "--pre=sh", Literal: lit})
+		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "literal=%v", lit)
+	}
+	_, err = s.ReadFile(ctx, "--output=/tmp/x")
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	err = s.WriteFile(ctx, "-n", []byte("x"), 0)
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	assert.NoFileExists(t, filepath.Join(hd.LocalPath, "-n"))
+	sr, err := s.Search(ctx, sandbox.SearchRequest{Pattern: `\-\-pre=sh`})
 	require.NoError(t, err)
 	require.Len(t, sr.Matches, 1)
 	assert.Equal(t, "notes.txt", sr.Matches[0].Path)

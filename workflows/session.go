@@ -556,8 +556,8 @@ func (s *session) validateWrite(in WriteFileInput) error {
 }
 
 func (s *session) validateSearch(req sandbox.SearchRequest) error {
-	if req.Pattern == "" {
-		return appError(sandbox.Errorf(sandbox.ErrInvalidArgument, "search needs a pattern"))
+	if err := sandbox.ValidateSearchPattern(req.Pattern, sandbox.MaxSearchPatternBytes); err != nil {
+		return appError(err)
 	}
 	if req.MaxResults < 0 || req.MaxResults > sandbox.MaxSearchResults {
 		return appError(sandbox.Errorf(sandbox.ErrInvalidArgument, "max_results must be between 0 and %d", sandbox.MaxSearchResults))

@@ -187,10 +187,19 @@ func FuzzCleanRelPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p string) {
 		clean, err := CleanRelPath(p)
 		if err != nil {
+			if strings.HasPrefix(p, "-") {
+				if !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrInvalidWorkspacePath) {
+					t.Fatalf("%q: error %v is neither InvalidArgument nor InvalidWorkspacePath", p, err)
+				}
+				return
+			}
 			if !errors.Is(err, ErrInvalidWorkspacePath) {
 				t.Fatalf("%q: error %v is not InvalidWorkspacePath", p, err)
 			}
 			return
+		}
+		if strings.HasPrefix(p, "-") {
+			t.Fatalf("%q accepted: a path starting with '-' must be refused", p)
 		}
 		if clean == "." {
 			return
@@ -203,7 +212,11 @@ func FuzzCleanRelPath(f *testing.F) {
 				t.Fatalf("%q → %q: has '..'", p, clean)
 			}
 		}
-		if again, err := CleanRelPath(clean); err != nil || again != clean {
+		again := clean
+		if strings.HasPrefix(clean, "-") { // "./-n" cleans to "-n", which is named "./-n" again
+			again = "./" + clean
+		}
+		if again, err := CleanRelPath(again); err != nil || again != clean {
 			t.Fatalf("%q → %q: not idempotent (%q, %v)", p, clean, again, err)
 		}
 		root := "/w/root"

@@ -81,6 +81,8 @@ type SearchRequest struct {
 const (
 	DefaultSearchResults = 200
 	MaxSearchResults     = 5000
+	// MaxSearchPatternBytes bounds SearchRequest.Pattern, in bytes.
+	MaxSearchPatternBytes = 16 << 10
 	// MaxSearchLineBytes cuts each returned line.
 	MaxSearchLineBytes = 512
 )

@@ -267,7 +267,9 @@ const MaxPathLength = 4096
 // CleanRelPath validates a workspace-relative file path and returns it cleaned
 // ("." for the root when p is "" or "."). Rejected with ErrInvalidWorkspacePath:
 // absolute paths, any ".." component, NUL or other control characters, and
-// paths longer than MaxPathLength. Symlinks are the file layer's concern (os.Root).
+// paths longer than MaxPathLength; rejected with ErrInvalidArgument: a path
+// starting with '-' (issue 8, option injection; "./-n" names a file "-n").
+// Symlinks are the file layer's concern (os.Root).
 func CleanRelPath(p string) (string, error) {
 	bad := func(why string) (string, error) {
 		return "", Errorf(ErrInvalidWorkspacePath, "path %q: %s", clip(p), why)
@@ -289,12 +291,34 @@ func CleanRelPath(p string) (string, error) {
 	if strings.HasPrefix(p, "/") {
 		return bad("absolute paths are not allowed")
 	}
+	if strings.HasPrefix(p, "-") {
+		// Issue 8 (option injection): refused as an argument error even though
+		// file operations never reach an argv; "./-n" names such a file.
+		return "", Errorf(ErrInvalidArgument, "path %q starts with '-' and could be read as an option; write it as %q", clip(p), "./"+clip(p))
+	}
 	for _, c := range strings.Split(p, "/") {
 		if c == ".." {
 			return bad("'..' is not allowed")
 		}
 	}
 	return path.Clean(p), nil
+}
+
+// ValidateSearchPattern checks a search pattern before any search runs: not
+// empty, at most maxBytes bytes, and not starting with '-' (issue 8, option
+// injection: `--pre=sh` is the classic rg/grep injection). A pattern that must
+// start with a dash is written as a regular expression, `\-x` or `[-]x`.
+// Errors wrap ErrInvalidArgument.
+func ValidateSearchPattern(pattern string, maxBytes int) error {
+	switch {
+	case pattern == "":
+		return Errorf(ErrInvalidArgument, "search needs a pattern")
+	case len(pattern) > maxBytes:
+		return Errorf(ErrInvalidArgument, "search pattern is longer than %d bytes", maxBytes)
+	case strings.HasPrefix(pattern, "-"):
+		return Errorf(ErrInvalidArgument, "search pattern %q starts with '-' and could be read as an option; search for the regular expression %q instead (literal off)", clip(pattern), `\`+clip(pattern))
+	}
+	return nil
 }
 
 // IsGitMetadataPath reports whether a cleaned relative path is, or is inside, a

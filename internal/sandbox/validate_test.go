@@ -56,10 +56,30 @@ func TestHostileInputIsInvalidArgument(t *testing.T) {
 			t.Errorf("path %q: got %v, want InvalidWorkspacePath", p, err)
 		}
 	}
-	// A path starting with '-' is a file name like any other: file operations
-	// never hand paths to a program's argv (docs/SECURITY.md).
-	if c, err := CleanRelPath("-n"); err != nil || c != "-n" {
-		t.Errorf("-n: %q %v", c, err)
+	// A path starting with '-' is an argument error (issue 8); "./-n" names the file.
+	for _, p := range []string{"-n", "--output=/tmp/x", "-"} {
+		if _, err := CleanRelPath(p); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("path %q: got %v, want InvalidArgument", p, err)
+		}
+	}
+	if c, err := CleanRelPath("./-n"); err != nil || c != "-n" {
+		t.Errorf("./-n: %q %v", c, err)
+	}
+	if c, err := CleanRelPath("dir/-n"); err != nil || c != "dir/-n" {
+		t.Errorf("dir/-n: %q %v", c, err)
+	}
+}
+
+func TestValidateSearchPattern(t *testing.T) {
+	for _, p := range []string{"", "--pre=sh", "-e", "-", strings.Repeat("a", 17)} {
+		if err := ValidateSearchPattern(p, 16); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("pattern %q: got %v, want InvalidArgument", p, err)
+		}
+	}
+	for _, p := range []string{`\-\-pre=sh`, "[-]e", "a-b", "x"} {
+		if err := ValidateSearchPattern(p, 16); err != nil {
+			t.Errorf("pattern %q: %v", p, err)
+		}
 	}
 }
 

@@ -276,15 +276,13 @@ func fileType(m fs.FileMode) string {
 // line is cut at sandbox.MaxSearchLineBytes on a UTF-8 boundary and invalid
 // UTF-8 replaced. Truncated is set when the result cap, MaxSearchFiles or
 // MaxSearchTotalBytes stopped the search. Errors: ErrInvalidArgument (empty,
-// over MaxSearchPatternBytes, or invalid pattern; negative MaxResults),
+// over MaxSearchPatternBytes, starting with '-' (sandbox.ValidateSearchPattern),
+// or invalid pattern; negative MaxResults; a start path starting with '-'),
 // ErrInvalidWorkspacePath (bad, escaping or missing start path, or one inside
 // .git), ErrWorkspaceNotFound, ctx's error.
 func (m *Manager) Search(ctx context.Context, ws sandbox.Workspace, req sandbox.SearchRequest) (sandbox.SearchResult, error) {
-	if req.Pattern == "" {
-		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "search pattern is required")
-	}
-	if len(req.Pattern) > MaxSearchPatternBytes {
-		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "search pattern is longer than %d bytes", MaxSearchPatternBytes)
+	if err := sandbox.ValidateSearchPattern(req.Pattern, MaxSearchPatternBytes); err != nil {
+		return sandbox.SearchResult{}, err
 	}
 	if req.MaxResults < 0 {
 		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "max_results must not be negative")

@@ -28,7 +28,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 		"empty.txt":            {},
 		"crlf.txt":             []byte("a\r\nb\r\n"),
 		"unicode ✓.txt":        []byte("héllo\n"),
-		"-dash.txt":            []byte("-n\n"),
+		"./-dash.txt":          []byte("-n\n"), // "-dash.txt" alone is refused (option injection)
 	}
 	for p, data := range cases {
 		require.NoError(t, f.m.WriteFile(ctx, ws, p, data, 0), p)
@@ -225,7 +225,11 @@ func TestSearch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"README.md", "a.txt", "long.txt", "sub/b.go", "sub/deep/c.md"}, paths(res))
 
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "-bar", Literal: true})
+	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "-bar", Literal: true})
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "a pattern starting with '-' is refused")
+	_, err = f.m.ReadFile(ctx, ws, "-dash.txt")
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "a path starting with '-' is refused")
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: `\-bar`})
 	require.NoError(t, err)
 	require.Len(t, res.Matches, 1)
 	assert.Equal(t, sandbox.SearchMatch{Path: "a.txt", Line: 2, Text: "foo -bar"}, res.Matches[0])

@@ -75,7 +75,7 @@ const (
 	// SearchResult.Truncated is set.
 	MaxSearchTotalBytes = 256 << 20
 	// MaxSearchPatternBytes bounds SearchRequest.Pattern, in bytes.
-	MaxSearchPatternBytes = 16 << 10
+	MaxSearchPatternBytes = sandbox.MaxSearchPatternBytes
 )
 
 // Options configure a Manager.

@@ -452,7 +452,7 @@ func (c *cli) statusCommand() *cobra.Command {
 			if st.CommitsSinceBase == 1 {
 				plural = ""
 			}
-			fmt.Fprintf(c.stdout, "branch %s at %s (base %s, %d commit%s since base)\n", orDash(st.Branch), short(st.Head), short(st.BaseCommit), st.CommitsSinceBase, plural)
+			fmt.Fprintf(c.stdout, "branch %s at %s (base %s, %d commit%s since base, %d unpushed)\n", orDash(st.Branch), short(st.Head), short(st.BaseCommit), st.CommitsSinceBase, plural, st.UnpushedCommits)
 			if !st.Dirty {
 				fmt.Fprintln(c.stdout, "clean")
 			}

@@ -259,6 +259,10 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 	assert.Contains(t, err.Error(), "push first")
 	errs = append(errs, err)
 
+	st, err := s.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.UnpushedCommits)
+
 	// Push: a new remote branch, the commit recorded as pushed.
 	pushed, err := s.Push(ctx, false)
 	require.NoError(t, err)
@@ -266,7 +270,11 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 	assert.Equal(t, c1.Commit, gittest.Git(t, e.upstream, "rev-parse", "refs/heads/agent/edits-c1"))
 	bare := findBare(t, e.host.Config.DataDir)
 	require.Len(t, bare, 1)
-	assert.Equal(t, c1.Commit, gittest.Git(t, bare[0], "rev-parse", sandbox.PushedRef(hd.WorkspaceID)), "unpushed state cleared")
+	assert.Equal(t, c1.Commit, gittest.Git(t, bare[0], "rev-parse", sandbox.PushedRef(hd.WorkspaceID)), "push recorded")
+	st, err = s.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, st.UnpushedCommits, "unpushed state cleared")
+	assert.Equal(t, 1, st.CommitsSinceBase)
 
 	// The pull request: base defaults to the default branch, head is the workspace branch.
 	pr, err := s.CreatePullRequest(ctx, workflows.PullRequestInput{Title: "Agent: add agent.txt", Body: "Generated.",

@@ -115,6 +115,10 @@ type WorkspaceStatus struct {
 	Files      []FileStatus `json:"files"`
 	// CommitsSinceBase counts commits on HEAD not in BaseCommit.
 	CommitsSinceBase int `json:"commits_since_base"`
+	// UnpushedCommits counts commits on HEAD that no remote-tracking branch of
+	// origin, no tag and no push of any workspace (PushedRefPrefix) contains:
+	// 0 right after a successful push.
+	UnpushedCommits int `json:"unpushed_commits"`
 }
 
 // MaxDiffBytes caps a returned patch; the total size is still reported.

@@ -91,27 +91,25 @@ func (b *Backups) PatchPath(wsID string) string { return filepath.Join(b.dir, ws
 func (b *Backups) manifestPath(wsID string) string { return filepath.Join(b.dir, wsID+".json") }
 
 // UnsavedWork reports whether the worktree is dirty (Status: tracked changes
-// or untracked, not ignored, files) and how many commits of HEAD no
-// remote-tracking branch of origin and no tag contains (`git rev-list --count
-// HEAD --not --remotes=origin --tags`). Read-only. Errors: as Status.
+// or untracked, not ignored, files) and how many commits of HEAD are saved
+// nowhere else (Status.UnpushedCommits). Read-only. Errors: as Status.
 func (b *Backups) UnsavedWork(ctx context.Context, ws sandbox.Workspace) (sandbox.UnsavedWork, error) {
 	st, err := b.m.Status(ctx, ws)
 	if err != nil {
 		return sandbox.UnsavedWork{}, err
 	}
-	w, err := b.m.openWorktree(ctx, ws)
-	if err != nil {
-		return sandbox.UnsavedWork{}, err
-	}
-	n, err := bkUnpushedCommits(ctx, w.git.with(readEnv))
-	if err != nil {
-		return sandbox.UnsavedWork{}, err
-	}
-	return sandbox.UnsavedWork{Dirty: st.Dirty, UnpushedCommits: n}, nil
+	return sandbox.UnsavedWork{Dirty: st.Dirty, UnpushedCommits: st.UnpushedCommits}, nil
 }
 
+// savedElsewhere are the rev-list arguments, after --not, naming what holds
+// a commit outside this machine: origin's remote-tracking branches, tags, and
+// what any workspace pushed (sandbox.PushedRefPrefix; a push goes to an
+// explicit URL, so it does not move refs/remotes/origin/*).
+var savedElsewhere = []string{"--remotes=origin", "--tags", "--glob=" + sandbox.PushedRefPrefix + "*"}
+
+// bkUnpushedCommits runs `git rev-list --count HEAD --not <savedElsewhere>`.
 func bkUnpushedCommits(ctx context.Context, g gitCtx) (int, error) {
-	out, err := g.run(ctx, "rev-list", "--count", "HEAD", "--not", "--remotes=origin", "--tags", "--")
+	out, err := g.run(ctx, append(append([]string{"rev-list", "--count", "HEAD", "--not"}, savedElsewhere...), "--")...)
 	if err != nil {
 		return 0, gitx.Classify(err, "git rev-list HEAD --not --remotes", sandbox.ErrWorkspaceUnavailable)
 	}
@@ -875,8 +873,8 @@ func (b *Backups) undeletableEntries(p string, fi fs.FileInfo) string {
 }
 
 // RepoCacheHoldsUnsavedWork runs `git rev-list -n1 --branches
-// --glob=refs/sandbox/evicted/* --not --remotes=origin --tags` in the bare
-// mirror: any output is a commit only this mirror has. A missing mirror holds
+// --glob=refs/sandbox/evicted/* --not <savedElsewhere>` in the bare mirror:
+// any output is a commit only this mirror has. A missing mirror holds
 // nothing. Errors: ErrInvalidArgument (LocalPath), ErrWorkspaceUnavailable.
 func (b *Backups) RepoCacheHoldsUnsavedWork(ctx context.Context, cache sandbox.RepoCache) (bool, error) {
 	bare, err := barePath(cache)
@@ -886,7 +884,7 @@ func (b *Backups) RepoCacheHoldsUnsavedWork(ctx context.Context, cache sandbox.R
 	if err != nil {
 		return false, err
 	}
-	out, err := b.m.bareGit(bare).run(ctx, "rev-list", "-n1", "--branches", "--glob="+sandbox.EvictedRefPrefix+"*", "--not", "--remotes=origin", "--tags", "--")
+	out, err := b.m.bareGit(bare).run(ctx, append(append([]string{"rev-list", "-n1", "--branches", "--glob=" + sandbox.EvictedRefPrefix + "*", "--not"}, savedElsewhere...), "--")...)
 	if err != nil {
 		return false, gitx.Classify(err, "git rev-list (unsaved work in repo cache)", sandbox.ErrWorkspaceUnavailable)
 	}

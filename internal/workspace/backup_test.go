@@ -211,6 +211,44 @@ func TestBackupOfOnlyUnpushedCommits(t *testing.T) {
 	assert.Equal(t, want, worktreeFiles(t, ws2.LocalPath))
 }
 
+// TestPushedCommitsAreSaved: a commit recorded under refs/sandbox/pushed/ (what
+// the push update writes; the push goes to an explicit URL, so origin's
+// remote-tracking branches do not move) is no longer unpushed work, neither
+// for the workspace nor for its repo cache.
+func TestPushedCommitsAreSaved(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	b := newBackups(t, f)
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	write(t, ws.LocalPath, "x.txt", []byte("x\n"), 0o644)
+	f.git(ws.LocalPath, "add", "x.txt")
+	f.git(ws.LocalPath, "commit", "-q", "-m", "x")
+	un, err := b.UnsavedWork(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.UnsavedWork{UnpushedCommits: 1}, un)
+	holds, err := b.RepoCacheHoldsUnsavedWork(ctx, f.cache)
+	require.NoError(t, err)
+	assert.True(t, holds)
+
+	f.git(ws.LocalPath, "update-ref", sandbox.PushedRef(ws.ID), "HEAD")
+	un, err = b.UnsavedWork(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.UnsavedWork{}, un)
+	st, err := f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, 0, st.UnpushedCommits)
+	assert.Equal(t, 1, st.CommitsSinceBase)
+	holds, err = b.RepoCacheHoldsUnsavedWork(ctx, f.cache)
+	require.NoError(t, err)
+	assert.False(t, holds)
+
+	// A later commit is unpushed again.
+	f.git(ws.LocalPath, "commit", "-q", "--allow-empty", "-m", "y")
+	st, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.UnpushedCommits)
+}
+
 func TestRestoreAnalysisMovesDetachedHead(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()

@@ -51,7 +51,8 @@ func head(ctx context.Context, g gitCtx) (commit, branch string, err error) {
 // `git status --porcelain=v1 -z --untracked-files=all --no-renames
 // --ignore-submodules=dirty` (untracked files count as dirty; changes inside a
 // submodule's own work tree are not inspected, so no git runs in it) capped at
-// MaxStatusFiles, and CommitsSinceBase = `git rev-list --count <base>..HEAD`.
+// MaxStatusFiles, CommitsSinceBase = `git rev-list --count <base>..HEAD`, and
+// UnpushedCommits (commits no remote-tracking branch, tag or recorded push holds).
 // It takes no index lock (GIT_OPTIONAL_LOCKS=0) and runs no hook, fsmonitor
 // or filter. Errors: ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath),
 // ErrRefNotFound (base commit missing), ErrWorkspaceUnavailable.
@@ -84,6 +85,9 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	}
 	if st.CommitsSinceBase, err = strconv.Atoi(strings.TrimSpace(string(out))); err != nil {
 		return sandbox.WorkspaceStatus{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
+	}
+	if st.UnpushedCommits, err = bkUnpushedCommits(ctx, g); err != nil {
+		return sandbox.WorkspaceStatus{}, err
 	}
 	return st, nil
 }

@@ -6,7 +6,7 @@
 #   docker build -t sandboxcore-worker .
 #
 # CI cannot pull images, so it checks this build step with the local
-# toolchain instead: CGO_ENABLED=0 go build -trimpath ./worker (.ci/run).
+# toolchain instead: the same two CGO_ENABLED=0 builds (.ci/run).
 
 ARG GO_VERSION=1.26
 ARG DEBIAN_RELEASE=bookworm

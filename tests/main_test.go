@@ -135,6 +135,9 @@ func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 		t.Fatalf("start host: %v", err)
 	}
 	t.Cleanup(h.Stop)
+	if want := os.Getenv("SANDBOX_RUNTIME_PROVIDER"); want != "" && want != "auto" && cfg.RuntimeProvider == want && h.Activities.Runtimes.Kind() != want {
+		t.Fatalf("SANDBOX_RUNTIME_PROVIDER=%s but the host runs %s", want, h.Activities.Runtimes.Kind())
+	}
 	return &testHost{Host: h, client: sandboxclient.New(tc, sandboxclient.Options{TaskQueue: cfg.TaskQueue})}
 }
 
@@ -155,6 +158,10 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 		case "SANDBOX_EVICTION_INTERVAL":
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true
+		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST":
+			// The runtime is the caller's choice (make test-e2e-docker runs
+			// the main job's tests on Docker); unset = auto, as make run.
+			return os.LookupEnv(k)
 		}
 		return "", false
 	})

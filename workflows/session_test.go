@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ type fakeActivities struct {
 	writes    atomic.Int32
 	hibernate atomic.Int32
 	destroy   atomic.Int32
+	// Optional hooks run inside the exec, write_file and read_file activities.
+	onExec, onWrite, onRead func()
 }
 
 const testHost = "h1"
@@ -42,13 +45,22 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	}, ActivityAcquire)
 	reg(func(context.Context, ExecActivityInput) (sandbox.ExecResult, error) {
 		f.execs.Add(1)
+		if f.onExec != nil {
+			f.onExec()
+		}
 		return sandbox.ExecResult{ExitCode: 0, Stdout: []byte("ok\n")}, nil
 	}, ActivityExec)
 	reg(func(_ context.Context, in FileActivityInput) (WriteFileResult, error) {
 		f.writes.Add(1)
+		if f.onWrite != nil {
+			f.onWrite()
+		}
 		return WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
 	}, ActivityWriteFile)
 	reg(func(_ context.Context, in FileActivityInput) (ReadFileResult, error) {
+		if f.onRead != nil {
+			f.onRead()
+		}
 		return ReadFileResult{Path: in.Path, Content: []byte("x")}, nil
 	}, ActivityReadFile)
 	reg(func(_ context.Context, in WorkspaceActivityInput) (HibernateResult, error) {
@@ -75,10 +87,14 @@ type updateResult struct {
 	value    any
 }
 
+// updateSeq makes every update id unique (an update id seen before is deduplicated).
+var updateSeq atomic.Int64
+
 // update sends an update at the given offset and records its outcome.
 func update(env *testsuite.TestWorkflowEnvironment, at time.Duration, name string, out *updateResult, args ...any) {
+	id := fmt.Sprintf("%s-%s-%d", name, at, updateSeq.Add(1))
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(name, name+at.String(), &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { out.rejected = err },
 			OnAccept:   func() {},
 			OnComplete: func(v any, err error) { out.value, out.err = v, err },
@@ -177,4 +193,73 @@ func TestSessionRejectsAnotherKeysRequest(t *testing.T) {
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(acq.rejected, &app), "%v", acq.rejected)
 	assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+}
+
+// TestMutatingUpdatesAreSerializedAndReadsConcurrent: exec and write_file
+// never run at the same time as each other or as a read, while two reads
+// sent together do run at the same time (each read waits, up to 2 s of real
+// time, to see the other inside; serialized reads would never see it).
+func TestMutatingUpdatesAreSerializedAndReadsConcurrent(t *testing.T) {
+	env, f, in := newEnv(t, sandbox.ModeEdit, HostTaskQueue(testHost))
+	env.SetTestTimeout(time.Minute)
+	var mutating, maxMutating, reading, readOverlapsWriter, readsSawTwo atomic.Int32
+	mutate := func() {
+		if n := mutating.Add(1); n > maxMutating.Load() {
+			maxMutating.Store(n)
+		}
+		if reading.Load() > 0 {
+			readOverlapsWriter.Add(1)
+		}
+		time.Sleep(30 * time.Millisecond)
+		mutating.Add(-1)
+	}
+	f.onExec, f.onWrite = mutate, mutate
+	var phase2 atomic.Bool
+	f.onRead = func() {
+		reading.Add(1)
+		defer reading.Add(-1)
+		if mutating.Load() > 0 {
+			readOverlapsWriter.Add(1)
+		}
+		if !phase2.Load() {
+			time.Sleep(30 * time.Millisecond)
+			return
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if reading.Load() == 2 {
+				readsSawTwo.Add(1)
+				time.Sleep(50 * time.Millisecond) // let the other read see two as well
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	req := *in.Request
+	var acq updateResult
+	ops := make([]updateResult, 7)
+	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
+	// Phase 1: three mutating updates and a read, all at once.
+	update(env, time.Second, UpdateExec, &ops[0], sandbox.ExecRequest{Cmd: []string{"a"}})
+	update(env, time.Second, UpdateWriteFile, &ops[1], WriteFileInput{Path: "w.txt", Content: []byte("x")})
+	update(env, time.Second, UpdateExec, &ops[2], sandbox.ExecRequest{Cmd: []string{"b"}})
+	update(env, time.Second, UpdateReadFile, &ops[3], ReadFileInput{Path: "r.txt"})
+	update(env, time.Second, UpdateWriteFile, &ops[4], WriteFileInput{Path: "v.txt", Content: []byte("y")})
+	// Phase 2: two reads at once.
+	env.RegisterDelayedCallback(func() { phase2.Store(true) }, 9*time.Second)
+	update(env, 10*time.Second, UpdateReadFile, &ops[5], ReadFileInput{Path: "r1.txt"})
+	update(env, 10*time.Second, UpdateReadFile, &ops[6], ReadFileInput{Path: "r2.txt"})
+	update(env, 20*time.Second, UpdateRelease, &updateResult{}, ReleaseInput{})
+	env.ExecuteWorkflow(SessionWorkflowType, in)
+	require.NoError(t, env.GetWorkflowError())
+	require.NoError(t, acq.err)
+	for i, op := range ops {
+		require.NoError(t, op.rejected, "op %d", i)
+		require.NoError(t, op.err, "op %d", i)
+	}
+	assert.Equal(t, int32(2), f.execs.Load())
+	assert.Equal(t, int32(2), f.writes.Load())
+	assert.Equal(t, int32(1), maxMutating.Load(), "two mutating updates ran at the same time")
+	assert.Zero(t, readOverlapsWriter.Load(), "a read ran while a mutating update did")
+	assert.Equal(t, int32(2), readsSawTwo.Load(), "the two reads did not run at the same time")
 }

@@ -95,21 +95,12 @@ func (s *Session) WorkspaceID() string { return s.wsID }
 func (s *Session) WorkflowID() string { return s.wfID }
 
 func (s *Session) acquire(ctx context.Context, req *sandbox.WorkspaceRequest) (workflows.Handle, error) {
-	var attrs []temporal.SearchAttributeUpdate
-	attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrWorkspace).ValueSet(s.wsID),
-		temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet(workflows.StateAcquiring))
-	if req != nil {
-		attrs = append(attrs,
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrUser).ValueSet(req.UserID),
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrProject).ValueSet(req.ProjectID),
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrMode).ValueSet(string(req.Mode)))
-	}
 	op := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       s.wfID,
 		TaskQueue:                s.c.taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
+		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.SessionStartSearchAttributes(s.wsID, req)...),
 	}, workflows.SessionWorkflowType, workflows.SessionInput{WorkspaceID: s.wsID, Request: req})
 	h, err := s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	enumspb "go.temporal.io/api/enums/v1"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,7 +149,17 @@ func TestFanoutConflictLeavesConversationClean(t *testing.T) {
 	assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "nothing of the conflicting task is left")
 	admin := gittest.Git(t, hd.LocalPath, "rev-parse", "--git-dir")
 	assert.NoFileExists(t, filepath.Join(admin, "MERGE_HEAD"))
-	replayFanout(t, f.WorkflowID(), "fanout-conflict.json")
+
+	// Each task's session is a child of the fan-out and outlives it (ABANDON).
+	for _, tr := range rep.Tasks {
+		d, err := tc.DescribeWorkflowExecution(ctx, tr.WorkflowID, "")
+		require.NoError(t, err)
+		info := d.GetWorkflowExecutionInfo()
+		require.NotNil(t, info.GetParentExecution(), "task %s's session has no parent", tr.TaskID)
+		assert.Equal(t, f.WorkflowID(), info.GetParentExecution().GetWorkflowId(), tr.TaskID)
+		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, info.GetStatus(), "task %s's session ended with the fan-out", tr.TaskID)
+	}
+	replayFanout(t, f.WorkflowID(), "fanout-conflict-child-sessions.json")
 }
 
 func TestFanoutFailedScriptIsNotMergedAndAgentTasksComplete(t *testing.T) {
@@ -208,7 +219,7 @@ func TestFanoutFailedScriptIsNotMergedAndAgentTasksComplete(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "by the agent\n", string(got))
 	requireCleanAt(t, s, rep.Head)
-	replayFanout(t, f.WorkflowID(), "fanout-agent-and-failed-script.json")
+	replayFanout(t, f.WorkflowID(), "fanout-agent-and-failed-script-child-sessions.json")
 }
 
 // replayFanout replays a finished fan-out's history against the current

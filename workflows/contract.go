@@ -10,6 +10,8 @@ package workflows
 import (
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -95,6 +97,25 @@ const (
 
 // SearchAttributeNames lists every custom search attribute (all Keyword).
 var SearchAttributeNames = []string{SearchAttrUser, SearchAttrProject, SearchAttrRepo, SearchAttrMode, SearchAttrState, SearchAttrHost, SearchAttrWorkspace}
+
+// SessionStartSearchAttributes are the search attributes a session is
+// started with (by the client's update-with-start, or as a fan-out's child):
+// SandboxWorkspace = wsID and SandboxState = acquiring, plus SandboxUser,
+// SandboxProject and SandboxMode when req is not nil. The run sets the rest
+// (repo, host, later states) itself.
+func SessionStartSearchAttributes(wsID string, req *sandbox.WorkspaceRequest) []temporal.SearchAttributeUpdate {
+	attrs := []temporal.SearchAttributeUpdate{
+		temporal.NewSearchAttributeKeyKeyword(SearchAttrWorkspace).ValueSet(wsID),
+		temporal.NewSearchAttributeKeyKeyword(SearchAttrState).ValueSet(StateAcquiring),
+	}
+	if req != nil {
+		attrs = append(attrs,
+			temporal.NewSearchAttributeKeyKeyword(SearchAttrUser).ValueSet(req.UserID),
+			temporal.NewSearchAttributeKeyKeyword(SearchAttrProject).ValueSet(req.ProjectID),
+			temporal.NewSearchAttributeKeyKeyword(SearchAttrMode).ValueSet(string(req.Mode)))
+	}
+	return attrs
+}
 
 // Session states (the SandboxState search attribute and SessionDescription.State).
 const (

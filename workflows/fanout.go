@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -34,7 +35,8 @@ type fanout struct {
 //  2. Tasks, started in input order with at most MaxParallel in progress:
 //     each task's SessionWorkflow (workflow id sandbox-session/<hash of the
 //     task key>, the normal session of a task workspace, subject to normal
-//     idle timers and eviction) is acquired by update-with-start on the
+//     idle timers and eviction) is started as a child workflow (parent-close
+//     policy ABANDON) and acquired by update-with-start on the
 //     conversation host's task queue, in task mode on branch
 //     agent/task-<task_id> created at StartCommit. A task with a script runs
 //     it (exec update, ["sh","-c",script]); exit 0 succeeds. A task without
@@ -204,6 +206,9 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 	t.Status = TaskAcquiring
 	req := f.request
 	req.Mode, req.TaskID, req.BaseRef = sandbox.ModeTask, spec.TaskID, f.report.StartCommit
+	if workflow.GetVersion(ctx, versionTaskChildSession, workflow.DefaultVersion, 1) == 1 {
+		f.startTaskSession(ctx, req)
+	}
 	var h Handle
 	if err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutAcquireTask, AcquireTaskInput{
 		HostID: f.hostID, StartCommit: f.report.StartCommit, Request: req,
@@ -266,6 +271,43 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 		return
 	}
 	t.Commit, t.Diff, t.Status = fin.Commit, &fin.Diff, final
+}
+
+// versionTaskChildSession marks the change that starts each task's session
+// as a child workflow (histories recorded before it replay without one).
+const versionTaskChildSession = "fanout-task-child-session"
+
+// startTaskSession starts the task's SessionWorkflow as a child of the
+// fan-out (issue 7), on the conversation host's task queue, with parent-close
+// policy ABANDON: the task session outlives the fan-out, keeps its idle timers
+// and follows normal eviction. The acquire activity that follows attaches to
+// it by update-with-start. A session already running under that workflow id
+// (the task id was used before) is used as it is, not as a child; any other
+// start failure is logged and left to the acquire activity, which starts the
+// session itself.
+func (f *fanout) startTaskSession(ctx workflow.Context, req sandbox.WorkspaceRequest) {
+	wsID := sandbox.WorkspaceIDForKey(req.Key())
+	wfID, err := sandbox.SessionWorkflowID(wsID)
+	if err != nil { // cannot happen for a derived id; the acquire reports it
+		return
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            wfID,
+		TaskQueue:             HostTaskQueue(f.hostID),
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(SessionStartSearchAttributes(wsID, &req)...),
+	})
+	var started workflow.Execution
+	err = workflow.ExecuteChildWorkflow(cctx, SessionWorkflowType, SessionInput{WorkspaceID: wsID, Request: &req}).
+		GetChildWorkflowExecution().Get(ctx, &started)
+	switch {
+	case err == nil:
+	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+		workflow.GetLogger(ctx).Info("task session already running; not a child of this fan-out", "task_id", req.TaskID, "workspace_id", wsID)
+	default:
+		workflow.GetLogger(ctx).Warn("task session not started as a child; the acquire starts it", "task_id", req.TaskID, "error", err)
+	}
 }
 
 // merge brings the accepted tasks into the conversation, in input order.

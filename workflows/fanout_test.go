@@ -31,6 +31,8 @@ type fakeFanout struct {
 	started   []string // task ids in the order their scripts started
 	merged    [][]string
 	conflicts map[string]bool
+	// children records each child SessionWorkflow: workflow id → "<task queue> <mode> <parent id>".
+	children map[string]string
 }
 
 func (f *fakeFanout) register(env *testsuite.TestWorkflowEnvironment) {
@@ -95,6 +97,21 @@ func newFanoutEnv(f *fakeFanout) *testsuite.TestWorkflowEnvironment {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(TaskFanoutWorkflow, workflow.RegisterOptions{Name: TaskFanoutWorkflowType})
+	// The task sessions the fan-out starts as children: recorded, then done.
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in SessionInput) error {
+		info := workflow.GetInfo(ctx)
+		parent := ""
+		if info.ParentWorkflowExecution != nil {
+			parent = info.ParentWorkflowExecution.ID
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.children == nil {
+			f.children = map[string]string{}
+		}
+		f.children[info.WorkflowExecution.ID] = info.TaskQueueName + " " + string(in.Request.Mode) + " " + parent
+		return nil
+	}, workflow.RegisterOptions{Name: SessionWorkflowType})
 	f.register(env)
 	return env
 }
@@ -128,6 +145,13 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	var r FanoutReport
 	require.NoError(t, env.GetWorkflowResult(&r))
 
+	// Each task's session is a child of the fan-out, on the conversation host's queue.
+	require.Len(t, f.children, len(in.Tasks))
+	for _, task := range in.Tasks {
+		wf, err := sandbox.SessionWorkflowID(sandbox.WorkspaceIDForKey("task|u|p|" + task.TaskID))
+		require.NoError(t, err)
+		assert.Equal(t, HostTaskQueue(testHost)+" task default-test-workflow-id", f.children[wf], task.TaskID)
+	}
 	assert.Equal(t, 2, f.max, "at most MaxParallel scripts at once, and that many were used")
 	assert.ElementsMatch(t, []string{"t1", "t2"}, f.started[:2], "the first slots go to the first tasks in input order")
 	require.Len(t, f.merged, 1, "one merge_branches for the whole fan-out")

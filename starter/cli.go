@@ -459,6 +459,9 @@ func (c *cli) statusCommand() *cobra.Command {
 			for _, f := range st.Files {
 				fmt.Fprintf(c.stdout, "%s %s\n", f.Status, f.Path)
 			}
+			for _, w := range st.ConfigWarnings {
+				fmt.Fprintf(c.stderr, "warning: git config %s\n", w)
+			}
 			return nil
 		},
 	}

@@ -119,6 +119,12 @@ type WorkspaceStatus struct {
 	// origin, no tag and no push of any workspace (PushedRefPrefix) contains:
 	// 0 right after a successful push.
 	UnpushedCommits int `json:"unpushed_commits"`
+	// ConfigWarnings lists the repository configuration variables that could
+	// run a program or redirect git (issue 8: "report poisoned keys"), each as
+	// `"<key>" (<scope>): <what it would do>; <neutralized|refused|reported>`;
+	// host-side git never obeys them. Values are never included. Empty when
+	// the configuration is clean.
+	ConfigWarnings []string `json:"config_warnings,omitempty"`
 }
 
 // MaxDiffBytes caps a returned patch; the total size is still reported.

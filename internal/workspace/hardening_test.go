@@ -93,18 +93,27 @@ func TestHooksInTheCacheNeverRun(t *testing.T) {
 }
 
 // TestPoisonedConfigIsReported: the workspace logs the poisoned variables of
-// the repository configuration as a warning, once per set.
+// the repository configuration as a warning, once per set, and reports them
+// to the caller in Status.ConfigWarnings (keys, never values).
 func TestPoisonedConfigIsReported(t *testing.T) {
 	f := newFixture(t)
 	var logs bytes.Buffer
 	f.m.log = slog.New(slog.NewTextHandler(&logs, nil))
 	ctx := context.Background()
 	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	st, err := f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.Empty(t, st.ConfigWarnings, "a clean configuration")
 	f.git(ws.LocalPath, "config", "filter.evil.clean", "touch /tmp/x")
 	f.git(ws.LocalPath, "config", "core.fsmonitor", "touch /tmp/x")
 	for i := 0; i < 3; i++ {
-		_, err := f.m.Status(ctx, ws)
+		st, err := f.m.Status(ctx, ws)
 		require.NoError(t, err)
+		require.Len(t, st.ConfigWarnings, 2, "%q", st.ConfigWarnings)
+		all := strings.Join(st.ConfigWarnings, "\n") // in configuration-file order
+		assert.Contains(t, all, `"filter.evil.clean" (local): runs a filter program`)
+		assert.Contains(t, all, `"core.fsmonitor" (local): runs a program`)
+		assert.NotContains(t, strings.Join(st.ConfigWarnings, "\n"), "touch /tmp/x", "values are never reported")
 	}
 	out := logs.String()
 	assert.Equal(t, 1, strings.Count(out, "level=WARN"), out)

@@ -52,7 +52,8 @@ func head(ctx context.Context, g gitCtx) (commit, branch string, err error) {
 // --ignore-submodules=dirty` (untracked files count as dirty; changes inside a
 // submodule's own work tree are not inspected, so no git runs in it) capped at
 // MaxStatusFiles, CommitsSinceBase = `git rev-list --count <base>..HEAD`, and
-// UnpushedCommits (commits no remote-tracking branch, tag or recorded push holds).
+// UnpushedCommits (commits no remote-tracking branch, tag or recorded push holds),
+// and ConfigWarnings (the poisoned configuration variables gitx found).
 // It takes no index lock (GIT_OPTIONAL_LOCKS=0) and runs no hook, fsmonitor
 // or filter. Errors: ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath),
 // ErrRefNotFound (base commit missing), ErrWorkspaceUnavailable.
@@ -88,6 +89,11 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	}
 	if st.UnpushedCommits, err = bkUnpushedCommits(ctx, g); err != nil {
 		return sandbox.WorkspaceStatus{}, err
+	}
+	if g.ins != nil {
+		for _, p := range g.ins.Poisoned {
+			st.ConfigWarnings = append(st.ConfigWarnings, p.String())
+		}
 	}
 	return st, nil
 }

@@ -1,10 +1,10 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	enumspb "go.temporal.io/api/enums/v1"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -114,6 +115,45 @@ func TestFanoutThreeTasksAllMergeViaCLI(t *testing.T) {
 	r = runCLI(t, bin, queue, "", "fanout", "start", "--workspace", hd.WorkspaceID, "--id", id, "--task", "t9:true")
 	assert.Equal(t, 1, r.code, "a fan-out id is used once")
 	assert.Contains(t, r.stderr, "SandboxConflict")
+}
+
+// TestFanoutWatchShowsProgressWhileRunning: `sandboxctl fanout watch` prints
+// the fan-out's state while its task still runs, not only at the end.
+func TestFanoutWatchShowsProgressWhileRunning(t *testing.T) {
+	bin := buildCLI(t)
+	h := startHost(t, "fanoutw")
+	_, hd := conversation(t, h.client, uniq(t, "u"))
+	ctx := ctxFor(t, 3*time.Minute)
+	f, err := h.client.StartFanout(ctx, uniq(t, "f"), workflows.FanoutInput{
+		ConversationWorkspaceID: hd.WorkspaceID,
+		Tasks:                   []workflows.TaskSpec{{TaskID: "slow", Script: "sleep 4; echo done > slow.txt"}},
+	})
+	require.NoError(t, err)
+
+	cmd := exec.CommandContext(ctx, bin, "fanout", "watch", f.ID(), "--interval", "200ms")
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+temporalAddr, "SANDBOX_TASK_QUEUE="+h.Config.TaskQueue)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var runningAt, completedAt time.Time
+	var taskRunningSeen bool
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.Contains(line, ": running (") && runningAt.IsZero():
+			runningAt = time.Now()
+		case strings.HasPrefix(strings.TrimSpace(line), "slow") && strings.Contains(line, workflows.TaskRunning):
+			taskRunningSeen = true
+		case strings.Contains(line, ": completed (") && completedAt.IsZero():
+			completedAt = time.Now()
+		}
+	}
+	require.NoError(t, cmd.Wait())
+	require.False(t, runningAt.IsZero(), "no running state was printed")
+	require.False(t, completedAt.IsZero(), "no completed state was printed")
+	assert.True(t, taskRunningSeen, "the task was never shown running")
+	assert.Greater(t, completedAt.Sub(runningAt), time.Second, "progress must be printed while the task runs")
 }
 
 func TestFanoutConflictLeavesConversationClean(t *testing.T) {

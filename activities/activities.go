@@ -50,8 +50,11 @@ type Activities struct {
 	// RuntimeImage and RuntimeNetwork fill every RuntimeSpec.
 	RuntimeImage   string
 	RuntimeNetwork sandbox.Network
-	Logger         *slog.Logger
-	Now            func() time.Time
+	// RuntimeResources, when not nil, are the resource hints of every
+	// RuntimeSpec (a copy each).
+	RuntimeResources *sandbox.ResourceHints
+	Logger           *slog.Logger
+	Now              func() time.Time
 
 	touchMu sync.Mutex
 	touched map[string]time.Time
@@ -375,7 +378,13 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 	if bare := filepath.Join(filepath.Dir(filepath.Dir(ws.LocalPath)), ".bare"); filepath.IsAbs(bare) {
 		mounts = append(mounts, sandbox.Mount{Source: bare, Target: bare, Writable: false})
 	}
+	var res *sandbox.ResourceHints
+	if a.RuntimeResources != nil {
+		r := *a.RuntimeResources
+		res = &r
+	}
 	return sandbox.RuntimeSpec{
+		Resources:   res,
 		ID:          rid,
 		WorkspaceID: ws.ID,
 		Image:       a.RuntimeImage,

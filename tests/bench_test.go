@@ -91,7 +91,9 @@ func BenchmarkRawGitWorktreeAdd(b *testing.B) {
 	}
 }
 
-// BenchmarkExecTrue measures one exec update running `true` in the local runtime.
+// BenchmarkExecTrue measures one exec update running `true` in the test host's
+// runtime: SANDBOX_RUNTIME_PROVIDER as set, unset = auto (bubblewrap when
+// usable, as make run; see baseConfig).
 func BenchmarkExecTrue(b *testing.B) {
 	h := startHost(b, uniq(b, "bench-exec"))
 	ctx := context.Background()

@@ -34,7 +34,10 @@ func TestDockerEndToEnd(t *testing.T) {
 	} else {
 		_ = p.Close()
 	}
-	h := startHost(t, "docker", func(c *hostworker.Config) { c.RuntimeProvider, c.RuntimeImage = "docker", img })
+	h := startHost(t, "docker", func(c *hostworker.Config) {
+		c.RuntimeProvider, c.RuntimeImage = "docker", img
+		c.RuntimeResources = &sandbox.ResourceHints{CPU: 1.5, MemoryMB: 512, Pids: 300} // SANDBOX_RUNTIME_CPUS/_MEMORY_MB/_PIDS
+	})
 	require.Equal(t, "docker", h.Activities.Runtimes.Kind())
 	s, hd, _ := newEditSession(t, h)
 
@@ -80,6 +83,11 @@ func TestDockerEndToEnd(t *testing.T) {
 	info, err = cli.ContainerInspect(ctx, name)
 	require.NoError(t, err)
 	require.True(t, info.State.Running)
+	// The worker's resource hints are the container's limits.
+	require.Equal(t, int64(1_500_000_000), info.HostConfig.NanoCPUs)
+	require.Equal(t, int64(512<<20), info.HostConfig.Memory)
+	require.NotNil(t, info.HostConfig.PidsLimit)
+	require.Equal(t, int64(300), *info.HostConfig.PidsLimit)
 
 	_, err = s.Release(ctx, true)
 	require.NoError(t, err)

@@ -31,6 +31,11 @@ type Config struct {
 	RuntimeProvider string          // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker or local
 	RuntimeImage    string          // SANDBOX_RUNTIME_IMAGE
 	RuntimeNetwork  sandbox.Network // SANDBOX_RUNTIME_NETWORK
+	// RuntimeResources are the resource hints of every runtime
+	// (SANDBOX_RUNTIME_CPUS in cores, SANDBOX_RUNTIME_MEMORY_MB in MiB,
+	// SANDBOX_RUNTIME_PIDS in processes); nil when none is set. The Docker
+	// runtime enforces them; bubblewrap and local do not (docs/SECURITY.md).
+	RuntimeResources *sandbox.ResourceHints
 	AllowFileURLs   bool            // SANDBOX_ALLOW_FILE_URLS
 	AllowHTTPURLs   bool            // SANDBOX_ALLOW_HTTP_URLS
 	FetchFreshness  time.Duration   // SANDBOX_FETCH_FRESHNESS
@@ -152,6 +157,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if c.IdleStop <= 0 || c.IdleClose < c.IdleStop {
 		return c, &ConfigError{"SANDBOX_IDLE_CLOSE", c.IdleClose.String(), "must be positive and at least SANDBOX_IDLE_STOP"}
 	}
+	if c.RuntimeResources, err = resourceHints(get); err != nil {
+		return c, err
+	}
 	switch c.RuntimeNetwork {
 	case sandbox.NetworkNone, sandbox.NetworkLimited, sandbox.NetworkDefault:
 	default:
@@ -232,4 +240,37 @@ func sanitizeHost(h string) string {
 		h = h[:63]
 	}
 	return h
+}
+
+// resourceHints reads SANDBOX_RUNTIME_CPUS (cores, a positive number such as
+// 1.5), SANDBOX_RUNTIME_MEMORY_MB (MiB) and SANDBOX_RUNTIME_PIDS (processes),
+// each optional; nil when none is set. Errors: *ConfigError naming the variable.
+func resourceHints(get func(name, def string) string) (*sandbox.ResourceHints, error) {
+	var r sandbox.ResourceHints
+	set := false
+	if v := get("SANDBOX_RUNTIME_CPUS", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) || f > 1024 {
+			return nil, &ConfigError{"SANDBOX_RUNTIME_CPUS", v, "want a number of cores between 0 and 1024, such as 2 or 0.5"}
+		}
+		r.CPU, set = f, true
+	}
+	for _, n := range []struct {
+		name string
+		dst  *int64
+	}{{"SANDBOX_RUNTIME_MEMORY_MB", &r.MemoryMB}, {"SANDBOX_RUNTIME_PIDS", &r.Pids}} {
+		v := get(n.name, "")
+		if v == "" {
+			continue
+		}
+		i, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || i <= 0 || i > 1<<30 {
+			return nil, &ConfigError{n.name, v, "want a positive whole number"}
+		}
+		*n.dst, set = i, true
+	}
+	if !set {
+		return nil, nil
+	}
+	return &r, nil
 }

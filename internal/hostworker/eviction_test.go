@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/eviction"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
 func envOf(m map[string]string) func(name, def string) string {
@@ -63,5 +64,32 @@ func TestEvictionConfigErrorsNameTheVariable(t *testing.T) {
 		var ce *ConfigError
 		require.True(t, errors.As(err, &ce), "%s: %v", name, err)
 		assert.Equal(t, name, ce.Variable)
+	}
+}
+
+func TestRuntimeResourcesFromEnv(t *testing.T) {
+	lookup := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			if k == "SANDBOX_DATA_DIR" {
+				return t.TempDir(), true
+			}
+			v, ok := m[k]
+			return v, ok
+		}
+	}
+	cfg, err := ConfigFromEnv(lookup(nil))
+	require.NoError(t, err)
+	assert.Nil(t, cfg.RuntimeResources, "no hints unless set")
+
+	cfg, err = ConfigFromEnv(lookup(map[string]string{"SANDBOX_RUNTIME_CPUS": "0.5", "SANDBOX_RUNTIME_MEMORY_MB": "1024", "SANDBOX_RUNTIME_PIDS": "256"}))
+	require.NoError(t, err)
+	require.NotNil(t, cfg.RuntimeResources)
+	assert.Equal(t, sandbox.ResourceHints{CPU: 0.5, MemoryMB: 1024, Pids: 256}, *cfg.RuntimeResources)
+
+	for k, v := range map[string]string{"SANDBOX_RUNTIME_CPUS": "-1", "SANDBOX_RUNTIME_MEMORY_MB": "lots", "SANDBOX_RUNTIME_PIDS": "0"} {
+		_, err := ConfigFromEnv(lookup(map[string]string{k: v}))
+		var ce *ConfigError
+		require.True(t, errors.As(err, &ce), "%s=%s: %v", k, v, err)
+		assert.Equal(t, k, ce.Variable)
 	}
 }

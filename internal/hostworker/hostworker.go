@@ -115,7 +115,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		HostID: cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
 		Settings: workflows.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
-		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, Logger: log,
+		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, RuntimeResources: cfg.RuntimeResources, Logger: log,
 	}
 
 	if opts.Client != nil {

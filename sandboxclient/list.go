@@ -50,7 +50,7 @@ func summaryOf(e *workflowpb.WorkflowExecutionInfo) SessionSummary {
 		StartTime:  e.GetStartTime().AsTime(),
 	}
 	s.WorkspaceID = kw(workflows.SearchAttrWorkspace)
-	if p := memoField(e.GetMemo(), "workspace"); p != nil {
+	if p := memoField(e.GetMemo(), workflows.MemoWorkspace); p != nil {
 		_ = converter.GetDefaultDataConverter().FromPayload(p, &s.Handle)
 	}
 	return s

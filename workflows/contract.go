@@ -95,6 +95,10 @@ const (
 	SearchAttrWorkspace = "SandboxWorkspace"
 )
 
+// MemoWorkspace is the memo field of every session holding its Handle (JSON),
+// refreshed on acquire: what the Web UI and `sandboxctl list` show.
+const MemoWorkspace = "workspace"
+
 // SearchAttributeNames lists every custom search attribute (all Keyword).
 var SearchAttributeNames = []string{SearchAttrUser, SearchAttrProject, SearchAttrRepo, SearchAttrMode, SearchAttrState, SearchAttrHost, SearchAttrWorkspace}
 

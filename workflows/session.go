@@ -366,7 +366,7 @@ func (s *session) publish(ctx workflow.Context) {
 		temporal.NewSearchAttributeKeyKeyword(SearchAttrWorkspace).ValueSet(ws.ID),
 		temporal.NewSearchAttributeKeyKeyword(SearchAttrState).ValueSet(s.state),
 	)
-	_ = workflow.UpsertMemo(ctx, map[string]any{"workspace": HandleFor(*ws, s.settings, false)})
+	_ = workflow.UpsertMemo(ctx, map[string]any{MemoWorkspace: HandleFor(*ws, s.settings, false)})
 }
 
 // stopRuntime hibernates (destroy=false) or destroys the runtime under the write lock.

@@ -1,0 +1,53 @@
+package tests
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sandboxcore/sandboxcore/workflows"
+)
+
+// TestSessionMemoAndSearchAttributes: what operators see in the Web UI — a
+// session's search attributes (user, project, repo, mode, host, workspace,
+// state) and its memo (the workspace handle) — is set from the workspace, and
+// a visibility query by user finds the session.
+func TestSessionMemoAndSearchAttributes(t *testing.T) {
+	h := startHost(t, "visibility")
+	_, hd, _ := newEditSession(t, h)
+	ctx := ctxFor(t, time.Minute)
+
+	d, err := tc.DescribeWorkflowExecution(ctx, hd.WorkflowID, "")
+	require.NoError(t, err)
+	info := d.GetWorkflowExecutionInfo()
+	var memo workflows.Handle
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(info.GetMemo().GetFields()[workflows.MemoWorkspace], &memo))
+	assert.Equal(t, hd.WorkspaceID, memo.WorkspaceID)
+	assert.Equal(t, hd.Branch, memo.Branch)
+	assert.Equal(t, hd.LocalPath, memo.LocalPath)
+	assert.Equal(t, h.Config.HostID, memo.HostID)
+
+	attrs := map[string]string{}
+	for k, p := range info.GetSearchAttributes().GetIndexedFields() {
+		var v string
+		if converter.GetDefaultDataConverter().FromPayload(p, &v) == nil {
+			attrs[k] = v
+		}
+	}
+	assert.Equal(t, hd.UserID, attrs[workflows.SearchAttrUser])
+	assert.Equal(t, "p", attrs[workflows.SearchAttrProject])
+	assert.Equal(t, "edit", attrs[workflows.SearchAttrMode])
+	assert.Equal(t, h.Config.HostID, attrs[workflows.SearchAttrHost])
+	assert.Equal(t, hd.WorkspaceID, attrs[workflows.SearchAttrWorkspace])
+	assert.Equal(t, hd.Repo.Key(), attrs[workflows.SearchAttrRepo])
+	assert.Equal(t, workflows.StateActive, attrs[workflows.SearchAttrState])
+
+	require.Eventually(t, func() bool { // visibility is eventually consistent
+		list, err := h.client.ListSessions(ctx, fmt.Sprintf("%s = '%s'", workflows.SearchAttrUser, hd.UserID), 10)
+		return err == nil && len(list) == 1 && list[0].WorkspaceID == hd.WorkspaceID
+	}, 10*time.Second, 100*time.Millisecond, "a visibility query by user finds the session")
+}

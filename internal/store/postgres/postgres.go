@@ -41,6 +41,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -55,6 +56,8 @@ const DefaultApplicationName = "sandboxcore"
 // Store implements sandbox.Store and store.HostRegistry on a PostgreSQL
 // database. Create it with Open; release it with Close.
 type Store struct {
+	// SQLStore holds every record method (shared with the SQLite store).
+	*store.SQLStore
 	pool      *pgxpool.Pool
 	closeOnce sync.Once
 }
@@ -125,7 +128,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{SQLStore: store.NewSQLStore(pgxDB{pool}, dialect), pool: pool}, nil
 }
 
 // Close closes the connection pool, waiting for calls in flight
@@ -156,24 +159,34 @@ func pgCode(err error) string {
 	return ""
 }
 
-// mapWriteErr maps a failed write: unique violation → ErrConflict, data
-// exception → ErrInvalidArgument, anything else wrapped with op.
-func mapWriteErr(err error, what, op string) error {
-	code := pgCode(err)
-	switch {
-	case code == sqlstateUniqueViolation:
-		return sandbox.Errorf(sandbox.ErrConflict, "%s: %v", what, err)
-	case strings.HasPrefix(code, sqlstateDataException):
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: %v", what, err)
-	}
-	return fmt.Errorf("postgres store: %s %s: %w", op, what, err)
+// dialect is PostgreSQL's: $n placeholders, pgx.ErrNoRows, SQLSTATE 23505
+// (unique violation) and class 22 (data exception: a value PostgreSQL cannot
+// store or compare, e.g. a NUL byte in a string).
+var dialect = store.Dialect{
+	Name:              "postgres store",
+	Statements:        statements,
+	IsNoRows:          func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
+	IsUniqueViolation: func(err error) bool { return pgCode(err) == sqlstateUniqueViolation },
+	IsInvalidValue:    func(err error) bool { return strings.HasPrefix(pgCode(err), sqlstateDataException) },
 }
 
-// mapReadErr maps a failed read: data exception (e.g. a NUL byte in the id)
-// → ErrInvalidArgument, anything else wrapped with op.
-func mapReadErr(err error, what, op string) error {
-	if strings.HasPrefix(pgCode(err), sqlstateDataException) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: %v", what, err)
+// pgxDB adapts a pgxpool.Pool to store.DB.
+type pgxDB struct{ pool *pgxpool.Pool }
+
+func (d pgxDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := d.pool.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
+}
+
+func (d pgxDB) QueryRow(ctx context.Context, q string, args ...any) store.Row {
+	return d.pool.QueryRow(ctx, q, args...)
+}
+
+func (d pgxDB) Query(ctx context.Context, q string, args []any, each func(store.Rows) error) error {
+	rows, err := d.pool.Query(ctx, q, args...)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("postgres store: %s %s: %w", op, what, err)
+	defer rows.Close()
+	return each(rows)
 }

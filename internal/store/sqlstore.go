@@ -1,0 +1,309 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// DB is a database as SQLStore uses it: each call is one statement (its own
+// transaction). The SQLite store adapts database/sql to it, the PostgreSQL
+// store pgxpool.
+type DB interface {
+	// Exec runs a statement and returns how many rows it changed.
+	Exec(ctx context.Context, q string, args ...any) (int64, error)
+	// QueryRow runs a query expected to return at most one row; a miss
+	// surfaces at Scan as the driver's "no rows" error (Dialect.IsNoRows).
+	QueryRow(ctx context.Context, q string, args ...any) Row
+	// Query runs a query and hands its rows to each, closing them after.
+	Query(ctx context.Context, q string, args []any, each func(Rows) error) error
+}
+
+// Dialect is what differs between the SQL stores besides their DB: the
+// placeholder style of their statements and how their driver's errors map
+// onto the sandbox error kinds at the store boundary.
+type Dialect struct {
+	// Name starts every wrapped driver error ("sqlite store", "postgres store").
+	Name string
+	// Statements are the SQL texts in the driver's placeholder style.
+	Statements *Statements
+	// IsNoRows reports the driver's "no rows" error (sql.ErrNoRows, pgx.ErrNoRows).
+	IsNoRows func(error) bool
+	// IsUniqueViolation reports a UNIQUE or PRIMARY KEY violation.
+	IsUniqueViolation func(error) bool
+	// IsInvalidValue reports a value the database cannot store or compare
+	// (PostgreSQL's SQLSTATE class 22, e.g. a NUL byte in a string); nil
+	// when the database has none (SQLite stores any string).
+	IsInvalidValue func(error) bool
+}
+
+// SQLStore is sandbox.Store and HostRegistry on any SQL database through a
+// DB and its Dialect: the one implementation of every record method behind
+// both the embedded SQLite store and the PostgreSQL store, which supply
+// Open, migrations and Close. Rows are encoded and decoded by this package's
+// row layer (rows.go), so both databases hold the same values.
+//
+// Errors are mapped at this boundary: no row → sandbox.ErrWorkspaceNotFound
+// (workspaces) or sandbox.ErrNotFound (repo caches, runtimes, hosts), naming
+// the id; unique violation → sandbox.ErrConflict; an invalid value →
+// sandbox.ErrInvalidArgument; any other failure (I/O, a closed store, a
+// cancelled ctx) is the driver's error wrapped as "<Name>: <op> <what>: …",
+// wrapping no sandbox.Kind.
+type SQLStore struct {
+	db DB
+	d  Dialect
+}
+
+// NewSQLStore returns the record methods over db in dialect d.
+func NewSQLStore(db DB, d Dialect) *SQLStore { return &SQLStore{db: db, d: d} }
+
+// writeErr maps a failed write of what (e.g. `workspace "ws-…"`) by op.
+func (s *SQLStore) writeErr(err error, what, op string) error {
+	if s.d.IsUniqueViolation(err) {
+		return sandbox.Errorf(sandbox.ErrConflict, "%s: %v", what, err)
+	}
+	return s.readErr(err, what, op)
+}
+
+// readErr maps a failed read (or a write that violates no uniqueness).
+func (s *SQLStore) readErr(err error, what, op string) error {
+	if s.d.IsInvalidValue != nil && s.d.IsInvalidValue(err) {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: %v", what, err)
+	}
+	return fmt.Errorf("%s: %s %s: %w", s.d.Name, op, what, err)
+}
+
+// get runs a one-row query; a miss is notFound naming what.
+func get[T any](ctx context.Context, s *SQLStore, q string, id string, scan func(Row) (T, error), notFound *sandbox.Kind, kind string) (T, error) {
+	v, err := scan(s.db.QueryRow(ctx, q, id))
+	if err != nil {
+		var zero T
+		if s.d.IsNoRows(err) {
+			return zero, sandbox.Errorf(notFound, "%s %q not found", kind, id)
+		}
+		return zero, s.readErr(err, fmt.Sprintf("%s %q", kind, id), "get")
+	}
+	return v, nil
+}
+
+// list runs a query and reads every row with scan into a non-nil slice.
+func list[T any](ctx context.Context, s *SQLStore, q string, args []any, scan func(Row) (T, error), what string) ([]T, error) {
+	var out []T
+	err := s.db.Query(ctx, q, args, func(rows Rows) error {
+		var err error
+		out, err = Collect(rows, scan)
+		return err
+	})
+	if err != nil {
+		return nil, s.readErr(err, what, "list")
+	}
+	return out, nil
+}
+
+// exec runs a write of what by op with the given values.
+func (s *SQLStore) exec(ctx context.Context, q, what, op string, args ...any) (int64, error) {
+	n, err := s.db.Exec(ctx, q, args...)
+	if err != nil {
+		return 0, s.writeErr(err, what, op)
+	}
+	return n, nil
+}
+
+// ---- repo caches (seed "Storage Model: sandbox_repo_caches") ----
+
+// UpsertRepoCache inserts c (seed "Storage Model: sandbox_repo_caches"), or
+// replaces every column of the row with c.ID except created_at, which keeps
+// its first value (INSERT … ON CONFLICT (id) DO UPDATE). Errors:
+// sandbox.ErrInvalidArgument for an empty ID, an unrepresentable time or a
+// string the database cannot store.
+func (s *SQLStore) UpsertRepoCache(ctx context.Context, c sandbox.RepoCache) error {
+	args, err := RepoCacheValues(c)
+	if err != nil {
+		return err
+	}
+	_, err = s.exec(ctx, s.d.Statements.UpsertRepoCache, fmt.Sprintf("repo cache %q", c.ID), "upsert", args...)
+	return err
+}
+
+// GetRepoCache returns the repo cache with id (seed "Storage Model:
+// sandbox_repo_caches"). Errors: sandbox.ErrNotFound (message naming id)
+// when there is none.
+func (s *SQLStore) GetRepoCache(ctx context.Context, id string) (sandbox.RepoCache, error) {
+	return get(ctx, s, s.d.Statements.GetRepoCache, id, ScanRepoCache, sandbox.ErrNotFound, "repo cache")
+}
+
+// ListRepoCaches returns every repo cache (seed "Storage Model:
+// sandbox_repo_caches"), least recently used first (last_used_at ascending,
+// then id), as a non-nil slice.
+func (s *SQLStore) ListRepoCaches(ctx context.Context) ([]sandbox.RepoCache, error) {
+	return list(ctx, s, s.d.Statements.ListRepoCaches, nil, ScanRepoCache, "repo caches")
+}
+
+// DeleteRepoCache deletes the repo cache row with id (seed "Storage Model:
+// sandbox_repo_caches") (not its files, and not the workspaces that
+// reference it). A missing row is success.
+func (s *SQLStore) DeleteRepoCache(ctx context.Context, id string) error {
+	_, err := s.exec(ctx, s.d.Statements.DeleteRepoCache, fmt.Sprintf("repo cache %q", id), "delete", id)
+	return err
+}
+
+// ---- workspaces (seed "Storage Model: sandbox_workspaces") ----
+
+// CreateWorkspace inserts ws (seed "Storage Model: sandbox_workspaces").
+// Errors: sandbox.ErrConflict when a row with ws.ID or ws.Key exists, or one
+// with the same uniqueness key of ws.Mode (analysis: user_id, project_id,
+// base_ref; edit: user_id, project_id, conversation_id; task: user_id,
+// project_id, task_id — seed "Storage Model", suggested uniqueness), also
+// when the other row is being inserted concurrently by another worker;
+// sandbox.ErrInvalidArgument for an empty ID, an unrepresentable time or a
+// string the database cannot store.
+func (s *SQLStore) CreateWorkspace(ctx context.Context, ws sandbox.Workspace) error {
+	args, err := WorkspaceValues(ws)
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.Exec(ctx, s.d.Statements.CreateWorkspace, args...); err != nil {
+		if s.d.IsUniqueViolation(err) {
+			return sandbox.Errorf(sandbox.ErrConflict, "workspace %q (key %q) already exists: %v", ws.ID, ws.Key, err)
+		}
+		return s.readErr(err, fmt.Sprintf("workspace %q", ws.ID), "create")
+	}
+	return nil
+}
+
+// UpdateWorkspace replaces every column of the row with ws.ID (created_at
+// included) with ws's values (seed "Storage Model: sandbox_workspaces").
+// Errors: sandbox.ErrWorkspaceNotFound when there is no such row;
+// sandbox.ErrConflict when the new values collide with another row's key or
+// mode uniqueness key; sandbox.ErrInvalidArgument for an unrepresentable
+// time or a string the database cannot store.
+func (s *SQLStore) UpdateWorkspace(ctx context.Context, ws sandbox.Workspace) error {
+	args, err := WorkspaceUpdateValues(ws)
+	if err != nil {
+		return err
+	}
+	n, err := s.exec(ctx, s.d.Statements.UpdateWorkspace, fmt.Sprintf("workspace %q (key %q)", ws.ID, ws.Key), "update", args...)
+	return affectedOrNotFound(n, err, ws.ID)
+}
+
+// affectedOrNotFound is sandbox.ErrWorkspaceNotFound when a workspace
+// statement changed no row.
+func affectedOrNotFound(n int64, err error, id string) error {
+	if err == nil && n == 0 {
+		return sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %q not found", id)
+	}
+	return err
+}
+
+// GetWorkspace returns the workspace with id (seed "Storage Model:
+// sandbox_workspaces"). Errors: sandbox.ErrWorkspaceNotFound (message naming
+// id) when there is none.
+func (s *SQLStore) GetWorkspace(ctx context.Context, id string) (sandbox.Workspace, error) {
+	return get(ctx, s, s.d.Statements.GetWorkspace, id, ScanWorkspace, sandbox.ErrWorkspaceNotFound, "workspace")
+}
+
+// ListWorkspaces (seed "Storage Model: sandbox_workspaces") returns the
+// workspaces matching every non-zero field of f (equality on UserID,
+// ProjectID, RepoCacheID, HostID, Mode, State; last_used_at strictly before
+// LastUsedBefore), least recently used first (last_used_at ascending, then
+// id), at most f.Limit rows when f.Limit > 0, as a non-nil slice. Errors:
+// sandbox.ErrInvalidArgument for an unrepresentable LastUsedBefore or a
+// string the database cannot compare.
+func (s *SQLStore) ListWorkspaces(ctx context.Context, f sandbox.WorkspaceFilter) ([]sandbox.Workspace, error) {
+	q, args, err := s.d.Statements.ListWorkspaces(f)
+	if err != nil {
+		return nil, err
+	}
+	return list(ctx, s, q, args, ScanWorkspace, "workspaces")
+}
+
+// TouchWorkspace sets last_used_at and updated_at of the workspace with id
+// to at (seed "Storage Model: sandbox_workspaces") (stored in UTC; not
+// clamped, so an earlier at moves them back). Errors:
+// sandbox.ErrWorkspaceNotFound when there is no such row;
+// sandbox.ErrInvalidArgument for an unrepresentable at.
+func (s *SQLStore) TouchWorkspace(ctx context.Context, id string, at time.Time) error {
+	ts, err := EncodeTime("last_used_at", at)
+	if err != nil {
+		return err
+	}
+	n, err := s.exec(ctx, s.d.Statements.TouchWorkspace, fmt.Sprintf("workspace %q", id), "touch", ts, ts, id)
+	return affectedOrNotFound(n, err, id)
+}
+
+// DeleteWorkspace deletes the workspace row with id (seed "Storage Model:
+// sandbox_workspaces") (not its files, and not its runtime rows). A missing
+// row is success.
+func (s *SQLStore) DeleteWorkspace(ctx context.Context, id string) error {
+	_, err := s.exec(ctx, s.d.Statements.DeleteWorkspace, fmt.Sprintf("workspace %q", id), "delete", id)
+	return err
+}
+
+// ---- runtimes (seed "Storage Model: sandbox_runtimes") ----
+
+// UpsertRuntime inserts r (seed "Storage Model: sandbox_runtimes"), or
+// replaces every column of the row with r.ID except created_at, which keeps
+// its first value (INSERT … ON CONFLICT (id) DO UPDATE). Errors:
+// sandbox.ErrInvalidArgument for an empty ID, an unrepresentable time or a
+// string the database cannot store.
+func (s *SQLStore) UpsertRuntime(ctx context.Context, r sandbox.RuntimeRecord) error {
+	args, err := RuntimeValues(r)
+	if err != nil {
+		return err
+	}
+	_, err = s.exec(ctx, s.d.Statements.UpsertRuntime, fmt.Sprintf("runtime %q", r.ID), "upsert", args...)
+	return err
+}
+
+// GetRuntime returns the runtime record with id (seed "Storage Model:
+// sandbox_runtimes"). Errors: sandbox.ErrNotFound (message naming id) when
+// there is none.
+func (s *SQLStore) GetRuntime(ctx context.Context, id string) (sandbox.RuntimeRecord, error) {
+	return get(ctx, s, s.d.Statements.GetRuntime, id, ScanRuntime, sandbox.ErrNotFound, "runtime")
+}
+
+// ListRuntimes (seed "Storage Model: sandbox_runtimes") returns the runtime
+// records of workspaceID, or every record when workspaceID is "", least
+// recently used first (last_used_at ascending, then id), as a non-nil slice.
+func (s *SQLStore) ListRuntimes(ctx context.Context, workspaceID string) ([]sandbox.RuntimeRecord, error) {
+	q, args := s.d.Statements.ListRuntimes(workspaceID)
+	return list(ctx, s, q, args, ScanRuntime, "runtimes")
+}
+
+// DeleteRuntime deletes the runtime record with id (seed "Storage Model:
+// sandbox_runtimes") (never the workspace: "Workspace records should survive
+// runtime destruction"). A missing row is success.
+func (s *SQLStore) DeleteRuntime(ctx context.Context, id string) error {
+	_, err := s.exec(ctx, s.d.Statements.DeleteRuntime, fmt.Sprintf("runtime %q", id), "delete", id)
+	return err
+}
+
+// ---- worker hosts (table sandbox_hosts, migration 00002_hosts.sql) ----
+
+// UpsertHost inserts h into sandbox_hosts, or replaces every column of the
+// row with h.HostID (HostRegistry). Concurrent upserts of one id (two
+// workers claiming the same SANDBOX_HOST_ID) never conflict: the last write
+// wins. Errors: sandbox.ErrInvalidArgument for an empty HostID, a time
+// outside the years 0000–9999 or a string the database cannot store.
+func (s *SQLStore) UpsertHost(ctx context.Context, h Host) error {
+	args, err := HostValues(h)
+	if err != nil {
+		return err
+	}
+	_, err = s.exec(ctx, s.d.Statements.UpsertHost, fmt.Sprintf("host %q", h.HostID), "upsert", args...)
+	return err
+}
+
+// GetHost returns the sandbox_hosts row with id (HostRegistry). Errors:
+// sandbox.ErrNotFound (the message names id) when there is none.
+func (s *SQLStore) GetHost(ctx context.Context, id string) (Host, error) {
+	return get(ctx, s, s.d.Statements.GetHost, id, ScanHost, sandbox.ErrNotFound, "host")
+}
+
+// ListHosts returns every sandbox_hosts row ordered by host id (byte
+// order), as a non-nil slice (HostRegistry).
+func (s *SQLStore) ListHosts(ctx context.Context) ([]Host, error) {
+	return list(ctx, s, s.d.Statements.ListHosts, nil, ScanHost, "hosts")
+}

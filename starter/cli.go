@@ -48,7 +48,7 @@ type cli struct {
 
 // Main runs sandboxctl with args and returns the process exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, asJSON: wantsJSON(args)}
 	root := c.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -88,6 +88,30 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
+// wantsJSON reports whether args ask for --json before any "--", so that an
+// error raised while parsing the flags is JSON too.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "--json=true", "--json=1":
+			return true
+		}
+	}
+	return false
+}
+
+// flagError adds to a flag parsing error the way to pass an argument that
+// starts with '-' (a file "-n", a search for "-x"): after "--".
+func flagError(_ *cobra.Command, err error) error {
+	if msg := err.Error(); strings.Contains(msg, "unknown shorthand flag") || strings.Contains(msg, "unknown flag") {
+		return fmt.Errorf("%w (an argument that starts with '-' goes after --, e.g. `sandboxctl exec WS -- ls -la`; "+
+			"paths and search patterns may not start with '-': name the file ./-n, search for \\-x)", err)
+	}
+	return err
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -105,7 +129,8 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&c.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port (TEMPORAL_ADDRESS)")
 	root.PersistentFlags().StringVar(&c.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
 	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", envOr("SANDBOX_TASK_QUEUE", workflows.DefaultTaskQueue), "task queue sessions start on (SANDBOX_TASK_QUEUE)")
-	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of text")
+	root.PersistentFlags().BoolVar(&c.asJSON, "json", c.asJSON, "print JSON instead of text")
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
 		c.releaseCommand(), c.describeCommand(), c.listCommand(),

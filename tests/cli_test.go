@@ -90,6 +90,21 @@ func TestCLIWalkthrough(t *testing.T) {
 	r = runCLI(t, bin, queue, "", "search", ws, "no-such-text-anywhere")
 	assert.Equal(t, 1, r.code, "no match exits 1 like grep")
 
+	// Dashes: a flag-like argument says how to pass it (JSON under --json);
+	// after -- the service refuses it and names the way that works.
+	r = runCLI(t, bin, queue, "", "search", ws, "-agent", "--json")
+	assert.Equal(t, 2, r.code)
+	var usage map[string]map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.stderr), &usage), r.stderr)
+	assert.Equal(t, "UsageError", usage["error"]["type"])
+	assert.Contains(t, usage["error"]["message"], "goes after --")
+	r = runCLI(t, bin, queue, "", "search", ws, "--", "-agent")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, `search for the regular expression \-agent instead`)
+	r = runCLI(t, bin, queue, "", "search", ws, `\-agent`)
+	assert.Equal(t, 1, r.code, "accepted, and no line has \"-agent\": %s", r.stderr)
+	assert.Empty(t, r.stderr)
+
 	r = runCLI(t, bin, queue, "", "commit", ws, "-m", "agent: say hello")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "on agent/edits-c1")

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -316,7 +317,12 @@ func ValidateSearchPattern(pattern string, maxBytes int) error {
 	case len(pattern) > maxBytes:
 		return Errorf(ErrInvalidArgument, "search pattern is longer than %d bytes", maxBytes)
 	case strings.HasPrefix(pattern, "-"):
-		return Errorf(ErrInvalidArgument, "search pattern %q starts with '-' and could be read as an option; search for the regular expression %q instead (literal off)", clip(pattern), `\`+clip(pattern))
+		hint := `\` + pattern
+		if !utf8.ValidString(hint) || strings.ContainsFunc(hint, unicode.IsControl) || len(hint) > 80 {
+			hint = "a backslash before the dash"
+		}
+		return Errorf(ErrInvalidArgument, "search pattern %q starts with '-' and could be read as an option; "+
+			"search for the regular expression %s instead (not literal: without --literal, literal: false)", clip(pattern), hint)
 	}
 	return nil
 }

@@ -54,6 +54,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -174,6 +175,17 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		hidden:  append(slices.Clone(DefaultHiddenPaths), opts.HiddenPaths...),
 		baseEnv: maps.Clone(opts.BaseEnv), log: log.With("runtime", Kind),
 		asRoot: os.Geteuid() == 0,
+	}
+	if p.asRoot {
+		// A root worker's sandbox runs as root mapped to root: it could
+		// read every root-owned file of the read-only system paths (host
+		// keys, root-only configuration). It sees what any local user
+		// could instead: everything not world-readable there is masked.
+		extra, truncated := notWorldReadable(ro)
+		if truncated {
+			p.log.Warn("bubblewrap: more root-only paths than can be masked; the first ones are", "masked", len(extra))
+		}
+		p.hidden = append(p.hidden, extra...)
 	}
 	if err := p.probe(ctx); err != nil {
 		return nil, err
@@ -393,6 +405,11 @@ func (p *Provider) args(cfg sandboxConfig, env []string) []string {
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv",
 	}
+	if p.asRoot && cfg.cred == nil {
+		// Root mapped to root: no capability at all inside (no DAC override
+		// on root-owned files, no mounts, no raw sockets).
+		a = append(a, "--cap-drop", "ALL")
+	}
 	if !cfg.shareNet {
 		a = append(a, "--unshare-net")
 	}
@@ -417,8 +434,9 @@ func (p *Provider) args(cfg sandboxConfig, env []string) []string {
 		}
 	}
 	var remount []string // read-only once the spec's mounts below them exist
+	var maskedDirs []string
 	for _, h := range p.hidden {
-		if !under(h, visible) {
+		if !under(h, visible) || under(h, maskedDirs) { // inside a masked directory: gone already
 			continue
 		}
 		fi, err := os.Lstat(h)
@@ -427,6 +445,7 @@ func (p *Provider) args(cfg sandboxConfig, env []string) []string {
 		case fi.IsDir():
 			a = append(a, "--tmpfs", h)
 			remount = append(remount, "--remount-ro", h)
+			maskedDirs = append(maskedDirs, h)
 		default:
 			a = append(a, "--ro-bind", "/dev/null", h)
 		}
@@ -481,3 +500,56 @@ func errText(err error) string {
 func clip(s string) string { return clipN(s, 64) }
 
 func clipN(s string, n int) string { return sandbox.Clip(s, n) }
+
+// maxMasked bounds the paths notWorldReadable returns (each is a bwrap
+// argument on every command).
+const maxMasked = 2048
+
+var (
+	maskedMu    sync.Mutex
+	maskedCache = map[string][]string{}
+)
+
+// notWorldReadable walks the read-only paths (symbolic links not followed)
+// and returns every directory another user could not enter or list (mode
+// without o+rx; not descended) and every regular file another user could not
+// read (without o+r), at most maxMasked (truncated reports more). The walk
+// runs once per set of paths in a process (the result is cached): a file
+// made root-only after the worker started is not masked until it restarts.
+func notWorldReadable(roots []string) (paths []string, truncated bool) {
+	key := strings.Join(roots, "\x00")
+	maskedMu.Lock()
+	defer maskedMu.Unlock()
+	if v, ok := maskedCache[key]; ok {
+		return v, len(v) >= maxMasked
+	}
+	out := []string{}
+	for _, root := range roots {
+		fi, err := os.Lstat(root)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || len(out) >= maxMasked {
+				if d != nil && d.IsDir() && path != root {
+					return fs.SkipDir
+				}
+				return nil
+			}
+			switch {
+			case d.IsDir():
+				if info, err := d.Info(); err == nil && info.Mode().Perm()&0o005 != 0o005 {
+					out = append(out, path)
+					return fs.SkipDir
+				}
+			case d.Type().IsRegular():
+				if info, err := d.Info(); err == nil && info.Mode().Perm()&0o004 == 0 {
+					out = append(out, path)
+				}
+			}
+			return nil
+		})
+	}
+	maskedCache[key] = out
+	return out, len(out) >= maxMasked
+}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
@@ -363,4 +364,37 @@ func testGitInside(t *testing.T, bare, wt string, opts bwrap.Options) sandbox.Ru
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "worktree "+wt+"\n")
 	return rt
+}
+
+// TestRootWorkerSeesOnlyWorldReadableSystemFiles: with a root worker the
+// sandbox's root is mapped to the host's root, so without masking it could
+// read root-only files of the read-only system paths. It sees what any local
+// user could: root-only files and directories there are masked, and the
+// sandbox has no capability.
+func TestRootWorkerSeesOnlyWorldReadableSystemFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs a root worker")
+	}
+	sys := t.TempDir()
+	require.NoError(t, os.Chmod(sys, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(sys, "public.conf"), []byte("public\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(sys, "host_key"), []byte("PRIVATE KEY\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(sys, "group-only"), []byte("GROUP SECRET\n"), 0o640))
+	require.NoError(t, os.Mkdir(filepath.Join(sys, "private"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(sys, "private", "k"), []byte("DIR SECRET\n"), 0o644))
+	ro := append(slices.Clone(bwrap.DefaultReadOnlyPaths), sys)
+	ctx, _, _, rt := setup(t, bwrap.Options{ReadOnlyPaths: ro}, nil)
+
+	res := runtimetest.Sh(t, ctx, rt, "cat "+sys+"/public.conf; cat "+sys+"/host_key "+sys+"/group-only "+sys+"/private/k 2>/dev/null; "+
+		"ls -A "+sys+"/private; grep CapEff /proc/self/status")
+	out := string(res.Stdout)
+	assert.Contains(t, out, "public\n", "world-readable files stay visible")
+	assert.NotContains(t, out, "PRIVATE KEY")
+	assert.NotContains(t, out, "GROUP SECRET")
+	assert.NotContains(t, out, "DIR SECRET")
+	assert.Contains(t, out, "CapEff:\t0000000000000000", "no capability in the sandbox")
+	// The control: the host's root does read them.
+	data, err := os.ReadFile(filepath.Join(sys, "host_key"))
+	require.NoError(t, err)
+	assert.Equal(t, "PRIVATE KEY\n", string(data))
 }

@@ -63,6 +63,46 @@ func TestSymlinksAreCommittedAsSymlinks(t *testing.T) {
 	assert.NotContains(t, d.Patch, "root:x:0:0")
 }
 
+// TestForeignRepositoryHeadsNeverShow: a directory whose .git points at
+// another repository on the host (a .git file, or a .git directory with a
+// commondir) would make host-side `git add` record that repository's HEAD
+// commit as a gitlink, revealing it in diff and commit. Such gitlinks are
+// never recorded; the agent's ordinary files still are.
+func TestForeignRepositoryHeadsNeverShow(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	foreign := filepath.Join(t.TempDir(), "alice")
+	f.git(filepath.Dir(foreign), "init", "-q", foreign)
+	f.git(foreign, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-q", "--allow-empty", "-m", "alice's secret work")
+	secret := f.git(foreign, "rev-parse", "HEAD")
+
+	require.NoError(t, os.Mkdir(filepath.Join(ws.LocalPath, "leak"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "leak", ".git"), []byte("gitdir: "+filepath.Join(foreign, ".git")+"\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws.LocalPath, "leak2", ".git"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "leak2", ".git", "commondir"), []byte(filepath.Join(foreign, ".git")+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "leak2", ".git", "HEAD"), []byte("ref: "+f.git(foreign, "symbolic-ref", "HEAD")+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "mine.txt"), []byte("mine\n"), 0o644))
+
+	d, err := f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+	assert.NotContains(t, d.Patch, secret)
+	assert.NotContains(t, d.Patch, "Subproject")
+	assert.Contains(t, d.Patch, "+mine")
+	assert.NotContains(t, d.Files, "leak")
+
+	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x"})
+	require.NoError(t, err)
+	tree := f.git(f.bare, "ls-tree", "-r", "--full-tree", res.Commit)
+	assert.NotContains(t, tree, secret)
+	assert.NotContains(t, tree, "leak")
+	assert.Contains(t, tree, "mine.txt")
+
+	// The control: plain git does record alice's commit.
+	f.git(ws.LocalPath, "add", "leak")
+	assert.Contains(t, f.git(ws.LocalPath, "ls-files", "-s", "leak"), secret)
+}
+
 // TestHooksInTheCacheNeverRun: hooks dropped into the repo cache's hooks
 // directory (where every worktree's git looks) run for the agent's own git
 // but never for host-side calls (core.hooksPath=/dev/null).

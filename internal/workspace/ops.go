@@ -98,6 +98,42 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	return st, nil
 }
 
+// dropNewGitlinks puts back HEAD's entry (or none) for every gitlink (mode
+// 160000) that `git add` staged in g's index and HEAD does not have as it is.
+// Adding a directory holding a .git makes git resolve that repository's HEAD,
+// and an agent's .git file (or a .git directory with a commondir) may point at
+// any repository on the host, another user's included: recording its commit
+// would show it in the diff. So a nested repository the agent made is never
+// recorded (its files never were: git records a gitlink, not contents);
+// gitlinks that came from the repository stay. Errors: ErrWorkspaceUnavailable.
+func dropNewGitlinks(ctx context.Context, g gitCtx) error {
+	out, err := g.run(ctx, "diff-index", "--cached", "--no-renames", "-z", "HEAD", "--")
+	if err != nil {
+		return gitx.Classify(err, "git diff-index --cached HEAD", sandbox.ErrWorkspaceUnavailable)
+	}
+	var fix bytes.Buffer
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		// ":<old mode> <new mode> <old sha> <new sha> <status>" then the path.
+		f := strings.Fields(strings.TrimPrefix(fields[i], ":"))
+		if len(f) != 5 || f[1] != "160000" {
+			continue
+		}
+		mode, sha := f[0], f[2]
+		if mode == "000000" { // new: remove the entry
+			mode, sha = "0", strings.Repeat("0", len(f[3]))
+		}
+		fmt.Fprintf(&fix, "%s %s\t%s\x00", mode, sha, fields[i+1])
+	}
+	if fix.Len() == 0 {
+		return nil
+	}
+	if _, err := g.runIO(ctx, &fix, nil, "update-index", "-z", "--index-info"); err != nil {
+		return gitx.Classify(err, "git update-index --index-info", sandbox.ErrWorkspaceUnavailable)
+	}
+	return nil
+}
+
 // parsePorcelain parses `git status --porcelain=v1 -z`: "XY path\0", with an
 // extra "orig\0" after renames and copies.
 func parsePorcelain(out []byte) []sandbox.FileStatus {
@@ -187,6 +223,9 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 	}
 	if _, err := g.run(ctx, "add", "-A"); err != nil {
 		return sandbox.Diff{}, gitx.Classify(err, "git add -A (temporary index)", sandbox.ErrWorkspaceUnavailable)
+	}
+	if err := dropNewGitlinks(ctx, g); err != nil {
+		return sandbox.Diff{}, err
 	}
 	common := []string{"--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames",
 		"--no-relative", "--submodule=short", "--ignore-submodules=none"}
@@ -308,6 +347,9 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "no such file: %s", firstLine(s))
 		}
 		return sandbox.CommitResult{}, gitx.Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
+	}
+	if err := dropNewGitlinks(ctx, w.git); err != nil {
+		return sandbox.CommitResult{}, err
 	}
 	_, err = w.git.run(ctx, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "HEAD", "--")
 	staged := gitx.ExitCode(err) == 1

@@ -15,12 +15,29 @@ import (
 // directory and rel its path below root, slash-separated ("." for root
 // itself), for a backend that maps it into its own file system. A cwd that
 // is malformed, missing, not a directory, or resolves (through symlinks,
-// checked on the host) outside root is an error wrapping
-// sandbox.ErrInvalidArgument whose message never contains a host path.
+// checked inside an os.Root first, so nothing outside root is looked at)
+// outside root is an error wrapping sandbox.ErrInvalidArgument whose message
+// never contains a host path nor tells what lies outside; a root that cannot
+// be opened is sandbox.ErrRuntimeUnavailable.
 func ResolveCwd(root, cwd string) (dir, rel string, err error) {
 	clean, err := sandbox.CleanRelPath(cwd)
 	if err != nil {
 		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd: %s", sandbox.Message(err))
+	}
+	// First inside an os.Root, which refuses to follow a link out of root
+	// without touching what lies outside: whether an outside path exists or
+	// is a directory must not be observable (the sandbox hides it).
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return "", "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "exec: workdir: %v", errors.Unwrap(err))
+	}
+	fi, err := r.Stat(clean)
+	_ = r.Close()
+	if err != nil {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: no such directory inside the workdir", clip(cwd))
+	}
+	if !fi.IsDir() {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: not a directory", clip(cwd))
 	}
 	real, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(clean)))
 	if err == nil {

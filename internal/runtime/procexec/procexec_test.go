@@ -75,6 +75,19 @@ func TestResolveCwd(t *testing.T) {
 		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, cwd)
 		require.NotContains(t, err.Error(), root, cwd)
 	}
+
+	// Links out of the workdir say the same whatever lies outside: an
+	// existing directory, a file, nothing (no oracle on the host's files).
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "f"), nil, 0o644))
+	msgs := map[string]bool{}
+	for name, target := range map[string]string{"l-dir": outside, "l-file": filepath.Join(outside, "f"), "l-none": filepath.Join(outside, "none")} {
+		require.NoError(t, os.Symlink(target, filepath.Join(root, name)))
+		_, _, err := procexec.ResolveCwd(root, name)
+		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+		msgs[strings.TrimPrefix(err.Error(), "InvalidArgument: exec: cwd \""+name+"\"")] = true
+	}
+	require.Len(t, msgs, 1, "%v", msgs)
 }
 
 type fakeRuntime struct {

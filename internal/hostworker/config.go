@@ -36,13 +36,13 @@ type Config struct {
 	// SANDBOX_RUNTIME_PIDS in processes); nil when none is set. The Docker
 	// runtime enforces them; bubblewrap and local do not (docs/SECURITY.md).
 	RuntimeResources *sandbox.ResourceHints
-	AllowFileURLs   bool            // SANDBOX_ALLOW_FILE_URLS
-	AllowHTTPURLs   bool            // SANDBOX_ALLOW_HTTP_URLS
-	FetchFreshness  time.Duration   // SANDBOX_FETCH_FRESHNESS
-	IdleStop        time.Duration   // SANDBOX_IDLE_STOP
-	IdleClose       time.Duration   // SANDBOX_IDLE_CLOSE
-	CredentialsFile string          // SANDBOX_GIT_CREDENTIALS_FILE
-	LogLevel        string          // SANDBOX_LOG_LEVEL
+	AllowFileURLs    bool          // SANDBOX_ALLOW_FILE_URLS
+	AllowHTTPURLs    bool          // SANDBOX_ALLOW_HTTP_URLS
+	FetchFreshness   time.Duration // SANDBOX_FETCH_FRESHNESS
+	IdleStop         time.Duration // SANDBOX_IDLE_STOP
+	IdleClose        time.Duration // SANDBOX_IDLE_CLOSE
+	CredentialsFile  string        // SANDBOX_GIT_CREDENTIALS_FILE
+	LogLevel         string        // SANDBOX_LOG_LEVEL
 	// SessionOnHostQueue: session runs move to their host's task queue after
 	// acquire (SANDBOX_SESSION_ON_HOST_QUEUE; default on with the embedded
 	// server, off with TEMPORAL_ADDRESS, where several hosts may share Temporal).

@@ -36,7 +36,7 @@ func TestDockerEndToEnd(t *testing.T) {
 	}
 	h := startHost(t, "docker", func(c *hostworker.Config) {
 		c.RuntimeProvider, c.RuntimeImage = "docker", img
-		c.RuntimeResources = &sandbox.ResourceHints{CPU: 1.5, MemoryMB: 512, Pids: 300} // SANDBOX_RUNTIME_CPUS/_MEMORY_MB/_PIDS
+		c.RuntimeResources = &sandbox.ResourceHints{CPU: 0.5, MemoryMB: 512, Pids: 300} // SANDBOX_RUNTIME_CPUS/_MEMORY_MB/_PIDS
 	})
 	require.Equal(t, "docker", h.Activities.Runtimes.Kind())
 	s, hd, _ := newEditSession(t, h)
@@ -84,7 +84,7 @@ func TestDockerEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, info.State.Running)
 	// The worker's resource hints are the container's limits.
-	require.Equal(t, int64(1_500_000_000), info.HostConfig.NanoCPUs)
+	require.Equal(t, int64(500_000_000), info.HostConfig.NanoCPUs)
 	require.Equal(t, int64(512<<20), info.HostConfig.Memory)
 	require.NotNil(t, info.HostConfig.PidsLimit)
 	require.Equal(t, int64(300), *info.HostConfig.PidsLimit)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -242,30 +243,32 @@ func sanitizeHost(h string) string {
 	return h
 }
 
-// resourceHints reads SANDBOX_RUNTIME_CPUS (cores, a positive number such as
-// 1.5), SANDBOX_RUNTIME_MEMORY_MB (MiB) and SANDBOX_RUNTIME_PIDS (processes),
+// resourceHints reads SANDBOX_RUNTIME_CPUS (cores, from 0.01 to the
+// machine's runtime.NumCPU(), such as 1.5), SANDBOX_RUNTIME_MEMORY_MB (MiB, at
+// least 6: Docker's minimum) and SANDBOX_RUNTIME_PIDS (processes, at least 1),
 // each optional; nil when none is set. Errors: *ConfigError naming the variable.
 func resourceHints(get func(name, def string) string) (*sandbox.ResourceHints, error) {
 	var r sandbox.ResourceHints
 	set := false
 	if v := get("SANDBOX_RUNTIME_CPUS", ""); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f > 0) || f > 1024 {
-			return nil, &ConfigError{"SANDBOX_RUNTIME_CPUS", v, "want a number of cores between 0 and 1024, such as 2 or 0.5"}
+		if n := runtime.NumCPU(); err != nil || !(f >= 0.01) || f > float64(n) {
+			return nil, &ConfigError{"SANDBOX_RUNTIME_CPUS", v, fmt.Sprintf("want a number of cores from 0.01 to %d (this machine's), such as 1 or 0.5", n)}
 		}
 		r.CPU, set = f, true
 	}
 	for _, n := range []struct {
 		name string
 		dst  *int64
-	}{{"SANDBOX_RUNTIME_MEMORY_MB", &r.MemoryMB}, {"SANDBOX_RUNTIME_PIDS", &r.Pids}} {
+		min  int64 // Docker refuses less than 6 MiB of memory
+	}{{"SANDBOX_RUNTIME_MEMORY_MB", &r.MemoryMB, 6}, {"SANDBOX_RUNTIME_PIDS", &r.Pids, 1}} {
 		v := get(n.name, "")
 		if v == "" {
 			continue
 		}
 		i, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || i <= 0 || i > 1<<30 {
-			return nil, &ConfigError{n.name, v, "want a positive whole number"}
+		if err != nil || i < n.min || i > 1<<30 {
+			return nil, &ConfigError{n.name, v, fmt.Sprintf("want a whole number of at least %d", n.min)}
 		}
 		*n.dst, set = i, true
 	}

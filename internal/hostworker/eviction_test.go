@@ -86,7 +86,10 @@ func TestRuntimeResourcesFromEnv(t *testing.T) {
 	require.NotNil(t, cfg.RuntimeResources)
 	assert.Equal(t, sandbox.ResourceHints{CPU: 0.5, MemoryMB: 1024, Pids: 256}, *cfg.RuntimeResources)
 
-	for k, v := range map[string]string{"SANDBOX_RUNTIME_CPUS": "-1", "SANDBOX_RUNTIME_MEMORY_MB": "lots", "SANDBOX_RUNTIME_PIDS": "0"} {
+	for _, kv := range [][2]string{{"SANDBOX_RUNTIME_CPUS", "-1"}, {"SANDBOX_RUNTIME_CPUS", "1e-300"}, {"SANDBOX_RUNTIME_CPUS", "0.001"},
+		{"SANDBOX_RUNTIME_CPUS", "NaN"}, {"SANDBOX_RUNTIME_CPUS", "100000"}, {"SANDBOX_RUNTIME_MEMORY_MB", "lots"},
+		{"SANDBOX_RUNTIME_MEMORY_MB", "1"}, {"SANDBOX_RUNTIME_PIDS", "0"}} {
+		k, v := kv[0], kv[1]
 		_, err := ConfigFromEnv(lookup(map[string]string{k: v}))
 		var ce *ConfigError
 		require.True(t, errors.As(err, &ce), "%s=%s: %v", k, v, err)

@@ -282,9 +282,9 @@ func analyze(list []scopedEntry) *Inspection {
 			}
 			if v, ok := httpOverrides[name]; ok {
 				override(e.Key, v)
-				poison(e, ActionNeutralized, "changes how requests to "+sub+" are sent")
+				poison(e, ActionNeutralized, "changes how requests to "+quoted(sub)+" are sent")
 			} else if why, ok := httpReported[name]; ok {
-				poison(e, ActionReported, why+" for "+sub)
+				poison(e, ActionReported, why+" for "+quoted(sub))
 			}
 		case "credential":
 			if name == "helper" {
@@ -294,7 +294,7 @@ func analyze(list []scopedEntry) *Inspection {
 			}
 		case "url":
 			if name == "insteadof" || name == "pushinsteadof" {
-				poison(e, ActionRefused, "rewrites remote URLs to "+sub)
+				poison(e, ActionRefused, "rewrites remote URLs to "+quoted(sub))
 			}
 		case "remote":
 			if sub == "" {
@@ -323,7 +323,7 @@ func analyze(list []scopedEntry) *Inspection {
 					poison(e, ActionNeutralized, "allows a transport")
 				} else {
 					override(e.Key, "never")
-					poison(e, ActionNeutralized, "allows the transport "+sub)
+					poison(e, ActionNeutralized, "allows the transport "+quoted(sub))
 				}
 			}
 		case "core":
@@ -368,3 +368,8 @@ func analyze(list []scopedEntry) *Inspection {
 
 // clipText cuts s to 200 bytes for messages.
 func clipText(s string) string { return sandbox.Clip(s, 200) }
+
+// quoted renders an agent-chosen part of a key (a URL, a transport name) in a
+// reason text: clipped and Go-quoted, so no control character (a terminal
+// escape, a carriage return) reaches a log line or a CLI warning raw.
+func quoted(s string) string { return strconv.Quote(clipText(s)) }

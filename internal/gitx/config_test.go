@@ -143,6 +143,24 @@ func TestPoisonStringQuotesTheKey(t *testing.T) {
 	assert.Less(t, len(long.String()), 300)
 }
 
+// TestPoisonReasonsQuoteTheSubsection: the parts of a key an agent chooses
+// (a URL, a transport) appear quoted in the reason too, never raw.
+func TestPoisonReasonsQuoteTheSubsection(t *testing.T) {
+	in := analyze([]scopedEntry{
+		{"local", ConfigEntry{"http.https://h\x1b[2K\rFAKE.proxy", "http://p"}},
+		{"local", ConfigEntry{"url.file:///tmp/e\x1b[31mvil.insteadof", "https://x"}},
+		{"local", ConfigEntry{"protocol.ev\x1b[5mil.allow", "always"}},
+		{"local", ConfigEntry{"http.https://h\n.cookiefile", "/tmp/c"}},
+	})
+	require.NotEmpty(t, in.Poisoned)
+	for _, p := range in.Poisoned {
+		s := p.String()
+		assert.NotContains(t, s, "\x1b", s)
+		assert.NotContains(t, s, "\r", s)
+		assert.NotContains(t, s, "\n", s)
+	}
+}
+
 func TestSubcommand(t *testing.T) {
 	assert.Equal(t, "push", subcommand([]string{"-c", "core.abbrev=no", "push", "--porcelain"}))
 	assert.Equal(t, "fetch", subcommand([]string{"--no-pager", "-C", "/x", "fetch"}))

@@ -84,7 +84,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_ = json.NewEncoder(stderr).Encode(map[string]any{"error": map[string]string{"type": typ, "message": msg}})
 		return code
 	}
-	fmt.Fprintf(stderr, "error: %s\n", err)
+	fmt.Fprintf(stderr, "error: %s\n", printableMessage(err.Error()))
 	return code
 }
 
@@ -375,7 +375,7 @@ func (c *cli) writeCommand() *cobra.Command {
 			if c.asJSON {
 				return c.printJSON(workflows.WriteFileResult{Path: args[1], Bytes: int64(len(data))})
 			}
-			fmt.Fprintf(c.stdout, "wrote %d bytes to %s\n", len(data), args[1])
+			fmt.Fprintf(c.stdout, "wrote %d bytes to %s\n", len(data), printablePath(args[1]))
 			return nil
 		},
 	}
@@ -406,7 +406,7 @@ func (c *cli) lsCommand() *cobra.Command {
 			}
 			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
 			for _, e := range entries {
-				name := e.Name
+				name := printablePath(e.Name)
 				if e.Type == "dir" {
 					name += "/"
 				}
@@ -437,7 +437,7 @@ func (c *cli) searchCommand() *cobra.Command {
 				return c.printJSON(res)
 			}
 			for _, m := range res.Matches {
-				fmt.Fprintf(c.stdout, "%s:%d:%s\n", m.Path, m.Line, m.Text)
+				fmt.Fprintf(c.stdout, "%s:%d:%s\n", printablePath(m.Path), m.Line, printableText(m.Text))
 			}
 			if res.Truncated {
 				fmt.Fprintf(c.stderr, "sandboxctl: more matches were found than returned\n")
@@ -482,10 +482,10 @@ func (c *cli) statusCommand() *cobra.Command {
 				fmt.Fprintln(c.stdout, "clean")
 			}
 			for _, f := range st.Files {
-				fmt.Fprintf(c.stdout, "%s %s\n", f.Status, f.Path)
+				fmt.Fprintf(c.stdout, "%s %s\n", f.Status, printablePath(f.Path))
 			}
 			for _, w := range st.ConfigWarnings {
-				fmt.Fprintf(c.stderr, "warning: git config %s\n", w)
+				fmt.Fprintf(c.stderr, "warning: git config %s\n", printablePath(w))
 			}
 			return nil
 		},
@@ -642,7 +642,7 @@ func (c *cli) describeCommand() *cobra.Command {
 			}
 			fmt.Fprintf(w, "idle_close_at\t%s\n", d.IdleCloseAt.Format(time.RFC3339))
 			if d.LastError != "" {
-				fmt.Fprintf(w, "last_error\t%s\n", d.LastError)
+				fmt.Fprintf(w, "last_error\t%s\n", printablePath(d.LastError))
 			}
 			return w.Flush()
 		},

@@ -79,7 +79,7 @@ func (c *cli) printEviction(res workflows.EvictionRunResult) error {
 			fmt.Fprintf(c.stdout, "\nhost %s: unreachable\n", h.HostID)
 			continue
 		case h.Plan == nil:
-			fmt.Fprintf(c.stdout, "\nhost %s: %s\n", h.HostID, h.Error)
+			fmt.Fprintf(c.stdout, "\nhost %s: %s\n", h.HostID, printableMessage(h.Error))
 			continue
 		}
 		p := h.Plan.Plan
@@ -95,7 +95,7 @@ func (c *cli) printEviction(res workflows.EvictionRunResult) error {
 		} else {
 			fmt.Fprintf(w, "  ACTION\tTIER\tTARGET\tOUTCOME\tFREED\tREASON\n")
 			for _, r := range h.Results {
-				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.Action, r.Tier, r.ID, r.Outcome, mib(r.FreedBytes), r.Reason)
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.Action, r.Tier, r.ID, r.Outcome, mib(r.FreedBytes), printablePath(r.Reason))
 			}
 		}
 		if err := w.Flush(); err != nil {
@@ -105,7 +105,7 @@ func (c *cli) printEviction(res workflows.EvictionRunResult) error {
 			fmt.Fprintf(c.stdout, "  nothing to do\n")
 		}
 		for _, held := range p.Held {
-			fmt.Fprintf(c.stdout, "  kept %s %s: %s\n", held.Kind, held.ID, held.Reason)
+			fmt.Fprintf(c.stdout, "  kept %s %s: %s\n", held.Kind, held.ID, printablePath(held.Reason))
 		}
 		if h.Plan.Truncated > 0 {
 			fmt.Fprintf(c.stdout, "  %d more actions left to the next run\n", h.Plan.Truncated)

@@ -178,6 +178,7 @@ func (c *cli) printFanout(r workflows.FanoutReport) {
 		if len(t.ConflictFiles) > 0 {
 			note = "conflicts: " + strings.Join(t.ConflictFiles, ", ")
 		}
+		note = printablePath(note)
 		if len(note) > 80 {
 			note = note[:80] + "…"
 		}
@@ -185,7 +186,7 @@ func (c *cli) printFanout(r workflows.FanoutReport) {
 	}
 	_ = w.Flush()
 	if r.Error != "" {
-		fmt.Fprintf(c.stdout, "error: %s\n", r.Error)
+		fmt.Fprintf(c.stdout, "error: %s\n", printableMessage(r.Error))
 	}
 }
 

@@ -105,6 +105,21 @@ func TestCLIWalkthrough(t *testing.T) {
 	assert.Equal(t, 1, r.code, "accepted, and no line has \"-agent\": %s", r.stderr)
 	assert.Empty(t, r.stderr)
 
+	// Names the agent chooses are shown escaped: no terminal escape, carriage
+	// return or newline reaches the screen from status, ls or search.
+	r = runCLI(t, bin, queue, "", "exec", ws, "--", "sh", "-c", `touch "$(printf 'evil\033[31mRED')" "$(printf 'x\n?? forged')" "$(printf 'y\rOVER')"; printf 'hit\033[2K\rX\n' > hit.txt`)
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, args := range [][]string{{"status", ws}, {"ls", ws}, {"search", ws, "hit"}} {
+		r = runCLI(t, bin, queue, "", args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		assert.NotContains(t, r.stdout, "\x1b", args)
+		assert.NotContains(t, r.stdout, "\r", args)
+		assert.NotContains(t, r.stdout, "\n?? forged", args)
+	}
+	assert.Contains(t, r.stdout, `hit.txt:1:hit\x1b[2K\rX`)
+	r = runCLI(t, bin, queue, "", "exec", ws, "--", "sh", "-c", "rm -f evil* x* y* hit.txt")
+	require.Equal(t, 0, r.code, r.stderr)
+
 	r = runCLI(t, bin, queue, "", "commit", ws, "-m", "agent: say hello")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "on agent/edits-c1")

@@ -156,6 +156,41 @@ func TestFanoutWatchShowsProgressWhileRunning(t *testing.T) {
 	assert.Greater(t, completedAt.Sub(runningAt), time.Second, "progress must be printed while the task runs")
 }
 
+// TestFanoutTaskIDInUseIsAConflict: two fan-outs naming the same new task id
+// at once would drive one task workspace and report each other's work; the
+// second one's task fails with SandboxConflict, the first one is unaffected.
+func TestFanoutTaskIDInUseIsAConflict(t *testing.T) {
+	h := startHost(t, "fanoutdup")
+	_, hd := conversation(t, h.client, uniq(t, "u"))
+	ctx := ctxFor(t, 3*time.Minute)
+	start := func(script string) *sandboxclient.Fanout {
+		f, err := h.client.StartFanout(ctx, uniq(t, "f"), workflows.FanoutInput{
+			ConversationWorkspaceID: hd.WorkspaceID,
+			Tasks:                   []workflows.TaskSpec{{TaskID: "same", Script: script}},
+		})
+		require.NoError(t, err)
+		return f
+	}
+	first := start("sleep 3; echo one > r.txt")
+	require.Eventually(t, func() bool {
+		p, err := first.Progress(ctx)
+		return err == nil && len(p.Tasks) == 1 && p.Tasks[0].Status == workflows.TaskRunning
+	}, 30*time.Second, 100*time.Millisecond)
+	second := start("echo two > r.txt")
+	rep2, err := second.Result(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, workflows.TaskError, rep2.Tasks[0].Status)
+	assert.Contains(t, rep2.Tasks[0].Message, "SandboxConflict")
+	assert.Contains(t, rep2.Tasks[0].Message, "use a new task id")
+	assert.NotEqual(t, workflows.TaskMergeMerged, rep2.Tasks[0].Merge)
+
+	rep1, err := first.Result(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, workflows.TaskSucceeded, rep1.Tasks[0].Status)
+	assert.Equal(t, workflows.TaskMergeMerged, rep1.Tasks[0].Merge)
+	assert.Equal(t, "one\n", gittest.Git(t, hd.LocalPath, "show", "HEAD:r.txt")+"\n")
+}
+
 func TestFanoutConflictLeavesConversationClean(t *testing.T) {
 	h := startHost(t, "fanoutc")
 	s, hd := conversation(t, h.client, uniq(t, "u"))

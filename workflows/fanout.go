@@ -207,7 +207,10 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 	req := f.request
 	req.Mode, req.TaskID, req.BaseRef = sandbox.ModeTask, spec.TaskID, f.report.StartCommit
 	if workflow.GetVersion(ctx, versionTaskChildSession, workflow.DefaultVersion, 1) == 1 {
-		f.startTaskSession(ctx, req)
+		if err := f.startTaskSession(ctx, req); err != nil {
+			fail(err)
+			return
+		}
 	}
 	var h Handle
 	if err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutAcquireTask, AcquireTaskInput{
@@ -282,14 +285,15 @@ const versionTaskChildSession = "fanout-task-child-session"
 // policy ABANDON: the task session outlives the fan-out, keeps its idle timers
 // and follows normal eviction. The acquire activity that follows attaches to
 // it by update-with-start. A session already running under that workflow id
-// (the task id was used before) is used as it is, not as a child; any other
-// start failure is logged and left to the acquire activity, which starts the
-// session itself.
-func (f *fanout) startTaskSession(ctx workflow.Context, req sandbox.WorkspaceRequest) {
+// is ErrConflict: the task id is in use (by another fan-out, or an agent),
+// and two drivers of one task workspace would report each other's work. Any
+// other start failure is logged and left to the acquire activity, which
+// starts the session itself.
+func (f *fanout) startTaskSession(ctx workflow.Context, req sandbox.WorkspaceRequest) error {
 	wsID := sandbox.WorkspaceIDForKey(req.Key())
 	wfID, err := sandbox.SessionWorkflowID(wsID)
 	if err != nil { // cannot happen for a derived id; the acquire reports it
-		return
+		return nil
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            wfID,
@@ -304,10 +308,11 @@ func (f *fanout) startTaskSession(ctx workflow.Context, req sandbox.WorkspaceReq
 	switch {
 	case err == nil:
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
-		workflow.GetLogger(ctx).Info("task session already running; not a child of this fan-out", "task_id", req.TaskID, "workspace_id", wsID)
+		return sandbox.Errorf(sandbox.ErrConflict, "task %s: its workspace %s already has a running session (another fan-out or an agent is using this task id); use a new task id", req.TaskID, wsID)
 	default:
 		workflow.GetLogger(ctx).Warn("task session not started as a child; the acquire starts it", "task_id", req.TaskID, "error", err)
 	}
+	return nil
 }
 
 // merge brings the accepted tasks into the conversation, in input order.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -113,6 +114,7 @@ func newFanoutEnv(f *fakeFanout) *testsuite.TestWorkflowEnvironment {
 		return nil
 	}, workflow.RegisterOptions{Name: SessionWorkflowType})
 	f.register(env)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: FanoutWorkflowIDPrefix + "f1"})
 	return env
 }
 
@@ -150,7 +152,7 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	for _, task := range in.Tasks {
 		wf, err := sandbox.SessionWorkflowID(sandbox.WorkspaceIDForKey("task|u|p|" + task.TaskID))
 		require.NoError(t, err)
-		assert.Equal(t, HostTaskQueue(testHost)+" task default-test-workflow-id", f.children[wf], task.TaskID)
+		assert.Equal(t, HostTaskQueue(testHost)+" task "+FanoutWorkflowIDPrefix+"f1", f.children[wf], task.TaskID)
 	}
 	assert.Equal(t, 2, f.max, "at most MaxParallel scripts at once, and that many were used")
 	assert.ElementsMatch(t, []string{"t1", "t2"}, f.started[:2], "the first slots go to the first tasks in input order")

@@ -345,6 +345,8 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	if err != nil {
 		if s := gitStderr(err); strings.Contains(s, "did not match any files") {
 			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "no such file: %s", firstLine(s))
+		} else if strings.Contains(s, "beyond a symbolic link") {
+			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path goes through a symbolic link: %s", firstLine(s))
 		}
 		return sandbox.CommitResult{}, gitx.Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
 	}

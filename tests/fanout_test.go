@@ -171,7 +171,7 @@ func TestFanoutTaskIDInUseIsAConflict(t *testing.T) {
 		require.NoError(t, err)
 		return f
 	}
-	first := start("sleep 3; echo one > r.txt")
+	first := start("sleep 6; echo one > r.txt")
 	require.Eventually(t, func() bool {
 		p, err := first.Progress(ctx)
 		return err == nil && len(p.Tasks) == 1 && p.Tasks[0].Status == workflows.TaskRunning

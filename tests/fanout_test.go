@@ -191,6 +191,44 @@ func TestFanoutTaskIDInUseIsAConflict(t *testing.T) {
 	assert.Equal(t, "one\n", gittest.Git(t, hd.LocalPath, "show", "HEAD:r.txt")+"\n")
 }
 
+// TestFanoutCancelKeepsTaskSessions: cancelling a fan-out (Web UI, CLI)
+// leaves its task sessions running: they outlive it, as documented.
+func TestFanoutCancelKeepsTaskSessions(t *testing.T) {
+	h := startHost(t, "fanoutcancel")
+	_, hd := conversation(t, h.client, uniq(t, "u"))
+	ctx := ctxFor(t, 3*time.Minute)
+	f, err := h.client.StartFanout(ctx, uniq(t, "f"), workflows.FanoutInput{
+		ConversationWorkspaceID: hd.WorkspaceID,
+		Tasks:                   []workflows.TaskSpec{{TaskID: "by-agent"}},
+	})
+	require.NoError(t, err)
+	var taskWF, taskWS string
+	require.Eventually(t, func() bool {
+		p, err := f.Progress(ctx)
+		if err == nil && len(p.Tasks) == 1 && p.Tasks[0].Status == workflows.TaskWaiting {
+			taskWF, taskWS = p.Tasks[0].WorkflowID, p.Tasks[0].WorkspaceID
+		}
+		return taskWF != ""
+	}, 30*time.Second, 100*time.Millisecond)
+	require.NoError(t, tc.CancelWorkflow(ctx, f.WorkflowID(), ""))
+	require.Eventually(t, func() bool {
+		d, err := tc.DescribeWorkflowExecution(ctx, f.WorkflowID(), "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
+	}, 30*time.Second, 100*time.Millisecond, "the fan-out is cancelled")
+	for _, ev := range history(t, f.WorkflowID(), "").GetEvents() {
+		assert.NotEqual(t, enumspb.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED, ev.GetEventType(),
+			"the fan-out asked its task session to cancel")
+	}
+	d, err := tc.DescribeWorkflowExecution(ctx, taskWF, "")
+	require.NoError(t, err)
+	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.GetWorkflowExecutionInfo().GetStatus(), "the task session outlives the cancelled fan-out")
+	s, err := h.client.Session(taskWS)
+	require.NoError(t, err)
+	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	require.NoError(t, err, "an agent can keep using the task session")
+	assert.Equal(t, 0, res.ExitCode)
+}
+
 func TestFanoutConflictLeavesConversationClean(t *testing.T) {
 	h := startHost(t, "fanoutc")
 	s, hd := conversation(t, h.client, uniq(t, "u"))

@@ -302,13 +302,16 @@ func (f *fanout) startTaskSession(ctx workflow.Context, req sandbox.WorkspaceReq
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(SessionStartSearchAttributes(wsID, &req)...),
 	})
+	// Disconnected: cancelling the fan-out must not cancel the task sessions
+	// (ABANDON covers the parent closing, not its context being cancelled).
+	cctx, _ = workflow.NewDisconnectedContext(cctx)
 	var started workflow.Execution
 	err = workflow.ExecuteChildWorkflow(cctx, SessionWorkflowType, SessionInput{WorkspaceID: wsID, Request: &req}).
 		GetChildWorkflowExecution().Get(ctx, &started)
 	switch {
 	case err == nil:
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
-		return sandbox.Errorf(sandbox.ErrConflict, "task %s: its workspace %s already has a running session (another fan-out or an agent is using this task id); use a new task id", req.TaskID, wsID)
+		return sandbox.Errorf(sandbox.ErrConflict, "task %s: a session for this task id is still open (another fan-out or an agent is using it, or an earlier task session has not idled out yet, workspace %s); use a new task id", req.TaskID, wsID)
 	default:
 		workflow.GetLogger(ctx).Warn("task session not started as a child; the acquire starts it", "task_id", req.TaskID, "error", err)
 	}

@@ -306,7 +306,7 @@ func FromTemporal(err error) error {
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "no session for this workspace (never acquired, or its history is gone): acquire it with a full request (Temporal: %s)", nf.Message)
+		return sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "no such workflow (a workspace's session: never acquired, or its history is gone — acquire it with a full request): %s", nf.Message)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return sandbox.Errorf(sandbox.ErrTimeout, "%v", err)

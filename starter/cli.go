@@ -48,7 +48,7 @@ type cli struct {
 
 // Main runs sandboxctl with args and returns the process exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, asJSON: wantsJSON(args)}
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := c.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -75,8 +75,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case k == nil && (strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)")):
 		code = exitInvalid
 	}
-	if c.asJSON {
+	var fe flagParseError
+	if c.asJSON || (errors.As(err, &fe) && wantsJSON(args)) {
 		// --json: the error too is JSON, on stderr: {"error": {"type": "...", "message": "..."}}.
+		// When the flags themselves failed to parse, --json among the
+		// arguments is taken at its word.
 		typ, msg := "UsageError", err.Error()
 		if k != nil {
 			typ, msg = k.Type, sandbox.Message(err)
@@ -88,8 +91,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-// wantsJSON reports whether args ask for --json before any "--", so that an
-// error raised while parsing the flags is JSON too.
+// wantsJSON reports whether args hold --json before any "--"; used only for
+// an error raised while parsing the flags (where a value that happens to be
+// "--json", as in `commit WS -m --json`, cannot be told apart).
 func wantsJSON(args []string) bool {
 	for _, a := range args {
 		switch a {
@@ -106,11 +110,17 @@ func wantsJSON(args []string) bool {
 // starts with '-' (a file "-n", a search for "-x"): after "--".
 func flagError(_ *cobra.Command, err error) error {
 	if msg := err.Error(); strings.Contains(msg, "unknown shorthand flag") || strings.Contains(msg, "unknown flag") {
-		return fmt.Errorf("%w (an argument that starts with '-' goes after --, e.g. `sandboxctl exec WS -- ls -la`; "+
+		err = fmt.Errorf("%w (an argument that starts with '-' goes after --, e.g. `sandboxctl exec WS -- ls -la`; "+
 			"paths and search patterns may not start with '-': name the file ./-n, search for \\-x)", err)
 	}
-	return err
+	return flagParseError{err}
 }
+
+// flagParseError marks an error raised while parsing flags (before --json
+// itself could be read).
+type flagParseError struct{ error }
+
+func (e flagParseError) Unwrap() error { return e.error }
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -129,7 +139,7 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&c.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port (TEMPORAL_ADDRESS)")
 	root.PersistentFlags().StringVar(&c.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
 	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", envOr("SANDBOX_TASK_QUEUE", workflows.DefaultTaskQueue), "task queue sessions start on (SANDBOX_TASK_QUEUE)")
-	root.PersistentFlags().BoolVar(&c.asJSON, "json", c.asJSON, "print JSON instead of text")
+	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of text")
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),

@@ -178,10 +178,10 @@ func (c *cli) printFanout(r workflows.FanoutReport) {
 		if len(t.ConflictFiles) > 0 {
 			note = "conflicts: " + strings.Join(t.ConflictFiles, ", ")
 		}
-		note = printablePath(note)
-		if len(note) > 80 {
-			note = note[:80] + "…"
+		if r := []rune(note); len(r) > 80 {
+			note = string(r[:80]) + "…"
 		}
+		note = printablePath(note)
 		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.TaskID, t.Kind, t.Status, exit, orDash(short(t.Commit)), files, orDash(t.Merge), note)
 	}
 	_ = w.Flush()

@@ -53,6 +53,8 @@ func escapeRunes(s, keep string) string {
 			b.WriteString(`\t`)
 		case r < 0x80:
 			fmt.Fprintf(&b, `\x%02x`, r)
+		case r > 0xFFFF:
+			fmt.Fprintf(&b, `\U%08x`, r)
 		default:
 			fmt.Fprintf(&b, `\u%04x`, r)
 		}

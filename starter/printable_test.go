@@ -13,6 +13,7 @@ func TestPrintable(t *testing.T) {
 		"bidi\u202eexe.txt":    `bidi\u202eexe.txt`,
 		"bad\xffbyte":          `bad\xffbyte`,
 		"real \uFFFD replaced": "real \uFFFD replaced",
+		"tag\U000E0041":        `tag\U000e0041`,
 	} {
 		if got := printablePath(in); got != want {
 			t.Errorf("printablePath(%q) = %q, want %q", in, got, want)

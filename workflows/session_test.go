@@ -204,8 +204,8 @@ func TestMutatingUpdatesAreSerializedAndReadsConcurrent(t *testing.T) {
 	env.SetTestTimeout(time.Minute)
 	var mutating, maxMutating, reading, readOverlapsWriter, readsSawTwo atomic.Int32
 	mutate := func() {
-		if n := mutating.Add(1); n > maxMutating.Load() {
-			maxMutating.Store(n)
+		n := mutating.Add(1)
+		for m := maxMutating.Load(); n > m && !maxMutating.CompareAndSwap(m, n); m = maxMutating.Load() {
 		}
 		if reading.Load() > 0 {
 			readOverlapsWriter.Add(1)

@@ -268,7 +268,7 @@ func resourceHints(get func(name, def string) string) (*sandbox.ResourceHints, e
 		}
 		i, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || i < n.min || i > 1<<30 {
-			return nil, &ConfigError{n.name, v, fmt.Sprintf("want a whole number of at least %d", n.min)}
+			return nil, &ConfigError{n.name, v, fmt.Sprintf("want a whole number from %d to %d", n.min, 1<<30)}
 		}
 		*n.dst, set = i, true
 	}

@@ -317,8 +317,10 @@ func ValidateSearchPattern(pattern string, maxBytes int) error {
 	case len(pattern) > maxBytes:
 		return Errorf(ErrInvalidArgument, "search pattern is longer than %d bytes", maxBytes)
 	case strings.HasPrefix(pattern, "-"):
-		hint := `\` + pattern
-		if !utf8.ValidString(hint) || strings.ContainsFunc(hint, unicode.IsControl) || len(hint) > 80 {
+		// The same text as a regular expression: the dash escaped, the rest
+		// quoted (so a literal search's "-a.b(" stays literal).
+		hint := `\-` + regexp.QuoteMeta(pattern[1:])
+		if !utf8.ValidString(hint) || strings.ContainsFunc(hint, func(r rune) bool { return !unicode.IsPrint(r) }) || len(hint) > 80 {
 			hint = "a backslash before the dash"
 		}
 		return Errorf(ErrInvalidArgument, "search pattern %q starts with '-' and could be read as an option; "+

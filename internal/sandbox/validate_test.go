@@ -76,6 +76,11 @@ func TestValidateSearchPattern(t *testing.T) {
 			t.Errorf("pattern %q: got %v, want InvalidArgument", p, err)
 		}
 	}
+	// The hint is the same text as a regular expression, and one that compiles.
+	err := ValidateSearchPattern("-a.b(", 100)
+	if err == nil || !strings.Contains(err.Error(), `regular expression \-a\.b\( instead`) {
+		t.Errorf("hint: %v", err)
+	}
 	for _, p := range []string{`\-\-pre=sh`, "[-]e", "a-b", "x"} {
 		if err := ValidateSearchPattern(p, 16); err != nil {
 			t.Errorf("pattern %q: %v", p, err)

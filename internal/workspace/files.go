@@ -26,7 +26,9 @@ import (
 // by the root, which refuses any symlink leading outside the worktree (and
 // absolute symlinks). All such failures, and a missing file, are
 // ErrInvalidWorkspacePath; a missing file is ErrFileNotFound, which wraps it
-// (ErrWorkspaceNotFound is kept for a missing workspace).
+// (ErrWorkspaceNotFound is kept for a missing workspace). A path starting with
+// '-' is ErrInvalidArgument instead (issue 8: option injection; "./-n" names
+// the file).
 
 // openRoot opens the worktree directory as an os.Root.
 func openRoot(ws sandbox.Workspace) (*os.Root, error) {
@@ -67,7 +69,8 @@ func pathError(op, rel string, err error) error {
 // ReadFile returns the content of a regular file in the workspace
 // (sandbox.WorkspaceProvider). The file is opened non-blocking (a FIFO cannot
 // hang the call) and must be a regular file; symlinks are followed only within
-// the worktree. Errors: ErrInvalidWorkspacePath (bad, escaping or missing
+// the worktree. Errors: ErrInvalidArgument (a path starting with '-'),
+// ErrInvalidWorkspacePath (bad, escaping or missing
 // path; a directory or special file), ErrResourceLimit (larger than
 // sandbox.MaxFileBytes), ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath).
 func (m *Manager) ReadFile(ctx context.Context, ws sandbox.Workspace, p string) ([]byte, error) {
@@ -118,7 +121,8 @@ func (m *Manager) ReadFile(ctx context.Context, ws sandbox.Workspace, p string) 
 // (the data is not fsynced). Only the permission bits of mode are honored;
 // mode 0 means 0644 for a new file and keeps the current permission bits of a
 // replaced one (so editing an executable script keeps it executable).
-// Errors: ErrCommandRejected (workspace not writable), ErrInvalidWorkspacePath
+// Errors: ErrCommandRejected (workspace not writable), ErrInvalidArgument (a
+// path starting with '-'), ErrInvalidWorkspacePath
 // (bad or escaping path, a path inside any ".git" — sandbox.IsGitMetadataPath
 // — the root itself, a directory, special file or symlink as the last
 // component: WriteFile never writes through a symlink), ErrResourceLimit (more
@@ -208,7 +212,8 @@ func (m *Manager) WriteFile(ctx context.Context, ws sandbox.Workspace, p string,
 // Lstat through the root: a symlink is reported as "symlink" and never
 // followed; Type is "file", "dir", "symlink" or "other"; Size in bytes; Mode
 // the permission bits. The directory itself may be reached through symlinks
-// that stay inside the worktree. Errors: ErrInvalidWorkspacePath (bad,
+// that stay inside the worktree. Errors: ErrInvalidArgument (a path starting
+// with '-'), ErrInvalidWorkspacePath (bad,
 // escaping or missing path; not a directory), ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath).
 func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) ([]sandbox.FileEntry, error) {

@@ -179,8 +179,9 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // real index is never touched: the index is copied to a temporary index file
 // in the worktree's administrative directory, `git add -A` stages the work
 // tree into the copy, and the copy is deleted afterwards (blobs of untracked
-// files become unreferenced objects in the repository, collected by git gc).
-// The patch is cut at MaxDiffBytes (on a line boundary when possible;
+// files become unreferenced objects in the repository, collected by git gc);
+// a nested repository's gitlink is never staged (dropNewGitlinks), so such a
+// directory does not appear. The patch is cut at MaxDiffBytes (on a line boundary when possible;
 // Truncated set, TotalBytes = full size) and Files, the changed paths, at
 // MaxDiffFiles (Truncated set). Errors: ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath), ErrRefNotFound (base commit missing),
@@ -278,7 +279,9 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 // (`git add -A`); otherwise each path is validated with sandbox.CleanRelPath
 // and staged literally (`git add -A --pathspec-from-file=- --pathspec-file-nul`
 // with GIT_LITERAL_PATHSPECS=1, so no pathspec magic), and the commit then
-// contains everything staged. The message goes through stdin (`-F -`,
+// contains everything staged, except a gitlink the agent made or changed (a
+// nested repository: dropNewGitlinks puts HEAD's entry back, so such a
+// change is never committed). The message goes through stdin (`-F -`,
 // --cleanup=whitespace: lines starting with '#' are kept); hooks are skipped
 // (--no-verify, and the runner's core.hooksPath=/dev/null); author and
 // committer are req's identity or DefaultAuthorName/DefaultAuthorEmail, dated
@@ -286,7 +289,8 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 // error, unless req.AllowEmpty. Errors: ErrCommandRejected (workspace not
 // writable, or HEAD detached), ErrInvalidArgument (empty or over
 // MaxCommitMessageBytes message, NUL in it, bad identity), ErrInvalidWorkspacePath
-// (a bad path, or one matching no file), ErrWorkspaceNotFound, ErrRepoLocked
+// (a bad path, one matching no file, or one through a symbolic link),
+// ErrWorkspaceNotFound, ErrRepoLocked
 // (index.lock held), ErrInsufficientDisk, ErrWorkspaceUnavailable.
 func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.CommitRequest) (sandbox.CommitResult, error) {
 	if err := writable(ws); err != nil {

@@ -132,7 +132,8 @@ var _ sandbox.RuntimeProvider = (*Provider)(nil)
 // /bin/true in it. Errors wrap sandbox.ErrRuntimeUnavailable with the reason:
 // bwrap not installed, or the probe's own message (e.g. unprivileged user
 // namespaces disabled: kernel.unprivileged_userns_clone=0 or
-// user.max_user_namespaces=0, or an AppArmor policy that denies them).
+// user.max_user_namespaces=0, or an AppArmor policy that denies them), or,
+// with a root worker, more than maxMasked root-only paths to mask.
 func New(ctx context.Context, opts Options) (*Provider, error) {
 	bin := opts.Binary
 	if bin == "" {
@@ -182,8 +183,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		// keys, root-only configuration). It sees what any local user
 		// could instead: everything not world-readable there is masked.
 		extra, truncated := notWorldReadable(ro)
-		if truncated {
-			p.log.Warn("bubblewrap: more root-only paths than can be masked; the first ones are", "masked", len(extra))
+		if truncated { // fail closed: the rest would be readable
+			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable,
+				"bubblewrap with a root worker: more than %d root-only paths under %v to mask; run the worker as a non-root user", maxMasked, ro)
 		}
 		p.hidden = append(p.hidden, extra...)
 	}
@@ -501,9 +503,10 @@ func clip(s string) string { return clipN(s, 64) }
 
 func clipN(s string, n int) string { return sandbox.Clip(s, n) }
 
-// maxMasked bounds the paths notWorldReadable returns (each is a bwrap
-// argument on every command).
-const maxMasked = 2048
+// maxMasked bounds the paths notWorldReadable returns (each is three bwrap
+// arguments on every command); past it a root worker's provider refuses to
+// start rather than leave the rest readable.
+const maxMasked = 4096
 
 var (
 	maskedMu    sync.Mutex

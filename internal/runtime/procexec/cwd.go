@@ -14,7 +14,8 @@ import (
 // symlink-free host path of the workdir: dir is the symlink-free host
 // directory and rel its path below root, slash-separated ("." for root
 // itself), for a backend that maps it into its own file system. A cwd that
-// is malformed, missing, not a directory, or resolves (through symlinks,
+// is malformed, missing, not a directory, goes through an absolute symlink
+// (even one pointing back inside: os.Root refuses them), or resolves (through symlinks,
 // checked inside an os.Root first, so nothing outside root is looked at)
 // outside root is an error wrapping sandbox.ErrInvalidArgument whose message
 // never contains a host path nor tells what lies outside; a root that cannot
@@ -34,7 +35,7 @@ func ResolveCwd(root, cwd string) (dir, rel string, err error) {
 	fi, err := r.Stat(clean)
 	_ = r.Close()
 	if err != nil {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: no such directory inside the workdir", clip(cwd))
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q cannot be resolved inside the workdir (missing, or through a link that leaves it or is absolute)", clip(cwd))
 	}
 	if !fi.IsDir() {
 		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: not a directory", clip(cwd))

@@ -83,6 +83,12 @@ func TestForeignRepositoryHeadsNeverShow(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "leak2", ".git", "commondir"), []byte(filepath.Join(foreign, ".git")+"\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "leak2", ".git", "HEAD"), []byte("ref: "+f.git(foreign, "symbolic-ref", "HEAD")+"\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "mine.txt"), []byte("mine\n"), 0o644))
+	// A .git pointing at a repository without a commit made host-side `add`
+	// fail (telling the agent that path exists); it is not even opened now.
+	empty := filepath.Join(t.TempDir(), "empty")
+	f.git(filepath.Dir(empty), "init", "-q", empty)
+	require.NoError(t, os.Mkdir(filepath.Join(ws.LocalPath, "leak3"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "leak3", ".git"), []byte("gitdir: "+filepath.Join(empty, ".git")+"\n"), 0o644))
 
 	d, err := f.m.Diff(ctx, ws)
 	require.NoError(t, err)

@@ -98,6 +98,33 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	return st, nil
 }
 
+// addAll stages the whole work tree (`git add -A`) except untracked nested
+// repositories: `git ls-files --others` lists each as "<dir>/", and they are
+// excluded (":(exclude,literal)<dir>/"), so git never opens the repository
+// an agent's .git points at (which may be anyone's on the host, and whose
+// missing commit would fail the whole add). The error is git's, unclassified.
+func addAll(ctx context.Context, g gitCtx) error {
+	out, err := g.run(ctx, "ls-files", "-z", "--others", "--exclude-standard")
+	if err != nil {
+		return err
+	}
+	var specs bytes.Buffer
+	for _, p := range strings.Split(string(out), "\x00") {
+		if strings.HasSuffix(p, "/") {
+			specs.WriteString(":(exclude,literal)" + p + "\x00")
+		}
+	}
+	if specs.Len() == 0 {
+		_, err = g.run(ctx, "add", "-A")
+		return err
+	}
+	var in bytes.Buffer
+	in.WriteString(".\x00")
+	in.Write(specs.Bytes())
+	_, err = g.runIO(ctx, &in, nil, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
+	return err
+}
+
 // dropNewGitlinks puts back HEAD's entry (or none) for every gitlink (mode
 // 160000) that `git add` staged in g's index and HEAD does not have as it is.
 // Adding a directory holding a .git makes git resolve that repository's HEAD,
@@ -180,8 +207,9 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // in the worktree's administrative directory, `git add -A` stages the work
 // tree into the copy, and the copy is deleted afterwards (blobs of untracked
 // files become unreferenced objects in the repository, collected by git gc);
-// a nested repository's gitlink is never staged (dropNewGitlinks), so such a
-// directory does not appear. The patch is cut at MaxDiffBytes (on a line boundary when possible;
+// an untracked nested repository is not staged at all (addAll) and no
+// gitlink the agent made is kept (dropNewGitlinks), so such a directory does
+// not appear. The patch is cut at MaxDiffBytes (on a line boundary when possible;
 // Truncated set, TotalBytes = full size) and Files, the changed paths, at
 // MaxDiffFiles (Truncated set). Errors: ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath), ErrRefNotFound (base commit missing),
@@ -222,7 +250,7 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 			return sandbox.Diff{}, gitx.Classify(err, "git read-tree HEAD", sandbox.ErrWorkspaceUnavailable)
 		}
 	}
-	if _, err := g.run(ctx, "add", "-A"); err != nil {
+	if err := addAll(ctx, g); err != nil {
 		return sandbox.Diff{}, gitx.Classify(err, "git add -A (temporary index)", sandbox.ErrWorkspaceUnavailable)
 	}
 	if err := dropNewGitlinks(ctx, g); err != nil {
@@ -342,7 +370,7 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
 	}
 	if len(req.Paths) == 0 {
-		_, err = w.git.run(ctx, "add", "-A")
+		err = addAll(ctx, w.git)
 	} else {
 		_, err = w.git.with("GIT_LITERAL_PATHSPECS=1").runIO(ctx, &pathspecs, nil, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
 	}

@@ -2,8 +2,6 @@ package bwrap_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
@@ -42,7 +40,7 @@ func newProvider(t testing.TB, opts bwrap.Options) *bwrap.Provider {
 		opts.ScratchDir = scratchDir(t)
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		opts.Logger = runtimetest.Logger(t, slog.LevelInfo)
 	}
 	p, err := bwrap.New(context.Background(), opts)
 	if err != nil {
@@ -67,28 +65,7 @@ func openUp(t testing.TB, dir string) {
 	}
 }
 
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
-func newID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return "rt-bwraptest-" + hex.EncodeToString(b)
-}
-
-func specFor(dir string) sandbox.RuntimeSpec {
-	return sandbox.RuntimeSpec{
-		ID:          newID(),
-		WorkspaceID: "ws-bwraptest",
-		Workdir:     "/workspace",
-		Mounts:      []sandbox.Mount{{Source: dir, Target: "/workspace", Writable: true}},
-		Network:     sandbox.NetworkLimited,
-	}
-}
+func specFor(dir string) sandbox.RuntimeSpec { return runtimetest.WorkspaceSpec("bwrap", dir) }
 
 func TestConformance(t *testing.T) {
 	runtimetest.Run(t, func(t *testing.T) runtimetest.Env {

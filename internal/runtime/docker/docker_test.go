@@ -2,8 +2,6 @@ package docker_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -99,32 +97,12 @@ func rawClient(t testing.TB) *client.Client {
 	return cli
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
-func newID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return "rt-dockertest-" + hex.EncodeToString(b)
-}
+func testLogger(t testing.TB) *slog.Logger { return runtimetest.Logger(t, slog.LevelInfo) }
 
 func specFor(dir string) sandbox.RuntimeSpec {
-	return sandbox.RuntimeSpec{
-		ID:          newID(),
-		WorkspaceID: "ws-dockertest",
-		Workdir:     "/workspace",
-		Mounts:      []sandbox.Mount{{Source: dir, Target: "/workspace", Writable: true}},
-		Network:     sandbox.NetworkLimited,
-		Labels:      map[string]string{testLabel: "docker"},
-	}
+	s := runtimetest.WorkspaceSpec("docker", dir)
+	s.Labels = map[string]string{testLabel: "docker"}
+	return s
 }
 
 func factory(t *testing.T) runtimetest.Env {

@@ -25,16 +25,7 @@ var idSeq atomic.Int64
 
 func newID() string { return "rt-local-" + strconv.FormatInt(idSeq.Add(1), 10) }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return runtimetest.Logger(t, slog.LevelDebug) }
 
 func specFor(dir string) sandbox.RuntimeSpec {
 	return sandbox.RuntimeSpec{

@@ -2,14 +2,17 @@ package runtimetest
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,4 +89,37 @@ func Sh(t *testing.T, ctx context.Context, rt sandbox.Runtime, script string) sa
 func RequireOK(t *testing.T, res sandbox.ExecResult) {
 	t.Helper()
 	require.Equal(t, 0, res.ExitCode, "stdout=%q stderr=%q", res.Stdout, res.Stderr)
+}
+
+// Logger returns a slog.Logger whose records go to t.Log (one line each) at
+// level and above: runtime test output shows the provider's own log.
+func Logger(t testing.TB, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// NewID returns a fresh runtime id "rt-<kind>test-<12 hex digits>".
+func NewID(kind string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "rt-" + kind + "test-" + hex.EncodeToString(b)
+}
+
+// WorkspaceSpec is the spec an isolated runtime's tests start from: a fresh
+// id (NewID), workspace "ws-<kind>test", dir mounted writable at /workspace
+// (the workdir), network limited.
+func WorkspaceSpec(kind, dir string) sandbox.RuntimeSpec {
+	return sandbox.RuntimeSpec{
+		ID:          NewID(kind),
+		WorkspaceID: "ws-" + kind + "test",
+		Workdir:     "/workspace",
+		Mounts:      []sandbox.Mount{{Source: dir, Target: "/workspace", Writable: true}},
+		Network:     sandbox.NetworkLimited,
+	}
 }

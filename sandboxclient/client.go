@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -177,31 +178,51 @@ func (s *Session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	return out, s.update(ctx, workflows.UpdateExec, req, &out)
 }
 
-// ReadFile returns a workspace file's bytes.
+// ReadFile returns a workspace file's bytes. A path that is not valid UTF-8
+// is refused before sending (ErrInvalidWorkspacePath: JSON would change it).
 func (s *Session) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", path); err != nil {
+		return nil, err
+	}
 	var out workflows.ReadFileResult
 	err := s.update(ctx, workflows.UpdateReadFile, workflows.ReadFileInput{Path: path}, &out)
 	return out.Content, err
 }
 
-// WriteFile creates or replaces a workspace file (mode 0 = 0644).
+// WriteFile creates or replaces a workspace file (mode 0 = 0644). Refused
+// before sending: content over sandbox.MaxFileBytes (ErrResourceLimit), a
+// path that is not valid UTF-8 (ErrInvalidWorkspacePath).
 func (s *Session) WriteFile(ctx context.Context, path string, content []byte, mode uint32) error {
 	if len(content) > sandbox.MaxFileBytes {
 		return sandbox.Errorf(sandbox.ErrResourceLimit, "content is larger than %d bytes", sandbox.MaxFileBytes)
+	}
+	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", path); err != nil {
+		return err
 	}
 	var out workflows.WriteFileResult
 	return s.update(ctx, workflows.UpdateWriteFile, workflows.WriteFileInput{Path: path, Content: content, Mode: mode}, &out)
 }
 
-// ListDir lists a directory ("" = root).
+// ListDir lists a directory ("" = root); a path that is not valid UTF-8 is
+// ErrInvalidWorkspacePath before sending.
 func (s *Session) ListDir(ctx context.Context, path string) ([]sandbox.FileEntry, error) {
+	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", path); err != nil {
+		return nil, err
+	}
 	var out workflows.ListDirResult
 	err := s.update(ctx, workflows.UpdateListDir, workflows.ListDirInput{Path: path}, &out)
 	return out.Entries, err
 }
 
-// Search finds matching lines.
+// Search finds matching lines; a pattern or path that is not valid UTF-8 is
+// refused before sending (ErrInvalidArgument, ErrInvalidWorkspacePath).
 func (s *Session) Search(ctx context.Context, req sandbox.SearchRequest) (sandbox.SearchResult, error) {
+	if err := requireUTF8(sandbox.ErrInvalidArgument, "search pattern", req.Pattern); err != nil {
+		return sandbox.SearchResult{}, err
+	}
+	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", req.Path); err != nil {
+		return sandbox.SearchResult{}, err
+	}
 	var out sandbox.SearchResult
 	return out, s.update(ctx, workflows.UpdateSearch, req, &out)
 }
@@ -220,6 +241,12 @@ func (s *Session) Diff(ctx context.Context) (sandbox.Diff, error) {
 
 // Commit commits the workspace's changes onto its branch.
 func (s *Session) Commit(ctx context.Context, req sandbox.CommitRequest) (sandbox.CommitResult, error) {
+	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", req.Paths...); err != nil {
+		return sandbox.CommitResult{}, err
+	}
+	if err := requireUTF8(sandbox.ErrInvalidArgument, "commit message", req.Message, req.AuthorName, req.AuthorEmail); err != nil {
+		return sandbox.CommitResult{}, err
+	}
 	var out sandbox.CommitResult
 	return out, s.update(ctx, workflows.UpdateCommit, req, &out)
 }
@@ -282,6 +309,26 @@ func checkExecPayload(req sandbox.ExecRequest) error {
 	}
 	if size > sandbox.MaxStdinBytes {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "command and environment are larger than %d bytes", sandbox.MaxStdinBytes)
+	}
+	for k, v := range req.Env {
+		if err := requireUTF8(sandbox.ErrInvalidArgument, "environment variable", k, v); err != nil {
+			return err
+		}
+	}
+	if err := requireUTF8(sandbox.ErrInvalidArgument, "command argument", req.Cmd...); err != nil {
+		return err
+	}
+	return requireUTF8(sandbox.ErrInvalidWorkspacePath, "cwd", req.Cwd)
+}
+
+// requireUTF8 refuses a string that is not valid UTF-8 before it is sent:
+// the JSON payload would silently turn each bad byte into U+FFFD, so another
+// file would be written or another argument run. Errors wrap kind.
+func requireUTF8(kind *sandbox.Kind, what string, vals ...string) error {
+	for _, v := range vals {
+		if !utf8.ValidString(v) {
+			return sandbox.Errorf(kind, "%s %q is not valid UTF-8 (the wire format carries text only)", what, sandbox.Clip(v, 200))
+		}
 	}
 	return nil
 }

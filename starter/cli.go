@@ -643,14 +643,19 @@ func (c *cli) describeCommand() *cobra.Command {
 				fmt.Fprintf(w, "branch\t%s\n", orDash(d.Workspace.BranchName))
 				fmt.Fprintf(w, "base_commit\t%s\n", d.Workspace.BaseCommit)
 				fmt.Fprintf(w, "repo\t%s\n", d.Workspace.Repo.Key())
+				if d.Workspace.PinnedUntil != nil {
+					fmt.Fprintf(w, "pinned_until\t%s\n", d.Workspace.PinnedUntil.Format(time.RFC3339))
+				}
 			}
 			fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
 			fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
 			fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
-			if d.IdleStopAt != nil {
-				fmt.Fprintf(w, "idle_stop_at\t%s\n", d.IdleStopAt.Format(time.RFC3339))
+			if d.State != workflows.StateClosed && d.State != workflows.StateEvicted { // no timer runs then
+				if d.IdleStopAt != nil {
+					fmt.Fprintf(w, "idle_stop_at\t%s\n", d.IdleStopAt.Format(time.RFC3339))
+				}
+				fmt.Fprintf(w, "idle_close_at\t%s\n", d.IdleCloseAt.Format(time.RFC3339))
 			}
-			fmt.Fprintf(w, "idle_close_at\t%s\n", d.IdleCloseAt.Format(time.RFC3339))
 			if d.LastError != "" {
 				fmt.Fprintf(w, "last_error\t%s\n", printablePath(d.LastError))
 			}

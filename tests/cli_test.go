@@ -124,6 +124,15 @@ func TestCLIWalkthrough(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "on agent/edits-c1")
 
+	// A name that is not UTF-8 cannot travel in JSON unchanged: refused
+	// rather than written under another name.
+	r = runCLI(t, bin, queue, "x", "write", ws, "new\xffx")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "not valid UTF-8")
+	r = runCLI(t, bin, queue, "", "exec", ws, "--", "ls")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "new")
+
 	r = runCLI(t, bin, queue, "", "read", ws, "../../etc/passwd")
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "InvalidWorkspacePath")

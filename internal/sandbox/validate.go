@@ -324,7 +324,7 @@ func ValidateSearchPattern(pattern string, maxBytes int) error {
 			hint = "a backslash before the dash"
 		}
 		return Errorf(ErrInvalidArgument, "search pattern %q starts with '-' and could be read as an option; "+
-			"search for the regular expression %s instead (not literal: without --literal, literal: false)", clip(pattern), hint)
+			"search for the regular expression %s instead (as a regular expression, not a literal search)", clip(pattern), hint)
 	}
 	return nil
 }

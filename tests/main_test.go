@@ -135,6 +135,11 @@ func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 		t.Fatalf("start host: %v", err)
 	}
 	t.Cleanup(h.Stop)
+	if h.Activities.Runtimes.Kind() == "docker" {
+		// Containers outlive a worker by design; a test's must not outlive
+		// the test (runs before Stop: cleanups run last in, first out).
+		t.Cleanup(func() { destroyDockerRuntimes(h) })
+	}
 	if want := os.Getenv("SANDBOX_RUNTIME_PROVIDER"); want != "" && want != "auto" && cfg.RuntimeProvider == want && h.Activities.Runtimes.Kind() != want {
 		t.Fatalf("SANDBOX_RUNTIME_PROVIDER=%s but the host runs %s", want, h.Activities.Runtimes.Kind())
 	}
@@ -189,4 +194,18 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// destroyDockerRuntimes destroys the runtime of every workspace h's store
+// holds for h (a missing one is success), best effort.
+func destroyDockerRuntimes(h *hostworker.Host) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wss, err := h.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{HostID: h.Config.HostID})
+	if err != nil {
+		return
+	}
+	for _, ws := range wss {
+		_ = h.Activities.Runtimes.Destroy(ctx, sandbox.RuntimeIDFor(ws.ID))
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -308,38 +307,8 @@ func TestGitInsideHiddenDataDir(t *testing.T) {
 func testGitInside(t *testing.T, bare, wt string, opts bwrap.Options) sandbox.Runtime {
 	t.Helper()
 	before := runtimetest.TreeSum(t, bare)
-	ctx, _, _, rt := setup(t, opts, func(s *sandbox.RuntimeSpec) {
-		s.Mounts = []sandbox.Mount{
-			{Source: wt, Target: "/workspace", Writable: true},
-			{Source: bare, Target: bare, Writable: false},
-		}
-	})
-	res := runtimetest.Sh(t, ctx, rt, "git status")
-	runtimetest.RequireOK(t, res)
-	require.Contains(t, string(res.Stdout), "On branch agent/edits-1")
-	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo b > b.txt && echo more >> a.txt"))
-	res = runtimetest.Sh(t, ctx, rt, "git status --porcelain")
-	runtimetest.RequireOK(t, res)
-	require.Equal(t, " M a.txt\n?? b.txt\n", string(res.Stdout))
-
-	res = runtimetest.Sh(t, ctx, rt, "git add -A")
-	require.NotEqual(t, 0, res.ExitCode)
-	require.Contains(t, string(res.Stderr), "Read-only file system")
-	for _, script := range []string{
-		"git worktree prune",
-		"git config user.name hacked",
-		"git branch evil",
-		"git update-ref refs/heads/agent/edits-2 HEAD",
-		"git gc --prune=now",
-		`echo 'touch /tmp/pwned' > "$(git rev-parse --git-common-dir)/hooks/post-checkout"`,
-		`rm -rf "$(git rev-parse --git-common-dir)/objects"`,
-	} {
-		runtimetest.Sh(t, ctx, rt, script)
-	}
-	require.Equal(t, before, runtimetest.TreeSum(t, bare), "the sandbox changed the repo cache")
-	out, err := exec.Command("git", "-C", bare, "worktree", "list", "--porcelain").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "worktree "+wt+"\n")
+	ctx, _, _, rt := setup(t, opts, func(s *sandbox.RuntimeSpec) { s.Mounts = runtimetest.GitMounts(bare, wt) })
+	runtimetest.CheckGitInside(t, ctx, rt, bare, wt, before)
 	return rt
 }
 

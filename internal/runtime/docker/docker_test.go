@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -421,65 +420,14 @@ func TestDashArgv0(t *testing.T) {
 // --- git inside the container -------------------------------------------
 
 func gitSpec(bare, wt string) func(*sandbox.RuntimeSpec) {
-	return func(s *sandbox.RuntimeSpec) {
-		s.Mounts = []sandbox.Mount{
-			{Source: wt, Target: "/workspace", Writable: true},
-			{Source: bare, Target: bare, Writable: false},
-		}
-	}
+	return func(s *sandbox.RuntimeSpec) { s.Mounts = runtimetest.GitMounts(bare, wt) }
 }
 
 func TestGitInsideContainer(t *testing.T) {
 	bare, wt := runtimetest.GitFixture(t)
 	before := runtimetest.TreeSum(t, bare)
 	ctx, _, _, rt := setup(t, gitSpec(bare, wt))
-
-	res := runtimetest.Sh(t, ctx, rt, "git status")
-	runtimetest.RequireOK(t, res)
-	require.Contains(t, string(res.Stdout), "On branch agent/edits-1")
-	res = runtimetest.Sh(t, ctx, rt, "git log --oneline && git diff --stat && git rev-parse --show-toplevel")
-	runtimetest.RequireOK(t, res)
-	require.Contains(t, string(res.Stdout), "init")
-	require.Contains(t, string(res.Stdout), "/workspace")
-
-	// Edits in the worktree are seen by git inside.
-	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo b > b.txt && echo more >> a.txt"))
-	res = runtimetest.Sh(t, ctx, rt, "git status --porcelain")
-	runtimetest.RequireOK(t, res)
-	require.Equal(t, " M a.txt\n?? b.txt\n", string(res.Stdout))
-
-	// Writes to the cache are refused with git's clear message.
-	res = runtimetest.Sh(t, ctx, rt, "git add -A")
-	require.NotEqual(t, 0, res.ExitCode)
-	require.Contains(t, string(res.Stderr), "Read-only file system")
-	res = runtimetest.Sh(t, ctx, rt, "git -c user.name=a -c user.email=a@a commit -qam x")
-	require.NotEqual(t, 0, res.ExitCode)
-	require.Contains(t, string(res.Stderr), "Read-only file system")
-
-	// Hostile attempts on the cache change nothing.
-	for _, script := range []string{
-		"git worktree prune",
-		"git worktree remove --force /workspace",
-		"git config user.name hacked",
-		"git branch evil",
-		"git tag evil",
-		"git update-ref refs/heads/agent/edits-2 HEAD~0",
-		"git gc --prune=now",
-		`echo 'touch /tmp/pwned' > "$(git rev-parse --git-common-dir)/hooks/post-checkout"`,
-		`rm -rf "$(git rev-parse --git-common-dir)/objects"`,
-		`printf 'gitdir: /tmp/elsewhere\n' > "$(git rev-parse --git-dir)/gitdir"`,
-	} {
-		runtimetest.Sh(t, ctx, rt, script)
-	}
-	require.Equal(t, before, runtimetest.TreeSum(t, bare), "the container changed the repo cache")
-
-	// The host's registration of the worktree is intact.
-	out, err := exec.Command("git", "-C", bare, "worktree", "list", "--porcelain").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "worktree "+wt+"\n")
-	out, err = exec.Command("git", "-C", wt, "status", "--porcelain").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Equal(t, " M a.txt\n?? b.txt\n", string(out))
+	runtimetest.CheckGitInside(t, ctx, rt, bare, wt, before)
 }
 
 func TestGitInsideAsWorktreeOwner(t *testing.T) {

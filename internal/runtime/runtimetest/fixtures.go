@@ -123,3 +123,71 @@ func WorkspaceSpec(kind, dir string) sandbox.RuntimeSpec {
 		Network:     sandbox.NetworkLimited,
 	}
 }
+
+// GitMounts are the mounts of a workspace runtime over a GitFixture: the
+// worktree writable at /workspace, the bare repo cache read-only at its own
+// path (so the worktree's .git file resolves inside the sandbox).
+func GitMounts(bare, wt string) []sandbox.Mount {
+	return []sandbox.Mount{
+		{Source: wt, Target: "/workspace", Writable: true},
+		{Source: bare, Target: bare, Writable: false},
+	}
+}
+
+// CheckGitInside is what issue 3 asks of every isolated runtime running over
+// GitMounts: git inside sees the branch and the agent's edits; `git add` and
+// `git commit` are refused with "Read-only file system"; hostile commands on
+// the cache (worktree prune/remove, config, branches, tags, refs, gc, hooks,
+// deleting objects, moving the worktree's gitdir) leave it byte-identical to
+// before (a TreeSum taken before rt ran anything); and the host's worktree
+// registration and view of the edits are intact. rt runs as the test's
+// workspace runtime with the GitFixture's wt.
+func CheckGitInside(t *testing.T, ctx context.Context, rt sandbox.Runtime, bare, wt, before string) {
+	t.Helper()
+	res := Sh(t, ctx, rt, "git status")
+	RequireOK(t, res)
+	require.Contains(t, string(res.Stdout), "On branch agent/edits-1")
+	res = Sh(t, ctx, rt, "git log --oneline && git diff --stat && git rev-parse --show-toplevel")
+	RequireOK(t, res)
+	require.Contains(t, string(res.Stdout), "init")
+	require.Contains(t, string(res.Stdout), "/workspace")
+
+	// Edits in the worktree are seen by git inside.
+	RequireOK(t, Sh(t, ctx, rt, "echo b > b.txt && echo more >> a.txt"))
+	res = Sh(t, ctx, rt, "git status --porcelain")
+	RequireOK(t, res)
+	require.Equal(t, " M a.txt\n?? b.txt\n", string(res.Stdout))
+
+	// Writes to the cache are refused with git's clear message.
+	res = Sh(t, ctx, rt, "git add -A")
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Contains(t, string(res.Stderr), "Read-only file system")
+	res = Sh(t, ctx, rt, "git -c user.name=a -c user.email=a@a commit -qam x")
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Contains(t, string(res.Stderr), "Read-only file system")
+
+	// Hostile attempts on the cache change nothing.
+	for _, script := range []string{
+		"git worktree prune",
+		"git worktree remove --force /workspace",
+		"git config user.name hacked",
+		"git branch evil",
+		"git tag evil",
+		"git update-ref refs/heads/agent/edits-2 HEAD~0",
+		"git gc --prune=now",
+		`echo 'touch /tmp/pwned' > "$(git rev-parse --git-common-dir)/hooks/post-checkout"`,
+		`rm -rf "$(git rev-parse --git-common-dir)/objects"`,
+		`printf 'gitdir: /tmp/elsewhere\n' > "$(git rev-parse --git-dir)/gitdir"`,
+	} {
+		Sh(t, ctx, rt, script)
+	}
+	require.Equal(t, before, TreeSum(t, bare), "the sandbox changed the repo cache")
+
+	// The host's registration of the worktree is intact.
+	out, err := exec.Command("git", "-C", bare, "worktree", "list", "--porcelain").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "worktree "+wt+"\n")
+	out, err = exec.Command("git", "-C", wt, "status", "--porcelain").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, " M a.txt\n?? b.txt\n", string(out))
+}

@@ -41,7 +41,9 @@ dir=$(mktemp -d /var/tmp/sandboxcore-rootfs.XXXXXX)
 cleanup() {
   # debootstrap may leave proc/sys mounted inside the target on failure:
   # unmount before deleting, and never cross into another file system.
-  grep -o " $dir/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" || true; done
+  # (No mount left is the usual case: grep then finds nothing, which must not
+  # fail the trap under set -e -o pipefail.)
+  { grep -o " $dir/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
   rm -rf --one-file-system "$dir"
 }
 trap cleanup EXIT

@@ -8,7 +8,7 @@ E2E_PKGS  := ./tests/... ./internal/hostworker/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run runtime-deps test test-unit test-e2e test-e2e-docker fuzz bench lint fmt clean up down
+.PHONY: all build run runtime-deps test test-unit test-e2e test-e2e-docker fuzz bench lint fmt clean up down schema
 
 # The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
 # (`docker compose`) when present, else the standalone `docker-compose`.
@@ -72,12 +72,18 @@ fuzz:
 	@set -e; for spec in FuzzParseRepoURL:100000 FuzzValidateRef:200000 FuzzValidateID:200000 FuzzCleanRelPath:100000; do \
 	  t=$${spec%%:*}; n=$$(( $${spec##*:} * $(FUZZSCALE) )); \
 	  echo "fuzz $$t ($$n executions)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime "$${n}x" ./internal/sandbox/; done
+	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime "$${n}x" ./sandboxapi/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzConfinement$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./internal/workspace/
 
 bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/
+
+# The JSON Schema of the wire contract (docs/schema/, docs/API.md "Schema"),
+# generated from package sandboxapi; internal/schema's test fails when the
+# committed files are stale.
+schema:
+	$(GO) run ./internal/schema/schemagen -api ./sandboxapi -out docs/schema
 
 lint:
 	$(GO) vet ./...

@@ -18,7 +18,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Activities are registered once per worker; every field is required but
@@ -46,7 +47,7 @@ type Activities struct {
 	// URLs is the repository URL policy (SANDBOX_ALLOW_FILE_URLS, SANDBOX_ALLOW_HTTP_URLS).
 	URLs sandbox.URLPolicy
 	// Settings are handed to every session this host serves.
-	Settings workflows.SessionSettings
+	Settings wire.SessionSettings
 	// RuntimeImage and RuntimeNetwork fill every RuntimeSpec.
 	RuntimeImage   string
 	RuntimeNetwork sandbox.Network
@@ -80,32 +81,46 @@ func (a *Activities) log() *slog.Logger {
 	return slog.Default()
 }
 
-// Register registers every activity on w under its contract name (workflows.Activity*).
-func (a *Activities) Register(w interface {
+// Registerer is what Register needs of a worker.
+type Registerer interface {
 	RegisterActivityWithOptions(any, activity.RegisterOptions)
-}) {
-	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(a.Locate, workflows.ActivityLocate)
-	reg(a.Acquire, workflows.ActivityAcquire)
-	reg(a.Exec, workflows.ActivityExec)
-	reg(a.ReadFile, workflows.ActivityReadFile)
-	reg(a.WriteFile, workflows.ActivityWriteFile)
-	reg(a.ListDir, workflows.ActivityListDir)
-	reg(a.Search, workflows.ActivitySearch)
-	reg(a.Status, workflows.ActivityStatus)
-	reg(a.Diff, workflows.ActivityDiff)
-	reg(a.Commit, workflows.ActivityCommit)
-	reg(a.Hibernate, workflows.ActivityHibernate)
-	reg(a.DestroyRuntime, workflows.ActivityDestroyRuntime)
-	reg(a.MergeBranches, workflows.ActivityMergeBranches)
-	reg(a.Push, workflows.ActivityPush)
-	reg(a.CreatePullRequest, workflows.ActivityCreatePullRequest)
+}
+
+// ByName returns every session activity by its wire name (wire.Activity*):
+// the activity half of the operation table (workflows/ops.go names the
+// activity of each operation; a test checks that each is here).
+func (a *Activities) ByName() map[string]any {
+	return map[string]any{
+		wire.ActivityLocate:            a.Locate,
+		wire.ActivityAcquire:           a.Acquire,
+		wire.ActivityExec:              a.Exec,
+		wire.ActivityReadFile:          a.ReadFile,
+		wire.ActivityWriteFile:         a.WriteFile,
+		wire.ActivityListDir:           a.ListDir,
+		wire.ActivitySearch:            a.Search,
+		wire.ActivityStatus:            a.Status,
+		wire.ActivityDiff:              a.Diff,
+		wire.ActivityCommit:            a.Commit,
+		wire.ActivityHibernate:         a.Hibernate,
+		wire.ActivityDestroyRuntime:    a.DestroyRuntime,
+		wire.ActivityMergeBranches:     a.MergeBranches,
+		wire.ActivityPush:              a.Push,
+		wire.ActivityCreatePullRequest: a.CreatePullRequest,
+	}
+}
+
+// Register registers every activity of ByName on w under its wire name.
+func (a *Activities) Register(w Registerer) {
+	for name, fn := range a.ByName() {
+		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
 }
 
 // ToApplicationError maps an error onto a Temporal application error whose
-// Type is the sandbox Kind's stable type string (docs/API.md "Errors"); kinds
-// that are not Retryable are non-retryable. Unknown errors become type
-// "SandboxError", non-retryable. Context errors pass through unchanged.
+// Type is the sandbox Kind's stable type string and whose detail is its
+// sandboxapi.ErrorDetails (docs/API.md "Errors"); kinds that are not
+// Retryable are non-retryable. Unknown errors become type "SandboxError",
+// non-retryable. Context errors and application errors pass through unchanged.
 func ToApplicationError(err error) error {
 	if err == nil {
 		return nil
@@ -117,11 +132,10 @@ func ToApplicationError(err error) error {
 	if errors.As(err, &app) {
 		return err
 	}
-	kind := sandbox.KindOf(err)
-	if kind == nil {
-		return temporal.NewApplicationErrorWithOptions(err.Error(), sandbox.ErrSandbox.Type, temporal.ApplicationErrorOptions{NonRetryable: true})
+	if sandbox.KindOf(err) == nil {
+		return sandboxapi.NewApplicationError(err, true)
 	}
-	return temporal.NewApplicationErrorWithOptions(sandbox.Message(err), kind.Type, temporal.ApplicationErrorOptions{NonRetryable: !kind.Retryable})
+	return sandboxapi.NewApplicationError(err, false)
 }
 
 // whileHeartbeating runs fn, heartbeating every heartbeatEvery until it returns.
@@ -150,21 +164,21 @@ func whileHeartbeating[T any](ctx context.Context, fn func() (T, error)) (T, err
 
 // Locate reports whether a workspace exists and on which host; it reads only
 // the store, so any worker can run it (shared task queue).
-func (a *Activities) Locate(ctx context.Context, in workflows.WorkspaceActivityInput) (workflows.LocateResult, error) {
+func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput) (wire.LocateResult, error) {
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
-		return workflows.LocateResult{}, ToApplicationError(err)
+		return wire.LocateResult{}, ToApplicationError(err)
 	}
 	ws, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
 	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
-		return workflows.LocateResult{}, nil
+		return wire.LocateResult{}, nil
 	}
 	if err != nil {
-		return workflows.LocateResult{}, ToApplicationError(err)
+		return wire.LocateResult{}, ToApplicationError(err)
 	}
 	if ws.State == sandbox.WorkspaceRemoved {
-		return workflows.LocateResult{HostID: ws.HostID, HostWait: a.Settings.HostWait}, nil
+		return wire.LocateResult{HostID: ws.HostID, HostWait: a.Settings.HostWait}, nil
 	}
-	return workflows.LocateResult{HostID: ws.HostID, Exists: true, HostWait: a.Settings.HostWait}, nil
+	return wire.LocateResult{HostID: ws.HostID, Exists: true, HostWait: a.Settings.HostWait}, nil
 }
 
 // Acquire gets or creates the workspace: validates the request, resolves the
@@ -175,58 +189,58 @@ func (a *Activities) Locate(ctx context.Context, in workflows.WorkspaceActivityI
 // ErrRefNotFound, ErrConflict (another repository under the same key),
 // ErrWorkspaceNotFound (resume of an unknown id), ErrWorkspaceUnavailable
 // (the workspace lives on another host).
-func (a *Activities) Acquire(ctx context.Context, in workflows.AcquireActivityInput) (workflows.AcquireActivityResult, error) {
+func (a *Activities) Acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 	res, err := a.acquire(ctx, in)
 	return res, ToApplicationError(err)
 }
 
-func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityInput) (workflows.AcquireActivityResult, error) {
+func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
-		return workflows.AcquireActivityResult{}, err
+		return wire.AcquireActivityResult{}, err
 	}
 	var req sandbox.WorkspaceRequest
 	var repo sandbox.RepoIdentity
 	existing, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
 	found := err == nil
 	if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
-		return workflows.AcquireActivityResult{}, err
+		return wire.AcquireActivityResult{}, err
 	}
 	if in.Request != nil {
 		req = *in.Request
 		if repo, err = req.Validate(a.URLs); err != nil {
-			return workflows.AcquireActivityResult{}, err
+			return wire.AcquireActivityResult{}, err
 		}
 		if id := sandbox.WorkspaceIDForKey(req.Key()); id != in.WorkspaceID {
-			return workflows.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "the request's key belongs to workspace %s, not %s", id, in.WorkspaceID)
+			return wire.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "the request's key belongs to workspace %s, not %s", id, in.WorkspaceID)
 		}
 		if found && existing.Repo.Key() != repo.Key() {
-			return workflows.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s belongs to repository %s, not %s", in.WorkspaceID, existing.Repo.Key(), repo.Key())
+			return wire.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s belongs to repository %s, not %s", in.WorkspaceID, existing.Repo.Key(), repo.Key())
 		}
 	} else {
 		if !found {
-			return workflows.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s does not exist", in.WorkspaceID)
+			return wire.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s does not exist", in.WorkspaceID)
 		}
 		req = RequestFor(existing)
 		if repo, err = req.Validate(a.URLs); err != nil {
-			return workflows.AcquireActivityResult{}, err
+			return wire.AcquireActivityResult{}, err
 		}
 	}
 	if found && existing.HostID != "" && existing.HostID != a.HostID && existing.State != sandbox.WorkspaceRemoved {
-		return workflows.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", in.WorkspaceID, existing.HostID, a.HostID)
+		return wire.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", in.WorkspaceID, existing.HostID, a.HostID)
 	}
 	// The repo cache is shared by every user of the repository: check this
 	// user's own access before serving any of it (issue 5).
 	if err := a.verifyAccess(ctx, req.UserID, repo); err != nil {
-		return workflows.AcquireActivityResult{}, err
+		return wire.AcquireActivityResult{}, err
 	}
 	if found && existing.State == sandbox.WorkspaceReady {
 		ok, err := a.Workspaces.Exists(ctx, existing)
 		if err != nil {
-			return workflows.AcquireActivityResult{}, err
+			return wire.AcquireActivityResult{}, err
 		}
 		if ok {
 			a.touch(ctx, existing.ID, true)
-			return workflows.AcquireActivityResult{Workspace: existing, Settings: a.Settings}, nil
+			return wire.AcquireActivityResult{Workspace: existing, Settings: a.Settings}, nil
 		}
 		a.log().Warn("workspace directory missing; repairing", "workspace", existing.ID, "path", existing.LocalPath)
 	}
@@ -236,32 +250,32 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 	}
 	cred, err := a.Credentials.Credential(ctx, sandbox.AuthScope{UserID: req.UserID, Repo: repo})
 	if err != nil {
-		return workflows.AcquireActivityResult{}, err
+		return wire.AcquireActivityResult{}, err
 	}
 	cache, err := whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, false) })
 	if err != nil {
-		return workflows.AcquireActivityResult{}, err
+		return wire.AcquireActivityResult{}, err
 	}
 	if err := a.Store.UpsertRepoCache(ctx, cache); err != nil {
-		return workflows.AcquireActivityResult{}, err
+		return wire.AcquireActivityResult{}, err
 	}
 	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
 	if errors.Is(err, sandbox.ErrRefNotFound) && a.now().Sub(cache.LastFetchedAt) > time.Second {
 		// The ref may be newer than the cache's last fetch (freshness window): fetch once and retry.
 		if cache, err = whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, true) }); err != nil {
-			return workflows.AcquireActivityResult{}, err
+			return wire.AcquireActivityResult{}, err
 		}
 		if err := a.Store.UpsertRepoCache(ctx, cache); err != nil {
-			return workflows.AcquireActivityResult{}, err
+			return wire.AcquireActivityResult{}, err
 		}
 		ws, err = whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
 	}
 	if err != nil {
-		return workflows.AcquireActivityResult{}, err
+		return wire.AcquireActivityResult{}, err
 	}
 	restoredFrom, err := a.restoreEvicted(ctx, found, existing, ws)
 	if err != nil {
-		return workflows.AcquireActivityResult{}, err
+		return wire.AcquireActivityResult{}, err
 	}
 	ws.HostID = a.HostID
 	// The row keeps the base ref as requested ("" = the default branch): it is
@@ -288,10 +302,10 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 		}
 	}
 	if err != nil {
-		return workflows.AcquireActivityResult{}, err
+		return wire.AcquireActivityResult{}, err
 	}
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
-	return workflows.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found, RestoredFrom: restoredFrom}, nil
+	return wire.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found, RestoredFrom: restoredFrom}, nil
 }
 
 // RequestFor rebuilds the request that created a workspace (resume by id).
@@ -399,12 +413,12 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 // Exec runs one command in the workspace's runtime, creating or resuming the
 // runtime first. A non-zero exit or a timeout is a result. Errors:
 // ErrInvalidArgument, ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) Exec(ctx context.Context, in workflows.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
 	res, err := a.exec(ctx, in)
 	return res, ToApplicationError(err)
 }
 
-func (a *Activities) exec(ctx context.Context, in workflows.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandbox.ExecResult{}, err
@@ -442,53 +456,53 @@ func (a *Activities) recordRuntime(ctx context.Context, ws sandbox.Workspace, id
 
 // ReadFile returns a file's bytes (at most sandbox.MaxFileBytes). Errors:
 // ErrInvalidWorkspacePath, ErrResourceLimit.
-func (a *Activities) ReadFile(ctx context.Context, in workflows.FileActivityInput) (workflows.ReadFileResult, error) {
+func (a *Activities) ReadFile(ctx context.Context, in wire.FileActivityInput) (sandboxapi.ReadFileResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return workflows.ReadFileResult{}, ToApplicationError(err)
+		return sandboxapi.ReadFileResult{}, ToApplicationError(err)
 	}
 	data, err := a.Workspaces.ReadFile(ctx, ws, in.Path)
 	if err != nil {
-		return workflows.ReadFileResult{}, ToApplicationError(err)
+		return sandboxapi.ReadFileResult{}, ToApplicationError(err)
 	}
 	a.touch(ctx, ws.ID, false)
-	return workflows.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data))}, nil
+	return sandboxapi.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data))}, nil
 }
 
 // WriteFile creates or replaces a file. Errors: ErrCommandRejected (read-only
 // workspace), ErrInvalidWorkspacePath, ErrResourceLimit.
-func (a *Activities) WriteFile(ctx context.Context, in workflows.FileActivityInput) (workflows.WriteFileResult, error) {
+func (a *Activities) WriteFile(ctx context.Context, in wire.FileActivityInput) (sandboxapi.WriteFileResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return workflows.WriteFileResult{}, ToApplicationError(err)
+		return sandboxapi.WriteFileResult{}, ToApplicationError(err)
 	}
 	if !ws.Capabilities.Writable {
-		return workflows.WriteFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+		return sandboxapi.WriteFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
 	}
 	if err := a.Workspaces.WriteFile(ctx, ws, in.Path, in.Content, in.Mode); err != nil {
-		return workflows.WriteFileResult{}, ToApplicationError(err)
+		return sandboxapi.WriteFileResult{}, ToApplicationError(err)
 	}
 	a.setDirty(ctx, ws, true)
 	a.touch(ctx, ws.ID, false)
-	return workflows.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
+	return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
 }
 
 // ListDir lists a directory without following symlinks.
-func (a *Activities) ListDir(ctx context.Context, in workflows.FileActivityInput) (workflows.ListDirResult, error) {
+func (a *Activities) ListDir(ctx context.Context, in wire.FileActivityInput) (sandboxapi.ListDirResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return workflows.ListDirResult{}, ToApplicationError(err)
+		return sandboxapi.ListDirResult{}, ToApplicationError(err)
 	}
 	entries, err := a.Workspaces.ListDir(ctx, ws, in.Path)
 	if err != nil {
-		return workflows.ListDirResult{}, ToApplicationError(err)
+		return sandboxapi.ListDirResult{}, ToApplicationError(err)
 	}
 	a.touch(ctx, ws.ID, false)
-	return workflows.ListDirResult{Path: in.Path, Entries: entries}, nil
+	return sandboxapi.ListDirResult{Path: in.Path, Entries: entries}, nil
 }
 
 // Search finds matching lines under the workspace root.
-func (a *Activities) Search(ctx context.Context, in workflows.SearchActivityInput) (sandbox.SearchResult, error) {
+func (a *Activities) Search(ctx context.Context, in wire.SearchActivityInput) (sandbox.SearchResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandbox.SearchResult{}, ToApplicationError(err)
@@ -502,7 +516,7 @@ func (a *Activities) Search(ctx context.Context, in workflows.SearchActivityInpu
 }
 
 // Status reports the workspace's git state and records its dirty flag.
-func (a *Activities) Status(ctx context.Context, in workflows.WorkspaceActivityInput) (sandbox.WorkspaceStatus, error) {
+func (a *Activities) Status(ctx context.Context, in wire.WorkspaceActivityInput) (sandbox.WorkspaceStatus, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, ToApplicationError(err)
@@ -517,7 +531,7 @@ func (a *Activities) Status(ctx context.Context, in workflows.WorkspaceActivityI
 }
 
 // Diff returns the agent's change against the recorded base commit.
-func (a *Activities) Diff(ctx context.Context, in workflows.WorkspaceActivityInput) (sandbox.Diff, error) {
+func (a *Activities) Diff(ctx context.Context, in wire.WorkspaceActivityInput) (sandbox.Diff, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandbox.Diff{}, ToApplicationError(err)
@@ -532,7 +546,7 @@ func (a *Activities) Diff(ctx context.Context, in workflows.WorkspaceActivityInp
 
 // Commit commits the workspace's changes onto its branch. Errors:
 // ErrCommandRejected (read-only), ErrInvalidArgument, ErrRepoLocked.
-func (a *Activities) Commit(ctx context.Context, in workflows.CommitActivityInput) (sandbox.CommitResult, error) {
+func (a *Activities) Commit(ctx context.Context, in wire.CommitActivityInput) (sandbox.CommitResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandbox.CommitResult{}, ToApplicationError(err)
@@ -553,38 +567,38 @@ func (a *Activities) Commit(ctx context.Context, in workflows.CommitActivityInpu
 
 // Hibernate stops the workspace's runtime (the workspace is untouched). A
 // runtime that does not exist is already stopped.
-func (a *Activities) Hibernate(ctx context.Context, in workflows.WorkspaceActivityInput) (workflows.HibernateResult, error) {
+func (a *Activities) Hibernate(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return workflows.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, ToApplicationError(err)
 	}
 	id := sandbox.RuntimeIDFor(ws.ID)
 	rt, err := a.Runtimes.Get(ctx, id)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		return workflows.HibernateResult{RuntimeID: id}, nil
+		return sandboxapi.HibernateResult{RuntimeID: id}, nil
 	}
 	if err != nil {
-		return workflows.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, ToApplicationError(err)
 	}
 	if err := rt.Stop(ctx); err != nil {
-		return workflows.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, ToApplicationError(err)
 	}
 	a.recordRuntime(ctx, ws, id, sandbox.RuntimeStopped)
-	return workflows.HibernateResult{RuntimeID: id, Stopped: true}, nil
+	return sandboxapi.HibernateResult{RuntimeID: id, Stopped: true}, nil
 }
 
 // DestroyRuntime removes the workspace's runtime and its row; never the
 // workspace. A missing runtime is success.
-func (a *Activities) DestroyRuntime(ctx context.Context, in workflows.WorkspaceActivityInput) (workflows.HibernateResult, error) {
+func (a *Activities) DestroyRuntime(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
-		return workflows.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, ToApplicationError(err)
 	}
 	id := sandbox.RuntimeIDFor(in.WorkspaceID)
 	if err := a.Runtimes.Destroy(ctx, id); err != nil {
-		return workflows.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, ToApplicationError(err)
 	}
 	if err := a.Store.DeleteRuntime(ctx, id); err != nil {
-		return workflows.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, ToApplicationError(err)
 	}
-	return workflows.HibernateResult{RuntimeID: id, Stopped: true}, nil
+	return sandboxapi.HibernateResult{RuntimeID: id, Stopped: true}, nil
 }

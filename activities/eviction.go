@@ -20,7 +20,8 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/eviction"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // EvictionActivities are the activities of eviction (issue 6; seed
@@ -52,23 +53,23 @@ func (e *EvictionActivities) Register(w interface {
 	RegisterActivityWithOptions(any, activity.RegisterOptions)
 }) {
 	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(e.EvictionHosts, workflows.ActivityEvictionHosts)
-	reg(e.PlanEviction, workflows.ActivityPlanEviction)
-	reg(e.SignalEvictions, workflows.ActivitySignalEvictions)
-	reg(e.EvictWorkspace, workflows.ActivityEvictWorkspace)
-	reg(e.EvictRuntime, workflows.ActivityEvictRuntime)
-	reg(e.RemoveRepoCaches, workflows.ActivityRemoveRepoCaches)
-	reg(e.SetPin, workflows.ActivitySetPin)
+	reg(e.EvictionHosts, wire.ActivityEvictionHosts)
+	reg(e.PlanEviction, wire.ActivityPlanEviction)
+	reg(e.SignalEvictions, wire.ActivitySignalEvictions)
+	reg(e.EvictWorkspace, wire.ActivityEvictWorkspace)
+	reg(e.EvictRuntime, wire.ActivityEvictRuntime)
+	reg(e.RemoveRepoCaches, wire.ActivityRemoveRepoCaches)
+	reg(e.SetPin, wire.ActivitySetPin)
 }
 
 // EvictionHosts lists the hosts to plan for: this host, every host id of a
 // workspace or repo cache row, and every row of the host registry when the
 // store has one (store.HostRegistry), sorted.
-func (e *EvictionActivities) EvictionHosts(ctx context.Context) (workflows.EvictionHostsResult, error) {
+func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHostsResult, error) {
 	seen := map[string]bool{e.HostID: true}
 	wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
 	if err != nil {
-		return workflows.EvictionHostsResult{}, ToApplicationError(err)
+		return wire.EvictionHostsResult{}, ToApplicationError(err)
 	}
 	for _, w := range wss {
 		if w.State != sandbox.WorkspaceRemoved {
@@ -77,7 +78,7 @@ func (e *EvictionActivities) EvictionHosts(ctx context.Context) (workflows.Evict
 	}
 	caches, err := e.Store.ListRepoCaches(ctx)
 	if err != nil {
-		return workflows.EvictionHostsResult{}, ToApplicationError(err)
+		return wire.EvictionHostsResult{}, ToApplicationError(err)
 	}
 	for _, c := range caches {
 		if c.State == sandbox.RepoCacheReady {
@@ -87,13 +88,13 @@ func (e *EvictionActivities) EvictionHosts(ctx context.Context) (workflows.Evict
 	if reg, ok := e.Store.(store.HostRegistry); ok {
 		hosts, err := reg.ListHosts(ctx)
 		if err != nil {
-			return workflows.EvictionHostsResult{}, ToApplicationError(err)
+			return wire.EvictionHostsResult{}, ToApplicationError(err)
 		}
 		for _, h := range hosts {
 			seen[h.HostID] = true
 		}
 	}
-	out := workflows.EvictionHostsResult{Hosts: []string{}}
+	out := wire.EvictionHostsResult{Hosts: []string{}}
 	for h := range seen {
 		if sandbox.ValidateID("host id", h) == nil {
 			out.Hosts = append(out.Hosts, h)
@@ -118,17 +119,17 @@ func (e *EvictionActivities) inspectAfter() time.Duration {
 // unsaved); each repo cache present on this host is checked for commits only
 // it holds. Errors: ErrWorkspaceUnavailable when the plan is asked of the
 // wrong host; store errors.
-func (e *EvictionActivities) PlanEviction(ctx context.Context, in workflows.PlanEvictionInput) (workflows.PlanEvictionResult, error) {
-	res, err := whileHeartbeating(ctx, func() (workflows.PlanEvictionResult, error) { return e.planEviction(ctx, in) })
+func (e *EvictionActivities) PlanEviction(ctx context.Context, in wire.PlanEvictionInput) (sandboxapi.PlanEvictionResult, error) {
+	res, err := whileHeartbeating(ctx, func() (sandboxapi.PlanEvictionResult, error) { return e.planEviction(ctx, in) })
 	return res, ToApplicationError(err)
 }
 
-func (e *EvictionActivities) planEviction(ctx context.Context, in workflows.PlanEvictionInput) (workflows.PlanEvictionResult, error) {
+func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvictionInput) (sandboxapi.PlanEvictionResult, error) {
 	if in.HostID != e.HostID {
-		return workflows.PlanEvictionResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "plan for host %s asked of host %s", in.HostID, e.HostID)
+		return sandboxapi.PlanEvictionResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "plan for host %s asked of host %s", in.HostID, e.HostID)
 	}
 	now := e.now()
-	out := workflows.PlanEvictionResult{Policy: e.Policy}
+	out := sandboxapi.PlanEvictionResult{Policy: publicPolicy(e.Policy)}
 	rows, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{HostID: e.HostID})
 	if err != nil {
 		return out, err
@@ -215,10 +216,10 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in workflows.Plan
 			snap.Runtimes = append(snap.Runtimes, eviction.Runtime{ID: r.ID, WorkspaceID: r.WorkspaceID, State: r.State, LastUsedAt: r.LastUsedAt, StateSince: r.UpdatedAt})
 		}
 	}
-	out.Plan = eviction.NewPlan(snap, e.Policy)
-	if n := len(out.Plan.Actions); n > workflows.MaxEvictionActionsPerHost {
-		out.Truncated = n - workflows.MaxEvictionActionsPerHost
-		out.Plan.Actions = out.Plan.Actions[:workflows.MaxEvictionActionsPerHost]
+	out.Plan = publicPlan(eviction.NewPlan(snap, e.Policy))
+	if n := len(out.Plan.Actions); n > sandboxapi.MaxEvictionActionsPerHost {
+		out.Truncated = n - sandboxapi.MaxEvictionActionsPerHost
+		out.Plan.Actions = out.Plan.Actions[:sandboxapi.MaxEvictionActionsPerHost]
 	}
 	e.log().Info("eviction planned", "host", e.HostID, "used", used, "budget", budget, "pressure", out.Plan.Pressure, "actions", len(out.Plan.Actions))
 	return out, nil
@@ -310,13 +311,13 @@ func (e *EvictionActivities) measure(ctx context.Context, owners map[string]stri
 // signal-with-start (signal "evict"; a session that is not running starts on
 // in.TaskQueue with SessionInput{WorkspaceID} and completes after handling
 // it). Failures are reported per request id, not as an error.
-func (e *EvictionActivities) SignalEvictions(ctx context.Context, in workflows.SignalEvictionsInput) (workflows.SignalEvictionsResult, error) {
-	out := workflows.SignalEvictionsResult{Failed: map[string]string{}}
+func (e *EvictionActivities) SignalEvictions(ctx context.Context, in wire.SignalEvictionsInput) (wire.SignalEvictionsResult, error) {
+	out := wire.SignalEvictionsResult{Failed: map[string]string{}}
 	for i, r := range in.Requests {
 		if i%20 == 0 && activity.IsActivity(ctx) {
 			activity.RecordHeartbeat(ctx, i)
 		}
-		if err := SignalSession(ctx, e.Client, in.TaskQueue, r.WorkspaceID, workflows.SignalEvict, r.Request); err != nil {
+		if err := SignalSession(ctx, e.Client, in.TaskQueue, r.WorkspaceID, sandboxapi.SignalEvict, r.Request); err != nil {
 			out.Failed[r.Request.RequestID] = err.Error()
 		}
 	}
@@ -337,9 +338,9 @@ func SignalSession(ctx context.Context, c client.Client, taskQueue, wsID, signal
 		TaskQueue:             taskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrWorkspace).ValueSet(wsID),
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet(workflows.StateAcquiring)),
-	}, workflows.SessionWorkflowType, workflows.SessionInput{WorkspaceID: wsID})
+			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(wsID),
+			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(sandboxapi.StateAcquiring)),
+	}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: wsID})
 	return err
 }
 
@@ -354,16 +355,16 @@ func SignalSession(ctx context.Context, c client.Client, taskQueue, wsID, signal
 // fails after the work was saved, the row is marked evicted anyway (the next
 // acquire restores the saved work over whatever is left); without saved work
 // the outcome is "failed". Errors are reserved for store failures.
-func (e *EvictionActivities) EvictWorkspace(ctx context.Context, in workflows.EvictActivityInput) (workflows.EvictResult, error) {
-	res, err := whileHeartbeating(ctx, func() (workflows.EvictResult, error) { return e.evictWorkspace(ctx, in) })
+func (e *EvictionActivities) EvictWorkspace(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
+	res, err := whileHeartbeating(ctx, func() (sandboxapi.EvictResult, error) { return e.evictWorkspace(ctx, in) })
 	return res, ToApplicationError(err)
 }
 
-func (e *EvictionActivities) evictWorkspace(ctx context.Context, in workflows.EvictActivityInput) (workflows.EvictResult, error) {
+func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 	now := e.now()
-	res := workflows.EvictResult{RequestID: in.Request.RequestID, Action: eviction.ActionEvictWorkspace, Tier: in.Request.Tier,
+	res := sandboxapi.EvictResult{RequestID: in.Request.RequestID, Action: eviction.ActionEvictWorkspace, Tier: in.Request.Tier,
 		ID: in.WorkspaceID, WorkspaceID: in.WorkspaceID, At: now}
-	outcome := func(o, format string, args ...any) (workflows.EvictResult, error) {
+	outcome := func(o, format string, args ...any) (sandboxapi.EvictResult, error) {
 		res.Outcome, res.Reason = o, fmt.Sprintf(format, args...)
 		e.log().Info("eviction", "workspace", in.WorkspaceID, "outcome", o, "reason", res.Reason)
 		return res, nil
@@ -373,22 +374,22 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in workflows.Ev
 	}
 	ws, err := e.Store.GetWorkspace(ctx, in.WorkspaceID)
 	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
-		return outcome(workflows.OutcomeSkipped, "no such workspace")
+		return outcome(sandboxapi.OutcomeSkipped, "no such workspace")
 	}
 	if err != nil {
 		return res, err
 	}
 	if ws.HostID != e.HostID {
-		return outcome(workflows.OutcomeFailed, "workspace lives on host %s, not %s", ws.HostID, e.HostID)
+		return outcome(sandboxapi.OutcomeFailed, "workspace lives on host %s, not %s", ws.HostID, e.HostID)
 	}
 	if ws.State != sandbox.WorkspaceReady {
-		return outcome(workflows.OutcomeSkipped, "workspace is %s", ws.State)
+		return outcome(sandboxapi.OutcomeSkipped, "workspace is %s", ws.State)
 	}
 	if ws.PinnedUntil != nil && ws.PinnedUntil.After(now) {
-		return outcome(workflows.OutcomeSkipped, "pinned until %s", ws.PinnedUntil.UTC().Format(time.RFC3339))
+		return outcome(sandboxapi.OutcomeSkipped, "pinned until %s", ws.PinnedUntil.UTC().Format(time.RFC3339))
 	}
 	if idle := now.Sub(ws.LastUsedAt); idle < in.Request.MinIdle {
-		return outcome(workflows.OutcomeSkipped, "used %s ago (rule needs %s)", idle.Round(time.Second), in.Request.MinIdle)
+		return outcome(sandboxapi.OutcomeSkipped, "used %s ago (rule needs %s)", idle.Round(time.Second), in.Request.MinIdle)
 	}
 	markEvicted := func(dirty bool) error {
 		ws.State, ws.Dirty, ws.SizeBytes, ws.UpdatedAt = sandbox.WorkspaceEvicted, dirty, 0, e.now()
@@ -396,62 +397,62 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in workflows.Ev
 	}
 	exists, err := e.Workspaces.Exists(ctx, ws)
 	if err != nil {
-		return outcome(workflows.OutcomeFailed, "%s", sandbox.Message(err))
+		return outcome(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
 	}
 	if !exists {
 		if err := markEvicted(false); err != nil {
 			return res, err
 		}
-		return outcome(workflows.OutcomeDone, "the worktree was already gone")
+		return outcome(sandboxapi.OutcomeDone, "the worktree was already gone")
 	}
 	if e.Backups == nil {
-		return outcome(workflows.OutcomeBlocked, "this host cannot save work (no backup provider)")
+		return outcome(sandboxapi.OutcomeBlocked, "this host cannot save work (no backup provider)")
 	}
 	un, err := e.Backups.UnsavedWork(ctx, ws)
 	if err != nil {
-		return outcome(workflows.OutcomeBlocked, "cannot inspect the worktree: %s", sandbox.Message(err))
+		return outcome(sandboxapi.OutcomeBlocked, "cannot inspect the worktree: %s", sandbox.Message(err))
 	}
 	if un.Any() && !in.Request.AllowUnsaved {
-		return outcome(workflows.OutcomeSkipped, "has unsaved work (dirty=%t, unpushed commits=%d) that rule %s does not evict", un.Dirty, un.UnpushedCommits, in.Request.Tier)
+		return outcome(sandboxapi.OutcomeSkipped, "has unsaved work (dirty=%t, unpushed commits=%d) that rule %s does not evict", un.Dirty, un.UnpushedCommits, in.Request.Tier)
 	}
 	size, _ := e.Workspaces.SizeBytes(ctx, ws)
 	// The runtime goes first: nothing may run in (or hold) the worktree while it is saved and removed.
 	rid := sandbox.RuntimeIDFor(ws.ID)
 	if err := e.Runtimes.Destroy(ctx, rid); err != nil {
-		return outcome(workflows.OutcomeBlocked, "destroy runtime %s: %s", rid, sandbox.Message(err))
+		return outcome(sandboxapi.OutcomeBlocked, "destroy runtime %s: %s", rid, sandbox.Message(err))
 	}
 	if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		e.log().Warn("eviction: delete runtime row", "runtime", rid, "error", err)
 	}
 	if err := e.Backups.CheckRemovable(ctx, ws); err != nil {
-		return outcome(workflows.OutcomeBlocked, "%s", sandbox.Message(err))
+		return outcome(sandboxapi.OutcomeBlocked, "%s", sandbox.Message(err))
 	}
 	saved := false
 	if un.Any() {
 		man, err := e.Backups.Backup(ctx, ws)
 		if err != nil {
-			return outcome(workflows.OutcomeBlocked, "saving the work failed, the workspace stays: %s", sandbox.Message(err))
+			return outcome(sandboxapi.OutcomeBlocked, "saving the work failed, the workspace stays: %s", sandbox.Message(err))
 		}
 		saved, res.BackupRef, res.PatchPath = true, man.Ref, man.PatchPath
 	}
 	if err := e.Workspaces.Remove(ctx, ws); err != nil {
 		if !saved {
-			return outcome(workflows.OutcomeFailed, "remove worktree: %s", sandbox.Message(err))
+			return outcome(sandboxapi.OutcomeFailed, "remove worktree: %s", sandbox.Message(err))
 		}
 		if merr := markEvicted(un.Dirty); merr != nil {
 			return res, merr
 		}
 		res.FreedBytes = 0
-		return outcome(workflows.OutcomeDone, "the worktree was only partly removed (%s); its work is saved and the next acquire restores it", sandbox.Message(err))
+		return outcome(sandboxapi.OutcomeDone, "the worktree was only partly removed (%s); its work is saved and the next acquire restores it", sandbox.Message(err))
 	}
 	if err := markEvicted(un.Dirty); err != nil {
 		return res, err
 	}
 	res.FreedBytes = size
 	if saved {
-		return outcome(workflows.OutcomeDone, "work saved to %s and %s", res.BackupRef, res.PatchPath)
+		return outcome(sandboxapi.OutcomeDone, "work saved to %s and %s", res.BackupRef, res.PatchPath)
 	}
-	return outcome(workflows.OutcomeDone, "clean")
+	return outcome(sandboxapi.OutcomeDone, "clean")
 }
 
 // EvictRuntime stops (stop_runtime) or destroys (destroy_runtime) one
@@ -460,16 +461,16 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in workflows.Ev
 // needs the runtime unused for MinIdle; a destroy needs it not running and in
 // its state for MinIdle (else skipped). A runtime the backend no longer has
 // is recorded as such.
-func (e *EvictionActivities) EvictRuntime(ctx context.Context, in workflows.EvictActivityInput) (workflows.EvictResult, error) {
+func (e *EvictionActivities) EvictRuntime(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 	res, err := e.evictRuntime(ctx, in)
 	return res, ToApplicationError(err)
 }
 
-func (e *EvictionActivities) evictRuntime(ctx context.Context, in workflows.EvictActivityInput) (workflows.EvictResult, error) {
+func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 	now := e.now()
 	rid := sandbox.RuntimeIDFor(in.WorkspaceID)
-	res := workflows.EvictResult{RequestID: in.Request.RequestID, Action: in.Request.Action, Tier: in.Request.Tier, ID: rid, WorkspaceID: in.WorkspaceID, At: now}
-	outcome := func(o, format string, args ...any) (workflows.EvictResult, error) {
+	res := sandboxapi.EvictResult{RequestID: in.Request.RequestID, Action: in.Request.Action, Tier: in.Request.Tier, ID: rid, WorkspaceID: in.WorkspaceID, At: now}
+	outcome := func(o, format string, args ...any) (sandboxapi.EvictResult, error) {
 		res.Outcome, res.Reason = o, fmt.Sprintf(format, args...)
 		return res, nil
 	}
@@ -481,23 +482,23 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in workflows.Evic
 	switch in.Request.Action {
 	case eviction.ActionStopRuntime:
 		if !found {
-			return outcome(workflows.OutcomeSkipped, "no runtime")
+			return outcome(sandboxapi.OutcomeSkipped, "no runtime")
 		}
 		if rec.State != sandbox.RuntimeRunning && rec.State != sandbox.RuntimeStarting {
-			return outcome(workflows.OutcomeSkipped, "runtime is %s", rec.State)
+			return outcome(sandboxapi.OutcomeSkipped, "runtime is %s", rec.State)
 		}
 		if idle := now.Sub(rec.LastUsedAt); idle < in.Request.MinIdle {
-			return outcome(workflows.OutcomeSkipped, "used %s ago (rule needs %s)", idle.Round(time.Second), in.Request.MinIdle)
+			return outcome(sandboxapi.OutcomeSkipped, "used %s ago (rule needs %s)", idle.Round(time.Second), in.Request.MinIdle)
 		}
 		rt, err := e.Runtimes.Get(ctx, rid)
 		switch {
 		case errors.Is(err, sandbox.ErrNotFound):
 			rec.State = sandbox.RuntimeMissing
 		case err != nil:
-			return outcome(workflows.OutcomeFailed, "%s", sandbox.Message(err))
+			return outcome(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
 		default:
 			if err := rt.Stop(ctx); err != nil {
-				return outcome(workflows.OutcomeFailed, "stop: %s", sandbox.Message(err))
+				return outcome(sandboxapi.OutcomeFailed, "stop: %s", sandbox.Message(err))
 			}
 			rec.State = sandbox.RuntimeStopped
 		}
@@ -505,25 +506,25 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in workflows.Evic
 		if err := e.Store.UpsertRuntime(ctx, rec); err != nil {
 			return res, err
 		}
-		return outcome(workflows.OutcomeDone, "idle since %s", rec.LastUsedAt.UTC().Format(time.RFC3339))
+		return outcome(sandboxapi.OutcomeDone, "idle since %s", rec.LastUsedAt.UTC().Format(time.RFC3339))
 	case eviction.ActionDestroyRuntime:
 		if found {
 			if rec.State == sandbox.RuntimeRunning || rec.State == sandbox.RuntimeStarting {
-				return outcome(workflows.OutcomeSkipped, "runtime is running again")
+				return outcome(sandboxapi.OutcomeSkipped, "runtime is running again")
 			}
 			if since := now.Sub(rec.UpdatedAt); since < in.Request.MinIdle {
-				return outcome(workflows.OutcomeSkipped, "%s for only %s (rule needs %s)", rec.State, since.Round(time.Second), in.Request.MinIdle)
+				return outcome(sandboxapi.OutcomeSkipped, "%s for only %s (rule needs %s)", rec.State, since.Round(time.Second), in.Request.MinIdle)
 			}
 		}
 		if err := e.Runtimes.Destroy(ctx, rid); err != nil {
-			return outcome(workflows.OutcomeFailed, "destroy: %s", sandbox.Message(err))
+			return outcome(sandboxapi.OutcomeFailed, "destroy: %s", sandbox.Message(err))
 		}
 		if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 			return res, err
 		}
-		return outcome(workflows.OutcomeDone, "destroyed")
+		return outcome(sandboxapi.OutcomeDone, "destroyed")
 	}
-	return outcome(workflows.OutcomeFailed, "unknown action %q", in.Request.Action)
+	return outcome(sandboxapi.OutcomeFailed, "unknown action %q", in.Request.Action)
 }
 
 // RemoveRepoCaches removes the planned repo caches of this host in order,
@@ -533,13 +534,13 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in workflows.Evic
 // this host referencing the cache, no commits only it holds, unused for the
 // action's MinIdle; a cache failing a check is skipped. The row is then
 // marked evicted. Errors are reserved for store failures.
-func (e *EvictionActivities) RemoveRepoCaches(ctx context.Context, in workflows.RemoveRepoCachesInput) (workflows.RemoveRepoCachesResult, error) {
-	res, err := whileHeartbeating(ctx, func() (workflows.RemoveRepoCachesResult, error) { return e.removeRepoCaches(ctx, in) })
+func (e *EvictionActivities) RemoveRepoCaches(ctx context.Context, in wire.RemoveRepoCachesInput) (wire.RemoveRepoCachesResult, error) {
+	res, err := whileHeartbeating(ctx, func() (wire.RemoveRepoCachesResult, error) { return e.removeRepoCaches(ctx, in) })
 	return res, ToApplicationError(err)
 }
 
-func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in workflows.RemoveRepoCachesInput) (workflows.RemoveRepoCachesResult, error) {
-	out := workflows.RemoveRepoCachesResult{Results: []workflows.EvictResult{}}
+func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.RemoveRepoCachesInput) (wire.RemoveRepoCachesResult, error) {
+	out := wire.RemoveRepoCachesResult{Results: []sandboxapi.EvictResult{}}
 	if in.HostID != e.HostID {
 		return out, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "repo caches of host %s asked of host %s", in.HostID, e.HostID)
 	}
@@ -551,22 +552,22 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in workflows.
 		RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, check func(bare string) error) error
 	})
 	for _, a := range in.Actions {
-		r := workflows.EvictResult{Action: eviction.ActionRemoveRepoCache, Tier: a.Tier, ID: a.ID, At: e.now()}
+		r := sandboxapi.EvictResult{Action: eviction.ActionRemoveRepoCache, Tier: a.Tier, ID: a.ID, At: e.now()}
 		done := func(o, format string, args ...any) {
 			r.Outcome, r.Reason = o, fmt.Sprintf(format, args...)
 			out.Results = append(out.Results, r)
 		}
 		if in.LowBytes > 0 && used <= in.LowBytes {
-			done(workflows.OutcomeSkipped, "pressure relieved (%d bytes used, low water %d)", used, in.LowBytes)
+			done(sandboxapi.OutcomeSkipped, "pressure relieved (%d bytes used, low water %d)", used, in.LowBytes)
 			continue
 		}
 		if !canRemove {
-			done(workflows.OutcomeSkipped, "the repo cache provider cannot remove a cache safely")
+			done(sandboxapi.OutcomeSkipped, "the repo cache provider cannot remove a cache safely")
 			continue
 		}
 		row, err := e.Store.GetRepoCache(ctx, a.ID)
 		if errors.Is(err, sandbox.ErrNotFound) {
-			done(workflows.OutcomeSkipped, "no such repo cache")
+			done(sandboxapi.OutcomeSkipped, "no such repo cache")
 			continue
 		}
 		if err != nil {
@@ -574,7 +575,7 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in workflows.
 		}
 		repo, err := sandbox.ParseRepoURL(row.RepoURL, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
 		if err != nil {
-			done(workflows.OutcomeFailed, "%s", sandbox.Message(err))
+			done(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
 			continue
 		}
 		var freed int64
@@ -617,10 +618,10 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in workflows.
 		})
 		switch {
 		case errors.Is(err, sandbox.ErrConflict):
-			done(workflows.OutcomeSkipped, "%s", sandbox.Message(err))
+			done(sandboxapi.OutcomeSkipped, "%s", sandbox.Message(err))
 			continue
 		case err != nil:
-			done(workflows.OutcomeFailed, "%s", sandbox.Message(err))
+			done(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
 			continue
 		}
 		row.State, row.SizeBytes, row.UpdatedAt = sandbox.RepoCacheEvicted, 0, e.now()
@@ -629,7 +630,7 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in workflows.
 		}
 		used -= freed
 		r.FreedBytes = freed
-		done(workflows.OutcomeDone, "removed (%d bytes)", freed)
+		done(sandboxapi.OutcomeDone, "removed (%d bytes)", freed)
 	}
 	return out, nil
 }
@@ -637,7 +638,7 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in workflows.
 // SetPin sets or clears (Until nil) a workspace's pin in the store (seed
 // "Workspace Eviction": never evict pinned workspaces). Errors:
 // ErrWorkspaceNotFound, ErrInvalidArgument.
-func (e *EvictionActivities) SetPin(ctx context.Context, in workflows.SetPinInput) error {
+func (e *EvictionActivities) SetPin(ctx context.Context, in wire.SetPinInput) error {
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return ToApplicationError(err)
 	}
@@ -677,4 +678,33 @@ func (a *Activities) restoreEvicted(ctx context.Context, found bool, existing, w
 type restoreOut struct {
 	man sandbox.WorkspaceBackup
 	ok  bool
+}
+
+// publicPolicy is the wire form of the planner's policy (docs/API.md "Eviction").
+func publicPolicy(p eviction.Policy) sandboxapi.EvictionPolicy {
+	return sandboxapi.EvictionPolicy{
+		RuntimeIdleStop: p.RuntimeIdleStop, RuntimeStoppedDestroy: p.RuntimeStoppedDestroy,
+		AnalysisTTL: p.AnalysisTTL, TaskTTL: p.TaskTTL, EditTTL: p.EditTTL, PressureMinIdle: p.PressureMinIdle,
+		HighWater: p.HighWater, LowWater: p.LowWater, SevereWater: p.SevereWater,
+	}
+}
+
+// publicPlan is the wire form of a planner's plan: the contract owns its
+// shape, so the planner's types can change without changing the wire.
+func publicPlan(p eviction.Plan) sandboxapi.EvictionPlan {
+	out := sandboxapi.EvictionPlan{
+		HostID: p.HostID, Now: p.Now, Usage: sandboxapi.EvictionUsage{UsedBytes: p.Usage.UsedBytes, BudgetBytes: p.Usage.BudgetBytes},
+		Pressure: string(p.Pressure), HighBytes: p.HighBytes, LowBytes: p.LowBytes, SevereBytes: p.SevereBytes,
+		ProjectedUsedBytes: p.ProjectedUsedBytes, Actions: make([]sandboxapi.EvictionAction, 0, len(p.Actions)),
+	}
+	for _, a := range p.Actions {
+		out.Actions = append(out.Actions, sandboxapi.EvictionAction{
+			Kind: a.Kind, Tier: a.Tier, ID: a.ID, WorkspaceID: a.WorkspaceID, Mode: a.Mode, SaveWork: a.SaveWork,
+			MinIdle: a.MinIdle, LastUsedAt: a.LastUsedAt, Bytes: a.Bytes, ProjectedUsedBytes: a.ProjectedUsedBytes,
+		})
+	}
+	for _, h := range p.Held {
+		out.Held = append(out.Held, sandboxapi.EvictionHeld{ID: h.ID, Kind: h.Kind, Reason: h.Reason})
+	}
+	return out
 }

@@ -11,8 +11,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
-	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // Fanout holds the activities of TaskFanoutWorkflow. They touch no file: each
@@ -37,11 +38,11 @@ func (f *Fanout) Register(w interface {
 	RegisterActivityWithOptions(any, activity.RegisterOptions)
 }) {
 	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(f.Prepare, workflows.ActivityFanoutPrepare)
-	reg(f.AcquireTask, workflows.ActivityFanoutAcquireTask)
-	reg(f.RunScript, workflows.ActivityFanoutRunScript)
-	reg(f.FinishTask, workflows.ActivityFanoutFinishTask)
-	reg(f.Merge, workflows.ActivityFanoutMerge)
+	reg(f.Prepare, wire.ActivityFanoutPrepare)
+	reg(f.AcquireTask, wire.ActivityFanoutAcquireTask)
+	reg(f.RunScript, wire.ActivityFanoutRunScript)
+	reg(f.FinishTask, wire.ActivityFanoutFinishTask)
+	reg(f.Merge, wire.ActivityFanoutMerge)
 }
 
 func (f *Fanout) log() *slog.Logger {
@@ -59,7 +60,7 @@ func (f *Fanout) sessions(queue string) *sandboxclient.Client {
 // hostSession returns the session of a workspace living on hostID: if its
 // run has completed, the next operation resumes it on that host's queue.
 func (f *Fanout) hostSession(hostID, wsID string) (*sandboxclient.Session, error) {
-	return f.sessions(workflows.HostTaskQueue(hostID)).Session(wsID)
+	return f.sessions(wire.HostTaskQueue(hostID)).Session(wsID)
 }
 
 // Prepare resumes (or acquires) the conversation's session, checks that it
@@ -67,11 +68,11 @@ func (f *Fanout) hostSession(hostID, wsID string) (*sandboxclient.Session, error
 // commit on a clean workspace); the resulting HEAD is the fan-out's start
 // commit. Errors: ErrInvalidArgument (not an edit workspace), ErrWorkspaceNotFound
 // (unknown workspace id), the acquire and commit errors.
-func (f *Fanout) Prepare(ctx context.Context, in workflows.FanoutPrepareInput) (workflows.FanoutPrepareResult, error) {
-	res, err := whileHeartbeating(ctx, func() (workflows.FanoutPrepareResult, error) {
+func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.FanoutPrepareResult, error) {
+	res, err := whileHeartbeating(ctx, func() (wire.FanoutPrepareResult, error) {
 		sc := f.sessions(f.TaskQueue)
 		var s *sandboxclient.Session
-		var h workflows.Handle
+		var h sandboxapi.Handle
 		var err error
 		if in.Request != nil {
 			s, h, err = sc.Acquire(ctx, *in.Request)
@@ -79,18 +80,18 @@ func (f *Fanout) Prepare(ctx context.Context, in workflows.FanoutPrepareInput) (
 			h, err = s.Resume(ctx)
 		}
 		if err != nil {
-			return workflows.FanoutPrepareResult{}, err
+			return wire.FanoutPrepareResult{}, err
 		}
 		if h.Mode != sandbox.ModeEdit {
-			return workflows.FanoutPrepareResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s is a %s workspace; a fan-out needs a conversation's edit workspace", h.WorkspaceID, h.Mode)
+			return wire.FanoutPrepareResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s is a %s workspace; a fan-out needs a conversation's edit workspace", h.WorkspaceID, h.Mode)
 		}
 		c, err := once(ctx, f.log(), s, in.OpID+"/checkpoint", func(ctx context.Context) (sandbox.CommitResult, error) {
 			return s.Commit(ctx, sandbox.CommitRequest{Message: in.CheckpointMessage})
 		})
 		if err != nil {
-			return workflows.FanoutPrepareResult{}, err
+			return wire.FanoutPrepareResult{}, err
 		}
-		return workflows.FanoutPrepareResult{Handle: h, StartCommit: c.Commit, Checkpointed: !c.NothingToCommit}, nil
+		return wire.FanoutPrepareResult{Handle: h, StartCommit: c.Commit, Checkpointed: !c.NothingToCommit}, nil
 	})
 	return res, ToApplicationError(err)
 }
@@ -102,9 +103,9 @@ func (f *Fanout) Prepare(ctx context.Context, in workflows.FanoutPrepareInput) (
 // (the task workspace already lives on another host), ErrConflict (the task
 // id's workspace exists and started from another commit: use a new task id),
 // the acquire errors.
-func (f *Fanout) AcquireTask(ctx context.Context, in workflows.AcquireTaskInput) (workflows.Handle, error) {
-	h, err := whileHeartbeating(ctx, func() (workflows.Handle, error) {
-		_, h, err := f.sessions(workflows.HostTaskQueue(in.HostID)).Acquire(ctx, in.Request)
+func (f *Fanout) AcquireTask(ctx context.Context, in wire.AcquireTaskInput) (sandboxapi.Handle, error) {
+	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) {
+		_, h, err := f.sessions(wire.HostTaskQueue(in.HostID)).Acquire(ctx, in.Request)
 		if err != nil {
 			return h, err
 		}
@@ -125,20 +126,20 @@ func (f *Fanout) AcquireTask(ctx context.Context, in workflows.AcquireTaskInput)
 // exit or a timeout is a result. After a worker crash the retried activity
 // waits for the previous attempt's exec and returns its result; only when
 // that exec failed (its worker died mid-command) is the script run again.
-func (f *Fanout) RunScript(ctx context.Context, in workflows.RunScriptInput) (workflows.RunScriptResult, error) {
-	res, err := whileHeartbeating(ctx, func() (workflows.RunScriptResult, error) {
+func (f *Fanout) RunScript(ctx context.Context, in wire.RunScriptInput) (wire.RunScriptResult, error) {
+	res, err := whileHeartbeating(ctx, func() (wire.RunScriptResult, error) {
 		s, err := f.hostSession(in.HostID, in.WorkspaceID)
 		if err != nil {
-			return workflows.RunScriptResult{}, err
+			return wire.RunScriptResult{}, err
 		}
 		r, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/exec", func(ctx context.Context) (sandbox.ExecResult, error) {
 			return s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", in.Script}, TimeoutS: in.TimeoutS, MaxOutputBytes: 64 << 10})
 		})
 		if err != nil {
-			return workflows.RunScriptResult{}, err
+			return wire.RunScriptResult{}, err
 		}
-		return workflows.RunScriptResult{ExitCode: r.ExitCode, TimedOut: r.TimedOut, DurationMS: r.DurationMS,
-			StdoutTail: tail(r.Stdout, workflows.TaskOutputTailBytes), StderrTail: tail(r.Stderr, workflows.TaskOutputTailBytes)}, nil
+		return wire.RunScriptResult{ExitCode: r.ExitCode, TimedOut: r.TimedOut, DurationMS: r.DurationMS,
+			StdoutTail: tail(r.Stdout, sandboxapi.TaskOutputTailBytes), StderrTail: tail(r.Stderr, sandboxapi.TaskOutputTailBytes)}, nil
 	})
 	return res, ToApplicationError(err)
 }
@@ -146,13 +147,13 @@ func (f *Fanout) RunScript(ctx context.Context, in workflows.RunScriptInput) (wo
 // FinishTask commits the task's changes when in.Commit (commit update; a
 // clean tree is no error) and returns the task branch's HEAD and its diff
 // against the start commit, the patch cut at TaskDiffBytes.
-func (f *Fanout) FinishTask(ctx context.Context, in workflows.FinishTaskInput) (workflows.FinishTaskResult, error) {
-	res, err := whileHeartbeating(ctx, func() (workflows.FinishTaskResult, error) {
+func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.FinishTaskResult, error) {
+	res, err := whileHeartbeating(ctx, func() (wire.FinishTaskResult, error) {
 		s, err := f.hostSession(in.HostID, in.WorkspaceID)
 		if err != nil {
-			return workflows.FinishTaskResult{}, err
+			return wire.FinishTaskResult{}, err
 		}
-		var out workflows.FinishTaskResult
+		var out wire.FinishTaskResult
 		if in.Commit {
 			c, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/commit", func(ctx context.Context) (sandbox.CommitResult, error) {
 				return s.Commit(ctx, sandbox.CommitRequest{Message: in.Message})
@@ -172,9 +173,9 @@ func (f *Fanout) FinishTask(ctx context.Context, in workflows.FinishTaskInput) (
 		if err != nil {
 			return out, err
 		}
-		out.Diff = workflows.TaskDiff{Patch: d.Patch, Files: d.Files, Truncated: d.Truncated, TotalBytes: d.TotalBytes}
-		if len(out.Diff.Patch) > workflows.TaskDiffBytes {
-			p := out.Diff.Patch[:workflows.TaskDiffBytes]
+		out.Diff = sandboxapi.TaskDiff{Patch: d.Patch, Files: d.Files, Truncated: d.Truncated, TotalBytes: d.TotalBytes}
+		if len(out.Diff.Patch) > sandboxapi.TaskDiffBytes {
+			p := out.Diff.Patch[:sandboxapi.TaskDiffBytes]
 			if i := strings.LastIndexByte(p, '\n'); i >= 0 {
 				p = p[:i+1]
 			}
@@ -189,7 +190,7 @@ func (f *Fanout) FinishTask(ctx context.Context, in workflows.FinishTaskInput) (
 // inside that session, serialized with its agent's commands) and returns
 // its result. A retry after a crash collects the previous attempt's outcome
 // first; the merge itself is idempotent.
-func (f *Fanout) Merge(ctx context.Context, in workflows.FanoutMergeInput) (sandbox.MergeResult, error) {
+func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (sandbox.MergeResult, error) {
 	res, err := whileHeartbeating(ctx, func() (sandbox.MergeResult, error) {
 		s, err := f.sessions(f.TaskQueue).Session(in.WorkspaceID)
 		if err != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 )
 
 // MergeBranches merges local branches into the workspace's branch (the
@@ -13,7 +13,7 @@ import (
 // clean. Errors: ErrCommandRejected (read-only workspace, or a provider that
 // cannot merge), ErrWorkspaceDirty, ErrInvalidArgument, ErrRepoLocked,
 // ErrWorkspaceUnavailable (see sandbox.BranchMerger).
-func (a *Activities) MergeBranches(ctx context.Context, in workflows.MergeActivityInput) (sandbox.MergeResult, error) {
+func (a *Activities) MergeBranches(ctx context.Context, in wire.MergeActivityInput) (sandbox.MergeResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandbox.MergeResult{}, ToApplicationError(err)

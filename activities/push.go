@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 )
 
 // MaxRateLimitWait is the longest code-host rate-limit reset the
@@ -70,12 +70,12 @@ func (a *Activities) remoteWorkspace(ctx context.Context, id, op string) (sandbo
 // repository config that could redirect the push), ErrRepoAuthFailed,
 // ErrConflict (diverged without a lease, or a stale lease), ErrRefNotFound,
 // ErrRepoCacheUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) Push(ctx context.Context, in workflows.PushActivityInput) (sandbox.PushResult, error) {
+func (a *Activities) Push(ctx context.Context, in wire.PushActivityInput) (sandbox.PushResult, error) {
 	res, err := a.push(ctx, in)
 	return res, ToApplicationError(err)
 }
 
-func (a *Activities) push(ctx context.Context, in workflows.PushActivityInput) (sandbox.PushResult, error) {
+func (a *Activities) push(ctx context.Context, in wire.PushActivityInput) (sandbox.PushResult, error) {
 	ws, cache, err := a.remoteWorkspace(ctx, in.WorkspaceID, "push")
 	if err != nil {
 		return sandbox.PushResult{}, err
@@ -116,7 +116,7 @@ func (a *Activities) push(ctx context.Context, in workflows.PushActivityInput) (
 // ErrConflict, ErrInvalidArgument, SandboxRateLimited (retryable with
 // NextRetryDelay until the reset when it is within MaxRateLimitWait),
 // ErrRuntimeUnavailable.
-func (a *Activities) CreatePullRequest(ctx context.Context, in workflows.PullRequestActivityInput) (sandbox.PullRequest, error) {
+func (a *Activities) CreatePullRequest(ctx context.Context, in wire.PullRequestActivityInput) (sandbox.PullRequest, error) {
 	pr, err := a.createPullRequest(ctx, in)
 	if err != nil {
 		if wait, ok := sandbox.RetryAfter(err); ok && errors.Is(err, sandbox.ErrRateLimited) {
@@ -131,12 +131,12 @@ func (a *Activities) CreatePullRequest(ctx context.Context, in workflows.PullReq
 	return pr, ToApplicationError(err)
 }
 
-func (a *Activities) createPullRequest(ctx context.Context, in workflows.PullRequestActivityInput) (sandbox.PullRequest, error) {
+func (a *Activities) createPullRequest(ctx context.Context, in wire.PullRequestActivityInput) (sandbox.PullRequest, error) {
 	ws, cache, err := a.remoteWorkspace(ctx, in.WorkspaceID, "create_pull_request")
 	if err != nil {
 		return sandbox.PullRequest{}, err
 	}
-	req := in.Request.Request(ws.BranchName)
+	req := wire.PullRequestFor(in.Request, ws.BranchName)
 	if err := req.Validate(); err != nil {
 		return sandbox.PullRequest{}, err
 	}

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // streamEvery is how often a running exec publishes its output progress as
@@ -16,7 +16,7 @@ import (
 // lets the SDK send them this often).
 const streamEvery = time.Second
 
-// streamTail keeps the last workflows.StreamWindowBytes bytes of one stream
+// streamTail keeps the last sandboxapi.StreamWindowBytes bytes of one stream
 // and its total byte count, in one buffer of twice that size allocated once.
 type streamTail struct {
 	buf   []byte
@@ -24,7 +24,7 @@ type streamTail struct {
 }
 
 func (s *streamTail) write(p []byte) {
-	const w = workflows.StreamWindowBytes
+	const w = sandboxapi.StreamWindowBytes
 	s.total += int64(len(p))
 	if s.buf == nil {
 		s.buf = make([]byte, 0, 2*w)
@@ -42,8 +42,8 @@ func (s *streamTail) write(p []byte) {
 // tail returns a copy of the newest bytes, at most StreamWindowBytes.
 func (s *streamTail) tail() []byte {
 	b := s.buf
-	if len(b) > workflows.StreamWindowBytes {
-		b = b[len(b)-workflows.StreamWindowBytes:]
+	if len(b) > sandboxapi.StreamWindowBytes {
+		b = b[len(b)-sandboxapi.StreamWindowBytes:]
 	}
 	return append([]byte(nil), b...)
 }
@@ -58,10 +58,10 @@ func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequ
 	}
 	var mu sync.Mutex
 	var out, errs streamTail
-	progress := func() workflows.ExecProgress {
+	progress := func() sandboxapi.ExecProgress {
 		mu.Lock()
 		defer mu.Unlock()
-		return workflows.ExecProgress{
+		return sandboxapi.ExecProgress{
 			UpdateID: updateID,
 			Stdout:   out.tail(), StdoutEnd: out.total,
 			Stderr: errs.tail(), StderrEnd: errs.total,

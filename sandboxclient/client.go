@@ -1,18 +1,19 @@
 // Package sandboxclient is the Go façade agent backends use: Acquire a
 // workspace, then call Session methods (Exec, ReadFile, WriteFile, …), each
-// one Temporal update on the workspace's SessionWorkflow (docs/API.md).
+// one Temporal update on the workspace's SessionWorkflow (docs/API.md). Its
+// signatures speak only package sandboxapi, the public contract; Call sends
+// any operation of the table (sandboxapi.Op) by its declaration.
 //
-// Errors come back as sandbox typed errors: errors.Is(err,
-// sandbox.ErrInvalidWorkspacePath) and friends work across the wire, because
-// the workflow fails updates with application errors whose type is the Kind's
-// stable type string.
+// Errors come back as typed errors: errors.Is(err,
+// sandboxapi.ErrInvalidWorkspacePath), sandboxapi.IsInvalidArgument(err) and
+// friends work across the wire, because the workflow fails updates with
+// application errors whose type is the Kind's stable type string.
 package sandboxclient
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -22,8 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Client talks to sandboxcore through a Temporal client.
@@ -34,14 +34,14 @@ type Client struct {
 
 // Options configure a Client.
 type Options struct {
-	// TaskQueue where sessions start; "" means workflows.DefaultTaskQueue.
+	// TaskQueue where sessions start; "" means sandboxapi.DefaultTaskQueue.
 	TaskQueue string
 }
 
 // New wraps a connected Temporal client (the caller closes it).
 func New(tc client.Client, opts Options) *Client {
 	if opts.TaskQueue == "" {
-		opts.TaskQueue = workflows.DefaultTaskQueue
+		opts.TaskQueue = sandboxapi.DefaultTaskQueue
 	}
 	return &Client{tc: tc, taskQueue: opts.TaskQueue}
 }
@@ -61,18 +61,18 @@ type Session struct {
 // handle. The request is validated here first (repository URL schemes are
 // checked again by the worker under its own policy). Errors: the sandbox
 // typed errors, e.g. ErrInvalidArgument, ErrRepoAuthFailed, ErrRefNotFound.
-func (c *Client) Acquire(ctx context.Context, req sandbox.WorkspaceRequest) (*Session, workflows.Handle, error) {
-	if _, err := req.Validate(sandbox.URLPolicy{AllowFile: true, AllowHTTP: true}); err != nil {
-		return nil, workflows.Handle{}, err
+func (c *Client) Acquire(ctx context.Context, req sandboxapi.WorkspaceRequest) (*Session, sandboxapi.Handle, error) {
+	if _, err := req.Validate(sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true}); err != nil {
+		return nil, sandboxapi.Handle{}, err
 	}
-	wsID := sandbox.WorkspaceIDForKey(req.Key())
+	wsID := sandboxapi.WorkspaceIDForKey(req.Key())
 	s, err := c.Session(wsID)
 	if err != nil {
-		return nil, workflows.Handle{}, err
+		return nil, sandboxapi.Handle{}, err
 	}
 	h, err := s.acquire(ctx, &req)
 	if err != nil {
-		return nil, workflows.Handle{}, err
+		return nil, sandboxapi.Handle{}, err
 	}
 	return s, h, nil
 }
@@ -82,7 +82,7 @@ func (c *Client) Acquire(ctx context.Context, req sandbox.WorkspaceRequest) (*Se
 // transparently start a new run that finds the workspace. Errors:
 // ErrInvalidArgument for a malformed id.
 func (c *Client) Session(wsID string) (*Session, error) {
-	wfID, err := sandbox.SessionWorkflowID(wsID)
+	wfID, err := sandboxapi.SessionWorkflowID(wsID)
 	if err != nil {
 		return nil, err
 	}
@@ -95,41 +95,72 @@ func (s *Session) WorkspaceID() string { return s.wsID }
 // WorkflowID returns the session's workflow id.
 func (s *Session) WorkflowID() string { return s.wfID }
 
-func (s *Session) acquire(ctx context.Context, req *sandbox.WorkspaceRequest) (workflows.Handle, error) {
+func (s *Session) acquire(ctx context.Context, req *sandboxapi.WorkspaceRequest) (sandboxapi.Handle, error) {
+	for attempt := 0; ; attempt++ {
+		h, err := s.acquireOnce(ctx, req)
+		if attempt < 4 && sandboxapi.IsSessionReleased(err) {
+			select {
+			case <-ctx.Done():
+				return h, err
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		return h, err
+	}
+}
+
+// acquireOnce is one update-with-start of acquire.
+func (s *Session) acquireOnce(ctx context.Context, req *sandboxapi.WorkspaceRequest) (sandboxapi.Handle, error) {
 	op := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       s.wfID,
 		TaskQueue:                s.c.taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.SessionStartSearchAttributes(s.wsID, req)...),
-	}, workflows.SessionWorkflowType, workflows.SessionInput{WorkspaceID: s.wsID, Request: req})
+		TypedSearchAttributes:    temporal.NewSearchAttributes(sandboxapi.SessionStartSearchAttributes(s.wsID, req)...),
+	}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: s.wsID, Request: req})
 	h, err := s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			WorkflowID:   s.wfID,
-			UpdateName:   workflows.UpdateAcquire,
-			Args:         []any{workflows.AcquireInput{Request: req}},
+			UpdateName:   sandboxapi.UpdateAcquire,
+			Args:         []any{sandboxapi.AcquireInput{Request: req}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
 	if err != nil {
-		return workflows.Handle{}, FromTemporal(err)
+		return sandboxapi.Handle{}, FromTemporal(err)
 	}
-	var out workflows.Handle
+	var out sandboxapi.Handle
 	if err := h.Get(ctx, &out); err != nil {
-		return workflows.Handle{}, FromTemporal(err)
+		return sandboxapi.Handle{}, FromTemporal(err)
 	}
 	return out, nil
 }
 
 // Resume re-attaches to the existing workspace (starting a new session run
 // when none is running) and returns its handle. Errors: ErrWorkspaceNotFound.
-func (s *Session) Resume(ctx context.Context) (workflows.Handle, error) {
+func (s *Session) Resume(ctx context.Context) (sandboxapi.Handle, error) {
 	return s.acquire(ctx, nil)
 }
 
-// update sends one update; when the session's run has completed it resumes
-// the workspace in a new run and sends the update once more.
+// Call sends the update op with argument in to the session and returns its
+// result (docs/API.md "Updates"): the session's run answers it, a dormant
+// session resumes its workspace first, and a session whose run is ending
+// (SessionReleased) or gone (completed, e.g. before this contract) is
+// resumed here and the update sent once more. Errors: the typed errors of
+// FromTemporal.
+func Call[In, Out any](ctx context.Context, s *Session, op sandboxapi.Op[In, Out], in In) (Out, error) {
+	var out Out
+	var arg any = in
+	if _, none := arg.(sandboxapi.None); none {
+		arg = nil
+	}
+	return out, s.update(ctx, op.Name, arg, &out)
+}
+
+// update sends one update; when the session's run is ending or has
+// completed it resumes the workspace and sends the update once more.
 func (s *Session) update(ctx context.Context, name string, arg, out any) error {
 	for attempt := 0; ; attempt++ {
 		opts := client.UpdateWorkflowOptions{WorkflowID: s.wfID, UpdateName: name, UpdateID: updateIDFrom(ctx), WaitForStage: client.WorkflowUpdateStageCompleted}
@@ -143,127 +174,121 @@ func (s *Session) update(ctx context.Context, name string, arg, out any) error {
 		if err == nil {
 			return nil
 		}
-		if attempt < 2 && closedRun(err) {
-			if _, rerr := s.acquire(ctx, nil); rerr != nil {
-				return rerr
-			}
+		if attempt < 4 && s.resumable(ctx, err) {
 			continue
 		}
 		return FromTemporal(err)
 	}
 }
 
-// closedRun reports whether err says the workflow has no running execution
-// (completed, released, continued-as-new in between) or the session was released.
-func closedRun(err error) bool {
+// resumable reports whether err says the session's run is ending
+// (SessionReleased: wait a moment, the next run takes the call) or gone
+// (no running execution: resume the workspace in a new run, which it does).
+func (s *Session) resumable(ctx context.Context, err error) bool {
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return true
+		_, rerr := s.acquire(ctx, nil)
+		return rerr == nil
 	}
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.Type() == sandbox.ErrWorkspaceUnavailable.Type && strings.Contains(app.Message(), "was released") {
-		// Released but not yet closed: give the run a moment to complete.
-		time.Sleep(200 * time.Millisecond)
+	if sandboxapi.IsSessionReleased(FromTemporal(err)) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
 		return true
 	}
 	return false
 }
 
 // Exec runs a command; a non-zero exit is in the result, not an error.
-func (s *Session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (s *Session) Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	if err := checkExecPayload(req); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
-	var out sandbox.ExecResult
-	return out, s.update(ctx, workflows.UpdateExec, req, &out)
+	return Call(ctx, s, sandboxapi.OpExec, req)
 }
 
 // ReadFile returns a workspace file's bytes. A path that is not valid UTF-8
 // is refused before sending (ErrInvalidWorkspacePath: JSON would change it).
 func (s *Session) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", path); err != nil {
+	if err := requireUTF8(sandboxapi.ErrInvalidWorkspacePath, "path", path); err != nil {
 		return nil, err
 	}
-	var out workflows.ReadFileResult
-	err := s.update(ctx, workflows.UpdateReadFile, workflows.ReadFileInput{Path: path}, &out)
+	out, err := Call(ctx, s, sandboxapi.OpReadFile, sandboxapi.ReadFileInput{Path: path})
 	return out.Content, err
 }
 
 // WriteFile creates or replaces a workspace file (mode 0 = 0644). Refused
-// before sending: content over sandbox.MaxFileBytes (ErrResourceLimit), a
+// before sending: content over sandboxapi.MaxFileBytes (ErrResourceLimit), a
 // path that is not valid UTF-8 (ErrInvalidWorkspacePath).
 func (s *Session) WriteFile(ctx context.Context, path string, content []byte, mode uint32) error {
-	if len(content) > sandbox.MaxFileBytes {
-		return sandbox.Errorf(sandbox.ErrResourceLimit, "content is larger than %d bytes", sandbox.MaxFileBytes)
+	if len(content) > sandboxapi.MaxFileBytes {
+		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "content is larger than %d bytes", sandboxapi.MaxFileBytes)
 	}
-	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", path); err != nil {
+	if err := requireUTF8(sandboxapi.ErrInvalidWorkspacePath, "path", path); err != nil {
 		return err
 	}
-	var out workflows.WriteFileResult
-	return s.update(ctx, workflows.UpdateWriteFile, workflows.WriteFileInput{Path: path, Content: content, Mode: mode}, &out)
+	_, err := Call(ctx, s, sandboxapi.OpWriteFile, sandboxapi.WriteFileInput{Path: path, Content: content, Mode: mode})
+	return err
 }
 
 // ListDir lists a directory ("" = root); a path that is not valid UTF-8 is
 // ErrInvalidWorkspacePath before sending.
-func (s *Session) ListDir(ctx context.Context, path string) ([]sandbox.FileEntry, error) {
-	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", path); err != nil {
+func (s *Session) ListDir(ctx context.Context, path string) ([]sandboxapi.FileEntry, error) {
+	if err := requireUTF8(sandboxapi.ErrInvalidWorkspacePath, "path", path); err != nil {
 		return nil, err
 	}
-	var out workflows.ListDirResult
-	err := s.update(ctx, workflows.UpdateListDir, workflows.ListDirInput{Path: path}, &out)
+	out, err := Call(ctx, s, sandboxapi.OpListDir, sandboxapi.ListDirInput{Path: path})
 	return out.Entries, err
 }
 
 // Search finds matching lines; a pattern or path that is not valid UTF-8 is
 // refused before sending (ErrInvalidArgument, ErrInvalidWorkspacePath).
-func (s *Session) Search(ctx context.Context, req sandbox.SearchRequest) (sandbox.SearchResult, error) {
-	if err := requireUTF8(sandbox.ErrInvalidArgument, "search pattern", req.Pattern); err != nil {
-		return sandbox.SearchResult{}, err
+func (s *Session) Search(ctx context.Context, req sandboxapi.SearchRequest) (sandboxapi.SearchResult, error) {
+	if err := requireUTF8(sandboxapi.ErrInvalidArgument, "search pattern", req.Pattern); err != nil {
+		return sandboxapi.SearchResult{}, err
 	}
-	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", req.Path); err != nil {
-		return sandbox.SearchResult{}, err
+	if err := requireUTF8(sandboxapi.ErrInvalidWorkspacePath, "path", req.Path); err != nil {
+		return sandboxapi.SearchResult{}, err
 	}
-	var out sandbox.SearchResult
-	return out, s.update(ctx, workflows.UpdateSearch, req, &out)
+	return Call(ctx, s, sandboxapi.OpSearch, req)
 }
 
 // Status returns the workspace's git state.
-func (s *Session) Status(ctx context.Context) (sandbox.WorkspaceStatus, error) {
-	var out sandbox.WorkspaceStatus
-	return out, s.update(ctx, workflows.UpdateStatus, nil, &out)
+func (s *Session) Status(ctx context.Context) (sandboxapi.WorkspaceStatus, error) {
+	return Call(ctx, s, sandboxapi.OpStatus, sandboxapi.None{})
 }
 
 // Diff returns the agent's change against the recorded base commit.
-func (s *Session) Diff(ctx context.Context) (sandbox.Diff, error) {
-	var out sandbox.Diff
-	return out, s.update(ctx, workflows.UpdateDiff, nil, &out)
+func (s *Session) Diff(ctx context.Context) (sandboxapi.Diff, error) {
+	return Call(ctx, s, sandboxapi.OpDiff, sandboxapi.None{})
 }
 
 // Commit commits the workspace's changes onto its branch.
-func (s *Session) Commit(ctx context.Context, req sandbox.CommitRequest) (sandbox.CommitResult, error) {
-	if err := requireUTF8(sandbox.ErrInvalidWorkspacePath, "path", req.Paths...); err != nil {
-		return sandbox.CommitResult{}, err
+func (s *Session) Commit(ctx context.Context, req sandboxapi.CommitRequest) (sandboxapi.CommitResult, error) {
+	if err := requireUTF8(sandboxapi.ErrInvalidWorkspacePath, "path", req.Paths...); err != nil {
+		return sandboxapi.CommitResult{}, err
 	}
-	if err := requireUTF8(sandbox.ErrInvalidArgument, "commit message", req.Message, req.AuthorName, req.AuthorEmail); err != nil {
-		return sandbox.CommitResult{}, err
+	if err := requireUTF8(sandboxapi.ErrInvalidArgument, "commit message", req.Message, req.AuthorName, req.AuthorEmail); err != nil {
+		return sandboxapi.CommitResult{}, err
 	}
-	var out sandbox.CommitResult
-	return out, s.update(ctx, workflows.UpdateCommit, req, &out)
+	return Call(ctx, s, sandboxapi.OpCommit, req)
 }
 
 // Hibernate stops the runtime; the workspace stays.
-func (s *Session) Hibernate(ctx context.Context) (workflows.HibernateResult, error) {
-	var out workflows.HibernateResult
-	return out, s.update(ctx, workflows.UpdateHibernate, nil, &out)
+func (s *Session) Hibernate(ctx context.Context) (sandboxapi.HibernateResult, error) {
+	return Call(ctx, s, sandboxapi.OpHibernate, sandboxapi.None{})
 }
 
-// Release ends the session run (runtime stopped, or destroyed when asked);
-// the workspace stays and the next operation resumes it.
-func (s *Session) Release(ctx context.Context, destroyRuntime bool) (workflows.ReleaseResult, error) {
-	var out workflows.ReleaseResult
+// Release releases the session (runtime stopped, or destroyed when asked):
+// its run ends and the session waits, dormant, for the next operation, which
+// resumes the workspace. The workspace stays.
+func (s *Session) Release(ctx context.Context, destroyRuntime bool) (sandboxapi.ReleaseResult, error) {
+	var out sandboxapi.ReleaseResult
 	h, err := s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: s.wfID, UpdateName: workflows.UpdateRelease, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{workflows.ReleaseInput{DestroyRuntime: destroyRuntime}},
+		WorkflowID: s.wfID, UpdateName: sandboxapi.UpdateRelease, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{sandboxapi.ReleaseInput{DestroyRuntime: destroyRuntime}},
 	})
 	if err == nil {
 		err = h.Get(ctx, &out)
@@ -271,18 +296,19 @@ func (s *Session) Release(ctx context.Context, destroyRuntime bool) (workflows.R
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return workflows.ReleaseResult{WorkspaceID: s.wsID, Runtime: "not running"}, nil
+			return sandboxapi.ReleaseResult{WorkspaceID: s.wsID, Runtime: "not running"}, nil
 		}
 		return out, FromTemporal(err)
 	}
 	return out, nil
 }
 
-// Describe queries the running session; when no run is open it returns the
-// last run's state from its memo (State "closed").
-func (s *Session) Describe(ctx context.Context) (workflows.SessionDescription, error) {
-	var out workflows.SessionDescription
-	v, err := s.c.tc.QueryWorkflow(ctx, s.wfID, "", workflows.QueryDescribe)
+// Describe queries the session's run (released, closed and evicted sessions
+// answer from their dormant run). Errors: ErrWorkspaceNotFound when no run
+// exists, as FromTemporal otherwise.
+func (s *Session) Describe(ctx context.Context) (sandboxapi.SessionDescription, error) {
+	var out sandboxapi.SessionDescription
+	v, err := s.c.tc.QueryWorkflow(ctx, s.wfID, "", sandboxapi.QueryDescribe)
 	if err == nil {
 		err = v.Get(&out)
 	}
@@ -293,12 +319,12 @@ func (s *Session) Describe(ctx context.Context) (workflows.SessionDescription, e
 }
 
 // checkExecPayload refuses, before anything is sent, a request the workflow's
-// validator would refuse anyway: a stdin over sandbox.MaxStdinBytes could
+// validator would refuse anyway: a stdin over sandboxapi.MaxStdinBytes could
 // otherwise exceed Temporal's payload limit and stall the session's workflow
 // task instead of failing cleanly. Returns ErrInvalidArgument.
-func checkExecPayload(req sandbox.ExecRequest) error {
-	if len(req.Stdin) > sandbox.MaxStdinBytes {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "stdin is larger than %d bytes", sandbox.MaxStdinBytes)
+func checkExecPayload(req sandboxapi.ExecRequest) error {
+	if len(req.Stdin) > sandboxapi.MaxStdinBytes {
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "stdin is larger than %d bytes", sandboxapi.MaxStdinBytes)
 	}
 	size := 0
 	for k, v := range req.Env {
@@ -307,65 +333,55 @@ func checkExecPayload(req sandbox.ExecRequest) error {
 	for _, a := range req.Cmd {
 		size += len(a)
 	}
-	if size > sandbox.MaxStdinBytes {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "command and environment are larger than %d bytes", sandbox.MaxStdinBytes)
+	if size > sandboxapi.MaxStdinBytes {
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "command and environment are larger than %d bytes", sandboxapi.MaxStdinBytes)
 	}
 	for k, v := range req.Env {
-		if err := requireUTF8(sandbox.ErrInvalidArgument, "environment variable", k, v); err != nil {
+		if err := requireUTF8(sandboxapi.ErrInvalidArgument, "environment variable", k, v); err != nil {
 			return err
 		}
 	}
-	if err := requireUTF8(sandbox.ErrInvalidArgument, "command argument", req.Cmd...); err != nil {
+	if err := requireUTF8(sandboxapi.ErrInvalidArgument, "command argument", req.Cmd...); err != nil {
 		return err
 	}
-	return requireUTF8(sandbox.ErrInvalidWorkspacePath, "cwd", req.Cwd)
+	return requireUTF8(sandboxapi.ErrInvalidWorkspacePath, "cwd", req.Cwd)
 }
 
 // requireUTF8 refuses a string that is not valid UTF-8 before it is sent:
 // the JSON payload would silently turn each bad byte into U+FFFD, so another
 // file would be written or another argument run. Errors wrap kind.
-func requireUTF8(kind *sandbox.Kind, what string, vals ...string) error {
+func requireUTF8(kind *sandboxapi.Kind, what string, vals ...string) error {
 	for _, v := range vals {
 		if !utf8.ValidString(v) {
-			return sandbox.Errorf(kind, "%s %q is not valid UTF-8 (the wire format carries text only)", what, sandbox.Clip(v, 200))
+			return sandboxapi.Errorf(kind, "%s %q is not valid UTF-8 (the wire format carries text only)", what, sandboxapi.Clip(v, 200))
 		}
 	}
 	return nil
 }
 
-// FromTemporal converts an error from the Temporal client into a sandbox typed
-// error: an application error's Type selects the Kind (docs/API.md "Errors");
-// a missing workflow is ErrWorkspaceNotFound; anything else wraps
-// ErrRuntimeUnavailable (the service could not be reached).
-func FromTemporal(err error) error {
-	if err == nil {
-		return nil
-	}
-	if sandbox.KindOf(err) != nil {
-		return err
-	}
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		if k := sandbox.KindByType(app.Type()); k != nil {
-			return sandbox.Errorf(k, "%s", app.Message())
-		}
-		return sandbox.Errorf(sandbox.ErrSandbox, "%s", app.Message())
-	}
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "no such workflow (a workspace's session: never acquired, or its history is gone — acquire it with a full request): %s", nf.Message)
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return sandbox.Errorf(sandbox.ErrTimeout, "%v", err)
-	}
-	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "temporal: %v", err)
+// FromTemporal converts an error from the Temporal client into a typed
+// error (sandboxapi.FromTemporal, docs/API.md "Errors").
+func FromTemporal(err error) error { return sandboxapi.FromTemporal(err) }
+
+// ListSessions lists workspaces, one row each, newest first, with their
+// session state (sandboxapi.ListWorkspacesQuery, docs/API.md "Listing
+// workspaces"): released, closed and evicted ones included, failed acquires
+// never. query is an extra visibility filter ANDed in (e.g. "SandboxUser =
+// 'alice'"), or "". limit 0 lists all. Errors: as FromTemporal.
+func (c *Client) ListSessions(ctx context.Context, query string, limit int) ([]SessionSummary, error) {
+	return c.list(ctx, sandboxapi.ListWorkspacesQuery, query, limit)
 }
 
-// ListSessions lists session workflows known to Temporal's visibility store,
-// newest first, one per workspace (the latest run). query is an extra
-// visibility filter ANDed in (e.g. "SandboxUser = 'alice'"), or "".
-func (c *Client) ListSessions(ctx context.Context, query string, limit int) ([]SessionSummary, error) {
-	q := fmt.Sprintf("WorkflowType = '%s'", workflows.SessionWorkflowType)
+// ListSessionRuns lists the latest run of every session workflow, newest
+// first, ended ones included (failed acquires, removed workspaces, sessions
+// that completed before dormant runs existed); continued-as-new runs are
+// skipped. Arguments and errors as ListSessions.
+func (c *Client) ListSessionRuns(ctx context.Context, query string, limit int) ([]SessionSummary, error) {
+	return c.list(ctx, fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'ContinuedAsNew'", sandboxapi.SessionWorkflowType), query, limit)
+}
+
+func (c *Client) list(ctx context.Context, base, query string, limit int) ([]SessionSummary, error) {
+	q := base
 	if query != "" {
 		q += " AND (" + query + ")"
 	}

@@ -11,8 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Eviction (issue 6; docs/API.md "Eviction"): runs of EvictionCronWorkflow
@@ -25,7 +24,7 @@ const manualEvictionPrefix = "sandbox-eviction-manual-"
 // queue (workflow id "sandbox-eviction-manual-[dryrun-]<unix nanoseconds>")
 // and waits for its result. With in.DryRun the run only plans. Errors: the
 // sandbox typed errors of FromTemporal.
-func (c *Client) RunEviction(ctx context.Context, in workflows.EvictionInput) (workflows.EvictionRunResult, error) {
+func (c *Client) RunEviction(ctx context.Context, in sandboxapi.EvictionInput) (sandboxapi.EvictionRunResult, error) {
 	id := manualEvictionPrefix
 	if in.DryRun {
 		id += "dryrun-"
@@ -33,11 +32,11 @@ func (c *Client) RunEviction(ctx context.Context, in workflows.EvictionInput) (w
 	id += fmt.Sprint(time.Now().UnixNano())
 	run, err := c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: c.taskQueue, WorkflowExecutionTimeout: 2 * time.Hour,
-	}, workflows.EvictionCronWorkflowType, in)
+	}, sandboxapi.EvictionCronWorkflowType, in)
 	if err != nil {
-		return workflows.EvictionRunResult{}, FromTemporal(err)
+		return sandboxapi.EvictionRunResult{}, FromTemporal(err)
 	}
-	var out workflows.EvictionRunResult
+	var out sandboxapi.EvictionRunResult
 	if err := run.Get(ctx, &out); err != nil {
 		return out, FromTemporal(err)
 	}
@@ -47,15 +46,15 @@ func (c *Client) RunEviction(ctx context.Context, in workflows.EvictionInput) (w
 // LastEviction returns the result of the most recently closed, completed
 // EvictionCronWorkflow run on the client's task queue (scheduled or manual;
 // dry runs only when includeDryRun). Errors: ErrNotFound when there is none.
-func (c *Client) LastEviction(ctx context.Context, includeDryRun bool) (workflows.EvictionRunResult, error) {
-	q := fmt.Sprintf("WorkflowType = '%s' AND TaskQueue = '%s' AND ExecutionStatus = 'Completed'", workflows.EvictionCronWorkflowType, c.taskQueue)
+func (c *Client) LastEviction(ctx context.Context, includeDryRun bool) (sandboxapi.EvictionRunResult, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND TaskQueue = '%s' AND ExecutionStatus = 'Completed'", sandboxapi.EvictionCronWorkflowType, c.taskQueue)
 	var bestID, bestRun string
 	var best time.Time
 	var token []byte
 	for pages := 0; pages < 20; pages++ {
 		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: 100})
 		if err != nil {
-			return workflows.EvictionRunResult{}, FromTemporal(err)
+			return sandboxapi.EvictionRunResult{}, FromTemporal(err)
 		}
 		for _, e := range resp.Executions {
 			id := e.GetExecution().GetWorkflowId()
@@ -71,9 +70,9 @@ func (c *Client) LastEviction(ctx context.Context, includeDryRun bool) (workflow
 		}
 	}
 	if bestID == "" {
-		return workflows.EvictionRunResult{}, sandbox.Errorf(sandbox.ErrNotFound, "no completed eviction run on task queue %s yet", c.taskQueue)
+		return sandboxapi.EvictionRunResult{}, sandboxapi.Errorf(sandboxapi.ErrNotFound, "no completed eviction run on task queue %s yet", c.taskQueue)
 	}
-	var out workflows.EvictionRunResult
+	var out sandboxapi.EvictionRunResult
 	if err := c.tc.GetWorkflow(ctx, bestID, bestRun).Get(ctx, &out); err != nil {
 		return out, FromTemporal(err)
 	}
@@ -88,9 +87,9 @@ func (s *Session) signal(ctx context.Context, name string, arg any) error {
 		TaskQueue:             s.c.taskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrWorkspace).ValueSet(s.wsID),
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet(workflows.StateAcquiring)),
-	}, workflows.SessionWorkflowType, workflows.SessionInput{WorkspaceID: s.wsID})
+			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(s.wsID),
+			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(sandboxapi.StateAcquiring)),
+	}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: s.wsID})
 	return FromTemporal(err)
 }
 
@@ -98,40 +97,40 @@ func (s *Session) signal(ctx context.Context, name string, arg any) error {
 // its SessionWorkflow, started when not running) and waits until the session
 // applied it. Errors: ErrInvalidArgument (until not in the future),
 // ErrWorkspaceNotFound, ErrTimeout (ctx ended before the session answered).
-func (s *Session) Pin(ctx context.Context, until time.Time) (workflows.EvictionState, error) {
+func (s *Session) Pin(ctx context.Context, until time.Time) (sandboxapi.EvictionState, error) {
 	if !until.After(time.Now()) {
-		return workflows.EvictionState{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "pin until %s: must be in the future", until.UTC().Format(time.RFC3339))
+		return sandboxapi.EvictionState{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "pin until %s: must be in the future", until.UTC().Format(time.RFC3339))
 	}
 	u := until.UTC()
-	return s.pinSignal(ctx, workflows.SignalPin, &u)
+	return s.pinSignal(ctx, sandboxapi.SignalPin, &u)
 }
 
 // Unpin drops the workspace's pin (signal "unpin") and waits until the
 // session applied it. Errors: as Pin.
-func (s *Session) Unpin(ctx context.Context) (workflows.EvictionState, error) {
-	return s.pinSignal(ctx, workflows.SignalUnpin, nil)
+func (s *Session) Unpin(ctx context.Context) (sandboxapi.EvictionState, error) {
+	return s.pinSignal(ctx, sandboxapi.SignalUnpin, nil)
 }
 
-func (s *Session) pinSignal(ctx context.Context, name string, until *time.Time) (workflows.EvictionState, error) {
-	req := workflows.PinRequest{RequestID: fmt.Sprintf("%s-%d", name, time.Now().UnixNano()), Until: until}
+func (s *Session) pinSignal(ctx context.Context, name string, until *time.Time) (sandboxapi.EvictionState, error) {
+	req := sandboxapi.PinRequest{RequestID: fmt.Sprintf("%s-%d", name, time.Now().UnixNano()), Until: until}
 	if err := s.signal(ctx, name, req); err != nil {
-		return workflows.EvictionState{}, err
+		return sandboxapi.EvictionState{}, err
 	}
 	for {
 		st, err := s.EvictionState(ctx)
 		if err == nil && st.LastPinRequest == req.RequestID {
 			if st.PinError != "" {
-				kind := sandbox.KindByType(st.PinErrorType)
+				kind := sandboxapi.KindByType(st.PinErrorType)
 				if kind == nil {
-					kind = sandbox.ErrSandbox
+					kind = sandboxapi.ErrSandbox
 				}
-				return st, sandbox.Errorf(kind, "%s", st.PinError)
+				return st, sandboxapi.Errorf(kind, "%s", st.PinError)
 			}
 			return st, nil
 		}
 		select {
 		case <-ctx.Done():
-			return workflows.EvictionState{}, sandbox.Errorf(sandbox.ErrTimeout, "%s of workspace %s not confirmed: %v", name, s.wsID, ctx.Err())
+			return sandboxapi.EvictionState{}, sandboxapi.Errorf(sandboxapi.ErrTimeout, "%s of workspace %s not confirmed: %v", name, s.wsID, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -139,9 +138,9 @@ func (s *Session) pinSignal(ctx context.Context, name string, until *time.Time) 
 
 // EvictionState queries the session's eviction state (pin, last eviction).
 // A completed run answers with its final state.
-func (s *Session) EvictionState(ctx context.Context) (workflows.EvictionState, error) {
-	var out workflows.EvictionState
-	v, err := s.c.tc.QueryWorkflow(ctx, s.wfID, "", workflows.QueryEviction)
+func (s *Session) EvictionState(ctx context.Context) (sandboxapi.EvictionState, error) {
+	var out sandboxapi.EvictionState
+	v, err := s.c.tc.QueryWorkflow(ctx, s.wfID, "", sandboxapi.QueryEviction)
 	if err == nil {
 		err = v.Get(&out)
 	}
@@ -153,6 +152,6 @@ func (s *Session) EvictionState(ctx context.Context) (workflows.EvictionState, e
 // workspace had nothing saved or was not evicted). It is Resume: any acquire
 // of an evicted workspace restores it. Errors: ErrWorkspaceNotFound,
 // ErrConflict (the branch moved since the eviction; the backup stays).
-func (s *Session) Restore(ctx context.Context) (workflows.Handle, error) {
+func (s *Session) Restore(ctx context.Context) (sandboxapi.Handle, error) {
 	return s.Resume(ctx)
 }

@@ -11,8 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 type updateIDKey struct{}
@@ -44,12 +43,12 @@ func (s *Session) UpdateOutcome(ctx context.Context, updateID string, out any) e
 
 // MergeBranches sends merge_branches: the local branches are merged into the
 // session's workspace branch in order, each conflicting branch left out with
-// the workspace restored (sandbox.MergeRequest, sandbox.BranchMerger).
+// the workspace restored (sandboxapi.MergeRequest, sandboxapi.BranchMerger).
 // Errors: ErrInvalidArgument, ErrCommandRejected (read-only workspace or
 // detached HEAD), ErrWorkspaceDirty, ErrRepoLocked, ErrWorkspaceUnavailable.
-func (s *Session) MergeBranches(ctx context.Context, req sandbox.MergeRequest) (sandbox.MergeResult, error) {
-	var out sandbox.MergeResult
-	return out, s.update(ctx, workflows.UpdateMergeBranches, req, &out)
+func (s *Session) MergeBranches(ctx context.Context, req sandboxapi.MergeRequest) (sandboxapi.MergeResult, error) {
+	var out sandboxapi.MergeResult
+	return out, s.update(ctx, sandboxapi.UpdateMergeBranches, req, &out)
 }
 
 // Fanout is a handle on one TaskFanoutWorkflow (docs/API.md "Task fan-out").
@@ -63,7 +62,7 @@ type Fanout struct {
 // sandbox-fanout/<fanoutID>, on the client's task queue). A fan-out id is
 // used once. Errors: ErrInvalidArgument (input, id), ErrConflict (a fan-out
 // with that id exists or existed), ErrRuntimeUnavailable (Temporal unreachable).
-func (c *Client) StartFanout(ctx context.Context, fanoutID string, in workflows.FanoutInput) (*Fanout, error) {
+func (c *Client) StartFanout(ctx context.Context, fanoutID string, in sandboxapi.FanoutInput) (*Fanout, error) {
 	f, err := c.Fanout(fanoutID)
 	if err != nil {
 		return nil, err
@@ -77,11 +76,11 @@ func (c *Client) StartFanout(ctx context.Context, fanoutID string, in workflows.
 		TaskQueue:                                c.taskQueue,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes:                    temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrWorkspace).ValueSet(ws)),
-	}, workflows.TaskFanoutWorkflowType, in)
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(ws)),
+	}, sandboxapi.TaskFanoutWorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return nil, sandbox.Errorf(sandbox.ErrConflict, "fan-out %s already exists", fanoutID)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrConflict, "fan-out %s already exists", fanoutID)
 	}
 	if err != nil {
 		return nil, FromTemporal(err)
@@ -92,7 +91,7 @@ func (c *Client) StartFanout(ctx context.Context, fanoutID string, in workflows.
 // Fanout returns the handle of an existing fan-out (no call is made).
 // Errors: ErrInvalidArgument for a malformed id.
 func (c *Client) Fanout(fanoutID string) (*Fanout, error) {
-	wfID, err := workflows.FanoutWorkflowID(fanoutID)
+	wfID, err := sandboxapi.FanoutWorkflowID(fanoutID)
 	if err != nil {
 		return nil, err
 	}
@@ -107,9 +106,9 @@ func (f *Fanout) WorkflowID() string { return f.wfID }
 
 // Progress queries the fan-out (query progress): the report without
 // patches. Errors: ErrWorkspaceNotFound (no such fan-out), ErrRuntimeUnavailable.
-func (f *Fanout) Progress(ctx context.Context) (workflows.FanoutReport, error) {
-	var out workflows.FanoutReport
-	v, err := f.c.tc.QueryWorkflow(ctx, f.wfID, "", workflows.QueryProgress)
+func (f *Fanout) Progress(ctx context.Context) (sandboxapi.FanoutReport, error) {
+	var out sandboxapi.FanoutReport
+	v, err := f.c.tc.QueryWorkflow(ctx, f.wfID, "", sandboxapi.QueryProgress)
 	if err == nil {
 		err = v.Get(&out)
 	}
@@ -119,8 +118,8 @@ func (f *Fanout) Progress(ctx context.Context) (workflows.FanoutReport, error) {
 // Result waits for the fan-out to finish and returns its report (patches
 // included). Errors: the workflow's failure as a sandbox typed error (e.g.
 // ErrInvalidArgument, ErrWorkspaceNotFound for an unknown conversation).
-func (f *Fanout) Result(ctx context.Context) (workflows.FanoutReport, error) {
-	var out workflows.FanoutReport
+func (f *Fanout) Result(ctx context.Context) (sandboxapi.FanoutReport, error) {
+	var out sandboxapi.FanoutReport
 	err := f.c.tc.GetWorkflow(ctx, f.wfID, "").Get(ctx, &out)
 	return out, FromTemporal(err)
 }
@@ -129,11 +128,11 @@ func (f *Fanout) Result(ctx context.Context) (workflows.FanoutReport, error) {
 // agent: succeeded = its work may be merged. The signal of a task that is
 // unknown, runs a script or was already completed is ignored by the workflow.
 func (f *Fanout) CompleteTask(ctx context.Context, taskID string, succeeded bool, message string) error {
-	if err := sandbox.ValidateID("task_id", taskID); err != nil {
+	if err := sandboxapi.ValidateID("task_id", taskID); err != nil {
 		return err
 	}
-	err := f.c.tc.SignalWorkflow(ctx, f.wfID, "", workflows.SignalCompleteTask,
-		workflows.CompleteTaskSignal{TaskID: taskID, Succeeded: succeeded, Message: message})
+	err := f.c.tc.SignalWorkflow(ctx, f.wfID, "", sandboxapi.SignalCompleteTask,
+		sandboxapi.CompleteTaskSignal{TaskID: taskID, Succeeded: succeeded, Message: message})
 	return FromTemporal(err)
 }
 
@@ -141,7 +140,7 @@ func (f *Fanout) CompleteTask(ctx context.Context, taskID string, succeeded bool
 // report that differs from the last one, until the fan-out closes; it then
 // returns the final report (Result, patches included), after calling fn with
 // it unless the last progress already showed it. Errors: as Result, or ctx's.
-func (f *Fanout) Watch(ctx context.Context, interval time.Duration, fn func(workflows.FanoutReport)) (workflows.FanoutReport, error) {
+func (f *Fanout) Watch(ctx context.Context, interval time.Duration, fn func(sandboxapi.FanoutReport)) (sandboxapi.FanoutReport, error) {
 	if interval <= 0 {
 		interval = time.Second
 	}
@@ -149,7 +148,7 @@ func (f *Fanout) Watch(ctx context.Context, interval time.Duration, fn func(work
 	for {
 		d, err := f.c.tc.DescribeWorkflowExecution(ctx, f.wfID, "")
 		if err != nil {
-			return workflows.FanoutReport{}, FromTemporal(err)
+			return sandboxapi.FanoutReport{}, FromTemporal(err)
 		}
 		if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			res, err := f.Result(ctx)
@@ -166,7 +165,7 @@ func (f *Fanout) Watch(ctx context.Context, interval time.Duration, fn func(work
 		}
 		select {
 		case <-ctx.Done():
-			return workflows.FanoutReport{}, FromTemporal(ctx.Err())
+			return sandboxapi.FanoutReport{}, FromTemporal(ctx.Err())
 		case <-time.After(interval):
 		}
 	}

@@ -3,11 +3,10 @@ package sandboxclient
 import (
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	commonpb "go.temporal.io/api/common/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // SessionSummary is one session as seen in Temporal's visibility store.
@@ -24,7 +23,7 @@ type SessionSummary struct {
 	Host        string    `json:"host"`
 	StartTime   time.Time `json:"start_time"`
 	// Handle is the workspace handle from the memo (zero until the first acquire succeeded).
-	Handle workflows.Handle `json:"handle"`
+	Handle sandboxapi.Handle `json:"handle"`
 }
 
 func summaryOf(e *workflowpb.WorkflowExecutionInfo) SessionSummary {
@@ -41,16 +40,16 @@ func summaryOf(e *workflowpb.WorkflowExecutionInfo) SessionSummary {
 		WorkflowID: e.GetExecution().GetWorkflowId(),
 		RunID:      e.GetExecution().GetRunId(),
 		Status:     e.GetStatus().String(),
-		State:      kw(workflows.SearchAttrState),
-		User:       kw(workflows.SearchAttrUser),
-		Project:    kw(workflows.SearchAttrProject),
-		Mode:       kw(workflows.SearchAttrMode),
-		Repo:       kw(workflows.SearchAttrRepo),
-		Host:       kw(workflows.SearchAttrHost),
+		State:      kw(sandboxapi.SearchAttrState),
+		User:       kw(sandboxapi.SearchAttrUser),
+		Project:    kw(sandboxapi.SearchAttrProject),
+		Mode:       kw(sandboxapi.SearchAttrMode),
+		Repo:       kw(sandboxapi.SearchAttrRepo),
+		Host:       kw(sandboxapi.SearchAttrHost),
 		StartTime:  e.GetStartTime().AsTime(),
 	}
-	s.WorkspaceID = kw(workflows.SearchAttrWorkspace)
-	if p := memoField(e.GetMemo(), workflows.MemoWorkspace); p != nil {
+	s.WorkspaceID = kw(sandboxapi.SearchAttrWorkspace)
+	if p := memoField(e.GetMemo(), sandboxapi.MemoWorkspace); p != nil {
 		_ = converter.GetDefaultDataConverter().FromPayload(p, &s.Handle)
 	}
 	return s

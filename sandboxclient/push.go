@@ -3,8 +3,7 @@ package sandboxclient
 import (
 	"context"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Push pushes the workspace branch to the branch of the same name on the
@@ -13,9 +12,9 @@ import (
 // worker resolves the credential itself: none is ever sent from here.
 // Errors: ErrCommandRejected (analysis workspace), ErrRepoAuthFailed,
 // ErrConflict (diverged, or a stale lease), ErrRefNotFound.
-func (s *Session) Push(ctx context.Context, forceWithLease bool) (sandbox.PushResult, error) {
-	var out sandbox.PushResult
-	return out, s.update(ctx, workflows.UpdatePush, sandbox.PushRequest{ForceWithLease: forceWithLease}, &out)
+func (s *Session) Push(ctx context.Context, forceWithLease bool) (sandboxapi.PushResult, error) {
+	var out sandboxapi.PushResult
+	return out, s.update(ctx, sandboxapi.UpdatePush, sandboxapi.PushRequest{ForceWithLease: forceWithLease}, &out)
 }
 
 // CreatePullRequest opens a pull request from the workspace branch (update
@@ -24,7 +23,7 @@ func (s *Session) Push(ctx context.Context, forceWithLease bool) (sandbox.PushRe
 // ErrWorkspaceDirty ("push first"), ErrRepoAuthFailed, ErrNotFound,
 // ErrConflict (one exists for the branch), ErrInvalidArgument,
 // ErrRateLimited (the reset is too far away to wait for).
-func (s *Session) CreatePullRequest(ctx context.Context, in workflows.PullRequestInput) (sandbox.PullRequest, error) {
-	var out sandbox.PullRequest
-	return out, s.update(ctx, workflows.UpdateCreatePullRequest, in, &out)
+func (s *Session) CreatePullRequest(ctx context.Context, in sandboxapi.PullRequestInput) (sandboxapi.PullRequest, error) {
+	var out sandboxapi.PullRequest
+	return out, s.update(ctx, sandboxapi.UpdateCreatePullRequest, in, &out)
 }

@@ -9,8 +9,7 @@ import (
 
 	"go.temporal.io/sdk/converter"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // StreamPoll is how often ExecStream polls the session's pending exec
@@ -19,14 +18,14 @@ const StreamPoll = 300 * time.Millisecond
 
 // ExecStream runs a command like Exec and hands its output to onChunk while
 // it runs (calls are serialized; chunks arrive about once a second). It polls
-// the running exec activity's heartbeat details (workflows.ExecProgress) with
+// the running exec activity's heartbeat details (sandboxapi.ExecProgress) with
 // DescribeWorkflowExecution, which adds nothing to the workflow's history. A
-// stream that fell more than workflows.StreamWindowBytes behind gets a
+// stream that fell more than sandboxapi.StreamWindowBytes behind gets a
 // "[N bytes not streamed]" marker chunk; output a capped result cut is not
 // replayed. The returned result is Exec's.
-func (s *Session) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func (s *Session) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	if err := checkExecPayload(req); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	id := updateIDFrom(ctx)
 	if id == "" {
@@ -36,13 +35,13 @@ func (s *Session) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 		ctx = WithUpdateID(ctx, id)
 	}
 	type outcome struct {
-		res sandbox.ExecResult
+		res sandboxapi.ExecResult
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		var r sandbox.ExecResult
-		err := s.update(ctx, workflows.UpdateExec, req, &r)
+		var r sandboxapi.ExecResult
+		err := s.update(ctx, sandboxapi.UpdateExec, req, &r)
 		done <- outcome{r, err}
 	}()
 	var outAt, errAt int64
@@ -52,10 +51,10 @@ func (s *Session) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 			return
 		}
 		if start > *at {
-			onChunk(sandbox.ExecChunk{Stream: stream, Data: fmt.Appendf(nil, "\n...[%d bytes not streamed]...\n", start-*at)})
+			onChunk(sandboxapi.ExecChunk{Stream: stream, Data: fmt.Appendf(nil, "\n...[%d bytes not streamed]...\n", start-*at)})
 			*at = start
 		}
-		onChunk(sandbox.ExecChunk{Stream: stream, Data: data[*at-start:]})
+		onChunk(sandboxapi.ExecChunk{Stream: stream, Data: data[*at-start:]})
 		*at = end
 	}
 	poll := time.NewTicker(StreamPoll)
@@ -79,16 +78,16 @@ func (s *Session) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 
 // progress returns the heartbeat details of the pending exec activity that
 // serves update id, if any.
-func (s *Session) progress(ctx context.Context, id string) (workflows.ExecProgress, bool) {
+func (s *Session) progress(ctx context.Context, id string) (sandboxapi.ExecProgress, bool) {
 	d, err := s.c.tc.DescribeWorkflowExecution(ctx, s.wfID, "")
 	if err != nil {
-		return workflows.ExecProgress{}, false
+		return sandboxapi.ExecProgress{}, false
 	}
 	for _, pa := range d.GetPendingActivities() {
-		if pa.GetActivityType().GetName() != workflows.ActivityExec || pa.GetHeartbeatDetails() == nil {
+		if pa.GetActivityType().GetName() != sandboxapi.ExecActivityType || pa.GetHeartbeatDetails() == nil {
 			continue
 		}
-		var p workflows.ExecProgress
+		var p sandboxapi.ExecProgress
 		payloads := pa.GetHeartbeatDetails().GetPayloads()
 		if len(payloads) == 0 || converter.GetDefaultDataConverter().FromPayload(payloads[0], &p) != nil {
 			continue
@@ -97,5 +96,5 @@ func (s *Session) progress(ctx context.Context, id string) (workflows.ExecProgre
 			return p, true
 		}
 	}
-	return workflows.ExecProgress{}, false
+	return sandboxapi.ExecProgress{}, false
 }

@@ -18,8 +18,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
-	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // Exit codes of sandboxctl (besides exec, which exits with the command's code).
@@ -138,7 +138,7 @@ func (c *cli) rootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&c.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port (TEMPORAL_ADDRESS)")
 	root.PersistentFlags().StringVar(&c.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
-	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", envOr("SANDBOX_TASK_QUEUE", workflows.DefaultTaskQueue), "task queue sessions start on (SANDBOX_TASK_QUEUE)")
+	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", envOr("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue), "task queue sessions start on (SANDBOX_TASK_QUEUE)")
 	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of text")
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
@@ -349,7 +349,7 @@ func (c *cli) readCommand() *cobra.Command {
 				return err
 			}
 			if c.asJSON {
-				return c.printJSON(workflows.ReadFileResult{Path: args[1], Content: data, Size: int64(len(data))})
+				return c.printJSON(sandboxapi.ReadFileResult{Path: args[1], Content: data, Size: int64(len(data))})
 			}
 			_, err = c.stdout.Write(data)
 			return err
@@ -383,7 +383,7 @@ func (c *cli) writeCommand() *cobra.Command {
 				return err
 			}
 			if c.asJSON {
-				return c.printJSON(workflows.WriteFileResult{Path: args[1], Bytes: int64(len(data))})
+				return c.printJSON(sandboxapi.WriteFileResult{Path: args[1], Bytes: int64(len(data))})
 			}
 			fmt.Fprintf(c.stdout, "wrote %d bytes to %s\n", len(data), printablePath(args[1]))
 			return nil
@@ -412,7 +412,7 @@ func (c *cli) lsCommand() *cobra.Command {
 				return err
 			}
 			if c.asJSON {
-				return c.printJSON(workflows.ListDirResult{Path: p, Entries: entries})
+				return c.printJSON(sandboxapi.ListDirResult{Path: p, Entries: entries})
 			}
 			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
 			for _, e := range entries {
@@ -650,7 +650,7 @@ func (c *cli) describeCommand() *cobra.Command {
 			fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
 			fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
 			fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
-			if d.State != workflows.StateClosed && d.State != workflows.StateEvicted { // no timer runs then
+			if d.State == sandboxapi.StateActive || d.State == sandboxapi.StateIdle { // no timer runs otherwise
 				if d.IdleStopAt != nil {
 					fmt.Fprintf(w, "idle_stop_at\t%s\n", d.IdleStopAt.Format(time.RFC3339))
 				}
@@ -670,7 +670,7 @@ func (c *cli) listCommand() *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List sessions (latest run per workspace) from Temporal's visibility store",
+		Short: "List workspaces, one row each with its session state (Temporal's visibility store)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sc, err := c.client(cmd.Context())
@@ -682,22 +682,14 @@ func (c *cli) listCommand() *cobra.Command {
 				if err := sandbox.ValidateID("user", user); err != nil {
 					return err
 				}
-				q = fmt.Sprintf("%s = '%s'", workflows.SearchAttrUser, user)
+				q = fmt.Sprintf("%s = '%s'", sandboxapi.SearchAttrUser, user)
 			}
 			list, err := sc.ListSessions(cmd.Context(), q, limit)
+			if all {
+				list, err = sc.ListSessionRuns(cmd.Context(), q, limit)
+			}
 			if err != nil {
 				return err
-			}
-			if !all {
-				// Runs that never acquired a workspace (a typo'd id, a failed first
-				// acquire) are noise in the default listing.
-				kept := list[:0]
-				for _, s := range list {
-					if s.Handle.WorkspaceID != "" || s.State != workflows.StateFailed {
-						kept = append(kept, s)
-					}
-				}
-				list = kept
 			}
 			if c.asJSON {
 				return c.printJSON(list)
@@ -712,6 +704,6 @@ func (c *cli) listCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&user, "user", "", "only this user's sessions")
 	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many sessions")
-	cmd.Flags().BoolVar(&all, "all", false, "also list runs that never acquired a workspace")
+	cmd.Flags().BoolVar(&all, "all", false, "list the latest run of every session instead, ended ones included (failed acquires, removed workspaces)")
 	return cmd
 }

@@ -8,14 +8,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // evictionCommand is `sandboxctl eviction run [--dry-run] [--host H]...` and
 // `sandboxctl eviction last [--include-dry-run]` (issue 6).
 func (c *cli) evictionCommand() *cobra.Command {
 	ev := &cobra.Command{Use: "eviction", Short: "Tiered eviction runs (EvictionCronWorkflow): run one now, show the last"}
-	var in workflows.EvictionInput
+	var in sandboxapi.EvictionInput
 	run := &cobra.Command{
 		Use:   "run [--dry-run] [--host H]...",
 		Short: "Start an eviction run now and print its result (with --dry-run: only the plan)",
@@ -59,7 +59,7 @@ func (c *cli) evictionCommand() *cobra.Command {
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
-func (c *cli) printEviction(res workflows.EvictionRunResult) error {
+func (c *cli) printEviction(res sandboxapi.EvictionRunResult) error {
 	if c.asJSON {
 		return c.printJSON(res)
 	}
@@ -84,7 +84,7 @@ func (c *cli) printEviction(res workflows.EvictionRunResult) error {
 		}
 		p := h.Plan.Plan
 		fmt.Fprintf(c.stdout, "\nhost %s: %s of %s used (%.0f%%, budget by %s), pressure %s; high %s, low %s, severe %s\n",
-			h.HostID, mib(p.Usage.UsedBytes), mib(p.Usage.BudgetBytes), 100*p.Usage.Fraction(), h.Plan.Budget, p.Pressure,
+			h.HostID, mib(p.Usage.UsedBytes), mib(p.Usage.BudgetBytes), 100*fraction(p.Usage), h.Plan.Budget, p.Pressure,
 			mib(p.HighBytes), mib(p.LowBytes), mib(p.SevereBytes))
 		w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
 		if res.DryRun || len(h.Results) == 0 {
@@ -211,4 +211,12 @@ func (c *cli) restoreCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// fraction is usage over budget (0 without a budget).
+func fraction(u sandboxapi.EvictionUsage) float64 {
+	if u.BudgetBytes <= 0 {
+		return 0
+	}
+	return float64(u.UsedBytes) / float64(u.BudgetBytes)
 }

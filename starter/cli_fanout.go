@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // fanoutCommand is `sandboxctl fanout start|watch|complete` (issue 7,
@@ -27,16 +27,16 @@ func (c *cli) fanoutCommand() *cobra.Command {
 
 // parseTaskFlag parses "id" (a task driven by an external agent) or
 // "id:script" (the script runs in the task's workspace).
-func parseTaskFlag(v string) (workflows.TaskSpec, error) {
+func parseTaskFlag(v string) (sandboxapi.TaskSpec, error) {
 	id, script, _ := strings.Cut(v, ":")
 	if err := sandbox.ValidateID("task id", id); err != nil {
-		return workflows.TaskSpec{}, err
+		return sandboxapi.TaskSpec{}, err
 	}
-	return workflows.TaskSpec{TaskID: id, Script: script}, nil
+	return sandboxapi.TaskSpec{TaskID: id, Script: script}, nil
 }
 
 func (c *cli) fanoutStartCommand() *cobra.Command {
-	var in workflows.FanoutInput
+	var in sandboxapi.FanoutInput
 	var tasks, instructions []string
 	var accept, id string
 	var timeout time.Duration
@@ -107,9 +107,9 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 	fl.StringVar(&in.ConversationWorkspaceID, "workspace", "", "the conversation's edit workspace id (ws-…)")
 	fl.StringArrayVar(&tasks, "task", nil, "a task: ID (driven by an agent, see 'fanout complete') or ID:SCRIPT (run with sh -c); repeat")
 	fl.StringArrayVar(&instructions, "instructions", nil, "TASK_ID=TEXT: instructions kept with the task (commit message body); repeat")
-	fl.IntVar(&in.MaxParallel, "parallel", 0, fmt.Sprintf("tasks in progress at once (default %d, at most %d)", workflows.DefaultFanoutParallel, workflows.MaxFanoutParallel))
+	fl.IntVar(&in.MaxParallel, "parallel", 0, fmt.Sprintf("tasks in progress at once (default %d, at most %d)", sandboxapi.DefaultFanoutParallel, sandboxapi.MaxFanoutParallel))
 	fl.StringVar(&accept, "accept", "all", "which succeeded tasks to merge: all, or a comma-separated list of task ids")
-	fl.DurationVar(&timeout, "timeout", 0, fmt.Sprintf("per-task timeout (default %s)", workflows.DefaultTaskTimeout))
+	fl.DurationVar(&timeout, "timeout", 0, fmt.Sprintf("per-task timeout (default %s)", sandboxapi.DefaultTaskTimeout))
 	fl.StringVar(&id, "id", "", "fan-out id (default: generated)")
 	fl.BoolVar(&watch, "watch", false, "watch the fan-out until it finishes (as 'fanout watch')")
 	_ = cmd.MarkFlagRequired("workspace")
@@ -142,7 +142,7 @@ func (c *cli) watchFanout(cmd *cobra.Command, id string, interval time.Duration)
 	if err != nil {
 		return err
 	}
-	res, err := f.Watch(cmd.Context(), interval, func(r workflows.FanoutReport) {
+	res, err := f.Watch(cmd.Context(), interval, func(r sandboxapi.FanoutReport) {
 		if !c.asJSON {
 			c.printFanout(r)
 		}
@@ -155,13 +155,13 @@ func (c *cli) watchFanout(cmd *cobra.Command, id string, interval time.Duration)
 			return err
 		}
 	}
-	if res.State != workflows.FanoutCompleted {
+	if res.State != sandboxapi.FanoutCompleted {
 		return exitCodeError{exitError}
 	}
 	return nil
 }
 
-func (c *cli) printFanout(r workflows.FanoutReport) {
+func (c *cli) printFanout(r sandboxapi.FanoutReport) {
 	fmt.Fprintf(c.stdout, "fan-out %s: %s (running %d, max %d) conversation %s branch %s start %s head %s\n",
 		r.FanoutID, r.State, r.Running, r.MaxParallel, r.ConversationWorkspaceID, orDash(r.Branch), orDash(short(r.StartCommit)), orDash(short(r.Head)))
 	w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // pushCommand is `sandboxctl push WS [--force-with-lease]`.
@@ -48,7 +48,7 @@ func (c *cli) pushCommand() *cobra.Command {
 // prCommand is `sandboxctl pr create WS --title T [--body B] [--draft] [--base B] [--reviewer R]... [--label L]...`.
 func (c *cli) prCommand() *cobra.Command {
 	pr := &cobra.Command{Use: "pr", Short: "Pull requests from a workspace branch"}
-	var in workflows.PullRequestInput
+	var in sandboxapi.PullRequestInput
 	var bodyFile string
 	create := &cobra.Command{
 		Use:   "create WS --title TITLE [--body BODY | --body-file F] [--draft] [--base BRANCH] [--reviewer R]... [--label L]...",
@@ -71,7 +71,7 @@ func (c *cli) prCommand() *cobra.Command {
 				}
 				in.Body = string(data)
 			}
-			if err := in.Request("").Validate(); err != nil {
+			if err := in.Validate(); err != nil {
 				return err
 			}
 			s, err := c.session(cmd.Context(), args[0])

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // buildCLI builds bin/sandboxctl into a temp dir (it links only the SDK).
@@ -57,7 +57,7 @@ func TestCLIWalkthrough(t *testing.T) {
 
 	r := runCLI(t, bin, queue, "", "acquire", "--repo", url, "--user", user, "--project", "demo", "--mode", "edit", "--conversation", "c1", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var hd workflows.Handle
+	var hd sandboxapi.Handle
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &hd))
 	for _, field := range []string{`"workspace_id"`, `"local_path"`, `"branch"`, `"base_commit"`, `"mode"`, `"capabilities"`} {
 		assert.Contains(t, r.stdout, field)

@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
@@ -66,7 +67,7 @@ func newEvEnv(t *testing.T, name string, opts ...hostOption) *evEnv {
 	return &evEnv{t: t, h: startHost(t, name, opts...), user: uniq(t, "u"), up: up, url: gittest.FileURL(up)}
 }
 
-func (e *evEnv) acquire(mode sandbox.WorkspaceMode, scope string) (*sandboxclient.Session, workflows.Handle) {
+func (e *evEnv) acquire(mode sandbox.WorkspaceMode, scope string) (*sandboxclient.Session, sandboxapi.Handle) {
 	e.t.Helper()
 	req := sandbox.WorkspaceRequest{UserID: e.user, ProjectID: "p", RepoURL: e.url, Mode: mode}
 	switch mode {
@@ -80,9 +81,9 @@ func (e *evEnv) acquire(mode sandbox.WorkspaceMode, scope string) (*sandboxclien
 	return s, hd
 }
 
-func (e *evEnv) run(dry bool) workflows.EvictionRunResult {
+func (e *evEnv) run(dry bool) sandboxapi.EvictionRunResult {
 	e.t.Helper()
-	res, err := e.h.client.RunEviction(ctxFor(e.t, 3*time.Minute), workflows.EvictionInput{DryRun: dry})
+	res, err := e.h.client.RunEviction(ctxFor(e.t, 3*time.Minute), sandboxapi.EvictionInput{DryRun: dry})
 	require.NoError(e.t, err)
 	require.Len(e.t, res.Hosts, 1, "%+v", res.Hosts)
 	require.Equal(e.t, e.h.Config.HostID, res.Hosts[0].HostID)
@@ -90,7 +91,7 @@ func (e *evEnv) run(dry bool) workflows.EvictionRunResult {
 	return res
 }
 
-func (e *evEnv) bare(hd workflows.Handle) string {
+func (e *evEnv) bare(hd sandboxapi.Handle) string {
 	return filepath.Join(filepath.Dir(filepath.Dir(hd.LocalPath)), ".bare")
 }
 
@@ -101,8 +102,8 @@ func (e *evEnv) row(id string) sandbox.Workspace {
 	return ws
 }
 
-func resultsByID(res workflows.EvictionRunResult) map[string]workflows.EvictResult {
-	out := map[string]workflows.EvictResult{}
+func resultsByID(res sandboxapi.EvictionRunResult) map[string]sandboxapi.EvictResult {
+	out := map[string]sandboxapi.EvictResult{}
 	for _, h := range res.Hosts {
 		for _, r := range h.Results {
 			out[string(r.Action)+":"+r.ID] = r
@@ -117,7 +118,7 @@ type plannedAction struct {
 	ID   string
 }
 
-func planOf(res workflows.EvictionRunResult) []plannedAction {
+func planOf(res sandboxapi.EvictionRunResult) []plannedAction {
 	var out []plannedAction
 	for _, a := range res.Hosts[0].Plan.Plan.Actions {
 		out = append(out, plannedAction{a.Kind, a.Tier, a.ID})
@@ -125,7 +126,7 @@ func planOf(res workflows.EvictionRunResult) []plannedAction {
 	return out
 }
 
-func heldOf(res workflows.EvictionRunResult) map[string]string {
+func heldOf(res sandboxapi.EvictionRunResult) map[string]string {
 	out := map[string]string{}
 	for _, h := range res.Hosts[0].Plan.Plan.Held {
 		out[h.ID] = h.Reason
@@ -202,7 +203,7 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	cacheB := sandbox.RepoCacheIDFor(hB.HostID, hB.Repo)
 
 	dry := e.run(true)
-	assert.Equal(t, eviction.PressureSevere, dry.Hosts[0].Plan.Plan.Pressure)
+	assert.Equal(t, string(eviction.PressureSevere), dry.Hosts[0].Plan.Plan.Pressure)
 	assert.Equal(t, []plannedAction{
 		{eviction.ActionStopRuntime, eviction.TierRuntimeIdle, sandbox.RuntimeIDFor(hAna.WorkspaceID)},
 		{eviction.ActionEvictWorkspace, eviction.TierCleanAnalysis, hAna.WorkspaceID},
@@ -223,7 +224,7 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	got := resultsByID(res)
 	for _, a := range planOf(res) {
 		r := got[string(a.Kind)+":"+a.ID]
-		assert.Equal(t, workflows.OutcomeDone, r.Outcome, "%s %s: %s", a.Kind, a.ID, r.Reason)
+		assert.Equal(t, sandboxapi.OutcomeDone, r.Outcome, "%s %s: %s", a.Kind, a.ID, r.Reason)
 	}
 	s := res.Summary
 	assert.Equal(t, 1, s.Stopped)
@@ -232,7 +233,7 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	assert.Zero(t, s.Blocked+s.Failed+s.Pending)
 	assert.Positive(t, s.FreedBytes)
 
-	for _, hd := range []workflows.Handle{hAna, hTaskClean, hEditClean, hTaskDirty, hEditDirty} {
+	for _, hd := range []sandboxapi.Handle{hAna, hTaskClean, hEditClean, hTaskDirty, hEditDirty} {
 		assert.NoDirExists(t, hd.LocalPath, hd.WorkspaceID)
 		assert.Equal(t, sandbox.WorkspaceEvicted, e.row(hd.WorkspaceID).State)
 	}
@@ -241,13 +242,13 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	assert.DirExists(t, e.bare(hEditClean), "a repo cache with workspaces is never removed")
 	assert.NoDirExists(t, e.bare(hB), "the unused repo cache went")
 	// Work saved only for the dirty ones.
-	for _, hd := range []workflows.Handle{hTaskDirty, hEditDirty} {
+	for _, hd := range []sandboxapi.Handle{hTaskDirty, hEditDirty} {
 		r := got["evict_workspace:"+hd.WorkspaceID]
 		assert.Equal(t, sandbox.EvictedRef(hd.WorkspaceID), r.BackupRef)
 		assert.FileExists(t, r.PatchPath)
 		gittest.Git(t, e.bare(hd), "rev-parse", "--verify", r.BackupRef)
 	}
-	for _, hd := range []workflows.Handle{hAna, hTaskClean, hEditClean} {
+	for _, hd := range []sandboxapi.Handle{hAna, hTaskClean, hEditClean} {
 		assert.Empty(t, got["evict_workspace:"+hd.WorkspaceID].BackupRef, "clean: nothing to save")
 	}
 	// The sessions ran the evictions and ended as "evicted".
@@ -255,13 +256,13 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	require.NoError(t, err)
 	desc, err := d.Describe(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, workflows.StateEvicted, desc.State)
+	assert.Equal(t, sandboxapi.StateEvicted, desc.State)
 
 	// The run's summary is its memo (Web UI).
 	dd, err := tc.DescribeWorkflowExecution(ctx, res.WorkflowID, "")
 	require.NoError(t, err)
-	var memo workflows.EvictionSummary
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(dd.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoEviction], &memo))
+	var memo sandboxapi.EvictionSummary
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(dd.GetWorkflowExecutionInfo().GetMemo().GetFields()[sandboxapi.MemoEviction], &memo))
 	assert.Equal(t, res.Summary, memo)
 	require.Eventually(t, func() bool { // visibility is eventually consistent
 		last, err := e.h.client.LastEviction(ctx, false)
@@ -286,8 +287,8 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	// pin signals (and the restoring acquire) are recorded for
 	// workflows.TestReplayRecordedHistories.
 	replayer := worker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
-	replayer.RegisterWorkflowWithOptions(workflows.EvictionCronWorkflow, workflow.RegisterOptions{Name: workflows.EvictionCronWorkflowType})
+	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
+	replayer.RegisterWorkflowWithOptions(workflows.EvictionCronWorkflow, workflow.RegisterOptions{Name: sandboxapi.EvictionCronWorkflowType})
 	for w, wf := range []string{res.WorkflowID, hEditDirty.WorkflowID, hAna.WorkflowID, hPinned.WorkflowID, hTaskDirty.WorkflowID} {
 		for i, runID := range runIDs(t, wf) {
 			hist := history(t, wf, runID)
@@ -312,7 +313,7 @@ func TestEvictionBlockedWhenWorkCannotBeSaved(t *testing.T) {
 
 	res := e.run(false)
 	r := resultsByID(res)["evict_workspace:"+hd.WorkspaceID]
-	assert.Equal(t, workflows.OutcomeBlocked, r.Outcome)
+	assert.Equal(t, sandboxapi.OutcomeBlocked, r.Outcome)
 	assert.Contains(t, r.Reason, "vendor/lib/")
 	assert.Equal(t, 1, res.Summary.Blocked)
 	assert.Zero(t, res.Summary.Evicted)
@@ -341,12 +342,12 @@ func TestEvictionWithoutPressureKeepsUnsavedWork(t *testing.T) {
 	require.NoError(t, err)
 
 	res := e.run(false)
-	assert.Equal(t, eviction.PressureNone, res.Hosts[0].Plan.Plan.Pressure)
+	assert.Equal(t, string(eviction.PressureNone), res.Hosts[0].Plan.Plan.Pressure)
 	assert.Equal(t, []plannedAction{{eviction.ActionEvictWorkspace, eviction.TierCleanEdit, hClean.WorkspaceID}}, planOf(res),
 		"without pressure only clean workspaces past their TTL go")
 	assert.Equal(t, 1, res.Summary.Evicted)
 	assert.NoDirExists(t, hClean.LocalPath)
-	for _, hd := range []workflows.Handle{hDirty, hTask, hUnpushed} {
+	for _, hd := range []sandboxapi.Handle{hDirty, hTask, hUnpushed} {
 		assert.DirExists(t, hd.LocalPath)
 		assert.Equal(t, sandbox.WorkspaceReady, e.row(hd.WorkspaceID).State)
 	}
@@ -377,7 +378,7 @@ func TestEvictedWorkIsRestoredByteForByte(t *testing.T) {
 	_, err = sUnpushed.Commit(ctx, sandbox.CommitRequest{Message: "more"})
 	require.NoError(t, err)
 
-	handles := []workflows.Handle{hMod, hUntracked, hUnpushed}
+	handles := []sandboxapi.Handle{hMod, hUntracked, hUnpushed}
 	before := map[string]map[string]fileInfo{}
 	logs := map[string]string{}
 	for _, hd := range handles {
@@ -389,7 +390,7 @@ func TestEvictedWorkIsRestoredByteForByte(t *testing.T) {
 	got := resultsByID(res)
 	for _, hd := range handles {
 		r := got["evict_workspace:"+hd.WorkspaceID]
-		require.Equal(t, workflows.OutcomeDone, r.Outcome, r.Reason)
+		require.Equal(t, sandboxapi.OutcomeDone, r.Outcome, r.Reason)
 		assert.Equal(t, sandbox.EvictedRef(hd.WorkspaceID), r.BackupRef, "dirty or unpushed: saved")
 		assert.FileExists(t, r.PatchPath)
 		assert.NoDirExists(t, hd.LocalPath)
@@ -464,7 +465,7 @@ func TestEvictionWaitsForRunningExec(t *testing.T) {
 	assert.Equal(t, 0, execRes.ExitCode)
 	assert.Equal(t, "finished\n", string(execRes.Stdout), "the command ran to its end")
 	r := resultsByID(res)["evict_workspace:"+hd.WorkspaceID]
-	require.Equal(t, workflows.OutcomeDone, r.Outcome, r.Reason)
+	require.Equal(t, sandboxapi.OutcomeDone, r.Outcome, r.Reason)
 	assert.False(t, r.At.Before(execEnd.Add(-time.Second)), "the eviction ran after the command (%s vs %s)", r.At, execEnd)
 	assert.NoDirExists(t, hd.LocalPath)
 
@@ -548,7 +549,7 @@ func TestEvictionRuntimeIdleStopAndDestroyLeaveWorkspaceUsable(t *testing.T) {
 	d, err := s.Describe(ctx)
 	require.NoError(t, err)
 	assert.False(t, d.RuntimeRunning)
-	assert.Equal(t, workflows.StateIdle, d.State)
+	assert.Equal(t, sandboxapi.StateIdle, d.State)
 
 	res = e.run(false)
 	assert.Equal(t, []plannedAction{{eviction.ActionDestroyRuntime, eviction.TierRuntimeStopped, rid}}, planOf(res))
@@ -570,9 +571,9 @@ func TestEvictionRuntimeIdleStopAndDestroyLeaveWorkspaceUsable(t *testing.T) {
 func TestEvictionScheduleIsCreatedAndUpdated(t *testing.T) {
 	h := startHost(t, "evsched", func(c *hostworker.Config) { c.Eviction.Interval = time.Hour })
 	ctx := ctxFor(t, time.Minute)
-	id := workflows.EvictionScheduleIDFor(h.Config.TaskQueue)
+	id := sandboxapi.EvictionScheduleIDFor(h.Config.TaskQueue)
 	assert.Equal(t, "sandbox-eviction-q-evsched", id)
-	assert.Equal(t, "sandbox-eviction", workflows.EvictionScheduleIDFor(workflows.DefaultTaskQueue))
+	assert.Equal(t, "sandbox-eviction", sandboxapi.EvictionScheduleIDFor(sandboxapi.DefaultTaskQueue))
 	handle := tc.ScheduleClient().GetHandle(ctx, id)
 	t.Cleanup(func() { _ = handle.Delete(context.Background()) })
 	desc, err := handle.Describe(ctx)
@@ -582,7 +583,7 @@ func TestEvictionScheduleIsCreatedAndUpdated(t *testing.T) {
 	assert.Equal(t, enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, desc.Schedule.Policy.Overlap)
 	wa, ok := desc.Schedule.Action.(*client.ScheduleWorkflowAction)
 	require.True(t, ok, "%T", desc.Schedule.Action)
-	assert.Equal(t, workflows.EvictionCronWorkflowType, wa.Workflow)
+	assert.Equal(t, sandboxapi.EvictionCronWorkflowType, wa.Workflow)
 	assert.Equal(t, h.Config.TaskQueue, wa.TaskQueue)
 
 	// Starting again (another worker, another interval) updates it in place.

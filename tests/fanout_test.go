@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
@@ -30,7 +31,7 @@ import (
 // conversation acquires a conversation's edit workspace on a fresh upstream
 // and commits one change in it, so the fan-out starts from a commit of the
 // conversation's own (not the upstream's).
-func conversation(t *testing.T, sc *sandboxclient.Client, user string) (*sandboxclient.Session, workflows.Handle) {
+func conversation(t *testing.T, sc *sandboxclient.Client, user string) (*sandboxclient.Session, sandboxapi.Handle) {
 	t.Helper()
 	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
 	ctx := ctxFor(t, 2*time.Minute)
@@ -51,8 +52,8 @@ func requireCleanAt(t *testing.T, s *sandboxclient.Session, head string) {
 	assert.Equal(t, head, st.Head)
 }
 
-func tasksByID(r workflows.FanoutReport) map[string]workflows.TaskResult {
-	m := map[string]workflows.TaskResult{}
+func tasksByID(r sandboxapi.FanoutReport) map[string]sandboxapi.TaskResult {
+	m := map[string]sandboxapi.TaskResult{}
 	for _, t := range r.Tasks {
 		m[t.TaskID] = t
 	}
@@ -80,16 +81,16 @@ func TestFanoutThreeTasksAllMergeViaCLI(t *testing.T) {
 
 	r = runCLI(t, bin, queue, "", "fanout", "watch", id, "--json", "--interval", "200ms")
 	require.Equal(t, 0, r.code, r.stderr)
-	var rep workflows.FanoutReport
+	var rep sandboxapi.FanoutReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 
-	assert.Equal(t, workflows.FanoutCompleted, rep.State, rep.Error)
+	assert.Equal(t, sandboxapi.FanoutCompleted, rep.State, rep.Error)
 	assert.True(t, rep.Checkpointed)
 	tasks := tasksByID(rep)
 	for id, file := range map[string]string{"t1": "one.txt", "t2": "sub/two.txt", "t3": "three.txt"} {
 		tr := tasks[id]
-		assert.Equal(t, workflows.TaskSucceeded, tr.Status, "%s: %+v", id, tr)
-		assert.Equal(t, workflows.TaskMergeMerged, tr.Merge, id)
+		assert.Equal(t, sandboxapi.TaskSucceeded, tr.Status, "%s: %+v", id, tr)
+		assert.Equal(t, sandboxapi.TaskMergeMerged, tr.Merge, id)
 		assert.Equal(t, "agent/task-"+id, tr.Branch)
 		require.NotNil(t, tr.Diff, id)
 		assert.Equal(t, []string{file}, tr.Diff.Files, "the diff is against the start commit: %s", id)
@@ -124,9 +125,9 @@ func TestFanoutWatchShowsProgressWhileRunning(t *testing.T) {
 	h := startHost(t, "fanoutw")
 	_, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
-	f, err := h.client.StartFanout(ctx, uniq(t, "f"), workflows.FanoutInput{
+	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
 		ConversationWorkspaceID: hd.WorkspaceID,
-		Tasks:                   []workflows.TaskSpec{{TaskID: "slow", Script: "sleep 4; echo done > slow.txt"}},
+		Tasks:                   []sandboxapi.TaskSpec{{TaskID: "slow", Script: "sleep 4; echo done > slow.txt"}},
 	})
 	require.NoError(t, err)
 
@@ -143,7 +144,7 @@ func TestFanoutWatchShowsProgressWhileRunning(t *testing.T) {
 		switch {
 		case strings.Contains(line, ": running (") && runningAt.IsZero():
 			runningAt = time.Now()
-		case strings.HasPrefix(strings.TrimSpace(line), "slow") && strings.Contains(line, workflows.TaskRunning):
+		case strings.HasPrefix(strings.TrimSpace(line), "slow") && strings.Contains(line, sandboxapi.TaskRunning):
 			taskRunningSeen = true
 		case strings.Contains(line, ": completed (") && completedAt.IsZero():
 			completedAt = time.Now()
@@ -164,9 +165,9 @@ func TestFanoutTaskIDInUseIsAConflict(t *testing.T) {
 	_, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
 	start := func(script string) *sandboxclient.Fanout {
-		f, err := h.client.StartFanout(ctx, uniq(t, "f"), workflows.FanoutInput{
+		f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
 			ConversationWorkspaceID: hd.WorkspaceID,
-			Tasks:                   []workflows.TaskSpec{{TaskID: "same", Script: script}},
+			Tasks:                   []sandboxapi.TaskSpec{{TaskID: "same", Script: script}},
 		})
 		require.NoError(t, err)
 		return f
@@ -174,20 +175,20 @@ func TestFanoutTaskIDInUseIsAConflict(t *testing.T) {
 	first := start("sleep 6; echo one > r.txt")
 	require.Eventually(t, func() bool {
 		p, err := first.Progress(ctx)
-		return err == nil && len(p.Tasks) == 1 && p.Tasks[0].Status == workflows.TaskRunning
+		return err == nil && len(p.Tasks) == 1 && p.Tasks[0].Status == sandboxapi.TaskRunning
 	}, 30*time.Second, 100*time.Millisecond)
 	second := start("echo two > r.txt")
 	rep2, err := second.Result(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, workflows.TaskError, rep2.Tasks[0].Status)
+	assert.Equal(t, sandboxapi.TaskError, rep2.Tasks[0].Status)
 	assert.Contains(t, rep2.Tasks[0].Message, "SandboxConflict")
 	assert.Contains(t, rep2.Tasks[0].Message, "use a new task id")
-	assert.NotEqual(t, workflows.TaskMergeMerged, rep2.Tasks[0].Merge)
+	assert.NotEqual(t, sandboxapi.TaskMergeMerged, rep2.Tasks[0].Merge)
 
 	rep1, err := first.Result(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, workflows.TaskSucceeded, rep1.Tasks[0].Status)
-	assert.Equal(t, workflows.TaskMergeMerged, rep1.Tasks[0].Merge)
+	assert.Equal(t, sandboxapi.TaskSucceeded, rep1.Tasks[0].Status)
+	assert.Equal(t, sandboxapi.TaskMergeMerged, rep1.Tasks[0].Merge)
 	assert.Equal(t, "one\n", gittest.Git(t, hd.LocalPath, "show", "HEAD:r.txt")+"\n")
 }
 
@@ -197,15 +198,15 @@ func TestFanoutCancelKeepsTaskSessions(t *testing.T) {
 	h := startHost(t, "fanoutcancel")
 	_, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
-	f, err := h.client.StartFanout(ctx, uniq(t, "f"), workflows.FanoutInput{
+	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
 		ConversationWorkspaceID: hd.WorkspaceID,
-		Tasks:                   []workflows.TaskSpec{{TaskID: "by-agent"}},
+		Tasks:                   []sandboxapi.TaskSpec{{TaskID: "by-agent"}},
 	})
 	require.NoError(t, err)
 	var taskWF, taskWS string
 	require.Eventually(t, func() bool {
 		p, err := f.Progress(ctx)
-		if err == nil && len(p.Tasks) == 1 && p.Tasks[0].Status == workflows.TaskWaiting {
+		if err == nil && len(p.Tasks) == 1 && p.Tasks[0].Status == sandboxapi.TaskWaiting {
 			taskWF, taskWS = p.Tasks[0].WorkflowID, p.Tasks[0].WorkspaceID
 		}
 		return taskWF != ""
@@ -233,9 +234,9 @@ func TestFanoutConflictLeavesConversationClean(t *testing.T) {
 	h := startHost(t, "fanoutc")
 	s, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
-	f, err := h.client.StartFanout(ctx, uniq(t, "f"), workflows.FanoutInput{
+	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
 		ConversationWorkspaceID: hd.WorkspaceID,
-		Tasks: []workflows.TaskSpec{
+		Tasks: []sandboxapi.TaskSpec{
 			{TaskID: "a", Script: "echo from-a > shared.txt && echo a > a.txt"},
 			{TaskID: "b", Script: "sleep 1; echo from-b > shared.txt && echo b > b.txt"},
 		},
@@ -244,10 +245,10 @@ func TestFanoutConflictLeavesConversationClean(t *testing.T) {
 	rep, err := f.Result(ctx)
 	require.NoError(t, err)
 
-	assert.Equal(t, workflows.FanoutCompleted, rep.State, rep.Error)
+	assert.Equal(t, sandboxapi.FanoutCompleted, rep.State, rep.Error)
 	tasks := tasksByID(rep)
-	assert.Equal(t, workflows.TaskMergeMerged, tasks["a"].Merge)
-	assert.Equal(t, workflows.TaskMergeConflict, tasks["b"].Merge)
+	assert.Equal(t, sandboxapi.TaskMergeMerged, tasks["a"].Merge)
+	assert.Equal(t, sandboxapi.TaskMergeConflict, tasks["b"].Merge)
 	assert.Equal(t, []string{"shared.txt"}, tasks["b"].ConflictFiles)
 	assert.False(t, rep.Checkpointed)
 
@@ -279,10 +280,10 @@ func TestFanoutFailedScriptIsNotMergedAndAgentTasksComplete(t *testing.T) {
 	h := startHost(t, "fanoutf")
 	s, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
-	f, err := h.client.StartFanout(ctx, uniq(t, "f"), workflows.FanoutInput{
+	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
 		ConversationWorkspaceID: hd.WorkspaceID,
 		TaskTimeoutS:            120,
-		Tasks: []workflows.TaskSpec{
+		Tasks: []sandboxapi.TaskSpec{
 			{TaskID: "bad", Script: "echo half > half.txt; echo broken >&2; exit 3"},
 			{TaskID: "agent", Instructions: "add agent.txt"},
 		},
@@ -298,7 +299,7 @@ func TestFanoutFailedScriptIsNotMergedAndAgentTasksComplete(t *testing.T) {
 		}
 		tr := tasksByID(p)["agent"]
 		taskWS = tr.WorkspaceID
-		return tr.Status == workflows.TaskWaiting
+		return tr.Status == sandboxapi.TaskWaiting
 	}, time.Minute, 100*time.Millisecond)
 	ts, err := h.client.Session(taskWS)
 	require.NoError(t, err)
@@ -312,18 +313,18 @@ func TestFanoutFailedScriptIsNotMergedAndAgentTasksComplete(t *testing.T) {
 	require.NoError(t, err)
 	tasks := tasksByID(rep)
 	bad := tasks["bad"]
-	assert.Equal(t, workflows.TaskFailed, bad.Status)
+	assert.Equal(t, sandboxapi.TaskFailed, bad.Status)
 	require.NotNil(t, bad.ExitCode)
 	assert.Equal(t, 3, *bad.ExitCode)
 	assert.Equal(t, "broken\n", bad.StderrTail)
-	assert.Equal(t, workflows.TaskMergeSkipped, bad.Merge)
+	assert.Equal(t, sandboxapi.TaskMergeSkipped, bad.Merge)
 	require.NotNil(t, bad.Diff)
 	assert.Equal(t, []string{"half.txt"}, bad.Diff.Files, "a failed task's diff is still reported")
 	assert.Equal(t, rep.StartCommit, bad.Commit, "a failed task is not committed")
 
 	agent := tasks["agent"]
-	assert.Equal(t, workflows.TaskSucceeded, agent.Status)
-	assert.Equal(t, workflows.TaskMergeMerged, agent.Merge)
+	assert.Equal(t, sandboxapi.TaskSucceeded, agent.Status)
+	assert.Equal(t, sandboxapi.TaskMergeMerged, agent.Merge)
 	assert.Equal(t, "done", agent.Message)
 
 	_, err = s.ReadFile(ctx, "half.txt")
@@ -342,7 +343,7 @@ func replayFanout(t *testing.T, wfID, name string) {
 	t.Helper()
 	hist := history(t, wfID, "")
 	replayer := worker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: workflows.TaskFanoutWorkflowType})
+	replayer.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: sandboxapi.TaskFanoutWorkflowType})
 	require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist))
 	if os.Getenv(updateHistoriesEnv) == "1" {
 		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
@@ -356,7 +357,7 @@ func replayFanout(t *testing.T, wfID, name string) {
 // fanoutSignature is what must not depend on a worker crash: per task its
 // status, exit code, merge outcome and changed files, and the conversation's
 // resulting tree and merge history.
-func fanoutSignature(t *testing.T, rep workflows.FanoutReport, localPath string) string {
+func fanoutSignature(t *testing.T, rep sandboxapi.FanoutReport, localPath string) string {
 	var lines []string
 	for _, tr := range rep.Tasks {
 		code := "-"
@@ -394,16 +395,16 @@ func TestFanoutSurvivesWorkerKill(t *testing.T) {
 		return cmd
 	}
 	sc := sandboxclient.New(tc, sandboxclient.Options{TaskQueue: "q-fcrash"})
-	tasks := []workflows.TaskSpec{
+	tasks := []sandboxapi.TaskSpec{
 		{TaskID: "one", Script: "sleep 3; echo one > one.txt"},
 		{TaskID: "two", Script: "sleep 3; echo two > two.txt"},
 		{TaskID: "clash", Script: "sleep 3; echo clash > one.txt"},
 		{TaskID: "bad", Script: "sleep 3; echo bad > bad.txt; exit 3"},
 	}
-	run := func(user string, kill func(f *sandboxclient.Fanout)) (string, workflows.FanoutReport) {
+	run := func(user string, kill func(f *sandboxclient.Fanout)) (string, sandboxapi.FanoutReport) {
 		_, hd := conversation(t, sc, user)
 		ctx := ctxFor(t, 5*time.Minute)
-		f, err := sc.StartFanout(ctx, uniq(t, "f"), workflows.FanoutInput{ConversationWorkspaceID: hd.WorkspaceID, Tasks: tasks, MaxParallel: 4})
+		f, err := sc.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{ConversationWorkspaceID: hd.WorkspaceID, Tasks: tasks, MaxParallel: 4})
 		require.NoError(t, err)
 		if kill != nil {
 			kill(f)
@@ -424,7 +425,7 @@ func TestFanoutSurvivesWorkerKill(t *testing.T) {
 				return false
 			}
 			for _, tr := range p.Tasks {
-				if tr.Status != workflows.TaskRunning {
+				if tr.Status != sandboxapi.TaskRunning {
 					return false
 				}
 				ts, err := sc.Session(tr.WorkspaceID)

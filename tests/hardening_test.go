@@ -25,8 +25,8 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
-	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // Issue 8 end to end: hostile input and git hardening through the real
@@ -405,7 +405,7 @@ func TestHardeningConcurrentAcquires(t *testing.T) {
 	user := uniq(t, "u")
 
 	var wg sync.WaitGroup
-	handles := make([]workflows.Handle, 8)
+	handles := make([]sandboxapi.Handle, 8)
 	errs := make([]error, 8)
 	for i := range 8 {
 		wg.Add(1)
@@ -433,7 +433,7 @@ func TestHardeningConcurrentAcquires(t *testing.T) {
 	assert.NotContains(t, string(cfg), "[branch")
 
 	// Two acquires of one conversation at once: one workspace.
-	var same [2]workflows.Handle
+	var same [2]sandboxapi.Handle
 	for i := range 2 {
 		wg.Add(1)
 		go func() {

@@ -24,8 +24,8 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
-	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // workerProcessEnv makes the test binary act as a sandbox-worker process
@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 		os.Exit(workerProcess())
 	}
 	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
+	for _, n := range sandboxapi.SearchAttributeNames {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
 	dev, err := devserver.Start(devserver.Options{SearchAttributes: sas})

@@ -18,8 +18,8 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
-	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // freshDatabaseSchema returns a DSN of SANDBOX_TEST_DATABASE_URL whose
@@ -97,7 +97,7 @@ func TestTwoHostsShareTemporalAndPostgres(t *testing.T) {
 	defer hostA.Stop()
 	// New workspaces go to whichever host picks the acquire; try until one lands on A.
 	var sA *sandboxclient.Session
-	var hdA workflows.Handle
+	var hdA sandboxapi.Handle
 	for i := 0; i < 30 && hdA.HostID != nameA; i++ {
 		sA, hdA, err = sc.Acquire(ctx, editRequest(user, "p", fmt.Sprintf("onA%d", i), url))
 		require.NoError(t, err)

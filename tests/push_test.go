@@ -27,8 +27,8 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
-	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // pushEnv is a worker host wired exactly as in production (credentials
@@ -254,7 +254,7 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 	require.NoError(t, s.WriteFile(ctx, "agent.txt", []byte("from the agent\n"), 0))
 	c1, err := s.Commit(ctx, sandbox.CommitRequest{Message: "agent: add agent.txt"})
 	require.NoError(t, err)
-	_, err = s.CreatePullRequest(ctx, workflows.PullRequestInput{Title: "too early"})
+	_, err = s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: "too early"})
 	require.ErrorIs(t, err, sandbox.ErrWorkspaceDirty)
 	assert.Contains(t, err.Error(), "push first")
 	errs = append(errs, err)
@@ -277,7 +277,7 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 	assert.Equal(t, 1, st.CommitsSinceBase)
 
 	// The pull request: base defaults to the default branch, head is the workspace branch.
-	pr, err := s.CreatePullRequest(ctx, workflows.PullRequestInput{Title: "Agent: add agent.txt", Body: "Generated.",
+	pr, err := s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: "Agent: add agent.txt", Body: "Generated.",
 		Draft: true, Reviewers: []string{"bob"}, Labels: []string{"agent"}})
 	require.NoError(t, err)
 	assert.Equal(t, 1, pr.Number)
@@ -304,7 +304,7 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 	assert.True(t, sawCreate)
 
 	// The same pull request again: GitHub's 422 "already exists" → SandboxConflict.
-	_, err = s.CreatePullRequest(ctx, workflows.PullRequestInput{Title: "again"})
+	_, err = s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: "again"})
 	require.ErrorIs(t, err, sandbox.ErrConflict)
 	errs = append(errs, err)
 
@@ -451,7 +451,7 @@ func TestCredentialRefusalsAreFastTypedAndLeaveNoGit(t *testing.T) {
 		return err
 	})
 	expectAuthFailed("wrong token, pull request", func() error {
-		_, err := s.CreatePullRequest(ctx, workflows.PullRequestInput{Title: "t"})
+		_, err := s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: "t"})
 		return err
 	})
 	_, err = s.Release(ctx, false)
@@ -482,7 +482,7 @@ func TestPullRequestWaitsForTheRateLimitReset(t *testing.T) {
 
 	// A reset far away fails at once with the retryable type's name.
 	e.gh.RateLimitNext(1, time.Now().Add(time.Hour))
-	_, err = s.CreatePullRequest(ctx, workflows.PullRequestInput{Title: "t"})
+	_, err = s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: "t"})
 	require.ErrorIs(t, err, sandbox.ErrRateLimited)
 	assert.Contains(t, err.Error(), "resets at")
 
@@ -490,7 +490,7 @@ func TestPullRequestWaitsForTheRateLimitReset(t *testing.T) {
 	reset := time.Now().Add(2 * time.Second).Truncate(time.Second)
 	e.gh.RateLimitNext(1, reset)
 	start := time.Now()
-	pr, err := s.CreatePullRequest(ctx, workflows.PullRequestInput{Title: "t"})
+	pr, err := s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: "t"})
 	require.NoError(t, err)
 	assert.Equal(t, 1, pr.Number)
 	assert.False(t, time.Now().Before(reset), "the retry came after the reset (took %s)", time.Since(start))

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
@@ -56,7 +57,7 @@ func TestSessionHistoriesReplay(t *testing.T) {
 	waitClosed(t, hd.WorkflowID, 30*time.Second)
 
 	replayer := worker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	runs := 0
 	for _, runID := range runIDs(t, hd.WorkflowID) {
 		hist := history(t, hd.WorkflowID, runID)
@@ -65,7 +66,7 @@ func TestSessionHistoriesReplay(t *testing.T) {
 		if os.Getenv(updateHistoriesEnv) == "1" {
 			data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 			require.NoError(t, err)
-			name := filepath.Join("..", "workflows", "testdata", "histories", fmt.Sprintf("session-run-%d.json", runs))
+			name := filepath.Join("..", "workflows", "testdata", "histories", fmt.Sprintf("session-dormant-run-%d.json", runs))
 			require.NoError(t, os.MkdirAll(filepath.Dir(name), 0o755))
 			require.NoError(t, os.WriteFile(name, data, 0o644))
 		}

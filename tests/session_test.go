@@ -22,8 +22,8 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
-	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // httpRepo serves a fresh upstream repository (default branch "trunk") over
@@ -153,7 +153,7 @@ func TestWrongCredentialIsAuthFailed(t *testing.T) {
 	assert.Empty(t, findBare(t, h.Config.DataDir), "nothing left at the final path")
 }
 
-func newEditSession(t *testing.T, h *testHost) (*sandboxclient.Session, workflows.Handle, string) {
+func newEditSession(t *testing.T, h *testHost) (*sandboxclient.Session, sandboxapi.Handle, string) {
 	t.Helper()
 	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
 	gittest.Commit(t, upstream, "README.md", "hello\n", "initial")
@@ -426,7 +426,9 @@ func TestResumeAfterTheSessionRunCompleted(t *testing.T) {
 	assert.Equal(t, "uncommitted\n", string(data))
 }
 
-// waitClosed waits until the workflow's latest run is no longer running.
+// waitClosed waits until the session's run ended: it continued as new into
+// a dormant run (state released, closed or evicted: docs/API.md "Session
+// states") or, for a run without a workspace, completed.
 func waitClosed(t *testing.T, wfID string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -436,9 +438,32 @@ func waitClosed(t *testing.T, wfID string, within time.Duration) {
 		if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return
 		}
+		if v, err := tc.QueryWorkflow(context.Background(), wfID, "", sandboxapi.QueryDescribe); err == nil {
+			var desc sandboxapi.SessionDescription
+			if v.Get(&desc) == nil && !desc.RuntimeRunning && desc.InFlight == 0 &&
+				(desc.State == sandboxapi.StateReleased || desc.State == sandboxapi.StateClosed || desc.State == sandboxapi.StateEvicted) &&
+				d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != "" && dormantRun(wfID) {
+				return
+			}
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("workflow %s still running after %s", wfID, within)
+}
+
+// dormantRun reports whether the session's current run was started as a
+// dormant continuation (its first event carries the dormant carry).
+func dormantRun(wfID string) bool {
+	iter := tc.GetWorkflowHistory(context.Background(), wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return false
+	}
+	ev, err := iter.Next()
+	if err != nil {
+		return false
+	}
+	p := ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
+	return len(p) == 1 && strings.Contains(string(p[0].GetData()), `"dormant":true`)
 }
 
 func TestReleaseAndHibernateKeepTheWorkspace(t *testing.T) {
@@ -454,7 +479,7 @@ func TestReleaseAndHibernateKeepTheWorkspace(t *testing.T) {
 	d, err := s.Describe(ctx)
 	require.NoError(t, err)
 	assert.False(t, d.RuntimeRunning)
-	assert.Equal(t, workflows.StateIdle, d.State)
+	assert.Equal(t, sandboxapi.StateIdle, d.State)
 	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"cat", "keep.txt"}})
 	require.NoError(t, err)
 	assert.Equal(t, "kept\n", string(res.Stdout))
@@ -512,7 +537,7 @@ func TestWorkerKilledMidAcquire(t *testing.T) {
 	w1 := startWorker()
 	client := sandboxclient.New(tc, sandboxclient.Options{TaskQueue: "q-crash"})
 	done := make(chan error, 1)
-	var hd workflows.Handle
+	var hd sandboxapi.Handle
 	go func() {
 		var err error
 		_, hd, err = client.Acquire(ctxFor(t, 3*time.Minute), editRequest(uniq(t, "u"), "p", "c", url))

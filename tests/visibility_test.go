@@ -5,11 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // TestSessionMemoAndSearchAttributes: what operators see in the Web UI — a
@@ -24,8 +23,8 @@ func TestSessionMemoAndSearchAttributes(t *testing.T) {
 	d, err := tc.DescribeWorkflowExecution(ctx, hd.WorkflowID, "")
 	require.NoError(t, err)
 	info := d.GetWorkflowExecutionInfo()
-	var memo workflows.Handle
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(info.GetMemo().GetFields()[workflows.MemoWorkspace], &memo))
+	var memo sandboxapi.Handle
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(info.GetMemo().GetFields()[sandboxapi.MemoWorkspace], &memo))
 	assert.Equal(t, hd.WorkspaceID, memo.WorkspaceID)
 	assert.Equal(t, hd.Branch, memo.Branch)
 	assert.Equal(t, hd.LocalPath, memo.LocalPath)
@@ -38,16 +37,16 @@ func TestSessionMemoAndSearchAttributes(t *testing.T) {
 			attrs[k] = v
 		}
 	}
-	assert.Equal(t, hd.UserID, attrs[workflows.SearchAttrUser])
-	assert.Equal(t, "p", attrs[workflows.SearchAttrProject])
-	assert.Equal(t, "edit", attrs[workflows.SearchAttrMode])
-	assert.Equal(t, h.Config.HostID, attrs[workflows.SearchAttrHost])
-	assert.Equal(t, hd.WorkspaceID, attrs[workflows.SearchAttrWorkspace])
-	assert.Equal(t, hd.Repo.Key(), attrs[workflows.SearchAttrRepo])
-	assert.Equal(t, workflows.StateActive, attrs[workflows.SearchAttrState])
+	assert.Equal(t, hd.UserID, attrs[sandboxapi.SearchAttrUser])
+	assert.Equal(t, "p", attrs[sandboxapi.SearchAttrProject])
+	assert.Equal(t, "edit", attrs[sandboxapi.SearchAttrMode])
+	assert.Equal(t, h.Config.HostID, attrs[sandboxapi.SearchAttrHost])
+	assert.Equal(t, hd.WorkspaceID, attrs[sandboxapi.SearchAttrWorkspace])
+	assert.Equal(t, hd.Repo.Key(), attrs[sandboxapi.SearchAttrRepo])
+	assert.Equal(t, sandboxapi.StateActive, attrs[sandboxapi.SearchAttrState])
 
 	require.Eventually(t, func() bool { // visibility is eventually consistent
-		list, err := h.client.ListSessions(ctx, fmt.Sprintf("%s = '%s'", workflows.SearchAttrUser, hd.UserID), 10)
+		list, err := h.client.ListSessions(ctx, fmt.Sprintf("%s = '%s'", sandboxapi.SearchAttrUser, hd.UserID), 10)
 		return err == nil && len(list) == 1 && list[0].WorkspaceID == hd.WorkspaceID
 	}, 10*time.Second, 100*time.Millisecond, "a visibility query by user finds the session")
 }

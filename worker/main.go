@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 )
 
 func main() {
@@ -47,7 +47,7 @@ func run() error {
 		addr = h.Dev.Address
 	}
 	fmt.Printf("sandboxcore worker ready\n")
-	fmt.Printf("  host id      %s (task queues %s and %s)\n", cfg.HostID, cfg.TaskQueue, workflows.HostTaskQueue(cfg.HostID))
+	fmt.Printf("  host id      %s (task queues %s and %s)\n", cfg.HostID, cfg.TaskQueue, wire.HostTaskQueue(cfg.HostID))
 	fmt.Printf("  temporal     %s (namespace %s%s)\n", addr, cfg.Namespace, map[bool]string{true: ", embedded", false: ""}[h.Dev != nil])
 	if h.Dev != nil && h.Dev.UIURL != "" {
 		fmt.Printf("  web ui       %s/namespaces/%s/workflows\n", h.Dev.UIURL, cfg.Namespace)

@@ -10,11 +10,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/eviction"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // EvictionCronWorkflow is one eviction run (DESIGN.md "Temporal shape";
-// seed "Eviction Policy"; issue 6). A Temporal Schedule (EvictionScheduleIDFor
+// seed "Eviction Policy"; issue 6). A Temporal Schedule (sandboxapi.EvictionScheduleIDFor
 // the shared queue, created or updated by every worker at start) starts it
 // every SANDBOX_EVICTION_INTERVAL with overlap policy SKIP; `sandboxctl
 // eviction run` starts one by hand.
@@ -33,26 +34,26 @@ import (
 //  4. Then each host removes its planned repo caches, in order, while its
 //     usage stays above the low water mark.
 //
-// The result (EvictionRunResult) is the run's result; its Summary is also
-// the memo field MemoEviction, visible in the Web UI.
-func EvictionCronWorkflow(ctx workflow.Context, in EvictionInput) (EvictionRunResult, error) {
+// The result (sandboxapi.EvictionRunResult) is the run's result; its Summary is also
+// the memo field sandboxapi.MemoEviction, visible in the Web UI.
+func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sandboxapi.EvictionRunResult, error) {
 	info := workflow.GetInfo(ctx)
-	res := EvictionRunResult{WorkflowID: info.WorkflowExecution.ID, DryRun: in.DryRun, StartedAt: workflow.Now(ctx), Hosts: []HostEvictionResult{}}
+	res := sandboxapi.EvictionRunResult{WorkflowID: info.WorkflowExecution.ID, DryRun: in.DryRun, StartedAt: workflow.Now(ctx), Hosts: []sandboxapi.HostEvictionResult{}}
 	replyTimeout := in.ReplyTimeout
 	if replyTimeout <= 0 {
-		replyTimeout = DefaultEvictionReplyTimeout
+		replyTimeout = sandboxapi.DefaultEvictionReplyTimeout
 	}
 	hostTimeout := in.HostTimeout
 	if hostTimeout <= 0 {
-		hostTimeout = DefaultEvictionHostTimeout
+		hostTimeout = sandboxapi.DefaultEvictionHostTimeout
 	}
 	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
 	})
 
-	var hosts EvictionHostsResult
-	if err := workflow.ExecuteActivity(local, ActivityEvictionHosts).Get(ctx, &hosts); err != nil {
+	var hosts wire.EvictionHostsResult
+	if err := workflow.ExecuteActivity(local, wire.ActivityEvictionHosts).Get(ctx, &hosts); err != nil {
 		return res, err
 	}
 	ids := hosts.Hosts
@@ -71,17 +72,17 @@ func EvictionCronWorkflow(ctx workflow.Context, in EvictionInput) (EvictionRunRe
 	futures := make([]workflow.Future, len(ids))
 	for i, h := range ids {
 		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              HostTaskQueue(h),
+			TaskQueue:              wire.HostTaskQueue(h),
 			ScheduleToStartTimeout: hostTimeout,
 			StartToCloseTimeout:    30 * time.Minute,
 			HeartbeatTimeout:       time.Minute,
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 		})
-		futures[i] = workflow.ExecuteActivity(hctx, ActivityPlanEviction, PlanEvictionInput{HostID: h})
+		futures[i] = workflow.ExecuteActivity(hctx, wire.ActivityPlanEviction, wire.PlanEvictionInput{HostID: h})
 	}
 	for i, h := range ids {
-		hr := HostEvictionResult{HostID: h}
-		var plan PlanEvictionResult
+		hr := sandboxapi.HostEvictionResult{HostID: h}
+		var plan sandboxapi.PlanEvictionResult
 		if err := futures[i].Get(ctx, &plan); err != nil {
 			var to *temporal.TimeoutError
 			if errors.As(err, &to) && to.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
@@ -98,7 +99,7 @@ func EvictionCronWorkflow(ctx workflow.Context, in EvictionInput) (EvictionRunRe
 	}
 
 	// 3. Runtime and workspace actions, through the sessions.
-	var reqs []SessionRequest
+	var reqs []wire.SessionRequest
 	type slot struct{ host, idx int }
 	where := map[string]slot{}
 	for hi := range res.Hosts {
@@ -107,26 +108,26 @@ func EvictionCronWorkflow(ctx workflow.Context, in EvictionInput) (EvictionRunRe
 			continue
 		}
 		for _, a := range hr.Plan.Plan.Actions {
-			if a.Kind == eviction.ActionRemoveRepoCache {
+			if a.Kind == sandboxapi.EvictionRemoveRepoCache {
 				continue
 			}
 			rid := fmt.Sprintf("%s/%d/%s/%s", hr.HostID, len(reqs), a.Kind, a.ID)
 			where[rid] = slot{hi, len(hr.Results)}
-			hr.Results = append(hr.Results, EvictResult{RequestID: rid, Action: a.Kind, Tier: a.Tier, ID: a.ID, WorkspaceID: a.WorkspaceID, Outcome: OutcomePending})
-			reqs = append(reqs, SessionRequest{WorkspaceID: a.WorkspaceID, Request: EvictRequest{
+			hr.Results = append(hr.Results, sandboxapi.EvictResult{RequestID: rid, Action: a.Kind, Tier: a.Tier, ID: a.ID, WorkspaceID: a.WorkspaceID, Outcome: sandboxapi.OutcomePending})
+			reqs = append(reqs, wire.SessionRequest{WorkspaceID: a.WorkspaceID, Request: sandboxapi.EvictRequest{
 				RequestID: rid, ReplyTo: info.WorkflowExecution.ID, Action: a.Kind, Tier: a.Tier,
 				AllowUnsaved: a.SaveWork, MinIdle: a.MinIdle,
 			}})
 		}
 	}
 	if len(reqs) > 0 {
-		var sent SignalEvictionsResult
+		var sent wire.SignalEvictionsResult
 		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 15 * time.Minute,
 			HeartbeatTimeout:    time.Minute,
 			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 		})
-		if err := workflow.ExecuteActivity(sctx, ActivitySignalEvictions, SignalEvictionsInput{TaskQueue: info.TaskQueueName, Requests: reqs}).Get(ctx, &sent); err != nil {
+		if err := workflow.ExecuteActivity(sctx, wire.ActivitySignalEvictions, wire.SignalEvictionsInput{TaskQueue: info.TaskQueueName, Requests: reqs}).Get(ctx, &sent); err != nil {
 			sent.Failed = map[string]string{}
 			for _, r := range reqs {
 				sent.Failed[r.Request.RequestID] = appError(err).Error()
@@ -136,19 +137,19 @@ func EvictionCronWorkflow(ctx workflow.Context, in EvictionInput) (EvictionRunRe
 		for rid, why := range sortedMap(sent.Failed) {
 			if sl, ok := where[rid]; ok {
 				r := &res.Hosts[sl.host].Results[sl.idx]
-				r.Outcome, r.Reason, r.At = OutcomeFailed, "signal not delivered: "+why, workflow.Now(ctx)
+				r.Outcome, r.Reason, r.At = sandboxapi.OutcomeFailed, "signal not delivered: "+why, workflow.Now(ctx)
 				delete(where, rid)
 				waiting--
 			}
 		}
-		replies := workflow.GetSignalChannel(ctx, SignalEvictionReply)
+		replies := workflow.GetSignalChannel(ctx, sandboxapi.SignalEvictionReply)
 		deadline := workflow.Now(ctx).Add(replyTimeout)
 		for waiting > 0 {
 			left := deadline.Sub(workflow.Now(ctx))
 			if left <= 0 {
 				break
 			}
-			var reply EvictResult
+			var reply sandboxapi.EvictResult
 			ok, _ := replies.ReceiveWithTimeout(ctx, left, &reply)
 			if !ok {
 				break
@@ -169,9 +170,9 @@ func EvictionCronWorkflow(ctx workflow.Context, in EvictionInput) (EvictionRunRe
 		if hr.Plan == nil {
 			continue
 		}
-		var caches []eviction.Action
+		var caches []sandboxapi.EvictionAction
 		for _, a := range hr.Plan.Plan.Actions {
-			if a.Kind == eviction.ActionRemoveRepoCache {
+			if a.Kind == sandboxapi.EvictionRemoveRepoCache {
 				caches = append(caches, a)
 			}
 		}
@@ -179,17 +180,17 @@ func EvictionCronWorkflow(ctx workflow.Context, in EvictionInput) (EvictionRunRe
 			continue
 		}
 		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              HostTaskQueue(hr.HostID),
+			TaskQueue:              wire.HostTaskQueue(hr.HostID),
 			ScheduleToStartTimeout: hostTimeout,
 			StartToCloseTimeout:    time.Hour,
 			HeartbeatTimeout:       time.Minute,
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 		})
-		var out RemoveRepoCachesResult
-		err := workflow.ExecuteActivity(hctx, ActivityRemoveRepoCaches, RemoveRepoCachesInput{HostID: hr.HostID, Actions: caches, LowBytes: hr.Plan.Plan.LowBytes}).Get(ctx, &out)
+		var out wire.RemoveRepoCachesResult
+		err := workflow.ExecuteActivity(hctx, wire.ActivityRemoveRepoCaches, wire.RemoveRepoCachesInput{HostID: hr.HostID, Actions: caches, LowBytes: hr.Plan.Plan.LowBytes}).Get(ctx, &out)
 		if err != nil {
 			for _, a := range caches {
-				hr.Results = append(hr.Results, EvictResult{Action: a.Kind, Tier: a.Tier, ID: a.ID, Outcome: OutcomeFailed, Reason: appError(err).Error(), At: workflow.Now(ctx)})
+				hr.Results = append(hr.Results, sandboxapi.EvictResult{Action: a.Kind, Tier: a.Tier, ID: a.ID, Outcome: sandboxapi.OutcomeFailed, Reason: appError(err).Error(), At: workflow.Now(ctx)})
 			}
 			continue
 		}
@@ -199,10 +200,10 @@ func EvictionCronWorkflow(ctx workflow.Context, in EvictionInput) (EvictionRunRe
 }
 
 // finishEviction summarizes the run and publishes the summary as the memo.
-func finishEviction(ctx workflow.Context, res EvictionRunResult) EvictionRunResult {
+func finishEviction(ctx workflow.Context, res sandboxapi.EvictionRunResult) sandboxapi.EvictionRunResult {
 	res.FinishedAt = workflow.Now(ctx)
 	res.Summarize()
-	if err := workflow.UpsertMemo(ctx, map[string]any{MemoEviction: res.Summary}); err != nil {
+	if err := workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoEviction: res.Summary}); err != nil {
 		workflow.GetLogger(ctx).Warn("eviction memo", "error", err)
 	}
 	return res

@@ -16,8 +16,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/eviction"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 type fakeEviction struct {
@@ -30,146 +31,146 @@ type fakeEviction struct {
 
 func (f *fakeEviction) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(_ context.Context, in EvictActivityInput) (EvictResult, error) {
+	reg(func(_ context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 		f.evicts.Add(1)
-		return EvictResult{Action: eviction.ActionEvictWorkspace, ID: in.WorkspaceID, WorkspaceID: in.WorkspaceID, Outcome: OutcomeDone, FreedBytes: 42}, nil
-	}, ActivityEvictWorkspace)
-	reg(func(_ context.Context, in EvictActivityInput) (EvictResult, error) {
+		return sandboxapi.EvictResult{Action: sandboxapi.EvictionEvictWorkspace, ID: in.WorkspaceID, WorkspaceID: in.WorkspaceID, Outcome: sandboxapi.OutcomeDone, FreedBytes: 42}, nil
+	}, wire.ActivityEvictWorkspace)
+	reg(func(_ context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 		f.stops.Add(1)
-		return EvictResult{Action: in.Request.Action, ID: sandbox.RuntimeIDFor(in.WorkspaceID), WorkspaceID: in.WorkspaceID, Outcome: OutcomeDone}, nil
-	}, ActivityEvictRuntime)
-	reg(func(_ context.Context, in SetPinInput) error {
+		return sandboxapi.EvictResult{Action: in.Request.Action, ID: sandbox.RuntimeIDFor(in.WorkspaceID), WorkspaceID: in.WorkspaceID, Outcome: sandboxapi.OutcomeDone}, nil
+	}, wire.ActivityEvictRuntime)
+	reg(func(_ context.Context, in wire.SetPinInput) error {
 		f.pins.Add(1)
 		f.mu.Lock()
 		f.pinned = in.Until
 		f.mu.Unlock()
 		return nil
-	}, ActivitySetPin)
+	}, wire.ActivitySetPin)
 }
 
 // An evict signal arriving during a long exec waits for it (the session's
 // mutating lock), reports back to the requesting run, and ends the session.
 func TestSessionEvictWaitsForRunningExec(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, HostTaskQueue(testHost))
+	env, _, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
 	fe := &fakeEviction{}
 	fe.register(env)
-	env.OnActivity(ActivityExec, mock.Anything, mock.Anything).After(10*time.Minute).Return(sandbox.ExecResult{ExitCode: 0, Stdout: []byte("done")}, nil)
+	env.OnActivity(wire.ActivityExec, mock.Anything, mock.Anything).After(10*time.Minute).Return(sandbox.ExecResult{ExitCode: 0, Stdout: []byte("done")}, nil)
 	var replies atomic.Int32
-	env.OnSignalExternalWorkflow(mock.Anything, "cron-1", "", SignalEvictionReply, mock.Anything).Return(
+	env.OnSignalExternalWorkflow(mock.Anything, "cron-1", "", sandboxapi.SignalEvictionReply, mock.Anything).Return(
 		func(_, _, _, _ string, arg any) error {
-			if r, ok := arg.(EvictResult); ok && r.RequestID == "r1" && r.Outcome == OutcomeDone {
+			if r, ok := arg.(sandboxapi.EvictResult); ok && r.RequestID == "r1" && r.Outcome == sandboxapi.OutcomeDone {
 				replies.Add(1)
 			}
 			return nil
 		})
 	req := *in.Request
 	var acq, ex updateResult
-	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
-	update(env, time.Second, UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(SignalEvict, EvictRequest{RequestID: "r1", ReplyTo: "cron-1", Action: eviction.ActionEvictWorkspace, AllowUnsaved: true})
+		env.SignalWorkflow(sandboxapi.SignalEvict, sandboxapi.EvictRequest{RequestID: "r1", ReplyTo: "cron-1", Action: sandboxapi.EvictionEvictWorkspace, AllowUnsaved: true})
 	}, 2*time.Minute)
-	var during EvictionState
+	var during sandboxapi.EvictionState
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(QueryEviction)
+		v, err := env.QueryWorkflow(sandboxapi.QueryEviction)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&during))
 	}, 5*time.Minute)
-	env.ExecuteWorkflow(SessionWorkflowType, in)
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 
 	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
+	requireDormant(t, env, sandboxapi.StateEvicted)
 	require.NoError(t, ex.err)
 	assert.Nil(t, during.LastEvict, "no eviction while the command runs")
 	assert.False(t, during.Evicted)
 	assert.Equal(t, int32(1), fe.evicts.Load())
 	assert.Equal(t, int32(1), replies.Load(), "the result went back to the requesting run")
-	var d SessionDescription
-	v, err := env.QueryWorkflow(QueryDescribe)
+	var d sandboxapi.SessionDescription
+	v, err := env.QueryWorkflow(sandboxapi.QueryDescribe)
 	require.NoError(t, err)
 	require.NoError(t, v.Get(&d))
-	assert.Equal(t, StateEvicted, d.State)
+	assert.Equal(t, sandboxapi.StateEvicted, d.State)
 	assert.Less(t, env.Now().Sub(d.LastActivity), time.Minute, "the run ended right after the eviction")
 }
 
 // A signal-only run (signal-with-start, no acquire) handles its signal and
 // completes at once as "closed" instead of waiting for an acquire.
 func TestSessionPinOnlyRunCompletes(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, DefaultTaskQueue)
+	env, _, in := newEnv(t, sandbox.ModeEdit, sandboxapi.DefaultTaskQueue)
 	fe := &fakeEviction{}
 	fe.register(env)
 	until := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(SignalPin, PinRequest{RequestID: "p1", Until: &until})
+		env.SignalWorkflow(sandboxapi.SignalPin, sandboxapi.PinRequest{RequestID: "p1", Until: &until})
 	}, time.Second)
 	start := env.Now()
-	env.ExecuteWorkflow(SessionWorkflowType, SessionInput{WorkspaceID: in.WorkspaceID})
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: in.WorkspaceID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	assert.Less(t, env.Now().Sub(start), acquireWait, "did not wait for an acquire")
+	assert.Less(t, env.Now().Sub(start), acquireBeginWait, "did not wait for an acquire")
 	assert.Equal(t, int32(1), fe.pins.Load())
 	require.NotNil(t, fe.pinned)
 	assert.True(t, fe.pinned.Equal(until))
-	var st EvictionState
-	v, err := env.QueryWorkflow(QueryEviction)
+	var st sandboxapi.EvictionState
+	v, err := env.QueryWorkflow(sandboxapi.QueryEviction)
 	require.NoError(t, err)
 	require.NoError(t, v.Get(&st))
 	assert.Equal(t, "p1", st.LastPinRequest)
 	assert.Empty(t, st.PinError)
-	var d SessionDescription
-	v, err = env.QueryWorkflow(QueryDescribe)
+	var d sandboxapi.SessionDescription
+	v, err = env.QueryWorkflow(sandboxapi.QueryDescribe)
 	require.NoError(t, err)
 	require.NoError(t, v.Get(&d))
-	assert.Equal(t, StateClosed, d.State)
+	assert.Equal(t, sandboxapi.StateClosed, d.State)
 }
 
 func TestSessionRefusesPinInThePast(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, DefaultTaskQueue)
+	env, _, in := newEnv(t, sandbox.ModeEdit, sandboxapi.DefaultTaskQueue)
 	fe := &fakeEviction{}
 	fe.register(env)
 	past := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPin, PinRequest{RequestID: "p0", Until: &past}) }, time.Second)
-	env.ExecuteWorkflow(SessionWorkflowType, SessionInput{WorkspaceID: in.WorkspaceID})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(sandboxapi.SignalPin, sandboxapi.PinRequest{RequestID: "p0", Until: &past}) }, time.Second)
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: in.WorkspaceID})
 	require.NoError(t, env.GetWorkflowError())
 	assert.Zero(t, fe.pins.Load())
-	var st EvictionState
-	v, err := env.QueryWorkflow(QueryEviction)
+	var st sandboxapi.EvictionState
+	v, err := env.QueryWorkflow(sandboxapi.QueryEviction)
 	require.NoError(t, err)
 	require.NoError(t, v.Get(&st))
 	assert.Equal(t, sandbox.ErrInvalidArgument.Type, st.PinErrorType)
 }
 
-func cronEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *[]SessionRequest) {
+func cronEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *[]wire.SessionRequest) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(EvictionCronWorkflow, workflow.RegisterOptions{Name: EvictionCronWorkflowType})
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "cron-1", TaskQueue: DefaultTaskQueue})
+	env.RegisterWorkflowWithOptions(EvictionCronWorkflow, workflow.RegisterOptions{Name: sandboxapi.EvictionCronWorkflowType})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "cron-1", TaskQueue: sandboxapi.DefaultTaskQueue})
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(context.Context) (EvictionHostsResult, error) {
-		return EvictionHostsResult{Hosts: []string{"h2", "h1"}}, nil
-	}, ActivityEvictionHosts)
-	reg(func(_ context.Context, in PlanEvictionInput) (PlanEvictionResult, error) {
+	reg(func(context.Context) (wire.EvictionHostsResult, error) {
+		return wire.EvictionHostsResult{Hosts: []string{"h2", "h1"}}, nil
+	}, wire.ActivityEvictionHosts)
+	reg(func(_ context.Context, in wire.PlanEvictionInput) (sandboxapi.PlanEvictionResult, error) {
 		if in.HostID == "h2" {
-			return PlanEvictionResult{}, errors.New("disk on fire")
+			return sandboxapi.PlanEvictionResult{}, errors.New("disk on fire")
 		}
-		return PlanEvictionResult{Plan: eviction.Plan{HostID: "h1", LowBytes: 700, Actions: []eviction.Action{
-			{Kind: eviction.ActionStopRuntime, Tier: eviction.TierRuntimeIdle, ID: "rt-b", WorkspaceID: "ws-b", MinIdle: time.Minute},
-			{Kind: eviction.ActionEvictWorkspace, Tier: eviction.TierDirtyTask, ID: "ws-a", WorkspaceID: "ws-a", SaveWork: true, MinIdle: time.Hour},
-			{Kind: eviction.ActionRemoveRepoCache, Tier: eviction.TierRepoCacheLRU, ID: "rc-1", Bytes: 100},
+		return sandboxapi.PlanEvictionResult{Plan: sandboxapi.EvictionPlan{HostID: "h1", LowBytes: 700, Actions: []sandboxapi.EvictionAction{
+			{Kind: sandboxapi.EvictionStopRuntime, Tier: sandboxapi.TierRuntimeIdle, ID: "rt-b", WorkspaceID: "ws-b", MinIdle: time.Minute},
+			{Kind: sandboxapi.EvictionEvictWorkspace, Tier: sandboxapi.TierDirtyTask, ID: "ws-a", WorkspaceID: "ws-a", SaveWork: true, MinIdle: time.Hour},
+			{Kind: sandboxapi.EvictionRemoveRepoCache, Tier: sandboxapi.TierRepoCacheLRU, ID: "rc-1", Bytes: 100},
 		}}}, nil
-	}, ActivityPlanEviction)
-	var sent []SessionRequest
-	reg(func(_ context.Context, in SignalEvictionsInput) (SignalEvictionsResult, error) {
+	}, wire.ActivityPlanEviction)
+	var sent []wire.SessionRequest
+	reg(func(_ context.Context, in wire.SignalEvictionsInput) (wire.SignalEvictionsResult, error) {
 		sent = append(sent, in.Requests...)
-		return SignalEvictionsResult{}, nil
-	}, ActivitySignalEvictions)
-	reg(func(_ context.Context, in RemoveRepoCachesInput) (RemoveRepoCachesResult, error) {
-		var out RemoveRepoCachesResult
+		return wire.SignalEvictionsResult{}, nil
+	}, wire.ActivitySignalEvictions)
+	reg(func(_ context.Context, in wire.RemoveRepoCachesInput) (wire.RemoveRepoCachesResult, error) {
+		var out wire.RemoveRepoCachesResult
 		for _, a := range in.Actions {
-			out.Results = append(out.Results, EvictResult{Action: a.Kind, ID: a.ID, Outcome: OutcomeDone, FreedBytes: a.Bytes})
+			out.Results = append(out.Results, sandboxapi.EvictResult{Action: a.Kind, ID: a.ID, Outcome: sandboxapi.OutcomeDone, FreedBytes: a.Bytes})
 		}
 		return out, nil
-	}, ActivityRemoveRepoCaches)
+	}, wire.ActivityRemoveRepoCaches)
 	return env, &sent
 }
 
@@ -177,18 +178,18 @@ func TestEvictionCronRunsThroughSessions(t *testing.T) {
 	env, sent := cronEnv(t)
 	// Only the workspace eviction replies; the runtime stop stays pending.
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(SignalEvictionReply, EvictResult{RequestID: "h1/1/evict_workspace/ws-a", Action: eviction.ActionEvictWorkspace,
-			ID: "ws-a", WorkspaceID: "ws-a", Outcome: OutcomeDone, FreedBytes: 50})
+		env.SignalWorkflow(sandboxapi.SignalEvictionReply, sandboxapi.EvictResult{RequestID: "h1/1/evict_workspace/ws-a", Action: sandboxapi.EvictionEvictWorkspace,
+			ID: "ws-a", WorkspaceID: "ws-a", Outcome: sandboxapi.OutcomeDone, FreedBytes: 50})
 	}, 30*time.Second)
-	env.ExecuteWorkflow(EvictionCronWorkflowType, EvictionInput{ReplyTimeout: 2 * time.Minute})
+	env.ExecuteWorkflow(sandboxapi.EvictionCronWorkflowType, sandboxapi.EvictionInput{ReplyTimeout: 2 * time.Minute})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var res EvictionRunResult
+	var res sandboxapi.EvictionRunResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 
 	require.Len(t, *sent, 2)
 	assert.Equal(t, "ws-b", (*sent)[0].WorkspaceID)
-	assert.Equal(t, eviction.ActionStopRuntime, (*sent)[0].Request.Action)
+	assert.Equal(t, sandboxapi.EvictionStopRuntime, (*sent)[0].Request.Action)
 	assert.Equal(t, "cron-1", (*sent)[1].Request.ReplyTo)
 	assert.True(t, (*sent)[1].Request.AllowUnsaved)
 	assert.Equal(t, time.Hour, (*sent)[1].Request.MinIdle)
@@ -201,15 +202,15 @@ func TestEvictionCronRunsThroughSessions(t *testing.T) {
 	for _, r := range res.Hosts[0].Results {
 		outcomes[r.ID] = r.Outcome
 	}
-	assert.Equal(t, map[string]string{"rt-b": OutcomePending, "ws-a": OutcomeDone, "rc-1": OutcomeDone}, outcomes)
-	assert.Equal(t, EvictionSummary{Hosts: 2, Planned: 3, Evicted: 1, CachesFreed: 1, Pending: 1, FreedBytes: 150}, res.Summary)
+	assert.Equal(t, map[string]string{"rt-b": sandboxapi.OutcomePending, "ws-a": sandboxapi.OutcomeDone, "rc-1": sandboxapi.OutcomeDone}, outcomes)
+	assert.Equal(t, sandboxapi.EvictionSummary{Hosts: 2, Planned: 3, Evicted: 1, CachesFreed: 1, Pending: 1, FreedBytes: 150}, res.Summary)
 }
 
 func TestEvictionCronDryRunOnlyPlans(t *testing.T) {
 	env, sent := cronEnv(t)
-	env.ExecuteWorkflow(EvictionCronWorkflowType, EvictionInput{DryRun: true, Hosts: []string{"h1"}})
+	env.ExecuteWorkflow(sandboxapi.EvictionCronWorkflowType, sandboxapi.EvictionInput{DryRun: true, Hosts: []string{"h1"}})
 	require.NoError(t, env.GetWorkflowError())
-	var res EvictionRunResult
+	var res sandboxapi.EvictionRunResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 	assert.Empty(t, *sent)
 	require.Len(t, res.Hosts, 1)

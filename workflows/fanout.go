@@ -11,17 +11,19 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // fanout is the state of one TaskFanoutWorkflow run.
 type fanout struct {
-	in      FanoutInput
+	in      sandboxapi.FanoutInput
 	opID    string // "<workflow id>/<run id>": prefix of every update id the activities send
-	report  FanoutReport
+	report  sandboxapi.FanoutReport
 	hostID  string
 	request sandbox.WorkspaceRequest // the conversation's request, template of the task requests
 	// completions holds the first complete_task signal per waiting task.
-	completions map[string]*CompleteTaskSignal
+	completions map[string]*sandboxapi.CompleteTaskSignal
 	running     int
 }
 
@@ -55,49 +57,49 @@ type fanout struct {
 // one when that failed. The fan-out's own state is Temporal history, replayed
 // on another worker. Errors: the workflow fails (ErrInvalidArgument for bad
 // input, or the prepare step's error) only when no task could start; task
-// and merge failures are reported in the FanoutReport it returns.
-func TaskFanoutWorkflow(ctx workflow.Context, in FanoutInput) (FanoutReport, error) {
+// and merge failures are reported in the sandboxapi.FanoutReport it returns.
+func TaskFanoutWorkflow(ctx workflow.Context, in sandboxapi.FanoutInput) (sandboxapi.FanoutReport, error) {
 	info := workflow.GetInfo(ctx)
 	f := &fanout{
 		in:          in,
 		opID:        info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID,
-		completions: map[string]*CompleteTaskSignal{},
-		report: FanoutReport{
-			FanoutID: strings.TrimPrefix(info.WorkflowExecution.ID, FanoutWorkflowIDPrefix),
-			State:    FanoutPreparing,
+		completions: map[string]*sandboxapi.CompleteTaskSignal{},
+		report: sandboxapi.FanoutReport{
+			FanoutID: strings.TrimPrefix(info.WorkflowExecution.ID, sandboxapi.FanoutWorkflowIDPrefix),
+			State:    sandboxapi.FanoutPreparing,
 		},
 	}
 	if err := in.Validate(); err != nil {
-		f.report.State, f.report.Error = FanoutFailed, err.Error()
+		f.report.State, f.report.Error = sandboxapi.FanoutFailed, err.Error()
 		return f.report, appError(err)
 	}
 	f.report.ConversationWorkspaceID, _ = in.ConversationWorkspace()
 	f.report.MaxParallel = in.Parallel()
 	for _, t := range in.Tasks {
-		kind := TaskKindAgent
+		kind := sandboxapi.TaskKindAgent
 		if t.Script != "" {
-			kind = TaskKindScript
+			kind = sandboxapi.TaskKindScript
 		}
-		f.report.Tasks = append(f.report.Tasks, TaskResult{TaskID: t.TaskID, Kind: kind, Status: TaskPending})
+		f.report.Tasks = append(f.report.Tasks, sandboxapi.TaskResult{TaskID: t.TaskID, Kind: kind, Status: sandboxapi.TaskPending})
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryProgress, f.progress); err != nil {
+	if err := workflow.SetQueryHandler(ctx, sandboxapi.QueryProgress, f.progress); err != nil {
 		return f.report, err
 	}
-	signals := workflow.GetSignalChannel(ctx, SignalCompleteTask)
+	signals := workflow.GetSignalChannel(ctx, sandboxapi.SignalCompleteTask)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			var sig CompleteTaskSignal
+			var sig sandboxapi.CompleteTaskSignal
 			signals.Receive(ctx, &sig)
 			f.complete(ctx, sig)
 		}
 	})
 
 	if err := f.prepare(ctx); err != nil {
-		f.report.State, f.report.Error = FanoutFailed, errorMessage(err)
+		f.report.State, f.report.Error = sandboxapi.FanoutFailed, errorMessage(err)
 		return f.report, appError(err)
 	}
 
-	f.report.State = FanoutRunning
+	f.report.State = sandboxapi.FanoutRunning
 	wg := workflow.NewWaitGroup(ctx)
 	for i := range f.report.Tasks {
 		if err := workflow.Await(ctx, func() bool { return f.running < f.report.MaxParallel }); err != nil {
@@ -124,7 +126,7 @@ func TaskFanoutWorkflow(ctx workflow.Context, in FanoutInput) (FanoutReport, err
 
 // complete records a complete_task signal; unknown tasks, script tasks and
 // repeated signals are ignored (signals cannot be rejected).
-func (f *fanout) complete(ctx workflow.Context, sig CompleteTaskSignal) {
+func (f *fanout) complete(ctx workflow.Context, sig sandboxapi.CompleteTaskSignal) {
 	for _, t := range f.in.Tasks {
 		if t.TaskID != sig.TaskID {
 			continue
@@ -142,24 +144,8 @@ func (f *fanout) complete(ctx workflow.Context, sig CompleteTaskSignal) {
 }
 
 // progress is the progress query: the report without patches.
-func (f *fanout) progress() (FanoutReport, error) {
+func (f *fanout) progress() (sandboxapi.FanoutReport, error) {
 	return f.report.WithoutPatches(), nil
-}
-
-// WithoutPatches returns a copy of r whose task diffs have no patch (the
-// form of the progress query); r is not changed.
-func (r FanoutReport) WithoutPatches() FanoutReport {
-	tasks := make([]TaskResult, len(r.Tasks))
-	for i, t := range r.Tasks {
-		if t.Diff != nil {
-			d := *t.Diff
-			d.Patch = ""
-			t.Diff = &d
-		}
-		tasks[i] = t
-	}
-	r.Tasks = tasks
-	return r
 }
 
 // runActivity runs one fan-out activity on this workflow's task queue.
@@ -177,8 +163,8 @@ func runActivity(ctx workflow.Context, startToClose time.Duration, attempts int3
 
 // prepare checkpoints the conversation and pins the start commit.
 func (f *fanout) prepare(ctx workflow.Context) error {
-	var out FanoutPrepareResult
-	err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutPrepare, FanoutPrepareInput{
+	var out wire.FanoutPrepareResult
+	err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutPrepare, wire.FanoutPrepareInput{
 		OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID, Request: f.in.Conversation,
 		CheckpointMessage: fmt.Sprintf("Checkpoint before fan-out %s", f.report.FanoutID),
 	}, &out)
@@ -200,10 +186,10 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 	t.StartedAt = workflow.Now(ctx)
 	defer func() { t.FinishedAt = workflow.Now(ctx) }()
 	fail := func(err error) {
-		t.Status, t.Message = TaskError, errorMessage(err)
+		t.Status, t.Message = sandboxapi.TaskError, errorMessage(err)
 	}
 
-	t.Status = TaskAcquiring
+	t.Status = sandboxapi.TaskAcquiring
 	req := f.request
 	req.Mode, req.TaskID, req.BaseRef = sandbox.ModeTask, spec.TaskID, f.report.StartCommit
 	if workflow.GetVersion(ctx, versionTaskChildSession, workflow.DefaultVersion, 1) == 1 {
@@ -212,8 +198,8 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 			return
 		}
 	}
-	var h Handle
-	if err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutAcquireTask, AcquireTaskInput{
+	var h sandboxapi.Handle
+	if err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutAcquireTask, wire.AcquireTaskInput{
 		HostID: f.hostID, StartCommit: f.report.StartCommit, Request: req,
 	}, &h); err != nil {
 		fail(err)
@@ -224,9 +210,9 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 	timeout := f.in.TaskTimeout()
 	var final string
 	if spec.Script != "" {
-		t.Status = TaskRunning
-		var r RunScriptResult
-		if err := runActivity(ctx, timeout+10*time.Minute, 3, ActivityFanoutRunScript, RunScriptInput{
+		t.Status = sandboxapi.TaskRunning
+		var r wire.RunScriptResult
+		if err := runActivity(ctx, timeout+10*time.Minute, 3, wire.ActivityFanoutRunScript, wire.RunScriptInput{
 			OpID: f.opID, TaskID: spec.TaskID, HostID: f.hostID, WorkspaceID: h.WorkspaceID,
 			Script: spec.Script, TimeoutS: int(timeout / time.Second),
 		}, &r); err != nil {
@@ -237,14 +223,14 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 		t.ExitCode, t.TimedOut, t.StdoutTail, t.StderrTail = &code, r.TimedOut, r.StdoutTail, r.StderrTail
 		switch {
 		case r.TimedOut:
-			final = TaskTimedOut
+			final = sandboxapi.TaskTimedOut
 		case r.ExitCode == 0:
-			final = TaskSucceeded
+			final = sandboxapi.TaskSucceeded
 		default:
-			final = TaskFailed
+			final = sandboxapi.TaskFailed
 		}
 	} else {
-		t.Status = TaskWaiting
+		t.Status = sandboxapi.TaskWaiting
 		ok, err := workflow.AwaitWithTimeout(ctx, timeout, func() bool { return f.completions[spec.TaskID] != nil })
 		if err != nil {
 			fail(err)
@@ -252,23 +238,23 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 		}
 		switch c := f.completions[spec.TaskID]; {
 		case !ok:
-			final = TaskTimedOut
+			final = sandboxapi.TaskTimedOut
 		case c.Succeeded:
-			final, t.Message = TaskSucceeded, c.Message
+			final, t.Message = sandboxapi.TaskSucceeded, c.Message
 		default:
-			final, t.Message = TaskFailed, c.Message
+			final, t.Message = sandboxapi.TaskFailed, c.Message
 		}
 	}
 
-	t.Status = TaskFinishing
+	t.Status = sandboxapi.TaskFinishing
 	msg := "Task " + spec.TaskID + " (fan-out " + f.report.FanoutID + ")"
 	if spec.Instructions != "" {
 		msg += "\n\n" + spec.Instructions
 	}
-	var fin FinishTaskResult
-	if err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutFinishTask, FinishTaskInput{
+	var fin wire.FinishTaskResult
+	if err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutFinishTask, wire.FinishTaskInput{
 		OpID: f.opID, TaskID: spec.TaskID, HostID: f.hostID, WorkspaceID: h.WorkspaceID,
-		Commit: final == TaskSucceeded, Message: msg,
+		Commit: final == sandboxapi.TaskSucceeded, Message: msg,
 	}, &fin); err != nil {
 		fail(err)
 		return
@@ -297,16 +283,16 @@ func (f *fanout) startTaskSession(ctx workflow.Context, req sandbox.WorkspaceReq
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            wfID,
-		TaskQueue:             HostTaskQueue(f.hostID),
+		TaskQueue:             wire.HostTaskQueue(f.hostID),
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(SessionStartSearchAttributes(wsID, &req)...),
+		TypedSearchAttributes: temporal.NewSearchAttributes(sandboxapi.SessionStartSearchAttributes(wsID, &req)...),
 	})
 	// Disconnected: cancelling the fan-out must not cancel the task sessions
 	// (ABANDON covers the parent closing, not its context being cancelled).
 	cctx, _ = workflow.NewDisconnectedContext(cctx)
 	var started workflow.Execution
-	err = workflow.ExecuteChildWorkflow(cctx, SessionWorkflowType, SessionInput{WorkspaceID: wsID, Request: &req}).
+	err = workflow.ExecuteChildWorkflow(cctx, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: wsID, Request: &req}).
 		GetChildWorkflowExecution().Get(ctx, &started)
 	switch {
 	case err == nil:
@@ -329,24 +315,24 @@ func (f *fanout) merge(ctx workflow.Context) {
 	for i := range f.report.Tasks {
 		t := &f.report.Tasks[i]
 		switch {
-		case t.Status != TaskSucceeded:
-			t.Merge = TaskMergeSkipped
+		case t.Status != sandboxapi.TaskSucceeded:
+			t.Merge = sandboxapi.TaskMergeSkipped
 		case len(accept) > 0 && !accept[t.TaskID]:
-			t.Merge = TaskMergeNotAccepted
+			t.Merge = sandboxapi.TaskMergeNotAccepted
 		case t.Commit == f.report.StartCommit:
-			t.Merge = TaskMergeNoChanges
+			t.Merge = sandboxapi.TaskMergeNoChanges
 		default:
 			branches = append(branches, t.Branch)
 			idx = append(idx, i)
 		}
 	}
 	if len(branches) == 0 {
-		f.report.State = FanoutCompleted
+		f.report.State = sandboxapi.FanoutCompleted
 		return
 	}
-	f.report.State = FanoutMerging
+	f.report.State = sandboxapi.FanoutMerging
 	var res sandbox.MergeResult
-	err := runActivity(ctx, 15*time.Minute, 5, ActivityFanoutMerge, FanoutMergeInput{
+	err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutMerge, wire.FanoutMergeInput{
 		OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID,
 		Request: sandbox.MergeRequest{Branches: branches, CheckpointMessage: "Checkpoint before merging fan-out " + f.report.FanoutID},
 	}, &res)
@@ -355,24 +341,24 @@ func (f *fanout) merge(ctx workflow.Context) {
 	}
 	if err != nil {
 		for _, i := range idx {
-			f.report.Tasks[i].Merge = TaskMergeFailed
+			f.report.Tasks[i].Merge = sandboxapi.TaskMergeFailed
 		}
-		f.report.State, f.report.Error = FanoutFailed, "merge: "+errorMessage(err)
+		f.report.State, f.report.Error = sandboxapi.FanoutFailed, "merge: "+errorMessage(err)
 		return
 	}
 	for k, i := range idx {
 		t, b := &f.report.Tasks[i], res.Branches[k]
 		switch b.Status {
 		case sandbox.MergeMerged:
-			t.Merge = TaskMergeMerged
+			t.Merge = sandboxapi.TaskMergeMerged
 		case sandbox.MergeConflict:
-			t.Merge, t.ConflictFiles = TaskMergeConflict, b.ConflictFiles
+			t.Merge, t.ConflictFiles = sandboxapi.TaskMergeConflict, b.ConflictFiles
 		default:
-			t.Merge, t.Message = TaskMergeFailed, b.Status+": "+b.Message
+			t.Merge, t.Message = sandboxapi.TaskMergeFailed, b.Status+": "+b.Message
 		}
 	}
 	f.report.Head = res.Head
-	f.report.State = FanoutCompleted
+	f.report.State = sandboxapi.FanoutCompleted
 }
 
 // errorMessage is an activity failure's text without Temporal's wrapping:

@@ -20,6 +20,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 const fakeStart = "5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e"
@@ -38,27 +40,27 @@ type fakeFanout struct {
 
 func (f *fakeFanout) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(_ context.Context, in FanoutPrepareInput) (FanoutPrepareResult, error) {
-		return FanoutPrepareResult{StartCommit: fakeStart, Handle: Handle{
+	reg(func(_ context.Context, in wire.FanoutPrepareInput) (wire.FanoutPrepareResult, error) {
+		return wire.FanoutPrepareResult{StartCommit: fakeStart, Handle: sandboxapi.Handle{
 			WorkspaceID: in.WorkspaceID, HostID: testHost, Branch: "agent/edits-c", Mode: sandbox.ModeEdit,
 			UserID: "u", ProjectID: "p", Repo: sandbox.RepoIdentity{URL: "https://example.com/o/r.git"}}}, nil
-	}, ActivityFanoutPrepare)
-	reg(func(_ context.Context, in AcquireTaskInput) (Handle, error) {
+	}, wire.ActivityFanoutPrepare)
+	reg(func(_ context.Context, in wire.AcquireTaskInput) (sandboxapi.Handle, error) {
 		if in.Request.Mode != sandbox.ModeTask || in.Request.BaseRef != fakeStart || in.HostID != testHost {
-			return Handle{}, errors.New("unexpected task request")
+			return sandboxapi.Handle{}, errors.New("unexpected task request")
 		}
 		id := sandbox.WorkspaceIDForKey(in.Request.Key())
 		wf, _ := sandbox.SessionWorkflowID(id)
-		return Handle{WorkspaceID: id, WorkflowID: wf, Branch: in.Request.Branch(), BaseCommit: in.StartCommit, HostID: testHost}, nil
-	}, ActivityFanoutAcquireTask)
-	reg(func(_ context.Context, in RunScriptInput) (RunScriptResult, error) {
+		return sandboxapi.Handle{WorkspaceID: id, WorkflowID: wf, Branch: in.Request.Branch(), BaseCommit: in.StartCommit, HostID: testHost}, nil
+	}, wire.ActivityFanoutAcquireTask)
+	reg(func(_ context.Context, in wire.RunScriptInput) (wire.RunScriptResult, error) {
 		f.mu.Lock()
 		f.cur++
 		f.max = max(f.max, f.cur)
 		f.started = append(f.started, in.TaskID)
 		f.mu.Unlock()
 		defer func() { f.mu.Lock(); f.cur--; f.mu.Unlock() }()
-		r := RunScriptResult{StdoutTail: "out of " + in.TaskID}
+		r := wire.RunScriptResult{StdoutTail: "out of " + in.TaskID}
 		for _, w := range strings.Fields(in.Script) {
 			k, v, _ := strings.Cut(w, "=")
 			n, _ := strconv.Atoi(v)
@@ -70,15 +72,15 @@ func (f *fakeFanout) register(env *testsuite.TestWorkflowEnvironment) {
 			}
 		}
 		return r, nil
-	}, ActivityFanoutRunScript)
-	reg(func(_ context.Context, in FinishTaskInput) (FinishTaskResult, error) {
-		out := FinishTaskResult{Commit: fakeStart, Diff: TaskDiff{Patch: "patch of " + in.TaskID, Files: []string{in.TaskID + ".txt"}}}
+	}, wire.ActivityFanoutRunScript)
+	reg(func(_ context.Context, in wire.FinishTaskInput) (wire.FinishTaskResult, error) {
+		out := wire.FinishTaskResult{Commit: fakeStart, Diff: sandboxapi.TaskDiff{Patch: "patch of " + in.TaskID, Files: []string{in.TaskID + ".txt"}}}
 		if in.Commit && !strings.Contains(in.TaskID, "nochange") {
 			out.Commit = "c-" + in.TaskID
 		}
 		return out, nil
-	}, ActivityFanoutFinishTask)
-	reg(func(_ context.Context, in FanoutMergeInput) (sandbox.MergeResult, error) {
+	}, wire.ActivityFanoutFinishTask)
+	reg(func(_ context.Context, in wire.FanoutMergeInput) (sandbox.MergeResult, error) {
 		f.mu.Lock()
 		f.merged = append(f.merged, in.Request.Branches)
 		f.mu.Unlock()
@@ -91,15 +93,15 @@ func (f *fakeFanout) register(env *testsuite.TestWorkflowEnvironment) {
 			res.Branches = append(res.Branches, bm)
 		}
 		return res, nil
-	}, ActivityFanoutMerge)
+	}, wire.ActivityFanoutMerge)
 }
 
 func newFanoutEnv(f *fakeFanout) *testsuite.TestWorkflowEnvironment {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(TaskFanoutWorkflow, workflow.RegisterOptions{Name: TaskFanoutWorkflowType})
+	env.RegisterWorkflowWithOptions(TaskFanoutWorkflow, workflow.RegisterOptions{Name: sandboxapi.TaskFanoutWorkflowType})
 	// The task sessions the fan-out starts as children: recorded, then done.
-	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in SessionInput) error {
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in sandboxapi.SessionInput) error {
 		info := workflow.GetInfo(ctx)
 		parent := ""
 		if info.ParentWorkflowExecution != nil {
@@ -112,14 +114,14 @@ func newFanoutEnv(f *fakeFanout) *testsuite.TestWorkflowEnvironment {
 		}
 		f.children[info.WorkflowExecution.ID] = info.TaskQueueName + " " + string(in.Request.Mode) + " " + parent
 		return nil
-	}, workflow.RegisterOptions{Name: SessionWorkflowType})
+	}, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	f.register(env)
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: FanoutWorkflowIDPrefix + "f1"})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: sandboxapi.FanoutWorkflowIDPrefix + "f1"})
 	return env
 }
 
-func byID(r FanoutReport) map[string]TaskResult {
-	m := map[string]TaskResult{}
+func byID(r sandboxapi.FanoutReport) map[string]sandboxapi.TaskResult {
+	m := map[string]sandboxapi.TaskResult{}
 	for _, t := range r.Tasks {
 		m[t.TaskID] = t
 	}
@@ -129,10 +131,10 @@ func byID(r FanoutReport) map[string]TaskResult {
 func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	f := &fakeFanout{conflicts: map[string]bool{"agent/task-t5": true}}
 	env := newFanoutEnv(f)
-	in := FanoutInput{
+	in := sandboxapi.FanoutInput{
 		ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"),
 		MaxParallel:             2,
-		Tasks: []TaskSpec{ // the first tasks finish last
+		Tasks: []sandboxapi.TaskSpec{ // the first tasks finish last
 			{TaskID: "t1", Script: "sleep=300 exit=0", Instructions: "do one"},
 			{TaskID: "t2", Script: "sleep=200 exit=0"},
 			{TaskID: "t3", Script: "sleep=20 exit=3"},
@@ -141,10 +143,10 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 			{TaskID: "t6-nochange", Script: "sleep=10 exit=0"},
 		},
 	}
-	env.ExecuteWorkflow(TaskFanoutWorkflowType, in)
+	env.ExecuteWorkflow(sandboxapi.TaskFanoutWorkflowType, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var r FanoutReport
+	var r sandboxapi.FanoutReport
 	require.NoError(t, env.GetWorkflowResult(&r))
 
 	// Each task's session is a child of the fan-out, on the conversation host's queue.
@@ -152,7 +154,7 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	for _, task := range in.Tasks {
 		wf, err := sandbox.SessionWorkflowID(sandbox.WorkspaceIDForKey("task|u|p|" + task.TaskID))
 		require.NoError(t, err)
-		assert.Equal(t, HostTaskQueue(testHost)+" task "+FanoutWorkflowIDPrefix+"f1", f.children[wf], task.TaskID)
+		assert.Equal(t, wire.HostTaskQueue(testHost)+" task "+sandboxapi.FanoutWorkflowIDPrefix+"f1", f.children[wf], task.TaskID)
 	}
 	assert.Equal(t, 2, f.max, "at most MaxParallel scripts at once, and that many were used")
 	assert.ElementsMatch(t, []string{"t1", "t2"}, f.started[:2], "the first slots go to the first tasks in input order")
@@ -160,14 +162,14 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	assert.Equal(t, []string{"agent/task-t1", "agent/task-t2", "agent/task-t4", "agent/task-t5"}, f.merged[0],
 		"succeeded tasks with changes, in input order, whatever order they finished in")
 
-	assert.Equal(t, FanoutCompleted, r.State)
+	assert.Equal(t, sandboxapi.FanoutCompleted, r.State)
 	assert.Equal(t, fakeStart, r.StartCommit)
 	assert.Equal(t, "head-after", r.Head)
 	tasks := byID(r)
 	for id, want := range map[string][2]string{
-		"t1": {TaskSucceeded, TaskMergeMerged}, "t2": {TaskSucceeded, TaskMergeMerged},
-		"t3": {TaskFailed, TaskMergeSkipped}, "t4": {TaskSucceeded, TaskMergeMerged},
-		"t5": {TaskSucceeded, TaskMergeConflict}, "t6-nochange": {TaskSucceeded, TaskMergeNoChanges},
+		"t1": {sandboxapi.TaskSucceeded, sandboxapi.TaskMergeMerged}, "t2": {sandboxapi.TaskSucceeded, sandboxapi.TaskMergeMerged},
+		"t3": {sandboxapi.TaskFailed, sandboxapi.TaskMergeSkipped}, "t4": {sandboxapi.TaskSucceeded, sandboxapi.TaskMergeMerged},
+		"t5": {sandboxapi.TaskSucceeded, sandboxapi.TaskMergeConflict}, "t6-nochange": {sandboxapi.TaskSucceeded, sandboxapi.TaskMergeNoChanges},
 	} {
 		assert.Equal(t, want, [2]string{tasks[id].Status, tasks[id].Merge}, id)
 	}
@@ -178,11 +180,11 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	assert.Equal(t, "agent/task-t1", tasks["t1"].Branch)
 	assert.Equal(t, "patch of t1", tasks["t1"].Diff.Patch)
 
-	v, err := env.QueryWorkflow(QueryProgress)
+	v, err := env.QueryWorkflow(sandboxapi.QueryProgress)
 	require.NoError(t, err)
-	var p FanoutReport
+	var p sandboxapi.FanoutReport
 	require.NoError(t, v.Get(&p))
-	assert.Equal(t, FanoutCompleted, p.State)
+	assert.Equal(t, sandboxapi.FanoutCompleted, p.State)
 	assert.Empty(t, byID(p)["t1"].Diff.Patch, "the progress query leaves patches out")
 	assert.Equal(t, []string{"t1.txt"}, byID(p)["t1"].Diff.Files)
 }
@@ -190,61 +192,61 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 func TestFanoutAgentTasksAndAcceptList(t *testing.T) {
 	f := &fakeFanout{}
 	env := newFanoutEnv(f)
-	in := FanoutInput{
+	in := sandboxapi.FanoutInput{
 		ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"),
 		TaskTimeoutS:            600,
 		AcceptTaskIDs:           []string{"a1", "a3", "s1"},
-		Tasks: []TaskSpec{
+		Tasks: []sandboxapi.TaskSpec{
 			{TaskID: "a1"}, {TaskID: "a2"}, {TaskID: "a3"},
 			{TaskID: "s1", Script: "exit=0"}, {TaskID: "s2", Script: "exit=0"},
 		},
 	}
-	var mid FanoutReport
+	var mid sandboxapi.FanoutReport
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(QueryProgress)
+		v, err := env.QueryWorkflow(sandboxapi.QueryProgress)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&mid))
-		env.SignalWorkflow(SignalCompleteTask, CompleteTaskSignal{TaskID: "nope", Succeeded: true})
-		env.SignalWorkflow(SignalCompleteTask, CompleteTaskSignal{TaskID: "s2", Succeeded: false})
-		env.SignalWorkflow(SignalCompleteTask, CompleteTaskSignal{TaskID: "a1", Succeeded: true, Message: "done"})
-		env.SignalWorkflow(SignalCompleteTask, CompleteTaskSignal{TaskID: "a1", Succeeded: false, Message: "ignored"})
-		env.SignalWorkflow(SignalCompleteTask, CompleteTaskSignal{TaskID: "a3", Succeeded: false, Message: "gave up"})
+		env.SignalWorkflow(sandboxapi.SignalCompleteTask, sandboxapi.CompleteTaskSignal{TaskID: "nope", Succeeded: true})
+		env.SignalWorkflow(sandboxapi.SignalCompleteTask, sandboxapi.CompleteTaskSignal{TaskID: "s2", Succeeded: false})
+		env.SignalWorkflow(sandboxapi.SignalCompleteTask, sandboxapi.CompleteTaskSignal{TaskID: "a1", Succeeded: true, Message: "done"})
+		env.SignalWorkflow(sandboxapi.SignalCompleteTask, sandboxapi.CompleteTaskSignal{TaskID: "a1", Succeeded: false, Message: "ignored"})
+		env.SignalWorkflow(sandboxapi.SignalCompleteTask, sandboxapi.CompleteTaskSignal{TaskID: "a3", Succeeded: false, Message: "gave up"})
 	}, time.Minute)
-	env.ExecuteWorkflow(TaskFanoutWorkflowType, in)
+	env.ExecuteWorkflow(sandboxapi.TaskFanoutWorkflowType, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var r FanoutReport
+	var r sandboxapi.FanoutReport
 	require.NoError(t, env.GetWorkflowResult(&r))
 
-	assert.Equal(t, TaskWaiting, byID(mid)["a1"].Status, "agent tasks wait for complete_task")
-	assert.Equal(t, FanoutRunning, mid.State)
+	assert.Equal(t, sandboxapi.TaskWaiting, byID(mid)["a1"].Status, "agent tasks wait for complete_task")
+	assert.Equal(t, sandboxapi.FanoutRunning, mid.State)
 	tasks := byID(r)
 	for id, want := range map[string][2]string{
-		"a1": {TaskSucceeded, TaskMergeMerged}, "a2": {TaskTimedOut, TaskMergeSkipped},
-		"a3": {TaskFailed, TaskMergeSkipped}, "s1": {TaskSucceeded, TaskMergeMerged},
-		"s2": {TaskSucceeded, TaskMergeNotAccepted},
+		"a1": {sandboxapi.TaskSucceeded, sandboxapi.TaskMergeMerged}, "a2": {sandboxapi.TaskTimedOut, sandboxapi.TaskMergeSkipped},
+		"a3": {sandboxapi.TaskFailed, sandboxapi.TaskMergeSkipped}, "s1": {sandboxapi.TaskSucceeded, sandboxapi.TaskMergeMerged},
+		"s2": {sandboxapi.TaskSucceeded, sandboxapi.TaskMergeNotAccepted},
 	} {
 		assert.Equal(t, want, [2]string{tasks[id].Status, tasks[id].Merge}, id)
 	}
 	assert.Equal(t, "done", tasks["a1"].Message)
-	assert.Equal(t, TaskKindAgent, tasks["a1"].Kind)
+	assert.Equal(t, sandboxapi.TaskKindAgent, tasks["a1"].Kind)
 	assert.Nil(t, tasks["a1"].ExitCode)
 	assert.Equal(t, [][]string{{"agent/task-a1", "agent/task-s1"}}, f.merged)
 }
 
 func TestFanoutRejectsBadInput(t *testing.T) {
-	for name, in := range map[string]FanoutInput{
-		"no conversation": {Tasks: []TaskSpec{{TaskID: "t"}}},
+	for name, in := range map[string]sandboxapi.FanoutInput{
+		"no conversation": {Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}},
 		"no tasks":        {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c")},
-		"duplicate":       {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"), Tasks: []TaskSpec{{TaskID: "t"}, {TaskID: "t"}}},
-		"bad accept":      {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"), Tasks: []TaskSpec{{TaskID: "t"}}, AcceptTaskIDs: []string{"x"}},
-		"parallel":        {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"), Tasks: []TaskSpec{{TaskID: "t"}}, MaxParallel: 99},
-		"analysis":        {Conversation: &sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: sandbox.ModeAnalysis}, Tasks: []TaskSpec{{TaskID: "t"}}},
+		"duplicate":       {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"), Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}, {TaskID: "t"}}},
+		"bad accept":      {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"), Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}, AcceptTaskIDs: []string{"x"}},
+		"parallel":        {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"), Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}, MaxParallel: 99},
+		"analysis":        {Conversation: &sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: sandbox.ModeAnalysis}, Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeFanout{}
 			env := newFanoutEnv(f)
-			env.ExecuteWorkflow(TaskFanoutWorkflowType, in)
+			env.ExecuteWorkflow(sandboxapi.TaskFanoutWorkflowType, in)
 			require.True(t, env.IsWorkflowCompleted())
 			var app *temporal.ApplicationError
 			require.True(t, errors.As(env.GetWorkflowError(), &app), "%v", env.GetWorkflowError())
@@ -264,7 +266,7 @@ func TestFanoutReplayRecordedHistories(t *testing.T) {
 	require.NotEmpty(t, files, "no recorded fan-out histories")
 	for _, f := range files {
 		replayer := worker.NewWorkflowReplayer()
-		replayer.RegisterWorkflowWithOptions(TaskFanoutWorkflow, workflow.RegisterOptions{Name: TaskFanoutWorkflowType})
+		replayer.RegisterWorkflowWithOptions(TaskFanoutWorkflow, workflow.RegisterOptions{Name: sandboxapi.TaskFanoutWorkflowType})
 		require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, f), f)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -20,7 +21,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 	require.NotEmpty(t, files, "no recorded histories")
 	for _, f := range files {
 		replayer := worker.NewWorkflowReplayer()
-		replayer.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowType})
+		replayer.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 		require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, f), f)
 	}
 }

@@ -7,8 +7,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/eviction"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // The session side of eviction (issue 6): the signals evict, pin and unpin.
@@ -35,7 +36,7 @@ type evictState struct {
 	lastPinRequest string
 	pinError       string
 	pinErrorType   string
-	lastEvict      *EvictResult
+	lastEvict      *sandboxapi.EvictResult
 }
 
 // evictActivityTimeout bounds one eviction activity (backup, verification,
@@ -44,27 +45,27 @@ const evictActivityTimeout = time.Hour
 
 // registerEviction installs the eviction query and the signal coroutine.
 func (s *session) registerEviction(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryEviction, s.evictionState); err != nil {
+	if err := workflow.SetQueryHandler(ctx, sandboxapi.QueryEviction, s.evictionState); err != nil {
 		return err
 	}
-	s.ev.evictCh = workflow.GetSignalChannel(ctx, SignalEvict)
-	s.ev.pinCh = workflow.GetSignalChannel(ctx, SignalPin)
-	s.ev.unpinCh = workflow.GetSignalChannel(ctx, SignalUnpin)
+	s.ev.evictCh = workflow.GetSignalChannel(ctx, sandboxapi.SignalEvict)
+	s.ev.pinCh = workflow.GetSignalChannel(ctx, sandboxapi.SignalPin)
+	s.ev.unpinCh = workflow.GetSignalChannel(ctx, sandboxapi.SignalUnpin)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
 			sel.AddReceive(s.ev.evictCh, func(c workflow.ReceiveChannel, _ bool) {
-				var req EvictRequest
+				var req sandboxapi.EvictRequest
 				c.Receive(ctx, &req)
 				s.handleEvict(ctx, req)
 			})
 			sel.AddReceive(s.ev.pinCh, func(c workflow.ReceiveChannel, _ bool) {
-				var req PinRequest
+				var req sandboxapi.PinRequest
 				c.Receive(ctx, &req)
 				s.handlePin(ctx, req, true)
 			})
 			sel.AddReceive(s.ev.unpinCh, func(c workflow.ReceiveChannel, _ bool) {
-				var req PinRequest
+				var req sandboxapi.PinRequest
 				c.Receive(ctx, &req)
 				s.handlePin(ctx, req, false)
 			})
@@ -89,15 +90,15 @@ func (s *session) signalsPending() bool {
 func (s *session) finalState() (string, bool) {
 	switch {
 	case s.ev.evicted:
-		return StateEvicted, true
+		return sandboxapi.StateEvicted, true
 	case s.ws == nil && s.ev.handled > 0:
-		return StateClosed, true
+		return sandboxapi.StateClosed, true
 	}
 	return "", false
 }
 
-func (s *session) evictionState() (EvictionState, error) {
-	st := EvictionState{WorkspaceID: s.wsID, PinnedUntil: s.ev.pinnedUntil, LastPinRequest: s.ev.lastPinRequest,
+func (s *session) evictionState() (sandboxapi.EvictionState, error) {
+	st := sandboxapi.EvictionState{WorkspaceID: s.wsID, PinnedUntil: s.ev.pinnedUntil, LastPinRequest: s.ev.lastPinRequest,
 		PinError: s.ev.pinError, PinErrorType: s.ev.pinErrorType, Evicted: s.ev.evicted, LastEvict: s.ev.lastEvict}
 	if st.PinnedUntil == nil && s.ws != nil {
 		st.PinnedUntil = s.ws.PinnedUntil
@@ -131,9 +132,9 @@ func (s *session) locateHost(ctx workflow.Context) (string, error) {
 	if s.ws != nil && !s.ev.evicted {
 		return s.ws.HostID, nil
 	}
-	var loc LocateResult
+	var loc wire.LocateResult
 	opts := workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActivityLocate, WorkspaceActivityInput{WorkspaceID: s.wsID}).Get(ctx, &loc); err != nil {
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), wire.ActivityLocate, wire.WorkspaceActivityInput{WorkspaceID: s.wsID}).Get(ctx, &loc); err != nil {
 		return "", err
 	}
 	if !loc.Exists {
@@ -142,9 +143,9 @@ func (s *session) locateHost(ctx workflow.Context) (string, error) {
 	return loc.HostID, nil
 }
 
-func (s *session) handleEvict(ctx workflow.Context, req EvictRequest) {
-	res := EvictResult{RequestID: req.RequestID, Action: req.Action, Tier: req.Tier, ID: s.wsID, WorkspaceID: s.wsID}
-	if req.Action != eviction.ActionEvictWorkspace {
+func (s *session) handleEvict(ctx workflow.Context, req sandboxapi.EvictRequest) {
+	res := sandboxapi.EvictResult{RequestID: req.RequestID, Action: req.Action, Tier: req.Tier, ID: s.wsID, WorkspaceID: s.wsID}
+	if req.Action != sandboxapi.EvictionEvictWorkspace {
 		res.ID = sandbox.RuntimeIDFor(s.wsID)
 	}
 	err := s.housekeeping(ctx, func() {
@@ -153,61 +154,61 @@ func (s *session) handleEvict(ctx workflow.Context, req EvictRequest) {
 			s.ev.lastEvict = &res
 			if req.ReplyTo != "" {
 				// Sent under the lock, before the run may complete.
-				if err := workflow.SignalExternalWorkflow(ctx, req.ReplyTo, "", SignalEvictionReply, res).Get(ctx, nil); err != nil {
+				if err := workflow.SignalExternalWorkflow(ctx, req.ReplyTo, "", sandboxapi.SignalEvictionReply, res).Get(ctx, nil); err != nil {
 					workflow.GetLogger(ctx).Warn("eviction reply not delivered", "reply_to", req.ReplyTo, "error", err)
 				}
 			}
 		}()
-		name := ActivityEvictRuntime
+		name := wire.ActivityEvictRuntime
 		switch req.Action {
-		case eviction.ActionEvictWorkspace:
-			name = ActivityEvictWorkspace
-		case eviction.ActionStopRuntime, eviction.ActionDestroyRuntime:
+		case sandboxapi.EvictionEvictWorkspace:
+			name = wire.ActivityEvictWorkspace
+		case sandboxapi.EvictionStopRuntime, sandboxapi.EvictionDestroyRuntime:
 		default:
-			res.Outcome, res.Reason = OutcomeFailed, "unknown action "+string(req.Action)
+			res.Outcome, res.Reason = sandboxapi.OutcomeFailed, "unknown action "+string(req.Action)
 			return
 		}
 		if s.ev.evicted {
-			res.Outcome, res.Reason = OutcomeSkipped, "already evicted"
+			res.Outcome, res.Reason = sandboxapi.OutcomeSkipped, "already evicted"
 			return
 		}
 		host, err := s.locateHost(ctx)
 		if err != nil {
-			res.Outcome, res.Reason = OutcomeFailed, appError(err).Error()
+			res.Outcome, res.Reason = sandboxapi.OutcomeFailed, appError(err).Error()
 			return
 		}
 		if host == "" {
-			res.Outcome, res.Reason = OutcomeSkipped, "the workspace does not exist"
+			res.Outcome, res.Reason = sandboxapi.OutcomeSkipped, "the workspace does not exist"
 			return
 		}
 		opts := workflow.ActivityOptions{
-			TaskQueue:              HostTaskQueue(host),
+			TaskQueue:              wire.HostTaskQueue(host),
 			ScheduleToStartTimeout: hostWait(s.settings.HostWait),
 			StartToCloseTimeout:    evictActivityTimeout,
 			HeartbeatTimeout:       30 * time.Second,
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 		}
-		var out EvictResult
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), name, EvictActivityInput{WorkspaceID: s.wsID, Request: req}).Get(ctx, &out); err != nil {
-			res.Outcome, res.Reason = OutcomeFailed, appError(err).Error()
+		var out sandboxapi.EvictResult
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), name, wire.EvictActivityInput{WorkspaceID: s.wsID, Request: req}).Get(ctx, &out); err != nil {
+			res.Outcome, res.Reason = sandboxapi.OutcomeFailed, appError(err).Error()
 			return
 		}
 		out.RequestID, out.Tier = req.RequestID, req.Tier
 		res = out
-		if res.Outcome != OutcomeDone {
+		if res.Outcome != sandboxapi.OutcomeDone {
 			return
 		}
 		switch req.Action {
-		case eviction.ActionEvictWorkspace:
+		case sandboxapi.EvictionEvictWorkspace:
 			s.ev.evicted, s.released, s.runtimeRunning = true, true, false
 			if s.ws != nil {
 				s.ws.State = sandbox.WorkspaceEvicted
 			}
-			s.setState(ctx, StateEvicted)
+			s.setState(ctx, sandboxapi.StateEvicted)
 		default:
 			s.runtimeRunning = false
 			if s.ws != nil && !s.released {
-				s.setState(ctx, StateIdle)
+				s.setState(ctx, sandboxapi.StateIdle)
 			}
 		}
 	})
@@ -216,7 +217,7 @@ func (s *session) handleEvict(ctx workflow.Context, req EvictRequest) {
 	}
 }
 
-func (s *session) handlePin(ctx workflow.Context, req PinRequest, pin bool) {
+func (s *session) handlePin(ctx workflow.Context, req sandboxapi.PinRequest, pin bool) {
 	until := req.Until
 	if !pin {
 		until = nil
@@ -230,7 +231,7 @@ func (s *session) handlePin(ctx workflow.Context, req PinRequest, pin bool) {
 			return
 		}
 		opts := workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}}
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActivitySetPin, SetPinInput{WorkspaceID: s.wsID, Until: until}).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), wire.ActivitySetPin, wire.SetPinInput{WorkspaceID: s.wsID, Until: until}).Get(ctx, nil); err != nil {
 			var app *temporal.ApplicationError
 			if errors.As(appError(err), &app) {
 				s.ev.pinError, s.ev.pinErrorType = app.Message(), app.Type()

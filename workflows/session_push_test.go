@@ -14,37 +14,39 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // registerRemote adds fakes of the push and create-pull-request activities.
 func registerRemote(env *testsuite.TestWorkflowEnvironment, pushes, prs *atomic.Int32) {
-	env.RegisterActivityWithOptions(func(_ context.Context, in PushActivityInput) (sandbox.PushResult, error) {
+	env.RegisterActivityWithOptions(func(_ context.Context, in wire.PushActivityInput) (sandbox.PushResult, error) {
 		pushes.Add(1)
 		status := sandbox.PushCreated
 		if in.Request.ForceWithLease {
 			status = sandbox.PushForced
 		}
 		return sandbox.PushResult{Branch: "agent/edits-c", Commit: "c1", Status: status}, nil
-	}, activity.RegisterOptions{Name: ActivityPush})
-	env.RegisterActivityWithOptions(func(_ context.Context, in PullRequestActivityInput) (sandbox.PullRequest, error) {
+	}, activity.RegisterOptions{Name: wire.ActivityPush})
+	env.RegisterActivityWithOptions(func(_ context.Context, in wire.PullRequestActivityInput) (sandbox.PullRequest, error) {
 		prs.Add(1)
 		return sandbox.PullRequest{Number: 7, URL: "https://example.com/o/r/pull/7", State: "open", Head: "agent/edits-c", Base: "main", Created: true}, nil
-	}, activity.RegisterOptions{Name: ActivityCreatePullRequest})
+	}, activity.RegisterOptions{Name: wire.ActivityCreatePullRequest})
 }
 
 func TestSessionPushAndPullRequest(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, HostTaskQueue(testHost))
+	env, _, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
 	var pushes, prs atomic.Int32
 	registerRemote(env, &pushes, &prs)
 	req := *in.Request
 	var acq, push, pr, noTitle updateResult
-	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
-	update(env, time.Second, UpdatePush, &push, sandbox.PushRequest{ForceWithLease: true})
-	update(env, 2*time.Second, UpdateCreatePullRequest, &pr, PullRequestInput{Title: "t", Reviewers: []string{"bob"}})
-	update(env, 3*time.Second, UpdateCreatePullRequest, &noTitle, PullRequestInput{Title: " "})
-	update(env, 4*time.Second, UpdateRelease, &updateResult{}, ReleaseInput{})
-	env.ExecuteWorkflow(SessionWorkflowType, in)
-	require.NoError(t, env.GetWorkflowError())
+	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
+	update(env, time.Second, sandboxapi.UpdatePush, &push, sandbox.PushRequest{ForceWithLease: true})
+	update(env, 2*time.Second, sandboxapi.UpdateCreatePullRequest, &pr, sandboxapi.PullRequestInput{Title: "t", Reviewers: []string{"bob"}})
+	update(env, 3*time.Second, sandboxapi.UpdateCreatePullRequest, &noTitle, sandboxapi.PullRequestInput{Title: " "})
+	update(env, 4*time.Second, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
+	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, acq.err)
 	require.NoError(t, push.rejected)
 	require.NoError(t, push.err)
@@ -59,17 +61,17 @@ func TestSessionPushAndPullRequest(t *testing.T) {
 }
 
 func TestSessionRejectsPushOnAnalysisWorkspaces(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeAnalysis, HostTaskQueue(testHost))
+	env, _, in := newEnv(t, sandbox.ModeAnalysis, wire.HostTaskQueue(testHost))
 	var pushes, prs atomic.Int32
 	registerRemote(env, &pushes, &prs)
 	req := *in.Request
 	var acq, push, pr updateResult
-	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
-	update(env, time.Second, UpdatePush, &push, sandbox.PushRequest{})
-	update(env, 2*time.Second, UpdateCreatePullRequest, &pr, PullRequestInput{Title: "t"})
-	update(env, 3*time.Second, UpdateRelease, &updateResult{}, ReleaseInput{})
-	env.ExecuteWorkflow(SessionWorkflowType, in)
-	require.NoError(t, env.GetWorkflowError())
+	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
+	update(env, time.Second, sandboxapi.UpdatePush, &push, sandbox.PushRequest{})
+	update(env, 2*time.Second, sandboxapi.UpdateCreatePullRequest, &pr, sandboxapi.PullRequestInput{Title: "t"})
+	update(env, 3*time.Second, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
+	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, acq.err)
 	for _, r := range []updateResult{push, pr} {
 		var app *temporal.ApplicationError

@@ -12,11 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // fakeActivities stand in for the worker's activities (which need git and a
@@ -36,41 +39,43 @@ const testHost = "h1"
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(context.Context, WorkspaceActivityInput) (LocateResult, error) { return LocateResult{}, nil }, ActivityLocate)
-	reg(func(_ context.Context, in AcquireActivityInput) (AcquireActivityResult, error) {
+	reg(func(context.Context, wire.WorkspaceActivityInput) (wire.LocateResult, error) {
+		return wire.LocateResult{}, nil
+	}, wire.ActivityLocate)
+	reg(func(_ context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 		ws := sandbox.Workspace{ID: in.WorkspaceID, Mode: f.mode, HostID: testHost, BranchName: "agent/edits-c",
 			Capabilities: sandbox.CapabilitiesFromMode(f.mode, false), Repo: sandbox.RepoIdentity{Host: "example.com", Owner: "o", Name: "r"}}
-		return AcquireActivityResult{Workspace: ws, Created: true,
-			Settings: SessionSettings{IdleStop: 20 * time.Minute, IdleClose: 6 * time.Hour, RuntimeKind: "local"}}, nil
-	}, ActivityAcquire)
-	reg(func(context.Context, ExecActivityInput) (sandbox.ExecResult, error) {
+		return wire.AcquireActivityResult{Workspace: ws, Created: true,
+			Settings: wire.SessionSettings{IdleStop: 20 * time.Minute, IdleClose: 6 * time.Hour, RuntimeKind: "local"}}, nil
+	}, wire.ActivityAcquire)
+	reg(func(context.Context, wire.ExecActivityInput) (sandbox.ExecResult, error) {
 		f.execs.Add(1)
 		if f.onExec != nil {
 			f.onExec()
 		}
 		return sandbox.ExecResult{ExitCode: 0, Stdout: []byte("ok\n")}, nil
-	}, ActivityExec)
-	reg(func(_ context.Context, in FileActivityInput) (WriteFileResult, error) {
+	}, wire.ActivityExec)
+	reg(func(_ context.Context, in wire.FileActivityInput) (sandboxapi.WriteFileResult, error) {
 		f.writes.Add(1)
 		if f.onWrite != nil {
 			f.onWrite()
 		}
-		return WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
-	}, ActivityWriteFile)
-	reg(func(_ context.Context, in FileActivityInput) (ReadFileResult, error) {
+		return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
+	}, wire.ActivityWriteFile)
+	reg(func(_ context.Context, in wire.FileActivityInput) (sandboxapi.ReadFileResult, error) {
 		if f.onRead != nil {
 			f.onRead()
 		}
-		return ReadFileResult{Path: in.Path, Content: []byte("x")}, nil
-	}, ActivityReadFile)
-	reg(func(_ context.Context, in WorkspaceActivityInput) (HibernateResult, error) {
+		return sandboxapi.ReadFileResult{Path: in.Path, Content: []byte("x")}, nil
+	}, wire.ActivityReadFile)
+	reg(func(_ context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 		f.hibernate.Add(1)
-		return HibernateResult{RuntimeID: sandbox.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
-	}, ActivityHibernate)
-	reg(func(_ context.Context, in WorkspaceActivityInput) (HibernateResult, error) {
+		return sandboxapi.HibernateResult{RuntimeID: sandbox.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
+	}, wire.ActivityHibernate)
+	reg(func(_ context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 		f.destroy.Add(1)
-		return HibernateResult{RuntimeID: sandbox.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
-	}, ActivityDestroyRuntime)
+		return sandboxapi.HibernateResult{RuntimeID: sandbox.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
+	}, wire.ActivityDestroyRuntime)
 }
 
 func testRequest(mode sandbox.WorkspaceMode) sandbox.WorkspaceRequest {
@@ -102,69 +107,69 @@ func update(env *testsuite.TestWorkflowEnvironment, at time.Duration, name strin
 	}, at)
 }
 
-func newEnv(t *testing.T, mode sandbox.WorkspaceMode, taskQueue string) (*testsuite.TestWorkflowEnvironment, *fakeActivities, SessionInput) {
+func newEnv(t *testing.T, mode sandbox.WorkspaceMode, taskQueue string) (*testsuite.TestWorkflowEnvironment, *fakeActivities, sandboxapi.SessionInput) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowType})
+	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	f := &fakeActivities{mode: mode}
 	f.register(env)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{TaskQueue: taskQueue})
 	req := testRequest(mode)
-	return env, f, SessionInput{WorkspaceID: sandbox.WorkspaceIDForKey(req.Key()), Request: &req}
+	return env, f, sandboxapi.SessionInput{WorkspaceID: sandbox.WorkspaceIDForKey(req.Key()), Request: &req}
 }
 
 func TestSessionIdleHibernatesThenCloses(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
 	var acq, ex updateResult
 	req := *in.Request
-	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
-	update(env, time.Second, UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"true"}})
-	env.ExecuteWorkflow(SessionWorkflowType, in)
+	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"true"}})
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 
 	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
+	requireDormant(t, env, sandboxapi.StateClosed)
 	require.NoError(t, acq.err)
 	require.NoError(t, ex.err)
 	assert.Equal(t, int32(1), f.execs.Load())
 	assert.Equal(t, int32(1), f.hibernate.Load(), "hibernated once after the idle-stop period")
 	assert.Equal(t, int32(1), f.destroy.Load(), "destroyed once after the idle-close period")
-	var d SessionDescription
-	v, err := env.QueryWorkflow(QueryDescribe)
+	var d sandboxapi.SessionDescription
+	v, err := env.QueryWorkflow(sandboxapi.QueryDescribe)
 	require.NoError(t, err)
 	require.NoError(t, v.Get(&d))
-	assert.Equal(t, StateClosed, d.State)
+	assert.Equal(t, sandboxapi.StateClosed, d.State)
 	assert.False(t, d.RuntimeRunning)
 }
 
 func TestSessionMovesToItsHostQueueAfterAcquire(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, DefaultTaskQueue)
+	env, _, in := newEnv(t, sandbox.ModeEdit, sandboxapi.DefaultTaskQueue)
 	var acq updateResult
 	req := *in.Request
-	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
-	env.ExecuteWorkflow(SessionWorkflowType, in)
+	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, acq.err)
-	h, ok := acq.value.(Handle)
+	h, ok := acq.value.(sandboxapi.Handle)
 	require.True(t, ok, "%T", acq.value)
 	assert.Equal(t, testHost, h.HostID)
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(env.GetWorkflowError(), &can), "want continue-as-new, got %v", env.GetWorkflowError())
-	assert.Equal(t, HostTaskQueue(testHost), can.TaskQueueName)
+	assert.Equal(t, wire.HostTaskQueue(testHost), can.TaskQueueName)
 }
 
 func TestSessionValidatorsRejectWithoutRunningActivities(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeAnalysis, HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandbox.ModeAnalysis, wire.HostTaskQueue(testHost))
 	in.Request.ConversationID = ""
 	req := *in.Request
 	var acq, write, escape, empty, ok updateResult
-	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
-	update(env, time.Second, UpdateWriteFile, &write, WriteFileInput{Path: "a.txt", Content: []byte("x")})
-	update(env, 2*time.Second, UpdateReadFile, &escape, ReadFileInput{Path: "../etc/passwd"})
-	update(env, 3*time.Second, UpdateExec, &empty, sandbox.ExecRequest{})
-	update(env, 4*time.Second, UpdateReadFile, &ok, ReadFileInput{Path: "a.txt"})
-	update(env, 5*time.Second, UpdateRelease, &updateResult{}, ReleaseInput{})
-	env.ExecuteWorkflow(SessionWorkflowType, in)
-	require.NoError(t, env.GetWorkflowError())
+	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
+	update(env, time.Second, sandboxapi.UpdateWriteFile, &write, sandboxapi.WriteFileInput{Path: "a.txt", Content: []byte("x")})
+	update(env, 2*time.Second, sandboxapi.UpdateReadFile, &escape, sandboxapi.ReadFileInput{Path: "../etc/passwd"})
+	update(env, 3*time.Second, sandboxapi.UpdateExec, &empty, sandbox.ExecRequest{})
+	update(env, 4*time.Second, sandboxapi.UpdateReadFile, &ok, sandboxapi.ReadFileInput{Path: "a.txt"})
+	update(env, 5*time.Second, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
+	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, acq.err)
 
 	assertType := func(err error, kind *sandbox.Kind) {
@@ -183,13 +188,13 @@ func TestSessionValidatorsRejectWithoutRunningActivities(t *testing.T) {
 }
 
 func TestSessionRejectsAnotherKeysRequest(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, HostTaskQueue(testHost))
+	env, _, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
 	other := testRequest(sandbox.ModeEdit)
 	other.ConversationID = "someone-else"
 	var acq updateResult
-	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &other})
+	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &other})
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Minute)
-	env.ExecuteWorkflow(SessionWorkflowType, in)
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(acq.rejected, &app), "%v", acq.rejected)
 	assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
@@ -200,7 +205,7 @@ func TestSessionRejectsAnotherKeysRequest(t *testing.T) {
 // sent together do run at the same time (each read waits, up to 2 s of real
 // time, to see the other inside; serialized reads would never see it).
 func TestMutatingUpdatesAreSerializedAndReadsConcurrent(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
 	env.SetTestTimeout(time.Minute)
 	var mutating, maxMutating, reading, readOverlapsWriter, readsSawTwo atomic.Int32
 	mutate := func() {
@@ -238,20 +243,20 @@ func TestMutatingUpdatesAreSerializedAndReadsConcurrent(t *testing.T) {
 	req := *in.Request
 	var acq updateResult
 	ops := make([]updateResult, 7)
-	update(env, 0, UpdateAcquire, &acq, AcquireInput{Request: &req})
+	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
 	// Phase 1: three mutating updates and a read, all at once.
-	update(env, time.Second, UpdateExec, &ops[0], sandbox.ExecRequest{Cmd: []string{"a"}})
-	update(env, time.Second, UpdateWriteFile, &ops[1], WriteFileInput{Path: "w.txt", Content: []byte("x")})
-	update(env, time.Second, UpdateExec, &ops[2], sandbox.ExecRequest{Cmd: []string{"b"}})
-	update(env, time.Second, UpdateReadFile, &ops[3], ReadFileInput{Path: "r.txt"})
-	update(env, time.Second, UpdateWriteFile, &ops[4], WriteFileInput{Path: "v.txt", Content: []byte("y")})
+	update(env, time.Second, sandboxapi.UpdateExec, &ops[0], sandbox.ExecRequest{Cmd: []string{"a"}})
+	update(env, time.Second, sandboxapi.UpdateWriteFile, &ops[1], sandboxapi.WriteFileInput{Path: "w.txt", Content: []byte("x")})
+	update(env, time.Second, sandboxapi.UpdateExec, &ops[2], sandbox.ExecRequest{Cmd: []string{"b"}})
+	update(env, time.Second, sandboxapi.UpdateReadFile, &ops[3], sandboxapi.ReadFileInput{Path: "r.txt"})
+	update(env, time.Second, sandboxapi.UpdateWriteFile, &ops[4], sandboxapi.WriteFileInput{Path: "v.txt", Content: []byte("y")})
 	// Phase 2: two reads at once.
 	env.RegisterDelayedCallback(func() { phase2.Store(true) }, 9*time.Second)
-	update(env, 10*time.Second, UpdateReadFile, &ops[5], ReadFileInput{Path: "r1.txt"})
-	update(env, 10*time.Second, UpdateReadFile, &ops[6], ReadFileInput{Path: "r2.txt"})
-	update(env, 20*time.Second, UpdateRelease, &updateResult{}, ReleaseInput{})
-	env.ExecuteWorkflow(SessionWorkflowType, in)
-	require.NoError(t, env.GetWorkflowError())
+	update(env, 10*time.Second, sandboxapi.UpdateReadFile, &ops[5], sandboxapi.ReadFileInput{Path: "r1.txt"})
+	update(env, 10*time.Second, sandboxapi.UpdateReadFile, &ops[6], sandboxapi.ReadFileInput{Path: "r2.txt"})
+	update(env, 20*time.Second, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
+	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, acq.err)
 	for i, op := range ops {
 		require.NoError(t, op.rejected, "op %d", i)
@@ -262,4 +267,21 @@ func TestMutatingUpdatesAreSerializedAndReadsConcurrent(t *testing.T) {
 	assert.Equal(t, int32(1), maxMutating.Load(), "two mutating updates ran at the same time")
 	assert.Zero(t, readOverlapsWriter.Load(), "a read ran while a mutating update did")
 	assert.Equal(t, int32(2), readsSawTwo.Load(), "the two reads did not run at the same time")
+}
+
+// requireDormant asserts that the run ended by continuing as new into a
+// dormant run of the same workspace in state (docs/API.md "Session
+// states"), on the same task queue, with no runtime running.
+func requireDormant(t *testing.T, env *testsuite.TestWorkflowEnvironment, state string) wire.SessionCarry {
+	t.Helper()
+	require.True(t, env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(env.GetWorkflowError(), &can), "want continue-as-new into a dormant run, got %v", env.GetWorkflowError())
+	var in wire.SessionRunInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
+	require.NotNil(t, in.Carry)
+	assert.True(t, in.Carry.Dormant, "dormant")
+	assert.Equal(t, state, in.Carry.State)
+	assert.False(t, in.Carry.RuntimeRunning)
+	return *in.Carry
 }

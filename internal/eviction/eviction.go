@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Policy holds the thresholds of the plan. Durations are compared with
@@ -199,30 +200,32 @@ const (
 	PressureSevere Pressure = "severe" // at or above the severe mark
 )
 
-// ActionKind is what an Action does.
-type ActionKind string
+// ActionKind is what an Action does: the wire contract's kinds
+// (sandboxapi.EvictionActionKind, docs/API.md "Eviction").
+type ActionKind = sandboxapi.EvictionActionKind
 
 // Action kinds.
 const (
-	ActionStopRuntime     ActionKind = "stop_runtime"
-	ActionDestroyRuntime  ActionKind = "destroy_runtime"
-	ActionEvictWorkspace  ActionKind = "evict_workspace"
-	ActionRemoveRepoCache ActionKind = "remove_repo_cache"
+	ActionStopRuntime     = sandboxapi.EvictionStopRuntime
+	ActionDestroyRuntime  = sandboxapi.EvictionDestroyRuntime
+	ActionEvictWorkspace  = sandboxapi.EvictionEvictWorkspace
+	ActionRemoveRepoCache = sandboxapi.EvictionRemoveRepoCache
 )
 
-// Tier names why an action is planned (see the package comment).
-type Tier string
+// Tier names why an action is planned (see the package comment): the wire
+// contract's tiers (sandboxapi.EvictionTier).
+type Tier = sandboxapi.EvictionTier
 
 // Tiers in plan order.
 const (
-	TierRuntimeIdle    Tier = "runtime-idle"
-	TierRuntimeStopped Tier = "runtime-stopped"
-	TierCleanAnalysis  Tier = "clean-analysis-ttl"
-	TierCleanTask      Tier = "clean-task-ttl"
-	TierCleanEdit      Tier = "clean-edit-ttl"
-	TierDirtyTask      Tier = "dirty-task-pressure"
-	TierDirtyEdit      Tier = "dirty-edit-severe"
-	TierRepoCacheLRU   Tier = "repo-cache-lru"
+	TierRuntimeIdle    = sandboxapi.TierRuntimeIdle
+	TierRuntimeStopped = sandboxapi.TierRuntimeStopped
+	TierCleanAnalysis  = sandboxapi.TierCleanAnalysis
+	TierCleanTask      = sandboxapi.TierCleanTask
+	TierCleanEdit      = sandboxapi.TierCleanEdit
+	TierDirtyTask      = sandboxapi.TierDirtyTask
+	TierDirtyEdit      = sandboxapi.TierDirtyEdit
+	TierRepoCacheLRU   = sandboxapi.TierRepoCacheLRU
 )
 
 // Action is one step of a plan.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Config is a worker host's configuration; README.md "Configuration" lists
@@ -92,7 +92,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	c := Config{
 		TemporalAddress: get("TEMPORAL_ADDRESS", ""),
 		Namespace:       get("TEMPORAL_NAMESPACE", "default"),
-		TaskQueue:       get("SANDBOX_TASK_QUEUE", workflows.DefaultTaskQueue),
+		TaskQueue:       get("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue),
 		RuntimeProvider: get("SANDBOX_RUNTIME_PROVIDER", "auto"),
 		RuntimeImage:    get("SANDBOX_RUNTIME_IMAGE", ""),
 		RuntimeNetwork:  sandbox.Network(get("SANDBOX_RUNTIME_NETWORK", string(sandbox.NetworkLimited))),

@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/activities"
 	"github.com/sandboxcore/sandboxcore/internal/eviction"
 	"github.com/sandboxcore/sandboxcore/internal/workspace"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
@@ -134,35 +135,35 @@ func (h *Host) wireEviction(ctx context.Context, wss *workspace.Manager, shared,
 	}
 	ev.Register(shared)
 	ev.Register(hostQ)
-	shared.RegisterWorkflowWithOptions(workflows.EvictionCronWorkflow, workflow.RegisterOptions{Name: workflows.EvictionCronWorkflowType})
+	shared.RegisterWorkflowWithOptions(workflows.EvictionCronWorkflow, workflow.RegisterOptions{Name: sandboxapi.EvictionCronWorkflowType})
 	if cfg.Eviction.Interval <= 0 {
 		h.log.Info("eviction schedule left alone (SANDBOX_EVICTION_INTERVAL=0)")
 		return nil
 	}
 	if err := EnsureEvictionSchedule(ctx, h.Client, cfg.TaskQueue, cfg.Eviction.Interval); err != nil {
-		return fmt.Errorf("eviction schedule %s: %w", workflows.EvictionScheduleIDFor(cfg.TaskQueue), err)
+		return fmt.Errorf("eviction schedule %s: %w", sandboxapi.EvictionScheduleIDFor(cfg.TaskQueue), err)
 	}
-	h.log.Info("eviction schedule ready", "schedule", workflows.EvictionScheduleIDFor(cfg.TaskQueue), "every", cfg.Eviction.Interval)
+	h.log.Info("eviction schedule ready", "schedule", sandboxapi.EvictionScheduleIDFor(cfg.TaskQueue), "every", cfg.Eviction.Interval)
 	return nil
 }
 
 // evictionRunTimeout bounds one scheduled run (replies wait at most
-// workflows.DefaultEvictionReplyTimeout; planning and cache removal are bounded too).
+// sandboxapi.DefaultEvictionReplyTimeout; planning and cache removal are bounded too).
 const evictionRunTimeout = 2 * time.Hour
 
 // EnsureEvictionSchedule creates, or updates to the given interval and
-// action, the Temporal Schedule workflows.EvictionScheduleIDFor(taskQueue)
+// action, the Temporal Schedule sandboxapi.EvictionScheduleIDFor(taskQueue)
 // that starts EvictionCronWorkflow (zero EvictionInput) on taskQueue every
 // interval, with overlap policy SKIP (a run still going makes the next one
 // skip). Idempotent and safe when several workers start at once. Errors: the
 // Temporal client's.
 func EnsureEvictionSchedule(ctx context.Context, c client.Client, taskQueue string, every time.Duration) error {
-	id := workflows.EvictionScheduleIDFor(taskQueue)
+	id := sandboxapi.EvictionScheduleIDFor(taskQueue)
 	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
 	action := &client.ScheduleWorkflowAction{
 		ID:                       id + "-run",
-		Workflow:                 workflows.EvictionCronWorkflowType,
-		Args:                     []any{workflows.EvictionInput{}},
+		Workflow:                 sandboxapi.EvictionCronWorkflowType,
+		Args:                     []any{sandboxapi.EvictionInput{}},
 		TaskQueue:                taskQueue,
 		WorkflowExecutionTimeout: evictionRunTimeout,
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/store"
-	"github.com/sandboxcore/sandboxcore/workflows"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 )
 
 // HeartbeatEvery is how often a host refreshes its sandbox_hosts row
@@ -24,7 +24,7 @@ func (h *Host) startHeartbeat(budgetBytes int64) (stop func()) {
 	beat := func() {
 		now := time.Now().UTC()
 		err := reg.UpsertHost(ctx, store.Host{
-			HostID: h.Config.HostID, TaskQueue: workflows.HostTaskQueue(h.Config.HostID),
+			HostID: h.Config.HostID, TaskQueue: wire.HostTaskQueue(h.Config.HostID),
 			LastHeartbeat: now, DataRoot: h.Config.DataDir, DiskBudgetBytes: budgetBytes, UpdatedAt: now,
 		})
 		if err != nil && ctx.Err() == nil {

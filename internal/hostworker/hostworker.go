@@ -28,7 +28,9 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/internal/workspace"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
@@ -113,7 +115,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		Store: st, Repos: repos, Workspaces: wss, Runtimes: runtimes, Credentials: auth.creds,
 		Remote: auth.remote, Access: auth.access, CodeHost: auth.codeHost,
 		HostID: cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
-		Settings: workflows.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
+		Settings: wire.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, RuntimeResources: cfg.RuntimeResources, Logger: log,
 	}
@@ -124,7 +126,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		addr := cfg.TemporalAddress
 		if addr == "" {
 			saTypes := map[string]enumspb.IndexedValueType{}
-			for _, n := range workflows.SearchAttributeNames {
+			for _, n := range sandboxapi.SearchAttributeNames {
 				saTypes[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 			}
 			uiPort := cfg.UIPort
@@ -155,12 +157,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	// (activities.execStreaming): let the SDK send heartbeats that often.
 	wopts := worker.Options{MaxHeartbeatThrottleInterval: time.Second}
 	shared := worker.New(h.Client, cfg.TaskQueue, wopts)
-	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	h.Activities.Register(shared)
-	shared.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: workflows.TaskFanoutWorkflowType})
+	shared.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: sandboxapi.TaskFanoutWorkflowType})
 	(&activities.Fanout{Client: h.Client, TaskQueue: cfg.TaskQueue, Logger: log}).Register(shared)
-	hostQ := worker.New(h.Client, workflows.HostTaskQueue(cfg.HostID), wopts)
-	hostQ.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	hostQ := worker.New(h.Client, wire.HostTaskQueue(cfg.HostID), wopts)
+	hostQ.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	h.Activities.Register(hostQ)
 	if err := h.wireEviction(ctx, wss, shared, hostQ); err != nil {
 		return nil, err
@@ -280,7 +282,7 @@ func (h *Host) Stop() {
 }
 
 // RegisterSearchAttributes adds the missing custom search attributes
-// (workflows.SearchAttributeNames, all Keyword) to the namespace; safe to call
+// (sandboxapi.SearchAttributeNames, all Keyword) to the namespace; safe to call
 // on every start and from several workers at once.
 func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
 	ops := c.OperatorService()
@@ -289,7 +291,7 @@ func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace st
 		return fmt.Errorf("list search attributes: %w", err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
+	for _, n := range sandboxapi.SearchAttributeNames {
 		if _, ok := have.GetCustomAttributes()[n]; !ok {
 			missing[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 		}

@@ -25,7 +25,7 @@ type Host struct {
 	// HostID is the worker's host id (SANDBOX_HOST_ID); primary key, non-empty.
 	HostID string `json:"host_id"`
 	// TaskQueue is the host-specific Temporal task queue the worker polls
-	// (workflows.HostTaskQueue(HostID), "sandbox-host-<host id>").
+	// (wire.HostTaskQueue(HostID), "sandbox-host-<host id>").
 	TaskQueue string `json:"task_queue"`
 	// LastHeartbeat is when the worker last reported itself alive. Stored with
 	// nanosecond precision; read back in UTC. The zero time means "never".

@@ -1,10 +1,8 @@
-package workflows
+package sandboxapi
 
 import (
 	"strings"
 	"time"
-
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
 // TaskFanoutWorkflow's wire contract (docs/API.md "Task fan-out").
@@ -20,18 +18,8 @@ const (
 	QueryProgress = "progress"
 )
 
-// Activity names of TaskFanoutWorkflow (registered by activities.Fanout on
-// the shared task queue: they only talk to Temporal, never to files).
-const (
-	ActivityFanoutPrepare     = "fanout.Prepare"
-	ActivityFanoutAcquireTask = "fanout.AcquireTask"
-	ActivityFanoutRunScript   = "fanout.RunScript"
-	ActivityFanoutFinishTask  = "fanout.FinishTask"
-	ActivityFanoutMerge       = "fanout.Merge"
-)
-
 // Fan-out limits. They keep the workflow's result and history well under
-// Temporal's 2 MB payload limit (DESIGN.md "Payload discipline"): at most
+// Temporal's 2 MB payload limit (docs/DESIGN.md "Payload discipline"): at most
 // MaxFanoutTasks × (TaskDiffBytes + 2 × TaskOutputTailBytes) ≈ 640 KiB.
 const (
 	// MaxFanoutTasks bounds FanoutInput.Tasks.
@@ -43,7 +31,7 @@ const (
 	// DefaultTaskTimeout applies when FanoutInput.TaskTimeoutS is 0.
 	DefaultTaskTimeout = 30 * time.Minute
 	// MaxTaskTimeout bounds FanoutInput.TaskTimeoutS (the exec limit).
-	MaxTaskTimeout = sandbox.MaxExecTimeout
+	MaxTaskTimeout = MaxExecTimeout
 	// MaxTaskScriptBytes bounds TaskSpec.Script, in bytes.
 	MaxTaskScriptBytes = 64 << 10
 	// MaxTaskInstructionsBytes bounds TaskSpec.Instructions, in bytes.
@@ -55,9 +43,9 @@ const (
 )
 
 // FanoutWorkflowID returns "sandbox-fanout/<fanoutID>". fanoutID follows the
-// id rule (sandbox.ValidateID: 1–128 of [A-Za-z0-9_-]); ErrInvalidArgument otherwise.
+// id rule (ValidateID: 1–128 of [A-Za-z0-9_-]); ErrInvalidArgument otherwise.
 func FanoutWorkflowID(fanoutID string) (string, error) {
-	if err := sandbox.ValidateID("fanout_id", fanoutID); err != nil {
+	if err := ValidateID("fanout_id", fanoutID); err != nil {
 		return "", err
 	}
 	return FanoutWorkflowIDPrefix + fanoutID, nil
@@ -66,7 +54,7 @@ func FanoutWorkflowID(fanoutID string) (string, error) {
 // TaskSpec is one task of a fan-out.
 type TaskSpec struct {
 	// TaskID names the task's workspace (key task|user|project|task_id) and
-	// branch agent/task-<task_id>; sandbox.ValidateID. Reusing a task id reuses
+	// branch agent/task-<task_id>; ValidateID. Reusing a task id reuses
 	// its workspace: a task id whose workspace started from another commit
 	// fails the task with SandboxConflict.
 	TaskID string `json:"task_id"`
@@ -86,8 +74,8 @@ type TaskSpec struct {
 // Conversation (its edit-mode acquire request; the workspace is created when
 // missing); when both are set they must name the same workspace.
 type FanoutInput struct {
-	ConversationWorkspaceID string                    `json:"conversation_workspace_id,omitempty"`
-	Conversation            *sandbox.WorkspaceRequest `json:"conversation,omitempty"`
+	ConversationWorkspaceID string            `json:"conversation_workspace_id,omitempty"`
+	Conversation            *WorkspaceRequest `json:"conversation,omitempty"`
 	// Tasks run in this order (started in order, at most MaxParallel at once)
 	// and are merged in this order; 1 to MaxFanoutTasks, unique task ids.
 	Tasks []TaskSpec `json:"tasks"`
@@ -109,34 +97,34 @@ func (in FanoutInput) Validate() error {
 		return err
 	}
 	if len(in.Tasks) == 0 || len(in.Tasks) > MaxFanoutTasks {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "a fan-out takes 1 to %d tasks, got %d", MaxFanoutTasks, len(in.Tasks))
+		return Errorf(ErrInvalidArgument, "a fan-out takes 1 to %d tasks, got %d", MaxFanoutTasks, len(in.Tasks))
 	}
 	ids := make(map[string]bool, len(in.Tasks))
 	for _, t := range in.Tasks {
-		if err := sandbox.ValidateID("task_id", t.TaskID); err != nil {
+		if err := ValidateID("task_id", t.TaskID); err != nil {
 			return err
 		}
 		if ids[t.TaskID] {
-			return sandbox.Errorf(sandbox.ErrInvalidArgument, "task_id %q is listed twice", t.TaskID)
+			return Errorf(ErrInvalidArgument, "task_id %q is listed twice", t.TaskID)
 		}
 		ids[t.TaskID] = true
 		if len(t.Script) > MaxTaskScriptBytes || strings.IndexByte(t.Script, 0) >= 0 {
-			return sandbox.Errorf(sandbox.ErrInvalidArgument, "task %s: script: at most %d bytes, no NUL", t.TaskID, MaxTaskScriptBytes)
+			return Errorf(ErrInvalidArgument, "task %s: script: at most %d bytes, no NUL", t.TaskID, MaxTaskScriptBytes)
 		}
 		if len(t.Instructions) > MaxTaskInstructionsBytes || strings.IndexByte(t.Instructions, 0) >= 0 {
-			return sandbox.Errorf(sandbox.ErrInvalidArgument, "task %s: instructions: at most %d bytes, no NUL", t.TaskID, MaxTaskInstructionsBytes)
+			return Errorf(ErrInvalidArgument, "task %s: instructions: at most %d bytes, no NUL", t.TaskID, MaxTaskInstructionsBytes)
 		}
 	}
 	for _, id := range in.AcceptTaskIDs {
 		if !ids[id] {
-			return sandbox.Errorf(sandbox.ErrInvalidArgument, "accept_task_ids: %q is not one of the tasks", id)
+			return Errorf(ErrInvalidArgument, "accept_task_ids: %q is not one of the tasks", id)
 		}
 	}
 	if in.MaxParallel < 0 || in.MaxParallel > MaxFanoutParallel {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "max_parallel must be between 0 and %d", MaxFanoutParallel)
+		return Errorf(ErrInvalidArgument, "max_parallel must be between 0 and %d", MaxFanoutParallel)
 	}
 	if in.TaskTimeoutS < 0 || time.Duration(in.TaskTimeoutS)*time.Second > MaxTaskTimeout {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "task_timeout_s must be between 0 and %d", int(MaxTaskTimeout/time.Second))
+		return Errorf(ErrInvalidArgument, "task_timeout_s must be between 0 and %d", int(MaxTaskTimeout/time.Second))
 	}
 	return nil
 }
@@ -148,22 +136,22 @@ func (in FanoutInput) Validate() error {
 func (in FanoutInput) ConversationWorkspace() (string, error) {
 	id := in.ConversationWorkspaceID
 	if r := in.Conversation; r != nil {
-		if r.Mode != sandbox.ModeEdit {
-			return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "conversation: mode must be edit, got %q", r.Mode)
+		if r.Mode != ModeEdit {
+			return "", Errorf(ErrInvalidArgument, "conversation: mode must be edit, got %q", r.Mode)
 		}
-		if _, err := r.Validate(permissiveURLs); err != nil {
+		if _, err := r.Validate(PermissiveURLs); err != nil {
 			return "", err
 		}
-		derived := sandbox.WorkspaceIDForKey(r.Key())
+		derived := WorkspaceIDForKey(r.Key())
 		if id != "" && id != derived {
-			return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "conversation_workspace_id %s does not match the conversation request's workspace %s", id, derived)
+			return "", Errorf(ErrInvalidArgument, "conversation_workspace_id %s does not match the conversation request's workspace %s", id, derived)
 		}
 		id = derived
 	}
 	if id == "" {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "a fan-out needs conversation_workspace_id or conversation")
+		return "", Errorf(ErrInvalidArgument, "a fan-out needs conversation_workspace_id or conversation")
 	}
-	return id, sandbox.ValidateWorkspaceID(id)
+	return id, ValidateWorkspaceID(id)
 }
 
 // Parallel returns the effective MaxParallel.
@@ -223,12 +211,12 @@ const (
 
 // Per-task merge outcomes (TaskResult.Merge).
 const (
-	TaskMergeMerged      = sandbox.MergeMerged   // merged into the conversation branch
-	TaskMergeConflict    = sandbox.MergeConflict // left out: conflicts (ConflictFiles)
-	TaskMergeNotAccepted = "not_accepted"        // succeeded but not in AcceptTaskIDs
-	TaskMergeSkipped     = "skipped"             // did not succeed
-	TaskMergeNoChanges   = "no_changes"          // succeeded without changing anything
-	TaskMergeFailed      = "failed"              // the merge failed (Message says why)
+	TaskMergeMerged      = MergeMerged    // merged into the conversation branch
+	TaskMergeConflict    = MergeConflict  // left out: conflicts (ConflictFiles)
+	TaskMergeNotAccepted = "not_accepted" // succeeded but not in AcceptTaskIDs
+	TaskMergeSkipped     = "skipped"      // did not succeed
+	TaskMergeNoChanges   = "no_changes"   // succeeded without changing anything
+	TaskMergeFailed      = "failed"       // the merge failed (Message says why)
 )
 
 // TaskDiff is a task's change against the commit it started from, bounded.
@@ -288,80 +276,18 @@ type FanoutReport struct {
 	Error       string       `json:"error,omitempty"`
 }
 
-// FanoutPrepareInput is fanout.Prepare's argument: resume (or acquire) the
-// conversation session and commit its uncommitted changes.
-type FanoutPrepareInput struct {
-	// OpID prefixes the update ids the activity sends ("<workflow id>/<run id>").
-	OpID              string                    `json:"op_id"`
-	WorkspaceID       string                    `json:"workspace_id"`
-	Request           *sandbox.WorkspaceRequest `json:"request,omitempty"`
-	CheckpointMessage string                    `json:"checkpoint_message"`
-}
-
-// FanoutPrepareResult is fanout.Prepare's result.
-type FanoutPrepareResult struct {
-	Handle       Handle `json:"handle"`
-	StartCommit  string `json:"start_commit"`
-	Checkpointed bool   `json:"checkpointed"`
-}
-
-// AcquireTaskInput is fanout.AcquireTask's argument: the task session is
-// started (update-with-start acquire) on HostID's task queue so that its
-// workspace shares the conversation's repository cache.
-type AcquireTaskInput struct {
-	HostID      string                   `json:"host_id"`
-	StartCommit string                   `json:"start_commit"`
-	Request     sandbox.WorkspaceRequest `json:"request"`
-}
-
-// RunScriptInput is fanout.RunScript's argument.
-type RunScriptInput struct {
-	OpID        string `json:"op_id"`
-	TaskID      string `json:"task_id"`
-	HostID      string `json:"host_id"`
-	WorkspaceID string `json:"workspace_id"`
-	Script      string `json:"script"`
-	TimeoutS    int    `json:"timeout_s"`
-}
-
-// RunScriptResult is fanout.RunScript's result (tails bounded by TaskOutputTailBytes).
-type RunScriptResult struct {
-	ExitCode   int    `json:"exit_code"`
-	TimedOut   bool   `json:"timed_out"`
-	StdoutTail string `json:"stdout_tail"`
-	StderrTail string `json:"stderr_tail"`
-	DurationMS int64  `json:"duration_ms"`
-}
-
-// FinishTaskInput is fanout.FinishTask's argument: commit the task's changes
-// (when Commit) and take its diff.
-type FinishTaskInput struct {
-	OpID        string `json:"op_id"`
-	TaskID      string `json:"task_id"`
-	HostID      string `json:"host_id"`
-	WorkspaceID string `json:"workspace_id"`
-	Commit      bool   `json:"commit"`
-	Message     string `json:"message,omitempty"`
-}
-
-// FinishTaskResult is fanout.FinishTask's result.
-type FinishTaskResult struct {
-	// Commit is the task branch's HEAD afterwards.
-	Commit string   `json:"commit"`
-	Diff   TaskDiff `json:"diff"`
-}
-
-// FanoutMergeInput is fanout.Merge's argument: the merge_branches update sent
-// to the conversation's session.
-type FanoutMergeInput struct {
-	OpID        string               `json:"op_id"`
-	WorkspaceID string               `json:"workspace_id"`
-	Request     sandbox.MergeRequest `json:"request"`
-}
-
-// MergeActivityInput is the merge-branches activity's argument (SessionWorkflow
-// update merge_branches).
-type MergeActivityInput struct {
-	WorkspaceID string               `json:"workspace_id"`
-	Request     sandbox.MergeRequest `json:"request"`
+// WithoutPatches returns a copy of r whose task diffs have no patch (the
+// form of the progress query); r is not changed.
+func (r FanoutReport) WithoutPatches() FanoutReport {
+	tasks := make([]TaskResult, len(r.Tasks))
+	for i, t := range r.Tasks {
+		if t.Diff != nil {
+			d := *t.Diff
+			d.Patch = ""
+			t.Diff = &d
+		}
+		tasks[i] = t
+	}
+	r.Tasks = tasks
+	return r
 }

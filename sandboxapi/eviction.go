@@ -1,17 +1,114 @@
-package workflows
+package sandboxapi
 
-import (
-	"time"
+import "time"
 
-	"github.com/sandboxcore/sandboxcore/internal/eviction"
+// The eviction wire contract (docs/API.md "Eviction"). EvictionCronWorkflow,
+// started by a Temporal Schedule, plans per host and carries every runtime
+// and workspace action out through that workspace's SessionWorkflow
+// (signal-with-start "evict"), which runs it under its mutating lock and
+// reports back by signalling the cron run ("eviction_reply").
+
+// EvictionActionKind is what an eviction action does.
+type EvictionActionKind string
+
+// Eviction action kinds (EvictRequest.Action, EvictionAction.Kind).
+const (
+	EvictionStopRuntime     EvictionActionKind = "stop_runtime"
+	EvictionDestroyRuntime  EvictionActionKind = "destroy_runtime"
+	EvictionEvictWorkspace  EvictionActionKind = "evict_workspace"
+	EvictionRemoveRepoCache EvictionActionKind = "remove_repo_cache"
 )
 
-// Eviction wire contract (issue 6; seed "Eviction Policy"; docs/API.md
-// "Eviction"). EvictionCronWorkflow, started by a Temporal Schedule, plans per
-// host and carries every runtime and workspace action out THROUGH that
-// workspace's SessionWorkflow (signal-with-start "evict"), which runs it
-// under its mutating lock and reports back by signalling the cron run
-// ("eviction_reply").
+// EvictionActionKinds lists every action kind, for documentation and schemas.
+var EvictionActionKinds = []EvictionActionKind{EvictionStopRuntime, EvictionDestroyRuntime, EvictionEvictWorkspace, EvictionRemoveRepoCache}
+
+// EvictionTier names why an action is planned (docs/API.md "Eviction": the
+// plan, in order).
+type EvictionTier string
+
+// Eviction tiers in plan order.
+const (
+	TierRuntimeIdle    EvictionTier = "runtime-idle"
+	TierRuntimeStopped EvictionTier = "runtime-stopped"
+	TierCleanAnalysis  EvictionTier = "clean-analysis-ttl"
+	TierCleanTask      EvictionTier = "clean-task-ttl"
+	TierCleanEdit      EvictionTier = "clean-edit-ttl"
+	TierDirtyTask      EvictionTier = "dirty-task-pressure"
+	TierDirtyEdit      EvictionTier = "dirty-edit-severe"
+	TierRepoCacheLRU   EvictionTier = "repo-cache-lru"
+)
+
+// EvictionTiers lists every tier in plan order.
+var EvictionTiers = []EvictionTier{TierRuntimeIdle, TierRuntimeStopped, TierCleanAnalysis, TierCleanTask, TierCleanEdit, TierDirtyTask, TierDirtyEdit, TierRepoCacheLRU}
+
+// EvictionPolicy holds the thresholds a host planned with. Durations are in
+// nanoseconds on the wire; water marks are fractions of the budget in (0, 1].
+type EvictionPolicy struct {
+	RuntimeIdleStop       time.Duration `json:"runtime_idle_stop"`
+	RuntimeStoppedDestroy time.Duration `json:"runtime_stopped_destroy"`
+	AnalysisTTL           time.Duration `json:"analysis_ttl"`
+	TaskTTL               time.Duration `json:"task_ttl"`
+	EditTTL               time.Duration `json:"edit_ttl"`
+	PressureMinIdle       time.Duration `json:"pressure_min_idle"`
+	HighWater             float64       `json:"high_water"`
+	LowWater              float64       `json:"low_water"`
+	SevereWater           float64       `json:"severe_water"`
+}
+
+// EvictionUsage is a host's disk usage against its budget, in bytes (a zero
+// budget: never any pressure).
+type EvictionUsage struct {
+	UsedBytes   int64 `json:"used_bytes"`
+	BudgetBytes int64 `json:"budget_bytes"`
+}
+
+// EvictionAction is one step of a host's plan.
+type EvictionAction struct {
+	Kind EvictionActionKind `json:"kind"`
+	Tier EvictionTier       `json:"tier"`
+	// ID is the runtime id, workspace id or repo cache id.
+	ID string `json:"id"`
+	// WorkspaceID is the workspace whose session carries the action out;
+	// empty for repo caches.
+	WorkspaceID string        `json:"workspace_id,omitempty"`
+	Mode        WorkspaceMode `json:"mode,omitempty"`
+	// SaveWork: the workspace has unsaved work, saved and verified first.
+	SaveWork bool `json:"save_work,omitempty"`
+	// MinIdle (nanoseconds) is re-checked when the action runs.
+	MinIdle time.Duration `json:"min_idle"`
+	// LastUsedAt is the target's last use as the plan saw it.
+	LastUsedAt time.Time `json:"last_used_at"`
+	// Bytes is what the action is expected to free.
+	Bytes int64 `json:"bytes"`
+	// ProjectedUsedBytes is the usage expected after this and every earlier action.
+	ProjectedUsedBytes int64 `json:"projected_used_bytes"`
+}
+
+// EvictionHeld is a workspace or repo cache the plan deliberately keeps
+// although an age or pressure rule would have picked it.
+type EvictionHeld struct {
+	ID string `json:"id"`
+	// Kind is "workspace" or "repo_cache".
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
+}
+
+// EvictionPlan is one host's ordered plan.
+type EvictionPlan struct {
+	HostID string        `json:"host_id"`
+	Now    time.Time     `json:"now"`
+	Usage  EvictionUsage `json:"usage"`
+	// Pressure is "none", "high" or "severe".
+	Pressure string `json:"pressure"`
+	// HighBytes, LowBytes and SevereBytes are the water marks in bytes (0 without a budget).
+	HighBytes   int64            `json:"high_bytes"`
+	LowBytes    int64            `json:"low_bytes"`
+	SevereBytes int64            `json:"severe_bytes"`
+	Actions     []EvictionAction `json:"actions"`
+	// ProjectedUsedBytes is the usage expected after every action.
+	ProjectedUsedBytes int64          `json:"projected_used_bytes"`
+	Held               []EvictionHeld `json:"held,omitempty"`
+}
 
 // EvictionCronWorkflowType is the registered name of the eviction run.
 const EvictionCronWorkflowType = "EvictionCronWorkflow"
@@ -31,10 +128,10 @@ func EvictionScheduleIDFor(taskQueue string) string {
 	return EvictionScheduleID + "-" + taskQueue
 }
 
-// Signals of SessionWorkflow (DESIGN.md "Temporal shape": pin, unpin, evict).
-// Send them with signal-with-start (workflow id SessionWorkflowID, task queue
-// the shared one, SessionInput{WorkspaceID} only): a session that is not
-// running starts, handles the signal and completes.
+// Signals of SessionWorkflow (docs/API.md "Eviction"). Send them with
+// signal-with-start (workflow id SessionWorkflowID, task queue the shared
+// one, SessionInput{WorkspaceID} only): a session that is not running starts
+// and handles the signal.
 const (
 	// SignalEvict carries an EvictRequest.
 	SignalEvict = "evict"
@@ -50,24 +147,9 @@ const (
 // QueryEviction returns a session's EvictionState.
 const QueryEviction = "eviction"
 
-// StateEvicted is the SandboxState of a session run that ended because its
-// workspace was evicted (the next acquire restores it).
-const StateEvicted = "evicted"
-
 // MemoEviction is the memo field of an EvictionCronWorkflow run holding its
 // EvictionSummary (shown in the Web UI).
 const MemoEviction = "eviction"
-
-// Activity names of eviction (registered by activities.EvictionActivities).
-const (
-	ActivityEvictionHosts    = "sandbox.EvictionHosts"
-	ActivityPlanEviction     = "sandbox.PlanEviction"
-	ActivitySignalEvictions  = "sandbox.SignalEvictions"
-	ActivityEvictWorkspace   = "sandbox.EvictWorkspace"
-	ActivityEvictRuntime     = "sandbox.EvictRuntime"
-	ActivityRemoveRepoCaches = "sandbox.RemoveRepoCaches"
-	ActivitySetPin           = "sandbox.SetPin"
-)
 
 // Defaults of an eviction run.
 const (
@@ -101,10 +183,10 @@ type EvictRequest struct {
 	RequestID string `json:"request_id"`
 	// ReplyTo is the workflow id to signal the EvictResult to ("" = none).
 	ReplyTo string `json:"reply_to,omitempty"`
-	// Action is eviction.ActionStopRuntime, ActionDestroyRuntime or ActionEvictWorkspace.
-	Action eviction.ActionKind `json:"action"`
-	// Tier says why (eviction.Tier), for the record.
-	Tier eviction.Tier `json:"tier,omitempty"`
+	// Action is EvictionStopRuntime, EvictionDestroyRuntime or EvictionEvictWorkspace.
+	Action EvictionActionKind `json:"action"`
+	// Tier says why (EvictionTier), for the record.
+	Tier EvictionTier `json:"tier,omitempty"`
 	// AllowUnsaved: the workspace may be evicted although it has unsaved work
 	// (which is then saved and verified first). Without it such a workspace
 	// is skipped.
@@ -133,17 +215,17 @@ const (
 // EvictResult is the outcome of one action (the eviction_reply signal's
 // payload, and an element of HostEvictionResult.Results).
 type EvictResult struct {
-	RequestID   string              `json:"request_id,omitempty"`
-	Action      eviction.ActionKind `json:"action"`
-	Tier        eviction.Tier       `json:"tier,omitempty"`
-	ID          string              `json:"id"`
-	WorkspaceID string              `json:"workspace_id,omitempty"`
-	Outcome     string              `json:"outcome"`
-	Reason      string              `json:"reason,omitempty"`
+	RequestID   string             `json:"request_id,omitempty"`
+	Action      EvictionActionKind `json:"action"`
+	Tier        EvictionTier       `json:"tier,omitempty"`
+	ID          string             `json:"id"`
+	WorkspaceID string             `json:"workspace_id,omitempty"`
+	Outcome     string             `json:"outcome"`
+	Reason      string             `json:"reason,omitempty"`
 	// FreedBytes is what the action freed on disk.
 	FreedBytes int64 `json:"freed_bytes,omitempty"`
-	// BackupRef (sandbox.EvictedRef) and PatchPath name the saved work of an
-	// evicted workspace that had any (sandbox.WorkspaceBackup); empty for a
+	// BackupRef (EvictedRef) and PatchPath name the saved work of an
+	// evicted workspace that had any (WorkspaceBackup); empty for a
 	// clean one.
 	BackupRef string    `json:"backup_ref,omitempty"`
 	PatchPath string    `json:"patch_path,omitempty"`
@@ -172,20 +254,10 @@ type EvictionState struct {
 	LastEvict *EvictResult `json:"last_evict,omitempty"`
 }
 
-// EvictionHostsResult lists the hosts a run plans for.
-type EvictionHostsResult struct {
-	Hosts []string `json:"hosts"`
-}
-
-// PlanEvictionInput is the planning activity's argument (sent to the host's queue).
-type PlanEvictionInput struct {
-	HostID string `json:"host_id"`
-}
-
 // PlanEvictionResult is one host's plan.
 type PlanEvictionResult struct {
-	Plan   eviction.Plan   `json:"plan"`
-	Policy eviction.Policy `json:"policy"`
+	Plan   EvictionPlan   `json:"plan"`
+	Policy EvictionPolicy `json:"policy"`
 	// Budget says how the budget was set: "bytes" (SANDBOX_DISK_BUDGET_BYTES,
 	// usage = bytes under the data root) or "fraction" (of the filesystem,
 	// usage = the filesystem's used bytes).
@@ -194,50 +266,6 @@ type PlanEvictionResult struct {
 	Truncated int `json:"truncated,omitempty"`
 	// Notes lists workspaces or caches that could not be inspected (treated as holding work).
 	Notes []string `json:"notes,omitempty"`
-}
-
-// SignalEvictionsInput asks for signal-with-start of each request.
-type SignalEvictionsInput struct {
-	// TaskQueue is where a session that is not running starts (the shared queue).
-	TaskQueue string           `json:"task_queue"`
-	Requests  []SessionRequest `json:"requests"`
-}
-
-// SessionRequest is one evict signal to one workspace's session.
-type SessionRequest struct {
-	WorkspaceID string       `json:"workspace_id"`
-	Request     EvictRequest `json:"request"`
-}
-
-// SignalEvictionsResult maps the request ids whose signal could not be sent to the error.
-type SignalEvictionsResult struct {
-	Failed map[string]string `json:"failed,omitempty"`
-}
-
-// EvictActivityInput is the argument of the per-workspace eviction
-// activities (run by the session, on the workspace's host).
-type EvictActivityInput struct {
-	WorkspaceID string       `json:"workspace_id"`
-	Request     EvictRequest `json:"request"`
-}
-
-// RemoveRepoCachesInput asks a host to remove planned repo caches, in
-// order, while its usage stays above LowBytes (0: no such check).
-type RemoveRepoCachesInput struct {
-	HostID   string            `json:"host_id"`
-	Actions  []eviction.Action `json:"actions"`
-	LowBytes int64             `json:"low_bytes"`
-}
-
-// RemoveRepoCachesResult holds one result per planned cache.
-type RemoveRepoCachesResult struct {
-	Results []EvictResult `json:"results"`
-}
-
-// SetPinInput sets (Until non-nil) or clears a workspace's pin in the store.
-type SetPinInput struct {
-	WorkspaceID string     `json:"workspace_id"`
-	Until       *time.Time `json:"until,omitempty"`
 }
 
 // HostEvictionResult is one host's part of a run.
@@ -291,13 +319,13 @@ func (r *EvictionRunResult) Summarize() {
 			switch res.Outcome {
 			case OutcomeDone:
 				switch res.Action {
-				case eviction.ActionStopRuntime:
+				case EvictionStopRuntime:
 					s.Stopped++
-				case eviction.ActionDestroyRuntime:
+				case EvictionDestroyRuntime:
 					s.Destroyed++
-				case eviction.ActionEvictWorkspace:
+				case EvictionEvictWorkspace:
 					s.Evicted++
-				case eviction.ActionRemoveRepoCache:
+				case EvictionRemoveRepoCache:
 					s.CachesFreed++
 				}
 			case OutcomeSkipped:

@@ -1,4 +1,4 @@
-package sandbox
+package sandboxapi
 
 import (
 	"net/url"
@@ -269,7 +269,7 @@ const MaxPathLength = 4096
 // ("." for the root when p is "" or "."). Rejected with ErrInvalidWorkspacePath:
 // absolute paths, any ".." component, NUL or other control characters, and
 // paths longer than MaxPathLength; rejected with ErrInvalidArgument: a path
-// starting with '-' (issue 8, option injection; "./-n" names a file "-n").
+// starting with '-' (docs/SECURITY.md "Input validation"; "./-n" names a file "-n").
 // Symlinks are the file layer's concern (os.Root).
 func CleanRelPath(p string) (string, error) {
 	bad := func(why string) (string, error) {
@@ -306,8 +306,8 @@ func CleanRelPath(p string) (string, error) {
 }
 
 // ValidateSearchPattern checks a search pattern before any search runs: not
-// empty, at most maxBytes bytes, and not starting with '-' (issue 8, option
-// injection: `--pre=sh` is the classic rg/grep injection). A pattern that must
+// empty, at most maxBytes bytes, and not starting with '-' (docs/SECURITY.md "Input validation":
+// option injection, `--pre=sh` is the classic rg/grep injection). A pattern that must
 // start with a dash is written as a regular expression, `\-x` or `[-]x`.
 // Errors wrap ErrInvalidArgument.
 func ValidateSearchPattern(pattern string, maxBytes int) error {
@@ -343,3 +343,9 @@ func IsGitMetadataPath(clean string) bool {
 func clip(s string) string { return Clip(s, 120) }
 
 func strconvQuote(s string) string { return "\"" + clip(s) + "\"" }
+
+// PermissiveURLs accepts every URL form a worker may allow (file:// and
+// http:// included). Clients and workflow validators check requests with it;
+// the worker's acquire applies its own URLPolicy (SANDBOX_ALLOW_FILE_URLS,
+// SANDBOX_ALLOW_HTTP_URLS) again.
+var PermissiveURLs = URLPolicy{AllowFile: true, AllowHTTP: true}

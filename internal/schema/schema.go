@@ -1,0 +1,348 @@
+// Package schema generates the JSON Schema (draft 2020-12) of sandboxcore's
+// wire contract from the Go types of package sandboxapi (docs/API.md
+// "Schema"): one schema file whose $defs hold every argument and result
+// type, with the enums the contract states, and an index naming the
+// definition of each update's, signal's, query's and workflow's argument and
+// result. `make schema` writes them under docs/schema/; a test fails when the
+// committed files are stale.
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// File names under docs/schema/.
+const (
+	SchemaFile = "sandboxcore.schema.json"
+	IndexFile  = "index.json"
+)
+
+// SchemaID is the $id of the schema file; definitions are referenced as
+// SchemaID + "#/$defs/<Name>".
+const SchemaID = "urn:sandboxcore:contract:v1"
+
+// Index is index.json: for every update, signal, query and workflow of the
+// contract, the $defs names of its argument and result ("" = none).
+type Index struct {
+	ContractVersion string                 `json:"contract_version"`
+	Schema          string                 `json:"schema"`
+	Updates         map[string]IndexUpdate `json:"updates"`
+	// Messages are keyed "<workflow type>/<kind>/<name>", e.g.
+	// "SessionWorkflow/signal/pin", "TaskFanoutWorkflow/workflow/TaskFanoutWorkflow".
+	Messages map[string]IndexEntry `json:"messages"`
+	// Errors names the definition of every application error's detail value.
+	Errors string `json:"errors"`
+}
+
+// IndexEntry names an argument and a result definition.
+type IndexEntry struct {
+	Argument string `json:"argument,omitempty"`
+	Result   string `json:"result,omitempty"`
+}
+
+// IndexUpdate is one update's entry.
+type IndexUpdate struct {
+	IndexEntry
+	Mutating bool   `json:"mutating"`
+	Summary  string `json:"summary"`
+}
+
+// Generate returns the contents of SchemaFile and IndexFile. apiDir is the
+// directory of package sandboxapi's source, whose doc comments become the
+// descriptions. Errors: a type the reflector cannot describe.
+func Generate(apiDir string) (map[string][]byte, error) {
+	named := namedEnums()
+	r := &jsonschema.Reflector{
+		Namer: func(t reflect.Type) string { return t.Name() },
+		// The contract's named string types are enumerations, inline.
+		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			vals, ok := named[t]
+			if !ok {
+				return nil
+			}
+			return &jsonschema.Schema{Type: "string", Enum: anys(vals)}
+		},
+		// Every struct is closed (additionalProperties: false), as the
+		// worker decodes strictly.
+		AllowAdditionalProperties: false,
+	}
+	// The comment map is keyed by import path = base joined with the
+	// walked directory: make base the import path of the working directory.
+	absAPI, err := filepath.Abs(apiDir)
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(filepath.Dir(absAPI), cwd)
+	if err != nil {
+		return nil, err
+	}
+	base := path.Join("github.com/sandboxcore/sandboxcore", filepath.ToSlash(rel))
+	if err := r.AddGoComments(base, apiDir, jsonschema.WithFullComment()); err != nil {
+		return nil, fmt.Errorf("schema: read doc comments: %w", err)
+	}
+	defs := jsonschema.Definitions{}
+	var roots []reflect.Type
+	add := func(t reflect.Type) (string, error) {
+		if t == nil {
+			return "", nil
+		}
+		roots = append(roots, t)
+		s := r.ReflectFromType(t)
+		for name, d := range s.Definitions {
+			defs[name] = d
+		}
+		return t.Name(), nil
+	}
+	idx := Index{ContractVersion: sandboxapi.ContractVersion, Schema: SchemaFile,
+		Updates: map[string]IndexUpdate{}, Messages: map[string]IndexEntry{}}
+	for _, op := range sandboxapi.Operations() {
+		in, err := add(op.In)
+		if err != nil {
+			return nil, err
+		}
+		out, err := add(op.Out)
+		if err != nil {
+			return nil, err
+		}
+		idx.Updates[op.Name] = IndexUpdate{IndexEntry: IndexEntry{Argument: ref(in), Result: ref(out)}, Mutating: op.Mutating, Summary: op.Summary}
+	}
+	for _, m := range sandboxapi.Messages() {
+		in, err := add(m.In)
+		if err != nil {
+			return nil, err
+		}
+		out, err := add(m.Out)
+		if err != nil {
+			return nil, err
+		}
+		idx.Messages[m.Workflow+"/"+m.Kind+"/"+m.Name] = IndexEntry{Argument: ref(in), Result: ref(out)}
+	}
+	errDef, err := add(reflect.TypeFor[sandboxapi.ErrorDetails]())
+	if err != nil {
+		return nil, err
+	}
+	idx.Errors = ref(errDef)
+	if err := applyEnums(defs); err != nil {
+		return nil, err
+	}
+	if err := applyNullable(defs, roots); err != nil {
+		return nil, err
+	}
+	root := &jsonschema.Schema{
+		Version:     jsonschema.Version,
+		ID:          SchemaID,
+		Title:       "sandboxcore wire contract " + sandboxapi.ContractVersion,
+		Description: "Arguments and results of sandboxcore's Temporal updates, signals, queries and workflows (docs/API.md). Byte fields are base64 strings; durations are integer nanoseconds.",
+		Definitions: defs,
+	}
+	schemaJSON, err := marshal(root)
+	if err != nil {
+		return nil, err
+	}
+	indexJSON, err := marshal(idx)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{SchemaFile: schemaJSON, IndexFile: indexJSON}, nil
+}
+
+func ref(def string) string {
+	if def == "" {
+		return ""
+	}
+	return "#/$defs/" + def
+}
+
+// enum is one stated enumeration: a definition's property (or the
+// definition itself when Property is "") takes exactly Values.
+type enum struct {
+	Def, Property string
+	Values        []string
+}
+
+func strs[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// enums are the contract's enumerations (docs/API.md).
+func enums() []enum {
+	push := []string{sandboxapi.PushCreated, sandboxapi.PushFastForward, sandboxapi.PushForced, sandboxapi.PushUpToDate}
+	merge := []string{sandboxapi.MergeMerged, sandboxapi.MergeConflict, sandboxapi.MergeMissing, sandboxapi.MergeFailed}
+	outcomes := []string{sandboxapi.OutcomeDone, sandboxapi.OutcomeSkipped, sandboxapi.OutcomeBlocked, sandboxapi.OutcomeFailed, sandboxapi.OutcomePending}
+	return []enum{
+		{Def: "SessionDescription", Property: "state", Values: sandboxapi.SessionStates},
+		{Def: "Handle", Property: "runtime_kind", Values: sandboxapi.RuntimeKinds},
+		{Def: "SessionDescription", Property: "runtime_kind", Values: sandboxapi.RuntimeKinds},
+		{Def: "FileEntry", Property: "type", Values: sandboxapi.FileEntryTypes},
+		{Def: "FileStatus", Property: "status", Values: sandboxapi.FileStatusCodes},
+		{Def: "PushResult", Property: "status", Values: push},
+		{Def: "BranchMerge", Property: "status", Values: merge},
+		{Def: "EvictResult", Property: "outcome", Values: outcomes},
+		{Def: "EvictionPlan", Property: "pressure", Values: []string{"none", "high", "severe"}},
+		{Def: "EvictionHeld", Property: "kind", Values: []string{"workspace", "repo_cache"}},
+		{Def: "ReleaseResult", Property: "runtime", Values: []string{"stopped", "destroyed", "not running"}},
+		{Def: "Workspace", Property: "state", Values: []string{"creating", "ready", "evicted", "removed"}},
+		{Def: "ErrorDetails", Property: "family", Values: []string{sandboxapi.FamilySandbox, sandboxapi.FamilyWorkspace}},
+		{Def: "ErrorDetails", Property: "kind", Values: topKinds()},
+		{Def: "ErrorDetails", Property: "sub_kind", Values: subKinds()},
+		{Def: "FanoutReport", Property: "state", Values: []string{sandboxapi.FanoutPreparing, sandboxapi.FanoutRunning, sandboxapi.FanoutMerging, sandboxapi.FanoutCompleted, sandboxapi.FanoutFailed}},
+		{Def: "TaskResult", Property: "status", Values: []string{sandboxapi.TaskPending, sandboxapi.TaskAcquiring, sandboxapi.TaskRunning, sandboxapi.TaskWaiting, sandboxapi.TaskFinishing, sandboxapi.TaskSucceeded, sandboxapi.TaskFailed, sandboxapi.TaskTimedOut, sandboxapi.TaskError}},
+		{Def: "TaskResult", Property: "kind", Values: []string{sandboxapi.TaskKindScript, sandboxapi.TaskKindAgent}},
+		{Def: "TaskResult", Property: "merge", Values: []string{sandboxapi.TaskMergeMerged, sandboxapi.TaskMergeConflict, sandboxapi.TaskMergeNotAccepted, sandboxapi.TaskMergeSkipped, sandboxapi.TaskMergeNoChanges, sandboxapi.TaskMergeFailed}},
+	}
+}
+
+// namedEnums are the contract's named string types and their values.
+func namedEnums() map[reflect.Type][]string {
+	return map[reflect.Type][]string{
+		reflect.TypeFor[sandboxapi.WorkspaceMode]():      strs([]sandboxapi.WorkspaceMode{sandboxapi.ModeAnalysis, sandboxapi.ModeEdit, sandboxapi.ModeTask}),
+		reflect.TypeFor[sandboxapi.Network]():            strs([]sandboxapi.Network{sandboxapi.NetworkNone, sandboxapi.NetworkLimited, sandboxapi.NetworkDefault}),
+		reflect.TypeFor[sandboxapi.EvictionActionKind](): strs(sandboxapi.EvictionActionKinds),
+		reflect.TypeFor[sandboxapi.EvictionTier]():       strs(sandboxapi.EvictionTiers),
+	}
+}
+
+// anys returns vals sorted, as JSON Schema enum values.
+func anys(vals []string) []any {
+	vals = slices.Clone(vals)
+	sort.Strings(vals)
+	out := make([]any, len(vals))
+	for i, v := range vals {
+		out[i] = v
+	}
+	return out
+}
+
+// topKinds are the ErrorDetails.kind values: every kind below a family
+// root, and the roots themselves.
+func topKinds() []string {
+	var out []string
+	for _, k := range sandboxapi.Kinds() {
+		if d := k.Details(); d.SubKind == "" {
+			out = append(out, d.Kind)
+		}
+	}
+	return out
+}
+
+func subKinds() []string {
+	var out []string
+	for _, k := range sandboxapi.Kinds() {
+		if d := k.Details(); d.SubKind != "" {
+			out = append(out, d.SubKind)
+		}
+	}
+	return out
+}
+
+// applyEnums states each enum on its definition. An enum whose definition
+// or property does not exist is an error, so renaming a type or field
+// cannot silently drop one.
+func applyEnums(defs jsonschema.Definitions) error {
+	for _, e := range enums() {
+		d, ok := defs[e.Def]
+		if !ok {
+			return fmt.Errorf("schema: enum for missing definition %s", e.Def)
+		}
+		target := d
+		if e.Property != "" {
+			p, ok := d.Properties.Get(e.Property)
+			if !ok {
+				return fmt.Errorf("schema: enum for missing property %s.%s", e.Def, e.Property)
+			}
+			target = p
+			if target.Ref != "" {
+				return fmt.Errorf("schema: enum for %s.%s, which is a reference", e.Def, e.Property)
+			}
+		}
+		target.Enum = anys(e.Values)
+	}
+	return nil
+}
+
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// applyNullable lets the fields that Go encodes as null when empty (nil
+// slices, maps, byte slices and pointers without omitempty) be null, as a
+// result holding them is sent.
+func applyNullable(defs jsonschema.Definitions, roots []reflect.Type) error {
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type) error
+	walk = func(t reflect.Type) error {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] || t.PkgPath() != reflect.TypeFor[sandboxapi.Handle]().PkgPath() {
+			return nil
+		}
+		seen[t] = true
+		d, ok := defs[t.Name()]
+		if !ok {
+			return fmt.Errorf("schema: no definition for %s", t)
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if err := walk(f.Type); err != nil {
+				return err
+			}
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" || strings.Contains(opts, "omitempty") {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			switch f.Type.Kind() {
+			case reflect.Slice, reflect.Map, reflect.Pointer:
+			default:
+				continue
+			}
+			p, ok := d.Properties.Get(name)
+			if !ok {
+				return fmt.Errorf("schema: no property %s.%s", t.Name(), name)
+			}
+			d.Properties.Set(name, &jsonschema.Schema{AnyOf: []*jsonschema.Schema{p, {Type: "null"}}, Description: p.Description})
+			p.Description = ""
+		}
+		return nil
+	}
+	for _, t := range roots {
+		if err := walk(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package wire
+
+import (
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// FanoutPrepareInput is fanout.Prepare's argument: resume (or acquire) the
+// conversation session and commit its uncommitted changes.
+type FanoutPrepareInput struct {
+	// OpID prefixes the update ids the activity sends ("<workflow id>/<run id>").
+	OpID              string                    `json:"op_id"`
+	WorkspaceID       string                    `json:"workspace_id"`
+	Request           *sandbox.WorkspaceRequest `json:"request,omitempty"`
+	CheckpointMessage string                    `json:"checkpoint_message"`
+}
+
+// FanoutPrepareResult is fanout.Prepare's result.
+type FanoutPrepareResult struct {
+	Handle       sandboxapi.Handle `json:"handle"`
+	StartCommit  string            `json:"start_commit"`
+	Checkpointed bool              `json:"checkpointed"`
+}
+
+// AcquireTaskInput is fanout.AcquireTask's argument: the task session is
+// started (update-with-start acquire) on HostID's task queue so that its
+// workspace shares the conversation's repository cache.
+type AcquireTaskInput struct {
+	HostID      string                   `json:"host_id"`
+	StartCommit string                   `json:"start_commit"`
+	Request     sandbox.WorkspaceRequest `json:"request"`
+}
+
+// RunScriptInput is fanout.RunScript's argument.
+type RunScriptInput struct {
+	OpID        string `json:"op_id"`
+	TaskID      string `json:"task_id"`
+	HostID      string `json:"host_id"`
+	WorkspaceID string `json:"workspace_id"`
+	Script      string `json:"script"`
+	TimeoutS    int    `json:"timeout_s"`
+}
+
+// RunScriptResult is fanout.RunScript's result (tails bounded by sandboxapi.TaskOutputTailBytes).
+type RunScriptResult struct {
+	ExitCode   int    `json:"exit_code"`
+	TimedOut   bool   `json:"timed_out"`
+	StdoutTail string `json:"stdout_tail"`
+	StderrTail string `json:"stderr_tail"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// FinishTaskInput is fanout.FinishTask's argument: commit the task's changes
+// (when Commit) and take its diff.
+type FinishTaskInput struct {
+	OpID        string `json:"op_id"`
+	TaskID      string `json:"task_id"`
+	HostID      string `json:"host_id"`
+	WorkspaceID string `json:"workspace_id"`
+	Commit      bool   `json:"commit"`
+	Message     string `json:"message,omitempty"`
+}
+
+// FinishTaskResult is fanout.FinishTask's result.
+type FinishTaskResult struct {
+	// Commit is the task branch's HEAD afterwards.
+	Commit string              `json:"commit"`
+	Diff   sandboxapi.TaskDiff `json:"diff"`
+}
+
+// FanoutMergeInput is fanout.Merge's argument: the merge_branches update sent
+// to the conversation's session.
+type FanoutMergeInput struct {
+	OpID        string               `json:"op_id"`
+	WorkspaceID string               `json:"workspace_id"`
+	Request     sandbox.MergeRequest `json:"request"`
+}
+
+// MergeActivityInput is the merge-branches activity's argument (SessionWorkflow
+// update merge_branches).
+type MergeActivityInput struct {
+	WorkspaceID string               `json:"workspace_id"`
+	Request     sandbox.MergeRequest `json:"request"`
+}

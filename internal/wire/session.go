@@ -1,0 +1,145 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// PullRequestFor returns the code host request of a create_pull_request
+// argument whose head is the workspace branch head.
+func PullRequestFor(in sandboxapi.PullRequestInput, head string) sandbox.PullRequestRequest {
+	return sandbox.PullRequestRequest{Title: in.Title, Body: in.Body, Base: in.Base, Head: head, Draft: in.Draft,
+		Reviewers: in.Reviewers, Labels: in.Labels}
+}
+
+// PushActivityInput is the push activity's argument.
+type PushActivityInput struct {
+	// WorkspaceID names the workspace; the activity loads its row.
+	WorkspaceID string `json:"workspace_id"`
+	// Request is the push update's argument.
+	Request sandbox.PushRequest `json:"request"`
+}
+
+// PullRequestActivityInput is the create-pull-request activity's argument.
+type PullRequestActivityInput struct {
+	// WorkspaceID names the workspace; the activity loads its row.
+	WorkspaceID string `json:"workspace_id"`
+	// Request is the create_pull_request update's argument.
+	Request sandboxapi.PullRequestInput `json:"request"`
+}
+
+// SessionRunInput is what SessionWorkflow actually decodes: the public
+// sandboxapi.SessionInput plus the Carry a run hands its successor on
+// continue-as-new (clients never send Carry).
+type SessionRunInput struct {
+	WorkspaceID string                    `json:"workspace_id"`
+	Request     *sandbox.WorkspaceRequest `json:"request,omitempty"`
+	Carry       *SessionCarry             `json:"carry,omitempty"`
+}
+
+// SessionCarry is the state handed across continue-as-new.
+type SessionCarry struct {
+	Workspace      sandbox.Workspace `json:"workspace"`
+	Settings       SessionSettings   `json:"settings"`
+	RuntimeRunning bool              `json:"runtime_running"`
+	LastActivity   time.Time         `json:"last_activity"`
+	Ops            int64             `json:"ops"`
+	// State is the previous run's state (one of sandboxapi.SessionStates);
+	// empty in histories recorded before it existed.
+	State string `json:"state,omitempty"`
+	// Dormant: the previous run ended released, closed or evicted; this run
+	// holds no runtime and waits for the next operation or signal, which
+	// resumes the workspace first (docs/API.md "Session states").
+	Dormant bool `json:"dormant,omitempty"`
+}
+
+// SessionSettings come from the worker host (returned by the acquire
+// activity), so the workflow never reads the environment.
+type SessionSettings struct {
+	// IdleStop: stop (hibernate) the runtime after this long without an operation.
+	IdleStop time.Duration `json:"idle_stop"`
+	// IdleClose: destroy the runtime and complete the run after this long without an operation.
+	IdleClose time.Duration `json:"idle_close"`
+	// RuntimeKind is the host's runtime provider ("local", "bwrap", "docker" …).
+	RuntimeKind string `json:"runtime_kind"`
+	// StayOnSharedQueue keeps the session's run on the shared task queue. By
+	// default (false) the run continues as new on its host's queue after
+	// acquire, where quick operations are local activities; that is right when
+	// one host serves everything (the embedded server). With several hosts a
+	// run on a dead host's queue could not even fail: staying on the shared
+	// queue lets any worker fail the operation with WorkspaceUnavailable after HostWait.
+	StayOnSharedQueue bool `json:"stay_on_shared_queue,omitempty"`
+	// HostWait bounds how long an operation waits for its host's worker to pick
+	// it up (activity schedule-to-start); 0 means 2 minutes.
+	HostWait time.Duration `json:"host_wait,omitempty"`
+}
+
+// HandleFor builds the sandboxapi.Handle of a workspace.
+func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) sandboxapi.Handle {
+	wfID, _ := sandbox.SessionWorkflowID(ws.ID)
+	return sandboxapi.Handle{
+		WorkspaceID: ws.ID, WorkflowID: wfID, LocalPath: ws.LocalPath, Branch: ws.BranchName,
+		BaseRef: ws.BaseRef, BaseCommit: ws.BaseCommit, Mode: ws.Mode, Capabilities: ws.Capabilities,
+		Repo: ws.Repo, HostID: ws.HostID, RuntimeKind: settings.RuntimeKind, UserID: ws.UserID,
+		ProjectID: ws.ProjectID, Created: created, ContractVersion: sandboxapi.ContractVersion,
+	}
+}
+
+// LocateResult says where a workspace lives ("" host = not created yet).
+type LocateResult struct {
+	HostID string `json:"host_id"`
+	Exists bool   `json:"exists"`
+	// HostWait is the locating worker's SessionSettings.HostWait.
+	HostWait time.Duration `json:"host_wait,omitempty"`
+}
+
+// AcquireActivityInput is the acquire activity's argument.
+type AcquireActivityInput struct {
+	WorkspaceID string                    `json:"workspace_id"`
+	Request     *sandbox.WorkspaceRequest `json:"request,omitempty"`
+}
+
+// AcquireActivityResult is the acquire activity's result.
+type AcquireActivityResult struct {
+	Workspace sandbox.Workspace `json:"workspace"`
+	Settings  SessionSettings   `json:"settings"`
+	Created   bool              `json:"created"`
+	// RestoredFrom: see sandboxapi.Handle.RestoredFrom.
+	RestoredFrom string `json:"restored_from,omitempty"`
+}
+
+// ExecActivityInput is the exec activity's argument.
+type ExecActivityInput struct {
+	WorkspaceID string              `json:"workspace_id"`
+	Request     sandbox.ExecRequest `json:"request"`
+	// UpdateID is the exec update's id, echoed in sandboxapi.ExecProgress so a streaming
+	// client recognizes its own command.
+	UpdateID string `json:"update_id,omitempty"`
+}
+
+// FileActivityInput serves read_file, write_file and list_dir.
+type FileActivityInput struct {
+	WorkspaceID string `json:"workspace_id"`
+	Path        string `json:"path"`
+	Content     []byte `json:"content,omitempty"`
+	Mode        uint32 `json:"mode,omitempty"`
+}
+
+// SearchActivityInput is the search activity's argument.
+type SearchActivityInput struct {
+	WorkspaceID string                `json:"workspace_id"`
+	Request     sandbox.SearchRequest `json:"request"`
+}
+
+// CommitActivityInput is the commit activity's argument.
+type CommitActivityInput struct {
+	WorkspaceID string                `json:"workspace_id"`
+	Request     sandbox.CommitRequest `json:"request"`
+}
+
+// WorkspaceActivityInput serves status, diff, hibernate and destroy-runtime.
+type WorkspaceActivityInput struct {
+	WorkspaceID string `json:"workspace_id"`
+}

@@ -1,0 +1,89 @@
+package sandboxapi
+
+import "time"
+
+// Default and maximum exec limits.
+const (
+	// DefaultExecTimeout applies when ExecRequest.TimeoutS is zero.
+	DefaultExecTimeout = 10 * time.Minute
+	// MaxExecTimeout is the largest accepted ExecRequest.TimeoutS.
+	MaxExecTimeout = 2 * time.Hour
+	// DefaultMaxOutputBytes caps each of stdout and stderr when ExecRequest.MaxOutputBytes is zero.
+	DefaultMaxOutputBytes = 256 << 10 // 256 KiB
+	// MaxOutputBytesLimit is the largest accepted ExecRequest.MaxOutputBytes: both
+	// streams at the limit, base64-encoded in JSON (×4/3), stay at about 1.3 MiB,
+	// well under Temporal's 2 MB payload limit.
+	MaxOutputBytesLimit = 512 << 10 // 512 KiB
+	// MaxStdinBytes bounds ExecRequest.Stdin.
+	MaxStdinBytes = 512 << 10
+)
+
+// ExecRequest is the exec update's argument: one command (docs/API.md "Updates"). Cmd is an argv: no shell is
+// implied (use ["sh","-c","..."] for one). Cwd is relative to the workspace root.
+type ExecRequest struct {
+	Cmd            []string          `json:"cmd"`
+	Cwd            string            `json:"cwd,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	TimeoutS       int               `json:"timeout_s,omitempty"`        // seconds; 0 = DefaultExecTimeout
+	Stdin          []byte            `json:"stdin,omitempty"`            // nil = /dev/null
+	MaxOutputBytes int               `json:"max_output_bytes,omitempty"` // per stream; 0 = default
+}
+
+// Timeout returns the effective timeout.
+func (r ExecRequest) Timeout() time.Duration {
+	if r.TimeoutS <= 0 {
+		return DefaultExecTimeout
+	}
+	return time.Duration(r.TimeoutS) * time.Second
+}
+
+// OutputCap returns the effective per-stream output cap in bytes.
+func (r ExecRequest) OutputCap() int {
+	if r.MaxOutputBytes <= 0 {
+		return DefaultMaxOutputBytes
+	}
+	return r.MaxOutputBytes
+}
+
+// ExecResult is a finished command. A non-zero exit is a result, not an error.
+// Exit codes: 127 command not found, 124 timeout (TimedOut true), 128+n killed by signal n.
+// When a stream exceeds the cap its head and tail are kept, joined by a marker line,
+// Truncated is true, and StdoutBytes/StderrBytes hold the full byte counts.
+type ExecResult struct {
+	ExitCode    int    `json:"exit_code"`
+	Stdout      []byte `json:"stdout"`
+	Stderr      []byte `json:"stderr"`
+	TimedOut    bool   `json:"timed_out"`
+	Truncated   bool   `json:"truncated"`
+	StdoutBytes int64  `json:"stdout_bytes"`
+	StderrBytes int64  `json:"stderr_bytes"`
+	DurationMS  int64  `json:"duration_ms"`
+}
+
+// ExecChunk is a piece of streamed output.
+type ExecChunk struct {
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Data   []byte `json:"data"`
+}
+
+// StreamWindowBytes bounds each stream's bytes in one ExecProgress.
+const StreamWindowBytes = 64 << 10
+
+// ExecActivityType is the Temporal activity type that runs an exec
+// update's command; its heartbeat details are ExecProgress (docs/API.md
+// "Streaming output").
+const ExecActivityType = "sandbox.Exec"
+
+// ExecProgress is the heartbeat detail of a running exec activity
+// (ActivityExec): the newest bytes of each stream (at most StreamWindowBytes)
+// and the absolute offset just past them, so Stdout covers
+// [StdoutEnd-len(Stdout), StdoutEnd). A client streams a command's output by
+// polling the session's pending exec activity (DescribeWorkflowExecution) and
+// printing the bytes past what it has printed (docs/API.md).
+type ExecProgress struct {
+	UpdateID  string `json:"update_id"`
+	Stdout    []byte `json:"stdout"`
+	StdoutEnd int64  `json:"stdout_end"`
+	Stderr    []byte `json:"stderr"`
+	StderrEnd int64  `json:"stderr_end"`
+}

@@ -1,0 +1,95 @@
+package sandboxapi
+
+// FileEntry is one directory entry (list_dir).
+type FileEntry struct {
+	Name string `json:"name"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type string `json:"type"`
+	Size int64  `json:"size"` // bytes
+	Mode uint32 `json:"mode"` // permission bits
+}
+
+// SearchRequest asks for lines matching Pattern (Go RE2 syntax, or a literal
+// string when Literal) in files under Path (workspace-relative, "" = root).
+// Symlinks are never followed; .git is skipped; binary files are skipped.
+type SearchRequest struct {
+	Pattern    string `json:"pattern"`
+	Path       string `json:"path,omitempty"`
+	Literal    bool   `json:"literal,omitempty"`
+	IgnoreCase bool   `json:"ignore_case,omitempty"`
+	// MaxResults caps the matches returned; 0 means DefaultSearchResults.
+	MaxResults int `json:"max_results,omitempty"`
+}
+
+// Search limits.
+const (
+	DefaultSearchResults = 200
+	MaxSearchResults     = 5000
+	// MaxSearchPatternBytes bounds SearchRequest.Pattern, in bytes.
+	MaxSearchPatternBytes = 16 << 10
+	// MaxSearchLineBytes cuts each returned line.
+	MaxSearchLineBytes = 512
+)
+
+// SearchMatch is one matching line.
+type SearchMatch struct {
+	Path string `json:"path"`
+	Line int    `json:"line"` // 1-based
+	Text string `json:"text"`
+}
+
+// SearchResult is the outcome of a search.
+type SearchResult struct {
+	Matches   []SearchMatch `json:"matches"`
+	Truncated bool          `json:"truncated"`
+}
+
+// MaxFileBytes bounds read_file and write_file payloads.
+const MaxFileBytes = 1 << 20
+
+// ReadFileInput is read_file's argument (Path workspace-relative).
+type ReadFileInput struct {
+	Path string `json:"path"`
+}
+
+// ReadFileResult carries the bytes (base64 in JSON).
+type ReadFileResult struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+	Size    int64  `json:"size"`
+}
+
+// WriteFileInput is write_file's argument; Mode 0 means 0644.
+type WriteFileInput struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+	Mode    uint32 `json:"mode,omitempty"`
+}
+
+// WriteFileResult confirms a write.
+type WriteFileResult struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
+// ListDirInput is list_dir's argument ("" = the workspace root).
+type ListDirInput struct {
+	Path string `json:"path,omitempty"`
+}
+
+// ListDirResult lists one directory, sorted by name.
+type ListDirResult struct {
+	Path    string      `json:"path"`
+	Entries []FileEntry `json:"entries"`
+}
+
+// FileEntry types (FileEntry.Type).
+const (
+	EntryFile    = "file"
+	EntryDir     = "dir"
+	EntrySymlink = "symlink"
+	EntryOther   = "other"
+)
+
+// FileEntryTypes lists every FileEntry.Type, for documentation and schemas.
+var FileEntryTypes = []string{EntryFile, EntryDir, EntrySymlink, EntryOther}

@@ -1,0 +1,135 @@
+package sandboxapi
+
+import "reflect"
+
+// Op declares one SessionWorkflow update: its wire name and the Go types of
+// its argument and result (docs/API.md "Updates"). It is the client half of
+// the operation table; the worker half (workflows/ops.go) binds each Op to
+// its validator and activity. A client sends In as the update's one argument
+// and decodes Out from its result; an Op whose In is None takes no argument
+// (an empty object or no argument at all).
+type Op[In, Out any] struct {
+	// Name is the update name.
+	Name string
+	// Mutating: the update runs alone (no other operation of the workspace
+	// runs meanwhile); read-only ones run together when nothing mutating does.
+	Mutating bool
+	// Summary is one line for documentation.
+	Summary string
+}
+
+// Info returns the Op's OpInfo.
+func (o Op[In, Out]) Info() OpInfo {
+	info := OpInfo{Name: o.Name, Mutating: o.Mutating, Summary: o.Summary,
+		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out]()}
+	if info.In == reflect.TypeFor[None]() {
+		info.In = nil
+	}
+	return info
+}
+
+// None is the argument of an update that takes none.
+type None struct{}
+
+// OpInfo describes one update for documentation, schema generation and
+// tests (Operations).
+type OpInfo struct {
+	Name     string
+	Mutating bool
+	Summary  string
+	// In is the argument's type, nil when the update takes none.
+	In reflect.Type
+	// Out is the result's type.
+	Out reflect.Type
+}
+
+// Update names of SessionWorkflow, one per Op below.
+const (
+	UpdateAcquire           = "acquire"
+	UpdateExec              = "exec"
+	UpdateReadFile          = "read_file"
+	UpdateWriteFile         = "write_file"
+	UpdateListDir           = "list_dir"
+	UpdateSearch            = "search"
+	UpdateStatus            = "status"
+	UpdateDiff              = "diff"
+	UpdateCommit            = "commit"
+	UpdateHibernate         = "hibernate"
+	UpdateRelease           = "release"
+	UpdatePush              = "push"
+	UpdateCreatePullRequest = "create_pull_request"
+	UpdateMergeBranches     = "merge_branches"
+)
+
+// The operations of SessionWorkflow (docs/API.md "Updates").
+var (
+	OpAcquire = Op[AcquireInput, Handle]{Name: UpdateAcquire, Mutating: true,
+		Summary: "get or create the workspace (update-with-start) and return its handle"}
+	OpExec = Op[ExecRequest, ExecResult]{Name: UpdateExec, Mutating: true,
+		Summary: "run one command in the workspace's runtime"}
+	OpReadFile = Op[ReadFileInput, ReadFileResult]{Name: UpdateReadFile,
+		Summary: "read a file of the workspace (at most 1 MiB)"}
+	OpWriteFile = Op[WriteFileInput, WriteFileResult]{Name: UpdateWriteFile, Mutating: true,
+		Summary: "create or replace a file of the workspace"}
+	OpListDir = Op[ListDirInput, ListDirResult]{Name: UpdateListDir,
+		Summary: "list one directory of the workspace"}
+	OpSearch = Op[SearchRequest, SearchResult]{Name: UpdateSearch,
+		Summary: "find lines matching a pattern in the workspace's files"}
+	OpStatus = Op[None, WorkspaceStatus]{Name: UpdateStatus,
+		Summary: "the workspace's git state: files, commits since base, unpushed commits"}
+	OpDiff = Op[None, Diff]{Name: UpdateDiff,
+		Summary: "everything changed against the recorded base commit, as a binary-safe patch"}
+	OpCommit = Op[CommitRequest, CommitResult]{Name: UpdateCommit, Mutating: true,
+		Summary: "commit the workspace's changes onto its branch"}
+	OpHibernate = Op[None, HibernateResult]{Name: UpdateHibernate, Mutating: true,
+		Summary: "stop the runtime; the workspace stays"}
+	OpRelease = Op[ReleaseInput, ReleaseResult]{Name: UpdateRelease, Mutating: true,
+		Summary: "release the session (runtime stopped or destroyed); the next operation resumes it"}
+	OpPush = Op[PushRequest, PushResult]{Name: UpdatePush, Mutating: true,
+		Summary: "push the workspace branch to the same branch upstream"}
+	OpCreatePullRequest = Op[PullRequestInput, PullRequest]{Name: UpdateCreatePullRequest, Mutating: true,
+		Summary: "open (or reuse) a pull request from the pushed workspace branch"}
+	OpMergeBranches = Op[MergeRequest, MergeResult]{Name: UpdateMergeBranches, Mutating: true,
+		Summary: "merge local branches into the workspace's branch, in order"}
+)
+
+// Operations lists every update of SessionWorkflow in documentation order.
+func Operations() []OpInfo {
+	return []OpInfo{
+		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpListDir.Info(),
+		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpCommit.Info(), OpHibernate.Info(),
+		OpRelease.Info(), OpPush.Info(), OpCreatePullRequest.Info(), OpMergeBranches.Info(),
+	}
+}
+
+// MessageInfo describes a workflow argument, signal or query for
+// documentation and schema generation (Messages).
+type MessageInfo struct {
+	// Kind is "workflow", "signal" or "query".
+	Kind string
+	// Workflow is the workflow type the message belongs to.
+	Workflow string
+	// Name is the workflow type (Kind "workflow"), signal or query name.
+	Name string
+	// In is the argument's type (nil: none); Out the result's (nil: none).
+	In, Out reflect.Type
+}
+
+// Messages lists the workflow arguments and results, signals and queries of
+// the contract (docs/API.md).
+func Messages() []MessageInfo {
+	t := func(v any) reflect.Type { return reflect.TypeOf(v) }
+	return []MessageInfo{
+		{Kind: "workflow", Workflow: SessionWorkflowType, Name: SessionWorkflowType, In: t(SessionInput{})},
+		{Kind: "query", Workflow: SessionWorkflowType, Name: QueryDescribe, Out: t(SessionDescription{})},
+		{Kind: "query", Workflow: SessionWorkflowType, Name: QueryEviction, Out: t(EvictionState{})},
+		{Kind: "signal", Workflow: SessionWorkflowType, Name: SignalEvict, In: t(EvictRequest{})},
+		{Kind: "signal", Workflow: SessionWorkflowType, Name: SignalPin, In: t(PinRequest{})},
+		{Kind: "signal", Workflow: SessionWorkflowType, Name: SignalUnpin, In: t(PinRequest{})},
+		{Kind: "workflow", Workflow: TaskFanoutWorkflowType, Name: TaskFanoutWorkflowType, In: t(FanoutInput{}), Out: t(FanoutReport{})},
+		{Kind: "query", Workflow: TaskFanoutWorkflowType, Name: QueryProgress, Out: t(FanoutReport{})},
+		{Kind: "signal", Workflow: TaskFanoutWorkflowType, Name: SignalCompleteTask, In: t(CompleteTaskSignal{})},
+		{Kind: "workflow", Workflow: EvictionCronWorkflowType, Name: EvictionCronWorkflowType, In: t(EvictionInput{}), Out: t(EvictionRunResult{})},
+		{Kind: "signal", Workflow: EvictionCronWorkflowType, Name: SignalEvictionReply, In: t(EvictResult{})},
+	}
+}

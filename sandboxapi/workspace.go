@@ -1,0 +1,123 @@
+package sandboxapi
+
+import "time"
+
+// WorkspaceMode is one of the three workspace kinds (docs/DESIGN.md "The three things").
+type WorkspaceMode string
+
+// The three workspace modes and their uniqueness keys (docs/DESIGN.md "The three things").
+const (
+	// ModeAnalysis: read-only, keyed by (user, project, base_ref), detached HEAD.
+	ModeAnalysis WorkspaceMode = "analysis"
+	// ModeEdit: writable, keyed by (user, project, conversation_id), branch agent/edits-<conversation_id>.
+	ModeEdit WorkspaceMode = "edit"
+	// ModeTask: writable, keyed by (user, project, task_id), branch agent/task-<task_id>.
+	ModeTask WorkspaceMode = "task"
+)
+
+// Valid reports whether m is one of the three modes.
+func (m WorkspaceMode) Valid() bool {
+	return m == ModeAnalysis || m == ModeEdit || m == ModeTask
+}
+
+// Capabilities are derived from the mode once (CapabilitiesFromMode) and
+// stored on the workspace; every mutating operation checks Writable.
+type Capabilities struct {
+	// Writable: files may be changed and commits made.
+	Writable bool `json:"writable"`
+	// Isolated: commands run in an isolated runtime (set by the runtime, not the mode).
+	Isolated bool `json:"isolated"`
+	// Persistent: the workspace survives runtime destruction (always true for local worktrees).
+	Persistent bool `json:"persistent"`
+}
+
+// CapabilitiesFromMode is the single source of truth for a mode's capabilities.
+// isolated comes from the runtime provider (RuntimeCapabilities.Isolated).
+func CapabilitiesFromMode(m WorkspaceMode, isolated bool) Capabilities {
+	return Capabilities{Writable: m != ModeAnalysis, Isolated: isolated, Persistent: true}
+}
+
+// RepoIdentity is a normalized repository identity derived from its URL
+// (ParseRepoURL): host lowercased, owner and name as written, ".git" stripped.
+type RepoIdentity struct {
+	// Host is the lowercased host[:port], or FileHost ("_file") for file URLs.
+	Host string `json:"host"`
+	// Owner is the path before the last segment ("org" or "group/subgroup").
+	Owner string `json:"owner"`
+	// Name is the last path segment without ".git".
+	Name string `json:"name"`
+	// URL is the clone URL as validated (credentials never included).
+	URL string `json:"url"`
+}
+
+// FullName returns "owner/name".
+func (r RepoIdentity) FullName() string { return r.Owner + "/" + r.Name }
+
+// Key returns "host/owner/name", the repo cache's uniqueness key.
+func (r RepoIdentity) Key() string { return r.Host + "/" + r.Owner + "/" + r.Name }
+
+// WorkspaceRequest asks for a workspace (docs/API.md "Getting a session").
+// RepoURL is required; RepoName, when set, must agree with the identity parsed
+// from RepoURL. BaseRef empty means the remote's default branch.
+type WorkspaceRequest struct {
+	UserID         string        `json:"user_id"`
+	ProjectID      string        `json:"project_id"`
+	RepoName       string        `json:"repo_name,omitempty"`
+	RepoURL        string        `json:"repo_url"`
+	BaseRef        string        `json:"base_ref,omitempty"`
+	Mode           WorkspaceMode `json:"mode"`
+	ConversationID string        `json:"conversation_id,omitempty"`
+	TaskID         string        `json:"task_id,omitempty"`
+	// BranchName overrides the mode's branch (edit/task only); it must pass ValidateBranchName.
+	BranchName string `json:"branch_name,omitempty"`
+	// FromBranch, for task workspaces, starts the task branch from this local
+	// branch (e.g. a conversation's agent/edits-<id>) instead of BaseRef.
+	FromBranch string `json:"from_branch,omitempty"`
+}
+
+// WorkspaceState is the lifecycle state of a workspace row.
+type WorkspaceState string
+
+// Workspace states.
+const (
+	WorkspaceCreating WorkspaceState = "creating"
+	WorkspaceReady    WorkspaceState = "ready"
+	WorkspaceEvicted  WorkspaceState = "evicted"
+	WorkspaceRemoved  WorkspaceState = "removed"
+)
+
+// Workspace is one durable worktree: the stored record (docs/DESIGN.md "The three things").
+type Workspace struct {
+	ID             string         `json:"workspace_id"`
+	Key            string         `json:"key"` // WorkspaceKey of the request
+	RepoCacheID    string         `json:"repo_cache_id"`
+	Repo           RepoIdentity   `json:"repo"`
+	ProjectID      string         `json:"project_id"`
+	UserID         string         `json:"user_id"`
+	Mode           WorkspaceMode  `json:"mode"`
+	ConversationID string         `json:"conversation_id,omitempty"`
+	TaskID         string         `json:"task_id,omitempty"`
+	BaseRef        string         `json:"base_ref"`    // as requested, or the default branch
+	BaseCommit     string         `json:"base_commit"` // resolved at creation; diffs are taken against it
+	BranchName     string         `json:"branch"`      // empty for analysis (detached)
+	LocalPath      string         `json:"local_path"`
+	HostID         string         `json:"host_id"`
+	State          WorkspaceState `json:"state"`
+	Dirty          bool           `json:"dirty"`
+	PinnedUntil    *time.Time     `json:"pinned_until,omitempty"`
+	Capabilities   Capabilities   `json:"capabilities"`
+	LastUsedAt     time.Time      `json:"last_used_at"`
+	SizeBytes      int64          `json:"size_bytes"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+}
+
+// Network is a runtime's network policy (docs/SECURITY.md "Network modes").
+type Network string
+
+// Network policies.
+const (
+	NetworkNone    Network = "none"
+	NetworkLimited Network = "limited"
+	NetworkDefault Network = "default"
+)

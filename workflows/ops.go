@@ -1,0 +1,244 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// The worker half of the operation table (docs/API.md "Updates"): every
+// sandboxapi.Op is bound here, once, to its validator and to the activity
+// that serves it. The table drives the update registration of each
+// SessionWorkflow run, and activities.Register and the contract tests check
+// it against their own lists, so an operation cannot be served without being
+// declared, registered and documented.
+
+// opClass picks an operation's activity options (hostOptions).
+type opClass int
+
+const (
+	opQuick opClass = iota // file reads/writes, status, diff: a local activity on the host queue
+	opGit                  // commit, merge, push, pull request: an activity with heartbeats
+	opExec                 // a command: an activity, never retried
+)
+
+// operation binds one public Op to the workflow: its argument is decoded
+// strictly (wire.Decode), checked by validate against the session, then
+// either handled by handle or sent to the activity under the session's
+// read (read-only op) or write (mutating op) lock.
+type operation[In, Out any] struct {
+	op sandboxapi.Op[In, Out]
+	// writes: the operation changes the workspace, so a read-only (analysis)
+	// workspace refuses it with SandboxCommandRejected.
+	writes bool
+	// validate checks the decoded argument (nil: nothing beyond decoding).
+	validate func(s *session, in In) error
+	// activity, class and input describe the generic call: the activity's
+	// name (wire.Activity*), its options class and its argument.
+	activity string
+	class    opClass
+	input    func(s *session, in In) any
+	// handle, when set, replaces the generic call.
+	handle func(s *session, ctx workflow.Context, in In) (Out, error)
+}
+
+// registrar is one entry of the table, whatever its payload types.
+type registrar interface {
+	register(s *session, ctx workflow.Context) error
+	info() OperationInfo
+}
+
+// OperationInfo describes one bound operation (Operations).
+type OperationInfo struct {
+	sandboxapi.OpInfo
+	// Activity is the activity serving it ("" when the workflow handles it
+	// with several activities, e.g. acquire).
+	Activity string
+	// Writes: refused on read-only workspaces.
+	Writes bool
+}
+
+func (o operation[In, Out]) info() OperationInfo {
+	return OperationInfo{OpInfo: o.op.Info(), Activity: o.activity, Writes: o.writes}
+}
+
+// register installs the update handler and its validator on this run.
+func (o operation[In, Out]) register(s *session, ctx workflow.Context) error {
+	validator := func(raw converter.RawValue) error {
+		if err := s.admitting(o.op.Name); err != nil {
+			return err
+		}
+		in, err := wire.Decode[In](o.op.Name, raw)
+		if err != nil {
+			return appError(err)
+		}
+		if o.writes {
+			if err := s.writable(); err != nil {
+				return err
+			}
+		}
+		if o.validate != nil {
+			if err := o.validate(s, in); err != nil {
+				return appError(err)
+			}
+		}
+		return nil
+	}
+	handler := func(ctx workflow.Context, raw converter.RawValue) (Out, error) {
+		var zero Out
+		in, err := wire.Decode[In](o.op.Name, raw) // validated already: cannot fail here
+		if err != nil {
+			return zero, appError(err)
+		}
+		if o.handle != nil {
+			return o.handle(s, ctx, in)
+		}
+		if o.op.Mutating {
+			return writeOp[Out](s, ctx, o.class, o.activity, o.input(s, in))
+		}
+		return readOp[Out](s, ctx, o.activity, o.input(s, in))
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, o.op.Name, handler, workflow.UpdateHandlerOptions{Validator: validator})
+}
+
+// operations is the table, in sandboxapi.Operations order.
+var operations = []registrar{
+	operation[sandboxapi.AcquireInput, sandboxapi.Handle]{op: sandboxapi.OpAcquire,
+		validate: (*session).validateAcquire, handle: (*session).acquire},
+	operation[sandbox.ExecRequest, sandbox.ExecResult]{op: sandboxapi.OpExec,
+		validate: validateExec, activity: wire.ActivityExec, class: opExec, handle: (*session).exec},
+	operation[sandboxapi.ReadFileInput, sandboxapi.ReadFileResult]{op: sandboxapi.OpReadFile,
+		validate: func(_ *session, in sandboxapi.ReadFileInput) error { return validPath(in.Path) },
+		activity: wire.ActivityReadFile,
+		input: func(s *session, in sandboxapi.ReadFileInput) any {
+			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path}
+		}},
+	operation[sandboxapi.WriteFileInput, sandboxapi.WriteFileResult]{op: sandboxapi.OpWriteFile, writes: true,
+		validate: validateWrite, activity: wire.ActivityWriteFile,
+		input: func(s *session, in sandboxapi.WriteFileInput) any {
+			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Content: in.Content, Mode: in.Mode}
+		}},
+	operation[sandboxapi.ListDirInput, sandboxapi.ListDirResult]{op: sandboxapi.OpListDir,
+		validate: func(_ *session, in sandboxapi.ListDirInput) error { return validPath(in.Path) },
+		activity: wire.ActivityListDir,
+		input: func(s *session, in sandboxapi.ListDirInput) any {
+			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path}
+		}},
+	operation[sandbox.SearchRequest, sandbox.SearchResult]{op: sandboxapi.OpSearch,
+		validate: validateSearch, activity: wire.ActivitySearch,
+		input: func(s *session, in sandbox.SearchRequest) any {
+			return wire.SearchActivityInput{WorkspaceID: s.wsID, Request: in}
+		}},
+	operation[sandboxapi.None, sandbox.WorkspaceStatus]{op: sandboxapi.OpStatus,
+		activity: wire.ActivityStatus, input: workspaceInput},
+	operation[sandboxapi.None, sandbox.Diff]{op: sandboxapi.OpDiff,
+		activity: wire.ActivityDiff, input: workspaceInput},
+	operation[sandbox.CommitRequest, sandbox.CommitResult]{op: sandboxapi.OpCommit, writes: true,
+		validate: func(_ *session, in sandbox.CommitRequest) error {
+			if in.Message == "" {
+				return sandbox.FieldError("message", "commit needs a message")
+			}
+			return nil
+		},
+		activity: wire.ActivityCommit, class: opGit,
+		input: func(s *session, in sandbox.CommitRequest) any {
+			return wire.CommitActivityInput{WorkspaceID: s.wsID, Request: in}
+		}},
+	operation[sandboxapi.None, sandboxapi.HibernateResult]{op: sandboxapi.OpHibernate,
+		activity: wire.ActivityHibernate, handle: (*session).hibernate},
+	operation[sandboxapi.ReleaseInput, sandboxapi.ReleaseResult]{op: sandboxapi.OpRelease,
+		activity: wire.ActivityHibernate, handle: (*session).release},
+	operation[sandbox.PushRequest, sandbox.PushResult]{op: sandboxapi.OpPush, writes: true,
+		activity: wire.ActivityPush, class: opGit,
+		input: func(s *session, in sandbox.PushRequest) any {
+			return wire.PushActivityInput{WorkspaceID: s.wsID, Request: in}
+		}},
+	operation[sandboxapi.PullRequestInput, sandbox.PullRequest]{op: sandboxapi.OpCreatePullRequest, writes: true,
+		// The head is checked by the activity (it is the workspace branch).
+		validate: func(_ *session, in sandboxapi.PullRequestInput) error { return in.Validate() },
+		activity: wire.ActivityCreatePullRequest, class: opGit,
+		input: func(s *session, in sandboxapi.PullRequestInput) any {
+			return wire.PullRequestActivityInput{WorkspaceID: s.wsID, Request: in}
+		}},
+	// merge_branches merges local branches into the workspace's branch under
+	// the exclusive lock, so it never races the agent's own commands; the
+	// activity is retried after a crash (the merge rolls back an interrupted
+	// attempt and skips branches already merged).
+	operation[sandbox.MergeRequest, sandbox.MergeResult]{op: sandboxapi.OpMergeBranches, writes: true,
+		validate: func(_ *session, in sandbox.MergeRequest) error { return in.Validate() },
+		activity: wire.ActivityMergeBranches, class: opGit,
+		input: func(s *session, in sandbox.MergeRequest) any {
+			return wire.MergeActivityInput{WorkspaceID: s.wsID, Request: in}
+		}},
+}
+
+// Operations describes every operation the workflow registers, in table
+// order (for tests and documentation checks).
+func Operations() []OperationInfo {
+	out := make([]OperationInfo, len(operations))
+	for i, o := range operations {
+		out[i] = o.info()
+	}
+	return out
+}
+
+func workspaceInput(s *session, _ sandboxapi.None) any {
+	return wire.WorkspaceActivityInput{WorkspaceID: s.wsID}
+}
+
+func validPath(p string) error {
+	_, err := sandbox.CleanRelPath(p)
+	return err
+}
+
+func validateExec(_ *session, req sandbox.ExecRequest) error {
+	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
+		return sandbox.FieldError("cmd", "exec needs a command")
+	}
+	if req.TimeoutS < 0 || req.TimeoutS > int(sandbox.MaxExecTimeout.Seconds()) {
+		return sandbox.FieldError("timeout_s", "timeout_s must be between 0 and %d", int(sandbox.MaxExecTimeout.Seconds()))
+	}
+	if req.MaxOutputBytes < 0 || req.MaxOutputBytes > sandbox.MaxOutputBytesLimit {
+		return sandbox.FieldError("max_output_bytes", "max_output_bytes must be between 0 and %d", sandbox.MaxOutputBytesLimit)
+	}
+	if len(req.Stdin) > sandbox.MaxStdinBytes {
+		return sandbox.FieldError("stdin", "stdin is larger than %d bytes", sandbox.MaxStdinBytes)
+	}
+	if req.Cwd != "" {
+		return validPath(req.Cwd)
+	}
+	return nil
+}
+
+func validateWrite(_ *session, in sandboxapi.WriteFileInput) error {
+	clean, err := sandbox.CleanRelPath(in.Path)
+	if err != nil {
+		return err
+	}
+	if clean == "." {
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write_file needs a file path")
+	}
+	if sandbox.IsGitMetadataPath(clean) {
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path %q is inside .git", in.Path)
+	}
+	if len(in.Content) > sandbox.MaxFileBytes {
+		return sandbox.Errorf(sandbox.ErrResourceLimit, "content is larger than %d bytes", sandbox.MaxFileBytes)
+	}
+	if in.Mode&^0o777 != 0 {
+		return sandbox.FieldError("mode", "mode %o: only permission bits are allowed", in.Mode)
+	}
+	return nil
+}
+
+func validateSearch(_ *session, req sandbox.SearchRequest) error {
+	if err := sandbox.ValidateSearchPattern(req.Pattern, sandbox.MaxSearchPatternBytes); err != nil {
+		return err
+	}
+	if req.MaxResults < 0 || req.MaxResults > sandbox.MaxSearchResults {
+		return sandbox.FieldError("max_results", "max_results must be between 0 and %d", sandbox.MaxSearchResults)
+	}
+	return validPath(req.Path)
+}

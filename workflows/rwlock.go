@@ -1,0 +1,42 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// rwLock orders one session's operations (docs/API.md "Updates": mutating
+// updates run one at a time, read-only ones together when nothing mutating
+// runs or waits). A waiting writer blocks new readers, so a stream of reads
+// cannot starve a write. It is workflow state: deterministic, no goroutines.
+type rwLock struct {
+	writers        int
+	writersWaiting int
+	readers        int
+}
+
+// acquire blocks until the lock is held: exclusively when exclusive, shared
+// otherwise. It fails only when the workflow context is cancelled.
+func (l *rwLock) acquire(ctx workflow.Context, exclusive bool) error {
+	if exclusive {
+		l.writersWaiting++
+		err := workflow.Await(ctx, func() bool { return l.writers == 0 && l.readers == 0 })
+		l.writersWaiting--
+		if err != nil {
+			return err
+		}
+		l.writers++
+		return nil
+	}
+	if err := workflow.Await(ctx, func() bool { return l.writers == 0 && l.writersWaiting == 0 }); err != nil {
+		return err
+	}
+	l.readers++
+	return nil
+}
+
+// release gives back what acquire took.
+func (l *rwLock) release(exclusive bool) {
+	if exclusive {
+		l.writers--
+	} else {
+		l.readers--
+	}
+}

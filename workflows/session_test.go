@@ -26,8 +26,11 @@ import (
 // store) so that the workflow's own logic — locking, validators, idle timers,
 // continue-as-new — is tested deterministically with a skipping clock.
 type fakeActivities struct {
-	mode      sandbox.WorkspaceMode
-	execs     atomic.Int32
+	mode     sandbox.WorkspaceMode
+	execs    atomic.Int32
+	acquires atomic.Int32
+	// exists: Locate finds the workspace (a resume by id works).
+	exists    bool
 	writes    atomic.Int32
 	hibernate atomic.Int32
 	destroy   atomic.Int32
@@ -40,9 +43,13 @@ const testHost = "h1"
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
 	reg(func(context.Context, wire.WorkspaceActivityInput) (wire.LocateResult, error) {
+		if f.exists {
+			return wire.LocateResult{HostID: testHost, Exists: true}, nil
+		}
 		return wire.LocateResult{}, nil
 	}, wire.ActivityLocate)
 	reg(func(_ context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
+		f.acquires.Add(1)
 		ws := sandbox.Workspace{ID: in.WorkspaceID, Mode: f.mode, HostID: testHost, BranchName: "agent/edits-c",
 			Capabilities: sandbox.CapabilitiesFromMode(f.mode, false), Repo: sandbox.RepoIdentity{Host: "example.com", Owner: "o", Name: "r"}}
 		return wire.AcquireActivityResult{Workspace: ws, Created: true,

@@ -24,6 +24,7 @@ import (
 // rp_collect; Finish applies what came back. A Pass is used by one goroutine.
 type Pass struct {
 	r        *Replica
+	remote   Layout
 	id       string
 	mode     mode
 	base     string
@@ -50,7 +51,7 @@ type Part struct {
 }
 
 // Dir returns the pass's remote directory ($S/pass/<id>).
-func (p *Pass) Dir() string { return path.Join(p.r.remote.StateDir, "pass", p.id) }
+func (p *Pass) Dir() string { return path.Join(p.remote.StateDir, "pass", p.id) }
 
 // OutDir returns the remote directory rp_collect fills ($P/out).
 func (p *Pass) OutDir() string { return path.Join(p.Dir(), "out") }
@@ -92,6 +93,12 @@ func (r *Replica) Begin(ctx context.Context) (*Pass, error) {
 	return r.begin(ctx, false)
 }
 
+// BeginWith is Begin that, with fullBundle, sends the replica's git a full
+// bundle (after a pass whose Finish answered NeedGit).
+func (r *Replica) BeginWith(ctx context.Context, fullBundle bool) (*Pass, error) {
+	return r.begin(ctx, fullBundle)
+}
+
 func (r *Replica) begin(ctx context.Context, fullBundle bool) (*Pass, error) {
 	head, branch, err := r.readHead(ctx)
 	if err != nil {
@@ -116,7 +123,10 @@ func (r *Replica) begin(ctx context.Context, fullBundle bool) (*Pass, error) {
 	if err := ctxErr(ctx, "walk worktree"); err != nil {
 		return nil, err
 	}
-	p := &Pass{r: r, id: newID(), mode: st.Mode, base: st.Tree, beginSeq: st.Seq, head: head, branch: branch,
+	r.mu.Lock()
+	remote := r.remote
+	r.mu.Unlock()
+	p := &Pass{r: r, remote: remote, id: newID(), mode: st.Mode, base: st.Tree, beginSeq: st.Seq, head: head, branch: branch,
 		host: files, sent: map[string]entry{}, warnings: warnings}
 	if p.mode == "" {
 		p.mode = modeIncr
@@ -337,6 +347,9 @@ func (p *Pass) writeParts(root *os.Root, send, view []string, bundle string) err
 
 // readHead returns the workspace's HEAD commit and branch ("" when detached).
 func (r *Replica) readHead(ctx context.Context) (string, string, error) {
+	if r.src.GitDir == "" {
+		return "", "", nil
+	}
 	env := []string{"GIT_DIR=" + r.src.GitDir}
 	out, err := r.git.Run(ctx, gitx.Call{Dir: r.src.GitDir, Env: env, Args: []string{"rev-parse", "--verify", "-q", "HEAD^{commit}"}})
 	if err != nil {

@@ -97,7 +97,8 @@ type Source struct {
 	// WorkTree is the host worktree (absolute): the source of truth.
 	WorkTree string
 	// GitDir is the worktree's git administrative directory
-	// (<bare>/worktrees/<name>), whose HEAD is the workspace's.
+	// (<bare>/worktrees/<name>), whose HEAD is the workspace's; "" for a
+	// directory that is not a git worktree (the replica then has no git).
 	GitDir string
 	// ReadOnly: changes made in the replica are reverted, never applied
 	// (analysis workspaces).
@@ -195,7 +196,7 @@ const (
 // Open loads (or starts) the host state of a replica. Errors:
 // sandbox.ErrInvalidArgument for missing options.
 func Open(opts Options) (*Replica, error) {
-	if !filepath.IsAbs(opts.Source.WorkTree) || !filepath.IsAbs(opts.Source.GitDir) {
+	if !filepath.IsAbs(opts.Source.WorkTree) || opts.Source.GitDir != "" && !filepath.IsAbs(opts.Source.GitDir) {
 		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "replica: the worktree and git dir must be absolute paths")
 	}
 	if !strings.HasPrefix(opts.Remote.Workdir, "/") || !strings.HasPrefix(opts.Remote.StateDir, "/") {
@@ -269,6 +270,14 @@ func (r *Replica) save() error {
 		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write state")
 	}
 	return nil
+}
+
+// SetStateDir sets the remote bookkeeping directory (Layout.StateDir) once
+// the backend knows it (e.g. from the sandbox's user). Passes begun later use it.
+func (r *Replica) SetStateDir(dir string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.remote.StateDir = dir
 }
 
 // Reset records that the remote sandbox is new (created again after it

@@ -54,7 +54,11 @@ rp_rg() {
 }
 rp_fail() { printf '%s\n' "$2" > "$P/out/error"; echo "$1" > "$P/out/status"; return "$1"; }
 rp_init() {
-	mkdir -p "$W" "$S/pass" "$P/in" "$P/out" || return 1
+	if [ ! -d "$W" ]; then
+		# A workdir outside the user's home: Daytona's images let the user sudo.
+		mkdir -p "$W" 2>/dev/null || { sudo -n mkdir -p "$W" && sudo -n chown "$(id -u):$(id -g)" "$W"; } 2>/dev/null || return 1
+	fi
+	mkdir -p "$S/pass" "$P/in" "$P/out" || return 1
 	if [ ! -f "$S/sync.git/HEAD" ]; then
 		rm -rf "$S/sync.git" && git init -q --bare "$S/sync.git" >/dev/null || return 1
 		printf '* -text -filter -ident -working-tree-encoding -crlf\n' > "$S/sync.git/info/attributes" || return 1
@@ -163,6 +167,9 @@ rp_collect() {
 }
 `
 
+// ShQuote returns s as one sh word (single-quoted).
+func ShQuote(s string) string { return shQuote(s) }
+
 // shQuote returns s as one sh word: single-quoted, with each ' written as '\''.
 func shQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
@@ -180,7 +187,7 @@ func (p *Pass) Vars() string {
 	if p.r.lockGit {
 		lock = "1"
 	}
-	return "W=" + shQuote(p.r.remote.Workdir) + "\nS=" + shQuote(p.r.remote.StateDir) +
+	return "W=" + shQuote(p.remote.Workdir) + "\nS=" + shQuote(p.remote.StateDir) +
 		"\nP=" + shQuote(p.Dir()) + "\nRP_MODE=" + string(p.mode) + "\nRP_BASE=" + shQuote(p.base) +
 		"\nRP_PARTS=" + itoa(len(p.parts)) + "\nRP_LOCKGIT=" + lock + "\nRP_HEAD=" + shQuote(head) + "\n"
 }

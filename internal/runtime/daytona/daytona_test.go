@@ -115,7 +115,8 @@ func TestVanishedSandboxIsRecreatedWithTheAgentsFiles(t *testing.T) {
 	require.True(t, srv.DeleteOutOfBand(spec.ID))
 	res := runtimetest.Sh(t, ctx, rt, "cat src/work.txt a.txt; git status --porcelain; git log --oneline")
 	runtimetest.RequireOK(t, res)
-	require.Equal(t, "uncommitted\na\nmore\n M a.txt\n?? src/\n", strings.SplitAfterN(string(res.Stdout), "\n", 6)[0]+strings.SplitAfterN(string(res.Stdout), "\n", 6)[1]+strings.SplitAfterN(string(res.Stdout), "\n", 6)[2]+strings.SplitAfterN(string(res.Stdout), "\n", 6)[3]+strings.SplitAfterN(string(res.Stdout), "\n", 6)[4])
+	require.True(t, strings.HasPrefix(string(res.Stdout), "uncommitted\na\nmore\n M a.txt\n?? src/\n"), "%s", res.Stdout)
+	require.Contains(t, string(res.Stdout), "init")
 	require.Equal(t, 1, rt.(*Runtime).Replica().Recreated)
 }
 
@@ -150,9 +151,13 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	srv.Inject(fake.Fault{Operation: "DownloadFile", Delay: 500 * time.Millisecond})
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo one > one.txt"))
 	// A result lost three times fails the call; the next one brings the change.
-	srv.Inject(fake.Fault{Operation: "DownloadFile", Drop: true, Times: 3})
+	// (Go's client itself retries an idempotent request once on a dropped
+	// connection: six drops outlast the adapter's three tries.)
+	srv.Inject(fake.Fault{Operation: "DownloadFile", Drop: true, Times: 6})
 	_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo two > two.txt"}, TimeoutS: 30})
 	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.NoFileExists(t, filepath.Join(wt, "two.txt"))
+	srv.ClearFaults()
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
 	for _, f := range []string{"one.txt", "two.txt"} {
 		require.FileExists(t, filepath.Join(wt, f))

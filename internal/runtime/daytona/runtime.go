@@ -396,8 +396,6 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 		r.recreated++
 		r.recreatedAt = time.Now().UTC()
 		r.mu.Unlock()
-	}
-	if rep != nil {
 		if err := rep.Reset(); err != nil {
 			return nil, err
 		}

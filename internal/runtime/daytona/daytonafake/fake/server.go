@@ -244,6 +244,13 @@ func (s *Server) Inject(f Fault) {
 	s.faults = append(s.faults, &f)
 }
 
+// ClearFaults removes every fault not yet spent.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
 func (s *Server) takeFault(op string) *Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()

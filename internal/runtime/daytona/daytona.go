@@ -252,6 +252,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	if _, err := rt.ensure(ctx); err != nil {
 		return nil, err
 	}
+	if rep := rt.replica(); rep != nil && !rep.Status().Synced {
+		// The replica is made now, so that the first command pays nothing extra.
+		if _, err := rep.Sync(ctx, rt.transport(rep)); err != nil {
+			return nil, err
+		}
+	}
 	return rt, nil
 }
 

@@ -254,7 +254,7 @@ func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandbox.Exe
 	}
 	r.mu.Lock()
 	prev := r.lastPass
-	r.lastPass = p.Dir()
+	r.lastPass = ""
 	r.mu.Unlock()
 	st := &streamState{onChunk: onChunk}
 	// The command's own timeout is enforced in the sandbox; the host gives up
@@ -262,6 +262,11 @@ func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandbox.Exe
 	hostLimit := time.Now().Add(req.Timeout() + 2*time.Minute)
 	cancelled := false
 	done, err := r.launch(ctx, p.Dir(), script, prev, st)
+	if err != nil && ctx.Err() != nil {
+		// Cancelled during the first wait: kill the command, then collect.
+		cancelled, err = true, nil
+		r.cancel(p.Dir())
+	}
 	for err == nil && !done {
 		if ctx.Err() != nil && !cancelled {
 			cancelled = true
@@ -300,6 +305,11 @@ func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandbox.Exe
 	if err := r.download(dctx, p.ResultPath(), archive, replica.DefaultMaxReportBytes+(64<<20)); err != nil {
 		return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
 	}
+	r.mu.Lock()
+	if r.lastPass == "" {
+		r.lastPass = p.Dir() // removed by the next launch
+	}
+	r.mu.Unlock()
 	out := filepath.Join(dir, "out")
 	if err := replica.ExtractFlat(archive, out, replica.DefaultMaxReportBytes+(64<<20)); err != nil {
 		return sandbox.ExecResult{}, replica.Applied, err

@@ -343,6 +343,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.handleAPI(call)
 	}
+	if r.Context().Err() != nil {
+		return // the client went away: nothing is answered
+	}
 	if err := v.checkResponse(r.Context(), in, rec); err != nil {
 		s.violation("%v", err)
 		writeError(w, http.StatusInternalServerError, "daytonafake: "+err.Error())

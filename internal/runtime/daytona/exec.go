@@ -63,11 +63,14 @@ const execLib = `x_cmd() {
 		case "$d/" in "$base"/*) ;; *) echo 1 > "$XO/badcwd"; return 0 ;; esac
 	fi
 	mkfifo "$X/of" "$X/ef" "$X/oc" "$X/ec" || return 1
+	# head writes through stdio: unbuffered, the head files are the live view.
+	H=head
+	command -v stdbuf >/dev/null 2>&1 && H="stdbuf -o0 head"
 	wc -c < "$X/oc" > "$XO/o.count" &
 	wc -c < "$X/ec" > "$XO/e.count" &
-	{ tee "$X/oc" < "$X/of" & echo $! > "$X/t1"; wait; } | { head -c "$X_HEAD" > "$XO/o.head"; tail -c "$X_TAIL" > "$XO/o.tail"; } &
+	{ tee "$X/oc" < "$X/of" & echo $! > "$X/t1"; wait; } | { $H -c "$X_HEAD" > "$XO/o.head"; tail -c "$X_TAIL" > "$XO/o.tail"; } &
 	c1=$!
-	{ tee "$X/ec" < "$X/ef" & echo $! > "$X/t2"; wait; } | { head -c "$X_HEAD" > "$XO/e.head"; tail -c "$X_TAIL" > "$XO/e.tail"; } &
+	{ tee "$X/ec" < "$X/ef" & echo $! > "$X/t2"; wait; } | { $H -c "$X_HEAD" > "$XO/e.head"; tail -c "$X_TAIL" > "$XO/e.tail"; } &
 	c2=$!
 	in=/dev/null
 	[ "$X_STDIN" = 1 ] && in="$P/stdin"
@@ -431,7 +434,7 @@ func waiterScript(dir string, slice time.Duration, st *streamState) string {
 	return fmt.Sprintf(`P=%s; MAXW=%d; OO=%d; EO=%d; ST=%d
 w=0; d=1
 while [ ! -e "$P/done" ]; do
-	if [ "$ST" = 1 ] && [ "$w" -ge 20 ]; then
+	if [ "$ST" = 1 ]; then
 		so=$(wc -c < "$P/out/o.head" 2>/dev/null || echo 0); se=$(wc -c < "$P/out/e.head" 2>/dev/null || echo 0)
 		{ [ "$so" -gt "$OO" ] || [ "$se" -gt "$EO" ]; } && break
 	fi

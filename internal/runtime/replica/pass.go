@@ -38,8 +38,8 @@ type Pass struct {
 	// absent: paths the view states as missing on the host without deleting
 	// them remotely (rechecks).
 	absent []string
-	parts   []string // local files, in order
-	tmpDir  string
+	parts  []string // local files, in order
+	tmpDir string
 	// Warnings from Begin (files that could not be read).
 	warnings []string
 }

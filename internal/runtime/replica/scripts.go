@@ -170,7 +170,7 @@ rp_collect() {
 // ShQuote returns s as one sh word (single-quoted).
 func ShQuote(s string) string { return shQuote(s) }
 
-// shQuote returns s as one sh word: single-quoted, with each ' written as '\''.
+// shQuote returns s as one sh word: single-quoted, with each ' written as '\”.
 func shQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

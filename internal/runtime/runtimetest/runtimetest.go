@@ -176,7 +176,6 @@ func clipBytes(b []byte) string {
 	return string(b)
 }
 
-
 func (s *suite) lifecycle(t *testing.T) {
 	ctx, env, rt := s.setup(t, func(sp *sandbox.RuntimeSpec) {
 		sp.Labels = map[string]string{"runtimetest": "yes", "workspace": sp.ID}

@@ -431,7 +431,8 @@ func waiterScript(dir string, slice time.Duration, st *streamState) string {
 	if st.stream() {
 		stream, oo, eo = 1, st.outOff, st.errOff
 	}
-	return fmt.Sprintf(`P=%s; MAXW=%d; OO=%d; EO=%d; ST=%d
+	return fmt.Sprintf(`exec 2>/dev/null
+P=%s; MAXW=%d; OO=%d; EO=%d; ST=%d
 w=0; d=1
 while [ ! -e "$P/done" ]; do
 	if [ "$ST" = 1 ]; then
@@ -443,10 +444,10 @@ while [ ! -e "$P/done" ]; do
 	[ "$ST" = 1 ] && [ "$d" -ge 10 ] && { s=0.1; c=10; }
 	sleep "$s"; w=$((w + c))
 done
-if [ -e "$P/done" ]; then echo done; else echo running; fi
+if [ -e "$P/done" ]; then echo SANDBOXCORE-WAIT done; else echo SANDBOXCORE-WAIT running; fi
 if [ "$ST" = 1 ]; then
-	tail -c +$((OO + 1)) "$P/out/o.head" 2>/dev/null | head -c 262144 | base64 -w0; echo
-	tail -c +$((EO + 1)) "$P/out/e.head" 2>/dev/null | head -c 262144 | base64 -w0; echo
+	printf 'SANDBOXCORE-OUT '; tail -c +$((OO + 1)) "$P/out/o.head" | head -c 262144 | base64 -w0; echo
+	printf 'SANDBOXCORE-ERR '; tail -c +$((EO + 1)) "$P/out/e.head" | head -c 262144 | base64 -w0; echo
 fi
 `, replica.ShQuote(dir), int(slice/(10*time.Millisecond)), oo, eo, stream)
 }
@@ -494,20 +495,27 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *streamState) 
 	}
 	sc := bufio.NewScanner(strings.NewReader(res.GetResult()))
 	sc.Buffer(make([]byte, 1<<20), 4<<20)
-	var lines []string
+	// Only the waiter's own tagged lines count (the output is sh's combined
+	// stdout and stderr).
+	state := ""
+	var o, e []byte
 	for sc.Scan() {
-		lines = append(lines, sc.Text())
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "SANDBOXCORE-WAIT "):
+			state = strings.TrimPrefix(line, "SANDBOXCORE-WAIT ")
+		case strings.HasPrefix(line, "SANDBOXCORE-OUT "):
+			o, _ = base64.StdEncoding.DecodeString(strings.TrimPrefix(line, "SANDBOXCORE-OUT "))
+		case strings.HasPrefix(line, "SANDBOXCORE-ERR "):
+			e, _ = base64.StdEncoding.DecodeString(strings.TrimPrefix(line, "SANDBOXCORE-ERR "))
+		}
 	}
-	if len(lines) == 0 {
+	if state == "" {
 		return false, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: no answer from the command's waiter")
 	}
-	if st.stream() && len(lines) >= 3 {
-		o, _ := base64.StdEncoding.DecodeString(lines[1])
-		e, _ := base64.StdEncoding.DecodeString(lines[2])
-		st.feed("stdout", o)
-		st.feed("stderr", e)
-	}
-	return lines[0] == "done", nil
+	st.feed("stdout", o)
+	st.feed("stderr", e)
+	return state == "done", nil
 }
 
 // cancel kills the command of a pass (the caller's context ended).

@@ -30,8 +30,6 @@ const (
 	StatusResync = 90
 	// StatusNeedGit: the replica's git lacks the commit the host named.
 	StatusNeedGit = 91
-	// statusFailed: the apply step failed otherwise (out/error says why).
-	statusFailed = 92
 )
 
 // scriptLib defines the shell functions. Variables the caller sets first:

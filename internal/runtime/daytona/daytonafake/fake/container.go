@@ -334,30 +334,28 @@ func (e *engine) readFile(ctx context.Context, id, p string, limit int64) ([]byt
 		return nil, errIsDir
 	}
 	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil, errNoFile
-		}
-		if err != nil {
-			return nil, err
-		}
-		if h.Typeflag == tar.TypeSymlink {
-			// CopyFromContainer does not follow a final symlink: resolve it.
-			target := h.Linkname
-			if !strings.HasPrefix(target, "/") {
-				target = path.Join(path.Dir(p), target)
-			}
-			return e.readFile(ctx, id, target, limit)
-		}
-		if h.Typeflag != tar.TypeReg {
-			return nil, errIsDir
-		}
-		if h.Size > limit {
-			return nil, fmt.Errorf("file too large (%d bytes)", h.Size)
-		}
-		return io.ReadAll(io.LimitReader(tr, limit))
+	h, err := tr.Next()
+	if err == io.EOF {
+		return nil, errNoFile
 	}
+	if err != nil {
+		return nil, err
+	}
+	if h.Typeflag == tar.TypeSymlink {
+		// CopyFromContainer does not follow a final symlink: resolve it.
+		target := h.Linkname
+		if !strings.HasPrefix(target, "/") {
+			target = path.Join(path.Dir(p), target)
+		}
+		return e.readFile(ctx, id, target, limit)
+	}
+	if h.Typeflag != tar.TypeReg {
+		return nil, errIsDir
+	}
+	if h.Size > limit {
+		return nil, fmt.Errorf("file too large (%d bytes)", h.Size)
+	}
+	return io.ReadAll(io.LimitReader(tr, limit))
 }
 
 type fileStat struct {

@@ -78,6 +78,7 @@ fuzz:
 bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/
+	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/daytona/
 
 # The JSON Schema of the wire contract (docs/schema/, docs/API.md "Schema"),
 # generated from package sandboxapi; internal/schema's test fails when the

@@ -122,3 +122,16 @@ func (c *Capped) truncated() bool { return c.total > int64(c.limit) }
 
 // Limit returns the cap in bytes given to NewCapped (0 for a negative one).
 func (c *Capped) Limit() int { return c.limit }
+
+// Join returns the kept output of a stream whose head and tail halves were
+// captured elsewhere (a remote sandbox), in the form Capped.Bytes gives:
+// head + tail when total <= len(head)+len(tail), otherwise head +
+// Marker(omitted) + tail. total is the stream's full byte count.
+func Join(head, tail []byte, total int64) []byte {
+	out := make([]byte, 0, len(head)+len(tail)+MaxMarkerLen)
+	out = append(out, head...)
+	if omitted := total - int64(len(head)) - int64(len(tail)); omitted > 0 {
+		out = append(out, Marker(omitted)...)
+	}
+	return append(out, tail...)
+}

@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,9 +41,18 @@ type Env struct {
 	// must be unique to this Env. The suite may change ID, Env and Network
 	// before creating runtimes from it; it never changes Workdir or Mounts.
 	Spec sandbox.RuntimeSpec
-	// HostDir is the host directory backing Spec.Workdir; the suite reads and
-	// writes files there directly to check what commands did.
+	// HostDir is the host directory backing Spec.Workdir (runtimes whose
+	// workdir is a host directory); Files and Workspace default to it.
 	HostDir string
+	// Files is the runtime's own view of its workdir (relative paths, ".."
+	// allowed): the suite writes there what commands must find and checks
+	// there what they did, also while and after they run. For a remote
+	// runtime it reaches into the sandbox (its replica), not the host.
+	Files Files
+	// Workspace is the durable workspace behind the runtime (for a remote
+	// runtime, the host worktree its replica is synced with): what must
+	// survive Destroy. nil means Files.
+	Workspace Files
 	// Reopen, when non-nil, returns a new provider over the same backend state,
 	// as a restarted worker would build it; the suite then checks that Create
 	// with the same spec works again and sees the files. nil skips that check.
@@ -113,7 +121,13 @@ func (s *suite) newEnv(t *testing.T) Env {
 	t.Helper()
 	env := s.f(t)
 	require.NotNil(t, env.Provider, "factory returned no provider")
-	require.NotEmpty(t, env.HostDir, "factory returned no host dir")
+	if env.Files == nil {
+		require.NotEmpty(t, env.HostDir, "factory returned neither Files nor a host dir")
+		env.Files = HostFiles(env.HostDir)
+	}
+	if env.Workspace == nil {
+		env.Workspace = env.Files
+	}
 	return env
 }
 
@@ -160,19 +174,6 @@ func clipBytes(b []byte) string {
 		return string(b[:300]) + "…"
 	}
 	return string(b)
-}
-
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return -1
-	}
-	return fi.Size()
-}
-
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }
 
 func (s *suite) lifecycle(t *testing.T) {
@@ -222,9 +223,9 @@ func (s *suite) exitCodes(t *testing.T) {
 	require.NotEmpty(t, res.Stderr, "a missing command explains itself on stderr")
 	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"./no-such-file"}}), 127)
 
-	require.NoError(t, os.WriteFile(filepath.Join(env.HostDir, "noexec.sh"), []byte("#!/bin/sh\necho hi\n"), 0o644))
+	require.NoError(t, env.Files.WriteFile("noexec.sh", []byte("#!/bin/sh\necho hi\n"), 0o644))
 	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"./noexec.sh"}}), 126)
-	require.NoError(t, os.WriteFile(filepath.Join(env.HostDir, "exec.sh"), []byte("#!/bin/sh\necho hi \"$1\"\n"), 0o755))
+	require.NoError(t, env.Files.WriteFile("exec.sh", []byte("#!/bin/sh\necho hi \"$1\"\n"), 0o755))
 	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"./exec.sh", "there"}})
 	requireExit(t, res, 0)
 	require.Equal(t, "hi there\n", string(res.Stdout))
@@ -284,31 +285,31 @@ func (s *suite) cwd(t *testing.T) {
 	}
 	require.Contains(t, want, strings.TrimSuffix(string(res.Stdout), "\n"), "default cwd is the workdir")
 
-	require.NoError(t, os.MkdirAll(filepath.Join(env.HostDir, "sub", "deeper"), 0o755))
+	require.NoError(t, env.Files.MkdirAll("sub/deeper"))
 	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("echo here > marker"), Cwd: "sub/deeper"})
 	requireExit(t, res, 0)
-	require.FileExists(t, filepath.Join(env.HostDir, "sub", "deeper", "marker"))
+	require.True(t, env.Files.Exists("sub/deeper/marker"))
 
 	// A symlink inside the workspace that leads out of it is refused as a cwd.
 	outside := t.TempDir()
-	require.NoError(t, os.Symlink("..", filepath.Join(env.HostDir, "up")))
-	require.NoError(t, os.Symlink(outside, filepath.Join(env.HostDir, "out")))
-	require.NoError(t, os.Symlink("sub", filepath.Join(env.HostDir, "insidelink")))
+	require.NoError(t, env.Files.Symlink("..", "up"))
+	require.NoError(t, env.Files.Symlink(outside, "out"))
+	require.NoError(t, env.Files.Symlink("sub", "insidelink"))
 	for _, cwd := range []string{"up", "out", "sub/../up", "../", "..", "/", "/tmp", "missing-dir", "noexec-file"} {
 		if cwd == "noexec-file" {
-			require.NoError(t, os.WriteFile(filepath.Join(env.HostDir, cwd), nil, 0o644))
+			require.NoError(t, env.Files.WriteFile(cwd, nil, 0o644))
 		}
 		_, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh("echo escaped > escaped-marker"), Cwd: cwd, TimeoutS: 10})
 		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "cwd %q", cwd)
 	}
-	require.NoFileExists(t, filepath.Join(filepath.Dir(env.HostDir), "escaped-marker"))
+	require.False(t, env.Files.Exists("../escaped-marker"))
 	require.NoFileExists(t, filepath.Join(outside, "escaped-marker"))
-	require.NoFileExists(t, filepath.Join(env.HostDir, "escaped-marker"))
+	require.False(t, env.Files.Exists("escaped-marker"))
 
 	// A symlink that stays inside is fine.
 	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("echo ok > via-link"), Cwd: "insidelink"})
 	requireExit(t, res, 0)
-	require.FileExists(t, filepath.Join(env.HostDir, "sub", "via-link"))
+	require.True(t, env.Files.Exists("sub/via-link"))
 }
 
 func (s *suite) badInput(t *testing.T) {
@@ -341,11 +342,11 @@ func (s *suite) badInput(t *testing.T) {
 		_, err = rt.ExecStream(ctx, req, func(sandbox.ExecChunk) {})
 		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name+" (ExecStream)")
 	}
-	require.NoFileExists(t, filepath.Join(env.HostDir, "ran"), "nothing may run on bad input")
+	require.False(t, env.Files.Exists("ran"), "nothing may run on bad input")
 	// The limits themselves are accepted.
 	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: touch, TimeoutS: maxTimeoutS, MaxOutputBytes: sandbox.MaxOutputBytesLimit, Stdin: make([]byte, sandbox.MaxStdinBytes)})
 	requireExit(t, res, 0)
-	require.FileExists(t, filepath.Join(env.HostDir, "ran"))
+	require.True(t, env.Files.Exists("ran"))
 }
 
 func (s *suite) envIsolation(t *testing.T) {
@@ -377,16 +378,15 @@ const treeScript = `(sleep 3; echo late > late) & while true; do date >> tick; s
 
 // requireTreeGone checks that neither the loop nor the background child of
 // treeScript survived, started at start.
-func requireTreeGone(t *testing.T, dir string, start time.Time) {
+func requireTreeGone(t *testing.T, files Files, start time.Time) {
 	t.Helper()
-	tick := filepath.Join(dir, "tick")
-	require.FileExists(t, tick, "the command never ran")
+	require.True(t, files.Exists("tick"), "the command never ran")
 	time.Sleep(300 * time.Millisecond)
-	before := fileSize(tick)
+	before := files.Size("tick")
 	// Wait past the background child's 3 s and more than one loop period.
 	time.Sleep(max(2500*time.Millisecond, time.Until(start.Add(4500*time.Millisecond))))
-	require.Equal(t, before, fileSize(tick), "the foreground loop is still running")
-	require.NoFileExists(t, filepath.Join(dir, "late"), "a background child survived")
+	require.Equal(t, before, files.Size("tick"), "the foreground loop is still running")
+	require.False(t, files.Exists("late"), "a background child survived")
 }
 
 func (s *suite) timeoutKillsTree(t *testing.T) {
@@ -400,7 +400,7 @@ func (s *suite) timeoutKillsTree(t *testing.T) {
 	require.GreaterOrEqual(t, elapsed, 2*time.Second)
 	require.Less(t, elapsed, 5*time.Second, "the call must return soon after the timeout")
 	require.GreaterOrEqual(t, res.DurationMS, int64(1900))
-	requireTreeGone(t, env.HostDir, start)
+	requireTreeGone(t, env.Files, start)
 }
 
 func (s *suite) backgroundChild(t *testing.T) {
@@ -422,7 +422,7 @@ func (s *suite) cancelKillsTree(t *testing.T) {
 	require.Error(t, err, "a cancelled call returns an error")
 	require.ErrorIs(t, err, context.Canceled)
 	require.Less(t, time.Since(start), 4*time.Second, "the call must return soon after cancellation")
-	requireTreeGone(t, env.HostDir, start)
+	requireTreeGone(t, env.Files, start)
 }
 
 func (s *suite) outputCaps(t *testing.T) {
@@ -539,7 +539,7 @@ func (s *suite) hibernateResume(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sandbox.RuntimeStopped, st)
 	require.NoError(t, rt.Stop(ctx), "Stop is idempotent")
-	data, err := os.ReadFile(filepath.Join(env.HostDir, "d", "f.txt"))
+	data, err := env.Workspace.ReadFile("d/f.txt")
 	require.NoError(t, err, "workspace files survive Stop")
 	require.Equal(t, "persisted\n", string(data))
 
@@ -575,8 +575,7 @@ func (s *suite) stopKillsRunning(t *testing.T) {
 		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh(treeScript), TimeoutS: 60})
 		done <- outcome{res, err}
 	}()
-	tick := filepath.Join(env.HostDir, "tick")
-	for !exists(tick) && time.Since(start) < 10*time.Second {
+	for !env.Files.Exists("tick") && time.Since(start) < 10*time.Second {
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.NoError(t, rt.Stop(ctx))
@@ -587,7 +586,7 @@ func (s *suite) stopKillsRunning(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Stop did not end the running command")
 	}
-	requireTreeGone(t, env.HostDir, start)
+	requireTreeGone(t, env.Files, start)
 	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"true"}}), 0)
 }
 
@@ -595,7 +594,7 @@ func (s *suite) destroyKeepsWorkspace(t *testing.T) {
 	ctx, env, rt := s.setup(t, nil)
 	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("echo keep > keep.txt")}), 0)
 	require.NoError(t, env.Provider.Destroy(ctx, env.Spec.ID))
-	data, err := os.ReadFile(filepath.Join(env.HostDir, "keep.txt"))
+	data, err := env.Workspace.ReadFile("keep.txt")
 	require.NoError(t, err, "Destroy must not touch the workspace")
 	require.Equal(t, "keep\n", string(data))
 	_, err = env.Provider.Get(ctx, env.Spec.ID)

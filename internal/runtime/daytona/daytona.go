@@ -1,0 +1,572 @@
+// Package daytona is the Daytona runtime (kind "daytona"): each runtime is a
+// Daytona sandbox holding a replica of the workspace (internal/runtime/replica;
+// docs/DESIGN.md "The three things", docs/SECURITY.md "Remote runtimes"),
+// driven with Daytona's generated Go clients of the API and of the in-sandbox
+// toolbox (github.com/daytonaio/daytona/libs/api-client-go and
+// libs/toolbox-api-client-go, v0.190.0).
+//
+// # Sandboxes
+//
+// A runtime's sandbox is named after the runtime id and labeled
+// LabelManagedBy=ManagedByValue, LabelWorkspace, LabelRuntime and
+// LabelDeployment (plus RuntimeSpec.Labels); it is created from
+// Options.Snapshot, or from Options.Image (a build "FROM <image>"), or from
+// Daytona's default snapshot, in Options.Target, with Options.AutoStopMinutes
+// and AutoArchiveMinutes and the spec's resources (CPU rounded up to whole
+// cores, memory and disk to whole GiB). Create is idempotent (a name conflict
+// adopts the existing sandbox when it carries this deployment's labels, and
+// is sandbox.ErrConflict otherwise). Start starts a stopped or archived
+// sandbox; Stop (hibernate) first brings back what the sandbox changed
+// since the last command, then stops it; Destroy deletes it, after the same
+// sync when the sandbox may hold unsynced changes.
+//
+// States (SandboxState → sandbox.RuntimeState): started → running;
+// creating, starting, restoring, pulling_snapshot, pending_build,
+// building_snapshot, resizing, snapshotting, forking, resuming → starting;
+// stopped, stopping, archived, archiving, paused, pausing → stopped; error,
+// build_failed, unknown → error; destroyed, destroying or no sandbox →
+// missing.
+//
+// A sandbox that vanished (deleted, expired, in a destroyed or unrecoverable
+// error state) is created again on the next use of its runtime and the replica
+// re-synced from the host (every file, a full bundle): nothing is lost
+// (Runtime.Replica reports how often that happened).
+//
+// # Network (RuntimeSpec.Network)
+//
+// "none" → networkBlockAll; "limited" → networkBlockAll with
+// networkAllowList = Options.NetworkAllowList when set (CIDRs an operator
+// allows, e.g. an egress proxy), else networkBlockAll alone (like
+// bubblewrap, "limited" means no network then); "default" → Daytona's
+// default network.
+//
+// # Credentials
+//
+// The API key goes in the Authorization header of each request and nowhere
+// else: never a log line, an error, a sandbox's environment, a command's
+// argv or Temporal's history (Options documents where it comes from).
+package daytona
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Kind is the RuntimeProvider kind string of this backend.
+const Kind = "daytona"
+
+// Labels on every sandbox this package creates.
+const (
+	LabelManagedBy  = "managed-by"
+	ManagedByValue  = "sandboxcore"
+	LabelWorkspace  = "sandboxcore.workspace"
+	LabelRuntime    = "sandboxcore.runtime"
+	LabelDeployment = "sandboxcore.deployment"
+)
+
+// Defaults.
+const (
+	DefaultAutoStopMinutes    = 15
+	DefaultAutoArchiveMinutes = 60
+	// DefaultWaitSlice bounds one toolbox request that waits for a command:
+	// well below the 60 s at which Daytona's proxy and SDK cut requests
+	// (daytona#4750), so a command of any length is followed through
+	// successive requests while its own timeout is enforced in the sandbox.
+	DefaultWaitSlice = 25 * time.Second
+	// apiTimeout bounds one API or toolbox call that does not wait for a command.
+	apiTimeout = 60 * time.Second
+	// readyTimeout bounds the wait for a sandbox to reach a stable state.
+	readyTimeout = 5 * time.Minute
+)
+
+// Options configure a Provider.
+type Options struct {
+	// APIURL is Daytona's API URL (DAYTONA_API_URL), e.g. https://app.daytona.io/api.
+	APIURL string
+	// APIKey authenticates every call (DAYTONA_API_KEY or DAYTONA_API_KEY_FILE).
+	APIKey string
+	// Snapshot or Image (at most one) is what sandboxes are made from;
+	// neither: Daytona's default snapshot.
+	Snapshot, Image string
+	// Target is the Daytona region ("" = the organization's default).
+	Target string
+	// AutoStopMinutes and AutoArchiveMinutes are given to every sandbox
+	// (0: the defaults above).
+	AutoStopMinutes, AutoArchiveMinutes int
+	// NetworkAllowList is the CIDR list of the "limited" network mode ("" = none allowed).
+	NetworkAllowList string
+	// Deployment identifies this worker host among the users of the same
+	// Daytona organization (SANDBOX_HOST_ID): every sandbox carries it, and
+	// only this deployment's sandboxes are listed, reclaimed or deleted.
+	Deployment string
+	// StateDir is a host directory for the replicas' sync states.
+	StateDir string
+	// Git is the host's git runner (bundles of the workspaces' repositories).
+	Git *gitx.Runner
+	// WaitSlice bounds a toolbox request that waits for a command (0: DefaultWaitSlice).
+	WaitSlice time.Duration
+	// HTTPClient, when set, carries every request (tests); the API key is
+	// still added per request.
+	HTTPClient *http.Client
+	// Logger receives the provider's log (never the key); nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Provider creates and finds Daytona runtimes. It is safe for concurrent use.
+type Provider struct {
+	opts Options
+	api  *apiclient.APIClient
+	hc   *http.Client
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	runtimes map[string]*Runtime
+}
+
+var _ sandbox.RuntimeProvider = (*Provider)(nil)
+
+// New returns a provider. Errors: sandbox.ErrInvalidArgument naming the
+// missing or malformed option (hostworker names the variable).
+func New(opts Options) (*Provider, error) {
+	if opts.APIURL == "" || (!strings.HasPrefix(opts.APIURL, "https://") && !strings.HasPrefix(opts.APIURL, "http://")) {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: the API URL must be an http(s) URL")
+	}
+	if opts.APIKey == "" {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: no API key")
+	}
+	if opts.Snapshot != "" && opts.Image != "" {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: set a snapshot or an image, not both")
+	}
+	if opts.Deployment == "" || opts.StateDir == "" || opts.Git == nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: Deployment, StateDir and Git are required")
+	}
+	if opts.AutoStopMinutes <= 0 {
+		opts.AutoStopMinutes = DefaultAutoStopMinutes
+	}
+	if opts.AutoArchiveMinutes <= 0 {
+		opts.AutoArchiveMinutes = DefaultAutoArchiveMinutes
+	}
+	if opts.WaitSlice <= 0 {
+		opts.WaitSlice = DefaultWaitSlice
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	base := opts.HTTPClient
+	if base == nil {
+		base = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	hc := &http.Client{Transport: &authTransport{key: opts.APIKey, next: transportOf(base)}, CheckRedirect: noRedirect}
+	cfg := apiclient.NewConfiguration()
+	cfg.Servers = apiclient.ServerConfigurations{{URL: strings.TrimSuffix(opts.APIURL, "/")}}
+	cfg.HTTPClient = hc
+	cfg.UserAgent = "sandboxcore"
+	return &Provider{opts: opts, api: apiclient.NewAPIClient(cfg), hc: hc, log: log, runtimes: map[string]*Runtime{}}, nil
+}
+
+func transportOf(c *http.Client) http.RoundTripper {
+	if c.Transport != nil {
+		return c.Transport
+	}
+	return http.DefaultTransport
+}
+
+// noRedirect refuses redirects: the key must never follow one elsewhere.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// authTransport adds the API key to each request and nothing else.
+type authTransport struct {
+	key  string
+	next http.RoundTripper
+}
+
+func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.key)
+	return t.next.RoundTrip(r)
+}
+
+// String never prints the key.
+func (t *authTransport) String() string { return "daytona-auth(<redacted>)" }
+
+// Kind returns "daytona".
+func (p *Provider) Kind() string { return Kind }
+
+// Capabilities: isolated (a remote sandbox), preview URLs; snapshots are
+// not offered (a replica holds nothing the workspace lacks).
+func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
+	return sandbox.RuntimeCapabilities{Isolated: true, PreviewURL: true}
+}
+
+// Snapshots returns nil (not offered, see Capabilities).
+func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
+
+// PreviewURLs returns the preview capability (PreviewURL).
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return previewCap{p} }
+
+// runtimeFor returns the one handle of a runtime id.
+func (p *Provider) runtimeFor(id string) *Runtime {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rt, ok := p.runtimes[id]; ok {
+		return rt
+	}
+	rt := &Runtime{p: p, id: id}
+	p.runtimes[id] = rt
+	return rt
+}
+
+// Create returns the runtime of spec, creating its sandbox when missing and
+// waiting until it runs; the replica is synced on first use. Errors:
+// sandbox.ErrInvalidArgument (a spec without a workspace mount at its
+// workdir), sandbox.ErrConflict (the name belongs to a sandbox of another
+// deployment), the kinds of mapErr.
+func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
+	if err := validID(spec.ID); err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(spec.Workdir, "/") {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: the workdir must be absolute")
+	}
+	rt := p.runtimeFor(spec.ID)
+	if err := rt.setSpec(spec); err != nil {
+		return nil, err
+	}
+	if _, err := rt.ensure(ctx); err != nil {
+		return nil, err
+	}
+	if rep := rt.replica(); rep != nil && !rep.Status().Synced {
+		// The replica is made now, so that the first command pays nothing extra.
+		if _, err := rep.Sync(ctx, rt.transport(rep)); err != nil {
+			return nil, err
+		}
+	}
+	return rt, nil
+}
+
+// Get returns an existing runtime or sandbox.ErrNotFound.
+func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	sb, err := p.getSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if sb == nil || runtimeState(sb.GetState()) == sandbox.RuntimeMissing {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "daytona: runtime %s does not exist", id)
+	}
+	rt := p.runtimeFor(id)
+	_ = rt.loadSpec()
+	return rt, nil
+}
+
+// List returns this deployment's runtimes whose labels include labels.
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbox.RuntimeSummary, error) {
+	items, err := p.list(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sandbox.RuntimeSummary, 0, len(items))
+	for _, it := range items {
+		out = append(out, sandbox.RuntimeSummary{ID: it.GetName(), State: runtimeState(it.GetState()), Labels: it.GetLabels()})
+	}
+	return out, nil
+}
+
+// list returns this deployment's sandboxes matching labels (all pages).
+func (p *Provider) list(ctx context.Context, labels map[string]string) ([]apiclient.SandboxListItem, error) {
+	want := map[string]string{LabelManagedBy: ManagedByValue, LabelDeployment: p.opts.Deployment}
+	for k, v := range labels {
+		want[k] = v
+	}
+	lb, _ := json.Marshal(want)
+	var out []apiclient.SandboxListItem
+	cursor := ""
+	for page := 0; page < 1000; page++ {
+		var res *apiclient.ListSandboxesResponse
+		err := p.retry(ctx, "list sandboxes", func(ctx context.Context) error {
+			req := p.api.SandboxAPI.ListSandboxes(ctx).Labels(string(lb)).Limit(200)
+			if cursor != "" {
+				req = req.Cursor(cursor)
+			}
+			var resp *http.Response
+			var err error
+			res, resp, err = req.Execute()
+			return p.mapErr(ctx, resp, err, "list sandboxes")
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range res.GetItems() {
+			if st := it.GetState(); st == apiclient.SANDBOXSTATE_DESTROYED || st == apiclient.SANDBOXSTATE_DESTROYING {
+				continue
+			}
+			out = append(out, it)
+		}
+		next, ok := res.GetNextCursorOk()
+		if !ok || next == nil || *next == "" {
+			break
+		}
+		cursor = *next
+	}
+	return out, nil
+}
+
+// Destroy deletes the runtime's sandbox (a missing one is success) and the
+// replica's host state; never the workspace. A sandbox that may hold
+// changes not yet brought back (it was not stopped by Stop) is synced first
+// (started when it is stopped); if that fails, it is kept and the error
+// returned, so nothing is lost.
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	rt := p.runtimeFor(id)
+	_ = rt.loadSpec()
+	return rt.destroy(ctx)
+}
+
+// getSandbox returns the sandbox named id, nil when there is none.
+func (p *Provider) getSandbox(ctx context.Context, id string) (*apiclient.Sandbox, error) {
+	var sb *apiclient.Sandbox
+	err := p.retry(ctx, "get sandbox "+id, func(ctx context.Context) error {
+		var resp *http.Response
+		var err error
+		sb, resp, err = p.api.SandboxAPI.GetSandbox(ctx, id).Execute()
+		return p.mapErr(ctx, resp, err, "get sandbox %s", id)
+	})
+	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sb.GetLabels()[LabelDeployment] != p.opts.Deployment || sb.GetLabels()[LabelManagedBy] != ManagedByValue {
+		return nil, sandbox.Errorf(sandbox.ErrConflict, "daytona: a sandbox named %s exists but belongs to another deployment or is not sandboxcore's", id)
+	}
+	return sb, nil
+}
+
+// retry runs fn with its own call timeout, again (up to three tries) while
+// it fails transiently.
+func (p *Provider) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return p.mapErr(ctx, nil, ctx.Err(), "%s", what)
+			case <-time.After(time.Duration(100*attempt*attempt) * time.Millisecond):
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		err = fn(cctx)
+		cancel()
+		if !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		p.log.Debug("daytona call failed; retrying", "call", what, "attempt", attempt+1, "error", err)
+	}
+	return err
+}
+
+// runtimeState maps Daytona's state onto a runtime state (package documentation).
+func runtimeState(s apiclient.SandboxState) sandbox.RuntimeState {
+	switch s {
+	case apiclient.SANDBOXSTATE_STARTED:
+		return sandbox.RuntimeRunning
+	case apiclient.SANDBOXSTATE_CREATING, apiclient.SANDBOXSTATE_STARTING, apiclient.SANDBOXSTATE_RESTORING,
+		apiclient.SANDBOXSTATE_PULLING_SNAPSHOT, apiclient.SANDBOXSTATE_PENDING_BUILD, apiclient.SANDBOXSTATE_BUILDING_SNAPSHOT,
+		apiclient.SANDBOXSTATE_RESIZING, apiclient.SANDBOXSTATE_SNAPSHOTTING, apiclient.SANDBOXSTATE_FORKING, apiclient.SANDBOXSTATE_RESUMING:
+		return sandbox.RuntimeStarting
+	case apiclient.SANDBOXSTATE_STOPPED, apiclient.SANDBOXSTATE_STOPPING, apiclient.SANDBOXSTATE_ARCHIVED,
+		apiclient.SANDBOXSTATE_ARCHIVING, apiclient.SANDBOXSTATE_PAUSED, apiclient.SANDBOXSTATE_PAUSING:
+		return sandbox.RuntimeStopped
+	case apiclient.SANDBOXSTATE_DESTROYED, apiclient.SANDBOXSTATE_DESTROYING:
+		return sandbox.RuntimeMissing
+	}
+	return sandbox.RuntimeError
+}
+
+// createBody builds the create request of spec.
+func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox {
+	body := apiclient.NewCreateSandbox()
+	body.SetName(spec.ID)
+	labels := map[string]string{}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	labels[LabelManagedBy] = ManagedByValue
+	labels[LabelRuntime] = spec.ID
+	labels[LabelWorkspace] = spec.WorkspaceID
+	labels[LabelDeployment] = p.opts.Deployment
+	body.SetLabels(labels)
+	body.SetEnv(map[string]string{}) // nothing from the worker (docs/SECURITY.md)
+	switch {
+	case p.opts.Snapshot != "":
+		body.SetSnapshot(p.opts.Snapshot)
+	case p.opts.Image != "":
+		body.SetBuildInfo(*apiclient.NewCreateBuildInfo("FROM " + p.opts.Image + "\n"))
+	}
+	if p.opts.Target != "" {
+		body.SetTarget(p.opts.Target)
+	}
+	body.SetAutoStopInterval(int32(p.opts.AutoStopMinutes))
+	body.SetAutoArchiveInterval(int32(p.opts.AutoArchiveMinutes))
+	body.SetAutoDeleteInterval(-1)
+	body.SetPublic(false)
+	switch spec.Network {
+	case sandbox.NetworkNone:
+		body.SetNetworkBlockAll(true)
+	case sandbox.NetworkLimited, "":
+		if p.opts.NetworkAllowList != "" {
+			body.SetNetworkAllowList(p.opts.NetworkAllowList)
+		} else {
+			body.SetNetworkBlockAll(true)
+		}
+	}
+	if r := spec.Resources; r != nil {
+		if r.CPU > 0 {
+			body.SetCpu(int32(math.Ceil(r.CPU)))
+		}
+		if r.MemoryMB > 0 {
+			body.SetMemory(int32((r.MemoryMB + 1023) / 1024))
+		}
+		if r.DiskGB > 0 {
+			body.SetDisk(int32(r.DiskGB))
+		}
+	}
+	return *body
+}
+
+// reclaim deletes up to n of this deployment's stopped sandboxes that hold
+// nothing the host lacks (stopped by Stop after a sync), least recently used
+// first, and returns how many it deleted (quota: a create refused for the
+// organization's limits).
+func (p *Provider) reclaim(ctx context.Context, except string, n int) int {
+	items, err := p.list(ctx, nil)
+	if err != nil {
+		p.log.Warn("daytona: list sandboxes to reclaim", "error", err)
+		return 0
+	}
+	type cand struct {
+		name string
+		at   string
+	}
+	var cands []cand
+	for _, it := range items {
+		if it.GetName() == except || runtimeState(it.GetState()) != sandbox.RuntimeStopped {
+			continue
+		}
+		if !p.hibernatedClean(it.GetName()) {
+			continue
+		}
+		at := it.GetLastActivityAt()
+		if at == "" {
+			at = it.GetUpdatedAt()
+		}
+		cands = append(cands, cand{it.GetName(), at})
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].at < cands[j].at })
+	deleted := 0
+	for _, c := range cands {
+		if deleted >= n {
+			break
+		}
+		if err := p.deleteSandbox(ctx, c.name); err != nil {
+			p.log.Warn("daytona: reclaim stopped sandbox", "runtime", c.name, "error", err)
+			continue
+		}
+		p.log.Info("daytona: deleted a stopped replica to free quota", "runtime", c.name)
+		deleted++
+	}
+	return deleted
+}
+
+func (p *Provider) deleteSandbox(ctx context.Context, name string) error {
+	err := p.retry(ctx, "delete sandbox "+name, func(ctx context.Context) error {
+		_, resp, err := p.api.SandboxAPI.DeleteSandbox(ctx, name).Execute()
+		return p.mapErr(ctx, resp, err, "delete sandbox %s", name)
+	})
+	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+		return nil
+	}
+	return err
+}
+
+// stateDir is the host directory of one runtime's state.
+func (p *Provider) stateDir(id string) string { return filepath.Join(p.opts.StateDir, id) }
+
+// hibernatedClean reports whether the runtime was stopped by Stop after a
+// successful sync and has not run anything since.
+func (p *Provider) hibernatedClean(id string) bool {
+	_, err := os.Stat(filepath.Join(p.stateDir(id), "hibernated"))
+	return err == nil
+}
+
+// Orphans returns this deployment's sandboxes whose workspace no longer
+// exists (exists says; its errors abort). Errors: mapErr's.
+func (p *Provider) Orphans(ctx context.Context, exists func(ctx context.Context, workspaceID string) (bool, error)) ([]sandbox.RuntimeSummary, error) {
+	items, err := p.list(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []sandbox.RuntimeSummary
+	for _, it := range items {
+		ok, err := exists(ctx, it.GetLabels()[LabelWorkspace])
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			out = append(out, sandbox.RuntimeSummary{ID: it.GetName(), State: runtimeState(it.GetState()), Labels: it.GetLabels()})
+		}
+	}
+	return out, nil
+}
+
+// DeleteOrphan deletes an orphan's sandbox and host state (its workspace is
+// gone: there is nothing to keep).
+func (p *Provider) DeleteOrphan(ctx context.Context, id string) error {
+	if err := p.deleteSandbox(ctx, id); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	delete(p.runtimes, id)
+	p.mu.Unlock()
+	return os.RemoveAll(p.stateDir(id))
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+
+// validID checks a runtime id (it names the sandbox): sandbox.ErrInvalidArgument.
+func validID(id string) error {
+	if !idRE.MatchString(id) {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: runtime id %q is not a valid sandbox name", sandbox.Clip(id, 80))
+	}
+	return nil
+}
+
+func sprintf(format string, args ...any) string {
+	if len(args) == 0 {
+		return format
+	}
+	return fmt.Sprintf(format, args...)
+}

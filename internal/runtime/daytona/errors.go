@@ -1,0 +1,146 @@
+package daytona
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// mapErr is the one place Daytona's answers become sandbox error kinds
+// (docs/API.md "Errors"):
+//
+//	401, 403                      → ErrUnauthorized
+//	404                           → ErrNotFound (the caller recreates a vanished sandbox)
+//	409                           → ErrConflict
+//	429                           → ErrRateLimited (its Retry-After, when given)
+//	400 "… limit exceeded"/quota  → ErrResourceLimit
+//	other 4xx                     → ErrInvalidArgument (Daytona refused the request: configuration)
+//	5xx, connection loss, a cut   → ErrRuntimeUnavailable (retryable)
+//	the caller's deadline         → ErrTimeout; its cancellation wraps context.Canceled
+//
+// The message quotes Daytona's own (clipped) and never the API key: it is
+// not in any response, and the text is scrubbed of it anyway.
+func (p *Provider) mapErr(ctx context.Context, resp *http.Response, err error, format string, args ...any) error {
+	if err == nil && (resp == nil || resp.StatusCode < 400) {
+		return nil
+	}
+	what := sprintf(format, args...)
+	if resp == nil {
+		if ctx.Err() != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "daytona: %s", what)
+			}
+			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, ctx.Err(), "daytona: %s", what)
+		}
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: %s: %s", what, p.scrub(err.Error()))
+	}
+	msg := p.scrub(errorMessage(err))
+	switch code := resp.StatusCode; {
+	case code == 401 || code == 403:
+		return sandbox.Errorf(sandbox.ErrUnauthorized, "daytona: %s: Daytona refused the API key (%d %s)", what, code, msg)
+	case code == 404:
+		return sandbox.Errorf(sandbox.ErrNotFound, "daytona: %s: %s", what, msg)
+	case code == 409:
+		return sandbox.Errorf(sandbox.ErrConflict, "daytona: %s: %s", what, msg)
+	case code == 429:
+		e := sandbox.Errorf(sandbox.ErrRateLimited, "daytona: %s: rate limited (%s)", what, msg)
+		if d, ok := retryAfter(resp); ok {
+			return sandbox.WithRetryAfter(e, d)
+		}
+		return e
+	case code == 400 && isQuota(msg):
+		return sandbox.Errorf(sandbox.ErrResourceLimit, "daytona: %s: %s", what, msg)
+	case code >= 500 || code == 408:
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: %s: %d %s", what, code, msg)
+	default:
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: %s: Daytona refused the request (%d %s)", what, code, msg)
+	}
+}
+
+func isQuota(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "limit exceeded") || strings.Contains(m, "quota")
+}
+
+// errorMessage extracts Daytona's message from an error body
+// ({"statusCode","error","message"}; the toolbox's {"error"}).
+func errorMessage(err error) string {
+	type bodied interface{ Body() []byte }
+	var b bodied
+	if errors.As(err, &b) {
+		var m struct {
+			Message any    `json:"message"`
+			Error   string `json:"error"`
+		}
+		if json.Unmarshal(b.Body(), &m) == nil {
+			switch v := m.Message.(type) {
+			case string:
+				if v != "" {
+					return sandbox.Clip(v, 300)
+				}
+			case []any:
+				var parts []string
+				for _, x := range v {
+					if s, ok := x.(string); ok {
+						parts = append(parts, s)
+					}
+				}
+				if len(parts) > 0 {
+					return sandbox.Clip(strings.Join(parts, ", "), 300)
+				}
+			}
+			if m.Error != "" {
+				return sandbox.Clip(m.Error, 300)
+			}
+		}
+		if s := strings.TrimSpace(string(b.Body())); s != "" {
+			return sandbox.Clip(s, 300)
+		}
+	}
+	if err == nil {
+		return ""
+	}
+	return sandbox.Clip(err.Error(), 300)
+}
+
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if d, err := time.ParseDuration(v + "s"); err == nil && d >= 0 {
+		return d, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0), true
+	}
+	return 0, false
+}
+
+// scrub removes the API key from a text, in case a server echoed it.
+func (p *Provider) scrub(s string) string {
+	if p.opts.APIKey != "" && len(p.opts.APIKey) >= 4 {
+		s = strings.ReplaceAll(s, p.opts.APIKey, "<redacted>")
+	}
+	return s
+}
+
+// transient reports whether err is worth one more try right away
+// (connection loss, 5xx, a cut), as opposed to a decision of Daytona's.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if k := sandbox.KindOf(err); k != nil && k != sandbox.ErrRuntimeUnavailable {
+		return false
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+var _ net.Error // (net errors arrive as transport errors, mapped above)

@@ -1,0 +1,643 @@
+package daytona
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	toolbox "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/output"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// A command runs in the sandbox as a detached wrapper (setsid) started by a
+// toolbox /process/execute request that then waits for it at most
+// Options.WaitSlice; later requests wait again, so no request nears the
+// 60 s cut of Daytona's proxy however long the command runs, while its
+// own timeout is enforced in the sandbox (the wrapper's watchdog kills the
+// command's process group and session). The wrapper applies the replica
+// pass, runs the command with stdout and stderr into capped head/tail files
+// (through fifos, so nothing unbounded lands on the sandbox's disk), collects
+// the pass and packs everything into one archive that one download brings
+// back: an exec costs one execute request and one download (plus one upload
+// when the host changed something or stdin is given).
+
+// killLib kills the process group and the session of a pid: everything the
+// command started except processes that left its session.
+const killLib = `x_kill() {
+	xk=$1
+	kill -9 -"$xk" 2>/dev/null
+	for d in /proc/[0-9]*; do
+		read -r s < "$d/stat" 2>/dev/null || continue
+		s=${s##*) }
+		set -- $s
+		[ "$4" = "$xk" ] && kill -9 "${d#/proc/}" 2>/dev/null
+	done
+	return 0
+}
+`
+
+// execLib runs the command. Variables: X (exec scratch dir), XO (out dir),
+// X_TIMEOUT (s), X_HEAD, X_TAIL (bytes kept per stream), X_CWD, X_STDIN.
+const execLib = `x_cmd() {
+	mkdir -p "$X" "$XO" || return 1
+	base=$(cd "$W" && pwd -P) || { echo 1 > "$XO/badcwd"; return 0; }
+	d=$base
+	if [ -n "$X_CWD" ]; then
+		d=$(cd "$W" && cd -- "$X_CWD" 2>/dev/null && pwd -P) || { echo 1 > "$XO/badcwd"; return 0; }
+		case "$d/" in "$base"/*) ;; *) echo 1 > "$XO/badcwd"; return 0 ;; esac
+	fi
+	mkfifo "$X/of" "$X/ef" "$X/oc" "$X/ec" || return 1
+	# head writes through stdio: unbuffered, the head files are the live view.
+	H=head
+	command -v stdbuf >/dev/null 2>&1 && H="stdbuf -o0 head"
+	wc -c < "$X/oc" > "$XO/o.count" &
+	wc -c < "$X/ec" > "$XO/e.count" &
+	{ tee "$X/oc" < "$X/of" & echo $! > "$X/t1"; wait; } | { $H -c "$X_HEAD" > "$XO/o.head"; tail -c "$X_TAIL" > "$XO/o.tail"; } &
+	c1=$!
+	{ tee "$X/ec" < "$X/ef" & echo $! > "$X/t2"; wait; } | { $H -c "$X_HEAD" > "$XO/e.head"; tail -c "$X_TAIL" > "$XO/e.tail"; } &
+	c2=$!
+	in=/dev/null
+	[ "$X_STDIN" = 1 ] && in="$P/stdin"
+	date +%s%N > "$XO/start"
+	( cd "$d" && x_exec ) < "$in" > "$X/of" 2> "$X/ef" &
+	cpid=$!
+	echo "$cpid" > "$X/pgid"
+	( i=0; while [ "$i" -lt "$X_TIMEOUT" ] && [ ! -e "$X/end" ]; do sleep 1; i=$((i + 1)); done
+	  [ -e "$X/end" ] || { echo 1 > "$XO/timedout"; x_kill "$cpid"; } ) &
+	wpid=$!
+	wait "$cpid"
+	ec=$?
+	date +%s%N > "$XO/end"
+	: > "$X/end"
+	[ -e "$XO/timedout" ] && { ec=124; x_kill "$cpid"; }
+	[ -e "$XO/cancelled" ] && x_kill "$cpid"
+	# Output still held open by background processes: wait a little, then cut it.
+	i=0
+	while kill -0 "$c1" 2>/dev/null || kill -0 "$c2" 2>/dev/null; do
+		[ "$i" -ge 15 ] && { kill "$(cat "$X/t1")" "$(cat "$X/t2")" 2>/dev/null; break; }
+		sleep 0.02; i=$((i + 1))
+	done
+	wait "$c1" "$c2" 2>/dev/null
+	kill "$wpid" 2>/dev/null
+	echo "$ec" > "$XO/exit"
+	return 0
+}
+`
+
+// script builds the wrapper of one exec.
+func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest, hasStdin bool) (string, error) {
+	env := procexec.EnvList(procexec.BaseEnv(r.home()), r.specEnv(), req.Env)
+	var b strings.Builder
+	b.WriteString("set -u\n")
+	b.WriteString(p.Vars())
+	x := path.Join(p.Dir(), "x")
+	fmt.Fprintf(&b, "X=%s\nXO=%s\nX_TIMEOUT=%d\nX_HEAD=%d\nX_TAIL=%d\nX_CWD=%s\nX_STDIN=%d\n",
+		replica.ShQuote(x), replica.ShQuote(p.OutDir()), int(req.Timeout()/time.Second),
+		req.OutputCap()/2, req.OutputCap()-req.OutputCap()/2, replica.ShQuote(req.Cwd), b2i(hasStdin))
+	b.WriteString(replica.Lib())
+	b.WriteString(killLib)
+	b.WriteString(execLib)
+	// x_exec: the command in a new session (the group the watchdog kills),
+	// with exactly its environment (env -i), argv verbatim.
+	var words []string
+	var decl strings.Builder
+	word := func(s string) string {
+		if utf8.ValidString(s) {
+			return replica.ShQuote(s)
+		}
+		n := strconv.Itoa(len(words))
+		fmt.Fprintf(&decl, "\tv%s=$(printf %%s %s | base64 -d; printf x); v%s=${v%s%%x}\n", n, replica.ShQuote(base64.StdEncoding.EncodeToString([]byte(s))), n, n)
+		return `"$v` + n + `"`
+	}
+	for _, kv := range env {
+		words = append(words, word(kv))
+	}
+	envWords := append([]string(nil), words...)
+	var argv []string
+	for _, a := range req.Cmd {
+		argv = append(argv, word(a))
+	}
+	b.WriteString("x_exec() {\n")
+	b.WriteString(decl.String())
+	fmt.Fprintf(&b, "\texec setsid env -i %s /bin/sh -c 'unset PWD; exec \"$@\"' sh %s\n}\n", strings.Join(envWords, " "), strings.Join(argv, " "))
+	b.WriteString(`rp_apply
+rp_s=$?
+if [ "$rp_s" -eq 0 ]; then
+	x_cmd || { echo 92 > "$P/out/status"; echo "the command could not be started" > "$P/out/error"; }
+	rp_collect
+fi
+`)
+	b.WriteString(replica.ResultScript())
+	b.WriteString(`: > "$P/done"` + "\n")
+	return b.String(), nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (r *Runtime) specEnv() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spec == nil {
+		return nil
+	}
+	return r.spec.Env
+}
+
+// Exec runs one command (ExecStream without streaming).
+func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return r.ExecStream(ctx, req, nil)
+}
+
+// ExecStream (seed "Runtime Port"; docs/API.md "exec") syncs the replica,
+// runs req.Cmd (an argv) in the sandbox in the workdir or req.Cwd below it,
+// syncs back what it changed and returns its result; onChunk, when set,
+// receives the first half of each stream's cap as it is written (calls are
+// serialized), the result always holds head and tail.
+//
+// Results, not errors: a non-zero exit; 127 (not found) and 126 (not
+// executable) from sh; 128+n when killed by signal n; 124 with TimedOut
+// after req.Timeout(), the command's process group and session killed in
+// the sandbox. Output caps as on every runtime (head and tail, Truncated,
+// full counts).
+//
+// Errors: sandbox.ErrInvalidArgument (a bad request: nothing runs; a cwd
+// that is missing, not a directory or leads out of the workdir in the
+// sandbox); sandbox.ErrRuntimeUnavailable (Daytona or the sandbox failed;
+// wrapping context.Canceled when ctx was cancelled: the command is killed
+// and what it changed is still synced back); sandbox.ErrTimeout (ctx's
+// deadline); the kinds of mapErr.
+func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+	if err := local.ValidateExecRequest(req); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	if strings.HasPrefix(req.Cmd[0], "-") {
+		out := procexec.NewOutput(req.OutputCap(), onChunk)
+		return out.Notice(127, req.Cmd[0], "command not found"), nil
+	}
+	_ = r.loadSpec()
+	rep := r.replica()
+	if rep == nil {
+		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: runtime %s has no workspace (create it with its spec)", r.id)
+	}
+	fullBundle := false
+	for attempt := 0; ; attempt++ {
+		if _, err := r.ensure(ctx); err != nil {
+			return sandbox.ExecResult{}, err
+		}
+		_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+		p, err := rep.BeginWith(ctx, fullBundle)
+		if err != nil {
+			return sandbox.ExecResult{}, err
+		}
+		res, outcome, err := r.execPass(ctx, p, req, onChunk)
+		p.Close()
+		if sandbox.KindOf(err) == sandbox.ErrNotFound && attempt < 2 {
+			// The sandbox vanished under the call: recreate and run again.
+			continue
+		}
+		if err != nil || outcome == replica.Applied || attempt >= 2 {
+			if err == nil && rep.NeedsRevert() {
+				if _, rerr := rep.Sync(ctx, r.transport(rep)); rerr != nil {
+					r.p.log.Warn("daytona: restoring a read-only replica failed", "runtime", r.id, "error", rerr)
+				}
+			}
+			return res, err
+		}
+		fullBundle = outcome == replica.NeedGit
+	}
+}
+
+// execPass runs one pass with the command in it.
+func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, replica.Outcome, error) {
+	start := time.Now()
+	for _, part := range p.Parts() {
+		if err := r.upload(ctx, part.Local, part.Remote); err != nil {
+			return sandbox.ExecResult{}, replica.Applied, err
+		}
+	}
+	if req.Stdin != nil {
+		f, err := os.CreateTemp("", "sandboxcore-stdin-")
+		if err != nil {
+			return sandbox.ExecResult{}, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: stdin")
+		}
+		_, werr := f.Write(req.Stdin)
+		f.Close()
+		defer os.Remove(f.Name())
+		if werr != nil {
+			return sandbox.ExecResult{}, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, werr, "daytona: stdin")
+		}
+		if err := r.upload(ctx, f.Name(), path.Join(p.Dir(), "stdin")); err != nil {
+			return sandbox.ExecResult{}, replica.Applied, err
+		}
+	}
+	script, err := r.script(p, req, req.Stdin != nil)
+	if err != nil {
+		return sandbox.ExecResult{}, replica.Applied, err
+	}
+	r.mu.Lock()
+	prev := r.lastPass
+	r.lastPass = ""
+	r.mu.Unlock()
+	st := &streamState{onChunk: onChunk}
+	// The command's own timeout is enforced in the sandbox; the host gives up
+	// only well after it (a sandbox that stopped answering).
+	hostLimit := time.Now().Add(req.Timeout() + 2*time.Minute)
+	cancelled := false
+	done, err := r.launch(ctx, p.Dir(), script, prev, st)
+	if err != nil && ctx.Err() != nil {
+		// Cancelled during the first wait: kill the command, then collect.
+		cancelled, err = true, nil
+		r.cancel(p.Dir())
+	}
+	for err == nil && !done {
+		if ctx.Err() != nil && !cancelled {
+			cancelled = true
+			r.cancel(p.Dir())
+		}
+		if time.Now().After(hostLimit) {
+			return sandbox.ExecResult{}, replica.Applied, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s: the command did not finish %v after its timeout", r.id, 2*time.Minute)
+		}
+		wctx := ctx
+		if cancelled {
+			var c context.CancelFunc
+			wctx, c = context.WithTimeout(context.Background(), 15*time.Second)
+			defer c()
+		}
+		done, err = r.wait(wctx, p.Dir(), st)
+		if err != nil && ctx.Err() != nil && !cancelled {
+			cancelled, err = true, nil
+			r.cancel(p.Dir())
+		}
+	}
+	if err != nil {
+		return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
+	}
+	dctx := ctx
+	if cancelled {
+		var c context.CancelFunc
+		dctx, c = context.WithTimeout(context.Background(), 30*time.Second)
+		defer c()
+	}
+	dir, err := os.MkdirTemp("", "sandboxcore-exec-")
+	if err != nil {
+		return sandbox.ExecResult{}, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: temp dir")
+	}
+	defer os.RemoveAll(dir)
+	archive := filepath.Join(dir, "result.tar")
+	if err := r.download(dctx, p.ResultPath(), archive, replica.DefaultMaxReportBytes+(64<<20)); err != nil {
+		return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
+	}
+	r.mu.Lock()
+	if r.lastPass == "" {
+		r.lastPass = p.Dir() // removed by the next launch
+	}
+	r.mu.Unlock()
+	out := filepath.Join(dir, "out")
+	if err := replica.ExtractFlat(archive, out, replica.DefaultMaxReportBytes+(64<<20)); err != nil {
+		return sandbox.ExecResult{}, replica.Applied, err
+	}
+	outcome, _, ferr := p.Finish(dctx, replica.Result{Dir: out})
+	if outcome != replica.Applied {
+		return sandbox.ExecResult{}, outcome, ferr
+	}
+	if _, err := os.Stat(filepath.Join(out, "badcwd")); err == nil {
+		return sandbox.ExecResult{}, replica.Applied, sandbox.Errorf(sandbox.ErrInvalidArgument, "cwd %q is not a directory inside the workspace", sandbox.Clip(req.Cwd, 200))
+	}
+	res, rerr := resultOf(out, req, st, time.Since(start))
+	if ferr != nil {
+		// The command ran, but its changes did not all come back: they are
+		// still in the sandbox and come with the next pass.
+		r.p.log.Warn("daytona: syncing a command's changes back failed", "runtime", r.id, "error", ferr)
+		if rerr == nil {
+			rerr = ferr
+		}
+	}
+	if cancelled {
+		return res, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, context.Canceled, "daytona: runtime %s: the call was cancelled; the command was killed", r.id)
+	}
+	return res, replica.Applied, rerr
+}
+
+// gone turns a failure of the sandbox under a command into ErrNotFound when
+// the sandbox vanished (so that the caller recreates it), else keeps it.
+func (r *Runtime) gone(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	sb, gerr := r.p.getSandbox(ctx, r.id)
+	if gerr == nil && (sb == nil || runtimeState(sb.GetState()) == sandbox.RuntimeMissing) {
+		return sandbox.Wrap(sandbox.ErrNotFound, err, "daytona: runtime %s vanished under the command", r.id)
+	}
+	if gerr == nil && runtimeState(sb.GetState()) != sandbox.RuntimeRunning {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: runtime %s is %s: the command was interrupted", r.id, sb.GetState())
+	}
+	return err
+}
+
+// resultOf builds the command's result from the out directory.
+func resultOf(out string, req sandbox.ExecRequest, st *streamState, elapsed time.Duration) (sandbox.ExecResult, error) {
+	readN := func(name string) int64 {
+		b, _ := os.ReadFile(filepath.Join(out, name))
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return n
+	}
+	read := func(name string) []byte {
+		b, _ := os.ReadFile(filepath.Join(out, name))
+		return b
+	}
+	code := int(readN("exit"))
+	if _, err := os.Stat(filepath.Join(out, "exit")); err != nil {
+		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: the command left no exit status")
+	}
+	oh, ot, eh, et := read("o.head"), read("o.tail"), read("e.head"), read("e.tail")
+	on, en := readN("o.count"), readN("e.count")
+	res := sandbox.ExecResult{
+		ExitCode: code, Stdout: output.Join(oh, ot, on), Stderr: output.Join(eh, et, en),
+		StdoutBytes: on, StderrBytes: en,
+		Truncated: on > int64(len(oh)+len(ot)) || en > int64(len(eh)+len(et)),
+	}
+	if s, e := readN("start"), readN("end"); s > 0 && e >= s {
+		res.DurationMS = (e - s) / 1e6
+	} else {
+		res.DurationMS = elapsed.Milliseconds()
+	}
+	if _, err := os.Stat(filepath.Join(out, "timedout")); err == nil {
+		res.TimedOut, res.ExitCode = true, 124
+	}
+	st.finish(res)
+	return res, nil
+}
+
+// streamState tracks what onChunk has been given.
+type streamState struct {
+	onChunk        func(sandbox.ExecChunk)
+	outOff, errOff int64
+}
+
+func (s *streamState) stream() bool { return s != nil && s.onChunk != nil }
+
+func (s *streamState) feed(stream string, data []byte) {
+	if len(data) == 0 || !s.stream() {
+		return
+	}
+	if stream == "stdout" {
+		s.outOff += int64(len(data))
+	} else {
+		s.errOff += int64(len(data))
+	}
+	s.onChunk(sandbox.ExecChunk{Stream: stream, Data: data})
+}
+
+// finish hands over the rest of the result's streams not streamed yet.
+func (s *streamState) finish(res sandbox.ExecResult) {
+	if !s.stream() {
+		return
+	}
+	if int64(len(res.Stdout)) > s.outOff {
+		s.feed("stdout", res.Stdout[s.outOff:])
+	}
+	if int64(len(res.Stderr)) > s.errOff {
+		s.feed("stderr", res.Stderr[s.errOff:])
+	}
+}
+
+// waiterScript waits (at most slice) for the pass's done file; when streaming,
+// it returns early with new head bytes. Output: "done"|"running", then the
+// base64 of new stdout and stderr bytes on one line each.
+func waiterScript(dir string, slice time.Duration, st *streamState) string {
+	stream := 0
+	var oo, eo int64
+	if st.stream() {
+		stream, oo, eo = 1, st.outOff, st.errOff
+	}
+	return fmt.Sprintf(`exec 2>/dev/null
+P=%s; MAXW=%d; OO=%d; EO=%d; ST=%d
+w=0; d=1
+while [ ! -e "$P/done" ]; do
+	if [ "$ST" = 1 ]; then
+		so=$(wc -c < "$P/out/o.head" 2>/dev/null || echo 0); se=$(wc -c < "$P/out/e.head" 2>/dev/null || echo 0)
+		{ [ "$so" -gt "$OO" ] || [ "$se" -gt "$EO" ]; } && break
+	fi
+	[ "$w" -ge "$MAXW" ] && break
+	case $d in 1) s=0.01; c=1; d=2 ;; 2) s=0.02; c=2; d=5 ;; 5) s=0.05; c=5; d=10 ;; *) s=0.1; c=10 ;; esac
+	[ "$ST" = 1 ] && [ "$d" -ge 10 ] && { s=0.1; c=10; }
+	sleep "$s"; w=$((w + c))
+done
+if [ -e "$P/done" ]; then echo SANDBOXCORE-WAIT done; else echo SANDBOXCORE-WAIT running; fi
+if [ "$ST" = 1 ]; then
+	printf 'SANDBOXCORE-OUT '; tail -c +$((OO + 1)) "$P/out/o.head" | head -c 262144 | base64 -w0; echo
+	printf 'SANDBOXCORE-ERR '; tail -c +$((EO + 1)) "$P/out/e.head" | head -c 262144 | base64 -w0; echo
+fi
+`, replica.ShQuote(dir), int(slice/(10*time.Millisecond)), oo, eo, stream)
+}
+
+// launch starts the wrapper (once: a retried launch only waits) and waits
+// for it like wait.
+func (r *Runtime) launch(ctx context.Context, dir, script, prev string, st *streamState) (bool, error) {
+	marker := "SANDBOXCORE_EOF_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	var b strings.Builder
+	if prev != "" && prev != dir {
+		fmt.Fprintf(&b, "rm -rf %s 2>/dev/null\n", replica.ShQuote(prev))
+	}
+	fmt.Fprintf(&b, "mkdir -p %s || exit 1\nif mkdir %s 2>/dev/null; then\ncat > %s <<'%s'\n%s\n%s\nsetsid sh %s </dev/null >/dev/null 2>&1 &\nfi\n",
+		replica.ShQuote(dir), replica.ShQuote(dir+"/launched"), replica.ShQuote(dir+"/run.sh"), marker, script, marker, replica.ShQuote(dir+"/run.sh"))
+	b.WriteString(waiterScript(dir, r.p.opts.WaitSlice, st))
+	return r.waitCall(ctx, b.String(), st)
+}
+
+// wait waits for the wrapper in dir at most one slice.
+func (r *Runtime) wait(ctx context.Context, dir string, st *streamState) (bool, error) {
+	return r.waitCall(ctx, waiterScript(dir, r.p.opts.WaitSlice, st), st)
+}
+
+func (r *Runtime) waitCall(ctx context.Context, script string, st *streamState) (bool, error) {
+	var res *toolbox.ExecuteResponse
+	err := r.p.retry(ctx, "execute in "+r.id, func(cctx context.Context) error {
+		tb, _ := r.client()
+		if tb == nil {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
+		}
+		c, cancel := context.WithTimeout(ctx, r.p.opts.WaitSlice+30*time.Second)
+		defer cancel()
+		body := toolbox.NewExecuteRequest(script)
+		body.SetTimeout(int32((r.p.opts.WaitSlice + 20*time.Second) / time.Second))
+		var resp *http.Response
+		var err error
+		res, resp, err = tb.ProcessAPI.ExecuteCommand(c).Request(*body).Execute()
+		return r.p.mapErr(c, resp, err, "execute in %s", r.id)
+	})
+	if err != nil {
+		return false, err
+	}
+	if res.GetExitCode() != 0 {
+		return false, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: the command's launcher failed (%d): %s", res.GetExitCode(), sandbox.Clip(r.p.scrub(res.GetResult()), 300))
+	}
+	sc := bufio.NewScanner(strings.NewReader(res.GetResult()))
+	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	// Only the waiter's own tagged lines count (the output is sh's combined
+	// stdout and stderr).
+	state := ""
+	var o, e []byte
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "SANDBOXCORE-WAIT "):
+			state = strings.TrimPrefix(line, "SANDBOXCORE-WAIT ")
+		case strings.HasPrefix(line, "SANDBOXCORE-OUT "):
+			o, _ = base64.StdEncoding.DecodeString(strings.TrimPrefix(line, "SANDBOXCORE-OUT "))
+		case strings.HasPrefix(line, "SANDBOXCORE-ERR "):
+			e, _ = base64.StdEncoding.DecodeString(strings.TrimPrefix(line, "SANDBOXCORE-ERR "))
+		}
+	}
+	if state == "" {
+		return false, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: no answer from the command's waiter")
+	}
+	st.feed("stdout", o)
+	st.feed("stderr", e)
+	return state == "done", nil
+}
+
+// cancel kills the command of a pass (the caller's context ended).
+func (r *Runtime) cancel(dir string) {
+	ctx, c := context.WithTimeout(context.Background(), 15*time.Second)
+	defer c()
+	script := killLib + fmt.Sprintf(`X=%s/x; XO=%s/out; : > "$XO/cancelled" 2>/dev/null; p=$(cat "$X/pgid" 2>/dev/null) && x_kill "$p"; exit 0`, replica.ShQuote(dir), replica.ShQuote(dir))
+	if _, _, err := r.run(ctx, script); err != nil {
+		r.p.log.Warn("daytona: kill a cancelled command", "runtime", r.id, "error", err)
+	}
+}
+
+// run executes a short script synchronously (not a command's wrapper).
+func (r *Runtime) run(ctx context.Context, script string) (int, []byte, error) {
+	var res *toolbox.ExecuteResponse
+	err := r.p.retry(ctx, "execute in "+r.id, func(cctx context.Context) error {
+		tb, _ := r.client()
+		if tb == nil {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
+		}
+		body := toolbox.NewExecuteRequest(script)
+		body.SetTimeout(50)
+		var resp *http.Response
+		var err error
+		res, resp, err = tb.ProcessAPI.ExecuteCommand(cctx).Request(*body).Execute()
+		return r.p.mapErr(cctx, resp, err, "execute in %s", r.id)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return int(res.GetExitCode()), []byte(res.GetResult()), nil
+}
+
+// upload copies a host file into the sandbox.
+func (r *Runtime) upload(ctx context.Context, local, remote string) error {
+	return r.p.retry(ctx, "upload to "+r.id, func(cctx context.Context) error {
+		tb, _ := r.client()
+		if tb == nil {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
+		}
+		f, err := os.Open(local)
+		if err != nil {
+			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: upload")
+		}
+		_, resp, err := tb.FileSystemAPI.UploadFile(cctx).Path(remote).File(f).Execute()
+		return r.p.mapErr(cctx, resp, err, "upload to %s", r.id)
+	})
+}
+
+// download copies a sandbox file to the host, at most limit bytes.
+func (r *Runtime) download(ctx context.Context, remote, local string, limit int64) error {
+	return r.p.retry(ctx, "download from "+r.id, func(cctx context.Context) error {
+		tb, _ := r.client()
+		if tb == nil {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
+		}
+		f, resp, err := tb.FileSystemAPI.DownloadFile(cctx).Path(remote).Execute()
+		if f != nil {
+			defer os.Remove(f.Name())
+			defer f.Close()
+		}
+		if err := r.p.mapErr(cctx, resp, err, "download from %s", r.id); err != nil {
+			return err
+		}
+		if f == nil {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: empty download")
+		}
+		out, err := os.Create(local)
+		if err != nil {
+			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: download")
+		}
+		n, err := io.Copy(out, io.LimitReader(f, limit+1))
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: download")
+		}
+		if n > limit {
+			return sandbox.Errorf(sandbox.ErrResourceLimit, "daytona: %s exceeds %d bytes", remote, limit)
+		}
+		return nil
+	})
+}
+
+// transport is the replica.Transport over this runtime's toolbox.
+func (r *Runtime) transport(*replica.Replica) replica.Transport { return toolboxTransport{r} }
+
+type toolboxTransport struct{ r *Runtime }
+
+func (t toolboxTransport) Upload(ctx context.Context, local, remote string) error {
+	return t.r.upload(ctx, local, remote)
+}
+
+func (t toolboxTransport) Download(ctx context.Context, remote, local string, limit int64) error {
+	return t.r.download(ctx, remote, local, limit)
+}
+
+// Run runs a sync script detached, like a command, so it may take longer
+// than one request (a first sync of a large repository).
+func (t toolboxTransport) Run(ctx context.Context, script string) (int, []byte, error) {
+	dir := path.Join(t.r.remoteState(), "run", strconv.FormatInt(time.Now().UnixNano(), 36))
+	wrapped := "(\n" + script + "\n) > " + replica.ShQuote(dir+"/output") + " 2>&1\necho $? > " + replica.ShQuote(dir+"/exit") + "\n: > " + replica.ShQuote(dir+"/done") + "\n"
+	st := &streamState{}
+	done, err := t.r.launch(ctx, dir, wrapped, "", st)
+	for err == nil && !done {
+		done, err = t.r.wait(ctx, dir, st)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	code, out, err := t.r.run(ctx, fmt.Sprintf("cat %s; echo; tail -c 2000 %s; rm -rf %s", replica.ShQuote(dir+"/exit"), replica.ShQuote(dir+"/output"), replica.ShQuote(dir)))
+	if err != nil {
+		return 0, nil, err
+	}
+	if code != 0 {
+		return code, out, nil
+	}
+	first, rest, _ := bytes.Cut(out, []byte("\n"))
+	n, perr := strconv.Atoi(strings.TrimSpace(string(first)))
+	if perr != nil {
+		return 0, nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: the sync script left no exit status")
+	}
+	return n, rest, nil
+}

@@ -1,0 +1,488 @@
+package daytona
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	toolbox "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Runtime is one Daytona runtime. One handle exists per runtime id and
+// provider; it is safe for concurrent use (commands run in parallel).
+type Runtime struct {
+	p  *Provider
+	id string
+
+	ensureMu sync.Mutex // serializes create/start
+	mu       sync.Mutex
+	spec     *sandbox.RuntimeSpec
+	rep      *replica.Replica
+	sbID     string
+	user     string
+	tb       *toolbox.APIClient
+	lastPass string
+	// recreated counts sandboxes this handle had to create again.
+	recreated   int
+	recreatedAt time.Time
+}
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// ID returns the runtime id (the sandbox's name).
+func (r *Runtime) ID() string { return r.id }
+
+// setSpec records the spec (also on disk, so that a restarted worker can
+// destroy or hibernate the runtime by id) and opens the replica of its
+// workspace mount.
+func (r *Runtime) setSpec(spec sandbox.RuntimeSpec) error {
+	src, err := sourceOf(spec)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spec != nil && r.rep != nil && specEqual(*r.spec, spec) {
+		return nil
+	}
+	dir := r.p.stateDir(r.id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: state dir")
+	}
+	b, _ := json.Marshal(spec)
+	if err := os.WriteFile(filepath.Join(dir, "spec.json"), b, 0o600); err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: write spec")
+	}
+	rep, err := replica.Open(replica.Options{
+		Source:    src,
+		Remote:    replica.Layout{Workdir: spec.Workdir, StateDir: "/tmp/.sandboxcore-unset"},
+		StateFile: filepath.Join(dir, "replica.state"),
+		Git:       r.p.opts.Git,
+		LockGit:   true,
+		Logger:    r.p.log,
+	})
+	if err != nil {
+		return err
+	}
+	s := spec
+	r.spec, r.rep = &s, rep
+	return nil
+}
+
+func specEqual(a, b sandbox.RuntimeSpec) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// loadSpec reads the spec recorded by setSpec when this handle has none.
+func (r *Runtime) loadSpec() error {
+	r.mu.Lock()
+	has := r.spec != nil
+	r.mu.Unlock()
+	if has {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(r.p.stateDir(r.id), "spec.json"))
+	if err != nil {
+		return err
+	}
+	var spec sandbox.RuntimeSpec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return err
+	}
+	return r.setSpec(spec)
+}
+
+// sourceOf finds the workspace in a spec: the mount at the workdir (the
+// host worktree) and its git administrative directory (the bare repository
+// mount's worktrees/<name> whose gitdir points back at the worktree, or a
+// plain .git directory).
+func sourceOf(spec sandbox.RuntimeSpec) (replica.Source, error) {
+	var src replica.Source
+	for _, m := range spec.Mounts {
+		if m.Target == spec.Workdir {
+			src.WorkTree, src.ReadOnly = filepath.Clean(m.Source), !m.Writable
+		}
+	}
+	if src.WorkTree == "" || !filepath.IsAbs(src.WorkTree) {
+		return src, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: runtime %s has no host workspace mounted at its workdir %s", spec.ID, spec.Workdir)
+	}
+	want := filepath.Join(src.WorkTree, ".git")
+	for _, m := range spec.Mounts {
+		if m.Target != m.Source || filepath.Base(m.Source) != ".bare" {
+			continue
+		}
+		root := filepath.Join(m.Source, "worktrees")
+		cands := []string{filepath.Join(root, filepath.Base(src.WorkTree))}
+		if entries, err := os.ReadDir(root); err == nil {
+			for _, e := range entries {
+				cands = append(cands, filepath.Join(root, e.Name()))
+			}
+		}
+		for _, c := range cands {
+			b, err := os.ReadFile(filepath.Join(c, "gitdir"))
+			if err == nil && filepath.Clean(strings.TrimSpace(string(b))) == want {
+				src.GitDir = c
+				return src, nil
+			}
+		}
+	}
+	if fi, err := os.Lstat(want); err == nil && fi.IsDir() {
+		src.GitDir = want
+	}
+	return src, nil
+}
+
+// replica returns the handle's replica (nil without a spec).
+func (r *Runtime) replica() *replica.Replica {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rep
+}
+
+// ReplicaStatus is what a runtime's handle reports about its replica (for
+// the session's describe: Recreated > 0 means the sandbox vanished and was
+// rebuilt from the workspace).
+type ReplicaStatus struct {
+	// Recreated counts the sandboxes that vanished and were created again
+	// (since the replica's host state began).
+	Recreated int `json:"recreated"`
+	// LastRecreatedAt is when this worker last recreated one (zero: never).
+	LastRecreatedAt time.Time `json:"last_recreated_at,omitzero"`
+	// Synced: a pass completed since the sandbox was (re)created.
+	Synced bool `json:"synced"`
+	// Files is the number of files in the agreed state.
+	Files int `json:"files"`
+}
+
+// Replica reports the replica's state.
+func (r *Runtime) Replica() ReplicaStatus {
+	rep := r.replica()
+	r.mu.Lock()
+	at := r.recreatedAt
+	r.mu.Unlock()
+	if rep == nil {
+		return ReplicaStatus{LastRecreatedAt: at}
+	}
+	st := rep.Status()
+	return ReplicaStatus{Recreated: st.Recreated, LastRecreatedAt: at, Synced: st.Synced, Files: st.Files}
+}
+
+// State returns the sandbox's state (package documentation); a runtime whose
+// sandbox does not exist is sandbox.RuntimeMissing.
+func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
+	sb, err := r.p.getSandbox(ctx, r.id)
+	if err != nil {
+		return sandbox.RuntimeError, err
+	}
+	if sb == nil {
+		return sandbox.RuntimeMissing, nil
+	}
+	return runtimeState(sb.GetState()), nil
+}
+
+// Start starts the sandbox (stopped or archived ones too) and waits until it
+// runs; a vanished one is created again when the spec is known, else
+// sandbox.ErrNotFound.
+func (r *Runtime) Start(ctx context.Context) error {
+	_ = r.loadSpec()
+	_, err := r.ensure(ctx)
+	return err
+}
+
+// Stop hibernates: what the sandbox changed since the last command is
+// brought back first, then the sandbox is stopped (its processes end; its
+// files stay until it is destroyed). A stopped, archived or missing sandbox
+// is success. When the sync fails the sandbox is left running and the error
+// returned: nothing it holds is lost.
+func (r *Runtime) Stop(ctx context.Context) error {
+	_ = r.loadSpec()
+	sb, err := r.p.getSandbox(ctx, r.id)
+	if err != nil || sb == nil {
+		return err
+	}
+	switch sb.GetState() {
+	case apiclient.SANDBOXSTATE_STARTED:
+	case apiclient.SANDBOXSTATE_STARTING, apiclient.SANDBOXSTATE_CREATING, apiclient.SANDBOXSTATE_RESTORING:
+		if sb, err = r.waitStable(ctx, false); err != nil {
+			return err
+		}
+		if sb.GetState() != apiclient.SANDBOXSTATE_STARTED {
+			return nil
+		}
+	default:
+		return nil
+	}
+	r.cacheSandbox(sb)
+	if rep := r.replica(); rep != nil {
+		if _, err := rep.Sync(ctx, r.transport(rep)); err != nil {
+			return err
+		}
+	}
+	err = r.p.retry(ctx, "stop sandbox "+r.id, func(ctx context.Context) error {
+		_, resp, err := r.p.api.SandboxAPI.StopSandbox(ctx, r.id).Execute()
+		return r.p.mapErr(ctx, resp, err, "stop sandbox %s", r.id)
+	})
+	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := r.waitStable(ctx, false); err != nil {
+		return err
+	}
+	_ = os.WriteFile(filepath.Join(r.p.stateDir(r.id), "hibernated"), nil, 0o600)
+	return nil
+}
+
+// destroy: see Provider.Destroy.
+func (r *Runtime) destroy(ctx context.Context) error {
+	sb, err := r.p.getSandbox(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	if sb != nil && runtimeState(sb.GetState()) != sandbox.RuntimeMissing {
+		if rep := r.replica(); rep != nil && !r.p.hibernatedClean(r.id) && runtimeState(sb.GetState()) != sandbox.RuntimeError {
+			// It may hold changes made after the last command (background
+			// processes, an auto-stop): bring them back first.
+			if _, err := r.ensure(ctx); err != nil {
+				return err
+			}
+			if _, err := rep.Sync(ctx, r.transport(rep)); err != nil {
+				return err
+			}
+		}
+		if err := r.p.deleteSandbox(ctx, r.id); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	rep := r.rep
+	r.sbID, r.tb = "", nil
+	r.mu.Unlock()
+	if rep != nil {
+		if err := rep.Forget(); err != nil {
+			return err
+		}
+	}
+	_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+	return nil
+}
+
+// ensure makes the sandbox exist and run: created when missing (again, when
+// it vanished: the replica then re-syncs everything), started when stopped
+// or archived, waited for while in a transitional state.
+func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
+	r.ensureMu.Lock()
+	defer r.ensureMu.Unlock()
+	sb, err := r.p.getSandbox(ctx, r.id)
+	if err != nil {
+		return nil, err
+	}
+	if sb != nil && (sb.GetState() == apiclient.SANDBOXSTATE_ERROR || sb.GetState() == apiclient.SANDBOXSTATE_BUILD_FAILED) && !sb.GetRecoverable() {
+		r.p.log.Warn("daytona: sandbox in an unrecoverable error state; replacing it", "runtime", r.id, "reason", sb.GetErrorReason())
+		if err := r.p.deleteSandbox(ctx, r.id); err != nil {
+			return nil, err
+		}
+		if _, err := r.waitGone(ctx); err != nil {
+			return nil, err
+		}
+		sb = nil
+	}
+	if sb == nil || runtimeState(sb.GetState()) == sandbox.RuntimeMissing {
+		if sb, err = r.create(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		switch runtimeState(sb.GetState()) {
+		case sandbox.RuntimeRunning:
+			r.cacheSandbox(sb)
+			return sb, nil
+		case sandbox.RuntimeStopped:
+			if st := sb.GetState(); st == apiclient.SANDBOXSTATE_STOPPED || st == apiclient.SANDBOXSTATE_ARCHIVED || st == apiclient.SANDBOXSTATE_PAUSED {
+				err := r.p.retry(ctx, "start sandbox "+r.id, func(ctx context.Context) error {
+					_, resp, err := r.p.api.SandboxAPI.StartSandbox(ctx, r.id).Execute()
+					return r.p.mapErr(ctx, resp, err, "start sandbox %s", r.id)
+				})
+				if err != nil && sandbox.KindOf(err) != sandbox.ErrConflict {
+					return nil, err
+				}
+			}
+		case sandbox.RuntimeError:
+			if attempt == 0 && sb.GetRecoverable() {
+				err := r.p.retry(ctx, "recover sandbox "+r.id, func(ctx context.Context) error {
+					_, resp, err := r.p.api.SandboxAPI.StartSandbox(ctx, r.id).Execute()
+					return r.p.mapErr(ctx, resp, err, "start sandbox %s", r.id)
+				})
+				if err == nil {
+					break
+				}
+			}
+			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: sandbox %s is in state %s: %s", r.id, sb.GetState(), sandbox.Clip(sb.GetErrorReason(), 300))
+		}
+		if attempt > 3 {
+			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: sandbox %s does not start (state %s)", r.id, sb.GetState())
+		}
+		if sb, err = r.waitStable(ctx, true); err != nil {
+			return nil, err
+		}
+		if sb == nil {
+			if sb, err = r.create(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// create creates the sandbox of the handle's spec; a create refused for quota
+// deletes this deployment's least recently used clean stopped replicas and
+// is tried once more.
+func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
+	r.mu.Lock()
+	spec, rep := r.spec, r.rep
+	r.mu.Unlock()
+	if spec == nil {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "daytona: runtime %s does not exist", r.id)
+	}
+	body := r.p.createBody(*spec)
+	var sb *apiclient.Sandbox
+	do := func() error {
+		return r.p.retry(ctx, "create sandbox "+r.id, func(ctx context.Context) error {
+			var resp *http.Response
+			var err error
+			sb, resp, err = r.p.api.SandboxAPI.CreateSandbox(ctx).CreateSandbox(body).Execute()
+			return r.p.mapErr(ctx, resp, err, "create sandbox %s", r.id)
+		})
+	}
+	err := do()
+	if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
+		if n := r.p.reclaim(ctx, r.id, 3); n > 0 {
+			err = do()
+		}
+		if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
+			return nil, sandbox.Wrap(sandbox.ErrResourceLimit, err, "daytona: no room for runtime %s, and no stopped replica of this deployment could be deleted", r.id)
+		}
+	}
+	if sandbox.KindOf(err) == sandbox.ErrConflict {
+		// Created meanwhile (a retried create whose answer was lost, another
+		// worker): adopt it when it is ours.
+		existing, gerr := r.p.getSandbox(ctx, r.id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if existing != nil {
+			return existing, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rep != nil && rep.Status().Synced {
+		r.p.log.Warn("daytona: the runtime's sandbox had vanished; created it again, the replica re-syncs from the workspace", "runtime", r.id)
+		r.mu.Lock()
+		r.recreated++
+		r.recreatedAt = time.Now().UTC()
+		r.mu.Unlock()
+		if err := rep.Reset(); err != nil {
+			return nil, err
+		}
+	}
+	_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+	return sb, nil
+}
+
+// waitStable polls until the sandbox leaves its transitional states
+// (startOK: until it runs or stops); nil when it vanished.
+func (r *Runtime) waitStable(ctx context.Context, startOK bool) (*apiclient.Sandbox, error) {
+	deadline := time.Now().Add(readyTimeout)
+	delay := 50 * time.Millisecond
+	for {
+		sb, err := r.p.getSandbox(ctx, r.id)
+		if err != nil || sb == nil {
+			return nil, err
+		}
+		switch sb.GetState() {
+		case apiclient.SANDBOXSTATE_STARTED, apiclient.SANDBOXSTATE_STOPPED, apiclient.SANDBOXSTATE_ARCHIVED,
+			apiclient.SANDBOXSTATE_PAUSED, apiclient.SANDBOXSTATE_ERROR, apiclient.SANDBOXSTATE_BUILD_FAILED:
+			return sb, nil
+		case apiclient.SANDBOXSTATE_DESTROYED:
+			return nil, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, sandbox.Errorf(sandbox.ErrTimeout, "daytona: sandbox %s stayed %s for %v", r.id, sb.GetState(), readyTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, r.p.mapErr(ctx, nil, ctx.Err(), "wait for sandbox %s", r.id)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+func (r *Runtime) waitGone(ctx context.Context) (bool, error) {
+	for i := 0; i < 600; i++ {
+		sb, err := r.p.getSandbox(ctx, r.id)
+		if err != nil {
+			return false, err
+		}
+		if sb == nil || sb.GetState() == apiclient.SANDBOXSTATE_DESTROYED {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, r.p.mapErr(ctx, nil, ctx.Err(), "wait for sandbox %s", r.id)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false, sandbox.Errorf(sandbox.ErrTimeout, "daytona: sandbox %s is not deleted", r.id)
+}
+
+// cacheSandbox keeps the sandbox's id, user and toolbox client.
+func (r *Runtime) cacheSandbox(sb *apiclient.Sandbox) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sbID == sb.GetId() && r.tb != nil {
+		return
+	}
+	r.sbID, r.user = sb.GetId(), sb.GetUser()
+	cfg := toolbox.NewConfiguration()
+	cfg.Servers = toolbox.ServerConfigurations{{URL: strings.TrimSuffix(sb.GetToolboxProxyUrl(), "/") + "/" + sb.GetId()}}
+	cfg.HTTPClient = r.p.hc
+	cfg.UserAgent = "sandboxcore"
+	r.tb = toolbox.NewAPIClient(cfg)
+	if r.rep != nil {
+		r.rep.SetStateDir(r.remoteState())
+	}
+}
+
+// home is the sandbox user's home (Daytona's convention: /home/<user>, /root).
+func (r *Runtime) home() string {
+	if r.user == "" || r.user == "root" {
+		return "/root"
+	}
+	return path.Join("/home", r.user)
+}
+
+// remoteState is the replica's bookkeeping directory in the sandbox.
+func (r *Runtime) remoteState() string { return path.Join(r.home(), ".sandboxcore", r.id) }
+
+// client returns the toolbox client (ensure first).
+func (r *Runtime) client() (*toolbox.APIClient, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tb, r.sbID
+}

@@ -1,0 +1,702 @@
+package replica
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Pass is one sync round trip: Begin computed the host's changes and wrote
+// the parts to upload; the remote runs Vars, Lib, rp_apply, (the command,)
+// rp_collect; Finish applies what came back. A Pass is used by one goroutine.
+type Pass struct {
+	r        *Replica
+	remote   Layout
+	id       string
+	mode     mode
+	base     string
+	beginSeq int64
+	head     string
+	branch   string
+	// host holds the host files as seen by Begin; changed the paths sent.
+	host    map[string]hostFile
+	sent    map[string]entry
+	deleted []string
+	// absent: paths the view states as missing on the host without deleting
+	// them remotely (rechecks).
+	absent []string
+	parts  []string // local files, in order
+	tmpDir string
+	// Warnings from Begin (files that could not be read).
+	warnings []string
+}
+
+// Part is one file to upload before the remote script runs.
+type Part struct {
+	// Local is the host file; Remote the sandbox path to upload it to.
+	Local, Remote string
+}
+
+// Dir returns the pass's remote directory ($S/pass/<id>).
+func (p *Pass) Dir() string { return path.Join(p.remote.StateDir, "pass", p.id) }
+
+// OutDir returns the remote directory rp_collect fills ($P/out).
+func (p *Pass) OutDir() string { return path.Join(p.Dir(), "out") }
+
+// Parts returns the files to upload, in order (none when nothing changed on
+// the host and the replica's git is current).
+func (p *Pass) Parts() []Part {
+	out := make([]Part, len(p.parts))
+	for i, l := range p.parts {
+		out[i] = Part{Local: l, Remote: path.Join(p.Dir(), "part."+strconv.Itoa(i)+".tar")}
+	}
+	return out
+}
+
+// Uploads reports how many bytes Parts holds.
+func (p *Pass) Uploads() int64 {
+	var n int64
+	for _, l := range p.parts {
+		if fi, err := os.Stat(l); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// Close removes the pass's local files.
+func (p *Pass) Close() {
+	if p.tmpDir != "" {
+		_ = os.RemoveAll(p.tmpDir)
+	}
+}
+
+// Begin starts a pass: it walks the host worktree, finds what changed since
+// the agreed state (hashing only files whose stat changed) and writes the
+// upload parts (changed contents, the host's view, deletions, the replica's
+// git HEAD and a bundle when HEAD moved). Errors wrap
+// sandbox.ErrRuntimeUnavailable (the worktree or its git is unreadable).
+func (r *Replica) Begin(ctx context.Context) (*Pass, error) {
+	return r.begin(ctx, false)
+}
+
+// BeginWith is Begin that, with fullBundle, sends the replica's git a full
+// bundle (after a pass whose Finish answered NeedGit).
+func (r *Replica) BeginWith(ctx context.Context, fullBundle bool) (*Pass, error) {
+	return r.begin(ctx, fullBundle)
+}
+
+func (r *Replica) begin(ctx context.Context, fullBundle bool) (*Pass, error) {
+	head, branch, err := r.readHead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(r.src.WorkTree)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: open worktree")
+	}
+	defer root.Close()
+
+	r.mu.Lock()
+	st := r.st
+	known := st.Files
+	revert := st.Revert
+	recheck := st.Recheck
+	r.mu.Unlock()
+	files, warnings, err := r.walk(root, known)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: walk worktree")
+	}
+	if err := ctxErr(ctx, "walk worktree"); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	remote := r.remote
+	r.mu.Unlock()
+	p := &Pass{r: r, remote: remote, id: newID(), mode: st.Mode, base: st.Tree, beginSeq: st.Seq, head: head, branch: branch,
+		host: files, sent: map[string]entry{}, warnings: warnings}
+	if p.mode == "" {
+		p.mode = modeIncr
+		if st.Tree == "" {
+			p.mode = modeUpload
+		}
+	}
+	if p.mode != modeIncr {
+		p.base = EmptyTree
+	}
+
+	// What goes up: contents (upload: all; else changed or to revert), the
+	// host's view (incr: changes; else everything), deletions.
+	var send []string
+	var view []string
+	for fp, hf := range files {
+		old, had := known[fp]
+		changed := !had || old.Mode != hf.Mode || old.Blob != hf.Blob
+		if p.mode == modeUpload || changed || revert[fp] {
+			send = append(send, fp)
+		}
+		if p.mode != modeIncr || changed || revert[fp] || recheck[fp] {
+			view = append(view, fp)
+		}
+	}
+	for fp := range known {
+		if _, ok := files[fp]; !ok {
+			p.deleted = append(p.deleted, fp)
+		}
+	}
+	for fp := range revert {
+		if _, ok := files[fp]; !ok {
+			if _, k := known[fp]; !k {
+				p.deleted = append(p.deleted, fp) // made by the replica alone
+			}
+		}
+	}
+	for fp := range recheck {
+		if _, ok := files[fp]; !ok && !revert[fp] {
+			if _, k := known[fp]; !k {
+				p.absent = append(p.absent, fp) // the view says "not on the host"
+			}
+		}
+	}
+	sort.Strings(send)
+	sort.Strings(p.deleted)
+	sort.Strings(view)
+
+	needGit := fullBundle || p.mode == modeUpload || st.Head != head || st.Branch != branch
+	var bundle string
+	p.tmpDir, err = os.MkdirTemp("", "sandboxcore-pass-")
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: temp dir")
+	}
+	if needGit && head != "" {
+		old := st.Head
+		if fullBundle || p.mode == modeUpload {
+			old = ""
+		}
+		bundle, err = r.bundle(ctx, p.tmpDir, old)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	if len(send) == 0 && len(view) == 0 && len(p.deleted) == 0 && len(p.absent) == 0 && bundle == "" {
+		return p, nil // nothing to upload
+	}
+	if err := p.writeParts(root, send, view, bundle); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// writeParts writes part.0 (control files and the first contents) and as
+// many further parts as the contents need.
+func (p *Pass) writeParts(root *os.Root, send, view []string, bundle string) error {
+	var cur *os.File
+	var tw *tar.Writer
+	var curBytes int64
+	open := func() error {
+		f, err := os.Create(filepath.Join(p.tmpDir, "part."+strconv.Itoa(len(p.parts))+".tar"))
+		if err != nil {
+			return err
+		}
+		p.parts = append(p.parts, f.Name())
+		cur, tw, curBytes = f, tar.NewWriter(f), 0
+		// Every part has the "w" directory, so extracting "w" never fails.
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "w/", Mode: 0o755, Format: tar.FormatPAX})
+	}
+	closePart := func() error {
+		if cur == nil {
+			return nil
+		}
+		err := tw.Close()
+		if cerr := cur.Close(); err == nil {
+			err = cerr
+		}
+		cur = nil
+		return err
+	}
+	fail := func(err error) error {
+		_ = closePart()
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write upload")
+	}
+	if err := open(); err != nil {
+		return fail(err)
+	}
+	writeCtl := func(name string, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ctl/" + name, Size: int64(len(data)), Mode: 0o644, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	// Contents first, so their blob ids (of the bytes sent) fill the view.
+	for _, fp := range send {
+		if curBytes > p.r.partBytes {
+			if err := closePart(); err != nil {
+				return fail(err)
+			}
+			if err := open(); err != nil {
+				return fail(err)
+			}
+		}
+		blob, gm, err := addToTar(tw, root, fp)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errShort) {
+				// Gone or changing: not sent now; the next pass sees it again.
+				p.warnings = append(p.warnings, fmt.Sprintf("%s: %v", fp, err))
+				delete(p.host, fp)
+				continue
+			}
+			return fail(err)
+		}
+		hf := p.host[fp]
+		hf.Blob, hf.Mode = blob, gm
+		p.host[fp] = hf
+		p.sent[fp] = hf.entry
+		curBytes += hf.Size + 1024
+	}
+	// The control files go into part 0, which rp_apply reads first: reopen it
+	// is not possible with tar, so they are written into the last part and
+	// that part is moved to the front.
+	var hv, add, del bytes.Buffer
+	for _, fp := range view {
+		hf, ok := p.host[fp]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&hv, "%o %s\t%s\x00", hf.Mode, hf.Blob, fp)
+	}
+	for _, fp := range send {
+		if _, ok := p.host[fp]; ok {
+			add.WriteString(fp + "\x00")
+		}
+	}
+	if p.mode == modeManifest {
+		// The working index must track every host file, ignored ones too.
+		add.Reset()
+		for _, fp := range view {
+			if _, ok := p.host[fp]; ok {
+				add.WriteString(fp + "\x00")
+			}
+		}
+	}
+	for _, fp := range p.deleted {
+		if p.mode == modeIncr {
+			fmt.Fprintf(&hv, "0 %s\t%s\x00", strings.Repeat("0", 40), fp)
+		}
+		del.WriteString(fp + "\x00")
+	}
+	if p.mode == modeIncr {
+		for _, fp := range p.absent {
+			fmt.Fprintf(&hv, "0 %s\t%s\x00", strings.Repeat("0", 40), fp)
+		}
+	}
+	ctl := []struct {
+		name string
+		data []byte
+	}{{"hv", hv.Bytes()}, {"add", add.Bytes()}, {"del", del.Bytes()}}
+	for _, c := range ctl {
+		if err := writeCtl(c.name, c.data); err != nil {
+			return fail(err)
+		}
+	}
+	if bundle != "" {
+		f, err := os.Open(bundle)
+		if err != nil {
+			return fail(err)
+		}
+		fi, err := f.Stat()
+		if err == nil {
+			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ctl/bundle", Size: fi.Size(), Mode: 0o644, Format: tar.FormatPAX})
+		}
+		if err == nil {
+			_, err = io.Copy(tw, f)
+		}
+		f.Close()
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if err := closePart(); err != nil {
+		return fail(err)
+	}
+	if n := len(p.parts); n > 1 {
+		// The last part holds the control files: make it part 0.
+		last := p.parts[n-1]
+		for i := n - 1; i > 0; i-- {
+			p.parts[i] = p.parts[i-1]
+		}
+		p.parts[0] = last
+	}
+	return nil
+}
+
+// readHead returns the workspace's HEAD commit and branch ("" when detached).
+func (r *Replica) readHead(ctx context.Context) (string, string, error) {
+	if r.src.GitDir == "" {
+		return "", "", nil
+	}
+	env := []string{"GIT_DIR=" + r.src.GitDir}
+	out, err := r.git.Run(ctx, gitx.Call{Dir: r.src.GitDir, Env: env, Args: []string{"rev-parse", "--verify", "-q", "HEAD^{commit}"}})
+	if err != nil {
+		if gitx.ExitCode(err) == 1 {
+			return "", "", nil // unborn
+		}
+		return "", "", sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: read HEAD")
+	}
+	commit := strings.TrimSpace(string(out))
+	ref, err := r.git.Run(ctx, gitx.Call{Dir: r.src.GitDir, Env: env, Args: []string{"symbolic-ref", "-q", "HEAD"}})
+	branch := ""
+	if err == nil {
+		branch = strings.TrimPrefix(strings.TrimSpace(string(ref)), "refs/heads/")
+	}
+	if !isHex40(commit) {
+		return "", "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: HEAD is %q", sandbox.Clip(commit, 80))
+	}
+	return commit, branch, nil
+}
+
+// bundle writes a git bundle of HEAD (without what old holds, when old is a
+// commit) into dir; "" when HEAD adds nothing to old.
+func (r *Replica) bundle(ctx context.Context, dir, old string) (string, error) {
+	env := []string{"GIT_DIR=" + r.src.GitDir}
+	args := []string{"bundle", "create", "-q", filepath.Join(dir, "head.bundle"), "HEAD"}
+	if old != "" {
+		n, err := r.git.Run(ctx, gitx.Call{Dir: r.src.GitDir, Env: env, Args: []string{"rev-list", "--count", "HEAD", "^" + old, "--"}})
+		if err != nil {
+			old = "" // unknown to the host (rewritten history): a full bundle
+		} else if strings.TrimSpace(string(n)) == "0" {
+			return "", nil
+		}
+		if old != "" {
+			args = append(args, "^"+old)
+		}
+	}
+	if _, err := r.git.Run(ctx, gitx.Call{Dir: r.src.GitDir, Env: env, Args: args}); err != nil {
+		return "", sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: git bundle")
+	}
+	return filepath.Join(dir, "head.bundle"), nil
+}
+
+// Result is the remote's answer to a pass, as files of its out directory
+// (a host directory holding the downloaded copies).
+type Result struct {
+	// Dir is a host directory holding status, tree, seq, diff, changes.tar
+	// and warnings as rp_collect wrote them (missing ones are errors).
+	Dir string
+}
+
+// Outcome classifies a finished pass.
+type Outcome int
+
+// Outcomes of Finish.
+const (
+	// Applied: the report was applied (or was stale and dropped).
+	Applied Outcome = iota
+	// Resync: the remote lacks the base tree; run the pass again (Finish has
+	// switched the next pass to the manifest mode).
+	Resync
+	// NeedGit: the replica lacks the commit; run the pass again (Finish has
+	// switched the next pass to send a full bundle).
+	NeedGit
+)
+
+// Status reads a result's status file: 0 ok, StatusResync, StatusNeedGit,
+// another number on failure. Errors: the file is missing or malformed.
+func (res Result) Status() (int, string, error) {
+	b, err := os.ReadFile(filepath.Join(res.Dir, "status"))
+	if err != nil {
+		return 0, "", sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: the pass left no status")
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: malformed status %q", sandbox.Clip(string(b), 40))
+	}
+	msg, _ := os.ReadFile(filepath.Join(res.Dir, "error"))
+	return n, strings.TrimSpace(string(msg)), nil
+}
+
+// Finish applies a pass's result on the host: every entry is validated (paths,
+// types, sizes: the remote is hostile), then written through os.Root, and the
+// new agreed state is recorded. Outcomes Resync and NeedGit ask the caller to
+// run another pass (nothing was applied). Errors wrap
+// sandbox.ErrRuntimeUnavailable (a malformed result, a host write failing) or
+// sandbox.ErrResourceLimit (the report exceeds MaxReportBytes).
+func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) {
+	r := p.r
+	code, msg, err := res.Status()
+	if err != nil {
+		return Applied, Report{}, err
+	}
+	switch code {
+	case 0:
+	case StatusResync:
+		r.mu.Lock()
+		r.st.Mode = modeManifest
+		err := r.save()
+		r.mu.Unlock()
+		return Resync, Report{}, err
+	case StatusNeedGit:
+		r.mu.Lock()
+		r.st.Head, r.st.Branch = "", ""
+		err := r.save()
+		r.mu.Unlock()
+		return NeedGit, Report{}, err
+	default:
+		return Applied, Report{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: the remote pass failed (%d): %s", code, sandbox.Clip(msg, 500))
+	}
+	read := func(name string, limit int64) ([]byte, error) {
+		f, err := os.Open(filepath.Join(res.Dir, name))
+		if err != nil {
+			return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result %s", name)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, limit+1))
+		if err != nil {
+			return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result %s", name)
+		}
+		if int64(len(b)) > limit {
+			return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "replica: result %s exceeds %d bytes", name, limit)
+		}
+		return b, nil
+	}
+	treeB, err := read("tree", 100)
+	if err != nil {
+		return Applied, Report{}, err
+	}
+	seqB, err := read("seq", 40)
+	if err != nil {
+		return Applied, Report{}, err
+	}
+	tree := strings.TrimSpace(string(treeB))
+	seq, serr := strconv.ParseInt(strings.TrimSpace(string(seqB)), 10, 64)
+	if !isHex40(tree) || serr != nil || seq <= 0 {
+		return Applied, Report{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: malformed tree or seq in the result")
+	}
+	diffB, err := read("diff", 256<<20)
+	if err != nil {
+		return Applied, Report{}, err
+	}
+	recs, err := parseDiff(diffB)
+	if err != nil {
+		return Applied, Report{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: malformed diff")
+	}
+	var rep Report
+	rep.Warnings = append(rep.Warnings, p.warnings...)
+	if w, err := read("warnings", 64<<10); err == nil && len(bytes.TrimSpace(w)) > 0 {
+		rep.Warnings = append(rep.Warnings, "remote: "+strings.TrimSpace(string(w)))
+	}
+
+	epochB, _ := read("epoch", 100)
+	epoch := strings.TrimSpace(string(epochB))
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if epoch != r.st.Epoch {
+		// The remote bookkeeping is new (recreated sandbox, wiped state):
+		// its numbering starts again.
+		r.st.Epoch, r.st.Seq = epoch, 0
+		p.beginSeq = 0
+	}
+	if seq <= r.st.Seq {
+		rep.Skipped = true
+		return Applied, rep, nil
+	}
+	root, err := os.OpenRoot(r.src.WorkTree)
+	if err != nil {
+		return Applied, rep, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: open worktree")
+	}
+	defer root.Close()
+
+	files := r.st.Files
+	// The host files Begin sent are agreed unless the report says otherwise.
+	for fp, e := range p.sent {
+		files[fp] = e
+	}
+	if p.mode != modeIncr {
+		// The whole view was compared: it is the agreed state now.
+		for fp, hf := range p.host {
+			files[fp] = hf.entry
+		}
+	}
+	for _, fp := range p.deleted {
+		delete(files, fp)
+	}
+	r.st.Revert, r.st.Recheck = nil, nil
+
+	changes := map[string]diffRecord{}
+	for _, rec := range recs {
+		if err := validPath(rec.path); err != nil {
+			return Applied, rep, err
+		}
+		if rec.newMode == modeGitlink || rec.oldMode == modeGitlink && rec.status == 'D' {
+			rep.Warnings = append(rep.Warnings, rec.path+": a nested git repository is not synced")
+			continue
+		}
+		switch rec.status {
+		case 'D':
+		case 'A', 'M', 'T':
+			if rec.newMode != modeFile && rec.newMode != modeExec && rec.newMode != modeSymlink {
+				return Applied, rep, pathErr(rec.path, "unexpected mode "+strconv.FormatUint(uint64(rec.newMode), 8))
+			}
+		default:
+			return Applied, rep, pathErr(rec.path, "unexpected status "+string(rec.status))
+		}
+		changes[rec.path] = rec
+	}
+
+	if r.src.ReadOnly {
+		if len(changes) > 0 {
+			r.st.Revert = map[string]bool{}
+			for fp := range changes {
+				r.st.Revert[fp] = true
+			}
+			rep.Reverted = len(changes)
+		}
+		return p.commit(tree, seq, rep)
+	}
+
+	// Deletions first (a directory may replace a file), then contents.
+	for fp, rec := range changes {
+		if rec.status != 'D' {
+			continue
+		}
+		if err := removePath(root, fp); err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: not removed: %v", fp, err))
+			p.r.recheck(fp)
+			continue
+		}
+		delete(files, fp)
+		rep.Deleted++
+	}
+	if err := p.applyContents(ctx, root, res, changes, files, &rep); err != nil {
+		// Whatever was written is recorded; the rest comes again next pass.
+		_ = r.save()
+		return Applied, rep, err
+	}
+	return p.commit(tree, seq, rep)
+}
+
+// commit records the new agreed state. Called with r.mu held.
+func (p *Pass) commit(tree string, seq int64, rep Report) (Outcome, Report, error) {
+	r := p.r
+	moved := r.st.Seq != p.beginSeq
+	r.st.Seq = seq
+	r.st.Head, r.st.Branch = p.head, p.branch
+	r.st.Tree, r.st.Mode = tree, ""
+	if moved {
+		// Another report was applied between this pass's Begin and Finish:
+		// compare the whole manifest next time.
+		r.st.Mode = modeManifest
+	}
+	if err := r.save(); err != nil {
+		return Applied, rep, err
+	}
+	for _, w := range rep.Warnings {
+		r.log.Warn("replica sync", "worktree", r.src.WorkTree, "warning", w)
+	}
+	return Applied, rep, nil
+}
+
+// applyContents writes the added and modified files of a report from
+// changes.tar. Called with r.mu held.
+func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, changes map[string]diffRecord, files map[string]entry, rep *Report) error {
+	want := 0
+	for _, rec := range changes {
+		if rec.status != 'D' {
+			want++
+		}
+	}
+	if want == 0 {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(res.Dir, "changes.tar"))
+	if err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result changes.tar")
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > p.r.maxReport {
+		return sandbox.Errorf(sandbox.ErrResourceLimit, "replica: the command's changes (%d bytes) exceed %d bytes; they stay in the sandbox", fi.Size(), p.r.maxReport)
+	}
+	tr := tar.NewReader(f)
+	seen := map[string]bool{}
+	for {
+		if err := ctxErr(ctx, "apply changes"); err != nil {
+			return err
+		}
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: malformed changes.tar")
+		}
+		name := strings.TrimPrefix(h.Name, "./")
+		rec, ok := changes[name]
+		if !ok || rec.status == 'D' || seen[name] {
+			if h.Typeflag == tar.TypeDir {
+				continue // a nested repository's directory (gitlink), or tar's own
+			}
+			return pathErr(name, "not in the pass's diff")
+		}
+		seen[name] = true
+		var blob string
+		var gm uint32
+		switch h.Typeflag {
+		case tar.TypeReg:
+			if rec.newMode == modeSymlink || h.Size < 0 {
+				return pathErr(name, "a file where the diff has a symbolic link")
+			}
+			perm := fs.FileMode(h.Mode) & 0o777
+			if rec.newMode == modeExec {
+				perm |= 0o100
+			} else {
+				perm &^= 0o111
+			}
+			blob, err = writeFile(root, name, tr, h.Size, perm)
+			gm = rec.newMode
+		case tar.TypeSymlink:
+			if rec.newMode != modeSymlink {
+				return pathErr(name, "a symbolic link where the diff has a file")
+			}
+			blob, err = writeSymlink(root, name, h.Linkname)
+			gm = modeSymlink
+		default:
+			return pathErr(name, "unexpected entry type")
+		}
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: not written: %v", name, err))
+			p.r.recheck(name)
+			continue
+		}
+		fi, err := root.Lstat(name)
+		if err != nil {
+			continue
+		}
+		m, c, ino := statSig(fi)
+		files[name] = entry{Mode: gm, Blob: blob, Size: fi.Size(), Mtime: m, Ctime: c, Ino: ino}
+		rep.Changed++
+	}
+	for fp, rec := range changes {
+		if rec.status != 'D' && !seen[fp] {
+			// Vanished in the replica after the diff: the next pass reports it again.
+			rep.Warnings = append(rep.Warnings, fp+": changed in the sandbox but not sent (changing?)")
+			p.r.recheck(fp)
+		}
+	}
+	return nil
+}

@@ -373,11 +373,38 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		return p.mapErr(err, "remove container %s", name)
+		if !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
+			return p.mapErr(err, "remove container %s", name)
+		}
+		// Another Destroy of the same runtime is removing it: success once it is gone.
+		if err := p.awaitRemoved(ctx, name); err != nil {
+			return err
+		}
 	}
 	p.log.Debug("runtime destroyed", "id", id, "container", name)
 	return nil
 }
+
+// awaitRemoved waits (at most removeWait) until the container name no longer
+// exists. Errors: ErrRuntimeUnavailable when it is still there.
+func (p *Provider) awaitRemoved(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, removeWait)
+	defer cancel()
+	for {
+		_, err := p.cli.ContainerInspect(ctx, name)
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: container %s is still being removed after %s", name, removeWait)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// removeWait bounds the wait for a removal another call started.
+const removeWait = 30 * time.Second
 
 func (p *Provider) handle(id, root, workdir string) *Runtime {
 	return &Runtime{p: p, id: id, name: ContainerName(id), root: root, workdir: workdir}

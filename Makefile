@@ -79,6 +79,7 @@ bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCH
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/daytona/
+	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 ./internal/eviction/
 
 # The JSON Schema of the wire contract (docs/schema/, docs/API.md "Schema"),
 # generated from package sandboxapi; internal/schema's test fails when the

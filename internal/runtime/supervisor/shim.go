@@ -1,0 +1,318 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A shim is the supervisor's helper for one process tree at a time: a
+// subreaper (PR_SET_CHILD_SUBREAPER), so every process the command starts,
+// however it daemonizes (setsid, double fork), stays below it; it reports
+// the leader's exit and, once no descendant is left, that it is free again
+// (the supervisor reuses it for the next command, so a command costs one
+// fork/exec, not two). It is the supervisor binary re-executed with "shim",
+// its control socket (SOCK_SEQPACKET) on descriptor 3.
+
+// shimMsg is one packet between the supervisor and a shim.
+type shimMsg struct {
+	Op string `json:"op,omitempty"` // supervisor → shim: spawn, signal, kill
+	Ev string `json:"ev,omitempty"` // shim → supervisor: started, failed, exit, done
+
+	// spawn (the three descriptors ride along as SCM_RIGHTS)
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	PTY  bool     `json:"pty,omitempty"`
+	// KillOnExit kills the rest of the tree when the leader exits.
+	KillOnExit bool `json:"kill_on_exit,omitempty"`
+
+	// signal
+	Sig  int  `json:"sig,omitempty"`
+	Tree bool `json:"tree,omitempty"` // every descendant, not only the leader's group
+
+	// started
+	Pid int `json:"pid,omitempty"`
+	// failed: a shell-style code (127 not found, 126 cannot execute) and why
+	Code int    `json:"code,omitempty"`
+	Msg  string `json:"msg,omitempty"`
+	// exit: the leader's wait status
+	Status int `json:"status,omitempty"`
+}
+
+// ignoreSignals keeps the process alive whatever a sandboxed command sends
+// it (SIGKILL and SIGSTOP excepted; a pid namespace's init never receives
+// those from inside). Signals are relayed to a channel that is drained.
+func ignoreSignals(onChild func()) {
+	c := make(chan os.Signal, 64)
+	signal.Notify(c)
+	go func() {
+		for s := range c {
+			if s == syscall.SIGCHLD && onChild != nil {
+				onChild()
+			}
+		}
+	}()
+}
+
+// shimMain is `sandbox-supervisor shim`.
+func shimMain() int {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	// Commands become the preferred victims of an out-of-memory kill in the
+	// runtime's cgroup, ahead of the supervisor.
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0)
+	ignoreSignals(nil)
+	f := os.NewFile(3, "supervisor")
+	c, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		return 1
+	}
+	conn := c.(*net.UnixConn)
+	msgs := make(chan shimIn, 8)
+	go func() {
+		defer close(msgs)
+		buf := make([]byte, 1<<20)
+		oob := make([]byte, unix.CmsgSpace(3*4))
+		for {
+			n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+			if err != nil || n == 0 {
+				return
+			}
+			var in shimIn
+			if oobn > 0 {
+				in.fds = parseRights(oob[:oobn])
+			}
+			if json.Unmarshal(buf[:n], &in.m) != nil {
+				closeFDs(in.fds)
+				continue
+			}
+			msgs <- in
+		}
+	}()
+	send := func(m shimMsg) {
+		b, _ := json.Marshal(m)
+		_, _ = conn.Write(b)
+	}
+	for in := range msgs {
+		if in.m.Op != "spawn" || len(in.fds) != 3 {
+			closeFDs(in.fds)
+			continue
+		}
+		if !runTree(in, msgs, send) {
+			break
+		}
+	}
+	// The supervisor is gone: nothing may outlive it.
+	for killDescendants(os.Getpid()) > 0 {
+		reapAll()
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0
+}
+
+type shimIn struct {
+	m   shimMsg
+	fds []int
+}
+
+// runTree starts one command and serves it until its tree is empty; false
+// when the supervisor went away meanwhile.
+func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg)) bool {
+	m := in.m
+	pid, code, msg := spawn(m, in.fds)
+	closeFDs(in.fds)
+	if pid <= 0 {
+		send(shimMsg{Ev: "failed", Code: code, Msg: msg})
+		return true
+	}
+	send(shimMsg{Ev: "started", Pid: pid})
+	type reaped struct {
+		pid    int
+		status syscall.WaitStatus
+	}
+	exits := make(chan reaped, 16)
+	go func() {
+		defer close(exits)
+		for {
+			var ws syscall.WaitStatus
+			p, err := syscall.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil {
+				return // ECHILD: no descendant left
+			}
+			exits <- reaped{p, ws}
+		}
+	}()
+	leaderAlive, killing, alive := true, false, true
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	kill := func() {
+		killing = true
+		killDescendants(os.Getpid())
+	}
+	for {
+		select {
+		case r, ok := <-exits:
+			if !ok {
+				send(shimMsg{Ev: "done"})
+				return alive
+			}
+			if r.pid == pid {
+				leaderAlive = false
+				send(shimMsg{Ev: "exit", Status: int(r.status)})
+				if m.KillOnExit {
+					kill()
+				}
+			} else if killing {
+				killDescendants(os.Getpid())
+			}
+		case <-tick.C:
+			if killing {
+				killDescendants(os.Getpid())
+			}
+		case c, ok := <-msgs:
+			if !ok {
+				// The supervisor died: end the tree, then report nothing.
+				msgs, alive = nil, false
+				kill()
+				continue
+			}
+			closeFDs(c.fds)
+			switch c.m.Op {
+			case "kill":
+				kill()
+			case "signal":
+				sig := syscall.Signal(c.m.Sig)
+				switch {
+				case sig == syscall.SIGKILL:
+					kill()
+				case leaderAlive && !c.m.Tree:
+					_ = syscall.Kill(-pid, sig) // the leader's process group
+				default:
+					signalDescendants(os.Getpid(), sig)
+				}
+			}
+		}
+	}
+}
+
+// spawn starts m.Argv on fds (stdin, stdout, stderr) in its own session
+// (with fds[0] as controlling terminal for a PTY process). It resolves the
+// command like execvp against m's own PATH, and runs a file that is not a
+// binary nor has a #! line with /bin/sh, as shells do. On failure it
+// returns pid 0 with a shell-style code and message.
+func spawn(m shimMsg, fds []int) (pid, code int, msg string) {
+	if len(m.Argv) == 0 || m.Argv[0] == "" {
+		return 0, 127, "empty command"
+	}
+	pathEnv := ""
+	for _, kv := range m.Env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	file, err := lookPath(m.Argv[0], pathEnv, m.Dir)
+	if err != nil {
+		return 0, 127, "command not found"
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   m.Dir,
+		Env:   m.Env,
+		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: m.PTY, Ctty: 0},
+	}
+	pid, err = syscall.ForkExec(file, m.Argv, attr)
+	if errors.Is(err, syscall.ENOEXEC) {
+		pid, err = syscall.ForkExec("/bin/sh", append([]string{"sh", file}, m.Argv[1:]...), attr)
+	}
+	switch {
+	case err == nil:
+		return pid, 0, ""
+	case errors.Is(err, syscall.ENOENT):
+		return 0, 127, "No such file or directory"
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return 0, 126, "Permission denied"
+	}
+	return 0, 126, err.Error()
+}
+
+// lookPath resolves name like execvp against pathEnv (never the
+// supervisor's own): a name containing '/' is taken relative to dir;
+// otherwise the first regular file with an execute bit in a PATH entry
+// (relative entries relative to dir). A name found but not executable is
+// returned so that executing it fails with EACCES (126), as in a shell.
+func lookPath(name, pathEnv, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		if filepath.IsAbs(name) {
+			return name, nil
+		}
+		return filepath.Join(dir, name), nil
+	}
+	denied := ""
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		p := filepath.Join(d, name)
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+		if denied == "" {
+			denied = p
+		}
+	}
+	if denied != "" {
+		return denied, nil
+	}
+	return "", syscall.ENOENT
+}
+
+// reapAll reaps every exited child without blocking.
+func reapAll() {
+	for {
+		var ws syscall.WaitStatus
+		p, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if p <= 0 || err != nil {
+			return
+		}
+	}
+}
+
+func parseRights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if r, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		_ = syscall.Close(fd)
+	}
+}

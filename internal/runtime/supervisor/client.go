@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -291,4 +292,41 @@ func (c *Client) Run(ctx context.Context, spec Spec, onData func(stream int, dat
 			return info, nil
 		}
 	}
+}
+
+// BinaryName is the supervisor program's file name.
+const BinaryName = "sandbox-supervisor"
+
+// Find returns the absolute path of the sandbox-supervisor binary: explicit
+// when non-empty (it must exist), else BinaryName next to the running
+// executable (make build puts bin/sandbox-supervisor beside
+// bin/sandbox-worker), else BinaryName on PATH.
+func Find(explicit string) (string, error) {
+	check := func(p string) (string, error) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", err
+		}
+		fi, err := os.Stat(abs)
+		if err != nil {
+			return "", err
+		}
+		if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			return "", fmt.Errorf("%s is not an executable file", abs)
+		}
+		return abs, nil
+	}
+	if explicit != "" {
+		return check(explicit)
+	}
+	if exe, err := os.Executable(); err == nil {
+		if p, err := check(filepath.Join(filepath.Dir(exe), BinaryName)); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(BinaryName)
+	if err != nil {
+		return "", fmt.Errorf("%s is neither next to %s nor on PATH (make build puts it in bin/; or set SANDBOX_SUPERVISOR_BINARY)", BinaryName, filepath.Base(os.Args[0]))
+	}
+	return check(p)
 }

@@ -214,26 +214,48 @@ func (s *server) serveConn(c net.Conn) {
 			go s.forgetWhenDone(p)
 		}
 	}()
+	type frame struct {
+		req     Request
+		payload []byte
+	}
+	frames := make(chan frame)
+	gone := make(chan struct{}) // the client closed the connection
+	go func() {
+		defer close(gone)
+		for {
+			var req Request
+			payload, err := readFrame(c, &req)
+			if err != nil {
+				return
+			}
+			select {
+			case frames <- frame{req, payload}:
+			case <-gone:
+				return
+			}
+		}
+	}()
 	for {
-		var req Request
-		payload, err := readFrame(c, &req)
-		if err != nil {
+		var f frame
+		select {
+		case f = <-frames:
+		case <-gone:
 			return
 		}
-		resp, out, p := s.handle(req, payload)
+		resp, out, p := s.handle(f.req, f.payload, gone)
 		if p != nil {
 			owned = append(owned, p)
 		}
 		if err := writeFrame(c, resp, out); err != nil {
 			return
 		}
-		if req.Op == "shutdown" && resp.Error == nil {
+		if f.req.Op == "shutdown" && resp.Error == nil {
 			os.Exit(0)
 		}
 	}
 }
 
-func (s *server) handle(req Request, payload []byte) (Response, []byte, *proc) {
+func (s *server) handle(req Request, payload []byte, gone <-chan struct{}) (Response, []byte, *proc) {
 	fail := func(e *Error) (Response, []byte, *proc) { return Response{Error: e}, nil, nil }
 	switch req.Op {
 	case "hello":
@@ -251,7 +273,7 @@ func (s *server) handle(req Request, payload []byte) (Response, []byte, *proc) {
 		}
 		return Response{Info: &info}, nil, nil
 	case "read":
-		resp, data, err := s.read(req)
+		resp, data, err := s.read(req, gone)
 		if err != nil {
 			return fail(err)
 		}
@@ -601,7 +623,7 @@ func (s *server) pump(p *proc, i int, r *os.File) {
 
 // read returns what p's streams hold from the requested offsets, waiting
 // up to req.WaitMS for something new when there is nothing yet.
-func (s *server) read(req Request) (Response, []byte, *Error) {
+func (s *server) read(req Request, gone <-chan struct{}) (Response, []byte, *Error) {
 	max := req.Max
 	if max <= 0 || max > 4<<20 {
 		max = 256 << 10
@@ -642,6 +664,10 @@ func (s *server) read(req Request) (Response, []byte, *Error) {
 		select {
 		case <-ch:
 		case <-t.C:
+		case <-gone:
+			t.Stop()
+			s.mu.Lock()
+			return Response{}, nil, errorf(ErrState, "the client went away")
 		}
 		t.Stop()
 		s.mu.Lock()

@@ -348,3 +348,11 @@ func TestRootWorkerSeesOnlyWorldReadableSystemFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "PRIVATE KEY\n", string(data))
 }
+
+func TestProcesses(t *testing.T) {
+	runtimetest.RunProcesses(t, func(t *testing.T) runtimetest.Env {
+		p := newProvider(t, bwrap.Options{})
+		dir := t.TempDir()
+		return runtimetest.Env{Provider: p, Spec: specFor(dir), HostDir: dir}
+	})
+}

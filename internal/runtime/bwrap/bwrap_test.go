@@ -356,3 +356,5 @@ func TestProcesses(t *testing.T) {
 		return runtimetest.Env{Provider: p, Spec: specFor(dir), HostDir: dir}
 	})
 }
+
+func supervisorBin(t testing.TB) string { return supervisortest.Binary(t) }

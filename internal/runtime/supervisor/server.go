@@ -98,6 +98,7 @@ func serveMain(args []string) int {
 	// Nothing in the sandbox may attach to the supervisor or take its
 	// descriptors (the control socket) through /proc.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	setName("sandbox-supervisor")
 	s := &server{
 		exe: "/proc/self/exe", runtime: *rt, layout: *layout, bufBytes: max(*buf, 4096), maxProcs: max(*maxp, 1),
 		pid1: os.Getpid() == 1, startedMS: time.Now().UnixMilli(),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -63,9 +64,15 @@ func ignoreSignals(onChild func()) {
 	}()
 }
 
+// setName sets the process name (its main thread's comm, what ps shows).
+func setName(name string) {
+	_ = os.WriteFile("/proc/self/task/"+strconv.Itoa(os.Getpid())+"/comm", []byte(name), 0)
+}
+
 // shimMain is `sandbox-supervisor shim`.
 func shimMain() int {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	setName("sandbox-shim")
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	// Commands become the preferred victims of an out-of-memory kill in the
 	// runtime's cgroup, ahead of the supervisor.

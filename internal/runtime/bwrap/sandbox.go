@@ -117,8 +117,9 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 
 	cfg.cwd = cfg.workdir
 	args := p.args(cfg, nil, true)
-	args = args[:len(args)-1 : len(args)-1] // before "--"
-	args = append(args, "--json-status-fd", "5")
+	args = args[: len(args)-1 : len(args)-1] // before "--"
+	// Few threads: under a pids limit every thread counts.
+	args = append(args, "--json-status-fd", "5", "--setenv", "GOMAXPROCS", "2")
 	files := []*os.File{ln, exe, stW}
 	if blockR != nil {
 		args = append(args, "--block-fd", "6")

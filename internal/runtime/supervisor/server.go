@@ -103,7 +103,7 @@ func serveMain(args []string) int {
 		exe: "/proc/self/exe", runtime: *rt, layout: *layout, bufBytes: max(*buf, 4096), maxProcs: max(*maxp, 1),
 		pid1: os.Getpid() == 1, startedMS: time.Now().UnixMilli(),
 		procs: map[string]*proc{}, shims: map[int]*shimHandle{},
-		inherit: os.Environ(),
+		inherit: slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }),
 	}
 	if !s.pid1 {
 		// Outside a pid namespace (the local runtime): orphans of a killed
@@ -901,7 +901,8 @@ func (s *server) newShim() (*shimHandle, error) {
 	defer devnull.Close()
 	s.spawnMu.Lock()
 	pid, err := syscall.ForkExec(s.exe, []string{"sandbox-supervisor", "shim"}, &syscall.ProcAttr{
-		Env:   []string{},
+		// Few threads: under a pids limit every thread counts.
+		Env:   []string{"GOMAXPROCS=1"},
 		Files: []uintptr{devnull.Fd(), devnull.Fd(), os.Stderr.Fd(), theirs.Fd()},
 		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: pdeathsig(s.pid1)},
 	})

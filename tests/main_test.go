@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 	"github.com/sandboxcore/sandboxcore/workflows"
@@ -44,6 +45,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workerProcessEnv) == "1" {
 		os.Exit(workerProcess())
 	}
+	// The runtimes' supervisor, as make build puts it next to the worker;
+	// worker processes started by tests inherit the variable.
+	sup, err := supervisortest.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "supervisor:", err)
+		os.Exit(1)
+	}
+	os.Setenv("SANDBOX_SUPERVISOR_BINARY", sup)
 	sas := map[string]enumspb.IndexedValueType{}
 	for _, n := range workflows.SearchAttributeNames {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
@@ -163,7 +172,7 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 		case "SANDBOX_EVICTION_INTERVAL":
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true
-		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST":
+		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST", "SANDBOX_SUPERVISOR_BINARY":
 			// The runtime is the caller's choice (make test-e2e-docker runs
 			// the main job's tests on Docker); unset = auto, as make run.
 			return os.LookupEnv(k)

@@ -216,7 +216,8 @@ func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox
 			}
 		}
 		hidden = append(hidden, cfg.Auth.secretPaths()...) // credentials dir, GitHub App key
-		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log})
+		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log,
+			Supervisor: cfg.SupervisorBinary})
 	}
 	newDocker := func() (sandbox.RuntimeProvider, error) {
 		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log})

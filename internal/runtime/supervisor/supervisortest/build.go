@@ -5,6 +5,7 @@ package supervisortest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,15 @@ var (
 // fails the test.
 func Binary(t testing.TB) string {
 	t.Helper()
+	p, err := Build()
+	if err != nil {
+		t.Fatalf("supervisortest: %v", err)
+	}
+	return p
+}
+
+// Build is Binary for a TestMain: it returns the path or why the build failed.
+func Build() (string, error) {
 	once.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", "..", ".."))
@@ -58,7 +68,7 @@ func Binary(t testing.TB) string {
 		built = final
 	})
 	if built == "" {
-		t.Fatalf("supervisortest: %s", fail)
+		return "", errors.New(fail)
 	}
-	return built
+	return built, nil
 }

@@ -225,7 +225,7 @@ func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox
 	switch cfg.RuntimeProvider {
 	case "local":
 		log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
-		return local.New(local.Options{Logger: log}), nil
+		return local.New(local.Options{Logger: log, Supervisor: cfg.SupervisorBinary, StateDir: filepath.Join(cfg.DataDir, "runtimes", "local")}), nil
 	case "bwrap":
 		p, err := newBwrap()
 		if err != nil {

@@ -354,7 +354,7 @@ func TestProcesses(t *testing.T) {
 		p := newProvider(t, bwrap.Options{})
 		dir := t.TempDir()
 		return runtimetest.Env{Provider: p, Spec: specFor(dir), HostDir: dir}
-	})
+	}, runtimetest.ProcessOptions{})
 }
 
 func supervisorBin(t testing.TB) string { return supervisortest.Binary(t) }

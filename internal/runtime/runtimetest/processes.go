@@ -19,8 +19,8 @@ import (
 // is Run's. Subtests: BackgroundServerOverLoopback, ReadByOffsets,
 // StdinAndExit, PTYShell, SignalKillsTree, DaemonizedChildOnlySurvivesAsBackground,
 // ProcessLimit, StopRecordsRuntimeStopped, ExecStreamLossless.
-func RunProcesses(t *testing.T, f Factory) {
-	s := &suite{f: f}
+func RunProcesses(t *testing.T, f Factory, opts ProcessOptions) {
+	s := &suite{f: f, popts: opts}
 	t.Run("BackgroundServerOverLoopback", s.bgServer)
 	t.Run("ReadByOffsets", s.readOffsets)
 	t.Run("StdinAndExit", s.stdinExit)
@@ -30,6 +30,14 @@ func RunProcesses(t *testing.T, f Factory) {
 	t.Run("ProcessLimit", s.processLimit)
 	t.Run("StopRecordsRuntimeStopped", s.stopRecords)
 	t.Run("ExecStreamLossless", s.execLossless)
+}
+
+// ProcessOptions adjust RunProcesses to what a backend declares.
+type ProcessOptions struct {
+	// ExecLeavesEscapees, when non-empty, is why an Exec's children that
+	// leave its session (setsid) may outlive it on this backend: that half
+	// of DaemonizedChildOnlySurvivesAsBackground is skipped.
+	ExecLeavesEscapees string
 }
 
 func (s *suite) procRuntime(t *testing.T) (context.Context, Env, sandbox.Runtime, sandbox.ProcessRuntime) {
@@ -241,11 +249,15 @@ func (s *suite) signalTree(t *testing.T) {
 
 func (s *suite) daemonized(t *testing.T) {
 	ctx, _, rt, pr := s.procRuntime(t)
-	// An exec whose children escape its session: they die with it.
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(escapeScript, "pids-exec"), TimeoutS: 30})
-	requireExit(t, res, 0)
-	time.Sleep(300 * time.Millisecond)
-	require.Equal(t, "0", liveCount(t, ctx, rt, "pids-exec"), "a daemonized child survived its exec")
+	if s.popts.ExecLeavesEscapees == "" {
+		// An exec whose children escape its session: they die with it.
+		res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(escapeScript, "pids-exec"), TimeoutS: 30})
+		requireExit(t, res, 0)
+		time.Sleep(300 * time.Millisecond)
+		require.Equal(t, "0", liveCount(t, ctx, rt, "pids-exec"), "a daemonized child survived its exec")
+	} else {
+		t.Logf("not checked: %s", s.popts.ExecLeavesEscapees)
+	}
 	// The same as a background process: they outlive the leader.
 	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(escapeScript, "pids-bg")})
 	require.NoError(t, err)

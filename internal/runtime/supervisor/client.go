@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -329,4 +330,65 @@ func Find(explicit string) (string, error) {
 		return "", fmt.Errorf("%s is neither next to %s nor on PATH (make build puts it in bin/; or set SANDBOX_SUPERVISOR_BINARY)", BinaryName, filepath.Base(os.Args[0]))
 	}
 	return check(p)
+}
+
+// Launched is a supervisor started on the host (the local runtime's): in a
+// session of its own and without a parent-death signal, so it outlives the
+// worker.
+type Launched struct {
+	Client *Client
+	// Done is closed when the process exits (Launch reaps it).
+	Done chan struct{}
+	Pid  int
+}
+
+// Launch starts `bin serve` on the host with a new control socket at sock
+// and its stderr in logPath, and waits until it answers.
+func Launch(ctx context.Context, bin, sock, logPath, runtimeID, layout string) (*Launched, error) {
+	ln, err := Listen(sock)
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "serve", "--ctl-fd", "3", "--runtime", runtimeID, "--layout", layout)
+	cmd.Env = []string{"GOMAXPROCS=2"}
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{ln}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	l := &Launched{Client: NewClient(sock), Done: make(chan struct{}), Pid: cmd.Process.Pid}
+	go func() {
+		_ = cmd.Wait()
+		close(l.Done)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := l.Client.Hello(hctx)
+		cancel()
+		if err == nil {
+			return l, nil
+		}
+		select {
+		case <-l.Done:
+			msg, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("the supervisor exited: %s", strings.TrimSpace(string(msg)))
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			return nil, fmt.Errorf("the supervisor does not answer: %v", err)
+		}
+	}
 }

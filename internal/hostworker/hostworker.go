@@ -220,7 +220,8 @@ func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox
 			Supervisor: cfg.SupervisorBinary})
 	}
 	newDocker := func() (sandbox.RuntimeProvider, error) {
-		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log})
+		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log, Supervisor: cfg.SupervisorBinary,
+			StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker")})
 	}
 	switch cfg.RuntimeProvider {
 	case "local":

@@ -163,7 +163,8 @@ type ProcessOutput struct {
 	Offset       int64 `json:"offset"`
 	NextOffset   int64 `json:"next_offset"`
 	DroppedBytes int64 `json:"dropped_bytes"`
-	// EOF: the stream is closed and every byte has been read.
+	// EOF: the process and everything it started have ended, its stream is
+	// closed and every byte has been read: nothing more will come.
 	EOF bool `json:"eof"`
 	// The process as it is now.
 	Process ProcessInfo `json:"process"`

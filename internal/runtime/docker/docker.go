@@ -77,6 +77,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -155,6 +157,14 @@ type Options struct {
 	// Logger receives lifecycle and exec records (never argv beyond Cmd[0],
 	// env or output); nil discards them.
 	Logger *slog.Logger
+	// Supervisor is the static sandbox-supervisor binary, the containers'
+	// main process (SANDBOX_SUPERVISOR_BINARY); "" finds it next to the
+	// running executable or on PATH.
+	Supervisor string
+	// StateDir holds the copy of the supervisor the containers mount (the
+	// daemon must see it at this same path) and the archived processes of
+	// stopped runtimes; "" means os.TempDir()/sandboxcore-docker.
+	StateDir string
 }
 
 // Provider is the Docker sandbox.RuntimeProvider. It is safe for concurrent
@@ -170,6 +180,10 @@ type Provider struct {
 
 	netMu    sync.Mutex
 	netReady bool
+
+	stateDir string
+	sup      string // the supervisor binary the containers mount
+	procs    procClients
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -199,6 +213,14 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if p.stopTimeout <= 0 {
 		p.stopTimeout = DefaultStopTimeout
 	}
+	p.stateDir = opts.StateDir
+	if p.stateDir == "" {
+		p.stateDir = filepath.Join(os.TempDir(), "sandboxcore-docker")
+	}
+	if err := p.installSupervisor(opts.Supervisor); err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if _, err := cli.Ping(pctx); err != nil {
@@ -222,10 +244,11 @@ func (p *Provider) Close() error { return p.cli.Close() }
 func (p *Provider) Kind() string { return Kind }
 
 // Capabilities reports the truth (seed "Optional Capabilities"): isolated;
-// no snapshots and no preview URLs (not built: `docker commit` and a
-// loopback-published port would provide them); no interactive sessions.
+// interactive sessions (PTY background processes: Runtime implements
+// sandbox.ProcessRuntime); no snapshots and no preview URLs (not built:
+// `docker commit` and a loopback-published port would provide them).
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true}
 }
 
 // Snapshots returns nil: snapshots are not built.
@@ -273,6 +296,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 				return nil, sandbox.Errorf(sandbox.ErrConflict, "docker: container %s keeps changing under a concurrent create", name)
 			}
 			p.log.Info("replacing a runtime container built from another spec", "id", spec.ID, "container", name)
+			p.dropClient(spec.ID)
 			if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				return nil, p.mapErr(err, "replace container %s", name)
 			}
@@ -372,6 +396,8 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if err := ours(info.Config, id); err != nil {
 		return err
 	}
+	p.dropClient(id)
+	p.archive(id).Clear()
 	if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return p.mapErr(err, "remove container %s", name)
 	}

@@ -32,6 +32,8 @@ func RunProcesses(t *testing.T, f Factory, opts ProcessOptions) {
 	t.Run("ExecStreamLossless", s.execLossless)
 }
 
+// The suite needs perl or python3 in the runtime (BackgroundServerOverLoopback).
+
 // ProcessOptions adjust RunProcesses to what a backend declares.
 type ProcessOptions struct {
 	// ExecLeavesEscapees, when non-empty, is why an Exec's children that
@@ -79,8 +81,8 @@ func (s *suite) bgServer(t *testing.T) {
 	ctx, _, rt, pr := s.procRuntime(t)
 	// A server in the background, reached by a later exec over the
 	// runtime's own loopback (network none still has one).
-	script := `command -v python3 >/dev/null && exec python3 -m http.server 18923 --bind 127.0.0.1
-exec busybox httpd -f -p 127.0.0.1:18923`
+	script := `command -v perl >/dev/null && exec perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalAddr => "127.0.0.1:18923", Listen => 5, ReuseAddr => 1) or die "listen: $!"; while ($c = $s->accept) { print $c "hi\n"; close $c }'
+exec python3 -m http.server 18923 --bind 127.0.0.1`
 	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(script), Tag: "server"})
 	require.NoError(t, err)
 	require.NotEmpty(t, info.ID)

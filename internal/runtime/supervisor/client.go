@@ -22,14 +22,21 @@ import (
 // which ends the foreground process when it closes. It is safe for
 // concurrent use.
 type Client struct {
-	path string
-	mu   sync.Mutex
-	idle []net.Conn
+	path   string
+	dialFn func(ctx context.Context) (net.Conn, error)
+	mu     sync.Mutex
+	idle   []net.Conn
 }
 
 // NewClient returns a client of the control socket at path (a host path,
 // any length).
 func NewClient(path string) *Client { return &Client{path: path} }
+
+// NewDialClient returns a client whose connections dial makes (the Docker
+// runtime's: a relay in the container).
+func NewDialClient(dial func(ctx context.Context) (net.Conn, error)) *Client {
+	return &Client{dialFn: dial}
+}
 
 // Close drops the pooled connections.
 func (c *Client) Close() {
@@ -77,6 +84,9 @@ func viaDir(path string, fn func(string) error) error {
 }
 
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	if c.dialFn != nil {
+		return c.dialFn(ctx)
+	}
 	var conn net.Conn
 	err := viaDir(c.path, func(p string) error {
 		var d net.Dialer

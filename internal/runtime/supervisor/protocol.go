@@ -125,7 +125,8 @@ type Chunk struct {
 	Offset  int64 `json:"offset"`
 	Len     int   `json:"len"`
 	Dropped int64 `json:"dropped,omitempty"`
-	// EOF: the stream is closed and nothing follows Offset+Len.
+	// EOF: the stream is closed, the process and every process it started
+	// have ended, and nothing follows Offset+Len.
 	EOF bool `json:"eof,omitempty"`
 }
 

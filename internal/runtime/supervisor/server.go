@@ -87,12 +87,13 @@ func (p *proc) notify() {
 func serveMain(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	ctlFD := fs.Int("ctl-fd", -1, "inherited listening control socket")
+	abstract := fs.String("listen-abstract", "", "listen on this abstract unix socket instead (Docker)")
 	rt := fs.String("runtime", "", "runtime id")
 	layout := fs.String("layout", "", "sandbox layout hash")
 	buf := fs.Int("buffer", DefaultBufferBytes, "background buffer bytes per stream")
 	maxp := fs.Int("max-procs", DefaultMaxProcesses, "background processes at most")
-	if err := fs.Parse(args); err != nil || *ctlFD < 0 {
-		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: --ctl-fd is required")
+	if err := fs.Parse(args); err != nil || (*ctlFD < 0) == (*abstract == "") {
+		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: one of --ctl-fd or --listen-abstract is required")
 		return 2
 	}
 	// Nothing in the sandbox may attach to the supervisor or take its
@@ -113,9 +114,15 @@ func serveMain(args []string) int {
 	if exe, err := os.Executable(); err == nil && !s.pid1 {
 		s.exe = exe
 	}
-	f := os.NewFile(uintptr(*ctlFD), "control")
-	ln, err := net.FileListener(f)
-	_ = f.Close()
+	var ln net.Listener
+	var err error
+	if *abstract != "" {
+		ln, err = net.Listen("unix", "@"+*abstract)
+	} else {
+		f := os.NewFile(uintptr(*ctlFD), "control")
+		ln, err = net.FileListener(f)
+		_ = f.Close()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: control socket:", err)
 		return 1
@@ -251,6 +258,12 @@ func (s *server) serveConn(c net.Conn) {
 			return
 		}
 		if f.req.Op == "shutdown" && resp.Error == nil {
+			// Exit once the client has the answer (it closes the
+			// connection): a relay in between must get it out first.
+			select {
+			case <-gone:
+			case <-time.After(2 * time.Second):
+			}
 			os.Exit(0)
 		}
 	}
@@ -651,7 +664,7 @@ func (s *server) read(req Request, gone <-chan struct{}) (Response, []byte, *Err
 				has = true
 			}
 		}
-		ended := !p.open[0] && !p.open[1] && p.info.Exited
+		ended := !p.open[0] && !p.open[1] && p.info.Exited && p.treeDone
 		if has || ended || (p.info.Exited && !exitedBefore) {
 			break
 		}
@@ -686,9 +699,13 @@ func (s *server) read(req Request, gone <-chan struct{}) (Response, []byte, *Err
 			d := b.read(c.Offset, max)
 			c.Len = len(d)
 			data = append(data, d...)
-			c.EOF = !p.open[i] && c.Offset+int64(c.Len) == b.end
+			// Nothing follows: the stream is closed, the process ended (its
+			// exit is known before its last byte is reported read) and so
+			// did everything it started (an exec returns once its whole
+			// tree is gone).
+			c.EOF = !p.open[i] && p.info.Exited && p.treeDone && c.Offset+int64(c.Len) == b.end
 		} else {
-			c.EOF = true
+			c.EOF = p.info.Exited && p.treeDone
 		}
 		resp.Chunks[i] = c
 	}

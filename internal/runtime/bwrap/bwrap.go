@@ -3,8 +3,12 @@
 // takes the role of the seed's read-only gVisor path for analysis workspaces
 // and gives write-capable isolation without Docker.
 //
-// Every command runs in a fresh bubblewrap sandbox (`bwrap … -- /bin/sh -c
-// 'exec "$@"' argv…`) with:
+// Each runtime has one long-lived bubblewrap sandbox, built on Create or
+// Start (and again by the first command after Stop) and ended by Stop and
+// Destroy, whose pid namespace's init is the runtime's supervisor
+// (internal/runtime/supervisor): every command is spawned by it inside the
+// namespaces and mounts already built, so a command costs a request and a
+// fork/exec, not a new sandbox (docs/BENCHMARKS.md). The sandbox has:
 //
 //   - new user, pid, ipc, uts and (when possible) cgroup namespaces, and a new
 //     network namespace (loopback only) unless RuntimeSpec.Network is
@@ -23,23 +27,42 @@
 //     repository cache's bare repository read-only at its own path, so git
 //     works inside while the cache cannot be changed. Nothing else of the host
 //     is visible: not /home, /root, /run (no Docker socket), /var, the data
-//     directory, other workspaces, or the worker's credentials.
-//   - the environment cleared (--clearenv), then exactly PATH=BasePath,
-//     HOME=Home, LANG=C.UTF-8, TERM=dumb, Options.BaseEnv, RuntimeSpec.Env and
-//     ExecRequest.Env (later wins);
-//   - --die-with-parent and --new-session (no terminal injection);
-//   - when the worker runs as root and the worktree belongs to another user,
-//     that user's uid:gid (files the command writes stay the owner's).
+//     directory, other workspaces, the worker's credentials, the supervisor's
+//     binary or its control socket.
+//   - every command's environment exactly PATH=BasePath, HOME=Home,
+//     LANG=C.UTF-8, TERM=dumb, Options.BaseEnv, RuntimeSpec.Env and
+//     ExecRequest.Env (later wins); the sandbox itself starts with a cleared
+//     environment (--clearenv);
+//   - --new-session for the sandbox and a session of its own for every
+//     command (no terminal to inject into; a PTY process gets its own
+//     pseudo-terminal);
+//   - when the worker runs as root, no capability at all (--cap-drop ALL)
+//     and, when the worktree belongs to another user, that user's uid:gid
+//     (files the command writes stay the owner's).
+//   - a cgroup with RuntimeSpec.Resources' limits (pids: DefaultPidsLimit
+//     unless set; memory without swap; CPU quota) when the worker can write
+//     a cgroup v2 or v1 hierarchy with the pids, memory and cpu controllers
+//     (Provider.ResourceLimits says; without one the provider logs a warning
+//     and sandboxes run without limits). A command the memory limit killed
+//     exits 137 with a notice on stderr.
 //
-// Process model: bwrap is the leader of its own process group and the
-// command runs inside a pid namespace, so killing bwrap (on timeout,
-// cancellation, Stop or Destroy) kills the sandbox's init and with it every
-// process of the command, however it daemonized; when the command exits, the
-// namespace ends and its background processes die with it.
+// Process model: the supervisor is pid 1 of the sandbox and cannot be
+// signalled from inside; it is non-dumpable and runs from an execute-only
+// copy of its binary, so no command can trace it or reach its descriptors;
+// its control socket is a listening socket on a host path in the provider's
+// control directory (ScratchDir/.ctl, 0700, never mounted) that it inherits.
+// A command's whole tree dies when the command exits, times out, is
+// cancelled, or the runtime stops, however it daemonized; only background
+// processes (Runtime implements sandbox.ProcessRuntime) outlive their
+// start. The sandbox runs in a session of its own without a parent-death
+// signal: it, its background processes and their buffered output survive a
+// worker killed with SIGKILL, and a restarted worker's Create with the same
+// spec reattaches to it (Provider.Create). Ending the supervisor ends the
+// pid namespace and everything in it.
 //
-// Resource hints are not enforced (no cgroup delegation). Runtimes live in an
-// in-memory map, as in the local runtime: after a worker restart Create with
-// the same spec recreates the entry and finds the scratch directory again.
+// Runtimes live in an in-memory map, as in the local runtime; after a worker
+// restart Create with the same spec recreates the entry, finds the scratch
+// directory and the running sandbox again.
 package bwrap
 
 import (

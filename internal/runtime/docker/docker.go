@@ -14,9 +14,11 @@
 // from the same spec (LabelSpecHash) is reused as it is, one built from a
 // different spec is replaced, a concurrent create conflict reuses the winner's
 // container, and a container of that name that sandboxcore does not manage is
-// never touched (sandbox.ErrConflict). The container's main process is a
-// sleep loop under Docker's init (HostConfig.Init), so it holds no state of
-// its own; commands run as `docker exec` processes.
+// never touched (sandbox.ErrConflict). The container's main process, under
+// Docker's init (HostConfig.Init), is the runtime's supervisor
+// (internal/runtime/supervisor: the static sandbox-supervisor binary,
+// bind-mounted read-only at SupervisorPath from Options.StateDir), which
+// keeps the background processes; commands run as `docker exec` processes.
 //
 // Mounts: the RuntimeSpec's mounts only, as bind mounts: the workspace's
 // worktree at RuntimeSpec.Workdir (/workspace; read-only for analysis
@@ -66,7 +68,20 @@
 // timeout or cancellation that kills the command's whole process tree inside
 // the container with a second exec. The image must provide /bin/sh.
 //
-// Hibernation: Stop stops the container (its processes die, the worktree is
+// # Background processes
+//
+// Runtime implements sandbox.ProcessRuntime through the supervisor, reached
+// on an abstract unix socket by `sandbox-supervisor relay` processes the
+// worker runs with exec (a control connection each, pooled). The processes
+// and their buffered output live in the container: a restarted worker (a
+// new Provider) reads on from a client's offset and learns the exit code of
+// a process that ended meanwhile. The socket is reachable by the
+// container's own commands too; it gives them nothing they could not do
+// themselves (the supervisor has the container's uid and no capability).
+//
+// Hibernation: Stop ends the background processes (exit reason
+// runtime_stopped, archived under Options.StateDir and readable afterwards),
+// then stops the container (its processes die, the worktree is
 // untouched); the next command starts it again. Destroy removes the container
 // and never touches a mount's source.
 package docker
@@ -217,10 +232,6 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if p.stateDir == "" {
 		p.stateDir = filepath.Join(os.TempDir(), "sandboxcore-docker")
 	}
-	if err := p.installSupervisor(opts.Supervisor); err != nil {
-		_ = cli.Close()
-		return nil, err
-	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if _, err := cli.Ping(pctx); err != nil {
@@ -232,6 +243,10 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			_ = cli.Close()
 			return nil, err
 		}
+	}
+	if err := p.installSupervisor(opts.Supervisor); err != nil {
+		_ = cli.Close()
+		return nil, err
 	}
 	p.log.Debug("connected", "host", p.host, "api_version", cli.ClientVersion())
 	return p, nil

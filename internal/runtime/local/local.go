@@ -17,9 +17,17 @@
 // hold on the output pipes is cut after a short grace period so the call
 // still returns.
 //
+// Background processes (Runtime implements sandbox.ProcessRuntime) are kept
+// by a supervisor process on the host (internal/runtime/supervisor), started
+// on the first one, in a session of its own without a parent-death signal:
+// outside the worker's process tree, so they and their buffered output
+// survive a worker restart, and a new worker's Create with the same spec
+// reattaches (its control socket and archived processes are in
+// Options.StateDir). Stop and Destroy end them.
+//
 // Runtimes live in an in-memory map: after a worker restart Create with the
-// same spec recreates the entry (there is nothing else to recover, since no
-// process outlives its call). Nothing in this package ever deletes a file.
+// same spec recreates the entry. Nothing in this package deletes a file but
+// its own state files.
 package local
 
 import (

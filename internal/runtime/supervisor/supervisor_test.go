@@ -19,7 +19,9 @@ import (
 
 // serve starts a supervisor on the host (as the local runtime does) and
 // returns a client.
-func serve(t *testing.T) (*supervisor.Client, *exec.Cmd) {
+func serve(t *testing.T) (*supervisor.Client, *exec.Cmd) { return serveTB(t) }
+
+func serveTB(t testing.TB) (*supervisor.Client, *exec.Cmd) {
 	t.Helper()
 	bin := supervisortest.Binary(t)
 	dir := t.TempDir()

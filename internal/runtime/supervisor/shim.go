@@ -167,7 +167,9 @@ func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg)) bool {
 	defer tick.Stop()
 	kill := func() {
 		killing = true
-		killDescendants(os.Getpid())
+		if hasChildren() {
+			killDescendants(os.Getpid())
+		}
 	}
 	for {
 		select {
@@ -182,11 +184,11 @@ func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg)) bool {
 				if m.KillOnExit {
 					kill()
 				}
-			} else if killing {
+			} else if killing && hasChildren() {
 				killDescendants(os.Getpid())
 			}
 		case <-tick.C:
-			if killing {
+			if killing && hasChildren() {
 				killDescendants(os.Getpid())
 			}
 		case c, ok := <-msgs:
@@ -291,6 +293,15 @@ func lookPath(name, pathEnv, dir string) (string, error) {
 		return denied, nil
 	}
 	return "", syscall.ENOENT
+}
+
+// hasChildren reports whether the process has a child (running or not yet
+// reaped): without one it has no descendant at all (a subreaper's
+// descendants all hang below its children), and /proc need not be scanned.
+func hasChildren() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return !errors.Is(err, syscall.ECHILD)
 }
 
 // reapAll reaps every exited child without blocking.

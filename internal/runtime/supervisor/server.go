@@ -170,9 +170,8 @@ func (s *server) reaper(wake <-chan struct{}) {
 				break
 			}
 			s.mu.Lock()
-			if sh, ok := s.shims[p]; ok {
+			if _, ok := s.shims[p]; ok {
 				delete(s.shims, p)
-				sh.exited()
 				lost = true
 			}
 			s.mu.Unlock()
@@ -956,7 +955,6 @@ func pdeathsig(pid1 bool) syscall.Signal {
 func (sh *shimHandle) readLoop() {
 	defer close(sh.events)
 	buf := make([]byte, 64<<10)
-	awaitingFirst := false
 	for {
 		n, err := sh.conn.Read(buf)
 		if err != nil || n == 0 {
@@ -976,11 +974,9 @@ func (sh *shimHandle) readLoop() {
 		switch m.Ev {
 		case "started", "failed":
 			sh.first <- m
-			awaitingFirst = false
 		default:
 			sh.events <- m
 		}
-		_ = awaitingFirst
 	}
 }
 
@@ -1017,8 +1013,6 @@ func (sh *shimHandle) send(m shimMsg, fds []int) error {
 	_, _, err = sh.conn.WriteMsgUnix(b, oob, nil)
 	return err
 }
-
-func (sh *shimHandle) exited() {}
 
 func (sh *shimHandle) alive() bool {
 	sh.mu.Lock()

@@ -35,25 +35,27 @@ func TestForkBombIsStoppedByThePidsLimit(t *testing.T) {
 	_, rt := limited(t, sandbox.ResourceHints{Pids: 64})
 	ctx := t.Context()
 	start := time.Now()
+	// The bomb starts in a subshell (whose own failed forks end it); the
+	// leader then only uses builtins, so the exhausted limit cannot stop it.
 	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", `
-		bomb() { bomb | bomb & }
-		bomb 2>/dev/null
-		sleep 2
-		n=$(ls -d /proc/[0-9]* | wc -l)
-		echo "procs=$n"
-		sh -c 'echo forked' 2>&1 || echo "fork-failed"`}, TimeoutS: 60})
+		( bomb() { bomb | bomb & }; bomb ) 2>/dev/null
+		max=0; i=0
+		while [ $i -lt 400 ]; do set -- /proc/[0-9]*; [ $# -gt $max ] && max=$#; i=$((i+1)); done
+		echo "max=$max"`}, TimeoutS: 60})
 	require.NoError(t, err)
 	elapsed := time.Since(start)
 	out := string(res.Stdout) + string(res.Stderr)
 	t.Logf("fork bomb: exit %d: %s (%v)", res.ExitCode, strings.TrimSpace(out), elapsed)
-	var procs int
+	var peak int
 	for _, l := range strings.Split(string(res.Stdout), "\n") {
-		if v, ok := strings.CutPrefix(l, "procs="); ok {
-			procs = atoi(t, v)
+		if v, ok := strings.CutPrefix(l, "max="); ok {
+			peak = atoi(t, v)
 		}
 	}
-	require.Positive(t, procs, "the probe ran: %q", out)
-	require.LessOrEqual(t, procs, 64+2, "the whole sandbox stays within its pids limit")
+	// Threads of the supervisor and its shims count too, so fewer than 64
+	// processes fill the limit.
+	require.GreaterOrEqual(t, peak, 30, "the bomb grew up to the limit: %q", out)
+	require.LessOrEqual(t, peak, 64, "the whole sandbox stays within its pids limit")
 	require.Less(t, elapsed, 20*time.Second, "the bomb is contained, not waited out")
 	res = runtimetest.Sh(t, ctx, rt, `ls -d /proc/[0-9]* | wc -l`)
 	runtimetest.RequireOK(t, res)

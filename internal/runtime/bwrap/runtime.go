@@ -5,6 +5,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
@@ -161,11 +162,25 @@ func (r *Runtime) client(ctx context.Context, start bool) (*supervisor.Client, e
 		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %s was destroyed", r.ID())
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sb == nil || !r.sb.alive() {
+	sb := r.sb
+	r.mu.Unlock()
+	if sb == nil || !sb.alive() {
 		return nil, nil
 	}
-	return r.sb.client, nil
+	if start && sb.done == nil {
+		// A reattached sandbox may have ended since (idle, killed): check
+		// before starting a process there, and build a new one if so.
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := sb.client.Hello(hctx)
+		cancel()
+		if supervisor.IsUnreachable(err) {
+			r.discard(sb)
+			if sb, err = r.ensure(ctx, r.life.Conf()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sb.client, nil
 }
 
 // prepare is supervisor.Processes.Prepare: the environment and cwd of a

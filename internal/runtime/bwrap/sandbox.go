@@ -19,6 +19,11 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
+// IdleExit is how long a sandbox with no process, no record of one and no
+// control connection lives on (its worker may be gone for good); the next
+// command builds a new one.
+const IdleExit = 15 * time.Minute
+
 // Sandbox start and stop bounds.
 const (
 	// startTimeout bounds building a sandbox until its supervisor answers.
@@ -126,7 +131,8 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 		files = append(files, blockR)
 	}
 	args = append(args, "--", "/proc/self/fd/4", "serve", "--ctl-fd", "3", "--runtime", id, "--layout", layout,
-		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses))
+		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
+		"--idle-exit", IdleExit.String())
 	cmd := exec.Command(p.bin, args...)
 	cmd.Env = []string{}
 	cmd.Dir = "/"

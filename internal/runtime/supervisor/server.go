@@ -58,6 +58,8 @@ type server struct {
 	idle     []*shimHandle
 	shims    map[int]*shimHandle // live shims by pid
 	stopping bool
+	conns    int       // open control connections
+	lastUse  time.Time // when the last connection closed
 
 	spawnMu sync.Mutex // shim creation vs. the orphan sweep
 }
@@ -92,6 +94,7 @@ func serveMain(args []string) int {
 	layout := fs.String("layout", "", "sandbox layout hash")
 	buf := fs.Int("buffer", DefaultBufferBytes, "background buffer bytes per stream")
 	maxp := fs.Int("max-procs", DefaultMaxProcesses, "background processes at most")
+	idleExit := fs.Duration("idle-exit", 0, "exit after this long with no process, no record and no connection (0: never)")
 	if err := fs.Parse(args); err != nil || (*ctlFD < 0) == (*abstract == "") {
 		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: one of --ctl-fd or --listen-abstract is required")
 		return 2
@@ -136,8 +139,12 @@ func serveMain(args []string) int {
 	})
 	go s.reaper(reap)
 	s.mu.Lock()
+	s.lastUse = time.Now()
 	s.refillLocked()
 	s.mu.Unlock()
+	if *idleExit > 0 {
+		go s.exitWhenIdle(*idleExit)
+	}
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -206,11 +213,35 @@ func (s *server) sweepOrphans() {
 	}
 }
 
+// exitWhenIdle ends the supervisor (and so a sandbox whose init it is)
+// once it has held no process, no record of one and no connection for
+// idle: a sandbox whose worker never came back does not stay forever, and
+// nothing is lost (the next command builds a new one).
+func (s *server) exitWhenIdle(idle time.Duration) {
+	for {
+		time.Sleep(min(idle/4, 30*time.Second))
+		s.mu.Lock()
+		quiet := len(s.procs) == 0 && s.conns == 0 && time.Since(s.lastUse) >= idle
+		s.mu.Unlock()
+		if quiet {
+			fmt.Fprintln(os.Stderr, "sandbox-supervisor: idle for", idle, "- exiting")
+			os.Exit(0)
+		}
+	}
+}
+
 // serveConn answers the requests of one control connection in order. The
 // foreground processes it started are killed when it closes.
 func (s *server) serveConn(c net.Conn) {
 	var owned []*proc
+	s.mu.Lock()
+	s.conns++
+	s.mu.Unlock()
 	defer func() {
+		s.mu.Lock()
+		s.conns--
+		s.lastUse = time.Now()
+		s.mu.Unlock()
 		_ = c.Close()
 		for _, p := range owned {
 			s.mu.Lock()

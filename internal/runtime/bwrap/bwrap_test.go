@@ -153,6 +153,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 	spec := specFor(dir)
 	_, err := p.Create(context.Background(), spec)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
 	other := specFor(t.TempDir())
 	other.ID = spec.ID
 	_, err = p.Create(context.Background(), other)

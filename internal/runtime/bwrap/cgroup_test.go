@@ -2,6 +2,7 @@ package bwrap_test
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,38 +29,93 @@ func limited(t *testing.T, hints sandbox.ResourceHints) (*bwrap.Provider, sandbo
 	return p, rt
 }
 
-// TestForkBombIsStoppedByThePidsLimit: the bomb never exceeds the runtime's
-// pids limit, fails to fork as soon as it reaches it, and its tree is gone
-// when the command ends; the runtime then works as before.
+// TestForkBombIsStoppedByThePidsLimit: a fork bomb whose processes retry
+// every failed fork (bash) fills the runtime's pids limit and no more, as
+// the kernel counts it in the sandbox's cgroup; the bomb's tree is gone
+// within a second of its command's end; the runtime then works as before.
 func TestForkBombIsStoppedByThePidsLimit(t *testing.T) {
-	_, rt := limited(t, sandbox.ResourceHints{Pids: 64})
+	const limit = 64
+	_, rt := limited(t, sandbox.ResourceHints{Pids: limit})
 	ctx := t.Context()
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
+	pidsDir := cgroupDirOf(t, rt, "pids")
+	current := func() int { return atoi(t, strings.TrimSpace(readCg(t, pidsDir, "pids.current"))) }
+	base := current()
+
+	done := make(chan sandbox.ExecResult, 1)
+	var execErr error
 	start := time.Now()
-	// The bomb starts in a subshell (whose own failed forks end it); the
-	// leader then only uses builtins, so the exhausted limit cannot stop it.
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", `
-		( bomb() { bomb | bomb & }; bomb ) 2>/dev/null
-		max=0; i=0
-		while [ $i -lt 400 ]; do set -- /proc/[0-9]*; [ $# -gt $max ] && max=$#; i=$((i+1)); done
-		echo "max=$max"`}, TimeoutS: 60})
-	require.NoError(t, err)
-	elapsed := time.Since(start)
-	out := string(res.Stdout) + string(res.Stderr)
-	t.Logf("fork bomb: exit %d: %s (%v)", res.ExitCode, strings.TrimSpace(out), elapsed)
-	var peak int
-	for _, l := range strings.Split(string(res.Stdout), "\n") {
-		if v, ok := strings.CutPrefix(l, "max="); ok {
-			peak = atoi(t, v)
+	go func() {
+		// sleep first, while forks still work; the leader then only waits.
+		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"bash", "-c", `
+			sleep 3 & s=$!
+			( bomb() { while :; do bomb & done; }; bomb ) 2>/dev/null &
+			wait $s; echo leader-done`}, TimeoutS: 60})
+		execErr = err
+		done <- res
+	}()
+	peak := 0
+	var res sandbox.ExecResult
+	for waiting := true; waiting; {
+		select {
+		case res = <-done:
+			waiting = false
+		case <-time.After(20 * time.Millisecond):
+			peak = max(peak, current())
 		}
 	}
-	// Threads of the supervisor and its shims count too, so fewer than 64
-	// processes fill the limit.
-	require.GreaterOrEqual(t, peak, 30, "the bomb grew up to the limit: %q", out)
-	require.LessOrEqual(t, peak, 64, "the whole sandbox stays within its pids limit")
-	require.Less(t, elapsed, 20*time.Second, "the bomb is contained, not waited out")
-	res = runtimetest.Sh(t, ctx, rt, `ls -d /proc/[0-9]* | wc -l`)
-	runtimetest.RequireOK(t, res)
-	require.Less(t, atoi(t, strings.TrimSpace(string(res.Stdout))), 10, "the bomb's tree is gone after its command")
+	ended := time.Now()
+	require.NoError(t, execErr)
+	require.Contains(t, string(res.Stdout), "leader-done", "exit %d, stderr=%q", res.ExitCode, res.Stderr)
+	t.Logf("fork bomb: tasks %d before, peak %d of %d, %s; command took %v", base, peak, limit, strings.TrimSpace(readCg(t, pidsDir, "pids.events")), ended.Sub(start))
+	require.LessOrEqual(t, peak, limit, "the kernel kept the sandbox within its pids limit")
+	require.GreaterOrEqual(t, peak, limit-8, "the bomb filled the limit")
+	require.Contains(t, readCg(t, pidsDir, "pids.events"), "max ", "forks were refused at the limit")
+	for current() > base+4 && time.Since(ended) < 5*time.Second {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Less(t, time.Since(ended), time.Second, "the bomb's tree outlived its command by a second (tasks %d, %d before)", current(), base)
+	res = runtimetest.Sh(t, ctx, rt, "echo alive")
+	require.Equal(t, "alive\n", string(res.Stdout))
+}
+
+// cgroupDirOf is the directory of controller's cgroup of rt's sandbox, as
+// the kernel reports it for the sandbox's init (pid file in the control
+// directory).
+func cgroupDirOf(t *testing.T, rt sandbox.Runtime, controller string) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "*", "*", "scratch", ".ctl", rt.ID()+".pid"))
+	require.Len(t, files, 1, "the sandbox's pid file")
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	pid := strings.Fields(string(b))[0]
+	cg, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(cg), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == controller {
+				return filepath.Join("/sys/fs/cgroup", controller, parts[2])
+			}
+		}
+		if parts[1] == "" && parts[0] == "0" {
+			if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", parts[2], controller+".max")); err == nil {
+				return filepath.Join("/sys/fs/cgroup", parts[2])
+			}
+		}
+	}
+	t.Fatalf("no %s cgroup in %q", controller, cg)
+	return ""
+}
+
+func readCg(t *testing.T, dir, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	require.NoError(t, err)
+	return string(b)
 }
 
 // TestMemoryHogIsKilledByTheMemoryLimit: a process that allocates without

@@ -202,12 +202,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// cgroup is one sandbox's cgroup (one directory per v1 controller).
+// cgroup is one sandbox's cgroup (one directory per v1 controller). Its
+// commands are born in the child cgroup "cmds" (pids controller), which has
+// the pids limit: a fork bomb fills that one and cannot keep the supervisor
+// or its shims from creating threads. The supervisor lives in
+// the runtime's cgroup itself (v1) or in its child "infra" (v2, whose
+// cgroups with children may hold no process). The memory and CPU limits
+// are the runtime's, for all of it.
 type cgroup struct {
-	dirs []string
+	dirs []string // the runtime's directories (v1: pids, memory, cpu)
 	v2   bool
 	mem  string // directory of the memory controller
+	cmds string // the commands' cgroup (pids controller)
+	home string // where bwrap and the supervisor go (v2: infra)
 }
+
+// infraPids bounds the supervisor's and shims' own tasks beyond the
+// commands' limit (the runtime cgroup's pids.max is the sum).
+const infraPids = 512
 
 func (m *cgroups) dirsFor(id string) (*cgroup, bool) {
 	if m == nil {
@@ -215,13 +227,15 @@ func (m *cgroups) dirsFor(id string) (*cgroup, bool) {
 	}
 	if m.v2 != "" {
 		d := filepath.Join(m.v2, id)
-		return &cgroup{dirs: []string{d}, v2: true, mem: d}, true
+		return &cgroup{dirs: []string{d}, v2: true, mem: d, cmds: filepath.Join(d, "cmds"), home: filepath.Join(d, "infra")}, true
 	}
 	cg := &cgroup{}
 	for _, c := range neededControllers {
 		cg.dirs = append(cg.dirs, filepath.Join(m.v1[c], id))
 	}
 	cg.mem = filepath.Join(m.v1["memory"], id)
+	cg.cmds = filepath.Join(cg.dirs[0], "cmds")
+	cg.home = cg.dirs[0]
 	return cg, true
 }
 
@@ -257,15 +271,28 @@ func (m *cgroups) create(id string, l limits) (*cgroup, error) {
 		return nil
 	}
 	var err error
+	total := "max"
+	if l.Pids > 0 {
+		total = strconv.FormatInt(l.Pids+infraPids, 10)
+	}
 	if cg.v2 {
 		d := cg.dirs[0]
 		err = errors.Join(
-			w(d, "pids.max", limitOr(l.Pids, "max")),
+			w(d, "cgroup.subtree_control", "+pids +memory +cpu"),
+			w(d, "pids.max", total),
 			w(d, "memory.max", limitOr(l.MemoryMB<<20, "max")),
 			w(d, "cpu.max", cpuMax(l.CPU)),
 		)
 		if l.MemoryMB > 0 {
 			_ = w(d, "memory.swap.max", "0") // absent without swap accounting
+		}
+		for _, sub := range []string{cg.home, cg.cmds} {
+			if merr := os.MkdirAll(sub, 0o755); merr != nil {
+				err = errors.Join(err, errors.New(errText(merr)))
+			}
+		}
+		if err == nil {
+			err = w(cg.cmds, "pids.max", limitOr(l.Pids, "max"))
 		}
 	} else {
 		pids, mem, cpu := cg.dirs[0], cg.dirs[1], cg.dirs[2]
@@ -278,13 +305,18 @@ func (m *cgroups) create(id string, l limits) (*cgroup, error) {
 			quota = strconv.FormatInt(int64(l.CPU*100000), 10)
 		}
 		err = errors.Join(
-			w(pids, "pids.max", limitOr(l.Pids, "max")),
+			w(pids, "pids.max", total),
 			w(mem, "memory.limit_in_bytes", memLimit),
 			w(cpu, "cpu.cfs_period_us", "100000"),
 			w(cpu, "cpu.cfs_quota_us", quota),
 		)
 		if _, serr := os.Stat(filepath.Join(mem, "memory.memsw.limit_in_bytes")); serr == nil && err == nil {
 			_ = w(mem, "memory.memsw.limit_in_bytes", memLimit) // no swap beyond the memory limit
+		}
+		if merr := os.MkdirAll(cg.cmds, 0o755); merr != nil {
+			err = errors.Join(err, errors.New(errText(merr)))
+		} else if err == nil {
+			err = w(cg.cmds, "pids.max", limitOr(l.Pids, "max"))
 		}
 	}
 	if err != nil {
@@ -308,9 +340,14 @@ func cpuMax(cpu float64) string {
 	return strconv.FormatInt(int64(cpu*100000), 10) + " 100000"
 }
 
-// add moves processes into the cgroup (every controller's directory).
+// add moves processes into the cgroup (every controller's directory; for
+// v2 its "infra" child).
 func (cg *cgroup) add(pids ...int) error {
-	for _, d := range cg.dirs {
+	dirs := cg.dirs
+	if cg.v2 {
+		dirs = []string{cg.home}
+	}
+	for _, d := range dirs {
 		for _, p := range pids {
 			if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(p)), 0); err != nil {
 				return errors.New(errText(err))
@@ -320,16 +357,18 @@ func (cg *cgroup) add(pids ...int) error {
 	return nil
 }
 
-// procs lists the processes in the cgroup.
+// procs lists the processes in the cgroup and its children.
 func (cg *cgroup) procs() []int {
-	b, err := os.ReadFile(filepath.Join(cg.dirs[0], "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
 	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if p, err := strconv.Atoi(f); err == nil {
-			out = append(out, p)
+	for _, d := range []string{cg.dirs[0], cg.cmds, cg.home} {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				out = append(out, p)
+			}
 		}
 	}
 	return out
@@ -355,7 +394,11 @@ func (cg *cgroup) remove() error {
 	for attempt := 0; attempt < 50; attempt++ {
 		cg.killAll()
 		err = nil
-		for _, d := range cg.dirs {
+		subs := []string{cg.cmds}
+		if cg.v2 {
+			subs = append(subs, cg.home)
+		}
+		for _, d := range append(subs, cg.dirs...) {
 			if rerr := syscall.Rmdir(d); rerr != nil && !errors.Is(rerr, syscall.ENOENT) {
 				err = rerr
 			}
@@ -366,6 +409,40 @@ func (cg *cgroup) remove() error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return err
+}
+
+// mode is how the supervisor places commands in the cgroup ("v1", "v2").
+func (cg *cgroup) mode() string {
+	if cg.v2 {
+		return "v2"
+	}
+	return "v1"
+}
+
+// spawnFiles opens what the supervisor's shims need to create each command
+// in the commands' cgroup (see supervisor: --cgroup): the cgroup's directory
+// (v2), or the tasks files of the commands' and of the supervisor's pids
+// cgroups (v1). The sandbox cannot open cgroupfs itself.
+func (cg *cgroup) spawnFiles() ([]*os.File, error) {
+	if cg.v2 {
+		d, err := os.Open(cg.cmds)
+		if err != nil {
+			return nil, errors.New(errText(err))
+		}
+		return []*os.File{d}, nil
+	}
+	var out []*os.File
+	for _, d := range []string{cg.cmds, cg.home} {
+		f, err := os.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			for _, o := range out {
+				_ = o.Close()
+			}
+			return nil, errors.New(errText(err))
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // oomKills returns how many processes the memory limit has killed so far.

@@ -38,7 +38,12 @@ func TestForkBombIsStoppedByThePidsLimit(t *testing.T) {
 	_, rt := limited(t, sandbox.ResourceHints{Pids: limit})
 	ctx := t.Context()
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
-	pidsDir := cgroupDirOf(t, rt, "pids")
+	// A background process started before the bomb must live through it:
+	// the supervisor is outside the commands' pids limit.
+	pr := rt.(sandbox.ProcessRuntime)
+	bg, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}})
+	require.NoError(t, err)
+	pidsDir := filepath.Join(cgroupDirOf(t, rt, "pids"), "cmds")
 	current := func() int { return atoi(t, strings.TrimSpace(readCg(t, pidsDir, "pids.current"))) }
 	base := current()
 
@@ -77,6 +82,11 @@ func TestForkBombIsStoppedByThePidsLimit(t *testing.T) {
 	require.Less(t, time.Since(ended), time.Second, "the bomb's tree outlived its command by a second (tasks %d, %d before)", current(), base)
 	res = runtimetest.Sh(t, ctx, rt, "echo alive")
 	require.Equal(t, "alive\n", string(res.Stdout))
+	list, err := pr.ListProcesses(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, bg.ID, list[0].ID)
+	require.False(t, list[0].Exited, "the background process lived through the bomb")
 }
 
 // cgroupDirOf is the directory of controller's cgroup of rt's sandbox, as

@@ -110,6 +110,7 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 	defer stR.Close()
 	var cg *cgroup
 	var blockR, blockW *os.File
+	var cgFiles []*os.File
 	if cfg.limits.any() && p.cgroups != nil {
 		if cg, err = p.cgroups.create(id, cfg.limits); err != nil {
 			p.log.Warn("runtime resource limits not applied", "id", id, "error", err)
@@ -117,7 +118,13 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 		} else if blockR, blockW, err = os.Pipe(); err != nil {
 			_ = cg.remove()
 			return fail("pipe: %v", err)
+		} else if cgFiles, err = cg.spawnFiles(); err != nil {
+			_ = cg.remove()
+			return fail("cgroup: %v", err)
 		}
+	}
+	for _, f := range cgFiles {
+		defer f.Close()
 	}
 
 	cfg.cwd = cfg.workdir
@@ -127,12 +134,19 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 	args = append(args, "--json-status-fd", "5", "--setenv", "GOMAXPROCS", "2")
 	files := []*os.File{ln, exe, stW}
 	if blockR != nil {
+		// The shims move themselves into the commands' cgroup through this
+		// descriptor (opened here: the sandbox cannot open cgroupfs).
 		args = append(args, "--block-fd", "6")
 		files = append(files, blockR)
+		files = append(files, cgFiles...)
 	}
 	args = append(args, "--", "/proc/self/fd/4", "serve", "--ctl-fd", "3", "--runtime", id, "--layout", layout,
 		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
 		"--idle-exit", IdleExit.String())
+	if len(cgFiles) > 0 {
+		fds := []string{"7", "8"}[:len(cgFiles)]
+		args = append(args, "--cgroup", cg.mode(), "--cgroup-fds", strings.Join(fds, ","))
+	}
 	cmd := exec.Command(p.bin, args...)
 	cmd.Env = []string{}
 	cmd.Dir = "/"

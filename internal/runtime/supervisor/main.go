@@ -37,7 +37,7 @@ func Main(args []string) int {
 		case "serve":
 			return serveMain(args[1:])
 		case "shim":
-			return shimMain()
+			return shimMain(args[1:])
 		case "relay":
 			return relayMain(args[1:])
 		}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,7 +51,9 @@ type server struct {
 	maxProcs  int
 	pid1      bool
 	startedMS int64
-	inherit   []string // the supervisor's own environment (InheritEnv)
+	inherit   []string   // the supervisor's own environment (InheritEnv)
+	cgMode    string     // "", "v1" or "v2": how shims place commands in their cgroup
+	cgFiles   []*os.File // its descriptors, handed to shims as 4 (and 5)
 
 	mu       sync.Mutex
 	procs    map[string]*proc
@@ -95,6 +98,8 @@ func serveMain(args []string) int {
 	buf := fs.Int("buffer", DefaultBufferBytes, "background buffer bytes per stream")
 	maxp := fs.Int("max-procs", DefaultMaxProcesses, "background processes at most")
 	idleExit := fs.Duration("idle-exit", 0, "exit after this long with no process, no record and no connection (0: never)")
+	cgMode := fs.String("cgroup", "", "v2: --cgroup-fds is the commands' cgroup directory; v1: its tasks file and the supervisor's")
+	cgFDs := fs.String("cgroup-fds", "", "inherited descriptors for --cgroup (comma-separated)")
 	if err := fs.Parse(args); err != nil || (*ctlFD < 0) == (*abstract == "") {
 		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: one of --ctl-fd or --listen-abstract is required")
 		return 2
@@ -108,6 +113,18 @@ func serveMain(args []string) int {
 		pid1: os.Getpid() == 1, startedMS: time.Now().UnixMilli(),
 		procs: map[string]*proc{}, shims: map[int]*shimHandle{},
 		inherit: slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }),
+	}
+	if *cgMode == "v1" || *cgMode == "v2" {
+		s.cgMode = *cgMode
+		for _, f := range strings.Split(*cgFDs, ",") {
+			fd, err := strconv.Atoi(f)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: --cgroup-fds:", err)
+				return 2
+			}
+			syscall.CloseOnExec(fd)
+			s.cgFiles = append(s.cgFiles, os.NewFile(uintptr(fd), "cgroup"))
+		}
 	}
 	if !s.pid1 {
 		// Outside a pid namespace (the local runtime): orphans of a killed
@@ -946,11 +963,19 @@ func (s *server) newShim() (*shimHandle, error) {
 		return nil, err
 	}
 	defer devnull.Close()
+	files := []uintptr{devnull.Fd(), devnull.Fd(), os.Stderr.Fd(), theirs.Fd()}
+	argv := []string{"sandbox-supervisor", "shim"}
+	if s.cgMode != "" {
+		for _, f := range s.cgFiles {
+			files = append(files, f.Fd()) // descriptors 4 (and 5)
+		}
+		argv = append(argv, "--cgroup", s.cgMode)
+	}
 	s.spawnMu.Lock()
-	pid, err := syscall.ForkExec(s.exe, []string{"sandbox-supervisor", "shim"}, &syscall.ProcAttr{
+	pid, err := syscall.ForkExec(s.exe, argv, &syscall.ProcAttr{
 		// Few threads: under a pids limit every thread counts.
 		Env:   []string{"GOMAXPROCS=1"},
-		Files: []uintptr{devnull.Fd(), devnull.Fd(), os.Stderr.Fd(), theirs.Fd()},
+		Files: files,
 		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: pdeathsig(s.pid1)},
 	})
 	if err == nil {

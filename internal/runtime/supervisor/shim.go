@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,7 +71,7 @@ func setName(name string) {
 }
 
 // shimMain is `sandbox-supervisor shim`.
-func shimMain() int {
+func shimMain(args []string) int {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	setName("sandbox-shim")
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -78,6 +79,17 @@ func shimMain() int {
 	// runtime's cgroup, ahead of the supervisor.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0)
 	ignoreSignals(nil)
+	// Into the commands' cgroup (the runtime's pids limit), when the
+	// supervisor has one: the shim's tasks count as its command's.
+	// The commands' cgroup (the runtime's pids limit), when the supervisor
+	// has one: each command is born in it, the shim itself stays out (a
+	// fork bomb that fills the limit cannot keep it from making threads).
+	var cg cmdCgroup
+	if len(args) == 2 && args[0] == "--cgroup" {
+		cg.mode = args[1]
+		syscall.CloseOnExec(4)
+		syscall.CloseOnExec(5)
+	}
 	f := os.NewFile(3, "supervisor")
 	c, err := net.FileConn(f)
 	_ = f.Close()
@@ -115,7 +127,7 @@ func shimMain() int {
 			closeFDs(in.fds)
 			continue
 		}
-		if !runTree(in, msgs, send) {
+		if !runTree(in, msgs, send, cg) {
 			break
 		}
 	}
@@ -134,9 +146,9 @@ type shimIn struct {
 
 // runTree starts one command and serves it until its tree is empty; false
 // when the supervisor went away meanwhile.
-func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg)) bool {
+func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg), cg cmdCgroup) bool {
 	m := in.m
-	pid, code, msg := spawn(m, in.fds)
+	pid, code, msg := spawn(m, in.fds, cg)
 	closeFDs(in.fds)
 	if pid <= 0 {
 		send(shimMsg{Ev: "failed", Code: code, Msg: msg})
@@ -222,7 +234,7 @@ func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg)) bool {
 // command like execvp against m's own PATH, and runs a file that is not a
 // binary nor has a #! line with /bin/sh, as shells do. On failure it
 // returns pid 0 with a shell-style code and message.
-func spawn(m shimMsg, fds []int) (pid, code int, msg string) {
+func spawn(m shimMsg, fds []int, cg cmdCgroup) (pid, code int, msg string) {
 	if len(m.Argv) == 0 || m.Argv[0] == "" {
 		return 0, 127, "empty command"
 	}
@@ -242,9 +254,9 @@ func spawn(m shimMsg, fds []int) (pid, code int, msg string) {
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
 		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: m.PTY, Ctty: 0},
 	}
-	pid, err = syscall.ForkExec(file, m.Argv, attr)
+	pid, err = cg.forkExec(file, m.Argv, attr)
 	if errors.Is(err, syscall.ENOEXEC) {
-		pid, err = syscall.ForkExec("/bin/sh", append([]string{"sh", file}, m.Argv[1:]...), attr)
+		pid, err = cg.forkExec("/bin/sh", append([]string{"sh", file}, m.Argv[1:]...), attr)
 	}
 	switch {
 	case err == nil:
@@ -253,8 +265,40 @@ func spawn(m shimMsg, fds []int) (pid, code int, msg string) {
 		return 0, 127, "No such file or directory"
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return 0, 126, "Permission denied"
+	case errors.Is(err, syscall.EAGAIN):
+		return 0, 126, "Resource temporarily unavailable (the runtime's process limit)"
 	}
 	return 0, 126, err.Error()
+}
+
+// cmdCgroup places a command in the commands' cgroup as it is created.
+// Mode "v2": descriptor 4 is the cgroup's directory (clone3 with
+// CLONE_INTO_CGROUP). Mode "v1": descriptors 4 and 5 are the "tasks" files
+// of the commands' and of the supervisor's pids cgroups; the forking thread
+// alone moves into the first for the fork (a child is born in its parent
+// thread's cgroup) and back. Mode "": no cgroup.
+type cmdCgroup struct{ mode string }
+
+func (c cmdCgroup) forkExec(file string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	switch c.mode {
+	case "v2":
+		sys := *attr.Sys
+		sys.UseCgroupFD, sys.CgroupFD = true, 4
+		a := *attr
+		a.Sys = &sys
+		return syscall.ForkExec(file, argv, &a)
+	case "v1":
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tid := []byte(strconv.Itoa(unix.Gettid()))
+		if _, err := syscall.Write(4, tid); err != nil {
+			return 0, err
+		}
+		pid, err := syscall.ForkExec(file, argv, attr)
+		_, _ = syscall.Write(5, tid)
+		return pid, err
+	}
+	return syscall.ForkExec(file, argv, attr)
 }
 
 // lookPath resolves name like execvp against pathEnv (never the

@@ -40,7 +40,9 @@
 //     and, when the worktree belongs to another user, that user's uid:gid
 //     (files the command writes stay the owner's).
 //   - a cgroup with RuntimeSpec.Resources' limits (pids: DefaultPidsLimit
-//     unless set; memory without swap; CPU quota) when the worker can write
+//     unless set, on a child cgroup in which every command is born, so that a
+//     fork bomb cannot starve the supervisor; memory without swap and a CPU
+//     quota for the whole sandbox) when the worker can write
 //     a cgroup v2 or v1 hierarchy with the pids, memory and cpu controllers
 //     (Provider.ResourceLimits says; without one the provider logs a warning
 //     and sandboxes run without limits). A command the memory limit killed

@@ -318,7 +318,7 @@ func (p *Provider) probe(ctx context.Context) error {
 // Kind returns "bwrap".
 func (p *Provider) Kind() string { return Kind }
 
-// Capabilities reports the truth (seed "Optional Capabilities"): isolated,
+// Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated,
 // interactive sessions (PTY background processes: Runtime implements
 // sandbox.ProcessRuntime); no snapshots or preview URLs.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
@@ -340,7 +340,7 @@ func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
 // Exec or Start builds it or reports why. Creating an existing runtime on
 // the same workdir replaces its spec and leaves its state alone; a changed
 // layout (mounts, network, resources) rebuilds the sandbox on the next
-// command, killing what ran in the old one. Source: seed "Runtime Port".
+// command, killing what ran in the old one (docs/DESIGN.md "The three things").
 //
 // The spec needs exactly one mount whose Target is spec.Workdir (an absolute
 // clean path other than /, /tmp, /proc, /dev) with an absolute Source that is

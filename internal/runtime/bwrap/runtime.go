@@ -13,7 +13,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// Runtime is one bubblewrap runtime (seed "Runtime Port: SandboxRuntime"):
+// Runtime is one bubblewrap runtime (docs/DESIGN.md "The three things"):
 // one long-lived sandbox over a workspace whose supervisor spawns every
 // command (see the package documentation). States: running (after Create or
 // Start), stopped (after Stop; Exec restarts it), missing (after Destroy).

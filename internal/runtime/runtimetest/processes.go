@@ -14,9 +14,9 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// RunProcesses is the conformance suite of sandbox.ProcessRuntime (issue 13's
-// runtime behaviour) for a backend whose runtimes implement it; the Factory
-// is Run's. Subtests: BackgroundServerOverLoopback, ReadByOffsets,
+// RunProcesses is the conformance suite of sandbox.ProcessRuntime (the
+// runtime side of background processes, docs/SECURITY.md "Process model")
+// for a backend whose runtimes implement it; the Factory is Run's. Subtests: BackgroundServerOverLoopback, ReadByOffsets,
 // StdinAndExit, PTYShell, SignalKillsTree, DaemonizedChildOnlySurvivesAsBackground,
 // ProcessLimit, StopRecordsRuntimeStopped, ExecStreamLossless.
 func RunProcesses(t *testing.T, f Factory, opts ProcessOptions) {

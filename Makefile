@@ -16,9 +16,10 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 
 all: build
 
-build: ## bin/sandbox-worker and bin/sandboxctl
+build: ## bin/sandbox-worker, bin/sandboxctl and bin/sandbox-supervisor (static: it runs inside runtimes)
 	$(GO) build -o $(BIN)/sandbox-worker ./worker
 	$(GO) build -o $(BIN)/sandboxctl ./starter
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/sandbox-supervisor ./supervisor
 
 # The main job on the embedded default: Temporal dev server + Web UI, SQLite
 # store, data under $SANDBOX_DATA_DIR (default ./.sandboxcore). file:// URLs are
@@ -77,7 +78,7 @@ fuzz:
 
 bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/
-	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/
+	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/ ./internal/runtime/supervisor/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/daytona/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 ./internal/eviction/
 

@@ -74,6 +74,7 @@ require (
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/coreos/go-oidc/v3 v3.11.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
+	github.com/creack/pty v1.1.24 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/daytonaio/daytona/libs/api-client-go v0.190.0 // indirect
 	github.com/daytonaio/daytona/libs/toolbox-api-client-go v0.190.0 // indirect

@@ -23,6 +23,8 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
@@ -44,6 +46,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workerProcessEnv) == "1" {
 		os.Exit(workerProcess())
 	}
+	// The runtimes' supervisor, as make build puts it next to the worker;
+	// worker processes started by tests inherit the variable.
+	sup, err := supervisortest.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "supervisor:", err)
+		os.Exit(1)
+	}
+	os.Setenv("SANDBOX_SUPERVISOR_BINARY", sup)
 	sas := map[string]enumspb.IndexedValueType{}
 	for _, n := range sandboxapi.SearchAttributeNames {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
@@ -110,6 +120,28 @@ func (c *testCredentials) Credential(_ context.Context, scope sandbox.AuthScope)
 	return nil, nil
 }
 
+// destroyLeftSandboxes ends the bubblewrap sandboxes that worker processes
+// killed by a test left running under dataDir (they outlive a worker by
+// design), best effort. Register it before starting the workers.
+func destroyLeftSandboxes(t *testing.T, dataDir string) {
+	t.Cleanup(func() {
+		scratch := filepath.Join(dataDir, "runtimes", "bwrap")
+		socks, _ := filepath.Glob(filepath.Join(scratch, ".ctl", "*.sock"))
+		if len(socks) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p, err := bwrap.New(ctx, bwrap.Options{ScratchDir: scratch, Supervisor: os.Getenv("SANDBOX_SUPERVISOR_BINARY"), NoCgroups: true})
+		if err != nil {
+			return
+		}
+		for _, s := range socks {
+			_ = p.Destroy(ctx, strings.TrimSuffix(filepath.Base(s), ".sock"))
+		}
+	})
+}
+
 // testHost is one in-process worker host with its own task queue and data dir.
 type testHost struct {
 	*hostworker.Host
@@ -135,10 +167,11 @@ func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 		t.Fatalf("start host: %v", err)
 	}
 	t.Cleanup(h.Stop)
-	if h.Activities.Runtimes.Kind() == "docker" {
-		// Containers outlive a worker by design; a test's must not outlive
-		// the test (runs before Stop: cleanups run last in, first out).
-		t.Cleanup(func() { destroyDockerRuntimes(h) })
+	if k := h.Activities.Runtimes.Kind(); k == "docker" || k == "bwrap" {
+		// Containers and bubblewrap sandboxes outlive a worker by design; a
+		// test's must not outlive the test (runs before Stop: cleanups run
+		// last in, first out).
+		t.Cleanup(func() { destroyRuntimes(h) })
 	}
 	if want := os.Getenv("SANDBOX_RUNTIME_PROVIDER"); want != "" && want != "auto" && cfg.RuntimeProvider == want && h.Activities.Runtimes.Kind() != want {
 		t.Fatalf("SANDBOX_RUNTIME_PROVIDER=%s but the host runs %s", want, h.Activities.Runtimes.Kind())
@@ -163,7 +196,7 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 		case "SANDBOX_EVICTION_INTERVAL":
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true
-		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST":
+		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST", "SANDBOX_SUPERVISOR_BINARY":
 			// The runtime is the caller's choice (make test-e2e-docker runs
 			// the main job's tests on Docker); unset = auto, as make run.
 			return os.LookupEnv(k)
@@ -196,9 +229,9 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// destroyDockerRuntimes destroys the runtime of every workspace h's store
-// holds for h (a missing one is success), best effort.
-func destroyDockerRuntimes(h *hostworker.Host) {
+// destroyRuntimes destroys the runtime of every workspace h's store holds
+// for h (a missing one is success), best effort.
+func destroyRuntimes(h *hostworker.Host) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wss, err := h.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{HostID: h.Config.HostID})

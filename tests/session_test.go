@@ -509,6 +509,7 @@ func TestWorkerKilledMidAcquire(t *testing.T) {
 	require.NoError(t, os.WriteFile(credFile, []byte(`{"hosts":{"`+id.Host+`":{"username":"agent","secret":"pw"}}}`), 0o600))
 
 	dataDir := filepath.Join(t.TempDir(), "data")
+	destroyLeftSandboxes(t, dataDir)
 	env := append(os.Environ(), workerProcessEnv+"=1", "TEMPORAL_ADDRESS="+temporalAddr, "SANDBOX_DATA_DIR="+dataDir,
 		"SANDBOX_HOST_ID=crash", "SANDBOX_TASK_QUEUE=q-crash", "SANDBOX_ALLOW_HTTP_URLS=1", "SANDBOX_GIT_CREDENTIALS_FILE="+credFile)
 	startWorker := func() *exec.Cmd {

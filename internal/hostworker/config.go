@@ -22,20 +22,27 @@ import (
 // Config is a worker host's configuration; README.md "Configuration" lists
 // every variable with its default.
 type Config struct {
-	DataDir         string          // SANDBOX_DATA_DIR
-	TemporalAddress string          // TEMPORAL_ADDRESS; "" embeds a dev server
-	Namespace       string          // TEMPORAL_NAMESPACE
-	TemporalPort    int             // SANDBOX_TEMPORAL_PORT (embedded server)
-	UIPort          int             // SANDBOX_UI_PORT (embedded Web UI; 0 disables)
-	TaskQueue       string          // SANDBOX_TASK_QUEUE
-	HostID          string          // SANDBOX_HOST_ID
-	RuntimeProvider string          // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker or local
-	RuntimeImage    string          // SANDBOX_RUNTIME_IMAGE
-	RuntimeNetwork  sandbox.Network // SANDBOX_RUNTIME_NETWORK
+	DataDir         string // SANDBOX_DATA_DIR
+	TemporalAddress string // TEMPORAL_ADDRESS; "" embeds a dev server
+	Namespace       string // TEMPORAL_NAMESPACE
+	TemporalPort    int    // SANDBOX_TEMPORAL_PORT (embedded server)
+	UIPort          int    // SANDBOX_UI_PORT (embedded Web UI; 0 disables)
+	TaskQueue       string // SANDBOX_TASK_QUEUE
+	HostID          string // SANDBOX_HOST_ID
+	RuntimeProvider string // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker or local
+	RuntimeImage    string // SANDBOX_RUNTIME_IMAGE
+	// SupervisorBinary is the sandbox-supervisor program the bubblewrap,
+	// local and Docker runtimes run inside each runtime
+	// (SANDBOX_SUPERVISOR_BINARY; "": next to the worker's executable, else
+	// on PATH).
+	SupervisorBinary string
+	RuntimeNetwork   sandbox.Network // SANDBOX_RUNTIME_NETWORK
 	// RuntimeResources are the resource hints of every runtime
 	// (SANDBOX_RUNTIME_CPUS in cores, SANDBOX_RUNTIME_MEMORY_MB in MiB,
-	// SANDBOX_RUNTIME_PIDS in processes); nil when none is set. The Docker
-	// runtime enforces them; bubblewrap and local do not (docs/SECURITY.md).
+	// SANDBOX_RUNTIME_PIDS in processes); nil when none is set. Docker
+	// enforces them, bubblewrap where a cgroup hierarchy is writable (both
+	// with a pids limit of 4096 when none is set); local does not
+	// (docs/SECURITY.md).
 	RuntimeResources *sandbox.ResourceHints
 	AllowFileURLs    bool          // SANDBOX_ALLOW_FILE_URLS
 	AllowHTTPURLs    bool          // SANDBOX_ALLOW_HTTP_URLS
@@ -90,15 +97,16 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return def
 	}
 	c := Config{
-		TemporalAddress: get("TEMPORAL_ADDRESS", ""),
-		Namespace:       get("TEMPORAL_NAMESPACE", "default"),
-		TaskQueue:       get("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue),
-		RuntimeProvider: get("SANDBOX_RUNTIME_PROVIDER", "auto"),
-		RuntimeImage:    get("SANDBOX_RUNTIME_IMAGE", ""),
-		RuntimeNetwork:  sandbox.Network(get("SANDBOX_RUNTIME_NETWORK", string(sandbox.NetworkLimited))),
-		CredentialsFile: get("SANDBOX_GIT_CREDENTIALS_FILE", ""),
-		LogLevel:        get("SANDBOX_LOG_LEVEL", "info"),
-		DatabaseURL:     get("DATABASE_URL", ""),
+		TemporalAddress:  get("TEMPORAL_ADDRESS", ""),
+		Namespace:        get("TEMPORAL_NAMESPACE", "default"),
+		TaskQueue:        get("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue),
+		RuntimeProvider:  get("SANDBOX_RUNTIME_PROVIDER", "auto"),
+		RuntimeImage:     get("SANDBOX_RUNTIME_IMAGE", ""),
+		SupervisorBinary: get("SANDBOX_SUPERVISOR_BINARY", ""),
+		RuntimeNetwork:   sandbox.Network(get("SANDBOX_RUNTIME_NETWORK", string(sandbox.NetworkLimited))),
+		CredentialsFile:  get("SANDBOX_GIT_CREDENTIALS_FILE", ""),
+		LogLevel:         get("SANDBOX_LOG_LEVEL", "info"),
+		DatabaseURL:      get("DATABASE_URL", ""),
 	}
 	var err error
 	if c.DataDir, err = dataDir(get("SANDBOX_DATA_DIR", "")); err != nil {

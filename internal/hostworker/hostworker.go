@@ -218,15 +218,17 @@ func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox
 			}
 		}
 		hidden = append(hidden, cfg.Auth.secretPaths()...) // credentials dir, GitHub App key
-		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log})
+		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log,
+			Supervisor: cfg.SupervisorBinary})
 	}
 	newDocker := func() (sandbox.RuntimeProvider, error) {
-		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log})
+		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log, Supervisor: cfg.SupervisorBinary,
+			StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker")})
 	}
 	switch cfg.RuntimeProvider {
 	case "local":
 		log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
-		return local.New(local.Options{Logger: log}), nil
+		return local.New(local.Options{Logger: log, Supervisor: cfg.SupervisorBinary, StateDir: filepath.Join(cfg.DataDir, "runtimes", "local")}), nil
 	case "bwrap":
 		p, err := newBwrap()
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -61,7 +62,7 @@ func TestAutoPicksBubblewrap(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bubblewrap is not installed")
 	}
-	p, err := runtimeProvider(context.Background(), Config{DataDir: t.TempDir(), RuntimeProvider: "auto"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := runtimeProvider(context.Background(), Config{DataDir: t.TempDir(), RuntimeProvider: "auto", SupervisorBinary: supervisortest.Binary(t)}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	assert.Equal(t, "bwrap", p.Kind())
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -75,7 +76,7 @@ func unavailable(t testing.TB, format string, args ...any) {
 }
 
 func opts(t testing.TB) docker.Options {
-	return docker.Options{Image: testImage(), Logger: testLogger(t)}
+	return docker.Options{Image: testImage(), Logger: testLogger(t), Supervisor: supervisortest.Binary(t)}
 }
 
 // newProvider connects to the local daemon and checks the test image.
@@ -121,6 +122,12 @@ func TestConformance(t *testing.T) {
 	runtimetest.Run(t, factory, runtimetest.Options{})
 }
 
+func TestProcesses(t *testing.T) {
+	runtimetest.RunProcesses(t, factory, runtimetest.ProcessOptions{
+		ExecLeavesEscapees: "a Docker exec's background children stay in the container until it stops (package documentation)",
+	})
+}
+
 // setup creates a runtime over a fresh directory (or the given spec).
 func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *docker.Provider, sandbox.RuntimeSpec, sandbox.Runtime) {
 	t.Helper()
@@ -140,7 +147,7 @@ func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *d
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t)
 	require.Equal(t, "docker", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true}, p.Capabilities())
 	require.Nil(t, p.Snapshots())
 	require.Nil(t, p.PreviewURLs())
 }
@@ -205,7 +212,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 		_, err := p.Create(context.Background(), spec)
 		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
 	}
-	noImage, err := docker.New(context.Background(), docker.Options{})
+	noImage, err := docker.New(context.Background(), docker.Options{Supervisor: supervisortest.Binary(t)})
 	require.NoError(t, err)
 	defer noImage.Close()
 	_, err = noImage.Create(context.Background(), specFor(dir))
@@ -363,7 +370,7 @@ func TestHibernateStopsTheContainer(t *testing.T) {
 	res := runtimetest.Sh(t, ctx, rt, "cat f; ps -e -o comm= | grep -c '^sleep$' || true")
 	t.Logf("resume + exec took %v", time.Since(start))
 	runtimetest.RequireOK(t, res)
-	require.Equal(t, "kept\n1\n", string(res.Stdout), "the file is kept; only the idle loop's sleep runs after resume")
+	require.Equal(t, "kept\n0\n", string(res.Stdout), "the file is kept; no sleep runs after resume")
 	info, err = cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
 	require.NoError(t, err)
 	require.True(t, info.State.Running)
@@ -391,10 +398,10 @@ func TestTimeoutLeavesNoProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.TimedOut)
 	require.Equal(t, 124, res.ExitCode)
-	// Only the idle loop's sleep is left (the (sleep 100 &) grandchild
-	// reparented to init but stays in the command's session).
-	res = runtimetest.Sh(t, ctx, rt, "ps -e -o comm= | grep -c '^sleep$'")
-	require.Equal(t, "1\n", string(res.Stdout))
+	// No sleep is left (the (sleep 100 &) grandchild reparented to init
+	// but stays in the command's session).
+	res = runtimetest.Sh(t, ctx, rt, "ps -e -o comm= | grep -c '^sleep$' || true")
+	require.Equal(t, "0\n", string(res.Stdout))
 }
 
 func TestStreamHeldOpenDoesNotHang(t *testing.T) {
@@ -449,4 +456,21 @@ func TestGitInsideAsWorktreeOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint32(12345), fi.Sys().(*syscall.Stat_t).Uid)
 	require.Equal(t, before, runtimetest.TreeSum(t, bare))
+}
+
+// TestProcessesOutliveTheWorker: a background process and its output live
+// in the container; a new provider (a restarted worker) reads the backlog
+// and the exit code of a process that ended meanwhile.
+func TestProcessesOutliveTheWorker(t *testing.T) {
+	ctx, p, spec, rt := setup(t, nil)
+	info, err := rt.(sandbox.ProcessRuntime).StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sh", "-c", "echo one; sleep 0.5; echo two; exit 6"}})
+	require.NoError(t, err)
+	_ = p.Close() // the first worker is gone
+	rt2, err := newProvider(t).Create(ctx, spec)
+	require.NoError(t, err)
+	pr := rt2.(sandbox.ProcessRuntime)
+	require.True(t, pr.ProcessSupport().Durable)
+	got, last := runtimetest.ReadUntil(t, ctx, pr, info.ID, "", 20*time.Second, func([]byte) bool { return false })
+	require.Equal(t, "one\ntwo\n", string(got))
+	require.Equal(t, 6, last.Process.ExitCode)
 }

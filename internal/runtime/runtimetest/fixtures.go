@@ -191,3 +191,5 @@ func CheckGitInside(t *testing.T, ctx context.Context, rt sandbox.Runtime, bare,
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, " M a.txt\n?? b.txt\n", string(out))
 }
+
+var osReadFile = os.ReadFile

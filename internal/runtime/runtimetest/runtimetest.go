@@ -106,8 +106,9 @@ func Run(t *testing.T, f Factory, opts Options) {
 }
 
 type suite struct {
-	f    Factory
-	opts Options
+	f     Factory
+	opts  Options
+	popts ProcessOptions
 }
 
 // setup builds an Env, lets mutate adjust its spec, creates the runtime and

@@ -277,7 +277,9 @@ func (s *Settings) TLSEnabled() bool {
 
 // TLSExplicitlyDisabled reports whether TEMPORAL_TLS=false (or the profile,
 // or --tls=false) turned TLS off.
-func (s *Settings) TLSExplicitlyDisabled() bool { return s.profile.TLS != nil && s.profile.TLS.Disabled }
+func (s *Settings) TLSExplicitlyDisabled() bool {
+	return s.profile.TLS != nil && s.profile.TLS.Disabled
+}
 
 // HasClientCertificate reports whether a client certificate is configured.
 func (s *Settings) HasClientCertificate() bool {

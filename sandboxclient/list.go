@@ -27,7 +27,7 @@ type SessionSummary struct {
 	Handle workflows.Handle `json:"handle"`
 }
 
-func summaryOf(e *workflowpb.WorkflowExecutionInfo) SessionSummary {
+func (c *Client) summaryOf(e *workflowpb.WorkflowExecutionInfo) SessionSummary {
 	kw := func(name string) string {
 		p := e.GetSearchAttributes().GetIndexedFields()[name]
 		if p == nil {
@@ -51,7 +51,9 @@ func summaryOf(e *workflowpb.WorkflowExecutionInfo) SessionSummary {
 	}
 	s.WorkspaceID = kw(workflows.SearchAttrWorkspace)
 	if p := memoField(e.GetMemo(), workflows.MemoWorkspace); p != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(p, &s.Handle)
+		// The memo is encoded with the client's data converter (encrypted
+		// when payloads are: the SDK encodes memos like any payload).
+		_ = c.dc.FromPayload(p, &s.Handle)
 	}
 	return s
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/converter"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/workflows"
@@ -90,7 +89,7 @@ func (s *Session) progress(ctx context.Context, id string) (workflows.ExecProgre
 		}
 		var p workflows.ExecProgress
 		payloads := pa.GetHeartbeatDetails().GetPayloads()
-		if len(payloads) == 0 || converter.GetDefaultDataConverter().FromPayload(payloads[0], &p) != nil {
+		if len(payloads) == 0 || s.c.dc.FromPayload(payloads[0], &p) != nil {
 			continue
 		}
 		if p.UpdateID == id {

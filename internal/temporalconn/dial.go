@@ -28,9 +28,9 @@ type DialError struct {
 	Err     error
 }
 
-// Error renders "temporal at ADDR: cause (hint)".
+// Error renders "Temporal at ADDR: cause (hint)".
 func (e *DialError) Error() string {
-	msg := fmt.Sprintf("temporal at %s: %v", e.Address, e.Err)
+	msg := fmt.Sprintf("Temporal at %s: %v", e.Address, e.Err)
 	if e.Hint != "" {
 		msg += " (" + e.Hint + ")"
 	}

@@ -395,5 +395,5 @@ func TestDialHints(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, hint(plain, "error reading server preface: EOF"), "set TEMPORAL_TLS=true")
 	assert.Equal(t, "", hint(plain, "connection refused"))
-	assert.True(t, strings.HasPrefix(plain.explain(fmt.Errorf("x")).Error(), "temporal at h:1: x"))
+	assert.True(t, strings.HasPrefix(plain.explain(fmt.Errorf("x")).Error(), "Temporal at h:1: x"))
 }

@@ -99,9 +99,8 @@ func (s *Settings) tlsConfig(log *slog.Logger) (*tls.Config, error) {
 		}
 		conf.Certificates = []tls.Certificate{cert}
 	case t.ClientCertPath != "":
-		kp := &keyPairFile{certPath: t.ClientCertPath, keyPath: t.ClientKeyPath,
-			source: s.certSource() + " / " + s.keySource(), log: log}
-		if _, err := kp.load(); err != nil {
+		kp, err := NewKeyPairFile(t.ClientCertPath, t.ClientKeyPath, s.certSource()+" / "+s.keySource(), log)
+		if err != nil {
 			return nil, err
 		}
 		conf.GetClientCertificate = kp.GetClientCertificate
@@ -158,10 +157,11 @@ func stampOf(path string) (stamp, error) {
 	return st, nil
 }
 
-// keyPairFile is a client certificate and key read from files and read again
-// whenever either file changes. A changed pair that does not load (the key
-// written before its certificate) keeps the previous one until it does.
-type keyPairFile struct {
+// KeyPairFile is a certificate and key read from PEM files and read again
+// whenever either file changes (a rename over it, or a write), checked at
+// each use. A changed pair that does not load (the key written before its
+// certificate) keeps the previous one, with a warning, until it does.
+type KeyPairFile struct {
 	certPath, keyPath, source string
 	log                       *slog.Logger
 
@@ -172,7 +172,7 @@ type keyPairFile struct {
 	reported string
 }
 
-func (k *keyPairFile) load() (*tls.Certificate, error) {
+func (k *KeyPairFile) load() (*tls.Certificate, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	cs, cerr := stampOf(k.certPath)
@@ -187,24 +187,43 @@ func (k *keyPairFile) load() (*tls.Certificate, error) {
 	}
 	if err != nil {
 		if k.cert == nil {
-			return nil, &LoadError{k.source, "cannot load the client certificate and key: " + err.Error()}
+			return nil, &LoadError{k.source, "cannot load the certificate and key: " + err.Error()}
 		}
 		if msg := err.Error(); msg != k.reported {
 			k.reported = msg
-			k.log.Warn("the rotated Temporal client certificate does not load yet; still using the previous one",
+			k.log.Warn("a rotated certificate does not load yet; still using the previous one",
 				"source", k.source, "error", msg)
 		}
 		return k.cert, nil
 	}
 	if k.cert != nil {
-		k.log.Info("Temporal client certificate reloaded", "source", k.source)
+		k.log.Info("certificate reloaded", "source", k.source)
 	}
 	k.cert, k.certSt, k.keySt, k.reported = &cert, cs, ks, ""
 	return k.cert, nil
 }
 
-// GetClientCertificate is the tls.Config callback.
-func (k *keyPairFile) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+// NewKeyPairFile loads the pair once; source names the settings the paths
+// came from, for messages; log receives reload warnings (nil discards).
+// Errors: *LoadError naming source.
+func NewKeyPairFile(certPath, keyPath, source string, log *slog.Logger) (*KeyPairFile, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	k := &KeyPairFile{certPath: certPath, keyPath: keyPath, source: source, log: log}
+	if _, err := k.load(); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// GetClientCertificate is the tls.Config callback of a client.
+func (k *KeyPairFile) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return k.load()
+}
+
+// GetCertificate is the tls.Config callback of a server.
+func (k *KeyPairFile) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return k.load()
 }
 

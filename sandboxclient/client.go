@@ -368,7 +368,7 @@ func FromTemporal(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return sandbox.Errorf(sandbox.ErrTimeout, "%v", err)
 	}
-	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "temporal: %v", err)
+	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "temporal: %v%s", err, payloadHint(err))
 }
 
 // ListSessions lists session workflows known to Temporal's visibility store,

@@ -2,8 +2,10 @@ package sandboxclient
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -112,3 +114,15 @@ func Dial(ctx context.Context, o DialOptions) (*Client, error) {
 // Close closes the Temporal client. Use it on a Client from Dial; a Client
 // from New wraps a Temporal client its caller closes.
 func (c *Client) Close() { c.tc.Close() }
+
+// payloadHint explains a payload the client cannot decode: encrypted while
+// the client has no keys, or with a key it does not hold.
+func payloadHint(err error) string {
+	switch {
+	case errors.Is(err, payloadcodec.ErrUnknownKey):
+		return " (add that key to " + payloadcodec.EnvKeys + ", after the one that encrypts: docs/SECURITY.md \"Payload encryption\")"
+	case strings.Contains(err.Error(), payloadcodec.Encoding):
+		return " (the payloads are encrypted: set " + payloadcodec.EnvKeys + " to the workers' keys, docs/SECURITY.md \"Payload encryption\")"
+	}
+	return ""
+}

@@ -60,6 +60,10 @@ func (s *Settings) explain(err error) error {
 		} else {
 			hint = "the server requires a client certificate (mutual TLS): set " + sCertPath.env + " and " + sKeyPath.env
 		}
+	case s.TLSEnabled() && !s.HasClientCertificate() && has("broken pipe", "connection reset by peer", "error reading server preface: EOF"):
+		// TLS 1.3: the server checks the client's certificate after the
+		// client's side of the handshake, and may just close the connection.
+		hint = "the server may require a client certificate (mutual TLS): set " + sCertPath.env + " and " + sKeyPath.env
 	case has("first record does not look like a TLS handshake"):
 		hint = "the server does not speak TLS: unset the TLS settings, or set " + sTLS.env + "=false"
 	case !s.TLSEnabled() && has("error reading server preface", "connection closed before server preface", "EOF", "http2: frame too large"):

@@ -39,6 +39,7 @@ import (
 	"regexp"
 
 	commonpb "go.temporal.io/api/common/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
@@ -284,8 +285,68 @@ func (c *Codec) DataConverter() converter.DataConverter {
 // "Encoded failure"), while its type — the sandbox error kind, e.g.
 // "FileNotFound" — stays readable, so typed errors still work for clients
 // in any language.
+//
+// Two guards close gaps of the SDK's converter (go.temporal.io/sdk v1.50.0):
+// FailureToError decodes the failure it is given in place, and the SDK hands
+// it failures it also records in commands (a local activity's marker), which
+// would then reach the history with the decoded message next to the encoded
+// one; so FailureToError here works on a copy. And ErrorToFailure returns the
+// failure an error was decoded from as it is, so one decoded from plaintext
+// (written before keys were configured, or by the server) or already decoded
+// in place is sealed again here before it is recorded.
 func (c *Codec) FailureConverter() converter.FailureConverter {
-	return temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
-		DataConverter: c.DataConverter(), EncodeCommonAttributes: true,
-	})
+	dc := c.DataConverter()
+	return &failureConverter{dc: dc, inner: temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
+		DataConverter: dc, EncodeCommonAttributes: true,
+	})}
+}
+
+// encodedMessage is the message the SDK leaves in an encoded failure.
+const encodedMessage = "Encoded failure"
+
+type failureConverter struct {
+	dc    converter.DataConverter
+	inner converter.FailureConverter
+}
+
+func (f *failureConverter) ErrorToFailure(err error) *failurepb.Failure {
+	out := f.inner.ErrorToFailure(err)
+	if sealed(out) {
+		return out
+	}
+	out = proto.Clone(out).(*failurepb.Failure)
+	for x := out; x != nil; x = x.Cause {
+		switch {
+		case x.EncodedAttributes != nil:
+			x.Message, x.StackTrace = encodedMessage, ""
+		case x.Message != "" || x.StackTrace != "":
+			if err := converter.EncodeCommonFailureAttributes(f.dc, x); err != nil {
+				// As the SDK's own converter does: never record it in clear.
+				panic(fmt.Sprintf("payloadcodec: encode failure attributes: %v", err))
+			}
+		}
+	}
+	return out
+}
+
+func (f *failureConverter) FailureToError(fl *failurepb.Failure) error {
+	if fl == nil {
+		return nil
+	}
+	return f.inner.FailureToError(proto.Clone(fl).(*failurepb.Failure))
+}
+
+// sealed reports whether no failure of the chain holds a message or stack
+// trace in clear.
+func sealed(f *failurepb.Failure) bool {
+	for x := f; x != nil; x = x.Cause {
+		if x.EncodedAttributes != nil {
+			if x.Message != encodedMessage || x.StackTrace != "" {
+				return false
+			}
+		} else if x.Message != "" || x.StackTrace != "" {
+			return false
+		}
+	}
+	return true
 }

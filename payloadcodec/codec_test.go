@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
@@ -177,6 +178,53 @@ func TestDataAndFailureConverters(t *testing.T) {
 	require.True(t, errors.As(back, &ae))
 	assert.Equal(t, "FileNotFound", ae.Type())
 	assert.Contains(t, ae.Message(), marker)
+}
+
+// TestFailuresStaySealed: the failure converter never leaves an error's
+// message in clear — not after FailureToError (which the SDK's converter
+// does in place, on failures the SDK also records in commands), not for an
+// error decoded from a failure, not for one decoded from plaintext.
+func TestFailuresStaySealed(t *testing.T) {
+	a, _ := newKey(t, "a")
+	fc := mustCodec(t, a).FailureConverter()
+	cause := temporal.NewApplicationError("cause: "+marker, "Inner")
+	f := fc.ErrorToFailure(temporal.NewApplicationErrorWithCause("outer: "+marker, "FileNotFound", cause))
+	assertSealed := func(what string, f *failurepb.Failure) {
+		t.Helper()
+		raw, err := proto.Marshal(f)
+		require.NoError(t, err)
+		assert.NotContains(t, string(raw), "zebra", what)
+		for x := f; x != nil; x = x.Cause {
+			assert.Equal(t, "Encoded failure", x.Message, what)
+			assert.True(t, IsEncrypted(x.EncodedAttributes), what)
+		}
+	}
+	assertSealed("a new error", f)
+	require.NotNil(t, f.Cause)
+
+	before := proto.Clone(f)
+	back := fc.FailureToError(f)
+	assert.True(t, proto.Equal(before, f), "FailureToError leaves its argument alone")
+	var ae *temporal.ApplicationError
+	require.ErrorAs(t, back, &ae)
+	assert.Equal(t, "outer: "+marker, ae.Message())
+	assertSealed("an error decoded from a failure, recorded again", fc.ErrorToFailure(back))
+
+	// What the SDK's own converter leaves behind: decoded in place.
+	sdk := temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{DataConverter: mustCodec(t, a).DataConverter(), EncodeCommonAttributes: true})
+	leaky := sdk.ErrorToFailure(temporal.NewApplicationError(marker, "X"))
+	_ = sdk.FailureToError(leaky)
+	require.Contains(t, leaky.Message, "zebra", "control: the SDK decodes in place")
+	assertSealed("a failure decoded in place", fc.ErrorToFailure(fc.FailureToError(leaky)))
+
+	// A failure from a history written before keys were configured.
+	plain := temporal.GetDefaultFailureConverter().ErrorToFailure(temporal.NewApplicationError(marker, "X"))
+	require.Contains(t, plain.Message, "zebra")
+	assertSealed("a plaintext failure, recorded again", fc.ErrorToFailure(fc.FailureToError(plain)))
+	require.ErrorAs(t, fc.FailureToError(plain), &ae)
+	assert.Equal(t, marker, ae.Message(), "plaintext failures still decode")
+	assert.Nil(t, fc.ErrorToFailure(nil))
+	assert.NoError(t, fc.FailureToError(nil))
 }
 
 func TestSecretsAreNeverPrinted(t *testing.T) {

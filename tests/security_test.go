@@ -264,6 +264,24 @@ func TestSecuredEngineOverMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, m.content+m.stdout+"\n", string(res.Stdout))
 	assert.Equal(t, m.stdout+"\n", string(res.Stderr))
+	// Streamed output comes from the running exec's heartbeat details,
+	// encrypted too: the client decodes them with its converter.
+	var firstAt time.Time
+	var streamed strings.Builder
+	start := time.Now()
+	sres, err := s.ExecStream(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo " + m.stdout + "-stream; sleep 3; echo done"}},
+		func(c sandbox.ExecChunk) {
+			if firstAt.IsZero() && strings.Contains(string(c.Data), m.stdout+"-stream") {
+				firstAt = time.Now()
+			}
+			streamed.Write(c.Data)
+		})
+	ended := time.Now()
+	require.NoError(t, err)
+	assert.Equal(t, m.stdout+"-stream\ndone\n", string(sres.Stdout))
+	assert.Equal(t, m.stdout+"-stream\ndone\n", streamed.String())
+	require.False(t, firstAt.IsZero())
+	assert.Less(t, firstAt.Sub(start), ended.Sub(start)-time.Second, "the first line arrives while the command still runs")
 	d, err := s.Diff(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, d.Patch, "+"+strings.TrimSuffix(m.content, "\n"))

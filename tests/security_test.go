@@ -362,12 +362,14 @@ func TestSecuredEngineOverMutualTLS(t *testing.T) {
 			Codec struct {
 				Endpoint           string
 				IncludeCredentials bool
+				DefaultErrorLink   string
 			}
 		}
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&settings))
 		resp.Body.Close()
 		assert.Equal(t, h.Codec.URL, settings.Codec.Endpoint, "the embedded UI is pointed at it")
 		assert.True(t, settings.Codec.IncludeCredentials)
+		assert.Equal(t, h.Codec.URL+"/login", settings.Codec.DefaultErrorLink, "a refused decode links to the login page")
 
 		// A payload as the UI holds it: from the UI's own API, whose
 		// connection to the frontend goes over the server's internal TLS.

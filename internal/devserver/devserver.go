@@ -57,7 +57,8 @@ type Options struct {
 	TLS *TLS
 	// UICodecEndpoint points the Web UI at a codec server (its codec setting
 	// endpoint, with includeCredentials so the codec server's session cookie
-	// is sent); "" leaves payloads shown as they are stored.
+	// is sent, and <endpoint>/login as the link the UI shows when a decode is
+	// refused); "" leaves payloads shown as they are stored.
 	UICodecEndpoint string
 }
 
@@ -175,7 +176,10 @@ func Start(opts Options) (*Server, error) {
 			uc.TLS = pki.uiTLS()
 		}
 		if opts.UICodecEndpoint != "" {
-			uc.Codec = uiconfig.Codec{Endpoint: opts.UICodecEndpoint, IncludeCredentials: true}
+			// A refused decode (no session yet) shows this message and link.
+			uc.Codec = uiconfig.Codec{Endpoint: opts.UICodecEndpoint, IncludeCredentials: true,
+				DefaultErrorMessage: "Payloads are encrypted: log in to the codec server with its token to read them",
+				DefaultErrorLink:    opts.UICodecEndpoint + "/login"}
 		}
 		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(uc))
 		go func() {

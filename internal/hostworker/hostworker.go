@@ -58,8 +58,8 @@ type Host struct {
 	// the file <data dir>/codec-token), never the token.
 	Codec            *codecserver.Server
 	CodecTokenSource string
-	Store      sandbox.Store
-	Activities *activities.Activities
+	Store            sandbox.Store
+	Activities       *activities.Activities
 
 	ownsClient    bool
 	stopHeartbeat func()

@@ -325,15 +325,20 @@ func TestLoadKeys(t *testing.T) {
 func BenchmarkCodec(b *testing.B) {
 	a, _ := newKey(b, "bench")
 	c := mustCodec(b, a)
+	// A value shaped like write_file's argument: JSON with the content in base64.
+	type file struct {
+		Path    string `json:"path"`
+		Content []byte `json:"content"`
+	}
 	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
-		value := bytes.Repeat([]byte("x"), size)
+		value := file{Path: "src/main.go", Content: bytes.Repeat([]byte("x"), size)}
 		for _, tc := range []struct {
 			name string
 			dc   converter.DataConverter
 		}{{"plain", converter.GetDefaultDataConverter()}, {"encrypted", c.DataConverter()}} {
 			b.Run(fmt.Sprintf("%s/%dKiB", tc.name, size>>10), func(b *testing.B) {
 				b.SetBytes(int64(size))
-				var out []byte
+				var out file
 				for b.Loop() {
 					p, err := tc.dc.ToPayload(value)
 					if err != nil {

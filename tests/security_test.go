@@ -642,3 +642,60 @@ func TestPayloadKeyRotation(t *testing.T) {
 	require.ErrorIs(t, err, payloadcodec.ErrUnknownKey, "dropping the old key too early makes old payloads unreadable")
 	assert.Contains(t, err.Error(), `"old"`)
 }
+
+// BenchmarkReadFileEncryption measures one read_file update of a 64 KiB file
+// with payload encryption against the same without it, in the same run:
+// the codec's cost on the hot path (docs/BENCHMARKS.md).
+func BenchmarkReadFileEncryption(b *testing.B) {
+	keyFile := filepath.Join(b.TempDir(), "bench.key")
+	key := make([]byte, payloadcodec.KeySize)
+	_, _ = rand.Read(key)
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	codec, err := payloadcodec.FromEnv(envOf(map[string]string{payloadcodec.EnvKeys: "bench=" + keyFile}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	content := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+	for _, encrypted := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "encrypted"}[encrypted]
+		b.Run(name, func(b *testing.B) {
+			c, sopts := tc, sandboxclient.Options{}
+			if encrypted {
+				var err error
+				c, err = client.Dial(client.Options{HostPort: temporalAddr, Logger: sdklog.NewStructuredLogger(quiet),
+					DataConverter: codec.DataConverter(), FailureConverter: codec.FailureConverter()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				sopts.DataConverter = codec.DataConverter()
+			}
+			cfg := baseConfig(b, uniq(b, "bench-enc-"+name))
+			h, err := hostworker.Start(context.Background(), cfg, hostworker.Options{Client: c, Credentials: creds, Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Stop()
+			sopts.TaskQueue = cfg.TaskQueue
+			sc := sandboxclient.New(c, sopts)
+			ctx := context.Background()
+			s, _, err := sc.Acquire(ctx, editRequest(uniq(b, "u"), "p", "enc", benchRepo(b)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.WriteFile(ctx, "bench.bin", content, 0); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(content)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				got, err := s.ReadFile(ctx, "bench.bin")
+				if err != nil || len(got) != len(content) {
+					b.Fatal(err, len(got))
+				}
+			}
+		})
+	}
+}

@@ -42,6 +42,9 @@ type Options struct {
 	// file, GitHub App, then GITHUB_TOKEN/GH_TOKEN; auth.go) when set.
 	Credentials sandbox.CredentialProvider
 	// Client, when set, is used instead of dialing (or embedding) Temporal.
+	// With SANDBOX_PAYLOAD_KEYS its data and failure converters must be the
+	// codec's (Config.Security.Payloads.DataConverter(), FailureConverter()):
+	// the workers use the client's converters.
 	Client client.Client
 }
 

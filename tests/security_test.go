@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -194,7 +195,7 @@ func eachPayload(m protoreflect.Message, inSearchAttrs bool, fn func(p *commonpb
 // (SANDBOX_TEMPORAL_TLS_*), dials it over mTLS with the standard TEMPORAL_TLS_*
 // variables, and encrypts payloads (SANDBOX_PAYLOAD_KEYS). It returns the host
 // and the client environment matching it.
-func startSecuredHost(t *testing.T, name string, p *testPKI, keys string) (*hostworker.Host, map[string]string) {
+func startSecuredHost(t *testing.T, name string, p *testPKI, keys string, logs io.Writer) (*hostworker.Host, map[string]string) {
 	t.Helper()
 	env := map[string]string{
 		"SANDBOX_DATA_DIR": filepath.Join(t.TempDir(), "data"), "SANDBOX_HOST_ID": name, "SANDBOX_TASK_QUEUE": "q-" + name,
@@ -212,7 +213,8 @@ func startSecuredHost(t *testing.T, name string, p *testPKI, keys string) (*host
 	}
 	cfg, err := hostworker.ConfigFromEnv(envOf(env))
 	require.NoError(t, err)
-	h, err := hostworker.Start(context.Background(), cfg, hostworker.Options{Credentials: creds, Logger: quiet})
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h, err := hostworker.Start(context.Background(), cfg, hostworker.Options{Credentials: creds, Logger: log})
 	require.NoError(t, err)
 	t.Cleanup(h.Stop)
 	if h.Activities.Runtimes.Kind() == "docker" {
@@ -242,7 +244,22 @@ func dialErr(t *testing.T, env map[string]string) error {
 // only; sandboxctl does the same with its --tls-* flags.
 func TestSecuredEngineOverMutualTLS(t *testing.T) {
 	p := newTestPKI(t)
-	h, env := startSecuredHost(t, "mtls", p, "k1="+newKeyFile(t, "k1"))
+	keyFile := newKeyFile(t, "k1")
+	logs := &lockedBuffer{}
+	h, env := startSecuredHost(t, "mtls", p, "k1="+keyFile, logs)
+	t.Cleanup(func() {
+		// Nothing secret in the worker's debug log: no key, no token, no
+		// private key, and none of the workspace content either.
+		key, _ := os.ReadFile(keyFile)
+		clientKey, _ := os.ReadFile(p.clientKey)
+		token, _ := os.ReadFile(filepath.Join(h.Config.DataDir, "codec-token"))
+		out := logs.String()
+		require.NotEmpty(t, out)
+		for name, secret := range map[string]string{"payload key": strings.TrimSpace(string(key)), "client key": string(clientKey[30:80]), "codec token": strings.TrimSpace(string(token))} {
+			assert.NotContains(t, out, secret, "the %s is in the worker's log", name)
+		}
+		assert.NotContains(t, out, "PRIVATE KEY")
+	})
 	queue := h.Config.TaskQueue
 	ctx := ctxFor(t, 3*time.Minute)
 

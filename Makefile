@@ -74,6 +74,7 @@ fuzz:
 	  echo "fuzz $$t ($$n executions)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime "$${n}x" ./internal/sandbox/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzConfinement$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./internal/workspace/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./payloadcodec/
 
 bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/

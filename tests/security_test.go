@@ -678,17 +678,17 @@ func BenchmarkReadFileEncryption(b *testing.B) {
 	for _, encrypted := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "encrypted"}[encrypted]
 		b.Run(name, func(b *testing.B) {
-			c, sopts := tc, sandboxclient.Options{}
+			// Both variants dial a client of their own (only the converters differ).
+			copts, sopts := client.Options{HostPort: temporalAddr, Logger: sdklog.NewStructuredLogger(quiet)}, sandboxclient.Options{}
 			if encrypted {
-				var err error
-				c, err = client.Dial(client.Options{HostPort: temporalAddr, Logger: sdklog.NewStructuredLogger(quiet),
-					DataConverter: codec.DataConverter(), FailureConverter: codec.FailureConverter()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
+				copts.DataConverter, copts.FailureConverter = codec.DataConverter(), codec.FailureConverter()
 				sopts.DataConverter = codec.DataConverter()
 			}
+			c, err := client.Dial(copts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
 			cfg := baseConfig(b, uniq(b, "bench-enc-"+name))
 			h, err := hostworker.Start(context.Background(), cfg, hostworker.Options{Client: c, Credentials: creds, Logger: quiet})
 			if err != nil {

@@ -75,12 +75,14 @@ fuzz:
 	  echo "fuzz $$t ($$n executions)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime "$${n}x" ./sandboxapi/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzConfinement$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./internal/workspace/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./payloadcodec/
 
 bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/ ./internal/runtime/supervisor/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/daytona/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 ./internal/eviction/
+	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./payloadcodec/
 
 # The JSON Schema of the wire contract (docs/schema/, docs/API.md "Schema"),
 # generated from package sandboxapi; internal/schema's test fails when the

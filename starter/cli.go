@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -35,14 +33,14 @@ type exitCodeError struct{ code int }
 func (e exitCodeError) Error() string { return "exit " + strconv.Itoa(e.code) }
 
 type cli struct {
-	address   string
-	namespace string
+	conn      sandboxclient.Connection
+	tlsFlag   bool // --tls, applied when given
+	noVerify  bool // --tls-disable-host-verification, applied when given
 	taskQueue string
 	asJSON    bool
 	stdin     io.Reader
 	stdout    io.Writer
 	stderr    io.Writer
-	tc        client.Client
 	sc        *sandboxclient.Client
 }
 
@@ -57,8 +55,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err := root.ExecuteContext(ctx)
-	if c.tc != nil {
-		c.tc.Close()
+	if c.sc != nil {
+		c.sc.Close()
 	}
 	if err == nil {
 		return exitOK
@@ -136,8 +134,7 @@ func (c *cli) rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&c.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port (TEMPORAL_ADDRESS)")
-	root.PersistentFlags().StringVar(&c.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
+	c.connectionFlags(root)
 	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", envOr("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue), "task queue sessions start on (SANDBOX_TASK_QUEUE)")
 	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of text")
 	root.SetFlagErrorFunc(flagError)
@@ -147,6 +144,7 @@ func (c *cli) rootCommand() *cobra.Command {
 		c.pushCommand(), c.prCommand())
 	root.AddCommand(c.fanoutCommand())
 	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand())
+	root.AddCommand(c.codecServerCommand())
 	return root
 }
 
@@ -156,12 +154,13 @@ func (c *cli) client(ctx context.Context) (*sandboxclient.Client, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	tc, err := client.DialContext(dctx, client.Options{HostPort: c.address, Namespace: c.namespace, Logger: sdklog.NewStructuredLogger(discardLogger())})
+	sc, err := sandboxclient.Dial(dctx, sandboxclient.DialOptions{
+		TaskQueue: c.taskQueue, Connection: c.conn, DefaultAddress: defaultAddress, Logger: discardLogger(),
+	})
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "cannot reach Temporal at %s (is the worker running? see `make run`): %v", c.address, err)
+		return nil, connectError(err)
 	}
-	c.tc = tc
-	c.sc = sandboxclient.New(tc, sandboxclient.Options{TaskQueue: c.taskQueue})
+	c.sc = sc
 	return c.sc, nil
 }
 

@@ -193,6 +193,10 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 			return "1", true
 		case "TEMPORAL_ADDRESS":
 			return temporalAddr, true
+		case "TEMPORAL_CONFIG_FILE":
+			// Hermetic: not the machine's Temporal CLI profile (its TLS or
+			// API key would apply to the test's plaintext server).
+			return filepath.Join(t.TempDir(), "no-temporal.toml"), true
 		case "SANDBOX_EVICTION_INTERVAL":
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true

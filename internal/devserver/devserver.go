@@ -51,6 +51,15 @@ type Options struct {
 	LogFile string
 	// LogLevel is the server's log level ("debug", "info", "warn", "error"); default "warn".
 	LogLevel string
+	// TLS, when set, makes the frontend speak TLS (and, with a client CA,
+	// require client certificates); the server's own connections then use
+	// mutual TLS with an ephemeral internal CA (tls.go).
+	TLS *TLS
+	// UICodecEndpoint points the Web UI at a codec server (its codec setting
+	// endpoint, with includeCredentials so the codec server's session cookie
+	// is sent, and <endpoint>/login as the link the UI shows when a decode is
+	// refused); "" leaves payloads shown as they are stored.
+	UICodecEndpoint string
 }
 
 // Server is a running embedded Temporal.
@@ -94,9 +103,22 @@ func Start(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	var pki *internalPKI
+	if opts.TLS != nil {
+		if err := opts.TLS.Check(); err != nil {
+			return nil, fmt.Errorf("devserver: %w", err)
+		}
+		var err error
+		if pki, err = newInternalPKI(); err != nil {
+			return nil, fmt.Errorf("devserver: internal CA: %w", err)
+		}
+	}
 	conf, err := buildConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if pki != nil {
+		conf.Global.TLS = pki.serverTLS(opts.TLS)
 	}
 	var logger tlog.Logger = tlog.NewNoopLogger()
 	if opts.LogFile != "" {
@@ -140,7 +162,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("devserver: start: %w", err)
 	}
 	if opts.UIPort != 0 {
-		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+		uc := &uiconfig.Config{
 			Host:                opts.IP,
 			Port:                opts.UIPort,
 			TemporalGRPCAddress: s.Address,
@@ -149,7 +171,17 @@ func Start(opts Options) (*Server, error) {
 			HideLogs:            true,
 			DisableNewsFetch:    true,
 			DefaultNamespace:    opts.Namespace,
-		}))
+		}
+		if pki != nil {
+			uc.TLS = pki.uiTLS()
+		}
+		if opts.UICodecEndpoint != "" {
+			// A refused decode (no session yet) shows this message and link.
+			uc.Codec = uiconfig.Codec{Endpoint: opts.UICodecEndpoint, IncludeCredentials: true,
+				DefaultErrorMessage: "Payloads are encrypted: log in to the codec server with its token to read them",
+				DefaultErrorLink:    opts.UICodecEndpoint + "/login"}
+		}
+		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(uc))
 		go func() {
 			if err := s.ui.Start(); err != nil {
 				slog.Error("temporal web ui stopped", "error", err)

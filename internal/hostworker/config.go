@@ -22,9 +22,12 @@ import (
 // Config is a worker host's configuration; README.md "Configuration" lists
 // every variable with its default.
 type Config struct {
-	DataDir         string // SANDBOX_DATA_DIR
-	TemporalAddress string // TEMPORAL_ADDRESS; "" embeds a dev server
-	Namespace       string // TEMPORAL_NAMESPACE
+	DataDir string // SANDBOX_DATA_DIR
+	// TemporalAddress is the frontend (TEMPORAL_ADDRESS, else the Temporal
+	// profile's address); "" embeds a dev server.
+	TemporalAddress string
+	// Namespace is TEMPORAL_NAMESPACE, else the profile's, else "default".
+	Namespace       string
 	TemporalPort    int    // SANDBOX_TEMPORAL_PORT (embedded server)
 	UIPort          int    // SANDBOX_UI_PORT (embedded Web UI; 0 disables)
 	TaskQueue       string // SANDBOX_TASK_QUEUE
@@ -63,6 +66,10 @@ type Config struct {
 	// Eviction: schedule, policy and disk budget (SANDBOX_EVICTION_*,
 	// SANDBOX_DISK_BUDGET_*; eviction.go).
 	Eviction EvictionConfig
+	// Security: the Temporal connection (TLS, API key, profiles), the
+	// embedded server's TLS, payload encryption and the UI's codec server
+	// (security.go).
+	Security SecurityConfig
 }
 
 // Defaults.
@@ -97,8 +104,6 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return def
 	}
 	c := Config{
-		TemporalAddress:  get("TEMPORAL_ADDRESS", ""),
-		Namespace:        get("TEMPORAL_NAMESPACE", "default"),
 		TaskQueue:        get("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue),
 		RuntimeProvider:  get("SANDBOX_RUNTIME_PROVIDER", "auto"),
 		RuntimeImage:     get("SANDBOX_RUNTIME_IMAGE", ""),
@@ -109,6 +114,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		DatabaseURL:      get("DATABASE_URL", ""),
 	}
 	var err error
+	if c.Security, c.TemporalAddress, c.Namespace, err = securityFromEnv(lookup, get); err != nil {
+		return c, err
+	}
 	if c.DataDir, err = dataDir(get("SANDBOX_DATA_DIR", "")); err != nil {
 		return c, &ConfigError{"SANDBOX_DATA_DIR", get("SANDBOX_DATA_DIR", ""), err.Error()}
 	}

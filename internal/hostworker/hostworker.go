@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxcore/sandboxcore/activities"
+	"github.com/sandboxcore/sandboxcore/internal/codecserver"
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
@@ -28,6 +29,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
+	"github.com/sandboxcore/sandboxcore/internal/temporalconn"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/internal/workspace"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -42,6 +44,9 @@ type Options struct {
 	// file, GitHub App, then GITHUB_TOKEN/GH_TOKEN; auth.go) when set.
 	Credentials sandbox.CredentialProvider
 	// Client, when set, is used instead of dialing (or embedding) Temporal.
+	// With SANDBOX_PAYLOAD_KEYS its data and failure converters must be the
+	// codec's (Config.Security.Payloads.DataConverter(), FailureConverter()):
+	// the workers use the client's converters.
 	Client client.Client
 }
 
@@ -51,9 +56,15 @@ type Host struct {
 	// Client is connected to Temporal (owned by Host unless passed in Options).
 	Client client.Client
 	// Dev is the embedded Temporal server, nil when TEMPORAL_ADDRESS is set.
-	Dev        *devserver.Server
-	Store      sandbox.Store
-	Activities *activities.Activities
+	Dev *devserver.Server
+	// Codec is the codec server the embedded Web UI decodes payloads with
+	// (nil unless payloads are encrypted, the UI is on and SANDBOX_CODEC_PORT
+	// is not 0); CodecTokenSource names where its token is (a variable or
+	// the file <data dir>/codec-token), never the token.
+	Codec            *codecserver.Server
+	CodecTokenSource string
+	Store            sandbox.Store
+	Activities       *activities.Activities
 
 	ownsClient    bool
 	stopHeartbeat func()
@@ -122,32 +133,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 
 	if opts.Client != nil {
 		h.Client = opts.Client
-	} else {
-		addr := cfg.TemporalAddress
-		if addr == "" {
-			saTypes := map[string]enumspb.IndexedValueType{}
-			for _, n := range sandboxapi.SearchAttributeNames {
-				saTypes[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-			}
-			uiPort := cfg.UIPort
-			h.Dev, err = devserver.Start(devserver.Options{
-				Port: cfg.TemporalPort, UIPort: uiPort, Namespace: cfg.Namespace,
-				DatabaseFile: filepath.Join(cfg.DataDir, "temporal.db"), SearchAttributes: saTypes,
-				LogFile: filepath.Join(cfg.DataDir, "temporal.log"),
-			})
-			if err != nil {
-				return nil, err
-			}
-			addr = h.Dev.Address
-		}
-		h.Client, err = client.DialContext(ctx, client.Options{
-			HostPort: addr, Namespace: cfg.Namespace,
-			Logger: sdklog.NewStructuredLogger(log.With("component", "temporal-sdk")),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("temporal at %s: %w", addr, err)
-		}
-		h.ownsClient = true
+	} else if err := h.dial(ctx, cfg, log); err != nil {
+		return nil, err
 	}
 	if err := RegisterSearchAttributes(ctx, h.Client, cfg.Namespace); err != nil {
 		return nil, err
@@ -176,6 +163,58 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	h.stopHeartbeat = h.startHeartbeat(0)
 	ok = true
 	return h, nil
+}
+
+// dial connects to Temporal — embedding a dev server (with its codec server
+// for the Web UI) when no address is configured — with the connection
+// settings of cfg.Security.Temporal and, when payloads are encrypted, the
+// codec's data and failure converters.
+func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
+	addr := cfg.TemporalAddress
+	conn := cfg.Security.Temporal
+	if conn == nil {
+		conn = temporalconn.Default()
+	}
+	embedded := addr == ""
+	if embedded {
+		if err := h.startUICodec(cfg, log); err != nil {
+			return err
+		}
+		saTypes := map[string]enumspb.IndexedValueType{}
+		for _, n := range sandboxapi.SearchAttributeNames {
+			saTypes[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+		}
+		dopts := devserver.Options{
+			Port: cfg.TemporalPort, UIPort: cfg.UIPort, Namespace: cfg.Namespace,
+			DatabaseFile: filepath.Join(cfg.DataDir, "temporal.db"), SearchAttributes: saTypes,
+			LogFile: filepath.Join(cfg.DataDir, "temporal.log"), TLS: cfg.Security.DevTLS,
+		}
+		if h.Codec != nil {
+			dopts.UICodecEndpoint = h.Codec.URL
+		}
+		var err error
+		if h.Dev, err = devserver.Start(dopts); err != nil {
+			return err
+		}
+		addr = h.Dev.Address
+	}
+	conn = conn.With(addr, cfg.Namespace, embedded && cfg.Security.DevTLS != nil)
+	copts, err := conn.ClientOptions(log.With("component", "temporal-connection"))
+	if err != nil {
+		return err
+	}
+	copts.Logger = sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
+	if p := cfg.Security.Payloads; p != nil {
+		copts.DataConverter, copts.FailureConverter = p.DataConverter(), p.FailureConverter()
+		log.Info("payload encryption: AES-256-GCM (SANDBOX_PAYLOAD_KEYS)", "encrypting_key", p.EncryptionKeyID(), "keys", p.KeyIDs())
+	} else {
+		log.Info("payloads are stored in plaintext in Temporal's history: set SANDBOX_PAYLOAD_KEYS to encrypt them (docs/SECURITY.md)")
+	}
+	if h.Client, err = temporalconn.Dial(ctx, conn, copts); err != nil {
+		return err
+	}
+	h.ownsClient = true
+	return nil
 }
 
 // openStore selects the metadata store: PostgreSQL when DATABASE_URL is set
@@ -277,6 +316,9 @@ func (h *Host) Stop() {
 	}
 	if h.Dev != nil {
 		h.Dev.Stop()
+	}
+	if h.Codec != nil {
+		h.Codec.Close()
 	}
 	if h.Store != nil {
 		_ = h.Store.Close()

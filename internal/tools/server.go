@@ -187,12 +187,16 @@ func Tools(caps Caps) []Tool {
 			newTool(Output, "Read a page of the whole output of a sandbox_shell command that was cut (its output_id): offset and limit in bytes, stream stdout (default) or stderr; follow next_offset until eof.",
 				&mcp.ToolAnnotations{Title: "Command output", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 				map[string][]string{"stream": {sandboxapi.StreamStdout, sandboxapi.StreamStderr}},
-				func(ctx context.Context, c call, in OutputInput) (OutputPage, string, error) { return c.output(ctx, in) }))
+				func(ctx context.Context, c call, in OutputInput) (OutputPage, string, error) {
+					return c.output(ctx, in)
+				}))
 	}
 	set = append(set, newTool(Search, "Search the workspace's files for lines matching a regular expression (RE2), or a plain string with literal. Case is smart by default (insensitive unless the pattern has an upper-case letter). glob keeps only matching files (*.go by name, src/**/*.ts by path); path searches under a directory. Binary files, .git and symlinks are skipped.",
 		&mcp.ToolAnnotations{Title: "Search", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 		map[string][]string{"case": {"smart", "sensitive", "insensitive"}},
-		func(ctx context.Context, c call, in SearchInput) (SearchOutput, string, error) { return c.search(ctx, in) }))
+		func(ctx context.Context, c call, in SearchInput) (SearchOutput, string, error) {
+			return c.search(ctx, in)
+		}))
 	gitDesc := "Git in the workspace: status (branch, changed and untracked files, commits since the base), diff (everything changed against the workspace's base commit, committed or not; paths to narrow it), log (the newest commits, limit)."
 	gitAnn := &mcp.ToolAnnotations{Title: "Git", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}
 	if w {
@@ -209,7 +213,9 @@ func Tools(caps Caps) []Tool {
 	if w && caps.CodeHost {
 		set = append(set, newTool(PR, "Open a pull request from the workspace's branch (push it first with sandbox_git push) into base_branch (default: the repository's default branch), optionally as a draft, with reviewers and labels. An open pull request for the branch is returned as it is.",
 			&mcp.ToolAnnotations{Title: "Pull request", IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(true)}, nil,
-			func(ctx context.Context, c call, in PRInput) (sandboxapi.PullRequest, string, error) { return c.pr(ctx, in) }))
+			func(ctx context.Context, c call, in PRInput) (sandboxapi.PullRequest, string, error) {
+				return c.pr(ctx, in)
+			}))
 	}
 	return set
 }

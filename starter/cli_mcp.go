@@ -50,7 +50,7 @@ func (c *cli) mcpCommand() *cobra.Command {
 						return sandbox.Errorf(sandbox.ErrInvalidArgument, "--workspace and --%s: bind to a workspace id or to a request, not both", f)
 					}
 				}
-			} else {
+			} else if cmd.Flags().Changed("repo") || cmd.Flags().Changed("user") || cmd.Flags().Changed("project") {
 				req.Mode = sandbox.WorkspaceMode(mode)
 				b.Request = &req
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -53,7 +54,12 @@ func (c *cli) editCommand() *cobra.Command {
 			if c.asJSON {
 				return c.printJSON(res)
 			}
-			fmt.Fprintf(c.stdout, "edited %s (%d bytes)\n%s", printablePath(res.Path), res.Bytes, printableText(res.Snippet))
+			fmt.Fprintf(c.stdout, "edited %s (%d bytes)\n", printablePath(res.Path), res.Bytes)
+			for _, line := range strings.SplitAfter(res.Snippet, "\n") {
+				if line != "" {
+					fmt.Fprintln(c.stdout, printableText(strings.TrimSuffix(line, "\n")))
+				}
+			}
 			return nil
 		},
 	}

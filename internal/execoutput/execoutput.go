@@ -190,7 +190,8 @@ func (k *Keeper) Finish(truncated bool) (string, error) {
 	}
 	data, _ := json.Marshal(m)
 	path := filepath.Join(k.s.root, k.wsID, k.id+".json")
-	if err := os.WriteFile(path+".tmp", data, 0o600); err == nil {
+	err = os.WriteFile(path+".tmp", data, 0o600)
+	if err == nil {
 		err = os.Rename(path+".tmp", path)
 	}
 	if err != nil {

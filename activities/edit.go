@@ -29,7 +29,7 @@ func (a *Activities) EditFile(ctx context.Context, in wire.EditFileActivityInput
 	if !ws.Capabilities.Writable {
 		return sandboxapi.EditFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
 	}
-	res, err := a.Workspaces.EditFile(ctx, ws, in.Request)
+	res, err := a.Workspaces.EditFile(ctx, ws, in.Request, in.UpdateID)
 	if err != nil {
 		return sandboxapi.EditFileResult{}, ToApplicationError(err)
 	}

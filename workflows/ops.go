@@ -127,8 +127,12 @@ var operations = []registrar{
 	// exclusive lock (never a client-side read-then-write).
 	operation[sandboxapi.EditFileInput, sandboxapi.EditFileResult]{op: sandboxapi.OpEditFile, writes: true,
 		validate: validateEdit, activity: wire.ActivityEditFile,
-		input: func(s *session, in sandboxapi.EditFileInput) any {
-			return wire.EditFileActivityInput{WorkspaceID: s.wsID, Request: in}
+		handle: func(s *session, ctx workflow.Context, in sandboxapi.EditFileInput) (sandboxapi.EditFileResult, error) {
+			ai := wire.EditFileActivityInput{WorkspaceID: s.wsID, Request: in}
+			if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
+				ai.UpdateID = u.ID // a retried activity does not apply the edit twice
+			}
+			return writeOp[sandboxapi.EditFileResult](s, ctx, opQuick, wire.ActivityEditFile, ai)
 		}},
 	operation[sandboxapi.ListDirInput, sandboxapi.ListDirResult]{op: sandboxapi.OpListDir,
 		validate: func(_ *session, in sandboxapi.ListDirInput) error {

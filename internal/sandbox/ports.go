@@ -81,8 +81,9 @@ type WorkspaceProvider interface {
 	// WriteFile creates or replaces a file (parents created), mode 0 = 0644.
 	WriteFile(ctx context.Context, ws Workspace, path string, data []byte, mode uint32) error
 	// EditFile applies one edit_file command to a text file in one step
-	// (str_replace, insert, create; sandboxapi.EditFileInput).
-	EditFile(ctx context.Context, ws Workspace, in sandboxapi.EditFileInput) (sandboxapi.EditFileResult, error)
+	// (str_replace, insert, create; sandboxapi.EditFileInput); a retry with
+	// the same editID is not applied twice.
+	EditFile(ctx context.Context, ws Workspace, in sandboxapi.EditFileInput, editID string) (sandboxapi.EditFileResult, error)
 	ListDir(ctx context.Context, ws Workspace, path string) ([]FileEntry, error)
 	// ListTree is list_dir with a depth and the hidden/ignored filters.
 	ListTree(ctx context.Context, ws Workspace, in sandboxapi.ListDirInput) (sandboxapi.ListDirResult, error)

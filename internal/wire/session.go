@@ -138,10 +138,13 @@ type FileActivityInput struct {
 	SkipIgnored bool   `json:"skip_ignored,omitempty"`
 }
 
-// EditFileActivityInput is the edit-file activity's argument.
+// EditFileActivityInput is the edit-file activity's argument; UpdateID
+// (the edit_file update's id) keeps a retried activity from applying the
+// edit twice.
 type EditFileActivityInput struct {
 	WorkspaceID string                   `json:"workspace_id"`
 	Request     sandboxapi.EditFileInput `json:"request"`
+	UpdateID    string                   `json:"update_id,omitempty"`
 }
 
 // LogActivityInput is the log activity's argument.

@@ -3,12 +3,16 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -39,7 +43,14 @@ const (
 // escaping, missing — ErrFileNotFound — path; .git; a symlink, directory or
 // special file), ErrResourceLimit (the file before or after the edit is over
 // sandbox.MaxFileBytes), ErrInsufficientDisk, ErrWorkspaceNotFound.
-func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandboxapi.EditFileInput) (sandboxapi.EditFileResult, error) {
+//
+// editID (the edit_file update's id; "" = none) makes a retry idempotent:
+// the last applied edit is recorded in the worktree's administrative
+// directory (editRecordFile), and the same id on the same file whose
+// content is still what that edit wrote returns the recorded result
+// without applying the edit again (an insert retried after a crash would
+// otherwise insert twice).
+func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandboxapi.EditFileInput, editID string) (sandboxapi.EditFileResult, error) {
 	if err := writable(ws); err != nil {
 		return sandboxapi.EditFileResult{}, err
 	}
@@ -64,6 +75,15 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 		return sandboxapi.EditFileResult{}, err
 	}
 	defer r.Close()
+	recPath := ""
+	if l, err := locate(ws); err == nil && editID != "" {
+		if admin := adminDir(l); admin != "" {
+			recPath = filepath.Join(admin, editRecordFile)
+			if res, ok := appliedEdit(r, recPath, editID, rel); ok {
+				return res, nil
+			}
+		}
+	}
 
 	var data []byte
 	var first, last int // 1-based lines of the new content the snippet is centred on
@@ -112,7 +132,48 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 	if err := replaceFile(r, rel, data, 0, "edit"); err != nil {
 		return sandboxapi.EditFileResult{}, err
 	}
-	return sandboxapi.EditFileResult{Path: rel, Bytes: int64(len(data)), Snippet: Snippet(data, first, last)}, nil
+	res := sandboxapi.EditFileResult{Path: rel, Bytes: int64(len(data)), Snippet: Snippet(data, first, last)}
+	if recPath != "" {
+		sum := sha256.Sum256(data)
+		rec, _ := json.Marshal(editRecord{ID: editID, Path: rel, SHA256: hex.EncodeToString(sum[:]), Result: res})
+		if err := os.WriteFile(recPath+".tmp", rec, 0o600); err == nil {
+			_ = os.Rename(recPath+".tmp", recPath)
+		}
+	}
+	return res, nil
+}
+
+// editRecordFile, in a worktree's administrative directory, records the
+// last edit EditFile applied (editRecord).
+const editRecordFile = "sandboxcore-last-edit.json"
+
+// editRecord is the last applied edit: its id, file, the SHA-256 of the
+// content it wrote, and its result.
+type editRecord struct {
+	ID     string                    `json:"id"`
+	Path   string                    `json:"path"`
+	SHA256 string                    `json:"sha256"`
+	Result sandboxapi.EditFileResult `json:"result"`
+}
+
+// appliedEdit returns the recorded result when edit id was the last one
+// applied to rel and the file still holds what it wrote.
+func appliedEdit(r *os.Root, recPath, id, rel string) (sandboxapi.EditFileResult, bool) {
+	b, err := os.ReadFile(recPath)
+	var rec editRecord
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.ID != id || rec.Path != rel {
+		return sandboxapi.EditFileResult{}, false
+	}
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return sandboxapi.EditFileResult{}, false
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, sandbox.MaxFileBytes+1)); err != nil || hex.EncodeToString(h.Sum(nil)) != rec.SHA256 {
+		return sandboxapi.EditFileResult{}, false
+	}
+	return rec.Result, true
 }
 
 // readText reads the regular text file rel for an edit: not through a

@@ -24,7 +24,7 @@ func TestEditFileCommands(t *testing.T) {
 		return string(b)
 	}
 	edit := func(in sandboxapi.EditFileInput) (sandboxapi.EditFileResult, error) {
-		return f.m.EditFile(ctx, ws, in)
+		return f.m.EditFile(ctx, ws, in, "")
 	}
 
 	// create: parents made, snippet numbered, an existing file replaced with its bits kept.
@@ -120,8 +120,35 @@ func TestEditFileCommands(t *testing.T) {
 
 	// An analysis workspace refuses edits.
 	ro := f.ensure(f.req(sandbox.ModeAnalysis, "main"))
-	_, err = f.m.EditFile(ctx, ro, sandboxapi.EditFileInput{Path: "README.md", Command: "create", FileText: "x"})
+	_, err = f.m.EditFile(ctx, ro, sandboxapi.EditFileInput{Path: "README.md", Command: "create", FileText: "x"}, "")
 	require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+}
+
+func TestEditFileRetryIsNotAppliedTwice(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ins := sandboxapi.EditFileInput{Path: "README.md", Command: "insert", InsertLine: 0, NewStr: "top"}
+	first, err := f.m.EditFile(ctx, ws, ins, "upd-1")
+	require.NoError(t, err)
+	again, err := f.m.EditFile(ctx, ws, ins, "upd-1") // a retried activity
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+	b, err := os.ReadFile(filepath.Join(ws.LocalPath, "README.md"))
+	require.NoError(t, err)
+	assert.Equal(t, "top\nhello\nworld\n", string(b))
+	_, err = f.m.EditFile(ctx, ws, ins, "upd-2") // another update inserts again
+	require.NoError(t, err)
+	b, err = os.ReadFile(filepath.Join(ws.LocalPath, "README.md"))
+	require.NoError(t, err)
+	assert.Equal(t, "top\ntop\nhello\nworld\n", string(b))
+	// The same id after the file changed otherwise is applied (the record no longer matches).
+	require.NoError(t, f.m.WriteFile(ctx, ws, "README.md", []byte("x\n"), 0))
+	_, err = f.m.EditFile(ctx, ws, ins, "upd-2")
+	require.NoError(t, err)
+	b, err = os.ReadFile(filepath.Join(ws.LocalPath, "README.md"))
+	require.NoError(t, err)
+	assert.Equal(t, "top\nx\n", string(b))
 }
 
 func TestListTreeDepthHiddenIgnored(t *testing.T) {

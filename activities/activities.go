@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -42,6 +43,10 @@ type Activities struct {
 	// workspace is acquired again (issue 6, eviction.go); nil: workspaces with
 	// unsaved work are never evicted.
 	Backups sandbox.WorkspaceBackupProvider
+	// Outputs keeps the whole output of cut exec results (keep_output,
+	// docs/API.md "Kept output"); nil: nothing is kept and read_output is
+	// SandboxCommandRejected.
+	Outputs *execoutput.Store
 	// HostID is this worker host's id (SANDBOX_HOST_ID).
 	HostID string
 	// URLs is the repository URL policy (SANDBOX_ALLOW_FILE_URLS, SANDBOX_ALLOW_HTTP_URLS).
@@ -96,10 +101,13 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityExec:              a.Exec,
 		wire.ActivityReadFile:          a.ReadFile,
 		wire.ActivityWriteFile:         a.WriteFile,
+		wire.ActivityEditFile:          a.EditFile,
 		wire.ActivityListDir:           a.ListDir,
 		wire.ActivitySearch:            a.Search,
 		wire.ActivityStatus:            a.Status,
 		wire.ActivityDiff:              a.Diff,
+		wire.ActivityLog:               a.Log,
+		wire.ActivityReadOutput:        a.ReadOutput,
 		wire.ActivityCommit:            a.Commit,
 		wire.ActivityHibernate:         a.Hibernate,
 		wire.ActivityDestroyRuntime:    a.DestroyRuntime,
@@ -240,7 +248,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		}
 		if ok {
 			a.touch(ctx, existing.ID, true)
-			return wire.AcquireActivityResult{Workspace: existing, Settings: a.Settings}, nil
+			return wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing)}, nil
 		}
 		a.log().Warn("workspace directory missing; repairing", "workspace", existing.ID, "path", existing.LocalPath)
 	}
@@ -305,7 +313,15 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		return wire.AcquireActivityResult{}, err
 	}
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
-	return wire.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found, RestoredFrom: restoredFrom}, nil
+	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: !found, RestoredFrom: restoredFrom}, nil
+}
+
+// settingsFor returns the session settings of ws: the host's, with
+// CodeHost set when this host's code host serves the repository.
+func (a *Activities) settingsFor(ws sandbox.Workspace) wire.SessionSettings {
+	s := a.Settings
+	s.CodeHost = a.CodeHost != nil && a.CodeHost.Serves(ws.Repo)
+	return s
 }
 
 // RequestFor rebuilds the request that created a workspace (resume by id).
@@ -428,7 +444,22 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (sandb
 		return sandbox.ExecResult{}, err
 	}
 	a.recordRuntime(ctx, ws, rt.ID(), sandbox.RuntimeRunning)
-	res, err := execStreaming(ctx, rt, in.Request, in.UpdateID)
+	var keep *execoutput.Keeper
+	var sink outputKeeper
+	if in.Request.KeepOutput && a.Outputs != nil {
+		if keep, err = a.Outputs.Begin(ws.ID, in.Request.OutputCap()); err != nil {
+			return sandbox.ExecResult{}, err
+		}
+		sink = keep
+	}
+	res, err := execStreaming(ctx, rt, in.Request, in.UpdateID, sink)
+	if keep != nil {
+		id, kerr := keep.Finish(err == nil && res.Truncated)
+		if kerr != nil {
+			a.log().Warn("the cut output of a command could not be kept", "workspace", ws.ID, "error", kerr)
+		}
+		res.OutputID = id
+	}
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -487,11 +518,20 @@ func (a *Activities) WriteFile(ctx context.Context, in wire.FileActivityInput) (
 	return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
 }
 
-// ListDir lists a directory without following symlinks.
+// ListDir lists a directory without following symlinks (to a depth, and
+// without hidden or ignored entries when asked: ListTree).
 func (a *Activities) ListDir(ctx context.Context, in wire.FileActivityInput) (sandboxapi.ListDirResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandboxapi.ListDirResult{}, ToApplicationError(err)
+	}
+	if in.Depth > 1 || in.SkipHidden || in.SkipIgnored {
+		res, err := a.Workspaces.ListTree(ctx, ws, sandboxapi.ListDirInput{Path: in.Path, Depth: in.Depth, SkipHidden: in.SkipHidden, SkipIgnored: in.SkipIgnored})
+		if err != nil {
+			return sandboxapi.ListDirResult{}, ToApplicationError(err)
+		}
+		a.touch(ctx, ws.ID, false)
+		return res, nil
 	}
 	entries, err := a.Workspaces.ListDir(ctx, ws, in.Path)
 	if err != nil {

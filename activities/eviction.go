@@ -448,6 +448,11 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 	if err := markEvicted(un.Dirty); err != nil {
 		return res, err
 	}
+	if e.Outputs != nil { // kept command output goes with the worktree
+		if err := e.Outputs.RemoveWorkspace(ws.ID); err != nil {
+			e.log().Warn("eviction: remove kept output", "workspace", ws.ID, "error", err)
+		}
+	}
 	res.FreedBytes = size
 	if saved {
 		return outcome(sandboxapi.OutcomeDone, "work saved to %s and %s", res.BackupRef, res.PatchPath)

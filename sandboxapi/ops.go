@@ -49,10 +49,13 @@ const (
 	UpdateExec              = "exec"
 	UpdateReadFile          = "read_file"
 	UpdateWriteFile         = "write_file"
+	UpdateEditFile          = "edit_file"
 	UpdateListDir           = "list_dir"
 	UpdateSearch            = "search"
 	UpdateStatus            = "status"
 	UpdateDiff              = "diff"
+	UpdateLog               = "log"
+	UpdateReadOutput        = "read_output"
 	UpdateCommit            = "commit"
 	UpdateHibernate         = "hibernate"
 	UpdateRelease           = "release"
@@ -71,6 +74,8 @@ var (
 		Summary: "read a file of the workspace (at most 1 MiB)"}
 	OpWriteFile = Op[WriteFileInput, WriteFileResult]{Name: UpdateWriteFile, Mutating: true,
 		Summary: "create or replace a file of the workspace"}
+	OpEditFile = Op[EditFileInput, EditFileResult]{Name: UpdateEditFile, Mutating: true,
+		Summary: "edit one text file in one step: str_replace, insert or create"}
 	OpListDir = Op[ListDirInput, ListDirResult]{Name: UpdateListDir,
 		Summary: "list one directory of the workspace"}
 	OpSearch = Op[SearchRequest, SearchResult]{Name: UpdateSearch,
@@ -79,6 +84,10 @@ var (
 		Summary: "the workspace's git state: files, commits since base, unpushed commits"}
 	OpDiff = Op[None, Diff]{Name: UpdateDiff,
 		Summary: "everything changed against the recorded base commit, as a binary-safe patch"}
+	OpLog = Op[LogRequest, LogResult]{Name: UpdateLog,
+		Summary: "the newest commits reachable from HEAD"}
+	OpReadOutput = Op[ReadOutputInput, ReadOutputResult]{Name: UpdateReadOutput,
+		Summary: "a page of the whole output an exec kept (keep_output)"}
 	OpCommit = Op[CommitRequest, CommitResult]{Name: UpdateCommit, Mutating: true,
 		Summary: "commit the workspace's changes onto its branch"}
 	OpHibernate = Op[None, HibernateResult]{Name: UpdateHibernate, Mutating: true,
@@ -96,8 +105,8 @@ var (
 // Operations lists every update of SessionWorkflow in documentation order.
 func Operations() []OpInfo {
 	return []OpInfo{
-		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpListDir.Info(),
-		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpCommit.Info(), OpHibernate.Info(),
+		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpEditFile.Info(), OpListDir.Info(),
+		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpLog.Info(), OpReadOutput.Info(), OpCommit.Info(), OpHibernate.Info(),
 		OpRelease.Info(), OpPush.Info(), OpCreatePullRequest.Info(), OpMergeBranches.Info(),
 	}
 }

@@ -144,6 +144,10 @@ type Handle struct {
 	RestoredFrom string `json:"restored_from,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
+	// CodeHost: the worker has a code host for the repository's host, so
+	// create_pull_request can be served (docs/API.md "Updates"); false when
+	// none is configured (that update is then SandboxCommandRejected).
+	CodeHost bool `json:"code_host,omitempty"`
 }
 
 // Runtime kinds (Handle.RuntimeKind).

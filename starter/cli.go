@@ -141,7 +141,7 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
 		c.releaseCommand(), c.describeCommand(), c.listCommand(),
-		c.pushCommand(), c.prCommand())
+		c.pushCommand(), c.prCommand(), c.editCommand(), c.logCommand(), c.outputCommand(), c.mcpCommand())
 	root.AddCommand(c.fanoutCommand())
 	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand())
 	root.AddCommand(c.codecServerCommand())
@@ -316,6 +316,9 @@ func (c *cli) execCommand() *cobra.Command {
 				if res.Truncated {
 					fmt.Fprintf(c.stderr, "sandboxctl: output truncated (stdout %d bytes, stderr %d bytes in all)\n", res.StdoutBytes, res.StderrBytes)
 				}
+				if res.OutputID != "" {
+					fmt.Fprintf(c.stderr, "sandboxctl: the whole output is kept: sandboxctl output %s %s\n", args[0], res.OutputID)
+				}
 			}
 			if res.ExitCode != 0 {
 				return exitCodeError{code: res.ExitCode & 0xff}
@@ -330,6 +333,7 @@ func (c *cli) execCommand() *cobra.Command {
 	f.StringArrayVar(&envs, "env", nil, "KEY=VALUE added to the command's environment (repeatable)")
 	f.StringVar(&stdinFile, "stdin", "", "feed this file to the command's stdin ('-' = sandboxctl's stdin)")
 	f.BoolVar(&stream, "stream", false, "print output while the command runs (about once a second)")
+	f.BoolVar(&req.KeepOutput, "keep-output", false, "when the output is cut, keep all of it on the worker (sandboxctl output WS ID prints it)")
 	return cmd
 }
 
@@ -393,8 +397,9 @@ func (c *cli) writeCommand() *cobra.Command {
 }
 
 func (c *cli) lsCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "ls WS [PATH]",
+	var in sandboxapi.ListDirInput
+	cmd := &cobra.Command{
+		Use:   "ls WS [PATH] [--depth N] [--skip-hidden] [--skip-ignored]",
 		Short: "List a workspace directory",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -402,16 +407,18 @@ func (c *cli) lsCommand() *cobra.Command {
 			if len(args) == 2 {
 				p = args[1]
 			}
+			in.Path = p
 			s, err := c.session(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			entries, err := s.ListDir(cmd.Context(), p)
+			res, err := s.ListTree(cmd.Context(), in)
 			if err != nil {
 				return err
 			}
+			entries := res.Entries
 			if c.asJSON {
-				return c.printJSON(sandboxapi.ListDirResult{Path: p, Entries: entries})
+				return c.printJSON(res)
 			}
 			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
 			for _, e := range entries {
@@ -421,9 +428,17 @@ func (c *cli) lsCommand() *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%o\t%d\t%s\n", e.Type, e.Mode, e.Size, name)
 			}
+			if res.Truncated {
+				fmt.Fprintf(c.stderr, "sandboxctl: more entries exist than were listed\n")
+			}
 			return w.Flush()
 		},
 	}
+	f := cmd.Flags()
+	f.IntVar(&in.Depth, "depth", 0, "also list subdirectories this many levels down (2 or 3)")
+	f.BoolVar(&in.SkipHidden, "skip-hidden", false, "leave out names starting with '.'")
+	f.BoolVar(&in.SkipIgnored, "skip-ignored", false, "leave out what git ignores")
+	return cmd
 }
 
 func (c *cli) searchCommand() *cobra.Command {
@@ -462,6 +477,7 @@ func (c *cli) searchCommand() *cobra.Command {
 	f.BoolVarP(&req.IgnoreCase, "ignore-case", "i", false, "ignore case")
 	f.StringVar(&req.Path, "path", "", "search under this workspace-relative path")
 	f.IntVar(&req.MaxResults, "max", 0, "maximum matches (default 200)")
+	f.StringVar(&req.Glob, "glob", "", "only files matching this glob (*.go: by name; src/**/*.ts: by path)")
 	return cmd
 }
 

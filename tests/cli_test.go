@@ -17,7 +17,7 @@ import (
 )
 
 // buildCLI builds bin/sandboxctl into a temp dir (it links only the SDK).
-func buildCLI(t *testing.T) string {
+func buildCLI(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sandboxctl")
 	out, err := exec.Command("go", "build", "-o", bin, "../starter").CombinedOutput()

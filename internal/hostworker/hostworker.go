@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/activities"
 	"github.com/sandboxcore/sandboxcore/internal/codecserver"
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
+	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
@@ -125,7 +126,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	h.Activities = &activities.Activities{
 		Store: st, Repos: repos, Workspaces: wss, Runtimes: runtimes, Credentials: auth.creds,
 		Remote: auth.remote, Access: auth.access, CodeHost: auth.codeHost,
-		HostID: cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
+		Outputs: execoutput.New(filepath.Join(cfg.DataDir, "outputs")),
+		HostID:  cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
 		Settings: wire.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, RuntimeResources: cfg.RuntimeResources, Logger: log,

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"time"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // AuthScope names whose credentials a git call needs: resolved inside
@@ -78,7 +80,15 @@ type WorkspaceProvider interface {
 	ReadFile(ctx context.Context, ws Workspace, path string) ([]byte, error)
 	// WriteFile creates or replaces a file (parents created), mode 0 = 0644.
 	WriteFile(ctx context.Context, ws Workspace, path string, data []byte, mode uint32) error
+	// EditFile applies one edit_file command to a text file in one step
+	// (str_replace, insert, create; sandboxapi.EditFileInput); a retry with
+	// the same editID is not applied twice.
+	EditFile(ctx context.Context, ws Workspace, in sandboxapi.EditFileInput, editID string) (sandboxapi.EditFileResult, error)
 	ListDir(ctx context.Context, ws Workspace, path string) ([]FileEntry, error)
+	// ListTree is list_dir with a depth and the hidden/ignored filters.
+	ListTree(ctx context.Context, ws Workspace, in sandboxapi.ListDirInput) (sandboxapi.ListDirResult, error)
+	// Log lists the newest commits reachable from HEAD.
+	Log(ctx context.Context, ws Workspace, req sandboxapi.LogRequest) (sandboxapi.LogResult, error)
 	Search(ctx context.Context, ws Workspace, req SearchRequest) (SearchResult, error)
 	// SizeBytes returns the bytes used by the worktree's files.
 	SizeBytes(ctx context.Context, ws Workspace) (int64, error)

@@ -38,10 +38,13 @@ const (
 	ActivityExec           = sandboxapi.ExecActivityType
 	ActivityReadFile       = "sandbox.ReadFile"
 	ActivityWriteFile      = "sandbox.WriteFile"
+	ActivityEditFile       = "sandbox.EditFile"
 	ActivityListDir        = "sandbox.ListDir"
 	ActivitySearch         = "sandbox.Search"
 	ActivityStatus         = "sandbox.Status"
 	ActivityDiff           = "sandbox.Diff"
+	ActivityLog            = "sandbox.Log"
+	ActivityReadOutput     = "sandbox.ReadOutput"
 	ActivityCommit         = "sandbox.Commit"
 	ActivityHibernate      = "sandbox.Hibernate"
 	ActivityDestroyRuntime = "sandbox.DestroyRuntime"

@@ -74,6 +74,9 @@ type SessionSettings struct {
 	// HostWait bounds how long an operation waits for its host's worker to pick
 	// it up (activity schedule-to-start); 0 means 2 minutes.
 	HostWait time.Duration `json:"host_wait,omitempty"`
+	// CodeHost: the host has a code host for this session's repository
+	// (set per workspace by the acquire activity; sandboxapi.Handle.CodeHost).
+	CodeHost bool `json:"code_host,omitempty"`
 }
 
 // HandleFor builds the sandboxapi.Handle of a workspace.
@@ -84,6 +87,7 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) san
 		BaseRef: ws.BaseRef, BaseCommit: ws.BaseCommit, Mode: ws.Mode, Capabilities: ws.Capabilities,
 		Repo: ws.Repo, HostID: ws.HostID, RuntimeKind: settings.RuntimeKind, UserID: ws.UserID,
 		ProjectID: ws.ProjectID, Created: created, ContractVersion: sandboxapi.ContractVersion,
+		CodeHost: settings.CodeHost,
 	}
 }
 
@@ -93,6 +97,9 @@ type LocateResult struct {
 	Exists bool   `json:"exists"`
 	// HostWait is the locating worker's SessionSettings.HostWait.
 	HostWait time.Duration `json:"host_wait,omitempty"`
+	// CodeHost: the host has a code host for this session's repository
+	// (set per workspace by the acquire activity; sandboxapi.Handle.CodeHost).
+	CodeHost bool `json:"code_host,omitempty"`
 }
 
 // AcquireActivityInput is the acquire activity's argument.
@@ -119,12 +126,37 @@ type ExecActivityInput struct {
 	UpdateID string `json:"update_id,omitempty"`
 }
 
-// FileActivityInput serves read_file, write_file and list_dir.
+// FileActivityInput serves read_file, write_file and list_dir (Depth,
+// SkipHidden and SkipIgnored: sandboxapi.ListDirInput).
 type FileActivityInput struct {
 	WorkspaceID string `json:"workspace_id"`
 	Path        string `json:"path"`
 	Content     []byte `json:"content,omitempty"`
 	Mode        uint32 `json:"mode,omitempty"`
+	Depth       int    `json:"depth,omitempty"`
+	SkipHidden  bool   `json:"skip_hidden,omitempty"`
+	SkipIgnored bool   `json:"skip_ignored,omitempty"`
+}
+
+// EditFileActivityInput is the edit-file activity's argument; UpdateID
+// (the edit_file update's id) keeps a retried activity from applying the
+// edit twice.
+type EditFileActivityInput struct {
+	WorkspaceID string                   `json:"workspace_id"`
+	Request     sandboxapi.EditFileInput `json:"request"`
+	UpdateID    string                   `json:"update_id,omitempty"`
+}
+
+// LogActivityInput is the log activity's argument.
+type LogActivityInput struct {
+	WorkspaceID string                `json:"workspace_id"`
+	Request     sandboxapi.LogRequest `json:"request"`
+}
+
+// ReadOutputActivityInput is the read-output activity's argument.
+type ReadOutputActivityInput struct {
+	WorkspaceID string                     `json:"workspace_id"`
+	Request     sandboxapi.ReadOutputInput `json:"request"`
 }
 
 // SearchActivityInput is the search activity's argument.

@@ -147,6 +147,7 @@ func (c *cli) rootCommand() *cobra.Command {
 		c.pushCommand(), c.prCommand())
 	root.AddCommand(c.fanoutCommand())
 	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand())
+	root.AddCommand(c.checkpointCommand(), c.rollbackCommand(), c.forkCommand(), c.destroyCommand(), c.cleanupCommand())
 	return root
 }
 

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,10 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,6 +25,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
+	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // The lifecycle end to end (docs/API.md "Checkpoints", "Fork", "Destroy",
@@ -516,4 +522,157 @@ func TestCleanupOfAUserAcrossTwoHosts(t *testing.T) {
 		row, err := hostA.Store.GetWorkspace(ctx, m.hd.WorkspaceID)
 		assert.ErrorIs(t, err, sandbox.ErrWorkspaceNotFound, "%s: %+v", m.hd.WorkspaceID, row)
 	}
+}
+
+// Checkpoints count as saved work for eviction and eviction keeps them: a
+// dirty workspace exactly at its newest checkpoint is evicted like a clean
+// one (and restored exactly), a dirty one without is kept without pressure;
+// a repo cache whose only unsaved commits are a destroyed workspace's
+// checkpoints is held, and released once they are discarded.
+func TestCheckpointsAreSavedWorkForEviction(t *testing.T) {
+	e := newEvEnv(t, "evcheckpoint", aggressive(hugeBudget))
+	ctx := ctxFor(t, 5*time.Minute)
+	sCp, hCp := e.acquire(sandbox.ModeEdit, "checkpointed")
+	require.NoError(t, sCp.WriteFile(ctx, "wip.txt", []byte("saved in a checkpoint\n"), 0o600))
+	require.NoError(t, sCp.WriteFile(ctx, "README.md", []byte("edited\r\n"), 0))
+	cp, err := sCp.Checkpoint(ctx, "before eviction")
+	require.NoError(t, err)
+	before := worktreeSnapshot(t, hCp.LocalPath)
+	sDirty, hDirty := e.acquire(sandbox.ModeEdit, "dirty")
+	require.NoError(t, sDirty.WriteFile(ctx, "wip.txt", []byte("only in the worktree\n"), 0))
+
+	res := e.run(false)
+	got := resultsByID(res)
+	r := got["evict_workspace:"+hCp.WorkspaceID]
+	require.Equal(t, sandboxapi.OutcomeDone, r.Outcome, r.Reason)
+	assert.Equal(t, sandboxapi.TierCleanEdit, r.Tier, "planned like a clean workspace")
+	assert.Equal(t, sandbox.EvictedRef(hCp.WorkspaceID), r.BackupRef, "and still saved, so the restore is exact")
+	_, planned := got["evict_workspace:"+hDirty.WorkspaceID]
+	assert.False(t, planned, "uncheckpointed work is not evicted without pressure")
+	assert.DirExists(t, hDirty.LocalPath)
+	assert.Equal(t, cp.Commit, gittest.Git(t, e.bare(hCp), "rev-parse", cp.Ref), "eviction keeps the checkpoint")
+
+	hd, err := sCp.Restore(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, r.BackupRef, hd.RestoredFrom)
+	assert.Equal(t, before, worktreeSnapshot(t, hCp.LocalPath))
+	list, err := sCp.Checkpoints(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+
+	// A destroyed workspace's kept checkpoint holds the repo cache.
+	p := newEvEnv(t, "evcheckpointcache", aggressive(tinyBudget))
+	sW, hW := p.acquire(sandbox.ModeTask, "w")
+	require.NoError(t, sW.WriteFile(ctx, "precious.txt", []byte("p\n"), 0))
+	_, err = sW.Checkpoint(ctx, "")
+	require.NoError(t, err)
+	res2, err := sW.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rm", "precious.txt"}})
+	require.NoError(t, err)
+	require.Equal(t, 0, res2.ExitCode)
+	dr, err := sW.Destroy(ctx, false)
+	require.NoError(t, err)
+	assert.Empty(t, dr.BackupRef, "clean: nothing to back up")
+	assert.Equal(t, 1, dr.CheckpointsKept)
+	cache := sandbox.RepoCacheIDFor(hW.HostID, hW.Repo)
+	run := p.run(false)
+	assert.Equal(t, "holds commits on no remote branch", heldOf(run)[cache])
+	assert.DirExists(t, p.bare(hW), "the repo cache stays")
+
+	_, err = sW.Destroy(ctx, true)
+	require.NoError(t, err)
+	run = p.run(false)
+	assert.Equal(t, sandboxapi.OutcomeDone, resultsByID(run)["remove_repo_cache:"+cache].Outcome, "%+v", run.Hosts[0].Results)
+	assert.NoDirExists(t, p.bare(hW), "without workspaces or saved work the cache follows the normal rules")
+}
+
+// A fan-out with FromFork commits nothing first: each task is a fork of the
+// conversation, holding its uncommitted and untracked files.
+func TestFanoutFromForkCarriesTheConversationsUncommittedWork(t *testing.T) {
+	h := startHost(t, "fanoutfork")
+	s, hd := conversation(t, h.client, uniq(t, "u"))
+	ctx := ctxFor(t, 3*time.Minute)
+	require.NoError(t, s.WriteFile(ctx, "wip.txt", []byte("uncommitted\n"), 0))
+	head := headOf(t, hd.LocalPath)
+	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{ConversationWorkspaceID: hd.WorkspaceID, FromFork: true,
+		Tasks: []sandboxapi.TaskSpec{{TaskID: uniq(t, "k1"), Script: "cat wip.txt > seen.txt"}, {TaskID: uniq(t, "k2"), Script: "test -f nope"}}})
+	require.NoError(t, err)
+	rep, err := f.Result(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.FanoutCompleted, rep.State, rep.Error)
+	assert.True(t, rep.FromFork)
+	assert.False(t, rep.Checkpointed, "nothing was committed first")
+	assert.Equal(t, head, rep.StartCommit)
+	k1, k2 := rep.Tasks[0], rep.Tasks[1]
+	assert.Equal(t, sandboxapi.TaskSucceeded, k1.Status, k1.Message)
+	assert.Equal(t, sandboxapi.TaskMergeMerged, k1.Merge, k1.Message)
+	assert.Equal(t, sandboxapi.TaskFailed, k2.Status)
+	require.NotNil(t, k1.Diff)
+	assert.ElementsMatch(t, []string{"seen.txt", "wip.txt"}, k1.Diff.Files, "the fork started with the conversation's uncommitted file")
+	data, err := s.ReadFile(ctx, "seen.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "uncommitted\n", string(data), "the task saw it")
+	requireCleanAt(t, s, rep.Head)
+	replayFanout(t, f.WorkflowID(), "fanout-from-fork.json")
+}
+
+// TestLifecycleHistoriesReplay drives checkpoint, checkpoints, rollback,
+// fork, restore and destroy through one session and a cleanup, replays every
+// run against the current workflow code and, with
+// SANDBOXCORE_UPDATE_HISTORIES=1, records them for the workflows package's
+// replay tests.
+func TestLifecycleHistoriesReplay(t *testing.T) {
+	h := startHost(t, "lifereplay")
+	ctx := ctxFor(t, 3*time.Minute)
+	s, hd, _ := newEditSession(t, h)
+	require.NoError(t, s.WriteFile(ctx, "a.txt", []byte("a\n"), 0))
+	cp, err := s.Checkpoint(ctx, "a")
+	require.NoError(t, err)
+	require.NoError(t, s.WriteFile(ctx, "b.txt", []byte("b\n"), 0))
+	_, err = s.Checkpoints(ctx)
+	require.NoError(t, err)
+	_, err = s.Rollback(ctx, cp.ID)
+	require.NoError(t, err)
+	fr, err := s.Fork(ctx, sandboxapi.ForkInput{TaskID: uniq(t, "t")})
+	require.NoError(t, err)
+	_, err = s.Restore(ctx)
+	require.NoError(t, err)
+	_, err = s.Destroy(ctx, false)
+	require.NoError(t, err)
+	_, err = s.Restore(ctx)
+	require.NoError(t, err)
+	_, err = s.Destroy(ctx, true)
+	require.NoError(t, err)
+	cl, err := h.client.StartCleanup(ctx, sandboxapi.CleanupInput{UserID: fr.Handle.UserID, Discard: true})
+	require.NoError(t, err)
+	rep, err := cl.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Summary.Destroyed, "%+v", rep.Workspaces)
+
+	replayer := worker.NewWorkflowReplayer()
+	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
+	record := func(hist *historypb.History, dir, name string) {
+		if os.Getenv(updateHistoriesEnv) != "1" {
+			return
+		}
+		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+		require.NoError(t, err)
+		p := filepath.Join("..", "workflows", "testdata", dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, data, 0o644))
+	}
+	runs := 0
+	for _, wfID := range []string{hd.WorkflowID, fr.Handle.WorkflowID} {
+		for _, runID := range runIDs(t, wfID) {
+			hist := history(t, wfID, runID)
+			require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "%s run %s", wfID, runID)
+			runs++
+			record(hist, "histories", fmt.Sprintf("session-lifecycle-%d.json", runs))
+		}
+	}
+	require.GreaterOrEqual(t, runs, 4)
+	creplayer := worker.NewWorkflowReplayer()
+	creplayer.RegisterWorkflowWithOptions(workflows.CleanupWorkflow, workflow.RegisterOptions{Name: sandboxapi.CleanupWorkflowType})
+	hist := history(t, cl.WorkflowID(), "")
+	require.NoError(t, creplayer.ReplayWorkflowHistory(nil, hist))
+	record(hist, "cleanup-histories", "cleanup-discard.json")
 }

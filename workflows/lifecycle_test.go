@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -485,4 +487,18 @@ func TestFanoutFromForkForksEachTask(t *testing.T) {
 	assert.Equal(t, [2]string{sandboxapi.TaskSucceeded, sandboxapi.TaskMergeMerged}, [2]string{tasks["k1"].Status, tasks["k1"].Merge})
 	assert.Equal(t, [2]string{sandboxapi.TaskFailed, sandboxapi.TaskMergeSkipped}, [2]string{tasks["k2"].Status, tasks["k2"].Merge})
 	assert.Equal(t, [][]string{{"agent/task-k1"}}, f.merged)
+}
+
+// TestCleanupReplayRecordedHistories replays the cleanup histories recorded
+// by the end-to-end tests (tests/lifecycle_test.go,
+// SANDBOXCORE_UPDATE_HISTORIES=1) against the current workflow code.
+func TestCleanupReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "cleanup-histories", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no recorded cleanup histories")
+	for _, f := range files {
+		replayer := worker.NewWorkflowReplayer()
+		replayer.RegisterWorkflowWithOptions(CleanupWorkflow, workflow.RegisterOptions{Name: sandboxapi.CleanupWorkflowType})
+		require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, f), f)
+	}
 }

@@ -305,7 +305,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if fresh {
 		// A fork's target gets the source's files (docs/API.md "Fork"); a
 		// destroyed key's saved work comes back only when asked for.
-		if forkedFrom, err = a.applyForkSeed(ctx, &ws); err != nil {
+		if forkedFrom, err = a.applyFork(ctx, &ws); err != nil {
 			return wire.AcquireActivityResult{}, err
 		}
 		if in.Restore && forkedFrom == "" {
@@ -318,7 +318,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	}
 	ws.HostID = a.HostID
 	// The row keeps the base ref as requested ("" = the default branch): it is
-	// part of the analysis uniqueness key (seed "Storage Model").
+	// part of the analysis uniqueness key (fork manifest "Storage Model").
 	ws.BaseRef = req.BaseRef
 	now := a.now()
 	ws.LastUsedAt, ws.UpdatedAt = now, now
@@ -428,7 +428,7 @@ var AgentGitIdentity = map[string]string{
 // "The three things") read-only at its own host path, because the worktree's
 // ".git" file points into it: git works inside an isolated runtime while the
 // cache stays unchangeable from there (issue 3). The environment holds
-// nothing from the worker, only AgentGitIdentity (seed "Security Rules").
+// nothing from the worker, only AgentGitIdentity (fork manifest "Security Rules").
 func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 	rid := sandbox.RuntimeIDFor(ws.ID)
 	mounts := []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}}

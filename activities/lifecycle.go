@@ -112,7 +112,7 @@ func (a *Activities) Rollback(ctx context.Context, in wire.RollbackActivityInput
 
 // ForkPrepare is the first step of a fork, on the source's host under the
 // source's lock: the target must not exist (a destroyed one whose row is a
-// tombstone may be reused), then the source is checkpointed and a seed left
+// tombstone may be reused), then the source is checkpointed and a fork manifest left
 // for the target (sandbox.LifecycleProvider.PrepareFork). Errors:
 // ErrCommandRejected (read-only source), ErrConflict (the target exists),
 // the errors of Checkpoint.
@@ -139,18 +139,18 @@ func (a *Activities) forkPrepare(ctx context.Context, in wire.ForkPrepareInput) 
 		return wire.ForkPrepareResult{}, err
 	}
 	type out struct {
-		cp   sandbox.Checkpoint
-		seed sandbox.ForkSeed
+		cp sandbox.Checkpoint
+		fm sandbox.ForkManifest
 	}
 	o, err := whileHeartbeating(ctx, func() (out, error) {
-		cp, seed, err := lp.PrepareFork(ctx, src, in.Target)
-		return out{cp, seed}, err
+		cp, fm, err := lp.PrepareFork(ctx, src, in.Target)
+		return out{cp, fm}, err
 	})
 	if err != nil {
 		return wire.ForkPrepareResult{}, err
 	}
 	a.touch(ctx, src.ID, true)
-	return wire.ForkPrepareResult{Checkpoint: o.cp, Seed: o.seed}, nil
+	return wire.ForkPrepareResult{Checkpoint: o.cp, Manifest: o.fm}, nil
 }
 
 // Destroy destroys a workspace of this host for good (docs/API.md
@@ -161,7 +161,7 @@ func (a *Activities) forkPrepare(ctx context.Context, in wire.ForkPrepareInput) 
 // eviction backup is moved there) and the row becomes a tombstone (state
 // removed); the worktree is removed and the workspace's branch deleted from
 // the repo cache (its commits stay reachable from the backup); with
-// Discard, its checkpoints, backups and fork seed are dropped too. Finally
+// Discard, its checkpoints, backups and fork manifest are dropped too. Finally
 // the row is deleted, unless something is kept (a backup or checkpoints):
 // then the tombstone stays so that a later acquire of the key finds the host
 // holding it. A workspace that does not exist is {Existed: false}. Errors:
@@ -238,7 +238,7 @@ func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) 
 	} else if ws.BranchName != "" {
 		res.BranchDeleted = ws.BranchName
 	}
-	if err := lp.DropForkSeed(ctx, ws.ID); err != nil {
+	if err := lp.DropForkManifest(ctx, ws.ID); err != nil {
 		return res, err
 	}
 	if in.Discard {
@@ -352,26 +352,26 @@ func (a *Activities) restorableRef(ctx context.Context, ws sandbox.Workspace) st
 	return man.Ref
 }
 
-// applyForkSeed writes a pending fork seed into the just created ws and
+// applyFork writes a pending fork manifest into the just created ws and
 // returns the source's id ("" when there is none).
-func (a *Activities) applyForkSeed(ctx context.Context, ws *sandbox.Workspace) (string, error) {
+func (a *Activities) applyFork(ctx context.Context, ws *sandbox.Workspace) (string, error) {
 	lp, err := a.lifecycle()
 	if err != nil {
 		return "", nil
 	}
 	type out struct {
-		seed sandbox.ForkSeed
-		ok   bool
+		fm sandbox.ForkManifest
+		ok bool
 	}
 	o, err := whileHeartbeating(ctx, func() (out, error) {
-		s, ok, err := lp.ApplyForkSeed(ctx, *ws)
+		s, ok, err := lp.ApplyFork(ctx, *ws)
 		return out{s, ok}, err
 	})
 	if err != nil || !o.ok {
 		return "", err
 	}
 	ws.Dirty = true
-	return o.seed.SourceID, nil
+	return o.fm.SourceID, nil
 }
 
 func isHexID(s string) bool {
@@ -410,7 +410,7 @@ func (a *Activities) CleanupList(ctx context.Context, in wire.CleanupListInput) 
 // through the Temporal client: the second step of a fork (acquiring the
 // new workspace's own session) and the cleanup's listing and destroys.
 // Register them on the shared queue and on the host's queue (a fork's
-// acquire runs on the source's host, where its seed is).
+// acquire runs on the source's host, where its fork manifest is).
 type LifecycleActivities struct {
 	*Activities
 	// Client is connected to the sessions' namespace.
@@ -431,12 +431,12 @@ func (l *LifecycleActivities) Register(w interface {
 
 // ForkAcquire acquires the fork's target by update-with-start of its own
 // session on in.HostID's queue (so its acquire runs on the source's host,
-// where the seed and the repo cache are); the acquire writes the seed into
+// where the fork manifest and the repo cache are); the acquire writes the forked state into
 // the new worktree (Handle.ForkedFrom). A retried activity whose first
-// attempt made the workspace recognizes it by the consumed seed's OpID.
+// attempt made the workspace recognizes it by the consumed fork manifest's OpID.
 // Errors: ErrConflict (the target existed: nothing of the fork was written
 // into it), ErrWorkspaceUnavailable (it landed on another host), the
-// acquire's errors. On failure an unconsumed seed is dropped.
+// acquire's errors. On failure an unconsumed fork manifest is dropped.
 func (l *LifecycleActivities) ForkAcquire(ctx context.Context, in wire.ForkAcquireInput) (sandboxapi.Handle, error) {
 	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) { return l.forkAcquire(ctx, in) })
 	return h, ToApplicationError(err)
@@ -452,8 +452,8 @@ func (l *LifecycleActivities) forkAcquire(ctx context.Context, in wire.ForkAcqui
 		return sandboxapi.Handle{}, err
 	}
 	drop := func() {
-		if seed, ok, err := lp.ForkSeed(ctx, targetID); err == nil && ok && seed.ConsumedAt == nil && seed.OpID == in.OpID {
-			_ = lp.DropForkSeed(ctx, targetID)
+		if fm, ok, err := lp.ForkManifest(ctx, targetID); err == nil && ok && fm.ConsumedAt == nil && fm.OpID == in.OpID {
+			_ = lp.DropForkManifest(ctx, targetID)
 		}
 	}
 	sc := sandboxclient.New(l.Client, sandboxclient.Options{TaskQueue: wire.HostTaskQueue(in.HostID)})
@@ -469,8 +469,8 @@ func (l *LifecycleActivities) forkAcquire(ctx context.Context, in wire.ForkAcqui
 	if h.ForkedFrom == in.SourceID {
 		return h, nil
 	}
-	if seed, ok, err := lp.ForkSeed(ctx, targetID); err == nil && ok && seed.ConsumedAt != nil && seed.OpID == in.OpID && seed.SourceID == in.SourceID {
-		h.ForkedFrom = seed.SourceID // made by this fork's earlier attempt
+	if fm, ok, err := lp.ForkManifest(ctx, targetID); err == nil && ok && fm.ConsumedAt != nil && fm.OpID == in.OpID && fm.SourceID == in.SourceID {
+		h.ForkedFrom = fm.SourceID // made by this fork's earlier attempt
 		return h, nil
 	}
 	drop()

@@ -36,7 +36,7 @@ func (s *session) validateFork(in sandboxapi.ForkInput) error {
 	return nil
 }
 
-// fork checkpoints this workspace and leaves a seed for the target under
+// fork checkpoints this workspace and leaves a fork manifest for the target under
 // the exclusive lock (the source's files, index and branch are not
 // touched), then — without the lock — acquires the target's own session on
 // this workspace's host, whose acquire writes the checkpoint into the new

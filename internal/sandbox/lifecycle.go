@@ -30,15 +30,15 @@ type ForkTarget struct {
 	ID     string `json:"id"`
 	Branch string `json:"branch"`
 	// OpID identifies the fork (the fork update's id): a retried fork that
-	// finds a seed of the same OpID already used knows its target was made
+	// finds a fork manifest of the same OpID already used knows its target was made
 	// by itself.
 	OpID string `json:"op_id"`
 }
 
-// ForkSeed is what a fork leaves for the acquire that creates its target
+// ForkManifest is what a fork leaves for the acquire that creates its target
 // workspace: the source's checkpoint to write into the new worktree as
 // uncommitted changes, on a branch that starts at Head.
-type ForkSeed struct {
+type ForkManifest struct {
 	TargetID     string `json:"target_id"`
 	TargetBranch string `json:"target_branch"`
 	SourceID     string `json:"source_id"`
@@ -50,7 +50,7 @@ type ForkSeed struct {
 	Head       string    `json:"head"`
 	OpID       string    `json:"op_id"`
 	CreatedAt  time.Time `json:"created_at"`
-	// ConsumedAt is set once the seed was written into the target.
+	// ConsumedAt is set once the fork manifest was written into the target.
 	ConsumedAt *time.Time `json:"consumed_at,omitempty"`
 }
 
@@ -79,20 +79,20 @@ type LifecycleProvider interface {
 	// worktree), the errors of Checkpoint.
 	Rollback(ctx context.Context, ws Workspace, id int) (RollbackResult, error)
 	// PrepareFork takes a checkpoint of src (labelled for the fork) and
-	// leaves a ForkSeed for target. Errors: ErrConflict (target's branch
+	// leaves a ForkManifest for target. Errors: ErrConflict (target's branch
 	// exists already), the errors of Checkpoint.
-	PrepareFork(ctx context.Context, src Workspace, target ForkTarget) (Checkpoint, ForkSeed, error)
-	// ForkSeed returns the seed left for workspace targetID (false: none).
-	ForkSeed(ctx context.Context, targetID string) (ForkSeed, bool, error)
-	// ApplyForkSeed writes the pending seed of ws (just created by Ensure at
-	// the seed's Head) into its worktree as uncommitted changes and marks it
-	// consumed; it returns the seed (ok false when there is none). A seed
+	PrepareFork(ctx context.Context, src Workspace, target ForkTarget) (Checkpoint, ForkManifest, error)
+	// ForkManifest returns the fork manifest left for workspace targetID (false: none).
+	ForkManifest(ctx context.Context, targetID string) (ForkManifest, bool, error)
+	// ApplyFork writes the pending fork manifest of ws (just created by Ensure at
+	// the manifest's Head) into its worktree as uncommitted changes and marks it
+	// consumed; it returns the fork manifest (ok false when there is none). A fork manifest
 	// already consumed is returned without writing anything. Errors:
-	// ErrConflict (the worktree is not at the seed's Head on its branch),
+	// ErrConflict (the worktree is not at the fork manifest's Head on its branch),
 	// ErrWorkspaceUnavailable.
-	ApplyForkSeed(ctx context.Context, ws Workspace) (ForkSeed, bool, error)
-	// DropForkSeed deletes the seed of targetID (missing: success).
-	DropForkSeed(ctx context.Context, targetID string) error
+	ApplyFork(ctx context.Context, ws Workspace) (ForkManifest, bool, error)
+	// DropForkManifest deletes the fork manifest of targetID (missing: success).
+	DropForkManifest(ctx context.Context, targetID string) error
 	// SaveForDestroy saves ws's unsaved work as a destroy backup
 	// (DestroyedRef, patch, manifest; verified like an eviction backup), or
 	// moves a pending eviction backup of an evicted ws there; it returns false
@@ -113,6 +113,6 @@ type LifecycleProvider interface {
 	// success). Errors: ErrConflict (checked out in a worktree).
 	DeleteBranch(ctx context.Context, ws Workspace) error
 	// Discard drops everything kept for ws: its checkpoints, its eviction and
-	// destroy backups (refs, patches, manifests) and its fork seed.
+	// destroy backups (refs, patches, manifests) and its fork manifest.
 	Discard(ctx context.Context, ws Workspace) error
 }

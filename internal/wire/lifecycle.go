@@ -17,16 +17,16 @@ type RollbackActivityInput struct {
 }
 
 // ForkPrepareInput is the fork's first activity (on the source's host,
-// under the source's lock): checkpoint the source and leave the seed.
+// under the source's lock): checkpoint the source and leave the fork manifest.
 type ForkPrepareInput struct {
 	WorkspaceID string             `json:"workspace_id"`
 	Target      sandbox.ForkTarget `json:"target"`
 }
 
-// ForkPrepareResult is the source's checkpoint and the seed left for the target.
+// ForkPrepareResult is the source's checkpoint and the fork manifest left for the target.
 type ForkPrepareResult struct {
-	Checkpoint sandbox.Checkpoint `json:"checkpoint"`
-	Seed       sandbox.ForkSeed   `json:"seed"`
+	Checkpoint sandbox.Checkpoint   `json:"checkpoint"`
+	Manifest   sandbox.ForkManifest `json:"manifest"`
 }
 
 // ForkAcquireInput is the fork's second activity (on the source's host):

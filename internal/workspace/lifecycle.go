@@ -30,7 +30,7 @@ import (
 // (Backups.snapshot: tracked and untracked, not ignored, files as raw bytes,
 // in a temporary index) and whose only parent is HEAD; its message carries
 // the metadata git cannot (label, branch, permission bits) as one JSON line
-// after checkpointMetaPrefix. Rollbacks, fork seeds and destroy restores
+// after checkpointMetaPrefix. Rollbacks, fork manifests and destroy restores
 // write trees back with Backups.bringTo (raw writes through an os.Root).
 
 var _ sandbox.LifecycleProvider = (*Backups)(nil)
@@ -456,26 +456,26 @@ func (b *Backups) matchesNewestCheckpoint(ctx context.Context, ws sandbox.Worksp
 // ---------------------------------------------------------------------------
 // Forks
 
-func (b *Backups) seedPath(targetID string) string {
+func (b *Backups) forkManifestPath(targetID string) string {
 	return filepath.Join(b.dir, "forks", targetID+".json")
 }
 
-// PrepareFork checkpoints src ("fork to <target>") and leaves a seed for
-// the target's first acquire (sandbox.LifecycleProvider). A pending seed of
+// PrepareFork checkpoints src ("fork to <target>") and leaves a fork manifest for
+// the target's first acquire (sandbox.LifecycleProvider). A pending fork manifest of
 // the same OpID is returned as it is (a retried fork). Errors:
 // ErrInvalidArgument (target), ErrConflict (the target's branch exists in
 // the repo cache: the key was used before), the errors of Checkpoint.
-func (b *Backups) PrepareFork(ctx context.Context, src sandbox.Workspace, target sandbox.ForkTarget) (sandbox.Checkpoint, sandbox.ForkSeed, error) {
+func (b *Backups) PrepareFork(ctx context.Context, src sandbox.Workspace, target sandbox.ForkTarget) (sandbox.Checkpoint, sandbox.ForkManifest, error) {
 	if err := sandbox.ValidateWorkspaceID(target.ID); err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkSeed{}, err
+		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
 	if err := sandbox.ValidateRef(target.Branch); err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkSeed{}, err
+		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
-	if prev, ok, err := b.ForkSeed(ctx, target.ID); err == nil && ok && prev.SourceID == src.ID && prev.OpID == target.OpID && target.OpID != "" {
+	if prev, ok, err := b.ForkManifest(ctx, target.ID); err == nil && ok && prev.SourceID == src.ID && prev.OpID == target.OpID && target.OpID != "" {
 		w, err := b.m.openWorktree(ctx, src)
 		if err != nil {
-			return sandbox.Checkpoint{}, sandbox.ForkSeed{}, err
+			return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
 		}
 		rec, err := b.checkpointByID(ctx, b.m.bareGit(w.bare), src.ID, prev.Checkpoint)
 		if err == nil {
@@ -484,32 +484,32 @@ func (b *Backups) PrepareFork(ctx context.Context, src sandbox.Workspace, target
 	}
 	w, err := b.m.openWorktree(ctx, src)
 	if err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkSeed{}, err
+		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
 	bg := b.m.bareGit(w.bare)
 	if tip, err := b.m.firstCommit(ctx, bg, "refs/heads/"+target.Branch); err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkSeed{}, err
+		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
 	} else if tip != "" {
-		return sandbox.Checkpoint{}, sandbox.ForkSeed{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s exists already in the repo cache (workspace %s was used before): fork to a new id", target.Branch, target.ID)
+		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s exists already in the repo cache (workspace %s was used before): fork to a new id", target.Branch, target.ID)
 	}
 	rec, err := b.next(ctx, w, bg, src.ID, "fork to "+target.ID)
 	if err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkSeed{}, err
+		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
-	seed := sandbox.ForkSeed{TargetID: target.ID, TargetBranch: target.Branch, SourceID: src.ID, Checkpoint: rec.cp.ID,
+	fm := sandbox.ForkManifest{TargetID: target.ID, TargetBranch: target.Branch, SourceID: src.ID, Checkpoint: rec.cp.ID,
 		Ref: rec.cp.Ref, Commit: rec.cp.Commit, Tree: rec.tree, Head: rec.cp.Head, OpID: target.OpID, CreatedAt: b.m.now().UTC()}
-	if err := b.writeSeed(seed); err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkSeed{}, err
+	if err := b.writeForkManifest(fm); err != nil {
+		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
-	return rec.cp, seed, nil
+	return rec.cp, fm, nil
 }
 
-func (b *Backups) writeSeed(seed sandbox.ForkSeed) error {
-	data, err := json.MarshalIndent(seed, "", "  ")
+func (b *Backups) writeForkManifest(fm sandbox.ForkManifest) error {
+	data, err := json.MarshalIndent(fm, "", "  ")
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "encode fork seed: %v", err)
+		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "encode fork manifest: %v", err)
 	}
-	return writeFileAtomic(b.seedPath(seed.TargetID), append(data, '\n'))
+	return writeFileAtomic(b.forkManifestPath(fm.TargetID), append(data, '\n'))
 }
 
 // writeFileAtomic writes data to path through a synced temporary file in
@@ -535,77 +535,77 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-// ForkSeed returns the seed left for targetID (sandbox.LifecycleProvider).
-// Errors: ErrInvalidArgument (id), ErrWorkspaceUnavailable (malformed seed).
-func (b *Backups) ForkSeed(_ context.Context, targetID string) (sandbox.ForkSeed, bool, error) {
+// ForkManifest returns the fork manifest left for targetID (sandbox.LifecycleProvider).
+// Errors: ErrInvalidArgument (id), ErrWorkspaceUnavailable (malformed fork manifest).
+func (b *Backups) ForkManifest(_ context.Context, targetID string) (sandbox.ForkManifest, bool, error) {
 	if err := sandbox.ValidateWorkspaceID(targetID); err != nil {
-		return sandbox.ForkSeed{}, false, err
+		return sandbox.ForkManifest{}, false, err
 	}
-	data, err := os.ReadFile(b.seedPath(targetID))
+	data, err := os.ReadFile(b.forkManifestPath(targetID))
 	if errors.Is(err, fs.ErrNotExist) {
-		return sandbox.ForkSeed{}, false, nil
+		return sandbox.ForkManifest{}, false, nil
 	}
 	if err != nil {
-		return sandbox.ForkSeed{}, false, fsError(err, "read fork seed")
+		return sandbox.ForkManifest{}, false, fsError(err, "read fork manifest")
 	}
-	var seed sandbox.ForkSeed
-	if err := json.Unmarshal(data, &seed); err != nil || seed.TargetID != targetID || sandbox.ValidateWorkspaceID(seed.SourceID) != nil ||
-		!isHex(seed.Commit) || !isHex(seed.Tree) || !isHex(seed.Head) || sandbox.ValidateRef(seed.TargetBranch) != nil || seed.Checkpoint < 1 {
-		return sandbox.ForkSeed{}, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork seed %s is malformed", b.seedPath(targetID))
+	var fm sandbox.ForkManifest
+	if err := json.Unmarshal(data, &fm); err != nil || fm.TargetID != targetID || sandbox.ValidateWorkspaceID(fm.SourceID) != nil ||
+		!isHex(fm.Commit) || !isHex(fm.Tree) || !isHex(fm.Head) || sandbox.ValidateRef(fm.TargetBranch) != nil || fm.Checkpoint < 1 {
+		return sandbox.ForkManifest{}, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork manifest %s is malformed", b.forkManifestPath(targetID))
 	}
-	return seed, true, nil
+	return fm, true, nil
 }
 
-// ApplyForkSeed writes ws's pending fork seed into its fresh worktree
-// (sandbox.LifecycleProvider): HEAD must be the seed's Head on the seed's
+// ApplyFork writes ws's pending fork manifest into its fresh worktree
+// (sandbox.LifecycleProvider): HEAD must be the manifest's Head on the manifest's
 // branch; the checkpoint's tree and permission bits are written with
 // bringTo, the index is left at HEAD, so the source's uncommitted and
 // untracked files show as unstaged and untracked changes. Errors:
 // ErrConflict (HEAD is elsewhere), ErrWorkspaceUnavailable (the checkpoint
 // is missing or unreadable), ErrWorkspaceNotFound.
-func (b *Backups) ApplyForkSeed(ctx context.Context, ws sandbox.Workspace) (sandbox.ForkSeed, bool, error) {
-	seed, ok, err := b.ForkSeed(ctx, ws.ID)
+func (b *Backups) ApplyFork(ctx context.Context, ws sandbox.Workspace) (sandbox.ForkManifest, bool, error) {
+	fm, ok, err := b.ForkManifest(ctx, ws.ID)
 	if err != nil || !ok {
-		return seed, false, err
+		return fm, false, err
 	}
-	if seed.ConsumedAt != nil {
-		return seed, true, nil
+	if fm.ConsumedAt != nil {
+		return fm, true, nil
 	}
 	w, err := b.m.openWorktree(ctx, ws)
 	if err != nil {
-		return seed, false, err
+		return fm, false, err
 	}
 	headC, branch, err := head(ctx, w.git.with(readEnv))
 	if err != nil {
-		return seed, false, err
+		return fm, false, err
 	}
-	if headC != seed.Head || branch != seed.TargetBranch {
-		return seed, false, sandbox.Errorf(sandbox.ErrConflict, "workspace %s is on %q at %s, but its fork from %s starts on %q at %s", ws.ID, branch, headC, seed.SourceID, seed.TargetBranch, seed.Head)
+	if headC != fm.Head || branch != fm.TargetBranch {
+		return fm, false, sandbox.Errorf(sandbox.ErrConflict, "workspace %s is on %q at %s, but its fork from %s starts on %q at %s", ws.ID, branch, headC, fm.SourceID, fm.TargetBranch, fm.Head)
 	}
 	bg := b.m.bareGit(w.bare)
-	rec, err := b.checkpointByID(ctx, bg, seed.SourceID, seed.Checkpoint)
-	if err != nil || rec.cp.Commit != seed.Commit || rec.tree != seed.Tree {
-		return seed, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork of %s into %s: checkpoint %d of the source is missing or changed", seed.SourceID, ws.ID, seed.Checkpoint)
+	rec, err := b.checkpointByID(ctx, bg, fm.SourceID, fm.Checkpoint)
+	if err != nil || rec.cp.Commit != fm.Commit || rec.tree != fm.Tree {
+		return fm, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork of %s into %s: checkpoint %d of the source is missing or changed", fm.SourceID, ws.ID, fm.Checkpoint)
 	}
 	if err := b.bringTo(ctx, w, bg, rec.tree, rec.modes); err != nil {
-		return seed, false, err
+		return fm, false, err
 	}
 	at := b.m.now().UTC()
-	seed.ConsumedAt = &at
-	if err := b.writeSeed(seed); err != nil {
-		return seed, false, err
+	fm.ConsumedAt = &at
+	if err := b.writeForkManifest(fm); err != nil {
+		return fm, false, err
 	}
-	b.m.log.Info("workspace: fork written", "workspace_id", ws.ID, "source", seed.SourceID, "checkpoint", seed.Checkpoint)
-	return seed, true, nil
+	b.m.log.Info("workspace: fork written", "workspace_id", ws.ID, "source", fm.SourceID, "checkpoint", fm.Checkpoint)
+	return fm, true, nil
 }
 
-// DropForkSeed deletes targetID's seed; a missing one is success.
-func (b *Backups) DropForkSeed(_ context.Context, targetID string) error {
+// DropForkManifest deletes targetID's fork manifest; a missing one is success.
+func (b *Backups) DropForkManifest(_ context.Context, targetID string) error {
 	if err := sandbox.ValidateWorkspaceID(targetID); err != nil {
 		return err
 	}
-	if err := os.Remove(b.seedPath(targetID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fsError(err, "remove fork seed")
+	if err := os.Remove(b.forkManifestPath(targetID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fsError(err, "remove fork manifest")
 	}
 	return nil
 }
@@ -806,7 +806,7 @@ func (b *Backups) DeleteBranch(ctx context.Context, ws sandbox.Workspace) error 
 
 // Discard drops everything kept for ws (sandbox.LifecycleProvider): its
 // checkpoint refs, its eviction and destroy backup refs, patches and
-// manifests, and its fork seed. Errors: ErrWorkspaceUnavailable.
+// manifests, and its fork manifest. Errors: ErrWorkspaceUnavailable.
 func (b *Backups) Discard(ctx context.Context, ws sandbox.Workspace) error {
 	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
 		return err
@@ -815,7 +815,7 @@ func (b *Backups) Discard(ctx context.Context, ws sandbox.Workspace) error {
 	for _, k := range []bkKind{b.evicted(), b.destroyed()} {
 		files = append(files, k.manifestPath(ws.ID), k.patchPath(ws.ID))
 	}
-	files = append(files, b.seedPath(ws.ID))
+	files = append(files, b.forkManifestPath(ws.ID))
 	if l, err := locate(ws); err == nil && isDir(l.bare) {
 		bg := b.m.bareGit(l.bare)
 		refs, err := b.checkpointRefs(ctx, bg, ws.ID)

@@ -184,7 +184,7 @@ func TestRollbackOfDetachedCheckpointAndHostileRefs(t *testing.T) {
 	requireKind(t, err, sandbox.ErrWorkspaceUnavailable)
 }
 
-func TestForkSeedIsWrittenIntoTheNewWorkspace(t *testing.T) {
+func TestForkManifestIsWrittenIntoTheNewWorkspace(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
@@ -198,10 +198,10 @@ func TestForkSeedIsWrittenIntoTheNewWorkspace(t *testing.T) {
 
 	treq := sandboxapi.ForkInput{TaskID: "forked"}.Request("u1", "p1", "https://example.com/owner/repo", head)
 	target := sandbox.ForkTarget{ID: sandbox.WorkspaceIDForKey(treq.Key()), Branch: treq.Branch(), OpID: "op-1"}
-	cp, seed, err := b.PrepareFork(ctx, src, target)
+	cp, fm, err := b.PrepareFork(ctx, src, target)
 	require.NoError(t, err)
 	assert.Equal(t, "fork to "+target.ID, cp.Label)
-	assert.Equal(t, head, seed.Head)
+	assert.Equal(t, head, fm.Head)
 	assert.Equal(t, want, worktreeFiles(t, src.LocalPath, "build.log"), "the source is not changed")
 	again, _, err := b.PrepareFork(ctx, src, target)
 	require.NoError(t, err)
@@ -209,7 +209,7 @@ func TestForkSeedIsWrittenIntoTheNewWorkspace(t *testing.T) {
 
 	dst := f.ensure(treq)
 	assert.Equal(t, head, f.git(dst.LocalPath, "rev-parse", "HEAD"))
-	got, ok, err := b.ApplyForkSeed(ctx, dst)
+	got, ok, err := b.ApplyFork(ctx, dst)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NotNil(t, got.ConsumedAt)
@@ -219,9 +219,9 @@ func TestForkSeedIsWrittenIntoTheNewWorkspace(t *testing.T) {
 	st, err := f.m.Status(ctx, dst)
 	require.NoError(t, err)
 	assert.True(t, st.Dirty)
-	_, ok, err = b.ApplyForkSeed(ctx, dst)
+	_, ok, err = b.ApplyFork(ctx, dst)
 	require.NoError(t, err)
-	assert.True(t, ok, "a consumed seed still names its source")
+	assert.True(t, ok, "a consumed fork manifest still names its source")
 
 	// The two diverge.
 	write(t, dst.LocalPath, "only-fork.txt", []byte("f\n"), 0o644)
@@ -282,7 +282,7 @@ func TestDestroyBackupDiscardAndRestoreIntoAFreshWorkspace(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok)
 
-	// Discard drops checkpoints, backups and seeds.
+	// Discard drops checkpoints, backups and fork manifests.
 	require.NoError(t, b.Discard(ctx, fresh))
 	list, err := b.Checkpoints(ctx, fresh)
 	require.NoError(t, err)

@@ -131,6 +131,9 @@ func (a *Activities) forkPrepare(ctx context.Context, in wire.ForkPrepareInput) 
 	}
 	if t, err := a.Store.GetWorkspace(ctx, in.Target.ID); err == nil && t.State != sandbox.WorkspaceRemoved {
 		return wire.ForkPrepareResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s exists already (%s): fork to a new id", t.ID, t.Key)
+	} else if err == nil && t.HostID != a.HostID {
+		// A destroyed key's next workspace is made on the host keeping its saved work.
+		return wire.ForkPrepareResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s was destroyed on host %s, which keeps its saved work: fork to a new id", t.ID, t.HostID)
 	} else if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
 		return wire.ForkPrepareResult{}, err
 	}

@@ -76,7 +76,8 @@ type LifecycleProvider interface {
 	// files, their permission bits and HEAD (branch and commit) back to
 	// checkpoint id, resetting the index to HEAD. Errors: ErrNotFound (no
 	// such checkpoint), ErrConflict (its branch is checked out in another
-	// worktree), the errors of Checkpoint.
+	// worktree), ErrWorkspaceDirty (an operation such as a merge is in
+	// progress), the errors of Checkpoint.
 	Rollback(ctx context.Context, ws Workspace, id int) (RollbackResult, error)
 	// PrepareFork takes a checkpoint of src (labelled for the fork) and
 	// leaves a ForkManifest for target. Errors: ErrConflict (target's branch

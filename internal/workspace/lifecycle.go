@@ -373,7 +373,8 @@ func (b *Backups) checkpointByID(ctx context.Context, bg gitCtx, wsID string, id
 // (bringTo). Changes show as unstaged or untracked afterwards: the
 // staged/unstaged split is not recorded. Errors: ErrNotFound (no such
 // checkpoint), ErrConflict (its branch is checked out in another worktree),
-// ErrResourceLimit, ErrWorkspaceDirty, ErrWorkspaceNotFound, ErrWorkspaceUnavailable.
+// ErrWorkspaceDirty (a merge, rebase, cherry-pick or revert is in progress:
+// nothing is changed), ErrResourceLimit, ErrWorkspaceNotFound, ErrWorkspaceUnavailable.
 func (b *Backups) Rollback(ctx context.Context, ws sandbox.Workspace, id int) (sandbox.RollbackResult, error) {
 	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
 		return sandbox.RollbackResult{}, err
@@ -389,6 +390,13 @@ func (b *Backups) Rollback(ctx context.Context, ws sandbox.Workspace, id int) (s
 	}
 	if c, _ := b.m.firstCommit(ctx, bg, target.cp.Head); c != target.cp.Head {
 		return sandbox.RollbackResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "checkpoint %d: its head %s is missing from the repo cache", id, target.cp.Head)
+	}
+	// An operation the agent left in progress is never thrown away (as
+	// merge_branches): its state is not part of a checkpoint.
+	for _, f := range inProgressFiles {
+		if _, err := os.Lstat(filepath.Join(w.admin, f)); err == nil {
+			return sandbox.RollbackResult{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s: an operation is in progress (%s); finish or abort it before rolling back", ws.ID, f)
+		}
 	}
 	if br := target.cp.Branch; br != "" {
 		entries, err := b.m.listWorktrees(ctx, bg)

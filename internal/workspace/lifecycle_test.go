@@ -118,6 +118,18 @@ func TestCheckpointRollbackAndUndo(t *testing.T) {
 
 	_, err = b.Rollback(ctx, ws, 42)
 	requireKind(t, err, sandbox.ErrNotFound)
+
+	// A merge left in progress by the agent is never thrown away.
+	require.NoError(t, os.WriteFile(filepath.Join(admin, "MERGE_HEAD"), []byte(headA+"\n"), 0o644))
+	before := worktreeFiles(t, wt)
+	_, err = b.Rollback(ctx, ws, 1)
+	requireKind(t, err, sandbox.ErrWorkspaceDirty)
+	assert.Equal(t, before, worktreeFiles(t, wt), "nothing changed")
+	assert.Equal(t, headB, f.git(wt, "rev-parse", "HEAD"))
+	list, err = b.Checkpoints(ctx, ws)
+	require.NoError(t, err)
+	assert.Len(t, list, 3, "not even the undo checkpoint is taken")
+	require.NoError(t, os.Remove(filepath.Join(admin, "MERGE_HEAD")))
 	_, err = b.Checkpoint(ctx, ws, "two\nlines")
 	requireKind(t, err, sandbox.ErrInvalidArgument)
 

@@ -198,6 +198,8 @@ func (c *cli) cleanupCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The workflow goes on if sandboxctl is interrupted: say where it is.
+			fmt.Fprintf(c.stderr, "cleanup %s started\n", run.WorkflowID())
 			rep, err := run.Result(cmd.Context())
 			if err != nil {
 				return err

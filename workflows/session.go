@@ -75,8 +75,7 @@ type session struct {
 	lastError  string
 	// destroyed: destroy removed the workspace; the run completes (state
 	// destroyed) and every operation still waiting is refused.
-	destroyed   bool
-	lastDestroy *sandboxapi.DestroyResult
+	destroyed bool
 
 	ev evictState // evict, pin and unpin signals (session_evict.go)
 }

@@ -122,7 +122,7 @@ func (s *session) destroy(ctx workflow.Context, in sandboxapi.DestroyInput) (san
 			return fail(err)
 		}
 	}
-	s.destroyed, s.lastDestroy = true, &res
+	s.destroyed = true
 	s.released, s.dormant, s.runtimeRunning = true, false, false
 	s.state = sandboxapi.StateDestroyed // published when the run ends (finish)
 	return res, nil

@@ -114,6 +114,13 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityMergeBranches:     a.MergeBranches,
 		wire.ActivityPush:              a.Push,
 		wire.ActivityCreatePullRequest: a.CreatePullRequest,
+		wire.ActivityCheckpoint:        a.Checkpoint,
+		wire.ActivityCheckpoints:       a.Checkpoints,
+		wire.ActivityRollback:          a.Rollback,
+		wire.ActivityForkPrepare:       a.ForkPrepare,
+		wire.ActivityDestroy:           a.Destroy,
+		wire.ActivityRestoreDestroyed:  a.RestoreDestroyed,
+		wire.ActivityCleanupList:       a.CleanupList,
 	}
 }
 
@@ -184,7 +191,8 @@ func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput)
 		return wire.LocateResult{}, ToApplicationError(err)
 	}
 	if ws.State == sandbox.WorkspaceRemoved {
-		return wire.LocateResult{HostID: ws.HostID, HostWait: a.Settings.HostWait}, nil
+		// A destroyed workspace's tombstone: what the destroy kept lives on its host.
+		return wire.LocateResult{HostID: ws.HostID, Removed: true, HostWait: a.Settings.HostWait}, nil
 	}
 	return wire.LocateResult{HostID: ws.HostID, Exists: true, HostWait: a.Settings.HostWait}, nil
 }
@@ -248,12 +256,28 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		}
 		if ok {
 			a.touch(ctx, existing.ID, true)
-			return wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing)}, nil
+			res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing)}
+			if in.Restore {
+				if res.RestoredFrom, err = a.restoreDestroyed(ctx, &res.Workspace); err != nil {
+					return wire.AcquireActivityResult{}, err
+				}
+				if res.RestoredFrom != "" {
+					if err := a.Store.UpdateWorkspace(ctx, res.Workspace); err != nil {
+						return wire.AcquireActivityResult{}, err
+					}
+				}
+			} else {
+				res.Restorable = a.restorableRef(ctx, existing)
+			}
+			return res, nil
 		}
 		a.log().Warn("workspace directory missing; repairing", "workspace", existing.ID, "path", existing.LocalPath)
 	}
+	// A destroyed workspace's tombstone: the key starts fresh (docs/API.md
+	// "Destroy"); restore brings back what the destroy kept.
+	fresh := !found || existing.State == sandbox.WorkspaceRemoved
 	// Keep the originally recorded base: a repaired or resumed workspace keeps its branch and base.
-	if found && req.BaseRef == "" {
+	if found && !fresh && req.BaseRef == "" {
 		req.BaseRef = existing.BaseRef
 	}
 	cred, err := a.Credentials.Credential(ctx, sandbox.AuthScope{UserID: req.UserID, Repo: repo})
@@ -285,19 +309,37 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	var forkedFrom, restorable string
+	if fresh {
+		// A fork's target gets the source's files (docs/API.md "Fork"); a
+		// destroyed key's saved work comes back only when asked for.
+		if forkedFrom, err = a.applyFork(ctx, &ws); err != nil {
+			return wire.AcquireActivityResult{}, err
+		}
+		if in.Restore && forkedFrom == "" {
+			if restoredFrom, err = a.restoreDestroyed(ctx, &ws); err != nil {
+				return wire.AcquireActivityResult{}, err
+			}
+		} else {
+			restorable = a.restorableRef(ctx, ws)
+		}
+	}
 	ws.HostID = a.HostID
 	// The row keeps the base ref as requested ("" = the default branch): it is
-	// part of the analysis uniqueness key (seed "Storage Model").
+	// part of the analysis uniqueness key (fork manifest "Storage Model").
 	ws.BaseRef = req.BaseRef
 	now := a.now()
 	ws.LastUsedAt, ws.UpdatedAt = now, now
-	if found {
+	if found && !fresh {
 		ws.CreatedAt = existing.CreatedAt
 		ws.PinnedUntil = existing.PinnedUntil
 		if existing.BaseCommit != "" && existing.BranchName == ws.BranchName && ws.BaseCommit != existing.BaseCommit {
 			// The branch keeps its history; diffs stay against the first recorded base.
 			ws.BaseCommit = existing.BaseCommit
 		}
+		err = a.Store.UpdateWorkspace(ctx, ws)
+	} else if found {
+		ws.CreatedAt = now // a tombstone re-used: a new workspace of the key
 		err = a.Store.UpdateWorkspace(ctx, ws)
 	} else {
 		if ws.CreatedAt.IsZero() {
@@ -313,7 +355,8 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		return wire.AcquireActivityResult{}, err
 	}
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
-	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: !found, RestoredFrom: restoredFrom}, nil
+	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: fresh, RestoredFrom: restoredFrom,
+		Restorable: restorable, ForkedFrom: forkedFrom}, nil
 }
 
 // settingsFor returns the session settings of ws: the host's, with
@@ -401,7 +444,7 @@ var AgentGitIdentity = map[string]string{
 // "The three things") read-only at its own host path, because the worktree's
 // ".git" file points into it: git works inside an isolated runtime while the
 // cache stays unchangeable from there (issue 3). The environment holds
-// nothing from the worker, only AgentGitIdentity (seed "Security Rules").
+// nothing from the worker, only AgentGitIdentity (fork manifest "Security Rules").
 func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 	rid := sandbox.RuntimeIDFor(ws.ID)
 	mounts := []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}}

@@ -186,7 +186,10 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 					pw.Unknown = true
 					out.Notes = append(out.Notes, fmt.Sprintf("workspace %s: %s", w.ID, sandbox.Message(err)))
 				}
-				pw.Dirty, pw.UnpushedCommits = un.Dirty, un.UnpushedCommits
+				// Checkpoints count as saved work (docs/API.md
+				// "Checkpoints"): a worktree exactly at its newest checkpoint
+				// is planned like a clean one (and still saved when evicted).
+				pw.Dirty, pw.UnpushedCommits = un.Dirty && !un.Checkpointed, un.UnpushedCommits
 			}
 		}
 		snap.Workspaces = append(snap.Workspaces, pw)
@@ -428,7 +431,7 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 		return outcome(sandboxapi.OutcomeBlocked, "%s", sandbox.Message(err))
 	}
 	saved := false
-	if un.Any() {
+	if un.NeedsBackup() {
 		man, err := e.Backups.Backup(ctx, ws)
 		if err != nil {
 			return outcome(sandboxapi.OutcomeBlocked, "saving the work failed, the workspace stays: %s", sandbox.Message(err))

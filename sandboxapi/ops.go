@@ -62,6 +62,12 @@ const (
 	UpdatePush              = "push"
 	UpdateCreatePullRequest = "create_pull_request"
 	UpdateMergeBranches     = "merge_branches"
+	UpdateCheckpoint        = "checkpoint"
+	UpdateCheckpoints       = "checkpoints"
+	UpdateRollback          = "rollback"
+	UpdateFork              = "fork"
+	UpdateDestroy           = "destroy"
+	UpdateRestore           = "restore"
 )
 
 // The operations of SessionWorkflow (docs/API.md "Updates").
@@ -100,6 +106,18 @@ var (
 		Summary: "open (or reuse) a pull request from the pushed workspace branch"}
 	OpMergeBranches = Op[MergeRequest, MergeResult]{Name: UpdateMergeBranches, Mutating: true,
 		Summary: "merge local branches into the workspace's branch, in order"}
+	OpCheckpoint = Op[CheckpointInput, Checkpoint]{Name: UpdateCheckpoint, Mutating: true,
+		Summary: "record the workspace's exact state (files, modes, HEAD) as a checkpoint"}
+	OpCheckpoints = Op[None, CheckpointList]{Name: UpdateCheckpoints,
+		Summary: "list the workspace's checkpoints, oldest first"}
+	OpRollback = Op[RollbackInput, RollbackResult]{Name: UpdateRollback, Mutating: true,
+		Summary: "bring files and HEAD back to a checkpoint, checkpointing the state left first"}
+	OpFork = Op[ForkInput, ForkResult]{Name: UpdateFork, Mutating: true,
+		Summary: "create a task or edit workspace holding exactly this workspace's current files"}
+	OpDestroy = Op[DestroyInput, DestroyResult]{Name: UpdateDestroy, Mutating: true,
+		Summary: "save unsaved work (unless discard), remove runtime, worktree and record, end the session"}
+	OpRestore = Op[None, Handle]{Name: UpdateRestore, Mutating: true,
+		Summary: "bring back the work a destroy (or an eviction) saved, byte for byte"}
 )
 
 // Operations lists every update of SessionWorkflow in documentation order.
@@ -108,6 +126,7 @@ func Operations() []OpInfo {
 		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpEditFile.Info(), OpListDir.Info(),
 		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpLog.Info(), OpReadOutput.Info(), OpCommit.Info(), OpHibernate.Info(),
 		OpRelease.Info(), OpPush.Info(), OpCreatePullRequest.Info(), OpMergeBranches.Info(),
+		OpCheckpoint.Info(), OpCheckpoints.Info(), OpRollback.Info(), OpFork.Info(), OpDestroy.Info(), OpRestore.Info(),
 	}
 }
 
@@ -140,5 +159,7 @@ func Messages() []MessageInfo {
 		{Kind: "signal", Workflow: TaskFanoutWorkflowType, Name: SignalCompleteTask, In: t(CompleteTaskSignal{})},
 		{Kind: "workflow", Workflow: EvictionCronWorkflowType, Name: EvictionCronWorkflowType, In: t(EvictionInput{}), Out: t(EvictionRunResult{})},
 		{Kind: "signal", Workflow: EvictionCronWorkflowType, Name: SignalEvictionReply, In: t(EvictResult{})},
+		{Kind: "workflow", Workflow: CleanupWorkflowType, Name: CleanupWorkflowType, In: t(CleanupInput{}), Out: t(CleanupReport{})},
+		{Kind: "query", Workflow: CleanupWorkflowType, Name: QueryProgress, Out: t(CleanupReport{})},
 	}
 }

@@ -89,10 +89,13 @@ const (
 	// StateFailed: the run's acquire failed or was rejected; it ended and is
 	// never listed as a workspace.
 	StateFailed = "failed"
+	// StateDestroyed: destroy removed the workspace; the run ended (the
+	// session is complete) and is never listed as a workspace.
+	StateDestroyed = "destroyed"
 )
 
 // SessionStates lists every session state, for documentation and schemas.
-var SessionStates = []string{StateAcquiring, StateActive, StateIdle, StateReleased, StateClosed, StateEvicted, StateFailed}
+var SessionStates = []string{StateAcquiring, StateActive, StateIdle, StateReleased, StateClosed, StateEvicted, StateFailed, StateDestroyed}
 
 // ListWorkspacesQuery is the visibility query that lists workspaces one row
 // each, with their state in SandboxState (docs/API.md "Listing
@@ -142,6 +145,14 @@ type Handle struct {
 	// saved work: the backup ref (refs/sandbox/evicted/<workspace id>) it
 	// was written from.
 	RestoredFrom string `json:"restored_from,omitempty"`
+	// Restorable is set when this workspace's key was destroyed with its work
+	// saved and the work was not brought back (this acquire started fresh):
+	// the backup ref (refs/sandbox/destroyed/<workspace id>) the restore
+	// update brings back (docs/API.md "Destroy").
+	Restorable string `json:"restorable,omitempty"`
+	// ForkedFrom is set when this acquire created the workspace as a fork:
+	// the source workspace's id (docs/API.md "Fork").
+	ForkedFrom string `json:"forked_from,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
 	// CodeHost: the worker has a code host for the repository's host, so

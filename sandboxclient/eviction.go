@@ -146,12 +146,3 @@ func (s *Session) EvictionState(ctx context.Context) (sandboxapi.EvictionState, 
 	}
 	return out, FromTemporal(err)
 }
-
-// Restore re-creates an evicted workspace and writes its saved work back
-// byte for byte (Handle.RestoredFrom names the backup ref; empty when the
-// workspace had nothing saved or was not evicted). It is Resume: any acquire
-// of an evicted workspace restores it. Errors: ErrWorkspaceNotFound,
-// ErrConflict (the branch moved since the eviction; the backup stays).
-func (s *Session) Restore(ctx context.Context) (sandboxapi.Handle, error) {
-	return s.Resume(ctx)
-}

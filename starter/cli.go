@@ -145,6 +145,7 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.AddCommand(c.fanoutCommand())
 	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand())
 	root.AddCommand(c.codecServerCommand())
+	root.AddCommand(c.checkpointCommand(), c.rollbackCommand(), c.forkCommand(), c.destroyCommand(), c.cleanupCommand())
 	return root
 }
 

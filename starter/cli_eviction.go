@@ -185,11 +185,12 @@ func (c *cli) unpinCommand() *cobra.Command {
 func (c *cli) restoreCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "restore WS",
-		Short: "Re-create an evicted workspace with its saved work, byte for byte",
-		Long: "Re-create an evicted workspace: the worktree at its branch tip, then the saved work\n" +
-			"(tracked and untracked, not ignored, files) written back byte for byte. The index is left\n" +
-			"at HEAD: every saved change shows as unstaged or untracked (the staged/unstaged split is\n" +
-			"not preserved). Any acquire of an evicted workspace does the same.",
+		Short: "Bring back the work an eviction or a destroy saved, byte for byte",
+		Long: "Bring back saved work (update restore): an evicted workspace is re-created at its branch tip\n" +
+			"with its saved files (any acquire of it does the same); a destroyed one is re-created from\n" +
+			"what its destroy kept, or, when its key was acquired fresh since, its destroy backup is\n" +
+			"written into that fresh workspace. Files come back byte for byte with their permission bits;\n" +
+			"the index is left at HEAD, so every saved change shows as unstaged or untracked.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := c.session(cmd.Context(), args[0])

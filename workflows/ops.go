@@ -208,6 +208,29 @@ var operations = []registrar{
 		input: func(s *session, in sandbox.MergeRequest) any {
 			return wire.MergeActivityInput{WorkspaceID: s.wsID, Request: in}
 		}},
+	// The lifecycle (docs/API.md "Checkpoints", "Fork", "Destroy";
+	// session_lifecycle.go). destroy is allowed on read-only workspaces:
+	// ending one changes nothing in it.
+	operation[sandboxapi.CheckpointInput, sandbox.Checkpoint]{op: sandboxapi.OpCheckpoint, writes: true,
+		validate: func(_ *session, in sandboxapi.CheckpointInput) error { return in.Validate() },
+		activity: wire.ActivityCheckpoint, class: opGit,
+		input: func(s *session, in sandboxapi.CheckpointInput) any {
+			return wire.CheckpointActivityInput{WorkspaceID: s.wsID, Label: in.Label}
+		}},
+	operation[sandboxapi.None, sandboxapi.CheckpointList]{op: sandboxapi.OpCheckpoints,
+		activity: wire.ActivityCheckpoints, input: workspaceInput},
+	operation[sandboxapi.RollbackInput, sandbox.RollbackResult]{op: sandboxapi.OpRollback, writes: true,
+		validate: func(_ *session, in sandboxapi.RollbackInput) error { return in.Validate() },
+		activity: wire.ActivityRollback, class: opGit,
+		input: func(s *session, in sandboxapi.RollbackInput) any {
+			return wire.RollbackActivityInput{WorkspaceID: s.wsID, Checkpoint: in.Checkpoint}
+		}},
+	operation[sandboxapi.ForkInput, sandboxapi.ForkResult]{op: sandboxapi.OpFork, writes: true,
+		validate: (*session).validateFork, activity: wire.ActivityForkPrepare, handle: (*session).fork},
+	operation[sandboxapi.DestroyInput, sandboxapi.DestroyResult]{op: sandboxapi.OpDestroy,
+		activity: wire.ActivityDestroy, handle: (*session).destroy},
+	operation[sandboxapi.None, sandboxapi.Handle]{op: sandboxapi.OpRestore, writes: true,
+		activity: wire.ActivityRestoreDestroyed, handle: (*session).restore},
 }
 
 // Operations describes every operation the workflow registers, in table

@@ -73,6 +73,9 @@ type session struct {
 	moveToHost bool
 	state      string
 	lastError  string
+	// destroyed: destroy removed the workspace; the run completes (state
+	// destroyed) and every operation still waiting is refused.
+	destroyed bool
 
 	ev evictState // evict, pin and unpin signals (session_evict.go)
 }
@@ -241,6 +244,12 @@ func (s *session) awaitFirstAcquire(ctx workflow.Context) error {
 // or closed after a signal); a session whose workspace exists continues as
 // new into a dormant run.
 func (s *session) finish(ctx workflow.Context) error {
+	if s.destroyed {
+		// Only runs that handled destroy get here (no recorded history
+		// does): the session ends for good (docs/API.md "Destroy").
+		s.setState(ctx, sandboxapi.StateDestroyed)
+		return nil
+	}
 	if s.ws != nil && s.runtimeRunning {
 		// An operation admitted after release restarted the runtime: stop it again.
 		_ = s.stopRuntime(ctx, false)
@@ -296,7 +305,19 @@ func (s *session) begin(ctx workflow.Context, mutating bool) error {
 		s.inFlight--
 		return err
 	}
+	if s.destroyed {
+		// Waited for the lock while destroy ran: the workspace is gone.
+		s.lock.release(mutating)
+		s.inFlight--
+		return s.destroyedError()
+	}
 	return nil
+}
+
+// destroyedError refuses an operation that reached a run after its destroy:
+// SessionReleased (retryable), so a client's retry reaches the next run.
+func (s *session) destroyedError() error {
+	return appError(sandbox.Errorf(sandbox.ErrSessionReleased, "workspace %s was destroyed; send the call again (an acquire starts the key fresh)", s.wsID))
 }
 
 // end releases what begin took and records the operation.
@@ -311,8 +332,11 @@ func (s *session) end(ctx workflow.Context, mutating bool) {
 // waitReady blocks an operation until the first acquire finished, and
 // resumes a dormant workspace first.
 func (s *session) waitReady(ctx workflow.Context) error {
-	if err := workflow.Await(ctx, func() bool { return s.ws != nil || s.acquireFailed }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return s.ws != nil || s.acquireFailed || s.destroyed }); err != nil {
 		return err
+	}
+	if s.destroyed {
+		return s.destroyedError()
 	}
 	if s.ws == nil {
 		return appError(sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s could not be acquired", s.wsID))

@@ -156,6 +156,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err := h.wireEviction(ctx, wss, shared, hostQ); err != nil {
 		return nil, err
 	}
+	// The lifecycle (docs/API.md "Fork", "Cleanup"): a fork's acquire runs
+	// on the source's host queue, the cleanup's steps on the shared one.
+	lc := &activities.LifecycleActivities{Activities: h.Activities, Client: h.Client, TaskQueue: cfg.TaskQueue}
+	lc.Register(shared)
+	lc.Register(hostQ)
+	shared.RegisterWorkflowWithOptions(workflows.CleanupWorkflow, workflow.RegisterOptions{Name: sandboxapi.CleanupWorkflowType})
 	for _, w := range []worker.Worker{shared, hostQ} {
 		if err := w.Start(); err != nil {
 			return nil, fmt.Errorf("start worker: %w", err)

@@ -245,8 +245,8 @@ func (c *Cache) trashDir() string                        { return filepath.Join(
 //     place atomically (rename(2) on one filesystem);
 //   - present but incomplete (no ReadyMarker, or not a bare repository): moved
 //     aside, deleted and recloned; stale staging directories of repo are deleted.
-//     An incomplete directory that holds agent branches (refs/heads/*) or
-//     worktree registrations is moved to <Root>/repos/.broken and kept, not
+//     An incomplete directory that holds agent branches (refs/heads/*), saved
+//     workspace states (refs/sandbox/*) or worktree registrations is moved to <Root>/repos/.broken and kept, not
 //     deleted ("Eviction never loses work");
 //   - ready: fetched when forceFetch or when the last fetch is at least
 //     FreshFor old, otherwise returned as is (no network). A failed fetch is
@@ -682,23 +682,28 @@ func (c *Cache) keepAside(id sandbox.RepoIdentity, dir string) (string, error) {
 }
 
 // holdsAgentWork reports whether a (broken) bare directory contains anything
-// agents made: a registered worktree or a branch (loose or packed refs/heads/*).
+// agents made: a registered worktree, a branch, or a saved state of a
+// workspace (eviction and destroy backups, checkpoints: refs/sandbox/*),
+// loose or packed.
 func holdsAgentWork(bare string) bool {
 	if entries, err := os.ReadDir(filepath.Join(bare, "worktrees")); err == nil && len(entries) > 0 {
 		return true
 	}
-	found := false
-	_ = filepath.WalkDir(filepath.Join(bare, "refs", "heads"), func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			found = true
-			return filepath.SkipAll
+	for _, dir := range []string{"heads", "sandbox"} {
+		found := false
+		_ = filepath.WalkDir(filepath.Join(bare, "refs", dir), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				found = true
+				return filepath.SkipAll
+			}
+			return nil
+		})
+		if found {
+			return true
 		}
-		return nil
-	})
-	if found {
-		return true
 	}
-	if b, err := os.ReadFile(filepath.Join(bare, "packed-refs")); err == nil && strings.Contains(string(b), " refs/heads/") {
+	if b, err := os.ReadFile(filepath.Join(bare, "packed-refs")); err == nil &&
+		(strings.Contains(string(b), " refs/heads/") || strings.Contains(string(b), " refs/sandbox/")) {
 		return true
 	}
 	return false

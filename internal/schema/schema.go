@@ -212,6 +212,7 @@ func enums() []enum {
 		{Def: "FanoutReport", Property: "state", Values: []string{sandboxapi.FanoutPreparing, sandboxapi.FanoutRunning, sandboxapi.FanoutMerging, sandboxapi.FanoutCompleted, sandboxapi.FanoutFailed}},
 		{Def: "TaskResult", Property: "status", Values: []string{sandboxapi.TaskPending, sandboxapi.TaskAcquiring, sandboxapi.TaskRunning, sandboxapi.TaskWaiting, sandboxapi.TaskFinishing, sandboxapi.TaskSucceeded, sandboxapi.TaskFailed, sandboxapi.TaskTimedOut, sandboxapi.TaskError}},
 		{Def: "TaskResult", Property: "kind", Values: []string{sandboxapi.TaskKindScript, sandboxapi.TaskKindAgent}},
+		{Def: "CleanupOutcome", Property: "outcome", Values: sandboxapi.CleanupOutcomes},
 		{Def: "TaskResult", Property: "merge", Values: []string{sandboxapi.TaskMergeMerged, sandboxapi.TaskMergeConflict, sandboxapi.TaskMergeNotAccepted, sandboxapi.TaskMergeSkipped, sandboxapi.TaskMergeNoChanges, sandboxapi.TaskMergeFailed}},
 	}
 }

@@ -58,3 +58,23 @@ const (
 
 // ActivityMergeBranches serves the merge_branches update (issue 7).
 const ActivityMergeBranches = "sandbox.MergeBranches"
+
+// Activity names of the lifecycle operations (docs/API.md "Checkpoints",
+// "Fork", "Destroy", "Cleanup"). The first six are session activities
+// (activities.Activities.ByName); ForkAcquire and the Cleanup ones drive
+// sessions through the Temporal client (activities.LifecycleActivities).
+const (
+	ActivityCheckpoint       = "sandbox.Checkpoint"
+	ActivityCheckpoints      = "sandbox.Checkpoints"
+	ActivityRollback         = "sandbox.Rollback"
+	ActivityForkPrepare      = "sandbox.ForkPrepare"
+	ActivityDestroy          = "sandbox.Destroy"
+	ActivityRestoreDestroyed = "sandbox.RestoreDestroyed"
+	ActivityForkAcquire      = "sandbox.ForkAcquire"
+	ActivityCleanupSessions  = "sandbox.CleanupSessions"
+	ActivityCleanupList      = "sandbox.CleanupList"
+	ActivityCleanupDestroy   = "sandbox.CleanupDestroy"
+	// ActivityFanoutForkTask forks a fan-out task from the conversation
+	// (FanoutInput.FromFork; registered by activities.Fanout).
+	ActivityFanoutForkTask = "fanout.ForkTask"
+)

@@ -95,6 +95,10 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) san
 type LocateResult struct {
 	HostID string `json:"host_id"`
 	Exists bool   `json:"exists"`
+	// Removed: the workspace was destroyed and its row stays as a tombstone
+	// (state removed) because what the destroy kept (a backup, checkpoints)
+	// lives on HostID (docs/API.md "Destroy").
+	Removed bool `json:"removed,omitempty"`
 	// HostWait is the locating worker's SessionSettings.HostWait.
 	HostWait time.Duration `json:"host_wait,omitempty"`
 	// CodeHost: the host has a code host for this session's repository
@@ -106,6 +110,9 @@ type LocateResult struct {
 type AcquireActivityInput struct {
 	WorkspaceID string                    `json:"workspace_id"`
 	Request     *sandbox.WorkspaceRequest `json:"request,omitempty"`
+	// Restore: the restore update asks for it; the work a destroy saved is
+	// brought back (docs/API.md "Destroy").
+	Restore bool `json:"restore,omitempty"`
 }
 
 // AcquireActivityResult is the acquire activity's result.
@@ -115,6 +122,9 @@ type AcquireActivityResult struct {
 	Created   bool              `json:"created"`
 	// RestoredFrom: see sandboxapi.Handle.RestoredFrom.
 	RestoredFrom string `json:"restored_from,omitempty"`
+	// Restorable, ForkedFrom: see sandboxapi.Handle.
+	Restorable string `json:"restorable,omitempty"`
+	ForkedFrom string `json:"forked_from,omitempty"`
 }
 
 // ExecActivityInput is the exec activity's argument.

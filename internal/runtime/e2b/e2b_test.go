@@ -132,7 +132,9 @@ func (f remoteFiles) ReadFile(rel string) ([]byte, error) {
 	return base64.StdEncoding.DecodeString(strings.TrimSpace(out))
 }
 
-func (f remoteFiles) MkdirAll(rel string) error { return f.check(f.sh("mkdir -p " + replica.ShQuote(rel))) }
+func (f remoteFiles) MkdirAll(rel string) error {
+	return f.check(f.sh("mkdir -p " + replica.ShQuote(rel)))
+}
 
 func (f remoteFiles) Symlink(target, rel string) error {
 	return f.check(f.sh("ln -s " + replica.ShQuote(target) + " " + replica.ShQuote(rel)))

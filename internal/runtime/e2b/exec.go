@@ -466,6 +466,9 @@ func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) er
 		if ctx.Err() != nil {
 			return ctxErr(ctx, "follow the command")
 		}
+		if mapped := f.r.p.mapConnect(ctx, err, "follow process "+f.tag); sandbox.KindOf(mapped) != sandbox.ErrRuntimeUnavailable {
+			return mapped // envd's decision (an access token refused, …), not a cut
+		}
 		// The stream broke: follow the process again by its tag. What was
 		// streamed so far stays; the rest comes from the result.
 		f.r.p.log.Debug("e2b: a process stream ended early; reconnecting", "runtime", f.r.id, "tag", f.tag, "error", err)

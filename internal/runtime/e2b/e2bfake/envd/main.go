@@ -106,4 +106,3 @@ func httpError(w http.ResponseWriter, code int, msg string) {
 	w.WriteHeader(code)
 	fmt.Fprintf(w, `{"message":%s,"code":%d}`, strconv.Quote(msg), code)
 }
-

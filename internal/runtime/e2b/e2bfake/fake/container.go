@@ -133,15 +133,39 @@ func (e *engine) create(ctx context.Context, tmp, id string, env map[string]stri
 	}
 }
 
-// unixClient reaches an envd socket.
+var (
+	transportsMu sync.Mutex
+	transports   = map[string]*http.Transport{}
+)
+
+// unixClient reaches an envd socket (one connection pool per socket).
 func unixClient(sock string) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-		DisableCompression: true,
-	}}
+	transportsMu.Lock()
+	defer transportsMu.Unlock()
+	t := transports[sock]
+	if t == nil {
+		t = &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", sock)
+			},
+			DisableCompression:  true,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     30 * time.Second,
+		}
+		transports[sock] = t
+	}
+	return &http.Client{Transport: t}
+}
+
+// forgetSocket closes the connections to a removed sandbox's envd.
+func forgetSocket(sock string) {
+	transportsMu.Lock()
+	defer transportsMu.Unlock()
+	if t := transports[sock]; t != nil {
+		t.CloseIdleConnections()
+		delete(transports, sock)
+	}
 }
 
 func (e *engine) ensureDenyNetwork(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -307,6 +308,7 @@ func (s *Server) killLocked(b *sbox) {
 		if err := s.eng.remove(ctx, b.container); err != nil {
 			s.log.Warn("e2bfake: remove a container", "sandbox", b.id, "error", err)
 		}
+		forgetSocket(filepath.Join(b.sockDir, "envd.sock"))
 	}()
 }
 
@@ -380,7 +382,7 @@ func (s *Server) expire() {
 		if b.state != stRunning || now.Before(b.endAt) {
 			continue
 		}
-		if b.autoPause {
+		if b.autoPause && !s.opts.KillOnTimeout {
 			if err := s.pauseLocked(b); err != nil {
 				s.log.Warn("e2bfake: auto-pause", "sandbox", b.id, "error", err)
 			}

@@ -63,6 +63,9 @@ type Options struct {
 	// StreamLimit cuts envd streams (Connect server streams) older than it,
 	// like E2B's proxies; 0: never.
 	StreamLimit time.Duration
+	// KillOnTimeout kills a sandbox whose timeout passes even when it was
+	// created with autoPause (E2B accounts without persistence do).
+	KillOnTimeout bool
 	// Logger receives one line per request at debug level and every
 	// violation at error level; nil: slog.Default().
 	Logger *slog.Logger

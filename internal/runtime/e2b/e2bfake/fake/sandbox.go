@@ -18,21 +18,21 @@ const (
 )
 
 type sbox struct {
-	id, template    string
-	state           string
-	metadata        map[string]string
-	started, endAt  time.Time
-	autoPause       bool
-	secure          bool
-	public          bool
-	internet        bool
-	allowOut        []string
-	denyOut         []string
-	accessToken     string
-	trafficToken    string
-	container       string
-	sockDir         string
-	killed, pausing bool
+	id, template   string
+	state          string
+	metadata       map[string]string
+	started, endAt time.Time
+	autoPause      bool
+	secure         bool
+	public         bool
+	internet       bool
+	allowOut       []string
+	denyOut        []string
+	accessToken    string
+	trafficToken   string
+	container      string
+	sockDir        string
+	killed         bool
 }
 
 func (s *Server) detail(b *sbox) map[string]any {

@@ -34,6 +34,17 @@
 // re-synced from the host (every file, a full bundle): nothing is lost
 // (Runtime.Replica reports how often that happened).
 //
+// # Background processes
+//
+// Processes a command leaves running (its own session, e.g. `setsid srv &`)
+// live on in the sandbox across commands and across hibernation: pause
+// freezes them with the microVM's memory and they continue on resume. A
+// background-process capability maps one to one onto envd's process API:
+// start = process.Process/Start with a tag and no deadline (the process
+// outlives its stream), list = List (tags and pids), logs = Connect by tag
+// (output from then on; a file the process writes for what came before),
+// stop = SendSignal SIGTERM then SIGKILL. Exec uses exactly these calls.
+//
 // # Network (RuntimeSpec.Network)
 //
 // "none" → allow_internet_access false; "limited" → egress denied

@@ -200,7 +200,8 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 		case "SANDBOX_EVICTION_INTERVAL":
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true
-		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST", "SANDBOX_SUPERVISOR_BINARY":
+		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST", "SANDBOX_SUPERVISOR_BINARY",
+			"E2B_API_URL", "E2B_API_KEY", "E2B_API_KEY_FILE", "E2B_TEMPLATE", "E2B_SANDBOX_TIMEOUT":
 			// The runtime is the caller's choice (make test-e2e-docker runs
 			// the main job's tests on Docker); unset = auto, as make run.
 			return os.LookupEnv(k)

@@ -70,6 +70,8 @@ type Config struct {
 	// embedded server's TLS, payload encryption and the UI's codec server
 	// (security.go).
 	Security SecurityConfig
+	// E2B configures SANDBOX_RUNTIME_PROVIDER=e2b (E2B_*; e2b.go).
+	E2B E2BConfig
 }
 
 // Defaults.
@@ -187,12 +189,16 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	// never a silent fallback to host subprocesses; local is explicit).
 	switch c.RuntimeProvider {
 	case "auto", "bwrap", "local":
+	case "e2b":
+		if c.E2B, err = e2bFromEnv(get); err != nil {
+			return c, err
+		}
 	case "docker":
 		if c.RuntimeImage == "" {
 			return c, &ConfigError{"SANDBOX_RUNTIME_IMAGE", "", "required with SANDBOX_RUNTIME_PROVIDER=docker (an image present on the daemon: images are never pulled)"}
 		}
 	default:
-		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker or local"}
+		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker, local or e2b"}
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

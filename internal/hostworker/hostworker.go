@@ -273,6 +273,12 @@ func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox
 			StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker")})
 	}
 	switch cfg.RuntimeProvider {
+	case "e2b":
+		p, err := newE2B(cfg, nil, log, false)
+		if err != nil {
+			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=e2b: %w", err)
+		}
+		return p, nil
 	case "local":
 		log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
 		return local.New(local.Options{Logger: log, Supervisor: cfg.SupervisorBinary, StateDir: filepath.Join(cfg.DataDir, "runtimes", "local")}), nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -179,6 +180,12 @@ func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 	return &testHost{Host: h, client: sandboxclient.New(tc, sandboxclient.Options{TaskQueue: cfg.TaskQueue})}
 }
 
+// runtimeEnv are the variables that choose and configure a test host's
+// runtime: taken from the test's environment (the make test-e2e-* targets set
+// them), never defaulted by the tests.
+var runtimeEnv = []string{"SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST", "SANDBOX_SUPERVISOR_BINARY",
+	"E2B_API_URL", "E2B_API_KEY", "E2B_API_KEY_FILE", "E2B_TEMPLATE", "E2B_SANDBOX_TIMEOUT"}
+
 func baseConfig(t testing.TB, name string) hostworker.Config {
 	cfg, err := hostworker.ConfigFromEnv(func(k string) (string, bool) {
 		switch k {
@@ -200,8 +207,8 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 		case "SANDBOX_EVICTION_INTERVAL":
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true
-		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST", "SANDBOX_SUPERVISOR_BINARY",
-			"E2B_API_URL", "E2B_API_KEY", "E2B_API_KEY_FILE", "E2B_TEMPLATE", "E2B_SANDBOX_TIMEOUT":
+		}
+		if slices.Contains(runtimeEnv, k) {
 			// The runtime is the caller's choice (make test-e2e-docker runs
 			// the main job's tests on Docker); unset = auto, as make run.
 			return os.LookupEnv(k)

@@ -206,7 +206,7 @@ func startSecuredHost(t *testing.T, name string, p *testPKI, keys string, logs i
 		"TEMPORAL_CONFIG_FILE": filepath.Join(t.TempDir(), "no-temporal.toml"),
 		"SANDBOX_PAYLOAD_KEYS": keys,
 	}
-	for _, k := range []string{"SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST"} {
+	for _, k := range runtimeEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}

@@ -134,9 +134,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		{"SANDBOX_HOST_WAIT", &c.HostWait, DefaultHostWait},
 	} {
 		v := get(d.name, d.def.String())
-		dur, err := time.ParseDuration(v)
+		dur, err := sandbox.ParseDuration(v)
 		if err != nil || dur < 0 {
-			return c, &ConfigError{d.name, v, "want a Go duration such as 30s, 20m or 6h"}
+			return c, &ConfigError{d.name, v, "want a duration such as 30s, 20m or 6h, or a number of seconds"}
 		}
 		*d.dst = dur
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHostileInputIsInvalidArgument turns the public examples of issue 8 into
@@ -175,5 +176,28 @@ func TestBranchOverrideStaysInTheAgentNamespace(t *testing.T) {
 	r.BranchName = "agent/feature-x"
 	if _, err := r.Validate(URLPolicy{}); err != nil {
 		t.Errorf("agent/feature-x: %v", err)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"2s": 2 * time.Second, "1m30s": 90 * time.Second, "72h": 72 * time.Hour, "1500ms": 1500 * time.Millisecond,
+		"600": 600 * time.Second, "0": 0, " 30 ": 30 * time.Second, "1.5": 1500 * time.Millisecond, "0s": 0,
+	} {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "-2s", "abc", "2 s", "NaN", "Inf", "0x10", "1e400", "1_000", "10y"} {
+		if d, err := ParseDuration(in); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("ParseDuration(%q) = %v, %v; want InvalidArgument", in, d, err)
+		}
+	}
+	if n, err := WholeSeconds("timeout", 2*time.Minute); err != nil || n != 120 {
+		t.Errorf("WholeSeconds(2m) = %d, %v", n, err)
+	}
+	if _, err := WholeSeconds("timeout", 1500*time.Millisecond); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("WholeSeconds(1.5s) = %v; want InvalidArgument", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -169,8 +170,10 @@ func TestPoisonedConfigIsReported(t *testing.T) {
 }
 
 // TestStaleIndexLock: an index.lock left by a dead process (an agent's git
-// killed on timeout) no longer blocks commits once it is stale; a live one is
-// ErrRepoLocked naming the file.
+// killed on timeout, a worker killed mid-commit) blocks nothing once no live
+// git could hold it: with a git process running in the worktree it is
+// ErrRepoLocked naming the file (until it is StaleLockAge old); once that
+// process is gone the next commit clears it at once and succeeds.
 func TestStaleIndexLock(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -179,7 +182,12 @@ func TestStaleIndexLock(t *testing.T) {
 	require.NoError(t, os.WriteFile(lock, nil, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "n.txt"), []byte("n\n"), 0o644))
 
-	_, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
+	live := exec.Command("git", "-C", ws.LocalPath, "hash-object", "--stdin")
+	live.Env = gittest.Env()
+	liveIn, err := live.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, live.Start())
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
 	requireKind(t, err, sandbox.ErrRepoLocked)
 	assert.Contains(t, err.Error(), lock)
 	// Status and Diff take no index lock.
@@ -187,11 +195,11 @@ func TestStaleIndexLock(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.m.Diff(ctx, ws)
 	require.NoError(t, err)
+	_ = liveIn.Close()
+	_ = live.Wait()
 
-	old := time.Now().Add(-time.Hour)
-	require.NoError(t, os.Chtimes(lock, old, old))
 	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
-	require.NoError(t, err)
+	require.NoError(t, err, "the young lock no live git holds is cleared on the retry")
 	assert.False(t, res.NothingToCommit)
 	assert.NoFileExists(t, lock)
 }

@@ -20,9 +20,10 @@
 //   - credentials go per call through the environment (GIT_CONFIG_COUNT +
 //     http.<remote URL>.extraHeader), never argv, a URL or a config file, and
 //     every error text is scrubbed of them;
-//   - a git lock file left by a dead process (older than
-//     Options.StaleLockAge and open in no process) is removed and the call
-//     retried once; a live one is ErrRepoLocked naming the file (Classify).
+//   - a git lock file left by a dead process (open in no process, and
+//     either no live git runs in the repository or it is older than
+//     Options.StaleLockAge; locks.go) is removed and the call retried once;
+//     a live one is ErrRepoLocked naming the file (Classify).
 package gitx
 
 import (
@@ -71,8 +72,9 @@ type Options struct {
 	// config, credential helper or ssh config applies; "" means os.TempDir()/sandboxcore-git-home.
 	HomeDir string
 	// StaleLockAge: a git lock file ("*.lock") that made a call fail is
-	// removed, and the call retried once, when it has not been modified for
-	// this long and no process has it open (/proc/*/fd); otherwise the call
+	// removed, and the call retried once, when no process has it open
+	// (/proc/*/fd) and either no git process runs in the repository or it
+	// has not been modified for this long (locks.go); otherwise the call
 	// fails with ErrRepoLocked naming it (Classify). 0 means
 	// DefaultStaleLockAge; a negative value never removes a lock.
 	StaleLockAge time.Duration

@@ -582,7 +582,9 @@ var (
 
 // Classify maps a git failure onto the typed errors of the seed: auth →
 // ErrRepoAuthFailed; a held lock → ErrRepoLocked naming the lock file; a full
-// disk → ErrInsufficientDisk; an unknown ref → ErrRefNotFound; unreachable or
+// disk → ErrInsufficientDisk; a ref that cannot be created beside another
+// ("'refs/heads/a' exists; cannot create 'refs/heads/a/b'") → ErrConflict
+// naming both; an unknown ref → ErrRefNotFound; unreachable or
 // missing remote → ErrRepoCacheUnavailable; a typed error (e.g. Run's
 // ErrCommandRejected) keeps its kind; anything else → fallback. what
 // describes the operation ("clone owner/repo").
@@ -603,9 +605,12 @@ func Classify(err error, what string, fallback *sandbox.Kind) error {
 	msg := ge.Stderr
 	switch {
 	case lockPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrRepoLocked, "%s: lock file held: %s (a live git process holds it, or it is younger than the stale-lock age)", what, lockPat.FindStringSubmatch(msg)[1])
+		return sandbox.Errorf(sandbox.ErrRepoLocked, "%s: lock file held: %s (a live process has it open, or a git process runs in the repository and it is younger than the stale-lock age)", what, lockPat.FindStringSubmatch(msg)[1])
 	case diskPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrInsufficientDisk, "%s: %s", what, firstLine(msg))
+	case refCollision.MatchString(msg):
+		m := refCollision.FindStringSubmatch(msg)
+		return sandbox.Errorf(sandbox.ErrConflict, "%s: %s cannot be created because %s exists (git cannot hold a ref and a directory of the same name)", what, m[2], m[1])
 	case authPatterns.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrRepoAuthFailed, "%s: the remote refused the credentials (or none were given): %s", what, firstLine(msg))
 	case refPat.MatchString(msg):

@@ -3,7 +3,9 @@ package gitx
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -176,7 +178,12 @@ func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.
 	res, found := parsePorcelain(porcelain, ref+":"+ref)
 	res.Branch, res.Commit = spec.Branch, local
 	if found && res.rejected != "" {
-		return sandbox.PushResult{}, rejection(what, res.rejected)
+		var ge *Error
+		reason := ""
+		if errors.As(runErr, &ge) {
+			reason = remoteReason(ge.Stderr)
+		}
+		return sandbox.PushResult{}, rejection(what, res.rejected, reason)
 	}
 	if runErr != nil {
 		return sandbox.PushResult{}, Classify(runErr, what, sandbox.ErrRepoCacheUnavailable)
@@ -193,18 +200,73 @@ func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.
 	return res.PushResult, nil
 }
 
-// rejection maps a `!` porcelain summary onto a typed error.
-func rejection(what, summary string) error {
+// rejection maps a `!` porcelain summary onto a typed error; reason, the
+// remote's own explanation (remoteReason: e.g. receive-pack's "cannot lock
+// ref … exists", a hook's or a code host's protected-branch message), is
+// appended whatever the kind, so the caller learns why.
+func rejection(what, summary, reason string) error {
+	if reason != "" {
+		summary += "; the remote said: " + reason
+	}
 	switch {
 	case strings.Contains(summary, "stale info"):
 		return sandbox.Errorf(sandbox.ErrConflict, "%s: the remote branch moved since this workspace last pushed it (lease refused): %s", what, summary)
 	case strings.Contains(summary, "non-fast-forward"), strings.Contains(summary, "fetch first"), strings.Contains(summary, "already exists"):
 		return sandbox.Errorf(sandbox.ErrConflict, "%s: the remote branch has commits this workspace lacks; push with force_with_lease to replace it: %s", what, summary)
+	case refCollision.MatchString(summary):
+		return sandbox.Errorf(sandbox.ErrConflict, "%s: the branch collides with another branch on the remote (git cannot hold a branch and a directory of the same name): %s", what, summary)
 	case strings.Contains(summary, "remote rejected"):
 		return sandbox.Errorf(sandbox.ErrCommandRejected, "%s: the remote declined the update: %s", what, summary)
 	}
 	return sandbox.Errorf(sandbox.ErrConflict, "%s: rejected: %s", what, summary)
 }
+
+// maxReasonBytes bounds the remote's explanation quoted in a push error.
+const maxReasonBytes = 2048
+
+// remoteReason returns what the remote said about a failed push: the
+// "remote: …" lines of git's stderr (receive-pack's errors, hook and code
+// host messages), and git's own "error:"/"fatal:" lines but the generic
+// "failed to push some refs", joined by "; ", control characters dropped
+// (the text is the remote's, hence hostile), cut at maxReasonBytes.
+// Progress lines are skipped. "" when there is nothing.
+func remoteReason(stderr string) string {
+	var parts []string
+	for _, line := range strings.Split(strings.ReplaceAll(stderr, "\r", "\n"), "\n") {
+		line = strings.TrimSpace(line)
+		text, remote := strings.CutPrefix(line, "remote:")
+		text = strings.TrimSpace(text)
+		switch {
+		case text == "":
+			continue
+		case remote:
+			if progressLine.MatchString(text) {
+				continue
+			}
+		case strings.HasPrefix(line, "error:") || strings.HasPrefix(line, "fatal:"):
+			if strings.Contains(line, "failed to push some refs") {
+				continue
+			}
+		default:
+			continue
+		}
+		parts = append(parts, strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+				return -1
+			}
+			return r
+		}, text))
+	}
+	return sandbox.Clip(strings.Join(parts, "; "), maxReasonBytes)
+}
+
+var (
+	// progressLine matches the progress a remote reports ("Resolving deltas: 100% (3/3)").
+	progressLine = regexp.MustCompile(`^[A-Za-z][A-Za-z ]*: +[0-9]+% \(|^Total [0-9]+ \(delta`)
+	// refCollision matches git's message for a ref that cannot exist beside
+	// another one ("'refs/heads/agent' exists; cannot create 'refs/heads/agent/x'").
+	refCollision = regexp.MustCompile(`'(refs/[^']+)' exists; cannot create '(refs/[^']+)'`)
+)
 
 type porcelainResult struct {
 	sandbox.PushResult

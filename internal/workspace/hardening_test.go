@@ -293,3 +293,54 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// TestBranchNamespaceCollisions: a new workspace branch that git could not
+// hold beside an existing ref fails at Ensure with SandboxConflict naming
+// that ref, and changes nothing: an upstream branch "agent" (every agent/…
+// branch would fail to push with "cannot lock ref"), an upstream
+// agent/edits-c5/x below the new branch, and a local branch made by a
+// branch_name override (agent/edits-z/w) below a later conversation z's
+// branch. A branch that does not collide, and an existing branch, work.
+func TestBranchNamespaceCollisions(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+
+	// A local override below conversation z's branch.
+	over := f.req(sandbox.ModeEdit, "y")
+	over.BranchName = "agent/edits-z/w"
+	f.ensure(over)
+	_, err := f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "z"))
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/heads/agent/edits-z/w")
+	assert.False(t, f.branchExists("agent/edits-z"))
+	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), f.req(sandbox.ModeEdit, "z").WorktreeDirName()))
+	// And the other way round: an override below an existing branch.
+	f.ensure(f.req(sandbox.ModeEdit, "q"))
+	below := f.req(sandbox.ModeEdit, "q2")
+	below.BranchName = "agent/edits-q/sub"
+	_, err = f.m.Ensure(ctx, f.cache, below)
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/heads/agent/edits-q")
+
+	// Upstream branches, as last fetched into refs/remotes/origin/*.
+	f.git(f.src, "branch", "agent/edits-c5/x")
+	f.fetch()
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "c5"))
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/remotes/origin/agent/edits-c5/x")
+
+	f.git(f.src, "branch", "-D", "agent/edits-c5/x")
+	f.git(f.src, "branch", "agent")
+	f.git(f.bare, "fetch", "-q", "--prune", f.src, "+refs/heads/*:refs/remotes/origin/*")
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeTask, "t1"))
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/remotes/origin/agent")
+	assert.Contains(t, err.Error(), "every agent/… branch collides")
+	assert.False(t, f.branchExists("agent/task-t1"))
+
+	// Existing branches are reused as they are (their pushes report the remote's reason).
+	f.ensure(over)
+	f.ensure(f.req(sandbox.ModeEdit, "q"))
+	// Analysis workspaces create no branch.
+	f.ensure(f.req(sandbox.ModeAnalysis, "main"))
+}

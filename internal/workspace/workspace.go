@@ -285,8 +285,9 @@ type ensureState struct {
 //
 // Workspace.Dirty is not computed (use Status). Errors: ErrInvalidArgument
 // (request, cache row), ErrRefNotFound (base ref, from_branch), ErrConflict
-// (the branch is checked out in another worktree, or a non-empty unregistered
-// directory occupies the path), ErrRepoLocked, ErrInsufficientDisk,
+// (the branch is checked out in another worktree, a new branch collides with
+// an existing local or upstream ref (branchCollision), or a non-empty
+// unregistered directory occupies the path), ErrRepoLocked, ErrInsufficientDisk,
 // ErrRepoCacheUnavailable (bare repository missing), ErrWorkspaceUnavailable
 // (any other git failure).
 func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandbox.WorkspaceRequest) (sandbox.Workspace, error) {
@@ -458,6 +459,9 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 			}
 			args = []string{"worktree", "add", "--end-of-options", st.wt, st.branch}
 		} else {
+			if err := m.branchCollision(ctx, st.bg, st.branch); err != nil {
+				return sandbox.Workspace{}, err
+			}
 			from, err := m.startPoint(ctx, st)
 			if err != nil {
 				return sandbox.Workspace{}, err

@@ -201,3 +201,18 @@ func TestParseDuration(t *testing.T) {
 		t.Errorf("WholeSeconds(1.5s) = %v; want InvalidArgument", err)
 	}
 }
+
+func TestTruncatePatch(t *testing.T) {
+	a := "diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+y\n"
+	b := "diff --git a/b b/b\n--- a/b\n+++ b/b\n@@ -1 +1 @@\n-p\n+q\n"
+	p := a + b
+	for max, want := range map[int]string{len(p): p, len(p) + 10: p, len(p) - 1: a, len(a): a, len(a) + 3: a, len(a) - 1: a[:strings.LastIndexByte(a[:len(a)-1], '\n')+1], 0: ""} {
+		got, cut := TruncatePatch(p, max)
+		if got != want || cut != (want != p) {
+			t.Errorf("TruncatePatch(max %d) = %q, %v; want %q", max, got, cut, want)
+		}
+		if len(got) > max && max < len(p) {
+			t.Errorf("TruncatePatch(max %d) is %d bytes", max, len(got))
+		}
+	}
+}

@@ -202,16 +202,20 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // Diff returns everything the agent changed against the recorded base commit
 // (sandbox.WorkspaceProvider; sandbox.Diff): commits, staged, unstaged and
 // untracked-but-not-ignored files, as one binary-safe patch (`git diff --cached
-// --binary --no-ext-diff --no-textconv --no-color --no-renames <base>`). The
+// --binary --full-index --no-ext-diff --no-textconv --no-color --no-renames
+// <base>`) that survives JSON: a file whose text diff would not be valid
+// UTF-8 is re-emitted as a git binary patch (patch.go), so `git apply` of
+// the patch a client receives reproduces every file byte for byte. The
 // real index is never touched: the index is copied to a temporary index file
 // in the worktree's administrative directory, `git add -A` stages the work
 // tree into the copy, and the copy is deleted afterwards (blobs of untracked
 // files become unreferenced objects in the repository, collected by git gc);
 // an untracked nested repository is not staged at all (addAll) and no
 // gitlink the agent made is kept (dropNewGitlinks), so such a directory does
-// not appear. The patch is cut at MaxDiffBytes (on a line boundary when possible;
-// Truncated set, TotalBytes = full size) and Files, the changed paths, at
-// MaxDiffFiles (Truncated set). Errors: ErrWorkspaceNotFound,
+// not appear. The patch keeps the whole file sections that fit in
+// MaxDiffBytes (Truncated set, TotalBytes = the full size; when not even the
+// first fits, that section cut on a line boundary, which no longer applies)
+// and Files, the changed paths, at MaxDiffFiles (Truncated set). Errors: ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath), ErrRefNotFound (base commit missing),
 // ErrRepoLocked, ErrInsufficientDisk, ErrWorkspaceUnavailable.
 func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff, error) {
@@ -259,11 +263,16 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 	common := []string{"--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames",
 		"--no-relative", "--submodule=short", "--ignore-submodules=none"}
 
-	patch := &cappedBuffer{max: sandbox.MaxDiffBytes}
-	args := append([]string{"diff"}, common...)
-	args = append(args, "--binary", "--src-prefix=a/", "--dst-prefix=b/", "-O/dev/null", "--end-of-options", base, "--")
+	// core.quotePath: header paths are ASCII whatever the repository says.
+	patch := newPatchBuilder(ctx, g, sandbox.MaxDiffBytes)
+	args := append([]string{"-c", "core.quotePath=true", "diff"}, common...)
+	args = append(args, "--binary", "--full-index", "--src-prefix=a/", "--dst-prefix=b/", "-O/dev/null", "--end-of-options", base, "--")
 	if _, err := g.runIO(ctx, nil, patch, args...); err != nil {
 		return sandbox.Diff{}, gitx.Classify(err, "git diff "+base, sandbox.ErrWorkspaceUnavailable)
+	}
+	text, cut, total, err := patch.result()
+	if err != nil {
+		return sandbox.Diff{}, err
 	}
 	names := &cappedBuffer{max: 8 << 20}
 	args = append([]string{"diff"}, common...)
@@ -272,15 +281,7 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 		return sandbox.Diff{}, gitx.Classify(err, "git diff --name-only "+base, sandbox.ErrWorkspaceUnavailable)
 	}
 
-	d := sandbox.Diff{BaseCommit: base, TotalBytes: patch.total, Files: []string{}}
-	p := patch.buf.Bytes()
-	if patch.total > int64(len(p)) {
-		d.Truncated = true
-		if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
-			p = p[:i+1]
-		}
-	}
-	d.Patch = string(p)
+	d := sandbox.Diff{BaseCommit: base, Patch: text, Truncated: cut, TotalBytes: total, Files: []string{}}
 	nameBytes := names.buf.Bytes()
 	if names.total > int64(len(nameBytes)) { // drop a partial last name
 		if i := bytes.LastIndexByte(nameBytes, 0); i >= 0 {

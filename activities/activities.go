@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
@@ -154,7 +155,9 @@ func (a *Activities) Locate(ctx context.Context, in workflows.WorkspaceActivityI
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return workflows.LocateResult{}, ToApplicationError(err)
 	}
-	ws, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	// A row this host remembers serves while the store is unreachable
+	// (store.Remembering).
+	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
 	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
 		return workflows.LocateResult{}, nil
 	}
@@ -186,7 +189,7 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 	}
 	var req sandbox.WorkspaceRequest
 	var repo sandbox.RepoIdentity
-	existing, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	existing, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
 	found := err == nil
 	if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
 		return workflows.AcquireActivityResult{}, err
@@ -311,7 +314,10 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspac
 	if err := sandbox.ValidateWorkspaceID(id); err != nil {
 		return sandbox.Workspace{}, err
 	}
-	ws, err := a.Store.GetWorkspace(ctx, id)
+	// Every operation loads its row: one this host remembers serves while
+	// the store is unreachable, so operations that need nothing else from
+	// the store keep working (store.Remembering).
+	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), id)
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}

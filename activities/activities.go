@@ -184,6 +184,7 @@ func (a *Activities) Acquire(ctx context.Context, in workflows.AcquireActivityIn
 }
 
 func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityInput) (workflows.AcquireActivityResult, error) {
+	started := time.Now()
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return workflows.AcquireActivityResult{}, err
 	}
@@ -249,8 +250,11 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 		return workflows.AcquireActivityResult{}, err
 	}
 	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
-	if errors.Is(err, sandbox.ErrRefNotFound) && a.now().Sub(cache.LastFetchedAt) > time.Second {
-		// The ref may be newer than the cache's last fetch (freshness window): fetch once and retry.
+	if errors.Is(err, sandbox.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {
+		// The ref may be newer than the cache's last fetch (freshness
+		// window): a ref the caller names that the cache lacks is always
+		// fetched before RefNotFound, unless a fetch started during this
+		// acquire already (LastFetchedAt is when the fetch started).
 		if cache, err = whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, true) }); err != nil {
 			return workflows.AcquireActivityResult{}, err
 		}
@@ -278,6 +282,9 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 		if existing.BaseCommit != "" && existing.BranchName == ws.BranchName && ws.BaseCommit != existing.BaseCommit {
 			// The branch keeps its history; diffs stay against the first recorded base.
 			ws.BaseCommit = existing.BaseCommit
+		}
+		if ws.BaseCommit == existing.BaseCommit && existing.BaseFetchedAt != nil {
+			ws.BaseFetchedAt = existing.BaseFetchedAt
 		}
 		err = a.Store.UpdateWorkspace(ctx, ws)
 	} else {

@@ -198,6 +198,11 @@ type Handle struct {
 	// RestoredFrom is set when this acquire restored an evicted workspace's
 	// saved work: the backup ref (sandbox.EvictedRef) it was written from.
 	RestoredFrom string `json:"restored_from,omitempty"`
+	// BaseFetchedAt is when the repo cache had last fetched from the remote
+	// when BaseCommit was resolved (sandbox.Workspace.BaseFetchedAt): the
+	// base is the remote's state as of then, up to SANDBOX_FETCH_FRESHNESS
+	// old for a new workspace of the default branch. Omitted when unknown.
+	BaseFetchedAt *time.Time `json:"base_fetched_at,omitempty"`
 }
 
 // HandleFor builds the Handle of a workspace.
@@ -207,7 +212,7 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) Han
 		WorkspaceID: ws.ID, WorkflowID: wfID, LocalPath: ws.LocalPath, Branch: ws.BranchName,
 		BaseRef: ws.BaseRef, BaseCommit: ws.BaseCommit, Mode: ws.Mode, Capabilities: ws.Capabilities,
 		Repo: ws.Repo, HostID: ws.HostID, RuntimeKind: settings.RuntimeKind, UserID: ws.UserID,
-		ProjectID: ws.ProjectID, Created: created,
+		ProjectID: ws.ProjectID, Created: created, BaseFetchedAt: ws.BaseFetchedAt,
 	}
 }
 

@@ -572,7 +572,7 @@ func (c *capped) String() string { return c.buf.String() }
 
 var (
 	authPatterns   = regexp.MustCompile(`(?i)authentication failed|could not read (username|password)|terminal prompts disabled|http(/[0-9.]+)? 40[13]|returned error: 40[13]|permission denied \(publickey|invalid username or password|access denied|401 unauthorized|403 forbidden`)
-	repoMissingPat = regexp.MustCompile(`(?i)repository not found|repository '[^']*' not found|returned error: 404|does not appear to be a git repository`)
+	repoMissingPat = regexp.MustCompile(`(?i)repository not found|repository '[^']*' not found|returned error: (404|410|400)\b|does not appear to be a git repository`)
 	notFoundPat    = regexp.MustCompile(`(?i)repository not found|returned error: 404|not found|does not appear to be a git repository|does not exist`)
 	diskPat        = regexp.MustCompile(`(?i)no space left on device|disk quota exceeded|file too large`)
 	lockPat        = regexp.MustCompile(`Unable to create '([^']+\.lock)': File exists`)
@@ -582,7 +582,9 @@ var (
 
 // Classify maps a git failure onto the typed errors of the seed: auth →
 // ErrRepoAuthFailed; a held lock → ErrRepoLocked naming the lock file; a full
-// disk → ErrInsufficientDisk; a ref that cannot be created beside another
+// disk → ErrInsufficientDisk; HTTP 404, 410, 400 and an unfollowed
+// redirect (Locate) → ErrRepoNotFound (permanent: not retried); a ref that
+// cannot be created beside another
 // ("'refs/heads/a' exists; cannot create 'refs/heads/a/b'") → ErrConflict
 // naming both; an unknown ref → ErrRefNotFound; unreachable or
 // missing remote → ErrRepoCacheUnavailable; a typed error (e.g. Run's
@@ -617,6 +619,9 @@ func Classify(err error, what string, fallback *sandbox.Kind) error {
 		return sandbox.Errorf(sandbox.ErrRefNotFound, "%s: %s", what, firstLine(msg))
 	case repoMissingPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrRepoNotFound, "%s: %s", what, firstLine(msg))
+	case redirectPat.MatchString(msg):
+		// A redirect the caller did not follow (Locate): a permanent answer, never retried.
+		return sandbox.Errorf(sandbox.ErrRepoNotFound, "%s: the remote redirects the repository elsewhere (moved or renamed): %s", what, firstLine(msg))
 	case unreachPat.MatchString(msg), notFoundPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "%s: %s", what, firstLine(msg))
 	}

@@ -60,15 +60,30 @@ func (r *Remote) lsRemote(ctx context.Context, repo sandbox.RepoIdentity, cred *
 		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "repository URL is required")
 	}
 	dir := r.Git.emptyHome
-	args := append([]string{"ls-remote", "--end-of-options", repo.URL}, patterns...)
-	out, err := r.Git.Run(ctx, Call{
-		Dir:       dir,
-		Args:      args,
-		Env:       []string{"GIT_CEILING_DIRECTORIES=" + filepath.Dir(dir)},
-		Cred:      credFor(repo, cred),
-		RemoteURL: repo.URL,
-		Timeout:   r.lsTimeout(),
-	})
+	run := func(remote string) ([]byte, error) {
+		return r.Git.Run(ctx, Call{
+			Dir:       dir,
+			Args:      append([]string{"ls-remote", "--end-of-options", remote}, patterns...),
+			Env:       []string{"GIT_CEILING_DIRECTORIES=" + filepath.Dir(dir)},
+			Cred:      credFor(repo, cred),
+			RemoteURL: remote,
+			Timeout:   r.lsTimeout(),
+		})
+	}
+	out, err := run(repo.URL)
+	if _, moved := Redirected(err); moved {
+		// The repository moved on its host (renamed, transferred): follow
+		// it there, same scheme and host only (moves.go).
+		var mv Move
+		if mv, moved, err = r.Git.Locate(ctx, repo.URL, credFor(repo, cred)); err != nil {
+			return "", err
+		}
+		if moved {
+			out, err = run(mv.URL)
+		} else {
+			out, err = run(repo.URL)
+		}
+	}
 	if err != nil {
 		return "", Classify(err, "ls-remote "+repo.Key(), sandbox.ErrRepoCacheUnavailable)
 	}
@@ -124,6 +139,8 @@ func (r *Remote) LocalRef(ctx context.Context, gitDir, ref string) (string, erro
 //	git -c core.abbrev=no push --porcelain --no-verify --no-signed --no-follow-tags --recurse-submodules=no
 //	    [--force-with-lease=refs/heads/<b>:<lease>] --end-of-options <url> refs/heads/<b>:refs/heads/<b>
 //
+// (a repository that moved on its host is pushed to at its new URL, same
+// scheme and host only: Runner.Locate)
 // after checking the repository's own configuration (pushGuard) for keys that
 // could redirect the push or expose the credential (url.*.insteadOf and
 // pushInsteadOf, http.*, credential.*, remote.<url>.*): an agent can edit a
@@ -163,17 +180,32 @@ func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.
 		}
 		args = append(args, "--force-with-lease="+ref+":"+*spec.Lease)
 	}
-	args = append(args, "--end-of-options", spec.Repo.URL, ref+":"+ref)
 	timeout := r.PushTimeout
 	if timeout <= 0 {
 		timeout = DefaultPushTimeout
 	}
 	c := credFor(spec.Repo, cred)
 	var stdout bytes.Buffer
-	_, runErr := r.Git.Run(ctx, Call{
-		Dir: spec.GitDir, Args: args, Env: []string{"GIT_DIR=" + spec.GitDir},
-		Cred: c, RemoteURL: spec.Repo.URL, Stdout: &stdout, Timeout: timeout,
-	})
+	push := func(remote string) error {
+		stdout.Reset()
+		_, err := r.Git.Run(ctx, Call{
+			Dir: spec.GitDir, Args: append(append([]string(nil), args...), "--end-of-options", remote, ref+":"+ref),
+			Env:  []string{"GIT_DIR=" + spec.GitDir},
+			Cred: c, RemoteURL: remote, Stdout: &stdout, Timeout: timeout,
+		})
+		return err
+	}
+	runErr := push(spec.Repo.URL)
+	if _, moved := Redirected(runErr); moved {
+		// Renamed or transferred on its host: push there (moves.go).
+		mv, ok, err := r.Git.Locate(ctx, spec.Repo.URL, c)
+		if err != nil {
+			return sandbox.PushResult{}, err
+		}
+		if ok {
+			runErr = push(mv.URL)
+		}
+	}
 	porcelain := redact(stdout.String(), secretForms(c))
 	res, found := parsePorcelain(porcelain, ref+":"+ref)
 	res.Branch, res.Commit = spec.Branch, local

@@ -279,7 +279,9 @@ type ensureState struct {
 //
 // The base ref is req.BaseRef or cache.DefaultBranch, looked up in order as
 // refs/remotes/origin/<ref>, refs/tags/<ref>, refs/heads/<ref>, a full ref
-// name, then a hex commit id. The base commit is recorded in BaseCommitFile.
+// name, then a hex commit id. The base commit is recorded in BaseCommitFile;
+// a created worktree's Workspace.BaseFetchedAt is cache.LastFetchedAt (a
+// reused one's is nil: the caller keeps what it recorded).
 // On failure nothing is left behind: no directory, no registration, no branch
 // created by this call.
 //
@@ -503,7 +505,13 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		}
 	}
 	m.log.Info("workspace: created worktree", "path", st.wt, "branch", st.branch, "base_commit", base, "new_branch", createdBranch != "")
-	return m.workspace(st, base, created), nil
+	ws = m.workspace(st, base, created)
+	if f := st.cache.LastFetchedAt; !f.IsZero() {
+		// The base was resolved in the mirror as fetched then (docs/API.md "acquire").
+		f = f.UTC()
+		ws.BaseFetchedAt = &f
+	}
+	return ws, nil
 }
 
 // startPoint is the commit a new branch starts from: the tip of

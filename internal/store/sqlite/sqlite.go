@@ -156,8 +156,11 @@ var dialect = store.Dialect{
 	Statements:        statements,
 	IsNoRows:          func(err error) bool { return errors.Is(err, sql.ErrNoRows) },
 	IsUniqueViolation: isUniqueViolation,
-	IsTransient:       func(err error) bool { c := sqliteCode(err) & 0xff; return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED },
-	Describe:          describe,
+	IsTransient: func(err error) bool {
+		c := sqliteCode(err) & 0xff
+		return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
+	},
+	Describe: describe,
 }
 
 // sqliteCode is the (extended) result code of a driver error, or 0.

@@ -662,7 +662,17 @@ func (b *Backups) snapshot(ctx context.Context, w *wtRepo) (bkSnapshot, error) {
 	if err != nil {
 		return bkSnapshot{}, err
 	}
+	// A file still as checked out (baseline.go: normalised line endings,
+	// fetched LFS content) is saved as its committed blob: it is no change,
+	// and the re-created worktree checks it out the same way again.
+	same, err := b.m.asCheckedOut(ctx, w, g, baselinePaths(w))
+	if err != nil {
+		return bkSnapshot{}, err
+	}
 	for i, sha := range shas {
+		if e, ok := same[filePaths[i]]; ok && e.raw == sha {
+			sha = e.blob
+		}
 		entries[fileIdx[i]].sha = sha
 	}
 	shas, err = b.hashLinks(ctx, g, w.admin, linkTargets)

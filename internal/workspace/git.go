@@ -102,6 +102,13 @@ func (m *Manager) openWorktree(ctx context.Context, ws sandbox.Workspace) (*wtRe
 	if admin == "" {
 		return nil, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: directory is not a registered worktree (Ensure repairs it)", ws.ID)
 	}
+	return m.worktreeAt(ctx, l, admin)
+}
+
+// worktreeAt prepares git for the registered worktree l whose
+// administrative directory is admin (see openWorktree).
+func (m *Manager) worktreeAt(ctx context.Context, l loc, admin string) (*wtRepo, error) {
+	var err error
 	g := gitCtx{m: m, dir: l.wt, env: []string{
 		"GIT_DIR=" + admin,
 		"GIT_WORK_TREE=" + l.wt,

@@ -75,7 +75,10 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
 	}
-	files := parsePorcelain(out)
+	files, err := m.withoutCheckedOut(ctx, w, g, parsePorcelain(out))
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
 	st := sandbox.WorkspaceStatus{Branch: branch, Head: h, BaseCommit: base, Dirty: len(files) > 0, Files: files}
 	if len(st.Files) > MaxStatusFiles {
 		st.Files = st.Files[:MaxStatusFiles]
@@ -96,6 +99,42 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 		}
 	}
 	return st, nil
+}
+
+// withoutCheckedOut drops from files the worktree-only changes (" M") of
+// paths still as checked out (baseline.go). g uses the real index.
+func (m *Manager) withoutCheckedOut(ctx context.Context, w *wtRepo, g gitCtx, files []sandbox.FileStatus) ([]sandbox.FileStatus, error) {
+	var cands []string
+	for _, f := range files {
+		if f.Status == " M" {
+			cands = append(cands, f.Path)
+		}
+	}
+	if len(cands) == 0 {
+		return files, nil
+	}
+	same, err := m.asCheckedOut(ctx, w, g, cands)
+	if err != nil || len(same) == 0 {
+		return files, err
+	}
+	out := files[:0:0]
+	for _, f := range files {
+		if _, ok := same[f.Path]; ok && f.Status == " M" {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// baselinePaths lists the paths of the worktree's baseline.
+func baselinePaths(w *wtRepo) []string {
+	b := readBaseline(w.admin)
+	out := make([]string, 0, len(b))
+	for p := range b {
+		out = append(out, p)
+	}
+	return out
 }
 
 // addAll stages the whole work tree (`git add -A`) except untracked nested
@@ -260,6 +299,15 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 	if err := dropNewGitlinks(ctx, g); err != nil {
 		return sandbox.Diff{}, err
 	}
+	// Files as checked out (the baseline: normalised line endings, fetched
+	// LFS content) are no change.
+	same, err := m.asCheckedOut(ctx, w, w.git.with(readEnv), baselinePaths(w))
+	if err != nil {
+		return sandbox.Diff{}, err
+	}
+	if err := restoreCheckedOut(ctx, g, same); err != nil {
+		return sandbox.Diff{}, err
+	}
 	common := []string{"--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames",
 		"--no-relative", "--submodule=short", "--ignore-submodules=none"}
 
@@ -370,6 +418,12 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	if branch == "" {
 		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
 	}
+	// Files still as checked out are never staged (the baseline): decided
+	// before `git add` changes their index entries.
+	same, err := m.asCheckedOut(ctx, w, w.git, baselinePaths(w))
+	if err != nil {
+		return sandbox.CommitResult{}, err
+	}
 	if len(req.Paths) == 0 {
 		err = addAll(ctx, w.git)
 	} else {
@@ -384,6 +438,9 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 		return sandbox.CommitResult{}, gitx.Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
 	}
 	if err := dropNewGitlinks(ctx, w.git); err != nil {
+		return sandbox.CommitResult{}, err
+	}
+	if err := restoreCheckedOut(ctx, w.git, same); err != nil {
 		return sandbox.CommitResult{}, err
 	}
 	_, err = w.git.run(ctx, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "HEAD", "--")

@@ -358,3 +358,78 @@ func TestDiffPatchIsByteExactThroughJSON(t *testing.T) {
 	}
 	assert.NoFileExists(t, filepath.Join(check, "gone.txt"))
 }
+
+// TestCRLFCheckoutIsClean: a repository holding a CRLF file under
+// `*.txt text` (committed before the attribute, as real repositories do)
+// gives a fresh workspace that status, diff, commit, merge and eviction all
+// agree is clean (the checkout baseline); without the baseline git itself
+// calls it modified (the control). A real change to that file is a change
+// again, committed as git normalises it; an untouched one stays out of commits.
+func TestCRLFCheckoutIsClean(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.writeSrc("win.txt", "one\r\ntwo\r\n")
+	f.writeSrc("other.txt", "plain\r\n")
+	f.git(f.src, "add", "-A")
+	f.git(f.src, "commit", "-q", "-m", "crlf files")
+	f.writeSrc(".gitattributes", "*.txt text\n")
+	f.git(f.src, "add", ".gitattributes") // only it: the CRLF blobs stay as committed
+	f.git(f.src, "commit", "-q", "-m", "normalise text")
+	require.Equal(t, "one\r\ntwo", f.git(f.src, "cat-file", "blob", "HEAD:win.txt"))
+	f.fetch()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	raw, err := os.ReadFile(filepath.Join(ws.LocalPath, "win.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "one\r\ntwo\r\n", string(raw), "checked out as committed")
+	assert.Contains(t, f.git(ws.LocalPath, "status", "--porcelain"), "win.txt", "the control: plain git calls the untouched file modified")
+
+	st, err := f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.False(t, st.Dirty, "status: %v", st.Files)
+	assert.Empty(t, st.Files)
+	d, err := f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+	assert.Empty(t, d.Patch)
+	assert.Empty(t, d.Files)
+	c, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "nothing"})
+	require.NoError(t, err)
+	assert.True(t, c.NothingToCommit, "no line-ending-only commit")
+	bk, err := NewBackups(f.m, t.TempDir())
+	require.NoError(t, err)
+	un, err := bk.UnsavedWork(ctx, ws)
+	require.NoError(t, err)
+	assert.False(t, un.Any(), "eviction sees a clean workspace")
+	mr, err := f.m.Merge(ctx, ws, sandbox.MergeRequest{Branches: []string{"dev"}})
+	require.NoError(t, err, "merge finds the workspace clean")
+	assert.Empty(t, mr.CheckpointCommit)
+
+	// A real change is a change, committed normalised; the untouched file stays out.
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "other.txt"), []byte("plain\r\nmore\r\n"), 0o644))
+	st, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, []sandbox.FileStatus{{Path: "other.txt", Status: " M"}}, st.Files)
+	d, err = f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"other.txt"}, d.Files)
+	c, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "more"})
+	require.NoError(t, err)
+	require.False(t, c.NothingToCommit)
+	assert.Equal(t, "other.txt", f.git(f.bare, "diff-tree", "--no-commit-id", "--name-only", "-r", c.Commit))
+	assert.Equal(t, "plain\nmore\n", f.git(f.bare, "cat-file", "blob", c.Commit+":other.txt")+"\n", "committed as git normalises it")
+	st, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.False(t, st.Dirty, "after the commit: %v", st.Files)
+
+	// A change that keeps the bytes but not the mode is a change too.
+	require.NoError(t, os.Chmod(filepath.Join(ws.LocalPath, "win.txt"), 0o755))
+	st, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.True(t, st.Dirty)
+
+	// A workspace without the record (made before it existed) is what git says.
+	ws2 := f.ensure(f.req(sandbox.ModeEdit, "c2"))
+	require.NoError(t, os.Remove(filepath.Join(f.bare, "worktrees", filepath.Base(ws2.LocalPath), BaselineFile)))
+	st, err = f.m.Status(ctx, ws2)
+	require.NoError(t, err)
+	assert.True(t, st.Dirty, "the control: without the baseline the untouched CRLF file is modified")
+}

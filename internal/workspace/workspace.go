@@ -499,6 +499,12 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		return sandbox.Workspace{}, err
 	}
 	m.crash("recorded", st.wt)
+	if w, err := m.worktreeAt(ctx, l, admin); err != nil {
+		m.log.Warn("workspace: cannot record the checkout baseline", "path", st.wt, "err", err)
+	} else if err := m.recordBaseline(ctx, w); err != nil {
+		// Not fatal: without it, files git would normalise show as changed.
+		m.log.Warn("workspace: cannot record the checkout baseline", "path", st.wt, "err", err)
+	}
 	if m.afterAdd != nil {
 		if err := m.afterAdd(st.wt); err != nil {
 			return sandbox.Workspace{}, err

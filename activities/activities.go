@@ -57,6 +57,10 @@ type Activities struct {
 	Logger           *slog.Logger
 	Now              func() time.Time
 
+	// SkipSubmodules leaves submodules uninitialised, reported in the
+	// handle and status (SANDBOX_SUBMODULES=off; content.go).
+	SkipSubmodules bool
+
 	touchMu sync.Mutex
 	touched map[string]time.Time
 }
@@ -230,6 +234,7 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 		}
 		if ok {
 			a.touch(ctx, existing.ID, true)
+			existing.UninitializedSubmodules = a.uninitializedSubmodules(ctx, existing)
 			return workflows.AcquireActivityResult{Workspace: existing, Settings: a.Settings}, nil
 		}
 		a.log().Warn("workspace directory missing; repairing", "workspace", existing.ID, "path", existing.LocalPath)
@@ -266,6 +271,9 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 	if err != nil {
 		return workflows.AcquireActivityResult{}, err
 	}
+	// Submodules and Git LFS content, through the repo cache with the
+	// user's credential (content.go); best effort, reported.
+	uninitialized := a.completeContent(ctx, ws, repo, cred)
 	restoredFrom, err := a.restoreEvicted(ctx, found, existing, ws)
 	if err != nil {
 		return workflows.AcquireActivityResult{}, err
@@ -300,6 +308,7 @@ func (a *Activities) acquire(ctx context.Context, in workflows.AcquireActivityIn
 	if err != nil {
 		return workflows.AcquireActivityResult{}, err
 	}
+	ws.UninitializedSubmodules = uninitialized
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
 	return workflows.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found, RestoredFrom: restoredFrom}, nil
 }
@@ -465,7 +474,8 @@ func (a *Activities) ReadFile(ctx context.Context, in workflows.FileActivityInpu
 		return workflows.ReadFileResult{}, ToApplicationError(err)
 	}
 	a.touch(ctx, ws.ID, false)
-	return workflows.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data))}, nil
+	_, ptr := sandbox.ParseLFSPointer(data)
+	return workflows.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data)), LFSPointer: ptr}, nil
 }
 
 // WriteFile creates or replaces a file. Errors: ErrCommandRejected (read-only

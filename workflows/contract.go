@@ -203,6 +203,10 @@ type Handle struct {
 	// base is the remote's state as of then, up to SANDBOX_FETCH_FRESHNESS
 	// old for a new workspace of the default branch. Omitted when unknown.
 	BaseFetchedAt *time.Time `json:"base_fetched_at,omitempty"`
+	// UninitializedSubmodules lists the submodule paths whose recorded
+	// commit is not checked out as of this acquire (submodules off, or not
+	// fetched; docs/API.md "Submodules"). Omitted when none.
+	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
 }
 
 // HandleFor builds the Handle of a workspace.
@@ -213,6 +217,7 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) Han
 		BaseRef: ws.BaseRef, BaseCommit: ws.BaseCommit, Mode: ws.Mode, Capabilities: ws.Capabilities,
 		Repo: ws.Repo, HostID: ws.HostID, RuntimeKind: settings.RuntimeKind, UserID: ws.UserID,
 		ProjectID: ws.ProjectID, Created: created, BaseFetchedAt: ws.BaseFetchedAt,
+		UninitializedSubmodules: ws.UninitializedSubmodules,
 	}
 }
 
@@ -226,6 +231,9 @@ type ReadFileResult struct {
 	Path    string `json:"path"`
 	Content []byte `json:"content"`
 	Size    int64  `json:"size"`
+	// LFSPointer is set when Content is a Git LFS pointer
+	// (sandbox.ParseLFSPointer): the file's real content was not fetched.
+	LFSPointer bool `json:"lfs_pointer,omitempty"`
 }
 
 // WriteFileInput is write_file's argument; Mode 0 means 0644.

@@ -56,6 +56,8 @@ type Config struct {
 	// Eviction: schedule, policy and disk budget (SANDBOX_EVICTION_*,
 	// SANDBOX_DISK_BUDGET_*; eviction.go).
 	Eviction EvictionConfig
+	// Content: submodules and Git LFS (SANDBOX_SUBMODULES, SANDBOX_LFS*; content.go).
+	Content ContentConfig
 }
 
 // Defaults.
@@ -194,6 +196,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.Eviction, err = evictionFromEnv(get); err != nil {
+		return c, err
+	}
+	if c.Content, err = contentFromEnv(get); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -109,7 +109,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated})
+	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated,
+		LFS: cfg.Content.LFS})
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +125,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		Settings: workflows.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, RuntimeResources: cfg.RuntimeResources, Logger: log,
+		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
 
 	if opts.Client != nil {

@@ -208,3 +208,57 @@ func writeOrRemove(path, content string, keep bool) error {
 	}
 	return writeFileSync(path, content+"\n")
 }
+
+// CommitRefPrefix holds commits fetched by id because no branch or tag of
+// the remote names them (FetchCommit): refs/sandbox/commits/<commit>.
+const CommitRefPrefix = "refs/sandbox/commits/"
+
+// FetchCommit fetches one commit the mirror lacks by its id (a submodule's
+// recorded commit on no branch), `git fetch <url> <commit>:refs/sandbox/commits/<commit>`,
+// which the remote must allow (uploadpack.allowReachableSHA1InWant; code
+// hosts do); a repository that moved is fetched at its new location. A
+// commit already present is success. Errors: ErrInvalidArgument (not a full
+// commit id, bad identity), ErrRefNotFound (the remote does not give it),
+// ErrRepoAuthFailed, ErrRepoNotFound, ErrRepoCacheUnavailable, ErrRepoLocked.
+func (c *Cache) FetchCommit(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential, commit string) error {
+	if !isHex(commit, 40, 64) || (len(commit) != 40 && len(commit) != 64) {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "commit %q is not a full commit id", sandbox.Clip(commit, 80))
+	}
+	commit = strings.ToLower(commit)
+	id, err := identity(repo)
+	if err != nil {
+		return err
+	}
+	if !isHTTP(id.URL) {
+		cred = nil
+	}
+	unlock, err := c.LockRepo(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	bare := filepath.Join(c.repoDir(id), bareDirName)
+	if st, err := c.inspect(ctx, bare); err != nil {
+		return err
+	} else if st != stateReady {
+		return sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "fetch commit %s: the repo cache of %s is not ready", commit, id.Key())
+	}
+	if _, err := c.run(ctx, bare, localTimeout, nil, "", "cat-file", "-e", commit+"^{commit}"); err == nil {
+		return nil
+	}
+	remote := id.URL
+	if b, err := os.ReadFile(filepath.Join(bare, LocationMarker)); err == nil {
+		remote = strings.TrimSpace(string(b))
+	}
+	what := "fetch commit " + commit + " of " + id.Key()
+	_, err = c.run(ctx, bare, c.netTimeout, cred, remote, "fetch", "--quiet", "--no-write-fetch-head", "--no-recurse-submodules",
+		"--no-auto-maintenance", "--end-of-options", remote, "+"+commit+":"+CommitRefPrefix+commit)
+	if err != nil {
+		var ge *gitx.Error
+		if errors.As(err, &ge) && (strings.Contains(ge.Stderr, "not our ref") || strings.Contains(ge.Stderr, "unadvertised object") || strings.Contains(ge.Stderr, "couldn't find remote ref")) {
+			return sandbox.Errorf(sandbox.ErrRefNotFound, "%s: the remote does not give it", what)
+		}
+		return gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
+	}
+	return nil
+}

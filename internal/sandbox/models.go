@@ -120,33 +120,38 @@ const (
 
 // Workspace is one durable worktree (seed "Storage Model: sandbox_workspaces").
 type Workspace struct {
-	ID             string        `json:"workspace_id"`
-	Key            string        `json:"key"` // WorkspaceKey of the request
-	RepoCacheID    string        `json:"repo_cache_id"`
-	Repo           RepoIdentity  `json:"repo"`
-	ProjectID      string        `json:"project_id"`
-	UserID         string        `json:"user_id"`
-	Mode           WorkspaceMode `json:"mode"`
-	ConversationID string        `json:"conversation_id,omitempty"`
-	TaskID         string        `json:"task_id,omitempty"`
-	BaseRef        string        `json:"base_ref"`    // as requested, or the default branch
-	BaseCommit     string        `json:"base_commit"` // resolved at creation; diffs are taken against it
+	ID             string         `json:"workspace_id"`
+	Key            string         `json:"key"` // WorkspaceKey of the request
+	RepoCacheID    string         `json:"repo_cache_id"`
+	Repo           RepoIdentity   `json:"repo"`
+	ProjectID      string         `json:"project_id"`
+	UserID         string         `json:"user_id"`
+	Mode           WorkspaceMode  `json:"mode"`
+	ConversationID string         `json:"conversation_id,omitempty"`
+	TaskID         string         `json:"task_id,omitempty"`
+	BaseRef        string         `json:"base_ref"`    // as requested, or the default branch
+	BaseCommit     string         `json:"base_commit"` // resolved at creation; diffs are taken against it
+	BranchName     string         `json:"branch"`      // empty for analysis (detached)
+	LocalPath      string         `json:"local_path"`
+	HostID         string         `json:"host_id"`
+	State          WorkspaceState `json:"state"`
+	Dirty          bool           `json:"dirty"`
+	PinnedUntil    *time.Time     `json:"pinned_until,omitempty"`
+	Capabilities   Capabilities   `json:"capabilities"`
+	LastUsedAt     time.Time      `json:"last_used_at"`
+	SizeBytes      int64          `json:"size_bytes"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+
 	// BaseFetchedAt is when the repo cache the base commit was resolved in
 	// had last fetched from the remote (RepoCache.LastFetchedAt then): the
 	// base is the remote's state as of that time. nil when unknown (rows
 	// older than the column).
-	BaseFetchedAt *time.Time     `json:"base_fetched_at,omitempty"`
-	BranchName    string         `json:"branch"` // empty for analysis (detached)
-	LocalPath     string         `json:"local_path"`
-	HostID        string         `json:"host_id"`
-	State         WorkspaceState `json:"state"`
-	Dirty         bool           `json:"dirty"`
-	PinnedUntil   *time.Time     `json:"pinned_until,omitempty"`
-	Capabilities  Capabilities   `json:"capabilities"`
-	LastUsedAt    time.Time      `json:"last_used_at"`
-	SizeBytes     int64          `json:"size_bytes"`
-	CreatedAt     time.Time      `json:"created_at"`
-	UpdatedAt     time.Time      `json:"updated_at"`
+	BaseFetchedAt *time.Time `json:"base_fetched_at,omitempty"`
+	// UninitializedSubmodules lists the submodule paths whose recorded
+	// commit is not checked out (docs/API.md "Submodules"). Not stored: the
+	// acquire activity fills it from the worktree.
+	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
 }
 
 // Network is a runtime's network policy (seed RuntimeSpec.network).

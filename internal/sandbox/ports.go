@@ -63,6 +63,9 @@ type FileEntry struct {
 	Type string `json:"type"`
 	Size int64  `json:"size"` // bytes
 	Mode uint32 `json:"mode"` // permission bits
+	// LFSPointer is set on a regular file whose content is a Git LFS
+	// pointer (ParseLFSPointer): its real content was not fetched.
+	LFSPointer bool `json:"lfs_pointer,omitempty"`
 }
 
 // SearchRequest asks for lines matching Pattern (Go RE2 syntax, or a literal
@@ -125,6 +128,14 @@ type WorkspaceStatus struct {
 	// host-side git never obeys them. Values are never included. Empty when
 	// the configuration is clean.
 	ConfigWarnings []string `json:"config_warnings,omitempty"`
+	// LFSPointers lists the Git LFS files (attribute filter=lfs) that are
+	// still pointers: their content could not be fetched, or fetching is
+	// off (SANDBOX_LFS). Omitted when none.
+	LFSPointers []string `json:"lfs_pointers,omitempty"`
+	// UninitializedSubmodules lists the submodule paths whose recorded
+	// commit is not checked out (submodules off, SANDBOX_SUBMODULES, or it
+	// could not be fetched). Omitted when none.
+	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
 }
 
 // MaxDiffBytes caps a returned patch; the total size is still reported.

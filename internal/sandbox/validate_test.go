@@ -216,3 +216,36 @@ func TestTruncatePatch(t *testing.T) {
 		}
 	}
 }
+
+func TestResolveSubmoduleURL(t *testing.T) {
+	for _, c := range []struct{ super, rel, want string }{
+		{"https://h/team/project.git", "../dep.git", "https://h/team/dep.git"},
+		{"https://h/team/project.git", "./dep.git", "https://h/team/project.git/dep.git"},
+		{"https://h/team/project", "../../other/dep", "https://h/other/dep"},
+		{"https://h:8443/a/b", "../c", "https://h:8443/a/c"},
+		{"file:///tmp/x/team/project", "../dep", "file:///tmp/x/team/dep"},
+		{"https://h/team/project.git", "https://elsewhere/x/y.git", "https://elsewhere/x/y.git"},
+		{"https://h/team/project.git", "ext::sh -c evil", "ext::sh -c evil"}, // absolute: ParseRepoURL refuses it
+	} {
+		got, err := ResolveSubmoduleURL(c.super, c.rel)
+		if err != nil || got != c.want {
+			t.Errorf("ResolveSubmoduleURL(%q, %q) = %q, %v; want %q", c.super, c.rel, got, err, c.want)
+		}
+	}
+	for _, c := range [][2]string{{"https://h/a", "../../../x"}, {"https://h/a", ""}, {"git@h:a/b", "../c"}} {
+		if got, err := ResolveSubmoduleURL(c[0], c[1]); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("ResolveSubmoduleURL(%q, %q) = %q, %v; want InvalidArgument", c[0], c[1], got, err)
+		}
+	}
+	if _, ok := ParseLFSPointer([]byte("version https://git-lfs.github.com/spec/v1\noid sha256:" + strings.Repeat("a", 64) + "\nsize 12\n")); !ok {
+		t.Error("a pointer is not recognised")
+	}
+	for _, bad := range []string{"", "version https://git-lfs.github.com/spec/v1\nsize 12\noid sha256:" + strings.Repeat("a", 64) + "\n",
+		"version https://git-lfs.github.com/spec/v1\noid sha256:" + strings.Repeat("A", 64) + "\nsize 12\n",
+		"version https://git-lfs.github.com/spec/v1\noid sha256:" + strings.Repeat("a", 64) + "\nsize 012\n",
+		"version https://git-lfs.github.com/spec/v1\noid sha256:" + strings.Repeat("a", 64) + "\nsize 12"} {
+		if _, ok := ParseLFSPointer([]byte(bad)); ok {
+			t.Errorf("ParseLFSPointer(%q) accepted", bad)
+		}
+	}
+}

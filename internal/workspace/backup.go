@@ -150,6 +150,14 @@ func (b *Backups) Backup(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if err != nil {
 		return sandbox.WorkspaceBackup{}, err
 	}
+	// A submodule's files are its own repository's: a backup of the
+	// superproject cannot hold them, so a workspace with changes there is
+	// never evicted (submodules.go).
+	if subs, err := b.m.dirtySubmodules(ctx, w); err != nil {
+		return sandbox.WorkspaceBackup{}, err
+	} else if len(subs) > 0 {
+		return sandbox.WorkspaceBackup{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s has changes inside submodule %s, which a backup cannot save; not evicted", ws.ID, subs[0])
+	}
 	snap, err := b.snapshot(ctx, w)
 	if err != nil {
 		return sandbox.WorkspaceBackup{}, err

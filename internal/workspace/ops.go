@@ -54,6 +54,9 @@ func head(ctx context.Context, g gitCtx) (commit, branch string, err error) {
 // MaxStatusFiles, CommitsSinceBase = `git rev-list --count <base>..HEAD`, and
 // UnpushedCommits (commits no remote-tracking branch, tag or recorded push holds),
 // and ConfigWarnings (the poisoned configuration variables gitx found).
+// Files still as checked out (the baseline, baseline.go) are not listed;
+// a checked-out submodule whose files changed is listed as " M <path>"
+// (submodules.go); LFSPointers and UninitializedSubmodules are reported.
 // It takes no index lock (GIT_OPTIONAL_LOCKS=0) and runs no hook, fsmonitor
 // or filter. Errors: ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath),
 // ErrRefNotFound (base commit missing), ErrWorkspaceUnavailable.
@@ -79,6 +82,20 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
 	}
+	// Changes inside checked-out submodules (submodules.go): " M <path>".
+	dirtySubs, err := m.dirtySubmodules(ctx, w)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	for _, p := range dirtySubs {
+		listed := false
+		for _, f := range files {
+			listed = listed || f.Path == p
+		}
+		if !listed {
+			files = append(files, sandbox.FileStatus{Path: p, Status: " M"})
+		}
+	}
 	st := sandbox.WorkspaceStatus{Branch: branch, Head: h, BaseCommit: base, Dirty: len(files) > 0, Files: files}
 	if len(st.Files) > MaxStatusFiles {
 		st.Files = st.Files[:MaxStatusFiles]
@@ -97,6 +114,14 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 		for _, p := range g.ins.Poisoned {
 			st.ConfigWarnings = append(st.ConfigWarnings, p.String())
 		}
+	}
+	lfs, err := m.lfsPointers(ctx, w)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	st.LFSPointers = lfsPaths(lfs)
+	if st.UninitializedSubmodules, err = m.uninitializedSubmodules(ctx, w); err != nil {
+		return sandbox.WorkspaceStatus{}, err
 	}
 	return st, nil
 }

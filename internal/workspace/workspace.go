@@ -96,6 +96,8 @@ type Options struct {
 	// Isolated is copied into every workspace's Capabilities.Isolated: it is
 	// the runtime provider's RuntimeCapabilities.Isolated (sandbox.CapabilitiesFromMode).
 	Isolated bool
+	// LFS configures how Git LFS content is fetched (lfs.go).
+	LFS LFSOptions
 }
 
 // Manager is the local-worktree sandbox.WorkspaceProvider. It is safe for
@@ -109,6 +111,7 @@ type Manager struct {
 	now      func() time.Time
 	log      *slog.Logger
 	isolated bool
+	lfs      LFSOptions
 
 	// afterAdd, when set (tests only), runs after a successful `git worktree
 	// add`; an error simulates a failure in the middle of creation.
@@ -151,7 +154,7 @@ func New(opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{git: opts.Git, locker: opts.Locker, hostID: host, now: now, log: log, isolated: opts.Isolated}, nil
+	return &Manager{git: opts.Git, locker: opts.Locker, hostID: host, now: now, log: log, isolated: opts.Isolated, lfs: opts.LFS}, nil
 }
 
 // crash calls the crashPoint test hook, if any.

@@ -349,14 +349,17 @@ func (c *cli) readCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := s.ReadFile(cmd.Context(), args[1])
+			res, err := s.ReadFileResult(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}
 			if c.asJSON {
-				return c.printJSON(workflows.ReadFileResult{Path: args[1], Content: data, Size: int64(len(data))})
+				return c.printJSON(res)
 			}
-			_, err = c.stdout.Write(data)
+			if res.LFSPointer {
+				fmt.Fprintf(c.stderr, "sandboxctl: %s is a Git LFS pointer: its content was not fetched\n", printablePath(args[1]))
+			}
+			_, err = c.stdout.Write(res.Content)
 			return err
 		},
 	}
@@ -501,6 +504,12 @@ func (c *cli) statusCommand() *cobra.Command {
 			}
 			for _, w := range st.ConfigWarnings {
 				fmt.Fprintf(c.stderr, "warning: git config %s\n", printablePath(w))
+			}
+			for _, p := range st.UninitializedSubmodules {
+				fmt.Fprintf(c.stderr, "warning: submodule %s is not checked out\n", printablePath(p))
+			}
+			for _, p := range st.LFSPointers {
+				fmt.Fprintf(c.stderr, "warning: %s is a Git LFS pointer (content not fetched)\n", printablePath(p))
 			}
 			return nil
 		},

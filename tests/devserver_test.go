@@ -95,6 +95,7 @@ func TestEmbeddedServerPortTakenAfterTheCheck(t *testing.T) {
 			winner, loser = b, a
 		}
 		require.Error(t, loser.err)
+		t.Logf("round %d: the second server failed with: %v", round, loser.err)
 		assert.True(t, errors.Is(loser.err, devserver.ErrPortInUse), "round %d: %v", round, loser.err)
 		if winner.err != nil {
 			t.Fatalf("round %d: neither server started: %v / %v", round, a.err, b.err)

@@ -180,10 +180,10 @@ func Start(opts Options) (*Server, error) {
 }
 
 // startTrapped runs start (temporal.NewServer and Server.Start) in its own
-// goroutine, so that a Fatal of the server's logger (fatalTrap: it stops
-// the goroutine it is called on) ends only that goroutine; it then returns
-// the recorded fatal error, after stopping what was started (bounded: a
-// half-started server may not stop cleanly).
+// goroutine, where a Fatal of the server's logger (fatalTrap) panics with a
+// fatalPanic that is recovered here; it then returns the recorded fatal
+// error, after stopping what was started (bounded: a half-started server
+// may not stop cleanly).
 func startTrapped(trap *fatalTrap, start func() (temporal.Server, error)) (temporal.Server, error) {
 	type result struct {
 		srv temporal.Server
@@ -192,12 +192,19 @@ func startTrapped(trap *fatalTrap, start func() (temporal.Server, error)) (tempo
 	ch := make(chan result, 1)
 	var started temporal.Server
 	var mu sync.Mutex
+	trap.starting.Store(true)
 	go func() {
 		returned := false
 		defer func() {
-			if !returned { // runtime.Goexit from fatalTrap.Fatal
-				ch <- result{err: trap.err()}
+			if returned {
+				return
 			}
+			if p := recover(); p != nil {
+				if _, ok := p.(fatalPanic); !ok {
+					panic(p) // not ours
+				}
+			}
+			ch <- result{err: trap.err()} // fatalTrap.Fatal: a panic, or runtime.Goexit
 		}()
 		srv, err := start()
 		mu.Lock()
@@ -207,6 +214,7 @@ func startTrapped(trap *fatalTrap, start func() (temporal.Server, error)) (tempo
 		ch <- result{srv, err}
 	}()
 	r := <-ch
+	trap.starting.Store(false)
 	if r.err == nil {
 		if ferr := trap.err(); ferr != nil {
 			r.err = ferr

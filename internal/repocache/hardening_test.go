@@ -167,6 +167,7 @@ func TestStaleLocksInTheMirror(t *testing.T) {
 	_, err = c.Ensure(ctx, id, nil, true)
 	require.NoError(t, err, "a lock older than the stale age and open nowhere is removed")
 	assert.NoFileExists(t, lock)
+	assert.Equal(t, want, bareGit(t, bare, "rev-parse", "refs/remotes/origin/trunk"))
 	_ = liveIn.Close()
 	_ = live.Wait()
 

@@ -88,6 +88,7 @@ fuzz:
 bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/
+	$(GO) test -run '^$$' -bench . -benchtime 30x -count 1 -timeout 30m ./internal/workspace/
 
 lint:
 	$(GO) vet ./...

@@ -203,6 +203,11 @@ func (r *Runner) hardening() []string {
 		"-c", "core.alternateRefsCommand=true",
 		"-c", "core.protectNTFS=true",
 		"-c", "core.protectHFS=true",
+		// Line endings are the attributes' business only (the checkout
+		// baseline of internal/workspace relies on it), never the config's.
+		"-c", "core.autocrlf=false",
+		"-c", "core.eol=lf",
+		"-c", "core.safecrlf=false",
 		"-c", "credential.helper=",
 		"-c", "diff.external=",
 		"-c", "core.pager=cat",

@@ -673,7 +673,7 @@ func (b *Backups) snapshot(ctx context.Context, w *wtRepo) (bkSnapshot, error) {
 	// A file still as checked out (baseline.go: normalised line endings,
 	// fetched LFS content) is saved as its committed blob: it is no change,
 	// and the re-created worktree checks it out the same way again.
-	same, err := b.m.asCheckedOut(ctx, w, g, baselinePaths(w))
+	same, err := b.m.asCheckedOut(ctx, w, baselinePaths(w))
 	if err != nil {
 		return bkSnapshot{}, err
 	}

@@ -108,6 +108,14 @@ func writeBaseline(admin string, b baseline) error {
 // cleaned content differs from its index blob is recorded with the raw
 // bytes' id. Errors: as Diff.
 func (m *Manager) recordBaseline(ctx context.Context, w *wtRepo) error {
+	if has, err := m.hasAttributes(ctx, w); err != nil || !has {
+		// No attribute can convert anything (host-side git pins core.autocrlf
+		// and core.eol): a checkout is exactly its blobs.
+		if err != nil {
+			return err
+		}
+		return writeBaseline(w.admin, nil)
+	}
 	tmp, err := m.indexCopy(w)
 	if err != nil {
 		return err
@@ -158,13 +166,40 @@ func (m *Manager) recordBaseline(ctx context.Context, w *wtRepo) error {
 	return writeBaseline(w.admin, b)
 }
 
+// hasAttributes reports whether any gitattributes file can apply to the
+// worktree: a tracked .gitattributes anywhere, or the repository's
+// info/attributes. Without one, git converts nothing on checkout or add
+// (no text, eol, filter, ident or working-tree-encoding attribute; the
+// runner pins core.autocrlf=false and core.eol=lf), and nothing is LFS.
+func (m *Manager) hasAttributes(ctx context.Context, w *wtRepo) (bool, error) {
+	if w.attrs != nil {
+		return *w.attrs, nil
+	}
+	has := false
+	for _, dir := range []string{w.bare, w.admin} {
+		if fi, err := os.Stat(filepath.Join(dir, "info", "attributes")); err == nil && fi.Size() > 0 {
+			has = true
+		}
+	}
+	if !has {
+		out, err := w.git.with(readEnv).run(ctx, "ls-files", "-z", "--cached", "--", ":(glob).gitattributes", ":(glob)**/.gitattributes")
+		if err != nil {
+			return false, gitx.Classify(err, "git ls-files .gitattributes", sandbox.ErrWorkspaceUnavailable)
+		}
+		has = len(out) > 0
+	}
+	w.attrs = &has
+	return has, nil
+}
+
 // addBaseline records paths (just written by sandboxcore, e.g. LFS content
 // replacing its pointer) as checked out, keeping the other entries.
 func (m *Manager) addBaseline(ctx context.Context, w *wtRepo, paths []string) error {
 	if len(paths) == 0 {
 		return nil
 	}
-	idx, err := m.indexEntries(ctx, w.git, paths)
+	w.forgetStage()
+	idx, err := m.indexEntries(ctx, w, paths)
 	if err != nil {
 		return err
 	}
@@ -188,9 +223,9 @@ func (m *Manager) addBaseline(ctx context.Context, w *wtRepo, paths []string) er
 }
 
 // asCheckedOut returns those of paths that are still as checked out (see
-// the top of this file). g must use the real index (its entries are
-// compared). Paths not in the baseline are never returned.
-func (m *Manager) asCheckedOut(ctx context.Context, w *wtRepo, g gitCtx, paths []string) (map[string]baselineEntry, error) {
+// the top of this file), judged against the real index. Paths not in the
+// baseline are never returned.
+func (m *Manager) asCheckedOut(ctx context.Context, w *wtRepo, paths []string) (map[string]baselineEntry, error) {
 	b := readBaseline(w.admin)
 	var cands []string
 	for _, p := range paths {
@@ -201,7 +236,7 @@ func (m *Manager) asCheckedOut(ctx context.Context, w *wtRepo, g gitCtx, paths [
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	idx, err := m.indexEntries(ctx, g, cands)
+	idx, err := m.indexEntries(ctx, w, cands)
 	if err != nil {
 		return nil, err
 	}
@@ -234,13 +269,13 @@ func (m *Manager) modeMatches(w *wtRepo, p, mode string) bool {
 	return (fi.Mode()&0o100 != 0) == (mode == "100755")
 }
 
-// indexEntries returns the stage-0 index entries (mode, blob) of paths
-// (from `git ls-files -s -z`).
-func (m *Manager) indexEntries(ctx context.Context, g gitCtx, paths []string) (map[string]baselineEntry, error) {
-	// ls-files takes no --pathspec-from-file: list everything once and pick.
-	out, err := g.with(readEnv).run(ctx, "ls-files", "-s", "-z")
+// indexEntries returns the stage-0 entries (mode, blob) of paths in the
+// real index (from `git ls-files -s -z`, which takes no
+// --pathspec-from-file: everything is listed once and picked).
+func (m *Manager) indexEntries(ctx context.Context, w *wtRepo, paths []string) (map[string]baselineEntry, error) {
+	out, err := w.stageEntries(ctx)
 	if err != nil {
-		return nil, gitx.Classify(err, "git ls-files -s", sandbox.ErrWorkspaceUnavailable)
+		return nil, err
 	}
 	want := map[string]bool{}
 	for _, p := range paths {

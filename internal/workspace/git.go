@@ -77,12 +77,36 @@ func (m *Manager) inspected(ctx context.Context, g gitCtx) (gitCtx, error) {
 	return g, nil
 }
 
-// wtRepo is an open, registered worktree.
+// wtRepo is an open, registered worktree, for one operation.
 type wtRepo struct {
 	loc
 	admin string
 	git   gitCtx
+	// stage memoizes `git ls-files -s -z` of the real index within one
+	// read-only operation (Status); forgetStage drops it when the index changes.
+	stage []byte
+	// attrs memoizes hasAttributes.
+	attrs *bool
 }
+
+// stageEntries returns `git ls-files -s -z` of the real index (memoized).
+func (w *wtRepo) stageEntries(ctx context.Context) ([]byte, error) {
+	if w.stage != nil {
+		return w.stage, nil
+	}
+	out, err := w.git.with(readEnv).run(ctx, "ls-files", "-s", "-z")
+	if err != nil {
+		return nil, gitx.Classify(err, "git ls-files -s", sandbox.ErrWorkspaceUnavailable)
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	w.stage = out
+	return out, nil
+}
+
+// forgetStage drops the memoized index listing (the index changed).
+func (w *wtRepo) forgetStage() { w.stage = nil }
 
 // openWorktree locates a registered worktree and prepares git for it: GIT_DIR
 // is its administrative directory, GIT_WORK_TREE its directory, and its

@@ -61,6 +61,9 @@ type lfsFile struct {
 // lfsPointers lists the LFS-tracked paths (attribute filter=lfs) whose
 // worktree file is a pointer.
 func (m *Manager) lfsPointers(ctx context.Context, w *wtRepo) ([]lfsFile, error) {
+	if has, err := m.hasAttributes(ctx, w); err != nil || !has {
+		return nil, err // nothing can be filter=lfs
+	}
 	out, err := w.git.with(readEnv).run(ctx, "ls-files", "-z", "--cached", "--", ":(attr:filter=lfs)")
 	if err != nil {
 		return nil, gitx.Classify(err, "git ls-files (LFS files)", sandbox.ErrWorkspaceUnavailable)

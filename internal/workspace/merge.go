@@ -207,11 +207,12 @@ func withConfig(g gitCtx, kv [][2]string) gitCtx {
 // changes lists the work tree's changes, untracked files included, but
 // files still as checked out (baseline.go).
 func (m *Manager) changes(ctx context.Context, w *wtRepo, g gitCtx) ([]sandbox.FileStatus, error) {
+	w.forgetStage() // merges change the index between calls
 	out, err := g.run(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
 	if err != nil {
 		return nil, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
 	}
-	return m.withoutCheckedOut(ctx, w, g, parsePorcelain(out))
+	return m.withoutCheckedOut(ctx, w, parsePorcelain(out))
 }
 
 // unmerged lists the index's unmerged paths, sorted and unique.

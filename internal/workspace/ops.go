@@ -78,12 +78,16 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
 	}
-	files, err := m.withoutCheckedOut(ctx, w, g, parsePorcelain(out))
+	files, err := m.withoutCheckedOut(ctx, w, parsePorcelain(out))
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
 	}
 	// Changes inside checked-out submodules (submodules.go): " M <path>".
-	dirtySubs, err := m.dirtySubmodules(ctx, w)
+	subs, err := m.submodules(ctx, w)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	dirtySubs, err := m.dirtyOf(ctx, w, subs)
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
 	}
@@ -120,15 +124,17 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 		return sandbox.WorkspaceStatus{}, err
 	}
 	st.LFSPointers = lfsPaths(lfs)
-	if st.UninitializedSubmodules, err = m.uninitializedSubmodules(ctx, w); err != nil {
-		return sandbox.WorkspaceStatus{}, err
+	for _, s := range subs {
+		if !s.CheckedOut {
+			st.UninitializedSubmodules = append(st.UninitializedSubmodules, s.Path)
+		}
 	}
 	return st, nil
 }
 
 // withoutCheckedOut drops from files the worktree-only changes (" M") of
-// paths still as checked out (baseline.go). g uses the real index.
-func (m *Manager) withoutCheckedOut(ctx context.Context, w *wtRepo, g gitCtx, files []sandbox.FileStatus) ([]sandbox.FileStatus, error) {
+// paths still as checked out (baseline.go).
+func (m *Manager) withoutCheckedOut(ctx context.Context, w *wtRepo, files []sandbox.FileStatus) ([]sandbox.FileStatus, error) {
 	var cands []string
 	for _, f := range files {
 		if f.Status == " M" {
@@ -138,7 +144,7 @@ func (m *Manager) withoutCheckedOut(ctx context.Context, w *wtRepo, g gitCtx, fi
 	if len(cands) == 0 {
 		return files, nil
 	}
-	same, err := m.asCheckedOut(ctx, w, g, cands)
+	same, err := m.asCheckedOut(ctx, w, cands)
 	if err != nil || len(same) == 0 {
 		return files, err
 	}
@@ -326,7 +332,7 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 	}
 	// Files as checked out (the baseline: normalised line endings, fetched
 	// LFS content) are no change.
-	same, err := m.asCheckedOut(ctx, w, w.git.with(readEnv), baselinePaths(w))
+	same, err := m.asCheckedOut(ctx, w, baselinePaths(w))
 	if err != nil {
 		return sandbox.Diff{}, err
 	}
@@ -445,7 +451,7 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	}
 	// Files still as checked out are never staged (the baseline): decided
 	// before `git add` changes their index entries.
-	same, err := m.asCheckedOut(ctx, w, w.git, baselinePaths(w))
+	same, err := m.asCheckedOut(ctx, w, baselinePaths(w))
 	if err != nil {
 		return sandbox.CommitResult{}, err
 	}
@@ -462,6 +468,7 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 		}
 		return sandbox.CommitResult{}, gitx.Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
 	}
+	w.forgetStage() // `git add` changed the index
 	if err := dropNewGitlinks(ctx, w.git); err != nil {
 		return sandbox.CommitResult{}, err
 	}

@@ -52,9 +52,9 @@ func (m *Manager) Submodules(ctx context.Context, ws sandbox.Workspace) ([]sandb
 }
 
 func (m *Manager) submodules(ctx context.Context, w *wtRepo) ([]sandbox.Submodule, error) {
-	out, err := w.git.with(readEnv).run(ctx, "ls-files", "-s", "-z")
+	out, err := w.stageEntries(ctx)
 	if err != nil {
-		return nil, gitx.Classify(err, "git ls-files -s", sandbox.ErrWorkspaceUnavailable)
+		return nil, err
 	}
 	var subs []sandbox.Submodule
 	for _, rec := range strings.Split(string(out), "\x00") {
@@ -286,7 +286,13 @@ func (m *Manager) dirtySubmodules(ctx context.Context, w *wtRepo) ([]string, err
 	if err != nil {
 		return nil, err
 	}
+	return m.dirtyOf(ctx, w, subs)
+}
+
+// dirtyOf is dirtySubmodules of an already listed subs.
+func (m *Manager) dirtyOf(ctx context.Context, w *wtRepo, subs []sandbox.Submodule) ([]string, error) {
 	var dirty []string
+	var err error
 	for _, s := range subs {
 		gd := submoduleGitDir(w, s.Path)
 		if _, err := os.Stat(filepath.Join(gd, SubmoduleMarker)); err != nil || !s.CheckedOut {

@@ -50,7 +50,8 @@ type Resilience struct {
 	// 0 means DefaultRetryFor, negative never retries.
 	RetryFor time.Duration
 	// AttemptTimeout bounds each attempt of a call (the caller's ctx still
-	// applies); 0 means DefaultAttemptTimeout.
+	// applies); 0 means the dialect's (Dialect.AttemptTimeout), else
+	// DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
 	// ProbeEvery: while the store is down, calls fail at once except one
 	// every ProbeEvery; 0 means DefaultProbeEvery.
@@ -72,6 +73,9 @@ type health struct {
 func (s *SQLStore) SetResilience(r Resilience) {
 	if r.RetryFor == 0 {
 		r.RetryFor = DefaultRetryFor
+	}
+	if r.AttemptTimeout <= 0 {
+		r.AttemptTimeout = s.d.AttemptTimeout
 	}
 	if r.AttemptTimeout <= 0 {
 		r.AttemptTimeout = DefaultAttemptTimeout

@@ -47,6 +47,10 @@ type Dialect struct {
 	// ("SQLSTATE 57P01 (admin shutdown)", "database is locked"), or "" to
 	// fall back to NetworkFailure. nil: NetworkFailure only.
 	Describe func(error) string
+	// AttemptTimeout is this database's default Resilience.AttemptTimeout
+	// (0: DefaultAttemptTimeout). An embedded database whose calls queue for
+	// one connection and wait out its busy timeout needs longer.
+	AttemptTimeout time.Duration
 }
 
 // SQLStore is sandbox.Store and HostRegistry on any SQL database through a

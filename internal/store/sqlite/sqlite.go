@@ -161,6 +161,8 @@ var dialect = store.Dialect{
 		return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
 	},
 	Describe: describe,
+	// Calls queue for the one connection and may wait out BusyTimeout.
+	AttemptTimeout: 6 * BusyTimeout,
 }
 
 // sqliteCode is the (extended) result code of a driver error, or 0.

@@ -29,16 +29,26 @@ run: build runtime-deps
 	SANDBOX_ALLOW_FILE_URLS=$${SANDBOX_ALLOW_FILE_URLS:-1} \
 	./$(BIN)/sandbox-worker
 
-# The isolated local runtime make run uses: install bubblewrap with apt when
-# it is missing and we may (root on Debian); otherwise say how.
+# The isolated local runtime make run uses, and git-lfs (host-side Git LFS
+# fetches): install them with apt when missing and we may (root on Debian);
+# otherwise say how. .ci/apt-get.sh
+# waits (at most SANDBOX_APT_LOCK_TIMEOUT seconds, default 300) for another
+# apt-get or dpkg holding the package locks instead of giving up at once.
 runtime-deps:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing bubblewrap (the isolated runtime) with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
+	    .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq bubblewrap; \
 	  else \
 	    echo "bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap), or run"; \
 	    echo "with SANDBOX_RUNTIME_PROVIDER=docker (and SANDBOX_RUNTIME_IMAGE) or, without isolation, =local"; \
+	  fi; }
+	@command -v git-lfs >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing git-lfs (workspaces fetch Git LFS content with it) with apt-get"; \
+	    .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq git-lfs; \
+	  else \
+	    echo "git-lfs is not installed: Git LFS files stay pointers (flagged lfs_pointer); apt-get install git-lfs"; \
 	  fi; }
 
 # runtime-deps first: the end-to-end hosts use the isolated runtime (auto =
@@ -100,6 +110,7 @@ bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCH
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/ ./internal/runtime/supervisor/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/daytona/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 ./internal/eviction/
+	$(GO) test -run '^$$' -bench . -benchtime 30x -count 1 -timeout 30m ./internal/workspace/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./payloadcodec/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/e2b/
 

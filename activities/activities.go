@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -61,6 +62,10 @@ type Activities struct {
 	RuntimeResources *sandbox.ResourceHints
 	Logger           *slog.Logger
 	Now              func() time.Time
+
+	// SkipSubmodules leaves submodules uninitialised, reported in the
+	// handle and status (SANDBOX_SUBMODULES=off; content.go).
+	SkipSubmodules bool
 
 	touchMu sync.Mutex
 	touched map[string]time.Time
@@ -183,7 +188,9 @@ func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput)
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return wire.LocateResult{}, ToApplicationError(err)
 	}
-	ws, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	// A row this host remembers serves while the store is unreachable
+	// (store.Remembering).
+	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
 	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
 		return wire.LocateResult{}, nil
 	}
@@ -211,12 +218,13 @@ func (a *Activities) Acquire(ctx context.Context, in wire.AcquireActivityInput) 
 }
 
 func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
+	started := time.Now()
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
 	var req sandbox.WorkspaceRequest
 	var repo sandbox.RepoIdentity
-	existing, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	existing, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
 	found := err == nil
 	if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
 		return wire.AcquireActivityResult{}, err
@@ -256,6 +264,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		}
 		if ok {
 			a.touch(ctx, existing.ID, true)
+			existing.UninitializedSubmodules = a.uninitializedSubmodules(ctx, existing)
 			res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing)}
 			if in.Restore {
 				if res.RestoredFrom, err = a.restoreDestroyed(ctx, &res.Workspace); err != nil {
@@ -292,8 +301,11 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		return wire.AcquireActivityResult{}, err
 	}
 	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
-	if errors.Is(err, sandbox.ErrRefNotFound) && a.now().Sub(cache.LastFetchedAt) > time.Second {
-		// The ref may be newer than the cache's last fetch (freshness window): fetch once and retry.
+	if errors.Is(err, sandbox.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {
+		// The ref may be newer than the cache's last fetch (freshness
+		// window): a ref the caller names that the cache lacks is always
+		// fetched before RefNotFound, unless a fetch started during this
+		// acquire already (LastFetchedAt is when the fetch started).
 		if cache, err = whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, true) }); err != nil {
 			return wire.AcquireActivityResult{}, err
 		}
@@ -305,6 +317,9 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	// Submodules and Git LFS content, through the repo cache with the
+	// user's credential (content.go); best effort, reported.
+	uninitialized := a.completeContent(ctx, ws, repo, cred)
 	restoredFrom, err := a.restoreEvicted(ctx, found, existing, ws)
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
@@ -337,6 +352,9 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 			// The branch keeps its history; diffs stay against the first recorded base.
 			ws.BaseCommit = existing.BaseCommit
 		}
+		if ws.BaseCommit == existing.BaseCommit && existing.BaseFetchedAt != nil {
+			ws.BaseFetchedAt = existing.BaseFetchedAt
+		}
 		err = a.Store.UpdateWorkspace(ctx, ws)
 	} else if found {
 		ws.CreatedAt = now // a tombstone re-used: a new workspace of the key
@@ -354,6 +372,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	ws.UninitializedSubmodules = uninitialized
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
 	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: fresh, RestoredFrom: restoredFrom,
 		Restorable: restorable, ForkedFrom: forkedFrom}, nil
@@ -384,7 +403,10 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspac
 	if err := sandbox.ValidateWorkspaceID(id); err != nil {
 		return sandbox.Workspace{}, err
 	}
-	ws, err := a.Store.GetWorkspace(ctx, id)
+	// Every operation loads its row: one this host remembers serves while
+	// the store is unreachable, so operations that need nothing else from
+	// the store keep working (store.Remembering).
+	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), id)
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}
@@ -540,7 +562,8 @@ func (a *Activities) ReadFile(ctx context.Context, in wire.FileActivityInput) (s
 		return sandboxapi.ReadFileResult{}, ToApplicationError(err)
 	}
 	a.touch(ctx, ws.ID, false)
-	return sandboxapi.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data))}, nil
+	_, ptr := sandbox.ParseLFSPointer(data)
+	return sandboxapi.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data)), LFSPointer: ptr}, nil
 }
 
 // WriteFile creates or replaces a file. Errors: ErrCommandRejected (read-only

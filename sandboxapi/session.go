@@ -159,6 +159,15 @@ type Handle struct {
 	// create_pull_request can be served (docs/API.md "Updates"); false when
 	// none is configured (that update is then SandboxCommandRejected).
 	CodeHost bool `json:"code_host,omitempty"`
+	// BaseFetchedAt is when the repo cache had last fetched from the remote
+	// when BaseCommit was resolved (Workspace.BaseFetchedAt): the base is
+	// the remote's state as of then, up to SANDBOX_FETCH_FRESHNESS old for a
+	// new workspace of the default branch. Omitted when unknown.
+	BaseFetchedAt *time.Time `json:"base_fetched_at,omitempty"`
+	// UninitializedSubmodules lists the submodule paths whose recorded
+	// commit is not checked out as of this acquire (submodules off, or not
+	// fetched; docs/API.md "Submodules"). Omitted when none.
+	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
 }
 
 // Runtime kinds (Handle.RuntimeKind).

@@ -111,6 +111,11 @@ func flagError(_ *cobra.Command, err error) error {
 		err = fmt.Errorf("%w (an argument that starts with '-' goes after --, e.g. `sandboxctl exec WS -- ls -la`; "+
 			"paths and search patterns may not start with '-': name the file ./-n, search for \\-x)", err)
 	}
+	if k := sandbox.KindOf(err); k != nil {
+		// A flag value's typed error (e.g. a bad --timeout): keep the kind and
+		// the flag's name, which pflag puts in front of the value's message.
+		err = sandbox.Errorf(k, "%s", strings.Replace(err.Error(), k.Type+": ", "", 1))
+	}
 	return flagParseError{err}
 }
 
@@ -249,7 +254,7 @@ func (c *cli) execCommand() *cobra.Command {
 		Long: "Run a command (an argv, no implicit shell: use `sh -c '...'` for one) in the workspace's\n" +
 			"runtime, in the worktree root unless --cwd. stdout and stderr are printed as they are\n" +
 			"(with --json: base64 in the result); sandboxctl exits with the command's exit code.",
-		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 60 -- sh -c 'make test 2>&1 | tail -20'",
+		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 2m -- sh -c 'make test 2>&1 | tail -20'",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return sandbox.Errorf(sandbox.ErrInvalidArgument, "usage: sandboxctl exec WS -- CMD [ARG...]")
@@ -329,7 +334,7 @@ func (c *cli) execCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.Cwd, "cwd", "", "working directory, relative to the workspace root")
-	f.IntVar(&req.TimeoutS, "timeout", 0, "timeout in seconds (default 600)")
+	f.Var(secondsValue{&req.TimeoutS}, "timeout", "timeout: a duration (2s, 10m) or seconds (default 10m, at most 2h)")
 	f.IntVar(&req.MaxOutputBytes, "max-output", 0, "cap per stream in bytes (head and tail kept)")
 	f.StringArrayVar(&envs, "env", nil, "KEY=VALUE added to the command's environment (repeatable)")
 	f.StringVar(&stdinFile, "stdin", "", "feed this file to the command's stdin ('-' = sandboxctl's stdin)")
@@ -348,14 +353,17 @@ func (c *cli) readCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := s.ReadFile(cmd.Context(), args[1])
+			res, err := s.ReadFileResult(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}
 			if c.asJSON {
-				return c.printJSON(sandboxapi.ReadFileResult{Path: args[1], Content: data, Size: int64(len(data))})
+				return c.printJSON(res)
 			}
-			_, err = c.stdout.Write(data)
+			if res.LFSPointer {
+				fmt.Fprintf(c.stderr, "sandboxctl: %s is a Git LFS pointer: its content was not fetched\n", printablePath(args[1]))
+			}
+			_, err = c.stdout.Write(res.Content)
 			return err
 		},
 	}
@@ -512,6 +520,12 @@ func (c *cli) statusCommand() *cobra.Command {
 			}
 			for _, w := range st.ConfigWarnings {
 				fmt.Fprintf(c.stderr, "warning: git config %s\n", printablePath(w))
+			}
+			for _, p := range st.UninitializedSubmodules {
+				fmt.Fprintf(c.stderr, "warning: submodule %s is not checked out\n", printablePath(p))
+			}
+			for _, p := range st.LFSPointers {
+				fmt.Fprintf(c.stderr, "warning: %s is a Git LFS pointer (content not fetched)\n", printablePath(p))
 			}
 			return nil
 		},

@@ -34,7 +34,7 @@ func (c *cli) evictionCommand() *cobra.Command {
 	}
 	run.Flags().BoolVar(&in.DryRun, "dry-run", false, "plan only: nothing is stopped, destroyed or evicted")
 	run.Flags().StringArrayVar(&in.Hosts, "host", nil, "only this host (repeatable)")
-	run.Flags().DurationVar(&in.ReplyTimeout, "reply-timeout", 0, "how long to wait for the sessions (default 15m)")
+	run.Flags().Var(durationValue{&in.ReplyTimeout}, "reply-timeout", "how long to wait for the sessions: a duration or seconds (default 15m)")
 	var dry bool
 	last := &cobra.Command{
 		Use:   "last [--include-dry-run]",
@@ -153,7 +153,7 @@ func (c *cli) pinCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&until, "until", "", "end of the pin, RFC 3339")
-	cmd.Flags().DurationVar(&dur, "for", 0, "length of the pin from now, e.g. 72h")
+	cmd.Flags().Var(durationValue{&dur}, "for", "length of the pin from now: a duration (e.g. 72h) or seconds")
 	return cmd
 }
 

@@ -72,6 +72,8 @@ type Config struct {
 	Security SecurityConfig
 	// E2B configures SANDBOX_RUNTIME_PROVIDER=e2b (E2B_*; e2b.go).
 	E2B E2BConfig
+	// Content: submodules and Git LFS (SANDBOX_SUBMODULES, SANDBOX_LFS*; content.go).
+	Content ContentConfig
 }
 
 // Defaults.
@@ -152,9 +154,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		{"SANDBOX_HOST_WAIT", &c.HostWait, DefaultHostWait},
 	} {
 		v := get(d.name, d.def.String())
-		dur, err := time.ParseDuration(v)
+		dur, err := sandbox.ParseDuration(v)
 		if err != nil || dur < 0 {
-			return c, &ConfigError{d.name, v, "want a Go duration such as 30s, 20m or 6h"}
+			return c, &ConfigError{d.name, v, "want a duration such as 30s, 20m or 6h, or a number of seconds"}
 		}
 		*d.dst = dur
 	}
@@ -216,6 +218,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.Eviction, err = evictionFromEnv(get); err != nil {
+		return c, err
+	}
+	if c.Content, err = contentFromEnv(get); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -28,6 +28,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
 	"github.com/sandboxcore/sandboxcore/internal/temporalconn"
@@ -97,10 +98,17 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	st, err := openStore(ctx, cfg, log)
+	opened, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	// Outages: bounded retries, SandboxUnavailable naming no connection
+	// detail, and the rows this host last saw serving the operations that
+	// need nothing else (docs/PRODUCTION.md "Store outages").
+	if r, ok := opened.(interface{ SetResilience(store.Resilience) }); ok {
+		r.SetResilience(store.Resilience{Logger: log})
+	}
+	st := store.NewRemembering(opened)
 	h.Store = st
 
 	git, err := gitx.New(gitx.Options{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs, HomeDir: filepath.Join(cfg.DataDir, "git-home"), Logger: log})
@@ -115,7 +123,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated})
+	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated,
+		LFS: cfg.Content.LFS})
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +140,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		Settings: wire.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, RuntimeResources: cfg.RuntimeResources, Logger: log,
+		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
 
 	if opts.Client != nil {

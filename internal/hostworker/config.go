@@ -29,7 +29,7 @@ type Config struct {
 	UIPort          int             // SANDBOX_UI_PORT (embedded Web UI; 0 disables)
 	TaskQueue       string          // SANDBOX_TASK_QUEUE
 	HostID          string          // SANDBOX_HOST_ID
-	RuntimeProvider string          // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker or local
+	RuntimeProvider string          // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker, daytona or local
 	RuntimeImage    string          // SANDBOX_RUNTIME_IMAGE
 	RuntimeNetwork  sandbox.Network // SANDBOX_RUNTIME_NETWORK
 	// RuntimeResources are the resource hints of every runtime
@@ -56,6 +56,9 @@ type Config struct {
 	// Eviction: schedule, policy and disk budget (SANDBOX_EVICTION_*,
 	// SANDBOX_DISK_BUDGET_*; eviction.go).
 	Eviction EvictionConfig
+	// Daytona: the DAYTONA_* variables, read with
+	// SANDBOX_RUNTIME_PROVIDER=daytona only (daytona.go).
+	Daytona DaytonaConfig
 }
 
 // Defaults.
@@ -175,8 +178,12 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		if c.RuntimeImage == "" {
 			return c, &ConfigError{"SANDBOX_RUNTIME_IMAGE", "", "required with SANDBOX_RUNTIME_PROVIDER=docker (an image present on the daemon: images are never pulled)"}
 		}
+	case "daytona":
+		if c.Daytona, err = daytonaFromEnv(get, c.AllowHTTPURLs); err != nil {
+			return c, err
+		}
 	default:
-		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker or local"}
+		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker, daytona or local"}
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

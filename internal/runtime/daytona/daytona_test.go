@@ -96,7 +96,7 @@ func TestExecAndReplica(t *testing.T) {
 	// The API key is in no remote environment and no command's view.
 	res = runtimetest.Sh(t, ctx, rt, "env; cat /proc/1/environ | tr '\\0' '\\n'")
 	require.NotContains(t, string(res.Stdout), srv.APIKey())
-	for k, v := range srv.SandboxEnv(spec.ID) {
+	for k, v := range srv.SandboxEnv(p.sandboxName(spec.ID)) {
 		require.NotContains(t, k+"="+v, srv.APIKey())
 	}
 }
@@ -112,7 +112,7 @@ func TestVanishedSandboxIsRecreatedWithTheAgentsFiles(t *testing.T) {
 	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "mkdir -p src && echo uncommitted > src/work.txt && echo more >> a.txt"))
 
-	require.True(t, srv.DeleteOutOfBand(spec.ID))
+	require.True(t, srv.DeleteOutOfBand(p.sandboxName(spec.ID)))
 	res := runtimetest.Sh(t, ctx, rt, "cat src/work.txt a.txt; git status --porcelain; git log --oneline")
 	runtimetest.RequireOK(t, res)
 	require.True(t, strings.HasPrefix(string(res.Stdout), "uncommitted\na\nmore\n M a.txt\n?? src/\n"), "%s", res.Stdout)

@@ -106,6 +106,7 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityMergeBranches:     a.MergeBranches,
 		wire.ActivityPush:              a.Push,
 		wire.ActivityCreatePullRequest: a.CreatePullRequest,
+		wire.ActivityPreviewURL:        a.PreviewURL,
 	}
 }
 
@@ -240,7 +241,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		}
 		if ok {
 			a.touch(ctx, existing.ID, true)
-			return wire.AcquireActivityResult{Workspace: existing, Settings: a.Settings}, nil
+			return wire.AcquireActivityResult{Workspace: existing, Settings: a.Settings, RuntimeReplica: a.runtimeReplica(existing)}, nil
 		}
 		a.log().Warn("workspace directory missing; repairing", "workspace", existing.ID, "path", existing.LocalPath)
 	}
@@ -305,7 +306,8 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		return wire.AcquireActivityResult{}, err
 	}
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
-	return wire.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found, RestoredFrom: restoredFrom}, nil
+	return wire.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found, RestoredFrom: restoredFrom,
+		RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
 
 // RequestFor rebuilds the request that created a workspace (resume by id).
@@ -411,29 +413,30 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 }
 
 // Exec runs one command in the workspace's runtime, creating or resuming the
-// runtime first. A non-zero exit or a timeout is a result. Errors:
+// runtime first. A non-zero exit or a timeout is a result; on remote
+// runtimes the result also carries the replica's state. Errors:
 // ErrInvalidArgument, ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	res, err := a.exec(ctx, in)
 	return res, ToApplicationError(err)
 }
 
-func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	rt, err := a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	a.recordRuntime(ctx, ws, rt.ID(), sandbox.RuntimeRunning)
 	res, err := execStreaming(ctx, rt, in.Request, in.UpdateID)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
-	return res, nil
+	return wire.ExecActivityResult{ExecResult: res, RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
 
 func (a *Activities) recordRuntime(ctx context.Context, ws sandbox.Workspace, id string, state sandbox.RuntimeState) {

@@ -59,6 +59,7 @@ const (
 	UpdatePush              = "push"
 	UpdateCreatePullRequest = "create_pull_request"
 	UpdateMergeBranches     = "merge_branches"
+	UpdatePreviewURL        = "preview_url"
 )
 
 // The operations of SessionWorkflow (docs/API.md "Updates").
@@ -91,6 +92,8 @@ var (
 		Summary: "open (or reuse) a pull request from the pushed workspace branch"}
 	OpMergeBranches = Op[MergeRequest, MergeResult]{Name: UpdateMergeBranches, Mutating: true,
 		Summary: "merge local branches into the workspace's branch, in order"}
+	OpPreviewURL = Op[PreviewURLInput, PreviewURL]{Name: UpdatePreviewURL,
+		Summary: "a URL reaching a port of the workspace's running runtime (remote and Docker runtimes)"}
 )
 
 // Operations lists every update of SessionWorkflow in documentation order.
@@ -99,6 +102,7 @@ func Operations() []OpInfo {
 		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpListDir.Info(),
 		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpCommit.Info(), OpHibernate.Info(),
 		OpRelease.Info(), OpPush.Info(), OpCreatePullRequest.Info(), OpMergeBranches.Info(),
+		OpPreviewURL.Info(),
 	}
 }
 

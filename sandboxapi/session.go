@@ -142,6 +142,10 @@ type Handle struct {
 	// saved work: the backup ref (refs/sandbox/evicted/<workspace id>) it
 	// was written from.
 	RestoredFrom string `json:"restored_from,omitempty"`
+	// RuntimeReplica is the remote runtime's replica state (optional: set
+	// by remote runtimes such as Daytona once the workspace has a runtime;
+	// docs/API.md "Remote runtimes").
+	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
 }
@@ -151,10 +155,13 @@ const (
 	RuntimeLocal  = "local"
 	RuntimeBwrap  = "bwrap"
 	RuntimeDocker = "docker"
+	// RuntimeDaytona is the remote runtime: each runtime a Daytona sandbox
+	// holding a replica of the workspace (RuntimeReplica).
+	RuntimeDaytona = "daytona"
 )
 
 // RuntimeKinds lists every runtime kind, for documentation and schemas.
-var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker}
+var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker, RuntimeDaytona}
 
 // HibernateResult says what hibernate did.
 type HibernateResult struct {
@@ -196,6 +203,9 @@ type SessionDescription struct {
 	// time once it is released, closed or evicted.
 	IdleCloseAt time.Time `json:"idle_close_at"`
 	LastError   string    `json:"last_error,omitempty"`
+	// RuntimeReplica is the remote runtime's replica state as of the last
+	// acquire or exec (optional, as Handle.RuntimeReplica).
+	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona/daytonafake/fake"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
@@ -35,9 +36,13 @@ const workerProcessEnv = "SANDBOXCORE_TEST_WORKER"
 
 var (
 	temporalAddr string
-	tc           client.Client
-	creds        = &testCredentials{byHost: map[string]sandbox.Credential{}}
-	quiet        = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// daytonaFake is the Daytona stand-in TestMain starts when
+	// SANDBOX_RUNTIME_PROVIDER=daytona and no DAYTONA_API_URL is given (make
+	// test-e2e-daytona); nil otherwise.
+	daytonaFake *fake.Server
+	tc          client.Client
+	creds       = &testCredentials{byHost: map[string]sandbox.Credential{}}
+	quiet       = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 )
 
 func TestMain(m *testing.M) {
@@ -63,7 +68,25 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "search attributes:", err)
 		os.Exit(1)
 	}
+	if os.Getenv("SANDBOX_RUNTIME_PROVIDER") == "daytona" && os.Getenv("DAYTONA_API_URL") == "" {
+		// The hosts' Daytona: the faithful stand-in, every sandbox a
+		// container of the test image (make test-e2e-daytona).
+		if daytonaFake, err = fake.New(fake.Options{Logger: quiet}); err == nil {
+			_, err = daytonaFake.Start("127.0.0.1:0")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake Daytona:", err)
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
+	if daytonaFake != nil {
+		daytonaFake.Close()
+		if v := daytonaFake.Violations(); len(v) > 0 {
+			fmt.Fprintf(os.Stderr, "fake Daytona: %d requests or responses violated the OpenAPI documents:\n%s\n", len(v), strings.Join(v, "\n"))
+			code = 1
+		}
+	}
 	tc.Close()
 	dev.Stop()
 	os.Exit(code)
@@ -135,10 +158,11 @@ func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 		t.Fatalf("start host: %v", err)
 	}
 	t.Cleanup(h.Stop)
-	if h.Activities.Runtimes.Kind() == "docker" {
-		// Containers outlive a worker by design; a test's must not outlive
-		// the test (runs before Stop: cleanups run last in, first out).
-		t.Cleanup(func() { destroyDockerRuntimes(h) })
+	if k := h.Activities.Runtimes.Kind(); k == "docker" || k == "daytona" {
+		// Containers and remote sandboxes outlive a worker by design; a
+		// test's must not outlive the test (runs before Stop: cleanups run
+		// last in, first out).
+		t.Cleanup(func() { destroyRuntimes(h) })
 	}
 	if want := os.Getenv("SANDBOX_RUNTIME_PROVIDER"); want != "" && want != "auto" && cfg.RuntimeProvider == want && h.Activities.Runtimes.Kind() != want {
 		t.Fatalf("SANDBOX_RUNTIME_PROVIDER=%s but the host runs %s", want, h.Activities.Runtimes.Kind())
@@ -164,8 +188,22 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true
 		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST":
-			// The runtime is the caller's choice (make test-e2e-docker runs
-			// the main job's tests on Docker); unset = auto, as make run.
+			// The runtime is the caller's choice (make test-e2e-docker and
+			// make test-e2e-daytona run the main job's tests on Docker and
+			// on Daytona); unset = auto, as make run.
+			return os.LookupEnv(k)
+		case "DAYTONA_API_URL", "DAYTONA_API_KEY":
+			if daytonaFake != nil {
+				if k == "DAYTONA_API_URL" {
+					return daytonaFake.APIURL(), true
+				}
+				return daytonaFake.APIKey(), true
+			}
+			return os.LookupEnv(k)
+		case "DAYTONA_API_KEY_FILE", "DAYTONA_SNAPSHOT", "DAYTONA_IMAGE", "DAYTONA_TARGET", "DAYTONA_AUTO_STOP_MINUTES", "DAYTONA_AUTO_ARCHIVE_MINUTES":
+			if daytonaFake != nil {
+				return "", false
+			}
 			return os.LookupEnv(k)
 		}
 		return "", false
@@ -196,9 +234,9 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// destroyDockerRuntimes destroys the runtime of every workspace h's store
-// holds for h (a missing one is success), best effort.
-func destroyDockerRuntimes(h *hostworker.Host) {
+// destroyRuntimes destroys the runtime of every workspace h's store holds
+// for h (a missing one is success), best effort.
+func destroyRuntimes(h *hostworker.Host) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wss, err := h.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{HostID: h.Config.HostID})

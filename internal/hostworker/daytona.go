@@ -65,7 +65,7 @@ var (
 	snapshotRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
 	targetRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	// keyRE: printable ASCII without spaces (an HTTP header value).
-	keyRE = regexp.MustCompile(`^[\x21-\x7e]{8,4096}$`)
+	keyRE = regexp.MustCompile(`^[\x21-\x7e]+$`)
 )
 
 // daytonaFromEnv reads the DAYTONA_* variables; allowHTTP is
@@ -102,12 +102,12 @@ func daytonaFromEnv(get func(name, def string) string, allowHTTP bool) (DaytonaC
 		if key == "" {
 			return d, &ConfigError{"DAYTONA_API_KEY_FILE", file, "the file is empty"}
 		}
-		if !keyRE.MatchString(key) {
+		if !validKey(key) {
 			return d, &ConfigError{"DAYTONA_API_KEY_FILE", file, "its first line is not an API key (8 to 4096 printable characters, no spaces)"}
 		}
 		d.APIKeyFile = file
 	case key != "":
-		if !keyRE.MatchString(key) {
+		if !validKey(key) {
 			return d, &ConfigError{"DAYTONA_API_KEY", "<set>", "not an API key (8 to 4096 printable characters, no spaces)"}
 		}
 	default:
@@ -143,3 +143,6 @@ func daytonaFromEnv(get func(name, def string) string, allowHTTP bool) (DaytonaC
 	}
 	return d, nil
 }
+
+// validKey: 8 to 4096 printable ASCII characters without spaces (an HTTP header value).
+func validKey(k string) bool { return len(k) >= 8 && len(k) <= 4096 && keyRE.MatchString(k) }

@@ -55,3 +55,6 @@ const (
 
 // ActivityMergeBranches serves the merge_branches update (issue 7).
 const ActivityMergeBranches = "sandbox.MergeBranches"
+
+// ActivityPreviewURL serves the preview_url update (docs/API.md "Preview URLs").
+const ActivityPreviewURL = "sandbox.PreviewURL"

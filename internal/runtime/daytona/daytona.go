@@ -222,8 +222,8 @@ func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
 // Snapshots returns nil (not offered, see Capabilities).
 func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
 
-// PreviewURLs returns the preview capability (PreviewURL).
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return previewCap{p} }
+// PreviewURLs returns the provider itself (PreviewURL: Daytona's signed preview URLs).
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return p }
 
 // runtimeFor returns the one handle of a runtime id.
 func (p *Provider) runtimeFor(id string) *Runtime {
@@ -556,6 +556,23 @@ func (p *Provider) stateDir(id string) string { return filepath.Join(p.opts.Stat
 func (p *Provider) hibernatedClean(id string) bool {
 	_, err := os.Stat(filepath.Join(p.stateDir(id), "hibernated"))
 	return err == nil
+}
+
+// RuntimeReplica returns the replica state of runtime id as this host
+// records it (Runtime.Replica; no call to Daytona), false when this host has
+// no state of that runtime (never created here, or destroyed).
+func (p *Provider) RuntimeReplica(id string) (sandbox.RuntimeReplica, bool) {
+	if validID(id) != nil {
+		return sandbox.RuntimeReplica{}, false
+	}
+	if _, err := os.Stat(filepath.Join(p.stateDir(id), "spec.json")); err != nil {
+		return sandbox.RuntimeReplica{}, false
+	}
+	rt := p.runtimeFor(id)
+	if err := rt.loadSpec(); err != nil {
+		return sandbox.RuntimeReplica{}, false
+	}
+	return rt.Replica(), true
 }
 
 // Orphans returns this deployment's sandboxes whose workspace no longer

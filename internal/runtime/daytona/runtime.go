@@ -32,9 +32,6 @@ type Runtime struct {
 	homeDir  string // the sandbox user's home (cacheSandbox)
 	tb       *toolbox.APIClient
 	lastPass string
-	// recreated counts sandboxes this handle had to create again.
-	recreated   int
-	recreatedAt time.Time
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -151,32 +148,23 @@ func (r *Runtime) replica() *replica.Replica {
 	return r.rep
 }
 
-// ReplicaStatus is what a runtime's handle reports about its replica (for
-// the session's describe: Recreated > 0 means the sandbox vanished and was
-// rebuilt from the workspace).
-type ReplicaStatus struct {
-	// Recreated counts the sandboxes that vanished and were created again
-	// (since the replica's host state began).
-	Recreated int `json:"recreated"`
-	// LastRecreatedAt is when this worker last recreated one (zero: never).
-	LastRecreatedAt time.Time `json:"last_recreated_at,omitzero"`
-	// Synced: a pass completed since the sandbox was (re)created.
-	Synced bool `json:"synced"`
-	// Files is the number of files in the agreed state.
-	Files int `json:"files"`
-}
-
-// Replica reports the replica's state.
-func (r *Runtime) Replica() ReplicaStatus {
+// Replica reports the runtime's replica for the session's handle and
+// describe (sandboxapi.RuntimeReplica; docs/API.md "Remote runtimes"):
+// Recreated > 0 means its sandbox vanished and was rebuilt from the
+// workspace; NotSynced names nested git repositories left in the sandbox.
+// It reads host state only (no call to Daytona).
+func (r *Runtime) Replica() sandbox.RuntimeReplica {
 	rep := r.replica()
-	r.mu.Lock()
-	at := r.recreatedAt
-	r.mu.Unlock()
 	if rep == nil {
-		return ReplicaStatus{LastRecreatedAt: at}
+		return sandbox.RuntimeReplica{}
 	}
 	st := rep.Status()
-	return ReplicaStatus{Recreated: st.Recreated, LastRecreatedAt: at, Synced: st.Synced, Files: st.Files}
+	out := sandbox.RuntimeReplica{Recreated: st.Recreated, Synced: st.Synced, Files: st.Files, NotSynced: st.NotSynced}
+	if !st.RecreatedAt.IsZero() {
+		at := st.RecreatedAt
+		out.LastRecreatedAt = &at
+	}
+	return out
 }
 
 // State returns the sandbox's state (package documentation); a runtime whose
@@ -270,16 +258,21 @@ func (r *Runtime) destroy(ctx context.Context) error {
 			return err
 		}
 	}
+	// Nothing of the runtime is left: its host state goes too (the next
+	// Create records its spec again and starts a fresh replica).
 	r.mu.Lock()
 	rep := r.rep
 	r.sbID, r.tb, r.homeDir = "", nil, ""
+	r.spec, r.rep = nil, nil
 	r.mu.Unlock()
 	if rep != nil {
 		if err := rep.Forget(); err != nil {
 			return err
 		}
 	}
-	_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+	if err := os.RemoveAll(r.p.stateDir(r.id)); err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: remove the state of runtime %s", r.id)
+	}
 	return nil
 }
 
@@ -396,10 +389,6 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 	}
 	if rep != nil && rep.Status().Synced {
 		r.p.log.Warn("daytona: the runtime's sandbox had vanished; created it again, the replica re-syncs from the workspace", "runtime", r.id)
-		r.mu.Lock()
-		r.recreated++
-		r.recreatedAt = time.Now().UTC()
-		r.mu.Unlock()
 		if err := rep.Reset(); err != nil {
 			return nil, err
 		}

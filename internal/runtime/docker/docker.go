@@ -69,6 +69,12 @@
 // Hibernation: Stop stops the container (its processes die, the worktree is
 // untouched); the next command starts it again. Destroy removes the container
 // and never touches a mount's source.
+//
+// # Preview URLs
+//
+// PreviewURL (the preview_url update, docs/API.md "Preview URLs") forwards a
+// loopback port of the worker's machine to a port of the running container
+// (preview.go): Docker publishes ports only at container creation.
 package docker
 
 import (
@@ -170,6 +176,9 @@ type Provider struct {
 
 	netMu    sync.Mutex
 	netReady bool
+
+	previewMu sync.Mutex
+	previews  map[previewKey]*forwarder // preview.go
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -215,24 +224,29 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	return p, nil
 }
 
-// Close releases the client's connections. Runtimes keep running.
-func (p *Provider) Close() error { return p.cli.Close() }
+// Close closes the preview forwarders and releases the client's
+// connections. Runtimes keep running.
+func (p *Provider) Close() error {
+	p.closePreviews("")
+	return p.cli.Close()
+}
 
 // Kind returns "docker".
 func (p *Provider) Kind() string { return Kind }
 
 // Capabilities reports the truth (seed "Optional Capabilities"): isolated;
-// no snapshots and no preview URLs (not built: `docker commit` and a
-// loopback-published port would provide them); no interactive sessions.
+// preview URLs on a loopback port of the worker's machine (PreviewURL); no
+// snapshots (not built: `docker commit` would provide them); no
+// interactive sessions.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, PreviewURL: true}
 }
 
 // Snapshots returns nil: snapshots are not built.
 func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
 
-// PreviewURLs returns nil: preview URLs are not built.
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
+// PreviewURLs returns the provider itself (PreviewURL).
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return p }
 
 // ContainerName returns the container name of runtime id: ContainerPrefix+id.
 func ContainerName(id string) string { return ContainerPrefix + id }
@@ -372,6 +386,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if err := ours(info.Config, id); err != nil {
 		return err
 	}
+	p.closePreviews(id)
 	if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return p.mapErr(err, "remove container %s", name)
 	}

@@ -185,6 +185,8 @@ func (s *suite) lifecycle(t *testing.T) {
 	caps := p.Capabilities()
 	require.Equal(t, caps.Snapshot, p.Snapshots() != nil, "Snapshots() must be non-nil exactly when Capabilities().Snapshot")
 	require.Equal(t, caps.PreviewURL, p.PreviewURLs() != nil, "PreviewURLs() must be non-nil exactly when Capabilities().PreviewURL")
+	_, previews := p.(sandbox.PreviewURLCapability)
+	require.Equal(t, caps.PreviewURL, previews, "the provider implements PreviewURL exactly when Capabilities().PreviewURL (the preview_url activity asserts it)")
 
 	st, err := rt.State(ctx)
 	require.NoError(t, err)

@@ -146,7 +146,7 @@ func (c *cli) rootCommand() *cobra.Command {
 		c.releaseCommand(), c.describeCommand(), c.listCommand(),
 		c.pushCommand(), c.prCommand(), c.previewCommand())
 	root.AddCommand(c.fanoutCommand())
-	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand())
+	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand(), c.runtimesCommand())
 	return root
 }
 

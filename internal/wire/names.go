@@ -16,6 +16,8 @@ const (
 	ActivityEvictRuntime     = "sandbox.EvictRuntime"
 	ActivityRemoveRepoCaches = "sandbox.RemoveRepoCaches"
 	ActivitySetPin           = "sandbox.SetPin"
+	// ActivityDeleteOrphanRuntimes deletes a host's orphan remote runtimes.
+	ActivityDeleteOrphanRuntimes = "sandbox.DeleteOrphanRuntimes"
 )
 
 // Activity names of TaskFanoutWorkflow (registered by activities.Fanout on

@@ -576,7 +576,11 @@ func (p *Provider) RuntimeReplica(id string) (sandbox.RuntimeReplica, bool) {
 }
 
 // Orphans returns this deployment's sandboxes whose workspace no longer
-// exists (exists says; its errors abort). Errors: mapErr's.
+// exists (exists decides from the LabelWorkspace label; its errors abort),
+// as runtime summaries (ID: the runtime id). Sandboxes whose labels or name
+// are not what this deployment writes (an invalid runtime id, a name other
+// than SandboxName) are not listed: they are not this deployment's to
+// delete. Errors: mapErr's, exists's.
 func (p *Provider) Orphans(ctx context.Context, exists func(ctx context.Context, workspaceID string) (bool, error)) ([]sandbox.RuntimeSummary, error) {
 	items, err := p.list(ctx, nil)
 	if err != nil {
@@ -584,27 +588,39 @@ func (p *Provider) Orphans(ctx context.Context, exists func(ctx context.Context,
 	}
 	var out []sandbox.RuntimeSummary
 	for _, it := range items {
+		id := runtimeIDOf(it)
+		if validID(id) != nil || it.GetName() != p.sandboxName(id) {
+			continue
+		}
 		ok, err := exists(ctx, it.GetLabels()[LabelWorkspace])
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			out = append(out, sandbox.RuntimeSummary{ID: runtimeIDOf(it), State: runtimeState(it.GetState()), Labels: it.GetLabels()})
+			out = append(out, sandbox.RuntimeSummary{ID: id, State: runtimeState(it.GetState()), Labels: it.GetLabels()})
 		}
 	}
 	return out, nil
 }
 
-// DeleteOrphan deletes an orphan's sandbox and host state (its workspace is
-// gone: there is nothing to keep).
+// DeleteOrphan deletes an orphan's sandbox and host state, without syncing
+// anything back (its workspace is gone: there is nothing to keep); a
+// missing sandbox is success. Errors: sandbox.ErrInvalidArgument (id),
+// mapErr's.
 func (p *Provider) DeleteOrphan(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
 	if err := p.deleteSandbox(ctx, id); err != nil {
 		return err
 	}
 	p.mu.Lock()
 	delete(p.runtimes, id)
 	p.mu.Unlock()
-	return os.RemoveAll(p.stateDir(id))
+	if err := os.RemoveAll(p.stateDir(id)); err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: remove the state of runtime %s", id)
+	}
+	return nil
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,53}$`)

@@ -482,10 +482,14 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox 
 	return *body
 }
 
+// reclaimAtMost bounds the stopped replicas one refused create deletes.
+const reclaimAtMost = 3
+
 // reclaim deletes up to n of this deployment's stopped sandboxes that hold
 // nothing the host lacks (stopped by Stop after a sync), least recently used
-// first, and returns how many it deleted (quota: a create refused for the
-// organization's limits).
+// first, waits until Daytona no longer counts them (deleting is
+// asynchronous), and returns how many it deleted (quota: a create refused for
+// the organization's limits; README "Daytona").
 func (p *Provider) reclaim(ctx context.Context, except string, n int) int {
 	items, err := p.list(ctx, nil)
 	if err != nil {
@@ -518,6 +522,11 @@ func (p *Provider) reclaim(ctx context.Context, except string, n int) int {
 			p.log.Warn("daytona: reclaim stopped sandbox", "runtime", c.id, "error", err)
 			continue
 		}
+		if _, err := p.runtimeFor(c.id).waitGone(ctx); err != nil {
+			p.log.Warn("daytona: a reclaimed sandbox is still being deleted", "runtime", c.id, "error", err)
+		}
+		// The next use of that runtime finds no sandbox and creates one,
+		// re-synced from the workspace (it counts as recreated).
 		p.log.Info("daytona: deleted a stopped replica to free quota", "runtime", c.id, "last_used", c.at)
 		deleted++
 	}

@@ -366,11 +366,15 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 	}
 	err := do()
 	if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
-		if n := r.p.reclaim(ctx, r.id, 3); n > 0 {
+		n := r.p.reclaim(ctx, r.id, reclaimAtMost)
+		if n > 0 {
 			err = do()
 		}
 		if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
-			return nil, sandbox.Wrap(sandbox.ErrResourceLimit, err, "daytona: no room for runtime %s, and no stopped replica of this deployment could be deleted", r.id)
+			if n == 0 {
+				return nil, sandbox.Wrap(sandbox.ErrResourceLimit, err, "daytona: no room for runtime %s, and no stopped replica of this deployment could be deleted", r.id)
+			}
+			return nil, sandbox.Wrap(sandbox.ErrResourceLimit, err, "daytona: no room for runtime %s, even after deleting %d stopped replicas of this deployment", r.id, n)
 		}
 	}
 	if sandbox.KindOf(err) == sandbox.ErrConflict {

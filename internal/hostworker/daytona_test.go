@@ -30,10 +30,10 @@ func daytonaEnv(t *testing.T, vars map[string]string) func(string) (string, bool
 	return func(k string) (string, bool) { v, ok := base[k]; return v, ok && v != "" }
 }
 
-// TestDaytonaConfiguration: the DAYTONA_* variables are validated at start
+// TestConfigurationOfDaytona: the DAYTONA_* variables are validated at start
 // with an error naming the variable (and never quoting the key); defaults
 // apply; the key can come from a file; the configuration never prints it.
-func TestDaytonaConfiguration(t *testing.T) {
+func TestConfigurationOfDaytona(t *testing.T) {
 	cfg, err := ConfigFromEnv(daytonaEnv(t, nil))
 	require.NoError(t, err)
 	d := cfg.Daytona
@@ -96,9 +96,9 @@ func TestDaytonaConfiguration(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestDaytonaProvider: SANDBOX_RUNTIME_PROVIDER=daytona builds the Daytona
+// TestRuntimeProviderDaytona: SANDBOX_RUNTIME_PROVIDER=daytona builds the Daytona
 // runtime (isolated, with preview URLs) without contacting Daytona.
-func TestDaytonaProvider(t *testing.T) {
+func TestRuntimeProviderDaytona(t *testing.T) {
 	cfg, err := ConfigFromEnv(daytonaEnv(t, nil))
 	require.NoError(t, err)
 	git, err := gitx.New(gitx.Options{HomeDir: t.TempDir()})

@@ -686,6 +686,16 @@ func (c *cli) describeCommand() *cobra.Command {
 				}
 			}
 			fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
+			if r := d.RuntimeReplica; r != nil {
+				line := fmt.Sprintf("files %d, synced=%t, recreated %d", r.Files, r.Synced, r.Recreated)
+				if r.LastRecreatedAt != nil {
+					line += " (last " + r.LastRecreatedAt.Local().Format(time.RFC3339) + ")"
+				}
+				fmt.Fprintf(w, "replica\t%s\n", line)
+				for _, p := range r.NotSynced {
+					fmt.Fprintf(w, "not_synced\t%s (a nested git repository: only in the sandbox)\n", printablePath(p))
+				}
+			}
 			fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
 			fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
 			if d.State == sandboxapi.StateActive || d.State == sandboxapi.StateIdle { // no timer runs otherwise

@@ -108,4 +108,3 @@ func (f remoteFiles) Size(rel string) int64 {
 	}
 	return n
 }
-

@@ -141,4 +141,3 @@ func transient(err error) bool {
 	}
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
-

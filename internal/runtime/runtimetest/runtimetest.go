@@ -512,24 +512,40 @@ func (s *suite) execStream(t *testing.T) {
 	require.Equal(t, "e\n", string(errOut), "stderr chunks add up to the result")
 }
 
+// concurrentExecs: three execs on one runtime run at the same time. Each
+// command records when its sleep began and ended (the runtime's clock);
+// they overlap when the latest start comes before the earliest end, which
+// no serialization could produce whatever each exec's overhead.
 func (s *suite) concurrentExecs(t *testing.T) {
 	ctx, _, rt := s.setup(t, nil)
-	start := time.Now()
 	var wg sync.WaitGroup
 	results := make([]sandbox.ExecResult, 3)
 	errs := make([]error, 3)
 	for i := range results {
 		wg.Go(func() {
-			results[i], errs[i] = rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh("sleep 1; echo $0-" + strconv.Itoa(i)), TimeoutS: 30})
+			results[i], errs[i] = rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh("b=$(date +%s%N); sleep 1; e=$(date +%s%N); echo $0-" + strconv.Itoa(i) + " $b $e"), TimeoutS: 30})
 		})
 	}
 	wg.Wait()
-	require.Less(t, time.Since(start), 2500*time.Millisecond, "execs on one runtime run concurrently")
+	var latestStart, earliestEnd int64
 	for i := range results {
 		require.NoError(t, errs[i])
 		requireExit(t, results[i], 0)
-		require.Equal(t, "sh-"+strconv.Itoa(i)+"\n", string(results[i].Stdout))
+		f := strings.Fields(string(results[i].Stdout))
+		require.Len(t, f, 3, "%q", results[i].Stdout)
+		require.Equal(t, "sh-"+strconv.Itoa(i), f[0])
+		b, err1 := strconv.ParseInt(f[1], 10, 64)
+		e, err2 := strconv.ParseInt(f[2], 10, 64)
+		require.NoError(t, err1)
+		require.NoError(t, err2)
+		if i == 0 || b > latestStart {
+			latestStart = b
+		}
+		if i == 0 || e < earliestEnd {
+			earliestEnd = e
+		}
 	}
+	require.Less(t, latestStart, earliestEnd, "execs on one runtime run concurrently (their sleeps overlap)")
 }
 
 func (s *suite) hibernateResume(t *testing.T) {

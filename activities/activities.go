@@ -126,6 +126,7 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityDestroy:           a.Destroy,
 		wire.ActivityRestoreDestroyed:  a.RestoreDestroyed,
 		wire.ActivityCleanupList:       a.CleanupList,
+		wire.ActivityPreviewURL:        a.PreviewURL,
 	}
 }
 
@@ -265,7 +266,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		if ok {
 			a.touch(ctx, existing.ID, true)
 			existing.UninitializedSubmodules = a.uninitializedSubmodules(ctx, existing)
-			res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing)}
+			res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing), RuntimeReplica: a.runtimeReplica(existing)}
 			if in.Restore {
 				if res.RestoredFrom, err = a.restoreDestroyed(ctx, &res.Workspace); err != nil {
 					return wire.AcquireActivityResult{}, err
@@ -375,7 +376,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	ws.UninitializedSubmodules = uninitialized
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
 	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: fresh, RestoredFrom: restoredFrom,
-		Restorable: restorable, ForkedFrom: forkedFrom}, nil
+		Restorable: restorable, ForkedFrom: forkedFrom, RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
 
 // settingsFor returns the session settings of ws: the host's, with
@@ -492,28 +493,29 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 }
 
 // Exec runs one command in the workspace's runtime, creating or resuming the
-// runtime first. A non-zero exit or a timeout is a result. Errors:
+// runtime first. A non-zero exit or a timeout is a result; on remote
+// runtimes the result also carries the replica's state. Errors:
 // ErrInvalidArgument, ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	res, err := a.exec(ctx, in)
 	return res, ToApplicationError(err)
 }
 
-func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	rt, err := a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	a.recordRuntime(ctx, ws, rt.ID(), sandbox.RuntimeRunning)
 	var keep *execoutput.Keeper
 	var sink outputKeeper
 	if in.Request.KeepOutput && a.Outputs != nil {
 		if keep, err = a.Outputs.Begin(ws.ID, in.Request.OutputCap()); err != nil {
-			return sandbox.ExecResult{}, err
+			return wire.ExecActivityResult{}, err
 		}
 		sink = keep
 	}
@@ -526,10 +528,10 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (sandb
 		res.OutputID = id
 	}
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
-	return res, nil
+	return wire.ExecActivityResult{ExecResult: res, RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
 
 func (a *Activities) recordRuntime(ctx context.Context, ws sandbox.Workspace, id string, state sandbox.RuntimeState) {

@@ -153,6 +153,10 @@ type Handle struct {
 	// ForkedFrom is set when this acquire created the workspace as a fork:
 	// the source workspace's id (docs/API.md "Fork").
 	ForkedFrom string `json:"forked_from,omitempty"`
+	// RuntimeReplica is the remote runtime's replica state (optional: set
+	// by remote runtimes such as Daytona once the workspace has a runtime;
+	// docs/API.md "Remote runtimes").
+	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
 	// CodeHost: the worker has a code host for the repository's host, so
@@ -175,10 +179,13 @@ const (
 	RuntimeLocal  = "local"
 	RuntimeBwrap  = "bwrap"
 	RuntimeDocker = "docker"
+	// RuntimeDaytona is the remote runtime: each runtime a Daytona sandbox
+	// holding a replica of the workspace (RuntimeReplica).
+	RuntimeDaytona = "daytona"
 )
 
 // RuntimeKinds lists every runtime kind, for documentation and schemas.
-var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker}
+var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker, RuntimeDaytona}
 
 // HibernateResult says what hibernate did.
 type HibernateResult struct {
@@ -220,6 +227,9 @@ type SessionDescription struct {
 	// time once it is released, closed or evicted.
 	IdleCloseAt time.Time `json:"idle_close_at"`
 	LastError   string    `json:"last_error,omitempty"`
+	// RuntimeReplica is the remote runtime's replica state as of the last
+	// acquire or exec (optional, as Handle.RuntimeReplica).
+	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
 }

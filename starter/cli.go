@@ -146,9 +146,9 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
 		c.releaseCommand(), c.describeCommand(), c.listCommand(),
-		c.pushCommand(), c.prCommand(), c.editCommand(), c.logCommand(), c.outputCommand(), c.mcpCommand())
+		c.pushCommand(), c.prCommand(), c.editCommand(), c.logCommand(), c.outputCommand(), c.mcpCommand(), c.previewCommand())
 	root.AddCommand(c.fanoutCommand())
-	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand())
+	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand(), c.runtimesCommand())
 	root.AddCommand(c.codecServerCommand())
 	root.AddCommand(c.checkpointCommand(), c.rollbackCommand(), c.forkCommand(), c.destroyCommand(), c.cleanupCommand())
 	return root
@@ -622,6 +622,44 @@ func (c *cli) hibernateCommand() *cobra.Command {
 	}
 }
 
+// previewCommand is `sandboxctl preview WS PORT` (docs/API.md "Preview URLs").
+func (c *cli) previewCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "preview WS PORT",
+		Short: "Print a URL reaching PORT of the workspace's running runtime (Daytona, Docker)",
+		Long: "Print a URL reaching PORT (1-65535) of the workspace's running runtime: Daytona's signed preview URL,\n" +
+			"or with Docker a loopback port of the worker's machine. Start the server first, e.g.\n" +
+			"sandboxctl exec WS -- sh -c 'python3 -m http.server 8080 >/dev/null 2>&1 &'.\n" +
+			"Runtimes that cannot expose ports refuse with SandboxCommandRejected.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			port, err := strconv.Atoi(args[1])
+			if err != nil || port < 1 || port > sandboxapi.MaxPort {
+				return sandbox.FieldError("port", "PORT %q: want a TCP port number from 1 to %d", args[1], sandboxapi.MaxPort)
+			}
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			u, err := s.PreviewURL(cmd.Context(), port)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(u)
+			}
+			fmt.Fprintln(c.stdout, printablePath(u.URL))
+			if u.Token != "" {
+				fmt.Fprintf(c.stdout, "token %s (send it as the backend asks, e.g. Daytona's x-daytona-preview-token header)\n", printablePath(u.Token))
+			}
+			if u.ExpiresAt != nil {
+				fmt.Fprintf(c.stdout, "expires %s\n", u.ExpiresAt.Local().Format(time.RFC3339))
+			}
+			return nil
+		},
+	}
+}
+
 func (c *cli) releaseCommand() *cobra.Command {
 	var destroy bool
 	cmd := &cobra.Command{
@@ -678,6 +716,16 @@ func (c *cli) describeCommand() *cobra.Command {
 				}
 			}
 			fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
+			if r := d.RuntimeReplica; r != nil {
+				line := fmt.Sprintf("files %d, synced=%t, recreated %d", r.Files, r.Synced, r.Recreated)
+				if r.LastRecreatedAt != nil {
+					line += " (last " + r.LastRecreatedAt.Local().Format(time.RFC3339) + ")"
+				}
+				fmt.Fprintf(w, "replica\t%s\n", line)
+				for _, p := range r.NotSynced {
+					fmt.Fprintf(w, "not_synced\t%s (a nested git repository: only in the sandbox)\n", printablePath(p))
+				}
+			}
 			fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
 			fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
 			if d.State == sandboxapi.StateActive || d.State == sandboxapi.StateIdle { // no timer runs otherwise

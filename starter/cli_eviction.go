@@ -70,8 +70,8 @@ func (c *cli) printEviction(res sandboxapi.EvictionRunResult) error {
 	}
 	fmt.Fprintf(c.stdout, "eviction %s %s (%s, %s)\n", kind, res.WorkflowID, res.FinishedAt.Local().Format(time.RFC3339), res.FinishedAt.Sub(res.StartedAt).Round(time.Millisecond))
 	if !res.DryRun {
-		fmt.Fprintf(c.stdout, "stopped %d, destroyed %d, evicted %d, repo caches removed %d, blocked %d, skipped %d, failed %d, pending %d; freed %s\n",
-			s.Stopped, s.Destroyed, s.Evicted, s.CachesFreed, s.Blocked, s.Skipped, s.Failed, s.Pending, mib(s.FreedBytes))
+		fmt.Fprintf(c.stdout, "stopped %d, destroyed %d, evicted %d, repo caches removed %d, orphan runtimes deleted %d, blocked %d, skipped %d, failed %d, pending %d; freed %s\n",
+			s.Stopped, s.Destroyed, s.Evicted, s.CachesFreed, s.OrphansDeleted, s.Blocked, s.Skipped, s.Failed, s.Pending, mib(s.FreedBytes))
 	}
 	for _, h := range res.Hosts {
 		switch {

@@ -187,6 +187,8 @@ func (s *suite) lifecycle(t *testing.T) {
 	caps := p.Capabilities()
 	require.Equal(t, caps.Snapshot, p.Snapshots() != nil, "Snapshots() must be non-nil exactly when Capabilities().Snapshot")
 	require.Equal(t, caps.PreviewURL, p.PreviewURLs() != nil, "PreviewURLs() must be non-nil exactly when Capabilities().PreviewURL")
+	_, previews := p.(sandbox.PreviewURLCapability)
+	require.Equal(t, caps.PreviewURL, previews, "the provider implements PreviewURL exactly when Capabilities().PreviewURL (the preview_url activity asserts it)")
 
 	st, err := rt.State(ctx)
 	require.NoError(t, err)
@@ -512,6 +514,10 @@ func (s *suite) execStream(t *testing.T) {
 	require.Equal(t, "e\n", string(errOut), "stderr chunks add up to the result")
 }
 
+// concurrentExecs: three execs on one runtime run at the same time. Each
+// command records when its sleep began and ended (the runtime's clock);
+// they overlap when the latest start comes before the earliest end, which
+// no serialization could produce whatever each exec's overhead.
 func (s *suite) concurrentExecs(t *testing.T) {
 	ctx, _, rt := s.setup(t, nil)
 	// Each command prints the times it started and ended its sleep; they

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -44,11 +43,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workerProcessEnv) == "1" {
 		os.Exit(workerProcess())
 	}
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range sandboxapi.SearchAttributeNames {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
-	dev, err := devserver.Start(devserver.Options{SearchAttributes: sas})
+	dev, err := devserver.Start(devserver.Options{SearchAttributes: sandboxapi.SearchAttributeTypes})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)

@@ -47,6 +47,8 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 	if hostTimeout <= 0 {
 		hostTimeout = sandboxapi.DefaultEvictionHostTimeout
 	}
+	phase := "listing hosts"
+	watchDetails(ctx, func() string { return evictionDetails(phase, &res) })
 	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
@@ -69,6 +71,7 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 	ids = slices.Compact(ids)
 
 	// 2. Plan every host in parallel.
+	phase = fmt.Sprintf("planning %d hosts", len(ids))
 	futures := make([]workflow.Future, len(ids))
 	for i, h := range ids {
 		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -95,8 +98,10 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 		res.Hosts = append(res.Hosts, hr)
 	}
 	if in.DryRun {
-		return finishEviction(ctx, res), nil
+		phase = "finished (dry run: nothing was changed)"
+		return finishEviction(ctx, &res), nil
 	}
+	phase = "evicting through the sessions"
 
 	// 3. Runtime and workspace actions, through the sessions.
 	var reqs []wire.SessionRequest
@@ -165,6 +170,7 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 	}
 
 	// 4. Repo caches, host by host, while pressure remains.
+	phase = "removing repo caches"
 	for hi := range res.Hosts {
 		hr := &res.Hosts[hi]
 		if hr.Plan == nil {
@@ -196,17 +202,18 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 		}
 		hr.Results = append(hr.Results, out.Results...)
 	}
-	return finishEviction(ctx, res), nil
+	phase = "finished"
+	return finishEviction(ctx, &res), nil
 }
 
 // finishEviction summarizes the run and publishes the summary as the memo.
-func finishEviction(ctx workflow.Context, res sandboxapi.EvictionRunResult) sandboxapi.EvictionRunResult {
+func finishEviction(ctx workflow.Context, res *sandboxapi.EvictionRunResult) sandboxapi.EvictionRunResult {
 	res.FinishedAt = workflow.Now(ctx)
 	res.Summarize()
 	if err := workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoEviction: res.Summary}); err != nil {
 		workflow.GetLogger(ctx).Warn("eviction memo", "error", err)
 	}
-	return res
+	return *res
 }
 
 // sortedMap iterates a map in key order (deterministic workflow code).

@@ -75,6 +75,10 @@ type session struct {
 	lastError  string
 
 	ev evictState // evict, pin and unpin signals (session_evict.go)
+
+	// facts: what the run knows of the workspace from its operations'
+	// results, shown in its current details (session_details.go).
+	facts wire.SessionFacts
 }
 
 // SessionWorkflow is the entity of one workspace (docs/API.md "Getting a
@@ -108,6 +112,12 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 		ws := c.Workspace
 		s.ws, s.settings, s.runtimeRunning, s.lastActivity, s.state = &ws, c.Settings, c.RuntimeRunning, c.LastActivity, sandboxapi.StateActive
 		s.dormant = c.Dormant
+		if c.Facts != nil {
+			s.facts = *c.Facts
+		} else {
+			d := ws.Dirty
+			s.facts = wire.SessionFacts{Dirty: &d, DirtyFrom: "store"}
+		}
 		s.ev.evicted = c.Dormant && c.State == sandboxapi.StateEvicted
 		switch {
 		case c.State != "":
@@ -119,6 +129,7 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
+	watchDetails(ctx, s.details)
 	return s.run(ctx)
 }
 
@@ -281,7 +292,7 @@ func (s *session) continueAsNew(ctx workflow.Context, taskQueue string) error {
 	return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, taskQueue), sandboxapi.SessionWorkflowType, wire.SessionRunInput{
 		WorkspaceID: s.wsID,
 		Carry: &wire.SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning, State: s.state,
-			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant},
+			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, Facts: s.carryFacts()},
 	})
 }
 
@@ -451,7 +462,7 @@ func (s *session) setState(ctx workflow.Context, state string) {
 
 func (s *session) publish(ctx workflow.Context) {
 	ws := s.ws
-	_ = workflow.UpsertTypedSearchAttributes(ctx,
+	attrs := []temporal.SearchAttributeUpdate{
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrUser).ValueSet(ws.UserID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrProject).ValueSet(ws.ProjectID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrRepo).ValueSet(ws.Repo.Key()),
@@ -459,7 +470,22 @@ func (s *session) publish(ctx workflow.Context) {
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrHost).ValueSet(ws.HostID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(ws.ID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(s.state),
-	)
+	}
+	// Branch, runtime kind, conversation and task ride on the same upsert
+	// (one command, as before they existed: replay-compatible).
+	if ws.BranchName != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrBranch).ValueSet(ws.BranchName))
+	}
+	if s.settings.RuntimeKind != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrRuntime).ValueSet(s.settings.RuntimeKind))
+	}
+	if ws.ConversationID != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeywordList(sandboxapi.SearchAttrConversation).ValueSet([]string{ws.ConversationID}))
+	}
+	if ws.TaskID != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeywordList(sandboxapi.SearchAttrTask).ValueSet([]string{ws.TaskID}))
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
 	_ = workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoWorkspace: wire.HandleFor(*ws, s.settings, false)})
 }
 

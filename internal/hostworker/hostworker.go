@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,10 +126,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	} else {
 		addr := cfg.TemporalAddress
 		if addr == "" {
-			saTypes := map[string]enumspb.IndexedValueType{}
-			for _, n := range sandboxapi.SearchAttributeNames {
-				saTypes[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-			}
+			saTypes := maps.Clone(sandboxapi.SearchAttributeTypes)
 			uiPort := cfg.UIPort
 			h.Dev, err = devserver.Start(devserver.Options{
 				Port: cfg.TemporalPort, UIPort: uiPort, Namespace: cfg.Namespace,
@@ -282,8 +280,10 @@ func (h *Host) Stop() {
 }
 
 // RegisterSearchAttributes adds the missing custom search attributes
-// (sandboxapi.SearchAttributeNames, all Keyword) to the namespace; safe to call
-// on every start and from several workers at once.
+// (sandboxapi.SearchAttributeNames, typed by sandboxapi.SearchAttributeTypes:
+// 9 Keyword, 2 KeywordList) to the namespace; safe to call on every start and
+// from several workers at once. An attribute that exists with another type
+// is left alone (its queries then follow that type).
 func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
 	ops := c.OperatorService()
 	have, err := ops.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
@@ -293,7 +293,7 @@ func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace st
 	missing := map[string]enumspb.IndexedValueType{}
 	for _, n := range sandboxapi.SearchAttributeNames {
 		if _, ok := have.GetCustomAttributes()[n]; !ok {
-			missing[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+			missing[n] = sandboxapi.SearchAttributeTypes[n]
 		}
 	}
 	if len(missing) == 0 {

@@ -120,26 +120,43 @@ wait_for "prometheus scrapes temporal" 90 has_value 'up{job="temporal"} == 1'
 wait_for "prometheus has the exec" 90 has_value 'sandbox_exec_results_total{outcome="ok"} >= 1'
 wait_for "prometheus has the SDK's metrics" 30 has_value 'temporal_activity_execution_latency_seconds_count{activity_type="sandbox.Exec"} >= 1'
 python3 - "$promport" deploy/grafana/dashboards/sandboxcore.json <<'PY'
-import json, sys, urllib.parse, urllib.request
+# Every query of the dashboard must be valid PromQL here, and the panels of
+# what the smoke session produced (sessions, workspaces, runtimes, operation
+# latency, exec outcomes, the Temporal SDK's and server's own metrics) must
+# have data. Disk and eviction panels fill after the first scheduled
+# eviction run (SANDBOX_EVICTION_INTERVAL), later than this test looks.
+import json, sys, time, urllib.parse, urllib.request
 port, path = sys.argv[1], sys.argv[2]
 dash = json.load(open(path))
-bad = []
-n = 0
-for p in dash["panels"]:
-    for t in p.get("targets", []):
-        expr = t["expr"].replace("$__rate_interval", "1m").replace("$__range", "1h").replace("$__interval", "1m")
-        url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        try:
-            r = json.load(urllib.request.urlopen(url, timeout=10))
-            ok = r.get("status") == "success"
-        except Exception as e:  # a 400 is an invalid expression
-            ok, r = False, str(e)
-        n += 1
+needs_data = ("sandbox_sessions", "sandbox_workspaces", "sandbox_runtimes_running", "sandbox_operation_duration_seconds",
+              "sandbox_exec_results_total", "temporal_workflow_task_schedule_to_start", "service_requests")
+exprs = [(p["title"], t["expr"]) for p in dash["panels"] for t in p.get("targets", [])]
+def query(expr):
+    expr = expr.replace("$__rate_interval", "5m").replace("$__range", "1h").replace("$__interval", "1m")
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        r = json.load(urllib.request.urlopen(url, timeout=10))
+    except Exception as e:  # a 400 is an invalid expression
+        return False, False, str(e)
+    return r.get("status") == "success", bool(r.get("data", {}).get("result")), r
+deadline = time.time() + 90
+while True:
+    bad, empty = [], []
+    for title, expr in exprs:
+        ok, has, r = query(expr)
         if not ok:
-            bad.append(f'{p["title"]}: {expr}: {r}')
+            bad.append(f"{title}: {expr}: {r}")
+        elif not has and any(m in expr for m in needs_data):
+            empty.append(f"{title}: {expr}")
+    if bad or not empty or time.time() > deadline:
+        break
+    time.sleep(5)
 if bad:
     print("test-compose: dashboard queries Prometheus refuses:\n  " + "\n  ".join(bad), file=sys.stderr)
+if empty:
+    print("test-compose: dashboard panels without data:\n  " + "\n  ".join(empty), file=sys.stderr)
+if bad or empty:
     sys.exit(1)
-print(f"test-compose: all {n} dashboard queries are valid PromQL")
+print(f"test-compose: all {len(exprs)} dashboard queries are valid PromQL; the session's panels have data")
 PY
 log "web ui and prometheus ok"

@@ -55,6 +55,13 @@ const (
 	SearchAttrConversation = "SandboxConversation"
 	// SearchAttrTask is a task workspace's task id (KeywordList of one).
 	SearchAttrTask = "SandboxTask"
+	// SearchAttrDirty (Bool) is whether the workspace has uncommitted
+	// changes, as its session last learned (acquire, status, write_file,
+	// commit, merge_branches); upserted only when that value changes.
+	SearchAttrDirty = "SandboxDirty"
+	// SearchAttrEvictionFailures (Int) is set on every eviction run when it
+	// finishes: its failed and blocked actions plus its unreachable or failed hosts.
+	SearchAttrEvictionFailures = "SandboxEvictionFailures"
 )
 
 // MemoWorkspace is the memo field of every session holding its Handle (JSON),
@@ -63,11 +70,12 @@ const MemoWorkspace = "workspace"
 
 // SearchAttributeNames lists every custom search attribute (types in SearchAttributeTypes).
 var SearchAttributeNames = []string{SearchAttrUser, SearchAttrProject, SearchAttrRepo, SearchAttrMode, SearchAttrState, SearchAttrHost, SearchAttrWorkspace,
-	SearchAttrBranch, SearchAttrRuntime, SearchAttrConversation, SearchAttrTask}
+	SearchAttrBranch, SearchAttrRuntime, SearchAttrConversation, SearchAttrTask, SearchAttrDirty, SearchAttrEvictionFailures}
 
 // SearchAttributeTypes maps every custom search attribute to its indexed
 // value type, as workers register them (idempotently, on every start).
-// 9 of a namespace's 10 Keyword slots and 2 of its 3 KeywordList slots.
+// 9 of a SQL-visibility namespace's 10 Keyword slots, 2 of its 3
+// KeywordList slots, 1 of its 3 Bool and 1 of its 3 Int slots.
 var SearchAttributeTypes = map[string]enumspb.IndexedValueType{
 	SearchAttrUser: enumspb.INDEXED_VALUE_TYPE_KEYWORD, SearchAttrProject: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	SearchAttrRepo: enumspb.INDEXED_VALUE_TYPE_KEYWORD, SearchAttrMode: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
@@ -75,6 +83,7 @@ var SearchAttributeTypes = map[string]enumspb.IndexedValueType{
 	SearchAttrWorkspace: enumspb.INDEXED_VALUE_TYPE_KEYWORD, SearchAttrBranch: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	SearchAttrRuntime:      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	SearchAttrConversation: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST, SearchAttrTask: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+	SearchAttrDirty: enumspb.INDEXED_VALUE_TYPE_BOOL, SearchAttrEvictionFailures: enumspb.INDEXED_VALUE_TYPE_INT,
 }
 
 // SessionStartSearchAttributes are the search attributes a session is

@@ -124,6 +124,20 @@ func TestSessionSummaryAndCurrentDetails(t *testing.T) {
 	assert.Equal(t, hd.RuntimeKind, runtime)
 	assert.Equal(t, []string{conv}, convs)
 	assert.NotContains(t, fields, sandboxapi.SearchAttrTask, "an edit workspace has no task")
+	var dirty bool
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(fields[sandboxapi.SearchAttrDirty], &dirty))
+	assert.True(t, dirty, "the write made it dirty")
+	dirtyOnHost := fmt.Sprintf("%s = true AND %s = '%s' AND %s = '%s'", sandboxapi.SearchAttrDirty, sandboxapi.SearchAttrHost, h.Config.HostID, sandboxapi.SearchAttrUser, user)
+	require.Eventually(t, func() bool {
+		list, err := h.client.ListSessions(ctx, dirtyOnHost, 10)
+		return err == nil && len(list) == 1 && list[0].WorkspaceID == hd.WorkspaceID
+	}, 10*time.Second, 100*time.Millisecond, "the dirty sessions of a host")
+	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "x"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		list, err := h.client.ListSessions(ctx, dirtyOnHost, 10)
+		return err == nil && len(list) == 0
+	}, 10*time.Second, 100*time.Millisecond, "committed: no longer dirty")
 	require.Eventually(t, func() bool {
 		list, err := h.client.ListSessions(ctx, fmt.Sprintf("%s = '%s' AND %s = '%s' AND %s = '%s'",
 			sandboxapi.SearchAttrConversation, conv, sandboxapi.SearchAttrBranch, hd.Branch, sandboxapi.SearchAttrRuntime, hd.RuntimeKind), 10)

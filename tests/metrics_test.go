@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
@@ -138,6 +139,11 @@ func TestMetricsAfterAScriptedSession(t *testing.T) {
 	require.Len(t, plan.Hosts, 1)
 	require.NotNil(t, plan.Hosts[0].Plan, "the host planned: %s", plan.Hosts[0].Error)
 	usage := plan.Hosts[0].Plan.Plan.Usage
+	run, err := tc.DescribeWorkflowExecution(ctx, plan.WorkflowID, "")
+	require.NoError(t, err)
+	var failures int64 = -1
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(run.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[sandboxapi.SearchAttrEvictionFailures], &failures))
+	assert.Equal(t, int64(0), failures, "the eviction run's SandboxEvictionFailures")
 
 	// A private repository acquired without a credential: refused by the access check.
 	srv := gittest.NewHTTPServer(t, t.TempDir(), "agent", "secret-"+uniq(t, "s"))

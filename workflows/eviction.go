@@ -206,12 +206,26 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 	return finishEviction(ctx, &res), nil
 }
 
-// finishEviction summarizes the run and publishes the summary as the memo.
+// changeEvictionFailuresAttr: a finished eviction run sets SandboxEvictionFailures.
+const changeEvictionFailuresAttr = "eviction-failures-attribute"
+
+// finishEviction summarizes the run and publishes the summary as the memo
+// and its failures as the SandboxEvictionFailures search attribute (failed
+// and blocked actions, unreachable and failed hosts: docs/OPERATIONS.md).
 func finishEviction(ctx workflow.Context, res *sandboxapi.EvictionRunResult) sandboxapi.EvictionRunResult {
 	res.FinishedAt = workflow.Now(ctx)
 	res.Summarize()
 	if err := workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoEviction: res.Summary}); err != nil {
 		workflow.GetLogger(ctx).Warn("eviction memo", "error", err)
+	}
+	if workflow.GetVersion(ctx, changeEvictionFailuresAttr, workflow.DefaultVersion, 1) == 1 {
+		failures := int64(res.Summary.Failed + res.Summary.Blocked + res.Summary.Unreachable)
+		for _, h := range res.Hosts {
+			if h.Error != "" && !h.Unreachable {
+				failures++
+			}
+		}
+		_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyInt64(sandboxapi.SearchAttrEvictionFailures).ValueSet(failures))
 	}
 	return *res
 }

@@ -41,6 +41,9 @@ const (
 	// changeDormant: a released, closed or evicted session continues as new
 	// into a dormant run instead of completing (docs/API.md "Session states").
 	changeDormant = "session-dormant"
+	// changeDirtyAttr: when an operation's result changes what the session
+	// knows of the workspace's dirty state, SandboxDirty is upserted.
+	changeDirtyAttr = "session-dirty-attribute"
 )
 
 // session is the state of one SessionWorkflow run.
@@ -455,6 +458,26 @@ func appError(err error) error {
 	return sandboxapi.NewApplicationError(err, true)
 }
 
+// dirtyKey is the SandboxDirty search attribute.
+var dirtyKey = temporal.NewSearchAttributeKeyBool(sandboxapi.SearchAttrDirty)
+
+// publishDirty upserts SandboxDirty when the dirty state the run knows
+// differs from the published one: one history event per change, never per
+// call (a read-only status that finds nothing new adds none).
+func (s *session) publishDirty(ctx workflow.Context) {
+	d := s.facts.Dirty
+	if d == nil || s.ws == nil {
+		return
+	}
+	if v, ok := workflow.GetTypedSearchAttributes(ctx).GetBool(dirtyKey); ok && v == *d {
+		return
+	}
+	if workflow.GetVersion(ctx, changeDirtyAttr, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return // recorded before the attribute existed
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, dirtyKey.ValueSet(*d))
+}
+
 func (s *session) setState(ctx workflow.Context, state string) {
 	s.state = state
 	_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(state))
@@ -485,6 +508,7 @@ func (s *session) publish(ctx workflow.Context) {
 	if ws.TaskID != "" {
 		attrs = append(attrs, temporal.NewSearchAttributeKeyKeywordList(sandboxapi.SearchAttrTask).ValueSet([]string{ws.TaskID}))
 	}
+	attrs = append(attrs, dirtyKey.ValueSet(ws.Dirty))
 	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
 	_ = workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoWorkspace: wire.HandleFor(*ws, s.settings, false)})
 }

@@ -65,6 +65,7 @@ func (s *session) learn(ctx workflow.Context, name string, in, out any, err erro
 			f.Stale = name // a command may change files and commits
 		}
 	}
+	s.publishDirty(ctx)
 }
 
 // execOutcome is "exit N" or "timed out".

@@ -55,7 +55,15 @@ try {
     await column(page, 'Add', name);
   }
   await page.click('[data-testid="drawer-close-button"]');
+  await new Promise((r) => setTimeout(r, 1000));
+  // Saved as the view "Workspaces" (Save as New).
+  await page.evaluate(() => [...document.querySelectorAll('button')].find((b) => b.textContent.trim() === 'Save as New').click());
+  await new Promise((r) => setTimeout(r, 1000));
+  await page.type('input[placeholder="Name of view"]', 'Workspaces');
+  await new Promise((r) => setTimeout(r, 300));
+  await page.evaluate(() => [...document.querySelectorAll('button')].find((b) => b.textContent.trim() === 'Save' && b.offsetParent !== null && !b.disabled).click());
   await new Promise((r) => setTimeout(r, 1500));
+  console.log('localStorage keys:', await page.evaluate(() => Object.keys(localStorage).join(', ')));
   await page.screenshot({ path: `${out}/ui-sessions-list.png` });
 
   // The session's page, User Metadata tab: summary, details, current details.

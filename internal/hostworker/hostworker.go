@@ -350,7 +350,7 @@ func (h *Host) Stop() {
 
 // RegisterSearchAttributes adds the missing custom search attributes
 // (sandboxapi.SearchAttributeNames, typed by sandboxapi.SearchAttributeTypes:
-// 9 Keyword, 2 KeywordList) to the namespace; safe to call on every start and
+// 9 Keyword, 2 KeywordList, 1 Bool, 1 Int) to the namespace; safe to call on every start and
 // from several workers at once. An attribute that exists with another type
 // is left alone (its queries then follow that type).
 func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace string) error {

@@ -113,6 +113,11 @@ type testHost struct {
 
 type hostOption func(*hostworker.Config)
 
+// withMetrics serves the host's Prometheus metrics on a free loopback port.
+func withMetrics() hostOption {
+	return func(c *hostworker.Config) { c.MetricsAddr = "127.0.0.1:0" }
+}
+
 func withIdle(stop, closeAfter time.Duration) hostOption {
 	return func(c *hostworker.Config) { c.IdleStop, c.IdleClose = stop, closeAfter }
 }

@@ -32,7 +32,9 @@ func (s *session) learn(ctx workflow.Context, name string, in, out any, err erro
 	yes, no := true, false
 	switch v := out.(type) {
 	case sandboxapi.Handle:
-		if s.ws != nil {
+		if s.ws != nil && f.Dirty == nil {
+			// The stored flag, only when nothing newer is known (an acquire of
+			// an active session returns the handle it already had).
 			d := s.ws.Dirty
 			f.Dirty, f.DirtyFrom = &d, name
 		}

@@ -508,7 +508,11 @@ func (s *session) publish(ctx workflow.Context) {
 	if ws.TaskID != "" {
 		attrs = append(attrs, temporal.NewSearchAttributeKeyKeywordList(sandboxapi.SearchAttrTask).ValueSet([]string{ws.TaskID}))
 	}
-	attrs = append(attrs, dirtyKey.ValueSet(ws.Dirty))
+	dirty := ws.Dirty // the stored flag, unless the run knows better
+	if s.facts.Dirty != nil {
+		dirty = *s.facts.Dirty
+	}
+	attrs = append(attrs, dirtyKey.ValueSet(dirty))
 	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
 	_ = workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoWorkspace: wire.HandleFor(*ws, s.settings, false)})
 }

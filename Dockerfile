@@ -18,13 +18,15 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sandbox-worker ./worker && \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sandboxctl ./starter
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sandboxctl ./starter && \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sandbox-supervisor ./supervisor
 
 FROM debian:${DEBIAN_RELEASE}-slim
 RUN apt-get update && \
     apt-get install -y --no-install-recommends git ca-certificates && \
     rm -rf /var/lib/apt/lists/*
-COPY --from=build /out/sandbox-worker /out/sandboxctl /usr/local/bin/
+# sandbox-supervisor next to the worker: it runs inside every runtime.
+COPY --from=build /out/sandbox-worker /out/sandboxctl /out/sandbox-supervisor /usr/local/bin/
 # The data root. With the Docker runtime it must be bind-mounted at the same
 # absolute path as on the host (docker-compose.yaml does); the worker runs as
 # root because it talks to the Docker daemon through the mounted socket.

@@ -27,6 +27,11 @@ type ExecRequest struct {
 	TimeoutS       int               `json:"timeout_s,omitempty"`        // seconds; 0 = DefaultExecTimeout
 	Stdin          []byte            `json:"stdin,omitempty"`            // nil = /dev/null
 	MaxOutputBytes int               `json:"max_output_bytes,omitempty"` // per stream; 0 = default
+	// KeepOutput: when a stream is longer than the cap, the worker keeps the
+	// whole output of both streams (bounded: MaxKeptStreamBytes per stream,
+	// MaxKeptOutputBytes per workspace, oldest dropped first) and the result's
+	// OutputID names it for read_output (docs/API.md "Kept output").
+	KeepOutput bool `json:"keep_output,omitempty"`
 }
 
 // Timeout returns the effective timeout.
@@ -58,6 +63,9 @@ type ExecResult struct {
 	StdoutBytes int64  `json:"stdout_bytes"`
 	StderrBytes int64  `json:"stderr_bytes"`
 	DurationMS  int64  `json:"duration_ms"`
+	// OutputID names the kept whole output (read_output) when the request
+	// asked for KeepOutput and the output was truncated; "" otherwise.
+	OutputID string `json:"output_id,omitempty"`
 }
 
 // ExecChunk is a piece of streamed output.

@@ -140,3 +140,20 @@ func EvictionRunSummary(trigger string, in EvictionInput) string {
 	}
 	return s
 }
+
+// CleanupRunSummary returns a cleanup run's one-line static summary:
+// "cleanup of user <u>[ · project <p>]", then "discard" and "dry run" when
+// asked (docs/API.md "Cleanup"; docs/OPERATIONS.md).
+func CleanupRunSummary(in CleanupInput) string {
+	s := "cleanup of user " + EscapeMarkdown(in.UserID)
+	if in.ProjectID != "" {
+		s += " · project " + EscapeMarkdown(in.ProjectID)
+	}
+	if in.Discard {
+		s += " · discard: nothing is kept"
+	}
+	if in.DryRun {
+		s += " · dry run: lists only"
+	}
+	return s
+}

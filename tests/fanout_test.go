@@ -383,6 +383,7 @@ func TestFanoutSurvivesWorkerKill(t *testing.T) {
 		t.Skip("spawns worker processes")
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
+	destroyLeftSandboxes(t, dataDir)
 	env := append(os.Environ(), workerProcessEnv+"=1", "TEMPORAL_ADDRESS="+temporalAddr, "SANDBOX_DATA_DIR="+dataDir,
 		"SANDBOX_HOST_ID=fcrash", "SANDBOX_TASK_QUEUE=q-fcrash", "SANDBOX_ALLOW_FILE_URLS=1")
 	startWorker := func() *exec.Cmd {

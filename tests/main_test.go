@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,9 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona/daytonafake/fake"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
@@ -34,15 +38,27 @@ const workerProcessEnv = "SANDBOXCORE_TEST_WORKER"
 
 var (
 	temporalAddr string
-	tc           client.Client
-	creds        = &testCredentials{byHost: map[string]sandbox.Credential{}}
-	quiet        = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// daytonaFake is the Daytona stand-in TestMain starts when
+	// SANDBOX_RUNTIME_PROVIDER=daytona and no DAYTONA_API_URL is given (make
+	// test-e2e-daytona); nil otherwise.
+	daytonaFake *fake.Server
+	tc          client.Client
+	creds       = &testCredentials{byHost: map[string]sandbox.Credential{}}
+	quiet       = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(workerProcessEnv) == "1" {
 		os.Exit(workerProcess())
 	}
+	// The runtimes' supervisor, as make build puts it next to the worker;
+	// worker processes started by tests inherit the variable.
+	sup, err := supervisortest.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "supervisor:", err)
+		os.Exit(1)
+	}
+	os.Setenv("SANDBOX_SUPERVISOR_BINARY", sup)
 	dev, err := devserver.Start(devserver.Options{SearchAttributes: sandboxapi.SearchAttributeTypes})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
@@ -58,7 +74,25 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "search attributes:", err)
 		os.Exit(1)
 	}
+	if os.Getenv("SANDBOX_RUNTIME_PROVIDER") == "daytona" && os.Getenv("DAYTONA_API_URL") == "" {
+		// The hosts' Daytona: the faithful stand-in, every sandbox a
+		// container of the test image (make test-e2e-daytona).
+		if daytonaFake, err = fake.New(fake.Options{Logger: quiet}); err == nil {
+			_, err = daytonaFake.Start("127.0.0.1:0")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake Daytona:", err)
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
+	if daytonaFake != nil {
+		daytonaFake.Close()
+		if v := daytonaFake.Violations(); len(v) > 0 {
+			fmt.Fprintf(os.Stderr, "fake Daytona: %d requests or responses violated the OpenAPI documents:\n%s\n", len(v), strings.Join(v, "\n"))
+			code = 1
+		}
+	}
 	tc.Close()
 	dev.Stop()
 	os.Exit(code)
@@ -105,6 +139,28 @@ func (c *testCredentials) Credential(_ context.Context, scope sandbox.AuthScope)
 	return nil, nil
 }
 
+// destroyLeftSandboxes ends the bubblewrap sandboxes that worker processes
+// killed by a test left running under dataDir (they outlive a worker by
+// design), best effort. Register it before starting the workers.
+func destroyLeftSandboxes(t *testing.T, dataDir string) {
+	t.Cleanup(func() {
+		scratch := filepath.Join(dataDir, "runtimes", "bwrap")
+		socks, _ := filepath.Glob(filepath.Join(scratch, ".ctl", "*.sock"))
+		if len(socks) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p, err := bwrap.New(ctx, bwrap.Options{ScratchDir: scratch, Supervisor: os.Getenv("SANDBOX_SUPERVISOR_BINARY"), NoCgroups: true})
+		if err != nil {
+			return
+		}
+		for _, s := range socks {
+			_ = p.Destroy(ctx, strings.TrimSuffix(filepath.Base(s), ".sock"))
+		}
+	})
+}
+
 // testHost is one in-process worker host with its own task queue and data dir.
 type testHost struct {
 	*hostworker.Host
@@ -135,16 +191,23 @@ func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 		t.Fatalf("start host: %v", err)
 	}
 	t.Cleanup(h.Stop)
-	if h.Activities.Runtimes.Kind() == "docker" {
-		// Containers outlive a worker by design; a test's must not outlive
-		// the test (runs before Stop: cleanups run last in, first out).
-		t.Cleanup(func() { destroyDockerRuntimes(h) })
+	if k := h.Activities.Runtimes.Kind(); k == "docker" || k == "bwrap" || k == "daytona" {
+		// Containers, bubblewrap sandboxes and remote sandboxes outlive a worker by design; a
+		// test's must not outlive the test (runs before Stop: cleanups run
+		// last in, first out).
+		t.Cleanup(func() { destroyRuntimes(h) })
 	}
 	if want := os.Getenv("SANDBOX_RUNTIME_PROVIDER"); want != "" && want != "auto" && cfg.RuntimeProvider == want && h.Activities.Runtimes.Kind() != want {
 		t.Fatalf("SANDBOX_RUNTIME_PROVIDER=%s but the host runs %s", want, h.Activities.Runtimes.Kind())
 	}
 	return &testHost{Host: h, client: sandboxclient.New(tc, sandboxclient.Options{TaskQueue: cfg.TaskQueue})}
 }
+
+// runtimeEnv are the variables that choose and configure a test host's
+// runtime: taken from the test's environment (the make test-e2e-* targets set
+// them), never defaulted by the tests.
+var runtimeEnv = []string{"SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST", "SANDBOX_SUPERVISOR_BINARY",
+	"E2B_API_URL", "E2B_API_KEY", "E2B_API_KEY_FILE", "E2B_TEMPLATE", "E2B_SANDBOX_TIMEOUT"}
 
 func baseConfig(t testing.TB, name string) hostworker.Config {
 	cfg, err := hostworker.ConfigFromEnv(func(k string) (string, bool) {
@@ -160,12 +223,31 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 			return "1", true
 		case "TEMPORAL_ADDRESS":
 			return temporalAddr, true
+		case "TEMPORAL_CONFIG_FILE":
+			// Hermetic: not the machine's Temporal CLI profile (its TLS or
+			// API key would apply to the test's plaintext server).
+			return filepath.Join(t.TempDir(), "no-temporal.toml"), true
 		case "SANDBOX_EVICTION_INTERVAL":
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true
-		case "SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST":
-			// The runtime is the caller's choice (make test-e2e-docker runs
-			// the main job's tests on Docker); unset = auto, as make run.
+		case "DAYTONA_API_URL", "DAYTONA_API_KEY":
+			if daytonaFake != nil {
+				if k == "DAYTONA_API_URL" {
+					return daytonaFake.APIURL(), true
+				}
+				return daytonaFake.APIKey(), true
+			}
+			return os.LookupEnv(k)
+		case "DAYTONA_API_KEY_FILE", "DAYTONA_SNAPSHOT", "DAYTONA_IMAGE", "DAYTONA_TARGET", "DAYTONA_AUTO_STOP_MINUTES", "DAYTONA_AUTO_ARCHIVE_MINUTES":
+			if daytonaFake != nil {
+				return "", false
+			}
+			return os.LookupEnv(k)
+		}
+		if slices.Contains(runtimeEnv, k) {
+			// The runtime is the caller's choice (make test-e2e-docker,
+			// make test-e2e-daytona and make test-e2e-e2b run the main job's
+			// tests on Docker, Daytona and E2B); unset = auto, as make run.
 			return os.LookupEnv(k)
 		}
 		return "", false
@@ -196,9 +278,9 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// destroyDockerRuntimes destroys the runtime of every workspace h's store
-// holds for h (a missing one is success), best effort.
-func destroyDockerRuntimes(h *hostworker.Host) {
+// destroyRuntimes destroys the runtime of every workspace h's store holds
+// for h (a missing one is success), best effort.
+func destroyRuntimes(h *hostworker.Host) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wss, err := h.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{HostID: h.Config.HostID})

@@ -509,6 +509,7 @@ func TestWorkerKilledMidAcquire(t *testing.T) {
 	require.NoError(t, os.WriteFile(credFile, []byte(`{"hosts":{"`+id.Host+`":{"username":"agent","secret":"pw"}}}`), 0o600))
 
 	dataDir := filepath.Join(t.TempDir(), "data")
+	destroyLeftSandboxes(t, dataDir)
 	env := append(os.Environ(), workerProcessEnv+"=1", "TEMPORAL_ADDRESS="+temporalAddr, "SANDBOX_DATA_DIR="+dataDir,
 		"SANDBOX_HOST_ID=crash", "SANDBOX_TASK_QUEUE=q-crash", "SANDBOX_ALLOW_HTTP_URLS=1", "SANDBOX_GIT_CREDENTIALS_FILE="+credFile)
 	startWorker := func() *exec.Cmd {
@@ -569,4 +570,23 @@ func TestWorkerKilledMidAcquire(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, wts, 1)
 	assert.Equal(t, filepath.Base(hd.LocalPath), wts[0].Name())
+}
+
+// TestPreviewURLNeedsTheCapability: preview_url on a host whose runtime
+// cannot expose ports (bubblewrap, local: they publish nothing) is
+// SandboxCommandRejected, saying why; a bad port is refused by the
+// validator first (the Docker and Daytona runtimes' URLs are tested in
+// TestDockerEndToEnd and TestDaytonaPreviewURL).
+func TestPreviewURLNeedsTheCapability(t *testing.T) {
+	h := startHost(t, "preview")
+	if k := h.Activities.Runtimes.Kind(); k != "bwrap" && k != "local" {
+		t.Skipf("the %s runtime exposes ports (tested elsewhere)", k)
+	}
+	s, _, _ := newEditSession(t, h)
+	ctx := ctxFor(t, time.Minute)
+	_, err := s.PreviewURL(ctx, 0)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	_, err = s.PreviewURL(ctx, 8080)
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
+	assert.Contains(t, err.Error(), "cannot expose ports")
 }

@@ -123,8 +123,48 @@ func evictionDetails(phase string, res *sandboxapi.EvictionRunResult) string {
 	}
 	if !res.FinishedAt.IsZero() {
 		s := res.Summary
-		lines = append(lines, fmt.Sprintf("**Summary** %d planned · %d stopped · %d destroyed · %d evicted · %d caches removed · %d skipped · %d blocked · %d failed · %d pending · %d bytes freed",
-			s.Planned, s.Stopped, s.Destroyed, s.Evicted, s.CachesFreed, s.Skipped, s.Blocked, s.Failed, s.Pending, s.FreedBytes))
+		lines = append(lines, fmt.Sprintf("**Summary** %d planned · %d stopped · %d destroyed · %d evicted · %d caches removed · %d orphan runtimes deleted · %d skipped · %d blocked · %d failed · %d pending · %d bytes freed",
+			s.Planned, s.Stopped, s.Destroyed, s.Evicted, s.CachesFreed, s.OrphansDeleted, s.Skipped, s.Blocked, s.Failed, s.Pending, s.FreedBytes))
+	}
+	return strings.Join(lines, "\n\n")
+}
+
+// cleanupDetails renders a cleanup run's current details: whether it is
+// done, its hosts, then one line per workspace found (the first
+// maxDetailTasks) with its outcome, and the summary once finished.
+func cleanupDetails(rep *sandboxapi.CleanupReport) string {
+	md := sandboxapi.EscapeMarkdown
+	state := "running"
+	if rep.Done {
+		state = "done"
+	}
+	head := "**State** " + state + fmt.Sprintf(" · **Workspaces** %d · **Hosts** %d", len(rep.Workspaces), len(rep.Hosts))
+	lines := []string{head}
+	for _, h := range rep.Hosts {
+		if h.Unreachable || h.Error != "" {
+			l := "- host " + md(h.HostID) + ": "
+			if h.Unreachable {
+				l += "unreachable"
+			} else {
+				l += "failed: " + md(sandboxapi.Clip(h.Error, 200))
+			}
+			lines = append(lines, l)
+		}
+	}
+	for i, o := range rep.Workspaces {
+		if i == maxDetailTasks {
+			lines = append(lines, fmt.Sprintf("… and %d more workspaces (progress query)", len(rep.Workspaces)-i))
+			break
+		}
+		l := "- " + md(o.WorkspaceID) + " (" + md(o.Mode) + ", " + md(o.State) + "): " + md(o.Outcome)
+		if o.Message != "" && o.Outcome == sandboxapi.CleanupFailed {
+			l += " — " + md(sandboxapi.Clip(o.Message, 200))
+		}
+		lines = append(lines, l)
+	}
+	if rep.Done {
+		s := rep.Summary
+		lines = append(lines, fmt.Sprintf("**Summary** %d found · %d destroyed · %d gone · %d failed · %d backups kept", s.Found, s.Destroyed, s.Gone, s.Failed, s.Backups))
 	}
 	return strings.Join(lines, "\n\n")
 }

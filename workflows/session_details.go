@@ -59,8 +59,22 @@ func (s *session) learn(ctx workflow.Context, name string, in, out any, err erro
 	case sandboxapi.MergeResult:
 		f.Head, f.HeadFrom, f.Dirty, f.DirtyFrom = v.Head, name, &no, name
 		f.Unpushed = nil
-	case sandboxapi.WriteFileResult:
+	case sandboxapi.WriteFileResult, sandboxapi.EditFileResult:
 		f.Dirty, f.DirtyFrom = &yes, name
+	case sandboxapi.Checkpoint:
+		if v.Head != "" {
+			f.Head, f.HeadFrom = v.Head, name
+		}
+	case sandboxapi.RollbackResult:
+		// The worktree is the checkpoint's: its head, dirty when the
+		// checkpoint held changes; the unpushed count may have changed.
+		d := v.Checkpoint.FilesChanged > 0
+		f.Head, f.HeadFrom, f.Dirty, f.DirtyFrom = v.Head, name, &d, name
+		f.Unpushed, f.Stale = nil, ""
+	case sandboxapi.DestroyResult:
+		// The worktree is gone: nothing known holds any longer (a restore
+		// starts again from the stored record).
+		f.Head, f.HeadFrom, f.Dirty, f.DirtyFrom, f.Unpushed, f.UnpushedFrom, f.Stale = "", "", nil, "", nil, "", ""
 	case sandboxapi.ExecResult:
 		f.LastOutcome = execOutcome(v)
 		if s.ws != nil && s.ws.Capabilities.Writable && f.Stale == "" {

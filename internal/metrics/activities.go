@@ -54,8 +54,9 @@ func (i *activityInterceptor) ExecuteActivity(ctx context.Context, in *intercept
 
 // ObserveActivity records one finished activity: its duration and error
 // type, and what its argument and result say (exec outcomes, eviction plans
-// and actions, runtime starts and stops). The interceptor calls it; it is
-// exported for callers that run activity functions themselves.
+// and actions, orphan runtime deletions, runtime starts and stops). The
+// interceptor calls it; it is exported for callers that run activity
+// functions themselves.
 func (m *Metrics) ObserveActivity(name string, arg, out any, err error, took time.Duration) {
 	kind := m.opts.RuntimeKind
 	m.opDuration.WithLabelValues(name, kind).Observe(took.Seconds())
@@ -88,6 +89,22 @@ func (m *Metrics) ObserveActivity(name string, arg, out any, err error, took tim
 		if r.Outcome == sandboxapi.OutcomeDone {
 			m.runtimeStopped(in.WorkspaceID, "evict")
 		}
+	case wire.ActivityDestroy:
+		if r, ok := out.(sandboxapi.DestroyResult); ok && err == nil && r.Existed {
+			m.runtimeStopped(workspaceOf(arg), "destroy")
+		}
+	case wire.ActivityDeleteOrphanRuntimes:
+		in, _ := arg.(wire.DeleteOrphanRuntimesInput)
+		r, ok := out.(wire.DeleteOrphanRuntimesResult)
+		if err != nil || !ok {
+			for _, a := range in.Actions {
+				m.evictionActions.WithLabelValues(string(a.Kind), string(a.Tier), sandboxapi.OutcomeFailed).Inc()
+			}
+			return
+		}
+		for _, res := range r.Results {
+			m.observeEvict(res, sandboxapi.EvictRequest{Action: res.Action, Tier: res.Tier})
+		}
 	case wire.ActivityRemoveRepoCaches:
 		in, _ := arg.(wire.RemoveRepoCachesInput)
 		r, ok := out.(wire.RemoveRepoCachesResult)
@@ -106,7 +123,11 @@ func (m *Metrics) ObserveActivity(name string, arg, out any, err error, took tim
 func (m *Metrics) observeExec(arg, out any, err error) {
 	kind := m.opts.RuntimeKind
 	outcome := ExecError
-	switch r, ok := out.(sandboxapi.ExecResult); {
+	r, ok := out.(sandboxapi.ExecResult)
+	if w, isWire := out.(wire.ExecActivityResult); isWire {
+		r, ok = w.ExecResult, true
+	}
+	switch {
 	case err != nil && isCanceled(err):
 		outcome = ExecCancelled
 	case err != nil || !ok:
@@ -237,6 +258,8 @@ func workspaceOf(arg any) string {
 	case wire.WorkspaceActivityInput:
 		return in.WorkspaceID
 	case wire.EvictActivityInput:
+		return in.WorkspaceID
+	case wire.DestroyActivityInput:
 		return in.WorkspaceID
 	}
 	return ""

@@ -196,6 +196,9 @@ func enums() []enum {
 		{Def: "SessionDescription", Property: "runtime_kind", Values: sandboxapi.RuntimeKinds},
 		{Def: "FileEntry", Property: "type", Values: sandboxapi.FileEntryTypes},
 		{Def: "FileStatus", Property: "status", Values: sandboxapi.FileStatusCodes},
+		{Def: "EditFileInput", Property: "command", Values: sandboxapi.EditCommands},
+		{Def: "ReadOutputInput", Property: "stream", Values: []string{sandboxapi.StreamStdout, sandboxapi.StreamStderr}},
+		{Def: "ReadOutputResult", Property: "stream", Values: []string{sandboxapi.StreamStdout, sandboxapi.StreamStderr}},
 		{Def: "PushResult", Property: "status", Values: push},
 		{Def: "BranchMerge", Property: "status", Values: merge},
 		{Def: "EvictResult", Property: "outcome", Values: outcomes},
@@ -209,6 +212,7 @@ func enums() []enum {
 		{Def: "FanoutReport", Property: "state", Values: []string{sandboxapi.FanoutPreparing, sandboxapi.FanoutRunning, sandboxapi.FanoutMerging, sandboxapi.FanoutCompleted, sandboxapi.FanoutFailed}},
 		{Def: "TaskResult", Property: "status", Values: []string{sandboxapi.TaskPending, sandboxapi.TaskAcquiring, sandboxapi.TaskRunning, sandboxapi.TaskWaiting, sandboxapi.TaskFinishing, sandboxapi.TaskSucceeded, sandboxapi.TaskFailed, sandboxapi.TaskTimedOut, sandboxapi.TaskError}},
 		{Def: "TaskResult", Property: "kind", Values: []string{sandboxapi.TaskKindScript, sandboxapi.TaskKindAgent}},
+		{Def: "CleanupOutcome", Property: "outcome", Values: sandboxapi.CleanupOutcomes},
 		{Def: "TaskResult", Property: "merge", Values: []string{sandboxapi.TaskMergeMerged, sandboxapi.TaskMergeConflict, sandboxapi.TaskMergeNotAccepted, sandboxapi.TaskMergeSkipped, sandboxapi.TaskMergeNoChanges, sandboxapi.TaskMergeFailed}},
 	}
 }

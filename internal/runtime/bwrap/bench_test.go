@@ -9,8 +9,8 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// BenchmarkBwrapExecTrue measures Runtime.Exec of `true`: one bubblewrap
-// sandbox (namespaces, mounts, sh wrapper) per command.
+// BenchmarkBwrapExecTrue measures Runtime.Exec of `true`: a request to the
+// runtime's long-lived sandbox, whose supervisor spawns it on a ready shim.
 func BenchmarkBwrapExecTrue(b *testing.B) {
 	p := newProvider(b, bwrap.Options{})
 	spec := specFor(b.TempDir())
@@ -24,6 +24,16 @@ func BenchmarkBwrapExecTrue(b *testing.B) {
 		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("exec: %v %+v", err, res)
+		}
+	}
+}
+
+// BenchmarkRawForkExec is the floor: fork/exec of `true` from the test
+// process.
+func BenchmarkRawForkExec(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("true").Run(); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

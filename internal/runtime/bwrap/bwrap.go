@@ -3,8 +3,12 @@
 // takes the role of the seed's read-only gVisor path for analysis workspaces
 // and gives write-capable isolation without Docker.
 //
-// Every command runs in a fresh bubblewrap sandbox (`bwrap … -- /bin/sh -c
-// 'exec "$@"' argv…`) with:
+// Each runtime has one long-lived bubblewrap sandbox, built on Create or
+// Start (and again by the first command after Stop) and ended by Stop and
+// Destroy, whose pid namespace's init is the runtime's supervisor
+// (internal/runtime/supervisor): every command is spawned by it inside the
+// namespaces and mounts already built, so a command costs a request and a
+// fork/exec, not a new sandbox (docs/BENCHMARKS.md). The sandbox has:
 //
 //   - new user, pid, ipc, uts and (when possible) cgroup namespaces, and a new
 //     network namespace (loopback only) unless RuntimeSpec.Network is
@@ -23,27 +27,50 @@
 //     repository cache's bare repository read-only at its own path, so git
 //     works inside while the cache cannot be changed. Nothing else of the host
 //     is visible: not /home, /root, /run (no Docker socket), /var, the data
-//     directory, other workspaces, or the worker's credentials.
-//   - the environment cleared (--clearenv), then exactly PATH=BasePath,
-//     HOME=Home, LANG=C.UTF-8, TERM=dumb, Options.BaseEnv, RuntimeSpec.Env and
-//     ExecRequest.Env (later wins);
-//   - --die-with-parent and --new-session (no terminal injection);
-//   - when the worker runs as root and the worktree belongs to another user,
-//     that user's uid:gid (files the command writes stay the owner's).
+//     directory, other workspaces, the worker's credentials, the supervisor's
+//     binary or its control socket.
+//   - every command's environment exactly PATH=BasePath, HOME=Home,
+//     LANG=C.UTF-8, TERM=dumb, Options.BaseEnv, RuntimeSpec.Env and
+//     ExecRequest.Env (later wins); the sandbox itself starts with a cleared
+//     environment (--clearenv);
+//   - --new-session for the sandbox and a session of its own for every
+//     command (no terminal to inject into; a PTY process gets its own
+//     pseudo-terminal);
+//   - when the worker runs as root, no capability at all (--cap-drop ALL)
+//     and, when the worktree belongs to another user, that user's uid:gid
+//     (files the command writes stay the owner's).
+//   - a cgroup with RuntimeSpec.Resources' limits (pids: DefaultPidsLimit
+//     unless set, on a child cgroup in which every command is born, so that a
+//     fork bomb cannot starve the supervisor; memory without swap and a CPU
+//     quota for the whole sandbox) when the worker can write
+//     a cgroup v2 or v1 hierarchy with the pids, memory and cpu controllers
+//     (Provider.ResourceLimits says; without one the provider logs a warning
+//     and sandboxes run without limits). A command the memory limit killed
+//     exits 137 with a notice on stderr.
 //
-// Process model: bwrap is the leader of its own process group and the
-// command runs inside a pid namespace, so killing bwrap (on timeout,
-// cancellation, Stop or Destroy) kills the sandbox's init and with it every
-// process of the command, however it daemonized; when the command exits, the
-// namespace ends and its background processes die with it.
+// Process model: the supervisor is pid 1 of the sandbox and cannot be
+// signalled from inside; it is non-dumpable and runs from an execute-only
+// copy of its binary, so no command can trace it or reach its descriptors;
+// its control socket is a listening socket on a host path in the provider's
+// control directory (ScratchDir/.ctl, 0700, never mounted) that it inherits.
+// A command's whole tree dies when the command exits, times out, is
+// cancelled, or the runtime stops, however it daemonized; only background
+// processes (Runtime implements sandbox.ProcessRuntime) outlive their
+// start. The sandbox runs in a session of its own without a parent-death
+// signal: it, its background processes and their buffered output survive a
+// worker killed with SIGKILL, and a restarted worker's Create with the same
+// spec reattaches to it (Provider.Create). Ending the supervisor ends the
+// pid namespace and everything in it.
 //
-// Resource hints are not enforced (no cgroup delegation). Runtimes live in an
-// in-memory map, as in the local runtime: after a worker restart Create with
-// the same spec recreates the entry and finds the scratch directory again.
+// Runtimes live in an in-memory map, as in the local runtime; after a worker
+// restart Create with the same spec recreates the entry, finds the scratch
+// directory and the running sandbox again.
 package bwrap
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -53,6 +80,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,6 +88,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -110,6 +139,13 @@ type Options struct {
 	// Logger receives lifecycle and exec records (never argv beyond Cmd[0],
 	// env or output); nil discards them.
 	Logger *slog.Logger
+	// Supervisor is the sandbox-supervisor binary (SANDBOX_SUPERVISOR_BINARY);
+	// "" finds it next to the running executable or on PATH
+	// (supervisor.Find).
+	Supervisor string
+	// NoCgroups disables resource limits even where a cgroup hierarchy is
+	// writable.
+	NoCgroups bool
 }
 
 // Provider is the bubblewrap sandbox.RuntimeProvider. It is safe for
@@ -123,6 +159,15 @@ type Provider struct {
 	log      *slog.Logger
 	asRoot   bool
 	runtimes procexec.Registry[sandboxConfig]
+	// sup is the supervisor binary as sandboxes execute it (an execute-only
+	// copy in ctl, so that no process of a sandbox can read or trace it),
+	// supHash a hash of its content; ctl is the control directory
+	// (ScratchDir/.ctl, 0700): control sockets, logs, pid files, archives.
+	sup, supHash, ctl string
+	// cgroups applies RuntimeSpec.Resources; nil where no cgroup hierarchy
+	// is writable (cgroupsWhy says why).
+	cgroups    *cgroups
+	cgroupsWhy string
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -192,7 +237,61 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if err := p.probe(ctx); err != nil {
 		return nil, err
 	}
+	if err := p.installSupervisor(opts.Supervisor); err != nil {
+		return nil, err
+	}
+	if opts.NoCgroups {
+		p.cgroupsWhy = "disabled (Options.NoCgroups)"
+	} else if p.cgroups, p.cgroupsWhy = newCgroups(scratch); p.cgroups != nil {
+		p.log.Info("bubblewrap runtimes get resource limits", "cgroups", p.cgroups.scheme)
+	} else {
+		p.log.Warn("bubblewrap runtimes run WITHOUT resource limits (no pids, memory or CPU limit): no writable cgroup hierarchy with the pids, memory and cpu controllers", "reason", p.cgroupsWhy)
+	}
 	return p, nil
+}
+
+// ResourceLimits reports whether sandboxes get cgroup resource limits
+// (pids, memory, CPU), and if not, why.
+func (p *Provider) ResourceLimits() (enforced bool, detail string) {
+	if p.cgroups != nil {
+		return true, p.cgroups.scheme
+	}
+	return false, p.cgroupsWhy
+}
+
+// installSupervisor finds the supervisor binary and installs an
+// execute-only copy (mode 0111) in the control directory: a process
+// executing a file it may not read starts non-dumpable, so no command in a
+// sandbox can ptrace a supervisor or shim or open their descriptors through
+// /proc, even in the instant before they make themselves non-dumpable.
+func (p *Provider) installSupervisor(explicit string) error {
+	src, err := supervisor.Find(explicit)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: the runtime supervisor: %v", err)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: the runtime supervisor: %v", err)
+	}
+	sum := sha256.Sum256(data)
+	p.supHash = hex.EncodeToString(sum[:8])
+	p.ctl = filepath.Join(p.scratch, ".ctl")
+	if err := os.MkdirAll(p.ctl, 0o700); err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: control directory: %v", err)
+	}
+	_ = os.Chmod(p.ctl, 0o700)
+	dst := filepath.Join(p.ctl, supervisor.BinaryName+"-"+p.supHash)
+	if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == 0o111 && fi.Size() == int64(len(data)) {
+		p.sup = dst
+		return nil
+	}
+	tmp := dst + ".tmp-" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, data, 0o700); err == nil && os.Chmod(tmp, 0o111) == nil && os.Rename(tmp, dst) == nil {
+		p.sup = dst
+		return nil
+	}
+	_ = os.Remove(tmp)
+	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: cannot install the runtime supervisor in %s", p.ctl)
 }
 
 // probe runs /bin/true in the sandbox this package builds (network none).
@@ -205,7 +304,7 @@ func (p *Provider) probe(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	args := p.args(sandboxConfig{scratch: dir, workdir: "/workspace", cwd: "/workspace",
-		mounts: []bindMount{{src: dir, target: "/workspace"}}}, nil)
+		mounts: []bindMount{{src: dir, target: "/workspace"}}}, nil, false)
 	cmd := exec.CommandContext(ctx, p.bin, append(args, "/bin/true")...)
 	cmd.Env = []string{}
 	out, err := cmd.CombinedOutput()
@@ -219,10 +318,11 @@ func (p *Provider) probe(ctx context.Context) error {
 // Kind returns "bwrap".
 func (p *Provider) Kind() string { return Kind }
 
-// Capabilities reports the truth (seed "Optional Capabilities"): isolated;
-// no snapshots, preview URLs or interactive sessions.
+// Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated,
+// interactive sessions (PTY background processes: Runtime implements
+// sandbox.ProcessRuntime); no snapshots or preview URLs.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true}
 }
 
 // Snapshots returns nil: bubblewrap cannot snapshot.
@@ -232,10 +332,15 @@ func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
 func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
 
 // Create returns the runtime with spec.ID, creating it in state running when
-// missing (idempotent; after a worker restart it recreates the entry and
-// reuses the scratch directory). Creating an existing runtime on the same
-// workdir replaces its spec (mounts, env, network: each command builds a
-// fresh sandbox) and leaves its state alone. Source: seed "Runtime Port".
+// missing (idempotent) and building its sandbox; after a worker restart it
+// recreates the entry, reuses the scratch directory and reattaches to the
+// sandbox the earlier worker left running when it was built from the same
+// layout (its background processes and their output are there as they
+// were). A sandbox that cannot be built now is not an error here: the next
+// Exec or Start builds it or reports why. Creating an existing runtime on
+// the same workdir replaces its spec and leaves its state alone; a changed
+// layout (mounts, network, resources) rebuilds the sandbox on the next
+// command, killing what ran in the old one (docs/DESIGN.md "The three things").
 //
 // The spec needs exactly one mount whose Target is spec.Workdir (an absolute
 // clean path other than /, /tmp, /proc, /dev) with an absolute Source that is
@@ -249,13 +354,23 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	if err != nil {
 		return nil, err
 	}
-	return p.runtimes.Create(spec, cfg.root, cfg, func(life *procexec.Lifecycle[sandboxConfig]) (sandbox.Runtime, error) {
+	rt, err := p.runtimes.Create(spec, cfg.root, cfg, func(life *procexec.Lifecycle[sandboxConfig]) (sandbox.Runtime, error) {
 		if err := p.makeScratch(cfg); err != nil {
 			return nil, err
 		}
-		p.log.Debug("runtime created", "id", spec.ID, "workdir", cfg.root, "network", spec.Network)
-		return &Runtime{p: p, life: life}, nil
+		r := newRuntime(p, life)
+		// A sandbox left running by an earlier worker (its background
+		// processes with their output) is taken over as it is.
+		r.sb = p.attachSandbox(ctx, spec.ID, cfg.layout, r.archive)
+		p.log.Debug("runtime created", "id", spec.ID, "workdir", cfg.root, "network", spec.Network, "reattached", r.sb != nil)
+		return r, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	r := rt.(*Runtime)
+	r.warm(ctx)
+	return r, nil
 }
 
 // Get returns the runtime with id, or an error wrapping sandbox.ErrNotFound.
@@ -269,21 +384,36 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbo
 	return p.runtimes.List(labels), nil
 }
 
-// Destroy kills the runtime's running commands (waiting for them, bounded by
-// ctx), deletes its scratch directory (the sandbox's /tmp) and forgets it; a
+// Destroy kills the runtime's running commands and background processes
+// and ends its sandbox (waiting for them, bounded by ctx), deletes its
+// scratch directory (the sandbox's /tmp), its control files, its cgroup and
+// its archived processes, and forgets it; a
 // missing runtime is success. It never touches the workspace or any other
 // mount source. A Runtime value kept by a caller reports RuntimeMissing
 // afterwards and its calls fail with sandbox.ErrNotFound.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
+	rt, _ := p.runtimes.Get(id)
 	life, ok := p.runtimes.Remove(id)
 	if !ok {
 		if sandbox.ValidateID("runtime id", id) == nil {
-			// A runtime of an earlier process may have left its scratch directory.
+			// A runtime of an earlier process may have left its sandbox
+			// running, its control files and its scratch directory.
+			if _, err := os.Lstat(p.ctlPath(id, ".sock")); err == nil {
+				p.shutdown(ctx, id, &sandboxProc{client: supervisor.NewClient(p.ctlPath(id, ".sock"))}, nil)
+			}
+			if cg := p.cgroups.existing(id); cg != nil {
+				_ = cg.remove()
+			}
+			p.removeControl(id)
 			return removeScratch(filepath.Join(p.scratch, id))
 		}
 		return nil
 	}
 	err := life.Destroy(ctx)
+	if r, ok := rt.(*Runtime); ok {
+		r.destroySandbox(ctx)
+	}
+	p.removeControl(id)
 	if rerr := removeScratch(life.Conf().scratch); err == nil {
 		err = rerr
 	}
@@ -306,6 +436,8 @@ type sandboxConfig struct {
 	mounts   []bindMount
 	shareNet bool
 	cred     *syscall.Credential // nil: run bwrap as the worker
+	limits   limits
+	layout   string // layoutOf(this), set by resolve
 }
 
 func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
@@ -366,6 +498,13 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 	if p.asRoot && owner != nil && owner.Uid != 0 {
 		cfg.cred = &syscall.Credential{Uid: owner.Uid, Gid: owner.Gid, Groups: []uint32{}}
 	}
+	l, err := limitsOf(spec.Resources)
+	if err != nil {
+		return bad("%v", err)
+	}
+	cfg.limits = l
+	cfg.cwd = cfg.workdir
+	cfg.layout = p.layoutOf(cfg)
 	return cfg, nil
 }
 
@@ -401,11 +540,18 @@ func removeScratch(dir string) error {
 }
 
 // args returns bwrap's arguments up to and including "--" for cfg; the
-// command follows. env is the complete environment.
-func (p *Provider) args(cfg sandboxConfig, env []string) []string {
+// command follows. env is the complete environment. A long-lived sandbox
+// (the supervisor's) runs its command as the pid namespace's init and does
+// not die with the worker.
+func (p *Provider) args(cfg sandboxConfig, env []string, long bool) []string {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-		"--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv",
+		"--new-session", "--hostname", "sandbox", "--clearenv",
+	}
+	if long {
+		a = append(a, "--as-pid-1")
+	} else {
+		a = append(a, "--die-with-parent")
 	}
 	if p.asRoot && cfg.cred == nil {
 		// Root mapped to root: no capability at all inside (no DAC override

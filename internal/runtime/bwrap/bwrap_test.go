@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -40,6 +41,9 @@ func newProvider(t testing.TB, opts bwrap.Options) *bwrap.Provider {
 	}
 	if opts.Logger == nil {
 		opts.Logger = runtimetest.Logger(t, slog.LevelInfo)
+	}
+	if opts.Supervisor == "" {
+		opts.Supervisor = supervisortest.Binary(t)
 	}
 	p, err := bwrap.New(context.Background(), opts)
 	if err != nil {
@@ -100,13 +104,13 @@ func setup(t *testing.T, opts bwrap.Options, mutate func(*sandbox.RuntimeSpec)) 
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t, bwrap.Options{})
 	require.Equal(t, "bwrap", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true}, p.Capabilities())
 	require.Nil(t, p.Snapshots())
 	require.Nil(t, p.PreviewURLs())
 }
 
 func TestUnusableIsRuntimeUnavailable(t *testing.T) {
-	_, err := bwrap.New(context.Background(), bwrap.Options{Binary: "sandboxcore-no-such-bwrap", ScratchDir: t.TempDir()})
+	_, err := bwrap.New(context.Background(), bwrap.Options{Binary: "sandboxcore-no-such-bwrap", ScratchDir: t.TempDir(), Supervisor: supervisortest.Binary(t)})
 	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
 	require.Contains(t, err.Error(), "not installed")
 
@@ -114,7 +118,7 @@ func TestUnusableIsRuntimeUnavailable(t *testing.T) {
 	// bwrap does when user namespaces are disabled).
 	fake := filepath.Join(t.TempDir(), "bwrap")
 	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"), 0o755))
-	_, err = bwrap.New(context.Background(), bwrap.Options{Binary: fake, ScratchDir: t.TempDir()})
+	_, err = bwrap.New(context.Background(), bwrap.Options{Binary: fake, ScratchDir: t.TempDir(), Supervisor: supervisortest.Binary(t)})
 	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
 	require.Contains(t, err.Error(), "No permissions to create new namespace")
 }
@@ -149,6 +153,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 	spec := specFor(dir)
 	_, err := p.Create(context.Background(), spec)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
 	other := specFor(t.TempDir())
 	other.ID = spec.ID
 	_, err = p.Create(context.Background(), other)
@@ -344,3 +349,13 @@ func TestRootWorkerSeesOnlyWorldReadableSystemFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "PRIVATE KEY\n", string(data))
 }
+
+func TestProcesses(t *testing.T) {
+	runtimetest.RunProcesses(t, func(t *testing.T) runtimetest.Env {
+		p := newProvider(t, bwrap.Options{})
+		dir := t.TempDir()
+		return runtimetest.Env{Provider: p, Spec: specFor(dir), HostDir: dir}
+	}, runtimetest.ProcessOptions{})
+}
+
+func supervisorBin(t testing.TB) string { return supervisortest.Binary(t) }

@@ -4,25 +4,48 @@ import (
 	"context"
 	"path"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// Runtime is one bubblewrap runtime (seed "Runtime Port: SandboxRuntime"): a
-// sandbox layout over a workspace in which every command gets a fresh
-// sandbox. States: running (after Create or Start), stopped (after Stop; Exec
-// restarts it), missing (after Destroy). It is safe for concurrent use;
-// concurrent Execs run in parallel.
+// Runtime is one bubblewrap runtime (docs/DESIGN.md "The three things"):
+// one long-lived sandbox over a workspace whose supervisor spawns every
+// command (see the package documentation). States: running (after Create or
+// Start), stopped (after Stop; Exec restarts it), missing (after Destroy).
+// It is safe for concurrent use; concurrent Execs run in parallel. It
+// implements sandbox.ProcessRuntime (durable background processes).
 type Runtime struct {
 	p *Provider
 	// life holds the state, the spec with its sandbox layout, and the
 	// running commands.
 	life *procexec.Lifecycle[sandboxConfig]
+
+	mu      sync.Mutex   // guards sb; taken after life's lock, never before
+	sb      *sandboxProc // the running sandbox, nil when none
+	archive *supervisor.Archive
+	supervisor.Processes
 }
 
-var _ sandbox.Runtime = (*Runtime)(nil)
+var (
+	_ sandbox.Runtime        = (*Runtime)(nil)
+	_ sandbox.ProcessRuntime = (*Runtime)(nil)
+)
+
+func newRuntime(p *Provider, life *procexec.Lifecycle[sandboxConfig]) *Runtime {
+	r := &Runtime{p: p, life: life, archive: supervisor.LoadArchive(p.ctlPath(life.ID(), ".archive"))}
+	r.Processes = supervisor.Processes{
+		Support: sandbox.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandbox.MaxProcesses, BufferBytes: sandbox.ProcessBufferBytes},
+		Client:  r.client,
+		Prepare: r.prepare,
+		Archive: r.archive,
+	}
+	return r
+}
 
 // ID returns the runtime id (RuntimeSpec.ID).
 func (r *Runtime) ID() string { return r.life.ID() }
@@ -33,30 +56,154 @@ func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
 	return r.life.State(), nil
 }
 
-// Start marks the runtime running. Errors wrap sandbox.ErrNotFound once the
-// runtime is destroyed, and sandbox.ErrRuntimeUnavailable when the workdir
-// no longer exists (e.g. the workspace was evicted).
+// Start marks the runtime running and builds its sandbox. Errors wrap
+// sandbox.ErrNotFound once the runtime is destroyed, and
+// sandbox.ErrRuntimeUnavailable when the workdir no longer exists (e.g. the
+// workspace was evicted) or the sandbox cannot be built.
 func (r *Runtime) Start(ctx context.Context) error {
 	return r.life.Start(r.ready)
 }
 
-// ready is the bubblewrap part of starting: the workdir is still where it
-// was, and the scratch /tmp exists.
+// ready is the bubblewrap part of starting (run with the runtime's state
+// locked): the workdir is still where it was, the scratch /tmp exists, and
+// a sandbox of the current layout runs.
 func (r *Runtime) ready(cfg sandboxConfig) error {
 	if real, err := filepath.EvalSymlinks(cfg.root); err != nil || real != cfg.root {
 		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.ID(), cfg.root)
 	}
-	return r.p.makeScratch(cfg)
+	if err := r.p.makeScratch(cfg); err != nil {
+		return err
+	}
+	_, err := r.ensure(context.Background(), cfg)
+	return err
 }
 
-// Stop hibernates the runtime: it becomes stopped and every command still
-// running in it is killed (its whole sandbox); Stop waits for them, bounded
-// by ctx (an expired ctx returns an error wrapping sandbox.ErrTimeout). The
-// workdir and the scratch /tmp are untouched. Stopping a destroyed runtime is
-// success.
-func (r *Runtime) Stop(ctx context.Context) error {
-	return r.life.Stop(ctx)
+// ensure returns the running sandbox of cfg's layout, building it (and
+// ending one of another layout) when needed.
+func (r *Runtime) ensure(ctx context.Context, cfg sandboxConfig) (*sandboxProc, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sb != nil && r.sb.layout == cfg.layout && r.sb.alive() {
+		return r.sb, nil
+	}
+	if r.sb != nil {
+		r.p.shutdown(ctx, r.ID(), r.sb, r.archive)
+		r.sb = nil
+	}
+	sb, err := r.p.startSandbox(ctx, r.ID(), cfg, cfg.layout)
+	if err != nil {
+		return nil, err
+	}
+	r.sb = sb
+	return sb, nil
 }
+
+// discard forgets sb when it is still the current sandbox (it died).
+func (r *Runtime) discard(sb *sandboxProc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sb == sb {
+		sb.client.Close()
+		r.sb = nil
+	}
+}
+
+// warm builds the sandbox of a running runtime that has none (Create);
+// failures are logged, the next command reports them.
+func (r *Runtime) warm(ctx context.Context) {
+	if r.life.State() != sandbox.RuntimeRunning {
+		return
+	}
+	cfg := r.life.Conf()
+	if _, err := r.ensure(ctx, cfg); err != nil {
+		r.p.log.Warn("runtime sandbox not built yet", "id", r.ID(), "error", err)
+	}
+}
+
+// Stop hibernates the runtime: it becomes stopped, every command still
+// running in it and every background process is killed (background
+// processes end with exit reason runtime_stopped and stay readable), and
+// the sandbox ends; Stop waits for them, bounded by ctx (an expired ctx
+// returns an error wrapping sandbox.ErrTimeout). The workdir and the
+// scratch /tmp are untouched. Stopping a destroyed runtime is success.
+func (r *Runtime) Stop(ctx context.Context) error {
+	err := r.life.Stop(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sb != nil {
+		r.p.shutdown(ctx, r.ID(), r.sb, r.archive)
+		r.sb = nil
+	}
+	return err
+}
+
+// destroySandbox ends the sandbox without archiving (Destroy).
+func (r *Runtime) destroySandbox(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sb != nil {
+		r.p.shutdown(ctx, r.ID(), r.sb, nil)
+		r.sb = nil
+	}
+	if cg := r.p.cgroups.existing(r.ID()); cg != nil {
+		_ = cg.remove()
+	}
+	r.archive.Clear()
+}
+
+// client is supervisor.Processes.Client: the running sandbox's client,
+// starting the runtime first when start.
+func (r *Runtime) client(ctx context.Context, start bool) (*supervisor.Client, error) {
+	if start {
+		if err := r.life.Start(r.ready); err != nil {
+			return nil, err
+		}
+	} else if st := r.life.State(); st == sandbox.RuntimeMissing {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %s was destroyed", r.ID())
+	}
+	r.mu.Lock()
+	sb := r.sb
+	r.mu.Unlock()
+	if sb == nil || !sb.alive() {
+		return nil, nil
+	}
+	if start && sb.done == nil {
+		// A reattached sandbox may have ended since (idle, killed): check
+		// before starting a process there, and build a new one if so.
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := sb.client.Hello(hctx)
+		cancel()
+		if supervisor.IsUnreachable(err) {
+			r.discard(sb)
+			if sb, err = r.ensure(ctx, r.life.Conf()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sb.client, nil
+}
+
+// prepare is supervisor.Processes.Prepare: the environment and cwd of a
+// background process, as for a command.
+func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, error) {
+	cfg := r.life.Conf()
+	_, rel, err := procexec.ResolveCwd(cfg.root, spec.Cwd)
+	if err != nil {
+		return supervisor.Spec{}, err
+	}
+	s := supervisor.Spec{
+		Argv: spec.Cmd, Env: procexec.EnvList(procexec.BaseEnv(Home), r.p.baseEnv, r.spec().Env, spec.Env),
+		Dir: path.Join(cfg.workdir, rel), Tag: spec.Tag, OpenStdin: spec.Stdin,
+	}
+	if spec.PTY != nil {
+		s.PTY, s.Rows, s.Cols = true, uint16(spec.PTY.Rows), uint16(spec.PTY.Cols)
+		s.Env = procexec.EnvList(procexec.BaseEnv(Home), r.p.baseEnv, r.spec().Env, map[string]string{"TERM": "xterm-256color"}, spec.Env)
+	}
+	return s, nil
+}
+
+// spec returns the runtime's current spec.
+func (r *Runtime) spec() sandbox.RuntimeSpec { return r.life.Spec() }
 
 // Exec runs one command and returns its result (see ExecStream).
 func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
@@ -65,11 +212,13 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 
 // ExecStream (seed "Runtime Port": exec / exec_stream; DESIGN.md
 // "Non-negotiables: Exec"; seed "Security Rules") runs req.Cmd (an argv, no
-// shell implied) in a fresh sandbox (see the package documentation), in the
-// workdir or req.Cwd below it, and returns when it has finished, handing
-// each piece of output to onChunk (when non-nil) as it arrives; onChunk calls
-// are serialized and receive data they may keep. A stopped runtime is
-// started first.
+// shell implied) in the runtime's sandbox, spawned by its supervisor (see
+// the package documentation), in the workdir or req.Cwd below it, and
+// returns when it has finished, handing each piece of output to onChunk
+// (when non-nil) as it arrives: every byte exactly once and in order (the
+// command waits when onChunk is slower than it writes); onChunk calls are
+// serialized and receive data they may keep. A stopped runtime is started
+// first.
 //
 // The environment is exactly PATH=BasePath, HOME=Home, LANG=C.UTF-8,
 // TERM=dumb, then Options.BaseEnv, RuntimeSpec.Env and req.Env (later wins).
@@ -78,11 +227,12 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // with the full counts in StdoutBytes/StderrBytes.
 //
 // Outcomes that are results, not errors: a non-zero exit; 127 when the
-// executable is not found and 126 when it cannot be executed (sh's message on
-// stderr); 128+n when killed by signal n (137 when Stop or Destroy killed
-// it); 124 with TimedOut after req.Timeout(). The sandbox, and so every
-// process the command started, dies when the command exits, times out or is
-// killed.
+// executable is not found and 126 when it cannot be executed (a
+// "sandbox: …" notice on stderr); 128+n when killed by signal n (137 when
+// Stop or Destroy killed it); 124 with TimedOut after req.Timeout(). Every
+// process the command started dies when it exits, times out or is killed,
+// however it daemonized (setsid, double fork): only background processes
+// (StartProcess) outlive their command.
 //
 // Errors: sandbox.ErrInvalidArgument for a bad request
 // (local.ValidateExecRequest; a cwd that is missing, not a directory or
@@ -90,8 +240,9 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // Destroy; sandbox.ErrRuntimeUnavailable when the workdir is gone, bwrap
 // cannot build the sandbox (its message included), or ctx is cancelled
 // (wrapping context.Canceled); sandbox.ErrTimeout when ctx's deadline passes
-// first (wrapping context.DeadlineExceeded). On ctx expiry the sandbox is
-// killed and the partial result is returned along with the error.
+// first (wrapping context.DeadlineExceeded). On ctx expiry the command's
+// whole tree is killed at once and the partial result is returned along
+// with the error.
 func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
 	if err := local.ValidateExecRequest(req); err != nil {
 		return sandbox.ExecResult{}, err
@@ -101,11 +252,64 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 		if err != nil {
 			return sandbox.ExecResult{}, err
 		}
-		cfg.cwd = path.Join(cfg.workdir, rel)
 		env := procexec.EnvList(procexec.BaseEnv(Home), r.p.baseEnv, spec.Env, req.Env)
-		res, err := r.p.run(killCtx, ctx, cfg, env, req, onChunk)
+		res, err := r.run(killCtx, ctx, cfg, supervisor.Spec{
+			Argv: req.Cmd, Env: env, Dir: path.Join(cfg.workdir, rel), Stdin: req.Stdin,
+			TimeoutMS: req.Timeout().Milliseconds(),
+		}, req, onChunk)
 		r.p.log.Debug("exec", "id", r.ID(), "cmd", req.Cmd[0], "exit_code", res.ExitCode, "timed_out", res.TimedOut,
 			"duration_ms", res.DurationMS, "stdout_bytes", res.StdoutBytes, "stderr_bytes", res.StderrBytes, "err", err)
 		return res, err
 	})
+}
+
+// run runs spec as a foreground process of the sandbox and classifies the
+// outcome (see ExecStream).
+func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, spec supervisor.Spec, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+	out := procexec.NewOutput(req.OutputCap(), onChunk)
+	streams := [2]func([]byte){
+		func(b []byte) { _, _ = out.Stdout().Write(b) },
+		func(b []byte) { _, _ = out.Stderr().Write(b) },
+	}
+	for attempt := 0; ; attempt++ {
+		sb, err := r.ensure(killCtx, cfg)
+		if err != nil {
+			if killCtx.Err() != nil {
+				return r.interrupted(out, killCtx, callerCtx, req)
+			}
+			return sandbox.ExecResult{}, err
+		}
+		oom := sb.cg.oomKills()
+		info, err := sb.client.Run(killCtx, spec, func(i int, b []byte) { streams[i](b) })
+		switch {
+		case err == nil:
+			switch {
+			case info.Reason == supervisor.ReasonTimeout:
+				return out.TimedOut(), nil
+			case info.ExitCode == 137 && sb.cg.oomKills() > oom:
+				_, _ = out.Stderr().Write([]byte("\nsandbox: killed: the runtime's memory limit was reached\n"))
+			}
+			return out.Result(info.ExitCode), nil
+		case killCtx.Err() != nil:
+			return r.interrupted(out, killCtx, callerCtx, req)
+		case supervisor.IsUnreachable(err) && attempt == 0:
+			// The sandbox is gone (killed, or the machine restarted): the
+			// command never started; build a new one.
+			r.discard(sb)
+			continue
+		}
+		r.discard(sb)
+		return out.Result(-1), sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec %s: the runtime's sandbox failed", req.Cmd[0])
+	}
+}
+
+// interrupted is the outcome of a command whose context ended first.
+func (r *Runtime) interrupted(out *procexec.Output, killCtx, callerCtx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	if callerCtx.Err() != nil {
+		return out.Interrupted(137, req.Cmd[0], callerCtx.Err())
+	}
+	if procexec.Halted(killCtx) {
+		return out.Result(137), nil
+	}
+	return out.Interrupted(137, req.Cmd[0], killCtx.Err())
 }

@@ -14,9 +14,11 @@
 // from the same spec (LabelSpecHash) is reused as it is, one built from a
 // different spec is replaced, a concurrent create conflict reuses the winner's
 // container, and a container of that name that sandboxcore does not manage is
-// never touched (sandbox.ErrConflict). The container's main process is a
-// sleep loop under Docker's init (HostConfig.Init), so it holds no state of
-// its own; commands run as `docker exec` processes.
+// never touched (sandbox.ErrConflict). The container's main process, under
+// Docker's init (HostConfig.Init), is the runtime's supervisor
+// (internal/runtime/supervisor: the static sandbox-supervisor binary,
+// bind-mounted read-only at SupervisorPath from Options.StateDir), which
+// keeps the background processes; commands run as `docker exec` processes.
 //
 // Mounts: the RuntimeSpec's mounts only, as bind mounts: the workspace's
 // worktree at RuntimeSpec.Workdir (/workspace; read-only for analysis
@@ -66,9 +68,28 @@
 // timeout or cancellation that kills the command's whole process tree inside
 // the container with a second exec. The image must provide /bin/sh.
 //
-// Hibernation: Stop stops the container (its processes die, the worktree is
+// # Background processes
+//
+// Runtime implements sandbox.ProcessRuntime through the supervisor, reached
+// on an abstract unix socket by `sandbox-supervisor relay` processes the
+// worker runs with exec (a control connection each, pooled). The processes
+// and their buffered output live in the container: a restarted worker (a
+// new Provider) reads on from a client's offset and learns the exit code of
+// a process that ended meanwhile. The socket is reachable by the
+// container's own commands too; it gives them nothing they could not do
+// themselves (the supervisor has the container's uid and no capability).
+//
+// Hibernation: Stop ends the background processes (exit reason
+// runtime_stopped, archived under Options.StateDir and readable afterwards),
+// then stops the container (its processes die, the worktree is
 // untouched); the next command starts it again. Destroy removes the container
 // and never touches a mount's source.
+//
+// # Preview URLs
+//
+// PreviewURL (the preview_url update, docs/API.md "Preview URLs") forwards a
+// loopback port of the worker's machine to a port of the running container
+// (preview.go): Docker publishes ports only at container creation.
 package docker
 
 import (
@@ -77,6 +98,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -155,6 +178,14 @@ type Options struct {
 	// Logger receives lifecycle and exec records (never argv beyond Cmd[0],
 	// env or output); nil discards them.
 	Logger *slog.Logger
+	// Supervisor is the static sandbox-supervisor binary, the containers'
+	// main process (SANDBOX_SUPERVISOR_BINARY); "" finds it next to the
+	// running executable or on PATH.
+	Supervisor string
+	// StateDir holds the copy of the supervisor the containers mount (the
+	// daemon must see it at this same path) and the archived processes of
+	// stopped runtimes; "" means os.TempDir()/sandboxcore-docker.
+	StateDir string
 }
 
 // Provider is the Docker sandbox.RuntimeProvider. It is safe for concurrent
@@ -170,6 +201,12 @@ type Provider struct {
 
 	netMu    sync.Mutex
 	netReady bool
+
+	stateDir  string
+	sup       string // the supervisor binary the containers mount
+	procs     procClients
+	previewMu sync.Mutex
+	previews  map[previewKey]*forwarder // preview.go
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -199,6 +236,10 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if p.stopTimeout <= 0 {
 		p.stopTimeout = DefaultStopTimeout
 	}
+	p.stateDir = opts.StateDir
+	if p.stateDir == "" {
+		p.stateDir = filepath.Join(os.TempDir(), "sandboxcore-docker")
+	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if _, err := cli.Ping(pctx); err != nil {
@@ -211,28 +252,38 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
+	if err := p.installSupervisor(opts.Supervisor); err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
 	p.log.Debug("connected", "host", p.host, "api_version", cli.ClientVersion())
 	return p, nil
 }
 
-// Close releases the client's connections. Runtimes keep running.
-func (p *Provider) Close() error { return p.cli.Close() }
+// Close closes the preview forwarders and releases the client's
+// connections. Runtimes keep running.
+func (p *Provider) Close() error {
+	p.closePreviews("")
+	return p.cli.Close()
+}
 
 // Kind returns "docker".
 func (p *Provider) Kind() string { return Kind }
 
 // Capabilities reports the truth (seed "Optional Capabilities"): isolated;
-// no snapshots and no preview URLs (not built: `docker commit` and a
-// loopback-published port would provide them); no interactive sessions.
+// interactive sessions (PTY background processes: Runtime implements
+// sandbox.ProcessRuntime) and preview URLs on a loopback port of the
+// worker's machine (PreviewURL); no snapshots (not built: `docker commit`
+// would provide them).
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PreviewURL: true}
 }
 
 // Snapshots returns nil: snapshots are not built.
 func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
 
-// PreviewURLs returns nil: preview URLs are not built.
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
+// PreviewURLs returns the provider itself (PreviewURL).
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return p }
 
 // ContainerName returns the container name of runtime id: ContainerPrefix+id.
 func ContainerName(id string) string { return ContainerPrefix + id }
@@ -273,6 +324,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 				return nil, sandbox.Errorf(sandbox.ErrConflict, "docker: container %s keeps changing under a concurrent create", name)
 			}
 			p.log.Info("replacing a runtime container built from another spec", "id", spec.ID, "container", name)
+			p.dropClient(spec.ID)
 			if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				return nil, p.mapErr(err, "replace container %s", name)
 			}
@@ -372,12 +424,42 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if err := ours(info.Config, id); err != nil {
 		return err
 	}
+	p.dropClient(id)
+	p.archive(id).Clear()
+	p.closePreviews(id)
 	if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		return p.mapErr(err, "remove container %s", name)
+		if !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
+			return p.mapErr(err, "remove container %s", name)
+		}
+		// Another Destroy of the same runtime is removing it: success once it is gone.
+		if err := p.awaitRemoved(ctx, name); err != nil {
+			return err
+		}
 	}
 	p.log.Debug("runtime destroyed", "id", id, "container", name)
 	return nil
 }
+
+// awaitRemoved waits (at most removeWait) until the container name no longer
+// exists. Errors: ErrRuntimeUnavailable when it is still there.
+func (p *Provider) awaitRemoved(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, removeWait)
+	defer cancel()
+	for {
+		_, err := p.cli.ContainerInspect(ctx, name)
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: container %s is still being removed after %s", name, removeWait)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// removeWait bounds the wait for a removal another call started.
+const removeWait = 30 * time.Second
 
 func (p *Provider) handle(id, root, workdir string) *Runtime {
 	return &Runtime{p: p, id: id, name: ContainerName(id), root: root, workdir: workdir}

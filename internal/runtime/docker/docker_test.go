@@ -3,8 +3,10 @@ package docker_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -75,7 +78,7 @@ func unavailable(t testing.TB, format string, args ...any) {
 }
 
 func opts(t testing.TB) docker.Options {
-	return docker.Options{Image: testImage(), Logger: testLogger(t)}
+	return docker.Options{Image: testImage(), Logger: testLogger(t), Supervisor: supervisortest.Binary(t)}
 }
 
 // newProvider connects to the local daemon and checks the test image.
@@ -121,6 +124,12 @@ func TestConformance(t *testing.T) {
 	runtimetest.Run(t, factory, runtimetest.Options{})
 }
 
+func TestProcesses(t *testing.T) {
+	runtimetest.RunProcesses(t, factory, runtimetest.ProcessOptions{
+		ExecLeavesEscapees: "a Docker exec's background children stay in the container until it stops (package documentation)",
+	})
+}
+
 // setup creates a runtime over a fresh directory (or the given spec).
 func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *docker.Provider, sandbox.RuntimeSpec, sandbox.Runtime) {
 	t.Helper()
@@ -140,9 +149,9 @@ func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *d
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t)
 	require.Equal(t, "docker", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PreviewURL: true}, p.Capabilities())
 	require.Nil(t, p.Snapshots())
-	require.Nil(t, p.PreviewURLs())
+	require.NotNil(t, p.PreviewURLs())
 }
 
 func TestDaemonDownIsRuntimeUnavailable(t *testing.T) {
@@ -205,7 +214,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 		_, err := p.Create(context.Background(), spec)
 		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
 	}
-	noImage, err := docker.New(context.Background(), docker.Options{})
+	noImage, err := docker.New(context.Background(), docker.Options{Supervisor: supervisortest.Binary(t)})
 	require.NoError(t, err)
 	defer noImage.Close()
 	_, err = noImage.Create(context.Background(), specFor(dir))
@@ -363,7 +372,7 @@ func TestHibernateStopsTheContainer(t *testing.T) {
 	res := runtimetest.Sh(t, ctx, rt, "cat f; ps -e -o comm= | grep -c '^sleep$' || true")
 	t.Logf("resume + exec took %v", time.Since(start))
 	runtimetest.RequireOK(t, res)
-	require.Equal(t, "kept\n1\n", string(res.Stdout), "the file is kept; only the idle loop's sleep runs after resume")
+	require.Equal(t, "kept\n0\n", string(res.Stdout), "the file is kept; no sleep runs after resume")
 	info, err = cli.ContainerInspect(ctx, docker.ContainerName(spec.ID))
 	require.NoError(t, err)
 	require.True(t, info.State.Running)
@@ -391,10 +400,10 @@ func TestTimeoutLeavesNoProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.TimedOut)
 	require.Equal(t, 124, res.ExitCode)
-	// Only the idle loop's sleep is left (the (sleep 100 &) grandchild
-	// reparented to init but stays in the command's session).
-	res = runtimetest.Sh(t, ctx, rt, "ps -e -o comm= | grep -c '^sleep$'")
-	require.Equal(t, "1\n", string(res.Stdout))
+	// No sleep is left (the (sleep 100 &) grandchild reparented to init
+	// but stays in the command's session).
+	res = runtimetest.Sh(t, ctx, rt, "ps -e -o comm= | grep -c '^sleep$' || true")
+	require.Equal(t, "0\n", string(res.Stdout))
 }
 
 func TestStreamHeldOpenDoesNotHang(t *testing.T) {
@@ -449,4 +458,78 @@ func TestGitInsideAsWorktreeOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint32(12345), fi.Sys().(*syscall.Stat_t).Uid)
 	require.Equal(t, before, runtimetest.TreeSum(t, bare))
+}
+
+// TestProcessesOutliveTheWorker: a background process and its output live
+// in the container; a new provider (a restarted worker) reads the backlog
+// and the exit code of a process that ended meanwhile.
+func TestProcessesOutliveTheWorker(t *testing.T) {
+	ctx, p, spec, rt := setup(t, nil)
+	info, err := rt.(sandbox.ProcessRuntime).StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sh", "-c", "echo one; sleep 0.5; echo two; exit 6"}})
+	require.NoError(t, err)
+	_ = p.Close() // the first worker is gone
+	rt2, err := newProvider(t).Create(ctx, spec)
+	require.NoError(t, err)
+	pr := rt2.(sandbox.ProcessRuntime)
+	require.True(t, pr.ProcessSupport().Durable)
+	got, last := runtimetest.ReadUntil(t, ctx, pr, info.ID, "", 20*time.Second, func([]byte) bool { return false })
+	require.Equal(t, "one\ntwo\n", string(got))
+	require.Equal(t, 6, last.Process.ExitCode)
+}
+
+// TestPreviewURLReachesAServerInTheContainer: a real HTTP server started in
+// the container answers through the loopback URL PreviewURL returns (on the
+// limited network: the container itself reaches nothing outside); the URL
+// stops answering once the runtime is stopped; network none and a stopped
+// runtime are refused with ErrCommandRejected, a port out of range with
+// ErrInvalidArgument.
+func TestPreviewURLReachesAServerInTheContainer(t *testing.T) {
+	ctx, p, spec, rt := setup(t, nil)
+	dir := spec.Mounts[0].Source
+	runtimetest.BuildPreviewServer(t, dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.txt"), []byte("from the workspace\n"), 0o644))
+
+	_, err := p.PreviewURL(ctx, spec.ID, 0)
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	_, err = p.PreviewURL(ctx, "rt-no-such-runtime", 8080)
+	require.ErrorIs(t, err, sandbox.ErrNotFound)
+
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "./previewserver 8080 >/dev/null 2>&1 &"}, TimeoutS: 30})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
+	u, err := p.PreviewURL(ctx, spec.ID, 8080)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(u.URL, "http://127.0.0.1:"), u.URL)
+	require.Empty(t, u.Token)
+	require.Nil(t, u.ExpiresAt)
+	again, err := p.PreviewURL(ctx, spec.ID, 8080)
+	require.NoError(t, err)
+	require.Equal(t, u.URL, again.URL, "one forwarder per port")
+
+	get := func(url string) (string, error) {
+		c := &http.Client{Timeout: 5 * time.Second}
+		resp, err := c.Get(url)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	var body string
+	require.Eventually(t, func() bool { // the server may still be starting
+		body, err = get(u.URL + "hello?x=1")
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond, "last error: %v", err)
+	require.Equal(t, "preview /hello: from the workspace\n", body)
+
+	require.NoError(t, rt.Stop(ctx))
+	_, err = get(u.URL)
+	require.Error(t, err, "the forwarder closes with the runtime")
+	_, err = p.PreviewURL(ctx, spec.ID, 8080)
+	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "a stopped runtime")
+
+	_, _, none, _ := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = sandbox.NetworkNone })
+	_, err = p.PreviewURL(ctx, none.ID, 8080)
+	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "network none")
 }

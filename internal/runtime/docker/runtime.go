@@ -66,7 +66,10 @@ type Runtime struct {
 	workdir string
 }
 
-var _ sandbox.Runtime = (*Runtime)(nil)
+var (
+	_ sandbox.Runtime        = (*Runtime)(nil)
+	_ sandbox.ProcessRuntime = (*Runtime)(nil)
+)
 
 // ID returns the runtime id (RuntimeSpec.ID).
 func (r *Runtime) ID() string { return r.id }
@@ -108,12 +111,15 @@ func (r *Runtime) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop hibernates the runtime: the container is stopped (SIGTERM, then
-// SIGKILL after Options.StopTimeout), so every command still running in it
-// dies; the workspace is untouched and the next command starts the container
+// Stop hibernates the runtime: its supervisor ends every background
+// process (exit reason runtime_stopped; they stay readable) and the
+// container is stopped (SIGTERM, then SIGKILL after Options.StopTimeout), so
+// every command still running in it dies; the workspace is untouched and the next command starts the container
 // again. Stopping a stopped or destroyed runtime is success. Errors wrap
 // sandbox.ErrRuntimeUnavailable (daemon failure) or sandbox.ErrTimeout (ctx).
 func (r *Runtime) Stop(ctx context.Context) error {
+	r.stopProcesses(ctx, false)
+	r.p.closePreviews(r.id) // nothing listens in a stopped container
 	secs := int((r.p.stopTimeout + time.Second - 1) / time.Second)
 	err := r.p.cli.ContainerStop(ctx, r.name, container.StopOptions{Timeout: &secs})
 	if err != nil && !cerrdefs.IsNotFound(err) {

@@ -20,10 +20,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// idleScript is the container's main process (under Docker's init): it does
-// nothing until SIGTERM, which ends it at once so that Stop is fast.
-const idleScript = `trap 'exit 0' TERM INT HUP; while :; do sleep 3600 & wait $!; done`
-
 // built is a validated spec turned into container configuration.
 type built struct {
 	config  *container.Config
@@ -137,10 +133,14 @@ func (p *Provider) build(spec sandbox.RuntimeSpec) (*built, error) {
 	}
 	delete(labels, LabelSpecHash)
 
+	mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.sup, Target: SupervisorPath, ReadOnly: true,
+		BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	init := true
 	cfg := &container.Config{
-		Image:      image,
-		Entrypoint: []string{"/bin/sh", "-c", idleScript},
+		Image: image,
+		// The runtime's supervisor (background processes) under Docker's init.
+		Entrypoint: []string{SupervisorPath, "serve", "--listen-abstract", supervisorSocket, "--runtime", spec.ID, "--layout", "docker",
+			"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses)},
 		Env:        procexec.EnvList(procexec.BaseEnv(Home), p.baseEnv, spec.Env),
 		User:       strconv.FormatUint(uint64(owner.Uid), 10) + ":" + strconv.FormatUint(uint64(owner.Gid), 10),
 		WorkingDir: spec.Workdir,

@@ -17,9 +17,17 @@
 // hold on the output pipes is cut after a short grace period so the call
 // still returns.
 //
+// Background processes (Runtime implements sandbox.ProcessRuntime) are kept
+// by a supervisor process on the host (internal/runtime/supervisor), started
+// on the first one, in a session of its own without a parent-death signal:
+// outside the worker's process tree, so they and their buffered output
+// survive a worker restart, and a new worker's Create with the same spec
+// reattaches (its control socket and archived processes are in
+// Options.StateDir). Stop and Destroy end them.
+//
 // Runtimes live in an in-memory map: after a worker restart Create with the
-// same spec recreates the entry (there is nothing else to recover, since no
-// process outlives its call). Nothing in this package ever deletes a file.
+// same spec recreates the entry. Nothing in this package deletes a file but
+// its own state files.
 package local
 
 import (
@@ -30,8 +38,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -48,15 +58,25 @@ type Options struct {
 	// after the built-in base set and before RuntimeSpec.Env and ExecRequest.Env
 	// (later sources win). It must not carry secrets meant for a single workspace.
 	BaseEnv map[string]string
+	// Supervisor is the sandbox-supervisor binary that keeps background
+	// processes (SANDBOX_SUPERVISOR_BINARY); "" finds it next to the running
+	// executable or on PATH when the first one starts.
+	Supervisor string
+	// StateDir holds each runtime's supervisor control socket, log and
+	// archived processes (mode 0700); "" means
+	// os.TempDir()/sandboxcore-local-<uid>.
+	StateDir string
 }
 
 // Provider is the local subprocess sandbox.RuntimeProvider (seed "Runtime
 // Port: RuntimeProvider", "Adapter Responsibilities"). It is safe for
 // concurrent use.
 type Provider struct {
-	log      *slog.Logger
-	baseEnv  map[string]string
-	runtimes procexec.Registry[struct{}]
+	log        *slog.Logger
+	baseEnv    map[string]string
+	supervisor string
+	stateDir   string
+	runtimes   procexec.Registry[struct{}]
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -68,8 +88,10 @@ func New(opts Options) *Provider {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{
-		log:     log.With("runtime", Kind),
-		baseEnv: maps.Clone(opts.BaseEnv),
+		log:        log.With("runtime", Kind),
+		baseEnv:    maps.Clone(opts.BaseEnv),
+		supervisor: opts.Supervisor,
+		stateDir:   stateDirFor(opts.StateDir),
 	}
 }
 
@@ -77,10 +99,11 @@ func New(opts Options) *Provider {
 func (p *Provider) Kind() string { return Kind }
 
 // Capabilities reports the truth (seed "Optional Capabilities", "Adapter
-// Responsibilities: report capabilities truthfully"): no snapshots, no
-// preview URLs, no interactive sessions, and no isolation (Isolated false).
+// Responsibilities: report capabilities truthfully"): interactive sessions
+// (PTY background processes: Runtime implements sandbox.ProcessRuntime);
+// no snapshots, no preview URLs, and no isolation (Isolated false).
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{}
+	return sandbox.RuntimeCapabilities{InteractiveSession: true}
 }
 
 // Snapshots returns nil: the local runtime cannot snapshot.
@@ -120,7 +143,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 			p.log.Warn("local runtime cannot restrict the network", "id", spec.ID, "network", spec.Network)
 		}
 		p.log.Debug("runtime created", "id", spec.ID, "workdir", root)
-		return &Runtime{p: p, life: life}, nil
+		r := &Runtime{p: p, life: life}
+		r.initProcesses()
+		return r, nil
 	})
 }
 
@@ -135,17 +160,35 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbo
 	return p.runtimes.List(labels), nil
 }
 
-// Destroy kills the runtime's running commands (waiting for them, bounded by
-// ctx) and forgets it; a missing runtime is success. It never touches the
+// Destroy kills the runtime's running commands and background processes
+// (waiting for them, bounded by ctx), deletes its supervisor's files and
+// archived processes, and forgets it; a missing runtime is success. It never touches the
 // workspace files. A Runtime value kept by a caller reports RuntimeMissing
 // afterwards and its calls fail with sandbox.ErrNotFound.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
+	rt, _ := p.runtimes.Get(id)
 	life, ok := p.runtimes.Remove(id)
 	if !ok {
+		if sandbox.ValidateID("runtime id", id) == nil {
+			// A supervisor an earlier worker left running.
+			sock := p.statePath(id, ".sock")
+			if _, err := os.Lstat(sock); err == nil {
+				sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				_, _ = supervisor.NewClient(sock).Shutdown(sctx, 5*time.Second)
+				cancel()
+			}
+			for _, s := range []string{".sock", ".log", ".archive"} {
+				_ = os.Remove(p.statePath(id, s))
+			}
+		}
 		return nil
 	}
 	p.log.Debug("runtime destroyed", "id", id)
-	return life.Destroy(ctx)
+	err := life.Destroy(ctx)
+	if r, ok := rt.(*Runtime); ok {
+		r.stopProcesses(ctx, true)
+	}
+	return err
 }
 
 // resolveWorkdir finds the host directory for spec.Workdir and returns its

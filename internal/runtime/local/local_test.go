@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -39,7 +40,7 @@ func specFor(dir string) sandbox.RuntimeSpec {
 
 func factory(t *testing.T) runtimetest.Env {
 	dir := t.TempDir()
-	opts := local.Options{Logger: testLogger(t)}
+	opts := local.Options{Logger: testLogger(t), Supervisor: supervisortest.Binary(t), StateDir: t.TempDir()}
 	return runtimetest.Env{
 		Provider: local.New(opts),
 		Spec:     specFor(dir),
@@ -66,10 +67,16 @@ func setup(t *testing.T, opts local.Options) (context.Context, *local.Provider, 
 	return ctx, p, spec, rt
 }
 
+func TestProcesses(t *testing.T) {
+	runtimetest.RunProcesses(t, factory, runtimetest.ProcessOptions{
+		ExecLeavesEscapees: "the local runtime's Exec kills its process group; a child that calls setsid escapes (package documentation)",
+	})
+}
+
 func TestKindAndCapabilities(t *testing.T) {
 	p := local.New(local.Options{})
 	require.Equal(t, "local", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{InteractiveSession: true}, p.Capabilities())
 	require.False(t, p.Capabilities().Isolated)
 	require.Nil(t, p.Snapshots())
 	require.Nil(t, p.PreviewURLs())
@@ -276,4 +283,27 @@ func TestValidateExecRequest(t *testing.T) {
 	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
 	require.Equal(t, sandbox.ErrInvalidArgument, sandbox.KindOf(err))
 	require.NotContains(t, err.Error(), "%!")
+}
+
+// TestProcessesOutliveTheProvider: background processes are kept by a
+// supervisor outside the worker, so a new provider over the same state (a
+// restarted worker) reattaches and reads the backlog and the exit code.
+func TestProcessesOutliveTheProvider(t *testing.T) {
+	state := t.TempDir()
+	opts := local.Options{Logger: testLogger(t), Supervisor: supervisortest.Binary(t), StateDir: state}
+	dir := t.TempDir()
+	spec := specFor(dir)
+	ctx := context.Background()
+	rt, err := local.New(opts).Create(ctx, spec)
+	require.NoError(t, err)
+	info, err := rt.(sandbox.ProcessRuntime).StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sh", "-c", "echo one; sleep 0.5; echo two; exit 4"}})
+	require.NoError(t, err)
+
+	p2 := local.New(opts)
+	rt2, err := p2.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p2.Destroy(context.Background(), spec.ID) })
+	got, last := runtimetest.ReadUntil(t, ctx, rt2.(sandbox.ProcessRuntime), info.ID, "", 10*time.Second, func([]byte) bool { return false })
+	require.Equal(t, "one\ntwo\n", string(got))
+	require.Equal(t, 4, last.Process.ExitCode)
 }

@@ -3,6 +3,8 @@ package local
 import (
 	"context"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
+
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -16,9 +18,17 @@ type Runtime struct {
 	// life holds the state, the spec and the running commands; its Root is
 	// the symlink-free absolute host path of the workdir.
 	life *procexec.Lifecycle[struct{}]
+	ps   procState
+	// Processes (sandbox.ProcessRuntime): background processes kept by a
+	// supervisor process on the host, outside the worker's process tree
+	// (durable across a worker restart; not isolated).
+	supervisor.Processes
 }
 
-var _ sandbox.Runtime = (*Runtime)(nil)
+var (
+	_ sandbox.Runtime        = (*Runtime)(nil)
+	_ sandbox.ProcessRuntime = (*Runtime)(nil)
+)
 
 // ID returns the runtime id (RuntimeSpec.ID).
 func (r *Runtime) ID() string { return r.life.ID() }
@@ -46,12 +56,15 @@ func (r *Runtime) ready(struct{}) error {
 }
 
 // Stop hibernates the runtime: it becomes stopped and every command still
-// running in it is killed (its whole process group); Stop waits for them to
-// be reaped, bounded by ctx (an expired ctx returns an error wrapping
+// running in it is killed (its whole process group), and so is every
+// background process (exit reason runtime_stopped; they stay readable);
+// Stop waits for them to be reaped, bounded by ctx (an expired ctx returns an error wrapping
 // sandbox.ErrTimeout). The workdir is untouched. Stopping a destroyed runtime
 // is success.
 func (r *Runtime) Stop(ctx context.Context) error {
-	return r.life.Stop(ctx)
+	err := r.life.Stop(ctx)
+	r.stopProcesses(ctx, false)
+	return err
 }
 
 // Exec runs one command and returns its result (see ExecStream).

@@ -255,3 +255,14 @@ func cloneSpec(s sandbox.RuntimeSpec) sandbox.RuntimeSpec {
 	}
 	return s
 }
+
+// Halted reports whether ctx (the killCtx Lifecycle.Exec handed a run
+// function) ended because the runtime was stopped or destroyed.
+func Halted(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errHalted) }
+
+// Spec returns a copy of the spec last given to Registry.Create.
+func (l *Lifecycle[C]) Spec() sandbox.RuntimeSpec {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return cloneSpec(l.spec)
+}

@@ -1,0 +1,358 @@
+package bwrap
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// IdleExit is how long a sandbox with no process, no record of one and no
+// control connection lives on (its worker may be gone for good); the next
+// command builds a new one.
+const IdleExit = 15 * time.Minute
+
+// Sandbox start and stop bounds.
+const (
+	// startTimeout bounds building a sandbox until its supervisor answers.
+	startTimeout = 30 * time.Second
+	// stopGrace is how long a stopping supervisor waits for killed trees.
+	stopGrace = 5 * time.Second
+)
+
+// sandboxProc is a runtime's long-lived sandbox: bwrap with the supervisor
+// as the init of its pid namespace.
+type sandboxProc struct {
+	client *supervisor.Client
+	layout string
+	// done is closed when bwrap exits; nil for a sandbox this process
+	// reattached to (started by an earlier worker).
+	done chan struct{}
+	cg   *cgroup // nil: no resource limits
+}
+
+// alive reports whether bwrap is known to run (always true for a
+// reattached sandbox: its failures show on use).
+func (sb *sandboxProc) alive() bool {
+	if sb == nil {
+		return false
+	}
+	if sb.done == nil {
+		return true
+	}
+	select {
+	case <-sb.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// ctlPath is a runtime's control file with suffix (".sock" the control
+// socket, ".log" the supervisor's stderr, ".pid" its host pid and start
+// time, ".archive" the processes of stopped sandboxes) in the provider's
+// control directory, which no sandbox sees.
+func (p *Provider) ctlPath(id, suffix string) string { return filepath.Join(p.ctl, id+suffix) }
+
+// layoutOf hashes everything a sandbox is built from, so that a sandbox
+// built from another layout (or by another supervisor binary) is replaced.
+func (p *Provider) layoutOf(cfg sandboxConfig) string {
+	h := sha256.New()
+	for _, a := range p.args(cfg, nil, true) {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	fmt.Fprintf(h, "%v|%s|%d|%v", cfg.cred, p.supHash, supervisor.Version, cfg.limits)
+	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// startSandbox builds the sandbox of runtime id and waits until its
+// supervisor answers. Errors wrap sandbox.ErrRuntimeUnavailable (with
+// bwrap's own message when it could not build the sandbox).
+func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfig, layout string) (*sandboxProc, error) {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	fail := func(format string, args ...any) (*sandboxProc, error) {
+		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: runtime %s: "+format, append([]any{id}, args...)...)
+	}
+	sock := p.ctlPath(id, ".sock")
+	ln, err := supervisor.Listen(sock)
+	if err != nil {
+		return fail("control socket: %v", err)
+	}
+	defer ln.Close()
+	exe, err := os.OpenFile(p.sup, unixOPath, 0)
+	if err != nil {
+		return fail("supervisor binary: %v", err)
+	}
+	defer exe.Close()
+	logf, err := os.OpenFile(p.ctlPath(id, ".log"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fail("log: %v", err)
+	}
+	defer logf.Close()
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		return fail("pipe: %v", err)
+	}
+	defer stR.Close()
+	var cg *cgroup
+	var blockR, blockW *os.File
+	var cgFiles []*os.File
+	if cfg.limits.any() && p.cgroups != nil {
+		if cg, err = p.cgroups.create(id, cfg.limits); err != nil {
+			p.log.Warn("runtime resource limits not applied", "id", id, "error", err)
+			cg = nil
+		} else if blockR, blockW, err = os.Pipe(); err != nil {
+			_ = cg.remove()
+			return fail("pipe: %v", err)
+		} else if cgFiles, err = cg.spawnFiles(); err != nil {
+			_ = cg.remove()
+			return fail("cgroup: %v", err)
+		}
+	}
+	for _, f := range cgFiles {
+		defer f.Close()
+	}
+
+	cfg.cwd = cfg.workdir
+	args := p.args(cfg, nil, true)
+	args = args[: len(args)-1 : len(args)-1] // before "--"
+	// Few threads: under a pids limit every thread counts.
+	args = append(args, "--json-status-fd", "5", "--setenv", "GOMAXPROCS", "2")
+	files := []*os.File{ln, exe, stW}
+	if blockR != nil {
+		// The shims move themselves into the commands' cgroup through this
+		// descriptor (opened here: the sandbox cannot open cgroupfs).
+		args = append(args, "--block-fd", "6")
+		files = append(files, blockR)
+		files = append(files, cgFiles...)
+	}
+	args = append(args, "--", "/proc/self/fd/4", "serve", "--ctl-fd", "3", "--runtime", id, "--layout", layout,
+		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
+		"--idle-exit", IdleExit.String())
+	if len(cgFiles) > 0 {
+		fds := []string{"7", "8"}[:len(cgFiles)]
+		args = append(args, "--cgroup", cg.mode(), "--cgroup-fds", strings.Join(fds, ","))
+	}
+	cmd := exec.Command(p.bin, args...)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = files
+	// Its own session and no parent-death signal: the sandbox, its
+	// background processes and their output outlive a worker killed with
+	// SIGKILL (or its whole process group); a restarted worker reattaches
+	// through the control socket.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cfg.cred}
+	err = cmd.Start()
+	_ = stW.Close()
+	if blockR != nil {
+		_ = blockR.Close()
+		defer blockW.Close()
+	}
+	if err != nil {
+		if cg != nil {
+			_ = cg.remove()
+		}
+		return fail("start bwrap: %v", err)
+	}
+	sb := &sandboxProc{client: supervisor.NewClient(sock), layout: layout, done: make(chan struct{}), cg: cg}
+	go func() {
+		_ = cmd.Wait()
+		close(sb.done)
+	}()
+	bwrapFailed := func() (*sandboxProc, error) {
+		select {
+		case <-sb.done:
+		case <-time.After(2 * time.Second):
+		}
+		msg, _ := os.ReadFile(p.ctlPath(id, ".log"))
+		if cg != nil {
+			_ = cg.remove()
+		}
+		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap could not build the sandbox of runtime %s: %s",
+			id, clipN(strings.TrimSpace(string(msg)), 400))
+	}
+	// bwrap reports the host pid of the sandbox's init first.
+	initPid, err := readChildPid(stR)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return bwrapFailed()
+	}
+	if cg != nil {
+		err := cg.add(cmd.Process.Pid, initPid)
+		if err == nil {
+			_, err = blockW.Write([]byte{1})
+		}
+		if err != nil {
+			_ = syscall.Kill(initPid, syscall.SIGKILL)
+			_ = cmd.Process.Kill()
+			if startTime(initPid) == "" {
+				return bwrapFailed() // bwrap gave up while setting up
+			}
+			<-sb.done
+			_ = cg.remove()
+			return fail("cgroup: %v", err)
+		}
+	}
+	_ = writePidFile(p.ctlPath(id, ".pid"), initPid)
+	for {
+		hctx, hcancel := context.WithTimeout(ctx, time.Second)
+		h, err := sb.client.Hello(hctx)
+		hcancel()
+		if err == nil {
+			if h.Layout != layout {
+				return fail("the supervisor answers for another layout")
+			}
+			return sb, nil
+		}
+		select {
+		case <-sb.done:
+			return bwrapFailed()
+		case <-ctx.Done():
+			_ = syscall.Kill(initPid, syscall.SIGKILL)
+			return fail("the supervisor did not answer: %v", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// readChildPid reads bwrap's first JSON status line, {"child-pid": N, …}.
+func readChildPid(r io.Reader) (int, error) {
+	buf := make([]byte, 0, 512)
+	tmp := make([]byte, 512)
+	for len(buf) < 4096 {
+		n, err := r.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		if i := strings.Index(string(buf), `"child-pid":`); i >= 0 {
+			rest := strings.TrimLeft(string(buf[i+len(`"child-pid":`):]), " ")
+			end := strings.IndexAny(rest, ",}")
+			if end > 0 {
+				return strconv.Atoi(strings.TrimSpace(rest[:end]))
+			}
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return 0, errors.New("no child-pid in bwrap's status")
+}
+
+// attachSandbox returns the live sandbox of runtime id started by an
+// earlier worker when it answers for layout; one built from another layout
+// is shut down. nil when there is none.
+func (p *Provider) attachSandbox(ctx context.Context, id, layout string, archive *supervisor.Archive) *sandboxProc {
+	sock := p.ctlPath(id, ".sock")
+	if _, err := os.Lstat(sock); err != nil {
+		return nil
+	}
+	c := supervisor.NewClient(sock)
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	h, err := c.Hello(hctx)
+	switch {
+	case err != nil:
+		if !supervisor.IsUnreachable(err) {
+			p.killInit(id) // alive but not answering
+		}
+		_ = os.Remove(sock)
+		return nil
+	case h.Runtime != id || h.Layout != layout || h.Version != supervisor.Version:
+		p.log.Info("replacing a runtime sandbox built from another layout", "id", id)
+		p.shutdown(ctx, id, &sandboxProc{client: c}, archive)
+		return nil
+	}
+	p.log.Info("reattached to a running runtime sandbox", "id", id)
+	return &sandboxProc{client: c, layout: layout, cg: p.cgroups.existing(id)}
+}
+
+// shutdown stops a sandbox: the supervisor kills every process (exit
+// reason runtime_stopped) and hands back the background ones, which go to
+// archive (nil: dropped); then the sandbox ends. A supervisor that does not
+// answer is killed. It returns once the sandbox is gone (bounded).
+func (p *Provider) shutdown(ctx context.Context, id string, sb *sandboxProc, archive *supervisor.Archive) {
+	sctx, cancel := context.WithTimeout(ctx, stopGrace+5*time.Second)
+	defer cancel()
+	finals, err := sb.client.Shutdown(sctx, stopGrace)
+	if err != nil && !supervisor.IsUnreachable(err) && !errors.Is(err, io.EOF) {
+		p.log.Warn("runtime supervisor did not shut down: killing it", "id", id, "error", err)
+	}
+	if archive != nil {
+		if aerr := archive.Add(finals); aerr != nil {
+			p.log.Warn("runtime process archive not written", "id", id, "error", aerr)
+		}
+	}
+	if sb.done != nil {
+		select {
+		case <-sb.done:
+		case <-time.After(2 * time.Second):
+			p.killInit(id)
+			<-sb.done
+		}
+	} else if err != nil {
+		p.killInit(id)
+	}
+	sb.client.Close()
+	_ = os.Remove(p.ctlPath(id, ".sock"))
+	_ = os.Remove(p.ctlPath(id, ".pid"))
+}
+
+// killInit kills the sandbox init recorded in the pid file when it is still
+// the same process (pid and start time).
+func (p *Provider) killInit(id string) {
+	b, err := os.ReadFile(p.ctlPath(id, ".pid"))
+	if err != nil {
+		return
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return
+	}
+	pid, _ := strconv.Atoi(f[0])
+	if pid > 0 && startTime(pid) == f[1] {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func writePidFile(path string, pid int) error {
+	return os.WriteFile(path, []byte(strconv.Itoa(pid)+" "+startTime(pid)+"\n"), 0o600)
+}
+
+// startTime returns field 22 of /proc/<pid>/stat (start time in ticks), ""
+// when the process does not exist.
+func startTime(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// removeControl deletes every control file of runtime id.
+func (p *Provider) removeControl(id string) {
+	for _, s := range []string{".sock", ".log", ".pid", ".archive", ".archive.tmp"} {
+		_ = os.Remove(p.ctlPath(id, s))
+	}
+}

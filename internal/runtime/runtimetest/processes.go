@@ -1,0 +1,351 @@
+package runtimetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// RunProcesses is the conformance suite of sandbox.ProcessRuntime (the
+// runtime side of background processes, docs/SECURITY.md "Process model")
+// for a backend whose runtimes implement it; the Factory is Run's. Subtests: BackgroundServerOverLoopback, ReadByOffsets,
+// StdinAndExit, PTYShell, SignalKillsTree, DaemonizedChildOnlySurvivesAsBackground,
+// ProcessLimit, StopRecordsRuntimeStopped, ExecStreamLossless.
+func RunProcesses(t *testing.T, f Factory, opts ProcessOptions) {
+	s := &suite{f: f, popts: opts}
+	t.Run("BackgroundServerOverLoopback", s.bgServer)
+	t.Run("ReadByOffsets", s.readOffsets)
+	t.Run("StdinAndExit", s.stdinExit)
+	t.Run("PTYShell", s.ptyShell)
+	t.Run("SignalKillsTree", s.signalTree)
+	t.Run("DaemonizedChildOnlySurvivesAsBackground", s.daemonized)
+	t.Run("ProcessLimit", s.processLimit)
+	t.Run("StopRecordsRuntimeStopped", s.stopRecords)
+	t.Run("ExecStreamLossless", s.execLossless)
+}
+
+// The suite needs perl or python3 in the runtime (BackgroundServerOverLoopback).
+
+// ProcessOptions adjust RunProcesses to what a backend declares.
+type ProcessOptions struct {
+	// ExecLeavesEscapees, when non-empty, is why an Exec's children that
+	// leave its session (setsid) may outlive it on this backend: that half
+	// of DaemonizedChildOnlySurvivesAsBackground is skipped.
+	ExecLeavesEscapees string
+}
+
+func (s *suite) procRuntime(t *testing.T) (context.Context, Env, sandbox.Runtime, sandbox.ProcessRuntime) {
+	t.Helper()
+	ctx, env, rt := s.setup(t, nil)
+	pr, ok := rt.(sandbox.ProcessRuntime)
+	require.True(t, ok, "the runtime does not implement sandbox.ProcessRuntime")
+	sup := pr.ProcessSupport()
+	require.Equal(t, sandbox.MaxProcesses, sup.MaxProcesses)
+	require.Positive(t, sup.BufferBytes)
+	return ctx, env, rt, pr
+}
+
+// ReadUntil reads stream of process id from offset until cond holds for
+// everything read or the process's stream ends, within limit; it returns
+// the bytes and the last read.
+func ReadUntil(t *testing.T, ctx context.Context, pr sandbox.ProcessRuntime, id, stream string, limit time.Duration, cond func([]byte) bool) ([]byte, sandbox.ProcessOutput) {
+	t.Helper()
+	return ReadFrom(t, ctx, pr, id, stream, 0, limit, cond)
+}
+
+// ReadFrom is ReadUntil from offset off.
+func ReadFrom(t *testing.T, ctx context.Context, pr sandbox.ProcessRuntime, id, stream string, off int64, limit time.Duration, cond func([]byte) bool) ([]byte, sandbox.ProcessOutput) {
+	t.Helper()
+	var got []byte
+	deadline := time.Now().Add(limit)
+	for {
+		out, err := pr.ReadProcess(ctx, id, sandbox.ProcessReadRequest{Stream: stream, Offset: off, Wait: 2 * time.Second})
+		require.NoError(t, err)
+		got = append(got, out.Data...)
+		off = out.NextOffset
+		if cond(got) || out.EOF || time.Now().After(deadline) {
+			return got, out
+		}
+	}
+}
+
+func (s *suite) bgServer(t *testing.T) {
+	ctx, _, rt, pr := s.procRuntime(t)
+	// A server in the background, reached by a later exec over the
+	// runtime's own loopback (network none still has one).
+	script := `command -v perl >/dev/null && exec perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalAddr => "127.0.0.1:18923", Listen => 5, ReuseAddr => 1) or die "listen: $!"; while ($c = $s->accept) { print $c "hi\n"; close $c }'
+exec python3 -m http.server 18923 --bind 127.0.0.1`
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(script), Tag: "server"})
+	require.NoError(t, err)
+	require.NotEmpty(t, info.ID)
+	require.False(t, info.Exited)
+	var res sandbox.ExecResult
+	for i := 0; i < 100; i++ {
+		res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(netProbeScript, "18923"), TimeoutS: 10})
+		if res.ExitCode == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	requireExit(t, res, 0)
+	list, err := pr.ListProcesses(ctx)
+	require.NoError(t, err)
+	found := false
+	for _, p := range list {
+		if p.ID == info.ID {
+			found = true
+			require.Equal(t, "server", p.Tag)
+			require.False(t, p.Exited)
+		}
+	}
+	require.True(t, found, "the process is listed")
+	require.NoError(t, pr.SignalProcess(ctx, info.ID, "KILL"))
+	_, out := ReadUntil(t, ctx, pr, info.ID, sandbox.StreamStdout, 10*time.Second, func([]byte) bool { return false })
+	require.True(t, out.Process.Exited)
+	require.Equal(t, 137, out.Process.ExitCode)
+}
+
+func (s *suite) readOffsets(t *testing.T) {
+	ctx, _, _, pr := s.procRuntime(t)
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(`printf 'one\n'; printf 'err\n' >&2; sleep 0.5; printf 'two\n'; exit 3`)})
+	require.NoError(t, err)
+	start := time.Now()
+	out, err := pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Offset: 0, Wait: 10 * time.Second})
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 5*time.Second, "a read returns as soon as there is output")
+	require.Equal(t, "one\n", string(out.Data))
+	require.Equal(t, int64(4), out.NextOffset)
+	got, last := ReadFrom(t, ctx, pr, info.ID, sandbox.StreamStdout, out.NextOffset, 10*time.Second, func(b []byte) bool { return false })
+	require.Equal(t, "two\n", string(got), "a read continues from its offset")
+	require.True(t, last.Process.Exited)
+	require.Equal(t, 3, last.Process.ExitCode)
+	require.Equal(t, sandbox.ExitReasonExited, last.Process.ExitReason)
+	// Everything is still there for a client that starts over.
+	again, err := pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Offset: 0})
+	require.NoError(t, err)
+	require.Equal(t, "one\ntwo\n", string(again.Data))
+	require.True(t, again.EOF)
+	e, err := pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Stream: sandbox.StreamStderr})
+	require.NoError(t, err)
+	require.Equal(t, "err\n", string(e.Data), "stderr apart")
+
+	// A buffer that wrapped reports what was dropped.
+	sup := pr.ProcessSupport()
+	big := sup.BufferBytes + 100000
+	info, err = pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; echo END", big))})
+	require.NoError(t, err)
+	var wrapped sandbox.ProcessOutput
+	for i := 0; i < 100; i++ {
+		wrapped, err = pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Offset: 0, Wait: time.Second})
+		require.NoError(t, err)
+		if wrapped.Process.Exited && wrapped.DroppedBytes > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, int64(big+4-sup.BufferBytes), wrapped.DroppedBytes)
+	require.Equal(t, wrapped.DroppedBytes, wrapped.Offset)
+	require.Equal(t, int64(big+4), wrapped.Process.StdoutBytes)
+
+	_, err = pr.ReadProcess(ctx, "proc-missing", sandbox.ProcessReadRequest{})
+	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	_, err = pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Stream: "bogus"})
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	_, err = pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Wait: time.Hour})
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+}
+
+func (s *suite) stdinExit(t *testing.T) {
+	ctx, env, _, pr := s.procRuntime(t)
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(`read a; echo "a=$a"; cat > rest.txt; echo done`), Stdin: true})
+	require.NoError(t, err)
+	n, err := pr.WriteProcess(ctx, info.ID, []byte("first\nsecond\n"), false)
+	require.NoError(t, err)
+	require.Equal(t, 13, n)
+	_, err = pr.WriteProcess(ctx, info.ID, []byte("third\n"), true)
+	require.NoError(t, err)
+	got, last := ReadUntil(t, ctx, pr, info.ID, "", 10*time.Second, func(b []byte) bool { return false })
+	require.Equal(t, "a=first\ndone\n", string(got))
+	require.Equal(t, 0, last.Process.ExitCode)
+	data := readFile(t, env, "rest.txt")
+	require.Equal(t, "second\nthird\n", data)
+	_, err = pr.WriteProcess(ctx, info.ID, []byte("late"), false)
+	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "stdin is closed")
+
+	for name, spec := range map[string]sandbox.ProcessSpec{
+		"empty cmd":  {},
+		"bad cwd":    {Cmd: []string{"true"}, Cwd: "../x"},
+		"bad env":    {Cmd: []string{"true"}, Env: map[string]string{"A=B": "x"}},
+		"huge pty":   {Cmd: []string{"true"}, PTY: &sandbox.TerminalSize{Rows: 5000, Cols: 80}},
+		"tag ctl":    {Cmd: []string{"true"}, Tag: "a\nb"},
+		"NUL in cmd": {Cmd: []string{"tr\x00ue"}},
+	} {
+		_, err := pr.StartProcess(ctx, spec)
+		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+	}
+	nf, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"runtimetest-no-such-command"}})
+	require.NoError(t, err, "a command that cannot start is an exited process, not an error")
+	_, last = ReadUntil(t, ctx, pr, nf.ID, sandbox.StreamStderr, 5*time.Second, func([]byte) bool { return false })
+	require.True(t, last.Process.Exited)
+	require.Equal(t, 127, last.Process.ExitCode)
+}
+
+func (s *suite) ptyShell(t *testing.T) {
+	ctx, _, _, pr := s.procRuntime(t)
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(`stty size; [ -t 0 ] && echo tty-yes; read line; echo "got:$line"`), PTY: &sandbox.TerminalSize{Rows: 30, Cols: 100}})
+	require.NoError(t, err)
+	got, _ := ReadUntil(t, ctx, pr, info.ID, sandbox.StreamPTY, 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("tty-yes")) })
+	require.Contains(t, string(got), "30 100")
+	_, err = pr.WriteProcess(ctx, info.ID, []byte("hello\n"), false)
+	require.NoError(t, err)
+	got, _ = ReadUntil(t, ctx, pr, info.ID, sandbox.StreamPTY, 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("got:hello")) })
+	require.Contains(t, string(got), "got:hello")
+
+	info, err = pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(`sleep 0.3; stty size`), PTY: &sandbox.TerminalSize{Rows: 10, Cols: 20}})
+	require.NoError(t, err)
+	require.NoError(t, pr.ResizeProcess(ctx, info.ID, 50, 132))
+	got, _ = ReadUntil(t, ctx, pr, info.ID, sandbox.StreamPTY, 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("50 132")) })
+	require.Contains(t, string(got), "50 132")
+	plain, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "5"}})
+	require.NoError(t, err)
+	require.ErrorIs(t, pr.ResizeProcess(ctx, plain.ID, 10, 10), sandbox.ErrCommandRejected, "no terminal")
+}
+
+// liveCount counts, with a later exec, how many of the pids written to
+// file are alive.
+func liveCount(t *testing.T, ctx context.Context, rt sandbox.Runtime, file string) string {
+	t.Helper()
+	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(`n=0; for p in $(cat ` + file + `); do kill -0 "$p" 2>/dev/null && n=$((n+1)); done; echo $n`)})
+	return strings.TrimSpace(string(res.Stdout))
+}
+
+// escapeScript starts two children that leave the command's session and
+// group (setsid, a double fork), writes their pids to $1, and waits.
+const escapeScript = `setsid sh -c 'echo $$ >> "$0"; exec sleep 300' "$1" &
+(sh -c 'echo $$ >> "$0"; exec sleep 300' "$1" &) 
+i=0; while [ "$(wc -l < "$1" 2>/dev/null || echo 0)" -lt 2 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+echo ready; `
+
+func (s *suite) signalTree(t *testing.T) {
+	ctx, _, rt, pr := s.procRuntime(t)
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(escapeScript+"exec sleep 300", "pids-sig")})
+	require.NoError(t, err)
+	ReadUntil(t, ctx, pr, info.ID, "", 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("ready")) })
+	require.Equal(t, "2", liveCount(t, ctx, rt, "pids-sig"))
+	start := time.Now()
+	require.NoError(t, pr.SignalProcess(ctx, info.ID, "KILL"))
+	for liveCount(t, ctx, rt, "pids-sig") != "0" && time.Since(start) < 5*time.Second {
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Less(t, time.Since(start), time.Second+500*time.Millisecond, "KILL ends the whole tree, escaped children too, within about a second")
+	require.ErrorIs(t, pr.SignalProcess(ctx, info.ID, "BOGUS"), sandbox.ErrInvalidArgument)
+}
+
+func (s *suite) daemonized(t *testing.T) {
+	ctx, _, rt, pr := s.procRuntime(t)
+	if s.popts.ExecLeavesEscapees == "" {
+		// An exec whose children escape its session: they die with it.
+		res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(escapeScript, "pids-exec"), TimeoutS: 30})
+		requireExit(t, res, 0)
+		time.Sleep(300 * time.Millisecond)
+		require.Equal(t, "0", liveCount(t, ctx, rt, "pids-exec"), "a daemonized child survived its exec")
+	} else {
+		t.Logf("not checked: %s", s.popts.ExecLeavesEscapees)
+	}
+	// The same as a background process: they outlive the leader.
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(escapeScript, "pids-bg")})
+	require.NoError(t, err)
+	_, last := ReadUntil(t, ctx, pr, info.ID, "", 10*time.Second, func(b []byte) bool { return false })
+	require.True(t, last.Process.Exited)
+	require.Equal(t, "2", liveCount(t, ctx, rt, "pids-bg"), "a background process's children outlive it")
+	list, err := pr.ListProcesses(ctx)
+	require.NoError(t, err)
+	for _, p := range list {
+		if p.ID == info.ID {
+			require.True(t, p.Lingering)
+		}
+	}
+	require.NoError(t, pr.SignalProcess(ctx, info.ID, "KILL"))
+	start := time.Now()
+	for liveCount(t, ctx, rt, "pids-bg") != "0" && time.Since(start) < 5*time.Second {
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, "0", liveCount(t, ctx, rt, "pids-bg"))
+}
+
+func (s *suite) processLimit(t *testing.T) {
+	ctx, _, _, pr := s.procRuntime(t)
+	for i := 0; i < sandbox.MaxProcesses; i++ {
+		_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}})
+		require.NoError(t, err, "process %d", i+1)
+	}
+	_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}})
+	require.ErrorIs(t, err, sandbox.ErrResourceLimit, "process %d", sandbox.MaxProcesses+1)
+}
+
+func (s *suite) stopRecords(t *testing.T) {
+	ctx, _, rt, pr := s.procRuntime(t)
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(`echo started; exec sleep 300`), Tag: "long"})
+	require.NoError(t, err)
+	ReadUntil(t, ctx, pr, info.ID, "", 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("started")) })
+	require.NoError(t, rt.Stop(ctx))
+	out, err := pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{})
+	require.NoError(t, err, "a stopped runtime's processes stay readable")
+	require.Equal(t, "started\n", string(out.Data))
+	require.True(t, out.Process.Exited)
+	require.Equal(t, sandbox.ExitReasonRuntimeStopped, out.Process.ExitReason)
+	list, err := pr.ListProcesses(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, list)
+	require.ErrorIs(t, pr.SignalProcess(ctx, info.ID, "TERM"), sandbox.ErrCommandRejected)
+	// A new process starts the runtime again.
+	info2, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"echo", "again"}})
+	require.NoError(t, err)
+	got, _ := ReadUntil(t, ctx, pr, info2.ID, "", 10*time.Second, func([]byte) bool { return false })
+	require.Equal(t, "again\n", string(got))
+	out, err = pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{})
+	require.NoError(t, err)
+	require.Equal(t, sandbox.ExitReasonRuntimeStopped, out.Process.ExitReason)
+}
+
+// execLossless: 20 MiB written as fast as possible, consumed slowly, arrive
+// exactly through ExecStream.
+func (s *suite) execLossless(t *testing.T) {
+	ctx, _, rt := s.setup(t, nil)
+	const size = 20 << 20
+	h := sha256.New()
+	var n int64
+	chunks := 0
+	res, err := rt.ExecStream(ctx, sandbox.ExecRequest{Cmd: sh(fmt.Sprintf("head -c %d /dev/urandom | tee /tmp/lossless.bin | head -c %d", size, size)), TimeoutS: 120},
+		func(c sandbox.ExecChunk) {
+			if c.Stream != "stdout" {
+				return
+			}
+			h.Write(c.Data)
+			n += int64(len(c.Data))
+			if chunks++; chunks%50 == 0 {
+				time.Sleep(5 * time.Millisecond) // a slow consumer
+			}
+		})
+	require.NoError(t, err)
+	requireExit(t, res, 0)
+	require.Equal(t, int64(size), n)
+	require.Equal(t, int64(size), res.StdoutBytes)
+	sum := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("sha256sum /tmp/lossless.bin | cut -d' ' -f1; rm -f /tmp/lossless.bin")})
+	require.Equal(t, fmt.Sprintf("%x", h.Sum(nil)), strings.TrimSpace(string(sum.Stdout)), "the streamed bytes are the output")
+}
+
+func readFile(t *testing.T, env Env, name string) string {
+	t.Helper()
+	b, err := osReadFile(env.HostDir + "/" + name)
+	require.NoError(t, err)
+	return string(b)
+}

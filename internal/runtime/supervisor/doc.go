@@ -1,0 +1,67 @@
+// Package supervisor is the process that lives inside a runtime and spawns
+// its commands (the sandbox-supervisor program, built from ./supervisor),
+// and the worker's side of it (Client, Processes, Archive). Used by the
+// bubblewrap runtime (every command), the local runtime (background
+// processes) and the Docker runtime (background processes); see
+// docs/SECURITY.md "Process model".
+//
+// # Processes
+//
+// `sandbox-supervisor serve` accepts control connections and runs each
+// process on a shim: the same binary re-executed as `shim`, a subreaper
+// (PR_SET_CHILD_SUBREAPER) that owns one process tree at a time, so every
+// descendant of the command stays below it however it daemonizes (setsid,
+// double fork), and that is reused for the next command once its tree is
+// empty (a command costs one fork/exec; a couple of free shims are kept
+// ready). A command runs in its own session (setsid; its pseudo-terminal as
+// controlling terminal for a PTY process) with exactly the environment and
+// cwd the worker sends, resolved like execvp against its own PATH (127 not
+// found, 126 not executable, a file without #! run by /bin/sh).
+//
+//   - Foreground processes (Client.Run: the runtime's Exec) belong to the
+//     connection that started them: when it closes (the caller cancelled, or
+//     the worker died) their whole tree is killed at once; when the leader
+//     exits, whatever it left is killed; a timeout kills the tree (exit
+//     reason timeout). Their output is never dropped: a stream whose unread
+//     part fills its window (256 KiB) is not read further until the client
+//     reads (so the command waits), and a read returns the end only once the
+//     whole tree has gone.
+//   - Background processes (Client.Start) outlive connections and the
+//     worker; their descendants outlive the leader (the process is exited,
+//     Info.TreeRunning says that some of its tree still runs, KILL ends it).
+//     Each stream (stdout and stderr, or the terminal's one stream) goes to
+//     a ring buffer of --buffer bytes (default 1 MiB) with absolute offsets:
+//     when it wraps, the oldest bytes go and a read from an older offset
+//     reports them as dropped. At most --max-procs (default 64) background
+//     processes may have a live tree; the 64 most recently ended stay
+//     listed and readable.
+//   - shutdown (the runtime's Stop) kills every tree with exit reason
+//     runtime_stopped, waits for them, returns the background processes
+//     with their buffers (the worker keeps them in an Archive file, readable
+//     afterwards) and exits.
+//
+// Killing a tree sends SIGKILL to every descendant of its shim found in
+// /proc (readable whatever a process did to itself), again after each reap
+// until the shim has no child left. A process that kills its own shim loses
+// its tracking: its orphans come to the supervisor, which kills every child
+// of its own that is not a shim.
+//
+// # The supervisor itself
+//
+// It makes itself non-dumpable (so no process of the sandbox can ptrace it
+// or open its descriptors through /proc; the bubblewrap runtime also runs it
+// from an execute-only file, so that shims are non-dumpable from their
+// first instruction), and relays every catchable signal to a channel it
+// drains: as the init of a pid namespace (bubblewrap) it cannot be killed
+// from inside at all. Outside one (local, Docker under its init) it is a
+// subreaper. Its control socket is a descriptor it inherits (bubblewrap,
+// local: a listening socket on a host path no sandbox sees) or an abstract
+// unix socket (Docker: reached through `sandbox-supervisor relay` run with
+// docker exec).
+//
+// # Protocol
+//
+// Frames of a 4-byte big-endian length and a JSON Request or Response,
+// then a 4-byte length and a raw payload (stdin data to write, output
+// read). One request at a time per connection; Client pools connections.
+package supervisor

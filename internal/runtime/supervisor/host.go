@@ -1,0 +1,399 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Processes implements sandbox.ProcessRuntime over a runtime's supervisor,
+// for the backends that run one (bubblewrap, local, Docker); the backend
+// supplies the hooks. Processes of a supervisor that was shut down (Stop)
+// are served from Archive afterwards.
+type Processes struct {
+	// Support is what ProcessSupport reports.
+	Support sandbox.ProcessSupport
+	// Client returns the runtime's supervisor client. With start it starts
+	// the runtime when needed (StartProcess); without, it returns (nil, nil)
+	// when the runtime does not run. Its errors are returned as they are.
+	Client func(ctx context.Context, start bool) (*Client, error)
+	// Prepare maps a validated spec onto the supervisor's (environment
+	// layered on the runtime's, cwd resolved inside the workdir); its errors
+	// are returned as they are.
+	Prepare func(spec sandbox.ProcessSpec) (Spec, error)
+	// Archive holds the processes of stopped supervisors.
+	Archive *Archive
+}
+
+var _ sandbox.ProcessRuntime = (*Processes)(nil)
+
+// ProcessSupport returns p.Support.
+func (p *Processes) ProcessSupport() sandbox.ProcessSupport { return p.Support }
+
+// StartProcess validates spec (ValidateProcessSpec), then starts it.
+func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.ProcessInfo, error) {
+	if err := ValidateProcessSpec(spec); err != nil {
+		return sandbox.ProcessInfo{}, err
+	}
+	s, err := p.Prepare(spec)
+	if err != nil {
+		return sandbox.ProcessInfo{}, err
+	}
+	c, err := p.Client(ctx, true)
+	if err != nil {
+		return sandbox.ProcessInfo{}, err
+	}
+	info, err := c.Start(ctx, s)
+	if err != nil {
+		return sandbox.ProcessInfo{}, MapError(err, "process_start")
+	}
+	return ToInfo(info), nil
+}
+
+// ReadProcess reads one stream of process id.
+func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.ProcessReadRequest) (sandbox.ProcessOutput, error) {
+	idx, err := streamIndex(req.Stream)
+	if err != nil {
+		return sandbox.ProcessOutput{}, err
+	}
+	if req.Offset < 0 {
+		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: offset %d is negative", req.Offset)
+	}
+	if req.MaxBytes < 0 || req.MaxBytes > sandbox.MaxProcessReadBytes {
+		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: max_bytes %d is outside 0..%d", req.MaxBytes, sandbox.MaxProcessReadBytes)
+	}
+	if req.Wait < 0 || req.Wait > sandbox.MaxProcessReadWait {
+		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: wait %v is outside 0..%v", req.Wait, sandbox.MaxProcessReadWait)
+	}
+	max := req.MaxBytes
+	if max == 0 {
+		max = sandbox.DefaultProcessReadBytes
+	}
+	if out, ok := p.Archive.Read(id, idx, req.Offset, max); ok {
+		return out, nil
+	}
+	c, err := p.Client(ctx, false)
+	if err != nil {
+		return sandbox.ProcessOutput{}, err
+	}
+	if c == nil {
+		return sandbox.ProcessOutput{}, notFound(id)
+	}
+	var offs [2]int64
+	offs[idx], offs[1-idx] = req.Offset, math.MaxInt64
+	r, err := c.Read(ctx, id, offs, max, req.Wait)
+	if err != nil {
+		if out, ok := p.Archive.Read(id, idx, req.Offset, max); ok { // stopped meanwhile
+			return out, nil
+		}
+		return sandbox.ProcessOutput{}, MapError(err, "process_read")
+	}
+	ch := r.Chunks[idx]
+	return sandbox.ProcessOutput{
+		Data: r.Data[idx], Offset: ch.Offset, NextOffset: ch.Offset + int64(ch.Len), DroppedBytes: ch.Dropped,
+		EOF: ch.EOF, Process: ToInfo(r.Info),
+	}, nil
+}
+
+// WriteProcess writes to process id's stdin.
+func (p *Processes) WriteProcess(ctx context.Context, id string, data []byte, closeStdin bool) (int, error) {
+	if len(data) > sandbox.MaxStdinBytes {
+		return 0, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_write: %d bytes, more than %d", len(data), sandbox.MaxStdinBytes)
+	}
+	c, err := p.live(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.Write(ctx, id, data, closeStdin)
+	return n, MapError(err, "process_write")
+}
+
+// SignalProcess signals process id.
+func (p *Processes) SignalProcess(ctx context.Context, id string, signal string) error {
+	sig, err := SignalByName(signal)
+	if err != nil {
+		return err
+	}
+	c, err := p.live(ctx, id)
+	if err != nil {
+		return err
+	}
+	return MapError(c.Signal(ctx, id, sig), "process_signal")
+}
+
+// ResizeProcess resizes process id's terminal.
+func (p *Processes) ResizeProcess(ctx context.Context, id string, rows, cols int) error {
+	if rows < 1 || cols < 1 || rows > sandbox.MaxTerminalSize || cols > sandbox.MaxTerminalSize {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "process_resize: %d×%d is outside 1..%d", rows, cols, sandbox.MaxTerminalSize)
+	}
+	c, err := p.live(ctx, id)
+	if err != nil {
+		return err
+	}
+	return MapError(c.Resize(ctx, id, uint16(rows), uint16(cols)), "process_resize")
+}
+
+// ListProcesses lists the archived processes, then the live supervisor's.
+func (p *Processes) ListProcesses(ctx context.Context) ([]sandbox.ProcessInfo, error) {
+	out := p.Archive.List()
+	c, err := p.Client(ctx, false)
+	if err != nil || c == nil {
+		return out, err
+	}
+	list, err := c.List(ctx)
+	if err != nil {
+		return nil, MapError(err, "process_list")
+	}
+	for _, i := range list {
+		out = append(out, ToInfo(i))
+	}
+	return out, nil
+}
+
+// live returns the client of a running supervisor for an operation on a
+// live process; an archived one has ended (ErrCommandRejected).
+func (p *Processes) live(ctx context.Context, id string) (*Client, error) {
+	if _, ok := p.Archive.Read(id, 0, 0, 0); ok {
+		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "process %s has ended (the runtime was stopped)", clipStr(id))
+	}
+	c, err := p.Client(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, notFound(id)
+	}
+	return c, nil
+}
+
+func notFound(id string) error {
+	return sandbox.Errorf(sandbox.ErrNotFound, "no process %q in this runtime", clipStr(id))
+}
+
+func streamIndex(s string) (int, error) {
+	switch s {
+	case "", sandbox.StreamStdout, sandbox.StreamPTY:
+		return 0, nil
+	case sandbox.StreamStderr:
+		return 1, nil
+	}
+	return 0, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: stream %q: want stdout, stderr or pty", clipStr(s))
+}
+
+// ValidateProcessSpec checks spec's backend-independent rules and returns
+// an error wrapping sandbox.ErrInvalidArgument on the first violation: Cmd,
+// Cwd and Env as in an ExecRequest, Tag at most sandbox.MaxProcessTagBytes
+// of valid text without control characters, a terminal size within
+// 1..sandbox.MaxTerminalSize.
+func ValidateProcessSpec(spec sandbox.ProcessSpec) error {
+	bad := func(format string, args ...any) error {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "process_start: "+format, args...)
+	}
+	if len(spec.Cmd) == 0 || spec.Cmd[0] == "" {
+		return bad("cmd is empty")
+	}
+	for i, a := range spec.Cmd {
+		if strings.IndexByte(a, 0) >= 0 {
+			return bad("cmd[%d] contains a NUL byte", i)
+		}
+	}
+	if _, err := sandbox.CleanRelPath(spec.Cwd); err != nil {
+		return bad("cwd: %s", sandbox.Message(err))
+	}
+	for k, v := range spec.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return bad("env %q: keys must be non-empty without '=' or NUL, values without NUL", clipStr(k))
+		}
+	}
+	if len(spec.Tag) > sandbox.MaxProcessTagBytes || strings.ContainsFunc(spec.Tag, func(r rune) bool { return r < 0x20 || r == 0x7f || r == 0xfffd }) {
+		return bad("tag must be at most %d bytes of text without control characters", sandbox.MaxProcessTagBytes)
+	}
+	if t := spec.PTY; t != nil && (t.Rows < 1 || t.Cols < 1 || t.Rows > sandbox.MaxTerminalSize || t.Cols > sandbox.MaxTerminalSize) {
+		return bad("pty %d×%d is outside 1..%d", t.Rows, t.Cols, sandbox.MaxTerminalSize)
+	}
+	return nil
+}
+
+// SignalByName maps a name of sandbox.ProcessSignals (with or without
+// "SIG", any case) to its signal; others are sandbox.ErrInvalidArgument.
+func SignalByName(name string) (syscall.Signal, error) {
+	n := strings.TrimPrefix(strings.ToUpper(name), "SIG")
+	sigs := map[string]syscall.Signal{"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "HUP": syscall.SIGHUP,
+		"QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT, "WINCH": syscall.SIGWINCH}
+	if s, ok := sigs[n]; ok {
+		return s, nil
+	}
+	return 0, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_signal: signal %q: want one of %s", clipStr(name), strings.Join(sandbox.ProcessSignals, ", "))
+}
+
+// ToInfo maps a supervisor Info onto sandbox.ProcessInfo.
+func ToInfo(i Info) sandbox.ProcessInfo {
+	out := sandbox.ProcessInfo{
+		ID: i.ID, Tag: i.Tag, Cmd: i.Argv, PTY: i.PTY, StartedAt: time.UnixMilli(i.StartedMS).UTC(),
+		Exited: i.Exited, ExitCode: i.ExitCode, Lingering: i.TreeRunning,
+		StdoutBytes: i.Totals[0], StderrBytes: i.Totals[1],
+	}
+	if i.Exited {
+		out.EndedAt = time.UnixMilli(i.EndedMS).UTC()
+		switch i.Reason {
+		case ReasonExited:
+			out.ExitReason = sandbox.ExitReasonExited
+		case ReasonSignaled, ReasonTimeout, ReasonCanceled:
+			out.ExitReason = sandbox.ExitReasonSignaled
+		case ReasonStopped:
+			out.ExitReason = sandbox.ExitReasonRuntimeStopped
+		case ReasonStartErr:
+			out.ExitReason = sandbox.ExitReasonStartFailed
+		default:
+			out.ExitReason = sandbox.ExitReasonLost
+		}
+	}
+	return out
+}
+
+// MapError maps a supervisor error onto the sandbox kinds (nil stays nil).
+func MapError(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	var pe *Error
+	switch {
+	case errors.As(err, &pe):
+		kind := sandbox.ErrRuntimeUnavailable
+		switch pe.Kind {
+		case ErrInvalid:
+			kind = sandbox.ErrInvalidArgument
+		case ErrNotFound:
+			kind = sandbox.ErrNotFound
+		case ErrLimit:
+			kind = sandbox.ErrResourceLimit
+		case ErrState:
+			kind = sandbox.ErrCommandRejected
+		}
+		return sandbox.Errorf(kind, "%s: %s", op, pe.Msg)
+	case errors.Is(err, context.DeadlineExceeded):
+		return sandbox.Wrap(sandbox.ErrTimeout, err, "%s", op)
+	}
+	return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s: the runtime's supervisor", op)
+}
+
+// Archive keeps the background processes of stopped supervisors (their
+// last Info and buffered output) so they stay readable, in memory and in a
+// file that a restarted worker loads. It is safe for concurrent use; a nil
+// *Archive is empty.
+type Archive struct {
+	path  string
+	mu    sync.Mutex
+	procs map[string]Final
+	order []string
+}
+
+// LoadArchive returns the archive kept at path (empty when missing or
+// unreadable).
+func LoadArchive(path string) *Archive {
+	a := &Archive{path: path, procs: map[string]Final{}}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return a
+	}
+	var fs []Final
+	if json.Unmarshal(b, &fs) == nil {
+		a.add(fs)
+	}
+	return a
+}
+
+func (a *Archive) add(fs []Final) {
+	for _, f := range fs {
+		if _, ok := a.procs[f.Info.ID]; !ok {
+			a.order = append(a.order, f.Info.ID)
+		}
+		a.procs[f.Info.ID] = f
+	}
+	for len(a.order) > keptExited {
+		delete(a.procs, a.order[0])
+		a.order = a.order[1:]
+	}
+}
+
+// Add records fs and writes the archive file (0600).
+func (a *Archive) Add(fs []Final) error {
+	if a == nil || len(fs) == 0 {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.add(fs)
+	all := make([]Final, 0, len(a.order))
+	for _, id := range a.order {
+		all = append(all, a.procs[id])
+	}
+	b, err := json.Marshal(all)
+	if err != nil {
+		return err
+	}
+	tmp := a.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, a.path)
+}
+
+// Clear forgets everything and removes the file.
+func (a *Archive) Clear() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.procs, a.order = map[string]Final{}, nil
+	_ = os.Remove(a.path)
+}
+
+// Read serves a read of an archived process; false when id is not archived.
+func (a *Archive) Read(id string, idx int, off int64, max int) (sandbox.ProcessOutput, bool) {
+	if a == nil {
+		return sandbox.ProcessOutput{}, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f, ok := a.procs[id]
+	if !ok {
+		return sandbox.ProcessOutput{}, false
+	}
+	start, data := f.Starts[idx], f.Data[idx]
+	end := start + int64(len(data))
+	out := sandbox.ProcessOutput{Offset: off, Process: ToInfo(f.Info)}
+	if off < start {
+		out.DroppedBytes, out.Offset = start-off, start
+	}
+	out.Offset = min(out.Offset, end)
+	n := min(int64(max), end-out.Offset)
+	out.Data = slices.Clone(data[out.Offset-start : out.Offset-start+n])
+	out.NextOffset = out.Offset + n
+	out.EOF = out.NextOffset == end
+	return out, true
+}
+
+// List returns the archived processes, oldest first.
+func (a *Archive) List() []sandbox.ProcessInfo {
+	out := []sandbox.ProcessInfo{}
+	if a == nil {
+		return out
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range a.order {
+		out = append(out, ToInfo(a.procs[id].Info))
+	}
+	return out
+}

@@ -1,0 +1,243 @@
+package supervisor
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Version is the control protocol version; Hello reports it and a client
+// refuses a supervisor speaking another one (a sandbox left by an older
+// worker is then restarted).
+const Version = 1
+
+// maxHeader and maxPayload bound one frame of the control protocol.
+const (
+	maxHeader  = 4 << 20
+	maxPayload = 64 << 20
+)
+
+// Request is one call on a control connection (docs/SECURITY.md "Process
+// model"): Op names it, the other fields are its arguments. A connection
+// carries one request at a time; its response comes before the next request
+// is read.
+type Request struct {
+	Op string `json:"op"` // hello, start, read, write, signal, resize, list, shutdown
+
+	// start
+	Spec *Spec `json:"spec,omitempty"`
+
+	// read, write, signal, resize
+	ID string `json:"id,omitempty"`
+
+	// read: the next offset wanted of each stream (stdout or the terminal
+	// stream; stderr), at most Max bytes per stream, waiting up to WaitMS
+	// for anything new.
+	Offsets [2]int64 `json:"offsets,omitempty"`
+	Max     int      `json:"max,omitempty"`
+	WaitMS  int64    `json:"wait_ms,omitempty"`
+
+	// write: the payload goes to stdin; Close closes stdin afterwards.
+	Close bool `json:"close,omitempty"`
+
+	// signal
+	Signal int `json:"signal,omitempty"`
+
+	// resize
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+
+	// shutdown: how long to wait for the killed trees, in milliseconds.
+	GraceMS int64 `json:"grace_ms,omitempty"`
+}
+
+// Spec is one process to start.
+type Spec struct {
+	Argv []string `json:"argv"`
+	// Env is the complete environment (KEY=value); with InheritEnv the
+	// supervisor's own environment comes first and Env overrides it.
+	Env        []string `json:"env"`
+	InheritEnv bool     `json:"inherit_env,omitempty"`
+	Dir        string   `json:"dir"`
+	Tag        string   `json:"tag,omitempty"`
+	// Foreground processes belong to the connection that started them: when
+	// it closes before they end, their whole tree is killed; when their
+	// leader exits, the rest of the tree is killed; their output is never
+	// dropped (the process waits when the unread part fills the buffer).
+	// Background processes outlive connections, their descendants outlive
+	// the leader, and their buffers wrap (DroppedBytes).
+	Foreground bool `json:"foreground,omitempty"`
+	// Stdin, for a foreground process, is written to its standard input,
+	// which is then closed (/dev/null when nil). OpenStdin keeps a
+	// background process's standard input open for write requests.
+	Stdin     []byte `json:"stdin,omitempty"`
+	OpenStdin bool   `json:"open_stdin,omitempty"`
+	// PTY runs the process on a new pseudo-terminal of Rows×Cols as its
+	// controlling terminal (one output stream).
+	PTY  bool   `json:"pty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+	// TimeoutMS kills the tree after that long (0: never); the exit reason
+	// is then ReasonTimeout.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// Exit reasons of a process (Info.Reason).
+const (
+	ReasonExited   = "exited"          // the leader exited on its own
+	ReasonSignaled = "signaled"        // a signal killed the leader
+	ReasonTimeout  = "timeout"         // Spec.TimeoutMS passed; the tree was killed
+	ReasonCanceled = "cancelled"       // the foreground owner went away; the tree was killed
+	ReasonStopped  = "runtime_stopped" // the runtime was stopped (shutdown); the tree was killed
+	ReasonStartErr = "start_failed"    // the executable could not be started
+	ReasonLost     = "supervisor_lost" // its tracking process was killed from inside the sandbox
+)
+
+// Info describes one process.
+type Info struct {
+	ID        string   `json:"id"`
+	Tag       string   `json:"tag,omitempty"`
+	Argv      []string `json:"argv"`
+	PTY       bool     `json:"pty,omitempty"`
+	Pid       int      `json:"pid,omitempty"` // in the sandbox's pid namespace
+	StartedMS int64    `json:"started_ms"`    // Unix milliseconds
+	// Exited is set once the leader has ended; ExitCode is its shell-style
+	// code (128+n for signal n), Reason why. TreeRunning tells that
+	// processes it started still run (background processes only).
+	Exited      bool   `json:"exited,omitempty"`
+	ExitCode    int    `json:"exit_code"`
+	Reason      string `json:"reason,omitempty"`
+	EndedMS     int64  `json:"ended_ms,omitempty"`
+	TreeRunning bool   `json:"tree_running,omitempty"`
+	// Message explains a start failure (e.g. "command not found").
+	Message string `json:"message,omitempty"`
+	// Totals written so far to each stream (stdout or terminal; stderr).
+	Totals [2]int64 `json:"totals"`
+}
+
+// Chunk is what a read returns of one stream.
+type Chunk struct {
+	// Offset is the absolute offset of the first returned byte: the
+	// requested one, or the oldest still buffered when bytes were dropped
+	// (Dropped = Offset - requested).
+	Offset  int64 `json:"offset"`
+	Len     int   `json:"len"`
+	Dropped int64 `json:"dropped,omitempty"`
+	// EOF: the stream is closed, the process and every process it started
+	// have ended, and nothing follows Offset+Len.
+	EOF bool `json:"eof,omitempty"`
+}
+
+// Response answers one Request. Error is set on failure (Kind is one of the
+// Err* strings).
+type Response struct {
+	Error *Error `json:"error,omitempty"`
+
+	// hello
+	Hello *HelloInfo `json:"hello,omitempty"`
+	// start, read, list, shutdown
+	Info   *Info    `json:"info,omitempty"`
+	Chunks [2]Chunk `json:"chunks,omitempty"` // read: data in the payload, stdout first
+	List   []Info   `json:"list,omitempty"`
+	// shutdown: every background process with what its buffers still hold.
+	Final []Final `json:"final,omitempty"`
+	// write: bytes accepted
+	Written int `json:"written,omitempty"`
+}
+
+// HelloInfo identifies a running supervisor.
+type HelloInfo struct {
+	Version   int    `json:"version"`
+	Runtime   string `json:"runtime"`
+	Layout    string `json:"layout"`
+	Pid       int    `json:"pid"`
+	StartedMS int64  `json:"started_ms"`
+}
+
+// Final is a background process as shutdown leaves it: its Info and the
+// bytes its buffers still hold, each stream starting at Starts[i].
+type Final struct {
+	Info   Info      `json:"info"`
+	Starts [2]int64  `json:"starts"`
+	Data   [2][]byte `json:"data"`
+}
+
+// Error kinds of Response.Error.
+const (
+	ErrInvalid  = "invalid"   // a malformed request
+	ErrNotFound = "not_found" // no such process
+	ErrLimit    = "limit"     // too many processes
+	ErrState    = "state"     // the process cannot do that now (stdin closed, no terminal, ended)
+	ErrInternal = "internal"  // the supervisor failed (fork, pipe, …)
+)
+
+// Error is a failed request.
+type Error struct {
+	Kind string `json:"kind"`
+	Msg  string `json:"msg"`
+}
+
+func (e *Error) Error() string { return e.Kind + ": " + e.Msg }
+
+func errorf(kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// writeFrame writes hdr as JSON and payload, each behind a 4-byte
+// big-endian length.
+func writeFrame(w io.Writer, hdr any, payload []byte) error {
+	h, err := json.Marshal(hdr)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 0, 8+len(h)+len(payload))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(h)))
+	buf = append(buf, h...)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(payload)))
+	buf = append(buf, payload...)
+	_, err = w.Write(buf)
+	return err
+}
+
+// readFrame reads one frame into hdr and returns its payload.
+func readFrame(r io.Reader, hdr any) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	hl := binary.BigEndian.Uint32(n[:])
+	if hl > maxHeader {
+		return nil, errors.New("control frame header too large")
+	}
+	h := make([]byte, hl)
+	if _, err := io.ReadFull(r, h); err != nil {
+		return nil, unexpected(err)
+	}
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, unexpected(err)
+	}
+	pl := binary.BigEndian.Uint32(n[:])
+	if pl > maxPayload {
+		return nil, errors.New("control frame payload too large")
+	}
+	var p []byte
+	if pl > 0 {
+		p = make([]byte, pl)
+		if _, err := io.ReadFull(r, p); err != nil {
+			return nil, unexpected(err)
+		}
+	}
+	if err := json.Unmarshal(h, hdr); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -4,7 +4,7 @@
 # end through the Temporal frontend it exposes, then brought down:
 #
 #   1. build the images (deploy/local/build-images.sh: the Debian base is
-#      built once and reused; this checkout's binaries are one COPY layer)
+#      built once and reused; this checkout's binaries are one committed layer)
 #   2. docker-compose config validates the published file and the override
 #   3. up: PostgreSQL, the schema job, Temporal, the namespace job, the Web
 #      UI, the worker (PostgreSQL store, Docker runtime) and Prometheus;

@@ -94,8 +94,15 @@ func BenchmarkRawGitWorktreeAdd(b *testing.B) {
 // BenchmarkExecTrue measures one exec update running `true` in the test host's
 // runtime: SANDBOX_RUNTIME_PROVIDER as set, unset = auto (bubblewrap when
 // usable, as make run; see baseConfig).
-func BenchmarkExecTrue(b *testing.B) {
-	h := startHost(b, uniq(b, "bench-exec"))
+func BenchmarkExecTrue(b *testing.B) { benchExecTrue(b) }
+
+// BenchmarkExecTrueMetrics is BenchmarkExecTrue on a host serving
+// Prometheus metrics (SANDBOX_METRICS_ADDR): the activity interceptor's
+// cost, against BenchmarkExecTrue in the same run.
+func BenchmarkExecTrueMetrics(b *testing.B) { benchExecTrue(b, withMetrics()) }
+
+func benchExecTrue(b *testing.B, opts ...hostOption) {
+	h := startHost(b, uniq(b, "bench-exec"), opts...)
 	ctx := context.Background()
 	s, _, err := h.client.Acquire(ctx, editRequest(uniq(b, "u"), "p", "exec", benchRepo(b)))
 	if err != nil {
@@ -115,8 +122,13 @@ func BenchmarkExecTrue(b *testing.B) {
 }
 
 // BenchmarkReadFile measures one read_file update of a small file.
-func BenchmarkReadFile(b *testing.B) {
-	h := startHost(b, uniq(b, "bench-read"))
+func BenchmarkReadFile(b *testing.B) { benchReadFile(b) }
+
+// BenchmarkReadFileMetrics is BenchmarkReadFile on a host serving metrics.
+func BenchmarkReadFileMetrics(b *testing.B) { benchReadFile(b, withMetrics()) }
+
+func benchReadFile(b *testing.B, opts ...hostOption) {
+	h := startHost(b, uniq(b, "bench-read"), opts...)
 	ctx := context.Background()
 	s, _, err := h.client.Acquire(ctx, editRequest(uniq(b, "u"), "p", "read", benchRepo(b)))
 	if err != nil {

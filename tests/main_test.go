@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -60,11 +59,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("SANDBOX_SUPERVISOR_BINARY", sup)
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range sandboxapi.SearchAttributeNames {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
-	dev, err := devserver.Start(devserver.Options{SearchAttributes: sas})
+	dev, err := devserver.Start(devserver.Options{SearchAttributes: sandboxapi.SearchAttributeTypes})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
@@ -173,6 +168,11 @@ type testHost struct {
 }
 
 type hostOption func(*hostworker.Config)
+
+// withMetrics serves the host's Prometheus metrics on a free loopback port.
+func withMetrics() hostOption {
+	return func(c *hostworker.Config) { c.MetricsAddr = "127.0.0.1:0" }
+}
 
 func withIdle(stop, closeAfter time.Duration) hostOption {
 	return func(c *hostworker.Config) { c.IdleStop, c.IdleClose = stop, closeAfter }

@@ -41,6 +41,9 @@ const (
 	// changeDormant: a released, closed or evicted session continues as new
 	// into a dormant run instead of completing (docs/API.md "Session states").
 	changeDormant = "session-dormant"
+	// changeDirtyAttr: when an operation's result changes what the session
+	// knows of the workspace's dirty state, SandboxDirty is upserted.
+	changeDirtyAttr = "session-dirty-attribute"
 )
 
 // session is the state of one SessionWorkflow run.
@@ -81,6 +84,10 @@ type session struct {
 	destroyed bool
 
 	ev evictState // evict, pin and unpin signals (session_evict.go)
+
+	// facts: what the run knows of the workspace from its operations'
+	// results, shown in its current details (session_details.go).
+	facts wire.SessionFacts
 }
 
 // SessionWorkflow is the entity of one workspace (docs/API.md "Getting a
@@ -114,6 +121,12 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 		ws := c.Workspace
 		s.ws, s.settings, s.runtimeRunning, s.lastActivity, s.state = &ws, c.Settings, c.RuntimeRunning, c.LastActivity, sandboxapi.StateActive
 		s.dormant = c.Dormant
+		if c.Facts != nil {
+			s.facts = *c.Facts
+		} else {
+			d := ws.Dirty
+			s.facts = wire.SessionFacts{Dirty: &d, DirtyFrom: "store"}
+		}
 		s.replica = c.RuntimeReplica
 		s.ev.evicted = c.Dormant && c.State == sandboxapi.StateEvicted
 		switch {
@@ -126,6 +139,7 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
+	watchDetails(ctx, s.details)
 	return s.run(ctx)
 }
 
@@ -294,7 +308,7 @@ func (s *session) continueAsNew(ctx workflow.Context, taskQueue string) error {
 	return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, taskQueue), sandboxapi.SessionWorkflowType, wire.SessionRunInput{
 		WorkspaceID: s.wsID,
 		Carry: &wire.SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning, State: s.state,
-			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica},
+			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica, Facts: s.carryFacts()},
 	})
 }
 
@@ -472,6 +486,26 @@ func appError(err error) error {
 	return sandboxapi.NewApplicationError(err, true)
 }
 
+// dirtyKey is the SandboxDirty search attribute.
+var dirtyKey = temporal.NewSearchAttributeKeyBool(sandboxapi.SearchAttrDirty)
+
+// publishDirty upserts SandboxDirty when the dirty state the run knows
+// differs from the published one: one history event per change, never per
+// call (a read-only status that finds nothing new adds none).
+func (s *session) publishDirty(ctx workflow.Context) {
+	d := s.facts.Dirty
+	if d == nil || s.ws == nil {
+		return
+	}
+	if v, ok := workflow.GetTypedSearchAttributes(ctx).GetBool(dirtyKey); ok && v == *d {
+		return
+	}
+	if workflow.GetVersion(ctx, changeDirtyAttr, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return // recorded before the attribute existed
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, dirtyKey.ValueSet(*d))
+}
+
 func (s *session) setState(ctx workflow.Context, state string) {
 	s.state = state
 	_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(state))
@@ -479,7 +513,7 @@ func (s *session) setState(ctx workflow.Context, state string) {
 
 func (s *session) publish(ctx workflow.Context) {
 	ws := s.ws
-	_ = workflow.UpsertTypedSearchAttributes(ctx,
+	attrs := []temporal.SearchAttributeUpdate{
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrUser).ValueSet(ws.UserID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrProject).ValueSet(ws.ProjectID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrRepo).ValueSet(ws.Repo.Key()),
@@ -487,7 +521,27 @@ func (s *session) publish(ctx workflow.Context) {
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrHost).ValueSet(ws.HostID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(ws.ID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(s.state),
-	)
+	}
+	// Branch, runtime kind, conversation and task ride on the same upsert
+	// (one command, as before they existed: replay-compatible).
+	if ws.BranchName != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrBranch).ValueSet(ws.BranchName))
+	}
+	if s.settings.RuntimeKind != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrRuntime).ValueSet(s.settings.RuntimeKind))
+	}
+	if ws.ConversationID != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeywordList(sandboxapi.SearchAttrConversation).ValueSet([]string{ws.ConversationID}))
+	}
+	if ws.TaskID != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeywordList(sandboxapi.SearchAttrTask).ValueSet([]string{ws.TaskID}))
+	}
+	dirty := ws.Dirty // the stored flag, unless the run knows better
+	if s.facts.Dirty != nil {
+		dirty = *s.facts.Dirty
+	}
+	attrs = append(attrs, dirtyKey.ValueSet(dirty))
+	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
 	_ = workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoWorkspace: wire.HandleFor(*ws, s.settings, false)})
 }
 

@@ -75,6 +75,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	removeBenchRepos()
 	tc.Close()
 	dev.Stop()
 	os.Exit(code)
@@ -159,11 +160,19 @@ func withIdle(stop, closeAfter time.Duration) hostOption {
 // of its task queue), stopped at the end of the test.
 func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 	t.Helper()
+	return startHostWith(t, name, hostworker.Options{}, opts...)
+}
+
+// startHostWith is startHost with extra hostworker.Options (its Client,
+// Credentials and Logger are always the tests' own).
+func startHostWith(t testing.TB, name string, hopts hostworker.Options, opts ...hostOption) *testHost {
+	t.Helper()
 	cfg := baseConfig(t, name)
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h, err := hostworker.Start(context.Background(), cfg, hostworker.Options{Client: tc, Credentials: creds, Logger: quiet})
+	hopts.Client, hopts.Credentials, hopts.Logger = tc, creds, quiet
+	h, err := hostworker.Start(context.Background(), cfg, hopts)
 	if err != nil {
 		t.Fatalf("start host: %v", err)
 	}

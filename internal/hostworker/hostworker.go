@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -49,6 +50,9 @@ type Options struct {
 	// codec's (Config.Security.Payloads.DataConverter(), FailureConverter()):
 	// the workers use the client's converters.
 	Client client.Client
+	// Interceptors are added to both workers (the shared and the host task
+	// queue's); the benchmarks time the hops of an operation with one.
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // Host is a running worker host.
@@ -144,7 +148,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 
 	// Running execs publish output progress as heartbeat details every second
 	// (activities.execStreaming): let the SDK send heartbeats that often.
-	wopts := worker.Options{MaxHeartbeatThrottleInterval: time.Second}
+	wopts := worker.Options{MaxHeartbeatThrottleInterval: time.Second, Interceptors: opts.Interceptors}
 	shared := worker.New(h.Client, cfg.TaskQueue, wopts)
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	h.Activities.Register(shared)

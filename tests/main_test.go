@@ -65,7 +65,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	temporalAddr = dev.Address
-	tc, err = client.Dial(client.Options{HostPort: dev.Address, Logger: sdklog.NewStructuredLogger(quiet)})
+	// No gzip on the loopback connection, as the worker's own client to an
+	// embedded server (temporalconn: it only costs CPU there).
+	tc, err = client.Dial(client.Options{HostPort: dev.Address, Logger: sdklog.NewStructuredLogger(quiet),
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dial:", err)
 		os.Exit(1)

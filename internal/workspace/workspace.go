@@ -328,6 +328,17 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 	if st.bg, err = m.inspected(ctx, st.bg); err != nil {
 		return sandbox.Workspace{}, err
 	}
+	if fresh(st) {
+		// Nothing of this workspace is on disk: no directory and no
+		// administrative directory of its name. Listing every worktree
+		// (which grows with the repository's workspaces) is skipped; the
+		// rare registration under another name is found by git itself,
+		// which refuses the add, and then handled below as a repair.
+		ws, err := m.create(ctx, st, nil, "", true)
+		if !errors.Is(err, errRegisteredElsewhere) {
+			return ws, err
+		}
+	}
 
 	entries, err := m.listWorktrees(ctx, st.bg)
 	if err != nil {
@@ -366,7 +377,23 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 			return sandbox.Workspace{}, err
 		}
 	}
-	return m.create(ctx, st, entries, known)
+	return m.create(ctx, st, entries, known, false)
+}
+
+// errRegisteredElsewhere: a fast create found the path registered already
+// (under an administrative directory of another name): Ensure lists the
+// worktrees and repairs it.
+var errRegisteredElsewhere = errors.New("worktree path is registered under another name")
+
+// fresh reports whether neither st's worktree directory nor an
+// administrative directory of its name exists (a new workspace).
+func fresh(st *ensureState) bool {
+	for _, p := range []string{st.wt, filepath.Join(st.bare, WorktreesDir, filepath.Base(st.wt))} {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }
 
 // reuse returns the existing, registered worktree.
@@ -412,8 +439,12 @@ func (m *Manager) reuse(ctx context.Context, st *ensureState, e *wtEntry, admin 
 }
 
 // create adds a new worktree at st.wt. known is a base commit recorded by a
-// previous incarnation of this workspace ("" when none).
-func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry, known string) (ws sandbox.Workspace, err error) {
+// previous incarnation of this workspace ("" when none). fast: entries were
+// not listed (fresh); when git then reports the path registered already,
+// create undoes only what it did (the branch it made) and returns
+// errRegisteredElsewhere. The branch's tip and the start point are looked
+// up in one git call.
+func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry, known string, fast bool) (ws sandbox.Workspace, err error) {
 	if fi, lerr := os.Lstat(st.wt); lerr == nil {
 		if !fi.IsDir() || !emptyDir(st.wt) {
 			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "workspace path %s exists but is not a registered worktree; refusing to overwrite it", st.wt)
@@ -440,10 +471,19 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		}
 		args = []string{"worktree", "add", "--detach", "--end-of-options", st.wt, base}
 	default:
-		tip, err := m.firstCommit(ctx, st.bg, "refs/heads/"+st.branch)
+		// The branch's tip and the start point in one call; when the start
+		// point's names are invalid, the tip alone (an existing branch
+		// needs no start point, so the error only counts without one).
+		names := []string{"refs/heads/" + st.branch}
+		startNames, startErr := m.startNames(st)
+		if startErr == nil {
+			names = append(names, startNames...)
+		}
+		res, err := m.resolveAll(ctx, st.bg, names...)
 		if err != nil {
 			return sandbox.Workspace{}, err
 		}
+		tip := res[0]
 		for _, e := range entries {
 			if e.Branch == "refs/heads/"+st.branch && e.Path != st.wt {
 				return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree (%s)", st.branch, e.Path)
@@ -458,7 +498,10 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 			}
 			args = []string{"worktree", "add", "--end-of-options", st.wt, st.branch}
 		} else {
-			from, err := m.startPoint(ctx, st)
+			if startErr != nil {
+				return sandbox.Workspace{}, startErr
+			}
+			from, err := m.startFrom(st, res[1:])
 			if err != nil {
 				return sandbox.Workspace{}, err
 			}
@@ -471,14 +514,25 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		return sandbox.Workspace{}, fsError(err, "create worktrees directory")
 	}
 	l := loc{bare: st.bare, wt: st.wt, name: filepath.Base(st.wt)}
+	registered := false
 	defer func() {
-		if err != nil {
+		switch {
+		case err == nil:
+		case registered:
+			// Not ours to clean: only the branch this call made goes.
+			m.dropBranch(ctx, st, createdBranch, base)
+		default:
 			m.cleanupFailed(ctx, st, l, createdBranch, base)
 		}
 	}()
 	m.crash("before-add", st.wt)
 	if _, err := st.bg.run(ctx, args...); err != nil {
-		if ge := gitStderr(err); strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
+		ge := gitStderr(err)
+		if fast && (strings.Contains(ge, "already registered") || strings.Contains(ge, "missing but locked")) {
+			registered = true
+			return sandbox.Workspace{}, errRegisteredElsewhere
+		}
+		if strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
 			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree: %s", st.branch, firstLine(ge))
 		}
 		return sandbox.Workspace{}, gitx.Classify(err, "git worktree add", sandbox.ErrWorkspaceUnavailable)
@@ -505,17 +559,37 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 // startPoint is the commit a new branch starts from: the tip of
 // refs/heads/<FromBranch> for a task with FromBranch, else the resolved base.
 func (m *Manager) startPoint(ctx context.Context, st *ensureState) (string, error) {
-	if st.req.FromBranch != "" {
-		c, err := m.firstCommit(ctx, st.bg, "refs/heads/"+st.req.FromBranch)
-		if err != nil {
-			return "", err
-		}
-		if c == "" {
-			return "", sandbox.Errorf(sandbox.ErrRefNotFound, "from_branch %q: no such local branch", st.req.FromBranch)
-		}
-		return c, nil
+	names, err := m.startNames(st)
+	if err != nil {
+		return "", err
 	}
-	return m.resolveBase(ctx, st.bg, st.baseRef)
+	res, err := m.resolveAll(ctx, st.bg, names...)
+	if err != nil {
+		return "", err
+	}
+	return m.startFrom(st, res)
+}
+
+// startNames are the names startPoint resolves, in order of preference.
+// Errors: ErrInvalidArgument, ErrRefNotFound (no base ref): baseCandidates.
+func (m *Manager) startNames(st *ensureState) ([]string, error) {
+	if st.req.FromBranch != "" {
+		return []string{"refs/heads/" + st.req.FromBranch}, nil
+	}
+	return baseCandidates(st.baseRef)
+}
+
+// startFrom picks the start point from the resolution of startNames.
+func (m *Manager) startFrom(st *ensureState, res []string) (string, error) {
+	for _, c := range res {
+		if c != "" {
+			return c, nil
+		}
+	}
+	if st.req.FromBranch != "" {
+		return "", sandbox.Errorf(sandbox.ErrRefNotFound, "from_branch %q: no such local branch", st.req.FromBranch)
+	}
+	return "", sandbox.Errorf(sandbox.ErrRefNotFound, "base ref %q is not a branch, tag or commit of the repository", st.baseRef)
 }
 
 // fallbackBase guesses the base commit of an existing branch whose record is
@@ -544,10 +618,18 @@ func (m *Manager) cleanupFailed(ctx context.Context, st *ensureState, l loc, bra
 	if err := forceRemoveAll(l.wt); err != nil {
 		m.log.Warn("workspace: cleanup: remove directory", "path", l.wt, "err", err)
 	}
-	if branch != "" && isHex(start) {
-		if _, err := st.bg.run(ctx, "update-ref", "-d", "refs/heads/"+branch, start); err != nil {
-			m.log.Warn("workspace: cleanup: delete branch", "branch", branch, "err", err)
-		}
+	m.dropBranch(ctx, st, branch, start)
+}
+
+// dropBranch deletes a branch this call created, while it still points at start.
+func (m *Manager) dropBranch(ctx context.Context, st *ensureState, branch, start string) {
+	if branch == "" || !isHex(start) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if _, err := st.bg.run(ctx, "update-ref", "-d", "refs/heads/"+branch, start); err != nil {
+		m.log.Warn("workspace: cleanup: delete branch", "branch", branch, "err", err)
 	}
 }
 

@@ -3,8 +3,10 @@ package workspace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -379,4 +381,47 @@ func TestRepairAfterCrashedCreation(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(admin, "locked"), []byte("initializing"), 0o644))
 	f.ensure(req)
 	assert.FileExists(t, filepath.Join(again.LocalPath, "work.txt"))
+}
+
+// A new workspace is created without listing the repository's worktrees;
+// when its path turns out to be registered under an administrative
+// directory of another name (git refuses the add), Ensure undoes only what
+// the attempt made and repairs the registration as before: the branch, its
+// commits and the recorded base are kept, and no branch is left behind.
+func TestFastCreateFallsBackToRepair(t *testing.T) {
+	for _, newBranch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("new-branch=%v", newBranch), func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+			require.NoError(t, f.m.WriteFile(ctx, ws, "work.txt", []byte("precious\n"), 0))
+			res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "precious work"})
+			require.NoError(t, err)
+			admin := filepath.Join(f.bare, WorktreesDir, filepath.Base(ws.LocalPath))
+			require.NoError(t, os.Rename(admin, admin+"-elsewhere"))
+			require.NoError(t, os.RemoveAll(ws.LocalPath))
+			want := "agent/edits-c1"
+			if newBranch {
+				// The branch is gone too: the fast attempt creates it, git
+				// refuses the add, and the attempt's branch must not stay.
+				f.git(f.bare, "update-ref", "-d", "refs/heads/agent/edits-c1")
+			}
+			again := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+			assert.Equal(t, ws.LocalPath, again.LocalPath)
+			assert.Equal(t, ws.BaseCommit, again.BaseCommit)
+			st, err := f.m.Status(ctx, again)
+			require.NoError(t, err)
+			assert.Equal(t, want, st.Branch)
+			if newBranch {
+				assert.Equal(t, ws.BaseCommit, st.Head, "recreated from the base")
+			} else {
+				assert.Equal(t, res.Commit, st.Head)
+				data, err := f.m.ReadFile(ctx, again, "work.txt")
+				require.NoError(t, err)
+				assert.Equal(t, "precious\n", string(data))
+			}
+			assert.Len(t, f.registered(), 1)
+			assert.Equal(t, []string{"agent/edits-c1"}, strings.Fields(f.git(f.bare, "for-each-ref", "--format=%(refname:short)", "refs/heads/")))
+		})
+	}
 }

@@ -47,6 +47,9 @@ const (
 	// one more event and timer task per operation, and a mutable state
 	// that grew by a timer per operation; docs/BENCHMARKS.md).
 	changeIdleTimer = "session-idle-timer"
+	// changeLocateLocal: the locate step of an acquire or a wake is a local
+	// activity (before: an activity, with a workflow task of its own).
+	changeLocateLocal = "session-locate-local"
 )
 
 // session is the state of one SessionWorkflow run.

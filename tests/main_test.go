@@ -174,7 +174,10 @@ func startHostWith(t testing.TB, name string, hopts hostworker.Options, opts ...
 	for _, o := range opts {
 		o(&cfg)
 	}
-	hopts.Client, hopts.Credentials, hopts.Logger = tc, creds, quiet
+	hopts.Credentials, hopts.Logger = creds, quiet
+	if cfg.TemporalAddress != "" {
+		hopts.Client = tc // else the host embeds its own server (embeddedServer)
+	}
 	h, err := hostworker.Start(context.Background(), cfg, hopts)
 	if err != nil {
 		t.Fatalf("start host: %v", err)
@@ -189,7 +192,20 @@ func startHostWith(t testing.TB, name string, hopts hostworker.Options, opts ...
 	if want := os.Getenv("SANDBOX_RUNTIME_PROVIDER"); want != "" && want != "auto" && cfg.RuntimeProvider == want && h.Activities.Runtimes.Kind() != want {
 		t.Fatalf("SANDBOX_RUNTIME_PROVIDER=%s but the host runs %s", want, h.Activities.Runtimes.Kind())
 	}
-	return &testHost{Host: h, client: sandboxclient.New(tc, sandboxclient.Options{TaskQueue: cfg.TaskQueue})}
+	return &testHost{Host: h, client: sandboxclient.New(h.Client, sandboxclient.Options{TaskQueue: cfg.TaskQueue})}
+}
+
+// embeddedServer makes a host embed its own Temporal dev server as `make
+// run` does (a SQLite file in its data dir, no Web UI) instead of using the
+// tests' shared in-memory one.
+func embeddedServer(t testing.TB) hostOption {
+	return func(c *hostworker.Config) {
+		port, err := devserver.FreePort("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.TemporalAddress, c.TemporalPort, c.UIPort = "", port, 0
+	}
 }
 
 // runtimeEnv are the variables that choose and configure a test host's

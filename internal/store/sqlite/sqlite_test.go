@@ -58,7 +58,7 @@ func TestOpenConfiguresDatabase(t *testing.T) {
 
 	var version int
 	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT MAX(version_id) FROM goose_db_version`).Scan(&version))
-	assert.Equal(t, 2, version, "00001_init.sql and 00002_hosts.sql applied")
+	assert.Equal(t, 3, version, "00001_init.sql, 00002_hosts.sql and 00003_base_fetched_at.sql applied")
 
 	// The partial unique indexes and eviction indexes exist.
 	rows, err := s.db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sandbox_workspaces' AND sql IS NOT NULL`)
@@ -123,8 +123,9 @@ func benchWorkspace(b testing.TB, s *Store) sandbox.Workspace {
 	return ws
 }
 
-// Statements are prepared once and reused; a closed store still fails with
-// database/sql's "database is closed", prepared statement or not.
+// Statements are prepared once and reused; a closed store still fails as
+// the store fails when closed (SandboxUnavailable, "the store is closed"),
+// prepared statement or not.
 func TestStatementsArePreparedOnce(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "sandbox.db"))
@@ -141,7 +142,8 @@ func TestStatementsArePreparedOnce(t *testing.T) {
 	assert.Equal(t, 2, n, "one insert, one select")
 	require.NoError(t, s.Close())
 	_, err = s.GetWorkspace(ctx, ws.ID)
-	require.ErrorContains(t, err, "database is closed")
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorContains(t, err, "the store is closed")
 	assert.Empty(t, s.stmts.m)
 }
 

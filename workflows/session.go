@@ -44,6 +44,15 @@ const (
 	// changeDirtyAttr: when an operation's result changes what the session
 	// knows of the workspace's dirty state, SandboxDirty is upserted.
 	changeDirtyAttr = "session-dirty-attribute"
+	// changeIdleTimer: one idle timer per run, kept across operations and
+	// replaced only when the deadline moves earlier (before: a new timer
+	// after every operation, the old ones left pending until they fired:
+	// one more event and timer task per operation, and a mutable state
+	// that grew by a timer per operation; docs/BENCHMARKS.md).
+	changeIdleTimer = "session-idle-timer"
+	// changeLocateLocal: the locate step of an acquire or a wake is a local
+	// activity (before: an activity, with a workflow task of its own).
+	changeLocateLocal = "session-locate-local"
 )
 
 // session is the state of one SessionWorkflow run.
@@ -88,6 +97,15 @@ type session struct {
 	// facts: what the run knows of the workspace from its operations'
 	// results, shown in its current details (session_details.go).
 	facts wire.SessionFacts
+	// idle is the run's pending idle timer (changeIdleTimer), nil when none.
+	idle *idleTimer
+}
+
+// idleTimer is a pending timer of the main loop that fires at at.
+type idleTimer struct {
+	at     time.Time
+	fired  workflow.Future
+	cancel workflow.CancelFunc
 }
 
 // SessionWorkflow is the entity of one workspace (docs/API.md "Getting a
@@ -159,6 +177,7 @@ func (s *session) register(ctx workflow.Context) error {
 // dormancy, continue-as-new and the end of the run.
 func (s *session) run(ctx workflow.Context) error {
 	logger := workflow.GetLogger(ctx)
+	keepTimer := workflow.GetVersion(ctx, changeIdleTimer, workflow.DefaultVersion, 1) >= 1
 	for {
 		switch {
 		case s.released || s.acquireFailed:
@@ -222,6 +241,12 @@ func (s *session) run(ctx workflow.Context) error {
 		cond := func() bool {
 			return s.seq != seq || s.released || s.dormant || (s.inFlight == 0 && (s.moveToHost || workflow.GetInfo(ctx).GetContinueAsNewSuggested()))
 		}
+		if keepTimer {
+			if err := s.awaitIdle(ctx, now, wait, cond); err != nil {
+				return err
+			}
+			continue
+		}
 		if wait == 0 {
 			if err := workflow.Await(ctx, cond); err != nil {
 				return err
@@ -230,6 +255,30 @@ func (s *session) run(ctx workflow.Context) error {
 			return err
 		}
 	}
+}
+
+// awaitIdle waits for cond, or (wait > 0) until now+wait has passed: the
+// run's one idle timer is reused when it fires no later than that, and
+// replaced (the old one canceled) when it would fire too late. A timer that
+// fires early wakes the loop, which starts one for the rest of the wait.
+func (s *session) awaitIdle(ctx workflow.Context, now time.Time, wait time.Duration, cond func() bool) error {
+	if wait > 0 {
+		at := now.Add(wait)
+		if s.idle != nil && s.idle.at.After(at) {
+			s.idle.cancel()
+			s.idle = nil
+		}
+		if s.idle == nil {
+			tctx, cancel := workflow.WithCancel(ctx)
+			s.idle = &idleTimer{at: at, fired: workflow.NewTimerWithOptions(tctx, wait, workflow.TimerOptions{Summary: "idle"}), cancel: cancel}
+		}
+	}
+	t := s.idle
+	err := workflow.Await(ctx, func() bool { return cond() || (t != nil && t.fired.IsReady()) })
+	if t != nil && t.fired.IsReady() && s.idle == t {
+		s.idle = nil
+	}
+	return err
 }
 
 // awaitFirstAcquire waits for the run's first acquire (or signal): when none

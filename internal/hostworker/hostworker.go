@@ -60,6 +60,10 @@ type Options struct {
 	// MetricsCacheFor is how long workspace and session counts are reused
 	// between scrapes (0: 15 s); tests shorten it.
 	MetricsCacheFor time.Duration
+	// Interceptors are added to both workers (the shared and the host task
+	// queue's), after the metrics one; the benchmarks time the hops of an
+	// operation with one.
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // Host is a running worker host.
@@ -183,6 +187,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		// Every activity of both workers, whoever registered it.
 		wopts.Interceptors = []interceptor.WorkerInterceptor{h.Metrics.Interceptor()}
 	}
+	wopts.Interceptors = append(wopts.Interceptors, opts.Interceptors...)
 	shared := worker.New(h.Client, cfg.TaskQueue, wopts)
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	h.Activities.Register(shared)

@@ -656,6 +656,15 @@ func (c *Cache) guessBranch(ctx context.Context, dir, sha string) string {
 
 // defaultBranch reads refs/remotes/origin/HEAD; "" when unset.
 func (c *Cache) defaultBranch(ctx context.Context, dir string) string {
+	// A symbolic ref is always a loose file ("ref: <target>"), never packed:
+	// read it as `git symbolic-ref` would, without a process; anything else
+	// (no such file, another ref store) asks git.
+	if b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(OriginHEAD))); err == nil && len(b) < 1024 {
+		if ref, ok := strings.CutPrefix(strings.TrimSuffix(string(b), "\n"), "ref: "); ok &&
+			strings.HasPrefix(ref, RemoteRefPrefix) && !strings.ContainsAny(ref, "\n\x00") {
+			return strings.TrimPrefix(ref, RemoteRefPrefix)
+		}
+	}
 	out, err := c.run(ctx, dir, localTimeout, nil, "", "symbolic-ref", "--quiet", OriginHEAD)
 	if err != nil {
 		return ""

@@ -54,6 +54,7 @@ func CleanupWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.C
 		rep.Done, rep.FinishedAt = true, workflow.Now(ctx)
 		return rep, appError(err)
 	}
+	watchDetails(ctx, func() string { return cleanupDetails(&rep) })
 	hostTimeout := in.HostTimeout
 	if hostTimeout <= 0 {
 		hostTimeout = sandboxapi.DefaultCleanupHostTimeout

@@ -96,27 +96,11 @@ func (m *Metrics) ObserveActivity(name string, arg, out any, err error, took tim
 	case wire.ActivityDeleteOrphanRuntimes:
 		in, _ := arg.(wire.DeleteOrphanRuntimesInput)
 		r, ok := out.(wire.DeleteOrphanRuntimesResult)
-		if err != nil || !ok {
-			for _, a := range in.Actions {
-				m.evictionActions.WithLabelValues(string(a.Kind), string(a.Tier), sandboxapi.OutcomeFailed).Inc()
-			}
-			return
-		}
-		for _, res := range r.Results {
-			m.observeEvict(res, sandboxapi.EvictRequest{Action: res.Action, Tier: res.Tier})
-		}
+		m.observeEvictBatch(in.Actions, r.Results, err == nil && ok)
 	case wire.ActivityRemoveRepoCaches:
 		in, _ := arg.(wire.RemoveRepoCachesInput)
 		r, ok := out.(wire.RemoveRepoCachesResult)
-		if err != nil || !ok {
-			for _, a := range in.Actions {
-				m.evictionActions.WithLabelValues(string(a.Kind), string(a.Tier), sandboxapi.OutcomeFailed).Inc()
-			}
-			return
-		}
-		for _, res := range r.Results {
-			m.observeEvict(res, sandboxapi.EvictRequest{Action: res.Action, Tier: res.Tier})
-		}
+		m.observeEvictBatch(in.Actions, r.Results, err == nil && ok)
 	}
 }
 
@@ -183,6 +167,21 @@ func (m *Metrics) observePlan(r sandboxapi.PlanEvictionResult) {
 		at = time.Now()
 	}
 	m.diskMeasuredAt.Set(float64(at.UnixNano()) / 1e9)
+}
+
+// observeEvictBatch counts the results of a host-level batch of eviction
+// actions (orphan runtimes, repo caches); when the activity failed (ok
+// false) every planned action counts as failed.
+func (m *Metrics) observeEvictBatch(planned []sandboxapi.EvictionAction, results []sandboxapi.EvictResult, ok bool) {
+	if !ok {
+		for _, a := range planned {
+			m.evictionActions.WithLabelValues(string(a.Kind), string(a.Tier), sandboxapi.OutcomeFailed).Inc()
+		}
+		return
+	}
+	for _, res := range results {
+		m.observeEvict(res, sandboxapi.EvictRequest{Action: res.Action, Tier: res.Tier})
+	}
 }
 
 func (m *Metrics) observeEvict(r sandboxapi.EvictResult, req sandboxapi.EvictRequest) {

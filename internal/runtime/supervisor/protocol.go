@@ -141,7 +141,7 @@ type Info struct {
 	PTY       bool     `json:"pty,omitempty"`
 	Exec      bool     `json:"exec,omitempty"` // Spec.Exec
 	Pid       int      `json:"pid,omitempty"`  // in the sandbox's pid namespace
-	StartedMS int64    `json:"started_ms"`    // Unix milliseconds
+	StartedMS int64    `json:"started_ms"`     // Unix milliseconds
 	// Exited is set once the leader has ended; ExitCode is its shell-style
 	// code (128+n for signal n), Reason why. TreeRunning tells that
 	// processes it started still run (background processes only).
@@ -180,8 +180,8 @@ type Response struct {
 	Info *Info `json:"info,omitempty"`
 	// start: Spec.ID named a process the supervisor already held.
 	Existing bool     `json:"existing,omitempty"`
-	Chunks [2]Chunk `json:"chunks,omitempty"` // read: data in the payload, stdout first
-	List   []Info   `json:"list,omitempty"`
+	Chunks   [2]Chunk `json:"chunks,omitempty"` // read: data in the payload, stdout first
+	List     []Info   `json:"list,omitempty"`
 	// shutdown: every background process with what its buffers still hold.
 	Final []Final `json:"final,omitempty"`
 	// write: bytes accepted

@@ -106,6 +106,14 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityMergeBranches:     a.MergeBranches,
 		wire.ActivityPush:              a.Push,
 		wire.ActivityCreatePullRequest: a.CreatePullRequest,
+		wire.ActivityExecStart:         a.ExecStart,
+		wire.ActivityExecCancel:        a.ExecCancel,
+		wire.ActivityProcessStart:      a.ProcessStart,
+		wire.ActivityProcessRead:       a.ProcessRead,
+		wire.ActivityProcessWrite:      a.ProcessWrite,
+		wire.ActivityProcessSignal:     a.ProcessSignal,
+		wire.ActivityProcessResize:     a.ProcessResize,
+		wire.ActivityProcessList:       a.ProcessList,
 	}
 }
 
@@ -411,7 +419,9 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 }
 
 // Exec runs one command in the workspace's runtime, creating or resuming the
-// runtime first. A non-zero exit or a timeout is a result. Errors:
+// runtime first; with in.ProcessID it waits instead for the command
+// ExecStart started as that process (process.go), re-attaching to it when
+// retried. A non-zero exit or a timeout is a result. Errors:
 // ErrInvalidArgument, ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
 func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
 	res, err := a.exec(ctx, in)
@@ -419,6 +429,10 @@ func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (sandb
 }
 
 func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+	if in.ProcessID != "" {
+		// The command ExecStart started: wait for it (process.go).
+		return a.execWait(ctx, in)
+	}
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandbox.ExecResult{}, err

@@ -260,3 +260,43 @@ func ExecProcessID(workspaceID, updateID string) string {
 	sum := sha256.Sum256([]byte(workspaceID + "/" + updateID))
 	return "exec-" + hex.EncodeToString(sum[:12])
 }
+
+// The stream workflow (docs/API.md "Streaming exec output"): a reader of a
+// workspace's process output that works beside the session. Its only
+// update is process_read (the session's argument and result); its history
+// is shed by continue-as-new every few MiB, so streaming a command's whole
+// output never grows the session's history, and a read never waits for
+// the session's lock.
+const (
+	// ProcessStreamWorkflowType is its registered name; start it on the
+	// shared task queue with update-with-start (conflict policy USE_EXISTING).
+	ProcessStreamWorkflowType = "ProcessStreamWorkflow"
+	// StreamWorkflowIDPrefix + the workspace id's 24 hex digits is its
+	// workflow id (StreamWorkflowID).
+	StreamWorkflowIDPrefix = "sandbox-stream/"
+	// SignalProcessUsed is the session signal the stream workflow sends
+	// (ProcessUsedSignal) so that reading a process through it keeps the
+	// process in use for the session's idle rules.
+	SignalProcessUsed = "process_used"
+)
+
+// StreamWorkflowID returns the stream workflow id of a workspace
+// ("sandbox-stream/" + its 24 hex digits). Errors: ErrInvalidArgument for a
+// malformed workspace id.
+func StreamWorkflowID(wsID string) (string, error) {
+	if err := ValidateWorkspaceID(wsID); err != nil {
+		return "", err
+	}
+	return StreamWorkflowIDPrefix + wsID[len("ws-"):], nil
+}
+
+// StreamInput is the stream workflow's argument.
+type StreamInput struct {
+	WorkspaceID string `json:"workspace_id"`
+}
+
+// ProcessUsedSignal is the payload of SignalProcessUsed: processes read
+// through the stream workflow since its last signal.
+type ProcessUsedSignal struct {
+	ProcessIDs []string `json:"process_ids"`
+}

@@ -137,8 +137,9 @@ type ProcessReadInput struct {
 	// StderrOffset, when set (Stream stdout), also reads stderr from that
 	// offset in the same call (ProcessReadResult.Stderr).
 	StderrOffset *int64 `json:"stderr_offset,omitempty"`
-	// MaxBytes bounds the data of each stream (0: DefaultProcessReadBytes,
-	// at most MaxProcessReadBytes).
+	// MaxBytes bounds the data returned (0: DefaultProcessReadBytes, at
+	// most MaxProcessReadBytes): with StderrOffset both streams' together,
+	// stdout first, so that one read fits one Temporal payload.
 	MaxBytes int `json:"max_bytes,omitempty"`
 	// WaitMS is how long to wait, in milliseconds, when there is nothing
 	// new (at most 30,000): the read returns as soon as there are new bytes

@@ -26,7 +26,7 @@ func TestDockerEndToEnd(t *testing.T) {
 		img = "sandboxcore-test:latest"
 	}
 	ctx := ctxFor(t, 3*time.Minute)
-	if p, err := docker.New(ctx, docker.Options{Image: img}); err != nil {
+	if p, err := docker.New(ctx, docker.Options{Image: img, Supervisor: os.Getenv("SANDBOX_SUPERVISOR_BINARY")}); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("docker runtime unavailable: %v", err)
 		}

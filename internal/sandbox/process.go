@@ -152,8 +152,9 @@ type ProcessReadRequest struct {
 	// ProcessOutput.Stderr.
 	Both         bool  `json:"both,omitempty"`
 	StderrOffset int64 `json:"stderr_offset,omitempty"`
-	// MaxBytes bounds the returned data of each stream (0:
-	// DefaultProcessReadBytes, at most MaxProcessReadBytes).
+	// MaxBytes bounds the returned data (0: DefaultProcessReadBytes, at
+	// most MaxProcessReadBytes); a Both read's two streams together,
+	// stdout first.
 	MaxBytes int `json:"max_bytes,omitempty"`
 	// Wait is how long to wait for new output (at most MaxProcessReadWait).
 	Wait time.Duration `json:"wait,omitempty"`

@@ -211,7 +211,13 @@ type ReadResult struct {
 // Read reads from the given offsets (NoStream: nothing of that stream),
 // waiting up to wait for something new; peek reads without acknowledging.
 func (c *Client) Read(ctx context.Context, id string, offsets [2]int64, max int, wait time.Duration, peek bool) (ReadResult, error) {
-	resp, data, err := c.call(ctx, Request{Op: "read", ID: id, Offsets: offsets, Max: max, WaitMS: wait.Milliseconds(), Peek: peek}, nil)
+	return c.ReadTotal(ctx, id, offsets, max, 0, wait, peek)
+}
+
+// ReadTotal is Read with both streams' data bounded by total together
+// (0: no bound beyond max each).
+func (c *Client) ReadTotal(ctx context.Context, id string, offsets [2]int64, max, total int, wait time.Duration, peek bool) (ReadResult, error) {
+	resp, data, err := c.call(ctx, Request{Op: "read", ID: id, Offsets: offsets, Max: max, MaxTotal: total, WaitMS: wait.Milliseconds(), Peek: peek}, nil)
 	if err != nil {
 		return ReadResult{}, err
 	}

@@ -107,7 +107,11 @@ func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.Proc
 	if req.Both {
 		offs[1] = req.StderrOffset
 	}
-	r, err := c.Read(ctx, id, offs, max, req.Wait, req.Peek)
+	total := 0
+	if req.Both {
+		total = max // one read fits one payload
+	}
+	r, err := c.ReadTotal(ctx, id, offs, max, total, req.Wait, req.Peek)
 	if err != nil {
 		if out, ok := p.archived(id, idx, req, max); ok { // stopped meanwhile
 			return out, nil
@@ -130,7 +134,7 @@ func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.Proc
 func (p *Processes) archived(id string, idx int, req sandbox.ProcessReadRequest, max int) (sandbox.ProcessOutput, bool) {
 	out, ok := p.Archive.Read(id, idx, req.Offset, max)
 	if ok && req.Both {
-		e, _ := p.Archive.Read(id, 1, req.StderrOffset, max)
+		e, _ := p.Archive.Read(id, 1, req.StderrOffset, max-len(out.Data))
 		out.Stderr = &sandbox.ProcessChunk{Data: e.Data, Offset: e.Offset, NextOffset: e.NextOffset, DroppedBytes: e.DroppedBytes, EOF: e.EOF}
 	}
 	return out, ok

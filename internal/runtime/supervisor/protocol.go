@@ -44,6 +44,9 @@ type Request struct {
 	// streams to close.
 	Offsets [2]int64 `json:"offsets,omitempty"`
 	Max     int      `json:"max,omitempty"`
+	// MaxTotal, when set, bounds both streams' data together (the first
+	// stream is served first): a read fits one payload.
+	MaxTotal int `json:"max_total,omitempty"`
 	WaitMS  int64    `json:"wait_ms,omitempty"`
 	Peek    bool     `json:"peek,omitempty"`
 
@@ -101,8 +104,9 @@ type Spec struct {
 	// are served from it).
 	HeadBytes int `json:"head_bytes,omitempty"`
 	// Lossless: the buffer never drops a byte no read has asked past: the
-	// process waits while its unread output fills the buffer, as long as a
-	// read (not a peek) came within LosslessIdle.
+	// process waits while its unread output fills the buffer (twice the
+	// usual size, so that it writes on while a reader fetches), as long as
+	// a read (not a peek) came within LosslessIdle.
 	Lossless bool `json:"lossless,omitempty"`
 	// PTY runs the process on a new pseudo-terminal of Rows×Cols as its
 	// controlling terminal (one output stream).

@@ -437,10 +437,14 @@ func (s *server) launch(spec *Spec) (*proc, *Error) {
 		env = mergeEnv(s.inherit, spec.Env)
 	}
 	capacity, head := s.bufBytes, 0
-	if spec.Foreground {
+	switch {
+	case spec.Foreground:
 		capacity = foregroundWindow
-	} else {
-		head = min(max(spec.HeadBytes, 0), capacity)
+	case spec.Lossless:
+		capacity = 2 * s.bufBytes
+	}
+	if !spec.Foreground {
+		head = min(max(spec.HeadBytes, 0), s.bufBytes)
 	}
 	id := spec.ID
 	if id == "" {
@@ -800,10 +804,14 @@ func (s *server) read(req Request, gone <-chan struct{}) (Response, []byte, *Err
 		c := Chunk{Offset: req.Offsets[i]}
 		if b != nil {
 			var d []byte
+			n := max
+			if req.MaxTotal > 0 {
+				n = min(n, req.MaxTotal-len(data))
+			}
 			if c.Offset == NoStream {
 				c.Offset = b.end
 			} else {
-				d, c.Offset, c.Dropped = b.readAt(c.Offset, max)
+				d, c.Offset, c.Dropped = b.readAt(c.Offset, n)
 			}
 			c.Len = len(d)
 			data = append(data, d...)

@@ -54,6 +54,15 @@ const (
 	ExitReasonLost           = "lost"            // its tracking was killed from inside the runtime
 )
 
+// ProcessStreams, ExitReasons and CancelStates list the values of those
+// fields (docs/schema states them as enums).
+var (
+	ProcessStreams = []string{StreamStdout, StreamStderr, StreamPTY}
+	ExitReasons    = []string{ExitReasonExited, ExitReasonSignaled, ExitReasonTimeout, ExitReasonCancelled,
+		ExitReasonRuntimeStopped, ExitReasonStartFailed, ExitReasonLost}
+	CancelStates = []string{CancelRunning, CancelQueued, CancelFinished, CancelUnknown}
+)
+
 // ProcessSignals are the signal names process_signal accepts (with or
 // without "SIG", any case).
 var ProcessSignals = []string{"INT", "TERM", "KILL", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT", "WINCH"}

@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 )
 
 // benchRepo returns a file:// URL of this project's own repository when the
@@ -91,9 +93,30 @@ func BenchmarkRawGitWorktreeAdd(b *testing.B) {
 	}
 }
 
+// latencies records per-operation durations of a benchmark and reports
+// their median and 99th percentile (p50-ms, p99-ms) next to ns/op.
+type latencies []time.Duration
+
+func (l *latencies) time(fn func()) {
+	start := time.Now()
+	fn()
+	*l = append(*l, time.Since(start))
+}
+
+func (l latencies) report(b *testing.B) {
+	if len(l) == 0 {
+		return
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	b.ReportMetric(float64(s[len(s)/2])/1e6, "p50-ms")
+	b.ReportMetric(float64(s[min(len(s)-1, len(s)*99/100)])/1e6, "p99-ms")
+}
+
 // BenchmarkExecTrue measures one exec update running `true` in the test host's
 // runtime: SANDBOX_RUNTIME_PROVIDER as set, unset = auto (bubblewrap when
-// usable, as make run; see baseConfig).
+// usable, as make run; see baseConfig). Its command runs as a process of the
+// runtime, started and waited for by one local activity (the fast path).
 func BenchmarkExecTrue(b *testing.B) {
 	h := startHost(b, uniq(b, "bench-exec"))
 	ctx := context.Background()
@@ -105,13 +128,45 @@ func BenchmarkExecTrue(b *testing.B) {
 	if _, err := s.Exec(ctx, req); err != nil {
 		b.Fatal(err)
 	}
+	var lat latencies
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := s.Exec(ctx, req)
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("exec: %v %+v", err, res)
+		lat.time(func() {
+			res, err := s.Exec(ctx, req)
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("exec: %v %+v", err, res)
+			}
+		})
+	}
+	lat.report(b)
+}
+
+// BenchmarkExecStartTrue is a baseline of BenchmarkExecTrue: what its one
+// local activity does (sandbox.ExecStart: the workspace row, the runtime,
+// start `true` as a process, wait for it, read its output), called
+// directly, without Temporal.
+func BenchmarkExecStartTrue(b *testing.B) {
+	h := startHost(b, uniq(b, "bench-execstart"))
+	ctx := context.Background()
+	_, hd, err := h.client.Acquire(ctx, editRequest(uniq(b, "u"), "p", "exec", benchRepo(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := sandbox.ExecRequest{Cmd: []string{"true"}}
+	run := func(i int) {
+		res, err := h.Activities.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: hd.WorkspaceID, Request: req,
+			ProcessID: fmt.Sprintf("exec-bench-%d-%d", time.Now().UnixNano(), i), Wait: time.Second})
+		if err != nil || !res.Done || res.Result.ExitCode != 0 {
+			b.Fatalf("exec start: %v %+v", err, res)
 		}
 	}
+	run(-1)
+	var lat latencies
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		lat.time(func() { run(i) })
+	}
+	lat.report(b)
 }
 
 // BenchmarkReadFile measures one read_file update of a small file.
@@ -125,19 +180,27 @@ func BenchmarkReadFile(b *testing.B) {
 	if err := s.WriteFile(ctx, "bench.txt", []byte("hello\n"), 0); err != nil {
 		b.Fatal(err)
 	}
+	var lat latencies
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.ReadFile(ctx, "bench.txt"); err != nil {
-			b.Fatal(err)
-		}
+		lat.time(func() {
+			if _, err := s.ReadFile(ctx, "bench.txt"); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
+	lat.report(b)
 }
 
 // BenchmarkRawForkExec is the baseline of BenchmarkExecTrue: fork/exec of `true`.
 func BenchmarkRawForkExec(b *testing.B) {
+	var lat latencies
 	for i := 0; i < b.N; i++ {
-		if err := exec.Command("true").Run(); err != nil {
-			b.Fatal(err)
-		}
+		lat.time(func() {
+			if err := exec.Command("true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
+	lat.report(b)
 }

@@ -286,9 +286,12 @@ func (c *Client) Shutdown(ctx context.Context, grace time.Duration) ([]Final, er
 		return nil, err
 	}
 	defer k.Close()
-	resp, _, err := exchange(ctx, k, Request{Op: "shutdown", GraceMS: grace.Milliseconds()}, nil)
+	resp, payload, err := exchange(ctx, k, Request{Op: "shutdown", GraceMS: grace.Milliseconds()}, nil)
 	c.Close()
-	return resp.Final, err
+	if err != nil {
+		return nil, err
+	}
+	return decodeFinals(resp.Final, payload)
 }
 
 // Run runs a foreground process on a connection of its own and hands every

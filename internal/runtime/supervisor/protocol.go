@@ -186,8 +186,9 @@ type Response struct {
 	Existing bool     `json:"existing,omitempty"`
 	Chunks   [2]Chunk `json:"chunks,omitempty"` // read: data in the payload, stdout first
 	List     []Info   `json:"list,omitempty"`
-	// shutdown: every background process with what its buffers still hold.
-	Final []Final `json:"final,omitempty"`
+	// shutdown: every background process with the sizes of what it keeps
+	// (heads, then tails, of each process in order: the payload).
+	Final []FinalHeader `json:"final,omitempty"`
 	// write: bytes accepted
 	Written int `json:"written,omitempty"`
 }
@@ -201,14 +202,79 @@ type HelloInfo struct {
 	StartedMS int64  `json:"started_ms"`
 }
 
-// Final is a background process as shutdown leaves it: its Info and the
-// bytes its buffers still hold, each stream starting at Starts[i], and the
-// head each kept (Spec.HeadBytes, from offset 0).
+// Final is a background process as shutdown leaves it: its Info, the
+// newest bytes of each stream (at most ArchiveTailBytes, starting at
+// Starts[i]), and the head each kept (Spec.HeadBytes, from offset 0).
 type Final struct {
 	Info   Info      `json:"info"`
 	Starts [2]int64  `json:"starts"`
 	Data   [2][]byte `json:"data"`
 	Heads  [2][]byte `json:"heads,omitempty"`
+}
+
+// FinalHeader is a Final on the wire: the byte counts of its heads and
+// tails, which follow in the response's payload.
+type FinalHeader struct {
+	Info     Info     `json:"info"`
+	Starts   [2]int64 `json:"starts"`
+	Lens     [2]int   `json:"lens"`
+	HeadLens [2]int   `json:"head_lens,omitempty"`
+}
+
+// ArchiveTailBytes bounds what shutdown keeps of each stream's newest
+// output (so that a runtime's archive stays a few MiB whatever ran there).
+const ArchiveTailBytes = 256 << 10
+
+// encodeFinals splits fs into headers and one payload.
+func encodeFinals(fs []Final) ([]FinalHeader, []byte) {
+	hs := make([]FinalHeader, len(fs))
+	var payload []byte
+	for i, f := range fs {
+		hs[i] = FinalHeader{Info: f.Info, Starts: f.Starts}
+		for j := range 2 {
+			hs[i].HeadLens[j] = len(f.Heads[j])
+			payload = append(payload, f.Heads[j]...)
+		}
+		for j := range 2 {
+			hs[i].Lens[j] = len(f.Data[j])
+			payload = append(payload, f.Data[j]...)
+		}
+	}
+	return hs, payload
+}
+
+// decodeFinals is encodeFinals' inverse.
+func decodeFinals(hs []FinalHeader, payload []byte) ([]Final, error) {
+	out := make([]Final, len(hs))
+	take := func(n int) ([]byte, error) {
+		if n < 0 || n > len(payload) {
+			return nil, errors.New("supervisor: malformed shutdown response")
+		}
+		b := payload[:n:n]
+		payload = payload[n:]
+		if n == 0 {
+			return nil, nil
+		}
+		return b, nil
+	}
+	for i, h := range hs {
+		out[i] = Final{Info: h.Info, Starts: h.Starts}
+		var err error
+		for j := range 2 {
+			if out[i].Heads[j], err = take(h.HeadLens[j]); err != nil {
+				return nil, err
+			}
+		}
+		for j := range 2 {
+			if out[i].Data[j], err = take(h.Lens[j]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(payload) != 0 {
+		return nil, errors.New("supervisor: malformed shutdown response")
+	}
+	return out, nil
 }
 
 // Error kinds of Response.Error.

@@ -306,7 +306,8 @@ func (s *server) serveConn(c net.Conn) {
 		if p != nil {
 			owned = append(owned, p)
 		}
-		if err := writeFrame(c, resp, out); err != nil {
+		werr := writeFrame(c, resp, out)
+		if werr != nil && f.req.Op != "shutdown" {
 			return
 		}
 		if f.req.Op == "shutdown" && resp.Error == nil {
@@ -370,7 +371,8 @@ func (s *server) handle(req Request, payload []byte, gone <-chan struct{}) (Resp
 	case "list":
 		return Response{List: s.list()}, nil, nil
 	case "shutdown":
-		return Response{Final: s.shutdown(time.Duration(req.GraceMS) * time.Millisecond)}, nil, nil
+		hs, payload := encodeFinals(s.shutdown(time.Duration(req.GraceMS) * time.Millisecond))
+		return Response{Final: hs}, payload, nil
 	}
 	return fail(errorf(ErrInvalid, "unknown op %q", req.Op))
 }
@@ -1048,10 +1050,11 @@ func (s *server) shutdown(grace time.Duration) []Final {
 		}
 		for i, b := range p.bufs {
 			if b != nil {
-				f.Starts[i] = b.start
-				f.Data[i] = b.read(b.start, int(b.end-b.start))
+				from := max(b.start, b.end-ArchiveTailBytes)
+				f.Starts[i] = from
+				f.Data[i] = b.read(from, int(b.end-from))
 				f.Info.Totals[i] = b.end
-				if len(b.head) > 0 && b.start > 0 {
+				if len(b.head) > 0 && from > 0 {
 					f.Heads[i] = slices.Clone(b.head)
 				}
 			}

@@ -38,8 +38,16 @@ func serveTB(t testing.TB) (*supervisor.Client, *exec.Cmd) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = c.Shutdown(ctx, time.Second)
-		_ = cmd.Wait()
+		_, err := c.Shutdown(ctx, time.Second)
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("the supervisor did not exit after shutdown (%v)", err)
+		}
 	})
 	return c, cmd
 }
@@ -197,4 +205,58 @@ func TestExecProcesses(t *testing.T) {
 	// A bad id is refused; the process limit does not count execs.
 	_, _, err = c.Start(ctx, supervisor.Spec{ID: "../x", Exec: true, Argv: []string{"true"}, Env: env(), Dir: "/"})
 	require.Error(t, err)
+}
+
+// TestShutdownWithFullBuffers: a shutdown with many full buffers answers
+// (their newest ArchiveTailBytes each, in the payload) and the supervisor
+// exits.
+func TestShutdownWithFullBuffers(t *testing.T) {
+	bin := supervisortest.Binary(t)
+	sock := filepath.Join(t.TempDir(), "ctl.sock")
+	ln, err := supervisor.Listen(sock)
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "serve", "--ctl-fd", "3", "--runtime", "t")
+	cmd.ExtraFiles = []*os.File{ln}
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, cmd.Start())
+	ln.Close()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c := supervisor.NewClient(sock)
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 24; i++ {
+		info, _, err := c.Start(ctx, supervisor.Spec{Argv: []string{"sh", "-c", "head -c 1200000 /dev/zero; head -c 1200000 /dev/zero >&2; exec sleep 300"}, Env: env(), Dir: "/"})
+		require.NoError(t, err)
+		ids = append(ids, info.ID)
+	}
+	for _, id := range ids {
+		for {
+			r, err := c.Read(ctx, id, [2]int64{supervisor.NoStream, supervisor.NoStream}, 0, 0, true)
+			require.NoError(t, err)
+			if r.Info.Totals == [2]int64{1200000, 1200000} {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	finals, err := c.Shutdown(sctx, 5*time.Second)
+	require.NoError(t, err)
+	require.Len(t, finals, len(ids))
+	for _, f := range finals {
+		require.Equal(t, supervisor.ReasonStopped, f.Info.Reason)
+		for i := range 2 {
+			require.Len(t, f.Data[i], supervisor.ArchiveTailBytes)
+			require.Equal(t, int64(1200000-supervisor.ArchiveTailBytes), f.Starts[i])
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the supervisor did not exit after shutdown")
+	}
 }

@@ -124,7 +124,9 @@ func (a *Activities) execWait(ctx context.Context, in wire.ExecActivityInput) (s
 	for {
 		info, err := pr.WaitProcess(ctx, in.ProcessID, execWaitStep)
 		if errors.Is(err, sandbox.ErrNotFound) {
-			return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "exec %s: its command's process is gone (the runtime was destroyed or its host restarted); its outcome is unknown", in.Request.Cmd[0])
+			// Not retried: no attempt can find it again.
+			return sandbox.ExecResult{}, sandboxapi.NewApplicationError(sandbox.Errorf(sandbox.ErrRuntimeUnavailable,
+				"exec %s: its command's process is gone (the runtime was destroyed or its host restarted); its outcome is unknown", sandbox.Clip(in.Request.Cmd[0], 64)), true)
 		}
 		if err != nil {
 			return sandbox.ExecResult{}, err
@@ -387,13 +389,10 @@ func (a *Activities) ProcessResize(ctx context.Context, in wire.ProcessActivityI
 	return sandboxapi.ProcessResult{ProcessID: in.Request.ProcessID}, nil
 }
 
-// ProcessList lists the runtime's background processes (process_list); a
-// runtime without processes lists none (its Support says so).
+// ProcessList lists the runtime's background processes (process_list).
+// Errors: ErrCommandRejected when the runtime has no processes.
 func (a *Activities) ProcessList(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.ProcessListResult, error) {
 	_, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
-	if isNoProcesses(err) {
-		return sandboxapi.ProcessListResult{Processes: []sandboxapi.ProcessInfo{}}, nil
-	}
 	if err != nil {
 		return sandboxapi.ProcessListResult{}, ToApplicationError(err)
 	}

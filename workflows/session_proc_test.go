@@ -307,3 +307,21 @@ type callback struct{ out *updateResult }
 func (c *callback) Accept()                   {}
 func (c *callback) Reject(err error)          { c.out.rejected = err }
 func (c *callback) Complete(v any, err error) { c.out.value, c.out.err = v, err }
+
+// TestExecFallsBackOnARuntimeWithoutProcesses: ExecStart says the runtime
+// runs no processes; the exec activity runs the command (the way before).
+func TestExecFallsBackOnARuntimeWithoutProcesses(t *testing.T) {
+	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	f.execStart = func(wire.ExecActivityInput) wire.ExecStartResult { return wire.ExecStartResult{Unsupported: true} }
+	req := *in.Request
+	var acq, ex updateResult
+	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"true"}})
+	update(env, time.Minute, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
+	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
+	requireDormant(t, env, sandboxapi.StateReleased)
+	require.NoError(t, ex.err)
+	assert.Equal(t, "ok\n", string(ex.value.(sandbox.ExecResult).Stdout))
+	assert.Equal(t, int32(1), f.execs.Load(), "the exec activity ran the command")
+	assert.Zero(t, f.waits.Load())
+}

@@ -46,9 +46,9 @@ type Request struct {
 	Max     int      `json:"max,omitempty"`
 	// MaxTotal, when set, bounds both streams' data together (the first
 	// stream is served first): a read fits one payload.
-	MaxTotal int `json:"max_total,omitempty"`
-	WaitMS  int64    `json:"wait_ms,omitempty"`
-	Peek    bool     `json:"peek,omitempty"`
+	MaxTotal int   `json:"max_total,omitempty"`
+	WaitMS   int64 `json:"wait_ms,omitempty"`
+	Peek     bool  `json:"peek,omitempty"`
 
 	// write: the payload goes to stdin; Close closes stdin afterwards.
 	Close bool `json:"close,omitempty"`

@@ -12,15 +12,10 @@ type rwLock struct {
 	readers        int
 }
 
-// acquire blocks until the lock is held: exclusively when exclusive, shared
-// otherwise. It fails only when the workflow context is cancelled.
-func (l *rwLock) acquire(ctx workflow.Context, exclusive bool) error {
-	_, err := l.acquireUnless(ctx, exclusive, nil)
-	return err
-}
-
-// acquireUnless is acquire that gives up, returning false without the
-// lock, as soon as abort (nil: never) holds while it waits.
+// acquireUnless blocks until the lock is held (exclusively when exclusive,
+// shared otherwise) and returns true, or gives up, returning false without
+// the lock, as soon as abort (nil: never) holds while it waits. It fails
+// only when the workflow context is cancelled.
 func (l *rwLock) acquireUnless(ctx workflow.Context, exclusive bool, abort func() bool) (bool, error) {
 	aborted := func() bool { return abort != nil && abort() }
 	if exclusive {

@@ -89,18 +89,6 @@ func (s *session) signalsPending() bool {
 	return e.evictCh.Len()+e.pinCh.Len()+e.unpinCh.Len()+used > 0
 }
 
-// finalState is the state a completing run publishes when eviction decided
-// it (ok false: the usual rules apply).
-func (s *session) finalState() (string, bool) {
-	switch {
-	case s.ev.evicted:
-		return sandboxapi.StateEvicted, true
-	case s.ws == nil && s.ev.handled > 0:
-		return sandboxapi.StateClosed, true
-	}
-	return "", false
-}
-
 func (s *session) evictionState() (sandboxapi.EvictionState, error) {
 	st := sandboxapi.EvictionState{WorkspaceID: s.wsID, PinnedUntil: s.ev.pinnedUntil, LastPinRequest: s.ev.lastPinRequest,
 		PinError: s.ev.pinError, PinErrorType: s.ev.pinErrorType, Evicted: s.ev.evicted, LastEvict: s.ev.lastEvict}

@@ -17,7 +17,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -42,6 +44,10 @@ type Activities struct {
 	// workspace is acquired again (issue 6, eviction.go); nil: workspaces with
 	// unsaved work are never evicted.
 	Backups sandbox.WorkspaceBackupProvider
+	// Outputs keeps the whole output of cut exec results (keep_output,
+	// docs/API.md "Kept output"); nil: nothing is kept and read_output is
+	// SandboxCommandRejected.
+	Outputs *execoutput.Store
 	// HostID is this worker host's id (SANDBOX_HOST_ID).
 	HostID string
 	// URLs is the repository URL policy (SANDBOX_ALLOW_FILE_URLS, SANDBOX_ALLOW_HTTP_URLS).
@@ -56,6 +62,10 @@ type Activities struct {
 	RuntimeResources *sandbox.ResourceHints
 	Logger           *slog.Logger
 	Now              func() time.Time
+
+	// SkipSubmodules leaves submodules uninitialised, reported in the
+	// handle and status (SANDBOX_SUBMODULES=off; content.go).
+	SkipSubmodules bool
 
 	touchMu sync.Mutex
 	touched map[string]time.Time
@@ -96,10 +106,13 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityExec:              a.Exec,
 		wire.ActivityReadFile:          a.ReadFile,
 		wire.ActivityWriteFile:         a.WriteFile,
+		wire.ActivityEditFile:          a.EditFile,
 		wire.ActivityListDir:           a.ListDir,
 		wire.ActivitySearch:            a.Search,
 		wire.ActivityStatus:            a.Status,
 		wire.ActivityDiff:              a.Diff,
+		wire.ActivityLog:               a.Log,
+		wire.ActivityReadOutput:        a.ReadOutput,
 		wire.ActivityCommit:            a.Commit,
 		wire.ActivityHibernate:         a.Hibernate,
 		wire.ActivityDestroyRuntime:    a.DestroyRuntime,
@@ -114,6 +127,14 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityProcessSignal:     a.ProcessSignal,
 		wire.ActivityProcessResize:     a.ProcessResize,
 		wire.ActivityProcessList:       a.ProcessList,
+		wire.ActivityCheckpoint:        a.Checkpoint,
+		wire.ActivityCheckpoints:       a.Checkpoints,
+		wire.ActivityRollback:          a.Rollback,
+		wire.ActivityForkPrepare:       a.ForkPrepare,
+		wire.ActivityDestroy:           a.Destroy,
+		wire.ActivityRestoreDestroyed:  a.RestoreDestroyed,
+		wire.ActivityCleanupList:       a.CleanupList,
+		wire.ActivityPreviewURL:        a.PreviewURL,
 	}
 }
 
@@ -176,7 +197,9 @@ func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput)
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return wire.LocateResult{}, ToApplicationError(err)
 	}
-	ws, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	// A row this host remembers serves while the store is unreachable
+	// (store.Remembering).
+	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
 	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
 		return wire.LocateResult{}, nil
 	}
@@ -184,7 +207,8 @@ func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput)
 		return wire.LocateResult{}, ToApplicationError(err)
 	}
 	if ws.State == sandbox.WorkspaceRemoved {
-		return wire.LocateResult{HostID: ws.HostID, HostWait: a.Settings.HostWait}, nil
+		// A destroyed workspace's tombstone: what the destroy kept lives on its host.
+		return wire.LocateResult{HostID: ws.HostID, Removed: true, HostWait: a.Settings.HostWait}, nil
 	}
 	return wire.LocateResult{HostID: ws.HostID, Exists: true, HostWait: a.Settings.HostWait}, nil
 }
@@ -203,12 +227,13 @@ func (a *Activities) Acquire(ctx context.Context, in wire.AcquireActivityInput) 
 }
 
 func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
+	started := time.Now()
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
 	var req sandbox.WorkspaceRequest
 	var repo sandbox.RepoIdentity
-	existing, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	existing, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
 	found := err == nil
 	if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
 		return wire.AcquireActivityResult{}, err
@@ -248,12 +273,29 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		}
 		if ok {
 			a.touch(ctx, existing.ID, true)
-			return wire.AcquireActivityResult{Workspace: existing, Settings: a.Settings}, nil
+			existing.UninitializedSubmodules = a.uninitializedSubmodules(ctx, existing)
+			res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing), RuntimeReplica: a.runtimeReplica(existing)}
+			if in.Restore {
+				if res.RestoredFrom, err = a.restoreDestroyed(ctx, &res.Workspace); err != nil {
+					return wire.AcquireActivityResult{}, err
+				}
+				if res.RestoredFrom != "" {
+					if err := a.Store.UpdateWorkspace(ctx, res.Workspace); err != nil {
+						return wire.AcquireActivityResult{}, err
+					}
+				}
+			} else {
+				res.Restorable = a.restorableRef(ctx, existing)
+			}
+			return res, nil
 		}
 		a.log().Warn("workspace directory missing; repairing", "workspace", existing.ID, "path", existing.LocalPath)
 	}
+	// A destroyed workspace's tombstone: the key starts fresh (docs/API.md
+	// "Destroy"); restore brings back what the destroy kept.
+	fresh := !found || existing.State == sandbox.WorkspaceRemoved
 	// Keep the originally recorded base: a repaired or resumed workspace keeps its branch and base.
-	if found && req.BaseRef == "" {
+	if found && !fresh && req.BaseRef == "" {
 		req.BaseRef = existing.BaseRef
 	}
 	cred, err := a.Credentials.Credential(ctx, sandbox.AuthScope{UserID: req.UserID, Repo: repo})
@@ -268,8 +310,11 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		return wire.AcquireActivityResult{}, err
 	}
 	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
-	if errors.Is(err, sandbox.ErrRefNotFound) && a.now().Sub(cache.LastFetchedAt) > time.Second {
-		// The ref may be newer than the cache's last fetch (freshness window): fetch once and retry.
+	if errors.Is(err, sandbox.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {
+		// The ref may be newer than the cache's last fetch (freshness
+		// window): a ref the caller names that the cache lacks is always
+		// fetched before RefNotFound, unless a fetch started during this
+		// acquire already (LastFetchedAt is when the fetch started).
 		if cache, err = whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, true) }); err != nil {
 			return wire.AcquireActivityResult{}, err
 		}
@@ -281,23 +326,47 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	// Submodules and Git LFS content, through the repo cache with the
+	// user's credential (content.go); best effort, reported.
+	uninitialized := a.completeContent(ctx, ws, repo, cred)
 	restoredFrom, err := a.restoreEvicted(ctx, found, existing, ws)
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	var forkedFrom, restorable string
+	if fresh {
+		// A fork's target gets the source's files (docs/API.md "Fork"); a
+		// destroyed key's saved work comes back only when asked for.
+		if forkedFrom, err = a.applyFork(ctx, &ws); err != nil {
+			return wire.AcquireActivityResult{}, err
+		}
+		if in.Restore && forkedFrom == "" {
+			if restoredFrom, err = a.restoreDestroyed(ctx, &ws); err != nil {
+				return wire.AcquireActivityResult{}, err
+			}
+		} else {
+			restorable = a.restorableRef(ctx, ws)
+		}
+	}
 	ws.HostID = a.HostID
 	// The row keeps the base ref as requested ("" = the default branch): it is
-	// part of the analysis uniqueness key (seed "Storage Model").
+	// part of the analysis uniqueness key (fork manifest "Storage Model").
 	ws.BaseRef = req.BaseRef
 	now := a.now()
 	ws.LastUsedAt, ws.UpdatedAt = now, now
-	if found {
+	if found && !fresh {
 		ws.CreatedAt = existing.CreatedAt
 		ws.PinnedUntil = existing.PinnedUntil
 		if existing.BaseCommit != "" && existing.BranchName == ws.BranchName && ws.BaseCommit != existing.BaseCommit {
 			// The branch keeps its history; diffs stay against the first recorded base.
 			ws.BaseCommit = existing.BaseCommit
 		}
+		if ws.BaseCommit == existing.BaseCommit && existing.BaseFetchedAt != nil {
+			ws.BaseFetchedAt = existing.BaseFetchedAt
+		}
+		err = a.Store.UpdateWorkspace(ctx, ws)
+	} else if found {
+		ws.CreatedAt = now // a tombstone re-used: a new workspace of the key
 		err = a.Store.UpdateWorkspace(ctx, ws)
 	} else {
 		if ws.CreatedAt.IsZero() {
@@ -312,8 +381,18 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	ws.UninitializedSubmodules = uninitialized
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
-	return wire.AcquireActivityResult{Workspace: ws, Settings: a.Settings, Created: !found, RestoredFrom: restoredFrom}, nil
+	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: fresh, RestoredFrom: restoredFrom,
+		Restorable: restorable, ForkedFrom: forkedFrom, RuntimeReplica: a.runtimeReplica(ws)}, nil
+}
+
+// settingsFor returns the session settings of ws: the host's, with
+// CodeHost set when this host's code host serves the repository.
+func (a *Activities) settingsFor(ws sandbox.Workspace) wire.SessionSettings {
+	s := a.Settings
+	s.CodeHost = a.CodeHost != nil && a.CodeHost.Serves(ws.Repo)
+	return s
 }
 
 // RequestFor rebuilds the request that created a workspace (resume by id).
@@ -333,7 +412,10 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspac
 	if err := sandbox.ValidateWorkspaceID(id); err != nil {
 		return sandbox.Workspace{}, err
 	}
-	ws, err := a.Store.GetWorkspace(ctx, id)
+	// Every operation loads its row: one this host remembers serves while
+	// the store is unreachable, so operations that need nothing else from
+	// the store keep working (store.Remembering).
+	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), id)
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}
@@ -393,7 +475,7 @@ var AgentGitIdentity = map[string]string{
 // "The three things") read-only at its own host path, because the worktree's
 // ".git" file points into it: git works inside an isolated runtime while the
 // cache stays unchangeable from there (issue 3). The environment holds
-// nothing from the worker, only AgentGitIdentity (seed "Security Rules").
+// nothing from the worker, only AgentGitIdentity (fork manifest "Security Rules").
 func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 	rid := sandbox.RuntimeIDFor(ws.ID)
 	mounts := []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}}
@@ -421,33 +503,50 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 // Exec runs one command in the workspace's runtime, creating or resuming the
 // runtime first; with in.ProcessID it waits instead for the command
 // ExecStart started as that process (process.go), re-attaching to it when
-// retried. A non-zero exit or a timeout is a result. Errors:
+// retried. A non-zero exit or a timeout is a result; on remote runtimes the
+// result also carries the replica's state. Errors:
 // ErrInvalidArgument, ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	res, err := a.exec(ctx, in)
 	return res, ToApplicationError(err)
 }
 
-func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	if in.ProcessID != "" {
 		// The command ExecStart started: wait for it (process.go).
-		return a.execWait(ctx, in)
+		res, err := a.execWait(ctx, in)
+		return wire.ExecActivityResult{ExecResult: res}, err
 	}
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	rt, err := a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	a.recordRuntime(ctx, ws, rt.ID(), sandbox.RuntimeRunning)
-	res, err := execStreaming(ctx, rt, in.Request, in.UpdateID)
+	var keep *execoutput.Keeper
+	var sink outputKeeper
+	if in.Request.KeepOutput && a.Outputs != nil {
+		if keep, err = a.Outputs.Begin(ws.ID, in.Request.OutputCap()); err != nil {
+			return wire.ExecActivityResult{}, err
+		}
+		sink = keep
+	}
+	res, err := execStreaming(ctx, rt, in.Request, in.UpdateID, sink)
+	if keep != nil {
+		id, kerr := keep.Finish(err == nil && res.Truncated)
+		if kerr != nil {
+			a.log().Warn("the cut output of a command could not be kept", "workspace", ws.ID, "error", kerr)
+		}
+		res.OutputID = id
+	}
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
-	return res, nil
+	return wire.ExecActivityResult{ExecResult: res, RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
 
 func (a *Activities) recordRuntime(ctx context.Context, ws sandbox.Workspace, id string, state sandbox.RuntimeState) {
@@ -480,7 +579,8 @@ func (a *Activities) ReadFile(ctx context.Context, in wire.FileActivityInput) (s
 		return sandboxapi.ReadFileResult{}, ToApplicationError(err)
 	}
 	a.touch(ctx, ws.ID, false)
-	return sandboxapi.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data))}, nil
+	_, ptr := sandbox.ParseLFSPointer(data)
+	return sandboxapi.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data)), LFSPointer: ptr}, nil
 }
 
 // WriteFile creates or replaces a file. Errors: ErrCommandRejected (read-only
@@ -501,11 +601,20 @@ func (a *Activities) WriteFile(ctx context.Context, in wire.FileActivityInput) (
 	return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
 }
 
-// ListDir lists a directory without following symlinks.
+// ListDir lists a directory without following symlinks (to a depth, and
+// without hidden or ignored entries when asked: ListTree).
 func (a *Activities) ListDir(ctx context.Context, in wire.FileActivityInput) (sandboxapi.ListDirResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandboxapi.ListDirResult{}, ToApplicationError(err)
+	}
+	if in.Depth > 1 || in.SkipHidden || in.SkipIgnored {
+		res, err := a.Workspaces.ListTree(ctx, ws, sandboxapi.ListDirInput{Path: in.Path, Depth: in.Depth, SkipHidden: in.SkipHidden, SkipIgnored: in.SkipIgnored})
+		if err != nil {
+			return sandboxapi.ListDirResult{}, ToApplicationError(err)
+		}
+		a.touch(ctx, ws.ID, false)
+		return res, nil
 	}
 	entries, err := a.Workspaces.ListDir(ctx, ws, in.Path)
 	if err != nil {

@@ -43,6 +43,7 @@ func (f *Fanout) Register(w interface {
 	reg(f.RunScript, wire.ActivityFanoutRunScript)
 	reg(f.FinishTask, wire.ActivityFanoutFinishTask)
 	reg(f.Merge, wire.ActivityFanoutMerge)
+	reg(f.ForkTask, wire.ActivityFanoutForkTask)
 }
 
 func (f *Fanout) log() *slog.Logger {
@@ -66,7 +67,7 @@ func (f *Fanout) hostSession(hostID, wsID string) (*sandboxclient.Session, error
 // Prepare resumes (or acquires) the conversation's session, checks that it
 // is an edit workspace, and sends it a commit update (checkpoint: nothing to
 // commit on a clean workspace); the resulting HEAD is the fan-out's start
-// commit. Errors: ErrInvalidArgument (not an edit workspace), ErrWorkspaceNotFound
+// commit. With in.Fork nothing is committed: the start commit is HEAD. Errors: ErrInvalidArgument (not an edit workspace), ErrWorkspaceNotFound
 // (unknown workspace id), the acquire and commit errors.
 func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.FanoutPrepareResult, error) {
 	res, err := whileHeartbeating(ctx, func() (wire.FanoutPrepareResult, error) {
@@ -84,6 +85,14 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 		}
 		if h.Mode != sandbox.ModeEdit {
 			return wire.FanoutPrepareResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s is a %s workspace; a fan-out needs a conversation's edit workspace", h.WorkspaceID, h.Mode)
+		}
+		if in.Fork {
+			// The tasks are forks: nothing is committed, they start at HEAD.
+			st, err := s.Status(ctx)
+			if err != nil {
+				return wire.FanoutPrepareResult{}, err
+			}
+			return wire.FanoutPrepareResult{Handle: h, StartCommit: st.Head}, nil
 		}
 		c, err := once(ctx, f.log(), s, in.OpID+"/checkpoint", func(ctx context.Context) (sandbox.CommitResult, error) {
 			return s.Commit(ctx, sandbox.CommitRequest{Message: in.CheckpointMessage})
@@ -146,7 +155,8 @@ func (f *Fanout) RunScript(ctx context.Context, in wire.RunScriptInput) (wire.Ru
 
 // FinishTask commits the task's changes when in.Commit (commit update; a
 // clean tree is no error) and returns the task branch's HEAD and its diff
-// against the start commit, the patch cut at TaskDiffBytes.
+// against the start commit, the patch cut at TaskDiffBytes on a file boundary
+// (sandbox.TruncatePatch).
 func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.FinishTaskResult, error) {
 	res, err := whileHeartbeating(ctx, func() (wire.FinishTaskResult, error) {
 		s, err := f.hostSession(in.HostID, in.WorkspaceID)
@@ -174,11 +184,9 @@ func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.
 			return out, err
 		}
 		out.Diff = sandboxapi.TaskDiff{Patch: d.Patch, Files: d.Files, Truncated: d.Truncated, TotalBytes: d.TotalBytes}
-		if len(out.Diff.Patch) > sandboxapi.TaskDiffBytes {
-			p := out.Diff.Patch[:sandboxapi.TaskDiffBytes]
-			if i := strings.LastIndexByte(p, '\n'); i >= 0 {
-				p = p[:i+1]
-			}
+		// Whole file sections only, so the cut patch still applies for the
+		// files it holds (sandbox.TruncatePatch).
+		if p, cut := sandbox.TruncatePatch(out.Diff.Patch, sandboxapi.TaskDiffBytes); cut {
 			out.Diff.Patch, out.Diff.Truncated = p, true
 		}
 		return out, nil
@@ -201,6 +209,31 @@ func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (sandbox.M
 		})
 	})
 	return res, ToApplicationError(err)
+}
+
+// ForkTask forks task in.TaskID from the conversation (its session's fork
+// update, sent once: a retry collects the earlier attempt's outcome) and
+// returns the task workspace's handle. Errors: ErrConflict (the task id's
+// workspace exists: use a new task id), ErrWorkspaceUnavailable (the fork
+// is not on the conversation's host), the fork's errors.
+func (f *Fanout) ForkTask(ctx context.Context, in wire.FanoutForkTaskInput) (sandboxapi.Handle, error) {
+	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) {
+		s, err := f.sessions(f.TaskQueue).Session(in.WorkspaceID)
+		if err != nil {
+			return sandboxapi.Handle{}, err
+		}
+		r, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/fork", func(ctx context.Context) (sandboxapi.ForkResult, error) {
+			return s.Fork(ctx, sandboxapi.ForkInput{TaskID: in.TaskID})
+		})
+		if err != nil {
+			return sandboxapi.Handle{}, err
+		}
+		if r.Handle.HostID != in.HostID {
+			return r.Handle, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "task workspace %s lives on host %s, the conversation on %s", r.Handle.WorkspaceID, r.Handle.HostID, in.HostID)
+		}
+		return r.Handle, nil
+	})
+	return h, ToApplicationError(err)
 }
 
 // once sends one session update with the id "<base>/<activity attempt>".

@@ -52,8 +52,13 @@ func (s *streamTail) tail() []byte {
 // ExecProgress (the newest output of each stream with its absolute offset) so
 // a client polling the workflow's pending activity sees output as it comes
 // (docs/API.md "Streaming exec output").
-func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequest, updateID string) (sandbox.ExecResult, error) {
+//
+// keep, when not nil, receives every byte of both streams (kept output).
+func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequest, updateID string, keep outputKeeper) (sandbox.ExecResult, error) {
 	if !activity.IsActivity(ctx) {
+		if keep != nil {
+			return rt.ExecStream(ctx, req, func(c sandbox.ExecChunk) { keep.Write(c.Stream, c.Data) })
+		}
 		return rt.Exec(ctx, req)
 	}
 	var mu sync.Mutex
@@ -92,6 +97,9 @@ func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequ
 			errs.write(c.Data)
 		} else {
 			out.write(c.Data)
+		}
+		if keep != nil {
+			keep.Write(c.Stream, c.Data)
 		}
 	})
 	close(done)

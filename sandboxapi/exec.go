@@ -32,6 +32,11 @@ type ExecRequest struct {
 	// then waits while its unread output fills the process buffer, so the
 	// stream loses nothing.
 	Stream bool `json:"stream,omitempty"`
+	// KeepOutput: when a stream is longer than the cap, the worker keeps the
+	// whole output of both streams (bounded: MaxKeptStreamBytes per stream,
+	// MaxKeptOutputBytes per workspace, oldest dropped first) and the result's
+	// OutputID names it for read_output (docs/API.md "Kept output").
+	KeepOutput bool `json:"keep_output,omitempty"`
 }
 
 // Timeout returns the effective timeout.
@@ -66,6 +71,9 @@ type ExecResult struct {
 	StdoutBytes int64  `json:"stdout_bytes"`
 	StderrBytes int64  `json:"stderr_bytes"`
 	DurationMS  int64  `json:"duration_ms"`
+	// OutputID names the kept whole output (read_output) when the request
+	// asked for KeepOutput and the output was truncated; "" otherwise.
+	OutputID string `json:"output_id,omitempty"`
 }
 
 // ExecChunk is a piece of streamed output.

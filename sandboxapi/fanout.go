@@ -36,7 +36,7 @@ const (
 	MaxTaskScriptBytes = 64 << 10
 	// MaxTaskInstructionsBytes bounds TaskSpec.Instructions, in bytes.
 	MaxTaskInstructionsBytes = 8 << 10
-	// TaskDiffBytes caps TaskDiff.Patch, in bytes (cut on a line boundary).
+	// TaskDiffBytes caps TaskDiff.Patch, in bytes (whole file sections kept: sandbox.TruncatePatch).
 	TaskDiffBytes = 16 << 10
 	// TaskOutputTailBytes caps TaskResult.StdoutTail and StderrTail: the last bytes of each stream.
 	TaskOutputTailBytes = 2 << 10
@@ -88,6 +88,13 @@ type FanoutInput struct {
 	// ready: the script's run (exit 124, timed out) or the wait for
 	// complete_task; 0 = DefaultTaskTimeout, at most MaxTaskTimeout.
 	TaskTimeoutS int `json:"task_timeout_s,omitempty"`
+	// FromFork starts each task as a fork of the conversation (its session's
+	// fork update: the task workspace holds the conversation's uncommitted
+	// and untracked files as uncommitted changes) instead of committing the
+	// conversation first and branching the tasks at that commit (false, the
+	// default). StartCommit is then the conversation's HEAD; each task is
+	// forked when it starts (docs/API.md "Task fan-out").
+	FromFork bool `json:"from_fork,omitempty"`
 }
 
 // Validate checks every field; it returns ErrInvalidArgument naming the first
@@ -268,6 +275,8 @@ type FanoutReport struct {
 	StartCommit string `json:"start_commit,omitempty"`
 	// Checkpointed: the fan-out committed the conversation's uncommitted changes first.
 	Checkpointed bool `json:"checkpointed,omitempty"`
+	// FromFork: the tasks are forks of the conversation (FanoutInput.FromFork).
+	FromFork bool `json:"from_fork,omitempty"`
 	// Head is the conversation's HEAD after the merge phase.
 	Head        string       `json:"head,omitempty"`
 	MaxParallel int          `json:"max_parallel"`

@@ -7,6 +7,9 @@ type FileEntry struct {
 	Type string `json:"type"`
 	Size int64  `json:"size"` // bytes
 	Mode uint32 `json:"mode"` // permission bits
+	// LFSPointer is set on a regular file whose content is a Git LFS
+	// pointer (ParseLFSPointer): its real content was not fetched.
+	LFSPointer bool `json:"lfs_pointer,omitempty"`
 }
 
 // SearchRequest asks for lines matching Pattern (Go RE2 syntax, or a literal
@@ -19,6 +22,11 @@ type SearchRequest struct {
 	IgnoreCase bool   `json:"ignore_case,omitempty"`
 	// MaxResults caps the matches returned; 0 means DefaultSearchResults.
 	MaxResults int `json:"max_results,omitempty"`
+	// Glob, when set, keeps only files whose path matches it: a glob without
+	// "/" is matched against the file's name ("*.go"), one with "/" against
+	// its workspace-relative path, where "**" matches any number of
+	// directories ("src/**/*.ts"). Syntax as Go's path.Match otherwise.
+	Glob string `json:"glob,omitempty"`
 }
 
 // Search limits.
@@ -57,6 +65,9 @@ type ReadFileResult struct {
 	Path    string `json:"path"`
 	Content []byte `json:"content"`
 	Size    int64  `json:"size"`
+	// LFSPointer is set when Content is a Git LFS pointer
+	// (ParseLFSPointer): the file's real content was not fetched.
+	LFSPointer bool `json:"lfs_pointer,omitempty"`
 }
 
 // WriteFileInput is write_file's argument; Mode 0 means 0644.
@@ -72,15 +83,30 @@ type WriteFileResult struct {
 	Bytes int64  `json:"bytes"`
 }
 
-// ListDirInput is list_dir's argument ("" = the workspace root).
+// ListDirInput is list_dir's argument ("" = the workspace root). Depth 0
+// or 1 lists the directory itself; 2 or 3 also lists the subdirectories
+// that many levels down (entries are then named by their path relative to
+// Path, "sub/file.go"). SkipHidden leaves out entries whose name starts
+// with "."; SkipIgnored leaves out what git ignores (.gitignore and the
+// repository's exclude rules; tracked files are never ignored). ".git" is
+// never descended into.
 type ListDirInput struct {
-	Path string `json:"path,omitempty"`
+	Path        string `json:"path,omitempty"`
+	Depth       int    `json:"depth,omitempty"`
+	SkipHidden  bool   `json:"skip_hidden,omitempty"`
+	SkipIgnored bool   `json:"skip_ignored,omitempty"`
 }
 
-// ListDirResult lists one directory, sorted by name.
+// MaxListDepth is the deepest ListDirInput.Depth.
+const MaxListDepth = 3
+
+// ListDirResult lists one directory (and, with a depth, its
+// subdirectories), sorted by path; Truncated is set when more than the
+// entry cap (1000 per directory, 5000 in all) existed.
 type ListDirResult struct {
-	Path    string      `json:"path"`
-	Entries []FileEntry `json:"entries"`
+	Path      string      `json:"path"`
+	Entries   []FileEntry `json:"entries"`
+	Truncated bool        `json:"truncated,omitempty"`
 }
 
 // FileEntry types (FileEntry.Type).

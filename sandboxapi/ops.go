@@ -54,10 +54,13 @@ const (
 	UpdateExec              = "exec"
 	UpdateReadFile          = "read_file"
 	UpdateWriteFile         = "write_file"
+	UpdateEditFile          = "edit_file"
 	UpdateListDir           = "list_dir"
 	UpdateSearch            = "search"
 	UpdateStatus            = "status"
 	UpdateDiff              = "diff"
+	UpdateLog               = "log"
+	UpdateReadOutput        = "read_output"
 	UpdateCommit            = "commit"
 	UpdateHibernate         = "hibernate"
 	UpdateRelease           = "release"
@@ -71,6 +74,13 @@ const (
 	UpdateProcessResize     = "process_resize"
 	UpdateProcessList       = "process_list"
 	UpdateCancel            = "cancel"
+	UpdateCheckpoint        = "checkpoint"
+	UpdateCheckpoints       = "checkpoints"
+	UpdateRollback          = "rollback"
+	UpdateFork              = "fork"
+	UpdateDestroy           = "destroy"
+	UpdateRestore           = "restore"
+	UpdatePreviewURL        = "preview_url"
 )
 
 // The operations of SessionWorkflow (docs/API.md "Updates").
@@ -83,6 +93,8 @@ var (
 		Summary: "read a file of the workspace (at most 1 MiB)"}
 	OpWriteFile = Op[WriteFileInput, WriteFileResult]{Name: UpdateWriteFile, Mutating: true,
 		Summary: "create or replace a file of the workspace"}
+	OpEditFile = Op[EditFileInput, EditFileResult]{Name: UpdateEditFile, Mutating: true,
+		Summary: "edit one text file in one step: str_replace, insert or create"}
 	OpListDir = Op[ListDirInput, ListDirResult]{Name: UpdateListDir,
 		Summary: "list one directory of the workspace"}
 	OpSearch = Op[SearchRequest, SearchResult]{Name: UpdateSearch,
@@ -91,6 +103,10 @@ var (
 		Summary: "the workspace's git state: files, commits since base, unpushed commits"}
 	OpDiff = Op[None, Diff]{Name: UpdateDiff,
 		Summary: "everything changed against the recorded base commit, as a binary-safe patch"}
+	OpLog = Op[LogRequest, LogResult]{Name: UpdateLog,
+		Summary: "the newest commits reachable from HEAD"}
+	OpReadOutput = Op[ReadOutputInput, ReadOutputResult]{Name: UpdateReadOutput,
+		Summary: "a page of the whole output an exec kept (keep_output)"}
 	OpCommit = Op[CommitRequest, CommitResult]{Name: UpdateCommit, Mutating: true,
 		Summary: "commit the workspace's changes onto its branch"}
 	OpHibernate = Op[None, HibernateResult]{Name: UpdateHibernate, Mutating: true,
@@ -117,16 +133,31 @@ var (
 		Summary: "list the runtime's background processes, live and recently ended"}
 	OpCancel = Op[CancelInput, CancelResult]{Name: UpdateCancel, Immediate: true,
 		Summary: "cancel a running or queued exec by its update id: its whole tree is killed"}
+	OpCheckpoint = Op[CheckpointInput, Checkpoint]{Name: UpdateCheckpoint, Mutating: true,
+		Summary: "record the workspace's exact state (files, modes, HEAD) as a checkpoint"}
+	OpCheckpoints = Op[None, CheckpointList]{Name: UpdateCheckpoints,
+		Summary: "list the workspace's checkpoints, oldest first"}
+	OpRollback = Op[RollbackInput, RollbackResult]{Name: UpdateRollback, Mutating: true,
+		Summary: "bring files and HEAD back to a checkpoint, checkpointing the state left first"}
+	OpFork = Op[ForkInput, ForkResult]{Name: UpdateFork, Mutating: true,
+		Summary: "create a task or edit workspace holding exactly this workspace's current files"}
+	OpDestroy = Op[DestroyInput, DestroyResult]{Name: UpdateDestroy, Mutating: true,
+		Summary: "save unsaved work (unless discard), remove runtime, worktree and record, end the session"}
+	OpRestore = Op[None, Handle]{Name: UpdateRestore, Mutating: true,
+		Summary: "bring back the work a destroy (or an eviction) saved, byte for byte"}
+	OpPreviewURL = Op[PreviewURLInput, PreviewURL]{Name: UpdatePreviewURL,
+		Summary: "a URL reaching a port of the workspace's running runtime (remote and Docker runtimes)"}
 )
 
 // Operations lists every update of SessionWorkflow in documentation order.
 func Operations() []OpInfo {
 	return []OpInfo{
-		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpListDir.Info(),
-		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpCommit.Info(), OpHibernate.Info(),
+		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpEditFile.Info(), OpListDir.Info(),
+		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpLog.Info(), OpReadOutput.Info(), OpCommit.Info(), OpHibernate.Info(),
 		OpRelease.Info(), OpPush.Info(), OpCreatePullRequest.Info(), OpMergeBranches.Info(),
 		OpProcessStart.Info(), OpProcessRead.Info(), OpProcessWrite.Info(), OpProcessSignal.Info(),
 		OpProcessResize.Info(), OpProcessList.Info(), OpCancel.Info(),
+		OpCheckpoint.Info(), OpCheckpoints.Info(), OpRollback.Info(), OpFork.Info(), OpDestroy.Info(), OpRestore.Info(), OpPreviewURL.Info(),
 	}
 }
 
@@ -163,5 +194,7 @@ func Messages() []MessageInfo {
 		{Kind: "signal", Workflow: TaskFanoutWorkflowType, Name: SignalCompleteTask, In: t(CompleteTaskSignal{})},
 		{Kind: "workflow", Workflow: EvictionCronWorkflowType, Name: EvictionCronWorkflowType, In: t(EvictionInput{}), Out: t(EvictionRunResult{})},
 		{Kind: "signal", Workflow: EvictionCronWorkflowType, Name: SignalEvictionReply, In: t(EvictResult{})},
+		{Kind: "workflow", Workflow: CleanupWorkflowType, Name: CleanupWorkflowType, In: t(CleanupInput{}), Out: t(CleanupReport{})},
+		{Kind: "query", Workflow: CleanupWorkflowType, Name: QueryProgress, Out: t(CleanupReport{})},
 	}
 }

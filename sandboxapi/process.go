@@ -36,11 +36,10 @@ const (
 	DefaultProcessMaxIdle = 2 * time.Hour
 )
 
-// Process streams (ProcessReadInput.Stream).
+// Process streams (ProcessReadInput.Stream): StreamStdout (standard
+// output, or the terminal of a PTY process), StreamStderr, and StreamPTY.
 const (
-	StreamStdout = "stdout" // standard output, or the terminal of a PTY process
-	StreamStderr = "stderr"
-	StreamPTY    = "pty" // the terminal stream of a PTY process (same as stdout)
+	StreamPTY = "pty" // the terminal stream of a PTY process (same as StreamStdout)
 )
 
 // Process exit reasons (ProcessInfo.ExitReason).

@@ -89,10 +89,13 @@ const (
 	// StateFailed: the run's acquire failed or was rejected; it ended and is
 	// never listed as a workspace.
 	StateFailed = "failed"
+	// StateDestroyed: destroy removed the workspace; the run ended (the
+	// session is complete) and is never listed as a workspace.
+	StateDestroyed = "destroyed"
 )
 
 // SessionStates lists every session state, for documentation and schemas.
-var SessionStates = []string{StateAcquiring, StateActive, StateIdle, StateReleased, StateClosed, StateEvicted, StateFailed}
+var SessionStates = []string{StateAcquiring, StateActive, StateIdle, StateReleased, StateClosed, StateEvicted, StateFailed, StateDestroyed}
 
 // ListWorkspacesQuery is the visibility query that lists workspaces one row
 // each, with their state in SandboxState (docs/API.md "Listing
@@ -142,8 +145,33 @@ type Handle struct {
 	// saved work: the backup ref (refs/sandbox/evicted/<workspace id>) it
 	// was written from.
 	RestoredFrom string `json:"restored_from,omitempty"`
+	// Restorable is set when this workspace's key was destroyed with its work
+	// saved and the work was not brought back (this acquire started fresh):
+	// the backup ref (refs/sandbox/destroyed/<workspace id>) the restore
+	// update brings back (docs/API.md "Destroy").
+	Restorable string `json:"restorable,omitempty"`
+	// ForkedFrom is set when this acquire created the workspace as a fork:
+	// the source workspace's id (docs/API.md "Fork").
+	ForkedFrom string `json:"forked_from,omitempty"`
+	// RuntimeReplica is the remote runtime's replica state (optional: set
+	// by remote runtimes such as Daytona once the workspace has a runtime;
+	// docs/API.md "Remote runtimes").
+	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
+	// CodeHost: the worker has a code host for the repository's host, so
+	// create_pull_request can be served (docs/API.md "Updates"); false when
+	// none is configured (that update is then SandboxCommandRejected).
+	CodeHost bool `json:"code_host,omitempty"`
+	// BaseFetchedAt is when the repo cache had last fetched from the remote
+	// when BaseCommit was resolved (Workspace.BaseFetchedAt): the base is
+	// the remote's state as of then, up to SANDBOX_FETCH_FRESHNESS old for a
+	// new workspace of the default branch. Omitted when unknown.
+	BaseFetchedAt *time.Time `json:"base_fetched_at,omitempty"`
+	// UninitializedSubmodules lists the submodule paths whose recorded
+	// commit is not checked out as of this acquire (submodules off, or not
+	// fetched; docs/API.md "Submodules"). Omitted when none.
+	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
 }
 
 // Runtime kinds (Handle.RuntimeKind).
@@ -151,10 +179,13 @@ const (
 	RuntimeLocal  = "local"
 	RuntimeBwrap  = "bwrap"
 	RuntimeDocker = "docker"
+	// RuntimeDaytona is the remote runtime: each runtime a Daytona sandbox
+	// holding a replica of the workspace (RuntimeReplica).
+	RuntimeDaytona = "daytona"
 )
 
 // RuntimeKinds lists every runtime kind, for documentation and schemas.
-var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker}
+var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker, RuntimeDaytona}
 
 // HibernateResult says what hibernate did.
 type HibernateResult struct {
@@ -202,6 +233,9 @@ type SessionDescription struct {
 	// time once it is released, closed or evicted.
 	IdleCloseAt time.Time `json:"idle_close_at"`
 	LastError   string    `json:"last_error,omitempty"`
+	// RuntimeReplica is the remote runtime's replica state as of the last
+	// acquire or exec (optional, as Handle.RuntimeReplica).
+	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
 }

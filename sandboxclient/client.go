@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -30,12 +31,18 @@ import (
 type Client struct {
 	tc        client.Client
 	taskQueue string
+	dc        converter.DataConverter
 }
 
 // Options configure a Client.
 type Options struct {
 	// TaskQueue where sessions start; "" means sandboxapi.DefaultTaskQueue.
 	TaskQueue string
+	// DataConverter decodes what the client reads from Temporal's visibility
+	// and describe APIs itself (memo fields, exec heartbeat progress): give the
+	// converter tc was dialed with (payloadcodec.Codec.DataConverter() when
+	// payloads are encrypted). nil: the SDK's default converter.
+	DataConverter converter.DataConverter
 }
 
 // New wraps a connected Temporal client (the caller closes it).
@@ -43,7 +50,10 @@ func New(tc client.Client, opts Options) *Client {
 	if opts.TaskQueue == "" {
 		opts.TaskQueue = sandboxapi.DefaultTaskQueue
 	}
-	return &Client{tc: tc, taskQueue: opts.TaskQueue}
+	if opts.DataConverter == nil {
+		opts.DataConverter = converter.GetDefaultDataConverter()
+	}
+	return &Client{tc: tc, taskQueue: opts.TaskQueue, dc: opts.DataConverter}
 }
 
 // Temporal returns the underlying Temporal client.
@@ -293,6 +303,16 @@ func (s *Session) Commit(ctx context.Context, req sandboxapi.CommitRequest) (san
 	return Call(ctx, s, sandboxapi.OpCommit, req)
 }
 
+// PreviewURL returns a URL that reaches port (1–65535) of the workspace's
+// running runtime (docs/API.md "Preview URLs"): Daytona's signed preview URL,
+// or on Docker a loopback port of the worker's machine. Errors:
+// sandboxapi.ErrInvalidArgument (port), ErrCommandRejected (the runtime
+// cannot expose ports, or is not running), ErrNotFound (no runtime yet:
+// run a command first).
+func (s *Session) PreviewURL(ctx context.Context, port int) (sandboxapi.PreviewURL, error) {
+	return Call(ctx, s, sandboxapi.OpPreviewURL, sandboxapi.PreviewURLInput{Port: port})
+}
+
 // Hibernate stops the runtime; the workspace stays.
 func (s *Session) Hibernate(ctx context.Context) (sandboxapi.HibernateResult, error) {
 	return Call(ctx, s, sandboxapi.OpHibernate, sandboxapi.None{})
@@ -378,7 +398,19 @@ func requireUTF8(kind *sandboxapi.Kind, what string, vals ...string) error {
 
 // FromTemporal converts an error from the Temporal client into a typed
 // error (sandboxapi.FromTemporal, docs/API.md "Errors").
-func FromTemporal(err error) error { return sandboxapi.FromTemporal(err) }
+func FromTemporal(err error) error {
+	if err == nil {
+		return nil
+	}
+	out := sandboxapi.FromTemporal(err)
+	if hint := payloadHint(err); hint != "" && out != err {
+		var te *sandboxapi.Error
+		if errors.As(out, &te) {
+			te.Msg += hint
+		}
+	}
+	return out
+}
 
 // ListSessions lists workspaces, one row each, newest first, with their
 // session state (sandboxapi.ListWorkspacesQuery, docs/API.md "Listing
@@ -416,7 +448,7 @@ func (c *Client) list(ctx context.Context, base, query string, limit int) ([]Ses
 				continue
 			}
 			seen[id] = true
-			out = append(out, summaryOf(e))
+			out = append(out, c.summaryOf(e))
 			if limit > 0 && len(out) >= limit {
 				return out, nil
 			}

@@ -26,7 +26,7 @@ type SessionSummary struct {
 	Handle sandboxapi.Handle `json:"handle"`
 }
 
-func summaryOf(e *workflowpb.WorkflowExecutionInfo) SessionSummary {
+func (c *Client) summaryOf(e *workflowpb.WorkflowExecutionInfo) SessionSummary {
 	kw := func(name string) string {
 		p := e.GetSearchAttributes().GetIndexedFields()[name]
 		if p == nil {
@@ -50,7 +50,9 @@ func summaryOf(e *workflowpb.WorkflowExecutionInfo) SessionSummary {
 	}
 	s.WorkspaceID = kw(sandboxapi.SearchAttrWorkspace)
 	if p := memoField(e.GetMemo(), sandboxapi.MemoWorkspace); p != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(p, &s.Handle)
+		// The memo is encoded with the client's data converter (encrypted
+		// when payloads are: the SDK encodes memos like any payload).
+		_ = c.dc.FromPayload(p, &s.Handle)
 	}
 	return s
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/converter"
-
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -180,7 +178,7 @@ func (s *Session) progress(ctx context.Context, id string) (sandboxapi.ExecProgr
 		}
 		var p sandboxapi.ExecProgress
 		payloads := pa.GetHeartbeatDetails().GetPayloads()
-		if len(payloads) == 0 || converter.GetDefaultDataConverter().FromPayload(payloads[0], &p) != nil {
+		if len(payloads) == 0 || s.c.dc.FromPayload(payloads[0], &p) != nil {
 			continue
 		}
 		if p.UpdateID == id {

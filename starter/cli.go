@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -36,14 +34,14 @@ type exitCodeError struct{ code int }
 func (e exitCodeError) Error() string { return "exit " + strconv.Itoa(e.code) }
 
 type cli struct {
-	address   string
-	namespace string
+	conn      sandboxclient.Connection
+	tlsFlag   bool // --tls, applied when given
+	noVerify  bool // --tls-disable-host-verification, applied when given
 	taskQueue string
 	asJSON    bool
 	stdin     io.Reader
 	stdout    io.Writer
 	stderr    io.Writer
-	tc        client.Client
 	sc        *sandboxclient.Client
 }
 
@@ -60,8 +58,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := root.ExecuteContext(ctx)
-	if c.tc != nil {
-		c.tc.Close()
+	if c.sc != nil {
+		c.sc.Close()
 	}
 	if err == nil {
 		return exitOK
@@ -116,6 +114,11 @@ func flagError(_ *cobra.Command, err error) error {
 		err = fmt.Errorf("%w (an argument that starts with '-' goes after --, e.g. `sandboxctl exec WS -- ls -la`; "+
 			"paths and search patterns may not start with '-': name the file ./-n, search for \\-x)", err)
 	}
+	if k := sandbox.KindOf(err); k != nil {
+		// A flag value's typed error (e.g. a bad --timeout): keep the kind and
+		// the flag's name, which pflag puts in front of the value's message.
+		err = sandbox.Errorf(k, "%s", strings.Replace(err.Error(), k.Type+": ", "", 1))
+	}
 	return flagParseError{err}
 }
 
@@ -139,17 +142,19 @@ func (c *cli) rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&c.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port (TEMPORAL_ADDRESS)")
-	root.PersistentFlags().StringVar(&c.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
+	c.connectionFlags(root)
 	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", envOr("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue), "task queue sessions start on (SANDBOX_TASK_QUEUE)")
 	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of text")
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
 		c.releaseCommand(), c.describeCommand(), c.listCommand(),
-		c.pushCommand(), c.prCommand(), c.procCommand())
+		c.pushCommand(), c.prCommand(), c.editCommand(), c.logCommand(), c.outputCommand(), c.mcpCommand(), c.previewCommand(),
+		c.procCommand())
 	root.AddCommand(c.fanoutCommand())
-	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand())
+	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand(), c.runtimesCommand())
+	root.AddCommand(c.codecServerCommand())
+	root.AddCommand(c.checkpointCommand(), c.rollbackCommand(), c.forkCommand(), c.destroyCommand(), c.cleanupCommand())
 	return root
 }
 
@@ -159,12 +164,13 @@ func (c *cli) client(ctx context.Context) (*sandboxclient.Client, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	tc, err := client.DialContext(dctx, client.Options{HostPort: c.address, Namespace: c.namespace, Logger: sdklog.NewStructuredLogger(discardLogger())})
+	sc, err := sandboxclient.Dial(dctx, sandboxclient.DialOptions{
+		TaskQueue: c.taskQueue, Connection: c.conn, DefaultAddress: defaultAddress, Logger: discardLogger(),
+	})
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "cannot reach Temporal at %s (is the worker running? see `make run`): %v", c.address, err)
+		return nil, connectError(err)
 	}
-	c.tc = tc
-	c.sc = sandboxclient.New(tc, sandboxclient.Options{TaskQueue: c.taskQueue})
+	c.sc = sc
 	return c.sc, nil
 }
 
@@ -254,7 +260,7 @@ func (c *cli) execCommand() *cobra.Command {
 			"(with --json: base64 in the result); sandboxctl exits with the command's exit code.\n" +
 			"Ctrl-C (SIGINT) or SIGTERM cancels the command (its whole process tree is killed) and\n" +
 			"exits 130. --stream prints every byte as it comes.",
-		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 60 -- sh -c 'make test 2>&1 | tail -20'",
+		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 2m -- sh -c 'make test 2>&1 | tail -20'",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return sandbox.Errorf(sandbox.ErrInvalidArgument, "usage: sandboxctl exec WS -- CMD [ARG...]")
@@ -329,6 +335,9 @@ func (c *cli) execCommand() *cobra.Command {
 				if res.Truncated {
 					fmt.Fprintf(c.stderr, "sandboxctl: output truncated (stdout %d bytes, stderr %d bytes in all)\n", res.StdoutBytes, res.StderrBytes)
 				}
+				if res.OutputID != "" {
+					fmt.Fprintf(c.stderr, "sandboxctl: the whole output is kept: sandboxctl output %s %s\n", args[0], res.OutputID)
+				}
 			}
 			if res.ExitCode != 0 {
 				return exitCodeError{code: res.ExitCode & 0xff}
@@ -338,11 +347,12 @@ func (c *cli) execCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.Cwd, "cwd", "", "working directory, relative to the workspace root")
-	f.IntVar(&req.TimeoutS, "timeout", 0, "timeout in seconds (default 600)")
+	f.Var(secondsValue{&req.TimeoutS}, "timeout", "timeout: a duration (2s, 10m) or seconds (default 10m, at most 2h)")
 	f.IntVar(&req.MaxOutputBytes, "max-output", 0, "cap per stream in bytes (head and tail kept)")
 	f.StringArrayVar(&envs, "env", nil, "KEY=VALUE added to the command's environment (repeatable)")
 	f.StringVar(&stdinFile, "stdin", "", "feed this file to the command's stdin ('-' = sandboxctl's stdin)")
 	f.BoolVar(&stream, "stream", false, "print output while the command runs (every byte, as it comes)")
+	f.BoolVar(&req.KeepOutput, "keep-output", false, "when the output is cut, keep all of it on the worker (sandboxctl output WS ID prints it)")
 	return cmd
 }
 
@@ -356,14 +366,17 @@ func (c *cli) readCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := s.ReadFile(cmd.Context(), args[1])
+			res, err := s.ReadFileResult(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}
 			if c.asJSON {
-				return c.printJSON(sandboxapi.ReadFileResult{Path: args[1], Content: data, Size: int64(len(data))})
+				return c.printJSON(res)
 			}
-			_, err = c.stdout.Write(data)
+			if res.LFSPointer {
+				fmt.Fprintf(c.stderr, "sandboxctl: %s is a Git LFS pointer: its content was not fetched\n", printablePath(args[1]))
+			}
+			_, err = c.stdout.Write(res.Content)
 			return err
 		},
 	}
@@ -406,8 +419,9 @@ func (c *cli) writeCommand() *cobra.Command {
 }
 
 func (c *cli) lsCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "ls WS [PATH]",
+	var in sandboxapi.ListDirInput
+	cmd := &cobra.Command{
+		Use:   "ls WS [PATH] [--depth N] [--skip-hidden] [--skip-ignored]",
 		Short: "List a workspace directory",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -415,16 +429,18 @@ func (c *cli) lsCommand() *cobra.Command {
 			if len(args) == 2 {
 				p = args[1]
 			}
+			in.Path = p
 			s, err := c.session(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			entries, err := s.ListDir(cmd.Context(), p)
+			res, err := s.ListTree(cmd.Context(), in)
 			if err != nil {
 				return err
 			}
+			entries := res.Entries
 			if c.asJSON {
-				return c.printJSON(sandboxapi.ListDirResult{Path: p, Entries: entries})
+				return c.printJSON(res)
 			}
 			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
 			for _, e := range entries {
@@ -434,9 +450,17 @@ func (c *cli) lsCommand() *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%o\t%d\t%s\n", e.Type, e.Mode, e.Size, name)
 			}
+			if res.Truncated {
+				fmt.Fprintf(c.stderr, "sandboxctl: more entries exist than were listed\n")
+			}
 			return w.Flush()
 		},
 	}
+	f := cmd.Flags()
+	f.IntVar(&in.Depth, "depth", 0, "also list subdirectories this many levels down (2 or 3)")
+	f.BoolVar(&in.SkipHidden, "skip-hidden", false, "leave out names starting with '.'")
+	f.BoolVar(&in.SkipIgnored, "skip-ignored", false, "leave out what git ignores")
+	return cmd
 }
 
 func (c *cli) searchCommand() *cobra.Command {
@@ -475,6 +499,7 @@ func (c *cli) searchCommand() *cobra.Command {
 	f.BoolVarP(&req.IgnoreCase, "ignore-case", "i", false, "ignore case")
 	f.StringVar(&req.Path, "path", "", "search under this workspace-relative path")
 	f.IntVar(&req.MaxResults, "max", 0, "maximum matches (default 200)")
+	f.StringVar(&req.Glob, "glob", "", "only files matching this glob (*.go: by name; src/**/*.ts: by path)")
 	return cmd
 }
 
@@ -508,6 +533,12 @@ func (c *cli) statusCommand() *cobra.Command {
 			}
 			for _, w := range st.ConfigWarnings {
 				fmt.Fprintf(c.stderr, "warning: git config %s\n", printablePath(w))
+			}
+			for _, p := range st.UninitializedSubmodules {
+				fmt.Fprintf(c.stderr, "warning: submodule %s is not checked out\n", printablePath(p))
+			}
+			for _, p := range st.LFSPointers {
+				fmt.Fprintf(c.stderr, "warning: %s is a Git LFS pointer (content not fetched)\n", printablePath(p))
 			}
 			return nil
 		},
@@ -604,6 +635,44 @@ func (c *cli) hibernateCommand() *cobra.Command {
 	}
 }
 
+// previewCommand is `sandboxctl preview WS PORT` (docs/API.md "Preview URLs").
+func (c *cli) previewCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "preview WS PORT",
+		Short: "Print a URL reaching PORT of the workspace's running runtime (Daytona, Docker)",
+		Long: "Print a URL reaching PORT (1-65535) of the workspace's running runtime: Daytona's signed preview URL,\n" +
+			"or with Docker a loopback port of the worker's machine. Start the server first, e.g.\n" +
+			"sandboxctl exec WS -- sh -c 'python3 -m http.server 8080 >/dev/null 2>&1 &'.\n" +
+			"Runtimes that cannot expose ports refuse with SandboxCommandRejected.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			port, err := strconv.Atoi(args[1])
+			if err != nil || port < 1 || port > sandboxapi.MaxPort {
+				return sandbox.FieldError("port", "PORT %q: want a TCP port number from 1 to %d", args[1], sandboxapi.MaxPort)
+			}
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			u, err := s.PreviewURL(cmd.Context(), port)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(u)
+			}
+			fmt.Fprintln(c.stdout, printablePath(u.URL))
+			if u.Token != "" {
+				fmt.Fprintf(c.stdout, "token %s (send it as the backend asks, e.g. Daytona's x-daytona-preview-token header)\n", printablePath(u.Token))
+			}
+			if u.ExpiresAt != nil {
+				fmt.Fprintf(c.stdout, "expires %s\n", u.ExpiresAt.Local().Format(time.RFC3339))
+			}
+			return nil
+		},
+	}
+}
+
 func (c *cli) releaseCommand() *cobra.Command {
 	var destroy bool
 	cmd := &cobra.Command{
@@ -660,6 +729,16 @@ func (c *cli) describeCommand() *cobra.Command {
 				}
 			}
 			fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
+			if r := d.RuntimeReplica; r != nil {
+				line := fmt.Sprintf("files %d, synced=%t, recreated %d", r.Files, r.Synced, r.Recreated)
+				if r.LastRecreatedAt != nil {
+					line += " (last " + r.LastRecreatedAt.Local().Format(time.RFC3339) + ")"
+				}
+				fmt.Fprintf(w, "replica\t%s\n", line)
+				for _, p := range r.NotSynced {
+					fmt.Fprintf(w, "not_synced\t%s (a nested git repository: only in the sandbox)\n", printablePath(p))
+				}
+			}
 			fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
 			fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
 			if d.State == sandboxapi.StateActive || d.State == sandboxapi.StateIdle { // no timer runs otherwise

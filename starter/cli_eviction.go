@@ -34,7 +34,7 @@ func (c *cli) evictionCommand() *cobra.Command {
 	}
 	run.Flags().BoolVar(&in.DryRun, "dry-run", false, "plan only: nothing is stopped, destroyed or evicted")
 	run.Flags().StringArrayVar(&in.Hosts, "host", nil, "only this host (repeatable)")
-	run.Flags().DurationVar(&in.ReplyTimeout, "reply-timeout", 0, "how long to wait for the sessions (default 15m)")
+	run.Flags().Var(durationValue{&in.ReplyTimeout}, "reply-timeout", "how long to wait for the sessions: a duration or seconds (default 15m)")
 	var dry bool
 	last := &cobra.Command{
 		Use:   "last [--include-dry-run]",
@@ -70,8 +70,8 @@ func (c *cli) printEviction(res sandboxapi.EvictionRunResult) error {
 	}
 	fmt.Fprintf(c.stdout, "eviction %s %s (%s, %s)\n", kind, res.WorkflowID, res.FinishedAt.Local().Format(time.RFC3339), res.FinishedAt.Sub(res.StartedAt).Round(time.Millisecond))
 	if !res.DryRun {
-		fmt.Fprintf(c.stdout, "stopped %d, destroyed %d, evicted %d, repo caches removed %d, blocked %d, skipped %d, failed %d, pending %d; freed %s\n",
-			s.Stopped, s.Destroyed, s.Evicted, s.CachesFreed, s.Blocked, s.Skipped, s.Failed, s.Pending, mib(s.FreedBytes))
+		fmt.Fprintf(c.stdout, "stopped %d, destroyed %d, evicted %d, repo caches removed %d, orphan runtimes deleted %d, blocked %d, skipped %d, failed %d, pending %d; freed %s\n",
+			s.Stopped, s.Destroyed, s.Evicted, s.CachesFreed, s.OrphansDeleted, s.Blocked, s.Skipped, s.Failed, s.Pending, mib(s.FreedBytes))
 	}
 	for _, h := range res.Hosts {
 		switch {
@@ -153,7 +153,7 @@ func (c *cli) pinCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&until, "until", "", "end of the pin, RFC 3339")
-	cmd.Flags().DurationVar(&dur, "for", 0, "length of the pin from now, e.g. 72h")
+	cmd.Flags().Var(durationValue{&dur}, "for", "length of the pin from now: a duration (e.g. 72h) or seconds")
 	return cmd
 }
 
@@ -185,11 +185,12 @@ func (c *cli) unpinCommand() *cobra.Command {
 func (c *cli) restoreCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "restore WS",
-		Short: "Re-create an evicted workspace with its saved work, byte for byte",
-		Long: "Re-create an evicted workspace: the worktree at its branch tip, then the saved work\n" +
-			"(tracked and untracked, not ignored, files) written back byte for byte. The index is left\n" +
-			"at HEAD: every saved change shows as unstaged or untracked (the staged/unstaged split is\n" +
-			"not preserved). Any acquire of an evicted workspace does the same.",
+		Short: "Bring back the work an eviction or a destroy saved, byte for byte",
+		Long: "Bring back saved work (update restore): an evicted workspace is re-created at its branch tip\n" +
+			"with its saved files (any acquire of it does the same); a destroyed one is re-created from\n" +
+			"what its destroy kept, or, when its key was acquired fresh since, its destroy backup is\n" +
+			"written into that fresh workspace. Files come back byte for byte with their permission bits;\n" +
+			"the index is left at HEAD, so every saved change shows as unstaged or untracked.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := c.session(cmd.Context(), args[0])

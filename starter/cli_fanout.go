@@ -42,13 +42,15 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 	var timeout time.Duration
 	var watch bool
 	cmd := &cobra.Command{
-		Use:   "start --workspace WS --task ID[:SCRIPT] ... [--parallel N] [--accept all|ID,ID] [--timeout D]",
+		Use:   "start --workspace WS --task ID[:SCRIPT] ... [--parallel N] [--accept all|ID,ID] [--timeout D] [--from-fork]",
 		Short: "Start a fan-out and print its id",
 		Long: "Start a fan-out from a conversation's edit workspace: the workspace is checkpointed (its\n" +
 			"uncommitted changes committed), each task gets workspace and branch agent/task-<ID> from that\n" +
 			"commit, runs SCRIPT (sh -c; exit 0 = success) or, without one, waits for\n" +
 			"`sandboxctl fanout complete`; the accepted tasks that succeeded are then merged into the\n" +
-			"conversation in the order given. Prints the fan-out id; follow it with `fanout watch`.",
+			"conversation in the order given. With --from-fork nothing is committed first: each task is a\n" +
+			"fork of the conversation (`sandboxctl fork`), its uncommitted and untracked files included.\n" +
+			"Prints the fan-out id; follow it with `fanout watch`.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, t := range tasks {
@@ -109,9 +111,10 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 	fl.StringArrayVar(&instructions, "instructions", nil, "TASK_ID=TEXT: instructions kept with the task (commit message body); repeat")
 	fl.IntVar(&in.MaxParallel, "parallel", 0, fmt.Sprintf("tasks in progress at once (default %d, at most %d)", sandboxapi.DefaultFanoutParallel, sandboxapi.MaxFanoutParallel))
 	fl.StringVar(&accept, "accept", "all", "which succeeded tasks to merge: all, or a comma-separated list of task ids")
-	fl.DurationVar(&timeout, "timeout", 0, fmt.Sprintf("per-task timeout (default %s)", sandboxapi.DefaultTaskTimeout))
+	fl.Var(durationValue{&timeout}, "timeout", fmt.Sprintf("per-task timeout: a duration or seconds (default %s)", sandboxapi.DefaultTaskTimeout))
 	fl.StringVar(&id, "id", "", "fan-out id (default: generated)")
 	fl.BoolVar(&watch, "watch", false, "watch the fan-out until it finishes (as 'fanout watch')")
+	fl.BoolVar(&in.FromFork, "from-fork", false, "start each task as a fork of the conversation (its uncommitted files included) instead of committing it first")
 	_ = cmd.MarkFlagRequired("workspace")
 	_ = cmd.MarkFlagRequired("task")
 	return cmd
@@ -127,7 +130,8 @@ func (c *cli) fanoutWatchCommand() *cobra.Command {
 			return c.watchFanout(cmd, args[0], interval)
 		},
 	}
-	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to poll the progress query")
+	interval = time.Second
+	cmd.Flags().Var(durationValue{&interval}, "interval", "how often to poll the progress query: a duration or seconds")
 	return cmd
 }
 

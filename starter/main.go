@@ -1,9 +1,15 @@
 // Command sandboxctl is the sandboxcore CLI for agents and operators: acquire
 // a workspace, run commands, read and write files, search, diff and commit,
 // hibernate and release — each one update on the workspace's SessionWorkflow.
-// It reads TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE and
-// SANDBOX_TASK_QUEUE. Exit codes: `exec` exits with the command's code; other
-// commands exit 0 on success, 2 on invalid arguments, 1 on any other error.
+// It connects like the worker (README.md "Configuration"): the Temporal SDK's
+// environment configuration (TEMPORAL_ADDRESS, default 127.0.0.1:7233,
+// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE and its
+// TOML file) under the Temporal CLI's flags (--address, --api-key, --tls-*,
+// --profile, …), SANDBOX_PAYLOAD_KEYS for encrypted payloads, and
+// SANDBOX_TASK_QUEUE; `codec-server` serves the payload codec to the Web UI.
+// Exit codes: `exec` exits with the command's code; other commands exit 0 on
+// success, 2 on invalid arguments (a bad connection setting included), 1 on
+// any other error.
 package main
 
 import (

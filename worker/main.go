@@ -48,9 +48,29 @@ func run() error {
 	}
 	fmt.Printf("sandboxcore worker ready\n")
 	fmt.Printf("  host id      %s (task queues %s and %s)\n", cfg.HostID, cfg.TaskQueue, wire.HostTaskQueue(cfg.HostID))
-	fmt.Printf("  temporal     %s (namespace %s%s)\n", addr, cfg.Namespace, map[bool]string{true: ", embedded", false: ""}[h.Dev != nil])
+	how := ""
+	if h.Dev != nil {
+		how = ", embedded"
+		if cfg.Security.DevTLS != nil {
+			how += ", TLS"
+			if cfg.Security.DevTLS.ClientCAFile != "" {
+				how += " with client certificates"
+			}
+		}
+	} else if cfg.Security.Temporal != nil && cfg.Security.Temporal.TLSEnabled() {
+		how = ", TLS"
+	}
+	fmt.Printf("  temporal     %s (namespace %s%s)\n", addr, cfg.Namespace, how)
 	if h.Dev != nil && h.Dev.UIURL != "" {
 		fmt.Printf("  web ui       %s/namespaces/%s/workflows\n", h.Dev.UIURL, cfg.Namespace)
+	}
+	if p := cfg.Security.Payloads; p != nil {
+		fmt.Printf("  payloads     encrypted with key %q (SANDBOX_PAYLOAD_KEYS holds %v)\n", p.EncryptionKeyID(), p.KeyIDs())
+	} else {
+		fmt.Printf("  payloads     plaintext in Temporal's history (set SANDBOX_PAYLOAD_KEYS to encrypt them)\n")
+	}
+	if h.Codec != nil {
+		fmt.Printf("  codec server %s for the web ui: log in once at %s/login with the token from %s\n", h.Codec.URL, h.Codec.URL, h.CodecTokenSource)
 	}
 	fmt.Printf("  data dir     %s\n", cfg.DataDir)
 	kind := h.Activities.Runtimes.Kind()
@@ -60,6 +80,12 @@ func run() error {
 	}
 	fmt.Printf("\nNext, in another terminal (see README.md, \"Walkthrough\"):\n")
 	fmt.Printf("  export TEMPORAL_ADDRESS=%s\n", addr)
+	if cfg.Security.DevTLS != nil {
+		fmt.Printf("  (and the TEMPORAL_TLS_* variables this worker connects with: CA, and client certificate)\n")
+	}
+	if cfg.Security.Payloads != nil {
+		fmt.Printf("  (and the same SANDBOX_PAYLOAD_KEYS)\n")
+	}
 	if cfg.AllowFileURLs {
 		fmt.Printf("  bin/sandboxctl acquire --repo file://$PWD --user me --project demo --mode edit --conversation c1\n")
 	} else {

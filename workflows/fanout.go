@@ -33,7 +33,11 @@ type fanout struct {
 //
 //  1. Prepare: resume (or acquire) the conversation's SessionWorkflow and send
 //     it a commit update: uncommitted changes are checkpointed, and the
-//     branch tip is pinned as StartCommit.
+//     branch tip is pinned as StartCommit. With FromFork nothing is
+//     committed and StartCommit is the conversation's HEAD: each task is
+//     then created by the conversation session's fork update when it
+//     starts (its workspace holds the conversation's uncommitted and
+//     untracked files as uncommitted changes) instead of as below.
 //  2. Tasks, started in input order with at most MaxParallel in progress:
 //     each task's SessionWorkflow (workflow id sandbox-session/<hash of the
 //     task key>, the normal session of a task workspace, subject to normal
@@ -75,6 +79,7 @@ func TaskFanoutWorkflow(ctx workflow.Context, in sandboxapi.FanoutInput) (sandbo
 	}
 	f.report.ConversationWorkspaceID, _ = in.ConversationWorkspace()
 	f.report.MaxParallel = in.Parallel()
+	f.report.FromFork = in.FromFork
 	for _, t := range in.Tasks {
 		kind := sandboxapi.TaskKindAgent
 		if t.Script != "" {
@@ -167,6 +172,7 @@ func (f *fanout) prepare(ctx workflow.Context) error {
 	err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutPrepare, wire.FanoutPrepareInput{
 		OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID, Request: f.in.Conversation,
 		CheckpointMessage: fmt.Sprintf("Checkpoint before fan-out %s", f.report.FanoutID),
+		Fork:              f.in.FromFork,
 	}, &out)
 	if err != nil {
 		return err
@@ -190,20 +196,32 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 	}
 
 	t.Status = sandboxapi.TaskAcquiring
-	req := f.request
-	req.Mode, req.TaskID, req.BaseRef = sandbox.ModeTask, spec.TaskID, f.report.StartCommit
-	if workflow.GetVersion(ctx, versionTaskChildSession, workflow.DefaultVersion, 1) == 1 {
-		if err := f.startTaskSession(ctx, req); err != nil {
+	var h sandboxapi.Handle
+	if f.in.FromFork {
+		// The task is a fork of the conversation, made by its session (and
+		// so serialized with its agent's commands). Only inputs with
+		// FromFork take this path, so recorded histories replay unchanged.
+		if err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutForkTask, wire.FanoutForkTaskInput{
+			OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID, TaskID: spec.TaskID, HostID: f.hostID,
+		}, &h); err != nil {
 			fail(err)
 			return
 		}
-	}
-	var h sandboxapi.Handle
-	if err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutAcquireTask, wire.AcquireTaskInput{
-		HostID: f.hostID, StartCommit: f.report.StartCommit, Request: req,
-	}, &h); err != nil {
-		fail(err)
-		return
+	} else {
+		req := f.request
+		req.Mode, req.TaskID, req.BaseRef = sandbox.ModeTask, spec.TaskID, f.report.StartCommit
+		if workflow.GetVersion(ctx, versionTaskChildSession, workflow.DefaultVersion, 1) == 1 {
+			if err := f.startTaskSession(ctx, req); err != nil {
+				fail(err)
+				return
+			}
+		}
+		if err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutAcquireTask, wire.AcquireTaskInput{
+			HostID: f.hostID, StartCommit: f.report.StartCommit, Request: req,
+		}, &h); err != nil {
+			fail(err)
+			return
+		}
 	}
 	t.WorkspaceID, t.WorkflowID, t.Branch = h.WorkspaceID, h.WorkflowID, h.Branch
 

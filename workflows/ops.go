@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"strings"
+
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
@@ -121,11 +123,27 @@ var operations = []registrar{
 		input: func(s *session, in sandboxapi.WriteFileInput) any {
 			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Content: in.Content, Mode: in.Mode}
 		}},
+	// edit_file: one edit applied by the host in one step under the
+	// exclusive lock (never a client-side read-then-write).
+	operation[sandboxapi.EditFileInput, sandboxapi.EditFileResult]{op: sandboxapi.OpEditFile, writes: true,
+		validate: validateEdit, activity: wire.ActivityEditFile,
+		handle: func(s *session, ctx workflow.Context, in sandboxapi.EditFileInput) (sandboxapi.EditFileResult, error) {
+			ai := wire.EditFileActivityInput{WorkspaceID: s.wsID, Request: in}
+			if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
+				ai.UpdateID = u.ID // a retried activity does not apply the edit twice
+			}
+			return writeOp[sandboxapi.EditFileResult](s, ctx, opQuick, wire.ActivityEditFile, ai)
+		}},
 	operation[sandboxapi.ListDirInput, sandboxapi.ListDirResult]{op: sandboxapi.OpListDir,
-		validate: func(_ *session, in sandboxapi.ListDirInput) error { return validPath(in.Path) },
+		validate: func(_ *session, in sandboxapi.ListDirInput) error {
+			if in.Depth < 0 || in.Depth > sandboxapi.MaxListDepth {
+				return sandbox.FieldError("depth", "list_dir depth must be between 0 and %d", sandboxapi.MaxListDepth)
+			}
+			return validPath(in.Path)
+		},
 		activity: wire.ActivityListDir,
 		input: func(s *session, in sandboxapi.ListDirInput) any {
-			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path}
+			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Depth: in.Depth, SkipHidden: in.SkipHidden, SkipIgnored: in.SkipIgnored}
 		}},
 	operation[sandbox.SearchRequest, sandbox.SearchResult]{op: sandboxapi.OpSearch,
 		validate: validateSearch, activity: wire.ActivitySearch,
@@ -136,6 +154,23 @@ var operations = []registrar{
 		activity: wire.ActivityStatus, input: workspaceInput},
 	operation[sandboxapi.None, sandbox.Diff]{op: sandboxapi.OpDiff,
 		activity: wire.ActivityDiff, input: workspaceInput},
+	operation[sandboxapi.LogRequest, sandboxapi.LogResult]{op: sandboxapi.OpLog,
+		validate: func(_ *session, in sandboxapi.LogRequest) error {
+			if in.Limit < 0 || in.Limit > sandboxapi.MaxLogCommits {
+				return sandbox.FieldError("limit", "log limit must be between 0 and %d", sandboxapi.MaxLogCommits)
+			}
+			return nil
+		},
+		activity: wire.ActivityLog,
+		input: func(s *session, in sandboxapi.LogRequest) any {
+			return wire.LogActivityInput{WorkspaceID: s.wsID, Request: in}
+		}},
+	operation[sandboxapi.ReadOutputInput, sandboxapi.ReadOutputResult]{op: sandboxapi.OpReadOutput,
+		validate: func(_ *session, in sandboxapi.ReadOutputInput) error { return in.Validate() },
+		activity: wire.ActivityReadOutput,
+		input: func(s *session, in sandboxapi.ReadOutputInput) any {
+			return wire.ReadOutputActivityInput{WorkspaceID: s.wsID, Request: in}
+		}},
 	operation[sandbox.CommitRequest, sandbox.CommitResult]{op: sandboxapi.OpCommit, writes: true,
 		validate: func(_ *session, in sandbox.CommitRequest) error {
 			if in.Message == "" {
@@ -191,6 +226,38 @@ var operations = []registrar{
 		activity: wire.ActivityProcessList, handle: (*session).processList},
 	operation[sandboxapi.CancelInput, sandboxapi.CancelResult]{op: sandboxapi.OpCancel,
 		validate: validateCancel, activity: wire.ActivityExecCancel, handle: (*session).cancel},
+	// The lifecycle (docs/API.md "Checkpoints", "Fork", "Destroy";
+	// session_lifecycle.go). destroy is allowed on read-only workspaces:
+	// ending one changes nothing in it.
+	operation[sandboxapi.CheckpointInput, sandbox.Checkpoint]{op: sandboxapi.OpCheckpoint, writes: true,
+		validate: func(_ *session, in sandboxapi.CheckpointInput) error { return in.Validate() },
+		activity: wire.ActivityCheckpoint, class: opGit,
+		input: func(s *session, in sandboxapi.CheckpointInput) any {
+			return wire.CheckpointActivityInput{WorkspaceID: s.wsID, Label: in.Label}
+		}},
+	operation[sandboxapi.None, sandboxapi.CheckpointList]{op: sandboxapi.OpCheckpoints,
+		activity: wire.ActivityCheckpoints, input: workspaceInput},
+	operation[sandboxapi.RollbackInput, sandbox.RollbackResult]{op: sandboxapi.OpRollback, writes: true,
+		validate: func(_ *session, in sandboxapi.RollbackInput) error { return in.Validate() },
+		activity: wire.ActivityRollback, class: opGit,
+		input: func(s *session, in sandboxapi.RollbackInput) any {
+			return wire.RollbackActivityInput{WorkspaceID: s.wsID, Checkpoint: in.Checkpoint}
+		}},
+	operation[sandboxapi.ForkInput, sandboxapi.ForkResult]{op: sandboxapi.OpFork, writes: true,
+		validate: (*session).validateFork, activity: wire.ActivityForkPrepare, handle: (*session).fork},
+	operation[sandboxapi.DestroyInput, sandboxapi.DestroyResult]{op: sandboxapi.OpDestroy,
+		activity: wire.ActivityDestroy, handle: (*session).destroy},
+	operation[sandboxapi.None, sandboxapi.Handle]{op: sandboxapi.OpRestore, writes: true,
+		activity: wire.ActivityRestoreDestroyed, handle: (*session).restore},
+	// preview_url asks the runtime's backend for a URL of a port (read-only:
+	// it changes neither the workspace nor the runtime; refused where the
+	// runtime has no such capability).
+	operation[sandboxapi.PreviewURLInput, sandboxapi.PreviewURL]{op: sandboxapi.OpPreviewURL,
+		validate: func(_ *session, in sandboxapi.PreviewURLInput) error { return in.Validate() },
+		activity: wire.ActivityPreviewURL,
+		input: func(s *session, in sandboxapi.PreviewURLInput) any {
+			return wire.PreviewURLActivityInput{WorkspaceID: s.wsID, Port: in.Port}
+		}},
 }
 
 // Operations describes every operation the workflow registers, in table
@@ -251,12 +318,29 @@ func validateWrite(_ *session, in sandboxapi.WriteFileInput) error {
 	return nil
 }
 
+func validateEdit(_ *session, in sandboxapi.EditFileInput) error {
+	clean, err := sandbox.CleanRelPath(in.Path)
+	if err != nil {
+		return err
+	}
+	if clean == "." {
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit_file needs a file path")
+	}
+	if sandbox.IsGitMetadataPath(clean) {
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path %q is inside .git", in.Path)
+	}
+	return in.Validate()
+}
+
 func validateSearch(_ *session, req sandbox.SearchRequest) error {
 	if err := sandbox.ValidateSearchPattern(req.Pattern, sandbox.MaxSearchPatternBytes); err != nil {
 		return err
 	}
 	if req.MaxResults < 0 || req.MaxResults > sandbox.MaxSearchResults {
 		return sandbox.FieldError("max_results", "max_results must be between 0 and %d", sandbox.MaxSearchResults)
+	}
+	if len(req.Glob) > 1024 || strings.ContainsRune(req.Glob, 0) {
+		return sandbox.FieldError("glob", "search glob is longer than 1024 bytes or holds a NUL byte")
 	}
 	return validPath(req.Path)
 }

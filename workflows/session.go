@@ -52,11 +52,14 @@ type session struct {
 	settings wire.SessionSettings
 
 	runtimeRunning bool
-	lastActivity   time.Time
-	ops            int64
-	seq            int64 // changes at every operation start and end
-	inFlight       int
-	lock           rwLock
+	// replica is the last replica state a remote runtime reported (acquire,
+	// exec); nil for local runtimes and after the runtime was destroyed.
+	replica      *sandboxapi.RuntimeReplica
+	lastActivity time.Time
+	ops          int64
+	seq          int64 // changes at every operation start and end
+	inFlight     int
+	lock         rwLock
 
 	// inputErr: the workflow argument did not decode; every update is refused with it.
 	inputErr error
@@ -74,6 +77,9 @@ type session struct {
 	moveToHost bool
 	state      string
 	lastError  string
+	// destroyed: destroy removed the workspace; the run completes (state
+	// destroyed) and every operation still waiting is refused.
+	destroyed bool
 
 	ev evictState // evict, pin and unpin signals (session_evict.go)
 
@@ -119,6 +125,7 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 		ws := c.Workspace
 		s.ws, s.settings, s.runtimeRunning, s.lastActivity, s.state = &ws, c.Settings, c.RuntimeRunning, c.LastActivity, sandboxapi.StateActive
 		s.dormant = c.Dormant
+		s.replica = c.RuntimeReplica
 		s.ev.evicted = c.Dormant && c.State == sandboxapi.StateEvicted
 		for _, p := range c.Processes {
 			if s.procs.live == nil {
@@ -265,6 +272,12 @@ func (s *session) awaitFirstAcquire(ctx workflow.Context) error {
 // or closed after a signal); a session whose workspace exists continues as
 // new into a dormant run.
 func (s *session) finish(ctx workflow.Context) error {
+	if s.destroyed {
+		// Only runs that handled destroy get here (no recorded history
+		// does): the session ends for good (docs/API.md "Destroy").
+		s.setState(ctx, sandboxapi.StateDestroyed)
+		return nil
+	}
 	if s.ws != nil && s.runtimeRunning {
 		// An operation admitted after release restarted the runtime: stop it again.
 		_ = s.stopRuntime(ctx, false)
@@ -305,7 +318,7 @@ func (s *session) continueAsNew(ctx workflow.Context, taskQueue string) error {
 	return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, taskQueue), sandboxapi.SessionWorkflowType, wire.SessionRunInput{
 		WorkspaceID: s.wsID,
 		Carry: &wire.SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning, State: s.state,
-			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, Processes: s.carriedProcesses()},
+			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica, Processes: s.carriedProcesses()},
 	})
 }
 
@@ -329,7 +342,19 @@ func (s *session) beginUnless(ctx workflow.Context, mutating bool, abort func() 
 		s.seq++
 		return false, err
 	}
+	if s.destroyed {
+		// Waited for the lock while destroy ran: the workspace is gone.
+		s.lock.release(mutating)
+		s.inFlight--
+		return false, s.destroyedError()
+	}
 	return true, nil
+}
+
+// destroyedError refuses an operation that reached a run after its destroy:
+// SessionReleased (retryable), so a client's retry reaches the next run.
+func (s *session) destroyedError() error {
+	return appError(sandbox.Errorf(sandbox.ErrSessionReleased, "workspace %s was destroyed; send the call again (an acquire starts the key fresh)", s.wsID))
 }
 
 // end releases what begin took and records the operation.
@@ -344,8 +369,11 @@ func (s *session) end(ctx workflow.Context, mutating bool) {
 // waitReady blocks an operation until the first acquire finished, and
 // resumes a dormant workspace first.
 func (s *session) waitReady(ctx workflow.Context) error {
-	if err := workflow.Await(ctx, func() bool { return s.ws != nil || s.acquireFailed }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return s.ws != nil || s.acquireFailed || s.destroyed }); err != nil {
 		return err
+	}
+	if s.destroyed {
+		return s.destroyedError()
 	}
 	if s.ws == nil {
 		return appError(sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s could not be acquired", s.wsID))
@@ -513,6 +541,9 @@ func (s *session) stopRuntime(ctx workflow.Context, destroy bool) error {
 	}
 	s.runtimeRunning = false
 	s.processesStopped()
+	if destroy {
+		s.replica = nil
+	}
 	if !s.released {
 		s.setState(ctx, sandboxapi.StateIdle)
 	}
@@ -556,7 +587,7 @@ func (s *session) describe() (sandboxapi.SessionDescription, error) {
 	d := sandboxapi.SessionDescription{
 		WorkspaceID: s.wsID, State: s.state, Workspace: s.ws, RuntimeKind: s.settings.RuntimeKind,
 		RuntimeRunning: s.runtimeRunning, InFlight: s.inFlight, Ops: s.ops, LastActivity: s.lastActivity,
-		LastError: s.lastError, ContractVersion: sandboxapi.ContractVersion,
+		LastError: s.lastError, ContractVersion: sandboxapi.ContractVersion, RuntimeReplica: s.replica,
 	}
 	stopAt, closeAt, _ := s.idleDeadlines(s.lastActivity)
 	if pd := s.procDeadline(); pd.After(stopAt) {

@@ -41,13 +41,15 @@ func (s *session) acquire(ctx workflow.Context, in sandboxapi.AcquireInput) (san
 	}
 	defer s.end(ctx, true)
 	if s.ws != nil && !s.ev.evicted && !s.dormant {
-		return wire.HandleFor(*s.ws, s.settings, false), nil
+		h := wire.HandleFor(*s.ws, s.settings, false)
+		h.RuntimeReplica = s.replica
+		return h, nil
 	}
 	req := in.Request
 	if req == nil {
 		req = s.request
 	}
-	return s.resume(ctx, req)
+	return s.resume(ctx, req, false)
 }
 
 // wake resumes a dormant workspace before an operation runs on it: the
@@ -61,14 +63,16 @@ func (s *session) wake(ctx workflow.Context) error {
 	if !s.dormant {
 		return nil
 	}
-	_, err := s.resume(ctx, nil)
+	_, err := s.resume(ctx, nil, false)
 	return err
 }
 
 // resume runs the locate and acquire activities for req (nil: the stored
 // workspace) and makes the run active. A first acquire that fails ends the
 // run; a dormant run stays dormant, and ends when its workspace is gone.
-func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest) (sandboxapi.Handle, error) {
+// restore (the restore update) also reaches a destroyed workspace's
+// tombstone and brings back what its destroy saved (docs/API.md "Destroy").
+func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest, restore bool) (sandboxapi.Handle, error) {
 	first := s.ws == nil
 	fail := func(err error) (sandboxapi.Handle, error) {
 		if first {
@@ -84,7 +88,7 @@ func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest) (s
 	if err := s.call(ctx, locOpts, wire.ActivityLocate, wire.WorkspaceActivityInput{WorkspaceID: s.wsID}, &loc); err != nil {
 		return fail(err)
 	}
-	if req == nil && !loc.Exists {
+	if req == nil && !loc.Exists && !(restore && loc.Removed) {
 		if !first {
 			s.released = true // a dormant run of a removed workspace ends
 		}
@@ -96,12 +100,14 @@ func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest) (s
 		HeartbeatTimeout:    15 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
 	}
-	if loc.Exists && loc.HostID != "" {
+	// A tombstone's kept work (backup, checkpoints) lives on its host: the
+	// key's next workspace is made there.
+	if (loc.Exists || loc.Removed) && loc.HostID != "" {
 		opts.TaskQueue = wire.HostTaskQueue(loc.HostID)
 		opts.ScheduleToStartTimeout = hostWait(loc.HostWait)
 	}
 	var out wire.AcquireActivityResult
-	if err := s.call(ctx, opts, wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: s.wsID, Request: req}, &out); err != nil {
+	if err := s.call(ctx, opts, wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: s.wsID, Request: req, Restore: restore}, &out); err != nil {
 		return fail(err)
 	}
 	ws := out.Workspace
@@ -111,8 +117,10 @@ func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest) (s
 	s.ev.evicted, s.released, s.dormant = false, false, false // an evicted workspace was restored
 	s.publish(ctx)
 	s.moveToHost = !s.settings.StayOnSharedQueue && workflow.GetInfo(ctx).TaskQueueName != wire.HostTaskQueue(ws.HostID)
+	s.replica = out.RuntimeReplica
 	h := wire.HandleFor(ws, s.settings, out.Created)
-	h.RestoredFrom = out.RestoredFrom
+	h.RestoredFrom, h.Restorable, h.ForkedFrom = out.RestoredFrom, out.Restorable, out.ForkedFrom
+	h.RuntimeReplica = out.RuntimeReplica
 	return h, nil
 }
 
@@ -158,6 +166,9 @@ func (s *session) release(ctx workflow.Context, in sandboxapi.ReleaseInput) (san
 	}
 	s.runtimeRunning = false
 	s.processesStopped()
+	if in.DestroyRuntime {
+		s.replica = nil
+	}
 	s.released = true
 	s.state = sandboxapi.StateReleased // published when the run ends (finish)
 	return sandboxapi.ReleaseResult{WorkspaceID: s.wsID, Runtime: what}, nil
@@ -173,5 +184,8 @@ func (s *session) stopDormant(ctx workflow.Context, name string) (sandboxapi.Hib
 	defer s.end(ctx, true)
 	var out sandboxapi.HibernateResult
 	err := s.callQuick(ctx, name, wire.WorkspaceActivityInput{WorkspaceID: s.wsID}, &out)
+	if err == nil && name == wire.ActivityDestroyRuntime {
+		s.replica = nil
+	}
 	return out, err
 }

@@ -220,7 +220,12 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: id, ProcessID: e.processID, Wait: execFastWait}
 	e.started = true
 	var st wire.ExecStartResult
-	if err := s.execStart(ctx, in, &st); err != nil {
+	if req.KeepOutput {
+		// Kept output (docs/API.md "Kept output") is written by the exec
+		// activity as the command runs: it runs the command itself, as on
+		// a runtime without processes.
+		st.Unsupported = true
+	} else if err := s.execStart(ctx, in, &st); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	if st.Done {
@@ -249,8 +254,14 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 		opts.HeartbeatTimeout = execWaitHeartbeat
 		opts.RetryPolicy = &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second, MaximumAttempts: 10}
 	}
-	var out sandbox.ExecResult
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(waitCtx, opts), wire.ActivityExec, in).Get(waitCtx, &out)
+	// The activity's result is the command's (wire.ExecActivityResult inlines
+	// it: histories where it returned a bare ExecResult decode the same).
+	var res wire.ExecActivityResult
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(waitCtx, opts), wire.ActivityExec, in).Get(waitCtx, &res)
+	if res.RuntimeReplica != nil {
+		s.replica = res.RuntimeReplica
+	}
+	out := res.ExecResult
 	if err != nil && e.cancel != "" {
 		// Cancelled: the wait was abandoned (or the command's activity
 		// cancelled) before it returned the command's output.
@@ -278,7 +289,7 @@ func (s *session) execActivity(ctx workflow.Context, req sandbox.ExecRequest) (s
 		return sandbox.ExecResult{}, err
 	}
 	defer s.end(ctx, true)
-	var out sandbox.ExecResult
+	var out wire.ExecActivityResult
 	s.runtimeRunning = true
 	if s.state != sandboxapi.StateActive {
 		s.setState(ctx, sandboxapi.StateActive)
@@ -288,7 +299,10 @@ func (s *session) execActivity(ctx workflow.Context, req sandbox.ExecRequest) (s
 		in.UpdateID = u.ID
 	}
 	err := s.call(ctx, s.hostOptions(opExec, req.Timeout()), wire.ActivityExec, in, &out)
-	return out, err
+	if out.RuntimeReplica != nil {
+		s.replica = out.RuntimeReplica
+	}
+	return out.ExecResult, err
 }
 
 // execStart runs ActivityExecStart: a local activity on the host's queue,

@@ -63,8 +63,8 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	}, wire.ActivityLocate)
 	reg(func(_ context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 		f.acquires.Add(1)
-		ws := sandbox.Workspace{ID: in.WorkspaceID, Mode: f.mode, HostID: testHost, BranchName: "agent/edits-c",
-			Capabilities: sandbox.CapabilitiesFromMode(f.mode, false), Repo: sandbox.RepoIdentity{Host: "example.com", Owner: "o", Name: "r"}}
+		ws := sandbox.Workspace{ID: in.WorkspaceID, Mode: f.mode, HostID: testHost, BranchName: "agent/edits-c", UserID: "u", ProjectID: "p",
+			Capabilities: sandbox.CapabilitiesFromMode(f.mode, false), Repo: sandbox.RepoIdentity{Host: "example.com", Owner: "o", Name: "r", URL: "https://example.com/o/r.git"}}
 		return wire.AcquireActivityResult{Workspace: ws, Created: true,
 			Settings: wire.SessionSettings{IdleStop: 20 * time.Minute, IdleClose: 6 * time.Hour, RuntimeKind: "local"}}, nil
 	}, wire.ActivityAcquire)

@@ -22,14 +22,17 @@ import (
 // Config is a worker host's configuration; README.md "Configuration" lists
 // every variable with its default.
 type Config struct {
-	DataDir         string // SANDBOX_DATA_DIR
-	TemporalAddress string // TEMPORAL_ADDRESS; "" embeds a dev server
-	Namespace       string // TEMPORAL_NAMESPACE
+	DataDir string // SANDBOX_DATA_DIR
+	// TemporalAddress is the frontend (TEMPORAL_ADDRESS, else the Temporal
+	// profile's address); "" embeds a dev server.
+	TemporalAddress string
+	// Namespace is TEMPORAL_NAMESPACE, else the profile's, else "default".
+	Namespace       string
 	TemporalPort    int    // SANDBOX_TEMPORAL_PORT (embedded server)
 	UIPort          int    // SANDBOX_UI_PORT (embedded Web UI; 0 disables)
 	TaskQueue       string // SANDBOX_TASK_QUEUE
 	HostID          string // SANDBOX_HOST_ID
-	RuntimeProvider string // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker or local
+	RuntimeProvider string // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker, daytona, e2b or local
 	RuntimeImage    string // SANDBOX_RUNTIME_IMAGE
 	// SupervisorBinary is the sandbox-supervisor program the bubblewrap,
 	// local and Docker runtimes run inside each runtime
@@ -67,6 +70,17 @@ type Config struct {
 	// Eviction: schedule, policy and disk budget (SANDBOX_EVICTION_*,
 	// SANDBOX_DISK_BUDGET_*; eviction.go).
 	Eviction EvictionConfig
+	// Security: the Temporal connection (TLS, API key, profiles), the
+	// embedded server's TLS, payload encryption and the UI's codec server
+	// (security.go).
+	Security SecurityConfig
+	// E2B configures SANDBOX_RUNTIME_PROVIDER=e2b (E2B_*; e2b.go).
+	E2B E2BConfig
+	// Content: submodules and Git LFS (SANDBOX_SUBMODULES, SANDBOX_LFS*; content.go).
+	Content ContentConfig
+	// Daytona: the DAYTONA_* variables, read with
+	// SANDBOX_RUNTIME_PROVIDER=daytona only (daytona.go).
+	Daytona DaytonaConfig
 }
 
 // Defaults.
@@ -101,8 +115,6 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return def
 	}
 	c := Config{
-		TemporalAddress:  get("TEMPORAL_ADDRESS", ""),
-		Namespace:        get("TEMPORAL_NAMESPACE", "default"),
 		TaskQueue:        get("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue),
 		RuntimeProvider:  get("SANDBOX_RUNTIME_PROVIDER", "auto"),
 		RuntimeImage:     get("SANDBOX_RUNTIME_IMAGE", ""),
@@ -113,6 +125,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		DatabaseURL:      get("DATABASE_URL", ""),
 	}
 	var err error
+	if c.Security, c.TemporalAddress, c.Namespace, err = securityFromEnv(lookup, get); err != nil {
+		return c, err
+	}
 	if c.DataDir, err = dataDir(get("SANDBOX_DATA_DIR", "")); err != nil {
 		return c, &ConfigError{"SANDBOX_DATA_DIR", get("SANDBOX_DATA_DIR", ""), err.Error()}
 	}
@@ -147,9 +162,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		{"SANDBOX_PROCESS_MAX_IDLE", &c.ProcessMaxIdle, sandboxapi.DefaultProcessMaxIdle},
 	} {
 		v := get(d.name, d.def.String())
-		dur, err := time.ParseDuration(v)
+		dur, err := sandbox.ParseDuration(v)
 		if err != nil || dur < 0 {
-			return c, &ConfigError{d.name, v, "want a Go duration such as 30s, 20m or 6h"}
+			return c, &ConfigError{d.name, v, "want a duration such as 30s, 20m or 6h, or a number of seconds"}
 		}
 		*d.dst = dur
 	}
@@ -187,12 +202,20 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	// never a silent fallback to host subprocesses; local is explicit).
 	switch c.RuntimeProvider {
 	case "auto", "bwrap", "local":
+	case "e2b":
+		if c.E2B, err = e2bFromEnv(get); err != nil {
+			return c, err
+		}
 	case "docker":
 		if c.RuntimeImage == "" {
 			return c, &ConfigError{"SANDBOX_RUNTIME_IMAGE", "", "required with SANDBOX_RUNTIME_PROVIDER=docker (an image present on the daemon: images are never pulled)"}
 		}
+	case "daytona":
+		if c.Daytona, err = daytonaFromEnv(get, c.AllowHTTPURLs); err != nil {
+			return c, err
+		}
 	default:
-		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker or local"}
+		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker, daytona, e2b or local"}
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
@@ -210,6 +233,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.Eviction, err = evictionFromEnv(get); err != nil {
+		return c, err
+	}
+	if c.Content, err = contentFromEnv(get); err != nil {
 		return c, err
 	}
 	return c, nil

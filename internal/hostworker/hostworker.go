@@ -19,15 +19,20 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxcore/sandboxcore/activities"
+	"github.com/sandboxcore/sandboxcore/internal/codecserver"
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
+	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
+	"github.com/sandboxcore/sandboxcore/internal/temporalconn"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/internal/workspace"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -42,6 +47,9 @@ type Options struct {
 	// file, GitHub App, then GITHUB_TOKEN/GH_TOKEN; auth.go) when set.
 	Credentials sandbox.CredentialProvider
 	// Client, when set, is used instead of dialing (or embedding) Temporal.
+	// With SANDBOX_PAYLOAD_KEYS its data and failure converters must be the
+	// codec's (Config.Security.Payloads.DataConverter(), FailureConverter()):
+	// the workers use the client's converters.
 	Client client.Client
 }
 
@@ -51,9 +59,15 @@ type Host struct {
 	// Client is connected to Temporal (owned by Host unless passed in Options).
 	Client client.Client
 	// Dev is the embedded Temporal server, nil when TEMPORAL_ADDRESS is set.
-	Dev        *devserver.Server
-	Store      sandbox.Store
-	Activities *activities.Activities
+	Dev *devserver.Server
+	// Codec is the codec server the embedded Web UI decodes payloads with
+	// (nil unless payloads are encrypted, the UI is on and SANDBOX_CODEC_PORT
+	// is not 0); CodecTokenSource names where its token is (a variable or
+	// the file <data dir>/codec-token), never the token.
+	Codec            *codecserver.Server
+	CodecTokenSource string
+	Store            sandbox.Store
+	Activities       *activities.Activities
 
 	ownsClient    bool
 	stopHeartbeat func()
@@ -85,10 +99,17 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	st, err := openStore(ctx, cfg, log)
+	opened, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	// Outages: bounded retries, SandboxUnavailable naming no connection
+	// detail, and the rows this host last saw serving the operations that
+	// need nothing else (docs/PRODUCTION.md "Store outages").
+	if r, ok := opened.(interface{ SetResilience(store.Resilience) }); ok {
+		r.SetResilience(store.Resilience{Logger: log})
+	}
+	st := store.NewRemembering(opened)
 	h.Store = st
 
 	git, err := gitx.New(gitx.Options{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs, HomeDir: filepath.Join(cfg.DataDir, "git-home"), Logger: log})
@@ -99,11 +120,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	runtimes, err := runtimeProvider(ctx, cfg, log)
+	runtimes, err := runtimeProvider(ctx, cfg, git, log)
 	if err != nil {
 		return nil, err
 	}
-	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated})
+	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated,
+		LFS: cfg.Content.LFS})
 	if err != nil {
 		return nil, err
 	}
@@ -114,40 +136,18 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	h.Activities = &activities.Activities{
 		Store: st, Repos: repos, Workspaces: wss, Runtimes: runtimes, Credentials: auth.creds,
 		Remote: auth.remote, Access: auth.access, CodeHost: auth.codeHost,
-		HostID: cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
+		Outputs: execoutput.New(filepath.Join(cfg.DataDir, "outputs")),
+		HostID:  cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
 		Settings: wire.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait, ProcessMaxIdle: cfg.ProcessMaxIdle},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, RuntimeResources: cfg.RuntimeResources, Logger: log,
+		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
 
 	if opts.Client != nil {
 		h.Client = opts.Client
-	} else {
-		addr := cfg.TemporalAddress
-		if addr == "" {
-			saTypes := map[string]enumspb.IndexedValueType{}
-			for _, n := range sandboxapi.SearchAttributeNames {
-				saTypes[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-			}
-			uiPort := cfg.UIPort
-			h.Dev, err = devserver.Start(devserver.Options{
-				Port: cfg.TemporalPort, UIPort: uiPort, Namespace: cfg.Namespace,
-				DatabaseFile: filepath.Join(cfg.DataDir, "temporal.db"), SearchAttributes: saTypes,
-				LogFile: filepath.Join(cfg.DataDir, "temporal.log"),
-			})
-			if err != nil {
-				return nil, err
-			}
-			addr = h.Dev.Address
-		}
-		h.Client, err = client.DialContext(ctx, client.Options{
-			HostPort: addr, Namespace: cfg.Namespace,
-			Logger: sdklog.NewStructuredLogger(log.With("component", "temporal-sdk")),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("temporal at %s: %w", addr, err)
-		}
-		h.ownsClient = true
+	} else if err := h.dial(ctx, cfg, log); err != nil {
+		return nil, err
 	}
 	if err := RegisterSearchAttributes(ctx, h.Client, cfg.Namespace); err != nil {
 		return nil, err
@@ -168,6 +168,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err := h.wireEviction(ctx, wss, shared, hostQ); err != nil {
 		return nil, err
 	}
+	// The lifecycle (docs/API.md "Fork", "Cleanup"): a fork's acquire runs
+	// on the source's host queue, the cleanup's steps on the shared one.
+	lc := &activities.LifecycleActivities{Activities: h.Activities, Client: h.Client, TaskQueue: cfg.TaskQueue}
+	lc.Register(shared)
+	lc.Register(hostQ)
+	shared.RegisterWorkflowWithOptions(workflows.CleanupWorkflow, workflow.RegisterOptions{Name: sandboxapi.CleanupWorkflowType})
 	for _, w := range []worker.Worker{shared, hostQ} {
 		if err := w.Start(); err != nil {
 			return nil, fmt.Errorf("start worker: %w", err)
@@ -177,6 +183,58 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	h.stopHeartbeat = h.startHeartbeat(0)
 	ok = true
 	return h, nil
+}
+
+// dial connects to Temporal — embedding a dev server (with its codec server
+// for the Web UI) when no address is configured — with the connection
+// settings of cfg.Security.Temporal and, when payloads are encrypted, the
+// codec's data and failure converters.
+func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
+	addr := cfg.TemporalAddress
+	conn := cfg.Security.Temporal
+	if conn == nil {
+		conn = temporalconn.Default()
+	}
+	embedded := addr == ""
+	if embedded {
+		if err := h.startUICodec(cfg, log); err != nil {
+			return err
+		}
+		saTypes := map[string]enumspb.IndexedValueType{}
+		for _, n := range sandboxapi.SearchAttributeNames {
+			saTypes[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+		}
+		dopts := devserver.Options{
+			Port: cfg.TemporalPort, UIPort: cfg.UIPort, Namespace: cfg.Namespace,
+			DatabaseFile: filepath.Join(cfg.DataDir, "temporal.db"), SearchAttributes: saTypes,
+			LogFile: filepath.Join(cfg.DataDir, "temporal.log"), TLS: cfg.Security.DevTLS,
+		}
+		if h.Codec != nil {
+			dopts.UICodecEndpoint = h.Codec.URL
+		}
+		var err error
+		if h.Dev, err = devserver.Start(dopts); err != nil {
+			return err
+		}
+		addr = h.Dev.Address
+	}
+	conn = conn.With(addr, cfg.Namespace, embedded && cfg.Security.DevTLS != nil)
+	copts, err := conn.ClientOptions(log.With("component", "temporal-connection"))
+	if err != nil {
+		return err
+	}
+	copts.Logger = sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
+	if p := cfg.Security.Payloads; p != nil {
+		copts.DataConverter, copts.FailureConverter = p.DataConverter(), p.FailureConverter()
+		log.Info("payload encryption: AES-256-GCM (SANDBOX_PAYLOAD_KEYS)", "encrypting_key", p.EncryptionKeyID(), "keys", p.KeyIDs())
+	} else {
+		log.Info("payloads are stored in plaintext in Temporal's history: set SANDBOX_PAYLOAD_KEYS to encrypt them (docs/SECURITY.md)")
+	}
+	if h.Client, err = temporalconn.Dial(ctx, conn, copts); err != nil {
+		return err
+	}
+	h.ownsClient = true
+	return nil
 }
 
 // openStore selects the metadata store: PostgreSQL when DATABASE_URL is set
@@ -206,8 +264,11 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.Store
 // sandbox.ErrRuntimeUnavailable with the reason); auto takes bwrap when
 // usable, else docker when SANDBOX_RUNTIME_IMAGE is set and the daemon
 // answers, else fails naming both reasons; local (no isolation) only when
-// asked for explicitly.
-func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+// asked for explicitly; daytona is the remote runtime of cfg.Daytona, each
+// sandbox a replica of its workspace (README "Daytona"), named and labelled
+// for this host id (the deployment) with the replicas' host state under
+// <data dir>/replicas. git is the host's git runner (the replicas' bundles).
+func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	newBwrap := func() (sandbox.RuntimeProvider, error) {
 		// The sandbox sees neither the data directory (other workspaces,
 		// repo caches, the SQLite store) nor the credentials file, even when
@@ -227,6 +288,24 @@ func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox
 			StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker")})
 	}
 	switch cfg.RuntimeProvider {
+	case "e2b":
+		p, err := newE2B(cfg, git, log, false)
+		if err != nil {
+			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=e2b: %w", err)
+		}
+		return p, nil
+	case "daytona":
+		d := cfg.Daytona
+		p, err := daytona.New(daytona.Options{
+			APIURL: d.APIURL, APIKey: d.APIKey, Snapshot: d.Snapshot, Image: d.Image, Target: d.Target,
+			AutoStopMinutes: d.AutoStopMinutes, AutoArchiveMinutes: d.AutoArchiveMinutes,
+			Deployment: cfg.HostID, StateDir: filepath.Join(cfg.DataDir, "replicas"), Git: git, Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=daytona: %w", err)
+		}
+		log.Info("runtime provider: daytona", "daytona", d.String(), "deployment", cfg.HostID)
+		return p, nil
 	case "local":
 		log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
 		return local.New(local.Options{Logger: log, Supervisor: cfg.SupervisorBinary, StateDir: filepath.Join(cfg.DataDir, "runtimes", "local")}), nil
@@ -260,7 +339,7 @@ func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox
 			"or set SANDBOX_RUNTIME_PROVIDER=local to run commands on the host WITHOUT isolation",
 			sandbox.ErrRuntimeUnavailable, sandbox.Message(berr), sandbox.Message(derr))
 	}
-	return nil, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", cfg.RuntimeProvider, "want auto, bwrap, docker or local"}
+	return nil, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", cfg.RuntimeProvider, "want auto, bwrap, docker, daytona or local"}
 }
 
 // Stop stops the workers, the client (when owned), the embedded server and the store.
@@ -278,6 +357,9 @@ func (h *Host) Stop() {
 	}
 	if h.Dev != nil {
 		h.Dev.Stop()
+	}
+	if h.Codec != nil {
+		h.Codec.Close()
 	}
 	if h.Store != nil {
 		_ = h.Store.Close()

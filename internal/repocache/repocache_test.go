@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -405,6 +406,32 @@ func TestRecoversStaleStagingAndIncompleteFinalDir(t *testing.T) {
 		_, err = c.ResolveRef(ctx, sandbox.RepoCache{LocalPath: kept[0]}, "agent/x")
 		assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument), "a kept-aside copy is not a mirror")
 	})
+
+	// Checkpoints and backups of workspaces are agent work too, loose or packed.
+	for _, packed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("incomplete mirror holding saved workspace states is kept aside (packed=%t)", packed), func(t *testing.T) {
+			t.Parallel()
+			clk := newClock()
+			c := newCache(t, clk)
+			_, id := fileRepo(t)
+			rc, err := c.Ensure(ctx, id, nil, false)
+			require.NoError(t, err)
+			tip := refs(t, rc.LocalPath, "refs/remotes/")["refs/remotes/origin/trunk"]
+			ref := sandbox.CheckpointRef("ws-0123456789abcdef01234567", 1)
+			bareGit(t, rc.LocalPath, "update-ref", ref, tip)
+			if packed {
+				bareGit(t, rc.LocalPath, "pack-refs", "--all")
+			}
+			require.NoError(t, os.Remove(filepath.Join(rc.LocalPath, ReadyMarker)))
+			clk.Advance(time.Second)
+			_, err = c.Ensure(ctx, id, nil, false)
+			require.NoError(t, err)
+			kept, err := filepath.Glob(filepath.Join(c.Root(), "repos", ".broken", sandbox.RepoCacheIDFor(c.hostID, id)+"-*"))
+			require.NoError(t, err)
+			require.Len(t, kept, 1)
+			assert.Equal(t, tip, refs(t, kept[0], "refs/sandbox/")[ref], "checkpoint preserved")
+		})
+	}
 }
 
 func TestRemove(t *testing.T) {

@@ -23,11 +23,23 @@ type UnsavedWork struct {
 	// UnpushedCommits counts the commits of HEAD that no remote-tracking
 	// branch (refs/remotes/origin/*) and no tag contains.
 	UnpushedCommits int `json:"unpushed_commits"`
+	// Checkpointed: the worktree is dirty, but its exact content and HEAD
+	// are those of its newest checkpoint (CheckpointRef), so nothing
+	// uncommitted exists only in the worktree.
+	Checkpointed bool `json:"checkpointed,omitempty"`
 }
 
 // Any reports whether anything would be lost by deleting the worktree
-// without a backup (Dirty or UnpushedCommits > 0).
-func (u UnsavedWork) Any() bool { return u.Dirty || u.UnpushedCommits > 0 }
+// without a backup: uncommitted work no checkpoint holds (Dirty and not
+// Checkpointed), or UnpushedCommits > 0. Checkpoints count as saved work
+// (docs/API.md "Checkpoints").
+func (u UnsavedWork) Any() bool { return (u.Dirty && !u.Checkpointed) || u.UnpushedCommits > 0 }
+
+// NeedsBackup reports whether an eviction must save the worktree before
+// removing it so that the next acquire restores it exactly (Dirty or
+// UnpushedCommits > 0): a checkpointed dirty worktree is saved too — its
+// objects are already in the repo cache, so the save is cheap.
+func (u UnsavedWork) NeedsBackup() bool { return u.Dirty || u.UnpushedCommits > 0 }
 
 // WorkspaceBackup describes the saved work of one workspace (the manifest of
 // an eviction backup, seed "Workspace Eviction": patch artifact plus internal
@@ -57,6 +69,9 @@ type WorkspaceBackup struct {
 	// Modes holds the permission bits (e.g. 0o600) of saved regular files
 	// whose bits are neither 0o644 nor 0o755, which git alone cannot record.
 	Modes map[string]uint32 `json:"modes,omitempty"`
+	// BaseCommit is the workspace's recorded base commit when the backup
+	// was taken (destroy backups: restore gives it back; docs/API.md "Destroy").
+	BaseCommit string `json:"base_commit,omitempty"`
 	// Unsaved is what made the backup necessary.
 	Unsaved   UnsavedWork `json:"unsaved"`
 	CreatedAt time.Time   `json:"created_at"`
@@ -100,7 +115,8 @@ type WorkspaceBackupProvider interface {
 	// ErrWorkspaceUnavailable naming the first obstacle.
 	CheckRemovable(ctx context.Context, ws Workspace) error
 	// RepoCacheHoldsUnsavedWork reports whether the bare mirror holds commits
-	// that only it has: on a local branch (refs/heads/*) or a backup ref
-	// (EvictedRefPrefix) but on no remote-tracking branch or tag.
+	// that only it has: on a local branch (refs/heads/*), a backup ref
+	// (EvictedRefPrefix, DestroyedRefPrefix) or a checkpoint
+	// (CheckpointRefPrefix) but on no remote-tracking branch or tag.
 	RepoCacheHoldsUnsavedWork(ctx context.Context, cache RepoCache) (bool, error)
 }

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"time"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // AuthScope names whose credentials a git call needs: resolved inside
@@ -78,7 +80,15 @@ type WorkspaceProvider interface {
 	ReadFile(ctx context.Context, ws Workspace, path string) ([]byte, error)
 	// WriteFile creates or replaces a file (parents created), mode 0 = 0644.
 	WriteFile(ctx context.Context, ws Workspace, path string, data []byte, mode uint32) error
+	// EditFile applies one edit_file command to a text file in one step
+	// (str_replace, insert, create; sandboxapi.EditFileInput); a retry with
+	// the same editID is not applied twice.
+	EditFile(ctx context.Context, ws Workspace, in sandboxapi.EditFileInput, editID string) (sandboxapi.EditFileResult, error)
 	ListDir(ctx context.Context, ws Workspace, path string) ([]FileEntry, error)
+	// ListTree is list_dir with a depth and the hidden/ignored filters.
+	ListTree(ctx context.Context, ws Workspace, in sandboxapi.ListDirInput) (sandboxapi.ListDirResult, error)
+	// Log lists the newest commits reachable from HEAD.
+	Log(ctx context.Context, ws Workspace, req sandboxapi.LogRequest) (sandboxapi.LogResult, error)
 	Search(ctx context.Context, ws Workspace, req SearchRequest) (SearchResult, error)
 	// SizeBytes returns the bytes used by the worktree's files.
 	SizeBytes(ctx context.Context, ws Workspace) (int64, error)
@@ -112,9 +122,15 @@ type SnapshotCapability interface {
 	RestoreRuntime(ctx context.Context, snapshotID string) (Runtime, error)
 }
 
-// PreviewURLCapability is optional (seed "Optional Capabilities").
+// PreviewURLCapability is optional (seed "Optional Capabilities"; DESIGN.md
+// "Ports"): a backend that can reach a port of a running runtime from
+// outside (the preview_url update, docs/API.md "Preview URLs"). PreviewURL
+// returns that port's URL. Errors: ErrInvalidArgument (port outside
+// 1–65535), ErrNotFound (no such runtime), ErrCommandRejected (the runtime
+// is not running, or cannot expose ports: e.g. its network is none), the
+// backend's kinds.
 type PreviewURLCapability interface {
-	ExposePort(ctx context.Context, runtimeID string, port int) (string, error)
+	PreviewURL(ctx context.Context, runtimeID string, port int) (PreviewURL, error)
 }
 
 // RuntimeProvider creates and finds runtimes of one backend (seed "RuntimeProvider").

@@ -198,6 +198,9 @@ func enums() []enum {
 		{Def: "SessionDescription", Property: "runtime_kind", Values: sandboxapi.RuntimeKinds},
 		{Def: "FileEntry", Property: "type", Values: sandboxapi.FileEntryTypes},
 		{Def: "FileStatus", Property: "status", Values: sandboxapi.FileStatusCodes},
+		{Def: "EditFileInput", Property: "command", Values: sandboxapi.EditCommands},
+		{Def: "ReadOutputInput", Property: "stream", Values: []string{sandboxapi.StreamStdout, sandboxapi.StreamStderr}},
+		{Def: "ReadOutputResult", Property: "stream", Values: []string{sandboxapi.StreamStdout, sandboxapi.StreamStderr}},
 		{Def: "PushResult", Property: "status", Values: push},
 		{Def: "BranchMerge", Property: "status", Values: merge},
 		{Def: "EvictResult", Property: "outcome", Values: outcomes},
@@ -216,6 +219,7 @@ func enums() []enum {
 		{Def: "ProcessReadResult", Property: "stream", Values: sandboxapi.ProcessStreams},
 		{Def: "ProcessReadInput", Property: "stream", Values: append([]string{""}, sandboxapi.ProcessStreams...)},
 		{Def: "CancelResult", Property: "state", Values: sandboxapi.CancelStates},
+		{Def: "CleanupOutcome", Property: "outcome", Values: sandboxapi.CleanupOutcomes},
 		{Def: "TaskResult", Property: "merge", Values: []string{sandboxapi.TaskMergeMerged, sandboxapi.TaskMergeConflict, sandboxapi.TaskMergeNotAccepted, sandboxapi.TaskMergeSkipped, sandboxapi.TaskMergeNoChanges, sandboxapi.TaskMergeFailed}},
 	}
 }

@@ -183,7 +183,7 @@ func ScanRepoCache(row Row) (sandbox.RepoCache, error) {
 
 // WorkspaceValues returns ws's sandbox_workspaces column values in
 // column-list order (the CreateWorkspace statement's parameters): an empty
-// ConversationID or TaskID and a nil PinnedUntil are NULL.
+// ConversationID or TaskID and a nil PinnedUntil or BaseFetchedAt are NULL.
 // Errors: sandbox.ErrInvalidArgument for an empty ID (checked first) or an
 // unrepresentable time.
 func WorkspaceValues(ws sandbox.Workspace) ([]any, error) {
@@ -216,6 +216,7 @@ func workspaceValues(ws sandbox.Workspace) ([]any, error) {
 		ws.Capabilities.Writable, ws.Capabilities.Isolated, ws.Capabilities.Persistent,
 		tc.t("last_used_at", ws.LastUsedAt), ws.SizeBytes,
 		tc.t("created_at", ws.CreatedAt), tc.t("updated_at", ws.UpdatedAt),
+		tc.p("base_fetched_at", ws.BaseFetchedAt),
 	}
 	return values, tc.err
 }
@@ -227,13 +228,14 @@ func ScanWorkspace(row Row) (sandbox.Workspace, error) {
 		ws                                  sandbox.Workspace
 		mode, state                         string
 		conversationID, taskID, pinnedUntil *string
+		baseFetched                         *string
 		lastUsed, createdAt, updatedAt      string
 	)
 	err := row.Scan(&ws.ID, &ws.Key, &ws.RepoCacheID, &ws.Repo.Host, &ws.Repo.Owner, &ws.Repo.Name, &ws.Repo.URL,
 		&ws.ProjectID, &ws.UserID, &mode, &conversationID, &taskID, &ws.BaseRef, &ws.BaseCommit, &ws.BranchName,
 		&ws.LocalPath, &ws.HostID, &state, &ws.Dirty, &pinnedUntil,
 		&ws.Capabilities.Writable, &ws.Capabilities.Isolated, &ws.Capabilities.Persistent,
-		&lastUsed, &ws.SizeBytes, &createdAt, &updatedAt)
+		&lastUsed, &ws.SizeBytes, &createdAt, &updatedAt, &baseFetched)
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}
@@ -246,6 +248,7 @@ func ScanWorkspace(row Row) (sandbox.Workspace, error) {
 	ws.LastUsedAt = tc.dt("last_used_at", lastUsed)
 	ws.CreatedAt = tc.dt("created_at", createdAt)
 	ws.UpdatedAt = tc.dt("updated_at", updatedAt)
+	ws.BaseFetchedAt = tc.dp("base_fetched_at", baseFetched)
 	return ws, tc.err
 }
 

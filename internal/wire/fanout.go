@@ -13,6 +13,9 @@ type FanoutPrepareInput struct {
 	WorkspaceID       string                    `json:"workspace_id"`
 	Request           *sandbox.WorkspaceRequest `json:"request,omitempty"`
 	CheckpointMessage string                    `json:"checkpoint_message"`
+	// Fork: the tasks are forks of the conversation (FanoutInput.FromFork):
+	// nothing is committed, the start commit is the conversation's HEAD.
+	Fork bool `json:"fork,omitempty"`
 }
 
 // FanoutPrepareResult is fanout.Prepare's result.

@@ -16,6 +16,8 @@ const (
 	ActivityEvictRuntime     = "sandbox.EvictRuntime"
 	ActivityRemoveRepoCaches = "sandbox.RemoveRepoCaches"
 	ActivitySetPin           = "sandbox.SetPin"
+	// ActivityDeleteOrphanRuntimes deletes a host's orphan remote runtimes.
+	ActivityDeleteOrphanRuntimes = "sandbox.DeleteOrphanRuntimes"
 )
 
 // Activity names of TaskFanoutWorkflow (registered by activities.Fanout on
@@ -38,10 +40,13 @@ const (
 	ActivityExec           = sandboxapi.ExecActivityType
 	ActivityReadFile       = "sandbox.ReadFile"
 	ActivityWriteFile      = "sandbox.WriteFile"
+	ActivityEditFile       = "sandbox.EditFile"
 	ActivityListDir        = "sandbox.ListDir"
 	ActivitySearch         = "sandbox.Search"
 	ActivityStatus         = "sandbox.Status"
 	ActivityDiff           = "sandbox.Diff"
+	ActivityLog            = "sandbox.Log"
+	ActivityReadOutput     = "sandbox.ReadOutput"
 	ActivityCommit         = "sandbox.Commit"
 	ActivityHibernate      = "sandbox.Hibernate"
 	ActivityDestroyRuntime = "sandbox.DestroyRuntime"
@@ -55,3 +60,26 @@ const (
 
 // ActivityMergeBranches serves the merge_branches update (issue 7).
 const ActivityMergeBranches = "sandbox.MergeBranches"
+
+// Activity names of the lifecycle operations (docs/API.md "Checkpoints",
+// "Fork", "Destroy", "Cleanup"). The first six are session activities
+// (activities.Activities.ByName); ForkAcquire and the Cleanup ones drive
+// sessions through the Temporal client (activities.LifecycleActivities).
+const (
+	ActivityCheckpoint       = "sandbox.Checkpoint"
+	ActivityCheckpoints      = "sandbox.Checkpoints"
+	ActivityRollback         = "sandbox.Rollback"
+	ActivityForkPrepare      = "sandbox.ForkPrepare"
+	ActivityDestroy          = "sandbox.Destroy"
+	ActivityRestoreDestroyed = "sandbox.RestoreDestroyed"
+	ActivityForkAcquire      = "sandbox.ForkAcquire"
+	ActivityCleanupSessions  = "sandbox.CleanupSessions"
+	ActivityCleanupList      = "sandbox.CleanupList"
+	ActivityCleanupDestroy   = "sandbox.CleanupDestroy"
+	// ActivityFanoutForkTask forks a fan-out task from the conversation
+	// (FanoutInput.FromFork; registered by activities.Fanout).
+	ActivityFanoutForkTask = "fanout.ForkTask"
+)
+
+// ActivityPreviewURL serves the preview_url update (docs/API.md "Preview URLs").
+const ActivityPreviewURL = "sandbox.PreviewURL"

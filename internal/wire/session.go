@@ -46,6 +46,8 @@ type SessionCarry struct {
 	RuntimeRunning bool              `json:"runtime_running"`
 	LastActivity   time.Time         `json:"last_activity"`
 	Ops            int64             `json:"ops"`
+	// RuntimeReplica is the last replica state a remote runtime reported.
+	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
 	// State is the previous run's state (one of sandboxapi.SessionStates);
 	// empty in histories recorded before it existed.
 	State string `json:"state,omitempty"`
@@ -81,6 +83,9 @@ type SessionSettings struct {
 	// hibernating this long after it was last started, read or written
 	// (SANDBOX_PROCESS_MAX_IDLE); 0 means sandboxapi.DefaultProcessMaxIdle.
 	ProcessMaxIdle time.Duration `json:"process_max_idle,omitempty"`
+	// CodeHost: the host has a code host for this session's repository
+	// (set per workspace by the acquire activity; sandboxapi.Handle.CodeHost).
+	CodeHost bool `json:"code_host,omitempty"`
 }
 
 // HandleFor builds the sandboxapi.Handle of a workspace.
@@ -91,6 +96,8 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) san
 		BaseRef: ws.BaseRef, BaseCommit: ws.BaseCommit, Mode: ws.Mode, Capabilities: ws.Capabilities,
 		Repo: ws.Repo, HostID: ws.HostID, RuntimeKind: settings.RuntimeKind, UserID: ws.UserID,
 		ProjectID: ws.ProjectID, Created: created, ContractVersion: sandboxapi.ContractVersion,
+		BaseFetchedAt: ws.BaseFetchedAt, UninitializedSubmodules: ws.UninitializedSubmodules,
+		CodeHost: settings.CodeHost,
 	}
 }
 
@@ -98,14 +105,24 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) san
 type LocateResult struct {
 	HostID string `json:"host_id"`
 	Exists bool   `json:"exists"`
+	// Removed: the workspace was destroyed and its row stays as a tombstone
+	// (state removed) because what the destroy kept (a backup, checkpoints)
+	// lives on HostID (docs/API.md "Destroy").
+	Removed bool `json:"removed,omitempty"`
 	// HostWait is the locating worker's SessionSettings.HostWait.
 	HostWait time.Duration `json:"host_wait,omitempty"`
+	// CodeHost: the host has a code host for this session's repository
+	// (set per workspace by the acquire activity; sandboxapi.Handle.CodeHost).
+	CodeHost bool `json:"code_host,omitempty"`
 }
 
 // AcquireActivityInput is the acquire activity's argument.
 type AcquireActivityInput struct {
 	WorkspaceID string                    `json:"workspace_id"`
 	Request     *sandbox.WorkspaceRequest `json:"request,omitempty"`
+	// Restore: the restore update asks for it; the work a destroy saved is
+	// brought back (docs/API.md "Destroy").
+	Restore bool `json:"restore,omitempty"`
 }
 
 // AcquireActivityResult is the acquire activity's result.
@@ -115,6 +132,11 @@ type AcquireActivityResult struct {
 	Created   bool              `json:"created"`
 	// RestoredFrom: see sandboxapi.Handle.RestoredFrom.
 	RestoredFrom string `json:"restored_from,omitempty"`
+	// Restorable, ForkedFrom: see sandboxapi.Handle.
+	Restorable string `json:"restorable,omitempty"`
+	ForkedFrom string `json:"forked_from,omitempty"`
+	// RuntimeReplica: see sandboxapi.Handle.RuntimeReplica (remote runtimes only).
+	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
 }
 
 // ExecActivityInput is the exec activity's argument.
@@ -132,12 +154,46 @@ type ExecActivityInput struct {
 	Wait time.Duration `json:"wait,omitempty"`
 }
 
-// FileActivityInput serves read_file, write_file and list_dir.
+// ExecActivityResult is the exec activity's result: the command's result
+// (its fields inline, so histories recorded when the activity returned a
+// bare sandboxapi.ExecResult decode into it) and, on remote runtimes, the
+// replica's state after the command (sandboxapi.SessionDescription.RuntimeReplica).
+type ExecActivityResult struct {
+	sandbox.ExecResult
+	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
+}
+
+// FileActivityInput serves read_file, write_file and list_dir (Depth,
+// SkipHidden and SkipIgnored: sandboxapi.ListDirInput).
 type FileActivityInput struct {
 	WorkspaceID string `json:"workspace_id"`
 	Path        string `json:"path"`
 	Content     []byte `json:"content,omitempty"`
 	Mode        uint32 `json:"mode,omitempty"`
+	Depth       int    `json:"depth,omitempty"`
+	SkipHidden  bool   `json:"skip_hidden,omitempty"`
+	SkipIgnored bool   `json:"skip_ignored,omitempty"`
+}
+
+// EditFileActivityInput is the edit-file activity's argument; UpdateID
+// (the edit_file update's id) keeps a retried activity from applying the
+// edit twice.
+type EditFileActivityInput struct {
+	WorkspaceID string                   `json:"workspace_id"`
+	Request     sandboxapi.EditFileInput `json:"request"`
+	UpdateID    string                   `json:"update_id,omitempty"`
+}
+
+// LogActivityInput is the log activity's argument.
+type LogActivityInput struct {
+	WorkspaceID string                `json:"workspace_id"`
+	Request     sandboxapi.LogRequest `json:"request"`
+}
+
+// ReadOutputActivityInput is the read-output activity's argument.
+type ReadOutputActivityInput struct {
+	WorkspaceID string                     `json:"workspace_id"`
+	Request     sandboxapi.ReadOutputInput `json:"request"`
 }
 
 // SearchActivityInput is the search activity's argument.
@@ -150,6 +206,13 @@ type SearchActivityInput struct {
 type CommitActivityInput struct {
 	WorkspaceID string                `json:"workspace_id"`
 	Request     sandbox.CommitRequest `json:"request"`
+}
+
+// PreviewURLActivityInput is the preview_url activity's argument.
+type PreviewURLActivityInput struct {
+	WorkspaceID string `json:"workspace_id"`
+	// Port is the preview_url update's port (validated: 1–65535).
+	Port int `json:"port"`
 }
 
 // WorkspaceActivityInput serves status, diff, hibernate and destroy-runtime.

@@ -88,17 +88,27 @@ func (b *Backups) Dir() string { return b.dir }
 // PatchPath returns <Dir>/<wsID>.patch.
 func (b *Backups) PatchPath(wsID string) string { return filepath.Join(b.dir, wsID+".patch") }
 
-func (b *Backups) manifestPath(wsID string) string { return filepath.Join(b.dir, wsID+".json") }
-
 // UnsavedWork reports whether the worktree is dirty (Status: tracked changes
-// or untracked, not ignored, files) and how many commits of HEAD are saved
-// nowhere else (Status.UnpushedCommits). Read-only. Errors: as Status.
+// or untracked, not ignored, files), whether a dirty worktree is exactly
+// its newest checkpoint (Checkpointed: HEAD, content and permission bits),
+// and how many commits of HEAD are saved nowhere else
+// (Status.UnpushedCommits). It changes no ref, index or file (the snapshot
+// of a checkpointed comparison writes blobs into the object database only).
+// Errors: as Status.
 func (b *Backups) UnsavedWork(ctx context.Context, ws sandbox.Workspace) (sandbox.UnsavedWork, error) {
 	st, err := b.m.Status(ctx, ws)
 	if err != nil {
 		return sandbox.UnsavedWork{}, err
 	}
-	return sandbox.UnsavedWork{Dirty: st.Dirty, UnpushedCommits: st.UnpushedCommits}, nil
+	un := sandbox.UnsavedWork{Dirty: st.Dirty, UnpushedCommits: st.UnpushedCommits}
+	if st.Dirty {
+		// Checkpoints count as saved work (docs/API.md "Checkpoints"): a
+		// worktree exactly at its newest checkpoint holds nothing of its own.
+		if un.Checkpointed, err = b.matchesNewestCheckpoint(ctx, ws, st.Head); err != nil {
+			return sandbox.UnsavedWork{}, err
+		}
+	}
+	return un, nil
 }
 
 // savedElsewhere are the rev-list arguments, after --not, naming what holds
@@ -135,6 +145,35 @@ func bkUnpushedCommits(ctx context.Context, g gitCtx) (int, error) {
 // saved, or the worktree changed during the backup), ErrInsufficientDisk,
 // ErrWorkspaceUnavailable (anything else, e.g. an unreadable file).
 func (b *Backups) Backup(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, error) {
+	return b.backupAs(ctx, ws, b.evicted())
+}
+
+// bkKind is one kind of backup: eviction backups (refs/sandbox/evicted/<id>,
+// <Dir>/<id>.{patch,json}) or destroy backups (refs/sandbox/destroyed/<id>,
+// <Dir>/destroyed/<id>.{patch,json}; docs/API.md "Destroy"). Both are made,
+// verified and restored the same way; they live apart so that a workspace
+// re-created after a destroy can be evicted without touching the saved work
+// of the one destroyed.
+type bkKind struct {
+	what string // "eviction", "destroy"
+	ref  func(wsID string) string
+	dir  string
+}
+
+func (b *Backups) evicted() bkKind { return bkKind{"eviction", sandbox.EvictedRef, b.dir} }
+
+func (b *Backups) destroyed() bkKind {
+	return bkKind{"destroy", sandbox.DestroyedRef, filepath.Join(b.dir, "destroyed")}
+}
+
+func (k bkKind) patchPath(wsID string) string    { return filepath.Join(k.dir, wsID+".patch") }
+func (k bkKind) manifestPath(wsID string) string { return filepath.Join(k.dir, wsID+".json") }
+
+// backupAs is Backup for backups of kind k.
+func (b *Backups) backupAs(ctx context.Context, ws sandbox.Workspace, k bkKind) (sandbox.WorkspaceBackup, error) {
+	if err := os.MkdirAll(k.dir, 0o700); err != nil {
+		return sandbox.WorkspaceBackup{}, fsError(err, "backup directory")
+	}
 	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
 		return sandbox.WorkspaceBackup{}, err
 	}
@@ -150,6 +189,14 @@ func (b *Backups) Backup(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if err != nil {
 		return sandbox.WorkspaceBackup{}, err
 	}
+	// A submodule's files are its own repository's: a backup of the
+	// superproject cannot hold them, so a workspace with changes there is
+	// never evicted (submodules.go).
+	if subs, err := b.m.dirtySubmodules(ctx, w); err != nil {
+		return sandbox.WorkspaceBackup{}, err
+	} else if len(subs) > 0 {
+		return sandbox.WorkspaceBackup{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s has changes inside submodule %s, which a backup cannot save; not evicted", ws.ID, subs[0])
+	}
 	snap, err := b.snapshot(ctx, w)
 	if err != nil {
 		return sandbox.WorkspaceBackup{}, err
@@ -161,7 +208,7 @@ func (b *Backups) Backup(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if what == "" {
 		what = "detached HEAD"
 	}
-	msg := fmt.Sprintf("sandboxcore: eviction backup of %s\n\nworkspace: %s\nbranch: %s\nhead: %s\n", ws.ID, ws.ID, what, headC)
+	msg := fmt.Sprintf("sandboxcore: %s backup of %s\n\nworkspace: %s\nbranch: %s\nhead: %s\n", k.what, ws.ID, ws.ID, what, headC)
 	out, err := bg.with("GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date).runIO(ctx, strings.NewReader(msg), nil, "commit-tree", snap.tree, "-p", headC)
 	if err != nil {
 		return sandbox.WorkspaceBackup{}, gitx.Classify(err, "git commit-tree (eviction backup)", sandbox.ErrWorkspaceUnavailable)
@@ -170,13 +217,17 @@ func (b *Backups) Backup(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if !isHex(commit) {
 		return sandbox.WorkspaceBackup{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git commit-tree: unexpected output %q", out)
 	}
-	ref := sandbox.EvictedRef(ws.ID)
-	if _, err := bg.run(ctx, "update-ref", "-m", "sandboxcore: eviction backup", ref, commit); err != nil {
+	ref := k.ref(ws.ID)
+	if _, err := bg.run(ctx, "update-ref", "-m", "sandboxcore: "+k.what+" backup", ref, commit); err != nil {
 		return sandbox.WorkspaceBackup{}, gitx.Classify(err, "git update-ref "+ref, sandbox.ErrWorkspaceUnavailable)
+	}
+	base := ws.BaseCommit
+	if !isHex(base) {
+		base = readBase(w.admin)
 	}
 	man := sandbox.WorkspaceBackup{
 		WorkspaceID: ws.ID, Ref: ref, Commit: commit, Tree: snap.tree, Head: headC, Branch: branch,
-		PatchPath: b.PatchPath(ws.ID), Files: snap.files, Modes: snap.modes, Unsaved: unsaved, CreatedAt: now.UTC(),
+		PatchPath: k.patchPath(ws.ID), Files: snap.files, Modes: snap.modes, Unsaved: unsaved, CreatedAt: now.UTC(), BaseCommit: base,
 	}
 	if man.PatchBytes, man.PatchSHA256, err = b.writePatch(ctx, bg, headC, commit, man.PatchPath); err != nil {
 		return sandbox.WorkspaceBackup{}, err
@@ -191,10 +242,10 @@ func (b *Backups) Backup(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if again.tree != snap.tree {
 		return sandbox.WorkspaceBackup{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s changed while it was being saved; not evicted", ws.ID)
 	}
-	if err := b.writeManifest(man); err != nil {
+	if err := b.writeManifest(k, man); err != nil {
 		return sandbox.WorkspaceBackup{}, err
 	}
-	b.m.log.Info("workspace: eviction backup saved", "workspace_id", ws.ID, "ref", ref, "commit", commit,
+	b.m.log.Info("workspace: backup saved", "kind", k.what, "workspace_id", ws.ID, "ref", ref, "commit", commit,
 		"patch", man.PatchPath, "patch_bytes", man.PatchBytes, "dirty", unsaved.Dirty, "unpushed", unsaved.UnpushedCommits)
 	return man, nil
 }
@@ -203,7 +254,7 @@ func (b *Backups) Backup(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 // worktree attributes, filters or external tools) to path atomically and
 // returns its size and SHA-256.
 func (b *Backups) writePatch(ctx context.Context, bg gitCtx, from, to, path string) (int64, string, error) {
-	tmp, err := os.CreateTemp(b.dir, filepath.Base(path)+".tmp-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return 0, "", fsError(err, "patch artifact")
 	}
@@ -222,7 +273,7 @@ func (b *Backups) writePatch(ctx context.Context, bg gitCtx, from, to, path stri
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return 0, "", fsError(err, "patch artifact")
 	}
-	bkSyncDir(b.dir)
+	bkSyncDir(filepath.Dir(path))
 	return cw.n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
@@ -291,10 +342,16 @@ func (b *Backups) treeOf(ctx context.Context, g gitCtx, commit string) string {
 // not been restored. Errors: ErrInvalidArgument (bad id), ErrWorkspaceUnavailable
 // (unreadable or malformed manifest).
 func (b *Backups) PendingBackup(_ context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, bool, error) {
+	return b.pending(ws.ID, b.evicted())
+}
+
+// pending is PendingBackup for backups of kind k.
+func (b *Backups) pending(wsID string, k bkKind) (sandbox.WorkspaceBackup, bool, error) {
+	ws := sandbox.Workspace{ID: wsID}
 	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
 		return sandbox.WorkspaceBackup{}, false, err
 	}
-	data, err := os.ReadFile(b.manifestPath(ws.ID))
+	data, err := os.ReadFile(k.manifestPath(ws.ID))
 	if errors.Is(err, fs.ErrNotExist) {
 		return sandbox.WorkspaceBackup{}, false, nil
 	}
@@ -303,7 +360,7 @@ func (b *Backups) PendingBackup(_ context.Context, ws sandbox.Workspace) (sandbo
 	}
 	var man sandbox.WorkspaceBackup
 	if err := json.Unmarshal(data, &man); err != nil || man.WorkspaceID != ws.ID || !isHex(man.Commit) || !isHex(man.Tree) {
-		return sandbox.WorkspaceBackup{}, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "backup manifest %s is malformed", b.manifestPath(ws.ID))
+		return sandbox.WorkspaceBackup{}, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "backup manifest %s is malformed", k.manifestPath(ws.ID))
 	}
 	if man.RestoredAt != nil {
 		return man, false, nil
@@ -311,13 +368,13 @@ func (b *Backups) PendingBackup(_ context.Context, ws sandbox.Workspace) (sandbo
 	return man, true, nil
 }
 
-func (b *Backups) writeManifest(man sandbox.WorkspaceBackup) error {
+func (b *Backups) writeManifest(k bkKind, man sandbox.WorkspaceBackup) error {
 	data, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
 		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "encode backup manifest: %v", err)
 	}
-	path := b.manifestPath(man.WorkspaceID)
-	tmp, err := os.CreateTemp(b.dir, filepath.Base(path)+".tmp-*")
+	path := k.manifestPath(man.WorkspaceID)
+	tmp, err := os.CreateTemp(k.dir, filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fsError(err, "backup manifest")
 	}
@@ -329,7 +386,7 @@ func (b *Backups) writeManifest(man sandbox.WorkspaceBackup) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fsError(err, "backup manifest")
 	}
-	bkSyncDir(b.dir)
+	bkSyncDir(k.dir)
 	return nil
 }
 
@@ -356,14 +413,8 @@ func (b *Backups) Restore(ctx context.Context, ws sandbox.Workspace) (sandbox.Wo
 		return man, false, err
 	}
 	bg := b.m.bareGit(w.bare)
-	out, err := bg.run(ctx, "log", "-1", "--format=%T %P", "--end-of-options", man.Commit, "--")
-	if f := strings.Fields(string(out)); err != nil || len(f) != 2 || f[0] != man.Tree || f[1] != man.Head {
-		return man, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "backup commit %s of workspace %s is missing or does not match its manifest; the patch is at %s", man.Commit, ws.ID, man.PatchPath)
-	}
-	if got, _ := b.m.firstCommit(ctx, bg, man.Ref); got != man.Commit {
-		if _, err := bg.run(ctx, "update-ref", "-m", "sandboxcore: restore backup ref", man.Ref, man.Commit); err != nil {
-			return man, false, gitx.Classify(err, "git update-ref "+man.Ref, sandbox.ErrWorkspaceUnavailable)
-		}
+	if err := b.checkBackupCommit(ctx, bg, man, ws.ID); err != nil {
+		return man, false, err
 	}
 	headC, branch, err := head(ctx, w.git.with(readEnv))
 	if err != nil {
@@ -382,44 +433,88 @@ func (b *Backups) Restore(ctx context.Context, ws sandbox.Workspace) (sandbox.Wo
 			return man, false, gitx.Classify(err, "git read-tree", sandbox.ErrWorkspaceUnavailable)
 		}
 	}
-	root, err := os.OpenRoot(w.wt)
-	if err != nil {
-		return man, false, fsError(err, "open worktree")
-	}
-	defer root.Close()
-	done := false
-	for round := 0; round < 3 && !done; round++ {
-		snap, err := b.snapshot(ctx, w)
-		if err != nil {
-			return man, false, err
-		}
-		if snap.tree == man.Tree {
-			done = true
-			break
-		}
-		changes, err := bkDiffTrees(ctx, bg, snap.tree, man.Tree)
-		if err != nil {
-			return man, false, err
-		}
-		if err := b.apply(ctx, bg, root, changes, man.Modes); err != nil {
-			return man, false, err
-		}
-	}
-	if !done {
-		return man, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s: the worktree does not match backup tree %s after restoring", ws.ID, man.Tree)
-	}
-	for p, perm := range man.Modes {
-		if err := root.Chmod(p, fs.FileMode(perm)&fs.ModePerm); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return man, false, fsError(err, "restore permissions of "+p)
-		}
+	if err := b.bringTo(ctx, w, bg, man.Tree, man.Modes); err != nil {
+		return man, false, err
 	}
 	at := b.m.now().UTC()
 	man.RestoredAt = &at
-	if err := b.writeManifest(man); err != nil {
+	if err := b.writeManifest(b.evicted(), man); err != nil {
 		return man, false, err
 	}
 	b.m.log.Info("workspace: eviction backup restored", "workspace_id", ws.ID, "commit", man.Commit, "files", man.Files)
 	return man, true, nil
+}
+
+// checkBackupCommit checks that man's commit exists with the recorded tree
+// and parent, and re-creates its ref when missing. Errors: ErrWorkspaceUnavailable.
+func (b *Backups) checkBackupCommit(ctx context.Context, bg gitCtx, man sandbox.WorkspaceBackup, wsID string) error {
+	out, err := bg.run(ctx, "log", "-1", "--format=%T %P", "--end-of-options", man.Commit, "--")
+	if f := strings.Fields(string(out)); err != nil || len(f) != 2 || f[0] != man.Tree || f[1] != man.Head {
+		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "backup commit %s of workspace %s is missing or does not match its manifest; the patch is at %s", man.Commit, wsID, man.PatchPath)
+	}
+	if got, _ := b.m.firstCommit(ctx, bg, man.Ref); got != man.Commit {
+		if _, err := bg.run(ctx, "update-ref", "-m", "sandboxcore: restore backup ref", man.Ref, man.Commit); err != nil {
+			return gitx.Classify(err, "git update-ref "+man.Ref, sandbox.ErrWorkspaceUnavailable)
+		}
+	}
+	return nil
+}
+
+// bringTo makes the worktree's content exactly tree, with the permission
+// bits modes (paths absent from modes get 0o644, or 0o755 when executable):
+// raw writes and deletions through an os.Root (no git checkout, no filters,
+// the index untouched), checked with a fresh snapshot (up to three rounds),
+// then every permission bit fixed. Ignored files are left alone. Errors:
+// ErrWorkspaceUnavailable (the worktree cannot be brought to the tree),
+// ErrInsufficientDisk.
+func (b *Backups) bringTo(ctx context.Context, w *wtRepo, bg gitCtx, tree string, modes map[string]uint32) error {
+	root, err := os.OpenRoot(w.wt)
+	if err != nil {
+		return fsError(err, "open worktree")
+	}
+	defer root.Close()
+	var snap bkSnapshot
+	done := false
+	for round := 0; round < 3 && !done; round++ {
+		if snap, err = b.snapshot(ctx, w); err != nil {
+			return err
+		}
+		if snap.tree == tree {
+			done = true
+			break
+		}
+		changes, err := bkDiffTrees(ctx, bg, snap.tree, tree)
+		if err != nil {
+			return err
+		}
+		if err := b.apply(ctx, bg, root, changes, modes); err != nil {
+			return err
+		}
+	}
+	if !done {
+		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s does not match tree %s after writing it", w.wt, tree)
+	}
+	// The trees are equal, so every path's git mode is; fix the permission
+	// bits git does not record: the wanted ones, and the default ones of
+	// paths that have other bits now.
+	for p, perm := range modes {
+		if err := root.Chmod(p, fs.FileMode(perm)&fs.ModePerm); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fsError(err, "set permissions of "+p)
+		}
+	}
+	for p, cur := range snap.modes {
+		if _, ok := modes[p]; ok {
+			continue
+		}
+		want := fs.FileMode(0o644)
+		if cur&0o100 != 0 {
+			want = 0o755
+		}
+		if err := root.Chmod(p, want); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fsError(err, "set permissions of "+p)
+		}
+	}
+	return nil
 }
 
 // bkTreeChange is one record of `git diff-tree -r -z`.
@@ -662,7 +757,17 @@ func (b *Backups) snapshot(ctx context.Context, w *wtRepo) (bkSnapshot, error) {
 	if err != nil {
 		return bkSnapshot{}, err
 	}
+	// A file still as checked out (baseline.go: normalised line endings,
+	// fetched LFS content) is saved as its committed blob: it is no change,
+	// and the re-created worktree checks it out the same way again.
+	same, err := b.m.asCheckedOut(ctx, w, baselinePaths(w))
+	if err != nil {
+		return bkSnapshot{}, err
+	}
 	for i, sha := range shas {
+		if e, ok := same[filePaths[i]]; ok && e.raw == sha {
+			sha = e.blob
+		}
 		entries[fileIdx[i]].sha = sha
 	}
 	shas, err = b.hashLinks(ctx, g, w.admin, linkTargets)
@@ -873,9 +978,11 @@ func (b *Backups) undeletableEntries(p string, fi fs.FileInfo) string {
 }
 
 // RepoCacheHoldsUnsavedWork runs `git rev-list -n1 --branches
-// --glob=refs/sandbox/evicted/* --not <savedElsewhere>` in the bare mirror:
-// any output is a commit only this mirror has. A missing mirror holds
-// nothing. Errors: ErrInvalidArgument (LocalPath), ErrWorkspaceUnavailable.
+// --glob=refs/sandbox/evicted/* --glob=refs/sandbox/destroyed/*
+// --glob=refs/sandbox/checkpoints/* --not <savedElsewhere>` in the bare
+// mirror: any output is a commit only this mirror has (eviction and destroy
+// backups and checkpoints are saved work, docs/API.md "Checkpoints"). A
+// missing mirror holds nothing. Errors: ErrInvalidArgument (LocalPath), ErrWorkspaceUnavailable.
 func (b *Backups) RepoCacheHoldsUnsavedWork(ctx context.Context, cache sandbox.RepoCache) (bool, error) {
 	bare, err := barePath(cache)
 	if errors.Is(err, sandbox.ErrRepoCacheUnavailable) {
@@ -884,7 +991,8 @@ func (b *Backups) RepoCacheHoldsUnsavedWork(ctx context.Context, cache sandbox.R
 	if err != nil {
 		return false, err
 	}
-	out, err := b.m.bareGit(bare).run(ctx, append(append([]string{"rev-list", "-n1", "--branches", "--glob=" + sandbox.EvictedRefPrefix + "*", "--not"}, savedElsewhere...), "--")...)
+	out, err := b.m.bareGit(bare).run(ctx, append(append([]string{"rev-list", "-n1", "--branches", "--glob=" + sandbox.EvictedRefPrefix + "*",
+		"--glob=" + sandbox.DestroyedRefPrefix + "*", "--glob=" + sandbox.CheckpointRefPrefix + "*", "--not"}, savedElsewhere...), "--")...)
 	if err != nil {
 		return false, gitx.Classify(err, "git rev-list (unsaved work in repo cache)", sandbox.ErrWorkspaceUnavailable)
 	}

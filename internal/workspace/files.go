@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/bmatcuk/doublestar/v4"
+
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -153,12 +155,22 @@ func (m *Manager) WriteFile(ctx context.Context, ws sandbox.Workspace, p string,
 		return err
 	}
 	defer r.Close()
+	return replaceFile(r, rel, data, mode, "write")
+}
 
+// replaceFile creates or atomically replaces the regular file rel (cleaned,
+// not the root, not inside .git) of the worktree r with data: missing
+// parents are made (0755), the bytes go to a temporary file in the same
+// directory renamed over the target. mode 0 means 0644 for a new file and
+// the current permission bits of a replaced one. A symlink, directory or
+// special file as the last component is ErrInvalidWorkspacePath. op names
+// the operation in messages.
+func replaceFile(r *os.Root, rel string, data []byte, mode uint32, op string) error {
 	perm := fs.FileMode(mode) & fs.ModePerm
 	dir := path.Dir(rel)
 	if dir != "." {
 		if err := r.MkdirAll(dir, 0o755); err != nil {
-			return pathError("write", rel, err)
+			return pathError(op, rel, err)
 		}
 	}
 	switch fi, err := r.Lstat(rel); {
@@ -167,16 +179,16 @@ func (m *Manager) WriteFile(ctx context.Context, ws sandbox.Workspace, p string,
 			perm = 0o644
 		}
 	case err != nil:
-		return pathError("write", rel, err)
+		return pathError(op, rel, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		if _, serr := r.Stat(rel); serr != nil {
-			return pathError("write", rel, serr)
+			return pathError(op, rel, serr)
 		}
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: is a symlink; write to its target instead", rel)
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: is a symlink; write to its target instead", op, rel)
 	case fi.IsDir():
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: is a directory", rel)
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: is a directory", op, rel)
 	case !fi.Mode().IsRegular():
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: not a regular file", rel)
+		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: not a regular file", op, rel)
 	default:
 		if mode == 0 {
 			perm = fi.Mode().Perm()
@@ -188,7 +200,7 @@ func (m *Manager) WriteFile(ctx context.Context, ws sandbox.Workspace, p string,
 	tmp := path.Join(dir, ".sandboxcore-tmp-"+hex.EncodeToString(rnd[:]))
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return pathError("write", rel, err)
+		return pathError(op, rel, err)
 	}
 	_, werr := f.Write(data)
 	if werr == nil {
@@ -202,7 +214,7 @@ func (m *Manager) WriteFile(ctx context.Context, ws sandbox.Workspace, p string,
 	}
 	if werr != nil {
 		_ = r.Remove(tmp)
-		return pathError("write", rel, werr)
+		return pathError(op, rel, werr)
 	}
 	return nil
 }
@@ -251,9 +263,34 @@ func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) (
 		if err != nil {
 			continue // vanished meanwhile
 		}
-		out = append(out, sandbox.FileEntry{Name: n, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())})
+		e := sandbox.FileEntry{Name: n, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())}
+		if fi.Mode().IsRegular() && fi.Size() > 0 && fi.Size() <= sandbox.MaxLFSPointerBytes {
+			if data, err := readSmall(r, path.Join(rel, n), sandbox.MaxLFSPointerBytes); err == nil {
+				_, e.LFSPointer = sandbox.ParseLFSPointer(data)
+			}
+		}
+		out = append(out, e)
 	}
 	return out, nil
+}
+
+// readSmall reads a regular file of at most max bytes through r, opened
+// non-blocking (a FIFO swapped in cannot hang it); a larger or special
+// file is an error.
+func readSmall(r *os.Root, p string, max int64) ([]byte, error) {
+	f, err := r.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, errors.New("not a small regular file")
+	}
+	return io.ReadAll(io.LimitReader(f, max+1))
 }
 
 func fileType(m fs.FileMode) string {
@@ -292,6 +329,9 @@ func (m *Manager) Search(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	if req.MaxResults < 0 {
 		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "max_results must not be negative")
 	}
+	if err := validGlob(req.Glob); err != nil {
+		return sandbox.SearchResult{}, err
+	}
 	expr := req.Pattern
 	if req.Literal {
 		expr = regexp.QuoteMeta(expr)
@@ -326,7 +366,7 @@ func (m *Manager) Search(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	if err != nil {
 		return sandbox.SearchResult{}, pathError("search", rel, err)
 	}
-	s := &searcher{ctx: ctx, root: r, re: re, limit: limit, res: sandbox.SearchResult{Matches: []sandbox.SearchMatch{}}}
+	s := &searcher{ctx: ctx, root: r, re: re, limit: limit, glob: req.Glob, res: sandbox.SearchResult{Matches: []sandbox.SearchMatch{}}}
 	switch {
 	case st.Mode().IsRegular():
 		s.file(rel)
@@ -367,6 +407,7 @@ type searcher struct {
 	root  *os.Root
 	re    *regexp.Regexp
 	limit int
+	glob  string // "" = every file (globMatch)
 	files int
 	bytes int64
 	res   sandbox.SearchResult
@@ -376,6 +417,9 @@ type searcher struct {
 func (s *searcher) file(p string) error {
 	if s.ctx.Err() != nil {
 		return fs.SkipAll
+	}
+	if s.glob != "" && !globMatch(s.glob, p) {
+		return nil
 	}
 	if s.files >= MaxSearchFiles || s.bytes >= MaxSearchTotalBytes {
 		s.res.Truncated = true
@@ -417,6 +461,29 @@ func (s *searcher) file(p string) error {
 		s.res.Matches = append(s.res.Matches, sandbox.SearchMatch{Path: filepath.ToSlash(p), Line: n, Text: cutLine(line)})
 	}
 	return nil
+}
+
+// validGlob checks a SearchRequest.Glob. Errors: ErrInvalidArgument.
+func validGlob(glob string) error {
+	if glob == "" {
+		return nil
+	}
+	if len(glob) > 1024 || !doublestar.ValidatePattern(glob) || strings.ContainsRune(glob, 0) {
+		return sandbox.FieldError("glob", "search glob %q is not a valid pattern", sandbox.Clip(glob, 80))
+	}
+	return nil
+}
+
+// globMatch reports whether the workspace-relative file path p matches glob
+// (sandboxapi.SearchRequest.Glob): a glob without "/" against the base
+// name, one with "/" against the whole path, "**" spanning directories.
+func globMatch(glob, p string) bool {
+	if !strings.Contains(glob, "/") {
+		ok, _ := doublestar.Match(glob, path.Base(p))
+		return ok
+	}
+	ok, _ := doublestar.Match(strings.TrimPrefix(glob, "./"), p)
+	return ok
 }
 
 // cutLine cuts a line at sandbox.MaxSearchLineBytes on a rune boundary and

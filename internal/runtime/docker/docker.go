@@ -84,6 +84,12 @@
 // then stops the container (its processes die, the worktree is
 // untouched); the next command starts it again. Destroy removes the container
 // and never touches a mount's source.
+//
+// # Preview URLs
+//
+// PreviewURL (the preview_url update, docs/API.md "Preview URLs") forwards a
+// loopback port of the worker's machine to a port of the running container
+// (preview.go): Docker publishes ports only at container creation.
 package docker
 
 import (
@@ -196,9 +202,11 @@ type Provider struct {
 	netMu    sync.Mutex
 	netReady bool
 
-	stateDir string
-	sup      string // the supervisor binary the containers mount
-	procs    procClients
+	stateDir  string
+	sup       string // the supervisor binary the containers mount
+	procs     procClients
+	previewMu sync.Mutex
+	previews  map[previewKey]*forwarder // preview.go
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -252,25 +260,30 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	return p, nil
 }
 
-// Close releases the client's connections. Runtimes keep running.
-func (p *Provider) Close() error { return p.cli.Close() }
+// Close closes the preview forwarders and releases the client's
+// connections. Runtimes keep running.
+func (p *Provider) Close() error {
+	p.closePreviews("")
+	return p.cli.Close()
+}
 
 // Kind returns "docker".
 func (p *Provider) Kind() string { return Kind }
 
 // Capabilities reports the truth (seed "Optional Capabilities"): isolated;
 // interactive sessions (PTY background processes: Runtime implements
-// sandbox.ProcessRuntime); no snapshots and no preview URLs (not built:
-// `docker commit` and a loopback-published port would provide them).
+// sandbox.ProcessRuntime) and preview URLs on a loopback port of the
+// worker's machine (PreviewURL); no snapshots (not built: `docker commit`
+// would provide them).
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PreviewURL: true}
 }
 
 // Snapshots returns nil: snapshots are not built.
 func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
 
-// PreviewURLs returns nil: preview URLs are not built.
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
+// PreviewURLs returns the provider itself (PreviewURL).
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return p }
 
 // ContainerName returns the container name of runtime id: ContainerPrefix+id.
 func ContainerName(id string) string { return ContainerPrefix + id }
@@ -413,6 +426,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	}
 	p.dropClient(id)
 	p.archive(id).Clear()
+	p.closePreviews(id)
 	if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		if !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
 			return p.mapErr(err, "remove container %s", name)

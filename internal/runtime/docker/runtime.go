@@ -119,6 +119,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 // sandbox.ErrRuntimeUnavailable (daemon failure) or sandbox.ErrTimeout (ctx).
 func (r *Runtime) Stop(ctx context.Context) error {
 	r.stopProcesses(ctx, false)
+	r.p.closePreviews(r.id) // nothing listens in a stopped container
 	secs := int((r.p.stopTimeout + time.Second - 1) / time.Second)
 	err := r.p.cli.ContainerStop(ctx, r.name, container.StopOptions{Timeout: &secs})
 	if err != nil && !cerrdefs.IsNotFound(err) {

@@ -1,0 +1,517 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
+)
+
+// The lifecycle activities (docs/API.md "Checkpoints", "Fork", "Destroy",
+// "Cleanup"). The session activities below run on the workspace's host,
+// called by its SessionWorkflow under its lock; they use the
+// sandbox.LifecycleProvider capability of Backups.
+
+// lifecycle returns the host's LifecycleProvider. Errors: ErrCommandRejected
+// when the host has none (no backup provider).
+func (a *Activities) lifecycle() (sandbox.LifecycleProvider, error) {
+	if lp, ok := a.Backups.(sandbox.LifecycleProvider); ok {
+		return lp, nil
+	}
+	return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "host %s cannot record workspace states (no backup provider)", a.HostID)
+}
+
+// writableWorkspace loads a ready, writable workspace of this host. Errors:
+// as workspace, ErrCommandRejected (read-only).
+func (a *Activities) writableWorkspace(ctx context.Context, id string) (sandbox.Workspace, error) {
+	ws, err := a.workspace(ctx, id)
+	if err != nil {
+		return ws, err
+	}
+	if !ws.Capabilities.Writable {
+		return ws, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode)
+	}
+	return ws, nil
+}
+
+// Checkpoint records the workspace's exact state as a new checkpoint
+// (sandbox.LifecycleProvider.Checkpoint). Errors: ErrCommandRejected
+// (read-only workspace), ErrInvalidArgument, ErrResourceLimit,
+// ErrWorkspaceDirty, ErrWorkspaceUnavailable.
+func (a *Activities) Checkpoint(ctx context.Context, in wire.CheckpointActivityInput) (sandbox.Checkpoint, error) {
+	ws, err := a.writableWorkspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return sandbox.Checkpoint{}, ToApplicationError(err)
+	}
+	lp, err := a.lifecycle()
+	if err != nil {
+		return sandbox.Checkpoint{}, ToApplicationError(err)
+	}
+	cp, err := whileHeartbeating(ctx, func() (sandbox.Checkpoint, error) { return lp.Checkpoint(ctx, ws, in.Label) })
+	if err != nil {
+		return sandbox.Checkpoint{}, ToApplicationError(err)
+	}
+	a.touch(ctx, ws.ID, false)
+	return cp, nil
+}
+
+// Checkpoints lists the workspace's checkpoints, oldest first.
+func (a *Activities) Checkpoints(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.CheckpointList, error) {
+	ws, err := a.workspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return sandboxapi.CheckpointList{}, ToApplicationError(err)
+	}
+	lp, err := a.lifecycle()
+	if err != nil {
+		return sandboxapi.CheckpointList{}, ToApplicationError(err)
+	}
+	list, err := lp.Checkpoints(ctx, ws)
+	if err != nil {
+		return sandboxapi.CheckpointList{}, ToApplicationError(err)
+	}
+	if list == nil {
+		list = []sandbox.Checkpoint{}
+	}
+	a.touch(ctx, ws.ID, false)
+	return sandboxapi.CheckpointList{Checkpoints: list}, nil
+}
+
+// Rollback brings the workspace back to a checkpoint, checkpointing the
+// state it leaves first (sandbox.LifecycleProvider.Rollback), and records
+// its dirty flag. Errors: ErrCommandRejected, ErrNotFound, ErrConflict, the
+// errors of Checkpoint.
+func (a *Activities) Rollback(ctx context.Context, in wire.RollbackActivityInput) (sandbox.RollbackResult, error) {
+	ws, err := a.writableWorkspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return sandbox.RollbackResult{}, ToApplicationError(err)
+	}
+	lp, err := a.lifecycle()
+	if err != nil {
+		return sandbox.RollbackResult{}, ToApplicationError(err)
+	}
+	res, err := whileHeartbeating(ctx, func() (sandbox.RollbackResult, error) { return lp.Rollback(ctx, ws, in.Checkpoint) })
+	if err != nil {
+		return sandbox.RollbackResult{}, ToApplicationError(err)
+	}
+	if st, err := a.Workspaces.Status(ctx, ws); err == nil {
+		a.setDirty(ctx, ws, st.Dirty)
+	}
+	a.touch(ctx, ws.ID, true)
+	return res, nil
+}
+
+// ForkPrepare is the first step of a fork, on the source's host under the
+// source's lock: the target must not exist (a destroyed one whose row is a
+// tombstone may be reused), then the source is checkpointed and a fork manifest left
+// for the target (sandbox.LifecycleProvider.PrepareFork). Errors:
+// ErrCommandRejected (read-only source), ErrConflict (the target exists),
+// the errors of Checkpoint.
+func (a *Activities) ForkPrepare(ctx context.Context, in wire.ForkPrepareInput) (wire.ForkPrepareResult, error) {
+	res, err := a.forkPrepare(ctx, in)
+	return res, ToApplicationError(err)
+}
+
+func (a *Activities) forkPrepare(ctx context.Context, in wire.ForkPrepareInput) (wire.ForkPrepareResult, error) {
+	src, err := a.writableWorkspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return wire.ForkPrepareResult{}, err
+	}
+	if in.Target.ID == src.ID {
+		return wire.ForkPrepareResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "a workspace cannot be forked into itself")
+	}
+	if t, err := a.Store.GetWorkspace(ctx, in.Target.ID); err == nil && t.State != sandbox.WorkspaceRemoved {
+		return wire.ForkPrepareResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s exists already (%s): fork to a new id", t.ID, t.Key)
+	} else if err == nil && t.HostID != a.HostID {
+		// A destroyed key's next workspace is made on the host keeping its saved work.
+		return wire.ForkPrepareResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s was destroyed on host %s, which keeps its saved work: fork to a new id", t.ID, t.HostID)
+	} else if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+		return wire.ForkPrepareResult{}, err
+	}
+	lp, err := a.lifecycle()
+	if err != nil {
+		return wire.ForkPrepareResult{}, err
+	}
+	type out struct {
+		cp sandbox.Checkpoint
+		fm sandbox.ForkManifest
+	}
+	o, err := whileHeartbeating(ctx, func() (out, error) {
+		cp, fm, err := lp.PrepareFork(ctx, src, in.Target)
+		return out{cp, fm}, err
+	})
+	if err != nil {
+		return wire.ForkPrepareResult{}, err
+	}
+	a.touch(ctx, src.ID, true)
+	return wire.ForkPrepareResult{Checkpoint: o.cp, Manifest: o.fm}, nil
+}
+
+// Destroy destroys a workspace of this host for good (docs/API.md
+// "Destroy"); its SessionWorkflow calls it under the mutating lock. Steps,
+// each idempotent so a retried activity finishes the job: the runtime is
+// destroyed; unless in.Discard, the worktree is checked for deletability and
+// its unsaved work saved as a destroy backup (an evicted workspace's
+// eviction backup is moved there) and the row becomes a tombstone (state
+// removed); the worktree is removed and the workspace's branch deleted from
+// the repo cache (its commits stay reachable from the backup); with
+// Discard, its checkpoints, backups and fork manifest are dropped too. Finally
+// the row is deleted, unless something is kept (a backup or checkpoints):
+// then the tombstone stays so that a later acquire of the key finds the host
+// holding it. A workspace that does not exist is {Existed: false}. Errors:
+// ErrWorkspaceUnavailable (another host; a worktree that cannot be deleted,
+// nothing removed), ErrConflict (an unrestored earlier destroy backup and new
+// work to save), the backup's errors; store errors.
+func (a *Activities) Destroy(ctx context.Context, in wire.DestroyActivityInput) (sandboxapi.DestroyResult, error) {
+	res, err := whileHeartbeating(ctx, func() (sandboxapi.DestroyResult, error) { return a.destroy(ctx, in) })
+	return res, ToApplicationError(err)
+}
+
+func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) (sandboxapi.DestroyResult, error) {
+	res := sandboxapi.DestroyResult{WorkspaceID: in.WorkspaceID, Discarded: in.Discard}
+	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+		return res, err
+	}
+	ws, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+		res.Message = "no such workspace: nothing to destroy"
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	if ws.HostID != a.HostID {
+		return res, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", ws.ID, ws.HostID, a.HostID)
+	}
+	res.Existed, res.HostID = true, ws.HostID
+	lp, err := a.lifecycle()
+	if err != nil {
+		return res, err
+	}
+	var notes []string
+	rid := sandbox.RuntimeIDFor(ws.ID)
+	if err := a.Runtimes.Destroy(ctx, rid); err != nil {
+		return res, err
+	}
+	if err := a.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		return res, err
+	}
+	tombstone := ws.State == sandbox.WorkspaceRemoved
+	if !in.Discard && !tombstone {
+		if ws.State == sandbox.WorkspaceReady {
+			if ok, err := a.Workspaces.Exists(ctx, ws); err != nil {
+				return res, err
+			} else if ok {
+				if err := a.Backups.CheckRemovable(ctx, ws); err != nil {
+					return res, err
+				}
+			}
+		}
+		man, saved, err := lp.SaveForDestroy(ctx, ws)
+		if err != nil {
+			return res, err
+		}
+		if saved {
+			res.BackupRef, res.PatchPath = man.Ref, man.PatchPath
+			notes = append(notes, fmt.Sprintf("work saved to %s and %s", man.Ref, man.PatchPath))
+		}
+		// From here on a retry must not save again: the row says it was destroyed.
+		ws.State, ws.UpdatedAt = sandbox.WorkspaceRemoved, a.now()
+		if err := a.Store.UpdateWorkspace(ctx, ws); err != nil {
+			return res, err
+		}
+	}
+	if err := a.Workspaces.Remove(ctx, ws); err != nil {
+		return res, err
+	}
+	if err := lp.DeleteBranch(ctx, ws); err != nil {
+		if !errors.Is(err, sandbox.ErrConflict) {
+			return res, err
+		}
+		notes = append(notes, "branch kept: "+sandbox.Message(err))
+	} else if ws.BranchName != "" {
+		res.BranchDeleted = ws.BranchName
+	}
+	if err := lp.DropForkManifest(ctx, ws.ID); err != nil {
+		return res, err
+	}
+	if in.Discard {
+		if err := lp.Discard(ctx, ws); err != nil {
+			return res, err
+		}
+	} else {
+		list, err := lp.Checkpoints(ctx, ws)
+		if err != nil {
+			return res, err
+		}
+		res.CheckpointsKept = len(list)
+		if res.BackupRef == "" {
+			if man, ok, err := lp.PendingDestroyed(ctx, ws); err == nil && ok {
+				res.BackupRef, res.PatchPath = man.Ref, man.PatchPath
+			}
+		}
+	}
+	if in.Discard || (res.BackupRef == "" && res.CheckpointsKept == 0) {
+		if err := a.Store.DeleteWorkspace(ctx, ws.ID); err != nil {
+			return res, err
+		}
+	} else {
+		ws.State, ws.Dirty, ws.SizeBytes, ws.PinnedUntil, ws.UpdatedAt = sandbox.WorkspaceRemoved, false, 0, nil, a.now()
+		if err := a.Store.UpdateWorkspace(ctx, ws); err != nil {
+			return res, err
+		}
+		if res.CheckpointsKept > 0 {
+			notes = append(notes, fmt.Sprintf("%d checkpoints kept", res.CheckpointsKept))
+		}
+	}
+	switch {
+	case in.Discard:
+		notes = append([]string{"destroyed; unsaved work, checkpoints and backups discarded"}, notes...)
+	case len(notes) == 0:
+		notes = []string{"destroyed; nothing was unsaved"}
+	default:
+		notes = append([]string{"destroyed"}, notes...)
+	}
+	res.Message = strings.Join(notes, "; ")
+	a.log().Info("workspace destroyed", "workspace", ws.ID, "discard", in.Discard, "backup", res.BackupRef, "checkpoints_kept", res.CheckpointsKept)
+	return res, nil
+}
+
+// RestoreDestroyed brings a destroy backup back into the session's fresh
+// workspace (sandbox.LifecycleProvider.RestoreDestroyed) and returns the
+// handle; RestoredFrom is "" when no backup was pending. Errors:
+// ErrCommandRejected (read-only), ErrWorkspaceDirty (not fresh),
+// ErrConflict, ErrWorkspaceUnavailable.
+func (a *Activities) RestoreDestroyed(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.Handle, error) {
+	h, err := a.restoreDestroyedActivity(ctx, in)
+	return h, ToApplicationError(err)
+}
+
+func (a *Activities) restoreDestroyedActivity(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.Handle, error) {
+	ws, err := a.writableWorkspace(ctx, in.WorkspaceID)
+	if err != nil {
+		return sandboxapi.Handle{}, err
+	}
+	from, err := a.restoreDestroyed(ctx, &ws)
+	if err != nil {
+		return sandboxapi.Handle{}, err
+	}
+	if from != "" {
+		if err := a.Store.UpdateWorkspace(ctx, ws); err != nil {
+			return sandboxapi.Handle{}, err
+		}
+	}
+	h := wire.HandleFor(ws, a.Settings, false)
+	h.RestoredFrom = from
+	return h, nil
+}
+
+// restoreDestroyed restores ws's pending destroy backup into its worktree
+// and updates *ws (base commit, dirty) for the caller to store; it returns
+// the backup ref, "" when none was pending (or the host has no provider).
+func (a *Activities) restoreDestroyed(ctx context.Context, ws *sandbox.Workspace) (string, error) {
+	lp, err := a.lifecycle()
+	if err != nil {
+		return "", nil
+	}
+	type out struct {
+		man sandbox.WorkspaceBackup
+		ok  bool
+	}
+	o, err := whileHeartbeating(ctx, func() (out, error) {
+		m, ok, err := lp.RestoreDestroyed(ctx, *ws)
+		return out{m, ok}, err
+	})
+	if err != nil || !o.ok {
+		return "", err
+	}
+	if isHexID(o.man.BaseCommit) {
+		ws.BaseCommit = o.man.BaseCommit
+	}
+	ws.Dirty, ws.UpdatedAt = true, a.now()
+	a.log().Info("destroyed workspace restored", "workspace", ws.ID, "ref", o.man.Ref, "files", o.man.Files)
+	return o.man.Ref, nil
+}
+
+// restorableRef is the ref of ws's pending destroy backup, "" when none.
+func (a *Activities) restorableRef(ctx context.Context, ws sandbox.Workspace) string {
+	lp, err := a.lifecycle()
+	if err != nil {
+		return ""
+	}
+	man, ok, err := lp.PendingDestroyed(ctx, ws)
+	if err != nil || !ok {
+		return ""
+	}
+	return man.Ref
+}
+
+// applyFork writes a pending fork manifest into the just created ws and
+// returns the source's id ("" when there is none).
+func (a *Activities) applyFork(ctx context.Context, ws *sandbox.Workspace) (string, error) {
+	lp, err := a.lifecycle()
+	if err != nil {
+		return "", nil
+	}
+	type out struct {
+		fm sandbox.ForkManifest
+		ok bool
+	}
+	o, err := whileHeartbeating(ctx, func() (out, error) {
+		s, ok, err := lp.ApplyFork(ctx, *ws)
+		return out{s, ok}, err
+	})
+	if err != nil || !o.ok {
+		return "", err
+	}
+	ws.Dirty = true
+	return o.fm.SourceID, nil
+}
+
+func isHexID(s string) bool {
+	if len(s) < 40 || len(s) > 64 {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// CleanupList lists the store rows of in's user (and project) that live on
+// this host (tombstones only with IncludeRemoved), sorted by id. Errors:
+// ErrWorkspaceUnavailable (asked of another host), ErrInvalidArgument, store errors.
+func (a *Activities) CleanupList(ctx context.Context, in wire.CleanupListInput) (wire.CleanupCandidates, error) {
+	out := wire.CleanupCandidates{Workspaces: []wire.CleanupCandidate{}}
+	if in.HostID != a.HostID {
+		return out, ToApplicationError(sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "cleanup listing for host %s asked of host %s", in.HostID, a.HostID))
+	}
+	if err := (sandboxapi.CleanupInput{UserID: in.UserID, ProjectID: in.ProjectID}).Validate(); err != nil {
+		return out, ToApplicationError(err)
+	}
+	rows, err := a.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{UserID: in.UserID, ProjectID: in.ProjectID, HostID: a.HostID})
+	if err != nil {
+		return out, ToApplicationError(err)
+	}
+	for _, w := range rows {
+		if w.State == sandbox.WorkspaceRemoved && !in.IncludeRemoved {
+			continue
+		}
+		out.Workspaces = append(out.Workspaces, wire.CleanupCandidate{WorkspaceID: w.ID, HostID: w.HostID, Mode: string(w.Mode), ProjectID: w.ProjectID, State: string(w.State)})
+	}
+	slices.SortFunc(out.Workspaces, func(x, y wire.CleanupCandidate) int { return strings.Compare(x.WorkspaceID, y.WorkspaceID) })
+	return out, nil
+}
+
+// LifecycleActivities are the lifecycle activities that drive sessions
+// through the Temporal client: the second step of a fork (acquiring the
+// new workspace's own session) and the cleanup's listing and destroys.
+// Register them on the shared queue and on the host's queue (a fork's
+// acquire runs on the source's host, where its fork manifest is).
+type LifecycleActivities struct {
+	*Activities
+	// Client is connected to the sessions' namespace.
+	Client client.Client
+	// TaskQueue is the shared queue (SANDBOX_TASK_QUEUE).
+	TaskQueue string
+}
+
+// Register registers the lifecycle activities on w under their wire names.
+func (l *LifecycleActivities) Register(w interface {
+	RegisterActivityWithOptions(any, activity.RegisterOptions)
+}) {
+	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(l.ForkAcquire, wire.ActivityForkAcquire)
+	reg(l.CleanupSessions, wire.ActivityCleanupSessions)
+	reg(l.CleanupDestroy, wire.ActivityCleanupDestroy)
+}
+
+// ForkAcquire acquires the fork's target by update-with-start of its own
+// session on in.HostID's queue (so its acquire runs on the source's host,
+// where the fork manifest and the repo cache are); the acquire writes the forked state into
+// the new worktree (Handle.ForkedFrom). A retried activity whose first
+// attempt made the workspace recognizes it by the consumed fork manifest's OpID.
+// Errors: ErrConflict (the target existed: nothing of the fork was written
+// into it), ErrWorkspaceUnavailable (it landed on another host), the
+// acquire's errors. On failure an unconsumed fork manifest is dropped.
+func (l *LifecycleActivities) ForkAcquire(ctx context.Context, in wire.ForkAcquireInput) (sandboxapi.Handle, error) {
+	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) { return l.forkAcquire(ctx, in) })
+	return h, ToApplicationError(err)
+}
+
+func (l *LifecycleActivities) forkAcquire(ctx context.Context, in wire.ForkAcquireInput) (sandboxapi.Handle, error) {
+	if in.HostID != l.HostID {
+		return sandboxapi.Handle{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork acquire for host %s asked of host %s", in.HostID, l.HostID)
+	}
+	targetID := sandbox.WorkspaceIDForKey(in.Request.Key())
+	lp, err := l.lifecycle()
+	if err != nil {
+		return sandboxapi.Handle{}, err
+	}
+	drop := func() {
+		if fm, ok, err := lp.ForkManifest(ctx, targetID); err == nil && ok && fm.ConsumedAt == nil && fm.OpID == in.OpID {
+			_ = lp.DropForkManifest(ctx, targetID)
+		}
+	}
+	sc := sandboxclient.New(l.Client, sandboxclient.Options{TaskQueue: wire.HostTaskQueue(in.HostID)})
+	_, h, err := sc.Acquire(ctx, in.Request)
+	if err != nil {
+		drop()
+		return h, err
+	}
+	if h.HostID != in.HostID {
+		drop()
+		return h, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork %s landed on host %s, not the source's %s", h.WorkspaceID, h.HostID, in.HostID)
+	}
+	if h.ForkedFrom == in.SourceID {
+		return h, nil
+	}
+	if fm, ok, err := lp.ForkManifest(ctx, targetID); err == nil && ok && fm.ConsumedAt != nil && fm.OpID == in.OpID && fm.SourceID == in.SourceID {
+		h.ForkedFrom = fm.SourceID // made by this fork's earlier attempt
+		return h, nil
+	}
+	drop()
+	return h, sandbox.Errorf(sandbox.ErrConflict, "workspace %s existed already, so it is not a fork of %s: fork to a new id", h.WorkspaceID, in.SourceID)
+}
+
+// CleanupSessions lists the running sessions matching in.Query (ANDed onto
+// sandboxapi.ListWorkspacesQuery), sorted by workspace id.
+func (l *LifecycleActivities) CleanupSessions(ctx context.Context, in wire.CleanupSessionsInput) (wire.CleanupCandidates, error) {
+	out := wire.CleanupCandidates{Workspaces: []wire.CleanupCandidate{}}
+	list, err := sandboxclient.New(l.Client, sandboxclient.Options{TaskQueue: l.TaskQueue}).ListSessions(ctx, in.Query, 0)
+	if err != nil {
+		return out, ToApplicationError(err)
+	}
+	for _, s := range list {
+		if sandbox.ValidateWorkspaceID(s.WorkspaceID) != nil {
+			continue
+		}
+		out.Workspaces = append(out.Workspaces, wire.CleanupCandidate{WorkspaceID: s.WorkspaceID, HostID: s.Host, Mode: s.Mode, ProjectID: s.Project, State: s.State})
+	}
+	slices.SortFunc(out.Workspaces, func(x, y wire.CleanupCandidate) int { return strings.Compare(x.WorkspaceID, y.WorkspaceID) })
+	return out, nil
+}
+
+// CleanupDestroy destroys one workspace through its session (Session.Destroy,
+// update-with-start on in.TaskQueue) with update id in.OpID/<attempt>; a
+// retried attempt first collects the outcome of the earlier ones (once).
+func (l *LifecycleActivities) CleanupDestroy(ctx context.Context, in wire.CleanupDestroyInput) (sandboxapi.DestroyResult, error) {
+	res, err := whileHeartbeating(ctx, func() (sandboxapi.DestroyResult, error) {
+		s, err := sandboxclient.New(l.Client, sandboxclient.Options{TaskQueue: in.TaskQueue}).Session(in.WorkspaceID)
+		if err != nil {
+			return sandboxapi.DestroyResult{}, err
+		}
+		return once(ctx, l.logger(), s, in.OpID, func(ctx context.Context) (sandboxapi.DestroyResult, error) {
+			return s.Destroy(ctx, in.Discard)
+		})
+	})
+	return res, ToApplicationError(err)
+}
+
+func (l *LifecycleActivities) logger() *slog.Logger { return l.log() }

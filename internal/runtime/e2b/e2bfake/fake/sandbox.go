@@ -1,0 +1,407 @@
+package fake
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// E2B sandbox states (SandboxState).
+const (
+	stRunning = "running"
+	stPaused  = "paused"
+)
+
+type sbox struct {
+	id, template   string
+	state          string
+	metadata       map[string]string
+	started, endAt time.Time
+	autoPause      bool
+	secure         bool
+	public         bool
+	internet       bool
+	allowOut       []string
+	denyOut        []string
+	accessToken    string
+	trafficToken   string
+	container      string
+	sockDir        string
+	killed         bool
+}
+
+func (s *Server) detail(b *sbox) map[string]any {
+	onTimeout := "kill"
+	if b.autoPause {
+		onTimeout = "pause"
+	}
+	network := map[string]any{"allowPublicTraffic": b.public}
+	if len(b.allowOut) > 0 {
+		network["allowOut"] = b.allowOut
+	}
+	if len(b.denyOut) > 0 {
+		network["denyOut"] = b.denyOut
+	}
+	m := map[string]any{
+		"templateID": b.template, "sandboxID": b.id, "clientID": "e2bfake", "startedAt": b.started.UTC().Format(time.RFC3339Nano),
+		"endAt": b.endAt.UTC().Format(time.RFC3339Nano), "cpuCount": 2, "memoryMB": 512, "diskSizeMB": 10240,
+		"metadata": b.metadata, "state": b.state, "envdVersion": envdVersion, "domain": s.domain,
+		"network": network, "lifecycle": map[string]any{"autoResume": false, "onTimeout": onTimeout},
+		"allowInternetAccess": b.internet,
+	}
+	if b.secure {
+		m["envdAccessToken"] = b.accessToken
+	}
+	return m
+}
+
+func (s *Server) listed(b *sbox) map[string]any {
+	return map[string]any{
+		"templateID": b.template, "sandboxID": b.id, "clientID": "e2bfake", "startedAt": b.started.UTC().Format(time.RFC3339Nano),
+		"endAt": b.endAt.UTC().Format(time.RFC3339Nano), "cpuCount": 2, "memoryMB": 512, "diskSizeMB": 10240,
+		"metadata": b.metadata, "state": b.state, "envdVersion": envdVersion,
+	}
+}
+
+func (s *Server) short(b *sbox) map[string]any {
+	m := map[string]any{"templateID": b.template, "sandboxID": b.id, "clientID": "e2bfake", "envdVersion": envdVersion, "domain": s.domain}
+	if b.secure {
+		m["envdAccessToken"] = b.accessToken
+	}
+	if !b.public {
+		m["trafficAccessToken"] = b.trafficToken
+	}
+	return m
+}
+
+// envdVersion is the envd version the fake reports.
+const envdVersion = "0.2.0"
+
+func (s *Server) handleAPI(c *call) {
+	switch c.op {
+	case "POST /sandboxes":
+		s.create(c)
+	case "GET /v2/sandboxes", "GET /sandboxes":
+		s.list(c)
+	case "GET /sandboxes/{sandboxID}":
+		s.with(c, func(b *sbox) { c.json(http.StatusOK, s.detail(b)) })
+	case "DELETE /sandboxes/{sandboxID}":
+		s.with(c, func(b *sbox) {
+			s.killLocked(b)
+			c.w.WriteHeader(http.StatusNoContent)
+		})
+	case "POST /sandboxes/{sandboxID}/pause":
+		s.with(c, func(b *sbox) {
+			if b.state == stPaused {
+				c.error(http.StatusConflict, "Sandbox "+b.id+" is already paused")
+				return
+			}
+			if err := s.pauseLocked(b); err != nil {
+				c.error(http.StatusInternalServerError, "pause: "+err.Error())
+				return
+			}
+			c.w.WriteHeader(http.StatusNoContent)
+		})
+	case "POST /sandboxes/{sandboxID}/connect", "POST /sandboxes/{sandboxID}/resume":
+		var body struct {
+			Timeout *int32 `json:"timeout"`
+		}
+		if !c.decode(&body) {
+			return
+		}
+		timeout := 15 * time.Second
+		if body.Timeout != nil {
+			timeout = time.Duration(*body.Timeout) * time.Second
+		}
+		s.with(c, func(b *sbox) {
+			if b.state == stRunning {
+				if c.op == "POST /sandboxes/{sandboxID}/resume" {
+					c.error(http.StatusConflict, "Sandbox "+b.id+" is already running")
+					return
+				}
+				if end := time.Now().Add(timeout); end.After(b.endAt) {
+					b.endAt = end // "TTL is only extended"
+				}
+				c.json(http.StatusOK, s.short(b))
+				return
+			}
+			if err := s.eng.unpause(context.Background(), b.container); err != nil {
+				c.error(http.StatusInternalServerError, "resume: "+err.Error())
+				return
+			}
+			b.state, b.endAt = stRunning, time.Now().Add(timeout)
+			c.json(http.StatusCreated, s.short(b))
+		})
+	case "POST /sandboxes/{sandboxID}/timeout", "POST /sandboxes/{sandboxID}/refreshes":
+		var body struct {
+			Timeout  *int32 `json:"timeout"`
+			Duration *int   `json:"duration"`
+		}
+		if !c.decode(&body) {
+			return
+		}
+		d := time.Duration(0)
+		if body.Timeout != nil {
+			d = time.Duration(*body.Timeout) * time.Second
+		} else if body.Duration != nil {
+			d = time.Duration(*body.Duration) * time.Second
+		}
+		s.with(c, func(b *sbox) {
+			b.endAt = time.Now().Add(d)
+			c.w.WriteHeader(http.StatusNoContent)
+		})
+	default:
+		s.violation("the client called %s, which the fake does not implement", c.op)
+		c.error(http.StatusInternalServerError, "e2bfake: "+c.op+" is not implemented")
+	}
+}
+
+func (s *Server) with(c *call, fn func(*sbox)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.sandboxes[c.params["sandboxID"]]
+	if b == nil || b.killed {
+		c.error(http.StatusNotFound, "Sandbox '"+c.params["sandboxID"]+"' not found")
+		return
+	}
+	fn(b)
+}
+
+type newSandbox struct {
+	TemplateID          string            `json:"templateID"`
+	Timeout             *int32            `json:"timeout"`
+	AutoPause           *bool             `json:"autoPause"`
+	Secure              *bool             `json:"secure"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+	Network             *struct {
+		AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
+		AllowOut           []string `json:"allowOut"`
+		DenyOut            []string `json:"denyOut"`
+	} `json:"network"`
+}
+
+func (s *Server) create(c *call) {
+	var req newSandbox
+	if !c.decode(&req) {
+		return
+	}
+	if !slices.Contains(s.opts.Templates, req.TemplateID) {
+		c.error(http.StatusBadRequest, "template '"+req.TemplateID+"' not found")
+		return
+	}
+	b := &sbox{id: newSandboxID(), template: req.TemplateID, state: stRunning, metadata: req.Metadata, started: time.Now(),
+		accessToken: "ea_" + randHex(16), trafficToken: "ta_" + randHex(16), public: true, internet: true}
+	if b.metadata == nil {
+		b.metadata = map[string]string{}
+	}
+	timeout := 15 * time.Second
+	if req.Timeout != nil {
+		timeout = time.Duration(*req.Timeout) * time.Second
+	}
+	b.endAt = b.started.Add(timeout)
+	b.autoPause = req.AutoPause != nil && *req.AutoPause
+	b.secure = req.Secure != nil && *req.Secure
+	if req.AllowInternetAccess != nil {
+		b.internet = *req.AllowInternetAccess
+	}
+	if n := req.Network; n != nil {
+		if n.AllowPublicTraffic != nil {
+			b.public = *n.AllowPublicTraffic
+		}
+		b.allowOut, b.denyOut = n.AllowOut, n.DenyOut
+	}
+	// Egress: all or nothing here (the fake does not filter by destination):
+	// denied when internet access is off or 0.0.0.0/0 is denied.
+	egress := b.internet && !slices.Contains(b.denyOut, "0.0.0.0/0")
+	ctx, cancel := context.WithTimeout(c.r.Context(), 60*time.Second)
+	defer cancel()
+	token := ""
+	if b.secure {
+		token = b.accessToken
+	}
+	cid, dir, err := s.eng.create(ctx, s.tmp, b.id, req.EnvVars, egress, token)
+	if err != nil {
+		c.error(http.StatusInternalServerError, "create: "+err.Error())
+		return
+	}
+	b.container, b.sockDir = cid, dir
+	s.mu.Lock()
+	s.sandboxes[b.id] = b
+	s.mu.Unlock()
+	c.json(http.StatusCreated, s.short(b))
+}
+
+func (s *Server) list(c *call) {
+	q := c.r.URL.Query()
+	want, err := url.ParseQuery(q.Get("metadata"))
+	if err != nil {
+		c.error(http.StatusBadRequest, "invalid metadata query")
+		return
+	}
+	states := []string{stRunning}
+	if c.op == "GET /v2/sandboxes" {
+		states = []string{stRunning, stPaused}
+		if v := q.Get("state"); v != "" {
+			states = strings.Split(v, ",")
+		}
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		limit, _ = strconv.Atoi(v)
+	}
+	offset := 0
+	if v := q.Get("nextToken"); v != "" {
+		offset, _ = strconv.Atoi(v)
+	}
+	s.mu.Lock()
+	var items []map[string]any
+	for _, id := range sortedKeys(s.sandboxes) {
+		b := s.sandboxes[id]
+		if b.killed || !slices.Contains(states, b.state) {
+			continue
+		}
+		ok := true
+		for k, vs := range want {
+			if b.metadata[k] != vs[0] {
+				ok = false
+			}
+		}
+		if ok {
+			items = append(items, s.listed(b))
+		}
+	}
+	s.mu.Unlock()
+	page := []map[string]any{}
+	if offset < len(items) {
+		page = items[offset:min(offset+limit, len(items))]
+	}
+	if c.op == "GET /v2/sandboxes" && offset+limit < len(items) {
+		c.w.Header().Set("X-Next-Token", strconv.Itoa(offset+limit))
+	}
+	c.json(http.StatusOK, page)
+}
+
+// pauseLocked freezes a running sandbox (docker pause keeps its memory and
+// processes, like E2B's memory snapshot). Called with s.mu held.
+func (s *Server) pauseLocked(b *sbox) error {
+	if err := s.eng.pause(context.Background(), b.container); err != nil {
+		return err
+	}
+	b.state = stPaused
+	return nil
+}
+
+// killLocked removes a sandbox. Called with s.mu held.
+func (s *Server) killLocked(b *sbox) {
+	b.killed = true
+	delete(s.sandboxes, b.id)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.eng.remove(ctx, b.container); err != nil {
+			s.log.Warn("e2bfake: remove a container", "sandbox", b.id, "error", err)
+		}
+		forgetSocket(filepath.Join(b.sockDir, "envd.sock"))
+	}()
+}
+
+// Kill deletes a sandbox behind the client's back (as when it is killed
+// from E2B's dashboard); false when there is no such sandbox.
+func (s *Server) Kill(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.sandboxes[id]
+	if b == nil {
+		return false
+	}
+	s.killLocked(b)
+	return true
+}
+
+// Expire makes a sandbox's timeout pass now: paused when it was created
+// with autoPause, killed otherwise; false when there is no such sandbox.
+func (s *Server) Expire(id string) bool {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	if b != nil {
+		b.endAt = time.Now().Add(-time.Millisecond)
+	}
+	s.mu.Unlock()
+	if b == nil {
+		return false
+	}
+	s.expire()
+	return true
+}
+
+// State returns a sandbox's state ("running", "paused", "" when it does not exist).
+func (s *Server) State(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.sandboxes[id]; b != nil {
+		return b.state
+	}
+	return ""
+}
+
+// SandboxIDs lists the sandboxes that exist (running and paused).
+func (s *Server) SandboxIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sortedKeys(s.sandboxes)
+}
+
+// SandboxEnv returns the environment a sandbox's envd and processes start
+// from (the container's), nil when there is no such sandbox.
+func (s *Server) SandboxEnv(id string) []string {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	s.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	env, _ := s.eng.env(ctx, b.container)
+	return env
+}
+
+// expire pauses or kills the sandboxes whose timeout passed.
+func (s *Server) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, b := range s.sandboxes {
+		if b.state != stRunning || now.Before(b.endAt) {
+			continue
+		}
+		if b.autoPause && !s.opts.KillOnTimeout {
+			if err := s.pauseLocked(b); err != nil {
+				s.log.Warn("e2bfake: auto-pause", "sandbox", b.id, "error", err)
+			}
+			continue
+		}
+		s.killLocked(b)
+	}
+}
+
+func (s *Server) lifecycleLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.expire()
+		}
+	}
+}

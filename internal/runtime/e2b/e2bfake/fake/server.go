@@ -1,0 +1,429 @@
+// Package fake is a faithful stand-in for E2B (no E2B can be reached from
+// the development and CI machines), serving on one listener both planes a
+// client of E2B uses:
+//
+//   - the control plane, E2B's REST API (/sandboxes, /v2/sandboxes,
+//     /sandboxes/{id}, …/connect, …/pause, …/resume, …/timeout,
+//     …/refreshes), authenticated by X-API-Key. Every request and every
+//     response is validated with kin-openapi against the unmodified
+//     openapi.yml the runtime's client is generated from (package spec); a
+//     mismatch fails loudly: the request is answered 400 (a response is
+//     replaced by a 500) and the violation recorded (Violations) for the
+//     tests to fail on.
+//   - the sandbox plane, routed the way E2B's sandbox proxy routes it: by a
+//     Host {port}-{sandbox id}.{domain} (the domain is localhost:PORT, which
+//     resolves to the loopback, RFC 6761) or by the E2b-Sandbox-Id and
+//     E2b-Sandbox-Port headers. Port 49983 is envd: /files requests and
+//     responses are validated against envd.yaml like the control plane, and
+//     the Connect services are served by a real envd stand-in (the command
+//     ../envd, built from the same protos) running inside the sandbox. Other
+//     ports reach the sandbox's own servers (previews), with the traffic
+//     token for private sandboxes.
+//
+// Each sandbox is a container of Options.Image (container.go) whose main
+// process is that envd, as every E2B microVM runs envd: commands really run,
+// isolated from the host and from each other. Pause is docker pause (the
+// cgroup freezer: memory, processes and files stay, as with E2B's memory
+// snapshots), connect and resume unpause, a sandbox whose timeout passes is
+// paused (autoPause) or killed, DELETE kills. Tests reach behind the API's
+// back with Kill and Expire (out-of-band deletion and timeout), Inject
+// (faults: a status, a delay, a dropped answer after the call took effect,
+// on any control-plane operation or envd path) and Options.StreamLimit (the
+// proxy cuts envd streams older than that, as E2B's do).
+package fake
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a fake.
+type Options struct {
+	// APIKey is the only accepted X-API-Key; "" generates one (APIKey()).
+	APIKey string
+	// Image is the sandboxes' image (default sandboxcore-test:latest; never pulled).
+	Image string
+	// Templates are the template ids or aliases a create may name (default: "base").
+	Templates []string
+	// StreamLimit cuts envd streams (Connect server streams) older than it,
+	// like E2B's proxies; 0: never.
+	StreamLimit time.Duration
+	// KillOnTimeout kills a sandbox whose timeout passes even when it was
+	// created with autoPause (E2B accounts without persistence do).
+	KillOnTimeout bool
+	// Logger receives one line per request at debug level and every
+	// violation at error level; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is one fake E2B. It is safe for concurrent use.
+type Server struct {
+	opts    Options
+	eng     *engine
+	api     *validator
+	envdV   *validator
+	log     *slog.Logger
+	baseURL string
+	domain  string
+	ln      net.Listener
+	srv     *http.Server
+	tmp     string
+
+	mu         sync.Mutex
+	sandboxes  map[string]*sbox
+	violations []string
+	faults     []*Fault
+	requests   map[string]int
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// DefaultImage is the sandboxes' image when Options.Image is empty.
+const DefaultImage = "sandboxcore-test:latest"
+
+// New loads the specifications, builds the envd stand-in, connects to
+// Docker and returns a fake that is not listening yet (Start). Errors: no
+// Docker daemon, a missing image, a failing build of envd.
+func New(opts Options) (*Server, error) {
+	if opts.Image == "" {
+		opts.Image = DefaultImage
+	}
+	if len(opts.Templates) == 0 {
+		opts.Templates = []string{"base"}
+	}
+	if opts.APIKey == "" {
+		opts.APIKey = "e2b_" + randHex(20)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	api, envdV, err := loadValidators()
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "e2bfake-")
+	if err != nil {
+		return nil, err
+	}
+	bin, err := buildEnvd(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	eng, err := newEngine(opts.Image, randHex(6), bin)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	s := &Server{opts: opts, eng: eng, api: api, envdV: envdV, log: log, tmp: tmp, sandboxes: map[string]*sbox{},
+		requests: map[string]int{}, stop: make(chan struct{})}
+	s.wg.Add(1)
+	go s.lifecycleLoop()
+	return s, nil
+}
+
+// Start listens on addr (e.g. "127.0.0.1:0") and serves; it returns the API
+// URL (E2B_API_URL). Sandboxes' domain is localhost:PORT.
+func (s *Server) Start(addr string) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	s.ln = ln
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	s.baseURL = "http://" + ln.Addr().String()
+	s.domain = "localhost:" + port
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s.APIURL(), nil
+}
+
+// APIURL is the API URL of a started fake.
+func (s *Server) APIURL() string { return s.baseURL }
+
+// APIKey is the accepted API key.
+func (s *Server) APIKey() string { return s.opts.APIKey }
+
+// Domain is the sandboxes' domain (localhost:PORT).
+func (s *Server) Domain() string { return s.domain }
+
+// Close stops serving and removes every container the fake made.
+func (s *Server) Close() {
+	select {
+	case <-s.stop:
+		return
+	default:
+		close(s.stop)
+	}
+	if s.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.srv.Shutdown(ctx)
+		cancel()
+		_ = s.srv.Close()
+	}
+	s.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.eng.removeAll(ctx)
+	_ = os.RemoveAll(s.tmp)
+}
+
+// Violations returns every spec violation seen so far (requests and responses).
+func (s *Server) Violations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.violations...)
+}
+
+// Requests returns how many requests each operation got ("POST
+// /sandboxes", "envd POST /files", "envd /process.Process/Start", …).
+func (s *Server) Requests() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.requests {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Server) violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.log.Error("e2bfake: SPEC VIOLATION", "violation", msg)
+	s.mu.Lock()
+	s.violations = append(s.violations, msg)
+	s.mu.Unlock()
+}
+
+// Fault is an injected failure for the requests it matches.
+type Fault struct {
+	// Operation is what to match: "METHOD /path/{template}" of the
+	// control plane (e.g. "POST /sandboxes", "GET /sandboxes/{sandboxID}"),
+	// "envd METHOD /files", or "envd /process.Process/Start" (any envd
+	// path); "" matches every request.
+	Operation string
+	// Status, when non-zero, answers the request with it (and an E2B error
+	// body) without doing anything.
+	Status int
+	// Message is the error body's message ("" = the status text).
+	Message string
+	// Delay is waited before the request is handled.
+	Delay time.Duration
+	// Drop closes the connection without an answer after the request took
+	// effect (a response lost on the way); control plane and /files only.
+	Drop bool
+	// Times is how many requests it applies to (0: one).
+	Times int
+	hits  int
+}
+
+// Inject adds a fault; faults apply in the order injected.
+func (s *Server) Inject(f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.Times <= 0 {
+		f.Times = 1
+	}
+	s.faults = append(s.faults, &f)
+}
+
+// ClearFaults removes every fault not yet spent.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
+func (s *Server) takeFault(op string) *Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests[op]++
+	for i, f := range s.faults {
+		if f.Operation == "" || f.Operation == op {
+			f.hits++
+			if f.hits >= f.Times {
+				s.faults = append(s.faults[:i], s.faults[i+1:]...)
+			}
+			c := *f
+			return &c
+		}
+	}
+	return nil
+}
+
+// apply waits a fault's delay and answers its status; true when answered.
+func (s *Server) apply(w http.ResponseWriter, r *http.Request, f *Fault) bool {
+	if f == nil {
+		return false
+	}
+	if f.Delay > 0 {
+		select {
+		case <-time.After(f.Delay):
+		case <-r.Context().Done():
+			return true
+		}
+	}
+	if f.Status != 0 {
+		msg := f.Message
+		if msg == "" {
+			msg = http.StatusText(f.Status)
+		}
+		writeError(w, f.Status, msg)
+		return true
+	}
+	return false
+}
+
+// drop closes the client's connection without an answer.
+func drop(w http.ResponseWriter) bool {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if id, port, ok := s.sandboxRoute(r); ok {
+		s.serveSandbox(w, r, id, port)
+		return
+	}
+	if r.Header.Get("X-API-Key") != s.opts.APIKey {
+		writeError(w, http.StatusUnauthorized, "Invalid API key, it must start with 'e2b_' prefix")
+		return
+	}
+	route, params, in, err := s.api.checkRequest(r.Context(), r)
+	if err != nil {
+		s.violation("%v", err)
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	op := r.Method + " " + route.Path
+	s.log.Debug("e2bfake request", "op", op, "path", r.URL.Path)
+	f := s.takeFault(op)
+	if s.apply(w, r, f) {
+		return
+	}
+	rec := httptest.NewRecorder()
+	s.handleAPI(&call{s: s, w: rec, r: r, params: params, op: op})
+	if r.Context().Err() != nil {
+		return
+	}
+	if err := s.api.checkResponse(r.Context(), in, rec); err != nil {
+		s.violation("%v", err)
+		writeError(w, http.StatusInternalServerError, "e2bfake: "+err.Error())
+		return
+	}
+	if f != nil && f.Drop && drop(w) {
+		return
+	}
+	for k, vals := range rec.Header() {
+		w.Header()[k] = vals
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// sandboxRoute tells a request for a sandbox: by the E2b-Sandbox-Id and
+// E2b-Sandbox-Port headers, or by a Host {port}-{id}.{domain}.
+func (s *Server) sandboxRoute(r *http.Request) (string, int, bool) {
+	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
+		port, err := strconv.Atoi(r.Header.Get("E2b-Sandbox-Port"))
+		if err != nil {
+			port = 49983
+		}
+		return id, port, true
+	}
+	host := strings.ToLower(r.Host)
+	sub, ok := strings.CutSuffix(host, "."+s.domain)
+	if !ok || s.domain == "" {
+		return "", 0, false
+	}
+	ps, id, ok := strings.Cut(sub, "-")
+	port, err := strconv.Atoi(ps)
+	if !ok || err != nil || port < 1 || port > 65535 || id == "" {
+		return "", 0, false
+	}
+	return id, port, true
+}
+
+// call is one control-plane request being handled.
+type call struct {
+	s      *Server
+	w      http.ResponseWriter
+	r      *http.Request
+	params map[string]string
+	op     string
+}
+
+func (c *call) json(status int, v any) {
+	c.w.Header().Set("Content-Type", "application/json")
+	c.w.WriteHeader(status)
+	_ = json.NewEncoder(c.w).Encode(v)
+}
+
+func (c *call) error(status int, msg string) { writeError(c.w, status, msg) }
+
+func (c *call) decode(v any) bool {
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(c.r.Body)
+	if b.Len() == 0 {
+		return true
+	}
+	if err := json.Unmarshal(b.Bytes(), v); err != nil {
+		c.error(http.StatusBadRequest, "invalid body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// writeError answers with E2B's error body {"code","message"}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"code": status, "message": msg})
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newSandboxID returns an id like E2B's: "i" and 19 lower-case letters and digits.
+func newSandboxID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := []byte{'i'}
+	for len(b) < 20 {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+		b = append(b, alphabet[n.Int64()])
+	}
+	return string(b)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

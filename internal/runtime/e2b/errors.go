@@ -1,0 +1,175 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// The one place E2B's answers become sandbox error kinds (docs/API.md
+// "Errors"), for the control plane, envd's /files and envd's Connect
+// services alike:
+//
+//	401, 403 / Unauthenticated, PermissionDenied → ErrUnauthorized
+//	404 / NotFound                               → ErrNotFound (the caller recreates a vanished sandbox)
+//	409 / AlreadyExists                          → ErrConflict
+//	429 (and 400/403) naming a quota or limit    → ErrResourceLimit (e.g. concurrent sandboxes)
+//	429 otherwise / ResourceExhausted            → ErrRateLimited (its Retry-After, when given)
+//	507 (envd: no disk space left)               → ErrResourceLimit "disk full"
+//	other 4xx / InvalidArgument                  → ErrInvalidArgument (E2B refused the request: configuration)
+//	5xx, 408, connection loss, a cut stream      → ErrRuntimeUnavailable (retryable)
+//	the caller's deadline                        → ErrTimeout; its cancellation wraps context.Canceled
+//
+// Messages quote E2B's own (clipped, scrubbed of the API key and tokens).
+
+// mapResp maps a generated *XxxResponse (its HTTPResponse and Body fields)
+// and the client's error.
+func (p *Provider) mapResp(ctx context.Context, res any, err error, format string, args ...any) error {
+	var hr *http.Response
+	var body []byte
+	if v := reflect.ValueOf(res); v.Kind() == reflect.Pointer && !v.IsNil() {
+		if f := v.Elem().FieldByName("HTTPResponse"); f.IsValid() {
+			hr, _ = f.Interface().(*http.Response)
+		}
+		if f := v.Elem().FieldByName("Body"); f.IsValid() {
+			body, _ = f.Interface().([]byte)
+		}
+	}
+	return p.mapHTTP(ctx, hr, body, err, sprintf(format, args...))
+}
+
+// mapHTTP maps one HTTP answer (resp nil: the request failed with err).
+func (p *Provider) mapHTTP(ctx context.Context, resp *http.Response, body []byte, err error, what string) error {
+	if err == nil && resp != nil && resp.StatusCode < 400 {
+		return nil
+	}
+	if resp == nil {
+		if ctx.Err() != nil {
+			return ctxErr(ctx, what)
+		}
+		if err == nil {
+			err = errors.New("no response")
+		}
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: %s: %s", what, p.scrub(err.Error()))
+	}
+	msg := p.scrub(errorMessage(body))
+	switch code := resp.StatusCode; {
+	case (code == 429 || code == 400 || code == 403) && isQuota(msg):
+		return sandbox.Errorf(sandbox.ErrResourceLimit, "e2b: %s: %s", what, msg)
+	case code == 401 || code == 403:
+		return sandbox.Errorf(sandbox.ErrUnauthorized, "e2b: %s: E2B refused the credentials (%d %s)", what, code, msg)
+	case code == 404:
+		return sandbox.Errorf(sandbox.ErrNotFound, "e2b: %s: %s", what, msg)
+	case code == 409:
+		return sandbox.Errorf(sandbox.ErrConflict, "e2b: %s: %s", what, msg)
+	case code == 429:
+		e := sandbox.Errorf(sandbox.ErrRateLimited, "e2b: %s: rate limited (%s)", what, msg)
+		if d, ok := retryAfter(resp); ok {
+			return sandbox.WithRetryAfter(e, d)
+		}
+		return e
+	case code == 507:
+		return sandbox.Errorf(sandbox.ErrResourceLimit, "e2b: %s: the sandbox's disk is full (%s)", what, msg)
+	case code >= 500 || code == 408:
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: %s: %d %s", what, code, msg)
+	default:
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: %s: E2B refused the request (%d %s)", what, code, msg)
+	}
+}
+
+// mapConnect maps an error of envd's Connect services.
+func (p *Provider) mapConnect(ctx context.Context, err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctxErr(ctx, what)
+	}
+	msg := p.scrub(sandbox.Clip(err.Error(), 300))
+	switch connect.CodeOf(err) {
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
+		return sandbox.Errorf(sandbox.ErrUnauthorized, "e2b: %s: envd refused the access token (%s)", what, msg)
+	case connect.CodeNotFound:
+		return sandbox.Errorf(sandbox.ErrNotFound, "e2b: %s: %s", what, msg)
+	case connect.CodeAlreadyExists:
+		return sandbox.Errorf(sandbox.ErrConflict, "e2b: %s: %s", what, msg)
+	case connect.CodeResourceExhausted:
+		if isQuota(msg) {
+			return sandbox.Errorf(sandbox.ErrResourceLimit, "e2b: %s: %s", what, msg)
+		}
+		return sandbox.Errorf(sandbox.ErrRateLimited, "e2b: %s: %s", what, msg)
+	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeOutOfRange, connect.CodeUnimplemented:
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: %s: envd refused the request (%s)", what, msg)
+	case connect.CodeDeadlineExceeded:
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: %s: the stream's deadline passed (%s)", what, msg)
+	}
+	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: %s: %s", what, msg)
+}
+
+func ctxErr(ctx context.Context, what string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "e2b: %s", what)
+	}
+	return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, ctx.Err(), "e2b: %s", what)
+}
+
+func isQuota(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "quota") || strings.Contains(m, "concurrent") || strings.Contains(m, "limit exceeded") ||
+		strings.Contains(m, "maximum number")
+}
+
+// errorMessage extracts E2B's message from an error body ({"code","message"}).
+func errorMessage(body []byte) string {
+	var m struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &m) == nil && m.Message != "" {
+		return sandbox.Clip(m.Message, 300)
+	}
+	return sandbox.Clip(strings.TrimSpace(string(body)), 300)
+}
+
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0), true
+	}
+	return 0, false
+}
+
+// scrub removes the API key from a text, in case a server echoed it (the
+// per-sandbox tokens are scrubbed by the runtime that holds them).
+func (p *Provider) scrub(s string) string {
+	if len(p.opts.APIKey) >= 4 {
+		s = strings.ReplaceAll(s, p.opts.APIKey, "<redacted>")
+	}
+	return s
+}
+
+// transient reports whether err is worth one more try right away
+// (connection loss, 5xx), as opposed to a decision of E2B's.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if k := sandbox.KindOf(err); k != nil && k != sandbox.ErrRuntimeUnavailable {
+		return false
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}

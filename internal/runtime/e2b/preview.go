@@ -1,0 +1,59 @@
+package e2b
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// previewCap exposes sandbox ports the way E2B does: every port of a
+// sandbox is served at {scheme}://{port}-{sandbox id}.{domain} while the
+// sandbox runs; sandboxes are created private, so requests need the
+// sandbox's traffic token in the E2b-Traffic-Access-Token header
+// (PreviewURL.Token). It implements sandbox.PreviewURLCapability.
+type previewCap struct{ p *Provider }
+
+var _ sandbox.PreviewURLCapability = previewCap{}
+
+// PreviewURL is previewCap's: the provider itself carries the capability
+// the preview_url activity asserts (activities.PortPreviewer).
+func (p *Provider) PreviewURL(ctx context.Context, runtimeID string, port int) (sandbox.PreviewURL, error) {
+	return previewCap{p}.PreviewURL(ctx, runtimeID, port)
+}
+
+// PreviewURL returns the URL of port (1–65535) of a runtime, resuming its
+// sandbox when it is paused (the URL answers only while it runs; ExpiresAt
+// stays nil: it works while the runtime runs). Errors:
+// sandbox.ErrInvalidArgument (the port, the id), sandbox.ErrNotFound (no such
+// runtime), the kinds of mapHTTP.
+func (c previewCap) PreviewURL(ctx context.Context, runtimeID string, port int) (sandbox.PreviewURL, error) {
+	if port < 1 || port > 65535 {
+		return sandbox.PreviewURL{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "port %d is outside 1–65535", port)
+	}
+	if err := validID(runtimeID); err != nil {
+		return sandbox.PreviewURL{}, err
+	}
+	rt := c.p.runtimeFor(runtimeID)
+	_ = rt.loadSpec()
+	if st, err := rt.State(ctx); err != nil {
+		return sandbox.PreviewURL{}, err
+	} else if st == sandbox.RuntimeMissing {
+		return sandbox.PreviewURL{}, sandbox.Errorf(sandbox.ErrNotFound, "e2b: runtime %s does not exist", runtimeID)
+	}
+	env, err := rt.ensure(ctx)
+	if err != nil {
+		return sandbox.PreviewURL{}, err
+	}
+	rec := env.rec
+	return sandbox.PreviewURL{
+		URL:   c.p.scheme + "://" + strconv.Itoa(port) + "-" + rec.SandboxID + "." + rec.Domain + "/",
+		Token: rec.TrafficToken,
+	}, nil
+}
+
+// ExposePort returns PreviewURL's URL.
+func (c previewCap) ExposePort(ctx context.Context, runtimeID string, port int) (string, error) {
+	u, err := c.PreviewURL(ctx, runtimeID, port)
+	return u.URL, err
+}

@@ -1,0 +1,548 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/api"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// confirmFor is how long a sandbox seen running is trusted without asking
+// the control plane again: a sandbox that vanished or was paused meanwhile
+// shows in the next envd call, which then asks (Runtime.revive).
+const confirmFor = 20 * time.Second
+
+// Runtime is one E2B runtime. One handle exists per runtime id and
+// provider; it is safe for concurrent use (commands run in parallel).
+type Runtime struct {
+	p  *Provider
+	id string
+
+	ensureMu sync.Mutex // serializes create/connect
+	mu       sync.Mutex
+	spec     *sandbox.RuntimeSpec
+	rep      *replica.Replica
+	rec      *record
+	recRead  bool
+	env      *envdClient
+	okAt     time.Time     // the sandbox was last seen running
+	ttl      time.Duration // the timeout last set,
+	ttlAt    time.Time     // and when
+	lastPass string
+	// recreated counts sandboxes this handle had to create again.
+	recreated   int
+	recreatedAt time.Time
+
+	active   atomic.Int32 // commands in flight
+	stopping atomic.Bool  // Stop is killing them: new commands wait
+}
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// ID returns the runtime id.
+func (r *Runtime) ID() string { return r.id }
+
+// setSpec records the spec (also on disk, so that a restarted worker can
+// destroy or hibernate the runtime by id) and opens the replica of its
+// workspace mount.
+func (r *Runtime) setSpec(spec sandbox.RuntimeSpec) error {
+	src, err := replica.SourceOf(spec)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spec != nil && r.rep != nil && specEqual(*r.spec, spec) {
+		return nil
+	}
+	dir := r.p.stateDir(r.id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: state dir")
+	}
+	b, _ := json.Marshal(spec)
+	if err := os.WriteFile(filepath.Join(dir, "spec.json"), b, 0o600); err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: write spec")
+	}
+	rep, err := replica.Open(replica.Options{
+		Source:    src,
+		Remote:    replica.Layout{Workdir: spec.Workdir, StateDir: r.remoteState()},
+		StateFile: filepath.Join(dir, "replica.state"),
+		Git:       r.p.opts.Git,
+		LockGit:   true,
+		Logger:    r.p.log,
+	})
+	if err != nil {
+		return err
+	}
+	s := spec
+	r.spec, r.rep = &s, rep
+	return nil
+}
+
+func specEqual(a, b sandbox.RuntimeSpec) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// loadSpec reads the spec recorded by setSpec when this handle has none.
+func (r *Runtime) loadSpec() error {
+	r.mu.Lock()
+	has := r.spec != nil
+	r.mu.Unlock()
+	if has {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(r.p.stateDir(r.id), "spec.json"))
+	if err != nil {
+		return err
+	}
+	var spec sandbox.RuntimeSpec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return err
+	}
+	return r.setSpec(spec)
+}
+
+// replica returns the handle's replica (nil without a spec).
+func (r *Runtime) replica() *replica.Replica {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rep
+}
+
+// home is the sandbox user's home (E2B's templates: /home/<user>, /root).
+func (r *Runtime) home() string {
+	if r.p.opts.User == "root" {
+		return "/root"
+	}
+	return path.Join("/home", r.p.opts.User)
+}
+
+// remoteState is the replica's bookkeeping directory in the sandbox.
+func (r *Runtime) remoteState() string { return path.Join(r.home(), ".sandboxcore", r.id) }
+
+func (r *Runtime) recordFile() string { return filepath.Join(r.p.stateDir(r.id), "sandbox.json") }
+
+// record returns the host record of the runtime's sandbox (nil: none known).
+func (r *Runtime) record() (*record, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.recRead {
+		rec, err := loadRecord(r.recordFile())
+		if err != nil {
+			return nil, err
+		}
+		r.rec, r.recRead = rec, true
+	}
+	if r.rec == nil {
+		return nil, nil
+	}
+	c := *r.rec
+	return &c, nil
+}
+
+// setRecord records rec (nil: the sandbox is gone) on disk and in the handle.
+func (r *Runtime) setRecord(rec *record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := saveRecord(r.recordFile(), rec); err != nil {
+		return err
+	}
+	if rec == nil {
+		r.rec, r.env, r.okAt = nil, nil, time.Time{}
+		return nil
+	}
+	c := *rec
+	if r.env == nil || r.env.rec != c {
+		r.env = r.p.newEnvd(c, r.id)
+	}
+	r.rec, r.recRead = &c, true
+	return nil
+}
+
+// ReplicaStatus is what a runtime's handle reports about its replica (for
+// the session's describe: Recreated > 0 means the sandbox vanished and was
+// rebuilt from the workspace).
+type ReplicaStatus struct {
+	// SandboxID is the E2B sandbox currently holding the replica ("" = none).
+	SandboxID string `json:"sandbox_id,omitempty"`
+	// Recreated counts the sandboxes that vanished and were created again
+	// (since the replica's host state began).
+	Recreated int `json:"recreated"`
+	// LastRecreatedAt is when this worker last recreated one (zero: never).
+	LastRecreatedAt time.Time `json:"last_recreated_at,omitzero"`
+	// Synced: a pass completed since the sandbox was (re)created.
+	Synced bool `json:"synced"`
+	// Files is the number of files in the agreed state.
+	Files int `json:"files"`
+}
+
+// Replica reports the replica's state.
+func (r *Runtime) Replica() ReplicaStatus {
+	rep := r.replica()
+	rec, _ := r.record()
+	r.mu.Lock()
+	at := r.recreatedAt
+	r.mu.Unlock()
+	out := ReplicaStatus{LastRecreatedAt: at}
+	if rec != nil {
+		out.SandboxID = rec.SandboxID
+	}
+	if rep != nil {
+		st := rep.Status()
+		out.Recreated, out.Synced, out.Files = st.Recreated, st.Synced, st.Files
+	}
+	return out
+}
+
+// current returns the sandbox of the runtime as E2B sees it now: its id and
+// details (nil when it does not exist). A record whose sandbox E2B no
+// longer knows is dropped; without a record, the sandbox is looked up by
+// its metadata. Errors: mapHTTP's.
+func (r *Runtime) current(ctx context.Context) (*record, *api.SandboxDetail, error) {
+	rec, err := r.record()
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec != nil {
+		det, err := r.p.getSandbox(ctx, rec.SandboxID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if det != nil {
+			return rec, det, nil
+		}
+	}
+	found, err := r.p.findByRuntime(ctx, r.id)
+	if err != nil || found == nil {
+		return nil, nil, err
+	}
+	det, err := r.p.getSandbox(ctx, found.SandboxID)
+	if err != nil || det == nil {
+		return nil, nil, err
+	}
+	// Known by its metadata only (a record lost, or a create whose answer
+	// never came): its tokens come with the next connect.
+	return &record{SandboxID: found.SandboxID}, det, nil
+}
+
+// State returns the sandbox's state (package documentation); a runtime whose
+// sandbox does not exist is sandbox.RuntimeMissing.
+func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
+	_, det, err := r.current(ctx)
+	if err != nil {
+		return sandbox.RuntimeError, err
+	}
+	if det == nil {
+		return sandbox.RuntimeMissing, nil
+	}
+	return stateOf(det.State), nil
+}
+
+// Start resumes a paused sandbox (connect) and waits until it runs; a
+// vanished one is created again when the spec is known, else
+// sandbox.ErrNotFound.
+func (r *Runtime) Start(ctx context.Context) error {
+	_ = r.loadSpec()
+	_, err := r.ensure(ctx)
+	return err
+}
+
+// ensure makes the sandbox exist and run, and returns its envd client: a
+// paused one is resumed (connect), a vanished one created again (the
+// replica then re-syncs everything), a running one's timeout refreshed when
+// a quarter of it has passed.
+func (r *Runtime) ensure(ctx context.Context) (*envdClient, error) {
+	r.ensureMu.Lock()
+	defer r.ensureMu.Unlock()
+	r.mu.Lock()
+	env, okAt := r.env, r.okAt
+	r.mu.Unlock()
+	if env != nil && time.Since(okAt) < confirmFor {
+		if err := r.keepAlive(ctx, env.rec.SandboxID, 0); err != nil && sandbox.KindOf(err) != sandbox.ErrNotFound {
+			return nil, err
+		}
+		return env, nil
+	}
+	rec, det, err := r.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case det != nil && det.State == api.Running && rec.AccessToken != "":
+		if err := r.setRecord(rec); err != nil {
+			return nil, err
+		}
+		if err := r.keepAlive(ctx, rec.SandboxID, 0); err != nil {
+			return nil, err
+		}
+	case det != nil:
+		// Paused (or running but known by metadata only): connect resumes it
+		// and hands over its tokens.
+		nrec, err := r.connect(ctx, rec.SandboxID)
+		if err != nil {
+			return nil, err
+		}
+		if nrec == nil {
+			return r.recreate(ctx)
+		}
+		if err := r.setRecord(nrec); err != nil {
+			return nil, err
+		}
+	default:
+		return r.recreate(ctx)
+	}
+	r.mu.Lock()
+	r.okAt = time.Now()
+	env = r.env
+	r.mu.Unlock()
+	return env, nil
+}
+
+// connect resumes (or confirms) sbID with this runtime's timeout; nil when
+// E2B does not know it.
+func (r *Runtime) connect(ctx context.Context, sbID string) (*record, error) {
+	var res *api.PostSandboxesSandboxIDConnectResponse
+	err := r.p.retry(ctx, "connect sandbox "+sbID, func(ctx context.Context) error {
+		var err error
+		res, err = r.p.api.PostSandboxesSandboxIDConnectWithResponse(ctx, sbID, api.ConnectSandbox{Timeout: int32(r.p.opts.Timeout / time.Second)})
+		return r.p.mapResp(ctx, res, err, "connect sandbox %s", sbID)
+	})
+	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sb := res.JSON200
+	if sb == nil {
+		sb = res.JSON201
+	}
+	rec, err := r.p.recordFrom(sb)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.ttl, r.ttlAt = r.p.opts.Timeout, time.Now()
+	r.mu.Unlock()
+	return &rec, nil
+}
+
+// recreate creates the runtime's sandbox (again, when it vanished).
+func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
+	r.mu.Lock()
+	spec, rep := r.spec, r.rep
+	r.mu.Unlock()
+	if spec == nil {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "e2b: runtime %s does not exist", r.id)
+	}
+	hadOne, _ := r.record()
+	body := r.p.createBody(*spec)
+	var res *api.PostSandboxesResponse
+	err := r.p.retry(ctx, "create sandbox for "+r.id, func(ctx context.Context) error {
+		var err error
+		res, err = r.p.api.PostSandboxesWithResponse(ctx, body)
+		err = r.p.mapResp(ctx, res, err, "create sandbox for %s", r.id)
+		if err != nil && transient(err) {
+			// The answer may have been lost after E2B created it: adopt it
+			// rather than making a second one.
+			if found, ferr := r.p.findByRuntime(ctx, r.id); ferr == nil && found != nil {
+				if rec, cerr := r.connect(ctx, found.SandboxID); cerr == nil && rec != nil {
+					res = &api.PostSandboxesResponse{JSON201: &api.Sandbox{SandboxID: rec.SandboxID, EnvdVersion: rec.EnvdVersion,
+						EnvdAccessToken: &rec.AccessToken, TrafficAccessToken: &rec.TrafficToken, Domain: &rec.Domain}}
+					return nil
+				}
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.p.recordFrom(res.JSON201)
+	if err != nil {
+		return nil, err
+	}
+	if rec.AccessToken == "" {
+		r.p.log.Warn("e2b: the sandbox came without an envd access token (secure was asked for)", "runtime", r.id, "sandbox", rec.SandboxID)
+	}
+	if err := r.setRecord(&rec); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.ttl, r.ttlAt, r.okAt = r.p.opts.Timeout, time.Now(), time.Now()
+	env := r.env
+	r.mu.Unlock()
+	if rep != nil && (rep.Status().Synced || hadOne != nil) {
+		r.p.log.Warn("e2b: the runtime's sandbox had vanished; created it again, the replica re-syncs from the workspace", "runtime", r.id, "sandbox", rec.SandboxID)
+		r.mu.Lock()
+		r.recreated++
+		r.recreatedAt = time.Now().UTC()
+		r.mu.Unlock()
+		if err := rep.Reset(); err != nil {
+			return nil, err
+		}
+	}
+	_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+	// The bookkeeping directory, through envd's filesystem service.
+	if err := env.makeDir(ctx, r.remoteState()); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// keepAlive keeps the sandbox's timeout ahead of its use: with need > 0, at
+// least need from now (a command's timeout and a margin); otherwise it is
+// set back to Options.Timeout once a quarter of it has passed.
+func (r *Runtime) keepAlive(ctx context.Context, sbID string, need time.Duration) error {
+	r.mu.Lock()
+	left := r.ttl - time.Since(r.ttlAt)
+	r.mu.Unlock()
+	set := time.Duration(0)
+	switch {
+	case need > 0 && left < need:
+		set = max(need, r.p.opts.Timeout)
+	case need == 0 && left < r.p.opts.Timeout*3/4:
+		set = r.p.opts.Timeout
+	}
+	if set == 0 {
+		return nil
+	}
+	set = min(set, MaxTimeout)
+	err := r.p.retry(ctx, "set timeout of "+sbID, func(ctx context.Context) error {
+		res, err := r.p.api.PostSandboxesSandboxIDTimeoutWithResponse(ctx, sbID, api.SandboxTimeoutRequest{Timeout: int32(set / time.Second)})
+		return r.p.mapResp(ctx, res, err, "set timeout of %s", sbID)
+	})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.ttl, r.ttlAt = set, time.Now()
+	r.mu.Unlock()
+	return nil
+}
+
+// revive is called when an envd call failed: it asks the control plane
+// what became of the sandbox. A paused one (E2B's timeout, or paused out of
+// band) is resumed and nil returned (call envd again); a vanished one gives
+// sandbox.ErrNotFound (the caller recreates it); a running one gives cause
+// back (a transient failure).
+func (r *Runtime) revive(ctx context.Context, cause error) error {
+	r.mu.Lock()
+	r.okAt = time.Time{}
+	r.mu.Unlock()
+	rec, det, err := r.current(ctx)
+	if err != nil {
+		return err
+	}
+	if det == nil {
+		if err := r.setRecord(nil); err != nil {
+			return err
+		}
+		return sandbox.Wrap(sandbox.ErrNotFound, cause, "e2b: runtime %s: its sandbox vanished", r.id)
+	}
+	if det.State == api.Paused {
+		r.p.log.Info("e2b: the runtime's sandbox was paused under a call; resuming it", "runtime", r.id, "sandbox", rec.SandboxID)
+		if _, err := r.ensure(ctx); err != nil {
+			return err
+		}
+		return nil
+	}
+	return cause
+}
+
+// Stop hibernates = pause: the commands in flight are killed (their calls
+// return their results, a kill by signal), what the sandbox changed since
+// the last command is brought back, then the sandbox is paused, which keeps
+// its filesystem, its memory and the processes left running in the
+// background (they continue on resume). A paused or missing sandbox is
+// success. When the sync fails the sandbox is left running and the error
+// returned: nothing it holds is lost.
+func (r *Runtime) Stop(ctx context.Context) error {
+	_ = r.loadSpec()
+	rec, det, err := r.current(ctx)
+	if err != nil || det == nil || det.State != api.Running {
+		return err
+	}
+	r.stopping.Store(true)
+	defer r.stopping.Store(false)
+	env, err := r.ensure(ctx)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; r.active.Load() > 0 && time.Now().Before(deadline); i++ {
+		if i%10 == 0 {
+			r.killCommands(ctx, env)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if rep := r.replica(); rep != nil {
+		if _, err := rep.Sync(ctx, r.transport()); err != nil {
+			return err
+		}
+	}
+	err = r.p.retry(ctx, "pause sandbox "+rec.SandboxID, func(ctx context.Context) error {
+		res, err := r.p.api.PostSandboxesSandboxIDPauseWithResponse(ctx, rec.SandboxID, api.SandboxPauseRequest{Memory: ptr(true)})
+		return r.p.mapResp(ctx, res, err, "pause sandbox %s", rec.SandboxID)
+	})
+	switch sandbox.KindOf(err) {
+	case nil:
+	case sandbox.ErrNotFound:
+		return nil
+	case sandbox.ErrConflict:
+		// Already paused (or pausing): fine when it says so.
+		if st, serr := r.State(ctx); serr != nil || st != sandbox.RuntimeStopped {
+			return err
+		}
+	default:
+		return err
+	}
+	r.mu.Lock()
+	r.okAt = time.Time{}
+	r.mu.Unlock()
+	_ = os.WriteFile(filepath.Join(r.p.stateDir(r.id), "hibernated"), nil, 0o600)
+	return nil
+}
+
+// destroy: see Provider.Destroy.
+func (r *Runtime) destroy(ctx context.Context) error {
+	rec, det, err := r.current(ctx)
+	if err != nil {
+		return err
+	}
+	if det != nil {
+		if rep := r.replica(); rep != nil && !r.p.hibernatedClean(r.id) {
+			// It may hold changes made after the last command (background
+			// processes): bring them back first.
+			if _, err := r.ensure(ctx); err != nil {
+				return err
+			}
+			if _, err := rep.Sync(ctx, r.transport()); err != nil {
+				return err
+			}
+		}
+		if err := r.p.killSandbox(ctx, rec.SandboxID); err != nil {
+			return err
+		}
+	}
+	if err := r.setRecord(nil); err != nil {
+		return err
+	}
+	if rep := r.replica(); rep != nil {
+		if err := rep.Forget(); err != nil {
+			return err
+		}
+	}
+	_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+	return nil
+}

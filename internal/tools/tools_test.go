@@ -1,0 +1,111 @@
+package tools
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+func names(set []Tool) []string {
+	var out []string
+	for _, t := range set {
+		out = append(out, t.Def.Name)
+	}
+	return out
+}
+
+func TestToolSetIsGatedByCapabilities(t *testing.T) {
+	assert.Equal(t, []string{TextEditor, Search, Git}, names(Tools(Caps{Known: true})))
+	assert.Equal(t, []string{TextEditor, Search, Git}, names(Tools(Caps{})), "unknown: read tools only")
+	assert.Equal(t, []string{TextEditor, Shell, Output, Search, Git}, names(Tools(Caps{Known: true, Writable: true})))
+	assert.Equal(t, []string{TextEditor, Shell, Output, Search, Git, PR}, names(Tools(Caps{Known: true, Writable: true, CodeHost: true})))
+	assert.Equal(t, []string{TextEditor, Search, Git}, names(Tools(Caps{Known: true, CodeHost: true})), "no PR on a read-only workspace")
+
+	for _, caps := range []Caps{{}, {Known: true, Writable: true, CodeHost: true}} {
+		for _, tool := range Tools(caps) {
+			d := tool.Def
+			require.NotNil(t, d.Annotations, d.Name)
+			assert.NotEmpty(t, d.Description, d.Name)
+			in, err := json.Marshal(d.InputSchema)
+			require.NoError(t, err)
+			out, err := json.Marshal(d.OutputSchema)
+			require.NoError(t, err)
+			assert.Contains(t, string(in), `"type":"object"`, d.Name)
+			assert.Contains(t, string(in), `"additionalProperties":false`, d.Name)
+			assert.NotContains(t, string(in), `$schema`, d.Name)
+			assert.True(t, strings.HasPrefix(string(out), `{"type":"object","anyOf":[`), "%s: %s", d.Name, out)
+			if !caps.Writable {
+				assert.True(t, d.Annotations.ReadOnlyHint, d.Name)
+			}
+		}
+	}
+	// Read-only editor and git offer the read commands only.
+	ro := Tools(Caps{Known: true})
+	in, _ := json.Marshal(ro[0].Def.InputSchema)
+	assert.Contains(t, string(in), `"enum":["view"]`)
+	in, _ = json.Marshal(ro[2].Def.InputSchema)
+	assert.Contains(t, string(in), `"enum":["status","diff","log"]`)
+}
+
+func TestSmartCase(t *testing.T) {
+	for pattern, want := range map[string]bool{
+		"foo": true, "Foo": false, `\Sfoo\W`: true, `\w+\d`: true, `\p{Lu}x`: true, `\x{41}a`: true, `[A-Z]x`: false, `\bhello`: true, "naïve": true, "NAÏVE": false,
+	} {
+		got, err := ignoreCase("", pattern, false)
+		require.NoError(t, err, pattern)
+		assert.Equal(t, want, got, pattern)
+	}
+	got, err := ignoreCase("smart", `\S`, true)
+	require.NoError(t, err)
+	assert.False(t, got, `a literal \S has an upper-case S`)
+	got, _ = ignoreCase("sensitive", "foo", false)
+	assert.False(t, got)
+	got, _ = ignoreCase("insensitive", "Foo", false)
+	assert.True(t, got)
+	_, err = ignoreCase("loud", "x", false)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	_, err = ignoreCase("", "(", false)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+}
+
+func TestViewFileRanges(t *testing.T) {
+	data := []byte("a\nb\nc\nd\n")
+	out, _, err := viewFile("f", data, []int{2, 3})
+	require.NoError(t, err)
+	assert.Equal(t, "     2\tb\n     3\tc\n", out.Text)
+	assert.Equal(t, 4, out.Lines)
+	out, _, err = viewFile("f", data, []int{3, -1})
+	require.NoError(t, err)
+	assert.Equal(t, "     3\tc\n     4\td\n", out.Text)
+	for _, r := range [][]int{{0, 2}, {3, 2}, {5, 5}, {1}, {2, 9}} {
+		_, _, err := viewFile("f", data, r)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "%v", r)
+	}
+	out, text, err := viewFile("bin", []byte{0, 1, 2}, nil)
+	require.NoError(t, err)
+	assert.Contains(t, text, "binary")
+	assert.Equal(t, 0, out.Lines)
+}
+
+func TestCutToRuneAndDiffFilter(t *testing.T) {
+	s := []byte("añb€")
+	for i := 0; i <= len(s); i++ {
+		c := cutToRune(s[:i])
+		assert.True(t, strings.HasPrefix(string(s), string(c)))
+		assert.True(t, len(c) >= i-3)
+		assert.Equal(t, string(c), strings.ToValidUTF8(string(c), "?"), "never a split rune: %q", c)
+	}
+	d := sandboxapi.Diff{Files: []string{"a.txt", "dir/b.txt", "dirx/c.txt"}, Patch: "diff --git a/a.txt b/a.txt\n+a\n" +
+		"diff --git a/dir/b.txt b/dir/b.txt\n+b\ndiff --git a/dirx/c.txt b/dirx/c.txt\n+c\n"}
+	f, err := filterDiff(d, []string{"dir"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"dir/b.txt"}, f.Files)
+	assert.Equal(t, "diff --git a/dir/b.txt b/dir/b.txt\n+b\n", f.Patch)
+	_, err = filterDiff(d, []string{"../x"})
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath)
+}

@@ -1,0 +1,447 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// snippetContext is how many unchanged lines EditFile's snippet shows
+// around the change; snippetMaxLines bounds the snippet.
+const (
+	snippetContext  = 4
+	snippetMaxLines = 40
+	snippetLineMax  = 240
+)
+
+// EditFile applies one edit_file command to a text file of the workspace in
+// one host-side step (sandbox.WorkspaceProvider; sandboxapi.EditFileInput):
+// the file is read and rewritten through the worktree's os.Root, the new
+// content written to a temporary file renamed over it (replaceFile: never a
+// partial file, permission bits kept). The caller (the session's exclusive
+// lock) makes it atomic with respect to every other operation of the
+// workspace. Errors: ErrCommandRejected (read-only workspace),
+// ErrInvalidArgument (an invalid command or field; old_str occurring zero or
+// several times — the message says how many; insert_line past the end; the
+// file is binary: a NUL byte or invalid UTF-8), ErrInvalidWorkspacePath (bad,
+// escaping, missing — ErrFileNotFound — path; .git; a symlink, directory or
+// special file), ErrResourceLimit (the file before or after the edit is over
+// sandbox.MaxFileBytes), ErrInsufficientDisk, ErrWorkspaceNotFound.
+//
+// editID (the edit_file update's id; "" = none) makes a retry idempotent:
+// the last applied edit is recorded in the worktree's administrative
+// directory (editRecordFile), and the same id on the same file whose
+// content is still what that edit wrote returns the recorded result
+// without applying the edit again (an insert retried after a crash would
+// otherwise insert twice).
+func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandboxapi.EditFileInput, editID string) (sandboxapi.EditFileResult, error) {
+	if err := writable(ws); err != nil {
+		return sandboxapi.EditFileResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return sandboxapi.EditFileResult{}, err
+	}
+	if err := in.Validate(); err != nil {
+		return sandboxapi.EditFileResult{}, err
+	}
+	rel, err := sandbox.CleanRelPath(in.Path)
+	if err != nil {
+		return sandboxapi.EditFileResult{}, err
+	}
+	if rel == "." {
+		return sandboxapi.EditFileResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: is the workspace root", in.Path)
+	}
+	if sandbox.IsGitMetadataPath(rel) {
+		return sandboxapi.EditFileResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: paths inside .git are not writable", rel)
+	}
+	r, err := openRoot(ws)
+	if err != nil {
+		return sandboxapi.EditFileResult{}, err
+	}
+	defer r.Close()
+	recPath := ""
+	if l, err := locate(ws); err == nil && editID != "" {
+		if admin := adminDir(l); admin != "" {
+			recPath = filepath.Join(admin, editRecordFile)
+			if res, ok := appliedEdit(r, recPath, editID, rel); ok {
+				return res, nil
+			}
+		}
+	}
+
+	var data []byte
+	var first, last int // 1-based lines of the new content the snippet is centred on
+	switch in.Command {
+	case sandboxapi.EditCreate:
+		data = []byte(in.FileText)
+		first, last = 1, 1
+	default:
+		old, err := readText(r, rel)
+		if err != nil {
+			return sandboxapi.EditFileResult{}, err
+		}
+		if in.Command == sandboxapi.EditStrReplace {
+			n := bytes.Count(old, []byte(in.OldStr))
+			switch {
+			case n == 0:
+				return sandboxapi.EditFileResult{}, sandbox.FieldError("old_str", "edit %q: old_str does not occur in the file (0 times); it must occur exactly once, whitespace included", rel)
+			case n > 1:
+				return sandboxapi.EditFileResult{}, sandbox.FieldError("old_str", "edit %q: old_str occurs %d times in the file; it must occur exactly once (add surrounding lines to make it unique)", rel, n)
+			}
+			at := bytes.Index(old, []byte(in.OldStr))
+			data = slices.Concat(old[:at], []byte(in.NewStr), old[at+len(in.OldStr):])
+			first = bytes.Count(old[:at], []byte{'\n'}) + 1
+			last = first + strings.Count(in.NewStr, "\n")
+		} else {
+			lines := countLines(old)
+			if in.InsertLine > lines {
+				return sandboxapi.EditFileResult{}, sandbox.FieldError("insert_line", "edit %q: insert_line %d is past the end of the file (%d lines)", rel, in.InsertLine, lines)
+			}
+			at := lineOffset(old, in.InsertLine)
+			text := in.NewStr
+			if at == len(old) && len(old) > 0 && old[len(old)-1] != '\n' {
+				text = "\n" + text // after a last line without its newline
+			}
+			if at < len(old) && !strings.HasSuffix(text, "\n") {
+				text += "\n" // whole lines: what followed stays on its own line
+			}
+			data = slices.Concat(old[:at], []byte(text), old[at:])
+			first = in.InsertLine + 1
+			last = first + max(strings.Count(strings.TrimSuffix(in.NewStr, "\n"), "\n"), 0)
+		}
+	}
+	if len(data) > sandbox.MaxFileBytes {
+		return sandboxapi.EditFileResult{}, sandbox.Errorf(sandbox.ErrResourceLimit, "edit %q: the result would be %d bytes, over the %d-byte limit", rel, len(data), sandbox.MaxFileBytes)
+	}
+	if err := replaceFile(r, rel, data, 0, "edit"); err != nil {
+		return sandboxapi.EditFileResult{}, err
+	}
+	res := sandboxapi.EditFileResult{Path: rel, Bytes: int64(len(data)), Snippet: Snippet(data, first, last)}
+	if recPath != "" {
+		sum := sha256.Sum256(data)
+		rec, _ := json.Marshal(editRecord{ID: editID, Path: rel, SHA256: hex.EncodeToString(sum[:]), Result: res})
+		if err := os.WriteFile(recPath+".tmp", rec, 0o600); err == nil {
+			_ = os.Rename(recPath+".tmp", recPath)
+		}
+	}
+	return res, nil
+}
+
+// editRecordFile, in a worktree's administrative directory, records the
+// last edit EditFile applied (editRecord).
+const editRecordFile = "sandboxcore-last-edit.json"
+
+// editRecord is the last applied edit: its id, file, the SHA-256 of the
+// content it wrote, and its result.
+type editRecord struct {
+	ID     string                    `json:"id"`
+	Path   string                    `json:"path"`
+	SHA256 string                    `json:"sha256"`
+	Result sandboxapi.EditFileResult `json:"result"`
+}
+
+// appliedEdit returns the recorded result when edit id was the last one
+// applied to rel and the file still holds what it wrote.
+func appliedEdit(r *os.Root, recPath, id, rel string) (sandboxapi.EditFileResult, bool) {
+	b, err := os.ReadFile(recPath)
+	var rec editRecord
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.ID != id || rec.Path != rel {
+		return sandboxapi.EditFileResult{}, false
+	}
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return sandboxapi.EditFileResult{}, false
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, sandbox.MaxFileBytes+1)); err != nil || hex.EncodeToString(h.Sum(nil)) != rec.SHA256 {
+		return sandboxapi.EditFileResult{}, false
+	}
+	return rec.Result, true
+}
+
+// readText reads the regular text file rel for an edit: not through a
+// symlink as its last component, at most sandbox.MaxFileBytes, and text
+// (sandboxapi.IsText). Errors as EditFile.
+func readText(r *os.Root, rel string) ([]byte, error) {
+	fi, err := r.Lstat(rel)
+	if err != nil {
+		return nil, pathError("edit", rel, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if _, serr := r.Stat(rel); serr != nil {
+			return nil, pathError("edit", rel, serr)
+		}
+		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: is a symlink; edit its target instead", rel)
+	}
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, pathError("edit", rel, err)
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, pathError("edit", rel, err)
+	}
+	switch {
+	case fi.IsDir():
+		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: is a directory", rel)
+	case !fi.Mode().IsRegular():
+		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: not a regular file", rel)
+	case fi.Size() > sandbox.MaxFileBytes:
+		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "edit %q: %d bytes is over the %d-byte limit", rel, fi.Size(), sandbox.MaxFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, sandbox.MaxFileBytes+1))
+	if err != nil {
+		return nil, pathError("edit", rel, err)
+	}
+	if len(data) > sandbox.MaxFileBytes {
+		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "edit %q: over the %d-byte limit", rel, sandbox.MaxFileBytes)
+	}
+	if !sandboxapi.IsText(data) {
+		return nil, sandbox.FieldError("path", "edit %q: is a binary file (a NUL byte or invalid UTF-8): edit_file changes text files only; replace it with write_file", rel)
+	}
+	return data, nil
+}
+
+// countLines returns the number of lines of data: a last line without a
+// newline counts, an empty file has none.
+func countLines(data []byte) int {
+	n := bytes.Count(data, []byte{'\n'})
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+// lineOffset returns the byte offset just past line n (1-based; 0 = the
+// start), or len(data) when data has fewer lines.
+func lineOffset(data []byte, n int) int {
+	at := 0
+	for i := 0; i < n; i++ {
+		j := bytes.IndexByte(data[at:], '\n')
+		if j < 0 {
+			return len(data)
+		}
+		at += j + 1
+	}
+	return at
+}
+
+// Snippet returns lines first-snippetContext .. last+snippetContext of data
+// (1-based, clamped to the file, at most snippetMaxLines), each as
+// "%6d\t<line>\n" with long lines cut; "" for an empty file.
+func Snippet(data []byte, first, last int) string {
+	lines := strings.Split(string(data), "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	from := max(first-snippetContext, 1)
+	to := min(max(last, first)+snippetContext, len(lines))
+	if to-from+1 > snippetMaxLines {
+		to = from + snippetMaxLines - 1
+	}
+	var b strings.Builder
+	for n := from; n <= to; n++ {
+		line := lines[n-1]
+		if len(line) > snippetLineMax {
+			line = cutLine([]byte(line[:snippetLineMax])) + "…"
+		}
+		fmt.Fprintf(&b, "%6d\t%s\n", n, line)
+	}
+	return b.String()
+}
+
+// MaxTreeEntries caps ListTree's result (a listing with a depth).
+const MaxTreeEntries = 5000
+
+// ListTree lists a directory of the workspace to a depth (list_dir with
+// sandboxapi.ListDirInput's Depth, SkipHidden, SkipIgnored;
+// sandbox.WorkspaceProvider): a walk through the worktree's os.Root that
+// never follows symlinks and never enters ".git", entries named by their
+// path relative to in.Path and sorted by it, at most MaxListEntries per
+// directory and MaxTreeEntries in all (Truncated says so). Ignored entries
+// are those host-side `git check-ignore` (hardened: gitx) reports for the
+// worktree — tracked files never are — and everything below an ignored
+// directory. Errors: as ListDir, ErrInvalidArgument (a depth outside
+// 0..sandboxapi.MaxListDepth), ErrWorkspaceUnavailable (git failed).
+func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandboxapi.ListDirInput) (sandboxapi.ListDirResult, error) {
+	if in.Depth < 0 || in.Depth > sandboxapi.MaxListDepth {
+		return sandboxapi.ListDirResult{}, sandbox.FieldError("depth", "list_dir depth must be between 0 and %d", sandboxapi.MaxListDepth)
+	}
+	depth := max(in.Depth, 1)
+	rel, err := sandbox.CleanRelPath(in.Path)
+	if err != nil {
+		return sandboxapi.ListDirResult{}, err
+	}
+	r, err := openRoot(ws)
+	if err != nil {
+		return sandboxapi.ListDirResult{}, err
+	}
+	defer r.Close()
+	res := sandboxapi.ListDirResult{Path: in.Path, Entries: []sandbox.FileEntry{}}
+	type dirAt struct {
+		rel   string // workspace-relative
+		name  string // relative to rel of the listing ("" for it)
+		level int
+	}
+	queue := []dirAt{{rel: rel, level: 1}}
+	var paths []string // workspace-relative path of each entry, for check-ignore
+	for len(queue) > 0 && !res.Truncated {
+		if err := ctx.Err(); err != nil {
+			return sandboxapi.ListDirResult{}, err
+		}
+		d := queue[0]
+		queue = queue[1:]
+		f, err := r.OpenFile(d.rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			if d.level > 1 {
+				continue // vanished or unreadable below the listing: skip it
+			}
+			if errors.Is(err, syscall.ENOTDIR) {
+				return sandboxapi.ListDirResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "list %q: not a directory", rel)
+			}
+			return sandboxapi.ListDirResult{}, pathError("list", rel, err)
+		}
+		names, err := f.Readdirnames(-1)
+		_ = f.Close()
+		if err != nil {
+			if d.level > 1 {
+				continue
+			}
+			return sandboxapi.ListDirResult{}, pathError("list", rel, err)
+		}
+		slices.Sort(names)
+		if len(names) > MaxListEntries {
+			names, res.Truncated = names[:MaxListEntries], true
+		}
+		for _, n := range names {
+			if n == ".git" || (in.SkipHidden && strings.HasPrefix(n, ".")) {
+				continue
+			}
+			p := path.Join(d.rel, n)
+			fi, err := r.Lstat(p)
+			if err != nil {
+				continue // vanished meanwhile
+			}
+			if len(res.Entries) >= MaxTreeEntries {
+				res.Truncated = true
+				break
+			}
+			name := path.Join(d.name, n)
+			res.Entries = append(res.Entries, sandbox.FileEntry{Name: name, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())})
+			paths = append(paths, p)
+			if fi.IsDir() && d.level < depth {
+				queue = append(queue, dirAt{rel: p, name: name, level: d.level + 1})
+			}
+		}
+	}
+	if in.SkipIgnored && len(paths) > 0 {
+		ignored, err := m.ignored(ctx, ws, paths, res.Entries)
+		if err != nil {
+			return sandboxapi.ListDirResult{}, err
+		}
+		kept := res.Entries[:0]
+		var dropped []string // ignored directories, as "<name>/"
+		for i, e := range res.Entries {
+			if ignored[paths[i]] || slices.ContainsFunc(dropped, func(d string) bool { return strings.HasPrefix(e.Name, d) }) {
+				if e.Type == sandboxapi.EntryDir {
+					dropped = append(dropped, e.Name+"/")
+				}
+				continue
+			}
+			kept = append(kept, e)
+		}
+		res.Entries = kept
+	}
+	slices.SortFunc(res.Entries, func(a, b sandbox.FileEntry) int { return strings.Compare(a.Name, b.Name) })
+	return res, nil
+}
+
+// ignored runs `git check-ignore --stdin -z` on the worktree for paths
+// (directories with a trailing "/", so directory-only rules apply) and
+// returns the set of those git ignores. Paths travel on stdin, never argv.
+func (m *Manager) ignored(ctx context.Context, ws sandbox.Workspace, paths []string, entries []sandbox.FileEntry) (map[string]bool, error) {
+	w, err := m.openWorktree(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	var in bytes.Buffer
+	for i, p := range paths {
+		if entries[i].Type == sandboxapi.EntryDir {
+			p += "/"
+		}
+		in.WriteString(p)
+		in.WriteByte(0)
+	}
+	var out bytes.Buffer
+	_, err = w.git.with(readEnv).runIO(ctx, &in, &out, "check-ignore", "--stdin", "-z")
+	var ge *gitx.Error
+	if err != nil && !(errors.As(err, &ge) && ge.ExitCode == 1) { // 1: nothing is ignored
+		return nil, gitx.Classify(err, "git check-ignore", sandbox.ErrWorkspaceUnavailable)
+	}
+	set := map[string]bool{}
+	for _, p := range strings.Split(out.String(), "\x00") {
+		if p != "" {
+			set[strings.TrimSuffix(p, "/")] = true
+		}
+	}
+	return set, nil
+}
+
+// Log lists the newest commits reachable from the worktree's HEAD
+// (sandbox.WorkspaceProvider; sandboxapi.LogRequest): host-side `git log`
+// through the hardened runner (gitx), no decoration, no signatures, no
+// mailmap. Errors: ErrInvalidArgument (a limit outside
+// 0..sandboxapi.MaxLogCommits), ErrWorkspaceNotFound,
+// ErrWorkspaceUnavailable (git failed).
+func (m *Manager) Log(ctx context.Context, ws sandbox.Workspace, req sandboxapi.LogRequest) (sandboxapi.LogResult, error) {
+	if req.Limit < 0 || req.Limit > sandboxapi.MaxLogCommits {
+		return sandboxapi.LogResult{}, sandbox.FieldError("limit", "log limit must be between 0 and %d", sandboxapi.MaxLogCommits)
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = sandboxapi.DefaultLogCommits
+	}
+	w, err := m.openWorktree(ctx, ws)
+	if err != nil {
+		return sandboxapi.LogResult{}, err
+	}
+	out, err := w.git.with(readEnv).run(ctx, "log", "-z", fmt.Sprintf("--max-count=%d", limit+1), "--no-color", "--no-decorate",
+		"--no-mailmap", "--no-show-signature", "--format=%H%x1f%an%x1f%ae%x1f%aI%x1f%s", "--end-of-options", "HEAD", "--")
+	if err != nil {
+		return sandboxapi.LogResult{}, gitx.Classify(err, "git log", sandbox.ErrWorkspaceUnavailable)
+	}
+	res := sandboxapi.LogResult{Commits: []sandboxapi.LogCommit{}}
+	for _, rec := range strings.Split(string(out), "\x00") {
+		f := strings.SplitN(strings.TrimPrefix(rec, "\n"), "\x1f", 5)
+		if len(f) != 5 || !isHex(f[0]) {
+			continue
+		}
+		if len(res.Commits) == limit {
+			res.Truncated = true
+			break
+		}
+		res.Commits = append(res.Commits, sandboxapi.LogCommit{Commit: f[0], AuthorName: strings.ToValidUTF8(f[1], "\uFFFD"),
+			AuthorEmail: strings.ToValidUTF8(f[2], "\uFFFD"), Date: f[3], Subject: cutLine([]byte(f[4]))})
+	}
+	return res, nil
+}

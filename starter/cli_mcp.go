@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/tools"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// mcpCommand is `sandboxctl mcp (--repo URL --user U --project P [--mode M]
+// (--conversation C | --task T | --ref R) | --workspace WS) [--http ADDR
+// [--token-file FILE]]`: the agent tool surface (internal/tools) of one
+// workspace over the Model Context Protocol (README "Use it from an agent").
+func (c *cli) mcpCommand() *cobra.Command {
+	var req sandbox.WorkspaceRequest
+	var mode, wsID, httpAddr, tokenFile string
+	cmd := &cobra.Command{
+		Use:   "mcp (--repo URL --user U --project P [--mode edit] --conversation C | --workspace WS) [--http ADDR [--token-file FILE]]",
+		Short: "Serve one workspace's agent tools over MCP (stdio, or streamable HTTP with --http)",
+		Long: "Serve the agent tools of one workspace (sandbox_text_editor, sandbox_shell, sandbox_output,\n" +
+			"sandbox_search, sandbox_git, sandbox_pr) over the Model Context Protocol: on stdin/stdout by\n" +
+			"default, or as streamable HTTP on --http ADDR (path /mcp; a loopback address unless\n" +
+			"--token-file names a file holding the bearer token every request must send).\n" +
+			"Bind it with the flags of `sandboxctl acquire` (the workspace is acquired on the first call)\n" +
+			"or with --workspace WS. A released or idle-closed workspace resumes transparently.\n" +
+			"An analysis workspace gets the read tools only.",
+		Example: "  sandboxctl mcp --repo https://github.com/acme/app.git --user alice --project app --conversation c1\n" +
+			"  sandboxctl mcp --workspace ws-0123… --http 127.0.0.1:8765",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b := tools.Binding{WorkspaceID: wsID}
+			requestFlags := []string{"repo", "user", "project", "conversation", "task", "ref", "branch", "from-branch", "mode"}
+			if wsID != "" {
+				for _, f := range requestFlags {
+					if cmd.Flags().Changed(f) {
+						return sandbox.Errorf(sandbox.ErrInvalidArgument, "--workspace and --%s: bind to a workspace id or to a request, not both", f)
+					}
+				}
+			} else if cmd.Flags().Changed("repo") || cmd.Flags().Changed("user") || cmd.Flags().Changed("project") {
+				req.Mode = sandbox.WorkspaceMode(mode)
+				b.Request = &req
+			}
+			if err := b.Validate(); err != nil {
+				return err
+			}
+			if tokenFile != "" && httpAddr == "" {
+				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--token-file is for --http")
+			}
+			var token string
+			if httpAddr != "" {
+				var err error
+				if token, err = readToken(tokenFile); err != nil {
+					return err
+				}
+				if token == "" {
+					if err := requireLoopback(httpAddr); err != nil {
+						return err
+					}
+				}
+			}
+			sc, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			ws, err := tools.NewWorkspace(sc, b)
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			srv := tools.NewServer(cmd.Context(), ws, tools.Options{Version: sandboxapi.ContractVersion, Logger: log})
+			if httpAddr == "" {
+				t := &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}}
+				err := srv.Run(cmd.Context(), t)
+				if err != nil && (errors.Is(err, io.EOF) || cmd.Context().Err() != nil) {
+					return nil // the client closed stdin, or SIGINT
+				}
+				return err
+			}
+			return c.serveHTTP(cmd.Context(), srv, httpAddr, token)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.RepoURL, "repo", "", "repository URL (as for acquire)")
+	f.StringVar(&req.UserID, "user", "", "user id")
+	f.StringVar(&req.ProjectID, "project", "", "project id")
+	f.StringVar(&mode, "mode", "edit", "edit, task or analysis (read tools only)")
+	f.StringVar(&req.ConversationID, "conversation", "", "conversation id (edit mode)")
+	f.StringVar(&req.TaskID, "task", "", "task id (task mode)")
+	f.StringVar(&req.BaseRef, "ref", "", "base branch, tag or commit (default: the remote's default branch)")
+	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
+	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
+	f.StringVar(&wsID, "workspace", "", "an existing workspace id instead of the request flags")
+	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on this host:port (path /mcp) instead of stdio")
+	f.StringVar(&tokenFile, "token-file", "", "with --http: a file holding the bearer token clients must send (required off loopback)")
+	return cmd
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// readToken reads a bearer token file ("" = none): one line, at least 16
+// characters, printable ASCII. Errors: ErrInvalidArgument.
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "--token-file: %v", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if len(tok) < 16 || strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "--token-file %s: want one token of at least 16 printable ASCII characters, no spaces", path)
+	}
+	return tok, nil
+}
+
+// requireLoopback refuses an --http address that is not on loopback
+// (without a token anyone who reaches it could drive the workspace).
+func requireLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %q: want host:port", addr)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %s is not a loopback address: give --token-file with a bearer token clients must send", addr)
+}
+
+// serveHTTP serves srv as streamable HTTP on addr at /mcp until ctx ends;
+// with a token every request must carry "Authorization: Bearer <token>".
+func (c *cli) serveHTTP(ctx context.Context, srv *tools.Server, addr, token string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %s: %v", addr, err)
+	}
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.Server }, nil)
+	if token != "" {
+		h = bearer(token, h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(c.stderr, "sandboxctl mcp: serving streamable HTTP on http://%s/mcp\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		return nil
+	}
+}
+
+// bearer refuses requests without "Authorization: Bearer <token>" (401).
+func bearer(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxcore"`)
+			http.Error(w, "sandboxcore: a valid bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

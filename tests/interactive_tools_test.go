@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -65,4 +68,43 @@ func TestInteractiveExecTools(t *testing.T) {
 	assert.True(t, sandboxapi.IsInvalidArgument(err), "yield_time_ms below 250: %v", err)
 	_, _, err = x.WriteStdin(ctx, s, tools.WriteStdinInput{SessionID: "proc-nope"})
 	assert.True(t, sandboxapi.IsNotFound(err), "%v", err)
+}
+
+// TestMCPInteractiveExecTools: sandbox_exec and sandbox_write_stdin over
+// MCP (sandboxctl mcp, stdio): a command left running is continued by its
+// session_id, also from a new MCP process (its output since the oldest
+// offset still buffered), and a bad yield is an InvalidArgument tool error.
+func TestMCPInteractiveExecTools(t *testing.T) {
+	bin := buildCLI(t)
+	h := startHost(t, "mcpinteractive")
+	url := mcpRepo(t)
+	args := []string{"--repo", url, "--user", uniq(t, "u"), "--project", "p", "--conversation", "c1"}
+	cs := mcpSession(t, bin, h.Config.TaskQueue, args...)
+
+	var out tools.ExecToolOutput
+	callTool(t, cs, tools.ExecToolName, map[string]any{"cmd": "echo ready; read l; echo got:$l; exit 5", "yield_time_ms": 500}, &out)
+	require.True(t, out.Running, "%+v", out)
+	require.NotEmpty(t, out.SessionID)
+	assert.Equal(t, "ready\n", out.Output)
+	id := out.SessionID
+	var next tools.ExecToolOutput
+	callTool(t, cs, tools.WriteStdinToolName, map[string]any{"session_id": id, "chars": "abc\n", "yield_time_ms": 10000}, &next)
+	require.NotNil(t, next.ExitCode, "%+v", next)
+	assert.Equal(t, 5, *next.ExitCode)
+	assert.Equal(t, "got:abc\n", next.Output, "only the output since the last call")
+
+	callTool(t, cs, tools.ExecToolName, map[string]any{"cmd": "echo one; sleep 300", "yield_time_ms": 500}, &out)
+	require.True(t, out.Running)
+	require.NoError(t, cs.Close())
+	cs2 := mcpSession(t, bin, h.Config.TaskQueue, args...)
+	var again tools.ExecToolOutput
+	callTool(t, cs2, tools.WriteStdinToolName, map[string]any{"session_id": out.SessionID, "kill": true, "yield_time_ms": 10000}, &again)
+	require.NotNil(t, again.ExitCode, "%+v", again)
+	assert.Equal(t, 137, *again.ExitCode, "killed")
+	assert.Equal(t, "one\n", again.Output, "a new MCP process reads from the oldest buffered output")
+
+	res, err := cs2.CallTool(context.Background(), &mcp.CallToolParams{Name: tools.ExecToolName, Arguments: map[string]any{"cmd": "true", "yield_time_ms": 100}})
+	require.NoError(t, err)
+	assert.True(t, res.IsError)
+	assert.Contains(t, fmt.Sprint(res.Content[0].(*mcp.TextContent).Text), "InvalidArgument")
 }

@@ -25,7 +25,7 @@ const streamReadWait = 5 * time.Second
 // stream workflow (StreamRead) from the offsets it has printed. On a
 // runtime without processes it falls back to polling the exec activity's
 // heartbeat details, which can skip bursts (a "[N bytes not streamed]"
-// marker chunk says how many). When ctx ends first the command is
+// marker chunk says how many); so does an exec with KeepOutput. When ctx ends first the command is
 // cancelled as by Exec. The returned result is Exec's.
 func (s *Session) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	if err := checkExecPayload(req); err != nil {
@@ -49,6 +49,11 @@ func (s *Session) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 		r, err := s.awaitExec(ctx, h, id)
 		done <- execOutcome{r, err}
 	}()
+	if req.KeepOutput {
+		// The exec activity runs a command whose output is kept, not a
+		// process (docs/API.md "Kept output"): the older protocol.
+		return s.pollProgress(ctx, id, done, onChunk)
+	}
 	var ended *execOutcome
 	finish := func() (sandboxapi.ExecResult, error) {
 		if ended == nil {

@@ -67,7 +67,7 @@ test-e2e:
 # (issue 3), on the image .ci/test-image.sh builds; skipped without a daemon
 # or that image, except under CI=true.
 TEST_IMAGE     ?= sandboxcore-test:latest
-MAIN_JOB_TESTS := ^(TestAcquireIsIdempotentAndConversationsAreIsolated|TestExecSemantics|TestFilesAreConfinedToTheWorktree|TestDiffAndCommit|TestAnalysisWorkspaceIsReadOnly|TestResumeAfterTheSessionRunCompleted|TestReleaseAndHibernateKeepTheWorkspace|TestCLIWalkthrough)$$
+MAIN_JOB_TESTS := ^(TestAcquireIsIdempotentAndConversationsAreIsolated|TestExecSemantics|TestFilesAreConfinedToTheWorktree|TestDiffAndCommit|TestAnalysisWorkspaceIsReadOnly|TestResumeAfterTheSessionRunCompleted|TestReleaseAndHibernateKeepTheWorkspace|TestCLIWalkthrough|TestProcessServerReachedFromALaterExec|TestProcessPTYShellAnswers|TestExecCancel|TestCLIExecCtrlCKillsTheTree)$$
 test-e2e-docker:
 	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
 	  echo "the main job's end-to-end tests on the Docker runtime ($(TEST_IMAGE))"; \

@@ -119,6 +119,14 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityMergeBranches:     a.MergeBranches,
 		wire.ActivityPush:              a.Push,
 		wire.ActivityCreatePullRequest: a.CreatePullRequest,
+		wire.ActivityExecStart:         a.ExecStart,
+		wire.ActivityExecCancel:        a.ExecCancel,
+		wire.ActivityProcessStart:      a.ProcessStart,
+		wire.ActivityProcessRead:       a.ProcessRead,
+		wire.ActivityProcessWrite:      a.ProcessWrite,
+		wire.ActivityProcessSignal:     a.ProcessSignal,
+		wire.ActivityProcessResize:     a.ProcessResize,
+		wire.ActivityProcessList:       a.ProcessList,
 		wire.ActivityCheckpoint:        a.Checkpoint,
 		wire.ActivityCheckpoints:       a.Checkpoints,
 		wire.ActivityRollback:          a.Rollback,
@@ -493,8 +501,10 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 }
 
 // Exec runs one command in the workspace's runtime, creating or resuming the
-// runtime first. A non-zero exit or a timeout is a result; on remote
-// runtimes the result also carries the replica's state. Errors:
+// runtime first; with in.ProcessID it waits instead for the command
+// ExecStart started as that process (process.go), re-attaching to it when
+// retried. A non-zero exit or a timeout is a result; on remote runtimes the
+// result also carries the replica's state. Errors:
 // ErrInvalidArgument, ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
 func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	res, err := a.exec(ctx, in)
@@ -502,6 +512,11 @@ func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 }
 
 func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
+	if in.ProcessID != "" {
+		// The command ExecStart started: wait for it (process.go).
+		res, err := a.execWait(ctx, in)
+		return wire.ExecActivityResult{ExecResult: res}, err
+	}
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return wire.ExecActivityResult{}, err

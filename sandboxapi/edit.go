@@ -124,7 +124,8 @@ type LogResult struct {
 	Truncated bool        `json:"truncated"`
 }
 
-// Output streams of read_output (ReadOutputInput.Stream).
+// Output streams of read_output (ReadOutputInput.Stream) and process_read
+// (ProcessReadInput.Stream, with StreamPTY).
 const (
 	StreamStdout = "stdout"
 	StreamStderr = "stderr"

@@ -27,6 +27,11 @@ type ExecRequest struct {
 	TimeoutS       int               `json:"timeout_s,omitempty"`        // seconds; 0 = DefaultExecTimeout
 	Stdin          []byte            `json:"stdin,omitempty"`            // nil = /dev/null
 	MaxOutputBytes int               `json:"max_output_bytes,omitempty"` // per stream; 0 = default
+	// Stream: a client reads the command's output while it runs (process_read
+	// on ExecProcessID, docs/API.md "Streaming exec output"); the command
+	// then waits while its unread output fills the process buffer, so the
+	// stream loses nothing.
+	Stream bool `json:"stream,omitempty"`
 	// KeepOutput: when a stream is longer than the cap, the worker keeps the
 	// whole output of both streams (bounded: MaxKeptStreamBytes per stream,
 	// MaxKeptOutputBytes per workspace, oldest dropped first) and the result's
@@ -51,7 +56,9 @@ func (r ExecRequest) OutputCap() int {
 }
 
 // ExecResult is a finished command. A non-zero exit is a result, not an error.
-// Exit codes: 127 command not found, 124 timeout (TimedOut true), 128+n killed by signal n.
+// Exit codes: 127 command not found, 124 timeout (TimedOut true), 130 cancelled
+// (Cancelled true: the cancel update, or hibernate/release during the command),
+// 128+n killed by signal n.
 // When a stream exceeds the cap its head and tail are kept, joined by a marker line,
 // Truncated is true, and StdoutBytes/StderrBytes hold the full byte counts.
 type ExecResult struct {
@@ -59,6 +66,7 @@ type ExecResult struct {
 	Stdout      []byte `json:"stdout"`
 	Stderr      []byte `json:"stderr"`
 	TimedOut    bool   `json:"timed_out"`
+	Cancelled   bool   `json:"cancelled"`
 	Truncated   bool   `json:"truncated"`
 	StdoutBytes int64  `json:"stdout_bytes"`
 	StderrBytes int64  `json:"stderr_bytes"`

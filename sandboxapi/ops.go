@@ -14,13 +14,17 @@ type Op[In, Out any] struct {
 	// Mutating: the update runs alone (no other operation of the workspace
 	// runs meanwhile); read-only ones run together when nothing mutating does.
 	Mutating bool
+	// Immediate: the update never waits for the session's lock; it runs at
+	// once whatever else runs (the process controls and cancel, docs/API.md
+	// "Processes").
+	Immediate bool
 	// Summary is one line for documentation.
 	Summary string
 }
 
 // Info returns the Op's OpInfo.
 func (o Op[In, Out]) Info() OpInfo {
-	info := OpInfo{Name: o.Name, Mutating: o.Mutating, Summary: o.Summary,
+	info := OpInfo{Name: o.Name, Mutating: o.Mutating, Immediate: o.Immediate, Summary: o.Summary,
 		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out]()}
 	if info.In == reflect.TypeFor[None]() {
 		info.In = nil
@@ -34,9 +38,10 @@ type None struct{}
 // OpInfo describes one update for documentation, schema generation and
 // tests (Operations).
 type OpInfo struct {
-	Name     string
-	Mutating bool
-	Summary  string
+	Name      string
+	Mutating  bool
+	Immediate bool
+	Summary   string
 	// In is the argument's type, nil when the update takes none.
 	In reflect.Type
 	// Out is the result's type.
@@ -62,6 +67,13 @@ const (
 	UpdatePush              = "push"
 	UpdateCreatePullRequest = "create_pull_request"
 	UpdateMergeBranches     = "merge_branches"
+	UpdateProcessStart      = "process_start"
+	UpdateProcessRead       = "process_read"
+	UpdateProcessWrite      = "process_write"
+	UpdateProcessSignal     = "process_signal"
+	UpdateProcessResize     = "process_resize"
+	UpdateProcessList       = "process_list"
+	UpdateCancel            = "cancel"
 	UpdateCheckpoint        = "checkpoint"
 	UpdateCheckpoints       = "checkpoints"
 	UpdateRollback          = "rollback"
@@ -107,6 +119,20 @@ var (
 		Summary: "open (or reuse) a pull request from the pushed workspace branch"}
 	OpMergeBranches = Op[MergeRequest, MergeResult]{Name: UpdateMergeBranches, Mutating: true,
 		Summary: "merge local branches into the workspace's branch, in order"}
+	OpProcessStart = Op[ProcessStartInput, ProcessStartResult]{Name: UpdateProcessStart, Mutating: true,
+		Summary: "start a background process; returns its id at once"}
+	OpProcessRead = Op[ProcessReadInput, ProcessReadResult]{Name: UpdateProcessRead, Immediate: true,
+		Summary: "read a process's output from an offset, waiting up to wait_ms for new output"}
+	OpProcessWrite = Op[ProcessWriteInput, ProcessWriteResult]{Name: UpdateProcessWrite, Immediate: true,
+		Summary: "write to a process's stdin (or terminal), optionally closing it"}
+	OpProcessSignal = Op[ProcessSignalInput, ProcessResult]{Name: UpdateProcessSignal, Immediate: true,
+		Summary: "send a signal to a process (KILL: its whole tree)"}
+	OpProcessResize = Op[ProcessResizeInput, ProcessResult]{Name: UpdateProcessResize, Immediate: true,
+		Summary: "resize a PTY process's terminal"}
+	OpProcessList = Op[None, ProcessListResult]{Name: UpdateProcessList, Immediate: true,
+		Summary: "list the runtime's background processes, live and recently ended"}
+	OpCancel = Op[CancelInput, CancelResult]{Name: UpdateCancel, Immediate: true,
+		Summary: "cancel a running or queued exec by its update id: its whole tree is killed"}
 	OpCheckpoint = Op[CheckpointInput, Checkpoint]{Name: UpdateCheckpoint, Mutating: true,
 		Summary: "record the workspace's exact state (files, modes, HEAD) as a checkpoint"}
 	OpCheckpoints = Op[None, CheckpointList]{Name: UpdateCheckpoints,
@@ -129,6 +155,8 @@ func Operations() []OpInfo {
 		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpEditFile.Info(), OpListDir.Info(),
 		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpLog.Info(), OpReadOutput.Info(), OpCommit.Info(), OpHibernate.Info(),
 		OpRelease.Info(), OpPush.Info(), OpCreatePullRequest.Info(), OpMergeBranches.Info(),
+		OpProcessStart.Info(), OpProcessRead.Info(), OpProcessWrite.Info(), OpProcessSignal.Info(),
+		OpProcessResize.Info(), OpProcessList.Info(), OpCancel.Info(),
 		OpCheckpoint.Info(), OpCheckpoints.Info(), OpRollback.Info(), OpFork.Info(), OpDestroy.Info(), OpRestore.Info(), OpPreviewURL.Info(),
 	}
 }
@@ -136,7 +164,8 @@ func Operations() []OpInfo {
 // MessageInfo describes a workflow argument, signal or query for
 // documentation and schema generation (Messages).
 type MessageInfo struct {
-	// Kind is "workflow", "signal" or "query".
+	// Kind is "workflow", "signal", "query" or "update" (an update of a
+	// workflow other than the session, whose updates are Operations).
 	Kind string
 	// Workflow is the workflow type the message belongs to.
 	Workflow string
@@ -157,6 +186,9 @@ func Messages() []MessageInfo {
 		{Kind: "signal", Workflow: SessionWorkflowType, Name: SignalEvict, In: t(EvictRequest{})},
 		{Kind: "signal", Workflow: SessionWorkflowType, Name: SignalPin, In: t(PinRequest{})},
 		{Kind: "signal", Workflow: SessionWorkflowType, Name: SignalUnpin, In: t(PinRequest{})},
+		{Kind: "signal", Workflow: SessionWorkflowType, Name: SignalProcessUsed, In: t(ProcessUsedSignal{})},
+		{Kind: "workflow", Workflow: ProcessStreamWorkflowType, Name: ProcessStreamWorkflowType, In: t(StreamInput{})},
+		{Kind: "update", Workflow: ProcessStreamWorkflowType, Name: UpdateProcessRead, In: t(ProcessReadInput{}), Out: t(ProcessReadResult{})},
 		{Kind: "workflow", Workflow: TaskFanoutWorkflowType, Name: TaskFanoutWorkflowType, In: t(FanoutInput{}), Out: t(FanoutReport{})},
 		{Kind: "query", Workflow: TaskFanoutWorkflowType, Name: QueryProgress, Out: t(FanoutReport{})},
 		{Kind: "signal", Workflow: TaskFanoutWorkflowType, Name: SignalCompleteTask, In: t(CompleteTaskSignal{})},

@@ -258,8 +258,14 @@ type SessionDescription struct {
 	Ops          int64     `json:"ops"`
 	LastActivity time.Time `json:"last_activity"`
 	// IdleStopAt is when the runtime is hibernated if nothing happens; set
-	// only while it runs.
+	// only while it runs. A live background process defers it (docs/API.md
+	// "Idle rules for processes").
 	IdleStopAt *time.Time `json:"idle_stop_at,omitempty"`
+	// LiveProcesses counts the background processes the session started
+	// that may still run (as far as it learnt from process operations).
+	LiveProcesses int `json:"live_processes,omitempty"`
+	// RunningExecs lists the update ids of the execs running or queued.
+	RunningExecs []string `json:"running_execs,omitempty"`
 	// IdleCloseAt is when the session closes if nothing happens; the zero
 	// time once it is released, closed or evicted.
 	IdleCloseAt time.Time `json:"idle_close_at"`

@@ -216,11 +216,28 @@ func (s *Session) resumable(ctx context.Context, err error) bool {
 }
 
 // Exec runs a command; a non-zero exit is in the result, not an error.
+// When ctx ends before the command, the command is cancelled (the cancel
+// update names the exec's update id: WithUpdateID's, else a random one):
+// its whole process tree is killed, and its cancelled result (Cancelled,
+// exit 130) is returned with ctx's error (docs/API.md "Cancelling a
+// command"; Temporal itself cannot cancel an update).
 func (s *Session) Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	if err := checkExecPayload(req); err != nil {
 		return sandboxapi.ExecResult{}, err
 	}
-	return Call(ctx, s, sandboxapi.OpExec, req)
+	id := updateIDFrom(ctx)
+	if id == "" {
+		id = newUpdateID()
+	}
+	h, err := s.sendExec(ctx, id, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			// It may have reached the session before ctx ended.
+			return s.abandon(ctx, id), ctx.Err()
+		}
+		return sandboxapi.ExecResult{}, err
+	}
+	return s.awaitExec(ctx, h, id)
 }
 
 // ReadFile returns a workspace file's bytes. A path that is not valid UTF-8

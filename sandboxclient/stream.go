@@ -2,8 +2,6 @@ package sandboxclient
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -11,37 +9,135 @@ import (
 )
 
 // StreamPoll is how often ExecStream polls the session's pending exec
-// activity for output progress.
+// activity for output progress on a runtime without processes (the older
+// protocol, docs/API.md "Streaming exec output").
 const StreamPoll = 300 * time.Millisecond
 
+// streamReadWait is how long one streaming read waits for new output.
+const streamReadWait = 5 * time.Second
+
 // ExecStream runs a command like Exec and hands its output to onChunk while
-// it runs (calls are serialized; chunks arrive about once a second). It polls
-// the running exec activity's heartbeat details (sandboxapi.ExecProgress) with
-// DescribeWorkflowExecution, which adds nothing to the workflow's history. A
-// stream that fell more than sandboxapi.StreamWindowBytes behind gets a
-// "[N bytes not streamed]" marker chunk; output a capped result cut is not
-// replayed. The returned result is Exec's.
+// it runs (calls are serialized): every byte of stdout and of stderr
+// exactly once and in order, however fast the command writes (docs/API.md
+// "Streaming exec output"). It sends the exec with Stream set (the command
+// waits while its unread output fills the process buffer) and reads the
+// command's process, sandboxapi.ExecProcessID, through the workspace's
+// stream workflow (StreamRead) from the offsets it has printed. On a
+// runtime without processes it falls back to polling the exec activity's
+// heartbeat details, which can skip bursts (a "[N bytes not streamed]"
+// marker chunk says how many); so does an exec with KeepOutput. When ctx ends first the command is
+// cancelled as by Exec. The returned result is Exec's.
 func (s *Session) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	if err := checkExecPayload(req); err != nil {
 		return sandboxapi.ExecResult{}, err
 	}
 	id := updateIDFrom(ctx)
 	if id == "" {
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		id = "exec-" + hex.EncodeToString(b[:])
-		ctx = WithUpdateID(ctx, id)
+		id = newUpdateID()
 	}
-	type outcome struct {
-		res sandboxapi.ExecResult
-		err error
+	req.Stream = true
+	h, err := s.sendExec(ctx, id, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			// It may have reached the session before ctx ended.
+			return s.abandon(ctx, id), ctx.Err()
+		}
+		return sandboxapi.ExecResult{}, err
 	}
-	done := make(chan outcome, 1)
+	done := make(chan execOutcome, 1)
 	go func() {
-		var r sandboxapi.ExecResult
-		err := s.update(ctx, sandboxapi.UpdateExec, req, &r)
-		done <- outcome{r, err}
+		r, err := s.awaitExec(ctx, h, id)
+		done <- execOutcome{r, err}
 	}()
+	if req.KeepOutput {
+		// The exec activity runs a command whose output is kept, not a
+		// process (docs/API.md "Kept output"): the older protocol.
+		return s.pollProgress(ctx, id, done, onChunk)
+	}
+	var ended *execOutcome
+	finish := func() (sandboxapi.ExecResult, error) {
+		if ended == nil {
+			o := <-done
+			ended = &o
+		}
+		return ended.res, ended.err
+	}
+	pid := sandboxapi.ExecProcessID(s.wsID, id)
+	var outAt, errAt int64
+	emit := func(stream string, c sandboxapi.ProcessChunk, at *int64) {
+		if c.DroppedBytes > 0 {
+			onChunk(sandboxapi.ExecChunk{Stream: stream, Data: fmt.Appendf(nil, "\n...[%d bytes not streamed]...\n", c.DroppedBytes)})
+		}
+		if len(c.Data) > 0 {
+			onChunk(sandboxapi.ExecChunk{Stream: stream, Data: c.Data})
+		}
+		*at = c.NextOffset
+	}
+	for {
+		if ended == nil {
+			select {
+			case o := <-done:
+				ended = &o
+			default:
+			}
+		}
+		if ctx.Err() != nil {
+			return finish()
+		}
+		errOff := errAt
+		r, err := s.StreamRead(ctx, sandboxapi.ProcessReadInput{ProcessID: pid, Offset: outAt, StderrOffset: &errOff,
+			MaxBytes: sandboxapi.MaxProcessReadBytes, WaitMS: int(streamReadWait / time.Millisecond)})
+		switch {
+		case err == nil:
+			emit("stdout", sandboxapi.ProcessChunk{Data: r.Data, NextOffset: r.NextOffset, DroppedBytes: r.DroppedBytes}, &outAt)
+			if r.Stderr != nil {
+				emit("stderr", *r.Stderr, &errAt)
+			}
+			if r.EOF {
+				return finish()
+			}
+		case sandboxapi.IsCommandRejected(err) && ended != nil:
+			if ended.err == nil && !ended.res.Truncated {
+				emitResult(ended.res, onChunk)
+			}
+			return finish()
+		case sandboxapi.IsCommandRejected(err):
+			// The runtime runs no processes: the older protocol.
+			return s.pollProgress(ctx, id, done, onChunk)
+		case sandboxapi.IsNotFound(err) && ended != nil:
+			// The command never ran as a process (cancelled while queued)
+			// or its record is gone: what the result holds is all there is.
+			if ended.err == nil && !ended.res.Truncated && outAt == 0 && errAt == 0 {
+				emitResult(ended.res, onChunk)
+			}
+			return finish()
+		case sandboxapi.IsNotFound(err):
+			// Not started yet (queued behind another command).
+		default:
+			if ctx.Err() != nil || ended != nil {
+				return finish()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// emitResult hands a result's output to onChunk.
+func emitResult(res sandboxapi.ExecResult, onChunk func(sandboxapi.ExecChunk)) {
+	if len(res.Stdout) > 0 {
+		onChunk(sandboxapi.ExecChunk{Stream: "stdout", Data: res.Stdout})
+	}
+	if len(res.Stderr) > 0 {
+		onChunk(sandboxapi.ExecChunk{Stream: "stderr", Data: res.Stderr})
+	}
+}
+
+// pollProgress streams by polling the running exec activity's heartbeat
+// details (sandboxapi.ExecProgress) until the exec returns on done.
+func (s *Session) pollProgress(ctx context.Context, id string, done <-chan execOutcome, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	var outAt, errAt int64
 	emit := func(stream string, data []byte, end int64, at *int64) {
 		start := end - int64(len(data))
@@ -95,4 +191,10 @@ func (s *Session) progress(ctx context.Context, id string) (sandboxapi.ExecProgr
 		}
 	}
 	return sandboxapi.ExecProgress{}, false
+}
+
+// execOutcome is an exec update's outcome.
+type execOutcome struct {
+	res sandboxapi.ExecResult
+	err error
 }

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -52,7 +53,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGINT and SIGTERM end the command's context: exec cancels its
+	// command (exit 130), proc attach and read --follow detach.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := root.ExecuteContext(ctx)
 	if c.sc != nil {
@@ -146,7 +149,8 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
 		c.releaseCommand(), c.describeCommand(), c.listCommand(),
-		c.pushCommand(), c.prCommand(), c.editCommand(), c.logCommand(), c.outputCommand(), c.mcpCommand(), c.previewCommand())
+		c.pushCommand(), c.prCommand(), c.editCommand(), c.logCommand(), c.outputCommand(), c.mcpCommand(), c.previewCommand(),
+		c.procCommand())
 	root.AddCommand(c.fanoutCommand())
 	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand(), c.runtimesCommand())
 	root.AddCommand(c.codecServerCommand())
@@ -253,7 +257,9 @@ func (c *cli) execCommand() *cobra.Command {
 		Short: "Run a command in the workspace; exits with the command's exit code",
 		Long: "Run a command (an argv, no implicit shell: use `sh -c '...'` for one) in the workspace's\n" +
 			"runtime, in the worktree root unless --cwd. stdout and stderr are printed as they are\n" +
-			"(with --json: base64 in the result); sandboxctl exits with the command's exit code.",
+			"(with --json: base64 in the result); sandboxctl exits with the command's exit code.\n" +
+			"Ctrl-C (SIGINT) or SIGTERM cancels the command (its whole process tree is killed) and\n" +
+			"exits 130. --stream prints every byte as it comes.",
 		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 2m -- sh -c 'make test 2>&1 | tail -20'",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
@@ -302,8 +308,15 @@ func (c *cli) execCommand() *cobra.Command {
 			} else {
 				res, err = s.Exec(cmd.Context(), req)
 			}
+			if err != nil && cmd.Context().Err() != nil && res.Cancelled {
+				fmt.Fprintf(c.stderr, "sandboxctl: command cancelled\n")
+				return exitCodeError{code: 130}
+			}
 			if err != nil {
 				return err
+			}
+			if res.Cancelled {
+				fmt.Fprintf(c.stderr, "sandboxctl: command cancelled\n")
 			}
 			if stream && !c.asJSON {
 				if res.TimedOut {
@@ -338,7 +351,7 @@ func (c *cli) execCommand() *cobra.Command {
 	f.IntVar(&req.MaxOutputBytes, "max-output", 0, "cap per stream in bytes (head and tail kept)")
 	f.StringArrayVar(&envs, "env", nil, "KEY=VALUE added to the command's environment (repeatable)")
 	f.StringVar(&stdinFile, "stdin", "", "feed this file to the command's stdin ('-' = sandboxctl's stdin)")
-	f.BoolVar(&stream, "stream", false, "print output while the command runs (about once a second)")
+	f.BoolVar(&stream, "stream", false, "print output while the command runs (every byte, as it comes)")
 	f.BoolVar(&req.KeepOutput, "keep-output", false, "when the output is cut, keep all of it on the worker (sandboxctl output WS ID prints it)")
 	return cmd
 }

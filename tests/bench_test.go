@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 )
 
 // benchRepo returns a file:// URL of this project's own repository when the
@@ -122,6 +123,36 @@ func benchExecTrue(b *testing.B, opts ...hostOption) {
 			b.Fatalf("exec: %v %+v", err, res)
 		}
 	}
+}
+
+// BenchmarkExecStartTrue is a baseline of BenchmarkExecTrue: what its one
+// local activity does (sandbox.ExecStart: the workspace row, the runtime,
+// start `true` as a process, wait for it, read its output), called
+// directly, without Temporal.
+func BenchmarkExecStartTrue(b *testing.B) {
+	h := startHost(b, uniq(b, "bench-execstart"))
+	ctx := context.Background()
+	_, hd, err := h.client.Acquire(ctx, editRequest(uniq(b, "u"), "p", "exec", benchRepo(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := sandbox.ExecRequest{Cmd: []string{"true"}}
+	run := func(i int) {
+		res, err := h.Activities.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: hd.WorkspaceID, Request: req,
+			ProcessID: fmt.Sprintf("exec-bench-%d-%d", time.Now().UnixNano(), i), Wait: time.Second})
+		if err != nil || !res.Done || res.Result.ExitCode != 0 {
+			b.Fatalf("exec start: %v %+v", err, res)
+		}
+	}
+	run(-1)
+	var lat latencies
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		run(i)
+		lat = append(lat, time.Since(t0))
+	}
+	lat.report(b, "")
 }
 
 // BenchmarkReadFile measures one read_file update of a small file.

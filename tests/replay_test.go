@@ -100,3 +100,70 @@ func history(t *testing.T, wfID, runID string) *historypb.History {
 	}
 	return h
 }
+
+// TestSessionProcessHistoriesReplay drives exec on processes (a short
+// command, a long one waited for, a cancelled one, one cancelled by
+// hibernate), the process updates and the stream workflow, and replays the
+// histories of every run of the session and of its stream workflow
+// (recorded with SANDBOXCORE_UPDATE_HISTORIES=1 -run thisTest as
+// session-process-run-N.json and stream-histories/stream-run-N.json).
+func TestSessionProcessHistoriesReplay(t *testing.T) {
+	h := startHost(t, "replay-proc")
+	s, hd, _ := newEditSession(t, h)
+	ctx := ctxFor(t, 3*time.Minute)
+	_, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"echo", "short"}})
+	require.NoError(t, err)
+	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 1.5; echo long"}})
+	require.NoError(t, err)
+	p, err := s.ProcessStart(ctx, sandboxapi.ProcessStartInput{Cmd: []string{"sh", "-c", "read x; echo got $x; sleep 600"}, Stdin: true, Tag: "t"})
+	require.NoError(t, err)
+	_, err = s.ProcessWrite(ctx, p.ProcessID, []byte("in\n"), false)
+	require.NoError(t, err)
+	_, err = s.ProcessRead(ctx, sandboxapi.ProcessReadInput{ProcessID: p.ProcessID, WaitMS: 5000})
+	require.NoError(t, err)
+	_, err = s.StreamRead(ctx, sandboxapi.ProcessReadInput{ProcessID: p.ProcessID, WaitMS: 100})
+	require.NoError(t, err)
+	_, err = s.ProcessList(ctx)
+	require.NoError(t, err)
+	require.Error(t, s.ProcessResize(ctx, p.ProcessID, 10, 10), "no terminal")
+	require.NoError(t, s.ProcessSignal(ctx, p.ProcessID, "KILL"))
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = s.Exec(cctx, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+	cancel()
+	require.Error(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+		done <- err
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	_, err = s.Hibernate(ctx)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	_, err = s.Release(ctx, false)
+	require.NoError(t, err)
+	waitClosed(t, hd.WorkflowID, 30*time.Second)
+
+	record := func(kind, wfID string, wf any, name string) int {
+		replayer := worker.NewWorkflowReplayer()
+		replayer.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: name})
+		runs := 0
+		for _, runID := range runIDs(t, wfID) {
+			hist := history(t, wfID, runID)
+			require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "run %s", runID)
+			runs++
+			if os.Getenv(updateHistoriesEnv) == "1" {
+				data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+				require.NoError(t, err)
+				file := filepath.Join("..", "workflows", "testdata", kind, fmt.Sprintf("%s-run-%d.json", map[string]string{"histories": "session-process", "stream-histories": "stream"}[kind], runs))
+				require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+				require.NoError(t, os.WriteFile(file, data, 0o644))
+			}
+		}
+		return runs
+	}
+	require.GreaterOrEqual(t, record("histories", hd.WorkflowID, workflows.SessionWorkflow, sandboxapi.SessionWorkflowType), 2)
+	streamID, err := sandboxapi.StreamWorkflowID(hd.WorkspaceID)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, record("stream-histories", streamID, workflows.ProcessStreamWorkflow, sandboxapi.ProcessStreamWorkflowType), 1)
+}

@@ -54,7 +54,7 @@ func TestSessionEvictWaitsForRunningExec(t *testing.T) {
 	env, _, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
 	fe := &fakeEviction{}
 	fe.register(env)
-	env.OnActivity(wire.ActivityExec, mock.Anything, mock.Anything).After(10*time.Minute).Return(sandbox.ExecResult{ExitCode: 0, Stdout: []byte("done")}, nil)
+	env.OnActivity(wire.ActivityExecStart, mock.Anything, mock.Anything).After(10*time.Minute).Return(wire.ExecStartResult{Done: true, Result: sandbox.ExecResult{ExitCode: 0, Stdout: []byte("done")}}, nil)
 	var replies atomic.Int32
 	env.OnSignalExternalWorkflow(mock.Anything, "cron-1", "", sandboxapi.SignalEvictionReply, mock.Anything).Return(
 		func(_, _, _, _ string, arg any) error {

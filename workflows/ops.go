@@ -219,6 +219,24 @@ var operations = []registrar{
 		input: func(s *session, in sandbox.MergeRequest) any {
 			return wire.MergeActivityInput{WorkspaceID: s.wsID, Request: in}
 		}},
+	// The process updates and cancel (session_proc.go): process_start takes
+	// the exclusive lock like exec; the others are immediate (never wait for
+	// the lock: a running exec's output is read, and the exec cancelled,
+	// while it holds it).
+	operation[sandboxapi.ProcessStartInput, sandboxapi.ProcessStartResult]{op: sandboxapi.OpProcessStart,
+		validate: validateProcessStart, activity: wire.ActivityProcessStart, handle: (*session).processStart},
+	operation[sandboxapi.ProcessReadInput, sandboxapi.ProcessReadResult]{op: sandboxapi.OpProcessRead,
+		validate: validateProcessRead, activity: wire.ActivityProcessRead, handle: (*session).processRead},
+	operation[sandboxapi.ProcessWriteInput, sandboxapi.ProcessWriteResult]{op: sandboxapi.OpProcessWrite,
+		validate: validateProcessWrite, activity: wire.ActivityProcessWrite, handle: (*session).processWrite},
+	operation[sandboxapi.ProcessSignalInput, sandboxapi.ProcessResult]{op: sandboxapi.OpProcessSignal,
+		validate: validateProcessSignal, activity: wire.ActivityProcessSignal, handle: (*session).processSignal},
+	operation[sandboxapi.ProcessResizeInput, sandboxapi.ProcessResult]{op: sandboxapi.OpProcessResize,
+		validate: validateProcessResize, activity: wire.ActivityProcessResize, handle: (*session).processResize},
+	operation[sandboxapi.None, sandboxapi.ProcessListResult]{op: sandboxapi.OpProcessList,
+		activity: wire.ActivityProcessList, handle: (*session).processList},
+	operation[sandboxapi.CancelInput, sandboxapi.CancelResult]{op: sandboxapi.OpCancel,
+		validate: validateCancel, activity: wire.ActivityExecCancel, handle: (*session).cancel},
 	// The lifecycle (docs/API.md "Checkpoints", "Fork", "Destroy";
 	// session_lifecycle.go). destroy is allowed on read-only workspaces:
 	// ending one changes nothing in it.

@@ -25,3 +25,16 @@ func TestReplayRecordedHistories(t *testing.T) {
 		require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, f), f)
 	}
 }
+
+// TestReplayRecordedStreamHistories replays the recorded ProcessStreamWorkflow
+// histories (tests/replay_test.go TestSessionProcessHistoriesReplay).
+func TestReplayRecordedStreamHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "stream-histories", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no recorded histories")
+	for _, f := range files {
+		replayer := worker.NewWorkflowReplayer()
+		replayer.RegisterWorkflowWithOptions(ProcessStreamWorkflow, workflow.RegisterOptions{Name: sandboxapi.ProcessStreamWorkflowType})
+		require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, f), f)
+	}
+}

@@ -12,24 +12,33 @@ type rwLock struct {
 	readers        int
 }
 
-// acquire blocks until the lock is held: exclusively when exclusive, shared
-// otherwise. It fails only when the workflow context is cancelled.
-func (l *rwLock) acquire(ctx workflow.Context, exclusive bool) error {
+// acquireUnless blocks until the lock is held (exclusively when exclusive,
+// shared otherwise) and returns true, or gives up, returning false without
+// the lock, as soon as abort (nil: never) holds while it waits. It fails
+// only when the workflow context is cancelled.
+func (l *rwLock) acquireUnless(ctx workflow.Context, exclusive bool, abort func() bool) (bool, error) {
+	aborted := func() bool { return abort != nil && abort() }
 	if exclusive {
 		l.writersWaiting++
-		err := workflow.Await(ctx, func() bool { return l.writers == 0 && l.readers == 0 })
+		err := workflow.Await(ctx, func() bool { return (l.writers == 0 && l.readers == 0) || aborted() })
 		l.writersWaiting--
 		if err != nil {
-			return err
+			return false, err
+		}
+		if l.writers != 0 || l.readers != 0 || aborted() {
+			return false, nil
 		}
 		l.writers++
-		return nil
+		return true, nil
 	}
-	if err := workflow.Await(ctx, func() bool { return l.writers == 0 && l.writersWaiting == 0 }); err != nil {
-		return err
+	if err := workflow.Await(ctx, func() bool { return (l.writers == 0 && l.writersWaiting == 0) || aborted() }); err != nil {
+		return false, err
+	}
+	if l.writers != 0 || l.writersWaiting != 0 || aborted() {
+		return false, nil
 	}
 	l.readers++
-	return nil
+	return true, nil
 }
 
 // release gives back what acquire took.

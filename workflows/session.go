@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -94,6 +95,16 @@ type session struct {
 
 	ev evictState // evict, pin and unpin signals (session_evict.go)
 
+	// execs are the exec updates running or queued, by update id; recent
+	// the ids of the last finished ones (session_proc.go).
+	execs  map[string]*execRun
+	recent []string
+	// procs are the background processes the session started that may
+	// still run (idle rules, session_proc.go); usedCh receives the stream
+	// workflow's process_used signals.
+	procs  procTracking
+	usedCh workflow.ReceiveChannel
+
 	// facts: what the run knows of the workspace from its operations'
 	// results, shown in its current details (session_details.go).
 	facts wire.SessionFacts
@@ -147,6 +158,12 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 		}
 		s.replica = c.RuntimeReplica
 		s.ev.evicted = c.Dormant && c.State == sandboxapi.StateEvicted
+		for _, p := range c.Processes {
+			if s.procs.live == nil {
+				s.procs.live = map[string]time.Time{}
+			}
+			s.procs.live[p.ID] = p.LastUse
+		}
 		switch {
 		case c.State != "":
 			s.state = c.State
@@ -170,6 +187,7 @@ func (s *session) register(ctx workflow.Context) error {
 			return err
 		}
 	}
+	s.registerProcessUsed(ctx)
 	return s.registerEviction(ctx)
 }
 
@@ -214,15 +232,21 @@ func (s *session) run(ctx workflow.Context) error {
 			return s.continueAsNew(ctx, wire.HostTaskQueue(s.ws.HostID))
 		}
 		now := workflow.Now(ctx)
-		idle := now.Sub(s.lastActivity)
-		if s.inFlight == 0 && s.runtimeRunning && idle >= s.settings.IdleStop {
+		// Live background processes defer both deadlines (idleDeadlines;
+		// without any, they are lastActivity plus IdleStop and IdleClose).
+		stopAt, closeAt, check := s.idleDeadlines(now)
+		if s.inFlight == 0 && check {
+			s.refreshProcesses(ctx)
+			continue
+		}
+		if s.inFlight == 0 && s.runtimeRunning && !now.Before(stopAt) {
 			if err := s.stopRuntime(ctx, false); err != nil {
 				logger.Warn("idle hibernate failed", "error", err)
 				s.lastActivity = workflow.Now(ctx) // retry after another idle period
 			}
 			continue
 		}
-		if s.inFlight == 0 && idle >= s.settings.IdleClose {
+		if s.inFlight == 0 && !now.Before(closeAt) {
 			if err := s.stopRuntime(ctx, true); err != nil {
 				logger.Warn("idle destroy failed", "error", err)
 			}
@@ -231,9 +255,9 @@ func (s *session) run(ctx workflow.Context) error {
 		}
 		var wait time.Duration
 		if s.inFlight == 0 {
-			deadline := s.lastActivity.Add(s.settings.IdleClose)
+			deadline := closeAt
 			if s.runtimeRunning {
-				deadline = s.lastActivity.Add(s.settings.IdleStop)
+				deadline = stopAt
 			}
 			wait = max(deadline.Sub(now), time.Second)
 		}
@@ -357,7 +381,8 @@ func (s *session) continueAsNew(ctx workflow.Context, taskQueue string) error {
 	return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, taskQueue), sandboxapi.SessionWorkflowType, wire.SessionRunInput{
 		WorkspaceID: s.wsID,
 		Carry: &wire.SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning, State: s.state,
-			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica, Facts: s.carryFacts()},
+			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica, Processes: s.carriedProcesses(),
+			Facts: s.carryFacts()},
 	})
 }
 
@@ -366,19 +391,28 @@ func (s *session) continueAsNew(ctx workflow.Context, taskQueue string) error {
 // begin admits an operation under the session's lock (exclusive when
 // mutating), counting it in flight.
 func (s *session) begin(ctx workflow.Context, mutating bool) error {
+	_, err := s.beginUnless(ctx, mutating, nil)
+	return err
+}
+
+// beginUnless is begin that gives up, returning false, when abort (nil:
+// never) holds before the lock is taken.
+func (s *session) beginUnless(ctx workflow.Context, mutating bool, abort func() bool) (bool, error) {
 	s.inFlight++
 	s.seq++
-	if err := s.lock.acquire(ctx, mutating); err != nil {
+	ok, err := s.lock.acquireUnless(ctx, mutating, abort)
+	if err != nil || !ok {
 		s.inFlight--
-		return err
+		s.seq++
+		return false, err
 	}
 	if s.destroyed {
 		// Waited for the lock while destroy ran: the workspace is gone.
 		s.lock.release(mutating)
 		s.inFlight--
-		return s.destroyedError()
+		return false, s.destroyedError()
 	}
-	return nil
+	return true, nil
 }
 
 // destroyedError refuses an operation that reached a run after its destroy:
@@ -610,6 +644,7 @@ func (s *session) stopRuntime(ctx workflow.Context, destroy bool) error {
 		return err
 	}
 	s.runtimeRunning = false
+	s.processesStopped()
 	if destroy {
 		s.replica = nil
 	}
@@ -658,13 +693,21 @@ func (s *session) describe() (sandboxapi.SessionDescription, error) {
 		RuntimeRunning: s.runtimeRunning, InFlight: s.inFlight, Ops: s.ops, LastActivity: s.lastActivity,
 		LastError: s.lastError, ContractVersion: sandboxapi.ContractVersion, RuntimeReplica: s.replica,
 	}
+	stopAt, closeAt, _ := s.idleDeadlines(s.lastActivity)
+	if pd := s.procDeadline(); pd.After(stopAt) {
+		stopAt = pd
+	}
 	if !s.dormant && !s.released {
-		d.IdleCloseAt = s.lastActivity.Add(s.settings.IdleClose)
+		d.IdleCloseAt = closeAt
 	}
 	if s.runtimeRunning {
-		t := s.lastActivity.Add(s.settings.IdleStop)
-		d.IdleStopAt = &t
+		d.IdleStopAt = &stopAt
 	}
+	d.LiveProcesses = len(s.procs.live)
+	for id := range s.execs {
+		d.RunningExecs = append(d.RunningExecs, id)
+	}
+	slices.Sort(d.RunningExecs)
 	return d, nil
 }
 

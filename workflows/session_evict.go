@@ -97,7 +97,11 @@ func (s *session) signalsPending() bool {
 	if e.evictCh == nil {
 		return false
 	}
-	return e.evictCh.Len()+e.pinCh.Len()+e.unpinCh.Len() > 0
+	used := 0
+	if s.usedCh != nil {
+		used = s.usedCh.Len()
+	}
+	return e.evictCh.Len()+e.pinCh.Len()+e.unpinCh.Len()+used > 0
 }
 
 func (s *session) evictionState() (sandboxapi.EvictionState, error) {
@@ -175,6 +179,12 @@ func (s *session) handleEvict(ctx workflow.Context, req sandboxapi.EvictRequest)
 			res.Outcome, res.Reason = sandboxapi.OutcomeSkipped, "already evicted"
 			return
 		}
+		if pd := s.procDeadline(); s.runtimeRunning && pd.After(workflow.Now(ctx)) {
+			// A background process the agent still uses keeps the runtime
+			// (docs/API.md "Idle rules for processes").
+			res.Outcome, res.Reason = sandboxapi.OutcomeSkipped, "a background process is in use"
+			return
+		}
 		host, err := s.locateHost(ctx)
 		if err != nil {
 			res.Outcome, res.Reason = sandboxapi.OutcomeFailed, appError(err).Error()
@@ -201,6 +211,7 @@ func (s *session) handleEvict(ctx workflow.Context, req sandboxapi.EvictRequest)
 		if res.Outcome != sandboxapi.OutcomeDone {
 			return
 		}
+		s.processesStopped()
 		switch req.Action {
 		case sandboxapi.EvictionEvictWorkspace:
 			s.ev.evicted, s.released, s.runtimeRunning = true, true, false

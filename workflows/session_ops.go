@@ -12,7 +12,8 @@ import (
 )
 
 // The operations the workflow handles itself (the operation table's
-// "handle" entries): acquire, exec, hibernate and release.
+// "handle" entries): acquire, hibernate and release; exec, cancel and the
+// process updates are in session_proc.go.
 
 func (s *session) validateAcquire(in sandboxapi.AcquireInput) error {
 	req := in.Request
@@ -135,32 +136,6 @@ func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest, re
 	return h, nil
 }
 
-func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if err := s.waitReady(ctx); err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	if err := s.begin(ctx, true); err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	defer s.end(ctx, true)
-	// The activity's result is the command's (wire.ExecActivityResult inlines
-	// it: histories where it returned a bare ExecResult decode the same).
-	var out wire.ExecActivityResult
-	s.runtimeRunning = true
-	if s.state != sandboxapi.StateActive {
-		s.setState(ctx, sandboxapi.StateActive)
-	}
-	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req}
-	if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
-		in.UpdateID = u.ID
-	}
-	err := s.call(ctx, s.hostOptions(opExec, req.Timeout()), wire.ActivityExec, in, &out)
-	if out.RuntimeReplica != nil {
-		s.replica = out.RuntimeReplica
-	}
-	return out.ExecResult, err
-}
-
 func (s *session) hibernate(ctx workflow.Context, _ sandboxapi.None) (sandboxapi.HibernateResult, error) {
 	if s.dormant {
 		return s.stopDormant(ctx, wire.ActivityHibernate)
@@ -168,9 +143,13 @@ func (s *session) hibernate(ctx workflow.Context, _ sandboxapi.None) (sandboxapi
 	if err := s.waitReady(ctx); err != nil {
 		return sandboxapi.HibernateResult{}, err
 	}
+	// Never wait for a command: cancel what runs or waits (docs/API.md
+	// "Cancelling a command").
+	s.cancelAll(ctx, cancelByHibernate)
 	out, err := writeOp[sandboxapi.HibernateResult](s, ctx, opQuick, wire.ActivityHibernate, wire.WorkspaceActivityInput{WorkspaceID: s.wsID})
 	if err == nil {
 		s.runtimeRunning = false
+		s.processesStopped()
 		s.setState(ctx, sandboxapi.StateIdle)
 	}
 	return out, err
@@ -193,10 +172,12 @@ func (s *session) release(ctx workflow.Context, in sandboxapi.ReleaseInput) (san
 	if err := s.waitReady(ctx); err != nil {
 		return sandboxapi.ReleaseResult{}, err
 	}
+	s.cancelAll(ctx, cancelByRelease)
 	if _, err := writeOp[sandboxapi.HibernateResult](s, ctx, opQuick, name, wire.WorkspaceActivityInput{WorkspaceID: s.wsID}); err != nil {
 		return sandboxapi.ReleaseResult{}, err
 	}
 	s.runtimeRunning = false
+	s.processesStopped()
 	if in.DestroyRuntime {
 		s.replica = nil
 	}

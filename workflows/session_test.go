@@ -36,6 +36,19 @@ type fakeActivities struct {
 	destroy   atomic.Int32
 	// Optional hooks run inside the exec, write_file and read_file activities.
 	onExec, onWrite, onRead func()
+	// Exec on processes (session_proc_test.go): execStart answers
+	// ExecStart (nil: the command ends at once); execWait serves the
+	// waiting exec activity (with a process id); execCancel ExecCancel;
+	// processList ProcessList. starts and waits count the calls.
+	execStart   func(in wire.ExecActivityInput) wire.ExecStartResult
+	execWait    func(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error)
+	execCancel  func(in wire.ExecCancelInput)
+	processList func() sandboxapi.ProcessListResult
+	starts      atomic.Int32
+	waits       atomic.Int32
+	cancels     atomic.Int32
+	procStarts  atomic.Int32
+	waitInputs  chan wire.ExecActivityInput
 }
 
 const testHost = "h1"
@@ -55,13 +68,53 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		return wire.AcquireActivityResult{Workspace: ws, Created: true,
 			Settings: wire.SessionSettings{IdleStop: 20 * time.Minute, IdleClose: 6 * time.Hour, RuntimeKind: "local"}}, nil
 	}, wire.ActivityAcquire)
-	reg(func(context.Context, wire.ExecActivityInput) (sandbox.ExecResult, error) {
+	reg(func(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+		if in.ProcessID != "" {
+			f.waits.Add(1)
+			if f.waitInputs != nil {
+				f.waitInputs <- in
+			}
+			return f.execWait(ctx, in)
+		}
 		f.execs.Add(1)
 		if f.onExec != nil {
 			f.onExec()
 		}
 		return sandbox.ExecResult{ExitCode: 0, Stdout: []byte("ok\n")}, nil
 	}, wire.ActivityExec)
+	reg(func(_ context.Context, in wire.ExecActivityInput) (wire.ExecStartResult, error) {
+		f.starts.Add(1)
+		if f.execStart != nil {
+			return f.execStart(in), nil
+		}
+		f.execs.Add(1)
+		if f.onExec != nil {
+			f.onExec()
+		}
+		return wire.ExecStartResult{Done: true, Result: sandbox.ExecResult{ExitCode: 0, Stdout: []byte("ok\n")}}, nil
+	}, wire.ActivityExecStart)
+	reg(func(_ context.Context, in wire.ExecCancelInput) (wire.ExecCancelResult, error) {
+		f.cancels.Add(1)
+		if f.execCancel != nil {
+			f.execCancel(in)
+		}
+		return wire.ExecCancelResult{Ended: true}, nil
+	}, wire.ActivityExecCancel)
+	reg(func(_ context.Context, in wire.ProcessActivityInput[sandboxapi.ProcessStartInput]) (sandboxapi.ProcessStartResult, error) {
+		n := f.procStarts.Add(1)
+		id := fmt.Sprintf("proc-%d", n)
+		return sandboxapi.ProcessStartResult{ProcessID: id, Process: sandboxapi.ProcessInfo{ID: id, Cmd: in.Request.Cmd}}, nil
+	}, wire.ActivityProcessStart)
+	reg(func(_ context.Context, in wire.ProcessReadActivityInput) (sandboxapi.ProcessReadResult, error) {
+		return sandboxapi.ProcessReadResult{ProcessID: in.Request.ProcessID, Data: []byte("out"), Offset: in.Request.Offset, NextOffset: in.Request.Offset + 3,
+			Process: sandboxapi.ProcessInfo{ID: in.Request.ProcessID}}, nil
+	}, wire.ActivityProcessRead)
+	reg(func(_ context.Context, in wire.WorkspaceActivityInput) (sandboxapi.ProcessListResult, error) {
+		if f.processList != nil {
+			return f.processList(), nil
+		}
+		return sandboxapi.ProcessListResult{}, nil
+	}, wire.ActivityProcessList)
 	reg(func(_ context.Context, in wire.FileActivityInput) (sandboxapi.WriteFileResult, error) {
 		f.writes.Add(1)
 		if f.onWrite != nil {

@@ -53,8 +53,12 @@ type Config struct {
 	FetchFreshness   time.Duration // SANDBOX_FETCH_FRESHNESS
 	IdleStop         time.Duration // SANDBOX_IDLE_STOP
 	IdleClose        time.Duration // SANDBOX_IDLE_CLOSE
-	CredentialsFile  string        // SANDBOX_GIT_CREDENTIALS_FILE
-	LogLevel         string        // SANDBOX_LOG_LEVEL
+	// ProcessMaxIdle: a live background process keeps its runtime from
+	// hibernating this long after it was last started, read or written
+	// (SANDBOX_PROCESS_MAX_IDLE; docs/API.md "Idle rules for processes").
+	ProcessMaxIdle  time.Duration
+	CredentialsFile string // SANDBOX_GIT_CREDENTIALS_FILE
+	LogLevel        string // SANDBOX_LOG_LEVEL
 	// SessionOnHostQueue: session runs move to their host's task queue after
 	// acquire (SANDBOX_SESSION_ON_HOST_QUEUE; default on with the embedded
 	// server, off with TEMPORAL_ADDRESS, where several hosts may share Temporal).
@@ -160,6 +164,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		{"SANDBOX_IDLE_STOP", &c.IdleStop, DefaultIdleStop},
 		{"SANDBOX_IDLE_CLOSE", &c.IdleClose, DefaultIdleClose},
 		{"SANDBOX_HOST_WAIT", &c.HostWait, DefaultHostWait},
+		{"SANDBOX_PROCESS_MAX_IDLE", &c.ProcessMaxIdle, sandboxapi.DefaultProcessMaxIdle},
 	} {
 		v := get(d.name, d.def.String())
 		dur, err := sandbox.ParseDuration(v)
@@ -182,6 +187,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.HostWait <= 0 {
 		return c, &ConfigError{"SANDBOX_HOST_WAIT", c.HostWait.String(), "must be positive"}
+	}
+	if c.ProcessMaxIdle <= 0 {
+		return c, &ConfigError{"SANDBOX_PROCESS_MAX_IDLE", c.ProcessMaxIdle.String(), "must be positive"}
 	}
 	if c.IdleStop <= 0 || c.IdleClose < c.IdleStop {
 		return c, &ConfigError{"SANDBOX_IDLE_CLOSE", c.IdleClose.String(), "must be positive and at least SANDBOX_IDLE_STOP"}

@@ -168,7 +168,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		Outputs: execoutput.New(filepath.Join(cfg.DataDir, "outputs")),
 		HostID:  cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
 		Settings: wire.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
-			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
+			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait, ProcessMaxIdle: cfg.ProcessMaxIdle},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, RuntimeResources: cfg.RuntimeResources, Logger: log,
 		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
@@ -194,6 +194,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	h.Activities.Register(shared)
 	shared.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: sandboxapi.TaskFanoutWorkflowType})
+	shared.RegisterWorkflowWithOptions(workflows.ProcessStreamWorkflow, workflow.RegisterOptions{Name: sandboxapi.ProcessStreamWorkflowType})
 	(&activities.Fanout{Client: h.Client, TaskQueue: cfg.TaskQueue, Logger: log}).Register(shared)
 	hostQ := worker.New(h.Client, wire.HostTaskQueue(cfg.HostID), wopts)
 	hostQ.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})

@@ -3,32 +3,42 @@ package sandbox
 import (
 	"context"
 	"time"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // ProcessRuntime is the optional capability of a Runtime to run background
-// processes an agent controls (docs/SECURITY.md "Process model"): started
-// at once, read by absolute byte offsets from a bounded buffer, written to,
-// signalled, resized, listed. Its consumer (the session's process updates)
-// asserts it on a Runtime (`rt.(sandbox.ProcessRuntime)`); a runtime without
-// it cannot run background processes. Every method is safe for concurrent
-// use. Errors: ErrInvalidArgument for a bad request (nothing runs then),
-// ErrNotFound for an unknown process id or a destroyed runtime,
-// ErrResourceLimit beyond MaxProcesses live processes, ErrCommandRejected
-// for an operation the process cannot take now (stdin closed, no terminal),
-// ErrRuntimeUnavailable when the runtime fails, ErrTimeout when ctx's
-// deadline passes.
+// processes an agent controls (docs/SECURITY.md "Process model", docs/API.md
+// "Processes"): started at once, read by absolute byte offsets from a
+// bounded buffer, written to, signalled, resized, listed; the session's
+// exec runs its command as one too (ProcessSpec.Exec), so that a worker
+// restart re-attaches to it. Its consumer (the session's process and exec
+// activities) asserts it on a Runtime (`rt.(sandbox.ProcessRuntime)`); a
+// runtime without it runs exec through Runtime.Exec and refuses process
+// operations. Every method is safe for concurrent use. Errors:
+// ErrInvalidArgument for a bad request (nothing runs then), ErrNotFound for
+// an unknown process id or a destroyed runtime, ErrResourceLimit beyond
+// MaxProcesses live processes, ErrCommandRejected for an operation the
+// process cannot take now (stdin closed, no terminal), ErrRuntimeUnavailable
+// when the runtime fails, ErrTimeout when ctx's deadline passes.
 type ProcessRuntime interface {
 	// ProcessSupport reports what this runtime's processes can do.
 	ProcessSupport() ProcessSupport
 	// StartProcess starts spec and returns as soon as the process exists
 	// (a start failure, e.g. command not found, is an exited process with
 	// exit code 127 or 126 and the reason on its stderr, not an error). A
-	// stopped runtime is started first.
+	// stopped runtime is started first. A spec whose ID names a process the
+	// runtime holds (running, ended or archived by Stop) returns that
+	// process and starts nothing.
 	StartProcess(ctx context.Context, spec ProcessSpec) (ProcessInfo, error)
-	// ReadProcess returns output of one stream from req.Offset, waiting up
-	// to req.Wait (at most MaxProcessReadWait) when there is nothing new:
-	// it returns as soon as there are new bytes or the process has ended.
+	// ReadProcess returns output from req.Offset, waiting up to req.Wait
+	// (at most MaxProcessReadWait) when there is nothing new: it returns as
+	// soon as there are new bytes or the process has ended.
 	ReadProcess(ctx context.Context, id string, req ProcessReadRequest) (ProcessOutput, error)
+	// WaitProcess waits up to wait (at most MaxProcessReadWait) for the
+	// process and everything it started to end and its output to be
+	// complete, and returns the process as it is then.
+	WaitProcess(ctx context.Context, id string, wait time.Duration) (ProcessInfo, error)
 	// WriteProcess writes data to the process's stdin (the terminal for a
 	// PTY process) and, when closeStdin, closes it afterwards (for a PTY
 	// process: sends end-of-file, ^D). It returns the bytes written.
@@ -37,68 +47,68 @@ type ProcessRuntime interface {
 	// process's group while its leader runs, and to every process it left
 	// afterwards; "KILL" kills the whole tree at once.
 	SignalProcess(ctx context.Context, id string, signal string) error
+	// CancelProcess kills the process's whole tree at once, recording exit
+	// reason ExitReasonCancelled when it was still running (an ended process
+	// is left as it is).
+	CancelProcess(ctx context.Context, id string) error
 	// ResizeProcess sets the terminal size of a PTY process.
 	ResizeProcess(ctx context.Context, id string, rows, cols int) error
 	// ListProcesses returns the runtime's background processes, live and
-	// recently ended (at most MaxProcesses of each), oldest first.
+	// recently ended (at most MaxProcesses of each), oldest first; exec
+	// processes are not listed.
 	ListProcesses(ctx context.Context) ([]ProcessInfo, error)
 }
 
-// ProcessSupport describes a runtime's background processes.
-type ProcessSupport struct {
-	// Durable: processes and their buffered output survive a restart of the
-	// worker (kill -9): a new worker's Create with the same spec reattaches.
-	Durable bool `json:"durable"`
-	// PTY: processes can run on a pseudo-terminal.
-	PTY bool `json:"pty"`
-	// MaxProcesses bounds live background processes per runtime.
-	MaxProcesses int `json:"max_processes"`
-	// BufferBytes is each stream's buffer: the newest BufferBytes bytes are
-	// kept, older ones are dropped (ProcessOutput.DroppedBytes).
-	BufferBytes int `json:"buffer_bytes"`
-}
+// Aliases of the public process contract (sandboxapi/process.go).
+type (
+	ProcessSupport = sandboxapi.ProcessSupport
+	ProcessInfo    = sandboxapi.ProcessInfo
+	TerminalSize   = sandboxapi.TerminalSize
+	ProcessChunk   = sandboxapi.ProcessChunk
+)
 
-// Process limits.
+// Process limits (sandboxapi).
 const (
-	// MaxProcesses is the most live background processes a runtime holds.
-	MaxProcesses = 64
-	// ProcessBufferBytes is each stream's buffer per background process.
-	ProcessBufferBytes = 1 << 20
-	// MaxProcessReadWait bounds ProcessReadRequest.Wait.
-	MaxProcessReadWait = 30 * time.Second
-	// DefaultProcessReadBytes is ProcessReadRequest.MaxBytes when zero;
-	// MaxProcessReadBytes the largest accepted.
-	DefaultProcessReadBytes = 64 << 10
-	MaxProcessReadBytes     = 1 << 20
-	// MaxProcessTagBytes bounds ProcessSpec.Tag.
-	MaxProcessTagBytes = 128
-	// MaxTerminalSize bounds PTY rows and cols.
-	MaxTerminalSize = 1000
+	MaxProcesses            = sandboxapi.MaxProcesses
+	ProcessBufferBytes      = sandboxapi.ProcessBufferBytes
+	MaxProcessReadWait      = sandboxapi.MaxProcessReadWait
+	DefaultProcessReadBytes = sandboxapi.DefaultProcessReadBytes
+	MaxProcessReadBytes     = sandboxapi.MaxProcessReadBytes
+	MaxProcessTagBytes      = sandboxapi.MaxProcessTagBytes
+	MaxTerminalSize         = sandboxapi.MaxTerminalSize
+	// MaxProcessHeadBytes bounds ProcessSpec.HeadBytes.
+	MaxProcessHeadBytes = ProcessBufferBytes
 )
 
 // Process streams (ProcessReadRequest.Stream).
 const (
-	StreamStdout = "stdout" // standard output, or the terminal of a PTY process
-	StreamStderr = "stderr"
-	StreamPTY    = "pty" // the terminal stream of a PTY process (same as stdout)
+	StreamStdout = sandboxapi.StreamStdout
+	StreamStderr = sandboxapi.StreamStderr
+	StreamPTY    = sandboxapi.StreamPTY
 )
 
 // Process exit reasons (ProcessInfo.ExitReason).
 const (
-	ExitReasonExited         = "exited"          // the process exited on its own
-	ExitReasonSignaled       = "signaled"        // a signal killed it
-	ExitReasonRuntimeStopped = "runtime_stopped" // the runtime was stopped (hibernated) or destroyed
-	ExitReasonStartFailed    = "start_failed"    // it could not be started (exit code 127 or 126)
-	ExitReasonLost           = "lost"            // its tracking was killed from inside the runtime
+	ExitReasonExited         = sandboxapi.ExitReasonExited
+	ExitReasonSignaled       = sandboxapi.ExitReasonSignaled
+	ExitReasonTimeout        = sandboxapi.ExitReasonTimeout
+	ExitReasonCancelled      = sandboxapi.ExitReasonCancelled
+	ExitReasonRuntimeStopped = sandboxapi.ExitReasonRuntimeStopped
+	ExitReasonStartFailed    = sandboxapi.ExitReasonStartFailed
+	ExitReasonLost           = sandboxapi.ExitReasonLost
 )
 
 // ProcessSignals are the signal names SignalProcess accepts.
-var ProcessSignals = []string{"INT", "TERM", "KILL", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT", "WINCH"}
+var ProcessSignals = sandboxapi.ProcessSignals
 
 // ProcessSpec is one background process to start. Cmd, Cwd and Env follow
 // ExecRequest's rules (argv, workspace-relative cwd, environment layered on
 // the runtime's).
 type ProcessSpec struct {
+	// ID, when set, names the process ([A-Za-z0-9][A-Za-z0-9_.-]{0,63}):
+	// starting an ID the runtime holds returns that process (a retried
+	// start never runs a command twice). Empty: the runtime picks one.
+	ID  string            `json:"id,omitempty"`
 	Cmd []string          `json:"cmd"`
 	Cwd string            `json:"cwd,omitempty"`
 	Env map[string]string `json:"env,omitempty"`
@@ -110,48 +120,47 @@ type ProcessSpec struct {
 	// Stdin keeps standard input open for WriteProcess; otherwise it is
 	// /dev/null. A PTY process always has its terminal as input.
 	Stdin bool `json:"stdin,omitempty"`
+	// StdinData, when not nil, is written to standard input, which is then
+	// closed (an exec's stdin; at most MaxStdinBytes; not with PTY).
+	StdinData []byte `json:"stdin_data,omitempty"`
+	// Exec marks an exec's command (docs/API.md "exec"): its whole tree
+	// dies when its leader exits, it counts toward no process limit and is
+	// not listed; the most recent ended ones stay readable.
+	Exec bool `json:"exec,omitempty"`
+	// Timeout kills the whole tree after that long (0: never; at most
+	// MaxExecTimeout): exit code 137, reason ExitReasonTimeout.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// HeadBytes keeps the first HeadBytes of each stream (at most
+	// MaxProcessHeadBytes) for the process's whole life besides the
+	// buffer's newest bytes: reads of those offsets never lose them.
+	HeadBytes int `json:"head_bytes,omitempty"`
+	// Lossless: the buffer never drops a byte no read has asked past; the
+	// process waits while its unread output fills the buffer, as long as a
+	// read came within the last 10 s (a reader that went away does not
+	// stall it for good).
+	Lossless bool `json:"lossless,omitempty"`
 }
 
-// TerminalSize is a terminal's size in character cells.
-type TerminalSize struct {
-	Rows int `json:"rows"`
-	Cols int `json:"cols"`
-}
-
-// ProcessInfo describes one background process.
-type ProcessInfo struct {
-	ID        string    `json:"process_id"`
-	Tag       string    `json:"tag,omitempty"`
-	Cmd       []string  `json:"cmd"`
-	PTY       bool      `json:"pty,omitempty"`
-	StartedAt time.Time `json:"started_at"`
-	// Exited is set once the process (its leader) has ended; ExitCode is
-	// then its shell-style code (128+n for signal n, 137 when the runtime
-	// was stopped) and ExitReason says why (ExitReason* constants).
-	Exited     bool      `json:"exited"`
-	ExitCode   int       `json:"exit_code"`
-	ExitReason string    `json:"exit_reason,omitempty"`
-	EndedAt    time.Time `json:"ended_at,omitzero"`
-	// Lingering: processes it started still run after it exited (they end
-	// with the runtime's Stop, or with SignalProcess "KILL").
-	Lingering bool `json:"lingering,omitempty"`
-	// StdoutBytes and StderrBytes count every byte written so far.
-	StdoutBytes int64 `json:"stdout_bytes"`
-	StderrBytes int64 `json:"stderr_bytes"`
-}
-
-// ProcessReadRequest asks for output of one stream.
+// ProcessReadRequest asks for output of one stream, or of both.
 type ProcessReadRequest struct {
 	// Stream is StreamStdout ("" too), StreamStderr or StreamPTY.
 	Stream string `json:"stream,omitempty"`
 	// Offset is the absolute byte offset to read from (the NextOffset of
 	// the previous read; 0 at first).
 	Offset int64 `json:"offset"`
+	// Both also reads stderr from StderrOffset (Stream stdout only):
+	// ProcessOutput.Stderr.
+	Both         bool  `json:"both,omitempty"`
+	StderrOffset int64 `json:"stderr_offset,omitempty"`
 	// MaxBytes bounds the returned data (0: DefaultProcessReadBytes, at
-	// most MaxProcessReadBytes).
+	// most MaxProcessReadBytes); a Both read's two streams together,
+	// stdout first.
 	MaxBytes int `json:"max_bytes,omitempty"`
 	// Wait is how long to wait for new output (at most MaxProcessReadWait).
 	Wait time.Duration `json:"wait,omitempty"`
+	// Peek reads without acknowledging: a Lossless process does not make
+	// room for what a peek returned.
+	Peek bool `json:"peek,omitempty"`
 }
 
 // ProcessOutput is one read.
@@ -166,6 +175,8 @@ type ProcessOutput struct {
 	// EOF: the process and everything it started have ended, its stream is
 	// closed and every byte has been read: nothing more will come.
 	EOF bool `json:"eof"`
+	// Stderr is the stderr chunk of a Both read.
+	Stderr *ProcessChunk `json:"stderr,omitempty"`
 	// The process as it is now.
 	Process ProcessInfo `json:"process"`
 }

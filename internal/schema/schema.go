@@ -56,8 +56,10 @@ type IndexEntry struct {
 // IndexUpdate is one update's entry.
 type IndexUpdate struct {
 	IndexEntry
-	Mutating bool   `json:"mutating"`
-	Summary  string `json:"summary"`
+	Mutating bool `json:"mutating"`
+	// Immediate: the update never waits for the session's lock.
+	Immediate bool   `json:"immediate,omitempty"`
+	Summary   string `json:"summary"`
 }
 
 // Generate returns the contents of SchemaFile and IndexFile. apiDir is the
@@ -121,7 +123,7 @@ func Generate(apiDir string) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		idx.Updates[op.Name] = IndexUpdate{IndexEntry: IndexEntry{Argument: ref(in), Result: ref(out)}, Mutating: op.Mutating, Summary: op.Summary}
+		idx.Updates[op.Name] = IndexUpdate{IndexEntry: IndexEntry{Argument: ref(in), Result: ref(out)}, Mutating: op.Mutating, Immediate: op.Immediate, Summary: op.Summary}
 	}
 	for _, m := range sandboxapi.Messages() {
 		in, err := add(m.In)
@@ -212,6 +214,11 @@ func enums() []enum {
 		{Def: "FanoutReport", Property: "state", Values: []string{sandboxapi.FanoutPreparing, sandboxapi.FanoutRunning, sandboxapi.FanoutMerging, sandboxapi.FanoutCompleted, sandboxapi.FanoutFailed}},
 		{Def: "TaskResult", Property: "status", Values: []string{sandboxapi.TaskPending, sandboxapi.TaskAcquiring, sandboxapi.TaskRunning, sandboxapi.TaskWaiting, sandboxapi.TaskFinishing, sandboxapi.TaskSucceeded, sandboxapi.TaskFailed, sandboxapi.TaskTimedOut, sandboxapi.TaskError}},
 		{Def: "TaskResult", Property: "kind", Values: []string{sandboxapi.TaskKindScript, sandboxapi.TaskKindAgent}},
+		{Def: "ProcessInfo", Property: "exit_reason", Values: sandboxapi.ExitReasons},
+		{Def: "ProcessReadResult", Property: "exit_reason", Values: sandboxapi.ExitReasons},
+		{Def: "ProcessReadResult", Property: "stream", Values: sandboxapi.ProcessStreams},
+		{Def: "ProcessReadInput", Property: "stream", Values: append([]string{""}, sandboxapi.ProcessStreams...)},
+		{Def: "CancelResult", Property: "state", Values: sandboxapi.CancelStates},
 		{Def: "CleanupOutcome", Property: "outcome", Values: sandboxapi.CleanupOutcomes},
 		{Def: "TaskResult", Property: "merge", Values: []string{sandboxapi.TaskMergeMerged, sandboxapi.TaskMergeConflict, sandboxapi.TaskMergeNotAccepted, sandboxapi.TaskMergeSkipped, sandboxapi.TaskMergeNoChanges, sandboxapi.TaskMergeFailed}},
 	}

@@ -40,6 +40,10 @@ type Server struct {
 	caps      Caps
 	started   bool
 	first     chan struct{} // closed when the first acquire attempt ended
+
+	// interactive: the commands of sandbox_exec and what of their output
+	// was returned.
+	interactive Interactive
 }
 
 // NewServer returns the MCP server (official Go SDK) of ws's tool surface:
@@ -189,6 +193,16 @@ func Tools(caps Caps) []Tool {
 				map[string][]string{"stream": {sandboxapi.StreamStdout, sandboxapi.StreamStderr}},
 				func(ctx context.Context, c call, in OutputInput) (OutputPage, string, error) {
 					return c.output(ctx, in)
+				}),
+			newTool(ExecToolName, "Start a shell command (/bin/sh -c) in the workspace's runtime as a background process and return after yield_time_ms (250 to 30000, default 10000) with its output so far: the exit code when it ended, else a session_id to continue with sandbox_write_stdin (send input, poll for more output, kill). For dev servers, watchers, REPLs and long builds; tty runs it on a terminal. A server it starts is reachable from later commands over the runtime's loopback.",
+				&mcp.ToolAnnotations{Title: "Interactive command", DestructiveHint: ptr(true)}, nil,
+				func(ctx context.Context, c call, in ExecToolInput) (ExecToolOutput, string, error) {
+					return c.processes().Exec(ctx, c.s, in)
+				}),
+			newTool(WriteStdinToolName, "Continue a command sandbox_exec left running (its session_id): write chars to its stdin or terminal (\\n ends a line, \\u0003 is Ctrl-C on a terminal; empty chars only polls), or kill it and everything it started; returns after yield_time_ms (250 to 30000, default 250) with the output since the last call, and the exit code once it ended.",
+				&mcp.ToolAnnotations{Title: "Command input", DestructiveHint: ptr(true), OpenWorldHint: ptr(false)}, nil,
+				func(ctx context.Context, c call, in WriteStdinInput) (ExecToolOutput, string, error) {
+					return c.processes().WriteStdin(ctx, c.s, in)
 				}))
 	}
 	set = append(set, newTool(Search, "Search the workspace's files for lines matching a regular expression (RE2), or a plain string with literal. Case is smart by default (insensitive unless the pattern has an upper-case letter). glob keeps only matching files (*.go by name, src/**/*.ts by path); path searches under a directory. Binary files, .git and symlinks are skipped.",
@@ -298,7 +312,7 @@ func (s *Server) handler(t Tool) mcp.ToolHandler {
 		if err != nil {
 			return errorResult(err), nil
 		}
-		c := call{s: sess}
+		c := call{s: sess, interactive: &s.interactive}
 		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
 			c.progress = func(done, total float64, msg string) {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: done, Total: total, Message: msg})

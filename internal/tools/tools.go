@@ -209,6 +209,17 @@ func invalid(field, format string, args ...any) error {
 type call struct {
 	s        *sandboxclient.Session
 	progress func(done float64, total float64, message string)
+	// interactive keeps the offsets sandbox_exec and sandbox_write_stdin
+	// have returned (one per server; nil: a fresh one per call).
+	interactive *Interactive
+}
+
+// processes returns the call's Interactive.
+func (c call) processes() *Interactive {
+	if c.interactive == nil {
+		return &Interactive{}
+	}
+	return c.interactive
 }
 
 func (c call) editor(ctx context.Context, in EditorInput) (EditorOutput, string, error) {

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,8 +23,8 @@ func names(set []Tool) []string {
 func TestToolSetIsGatedByCapabilities(t *testing.T) {
 	assert.Equal(t, []string{TextEditor, Search, Git}, names(Tools(Caps{Known: true})))
 	assert.Equal(t, []string{TextEditor, Search, Git}, names(Tools(Caps{})), "unknown: read tools only")
-	assert.Equal(t, []string{TextEditor, Shell, Output, Search, Git}, names(Tools(Caps{Known: true, Writable: true})))
-	assert.Equal(t, []string{TextEditor, Shell, Output, Search, Git, PR}, names(Tools(Caps{Known: true, Writable: true, CodeHost: true})))
+	assert.Equal(t, []string{TextEditor, Shell, Output, ExecToolName, WriteStdinToolName, Search, Git}, names(Tools(Caps{Known: true, Writable: true})))
+	assert.Equal(t, []string{TextEditor, Shell, Output, ExecToolName, WriteStdinToolName, Search, Git, PR}, names(Tools(Caps{Known: true, Writable: true, CodeHost: true})))
 	assert.Equal(t, []string{TextEditor, Search, Git}, names(Tools(Caps{Known: true, CodeHost: true})), "no PR on a read-only workspace")
 
 	for _, caps := range []Caps{{}, {Known: true, Writable: true, CodeHost: true}} {
@@ -51,7 +52,9 @@ func TestToolSetIsGatedByCapabilities(t *testing.T) {
 	in, _ = json.Marshal(ro[2].Def.InputSchema)
 	assert.Contains(t, string(in), `"enum":["status","diff","log"]`)
 	rw := Tools(Caps{Known: true, Writable: true})
-	in, _ = json.Marshal(rw[4].Def.InputSchema)
+	git := slices.IndexFunc(rw, func(tl Tool) bool { return tl.Def.Name == Git })
+	require.GreaterOrEqual(t, git, 0)
+	in, _ = json.Marshal(rw[git].Def.InputSchema)
 	assert.Contains(t, string(in), `"enum":["status","diff","log","commit","push","checkpoint","checkpoints","rollback"]`)
 }
 

@@ -55,6 +55,9 @@ type SessionCarry struct {
 	// holds no runtime and waits for the next operation or signal, which
 	// resumes the workspace first (docs/API.md "Session states").
 	Dormant bool `json:"dormant,omitempty"`
+	// Processes are the background processes the session started that may
+	// still run (idle rules).
+	Processes []ProcessTrack `json:"processes,omitempty"`
 	// Facts is what the previous run had learned of the workspace (its
 	// current details); absent in histories recorded before it existed.
 	Facts *SessionFacts `json:"facts,omitempty"`
@@ -108,6 +111,10 @@ type SessionSettings struct {
 	// HostWait bounds how long an operation waits for its host's worker to pick
 	// it up (activity schedule-to-start); 0 means 2 minutes.
 	HostWait time.Duration `json:"host_wait,omitempty"`
+	// ProcessMaxIdle: a live background process keeps the runtime from
+	// hibernating this long after it was last started, read or written
+	// (SANDBOX_PROCESS_MAX_IDLE); 0 means sandboxapi.DefaultProcessMaxIdle.
+	ProcessMaxIdle time.Duration `json:"process_max_idle,omitempty"`
 	// CodeHost: the host has a code host for this session's repository
 	// (set per workspace by the acquire activity; sandboxapi.Handle.CodeHost).
 	CodeHost bool `json:"code_host,omitempty"`
@@ -171,6 +178,12 @@ type ExecActivityInput struct {
 	// UpdateID is the exec update's id, echoed in sandboxapi.ExecProgress so a streaming
 	// client recognizes its own command.
 	UpdateID string `json:"update_id,omitempty"`
+	// ProcessID, for ActivityExecStart, names the process to start (once);
+	// for ActivityExec, the process ActivityExecStart started: the activity
+	// waits for it (re-attaching after a retry) and never starts a command.
+	ProcessID string `json:"process_id,omitempty"`
+	// Wait is how long ActivityExecStart waits for the command to end.
+	Wait time.Duration `json:"wait,omitempty"`
 }
 
 // ExecActivityResult is the exec activity's result: the command's result

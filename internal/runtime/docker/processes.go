@@ -136,6 +136,16 @@ func (r *Runtime) ReadProcess(ctx context.Context, id string, req sandbox.Proces
 	return r.processes().ReadProcess(ctx, id, req)
 }
 
+// WaitProcess waits for a process to end (sandbox.ProcessRuntime).
+func (r *Runtime) WaitProcess(ctx context.Context, id string, wait time.Duration) (sandbox.ProcessInfo, error) {
+	return r.processes().WaitProcess(ctx, id, wait)
+}
+
+// CancelProcess kills a process's tree as cancelled (sandbox.ProcessRuntime).
+func (r *Runtime) CancelProcess(ctx context.Context, id string) error {
+	return r.processes().CancelProcess(ctx, id)
+}
+
 // WriteProcess writes to a background process's stdin (sandbox.ProcessRuntime).
 func (r *Runtime) WriteProcess(ctx context.Context, id string, data []byte, closeStdin bool) (int, error) {
 	return r.processes().WriteProcess(ctx, id, data, closeStdin)

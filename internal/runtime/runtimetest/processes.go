@@ -18,7 +18,7 @@ import (
 // runtime side of background processes, docs/SECURITY.md "Process model")
 // for a backend whose runtimes implement it; the Factory is Run's. Subtests: BackgroundServerOverLoopback, ReadByOffsets,
 // StdinAndExit, PTYShell, SignalKillsTree, DaemonizedChildOnlySurvivesAsBackground,
-// ProcessLimit, StopRecordsRuntimeStopped, ExecStreamLossless.
+// ProcessLimit, StopRecordsRuntimeStopped, ExecStreamLossless, ExecProcesses.
 func RunProcesses(t *testing.T, f Factory, opts ProcessOptions) {
 	s := &suite{f: f, popts: opts}
 	t.Run("BackgroundServerOverLoopback", s.bgServer)
@@ -30,6 +30,7 @@ func RunProcesses(t *testing.T, f Factory, opts ProcessOptions) {
 	t.Run("ProcessLimit", s.processLimit)
 	t.Run("StopRecordsRuntimeStopped", s.stopRecords)
 	t.Run("ExecStreamLossless", s.execLossless)
+	t.Run("ExecProcesses", s.execProcesses)
 }
 
 // The suite needs perl or python3 in the runtime (BackgroundServerOverLoopback).
@@ -341,6 +342,104 @@ func (s *suite) execLossless(t *testing.T) {
 	require.Equal(t, int64(size), res.StdoutBytes)
 	sum := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("sha256sum /tmp/lossless.bin | cut -d' ' -f1; rm -f /tmp/lossless.bin")})
 	require.Equal(t, fmt.Sprintf("%x", h.Sum(nil)), strings.TrimSpace(string(sum.Stdout)), "the streamed bytes are the output")
+}
+
+// execProcesses: an exec's command as a process (ProcessSpec.Exec) runs
+// once per id, gets its stdin, keeps its head, is neither listed nor
+// counted toward the limit, dies with its leader, and ends cancelled or
+// timed out; WaitProcess waits for its end, a Both read returns both
+// streams, and its record survives Stop.
+func (s *suite) execProcesses(t *testing.T) {
+	ctx, env, rt, pr := s.procRuntime(t)
+	spec := sandbox.ProcessSpec{ID: "exec-conformance-1", Exec: true, Cmd: sh(`echo run >> runs.txt; cat; echo oops >&2; sleep 300 & echo done`), StdinData: []byte("in\n"), HeadBytes: 64}
+	a, err := pr.StartProcess(ctx, spec)
+	require.NoError(t, err)
+	require.Equal(t, spec.ID, a.ID)
+	b, err := pr.StartProcess(ctx, spec)
+	require.NoError(t, err)
+	require.Equal(t, a.ID, b.ID, "a start naming a held process returns it")
+	start := time.Now()
+	info, err := pr.WaitProcess(ctx, a.ID, 20*time.Second)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 10*time.Second, "the background child dies with the leader")
+	require.True(t, info.Exited)
+	require.Zero(t, info.ExitCode)
+	require.False(t, info.Lingering)
+	require.Equal(t, "run\n", readFile(t, env, "runs.txt"), "the command ran once")
+	out, err := pr.ReadProcess(ctx, a.ID, sandbox.ProcessReadRequest{Both: true, Peek: true})
+	require.NoError(t, err)
+	require.Equal(t, "in\ndone\n", string(out.Data))
+	require.NotNil(t, out.Stderr)
+	require.Equal(t, "oops\n", string(out.Stderr.Data))
+	require.True(t, out.EOF)
+	require.True(t, out.Stderr.EOF)
+	list, err := pr.ListProcesses(ctx)
+	require.NoError(t, err)
+	for _, p := range list {
+		require.NotEqual(t, a.ID, p.ID, "exec processes are not listed")
+	}
+
+	// The head survives the buffer's wrap.
+	big := pr.ProcessSupport().BufferBytes * 2
+	h, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-head", Exec: true, HeadBytes: 16, Cmd: sh(fmt.Sprintf("printf 'FIRST'; head -c %d /dev/zero; printf 'LAST'", big))})
+	require.NoError(t, err)
+	info, err = pr.WaitProcess(ctx, h.ID, 20*time.Second)
+	require.NoError(t, err)
+	total := info.StdoutBytes
+	require.Equal(t, int64(big+9), total)
+	head, err := pr.ReadProcess(ctx, h.ID, sandbox.ProcessReadRequest{MaxBytes: 16, Peek: true})
+	require.NoError(t, err)
+	require.Equal(t, "FIRST", string(head.Data[:5]))
+	tail, err := pr.ReadProcess(ctx, h.ID, sandbox.ProcessReadRequest{Offset: total - 4, Peek: true})
+	require.NoError(t, err)
+	require.Equal(t, "LAST", string(tail.Data))
+
+	// Execs count toward no limit: with every slot taken, one still starts.
+	for i := 0; i < sandbox.MaxProcesses; i++ {
+		_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}})
+		require.NoError(t, err, "process %d", i+1)
+	}
+	x, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-full", Exec: true, Cmd: []string{"echo", "still"}})
+	require.NoError(t, err)
+	info, err = pr.WaitProcess(ctx, x.ID, 20*time.Second)
+	require.NoError(t, err)
+	require.True(t, info.Exited)
+
+	// Cancel kills the whole tree at once; a timeout does too.
+	c, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-cancel", Exec: true, Cmd: sh(escapeScript+"exec sleep 300", "pids-cancel")})
+	require.NoError(t, err)
+	ReadUntil(t, ctx, pr, c.ID, "", 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("ready")) })
+	start = time.Now()
+	require.NoError(t, pr.CancelProcess(ctx, c.ID))
+	info, err = pr.WaitProcess(ctx, c.ID, 5*time.Second)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), time.Second+500*time.Millisecond, "cancel ends the tree within about a second")
+	require.True(t, info.Exited)
+	require.Equal(t, sandbox.ExitReasonCancelled, info.ExitReason)
+	require.Equal(t, "0", liveCount(t, ctx, rt, "pids-cancel"), "no survivor")
+	to, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-timeout", Exec: true, Timeout: 300 * time.Millisecond, Cmd: []string{"sleep", "300"}})
+	require.NoError(t, err)
+	info, err = pr.WaitProcess(ctx, to.ID, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, sandbox.ExitReasonTimeout, info.ExitReason)
+
+	// A stopped runtime keeps the record: the same id returns it, ended.
+	r, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-stop", Exec: true, Cmd: sh("echo before; exec sleep 300")})
+	require.NoError(t, err)
+	ReadUntil(t, ctx, pr, r.ID, "", 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("before")) })
+	require.NoError(t, rt.Stop(ctx))
+	again, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: r.ID, Exec: true, Cmd: sh("echo before; exec sleep 300")})
+	require.NoError(t, err)
+	require.True(t, again.Exited, "the record of the stopped runtime, not a new run")
+	require.Equal(t, sandbox.ExitReasonRuntimeStopped, again.ExitReason)
+	info, err = pr.WaitProcess(ctx, r.ID, 0)
+	require.NoError(t, err)
+	require.Equal(t, sandbox.ExitReasonRuntimeStopped, info.ExitReason)
+
+	_, err = pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "bad/id", Exec: true, Cmd: []string{"true"}})
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	_, err = pr.WaitProcess(ctx, "exec-conformance-missing", 0)
+	require.ErrorIs(t, err, sandbox.ErrNotFound)
 }
 
 func readFile(t *testing.T, env Env, name string) string {

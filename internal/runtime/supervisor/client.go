@@ -168,7 +168,7 @@ func (c *Client) call(ctx context.Context, req Request, payload []byte) (Respons
 		_ = k.Close()
 		// A pooled connection may have been closed by a restarted
 		// supervisor: retry once on a fresh one.
-		if attempt > 0 || ctx.Err() != nil || (req.Op != "hello" && req.Op != "list" && req.Op != "read") {
+		if attempt > 0 || ctx.Err() != nil || (req.Op != "hello" && req.Op != "list" && req.Op != "read" && req.Op != "wait" && (req.Op != "start" || req.Spec == nil || req.Spec.ID == "")) {
 			return resp, data, err
 		}
 	}
@@ -186,14 +186,18 @@ func (c *Client) Hello(ctx context.Context) (HelloInfo, error) {
 	return *resp.Hello, nil
 }
 
-// Start starts a background process.
-func (c *Client) Start(ctx context.Context, spec Spec) (Info, error) {
+// Start starts a background process (or, when spec.ID names a process the
+// supervisor holds, returns that one with existing set).
+func (c *Client) Start(ctx context.Context, spec Spec) (info Info, existing bool, err error) {
 	spec.Foreground = false
 	resp, _, err := c.call(ctx, Request{Op: "start", Spec: &spec}, nil)
 	if err != nil {
-		return Info{}, err
+		return Info{}, false, err
 	}
-	return *resp.Info, nil
+	if resp.Info == nil {
+		return Info{}, false, errors.New("supervisor: empty start response")
+	}
+	return *resp.Info, resp.Existing, nil
 }
 
 // ReadResult is one read: per stream (stdout or terminal; stderr) its
@@ -204,13 +208,33 @@ type ReadResult struct {
 	Info   Info
 }
 
-// Read reads from the given offsets, waiting up to wait for something new.
-func (c *Client) Read(ctx context.Context, id string, offsets [2]int64, max int, wait time.Duration) (ReadResult, error) {
-	resp, data, err := c.call(ctx, Request{Op: "read", ID: id, Offsets: offsets, Max: max, WaitMS: wait.Milliseconds()}, nil)
+// Read reads from the given offsets (NoStream: nothing of that stream),
+// waiting up to wait for something new; peek reads without acknowledging.
+func (c *Client) Read(ctx context.Context, id string, offsets [2]int64, max int, wait time.Duration, peek bool) (ReadResult, error) {
+	return c.ReadTotal(ctx, id, offsets, max, 0, wait, peek)
+}
+
+// ReadTotal is Read with both streams' data bounded by total together
+// (0: no bound beyond max each).
+func (c *Client) ReadTotal(ctx context.Context, id string, offsets [2]int64, max, total int, wait time.Duration, peek bool) (ReadResult, error) {
+	resp, data, err := c.call(ctx, Request{Op: "read", ID: id, Offsets: offsets, Max: max, MaxTotal: total, WaitMS: wait.Milliseconds(), Peek: peek}, nil)
 	if err != nil {
 		return ReadResult{}, err
 	}
 	return splitRead(resp, data)
+}
+
+// Wait waits up to wait for the process's tree to end and its streams to
+// close, and returns the process as it is then.
+func (c *Client) Wait(ctx context.Context, id string, wait time.Duration) (Info, error) {
+	resp, _, err := c.call(ctx, Request{Op: "wait", ID: id, WaitMS: wait.Milliseconds()}, nil)
+	if err != nil {
+		return Info{}, err
+	}
+	if resp.Info == nil {
+		return Info{}, errors.New("supervisor: empty wait response")
+	}
+	return *resp.Info, nil
 }
 
 func splitRead(resp Response, data []byte) (ReadResult, error) {
@@ -236,6 +260,12 @@ func (c *Client) Signal(ctx context.Context, id string, sig syscall.Signal) erro
 	return err
 }
 
+// Cancel kills the process's whole tree, recording ReasonCanceled.
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	_, _, err := c.call(ctx, Request{Op: "signal", ID: id, Signal: int(syscall.SIGKILL), Reason: ReasonCanceled}, nil)
+	return err
+}
+
 // Resize sets the terminal size of a PTY process.
 func (c *Client) Resize(ctx context.Context, id string, rows, cols uint16) error {
 	_, _, err := c.call(ctx, Request{Op: "resize", ID: id, Rows: rows, Cols: cols}, nil)
@@ -256,9 +286,12 @@ func (c *Client) Shutdown(ctx context.Context, grace time.Duration) ([]Final, er
 		return nil, err
 	}
 	defer k.Close()
-	resp, _, err := exchange(ctx, k, Request{Op: "shutdown", GraceMS: grace.Milliseconds()}, nil)
+	resp, payload, err := exchange(ctx, k, Request{Op: "shutdown", GraceMS: grace.Milliseconds()}, nil)
 	c.Close()
-	return resp.Final, err
+	if err != nil {
+		return nil, err
+	}
+	return decodeFinals(resp.Final, payload)
 }
 
 // Run runs a foreground process on a connection of its own and hands every

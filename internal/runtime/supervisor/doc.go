@@ -35,9 +35,18 @@
 //     reports them as dropped. At most --max-procs (default 64) background
 //     processes may have a live tree; the 64 most recently ended stay
 //     listed and readable.
+//   - Exec processes (Spec.Exec: an exec update's command) live like
+//     background processes but their tree dies with the leader, they count
+//     toward no limit and are not listed; a Spec.ID makes a start happen
+//     once (a retried start returns the process), HeadBytes keeps the first
+//     bytes of each stream past the buffer's wrap, Lossless makes the
+//     command wait while its unread output fills a buffer twice the usual
+//     size (while someone reads), "wait" waits for the tree's end, and a
+//     kill with reason cancelled records the cancellation.
 //   - shutdown (the runtime's Stop) kills every tree with exit reason
-//     runtime_stopped, waits for them, returns the background processes
-//     with their buffers (the worker keeps them in an Archive file, readable
+//     runtime_stopped, waits for them, returns the background and exec
+//     processes with their heads and the newest ArchiveTailBytes of each
+//     stream (the worker keeps them in an Archive file, readable
 //     afterwards) and exits.
 //
 // Killing a tree sends SIGKILL to every descendant of its shim found in

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Processes implements sandbox.ProcessRuntime over a runtime's supervisor,
@@ -39,34 +39,48 @@ var _ sandbox.ProcessRuntime = (*Processes)(nil)
 // ProcessSupport returns p.Support.
 func (p *Processes) ProcessSupport() sandbox.ProcessSupport { return p.Support }
 
-// StartProcess validates spec (ValidateProcessSpec), then starts it.
+// StartProcess validates spec (ValidateProcessSpec), then starts it; a
+// spec.ID that names an archived process returns that one.
 func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.ProcessInfo, error) {
 	if err := ValidateProcessSpec(spec); err != nil {
 		return sandbox.ProcessInfo{}, err
+	}
+	if spec.ID != "" {
+		if out, ok := p.Archive.Read(spec.ID, 0, 0, 0); ok {
+			return out.Process, nil
+		}
 	}
 	s, err := p.Prepare(spec)
 	if err != nil {
 		return sandbox.ProcessInfo{}, err
 	}
+	s.ID, s.Exec, s.HeadBytes, s.Lossless = spec.ID, spec.Exec, spec.HeadBytes, spec.Lossless
+	s.TimeoutMS = spec.Timeout.Milliseconds()
+	if spec.StdinData != nil {
+		s.Stdin = spec.StdinData
+	}
 	c, err := p.Client(ctx, true)
 	if err != nil {
 		return sandbox.ProcessInfo{}, err
 	}
-	info, err := c.Start(ctx, s)
+	info, _, err := c.Start(ctx, s)
 	if err != nil {
 		return sandbox.ProcessInfo{}, MapError(err, "process_start")
 	}
 	return ToInfo(info), nil
 }
 
-// ReadProcess reads one stream of process id.
+// ReadProcess reads one stream of process id, or both (req.Both).
 func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.ProcessReadRequest) (sandbox.ProcessOutput, error) {
 	idx, err := streamIndex(req.Stream)
 	if err != nil {
 		return sandbox.ProcessOutput{}, err
 	}
-	if req.Offset < 0 {
-		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: offset %d is negative", req.Offset)
+	if req.Offset < 0 || (req.Both && req.StderrOffset < 0) {
+		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: offset %d is negative", min(req.Offset, req.StderrOffset))
+	}
+	if req.Both && idx != 0 {
+		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: stderr_offset goes with stream stdout")
 	}
 	if req.MaxBytes < 0 || req.MaxBytes > sandbox.MaxProcessReadBytes {
 		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: max_bytes %d is outside 0..%d", req.MaxBytes, sandbox.MaxProcessReadBytes)
@@ -78,7 +92,7 @@ func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.Proc
 	if max == 0 {
 		max = sandbox.DefaultProcessReadBytes
 	}
-	if out, ok := p.Archive.Read(id, idx, req.Offset, max); ok {
+	if out, ok := p.archived(id, idx, req, max); ok {
 		return out, nil
 	}
 	c, err := p.Client(ctx, false)
@@ -89,24 +103,86 @@ func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.Proc
 		return sandbox.ProcessOutput{}, notFound(id)
 	}
 	var offs [2]int64
-	offs[idx], offs[1-idx] = req.Offset, math.MaxInt64
-	r, err := c.Read(ctx, id, offs, max, req.Wait)
+	offs[idx], offs[1-idx] = req.Offset, NoStream
+	if req.Both {
+		offs[1] = req.StderrOffset
+	}
+	total := 0
+	if req.Both {
+		total = max // one read fits one payload
+	}
+	r, err := c.ReadTotal(ctx, id, offs, max, total, req.Wait, req.Peek)
 	if err != nil {
-		if out, ok := p.Archive.Read(id, idx, req.Offset, max); ok { // stopped meanwhile
+		if out, ok := p.archived(id, idx, req, max); ok { // stopped meanwhile
 			return out, nil
 		}
 		return sandbox.ProcessOutput{}, MapError(err, "process_read")
 	}
 	ch := r.Chunks[idx]
-	return sandbox.ProcessOutput{
+	out := sandbox.ProcessOutput{
 		Data: r.Data[idx], Offset: ch.Offset, NextOffset: ch.Offset + int64(ch.Len), DroppedBytes: ch.Dropped,
 		EOF: ch.EOF, Process: ToInfo(r.Info),
-	}, nil
+	}
+	if req.Both {
+		e := r.Chunks[1]
+		out.Stderr = &sandbox.ProcessChunk{Data: r.Data[1], Offset: e.Offset, NextOffset: e.Offset + int64(e.Len), DroppedBytes: e.Dropped, EOF: e.EOF}
+	}
+	return out, nil
+}
+
+// archived serves a read of an archived process (both streams for a Both read).
+func (p *Processes) archived(id string, idx int, req sandbox.ProcessReadRequest, max int) (sandbox.ProcessOutput, bool) {
+	out, ok := p.Archive.Read(id, idx, req.Offset, max)
+	if ok && req.Both {
+		e, _ := p.Archive.Read(id, 1, req.StderrOffset, max-len(out.Data))
+		out.Stderr = &sandbox.ProcessChunk{Data: e.Data, Offset: e.Offset, NextOffset: e.NextOffset, DroppedBytes: e.DroppedBytes, EOF: e.EOF}
+	}
+	return out, ok
+}
+
+// WaitProcess waits for process id to end (sandbox.ProcessRuntime).
+func (p *Processes) WaitProcess(ctx context.Context, id string, wait time.Duration) (sandbox.ProcessInfo, error) {
+	if wait < 0 || wait > sandbox.MaxProcessReadWait {
+		return sandbox.ProcessInfo{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process wait %v is outside 0..%v", wait, sandbox.MaxProcessReadWait)
+	}
+	if out, ok := p.Archive.Read(id, 0, 0, 0); ok {
+		return out.Process, nil
+	}
+	c, err := p.Client(ctx, false)
+	if err != nil {
+		return sandbox.ProcessInfo{}, err
+	}
+	if c == nil {
+		return sandbox.ProcessInfo{}, notFound(id)
+	}
+	info, err := c.Wait(ctx, id, wait)
+	if err != nil {
+		if out, ok := p.Archive.Read(id, 0, 0, 0); ok { // stopped meanwhile
+			return out.Process, nil
+		}
+		return sandbox.ProcessInfo{}, MapError(err, "process wait")
+	}
+	return ToInfo(info), nil
+}
+
+// CancelProcess kills process id's tree as cancelled (sandbox.ProcessRuntime).
+func (p *Processes) CancelProcess(ctx context.Context, id string) error {
+	if _, ok := p.Archive.Read(id, 0, 0, 0); ok {
+		return nil // ended with the runtime's stop
+	}
+	c, err := p.Client(ctx, false)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		return notFound(id)
+	}
+	return MapError(c.Cancel(ctx, id), "cancel")
 }
 
 // WriteProcess writes to process id's stdin.
 func (p *Processes) WriteProcess(ctx context.Context, id string, data []byte, closeStdin bool) (int, error) {
-	if len(data) > sandbox.MaxStdinBytes {
+	if len(data) > sandboxapi.MaxProcessWriteBytes {
 		return 0, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_write: %d bytes, more than %d", len(data), sandbox.MaxStdinBytes)
 	}
 	c, err := p.live(ctx, id)
@@ -193,10 +269,24 @@ func streamIndex(s string) (int, error) {
 // an error wrapping sandbox.ErrInvalidArgument on the first violation: Cmd,
 // Cwd and Env as in an ExecRequest, Tag at most sandbox.MaxProcessTagBytes
 // of valid text without control characters, a terminal size within
-// 1..sandbox.MaxTerminalSize.
+// 1..sandbox.MaxTerminalSize, an ID matching IDPattern, Timeout within
+// 0..sandbox.MaxExecTimeout, HeadBytes within 0..sandbox.MaxProcessHeadBytes,
+// StdinData at most sandbox.MaxStdinBytes and not with a PTY.
 func ValidateProcessSpec(spec sandbox.ProcessSpec) error {
 	bad := func(format string, args ...any) error {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "process_start: "+format, args...)
+	}
+	if spec.ID != "" && !IDPattern.MatchString(spec.ID) {
+		return bad("id %q: want %s", clipStr(spec.ID), IDPattern)
+	}
+	if spec.Timeout < 0 || spec.Timeout > sandbox.MaxExecTimeout {
+		return bad("timeout %v is outside 0..%v", spec.Timeout, sandbox.MaxExecTimeout)
+	}
+	if spec.HeadBytes < 0 || spec.HeadBytes > sandbox.MaxProcessHeadBytes {
+		return bad("head bytes %d is outside 0..%d", spec.HeadBytes, sandbox.MaxProcessHeadBytes)
+	}
+	if len(spec.StdinData) > sandbox.MaxStdinBytes || (spec.StdinData != nil && spec.PTY != nil) {
+		return bad("stdin data: at most %d bytes, and not for a terminal", sandbox.MaxStdinBytes)
 	}
 	if len(spec.Cmd) == 0 || spec.Cmd[0] == "" {
 		return bad("cmd is empty")
@@ -247,8 +337,12 @@ func ToInfo(i Info) sandbox.ProcessInfo {
 		switch i.Reason {
 		case ReasonExited:
 			out.ExitReason = sandbox.ExitReasonExited
-		case ReasonSignaled, ReasonTimeout, ReasonCanceled:
+		case ReasonSignaled:
 			out.ExitReason = sandbox.ExitReasonSignaled
+		case ReasonTimeout:
+			out.ExitReason = sandbox.ExitReasonTimeout
+		case ReasonCanceled:
+			out.ExitReason = sandbox.ExitReasonCancelled
 		case ReasonStopped:
 			out.ExitReason = sandbox.ExitReasonRuntimeStopped
 		case ReasonStartErr:
@@ -319,10 +413,25 @@ func (a *Archive) add(fs []Final) {
 		}
 		a.procs[f.Info.ID] = f
 	}
-	for len(a.order) > keptExited {
-		delete(a.procs, a.order[0])
-		a.order = a.order[1:]
+	// The newest keptExited background and keptExec exec processes stay.
+	var bg, ex int
+	keep := a.order[:0]
+	for i := len(a.order) - 1; i >= 0; i-- {
+		id := a.order[i]
+		n := &bg
+		limit := keptExited
+		if a.procs[id].Info.Exec {
+			n, limit = &ex, keptExec
+		}
+		if *n < limit {
+			*n++
+			keep = append(keep, id)
+		} else {
+			delete(a.procs, id)
+		}
 	}
+	slices.Reverse(keep)
+	a.order = keep
 }
 
 // Add records fs and writes the archive file (0600).
@@ -370,9 +479,15 @@ func (a *Archive) Read(id string, idx int, off int64, max int) (sandbox.ProcessO
 	if !ok {
 		return sandbox.ProcessOutput{}, false
 	}
-	start, data := f.Starts[idx], f.Data[idx]
+	start, data, head := f.Starts[idx], f.Data[idx], f.Heads[idx]
 	end := start + int64(len(data))
 	out := sandbox.ProcessOutput{Offset: off, Process: ToInfo(f.Info)}
+	if off < start && off < int64(len(head)) {
+		n := min(int64(max), int64(len(head))-off)
+		out.Data = slices.Clone(head[off : off+n])
+		out.NextOffset = off + n
+		return out, true
+	}
 	if off < start {
 		out.DroppedBytes, out.Offset = start-off, start
 	}
@@ -393,7 +508,9 @@ func (a *Archive) List() []sandbox.ProcessInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, id := range a.order {
-		out = append(out, ToInfo(a.procs[id].Info))
+		if f := a.procs[id]; !f.Info.Exec {
+			out = append(out, ToInfo(f.Info))
+		}
 	}
 	return out
 }

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"regexp"
+	"time"
 )
 
 // Version is the control protocol version; Hello reports it and a client
 // refuses a supervisor speaking another one (a sandbox left by an older
 // worker is then restarted).
-const Version = 1
+const Version = 2
 
 // maxHeader and maxPayload bound one frame of the control protocol.
 const (
@@ -24,26 +27,36 @@ const (
 // carries one request at a time; its response comes before the next request
 // is read.
 type Request struct {
-	Op string `json:"op"` // hello, start, read, write, signal, resize, list, shutdown
+	Op string `json:"op"` // hello, start, read, wait, write, signal, resize, list, shutdown
 
 	// start
 	Spec *Spec `json:"spec,omitempty"`
 
-	// read, write, signal, resize
+	// read, wait, write, signal, resize
 	ID string `json:"id,omitempty"`
 
 	// read: the next offset wanted of each stream (stdout or the terminal
 	// stream; stderr), at most Max bytes per stream, waiting up to WaitMS
-	// for anything new.
+	// for anything new. An offset of math.MaxInt64 (NoStream) reads nothing
+	// of that stream. A read acknowledges what precedes its offsets (a
+	// foreground or Lossless process may then write on) unless Peek.
+	// wait: waits up to WaitMS for the process's tree to end and its
+	// streams to close.
 	Offsets [2]int64 `json:"offsets,omitempty"`
 	Max     int      `json:"max,omitempty"`
-	WaitMS  int64    `json:"wait_ms,omitempty"`
+	// MaxTotal, when set, bounds both streams' data together (the first
+	// stream is served first): a read fits one payload.
+	MaxTotal int   `json:"max_total,omitempty"`
+	WaitMS   int64 `json:"wait_ms,omitempty"`
+	Peek     bool  `json:"peek,omitempty"`
 
 	// write: the payload goes to stdin; Close closes stdin afterwards.
 	Close bool `json:"close,omitempty"`
 
-	// signal
-	Signal int `json:"signal,omitempty"`
+	// signal; with Reason ReasonCanceled (Signal SIGKILL) the killed
+	// tree's exit reason is recorded as a cancellation.
+	Signal int    `json:"signal,omitempty"`
+	Reason string `json:"reason,omitempty"`
 
 	// resize
 	Rows uint16 `json:"rows,omitempty"`
@@ -53,8 +66,15 @@ type Request struct {
 	GraceMS int64 `json:"grace_ms,omitempty"`
 }
 
+// NoStream as a read offset reads nothing of that stream.
+const NoStream = math.MaxInt64
+
 // Spec is one process to start.
 type Spec struct {
+	// ID, when set, names the process (IDPattern): a start naming a process
+	// the supervisor holds returns that one (Response.Existing) instead of
+	// starting another, so a retried start never runs a command twice.
+	ID   string   `json:"id,omitempty"`
 	Argv []string `json:"argv"`
 	// Env is the complete environment (KEY=value); with InheritEnv the
 	// supervisor's own environment comes first and Env overrides it.
@@ -74,6 +94,20 @@ type Spec struct {
 	// background process's standard input open for write requests.
 	Stdin     []byte `json:"stdin,omitempty"`
 	OpenStdin bool   `json:"open_stdin,omitempty"`
+	// Exec marks an exec's command: a background process (it outlives
+	// connections and the worker) whose tree dies with its leader, that
+	// Stdin is written to, that counts toward no limit and is not listed;
+	// the most recent ended ones (keptExec) stay readable.
+	Exec bool `json:"exec,omitempty"`
+	// HeadBytes keeps the first HeadBytes of each stream for the process's
+	// whole life besides the buffer's newest bytes (reads of those offsets
+	// are served from it).
+	HeadBytes int `json:"head_bytes,omitempty"`
+	// Lossless: the buffer never drops a byte no read has asked past: the
+	// process waits while its unread output fills the buffer (twice the
+	// usual size, so that it writes on while a reader fetches), as long as
+	// a read (not a peek) came within LosslessIdle.
+	Lossless bool `json:"lossless,omitempty"`
 	// PTY runs the process on a new pseudo-terminal of Rows×Cols as its
 	// controlling terminal (one output stream).
 	PTY  bool   `json:"pty,omitempty"`
@@ -84,12 +118,20 @@ type Spec struct {
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
+// IDPattern is what Spec.ID must match.
+var IDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// LosslessIdle is how long a Lossless process waits for a reader: once no
+// read came for that long its buffer drops the oldest bytes again (a
+// reader that went away does not stall the command for good).
+const LosslessIdle = 10 * time.Second
+
 // Exit reasons of a process (Info.Reason).
 const (
 	ReasonExited   = "exited"          // the leader exited on its own
 	ReasonSignaled = "signaled"        // a signal killed the leader
 	ReasonTimeout  = "timeout"         // Spec.TimeoutMS passed; the tree was killed
-	ReasonCanceled = "cancelled"       // the foreground owner went away; the tree was killed
+	ReasonCanceled = "cancelled"       // the foreground owner went away, or a cancel (Request.Reason); the tree was killed
 	ReasonStopped  = "runtime_stopped" // the runtime was stopped (shutdown); the tree was killed
 	ReasonStartErr = "start_failed"    // the executable could not be started
 	ReasonLost     = "supervisor_lost" // its tracking process was killed from inside the sandbox
@@ -101,8 +143,9 @@ type Info struct {
 	Tag       string   `json:"tag,omitempty"`
 	Argv      []string `json:"argv"`
 	PTY       bool     `json:"pty,omitempty"`
-	Pid       int      `json:"pid,omitempty"` // in the sandbox's pid namespace
-	StartedMS int64    `json:"started_ms"`    // Unix milliseconds
+	Exec      bool     `json:"exec,omitempty"` // Spec.Exec
+	Pid       int      `json:"pid,omitempty"`  // in the sandbox's pid namespace
+	StartedMS int64    `json:"started_ms"`     // Unix milliseconds
 	// Exited is set once the leader has ended; ExitCode is its shell-style
 	// code (128+n for signal n), Reason why. TreeRunning tells that
 	// processes it started still run (background processes only).
@@ -137,12 +180,15 @@ type Response struct {
 
 	// hello
 	Hello *HelloInfo `json:"hello,omitempty"`
-	// start, read, list, shutdown
-	Info   *Info    `json:"info,omitempty"`
-	Chunks [2]Chunk `json:"chunks,omitempty"` // read: data in the payload, stdout first
-	List   []Info   `json:"list,omitempty"`
-	// shutdown: every background process with what its buffers still hold.
-	Final []Final `json:"final,omitempty"`
+	// start, read, wait, list, shutdown
+	Info *Info `json:"info,omitempty"`
+	// start: Spec.ID named a process the supervisor already held.
+	Existing bool     `json:"existing,omitempty"`
+	Chunks   [2]Chunk `json:"chunks,omitempty"` // read: data in the payload, stdout first
+	List     []Info   `json:"list,omitempty"`
+	// shutdown: every background process with the sizes of what it keeps
+	// (heads, then tails, of each process in order: the payload).
+	Final []FinalHeader `json:"final,omitempty"`
 	// write: bytes accepted
 	Written int `json:"written,omitempty"`
 }
@@ -156,12 +202,79 @@ type HelloInfo struct {
 	StartedMS int64  `json:"started_ms"`
 }
 
-// Final is a background process as shutdown leaves it: its Info and the
-// bytes its buffers still hold, each stream starting at Starts[i].
+// Final is a background process as shutdown leaves it: its Info, the
+// newest bytes of each stream (at most ArchiveTailBytes, starting at
+// Starts[i]), and the head each kept (Spec.HeadBytes, from offset 0).
 type Final struct {
 	Info   Info      `json:"info"`
 	Starts [2]int64  `json:"starts"`
 	Data   [2][]byte `json:"data"`
+	Heads  [2][]byte `json:"heads,omitempty"`
+}
+
+// FinalHeader is a Final on the wire: the byte counts of its heads and
+// tails, which follow in the response's payload.
+type FinalHeader struct {
+	Info     Info     `json:"info"`
+	Starts   [2]int64 `json:"starts"`
+	Lens     [2]int   `json:"lens"`
+	HeadLens [2]int   `json:"head_lens,omitempty"`
+}
+
+// ArchiveTailBytes bounds what shutdown keeps of each stream's newest
+// output (so that a runtime's archive stays a few MiB whatever ran there).
+const ArchiveTailBytes = 256 << 10
+
+// encodeFinals splits fs into headers and one payload.
+func encodeFinals(fs []Final) ([]FinalHeader, []byte) {
+	hs := make([]FinalHeader, len(fs))
+	var payload []byte
+	for i, f := range fs {
+		hs[i] = FinalHeader{Info: f.Info, Starts: f.Starts}
+		for j := range 2 {
+			hs[i].HeadLens[j] = len(f.Heads[j])
+			payload = append(payload, f.Heads[j]...)
+		}
+		for j := range 2 {
+			hs[i].Lens[j] = len(f.Data[j])
+			payload = append(payload, f.Data[j]...)
+		}
+	}
+	return hs, payload
+}
+
+// decodeFinals is encodeFinals' inverse.
+func decodeFinals(hs []FinalHeader, payload []byte) ([]Final, error) {
+	out := make([]Final, len(hs))
+	take := func(n int) ([]byte, error) {
+		if n < 0 || n > len(payload) {
+			return nil, errors.New("supervisor: malformed shutdown response")
+		}
+		b := payload[:n:n]
+		payload = payload[n:]
+		if n == 0 {
+			return nil, nil
+		}
+		return b, nil
+	}
+	for i, h := range hs {
+		out[i] = Final{Info: h.Info, Starts: h.Starts}
+		var err error
+		for j := range 2 {
+			if out[i].Heads[j], err = take(h.HeadLens[j]); err != nil {
+				return nil, err
+			}
+		}
+		for j := range 2 {
+			if out[i].Data[j], err = take(h.Lens[j]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(payload) != 0 {
+		return nil, errors.New("supervisor: malformed shutdown response")
+	}
+	return out, nil
 }
 
 // Error kinds of Response.Error.

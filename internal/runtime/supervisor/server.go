@@ -33,6 +33,8 @@ const (
 	foregroundWindow = 256 << 10
 	// keptExited is how many ended background processes stay listed.
 	keptExited = 64
+	// keptExec is how many ended exec processes (Spec.Exec) stay readable.
+	keptExec = 16
 	// drainGrace bounds the wait for output pipes once a tree has ended
 	// (a descriptor passed to an unrelated process may hold them).
 	drainGrace = 500 * time.Millisecond
@@ -65,6 +67,7 @@ type server struct {
 	lastUse  time.Time // when the last connection closed
 
 	spawnMu sync.Mutex // shim creation vs. the orphan sweep
+	idMu    sync.Mutex // starts naming their process (Spec.ID), one at a time
 }
 
 // proc is one process and its buffers; guarded by server.mu.
@@ -73,7 +76,9 @@ type proc struct {
 	fg       bool
 	bufs     [2]*ring
 	open     [2]bool  // stream still open
-	acked    [2]int64 // foreground: consumed up to here
+	acked    [2]int64 // foreground and lossless: consumed up to here
+	lossless bool
+	lastRead time.Time // lossless: the last read that acknowledged
 	changed  chan struct{}
 	shim     *shimHandle
 	stdin    *os.File // pipe write end or PTY master (nil: closed)
@@ -301,7 +306,8 @@ func (s *server) serveConn(c net.Conn) {
 		if p != nil {
 			owned = append(owned, p)
 		}
-		if err := writeFrame(c, resp, out); err != nil {
+		werr := writeFrame(c, resp, out)
+		if werr != nil && f.req.Op != "shutdown" {
 			return
 		}
 		if f.req.Op == "shutdown" && resp.Error == nil {
@@ -322,23 +328,30 @@ func (s *server) handle(req Request, payload []byte, gone <-chan struct{}) (Resp
 	case "hello":
 		return Response{Hello: &HelloInfo{Version: Version, Runtime: s.runtime, Layout: s.layout, Pid: os.Getpid(), StartedMS: s.startedMS}}, nil, nil
 	case "start":
-		p, err := s.start(req.Spec)
+		p, existing, err := s.start(req.Spec)
 		if err != nil {
 			return fail(err)
 		}
 		s.mu.Lock()
 		info := p.info
+		info.TreeRunning = info.Exited && !p.treeDone
 		s.mu.Unlock()
 		if p.fg {
 			return Response{Info: &info}, nil, p
 		}
-		return Response{Info: &info}, nil, nil
+		return Response{Info: &info, Existing: existing}, nil, nil
 	case "read":
 		resp, data, err := s.read(req, gone)
 		if err != nil {
 			return fail(err)
 		}
 		return resp, data, nil
+	case "wait":
+		info, err := s.wait(req.ID, req.WaitMS, gone)
+		if err != nil {
+			return fail(err)
+		}
+		return Response{Info: &info}, nil, nil
 	case "write":
 		n, err := s.write(req.ID, payload, req.Close)
 		if err != nil {
@@ -346,7 +359,7 @@ func (s *server) handle(req Request, payload []byte, gone <-chan struct{}) (Resp
 		}
 		return Response{Written: n}, nil, nil
 	case "signal":
-		if err := s.signal(req.ID, syscall.Signal(req.Signal)); err != nil {
+		if err := s.signal(req.ID, syscall.Signal(req.Signal), req.Reason); err != nil {
 			return fail(err)
 		}
 		return Response{}, nil, nil
@@ -358,7 +371,8 @@ func (s *server) handle(req Request, payload []byte, gone <-chan struct{}) (Resp
 	case "list":
 		return Response{List: s.list()}, nil, nil
 	case "shutdown":
-		return Response{Final: s.shutdown(time.Duration(req.GraceMS) * time.Millisecond)}, nil, nil
+		hs, payload := encodeFinals(s.shutdown(time.Duration(req.GraceMS) * time.Millisecond))
+		return Response{Final: hs}, payload, nil
 	}
 	return fail(errorf(ErrInvalid, "unknown op %q", req.Op))
 }
@@ -369,20 +383,40 @@ func newID() string {
 	return "proc-" + hex.EncodeToString(b[:])
 }
 
-// start launches spec on a free shim.
-func (s *server) start(spec *Spec) (*proc, *Error) {
+// start launches spec on a free shim; a spec naming a process the
+// supervisor holds returns that one (existing).
+func (s *server) start(spec *Spec) (p *proc, existing bool, e *Error) {
 	if spec == nil || len(spec.Argv) == 0 || spec.Argv[0] == "" {
-		return nil, errorf(ErrInvalid, "start: empty command")
+		return nil, false, errorf(ErrInvalid, "start: empty command")
 	}
+	if spec.ID != "" {
+		if spec.Foreground || !IDPattern.MatchString(spec.ID) {
+			return nil, false, errorf(ErrInvalid, "start: id %q: want %s on a background process", clipStr(spec.ID), IDPattern)
+		}
+		s.idMu.Lock()
+		defer s.idMu.Unlock()
+		s.mu.Lock()
+		old, ok := s.procs[spec.ID]
+		s.mu.Unlock()
+		if ok {
+			return old, true, nil
+		}
+	}
+	p, e = s.launch(spec)
+	return p, false, e
+}
+
+// launch starts spec on a free shim.
+func (s *server) launch(spec *Spec) (*proc, *Error) {
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
 		return nil, errorf(ErrState, "the runtime is stopping")
 	}
-	if !spec.Foreground {
+	if !spec.Foreground && !spec.Exec {
 		live := 0
 		for _, p := range s.procs {
-			if !p.fg && !p.treeDone {
+			if !p.fg && !p.info.Exec && !p.treeDone {
 				live++
 			}
 		}
@@ -404,13 +438,24 @@ func (s *server) start(spec *Spec) (*proc, *Error) {
 	if spec.InheritEnv {
 		env = mergeEnv(s.inherit, spec.Env)
 	}
-	capacity := s.bufBytes
-	if spec.Foreground {
+	capacity, head := s.bufBytes, 0
+	switch {
+	case spec.Foreground:
 		capacity = foregroundWindow
+	case spec.Lossless:
+		capacity = 2 * s.bufBytes
+	}
+	if !spec.Foreground {
+		head = min(max(spec.HeadBytes, 0), s.bufBytes)
+	}
+	id := spec.ID
+	if id == "" {
+		id = newID()
 	}
 	p := &proc{
-		info: Info{ID: newID(), Tag: spec.Tag, Argv: slices.Clone(spec.Argv), PTY: spec.PTY, StartedMS: time.Now().UnixMilli()},
+		info: Info{ID: id, Tag: spec.Tag, Argv: slices.Clone(spec.Argv), PTY: spec.PTY, Exec: spec.Exec, StartedMS: time.Now().UnixMilli()},
 		fg:   spec.Foreground, changed: make(chan struct{}), shim: sh,
+		lossless: spec.Lossless && !spec.Foreground, lastRead: time.Now(),
 	}
 	var child [3]*os.File // the ends the process gets
 	var readers [2]*os.File
@@ -438,7 +483,7 @@ func (s *server) start(spec *Spec) (*proc, *Error) {
 		child = [3]*os.File{slave, slave, slave}
 		readers[0] = master
 		p.master, p.stdin = master, master
-		p.bufs[0] = newRing(capacity)
+		p.bufs[0] = newRing(capacity, head)
 		p.open[0] = true
 	} else {
 		for i := range 2 {
@@ -449,7 +494,7 @@ func (s *server) start(spec *Spec) (*proc, *Error) {
 				return nil, errorf(ErrInternal, "start: pipe: %v", err)
 			}
 			readers[i], child[i+1] = r, w
-			p.bufs[i] = newRing(capacity)
+			p.bufs[i] = newRing(capacity, head)
 			p.open[i] = true
 		}
 		switch {
@@ -471,7 +516,7 @@ func (s *server) start(spec *Spec) (*proc, *Error) {
 			child[0] = dn
 		}
 	}
-	started, err := sh.spawn(shimMsg{Op: "spawn", Argv: spec.Argv, Env: env, Dir: spec.Dir, PTY: spec.PTY, KillOnExit: spec.Foreground},
+	started, err := sh.spawn(shimMsg{Op: "spawn", Argv: spec.Argv, Env: env, Dir: spec.Dir, PTY: spec.PTY, KillOnExit: spec.Foreground || spec.Exec},
 		[]int{int(child[0].Fd()), int(child[1].Fd()), int(child[2].Fd())})
 	for i, f := range child {
 		if f != nil && (i == 0 || f != child[i-1]) {
@@ -532,7 +577,7 @@ func (s *server) start(spec *Spec) (*proc, *Error) {
 			go s.pump(p, i, r)
 		}
 	}
-	if spec.Foreground && spec.Stdin != nil && p.stdin != nil {
+	if spec.Stdin != nil && p.stdin != nil && !spec.PTY {
 		w := p.stdin
 		s.mu.Lock()
 		p.stdin = nil
@@ -649,7 +694,7 @@ func (s *server) pump(p *proc, i int, r *os.File) {
 	buf := make([]byte, 32<<10)
 	for {
 		n := len(buf)
-		if p.fg {
+		if p.fg || p.lossless {
 			s.mu.Lock()
 			for {
 				room := int64(p.bufs[i].cap) - (p.bufs[i].end - p.acked[i])
@@ -660,6 +705,22 @@ func (s *server) pump(p *proc, i int, r *os.File) {
 				if p.treeDone && !p.open[i] {
 					s.mu.Unlock()
 					return
+				}
+				if p.lossless {
+					left := LosslessIdle - time.Since(p.lastRead)
+					if left <= 0 {
+						break // nobody reads: drop the oldest bytes again
+					}
+					t := time.NewTimer(left)
+					ch := p.changed
+					s.mu.Unlock()
+					select {
+					case <-ch:
+					case <-t.C:
+					}
+					t.Stop()
+					s.mu.Lock()
+					continue
 				}
 				ch := p.changed
 				s.mu.Unlock()
@@ -697,17 +758,22 @@ func (s *server) read(req Request, gone <-chan struct{}) (Response, []byte, *Err
 	if !ok {
 		return Response{}, nil, errorf(ErrNotFound, "no process %q", clipStr(req.ID))
 	}
-	for i := range 2 {
-		if p.fg && req.Offsets[i] > p.acked[i] {
-			p.acked[i] = min(req.Offsets[i], p.bufs[i].end)
-			p.notify() // a waiting pump may go on
+	if (p.fg || p.lossless) && !req.Peek {
+		if p.lossless {
+			p.lastRead = time.Now()
+		}
+		for i := range 2 {
+			if b := p.bufs[i]; b != nil && req.Offsets[i] != NoStream && req.Offsets[i] > p.acked[i] {
+				p.acked[i] = min(req.Offsets[i], b.end)
+				p.notify() // a waiting pump may go on
+			}
 		}
 	}
 	exitedBefore := p.info.Exited
 	for {
 		has := false
 		for i := range 2 {
-			if b := p.bufs[i]; b != nil && b.end > req.Offsets[i] {
+			if b := p.bufs[i]; b != nil && req.Offsets[i] != NoStream && b.end > req.Offsets[i] {
 				has = true
 			}
 		}
@@ -739,11 +805,16 @@ func (s *server) read(req Request, gone <-chan struct{}) (Response, []byte, *Err
 		b := p.bufs[i]
 		c := Chunk{Offset: req.Offsets[i]}
 		if b != nil {
-			if c.Offset < b.start {
-				c.Dropped, c.Offset = b.start-c.Offset, b.start
+			var d []byte
+			n := max
+			if req.MaxTotal > 0 {
+				n = min(n, req.MaxTotal-len(data))
 			}
-			c.Offset = min(c.Offset, b.end)
-			d := b.read(c.Offset, max)
+			if c.Offset == NoStream {
+				c.Offset = b.end
+			} else {
+				d, c.Offset, c.Dropped = b.readAt(c.Offset, n)
+			}
 			c.Len = len(d)
 			data = append(data, d...)
 			// Nothing follows: the stream is closed, the process ended (its
@@ -797,18 +868,21 @@ func (s *server) write(id string, data []byte, closeIn bool) (int, *Error) {
 	return n, nil
 }
 
-func (s *server) signal(id string, sig syscall.Signal) *Error {
+func (s *server) signal(id string, sig syscall.Signal, reason string) *Error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.procs[id]
 	if !ok {
 		return errorf(ErrNotFound, "no process %q", clipStr(id))
 	}
+	if reason != "" && (reason != ReasonCanceled || sig != syscall.SIGKILL) {
+		return errorf(ErrInvalid, "signal: reason %q: only %q, with SIGKILL", clipStr(reason), ReasonCanceled)
+	}
 	if p.treeDone || p.shim == nil {
 		return nil // nothing left to signal
 	}
 	if sig == syscall.SIGKILL {
-		s.killLocked(p, "")
+		s.killLocked(p, reason)
 		return nil
 	}
 	p.shim.send(shimMsg{Op: "signal", Sig: int(sig)}, nil)
@@ -845,12 +919,50 @@ func (s *server) killLocked(p *proc, reason string) {
 	}
 }
 
+// wait waits up to waitMS (at most maxReadWait) for process id's tree to
+// end and its streams to close, and returns the process as it is then.
+func (s *server) wait(id string, waitMS int64, gone <-chan struct{}) (Info, *Error) {
+	deadline := time.Now().Add(min(time.Duration(waitMS)*time.Millisecond, maxReadWait))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.procs[id]
+	if !ok {
+		return Info{}, errorf(ErrNotFound, "no process %q", clipStr(id))
+	}
+	for !(p.info.Exited && p.treeDone && !p.open[0] && !p.open[1]) {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		ch := p.changed
+		s.mu.Unlock()
+		t := time.NewTimer(left)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-gone:
+			t.Stop()
+			s.mu.Lock()
+			return Info{}, errorf(ErrState, "the client went away")
+		}
+		t.Stop()
+		s.mu.Lock()
+	}
+	info := p.info
+	info.TreeRunning = info.Exited && !p.treeDone
+	return info, nil
+}
+
+// list returns the background processes (exec processes are not listed).
 func (s *server) list() []Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []Info{}
 	for _, id := range s.order {
 		p := s.procs[id]
+		if p.info.Exec {
+			continue
+		}
 		info := p.info
 		info.TreeRunning = info.Exited && !p.treeDone
 		out = append(out, info)
@@ -858,19 +970,31 @@ func (s *server) list() []Info {
 	return out
 }
 
-// pruneLocked forgets the oldest ended background processes beyond keptExited.
+// pruneLocked forgets the oldest ended background processes beyond
+// keptExited, and the oldest ended exec processes beyond keptExec.
 func (s *server) pruneLocked() {
-	var ended []string
+	var ended, execs []string
 	for _, id := range s.order {
 		if p := s.procs[id]; p.treeDone && !p.open[0] && !p.open[1] {
-			ended = append(ended, id)
+			if p.info.Exec {
+				execs = append(execs, id)
+			} else {
+				ended = append(ended, id)
+			}
 		}
 	}
-	for len(ended) > keptExited {
-		id := ended[0]
-		ended = ended[1:]
+	var drop []string
+	if n := len(ended) - keptExited; n > 0 {
+		drop = append(drop, ended[:n]...)
+	}
+	if n := len(execs) - keptExec; n > 0 {
+		drop = append(drop, execs[:n]...)
+	}
+	for _, id := range drop {
 		delete(s.procs, id)
-		s.order = slices.DeleteFunc(s.order, func(x string) bool { return x == id })
+	}
+	if len(drop) > 0 {
+		s.order = slices.DeleteFunc(s.order, func(x string) bool { return slices.Contains(drop, x) })
 	}
 }
 
@@ -926,9 +1050,13 @@ func (s *server) shutdown(grace time.Duration) []Final {
 		}
 		for i, b := range p.bufs {
 			if b != nil {
-				f.Starts[i] = b.start
-				f.Data[i] = b.read(b.start, int(b.end-b.start))
+				from := max(b.start, b.end-ArchiveTailBytes)
+				f.Starts[i] = from
+				f.Data[i] = b.read(from, int(b.end-from))
 				f.Info.Totals[i] = b.end
+				if len(b.head) > 0 && from > 0 {
+					f.Heads[i] = slices.Clone(b.head)
+				}
 			}
 		}
 		out = append(out, f)

@@ -38,8 +38,16 @@ func serveTB(t testing.TB) (*supervisor.Client, *exec.Cmd) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = c.Shutdown(ctx, time.Second)
-		_ = cmd.Wait()
+		_, err := c.Shutdown(ctx, time.Second)
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("the supervisor did not exit after shutdown (%v)", err)
+		}
 	})
 	return c, cmd
 }
@@ -79,14 +87,14 @@ func TestRunAndBackground(t *testing.T) {
 	require.Equal(t, int64(0), n)
 	require.Greater(t, sum.Len(), 20<<20)
 
-	bg, err := c.Start(ctx, supervisor.Spec{Argv: []string{"sh", "-c", "read x; echo got $x; sleep 0.2; exit 7"}, Env: env(), Dir: "/", OpenStdin: true, Tag: "t1"})
+	bg, _, err := c.Start(ctx, supervisor.Spec{Argv: []string{"sh", "-c", "read x; echo got $x; sleep 0.2; exit 7"}, Env: env(), Dir: "/", OpenStdin: true, Tag: "t1"})
 	require.NoError(t, err)
 	_, err = c.Write(ctx, bg.ID, []byte("hello\n"), true)
 	require.NoError(t, err)
 	var got []byte
 	off := [2]int64{}
 	for {
-		r, err := c.Read(ctx, bg.ID, off, 0, 5*time.Second)
+		r, err := c.Read(ctx, bg.ID, off, 0, 5*time.Second, false)
 		require.NoError(t, err)
 		got = append(got, r.Data[0]...)
 		off[0] += int64(len(r.Data[0]))
@@ -101,4 +109,154 @@ func TestRunAndBackground(t *testing.T) {
 	require.Len(t, list, 1)
 	require.Equal(t, "t1", list[0].Tag)
 	require.True(t, strings.HasPrefix(list[0].ID, "proc-"))
+}
+
+// TestExecProcesses: an exec's process (Spec.Exec) is started once per id,
+// keeps its head past the buffer, waits for its reader when lossless, is
+// not listed, and ends as cancelled or timed out.
+func TestExecProcesses(t *testing.T) {
+	c, _ := serve(t)
+	ctx := context.Background()
+
+	// Started once per id: a second start returns the first process.
+	spec := supervisor.Spec{ID: "exec-once", Exec: true, Argv: []string{"sh", "-c", "echo run >> count; cat; echo done"}, Env: env(), Dir: t.TempDir(), Stdin: []byte("in\n")}
+	a, existing, err := c.Start(ctx, spec)
+	require.NoError(t, err)
+	require.False(t, existing)
+	b, existing, err := c.Start(ctx, spec)
+	require.NoError(t, err)
+	require.True(t, existing)
+	require.Equal(t, a.ID, b.ID)
+	info, err := c.Wait(ctx, a.ID, 10*time.Second)
+	require.NoError(t, err)
+	require.True(t, info.Exited)
+	require.Zero(t, info.ExitCode)
+	count, err := os.ReadFile(filepath.Join(spec.Dir, "count"))
+	require.NoError(t, err)
+	require.Equal(t, "run\n", string(count), "the command ran once")
+	r, err := c.Read(ctx, a.ID, [2]int64{0, 0}, 0, 0, true)
+	require.NoError(t, err)
+	require.Equal(t, "in\ndone\n", string(r.Data[0]), "stdin data reached the command")
+	list, err := c.List(ctx)
+	require.NoError(t, err)
+	require.Empty(t, list, "exec processes are not listed")
+
+	// The head stays when the buffer (1 MiB) wraps: 3 MiB of output.
+	h, _, err := c.Start(ctx, supervisor.Spec{ID: "exec-head", Exec: true, HeadBytes: 100, Argv: []string{"sh", "-c", "printf 'HEAD'; head -c 3145728 /dev/zero; printf 'TAIL'"}, Env: env(), Dir: "/"})
+	require.NoError(t, err)
+	info, err = c.Wait(ctx, h.ID, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, int64(3145736), info.Totals[0])
+	r, err = c.Read(ctx, h.ID, [2]int64{0, supervisor.NoStream}, 100, 0, true)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), r.Chunks[0].Offset)
+	require.Equal(t, "HEAD", string(r.Data[0][:4]))
+	require.Len(t, r.Data[0], 100)
+	r, err = c.Read(ctx, h.ID, [2]int64{100, supervisor.NoStream}, 100, 0, true)
+	require.NoError(t, err)
+	require.Equal(t, info.Totals[0]-(1<<20), r.Chunks[0].Offset, "past the head, bytes the buffer dropped are skipped")
+	require.Equal(t, r.Chunks[0].Offset-100, r.Chunks[0].Dropped)
+	r, err = c.Read(ctx, h.ID, [2]int64{info.Totals[0] - 4, supervisor.NoStream}, 100, 0, true)
+	require.NoError(t, err)
+	require.Equal(t, "TAIL", string(r.Data[0]))
+	require.True(t, r.Chunks[0].EOF)
+
+	// Lossless: 5 MiB through a 1 MiB buffer, read slowly, arrive whole.
+	l, _, err := c.Start(ctx, supervisor.Spec{ID: "exec-lossless", Exec: true, Lossless: true, Argv: []string{"sh", "-c", "head -c 5242880 /dev/urandom | tee /dev/stderr | md5sum"}, Env: env(), Dir: "/"})
+	require.NoError(t, err)
+	var off [2]int64
+	var data bytes.Buffer
+	var sum string
+	for {
+		r, err := c.Read(ctx, l.ID, off, 256<<10, 5*time.Second, false)
+		require.NoError(t, err)
+		require.Zero(t, r.Chunks[0].Dropped+r.Chunks[1].Dropped, "nothing dropped")
+		sum += string(r.Data[0])
+		data.Write(r.Data[1])
+		for i := range 2 {
+			off[i] = r.Chunks[i].Offset + int64(r.Chunks[i].Len)
+		}
+		if r.Chunks[0].EOF && r.Chunks[1].EOF {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, 5<<20, data.Len())
+	md := exec.Command("md5sum")
+	md.Stdin = bytes.NewReader(data.Bytes())
+	want, err := md.Output()
+	require.NoError(t, err)
+	require.Equal(t, string(want), sum, "the streamed bytes are the output")
+
+	// Cancel kills the tree and records the reason; a timeout does too.
+	k, _, err := c.Start(ctx, supervisor.Spec{ID: "exec-cancel", Exec: true, Argv: []string{"sh", "-c", "sleep 300 & sleep 300"}, Env: env(), Dir: "/"})
+	require.NoError(t, err)
+	require.NoError(t, c.Cancel(ctx, k.ID))
+	info, err = c.Wait(ctx, k.ID, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, supervisor.ReasonCanceled, info.Reason)
+	require.False(t, info.TreeRunning)
+	to, _, err := c.Start(ctx, supervisor.Spec{ID: "exec-timeout", Exec: true, TimeoutMS: 300, Argv: []string{"sleep", "300"}, Env: env(), Dir: "/"})
+	require.NoError(t, err)
+	info, err = c.Wait(ctx, to.ID, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, supervisor.ReasonTimeout, info.Reason)
+
+	// A bad id is refused; the process limit does not count execs.
+	_, _, err = c.Start(ctx, supervisor.Spec{ID: "../x", Exec: true, Argv: []string{"true"}, Env: env(), Dir: "/"})
+	require.Error(t, err)
+}
+
+// TestShutdownWithFullBuffers: a shutdown with many full buffers answers
+// (their newest ArchiveTailBytes each, in the payload) and the supervisor
+// exits.
+func TestShutdownWithFullBuffers(t *testing.T) {
+	bin := supervisortest.Binary(t)
+	sock := filepath.Join(t.TempDir(), "ctl.sock")
+	ln, err := supervisor.Listen(sock)
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "serve", "--ctl-fd", "3", "--runtime", "t")
+	cmd.ExtraFiles = []*os.File{ln}
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, cmd.Start())
+	ln.Close()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c := supervisor.NewClient(sock)
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 24; i++ {
+		info, _, err := c.Start(ctx, supervisor.Spec{Argv: []string{"sh", "-c", "head -c 1200000 /dev/zero; head -c 1200000 /dev/zero >&2; exec sleep 300"}, Env: env(), Dir: "/"})
+		require.NoError(t, err)
+		ids = append(ids, info.ID)
+	}
+	for _, id := range ids {
+		for {
+			r, err := c.Read(ctx, id, [2]int64{supervisor.NoStream, supervisor.NoStream}, 0, 0, true)
+			require.NoError(t, err)
+			if r.Info.Totals == [2]int64{1200000, 1200000} {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	finals, err := c.Shutdown(sctx, 5*time.Second)
+	require.NoError(t, err)
+	require.Len(t, finals, len(ids))
+	for _, f := range finals {
+		require.Equal(t, supervisor.ReasonStopped, f.Info.Reason)
+		for i := range 2 {
+			require.Len(t, f.Data[i], supervisor.ArchiveTailBytes)
+			require.Equal(t, int64(1200000-supervisor.ArchiveTailBytes), f.Starts[i])
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the supervisor did not exit after shutdown")
+	}
 }

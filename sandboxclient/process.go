@@ -1,0 +1,191 @@
+package sandboxclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// CancelWait bounds how long Exec and ExecStream wait, once their context
+// ended, for the cancel update and for the cancelled command's result.
+const CancelWait = 15 * time.Second
+
+// ProcessStart starts a background process (docs/API.md "Processes") and
+// returns its id at once. Refused before sending: a command, environment
+// or cwd that is not valid UTF-8 (ErrInvalidArgument,
+// ErrInvalidWorkspacePath). Errors: ErrResourceLimit beyond
+// sandboxapi.MaxProcesses live processes, ErrCommandRejected when the
+// workspace's runtime runs no background processes.
+func (s *Session) ProcessStart(ctx context.Context, in sandboxapi.ProcessStartInput) (sandboxapi.ProcessStartResult, error) {
+	if err := checkExecPayload(sandboxapi.ExecRequest{Cmd: in.Cmd, Env: in.Env, Cwd: in.Cwd}); err != nil {
+		return sandboxapi.ProcessStartResult{}, err
+	}
+	if err := requireUTF8(sandboxapi.ErrInvalidArgument, "tag", in.Tag); err != nil {
+		return sandboxapi.ProcessStartResult{}, err
+	}
+	return Call(ctx, s, sandboxapi.OpProcessStart, in)
+}
+
+// ProcessRead reads a process's output through the session (process_read):
+// from in.Offset, waiting up to in.WaitMS for new output. For long streams
+// use StreamRead, which keeps the session's history small.
+func (s *Session) ProcessRead(ctx context.Context, in sandboxapi.ProcessReadInput) (sandboxapi.ProcessReadResult, error) {
+	return Call(ctx, s, sandboxapi.OpProcessRead, in)
+}
+
+// ProcessWrite writes data to a process's stdin (its terminal for a PTY
+// process) and closes it afterwards when closeStdin. Errors:
+// ErrCommandRejected when stdin is closed or the process ended.
+func (s *Session) ProcessWrite(ctx context.Context, id string, data []byte, closeStdin bool) (sandboxapi.ProcessWriteResult, error) {
+	if len(data) > sandboxapi.MaxProcessWriteBytes {
+		return sandboxapi.ProcessWriteResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_write: more than %d bytes", sandboxapi.MaxProcessWriteBytes)
+	}
+	return Call(ctx, s, sandboxapi.OpProcessWrite, sandboxapi.ProcessWriteInput{ProcessID: id, Data: data, CloseStdin: closeStdin})
+}
+
+// ProcessSignal sends signal (sandboxapi.ProcessSignals; "" = TERM) to a
+// process; KILL ends its whole tree.
+func (s *Session) ProcessSignal(ctx context.Context, id, signal string) error {
+	_, err := Call(ctx, s, sandboxapi.OpProcessSignal, sandboxapi.ProcessSignalInput{ProcessID: id, Signal: signal})
+	return err
+}
+
+// ProcessResize sets a PTY process's terminal size.
+func (s *Session) ProcessResize(ctx context.Context, id string, rows, cols int) error {
+	_, err := Call(ctx, s, sandboxapi.OpProcessResize, sandboxapi.ProcessResizeInput{ProcessID: id, Rows: rows, Cols: cols})
+	return err
+}
+
+// ProcessList lists the runtime's background processes.
+func (s *Session) ProcessList(ctx context.Context) (sandboxapi.ProcessListResult, error) {
+	return Call(ctx, s, sandboxapi.OpProcessList, sandboxapi.None{})
+}
+
+// Cancel cancels the exec sent with update id updateID (docs/API.md
+// "Cancelling a command"): its whole process tree is killed and it returns
+// cancelled (exit 130); the result says what state it was in.
+func (s *Session) Cancel(ctx context.Context, updateID string) (sandboxapi.CancelResult, error) {
+	return Call(ctx, s, sandboxapi.OpCancel, sandboxapi.CancelInput{UpdateID: updateID})
+}
+
+// StreamRead is ProcessRead through the workspace's stream workflow
+// (docs/API.md "Streaming exec output"): it never waits for the session's
+// lock and the bytes read never enter the session's history. The stream
+// workflow is started when it is not running (update-with-start), and a
+// read that met its continue-as-new is sent again.
+func (s *Session) StreamRead(ctx context.Context, in sandboxapi.ProcessReadInput) (sandboxapi.ProcessReadResult, error) {
+	wfID, err := sandboxapi.StreamWorkflowID(s.wsID)
+	if err != nil {
+		return sandboxapi.ProcessReadResult{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		op := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID: wfID, TaskQueue: s.c.taskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		}, sandboxapi.ProcessStreamWorkflowType, sandboxapi.StreamInput{WorkspaceID: s.wsID})
+		h, err := s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{WorkflowID: wfID, UpdateName: sandboxapi.UpdateProcessRead,
+				Args: []any{in}, WaitForStage: client.WorkflowUpdateStageCompleted},
+		})
+		var out sandboxapi.ProcessReadResult
+		if err == nil {
+			err = h.Get(ctx, &out)
+		}
+		if err == nil {
+			return out, nil
+		}
+		typed := FromTemporal(err)
+		if attempt < 4 && ctx.Err() == nil && (sandboxapi.KindOf(typed) == nil || isRunGone(err)) {
+			// The run continued as new (or completed) under the update:
+			// the next attempt reaches (or starts) the current run.
+			continue
+		}
+		return out, typed
+	}
+}
+
+// isRunGone reports whether err says the update's run ended before it was
+// handled.
+func isRunGone(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
+// newUpdateID returns a random update id for an exec.
+func newUpdateID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "exec-" + hex.EncodeToString(b[:])
+}
+
+// sendExec sends the exec update with id and waits for it to be accepted
+// (validated): nil and the handle, or the rejection. A session whose run is
+// ending or gone is resumed as update does.
+func (s *Session) sendExec(ctx context.Context, id string, req sandboxapi.ExecRequest) (client.WorkflowUpdateHandle, error) {
+	for attempt := 0; ; attempt++ {
+		h, err := s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.wfID, UpdateName: sandboxapi.UpdateExec,
+			UpdateID: id, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageAccepted})
+		if err == nil {
+			return h, nil
+		}
+		if attempt < 4 && s.resumable(ctx, err) {
+			continue
+		}
+		return nil, FromTemporal(err)
+	}
+}
+
+// awaitExec waits for the exec update h (id) to complete. When ctx ends
+// first, the command is cancelled (the cancel update) and its cancelled
+// result is returned with ctx's error.
+func (s *Session) awaitExec(ctx context.Context, h client.WorkflowUpdateHandle, id string) (sandboxapi.ExecResult, error) {
+	var res sandboxapi.ExecResult
+	err := h.Get(ctx, &res)
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() == nil {
+		return res, FromTemporal(err)
+	}
+	return s.abandon(ctx, id), ctx.Err()
+}
+
+// abandon cancels the exec with update id after ctx ended and returns its
+// result (waiting at most CancelWait; a cancelled result when it is not
+// known by then).
+func (s *Session) abandon(ctx context.Context, id string) sandboxapi.ExecResult {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), CancelWait)
+	defer cancel()
+	s.cancelSent(bg, id)
+	var res sandboxapi.ExecResult
+	if err := s.c.tc.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: s.wfID, UpdateID: id}).Get(bg, &res); err != nil {
+		res = sandboxapi.ExecResult{ExitCode: 130, Cancelled: true}
+	}
+	return res
+}
+
+// cancelSent cancels the exec with update id, which may not have reached
+// the session yet (a cancel that finds no such exec is sent again twice).
+func (s *Session) cancelSent(ctx context.Context, id string) {
+	for attempt := 0; attempt < 3; attempt++ {
+		c, err := s.Cancel(ctx, id)
+		if err != nil || c.State != sandboxapi.CancelUnknown {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

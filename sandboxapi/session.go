@@ -155,6 +155,10 @@ type Handle struct {
 	ForkedFrom string `json:"forked_from,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
+	// Network and NetworkAllow are the workspace's network policy
+	// (Workspace.Network, Workspace.NetworkAllow).
+	Network      Network  `json:"network,omitempty"`
+	NetworkAllow []string `json:"network_allow,omitempty"`
 	// CodeHost: the worker has a code host for the repository's host, so
 	// create_pull_request can be served (docs/API.md "Updates"); false when
 	// none is configured (that update is then SandboxCommandRejected).

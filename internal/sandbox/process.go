@@ -110,6 +110,9 @@ type ProcessSpec struct {
 	// Stdin keeps standard input open for WriteProcess; otherwise it is
 	// /dev/null. A PTY process always has its terminal as input.
 	Stdin bool `json:"stdin,omitempty"`
+	// Network is the network the process runs with, as ExecRequest.Network:
+	// "" is RuntimeSpec.Network, a mode above it is ErrCommandRejected.
+	Network Network `json:"network,omitempty"`
 }
 
 // TerminalSize is a terminal's size in character cells.

@@ -87,7 +87,7 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) san
 		BaseRef: ws.BaseRef, BaseCommit: ws.BaseCommit, Mode: ws.Mode, Capabilities: ws.Capabilities,
 		Repo: ws.Repo, HostID: ws.HostID, RuntimeKind: settings.RuntimeKind, UserID: ws.UserID,
 		ProjectID: ws.ProjectID, Created: created, ContractVersion: sandboxapi.ContractVersion,
-		CodeHost: settings.CodeHost,
+		CodeHost: settings.CodeHost, Network: ws.Network, NetworkAllow: ws.NetworkAllow,
 	}
 }
 

@@ -13,25 +13,53 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// Processes implements sandbox.ProcessRuntime over a runtime's supervisor,
-// for the backends that run one (bubblewrap, local, Docker); the backend
-// supplies the hooks. Processes of a supervisor that was shut down (Stop)
-// are served from Archive afterwards.
+// Processes implements sandbox.ProcessRuntime over a runtime's
+// supervisors, for the backends that run them (bubblewrap, local, Docker);
+// the backend supplies the hooks. A backend with one supervisor per network
+// mode (docs/SECURITY.md "Network modes") gives each the id prefix
+// IDPrefix(mode), so that a process id names its supervisor. Processes of a
+// supervisor that was shut down (Stop) are served from Archive afterwards.
 type Processes struct {
 	// Support is what ProcessSupport reports.
 	Support sandbox.ProcessSupport
-	// Client returns the runtime's supervisor client. With start it starts
-	// the runtime when needed (StartProcess); without, it returns (nil, nil)
-	// when the runtime does not run. Its errors are returned as they are.
-	Client func(ctx context.Context, start bool) (*Client, error)
+	// Client returns the runtime's supervisor client for processes of
+	// network ("" for a backend with one supervisor). With start it starts
+	// the runtime (and that supervisor) when needed (StartProcess); without,
+	// it returns (nil, nil) when it does not run. Its errors are returned as
+	// they are.
+	Client func(ctx context.Context, start bool, network sandbox.Network) (*Client, error)
 	// Prepare maps a validated spec onto the supervisor's (environment
-	// layered on the runtime's, cwd resolved inside the workdir); its errors
-	// are returned as they are.
-	Prepare func(spec sandbox.ProcessSpec) (Spec, error)
+	// layered on the runtime's, cwd resolved inside the workdir) and names
+	// the network whose supervisor runs it; its errors are returned as they
+	// are (ErrCommandRejected for a network above the runtime's).
+	Prepare func(spec sandbox.ProcessSpec) (Spec, sandbox.Network, error)
+	// Networks are the supervisors ListProcesses asks, in order; nil: one ("").
+	Networks []sandbox.Network
 	// Archive holds the processes of stopped supervisors.
 	Archive *Archive
+}
+
+// IDPrefix is the prefix of the process ids of the supervisor of network
+// ("proc-" for a backend with one supervisor): `serve --id-prefix`.
+func IDPrefix(network sandbox.Network) string {
+	if network == "" {
+		return "proc-"
+	}
+	return "proc-" + string(network) + "-"
+}
+
+// NetworkOfID returns the network whose supervisor gave process id (""
+// when the id names none).
+func NetworkOfID(id string) sandbox.Network {
+	for _, n := range sandboxapi.NetworkModes {
+		if strings.HasPrefix(id, IDPrefix(n)) {
+			return n
+		}
+	}
+	return ""
 }
 
 var _ sandbox.ProcessRuntime = (*Processes)(nil)
@@ -44,11 +72,11 @@ func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) 
 	if err := ValidateProcessSpec(spec); err != nil {
 		return sandbox.ProcessInfo{}, err
 	}
-	s, err := p.Prepare(spec)
+	s, network, err := p.Prepare(spec)
 	if err != nil {
 		return sandbox.ProcessInfo{}, err
 	}
-	c, err := p.Client(ctx, true)
+	c, err := p.Client(ctx, true, network)
 	if err != nil {
 		return sandbox.ProcessInfo{}, err
 	}
@@ -81,7 +109,7 @@ func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.Proc
 	if out, ok := p.Archive.Read(id, idx, req.Offset, max); ok {
 		return out, nil
 	}
-	c, err := p.Client(ctx, false)
+	c, err := p.Client(ctx, false, NetworkOfID(id))
 	if err != nil {
 		return sandbox.ProcessOutput{}, err
 	}
@@ -142,19 +170,29 @@ func (p *Processes) ResizeProcess(ctx context.Context, id string, rows, cols int
 	return MapError(c.Resize(ctx, id, uint16(rows), uint16(cols)), "process_resize")
 }
 
-// ListProcesses lists the archived processes, then the live supervisor's.
+// ListProcesses lists the archived processes, then each live supervisor's
+// (Networks order).
 func (p *Processes) ListProcesses(ctx context.Context) ([]sandbox.ProcessInfo, error) {
 	out := p.Archive.List()
-	c, err := p.Client(ctx, false)
-	if err != nil || c == nil {
-		return out, err
+	networks := p.Networks
+	if networks == nil {
+		networks = []sandbox.Network{""}
 	}
-	list, err := c.List(ctx)
-	if err != nil {
-		return nil, MapError(err, "process_list")
-	}
-	for _, i := range list {
-		out = append(out, ToInfo(i))
+	for _, n := range networks {
+		c, err := p.Client(ctx, false, n)
+		if err != nil {
+			return out, err
+		}
+		if c == nil {
+			continue
+		}
+		list, err := c.List(ctx)
+		if err != nil {
+			return nil, MapError(err, "process_list")
+		}
+		for _, i := range list {
+			out = append(out, ToInfo(i))
+		}
 	}
 	return out, nil
 }
@@ -165,7 +203,7 @@ func (p *Processes) live(ctx context.Context, id string) (*Client, error) {
 	if _, ok := p.Archive.Read(id, 0, 0, 0); ok {
 		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "process %s has ended (the runtime was stopped)", clipStr(id))
 	}
-	c, err := p.Client(ctx, false)
+	c, err := p.Client(ctx, false, NetworkOfID(id))
 	if err != nil {
 		return nil, err
 	}

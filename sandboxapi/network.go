@@ -275,3 +275,22 @@ func ParseNetworkAllow(field string, entries []string) ([]NetworkRule, error) {
 func SplitNetworkAllow(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
 }
+
+// CanonicalNetworkAllow parses entries (ParseNetworkAllow) and returns their
+// canonical forms (NetworkRule.String) in order, each once; nil for none.
+// Errors: ErrInvalidArgument naming field and the bad entry.
+func CanonicalNetworkAllow(field string, entries []string) ([]string, error) {
+	rules, err := ParseNetworkAllow(field, entries)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if c := r.String(); !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

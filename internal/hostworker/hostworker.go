@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
@@ -49,6 +51,9 @@ type Options struct {
 	// codec's (Config.Security.Payloads.DataConverter(), FailureConverter()):
 	// the workers use the client's converters.
 	Client client.Client
+	// EgressLookup, when set, resolves the names the egress proxy is asked
+	// for instead of the system resolver (tests: names of their own).
+	EgressLookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Host is a running worker host.
@@ -66,6 +71,10 @@ type Host struct {
 	CodecTokenSource string
 	Store            sandbox.Store
 	Activities       *activities.Activities
+
+	// Egress is the egress proxy of the limited network (nil unless the
+	// runtime is bubblewrap or Docker).
+	Egress *egress.Proxy
 
 	ownsClient    bool
 	stopHeartbeat func()
@@ -111,10 +120,14 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	runtimes, err := runtimeProvider(ctx, cfg, log)
+	// The limited network's only way out (docs/SECURITY.md "Network modes"):
+	// denied requests are logged with the workspace and the destination.
+	h.Egress = egress.New(egress.Options{Logger: log, Lookup: opts.EgressLookup})
+	runtimes, err := runtimeProvider(ctx, cfg, h.Egress, log)
 	if err != nil {
 		return nil, err
 	}
+	log.Info("network policy", "default", cfg.RuntimeNetwork, "max", cfg.NetworkMax, "allow_entries", len(cfg.NetworkAllow))
 	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated})
 	if err != nil {
 		return nil, err
@@ -130,7 +143,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		HostID:  cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
 		Settings: wire.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
-		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, RuntimeResources: cfg.RuntimeResources, Logger: log,
+		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, NetworkMax: cfg.NetworkMax, NetworkAllow: cfg.NetworkAllow,
+		RuntimeResources: cfg.RuntimeResources, Logger: log,
 	}
 
 	if opts.Client != nil {
@@ -253,7 +267,7 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.Store
 // usable, else docker when SANDBOX_RUNTIME_IMAGE is set and the daemon
 // answers, else fails naming both reasons; local (no isolation) only when
 // asked for explicitly.
-func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+func runtimeProvider(ctx context.Context, cfg Config, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	newBwrap := func() (sandbox.RuntimeProvider, error) {
 		// The sandbox sees neither the data directory (other workspaces,
 		// repo caches, the SQLite store) nor the credentials file, even when
@@ -266,11 +280,11 @@ func runtimeProvider(ctx context.Context, cfg Config, log *slog.Logger) (sandbox
 		}
 		hidden = append(hidden, cfg.Auth.secretPaths()...) // credentials dir, GitHub App key
 		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log,
-			Supervisor: cfg.SupervisorBinary})
+			Supervisor: cfg.SupervisorBinary, Egress: eg})
 	}
 	newDocker := func() (sandbox.RuntimeProvider, error) {
 		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log, Supervisor: cfg.SupervisorBinary,
-			StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker")})
+			StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker"), Egress: eg})
 	}
 	switch cfg.RuntimeProvider {
 	case "e2b":
@@ -325,6 +339,9 @@ func (h *Host) Stop() {
 		w.Stop()
 	}
 	h.workers = nil
+	if h.Egress != nil {
+		h.Egress.Close() // limited runtimes reach nothing until a worker serves them again
+	}
 	if h.Client != nil && h.ownsClient {
 		h.Client.Close()
 	}

@@ -303,3 +303,13 @@ func TestClassify(t *testing.T) {
 	_, err := ParseRules(DefaultAllow)
 	require.NoError(t, err, "the default allow-list parses")
 }
+
+func TestForRemote(t *testing.T) {
+	ra, err := ForRemote([]string{"registry.npmjs.org:443", "*.corp.example", "registry.npmjs.org:80", "192.0.2.7:8080", "10.0.0.0/8",
+		"169.254.0.0/16", "0.0.0.0/0", "169.254.169.254", "2001:db8::/32"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"registry.npmjs.org", "*.corp.example"}, ra.Domains)
+	require.Equal(t, []string{"192.0.2.7", "10.0.0.0/8", "2001:db8::/32"}, ra.CIDRs)
+	require.Equal(t, []string{"registry.npmjs.org:443", "registry.npmjs.org:80", "192.0.2.7:8080"}, ra.Widened)
+	require.Equal(t, []string{"169.254.0.0/16", "0.0.0.0/0", "169.254.169.254"}, ra.Dropped, "nothing opens the metadata address")
+}

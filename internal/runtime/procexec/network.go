@@ -53,3 +53,22 @@ func ProxyEnv(addr string) map[string]string {
 		"http_proxy": u, "https_proxy": u, "all_proxy": u, "no_proxy": NoProxy,
 	}
 }
+
+// SingleNetwork checks the network a command of op asks for on a runtime of
+// kind that applies one network, its spec's, to every command (the remote
+// runtimes: RuntimeCapabilities.PerCommandNetwork false). Errors: those of
+// CommandNetwork, and sandbox.ErrCommandRejected for any mode but the
+// runtime's own.
+func SingleNetwork(kind, op string, spec *sandbox.RuntimeSpec, asked sandbox.Network) error {
+	if asked == "" || spec == nil {
+		return nil
+	}
+	policy := RuntimeNetwork(*spec)
+	if _, err := CommandNetwork(op, policy, asked); err != nil {
+		return err
+	}
+	if asked != policy {
+		return sandbox.Errorf(sandbox.ErrCommandRejected, "%s: the %s runtime applies the workspace's network policy (%s) to every command: a command cannot choose another network", op, kind, policy)
+	}
+	return nil
+}

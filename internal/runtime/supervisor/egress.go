@@ -20,9 +20,10 @@ import (
 // commands get HTTP_PROXY=http://EgressListen.
 const EgressListen = "127.0.0.1:3128"
 
-// forwardEgress accepts on ln and relays each connection to the unix
-// socket sock, until ln is closed.
-func forwardEgress(ln net.Listener, sock string) {
+// ForwardEgress accepts on ln and relays each connection to the unix
+// socket sock (the egress proxy's endpoint), until ln is closed: the
+// forwarder of `serve --egress-socket` (benchmarks measure it).
+func ForwardEgress(ln net.Listener, sock string) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {

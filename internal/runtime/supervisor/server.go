@@ -156,7 +156,7 @@ func serveMain(args []string) int {
 			fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: egress forwarder:", err)
 			return 1
 		}
-		go forwardEgress(eln, *egressSock)
+		go ForwardEgress(eln, *egressSock)
 	}
 	reap := make(chan struct{}, 1)
 	ignoreSignals(func() {

@@ -123,11 +123,11 @@ type Workspace struct {
 	Network Network `json:"network,omitempty"`
 	// NetworkAllow is the workspace's own allow-list entries, canonical
 	// (NetworkRule.String), added to the worker's for its limited network.
-	NetworkAllow []string `json:"network_allow,omitempty"`
-	LastUsedAt     time.Time      `json:"last_used_at"`
-	SizeBytes      int64          `json:"size_bytes"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
+	NetworkAllow []string  `json:"network_allow,omitempty"`
+	LastUsedAt   time.Time `json:"last_used_at"`
+	SizeBytes    int64     `json:"size_bytes"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
 // Network is a runtime's network policy (docs/SECURITY.md "Network modes").

@@ -312,38 +312,43 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	if err := p.attachEgress(spec, b); err != nil {
 		return nil, err
 	}
-	r, err := p.createMain(ctx, spec, b)
+	r, created, err := p.createMain(ctx, spec, b)
 	if err != nil {
 		return nil, err
 	}
-	r.trim(ctx)
+	if created {
+		// A new own container (a new spec, perhaps a narrower policy):
+		// those of modes it no longer allows, or now runs itself, go.
+		r.trim(ctx)
+	}
 	return r, nil
 }
 
-// createMain creates (or reuses, or replaces) the runtime's own container.
-func (p *Provider) createMain(ctx context.Context, spec sandbox.RuntimeSpec, b *built) (*Runtime, error) {
+// createMain creates (or reuses, or replaces) the runtime's own container;
+// created says it was made now.
+func (p *Provider) createMain(ctx context.Context, spec sandbox.RuntimeSpec, b *built) (*Runtime, bool, error) {
 	name := ContainerName(spec.ID)
 	for attempt := 0; ; attempt++ {
 		info, err := p.cli.ContainerInspect(ctx, name)
 		switch {
 		case err == nil:
 			if err := ours(info.Config, spec.ID); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if info.Config.Labels[LabelSpecHash] == b.hash {
-				return p.handle(spec.ID, b.root, b.workdir, &spec), nil
+				return p.handle(spec.ID, b.root, b.workdir, &spec), false, nil
 			}
 			if attempt >= 2 {
-				return nil, sandbox.Errorf(sandbox.ErrConflict, "docker: container %s keeps changing under a concurrent create", name)
+				return nil, false, sandbox.Errorf(sandbox.ErrConflict, "docker: container %s keeps changing under a concurrent create", name)
 			}
 			p.log.Info("replacing a runtime container built from another spec", "id", spec.ID, "container", name)
 			p.dropClient(spec.ID)
 			if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-				return nil, p.mapErr(err, "replace container %s", name)
+				return nil, false, p.mapErr(err, "replace container %s", name)
 			}
 			continue
 		case !cerrdefs.IsNotFound(err):
-			return nil, p.mapErr(err, "inspect container %s", name)
+			return nil, false, p.mapErr(err, "inspect container %s", name)
 		}
 		_, err = p.cli.ContainerCreate(ctx, b.config, b.host, nil, nil, name)
 		switch {
@@ -351,15 +356,15 @@ func (p *Provider) createMain(ctx context.Context, spec sandbox.RuntimeSpec, b *
 		case cerrdefs.IsConflict(err) && attempt < 2:
 			continue // created concurrently: inspect and reuse it
 		case cerrdefs.IsNotFound(err):
-			return nil, p.imageError(b.config.Image, err)
+			return nil, false, p.imageError(b.config.Image, err)
 		default:
-			return nil, p.mapErr(err, "create container %s", name)
+			return nil, false, p.mapErr(err, "create container %s", name)
 		}
 		if err := p.cli.ContainerStart(ctx, name, container.StartOptions{}); err != nil {
-			return nil, p.mapErr(err, "start container %s", name)
+			return nil, false, p.mapErr(err, "start container %s", name)
 		}
 		p.log.Debug("runtime created", "id", spec.ID, "container", name, "image", b.config.Image, "user", b.config.User, "network", b.mode)
-		return p.handle(spec.ID, b.root, b.workdir, &spec), nil
+		return p.handle(spec.ID, b.root, b.workdir, &spec), true, nil
 	}
 }
 

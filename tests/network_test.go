@@ -18,6 +18,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
@@ -25,6 +28,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
+	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // syncLog collects a host's log (Info and up) for the network tests.
@@ -138,10 +142,10 @@ func TestNetworkPolicyOnDocker(t *testing.T) {
 }
 
 func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
-	worker := newNetServer(t, "worker-entry")
+	wkr := newNetServer(t, "worker-entry")
 	own := newNetServer(t, "workspace-entry")
 	denied := newNetServer(t, "not-allowed")
-	h, logs := startNetworkHost(t, name, []string{worker.addr()}, opts...)
+	h, logs := startNetworkHost(t, name, []string{wkr.addr()}, opts...)
 	ctx := ctxFor(t, 5*time.Minute)
 	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
 	gittest.Commit(t, upstream, "README.md", "hello\n", "initial")
@@ -172,7 +176,7 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 		return string(res.Stdout) + string(res.Stderr)
 	}
 	// The worker's entry (an address and port), and the workspace's own by name.
-	out := run("", proxyGet, worker.addr(), "w")
+	out := run("", proxyGet, wkr.addr(), "w")
 	assert.Contains(t, out, "200 OK")
 	assert.Contains(t, out, "worker-entry /w")
 	out = run(sandboxapi.NetworkLimited, proxyGet, "registry.e2etest:"+own.port, "npm/pkg")
@@ -187,17 +191,17 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 	assert.Contains(t, logs.String(), "destination="+denied.addr())
 	assert.NotContains(t, logs.String(), "secret/path")
 	// Nothing around the proxy, and no metadata address.
-	before := worker.conns.Load()
+	before := wkr.conns.Load()
 	for _, network := range []sandboxapi.Network{sandboxapi.NetworkLimited, sandboxapi.NetworkNone} {
-		assert.Contains(t, run(network, directConnect, "127.0.0.1", worker.port), "FAILED", network)
+		assert.Contains(t, run(network, directConnect, "127.0.0.1", wkr.port), "FAILED", network)
 		assert.Contains(t, run(network, directConnect, "169.254.169.254", "80"), "FAILED", network)
 	}
 	out = run("", proxyGet, "169.254.169.254", "latest/meta-data/")
 	assert.Contains(t, out, "169.254.169.254 is a cloud metadata address, which is never reachable")
-	assert.Equal(t, before, worker.conns.Load())
+	assert.Equal(t, before, wkr.conns.Load())
 
 	// A command may narrow the network: none has no proxy at all.
-	assert.Contains(t, run(sandboxapi.NetworkNone, proxyGet, worker.addr(), "x"), "no HTTP_PROXY")
+	assert.Contains(t, run(sandboxapi.NetworkNone, proxyGet, wkr.addr(), "x"), "no HTTP_PROXY")
 	// ... never widen it: refused before anything runs, naming the policy.
 	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkDefault})
 	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
@@ -227,6 +231,24 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 	_, hd3, err := h.client.Acquire(ctx, editRequest(req.UserID, req.ProjectID, req.ConversationID, req.RepoURL))
 	require.NoError(t, err)
 	require.Equal(t, sandboxapi.NetworkNone, hd3.Network)
+
+	// Every run replays against the workflow code (the acquire that
+	// changed the policy of an active session is behind a GetVersion);
+	// SANDBOXCORE_UPDATE_HISTORIES=1 records them for workflows' replay test.
+	_, err = s.Release(ctx, false)
+	require.NoError(t, err)
+	waitClosed(t, hd.WorkflowID, 30*time.Second)
+	replayer := worker.NewWorkflowReplayer()
+	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
+	for i, runID := range runIDs(t, hd.WorkflowID) {
+		hist := history(t, hd.WorkflowID, runID)
+		require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "run %s", runID)
+		if os.Getenv(updateHistoriesEnv) == "1" && name == "netpol" {
+			data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join("..", "workflows", "testdata", "histories", fmt.Sprintf("session-network-%d.json", i+1)), data, 0o644))
+		}
+	}
 }
 
 // TestNetworkCLI: sandboxctl acquire --network/--network-allow, describe

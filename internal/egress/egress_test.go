@@ -223,6 +223,14 @@ func TestRefusalsSayPolicy(t *testing.T) {
 		require.Contains(t, body, want, dest)
 		require.Equal(t, "denied", hdr.Get(PolicyHeader), dest)
 	}
+	// The status line says it too (what pip and git print).
+	c, err := net.Dial("unix", w.sock)
+	require.NoError(t, err)
+	fmt.Fprintf(c, "CONNECT elsewhere.test:443 HTTP/1.1\r\nHost: elsewhere.test:443\r\n\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 "+DeniedStatus+"\r\n", line)
+	_ = c.Close()
 	// A name no entry allows is never resolved (no lookups leave the worker for it).
 	w.connect("never-resolved.test:443")
 	for _, n := range []string{"never-resolved.test", "elsewhere.test"} {
@@ -265,8 +273,20 @@ func TestAttachReplacesThePolicy(t *testing.T) {
 	code, _, _ = w.connect(w.dest("pub.test"))
 	require.Equal(t, http.StatusOK, code)
 
+	// An open tunnel ends with its endpoint.
+	c, err := net.Dial("unix", w.sock)
+	require.NoError(t, err)
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: x\r\n\r\n", w.dest("pub.test"))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	w.proxy.Detach("rt-test")
-	_, err := net.Dial("unix", w.sock)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the tunnel was closed")
+	_, err = net.Dial("unix", w.sock)
 	require.Error(t, err, "a detached endpoint's socket is gone")
 }
 

@@ -46,6 +46,11 @@ const (
 // destination's own 403.
 const PolicyHeader = "X-Sandboxcore-Network-Policy"
 
+// DeniedStatus is the status line of a refusal: 403 with a reason phrase
+// that says why, which tools that print the proxy's status line (Python's
+// http.client, so pip; git) show as they are.
+const DeniedStatus = "403 Forbidden by the sandbox's network policy"
+
 // Options configure a Proxy. The zero value resolves names with the system
 // resolver and discards its log.
 type Options struct {
@@ -232,8 +237,31 @@ type endpoint struct {
 	slots     chan struct{}
 	done      chan struct{}
 
-	mu  sync.Mutex
-	pol Policy
+	mu      sync.Mutex
+	pol     Policy
+	tunnels map[net.Conn]struct{} // hijacked connections, closed with the endpoint
+	closed  bool
+}
+
+// track records a hijacked connection (false: the endpoint is closing, the
+// caller closes it).
+func (e *endpoint) track(c net.Conn) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	if e.tunnels == nil {
+		e.tunnels = map[net.Conn]struct{}{}
+	}
+	e.tunnels[c] = struct{}{}
+	return true
+}
+
+func (e *endpoint) untrack(c net.Conn) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.tunnels, c)
 }
 
 func (e *endpoint) setPolicy(pol Policy) {
@@ -261,6 +289,12 @@ func (e *endpoint) alive() bool {
 func (e *endpoint) close() {
 	_ = e.srv.Close()
 	e.transport.CloseIdleConnections()
+	e.mu.Lock()
+	e.closed = true
+	for c := range e.tunnels {
+		_ = c.Close()
+	}
+	e.mu.Unlock()
 	<-e.done
 	_ = os.Remove(e.path)
 }
@@ -304,11 +338,25 @@ func (e *endpoint) answer(w http.ResponseWriter, code int, format string, args .
 	_, _ = fmt.Fprintf(w, "sandboxcore egress proxy: "+format+"\n", args...)
 }
 
-// deny answers a refused destination with 403 and logs it.
+// deny answers a refused destination with 403 (DeniedStatus, PolicyHeader
+// and a body naming the policy and the reason) and logs it.
 func (e *endpoint) deny(w http.ResponseWriter, pol Policy, method, dest string, d *Denial) {
 	e.p.log.Info("egress denied", "workspace", pol.WorkspaceID, "runtime", pol.RuntimeID, "method", method, "destination", dest, "reason", d.Reason)
+	body := fmt.Sprintf("sandboxcore egress proxy: %s to %s denied by the network policy of workspace %s: %s\n", method, dest, pol.WorkspaceID, d.Reason)
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, buf, err := hj.Hijack(); err == nil {
+			defer c.Close()
+			_, _ = fmt.Fprintf(buf, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\n%s: denied\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+				DeniedStatus, PolicyHeader, len(body), body)
+			_ = buf.Flush()
+			return
+		}
+	}
 	w.Header().Set(PolicyHeader, "denied")
-	e.answer(w, http.StatusForbidden, "%s to %s denied by the network policy of workspace %s: %s", method, dest, pol.WorkspaceID, d.Reason)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(http.StatusForbidden)
+	_, _ = io.WriteString(w, body)
 }
 
 // failed answers a destination that could not be reached (502).
@@ -405,6 +453,10 @@ func (e *endpoint) connect(w http.ResponseWriter, r *http.Request, pol Policy, h
 		return
 	}
 	defer down.Close()
+	if !e.track(down) {
+		return
+	}
+	defer e.untrack(down)
 	if _, err := down.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		return
 	}

@@ -358,6 +358,22 @@ func RunNetwork(t *testing.T, f Factory, opts NetworkOptions) {
 		res = run("", proxyGetScript, "loop.sbxtest:"+named.port, "n")
 		require.Contains(t, out(res), "named /n", out(res))
 	})
+	t.Run("OrdinaryTools", func(t *testing.T) {
+		// curl, as a tool reads HTTP_PROXY/HTTPS_PROXY (the Docker test
+		// image has none: then only the bash probes above run).
+		if res := run("", "command -v curl"); res.ExitCode != 0 {
+			t.Log("no curl in the runtime")
+			return
+		}
+		res := run("", `curl -sS --max-time 20 http://pkg.sbxtest/from-curl`)
+		require.Equal(t, 0, res.ExitCode, out(res))
+		require.Contains(t, string(res.Stdout), tn.Greeting+" pkg.sbxtest")
+		res = run("", `curl -sS --max-time 20 -o /dev/null -w '%{http_code}' http://other.sbxtest/`)
+		require.Equal(t, "403", string(res.Stdout), out(res))
+		res = run("", `curl -sS --max-time 20 https://other.sbxtest/`)
+		require.NotEqual(t, 0, res.ExitCode)
+		require.Contains(t, string(res.Stderr), "403", "curl reports the proxy's refusal of the tunnel")
+	})
 	t.Run("RefusedByPolicy", func(t *testing.T) {
 		hitsBefore := tn.Hits()
 		for _, c := range []struct{ script, dest, why string }{

@@ -3,18 +3,26 @@
 // takes the role of the seed's read-only gVisor path for analysis workspaces
 // and gives write-capable isolation without Docker.
 //
-// Each runtime has one long-lived bubblewrap sandbox, built on Create or
-// Start (and again by the first command after Stop) and ended by Stop and
-// Destroy, whose pid namespace's init is the runtime's supervisor
+// Each runtime has long-lived bubblewrap sandboxes, one per network mode
+// its commands use (docs/SECURITY.md "Network modes"): the one of its own
+// network (RuntimeSpec.Network) is built on Create or Start (and again by
+// the first command after Stop), one of a narrower mode when a command
+// first asks for it (ExecRequest.Network, ProcessSpec.Network), and all end
+// with Stop and Destroy. Each one's pid namespace's init is its supervisor
 // (internal/runtime/supervisor): every command is spawned by it inside the
 // namespaces and mounts already built, so a command costs a request and a
-// fork/exec, not a new sandbox (docs/BENCHMARKS.md). The sandbox has:
+// fork/exec, not a new sandbox (docs/BENCHMARKS.md). A sandbox has:
 //
-//   - new user, pid, ipc, uts and (when possible) cgroup namespaces, and a new
-//     network namespace (loopback only) unless RuntimeSpec.Network is
-//     "default". "limited" is treated as "none": bubblewrap has no way to give
-//     a namespace a route that stays on the machine, and "no route off the
-//     machine" is satisfied by no route at all.
+//   - new user, pid, ipc, uts and (when possible) cgroup namespaces; for
+//     "none" and "limited" a new network namespace (loopback only), for
+//     "default" the host's. The "limited" one also mounts the runtime's
+//     egress directory read-only at egressMount, where the worker's egress
+//     proxy (Options.Egress) serves the runtime's endpoint: its supervisor
+//     relays 127.0.0.1:3128 there, and its commands get HTTP(S)_PROXY
+//     pointing at it; nothing else leaves the namespace. The sandboxes of
+//     one runtime share the mounts, /tmp and the cgroup, not their
+//     processes (each mode its own pid namespace: a command cannot trace
+//     or take sockets from a process of a wider mode).
 //   - a root of its own, read-only (--remount-ro /), holding only: the host's
 //     system directories, read-only (Options.ReadOnlyPaths, by default
 //     DefaultReadOnlyPaths: /usr, /etc, /opt and the /bin, /sbin, /lib*
@@ -30,7 +38,8 @@
 //     directory, other workspaces, the worker's credentials, the supervisor's
 //     binary or its control socket.
 //   - every command's environment exactly PATH=BasePath, HOME=Home,
-//     LANG=C.UTF-8, TERM=dumb, Options.BaseEnv, RuntimeSpec.Env and
+//     LANG=C.UTF-8, TERM=dumb, in the limited network the proxy variables
+//     (procexec.ProxyEnv), Options.BaseEnv, RuntimeSpec.Env and
 //     ExecRequest.Env (later wins); the sandbox itself starts with a cleared
 //     environment (--clearenv);
 //   - --new-session for the sandbox and a session of its own for every

@@ -300,8 +300,11 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // serialized and receive data they may keep. A stopped runtime is started
 // first.
 //
-// The environment is exactly PATH=BasePath, HOME=Home, LANG=C.UTF-8,
-// TERM=dumb, then Options.BaseEnv, RuntimeSpec.Env and req.Env (later wins).
+// The command runs in the runtime's sandbox of req.Network ("" =
+// RuntimeSpec.Network; a mode above it is sandbox.ErrCommandRejected). The
+// environment is exactly PATH=BasePath, HOME=Home, LANG=C.UTF-8, TERM=dumb,
+// in the limited network the proxy variables (procexec.ProxyEnv), then
+// Options.BaseEnv, RuntimeSpec.Env and req.Env (later wins).
 // Stdin is /dev/null unless req.Stdin is non-nil. Stdout and stderr are each
 // capped at req.OutputCap() bytes (head and tail kept, see output.Capped)
 // with the full counts in StdoutBytes/StderrBytes.

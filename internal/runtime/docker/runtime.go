@@ -246,8 +246,11 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // (when non-nil) as it arrives; onChunk calls are serialized and receive data
 // they may keep. A stopped container is started first.
 //
-// The command's environment is the container's (see the package
-// documentation) plus req.Env (which wins). Stdin is empty unless req.Stdin
+// The command runs in the runtime's container of req.Network ("" =
+// RuntimeSpec.Network, created from the spec when first needed; a mode
+// above it is sandbox.ErrCommandRejected). Its environment is that
+// container's (see the package documentation; the limited one's holds the
+// proxy variables) plus req.Env (which wins). Stdin is empty unless req.Stdin
 // is non-nil. Stdout and stderr are demultiplexed and each capped at
 // req.OutputCap() bytes (head and tail kept, see output.Capped) with the
 // full counts in StdoutBytes/StderrBytes.
@@ -264,7 +267,8 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // stderr); 128+n when killed by signal n (137 also when the runtime was
 // stopped or destroyed under it); 124 with TimedOut after req.Timeout().
 //
-// Errors: sandbox.ErrInvalidArgument for a bad request (local.ValidateExecRequest;
+// Errors: sandbox.ErrCommandRejected for a network above the runtime's;
+// sandbox.ErrInvalidArgument for a bad request (local.ValidateExecRequest;
 // a cwd that is missing, not a directory or resolves outside the workdir) —
 // nothing runs then; sandbox.ErrNotFound when the container does not exist;
 // sandbox.ErrRuntimeUnavailable when the workdir is gone, the daemon fails,

@@ -85,9 +85,10 @@
 //
 // Hibernation: Stop ends the background processes (exit reason
 // runtime_stopped, archived under Options.StateDir and readable afterwards),
-// then stops the container (its processes die, the worktree is
-// untouched); the next command starts it again. Destroy removes the container
-// and never touches a mount's source.
+// then stops the runtime's containers (their processes die, the worktree is
+// untouched); the next command starts the one it needs again. Destroy
+// removes the containers, the /tmp volume and the egress endpoint, and never
+// touches a mount's source.
 package docker
 
 import (

@@ -372,6 +372,9 @@ func requireUTF8(kind *sandboxapi.Kind, what string, vals ...string) error {
 // FromTemporal converts an error from the Temporal client into a typed
 // error (sandboxapi.FromTemporal, docs/API.md "Errors").
 func FromTemporal(err error) error {
+	if err == nil {
+		return nil
+	}
 	out := sandboxapi.FromTemporal(err)
 	if hint := payloadHint(err); hint != "" && out != err {
 		var te *sandboxapi.Error

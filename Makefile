@@ -8,7 +8,7 @@ E2E_PKGS  := ./tests/... ./internal/hostworker/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run runtime-deps test test-unit test-e2e test-e2e-docker test-e2e-e2b fuzz bench lint fmt clean up down schema
+.PHONY: all build run runtime-deps test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona fuzz bench lint fmt clean up down schema
 
 # The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
 # (`docker compose`) when present, else the standalone `docker-compose`.
@@ -29,28 +29,39 @@ run: build runtime-deps
 	SANDBOX_ALLOW_FILE_URLS=$${SANDBOX_ALLOW_FILE_URLS:-1} \
 	./$(BIN)/sandbox-worker
 
-# The isolated local runtime make run uses: install bubblewrap with apt when
-# it is missing and we may (root on Debian); otherwise say how.
+# The isolated local runtime make run uses, and git-lfs (host-side Git LFS
+# fetches): install them with apt when missing and we may (root on Debian);
+# otherwise say how. .ci/apt-get.sh
+# waits (at most SANDBOX_APT_LOCK_TIMEOUT seconds, default 300) for another
+# apt-get or dpkg holding the package locks instead of giving up at once.
 runtime-deps:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing bubblewrap (the isolated runtime) with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
+	    .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq bubblewrap; \
 	  else \
 	    echo "bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap), or run"; \
 	    echo "with SANDBOX_RUNTIME_PROVIDER=docker (and SANDBOX_RUNTIME_IMAGE) or, without isolation, =local"; \
 	  fi; }
+	@command -v git-lfs >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing git-lfs (workspaces fetch Git LFS content with it) with apt-get"; \
+	    .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq git-lfs; \
+	  else \
+	    echo "git-lfs is not installed: Git LFS files stay pointers (flagged lfs_pointer); apt-get install git-lfs"; \
+	  fi; }
 
 # runtime-deps first: the end-to-end hosts use the isolated runtime (auto =
 # bubblewrap), exactly as make run does.
-test: runtime-deps test-unit test-e2e test-e2e-docker test-e2e-e2b fuzz ## the whole suite (what CI runs)
+test: runtime-deps test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona fuzz ## the whole suite (what CI runs)
 
 test-unit:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
 
+# The Daytona end-to-end tests (TestDaytona*) run in test-e2e-daytona only.
 test-e2e:
-	$(GO) test -count=1 -timeout 30m $(E2E_PKGS)
+	$(GO) test -count=1 -timeout 30m -skip '$(DAYTONA_TESTS)' $(E2E_PKGS)
 
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=docker
 # (issue 3), on the image .ci/test-image.sh builds; skipped without a daemon
@@ -82,6 +93,19 @@ test-e2e-e2b:
 	elif [ "$$CI" = true ]; then echo "no Docker daemon or no image $(TEST_IMAGE)" >&2; exit 1; \
 	else echo "skipping the main job on E2B: no daemon or no image $(TEST_IMAGE) (.ci/test-image.sh builds it)"; fi
 
+# The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=daytona,
+# plus the Daytona ones (replica recreated, orphans, quota, previews),
+# against the fake Daytona the test binary starts (README "Daytona"; each
+# sandbox a container of $(TEST_IMAGE)); skipped without a daemon or that
+# image, except under CI=true.
+DAYTONA_TESTS := ^TestDaytona
+test-e2e-daytona:
+	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
+	  echo "the main job's end-to-end tests on the Daytona runtime (the fake Daytona, $(TEST_IMAGE))"; \
+	  SANDBOX_RUNTIME_PROVIDER=daytona DAYTONA_API_URL= $(GO) test -count=1 -timeout 20m -run '$(MAIN_JOB_TESTS)|$(DAYTONA_TESTS)' ./tests/; \
+	elif [ "$$CI" = true ]; then echo "no Docker daemon or no image $(TEST_IMAGE)" >&2; exit 1; \
+	else echo "skipping the main job on Daytona: no Docker daemon or no image $(TEST_IMAGE) (.ci/test-image.sh builds it)"; fi
+
 # Each fuzz target for a fixed number of executions (seed corpora under
 # testdata/fuzz). Counts, not durations: a duration-based -fuzztime can fail
 # with a spurious "context deadline exceeded" at its end on Go 1.26
@@ -100,6 +124,7 @@ bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCH
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/ ./internal/runtime/supervisor/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/daytona/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 ./internal/eviction/
+	$(GO) test -run '^$$' -bench . -benchtime 30x -count 1 -timeout 30m ./internal/workspace/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./payloadcodec/
 	$(GO) test -run '^$$' -bench . -benchtime 300x -count 1 ./internal/egress/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/e2b/

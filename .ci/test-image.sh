@@ -26,7 +26,7 @@ if [ "${FORCE:-0}" != 1 ] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
   exit 0
 fi
 if ! command -v debootstrap >/dev/null; then
-  apt-get install -y -qq debootstrap
+  "$(dirname "$0")/apt-get.sh" install -y -qq debootstrap # waits for the apt/dpkg locks
 fi
 
 # One build at a time on this machine.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -71,6 +72,10 @@ type Activities struct {
 	RuntimeResources *sandbox.ResourceHints
 	Logger           *slog.Logger
 	Now              func() time.Time
+
+	// SkipSubmodules leaves submodules uninitialised, reported in the
+	// handle and status (SANDBOX_SUBMODULES=off; content.go).
+	SkipSubmodules bool
 
 	touchMu sync.Mutex
 	touched map[string]time.Time
@@ -131,6 +136,7 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityDestroy:           a.Destroy,
 		wire.ActivityRestoreDestroyed:  a.RestoreDestroyed,
 		wire.ActivityCleanupList:       a.CleanupList,
+		wire.ActivityPreviewURL:        a.PreviewURL,
 	}
 }
 
@@ -193,7 +199,9 @@ func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput)
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return wire.LocateResult{}, ToApplicationError(err)
 	}
-	ws, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	// A row this host remembers serves while the store is unreachable
+	// (store.Remembering).
+	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
 	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
 		return wire.LocateResult{}, nil
 	}
@@ -223,12 +231,13 @@ func (a *Activities) Acquire(ctx context.Context, in wire.AcquireActivityInput) 
 }
 
 func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
+	started := time.Now()
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
 	var req sandbox.WorkspaceRequest
 	var repo sandbox.RepoIdentity
-	existing, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
+	existing, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
 	found := err == nil
 	if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
 		return wire.AcquireActivityResult{}, err
@@ -286,7 +295,8 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 				}
 				a.log().Info("workspace network policy set", "workspace", existing.ID, "network", network, "network_allow", len(networkAllow))
 			}
-			res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing)}
+			existing.UninitializedSubmodules = a.uninitializedSubmodules(ctx, existing)
+			res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing), RuntimeReplica: a.runtimeReplica(existing)}
 			if in.Restore {
 				if res.RestoredFrom, err = a.restoreDestroyed(ctx, &res.Workspace); err != nil {
 					return wire.AcquireActivityResult{}, err
@@ -322,8 +332,11 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		return wire.AcquireActivityResult{}, err
 	}
 	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
-	if errors.Is(err, sandbox.ErrRefNotFound) && a.now().Sub(cache.LastFetchedAt) > time.Second {
-		// The ref may be newer than the cache's last fetch (freshness window): fetch once and retry.
+	if errors.Is(err, sandbox.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {
+		// The ref may be newer than the cache's last fetch (freshness
+		// window): a ref the caller names that the cache lacks is always
+		// fetched before RefNotFound, unless a fetch started during this
+		// acquire already (LastFetchedAt is when the fetch started).
 		if cache, err = whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, true) }); err != nil {
 			return wire.AcquireActivityResult{}, err
 		}
@@ -335,6 +348,9 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	// Submodules and Git LFS content, through the repo cache with the
+	// user's credential (content.go); best effort, reported.
+	uninitialized := a.completeContent(ctx, ws, repo, cred)
 	restoredFrom, err := a.restoreEvicted(ctx, found, existing, ws)
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
@@ -368,6 +384,9 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 			// The branch keeps its history; diffs stay against the first recorded base.
 			ws.BaseCommit = existing.BaseCommit
 		}
+		if ws.BaseCommit == existing.BaseCommit && existing.BaseFetchedAt != nil {
+			ws.BaseFetchedAt = existing.BaseFetchedAt
+		}
 		err = a.Store.UpdateWorkspace(ctx, ws)
 	} else if found {
 		ws.CreatedAt = now // a tombstone re-used: a new workspace of the key
@@ -385,9 +404,10 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	ws.UninitializedSubmodules = uninitialized
 	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath, "network", ws.Network)
 	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: fresh, RestoredFrom: restoredFrom,
-		Restorable: restorable, ForkedFrom: forkedFrom}, nil
+		Restorable: restorable, ForkedFrom: forkedFrom, RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
 
 // settingsFor returns the session settings of ws: the host's, with
@@ -415,7 +435,10 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspac
 	if err := sandbox.ValidateWorkspaceID(id); err != nil {
 		return sandbox.Workspace{}, err
 	}
-	ws, err := a.Store.GetWorkspace(ctx, id)
+	// Every operation loads its row: one this host remembers serves while
+	// the store is unreachable, so operations that need nothing else from
+	// the store keep working (store.Remembering).
+	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), id)
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}
@@ -503,33 +526,34 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 
 // Exec runs one command in the workspace's runtime, creating or resuming the
 // runtime first, with the network the request asks for (docs/SECURITY.md
-// "Network modes"). A non-zero exit or a timeout is a result. Errors:
+// "Network modes"). A non-zero exit or a timeout is a result; on remote
+// runtimes the result also carries the replica's state. Errors:
 // ErrInvalidArgument, ErrCommandRejected (a network above the workspace's
 // policy, or another network on a runtime that has one for all commands),
 // ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	res, err := a.exec(ctx, in)
 	return res, ToApplicationError(err)
 }
 
-func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	if err := a.commandNetwork("exec", ws, in.Request.Network); err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	rt, err := a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	a.recordRuntime(ctx, ws, rt.ID(), sandbox.RuntimeRunning)
 	var keep *execoutput.Keeper
 	var sink outputKeeper
 	if in.Request.KeepOutput && a.Outputs != nil {
 		if keep, err = a.Outputs.Begin(ws.ID, in.Request.OutputCap()); err != nil {
-			return sandbox.ExecResult{}, err
+			return wire.ExecActivityResult{}, err
 		}
 		sink = keep
 	}
@@ -542,10 +566,10 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (sandb
 		res.OutputID = id
 	}
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return wire.ExecActivityResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
-	return res, nil
+	return wire.ExecActivityResult{ExecResult: res, RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
 
 func (a *Activities) recordRuntime(ctx context.Context, ws sandbox.Workspace, id string, state sandbox.RuntimeState) {
@@ -578,7 +602,8 @@ func (a *Activities) ReadFile(ctx context.Context, in wire.FileActivityInput) (s
 		return sandboxapi.ReadFileResult{}, ToApplicationError(err)
 	}
 	a.touch(ctx, ws.ID, false)
-	return sandboxapi.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data))}, nil
+	_, ptr := sandbox.ParseLFSPointer(data)
+	return sandboxapi.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data)), LFSPointer: ptr}, nil
 }
 
 // WriteFile creates or replaces a file. Errors: ErrCommandRejected (read-only

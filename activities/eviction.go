@@ -60,6 +60,7 @@ func (e *EvictionActivities) Register(w interface {
 	reg(e.EvictRuntime, wire.ActivityEvictRuntime)
 	reg(e.RemoveRepoCaches, wire.ActivityRemoveRepoCaches)
 	reg(e.SetPin, wire.ActivitySetPin)
+	reg(e.DeleteOrphanRuntimes, wire.ActivityDeleteOrphanRuntimes)
 }
 
 // EvictionHosts lists the hosts to plan for: this host, every host id of a
@@ -220,6 +221,20 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 		}
 	}
 	out.Plan = publicPlan(eviction.NewPlan(snap, e.Policy))
+	if orphans, note := e.planOrphans(ctx, used); note != "" {
+		out.Notes = append(out.Notes, note)
+	} else if len(orphans) > 0 {
+		// Pure waste (no workspace can use them): first.
+		out.Plan.Actions = append(orphans, out.Plan.Actions...)
+	}
+	if len(in.Actions) > 0 {
+		for _, k := range in.Actions {
+			if !k.Valid() {
+				return out, sandbox.FieldError("actions", "unknown eviction action %q (want one of %v)", sandbox.Clip(string(k), 40), sandboxapi.EvictionActionKinds)
+			}
+		}
+		out.Plan.Actions = slices.DeleteFunc(out.Plan.Actions, func(a sandboxapi.EvictionAction) bool { return !slices.Contains(in.Actions, a.Kind) })
+	}
 	if n := len(out.Plan.Actions); n > sandboxapi.MaxEvictionActionsPerHost {
 		out.Truncated = n - sandboxapi.MaxEvictionActionsPerHost
 		out.Plan.Actions = out.Plan.Actions[:sandboxapi.MaxEvictionActionsPerHost]
@@ -639,6 +654,104 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 		used -= freed
 		r.FreedBytes = freed
 		done(sandboxapi.OutcomeDone, "removed (%d bytes)", freed)
+	}
+	return out, nil
+}
+
+// OrphanCollector is the optional capability of remote runtime providers
+// whose runtimes outlive the worker (docs/API.md "Eviction": orphans):
+// Orphans lists this host's runtimes whose workspace no longer exists
+// (exists decides, per workspace id), DeleteOrphan deletes one (a missing
+// one is success). Implemented by the Daytona provider.
+type OrphanCollector interface {
+	Orphans(ctx context.Context, exists func(ctx context.Context, workspaceID string) (bool, error)) ([]sandbox.RuntimeSummary, error)
+	DeleteOrphan(ctx context.Context, runtimeID string) error
+}
+
+// workspaceExists reports whether a workspace row exists and is not
+// removed (an evicted workspace exists: the next acquire restores it).
+func (e *EvictionActivities) workspaceExists(ctx context.Context, id string) (bool, error) {
+	if sandbox.ValidateWorkspaceID(id) != nil {
+		return false, nil // no workspace can have that id
+	}
+	ws, err := e.Store.GetWorkspace(ctx, id)
+	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return ws.State != sandbox.WorkspaceRemoved, nil
+}
+
+// planOrphans lists the host's orphan remote runtimes as
+// EvictionDeleteOrphanRuntime actions (none when the runtime provider has
+// no OrphanCollector); a failure is returned as a note and plans nothing.
+func (e *EvictionActivities) planOrphans(ctx context.Context, used int64) ([]sandboxapi.EvictionAction, string) {
+	oc, ok := e.Runtimes.(OrphanCollector)
+	if !ok {
+		return nil, ""
+	}
+	orphans, err := oc.Orphans(ctx, e.workspaceExists)
+	if err != nil {
+		return nil, "orphan runtimes: " + sandbox.Message(err)
+	}
+	var out []sandboxapi.EvictionAction
+	for _, o := range orphans {
+		out = append(out, sandboxapi.EvictionAction{Kind: sandboxapi.EvictionDeleteOrphanRuntime, Tier: sandboxapi.TierRuntimeOrphan,
+			ID: o.ID, WorkspaceID: o.Labels["sandboxcore.workspace"], ProjectedUsedBytes: used})
+	}
+	return out, ""
+}
+
+// DeleteOrphanRuntimes deletes the planned orphan runtimes of this host,
+// each only after checking again that its workspace does not exist (an
+// acquire may have created it meanwhile: then it is skipped), and drops
+// their runtime rows. Outcomes per action; errors are reserved for asking
+// the wrong host.
+func (e *EvictionActivities) DeleteOrphanRuntimes(ctx context.Context, in wire.DeleteOrphanRuntimesInput) (wire.DeleteOrphanRuntimesResult, error) {
+	res, err := whileHeartbeating(ctx, func() (wire.DeleteOrphanRuntimesResult, error) { return e.deleteOrphanRuntimes(ctx, in) })
+	return res, ToApplicationError(err)
+}
+
+func (e *EvictionActivities) deleteOrphanRuntimes(ctx context.Context, in wire.DeleteOrphanRuntimesInput) (wire.DeleteOrphanRuntimesResult, error) {
+	out := wire.DeleteOrphanRuntimesResult{Results: []sandboxapi.EvictResult{}}
+	if in.HostID != e.HostID {
+		return out, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "orphan runtimes of host %s asked of host %s", in.HostID, e.HostID)
+	}
+	oc, canDelete := e.Runtimes.(OrphanCollector)
+	for _, a := range in.Actions {
+		r := sandboxapi.EvictResult{Action: a.Kind, Tier: a.Tier, ID: a.ID, WorkspaceID: a.WorkspaceID, At: e.now()}
+		done := func(o, format string, args ...any) {
+			r.Outcome, r.Reason = o, fmt.Sprintf(format, args...)
+			e.log().Info("eviction: orphan runtime", "runtime", a.ID, "workspace", a.WorkspaceID, "outcome", o, "reason", r.Reason)
+			out.Results = append(out.Results, r)
+		}
+		switch {
+		case a.Kind != sandboxapi.EvictionDeleteOrphanRuntime:
+			done(sandboxapi.OutcomeFailed, "not an orphan runtime action (%s)", a.Kind)
+			continue
+		case !canDelete:
+			done(sandboxapi.OutcomeSkipped, "the %s runtime provider has no orphan runtimes", e.Runtimes.Kind())
+			continue
+		}
+		exists, err := e.workspaceExists(ctx, a.WorkspaceID)
+		if err != nil {
+			done(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
+			continue
+		}
+		if exists {
+			done(sandboxapi.OutcomeSkipped, "workspace %s exists again", a.WorkspaceID)
+			continue
+		}
+		if err := oc.DeleteOrphan(ctx, a.ID); err != nil {
+			done(sandboxapi.OutcomeFailed, "delete: %s", sandbox.Message(err))
+			continue
+		}
+		if err := e.Store.DeleteRuntime(ctx, a.ID); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			e.log().Warn("eviction: delete the runtime row of an orphan", "runtime", a.ID, "error", err)
+		}
+		done(sandboxapi.OutcomeDone, "deleted: workspace %s no longer exists", a.WorkspaceID)
 	}
 	return out, nil
 }

@@ -155,7 +155,8 @@ func (f *Fanout) RunScript(ctx context.Context, in wire.RunScriptInput) (wire.Ru
 
 // FinishTask commits the task's changes when in.Commit (commit update; a
 // clean tree is no error) and returns the task branch's HEAD and its diff
-// against the start commit, the patch cut at TaskDiffBytes.
+// against the start commit, the patch cut at TaskDiffBytes on a file boundary
+// (sandbox.TruncatePatch).
 func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.FinishTaskResult, error) {
 	res, err := whileHeartbeating(ctx, func() (wire.FinishTaskResult, error) {
 		s, err := f.hostSession(in.HostID, in.WorkspaceID)
@@ -183,11 +184,9 @@ func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.
 			return out, err
 		}
 		out.Diff = sandboxapi.TaskDiff{Patch: d.Patch, Files: d.Files, Truncated: d.Truncated, TotalBytes: d.TotalBytes}
-		if len(out.Diff.Patch) > sandboxapi.TaskDiffBytes {
-			p := out.Diff.Patch[:sandboxapi.TaskDiffBytes]
-			if i := strings.LastIndexByte(p, '\n'); i >= 0 {
-				p = p[:i+1]
-			}
+		// Whole file sections only, so the cut patch still applies for the
+		// files it holds (sandbox.TruncatePatch).
+		if p, cut := sandbox.TruncatePatch(out.Diff.Patch, sandboxapi.TaskDiffBytes); cut {
 			out.Diff.Patch, out.Diff.Truncated = p, true
 		}
 		return out, nil

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 )
 
@@ -50,7 +51,7 @@ func (a *Activities) remoteWorkspace(ctx context.Context, id, op string) (sandbo
 	if a.Remote == nil {
 		return ws, sandbox.RepoCache{}, sandbox.Errorf(sandbox.ErrCommandRejected, "%s: this worker has no remote git configured", op)
 	}
-	cache, err := a.Store.GetRepoCache(ctx, ws.RepoCacheID)
+	cache, err := a.Store.GetRepoCache(store.AllowRemembered(ctx), ws.RepoCacheID)
 	if err != nil {
 		return ws, sandbox.RepoCache{}, err
 	}

@@ -17,10 +17,24 @@ const (
 	EvictionDestroyRuntime  EvictionActionKind = "destroy_runtime"
 	EvictionEvictWorkspace  EvictionActionKind = "evict_workspace"
 	EvictionRemoveRepoCache EvictionActionKind = "remove_repo_cache"
+	// EvictionDeleteOrphanRuntime deletes a remote runtime (a Daytona
+	// sandbox labelled managed-by=sandboxcore by this host) whose workspace
+	// no longer exists; carried out by the host, not by a session.
+	EvictionDeleteOrphanRuntime EvictionActionKind = "delete_orphan_runtime"
 )
 
 // EvictionActionKinds lists every action kind, for documentation and schemas.
-var EvictionActionKinds = []EvictionActionKind{EvictionStopRuntime, EvictionDestroyRuntime, EvictionEvictWorkspace, EvictionRemoveRepoCache}
+var EvictionActionKinds = []EvictionActionKind{EvictionStopRuntime, EvictionDestroyRuntime, EvictionEvictWorkspace, EvictionRemoveRepoCache, EvictionDeleteOrphanRuntime}
+
+// Valid reports whether k is one of EvictionActionKinds.
+func (k EvictionActionKind) Valid() bool {
+	for _, v := range EvictionActionKinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
 
 // EvictionTier names why an action is planned (docs/API.md "Eviction": the
 // plan, in order).
@@ -28,6 +42,8 @@ type EvictionTier string
 
 // Eviction tiers in plan order.
 const (
+	// TierRuntimeOrphan: a remote runtime whose workspace no longer exists.
+	TierRuntimeOrphan  EvictionTier = "runtime-orphan"
 	TierRuntimeIdle    EvictionTier = "runtime-idle"
 	TierRuntimeStopped EvictionTier = "runtime-stopped"
 	TierCleanAnalysis  EvictionTier = "clean-analysis-ttl"
@@ -39,7 +55,7 @@ const (
 )
 
 // EvictionTiers lists every tier in plan order.
-var EvictionTiers = []EvictionTier{TierRuntimeIdle, TierRuntimeStopped, TierCleanAnalysis, TierCleanTask, TierCleanEdit, TierDirtyTask, TierDirtyEdit, TierRepoCacheLRU}
+var EvictionTiers = []EvictionTier{TierRuntimeOrphan, TierRuntimeIdle, TierRuntimeStopped, TierCleanAnalysis, TierCleanTask, TierCleanEdit, TierDirtyTask, TierDirtyEdit, TierRepoCacheLRU}
 
 // EvictionPolicy holds the thresholds a host planned with. Durations are in
 // nanoseconds on the wire; water marks are fractions of the budget in (0, 1].
@@ -175,6 +191,10 @@ type EvictionInput struct {
 	ReplyTimeout time.Duration `json:"reply_timeout,omitempty"`
 	// HostTimeout overrides DefaultEvictionHostTimeout.
 	HostTimeout time.Duration `json:"host_timeout,omitempty"`
+	// Actions limits the run to these action kinds (EvictionActionKinds;
+	// empty: all), e.g. [delete_orphan_runtime] for `sandboxctl runtimes
+	// gc`. An unknown kind fails every host's plan with InvalidArgument.
+	Actions []EvictionActionKind `json:"actions,omitempty"`
 }
 
 // EvictRequest is the evict signal's payload.
@@ -290,18 +310,21 @@ type EvictionRunResult struct {
 
 // EvictionSummary counts a run's outcomes (the run's memo field MemoEviction).
 type EvictionSummary struct {
-	Hosts       int   `json:"hosts"`
-	Unreachable int   `json:"unreachable"`
-	Planned     int   `json:"planned"`
-	Stopped     int   `json:"stopped"`
-	Destroyed   int   `json:"destroyed"`
-	Evicted     int   `json:"evicted"`
-	CachesFreed int   `json:"caches_removed"`
-	Skipped     int   `json:"skipped"`
-	Blocked     int   `json:"blocked"`
-	Failed      int   `json:"failed"`
-	Pending     int   `json:"pending"`
-	FreedBytes  int64 `json:"freed_bytes"`
+	Hosts       int `json:"hosts"`
+	Unreachable int `json:"unreachable"`
+	Planned     int `json:"planned"`
+	Stopped     int `json:"stopped"`
+	Destroyed   int `json:"destroyed"`
+	Evicted     int `json:"evicted"`
+	CachesFreed int `json:"caches_removed"`
+	// OrphansDeleted counts remote runtimes deleted because their workspace
+	// no longer exists.
+	OrphansDeleted int   `json:"orphans_deleted"`
+	Skipped        int   `json:"skipped"`
+	Blocked        int   `json:"blocked"`
+	Failed         int   `json:"failed"`
+	Pending        int   `json:"pending"`
+	FreedBytes     int64 `json:"freed_bytes"`
 }
 
 // Summarize counts the results of every host.
@@ -327,6 +350,8 @@ func (r *EvictionRunResult) Summarize() {
 					s.Evicted++
 				case EvictionRemoveRepoCache:
 					s.CachesFreed++
+				case EvictionDeleteOrphanRuntime:
+					s.OrphansDeleted++
 				}
 			case OutcomeSkipped:
 				s.Skipped++

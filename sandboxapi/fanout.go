@@ -36,7 +36,7 @@ const (
 	MaxTaskScriptBytes = 64 << 10
 	// MaxTaskInstructionsBytes bounds TaskSpec.Instructions, in bytes.
 	MaxTaskInstructionsBytes = 8 << 10
-	// TaskDiffBytes caps TaskDiff.Patch, in bytes (cut on a line boundary).
+	// TaskDiffBytes caps TaskDiff.Patch, in bytes (whole file sections kept: sandbox.TruncatePatch).
 	TaskDiffBytes = 16 << 10
 	// TaskOutputTailBytes caps TaskResult.StdoutTail and StderrTail: the last bytes of each stream.
 	TaskOutputTailBytes = 2 << 10

@@ -7,6 +7,9 @@ type FileEntry struct {
 	Type string `json:"type"`
 	Size int64  `json:"size"` // bytes
 	Mode uint32 `json:"mode"` // permission bits
+	// LFSPointer is set on a regular file whose content is a Git LFS
+	// pointer (ParseLFSPointer): its real content was not fetched.
+	LFSPointer bool `json:"lfs_pointer,omitempty"`
 }
 
 // SearchRequest asks for lines matching Pattern (Go RE2 syntax, or a literal
@@ -62,6 +65,9 @@ type ReadFileResult struct {
 	Path    string `json:"path"`
 	Content []byte `json:"content"`
 	Size    int64  `json:"size"`
+	// LFSPointer is set when Content is a Git LFS pointer
+	// (ParseLFSPointer): the file's real content was not fetched.
+	LFSPointer bool `json:"lfs_pointer,omitempty"`
 }
 
 // WriteFileInput is write_file's argument; Mode 0 means 0644.

@@ -31,6 +31,14 @@ type WorkspaceStatus struct {
 	// host-side git never obeys them. Values are never included. Empty when
 	// the configuration is clean.
 	ConfigWarnings []string `json:"config_warnings,omitempty"`
+	// LFSPointers lists the Git LFS files (attribute filter=lfs) that are
+	// still pointers: their content could not be fetched, or fetching is
+	// off (SANDBOX_LFS). Omitted when none.
+	LFSPointers []string `json:"lfs_pointers,omitempty"`
+	// UninitializedSubmodules lists the submodule paths whose recorded
+	// commit is not checked out (submodules off, SANDBOX_SUBMODULES, or it
+	// could not be fetched). Omitted when none.
+	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
 }
 
 // MaxDiffBytes caps a returned patch; the total size is still reported.

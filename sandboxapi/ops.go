@@ -68,6 +68,7 @@ const (
 	UpdateFork              = "fork"
 	UpdateDestroy           = "destroy"
 	UpdateRestore           = "restore"
+	UpdatePreviewURL        = "preview_url"
 )
 
 // The operations of SessionWorkflow (docs/API.md "Updates").
@@ -118,6 +119,8 @@ var (
 		Summary: "save unsaved work (unless discard), remove runtime, worktree and record, end the session"}
 	OpRestore = Op[None, Handle]{Name: UpdateRestore, Mutating: true,
 		Summary: "bring back the work a destroy (or an eviction) saved, byte for byte"}
+	OpPreviewURL = Op[PreviewURLInput, PreviewURL]{Name: UpdatePreviewURL,
+		Summary: "a URL reaching a port of the workspace's running runtime (remote and Docker runtimes)"}
 )
 
 // Operations lists every update of SessionWorkflow in documentation order.
@@ -126,7 +129,7 @@ func Operations() []OpInfo {
 		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpEditFile.Info(), OpListDir.Info(),
 		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpLog.Info(), OpReadOutput.Info(), OpCommit.Info(), OpHibernate.Info(),
 		OpRelease.Info(), OpPush.Info(), OpCreatePullRequest.Info(), OpMergeBranches.Info(),
-		OpCheckpoint.Info(), OpCheckpoints.Info(), OpRollback.Info(), OpFork.Info(), OpDestroy.Info(), OpRestore.Info(),
+		OpCheckpoint.Info(), OpCheckpoints.Info(), OpRollback.Info(), OpFork.Info(), OpDestroy.Info(), OpRestore.Info(), OpPreviewURL.Info(),
 	}
 }
 

@@ -153,6 +153,10 @@ type Handle struct {
 	// ForkedFrom is set when this acquire created the workspace as a fork:
 	// the source workspace's id (docs/API.md "Fork").
 	ForkedFrom string `json:"forked_from,omitempty"`
+	// RuntimeReplica is the remote runtime's replica state (optional: set
+	// by remote runtimes such as Daytona once the workspace has a runtime;
+	// docs/API.md "Remote runtimes").
+	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
 	// Network is the workspace's network policy (Workspace.Network).
@@ -164,6 +168,15 @@ type Handle struct {
 	// create_pull_request can be served (docs/API.md "Updates"); false when
 	// none is configured (that update is then SandboxCommandRejected).
 	CodeHost bool `json:"code_host,omitempty"`
+	// BaseFetchedAt is when the repo cache had last fetched from the remote
+	// when BaseCommit was resolved (Workspace.BaseFetchedAt): the base is
+	// the remote's state as of then, up to SANDBOX_FETCH_FRESHNESS old for a
+	// new workspace of the default branch. Omitted when unknown.
+	BaseFetchedAt *time.Time `json:"base_fetched_at,omitempty"`
+	// UninitializedSubmodules lists the submodule paths whose recorded
+	// commit is not checked out as of this acquire (submodules off, or not
+	// fetched; docs/API.md "Submodules"). Omitted when none.
+	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
 }
 
 // Runtime kinds (Handle.RuntimeKind).
@@ -171,10 +184,13 @@ const (
 	RuntimeLocal  = "local"
 	RuntimeBwrap  = "bwrap"
 	RuntimeDocker = "docker"
+	// RuntimeDaytona is the remote runtime: each runtime a Daytona sandbox
+	// holding a replica of the workspace (RuntimeReplica).
+	RuntimeDaytona = "daytona"
 )
 
 // RuntimeKinds lists every runtime kind, for documentation and schemas.
-var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker}
+var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker, RuntimeDaytona}
 
 // HibernateResult says what hibernate did.
 type HibernateResult struct {
@@ -216,6 +232,9 @@ type SessionDescription struct {
 	// time once it is released, closed or evicted.
 	IdleCloseAt time.Time `json:"idle_close_at"`
 	LastError   string    `json:"last_error,omitempty"`
+	// RuntimeReplica is the remote runtime's replica state as of the last
+	// acquire or exec (optional, as Handle.RuntimeReplica).
+	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
 }

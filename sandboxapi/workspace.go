@@ -128,6 +128,16 @@ type Workspace struct {
 	SizeBytes    int64     `json:"size_bytes"`
 	CreatedAt    time.Time `json:"created_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
+
+	// BaseFetchedAt is when the repo cache the base commit was resolved in
+	// had last fetched from the remote (RepoCache.LastFetchedAt then): the
+	// base is the remote's state as of that time. nil when unknown (rows
+	// older than the column).
+	BaseFetchedAt *time.Time `json:"base_fetched_at,omitempty"`
+	// UninitializedSubmodules lists the submodule paths whose recorded
+	// commit is not checked out (docs/API.md "Submodules"). Not stored: the
+	// acquire activity fills it from the worktree.
+	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
 }
 
 // Network is a runtime's network policy (docs/SECURITY.md "Network modes").

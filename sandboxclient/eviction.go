@@ -17,8 +17,13 @@ import (
 // Eviction (issue 6; docs/API.md "Eviction"): runs of EvictionCronWorkflow
 // and the pin, unpin and restore of one workspace.
 
-// manualEvictionPrefix starts the workflow id of runs started by RunEviction.
-const manualEvictionPrefix = "sandbox-eviction-manual-"
+// manualEvictionPrefix starts the workflow id of runs started by RunEviction;
+// runtimesGCPrefix that of runs started by CollectOrphanRuntimes (never a
+// "last eviction": they only look at orphan runtimes).
+const (
+	manualEvictionPrefix = "sandbox-eviction-manual-"
+	runtimesGCPrefix     = "sandbox-runtimes-gc-"
+)
 
 // RunEviction starts an EvictionCronWorkflow run now on the client's task
 // queue (workflow id "sandbox-eviction-manual-[dryrun-]<unix nanoseconds>")
@@ -29,7 +34,25 @@ func (c *Client) RunEviction(ctx context.Context, in sandboxapi.EvictionInput) (
 	if in.DryRun {
 		id += "dryrun-"
 	}
-	id += fmt.Sprint(time.Now().UnixNano())
+	return c.runEviction(ctx, id+fmt.Sprint(time.Now().UnixNano()), in)
+}
+
+// CollectOrphanRuntimes starts an eviction run limited to orphan runtimes
+// (remote sandboxes of a host whose workspace no longer exists; action
+// delete_orphan_runtime, docs/API.md "Eviction") on the given hosts (none:
+// all), workflow id "sandbox-runtimes-gc-[dryrun-]<unix nanoseconds>", and
+// waits for its result: with dryRun each host's plan lists them, else
+// they are deleted. Errors: those of RunEviction.
+func (c *Client) CollectOrphanRuntimes(ctx context.Context, dryRun bool, hosts []string) (sandboxapi.EvictionRunResult, error) {
+	id := runtimesGCPrefix
+	if dryRun {
+		id += "dryrun-"
+	}
+	return c.runEviction(ctx, id+fmt.Sprint(time.Now().UnixNano()), sandboxapi.EvictionInput{
+		DryRun: dryRun, Hosts: hosts, Actions: []sandboxapi.EvictionActionKind{sandboxapi.EvictionDeleteOrphanRuntime}})
+}
+
+func (c *Client) runEviction(ctx context.Context, id string, in sandboxapi.EvictionInput) (sandboxapi.EvictionRunResult, error) {
 	run, err := c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: c.taskQueue, WorkflowExecutionTimeout: 2 * time.Hour,
 	}, sandboxapi.EvictionCronWorkflowType, in)
@@ -45,7 +68,8 @@ func (c *Client) RunEviction(ctx context.Context, in sandboxapi.EvictionInput) (
 
 // LastEviction returns the result of the most recently closed, completed
 // EvictionCronWorkflow run on the client's task queue (scheduled or manual;
-// dry runs only when includeDryRun). Errors: ErrNotFound when there is none.
+// dry runs only when includeDryRun; never a CollectOrphanRuntimes run). Errors:
+// ErrNotFound when there is none.
 func (c *Client) LastEviction(ctx context.Context, includeDryRun bool) (sandboxapi.EvictionRunResult, error) {
 	q := fmt.Sprintf("WorkflowType = '%s' AND TaskQueue = '%s' AND ExecutionStatus = 'Completed'", sandboxapi.EvictionCronWorkflowType, c.taskQueue)
 	var bestID, bestRun string
@@ -58,7 +82,7 @@ func (c *Client) LastEviction(ctx context.Context, includeDryRun bool) (sandboxa
 		}
 		for _, e := range resp.Executions {
 			id := e.GetExecution().GetWorkflowId()
-			if !includeDryRun && strings.HasPrefix(id, manualEvictionPrefix+"dryrun-") {
+			if !includeDryRun && strings.HasPrefix(id, manualEvictionPrefix+"dryrun-") || strings.HasPrefix(id, runtimesGCPrefix) {
 				continue
 			}
 			if t := e.GetCloseTime().AsTime(); t.After(best) {

@@ -111,6 +111,11 @@ func flagError(_ *cobra.Command, err error) error {
 		err = fmt.Errorf("%w (an argument that starts with '-' goes after --, e.g. `sandboxctl exec WS -- ls -la`; "+
 			"paths and search patterns may not start with '-': name the file ./-n, search for \\-x)", err)
 	}
+	if k := sandbox.KindOf(err); k != nil {
+		// A flag value's typed error (e.g. a bad --timeout): keep the kind and
+		// the flag's name, which pflag puts in front of the value's message.
+		err = sandbox.Errorf(k, "%s", strings.Replace(err.Error(), k.Type+": ", "", 1))
+	}
 	return flagParseError{err}
 }
 
@@ -141,9 +146,9 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
 		c.releaseCommand(), c.describeCommand(), c.listCommand(),
-		c.pushCommand(), c.prCommand(), c.editCommand(), c.logCommand(), c.outputCommand(), c.mcpCommand())
+		c.pushCommand(), c.prCommand(), c.editCommand(), c.logCommand(), c.outputCommand(), c.mcpCommand(), c.previewCommand())
 	root.AddCommand(c.fanoutCommand())
-	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand())
+	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand(), c.runtimesCommand())
 	root.AddCommand(c.codecServerCommand())
 	root.AddCommand(c.checkpointCommand(), c.rollbackCommand(), c.forkCommand(), c.destroyCommand(), c.cleanupCommand())
 	return root
@@ -264,7 +269,7 @@ func (c *cli) execCommand() *cobra.Command {
 		Long: "Run a command (an argv, no implicit shell: use `sh -c '...'` for one) in the workspace's\n" +
 			"runtime, in the worktree root unless --cwd. stdout and stderr are printed as they are\n" +
 			"(with --json: base64 in the result); sandboxctl exits with the command's exit code.",
-		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 60 -- sh -c 'make test 2>&1 | tail -20'\n" +
+		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 2m -- sh -c 'make test 2>&1 | tail -20'\n" +
 			"  sandboxctl exec $WS --network limited -- npm install\n  sandboxctl exec $WS --network none -- npm test",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
@@ -346,7 +351,7 @@ func (c *cli) execCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.Cwd, "cwd", "", "working directory, relative to the workspace root")
-	f.IntVar(&req.TimeoutS, "timeout", 0, "timeout in seconds (default 600)")
+	f.Var(secondsValue{&req.TimeoutS}, "timeout", "timeout: a duration (2s, 10m) or seconds (default 10m, at most 2h)")
 	f.IntVar(&req.MaxOutputBytes, "max-output", 0, "cap per stream in bytes (head and tail kept)")
 	f.StringArrayVar(&envs, "env", nil, "KEY=VALUE added to the command's environment (repeatable)")
 	f.StringVar(&stdinFile, "stdin", "", "feed this file to the command's stdin ('-' = sandboxctl's stdin)")
@@ -366,14 +371,17 @@ func (c *cli) readCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := s.ReadFile(cmd.Context(), args[1])
+			res, err := s.ReadFileResult(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}
 			if c.asJSON {
-				return c.printJSON(sandboxapi.ReadFileResult{Path: args[1], Content: data, Size: int64(len(data))})
+				return c.printJSON(res)
 			}
-			_, err = c.stdout.Write(data)
+			if res.LFSPointer {
+				fmt.Fprintf(c.stderr, "sandboxctl: %s is a Git LFS pointer: its content was not fetched\n", printablePath(args[1]))
+			}
+			_, err = c.stdout.Write(res.Content)
 			return err
 		},
 	}
@@ -531,6 +539,12 @@ func (c *cli) statusCommand() *cobra.Command {
 			for _, w := range st.ConfigWarnings {
 				fmt.Fprintf(c.stderr, "warning: git config %s\n", printablePath(w))
 			}
+			for _, p := range st.UninitializedSubmodules {
+				fmt.Fprintf(c.stderr, "warning: submodule %s is not checked out\n", printablePath(p))
+			}
+			for _, p := range st.LFSPointers {
+				fmt.Fprintf(c.stderr, "warning: %s is a Git LFS pointer (content not fetched)\n", printablePath(p))
+			}
 			return nil
 		},
 	}
@@ -626,6 +640,44 @@ func (c *cli) hibernateCommand() *cobra.Command {
 	}
 }
 
+// previewCommand is `sandboxctl preview WS PORT` (docs/API.md "Preview URLs").
+func (c *cli) previewCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "preview WS PORT",
+		Short: "Print a URL reaching PORT of the workspace's running runtime (Daytona, Docker)",
+		Long: "Print a URL reaching PORT (1-65535) of the workspace's running runtime: Daytona's signed preview URL,\n" +
+			"or with Docker a loopback port of the worker's machine. Start the server first, e.g.\n" +
+			"sandboxctl exec WS -- sh -c 'python3 -m http.server 8080 >/dev/null 2>&1 &'.\n" +
+			"Runtimes that cannot expose ports refuse with SandboxCommandRejected.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			port, err := strconv.Atoi(args[1])
+			if err != nil || port < 1 || port > sandboxapi.MaxPort {
+				return sandbox.FieldError("port", "PORT %q: want a TCP port number from 1 to %d", args[1], sandboxapi.MaxPort)
+			}
+			s, err := c.session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			u, err := s.PreviewURL(cmd.Context(), port)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(u)
+			}
+			fmt.Fprintln(c.stdout, printablePath(u.URL))
+			if u.Token != "" {
+				fmt.Fprintf(c.stdout, "token %s (send it as the backend asks, e.g. Daytona's x-daytona-preview-token header)\n", printablePath(u.Token))
+			}
+			if u.ExpiresAt != nil {
+				fmt.Fprintf(c.stdout, "expires %s\n", u.ExpiresAt.Local().Format(time.RFC3339))
+			}
+			return nil
+		},
+	}
+}
+
 func (c *cli) releaseCommand() *cobra.Command {
 	var destroy bool
 	cmd := &cobra.Command{
@@ -686,6 +738,16 @@ func (c *cli) describeCommand() *cobra.Command {
 				}
 			}
 			fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
+			if r := d.RuntimeReplica; r != nil {
+				line := fmt.Sprintf("files %d, synced=%t, recreated %d", r.Files, r.Synced, r.Recreated)
+				if r.LastRecreatedAt != nil {
+					line += " (last " + r.LastRecreatedAt.Local().Format(time.RFC3339) + ")"
+				}
+				fmt.Fprintf(w, "replica\t%s\n", line)
+				for _, p := range r.NotSynced {
+					fmt.Fprintf(w, "not_synced\t%s (a nested git repository: only in the sandbox)\n", printablePath(p))
+				}
+			}
 			fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
 			fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
 			if d.State == sandboxapi.StateActive || d.State == sandboxapi.StateIdle { // no timer runs otherwise

@@ -34,7 +34,7 @@ func (c *cli) evictionCommand() *cobra.Command {
 	}
 	run.Flags().BoolVar(&in.DryRun, "dry-run", false, "plan only: nothing is stopped, destroyed or evicted")
 	run.Flags().StringArrayVar(&in.Hosts, "host", nil, "only this host (repeatable)")
-	run.Flags().DurationVar(&in.ReplyTimeout, "reply-timeout", 0, "how long to wait for the sessions (default 15m)")
+	run.Flags().Var(durationValue{&in.ReplyTimeout}, "reply-timeout", "how long to wait for the sessions: a duration or seconds (default 15m)")
 	var dry bool
 	last := &cobra.Command{
 		Use:   "last [--include-dry-run]",
@@ -70,8 +70,8 @@ func (c *cli) printEviction(res sandboxapi.EvictionRunResult) error {
 	}
 	fmt.Fprintf(c.stdout, "eviction %s %s (%s, %s)\n", kind, res.WorkflowID, res.FinishedAt.Local().Format(time.RFC3339), res.FinishedAt.Sub(res.StartedAt).Round(time.Millisecond))
 	if !res.DryRun {
-		fmt.Fprintf(c.stdout, "stopped %d, destroyed %d, evicted %d, repo caches removed %d, blocked %d, skipped %d, failed %d, pending %d; freed %s\n",
-			s.Stopped, s.Destroyed, s.Evicted, s.CachesFreed, s.Blocked, s.Skipped, s.Failed, s.Pending, mib(s.FreedBytes))
+		fmt.Fprintf(c.stdout, "stopped %d, destroyed %d, evicted %d, repo caches removed %d, orphan runtimes deleted %d, blocked %d, skipped %d, failed %d, pending %d; freed %s\n",
+			s.Stopped, s.Destroyed, s.Evicted, s.CachesFreed, s.OrphansDeleted, s.Blocked, s.Skipped, s.Failed, s.Pending, mib(s.FreedBytes))
 	}
 	for _, h := range res.Hosts {
 		switch {
@@ -153,7 +153,7 @@ func (c *cli) pinCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&until, "until", "", "end of the pin, RFC 3339")
-	cmd.Flags().DurationVar(&dur, "for", 0, "length of the pin from now, e.g. 72h")
+	cmd.Flags().Var(durationValue{&dur}, "for", "length of the pin from now: a duration (e.g. 72h) or seconds")
 	return cmd
 }
 

@@ -111,7 +111,7 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 	fl.StringArrayVar(&instructions, "instructions", nil, "TASK_ID=TEXT: instructions kept with the task (commit message body); repeat")
 	fl.IntVar(&in.MaxParallel, "parallel", 0, fmt.Sprintf("tasks in progress at once (default %d, at most %d)", sandboxapi.DefaultFanoutParallel, sandboxapi.MaxFanoutParallel))
 	fl.StringVar(&accept, "accept", "all", "which succeeded tasks to merge: all, or a comma-separated list of task ids")
-	fl.DurationVar(&timeout, "timeout", 0, fmt.Sprintf("per-task timeout (default %s)", sandboxapi.DefaultTaskTimeout))
+	fl.Var(durationValue{&timeout}, "timeout", fmt.Sprintf("per-task timeout: a duration or seconds (default %s)", sandboxapi.DefaultTaskTimeout))
 	fl.StringVar(&id, "id", "", "fan-out id (default: generated)")
 	fl.BoolVar(&watch, "watch", false, "watch the fan-out until it finishes (as 'fanout watch')")
 	fl.BoolVar(&in.FromFork, "from-fork", false, "start each task as a fork of the conversation (its uncommitted files included) instead of committing it first")
@@ -130,7 +130,8 @@ func (c *cli) fanoutWatchCommand() *cobra.Command {
 			return c.watchFanout(cmd, args[0], interval)
 		},
 	}
-	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to poll the progress query")
+	interval = time.Second
+	cmd.Flags().Var(durationValue{&interval}, "interval", "how often to poll the progress query: a duration or seconds")
 	return cmd
 }
 

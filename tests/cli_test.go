@@ -69,6 +69,12 @@ func TestCLIWalkthrough(t *testing.T) {
 	assert.Equal(t, 3, r.code)
 	assert.Equal(t, "out\n", r.stdout)
 	assert.Equal(t, "err\n", r.stderr)
+	// Durations for --timeout: "2s" times out as 2 seconds would (exit 124).
+	r = runCLI(t, bin, queue, "", "exec", ws, "--timeout", "2s", "--", "sleep", "30")
+	assert.Equal(t, 124, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "timed out")
+	r = runCLI(t, bin, queue, "", "exec", ws, "--timeout", "60", "--", "true")
+	assert.Equal(t, 0, r.code, r.stderr)
 
 	r = runCLI(t, bin, queue, "hello from the agent\n", "write", ws, "notes/hello.txt")
 	require.Equal(t, 0, r.code, r.stderr)

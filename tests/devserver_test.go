@@ -63,3 +63,46 @@ func TestEmbeddedServerPorts(t *testing.T) {
 	assert.Equal(t, http.StatusOK, status)
 	assert.True(t, strings.Contains(strings.ToLower(body), "<html"), "the Web UI serves its page")
 }
+
+// TestEmbeddedServerPortTakenAfterTheCheck: two embedded servers started at
+// once on the same frontend port both pass the port check; the one that
+// loses the bind must fail with ErrPortInUse and leave the process alive
+// (Temporal's logger calls Fatal there, which used to be os.Exit: it ended
+// the whole test binary, and the worker). The winner keeps serving.
+func TestEmbeddedServerPortTakenAfterTheCheck(t *testing.T) {
+	for round := 0; round < 2; round++ {
+		port, err := devserver.FreePort("127.0.0.1")
+		require.NoError(t, err)
+		type res struct {
+			srv *devserver.Server
+			err error
+		}
+		out := make(chan res, 2)
+		for i := 0; i < 2; i++ {
+			go func() {
+				srv, err := devserver.Start(devserver.Options{Port: port})
+				out <- res{srv, err}
+			}()
+		}
+		a, b := <-out, <-out
+		if a.err == nil && b.err == nil {
+			a.srv.Stop()
+			b.srv.Stop()
+			t.Fatalf("round %d: two servers started on port %d", round, port)
+		}
+		winner, loser := a, b
+		if a.err != nil {
+			winner, loser = b, a
+		}
+		require.Error(t, loser.err)
+		t.Logf("round %d: the second server failed with: %v", round, loser.err)
+		assert.True(t, errors.Is(loser.err, devserver.ErrPortInUse), "round %d: %v", round, loser.err)
+		if winner.err != nil {
+			t.Fatalf("round %d: neither server started: %v / %v", round, a.err, b.err)
+		}
+		c, err := net.DialTimeout("tcp", winner.srv.Address, 5*time.Second)
+		require.NoError(t, err, "the winner serves")
+		_ = c.Close()
+		winner.srv.Stop()
+	}
+}

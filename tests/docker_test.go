@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -26,7 +29,7 @@ func TestDockerEndToEnd(t *testing.T) {
 		img = "sandboxcore-test:latest"
 	}
 	ctx := ctxFor(t, 3*time.Minute)
-	if p, err := docker.New(ctx, docker.Options{Image: img}); err != nil {
+	if p, err := docker.New(ctx, docker.Options{Image: img, Supervisor: os.Getenv("SANDBOX_SUPERVISOR_BINARY")}); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("docker runtime unavailable: %v", err)
 		}
@@ -88,6 +91,33 @@ func TestDockerEndToEnd(t *testing.T) {
 	require.Equal(t, int64(512<<20), info.HostConfig.Memory)
 	require.NotNil(t, info.HostConfig.PidsLimit)
 	require.Equal(t, int64(300), *info.HostConfig.PidsLimit)
+
+	// preview_url: a real HTTP server in the container answers through the
+	// loopback URL the update returns.
+	runtimetest.BuildPreviewServer(t, ws.LocalPath)
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "index.txt"), []byte("served from the container\n"), 0o644))
+	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "./previewserver 8080 >/dev/null 2>&1 &"}})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
+	pv, err := s.PreviewURL(ctx, 8080)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(pv.URL, "http://127.0.0.1:"), pv.URL)
+	var body string
+	require.Eventually(t, func() bool {
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(pv.URL + "index")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		body = string(b)
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Equal(t, "preview /index: served from the container\n", body)
+	_, err = s.PreviewURL(ctx, 0)
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.NoError(t, os.Remove(filepath.Join(ws.LocalPath, "previewserver")))
+	require.NoError(t, os.Remove(filepath.Join(ws.LocalPath, "index.txt")))
 
 	_, err = s.Release(ctx, true)
 	require.NoError(t, err)

@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona/daytonafake/fake"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -38,9 +39,13 @@ const workerProcessEnv = "SANDBOXCORE_TEST_WORKER"
 
 var (
 	temporalAddr string
-	tc           client.Client
-	creds        = &testCredentials{byHost: map[string]sandbox.Credential{}}
-	quiet        = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// daytonaFake is the Daytona stand-in TestMain starts when
+	// SANDBOX_RUNTIME_PROVIDER=daytona and no DAYTONA_API_URL is given (make
+	// test-e2e-daytona); nil otherwise.
+	daytonaFake *fake.Server
+	tc          client.Client
+	creds       = &testCredentials{byHost: map[string]sandbox.Credential{}}
+	quiet       = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 )
 
 func TestMain(m *testing.M) {
@@ -74,7 +79,25 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "search attributes:", err)
 		os.Exit(1)
 	}
+	if os.Getenv("SANDBOX_RUNTIME_PROVIDER") == "daytona" && os.Getenv("DAYTONA_API_URL") == "" {
+		// The hosts' Daytona: the faithful stand-in, every sandbox a
+		// container of the test image (make test-e2e-daytona).
+		if daytonaFake, err = fake.New(fake.Options{Logger: quiet}); err == nil {
+			_, err = daytonaFake.Start("127.0.0.1:0")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake Daytona:", err)
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
+	if daytonaFake != nil {
+		daytonaFake.Close()
+		if v := daytonaFake.Violations(); len(v) > 0 {
+			fmt.Fprintf(os.Stderr, "fake Daytona: %d requests or responses violated the OpenAPI documents:\n%s\n", len(v), strings.Join(v, "\n"))
+			code = 1
+		}
+	}
 	tc.Close()
 	dev.Stop()
 	os.Exit(code)
@@ -168,8 +191,8 @@ func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 		t.Fatalf("start host: %v", err)
 	}
 	t.Cleanup(h.Stop)
-	if k := h.Activities.Runtimes.Kind(); k == "docker" || k == "bwrap" {
-		// Containers and bubblewrap sandboxes outlive a worker by design; a
+	if k := h.Activities.Runtimes.Kind(); k == "docker" || k == "bwrap" || k == "daytona" {
+		// Containers, bubblewrap sandboxes and remote sandboxes outlive a worker by design; a
 		// test's must not outlive the test (runs before Stop: cleanups run
 		// last in, first out).
 		t.Cleanup(func() { destroyRuntimes(h) })
@@ -207,10 +230,24 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 		case "SANDBOX_EVICTION_INTERVAL":
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true
+		case "DAYTONA_API_URL", "DAYTONA_API_KEY":
+			if daytonaFake != nil {
+				if k == "DAYTONA_API_URL" {
+					return daytonaFake.APIURL(), true
+				}
+				return daytonaFake.APIKey(), true
+			}
+			return os.LookupEnv(k)
+		case "DAYTONA_API_KEY_FILE", "DAYTONA_SNAPSHOT", "DAYTONA_IMAGE", "DAYTONA_TARGET", "DAYTONA_AUTO_STOP_MINUTES", "DAYTONA_AUTO_ARCHIVE_MINUTES":
+			if daytonaFake != nil {
+				return "", false
+			}
+			return os.LookupEnv(k)
 		}
 		if slices.Contains(runtimeEnv, k) {
-			// The runtime is the caller's choice (make test-e2e-docker runs
-			// the main job's tests on Docker); unset = auto, as make run.
+			// The runtime is the caller's choice (make test-e2e-docker,
+			// make test-e2e-daytona and make test-e2e-e2b run the main job's
+			// tests on Docker, Daytona and E2B); unset = auto, as make run.
 			return os.LookupEnv(k)
 		}
 		return "", false

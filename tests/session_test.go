@@ -571,3 +571,22 @@ func TestWorkerKilledMidAcquire(t *testing.T) {
 	require.Len(t, wts, 1)
 	assert.Equal(t, filepath.Base(hd.LocalPath), wts[0].Name())
 }
+
+// TestPreviewURLNeedsTheCapability: preview_url on a host whose runtime
+// cannot expose ports (bubblewrap, local: they publish nothing) is
+// SandboxCommandRejected, saying why; a bad port is refused by the
+// validator first (the Docker and Daytona runtimes' URLs are tested in
+// TestDockerEndToEnd and TestDaytonaPreviewURL).
+func TestPreviewURLNeedsTheCapability(t *testing.T) {
+	h := startHost(t, "preview")
+	if k := h.Activities.Runtimes.Kind(); k != "bwrap" && k != "local" {
+		t.Skipf("the %s runtime exposes ports (tested elsewhere)", k)
+	}
+	s, _, _ := newEditSession(t, h)
+	ctx := ctxFor(t, time.Minute)
+	_, err := s.PreviewURL(ctx, 0)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	_, err = s.PreviewURL(ctx, 8080)
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
+	assert.Contains(t, err.Error(), "cannot expose ports")
+}

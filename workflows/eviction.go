@@ -31,7 +31,9 @@ import (
 //     (waiting for a running command) and signals "eviction_reply" back. The
 //     run waits up to ReplyTimeout; an action without a reply is "pending"
 //     (the session still carries it out later, re-checking its rules).
-//  4. Then each host removes its planned repo caches, in order, while its
+//  4. Each host deletes its planned orphan runtimes (remote sandboxes of
+//     this host whose workspace no longer exists: no session exists to ask).
+//  5. Then each host removes its planned repo caches, in order, while its
 //     usage stays above the low water mark.
 //
 // The result (sandboxapi.EvictionRunResult) is the run's result; its Summary is also
@@ -78,7 +80,7 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 			HeartbeatTimeout:       time.Minute,
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 		})
-		futures[i] = workflow.ExecuteActivity(hctx, wire.ActivityPlanEviction, wire.PlanEvictionInput{HostID: h})
+		futures[i] = workflow.ExecuteActivity(hctx, wire.ActivityPlanEviction, wire.PlanEvictionInput{HostID: h, Actions: in.Actions})
 	}
 	for i, h := range ids {
 		hr := sandboxapi.HostEvictionResult{HostID: h}
@@ -108,8 +110,8 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 			continue
 		}
 		for _, a := range hr.Plan.Plan.Actions {
-			if a.Kind == sandboxapi.EvictionRemoveRepoCache {
-				continue
+			if a.Kind == sandboxapi.EvictionRemoveRepoCache || a.Kind == sandboxapi.EvictionDeleteOrphanRuntime {
+				continue // carried out by the host (steps 4 and 5)
 			}
 			rid := fmt.Sprintf("%s/%d/%s/%s", hr.HostID, len(reqs), a.Kind, a.ID)
 			where[rid] = slot{hi, len(hr.Results)}
@@ -164,7 +166,13 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 		}
 	}
 
-	// 4. Repo caches, host by host, while pressure remains.
+	// 4. Orphan runtimes, on each host (runs recorded before this step
+	// planned none).
+	if workflow.GetVersion(ctx, changeEvictionOrphans, workflow.DefaultVersion, 1) >= 1 {
+		deleteOrphans(ctx, res.Hosts, hostTimeout)
+	}
+
+	// 5. Repo caches, host by host, while pressure remains.
 	for hi := range res.Hosts {
 		hr := &res.Hosts[hi]
 		if hr.Plan == nil {
@@ -197,6 +205,56 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 		hr.Results = append(hr.Results, out.Results...)
 	}
 	return finishEviction(ctx, res), nil
+}
+
+// changeEvictionOrphans: the run deletes the orphan runtimes the hosts
+// planned (workflow.GetVersion; docs/DESIGN.md "Temporal shape").
+const changeEvictionOrphans = "eviction-orphan-runtimes"
+
+// deleteOrphans runs each host's orphan runtime deletions (in parallel) and
+// appends their results to the host's.
+func deleteOrphans(ctx workflow.Context, hosts []sandboxapi.HostEvictionResult, hostTimeout time.Duration) {
+	type call struct {
+		host    int
+		actions []sandboxapi.EvictionAction
+		f       workflow.Future
+	}
+	var calls []call
+	for hi := range hosts {
+		hr := &hosts[hi]
+		if hr.Plan == nil {
+			continue
+		}
+		var orphans []sandboxapi.EvictionAction
+		for _, a := range hr.Plan.Plan.Actions {
+			if a.Kind == sandboxapi.EvictionDeleteOrphanRuntime {
+				orphans = append(orphans, a)
+			}
+		}
+		if len(orphans) == 0 {
+			continue
+		}
+		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              wire.HostTaskQueue(hr.HostID),
+			ScheduleToStartTimeout: hostTimeout,
+			StartToCloseTimeout:    30 * time.Minute,
+			HeartbeatTimeout:       time.Minute,
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
+		})
+		calls = append(calls, call{hi, orphans, workflow.ExecuteActivity(hctx, wire.ActivityDeleteOrphanRuntimes, wire.DeleteOrphanRuntimesInput{HostID: hr.HostID, Actions: orphans})})
+	}
+	for _, c := range calls {
+		hr := &hosts[c.host]
+		var out wire.DeleteOrphanRuntimesResult
+		if err := c.f.Get(ctx, &out); err != nil {
+			for _, a := range c.actions {
+				hr.Results = append(hr.Results, sandboxapi.EvictResult{Action: a.Kind, Tier: a.Tier, ID: a.ID, WorkspaceID: a.WorkspaceID,
+					Outcome: sandboxapi.OutcomeFailed, Reason: appError(err).Error(), At: workflow.Now(ctx)})
+			}
+			continue
+		}
+		hr.Results = append(hr.Results, out.Results...)
+	}
 }
 
 // finishEviction summarizes the run and publishes the summary as the memo.

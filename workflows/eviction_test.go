@@ -220,3 +220,54 @@ func TestEvictionCronDryRunOnlyPlans(t *testing.T) {
 	assert.True(t, res.DryRun)
 	assert.Equal(t, 3, res.Summary.Planned)
 }
+
+// Orphan runtimes are deleted by their host (never sent to a session: their
+// workspace does not exist), counted apart, and the run's Actions filter
+// reaches every host's planning.
+func TestEvictionCronDeletesOrphanRuntimesOnTheirHost(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(EvictionCronWorkflow, workflow.RegisterOptions{Name: sandboxapi.EvictionCronWorkflowType})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "cron-2", TaskQueue: sandboxapi.DefaultTaskQueue})
+	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(func(context.Context) (wire.EvictionHostsResult, error) {
+		return wire.EvictionHostsResult{Hosts: []string{"h1"}}, nil
+	}, wire.ActivityEvictionHosts)
+	var planned []sandboxapi.EvictionActionKind
+	reg(func(_ context.Context, in wire.PlanEvictionInput) (sandboxapi.PlanEvictionResult, error) {
+		planned = in.Actions
+		return sandboxapi.PlanEvictionResult{Plan: sandboxapi.EvictionPlan{HostID: "h1", Actions: []sandboxapi.EvictionAction{
+			{Kind: sandboxapi.EvictionDeleteOrphanRuntime, Tier: sandboxapi.TierRuntimeOrphan, ID: "rt-gone", WorkspaceID: "ws-gone"},
+			{Kind: sandboxapi.EvictionDeleteOrphanRuntime, Tier: sandboxapi.TierRuntimeOrphan, ID: "rt-back", WorkspaceID: "ws-back"},
+		}}}, nil
+	}, wire.ActivityPlanEviction)
+	var sent []wire.SessionRequest
+	reg(func(_ context.Context, in wire.SignalEvictionsInput) (wire.SignalEvictionsResult, error) {
+		sent = append(sent, in.Requests...)
+		return wire.SignalEvictionsResult{}, nil
+	}, wire.ActivitySignalEvictions)
+	var asked []string
+	reg(func(_ context.Context, in wire.DeleteOrphanRuntimesInput) (wire.DeleteOrphanRuntimesResult, error) {
+		out := wire.DeleteOrphanRuntimesResult{}
+		for _, a := range in.Actions {
+			asked = append(asked, in.HostID+"/"+a.ID)
+			o := sandboxapi.OutcomeDone
+			if a.ID == "rt-back" {
+				o = sandboxapi.OutcomeSkipped
+			}
+			out.Results = append(out.Results, sandboxapi.EvictResult{Action: a.Kind, Tier: a.Tier, ID: a.ID, WorkspaceID: a.WorkspaceID, Outcome: o})
+		}
+		return out, nil
+	}, wire.ActivityDeleteOrphanRuntimes)
+
+	env.ExecuteWorkflow(sandboxapi.EvictionCronWorkflowType, sandboxapi.EvictionInput{Actions: []sandboxapi.EvictionActionKind{sandboxapi.EvictionDeleteOrphanRuntime}})
+	require.NoError(t, env.GetWorkflowError())
+	var res sandboxapi.EvictionRunResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	assert.Equal(t, []sandboxapi.EvictionActionKind{sandboxapi.EvictionDeleteOrphanRuntime}, planned)
+	assert.Empty(t, sent, "no session is asked: the workspaces are gone")
+	assert.Equal(t, []string{"h1/rt-gone", "h1/rt-back"}, asked)
+	require.Len(t, res.Hosts, 1)
+	require.Len(t, res.Hosts[0].Results, 2)
+	assert.Equal(t, sandboxapi.EvictionSummary{Hosts: 1, Planned: 2, OrphansDeleted: 1, Skipped: 1}, res.Summary)
+}

@@ -231,6 +231,15 @@ var operations = []registrar{
 		activity: wire.ActivityDestroy, handle: (*session).destroy},
 	operation[sandboxapi.None, sandboxapi.Handle]{op: sandboxapi.OpRestore, writes: true,
 		activity: wire.ActivityRestoreDestroyed, handle: (*session).restore},
+	// preview_url asks the runtime's backend for a URL of a port (read-only:
+	// it changes neither the workspace nor the runtime; refused where the
+	// runtime has no such capability).
+	operation[sandboxapi.PreviewURLInput, sandboxapi.PreviewURL]{op: sandboxapi.OpPreviewURL,
+		validate: func(_ *session, in sandboxapi.PreviewURLInput) error { return in.Validate() },
+		activity: wire.ActivityPreviewURL,
+		input: func(s *session, in sandboxapi.PreviewURLInput) any {
+			return wire.PreviewURLActivityInput{WorkspaceID: s.wsID, Port: in.Port}
+		}},
 }
 
 // Operations describes every operation the workflow registers, in table

@@ -51,11 +51,14 @@ type session struct {
 	settings wire.SessionSettings
 
 	runtimeRunning bool
-	lastActivity   time.Time
-	ops            int64
-	seq            int64 // changes at every operation start and end
-	inFlight       int
-	lock           rwLock
+	// replica is the last replica state a remote runtime reported (acquire,
+	// exec); nil for local runtimes and after the runtime was destroyed.
+	replica      *sandboxapi.RuntimeReplica
+	lastActivity time.Time
+	ops          int64
+	seq          int64 // changes at every operation start and end
+	inFlight     int
+	lock         rwLock
 
 	// inputErr: the workflow argument did not decode; every update is refused with it.
 	inputErr error
@@ -111,6 +114,7 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 		ws := c.Workspace
 		s.ws, s.settings, s.runtimeRunning, s.lastActivity, s.state = &ws, c.Settings, c.RuntimeRunning, c.LastActivity, sandboxapi.StateActive
 		s.dormant = c.Dormant
+		s.replica = c.RuntimeReplica
 		s.ev.evicted = c.Dormant && c.State == sandboxapi.StateEvicted
 		switch {
 		case c.State != "":
@@ -290,7 +294,7 @@ func (s *session) continueAsNew(ctx workflow.Context, taskQueue string) error {
 	return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, taskQueue), sandboxapi.SessionWorkflowType, wire.SessionRunInput{
 		WorkspaceID: s.wsID,
 		Carry: &wire.SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning, State: s.state,
-			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant},
+			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica},
 	})
 }
 
@@ -503,6 +507,9 @@ func (s *session) stopRuntime(ctx workflow.Context, destroy bool) error {
 		return err
 	}
 	s.runtimeRunning = false
+	if destroy {
+		s.replica = nil
+	}
 	if !s.released {
 		s.setState(ctx, sandboxapi.StateIdle)
 	}
@@ -546,7 +553,7 @@ func (s *session) describe() (sandboxapi.SessionDescription, error) {
 	d := sandboxapi.SessionDescription{
 		WorkspaceID: s.wsID, State: s.state, Workspace: s.ws, RuntimeKind: s.settings.RuntimeKind,
 		RuntimeRunning: s.runtimeRunning, InFlight: s.inFlight, Ops: s.ops, LastActivity: s.lastActivity,
-		LastError: s.lastError, ContractVersion: sandboxapi.ContractVersion,
+		LastError: s.lastError, ContractVersion: sandboxapi.ContractVersion, RuntimeReplica: s.replica,
 	}
 	if !s.dormant && !s.released {
 		d.IdleCloseAt = s.lastActivity.Add(s.settings.IdleClose)

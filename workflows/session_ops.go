@@ -49,7 +49,9 @@ func (s *session) acquire(ctx workflow.Context, in sandboxapi.AcquireInput) (san
 	if s.ws != nil && !s.ev.evicted && !s.dormant {
 		if !policyChange(in.Request, s.ws) ||
 			workflow.GetVersion(ctx, changeNetworkPolicy, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			return wire.HandleFor(*s.ws, s.settings, false), nil
+			h := wire.HandleFor(*s.ws, s.settings, false)
+			h.RuntimeReplica = s.replica
+			return h, nil
 		}
 		return s.resume(ctx, in.Request, false)
 	}
@@ -139,8 +141,10 @@ func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest, re
 	s.ev.evicted, s.released, s.dormant = false, false, false // an evicted workspace was restored
 	s.publish(ctx)
 	s.moveToHost = !s.settings.StayOnSharedQueue && workflow.GetInfo(ctx).TaskQueueName != wire.HostTaskQueue(ws.HostID)
+	s.replica = out.RuntimeReplica
 	h := wire.HandleFor(ws, s.settings, out.Created)
 	h.RestoredFrom, h.Restorable, h.ForkedFrom = out.RestoredFrom, out.Restorable, out.ForkedFrom
+	h.RuntimeReplica = out.RuntimeReplica
 	return h, nil
 }
 
@@ -152,7 +156,9 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 		return sandbox.ExecResult{}, err
 	}
 	defer s.end(ctx, true)
-	var out sandbox.ExecResult
+	// The activity's result is the command's (wire.ExecActivityResult inlines
+	// it: histories where it returned a bare ExecResult decode the same).
+	var out wire.ExecActivityResult
 	s.runtimeRunning = true
 	if s.state != sandboxapi.StateActive {
 		s.setState(ctx, sandboxapi.StateActive)
@@ -162,7 +168,10 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 		in.UpdateID = u.ID
 	}
 	err := s.call(ctx, s.hostOptions(opExec, req.Timeout()), wire.ActivityExec, in, &out)
-	return out, err
+	if out.RuntimeReplica != nil {
+		s.replica = out.RuntimeReplica
+	}
+	return out.ExecResult, err
 }
 
 func (s *session) hibernate(ctx workflow.Context, _ sandboxapi.None) (sandboxapi.HibernateResult, error) {
@@ -201,6 +210,9 @@ func (s *session) release(ctx workflow.Context, in sandboxapi.ReleaseInput) (san
 		return sandboxapi.ReleaseResult{}, err
 	}
 	s.runtimeRunning = false
+	if in.DestroyRuntime {
+		s.replica = nil
+	}
 	s.released = true
 	s.state = sandboxapi.StateReleased // published when the run ends (finish)
 	return sandboxapi.ReleaseResult{WorkspaceID: s.wsID, Runtime: what}, nil
@@ -216,5 +228,8 @@ func (s *session) stopDormant(ctx workflow.Context, name string) (sandboxapi.Hib
 	defer s.end(ctx, true)
 	var out sandboxapi.HibernateResult
 	err := s.callQuick(ctx, name, wire.WorkspaceActivityInput{WorkspaceID: s.wsID}, &out)
+	if err == nil && name == wire.ActivityDestroyRuntime {
+		s.replica = nil
+	}
 	return out, err
 }

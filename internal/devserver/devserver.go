@@ -15,11 +15,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
-	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
-	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -65,7 +65,8 @@ type Options struct {
 // Server is a running embedded Temporal.
 type Server struct {
 	server temporal.Server
-	ui     *uiserver.Server
+	ui     *webUI
+	trap   *fatalTrap
 	// Address is the frontend host:port.
 	Address string
 	// UIURL is the Web UI's base URL, "" when disabled.
@@ -98,10 +99,20 @@ func Start(opts Options) (*Server, error) {
 	} else if err := checkFree(opts.IP, opts.Port, "SANDBOX_TEMPORAL_PORT"); err != nil {
 		return nil, err
 	}
+	// The UI's port is bound now and held: nothing can take it between this
+	// check and the UI's start (which could otherwise only fail by exiting).
+	var uiLn net.Listener
 	if opts.UIPort != 0 {
-		if err := checkFree(opts.IP, opts.UIPort, "SANDBOX_UI_PORT"); err != nil {
+		l, err := listen(opts.IP, opts.UIPort, "SANDBOX_UI_PORT")
+		if err != nil {
 			return nil, err
 		}
+		uiLn = l
+		defer func() {
+			if uiLn != nil {
+				_ = uiLn.Close()
+			}
+		}()
 	}
 	var pki *internalPKI
 	if opts.TLS != nil {
@@ -120,10 +131,12 @@ func Start(opts Options) (*Server, error) {
 	if pki != nil {
 		conf.Global.TLS = pki.serverTLS(opts.TLS)
 	}
-	var logger tlog.Logger = tlog.NewNoopLogger()
+	var base tlog.Logger = tlog.NewNoopLogger()
 	if opts.LogFile != "" {
-		logger = tlog.NewZapLogger(tlog.BuildZapLogger(tlog.Config{Level: opts.LogLevel, OutputFile: opts.LogFile, Format: "json"}))
+		base = tlog.NewZapLogger(tlog.BuildZapLogger(tlog.Config{Level: opts.LogLevel, OutputFile: opts.LogFile, Format: "json"}))
 	}
+	trap := &fatalTrap{Logger: base}
+	var logger tlog.Logger = trap
 	host := func(svc primitives.ServiceName) static.Hosts {
 		return static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(conf.Services[string(svc)].RPC.GRPCPort)))
 	}
@@ -142,26 +155,32 @@ func Start(opts Options) (*Server, error) {
 		// per second (default 20, i.e. up to 50 ms per workflow-task hop).
 		dynamicconfig.TransferProcessorMaxPollRPS.Key(): 500,
 	}
-	srv, err := temporal.NewServer(
-		temporal.WithConfig(conf),
-		temporal.ForServices(temporal.DefaultServices),
-		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
-			primitives.FrontendService: host(primitives.FrontendService),
-			primitives.HistoryService:  host(primitives.HistoryService),
-			primitives.MatchingService: host(primitives.MatchingService),
-			primitives.WorkerService:   host(primitives.WorkerService),
-		}),
-		temporal.WithLogger(logger),
-		temporal.WithDynamicConfigClient(dyn),
-	)
+	srv, err := startTrapped(trap, func() (temporal.Server, error) {
+		srv, err := temporal.NewServer(
+			temporal.WithConfig(conf),
+			temporal.ForServices(temporal.DefaultServices),
+			temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+				primitives.FrontendService: host(primitives.FrontendService),
+				primitives.HistoryService:  host(primitives.HistoryService),
+				primitives.MatchingService: host(primitives.MatchingService),
+				primitives.WorkerService:   host(primitives.WorkerService),
+			}),
+			temporal.WithLogger(logger),
+			temporal.WithDynamicConfigClient(dyn),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("devserver: new server: %w", err)
+		}
+		if err := srv.Start(); err != nil {
+			return srv, fmt.Errorf("devserver: start: %w", err)
+		}
+		return srv, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("devserver: new server: %w", err)
+		return nil, err
 	}
-	s := &Server{server: srv, Address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), Namespace: opts.Namespace}
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("devserver: start: %w", err)
-	}
-	if opts.UIPort != 0 {
+	s := &Server{server: srv, trap: trap, Address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), Namespace: opts.Namespace}
+	if uiLn != nil {
 		uc := &uiconfig.Config{
 			Host:                opts.IP,
 			Port:                opts.UIPort,
@@ -181,21 +200,90 @@ func Start(opts Options) (*Server, error) {
 				DefaultErrorMessage: "Payloads are encrypted: log in to the codec server with its token to read them",
 				DefaultErrorLink:    opts.UICodecEndpoint + "/login"}
 		}
-		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(uc))
-		go func() {
-			if err := s.ui.Start(); err != nil {
-				slog.Error("temporal web ui stopped", "error", err)
-			}
-		}()
+		s.ui, err = startWebUI(uiLn, uc)
+		if err != nil {
+			s.Stop()
+			return nil, err
+		}
+		uiLn = nil // the UI owns it now
 		s.UIURL = "http://" + net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
 	}
 	return s, nil
 }
 
+// startTrapped runs start (temporal.NewServer and Server.Start) in its own
+// goroutine, where a Fatal of the server's logger (fatalTrap) panics with a
+// fatalPanic that is recovered here; it then returns the recorded fatal
+// error, after stopping what was started (bounded: a half-started server
+// may not stop cleanly).
+func startTrapped(trap *fatalTrap, start func() (temporal.Server, error)) (temporal.Server, error) {
+	type result struct {
+		srv temporal.Server
+		err error
+	}
+	ch := make(chan result, 1)
+	var started temporal.Server
+	var mu sync.Mutex
+	trap.starting.Store(true)
+	go func() {
+		returned := false
+		defer func() {
+			if returned {
+				return
+			}
+			if p := recover(); p != nil {
+				if _, ok := p.(fatalPanic); !ok {
+					panic(p) // not ours
+				}
+			}
+			ch <- result{err: trap.err()} // fatalTrap.Fatal: a panic, or runtime.Goexit
+		}()
+		srv, err := start()
+		mu.Lock()
+		started = srv
+		mu.Unlock()
+		returned = true
+		ch <- result{srv, err}
+	}()
+	r := <-ch
+	trap.starting.Store(false)
+	if r.err == nil {
+		if ferr := trap.err(); ferr != nil {
+			r.err = ferr
+		}
+	}
+	if r.err != nil {
+		mu.Lock()
+		srv := started
+		mu.Unlock()
+		if srv == nil {
+			srv = r.srv
+		}
+		if srv != nil {
+			done := make(chan struct{})
+			go func() { defer close(done); _ = srv.Stop() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				slog.Warn("devserver: the half-started embedded temporal did not stop within 10s; leaving it")
+			}
+		}
+		if !errors.Is(r.err, ErrPortInUse) && strings.Contains(r.err.Error(), "address already in use") {
+			return nil, fmt.Errorf("%w: %v", ErrPortInUse, r.err)
+		}
+		return nil, r.err
+	}
+	return r.srv, nil
+}
+
+// Err returns the first fatal error the embedded server raised after Start
+// (its goroutine stopped; the process did not exit), or nil.
+func (s *Server) Err() error { return s.trap.err() }
+
 // Stop stops the UI and the server.
 func (s *Server) Stop() {
 	if s.ui != nil {
-		s.ui.Stop()
+		s.ui.stop()
 	}
 	_ = s.server.Stop()
 }
@@ -295,9 +383,18 @@ func FreePort(ip string) (int, error) {
 }
 
 func checkFree(ip string, port int, variable string) error {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	l, err := listen(ip, port, variable)
 	if err != nil {
-		return fmt.Errorf("%w: %s:%d (set %s to another port): %v", ErrPortInUse, ip, port, variable, err)
+		return err
 	}
 	return l.Close()
+}
+
+// listen binds ip:port; a failure is ErrPortInUse naming variable.
+func listen(ip string, port int, variable string) (net.Listener, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s:%d (set %s to another port): %v", ErrPortInUse, ip, port, variable, err)
+	}
+	return l, nil
 }

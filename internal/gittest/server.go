@@ -31,10 +31,20 @@ type Server struct {
 	upload   atomic.Int64
 	receive  atomic.Int64
 	denied   atomic.Int64
+	// redirected counts requests answered with a redirect (SetRedirect).
+	redirected atomic.Int64
 
-	mu    sync.Mutex
-	hook  func(*http.Request) error
-	delay time.Duration
+	mu        sync.Mutex
+	hook      func(*http.Request) error
+	delay     time.Duration
+	redirects []redirect
+	lfs       *lfsServer
+}
+
+// redirect answers requests under from with code and a Location under to.
+type redirect struct {
+	from, to string
+	code     int
 }
 
 // NewHTTPServer starts a Server for the repositories under root (an absolute
@@ -82,6 +92,13 @@ func NewHTTPServer(t testing.TB, root, user, pass string) *Server {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
+	s.mu.Lock()
+	lfs := s.lfs
+	s.mu.Unlock()
+	if lfs != nil && lfs.public(r) {
+		lfs.serve(w, r) // object downloads carry the batch response's token
+		return
+	}
 	if s.user != "" {
 		u, p, ok := r.BasicAuth()
 		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(s.user)) != 1 || subtle.ConstantTimeCompare([]byte(p), []byte(s.pass)) != 1 {
@@ -98,8 +115,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.receive.Add(1)
 	}
 	s.mu.Lock()
-	hook, delay := s.hook, s.delay
+	hook, delay, redirects := s.hook, s.delay, s.redirects
 	s.mu.Unlock()
+	for _, rd := range redirects {
+		if rest, ok := strings.CutPrefix(r.URL.Path, rd.from); ok && (rest == "" || rest[0] == '/') {
+			loc := rd.to + rest
+			if r.URL.RawQuery != "" {
+				loc += "?" + r.URL.RawQuery
+			}
+			s.redirected.Add(1)
+			http.Redirect(w, r, loc, rd.code)
+			return
+		}
+	}
 	if hook != nil {
 		if err := hook(r); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -112,6 +140,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+	}
+	if lfs != nil && lfs.serve(w, r) {
+		return
 	}
 	s.handler.ServeHTTP(w, r)
 }
@@ -160,6 +191,34 @@ func (s *Server) SetDelay(d time.Duration) {
 	s.delay = d
 	s.mu.Unlock()
 }
+
+// SetRedirect makes every request for the repository at fromRepo (a path
+// as URL takes, e.g. "team/old.git", and everything below it) answer code
+// (301, 302, 307 or 308) with a Location naming the same request under
+// location: a path on this server ("team/new.git") or an absolute URL (to
+// test a move to another host). Requests are checked against redirects in the order
+// they were added, after authentication (a private repository's new name
+// is only told to who may read it).
+func (s *Server) SetRedirect(fromRepo, location string, code int) {
+	to := location
+	if !strings.Contains(location, "://") {
+		to = "/" + strings.Trim(location, "/")
+	}
+	s.mu.Lock()
+	s.redirects = append(s.redirects, redirect{from: "/" + strings.Trim(fromRepo, "/"), to: to, code: code})
+	s.mu.Unlock()
+}
+
+// RemoveRedirects drops every redirect (the old name then answers 404, as
+// it does once its redirect is gone upstream).
+func (s *Server) RemoveRedirects() {
+	s.mu.Lock()
+	s.redirects = nil
+	s.mu.Unlock()
+}
+
+// Redirected counts requests answered with a redirect.
+func (s *Server) Redirected() int64 { return s.redirected.Load() }
 
 // RepoDir returns <root>/<repoPath>: where to create a repository that URL(repoPath) serves.
 func (s *Server) RepoDir(repoPath string) string {

@@ -20,9 +20,10 @@
 //   - credentials go per call through the environment (GIT_CONFIG_COUNT +
 //     http.<remote URL>.extraHeader), never argv, a URL or a config file, and
 //     every error text is scrubbed of them;
-//   - a git lock file left by a dead process (older than
-//     Options.StaleLockAge and open in no process) is removed and the call
-//     retried once; a live one is ErrRepoLocked naming the file (Classify).
+//   - a git lock file left by a dead process (open in no process, and
+//     either no live git runs in the repository or it is older than
+//     Options.StaleLockAge; locks.go) is removed and the call retried once;
+//     a live one is ErrRepoLocked naming the file (Classify).
 package gitx
 
 import (
@@ -71,8 +72,9 @@ type Options struct {
 	// config, credential helper or ssh config applies; "" means os.TempDir()/sandboxcore-git-home.
 	HomeDir string
 	// StaleLockAge: a git lock file ("*.lock") that made a call fail is
-	// removed, and the call retried once, when it has not been modified for
-	// this long and no process has it open (/proc/*/fd); otherwise the call
+	// removed, and the call retried once, when no process has it open
+	// (/proc/*/fd) and either no git process runs in the repository or it
+	// has not been modified for this long (locks.go); otherwise the call
 	// fails with ErrRepoLocked naming it (Classify). 0 means
 	// DefaultStaleLockAge; a negative value never removes a lock.
 	StaleLockAge time.Duration
@@ -201,6 +203,11 @@ func (r *Runner) hardening() []string {
 		"-c", "core.alternateRefsCommand=true",
 		"-c", "core.protectNTFS=true",
 		"-c", "core.protectHFS=true",
+		// Line endings are the attributes' business only (the checkout
+		// baseline of internal/workspace relies on it), never the config's.
+		"-c", "core.autocrlf=false",
+		"-c", "core.eol=lf",
+		"-c", "core.safecrlf=false",
 		"-c", "credential.helper=",
 		"-c", "diff.external=",
 		"-c", "core.pager=cat",
@@ -570,7 +577,7 @@ func (c *capped) String() string { return c.buf.String() }
 
 var (
 	authPatterns   = regexp.MustCompile(`(?i)authentication failed|could not read (username|password)|terminal prompts disabled|http(/[0-9.]+)? 40[13]|returned error: 40[13]|permission denied \(publickey|invalid username or password|access denied|401 unauthorized|403 forbidden`)
-	repoMissingPat = regexp.MustCompile(`(?i)repository not found|repository '[^']*' not found|returned error: 404|does not appear to be a git repository`)
+	repoMissingPat = regexp.MustCompile(`(?i)repository not found|repository '[^']*' not found|returned error: (404|410|400)\b|does not appear to be a git repository`)
 	notFoundPat    = regexp.MustCompile(`(?i)repository not found|returned error: 404|not found|does not appear to be a git repository|does not exist`)
 	diskPat        = regexp.MustCompile(`(?i)no space left on device|disk quota exceeded|file too large`)
 	lockPat        = regexp.MustCompile(`Unable to create '([^']+\.lock)': File exists`)
@@ -580,7 +587,11 @@ var (
 
 // Classify maps a git failure onto the typed errors of the seed: auth →
 // ErrRepoAuthFailed; a held lock → ErrRepoLocked naming the lock file; a full
-// disk → ErrInsufficientDisk; an unknown ref → ErrRefNotFound; unreachable or
+// disk → ErrInsufficientDisk; HTTP 404, 410, 400 and an unfollowed
+// redirect (Locate) → ErrRepoNotFound (permanent: not retried); a ref that
+// cannot be created beside another
+// ("'refs/heads/a' exists; cannot create 'refs/heads/a/b'") → ErrConflict
+// naming both; an unknown ref → ErrRefNotFound; unreachable or
 // missing remote → ErrRepoCacheUnavailable; a typed error (e.g. Run's
 // ErrCommandRejected) keeps its kind; anything else → fallback. what
 // describes the operation ("clone owner/repo").
@@ -601,15 +612,21 @@ func Classify(err error, what string, fallback *sandbox.Kind) error {
 	msg := ge.Stderr
 	switch {
 	case lockPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrRepoLocked, "%s: lock file held: %s (a live git process holds it, or it is younger than the stale-lock age)", what, lockPat.FindStringSubmatch(msg)[1])
+		return sandbox.Errorf(sandbox.ErrRepoLocked, "%s: lock file held: %s (a live process has it open, or a git process runs in the repository and it is younger than the stale-lock age)", what, lockPat.FindStringSubmatch(msg)[1])
 	case diskPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrInsufficientDisk, "%s: %s", what, firstLine(msg))
+	case refCollision.MatchString(msg):
+		m := refCollision.FindStringSubmatch(msg)
+		return sandbox.Errorf(sandbox.ErrConflict, "%s: %s cannot be created because %s exists (git cannot hold a ref and a directory of the same name)", what, m[2], m[1])
 	case authPatterns.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrRepoAuthFailed, "%s: the remote refused the credentials (or none were given): %s", what, firstLine(msg))
 	case refPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrRefNotFound, "%s: %s", what, firstLine(msg))
 	case repoMissingPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrRepoNotFound, "%s: %s", what, firstLine(msg))
+	case redirectPat.MatchString(msg):
+		// A redirect the caller did not follow (Locate): a permanent answer, never retried.
+		return sandbox.Errorf(sandbox.ErrRepoNotFound, "%s: the remote redirects the repository elsewhere (moved or renamed): %s", what, firstLine(msg))
 	case unreachPat.MatchString(msg), notFoundPat.MatchString(msg):
 		return sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "%s: %s", what, firstLine(msg))
 	}

@@ -470,18 +470,55 @@ func TestConfigEntriesMerge(t *testing.T) {
 // is ErrRepoLocked naming the path.
 func TestStaleLocks(t *testing.T) {
 	h := newHostile(t)
-	lock := filepath.Join(h.repo, ".git", "index.lock")
+	gitDir := filepath.Join(h.repo, ".git")
+	lock := filepath.Join(gitDir, "index.lock")
+	env := []string{"GIT_DIR=" + gitDir, "GIT_WORK_TREE=" + h.repo}
 	h.write("n.txt", "n\n")
 	old := time.Now().Add(-10 * time.Minute)
 
+	// A git process killed while it held index.lock (kill -9, as a worker
+	// killed mid-commit): the lock stays behind, young and empty. No live
+	// git runs in the repository, so the very next call clears it.
+	crashed := exec.Command("git", "-C", h.repo, "update-index", "--index-info")
+	crashed.Env = gittest.Env()
+	in, err := crashed.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, crashed.Start())
+	require.Eventually(t, func() bool { _, err := os.Stat(lock); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, crashed.Process.Kill())
+	_ = crashed.Wait()
+	_ = in.Close()
+	require.FileExists(t, lock, "the killed git left its lock")
+	_, err = h.r.Run(context.Background(), Call{Dir: h.repo, Args: []string{"add", "--pathspec-from-file=-"}, Stdin: strings.NewReader("n.txt\n"), Env: env})
+	require.NoError(t, err, "a young lock no live git holds is cleared on the retry")
+	assert.NoFileExists(t, lock)
+	assert.Contains(t, gittest.Git(t, h.repo, "diff", "--cached", "--name-only"), "n.txt")
+
+	// A young lock while a git process runs in the repository (it may own
+	// the lock without holding it open): left alone.
+	h.write("m.txt", "m\n")
 	require.NoError(t, os.WriteFile(lock, nil, 0o644))
-	_, err := h.run("add", "-A")
+	live := exec.Command("git", "-C", h.repo, "hash-object", "--stdin")
+	live.Env = gittest.Env()
+	liveIn, err := live.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, live.Start())
+	defer func() { _ = liveIn.Close(); _ = live.Wait() }()
+	_, err = h.run("add", "-A")
 	err = Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
 	require.ErrorIs(t, err, sandbox.ErrRepoLocked)
 	assert.Contains(t, err.Error(), lock)
-	assert.FileExists(t, lock, "a young lock is left alone")
+	assert.FileExists(t, lock, "a young lock is left alone while git runs in the repository")
+	// … but not past StaleLockAge.
+	require.NoError(t, os.Chtimes(lock, old, old))
+	_, err = h.r.Run(context.Background(), Call{Dir: h.repo, Args: []string{"add", "-A"}, Env: env})
+	require.NoError(t, err, "an old lock open nowhere is stale")
+	assert.NoFileExists(t, lock)
+	_ = liveIn.Close()
+	_ = live.Wait()
 
-	// Held open by a live process: left alone even when old.
+	// Held open by a live process: left alone even when old and with no git around.
+	require.NoError(t, os.WriteFile(lock, nil, 0o644))
 	f, err := os.OpenFile(lock, os.O_RDWR, 0)
 	require.NoError(t, err)
 	require.NoError(t, os.Chtimes(lock, old, old))
@@ -489,20 +526,13 @@ func TestStaleLocks(t *testing.T) {
 	require.ErrorIs(t, Classify(err, "git add", sandbox.ErrWorkspaceUnavailable), sandbox.ErrRepoLocked)
 	assert.FileExists(t, lock)
 	require.NoError(t, f.Close())
-
-	// Old and open nowhere: removed, the call succeeds (stdin replayed).
-	require.NoError(t, os.Chtimes(lock, old, old))
-	_, err = h.r.Run(context.Background(), Call{Dir: h.repo, Args: []string{"add", "--pathspec-from-file=-"}, Stdin: strings.NewReader("n.txt\n"),
-		Env: []string{"GIT_DIR=" + filepath.Join(h.repo, ".git"), "GIT_WORK_TREE=" + h.repo}})
-	require.NoError(t, err)
-	assert.NoFileExists(t, lock)
-	assert.Contains(t, gittest.Git(t, h.repo, "diff", "--cached", "--name-only"), "n.txt")
+	require.NoError(t, os.Remove(lock))
 
 	// A lock outside the call's repository directories is never touched.
 	outside := filepath.Join(t.TempDir(), "x.lock")
 	require.NoError(t, os.WriteFile(outside, nil, 0o644))
 	require.NoError(t, os.Chtimes(outside, old, old))
-	assert.False(t, h.r.removeStaleLock(outside, h.repo, []string{"GIT_DIR=" + filepath.Join(h.repo, ".git")}))
+	assert.False(t, h.r.removeStaleLock(outside, h.repo, []string{"GIT_DIR=" + gitDir}))
 	assert.FileExists(t, outside)
 
 	// Never, when disabled.

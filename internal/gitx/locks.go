@@ -1,22 +1,35 @@
 package gitx
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Stale git lock files (docs/SECURITY.md "Crash safety"). git creates
-// "<file>.lock" with O_CREAT|O_EXCL before changing <file> and renames it
-// into place (or deletes it) when done; a git process killed in between (an
-// agent's command killed on timeout, a worker SIGKILLed) leaves the lock
+// Stale git lock files (docs/SECURITY.md "Crash, disk and lock safety"). git
+// creates "<file>.lock" with O_CREAT|O_EXCL before changing <file> and
+// renames it into place (or deletes it) when done; a git process killed in
+// between (an agent's command killed on timeout, a worker SIGKILLed during a
+// commit: host-side git dies with the worker, Pdeathsig) leaves the lock
 // behind and every later git call that needs <file> fails with "Unable to
 // create '<file>.lock': File exists". git records no owner in a lock file, so
-// "stale" is decided from what can be observed: the file has not been
-// modified for StaleLockAge (git writes the new content into the lock file
-// itself, so a lock being written stays young) and no process visible in
-// /proc has it open. Only then is it removed, and the call retried once.
+// "stale" is decided from what can be observed, and the lock is removed (and
+// the call retried once) only when no process visible in /proc has it open
+// and either
+//
+//   - no live git process could be holding it: none runs with its working
+//     directory inside the repository (the call's directory, GIT_DIR,
+//     GIT_WORK_TREE, the common directory and every linked worktree it
+//     registers) — the case after a crash, cleared on the first retry; or
+//   - it has not been modified for StaleLockAge (git writes the new content
+//     into the lock file itself, so a lock being written stays young): a git
+//     process that closed the lock but still owns it (an editor or a hook
+//     running) is given that long.
+//
 // Anything else stays ErrRepoLocked naming the path (Classify).
 
 // lockRoots are the directories a lock file named by git's error may be
@@ -71,11 +84,11 @@ func (r *Runner) removeStaleLock(path, dir string, env []string) bool {
 	if err != nil || !fi.Mode().IsRegular() {
 		return false
 	}
-	age := time.Since(fi.ModTime())
-	if age < r.staleAge {
+	if openByAnyProcess(path) {
 		return false
 	}
-	if openByAnyProcess(path) {
+	age := time.Since(fi.ModTime())
+	if age < r.staleAge && gitRunsIn(repoDirs(dir, env)) {
 		return false
 	}
 	if err := os.Remove(path); err != nil {
@@ -83,6 +96,77 @@ func (r *Runner) removeStaleLock(path, dir string, env []string) bool {
 	}
 	r.log.Warn("gitx: removed a stale git lock file left by a dead process", "path", path, "age", age.Round(time.Second))
 	return true
+}
+
+// repoDirs are the directories a git process working on the call's
+// repository runs in: lockRoots, GIT_WORK_TREE, and the work tree of every
+// linked worktree registered in the common directory
+// (<common>/worktrees/<name>/gitdir names "<work tree>/.git").
+func repoDirs(dir string, env []string) []string {
+	dirs := lockRoots(dir, env)
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GIT_WORK_TREE="); ok && v != "" {
+			dirs = append(dirs, v)
+		}
+	}
+	for _, root := range append([]string(nil), dirs...) {
+		entries, err := os.ReadDir(filepath.Join(root, "worktrees"))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(root, "worktrees", e.Name(), "gitdir"))
+			if err != nil {
+				continue
+			}
+			if wt := filepath.Dir(strings.TrimSpace(string(b))); filepath.IsAbs(wt) {
+				dirs = append(dirs, wt)
+			}
+		}
+	}
+	return dirs
+}
+
+// gitRunsIn reports whether a live git process (its command name starts
+// with "git": git, git-remote-https, git-upload-pack, …) visible in /proc
+// has its working directory inside one of dirs — or whether that cannot be
+// told (/proc unreadable, a git process whose working directory cannot be
+// read): then it answers true, the safe answer.
+func gitRunsIn(dirs []string) bool {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	clean := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		if d != "" {
+			clean = append(clean, filepath.Clean(d))
+		}
+	}
+	self := strconv.Itoa(os.Getpid())
+	for _, p := range procs {
+		name := p.Name()
+		if name[0] < '0' || name[0] > '9' || name == self {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", name, "comm"))
+		if err != nil || !strings.HasPrefix(string(comm), "git") {
+			continue // gone, or not git
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", name, "cwd"))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // exited meanwhile
+			}
+			return true
+		}
+		for _, d := range clean {
+			if cwd == d || strings.HasPrefix(cwd, d+string(filepath.Separator)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // openByAnyProcess reports whether a process visible in /proc has path open

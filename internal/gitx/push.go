@@ -3,7 +3,9 @@ package gitx
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -58,15 +60,30 @@ func (r *Remote) lsRemote(ctx context.Context, repo sandbox.RepoIdentity, cred *
 		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "repository URL is required")
 	}
 	dir := r.Git.emptyHome
-	args := append([]string{"ls-remote", "--end-of-options", repo.URL}, patterns...)
-	out, err := r.Git.Run(ctx, Call{
-		Dir:       dir,
-		Args:      args,
-		Env:       []string{"GIT_CEILING_DIRECTORIES=" + filepath.Dir(dir)},
-		Cred:      credFor(repo, cred),
-		RemoteURL: repo.URL,
-		Timeout:   r.lsTimeout(),
-	})
+	run := func(remote string) ([]byte, error) {
+		return r.Git.Run(ctx, Call{
+			Dir:       dir,
+			Args:      append([]string{"ls-remote", "--end-of-options", remote}, patterns...),
+			Env:       []string{"GIT_CEILING_DIRECTORIES=" + filepath.Dir(dir)},
+			Cred:      credFor(repo, cred),
+			RemoteURL: remote,
+			Timeout:   r.lsTimeout(),
+		})
+	}
+	out, err := run(repo.URL)
+	if _, moved := Redirected(err); moved {
+		// The repository moved on its host (renamed, transferred): follow
+		// it there, same scheme and host only (moves.go).
+		var mv Move
+		if mv, moved, err = r.Git.Locate(ctx, repo.URL, credFor(repo, cred)); err != nil {
+			return "", err
+		}
+		if moved {
+			out, err = run(mv.URL)
+		} else {
+			out, err = run(repo.URL)
+		}
+	}
 	if err != nil {
 		return "", Classify(err, "ls-remote "+repo.Key(), sandbox.ErrRepoCacheUnavailable)
 	}
@@ -122,6 +139,8 @@ func (r *Remote) LocalRef(ctx context.Context, gitDir, ref string) (string, erro
 //	git -c core.abbrev=no push --porcelain --no-verify --no-signed --no-follow-tags --recurse-submodules=no
 //	    [--force-with-lease=refs/heads/<b>:<lease>] --end-of-options <url> refs/heads/<b>:refs/heads/<b>
 //
+// (a repository that moved on its host is pushed to at its new URL, same
+// scheme and host only: Runner.Locate)
 // after checking the repository's own configuration (pushGuard) for keys that
 // could redirect the push or expose the credential (url.*.insteadOf and
 // pushInsteadOf, http.*, credential.*, remote.<url>.*): an agent can edit a
@@ -161,22 +180,42 @@ func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.
 		}
 		args = append(args, "--force-with-lease="+ref+":"+*spec.Lease)
 	}
-	args = append(args, "--end-of-options", spec.Repo.URL, ref+":"+ref)
 	timeout := r.PushTimeout
 	if timeout <= 0 {
 		timeout = DefaultPushTimeout
 	}
 	c := credFor(spec.Repo, cred)
 	var stdout bytes.Buffer
-	_, runErr := r.Git.Run(ctx, Call{
-		Dir: spec.GitDir, Args: args, Env: []string{"GIT_DIR=" + spec.GitDir},
-		Cred: c, RemoteURL: spec.Repo.URL, Stdout: &stdout, Timeout: timeout,
-	})
+	push := func(remote string) error {
+		stdout.Reset()
+		_, err := r.Git.Run(ctx, Call{
+			Dir: spec.GitDir, Args: append(append([]string(nil), args...), "--end-of-options", remote, ref+":"+ref),
+			Env:  []string{"GIT_DIR=" + spec.GitDir},
+			Cred: c, RemoteURL: remote, Stdout: &stdout, Timeout: timeout,
+		})
+		return err
+	}
+	runErr := push(spec.Repo.URL)
+	if _, moved := Redirected(runErr); moved {
+		// Renamed or transferred on its host: push there (moves.go).
+		mv, ok, err := r.Git.Locate(ctx, spec.Repo.URL, c)
+		if err != nil {
+			return sandbox.PushResult{}, err
+		}
+		if ok {
+			runErr = push(mv.URL)
+		}
+	}
 	porcelain := redact(stdout.String(), secretForms(c))
 	res, found := parsePorcelain(porcelain, ref+":"+ref)
 	res.Branch, res.Commit = spec.Branch, local
 	if found && res.rejected != "" {
-		return sandbox.PushResult{}, rejection(what, res.rejected)
+		var ge *Error
+		reason := ""
+		if errors.As(runErr, &ge) {
+			reason = remoteReason(ge.Stderr)
+		}
+		return sandbox.PushResult{}, rejection(what, res.rejected, reason)
 	}
 	if runErr != nil {
 		return sandbox.PushResult{}, Classify(runErr, what, sandbox.ErrRepoCacheUnavailable)
@@ -193,18 +232,73 @@ func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.
 	return res.PushResult, nil
 }
 
-// rejection maps a `!` porcelain summary onto a typed error.
-func rejection(what, summary string) error {
+// rejection maps a `!` porcelain summary onto a typed error; reason, the
+// remote's own explanation (remoteReason: e.g. receive-pack's "cannot lock
+// ref … exists", a hook's or a code host's protected-branch message), is
+// appended whatever the kind, so the caller learns why.
+func rejection(what, summary, reason string) error {
+	if reason != "" {
+		summary += "; the remote said: " + reason
+	}
 	switch {
 	case strings.Contains(summary, "stale info"):
 		return sandbox.Errorf(sandbox.ErrConflict, "%s: the remote branch moved since this workspace last pushed it (lease refused): %s", what, summary)
 	case strings.Contains(summary, "non-fast-forward"), strings.Contains(summary, "fetch first"), strings.Contains(summary, "already exists"):
 		return sandbox.Errorf(sandbox.ErrConflict, "%s: the remote branch has commits this workspace lacks; push with force_with_lease to replace it: %s", what, summary)
+	case refCollision.MatchString(summary):
+		return sandbox.Errorf(sandbox.ErrConflict, "%s: the branch collides with another branch on the remote (git cannot hold a branch and a directory of the same name): %s", what, summary)
 	case strings.Contains(summary, "remote rejected"):
 		return sandbox.Errorf(sandbox.ErrCommandRejected, "%s: the remote declined the update: %s", what, summary)
 	}
 	return sandbox.Errorf(sandbox.ErrConflict, "%s: rejected: %s", what, summary)
 }
+
+// maxReasonBytes bounds the remote's explanation quoted in a push error.
+const maxReasonBytes = 2048
+
+// remoteReason returns what the remote said about a failed push: the
+// "remote: …" lines of git's stderr (receive-pack's errors, hook and code
+// host messages), and git's own "error:"/"fatal:" lines but the generic
+// "failed to push some refs", joined by "; ", control characters dropped
+// (the text is the remote's, hence hostile), cut at maxReasonBytes.
+// Progress lines are skipped. "" when there is nothing.
+func remoteReason(stderr string) string {
+	var parts []string
+	for _, line := range strings.Split(strings.ReplaceAll(stderr, "\r", "\n"), "\n") {
+		line = strings.TrimSpace(line)
+		text, remote := strings.CutPrefix(line, "remote:")
+		text = strings.TrimSpace(text)
+		switch {
+		case text == "":
+			continue
+		case remote:
+			if progressLine.MatchString(text) {
+				continue
+			}
+		case strings.HasPrefix(line, "error:") || strings.HasPrefix(line, "fatal:"):
+			if strings.Contains(line, "failed to push some refs") {
+				continue
+			}
+		default:
+			continue
+		}
+		parts = append(parts, strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+				return -1
+			}
+			return r
+		}, text))
+	}
+	return sandbox.Clip(strings.Join(parts, "; "), maxReasonBytes)
+}
+
+var (
+	// progressLine matches the progress a remote reports ("Resolving deltas: 100% (3/3)").
+	progressLine = regexp.MustCompile(`^[A-Za-z][A-Za-z ]*: +[0-9]+% \(|^Total [0-9]+ \(delta`)
+	// refCollision matches git's message for a ref that cannot exist beside
+	// another one ("'refs/heads/agent' exists; cannot create 'refs/heads/agent/x'").
+	refCollision = regexp.MustCompile(`'(refs/[^']+)' exists; cannot create '(refs/[^']+)'`)
+)
 
 type porcelainResult struct {
 	sandbox.PushResult

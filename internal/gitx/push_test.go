@@ -235,3 +235,64 @@ func TestPushValidatesItsInput(t *testing.T) {
 	_, err = f.remote.LocalRef(ctx, f.bare, "HEAD^")
 	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
 }
+
+// TestPushRejectionsCarryTheRemotesReason: whatever the remote refuses, its
+// own explanation reaches the caller: receive-pack's "cannot lock ref …
+// 'refs/heads/agent' exists" (an upstream branch named like the agent/
+// namespace) is SandboxConflict naming the ref, and a pre-receive hook's
+// message (a code host's protected branch) is SandboxCommandRejected quoting it.
+func TestPushRejectionsCarryTheRemotesReason(t *testing.T) {
+	f := newPushFixture(t)
+	ctx := context.Background()
+	gittest.Git(t, f.upstream, "branch", "agent")
+	_, err := f.remote.Push(ctx, f.spec(), f.cred)
+	require.ErrorIs(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "'refs/heads/agent' exists")
+	assert.Contains(t, err.Error(), "cannot create 'refs/heads/"+pushBranch+"'")
+	assert.NotContains(t, err.Error(), "failed to push some refs")
+	f.assertNoSecret(t, "error", err.Error())
+
+	gittest.Git(t, f.upstream, "branch", "-D", "agent")
+	hook := filepath.Join(f.upstream, ".git", "hooks", "pre-receive")
+	require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\necho 'GH006: Protected branch update failed for refs/heads/agent/edits-c1.' >&2\nprintf '\\033[31mred\\033[0m\\n' >&2\nexit 1\n"), 0o755))
+	_, err = f.remote.Push(ctx, f.spec(), f.cred)
+	require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+	assert.Contains(t, err.Error(), "pre-receive hook declined")
+	assert.Contains(t, err.Error(), "GH006: Protected branch update failed for refs/heads/agent/edits-c1.")
+	assert.NotContains(t, err.Error(), "\x1b", "the remote's control characters are dropped")
+	f.assertNoSecret(t, "error", err.Error())
+}
+
+// TestRemoteFollowsAMoveOnItsHost: after a rename upstream (301 from the
+// old path), the access check, the branch tip and the push all reach the
+// repository at its new path with the credential; a move to another host
+// is RepoNotFound and reaches nothing there.
+func TestRemoteFollowsAMoveOnItsHost(t *testing.T) {
+	f := newPushFixture(t)
+	ctx := context.Background()
+	require.NoError(t, os.Rename(f.upstream, f.srv.RepoDir("team/renamed.git")))
+	f.upstream = f.srv.RepoDir("team/renamed.git")
+	f.srv.SetRedirect("team/project.git", "team/renamed.git", 301)
+
+	require.NoError(t, f.remote.CheckAccess(ctx, f.repo, f.cred))
+	res, err := f.remote.Push(ctx, f.spec(), f.cred)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.PushCreated, res.Status)
+	assert.Equal(t, res.Commit, gittest.Git(t, f.upstream, "rev-parse", "refs/heads/"+pushBranch), "pushed to the new path")
+	tip, err := f.remote.BranchTip(ctx, f.repo, f.cred, pushBranch)
+	require.NoError(t, err)
+	assert.Equal(t, res.Commit, tip)
+
+	other := gittest.NewHTTPServer(t, t.TempDir(), "", "")
+	f.srv.RemoveRedirects()
+	f.srv.SetRedirect("team/project.git", other.URL("team/project.git"), 301)
+	err = f.remote.CheckAccess(ctx, f.repo, f.cred)
+	require.ErrorIs(t, err, sandbox.ErrRepoNotFound)
+	assert.Contains(t, err.Error(), "another host")
+	assert.Zero(t, other.Requests())
+	f.assertNoSecret(t, "error", err.Error())
+
+	f.srv.RemoveRedirects()
+	err = f.remote.CheckAccess(ctx, f.repo, f.cred)
+	require.ErrorIs(t, err, sandbox.ErrRepoNotFound, "the old name is gone: 404")
+}

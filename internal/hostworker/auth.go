@@ -84,9 +84,9 @@ func authFromEnv(get func(name, def string) string, allowHTTP bool) (AuthConfig,
 		return a, &ConfigError{"SANDBOX_GITHUB_APP_ID", "", "required with SANDBOX_GITHUB_APP_PRIVATE_KEY_FILE / SANDBOX_GITHUB_APP_INSTALLATION_ID"}
 	}
 	v := get("SANDBOX_ACCESS_CHECK_TTL", credentials.DefaultAccessTTL.String())
-	ttl, err := time.ParseDuration(v)
+	ttl, err := sandbox.ParseDuration(v)
 	if err != nil || ttl < 0 {
-		return a, &ConfigError{"SANDBOX_ACCESS_CHECK_TTL", v, "want a Go duration such as 2m (0 = check every acquire)"}
+		return a, &ConfigError{"SANDBOX_ACCESS_CHECK_TTL", v, "want a duration such as 2m, or a number of seconds (0 = check every acquire)"}
 	}
 	a.AccessTTL = ttl
 	if ttl == 0 {

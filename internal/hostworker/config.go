@@ -33,7 +33,7 @@ type Config struct {
 	UIPort          int    // SANDBOX_UI_PORT (embedded Web UI; 0 disables)
 	TaskQueue       string // SANDBOX_TASK_QUEUE
 	HostID          string // SANDBOX_HOST_ID
-	RuntimeProvider string // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker or local
+	RuntimeProvider string // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker, daytona, e2b or local
 	RuntimeImage    string // SANDBOX_RUNTIME_IMAGE
 	// SupervisorBinary is the sandbox-supervisor program the bubblewrap,
 	// local and Docker runtimes run inside each runtime
@@ -82,6 +82,11 @@ type Config struct {
 	Security SecurityConfig
 	// E2B configures SANDBOX_RUNTIME_PROVIDER=e2b (E2B_*; e2b.go).
 	E2B E2BConfig
+	// Content: submodules and Git LFS (SANDBOX_SUBMODULES, SANDBOX_LFS*; content.go).
+	Content ContentConfig
+	// Daytona: the DAYTONA_* variables, read with
+	// SANDBOX_RUNTIME_PROVIDER=daytona only (daytona.go).
+	Daytona DaytonaConfig
 }
 
 // Defaults.
@@ -162,9 +167,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		{"SANDBOX_HOST_WAIT", &c.HostWait, DefaultHostWait},
 	} {
 		v := get(d.name, d.def.String())
-		dur, err := time.ParseDuration(v)
+		dur, err := sandbox.ParseDuration(v)
 		if err != nil || dur < 0 {
-			return c, &ConfigError{d.name, v, "want a Go duration such as 30s, 20m or 6h"}
+			return c, &ConfigError{d.name, v, "want a duration such as 30s, 20m or 6h, or a number of seconds"}
 		}
 		*d.dst = dur
 	}
@@ -205,8 +210,12 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		if c.RuntimeImage == "" {
 			return c, &ConfigError{"SANDBOX_RUNTIME_IMAGE", "", "required with SANDBOX_RUNTIME_PROVIDER=docker (an image present on the daemon: images are never pulled)"}
 		}
+	case "daytona":
+		if c.Daytona, err = daytonaFromEnv(get, c.AllowHTTPURLs); err != nil {
+			return c, err
+		}
 	default:
-		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker, local or e2b"}
+		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker, daytona, e2b or local"}
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
@@ -224,6 +233,9 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.Eviction, err = evictionFromEnv(get); err != nil {
+		return c, err
+	}
+	if c.Content, err = contentFromEnv(get); err != nil {
 		return c, err
 	}
 	return c, nil

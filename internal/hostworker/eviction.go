@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/activities"
 	"github.com/sandboxcore/sandboxcore/internal/eviction"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/workspace"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/workflows"
@@ -63,9 +64,9 @@ func evictionFromEnv(get func(name, def string) string) (EvictionConfig, error) 
 	}
 	for _, d := range durations {
 		v := get(d.name, d.def.String())
-		dur, err := time.ParseDuration(v)
+		dur, err := sandbox.ParseDuration(v)
 		if err != nil || dur < 0 || (dur == 0 && !d.zeroOK) {
-			return c, &ConfigError{d.name, v, "want a positive Go duration such as 30s, 20m or 336h"}
+			return c, &ConfigError{d.name, v, "want a positive duration such as 30s, 20m or 336h, or a number of seconds"}
 		}
 		*d.dst = dur
 	}

@@ -27,9 +27,11 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
 	"github.com/sandboxcore/sandboxcore/internal/temporalconn"
@@ -106,10 +108,17 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	st, err := openStore(ctx, cfg, log)
+	opened, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	// Outages: bounded retries, SandboxUnavailable naming no connection
+	// detail, and the rows this host last saw serving the operations that
+	// need nothing else (docs/PRODUCTION.md "Store outages").
+	if r, ok := opened.(interface{ SetResilience(store.Resilience) }); ok {
+		r.SetResilience(store.Resilience{Logger: log})
+	}
+	st := store.NewRemembering(opened)
 	h.Store = st
 
 	git, err := gitx.New(gitx.Options{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs, HomeDir: filepath.Join(cfg.DataDir, "git-home"), Logger: log})
@@ -123,12 +132,13 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	// The limited network's only way out (docs/SECURITY.md "Network modes"):
 	// denied requests are logged with the workspace and the destination.
 	h.Egress = egress.New(egress.Options{Logger: log, Lookup: opts.EgressLookup})
-	runtimes, err := runtimeProvider(ctx, cfg, h.Egress, log)
+	runtimes, err := runtimeProvider(ctx, cfg, git, h.Egress, log)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("network policy", "default", cfg.RuntimeNetwork, "max", cfg.NetworkMax, "allow_entries", len(cfg.NetworkAllow))
-	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated})
+	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated,
+		LFS: cfg.Content.LFS})
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +155,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, NetworkMax: cfg.NetworkMax, NetworkAllow: cfg.NetworkAllow,
 		RuntimeResources: cfg.RuntimeResources, Logger: log,
+		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
 
 	if opts.Client != nil {
@@ -266,8 +277,12 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.Store
 // sandbox.ErrRuntimeUnavailable with the reason); auto takes bwrap when
 // usable, else docker when SANDBOX_RUNTIME_IMAGE is set and the daemon
 // answers, else fails naming both reasons; local (no isolation) only when
-// asked for explicitly.
-func runtimeProvider(ctx context.Context, cfg Config, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+// asked for explicitly; daytona is the remote runtime of cfg.Daytona, each
+// sandbox a replica of its workspace (README "Daytona"), named and labelled
+// for this host id (the deployment) with the replicas' host state under
+// <data dir>/replicas. git is the host's git runner (the replicas' bundles);
+// eg is the egress proxy of the limited network (bwrap, docker).
+func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	newBwrap := func() (sandbox.RuntimeProvider, error) {
 		// The sandbox sees neither the data directory (other workspaces,
 		// repo caches, the SQLite store) nor the credentials file, even when
@@ -288,10 +303,22 @@ func runtimeProvider(ctx context.Context, cfg Config, eg *egress.Proxy, log *slo
 	}
 	switch cfg.RuntimeProvider {
 	case "e2b":
-		p, err := newE2B(cfg, nil, log, false)
+		p, err := newE2B(cfg, git, log, false)
 		if err != nil {
 			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=e2b: %w", err)
 		}
+		return p, nil
+	case "daytona":
+		d := cfg.Daytona
+		p, err := daytona.New(daytona.Options{
+			APIURL: d.APIURL, APIKey: d.APIKey, Snapshot: d.Snapshot, Image: d.Image, Target: d.Target,
+			AutoStopMinutes: d.AutoStopMinutes, AutoArchiveMinutes: d.AutoArchiveMinutes,
+			Deployment: cfg.HostID, StateDir: filepath.Join(cfg.DataDir, "replicas"), Git: git, Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=daytona: %w", err)
+		}
+		log.Info("runtime provider: daytona", "daytona", d.String(), "deployment", cfg.HostID)
 		return p, nil
 	case "local":
 		log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
@@ -326,7 +353,7 @@ func runtimeProvider(ctx context.Context, cfg Config, eg *egress.Proxy, log *slo
 			"or set SANDBOX_RUNTIME_PROVIDER=local to run commands on the host WITHOUT isolation",
 			sandbox.ErrRuntimeUnavailable, sandbox.Message(berr), sandbox.Message(derr))
 	}
-	return nil, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", cfg.RuntimeProvider, "want auto, bwrap, docker or local"}
+	return nil, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", cfg.RuntimeProvider, "want auto, bwrap, docker, daytona or local"}
 }
 
 // Stop stops the workers, the client (when owned), the embedded server and the store.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -151,13 +152,28 @@ func TestStaleLocksInTheMirror(t *testing.T) {
 	require.NoError(t, os.WriteFile(lock, nil, 0o644))
 
 	want := gittest.Commit(t, src, "n.txt", "n\n", "new")
+	// A git process running in the mirror may own the young lock.
+	live := exec.Command("git", "-C", bare, "hash-object", "--stdin")
+	live.Env = gittest.Env()
+	liveIn, err := live.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, live.Start())
 	_, err = c.Ensure(ctx, id, nil, true)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, sandbox.ErrRepoLocked), "got %v", err)
 	assert.Contains(t, err.Error(), lock)
-
 	old := time.Now().Add(-time.Hour)
 	require.NoError(t, os.Chtimes(lock, old, old))
+	_, err = c.Ensure(ctx, id, nil, true)
+	require.NoError(t, err, "a lock older than the stale age and open nowhere is removed")
+	assert.NoFileExists(t, lock)
+	assert.Equal(t, want, bareGit(t, bare, "rev-parse", "refs/remotes/origin/trunk"))
+	_ = liveIn.Close()
+	_ = live.Wait()
+
+	// No git alive in the repository: a young lock is cleared at once.
+	want = gittest.Commit(t, src, "m.txt", "m\n", "newer")
+	require.NoError(t, os.WriteFile(lock, nil, 0o644))
 	_, err = c.Ensure(ctx, id, nil, true)
 	require.NoError(t, err)
 	assert.NoFileExists(t, lock)

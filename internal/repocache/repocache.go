@@ -24,8 +24,13 @@
 //
 //	sandboxcore-ready       written last before the staged clone is renamed into place;
 //	                        holds the creation time (decimal Unix nanoseconds)
-//	sandboxcore-fetched     time of the last successful fetch (decimal Unix nanoseconds)
+//	sandboxcore-fetched     start time of the last successful fetch (decimal Unix nanoseconds):
+//	                        the mirror holds what the remote had then
 //	sandboxcore-auth-scope  AuthScopeHash of the credential used by that fetch ("" when none)
+//	sandboxcore-location    the URL that fetch read from, when the repository had moved (moves.go)
+//
+// and under repos/.moves/ one file per repository that another one moved
+// to (moves.go), naming the old repository's URL.
 //
 // No credential is ever written anywhere: it goes per call through gitx
 // (seed "Security Rules": keep git credentials out of remotes after clone/fetch).
@@ -76,6 +81,9 @@ const (
 	// clone or fetch, so an Ensure inside the freshness window does not walk
 	// the object store again (host-side diffs and commits add a little in between).
 	SizeMarker = "sandboxcore-size"
+	// LocationMarker holds the URL the last fetch actually read from when
+	// the repository had moved on its host (absent otherwise).
+	LocationMarker = "sandboxcore-location"
 )
 
 // Refspec and symref names used in the mirror.
@@ -410,6 +418,9 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 			return gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
 		}
 	}
+	if err := c.seedFromMove(ctx, id, staging); err != nil {
+		return err
+	}
 	branch, err := c.fetch(ctx, "clone", id, staging, cred)
 	if err != nil {
 		return err
@@ -451,16 +462,41 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 // remote has no HEAD, e.g. an empty repository).
 func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, dir string, cred *sandbox.Credential) (string, error) {
 	what := op + " " + id.Key()
-	out, err := c.run(ctx, dir, c.netTimeout, cred, id.URL, "ls-remote", "--symref", "--end-of-options", id.URL, "HEAD")
+	// The fetch time recorded is when it started: the mirror then holds
+	// everything the remote had at that moment (RepoCache.LastFetchedAt).
+	started := c.now()
+	remote := id.URL
+	out, err := c.run(ctx, dir, c.netTimeout, cred, remote, "ls-remote", "--symref", "--end-of-options", remote, "HEAD")
+	if _, moved := gitx.Redirected(err); moved && isHTTP(remote) {
+		// Renamed or transferred on its host: fetch from the new location
+		// (same scheme and host only; gitx.Runner.Locate) and remember the
+		// move, so that an acquire by the new name reuses this mirror's
+		// objects instead of cloning again (recordMove, seedFromMove).
+		mv, ok, lerr := c.git.Locate(ctx, remote, cred)
+		if lerr != nil {
+			return "", lerr
+		}
+		if ok {
+			remote = mv.URL
+			c.log.WarnContext(ctx, "repocache: the repository moved on its host; following it", "repo", id.Key(), "to", remote, "permanent", mv.Permanent)
+			if mv.Permanent {
+				c.recordMove(id, remote)
+			}
+		}
+		out, err = c.run(ctx, dir, c.netTimeout, cred, remote, "ls-remote", "--symref", "--end-of-options", remote, "HEAD")
+	}
 	if err != nil {
 		return "", gitx.Classify(err, what+": ls-remote", sandbox.ErrRepoCacheUnavailable)
 	}
 	branch, headSHA := parseSymrefHead(string(out))
-	if _, err := c.run(ctx, dir, c.netTimeout, cred, id.URL,
+	if _, err := c.run(ctx, dir, c.netTimeout, cred, remote,
 		"fetch", "--quiet", "--prune", "--tags", "--force", "--no-write-fetch-head",
 		"--no-recurse-submodules", "--no-auto-maintenance", "--no-show-forced-updates",
-		"--end-of-options", id.URL, BranchRefspec); err != nil {
+		"--end-of-options", remote, BranchRefspec); err != nil {
 		return "", gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
+	}
+	if err := writeOrRemove(filepath.Join(dir, LocationMarker), remote, remote != id.URL); err != nil {
+		return "", fsError(err, what)
 	}
 	if branch == "" && headSHA != "" {
 		// Detached remote HEAD (old servers, some mirrors): like git clone, pick
@@ -481,7 +517,7 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 	if err := writeFileSync(filepath.Join(dir, AuthScopeMarker), AuthScopeHash(cred)); err != nil {
 		return "", fsError(err, what)
 	}
-	if err := writeFileSync(filepath.Join(dir, FetchedMarker), formatTime(c.now())); err != nil {
+	if err := writeFileSync(filepath.Join(dir, FetchedMarker), formatTime(started)); err != nil {
 		return "", fsError(err, what)
 	}
 	return branch, nil

@@ -21,10 +21,12 @@ type (
 	MergeRequest     = sandboxapi.MergeRequest
 	MergeResult      = sandboxapi.MergeResult
 	Network          = sandboxapi.Network
+	PreviewURL       = sandboxapi.PreviewURL
 	PullRequest      = sandboxapi.PullRequest
 	PushRequest      = sandboxapi.PushRequest
 	PushResult       = sandboxapi.PushResult
 	RepoIdentity     = sandboxapi.RepoIdentity
+	RuntimeReplica   = sandboxapi.RuntimeReplica
 	SearchMatch      = sandboxapi.SearchMatch
 	SearchRequest    = sandboxapi.SearchRequest
 	SearchResult     = sandboxapi.SearchResult

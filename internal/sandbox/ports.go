@@ -122,9 +122,15 @@ type SnapshotCapability interface {
 	RestoreRuntime(ctx context.Context, snapshotID string) (Runtime, error)
 }
 
-// PreviewURLCapability is optional (seed "Optional Capabilities").
+// PreviewURLCapability is optional (seed "Optional Capabilities"; DESIGN.md
+// "Ports"): a backend that can reach a port of a running runtime from
+// outside (the preview_url update, docs/API.md "Preview URLs"). PreviewURL
+// returns that port's URL. Errors: ErrInvalidArgument (port outside
+// 1–65535), ErrNotFound (no such runtime), ErrCommandRejected (the runtime
+// is not running, or cannot expose ports: e.g. its network is none), the
+// backend's kinds.
 type PreviewURLCapability interface {
-	ExposePort(ctx context.Context, runtimeID string, port int) (string, error)
+	PreviewURL(ctx context.Context, runtimeID string, port int) (PreviewURL, error)
 }
 
 // RuntimeProvider creates and finds runtimes of one backend (seed "RuntimeProvider").

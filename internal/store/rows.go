@@ -184,7 +184,7 @@ func ScanRepoCache(row Row) (sandbox.RepoCache, error) {
 
 // WorkspaceValues returns ws's sandbox_workspaces column values in
 // column-list order (the CreateWorkspace statement's parameters): an empty
-// ConversationID or TaskID and a nil PinnedUntil are NULL.
+// ConversationID or TaskID and a nil PinnedUntil or BaseFetchedAt are NULL.
 // Errors: sandbox.ErrInvalidArgument for an empty ID (checked first) or an
 // unrepresentable time.
 func WorkspaceValues(ws sandbox.Workspace) ([]any, error) {
@@ -217,6 +217,7 @@ func workspaceValues(ws sandbox.Workspace) ([]any, error) {
 		ws.Capabilities.Writable, ws.Capabilities.Isolated, ws.Capabilities.Persistent,
 		tc.t("last_used_at", ws.LastUsedAt), ws.SizeBytes,
 		tc.t("created_at", ws.CreatedAt), tc.t("updated_at", ws.UpdatedAt),
+		tc.p("base_fetched_at", ws.BaseFetchedAt),
 		string(ws.Network), encodeList(ws.NetworkAllow),
 	}
 	return values, tc.err
@@ -250,13 +251,14 @@ func ScanWorkspace(row Row) (sandbox.Workspace, error) {
 		ws                                  sandbox.Workspace
 		mode, state, network, networkAllow  string
 		conversationID, taskID, pinnedUntil *string
+		baseFetched                         *string
 		lastUsed, createdAt, updatedAt      string
 	)
 	err := row.Scan(&ws.ID, &ws.Key, &ws.RepoCacheID, &ws.Repo.Host, &ws.Repo.Owner, &ws.Repo.Name, &ws.Repo.URL,
 		&ws.ProjectID, &ws.UserID, &mode, &conversationID, &taskID, &ws.BaseRef, &ws.BaseCommit, &ws.BranchName,
 		&ws.LocalPath, &ws.HostID, &state, &ws.Dirty, &pinnedUntil,
 		&ws.Capabilities.Writable, &ws.Capabilities.Isolated, &ws.Capabilities.Persistent,
-		&lastUsed, &ws.SizeBytes, &createdAt, &updatedAt, &network, &networkAllow)
+		&lastUsed, &ws.SizeBytes, &createdAt, &updatedAt, &baseFetched, &network, &networkAllow)
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}
@@ -273,6 +275,7 @@ func ScanWorkspace(row Row) (sandbox.Workspace, error) {
 	ws.LastUsedAt = tc.dt("last_used_at", lastUsed)
 	ws.CreatedAt = tc.dt("created_at", createdAt)
 	ws.UpdatedAt = tc.dt("updated_at", updatedAt)
+	ws.BaseFetchedAt = tc.dp("base_fetched_at", baseFetched)
 	return ws, tc.err
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -37,6 +38,19 @@ type Dialect struct {
 	// (PostgreSQL's SQLSTATE class 22, e.g. a NUL byte in a string); nil
 	// when the database has none (SQLite stores any string).
 	IsInvalidValue func(error) bool
+	// IsTransient reports a failure worth retrying beyond the network
+	// failures every dialect shares (NetworkFailure): PostgreSQL's
+	// connection errors, shutdowns and "too many connections", SQLite's
+	// busy or locked database (resilience.go). nil: network failures only.
+	IsTransient func(error) bool
+	// Describe names a failure for a client without any connection detail
+	// ("SQLSTATE 57P01 (admin shutdown)", "database is locked"), or "" to
+	// fall back to NetworkFailure. nil: NetworkFailure only.
+	Describe func(error) string
+	// AttemptTimeout is this database's default Resilience.AttemptTimeout
+	// (0: DefaultAttemptTimeout). An embedded database whose calls queue for
+	// one connection and wait out its busy timeout needs longer.
+	AttemptTimeout time.Duration
 }
 
 // SQLStore is sandbox.Store and HostRegistry on any SQL database through a
@@ -48,16 +62,27 @@ type Dialect struct {
 // Errors are mapped at this boundary: no row → sandbox.ErrWorkspaceNotFound
 // (workspaces) or sandbox.ErrNotFound (repo caches, runtimes, hosts), naming
 // the id; unique violation → sandbox.ErrConflict; an invalid value →
-// sandbox.ErrInvalidArgument; any other failure (I/O, a closed store, a
-// cancelled ctx) is the driver's error wrapped as "<Name>: <op> <what>: …",
-// wrapping no sandbox.Kind.
+// sandbox.ErrInvalidArgument; a cancelled or expired ctx →
+// sandbox.ErrTimeout (wrapping ctx's error); any other failure (the database
+// unreachable, shutting down, a closed store) → sandbox.ErrRuntimeUnavailable
+// (SandboxUnavailable, retryable) after bounded retries, its message naming
+// no connection detail (resilience.go).
 type SQLStore struct {
 	db DB
 	d  Dialect
+	h  health
+
+	mu  sync.Mutex
+	res Resilience
 }
 
-// NewSQLStore returns the record methods over db in dialect d.
-func NewSQLStore(db DB, d Dialect) *SQLStore { return &SQLStore{db: db, d: d} }
+// NewSQLStore returns the record methods over db in dialect d, with the
+// default Resilience.
+func NewSQLStore(db DB, d Dialect) *SQLStore {
+	s := &SQLStore{db: db, d: d}
+	s.SetResilience(Resilience{})
+	return s
+}
 
 // writeErr maps a failed write of what (e.g. `workspace "ws-…"`) by op.
 func (s *SQLStore) writeErr(err error, what, op string) error {
@@ -67,23 +92,35 @@ func (s *SQLStore) writeErr(err error, what, op string) error {
 	return s.readErr(err, what, op)
 }
 
-// readErr maps a failed read (or a write that violates no uniqueness).
+// readErr maps a failed read (or a write that violates no uniqueness): an
+// invalid value is ErrInvalidArgument; anything else already is a typed
+// error from do.
 func (s *SQLStore) readErr(err error, what, op string) error {
 	if s.d.IsInvalidValue != nil && s.d.IsInvalidValue(err) {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: %v", what, err)
 	}
-	return fmt.Errorf("%s: %s %s: %w", s.d.Name, op, what, err)
+	if sandbox.KindOf(err) != nil {
+		return err
+	}
+	// Not reached (do types every failure); never the driver's text.
+	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "metadata store: %s %s failed", op, what)
 }
 
 // get runs a one-row query; a miss is notFound naming what.
 func get[T any](ctx context.Context, s *SQLStore, q string, id string, scan func(Row) (T, error), notFound *sandbox.Kind, kind string) (T, error) {
-	v, err := scan(s.db.QueryRow(ctx, q, id))
+	what := fmt.Sprintf("%s %q", kind, id)
+	var v T
+	err := s.do(ctx, "get", what, func(ctx context.Context) error {
+		var err error
+		v, err = scan(s.db.QueryRow(ctx, q, id))
+		return err
+	})
 	if err != nil {
 		var zero T
 		if s.d.IsNoRows(err) {
 			return zero, sandbox.Errorf(notFound, "%s %q not found", kind, id)
 		}
-		return zero, s.readErr(err, fmt.Sprintf("%s %q", kind, id), "get")
+		return zero, s.readErr(err, what, "get")
 	}
 	return v, nil
 }
@@ -91,10 +128,12 @@ func get[T any](ctx context.Context, s *SQLStore, q string, id string, scan func
 // list runs a query and reads every row with scan into a non-nil slice.
 func list[T any](ctx context.Context, s *SQLStore, q string, args []any, scan func(Row) (T, error), what string) ([]T, error) {
 	var out []T
-	err := s.db.Query(ctx, q, args, func(rows Rows) error {
-		var err error
-		out, err = Collect(rows, scan)
-		return err
+	err := s.do(ctx, "list", what, func(ctx context.Context) error {
+		return s.db.Query(ctx, q, args, func(rows Rows) error {
+			var err error
+			out, err = Collect(rows, scan)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, s.readErr(err, what, "list")
@@ -104,7 +143,12 @@ func list[T any](ctx context.Context, s *SQLStore, q string, args []any, scan fu
 
 // exec runs a write of what by op with the given values.
 func (s *SQLStore) exec(ctx context.Context, q, what, op string, args ...any) (int64, error) {
-	n, err := s.db.Exec(ctx, q, args...)
+	var n int64
+	err := s.do(ctx, op, what, func(ctx context.Context) error {
+		var err error
+		n, err = s.db.Exec(ctx, q, args...)
+		return err
+	})
 	if err != nil {
 		return 0, s.writeErr(err, what, op)
 	}
@@ -164,11 +208,16 @@ func (s *SQLStore) CreateWorkspace(ctx context.Context, ws sandbox.Workspace) er
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.Exec(ctx, s.d.Statements.CreateWorkspace, args...); err != nil {
+	what := fmt.Sprintf("workspace %q", ws.ID)
+	err = s.do(ctx, "create", what, func(ctx context.Context) error {
+		_, err := s.db.Exec(ctx, s.d.Statements.CreateWorkspace, args...)
+		return err
+	})
+	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return sandbox.Errorf(sandbox.ErrConflict, "workspace %q (key %q) already exists: %v", ws.ID, ws.Key, err)
 		}
-		return s.readErr(err, fmt.Sprintf("workspace %q", ws.ID), "create")
+		return s.readErr(err, what, "create")
 	}
 	return nil
 }

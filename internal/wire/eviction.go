@@ -14,6 +14,9 @@ type EvictionHostsResult struct {
 // PlanEvictionInput is the planning activity's argument (sent to the host's queue).
 type PlanEvictionInput struct {
 	HostID string `json:"host_id"`
+	// Actions keeps only these action kinds in the plan (empty: all;
+	// sandboxapi.EvictionInput.Actions).
+	Actions []sandboxapi.EvictionActionKind `json:"actions,omitempty"`
 }
 
 // SignalEvictionsInput asks for signal-with-start of each request.
@@ -51,6 +54,19 @@ type RemoveRepoCachesInput struct {
 
 // RemoveRepoCachesResult holds one result per planned cache.
 type RemoveRepoCachesResult struct {
+	Results []sandboxapi.EvictResult `json:"results"`
+}
+
+// DeleteOrphanRuntimesInput asks a host to delete the planned orphan
+// runtimes (sandboxapi.EvictionDeleteOrphanRuntime actions), each after
+// checking again that its workspace does not exist.
+type DeleteOrphanRuntimesInput struct {
+	HostID  string                      `json:"host_id"`
+	Actions []sandboxapi.EvictionAction `json:"actions"`
+}
+
+// DeleteOrphanRuntimesResult holds one result per planned orphan.
+type DeleteOrphanRuntimesResult struct {
 	Results []sandboxapi.EvictResult `json:"results"`
 }
 

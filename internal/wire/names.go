@@ -16,6 +16,8 @@ const (
 	ActivityEvictRuntime     = "sandbox.EvictRuntime"
 	ActivityRemoveRepoCaches = "sandbox.RemoveRepoCaches"
 	ActivitySetPin           = "sandbox.SetPin"
+	// ActivityDeleteOrphanRuntimes deletes a host's orphan remote runtimes.
+	ActivityDeleteOrphanRuntimes = "sandbox.DeleteOrphanRuntimes"
 )
 
 // Activity names of TaskFanoutWorkflow (registered by activities.Fanout on
@@ -78,3 +80,6 @@ const (
 	// (FanoutInput.FromFork; registered by activities.Fanout).
 	ActivityFanoutForkTask = "fanout.ForkTask"
 )
+
+// ActivityPreviewURL serves the preview_url update (docs/API.md "Preview URLs").
+const ActivityPreviewURL = "sandbox.PreviewURL"

@@ -46,6 +46,8 @@ type SessionCarry struct {
 	RuntimeRunning bool              `json:"runtime_running"`
 	LastActivity   time.Time         `json:"last_activity"`
 	Ops            int64             `json:"ops"`
+	// RuntimeReplica is the last replica state a remote runtime reported.
+	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
 	// State is the previous run's state (one of sandboxapi.SessionStates);
 	// empty in histories recorded before it existed.
 	State string `json:"state,omitempty"`
@@ -87,6 +89,7 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) san
 		BaseRef: ws.BaseRef, BaseCommit: ws.BaseCommit, Mode: ws.Mode, Capabilities: ws.Capabilities,
 		Repo: ws.Repo, HostID: ws.HostID, RuntimeKind: settings.RuntimeKind, UserID: ws.UserID,
 		ProjectID: ws.ProjectID, Created: created, ContractVersion: sandboxapi.ContractVersion,
+		BaseFetchedAt: ws.BaseFetchedAt, UninitializedSubmodules: ws.UninitializedSubmodules,
 		CodeHost: settings.CodeHost, Network: ws.Network, NetworkAllow: ws.NetworkAllow,
 	}
 }
@@ -125,6 +128,8 @@ type AcquireActivityResult struct {
 	// Restorable, ForkedFrom: see sandboxapi.Handle.
 	Restorable string `json:"restorable,omitempty"`
 	ForkedFrom string `json:"forked_from,omitempty"`
+	// RuntimeReplica: see sandboxapi.Handle.RuntimeReplica (remote runtimes only).
+	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
 }
 
 // ExecActivityInput is the exec activity's argument.
@@ -134,6 +139,15 @@ type ExecActivityInput struct {
 	// UpdateID is the exec update's id, echoed in sandboxapi.ExecProgress so a streaming
 	// client recognizes its own command.
 	UpdateID string `json:"update_id,omitempty"`
+}
+
+// ExecActivityResult is the exec activity's result: the command's result
+// (its fields inline, so histories recorded when the activity returned a
+// bare sandboxapi.ExecResult decode into it) and, on remote runtimes, the
+// replica's state after the command (sandboxapi.SessionDescription.RuntimeReplica).
+type ExecActivityResult struct {
+	sandbox.ExecResult
+	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
 }
 
 // FileActivityInput serves read_file, write_file and list_dir (Depth,
@@ -179,6 +193,13 @@ type SearchActivityInput struct {
 type CommitActivityInput struct {
 	WorkspaceID string                `json:"workspace_id"`
 	Request     sandbox.CommitRequest `json:"request"`
+}
+
+// PreviewURLActivityInput is the preview_url activity's argument.
+type PreviewURLActivityInput struct {
+	WorkspaceID string `json:"workspace_id"`
+	// Port is the preview_url update's port (validated: 1–65535).
+	Port int `json:"port"`
 }
 
 // WorkspaceActivityInput serves status, diff, hibernate and destroy-runtime.

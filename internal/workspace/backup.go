@@ -189,6 +189,14 @@ func (b *Backups) backupAs(ctx context.Context, ws sandbox.Workspace, k bkKind) 
 	if err != nil {
 		return sandbox.WorkspaceBackup{}, err
 	}
+	// A submodule's files are its own repository's: a backup of the
+	// superproject cannot hold them, so a workspace with changes there is
+	// never evicted (submodules.go).
+	if subs, err := b.m.dirtySubmodules(ctx, w); err != nil {
+		return sandbox.WorkspaceBackup{}, err
+	} else if len(subs) > 0 {
+		return sandbox.WorkspaceBackup{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s has changes inside submodule %s, which a backup cannot save; not evicted", ws.ID, subs[0])
+	}
 	snap, err := b.snapshot(ctx, w)
 	if err != nil {
 		return sandbox.WorkspaceBackup{}, err
@@ -749,7 +757,17 @@ func (b *Backups) snapshot(ctx context.Context, w *wtRepo) (bkSnapshot, error) {
 	if err != nil {
 		return bkSnapshot{}, err
 	}
+	// A file still as checked out (baseline.go: normalised line endings,
+	// fetched LFS content) is saved as its committed blob: it is no change,
+	// and the re-created worktree checks it out the same way again.
+	same, err := b.m.asCheckedOut(ctx, w, baselinePaths(w))
+	if err != nil {
+		return bkSnapshot{}, err
+	}
 	for i, sha := range shas {
+		if e, ok := same[filePaths[i]]; ok && e.raw == sha {
+			sha = e.blob
+		}
 		entries[fileIdx[i]].sha = sha
 	}
 	shas, err = b.hashLinks(ctx, g, w.admin, linkTargets)

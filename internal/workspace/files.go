@@ -263,9 +263,34 @@ func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) (
 		if err != nil {
 			continue // vanished meanwhile
 		}
-		out = append(out, sandbox.FileEntry{Name: n, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())})
+		e := sandbox.FileEntry{Name: n, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())}
+		if fi.Mode().IsRegular() && fi.Size() > 0 && fi.Size() <= sandbox.MaxLFSPointerBytes {
+			if data, err := readSmall(r, path.Join(rel, n), sandbox.MaxLFSPointerBytes); err == nil {
+				_, e.LFSPointer = sandbox.ParseLFSPointer(data)
+			}
+		}
+		out = append(out, e)
 	}
 	return out, nil
+}
+
+// readSmall reads a regular file of at most max bytes through r, opened
+// non-blocking (a FIFO swapped in cannot hang it); a larger or special
+// file is an error.
+func readSmall(r *os.Root, p string, max int64) ([]byte, error) {
+	f, err := r.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, errors.New("not a small regular file")
+	}
+	return io.ReadAll(io.LimitReader(f, max+1))
 }
 
 func fileType(m fs.FileMode) string {

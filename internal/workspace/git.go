@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"path/filepath"
@@ -76,12 +77,36 @@ func (m *Manager) inspected(ctx context.Context, g gitCtx) (gitCtx, error) {
 	return g, nil
 }
 
-// wtRepo is an open, registered worktree.
+// wtRepo is an open, registered worktree, for one operation.
 type wtRepo struct {
 	loc
 	admin string
 	git   gitCtx
+	// stage memoizes `git ls-files -s -z` of the real index within one
+	// read-only operation (Status); forgetStage drops it when the index changes.
+	stage []byte
+	// attrs memoizes hasAttributes.
+	attrs *bool
 }
+
+// stageEntries returns `git ls-files -s -z` of the real index (memoized).
+func (w *wtRepo) stageEntries(ctx context.Context) ([]byte, error) {
+	if w.stage != nil {
+		return w.stage, nil
+	}
+	out, err := w.git.with(readEnv).run(ctx, "ls-files", "-s", "-z")
+	if err != nil {
+		return nil, gitx.Classify(err, "git ls-files -s", sandbox.ErrWorkspaceUnavailable)
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	w.stage = out
+	return out, nil
+}
+
+// forgetStage drops the memoized index listing (the index changed).
+func (w *wtRepo) forgetStage() { w.stage = nil }
 
 // openWorktree locates a registered worktree and prepares git for it: GIT_DIR
 // is its administrative directory, GIT_WORK_TREE its directory, and its
@@ -101,6 +126,13 @@ func (m *Manager) openWorktree(ctx context.Context, ws sandbox.Workspace) (*wtRe
 	if admin == "" {
 		return nil, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: directory is not a registered worktree (Ensure repairs it)", ws.ID)
 	}
+	return m.worktreeAt(ctx, l, admin)
+}
+
+// worktreeAt prepares git for the registered worktree l whose
+// administrative directory is admin (see openWorktree).
+func (m *Manager) worktreeAt(ctx context.Context, l loc, admin string) (*wtRepo, error) {
+	var err error
 	g := gitCtx{m: m, dir: l.wt, env: []string{
 		"GIT_DIR=" + admin,
 		"GIT_WORK_TREE=" + l.wt,
@@ -223,6 +255,49 @@ func (m *Manager) resolveBase(ctx context.Context, bg gitCtx, ref string) (strin
 		return "", sandbox.Errorf(sandbox.ErrRefNotFound, "base ref %q is not a branch, tag or commit of the repository", ref)
 	}
 	return c, nil
+}
+
+// branchCollision refuses a new workspace branch that git could not hold
+// beside an existing ref, locally or on the remote: refs/heads/<b> cannot
+// exist together with refs/heads/<p> for a directory prefix p of b (an
+// upstream branch "agent" blocks every "agent/…" branch), nor with any ref
+// under refs/heads/<b>/. Both the repo cache's own branches (refs/heads/*,
+// other workspaces' branches) and the remote's as last fetched
+// (refs/remotes/origin/*: the push would fail there with "cannot lock ref")
+// are checked. Errors: ErrConflict naming the conflicting ref (docs/API.md
+// "Branch names"), ErrWorkspaceUnavailable (git failed).
+func (m *Manager) branchCollision(ctx context.Context, bg gitCtx, branch string) error {
+	first, _, _ := strings.Cut(branch, "/")
+	out, err := bg.run(ctx, "for-each-ref", "--format=%(refname)", "--end-of-options", "refs/heads/"+first, "refs/remotes/origin/"+first)
+	if err != nil {
+		return gitx.Classify(err, "git for-each-ref", sandbox.ErrWorkspaceUnavailable)
+	}
+	for _, ref := range strings.Split(string(out), "\n") {
+		ref = strings.TrimSpace(ref)
+		name, local := strings.CutPrefix(ref, "refs/heads/")
+		if !local {
+			var ok bool
+			if name, ok = strings.CutPrefix(ref, "refs/remotes/origin/"); !ok {
+				continue
+			}
+		}
+		if name == branch || !(strings.HasPrefix(branch, name+"/") || strings.HasPrefix(name, branch+"/")) {
+			continue
+		}
+		if local {
+			return sandbox.Errorf(sandbox.ErrConflict,
+				"branch %s cannot be created: branch %s (%s) exists in the repository, and git cannot hold a branch and a directory of the same name; acquire with another conversation or task id, or another branch_name",
+				branch, name, ref)
+		}
+		every := ""
+		if !strings.Contains(name, "/") {
+			every = fmt.Sprintf(" (every %s/… branch collides with it)", name)
+		}
+		return sandbox.Errorf(sandbox.ErrConflict,
+			"branch %s cannot be created: the remote has branch %s (%s, as last fetched)%s, and git cannot hold a branch and a directory of the same name, so this branch could never be pushed there; rename that remote branch, or acquire with a branch_name that does not collide",
+			branch, name, ref, every)
+	}
+	return nil
 }
 
 // isHex reports whether s is a (possibly abbreviated) lowercase hex object id.

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -169,8 +170,10 @@ func TestPoisonedConfigIsReported(t *testing.T) {
 }
 
 // TestStaleIndexLock: an index.lock left by a dead process (an agent's git
-// killed on timeout) no longer blocks commits once it is stale; a live one is
-// ErrRepoLocked naming the file.
+// killed on timeout, a worker killed mid-commit) blocks nothing once no live
+// git could hold it: with a git process running in the worktree it is
+// ErrRepoLocked naming the file (until it is StaleLockAge old); once that
+// process is gone the next commit clears it at once and succeeds.
 func TestStaleIndexLock(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -179,7 +182,12 @@ func TestStaleIndexLock(t *testing.T) {
 	require.NoError(t, os.WriteFile(lock, nil, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "n.txt"), []byte("n\n"), 0o644))
 
-	_, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
+	live := exec.Command("git", "-C", ws.LocalPath, "hash-object", "--stdin")
+	live.Env = gittest.Env()
+	liveIn, err := live.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, live.Start())
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
 	requireKind(t, err, sandbox.ErrRepoLocked)
 	assert.Contains(t, err.Error(), lock)
 	// Status and Diff take no index lock.
@@ -187,11 +195,11 @@ func TestStaleIndexLock(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.m.Diff(ctx, ws)
 	require.NoError(t, err)
+	_ = liveIn.Close()
+	_ = live.Wait()
 
-	old := time.Now().Add(-time.Hour)
-	require.NoError(t, os.Chtimes(lock, old, old))
 	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
-	require.NoError(t, err)
+	require.NoError(t, err, "the young lock no live git holds is cleared on the retry")
 	assert.False(t, res.NothingToCommit)
 	assert.NoFileExists(t, lock)
 }
@@ -284,4 +292,55 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestBranchNamespaceCollisions: a new workspace branch that git could not
+// hold beside an existing ref fails at Ensure with SandboxConflict naming
+// that ref, and changes nothing: an upstream branch "agent" (every agent/…
+// branch would fail to push with "cannot lock ref"), an upstream
+// agent/edits-c5/x below the new branch, and a local branch made by a
+// branch_name override (agent/edits-z/w) below a later conversation z's
+// branch. A branch that does not collide, and an existing branch, work.
+func TestBranchNamespaceCollisions(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+
+	// A local override below conversation z's branch.
+	over := f.req(sandbox.ModeEdit, "y")
+	over.BranchName = "agent/edits-z/w"
+	f.ensure(over)
+	_, err := f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "z"))
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/heads/agent/edits-z/w")
+	assert.False(t, f.branchExists("agent/edits-z"))
+	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), f.req(sandbox.ModeEdit, "z").WorktreeDirName()))
+	// And the other way round: an override below an existing branch.
+	f.ensure(f.req(sandbox.ModeEdit, "q"))
+	below := f.req(sandbox.ModeEdit, "q2")
+	below.BranchName = "agent/edits-q/sub"
+	_, err = f.m.Ensure(ctx, f.cache, below)
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/heads/agent/edits-q")
+
+	// Upstream branches, as last fetched into refs/remotes/origin/*.
+	f.git(f.src, "branch", "agent/edits-c5/x")
+	f.fetch()
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "c5"))
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/remotes/origin/agent/edits-c5/x")
+
+	f.git(f.src, "branch", "-D", "agent/edits-c5/x")
+	f.git(f.src, "branch", "agent")
+	f.git(f.bare, "fetch", "-q", "--prune", f.src, "+refs/heads/*:refs/remotes/origin/*")
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeTask, "t1"))
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/remotes/origin/agent")
+	assert.Contains(t, err.Error(), "every agent/… branch collides")
+	assert.False(t, f.branchExists("agent/task-t1"))
+
+	// Existing branches are reused as they are (their pushes report the remote's reason).
+	f.ensure(over)
+	f.ensure(f.req(sandbox.ModeEdit, "q"))
+	// Analysis workspaces create no branch.
+	f.ensure(f.req(sandbox.ModeAnalysis, "main"))
 }

@@ -46,7 +46,7 @@ func (l *testLocker) LockRepo(ctx context.Context, repo sandbox.RepoIdentity) (f
 // fixture is a bare repo cache laid out as repocache lays it out, with the
 // source repository it was fetched from.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	root   string // <root>
 	home   string
 	src    string // working repository the cache was fetched from
@@ -61,7 +61,7 @@ type fixture struct {
 
 var binaryContent = []byte{0, 1, 2, 0xff, 0xfe, '\n', 0, 'x', '\r', '\n', 0x80}
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	tmp := t.TempDir()
 	f := &fixture{t: t, root: filepath.Join(tmp, "root"), home: filepath.Join(tmp, "home"), src: filepath.Join(tmp, "src")}

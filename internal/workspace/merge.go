@@ -86,7 +86,7 @@ func (m *Manager) Merge(ctx context.Context, ws sandbox.Workspace, req sandbox.M
 		}
 	}
 	res := sandbox.MergeResult{Branch: branch, Branches: make([]sandbox.BranchMerge, 0, len(req.Branches))}
-	dirty, err := m.changes(ctx, w.git)
+	dirty, err := m.changes(ctx, w, w.git)
 	if err != nil {
 		return sandbox.MergeResult{}, err
 	}
@@ -204,13 +204,15 @@ func withConfig(g gitCtx, kv [][2]string) gitCtx {
 	return g.with(append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", n+len(kv)))...)
 }
 
-// changes lists the work tree's changes, untracked files included.
-func (m *Manager) changes(ctx context.Context, g gitCtx) ([]sandbox.FileStatus, error) {
+// changes lists the work tree's changes, untracked files included, but
+// files still as checked out (baseline.go).
+func (m *Manager) changes(ctx context.Context, w *wtRepo, g gitCtx) ([]sandbox.FileStatus, error) {
+	w.forgetStage() // merges change the index between calls
 	out, err := g.run(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
 	if err != nil {
 		return nil, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
 	}
-	return parsePorcelain(out), nil
+	return m.withoutCheckedOut(ctx, w, parsePorcelain(out))
 }
 
 // unmerged lists the index's unmerged paths, sorted and unique.
@@ -240,7 +242,7 @@ func (m *Manager) restore(ctx context.Context, w *wtRepo, pre string) error {
 	if _, err := w.git.run(ctx, "reset", "-q", "--hard", pre); err != nil {
 		return gitx.Classify(err, "git reset --hard "+pre, sandbox.ErrWorkspaceUnavailable)
 	}
-	left, err := m.changes(ctx, w.git)
+	left, err := m.changes(ctx, w, w.git)
 	if err != nil {
 		return err
 	}
@@ -249,7 +251,7 @@ func (m *Manager) restore(ctx context.Context, w *wtRepo, pre string) error {
 		if _, err := w.git.run(ctx, "clean", "-q", "-f", "-d"); err != nil {
 			return gitx.Classify(err, "git clean", sandbox.ErrWorkspaceUnavailable)
 		}
-		if left, err = m.changes(ctx, w.git); err != nil {
+		if left, err = m.changes(ctx, w, w.git); err != nil {
 			return err
 		}
 		if len(left) > 0 {

@@ -54,6 +54,9 @@ func head(ctx context.Context, g gitCtx) (commit, branch string, err error) {
 // MaxStatusFiles, CommitsSinceBase = `git rev-list --count <base>..HEAD`, and
 // UnpushedCommits (commits no remote-tracking branch, tag or recorded push holds),
 // and ConfigWarnings (the poisoned configuration variables gitx found).
+// Files still as checked out (the baseline, baseline.go) are not listed;
+// a checked-out submodule whose files changed is listed as " M <path>"
+// (submodules.go); LFSPointers and UninitializedSubmodules are reported.
 // It takes no index lock (GIT_OPTIONAL_LOCKS=0) and runs no hook, fsmonitor
 // or filter. Errors: ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath),
 // ErrRefNotFound (base commit missing), ErrWorkspaceUnavailable.
@@ -75,7 +78,28 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
 	}
-	files := parsePorcelain(out)
+	files, err := m.withoutCheckedOut(ctx, w, parsePorcelain(out))
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	// Changes inside checked-out submodules (submodules.go): " M <path>".
+	subs, err := m.submodules(ctx, w)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	dirtySubs, err := m.dirtyOf(ctx, w, subs)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	for _, p := range dirtySubs {
+		listed := false
+		for _, f := range files {
+			listed = listed || f.Path == p
+		}
+		if !listed {
+			files = append(files, sandbox.FileStatus{Path: p, Status: " M"})
+		}
+	}
 	st := sandbox.WorkspaceStatus{Branch: branch, Head: h, BaseCommit: base, Dirty: len(files) > 0, Files: files}
 	if len(st.Files) > MaxStatusFiles {
 		st.Files = st.Files[:MaxStatusFiles]
@@ -95,7 +119,53 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 			st.ConfigWarnings = append(st.ConfigWarnings, p.String())
 		}
 	}
+	lfs, err := m.lfsPointers(ctx, w)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	st.LFSPointers = lfsPaths(lfs)
+	for _, s := range subs {
+		if !s.CheckedOut {
+			st.UninitializedSubmodules = append(st.UninitializedSubmodules, s.Path)
+		}
+	}
 	return st, nil
+}
+
+// withoutCheckedOut drops from files the worktree-only changes (" M") of
+// paths still as checked out (baseline.go).
+func (m *Manager) withoutCheckedOut(ctx context.Context, w *wtRepo, files []sandbox.FileStatus) ([]sandbox.FileStatus, error) {
+	var cands []string
+	for _, f := range files {
+		if f.Status == " M" {
+			cands = append(cands, f.Path)
+		}
+	}
+	if len(cands) == 0 {
+		return files, nil
+	}
+	same, err := m.asCheckedOut(ctx, w, cands)
+	if err != nil || len(same) == 0 {
+		return files, err
+	}
+	out := files[:0:0]
+	for _, f := range files {
+		if _, ok := same[f.Path]; ok && f.Status == " M" {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// baselinePaths lists the paths of the worktree's baseline.
+func baselinePaths(w *wtRepo) []string {
+	b := readBaseline(w.admin)
+	out := make([]string, 0, len(b))
+	for p := range b {
+		out = append(out, p)
+	}
+	return out
 }
 
 // addAll stages the whole work tree (`git add -A`) except untracked nested
@@ -202,16 +272,20 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // Diff returns everything the agent changed against the recorded base commit
 // (sandbox.WorkspaceProvider; sandbox.Diff): commits, staged, unstaged and
 // untracked-but-not-ignored files, as one binary-safe patch (`git diff --cached
-// --binary --no-ext-diff --no-textconv --no-color --no-renames <base>`). The
+// --binary --full-index --no-ext-diff --no-textconv --no-color --no-renames
+// <base>`) that survives JSON: a file whose text diff would not be valid
+// UTF-8 is re-emitted as a git binary patch (patch.go), so `git apply` of
+// the patch a client receives reproduces every file byte for byte. The
 // real index is never touched: the index is copied to a temporary index file
 // in the worktree's administrative directory, `git add -A` stages the work
 // tree into the copy, and the copy is deleted afterwards (blobs of untracked
 // files become unreferenced objects in the repository, collected by git gc);
 // an untracked nested repository is not staged at all (addAll) and no
 // gitlink the agent made is kept (dropNewGitlinks), so such a directory does
-// not appear. The patch is cut at MaxDiffBytes (on a line boundary when possible;
-// Truncated set, TotalBytes = full size) and Files, the changed paths, at
-// MaxDiffFiles (Truncated set). Errors: ErrWorkspaceNotFound,
+// not appear. The patch keeps the whole file sections that fit in
+// MaxDiffBytes (Truncated set, TotalBytes = the full size; when not even the
+// first fits, that section cut on a line boundary, which no longer applies)
+// and Files, the changed paths, at MaxDiffFiles (Truncated set). Errors: ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath), ErrRefNotFound (base commit missing),
 // ErrRepoLocked, ErrInsufficientDisk, ErrWorkspaceUnavailable.
 func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff, error) {
@@ -256,14 +330,28 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 	if err := dropNewGitlinks(ctx, g); err != nil {
 		return sandbox.Diff{}, err
 	}
+	// Files as checked out (the baseline: normalised line endings, fetched
+	// LFS content) are no change.
+	same, err := m.asCheckedOut(ctx, w, baselinePaths(w))
+	if err != nil {
+		return sandbox.Diff{}, err
+	}
+	if err := restoreCheckedOut(ctx, g, same); err != nil {
+		return sandbox.Diff{}, err
+	}
 	common := []string{"--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames",
 		"--no-relative", "--submodule=short", "--ignore-submodules=none"}
 
-	patch := &cappedBuffer{max: sandbox.MaxDiffBytes}
-	args := append([]string{"diff"}, common...)
-	args = append(args, "--binary", "--src-prefix=a/", "--dst-prefix=b/", "-O/dev/null", "--end-of-options", base, "--")
+	// core.quotePath: header paths are ASCII whatever the repository says.
+	patch := newPatchBuilder(ctx, g, sandbox.MaxDiffBytes)
+	args := append([]string{"-c", "core.quotePath=true", "diff"}, common...)
+	args = append(args, "--binary", "--full-index", "--src-prefix=a/", "--dst-prefix=b/", "-O/dev/null", "--end-of-options", base, "--")
 	if _, err := g.runIO(ctx, nil, patch, args...); err != nil {
 		return sandbox.Diff{}, gitx.Classify(err, "git diff "+base, sandbox.ErrWorkspaceUnavailable)
+	}
+	text, cut, total, err := patch.result()
+	if err != nil {
+		return sandbox.Diff{}, err
 	}
 	names := &cappedBuffer{max: 8 << 20}
 	args = append([]string{"diff"}, common...)
@@ -272,15 +360,7 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 		return sandbox.Diff{}, gitx.Classify(err, "git diff --name-only "+base, sandbox.ErrWorkspaceUnavailable)
 	}
 
-	d := sandbox.Diff{BaseCommit: base, TotalBytes: patch.total, Files: []string{}}
-	p := patch.buf.Bytes()
-	if patch.total > int64(len(p)) {
-		d.Truncated = true
-		if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
-			p = p[:i+1]
-		}
-	}
-	d.Patch = string(p)
+	d := sandbox.Diff{BaseCommit: base, Patch: text, Truncated: cut, TotalBytes: total, Files: []string{}}
 	nameBytes := names.buf.Bytes()
 	if names.total > int64(len(nameBytes)) { // drop a partial last name
 		if i := bytes.LastIndexByte(nameBytes, 0); i >= 0 {
@@ -369,6 +449,12 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	if branch == "" {
 		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
 	}
+	// Files still as checked out are never staged (the baseline): decided
+	// before `git add` changes their index entries.
+	same, err := m.asCheckedOut(ctx, w, baselinePaths(w))
+	if err != nil {
+		return sandbox.CommitResult{}, err
+	}
 	if len(req.Paths) == 0 {
 		err = addAll(ctx, w.git)
 	} else {
@@ -382,7 +468,11 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 		}
 		return sandbox.CommitResult{}, gitx.Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
 	}
+	w.forgetStage() // `git add` changed the index
 	if err := dropNewGitlinks(ctx, w.git); err != nil {
+		return sandbox.CommitResult{}, err
+	}
+	if err := restoreCheckedOut(ctx, w.git, same); err != nil {
 		return sandbox.CommitResult{}, err
 	}
 	_, err = w.git.run(ctx, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "HEAD", "--")

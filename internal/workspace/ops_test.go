@@ -2,12 +2,14 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -280,4 +282,154 @@ func TestHostileRepositoryConfigDoesNotRun(t *testing.T) {
 func readMarker(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
+}
+
+// TestDiffPatchIsByteExactThroughJSON: the patch travels as a JSON string;
+// after a JSON round trip (as every client receives it) it is valid UTF-8
+// and `git apply` of it on the base commit reproduces every file byte for
+// byte: Latin-1 text ("caf\xe9"), a file whose invalid byte lies outside
+// the changed lines, a new and a deleted non-UTF-8 file, a non-UTF-8 file
+// name, CRLF lines, no trailing newline, valid UTF-8 and binary files
+// together. Valid UTF-8 sections stay text patches.
+func TestDiffPatchIsByteExactThroughJSON(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.writeSrc("legacy.txt", "line 1\ncaf\xe9 au lait\nline 3\n")
+	f.writeSrc("gone.txt", "bye \xff\n")
+	f.git(f.src, "add", "-A")
+	f.git(f.src, "commit", "-q", "-m", "latin-1 files")
+	f.fetch()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	base := ws.BaseCommit
+
+	files := map[string][]byte{
+		"latin1.txt":      []byte("caf\xe9\n"),
+		"legacy.txt":      []byte("line 1\ncaf\xe9 au lait\nline 3 changed\n"), // the invalid byte is context, or not even that
+		"crlf.txt":        []byte("one\r\ntwo\r\n"),
+		"nonl.txt":        []byte("no trailing newline"),
+		"utf8.txt":        []byte("h\u00e9llo \u2713\n"),
+		"README.md":       []byte("hello\nworld\n\xc3\x28 invalid sequence\n"),
+		"n\xe9e.txt":      []byte("a name in Latin-1\n"),
+		"assets/blob.bin": append([]byte("BIN"), binaryContent...),
+		"mixed.txt":       []byte("ok\r\n\xe9\r\nend"),
+	}
+	for p, b := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(ws.LocalPath, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, p), b, 0o644))
+	}
+	require.NoError(t, os.Remove(filepath.Join(ws.LocalPath, "gone.txt")))
+
+	d, err := f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+	wire, err := json.Marshal(d)
+	require.NoError(t, err)
+	var got sandbox.Diff
+	require.NoError(t, json.Unmarshal(wire, &got))
+	require.True(t, utf8.ValidString(got.Patch), "the patch is valid UTF-8")
+	require.Equal(t, d.Patch, got.Patch, "the JSON round trip changes nothing")
+	assert.Equal(t, int64(len(got.Patch)), got.TotalBytes)
+	assert.False(t, got.Truncated)
+
+	sections := map[string]string{}
+	for _, sec := range strings.SplitAfter(got.Patch, "\ndiff --git ") {
+		if i := strings.Index(sec, " b/"); i >= 0 {
+			name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(sec, "diff --git "), "a/"), " b/")
+			sections[name] = sec
+		}
+	}
+	for _, text := range []string{"crlf.txt", "nonl.txt", "utf8.txt"} {
+		assert.NotContains(t, sections[text], "GIT binary patch", "%s stays a text patch", text)
+	}
+	assert.Contains(t, sections["crlf.txt"], "+one\r\n")
+	for _, bin := range []string{"latin1.txt", "legacy.txt", "README.md", "gone.txt", "mixed.txt"} {
+		assert.Contains(t, sections[bin], "GIT binary patch", "%s is re-encoded", bin)
+	}
+
+	check := filepath.Join(t.TempDir(), "check")
+	f.git(filepath.Dir(check), "clone", "-q", "--no-checkout", f.src, check)
+	f.git(check, "checkout", "-q", "--detach", base)
+	patchFile := filepath.Join(t.TempDir(), "p.diff")
+	require.NoError(t, os.WriteFile(patchFile, []byte(got.Patch), 0o644))
+	f.git(check, "apply", "--binary", patchFile)
+	for p, want := range files {
+		act, err := os.ReadFile(filepath.Join(check, p))
+		require.NoError(t, err, p)
+		assert.Equal(t, want, act, "%q byte for byte", p)
+	}
+	assert.NoFileExists(t, filepath.Join(check, "gone.txt"))
+}
+
+// TestCRLFCheckoutIsClean: a repository holding a CRLF file under
+// `*.txt text` (committed before the attribute, as real repositories do)
+// gives a fresh workspace that status, diff, commit, merge and eviction all
+// agree is clean (the checkout baseline); without the baseline git itself
+// calls it modified (the control). A real change to that file is a change
+// again, committed as git normalises it; an untouched one stays out of commits.
+func TestCRLFCheckoutIsClean(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.writeSrc("win.txt", "one\r\ntwo\r\n")
+	f.writeSrc("other.txt", "plain\r\n")
+	f.git(f.src, "add", "-A")
+	f.git(f.src, "commit", "-q", "-m", "crlf files")
+	f.writeSrc(".gitattributes", "*.txt text\n")
+	f.git(f.src, "add", ".gitattributes") // only it: the CRLF blobs stay as committed
+	f.git(f.src, "commit", "-q", "-m", "normalise text")
+	require.Equal(t, "one\r\ntwo", f.git(f.src, "cat-file", "blob", "HEAD:win.txt"))
+	f.fetch()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	raw, err := os.ReadFile(filepath.Join(ws.LocalPath, "win.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "one\r\ntwo\r\n", string(raw), "checked out as committed")
+	assert.Contains(t, f.git(ws.LocalPath, "status", "--porcelain"), "win.txt", "the control: plain git calls the untouched file modified")
+
+	st, err := f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.False(t, st.Dirty, "status: %v", st.Files)
+	assert.Empty(t, st.Files)
+	d, err := f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+	assert.Empty(t, d.Patch)
+	assert.Empty(t, d.Files)
+	c, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "nothing"})
+	require.NoError(t, err)
+	assert.True(t, c.NothingToCommit, "no line-ending-only commit")
+	bk, err := NewBackups(f.m, t.TempDir())
+	require.NoError(t, err)
+	un, err := bk.UnsavedWork(ctx, ws)
+	require.NoError(t, err)
+	assert.False(t, un.Any(), "eviction sees a clean workspace")
+	mr, err := f.m.Merge(ctx, ws, sandbox.MergeRequest{Branches: []string{"dev"}})
+	require.NoError(t, err, "merge finds the workspace clean")
+	assert.Empty(t, mr.CheckpointCommit)
+
+	// A real change is a change, committed normalised; the untouched file stays out.
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "other.txt"), []byte("plain\r\nmore\r\n"), 0o644))
+	st, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, []sandbox.FileStatus{{Path: "other.txt", Status: " M"}}, st.Files)
+	d, err = f.m.Diff(ctx, ws)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"other.txt"}, d.Files)
+	c, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "more"})
+	require.NoError(t, err)
+	require.False(t, c.NothingToCommit)
+	assert.Equal(t, "other.txt", f.git(f.bare, "diff-tree", "--no-commit-id", "--name-only", "-r", c.Commit))
+	assert.Equal(t, "plain\nmore\n", f.git(f.bare, "cat-file", "blob", c.Commit+":other.txt")+"\n", "committed as git normalises it")
+	st, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.False(t, st.Dirty, "after the commit: %v", st.Files)
+
+	// A change that keeps the bytes but not the mode is a change too.
+	require.NoError(t, os.Chmod(filepath.Join(ws.LocalPath, "win.txt"), 0o755))
+	st, err = f.m.Status(ctx, ws)
+	require.NoError(t, err)
+	assert.True(t, st.Dirty)
+
+	// A workspace without the record (made before it existed) is what git says.
+	ws2 := f.ensure(f.req(sandbox.ModeEdit, "c2"))
+	require.NoError(t, os.Remove(filepath.Join(f.bare, "worktrees", filepath.Base(ws2.LocalPath), BaselineFile)))
+	st, err = f.m.Status(ctx, ws2)
+	require.NoError(t, err)
+	assert.True(t, st.Dirty, "the control: without the baseline the untouched CRLF file is modified")
 }

@@ -96,6 +96,8 @@ type Options struct {
 	// Isolated is copied into every workspace's Capabilities.Isolated: it is
 	// the runtime provider's RuntimeCapabilities.Isolated (sandbox.CapabilitiesFromMode).
 	Isolated bool
+	// LFS configures how Git LFS content is fetched (lfs.go).
+	LFS LFSOptions
 }
 
 // Manager is the local-worktree sandbox.WorkspaceProvider. It is safe for
@@ -109,6 +111,7 @@ type Manager struct {
 	now      func() time.Time
 	log      *slog.Logger
 	isolated bool
+	lfs      LFSOptions
 
 	// afterAdd, when set (tests only), runs after a successful `git worktree
 	// add`; an error simulates a failure in the middle of creation.
@@ -151,7 +154,7 @@ func New(opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{git: opts.Git, locker: opts.Locker, hostID: host, now: now, log: log, isolated: opts.Isolated}, nil
+	return &Manager{git: opts.Git, locker: opts.Locker, hostID: host, now: now, log: log, isolated: opts.Isolated, lfs: opts.LFS}, nil
 }
 
 // crash calls the crashPoint test hook, if any.
@@ -279,14 +282,17 @@ type ensureState struct {
 //
 // The base ref is req.BaseRef or cache.DefaultBranch, looked up in order as
 // refs/remotes/origin/<ref>, refs/tags/<ref>, refs/heads/<ref>, a full ref
-// name, then a hex commit id. The base commit is recorded in BaseCommitFile.
+// name, then a hex commit id. The base commit is recorded in BaseCommitFile;
+// a created worktree's Workspace.BaseFetchedAt is cache.LastFetchedAt (a
+// reused one's is nil: the caller keeps what it recorded).
 // On failure nothing is left behind: no directory, no registration, no branch
 // created by this call.
 //
 // Workspace.Dirty is not computed (use Status). Errors: ErrInvalidArgument
 // (request, cache row), ErrRefNotFound (base ref, from_branch), ErrConflict
-// (the branch is checked out in another worktree, or a non-empty unregistered
-// directory occupies the path), ErrRepoLocked, ErrInsufficientDisk,
+// (the branch is checked out in another worktree, a new branch collides with
+// an existing local or upstream ref (branchCollision), or a non-empty
+// unregistered directory occupies the path), ErrRepoLocked, ErrInsufficientDisk,
 // ErrRepoCacheUnavailable (bare repository missing), ErrWorkspaceUnavailable
 // (any other git failure).
 func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandbox.WorkspaceRequest) (sandbox.Workspace, error) {
@@ -458,6 +464,9 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 			}
 			args = []string{"worktree", "add", "--end-of-options", st.wt, st.branch}
 		} else {
+			if err := m.branchCollision(ctx, st.bg, st.branch); err != nil {
+				return sandbox.Workspace{}, err
+			}
 			from, err := m.startPoint(ctx, st)
 			if err != nil {
 				return sandbox.Workspace{}, err
@@ -493,13 +502,25 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		return sandbox.Workspace{}, err
 	}
 	m.crash("recorded", st.wt)
+	if w, err := m.worktreeAt(ctx, l, admin); err != nil {
+		m.log.Warn("workspace: cannot record the checkout baseline", "path", st.wt, "err", err)
+	} else if err := m.recordBaseline(ctx, w); err != nil {
+		// Not fatal: without it, files git would normalise show as changed.
+		m.log.Warn("workspace: cannot record the checkout baseline", "path", st.wt, "err", err)
+	}
 	if m.afterAdd != nil {
 		if err := m.afterAdd(st.wt); err != nil {
 			return sandbox.Workspace{}, err
 		}
 	}
 	m.log.Info("workspace: created worktree", "path", st.wt, "branch", st.branch, "base_commit", base, "new_branch", createdBranch != "")
-	return m.workspace(st, base, created), nil
+	ws = m.workspace(st, base, created)
+	if f := st.cache.LastFetchedAt; !f.IsZero() {
+		// The base was resolved in the mirror as fetched then (docs/API.md "acquire").
+		f = f.UTC()
+		ws.BaseFetchedAt = &f
+	}
+	return ws, nil
 }
 
 // startPoint is the commit a new branch starts from: the tip of

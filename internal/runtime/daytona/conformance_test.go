@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"path"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,5 +108,3 @@ func (f remoteFiles) Size(rel string) int64 {
 	}
 	return n
 }
-
-var _ = path.Join

@@ -7,9 +7,11 @@
 //
 // # Sandboxes
 //
-// A runtime's sandbox is named after the runtime id and labeled
-// LabelManagedBy=ManagedByValue, LabelWorkspace, LabelRuntime and
-// LabelDeployment (plus RuntimeSpec.Labels); it is created from
+// A runtime's sandbox is named SandboxName(Options.Deployment, runtime id) —
+// the runtime id and a digest of the deployment, so deployments sharing one
+// Daytona organization never claim each other's sandboxes, even for the same
+// workspace id — and labeled LabelManagedBy=ManagedByValue, LabelWorkspace,
+// LabelRuntime and LabelDeployment (plus RuntimeSpec.Labels); it is created from
 // Options.Snapshot, or from Options.Image (a build "FROM <image>"), or from
 // Daytona's default snapshot, in Options.Target, with Options.AutoStopMinutes
 // and AutoArchiveMinutes and the spec's resources (CPU rounded up to whole
@@ -31,6 +33,16 @@
 // error state) is created again on the next use of its runtime and the replica
 // re-synced from the host (every file, a full bundle): nothing is lost
 // (Runtime.Replica reports how often that happened).
+//
+// The replica's bookkeeping lives in the sandbox user's home directory as
+// the toolbox reports it (user-home-dir; Daytona's /home/<user> when the
+// daemon lacks that endpoint), below .sandboxcore/<runtime id>. A create
+// refused for the organization's quota deletes up to three of this
+// deployment's least recently used stopped sandboxes that hold nothing the
+// host lacks (hibernated by Stop after a sync), waits until they are gone
+// and is tried once more; otherwise it fails with sandbox.ErrResourceLimit.
+// Orphans and DeleteOrphan find and delete this deployment's sandboxes whose
+// workspace no longer exists (the eviction run, docs/API.md "Eviction").
 //
 // # Network (RuntimeSpec.Network)
 //
@@ -54,6 +66,8 @@ package daytona
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -228,8 +242,8 @@ func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
 // Snapshots returns nil (not offered, see Capabilities).
 func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
 
-// PreviewURLs returns the preview capability (PreviewURL).
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return previewCap{p} }
+// PreviewURLs returns the provider itself (PreviewURL: Daytona's signed preview URLs).
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return p }
 
 // runtimeFor returns the one handle of a runtime id.
 func (p *Provider) runtimeFor(id string) *Runtime {
@@ -296,7 +310,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbo
 	}
 	out := make([]sandbox.RuntimeSummary, 0, len(items))
 	for _, it := range items {
-		out = append(out, sandbox.RuntimeSummary{ID: it.GetName(), State: runtimeState(it.GetState()), Labels: it.GetLabels()})
+		out = append(out, sandbox.RuntimeSummary{ID: runtimeIDOf(it), State: runtimeState(it.GetState()), Labels: it.GetLabels()})
 	}
 	return out, nil
 }
@@ -354,14 +368,35 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	return rt.destroy(ctx)
 }
 
-// getSandbox returns the sandbox named id, nil when there is none.
+// SandboxName is the Daytona sandbox name of a runtime of a deployment:
+// the runtime id, "-" and the first 8 hex digits of sha256(deployment)
+// (at most 63 characters: validID keeps runtime ids to 54).
+func SandboxName(deployment, runtimeID string) string {
+	h := sha256.Sum256([]byte(deployment))
+	return runtimeID + "-" + hex.EncodeToString(h[:4])
+}
+
+// sandboxName is SandboxName of this deployment.
+func (p *Provider) sandboxName(id string) string { return SandboxName(p.opts.Deployment, id) }
+
+// runtimeIDOf is the runtime id a listed sandbox belongs to (its
+// LabelRuntime, which this deployment wrote).
+func runtimeIDOf(it apiclient.SandboxListItem) string {
+	if id := it.GetLabels()[LabelRuntime]; id != "" {
+		return id
+	}
+	return it.GetName()
+}
+
+// getSandbox returns the sandbox of runtime id, nil when there is none.
 func (p *Provider) getSandbox(ctx context.Context, id string) (*apiclient.Sandbox, error) {
 	var sb *apiclient.Sandbox
-	err := p.retry(ctx, "get sandbox "+id, func(ctx context.Context) error {
+	name := p.sandboxName(id)
+	err := p.retry(ctx, "get sandbox "+name, func(ctx context.Context) error {
 		var resp *http.Response
 		var err error
-		sb, resp, err = p.api.SandboxAPI.GetSandbox(ctx, id).Execute()
-		return p.mapErr(ctx, resp, err, "get sandbox %s", id)
+		sb, resp, err = p.api.SandboxAPI.GetSandbox(ctx, name).Execute()
+		return p.mapErr(ctx, resp, err, "get sandbox %s", name)
 	})
 	if sandbox.KindOf(err) == sandbox.ErrNotFound {
 		return nil, nil
@@ -369,8 +404,8 @@ func (p *Provider) getSandbox(ctx context.Context, id string) (*apiclient.Sandbo
 	if err != nil {
 		return nil, err
 	}
-	if sb.GetLabels()[LabelDeployment] != p.opts.Deployment || sb.GetLabels()[LabelManagedBy] != ManagedByValue {
-		return nil, sandbox.Errorf(sandbox.ErrConflict, "daytona: a sandbox named %s exists but belongs to another deployment or is not sandboxcore's", id)
+	if l := sb.GetLabels(); l[LabelDeployment] != p.opts.Deployment || l[LabelManagedBy] != ManagedByValue || l[LabelRuntime] != id {
+		return nil, sandbox.Errorf(sandbox.ErrConflict, "daytona: a sandbox named %s exists but is not this deployment's runtime %s: it is left alone", name, id)
 	}
 	return sb, nil
 }
@@ -419,7 +454,7 @@ func runtimeState(s apiclient.SandboxState) sandbox.RuntimeState {
 // createBody builds the create request of spec.
 func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox {
 	body := apiclient.NewCreateSandbox()
-	body.SetName(spec.ID)
+	body.SetName(p.sandboxName(spec.ID))
 	labels := map[string]string{}
 	for k, v := range spec.Labels {
 		labels[k] = v
@@ -494,10 +529,14 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox 
 	return *body
 }
 
+// reclaimAtMost bounds the stopped replicas one refused create deletes.
+const reclaimAtMost = 3
+
 // reclaim deletes up to n of this deployment's stopped sandboxes that hold
 // nothing the host lacks (stopped by Stop after a sync), least recently used
-// first, and returns how many it deleted (quota: a create refused for the
-// organization's limits).
+// first, waits until Daytona no longer counts them (deleting is
+// asynchronous), and returns how many it deleted (quota: a create refused for
+// the organization's limits; README "Daytona").
 func (p *Provider) reclaim(ctx context.Context, except string, n int) int {
 	items, err := p.list(ctx, nil)
 	if err != nil {
@@ -505,40 +544,56 @@ func (p *Provider) reclaim(ctx context.Context, except string, n int) int {
 		return 0
 	}
 	type cand struct {
-		name string
-		at   string
+		id string
+		at time.Time
 	}
 	var cands []cand
 	for _, it := range items {
-		if it.GetName() == except || runtimeState(it.GetState()) != sandbox.RuntimeStopped {
+		id := runtimeIDOf(it)
+		if id == except || runtimeState(it.GetState()) != sandbox.RuntimeStopped || validID(id) != nil {
 			continue
 		}
-		if !p.hibernatedClean(it.GetName()) {
+		if !p.hibernatedClean(id) {
 			continue
 		}
-		at := it.GetLastActivityAt()
-		if at == "" {
-			at = it.GetUpdatedAt()
-		}
-		cands = append(cands, cand{it.GetName(), at})
+		at := lastUse(it)
+		cands = append(cands, cand{id, at})
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].at < cands[j].at })
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].at.Before(cands[j].at) })
 	deleted := 0
 	for _, c := range cands {
 		if deleted >= n {
 			break
 		}
-		if err := p.deleteSandbox(ctx, c.name); err != nil {
-			p.log.Warn("daytona: reclaim stopped sandbox", "runtime", c.name, "error", err)
+		if err := p.deleteSandbox(ctx, c.id); err != nil {
+			p.log.Warn("daytona: reclaim stopped sandbox", "runtime", c.id, "error", err)
 			continue
 		}
-		p.log.Info("daytona: deleted a stopped replica to free quota", "runtime", c.name)
+		if _, err := p.runtimeFor(c.id).waitGone(ctx); err != nil {
+			p.log.Warn("daytona: a reclaimed sandbox is still being deleted", "runtime", c.id, "error", err)
+		}
+		// The next use of that runtime finds no sandbox and creates one,
+		// re-synced from the workspace (it counts as recreated).
+		p.log.Info("daytona: deleted a stopped replica to free quota", "runtime", c.id, "last_used", c.at)
 		deleted++
 	}
 	return deleted
 }
 
-func (p *Provider) deleteSandbox(ctx context.Context, name string) error {
+// lastUse is when a listed sandbox was last used (lastActivityAt, else
+// updatedAt; the zero time when neither parses: it goes first).
+func lastUse(it apiclient.SandboxListItem) time.Time {
+	for _, v := range []string{it.GetLastActivityAt(), it.GetUpdatedAt()} {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// deleteSandbox deletes runtime id's sandbox; a missing one is success.
+func (p *Provider) deleteSandbox(ctx context.Context, id string) error {
+	name := p.sandboxName(id)
 	err := p.retry(ctx, "delete sandbox "+name, func(ctx context.Context) error {
 		_, resp, err := p.api.SandboxAPI.DeleteSandbox(ctx, name).Execute()
 		return p.mapErr(ctx, resp, err, "delete sandbox %s", name)
@@ -559,8 +614,29 @@ func (p *Provider) hibernatedClean(id string) bool {
 	return err == nil
 }
 
+// RuntimeReplica returns the replica state of runtime id as this host
+// records it (Runtime.Replica; no call to Daytona), false when this host has
+// no state of that runtime (never created here, or destroyed).
+func (p *Provider) RuntimeReplica(id string) (sandbox.RuntimeReplica, bool) {
+	if validID(id) != nil {
+		return sandbox.RuntimeReplica{}, false
+	}
+	if _, err := os.Stat(filepath.Join(p.stateDir(id), "spec.json")); err != nil {
+		return sandbox.RuntimeReplica{}, false
+	}
+	rt := p.runtimeFor(id)
+	if err := rt.loadSpec(); err != nil {
+		return sandbox.RuntimeReplica{}, false
+	}
+	return rt.Replica(), true
+}
+
 // Orphans returns this deployment's sandboxes whose workspace no longer
-// exists (exists says; its errors abort). Errors: mapErr's.
+// exists (exists decides from the LabelWorkspace label; its errors abort),
+// as runtime summaries (ID: the runtime id). Sandboxes whose labels or name
+// are not what this deployment writes (an invalid runtime id, a name other
+// than SandboxName) are not listed: they are not this deployment's to
+// delete. Errors: mapErr's, exists's.
 func (p *Provider) Orphans(ctx context.Context, exists func(ctx context.Context, workspaceID string) (bool, error)) ([]sandbox.RuntimeSummary, error) {
 	items, err := p.list(ctx, nil)
 	if err != nil {
@@ -568,32 +644,46 @@ func (p *Provider) Orphans(ctx context.Context, exists func(ctx context.Context,
 	}
 	var out []sandbox.RuntimeSummary
 	for _, it := range items {
+		id := runtimeIDOf(it)
+		if validID(id) != nil || it.GetName() != p.sandboxName(id) {
+			continue
+		}
 		ok, err := exists(ctx, it.GetLabels()[LabelWorkspace])
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			out = append(out, sandbox.RuntimeSummary{ID: it.GetName(), State: runtimeState(it.GetState()), Labels: it.GetLabels()})
+			out = append(out, sandbox.RuntimeSummary{ID: id, State: runtimeState(it.GetState()), Labels: it.GetLabels()})
 		}
 	}
 	return out, nil
 }
 
-// DeleteOrphan deletes an orphan's sandbox and host state (its workspace is
-// gone: there is nothing to keep).
+// DeleteOrphan deletes an orphan's sandbox and host state, without syncing
+// anything back (its workspace is gone: there is nothing to keep); a
+// missing sandbox is success. Errors: sandbox.ErrInvalidArgument (id),
+// mapErr's.
 func (p *Provider) DeleteOrphan(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
 	if err := p.deleteSandbox(ctx, id); err != nil {
 		return err
 	}
 	p.mu.Lock()
 	delete(p.runtimes, id)
 	p.mu.Unlock()
-	return os.RemoveAll(p.stateDir(id))
+	if err := os.RemoveAll(p.stateDir(id)); err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: remove the state of runtime %s", id)
+	}
+	return nil
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,53}$`)
 
-// validID checks a runtime id (it names the sandbox): sandbox.ErrInvalidArgument.
+// validID checks a runtime id (it names the sandbox and a host directory;
+// at most 54 characters so that SandboxName stays within Daytona's 63):
+// sandbox.ErrInvalidArgument.
 func validID(id string) error {
 	if !idRE.MatchString(id) {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: runtime id %q is not a valid sandbox name", sandbox.Clip(id, 80))

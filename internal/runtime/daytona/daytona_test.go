@@ -97,7 +97,7 @@ func TestExecAndReplica(t *testing.T) {
 	// The API key is in no remote environment and no command's view.
 	res = runtimetest.Sh(t, ctx, rt, "env; cat /proc/1/environ | tr '\\0' '\\n'")
 	require.NotContains(t, string(res.Stdout), srv.APIKey())
-	for k, v := range srv.SandboxEnv(spec.ID) {
+	for k, v := range srv.SandboxEnv(p.sandboxName(spec.ID)) {
 		require.NotContains(t, k+"="+v, srv.APIKey())
 	}
 }
@@ -113,7 +113,7 @@ func TestVanishedSandboxIsRecreatedWithTheAgentsFiles(t *testing.T) {
 	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "mkdir -p src && echo uncommitted > src/work.txt && echo more >> a.txt"))
 
-	require.True(t, srv.DeleteOutOfBand(spec.ID))
+	require.True(t, srv.DeleteOutOfBand(p.sandboxName(spec.ID)))
 	res := runtimetest.Sh(t, ctx, rt, "cat src/work.txt a.txt; git status --porcelain; git log --oneline")
 	runtimetest.RequireOK(t, res)
 	require.True(t, strings.HasPrefix(string(res.Stdout), "uncommitted\na\nmore\n M a.txt\n?? src/\n"), "%s", res.Stdout)
@@ -203,4 +203,196 @@ func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
 		}
 	}
 	require.False(t, p.Capabilities().PerCommandNetwork)
+}
+
+// withDisk gives a spec a disk size (GiB), so that the fake's quota counts it.
+func withDisk(spec sandbox.RuntimeSpec, gib int64) sandbox.RuntimeSpec {
+	spec.Resources = &sandbox.ResourceHints{DiskGB: gib}
+	return spec
+}
+
+// TestQuotaReclaimsStoppedReplicas: a create refused for the organization's
+// quota deletes this deployment's least recently used stopped replica
+// (hibernated by Stop after a sync: it holds nothing the host lacks) and is
+// tried once more; a running sandbox, another deployment's sandbox and one
+// stopped without a sync (it may hold changes) are never deleted; with
+// nothing to reclaim the create fails with ErrResourceLimit and nothing is
+// lost.
+func TestQuotaReclaimsStoppedReplicas(t *testing.T) {
+	srv := newFake(t, fake.Options{MaxDiskGiB: 30})
+	p := newProvider(t, srv, nil)
+	other := newProvider(t, srv, func(o *Options) { o.Deployment = "other-host" })
+	ctx := context.Background()
+	mk := func() (sandbox.RuntimeSpec, string) {
+		bare, wt := runtimetest.GitFixture(t)
+		spec := withDisk(gitSpec(bare, wt), 10)
+		return spec, wt
+	}
+	create := func(p *Provider, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
+		rt, err := p.Create(ctx, spec)
+		if err == nil {
+			t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+		}
+		return rt, err
+	}
+	// Oldest: a replica of this deployment, hibernated (clean).
+	oldSpec, oldWT := mk()
+	oldRT, err := create(p, oldSpec)
+	require.NoError(t, err)
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, oldRT, "echo precious > work.txt"))
+	require.NoError(t, oldRT.Stop(ctx))
+	// Another deployment's stopped sandbox.
+	foreignSpec, _ := mk()
+	foreignRT, err := create(other, foreignSpec)
+	require.NoError(t, err)
+	require.NoError(t, foreignRT.Stop(ctx))
+	// A running one of this deployment.
+	runSpec, _ := mk()
+	_, err = create(p, runSpec)
+	require.NoError(t, err)
+
+	// 30 GiB used: the next create is refused once, reclaims the old replica.
+	newSpec, _ := mk()
+	newRT, err := create(p, newSpec)
+	require.NoError(t, err, "reclaimed and retried")
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, newRT, "true"))
+	st, _ := srv.SandboxState(p.sandboxName(oldSpec.ID))
+	require.Contains(t, []string{"", "destroying"}, st, "the least recently used clean replica was deleted")
+	st, _ = srv.SandboxState(other.sandboxName(foreignSpec.ID))
+	require.Equal(t, "stopped", st, "another deployment's sandbox is never touched")
+	st, _ = srv.SandboxState(p.sandboxName(runSpec.ID))
+	require.Equal(t, "started", st)
+	b, err := os.ReadFile(filepath.Join(oldWT, "work.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "precious\n", string(b), "the reclaimed replica's work is on the host")
+
+	// The old runtime comes back on its next use (recreated from the
+	// workspace) once there is room again.
+	require.NoError(t, p.Destroy(ctx, newSpec.ID))
+	require.Eventually(t, func() bool { st, _ := srv.SandboxState(p.sandboxName(newSpec.ID)); return st == "" }, 30*time.Second, 50*time.Millisecond)
+	res := runtimetest.Sh(t, ctx, oldRT, "cat work.txt")
+	runtimetest.RequireOK(t, res)
+	require.Equal(t, "precious\n", string(res.Stdout))
+	require.Equal(t, 1, oldRT.(*Runtime).Replica().Recreated, "its sandbox was deleted for quota: recreated")
+
+	// Full again, with nothing clean to reclaim: a stopped sandbox that was
+	// not hibernated by Stop (Daytona's auto-stop) may hold changes.
+	require.True(t, srv.SetState(p.sandboxName(oldSpec.ID), "stopped"))
+	require.Eventually(t, func() bool { st, _ := srv.SandboxState(p.sandboxName(oldSpec.ID)); return st == "stopped" }, 30*time.Second, 50*time.Millisecond)
+	lastSpec, lastWT := mk()
+	_, err = create(p, withDisk(lastSpec, 10))
+	require.ErrorIs(t, err, sandbox.ErrResourceLimit)
+	require.Contains(t, sandbox.Message(err), "no stopped replica of this deployment could be deleted")
+	st, _ = srv.SandboxState(p.sandboxName(oldSpec.ID))
+	require.Equal(t, "stopped", st, "an unsynced stopped sandbox is kept")
+	entries, err := os.ReadDir(lastWT)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries, "the refused runtime's workspace is untouched")
+}
+
+// TestAutoStopAndArchiveBehindTheAdaptersBack: Daytona's own auto-stop
+// stops a sandbox whose background process changed a file after the
+// command's sync, and auto-archive archives it; the next exec starts it from
+// archived (restoring) and the late change comes back to the host with the
+// command's own: nothing is lost.
+func TestAutoStopAndArchiveBehindTheAdaptersBack(t *testing.T) {
+	srv := newFake(t, fake.Options{Minute: 3 * time.Second})
+	p := newProvider(t, srv, func(o *Options) { o.AutoStopMinutes, o.AutoArchiveMinutes = 1, 1 })
+	bare, wt := runtimetest.GitFixture(t)
+	spec := gitSpec(bare, wt)
+	ctx := context.Background()
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "(sleep 1; echo late > late.txt) >/dev/null 2>&1 &"))
+	require.NoFileExists(t, filepath.Join(wt, "late.txt"), "written after the command's sync")
+
+	name := p.sandboxName(spec.ID)
+	require.Eventually(t, func() bool { st, _ := srv.SandboxState(name); return st == "archived" }, time.Minute, 100*time.Millisecond,
+		"auto-stop after a Daytona minute unused, auto-archive a minute later")
+	state, err := rt.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, sandbox.RuntimeStopped, state, "archived counts as stopped")
+
+	res := runtimetest.Sh(t, ctx, rt, "cat late.txt; echo now > now.txt")
+	runtimetest.RequireOK(t, res)
+	require.Equal(t, "late\n", string(res.Stdout))
+	for f, want := range map[string]string{"late.txt": "late\n", "now.txt": "now\n"} {
+		b, err := os.ReadFile(filepath.Join(wt, f))
+		require.NoError(t, err, f)
+		require.Equal(t, want, string(b), f)
+	}
+	require.Equal(t, 0, rt.(*Runtime).Replica().Recreated, "started again, not recreated")
+	st, _ := srv.SandboxState(name)
+	require.Equal(t, "started", st)
+}
+
+// TestDeploymentsSharingAnOrganization: two deployments (worker hosts) of one
+// Daytona organization with the same runtime id (the same workspace key on
+// both) get a sandbox each, named apart, and neither lists, reaches or
+// deletes the other's.
+func TestDeploymentsSharingAnOrganization(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	a := newProvider(t, srv, func(o *Options) { o.Deployment = "host-a" })
+	b := newProvider(t, srv, func(o *Options) { o.Deployment = "host-b" })
+	ctx := context.Background()
+	bareA, wtA := runtimetest.GitFixture(t)
+	bareB, wtB := runtimetest.GitFixture(t)
+	specA, specB := gitSpec(bareA, wtA), gitSpec(bareB, wtB)
+	specB.ID, specB.WorkspaceID = specA.ID, specA.WorkspaceID
+	rtA, err := a.Create(ctx, specA)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Destroy(context.Background(), specA.ID) })
+	rtB, err := b.Create(ctx, specB)
+	require.NoError(t, err, "the same runtime id in another deployment is no conflict")
+	t.Cleanup(func() { _ = b.Destroy(context.Background(), specB.ID) })
+	require.NotEqual(t, a.sandboxName(specA.ID), b.sandboxName(specB.ID))
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rtA, "echo a > who.txt"))
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rtB, "echo b > who.txt"))
+	for wt, want := range map[string]string{wtA: "a\n", wtB: "b\n"} {
+		got, err := os.ReadFile(filepath.Join(wt, "who.txt"))
+		require.NoError(t, err)
+		require.Equal(t, want, string(got))
+	}
+	listA, err := a.List(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, listA, 1)
+	require.Equal(t, specA.ID, listA[0].ID, "List reports runtime ids")
+	require.Equal(t, "host-a", listA[0].Labels[LabelDeployment])
+	none := func(context.Context, string) (bool, error) { return false, nil }
+	orphans, err := a.Orphans(ctx, none)
+	require.NoError(t, err)
+	require.Len(t, orphans, 1, "only its own sandboxes")
+	require.NoError(t, a.DeleteOrphan(ctx, specA.ID))
+	st, _ := srv.SandboxState(b.sandboxName(specB.ID))
+	require.Equal(t, "started", st, "deleting host-a's runtime leaves host-b's")
+	require.ErrorIs(t, a.DeleteOrphan(ctx, "../../etc"), sandbox.ErrInvalidArgument)
+}
+
+// TestHomeDirectoryAndNestedRepositories: the replica's bookkeeping lives in
+// the home directory the toolbox reports (a daemon without that endpoint:
+// Daytona's /home/<user>); a nested git repository made in the sandbox is
+// not synced back, and Replica reports it (NotSynced) until it is gone.
+func TestHomeDirectoryAndNestedRepositories(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	bare, wt := runtimetest.GitFixture(t)
+	spec := gitSpec(bare, wt)
+	ctx := context.Background()
+	srv.Inject(fake.Fault{Operation: "GetUserHomeDir", Status: 404})
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	require.Equal(t, fake.SandboxHome, rt.(*Runtime).home(), "the fallback: /home/<sandbox user>")
+	require.Equal(t, 1, srv.Requests()["GetUserHomeDir"])
+	res := runtimetest.Sh(t, ctx, rt, "test -d "+fake.SandboxHome+"/.sandboxcore/"+spec.ID+"/sync.git && echo state-in-home")
+	runtimetest.RequireOK(t, res)
+	require.Equal(t, "state-in-home\n", string(res.Stdout))
+
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "mkdir -p vendor/lib && cd vendor/lib && git init -q && echo x > f.txt && cd ../.. && echo top > top.txt"))
+	require.FileExists(t, filepath.Join(wt, "top.txt"))
+	require.NoFileExists(t, filepath.Join(wt, "vendor", "lib", "f.txt"), "a nested repository is not synced back")
+	require.Equal(t, []string{"vendor/lib/"}, rt.(*Runtime).Replica().NotSynced)
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "rm -rf vendor"))
+	require.Empty(t, rt.(*Runtime).Replica().NotSynced)
 }

@@ -29,12 +29,9 @@ type Runtime struct {
 	spec     *sandbox.RuntimeSpec
 	rep      *replica.Replica
 	sbID     string
-	user     string
+	homeDir  string // the sandbox user's home (cacheSandbox)
 	tb       *toolbox.APIClient
 	lastPass string
-	// recreated counts sandboxes this handle had to create again.
-	recreated   int
-	recreatedAt time.Time
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -151,32 +148,23 @@ func (r *Runtime) replica() *replica.Replica {
 	return r.rep
 }
 
-// ReplicaStatus is what a runtime's handle reports about its replica (for
-// the session's describe: Recreated > 0 means the sandbox vanished and was
-// rebuilt from the workspace).
-type ReplicaStatus struct {
-	// Recreated counts the sandboxes that vanished and were created again
-	// (since the replica's host state began).
-	Recreated int `json:"recreated"`
-	// LastRecreatedAt is when this worker last recreated one (zero: never).
-	LastRecreatedAt time.Time `json:"last_recreated_at,omitzero"`
-	// Synced: a pass completed since the sandbox was (re)created.
-	Synced bool `json:"synced"`
-	// Files is the number of files in the agreed state.
-	Files int `json:"files"`
-}
-
-// Replica reports the replica's state.
-func (r *Runtime) Replica() ReplicaStatus {
+// Replica reports the runtime's replica for the session's handle and
+// describe (sandboxapi.RuntimeReplica; docs/API.md "Remote runtimes"):
+// Recreated > 0 means its sandbox vanished and was rebuilt from the
+// workspace; NotSynced names nested git repositories left in the sandbox.
+// It reads host state only (no call to Daytona).
+func (r *Runtime) Replica() sandbox.RuntimeReplica {
 	rep := r.replica()
-	r.mu.Lock()
-	at := r.recreatedAt
-	r.mu.Unlock()
 	if rep == nil {
-		return ReplicaStatus{LastRecreatedAt: at}
+		return sandbox.RuntimeReplica{}
 	}
 	st := rep.Status()
-	return ReplicaStatus{Recreated: st.Recreated, LastRecreatedAt: at, Synced: st.Synced, Files: st.Files}
+	out := sandbox.RuntimeReplica{Recreated: st.Recreated, Synced: st.Synced, Files: st.Files, NotSynced: st.NotSynced}
+	if !st.RecreatedAt.IsZero() {
+		at := st.RecreatedAt
+		out.LastRecreatedAt = &at
+	}
+	return out
 }
 
 // State returns the sandbox's state (package documentation); a runtime whose
@@ -224,14 +212,16 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	default:
 		return nil
 	}
-	r.cacheSandbox(sb)
+	if err := r.cacheSandbox(ctx, sb); err != nil {
+		return err
+	}
 	if rep := r.replica(); rep != nil {
 		if _, err := rep.Sync(ctx, r.transport(rep)); err != nil {
 			return err
 		}
 	}
 	err = r.p.retry(ctx, "stop sandbox "+r.id, func(ctx context.Context) error {
-		_, resp, err := r.p.api.SandboxAPI.StopSandbox(ctx, r.id).Execute()
+		_, resp, err := r.p.api.SandboxAPI.StopSandbox(ctx, r.p.sandboxName(r.id)).Execute()
 		return r.p.mapErr(ctx, resp, err, "stop sandbox %s", r.id)
 	})
 	if sandbox.KindOf(err) == sandbox.ErrNotFound {
@@ -268,16 +258,21 @@ func (r *Runtime) destroy(ctx context.Context) error {
 			return err
 		}
 	}
+	// Nothing of the runtime is left: its host state goes too (the next
+	// Create records its spec again and starts a fresh replica).
 	r.mu.Lock()
 	rep := r.rep
-	r.sbID, r.tb = "", nil
+	r.sbID, r.tb, r.homeDir = "", nil, ""
+	r.spec, r.rep = nil, nil
 	r.mu.Unlock()
 	if rep != nil {
 		if err := rep.Forget(); err != nil {
 			return err
 		}
 	}
-	_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+	if err := os.RemoveAll(r.p.stateDir(r.id)); err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: remove the state of runtime %s", r.id)
+	}
 	return nil
 }
 
@@ -309,12 +304,14 @@ func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
 	for attempt := 0; ; attempt++ {
 		switch runtimeState(sb.GetState()) {
 		case sandbox.RuntimeRunning:
-			r.cacheSandbox(sb)
+			if err := r.cacheSandbox(ctx, sb); err != nil {
+				return nil, err
+			}
 			return sb, nil
 		case sandbox.RuntimeStopped:
 			if st := sb.GetState(); st == apiclient.SANDBOXSTATE_STOPPED || st == apiclient.SANDBOXSTATE_ARCHIVED || st == apiclient.SANDBOXSTATE_PAUSED {
 				err := r.p.retry(ctx, "start sandbox "+r.id, func(ctx context.Context) error {
-					_, resp, err := r.p.api.SandboxAPI.StartSandbox(ctx, r.id).Execute()
+					_, resp, err := r.p.api.SandboxAPI.StartSandbox(ctx, r.p.sandboxName(r.id)).Execute()
 					return r.p.mapErr(ctx, resp, err, "start sandbox %s", r.id)
 				})
 				if err != nil && sandbox.KindOf(err) != sandbox.ErrConflict {
@@ -324,7 +321,7 @@ func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
 		case sandbox.RuntimeError:
 			if attempt == 0 && sb.GetRecoverable() {
 				err := r.p.retry(ctx, "recover sandbox "+r.id, func(ctx context.Context) error {
-					_, resp, err := r.p.api.SandboxAPI.StartSandbox(ctx, r.id).Execute()
+					_, resp, err := r.p.api.SandboxAPI.StartSandbox(ctx, r.p.sandboxName(r.id)).Execute()
 					return r.p.mapErr(ctx, resp, err, "start sandbox %s", r.id)
 				})
 				if err == nil {
@@ -369,11 +366,15 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 	}
 	err := do()
 	if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
-		if n := r.p.reclaim(ctx, r.id, 3); n > 0 {
+		n := r.p.reclaim(ctx, r.id, reclaimAtMost)
+		if n > 0 {
 			err = do()
 		}
 		if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
-			return nil, sandbox.Wrap(sandbox.ErrResourceLimit, err, "daytona: no room for runtime %s, and no stopped replica of this deployment could be deleted", r.id)
+			if n == 0 {
+				return nil, sandbox.Wrap(sandbox.ErrResourceLimit, err, "daytona: no room for runtime %s, and no stopped replica of this deployment could be deleted", r.id)
+			}
+			return nil, sandbox.Wrap(sandbox.ErrResourceLimit, err, "daytona: no room for runtime %s, even after deleting %d stopped replicas of this deployment", r.id, n)
 		}
 	}
 	if sandbox.KindOf(err) == sandbox.ErrConflict {
@@ -392,10 +393,6 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 	}
 	if rep != nil && rep.Status().Synced {
 		r.p.log.Warn("daytona: the runtime's sandbox had vanished; created it again, the replica re-syncs from the workspace", "runtime", r.id)
-		r.mu.Lock()
-		r.recreated++
-		r.recreatedAt = time.Now().UTC()
-		r.mu.Unlock()
 		if err := rep.Reset(); err != nil {
 			return nil, err
 		}
@@ -451,30 +448,69 @@ func (r *Runtime) waitGone(ctx context.Context) (bool, error) {
 	return false, sandbox.Errorf(sandbox.ErrTimeout, "daytona: sandbox %s is not deleted", r.id)
 }
 
-// cacheSandbox keeps the sandbox's id, user and toolbox client.
-func (r *Runtime) cacheSandbox(sb *apiclient.Sandbox) {
+// cacheSandbox keeps the sandbox's id and toolbox client and, once per
+// sandbox, asks its toolbox for the user's home directory (the replica's
+// bookkeeping lives below it: remoteState), so that no image layout is
+// assumed. A daemon without that endpoint (404) falls back to Daytona's
+// convention, /home/<user> (/root for root). Errors: mapErr's.
+func (r *Runtime) cacheSandbox(ctx context.Context, sb *apiclient.Sandbox) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sbID == sb.GetId() && r.tb != nil {
-		return
+	if r.sbID == sb.GetId() && r.tb != nil && r.homeDir != "" {
+		r.mu.Unlock()
+		return nil
 	}
-	r.sbID, r.user = sb.GetId(), sb.GetUser()
 	cfg := toolbox.NewConfiguration()
 	cfg.Servers = toolbox.ServerConfigurations{{URL: strings.TrimSuffix(sb.GetToolboxProxyUrl(), "/") + "/" + sb.GetId()}}
 	cfg.HTTPClient = r.p.hc
 	cfg.UserAgent = "sandboxcore"
-	r.tb = toolbox.NewAPIClient(cfg)
-	if r.rep != nil {
-		r.rep.SetStateDir(r.remoteState())
+	tb := toolbox.NewAPIClient(cfg)
+	r.mu.Unlock()
+
+	var home string
+	err := r.p.retry(ctx, "home directory in "+r.id, func(ctx context.Context) error {
+		res, resp, err := tb.InfoAPI.GetUserHomeDir(ctx).Execute()
+		if err := r.p.mapErr(ctx, resp, err, "home directory in %s", r.id); err != nil {
+			return err
+		}
+		home = res.GetDir()
+		return nil
+	})
+	switch {
+	case sandbox.KindOf(err) == sandbox.ErrNotFound:
+		home = conventionalHome(sb.GetUser())
+		r.p.log.Debug("daytona: the toolbox has no user-home-dir endpoint; assuming Daytona's convention", "runtime", r.id, "home", home)
+	case err != nil:
+		return err
 	}
+	home = path.Clean(home)
+	if !path.IsAbs(home) || home == "/" || strings.ContainsAny(home, "\x00\n") {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: sandbox %s reports an unusable home directory %q", r.id, sandbox.Clip(home, 100))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sbID, r.tb, r.homeDir = sb.GetId(), tb, home
+	if r.rep != nil {
+		r.rep.SetStateDir(path.Join(home, ".sandboxcore", r.id))
+	}
+	return nil
 }
 
-// home is the sandbox user's home (Daytona's convention: /home/<user>, /root).
-func (r *Runtime) home() string {
-	if r.user == "" || r.user == "root" {
+// conventionalHome is Daytona's home of a sandbox user: /home/<user>, /root.
+func conventionalHome(user string) string {
+	if user == "" || user == "root" || strings.ContainsAny(user, "/\x00") || user == "." || user == ".." {
 		return "/root"
 	}
-	return path.Join("/home", r.user)
+	return path.Join("/home", user)
+}
+
+// home is the sandbox user's home directory (cacheSandbox first).
+func (r *Runtime) home() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.homeDir == "" {
+		return "/root"
+	}
+	return r.homeDir
 }
 
 // remoteState is the replica's bookkeeping directory in the sandbox.

@@ -89,6 +89,12 @@
 // untouched); the next command starts the one it needs again. Destroy
 // removes the containers, the /tmp volume and the egress endpoint, and never
 // touches a mount's source.
+//
+// # Preview URLs
+//
+// PreviewURL (the preview_url update, docs/API.md "Preview URLs") forwards a
+// loopback port of the worker's machine to a port of the running container
+// (preview.go): Docker publishes ports only at container creation.
 package docker
 
 import (
@@ -207,11 +213,13 @@ type Provider struct {
 	stopTimeout time.Duration
 	log         *slog.Logger
 
-	egress   *egress.Proxy
-	modeMu   sync.Mutex // creating containers of other network modes
-	stateDir string
-	sup      string // the supervisor binary the containers mount
-	procs    procClients
+	egress    *egress.Proxy
+	modeMu    sync.Mutex // creating containers of other network modes
+	stateDir  string
+	sup       string // the supervisor binary the containers mount
+	procs     procClients
+	previewMu sync.Mutex
+	previews  map[previewKey]*forwarder // preview.go
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -265,8 +273,12 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	return p, nil
 }
 
-// Close releases the client's connections. Runtimes keep running.
-func (p *Provider) Close() error { return p.cli.Close() }
+// Close closes the preview forwarders and releases the client's
+// connections. Runtimes keep running.
+func (p *Provider) Close() error {
+	p.closePreviews("")
+	return p.cli.Close()
+}
 
 // Kind returns "docker".
 func (p *Provider) Kind() string { return Kind }
@@ -274,17 +286,18 @@ func (p *Provider) Kind() string { return Kind }
 // Capabilities reports the truth (seed "Optional Capabilities"): isolated;
 // interactive sessions (PTY background processes: Runtime implements
 // sandbox.ProcessRuntime); a network per command (a container per network
-// mode); no snapshots and no preview URLs (not built: `docker commit` and a
-// loopback-published port would provide them).
+// mode); preview URLs on a loopback port of the worker's machine
+// (PreviewURL); no snapshots (not built: `docker commit` would provide
+// them).
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true, PreviewURL: true}
 }
 
 // Snapshots returns nil: snapshots are not built.
 func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
 
-// PreviewURLs returns nil: preview URLs are not built.
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
+// PreviewURLs returns the provider itself (PreviewURL).
+func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return p }
 
 // ContainerName returns the container name of runtime id: ContainerPrefix+id.
 func ContainerName(id string) string { return ContainerPrefix + id }
@@ -451,6 +464,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	defer p.detachEgress(id)
+	p.closePreviews(id)
 	if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		if !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
 			return p.mapErr(err, "remove container %s", name)

@@ -3,8 +3,10 @@ package docker_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -146,9 +148,9 @@ func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *d
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t)
 	require.Equal(t, "docker", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true, PreviewURL: true}, p.Capabilities())
 	require.Nil(t, p.Snapshots())
-	require.Nil(t, p.PreviewURLs())
+	require.NotNil(t, p.PreviewURLs())
 }
 
 func TestDaemonDownIsRuntimeUnavailable(t *testing.T) {
@@ -516,4 +518,61 @@ func TestProcessesOutliveTheWorker(t *testing.T) {
 	got, last := runtimetest.ReadUntil(t, ctx, pr, info.ID, "", 20*time.Second, func([]byte) bool { return false })
 	require.Equal(t, "one\ntwo\n", string(got))
 	require.Equal(t, 6, last.Process.ExitCode)
+}
+
+// TestPreviewURLReachesAServerInTheContainer: a real HTTP server started in
+// the container answers through the loopback URL PreviewURL returns (on the
+// limited network: the container itself reaches nothing outside); the URL
+// stops answering once the runtime is stopped; network none and a stopped
+// runtime are refused with ErrCommandRejected, a port out of range with
+// ErrInvalidArgument.
+func TestPreviewURLReachesAServerInTheContainer(t *testing.T) {
+	ctx, p, spec, rt := setup(t, nil)
+	dir := spec.Mounts[0].Source
+	runtimetest.BuildPreviewServer(t, dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.txt"), []byte("from the workspace\n"), 0o644))
+
+	_, err := p.PreviewURL(ctx, spec.ID, 0)
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	_, err = p.PreviewURL(ctx, "rt-no-such-runtime", 8080)
+	require.ErrorIs(t, err, sandbox.ErrNotFound)
+
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "./previewserver 8080 >/dev/null 2>&1 &"}, TimeoutS: 30})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
+	u, err := p.PreviewURL(ctx, spec.ID, 8080)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(u.URL, "http://127.0.0.1:"), u.URL)
+	require.Empty(t, u.Token)
+	require.Nil(t, u.ExpiresAt)
+	again, err := p.PreviewURL(ctx, spec.ID, 8080)
+	require.NoError(t, err)
+	require.Equal(t, u.URL, again.URL, "one forwarder per port")
+
+	get := func(url string) (string, error) {
+		c := &http.Client{Timeout: 5 * time.Second}
+		resp, err := c.Get(url)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	var body string
+	require.Eventually(t, func() bool { // the server may still be starting
+		body, err = get(u.URL + "hello?x=1")
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond, "last error: %v", err)
+	require.Equal(t, "preview /hello: from the workspace\n", body)
+
+	require.NoError(t, rt.Stop(ctx))
+	_, err = get(u.URL)
+	require.Error(t, err, "the forwarder closes with the runtime")
+	_, err = p.PreviewURL(ctx, spec.ID, 8080)
+	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "a stopped runtime")
+
+	_, _, none, _ := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = sandbox.NetworkNone })
+	_, err = p.PreviewURL(ctx, none.ID, 8080)
+	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "network none")
 }

@@ -223,6 +223,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 			names = append(names, n)
 		}
 	}
+	r.p.closePreviews(r.id) // nothing listens in a stopped container
 	secs := int((r.p.stopTimeout + time.Second - 1) / time.Second)
 	for _, name := range names {
 		r.stopProcesses(ctx, name, false)

@@ -255,7 +255,9 @@ func TestPreviewURL(t *testing.T) {
 	rt, err := p.Create(ctx, spec)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
-	pp, ok := p.PreviewURLs().(sandbox.PortPreviewer)
+	pp, ok := p.PreviewURLs().(interface {
+		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
+	})
 	require.True(t, ok)
 	_, err = pp.PreviewURL(ctx, spec.ID, 0)
 	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)

@@ -11,14 +11,16 @@ import (
 // sandbox is served at {scheme}://{port}-{sandbox id}.{domain} while the
 // sandbox runs; sandboxes are created private, so requests need the
 // sandbox's traffic token in the E2b-Traffic-Access-Token header
-// (PreviewURL.Token). It implements sandbox.PreviewURLCapability and
-// sandbox.PortPreviewer.
+// (PreviewURL.Token). It implements sandbox.PreviewURLCapability.
 type previewCap struct{ p *Provider }
 
-var (
-	_ sandbox.PreviewURLCapability = previewCap{}
-	_ sandbox.PortPreviewer        = previewCap{}
-)
+var _ sandbox.PreviewURLCapability = previewCap{}
+
+// PreviewURL is previewCap's: the provider itself carries the capability
+// the preview_url activity asserts (activities.PortPreviewer).
+func (p *Provider) PreviewURL(ctx context.Context, runtimeID string, port int) (sandbox.PreviewURL, error) {
+	return previewCap{p}.PreviewURL(ctx, runtimeID, port)
+}
 
 // PreviewURL returns the URL of port (1–65535) of a runtime, resuming its
 // sandbox when it is paused (the URL answers only while it runs; ExpiresAt

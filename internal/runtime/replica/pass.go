@@ -501,6 +501,11 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 		rep.Warnings = append(rep.Warnings, "remote: "+strings.TrimSpace(string(w)))
 	}
 
+	nested := parseNested(read("nested", 64<<10))
+	for _, n := range nested {
+		rep.Warnings = append(rep.Warnings, n+": a nested git repository made in the sandbox is not synced back (its files exist only there)")
+	}
+
 	epochB, _ := read("epoch", 100)
 	epoch := strings.TrimSpace(string(epochB))
 
@@ -537,6 +542,7 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 		delete(files, fp)
 	}
 	r.st.Revert, r.st.Recheck = nil, nil
+	r.st.NotSynced = nested
 
 	changes := map[string]diffRecord{}
 	for _, rec := range recs {
@@ -699,4 +705,24 @@ func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, cha
 		}
 	}
 	return nil
+}
+
+// parseNested reads the result's "nested" file (NUL-separated directory
+// paths ending in "/"; missing from results of older scripts) into at most
+// MaxNotSynced valid paths.
+func parseNested(b []byte, err error) []string {
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range strings.Split(string(b), "\x00") {
+		if p == "" || !strings.HasSuffix(p, "/") || validPath(strings.TrimSuffix(p, "/")) != nil {
+			continue
+		}
+		if len(out) == MaxNotSynced {
+			break
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -76,6 +76,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -172,7 +173,15 @@ type state struct {
 	Recheck map[string]bool
 	// Recreated counts Reset calls (sandboxes recreated) since the state began.
 	Recreated int
+	// RecreatedAt is when Reset was last called (zero: never).
+	RecreatedAt time.Time
+	// NotSynced lists the nested git repositories the last collect found in
+	// the replica (never synced back), at most MaxNotSynced.
+	NotSynced []string
 }
+
+// MaxNotSynced bounds Status.NotSynced.
+const MaxNotSynced = 20
 
 // entry is one file of the manifest: its git mode and blob id, and the host
 // stat signature it had when recorded.
@@ -287,8 +296,9 @@ func (r *Replica) Reset() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.Tree, r.st.Head, r.st.Branch, r.st.Mode = "", "", "", modeUpload
-	r.st.Revert = nil
+	r.st.Revert, r.st.NotSynced = nil, nil
 	r.st.Recreated++
+	r.st.RecreatedAt = time.Now().UTC()
 	return r.save()
 }
 
@@ -311,13 +321,20 @@ type Status struct {
 	Files int
 	// Recreated counts the times the remote sandbox had to be recreated.
 	Recreated int
+	// RecreatedAt is when that last happened (zero: never).
+	RecreatedAt time.Time
+	// NotSynced lists the nested git repositories (slash paths, each ending
+	// in "/") the last pass found in the replica: their files are not synced
+	// back and exist only in the sandbox.
+	NotSynced []string
 }
 
 // Status reports the replica's host state.
 func (r *Replica) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Status{Synced: r.st.Tree != "", Files: len(r.st.Files), Recreated: r.st.Recreated}
+	return Status{Synced: r.st.Tree != "", Files: len(r.st.Files), Recreated: r.st.Recreated,
+		RecreatedAt: r.st.RecreatedAt, NotSynced: append([]string(nil), r.st.NotSynced...)}
 }
 
 // recheck marks fp for the next pass's view. Called with r.mu held.

@@ -144,7 +144,13 @@ rp_apply() {
 rp_collect() {
 	mkdir -p "$P/out"
 	exec 8> "$S/lock" && flock 8
-	rp_sg ls-files -z -m -d -o --exclude-standard 2>/dev/null | grep -z -v '/$' > "$P/changed"
+	rp_sg ls-files -z -m -d -o --exclude-standard 2>/dev/null > "$P/listed"
+	grep -z -v '/$' "$P/listed" > "$P/changed"
+	# Directories listed as such hold a nested git repository: never synced
+	# (their .git would carry hooks and config to the host); named in the
+	# result so the host can say so.
+	grep -z '/$' "$P/listed" | head -z -n 100 > "$P/out/nested"
+	rm -f "$P/listed"
 	if [ -s "$P/changed" ]; then
 		rp_sg update-index -z --add --remove --info-only --stdin < "$P/changed" >/dev/null 2> "$P/out/warnings"
 	fi

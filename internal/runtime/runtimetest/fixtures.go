@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
@@ -193,3 +194,20 @@ func CheckGitInside(t *testing.T, ctx context.Context, rt sandbox.Runtime, bare,
 }
 
 var osReadFile = os.ReadFile
+
+// BuildPreviewServer builds testdata/previewserver (a static Linux binary: a
+// real HTTP server answering "preview <path>: " and ./index.txt) into dir
+// as "previewserver" and returns its path; tests copy it into a workspace
+// and start it inside a runtime.
+func BuildPreviewServer(t testing.TB, dir string) string {
+	t.Helper()
+	_, self, _, _ := goruntime.Caller(0)
+	out := filepath.Join(dir, "previewserver")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/previewserver")
+	cmd.Dir = filepath.Dir(self)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build previewserver: %v\n%s", err, b)
+	}
+	return out
+}

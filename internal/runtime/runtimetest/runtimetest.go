@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -186,6 +187,8 @@ func (s *suite) lifecycle(t *testing.T) {
 	caps := p.Capabilities()
 	require.Equal(t, caps.Snapshot, p.Snapshots() != nil, "Snapshots() must be non-nil exactly when Capabilities().Snapshot")
 	require.Equal(t, caps.PreviewURL, p.PreviewURLs() != nil, "PreviewURLs() must be non-nil exactly when Capabilities().PreviewURL")
+	_, previews := p.(sandbox.PreviewURLCapability)
+	require.Equal(t, caps.PreviewURL, previews, "the provider implements PreviewURL exactly when Capabilities().PreviewURL (the preview_url activity asserts it)")
 
 	st, err := rt.State(ctx)
 	require.NoError(t, err)
@@ -511,24 +514,38 @@ func (s *suite) execStream(t *testing.T) {
 	require.Equal(t, "e\n", string(errOut), "stderr chunks add up to the result")
 }
 
+// concurrentExecs: three execs on one runtime run at the same time. Each
+// command records when its sleep began and ended (the runtime's clock);
+// they overlap when the latest start comes before the earliest end, which
+// no serialization could produce whatever each exec's overhead.
 func (s *suite) concurrentExecs(t *testing.T) {
 	ctx, _, rt := s.setup(t, nil)
-	start := time.Now()
+	// Each command prints the times it started and ended its sleep; they
+	// ran concurrently when every one started before any ended, however
+	// slow the machine or the backend's round trips are.
 	var wg sync.WaitGroup
 	results := make([]sandbox.ExecResult, 3)
 	errs := make([]error, 3)
 	for i := range results {
 		wg.Go(func() {
-			results[i], errs[i] = rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh("sleep 1; echo $0-" + strconv.Itoa(i)), TimeoutS: 30})
+			results[i], errs[i] = rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh("date +%s%N; sleep 2; date +%s%N; echo $0-" + strconv.Itoa(i)), TimeoutS: 60})
 		})
 	}
 	wg.Wait()
-	require.Less(t, time.Since(start), 2500*time.Millisecond, "execs on one runtime run concurrently")
+	var latestStart, earliestEnd int64 = 0, math.MaxInt64
 	for i := range results {
 		require.NoError(t, errs[i])
 		requireExit(t, results[i], 0)
-		require.Equal(t, "sh-"+strconv.Itoa(i)+"\n", string(results[i].Stdout))
+		lines := strings.Split(strings.TrimSpace(string(results[i].Stdout)), "\n")
+		require.Len(t, lines, 3, "stdout %q", results[i].Stdout)
+		require.Equal(t, "sh-"+strconv.Itoa(i), lines[2])
+		startNS, err := strconv.ParseInt(lines[0], 10, 64)
+		require.NoError(t, err)
+		endNS, err := strconv.ParseInt(lines[1], 10, 64)
+		require.NoError(t, err)
+		latestStart, earliestEnd = max(latestStart, startNS), min(earliestEnd, endNS)
 	}
+	require.Less(t, latestStart, earliestEnd, "execs on one runtime run concurrently: every one started before any finished")
 }
 
 func (s *suite) hibernateResume(t *testing.T) {

@@ -25,9 +25,10 @@
 // (workspaces) or sandbox.ErrNotFound (repo caches, runtimes, hosts); unique
 // violation (SQLSTATE 23505) → sandbox.ErrConflict; a value PostgreSQL cannot
 // store (SQLSTATE class 22, e.g. a NUL byte in a string) →
-// sandbox.ErrInvalidArgument. Any other failure (network, a closed store, a
-// cancelled ctx) is pgx's error wrapped with the operation and id, and wraps
-// no sandbox.Kind.
+// sandbox.ErrInvalidArgument; a cancelled ctx → sandbox.ErrTimeout; any
+// other failure (the server unreachable or shutting down, a closed store)
+// → sandbox.ErrRuntimeUnavailable after bounded retries, naming no
+// connection detail (store.Resilience).
 //
 // Concurrency: a *Store is safe for concurrent use; every call takes a pooled
 // connection for one statement (each statement is its own transaction), and
@@ -37,13 +38,14 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
@@ -105,8 +107,13 @@ func ParseDSN(dsn string) (*pgxpool.Config, error) {
 // wait for another worker's migration lock (at most MigrationLockTimeout).
 //
 // Errors: sandbox.ErrInvalidArgument for a malformed dsn (see ParseDSN);
-// otherwise pgx's or goose's error, wrapped with the host and database (never
-// the password).
+// sandbox.ErrTimeout (wrapping ctx's error) when ctx ends first, e.g. while
+// waiting for another worker's migration lock;
+// sandbox.ErrRuntimeUnavailable when the database cannot be reached or the
+// migrations fail, its message naming the kind of failure (describe:
+// "cannot connect: connection refused", "SQLSTATE 28P01 (invalid
+// authorization)") and never the host, port, role, database or password.
+// The driver's full text goes to slog.Default() for the operator.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := ParseDSN(dsn)
 	if err != nil {
@@ -115,18 +122,31 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = DefaultApplicationName
 	}
-	where := fmt.Sprintf("postgres store %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	fail := func(step string, err error) error {
+		slog.Error("postgres store: "+step+" failed", "error", err)
+		if ctx.Err() != nil {
+			return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "postgres store (DATABASE_URL): %s did not finish in time", step)
+		}
+		d := describe(err)
+		if d == "" {
+			d = store.NetworkFailure(err)
+		}
+		if d == "" {
+			d = "details in the worker log"
+		}
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "postgres store (DATABASE_URL): %s failed (%s)", step, d)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: open: %w", where, err)
+		return nil, fail("open", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("%s: connect: %w", where, err)
+		return nil, fail("connect", err)
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, fail("migrate", err)
 	}
 	return &Store{SQLStore: store.NewSQLStore(pgxDB{pool}, dialect), pool: pool}, nil
 }
@@ -161,13 +181,64 @@ func pgCode(err error) string {
 
 // dialect is PostgreSQL's: $n placeholders, pgx.ErrNoRows, SQLSTATE 23505
 // (unique violation) and class 22 (data exception: a value PostgreSQL cannot
-// store or compare, e.g. a NUL byte in a string).
+// store or compare, e.g. a NUL byte in a string); transient failures and
+// their descriptions for clients (isTransient, describe).
 var dialect = store.Dialect{
 	Name:              "postgres store",
 	Statements:        statements,
 	IsNoRows:          func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
 	IsUniqueViolation: func(err error) bool { return pgCode(err) == sqlstateUniqueViolation },
 	IsInvalidValue:    func(err error) bool { return strings.HasPrefix(pgCode(err), sqlstateDataException) },
+	IsTransient:       isTransient,
+	Describe:          describe,
+}
+
+// isTransient: a connection that could not be made or broke (ConnectError,
+// pgconn's safe-to-retry and timeout errors), SQLSTATE class 08
+// (connection exception), 57P01–57P03 (the server is shutting down or
+// starting), 53300 (too many connections), 40001 and 40P01 (serialization
+// failure, deadlock).
+func isTransient(err error) bool {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return true
+	}
+	switch code := pgCode(err); {
+	case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03", code == "53300", code == "40001", code == "40P01":
+		return true
+	}
+	return false
+}
+
+// sqlstateNames describe the SQLSTATE classes a client may meet when the
+// store fails (PostgreSQL's appendix A "Error codes"); the server's message
+// is never shown, as it may name the role or the database.
+var sqlstateNames = map[string]string{
+	"08": "connection exception", "28": "invalid authorization", "3D": "no such database",
+	"53": "insufficient resources", "57": "operator intervention (server shutting down or starting)",
+	"40": "transaction rollback", "42": "syntax error or access rule violation", "XX": "internal error",
+}
+
+// describe names err for a client: "SQLSTATE <code> (<class>)" for a
+// server error, the network failure of a connection attempt, or "".
+func describe(err error) string {
+	if code := pgCode(err); code != "" {
+		if name, ok := sqlstateNames[code[:min(2, len(code))]]; ok {
+			return "SQLSTATE " + code + " (" + name + ")"
+		}
+		return "SQLSTATE " + code
+	}
+	if errors.Is(err, puddle.ErrClosedPool) {
+		return "the store is closed"
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		if d := store.NetworkFailure(err); d != "" {
+			return "cannot connect: " + d
+		}
+		return "cannot connect"
+	}
+	return ""
 }
 
 // pgxDB adapts a pgxpool.Pool to store.DB.

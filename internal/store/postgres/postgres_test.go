@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/storetest"
 )
 
@@ -165,7 +166,7 @@ func TestConcurrentOpenMigrates(t *testing.T) {
 		return v, r.Scan(&v[0], &v[1])
 	})
 	require.NoError(t, err)
-	assert.Equal(t, [][2]int64{{1, 1}, {2, 1}, {3, 1}}, applied, "each migration applied exactly once")
+	assert.Equal(t, [][2]int64{{1, 1}, {2, 1}, {3, 1}, {4, 1}}, applied, "each migration applied exactly once")
 
 	// Every store works, and they see each other's rows.
 	for i, s := range stores {
@@ -219,7 +220,8 @@ func TestOpenWaitsForMigrationLock(t *testing.T) {
 	_, err = Open(short, dsn)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Contains(t, err.Error(), "take lock "+MigrationLockName)
+	assert.ErrorIs(t, err, sandbox.ErrTimeout)
+	assert.Contains(t, err.Error(), "migrate did not finish in time")
 }
 
 func TestOpenCreatesSchema(t *testing.T) {
@@ -229,7 +231,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 
 	var version int
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&version))
-	assert.Equal(t, 3, version)
+	assert.Equal(t, 4, version)
 
 	rows, err := s.pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()`)
 	require.NoError(t, err)
@@ -272,12 +274,13 @@ func TestOpenCreatesSchema(t *testing.T) {
 	s2 := openT(t, dsn)
 	var n int
 	require.NoError(t, s2.pool.QueryRow(ctx, `SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&n))
-	assert.Equal(t, 3, n)
+	assert.Equal(t, 4, n)
 }
 
 // TestErrorMapping covers the mappings the contract suite cannot reach
 // through valid input: values PostgreSQL cannot store, and failures that are
-// not the caller's (a closed store) and so wrap no sandbox.Kind.
+// not the caller's (a closed store): SandboxUnavailable naming no
+// connection detail.
 func TestErrorMapping(t *testing.T) {
 	ctx := context.Background()
 	s := openT(t, freshSchema(t))
@@ -302,8 +305,9 @@ func TestErrorMapping(t *testing.T) {
 	require.NoError(t, s.Close())
 	_, err = s.GetWorkspace(ctx, "ws-a")
 	require.Error(t, err)
-	assert.Nil(t, sandbox.KindOf(err), "a closed store is not a typed domain error: %v", err)
-	assert.Contains(t, err.Error(), "postgres store")
+	assert.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	assert.Contains(t, err.Error(), "the store is closed")
+	assert.Contains(t, err.Error(), `workspace "ws-a"`)
 }
 
 func TestParseDSN(t *testing.T) {
@@ -331,7 +335,73 @@ func TestOpenUnreachable(t *testing.T) {
 	// Port 1 on loopback: nothing listens there, so the connection is refused.
 	_, err := Open(ctx, "postgres://u:s3cret@127.0.0.1:1/db?sslmode=disable&connect_timeout=2")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "127.0.0.1:1/db")
-	assert.NotContains(t, err.Error(), "s3cret")
-	assert.Nil(t, sandbox.KindOf(err))
+	assert.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	assert.Contains(t, err.Error(), "connection refused")
+	for _, detail := range []string{"s3cret", "127.0.0.1", ":1", "user=", "database=", "u:"} {
+		assert.NotContains(t, err.Error(), detail, "the error names no connection detail")
+	}
+}
+
+// viaProxy returns dsn with its host and port replaced by the proxy's.
+func viaProxy(t *testing.T, dsn string, p *storetest.TCPProxy) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	require.NoError(t, err, "this test needs a URL-form %s", TestDatabaseURLEnv)
+	u.Host = p.Addr()
+	return u.String()
+}
+
+// TestOutageIsSandboxUnavailable: with the database cut away mid-session
+// (a TCP proxy closed), a call is retried within Resilience.RetryFor and
+// then fails with the retryable SandboxUnavailable, whose message names the
+// operation and the kind of failure but no host, port, role or database;
+// while the store is down calls fail at once instead of waiting again; a
+// short outage inside RetryFor is ridden out; once the database is back, a
+// probe finds it and calls succeed.
+func TestOutageIsSandboxUnavailable(t *testing.T) {
+	dsn := freshSchema(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	proxy := storetest.NewTCPProxy(t, u.Host)
+	s := openT(t, viaProxy(t, dsn, proxy))
+	s.SetResilience(store.Resilience{RetryFor: 1500 * time.Millisecond, AttemptTimeout: 2 * time.Second, ProbeEvery: 5 * time.Second})
+	ctx := context.Background()
+	ws := sandbox.Workspace{ID: "ws-a", Key: "ka", Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t1"}
+	require.NoError(t, s.CreateWorkspace(ctx, ws))
+
+	proxy.Cut()
+	start := time.Now()
+	_, err = s.GetWorkspace(ctx, ws.ID)
+	took := time.Since(start)
+	require.Error(t, err)
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	assert.True(t, sandbox.KindOf(err).Retryable)
+	assert.Contains(t, err.Error(), `get workspace "ws-a"`)
+	for _, detail := range []string{u.Hostname(), u.Port(), proxy.Addr(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), "sct_", "user=", "database="} {
+		assert.NotContains(t, err.Error(), detail, "no connection detail in %q", err)
+	}
+	assert.GreaterOrEqual(t, took, time.Second, "retried for about RetryFor first")
+	assert.Less(t, took, 15*time.Second, "bounded")
+	down, _ := s.Down()
+	assert.True(t, down)
+
+	start = time.Now()
+	err = s.TouchWorkspace(ctx, ws.ID, time.Now())
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	assert.Less(t, time.Since(start), time.Second, "while down, calls fail at once (no probe due yet)")
+	assert.Contains(t, err.Error(), "not attempted")
+
+	// Back: the next probe (ProbeEvery) finds it.
+	require.NoError(t, proxy.Restore())
+	s.SetResilience(store.Resilience{RetryFor: 3 * time.Second, AttemptTimeout: 2 * time.Second, ProbeEvery: 100 * time.Millisecond})
+	require.Eventually(t, func() bool { _, err := s.GetWorkspace(ctx, ws.ID); return err == nil }, 20*time.Second, 150*time.Millisecond)
+	down, _ = s.Down()
+	assert.False(t, down)
+
+	// A cut shorter than RetryFor is ridden out by the retries.
+	proxy.Cut()
+	go func() { time.Sleep(400 * time.Millisecond); _ = proxy.Restore() }()
+	got, err := s.GetWorkspace(ctx, ws.ID)
+	require.NoError(t, err, "a short outage is retried through")
+	assert.Equal(t, ws.ID, got.ID)
 }

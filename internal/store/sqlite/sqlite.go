@@ -156,6 +156,35 @@ var dialect = store.Dialect{
 	Statements:        statements,
 	IsNoRows:          func(err error) bool { return errors.Is(err, sql.ErrNoRows) },
 	IsUniqueViolation: isUniqueViolation,
+	IsTransient: func(err error) bool {
+		c := sqliteCode(err) & 0xff
+		return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
+	},
+	Describe: describe,
+	// Calls queue for the one connection and may wait out BusyTimeout.
+	AttemptTimeout: 6 * BusyTimeout,
+}
+
+// sqliteCode is the (extended) result code of a driver error, or 0.
+func sqliteCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()
+	}
+	return 0
+}
+
+// describe names a failure for a client: the SQLite result code's name
+// (e.g. "SQLITE_BUSY (database is locked)"), "the store is closed", or "".
+func describe(err error) string {
+	if errors.Is(err, sql.ErrConnDone) || (err != nil && strings.Contains(err.Error(), "database is closed")) {
+		return "the store is closed"
+	}
+	c := sqliteCode(err)
+	if c == 0 {
+		return ""
+	}
+	return fmt.Sprintf("SQLite result code %d (%s)", c, sqlite.ErrorCodeString[c])
 }
 
 // sqlDB adapts database/sql to store.DB.

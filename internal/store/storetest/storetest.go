@@ -129,6 +129,8 @@ func workspace(mode sandbox.WorkspaceMode, user, project, scope string) sandbox.
 		SizeBytes:    4096,
 		CreatedAt:    ts(1),
 		UpdatedAt:    ts(11*time.Minute + 9),
+		// Resolved in a cache fetched just before creation.
+		BaseFetchedAt: ptr(ts(-3*time.Second + 11)),
 	}
 	switch mode {
 	case sandbox.ModeAnalysis:
@@ -342,15 +344,17 @@ func testWorkspaceTimesNormalized(t *testing.T, f Factory) {
 	ws.CreatedAt = ws.CreatedAt.In(zone)
 	ws.UpdatedAt = time.Now() // carries a monotonic reading and the local zone
 	ws.PinnedUntil = ptr(ws.PinnedUntil.In(zone))
+	ws.BaseFetchedAt = ptr(ws.BaseFetchedAt.In(zone))
 	require.NoError(t, s.CreateWorkspace(ctx, ws))
 
 	got, err := s.GetWorkspace(ctx, ws.ID)
 	require.NoError(t, err)
 	for name, pair := range map[string][2]time.Time{
-		"LastUsedAt":  {ws.LastUsedAt, got.LastUsedAt},
-		"CreatedAt":   {ws.CreatedAt, got.CreatedAt},
-		"UpdatedAt":   {ws.UpdatedAt, got.UpdatedAt},
-		"PinnedUntil": {*ws.PinnedUntil, *got.PinnedUntil},
+		"LastUsedAt":    {ws.LastUsedAt, got.LastUsedAt},
+		"CreatedAt":     {ws.CreatedAt, got.CreatedAt},
+		"UpdatedAt":     {ws.UpdatedAt, got.UpdatedAt},
+		"PinnedUntil":   {*ws.PinnedUntil, *got.PinnedUntil},
+		"BaseFetchedAt": {*ws.BaseFetchedAt, *got.BaseFetchedAt},
 	} {
 		assert.Equal(t, time.UTC, pair[1].Location(), "%s should come back in UTC", name)
 		assert.True(t, pair[0].Equal(pair[1]), "%s: stored %v, got %v", name, pair[0], pair[1])

@@ -24,7 +24,8 @@
 // POST /api/sandbox/{idOrName}/start|stop|archive,
 // GET /api/sandbox/{idOrName}/ports/{port}/preview-url|signed-preview-url;
 // under the toolbox base /toolbox/{sandboxId}: POST /process/execute,
-// POST /files/upload, GET /files/download, GET /files/info. Anything else is
+// POST /files/upload, GET /files/download, GET /files/info, GET
+// /user-home-dir. Anything else is
 // answered 404 and recorded as a violation (the adapter used an endpoint the
 // fake does not implement).
 package fake

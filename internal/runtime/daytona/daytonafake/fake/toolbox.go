@@ -63,6 +63,9 @@ func (s *Server) handleToolbox(c *call) {
 			"modifiedAt": st.modifiedAt.UTC().Format(time.RFC3339Nano), "isDir": st.isDir,
 			"owner": "1000", "group": "1000", "permissions": fmt.Sprintf("%04o", st.perm),
 		})
+	case "GetUserHomeDir":
+		// The daemon answers os.UserHomeDir() of the sandbox user.
+		c.json(http.StatusOK, map[string]any{"dir": SandboxHome})
 	default:
 		s.violation("the adapter called toolbox %s, which the fake does not implement", c.op)
 		c.error(http.StatusNotImplemented, "daytonafake: "+c.op+" is not implemented")

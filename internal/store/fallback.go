@@ -1,0 +1,188 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Remembering is a sandbox.Store (and HostRegistry) over another one that
+// keeps, per worker host, the last workspace and repo cache rows it read or
+// wrote, so that operations that need no store keep working while the
+// database is unreachable (docs/PRODUCTION.md "Store outages"): every
+// activity of a session loads its workspace row first, and on a host the
+// row changes only through that host's own calls (acquire, eviction,
+// restore — all of which write it through this store). A caller that can
+// do with the remembered row says so with AllowRemembered on its context;
+// only then, and only when the store failed with
+// sandbox.ErrRuntimeUnavailable, GetWorkspace and GetRepoCache return the
+// remembered row instead of the error. Writes still need the store; a miss
+// (ErrWorkspaceNotFound, ErrNotFound) or a delete forgets the row. Safe for
+// concurrent use.
+type Remembering struct {
+	sandbox.Store
+
+	mu     sync.Mutex
+	ws     map[string]sandbox.Workspace
+	caches map[string]sandbox.RepoCache
+}
+
+var (
+	_ sandbox.Store = (*Remembering)(nil)
+	_ HostRegistry  = (*Remembering)(nil)
+)
+
+// NewRemembering wraps st.
+func NewRemembering(st sandbox.Store) *Remembering {
+	return &Remembering{Store: st, ws: map[string]sandbox.Workspace{}, caches: map[string]sandbox.RepoCache{}}
+}
+
+type rememberedKey struct{}
+
+// AllowRemembered returns ctx marked so that Remembering may answer a read
+// from memory when the store is unavailable.
+func AllowRemembered(ctx context.Context) context.Context {
+	return context.WithValue(ctx, rememberedKey{}, true)
+}
+
+func allowed(ctx context.Context) bool { b, _ := ctx.Value(rememberedKey{}).(bool); return b }
+
+// GetWorkspace reads the row through the store; see Remembering.
+func (r *Remembering) GetWorkspace(ctx context.Context, id string) (sandbox.Workspace, error) {
+	ws, err := r.Store.GetWorkspace(ctx, id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil:
+		r.ws[id] = ws
+	case errors.Is(err, sandbox.ErrWorkspaceNotFound):
+		delete(r.ws, id)
+	case errors.Is(err, sandbox.ErrRuntimeUnavailable) && allowed(ctx):
+		if mem, ok := r.ws[id]; ok {
+			return mem, nil
+		}
+	}
+	return ws, err
+}
+
+// GetRepoCache reads the row through the store; see Remembering.
+func (r *Remembering) GetRepoCache(ctx context.Context, id string) (sandbox.RepoCache, error) {
+	c, err := r.Store.GetRepoCache(ctx, id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil:
+		r.caches[id] = c
+	case errors.Is(err, sandbox.ErrNotFound):
+		delete(r.caches, id)
+	case errors.Is(err, sandbox.ErrRuntimeUnavailable) && allowed(ctx):
+		if mem, ok := r.caches[id]; ok {
+			return mem, nil
+		}
+	}
+	return c, err
+}
+
+// CreateWorkspace writes through and remembers the row.
+func (r *Remembering) CreateWorkspace(ctx context.Context, ws sandbox.Workspace) error {
+	err := r.Store.CreateWorkspace(ctx, ws)
+	r.remember(ws, err)
+	return err
+}
+
+// UpdateWorkspace writes through and remembers the row.
+func (r *Remembering) UpdateWorkspace(ctx context.Context, ws sandbox.Workspace) error {
+	err := r.Store.UpdateWorkspace(ctx, ws)
+	r.remember(ws, err)
+	return err
+}
+
+func (r *Remembering) remember(ws sandbox.Workspace, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil:
+		r.ws[ws.ID] = ws
+	case errors.Is(err, sandbox.ErrWorkspaceNotFound):
+		delete(r.ws, ws.ID)
+	}
+}
+
+// TouchWorkspace writes through and updates the remembered row's times.
+func (r *Remembering) TouchWorkspace(ctx context.Context, id string, at time.Time) error {
+	err := r.Store.TouchWorkspace(ctx, id, at)
+	if err == nil {
+		r.mu.Lock()
+		if ws, ok := r.ws[id]; ok {
+			ws.LastUsedAt, ws.UpdatedAt = at.UTC(), at.UTC()
+			r.ws[id] = ws
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// DeleteWorkspace forgets the row, then deletes it.
+func (r *Remembering) DeleteWorkspace(ctx context.Context, id string) error {
+	r.mu.Lock()
+	delete(r.ws, id)
+	r.mu.Unlock()
+	return r.Store.DeleteWorkspace(ctx, id)
+}
+
+// UpsertRepoCache writes through and remembers the row.
+func (r *Remembering) UpsertRepoCache(ctx context.Context, c sandbox.RepoCache) error {
+	err := r.Store.UpsertRepoCache(ctx, c)
+	if err == nil {
+		r.mu.Lock()
+		r.caches[c.ID] = c
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// DeleteRepoCache forgets the row, then deletes it.
+func (r *Remembering) DeleteRepoCache(ctx context.Context, id string) error {
+	r.mu.Lock()
+	delete(r.caches, id)
+	r.mu.Unlock()
+	return r.Store.DeleteRepoCache(ctx, id)
+}
+
+// registry is the wrapped store's HostRegistry, or an error.
+func (r *Remembering) registry() (HostRegistry, error) {
+	if reg, ok := r.Store.(HostRegistry); ok {
+		return reg, nil
+	}
+	return nil, sandbox.Errorf(sandbox.ErrNotFound, "the metadata store keeps no host registry")
+}
+
+// UpsertHost is the wrapped store's (HostRegistry).
+func (r *Remembering) UpsertHost(ctx context.Context, h Host) error {
+	reg, err := r.registry()
+	if err != nil {
+		return err
+	}
+	return reg.UpsertHost(ctx, h)
+}
+
+// GetHost is the wrapped store's (HostRegistry).
+func (r *Remembering) GetHost(ctx context.Context, id string) (Host, error) {
+	reg, err := r.registry()
+	if err != nil {
+		return Host{}, err
+	}
+	return reg.GetHost(ctx, id)
+}
+
+// ListHosts is the wrapped store's (HostRegistry).
+func (r *Remembering) ListHosts(ctx context.Context) ([]Host, error) {
+	reg, err := r.registry()
+	if err != nil {
+		return nil, err
+	}
+	return reg.ListHosts(ctx)
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -67,6 +68,10 @@ type Activities struct {
 	RuntimeNetwork sandbox.Network
 	NetworkMax     sandbox.Network
 	NetworkAllow   []string
+	// HostAddrs lists the worker host's addresses, which a workspace's own
+	// allow-list entries may not cover (checkWorkspaceAllow); nil = the
+	// host's interface addresses (egress.HostAddrs).
+	HostAddrs func() []netip.Addr
 	// RuntimeResources, when not nil, are the resource hints of every
 	// RuntimeSpec (a copy each).
 	RuntimeResources *sandbox.ResourceHints

@@ -1,8 +1,10 @@
 package activities
 
 import (
+	"net/netip"
 	"slices"
 
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -79,7 +81,48 @@ func (a *Activities) resolvePolicy(req sandbox.WorkspaceRequest, cur sandbox.Net
 	if err != nil {
 		return "", nil, err
 	}
+	if err := a.checkWorkspaceAllow(allow); err != nil {
+		return "", nil, err
+	}
 	return n, allow, nil
+}
+
+// checkWorkspaceAllow refuses a workspace's own entry (canonical) that
+// would open the worker's own services: an address entry covering a
+// loopback or unspecified address or an address of this host
+// (egress.WorkspaceEntryRefusal), unless the worker's own list has the same
+// entry. Errors: ErrCommandRejected naming network_allow[i] and
+// SANDBOX_NETWORK_ALLOW (docs/SECURITY.md "The egress proxy").
+func (a *Activities) checkWorkspaceAllow(allow []string) error {
+	var own []netip.Addr
+	for i, e := range allow {
+		if slices.Contains(a.NetworkAllow, e) {
+			continue
+		}
+		r, err := sandboxapi.ParseNetworkRule(e)
+		if err != nil {
+			return sandboxapi.FieldError("network_allow", "network_allow[%d]: %s", i, sandboxapi.Message(err))
+		}
+		if r.IsName() {
+			continue
+		}
+		if own == nil {
+			own = a.hostAddrs()
+		}
+		if why := egress.WorkspaceEntryRefusal(r, own); why != "" {
+			return sandbox.Errorf(sandbox.ErrCommandRejected,
+				"network_allow[%d] %s: %s; a workspace's own entries cannot open the worker's host (only the worker's SANDBOX_NETWORK_ALLOW can)", i, e, why)
+		}
+	}
+	return nil
+}
+
+// hostAddrs is HostAddrs, or this host's interface addresses.
+func (a *Activities) hostAddrs() []netip.Addr {
+	if a.HostAddrs != nil {
+		return a.HostAddrs()
+	}
+	return egress.HostAddrs()
 }
 
 // runtimeAllow is a workspace's complete allow-list: the worker's entries,

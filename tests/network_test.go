@@ -145,7 +145,10 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 	wkr := newNetServer(t, "worker-entry")
 	own := newNetServer(t, "workspace-entry")
 	denied := newNetServer(t, "not-allowed")
-	h, logs := startNetworkHost(t, name, []string{wkr.addr()}, opts...)
+	// The worker's list: wkr by address, and own's address (the workspace
+	// names own; the name resolves to loopback, which only the worker's
+	// list can open).
+	h, logs := startNetworkHost(t, name, []string{wkr.addr(), own.addr()}, opts...)
 	ctx := ctxFor(t, 5*time.Minute)
 	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
 	gittest.Commit(t, upstream, "README.md", "hello\n", "initial")
@@ -158,12 +161,22 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 	require.Contains(t, err.Error(), "SANDBOX_NETWORK_MAX=limited")
 
+	// A workspace's own entry cannot open the worker's host (its loopback,
+	// its addresses, a catch-all): refused, naming the entry.
 	req.Network = sandboxapi.NetworkLimited
-	req.NetworkAllow = []string{"Registry.E2ETEST:" + own.port, "127.0.0.1:" + own.port, "registry.e2etest:" + own.port}
+	for _, entry := range []string{denied.addr(), "0.0.0.0/0"} {
+		hostile := req
+		hostile.ConversationID, hostile.NetworkAllow = "hostile", []string{"registry.e2etest", entry}
+		_, _, err = h.client.Acquire(ctx, hostile)
+		require.ErrorIs(t, err, sandboxapi.ErrCommandRejected, entry)
+		require.Contains(t, err.Error(), "network_allow[1]", entry)
+	}
+
+	req.NetworkAllow = []string{"Registry.E2ETEST:" + own.port, "registry.e2etest:" + own.port, own.addr()}
 	s, hd, err := h.client.Acquire(ctx, req)
 	require.NoError(t, err)
 	require.Equal(t, sandboxapi.NetworkLimited, hd.Network)
-	require.Equal(t, []string{"registry.e2etest:" + own.port, "127.0.0.1:" + own.port}, hd.NetworkAllow, "canonical, each once")
+	require.Equal(t, []string{"registry.e2etest:" + own.port, own.addr()}, hd.NetworkAllow, "canonical, each once (the worker's own entry may be repeated)")
 	d, err := s.Describe(ctx)
 	require.NoError(t, err)
 	require.Equal(t, sandboxapi.NetworkLimited, d.Workspace.Network)
@@ -256,27 +269,27 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 func TestNetworkCLI(t *testing.T) {
 	bin := buildCLI(t)
 	own := newNetServer(t, "cli-entry")
-	h, _ := startNetworkHost(t, "netcli", nil)
+	h, _ := startNetworkHost(t, "netcli", []string{own.addr()}) // the name resolves to loopback: only the worker's list opens it
 	queue := h.Config.TaskQueue
 	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
 	user := uniq(t, "u")
 	r := runCLI(t, bin, queue, "", "acquire", "--repo", gittest.FileURL(upstream), "--user", user, "--project", "p", "--conversation", "c",
-		"--network", "limited", "--network-allow", own.addr(), "--json")
+		"--network", "limited", "--network-allow", "cli.e2etest:"+own.port, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var hd sandboxapi.Handle
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &hd))
 	require.Equal(t, sandboxapi.NetworkLimited, hd.Network)
-	require.Equal(t, []string{own.addr()}, hd.NetworkAllow)
+	require.Equal(t, []string{"cli.e2etest:" + own.port}, hd.NetworkAllow)
 
 	r = runCLI(t, bin, queue, "", "describe", hd.WorkspaceID)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Regexp(t, `(?m)^network\s+limited$`, r.stdout)
-	assert.Regexp(t, `(?m)^network_allow\s+`+own.addr()+`$`, r.stdout)
+	assert.Regexp(t, `(?m)^network_allow\s+cli\.e2etest:`+own.port+`$`, r.stdout)
 
-	r = runCLI(t, bin, queue, "", "exec", hd.WorkspaceID, "--network", "limited", "--", "bash", "-c", proxyGet, "probe", own.addr(), "cli")
+	r = runCLI(t, bin, queue, "", "exec", hd.WorkspaceID, "--network", "limited", "--", "bash", "-c", proxyGet, "probe", "cli.e2etest:"+own.port, "cli")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "cli-entry /cli")
-	r = runCLI(t, bin, queue, "", "exec", hd.WorkspaceID, "--network", "none", "--", "bash", "-c", proxyGet, "probe", own.addr(), "cli")
+	r = runCLI(t, bin, queue, "", "exec", hd.WorkspaceID, "--network", "none", "--", "bash", "-c", proxyGet, "probe", "cli.e2etest:"+own.port, "cli")
 	assert.Equal(t, 91, r.code, "no proxy under none: %s", r.stdout)
 	r = runCLI(t, bin, queue, "", "exec", hd.WorkspaceID, "--network", "default", "--", "true")
 	assert.NotEqual(t, 0, r.code)

@@ -30,6 +30,7 @@
 package egress
 
 import (
+	"net"
 	"net/netip"
 	"strconv"
 
@@ -192,4 +193,77 @@ func (rs Rules) checkAddr(a netip.Addr, port uint16, own func(netip.Addr) bool, 
 		return nil
 	}
 	return &Denial{Reason: viaName + " resolves to " + a.String() + ", " + what + ": allow " + a.String() + ":" + strconv.Itoa(int(port)) + " (or its CIDR) by address to reach it"}
+}
+
+// guardedPrefixes are the address ranges a workspace's own allow-list
+// entries may never cover (WorkspaceEntryRefusal): loopback and "this
+// network"/unspecified, also as the NAT64 and 6to4 addresses that reach them.
+var guardedPrefixes = []struct {
+	prefix netip.Prefix
+	what   string
+}{
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback addresses"},
+	{netip.MustParsePrefix("::1/128"), "the loopback address"},
+	{netip.MustParsePrefix("0.0.0.0/8"), "'this network' addresses"},
+	{netip.MustParsePrefix("::/128"), "the unspecified address"},
+	{netip.MustParsePrefix("64:ff9b::7f00:0/104"), "loopback addresses (as NAT64)"},
+	{netip.MustParsePrefix("64:ff9b::/104"), "'this network' addresses (as NAT64)"},
+	{netip.MustParsePrefix("2002:7f00::/24"), "loopback addresses (as 6to4)"},
+	{netip.MustParsePrefix("2002::/24"), "'this network' addresses (as 6to4)"},
+}
+
+// HostAddrs returns the addresses of this host's network interfaces
+// (IPv4-mapped ones unmapped); nil when they cannot be listed.
+func HostAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, ad := range addrs {
+		if n, ok := ad.(*net.IPNet); ok {
+			if x, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, x.Unmap())
+			}
+		}
+	}
+	return out
+}
+
+// WorkspaceEntryRefusal returns why r may not be one of a workspace's own
+// allow-list entries ("" when it may): an address entry that covers a
+// loopback or unspecified address or one of own (the worker host's
+// addresses, HostAddrs) would let the workspace's
+// requester open the worker's own services (docs/SECURITY.md "The egress
+// proxy"); only the worker's list (SANDBOX_NETWORK_ALLOW) may name those.
+// Name entries are always accepted: what a name resolves to is checked by
+// the proxy on every connection. (Metadata addresses are never reached
+// whatever the list says.)
+func WorkspaceEntryRefusal(r sandboxapi.NetworkRule, own []netip.Addr) string {
+	if r.IsName() {
+		return ""
+	}
+	for _, g := range guardedPrefixes {
+		if r.Prefix.Overlaps(g.prefix) {
+			return "it covers " + g.what
+		}
+	}
+	covers := func(a netip.Addr) bool {
+		if r.Prefix.Contains(a) {
+			return true
+		}
+		if a.Is4() {
+			b := a.As4()
+			n := netip.AddrFrom16([16]byte{0: 0x00, 1: 0x64, 2: 0xff, 3: 0x9b, 12: b[0], 13: b[1], 14: b[2], 15: b[3]})
+			s := netip.AddrFrom16([16]byte{0: 0x20, 1: 0x02, 2: b[0], 3: b[1], 4: b[2], 5: b[3]})
+			return r.Prefix.Contains(n) || r.Prefix.Contains(s)
+		}
+		return false
+	}
+	for _, a := range own {
+		if covers(a.Unmap()) {
+			return "it covers " + a.Unmap().String() + ", an address of the worker's host"
+		}
+	}
+	return ""
 }

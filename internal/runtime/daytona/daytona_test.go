@@ -190,7 +190,7 @@ func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
 		rt, err := p.Create(ctx, spec)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
-		got, ok := srv.Network(spec.ID)
+		got, ok := srv.Network(p.sandboxName(spec.ID))
 		require.True(t, ok)
 		require.Equal(t, tc.want, got, "%s %v", tc.network, tc.allow)
 		_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkDefault})

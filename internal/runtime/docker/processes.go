@@ -239,16 +239,26 @@ func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Ne
 // `sandbox-supervisor relay` exec there, its stdin and (demultiplexed)
 // stdout as the stream.
 func (r *Runtime) relay(ctx context.Context, name string) (net.Conn, error) {
-	resp, err := r.p.cli.ContainerExecCreate(ctx, name, container.ExecOptions{
-		AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Cmd: []string{SupervisorPath, "relay", supervisorSocket},
-	})
+	c, err := r.p.execConn(ctx, name, SupervisorPath, "relay", supervisorSocket)
 	if err != nil {
 		return nil, r.p.mapErr(err, "control connection to %s", name)
 	}
-	hj, err := r.p.cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	return c, nil
+}
+
+// execConn runs cmd in container name with docker exec and returns its
+// stdin and (demultiplexed) stdout as one stream; stderr is dropped.
+// Closing the stream's write side (CloseWrite) closes the command's stdin.
+func (p *Provider) execConn(ctx context.Context, name string, cmd ...string) (net.Conn, error) {
+	resp, err := p.cli.ContainerExecCreate(ctx, name, container.ExecOptions{
+		AttachStdin: true, AttachStdout: true, AttachStderr: true, Cmd: cmd,
+	})
 	if err != nil {
-		return nil, r.p.mapErr(err, "control connection to %s", name)
+		return nil, err
+	}
+	hj, err := p.cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, err
 	}
 	pr, pw := io.Pipe()
 	go func() {
@@ -270,6 +280,7 @@ type relayConn struct {
 
 func (c *relayConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
 func (c *relayConn) Write(b []byte) (int, error) { return c.hj.Conn.Write(b) }
+func (c *relayConn) CloseWrite() error           { return c.hj.CloseWrite() }
 func (c *relayConn) Close() error {
 	c.once.Do(func() { c.hj.Close(); _ = c.r.Close() })
 	return nil

@@ -130,7 +130,7 @@ func TestNetworkPolicyOnDocker(t *testing.T) {
 	if img == "" {
 		img = "sandboxcore-test:latest"
 	}
-	if p, err := docker.New(ctxFor(t, time.Minute), docker.Options{Image: img}); err != nil {
+	if p, err := docker.New(ctxFor(t, time.Minute), docker.Options{Image: img, Supervisor: os.Getenv("SANDBOX_SUPERVISOR_BINARY")}); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("docker runtime unavailable: %v", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -38,8 +39,13 @@ import (
 //
 // The result (sandboxapi.EvictionRunResult) is the run's result; its Summary is also
 // the memo field sandboxapi.MemoEviction, visible in the Web UI.
-func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sandboxapi.EvictionRunResult, error) {
+func EvictionCronWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.EvictionRunResult, error) {
 	info := workflow.GetInfo(ctx)
+	in, err := decodeInput[sandboxapi.EvictionInput](ctx, sandboxapi.EvictionCronWorkflowType, raw)
+	if err != nil {
+		return sandboxapi.EvictionRunResult{WorkflowID: info.WorkflowExecution.ID, StartedAt: workflow.Now(ctx), FinishedAt: workflow.Now(ctx),
+			Hosts: []sandboxapi.HostEvictionResult{}}, appError(err)
+	}
 	res := sandboxapi.EvictionRunResult{WorkflowID: info.WorkflowExecution.ID, DryRun: in.DryRun, StartedAt: workflow.Now(ctx), Hosts: []sandboxapi.HostEvictionResult{}}
 	replyTimeout := in.ReplyTimeout
 	if replyTimeout <= 0 {
@@ -49,6 +55,8 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 	if hostTimeout <= 0 {
 		hostTimeout = sandboxapi.DefaultEvictionHostTimeout
 	}
+	phase := "listing hosts"
+	watchDetails(ctx, func() string { return evictionDetails(phase, &res) })
 	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
@@ -71,6 +79,7 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 	ids = slices.Compact(ids)
 
 	// 2. Plan every host in parallel.
+	phase = fmt.Sprintf("planning %d hosts", len(ids))
 	futures := make([]workflow.Future, len(ids))
 	for i, h := range ids {
 		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -97,8 +106,10 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 		res.Hosts = append(res.Hosts, hr)
 	}
 	if in.DryRun {
-		return finishEviction(ctx, res), nil
+		phase = "finished (dry run: nothing was changed)"
+		return finishEviction(ctx, &res), nil
 	}
+	phase = "evicting through the sessions"
 
 	// 3. Runtime and workspace actions, through the sessions.
 	var reqs []wire.SessionRequest
@@ -151,10 +162,21 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 			if left <= 0 {
 				break
 			}
-			var reply sandboxapi.EvictResult
-			ok, _ := replies.ReceiveWithTimeout(ctx, left, &reply)
-			if !ok {
+			// ReceiveWithTimeout would panic on a reply the data converter
+			// refuses (it drops it, then finds the channel empty), failing
+			// every workflow task of the run: wait, then take it without
+			// blocking, and decode it strictly (decoding.go).
+			if got, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return replies.Len() > 0 }); err != nil || !got {
 				break
+			}
+			var raw converter.RawValue
+			if !replies.ReceiveAsync(&raw) {
+				continue // refused by the data converter (the SDK logs it)
+			}
+			reply, corrupt, err := decodeStrictly[sandboxapi.EvictResult](ctx, sandboxapi.SignalEvictionReply, raw)
+			if err != nil || corrupt {
+				workflow.GetLogger(ctx).Warn("malformed eviction reply ignored", "error", err)
+				continue
 			}
 			sl, known := where[reply.RequestID]
 			if !known {
@@ -168,11 +190,13 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 
 	// 4. Orphan runtimes, on each host (runs recorded before this step
 	// planned none).
+	phase = "deleting orphan runtimes"
 	if workflow.GetVersion(ctx, changeEvictionOrphans, workflow.DefaultVersion, 1) >= 1 {
 		deleteOrphans(ctx, res.Hosts, hostTimeout)
 	}
 
 	// 5. Repo caches, host by host, while pressure remains.
+	phase = "removing repo caches"
 	for hi := range res.Hosts {
 		hr := &res.Hosts[hi]
 		if hr.Plan == nil {
@@ -204,8 +228,12 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 		}
 		hr.Results = append(hr.Results, out.Results...)
 	}
-	return finishEviction(ctx, res), nil
+	phase = "finished"
+	return finishEviction(ctx, &res), nil
 }
+
+// changeEvictionFailuresAttr: a finished eviction run sets SandboxEvictionFailures.
+const changeEvictionFailuresAttr = "eviction-failures-attribute"
 
 // changeEvictionOrphans: the run deletes the orphan runtimes the hosts
 // planned (workflow.GetVersion; docs/DESIGN.md "Temporal shape").
@@ -257,14 +285,25 @@ func deleteOrphans(ctx workflow.Context, hosts []sandboxapi.HostEvictionResult, 
 	}
 }
 
-// finishEviction summarizes the run and publishes the summary as the memo.
-func finishEviction(ctx workflow.Context, res sandboxapi.EvictionRunResult) sandboxapi.EvictionRunResult {
+// finishEviction summarizes the run and publishes the summary as the memo
+// and its failures as the SandboxEvictionFailures search attribute (failed
+// and blocked actions, unreachable and failed hosts: docs/OPERATIONS.md).
+func finishEviction(ctx workflow.Context, res *sandboxapi.EvictionRunResult) sandboxapi.EvictionRunResult {
 	res.FinishedAt = workflow.Now(ctx)
 	res.Summarize()
 	if err := workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoEviction: res.Summary}); err != nil {
 		workflow.GetLogger(ctx).Warn("eviction memo", "error", err)
 	}
-	return res
+	if workflow.GetVersion(ctx, changeEvictionFailuresAttr, workflow.DefaultVersion, 1) == 1 {
+		failures := int64(res.Summary.Failed + res.Summary.Blocked + res.Summary.Unreachable)
+		for _, h := range res.Hosts {
+			if h.Error != "" && !h.Unreachable {
+				failures++
+			}
+		}
+		_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyInt64(sandboxapi.SearchAttrEvictionFailures).ValueSet(failures))
+	}
+	return *res
 }
 
 // sortedMap iterates a map in key order (deterministic workflow code).

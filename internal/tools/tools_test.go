@@ -60,6 +60,9 @@ func TestToolSetIsGatedByCapabilities(t *testing.T) {
 		}
 	}
 	assert.True(t, found, "sandbox_shell is offered")
+	rw := Tools(Caps{Known: true, Writable: true})
+	in, _ = json.Marshal(rw[4].Def.InputSchema)
+	assert.Contains(t, string(in), `"enum":["status","diff","log","commit","push","checkpoint","checkpoints","rollback"]`)
 }
 
 func TestSmartCase(t *testing.T) {

@@ -126,6 +126,7 @@ bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCH
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 ./internal/eviction/
 	$(GO) test -run '^$$' -bench . -benchtime 30x -count 1 -timeout 30m ./internal/workspace/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./payloadcodec/
+	$(GO) test -run '^$$' -bench . -benchtime 300x -count 1 ./internal/egress/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/e2b/
 
 # The JSON Schema of the wire contract (docs/schema/, docs/API.md "Schema"),

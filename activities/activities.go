@@ -10,7 +10,9 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,9 +56,22 @@ type Activities struct {
 	URLs sandbox.URLPolicy
 	// Settings are handed to every session this host serves.
 	Settings wire.SessionSettings
-	// RuntimeImage and RuntimeNetwork fill every RuntimeSpec.
-	RuntimeImage   string
+	// RuntimeImage fills every RuntimeSpec.
+	RuntimeImage string
+	// RuntimeNetwork is the network policy of a workspace whose request
+	// names none (SANDBOX_RUNTIME_NETWORK; "" = limited), NetworkMax the
+	// widest a request may ask for (SANDBOX_NETWORK_MAX; "" = the wider of
+	// limited and RuntimeNetwork), NetworkAllow the worker's allow-list of
+	// the limited network (SANDBOX_NETWORK_ALLOW, canonical entries),
+	// which each workspace's own entries extend (docs/SECURITY.md "Network
+	// modes").
 	RuntimeNetwork sandbox.Network
+	NetworkMax     sandbox.Network
+	NetworkAllow   []string
+	// HostAddrs lists the worker host's addresses, which a workspace's own
+	// allow-list entries may not cover (checkWorkspaceAllow); nil = the
+	// host's interface addresses (egress.HostAddrs).
+	HostAddrs func() []netip.Addr
 	// RuntimeResources, when not nil, are the resource hints of every
 	// RuntimeSpec (a copy each).
 	RuntimeResources *sandbox.ResourceHints
@@ -220,7 +235,9 @@ func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput)
 // Errors: ErrInvalidArgument, ErrRepoAuthFailed, ErrRepoCacheUnavailable,
 // ErrRefNotFound, ErrConflict (another repository under the same key),
 // ErrWorkspaceNotFound (resume of an unknown id), ErrWorkspaceUnavailable
-// (the workspace lives on another host).
+// (the workspace lives on another host), ErrCommandRejected (a network
+// policy above SANDBOX_NETWORK_MAX). A request that names a network policy
+// replaces the stored one (activities/network.go).
 func (a *Activities) Acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 	res, err := a.acquire(ctx, in)
 	return res, ToApplicationError(err)
@@ -261,6 +278,17 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if found && existing.HostID != "" && existing.HostID != a.HostID && existing.State != sandbox.WorkspaceRemoved {
 		return wire.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", in.WorkspaceID, existing.HostID, a.HostID)
 	}
+	// The network policy (docs/SECURITY.md "Network modes"): the request's,
+	// else the stored one, else the worker's default; never above its maximum.
+	var curNet sandbox.Network
+	var curAllow []string
+	if found && existing.State != sandbox.WorkspaceRemoved {
+		curNet, curAllow = existing.Network, existing.NetworkAllow
+	}
+	network, networkAllow, err := a.resolvePolicy(req, curNet, curAllow)
+	if err != nil {
+		return wire.AcquireActivityResult{}, err
+	}
 	// The repo cache is shared by every user of the repository: check this
 	// user's own access before serving any of it (issue 5).
 	if err := a.verifyAccess(ctx, req.UserID, repo); err != nil {
@@ -273,6 +301,13 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		}
 		if ok {
 			a.touch(ctx, existing.ID, true)
+			if network != existing.Network || !slices.Equal(networkAllow, existing.NetworkAllow) {
+				existing.Network, existing.NetworkAllow, existing.UpdatedAt = network, networkAllow, a.now()
+				if err := a.Store.UpdateWorkspace(ctx, existing); err != nil {
+					return wire.AcquireActivityResult{}, err
+				}
+				a.log().Info("workspace network policy set", "workspace", existing.ID, "network", network, "network_allow", len(networkAllow))
+			}
 			existing.UninitializedSubmodules = a.uninitializedSubmodules(ctx, existing)
 			res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing), RuntimeReplica: a.runtimeReplica(existing)}
 			if in.Restore {
@@ -349,6 +384,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		}
 	}
 	ws.HostID = a.HostID
+	ws.Network, ws.NetworkAllow = network, networkAllow
 	// The row keeps the base ref as requested ("" = the default branch): it is
 	// part of the analysis uniqueness key (fork manifest "Storage Model").
 	ws.BaseRef = req.BaseRef
@@ -382,7 +418,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		return wire.AcquireActivityResult{}, err
 	}
 	ws.UninitializedSubmodules = uninitialized
-	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath)
+	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath, "network", ws.Network)
 	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: fresh, RestoredFrom: restoredFrom,
 		Restorable: restorable, ForkedFrom: forkedFrom, RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
@@ -488,24 +524,28 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 		res = &r
 	}
 	return sandbox.RuntimeSpec{
-		Resources:   res,
-		ID:          rid,
-		WorkspaceID: ws.ID,
-		Image:       a.RuntimeImage,
-		Workdir:     "/workspace",
-		Mounts:      mounts,
-		Env:         maps.Clone(AgentGitIdentity),
-		Network:     a.RuntimeNetwork,
-		Labels:      map[string]string{"managed-by": "sandboxcore", "sandboxcore.workspace": ws.ID, "sandboxcore.runtime": rid},
+		Resources:    res,
+		ID:           rid,
+		WorkspaceID:  ws.ID,
+		Image:        a.RuntimeImage,
+		Workdir:      "/workspace",
+		Mounts:       mounts,
+		Env:          maps.Clone(AgentGitIdentity),
+		Network:      a.effectiveNetwork(ws),
+		NetworkAllow: a.runtimeAllow(ws),
+		Labels:       map[string]string{"managed-by": "sandboxcore", "sandboxcore.workspace": ws.ID, "sandboxcore.runtime": rid},
 	}
 }
 
 // Exec runs one command in the workspace's runtime, creating or resuming the
-// runtime first; with in.ProcessID it waits instead for the command
+// runtime first, with the network the request asks for (docs/SECURITY.md
+// "Network modes"); with in.ProcessID it waits instead for the command
 // ExecStart started as that process (process.go), re-attaching to it when
 // retried. A non-zero exit or a timeout is a result; on remote runtimes the
-// result also carries the replica's state. Errors:
-// ErrInvalidArgument, ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
+// result also carries the replica's state. Errors: ErrInvalidArgument,
+// ErrCommandRejected (a network above the workspace's policy, or another
+// network on a runtime that has one for all commands),
+// ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
 func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	res, err := a.exec(ctx, in)
 	return res, ToApplicationError(err)
@@ -519,6 +559,9 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 	}
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
+		return wire.ExecActivityResult{}, err
+	}
+	if err := a.commandNetwork("exec", ws, in.Request.Network); err != nil {
 		return wire.ExecActivityResult{}, err
 	}
 	rt, err := a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))

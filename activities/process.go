@@ -65,7 +65,7 @@ func isNoProcesses(err error) bool {
 // execSpec is the process an exec update's command runs as.
 func execSpec(in wire.ExecActivityInput) sandbox.ProcessSpec {
 	req := in.Request
-	return sandbox.ProcessSpec{ID: in.ProcessID, Exec: true, Cmd: req.Cmd, Cwd: req.Cwd, Env: req.Env,
+	return sandbox.ProcessSpec{ID: in.ProcessID, Exec: true, Cmd: req.Cmd, Cwd: req.Cwd, Env: req.Env, Network: req.Network,
 		Timeout: req.Timeout(), HeadBytes: req.OutputCap() / 2, Lossless: req.Stream, StdinData: req.Stdin}
 }
 
@@ -88,6 +88,11 @@ func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (
 		return wire.ExecStartResult{Unsupported: true}, nil
 	}
 	if err != nil {
+		return wire.ExecStartResult{}, err
+	}
+	// The command's network, checked as exec checks it (docs/SECURITY.md
+	// "Network modes"): never above the workspace's policy.
+	if err := a.commandNetwork("exec", ws, in.Request.Network); err != nil {
 		return wire.ExecStartResult{}, err
 	}
 	if _, err := pr.StartProcess(ctx, execSpec(in)); err != nil {

@@ -37,6 +37,10 @@ type ExecRequest struct {
 	// MaxKeptOutputBytes per workspace, oldest dropped first) and the result's
 	// OutputID names it for read_output (docs/API.md "Kept output").
 	KeepOutput bool `json:"keep_output,omitempty"`
+	// Network is the network this command runs with (none, limited or
+	// default; docs/SECURITY.md "Network modes"): "" is the workspace's
+	// policy; a mode above it is SandboxCommandRejected naming the policy.
+	Network Network `json:"network,omitempty"`
 }
 
 // Timeout returns the effective timeout.

@@ -57,6 +57,12 @@ func (r WorkspaceRequest) Validate(policy URLPolicy) (RepoIdentity, error) {
 			return RepoIdentity{}, Errorf(ErrInvalidArgument, "analysis workspaces take no conversation_id, task_id, branch_name or from_branch")
 		}
 	}
+	if err := ValidateNetwork("network", r.Network); err != nil {
+		return RepoIdentity{}, err
+	}
+	if _, err := ParseNetworkAllow("network_allow", r.NetworkAllow); err != nil {
+		return RepoIdentity{}, err
+	}
 	if r.BranchName != "" {
 		if err := ValidateRef(r.BranchName); err != nil {
 			return RepoIdentity{}, err

@@ -196,6 +196,11 @@ type Handle struct {
 	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
+	// Network is the workspace's network policy (Workspace.Network).
+	Network Network `json:"network,omitempty"`
+	// NetworkAllow is the workspace's own allow-list entries
+	// (Workspace.NetworkAllow).
+	NetworkAllow []string `json:"network_allow,omitempty"`
 	// CodeHost: the worker has a code host for the repository's host, so
 	// create_pull_request can be served (docs/API.md "Updates"); false when
 	// none is configured (that update is then SandboxCommandRejected).

@@ -73,6 +73,17 @@ type WorkspaceRequest struct {
 	// FromBranch, for task workspaces, starts the task branch from this local
 	// branch (e.g. a conversation's agent/edits-<id>) instead of BaseRef.
 	FromBranch string `json:"from_branch,omitempty"`
+	// Network is the workspace's network policy: the widest network any of
+	// its commands may use (docs/SECURITY.md "Network modes"). "" keeps the
+	// stored policy of an existing workspace and gives a new one the
+	// worker's default (SANDBOX_RUNTIME_NETWORK); a mode above the worker's
+	// SANDBOX_NETWORK_MAX is SandboxCommandRejected. An acquire that sets it
+	// (or NetworkAllow) replaces the stored policy.
+	Network Network `json:"network,omitempty"`
+	// NetworkAllow adds allow-list entries (NetworkRule forms, at most
+	// MaxNetworkAllowEntries) to the worker's SANDBOX_NETWORK_ALLOW for this
+	// workspace's limited network, e.g. a private registry.
+	NetworkAllow []string `json:"network_allow,omitempty"`
 }
 
 // WorkspaceState is the lifecycle state of a workspace row.
@@ -106,10 +117,17 @@ type Workspace struct {
 	Dirty          bool           `json:"dirty"`
 	PinnedUntil    *time.Time     `json:"pinned_until,omitempty"`
 	Capabilities   Capabilities   `json:"capabilities"`
-	LastUsedAt     time.Time      `json:"last_used_at"`
-	SizeBytes      int64          `json:"size_bytes"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
+	// Network is the workspace's network policy (WorkspaceRequest.Network as
+	// resolved at acquire); "" for a workspace recorded before policies
+	// existed (the worker's SANDBOX_RUNTIME_NETWORK applies).
+	Network Network `json:"network,omitempty"`
+	// NetworkAllow is the workspace's own allow-list entries, canonical
+	// (NetworkRule.String), added to the worker's for its limited network.
+	NetworkAllow []string  `json:"network_allow,omitempty"`
+	LastUsedAt   time.Time `json:"last_used_at"`
+	SizeBytes    int64     `json:"size_bytes"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 
 	// BaseFetchedAt is when the repo cache the base commit was resolved in
 	// had last fetched from the remote (RepoCache.LastFetchedAt then): the

@@ -191,15 +191,23 @@ func (c *cli) printJSON(v any) error {
 func (c *cli) acquireCommand() *cobra.Command {
 	var req sandbox.WorkspaceRequest
 	var mode string
+	var network string
 	cmd := &cobra.Command{
 		Use:   "acquire --repo URL --user U --project P --mode edit --conversation C",
 		Short: "Get or create a workspace and print its handle",
 		Long: "Get or create a workspace (idempotent: the same user, project and conversation — or task, or\n" +
 			"base ref for analysis — always return the same workspace).\n" +
-			"Modes: edit (--conversation), task (--task), analysis (--ref, read-only).",
+			"Modes: edit (--conversation), task (--task), analysis (--ref, read-only).\n" +
+			"--network sets the workspace's network policy (none, limited or default, within the worker's\n" +
+			"SANDBOX_NETWORK_MAX; default: the stored one, or SANDBOX_RUNTIME_NETWORK for a new workspace);\n" +
+			"--network-allow adds allow-list entries of the limited network for this workspace (a host name,\n" +
+			"*.domain, IP or CIDR, with an optional :port or :low-high). Setting either replaces the policy.",
+		Example: "  sandboxctl acquire --repo https://github.com/o/r --user u --project p --conversation c \\\n" +
+			"      --network limited --network-allow npm.corp.example:443 --network-allow 10.20.0.0/16:443",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Mode = sandbox.WorkspaceMode(mode)
+			req.Network = sandbox.Network(network)
 			sc, err := c.client(cmd.Context())
 			if err != nil {
 				return err
@@ -220,6 +228,10 @@ func (c *cli) acquireCommand() *cobra.Command {
 			fmt.Fprintf(w, "repo\t%s\n", h.Repo.Key())
 			fmt.Fprintf(w, "capabilities\twritable=%t isolated=%t persistent=%t\n", h.Capabilities.Writable, h.Capabilities.Isolated, h.Capabilities.Persistent)
 			fmt.Fprintf(w, "runtime\t%s on host %s\n", h.RuntimeKind, h.HostID)
+			fmt.Fprintf(w, "network\t%s\n", orDash(string(h.Network)))
+			if len(h.NetworkAllow) > 0 {
+				fmt.Fprintf(w, "network_allow\t%s\n", strings.Join(h.NetworkAllow, " "))
+			}
 			fmt.Fprintf(w, "created\t%t\n", h.Created)
 			return w.Flush()
 		},
@@ -234,6 +246,8 @@ func (c *cli) acquireCommand() *cobra.Command {
 	f.StringVar(&req.BaseRef, "ref", "", "base branch, tag or commit (default: the remote's default branch)")
 	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
 	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
+	f.StringVar(&network, "network", "", "network policy: none, limited or default (the widest network its commands may use)")
+	f.StringArrayVar(&req.NetworkAllow, "network-allow", nil, "allow-list entry of the limited network for this workspace (repeatable)")
 	_ = cmd.MarkFlagRequired("repo")
 	_ = cmd.MarkFlagRequired("user")
 	_ = cmd.MarkFlagRequired("project")
@@ -252,6 +266,7 @@ func (c *cli) execCommand() *cobra.Command {
 	var envs []string
 	var stdinFile string
 	var stream bool
+	var network string
 	cmd := &cobra.Command{
 		Use:   "exec WS [flags] -- CMD [ARG...]",
 		Short: "Run a command in the workspace; exits with the command's exit code",
@@ -260,7 +275,8 @@ func (c *cli) execCommand() *cobra.Command {
 			"(with --json: base64 in the result); sandboxctl exits with the command's exit code.\n" +
 			"Ctrl-C (SIGINT) or SIGTERM cancels the command (its whole process tree is killed) and\n" +
 			"exits 130. --stream prints every byte as it comes.",
-		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 2m -- sh -c 'make test 2>&1 | tail -20'",
+		Example: "  sandboxctl exec $WS -- git status\n  sandboxctl exec $WS --timeout 2m -- sh -c 'make test 2>&1 | tail -20'\n" +
+			"  sandboxctl exec $WS --network limited -- npm install\n  sandboxctl exec $WS --network none -- npm test",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return sandbox.Errorf(sandbox.ErrInvalidArgument, "usage: sandboxctl exec WS -- CMD [ARG...]")
@@ -269,6 +285,7 @@ func (c *cli) execCommand() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Cmd = args[1:]
+			req.Network = sandbox.Network(network)
 			if len(envs) > 0 {
 				req.Env = map[string]string{}
 				for _, kv := range envs {
@@ -353,6 +370,7 @@ func (c *cli) execCommand() *cobra.Command {
 	f.StringVar(&stdinFile, "stdin", "", "feed this file to the command's stdin ('-' = sandboxctl's stdin)")
 	f.BoolVar(&stream, "stream", false, "print output while the command runs (every byte, as it comes)")
 	f.BoolVar(&req.KeepOutput, "keep-output", false, "when the output is cut, keep all of it on the worker (sandboxctl output WS ID prints it)")
+	f.StringVar(&network, "network", "", "network for this command: none, limited or default (default: the workspace's policy; never above it)")
 	return cmd
 }
 
@@ -726,6 +744,10 @@ func (c *cli) describeCommand() *cobra.Command {
 				fmt.Fprintf(w, "repo\t%s\n", d.Workspace.Repo.Key())
 				if d.Workspace.PinnedUntil != nil {
 					fmt.Fprintf(w, "pinned_until\t%s\n", d.Workspace.PinnedUntil.Format(time.RFC3339))
+				}
+				fmt.Fprintf(w, "network\t%s\n", orDash(string(d.Workspace.Network)))
+				if len(d.Workspace.NetworkAllow) > 0 {
+					fmt.Fprintf(w, "network_allow\t%s\n", printablePath(strings.Join(d.Workspace.NetworkAllow, " ")))
 				}
 			}
 			fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)

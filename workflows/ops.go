@@ -290,9 +290,18 @@ func validPath(p string) error {
 	return err
 }
 
-func validateExec(_ *session, req sandbox.ExecRequest) error {
+func validateExec(s *session, req sandbox.ExecRequest) error {
 	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
 		return sandbox.FieldError("cmd", "exec needs a command")
+	}
+	if err := sandboxapi.ValidateNetwork("network", req.Network); err != nil {
+		return err
+	}
+	// A network above the workspace's recorded policy is refused before it
+	// reaches the history; the activity checks again (docs/SECURITY.md
+	// "Network modes": the worker's maximum may have narrowed the policy).
+	if s != nil && s.ws != nil && s.ws.Network.Valid() && req.Network != "" && !req.Network.Within(s.ws.Network) {
+		return sandbox.Errorf(sandbox.ErrCommandRejected, "exec: network %s is above the network policy of workspace %s (%s)", req.Network, s.wsID, s.ws.Network)
 	}
 	if req.TimeoutS < 0 || req.TimeoutS > int(sandbox.MaxExecTimeout.Seconds()) {
 		return sandbox.FieldError("timeout_s", "timeout_s must be between 0 and %d", int(sandbox.MaxExecTimeout.Seconds()))

@@ -18,9 +18,10 @@ import (
 // s.destroyed (which finish and begin check) is only ever set by destroy.
 
 // forkOf returns the fork's target request (its base ref filled in later)
-// and id. s.ws must be set.
+// and id: the fork gets the source's network policy. s.ws must be set.
 func (s *session) forkOf(in sandboxapi.ForkInput) (sandbox.WorkspaceRequest, string) {
 	req := in.Request(s.ws.UserID, s.ws.ProjectID, s.ws.Repo.URL, "")
+	req.Network, req.NetworkAllow = s.ws.Network, s.ws.NetworkAllow
 	return req, sandbox.WorkspaceIDForKey(req.Key())
 }
 

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -34,6 +35,12 @@ func (s *session) validateAcquire(in sandboxapi.AcquireInput) error {
 	return nil
 }
 
+// changeNetworkPolicy: an acquire of an active session whose request names
+// another network policy runs the acquire activities again, which store it
+// (docs/SECURITY.md "Network modes"). Histories recorded before never sent
+// a policy, so they never reach the version marker.
+const changeNetworkPolicy = "session-acquire-network-policy"
+
 func (s *session) acquire(ctx workflow.Context, in sandboxapi.AcquireInput) (sandboxapi.Handle, error) {
 	s.acquireBegan = true
 	if err := s.begin(ctx, true); err != nil {
@@ -41,15 +48,33 @@ func (s *session) acquire(ctx workflow.Context, in sandboxapi.AcquireInput) (san
 	}
 	defer s.end(ctx, true)
 	if s.ws != nil && !s.ev.evicted && !s.dormant {
-		h := wire.HandleFor(*s.ws, s.settings, false)
-		h.RuntimeReplica = s.replica
-		return h, nil
+		if !policyChange(in.Request, s.ws) ||
+			workflow.GetVersion(ctx, changeNetworkPolicy, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			h := wire.HandleFor(*s.ws, s.settings, false)
+			h.RuntimeReplica = s.replica
+			return h, nil
+		}
+		return s.resume(ctx, in.Request, false)
 	}
 	req := in.Request
 	if req == nil {
 		req = s.request
 	}
 	return s.resume(ctx, req, false)
+}
+
+// policyChange reports whether req names a network policy other than
+// ws's: a mode, or allow-list entries, that differ from the stored ones (a
+// request naming none keeps them).
+func policyChange(req *sandbox.WorkspaceRequest, ws *sandbox.Workspace) bool {
+	if req == nil || (req.Network == "" && req.NetworkAllow == nil) {
+		return false
+	}
+	if req.Network != "" && req.Network != ws.Network {
+		return true
+	}
+	allow, err := sandboxapi.CanonicalNetworkAllow("network_allow", req.NetworkAllow)
+	return err != nil || !slices.Equal(allow, ws.NetworkAllow)
 }
 
 // wake resumes a dormant workspace before an operation runs on it: the

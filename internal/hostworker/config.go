@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -40,7 +41,16 @@ type Config struct {
 	// (SANDBOX_SUPERVISOR_BINARY; "": next to the worker's executable, else
 	// on PATH).
 	SupervisorBinary string
-	RuntimeNetwork   sandbox.Network // SANDBOX_RUNTIME_NETWORK
+	// RuntimeNetwork is the network policy of a workspace whose acquire
+	// names none (SANDBOX_RUNTIME_NETWORK, default limited); NetworkMax the
+	// widest one an acquire may ask for (SANDBOX_NETWORK_MAX, default the
+	// wider of limited and RuntimeNetwork); NetworkAllow the worker's
+	// allow-list of the limited network, canonical (SANDBOX_NETWORK_ALLOW,
+	// default egress.DefaultAllow; set and empty: no entries of its own).
+	// docs/SECURITY.md "Network modes".
+	RuntimeNetwork sandbox.Network
+	NetworkMax     sandbox.Network
+	NetworkAllow   []string
 	// RuntimeResources are the resource hints of every runtime
 	// (SANDBOX_RUNTIME_CPUS in cores, SANDBOX_RUNTIME_MEMORY_MB in MiB,
 	// SANDBOX_RUNTIME_PIDS in processes); nil when none is set. Docker
@@ -197,10 +207,8 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if c.RuntimeResources, err = resourceHints(get); err != nil {
 		return c, err
 	}
-	switch c.RuntimeNetwork {
-	case sandbox.NetworkNone, sandbox.NetworkLimited, sandbox.NetworkDefault:
-	default:
-		return c, &ConfigError{"SANDBOX_RUNTIME_NETWORK", string(c.RuntimeNetwork), "want none, limited or default"}
+	if err := networkFromEnv(&c, lookup, get); err != nil {
+		return c, err
 	}
 	// auto: bubblewrap when usable, else Docker when SANDBOX_RUNTIME_IMAGE is
 	// set and the daemon answers, else the worker refuses to start (issue 3:
@@ -251,6 +259,35 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// networkFromEnv reads SANDBOX_RUNTIME_NETWORK (already in c),
+// SANDBOX_NETWORK_MAX and SANDBOX_NETWORK_ALLOW.
+func networkFromEnv(c *Config, lookup func(string) (string, bool), get func(name, def string) string) error {
+	if !c.RuntimeNetwork.Valid() {
+		return &ConfigError{"SANDBOX_RUNTIME_NETWORK", string(c.RuntimeNetwork), "want none, limited or default"}
+	}
+	def := sandbox.NetworkLimited
+	if c.RuntimeNetwork == sandbox.NetworkDefault {
+		def = sandbox.NetworkDefault
+	}
+	c.NetworkMax = sandbox.Network(get("SANDBOX_NETWORK_MAX", string(def)))
+	if !c.NetworkMax.Valid() {
+		return &ConfigError{"SANDBOX_NETWORK_MAX", string(c.NetworkMax), "want none, limited or default"}
+	}
+	if !c.RuntimeNetwork.Within(c.NetworkMax) {
+		return &ConfigError{"SANDBOX_RUNTIME_NETWORK", string(c.RuntimeNetwork), "above SANDBOX_NETWORK_MAX=" + string(c.NetworkMax)}
+	}
+	entries := egress.DefaultAllow
+	if v, ok := lookup("SANDBOX_NETWORK_ALLOW"); ok {
+		entries = sandboxapi.SplitNetworkAllow(v) // set and empty: none
+	}
+	allow, err := sandboxapi.CanonicalNetworkAllow("SANDBOX_NETWORK_ALLOW", entries)
+	if err != nil {
+		return &ConfigError{"SANDBOX_NETWORK_ALLOW", sandbox.Clip(strings.Join(entries, ","), 200), sandbox.Message(err)}
+	}
+	c.NetworkAllow = allow
+	return nil
 }
 
 func dataDir(v string) (string, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/activities"
 	"github.com/sandboxcore/sandboxcore/internal/codecserver"
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/metrics"
@@ -59,6 +61,9 @@ type Options struct {
 	// codec's (Config.Security.Payloads.DataConverter(), FailureConverter()):
 	// the workers use the client's converters.
 	Client client.Client
+	// EgressLookup, when set, resolves the names the egress proxy is asked
+	// for instead of the system resolver (tests: names of their own).
+	EgressLookup func(ctx context.Context, host string) ([]netip.Addr, error)
 	// MetricsCacheFor is how long workspace and session counts are reused
 	// between scrapes (0: 15 s); tests shorten it.
 	MetricsCacheFor time.Duration
@@ -88,6 +93,11 @@ type Host struct {
 	// /metrics on (the configured one, with a chosen port for port 0).
 	Metrics     *metrics.Metrics
 	MetricsAddr string
+
+	// Egress is the egress proxy of the limited network: it serves the
+	// endpoints of bubblewrap and Docker runtimes (the remote runtimes use
+	// their backend's own lists).
+	Egress *egress.Proxy
 
 	ownsClient    bool
 	stopHeartbeat func()
@@ -137,7 +147,10 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	runtimes, err := runtimeProvider(ctx, cfg, git, log)
+	// The limited network's only way out (docs/SECURITY.md "Network modes"):
+	// denied requests are logged with the workspace and the destination.
+	h.Egress = egress.New(egress.Options{Logger: log, Lookup: opts.EgressLookup})
+	runtimes, err := runtimeProvider(ctx, cfg, git, h.Egress, log)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +163,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	log.Info("network policy", "default", cfg.RuntimeNetwork, "max", cfg.NetworkMax, "allow_entries", len(cfg.NetworkAllow))
 	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated,
 		LFS: cfg.Content.LFS})
 	if err != nil {
@@ -169,7 +183,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		HostID:  cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
 		Settings: wire.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait, ProcessMaxIdle: cfg.ProcessMaxIdle},
-		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, RuntimeResources: cfg.RuntimeResources, Logger: log,
+		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, NetworkMax: cfg.NetworkMax, NetworkAllow: cfg.NetworkAllow,
+		RuntimeResources: cfg.RuntimeResources, Logger: log,
 		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
 
@@ -334,8 +349,9 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.Store
 // asked for explicitly; daytona is the remote runtime of cfg.Daytona, each
 // sandbox a replica of its workspace (README "Daytona"), named and labelled
 // for this host id (the deployment) with the replicas' host state under
-// <data dir>/replicas. git is the host's git runner (the replicas' bundles).
-func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+// <data dir>/replicas. git is the host's git runner (the replicas' bundles);
+// eg is the egress proxy of the limited network (bwrap, docker).
+func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	newBwrap := func() (sandbox.RuntimeProvider, error) {
 		// The sandbox sees neither the data directory (other workspaces,
 		// repo caches, the SQLite store) nor the credentials file, even when
@@ -348,11 +364,11 @@ func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, log *slo
 		}
 		hidden = append(hidden, cfg.Auth.secretPaths()...) // credentials dir, GitHub App key
 		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log,
-			Supervisor: cfg.SupervisorBinary})
+			Supervisor: cfg.SupervisorBinary, Egress: eg})
 	}
 	newDocker := func() (sandbox.RuntimeProvider, error) {
 		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log, Supervisor: cfg.SupervisorBinary,
-			StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker")})
+			StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker"), Egress: eg})
 	}
 	switch cfg.RuntimeProvider {
 	case "e2b":
@@ -423,6 +439,9 @@ func (h *Host) Stop() {
 		w.Stop()
 	}
 	h.workers = nil
+	if h.Egress != nil {
+		h.Egress.Close() // limited runtimes reach nothing until a worker serves them again
+	}
 	if h.Client != nil && h.ownsClient {
 		h.Client.Close()
 	}

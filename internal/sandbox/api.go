@@ -123,6 +123,7 @@ var (
 	KindOf                  = sandboxapi.KindOf
 	Kinds                   = sandboxapi.Kinds
 	Message                 = sandboxapi.Message
+	NetworkModes            = sandboxapi.NetworkModes
 	ParseRepoURL            = sandboxapi.ParseRepoURL
 	RuntimeIDFor            = sandboxapi.RuntimeIDFor
 	SessionWorkflowID       = sandboxapi.SessionWorkflowID

@@ -61,8 +61,16 @@ type RuntimeSpec struct {
 	Mounts      []Mount           `json:"mounts"`
 	Env         map[string]string `json:"env,omitempty"`
 	Resources   *ResourceHints    `json:"resources,omitempty"`
-	Network     Network           `json:"network"`
-	Labels      map[string]string `json:"labels,omitempty"`
+	// Network is the widest network a command of this runtime may use (the
+	// workspace's policy, docs/SECURITY.md "Network modes"); a command's own
+	// ExecRequest.Network or ProcessSpec.Network ("" = this) may be lower,
+	// and one above it is refused with ErrCommandRejected.
+	Network Network `json:"network"`
+	// NetworkAllow is the complete allow-list of the limited network
+	// (canonical sandboxapi.NetworkRule forms: the worker's
+	// SANDBOX_NETWORK_ALLOW and the workspace's own entries).
+	NetworkAllow []string          `json:"network_allow,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
 }
 
 // RuntimeState is the state of one runtime (seed RuntimeState).
@@ -101,4 +109,9 @@ type RuntimeCapabilities struct {
 	InteractiveSession bool `json:"interactive_session"`
 	// Isolated: commands cannot see or change the host beyond the mounted workspace.
 	Isolated bool `json:"isolated"`
+	// PerCommandNetwork: each command may run with a network narrower than
+	// the runtime's (ExecRequest.Network, ProcessSpec.Network); without it a
+	// command runs with RuntimeSpec.Network, and asking for another is
+	// refused by the consumer (docs/SECURITY.md "Network modes").
+	PerCommandNetwork bool `json:"per_command_network,omitempty"`
 }

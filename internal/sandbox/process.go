@@ -139,6 +139,9 @@ type ProcessSpec struct {
 	// read came within the last 10 s (a reader that went away does not
 	// stall it for good).
 	Lossless bool `json:"lossless,omitempty"`
+	// Network is the network the process runs with, as ExecRequest.Network:
+	// "" is RuntimeSpec.Network, a mode above it is ErrCommandRejected.
+	Network Network `json:"network,omitempty"`
 }
 
 // ProcessReadRequest asks for output of one stream, or of both.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -217,8 +218,30 @@ func workspaceValues(ws sandbox.Workspace) ([]any, error) {
 		tc.t("last_used_at", ws.LastUsedAt), ws.SizeBytes,
 		tc.t("created_at", ws.CreatedAt), tc.t("updated_at", ws.UpdatedAt),
 		tc.p("base_fetched_at", ws.BaseFetchedAt),
+		string(ws.Network), encodeList(ws.NetworkAllow),
 	}
 	return values, tc.err
+}
+
+// encodeList stores a list of strings as a JSON array ("" when empty).
+func encodeList(l []string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(l) // strings always encode
+	return string(b)
+}
+
+// decodeList reads encodeList's form back (nil for "").
+func decodeList(column, s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var l []string
+	if err := json.Unmarshal([]byte(s), &l); err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "stored %s is not a JSON list of strings", column)
+	}
+	return l, nil
 }
 
 // ScanWorkspace reads one sandbox_workspaces row selected with the
@@ -226,7 +249,7 @@ func workspaceValues(ws sandbox.Workspace) ([]any, error) {
 func ScanWorkspace(row Row) (sandbox.Workspace, error) {
 	var (
 		ws                                  sandbox.Workspace
-		mode, state                         string
+		mode, state, network, networkAllow  string
 		conversationID, taskID, pinnedUntil *string
 		baseFetched                         *string
 		lastUsed, createdAt, updatedAt      string
@@ -235,11 +258,15 @@ func ScanWorkspace(row Row) (sandbox.Workspace, error) {
 		&ws.ProjectID, &ws.UserID, &mode, &conversationID, &taskID, &ws.BaseRef, &ws.BaseCommit, &ws.BranchName,
 		&ws.LocalPath, &ws.HostID, &state, &ws.Dirty, &pinnedUntil,
 		&ws.Capabilities.Writable, &ws.Capabilities.Isolated, &ws.Capabilities.Persistent,
-		&lastUsed, &ws.SizeBytes, &createdAt, &updatedAt, &baseFetched)
+		&lastUsed, &ws.SizeBytes, &createdAt, &updatedAt, &baseFetched, &network, &networkAllow)
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}
 	var tc timeCodec
+	ws.Network = sandbox.Network(network)
+	if ws.NetworkAllow, err = decodeList("network_allow", networkAllow); err != nil {
+		return sandbox.Workspace{}, err
+	}
 	ws.Mode = sandbox.WorkspaceMode(mode)
 	ws.State = sandbox.WorkspaceState(state)
 	ws.ConversationID = deref(conversationID)

@@ -34,7 +34,7 @@ var (
 		"id", "key", "repo_cache_id", "repo_host", "repo_owner", "repo_name", "repo_url",
 		"project_id", "user_id", "mode", "conversation_id", "task_id", "base_ref", "base_commit", "branch_name",
 		"local_path", "host_id", "state", "dirty", "pinned_until", "cap_writable", "cap_isolated", "cap_persistent",
-		"last_used_at", "size_bytes", "created_at", "updated_at", "base_fetched_at",
+		"last_used_at", "size_bytes", "created_at", "updated_at", "base_fetched_at", "network", "network_allow",
 	}}
 	runtimes = table{"sandbox_runtimes", []string{
 		"id", "workspace_id", "backend_kind", "backend_runtime_id", "image", "state",

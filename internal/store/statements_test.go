@@ -22,7 +22,7 @@ func TestPlaceholders(t *testing.T) {
 
 	// The update's key is its last parameter, after every other column in order.
 	assert.True(t, strings.HasPrefix(pg.UpdateWorkspace, "UPDATE sandbox_workspaces SET key = $1, repo_cache_id = $2,"), pg.UpdateWorkspace)
-	assert.True(t, strings.HasSuffix(pg.UpdateWorkspace, "updated_at = $26, base_fetched_at = $27 WHERE id = $28"), pg.UpdateWorkspace)
+	assert.True(t, strings.HasSuffix(pg.UpdateWorkspace, "updated_at = $26, base_fetched_at = $27, network = $28, network_allow = $29 WHERE id = $30"), pg.UpdateWorkspace)
 	assert.Equal(t, len(workspaces.columns), strings.Count(lite.UpdateWorkspace, "?"))
 
 	// Upserts keep created_at and the key.

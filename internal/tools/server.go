@@ -186,7 +186,7 @@ func Tools(caps Caps) []Tool {
 	if w {
 		set = append(set,
 			newTool(Shell, "Run a shell command (/bin/sh -c) in the workspace's isolated runtime, in the repository root. Returns the exit code (a non-zero exit is a result, not an error), stdout and stderr. Long output keeps its head and tail, says how much was cut and gives an output_id: read the whole of it with sandbox_output. Commit with sandbox_git, not git commit (the repository's object store is read-only inside the runtime).",
-				&mcp.ToolAnnotations{Title: "Shell", DestructiveHint: ptr(true)}, nil,
+				&mcp.ToolAnnotations{Title: "Shell", DestructiveHint: ptr(true)}, map[string][]string{"network": {"none", "limited", "default"}},
 				func(ctx context.Context, c call, in ShellInput) (ShellOutput, string, error) { return c.shell(ctx, in) }),
 			newTool(Output, "Read a page of the whole output of a sandbox_shell command that was cut (its output_id): offset and limit in bytes, stream stdout (default) or stderr; follow next_offset until eof.",
 				&mcp.ToolAnnotations{Title: "Command output", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},

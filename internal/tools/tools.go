@@ -71,6 +71,7 @@ type ShellInput struct {
 	Command        string `json:"command" jsonschema:"a shell command, run with /bin/sh -c in the workspace root"`
 	TimeoutS       int    `json:"timeout_s,omitempty" jsonschema:"seconds before the command is killed (default 120, at most 7200)"`
 	MaxOutputBytes int    `json:"max_output_bytes,omitempty" jsonschema:"bytes of stdout and of stderr returned (default 80000); longer output keeps its head and tail and the whole of it is kept for sandbox_output"`
+	Network        string `json:"network,omitempty" jsonschema:"the network this command runs with: none (loopback only), limited (the workspace's allow-list, through the HTTP proxy in HTTP_PROXY/HTTPS_PROXY) or default (unrestricted); default: the workspace's policy, and never above it. E.g. limited for npm install, then none for npm test"`
 }
 
 // ShellOutput is sandbox_shell's result: a non-zero exit code is a result,
@@ -316,7 +317,11 @@ func (c call) shell(ctx context.Context, in ShellInput) (ShellOutput, string, er
 	if in.MaxOutputBytes < 1 || in.MaxOutputBytes > sandboxapi.MaxOutputBytesLimit {
 		return ShellOutput{}, "", invalid("max_output_bytes", "max_output_bytes must be between 1 and %d", sandboxapi.MaxOutputBytesLimit)
 	}
-	req := sandboxapi.ExecRequest{Cmd: []string{"/bin/sh", "-c", in.Command}, TimeoutS: in.TimeoutS, MaxOutputBytes: in.MaxOutputBytes, KeepOutput: true}
+	if err := sandboxapi.ValidateNetwork("network", sandboxapi.Network(in.Network)); err != nil {
+		return ShellOutput{}, "", err
+	}
+	req := sandboxapi.ExecRequest{Cmd: []string{"/bin/sh", "-c", in.Command}, TimeoutS: in.TimeoutS, MaxOutputBytes: in.MaxOutputBytes, KeepOutput: true,
+		Network: sandboxapi.Network(in.Network)}
 	var res sandboxapi.ExecResult
 	var err error
 	if c.progress == nil {

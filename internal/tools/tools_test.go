@@ -51,6 +51,16 @@ func TestToolSetIsGatedByCapabilities(t *testing.T) {
 	assert.Contains(t, string(in), `"enum":["view"]`)
 	in, _ = json.Marshal(ro[2].Def.InputSchema)
 	assert.Contains(t, string(in), `"enum":["status","diff","log"]`)
+	// sandbox_shell names the networks a command may ask for.
+	found := false
+	for _, tl := range Tools(Caps{Known: true, Writable: true}) {
+		if tl.Def.Name == Shell {
+			found = true
+			in, _ = json.Marshal(tl.Def.InputSchema)
+			assert.Contains(t, string(in), `"enum":["none","limited","default"]`)
+		}
+	}
+	assert.True(t, found, "sandbox_shell is offered")
 	rw := Tools(Caps{Known: true, Writable: true})
 	git := slices.IndexFunc(rw, func(tl Tool) bool { return tl.Def.Name == Git })
 	require.GreaterOrEqual(t, git, 0)

@@ -129,7 +129,7 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) san
 		Repo: ws.Repo, HostID: ws.HostID, RuntimeKind: settings.RuntimeKind, UserID: ws.UserID,
 		ProjectID: ws.ProjectID, Created: created, ContractVersion: sandboxapi.ContractVersion,
 		BaseFetchedAt: ws.BaseFetchedAt, UninitializedSubmodules: ws.UninitializedSubmodules,
-		CodeHost: settings.CodeHost,
+		CodeHost: settings.CodeHost, Network: ws.Network, NetworkAllow: ws.NetworkAllow,
 	}
 }
 

@@ -3,18 +3,26 @@
 // takes the role of the seed's read-only gVisor path for analysis workspaces
 // and gives write-capable isolation without Docker.
 //
-// Each runtime has one long-lived bubblewrap sandbox, built on Create or
-// Start (and again by the first command after Stop) and ended by Stop and
-// Destroy, whose pid namespace's init is the runtime's supervisor
+// Each runtime has long-lived bubblewrap sandboxes, one per network mode
+// its commands use (docs/SECURITY.md "Network modes"): the one of its own
+// network (RuntimeSpec.Network) is built on Create or Start (and again by
+// the first command after Stop), one of a narrower mode when a command
+// first asks for it (ExecRequest.Network, ProcessSpec.Network), and all end
+// with Stop and Destroy. Each one's pid namespace's init is its supervisor
 // (internal/runtime/supervisor): every command is spawned by it inside the
 // namespaces and mounts already built, so a command costs a request and a
-// fork/exec, not a new sandbox (docs/BENCHMARKS.md). The sandbox has:
+// fork/exec, not a new sandbox (docs/BENCHMARKS.md). A sandbox has:
 //
-//   - new user, pid, ipc, uts and (when possible) cgroup namespaces, and a new
-//     network namespace (loopback only) unless RuntimeSpec.Network is
-//     "default". "limited" is treated as "none": bubblewrap has no way to give
-//     a namespace a route that stays on the machine, and "no route off the
-//     machine" is satisfied by no route at all.
+//   - new user, pid, ipc, uts and (when possible) cgroup namespaces; for
+//     "none" and "limited" a new network namespace (loopback only), for
+//     "default" the host's. The "limited" one also mounts the runtime's
+//     egress directory read-only at egressMount, where the worker's egress
+//     proxy (Options.Egress) serves the runtime's endpoint: its supervisor
+//     relays 127.0.0.1:3128 there, and its commands get HTTP(S)_PROXY
+//     pointing at it; nothing else leaves the namespace. The sandboxes of
+//     one runtime share the mounts, /tmp and the cgroup, not their
+//     processes (each mode its own pid namespace: a command cannot trace
+//     or take sockets from a process of a wider mode).
 //   - a root of its own, read-only (--remount-ro /), holding only: the host's
 //     system directories, read-only (Options.ReadOnlyPaths, by default
 //     DefaultReadOnlyPaths: /usr, /etc, /opt and the /bin, /sbin, /lib*
@@ -30,7 +38,8 @@
 //     directory, other workspaces, the worker's credentials, the supervisor's
 //     binary or its control socket.
 //   - every command's environment exactly PATH=BasePath, HOME=Home,
-//     LANG=C.UTF-8, TERM=dumb, Options.BaseEnv, RuntimeSpec.Env and
+//     LANG=C.UTF-8, TERM=dumb, in the limited network the proxy variables
+//     (procexec.ProxyEnv), Options.BaseEnv, RuntimeSpec.Env and
 //     ExecRequest.Env (later wins); the sandbox itself starts with a cleared
 //     environment (--clearenv);
 //   - --new-session for the sandbox and a session of its own for every
@@ -86,6 +95,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
@@ -146,6 +156,11 @@ type Options struct {
 	// NoCgroups disables resource limits even where a cgroup hierarchy is
 	// writable.
 	NoCgroups bool
+	// Egress is the worker's egress proxy, the only way out of the limited
+	// network (docs/SECURITY.md "Network modes"): each runtime gets an
+	// endpoint of its own. nil: commands with the limited network reach
+	// nothing beyond their loopback (as with none).
+	Egress *egress.Proxy
 }
 
 // Provider is the bubblewrap sandbox.RuntimeProvider. It is safe for
@@ -168,6 +183,11 @@ type Provider struct {
 	// is writable (cgroupsWhy says why).
 	cgroups    *cgroups
 	cgroupsWhy string
+	// egress serves the limited sandboxes (nil: none); its endpoints'
+	// sockets live in egressRoot/<runtime id>/ (0711, each 0700, owned by
+	// the sandbox's user).
+	egress     *egress.Proxy
+	egressRoot string
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -220,7 +240,13 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		bin: full, scratch: scratch, roPaths: slices.Clone(ro),
 		hidden:  append(slices.Clone(DefaultHiddenPaths), opts.HiddenPaths...),
 		baseEnv: maps.Clone(opts.BaseEnv), log: log.With("runtime", Kind),
-		asRoot: os.Geteuid() == 0,
+		asRoot: os.Geteuid() == 0, egress: opts.Egress, egressRoot: filepath.Join(scratch, ".egress"),
+	}
+	if p.egress != nil {
+		if err := os.MkdirAll(p.egressRoot, 0o711); err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: egress directory: %v", err)
+		}
+		_ = os.Chmod(p.egressRoot, 0o711)
 	}
 	if p.asRoot {
 		// A root worker's sandbox runs as root mapped to root: it could
@@ -304,7 +330,7 @@ func (p *Provider) probe(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	args := p.args(sandboxConfig{scratch: dir, workdir: "/workspace", cwd: "/workspace",
-		mounts: []bindMount{{src: dir, target: "/workspace"}}}, nil, false)
+		mounts: []bindMount{{src: dir, target: "/workspace"}}}, nil, false, sandbox.NetworkNone)
 	cmd := exec.CommandContext(ctx, p.bin, append(args, "/bin/true")...)
 	cmd.Env = []string{}
 	out, err := cmd.CombinedOutput()
@@ -320,9 +346,10 @@ func (p *Provider) Kind() string { return Kind }
 
 // Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated,
 // interactive sessions (PTY background processes: Runtime implements
-// sandbox.ProcessRuntime); no snapshots or preview URLs.
+// sandbox.ProcessRuntime), a network per command (one sandbox per network
+// mode); no snapshots or preview URLs.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true}
 }
 
 // Snapshots returns nil: bubblewrap cannot snapshot.
@@ -359,10 +386,15 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 			return nil, err
 		}
 		r := newRuntime(p, life)
-		// A sandbox left running by an earlier worker (its background
-		// processes with their output) is taken over as it is.
-		r.sb = p.attachSandbox(ctx, spec.ID, cfg.layout, r.archive)
-		p.log.Debug("runtime created", "id", spec.ID, "workdir", cfg.root, "network", spec.Network, "reattached", r.sb != nil)
+		// Sandboxes left running by an earlier worker (their background
+		// processes with their output) are taken over as they are.
+		p.retireLegacy(ctx, spec.ID, r.archive)
+		for _, m := range sandbox.NetworkModes {
+			if sb := p.attachSandbox(ctx, spec.ID, m, p.layoutOf(cfg, m), cfg.base, r.archive); sb != nil {
+				r.sbs[m] = sb
+			}
+		}
+		p.log.Debug("runtime created", "id", spec.ID, "workdir", cfg.root, "network", cfg.network, "reattached", len(r.sbs))
 		return r, nil
 	})
 	if err != nil {
@@ -396,11 +428,15 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	life, ok := p.runtimes.Remove(id)
 	if !ok {
 		if sandbox.ValidateID("runtime id", id) == nil {
-			// A runtime of an earlier process may have left its sandbox
+			// A runtime of an earlier process may have left its sandboxes
 			// running, its control files and its scratch directory.
-			if _, err := os.Lstat(p.ctlPath(id, ".sock")); err == nil {
-				p.shutdown(ctx, id, &sandboxProc{client: supervisor.NewClient(p.ctlPath(id, ".sock"))}, nil)
+			p.retireLegacy(ctx, id, nil)
+			for _, m := range sandbox.NetworkModes {
+				if _, err := os.Lstat(p.modePath(id, m, ".sock")); err == nil {
+					p.shutdown(ctx, id, m, &sandboxProc{client: supervisor.NewClient(p.modePath(id, m, ".sock"))}, nil)
+				}
 			}
+			p.detachEgress(id)
 			if cg := p.cgroups.existing(id); cg != nil {
 				_ = cg.remove()
 			}
@@ -413,6 +449,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if r, ok := rt.(*Runtime); ok {
 		r.destroySandbox(ctx)
 	}
+	p.detachEgress(id)
 	p.removeControl(id)
 	if rerr := removeScratch(life.Conf().scratch); err == nil {
 		err = rerr
@@ -429,15 +466,22 @@ type bindMount struct {
 
 // sandboxConfig is a runtime's resolved, immutable sandbox layout.
 type sandboxConfig struct {
-	root     string // symlink-free host path of the workdir mount
-	workdir  string // its target (RuntimeSpec.Workdir)
-	cwd      string // per exec: the sandbox path to start in
-	scratch  string // host directory mounted at /tmp
-	mounts   []bindMount
-	shareNet bool
-	cred     *syscall.Credential // nil: run bwrap as the worker
-	limits   limits
-	layout   string // layoutOf(this), set by resolve
+	root    string // symlink-free host path of the workdir mount
+	workdir string // its target (RuntimeSpec.Workdir)
+	cwd     string // per exec: the sandbox path to start in
+	scratch string // host directory mounted at /tmp
+	mounts  []bindMount
+	cred    *syscall.Credential // nil: run bwrap as the worker
+	limits  limits
+	// network is the widest mode a command may use (RuntimeSpec.Network,
+	// "" read as limited); allow the limited network's allow-list.
+	network sandbox.Network
+	allow   egress.Rules
+	// egressDir holds the runtime's egress socket (mounted into its
+	// limited sandbox); "" without an egress proxy.
+	egressDir   string
+	workspaceID string // RuntimeSpec.WorkspaceID (the egress proxy's log)
+	base        string // baseLayoutOf(this), set by resolve
 }
 
 func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
@@ -453,13 +497,18 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 	if !usableTarget(spec.Workdir) {
 		return bad("workdir %q is not an absolute clean path outside /, /tmp, /proc and /dev", spec.Workdir)
 	}
-	cfg := sandboxConfig{workdir: spec.Workdir, scratch: filepath.Join(p.scratch, spec.ID)}
-	switch spec.Network {
-	case sandbox.NetworkNone, sandbox.NetworkLimited, "":
-	case sandbox.NetworkDefault:
-		cfg.shareNet = true
-	default:
+	cfg := sandboxConfig{workdir: spec.Workdir, scratch: filepath.Join(p.scratch, spec.ID), workspaceID: spec.WorkspaceID}
+	cfg.network = procexec.RuntimeNetwork(spec)
+	if !cfg.network.Valid() {
 		return bad("network %q: want none, limited or default", spec.Network)
+	}
+	allow, err := egress.ParseRules(spec.NetworkAllow)
+	if err != nil {
+		return bad("%s", sandbox.Message(err))
+	}
+	cfg.allow = allow
+	if p.egress != nil {
+		cfg.egressDir = filepath.Join(p.egressRoot, spec.ID)
 	}
 	targets := map[string]bool{}
 	var owner *syscall.Stat_t
@@ -504,7 +553,7 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 	}
 	cfg.limits = l
 	cfg.cwd = cfg.workdir
-	cfg.layout = p.layoutOf(cfg)
+	cfg.base = p.baseLayoutOf(cfg)
 	return cfg, nil
 }
 
@@ -539,11 +588,14 @@ func removeScratch(dir string) error {
 	return nil
 }
 
-// args returns bwrap's arguments up to and including "--" for cfg; the
-// command follows. env is the complete environment. A long-lived sandbox
-// (the supervisor's) runs its command as the pid namespace's init and does
-// not die with the worker.
-func (p *Provider) args(cfg sandboxConfig, env []string, long bool) []string {
+// args returns bwrap's arguments up to and including "--" for cfg's sandbox
+// of network mode; the command follows. env is the complete environment. A
+// long-lived sandbox (the supervisor's) runs its command as the pid
+// namespace's init and does not die with the worker. Modes: none, a new
+// network namespace (loopback only); limited, the same with the runtime's
+// egress directory mounted read-only at egressMount (the supervisor's
+// forwarder reaches the proxy through it); default, the host's namespace.
+func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandbox.Network) []string {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--new-session", "--hostname", "sandbox", "--clearenv",
@@ -558,7 +610,7 @@ func (p *Provider) args(cfg sandboxConfig, env []string, long bool) []string {
 		// on root-owned files, no mounts, no raw sockets).
 		a = append(a, "--cap-drop", "ALL")
 	}
-	if !cfg.shareNet {
+	if mode != sandbox.NetworkDefault {
 		a = append(a, "--unshare-net")
 	}
 	for _, kv := range env {
@@ -607,6 +659,9 @@ func (p *Provider) args(cfg sandboxConfig, env []string, long bool) []string {
 		} else {
 			a = append(a, "--ro-bind", m.src, m.target)
 		}
+	}
+	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
+		a = append(a, "--ro-bind", cfg.egressDir, egressMount)
 	}
 	a = append(a, remount...)
 	a = append(a, "--remount-ro", "/", "--chdir", cfg.cwd, "--")

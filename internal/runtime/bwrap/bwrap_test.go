@@ -104,7 +104,7 @@ func setup(t *testing.T, opts bwrap.Options, mutate func(*sandbox.RuntimeSpec)) 
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t, bwrap.Options{})
 	require.Equal(t, "bwrap", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true}, p.Capabilities())
 	require.Nil(t, p.Snapshots())
 	require.Nil(t, p.PreviewURLs())
 }
@@ -359,3 +359,14 @@ func TestProcesses(t *testing.T) {
 }
 
 func supervisorBin(t testing.TB) string { return supervisortest.Binary(t) }
+
+// TestNetwork runs the network-policy suite: a sandbox per network mode,
+// the limited one reaching the egress proxy only.
+func TestNetwork(t *testing.T) {
+	eg := runtimetest.NewEgress(t)
+	runtimetest.RunNetwork(t, func(t *testing.T) runtimetest.Env {
+		p := newProvider(t, bwrap.Options{Egress: eg.Proxy})
+		dir := t.TempDir()
+		return runtimetest.Env{Provider: p, Spec: specFor(dir), HostDir: dir}
+	}, runtimetest.NetworkOptions{Egress: eg})
+}

@@ -94,8 +94,8 @@ func TestForkBombIsStoppedByThePidsLimit(t *testing.T) {
 // directory).
 func cgroupDirOf(t *testing.T, rt sandbox.Runtime, controller string) string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "*", "*", "scratch", ".ctl", rt.ID()+".pid"))
-	require.Len(t, files, 1, "the sandbox's pid file")
+	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "*", "*", "scratch", ".ctl", rt.ID()+".*.pid"))
+	require.Len(t, files, 1, "the sandbox's pid file (one network mode in use)")
 	b, err := os.ReadFile(files[0])
 	require.NoError(t, err)
 	pid := strings.Fields(string(b))[0]

@@ -14,19 +14,21 @@ import (
 )
 
 // Runtime is one bubblewrap runtime (docs/DESIGN.md "The three things"):
-// one long-lived sandbox over a workspace whose supervisor spawns every
-// command (see the package documentation). States: running (after Create or
-// Start), stopped (after Stop; Exec restarts it), missing (after Destroy).
-// It is safe for concurrent use; concurrent Execs run in parallel. It
-// implements sandbox.ProcessRuntime (durable background processes).
+// long-lived sandboxes over a workspace, one per network mode its commands
+// use (built when a command first asks for it), whose supervisors spawn
+// every command (see the package documentation). States: running (after
+// Create or Start), stopped (after Stop; Exec restarts it), missing (after
+// Destroy). It is safe for concurrent use; concurrent Execs run in
+// parallel. It implements sandbox.ProcessRuntime (durable background
+// processes).
 type Runtime struct {
 	p *Provider
 	// life holds the state, the spec with its sandbox layout, and the
 	// running commands.
 	life *procexec.Lifecycle[sandboxConfig]
 
-	mu      sync.Mutex   // guards sb; taken after life's lock, never before
-	sb      *sandboxProc // the running sandbox, nil when none
+	mu      sync.Mutex                       // guards sbs; taken after life's lock, never before
+	sbs     map[sandbox.Network]*sandboxProc // the running sandboxes by network mode
 	archive *supervisor.Archive
 	supervisor.Processes
 }
@@ -37,12 +39,13 @@ var (
 )
 
 func newRuntime(p *Provider, life *procexec.Lifecycle[sandboxConfig]) *Runtime {
-	r := &Runtime{p: p, life: life, archive: supervisor.LoadArchive(p.ctlPath(life.ID(), ".archive"))}
+	r := &Runtime{p: p, life: life, archive: supervisor.LoadArchive(p.ctlPath(life.ID(), ".archive")), sbs: map[sandbox.Network]*sandboxProc{}}
 	r.Processes = supervisor.Processes{
-		Support: sandbox.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandbox.MaxProcesses, BufferBytes: sandbox.ProcessBufferBytes},
-		Client:  r.client,
-		Prepare: r.prepare,
-		Archive: r.archive,
+		Support:  sandbox.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandbox.MaxProcesses, BufferBytes: sandbox.ProcessBufferBytes},
+		Client:   r.client,
+		Prepare:  r.prepare,
+		Networks: sandbox.NetworkModes,
+		Archive:  r.archive,
 	}
 	return r
 }
@@ -66,7 +69,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 
 // ready is the bubblewrap part of starting (run with the runtime's state
 // locked): the workdir is still where it was, the scratch /tmp exists, and
-// a sandbox of the current layout runs.
+// the sandbox of the runtime's own network runs with the current layout.
 func (r *Runtime) ready(cfg sandboxConfig) error {
 	if real, err := filepath.EvalSymlinks(cfg.root); err != nil || real != cfg.root {
 		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.ID(), cfg.root)
@@ -74,48 +77,95 @@ func (r *Runtime) ready(cfg sandboxConfig) error {
 	if err := r.p.makeScratch(cfg); err != nil {
 		return err
 	}
-	_, err := r.ensure(context.Background(), cfg)
+	_, err := r.ensure(context.Background(), cfg, cfg.network)
 	return err
 }
 
-// ensure returns the running sandbox of cfg's layout, building it (and
-// ending one of another layout) when needed.
-func (r *Runtime) ensure(ctx context.Context, cfg sandboxConfig) (*sandboxProc, error) {
+// ensure returns the running sandbox of network mode for cfg's layout,
+// building it when needed. Sandboxes of another base layout are all ended
+// first (they are rebuilt as used), and so are those of a mode above cfg's
+// network (the policy was narrowed).
+func (r *Runtime) ensure(ctx context.Context, cfg sandboxConfig, mode sandbox.Network) (*sandboxProc, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.sb != nil && r.sb.layout == cfg.layout && r.sb.alive() {
-		return r.sb, nil
+	r.trimLocked(ctx, cfg)
+	if !mode.Within(cfg.network) {
+		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s: network %s is above its network policy (%s)", r.ID(), mode, cfg.network)
 	}
-	if r.sb != nil {
-		r.p.shutdown(ctx, r.ID(), r.sb, r.archive)
-		r.sb = nil
+	layout := r.p.layoutOf(cfg, mode)
+	if sb := r.sbs[mode]; sb != nil {
+		if sb.layout == layout && sb.alive() {
+			return sb, nil
+		}
+		r.p.shutdown(ctx, r.ID(), mode, sb, r.archive)
+		delete(r.sbs, mode)
 	}
-	sb, err := r.p.startSandbox(ctx, r.ID(), cfg, cfg.layout)
+	var shared *cgroup
+	for _, sb := range r.sbs {
+		if sb.cg != nil {
+			shared = sb.cg
+		}
+	}
+	if shared == nil && len(r.sbs) > 0 {
+		shared = r.p.cgroups.existing(r.ID()) // another sandbox lives in it
+	}
+	sb, err := r.p.startSandbox(ctx, r.ID(), cfg, mode, shared)
 	if err != nil {
 		return nil, err
 	}
-	r.sb = sb
+	r.sbs[mode] = sb
 	return sb, nil
 }
 
-// discard forgets sb when it is still the current sandbox (it died).
-func (r *Runtime) discard(sb *sandboxProc) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sb == sb {
-		sb.client.Close()
-		r.sb = nil
+// trimLocked ends the sandboxes cfg no longer allows: another base layout,
+// a mode above its network, or dead.
+func (r *Runtime) trimLocked(ctx context.Context, cfg sandboxConfig) {
+	for m, sb := range r.sbs {
+		if sb.base != cfg.base || !m.Within(cfg.network) {
+			r.p.log.Info("ending a runtime sandbox its spec no longer allows", "id", r.ID(), "network", m)
+			r.p.shutdown(ctx, r.ID(), m, sb, r.archive)
+			delete(r.sbs, m)
+		} else if !sb.alive() {
+			sb.client.Close()
+			delete(r.sbs, m)
+		}
 	}
 }
 
-// warm builds the sandbox of a running runtime that has none (Create);
-// failures are logged, the next command reports them.
+// discard forgets sb when it is still the current sandbox of its mode (it died).
+func (r *Runtime) discard(sb *sandboxProc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sbs[sb.mode] == sb {
+		sb.client.Close()
+		delete(r.sbs, sb.mode)
+	}
+}
+
+// warm (Create) ends the sandboxes the spec no longer allows, serves the
+// egress endpoint of a runtime allowed the limited network (so that a
+// limited sandbox left by an earlier worker reaches the proxy again, with
+// the current allow-list), and builds the sandbox of the runtime's own
+// network when it runs and has none; failures are logged, the next command
+// reports them.
 func (r *Runtime) warm(ctx context.Context) {
+	cfg := r.life.Conf()
+	r.mu.Lock()
+	r.trimLocked(ctx, cfg)
+	r.mu.Unlock()
+	if r.p.egress != nil {
+		if sandbox.NetworkLimited.Within(cfg.network) {
+			if err := r.p.attachEgress(r.ID(), cfg); err != nil {
+				r.p.log.Warn("runtime egress endpoint not served", "id", r.ID(), "error", err)
+			}
+		} else {
+			r.p.detachEgress(r.ID())
+		}
+	}
 	if r.life.State() != sandbox.RuntimeRunning {
 		return
 	}
-	cfg := r.life.Conf()
-	if _, err := r.ensure(ctx, cfg); err != nil {
+	if _, err := r.ensure(ctx, cfg, cfg.network); err != nil {
 		r.p.log.Warn("runtime sandbox not built yet", "id", r.ID(), "error", err)
 	}
 }
@@ -130,20 +180,20 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	err := r.life.Stop(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.sb != nil {
-		r.p.shutdown(ctx, r.ID(), r.sb, r.archive)
-		r.sb = nil
+	for m, sb := range r.sbs {
+		r.p.shutdown(ctx, r.ID(), m, sb, r.archive)
+		delete(r.sbs, m)
 	}
 	return err
 }
 
-// destroySandbox ends the sandbox without archiving (Destroy).
+// destroySandbox ends the sandboxes without archiving (Destroy).
 func (r *Runtime) destroySandbox(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.sb != nil {
-		r.p.shutdown(ctx, r.ID(), r.sb, nil)
-		r.sb = nil
+	for m, sb := range r.sbs {
+		r.p.shutdown(ctx, r.ID(), m, sb, nil)
+		delete(r.sbs, m)
 	}
 	if cg := r.p.cgroups.existing(r.ID()); cg != nil {
 		_ = cg.remove()
@@ -151,9 +201,10 @@ func (r *Runtime) destroySandbox(ctx context.Context) {
 	r.archive.Clear()
 }
 
-// client is supervisor.Processes.Client: the running sandbox's client,
-// starting the runtime first when start.
-func (r *Runtime) client(ctx context.Context, start bool) (*supervisor.Client, error) {
+// client is supervisor.Processes.Client: the client of the running sandbox
+// of network mode ("": the runtime's own), starting the runtime and
+// building that sandbox first when start.
+func (r *Runtime) client(ctx context.Context, start bool, mode sandbox.Network) (*supervisor.Client, error) {
 	if start {
 		if err := r.life.Start(r.ready); err != nil {
 			return nil, err
@@ -161,9 +212,16 @@ func (r *Runtime) client(ctx context.Context, start bool) (*supervisor.Client, e
 	} else if st := r.life.State(); st == sandbox.RuntimeMissing {
 		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %s was destroyed", r.ID())
 	}
+	cfg := r.life.Conf()
+	if mode == "" {
+		mode = cfg.network
+	}
 	r.mu.Lock()
-	sb := r.sb
+	sb := r.sbs[mode]
 	r.mu.Unlock()
+	if start && (sb == nil || !sb.alive()) {
+		return r.clientOf(r.ensure(ctx, cfg, mode))
+	}
 	if sb == nil || !sb.alive() {
 		return nil, nil
 	}
@@ -175,31 +233,53 @@ func (r *Runtime) client(ctx context.Context, start bool) (*supervisor.Client, e
 		cancel()
 		if supervisor.IsUnreachable(err) {
 			r.discard(sb)
-			if sb, err = r.ensure(ctx, r.life.Conf()); err != nil {
-				return nil, err
-			}
+			return r.clientOf(r.ensure(ctx, cfg, mode))
 		}
 	}
 	return sb.client, nil
 }
 
-// prepare is supervisor.Processes.Prepare: the environment and cwd of a
-// background process, as for a command.
-func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, error) {
+func (r *Runtime) clientOf(sb *sandboxProc, err error) (*supervisor.Client, error) {
+	if err != nil {
+		return nil, err
+	}
+	return sb.client, nil
+}
+
+// prepare is supervisor.Processes.Prepare: the environment, cwd and network
+// of a background process, as for a command.
+func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Network, error) {
 	cfg := r.life.Conf()
+	mode, err := procexec.CommandNetwork("process_start", cfg.network, spec.Network)
+	if err != nil {
+		return supervisor.Spec{}, "", err
+	}
 	_, rel, err := procexec.ResolveCwd(cfg.root, spec.Cwd)
 	if err != nil {
-		return supervisor.Spec{}, err
+		return supervisor.Spec{}, "", err
+	}
+	extra := map[string]string{}
+	if spec.PTY != nil {
+		extra["TERM"] = "xterm-256color"
 	}
 	s := supervisor.Spec{
-		Argv: spec.Cmd, Env: procexec.EnvList(procexec.BaseEnv(Home), r.p.baseEnv, r.spec().Env, spec.Env),
+		Argv: spec.Cmd, Env: procexec.EnvList(procexec.BaseEnv(Home), r.networkEnv(cfg, mode), r.p.baseEnv, r.spec().Env, extra, spec.Env),
 		Dir: path.Join(cfg.workdir, rel), Tag: spec.Tag, OpenStdin: spec.Stdin,
 	}
 	if spec.PTY != nil {
 		s.PTY, s.Rows, s.Cols = true, uint16(spec.PTY.Rows), uint16(spec.PTY.Cols)
-		s.Env = procexec.EnvList(procexec.BaseEnv(Home), r.p.baseEnv, r.spec().Env, map[string]string{"TERM": "xterm-256color"}, spec.Env)
 	}
-	return s, nil
+	return s, mode, nil
+}
+
+// networkEnv is what a command of network mode gets in its environment:
+// in the limited network, the proxy variables ordinary tools read
+// (ProxyEnv); nothing otherwise.
+func (r *Runtime) networkEnv(cfg sandboxConfig, mode sandbox.Network) map[string]string {
+	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
+		return procexec.ProxyEnv(supervisor.EgressListen)
+	}
+	return nil
 }
 
 // spec returns the runtime's current spec.
@@ -220,8 +300,11 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // serialized and receive data they may keep. A stopped runtime is started
 // first.
 //
-// The environment is exactly PATH=BasePath, HOME=Home, LANG=C.UTF-8,
-// TERM=dumb, then Options.BaseEnv, RuntimeSpec.Env and req.Env (later wins).
+// The command runs in the runtime's sandbox of req.Network ("" =
+// RuntimeSpec.Network; a mode above it is sandbox.ErrCommandRejected). The
+// environment is exactly PATH=BasePath, HOME=Home, LANG=C.UTF-8, TERM=dumb,
+// in the limited network the proxy variables (procexec.ProxyEnv), then
+// Options.BaseEnv, RuntimeSpec.Env and req.Env (later wins).
 // Stdin is /dev/null unless req.Stdin is non-nil. Stdout and stderr are each
 // capped at req.OutputCap() bytes (head and tail kept, see output.Capped)
 // with the full counts in StdoutBytes/StderrBytes.
@@ -248,16 +331,20 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 		return sandbox.ExecResult{}, err
 	}
 	return r.life.Exec(ctx, r.ready, func(killCtx context.Context, spec sandbox.RuntimeSpec, cfg sandboxConfig) (sandbox.ExecResult, error) {
+		mode, err := procexec.CommandNetwork("exec", cfg.network, req.Network)
+		if err != nil {
+			return sandbox.ExecResult{}, err
+		}
 		_, rel, err := procexec.ResolveCwd(cfg.root, req.Cwd)
 		if err != nil {
 			return sandbox.ExecResult{}, err
 		}
-		env := procexec.EnvList(procexec.BaseEnv(Home), r.p.baseEnv, spec.Env, req.Env)
-		res, err := r.run(killCtx, ctx, cfg, supervisor.Spec{
+		env := procexec.EnvList(procexec.BaseEnv(Home), r.networkEnv(cfg, mode), r.p.baseEnv, spec.Env, req.Env)
+		res, err := r.run(killCtx, ctx, cfg, mode, supervisor.Spec{
 			Argv: req.Cmd, Env: env, Dir: path.Join(cfg.workdir, rel), Stdin: req.Stdin,
 			TimeoutMS: req.Timeout().Milliseconds(),
 		}, req, onChunk)
-		r.p.log.Debug("exec", "id", r.ID(), "cmd", req.Cmd[0], "exit_code", res.ExitCode, "timed_out", res.TimedOut,
+		r.p.log.Debug("exec", "id", r.ID(), "cmd", req.Cmd[0], "network", mode, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
 			"duration_ms", res.DurationMS, "stdout_bytes", res.StdoutBytes, "stderr_bytes", res.StderrBytes, "err", err)
 		return res, err
 	})
@@ -265,14 +352,14 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 
 // run runs spec as a foreground process of the sandbox and classifies the
 // outcome (see ExecStream).
-func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, spec supervisor.Spec, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mode sandbox.Network, spec supervisor.Spec, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
 	out := procexec.NewOutput(req.OutputCap(), onChunk)
 	streams := [2]func([]byte){
 		func(b []byte) { _, _ = out.Stdout().Write(b) },
 		func(b []byte) { _, _ = out.Stderr().Write(b) },
 	}
 	for attempt := 0; ; attempt++ {
-		sb, err := r.ensure(killCtx, cfg)
+		sb, err := r.ensure(killCtx, cfg, mode)
 		if err != nil {
 			if killCtx.Err() != nil {
 				return r.interrupted(out, killCtx, callerCtx, req)

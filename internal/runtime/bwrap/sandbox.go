@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -32,11 +34,21 @@ const (
 	stopGrace = 5 * time.Second
 )
 
-// sandboxProc is a runtime's long-lived sandbox: bwrap with the supervisor
-// as the init of its pid namespace.
+// egressMount is where a limited sandbox sees its runtime's egress
+// directory, and egressSocket the proxy's socket in it.
+const (
+	egressMount  = "/.sandboxcore/egress"
+	egressSocket = "egress.sock"
+)
+
+// sandboxProc is one of a runtime's long-lived sandboxes (one per network
+// mode its commands use): bwrap with the supervisor as the init of its pid
+// namespace.
 type sandboxProc struct {
 	client *supervisor.Client
-	layout string
+	mode   sandbox.Network
+	layout string // layoutOf(cfg, mode)
+	base   string // cfg.base
 	// done is closed when bwrap exits; nil for a sandbox this process
 	// reattached to (started by an earlier worker).
 	done chan struct{}
@@ -60,17 +72,24 @@ func (sb *sandboxProc) alive() bool {
 	}
 }
 
-// ctlPath is a runtime's control file with suffix (".sock" the control
-// socket, ".log" the supervisor's stderr, ".pid" its host pid and start
-// time, ".archive" the processes of stopped sandboxes) in the provider's
-// control directory, which no sandbox sees.
+// ctlPath is a runtime's control file with suffix (".archive" the
+// processes of stopped sandboxes) in the provider's control directory,
+// which no sandbox sees.
 func (p *Provider) ctlPath(id, suffix string) string { return filepath.Join(p.ctl, id+suffix) }
 
-// layoutOf hashes everything a sandbox is built from, so that a sandbox
-// built from another layout (or by another supervisor binary) is replaced.
-func (p *Provider) layoutOf(cfg sandboxConfig) string {
+// modePath is a control file of the runtime's sandbox of network mode
+// (".sock" the control socket, ".log" the supervisor's stderr, ".pid" its
+// host pid and start time).
+func (p *Provider) modePath(id string, mode sandbox.Network, suffix string) string {
+	return p.ctlPath(id, "."+string(mode)+suffix)
+}
+
+// baseLayoutOf hashes everything all of a runtime's sandboxes are built
+// from (mounts, identity, limits, the supervisor binary), so that sandboxes
+// built from another one are replaced, all together (they share a cgroup).
+func (p *Provider) baseLayoutOf(cfg sandboxConfig) string {
 	h := sha256.New()
-	for _, a := range p.args(cfg, nil, true) {
+	for _, a := range p.args(cfg, nil, true, sandbox.NetworkNone) {
 		h.Write([]byte(a))
 		h.Write([]byte{0})
 	}
@@ -78,16 +97,35 @@ func (p *Provider) layoutOf(cfg sandboxConfig) string {
 	return hex.EncodeToString(h.Sum(nil))[:24]
 }
 
-// startSandbox builds the sandbox of runtime id and waits until its
-// supervisor answers. Errors wrap sandbox.ErrRuntimeUnavailable (with
-// bwrap's own message when it could not build the sandbox).
-func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfig, layout string) (*sandboxProc, error) {
+// layoutOf hashes the base layout and the sandbox of network mode.
+func (p *Provider) layoutOf(cfg sandboxConfig, mode sandbox.Network) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%s|", cfg.base, mode)
+	for _, a := range p.args(cfg, nil, true, mode) {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// startSandbox builds the sandbox of network mode of runtime id and waits
+// until its supervisor answers. shared is the runtime's cgroup when another
+// of its sandboxes runs (this one joins it), nil to create it. Errors wrap
+// sandbox.ErrRuntimeUnavailable (with bwrap's own message when it could not
+// build the sandbox).
+func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfig, mode sandbox.Network, shared *cgroup) (*sandboxProc, error) {
+	layout := p.layoutOf(cfg, mode)
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	fail := func(format string, args ...any) (*sandboxProc, error) {
 		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: runtime %s: "+format, append([]any{id}, args...)...)
 	}
-	sock := p.ctlPath(id, ".sock")
+	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
+		if err := p.attachEgress(id, cfg); err != nil {
+			return fail("egress proxy: %v", err)
+		}
+	}
+	sock := p.modePath(id, mode, ".sock")
 	ln, err := supervisor.Listen(sock)
 	if err != nil {
 		return fail("control socket: %v", err)
@@ -98,7 +136,7 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 		return fail("supervisor binary: %v", err)
 	}
 	defer exe.Close()
-	logf, err := os.OpenFile(p.ctlPath(id, ".log"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	logf, err := os.OpenFile(p.modePath(id, mode, ".log"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fail("log: %v", err)
 	}
@@ -111,16 +149,28 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 	var cg *cgroup
 	var blockR, blockW *os.File
 	var cgFiles []*os.File
+	// removeCg removes a cgroup this call created (never a shared one).
+	removeCg := func() {
+		if cg != nil && cg != shared {
+			_ = cg.remove()
+		}
+	}
 	if cfg.limits.any() && p.cgroups != nil {
-		if cg, err = p.cgroups.create(id, cfg.limits); err != nil {
-			p.log.Warn("runtime resource limits not applied", "id", id, "error", err)
-			cg = nil
-		} else if blockR, blockW, err = os.Pipe(); err != nil {
-			_ = cg.remove()
-			return fail("pipe: %v", err)
-		} else if cgFiles, err = cg.spawnFiles(); err != nil {
-			_ = cg.remove()
-			return fail("cgroup: %v", err)
+		cg = shared
+		if cg == nil {
+			if cg, err = p.cgroups.create(id, cfg.limits); err != nil {
+				p.log.Warn("runtime resource limits not applied", "id", id, "error", err)
+				cg = nil
+			}
+		}
+		if cg != nil {
+			if blockR, blockW, err = os.Pipe(); err != nil {
+				removeCg()
+				return fail("pipe: %v", err)
+			} else if cgFiles, err = cg.spawnFiles(); err != nil {
+				removeCg()
+				return fail("cgroup: %v", err)
+			}
 		}
 	}
 	for _, f := range cgFiles {
@@ -128,7 +178,7 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 	}
 
 	cfg.cwd = cfg.workdir
-	args := p.args(cfg, nil, true)
+	args := p.args(cfg, nil, true, mode)
 	args = args[: len(args)-1 : len(args)-1] // before "--"
 	// Few threads: under a pids limit every thread counts.
 	args = append(args, "--json-status-fd", "5", "--setenv", "GOMAXPROCS", "2")
@@ -142,7 +192,10 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 	}
 	args = append(args, "--", "/proc/self/fd/4", "serve", "--ctl-fd", "3", "--runtime", id, "--layout", layout,
 		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
-		"--idle-exit", IdleExit.String())
+		"--idle-exit", IdleExit.String(), "--id-prefix", supervisor.IDPrefix(mode))
+	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
+		args = append(args, "--egress-socket", egressMount+"/"+egressSocket)
+	}
 	if len(cgFiles) > 0 {
 		fds := []string{"7", "8"}[:len(cgFiles)]
 		args = append(args, "--cgroup", cg.mode(), "--cgroup-fds", strings.Join(fds, ","))
@@ -164,12 +217,10 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 		defer blockW.Close()
 	}
 	if err != nil {
-		if cg != nil {
-			_ = cg.remove()
-		}
+		removeCg()
 		return fail("start bwrap: %v", err)
 	}
-	sb := &sandboxProc{client: supervisor.NewClient(sock), layout: layout, done: make(chan struct{}), cg: cg}
+	sb := &sandboxProc{client: supervisor.NewClient(sock), mode: mode, layout: layout, base: cfg.base, done: make(chan struct{}), cg: cg}
 	go func() {
 		_ = cmd.Wait()
 		close(sb.done)
@@ -179,12 +230,10 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 		case <-sb.done:
 		case <-time.After(2 * time.Second):
 		}
-		msg, _ := os.ReadFile(p.ctlPath(id, ".log"))
-		if cg != nil {
-			_ = cg.remove()
-		}
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap could not build the sandbox of runtime %s: %s",
-			id, clipN(strings.TrimSpace(string(msg)), 400))
+		msg, _ := os.ReadFile(p.modePath(id, mode, ".log"))
+		removeCg()
+		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap could not build the %s sandbox of runtime %s: %s",
+			mode, id, clipN(strings.TrimSpace(string(msg)), 400))
 	}
 	// bwrap reports the host pid of the sandbox's init first.
 	initPid, err := readChildPid(stR)
@@ -204,11 +253,11 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 				return bwrapFailed() // bwrap gave up while setting up
 			}
 			<-sb.done
-			_ = cg.remove()
+			removeCg()
 			return fail("cgroup: %v", err)
 		}
 	}
-	_ = writePidFile(p.ctlPath(id, ".pid"), initPid)
+	_ = writePidFile(p.modePath(id, mode, ".pid"), initPid)
 	for {
 		hctx, hcancel := context.WithTimeout(ctx, time.Second)
 		h, err := sb.client.Hello(hctx)
@@ -251,11 +300,11 @@ func readChildPid(r io.Reader) (int, error) {
 	return 0, errors.New("no child-pid in bwrap's status")
 }
 
-// attachSandbox returns the live sandbox of runtime id started by an
-// earlier worker when it answers for layout; one built from another layout
-// is shut down. nil when there is none.
-func (p *Provider) attachSandbox(ctx context.Context, id, layout string, archive *supervisor.Archive) *sandboxProc {
-	sock := p.ctlPath(id, ".sock")
+// attachSandbox returns the live sandbox of network mode of runtime id
+// started by an earlier worker when it answers for layout; one built from
+// another layout is shut down. nil when there is none.
+func (p *Provider) attachSandbox(ctx context.Context, id string, mode sandbox.Network, layout, base string, archive *supervisor.Archive) *sandboxProc {
+	sock := p.modePath(id, mode, ".sock")
 	if _, err := os.Lstat(sock); err != nil {
 		return nil
 	}
@@ -266,24 +315,67 @@ func (p *Provider) attachSandbox(ctx context.Context, id, layout string, archive
 	switch {
 	case err != nil:
 		if !supervisor.IsUnreachable(err) {
-			p.killInit(id) // alive but not answering
+			p.killInit(id, mode) // alive but not answering
 		}
 		_ = os.Remove(sock)
 		return nil
 	case h.Runtime != id || h.Layout != layout || h.Version != supervisor.Version:
-		p.log.Info("replacing a runtime sandbox built from another layout", "id", id)
-		p.shutdown(ctx, id, &sandboxProc{client: c}, archive)
+		p.log.Info("replacing a runtime sandbox built from another layout", "id", id, "network", mode)
+		p.shutdown(ctx, id, mode, &sandboxProc{client: c}, archive)
 		return nil
 	}
-	p.log.Info("reattached to a running runtime sandbox", "id", id)
-	return &sandboxProc{client: c, layout: layout, cg: p.cgroups.existing(id)}
+	p.log.Info("reattached to a running runtime sandbox", "id", id, "network", mode)
+	return &sandboxProc{client: c, mode: mode, layout: layout, base: base, cg: p.cgroups.existing(id)}
 }
 
-// shutdown stops a sandbox: the supervisor kills every process (exit
-// reason runtime_stopped) and hands back the background ones, which go to
-// archive (nil: dropped); then the sandbox ends. A supervisor that does not
-// answer is killed. It returns once the sandbox is gone (bounded).
-func (p *Provider) shutdown(ctx context.Context, id string, sb *sandboxProc, archive *supervisor.Archive) {
+// retireLegacy shuts down a sandbox an earlier version left at the
+// runtime's mode-less control socket (archiving its processes).
+func (p *Provider) retireLegacy(ctx context.Context, id string, archive *supervisor.Archive) {
+	sock := p.ctlPath(id, ".sock")
+	if _, err := os.Lstat(sock); err != nil {
+		return
+	}
+	sb := &sandboxProc{client: supervisor.NewClient(sock)}
+	sctx, cancel := context.WithTimeout(ctx, stopGrace+5*time.Second)
+	defer cancel()
+	if finals, err := sb.client.Shutdown(sctx, stopGrace); err == nil && archive != nil {
+		_ = archive.Add(finals)
+	}
+	sb.client.Close()
+	for _, s := range []string{".sock", ".log", ".pid"} {
+		_ = os.Remove(p.ctlPath(id, s))
+	}
+}
+
+// attachEgress serves runtime id's egress endpoint in cfg.egressDir (0700,
+// owned by the sandbox's user) with cfg's allow-list.
+func (p *Provider) attachEgress(id string, cfg sandboxConfig) error {
+	if err := os.Mkdir(cfg.egressDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if cfg.cred != nil {
+		if err := os.Chown(cfg.egressDir, int(cfg.cred.Uid), int(cfg.cred.Gid)); err != nil {
+			return err
+		}
+	}
+	return p.egress.Attach(egress.Policy{WorkspaceID: cfg.workspaceID, RuntimeID: id, Allow: cfg.allow}, filepath.Join(cfg.egressDir, egressSocket))
+}
+
+// detachEgress stops serving runtime id's endpoint and removes its directory.
+func (p *Provider) detachEgress(id string) {
+	if p.egress == nil || sandbox.ValidateID("runtime id", id) != nil {
+		return
+	}
+	p.egress.Detach(id)
+	_ = os.RemoveAll(filepath.Join(p.egressRoot, id))
+}
+
+// shutdown stops a runtime's sandbox of network mode: the supervisor kills
+// every process (exit reason runtime_stopped) and hands back the background
+// ones, which go to archive (nil: dropped); then the sandbox ends. A
+// supervisor that does not answer is killed. It returns once the sandbox
+// is gone (bounded).
+func (p *Provider) shutdown(ctx context.Context, id string, mode sandbox.Network, sb *sandboxProc, archive *supervisor.Archive) {
 	sctx, cancel := context.WithTimeout(ctx, stopGrace+5*time.Second)
 	defer cancel()
 	finals, err := sb.client.Shutdown(sctx, stopGrace)
@@ -299,21 +391,21 @@ func (p *Provider) shutdown(ctx context.Context, id string, sb *sandboxProc, arc
 		select {
 		case <-sb.done:
 		case <-time.After(2 * time.Second):
-			p.killInit(id)
+			p.killInit(id, mode)
 			<-sb.done
 		}
 	} else if err != nil {
-		p.killInit(id)
+		p.killInit(id, mode)
 	}
 	sb.client.Close()
-	_ = os.Remove(p.ctlPath(id, ".sock"))
-	_ = os.Remove(p.ctlPath(id, ".pid"))
+	_ = os.Remove(p.modePath(id, mode, ".sock"))
+	_ = os.Remove(p.modePath(id, mode, ".pid"))
 }
 
-// killInit kills the sandbox init recorded in the pid file when it is still
-// the same process (pid and start time).
-func (p *Provider) killInit(id string) {
-	b, err := os.ReadFile(p.ctlPath(id, ".pid"))
+// killInit kills the init of the runtime's sandbox of network mode recorded
+// in its pid file when it is still the same process (pid and start time).
+func (p *Provider) killInit(id string, mode sandbox.Network) {
+	b, err := os.ReadFile(p.modePath(id, mode, ".pid"))
 	if err != nil {
 		return
 	}
@@ -354,5 +446,10 @@ func startTime(pid int) string {
 func (p *Provider) removeControl(id string) {
 	for _, s := range []string{".sock", ".log", ".pid", ".archive", ".archive.tmp"} {
 		_ = os.Remove(p.ctlPath(id, s))
+	}
+	for _, m := range sandbox.NetworkModes {
+		for _, s := range []string{".sock", ".log", ".pid"} {
+			_ = os.Remove(p.modePath(id, m, s))
+		}
 	}
 }

@@ -46,11 +46,16 @@
 //
 // # Network (RuntimeSpec.Network)
 //
-// "none" → networkBlockAll; "limited" → networkBlockAll with
-// networkAllowList = Options.NetworkAllowList when set (CIDRs an operator
-// allows, e.g. an egress proxy), else networkBlockAll alone (like
-// bubblewrap, "limited" means no network then); "default" → Daytona's
-// default network.
+// One network for the whole sandbox, set when it is created (a command
+// cannot choose another: Capabilities().PerCommandNetwork is false;
+// docs/SECURITY.md "Network modes"). "none" → networkBlockAll; "limited" →
+// the spec's allow-list as Daytona takes it (egress.ForRemote): its name
+// entries become domainAllowList ("example.com", "*.example.com"; Daytona
+// matches them itself), its IPs and CIDRs, with Options.NetworkAllowList,
+// networkAllowList (an IP as a /32 or /128); ports are dropped, so an
+// entry opens every port of its destination, and an address entry covering
+// a metadata address is left out; with nothing to allow, networkBlockAll;
+// "default" → Daytona's default network.
 //
 // # Credentials
 //
@@ -68,9 +73,11 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -78,8 +85,11 @@ import (
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Kind is the RuntimeProvider kind string of this backend.
@@ -468,14 +478,41 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox 
 	body.SetAutoArchiveInterval(int32(p.opts.AutoArchiveMinutes))
 	body.SetAutoDeleteInterval(-1)
 	body.SetPublic(false)
-	switch spec.Network {
+	switch procexec.RuntimeNetwork(spec) {
 	case sandbox.NetworkNone:
 		body.SetNetworkBlockAll(true)
-	case sandbox.NetworkLimited, "":
-		if p.opts.NetworkAllowList != "" {
-			body.SetNetworkAllowList(p.opts.NetworkAllowList)
-		} else {
+	case sandbox.NetworkLimited:
+		ra, err := egress.ForRemote(spec.NetworkAllow)
+		if err != nil {
+			p.log.Warn("runtime allow-list not applied (no egress)", "id", spec.ID, "error", err)
+		}
+		if len(ra.Widened) > 0 || len(ra.Dropped) > 0 {
+			p.log.Info("allow-list entries as Daytona takes them: ports dropped, metadata-covering addresses left out", "id", spec.ID,
+				"widened", ra.Widened, "dropped", ra.Dropped)
+		}
+		cidrs := ra.CIDRs
+		for _, c := range sandboxapi.SplitNetworkAllow(p.opts.NetworkAllowList) {
+			if !slices.Contains(cidrs, c) {
+				cidrs = append(cidrs, c)
+			}
+		}
+		for i, c := range cidrs {
+			if !strings.Contains(c, "/") { // Daytona's list holds CIDRs only
+				if a, err := netip.ParseAddr(c); err == nil {
+					cidrs[i] = netip.PrefixFrom(a, a.BitLen()).String()
+				}
+			}
+		}
+		switch {
+		case len(cidrs) == 0 && len(ra.Domains) == 0:
 			body.SetNetworkBlockAll(true)
+		default:
+			if len(cidrs) > 0 {
+				body.SetNetworkAllowList(strings.Join(cidrs, ","))
+			}
+			if len(ra.Domains) > 0 {
+				body.SetDomainAllowList(strings.Join(ra.Domains, ","))
+			}
 		}
 	}
 	if r := spec.Resources; r != nil {

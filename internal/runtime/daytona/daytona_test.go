@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +163,46 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	for _, f := range []string{"one.txt", "two.txt"} {
 		require.FileExists(t, filepath.Join(wt, f))
 	}
+}
+
+// TestNetworkMapsOntoDaytonasLists: the limited network's allow-list
+// becomes Daytona's domainAllowList (names) and networkAllowList (CIDRs),
+// ports dropped and metadata-covering entries left out; none and an empty
+// list block everything; a command cannot choose another network.
+func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		network sandbox.Network
+		allow   []string
+		want    fake.SandboxNetwork
+	}{
+		{sandbox.NetworkLimited, []string{"registry.npmjs.org:443", "*.corp.example", "192.0.2.7:8080", "10.0.0.0/8", "169.254.0.0/16"},
+			fake.SandboxNetwork{NetworkAllowList: "192.0.2.7/32,10.0.0.0/8", DomainAllowList: "registry.npmjs.org,*.corp.example"}},
+		{sandbox.NetworkLimited, nil, fake.SandboxNetwork{BlockAll: true}},
+		{sandbox.NetworkNone, []string{"registry.npmjs.org"}, fake.SandboxNetwork{BlockAll: true}},
+	} {
+		bare, wt := runtimetest.GitFixture(t)
+		spec := gitSpec(bare, wt)
+		spec.ID += strings.ReplaceAll(string(tc.network), "limited", "l") + strconv.Itoa(len(tc.allow))
+		spec.Network, spec.NetworkAllow = tc.network, tc.allow
+		rt, err := p.Create(ctx, spec)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+		got, ok := srv.Network(p.sandboxName(spec.ID))
+		require.True(t, ok)
+		require.Equal(t, tc.want, got, "%s %v", tc.network, tc.allow)
+		_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkDefault})
+		require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+		if tc.network == sandbox.NetworkLimited {
+			_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkNone})
+			require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+			require.Contains(t, err.Error(), "applies the workspace's network policy (limited) to every command")
+			runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
+		}
+	}
+	require.False(t, p.Capabilities().PerCommandNetwork)
 }
 
 // withDisk gives a spec a disk size (GiB), so that the fake's quota counts it.

@@ -200,6 +200,12 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 	if rep == nil {
 		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: runtime %s has no workspace (create it with its spec)", r.id)
 	}
+	r.mu.Lock()
+	spec := r.spec
+	r.mu.Unlock()
+	if err := procexec.SingleNetwork(Kind, "exec", spec, req.Network); err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	fullBundle := false
 	for attempt := 0; ; attempt++ {
 		if _, err := r.ensure(ctx); err != nil {

@@ -35,19 +35,23 @@
 // removable by the worker and git sees one owner on both sides; every
 // capability is dropped and no-new-privileges is set.
 //
-// Network (RuntimeSpec.Network): "none" is Docker's none network (loopback
-// only). "limited" is the internal bridge network LimitedNetworkName, created
-// on first use with internal=true and inter-container traffic disabled
-// (enable_icc=false): the daemon's firewall rules drop every packet the
-// container sends to be forwarded beyond that network and there is no NAT,
-// so nothing leaves the machine (external DNS fails too), and traffic between
-// sandbox containers is dropped. What it still allows: the host itself, at
-// any of its own addresses other than loopback (the network's gateway, the
-// host's other interface addresses), so a host service listening on all
-// interfaces (0.0.0.0) is reachable from the container while one bound to
-// 127.0.0.1 is not; bind worker-side services to loopback, or use "limited"
-// deliberately to reach an egress proxy on the gateway address. "default" is
-// Docker's default bridge (outbound access through NAT).
+// Network (docs/SECURITY.md "Network modes"): RuntimeSpec.Network is the
+// widest network a command may use, and each command (ExecRequest.Network,
+// ProcessSpec.Network) runs in the container of the mode it asks for: the
+// runtime's container ContainerName(id) for the runtime's own mode, and
+// ContainerName(id)+"."+mode, created from the same spec when a command
+// first asks for a narrower one (so a change of network never disturbs a
+// command running elsewhere). They share the worktree, the repo cache and
+// /tmp (the volume TmpVolume(id), which is HOME); each has its own network
+// namespace, processes and root file system (what a command installs
+// outside /tmp and the worktree stays in its own mode's container). "none"
+// is Docker's none network (loopback only). "limited" is Docker's none
+// network too, plus the runtime's egress directory (Options.Egress) mounted
+// read-only, through which the supervisor's forwarder on 127.0.0.1:3128
+// reaches the worker's egress proxy: the host, its own addresses, the
+// metadata address and every other container stay unreachable, and
+// HTTP(S)_PROXY point there. "default" is Docker's default bridge
+// (outbound access through NAT).
 //
 // Resources (RuntimeSpec.Resources): CPU → NanoCPUs, MemoryMB → Memory (and
 // MemorySwap, so no swap), Pids → PidsLimit (DefaultPidsLimit when zero).
@@ -81,9 +85,10 @@
 //
 // Hibernation: Stop ends the background processes (exit reason
 // runtime_stopped, archived under Options.StateDir and readable afterwards),
-// then stops the container (its processes die, the worktree is
-// untouched); the next command starts it again. Destroy removes the container
-// and never touches a mount's source.
+// then stops the runtime's containers (their processes die, the worktree is
+// untouched); the next command starts the one it needs again. Destroy
+// removes the containers, the /tmp volume and the egress endpoint, and never
+// touches a mount's source.
 //
 // # Preview URLs
 //
@@ -94,8 +99,10 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -108,9 +115,9 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -135,9 +142,11 @@ const (
 	// LabelSpecHash holds a hash of the spec the container was built from;
 	// Create replaces a container whose hash differs.
 	LabelSpecHash = "sandboxcore.spec-hash"
-	// LimitedNetworkName is the internal bridge network of RuntimeSpec.Network
-	// "limited" (see the package documentation for what it allows).
-	LimitedNetworkName = "sandboxcore-limited"
+	// LabelNetwork holds the network mode of a runtime's container.
+	LabelNetwork = "sandboxcore.network"
+	// LabelSpec holds the runtime's spec (JSON, without labels and
+	// allow-list), from which its containers of other modes are built.
+	LabelSpec = "sandboxcore.spec"
 )
 
 // Defaults and limits.
@@ -183,9 +192,14 @@ type Options struct {
 	// running executable or on PATH.
 	Supervisor string
 	// StateDir holds the copy of the supervisor the containers mount (the
-	// daemon must see it at this same path) and the archived processes of
-	// stopped runtimes; "" means os.TempDir()/sandboxcore-docker.
+	// daemon must see it at this same path), the runtimes' egress sockets
+	// (egress/<runtime id>/) and the archived processes of stopped runtimes;
+	// "" means os.TempDir()/sandboxcore-docker.
 	StateDir string
+	// Egress is the worker's egress proxy, the only way out of the limited
+	// network: each runtime gets an endpoint of its own. nil: limited
+	// containers reach nothing beyond their loopback (as with none).
+	Egress *egress.Proxy
 }
 
 // Provider is the Docker sandbox.RuntimeProvider. It is safe for concurrent
@@ -199,9 +213,8 @@ type Provider struct {
 	stopTimeout time.Duration
 	log         *slog.Logger
 
-	netMu    sync.Mutex
-	netReady bool
-
+	egress    *egress.Proxy
+	modeMu    sync.Mutex // creating containers of other network modes
 	stateDir  string
 	sup       string // the supervisor binary the containers mount
 	procs     procClients
@@ -231,7 +244,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	p := &Provider{
 		cli: cli, host: cli.DaemonHost(), image: opts.Image, baseEnv: maps.Clone(opts.BaseEnv),
-		stopTimeout: opts.StopTimeout, log: log.With("runtime", Kind),
+		stopTimeout: opts.StopTimeout, log: log.With("runtime", Kind), egress: opts.Egress,
 	}
 	if p.stopTimeout <= 0 {
 		p.stopTimeout = DefaultStopTimeout
@@ -272,11 +285,12 @@ func (p *Provider) Kind() string { return Kind }
 
 // Capabilities reports the truth (seed "Optional Capabilities"): isolated;
 // interactive sessions (PTY background processes: Runtime implements
-// sandbox.ProcessRuntime) and preview URLs on a loopback port of the
-// worker's machine (PreviewURL); no snapshots (not built: `docker commit`
-// would provide them).
+// sandbox.ProcessRuntime); a network per command (a container per network
+// mode); preview URLs on a loopback port of the worker's machine
+// (PreviewURL); no snapshots (not built: `docker commit` would provide
+// them).
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PreviewURL: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true, PreviewURL: true}
 }
 
 // Snapshots returns nil: snapshots are not built.
@@ -305,37 +319,50 @@ func ContainerName(id string) string { return ContainerPrefix + id }
 // container of that name is not managed by sandboxcore, and
 // sandbox.ErrRuntimeUnavailable when the daemon fails or cannot be reached.
 func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
-	b, err := p.build(spec)
+	b, err := p.build(spec, "")
 	if err != nil {
 		return nil, err
 	}
+	if err := p.attachEgress(spec, b); err != nil {
+		return nil, err
+	}
+	r, created, err := p.createMain(ctx, spec, b)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		// A new own container (a new spec, perhaps a narrower policy):
+		// those of modes it no longer allows, or now runs itself, go.
+		r.trim(ctx)
+	}
+	return r, nil
+}
+
+// createMain creates (or reuses, or replaces) the runtime's own container;
+// created says it was made now.
+func (p *Provider) createMain(ctx context.Context, spec sandbox.RuntimeSpec, b *built) (*Runtime, bool, error) {
 	name := ContainerName(spec.ID)
 	for attempt := 0; ; attempt++ {
 		info, err := p.cli.ContainerInspect(ctx, name)
 		switch {
 		case err == nil:
 			if err := ours(info.Config, spec.ID); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if info.Config.Labels[LabelSpecHash] == b.hash {
-				return p.handle(spec.ID, b.root, b.workdir), nil
+				return p.handle(spec.ID, b.root, b.workdir, &spec), false, nil
 			}
 			if attempt >= 2 {
-				return nil, sandbox.Errorf(sandbox.ErrConflict, "docker: container %s keeps changing under a concurrent create", name)
+				return nil, false, sandbox.Errorf(sandbox.ErrConflict, "docker: container %s keeps changing under a concurrent create", name)
 			}
 			p.log.Info("replacing a runtime container built from another spec", "id", spec.ID, "container", name)
 			p.dropClient(spec.ID)
 			if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-				return nil, p.mapErr(err, "replace container %s", name)
+				return nil, false, p.mapErr(err, "replace container %s", name)
 			}
 			continue
 		case !cerrdefs.IsNotFound(err):
-			return nil, p.mapErr(err, "inspect container %s", name)
-		}
-		if spec.Network == sandbox.NetworkLimited || spec.Network == "" {
-			if err := p.ensureLimitedNetwork(ctx); err != nil {
-				return nil, err
-			}
+			return nil, false, p.mapErr(err, "inspect container %s", name)
 		}
 		_, err = p.cli.ContainerCreate(ctx, b.config, b.host, nil, nil, name)
 		switch {
@@ -343,15 +370,15 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 		case cerrdefs.IsConflict(err) && attempt < 2:
 			continue // created concurrently: inspect and reuse it
 		case cerrdefs.IsNotFound(err):
-			return nil, p.imageError(b.config.Image, err)
+			return nil, false, p.imageError(b.config.Image, err)
 		default:
-			return nil, p.mapErr(err, "create container %s", name)
+			return nil, false, p.mapErr(err, "create container %s", name)
 		}
 		if err := p.cli.ContainerStart(ctx, name, container.StartOptions{}); err != nil {
-			return nil, p.mapErr(err, "start container %s", name)
+			return nil, false, p.mapErr(err, "start container %s", name)
 		}
-		p.log.Debug("runtime created", "id", spec.ID, "container", name, "image", b.config.Image, "user", b.config.User, "network", b.host.NetworkMode)
-		return p.handle(spec.ID, b.root, b.workdir), nil
+		p.log.Debug("runtime created", "id", spec.ID, "container", name, "image", b.config.Image, "user", b.config.User, "network", b.mode)
+		return p.handle(spec.ID, b.root, b.workdir, &spec), true, nil
 	}
 }
 
@@ -375,7 +402,12 @@ func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) 
 			root = m.Source
 		}
 	}
-	return p.handle(id, root, workdir), nil
+	var spec *sandbox.RuntimeSpec
+	var stored sandbox.RuntimeSpec
+	if json.Unmarshal([]byte(info.Config.Labels[LabelSpec]), &stored) == nil && stored.ID == id {
+		spec = &stored
+	}
+	return p.handle(id, root, workdir, spec), nil
 }
 
 // List returns the sandboxcore runtimes whose labels contain every given
@@ -426,6 +458,12 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	}
 	p.dropClient(id)
 	p.archive(id).Clear()
+	// The containers of the runtime's other network modes, its /tmp and its
+	// egress endpoint go with it.
+	if err := p.removeModes(ctx, id, func(string) bool { return true }); err != nil {
+		return err
+	}
+	defer p.detachEgress(id)
 	p.closePreviews(id)
 	if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		if !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
@@ -435,6 +473,9 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		if err := p.awaitRemoved(ctx, name); err != nil {
 			return err
 		}
+	}
+	if err := p.cli.VolumeRemove(ctx, TmpVolume(id), true); err != nil && !cerrdefs.IsNotFound(err) {
+		p.log.Warn("runtime /tmp volume not removed", "id", id, "volume", TmpVolume(id), "error", err)
 	}
 	p.log.Debug("runtime destroyed", "id", id, "container", name)
 	return nil
@@ -461,8 +502,8 @@ func (p *Provider) awaitRemoved(ctx context.Context, name string) error {
 // removeWait bounds the wait for a removal another call started.
 const removeWait = 30 * time.Second
 
-func (p *Provider) handle(id, root, workdir string) *Runtime {
-	return &Runtime{p: p, id: id, name: ContainerName(id), root: root, workdir: workdir}
+func (p *Provider) handle(id, root, workdir string, spec *sandbox.RuntimeSpec) *Runtime {
+	return &Runtime{p: p, id: id, name: ContainerName(id), root: root, workdir: workdir, spec: spec}
 }
 
 // ours refuses a container that sandboxcore did not create for runtime id.
@@ -474,31 +515,86 @@ func ours(cfg *container.Config, id string) error {
 	return nil
 }
 
-// ensureLimitedNetwork creates LimitedNetworkName once (internal bridge,
-// inter-container traffic disabled); an existing one is reused.
-func (p *Provider) ensureLimitedNetwork(ctx context.Context) error {
-	p.netMu.Lock()
-	defer p.netMu.Unlock()
-	if p.netReady {
-		return nil
+// modeContainers lists runtime id's containers of other network modes
+// (name → mode).
+func (p *Provider) modeContainers(ctx context.Context, id string) (map[string]sandbox.Network, error) {
+	f := filters.NewArgs(filters.Arg("label", LabelManagedBy+"="+ManagedByValue), filters.Arg("label", LabelRuntime+"="+id))
+	cs, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, p.mapErr(err, "list containers of runtime %s", id)
 	}
-	_, err := p.cli.NetworkInspect(ctx, LimitedNetworkName, network.InspectOptions{})
-	if cerrdefs.IsNotFound(err) {
-		_, err = p.cli.NetworkCreate(ctx, LimitedNetworkName, network.CreateOptions{
-			Driver:   "bridge",
-			Internal: true,
-			Options:  map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-			Labels:   map[string]string{LabelManagedBy: ManagedByValue},
-		})
-		if cerrdefs.IsConflict(err) {
-			err = nil
+	out := map[string]sandbox.Network{}
+	for _, c := range cs {
+		for _, n := range c.Names {
+			n = strings.TrimPrefix(n, "/")
+			if mode, ok := strings.CutPrefix(n, ContainerName(id)+"."); ok && sandbox.Network(mode).Valid() && c.Labels[LabelNetwork] == mode {
+				out[n] = sandbox.Network(mode)
+			}
 		}
 	}
+	return out, nil
+}
+
+// removeModes removes the containers of runtime id's other network modes
+// for which drop is true, ending their supervisors first (their
+// background processes are archived).
+func (p *Provider) removeModes(ctx context.Context, id string, drop func(name string) bool) error {
+	names, err := p.modeContainers(ctx, id)
 	if err != nil {
-		return p.mapErr(err, "network %s", LimitedNetworkName)
+		return err
 	}
-	p.netReady = true
+	for name := range names {
+		if !drop(name) {
+			continue
+		}
+		(&Runtime{p: p, id: id, name: ContainerName(id)}).stopProcesses(ctx, name, false)
+		if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+			return p.mapErr(err, "remove container %s", name)
+		}
+	}
 	return nil
+}
+
+// egressDir is runtime id's egress directory (its limited container mounts it).
+func (p *Provider) egressDir(id string) string { return filepath.Join(p.stateDir, "egress", id) }
+
+// attachEgress serves the runtime's egress endpoint when its policy allows
+// the limited network (in egressDir, 0700, owned by the containers' user),
+// and stops serving it otherwise.
+func (p *Provider) attachEgress(spec sandbox.RuntimeSpec, b *built) error {
+	if p.egress == nil {
+		return nil
+	}
+	if !sandbox.NetworkLimited.Within(b.policy) {
+		p.detachEgress(spec.ID)
+		return nil
+	}
+	dir := p.egressDir(spec.ID)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, int(b.uid), int(b.gid)); err != nil {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
+		}
+	}
+	rules, _ := egress.ParseRules(spec.NetworkAllow) // checked by build
+	if err := p.egress.Attach(egress.Policy{WorkspaceID: spec.WorkspaceID, RuntimeID: spec.ID, Allow: rules}, filepath.Join(dir, egressSocket)); err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: runtime %s: egress proxy: %v", spec.ID, err)
+	}
+	return nil
+}
+
+// detachEgress stops serving runtime id's endpoint and removes its directory.
+func (p *Provider) detachEgress(id string) {
+	if p.egress == nil {
+		return
+	}
+	p.egress.Detach(id)
+	_ = os.RemoveAll(p.egressDir(id))
 }
 
 func (p *Provider) checkImage(ctx context.Context, image string) error {

@@ -18,7 +18,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/require"
 
@@ -149,7 +148,7 @@ func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *d
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t)
 	require.Equal(t, "docker", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PreviewURL: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true, PreviewURL: true}, p.Capabilities())
 	require.Nil(t, p.Snapshots())
 	require.NotNil(t, p.PreviewURLs())
 }
@@ -337,10 +336,9 @@ func TestNetworkModes(t *testing.T) {
 		route   bool
 	}{
 		{sandbox.NetworkNone, "none", false},
-		// limited keeps a default route to its gateway (the host); the
-		// network being internal is what drops forwarded traffic off the
-		// machine (checked below, without sending any).
-		{sandbox.NetworkLimited, docker.LimitedNetworkName, true},
+		// limited is Docker's none network too: its only way out is the
+		// egress proxy's socket (TestNetwork).
+		{sandbox.NetworkLimited, "none", false},
 		{sandbox.NetworkDefault, "bridge", true},
 	} {
 		t.Run(string(tc.network), func(t *testing.T) {
@@ -348,14 +346,59 @@ func TestNetworkModes(t *testing.T) {
 			info, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID))
 			require.NoError(t, err)
 			require.Equal(t, tc.mode, string(info.HostConfig.NetworkMode))
+			require.Equal(t, string(tc.network), info.Config.Labels[docker.LabelNetwork])
 			require.Equal(t, tc.route, defaultRoute(t, ctx, rt), "default route")
 		})
 	}
-	cli := rawClient(t)
-	nw, err := cli.NetworkInspect(context.Background(), docker.LimitedNetworkName, network.InspectOptions{})
+}
+
+// TestNetworkPerCommandDoesNotDisturbOthers: a command that asks for a
+// narrower network runs in the runtime's container of that mode; a
+// background process and the runtime's own container keep their network.
+func TestNetworkPerCommandDoesNotDisturbOthers(t *testing.T) {
+	ctx, p, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = sandbox.NetworkDefault })
+	pr := rt.(sandbox.ProcessRuntime)
+	bg, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sh", "-c", "while :; do awk 'NR>1 && $2==\"00000000\"{print \"route\"}' /proc/net/route; sleep 0.2; done"}})
 	require.NoError(t, err)
-	require.True(t, nw.Internal, "the limited network is internal")
-	require.Equal(t, "false", nw.Options["com.docker.network.bridge.enable_icc"])
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "awk 'NR>1 && $2==\"00000000\"{f=1} END{print f ? \"route\" : \"noroute\"}' /proc/net/route; echo shared > /tmp/from-none"}, Network: sandbox.NetworkNone})
+	require.NoError(t, err)
+	require.Equal(t, "noroute\n", string(res.Stdout), "the none command has no route")
+	info, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID)+".none")
+	require.NoError(t, err)
+	require.Equal(t, "none", string(info.HostConfig.NetworkMode))
+	main, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID))
+	require.NoError(t, err)
+	require.Equal(t, "bridge", string(main.HostConfig.NetworkMode), "the runtime's own container is untouched")
+	require.True(t, defaultRoute(t, ctx, rt))
+	out, err := pr.ReadProcess(ctx, bg.ID, sandbox.ProcessReadRequest{Wait: time.Second})
+	require.NoError(t, err)
+	require.Contains(t, string(out.Data), "route", "the background process still has its route")
+	require.False(t, out.Process.Exited)
+	res = runtimetest.Sh(t, ctx, rt, "cat /tmp/from-none")
+	require.Equal(t, "shared\n", string(res.Stdout), "/tmp is shared between the modes' containers")
+
+	// Destroy removes every container of the runtime and its /tmp volume.
+	require.NoError(t, p.Destroy(ctx, spec.ID))
+	_, err = rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID)+".none")
+	require.True(t, cerrdefs.IsNotFound(err), "%v", err)
+	_, err = rawClient(t).VolumeInspect(ctx, docker.TmpVolume(spec.ID))
+	require.True(t, cerrdefs.IsNotFound(err), "%v", err)
+}
+
+// TestNetwork runs the network-policy suite on Docker.
+func TestNetwork(t *testing.T) {
+	eg := runtimetest.NewEgress(t)
+	runtimetest.RunNetwork(t, func(t *testing.T) runtimetest.Env {
+		o := opts(t)
+		o.Egress = eg.Proxy
+		p, err := docker.New(context.Background(), o)
+		if err != nil {
+			unavailable(t, "docker runtime unavailable: %v", err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		dir := t.TempDir()
+		return runtimetest.Env{Provider: p, Spec: specFor(dir), HostDir: dir}
+	}, runtimetest.NetworkOptions{Egress: eg})
 }
 
 func TestHibernateStopsTheContainer(t *testing.T) {

@@ -23,10 +23,13 @@ import (
 // each connection to the container's address on its network (looked up per
 // connection: a restarted container may have another). It lives until the
 // runtime is stopped or destroyed through this provider, or the provider is
-// closed; a container on the "none" network has no address and cannot be
-// previewed. The worker must reach the container's network: true when the
-// daemon runs on the worker's machine (the limited network's bridge is a
-// host interface), not for a remote DOCKER_HOST.
+// closed. A container of the limited network (Docker's "none" network: its
+// only way out is the egress proxy) has no address: each connection is
+// relayed by `sandbox-supervisor connect PORT` run in it with docker exec,
+// to its loopback. A runtime whose network is none cannot be previewed. For
+// a container of the default network the worker must reach the bridge:
+// true when the daemon runs on the worker's machine (the bridge is a host
+// interface), not for a remote DOCKER_HOST.
 
 // MaxPreviewsPerRuntime bounds the forwarded ports of one runtime.
 const MaxPreviewsPerRuntime = 16
@@ -90,10 +93,16 @@ func (p *Provider) PreviewURL(ctx context.Context, id string, port int) (sandbox
 	return sandbox.PreviewURL{URL: "http://" + f.ln.Addr().String() + "/"}, nil
 }
 
-// containerAddr is the container's address on its network.
-// sandbox.ErrCommandRejected when it has none (the "none" network).
+// containerAddr is the container's address on its network, or "" for a
+// container of the limited network (Docker's none network, the egress proxy
+// its only way out): its port is reached through `sandbox-supervisor
+// connect` run in it (execConn). sandbox.ErrCommandRejected for a container
+// of the none network, or one with no address.
 func containerAddr(info container.InspectResponse) (string, error) {
 	if info.HostConfig != nil && info.HostConfig.NetworkMode.IsNone() {
+		if sandbox.Network(info.Config.Labels[LabelNetwork]) == sandbox.NetworkLimited {
+			return "", nil
+		}
 		return "", sandbox.Errorf(sandbox.ErrCommandRejected, "docker: runtime %s has no network (network none): no port of it can be reached", info.Config.Labels[LabelRuntime])
 	}
 	if info.NetworkSettings != nil {
@@ -219,8 +228,13 @@ func (f *forwarder) relay(c net.Conn) {
 	if err != nil {
 		return
 	}
-	var d net.Dialer
-	up, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(f.key.port)))
+	var up net.Conn
+	if addr == "" { // the limited network: through the container's loopback
+		up, err = f.p.execConn(ctx, ContainerName(f.key.id), SupervisorPath, "connect", strconv.Itoa(f.key.port))
+	} else {
+		var d net.Dialer
+		up, err = d.DialContext(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(f.key.port)))
+	}
 	if err != nil {
 		return
 	}
@@ -232,8 +246,8 @@ func (f *forwarder) relay(c net.Conn) {
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
 		}
 		done <- struct{}{}
 	}

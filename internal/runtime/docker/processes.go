@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +67,8 @@ func (p *Provider) installSupervisor(explicit string) error {
 	return nil
 }
 
-// procClients holds a provider's supervisor clients and archives by runtime id.
+// procClients holds a provider's supervisor clients by container name and
+// archives by runtime id.
 type procClients struct {
 	mu       sync.Mutex
 	clients  map[string]*supervisor.Client
@@ -87,39 +89,55 @@ func (p *Provider) archive(id string) *supervisor.Archive {
 	return a
 }
 
-// dropClient forgets the pooled control connections of runtime id (its
-// container stopped or was replaced).
+// dropClient forgets the pooled control connections of runtime id's
+// containers (they stopped or were replaced).
 func (p *Provider) dropClient(id string) {
 	p.procs.mu.Lock()
 	defer p.procs.mu.Unlock()
-	if c, ok := p.procs.clients[id]; ok {
-		c.Close()
-		delete(p.procs.clients, id)
+	for name, c := range p.procs.clients {
+		if name == ContainerName(id) || strings.HasPrefix(name, ContainerName(id)+".") {
+			c.Close()
+			delete(p.procs.clients, name)
+		}
 	}
 }
 
-func (p *Provider) clientFor(r *Runtime) *supervisor.Client {
+// dropContainerClient forgets the pooled control connections of one container.
+func (p *Provider) dropContainerClient(name string) {
+	p.procs.mu.Lock()
+	defer p.procs.mu.Unlock()
+	if c, ok := p.procs.clients[name]; ok {
+		c.Close()
+		delete(p.procs.clients, name)
+	}
+}
+
+func (p *Provider) clientFor(r *Runtime, name string) *supervisor.Client {
 	p.procs.mu.Lock()
 	defer p.procs.mu.Unlock()
 	if p.procs.clients == nil {
 		p.procs.clients = map[string]*supervisor.Client{}
 	}
-	c, ok := p.procs.clients[r.id]
+	c, ok := p.procs.clients[name]
 	if !ok {
-		c = supervisor.NewDialClient(r.relay)
-		p.procs.clients[r.id] = c
+		c = supervisor.NewDialClient(func(ctx context.Context) (net.Conn, error) { return r.relay(ctx, name) })
+		p.procs.clients[name] = c
 	}
 	return c
 }
 
 // processes returns r's sandbox.ProcessRuntime implementation.
 func (r *Runtime) processes() *supervisor.Processes {
-	return &supervisor.Processes{
+	ps := &supervisor.Processes{
 		Support: sandbox.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandbox.MaxProcesses, BufferBytes: sandbox.ProcessBufferBytes},
 		Client:  r.client,
 		Prepare: r.prepare,
 		Archive: r.p.archive(r.id),
 	}
+	if r.spec != nil {
+		ps.Networks = sandbox.NetworkModes
+	}
+	return ps
 }
 
 // ProcessSupport reports durable, PTY-capable background processes.
@@ -166,34 +184,55 @@ func (r *Runtime) ListProcesses(ctx context.Context) ([]sandbox.ProcessInfo, err
 	return r.processes().ListProcesses(ctx)
 }
 
-// client is supervisor.Processes.Client.
-func (r *Runtime) client(ctx context.Context, start bool) (*supervisor.Client, error) {
+// client is supervisor.Processes.Client: the supervisor of the container
+// of network mode ("" = the runtime's own), created and started first when
+// start.
+func (r *Runtime) client(ctx context.Context, start bool, mode sandbox.Network) (*supervisor.Client, error) {
+	if !start && mode != "" && r.spec == nil {
+		return nil, nil // no container of another mode
+	}
+	if !start && mode != "" && !mode.Within(r.policy()) {
+		return nil, nil
+	}
+	name, err := r.container(ctx, mode, start)
+	if err != nil {
+		return nil, err
+	}
 	if start {
-		if err := r.Start(ctx); err != nil {
+		if err := r.start(ctx, name); err != nil {
 			return nil, err
 		}
 	} else {
-		st, err := r.State(ctx)
+		st, err := r.containerState(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		switch st {
-		case sandbox.RuntimeMissing:
+		switch {
+		case st == sandbox.RuntimeMissing && name == r.name:
 			return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
-		case sandbox.RuntimeRunning:
-		default:
+		case st != sandbox.RuntimeRunning:
 			return nil, nil
 		}
 	}
-	return r.p.clientFor(r), nil
+	return r.p.clientFor(r, name), nil
 }
 
 // prepare is supervisor.Processes.Prepare: the container's environment
-// plus spec.Env, the cwd inside the workdir.
-func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, error) {
+// plus spec.Env, the cwd inside the workdir, the network asked for.
+func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Network, error) {
+	mode := spec.Network
+	if policy := r.policy(); policy != "" {
+		m, err := procexec.CommandNetwork("process_start", policy, spec.Network)
+		if err != nil {
+			return supervisor.Spec{}, "", err
+		}
+		mode = m
+	} else if mode != "" {
+		return supervisor.Spec{}, "", sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s was built by an earlier version: it runs every process with its own network; recreate it to choose one per process", r.id)
+	}
 	cwd, err := r.cwd(spec.Cwd)
 	if err != nil {
-		return supervisor.Spec{}, err
+		return supervisor.Spec{}, "", err
 	}
 	extra := map[string]string{}
 	if spec.PTY != nil {
@@ -203,22 +242,33 @@ func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, error) {
 	if spec.PTY != nil {
 		s.PTY, s.Rows, s.Cols = true, uint16(spec.PTY.Rows), uint16(spec.PTY.Cols)
 	}
-	return s, nil
+	return s, mode, nil
 }
 
-// relay opens one control connection: a `sandbox-supervisor relay` exec
-// in the container, its stdin and (demultiplexed) stdout as the stream.
-func (r *Runtime) relay(ctx context.Context) (net.Conn, error) {
-	resp, err := r.p.cli.ContainerExecCreate(ctx, r.name, container.ExecOptions{
-		AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Cmd: []string{SupervisorPath, "relay", supervisorSocket},
+// relay opens one control connection to container name's supervisor: a
+// `sandbox-supervisor relay` exec there, its stdin and (demultiplexed)
+// stdout as the stream.
+func (r *Runtime) relay(ctx context.Context, name string) (net.Conn, error) {
+	c, err := r.p.execConn(ctx, name, SupervisorPath, "relay", supervisorSocket)
+	if err != nil {
+		return nil, r.p.mapErr(err, "control connection to %s", name)
+	}
+	return c, nil
+}
+
+// execConn runs cmd in container name with docker exec and returns its
+// stdin and (demultiplexed) stdout as one stream; stderr is dropped.
+// Closing the stream's write side (CloseWrite) closes the command's stdin.
+func (p *Provider) execConn(ctx context.Context, name string, cmd ...string) (net.Conn, error) {
+	resp, err := p.cli.ContainerExecCreate(ctx, name, container.ExecOptions{
+		AttachStdin: true, AttachStdout: true, AttachStderr: true, Cmd: cmd,
 	})
 	if err != nil {
-		return nil, r.p.mapErr(err, "control connection to %s", r.name)
+		return nil, err
 	}
-	hj, err := r.p.cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	hj, err := p.cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return nil, r.p.mapErr(err, "control connection to %s", r.name)
+		return nil, err
 	}
 	pr, pw := io.Pipe()
 	go func() {
@@ -240,6 +290,7 @@ type relayConn struct {
 
 func (c *relayConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
 func (c *relayConn) Write(b []byte) (int, error) { return c.hj.Conn.Write(b) }
+func (c *relayConn) CloseWrite() error           { return c.hj.CloseWrite() }
 func (c *relayConn) Close() error {
 	c.once.Do(func() { c.hj.Close(); _ = c.r.Close() })
 	return nil
@@ -250,12 +301,12 @@ func (c *relayConn) SetDeadline(t time.Time) error      { return c.hj.Conn.SetDe
 func (c *relayConn) SetReadDeadline(t time.Time) error  { return c.hj.Conn.SetReadDeadline(t) }
 func (c *relayConn) SetWriteDeadline(t time.Time) error { return c.hj.Conn.SetWriteDeadline(t) }
 
-// stopProcesses asks a running container's supervisor to end its
-// processes (exit reason runtime_stopped) and archives them (unless drop);
-// the supervisor exits, and with it the container.
-func (r *Runtime) stopProcesses(ctx context.Context, drop bool) {
-	defer r.p.dropClient(r.id)
-	if st, err := r.State(ctx); err != nil || st != sandbox.RuntimeRunning {
+// stopProcesses asks the supervisor of the runtime's running container
+// name to end its processes (exit reason runtime_stopped) and archives
+// them (unless drop); the supervisor exits, and with it the container.
+func (r *Runtime) stopProcesses(ctx context.Context, name string, drop bool) {
+	defer r.p.dropContainerClient(name)
+	if st, err := r.containerState(ctx, name); err != nil || st != sandbox.RuntimeRunning {
 		if drop {
 			r.p.archive(r.id).Clear()
 		}
@@ -263,7 +314,7 @@ func (r *Runtime) stopProcesses(ctx context.Context, drop bool) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	finals, err := supervisor.NewDialClient(r.relay).Shutdown(sctx, 3*time.Second)
+	finals, err := supervisor.NewDialClient(func(ctx context.Context) (net.Conn, error) { return r.relay(ctx, name) }).Shutdown(sctx, 3*time.Second)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		r.p.log.Warn("runtime supervisor did not shut down", "id", r.id, "error", err)
 	}

@@ -64,6 +64,81 @@ type Runtime struct {
 	// unknown); workdir is the container path it is mounted at.
 	root    string
 	workdir string
+	// spec is the runtime's spec (from Create, or the container's
+	// LabelSpec); nil for a container that does not carry it (built by an
+	// earlier version): it then has no container of another network mode.
+	spec *sandbox.RuntimeSpec
+}
+
+// policy is the runtime's network policy (its own container's mode).
+func (r *Runtime) policy() sandbox.Network {
+	if r.spec == nil {
+		return ""
+	}
+	return procexec.RuntimeNetwork(*r.spec)
+}
+
+// container returns the name of the container that runs commands of
+// network mode ("" = the runtime's own), creating it (from the spec) when
+// create and it is missing or was built from another spec; the caller
+// starts it. Errors: sandbox.ErrCommandRejected for a mode above the
+// runtime's network, the daemon's errors.
+func (r *Runtime) container(ctx context.Context, mode sandbox.Network, create bool) (string, error) {
+	policy := r.policy()
+	if mode == "" || mode == policy || r.spec == nil {
+		if r.spec == nil && mode != "" {
+			return "", sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s was built by an earlier version: it runs every command with its own network; recreate it to choose one per command", r.id)
+		}
+		return r.name, nil
+	}
+	b, err := r.p.build(*r.spec, mode)
+	if err != nil {
+		return "", err
+	}
+	if !create {
+		return b.name, nil
+	}
+	r.p.modeMu.Lock()
+	defer r.p.modeMu.Unlock()
+	info, err := r.p.cli.ContainerInspect(ctx, b.name)
+	switch {
+	case err == nil && ours(info.Config, r.id) == nil && info.Config.Labels[LabelSpecHash] == b.hash:
+		return b.name, nil
+	case err == nil:
+		if ours(info.Config, r.id) != nil {
+			return "", ours(info.Config, r.id)
+		}
+		r.stopProcesses(ctx, b.name, false)
+		if err := r.p.cli.ContainerRemove(ctx, b.name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return "", r.p.mapErr(err, "replace container %s", b.name)
+		}
+	case !cerrdefs.IsNotFound(err):
+		return "", r.p.mapErr(err, "inspect container %s", b.name)
+	}
+	if _, err := r.p.cli.ContainerCreate(ctx, b.config, b.host, nil, nil, b.name); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", r.p.imageError(b.config.Image, err)
+		}
+		return "", r.p.mapErr(err, "create container %s", b.name)
+	}
+	r.p.log.Debug("runtime container created", "id", r.id, "container", b.name, "network", mode)
+	return b.name, nil
+}
+
+// trim removes the runtime's containers its policy no longer allows (a
+// mode above it, or the one its own container now runs).
+func (r *Runtime) trim(ctx context.Context) {
+	policy := r.policy()
+	if policy == "" {
+		return
+	}
+	err := r.p.removeModes(ctx, r.id, func(name string) bool {
+		mode := sandbox.Network(strings.TrimPrefix(name, r.name+"."))
+		return !mode.Within(policy) || mode == policy
+	})
+	if err != nil {
+		r.p.log.Warn("runtime containers of other networks not removed", "id", r.id, "error", err)
+	}
 }
 
 var (
@@ -74,17 +149,36 @@ var (
 // ID returns the runtime id (RuntimeSpec.ID).
 func (r *Runtime) ID() string { return r.id }
 
-// State returns the container's state: running, stopped (created, exited or
-// paused), starting (restarting), error (removing, dead), or
-// sandbox.RuntimeMissing when the container does not exist. Errors wrap
+// State returns the runtime's state: running when its own container or one
+// of another network mode runs, else its own container's: stopped (created,
+// exited or paused), starting (restarting), error (removing, dead), or
+// sandbox.RuntimeMissing when it does not exist. Errors wrap
 // sandbox.ErrRuntimeUnavailable when the daemon fails.
 func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
-	info, err := r.p.cli.ContainerInspect(ctx, r.name)
+	st, err := r.containerState(ctx, r.name)
+	if err != nil || st == sandbox.RuntimeMissing || st == sandbox.RuntimeRunning || r.spec == nil {
+		return st, err
+	}
+	names, err := r.p.modeContainers(ctx, r.id)
+	if err != nil {
+		return sandbox.RuntimeError, err
+	}
+	for name := range names {
+		if s, err := r.containerState(ctx, name); err == nil && s == sandbox.RuntimeRunning {
+			return s, nil
+		}
+	}
+	return st, nil
+}
+
+// containerState is one of the runtime's containers' state.
+func (r *Runtime) containerState(ctx context.Context, name string) (sandbox.RuntimeState, error) {
+	info, err := r.p.cli.ContainerInspect(ctx, name)
 	if cerrdefs.IsNotFound(err) {
 		return sandbox.RuntimeMissing, nil
 	}
 	if err != nil {
-		return sandbox.RuntimeError, r.p.mapErr(err, "inspect container %s", r.name)
+		return sandbox.RuntimeError, r.p.mapErr(err, "inspect container %s", name)
 	}
 	if ours(info.Config, r.id) != nil || info.State == nil {
 		return sandbox.RuntimeMissing, nil
@@ -92,21 +186,26 @@ func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
 	return stateOf(string(info.State.Status)), nil
 }
 
-// Start starts the container (a running one is left alone). Errors wrap
-// sandbox.ErrNotFound when the container does not exist (destroyed), and
-// sandbox.ErrRuntimeUnavailable when the workdir is gone or the daemon fails.
-func (r *Runtime) Start(ctx context.Context) error {
+// Start starts the runtime's own container (a running one is left alone;
+// those of other network modes start when a command needs them). Errors
+// wrap sandbox.ErrNotFound when the container does not exist (destroyed),
+// and sandbox.ErrRuntimeUnavailable when the workdir is gone or the daemon
+// fails.
+func (r *Runtime) Start(ctx context.Context) error { return r.start(ctx, r.name) }
+
+// start starts one of the runtime's containers.
+func (r *Runtime) start(ctx context.Context, name string) error {
 	if r.root != "" {
 		if _, err := os.Stat(r.root); err != nil {
 			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.id, r.root)
 		}
 	}
-	err := r.p.cli.ContainerStart(ctx, r.name, container.StartOptions{})
+	err := r.p.cli.ContainerStart(ctx, name, container.StartOptions{})
 	if cerrdefs.IsNotFound(err) {
 		return sandbox.Errorf(sandbox.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
 	}
 	if err != nil {
-		return r.p.mapErr(err, "start container %s", r.name)
+		return r.p.mapErr(err, "start container %s", name)
 	}
 	return nil
 }
@@ -118,12 +217,20 @@ func (r *Runtime) Start(ctx context.Context) error {
 // again. Stopping a stopped or destroyed runtime is success. Errors wrap
 // sandbox.ErrRuntimeUnavailable (daemon failure) or sandbox.ErrTimeout (ctx).
 func (r *Runtime) Stop(ctx context.Context) error {
-	r.stopProcesses(ctx, false)
+	names := []string{r.name}
+	if others, err := r.p.modeContainers(ctx, r.id); err == nil {
+		for n := range others {
+			names = append(names, n)
+		}
+	}
 	r.p.closePreviews(r.id) // nothing listens in a stopped container
 	secs := int((r.p.stopTimeout + time.Second - 1) / time.Second)
-	err := r.p.cli.ContainerStop(ctx, r.name, container.StopOptions{Timeout: &secs})
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return r.p.mapErr(err, "stop container %s", r.name)
+	for _, name := range names {
+		r.stopProcesses(ctx, name, false)
+		err := r.p.cli.ContainerStop(ctx, name, container.StopOptions{Timeout: &secs})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return r.p.mapErr(err, "stop container %s", name)
+		}
 	}
 	return nil
 }
@@ -140,8 +247,11 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // (when non-nil) as it arrives; onChunk calls are serialized and receive data
 // they may keep. A stopped container is started first.
 //
-// The command's environment is the container's (see the package
-// documentation) plus req.Env (which wins). Stdin is empty unless req.Stdin
+// The command runs in the runtime's container of req.Network ("" =
+// RuntimeSpec.Network, created from the spec when first needed; a mode
+// above it is sandbox.ErrCommandRejected). Its environment is that
+// container's (see the package documentation; the limited one's holds the
+// proxy variables) plus req.Env (which wins). Stdin is empty unless req.Stdin
 // is non-nil. Stdout and stderr are demultiplexed and each capped at
 // req.OutputCap() bytes (head and tail kept, see output.Capped) with the
 // full counts in StdoutBytes/StderrBytes.
@@ -158,7 +268,8 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // stderr); 128+n when killed by signal n (137 also when the runtime was
 // stopped or destroyed under it); 124 with TimedOut after req.Timeout().
 //
-// Errors: sandbox.ErrInvalidArgument for a bad request (local.ValidateExecRequest;
+// Errors: sandbox.ErrCommandRejected for a network above the runtime's;
+// sandbox.ErrInvalidArgument for a bad request (local.ValidateExecRequest;
 // a cwd that is missing, not a directory or resolves outside the workdir) —
 // nothing runs then; sandbox.ErrNotFound when the container does not exist;
 // sandbox.ErrRuntimeUnavailable when the workdir is gone, the daemon fails,
@@ -167,6 +278,18 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // expiry the partial result is returned along with the error.
 func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
 	if err := local.ValidateExecRequest(req); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	mode := req.Network
+	if policy := r.policy(); policy != "" {
+		m, err := procexec.CommandNetwork("exec", policy, req.Network)
+		if err != nil {
+			return sandbox.ExecResult{}, err
+		}
+		mode = m
+	}
+	name, err := r.container(ctx, mode, true)
+	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	cwd, err := r.cwd(req.Cwd)
@@ -178,7 +301,7 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 		// sh's exec would take it for an option.
 		return out.Notice(127, req.Cmd[0], "command not found"), nil
 	}
-	execID, err := r.createExec(ctx, container.ExecOptions{
+	execID, err := r.createExec(ctx, name, container.ExecOptions{
 		AttachStdout: true,
 		AttachStderr: true,
 		AttachStdin:  req.Stdin != nil,
@@ -191,19 +314,19 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 	}
 	hj, err := r.p.cli.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
 	if err != nil {
-		return sandbox.ExecResult{}, r.p.mapErr(err, "start exec in %s", r.name)
+		return sandbox.ExecResult{}, r.p.mapErr(err, "start exec in %s", name)
 	}
-	res, err := r.wait(ctx, req, execID, hj, out)
-	r.p.log.Debug("exec", "id", r.id, "cmd", req.Cmd[0], "exit_code", res.ExitCode, "timed_out", res.TimedOut,
+	res, err := r.wait(ctx, name, req, execID, hj, out)
+	r.p.log.Debug("exec", "id", r.id, "cmd", req.Cmd[0], "network", mode, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
 		"duration_ms", res.DurationMS, "stdout_bytes", res.StdoutBytes, "stderr_bytes", res.StderrBytes, "err", err)
 	return res, err
 }
 
-// createExec creates the exec, starting the container first when it is not
-// running.
-func (r *Runtime) createExec(ctx context.Context, opts container.ExecOptions) (string, error) {
+// createExec creates the exec in container name, starting it first when
+// it is not running.
+func (r *Runtime) createExec(ctx context.Context, name string, opts container.ExecOptions) (string, error) {
 	for attempt := 0; ; attempt++ {
-		resp, err := r.p.cli.ContainerExecCreate(ctx, r.name, opts)
+		resp, err := r.p.cli.ContainerExecCreate(ctx, name, opts)
 		switch {
 		case err == nil:
 			return resp.ID, nil
@@ -211,18 +334,18 @@ func (r *Runtime) createExec(ctx context.Context, opts container.ExecOptions) (s
 			return "", sandbox.Errorf(sandbox.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
 		case cerrdefs.IsConflict(err) && attempt == 0:
 			// Not running (stopped, hibernated): resume it.
-			if err := r.Start(ctx); err != nil {
+			if err := r.start(ctx, name); err != nil {
 				return "", err
 			}
 			continue
 		}
-		return "", r.p.mapErr(err, "create exec in %s", r.name)
+		return "", r.p.mapErr(err, "create exec in %s", name)
 	}
 }
 
 // wait pumps the exec's output until the command has exited (or was killed)
 // and classifies the outcome.
-func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID string, hj types.HijackedResponse, out *procexec.Output) (sandbox.ExecResult, error) {
+func (r *Runtime) wait(ctx context.Context, name string, req sandbox.ExecRequest, execID string, hj types.HijackedResponse, out *procexec.Output) (sandbox.ExecResult, error) {
 	closeConn := sync.OnceFunc(hj.Close)
 	defer closeConn()
 	sniff := &pidSniffer{next: out.Stderr()}
@@ -289,7 +412,7 @@ func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID stri
 		if killWanted && !killStarted {
 			if pid := sniff.pid.Load(); pid > 0 {
 				killStarted = true
-				r.killTree(pid)
+				r.killTree(name, pid)
 			}
 		}
 		if !check {
@@ -305,7 +428,7 @@ func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID stri
 		case err != nil:
 			closeConn()
 			<-copyDone
-			return out.Result(-1), r.p.mapErr(err, "inspect exec in %s", r.name)
+			return out.Result(-1), r.p.mapErr(err, "inspect exec in %s", name)
 		case !ins.Running && (sniff.pid.Load() > 0 || streamClosed || ins.Pid != 0):
 			return finish(ins.ExitCode)
 		}
@@ -314,13 +437,13 @@ func (r *Runtime) wait(ctx context.Context, req sandbox.ExecRequest, execID stri
 	}
 }
 
-// killTree kills, from a second exec, the process group and session whose
-// leader is pid (a container pid). Errors are logged: the caller's wait for
-// the exit is bounded by KillGrace anyway.
-func (r *Runtime) killTree(pid int64) {
+// killTree kills, from a second exec in container name, the process group
+// and session whose leader is pid (a container pid). Errors are logged: the
+// caller's wait for the exit is bounded by KillGrace anyway.
+func (r *Runtime) killTree(name string, pid int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 	defer cancel()
-	resp, err := r.p.cli.ContainerExecCreate(ctx, r.name, container.ExecOptions{
+	resp, err := r.p.cli.ContainerExecCreate(ctx, name, container.ExecOptions{
 		Cmd: []string{"/bin/sh", "-c", killScript, "sandboxcore-kill", strconv.FormatInt(pid, 10)},
 	})
 	if err == nil {

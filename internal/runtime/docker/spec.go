@@ -15,22 +15,57 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// built is a validated spec turned into container configuration.
+// built is a validated spec turned into the configuration of the
+// container of one network mode.
 type built struct {
 	config  *container.Config
 	host    *container.HostConfig
 	hash    string
 	root    string // symlink-free host path of the workdir mount's source
 	workdir string // spec.Workdir (container path)
+	// mode is the container's network mode, policy the runtime's
+	// (RuntimeSpec.Network, "" read as limited); name the container's name.
+	mode, policy sandbox.Network
+	name         string
+	uid, gid     uint32 // the container's user
 }
 
-// build validates spec and derives the container configuration and its hash.
-func (p *Provider) build(spec sandbox.RuntimeSpec) (*built, error) {
+// Containers of a runtime's network modes (docs/SECURITY.md "Network
+// modes"): ContainerName(id) runs the runtime's own network (its policy);
+// a command that asks for a narrower one runs in ContainerName(id)+"."+mode,
+// created from the same spec when first needed. All of them share the
+// worktree, the repo cache and /tmp (the volume TmpVolume(id)); each has
+// its own network namespace, processes and root file system.
+
+// TmpVolume returns the name of runtime id's /tmp volume.
+func TmpVolume(id string) string { return ContainerPrefix + id + "-tmp" }
+
+// modeContainer returns the name of runtime id's container of network mode
+// under policy.
+func modeContainer(id string, mode, policy sandbox.Network) string {
+	if mode == policy {
+		return ContainerName(id)
+	}
+	return ContainerName(id) + "." + string(mode)
+}
+
+// egressMount is where a limited container sees its runtime's egress
+// directory, and egressSocket the proxy's socket in it.
+const (
+	egressMount  = "/.sandboxcore/egress"
+	egressSocket = "egress.sock"
+)
+
+// build validates spec and derives the configuration of its container of
+// network mode ("" = the runtime's own) and its hash.
+func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built, error) {
 	bad := func(format string, args ...any) (*built, error) {
 		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
 	}
@@ -50,15 +85,25 @@ func (p *Provider) build(spec sandbox.RuntimeSpec) (*built, error) {
 	if !absClean(spec.Workdir) || spec.Workdir == "/" {
 		return bad("workdir %q is not an absolute clean path below /", spec.Workdir)
 	}
-	netMode := container.NetworkMode("none")
-	switch spec.Network {
-	case sandbox.NetworkNone:
-	case sandbox.NetworkLimited, "":
-		netMode = LimitedNetworkName
-	case sandbox.NetworkDefault:
-		netMode = "bridge"
-	default:
+	policy := procexec.RuntimeNetwork(spec)
+	if !policy.Valid() {
 		return bad("network %q: want none, limited or default", spec.Network)
+	}
+	if _, err := egress.ParseRules(spec.NetworkAllow); err != nil {
+		return bad("%s", sandbox.Message(err))
+	}
+	if mode == "" {
+		mode = policy
+	}
+	if !mode.Within(policy) {
+		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s: network %s is above its network policy (%s)", spec.ID, mode, policy)
+	}
+	// none and limited: Docker's none network, loopback only (limited
+	// reaches the egress proxy through a unix socket, nothing else);
+	// default: Docker's default bridge.
+	netMode := container.NetworkMode("none")
+	if mode == sandbox.NetworkDefault {
+		netMode = "bridge"
 	}
 
 	var (
@@ -132,16 +177,38 @@ func (p *Provider) build(spec sandbox.RuntimeSpec) (*built, error) {
 		labels[LabelWorkspace] = spec.WorkspaceID
 	}
 	delete(labels, LabelSpecHash)
+	labels[LabelNetwork] = string(mode)
+	// What a handle from Get needs to build the runtime's other containers
+	// (the allow-list is the egress proxy's, never a container's).
+	stored := spec
+	stored.Labels, stored.NetworkAllow = nil, nil
+	specJSON, err := json.Marshal(stored)
+	if err != nil {
+		return bad("%v", err)
+	}
+	labels[LabelSpec] = string(specJSON)
 
-	mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.sup, Target: SupervisorPath, ReadOnly: true,
-		BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	mounts = append(mounts,
+		mount.Mount{Type: mount.TypeBind, Source: p.sup, Target: SupervisorPath, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
+		mount.Mount{Type: mount.TypeVolume, Source: TmpVolume(spec.ID), Target: "/tmp",
+			VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{LabelManagedBy: ManagedByValue, LabelRuntime: spec.ID}}})
+	entry := []string{SupervisorPath, "serve", "--listen-abstract", supervisorSocket, "--runtime", spec.ID, "--layout", "docker",
+		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
+		"--id-prefix", supervisor.IDPrefix(mode)}
+	var proxyEnv map[string]string
+	if mode == sandbox.NetworkLimited && p.egress != nil {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.egressDir(spec.ID), Target: egressMount, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+		entry = append(entry, "--egress-socket", egressMount+"/"+egressSocket)
+		proxyEnv = procexec.ProxyEnv(supervisor.EgressListen)
+	}
 	init := true
 	cfg := &container.Config{
 		Image: image,
-		// The runtime's supervisor (background processes) under Docker's init.
-		Entrypoint: []string{SupervisorPath, "serve", "--listen-abstract", supervisorSocket, "--runtime", spec.ID, "--layout", "docker",
-			"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses)},
-		Env:        procexec.EnvList(procexec.BaseEnv(Home), p.baseEnv, spec.Env),
+		// The supervisor of this network mode's processes under Docker's init.
+		Entrypoint: entry,
+		Env:        procexec.EnvList(procexec.BaseEnv(Home), proxyEnv, p.baseEnv, spec.Env),
 		User:       strconv.FormatUint(uint64(owner.Uid), 10) + ":" + strconv.FormatUint(uint64(owner.Gid), 10),
 		WorkingDir: spec.Workdir,
 		Labels:     labels,
@@ -165,7 +232,8 @@ func (p *Provider) build(spec sandbox.RuntimeSpec) (*built, error) {
 	}
 	h := sha256.Sum256(sum)
 	cfg.Labels[LabelSpecHash] = hex.EncodeToString(h[:12])
-	return &built{config: cfg, host: host, hash: cfg.Labels[LabelSpecHash], root: root, workdir: spec.Workdir}, nil
+	return &built{config: cfg, host: host, hash: cfg.Labels[LabelSpecHash], root: root, workdir: spec.Workdir,
+		mode: mode, policy: policy, name: modeContainer(spec.ID, mode, policy), uid: owner.Uid, gid: owner.Gid}, nil
 }
 
 func absClean(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }

@@ -45,12 +45,20 @@
 // (output from then on; a file the process writes for what came before),
 // stop = SendSignal SIGTERM then SIGKILL. Exec uses exactly these calls.
 //
-// # Network (RuntimeSpec.Network)
+// # Network (RuntimeSpec.Network, docs/SECURITY.md "Network modes")
 //
-// "none" → allow_internet_access false; "limited" → egress denied
-// (denyOut 0.0.0.0/0) except Options.AllowOut (CIDRs, IPs or domains an
-// operator allows, e.g. an egress proxy; empty: no network, as with
-// bubblewrap); "default" → E2B's default network.
+// One network for the whole sandbox, set when it is created (a command
+// cannot choose another: Capabilities().PerCommandNetwork is false). "none"
+// → allow_internet_access false and denyOut 0.0.0.0/0; "limited" → egress
+// denied (denyOut 0.0.0.0/0) except allowOut: the spec's allow-list as E2B
+// takes it (egress.ForRemote: a name entry becomes the domain "example.com"
+// or "*.example.com", which E2B itself matches; an IP or CIDR stays one;
+// ports are dropped, so an entry opens every port of its destination; an
+// address entry covering a metadata address is left out), then
+// Options.AllowOut; with nothing to allow, allow_internet_access false too;
+// "default" → E2B's default network. E2B does the resolving and the
+// checking: the egress proxy's rules (public addresses only for names, the
+// host's own addresses) are E2B's business there.
 //
 // # Credentials
 //
@@ -78,8 +86,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/api"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -540,14 +550,22 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) api.NewSandbox {
 		Network:    &net,
 		// No EnvVars: nothing from the worker enters the sandbox (docs/SECURITY.md).
 	}
-	switch spec.Network {
+	switch procexec.RuntimeNetwork(spec) {
 	case sandbox.NetworkNone:
 		body.AllowInternetAccess = ptr(false)
 		net.DenyOut = &[]string{"0.0.0.0/0"}
-	case sandbox.NetworkLimited, "":
+	case sandbox.NetworkLimited:
 		net.DenyOut = &[]string{"0.0.0.0/0"}
-		if len(p.opts.AllowOut) > 0 {
-			allow := append([]string(nil), p.opts.AllowOut...)
+		ra, err := egress.ForRemote(spec.NetworkAllow)
+		if err != nil {
+			p.log.Warn("runtime allow-list not applied (no egress)", "id", spec.ID, "error", err)
+		}
+		if len(ra.Widened) > 0 || len(ra.Dropped) > 0 {
+			p.log.Info("allow-list entries as E2B takes them: ports dropped, metadata-covering addresses left out", "id", spec.ID,
+				"widened", ra.Widened, "dropped", ra.Dropped)
+		}
+		allow := append(append(ra.Domains, ra.CIDRs...), p.opts.AllowOut...)
+		if len(allow) > 0 {
 			net.AllowOut = &allow
 		} else {
 			body.AllowInternetAccess = ptr(false)

@@ -194,3 +194,43 @@ func TestExecAndReplica(t *testing.T) {
 	}
 	require.NotContains(t, fmt.Sprint(rec), rec.AccessToken, "a record never prints its token")
 }
+
+// TestNetworkMapsOntoAllowOut: the limited network's allow-list becomes
+// E2B's allowOut (domains, then IPs and CIDRs; ports dropped,
+// metadata-covering entries left out) over denyOut 0.0.0.0/0; none and an
+// empty list deny all egress; a command cannot choose another network.
+func TestNetworkMapsOntoAllowOut(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	for i, tc := range []struct {
+		network sandbox.Network
+		allow   []string
+		want    fake.SandboxNetwork
+	}{
+		{sandbox.NetworkLimited, []string{"registry.npmjs.org:443", "*.corp.example", "192.0.2.7:8080", "10.0.0.0/8", "0.0.0.0/0"},
+			fake.SandboxNetwork{AllowOut: []string{"registry.npmjs.org", "*.corp.example", "192.0.2.7", "10.0.0.0/8"}, DenyOut: []string{"0.0.0.0/0"}, Internet: true}},
+		{sandbox.NetworkLimited, nil, fake.SandboxNetwork{DenyOut: []string{"0.0.0.0/0"}}},
+		{sandbox.NetworkNone, []string{"registry.npmjs.org"}, fake.SandboxNetwork{DenyOut: []string{"0.0.0.0/0"}}},
+	} {
+		bare, wt := runtimetest.GitFixture(t)
+		spec := gitSpec(bare, wt)
+		spec.ID += "-net" + strconv.Itoa(i)
+		spec.Network, spec.NetworkAllow = tc.network, tc.allow
+		rt, err := p.Create(ctx, spec)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+		rec, _ := rt.(*Runtime).record()
+		got, ok := srv.Network(rec.SandboxID)
+		require.True(t, ok)
+		require.Equal(t, tc.want, got, "%s %v", tc.network, tc.allow)
+		_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkDefault})
+		require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+		if tc.network == sandbox.NetworkLimited {
+			_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkNone})
+			require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+			runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
+		}
+	}
+	require.False(t, p.Capabilities().PerCommandNetwork)
+}

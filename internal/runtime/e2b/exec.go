@@ -231,6 +231,12 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 	if rep == nil {
 		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: runtime %s has no workspace (create it with its spec)", r.id)
 	}
+	r.mu.Lock()
+	spec := r.spec
+	r.mu.Unlock()
+	if err := procexec.SingleNetwork(Kind, "exec", spec, req.Network); err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	if err := r.enter(ctx); err != nil {
 		return sandbox.ExecResult{}, err
 	}

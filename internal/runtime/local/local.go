@@ -103,7 +103,9 @@ func (p *Provider) Kind() string { return Kind }
 // (PTY background processes: Runtime implements sandbox.ProcessRuntime);
 // no snapshots, no preview URLs, and no isolation (Isolated false).
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{InteractiveSession: true}
+	// A command may ask for any network up to the runtime's: none is
+	// enforced here, so PerCommandNetwork is as true as Network itself.
+	return sandbox.RuntimeCapabilities{InteractiveSession: true, PerCommandNetwork: true}
 }
 
 // Snapshots returns nil: the local runtime cannot snapshot.

@@ -76,7 +76,7 @@ func TestProcesses(t *testing.T) {
 func TestKindAndCapabilities(t *testing.T) {
 	p := local.New(local.Options{})
 	require.Equal(t, "local", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{InteractiveSession: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{InteractiveSession: true, PerCommandNetwork: true}, p.Capabilities())
 	require.False(t, p.Capabilities().Isolated)
 	require.Nil(t, p.Snapshots())
 	require.Nil(t, p.PreviewURLs())

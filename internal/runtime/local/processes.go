@@ -79,7 +79,7 @@ func (r *Runtime) initProcesses() {
 }
 
 // client is supervisor.Processes.Client.
-func (r *Runtime) client(ctx context.Context, start bool) (*supervisor.Client, error) {
+func (r *Runtime) client(ctx context.Context, start bool, _ sandbox.Network) (*supervisor.Client, error) {
 	if start {
 		if err := r.life.Start(r.ready); err != nil {
 			return nil, err
@@ -111,12 +111,16 @@ func (r *Runtime) client(ctx context.Context, start bool) (*supervisor.Client, e
 }
 
 // prepare is supervisor.Processes.Prepare: a background process gets a
-// command's environment and cwd.
-func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, error) {
+// command's environment and cwd (its network is checked against the
+// runtime's, though not enforced: the local runtime has one supervisor).
+func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Network, error) {
+	if _, err := procexec.CommandNetwork("process_start", procexec.RuntimeNetwork(r.life.Spec()), spec.Network); err != nil {
+		return supervisor.Spec{}, "", err
+	}
 	root := r.life.Root()
 	dir, _, err := procexec.ResolveCwd(root, spec.Cwd)
 	if err != nil {
-		return supervisor.Spec{}, err
+		return supervisor.Spec{}, "", err
 	}
 	extra := map[string]string{}
 	if spec.PTY != nil {
@@ -129,7 +133,7 @@ func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, error) {
 	if spec.PTY != nil {
 		s.PTY, s.Rows, s.Cols = true, uint16(spec.PTY.Rows), uint16(spec.PTY.Cols)
 	}
-	return s, nil
+	return s, "", nil
 }
 
 // stopProcesses ends the supervisor (its processes end with exit reason

@@ -104,6 +104,9 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 		return sandbox.ExecResult{}, err
 	}
 	return r.life.Exec(ctx, r.ready, func(killCtx context.Context, spec sandbox.RuntimeSpec, _ struct{}) (sandbox.ExecResult, error) {
+		if _, err := procexec.CommandNetwork("exec", procexec.RuntimeNetwork(spec), req.Network); err != nil {
+			return sandbox.ExecResult{}, err
+		}
 		root := r.life.Root()
 		env := procexec.EnvList(procexec.BaseEnv(root), r.p.baseEnv, spec.Env, req.Env)
 		dir, _, err := procexec.ResolveCwd(root, req.Cwd)

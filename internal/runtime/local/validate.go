@@ -56,6 +56,9 @@ func ValidateExecRequest(req sandbox.ExecRequest) error {
 	if len(req.Stdin) > sandbox.MaxStdinBytes {
 		return bad("stdin is %d bytes, more than the maximum of %d", len(req.Stdin), sandbox.MaxStdinBytes)
 	}
+	if req.Network != "" && !req.Network.Valid() {
+		return bad("network %q: want none, limited or default", sandbox.Clip(string(req.Network), 32))
+	}
 	return nil
 }
 

@@ -15,23 +15,50 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// Processes implements sandbox.ProcessRuntime over a runtime's supervisor,
-// for the backends that run one (bubblewrap, local, Docker); the backend
-// supplies the hooks. Processes of a supervisor that was shut down (Stop)
-// are served from Archive afterwards.
+// Processes implements sandbox.ProcessRuntime over a runtime's
+// supervisors, for the backends that run them (bubblewrap, local, Docker);
+// the backend supplies the hooks. A backend with one supervisor per network
+// mode (docs/SECURITY.md "Network modes") gives each the id prefix
+// IDPrefix(mode), so that a process id names its supervisor. Processes of a
+// supervisor that was shut down (Stop) are served from Archive afterwards.
 type Processes struct {
 	// Support is what ProcessSupport reports.
 	Support sandbox.ProcessSupport
-	// Client returns the runtime's supervisor client. With start it starts
-	// the runtime when needed (StartProcess); without, it returns (nil, nil)
-	// when the runtime does not run. Its errors are returned as they are.
-	Client func(ctx context.Context, start bool) (*Client, error)
+	// Client returns the runtime's supervisor client for processes of
+	// network ("" for a backend with one supervisor). With start it starts
+	// the runtime (and that supervisor) when needed (StartProcess); without,
+	// it returns (nil, nil) when it does not run. Its errors are returned as
+	// they are.
+	Client func(ctx context.Context, start bool, network sandbox.Network) (*Client, error)
 	// Prepare maps a validated spec onto the supervisor's (environment
-	// layered on the runtime's, cwd resolved inside the workdir); its errors
-	// are returned as they are.
-	Prepare func(spec sandbox.ProcessSpec) (Spec, error)
+	// layered on the runtime's, cwd resolved inside the workdir) and names
+	// the network whose supervisor runs it; its errors are returned as they
+	// are (ErrCommandRejected for a network above the runtime's).
+	Prepare func(spec sandbox.ProcessSpec) (Spec, sandbox.Network, error)
+	// Networks are the supervisors ListProcesses asks, in order; nil: one ("").
+	Networks []sandbox.Network
 	// Archive holds the processes of stopped supervisors.
 	Archive *Archive
+}
+
+// IDPrefix is the prefix of the process ids of the supervisor of network
+// ("proc-" for a backend with one supervisor): `serve --id-prefix`.
+func IDPrefix(network sandbox.Network) string {
+	if network == "" {
+		return "proc-"
+	}
+	return "proc-" + string(network) + "-"
+}
+
+// NetworkOfID returns the network whose supervisor gave process id (""
+// when the id names none).
+func NetworkOfID(id string) sandbox.Network {
+	for _, n := range sandboxapi.NetworkModes {
+		if strings.HasPrefix(id, IDPrefix(n)) {
+			return n
+		}
+	}
+	return ""
 }
 
 var _ sandbox.ProcessRuntime = (*Processes)(nil)
@@ -50,7 +77,7 @@ func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) 
 			return out.Process, nil
 		}
 	}
-	s, err := p.Prepare(spec)
+	s, network, err := p.Prepare(spec)
 	if err != nil {
 		return sandbox.ProcessInfo{}, err
 	}
@@ -59,7 +86,7 @@ func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) 
 	if spec.StdinData != nil {
 		s.Stdin = spec.StdinData
 	}
-	c, err := p.Client(ctx, true)
+	c, err := p.Client(ctx, true, network)
 	if err != nil {
 		return sandbox.ProcessInfo{}, err
 	}
@@ -95,7 +122,7 @@ func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.Proc
 	if out, ok := p.archived(id, idx, req, max); ok {
 		return out, nil
 	}
-	c, err := p.Client(ctx, false)
+	c, err := p.clientOf(ctx, id)
 	if err != nil {
 		return sandbox.ProcessOutput{}, err
 	}
@@ -148,7 +175,7 @@ func (p *Processes) WaitProcess(ctx context.Context, id string, wait time.Durati
 	if out, ok := p.Archive.Read(id, 0, 0, 0); ok {
 		return out.Process, nil
 	}
-	c, err := p.Client(ctx, false)
+	c, err := p.clientOf(ctx, id)
 	if err != nil {
 		return sandbox.ProcessInfo{}, err
 	}
@@ -170,7 +197,7 @@ func (p *Processes) CancelProcess(ctx context.Context, id string) error {
 	if _, ok := p.Archive.Read(id, 0, 0, 0); ok {
 		return nil // ended with the runtime's stop
 	}
-	c, err := p.Client(ctx, false)
+	c, err := p.clientOf(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -218,19 +245,29 @@ func (p *Processes) ResizeProcess(ctx context.Context, id string, rows, cols int
 	return MapError(c.Resize(ctx, id, uint16(rows), uint16(cols)), "process_resize")
 }
 
-// ListProcesses lists the archived processes, then the live supervisor's.
+// ListProcesses lists the archived processes, then each live supervisor's
+// (Networks order).
 func (p *Processes) ListProcesses(ctx context.Context) ([]sandbox.ProcessInfo, error) {
 	out := p.Archive.List()
-	c, err := p.Client(ctx, false)
-	if err != nil || c == nil {
-		return out, err
+	networks := p.Networks
+	if networks == nil {
+		networks = []sandbox.Network{""}
 	}
-	list, err := c.List(ctx)
-	if err != nil {
-		return nil, MapError(err, "process_list")
-	}
-	for _, i := range list {
-		out = append(out, ToInfo(i))
+	for _, n := range networks {
+		c, err := p.Client(ctx, false, n)
+		if err != nil {
+			return out, err
+		}
+		if c == nil {
+			continue
+		}
+		list, err := c.List(ctx)
+		if err != nil {
+			return nil, MapError(err, "process_list")
+		}
+		for _, i := range list {
+			out = append(out, ToInfo(i))
+		}
 	}
 	return out, nil
 }
@@ -241,7 +278,7 @@ func (p *Processes) live(ctx context.Context, id string) (*Client, error) {
 	if _, ok := p.Archive.Read(id, 0, 0, 0); ok {
 		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "process %s has ended (the runtime was stopped)", clipStr(id))
 	}
-	c, err := p.Client(ctx, false)
+	c, err := p.clientOf(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +286,48 @@ func (p *Processes) live(ctx context.Context, id string) (*Client, error) {
 		return nil, notFound(id)
 	}
 	return c, nil
+}
+
+// clientOf returns the client of the running supervisor that holds process
+// id, (nil, nil) when none runs. An id the supervisor gave names its
+// network (IDPrefix); an id the caller chose (ProcessSpec.ID, an exec's
+// command) names none, so each running supervisor is asked in Networks
+// order, the runtime's own first; when none holds it, the runtime's own is
+// returned and its not-found is what the caller reports.
+func (p *Processes) clientOf(ctx context.Context, id string) (*Client, error) {
+	n := NetworkOfID(id)
+	own, err := p.Client(ctx, false, n)
+	if err != nil || n != "" || len(p.Networks) < 2 {
+		return own, err
+	}
+	if own != nil {
+		if _, err := own.Wait(ctx, id, 0); err == nil {
+			return own, nil
+		} else if !isNotFound(err) {
+			return nil, MapError(err, "process lookup")
+		}
+	}
+	for _, net := range p.Networks {
+		c, err := p.Client(ctx, false, net)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil || c == own {
+			continue
+		}
+		if _, err := c.Wait(ctx, id, 0); err == nil {
+			return c, nil
+		} else if !isNotFound(err) {
+			return nil, MapError(err, "process lookup")
+		}
+	}
+	return own, nil
+}
+
+// isNotFound: the supervisor holds no such process.
+func isNotFound(err error) bool {
+	var pe *Error
+	return errors.As(err, &pe) && pe.Kind == ErrNotFound
 }
 
 func notFound(id string) error {

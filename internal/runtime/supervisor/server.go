@@ -56,6 +56,7 @@ type server struct {
 	inherit   []string   // the supervisor's own environment (InheritEnv)
 	cgMode    string     // "", "v1" or "v2": how shims place commands in their cgroup
 	cgFiles   []*os.File // its descriptors, handed to shims as 4 (and 5)
+	idPrefix  string     // of the process ids (Info.ID)
 
 	mu       sync.Mutex
 	procs    map[string]*proc
@@ -105,6 +106,8 @@ func serveMain(args []string) int {
 	idleExit := fs.Duration("idle-exit", 0, "exit after this long with no process, no record and no connection (0: never)")
 	cgMode := fs.String("cgroup", "", "v2: --cgroup-fds is the commands' cgroup directory; v1: its tasks file and the supervisor's")
 	cgFDs := fs.String("cgroup-fds", "", "inherited descriptors for --cgroup (comma-separated)")
+	egressSock := fs.String("egress-socket", "", "relay connections to "+EgressListen+" to this unix socket (the worker's egress proxy)")
+	idPrefix := fs.String("id-prefix", "proc-", "prefix of the process ids this supervisor gives")
 	if err := fs.Parse(args); err != nil || (*ctlFD < 0) == (*abstract == "") {
 		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: one of --ctl-fd or --listen-abstract is required")
 		return 2
@@ -116,7 +119,7 @@ func serveMain(args []string) int {
 	s := &server{
 		exe: "/proc/self/exe", runtime: *rt, layout: *layout, bufBytes: max(*buf, 4096), maxProcs: max(*maxp, 1),
 		pid1: os.Getpid() == 1, startedMS: time.Now().UnixMilli(),
-		procs: map[string]*proc{}, shims: map[int]*shimHandle{},
+		procs: map[string]*proc{}, shims: map[int]*shimHandle{}, idPrefix: *idPrefix,
 		inherit: slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }),
 	}
 	if *cgMode == "v1" || *cgMode == "v2" {
@@ -151,6 +154,14 @@ func serveMain(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: control socket:", err)
 		return 1
+	}
+	if *egressSock != "" {
+		eln, err := net.Listen("tcp", EgressListen)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: egress forwarder:", err)
+			return 1
+		}
+		go ForwardEgress(eln, *egressSock)
 	}
 	reap := make(chan struct{}, 1)
 	ignoreSignals(func() {
@@ -377,10 +388,10 @@ func (s *server) handle(req Request, payload []byte, gone <-chan struct{}) (Resp
 	return fail(errorf(ErrInvalid, "unknown op %q", req.Op))
 }
 
-func newID() string {
+func (s *server) newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return "proc-" + hex.EncodeToString(b[:])
+	return s.idPrefix + hex.EncodeToString(b[:])
 }
 
 // start launches spec on a free shim; a spec naming a process the
@@ -450,7 +461,7 @@ func (s *server) launch(spec *Spec) (*proc, *Error) {
 	}
 	id := spec.ID
 	if id == "" {
-		id = newID()
+		id = s.newID()
 	}
 	p := &proc{
 		info: Info{ID: id, Tag: spec.Tag, Argv: slices.Clone(spec.Argv), PTY: spec.PTY, Exec: spec.Exec, StartedMS: time.Now().UnixMilli()},

@@ -58,7 +58,7 @@ func TestOpenConfiguresDatabase(t *testing.T) {
 
 	var version int
 	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT MAX(version_id) FROM goose_db_version`).Scan(&version))
-	assert.Equal(t, 3, version, "00001_init.sql, 00002_hosts.sql and 00003_base_fetched_at.sql applied")
+	assert.Equal(t, 4, version, "00001_init.sql, 00002_hosts.sql, 00003_base_fetched_at.sql and 00004_network_policy.sql applied")
 
 	// The partial unique indexes and eviction indexes exist.
 	rows, err := s.db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sandbox_workspaces' AND sql IS NOT NULL`)

@@ -302,9 +302,14 @@ func testWorkspaceRoundTrip(t *testing.T, f Factory) {
 	analysis.Capabilities = sandbox.Capabilities{Writable: false, Isolated: true, Persistent: false}
 	analysis.Dirty = false
 	analysis.PinnedUntil = nil
+	analysis.Network = sandbox.NetworkNone
 
 	edit := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
 	edit.Capabilities = sandbox.Capabilities{Writable: true, Isolated: false, Persistent: true}
+	// The network policy round-trips (docs/SECURITY.md "Network modes"); the
+	// task below has none recorded ("" and no entries, as older rows).
+	edit.Network = sandbox.NetworkLimited
+	edit.NetworkAllow = []string{"registry.internal:4873", "*.corp.example", "10.0.0.0/8", "[2001:db8::/32]:443"}
 
 	task := workspace(sandbox.ModeTask, "u1", "p1", "task-1")
 	task.Capabilities = sandbox.Capabilities{Writable: true, Isolated: true, Persistent: true}
@@ -320,6 +325,14 @@ func testWorkspaceRoundTrip(t *testing.T, f Factory) {
 	all, err := s.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []sandbox.Workspace{analysis, edit, task}, all)
+
+	// An update replaces the policy, and can clear the entries.
+	edit.Network, edit.NetworkAllow = sandbox.NetworkDefault, nil
+	require.NoError(t, s.UpdateWorkspace(ctx, edit))
+	got, err := s.GetWorkspace(ctx, edit.ID)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.NetworkDefault, got.Network)
+	assert.Nil(t, got.NetworkAllow)
 }
 
 func testWorkspaceTimesNormalized(t *testing.T, f Factory) {

@@ -39,6 +39,7 @@ type sbox struct {
 	autoDelete     int // minutes, <0 off
 	blockAll       bool
 	allowList      string
+	domainList     string
 	public         bool
 	container      string
 	created        time.Time
@@ -69,6 +70,9 @@ func (s *Server) dto(b *sbox) map[string]any {
 	}
 	if b.allowList != "" {
 		m["networkAllowList"] = b.allowList
+	}
+	if b.domainList != "" {
+		m["domainAllowList"] = b.domainList
 	}
 	if b.errorReason != "" {
 		m["errorReason"] = b.errorReason
@@ -193,6 +197,7 @@ type createRequest struct {
 	Public              bool              `json:"public"`
 	NetworkBlockAll     bool              `json:"networkBlockAll"`
 	NetworkAllowList    string            `json:"networkAllowList"`
+	DomainAllowList     string            `json:"domainAllowList"`
 	Target              string            `json:"target"`
 	CPU                 int               `json:"cpu"`
 	Memory              int               `json:"memory"`
@@ -243,7 +248,7 @@ func (s *Server) createSandbox(c *call) {
 		id: id, name: req.Name, org: "org-daytonafake", state: stCreating, desired: stStarted,
 		labels: req.Labels, env: req.Env, snapshot: req.Snapshot, target: req.Target, user: SandboxUser,
 		cpu: max(req.CPU, 1), mem: max(req.Memory, 1), disk: disk, autoStop: 15, autoArchive: 7 * 24 * 60, autoDelete: -1,
-		blockAll: req.NetworkBlockAll, allowList: req.NetworkAllowList, public: req.Public,
+		blockAll: req.NetworkBlockAll, allowList: req.NetworkAllowList, domainList: req.DomainAllowList, public: req.Public,
 		created: now, updated: now, lastActivity: now,
 	}
 	if b.name == "" {
@@ -270,7 +275,9 @@ func (s *Server) createSandbox(c *call) {
 	switch {
 	case req.NetworkBlockAll:
 		netMode = "none"
-	case req.NetworkAllowList != "":
+	case req.NetworkAllowList != "" || req.DomainAllowList != "":
+		// The fake does not filter by destination: an allow-list is the
+		// internal network (no way off the machine).
 		netMode = "limited"
 	}
 	spec := containerSpec{name: "daytonafake-" + s.eng.id + "-" + id[:8], env: req.Env, network: netMode, cpu: float64(b.cpu), memoryGB: int64(b.mem)}
@@ -555,4 +562,23 @@ func (s *Server) Exec(ctx context.Context, idOrName string, argv ...string) (std
 	}
 	res, err := s.eng.exec(ctx, cid, execSpec{cmd: argv})
 	return res.stdout, res.stderr, res.code, err
+}
+
+// SandboxNetwork is the network configuration a sandbox was created with
+// (for tests that check what an adapter asked for).
+type SandboxNetwork struct {
+	BlockAll                          bool
+	NetworkAllowList, DomainAllowList string
+}
+
+// Network returns a sandbox's network configuration (false when there is
+// no such sandbox).
+func (s *Server) Network(idOrName string) (SandboxNetwork, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.find(idOrName)
+	if b == nil {
+		return SandboxNetwork{}, false
+	}
+	return SandboxNetwork{BlockAll: b.blockAll, NetworkAllowList: b.allowList, DomainAllowList: b.domainList}, true
 }

@@ -405,3 +405,23 @@ func (s *Server) lifecycleLoop() {
 		}
 	}
 }
+
+// SandboxNetwork is the egress configuration a sandbox was created with:
+// its allowOut and denyOut lists and allow_internet_access (for tests that
+// check what an adapter asked for).
+type SandboxNetwork struct {
+	AllowOut, DenyOut []string
+	Internet          bool
+}
+
+// Network returns sandbox id's egress configuration (false when there is
+// no such sandbox).
+func (s *Server) Network(id string) (SandboxNetwork, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.sandboxes[id]
+	if b == nil {
+		return SandboxNetwork{}, false
+	}
+	return SandboxNetwork{AllowOut: slices.Clone(b.allowOut), DenyOut: slices.Clone(b.denyOut), Internet: b.internet}, true
+}

@@ -1,0 +1,335 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// lockedBuffer is a log sink safe for the proxy's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// world is a proxy whose resolver and dialer know a few test names: the
+// addresses it "dials" are served by HTTP servers on the host's loopback.
+type world struct {
+	t        *testing.T
+	proxy    *Proxy
+	sock     string
+	log      *lockedBuffer
+	lookedUp sync.Map
+	names    map[string][]netip.Addr
+	// routes maps a checked destination to the loopback server standing in for it.
+	routes map[netip.AddrPort]string
+	// port is the loopback server's port (it answers "hello from <Host>").
+	port uint16
+}
+
+func newWorld(t *testing.T, allow ...string) *world {
+	t.Helper()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %s %s", r.Host, r.URL.Path)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	w := &world{t: t, log: &lockedBuffer{}, port: uint16(ln.Addr().(*net.TCPAddr).Port)}
+	w.names = map[string][]netip.Addr{
+		"pub.test":        {netip.MustParseAddr("198.51.100.7")},
+		"a.wild.test":     {netip.MustParseAddr("198.51.100.8")},
+		"wild.test":       {netip.MustParseAddr("198.51.100.8")},
+		"loop.test":       {netip.MustParseAddr("127.0.0.1")},
+		"private.test":    {netip.MustParseAddr("10.1.2.3")},
+		"meta.test":       {netip.MustParseAddr("169.254.169.254")},
+		"meta6.test":      {netip.MustParseAddr("64:ff9b::a9fe:a9fe")},
+		"mixed.test":      {netip.MustParseAddr("10.9.9.9"), netip.MustParseAddr("198.51.100.7")},
+		"own.test":        {netip.MustParseAddr("198.51.100.99")},
+		"cgnat.test":      {netip.MustParseAddr("100.64.1.1")},
+		"mapped.test":     {netip.MustParseAddr("::ffff:127.0.0.1")},
+		"unresolved.test": nil,
+	}
+	loop := net.JoinHostPort("127.0.0.1", fmt.Sprint(w.port))
+	w.routes = map[netip.AddrPort]string{}
+	for _, a := range []string{"198.51.100.7", "198.51.100.8", "127.0.0.1", "10.1.2.3", "169.254.169.254", "198.51.100.99", "100.64.1.1", "10.9.9.9"} {
+		w.routes[netip.AddrPortFrom(netip.MustParseAddr(a), w.port)] = loop
+	}
+	w.proxy = New(Options{
+		Logger: slog.New(slog.NewTextHandler(w.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			w.lookedUp.Store(host, true)
+			a, ok := w.names[host]
+			if !ok || a == nil {
+				return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+			}
+			return a, nil
+		},
+		Dial: func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+			to, ok := w.routes[ap]
+			if !ok {
+				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no route to host")}
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", to)
+		},
+		OwnAddrs: func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("198.51.100.99")} },
+	})
+	t.Cleanup(w.proxy.Close)
+	w.sock = filepath.Join(t.TempDir(), "egress.sock")
+	w.attach(allow...)
+	return w
+}
+
+func (w *world) attach(allow ...string) {
+	w.t.Helper()
+	for i, a := range allow {
+		allow[i] = strings.ReplaceAll(a, "PORT", fmt.Sprint(w.port))
+	}
+	rules, err := ParseRules(allow)
+	require.NoError(w.t, err)
+	require.NoError(w.t, w.proxy.Attach(Policy{WorkspaceID: "ws-test", RuntimeID: "rt-test", Allow: rules}, w.sock))
+}
+
+func (w *world) dest(host string) string { return net.JoinHostPort(host, fmt.Sprint(w.port)) }
+
+// connect sends CONNECT dest and, when the tunnel opens, a GET through it;
+// it returns the proxy's status, its body when it refused, or the tunnelled answer.
+func (w *world) connect(dest string) (int, string, http.Header) {
+	w.t.Helper()
+	c, err := net.Dial("unix", w.sock)
+	require.NoError(w.t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	require.NoError(w.t, err)
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	fmt.Fprintf(c, "GET /through-the-tunnel HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", dest)
+	inner, err := http.ReadResponse(br, nil)
+	require.NoError(w.t, err)
+	b, _ := io.ReadAll(inner.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// get sends a plain proxied GET of rawURL.
+func (w *world) get(rawURL string, hdr http.Header) (int, string, http.Header) {
+	w.t.Helper()
+	proxyURL, _ := url.Parse("http://egress.invalid")
+	cl := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		Proxy: http.ProxyURL(proxyURL),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", w.sock)
+		},
+	}}
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	require.NoError(w.t, err)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := cl.Do(req)
+	require.NoError(w.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func TestAllowedDestinationsAnswer(t *testing.T) {
+	w := newWorld(t, "127.0.0.1:PORT", "pub.test:PORT", "*.wild.test", "loop.test:PORT")
+	code, body, _ := w.connect(w.dest("127.0.0.1"))
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "hello from 127.0.0.1")
+	require.Contains(t, body, "/through-the-tunnel")
+
+	code, body, _ = w.get("http://"+w.dest("127.0.0.1")+"/plain", nil)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "hello from "+w.dest("127.0.0.1")+" /plain", body)
+
+	// By name, resolved by the proxy to a public address.
+	code, body, _ = w.connect(w.dest("pub.test"))
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "hello from "+w.dest("pub.test"))
+	code, body, _ = w.get("http://"+w.dest("PUB.test.")+"/x", nil)
+	require.Equal(t, http.StatusOK, code, body)
+
+	// A wildcard matches names below it, on any port.
+	code, body, _ = w.connect(w.dest("a.wild.test"))
+	require.Equal(t, http.StatusOK, code, body)
+	code, body, _ = w.connect(w.dest("wild.test"))
+	require.Equal(t, http.StatusForbidden, code, body)
+
+	// A name that resolves to loopback is reached because 127.0.0.1:PORT is allowed by address.
+	code, body, _ = w.connect(w.dest("loop.test"))
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, w.log.String(), `workspace=ws-test runtime=rt-test destination=pub.test:`)
+}
+
+func TestRefusalsSayPolicy(t *testing.T) {
+	w := newWorld(t, "pub.test:1-80", "private.test:PORT", "meta.test", "meta6.test", "mixed.test:PORT", "own.test:PORT",
+		"cgnat.test:PORT", "loop.test:PORT", "mapped.test:PORT", "unresolved.test")
+	cases := map[string]string{
+		"elsewhere.test:443":          "elsewhere.test:443 is not in the allow-list",
+		w.dest("pub.test"):            "is not in the allow-list", // port outside 1-80
+		w.dest("private.test"):        "private.test resolves to 10.1.2.3, a private address: allow 10.1.2.3:",
+		w.dest("loop.test"):           "a loopback address",
+		w.dest("mapped.test"):         "a loopback address",
+		w.dest("cgnat.test"):          "carrier-grade NAT",
+		w.dest("own.test"):            "an address of the worker's host",
+		w.dest("meta.test"):           "169.254.169.254, a cloud metadata address, which is never reachable",
+		w.dest("meta6.test"):          "a cloud metadata address",
+		"169.254.169.254:80":          "169.254.169.254 is a cloud metadata address, which is never reachable",
+		"[fd00:ec2::254]:80":          "cloud metadata address",
+		"[::ffff:169.254.169.254]:80": "cloud metadata address",
+		"[64:ff9b::a9fe:a9fe]:80":     "cloud metadata address",
+		"100.100.100.200:80":          "cloud metadata address",
+	}
+	for dest, want := range cases {
+		code, body, hdr := w.connect(dest)
+		require.Equal(t, http.StatusForbidden, code, dest)
+		require.Contains(t, body, "denied by the network policy of workspace ws-test", dest)
+		require.Contains(t, body, want, dest)
+		require.Equal(t, "denied", hdr.Get(PolicyHeader), dest)
+	}
+	// The status line says it too (what pip and git print).
+	c, err := net.Dial("unix", w.sock)
+	require.NoError(t, err)
+	fmt.Fprintf(c, "CONNECT elsewhere.test:443 HTTP/1.1\r\nHost: elsewhere.test:443\r\n\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 "+DeniedStatus+"\r\n", line)
+	_ = c.Close()
+	// A name no entry allows is never resolved (no lookups leave the worker for it).
+	w.connect("never-resolved.test:443")
+	for _, n := range []string{"never-resolved.test", "elsewhere.test"} {
+		_, looked := w.lookedUp.Load(n)
+		require.False(t, looked, "%s was resolved though no name entry allows it", n)
+	}
+
+	// A name with a private and a public address: only the public one is used.
+	code, body, _ := w.connect(w.dest("mixed.test"))
+	require.Equal(t, http.StatusOK, code, body)
+
+	// An unresolvable allowed name is a 502, not a policy refusal.
+	code, body, hdr := w.connect("unresolved.test:443")
+	require.Equal(t, http.StatusBadGateway, code)
+	require.Contains(t, body, "cannot resolve unresolved.test")
+	require.Empty(t, hdr.Get(PolicyHeader))
+
+	// Plain HTTP is refused the same way, and the log never holds a path or a header.
+	code, body, hdr = w.get("http://"+w.dest("private.test")+"/secret-path?token=s3cr3t", http.Header{"X-Secret": {"hunter2"}})
+	require.Equal(t, http.StatusForbidden, code)
+	require.Contains(t, body, "GET to "+w.dest("private.test")+" denied by the network policy")
+	require.NotContains(t, body, "secret-path")
+	require.Equal(t, "denied", hdr.Get(PolicyHeader))
+	logs := w.log.String()
+	require.Contains(t, logs, "egress denied")
+	require.Contains(t, logs, "workspace=ws-test")
+	require.Contains(t, logs, "destination="+w.dest("private.test"))
+	for _, secret := range []string{"secret-path", "s3cr3t", "hunter2", "X-Secret", "through-the-tunnel"} {
+		require.NotContains(t, logs, secret)
+	}
+}
+
+func TestAttachReplacesThePolicy(t *testing.T) {
+	w := newWorld(t, "127.0.0.1:PORT")
+	code, _, _ := w.connect(w.dest("127.0.0.1"))
+	require.Equal(t, http.StatusOK, code)
+	w.attach("pub.test:PORT")
+	code, body, _ := w.connect(w.dest("127.0.0.1"))
+	require.Equal(t, http.StatusForbidden, code, body)
+	code, _, _ = w.connect(w.dest("pub.test"))
+	require.Equal(t, http.StatusOK, code)
+
+	// An open tunnel ends with its endpoint.
+	c, err := net.Dial("unix", w.sock)
+	require.NoError(t, err)
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: x\r\n\r\n", w.dest("pub.test"))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	w.proxy.Detach("rt-test")
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the tunnel was closed")
+	_, err = net.Dial("unix", w.sock)
+	require.Error(t, err, "a detached endpoint's socket is gone")
+}
+
+func TestBadRequests(t *testing.T) {
+	w := newWorld(t, "pub.test")
+	c, err := net.Dial("unix", w.sock)
+	require.NoError(t, err)
+	defer c.Close()
+	fmt.Fprintf(c, "GET /relative HTTP/1.1\r\nHost: pub.test\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	code, body, _ := w.connect("pub.test")
+	require.Equal(t, http.StatusBadRequest, code, body)
+}
+
+func TestClassify(t *testing.T) {
+	for a, want := range map[string]string{
+		"8.8.8.8": "", "2606:4700::1111": "", "198.51.100.1": "",
+		"127.0.0.2": "loopback", "::1": "loopback", "10.0.0.1": "private", "172.16.5.4": "private", "192.168.1.1": "private",
+		"fd12::1": "private", "169.254.1.1": "link-local", "fe80::1": "link-local", "100.64.0.1": "carrier-grade",
+		"0.1.2.3": "this network", "224.0.0.1": "multicast", "255.255.255.255": "broadcast", "240.0.0.1": "reserved",
+		"::": "unspecified", "::ffff:10.0.0.1": "private", "64:ff9b::a00:1": "private", "2002:a00:1::": "private",
+		"198.18.0.1": "benchmarking",
+	} {
+		got := Classify(netip.MustParseAddr(a))
+		if want == "" {
+			require.Empty(t, got, a)
+		} else {
+			require.Contains(t, got, want, a)
+		}
+	}
+	require.True(t, isMetadata(netip.MustParseAddr("::ffff:169.254.169.254")))
+	_, err := ParseRules(DefaultAllow)
+	require.NoError(t, err, "the default allow-list parses")
+}
+
+func TestForRemote(t *testing.T) {
+	ra, err := ForRemote([]string{"registry.npmjs.org:443", "*.corp.example", "registry.npmjs.org:80", "192.0.2.7:8080", "10.0.0.0/8",
+		"169.254.0.0/16", "0.0.0.0/0", "169.254.169.254", "2001:db8::/32"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"registry.npmjs.org", "*.corp.example"}, ra.Domains)
+	require.Equal(t, []string{"192.0.2.7", "10.0.0.0/8", "2001:db8::/32"}, ra.CIDRs)
+	require.Equal(t, []string{"registry.npmjs.org:443", "registry.npmjs.org:80", "192.0.2.7:8080"}, ra.Widened)
+	require.Equal(t, []string{"169.254.0.0/16", "0.0.0.0/0", "169.254.169.254"}, ra.Dropped, "nothing opens the metadata address")
+}

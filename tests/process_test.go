@@ -301,3 +301,36 @@ func TestExecStreamIsLossless(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fmt.Sprintf("%x", out.Sum(nil)), strings.TrimSpace(string(sum.Stdout)), "the streamed bytes are the output")
 }
+
+// TestExecCancelKeepOutput: an exec with keep_output runs its command in
+// the exec activity, not as a process (docs/API.md "Kept output"); cancel
+// still kills its whole tree and it returns cancelled (130).
+func TestExecCancelKeepOutput(t *testing.T) {
+	h := startHost(t, "cancel-keep")
+	s, hd, _ := newEditSession(t, h)
+	ctx := ctxFor(t, 3*time.Minute)
+	marker := strconv.Itoa(5000 + int(time.Now().UnixNano()%1000))
+	started := filepath.Join(hd.LocalPath, "started")
+	type outcome struct {
+		res sandboxapi.ExecResult
+		err error
+	}
+	execDone := make(chan outcome, 1)
+	go func() {
+		r, err := s.Exec(sandboxclient.WithUpdateID(ctx, "cancel-kept"), sandboxapi.ExecRequest{Cmd: sh(treeScript, marker), KeepOutput: true})
+		execDone <- outcome{r, err}
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, time.Minute, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(liveSleeps(marker)) == 2 }, 10*time.Second, 20*time.Millisecond)
+	c, err := s.Cancel(ctx, "cancel-kept")
+	require.NoError(t, err)
+	assert.True(t, c.Cancelled)
+	o := <-execDone
+	require.NoError(t, o.err)
+	assert.True(t, o.res.Cancelled)
+	assert.Equal(t, 130, o.res.ExitCode)
+	assert.Eventually(t, func() bool { return len(liveSleeps(marker)) == 0 }, 2*time.Second, 20*time.Millisecond, "no survivor of the tree")
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"echo", "next"}})
+	require.NoError(t, err)
+	assert.Equal(t, "next\n", string(res.Stdout))
+}

@@ -8,7 +8,7 @@ E2E_PKGS  := ./tests/... ./internal/hostworker/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/internal/stackserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run runtime-deps test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-compose stack-images fuzz bench lint fmt clean up down schema
+.PHONY: all build run runtime-deps test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-compose stack-images fuzz bench bench-scale lint fmt clean up down schema
 
 # The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
 # (`docker compose`) when present, else the standalone `docker-compose`.
@@ -128,6 +128,21 @@ bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCH
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./payloadcodec/
 	$(GO) test -run '^$$' -bench . -benchtime 300x -count 1 ./internal/egress/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/e2b/
+
+# One host at scale (docs/BENCHMARKS.md "Scale"; not part of make test or
+# make bench): SESSIONS new edit workspaces acquired and kept open by
+# ACQUIRERS clients, then EXEC_CLIENTS clients each running EXECS execs, and
+# an eviction run over EVICT open workspaces. Smaller figures for a shared
+# machine: make bench-scale SESSIONS=2000 EVICT=300.
+SESSIONS ?= 10000
+ACQUIRERS ?= 16
+EXEC_CLIENTS ?= 50
+EXECS ?= 20
+EVICT ?= 1000
+bench-scale:
+	SANDBOX_BENCH_SCALE=1 SANDBOX_BENCH_SESSIONS=$(SESSIONS) SANDBOX_BENCH_ACQUIRERS=$(ACQUIRERS) \
+	  SANDBOX_BENCH_EXEC_CLIENTS=$(EXEC_CLIENTS) SANDBOX_BENCH_EXECS=$(EXECS) SANDBOX_BENCH_EVICT=$(EVICT) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 15m ./tests/
 
 # The JSON Schema of the wire contract (docs/schema/, docs/API.md "Schema"),
 # generated from package sandboxapi; internal/schema's test fails when the

@@ -3,9 +3,9 @@ package activities
 import (
 	"context"
 	"errors"
-	"strings"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"

@@ -150,8 +150,8 @@ func wantAppError(t *testing.T, err error, want *sandboxapi.Kind) *temporal.Appl
 	if !app.HasDetails() || app.Details(&d) != nil {
 		t.Fatalf("error %s carries no ErrorDetails", want.Type)
 	}
-	if d.Kind != want.Type || d.Retryable != want.Retryable {
-		t.Fatalf("error details %+v; want kind %s retryable %v", d, want.Type, want.Retryable)
+	if wd := want.Details(); d.Family != wd.Family || d.Kind != wd.Kind || d.SubKind != wd.SubKind || d.Retryable != want.Retryable {
+		t.Fatalf("error details %+v; want %+v", d, wd)
 	}
 	return app
 }

@@ -31,17 +31,60 @@ type bkSnapshot struct {
 
 // snapshot writes the worktree's tracked and untracked (not ignored) files
 // into the object database as raw bytes and returns their tree, built in a
-// temporary index inside the worktree's administrative directory.
+// temporary index inside the worktree's administrative directory. Steps:
+// snapshotPaths (which paths), snapshotEntries (what each is on disk),
+// hashEntries (their blob ids), writeSnapshotTree (the tree).
 func (b *Backups) snapshot(ctx context.Context, w *wtRepo) (bkSnapshot, error) {
 	g := w.git.with(readEnv)
+	paths, gitlinks, err := snapshotPaths(ctx, g)
+	if err != nil {
+		return bkSnapshot{}, err
+	}
+	root, err := os.OpenRoot(w.wt)
+	if err != nil {
+		return bkSnapshot{}, fsError(err, "open worktree")
+	}
+	defer root.Close()
+	es, err := snapshotEntries(ctx, root, paths, gitlinks)
+	if err != nil {
+		return bkSnapshot{}, err
+	}
+	if err := b.hashEntries(ctx, g, w, root, &es); err != nil {
+		return bkSnapshot{}, err
+	}
+	tree, err := writeSnapshotTree(ctx, w, es.entries)
+	if err != nil {
+		return bkSnapshot{}, err
+	}
+	res := bkSnapshot{tree: tree, files: es.files, modes: es.modes}
+	if len(res.modes) == 0 {
+		res.modes = nil
+	}
+	return res, nil
+}
+
+// snapshotPaths lists the paths a snapshot saves: `git ls-files --cached -s`
+// and `--others --exclude-standard` (parseSnapshotPaths). Errors:
+// ErrWorkspaceDirty (a nested repository), ErrWorkspaceUnavailable.
+func snapshotPaths(ctx context.Context, g gitCtx) ([]string, map[string]string, error) {
 	cached, err := g.run(ctx, "ls-files", "-z", "--cached", "-s")
 	if err != nil {
-		return bkSnapshot{}, gitx.Classify(err, "git ls-files --cached", sandbox.ErrWorkspaceUnavailable)
+		return nil, nil, gitx.Classify(err, "git ls-files --cached", sandbox.ErrWorkspaceUnavailable)
 	}
 	others, err := g.run(ctx, "ls-files", "-z", "--others", "--exclude-standard")
 	if err != nil {
-		return bkSnapshot{}, gitx.Classify(err, "git ls-files --others", sandbox.ErrWorkspaceUnavailable)
+		return nil, nil, gitx.Classify(err, "git ls-files --others", sandbox.ErrWorkspaceUnavailable)
 	}
+	return parseSnapshotPaths(cached, others)
+}
+
+// parseSnapshotPaths merges the NUL-separated output of `git ls-files -z
+// --cached -s` (records "<mode> <sha> <stage>\t<path>") and of `git ls-files
+// -z --others` (paths) into one sorted list without duplicates (a conflicted
+// path has several stages), and returns the gitlinks (mode 160000: path →
+// commit) among the cached ones. An untracked path ending in "/" is a nested
+// git repository, which a snapshot cannot hold: ErrWorkspaceDirty.
+func parseSnapshotPaths(cached, others []byte) ([]string, map[string]string, error) {
 	gitlinks := map[string]string{}
 	seen := map[string]bool{}
 	var paths []string
@@ -61,48 +104,81 @@ func (b *Backups) snapshot(ctx context.Context, w *wtRepo) (bkSnapshot, error) {
 			continue
 		}
 		if strings.HasSuffix(p, "/") {
-			return bkSnapshot{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "untracked nested git repository %q cannot be saved; commit or remove it", p)
+			return nil, nil, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "untracked nested git repository %q cannot be saved; commit or remove it", p)
 		}
 		seen[p] = true
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	return paths, gitlinks, nil
+}
 
-	root, err := os.OpenRoot(w.wt)
-	if err != nil {
-		return bkSnapshot{}, fsError(err, "open worktree")
+// realDirs answers whether every parent of a worktree path is a real
+// directory (not a symlink, not a file), remembering each answer.
+type realDirs struct {
+	root  *os.Root
+	known map[string]bool
+}
+
+// parentsAreDirs reports whether every proper parent directory of the
+// slash-separated path p is a directory under root (Lstat: a symlink to a
+// directory is not one).
+func (r *realDirs) parentsAreDirs(p string) bool {
+	if r.known == nil {
+		r.known = map[string]bool{}
 	}
-	defer root.Close()
-	realDir := map[string]bool{}
-	parentsOK := func(p string) bool {
-		parts := strings.Split(p, "/")
-		for i := 1; i < len(parts); i++ {
-			dir := strings.Join(parts[:i], "/")
-			ok, known := realDir[dir]
-			if !known {
-				fi, err := root.Lstat(dir)
-				ok = err == nil && fi.IsDir()
-				realDir[dir] = ok
-			}
-			if !ok {
-				return false
-			}
+	parts := strings.Split(p, "/")
+	for i := 1; i < len(parts); i++ {
+		dir := strings.Join(parts[:i], "/")
+		ok, known := r.known[dir]
+		if !known {
+			fi, err := r.root.Lstat(dir)
+			ok = err == nil && fi.IsDir()
+			r.known[dir] = ok
 		}
-		return true
+		if !ok {
+			return false
+		}
 	}
+	return true
+}
 
-	type entry struct {
-		mode, sha, path string
-	}
-	var entries []entry
-	var filePaths, linkTargets []string
-	var fileIdx, linkIdx []int
-	res := bkSnapshot{modes: map[string]uint32{}}
+// bkEntry is one record of a snapshot's temporary index.
+type bkEntry struct {
+	mode, sha, path string
+}
+
+// bkEntries are a snapshot's index records before hashing: the regular
+// files' and symlinks' paths (link targets) with the positions of their
+// records, so that hashEntries can fill in the blob ids in two batches.
+type bkEntries struct {
+	entries     []bkEntry
+	filePaths   []string
+	fileIdx     []int
+	linkTargets []string
+	linkIdx     []int
+	// files counts regular files and symlinks.
+	files int
+	// modes holds the permission bits of regular files that are neither
+	// 0644 nor 0755 (git records only the executable bit).
+	modes map[string]uint32
+}
+
+// snapshotEntries inspects each path (Lstat through root) and returns the
+// records of what is there: regular files (mode 100644, or 100755 when the
+// owner may execute), symlinks (120000, their target to be hashed) and
+// gitlinks (160000, a directory at a path listed in gitlinks, with its
+// commit). Paths deleted, or below a path that is no longer a directory,
+// and special files (FIFOs, sockets, devices) are skipped. Errors: the
+// context's, or an fsError for an entry that cannot be inspected.
+func snapshotEntries(ctx context.Context, root *os.Root, paths []string, gitlinks map[string]string) (bkEntries, error) {
+	dirs := realDirs{root: root}
+	es := bkEntries{modes: map[string]uint32{}}
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
-			return bkSnapshot{}, err
+			return bkEntries{}, err
 		}
-		if !parentsOK(p) {
+		if !dirs.parentsAreDirs(p) {
 			continue // below a path that is no longer a directory: gone
 		}
 		fi, err := root.Lstat(p)
@@ -110,86 +186,102 @@ func (b *Backups) snapshot(ctx context.Context, w *wtRepo) (bkSnapshot, error) {
 			continue // deleted
 		}
 		if err != nil {
-			return bkSnapshot{}, fsError(err, "inspect "+p)
+			return bkEntries{}, fsError(err, "inspect "+p)
 		}
 		switch {
 		case fi.IsDir():
 			if sha, ok := gitlinks[p]; ok {
-				entries = append(entries, entry{"160000", sha, p})
+				es.entries = append(es.entries, bkEntry{"160000", sha, p})
 			}
 			// else: a tracked file replaced by a directory, whose files are listed on their own.
 		case fi.Mode()&fs.ModeSymlink != 0:
 			target, err := root.Readlink(p)
 			if err != nil {
-				return bkSnapshot{}, fsError(err, "read symlink "+p)
+				return bkEntries{}, fsError(err, "read symlink "+p)
 			}
-			linkIdx = append(linkIdx, len(entries))
-			linkTargets = append(linkTargets, target)
-			entries = append(entries, entry{"120000", "", p})
-			res.files++
+			es.linkIdx = append(es.linkIdx, len(es.entries))
+			es.linkTargets = append(es.linkTargets, target)
+			es.entries = append(es.entries, bkEntry{"120000", "", p})
+			es.files++
 		case fi.Mode().IsRegular():
 			mode := "100644"
 			if fi.Mode()&0o100 != 0 {
 				mode = "100755"
 			}
 			if perm := fi.Mode().Perm(); perm != 0o644 && perm != 0o755 {
-				res.modes[p] = uint32(perm)
+				es.modes[p] = uint32(perm)
 			}
-			fileIdx = append(fileIdx, len(entries))
-			filePaths = append(filePaths, p)
-			entries = append(entries, entry{mode, "", p})
-			res.files++
+			es.fileIdx = append(es.fileIdx, len(es.entries))
+			es.filePaths = append(es.filePaths, p)
+			es.entries = append(es.entries, bkEntry{mode, "", p})
+			es.files++
 		default:
 			// FIFOs, sockets, devices: not work, not saved.
 		}
 	}
-	shas, err := b.hashFiles(ctx, g, root, filePaths)
+	return es, nil
+}
+
+// hashEntries writes the blobs of es's regular files (raw bytes, hashFiles)
+// and symlink targets (hashLinks) and fills in their ids. A file still as
+// checked out gets its committed blob instead.
+func (b *Backups) hashEntries(ctx context.Context, g gitCtx, w *wtRepo, root *os.Root, es *bkEntries) error {
+	shas, err := b.hashFiles(ctx, g, root, es.filePaths)
 	if err != nil {
-		return bkSnapshot{}, err
+		return err
 	}
 	// A file still as checked out (baseline.go: normalised line endings,
 	// fetched LFS content) is saved as its committed blob: it is no change,
 	// and the re-created worktree checks it out the same way again.
 	same, err := b.m.asCheckedOut(ctx, w, baselinePaths(w))
 	if err != nil {
-		return bkSnapshot{}, err
+		return err
 	}
 	for i, sha := range shas {
-		if e, ok := same[filePaths[i]]; ok && e.raw == sha {
+		if e, ok := same[es.filePaths[i]]; ok && e.raw == sha {
 			sha = e.blob
 		}
-		entries[fileIdx[i]].sha = sha
+		es.entries[es.fileIdx[i]].sha = sha
 	}
-	shas, err = b.hashLinks(ctx, g, w.admin, linkTargets)
+	shas, err = b.hashLinks(ctx, g, w.admin, es.linkTargets)
 	if err != nil {
-		return bkSnapshot{}, err
+		return err
 	}
 	for i, sha := range shas {
-		entries[linkIdx[i]].sha = sha
+		es.entries[es.linkIdx[i]].sha = sha
 	}
+	return nil
+}
 
+// indexInfo renders entries as the input of `git update-index -z
+// --index-info`: "<mode> <sha>\t<path>" records, each ended by NUL.
+func indexInfo(entries []bkEntry) *bytes.Buffer {
 	var info bytes.Buffer
 	for _, e := range entries {
 		fmt.Fprintf(&info, "%s %s\t%s\x00", e.mode, e.sha, e.path)
 	}
+	return &info
+}
+
+// writeSnapshotTree loads entries into a fresh temporary index in the
+// worktree's administrative directory (removed afterwards) and returns
+// `git write-tree`'s tree id. Errors: ErrWorkspaceUnavailable.
+func writeSnapshotTree(ctx context.Context, w *wtRepo, entries []bkEntry) (string, error) {
 	idx := filepath.Join(w.admin, "sandboxcore-backup-index-"+bkRandomSuffix())
 	defer func() { _ = os.Remove(idx); _ = os.Remove(idx + ".lock") }()
 	gi := w.git.with("GIT_INDEX_FILE=" + idx)
-	if _, err := gi.runIO(ctx, &info, nil, "update-index", "-z", "--add", "--index-info"); err != nil {
-		return bkSnapshot{}, gitx.Classify(err, "git update-index --index-info (temporary index)", sandbox.ErrWorkspaceUnavailable)
+	if _, err := gi.runIO(ctx, indexInfo(entries), nil, "update-index", "-z", "--add", "--index-info"); err != nil {
+		return "", gitx.Classify(err, "git update-index --index-info (temporary index)", sandbox.ErrWorkspaceUnavailable)
 	}
 	out, err := gi.run(ctx, "write-tree")
 	if err != nil {
-		return bkSnapshot{}, gitx.Classify(err, "git write-tree (temporary index)", sandbox.ErrWorkspaceUnavailable)
+		return "", gitx.Classify(err, "git write-tree (temporary index)", sandbox.ErrWorkspaceUnavailable)
 	}
-	res.tree = strings.TrimSpace(string(out))
-	if !isHex(res.tree) {
-		return bkSnapshot{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git write-tree: unexpected output %q", out)
+	tree := strings.TrimSpace(string(out))
+	if !isHex(tree) {
+		return "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git write-tree: unexpected output %q", out)
 	}
-	if len(res.modes) == 0 {
-		res.modes = nil
-	}
-	return res, nil
+	return tree, nil
 }
 
 // hashFiles writes the raw bytes of worktree files as blobs and returns their

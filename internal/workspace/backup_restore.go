@@ -121,14 +121,22 @@ func (b *Backups) bringTo(ctx context.Context, w *wtRepo, bg gitCtx, tree string
 		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s does not match tree %s after writing it", w.wt, tree)
 	}
 	// The trees are equal, so every path's git mode is; fix the permission
-	// bits git does not record: the wanted ones, and the default ones of
-	// paths that have other bits now.
+	// bits git does not record.
+	return fixPermissions(root, modes, snap.modes)
+}
+
+// fixPermissions sets the permission bits git does not record, on a
+// worktree whose tree is already right: modes (path → bits) as wanted, and
+// the default bits (0644, or 0755 when the owner may execute) on every path
+// of current (the bits found now, outside the defaults) that modes does not
+// name. Paths that are gone are skipped. Errors: an fsError.
+func fixPermissions(root *os.Root, modes, current map[string]uint32) error {
 	for p, perm := range modes {
 		if err := root.Chmod(p, fs.FileMode(perm)&fs.ModePerm); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fsError(err, "set permissions of "+p)
 		}
 	}
-	for p, cur := range snap.modes {
+	for p, cur := range current {
 		if _, ok := modes[p]; ok {
 			continue
 		}
@@ -151,11 +159,21 @@ type bkTreeChange struct {
 	path    string
 }
 
+// bkDiffTrees lists the changes from tree from to tree to (`git diff-tree
+// -r -z --no-renames`, parseDiffTree). Errors: ErrWorkspaceUnavailable.
 func bkDiffTrees(ctx context.Context, bg gitCtx, from, to string) ([]bkTreeChange, error) {
 	out, err := bg.run(ctx, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "--end-of-options", from, to, "--")
 	if err != nil {
 		return nil, gitx.Classify(err, "git diff-tree", sandbox.ErrWorkspaceUnavailable)
 	}
+	return parseDiffTree(out)
+}
+
+// parseDiffTree parses the output of `git diff-tree -r -z` without renames:
+// NUL-separated pairs of ":<old mode> <new mode> <old sha> <new sha>
+// <status>" and a path. Errors: ErrWorkspaceUnavailable for a record of
+// another shape.
+func parseDiffTree(out []byte) ([]bkTreeChange, error) {
 	var list []bkTreeChange
 	fields := strings.Split(string(out), "\x00")
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -170,6 +188,24 @@ func bkDiffTrees(ctx context.Context, bg gitCtx, from, to string) ([]bkTreeChang
 
 // apply performs changes on the worktree: deletions first, then writes.
 func (b *Backups) apply(ctx context.Context, bg gitCtx, root *os.Root, changes []bkTreeChange, modes map[string]uint32) error {
+	if err := applyDeletions(root, changes); err != nil {
+		return err
+	}
+	for _, c := range changes {
+		if c.status == 'D' || c.newMode == "160000" {
+			continue
+		}
+		if err := writeChange(ctx, bg, root, c, modes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyDeletions removes the paths that changes delete (status D); a path
+// already gone is fine, and a gitlink's directory is left alone. Errors: an
+// fsError.
+func applyDeletions(root *os.Root, changes []bkTreeChange) error {
 	for _, c := range changes {
 		if c.status != 'D' {
 			continue
@@ -181,57 +217,66 @@ func (b *Backups) apply(ctx context.Context, bg gitCtx, root *os.Root, changes [
 			return fsError(err, "restore: delete "+c.path)
 		}
 	}
-	for _, c := range changes {
-		if c.status == 'D' || c.newMode == "160000" {
-			continue
+	return nil
+}
+
+// writeChange writes one added or modified path of a change: its parents
+// made directories, whatever is at the path removed, then the symlink
+// (120000) or the regular file (100644, 100755) with the blob's raw bytes
+// and changePerm's bits. Errors: an fsError, ErrWorkspaceUnavailable (the
+// blob cannot be read).
+func writeChange(ctx context.Context, bg gitCtx, root *os.Root, c bkTreeChange, modes map[string]uint32) error {
+	if err := bkMakeParents(root, c.path); err != nil {
+		return err
+	}
+	if fi, err := root.Lstat(c.path); err == nil {
+		if fi.IsDir() {
+			err = root.RemoveAll(c.path)
+		} else {
+			err = root.Remove(c.path)
 		}
-		if err := bkMakeParents(root, c.path); err != nil {
-			return err
+		if err != nil {
+			return fsError(err, "restore: replace "+c.path)
 		}
-		if fi, err := root.Lstat(c.path); err == nil {
-			if fi.IsDir() {
-				err = root.RemoveAll(c.path)
-			} else {
-				err = root.Remove(c.path)
-			}
-			if err != nil {
-				return fsError(err, "restore: replace "+c.path)
-			}
+	}
+	switch c.newMode {
+	case "120000":
+		var target bytes.Buffer
+		if _, err := bg.runIO(ctx, nil, &target, "cat-file", "blob", c.newSHA); err != nil {
+			return gitx.Classify(err, "git cat-file (restore)", sandbox.ErrWorkspaceUnavailable)
 		}
-		switch c.newMode {
-		case "120000":
-			var target bytes.Buffer
-			if _, err := bg.runIO(ctx, nil, &target, "cat-file", "blob", c.newSHA); err != nil {
-				return gitx.Classify(err, "git cat-file (restore)", sandbox.ErrWorkspaceUnavailable)
-			}
-			if err := root.Symlink(target.String(), c.path); err != nil {
-				return fsError(err, "restore: symlink "+c.path)
-			}
-		case "100644", "100755":
-			perm := fs.FileMode(0o644)
-			if c.newMode == "100755" {
-				perm = 0o755
-			}
-			if p, ok := modes[c.path]; ok {
-				perm = fs.FileMode(p) & fs.ModePerm
-			}
-			f, err := root.OpenFile(c.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return fsError(err, "restore: create "+c.path)
-			}
-			_, err = bg.runIO(ctx, nil, f, "cat-file", "blob", c.newSHA)
-			if cerr := f.Close(); err == nil && cerr != nil {
-				return fsError(cerr, "restore: write "+c.path)
-			}
-			if err != nil {
-				return gitx.Classify(err, "git cat-file (restore)", sandbox.ErrWorkspaceUnavailable)
-			}
-			if err := root.Chmod(c.path, perm); err != nil {
-				return fsError(err, "restore: chmod "+c.path)
-			}
+		if err := root.Symlink(target.String(), c.path); err != nil {
+			return fsError(err, "restore: symlink "+c.path)
+		}
+	case "100644", "100755":
+		f, err := root.OpenFile(c.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fsError(err, "restore: create "+c.path)
+		}
+		_, err = bg.runIO(ctx, nil, f, "cat-file", "blob", c.newSHA)
+		if cerr := f.Close(); err == nil && cerr != nil {
+			return fsError(cerr, "restore: write "+c.path)
+		}
+		if err != nil {
+			return gitx.Classify(err, "git cat-file (restore)", sandbox.ErrWorkspaceUnavailable)
+		}
+		if err := root.Chmod(c.path, changePerm(c, modes)); err != nil {
+			return fsError(err, "restore: chmod "+c.path)
 		}
 	}
 	return nil
+}
+
+// changePerm is the permission bits a regular file written for c gets: those
+// recorded in modes, else 0755 for git mode 100755 and 0644 otherwise.
+func changePerm(c bkTreeChange, modes map[string]uint32) fs.FileMode {
+	if p, ok := modes[c.path]; ok {
+		return fs.FileMode(p) & fs.ModePerm
+	}
+	if c.newMode == "100755" {
+		return 0o755
+	}
+	return 0o644
 }
 
 // bkMakeParents creates the parent directories of rel, replacing any

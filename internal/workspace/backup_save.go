@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -70,23 +71,9 @@ func (b *Backups) backupAs(ctx context.Context, ws sandbox.Workspace, k bkKind) 
 	}
 	bg := b.m.bareGit(w.bare)
 	now := b.m.now()
-	date := fmt.Sprintf("@%d %s", now.Unix(), now.Format("-0700"))
-	what := branch
-	if what == "" {
-		what = "detached HEAD"
-	}
-	msg := fmt.Sprintf("sandboxcore: %s backup of %s\n\nworkspace: %s\nbranch: %s\nhead: %s\n", k.what, ws.ID, ws.ID, what, headC)
-	out, err := bg.with("GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date).runIO(ctx, strings.NewReader(msg), nil, "commit-tree", snap.tree, "-p", headC)
+	commit, ref, err := commitBackup(ctx, bg, k, ws.ID, snap.tree, headC, branch, now)
 	if err != nil {
-		return sandbox.WorkspaceBackup{}, gitx.Classify(err, "git commit-tree (eviction backup)", sandbox.ErrWorkspaceUnavailable)
-	}
-	commit := strings.TrimSpace(string(out))
-	if !isHex(commit) {
-		return sandbox.WorkspaceBackup{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git commit-tree: unexpected output %q", out)
-	}
-	ref := k.ref(ws.ID)
-	if _, err := bg.run(ctx, "update-ref", "-m", "sandboxcore: "+k.what+" backup", ref, commit); err != nil {
-		return sandbox.WorkspaceBackup{}, gitx.Classify(err, "git update-ref "+ref, sandbox.ErrWorkspaceUnavailable)
+		return sandbox.WorkspaceBackup{}, err
 	}
 	base := ws.BaseCommit
 	if !isHex(base) {
@@ -115,6 +102,33 @@ func (b *Backups) backupAs(ctx context.Context, ws sandbox.Workspace, k bkKind) 
 	b.m.log.Info("workspace: backup saved", "kind", k.what, "workspace_id", ws.ID, "ref", ref, "commit", commit,
 		"patch", man.PatchPath, "patch_bytes", man.PatchBytes, "dirty", unsaved.Dirty, "unpushed", unsaved.UnpushedCommits)
 	return man, nil
+}
+
+// commitBackup records tree as the backup commit of workspace wsID
+// (`git commit-tree <tree> -p <head>` in the repo cache, author and committer
+// dates now, a message naming the workspace, branch and head) and points the
+// kind's ref at it (`git update-ref`). It returns the commit and the ref.
+// Errors: ErrWorkspaceUnavailable.
+func commitBackup(ctx context.Context, bg gitCtx, k bkKind, wsID, tree, headC, branch string, now time.Time) (string, string, error) {
+	date := fmt.Sprintf("@%d %s", now.Unix(), now.Format("-0700"))
+	what := branch
+	if what == "" {
+		what = "detached HEAD"
+	}
+	msg := fmt.Sprintf("sandboxcore: %s backup of %s\n\nworkspace: %s\nbranch: %s\nhead: %s\n", k.what, wsID, wsID, what, headC)
+	out, err := bg.with("GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date).runIO(ctx, strings.NewReader(msg), nil, "commit-tree", tree, "-p", headC)
+	if err != nil {
+		return "", "", gitx.Classify(err, "git commit-tree (eviction backup)", sandbox.ErrWorkspaceUnavailable)
+	}
+	commit := strings.TrimSpace(string(out))
+	if !isHex(commit) {
+		return "", "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git commit-tree: unexpected output %q", out)
+	}
+	ref := k.ref(wsID)
+	if _, err := bg.run(ctx, "update-ref", "-m", "sandboxcore: "+k.what+" backup", ref, commit); err != nil {
+		return "", "", gitx.Classify(err, "git update-ref "+ref, sandbox.ErrWorkspaceUnavailable)
+	}
+	return commit, ref, nil
 }
 
 // writePatch writes `git diff --binary HEAD <commit>` (tree to tree: no
@@ -177,6 +191,14 @@ func (b *Backups) verify(ctx context.Context, bg gitCtx, man sandbox.WorkspaceBa
 		}
 		return nil
 	}
+	return b.verifyPatchApplies(ctx, bg, man)
+}
+
+// verifyPatchApplies checks that man's patch artifact, applied with `git
+// apply --cached` onto its head in a temporary index (in the backup
+// directory, removed afterwards), gives man's tree. Errors:
+// ErrWorkspaceUnavailable.
+func (b *Backups) verifyPatchApplies(ctx context.Context, bg gitCtx, man sandbox.WorkspaceBackup) error {
 	idx := filepath.Join(b.dir, man.WorkspaceID+".verify-index")
 	defer func() { _ = os.Remove(idx); _ = os.Remove(idx + ".lock") }()
 	_ = os.Remove(idx)
@@ -185,14 +207,14 @@ func (b *Backups) verify(ctx context.Context, bg gitCtx, man sandbox.WorkspaceBa
 		return gitx.Classify(err, "git read-tree (verify backup)", sandbox.ErrWorkspaceUnavailable)
 	}
 	if _, err := g.run(ctx, "apply", "--cached", "--binary", "--whitespace=nowarn", "-p1", "--", man.PatchPath); err != nil {
-		return fail("the patch does not apply onto HEAD: %v", err)
+		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "verify backup of %s: the patch does not apply onto HEAD: %v", man.WorkspaceID, err)
 	}
-	out, err = g.run(ctx, "write-tree")
+	out, err := g.run(ctx, "write-tree")
 	if err != nil {
 		return gitx.Classify(err, "git write-tree (verify backup)", sandbox.ErrWorkspaceUnavailable)
 	}
 	if t := strings.TrimSpace(string(out)); t != man.Tree {
-		return fail("the patch applied onto HEAD gives tree %s, want %s", t, man.Tree)
+		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "verify backup of %s: the patch applied onto HEAD gives tree %s, want %s", man.WorkspaceID, t, man.Tree)
 	}
 	return nil
 }

@@ -182,3 +182,44 @@ func TestMCPResumesAndOutputOutlivesTheServer(t *testing.T) {
 	}
 	assert.Contains(t, names, tools.Shell, "a workspace-id binding of an edit workspace gets the write tools")
 }
+
+// TestGitToolCheckpointsAndRollsBack drives sandbox_git's checkpoint,
+// checkpoints and rollback over MCP: the files come back byte for byte and
+// the rollback itself can be undone (docs/API.md "Checkpoints").
+func TestGitToolCheckpointsAndRollsBack(t *testing.T) {
+	bin := buildCLI(t)
+	h := startHost(t, "mcpcheckpoint")
+	cs := mcpSession(t, bin, h.Config.TaskQueue, "--repo", mcpRepo(t), "--user", uniq(t, "u"), "--project", "p", "--conversation", "c1")
+	var ed tools.EditorOutput
+	callTool(t, cs, tools.TextEditor, map[string]any{"command": "create", "path": "notes.txt", "file_text": "first\n"}, &ed)
+	var g tools.GitOutput
+	callTool(t, cs, tools.Git, map[string]any{"command": "checkpoint", "label": "first draft"}, &g)
+	require.NotNil(t, g.Checkpoint)
+	first := g.Checkpoint.ID
+	assert.Equal(t, "first draft", g.Checkpoint.Label)
+	assert.Equal(t, 1, g.Checkpoint.FilesChanged)
+
+	callTool(t, cs, tools.TextEditor, map[string]any{"command": "str_replace", "path": "notes.txt", "old_str": "first", "new_str": "second"}, &ed)
+	g = tools.GitOutput{}
+	callTool(t, cs, tools.Git, map[string]any{"command": "rollback", "checkpoint": first}, &g)
+	require.NotNil(t, g.Rollback)
+	assert.Equal(t, first, g.Rollback.Checkpoint.ID)
+	callTool(t, cs, tools.TextEditor, map[string]any{"command": "view", "path": "notes.txt"}, &ed)
+	assert.Equal(t, "     1\tfirst\n", ed.Text)
+
+	undo := g.Rollback.Undo.ID
+	g = tools.GitOutput{}
+	callTool(t, cs, tools.Git, map[string]any{"command": "checkpoints"}, &g)
+	var ids []int
+	for _, cp := range g.Checkpoints {
+		ids = append(ids, cp.ID)
+	}
+	assert.Equal(t, []int{first, undo}, ids)
+	callTool(t, cs, tools.Git, map[string]any{"command": "rollback", "checkpoint": undo}, &g)
+	callTool(t, cs, tools.TextEditor, map[string]any{"command": "view", "path": "notes.txt"}, &ed)
+	assert.Equal(t, "     1\tsecond\n", ed.Text, "the rollback was undone")
+
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tools.Git, Arguments: map[string]any{"command": "status", "checkpoint": 1}})
+	require.NoError(t, err)
+	assert.True(t, res.IsError, "checkpoint is for rollback only")
+}

@@ -162,7 +162,7 @@ func Tools(caps Caps) []Tool {
 	gitCommands := []string{"status", "diff", "log"}
 	if w {
 		editorCommands = []string{"view", sandboxapi.EditCreate, sandboxapi.EditStrReplace, sandboxapi.EditInsert}
-		gitCommands = append(gitCommands, "commit", "push")
+		gitCommands = append(gitCommands, writeGitCommands...)
 	}
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}
 	var set []Tool
@@ -200,7 +200,7 @@ func Tools(caps Caps) []Tool {
 	gitDesc := "Git in the workspace: status (branch, changed and untracked files, commits since the base), diff (everything changed against the workspace's base commit, committed or not; paths to narrow it), log (the newest commits, limit)."
 	gitAnn := &mcp.ToolAnnotations{Title: "Git", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}
 	if w {
-		gitDesc += " commit (every change, untracked files included, or paths; a message is required) onto the workspace's branch; push the branch to the same branch of the repository (force_with_lease to replace what this workspace pushed before)."
+		gitDesc += " commit (every change, untracked files included, or paths; a message is required) onto the workspace's branch; push the branch to the same branch of the repository (force_with_lease to replace what this workspace pushed before); checkpoint records the exact current files and HEAD (label optional) without committing, checkpoints lists them, rollback (checkpoint id) brings files and HEAD back to one, checkpointing the state it leaves first so a rollback can be undone."
 		gitAnn = &mcp.ToolAnnotations{Title: "Git", DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}
 	}
 	set = append(set, newTool(Git, gitDesc, gitAnn, map[string][]string{"command": gitCommands},

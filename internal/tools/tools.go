@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,11 +128,13 @@ type SearchOutput struct {
 
 // GitInput is sandbox_git's input.
 type GitInput struct {
-	Command        string   `json:"command" jsonschema:"status, diff (against the workspace's base commit; optional paths), log (limit), commit (message, optional paths) or push (force_with_lease)"`
+	Command        string   `json:"command" jsonschema:"status, diff (against the workspace's base commit; optional paths), log (limit), commit (message, optional paths), push (force_with_lease), checkpoint (label), checkpoints or rollback (checkpoint)"`
 	Paths          []string `json:"paths,omitempty" jsonschema:"diff: only these files or directories; commit: only these paths (default: every change, untracked files included)"`
 	Limit          int      `json:"limit,omitempty" jsonschema:"log: commits to show (default 20, at most 500)"`
 	Message        string   `json:"message,omitempty" jsonschema:"commit: the commit message"`
 	ForceWithLease bool     `json:"force_with_lease,omitempty" jsonschema:"push: replace the remote branch, but only while it is still at what this workspace pushed last"`
+	Label          string   `json:"label,omitempty" jsonschema:"checkpoint: a one-line label shown by checkpoints"`
+	Checkpoint     int      `json:"checkpoint,omitempty" jsonschema:"rollback: the id of the checkpoint to go back to (see checkpoints)"`
 }
 
 // GitOutput is sandbox_git's result: the field of the command that ran.
@@ -142,6 +145,12 @@ type GitOutput struct {
 	Log     *sandboxapi.LogResult       `json:"log,omitempty"`
 	Commit  *sandboxapi.CommitResult    `json:"commit,omitempty"`
 	Push    *sandboxapi.PushResult      `json:"push,omitempty"`
+	// Checkpoint is the checkpoint taken (checkpoint).
+	Checkpoint *sandboxapi.Checkpoint `json:"checkpoint,omitempty"`
+	// Checkpoints lists the workspace's checkpoints, oldest first (checkpoints).
+	Checkpoints []sandboxapi.Checkpoint `json:"checkpoints,omitempty"`
+	// Rollback says what a rollback did (rollback).
+	Rollback *sandboxapi.RollbackResult `json:"rollback,omitempty"`
 }
 
 // PRInput is sandbox_pr's input.
@@ -466,6 +475,8 @@ func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, s
 		onlyFor("limit", "log", in.Limit != 0),
 		onlyFor("message", "commit", in.Message != ""),
 		onlyFor("force_with_lease", "push", in.ForceWithLease),
+		onlyFor("label", "checkpoint", in.Label != ""),
+		onlyFor("checkpoint", "rollback", in.Checkpoint != 0),
 	} {
 		if e != nil {
 			return out, "", e
@@ -474,7 +485,7 @@ func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, s
 	if in.Paths != nil && in.Command != "diff" && in.Command != "commit" {
 		return out, "", invalid("paths", "paths is for diff and commit only")
 	}
-	if !writable && (in.Command == "commit" || in.Command == "push") {
+	if !writable && slices.Contains(writeGitCommands, in.Command) {
 		return out, "", invalid("command", "command %q: this workspace is read-only (status, diff, log)", in.Command)
 	}
 	switch in.Command {
@@ -541,9 +552,49 @@ func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, s
 		}
 		out.Push = &r
 		return out, fmt.Sprintf("Push of %s: %s (remote at %s, was %s).\n", r.Branch, r.Status, short(r.Commit), orNone(short(r.PreviousRemoteCommit))), nil
+	case "checkpoint":
+		cp, err := c.s.Checkpoint(ctx, in.Label)
+		if err != nil {
+			return out, "", err
+		}
+		out.Checkpoint = &cp
+		return out, fmt.Sprintf("Checkpoint %d taken (%s, %d files changed against HEAD %s); undo later edits with rollback checkpoint=%d.\n",
+			cp.ID, orNone(cp.Label), cp.FilesChanged, short(cp.Head), cp.ID), nil
+	case "checkpoints":
+		cps, err := c.s.Checkpoints(ctx)
+		if err != nil {
+			return out, "", err
+		}
+		out.Checkpoints = cps
+		if out.Checkpoints == nil {
+			out.Checkpoints = []sandboxapi.Checkpoint{}
+		}
+		if len(cps) == 0 {
+			return out, "No checkpoints yet.\n", nil
+		}
+		var b strings.Builder
+		for _, cp := range cps {
+			fmt.Fprintf(&b, "%d %s %s (%d files changed, HEAD %s)\n", cp.ID, cp.CreatedAt.UTC().Format(time.RFC3339), orNone(cp.Label), cp.FilesChanged, short(cp.Head))
+		}
+		return out, b.String(), nil
+	case "rollback":
+		if in.Checkpoint < 1 {
+			return out, "", invalid("checkpoint", "rollback needs checkpoint: the id of a checkpoint (see checkpoints)")
+		}
+		r, err := c.s.Rollback(ctx, in.Checkpoint)
+		if err != nil {
+			return out, "", err
+		}
+		out.Rollback = &r
+		return out, fmt.Sprintf("Rolled back to checkpoint %d (HEAD %s on %s); the state left is checkpoint %d: rollback checkpoint=%d undoes this.\n",
+			r.Checkpoint.ID, short(r.Head), orNone(r.Branch), r.Undo.ID, r.Undo.ID), nil
 	}
-	return out, "", invalid("command", "command %q: want status, diff, log, commit or push", sandboxapi.Clip(in.Command, 40))
+	return out, "", invalid("command", "command %q: want status, diff, log, commit, push, checkpoint, checkpoints or rollback", sandboxapi.Clip(in.Command, 40))
 }
+
+// writeGitCommands are sandbox_git's commands that change the workspace or
+// its remote, or need a writable workspace: offered on writable workspaces only (docs/API.md "Checkpoints"; README "Use it from an agent").
+var writeGitCommands = []string{"commit", "push", "checkpoint", "checkpoints", "rollback"}
 
 func (c call) pr(ctx context.Context, in PRInput) (sandboxapi.PullRequest, string, error) {
 	res, err := c.s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: in.Title, Body: in.Body, Base: in.BaseBranch,

@@ -50,6 +50,9 @@ func TestToolSetIsGatedByCapabilities(t *testing.T) {
 	assert.Contains(t, string(in), `"enum":["view"]`)
 	in, _ = json.Marshal(ro[2].Def.InputSchema)
 	assert.Contains(t, string(in), `"enum":["status","diff","log"]`)
+	rw := Tools(Caps{Known: true, Writable: true})
+	in, _ = json.Marshal(rw[4].Def.InputSchema)
+	assert.Contains(t, string(in), `"enum":["status","diff","log","commit","push","checkpoint","checkpoints","rollback"]`)
 }
 
 func TestSmartCase(t *testing.T) {

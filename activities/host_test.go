@@ -28,7 +28,8 @@ import (
 // testHost is one worker host's activities wired to real parts, as
 // internal/hostworker wires them: a SQLite store, the repo cache and
 // worktrees under a temporary data dir driven by real git, and the local
-// runtime (with the real sandbox-supervisor). The activities run in the
+// runtime (with the real sandbox-supervisor), and the worktree backups
+// (eviction, checkpoints) under the data dir. The activities run in the
 // Temporal SDK's TestActivityEnvironment: no Temporal server is linked.
 type testHost struct {
 	t       *testing.T
@@ -69,7 +70,11 @@ func newTestHost(t *testing.T) *testHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts := &Activities{
+	backups, err := workspace.NewBackups(wss, filepath.Join(data, "evicted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := &Activities{Backups: backups,
 		Store: st, Repos: repos, Workspaces: wss, Runtimes: rts, Credentials: credentials.Static{},
 		Outputs: execoutput.New(filepath.Join(data, "outputs")),
 		HostID:  testHostID, URLs: sandbox.URLPolicy{AllowFile: true},

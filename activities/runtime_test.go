@@ -3,6 +3,8 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
@@ -135,4 +137,48 @@ func TestCommitTwiceMakesOneCommit(t *testing.T) {
 		t.Errorf("row dirty = %v after the commit (%v)", row.Dirty, err)
 	}
 	wantAppError(t, h.run(wire.ActivityCommit, wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandbox.CommitRequest{Message: ""}}, nil), sandboxapi.ErrInvalidArgument)
+}
+
+// A cut output asked to be kept is paged back whole by read_output, the
+// same bytes on every read; an unknown output id is SandboxNotFound.
+func TestKeptOutputReadsBackWhole(t *testing.T) {
+	h := newTestHost(t)
+	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	var res wire.ExecActivityResult
+	in := wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandbox.ExecRequest{
+		Cmd: []string{"sh", "-c", "seq 1 20000"}, MaxOutputBytes: 1024, KeepOutput: true}}
+	if err := h.run(wire.ActivityExec, in, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated || res.OutputID == "" || int64(len(res.Stdout)) >= res.StdoutBytes {
+		t.Fatalf("exec: truncated %v output id %q, %d stdout bytes", res.Truncated, res.OutputID, len(res.Stdout))
+	}
+	var want strings.Builder
+	for i := 1; i <= 20000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if res.StdoutBytes != int64(want.Len()) {
+		t.Fatalf("stdout_bytes %d, want %d", res.StdoutBytes, want.Len())
+	}
+	for range 2 {
+		var all []byte
+		for off := int64(0); ; {
+			var page sandboxapi.ReadOutputResult
+			err := h.run(wire.ActivityReadOutput, wire.ReadOutputActivityInput{WorkspaceID: ws.ID,
+				Request: sandboxapi.ReadOutputInput{OutputID: res.OutputID, Stream: "stdout", Offset: off, Limit: 32 << 10}}, &page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, page.Data...)
+			off += int64(len(page.Data))
+			if page.EOF || len(page.Data) == 0 {
+				break
+			}
+		}
+		if string(all) != want.String() {
+			t.Fatalf("read_output gave %d bytes, want the whole %d", len(all), want.Len())
+		}
+	}
+	wantAppError(t, h.run(wire.ActivityReadOutput, wire.ReadOutputActivityInput{WorkspaceID: ws.ID,
+		Request: sandboxapi.ReadOutputInput{OutputID: "out-" + strings.Repeat("0", 32), Stream: "stdout"}}, nil), sandboxapi.ErrNotFound)
 }

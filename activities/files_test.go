@@ -112,3 +112,37 @@ func TestAnalysisWorkspaceRefusesWrites(t *testing.T) {
 		t.Errorf("after refused writes: dirty %v head %s (base %s)", st.Dirty, st.Head, ws.BaseCommit)
 	}
 }
+
+// list_dir, search and diff: what they return for real files, and bad
+// arguments refused with their typed errors.
+func TestReadOnlyOperations(t *testing.T) {
+	h := newTestHost(t)
+	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	if err := h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "pkg/new.go", Content: []byte("package pkg // needle\n")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var dir sandboxapi.ListDirResult
+	if err := h.run(wire.ActivityListDir, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "pkg"}, &dir); err != nil {
+		t.Fatal(err)
+	}
+	if len(dir.Entries) != 1 || dir.Entries[0].Name != "new.go" || dir.Entries[0].Size != 22 {
+		t.Errorf("list_dir pkg: %+v", dir.Entries)
+	}
+	var found sandbox.SearchResult
+	if err := h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandbox.SearchRequest{Pattern: "needle", Literal: true}}, &found); err != nil {
+		t.Fatal(err)
+	}
+	if len(found.Matches) != 1 || found.Matches[0].Path != "pkg/new.go" || found.Matches[0].Line != 1 {
+		t.Errorf("search: %+v", found.Matches)
+	}
+	var d sandbox.Diff
+	if err := h.run(wire.ActivityDiff, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d.Files, []string{"pkg/new.go"}) || !bytes.Contains([]byte(d.Patch), []byte("+package pkg // needle")) || d.BaseCommit != ws.BaseCommit {
+		t.Errorf("diff: files %v base %s patch:\n%s", d.Files, d.BaseCommit, d.Patch)
+	}
+	wantAppError(t, h.run(wire.ActivityListDir, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "../"}, nil), sandboxapi.ErrInvalidWorkspacePath)
+	wantAppError(t, h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandbox.SearchRequest{Pattern: "(unclosed"}}, nil), sandboxapi.ErrInvalidArgument)
+	wantAppError(t, h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandbox.SearchRequest{Pattern: "x", Path: "/etc"}}, nil), sandboxapi.ErrInvalidWorkspacePath)
+}

@@ -5,10 +5,10 @@ BIN       := bin
 # Packages whose tests link the embedded Temporal server (slow to build: no
 # -race, so the server is compiled once, without the race detector).
 E2E_PKGS  := ./tests/... ./internal/hostworker/...
-UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/worker$$')
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/internal/stackserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run runtime-deps test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona fuzz bench lint fmt clean up down schema
+.PHONY: all build run runtime-deps test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-compose stack-images fuzz bench lint fmt clean up down schema
 
 # The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
 # (`docker compose`) when present, else the standalone `docker-compose`.
@@ -147,6 +147,17 @@ up: ## PostgreSQL, Temporal (PostgreSQL persistence), Temporal UI and the worker
 
 down: ## stop the stack (volumes kept; `$(COMPOSE) down -v` also deletes the databases)
 	$(COMPOSE) down
+
+# The production stack without a registry (docs/PRODUCTION.md "Without a
+# registry"): the image every service runs, built locally.
+stack-images:
+	bash deploy/local/build-images.sh
+
+# The production stack started for real from those images, driven end to end
+# through its Temporal frontend (acquire, exec, write, commit), its Web UI and
+# Prometheus checked, then brought down (.ci/test-compose.sh; run by .ci/run).
+test-compose:
+	bash .ci/test-compose.sh
 
 clean:
 	rm -rf $(BIN)

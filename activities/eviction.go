@@ -221,6 +221,14 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 		}
 	}
 	out.Plan = publicPlan(eviction.NewPlan(snap, e.Policy))
+	for owner, n := range sizes {
+		switch {
+		case strings.HasPrefix(owner, "rc:"):
+			out.Plan.Usage.RepoCacheBytes += n
+		case strings.HasPrefix(owner, "ws:"):
+			out.Plan.Usage.WorkspaceBytes += n
+		}
+	}
 	if orphans, note := e.planOrphans(ctx, used); note != "" {
 		out.Notes = append(out.Notes, note)
 	} else if len(orphans) > 0 {
@@ -358,6 +366,8 @@ func SignalSession(ctx context.Context, c client.Client, taskQueue, wsID, signal
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(wsID),
 			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(sandboxapi.StateAcquiring)),
+		StaticSummary: sandboxapi.SessionSummary(wsID, nil),
+		StaticDetails: sandboxapi.SessionDetails(wsID, nil),
 	}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: wsID})
 	return err
 }

@@ -76,6 +76,11 @@ type EvictionPolicy struct {
 type EvictionUsage struct {
 	UsedBytes   int64 `json:"used_bytes"`
 	BudgetBytes int64 `json:"budget_bytes"`
+	// RepoCacheBytes and WorkspaceBytes are the bytes of the host's repo
+	// caches and of its workspaces' worktrees (part of UsedBytes), as the
+	// planner measured them; absent from plans made before they were reported.
+	RepoCacheBytes int64 `json:"repo_cache_bytes,omitempty"`
+	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
 }
 
 // EvictionAction is one step of a host's plan.

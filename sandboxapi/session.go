@@ -3,6 +3,7 @@ package sandboxapi
 import (
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -30,8 +31,13 @@ const SessionWorkflowType = "SessionWorkflow"
 // QueryDescribe returns a SessionDescription.
 const QueryDescribe = "describe"
 
-// Custom search attributes (Keyword) set on every session for the Web UI and
-// for listing (docs/API.md "Listing workspaces", "Operators").
+// Custom search attributes set on every session for the Web UI and for
+// listing (docs/API.md "Listing workspaces", "Operators"; docs/OPERATIONS.md).
+// All are Keyword (exact match) except SearchAttrConversation and
+// SearchAttrTask, which are KeywordList holding one value: a Temporal
+// namespace with SQL visibility (SQLite, PostgreSQL) has only 10 Keyword
+// slots, and a one-value KeywordList still matches exactly with = and IN
+// (SearchAttributeTypes).
 const (
 	SearchAttrUser      = "SandboxUser"
 	SearchAttrProject   = "SandboxProject"
@@ -40,14 +46,45 @@ const (
 	SearchAttrState     = "SandboxState"
 	SearchAttrHost      = "SandboxHost"
 	SearchAttrWorkspace = "SandboxWorkspace"
+	// SearchAttrBranch is the workspace's branch (unset for analysis
+	// workspaces, which are detached).
+	SearchAttrBranch = "SandboxBranch"
+	// SearchAttrRuntime is the runtime kind of the workspace's host (RuntimeKinds).
+	SearchAttrRuntime = "SandboxRuntime"
+	// SearchAttrConversation is an edit workspace's conversation id (KeywordList of one).
+	SearchAttrConversation = "SandboxConversation"
+	// SearchAttrTask is a task workspace's task id (KeywordList of one).
+	SearchAttrTask = "SandboxTask"
+	// SearchAttrDirty (Bool) is whether the workspace has uncommitted
+	// changes, as its session last learned (acquire, status, write_file,
+	// commit, merge_branches); upserted only when that value changes.
+	SearchAttrDirty = "SandboxDirty"
+	// SearchAttrEvictionFailures (Int) is set on every eviction run when it
+	// finishes: its failed and blocked actions plus its unreachable or failed hosts.
+	SearchAttrEvictionFailures = "SandboxEvictionFailures"
 )
 
 // MemoWorkspace is the memo field of every session holding its Handle (JSON),
 // refreshed on acquire: what the Web UI and `sandboxctl list` show.
 const MemoWorkspace = "workspace"
 
-// SearchAttributeNames lists every custom search attribute (all Keyword).
-var SearchAttributeNames = []string{SearchAttrUser, SearchAttrProject, SearchAttrRepo, SearchAttrMode, SearchAttrState, SearchAttrHost, SearchAttrWorkspace}
+// SearchAttributeNames lists every custom search attribute (types in SearchAttributeTypes).
+var SearchAttributeNames = []string{SearchAttrUser, SearchAttrProject, SearchAttrRepo, SearchAttrMode, SearchAttrState, SearchAttrHost, SearchAttrWorkspace,
+	SearchAttrBranch, SearchAttrRuntime, SearchAttrConversation, SearchAttrTask, SearchAttrDirty, SearchAttrEvictionFailures}
+
+// SearchAttributeTypes maps every custom search attribute to its indexed
+// value type, as workers register them (idempotently, on every start).
+// 9 of a SQL-visibility namespace's 10 Keyword slots, 2 of its 3
+// KeywordList slots, 1 of its 3 Bool and 1 of its 3 Int slots.
+var SearchAttributeTypes = map[string]enumspb.IndexedValueType{
+	SearchAttrUser: enumspb.INDEXED_VALUE_TYPE_KEYWORD, SearchAttrProject: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttrRepo: enumspb.INDEXED_VALUE_TYPE_KEYWORD, SearchAttrMode: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttrState: enumspb.INDEXED_VALUE_TYPE_KEYWORD, SearchAttrHost: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttrWorkspace: enumspb.INDEXED_VALUE_TYPE_KEYWORD, SearchAttrBranch: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttrRuntime:      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttrConversation: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST, SearchAttrTask: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+	SearchAttrDirty: enumspb.INDEXED_VALUE_TYPE_BOOL, SearchAttrEvictionFailures: enumspb.INDEXED_VALUE_TYPE_INT,
+}
 
 // SessionStartSearchAttributes are the search attributes a session is
 // started with (by the client's update-with-start, or as a fan-out's child):

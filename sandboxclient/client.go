@@ -128,6 +128,10 @@ func (s *Session) acquireOnce(ctx context.Context, req *sandboxapi.WorkspaceRequ
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(sandboxapi.SessionStartSearchAttributes(s.wsID, req)...),
+		// Shown by the Web UI for the run this starts (docs/OPERATIONS.md);
+		// ignored when the session is already running.
+		StaticSummary: sandboxapi.SessionSummary(s.wsID, req),
+		StaticDetails: sandboxapi.SessionDetails(s.wsID, req),
 	}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: s.wsID, Request: req})
 	h, err := s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,

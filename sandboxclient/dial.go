@@ -119,6 +119,8 @@ func (c *Client) Close() { c.tc.Close() }
 // the client has no keys, or with a key it does not hold.
 func payloadHint(err error) string {
 	switch {
+	case err == nil:
+		return ""
 	case errors.Is(err, payloadcodec.ErrUnknownKey):
 		return " (add that key to " + payloadcodec.EnvKeys + ", after the one that encrypts: docs/SECURITY.md \"Payload encryption\")"
 	case strings.Contains(err.Error(), payloadcodec.Encoding):

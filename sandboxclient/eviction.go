@@ -55,6 +55,7 @@ func (c *Client) CollectOrphanRuntimes(ctx context.Context, dryRun bool, hosts [
 func (c *Client) runEviction(ctx context.Context, id string, in sandboxapi.EvictionInput) (sandboxapi.EvictionRunResult, error) {
 	run, err := c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: c.taskQueue, WorkflowExecutionTimeout: 2 * time.Hour,
+		StaticSummary: sandboxapi.EvictionRunSummary("manual", in),
 	}, sandboxapi.EvictionCronWorkflowType, in)
 	if err != nil {
 		return sandboxapi.EvictionRunResult{}, FromTemporal(err)
@@ -113,6 +114,8 @@ func (s *Session) signal(ctx context.Context, name string, arg any) error {
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(s.wsID),
 			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(sandboxapi.StateAcquiring)),
+		StaticSummary: sandboxapi.SessionSummary(s.wsID, nil),
+		StaticDetails: sandboxapi.SessionDetails(s.wsID, nil),
 	}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: s.wsID})
 	return FromTemporal(err)
 }

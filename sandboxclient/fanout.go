@@ -77,6 +77,7 @@ func (c *Client) StartFanout(ctx context.Context, fanoutID string, in sandboxapi
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes:                    temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(ws)),
+		StaticSummary:                            sandboxapi.FanoutSummary(fanoutID, in),
 	}, sandboxapi.TaskFanoutWorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

@@ -94,6 +94,8 @@ func (s *Session) updateWithStart(ctx context.Context, name string, arg, out any
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			TypedSearchAttributes:    temporal.NewSearchAttributes(sandboxapi.SessionStartSearchAttributes(s.wsID, nil)...),
+			StaticSummary:            sandboxapi.SessionSummary(s.wsID, nil),
+			StaticDetails:            sandboxapi.SessionDetails(s.wsID, nil),
 		}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: s.wsID})
 		uo := client.UpdateWorkflowOptions{WorkflowID: s.wfID, UpdateName: name, UpdateID: updateIDFrom(ctx), WaitForStage: client.WorkflowUpdateStageCompleted}
 		if arg != nil {
@@ -135,6 +137,7 @@ func (c *Client) StartCleanup(ctx context.Context, in sandboxapi.CleanupInput) (
 	id := sandboxapi.CleanupWorkflowID(in.UserID, in.ProjectID, time.Now().UnixNano())
 	_, err := c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: c.taskQueue, WorkflowExecutionTimeout: 24 * time.Hour,
+		StaticSummary: sandboxapi.CleanupRunSummary(in),
 	}, sandboxapi.CleanupWorkflowType, in)
 	if err != nil {
 		return nil, FromTemporal(err)

@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -60,17 +59,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("SANDBOX_SUPERVISOR_BINARY", sup)
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range sandboxapi.SearchAttributeNames {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
-	dev, err := devserver.Start(devserver.Options{SearchAttributes: sas})
+	dev, err := devserver.Start(devserver.Options{SearchAttributes: sandboxapi.SearchAttributeTypes})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
 	}
 	temporalAddr = dev.Address
-	tc, err = client.Dial(client.Options{HostPort: dev.Address, Logger: sdklog.NewStructuredLogger(quiet)})
+	// No gzip on the loopback connection, as the worker's own client to an
+	// embedded server (temporalconn: it only costs CPU there).
+	tc, err = client.Dial(client.Options{HostPort: dev.Address, Logger: sdklog.NewStructuredLogger(quiet),
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dial:", err)
 		os.Exit(1)
@@ -91,6 +89,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	removeBenchRepos()
 	if daytonaFake != nil {
 		daytonaFake.Close()
 		if v := daytonaFake.Violations(); len(v) > 0 {
@@ -174,6 +173,11 @@ type testHost struct {
 
 type hostOption func(*hostworker.Config)
 
+// withMetrics serves the host's Prometheus metrics on a free loopback port.
+func withMetrics() hostOption {
+	return func(c *hostworker.Config) { c.MetricsAddr = "127.0.0.1:0" }
+}
+
 func withIdle(stop, closeAfter time.Duration) hostOption {
 	return func(c *hostworker.Config) { c.IdleStop, c.IdleClose = stop, closeAfter }
 }
@@ -182,11 +186,22 @@ func withIdle(stop, closeAfter time.Duration) hostOption {
 // of its task queue), stopped at the end of the test.
 func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 	t.Helper()
+	return startHostWith(t, name, hostworker.Options{}, opts...)
+}
+
+// startHostWith is startHost with extra hostworker.Options (its Client,
+// Credentials and Logger are always the tests' own).
+func startHostWith(t testing.TB, name string, hopts hostworker.Options, opts ...hostOption) *testHost {
+	t.Helper()
 	cfg := baseConfig(t, name)
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h, err := hostworker.Start(context.Background(), cfg, hostworker.Options{Client: tc, Credentials: creds, Logger: quiet})
+	hopts.Credentials, hopts.Logger = creds, quiet
+	if cfg.TemporalAddress != "" {
+		hopts.Client = tc // else the host embeds its own server (embeddedServer)
+	}
+	h, err := hostworker.Start(context.Background(), cfg, hopts)
 	if err != nil {
 		t.Fatalf("start host: %v", err)
 	}
@@ -200,7 +215,20 @@ func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 	if want := os.Getenv("SANDBOX_RUNTIME_PROVIDER"); want != "" && want != "auto" && cfg.RuntimeProvider == want && h.Activities.Runtimes.Kind() != want {
 		t.Fatalf("SANDBOX_RUNTIME_PROVIDER=%s but the host runs %s", want, h.Activities.Runtimes.Kind())
 	}
-	return &testHost{Host: h, client: sandboxclient.New(tc, sandboxclient.Options{TaskQueue: cfg.TaskQueue})}
+	return &testHost{Host: h, client: sandboxclient.New(h.Client, sandboxclient.Options{TaskQueue: cfg.TaskQueue})}
+}
+
+// embeddedServer makes a host embed its own Temporal dev server as `make
+// run` does (a SQLite file in its data dir, no Web UI) instead of using the
+// tests' shared in-memory one.
+func embeddedServer(t testing.TB) hostOption {
+	return func(c *hostworker.Config) {
+		port, err := devserver.FreePort("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.TemporalAddress, c.TemporalPort, c.UIPort = "", port, 0
+	}
 }
 
 // runtimeEnv are the variables that choose and configure a test host's

@@ -25,6 +25,11 @@ import (
 // workflows.TestReplayRecordedHistories replays against the workflow code.
 const updateHistoriesEnv = "SANDBOXCORE_UPDATE_HISTORIES"
 
+// recordedHistoryPrefix names the files TestSessionHistoriesReplay writes:
+// a new prefix per workflow change keeps the histories recorded before it
+// (session-dormant-run-* before the one idle timer and the local locate).
+const recordedHistoryPrefix = "session-idle-timer-run"
+
 // TestSessionHistoriesReplay drives a whole session lifecycle (acquire,
 // continue-as-new onto the host queue, every update, hibernate, release) and
 // replays every run's history against the current workflow code: a
@@ -66,7 +71,7 @@ func TestSessionHistoriesReplay(t *testing.T) {
 		if os.Getenv(updateHistoriesEnv) == "1" {
 			data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 			require.NoError(t, err)
-			name := filepath.Join("..", "workflows", "testdata", "histories", fmt.Sprintf("session-dormant-run-%d.json", runs))
+			name := filepath.Join("..", "workflows", "testdata", "histories", fmt.Sprintf("%s-%d.json", recordedHistoryPrefix, runs))
 			require.NoError(t, os.MkdirAll(filepath.Dir(name), 0o755))
 			require.NoError(t, os.WriteFile(name, data, 0o644))
 		}

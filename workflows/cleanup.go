@@ -47,6 +47,7 @@ func CleanupWorkflow(ctx workflow.Context, in sandboxapi.CleanupInput) (sandboxa
 		rep.Done, rep.FinishedAt = true, workflow.Now(ctx)
 		return rep, appError(err)
 	}
+	watchDetails(ctx, func() string { return cleanupDetails(&rep) })
 	hostTimeout := in.HostTimeout
 	if hostTimeout <= 0 {
 		hostTimeout = sandboxapi.DefaultCleanupHostTimeout

@@ -49,6 +49,8 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 	if hostTimeout <= 0 {
 		hostTimeout = sandboxapi.DefaultEvictionHostTimeout
 	}
+	phase := "listing hosts"
+	watchDetails(ctx, func() string { return evictionDetails(phase, &res) })
 	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
@@ -71,6 +73,7 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 	ids = slices.Compact(ids)
 
 	// 2. Plan every host in parallel.
+	phase = fmt.Sprintf("planning %d hosts", len(ids))
 	futures := make([]workflow.Future, len(ids))
 	for i, h := range ids {
 		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -97,8 +100,10 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 		res.Hosts = append(res.Hosts, hr)
 	}
 	if in.DryRun {
-		return finishEviction(ctx, res), nil
+		phase = "finished (dry run: nothing was changed)"
+		return finishEviction(ctx, &res), nil
 	}
+	phase = "evicting through the sessions"
 
 	// 3. Runtime and workspace actions, through the sessions.
 	var reqs []wire.SessionRequest
@@ -168,11 +173,13 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 
 	// 4. Orphan runtimes, on each host (runs recorded before this step
 	// planned none).
+	phase = "deleting orphan runtimes"
 	if workflow.GetVersion(ctx, changeEvictionOrphans, workflow.DefaultVersion, 1) >= 1 {
 		deleteOrphans(ctx, res.Hosts, hostTimeout)
 	}
 
 	// 5. Repo caches, host by host, while pressure remains.
+	phase = "removing repo caches"
 	for hi := range res.Hosts {
 		hr := &res.Hosts[hi]
 		if hr.Plan == nil {
@@ -204,8 +211,12 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 		}
 		hr.Results = append(hr.Results, out.Results...)
 	}
-	return finishEviction(ctx, res), nil
+	phase = "finished"
+	return finishEviction(ctx, &res), nil
 }
+
+// changeEvictionFailuresAttr: a finished eviction run sets SandboxEvictionFailures.
+const changeEvictionFailuresAttr = "eviction-failures-attribute"
 
 // changeEvictionOrphans: the run deletes the orphan runtimes the hosts
 // planned (workflow.GetVersion; docs/DESIGN.md "Temporal shape").
@@ -257,14 +268,25 @@ func deleteOrphans(ctx workflow.Context, hosts []sandboxapi.HostEvictionResult, 
 	}
 }
 
-// finishEviction summarizes the run and publishes the summary as the memo.
-func finishEviction(ctx workflow.Context, res sandboxapi.EvictionRunResult) sandboxapi.EvictionRunResult {
+// finishEviction summarizes the run and publishes the summary as the memo
+// and its failures as the SandboxEvictionFailures search attribute (failed
+// and blocked actions, unreachable and failed hosts: docs/OPERATIONS.md).
+func finishEviction(ctx workflow.Context, res *sandboxapi.EvictionRunResult) sandboxapi.EvictionRunResult {
 	res.FinishedAt = workflow.Now(ctx)
 	res.Summarize()
 	if err := workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoEviction: res.Summary}); err != nil {
 		workflow.GetLogger(ctx).Warn("eviction memo", "error", err)
 	}
-	return res
+	if workflow.GetVersion(ctx, changeEvictionFailuresAttr, workflow.DefaultVersion, 1) == 1 {
+		failures := int64(res.Summary.Failed + res.Summary.Blocked + res.Summary.Unreachable)
+		for _, h := range res.Hosts {
+			if h.Error != "" && !h.Unreachable {
+				failures++
+			}
+		}
+		_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyInt64(sandboxapi.SearchAttrEvictionFailures).ValueSet(failures))
+	}
+	return *res
 }
 
 // sortedMap iterates a map in key order (deterministic workflow code).

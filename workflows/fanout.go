@@ -90,6 +90,7 @@ func TaskFanoutWorkflow(ctx workflow.Context, in sandboxapi.FanoutInput) (sandbo
 	if err := workflow.SetQueryHandler(ctx, sandboxapi.QueryProgress, f.progress); err != nil {
 		return f.report, err
 	}
+	watchDetails(ctx, f.details)
 	signals := workflow.GetSignalChannel(ctx, sandboxapi.SignalCompleteTask)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
@@ -305,6 +306,10 @@ func (f *fanout) startTaskSession(ctx workflow.Context, req sandbox.WorkspaceReq
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(sandboxapi.SessionStartSearchAttributes(wsID, &req)...),
+		// User metadata rides on the same start command (replay-compatible:
+		// the command is matched by type).
+		StaticSummary: sandboxapi.SessionSummary(wsID, &req) + " · fan-out " + sandboxapi.EscapeMarkdown(f.report.FanoutID),
+		StaticDetails: sandboxapi.SessionDetails(wsID, &req),
 	})
 	// Disconnected: cancelling the fan-out must not cancel the task sessions
 	// (ABANDON covers the parent closing, not its context being cancelled).

@@ -95,15 +95,26 @@ func (o operation[In, Out]) register(s *session, ctx workflow.Context) error {
 		if err != nil {
 			return zero, appError(err)
 		}
-		if o.handle != nil {
-			return o.handle(s, ctx, in)
-		}
-		if o.op.Mutating {
-			return writeOp[Out](s, ctx, o.class, o.activity, o.input(s, in))
-		}
-		return readOp[Out](s, ctx, o.activity, o.input(s, in))
+		start := workflow.Now(ctx)
+		out, err := o.serve(s, ctx, in)
+		// Every operation, whatever its types: its outcome and what its
+		// result says about the workspace go to the current details.
+		s.learn(ctx, o.op.Name, in, out, err, workflow.Now(ctx).Sub(start))
+		return out, err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, o.op.Name, handler, workflow.UpdateHandlerOptions{Validator: validator})
+}
+
+// serve runs the operation: its handle func, or the generic activity call
+// under the read or write lock.
+func (o operation[In, Out]) serve(s *session, ctx workflow.Context, in In) (Out, error) {
+	if o.handle != nil {
+		return o.handle(s, ctx, in)
+	}
+	if o.op.Mutating {
+		return writeOp[Out](s, ctx, o.class, o.activity, o.input(s, in))
+	}
+	return readOp[Out](s, ctx, o.activity, o.input(s, in))
 }
 
 // operations is the table, in sandboxapi.Operations order.

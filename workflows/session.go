@@ -41,6 +41,18 @@ const (
 	// changeDormant: a released, closed or evicted session continues as new
 	// into a dormant run instead of completing (docs/API.md "Session states").
 	changeDormant = "session-dormant"
+	// changeDirtyAttr: when an operation's result changes what the session
+	// knows of the workspace's dirty state, SandboxDirty is upserted.
+	changeDirtyAttr = "session-dirty-attribute"
+	// changeIdleTimer: one idle timer per run, kept across operations and
+	// replaced only when the deadline moves earlier (before: a new timer
+	// after every operation, the old ones left pending until they fired:
+	// one more event and timer task per operation, and a mutable state
+	// that grew by a timer per operation; docs/BENCHMARKS.md).
+	changeIdleTimer = "session-idle-timer"
+	// changeLocateLocal: the locate step of an acquire or a wake is a local
+	// activity (before: an activity, with a workflow task of its own).
+	changeLocateLocal = "session-locate-local"
 )
 
 // session is the state of one SessionWorkflow run.
@@ -81,6 +93,19 @@ type session struct {
 	destroyed bool
 
 	ev evictState // evict, pin and unpin signals (session_evict.go)
+
+	// facts: what the run knows of the workspace from its operations'
+	// results, shown in its current details (session_details.go).
+	facts wire.SessionFacts
+	// idle is the run's pending idle timer (changeIdleTimer), nil when none.
+	idle *idleTimer
+}
+
+// idleTimer is a pending timer of the main loop that fires at at.
+type idleTimer struct {
+	at     time.Time
+	fired  workflow.Future
+	cancel workflow.CancelFunc
 }
 
 // SessionWorkflow is the entity of one workspace (docs/API.md "Getting a
@@ -114,6 +139,12 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 		ws := c.Workspace
 		s.ws, s.settings, s.runtimeRunning, s.lastActivity, s.state = &ws, c.Settings, c.RuntimeRunning, c.LastActivity, sandboxapi.StateActive
 		s.dormant = c.Dormant
+		if c.Facts != nil {
+			s.facts = *c.Facts
+		} else {
+			d := ws.Dirty
+			s.facts = wire.SessionFacts{Dirty: &d, DirtyFrom: "store"}
+		}
 		s.replica = c.RuntimeReplica
 		s.ev.evicted = c.Dormant && c.State == sandboxapi.StateEvicted
 		switch {
@@ -126,6 +157,7 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
+	watchDetails(ctx, s.details)
 	return s.run(ctx)
 }
 
@@ -145,6 +177,7 @@ func (s *session) register(ctx workflow.Context) error {
 // dormancy, continue-as-new and the end of the run.
 func (s *session) run(ctx workflow.Context) error {
 	logger := workflow.GetLogger(ctx)
+	keepTimer := workflow.GetVersion(ctx, changeIdleTimer, workflow.DefaultVersion, 1) >= 1
 	for {
 		switch {
 		case s.released || s.acquireFailed:
@@ -208,6 +241,12 @@ func (s *session) run(ctx workflow.Context) error {
 		cond := func() bool {
 			return s.seq != seq || s.released || s.dormant || (s.inFlight == 0 && (s.moveToHost || workflow.GetInfo(ctx).GetContinueAsNewSuggested()))
 		}
+		if keepTimer {
+			if err := s.awaitIdle(ctx, now, wait, cond); err != nil {
+				return err
+			}
+			continue
+		}
 		if wait == 0 {
 			if err := workflow.Await(ctx, cond); err != nil {
 				return err
@@ -216,6 +255,30 @@ func (s *session) run(ctx workflow.Context) error {
 			return err
 		}
 	}
+}
+
+// awaitIdle waits for cond, or (wait > 0) until now+wait has passed: the
+// run's one idle timer is reused when it fires no later than that, and
+// replaced (the old one canceled) when it would fire too late. A timer that
+// fires early wakes the loop, which starts one for the rest of the wait.
+func (s *session) awaitIdle(ctx workflow.Context, now time.Time, wait time.Duration, cond func() bool) error {
+	if wait > 0 {
+		at := now.Add(wait)
+		if s.idle != nil && s.idle.at.After(at) {
+			s.idle.cancel()
+			s.idle = nil
+		}
+		if s.idle == nil {
+			tctx, cancel := workflow.WithCancel(ctx)
+			s.idle = &idleTimer{at: at, fired: workflow.NewTimerWithOptions(tctx, wait, workflow.TimerOptions{Summary: "idle"}), cancel: cancel}
+		}
+	}
+	t := s.idle
+	err := workflow.Await(ctx, func() bool { return cond() || (t != nil && t.fired.IsReady()) })
+	if t != nil && t.fired.IsReady() && s.idle == t {
+		s.idle = nil
+	}
+	return err
 }
 
 // awaitFirstAcquire waits for the run's first acquire (or signal): when none
@@ -294,7 +357,7 @@ func (s *session) continueAsNew(ctx workflow.Context, taskQueue string) error {
 	return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, taskQueue), sandboxapi.SessionWorkflowType, wire.SessionRunInput{
 		WorkspaceID: s.wsID,
 		Carry: &wire.SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning, State: s.state,
-			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica},
+			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica, Facts: s.carryFacts()},
 	})
 }
 
@@ -472,6 +535,26 @@ func appError(err error) error {
 	return sandboxapi.NewApplicationError(err, true)
 }
 
+// dirtyKey is the SandboxDirty search attribute.
+var dirtyKey = temporal.NewSearchAttributeKeyBool(sandboxapi.SearchAttrDirty)
+
+// publishDirty upserts SandboxDirty when the dirty state the run knows
+// differs from the published one: one history event per change, never per
+// call (a read-only status that finds nothing new adds none).
+func (s *session) publishDirty(ctx workflow.Context) {
+	d := s.facts.Dirty
+	if d == nil || s.ws == nil {
+		return
+	}
+	if v, ok := workflow.GetTypedSearchAttributes(ctx).GetBool(dirtyKey); ok && v == *d {
+		return
+	}
+	if workflow.GetVersion(ctx, changeDirtyAttr, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return // recorded before the attribute existed
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, dirtyKey.ValueSet(*d))
+}
+
 func (s *session) setState(ctx workflow.Context, state string) {
 	s.state = state
 	_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(state))
@@ -479,7 +562,7 @@ func (s *session) setState(ctx workflow.Context, state string) {
 
 func (s *session) publish(ctx workflow.Context) {
 	ws := s.ws
-	_ = workflow.UpsertTypedSearchAttributes(ctx,
+	attrs := []temporal.SearchAttributeUpdate{
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrUser).ValueSet(ws.UserID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrProject).ValueSet(ws.ProjectID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrRepo).ValueSet(ws.Repo.Key()),
@@ -487,7 +570,27 @@ func (s *session) publish(ctx workflow.Context) {
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrHost).ValueSet(ws.HostID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(ws.ID),
 		temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(s.state),
-	)
+	}
+	// Branch, runtime kind, conversation and task ride on the same upsert
+	// (one command, as before they existed: replay-compatible).
+	if ws.BranchName != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrBranch).ValueSet(ws.BranchName))
+	}
+	if s.settings.RuntimeKind != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrRuntime).ValueSet(s.settings.RuntimeKind))
+	}
+	if ws.ConversationID != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeywordList(sandboxapi.SearchAttrConversation).ValueSet([]string{ws.ConversationID}))
+	}
+	if ws.TaskID != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeywordList(sandboxapi.SearchAttrTask).ValueSet([]string{ws.TaskID}))
+	}
+	dirty := ws.Dirty // the stored flag, unless the run knows better
+	if s.facts.Dirty != nil {
+		dirty = *s.facts.Dirty
+	}
+	attrs = append(attrs, dirtyKey.ValueSet(dirty))
+	_ = workflow.UpsertTypedSearchAttributes(ctx, attrs...)
 	_ = workflow.UpsertMemo(ctx, map[string]any{sandboxapi.MemoWorkspace: wire.HandleFor(*ws, s.settings, false)})
 }
 

@@ -83,9 +83,21 @@ func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest, re
 		s.acquireFailed = false
 	}
 	var loc wire.LocateResult
-	locOpts := workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}}
-	if err := s.call(ctx, locOpts, wire.ActivityLocate, wire.WorkspaceActivityInput{WorkspaceID: s.wsID}, &loc); err != nil {
-		return fail(err)
+	locIn := wire.WorkspaceActivityInput{WorkspaceID: s.wsID}
+	retry := &temporal.RetryPolicy{MaximumAttempts: 5}
+	if workflow.GetVersion(ctx, changeLocateLocal, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		locOpts := workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry}
+		if err := s.call(ctx, locOpts, wire.ActivityLocate, locIn, &loc); err != nil {
+			return fail(err)
+		}
+	} else {
+		// Locate only reads the store, which every worker of the shared
+		// queue reaches: run it in this workflow task (no activity task,
+		// no extra workflow task before the acquire activity).
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+		if err := s.result(workflow.ExecuteLocalActivity(lctx, wire.ActivityLocate, locIn).Get(ctx, &loc)); err != nil {
+			return fail(err)
+		}
 	}
 	if req == nil && !loc.Exists && !(restore && loc.Removed) {
 		if !first {

@@ -7,6 +7,7 @@ package hostworker
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -61,6 +62,9 @@ type Config struct {
 	// HostWait bounds how long an operation waits for its host (SANDBOX_HOST_WAIT).
 	HostWait    time.Duration
 	DatabaseURL string // DATABASE_URL; "" = embedded SQLite store under DataDir
+	// MetricsAddr is where Prometheus metrics are served (SANDBOX_METRICS_ADDR,
+	// host:port; port 0 picks a free one); "" serves none.
+	MetricsAddr string
 	// Auth: credentials directory, GitHub API and App, access-check TTL (auth.go).
 	Auth AuthConfig
 	// Eviction: schedule, policy and disk budget (SANDBOX_EVICTION_*,
@@ -119,6 +123,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		CredentialsFile:  get("SANDBOX_GIT_CREDENTIALS_FILE", ""),
 		LogLevel:         get("SANDBOX_LOG_LEVEL", "info"),
 		DatabaseURL:      get("DATABASE_URL", ""),
+		MetricsAddr:      get("SANDBOX_METRICS_ADDR", ""),
 	}
 	var err error
 	if c.Security, c.TemporalAddress, c.Namespace, err = securityFromEnv(lookup, get); err != nil {
@@ -219,6 +224,13 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		// is never echoed (it may hold a password).
 		if _, err := postgres.ParseDSN(c.DatabaseURL); err != nil {
 			return c, &ConfigError{"DATABASE_URL", "<set>", sandbox.Message(err)}
+		}
+	}
+	if c.MetricsAddr != "" {
+		if _, p, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return c, &ConfigError{"SANDBOX_METRICS_ADDR", c.MetricsAddr, "want host:port, e.g. :9464 or 127.0.0.1:9464"}
+		} else if _, err := port(p, true); err != nil {
+			return c, &ConfigError{"SANDBOX_METRICS_ADDR", c.MetricsAddr, "want host:port, e.g. :9464 or 127.0.0.1:9464"}
 		}
 	}
 	if c.Auth, err = authFromEnv(get, c.AllowHTTPURLs); err != nil {

@@ -167,6 +167,7 @@ func EnsureEvictionSchedule(ctx context.Context, c client.Client, taskQueue stri
 		Args:                     []any{sandboxapi.EvictionInput{}},
 		TaskQueue:                taskQueue,
 		WorkflowExecutionTimeout: evictionRunTimeout,
+		StaticSummary:            sandboxapi.EvictionRunSummary("schedule "+id, sandboxapi.EvictionInput{}),
 	}
 	sc := c.ScheduleClient()
 	_, err := sc.Create(ctx, client.ScheduleOptions{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -23,6 +26,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/metrics"
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona"
@@ -47,10 +51,19 @@ type Options struct {
 	// file, GitHub App, then GITHUB_TOKEN/GH_TOKEN; auth.go) when set.
 	Credentials sandbox.CredentialProvider
 	// Client, when set, is used instead of dialing (or embedding) Temporal.
+	// Its metrics handler is the caller's: the host's /metrics then has
+	// sandboxcore's metrics but not the Temporal SDK's.
 	// With SANDBOX_PAYLOAD_KEYS its data and failure converters must be the
 	// codec's (Config.Security.Payloads.DataConverter(), FailureConverter()):
 	// the workers use the client's converters.
 	Client client.Client
+	// MetricsCacheFor is how long workspace and session counts are reused
+	// between scrapes (0: 15 s); tests shorten it.
+	MetricsCacheFor time.Duration
+	// Interceptors are added to both workers (the shared and the host task
+	// queue's), after the metrics one; the benchmarks time the hops of an
+	// operation with one.
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // Host is a running worker host.
@@ -68,9 +81,15 @@ type Host struct {
 	CodecTokenSource string
 	Store            sandbox.Store
 	Activities       *activities.Activities
+	// Metrics is the host's Prometheus registry, nil unless
+	// SANDBOX_METRICS_ADDR is set; MetricsAddr is the address it serves
+	// /metrics on (the configured one, with a chosen port for port 0).
+	Metrics     *metrics.Metrics
+	MetricsAddr string
 
 	ownsClient    bool
 	stopHeartbeat func()
+	stopMetrics   func()
 	workers       []worker.Worker
 	log           *slog.Logger
 }
@@ -116,11 +135,16 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	repos, err := repocache.New(repocache.Options{Root: cfg.DataDir, Git: git, FreshFor: cfg.FetchFreshness, HostID: cfg.HostID, Logger: log})
+	runtimes, err := runtimeProvider(ctx, cfg, git, log)
 	if err != nil {
 		return nil, err
 	}
-	runtimes, err := runtimeProvider(ctx, cfg, git, log)
+	var onTransfer func(string, time.Duration, int64, error)
+	if cfg.MetricsAddr != "" {
+		h.Metrics = newMetrics(h, runtimes.Kind(), opts.MetricsCacheFor, log)
+		onTransfer = h.Metrics.ObserveTransfer
+	}
+	repos, err := repocache.New(repocache.Options{Root: cfg.DataDir, Git: git, FreshFor: cfg.FetchFreshness, HostID: cfg.HostID, Logger: log, OnTransfer: onTransfer})
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +156,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	auth, err := buildAuth(cfg, git, opts.Credentials)
 	if err != nil {
 		return nil, err
+	}
+	if h.Metrics != nil {
+		auth.creds, auth.access = h.Metrics.Credentials(auth.creds), h.Metrics.Access(auth.access)
 	}
 	h.Activities = &activities.Activities{
 		Store: st, Repos: repos, Workspaces: wss, Runtimes: runtimes, Credentials: auth.creds,
@@ -156,6 +183,11 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	// Running execs publish output progress as heartbeat details every second
 	// (activities.execStreaming): let the SDK send heartbeats that often.
 	wopts := worker.Options{MaxHeartbeatThrottleInterval: time.Second}
+	if h.Metrics != nil {
+		// Every activity of both workers, whoever registered it.
+		wopts.Interceptors = []interceptor.WorkerInterceptor{h.Metrics.Interceptor()}
+	}
+	wopts.Interceptors = append(wopts.Interceptors, opts.Interceptors...)
 	shared := worker.New(h.Client, cfg.TaskQueue, wopts)
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	h.Activities.Register(shared)
@@ -180,8 +212,40 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		h.workers = append(h.workers, w)
 	}
 	h.stopHeartbeat = h.startHeartbeat(0)
+	if h.Metrics != nil {
+		if h.MetricsAddr, h.stopMetrics, err = h.Metrics.Serve(cfg.MetricsAddr); err != nil {
+			return nil, fmt.Errorf("SANDBOX_METRICS_ADDR=%s: %w", cfg.MetricsAddr, err)
+		}
+		log.Info("serving Prometheus metrics", "url", "http://"+h.MetricsAddr+"/metrics")
+	}
 	ok = true
 	return h, nil
+}
+
+// newMetrics builds the host's metrics (internal/metrics): its workspace
+// rows and its sessions by state are counted when scraped.
+func newMetrics(h *Host, runtimeKind string, cacheFor time.Duration, log *slog.Logger) *metrics.Metrics {
+	cfg := h.Config
+	return metrics.New(metrics.Options{
+		RuntimeKind: runtimeKind,
+		CacheFor:    cacheFor,
+		Logger:      log,
+		Workspaces: func(ctx context.Context) ([]sandbox.Workspace, error) {
+			return h.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{HostID: cfg.HostID})
+		},
+		CountSessions: func(ctx context.Context, query string) (int64, error) {
+			if h.Client == nil {
+				return 0, errors.New("no Temporal client yet")
+			}
+			resp, err := h.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: cfg.Namespace, Query: query})
+			return resp.GetCount(), err
+		},
+		SessionsQuery: func(state string) string {
+			return fmt.Sprintf("%s AND %s = '%s' AND %s = '%s'", sandboxapi.ListWorkspacesQuery,
+				sandboxapi.SearchAttrHost, cfg.HostID, sandboxapi.SearchAttrState, state)
+		},
+		SessionStates: []string{sandboxapi.StateActive, sandboxapi.StateIdle, sandboxapi.StateReleased, sandboxapi.StateClosed, sandboxapi.StateEvicted},
+	})
 }
 
 // dial connects to Temporal — embedding a dev server (with its codec server
@@ -199,10 +263,7 @@ func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err := h.startUICodec(cfg, log); err != nil {
 			return err
 		}
-		saTypes := map[string]enumspb.IndexedValueType{}
-		for _, n := range sandboxapi.SearchAttributeNames {
-			saTypes[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-		}
+		saTypes := maps.Clone(sandboxapi.SearchAttributeTypes)
 		dopts := devserver.Options{
 			Port: cfg.TemporalPort, UIPort: cfg.UIPort, Namespace: cfg.Namespace,
 			DatabaseFile: filepath.Join(cfg.DataDir, "temporal.db"), SearchAttributes: saTypes,
@@ -223,6 +284,9 @@ func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	copts.Logger = sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
+	if h.Metrics != nil {
+		copts.MetricsHandler = h.Metrics.TemporalHandler()
+	}
 	if p := cfg.Security.Payloads; p != nil {
 		copts.DataConverter, copts.FailureConverter = p.DataConverter(), p.FailureConverter()
 		log.Info("payload encryption: AES-256-GCM (SANDBOX_PAYLOAD_KEYS)", "encrypting_key", p.EncryptionKeyID(), "keys", p.KeyIDs())
@@ -343,6 +407,10 @@ func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, log *slo
 
 // Stop stops the workers, the client (when owned), the embedded server and the store.
 func (h *Host) Stop() {
+	if h.stopMetrics != nil {
+		h.stopMetrics()
+		h.stopMetrics = nil
+	}
 	if h.stopHeartbeat != nil {
 		h.stopHeartbeat()
 		h.stopHeartbeat = nil
@@ -363,11 +431,16 @@ func (h *Host) Stop() {
 	if h.Store != nil {
 		_ = h.Store.Close()
 	}
+	if h.Metrics != nil {
+		h.Metrics.Close()
+	}
 }
 
 // RegisterSearchAttributes adds the missing custom search attributes
-// (sandboxapi.SearchAttributeNames, all Keyword) to the namespace; safe to call
-// on every start and from several workers at once.
+// (sandboxapi.SearchAttributeNames, typed by sandboxapi.SearchAttributeTypes:
+// 9 Keyword, 2 KeywordList, 1 Bool, 1 Int) to the namespace; safe to call on every start and
+// from several workers at once. An attribute that exists with another type
+// is left alone (its queries then follow that type).
 func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
 	ops := c.OperatorService()
 	have, err := ops.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
@@ -377,7 +450,7 @@ func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace st
 	missing := map[string]enumspb.IndexedValueType{}
 	for _, n := range sandboxapi.SearchAttributeNames {
 		if _, ok := have.GetCustomAttributes()[n]; !ok {
-			missing[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+			missing[n] = sandboxapi.SearchAttributeTypes[n]
 		}
 	}
 	if len(missing) == 0 {

@@ -130,6 +130,11 @@ type Options struct {
 	// Logger receives one line per clone, fetch and removal; nil discards.
 	// Credentials are never logged.
 	Logger *slog.Logger
+	// OnTransfer, when set, is called after every clone and fetch Ensure
+	// makes (op "clone" or "fetch"), with its wall-clock duration, the bytes
+	// it added to the mirror on disk (its growth; 0 after a failure) and its
+	// error (docs/OPERATIONS.md "Metrics"). It must not block.
+	OnTransfer func(op string, took time.Duration, bytes int64, err error)
 }
 
 // Cache is the local RepoCacheProvider (sandbox.RepoCacheProvider). It is safe
@@ -144,6 +149,7 @@ type Cache struct {
 	hostID     string
 	now        func() time.Time
 	log        *slog.Logger
+	onTransfer func(op string, took time.Duration, bytes int64, err error)
 
 	mu   sync.Mutex
 	sems map[string]chan struct{} // repo.Key() → in-process lock (capacity 1)
@@ -174,6 +180,7 @@ func New(opts Options) (*Cache, error) {
 		hostID:     opts.HostID,
 		now:        opts.Now,
 		log:        opts.Logger,
+		onTransfer: opts.OnTransfer,
 		sems:       map[string]chan struct{}{},
 	}
 	if c.freshFor == 0 {
@@ -294,6 +301,17 @@ func (c *Cache) Ensure(ctx context.Context, repo sandbox.RepoIdentity, cred *san
 		return sandbox.RepoCache{}, err
 	}
 	changed := state != stateReady
+	// The transfer this call makes, reported once its size is known.
+	var transfer struct {
+		op     string
+		start  time.Time
+		before int64
+	}
+	report := func(bytes int64, err error) {
+		if c.onTransfer != nil && transfer.op != "" {
+			c.onTransfer(transfer.op, time.Since(transfer.start), max(bytes, 0), err)
+		}
+	}
 	switch state {
 	case stateBroken:
 		if holdsAgentWork(bare) {
@@ -313,7 +331,9 @@ func (c *Cache) Ensure(ctx context.Context, repo sandbox.RepoIdentity, cred *san
 		}
 		fallthrough
 	case stateMissing:
+		transfer.op, transfer.start = "clone", time.Now()
 		if err := c.clone(ctx, id, bare, cred); err != nil {
+			report(0, err)
 			return sandbox.RepoCache{}, err
 		}
 	case stateReady:
@@ -322,14 +342,36 @@ func (c *Cache) Ensure(ctx context.Context, repo sandbox.RepoIdentity, cred *san
 				return sandbox.RepoCache{}, err
 			}
 			start := c.now()
+			transfer.op, transfer.start, transfer.before = "fetch", time.Now(), c.recordedSize(bare)
 			if _, err := c.fetch(ctx, "fetch", id, bare, cred); err != nil {
+				report(0, err)
 				return sandbox.RepoCache{}, err
 			}
 			c.log.InfoContext(ctx, "repocache: fetched", "repo", id.Key(), "forced", forceFetch, "duration", c.now().Sub(start))
 			changed = true
 		}
 	}
-	return c.describe(ctx, id, bare, changed)
+	rc, err := c.describe(ctx, id, bare, changed)
+	if err != nil {
+		report(0, err)
+	} else {
+		report(rc.SizeBytes-transfer.before, nil)
+	}
+	return rc, err
+}
+
+// recordedSize is the mirror size recorded by the last measurement (0 when
+// none is recorded).
+func (c *Cache) recordedSize(bare string) int64 {
+	b, err := os.ReadFile(filepath.Join(bare, SizeMarker))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 type mirrorState int
@@ -614,6 +656,15 @@ func (c *Cache) guessBranch(ctx context.Context, dir, sha string) string {
 
 // defaultBranch reads refs/remotes/origin/HEAD; "" when unset.
 func (c *Cache) defaultBranch(ctx context.Context, dir string) string {
+	// A symbolic ref is always a loose file ("ref: <target>"), never packed:
+	// read it as `git symbolic-ref` would, without a process; anything else
+	// (no such file, another ref store) asks git.
+	if b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(OriginHEAD))); err == nil && len(b) < 1024 {
+		if ref, ok := strings.CutPrefix(strings.TrimSuffix(string(b), "\n"), "ref: "); ok &&
+			strings.HasPrefix(ref, RemoteRefPrefix) && !strings.ContainsAny(ref, "\n\x00") {
+			return strings.TrimPrefix(ref, RemoteRefPrefix)
+		}
+	}
 	out, err := c.run(ctx, dir, localTimeout, nil, "", "symbolic-ref", "--quiet", OriginHEAD)
 	if err != nil {
 		return ""

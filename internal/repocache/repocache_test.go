@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -500,4 +501,35 @@ func TestFileProtocolRefusedByRunner(t *testing.T) {
 	assert.True(t, errors.Is(err, sandbox.ErrRepoCacheUnavailable), "got %v", err)
 	assert.NoDirExists(t, c.Path(id))
 	assert.Empty(t, leftovers(t, c))
+}
+
+// The default branch is read from the symbolic ref's loose file; whatever
+// the file holds, the answer is `git symbolic-ref`'s (a target outside
+// refs/remotes/origin/, a detached value, no file: git is asked).
+func TestDefaultBranchReadsTheSymbolicRefAsGitDoes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, id := fileRepo(t)
+	c := newCache(t, nil)
+	_, err := c.Ensure(ctx, id, nil, false)
+	require.NoError(t, err)
+	bare := c.Path(id)
+	head := gittest.Git(t, src, "rev-parse", "HEAD")
+	for _, c2 := range []struct {
+		name string
+		set  func()
+	}{
+		{"remote branch", func() { bareGit(t, bare, "symbolic-ref", OriginHEAD, "refs/remotes/origin/trunk") }},
+		{"local branch", func() { bareGit(t, bare, "symbolic-ref", OriginHEAD, "refs/heads/agent-x") }},
+		{"not symbolic", func() { bareGit(t, bare, "update-ref", "--no-deref", OriginHEAD, head) }},
+		{"missing", func() { bareGit(t, bare, "update-ref", "--no-deref", "-d", OriginHEAD) }},
+	} {
+		name, set := c2.name, c2.set
+		set()
+		want := ""
+		if out, err := exec.Command("git", "--git-dir", bare, "symbolic-ref", "--quiet", OriginHEAD).Output(); err == nil {
+			want = strings.TrimPrefix(strings.TrimSpace(string(out)), RemoteRefPrefix)
+		}
+		assert.Equal(t, want, c.defaultBranch(ctx, bare), name)
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/sandboxcore/sandboxcore/internal/certtest"
 )
@@ -396,4 +397,23 @@ func TestDialHints(t *testing.T) {
 	assert.Contains(t, hint(plain, "error reading server preface: EOF"), "set TEMPORAL_TLS=true")
 	assert.Equal(t, "", hint(plain, "connection refused"))
 	assert.True(t, strings.HasPrefix(plain.explain(fmt.Errorf("x")).Error(), "Temporal at h:1: x"))
+}
+
+// A loopback server (the embedded dev server) is spoken to without gzip;
+// any other keeps the SDK's default (gzip).
+func TestLoopbackConnectionsAreNotCompressed(t *testing.T) {
+	for addr, none := range map[string]bool{
+		"127.0.0.1:7233": true, "localhost:7233": true, "[::1]:7233": true, "127.8.9.10:1": true,
+		"temporal.example.com:7233": false, "10.0.0.1:7233": false, "[2001:db8::1]:7233": false,
+	} {
+		s, err := Load(env(map[string]string{"TEMPORAL_ADDRESS": addr, "TEMPORAL_CONFIG_FILE": filepath.Join(t.TempDir(), "none.toml")}), Overrides{})
+		require.NoError(t, err, addr)
+		opts, err := s.ClientOptions(nil)
+		require.NoError(t, err, addr)
+		_, isNone := opts.ConnectionOptions.GrpcCompression.(*client.GrpcCompressionNone)
+		assert.Equal(t, none, isNone, addr)
+		if !none {
+			assert.Nil(t, opts.ConnectionOptions.GrpcCompression, addr)
+		}
+	}
 }

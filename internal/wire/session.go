@@ -55,6 +55,38 @@ type SessionCarry struct {
 	// holds no runtime and waits for the next operation or signal, which
 	// resumes the workspace first (docs/API.md "Session states").
 	Dormant bool `json:"dormant,omitempty"`
+	// Facts is what the previous run had learned of the workspace (its
+	// current details); absent in histories recorded before it existed.
+	Facts *SessionFacts `json:"facts,omitempty"`
+}
+
+// SessionFacts is what a session run knows of its workspace from its own
+// operations' results, without asking anything (the acquire, status,
+// commit, push and merge results), and its last operation: the run's
+// current details show them (docs/OPERATIONS.md "What a session shows").
+// A fact keeps the name of the operation that reported it; Stale names a
+// later operation that may have changed it (a command, or a merge).
+type SessionFacts struct {
+	// Head is the workspace's HEAD commit ("" unknown).
+	Head     string `json:"head,omitempty"`
+	HeadFrom string `json:"head_from,omitempty"`
+	// Dirty is whether the worktree has uncommitted changes (nil unknown).
+	Dirty     *bool  `json:"dirty,omitempty"`
+	DirtyFrom string `json:"dirty_from,omitempty"`
+	// Unpushed counts commits no remote-tracking branch, tag or push
+	// contains (nil unknown).
+	Unpushed     *int   `json:"unpushed,omitempty"`
+	UnpushedFrom string `json:"unpushed_from,omitempty"`
+	// Stale names the first operation since these facts that may have
+	// changed them ("" none).
+	Stale string `json:"stale,omitempty"`
+	// LastOp is the last operation's update name, LastOutcome "ok", an exit
+	// status ("exit 3", "timed out") or the error type; LastTookMS its
+	// duration in milliseconds (workflow time) and LastAt when it ended.
+	LastOp      string    `json:"last_op,omitempty"`
+	LastOutcome string    `json:"last_outcome,omitempty"`
+	LastTookMS  int64     `json:"last_took_ms,omitempty"`
+	LastAt      time.Time `json:"last_at,omitzero"`
 }
 
 // SessionSettings come from the worker host (returned by the acquire

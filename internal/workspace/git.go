@@ -209,36 +209,55 @@ func findEntry(list []wtEntry, path string) *wtEntry {
 // `<name>^{commit}`), or "" when none does. Names must be validated refs or
 // hex ids: they are read as object names from stdin, never as options.
 func (m *Manager) firstCommit(ctx context.Context, g gitCtx, names ...string) (string, error) {
-	var in bytes.Buffer
-	for _, n := range names {
-		if strings.ContainsAny(n, "\n\x00") {
-			return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "ref %q contains a line break", n)
-		}
-		in.WriteString(n + "^{commit}\n")
-	}
-	out, err := g.runIO(ctx, &in, nil, "cat-file", "--batch-check=%(objectname) %(objecttype)")
+	res, err := m.resolveAll(ctx, g, names...)
 	if err != nil {
-		return "", gitx.Classify(err, "git cat-file", sandbox.ErrWorkspaceUnavailable)
+		return "", err
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[1] == "commit" && isHex(f[0]) {
-			return f[0], nil
+	for _, c := range res {
+		if c != "" {
+			return c, nil
 		}
 	}
 	return "", nil
 }
 
-// resolveBase resolves a base ref as DESIGN.md and the workspace issue fix
-// it: refs/remotes/origin/<ref>, refs/tags/<ref>, refs/heads/<ref>, <ref>
-// itself when it is a full "refs/..." name, then <ref> as a hex commit id.
-// Errors: ErrInvalidArgument (ValidateRef), ErrRefNotFound.
-func (m *Manager) resolveBase(ctx context.Context, bg gitCtx, ref string) (string, error) {
+// resolveAll resolves every name as `<name>^{commit}` in one `git cat-file
+// --batch-check` and returns, per name in order, its commit or "" (missing,
+// or not a commit). Names as for firstCommit.
+func (m *Manager) resolveAll(ctx context.Context, g gitCtx, names ...string) ([]string, error) {
+	var in bytes.Buffer
+	for _, n := range names {
+		if strings.ContainsAny(n, "\n\x00") {
+			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "ref %q contains a line break", n)
+		}
+		in.WriteString(n + "^{commit}\n")
+	}
+	out, err := g.runIO(ctx, &in, nil, "cat-file", "--batch-check=%(objectname) %(objecttype)")
+	if err != nil {
+		return nil, gitx.Classify(err, "git cat-file", sandbox.ErrWorkspaceUnavailable)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(names) {
+		return nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git cat-file --batch-check: %d lines for %d names", len(lines), len(names))
+	}
+	res := make([]string, len(names))
+	for i, line := range lines {
+		if f := strings.Fields(line); len(f) == 2 && f[1] == "commit" && isHex(f[0]) {
+			res[i] = f[0]
+		}
+	}
+	return res, nil
+}
+
+// baseCandidates are the names a base ref is looked up as, in order
+// (resolveBase). Errors: ErrRefNotFound (no ref), ErrInvalidArgument
+// (ValidateRef).
+func baseCandidates(ref string) ([]string, error) {
 	if ref == "" {
-		return "", sandbox.Errorf(sandbox.ErrRefNotFound, "no base ref was requested and the repo cache has no default branch")
+		return nil, sandbox.Errorf(sandbox.ErrRefNotFound, "no base ref was requested and the repo cache has no default branch")
 	}
 	if err := sandbox.ValidateRef(ref); err != nil {
-		return "", err
+		return nil, err
 	}
 	cands := []string{"refs/remotes/origin/" + ref, "refs/tags/" + ref, "refs/heads/" + ref}
 	if strings.HasPrefix(ref, "refs/") {
@@ -246,6 +265,18 @@ func (m *Manager) resolveBase(ctx context.Context, bg gitCtx, ref string) (strin
 	}
 	if isHex(ref) && len(ref) >= 7 {
 		cands = append(cands, ref)
+	}
+	return cands, nil
+}
+
+// resolveBase resolves a base ref as DESIGN.md and the workspace issue fix
+// it: refs/remotes/origin/<ref>, refs/tags/<ref>, refs/heads/<ref>, <ref>
+// itself when it is a full "refs/..." name, then <ref> as a hex commit id.
+// Errors: ErrInvalidArgument (ValidateRef), ErrRefNotFound.
+func (m *Manager) resolveBase(ctx context.Context, bg gitCtx, ref string) (string, error) {
+	cands, err := baseCandidates(ref)
+	if err != nil {
+		return "", err
 	}
 	c, err := m.firstCommit(ctx, bg, cands...)
 	if err != nil {

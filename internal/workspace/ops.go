@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -48,12 +49,18 @@ func head(ctx context.Context, g gitCtx) (commit, branch string, err error) {
 
 // Status reports the workspace's git state (sandbox.WorkspaceProvider): the
 // branch ("" when detached), HEAD, the base commit, every changed path from
-// `git status --porcelain=v1 -z --untracked-files=all --no-renames
+// `git status --porcelain=v2 -z --branch --untracked-files=all --no-renames
 // --ignore-submodules=dirty` (untracked files count as dirty; changes inside a
-// submodule's own work tree are not inspected, so no git runs in it) capped at
-// MaxStatusFiles, CommitsSinceBase = `git rev-list --count <base>..HEAD`, and
-// UnpushedCommits (commits no remote-tracking branch, tag or recorded push holds),
-// and ConfigWarnings (the poisoned configuration variables gitx found).
+// submodule's own work tree are not inspected, so no git runs in it) in the
+// porcelain v1 form (two status letters, ' ' for unchanged) capped at
+// MaxStatusFiles, CommitsSinceBase = `git rev-list --count <base>..HEAD` (0
+// without a call when HEAD is the base), UnpushedCommits (commits no
+// remote-tracking branch, tag or recorded push holds), and ConfigWarnings
+// (the poisoned configuration variables gitx found). HEAD and the branch come
+// from the status call's own branch header (and the worktree's HEAD file for
+// the branch's full name): two or three git processes after the
+// configuration's inspection, the status and the unpushed count running
+// concurrently (before: six, one after the other; docs/BENCHMARKS.md).
 // Files still as checked out (the baseline, baseline.go) are not listed;
 // a checked-out submodule whose files changed is listed as " M <path>"
 // (submodules.go); LFSPointers and UninitializedSubmodules are reported.
@@ -70,15 +77,29 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
 	}
-	h, branch, err := head(ctx, g)
-	if err != nil {
-		return sandbox.WorkspaceStatus{}, err
-	}
-	out, err := g.run(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
+	var unpushed int
+	var unpushedErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		unpushed, unpushedErr = bkUnpushedCommits(ctx, g)
+	}()
+	out, err := g.run(ctx, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
+	<-done
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
 	}
-	files, err := m.withoutCheckedOut(ctx, w, parsePorcelain(out))
+	h, branch, files, err := parseStatusV2(out)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	if branch, err = branchOf(ctx, g, w.admin, branch); err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	if unpushedErr != nil {
+		return sandbox.WorkspaceStatus{}, unpushedErr
+	}
+	files, err = m.withoutCheckedOut(ctx, w, files)
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
 	}
@@ -100,19 +121,18 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 			files = append(files, sandbox.FileStatus{Path: p, Status: " M"})
 		}
 	}
-	st := sandbox.WorkspaceStatus{Branch: branch, Head: h, BaseCommit: base, Dirty: len(files) > 0, Files: files}
+	st := sandbox.WorkspaceStatus{Branch: branch, Head: h, BaseCommit: base, Dirty: len(files) > 0, Files: files, UnpushedCommits: unpushed}
 	if len(st.Files) > MaxStatusFiles {
 		st.Files = st.Files[:MaxStatusFiles]
 	}
-	out, err = g.run(ctx, "rev-list", "--count", "--end-of-options", base+"..HEAD", "--")
-	if err != nil {
-		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git rev-list "+base+"..HEAD", sandbox.ErrWorkspaceUnavailable)
-	}
-	if st.CommitsSinceBase, err = strconv.Atoi(strings.TrimSpace(string(out))); err != nil {
-		return sandbox.WorkspaceStatus{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
-	}
-	if st.UnpushedCommits, err = bkUnpushedCommits(ctx, g); err != nil {
-		return sandbox.WorkspaceStatus{}, err
+	if h != base {
+		out, err = g.run(ctx, "rev-list", "--count", "--end-of-options", base+"..HEAD", "--")
+		if err != nil {
+			return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git rev-list "+base+"..HEAD", sandbox.ErrWorkspaceUnavailable)
+		}
+		if st.CommitsSinceBase, err = strconv.Atoi(strings.TrimSpace(string(out))); err != nil {
+			return sandbox.WorkspaceStatus{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
+		}
 	}
 	if g.ins != nil {
 		for _, p := range g.ins.Poisoned {
@@ -130,6 +150,65 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 		}
 	}
 	return st, nil
+}
+
+// parseStatusV2 parses `git status --porcelain=v2 -z --branch` (no renames:
+// --no-renames): the "# branch.oid" header (HEAD's commit; "(initial)" for
+// an unborn HEAD is ErrWorkspaceUnavailable, as HEAD^{commit} does not
+// resolve), the "# branch.head" header (the short branch name, "(detached)"
+// when detached) and the entries, each returned in porcelain v1's form:
+// ordinary and unmerged entries with their two status letters ('.' → ' '),
+// untracked ones as "??", in porcelain v1's order: the tracked entries
+// (ordinary and unmerged together) sorted by path as git's string list is
+// (byte order), then the untracked ones as git lists them.
+func parseStatusV2(out []byte) (head, branch string, files []sandbox.FileStatus, err error) {
+	var untracked []sandbox.FileStatus
+	for _, f := range strings.Split(string(out), "\x00") {
+		switch {
+		case strings.HasPrefix(f, "# branch.oid "):
+			head = strings.TrimPrefix(f, "# branch.oid ")
+		case strings.HasPrefix(f, "# branch.head "):
+			branch = strings.TrimPrefix(f, "# branch.head ")
+		case strings.HasPrefix(f, "? "):
+			untracked = append(untracked, sandbox.FileStatus{Path: f[2:], Status: "??"})
+		case strings.HasPrefix(f, "1 "), strings.HasPrefix(f, "u "):
+			// "1 XY sub mH mI mW hH hI path", "u XY sub m1 m2 m3 mW h1 h2 h3 path"
+			n := 8
+			if f[0] == 'u' {
+				n = 10
+			}
+			parts := strings.SplitN(f, " ", n+1)
+			if len(parts) != n+1 || len(parts[1]) != 2 {
+				continue
+			}
+			files = append(files, sandbox.FileStatus{Path: parts[n], Status: strings.ReplaceAll(parts[1], ".", " ")})
+		}
+	}
+	if !isHex(head) {
+		return "", "", nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git status: HEAD does not name a commit (%q)", head)
+	}
+	sort.SliceStable(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return head, branch, append(files, untracked...), nil
+}
+
+// branchOf returns HEAD's branch as `git symbolic-ref --quiet HEAD` names it
+// without "refs/heads/" ("" when detached), from the worktree's HEAD file in
+// its administrative directory when that file holds a symbolic ref or a
+// commit id and agrees with status's short name, else from git.
+func branchOf(ctx context.Context, g gitCtx, admin, short string) (string, error) {
+	if b, err := os.ReadFile(filepath.Join(admin, "HEAD")); err == nil && len(b) < 4096 {
+		line := strings.TrimSuffix(string(b), "\n")
+		if ref, ok := strings.CutPrefix(line, "ref: "); ok && !strings.ContainsAny(ref, "\n\x00") {
+			name := strings.TrimPrefix(ref, "refs/heads/")
+			if name == short && strings.HasPrefix(ref, "refs/heads/") {
+				return name, nil
+			}
+		} else if isHex(line) && short == "(detached)" {
+			return "", nil
+		}
+	}
+	_, branch, err := head(ctx, g)
+	return branch, err
 }
 
 // withoutCheckedOut drops from files the worktree-only changes (" M") of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -282,6 +283,67 @@ func TestHostileRepositoryConfigDoesNotRun(t *testing.T) {
 func readMarker(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
+}
+
+// Status reads one porcelain v2 call; its files, HEAD and branch must be
+// exactly what porcelain v1, rev-parse and symbolic-ref say, for every kind
+// of entry: staged and unstaged changes, deletions, a type change, an
+// unmerged path, untracked files (names with spaces, a non-ASCII name, a
+// leading "#" that looks like a v2 header), and a detached HEAD.
+func TestStatusMatchesPorcelainV1(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "parity"))
+	wt := ws.LocalPath
+	write := func(rel, content string) {
+		p := filepath.Join(wt, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	write("conflict.txt", "base\n")
+	f.git(wt, "add", "conflict.txt")
+	f.git(wt, "commit", "-q", "-m", "base")
+	f.git(wt, "branch", "other")
+	write("conflict.txt", "ours\n")
+	f.git(wt, "commit", "-q", "-am", "ours")
+	f.git(wt, "checkout", "-q", "other")
+	write("conflict.txt", "theirs\n")
+	f.git(wt, "commit", "-q", "-am", "theirs")
+	f.git(wt, "checkout", "-q", "agent/edits-parity")
+	_, err := f.gitRaw(wt, "merge", "-q", "other")
+	require.Error(t, err, "the merge conflicts")
+
+	write("staged new.txt", "n\n")
+	f.git(wt, "add", "staged new.txt")
+	write("README.md", "staged\n")
+	f.git(wt, "add", "README.md")
+	write("README.md", "and unstaged\n")
+	require.NoError(t, os.Remove(filepath.Join(wt, "bin.dat")))
+	require.NoError(t, os.Remove(filepath.Join(wt, "src", "app.go")))
+	require.NoError(t, os.Symlink("README.md", filepath.Join(wt, "src", "app.go")))
+	write("deep/er/untracked file", "u\n")
+	write("ünïcode.txt", "u\n")
+	write("# branch.oid deadbeef", "tricky\n")
+
+	check := func(ws sandbox.Workspace) {
+		t.Helper()
+		st, err := f.m.Status(ctx, ws)
+		require.NoError(t, err)
+		out, err := exec.Command("git", "-C", ws.LocalPath, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty").Output()
+		require.NoError(t, err)
+		want := parsePorcelain(out)
+		assert.Equal(t, want, st.Files)
+		assert.Equal(t, len(want) > 0, st.Dirty)
+		assert.Equal(t, f.git(ws.LocalPath, "rev-parse", "HEAD"), st.Head)
+		branch, _ := f.gitRaw(ws.LocalPath, "symbolic-ref", "--quiet", "HEAD")
+		assert.Equal(t, strings.TrimPrefix(branch, "refs/heads/"), st.Branch)
+	}
+	check(ws)
+	require.Len(t, func() []sandbox.FileStatus { st, _ := f.m.Status(ctx, ws); return st.Files }(), 8)
+	an := f.ensure(f.req(sandbox.ModeAnalysis, "v1"))
+	write2 := filepath.Join(an.LocalPath, "x.txt")
+	require.NoError(t, os.WriteFile(write2, []byte("x\n"), 0o644))
+	check(an)
 }
 
 // TestDiffPatchIsByteExactThroughJSON: the patch travels as a JSON string;

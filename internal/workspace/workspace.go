@@ -206,15 +206,18 @@ func locate(ws sandbox.Workspace) (loc, error) {
 	return loc{bare: filepath.Join(repoDir, BareDirName), wt: p, name: name}, nil
 }
 
+// adminMatches reports whether admin is an administrative directory whose
+// gitdir file points at wt's .git.
+func adminMatches(admin, wt string) bool {
+	b, err := os.ReadFile(filepath.Join(admin, "gitdir"))
+	return err == nil && filepath.Clean(strings.TrimSpace(string(b))) == filepath.Join(wt, ".git")
+}
+
 // adminDir returns the git administrative directory registered for l.wt, found
 // by its "gitdir" file pointing back at <wt>/.git ("" when not registered).
 func adminDir(l loc) string {
 	root := filepath.Join(l.bare, WorktreesDir)
-	want := filepath.Join(l.wt, ".git")
-	matches := func(admin string) bool {
-		b, err := os.ReadFile(filepath.Join(admin, "gitdir"))
-		return err == nil && filepath.Clean(strings.TrimSpace(string(b))) == want
-	}
+	matches := func(admin string) bool { return adminMatches(admin, l.wt) }
 	if cand := filepath.Join(root, l.name); matches(cand) {
 		return cand
 	}
@@ -334,6 +337,17 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 	if st.bg, err = m.inspected(ctx, st.bg); err != nil {
 		return sandbox.Workspace{}, err
 	}
+	if fresh(st) {
+		// Nothing of this workspace is on disk: no directory and no
+		// administrative directory of its name. Listing every worktree
+		// (which grows with the repository's workspaces) is skipped; the
+		// rare registration under another name is found by git itself,
+		// which refuses the add, and then handled below as a repair.
+		ws, err := m.create(ctx, st, nil, "", true)
+		if !errors.Is(err, errRegisteredElsewhere) {
+			return ws, err
+		}
+	}
 
 	entries, err := m.listWorktrees(ctx, st.bg)
 	if err != nil {
@@ -372,7 +386,50 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 			return sandbox.Workspace{}, err
 		}
 	}
-	return m.create(ctx, st, entries, known)
+	return m.create(ctx, st, entries, known, false)
+}
+
+// errRegisteredElsewhere: a fast create found the path registered already
+// (under an administrative directory of another name): Ensure lists the
+// worktrees and repairs it.
+var errRegisteredElsewhere = errors.New("worktree path is registered under another name")
+
+// fresh reports whether neither st's worktree directory nor an
+// administrative directory of its name exists (a new workspace), nor one
+// of the names git gives a worktree of the same base name when that one is
+// taken (<name>1, <name>2 …) registering st's path.
+func fresh(st *ensureState) bool {
+	name := filepath.Base(st.wt)
+	admins := filepath.Join(st.bare, WorktreesDir)
+	for _, p := range []string{st.wt, filepath.Join(admins, name)} {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
+	d, err := os.Open(admins)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return false
+	}
+	want := filepath.Join(st.wt, ".git")
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(n, name)
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(admins, n, "gitdir"))
+		if err != nil || filepath.Clean(strings.TrimSpace(string(b))) == want {
+			return false // unreadable: let git and the repair path decide
+		}
+	}
+	return true
 }
 
 // reuse returns the existing, registered worktree.
@@ -418,8 +475,12 @@ func (m *Manager) reuse(ctx context.Context, st *ensureState, e *wtEntry, admin 
 }
 
 // create adds a new worktree at st.wt. known is a base commit recorded by a
-// previous incarnation of this workspace ("" when none).
-func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry, known string) (ws sandbox.Workspace, err error) {
+// previous incarnation of this workspace ("" when none). fast: entries were
+// not listed (fresh); when git then reports the path registered already,
+// create undoes only what it did (the branch it made) and returns
+// errRegisteredElsewhere. The branch's tip and the start point are looked
+// up in one git call.
+func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry, known string, fast bool) (ws sandbox.Workspace, err error) {
 	if fi, lerr := os.Lstat(st.wt); lerr == nil {
 		if !fi.IsDir() || !emptyDir(st.wt) {
 			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "workspace path %s exists but is not a registered worktree; refusing to overwrite it", st.wt)
@@ -446,10 +507,19 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		}
 		args = []string{"worktree", "add", "--detach", "--end-of-options", st.wt, base}
 	default:
-		tip, err := m.firstCommit(ctx, st.bg, "refs/heads/"+st.branch)
+		// The branch's tip and the start point in one call; when the start
+		// point's names are invalid, the tip alone (an existing branch
+		// needs no start point, so the error only counts without one).
+		names := []string{"refs/heads/" + st.branch}
+		startNames, startErr := m.startNames(st)
+		if startErr == nil {
+			names = append(names, startNames...)
+		}
+		res, err := m.resolveAll(ctx, st.bg, names...)
 		if err != nil {
 			return sandbox.Workspace{}, err
 		}
+		tip := res[0]
 		for _, e := range entries {
 			if e.Branch == "refs/heads/"+st.branch && e.Path != st.wt {
 				return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree (%s)", st.branch, e.Path)
@@ -464,10 +534,13 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 			}
 			args = []string{"worktree", "add", "--end-of-options", st.wt, st.branch}
 		} else {
+			if startErr != nil {
+				return sandbox.Workspace{}, startErr
+			}
 			if err := m.branchCollision(ctx, st.bg, st.branch); err != nil {
 				return sandbox.Workspace{}, err
 			}
-			from, err := m.startPoint(ctx, st)
+			from, err := m.startFrom(st, res[1:])
 			if err != nil {
 				return sandbox.Workspace{}, err
 			}
@@ -480,14 +553,33 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		return sandbox.Workspace{}, fsError(err, "create worktrees directory")
 	}
 	l := loc{bare: st.bare, wt: st.wt, name: filepath.Base(st.wt)}
+	registered := false
 	defer func() {
-		if err != nil {
+		switch {
+		case err == nil:
+		case registered:
+			// Not ours to clean: only the branch this call made goes.
+			m.dropBranch(ctx, st, createdBranch, base)
+		default:
 			m.cleanupFailed(ctx, st, l, createdBranch, base)
 		}
 	}()
 	m.crash("before-add", st.wt)
-	if _, err := st.bg.run(ctx, args...); err != nil {
-		if ge := gitStderr(err); strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
+	if fast && simpleName(l.name) && (st.branch == "" || createdBranch != "") {
+		// A new workspace: registered and checked out as `git worktree
+		// add` does it, without its scans of every registered worktree
+		// (addWorktree). An existing branch keeps git's own add, which
+		// refuses a branch checked out elsewhere.
+		if err := m.addWorktree(ctx, st, l, createdBranch, base); err != nil {
+			return sandbox.Workspace{}, err
+		}
+	} else if _, err := st.bg.run(ctx, args...); err != nil {
+		ge := gitStderr(err)
+		if fast && (strings.Contains(ge, "already registered") || strings.Contains(ge, "missing but locked")) {
+			registered = true
+			return sandbox.Workspace{}, errRegisteredElsewhere
+		}
+		if strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
 			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree: %s", st.branch, firstLine(ge))
 		}
 		return sandbox.Workspace{}, gitx.Classify(err, "git worktree add", sandbox.ErrWorkspaceUnavailable)
@@ -523,20 +615,134 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 	return ws, nil
 }
 
+// simpleName reports whether git keeps name as the administrative
+// directory's name of a worktree added at .../name (git sanitizes a name as
+// a ref component: dots, among others, may change it).
+func simpleName(name string) bool {
+	if name == "" || len(name) > 200 {
+		return false
+	}
+	for _, c := range name {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// addWorktree registers l.wt as a linked worktree of the bare repository and
+// checks it out, step by step as `git worktree add` does (git-worktree(1);
+// gitrepository-layout(5) "worktrees/<id>"): the administrative directory
+// <bare>/worktrees/<name> locked "initializing", its gitdir file (the real
+// path of <wt>/.git), the worktree's .git file, a placeholder HEAD and
+// commondir; then, in the new worktree, `git symbolic-ref HEAD
+// refs/heads/<branch>` (branch made first with `git branch --no-track` from
+// commit) or `git update-ref HEAD <commit>` (detached, branch ""), `git
+// reset --hard --no-recurse-submodules`, and the lock removed. git's add
+// reads every registered worktree's files several times to check the path
+// and branch are not in use, so its cost grows with the repository's
+// workspaces (≈ 0.3 s per add at 2,000 worktrees, docs/BENCHMARKS.md); here
+// the path is known to be free (Ensure's fresh check, under the repository
+// lock) and the branch new. Errors: ErrWorkspaceUnavailable,
+// ErrInsufficientDisk; the caller cleans up what was made.
+func (m *Manager) addWorktree(ctx context.Context, st *ensureState, l loc, branch, commit string) error {
+	if !isHex(commit) {
+		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s: start commit %q is not an object id", l.wt, commit)
+	}
+	if branch != "" {
+		if _, err := st.bg.run(ctx, "branch", "--quiet", "--no-track", "--end-of-options", branch, commit); err != nil {
+			return gitx.Classify(err, "git branch "+branch, sandbox.ErrWorkspaceUnavailable)
+		}
+	}
+	admins := filepath.Join(st.bare, WorktreesDir)
+	if err := os.MkdirAll(admins, 0o755); err != nil {
+		return fsError(err, "create the worktrees' administrative directory")
+	}
+	admin := filepath.Join(admins, l.name)
+	if err := os.Mkdir(admin, 0o755); err != nil {
+		return fsError(err, "create the administrative directory of "+l.wt)
+	}
+	write := func(p, content string) error {
+		if err := os.WriteFile(p, []byte(content+"\n"), 0o644); err != nil {
+			return fsError(err, "write "+p)
+		}
+		return nil
+	}
+	if err := write(filepath.Join(admin, "locked"), "initializing"); err != nil {
+		return err
+	}
+	if err := os.Mkdir(l.wt, 0o777); err != nil {
+		return fsError(err, "create worktree "+l.wt)
+	}
+	real, err := filepath.EvalSymlinks(l.wt)
+	if err != nil {
+		return fsError(err, "resolve worktree "+l.wt)
+	}
+	for _, f := range []struct{ path, content string }{
+		{filepath.Join(admin, "gitdir"), filepath.Join(real, ".git")},
+		{filepath.Join(l.wt, ".git"), "gitdir: " + admin},
+		{filepath.Join(admin, "HEAD"), strings.Repeat("0", len(commit))},
+		{filepath.Join(admin, "commondir"), "../.."},
+	} {
+		if err := write(f.path, f.content); err != nil {
+			return err
+		}
+	}
+	g := gitCtx{m: m, dir: l.wt, ins: st.bg.ins, env: []string{
+		"GIT_DIR=" + admin, "GIT_WORK_TREE=" + l.wt,
+		"GIT_AUTHOR_NAME=" + DefaultAuthorName, "GIT_AUTHOR_EMAIL=" + DefaultAuthorEmail,
+		"GIT_COMMITTER_NAME=" + DefaultAuthorName, "GIT_COMMITTER_EMAIL=" + DefaultAuthorEmail,
+	}}
+	head := []string{"update-ref", "HEAD", commit}
+	if branch != "" {
+		head = []string{"symbolic-ref", "HEAD", "refs/heads/" + branch}
+	}
+	if _, err := g.run(ctx, head...); err != nil {
+		return gitx.Classify(err, "git "+head[0]+" HEAD", sandbox.ErrWorkspaceUnavailable)
+	}
+	if _, err := g.run(ctx, "reset", "--hard", "--no-recurse-submodules", "--quiet"); err != nil {
+		return gitx.Classify(err, "git reset --hard", sandbox.ErrWorkspaceUnavailable)
+	}
+	if err := os.Remove(filepath.Join(admin, "locked")); err != nil {
+		return fsError(err, "unlock worktree "+l.wt)
+	}
+	return nil
+}
+
 // startPoint is the commit a new branch starts from: the tip of
 // refs/heads/<FromBranch> for a task with FromBranch, else the resolved base.
 func (m *Manager) startPoint(ctx context.Context, st *ensureState) (string, error) {
-	if st.req.FromBranch != "" {
-		c, err := m.firstCommit(ctx, st.bg, "refs/heads/"+st.req.FromBranch)
-		if err != nil {
-			return "", err
-		}
-		if c == "" {
-			return "", sandbox.Errorf(sandbox.ErrRefNotFound, "from_branch %q: no such local branch", st.req.FromBranch)
-		}
-		return c, nil
+	names, err := m.startNames(st)
+	if err != nil {
+		return "", err
 	}
-	return m.resolveBase(ctx, st.bg, st.baseRef)
+	res, err := m.resolveAll(ctx, st.bg, names...)
+	if err != nil {
+		return "", err
+	}
+	return m.startFrom(st, res)
+}
+
+// startNames are the names startPoint resolves, in order of preference.
+// Errors: ErrInvalidArgument, ErrRefNotFound (no base ref): baseCandidates.
+func (m *Manager) startNames(st *ensureState) ([]string, error) {
+	if st.req.FromBranch != "" {
+		return []string{"refs/heads/" + st.req.FromBranch}, nil
+	}
+	return baseCandidates(st.baseRef)
+}
+
+// startFrom picks the start point from the resolution of startNames.
+func (m *Manager) startFrom(st *ensureState, res []string) (string, error) {
+	for _, c := range res {
+		if c != "" {
+			return c, nil
+		}
+	}
+	if st.req.FromBranch != "" {
+		return "", sandbox.Errorf(sandbox.ErrRefNotFound, "from_branch %q: no such local branch", st.req.FromBranch)
+	}
+	return "", sandbox.Errorf(sandbox.ErrRefNotFound, "base ref %q is not a branch, tag or commit of the repository", st.baseRef)
 }
 
 // fallbackBase guesses the base commit of an existing branch whose record is
@@ -565,10 +771,18 @@ func (m *Manager) cleanupFailed(ctx context.Context, st *ensureState, l loc, bra
 	if err := forceRemoveAll(l.wt); err != nil {
 		m.log.Warn("workspace: cleanup: remove directory", "path", l.wt, "err", err)
 	}
-	if branch != "" && isHex(start) {
-		if _, err := st.bg.run(ctx, "update-ref", "-d", "refs/heads/"+branch, start); err != nil {
-			m.log.Warn("workspace: cleanup: delete branch", "branch", branch, "err", err)
-		}
+	m.dropBranch(ctx, st, branch, start)
+}
+
+// dropBranch deletes a branch this call created, while it still points at start.
+func (m *Manager) dropBranch(ctx context.Context, st *ensureState, branch, start string) {
+	if branch == "" || !isHex(start) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if _, err := st.bg.run(ctx, "update-ref", "-d", "refs/heads/"+branch, start); err != nil {
+		m.log.Warn("workspace: cleanup: delete branch", "branch", branch, "err", err)
 	}
 }
 
@@ -696,7 +910,14 @@ func (m *Manager) Remove(ctx context.Context, ws sandbox.Workspace) error {
 	if !isDir(l.bare) {
 		return nil
 	}
-	if err := m.unregister(ctx, m.bareGit(l.bare), l); err != nil {
+	if admin := filepath.Join(l.bare, WorktreesDir, l.name); adminMatches(admin, l.wt) {
+		// The directory is gone and its registration is the one of its
+		// name: deleting it is what `git worktree remove --force --force`
+		// would do, without git's scan of every registered worktree.
+		if err := os.RemoveAll(admin); err != nil {
+			return fsError(err, "remove the registration of "+ws.ID)
+		}
+	} else if err := m.unregister(ctx, m.bareGit(l.bare), l); err != nil {
 		return err
 	}
 	m.log.Info("workspace: removed worktree", "workspace_id", ws.ID, "path", l.wt, "branch", ws.BranchName)

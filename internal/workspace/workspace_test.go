@@ -3,8 +3,10 @@ package workspace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -379,4 +381,133 @@ func TestRepairAfterCrashedCreation(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(admin, "locked"), []byte("initializing"), 0o644))
 	f.ensure(req)
 	assert.FileExists(t, filepath.Join(again.LocalPath, "work.txt"))
+}
+
+// A new workspace is created without listing the repository's worktrees;
+// when its path turns out to be registered under an administrative
+// directory of another name (<name>1, as git names a second worktree of one
+// base name), Ensure repairs the registration as before: the branch, its
+// commits and the recorded base are kept, and no branch is left behind.
+func TestFastCreateFallsBackToRepair(t *testing.T) {
+	for _, newBranch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("new-branch=%v", newBranch), func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+			require.NoError(t, f.m.WriteFile(ctx, ws, "work.txt", []byte("precious\n"), 0))
+			res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "precious work"})
+			require.NoError(t, err)
+			admin := filepath.Join(f.bare, WorktreesDir, filepath.Base(ws.LocalPath))
+			// The name git gives a second worktree of the same base name.
+			require.NoError(t, os.Rename(admin, admin+"1"))
+			require.NoError(t, os.RemoveAll(ws.LocalPath))
+			want := "agent/edits-c1"
+			if newBranch {
+				// The branch is gone too: the fast attempt creates it, git
+				// refuses the add, and the attempt's branch must not stay.
+				f.git(f.bare, "update-ref", "-d", "refs/heads/agent/edits-c1")
+			}
+			again := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+			assert.Equal(t, ws.LocalPath, again.LocalPath)
+			assert.Equal(t, ws.BaseCommit, again.BaseCommit)
+			st, err := f.m.Status(ctx, again)
+			require.NoError(t, err)
+			assert.Equal(t, want, st.Branch)
+			if newBranch {
+				assert.Equal(t, ws.BaseCommit, st.Head, "recreated from the base")
+			} else {
+				assert.Equal(t, res.Commit, st.Head)
+				data, err := f.m.ReadFile(ctx, again, "work.txt")
+				require.NoError(t, err)
+				assert.Equal(t, "precious\n", string(data))
+			}
+			assert.Len(t, f.registered(), 1)
+			assert.Equal(t, []string{"agent/edits-c1"}, strings.Fields(f.git(f.bare, "for-each-ref", "--format=%(refname:short)", "refs/heads/")))
+		})
+	}
+}
+
+// A new workspace's worktree is registered without `git worktree add`
+// (addWorktree): what it leaves must be what git's add leaves — the same
+// files in the administrative directory with the same contents, the same
+// index and work tree, a worktree git lists (unlocked, not prunable) and
+// removes like any other.
+func TestAddWorktreeMatchesGitWorktreeAdd(t *testing.T) {
+	for _, mode := range []sandbox.WorkspaceMode{sandbox.ModeEdit, sandbox.ModeAnalysis} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := newFixture(t)
+			scope := "c1"
+			if mode == sandbox.ModeAnalysis {
+				scope = "main"
+			}
+			ws := f.ensure(f.req(mode, scope))
+			ours := filepath.Join(f.bare, WorktreesDir, filepath.Base(ws.LocalPath))
+			theirsPath := filepath.Join(f.worktreesDir(), "by-git")
+			if mode == sandbox.ModeAnalysis {
+				f.git(f.bare, "worktree", "add", "-q", "--detach", theirsPath, ws.BaseCommit)
+			} else {
+				f.git(f.bare, "worktree", "add", "-q", "--no-track", "-b", "by-git", theirsPath, ws.BaseCommit)
+			}
+			theirs := filepath.Join(f.bare, WorktreesDir, "by-git")
+			files := func(dir string) map[string]string {
+				out := map[string]string{}
+				ents, err := os.ReadDir(dir)
+				require.NoError(t, err)
+				for _, e := range ents {
+					if e.IsDir() || e.Name() == BaseCommitFile || e.Name() == "index" {
+						continue
+					}
+					b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+					require.NoError(t, err)
+					out[e.Name()] = string(b)
+				}
+				return out
+			}
+			o, th := files(ours), files(theirs)
+			wantHead := "ref: refs/heads/by-git\n"
+			if mode == sandbox.ModeAnalysis {
+				wantHead = ws.BaseCommit + "\n"
+			}
+			assert.Equal(t, wantHead, th["HEAD"])
+			if mode == sandbox.ModeAnalysis {
+				assert.Equal(t, th["HEAD"], o["HEAD"])
+			} else {
+				assert.Equal(t, "ref: refs/heads/agent/edits-c1\n", o["HEAD"])
+			}
+			assert.Equal(t, th["commondir"], o["commondir"])
+			assert.Equal(t, filepath.Join(theirsPath, ".git")+"\n", th["gitdir"])
+			assert.Equal(t, filepath.Join(ws.LocalPath, ".git")+"\n", o["gitdir"])
+			delete(o, "HEAD")
+			delete(th, "HEAD")
+			delete(o, "gitdir")
+			delete(th, "gitdir")
+			assert.Equal(t, th, o, "the same files, besides HEAD and gitdir")
+			gitfile := func(wt string) string {
+				b, err := os.ReadFile(filepath.Join(wt, ".git"))
+				require.NoError(t, err)
+				return string(b)
+			}
+			assert.Equal(t, "gitdir: "+theirs+"\n", gitfile(theirsPath))
+			assert.Equal(t, "gitdir: "+ours+"\n", gitfile(ws.LocalPath))
+			assert.Equal(t, f.git(theirsPath, "ls-files", "-s"), f.git(ws.LocalPath, "ls-files", "-s"))
+			assert.Equal(t, "", f.git(ws.LocalPath, "status", "--porcelain"))
+			rel := func(dir string) []string {
+				var out []string
+				for _, l := range snapshot(t, dir) {
+					if l = strings.TrimPrefix(l, dir); !strings.HasPrefix(l, "/.git ") { // compared above
+						out = append(out, l)
+					}
+				}
+				return out
+			}
+			assert.Equal(t, rel(theirsPath), rel(ws.LocalPath))
+			list := f.git(f.bare, "worktree", "list", "--porcelain")
+			assert.Contains(t, list, "worktree "+ws.LocalPath+"\n")
+			assert.NotContains(t, list, "locked")
+			assert.NotContains(t, list, "prunable")
+			f.git(f.bare, "worktree", "remove", ws.LocalPath)
+			assert.NoDirExists(t, ours)
+			assert.NoDirExists(t, ws.LocalPath)
+		})
+	}
 }

@@ -62,6 +62,7 @@ type Store struct {
 	// SQLStore holds every record method (shared with the PostgreSQL store).
 	*store.SQLStore
 	db        *sql.DB
+	stmts     *stmtCache
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -106,7 +107,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
-	return &Store{SQLStore: store.NewSQLStore(sqlDB{db}, dialect), db: db}, nil
+	stmts := &stmtCache{db: db, m: map[string]*sql.Stmt{}}
+	return &Store{SQLStore: store.NewSQLStore(sqlDB{db: db, stmts: stmts}, dialect), db: db, stmts: stmts}, nil
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -128,7 +130,10 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // calls return the first call's result. Calls on a closed Store fail with
 // database/sql's "sql: database is closed" error.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	s.closeOnce.Do(func() {
+		s.stmts.close()
+		s.closeErr = s.db.Close()
+	})
 	return s.closeErr
 }
 
@@ -187,11 +192,21 @@ func describe(err error) string {
 	return fmt.Sprintf("SQLite result code %d (%s)", c, sqlite.ErrorCodeString[c])
 }
 
-// sqlDB adapts database/sql to store.DB.
-type sqlDB struct{ db *sql.DB }
+// sqlDB adapts database/sql to store.DB, running every statement prepared
+// once (stmtCache).
+type sqlDB struct {
+	db    *sql.DB
+	stmts *stmtCache
+}
 
 func (d sqlDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	res, err := d.db.ExecContext(ctx, q, args...)
+	var res sql.Result
+	var err error
+	if st := d.stmts.get(ctx, q); st != nil {
+		res, err = st.ExecContext(ctx, args...)
+	} else {
+		res, err = d.db.ExecContext(ctx, q, args...)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -199,14 +214,73 @@ func (d sqlDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 }
 
 func (d sqlDB) QueryRow(ctx context.Context, q string, args ...any) store.Row {
+	if st := d.stmts.get(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return d.db.QueryRowContext(ctx, q, args...)
 }
 
 func (d sqlDB) Query(ctx context.Context, q string, args []any, each func(store.Rows) error) error {
-	rows, err := d.db.QueryContext(ctx, q, args...)
+	var rows *sql.Rows
+	var err error
+	if st := d.stmts.get(ctx, q); st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = d.db.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	return each(rows)
+}
+
+// maxStatements bounds the prepared statements kept: the store's fixed
+// statements and the filter combinations of its list queries stay well below.
+const maxStatements = 256
+
+// stmtCache keeps each SQL text prepared once on the store's connection.
+// The SQLite driver parses and plans a statement at every unprepared call:
+// for a one-row read that is most of its cost (docs/BENCHMARKS.md).
+type stmtCache struct {
+	db     *sql.DB
+	mu     sync.Mutex
+	m      map[string]*sql.Stmt
+	closed bool
+}
+
+// get returns q prepared, or nil (the caller runs q unprepared) when the
+// store is closed, the cache full or the preparation failed (the same error
+// then comes from the unprepared call).
+func (c *stmtCache) get(ctx context.Context, q string) *sql.Stmt {
+	c.mu.Lock()
+	st, ok := c.m[q]
+	full := c.closed || len(c.m) >= maxStatements
+	c.mu.Unlock()
+	if ok || full {
+		return st
+	}
+	// Prepared outside the lock: it waits for the one connection.
+	st, err := c.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.m[q]; ok || c.closed {
+		_ = st.Close()
+		return prev // nil when closed meanwhile
+	}
+	c.m[q] = st
+	return st
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for q, st := range c.m {
+		_ = st.Close()
+		delete(c.m, q)
+	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/storetest"
 )
 
@@ -104,4 +106,70 @@ func TestMemoryDatabase(t *testing.T) {
 	got, err := s.GetRepoCache(ctx, "rc-1")
 	require.NoError(t, err)
 	assert.Equal(t, sandbox.RepoCache{ID: "rc-1"}, got)
+}
+
+func benchWorkspace(b testing.TB, s *Store) sandbox.Workspace {
+	req := sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", Mode: sandbox.ModeEdit, ConversationID: "c"}
+	now := time.Now().UTC()
+	ws := sandbox.Workspace{
+		Key: req.Key(), ID: sandbox.WorkspaceIDForKey(req.Key()), RepoCacheID: "rc-1",
+		Repo:   sandbox.RepoIdentity{Host: "github.com", Owner: "acme", Name: "widgets", URL: "https://github.com/acme/widgets.git"},
+		UserID: "u", ProjectID: "p", Mode: sandbox.ModeEdit, ConversationID: "c", BaseRef: "main", BranchName: req.Branch(),
+		BaseCommit: "0123456789abcdef0123456789abcdef01234567", LocalPath: "/data/repos/github.com/acme/widgets/worktrees/" + req.WorktreeDirName(),
+		HostID: "h", State: sandbox.WorkspaceReady, Capabilities: sandbox.CapabilitiesFromMode(sandbox.ModeEdit, true),
+		LastUsedAt: now, CreatedAt: now, UpdatedAt: now,
+	}
+	require.NoError(b, s.CreateWorkspace(context.Background(), ws))
+	return ws
+}
+
+// Statements are prepared once and reused; a closed store still fails as
+// the store fails when closed (SandboxUnavailable, "the store is closed"),
+// prepared statement or not.
+func TestStatementsArePreparedOnce(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sandbox.db"))
+	require.NoError(t, err)
+	ws := benchWorkspace(t, s)
+	for range 3 {
+		got, err := s.GetWorkspace(ctx, ws.ID)
+		require.NoError(t, err)
+		assert.Equal(t, ws.LocalPath, got.LocalPath)
+	}
+	s.stmts.mu.Lock()
+	n := len(s.stmts.m)
+	s.stmts.mu.Unlock()
+	assert.Equal(t, 2, n, "one insert, one select")
+	require.NoError(t, s.Close())
+	_, err = s.GetWorkspace(ctx, ws.ID)
+	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorContains(t, err, "the store is closed")
+	assert.Empty(t, s.stmts.m)
+}
+
+// BenchmarkGetWorkspace reads one workspace row (what every session
+// operation's activity does first) through the store, next to the same
+// query unprepared on the same database (the store before its statements
+// were prepared once).
+func BenchmarkGetWorkspace(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(b.TempDir(), "sandbox.db"))
+	require.NoError(b, err)
+	defer s.Close()
+	ws := benchWorkspace(b, s)
+	b.Run("store", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.GetWorkspace(ctx, ws.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw-unprepared", func(b *testing.B) {
+		for b.Loop() {
+			row := s.db.QueryRowContext(ctx, statements.GetWorkspace, ws.ID)
+			if _, err := store.ScanWorkspace(row); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -1,0 +1,164 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sandboxcore/sandboxcore/internal/gittest"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// currentDetails reads a workflow's current details the way the Web UI
+// does: the SDK's built-in metadata query.
+func currentDetails(t *testing.T, wfID string) string {
+	t.Helper()
+	v, err := tc.QueryWorkflow(context.Background(), wfID, "", "__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var md sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&md))
+	return md.GetCurrentDetails()
+}
+
+// TestSessionSummaryAndCurrentDetails: through the Temporal API, a
+// session's first run carries the static summary and details the client
+// started it with (user, project, repository, mode, conversation), and the
+// run that serves it afterwards keeps current details that name the same,
+// the state and runtime after an exec, the last operation with its outcome,
+// and the idle deadline; read-only operations update them without adding
+// a search attribute or memo event to the history. The new search
+// attributes (branch, runtime kind, conversation) are set and queryable.
+func TestSessionSummaryAndCurrentDetails(t *testing.T) {
+	h := startHost(t, "details")
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
+	gittest.Commit(t, upstream, "README.md", "hello\n", "initial")
+	user, conv := uniq(t, "u"), uniq(t, "conv")
+	ctx := ctxFor(t, 2*time.Minute)
+	s, hd, err := h.client.Acquire(ctx, editRequest(user, "proj", conv, gittest.FileURL(upstream)))
+	require.NoError(t, err)
+	repo := sandboxapi.EscapeMarkdown(hd.Repo.Key())
+
+	// The first run: started by the client with its static user metadata.
+	runs := runIDs(t, hd.WorkflowID)
+	require.NotEmpty(t, runs)
+	d, err := tc.DescribeWorkflow(ctx, hd.WorkflowID, runs[0])
+	require.NoError(t, err)
+	summary, err := d.GetStaticSummary()
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("%s · proj · %s · edit · conversation %s", sandboxapi.EscapeMarkdown(user), repo, sandboxapi.EscapeMarkdown(conv)), summary)
+	static, err := d.GetStaticDetails()
+	require.NoError(t, err)
+	for _, want := range []string{"**User** " + sandboxapi.EscapeMarkdown(user), "**Repository** " + repo, "**Mode** edit", "**Branch** agent/edits-" + sandboxapi.EscapeMarkdown(conv), hd.WorkspaceID} {
+		assert.Contains(t, static, want)
+	}
+	assert.NotContains(t, static, "file://", "the repository's URL is not shown, only its key")
+
+	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "exit 3"}})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.ExitCode)
+	details := currentDetails(t, hd.WorkflowID)
+	for _, want := range []string{
+		summary, // the summary line leads, on every run
+		"**State** active",
+		"**Runtime** " + hd.RuntimeKind + ", running",
+		"**Host** " + sandboxapi.EscapeMarkdown(h.Config.HostID),
+		"**Branch** agent/edits-" + sandboxapi.EscapeMarkdown(conv),
+		"**Last operation** exec: exit 3 in ",
+		"runtime hibernates at ",
+		"session closes at ",
+	} {
+		assert.Contains(t, details, want)
+	}
+	assert.True(t, strings.HasPrefix(details, summary), details)
+
+	// A status fills in head, dirty and unpushed; the details change, the
+	// history gains no search attribute or memo event.
+	eventsBefore := len(history(t, hd.WorkflowID, "").GetEvents())
+	st, err := s.Status(ctx)
+	require.NoError(t, err)
+	_, err = s.ReadFile(ctx, "README.md")
+	require.NoError(t, err)
+	details = currentDetails(t, hd.WorkflowID)
+	assert.Contains(t, details, "**Head** "+st.Head[:12]+" (status)")
+	assert.Contains(t, details, "**Dirty** no (status)")
+	assert.Contains(t, details, "**Unpushed** 0 (status)")
+	assert.Contains(t, details, "**Last operation** read\\_file: ok in ")
+	hist := history(t, hd.WorkflowID, "")
+	for _, e := range hist.GetEvents()[eventsBefore:] {
+		assert.NotContains(t, []enumspb.EventType{enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES, enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED}, e.GetEventType(),
+			"read-only operations record no visibility change (event %d %s)", e.GetEventId(), e.GetEventType())
+	}
+	assertNoExtraEvents(t, hist.GetEvents()[eventsBefore:])
+
+	// The write makes it dirty; after hibernate the runtime shows stopped and the state idle.
+	require.NoError(t, s.WriteFile(ctx, "x.txt", []byte("x\n"), 0))
+	_, err = s.Hibernate(ctx)
+	require.NoError(t, err)
+	details = currentDetails(t, hd.WorkflowID)
+	assert.Contains(t, details, "**State** idle")
+	assert.Contains(t, details, ", stopped")
+	assert.Contains(t, details, "**Dirty** yes (write\\_file)")
+	assert.NotContains(t, details, "runtime hibernates at ")
+
+	// Search attributes for branch, runtime kind and conversation.
+	desc, err := tc.DescribeWorkflowExecution(ctx, hd.WorkflowID, "")
+	require.NoError(t, err)
+	fields := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+	var branch, runtime string
+	var convs []string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(fields[sandboxapi.SearchAttrBranch], &branch))
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(fields[sandboxapi.SearchAttrRuntime], &runtime))
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(fields[sandboxapi.SearchAttrConversation], &convs))
+	assert.Equal(t, hd.Branch, branch)
+	assert.Equal(t, hd.RuntimeKind, runtime)
+	assert.Equal(t, []string{conv}, convs)
+	assert.NotContains(t, fields, sandboxapi.SearchAttrTask, "an edit workspace has no task")
+	var dirty bool
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(fields[sandboxapi.SearchAttrDirty], &dirty))
+	assert.True(t, dirty, "the write made it dirty")
+	dirtyOnHost := fmt.Sprintf("%s = true AND %s = '%s' AND %s = '%s'", sandboxapi.SearchAttrDirty, sandboxapi.SearchAttrHost, h.Config.HostID, sandboxapi.SearchAttrUser, user)
+	require.Eventually(t, func() bool {
+		list, err := h.client.ListSessions(ctx, dirtyOnHost, 10)
+		return err == nil && len(list) == 1 && list[0].WorkspaceID == hd.WorkspaceID
+	}, 10*time.Second, 100*time.Millisecond, "the dirty sessions of a host")
+	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "x"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		list, err := h.client.ListSessions(ctx, dirtyOnHost, 10)
+		return err == nil && len(list) == 0
+	}, 10*time.Second, 100*time.Millisecond, "committed: no longer dirty")
+	require.Eventually(t, func() bool {
+		list, err := h.client.ListSessions(ctx, fmt.Sprintf("%s = '%s' AND %s = '%s' AND %s = '%s'",
+			sandboxapi.SearchAttrConversation, conv, sandboxapi.SearchAttrBranch, hd.Branch, sandboxapi.SearchAttrRuntime, hd.RuntimeKind), 10)
+		return err == nil && len(list) == 1 && list[0].WorkspaceID == hd.WorkspaceID
+	}, 10*time.Second, 100*time.Millisecond, "a visibility query by conversation, branch and runtime kind finds the session")
+}
+
+// assertNoExtraEvents checks that events hold only what a read-only update
+// costs: the update's own events, workflow tasks and local activity markers.
+func assertNoExtraEvents(t *testing.T, events []*historypb.HistoryEvent) {
+	t.Helper()
+	for _, e := range events {
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED,
+			enumspb.EVENT_TYPE_MARKER_RECORDED, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+			// the idle timer restarting after each operation (the main loop)
+			enumspb.EVENT_TYPE_TIMER_STARTED, enumspb.EVENT_TYPE_TIMER_CANCELED, enumspb.EVENT_TYPE_TIMER_FIRED:
+		default:
+			t.Errorf("read-only operations added event %d %s", e.GetEventId(), e.GetEventType())
+		}
+	}
+}

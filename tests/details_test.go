@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
@@ -161,4 +162,61 @@ func assertNoExtraEvents(t *testing.T, events []*historypb.HistoryEvent) {
 			t.Errorf("read-only operations added event %d %s", e.GetEventId(), e.GetEventType())
 		}
 	}
+}
+
+// TestLifecycleOperationsInDetailsAndCleanupSummary: the lifecycle
+// operations feed a session's current details like the others (edit_file
+// makes it dirty, rollback restores the checkpoint's head and files), and a
+// cleanup run carries its static summary and current details naming the
+// workspaces it found, found by the operators' list query.
+func TestLifecycleOperationsInDetailsAndCleanupSummary(t *testing.T) {
+	h := startHost(t, "lifecycle-details")
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
+	gittest.Commit(t, upstream, "README.md", "hello\n", "initial")
+	user, conv := uniq(t, "u"), uniq(t, "conv")
+	ctx := ctxFor(t, 2*time.Minute)
+	s, hd, err := h.client.Acquire(ctx, editRequest(user, "proj", conv, gittest.FileURL(upstream)))
+	require.NoError(t, err)
+
+	cp, err := s.Checkpoint(ctx, "clean")
+	require.NoError(t, err)
+	_, err = s.EditFile(ctx, sandboxapi.EditFileInput{Path: "README.md", Command: sandboxapi.EditStrReplace, OldStr: "hello", NewStr: "goodbye"})
+	require.NoError(t, err)
+	details := currentDetails(t, hd.WorkflowID)
+	assert.Contains(t, details, "**Dirty** yes (edit\\_file)")
+	assert.Contains(t, details, "**Last operation** edit\\_file: ok in ")
+	require.Eventually(t, func() bool {
+		list, err := h.client.ListSessions(ctx, fmt.Sprintf("%s = true AND %s = '%s'", sandboxapi.SearchAttrDirty, sandboxapi.SearchAttrUser, user), 10)
+		return err == nil && len(list) == 1
+	}, 10*time.Second, 100*time.Millisecond, "edit_file made it dirty in visibility too")
+
+	rb, err := s.Rollback(ctx, cp.ID)
+	require.NoError(t, err)
+	details = currentDetails(t, hd.WorkflowID)
+	assert.Contains(t, details, "**Head** "+rb.Head[:12]+" (rollback)")
+	assert.Contains(t, details, "**Dirty** no (rollback)", "the checkpoint held no changes")
+	assert.Contains(t, details, "**Unpushed** unknown")
+	rd, err := s.ReadFile(ctx, "README.md")
+	require.NoError(t, err)
+	require.Equal(t, "hello\n", string(rd))
+
+	cl, err := h.client.StartCleanup(ctx, sandboxapi.CleanupInput{UserID: user, DryRun: true})
+	require.NoError(t, err)
+	rep, err := cl.Result(ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Workspaces, 1)
+	d, err := tc.DescribeWorkflow(ctx, cl.WorkflowID(), "")
+	require.NoError(t, err)
+	summary, err := d.GetStaticSummary()
+	require.NoError(t, err)
+	assert.Equal(t, "cleanup of user "+sandboxapi.EscapeMarkdown(user)+" · dry run: lists only", summary)
+	cd := currentDetails(t, cl.WorkflowID())
+	assert.Contains(t, cd, "**State** done · **Workspaces** 1")
+	assert.Contains(t, cd, "- "+sandboxapi.EscapeMarkdown(hd.WorkspaceID)+" (edit, active): would\\_destroy")
+	assert.Contains(t, cd, "**Summary** 1 found · 0 destroyed")
+	q := fmt.Sprintf("WorkflowType = '%s' AND WorkflowId STARTS_WITH '%s%s/'", sandboxapi.CleanupWorkflowType, sandboxapi.CleanupWorkflowIDPrefix, user)
+	require.Eventually(t, func() bool {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q})
+		return err == nil && len(resp.GetExecutions()) == 1 && resp.GetExecutions()[0].GetExecution().GetWorkflowId() == cl.WorkflowID()
+	}, 10*time.Second, 100*time.Millisecond, "docs/OPERATIONS.md's query for one user's cleanups: %s", q)
 }

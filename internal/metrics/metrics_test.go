@@ -101,3 +101,30 @@ func TestServedPageHasTheRegistry(t *testing.T) {
 		assert.Contains(t, page, want)
 	}
 }
+
+// The activities the lifecycle and remote runtimes added: exec's wire
+// result (the command's result plus the replica), destroy, and the orphan
+// runtime deletions of an eviction run.
+func TestWireExecDestroyAndOrphanDeletions(t *testing.T) {
+	m := New(Options{RuntimeKind: "daytona"})
+	exec := wire.ExecActivityInput{WorkspaceID: "ws-1"}
+	m.ObserveActivity(wire.ActivityExec, exec, wire.ExecActivityResult{ExecResult: sandboxapi.ExecResult{ExitCode: 0}, RuntimeReplica: &sandboxapi.RuntimeReplica{Synced: true}}, nil, time.Millisecond)
+	m.ObserveActivity(wire.ActivityExec, exec, wire.ExecActivityResult{ExecResult: sandboxapi.ExecResult{ExitCode: 2}}, nil, time.Millisecond)
+	m.ObserveActivity(wire.ActivityExec, exec, wire.ExecActivityResult{ExecResult: sandboxapi.ExecResult{ExitCode: 124, TimedOut: true}}, nil, time.Millisecond)
+	for outcome, n := range map[string]float64{ExecOK: 1, ExecNonZero: 1, ExecTimedOut: 1, ExecError: 0} {
+		assert.Equal(t, n, testutil.ToFloat64(m.execResults.WithLabelValues(outcome, "daytona")), outcome)
+	}
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.runtimeStarts.WithLabelValues("daytona")))
+
+	m.ObserveActivity(wire.ActivityDestroy, wire.DestroyActivityInput{WorkspaceID: "ws-1"}, sandboxapi.DestroyResult{WorkspaceID: "ws-1", Existed: true}, nil, time.Millisecond)
+	m.ObserveActivity(wire.ActivityDestroy, wire.DestroyActivityInput{WorkspaceID: "ws-1"}, sandboxapi.DestroyResult{WorkspaceID: "ws-1", Existed: true}, nil, time.Millisecond)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.runtimeStops.WithLabelValues("daytona", "destroy")), "destroy stopped the running runtime once")
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.runtimesRunning))
+
+	del := sandboxapi.EvictionAction{Kind: sandboxapi.EvictionDeleteOrphanRuntime, ID: "rt-1"}
+	m.ObserveActivity(wire.ActivityDeleteOrphanRuntimes, wire.DeleteOrphanRuntimesInput{HostID: "h", Actions: []sandboxapi.EvictionAction{del, del}},
+		wire.DeleteOrphanRuntimesResult{Results: []sandboxapi.EvictResult{{Action: del.Kind, ID: "rt-1", Outcome: sandboxapi.OutcomeDone}, {Action: del.Kind, ID: "rt-2", Outcome: sandboxapi.OutcomeFailed}}}, nil, time.Millisecond)
+	m.ObserveActivity(wire.ActivityDeleteOrphanRuntimes, wire.DeleteOrphanRuntimesInput{HostID: "h", Actions: []sandboxapi.EvictionAction{del}}, nil, errors.New("host down"), time.Millisecond)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.evictionActions.WithLabelValues(string(del.Kind), "", sandboxapi.OutcomeDone)))
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.evictionActions.WithLabelValues(string(del.Kind), "", sandboxapi.OutcomeFailed)), "one failed result, one failed activity")
+}

@@ -294,11 +294,14 @@ func (c *Codec) DataConverter() converter.DataConverter {
 // failure an error was decoded from as it is, so one decoded from plaintext
 // (written before keys were configured, or by the server) or already decoded
 // in place is sealed again here before it is recorded.
+//
+// An error caused by a payload this codec cannot decode (a key it does not
+// hold, a corrupt payload) is sent typed: TypedFailureConverter.
 func (c *Codec) FailureConverter() converter.FailureConverter {
 	dc := c.DataConverter()
-	return &failureConverter{dc: dc, inner: temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
+	return TypedFailureConverter(&failureConverter{dc: dc, inner: temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
 		DataConverter: dc, EncodeCommonAttributes: true,
-	})}
+	})})
 }
 
 // encodedMessage is the message the SDK leaves in an encoded failure.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -35,13 +36,19 @@ import (
 // The result (and the progress query) reports every workspace's outcome.
 // Repo caches left without workspaces follow the normal eviction rules.
 // Errors: InvalidArgument (input) only; everything else is in the report.
-func CleanupWorkflow(ctx workflow.Context, in sandboxapi.CleanupInput) (sandboxapi.CleanupReport, error) {
+func CleanupWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.CleanupReport, error) {
 	info := workflow.GetInfo(ctx)
+	// Decoded strictly: a misspelt dry_run must not become a real cleanup.
+	in, decodeErr := decodeInput[sandboxapi.CleanupInput](ctx, sandboxapi.CleanupWorkflowType, raw)
 	rep := sandboxapi.CleanupReport{WorkflowID: info.WorkflowExecution.ID, UserID: in.UserID, ProjectID: in.ProjectID,
 		DryRun: in.DryRun, Discard: in.Discard, StartedAt: workflow.Now(ctx),
 		Hosts: []sandboxapi.CleanupHost{}, Workspaces: []sandboxapi.CleanupOutcome{}}
 	if err := workflow.SetQueryHandler(ctx, sandboxapi.QueryProgress, func() (sandboxapi.CleanupReport, error) { return rep, nil }); err != nil {
 		return rep, err
+	}
+	if decodeErr != nil {
+		rep.Done, rep.FinishedAt = true, workflow.Now(ctx)
+		return rep, appError(decodeErr)
 	}
 	if err := in.Validate(); err != nil {
 		rep.Done, rep.FinishedAt = true, workflow.Now(ctx)

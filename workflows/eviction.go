@@ -7,6 +7,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -38,8 +39,13 @@ import (
 //
 // The result (sandboxapi.EvictionRunResult) is the run's result; its Summary is also
 // the memo field sandboxapi.MemoEviction, visible in the Web UI.
-func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sandboxapi.EvictionRunResult, error) {
+func EvictionCronWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.EvictionRunResult, error) {
 	info := workflow.GetInfo(ctx)
+	in, err := decodeInput[sandboxapi.EvictionInput](ctx, sandboxapi.EvictionCronWorkflowType, raw)
+	if err != nil {
+		return sandboxapi.EvictionRunResult{WorkflowID: info.WorkflowExecution.ID, StartedAt: workflow.Now(ctx), FinishedAt: workflow.Now(ctx),
+			Hosts: []sandboxapi.HostEvictionResult{}}, appError(err)
+	}
 	res := sandboxapi.EvictionRunResult{WorkflowID: info.WorkflowExecution.ID, DryRun: in.DryRun, StartedAt: workflow.Now(ctx), Hosts: []sandboxapi.HostEvictionResult{}}
 	replyTimeout := in.ReplyTimeout
 	if replyTimeout <= 0 {
@@ -156,10 +162,21 @@ func EvictionCronWorkflow(ctx workflow.Context, in sandboxapi.EvictionInput) (sa
 			if left <= 0 {
 				break
 			}
-			var reply sandboxapi.EvictResult
-			ok, _ := replies.ReceiveWithTimeout(ctx, left, &reply)
-			if !ok {
+			// ReceiveWithTimeout would panic on a reply the data converter
+			// refuses (it drops it, then finds the channel empty), failing
+			// every workflow task of the run: wait, then take it without
+			// blocking, and decode it strictly (decoding.go).
+			if got, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return replies.Len() > 0 }); err != nil || !got {
 				break
+			}
+			var raw converter.RawValue
+			if !replies.ReceiveAsync(&raw) {
+				continue // refused by the data converter (the SDK logs it)
+			}
+			reply, corrupt, err := decodeStrictly[sandboxapi.EvictResult](ctx, sandboxapi.SignalEvictionReply, raw)
+			if err != nil || corrupt {
+				workflow.GetLogger(ctx).Warn("malformed eviction reply ignored", "error", err)
+				continue
 			}
 			sl, known := where[reply.RequestID]
 			if !known {

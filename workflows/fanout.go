@@ -7,6 +7,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -62,8 +63,9 @@ type fanout struct {
 // on another worker. Errors: the workflow fails (ErrInvalidArgument for bad
 // input, or the prepare step's error) only when no task could start; task
 // and merge failures are reported in the sandboxapi.FanoutReport it returns.
-func TaskFanoutWorkflow(ctx workflow.Context, in sandboxapi.FanoutInput) (sandboxapi.FanoutReport, error) {
+func TaskFanoutWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.FanoutReport, error) {
 	info := workflow.GetInfo(ctx)
+	in, decodeErr := decodeInput[sandboxapi.FanoutInput](ctx, sandboxapi.TaskFanoutWorkflowType, raw)
 	f := &fanout{
 		in:          in,
 		opID:        info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID,
@@ -72,6 +74,10 @@ func TaskFanoutWorkflow(ctx workflow.Context, in sandboxapi.FanoutInput) (sandbo
 			FanoutID: strings.TrimPrefix(info.WorkflowExecution.ID, sandboxapi.FanoutWorkflowIDPrefix),
 			State:    sandboxapi.FanoutPreparing,
 		},
+	}
+	if decodeErr != nil {
+		f.report.State, f.report.Error = sandboxapi.FanoutFailed, decodeErr.Error()
+		return f.report, appError(decodeErr)
 	}
 	if err := in.Validate(); err != nil {
 		f.report.State, f.report.Error = sandboxapi.FanoutFailed, err.Error()
@@ -94,8 +100,17 @@ func TaskFanoutWorkflow(ctx workflow.Context, in sandboxapi.FanoutInput) (sandbo
 	signals := workflow.GetSignalChannel(ctx, sandboxapi.SignalCompleteTask)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			var sig sandboxapi.CompleteTaskSignal
-			signals.Receive(ctx, &sig)
+			// A payload the data converter refuses is dropped by the SDK
+			// (Receive then waits for the next); one that fails strict
+			// decoding is ignored like an unknown task (signals cannot be
+			// rejected).
+			var raw converter.RawValue
+			signals.Receive(ctx, &raw)
+			sig, corrupt, err := decodeStrictly[sandboxapi.CompleteTaskSignal](ctx, sandboxapi.SignalCompleteTask, raw)
+			if err != nil || corrupt {
+				workflow.GetLogger(ctx).Warn("malformed complete_task signal ignored", "error", err)
+				continue
+			}
 			f.complete(ctx, sig)
 		}
 	})

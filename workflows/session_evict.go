@@ -54,20 +54,35 @@ func (s *session) registerEviction(ctx workflow.Context) error {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
+			// Each payload is decoded strictly (decoding.go): a malformed
+			// one is answered (pin_error, a failed EvictResult) and never
+			// blocks this loop.
 			sel.AddReceive(s.ev.evictCh, func(c workflow.ReceiveChannel, _ bool) {
-				var req sandboxapi.EvictRequest
-				c.Receive(ctx, &req)
-				s.handleEvict(ctx, req)
+				req, raw, ok, err := receiveSignal[sandboxapi.EvictRequest](ctx, c, sandboxapi.SignalEvict)
+				switch {
+				case ok:
+					s.handleEvict(ctx, req)
+				case err != nil:
+					s.refuseEvict(ctx, senderOf(raw), err)
+				}
 			})
 			sel.AddReceive(s.ev.pinCh, func(c workflow.ReceiveChannel, _ bool) {
-				var req sandboxapi.PinRequest
-				c.Receive(ctx, &req)
-				s.handlePin(ctx, req, true)
+				req, raw, ok, err := receiveSignal[sandboxapi.PinRequest](ctx, c, sandboxapi.SignalPin)
+				switch {
+				case ok:
+					s.handlePin(ctx, req, true)
+				case err != nil:
+					s.refusePin(ctx, senderOf(raw), err)
+				}
 			})
 			sel.AddReceive(s.ev.unpinCh, func(c workflow.ReceiveChannel, _ bool) {
-				var req sandboxapi.PinRequest
-				c.Receive(ctx, &req)
-				s.handlePin(ctx, req, false)
+				req, raw, ok, err := receiveSignal[sandboxapi.PinRequest](ctx, c, sandboxapi.SignalUnpin)
+				switch {
+				case ok:
+					s.handlePin(ctx, req, false)
+				case err != nil:
+					s.refusePin(ctx, senderOf(raw), err)
+				}
 			})
 			sel.Select(ctx)
 		}
@@ -202,6 +217,41 @@ func (s *session) handleEvict(ctx workflow.Context, req sandboxapi.EvictRequest)
 	})
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("eviction signal not handled", "error", err)
+	}
+}
+
+// refuseEvict answers an evict signal whose payload did not decode: the
+// result (outcome failed, the decoding error as reason) is recorded as the
+// last eviction and sent to its reply_to when one could be read, under the
+// mutating lock like any evict.
+func (s *session) refuseEvict(ctx workflow.Context, from signalSender, cause error) {
+	res := sandboxapi.EvictResult{RequestID: from.RequestID, ID: s.wsID, WorkspaceID: s.wsID,
+		Outcome: sandboxapi.OutcomeFailed, Reason: cause.Error()}
+	err := s.housekeeping(ctx, func() {
+		res.At = workflow.Now(ctx)
+		s.ev.lastEvict = &res
+		if from.ReplyTo != "" {
+			if err := workflow.SignalExternalWorkflow(ctx, from.ReplyTo, "", sandboxapi.SignalEvictionReply, res).Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("eviction reply not delivered", "reply_to", from.ReplyTo, "error", err)
+			}
+		}
+	})
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("eviction signal not handled", "error", err)
+	}
+}
+
+// refusePin answers a pin or unpin signal whose payload did not decode:
+// pin_error and pin_error_type (InvalidArgument) say why, with its
+// request_id as last_pin_request when one could be read; the pin is left as
+// it was.
+func (s *session) refusePin(ctx workflow.Context, from signalSender, cause error) {
+	err := s.housekeeping(ctx, func() {
+		s.ev.pinError, s.ev.pinErrorType = cause.Error(), sandboxapi.ErrInvalidArgument.Type
+		s.ev.lastPinRequest = from.RequestID
+	})
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("pin signal not handled", "error", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -39,6 +40,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/temporalconn"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/internal/workspace"
+	"github.com/sandboxcore/sandboxcore/payloadcodec"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
@@ -291,6 +293,7 @@ func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 		copts.DataConverter, copts.FailureConverter = p.DataConverter(), p.FailureConverter()
 		log.Info("payload encryption: AES-256-GCM (SANDBOX_PAYLOAD_KEYS)", "encrypting_key", p.EncryptionKeyID(), "keys", p.KeyIDs())
 	} else {
+		copts.FailureConverter = payloadcodec.TypedFailureConverter(temporal.GetDefaultFailureConverter())
 		log.Info("payloads are stored in plaintext in Temporal's history: set SANDBOX_PAYLOAD_KEYS to encrypt them (docs/SECURITY.md)")
 	}
 	if h.Client, err = temporalconn.Dial(ctx, conn, copts); err != nil {

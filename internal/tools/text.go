@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"regexp/syntax"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -170,13 +172,8 @@ func filterDiff(d sandboxapi.Diff, paths []string) (sandboxapi.Diff, error) {
 	keep := false
 	for _, line := range strings.SplitAfter(d.Patch, "\n") {
 		if strings.HasPrefix(line, "diff --git ") {
-			keep = false
-			for _, f := range files {
-				if strings.HasPrefix(line, "diff --git a/"+f+" b/") || strings.HasSuffix(strings.TrimRight(line, "\n"), " b/"+f) {
-					keep = true
-					break
-				}
-			}
+			f, ok := headerPath(line)
+			keep = ok && slices.Contains(files, f)
 		}
 		if keep {
 			b.WriteString(line)
@@ -185,4 +182,36 @@ func filterDiff(d sandboxapi.Diff, paths []string) (sandboxapi.Diff, error) {
 	d.Patch, d.Files = b.String(), files
 	d.TotalBytes = int64(b.Len())
 	return d, nil
+}
+
+// headerPath is the path of a patch section's header line "diff --git a/P
+// b/P" as the worker's diff writes it (no renames, so both sides name the
+// same path; core.quotePath=true, so git C-quotes a path holding non-ASCII
+// bytes, a quote or a backslash: "a/caf\303\251.txt"). An unquoted path may
+// itself hold " b/", so it is found by length, not by searching. ok is
+// false for a header of another shape.
+func headerPath(line string) (path string, ok bool) {
+	rest := strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+	rest = strings.TrimPrefix(rest, "diff --git ")
+	if strings.HasPrefix(rest, `"`) {
+		qa, err := strconv.QuotedPrefix(rest)
+		if err != nil || !strings.HasPrefix(rest[len(qa):], " ") {
+			return "", false
+		}
+		a, err1 := strconv.Unquote(qa)
+		b, err2 := strconv.Unquote(rest[len(qa)+1:])
+		if err1 != nil || err2 != nil || !strings.HasPrefix(a, "a/") || b != "b/"+a[2:] {
+			return "", false
+		}
+		return a[2:], true
+	}
+	// "a/" + P + " b/" + P
+	if len(rest) < 5 || (len(rest)-5)%2 != 0 || !strings.HasPrefix(rest, "a/") {
+		return "", false
+	}
+	p := rest[2 : 2+(len(rest)-5)/2]
+	if rest[2+len(p):] != " b/"+p {
+		return "", false
+	}
+	return p, true
 }

@@ -129,9 +129,10 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 	if len(data) > sandbox.MaxFileBytes {
 		return sandboxapi.EditFileResult{}, sandbox.Errorf(sandbox.ErrResourceLimit, "edit %q: the result would be %d bytes, over the %d-byte limit", rel, len(data), sandbox.MaxFileBytes)
 	}
-	if err := replaceFile(r, rel, data, 0, "edit"); err != nil {
-		return sandboxapi.EditFileResult{}, err
-	}
+	// The record first, then the file: a worker killed in between leaves a
+	// record whose content the file does not hold (the retry applies the
+	// edit), never an applied edit without its record (the retry would
+	// apply it twice).
 	res := sandboxapi.EditFileResult{Path: rel, Bytes: int64(len(data)), Snippet: Snippet(data, first, last)}
 	if recPath != "" {
 		sum := sha256.Sum256(data)
@@ -140,12 +141,22 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 			_ = os.Rename(recPath+".tmp", recPath)
 		}
 	}
+	editStep("recorded")
+	if err := replaceFile(r, rel, data, 0, "edit"); err != nil {
+		return sandboxapi.EditFileResult{}, err
+	}
+	editStep("replaced")
 	return res, nil
 }
 
 // editRecordFile, in a worktree's administrative directory, records the
 // last edit EditFile applied (editRecord).
 const editRecordFile = "sandboxcore-last-edit.json"
+
+// editStep is called after each step of an edit that a retry must find
+// ("recorded", "replaced"); tests replace it to stop an edit there as a
+// kill -9 of the worker would.
+var editStep = func(step string) {}
 
 // editRecord is the last applied edit: its id, file, the SHA-256 of the
 // content it wrote, and its result.

@@ -235,3 +235,40 @@ func TestLogAndSearchGlob(t *testing.T) {
 	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle", Glob: "[a"})
 	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
 }
+
+// An edit whose worker dies (kill -9) at any point is applied exactly once
+// by the retried activity (same update id): the edit record is written
+// before the file is replaced, so a retry finds either the record and the
+// new content (done: the recorded result) or the old content (not done:
+// applied now). Before, the file was replaced first: a worker killed
+// between the replace and the record left the edit applied but unrecorded,
+// and the retry inserted the lines a second time (a str_replace then failed
+// with "old_str does not occur").
+func TestEditFileKilledMidwayIsAppliedOnce(t *testing.T) {
+	for _, step := range []string{"recorded", "replaced"} {
+		t.Run(step, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+			ins := sandboxapi.EditFileInput{Path: "README.md", Command: "insert", InsertLine: 0, NewStr: "top"}
+			editStep = func(s string) {
+				if s == step {
+					panic("killed")
+				}
+			}
+			func() {
+				defer func() { _ = recover() }()
+				_, _ = f.m.EditFile(ctx, ws, ins, "upd-1")
+			}()
+			editStep = func(string) {}
+			t.Cleanup(func() { editStep = func(string) {} })
+			res, err := f.m.EditFile(ctx, ws, ins, "upd-1") // the retried activity
+			require.NoError(t, err)
+			b, err := os.ReadFile(filepath.Join(ws.LocalPath, "README.md"))
+			require.NoError(t, err)
+			assert.Equal(t, "top\nhello\nworld\n", string(b))
+			assert.Equal(t, int64(len(b)), res.Bytes)
+			assert.Contains(t, res.Snippet, "top")
+		})
+	}
+}

@@ -1037,8 +1037,16 @@ func (sh *shimHandle) readLoop() {
 }
 
 // spawn sends a spawn request with fds and waits for its answer.
+// A request too large for the control socket (EMSGSIZE: arguments and
+// environment over the socket's send buffer, about 200 KiB) is answered as
+// execve answers arguments over its limits: the command fails to start with
+// code 126 and E2BIG's message, and the shim, which received nothing, stays
+// usable.
 func (sh *shimHandle) spawn(m shimMsg, fds []int) (shimMsg, error) {
 	if err := sh.send(m, fds); err != nil {
+		if errors.Is(err, syscall.EMSGSIZE) {
+			return shimMsg{Ev: "failed", Code: 126, Msg: syscall.E2BIG.Error()}, nil
+		}
 		return shimMsg{}, err
 	}
 	select {

@@ -732,7 +732,9 @@ func (a *Activities) Commit(ctx context.Context, in wire.CommitActivityInput) (s
 }
 
 // Hibernate stops the workspace's runtime (the workspace is untouched). A
-// runtime that does not exist is already stopped.
+// runtime that does not exist is already stopped; one this worker does not
+// know but the store records as running (left by a worker that restarted)
+// is taken over first and then stopped.
 func (a *Activities) Hibernate(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
@@ -741,7 +743,15 @@ func (a *Activities) Hibernate(ctx context.Context, in wire.WorkspaceActivityInp
 	id := sandbox.RuntimeIDFor(ws.ID)
 	rt, err := a.Runtimes.Get(ctx, id)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		return sandboxapi.HibernateResult{RuntimeID: id}, nil
+		// Unknown to this worker, but recorded running: an earlier worker
+		// left it (a restart), and its sandbox may still run. Create takes
+		// such a runtime over (a runtime reattaches to what survived), so
+		// that Stop ends it instead of leaving it to its idle exit.
+		rec, gerr := a.Store.GetRuntime(ctx, id)
+		if gerr != nil || (rec.State != sandbox.RuntimeRunning && rec.State != sandbox.RuntimeStarting) {
+			return sandboxapi.HibernateResult{RuntimeID: id}, nil
+		}
+		rt, err = a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
 	}
 	if err != nil {
 		return sandboxapi.HibernateResult{}, ToApplicationError(err)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -181,4 +184,44 @@ func TestKeptOutputReadsBackWhole(t *testing.T) {
 	}
 	wantAppError(t, h.run(wire.ActivityReadOutput, wire.ReadOutputActivityInput{WorkspaceID: ws.ID,
 		Request: sandboxapi.ReadOutputInput{OutputID: "out-" + strings.Repeat("0", 32), Stream: "stdout"}}, nil), sandboxapi.ErrNotFound)
+}
+
+// A runtime left running by a worker that restarted (unknown to this
+// worker, recorded running in the store) is taken over and stopped by
+// hibernate, not reported stopped while its background processes run on.
+func TestHibernateStopsARuntimeLeftByARestartedWorker(t *testing.T) {
+	h := newTestHost(t)
+	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	var started sandboxapi.ProcessStartResult
+	if err := h.run(wire.ActivityProcessStart, wire.ProcessActivityInput[sandboxapi.ProcessStartInput]{WorkspaceID: ws.ID,
+		Request: sandboxapi.ProcessStartInput{Cmd: []string{"sleep", "300"}}}, &started); err != nil {
+		t.Fatal(err)
+	}
+	// The worker restarts: a new runtime provider over the same state.
+	old := h.acts.Runtimes
+	h.acts.Runtimes = local.New(local.Options{Supervisor: supervisortest.Binary(t), StateDir: filepath.Join(h.dataDir, "runtimes", "local")})
+	t.Cleanup(func() {
+		_ = old.Destroy(context.Background(), sandbox.RuntimeIDFor(ws.ID))
+		_ = h.acts.Runtimes.Destroy(context.Background(), sandbox.RuntimeIDFor(ws.ID))
+	})
+	var hib sandboxapi.HibernateResult
+	if err := h.run(wire.ActivityHibernate, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &hib); err != nil || !hib.Stopped {
+		t.Fatalf("hibernate after a restart: %+v, %v", hib, err)
+	}
+	var list sandboxapi.ProcessListResult
+	if err := h.run(wire.ActivityProcessList, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &list); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range list.Processes {
+		if p.ID == started.ProcessID {
+			found = true
+			if !p.Exited || p.ExitReason != sandboxapi.ExitReasonRuntimeStopped {
+				t.Fatalf("the background process of the earlier worker's runtime: %+v", p)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("process %s not listed after the hibernate: %+v", started.ProcessID, list.Processes)
+	}
 }

@@ -169,7 +169,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	return r.ExecStream(ctx, req, nil)
 }
 
-// ExecStream (seed "Runtime Port"; docs/API.md "exec") syncs the replica,
+// ExecStream (docs/DESIGN.md "Ports"; docs/API.md "exec") syncs the replica,
 // runs req.Cmd (an argv) in the sandbox in the workdir or req.Cwd below it,
 // syncs back what it changed and returns its result; onChunk, when set,
 // receives the first half of each stream's cap as it is written (calls are

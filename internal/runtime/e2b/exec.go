@@ -200,7 +200,7 @@ func (r *Runtime) enter(ctx context.Context) error {
 
 func (r *Runtime) leave() { r.active.Add(-1) }
 
-// ExecStream (seed "Runtime Port"; docs/API.md "exec") syncs the replica,
+// ExecStream (docs/DESIGN.md "Ports"; docs/API.md "exec") syncs the replica,
 // runs req.Cmd (an argv) in the sandbox in the workdir or req.Cwd below it,
 // syncs back what it changed and returns its result; onChunk, when set,
 // receives the first half of each stream's cap as envd streams it (calls

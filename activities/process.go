@@ -294,6 +294,9 @@ func (a *Activities) ProcessStart(ctx context.Context, in wire.ProcessActivityIn
 	if err != nil {
 		return sandboxapi.ProcessStartResult{}, ToApplicationError(err)
 	}
+	if err := a.commandNetwork("process_start", ws, in.Request.Network); err != nil {
+		return sandboxapi.ProcessStartResult{}, ToApplicationError(err)
+	}
 	info, err := pr.StartProcess(ctx, wire.ProcessSpecFor(in.Request))
 	if err != nil {
 		return sandboxapi.ProcessStartResult{}, ToApplicationError(err)

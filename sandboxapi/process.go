@@ -124,6 +124,10 @@ type ProcessStartInput struct {
 	// Stdin keeps standard input open for process_write; otherwise it is
 	// /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
+	// Network is the process's network, as ExecRequest.Network: "" is the
+	// workspace's policy; a mode above it is ErrCommandRejected
+	// (docs/SECURITY.md "Network modes").
+	Network Network `json:"network,omitempty"`
 }
 
 // ProcessStartResult is process_start's result, returned as soon as the

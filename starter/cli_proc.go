@@ -89,6 +89,7 @@ func (c *cli) procStartCommand() *cobra.Command {
 	f.StringVar(&in.Cwd, "cwd", "", "working directory, relative to the workspace root")
 	f.StringArrayVar(&envs, "env", nil, "KEY=VALUE added to its environment (repeatable)")
 	f.BoolVar(&in.Stdin, "stdin", false, "keep its stdin open for `proc write`")
+	f.Var((*networkFlag)(&in.Network), "network", "network for this process: none, limited or default (default: the workspace's policy; never above it)")
 	return cmd
 }
 
@@ -404,3 +405,14 @@ func indexByte(b []byte, c byte) int {
 	}
 	return -1
 }
+
+// networkFlag is a --network flag holding a sandboxapi.Network.
+type networkFlag sandboxapi.Network
+
+func (n *networkFlag) String() string { return string(*n) }
+
+// Set takes the mode as given; the session refuses an unknown one
+// (InvalidArgument) or one above the workspace's policy.
+func (n *networkFlag) Set(v string) error { *n = networkFlag(v); return nil }
+
+func (n *networkFlag) Type() string { return "mode" }

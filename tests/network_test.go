@@ -222,6 +222,24 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: "open"})
 	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 
+	// Background processes take the same network rules.
+	if caps := h.Activities.Runtimes.Capabilities(); caps.PerCommandNetwork {
+		proc, err := s.ProcessStart(ctx, sandboxapi.ProcessStartInput{Cmd: []string{"bash", "-c", proxyGet, "probe", wkr.addr(), "p"}, Network: sandboxapi.NetworkNone})
+		require.NoError(t, err)
+		var got strings.Builder
+		for off, deadline := int64(0), time.Now().Add(30*time.Second); time.Now().Before(deadline); {
+			r, err := s.ProcessRead(ctx, sandboxapi.ProcessReadInput{ProcessID: proc.ProcessID, Offset: off, WaitMS: 1000})
+			require.NoError(t, err)
+			got.Write(r.Data)
+			if off = r.NextOffset; r.EOF {
+				break
+			}
+		}
+		assert.Contains(t, got.String(), "no HTTP_PROXY", "a process started with network none")
+	}
+	_, err = s.ProcessStart(ctx, sandboxapi.ProcessStartInput{Cmd: []string{"true"}, Network: sandboxapi.NetworkDefault})
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
+
 	// Above the maximum on an existing workspace: refused, the policy unchanged.
 	again := req
 	again.Network = sandboxapi.NetworkDefault

@@ -558,9 +558,9 @@ func validProcessID(id string) error {
 	return nil
 }
 
-func validateProcessStart(_ *session, in sandboxapi.ProcessStartInput) error {
-	req := sandbox.ExecRequest{Cmd: in.Cmd, Cwd: in.Cwd, Env: in.Env}
-	if err := validateExec(nil, req); err != nil {
+func validateProcessStart(s *session, in sandboxapi.ProcessStartInput) error {
+	req := sandbox.ExecRequest{Cmd: in.Cmd, Cwd: in.Cwd, Env: in.Env, Network: in.Network}
+	if err := validateExec(s, req); err != nil {
 		return err
 	}
 	if len(in.Tag) > sandboxapi.MaxProcessTagBytes {

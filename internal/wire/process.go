@@ -80,5 +80,5 @@ type ProcessTrack struct {
 
 // ProcessSpecFor maps a process_start argument onto the runtime's spec.
 func ProcessSpecFor(in sandboxapi.ProcessStartInput) sandbox.ProcessSpec {
-	return sandbox.ProcessSpec{Cmd: in.Cmd, Cwd: in.Cwd, Env: in.Env, Tag: in.Tag, PTY: in.PTY, Stdin: in.Stdin}
+	return sandbox.ProcessSpec{Cmd: in.Cmd, Cwd: in.Cwd, Env: in.Env, Tag: in.Tag, PTY: in.PTY, Stdin: in.Stdin, Network: in.Network}
 }

@@ -81,6 +81,21 @@ func (c *cli) mcpCommand() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			if wsID != "" {
+				// Resume the named workspace before serving: an id no workspace
+				// has fails here with WorkspaceNotFound (exit as for any typed
+				// error) instead of serving read tools that cannot work, and the
+				// tool set and instructions follow the workspace's mode. Another
+				// failure (no worker yet) is tried again by the first call.
+				actx, cancel := context.WithTimeout(cmd.Context(), mcpStartWait)
+				_, _, err := ws.Acquire(actx)
+				cancel()
+				if sandboxapi.IsWorkspaceNotFound(err) {
+					return err
+				} else if err != nil {
+					log.Warn("resume the workspace", "workspace", wsID, "error", err)
+				}
+			}
 			srv := tools.NewServer(cmd.Context(), ws, tools.Options{Version: sandboxapi.ContractVersion, Logger: log})
 			if httpAddr == "" {
 				t := &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}}
@@ -108,6 +123,10 @@ func (c *cli) mcpCommand() *cobra.Command {
 	f.StringVar(&tokenFile, "token-file", "", "with --http: a file holding the bearer token clients must send (required off loopback)")
 	return cmd
 }
+
+// mcpStartWait bounds resuming a --workspace binding at start-up; past it
+// the server starts and its first call tries again.
+const mcpStartWait = 20 * time.Second
 
 type nopWriteCloser struct{ io.Writer }
 

@@ -63,8 +63,8 @@ test-unit:
 test-e2e:
 	$(GO) test -count=1 -timeout 30m -skip '$(DAYTONA_TESTS)' $(E2E_PKGS)
 
-# The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=docker
-# (issue 3), on the image .ci/test-image.sh builds; skipped without a daemon
+# The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=docker,
+# on the image .ci/test-image.sh builds; skipped without a daemon
 # or that image, except under CI=true.
 TEST_IMAGE     ?= sandboxcore-test:latest
 MAIN_JOB_TESTS := ^(TestAcquireIsIdempotentAndConversationsAreIsolated|TestExecSemantics|TestFilesAreConfinedToTheWorktree|TestDiffAndCommit|TestAnalysisWorkspaceIsReadOnly|TestResumeAfterTheSessionRunCompleted|TestReleaseAndHibernateKeepTheWorkspace|TestCLIWalkthrough|TestProcessServerReachedFromALaterExec|TestProcessPTYShellAnswers|TestExecCancel|TestCLIExecCtrlCKillsTheTree)$$

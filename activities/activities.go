@@ -38,12 +38,12 @@ type Activities struct {
 	// rejects those updates.
 	Remote sandbox.RemoteGit
 	// Access checks a user's read access before cached content is served on
-	// acquire (issue 5); nil skips the check.
+	// acquire; nil skips the check.
 	Access sandbox.AccessVerifier
 	// CodeHost opens pull requests; nil rejects create_pull_request.
 	CodeHost sandbox.CodeHost
 	// Backups saves an evicted workspace's work and restores it when the
-	// workspace is acquired again (issue 6, eviction.go); nil: workspaces with
+	// workspace is acquired again (eviction.go); nil: workspaces with
 	// unsaved work are never evicted.
 	Backups sandbox.WorkspaceBackupProvider
 	// Outputs keeps the whole output of cut exec results (keep_output,
@@ -290,7 +290,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 		return wire.AcquireActivityResult{}, err
 	}
 	// The repo cache is shared by every user of the repository: check this
-	// user's own access before serving any of it (issue 5).
+	// user's own access before serving any of it.
 	if err := a.verifyAccess(ctx, req.UserID, repo); err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
@@ -510,7 +510,7 @@ var AgentGitIdentity = map[string]string{
 // bare repository (<repo>/.bare beside <repo>/worktrees/<name>, DESIGN.md
 // "The three things") read-only at its own host path, because the worktree's
 // ".git" file points into it: git works inside an isolated runtime while the
-// cache stays unchangeable from there (issue 3). The environment holds
+// cache stays unchangeable from there. The environment holds
 // nothing from the worker, only AgentGitIdentity (fork manifest "Security Rules").
 func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 	rid := sandbox.RuntimeIDFor(ws.ID)

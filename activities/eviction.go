@@ -24,8 +24,8 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// EvictionActivities are the activities of eviction (issue 6; seed
-// "Eviction Policy"): listing hosts, planning on a host, sending the evict
+// EvictionActivities are the activities of eviction (docs/DESIGN.md
+// "Eviction policy"): listing hosts, planning on a host, sending the evict
 // signals, and — called by each workspace's SessionWorkflow under its lock —
 // evicting a workspace or a runtime; plus removing repo caches and pinning.
 // They share the ports of Activities (embedded); Backups must be set on it
@@ -766,8 +766,8 @@ func (e *EvictionActivities) deleteOrphanRuntimes(ctx context.Context, in wire.D
 	return out, nil
 }
 
-// SetPin sets or clears (Until nil) a workspace's pin in the store (seed
-// "Workspace Eviction": never evict pinned workspaces). Errors:
+// SetPin sets or clears (Until nil) a workspace's pin in the store (docs/DESIGN.md
+// "Eviction policy": never evict pinned workspaces). Errors:
 // ErrWorkspaceNotFound, ErrInvalidArgument.
 func (e *EvictionActivities) SetPin(ctx context.Context, in wire.SetPinInput) error {
 	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {

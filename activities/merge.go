@@ -8,7 +8,7 @@ import (
 )
 
 // MergeBranches merges local branches into the workspace's branch (the
-// merge_branches update, issue 7) through the workspace provider's
+// merge_branches update) through the workspace provider's
 // sandbox.BranchMerger, heartbeating meanwhile, and records the workspace
 // clean. Errors: ErrCommandRejected (read-only workspace, or a provider that
 // cannot merge), ErrWorkspaceDirty, ErrInvalidArgument, ErrRepoLocked,

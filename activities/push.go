@@ -23,7 +23,7 @@ const MaxRateLimitWait = 5 * time.Minute
 
 // verifyAccess resolves the user's credential for repo and, when an
 // AccessVerifier is wired, checks that the remote lets that credential read
-// the repository (issue 5: before cached content is served). Errors:
+// the repository (before cached content is served). Errors:
 // ErrRepoAuthFailed, ErrRepoCacheUnavailable, ErrTimeout.
 func (a *Activities) verifyAccess(ctx context.Context, userID string, repo sandbox.RepoIdentity) error {
 	if a.Access == nil {

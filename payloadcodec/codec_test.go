@@ -380,7 +380,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		// Only a payload sealed under the key decrypts: the seed's (each
+		// Only a payload sealed under the key decrypts: the corpus seed's (each
 		// fuzzing process seals its own, with its own salt).
 		if keyID != "k" || cipherName != Cipher || !proto.Equal(out[0], p) {
 			t.Fatalf("forged payload accepted: %v", out[0])

@@ -293,7 +293,7 @@ func CleanRelPath(p string) (string, error) {
 		return bad("absolute paths are not allowed")
 	}
 	if strings.HasPrefix(p, "-") {
-		// Issue 8 (option injection): refused as an argument error even though
+		// Option injection (docs/SECURITY.md "Input validation"): refused as an argument error even though
 		// file operations never reach an argv; "./-n" names such a file.
 		return "", Errorf(ErrInvalidArgument, "path %q starts with '-' and could be read as an option; write it as %q", clip(p), "./"+clip(p))
 	}

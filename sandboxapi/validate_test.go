@@ -11,8 +11,8 @@ import (
 	"testing"
 )
 
-// TestHostileInputIsInvalidArgument turns the public examples of issue 8 into
-// tests: each is rejected with the typed error before anything runs.
+// TestHostileInputIsInvalidArgument turns the documented hostile inputs into
+// tests (docs/SECURITY.md "Input validation"): each is rejected with the typed error before anything runs.
 func TestHostileInputIsInvalidArgument(t *testing.T) {
 	good := "https://github.com/acme/app.git"
 	for name, err := range map[string]error{
@@ -56,7 +56,7 @@ func TestHostileInputIsInvalidArgument(t *testing.T) {
 			t.Errorf("path %q: got %v, want InvalidWorkspacePath", p, err)
 		}
 	}
-	// A path starting with '-' is an argument error (issue 8); "./-n" names the file.
+	// A path starting with '-' is an argument error; "./-n" names the file.
 	for _, p := range []string{"-n", "--output=/tmp/x", "-"} {
 		if _, err := CleanRelPath(p); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("path %q: got %v, want InvalidArgument", p, err)

@@ -14,7 +14,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// Eviction (issue 6; docs/API.md "Eviction"): runs of EvictionCronWorkflow
+// Eviction (docs/API.md "Eviction"): runs of EvictionCronWorkflow
 // and the pin, unpin and restore of one workspace.
 
 // manualEvictionPrefix starts the workflow id of runs started by RunEviction;

@@ -12,7 +12,7 @@ import (
 )
 
 // evictionCommand is `sandboxctl eviction run [--dry-run] [--host H]...` and
-// `sandboxctl eviction last [--include-dry-run]` (issue 6).
+// `sandboxctl eviction last [--include-dry-run]`.
 func (c *cli) evictionCommand() *cobra.Command {
 	ev := &cobra.Command{Use: "eviction", Short: "Tiered eviction runs (EvictionCronWorkflow): run one now, show the last"}
 	var in sandboxapi.EvictionInput

@@ -14,8 +14,8 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// fanoutCommand is `sandboxctl fanout start|watch|complete` (issue 7,
-// docs/API.md "Task fan-out").
+// fanoutCommand is `sandboxctl fanout start|watch|complete` (docs/API.md
+// "Task fan-out").
 func (c *cli) fanoutCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fanout",

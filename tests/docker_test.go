@@ -19,7 +19,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// TestDockerEndToEnd is issue 3's acceptance on the Docker runtime: acquire →
+// TestDockerEndToEnd is the Docker runtime end to end: acquire →
 // git status inside → edit → commit → hibernate (container stopped, worktree
 // intact) → exec again (resumed) → the edit is still there. Skips without a
 // daemon or image unless CI=true.

@@ -212,7 +212,7 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 		{eviction.ActionEvictWorkspace, eviction.TierDirtyTask, hTaskDirty.WorkspaceID},
 		{eviction.ActionEvictWorkspace, eviction.TierDirtyEdit, hEditDirty.WorkspaceID},
 		{eviction.ActionRemoveRepoCache, eviction.TierRepoCacheLRU, cacheB},
-	}, planOf(dry), "tiers in the seed's order")
+	}, planOf(dry), "tiers in the documented order")
 	held := heldOf(dry)
 	assert.Contains(t, held[hPinned.WorkspaceID], "pinned until")
 	assert.Equal(t, "used by workspaces", held[rowB])

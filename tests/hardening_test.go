@@ -29,7 +29,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
-// Issue 8 end to end: hostile input and git hardening through the real
+// End to end: hostile input and git hardening through the real
 // service (embedded Temporal, a worker host, real git). docs/SECURITY.md
 // describes the threat model these tests check.
 
@@ -208,8 +208,8 @@ func TestHostileInputExamples(t *testing.T) {
 	s, hd, err := h.client.Acquire(ctx, editRequest(user, "p", "c", url))
 	require.NoError(t, err)
 
-	// Search patterns and paths starting with '-' are argument errors
-	// (issue 8); a dash is searched for through a regular expression.
+	// Search patterns and paths starting with '-' are argument errors;
+	// a dash is searched for through a regular expression.
 	for _, lit := range []bool{false, true} {
 		_, err := s.Search(ctx, sandbox.SearchRequest{Pattern: "--pre=sh", Literal: lit})
 		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "literal=%v", lit)

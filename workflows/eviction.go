@@ -16,7 +16,7 @@ import (
 )
 
 // EvictionCronWorkflow is one eviction run (DESIGN.md "Temporal shape";
-// seed "Eviction Policy"; issue 6). A Temporal Schedule (sandboxapi.EvictionScheduleIDFor
+// docs/DESIGN.md "Eviction policy"). A Temporal Schedule (sandboxapi.EvictionScheduleIDFor
 // the shared queue, created or updated by every worker at start) starts it
 // every SANDBOX_EVICTION_INTERVAL with overlap policy SKIP; `sandboxctl
 // eviction run` starts one by hand.

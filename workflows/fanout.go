@@ -29,7 +29,7 @@ type fanout struct {
 }
 
 // TaskFanoutWorkflow runs N tasks in parallel task workspaces and merges the
-// accepted ones back into a conversation's edit workspace (seed "Task Flow";
+// accepted ones back into a conversation's edit workspace (docs/DESIGN.md "Workspace lifecycle";
 // DESIGN.md "Temporal shape"; docs/API.md "Task fan-out").
 //
 //  1. Prepare: resume (or acquire) the conversation's SessionWorkflow and send
@@ -301,7 +301,7 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 const versionTaskChildSession = "fanout-task-child-session"
 
 // startTaskSession starts the task's SessionWorkflow as a child of the
-// fan-out (issue 7), on the conversation host's task queue, with parent-close
+// fan-out, on the conversation host's task queue, with parent-close
 // policy ABANDON: the task session outlives the fan-out, keeps its idle timers
 // and follows normal eviction. The acquire activity that follows attaches to
 // it by update-with-start. A session already running under that workflow id

@@ -12,7 +12,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// The session side of eviction (issue 6): the signals evict, pin and unpin.
+// The session side of eviction: the signals evict, pin and unpin.
 //
 // One coroutine receives them, in arrival order, and handles each under the
 // session's mutating lock (begin/end), so an eviction waits for a running

@@ -1,9 +1,9 @@
 // Package codehost implements sandbox.CodeHost: pull requests on GitHub and
-// GitHub Enterprise Server through go-github (seed P7 GitPlatformProvider and
-// its follow-up: the calling user's own credential, resolved per call inside
+// GitHub Enterprise Server through go-github (docs/DESIGN.md "Ports";
+// the calling user's own credential, resolved per call inside
 // the activity, is the API token).
 //
-// Error mapping (issue 5): 401 → ErrRepoAuthFailed; 403 with an exhausted
+// Error mapping: 401 → ErrRepoAuthFailed; 403 with an exhausted
 // rate limit, 429, or a secondary rate limit → ErrRateLimited carrying
 // sandbox.RetryAfter (time left until X-RateLimit-Reset, or Retry-After);
 // other 403 → ErrRepoAuthFailed (the token lacks the permission); 404 →

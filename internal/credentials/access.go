@@ -23,8 +23,8 @@ const maxAccessEntries = 10000
 // cached content (a shared bare mirror, fetched by whichever user came first)
 // to a user, it checks with that user's credential that the remote lets them
 // read the repository (git ls-remote through sandbox.RemoteGit), so a token
-// that cannot read it gets ErrRepoAuthFailed even when nothing needs fetching
-// (issue 5). No credential is the same check, anonymously.
+// that cannot read it gets ErrRepoAuthFailed even when nothing needs fetching.
+// No credential is the same check, anonymously.
 //
 // Successes are remembered for TTL per (user, repository, credential
 // fingerprint): a rotated or revoked token is a new fingerprint and is checked

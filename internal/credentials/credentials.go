@@ -1,6 +1,6 @@
 // Package credentials resolves git credentials inside activities, from an auth
 // scope (user id + repository), so no secret ever enters a workflow payload
-// (DESIGN.md "Payload discipline"; seed "Keep git credentials out of remotes").
+// (DESIGN.md "Payload discipline"; docs/DESIGN.md "Rules").
 //
 // The chain (hostworker wires it; first match wins; nothing ever prompts):
 //

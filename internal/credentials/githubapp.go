@@ -39,7 +39,7 @@ type GitHubAppOptions struct {
 // notInstalledTTL is how long "the App is not installed on this repository" is remembered.
 const notInstalledTTL = 5 * time.Minute
 
-// GitHubApp is the chain's second source (issue 5): a GitHub App installation
+// GitHubApp is the chain's second source: a GitHub App installation
 // token, minted with github.com/bradleyfalzon/ghinstallation/v2 (JWT signed
 // with the App's key → POST /app/installations/{id}/access_tokens, cached and
 // refreshed a minute before it expires) and scoped to the one repository

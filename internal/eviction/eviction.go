@@ -1,5 +1,5 @@
 // Package eviction is the pure planner of sandboxcore's tiered, volume-aware
-// eviction (seed "Eviction Policy": runtime, workspace and repo-cache tiers,
+// eviction (docs/DESIGN.md "Eviction policy": runtime, workspace and repo-cache tiers,
 // and its follow-up "a volume-based policy so disk use is bounded"; DESIGN.md
 // layout "eviction/: pure planning: snapshot in, ordered plan out").
 //
@@ -12,11 +12,11 @@
 // The tiers, in plan order ("Compute is cheap to recreate; repo clones are
 // expensive"):
 //
-//  1. Runtimes (seed "Runtime Eviction"): stop those running and idle for at
+//  1. Runtimes (docs/DESIGN.md "Eviction policy"): stop those running and idle for at
 //     least Policy.RuntimeIdleStop (default 20 min); destroy those stopped (or
 //     failed) for at least Policy.RuntimeStoppedDestroy (default 6 h). A
 //     runtime action never deletes a workspace and frees no planned disk.
-//  2. Workspaces (seed "Workspace Eviction", its "Suggested priority"), never
+//  2. Workspaces (docs/DESIGN.md "Eviction policy", in its order of priority), never
 //     a pinned one (PinnedUntil in the future):
 //     a. clean analysis workspaces idle for at least Policy.AnalysisTTL,
 //     b. clean task workspaces idle for at least Policy.TaskTTL,
@@ -31,7 +31,7 @@
 //     "Dirty" means anything a deletion would lose: uncommitted changes,
 //     untracked files, commits on no remote branch, or a state that could not
 //     be read. Tiers d and e also need Policy.PressureMinIdle without use.
-//  3. Repo caches (seed "Repo Cache Eviction"), only under pressure and only
+//  3. Repo caches (docs/DESIGN.md "Eviction policy"), only under pressure and only
 //     while the projected usage stays above the low water mark: least
 //     recently used weighted by size (score = idle time × size, highest
 //     first), never one that any workspace row still references (evicted
@@ -54,12 +54,12 @@ import (
 // Policy holds the thresholds of the plan. Durations are compared with
 // "idle at least" (>=); water marks are fractions of the budget in (0, 1].
 type Policy struct {
-	// RuntimeIdleStop: stop a running runtime unused this long (seed: 15–30 min).
+	// RuntimeIdleStop: stop a running runtime unused this long (docs/DESIGN.md "Eviction policy").
 	RuntimeIdleStop time.Duration `json:"runtime_idle_stop"`
-	// RuntimeStoppedDestroy: destroy a runtime stopped this long (seed: 1–6 h).
+	// RuntimeStoppedDestroy: destroy a runtime stopped this long (docs/DESIGN.md "Eviction policy").
 	RuntimeStoppedDestroy time.Duration `json:"runtime_stopped_destroy"`
 	// AnalysisTTL, TaskTTL, EditTTL: a clean workspace of the mode unused this
-	// long is evicted whatever the disk usage (seed: edit 7–30 days).
+	// long is evicted whatever the disk usage (docs/DESIGN.md "Eviction policy").
 	AnalysisTTL time.Duration `json:"analysis_ttl"`
 	TaskTTL     time.Duration `json:"task_ttl"`
 	EditTTL     time.Duration `json:"edit_ttl"`

@@ -585,7 +585,7 @@ var (
 	refPat         = regexp.MustCompile(`(?i)invalid reference|unknown revision|not a valid object name|needed a single revision|couldn't find remote ref|bad revision|not a commit`)
 )
 
-// Classify maps a git failure onto the typed errors of the seed: auth →
+// Classify maps a git failure onto the typed errors (docs/API.md "Errors"): auth →
 // ErrRepoAuthFailed; a held lock → ErrRepoLocked naming the lock file; a full
 // disk → ErrInsufficientDisk; HTTP 404, 410, 400 and an unfollowed
 // redirect (Locate) → ErrRepoNotFound (permanent: not retried); a ref that

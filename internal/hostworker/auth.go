@@ -15,7 +15,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// AuthConfig is the credential and code-host part of Config (issue 5;
+// AuthConfig is the credential and code-host part of Config (docs/SECURITY.md "Credentials";
 // README.md "Configuration" lists every variable).
 type AuthConfig struct {
 	// CredentialsDir holds one <user_id>.json per user (SANDBOX_GIT_CREDENTIALS_DIR).
@@ -111,7 +111,7 @@ type authPorts struct {
 	codeHost sandbox.CodeHost
 }
 
-// buildAuth wires the credential chain (issue 5): per-user directory, then
+// buildAuth wires the credential chain: per-user directory, then
 // the credentials file, then the GitHub App, then GITHUB_TOKEN/GH_TOKEN;
 // override replaces the chain (tests, embedding). It also builds the remote
 // git side, the access verifier and the GitHub code host.

@@ -211,7 +211,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	// auto: bubblewrap when usable, else Docker when SANDBOX_RUNTIME_IMAGE is
-	// set and the daemon answers, else the worker refuses to start (issue 3:
+	// set and the daemon answers, else the worker refuses to start (docs/DESIGN.md "Rules" 5:
 	// never a silent fallback to host subprocesses; local is explicit).
 	switch c.RuntimeProvider {
 	case "auto", "bwrap", "local":

@@ -23,7 +23,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
-// EvictionConfig configures eviction on a host (issue 6; README
+// EvictionConfig configures eviction on a host (README
 // "Configuration", the SANDBOX_EVICTION_* and SANDBOX_DISK_BUDGET_* rows).
 type EvictionConfig struct {
 	// Interval between scheduled EvictionCronWorkflow runs
@@ -172,7 +172,7 @@ func EnsureEvictionSchedule(ctx context.Context, c client.Client, taskQueue stri
 	sc := c.ScheduleClient()
 	_, err := sc.Create(ctx, client.ScheduleOptions{
 		ID: id, Spec: spec, Action: action, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Note: "sandboxcore tiered eviction (issue 6); created by the workers, see README \"Configuration\"",
+		Note: "sandboxcore tiered eviction (docs/DESIGN.md \"Eviction policy\"); created by the workers, see README \"Configuration\"",
 	})
 	if err == nil || !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
 		return err

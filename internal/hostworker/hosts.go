@@ -9,7 +9,7 @@ import (
 )
 
 // HeartbeatEvery is how often a host refreshes its sandbox_hosts row
-// (issue 4 "Several hosts"; the eviction cron plans for hosts seen recently).
+// (the eviction cron plans for hosts seen recently).
 const HeartbeatEvery = 30 * time.Second
 
 // startHeartbeat registers the host in the store's host registry now and

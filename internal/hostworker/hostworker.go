@@ -347,8 +347,8 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.Store
 	return st, nil
 }
 
-// runtimeProvider builds the runtime provider SANDBOX_RUNTIME_PROVIDER names
-// (issue 3): bwrap and docker fail when unusable (the error wraps
+// runtimeProvider builds the runtime provider SANDBOX_RUNTIME_PROVIDER names:
+// bwrap and docker fail when unusable (the error wraps
 // sandbox.ErrRuntimeUnavailable with the reason); auto takes bwrap when
 // usable, else docker when SANDBOX_RUNTIME_IMAGE is set and the daemon
 // answers, else fails naming both reasons; local (no isolation) only when

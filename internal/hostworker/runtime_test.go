@@ -18,7 +18,7 @@ import (
 
 // TestAutoNeverFallsBackToTheHost: SANDBOX_RUNTIME_PROVIDER=auto with neither
 // bubblewrap nor Docker usable refuses to start with ErrRuntimeUnavailable
-// naming both reasons and the explicit way out (issue 3: never a silent
+// naming both reasons and the explicit way out (never a silent
 // fallback to the host subprocess); local only when named.
 func TestAutoNeverFallsBackToTheHost(t *testing.T) {
 	ctx := context.Background()

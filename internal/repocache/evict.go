@@ -10,8 +10,8 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// RemoveUnused deletes repo's mirror like Remove, for eviction (seed "Repo
-// Cache Eviction": never while a workspace uses it), but decides under the
+// RemoveUnused deletes repo's mirror like Remove, for eviction (docs/DESIGN.md
+// "Eviction policy": never while a workspace uses it), but decides under the
 // same repository lock that worktree creation takes, so no workspace can
 // appear between the decision and the deletion. Under the lock it refuses,
 // with ErrConflict, a mirror that still registers a worktree

@@ -13,7 +13,7 @@ import (
 
 // LockRepo takes the per-repository lock that serializes clone, fetch, removal
 // and (in the workspace package) worktree creation, across goroutines and
-// processes sharing Root (seed "Concurrency and Locking": lock repo cache
+// processes sharing Root (docs/DESIGN.md "Rules": lock repo cache
 // creation by normalized repo identity; sandbox.RepoLocker).
 //
 // It is two locks taken in order:

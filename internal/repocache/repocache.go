@@ -1,6 +1,6 @@
 // Package repocache is the local RepoCache of sandboxcore: one durable bare
 // mirror per repository under the data root, cloned once and fetched when
-// stale (seed "Core Model: RepoCache", DESIGN.md "The three things").
+// stale (docs/DESIGN.md "The three things", DESIGN.md "The three things").
 //
 // Layout under Options.Root (DESIGN.md):
 //
@@ -17,7 +17,7 @@
 // Ref layout inside the mirror: the remote's branches live in
 // refs/remotes/origin/*, its tags in refs/tags/*, and refs/remotes/origin/HEAD
 // is a symref to the remote's default branch. refs/heads/* belongs to the
-// agents (workspace branches, seed "Workspace Lifecycle") and is never written,
+// agents (workspace branches, docs/DESIGN.md "Workspace lifecycle") and is never written,
 // moved or pruned by a fetch: no mirror refspec is ever used.
 //
 // Files the cache writes inside the bare directory:
@@ -33,7 +33,7 @@
 // to (moves.go), naming the old repository's URL.
 //
 // No credential is ever written anywhere: it goes per call through gitx
-// (seed "Security Rules": keep git credentials out of remotes after clone/fetch).
+// (docs/DESIGN.md "Rules": keep git credentials out of remotes after clone/fetch).
 package repocache
 
 import (
@@ -211,7 +211,7 @@ func (c *Cache) Root() string { return c.root }
 
 // identity re-derives repo from its URL and checks that Host, Owner and Name
 // agree, so that no hand-built identity can steer a path outside the root
-// (seed "Security Rules": treat repo names as untrusted). The returned URL is
+// (docs/DESIGN.md "Rules": treat repo names as untrusted). The returned URL is
 // the validated one. Returns ErrInvalidArgument.
 func identity(repo sandbox.RepoIdentity) (sandbox.RepoIdentity, error) {
 	// Protocol policy is gitx's business; here any scheme ParseRepoURL knows is fine.
@@ -273,8 +273,8 @@ func (c *Cache) trashDir() string                        { return filepath.Join(
 //
 // All of it runs under LockRepo. cred may be nil; it is sent per call (HTTP
 // basic auth through gitx) for http(s) URLs only and ignored for file:// and
-// ssh URLs. The result carries every sandbox_repo_caches column (seed "Storage
-// Model"); the caller persists it. Errors wrap ErrInvalidArgument (bad
+// ssh URLs. The result carries every sandbox_repo_caches column (docs/DESIGN.md
+// "Storage model"); the caller persists it. Errors wrap ErrInvalidArgument (bad
 // identity), ErrRepoAuthFailed (credentials refused or missing; never
 // prompts), ErrRepoCacheUnavailable (unreachable or missing remote, other git
 // failures), ErrInsufficientDisk, ErrRepoLocked (lock not obtained before ctx

@@ -6,8 +6,8 @@ import (
 )
 
 // EvictedRefPrefix + workspace id is the ref, in the workspace's repo cache,
-// that holds the backup commit of an evicted workspace's work (seed
-// "Workspace Eviction": "Before deleting a dirty workspace … commit to an
+// that holds the backup commit of an evicted workspace's work (docs/DESIGN.md
+// "Eviction policy": "Before deleting a dirty workspace … commit to an
 // internal branch"; DESIGN.md "Non-negotiables": eviction never loses work).
 const EvictedRefPrefix = "refs/sandbox/evicted/"
 
@@ -16,7 +16,7 @@ const EvictedRefPrefix = "refs/sandbox/evicted/"
 func EvictedRef(wsID string) string { return EvictedRefPrefix + wsID }
 
 // UnsavedWork says which of a workspace's work exists only in its worktree, or
-// only on this host (seed "Workspace Eviction": dirty workspaces).
+// only on this host (docs/DESIGN.md "Eviction policy": dirty workspaces).
 type UnsavedWork struct {
 	// Dirty: tracked changes (staged or not) or untracked, not ignored, files.
 	Dirty bool `json:"dirty"`
@@ -42,7 +42,7 @@ func (u UnsavedWork) Any() bool { return (u.Dirty && !u.Checkpointed) || u.Unpus
 func (u UnsavedWork) NeedsBackup() bool { return u.Dirty || u.UnpushedCommits > 0 }
 
 // WorkspaceBackup describes the saved work of one workspace (the manifest of
-// an eviction backup, seed "Workspace Eviction": patch artifact plus internal
+// an eviction backup, docs/DESIGN.md "Eviction policy": patch artifact plus internal
 // branch). Commit is a commit whose tree is the worktree's exact content
 // (tracked and untracked, not ignored, files; bytes as on disk, no filters or
 // end-of-line conversion) and whose only parent is Head, so unpushed commits
@@ -82,7 +82,7 @@ type WorkspaceBackup struct {
 
 // WorkspaceBackupProvider is the optional capability of a WorkspaceProvider
 // that saves a workspace's work before eviction and writes it back afterwards
-// (seed "Workspace Eviction"; DESIGN.md "Non-negotiables": a dirty or unpushed
+// (docs/DESIGN.md "Eviction policy"; DESIGN.md "Non-negotiables": a dirty or unpushed
 // workspace is saved — backup ref in the mirror plus patch artifact — before
 // its directory goes; if saving fails the workspace stays). Every method
 // expects the caller to hold the workspace's session lock (no command runs in

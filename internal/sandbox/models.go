@@ -14,7 +14,7 @@ const (
 	RepoCacheEvicted RepoCacheState = "evicted"
 )
 
-// RepoCache is one durable bare mirror (seed "Storage Model: sandbox_repo_caches").
+// RepoCache is one durable bare mirror (docs/DESIGN.md "Storage model").
 // It never holds agent edits.
 type RepoCache struct {
 	ID            string         `json:"id"`
@@ -34,7 +34,7 @@ type RepoCache struct {
 	UpdatedAt     time.Time      `json:"updated_at"`
 }
 
-// Mount is one bind of a host path into a runtime (seed "Runtime Port").
+// Mount is one bind of a host path into a runtime (docs/DESIGN.md "Ports").
 type Mount struct {
 	Source   string `json:"source"`
 	Target   string `json:"target"`
@@ -49,9 +49,9 @@ type ResourceHints struct {
 	Pids     int64   `json:"pids,omitempty"`      // max processes
 }
 
-// RuntimeSpec describes the compute to attach to a workspace (seed "Runtime Port").
+// RuntimeSpec describes the compute to attach to a workspace (docs/DESIGN.md "Ports").
 // Env is the complete environment the runtime adds to its fixed base set: the
-// worker's own environment is never passed (seed "Security Rules").
+// worker's own environment is never passed (docs/DESIGN.md "Rules").
 type RuntimeSpec struct {
 	// ID is the runtime id, derived from the workspace id (RuntimeIDFor).
 	ID          string            `json:"id"`
@@ -73,7 +73,7 @@ type RuntimeSpec struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 }
 
-// RuntimeState is the state of one runtime (seed RuntimeState).
+// RuntimeState is the state of one runtime (docs/DESIGN.md "Storage model").
 type RuntimeState string
 
 // Runtime states.
@@ -85,7 +85,7 @@ const (
 	RuntimeMissing  RuntimeState = "missing"
 )
 
-// RuntimeRecord is one runtime attachment (seed "Storage Model: sandbox_runtimes").
+// RuntimeRecord is one runtime attachment (docs/DESIGN.md "Storage model").
 // Records may be deleted aggressively; the workspace survives.
 type RuntimeRecord struct {
 	ID               string       `json:"id"`
@@ -102,7 +102,7 @@ type RuntimeRecord struct {
 }
 
 // RuntimeCapabilities are a backend's optional features, reported truthfully
-// (seed "Optional Capabilities").
+// (docs/DESIGN.md "Ports").
 type RuntimeCapabilities struct {
 	Snapshot           bool `json:"snapshot"`
 	PreviewURL         bool `json:"preview_url"`

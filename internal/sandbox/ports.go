@@ -41,12 +41,12 @@ type CredentialProvider interface {
 
 // RepoLocker takes the per-repository lock (a flock under the data root) that
 // serializes clone, fetch and worktree creation across processes
-// (seed "Concurrency and Locking"). unlock is idempotent.
+// (docs/DESIGN.md "Rules"). unlock is idempotent.
 type RepoLocker interface {
 	LockRepo(ctx context.Context, repo RepoIdentity) (unlock func(), err error)
 }
 
-// RepoCacheProvider owns the durable bare mirrors (seed P2 RepoCacheProvider).
+// RepoCacheProvider owns the durable bare mirrors (docs/DESIGN.md "Ports").
 type RepoCacheProvider interface {
 	RepoLocker
 	// Ensure returns a ready cache for repo: cloned once (staged, then renamed
@@ -58,7 +58,7 @@ type RepoCacheProvider interface {
 	Remove(ctx context.Context, repo RepoIdentity) error
 }
 
-// WorkspaceProvider owns the durable worktrees (seed "Core Model: Workspace").
+// WorkspaceProvider owns the durable worktrees (docs/DESIGN.md "The three things").
 // Every path argument is workspace-relative and confined with os.Root; escapes
 // return ErrInvalidWorkspacePath. Mutating calls on a workspace whose
 // Capabilities.Writable is false return ErrCommandRejected.
@@ -94,7 +94,7 @@ type WorkspaceProvider interface {
 	SizeBytes(ctx context.Context, ws Workspace) (int64, error)
 }
 
-// Runtime is one compute attachment (seed "SandboxRuntime" protocol).
+// Runtime is one compute attachment (docs/DESIGN.md "Ports" protocol).
 type Runtime interface {
 	ID() string
 	State(ctx context.Context) (RuntimeState, error)
@@ -116,13 +116,13 @@ type RuntimeSummary struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// SnapshotCapability is optional (seed "Optional Capabilities").
+// SnapshotCapability is optional (docs/DESIGN.md "Ports").
 type SnapshotCapability interface {
 	SnapshotRuntime(ctx context.Context, runtimeID, label string) (string, error)
 	RestoreRuntime(ctx context.Context, snapshotID string) (Runtime, error)
 }
 
-// PreviewURLCapability is optional (seed "Optional Capabilities"; DESIGN.md
+// PreviewURLCapability is optional (docs/DESIGN.md "Ports"; DESIGN.md
 // "Ports"): a backend that can reach a port of a running runtime from
 // outside (the preview_url update, docs/API.md "Preview URLs"). PreviewURL
 // returns that port's URL. Errors: ErrInvalidArgument (port outside
@@ -133,7 +133,7 @@ type PreviewURLCapability interface {
 	PreviewURL(ctx context.Context, runtimeID string, port int) (PreviewURL, error)
 }
 
-// RuntimeProvider creates and finds runtimes of one backend (seed "RuntimeProvider").
+// RuntimeProvider creates and finds runtimes of one backend (docs/DESIGN.md "Ports").
 type RuntimeProvider interface {
 	// Kind is "local", "bwrap", "docker", "daytona" or "e2b".
 	Kind() string
@@ -164,7 +164,7 @@ type WorkspaceFilter struct {
 	Limit          int
 }
 
-// Store persists repo caches, workspaces and runtimes (seed "Storage Model").
+// Store persists repo caches, workspaces and runtimes (docs/DESIGN.md "Storage model").
 // Misses return ErrWorkspaceNotFound (workspaces) or ErrNotFound (caches,
 // runtimes); uniqueness violations return ErrConflict.
 type Store interface {
@@ -192,7 +192,7 @@ type Store interface {
 }
 
 // RemoteGit is the network side of git on a worker host: access checks,
-// remote branch tips and pushes (issue 5). The repository URL is always passed
+// remote branch tips and pushes. The repository URL is always passed
 // to git explicitly, never through a configured remote an agent could have
 // rewritten, and cred (nil = anonymous) goes per call through the
 // environment (gitx): never argv, a URL, a config file, a log line or an
@@ -217,7 +217,7 @@ type RemoteGit interface {
 }
 
 // AccessVerifier decides whether the user of scope may be served a
-// repository's cached content (issue 5: a token that cannot read a
+// repository's cached content (a token that cannot read a
 // repository already in the cache gets ErrRepoAuthFailed). Implemented by
 // credentials.Access (git ls-remote with the user's credential, successes
 // remembered briefly per user, repository and credential).
@@ -225,8 +225,8 @@ type AccessVerifier interface {
 	VerifyAccess(ctx context.Context, scope AuthScope, cred *Credential) error
 }
 
-// CodeHost is the platform side of a repository: pull requests (seed P7
-// GitPlatformProvider; DESIGN.md "Ports"). cred is the calling user's
+// CodeHost is the platform side of a repository: pull requests
+// (docs/DESIGN.md "Ports"). cred is the calling user's
 // credential (its Secret is the API token), resolved inside the activity.
 // Implemented by codehost.GitHub (go-github).
 type CodeHost interface {

@@ -1,6 +1,6 @@
 // Package store holds what the metadata stores (store/sqlite, store/postgres)
-// share beyond the sandbox.Store port: the worker host registry (issue 4,
-// "Several hosts": the sandbox_hosts table), and the row layer both stores
+// share beyond the sandbox.Store port: the worker host registry (the
+// sandbox_hosts table, docs/DESIGN.md "Storage model"), and the row layer both stores
 // run on their own driver (rows.go, statements.go): the tables' column lists,
 // the fixed-width UTC nanosecond time text (TimeLayout), the mapping of each
 // record to its column values and back from a scanned Row, and the SQL text

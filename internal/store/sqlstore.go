@@ -155,9 +155,9 @@ func (s *SQLStore) exec(ctx context.Context, q, what, op string, args ...any) (i
 	return n, nil
 }
 
-// ---- repo caches (seed "Storage Model: sandbox_repo_caches") ----
+// ---- repo caches (docs/DESIGN.md "Storage model") ----
 
-// UpsertRepoCache inserts c (seed "Storage Model: sandbox_repo_caches"), or
+// UpsertRepoCache inserts c (docs/DESIGN.md "Storage model"), or
 // replaces every column of the row with c.ID except created_at, which keeps
 // its first value (INSERT … ON CONFLICT (id) DO UPDATE). Errors:
 // sandbox.ErrInvalidArgument for an empty ID, an unrepresentable time or a
@@ -171,35 +171,35 @@ func (s *SQLStore) UpsertRepoCache(ctx context.Context, c sandbox.RepoCache) err
 	return err
 }
 
-// GetRepoCache returns the repo cache with id (seed "Storage Model:
-// sandbox_repo_caches"). Errors: sandbox.ErrNotFound (message naming id)
+// GetRepoCache returns the repo cache with id (docs/DESIGN.md
+// "Storage model"). Errors: sandbox.ErrNotFound (message naming id)
 // when there is none.
 func (s *SQLStore) GetRepoCache(ctx context.Context, id string) (sandbox.RepoCache, error) {
 	return get(ctx, s, s.d.Statements.GetRepoCache, id, ScanRepoCache, sandbox.ErrNotFound, "repo cache")
 }
 
-// ListRepoCaches returns every repo cache (seed "Storage Model:
-// sandbox_repo_caches"), least recently used first (last_used_at ascending,
+// ListRepoCaches returns every repo cache (docs/DESIGN.md
+// "Storage model"), least recently used first (last_used_at ascending,
 // then id), as a non-nil slice.
 func (s *SQLStore) ListRepoCaches(ctx context.Context) ([]sandbox.RepoCache, error) {
 	return list(ctx, s, s.d.Statements.ListRepoCaches, nil, ScanRepoCache, "repo caches")
 }
 
-// DeleteRepoCache deletes the repo cache row with id (seed "Storage Model:
-// sandbox_repo_caches") (not its files, and not the workspaces that
+// DeleteRepoCache deletes the repo cache row with id (docs/DESIGN.md
+// "Storage model") (not its files, and not the workspaces that
 // reference it). A missing row is success.
 func (s *SQLStore) DeleteRepoCache(ctx context.Context, id string) error {
 	_, err := s.exec(ctx, s.d.Statements.DeleteRepoCache, fmt.Sprintf("repo cache %q", id), "delete", id)
 	return err
 }
 
-// ---- workspaces (seed "Storage Model: sandbox_workspaces") ----
+// ---- workspaces (docs/DESIGN.md "Storage model") ----
 
-// CreateWorkspace inserts ws (seed "Storage Model: sandbox_workspaces").
+// CreateWorkspace inserts ws (docs/DESIGN.md "Storage model").
 // Errors: sandbox.ErrConflict when a row with ws.ID or ws.Key exists, or one
 // with the same uniqueness key of ws.Mode (analysis: user_id, project_id,
 // base_ref; edit: user_id, project_id, conversation_id; task: user_id,
-// project_id, task_id — seed "Storage Model", suggested uniqueness), also
+// project_id, task_id — docs/DESIGN.md "Storage model", suggested uniqueness), also
 // when the other row is being inserted concurrently by another worker;
 // sandbox.ErrInvalidArgument for an empty ID, an unrepresentable time or a
 // string the database cannot store.
@@ -223,7 +223,7 @@ func (s *SQLStore) CreateWorkspace(ctx context.Context, ws sandbox.Workspace) er
 }
 
 // UpdateWorkspace replaces every column of the row with ws.ID (created_at
-// included) with ws's values (seed "Storage Model: sandbox_workspaces").
+// included) with ws's values (docs/DESIGN.md "Storage model").
 // Errors: sandbox.ErrWorkspaceNotFound when there is no such row;
 // sandbox.ErrConflict when the new values collide with another row's key or
 // mode uniqueness key; sandbox.ErrInvalidArgument for an unrepresentable
@@ -246,14 +246,14 @@ func affectedOrNotFound(n int64, err error, id string) error {
 	return err
 }
 
-// GetWorkspace returns the workspace with id (seed "Storage Model:
-// sandbox_workspaces"). Errors: sandbox.ErrWorkspaceNotFound (message naming
+// GetWorkspace returns the workspace with id (docs/DESIGN.md
+// "Storage model"). Errors: sandbox.ErrWorkspaceNotFound (message naming
 // id) when there is none.
 func (s *SQLStore) GetWorkspace(ctx context.Context, id string) (sandbox.Workspace, error) {
 	return get(ctx, s, s.d.Statements.GetWorkspace, id, ScanWorkspace, sandbox.ErrWorkspaceNotFound, "workspace")
 }
 
-// ListWorkspaces (seed "Storage Model: sandbox_workspaces") returns the
+// ListWorkspaces (docs/DESIGN.md "Storage model") returns the
 // workspaces matching every non-zero field of f (equality on UserID,
 // ProjectID, RepoCacheID, HostID, Mode, State; last_used_at strictly before
 // LastUsedBefore), least recently used first (last_used_at ascending, then
@@ -269,7 +269,7 @@ func (s *SQLStore) ListWorkspaces(ctx context.Context, f sandbox.WorkspaceFilter
 }
 
 // TouchWorkspace sets last_used_at and updated_at of the workspace with id
-// to at (seed "Storage Model: sandbox_workspaces") (stored in UTC; not
+// to at (docs/DESIGN.md "Storage model") (stored in UTC; not
 // clamped, so an earlier at moves them back). Errors:
 // sandbox.ErrWorkspaceNotFound when there is no such row;
 // sandbox.ErrInvalidArgument for an unrepresentable at.
@@ -282,17 +282,17 @@ func (s *SQLStore) TouchWorkspace(ctx context.Context, id string, at time.Time) 
 	return affectedOrNotFound(n, err, id)
 }
 
-// DeleteWorkspace deletes the workspace row with id (seed "Storage Model:
-// sandbox_workspaces") (not its files, and not its runtime rows). A missing
+// DeleteWorkspace deletes the workspace row with id (docs/DESIGN.md
+// "Storage model") (not its files, and not its runtime rows). A missing
 // row is success.
 func (s *SQLStore) DeleteWorkspace(ctx context.Context, id string) error {
 	_, err := s.exec(ctx, s.d.Statements.DeleteWorkspace, fmt.Sprintf("workspace %q", id), "delete", id)
 	return err
 }
 
-// ---- runtimes (seed "Storage Model: sandbox_runtimes") ----
+// ---- runtimes (docs/DESIGN.md "Storage model") ----
 
-// UpsertRuntime inserts r (seed "Storage Model: sandbox_runtimes"), or
+// UpsertRuntime inserts r (docs/DESIGN.md "Storage model"), or
 // replaces every column of the row with r.ID except created_at, which keeps
 // its first value (INSERT … ON CONFLICT (id) DO UPDATE). Errors:
 // sandbox.ErrInvalidArgument for an empty ID, an unrepresentable time or a
@@ -306,14 +306,14 @@ func (s *SQLStore) UpsertRuntime(ctx context.Context, r sandbox.RuntimeRecord) e
 	return err
 }
 
-// GetRuntime returns the runtime record with id (seed "Storage Model:
-// sandbox_runtimes"). Errors: sandbox.ErrNotFound (message naming id) when
+// GetRuntime returns the runtime record with id (docs/DESIGN.md
+// "Storage model"). Errors: sandbox.ErrNotFound (message naming id) when
 // there is none.
 func (s *SQLStore) GetRuntime(ctx context.Context, id string) (sandbox.RuntimeRecord, error) {
 	return get(ctx, s, s.d.Statements.GetRuntime, id, ScanRuntime, sandbox.ErrNotFound, "runtime")
 }
 
-// ListRuntimes (seed "Storage Model: sandbox_runtimes") returns the runtime
+// ListRuntimes (docs/DESIGN.md "Storage model") returns the runtime
 // records of workspaceID, or every record when workspaceID is "", least
 // recently used first (last_used_at ascending, then id), as a non-nil slice.
 func (s *SQLStore) ListRuntimes(ctx context.Context, workspaceID string) ([]sandbox.RuntimeRecord, error) {
@@ -321,8 +321,8 @@ func (s *SQLStore) ListRuntimes(ctx context.Context, workspaceID string) ([]sand
 	return list(ctx, s, q, args, ScanRuntime, "runtimes")
 }
 
-// DeleteRuntime deletes the runtime record with id (seed "Storage Model:
-// sandbox_runtimes") (never the workspace: "Workspace records should survive
+// DeleteRuntime deletes the runtime record with id (docs/DESIGN.md
+// "Storage model") (never the workspace: "Workspace records should survive
 // runtime destruction"). A missing row is success.
 func (s *SQLStore) DeleteRuntime(ctx context.Context, id string) error {
 	_, err := s.exec(ctx, s.d.Statements.DeleteRuntime, fmt.Sprintf("runtime %q", id), "delete", id)

@@ -52,13 +52,13 @@ const (
 	ActivityDestroyRuntime = "sandbox.DestroyRuntime"
 )
 
-// Activity names of the remote side (issue 5).
+// Activity names of the remote side.
 const (
 	ActivityPush              = "sandbox.Push"
 	ActivityCreatePullRequest = "sandbox.CreatePullRequest"
 )
 
-// ActivityMergeBranches serves the merge_branches update (issue 7).
+// ActivityMergeBranches serves the merge_branches update.
 const ActivityMergeBranches = "sandbox.MergeBranches"
 
 // Activity names of the lifecycle operations (docs/API.md "Checkpoints",

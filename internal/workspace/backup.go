@@ -19,7 +19,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// Eviction backups (seed "Workspace Eviction": "Before deleting a dirty
+// Eviction backups (docs/DESIGN.md "Eviction policy": "Before deleting a dirty
 // workspace, consider … a patch artifact … commit to an internal branch";
 // DESIGN.md "Non-negotiables": eviction never loses work).
 //

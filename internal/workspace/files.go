@@ -29,7 +29,7 @@ import (
 // absolute symlinks). All such failures, and a missing file, are
 // ErrInvalidWorkspacePath; a missing file is ErrFileNotFound, which wraps it
 // (ErrWorkspaceNotFound is kept for a missing workspace). A path starting with
-// '-' is ErrInvalidArgument instead (issue 8: option injection; "./-n" names
+// '-' is ErrInvalidArgument instead (option injection; "./-n" names
 // the file).
 
 // openRoot opens the worktree directory as an os.Root.

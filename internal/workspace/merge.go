@@ -30,7 +30,7 @@ var _ sandbox.BranchMerger = (*Manager)(nil)
 var inProgressFiles = []string{"MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply"}
 
 // Merge brings req.Branches into the workspace's branch, one by one in request
-// order (sandbox.BranchMerger; seed "Task Flow": merge back into the
+// order (sandbox.BranchMerger; docs/DESIGN.md "Workspace lifecycle": merge back into the
 // conversation edit workspace). Each branch is merged with `git merge -q
 // --no-ff --no-edit -s ort -m "Merge branch '<b>'"` of its tip commit through
 // the hardened runner (hooks, filters and custom merge drivers neutralized: a

@@ -461,7 +461,7 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 }
 
 // Commit stages and commits the workspace's changes on its current branch
-// (sandbox.WorkspaceProvider; seed "Edit Flow": commit from the same
+// (sandbox.WorkspaceProvider; docs/DESIGN.md "Workspace lifecycle": commit from the same
 // workspace). Empty req.Paths stages everything including untracked files
 // (`git add -A`); otherwise each path is validated with sandbox.CleanRelPath
 // and staged literally (`git add -A --pathspec-from-file=- --pathspec-file-nul`

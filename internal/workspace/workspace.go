@@ -1,6 +1,6 @@
 // Package workspace implements sandbox.WorkspaceProvider with local git
 // worktrees of the bare repo caches (DESIGN.md "The three things": Workspace;
-// seed "Core Model: Workspace" and "Workspace Lifecycle").
+// docs/DESIGN.md "The three things").
 //
 // On-disk layout (DESIGN.md): the repo cache's bare repository is
 // <Root>/repos/<host>/<owner>/<repo>/.bare and every workspace of it is the
@@ -83,7 +83,7 @@ type Options struct {
 	// Git is the one git runner (DESIGN.md "Non-negotiables: git"). Required.
 	Git *gitx.Runner
 	// Locker takes the per-repository lock that serializes worktree creation
-	// and removal with clone and fetch (seed "Concurrency and Locking").
+	// and removal with clone and fetch (docs/DESIGN.md "Rules").
 	// Required; normally the repo cache provider.
 	Locker sandbox.RepoLocker
 	// HostID is recorded as Workspace.HostID (DESIGN.md "Host affinity");
@@ -264,7 +264,7 @@ type ensureState struct {
 }
 
 // Ensure creates the worktree for req on cache, or returns the existing one
-// (sandbox.WorkspaceProvider; seed "Workspace Lifecycle"). Under the
+// (sandbox.WorkspaceProvider; docs/DESIGN.md "Workspace lifecycle"). Under the
 // repository lock (Options.Locker) it:
 //
 //   - validates req (sandbox.WorkspaceRequest.Validate; the URL must name the
@@ -884,7 +884,7 @@ func (m *Manager) Exists(ctx context.Context, ws sandbox.Workspace) (bool, error
 
 // Remove deletes the worktree directory and its registration under the
 // repository lock, keeping the branch and its commits (sandbox.WorkspaceProvider;
-// seed "Workspace Eviction" saves work before calling it). A missing worktree
+// docs/DESIGN.md "Eviction policy" saves work before calling it). A missing worktree
 // is success. The directory goes first (read-only subdirectories are made
 // writable), then the registration (`git worktree remove --force --force`, with
 // `git worktree prune` as fallback). Errors: ErrInvalidArgument (bad

@@ -1,6 +1,6 @@
 // Package bwrap is the bubblewrap runtime (kind "bwrap"): the isolated local
-// runtime and `make run`'s default where bwrap is installed (issue 3). It
-// takes the role of the seed's read-only gVisor path for analysis workspaces
+// runtime and `make run`'s default where bwrap is installed. It
+// is the read-only isolation of analysis workspaces
 // and gives write-capable isolation without Docker.
 //
 // Each runtime has long-lived bubblewrap sandboxes, one per network mode

@@ -290,8 +290,8 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	return r.ExecStream(ctx, req, nil)
 }
 
-// ExecStream (seed "Runtime Port": exec / exec_stream; DESIGN.md
-// "Non-negotiables: Exec"; seed "Security Rules") runs req.Cmd (an argv, no
+// ExecStream (docs/DESIGN.md "Ports": exec / exec_stream; DESIGN.md
+// "Non-negotiables: Exec"; docs/DESIGN.md "Rules") runs req.Cmd (an argv, no
 // shell implied) in the runtime's sandbox, spawned by its supervisor (see
 // the package documentation), in the workdir or req.Cwd below it, and
 // returns when it has finished, handing each piece of output to onChunk

@@ -89,7 +89,9 @@ func (f remoteFiles) MkdirAll(rel string) error {
 }
 
 func (f remoteFiles) Symlink(target, rel string) error {
-	return f.check(f.sh("ln -s " + replica.ShQuote(target) + " " + replica.ShQuote(rel)))
+	// -sfn: the helper may run twice (a retried run), and must then leave the
+	// same link, not one inside it.
+	return f.check(f.sh("ln -sfn " + replica.ShQuote(target) + " " + replica.ShQuote(rel)))
 }
 
 func (f remoteFiles) Exists(rel string) bool {

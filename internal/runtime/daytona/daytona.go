@@ -88,6 +88,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -621,7 +622,7 @@ func (p *Provider) RuntimeReplica(id string) (sandbox.RuntimeReplica, bool) {
 	if validID(id) != nil {
 		return sandbox.RuntimeReplica{}, false
 	}
-	if _, err := os.Stat(filepath.Join(p.stateDir(id), "spec.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(p.stateDir(id), replica.SpecFile)); err != nil {
 		return sandbox.RuntimeReplica{}, false
 	}
 	rt := p.runtimeFor(id)

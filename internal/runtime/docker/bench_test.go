@@ -13,7 +13,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// Benchmarks for `make bench` (issue 3 "Acceptance": Docker exec overhead
+// Benchmarks for `make bench` (: Docker exec overhead
 // against plain `docker exec`, and resume-after-hibernate time). They skip
 // when Docker or the test image is unavailable (fail under CI=true).
 

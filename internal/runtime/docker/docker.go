@@ -1,5 +1,5 @@
 // Package docker is the Docker runtime (kind "docker"), the first
-// write-capable isolated backend (issue 3; seed "Runtime Port", "Adapter
+// write-capable isolated backend (docs/DESIGN.md "Ports", "Adapter
 // Responsibilities", "Security Rules"). It talks to the Docker Engine API
 // with the official client (github.com/docker/docker/client), negotiating
 // the API version with the daemon, and never pulls images: an image must be
@@ -125,7 +125,7 @@ import (
 // Kind is the RuntimeProvider kind string of this backend.
 const Kind = "docker"
 
-// Container naming and labels (issue 3: "labeled (managed-by=sandboxcore,
+// Container naming and labels ("labeled (managed-by=sandboxcore,
 // workspace id, runtime id)").
 const (
 	// ContainerPrefix prefixes RuntimeSpec.ID to name a runtime's container.
@@ -283,7 +283,7 @@ func (p *Provider) Close() error {
 // Kind returns "docker".
 func (p *Provider) Kind() string { return Kind }
 
-// Capabilities reports the truth (seed "Optional Capabilities"): isolated;
+// Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated;
 // interactive sessions (PTY background processes: Runtime implements
 // sandbox.ProcessRuntime); a network per command (a container per network
 // mode); preview URLs on a loopback port of the worker's machine
@@ -303,8 +303,8 @@ func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return p }
 func ContainerName(id string) string { return ContainerPrefix + id }
 
 // Create returns the runtime with spec.ID, creating and starting its
-// container when missing (seed "Runtime Port": RuntimeProvider.create;
-// issue 3: idempotent create). An existing container built from an equal
+// container when missing (docs/DESIGN.md "Ports": RuntimeProvider.create,
+// idempotent). An existing container built from an equal
 // spec is returned in whatever state it is (a stopped one starts on the next
 // command); one built from a different spec is removed and recreated (its
 // running commands die).
@@ -438,7 +438,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbo
 
 // Destroy removes the runtime's container (killing its commands); a missing
 // one is success. It never touches the workspace or any other mount source
-// (seed "Key rule: destroying a runtime must not delete a workspace").
+// (docs/DESIGN.md "Rules").
 // Errors wrap sandbox.ErrConflict for a container sandboxcore does not manage
 // and sandbox.ErrRuntimeUnavailable when the daemon fails.
 func (p *Provider) Destroy(ctx context.Context, id string) error {

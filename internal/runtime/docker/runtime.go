@@ -240,8 +240,8 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	return r.ExecStream(ctx, req, nil)
 }
 
-// ExecStream (seed "Runtime Port": exec / exec_stream; DESIGN.md
-// "Non-negotiables: Exec"; issue 3) runs req.Cmd (an argv, no shell implied)
+// ExecStream (docs/DESIGN.md "Ports": exec / exec_stream; DESIGN.md
+// "Non-negotiables: Exec") runs req.Cmd (an argv, no shell implied)
 // in the container with `docker exec`, in the workdir or req.Cwd below it,
 // and returns when it has finished, handing each piece of output to onChunk
 // (when non-nil) as it arrives; onChunk calls are serialized and receive data

@@ -3,7 +3,6 @@ package e2b
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/output"
@@ -129,29 +127,7 @@ func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest, hasStdin bool
 	b.WriteString(replica.Lib())
 	b.WriteString(killLib)
 	b.WriteString(execLib)
-	// x_exec: the command in a new session (the group the watchdog kills),
-	// with exactly its environment (env -i), argv verbatim.
-	var words []string
-	var decl strings.Builder
-	word := func(s string) string {
-		if utf8.ValidString(s) {
-			return replica.ShQuote(s)
-		}
-		n := strconv.Itoa(len(words))
-		fmt.Fprintf(&decl, "\tv%s=$(printf %%s %s | base64 -d; printf x); v%s=${v%s%%x}\n", n, replica.ShQuote(base64.StdEncoding.EncodeToString([]byte(s))), n, n)
-		return `"$v` + n + `"`
-	}
-	for _, kv := range env {
-		words = append(words, word(kv))
-	}
-	envWords := append([]string(nil), words...)
-	var argv []string
-	for _, a := range req.Cmd {
-		argv = append(argv, word(a))
-	}
-	b.WriteString("x_exec() {\n")
-	b.WriteString(decl.String())
-	fmt.Fprintf(&b, "\texec setsid env -i %s /bin/sh -c 'unset PWD; exec \"$@\"' sh %s\n}\n", strings.Join(envWords, " "), strings.Join(argv, " "))
+	b.WriteString(replica.ExecFunction(env, req.Cmd))
 	b.WriteString(`rp_apply
 rp_s=$?
 if [ "$rp_s" -eq 0 ]; then
@@ -200,7 +176,7 @@ func (r *Runtime) enter(ctx context.Context) error {
 
 func (r *Runtime) leave() { r.active.Add(-1) }
 
-// ExecStream (seed "Runtime Port"; docs/API.md "exec") syncs the replica,
+// ExecStream (docs/DESIGN.md "Ports"; docs/API.md "exec") syncs the replica,
 // runs req.Cmd (an argv) in the sandbox in the workdir or req.Cwd below it,
 // syncs back what it changed and returns its result; onChunk, when set,
 // receives the first half of each stream's cap as envd streams it (calls

@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path"
 	"path/filepath"
@@ -60,16 +59,12 @@ func (r *Runtime) setSpec(spec sandbox.RuntimeSpec) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.spec != nil && r.rep != nil && specEqual(*r.spec, spec) {
+	if r.spec != nil && r.rep != nil && replica.SpecEqual(*r.spec, spec) {
 		return nil
 	}
 	dir := r.p.stateDir(r.id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: state dir")
-	}
-	b, _ := json.Marshal(spec)
-	if err := os.WriteFile(filepath.Join(dir, "spec.json"), b, 0o600); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: write spec")
+	if err := replica.SaveSpec(dir, spec); err != nil {
+		return err
 	}
 	rep, err := replica.Open(replica.Options{
 		Source:    src,
@@ -87,12 +82,6 @@ func (r *Runtime) setSpec(spec sandbox.RuntimeSpec) error {
 	return nil
 }
 
-func specEqual(a, b sandbox.RuntimeSpec) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
-}
-
 // loadSpec reads the spec recorded by setSpec when this handle has none.
 func (r *Runtime) loadSpec() error {
 	r.mu.Lock()
@@ -101,12 +90,8 @@ func (r *Runtime) loadSpec() error {
 	if has {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(r.p.stateDir(r.id), "spec.json"))
+	spec, err := replica.LoadSpec(r.p.stateDir(r.id))
 	if err != nil {
-		return err
-	}
-	var spec sandbox.RuntimeSpec
-	if err := json.Unmarshal(b, &spec); err != nil {
 		return err
 	}
 	return r.setSpec(spec)

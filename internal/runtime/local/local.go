@@ -68,8 +68,8 @@ type Options struct {
 	StateDir string
 }
 
-// Provider is the local subprocess sandbox.RuntimeProvider (seed "Runtime
-// Port: RuntimeProvider", "Adapter Responsibilities"). It is safe for
+// Provider is the local subprocess sandbox.RuntimeProvider (docs/DESIGN.md
+// "Ports", "Rules" 7). It is safe for
 // concurrent use.
 type Provider struct {
 	log        *slog.Logger
@@ -98,7 +98,7 @@ func New(opts Options) *Provider {
 // Kind returns "local".
 func (p *Provider) Kind() string { return Kind }
 
-// Capabilities reports the truth (seed "Optional Capabilities", "Adapter
+// Capabilities reports the truth (docs/DESIGN.md "Ports", "Adapter
 // Responsibilities: report capabilities truthfully"): interactive sessions
 // (PTY background processes: Runtime implements sandbox.ProcessRuntime);
 // no snapshots, no preview URLs, and no isolation (Isolated false).
@@ -116,7 +116,7 @@ func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
 
 // Create returns the runtime with spec.ID, creating it in state running when
 // missing (idempotent; after a worker restart it simply recreates the entry).
-// Source: seed "Runtime Port" (RuntimeProvider.create, RuntimeSpec).
+// Source: docs/DESIGN.md "Ports" (RuntimeProvider.create, RuntimeSpec).
 //
 // The workdir is the host directory given as Source of the one Mount whose
 // Target equals spec.Workdir; it must be an absolute path to an existing

@@ -9,7 +9,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// Runtime is one local runtime (seed "Runtime Port: SandboxRuntime"): a
+// Runtime is one local runtime (docs/DESIGN.md "Ports"): a
 // workdir on the host in which commands run as subprocesses. States: running (after Create or Start), stopped (after Stop;
 // Exec restarts it), missing (after Destroy). It is safe for concurrent use;
 // concurrent Execs run in parallel.
@@ -72,8 +72,8 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	return r.ExecStream(ctx, req, nil)
 }
 
-// ExecStream (seed "Runtime Port": exec / exec_stream; DESIGN.md
-// "Non-negotiables: Exec"; seed "Security Rules" for the environment) runs
+// ExecStream (docs/DESIGN.md "Ports": exec / exec_stream; DESIGN.md
+// "Non-negotiables: Exec"; docs/DESIGN.md "Rules" for the environment) runs
 // req.Cmd (an argv, no shell) as a subprocess in the workdir
 // (or req.Cwd below it) and returns when it has finished, handing each piece
 // of output to onChunk (when non-nil) as it arrives; onChunk calls are

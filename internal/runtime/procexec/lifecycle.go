@@ -17,7 +17,7 @@ import (
 var errHalted = errors.New("runtime stopped")
 
 // Lifecycle is the backend-independent state of one runtime whose commands
-// are host processes (seed "Runtime Port: SandboxRuntime"): running (after
+// are host processes (docs/DESIGN.md "Ports"): running (after
 // Create or Start), stopped (after Stop; the next command starts it again) or
 // destroyed, with its spec, the backend's configuration C derived from the
 // spec, and the commands in flight, which Stop and Destroy kill and wait for.

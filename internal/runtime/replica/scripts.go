@@ -1,7 +1,11 @@
 package replica
 
 import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // The remote half of the replica mechanism: POSIX sh functions run inside the
@@ -215,4 +219,36 @@ func itoa(n int) string {
 		n /= 10
 	}
 	return string(b)
+}
+
+// ExecFunction returns the sh function x_exec, which runs cmd in a new
+// session (the process group a watchdog kills) with exactly env (env -i,
+// "K=V" entries) and its argv verbatim: a word of valid UTF-8 is
+// single-quoted, any other byte string is decoded from base64 into a
+// variable first (sh quoting cannot carry every byte string).
+func ExecFunction(env, cmd []string) string {
+	var decl strings.Builder
+	n := 0
+	word := func(s string) string {
+		if utf8.ValidString(s) {
+			return shQuote(s)
+		}
+		v := strconv.Itoa(n)
+		n++
+		fmt.Fprintf(&decl, "\tv%s=$(printf %%s %s | base64 -d; printf x); v%s=${v%s%%x}\n", v, shQuote(base64.StdEncoding.EncodeToString([]byte(s))), v, v)
+		return `"$v` + v + `"`
+	}
+	envWords := make([]string, 0, len(env))
+	for _, kv := range env {
+		envWords = append(envWords, word(kv))
+	}
+	argv := make([]string, 0, len(cmd))
+	for _, a := range cmd {
+		argv = append(argv, word(a))
+	}
+	var b strings.Builder
+	b.WriteString("x_exec() {\n")
+	b.WriteString(decl.String())
+	fmt.Fprintf(&b, "\texec setsid env -i %s /bin/sh -c 'unset PWD; exec \"$@\"' sh %s\n}\n", strings.Join(envWords, " "), strings.Join(argv, " "))
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,4 +50,45 @@ func SourceOf(spec sandbox.RuntimeSpec) (Source, error) {
 		src.GitDir = want
 	}
 	return src, nil
+}
+
+// SpecFile is the file under a remote runtime's state directory holding its
+// spec (SaveSpec), so that a restarted worker can hibernate or destroy the
+// runtime by id.
+const SpecFile = "spec.json"
+
+// SaveSpec records spec in dir/SpecFile (dir made 0700, the file 0600).
+// Errors wrap sandbox.ErrRuntimeUnavailable.
+func SaveSpec(dir string, spec sandbox.RuntimeSpec) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: state dir of runtime %s", spec.ID)
+	}
+	b, err := json.Marshal(spec)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, SpecFile), b, 0o600)
+	}
+	if err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write the spec of runtime %s", spec.ID)
+	}
+	return nil
+}
+
+// LoadSpec reads the spec SaveSpec recorded in dir. Errors: the file's read
+// error (os.ErrNotExist when none was saved) or its decoding error.
+func LoadSpec(dir string) (sandbox.RuntimeSpec, error) {
+	var spec sandbox.RuntimeSpec
+	b, err := os.ReadFile(filepath.Join(dir, SpecFile))
+	if err != nil {
+		return spec, err
+	}
+	err = json.Unmarshal(b, &spec)
+	return spec, err
+}
+
+// SpecEqual reports whether a and b are the same spec (their JSON encodings
+// are equal).
+func SpecEqual(a, b sandbox.RuntimeSpec) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }

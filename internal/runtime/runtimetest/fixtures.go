@@ -135,7 +135,7 @@ func GitMounts(bare, wt string) []sandbox.Mount {
 	}
 }
 
-// CheckGitInside is what issue 3 asks of every isolated runtime running over
+// CheckGitInside is what every isolated runtime must show running over
 // GitMounts: git inside sees the branch and the agent's edits; `git add` and
 // `git commit` are refused with "Read-only file system"; hostile commands on
 // the cache (worktree prune/remove, config, branches, tags, refs, gc, hooks,

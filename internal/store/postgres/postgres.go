@@ -1,7 +1,7 @@
 // Package postgres is the production metadata store: sandbox.Store (and
 // store.HostRegistry) on PostgreSQL through pgx/v5 and pgxpool (DESIGN.md
-// "Embedded default and production"; seed "Storage Model" and P8). It persists
-// the seed's three tables (sandbox_repo_caches, sandbox_workspaces,
+// "Embedded default and production"; docs/DESIGN.md "Storage model"). It persists
+// the three tables (sandbox_repo_caches, sandbox_workspaces,
 // sandbox_runtimes) plus sandbox_hosts, created by goose migrations embedded in
 // the binary and applied by Open under a PostgreSQL advisory lock, so several
 // workers starting at once against one database are safe.

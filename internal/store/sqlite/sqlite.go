@@ -1,7 +1,7 @@
 // Package sqlite is the embedded metadata store: sandbox.Store on one SQLite
 // file through the pure-Go driver modernc.org/sqlite (DESIGN.md "Embedded
-// default and production"). It persists the seed's three tables ("Storage
-// Model": sandbox_repo_caches, sandbox_workspaces, sandbox_runtimes), created by
+// default and production"). It persists the three tables (docs/DESIGN.md
+// "Storage model": sandbox_repo_caches, sandbox_workspaces, sandbox_runtimes), created by
 // goose migrations embedded in the binary and applied by Open.
 //
 // Storage conventions (rows are encoded and SQL is built by the row layer
@@ -53,8 +53,8 @@ const BusyTimeout = 5 * time.Second
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Store implements sandbox.Store on one SQLite database file (seed "Storage
-// Model"). It is safe for concurrent use. Create it with Open; release it with
+// Store implements sandbox.Store on one SQLite database file (docs/DESIGN.md
+// "Storage model"). It is safe for concurrent use. Create it with Open; release it with
 // Close. Misses and uniqueness violations wrap the sentinels each method names;
 // any other failure (I/O, a closed store, a cancelled ctx) is the driver's
 // error wrapped with the operation and id, and wraps no sandbox.Kind.

@@ -1,8 +1,8 @@
 // Package storetest is the contract suite every sandbox.Store implementation
 // runs (DESIGN.md "Layout": store/sqlite, store/postgres + storetest). It
 // asserts real rows through the port only, so it is store-agnostic: the
-// behaviour it pins is the one documented on sandbox.Store and in the seed's
-// "Storage Model".
+// behaviour it pins is the one documented on sandbox.Store and in
+// docs/DESIGN.md "Storage model".
 package storetest
 
 import (

@@ -1,4 +1,4 @@
--- Schema of the seed's "Storage Model": sandbox_repo_caches, sandbox_workspaces,
+-- Schema of docs/DESIGN.md "Storage model": sandbox_repo_caches, sandbox_workspaces,
 -- sandbox_runtimes — the same tables and columns as the embedded SQLite store
 -- (internal/store/sqlite/migrations/00001_init.sql).
 --
@@ -11,8 +11,8 @@
 --     database's locale.
 --   * Empty conversation_id / task_id and absent optional times are NULL, so the
 --     per-mode partial unique indexes ignore them.
---   * No foreign keys: a workspace row outlives its runtimes (seed: "Workspace
---     records should survive runtime destruction") and the eviction planner,
+--   * No foreign keys: a workspace row outlives its runtimes (docs/DESIGN.md
+--     "Rules": workspace records survive runtime destruction) and the eviction planner,
 --     not the schema, decides when a cache may go.
 
 -- +goose Up
@@ -69,7 +69,7 @@ CREATE TABLE sandbox_workspaces (
     updated_at      TEXT COLLATE "C" NOT NULL
 );
 
--- Uniqueness (seed "Storage Model", suggested uniqueness), one partial index per mode.
+-- Uniqueness (docs/DESIGN.md "Storage model", suggested uniqueness), one partial index per mode.
 CREATE UNIQUE INDEX sandbox_workspaces_key ON sandbox_workspaces (key);
 CREATE UNIQUE INDEX sandbox_workspaces_analysis_uq ON sandbox_workspaces (user_id, project_id, base_ref, mode)
     WHERE mode = 'analysis';

@@ -1,4 +1,4 @@
--- Worker host registry (issue 4, "Several hosts"): one row per worker host,
+-- Worker host registry ("Several hosts"): one row per worker host,
 -- so operators and the service can see which machine holds which local
 -- workspaces, its host task queue, data root, disk budget and liveness.
 -- Same conventions as 00001_init.sql (times as fixed-width UTC text, byte

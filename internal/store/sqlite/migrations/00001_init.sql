@@ -1,8 +1,8 @@
--- Schema of the seed's "Storage Model": sandbox_repo_caches, sandbox_workspaces,
+-- Schema of docs/DESIGN.md "Storage model": sandbox_repo_caches, sandbox_workspaces,
 -- sandbox_runtimes. Times are TEXT in the fixed-width UTC form
 -- YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ (sorts like the instants it names); booleans
 -- are INTEGER 0/1. There are no foreign keys: a workspace row outlives its
--- runtimes (seed: "Workspace records should survive runtime destruction") and
+-- runtimes (docs/DESIGN.md "Rules") and
 -- the eviction planner, not the schema, decides when a cache may go.
 
 -- +goose Up
@@ -58,7 +58,7 @@ CREATE TABLE sandbox_workspaces (
     updated_at      TEXT    NOT NULL
 ) STRICT;
 
--- Uniqueness (seed "Storage Model", suggested uniqueness), one partial index per mode.
+-- Uniqueness (docs/DESIGN.md "Storage model", suggested uniqueness), one partial index per mode.
 CREATE UNIQUE INDEX sandbox_workspaces_key ON sandbox_workspaces (key);
 CREATE UNIQUE INDEX sandbox_workspaces_analysis_uq ON sandbox_workspaces (user_id, project_id, base_ref, mode)
     WHERE mode = 'analysis';

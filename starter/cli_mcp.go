@@ -36,7 +36,8 @@ func (c *cli) mcpCommand() *cobra.Command {
 			"default, or as streamable HTTP on --http ADDR (path /mcp; a loopback address unless\n" +
 			"--token-file names a file holding the bearer token every request must send).\n" +
 			"Bind it with the flags of `sandboxctl acquire` (the workspace is acquired on the first call)\n" +
-			"or with --workspace WS. A released or idle-closed workspace resumes transparently.\n" +
+			"or with --workspace WS (resumed at start-up: an id no workspace has exits 1 with\n" +
+			"WorkspaceNotFound). A released or idle-closed workspace resumes transparently.\n" +
 			"An analysis workspace gets the read tools only.",
 		Example: "  sandboxctl mcp --repo https://github.com/acme/app.git --user alice --project app --conversation c1\n" +
 			"  sandboxctl mcp --workspace ws-0123… --http 127.0.0.1:8765",

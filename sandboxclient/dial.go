@@ -40,8 +40,9 @@ type DialOptions struct {
 	TaskQueue string
 	// Connection overrides the environment and the profile.
 	Connection Connection
-	// DefaultAddress is used when nothing sets an address; "" leaves the
-	// SDK's default (localhost:7233).
+	// DefaultAddress is used when nothing sets an address; "" means
+	// DefaultAddress (127.0.0.1:7233, sandboxctl's default: README
+	// "Configuration"), so errors name the address actually dialled.
 	DefaultAddress string
 	// Codec encrypts and decrypts payloads; nil reads SANDBOX_PAYLOAD_KEYS
 	// (unset: payloads are plaintext). It must hold the key the workers
@@ -57,6 +58,11 @@ type DialOptions struct {
 	// are the codec's.
 	Configure func(*client.Options)
 }
+
+// DefaultAddress is the Temporal frontend Dial connects to when neither
+// DialOptions nor the environment nor a profile names one: the embedded
+// server of `make run` (README "Configuration", TEMPORAL_ADDRESS).
+const DefaultAddress = "127.0.0.1:7233"
 
 // Dial connects to Temporal from the same environment the worker and
 // sandboxctl read — go.temporal.io/sdk/contrib/envconfig's TOML profiles and
@@ -84,7 +90,10 @@ func Dial(ctx context.Context, o DialOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.Address() == "" && o.DefaultAddress != "" {
+	if s.Address() == "" {
+		if o.DefaultAddress == "" {
+			o.DefaultAddress = DefaultAddress
+		}
 		s = s.With(o.DefaultAddress, "", false)
 	}
 	codec := o.Codec

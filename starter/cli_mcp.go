@@ -36,7 +36,8 @@ func (c *cli) mcpCommand() *cobra.Command {
 			"default, or as streamable HTTP on --http ADDR (path /mcp; a loopback address unless\n" +
 			"--token-file names a file holding the bearer token every request must send).\n" +
 			"Bind it with the flags of `sandboxctl acquire` (the workspace is acquired on the first call)\n" +
-			"or with --workspace WS. A released or idle-closed workspace resumes transparently.\n" +
+			"or with --workspace WS (resumed at start-up: an id no workspace has exits 1 with\n" +
+			"WorkspaceNotFound). A released or idle-closed workspace resumes transparently.\n" +
 			"An analysis workspace gets the read tools only.",
 		Example: "  sandboxctl mcp --repo https://github.com/acme/app.git --user alice --project app --conversation c1\n" +
 			"  sandboxctl mcp --workspace ws-0123… --http 127.0.0.1:8765",
@@ -81,6 +82,21 @@ func (c *cli) mcpCommand() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			if wsID != "" {
+				// Resume the named workspace before serving: an id no workspace
+				// has fails here with WorkspaceNotFound (exit as for any typed
+				// error) instead of serving read tools that cannot work, and the
+				// tool set and instructions follow the workspace's mode. Another
+				// failure (no worker yet) is tried again by the first call.
+				actx, cancel := context.WithTimeout(cmd.Context(), mcpStartWait)
+				_, _, err := ws.Acquire(actx)
+				cancel()
+				if sandboxapi.IsWorkspaceNotFound(err) {
+					return err
+				} else if err != nil {
+					log.Warn("resume the workspace", "workspace", wsID, "error", err)
+				}
+			}
 			srv := tools.NewServer(cmd.Context(), ws, tools.Options{Version: sandboxapi.ContractVersion, Logger: log})
 			if httpAddr == "" {
 				t := &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}}
@@ -108,6 +124,10 @@ func (c *cli) mcpCommand() *cobra.Command {
 	f.StringVar(&tokenFile, "token-file", "", "with --http: a file holding the bearer token clients must send (required off loopback)")
 	return cmd
 }
+
+// mcpStartWait bounds resuming a --workspace binding at start-up; past it
+// the server starts and its first call tries again.
+const mcpStartWait = 20 * time.Second
 
 type nopWriteCloser struct{ io.Writer }
 

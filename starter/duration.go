@@ -13,10 +13,12 @@ import (
 // "Walkthrough").
 type durationValue struct{ d *time.Duration }
 
-// String renders the current value as a Go duration.
+// String renders the current value as a Go duration; zero (or unset) is
+// "0", which pflag takes for "no default" and so leaves out of help texts
+// (a flag's usage says what an unset flag means).
 func (v durationValue) String() string {
-	if v.d == nil {
-		return "0s"
+	if v.d == nil || *v.d == 0 {
+		return "0"
 	}
 	return v.d.String()
 }
@@ -38,8 +40,14 @@ func (durationValue) Type() string { return "duration" }
 // (ExecRequest.TimeoutS): "2s", "2m" and "120" are accepted, "1500ms" is not.
 type secondsValue struct{ n *int }
 
-// String renders the current value as a Go duration.
-func (v secondsValue) String() string { return (time.Duration(*v.n) * time.Second).String() }
+// String renders the current value as a Go duration; zero (or unset) is
+// "0", as for durationValue.String.
+func (v secondsValue) String() string {
+	if v.n == nil || *v.n == 0 {
+		return "0"
+	}
+	return (time.Duration(*v.n) * time.Second).String()
+}
 
 // Set parses s with sandbox.ParseDuration and keeps it in whole seconds.
 func (v secondsValue) Set(s string) error {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // TestDurationFlags: every duration flag of sandboxctl takes a Go duration
@@ -60,5 +62,29 @@ func TestDurationFlags(t *testing.T) {
 	}
 	if err := json.Unmarshal(stderr.Bytes(), &e); err != nil || e.Error.Type != "InvalidArgument" || !strings.Contains(e.Error.Message, "--timeout") || !strings.Contains(e.Error.Message, "whole number of seconds") {
 		t.Errorf("exec --timeout 1500ms: %q (%v)", stderr.String(), err)
+	}
+}
+
+// TestHelpShowsOneDefault: no flag's help reads "(default …) (default …)"
+// (exec --timeout showed its own default and pflag's "0s").
+func TestHelpShowsOneDefault(t *testing.T) {
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		for _, line := range strings.Split(cmd.LocalFlags().FlagUsages(), "\n") {
+			if strings.Count(line, "(default") > 1 {
+				t.Errorf("sandboxctl %s: %s", cmd.CommandPath(), strings.TrimSpace(line))
+			}
+		}
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk((&cli{}).rootCommand())
+	exec, _, err := (&cli{}).rootCommand().Find([]string{"exec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := exec.Flags().FlagUsages(); !strings.Contains(u, "(default 10m, at most 2h)\n") {
+		t.Errorf("exec --timeout help: %s", u)
 	}
 }

@@ -93,3 +93,18 @@ func TestMCPCommandRefusesBadBindings(t *testing.T) {
 		assert.True(t, strings.Contains(r.stderr, c.want), "%v: %s", c.args, r.stderr)
 	}
 }
+
+// TestMCPCommandRefusesUnknownWorkspace: a well-formed id no workspace has
+// fails at start-up with WorkspaceNotFound and exit 1 (as every other
+// command does), instead of serving read tools that cannot work.
+func TestMCPCommandRefusesUnknownWorkspace(t *testing.T) {
+	bin := buildCLI(t)
+	h := startHost(t, "mcp-unknown")
+	r := runCLI(t, bin, h.Config.TaskQueue, "", "mcp", "--workspace", "ws-0123456789abcdef01234567")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "WorkspaceNotFound", r.stderr)
+	assert.Empty(t, r.stdout, "no MCP traffic from a server that did not start")
+	r = runCLI(t, bin, h.Config.TaskQueue, "", "mcp", "--workspace", "ws-0123456789abcdef01234567", "--json")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, `"type":"WorkspaceNotFound"`, r.stderr)
+}

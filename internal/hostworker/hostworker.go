@@ -313,6 +313,12 @@ func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Info("payloads are stored in plaintext in Temporal's history: set SANDBOX_PAYLOAD_KEYS to encrypt them (docs/SECURITY.md)")
 	}
 	if h.Client, err = temporalconn.Dial(ctx, conn, copts); err != nil {
+		var de *temporalconn.DialError
+		if !embedded && errors.As(err, &de) && de.Hint == "" {
+			// The address came from TEMPORAL_ADDRESS (or a profile): say
+			// that it replaces the embedded server (README "Configuration").
+			de.Hint = "TEMPORAL_ADDRESS or the Temporal profile sets this address, which turns off the embedded server: start that server, or unset TEMPORAL_ADDRESS to embed one"
+		}
 		return err
 	}
 	h.ownsClient = true

@@ -60,7 +60,7 @@ func NewServer(ctx context.Context, ws *Workspace, opts Options) *Server {
 	}
 	s := &Server{ws: ws, opts: opts, log: log, first: make(chan struct{})}
 	s.Server = mcp.NewServer(&mcp.Implementation{Name: "sandboxcore", Title: "sandboxcore workspace", Version: opts.Version}, &mcp.ServerOptions{
-		Instructions: instructions,
+		Instructions: Instructions(ws.Caps()),
 		Logger:       log,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
@@ -78,11 +78,24 @@ func NewServer(ctx context.Context, ws *Workspace, opts Options) *Server {
 	return s
 }
 
-const instructions = "Tools working in one sandboxcore workspace: a git worktree of the user's repository on its own branch, " +
-	"kept durably by the service. Paths are relative to the repository root. Read and change files with sandbox_text_editor, " +
-	"run commands with sandbox_shell (sh -c in an isolated runtime), page through long output with sandbox_output, " +
-	"find code with sandbox_search, and see, commit and push your work with sandbox_git. Work is kept across sessions: " +
-	"commit it with sandbox_git when done."
+// Instructions returns the MCP server instructions for caps: they name only
+// the tools and git commands Tools(caps) offers (on a read-only workspace,
+// or one not known yet, no sandbox_shell, sandbox_output, commit or push).
+// The server sends them once, at initialize, so NewServer uses the
+// capabilities known when it is made.
+func Instructions(caps Caps) string {
+	b := "Tools working in one sandboxcore workspace: a git worktree of the user's repository on its own branch, " +
+		"kept durably by the service. Paths are relative to the repository root. "
+	if !caps.Writable {
+		return b + "The workspace is read-only: view files and directories with sandbox_text_editor (view), " +
+			"find code with sandbox_search, and see its state, changes against the base commit and history with sandbox_git " +
+			"(status, diff, log)."
+	}
+	return b + "Read and change files with sandbox_text_editor, " +
+		"run commands with sandbox_shell (sh -c in an isolated runtime), page through long output with sandbox_output, " +
+		"find code with sandbox_search, and see, commit and push your work with sandbox_git. Work is kept across sessions: " +
+		"commit it with sandbox_git when done."
+}
 
 // ensure installs the tool set: once the workspace is acquired, the full set
 // for its capabilities; before that (or when acquiring failed) the set the
@@ -168,10 +181,9 @@ func Tools(caps Caps) []Tool {
 		editorCommands = []string{"view", sandboxapi.EditCreate, sandboxapi.EditStrReplace, sandboxapi.EditInsert}
 		gitCommands = append(gitCommands, writeGitCommands...)
 	}
-	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}
 	var set []Tool
 	editorDesc := "View a file of the workspace with numbered lines (view_range [start, end] for a part) or a directory two levels deep (hidden and git-ignored entries left out)."
-	editorAnn := readOnly
+	editorAnn := &mcp.ToolAnnotations{Title: "Text editor", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}
 	if w {
 		editorDesc += " Create a file (create: file_text, parents made), replace a unique string (str_replace: old_str must occur exactly once — add surrounding lines to make it unique; new_str may be empty), or insert lines (insert: new_str after line insert_line, 0 = before the first line). Edits are applied in one step by the service and answer with the numbered lines around the change."
 		editorAnn = &mcp.ToolAnnotations{Title: "Text editor", DestructiveHint: ptr(true), OpenWorldHint: ptr(false)}

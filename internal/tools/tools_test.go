@@ -2,6 +2,7 @@ package tools
 
 import (
 	"encoding/json"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -124,4 +125,36 @@ func TestCutToRuneAndDiffFilter(t *testing.T) {
 	assert.Equal(t, "diff --git a/dir/b.txt b/dir/b.txt\n+b\n", f.Patch)
 	_, err = filterDiff(d, []string{"../x"})
 	require.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath)
+}
+
+func TestInstructionsFollowTheToolSet(t *testing.T) {
+	mentioned := regexp.MustCompile(`sandbox_[a-z_]+`)
+	for _, caps := range []Caps{{}, {Known: true}, {Known: true, CodeHost: true}, {Known: true, Writable: true}, {Known: true, Writable: true, CodeHost: true}} {
+		text := Instructions(caps)
+		offered := names(Tools(caps))
+		for _, name := range mentioned.FindAllString(text, -1) {
+			assert.Contains(t, offered, name, "%+v: the instructions name %s, which is not offered: %s", caps, name, text)
+		}
+		verbs := strings.ReplaceAll(text, "base commit", "") // a noun, not the git command
+		for _, word := range []string{"commit", "push"} {
+			if caps.Writable {
+				assert.Contains(t, verbs, word, "%+v", caps)
+			} else {
+				assert.NotContains(t, verbs, word, "%+v: %s", caps, text)
+			}
+		}
+		assert.Equal(t, caps.Writable, strings.Contains(text, Shell), "%+v: %s", caps, text)
+	}
+}
+
+func TestToolTitles(t *testing.T) {
+	want := map[string]string{TextEditor: "Text editor", Shell: "Shell", Output: "Command output", Search: "Search", Git: "Git", PR: "Pull request"}
+	for _, caps := range []Caps{{}, {Known: true, Writable: true, CodeHost: true}} {
+		for _, tool := range Tools(caps) {
+			if w, ok := want[tool.Def.Name]; ok {
+				assert.Equal(t, w, tool.Def.Annotations.Title, "%+v: %s", caps, tool.Def.Name)
+			}
+			assert.NotEqual(t, tool.Def.Name, tool.Def.Annotations.Title, "%+v: a title, not the tool's name", caps)
+		}
+	}
 }

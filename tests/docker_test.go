@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestDockerEndToEnd is the Docker runtime end to end: acquire →
@@ -96,9 +97,12 @@ func TestDockerEndToEnd(t *testing.T) {
 	// loopback URL the update returns.
 	runtimetest.BuildPreviewServer(t, ws.LocalPath)
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "index.txt"), []byte("served from the container\n"), 0o644))
-	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "./previewserver 8080 >/dev/null 2>&1 &"}})
+	// A server outlives the command that starts it only as a background
+	// process (an exec's own children end with it: docs/SECURITY.md
+	// "Process model").
+	srv, err := s.ProcessStart(ctx, sandboxapi.ProcessStartInput{Cmd: []string{"./previewserver", "8080"}, Tag: "preview"})
 	require.NoError(t, err)
-	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
+	require.False(t, srv.Process.Exited, "%+v", srv.Process)
 	pv, err := s.PreviewURL(ctx, 8080)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(pv.URL, "http://127.0.0.1:"), pv.URL)

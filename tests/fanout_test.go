@@ -452,8 +452,10 @@ func TestFanoutSurvivesWorkerKill(t *testing.T) {
 	assert.Contains(t, clean, "bad failed exit=3 merge=skipped files=[bad.txt]")
 	assert.True(t, strings.HasSuffix(clean, "status="), "the conversation ends clean")
 
-	// The kill hit the scripts: their first exec failed with the worker and
-	// the retried step ran them again under a new update id.
+	// The kill hit the scripts: each script's exec either re-attached to
+	// its command (one update: runtime processes outlive the worker) or, on
+	// a runtime without processes, failed with the worker and ran again
+	// under a new update id (two).
 	for _, tr := range rep.Tasks {
 		accepted := 0
 		for _, ev := range history(t, tr.WorkflowID, "").GetEvents() {
@@ -461,6 +463,6 @@ func TestFanoutSurvivesWorkerKill(t *testing.T) {
 				accepted++
 			}
 		}
-		assert.Equal(t, 2, accepted, "%s: exec updates in the task session", tr.TaskID)
+		assert.Contains(t, []int{1, 2}, accepted, "%s: exec updates in the task session", tr.TaskID)
 	}
 }

@@ -66,6 +66,15 @@ func (m *Metrics) ObserveActivity(name string, arg, out any, err error, took tim
 	switch name {
 	case wire.ActivityExec:
 		m.observeExec(arg, out, err)
+	case wire.ActivityExecStart:
+		// The fast path of an exec: a command that ended within its wait
+		// (or failed to start) counts here; one still running is counted by
+		// the ActivityExec that waits for it.
+		if r, ok := out.(wire.ExecStartResult); err != nil {
+			m.observeExec(arg, nil, err)
+		} else if ok && r.Done {
+			m.observeExec(arg, r.Result, nil)
+		}
 	case wire.ActivityHibernate:
 		if r, ok := out.(sandboxapi.HibernateResult); ok && err == nil && r.Stopped {
 			m.runtimeStopped(workspaceOf(arg), "hibernate")

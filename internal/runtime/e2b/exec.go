@@ -448,11 +448,7 @@ func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) er
 		if ctx.Err() != nil {
 			return ctxErr(ctx, "follow the command")
 		}
-		mapped := f.r.p.mapConnect(ctx, err, "follow process "+f.tag)
-		if sandbox.KindOf(mapped) == sandbox.ErrNotFound {
-			return errEnded // it ended between the connect and the read, as a connect finding none
-		}
-		if sandbox.KindOf(mapped) != sandbox.ErrRuntimeUnavailable {
+		if mapped := f.r.p.mapConnect(ctx, err, "follow process "+f.tag); sandbox.KindOf(mapped) != sandbox.ErrRuntimeUnavailable {
 			return mapped // envd's decision (an access token refused, …), not a cut
 		}
 		// The stream broke: follow the process again by its tag. What was

@@ -36,21 +36,6 @@ import (
 // back: an exec costs one execute request and one download (plus one upload
 // when the host changed something or stdin is given).
 
-// killLib kills the process group and the session of a pid: everything the
-// command started except processes that left its session.
-const killLib = `x_kill() {
-	xk=$1
-	kill -9 -"$xk" 2>/dev/null
-	for d in /proc/[0-9]*; do
-		read -r s < "$d/stat" 2>/dev/null || continue
-		s=${s##*) }
-		set -- $s
-		[ "$4" = "$xk" ] && kill -9 "${d#/proc/}" 2>/dev/null
-	done
-	return 0
-}
-`
-
 // execLib runs the command. Variables: X (exec scratch dir), XO (out dir),
 // X_TIMEOUT (s), X_HEAD, X_TAIL (bytes kept per stream), X_CWD, X_STDIN.
 const execLib = `x_cmd() {
@@ -110,7 +95,7 @@ func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest, hasStdin bool
 		replica.ShQuote(x), replica.ShQuote(p.OutDir()), int(req.Timeout()/time.Second),
 		req.OutputCap()/2, req.OutputCap()-req.OutputCap()/2, replica.ShQuote(req.Cwd), b2i(hasStdin))
 	b.WriteString(replica.Lib())
-	b.WriteString(killLib)
+	b.WriteString(replica.KillFunction)
 	b.WriteString(execLib)
 	b.WriteString(replica.ExecFunction(env, req.Cmd))
 	b.WriteString(`rp_apply
@@ -505,7 +490,7 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *streamState) 
 func (r *Runtime) cancel(dir string) {
 	ctx, c := context.WithTimeout(context.Background(), 15*time.Second)
 	defer c()
-	script := killLib + fmt.Sprintf(`X=%s/x; XO=%s/out; : > "$XO/cancelled" 2>/dev/null; p=$(cat "$X/pgid" 2>/dev/null) && x_kill "$p"; exit 0`, replica.ShQuote(dir), replica.ShQuote(dir))
+	script := replica.CancelScript(dir)
 	if _, _, err := r.run(ctx, script); err != nil {
 		r.p.log.Warn("daytona: kill a cancelled command", "runtime", r.id, "error", err)
 	}

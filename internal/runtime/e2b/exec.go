@@ -46,21 +46,6 @@ const (
 	TagRun  = "sandboxcore-run-"
 )
 
-// killLib kills the process group and the session of a pid: everything the
-// command started except processes that left its session.
-const killLib = `x_kill() {
-	xk=$1
-	kill -9 -"$xk" 2>/dev/null
-	for d in /proc/[0-9]*; do
-		read -r s < "$d/stat" 2>/dev/null || continue
-		s=${s##*) }
-		set -- $s
-		[ "$4" = "$xk" ] && kill -9 "${d#/proc/}" 2>/dev/null
-	done
-	return 0
-}
-`
-
 // execLib runs the command. Variables: X (exec scratch dir), XO (out dir),
 // X_TIMEOUT (s), X_HEAD, X_TAIL (bytes kept per stream), X_CWD, X_STDIN.
 // File descriptors 5 and 6 are the wrapper's stdout and stderr (envd's
@@ -125,7 +110,7 @@ func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest, hasStdin bool
 		replica.ShQuote(x), replica.ShQuote(p.OutDir()), int(req.Timeout()/time.Second),
 		req.OutputCap()/2, req.OutputCap()-req.OutputCap()/2, replica.ShQuote(req.Cwd), b2i(hasStdin))
 	b.WriteString(replica.Lib())
-	b.WriteString(killLib)
+	b.WriteString(replica.KillFunction)
 	b.WriteString(execLib)
 	b.WriteString(replica.ExecFunction(env, req.Cmd))
 	b.WriteString(`rp_apply
@@ -529,7 +514,7 @@ func (r *Runtime) kill(ctx context.Context, dir string) {
 	if env == nil {
 		return
 	}
-	script := killLib + fmt.Sprintf(`X=%s/x; XO=%s/out; : > "$XO/cancelled" 2>/dev/null; p=$(cat "$X/pgid" 2>/dev/null) && x_kill "$p"; exit 0`, replica.ShQuote(dir), replica.ShQuote(dir))
+	script := replica.CancelScript(dir)
 	if _, _, err := env.run(ctx, script); err != nil {
 		r.p.log.Warn("e2b: kill a cancelled command", "runtime", r.id, "error", err)
 	}
@@ -547,7 +532,7 @@ func (r *Runtime) killCommands(ctx context.Context, env *envdClient) {
 		return
 	}
 	var b strings.Builder
-	b.WriteString(killLib)
+	b.WriteString(replica.KillFunction)
 	n := 0
 	for _, pi := range procs {
 		id, ok := strings.CutPrefix(pi.GetTag(), TagExec)

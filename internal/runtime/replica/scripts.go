@@ -252,3 +252,27 @@ func ExecFunction(env, cmd []string) string {
 	fmt.Fprintf(&b, "\texec setsid env -i %s /bin/sh -c 'unset PWD; exec \"$@\"' sh %s\n}\n", strings.Join(envWords, " "), strings.Join(argv, " "))
 	return b.String()
 }
+
+// KillFunction is the sh function x_kill PID: it kills PID's process group
+// and every process of its session — everything a command started except
+// processes that left its session (setsid). It always returns 0.
+const KillFunction = `x_kill() {
+	xk=$1
+	kill -9 -"$xk" 2>/dev/null
+	for d in /proc/[0-9]*; do
+		read -r s < "$d/stat" 2>/dev/null || continue
+		s=${s##*) }
+		set -- $s
+		[ "$4" = "$xk" ] && kill -9 "${d#/proc/}" 2>/dev/null
+	done
+	return 0
+}
+`
+
+// CancelScript returns the script that cancels the command of the exec
+// pass whose directory is dir (dir/x its scratch, dir/out its results):
+// it marks the pass cancelled and kills the command's tree (KillFunction)
+// from the process group id the pass recorded; nothing to kill is success.
+func CancelScript(dir string) string {
+	return KillFunction + fmt.Sprintf(`X=%s/x; XO=%s/out; : > "$XO/cancelled" 2>/dev/null; p=$(cat "$X/pgid" 2>/dev/null) && x_kill "$p"; exit 0`, shQuote(dir), shQuote(dir))
+}

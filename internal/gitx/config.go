@@ -56,6 +56,18 @@ type Inspection struct {
 	Poisoned []Poison
 	// overrides are added to every call on the repository (after Call.Config).
 	overrides []ConfigEntry
+	// keys are the variables the repository's configuration sets (any scope
+	// but "command"), as `git config --list` names them (section and name
+	// lower-cased).
+	keys map[string]bool
+}
+
+// Sets reports whether the inspected configuration (not the runner's own
+// `-c` hardening) sets key, written as `git config --list` names it
+// (section and variable name lower-case, e.g. "core.attributesfile"). A nil
+// Inspection sets nothing.
+func (in *Inspection) Sets(key string) bool {
+	return in != nil && in.keys[key]
 }
 
 // Redirects returns the poisoned variables that make network calls refuse
@@ -122,7 +134,15 @@ func (r *Runner) inspect(ctx context.Context, dir string, env []string) (*Inspec
 	if err != nil {
 		return nil, err
 	}
-	return analyze(parseConfigList(out)), nil
+	list := parseConfigList(out)
+	in := analyze(list)
+	in.keys = map[string]bool{}
+	for _, e := range list {
+		if e.Scope != "command" {
+			in.keys[e.Key] = true
+		}
+	}
+	return in, nil
 }
 
 // scopedEntry is one line of `git config --list --show-scope -z`.

@@ -557,3 +557,19 @@ func TestNoPromptNoLeftover(t *testing.T) {
 	var ge *Error
 	require.True(t, errors.As(err, &ge))
 }
+
+// TestInspectionSets: Sets names the variables the repository's own
+// configuration sets (as `git config --list` spells them), never the
+// runner's `-c` hardening, and a nil Inspection sets nothing.
+func TestInspectionSets(t *testing.T) {
+	h := newHostile(t)
+	ins, err := h.r.Inspect(context.Background(), Call{Dir: h.repo})
+	require.NoError(t, err)
+	assert.False(t, ins.Sets("core.attributesfile"))
+	assert.False(t, ins.Sets("core.hookspath"), "the runner's own -c is not the repository's")
+	h.config("core.attributesFile", "/dev/null")
+	ins, err = h.r.Inspect(context.Background(), Call{Dir: h.repo})
+	require.NoError(t, err)
+	assert.True(t, ins.Sets("core.attributesfile"))
+	assert.False(t, (*Inspection)(nil).Sets("core.attributesfile"))
+}

@@ -182,14 +182,47 @@ func (m *Manager) hasAttributes(ctx context.Context, w *wtRepo) (bool, error) {
 		}
 	}
 	if !has {
-		out, err := w.git.with(readEnv).run(ctx, "ls-files", "-z", "--cached", "--", ":(glob).gitattributes", ":(glob)**/.gitattributes")
+		out, err := w.stageEntries(ctx)
 		if err != nil {
-			return false, gitx.Classify(err, "git ls-files .gitattributes", sandbox.ErrWorkspaceUnavailable)
+			return false, err
 		}
-		has = len(out) > 0
+		has = len(attributesFiles(out)) > 0
 	}
 	w.attrs = &has
 	return has, nil
+}
+
+// attributesFiles returns the .gitattributes entries of an index listing
+// (`git ls-files -s -z`: "<mode> <blob> <stage>\t<path>\0"), each path once
+// (the first stage listed), in index order: the paths `git ls-files --cached
+// -- ':(glob).gitattributes' ':(glob)**/.gitattributes'` prints, read from
+// the listing the operation already holds instead of another git process.
+func attributesFiles(stage []byte) []stageEntry {
+	var out []stageEntry
+	for _, e := range parseStage(stage) {
+		if (e.path == ".gitattributes" || strings.HasSuffix(e.path, "/.gitattributes")) && (len(out) == 0 || out[len(out)-1].path != e.path) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// stageEntry is one record of `git ls-files -s -z`.
+type stageEntry struct {
+	mode, blob, stage, path string
+}
+
+// parseStage parses `git ls-files -s -z` ("<mode> <blob> <stage>\t<path>\0"
+// per entry), skipping malformed records.
+func parseStage(out []byte) []stageEntry {
+	var list []stageEntry
+	for _, rec := range strings.Split(string(out), "\x00") {
+		meta, p, ok := strings.Cut(rec, "\t")
+		if f := strings.Fields(meta); ok && len(f) == 3 {
+			list = append(list, stageEntry{mode: f[0], blob: f[1], stage: f[2], path: p})
+		}
+	}
+	return list
 }
 
 // addBaseline records paths (just written by sandboxcore, e.g. LFS content

@@ -87,6 +87,8 @@ type wtRepo struct {
 	stage []byte
 	// attrs memoizes hasAttributes.
 	attrs *bool
+	// lfsAttr memoizes mayTrackLFS.
+	lfsAttr *bool
 }
 
 // stageEntries returns `git ls-files -s -z` of the real index (memoized).

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -61,7 +62,7 @@ type lfsFile struct {
 // lfsPointers lists the LFS-tracked paths (attribute filter=lfs) whose
 // worktree file is a pointer.
 func (m *Manager) lfsPointers(ctx context.Context, w *wtRepo) ([]lfsFile, error) {
-	if has, err := m.hasAttributes(ctx, w); err != nil || !has {
+	if may, err := m.mayTrackLFS(ctx, w); err != nil || !may {
 		return nil, err // nothing can be filter=lfs
 	}
 	out, err := w.git.with(readEnv).run(ctx, "ls-files", "-z", "--cached", "--", ":(attr:filter=lfs)")
@@ -93,6 +94,100 @@ func (m *Manager) lfsPointers(ctx context.Context, w *wtRepo) ([]lfsFile, error)
 		}
 	}
 	return files, nil
+}
+
+// maxAttributesRead bounds the gitattributes file mayTrackLFS reads; a
+// larger one is not read (the LFS scan runs).
+const maxAttributesRead = 1 << 20
+
+// mayTrackLFS reports whether any tracked path can carry filter=lfs, so
+// that lfsPointers runs its `git ls-files ':(attr:filter=lfs)'` only then
+// (memoized in w.lfsAttr). False only when it is certain: no gitattributes
+// file applies (hasAttributes), or none of the files git reads attributes
+// from for a tracked path holds the bytes "filter=lfs" (an attribute is
+// set by a `filter=lfs` token, or by a macro whose definition holds one):
+// the repository's info/attributes, and `.gitattributes` in the worktree
+// root and in every directory holding a tracked path (git reads a
+// directory's worktree file, tracked or not, and that path's index entry
+// when the worktree has none; gitattributes(5)). Anything it cannot read as
+// git would — the configuration sets core.attributesFile or attr.tree, a
+// conflicted or worktree-deleted .gitattributes (git would read the index
+// blob), one that is not a regular file, too large, or out of reach —
+// answers true. Errors: as stageEntries.
+func (m *Manager) mayTrackLFS(ctx context.Context, w *wtRepo) (bool, error) {
+	if w.lfsAttr != nil {
+		return *w.lfsAttr, nil
+	}
+	may, err := m.lfsAttributesPossible(ctx, w)
+	if err != nil {
+		return false, err
+	}
+	w.lfsAttr = &may
+	return may, nil
+}
+
+// lfsAttributesPossible is mayTrackLFS without the memo.
+func (m *Manager) lfsAttributesPossible(ctx context.Context, w *wtRepo) (bool, error) {
+	if has, err := m.hasAttributes(ctx, w); err != nil || !has {
+		return false, err
+	}
+	if w.git.ins.Sets("core.attributesfile") || w.git.ins.Sets("attr.tree") {
+		return true, nil
+	}
+	for _, dir := range []string{w.bare, w.admin} {
+		b, err := os.ReadFile(filepath.Join(dir, "info", "attributes"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil || bytes.Contains(b, []byte("filter=lfs")) {
+			return true, nil
+		}
+	}
+	stage, err := w.stageEntries(ctx)
+	if err != nil {
+		return false, err
+	}
+	entries := parseStage(stage)
+	tracked := map[string]bool{} // .gitattributes paths of the index
+	dirs := map[string]bool{"": true}
+	for _, e := range entries {
+		if e.path == ".gitattributes" || strings.HasSuffix(e.path, "/.gitattributes") {
+			if e.stage != "0" {
+				return true, nil
+			}
+			tracked[e.path] = true
+		}
+		for d := path.Dir(e.path); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	root, err := os.OpenRoot(w.wt)
+	if err != nil {
+		return true, nil
+	}
+	defer root.Close()
+	for d := range dirs {
+		if attributesMayHoldLFS(root, path.Join(d, ".gitattributes"), tracked) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// attributesMayHoldLFS reports whether the worktree's gitattributes file p
+// (slash-separated, relative to root) may set filter=lfs (mayTrackLFS): it
+// holds the bytes, or it cannot be read as git reads it. A missing file is
+// false unless the index tracks p (git then reads the index blob).
+func attributesMayHoldLFS(root *os.Root, p string, tracked map[string]bool) bool {
+	fi, err := root.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return tracked[p]
+	}
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxAttributesRead {
+		return true
+	}
+	data, err := readSmall(root, p, maxAttributesRead)
+	return err != nil || bytes.Contains(data, []byte("filter=lfs"))
 }
 
 // LFSPointers lists the workspace's LFS-tracked files that are still

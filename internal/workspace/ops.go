@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -58,9 +59,15 @@ func head(ctx context.Context, g gitCtx) (commit, branch string, err error) {
 // remote-tracking branch, tag or recorded push holds), and ConfigWarnings
 // (the poisoned configuration variables gitx found). HEAD and the branch come
 // from the status call's own branch header (and the worktree's HEAD file for
-// the branch's full name): two or three git processes after the
-// configuration's inspection, the status and the unpushed count running
-// concurrently (before: six, one after the other; docs/BENCHMARKS.md).
+// the branch's full name). After the configuration's inspection, three git
+// processes run concurrently: the status, the unpushed count and the index
+// listing (`git ls-files -s`) that the baseline, submodule and attribute
+// checks share; more run only where they have something to look at: the
+// `rev-list --count` when HEAD moved, a hash of the files the baseline
+// records that status lists as modified, the .gitmodules read when the index
+// has gitlinks and a status in each checked-out submodule, and the LFS scan
+// when a gitattributes file may set filter=lfs (mayTrackLFS;
+// docs/BENCHMARKS.md).
 // Files still as checked out (the baseline, baseline.go) are not listed;
 // a checked-out submodule whose files changed is listed as " M <path>"
 // (submodules.go); LFSPointers and UninitializedSubmodules are reported.
@@ -79,13 +86,21 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	}
 	var unpushed int
 	var unpushedErr error
-	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		unpushed, unpushedErr = bkUnpushedCommits(ctx, g)
 	}()
+	go func() {
+		// The index listing the submodule, baseline and attribute checks
+		// read (memoized in w); a failure is met again, in its place, by
+		// the first of them.
+		defer wg.Done()
+		_, _ = w.stageEntries(ctx)
+	}()
 	out, err := g.run(ctx, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
-	<-done
+	wg.Wait()
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
 	}

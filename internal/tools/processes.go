@@ -99,6 +99,21 @@ func yield(ms, def int) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
+// collectLimits validates a call's yield_time_ms (def when 0) and
+// max_output_bytes: how long collect waits and how many bytes it returns
+// (yield, outCap; the yield error first). Errors: ErrInvalidArgument.
+func collectLimits(yieldMS, def, maxOut int) (time.Duration, int, error) {
+	wait, err := yield(yieldMS, def)
+	if err != nil {
+		return 0, 0, err
+	}
+	limit, err := outCap(maxOut)
+	if err != nil {
+		return 0, 0, err
+	}
+	return wait, limit, nil
+}
+
 func outCap(n int) (int, error) {
 	if n == 0 {
 		return DefaultInteractiveOut, nil
@@ -117,11 +132,7 @@ func (x *Interactive) Exec(ctx context.Context, s *sandboxclient.Session, in Exe
 	if strings.TrimSpace(in.Cmd) == "" {
 		return ExecToolOutput{}, "", sandboxapi.FieldError("cmd", "cmd is empty")
 	}
-	wait, err := yield(in.YieldTimeMS, DefaultExecYieldMS)
-	if err != nil {
-		return ExecToolOutput{}, "", err
-	}
-	limit, err := outCap(in.MaxOutputBytes)
+	wait, limit, err := collectLimits(in.YieldTimeMS, DefaultExecYieldMS, in.MaxOutputBytes)
 	if err != nil {
 		return ExecToolOutput{}, "", err
 	}
@@ -144,11 +155,7 @@ func (x *Interactive) WriteStdin(ctx context.Context, s *sandboxclient.Session, 
 	if in.SessionID == "" {
 		return ExecToolOutput{}, "", sandboxapi.FieldError("session_id", "session_id is empty")
 	}
-	wait, err := yield(in.YieldTimeMS, DefaultWriteYieldMS)
-	if err != nil {
-		return ExecToolOutput{}, "", err
-	}
-	limit, err := outCap(in.MaxOutputBytes)
+	wait, limit, err := collectLimits(in.YieldTimeMS, DefaultWriteYieldMS, in.MaxOutputBytes)
 	if err != nil {
 		return ExecToolOutput{}, "", err
 	}

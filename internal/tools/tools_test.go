@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -157,4 +158,21 @@ func TestToolTitles(t *testing.T) {
 			assert.NotEqual(t, tool.Def.Name, tool.Def.Annotations.Title, "%+v: a title, not the tool's name", caps)
 		}
 	}
+}
+
+// TestCollectLimits: yield_time_ms (its default when 0) and
+// max_output_bytes are checked together, the yield first.
+func TestCollectLimits(t *testing.T) {
+	wait, limit, err := collectLimits(0, DefaultExecYieldMS, 0)
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(DefaultExecYieldMS)*time.Millisecond, wait)
+	assert.Equal(t, DefaultInteractiveOut, limit)
+	wait, limit, err = collectLimits(MinYieldTimeMS, DefaultWriteYieldMS, 100)
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(MinYieldTimeMS)*time.Millisecond, wait)
+	assert.Equal(t, 100, limit)
+	_, _, err = collectLimits(MaxYieldTimeMS+1, DefaultExecYieldMS, -1)
+	assert.Equal(t, "yield_time_ms", ErrorFor(err).Field)
+	_, _, err = collectLimits(0, DefaultExecYieldMS, MaxInteractiveOut+1)
+	assert.Equal(t, "max_output_bytes", ErrorFor(err).Field)
 }

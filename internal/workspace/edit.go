@@ -60,15 +60,9 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 	if err := in.Validate(); err != nil {
 		return sandboxapi.EditFileResult{}, err
 	}
-	rel, err := sandbox.CleanRelPath(in.Path)
+	rel, err := writableRel("edit", in.Path)
 	if err != nil {
 		return sandboxapi.EditFileResult{}, err
-	}
-	if rel == "." {
-		return sandboxapi.EditFileResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: is the workspace root", in.Path)
-	}
-	if sandbox.IsGitMetadataPath(rel) {
-		return sandboxapi.EditFileResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: paths inside .git are not writable", rel)
 	}
 	r, err := openRoot(ws)
 	if err != nil {

@@ -32,6 +32,42 @@ import (
 // '-' is ErrInvalidArgument instead (option injection; "./-n" names
 // the file).
 
+// openPath is the start of a read of path p in ws: ctx not done, p cleaned
+// (sandbox.CleanRelPath) into rel, the worktree opened as a root (openRoot;
+// the caller closes it). Errors: ctx's, as CleanRelPath, as openRoot.
+func openPath(ctx context.Context, ws sandbox.Workspace, p string) (*os.Root, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	rel, err := sandbox.CleanRelPath(p)
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := openRoot(ws)
+	if err != nil {
+		return nil, "", err
+	}
+	return r, rel, nil
+}
+
+// writableRel cleans p (sandbox.CleanRelPath) for a write or an edit (verb,
+// in the messages): never the workspace root, never inside .git
+// (sandbox.IsGitMetadataPath). Errors: as CleanRelPath,
+// ErrInvalidWorkspacePath.
+func writableRel(verb, p string) (string, error) {
+	rel, err := sandbox.CleanRelPath(p)
+	if err != nil {
+		return "", err
+	}
+	if rel == "." {
+		return "", sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: is the workspace root", verb, p)
+	}
+	if sandbox.IsGitMetadataPath(rel) {
+		return "", sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: paths inside .git are not writable", verb, rel)
+	}
+	return rel, nil
+}
+
 // openRoot opens the worktree directory as an os.Root.
 func openRoot(ws sandbox.Workspace) (*os.Root, error) {
 	l, err := locate(ws)
@@ -76,14 +112,7 @@ func pathError(op, rel string, err error) error {
 // path; a directory or special file), ErrResourceLimit (larger than
 // sandbox.MaxFileBytes), ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath).
 func (m *Manager) ReadFile(ctx context.Context, ws sandbox.Workspace, p string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rel, err := sandbox.CleanRelPath(p)
-	if err != nil {
-		return nil, err
-	}
-	r, err := openRoot(ws)
+	r, rel, err := openPath(ctx, ws, p)
 	if err != nil {
 		return nil, err
 	}
@@ -140,15 +169,9 @@ func (m *Manager) WriteFile(ctx context.Context, ws sandbox.Workspace, p string,
 	if len(data) > sandbox.MaxFileBytes {
 		return sandbox.Errorf(sandbox.ErrResourceLimit, "write %q: %d bytes is over the %d-byte limit", p, len(data), sandbox.MaxFileBytes)
 	}
-	rel, err := sandbox.CleanRelPath(p)
+	rel, err := writableRel("write", p)
 	if err != nil {
 		return err
-	}
-	if rel == "." {
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: is the workspace root", p)
-	}
-	if sandbox.IsGitMetadataPath(rel) {
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write %q: paths inside .git are not writable", rel)
 	}
 	r, err := openRoot(ws)
 	if err != nil {
@@ -229,14 +252,7 @@ func replaceFile(r *os.Root, rel string, data []byte, mode uint32, op string) er
 // escaping or missing path; not a directory), ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath).
 func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) ([]sandbox.FileEntry, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rel, err := sandbox.CleanRelPath(p)
-	if err != nil {
-		return nil, err
-	}
-	r, err := openRoot(ws)
+	r, rel, err := openPath(ctx, ws, p)
 	if err != nil {
 		return nil, err
 	}

@@ -284,3 +284,18 @@ func TestSizeBytes(t *testing.T) {
 	_, err = f.m.SizeBytes(ctx, ws)
 	requireKind(t, err, sandbox.ErrWorkspaceNotFound)
 }
+
+// TestWritableRel: a write or an edit never targets the workspace root or
+// a path inside .git, and names its verb in the refusal.
+func TestWritableRel(t *testing.T) {
+	rel, err := writableRel("write", "./src/a.go")
+	require.NoError(t, err)
+	assert.Equal(t, "src/a.go", rel)
+	for _, p := range []string{".", "", ".git/config", "sub/.git/HEAD"} {
+		_, err := writableRel("edit", p)
+		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+		assert.Contains(t, sandbox.Message(err), "edit ", p)
+	}
+	_, err = writableRel("write", "../x")
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+}

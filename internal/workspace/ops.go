@@ -84,41 +84,14 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
 	}
-	var unpushed int
-	var unpushedErr error
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		unpushed, unpushedErr = bkUnpushedCommits(ctx, g)
-	}()
-	go func() {
-		// The index listing the submodule, baseline and attribute checks
-		// read (memoized in w); a failure is met again, in its place, by
-		// the first of them.
-		defer wg.Done()
-		_, _ = w.stageEntries(ctx)
-	}()
-	out, err := g.run(ctx, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
-	wg.Wait()
-	if err != nil {
-		return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
-	}
-	h, branch, files, err := parseStatusV2(out)
+	wt, err := m.porcelainStatus(ctx, w, g)
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
 	}
-	if branch, err = branchOf(ctx, g, w.admin, branch); err != nil {
-		return sandbox.WorkspaceStatus{}, err
-	}
-	if unpushedErr != nil {
-		return sandbox.WorkspaceStatus{}, unpushedErr
-	}
-	files, err = m.withoutCheckedOut(ctx, w, files)
+	files, err := m.withoutCheckedOut(ctx, w, wt.files)
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
 	}
-	// Changes inside checked-out submodules (submodules.go): " M <path>".
 	subs, err := m.submodules(ctx, w)
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
@@ -127,7 +100,74 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 	if err != nil {
 		return sandbox.WorkspaceStatus{}, err
 	}
-	for _, p := range dirtySubs {
+	files = withDirtySubmodules(files, dirtySubs)
+	st := sandbox.WorkspaceStatus{Branch: wt.branch, Head: wt.head, BaseCommit: base, Dirty: len(files) > 0, Files: files, UnpushedCommits: wt.unpushed}
+	if len(st.Files) > MaxStatusFiles {
+		st.Files = st.Files[:MaxStatusFiles]
+	}
+	if st.CommitsSinceBase, err = commitsSince(ctx, g, base, wt.head); err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	st.ConfigWarnings = configWarnings(g.ins)
+	lfs, err := m.lfsPointers(ctx, w)
+	if err != nil {
+		return sandbox.WorkspaceStatus{}, err
+	}
+	st.LFSPointers = lfsPaths(lfs)
+	st.UninitializedSubmodules = uninitializedPaths(subs)
+	return st, nil
+}
+
+// worktreeState is what porcelainStatus reads: HEAD, its branch, the
+// changed paths as git lists them and the unpushed commit count.
+type worktreeState struct {
+	head, branch string
+	files        []sandbox.FileStatus
+	unpushed     int
+}
+
+// porcelainStatus runs, concurrently, the porcelain v2 status, the
+// unpushed count (bkUnpushedCommits) and the index listing the later
+// checks share (w.stageEntries, memoized in w: a failure there is met
+// again, in its place, by the first check that reads it), then parses the
+// status (parseStatusV2) and names the branch (branchOf). Errors, in this
+// order: the status call's, parseStatusV2's, branchOf's, the unpushed
+// count's (ErrWorkspaceUnavailable).
+func (m *Manager) porcelainStatus(ctx context.Context, w *wtRepo, g gitCtx) (worktreeState, error) {
+	var st worktreeState
+	var unpushedErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		st.unpushed, unpushedErr = bkUnpushedCommits(ctx, g)
+	}()
+	go func() {
+		defer wg.Done()
+		_, _ = w.stageEntries(ctx)
+	}()
+	out, err := g.run(ctx, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
+	wg.Wait()
+	if err != nil {
+		return worktreeState{}, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
+	}
+	var short string
+	if st.head, short, st.files, err = parseStatusV2(out); err != nil {
+		return worktreeState{}, err
+	}
+	if st.branch, err = branchOf(ctx, g, w.admin, short); err != nil {
+		return worktreeState{}, err
+	}
+	if unpushedErr != nil {
+		return worktreeState{}, unpushedErr
+	}
+	return st, nil
+}
+
+// withDirtySubmodules adds " M <path>" for each dirty checked-out submodule
+// (submodules.go) that files does not already list.
+func withDirtySubmodules(files []sandbox.FileStatus, dirty []string) []sandbox.FileStatus {
+	for _, p := range dirty {
 		listed := false
 		for _, f := range files {
 			listed = listed || f.Path == p
@@ -136,35 +176,36 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 			files = append(files, sandbox.FileStatus{Path: p, Status: " M"})
 		}
 	}
-	st := sandbox.WorkspaceStatus{Branch: branch, Head: h, BaseCommit: base, Dirty: len(files) > 0, Files: files, UnpushedCommits: unpushed}
-	if len(st.Files) > MaxStatusFiles {
-		st.Files = st.Files[:MaxStatusFiles]
+	return files
+}
+
+// commitsSince is `git rev-list --count <base>..HEAD`, 0 without a call
+// when head is the base. Errors: ErrWorkspaceUnavailable.
+func commitsSince(ctx context.Context, g gitCtx, base, head string) (int, error) {
+	if head == base {
+		return 0, nil
 	}
-	if h != base {
-		out, err = g.run(ctx, "rev-list", "--count", "--end-of-options", base+"..HEAD", "--")
-		if err != nil {
-			return sandbox.WorkspaceStatus{}, gitx.Classify(err, "git rev-list "+base+"..HEAD", sandbox.ErrWorkspaceUnavailable)
-		}
-		if st.CommitsSinceBase, err = strconv.Atoi(strings.TrimSpace(string(out))); err != nil {
-			return sandbox.WorkspaceStatus{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
-		}
-	}
-	if g.ins != nil {
-		for _, p := range g.ins.Poisoned {
-			st.ConfigWarnings = append(st.ConfigWarnings, p.String())
-		}
-	}
-	lfs, err := m.lfsPointers(ctx, w)
+	out, err := g.run(ctx, "rev-list", "--count", "--end-of-options", base+"..HEAD", "--")
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, err
+		return 0, gitx.Classify(err, "git rev-list "+base+"..HEAD", sandbox.ErrWorkspaceUnavailable)
 	}
-	st.LFSPointers = lfsPaths(lfs)
-	for _, s := range subs {
-		if !s.CheckedOut {
-			st.UninitializedSubmodules = append(st.UninitializedSubmodules, s.Path)
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		return 0, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
+	}
+	return n, nil
+}
+
+// configWarnings lists the poisoned configuration variables of ins
+// (Poison.String), nil when there are none.
+func configWarnings(ins *gitx.Inspection) []string {
+	var out []string
+	if ins != nil {
+		for _, p := range ins.Poisoned {
+			out = append(out, p.String())
 		}
 	}
-	return st, nil
+	return out
 }
 
 // parseStatusV2 parses `git status --porcelain=v2 -z --branch` (no renames:

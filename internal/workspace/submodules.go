@@ -126,13 +126,19 @@ func (m *Manager) uninitializedSubmodules(ctx context.Context, w *wtRepo) ([]str
 	if err != nil {
 		return nil, err
 	}
+	return uninitializedPaths(subs), nil
+}
+
+// uninitializedPaths lists the paths of the subs not checked out, in order
+// (nil when every one is).
+func uninitializedPaths(subs []sandbox.Submodule) []string {
 	var out []string
 	for _, s := range subs {
 		if !s.CheckedOut {
 			out = append(out, s.Path)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // UninitializedSubmodules lists the workspace's gitlinks whose recorded

@@ -183,3 +183,15 @@ func TestAttributesFiles(t *testing.T) {
 	assert.Empty(t, attributesFiles(nil))
 	assert.Len(t, parseStage([]byte(listing)), 5)
 }
+
+// TestWithDirtySubmodules: a dirty submodule is added as " M" once, after
+// the files git listed, and not again when git listed its path already.
+func TestWithDirtySubmodules(t *testing.T) {
+	files := []sandbox.FileStatus{{Path: "a.go", Status: " M"}, {Path: "lib/x", Status: "M "}}
+	got := withDirtySubmodules(append([]sandbox.FileStatus(nil), files...), []string{"lib/x", "lib/dep"})
+	assert.Equal(t, append(files, sandbox.FileStatus{Path: "lib/dep", Status: " M"}), got)
+	assert.Nil(t, withDirtySubmodules(nil, nil))
+	assert.Nil(t, configWarnings(nil))
+	assert.Nil(t, uninitializedPaths([]sandbox.Submodule{{Path: "a", CheckedOut: true}}))
+	assert.Equal(t, []string{"b"}, uninitializedPaths([]sandbox.Submodule{{Path: "a", CheckedOut: true}, {Path: "b"}}))
+}

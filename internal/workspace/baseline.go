@@ -116,7 +116,7 @@ func (m *Manager) recordBaseline(ctx context.Context, w *wtRepo) error {
 		}
 		return writeBaseline(w.admin, nil)
 	}
-	tmp, err := m.indexCopy(w)
+	tmp, err := m.indexCopy(ctx, w, "sandboxcore-baseline-index-*")
 	if err != nil {
 		return err
 	}
@@ -387,9 +387,11 @@ func restoreCheckedOut(ctx context.Context, g gitCtx, entries map[string]baselin
 }
 
 // indexCopy copies the worktree's index to a temporary file in its
-// administrative directory (no index yet: HEAD's tree is read into it).
-func (m *Manager) indexCopy(w *wtRepo) (string, error) {
-	tmp, err := os.CreateTemp(w.admin, "sandboxcore-baseline-index-*")
+// administrative directory, named by pattern (os.CreateTemp); with no index
+// yet, HEAD's tree is read into it. The caller removes it (removeIndex).
+// Errors: ErrInsufficientDisk, ErrWorkspaceUnavailable.
+func (m *Manager) indexCopy(ctx context.Context, w *wtRepo, pattern string) (string, error) {
+	tmp, err := os.CreateTemp(w.admin, pattern)
 	if err != nil {
 		return "", fsError(err, "temporary index")
 	}
@@ -408,7 +410,7 @@ func (m *Manager) indexCopy(w *wtRepo) (string, error) {
 	}
 	if rerr != nil {
 		_ = os.Remove(name)
-		if _, err := w.git.with("GIT_INDEX_FILE="+name).run(context.Background(), "read-tree", "HEAD"); err != nil {
+		if _, err := w.git.with("GIT_INDEX_FILE="+name).run(ctx, "read-tree", "HEAD"); err != nil {
 			return "", gitx.Classify(err, "git read-tree HEAD", sandbox.ErrWorkspaceUnavailable)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -432,46 +431,13 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 	if err != nil {
 		return sandbox.Diff{}, err
 	}
-	tmp, err := os.CreateTemp(w.admin, "sandboxcore-diff-index-*")
-	if err != nil {
-		return sandbox.Diff{}, fsError(err, "temporary index")
-	}
-	tmpName := tmp.Name()
-	defer func() {
-		_ = os.Remove(tmpName)
-		_ = os.Remove(tmpName + ".lock")
-	}()
-	real, rerr := os.Open(filepath.Join(w.admin, "index"))
-	if rerr == nil {
-		_, err = io.Copy(tmp, real)
-		_ = real.Close()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return sandbox.Diff{}, fsError(err, "temporary index")
-	}
-	g := w.git.with(readEnv, "GIT_INDEX_FILE="+tmpName)
-	if rerr != nil { // no index yet: start from HEAD's tree
-		_ = os.Remove(tmpName)
-		if _, err := g.run(ctx, "read-tree", "HEAD"); err != nil {
-			return sandbox.Diff{}, gitx.Classify(err, "git read-tree HEAD", sandbox.ErrWorkspaceUnavailable)
-		}
-	}
-	if err := addAll(ctx, g); err != nil {
-		return sandbox.Diff{}, gitx.Classify(err, "git add -A (temporary index)", sandbox.ErrWorkspaceUnavailable)
-	}
-	if err := dropNewGitlinks(ctx, g); err != nil {
-		return sandbox.Diff{}, err
-	}
-	// Files as checked out (the baseline: normalised line endings, fetched
-	// LFS content) are no change.
-	same, err := m.asCheckedOut(ctx, w, baselinePaths(w))
+	tmp, err := m.indexCopy(ctx, w, "sandboxcore-diff-index-*")
 	if err != nil {
 		return sandbox.Diff{}, err
 	}
-	if err := restoreCheckedOut(ctx, g, same); err != nil {
+	defer removeIndex(tmp)
+	g := w.git.with(readEnv, "GIT_INDEX_FILE="+tmp)
+	if err := m.stageWorkTree(ctx, w, g); err != nil {
 		return sandbox.Diff{}, err
 	}
 	common := []string{"--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames",
@@ -494,26 +460,54 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 	if _, err := g.runIO(ctx, nil, names, args...); err != nil {
 		return sandbox.Diff{}, gitx.Classify(err, "git diff --name-only "+base, sandbox.ErrWorkspaceUnavailable)
 	}
+	files, namesCut := diffNames(names)
+	return sandbox.Diff{BaseCommit: base, Patch: text, Truncated: cut || namesCut, TotalBytes: total, Files: files}, nil
+}
 
-	d := sandbox.Diff{BaseCommit: base, Patch: text, Truncated: cut, TotalBytes: total, Files: []string{}}
+// stageWorkTree stages the whole work tree into the index g uses (a copy:
+// GIT_INDEX_FILE) as Diff describes: `git add -A` without untracked nested
+// repositories (addAll), no gitlink the agent made (dropNewGitlinks), and
+// every path still as checked out put back as it was (the baseline:
+// normalised line endings, fetched LFS content are no change). Errors:
+// ErrWorkspaceUnavailable (and those of git's add, classified).
+func (m *Manager) stageWorkTree(ctx context.Context, w *wtRepo, g gitCtx) error {
+	if err := addAll(ctx, g); err != nil {
+		return gitx.Classify(err, "git add -A (temporary index)", sandbox.ErrWorkspaceUnavailable)
+	}
+	if err := dropNewGitlinks(ctx, g); err != nil {
+		return err
+	}
+	same, err := m.asCheckedOut(ctx, w, baselinePaths(w))
+	if err != nil {
+		return err
+	}
+	return restoreCheckedOut(ctx, g, same)
+}
+
+// diffNames returns the paths of `git diff --name-only -z` held in names,
+// at most MaxDiffFiles, never empty-named or partial (a last name cut by
+// the buffer's cap is dropped), and whether anything was left out.
+func diffNames(names *cappedBuffer) ([]string, bool) {
+	files := []string{}
+	truncated := false
 	nameBytes := names.buf.Bytes()
 	if names.total > int64(len(nameBytes)) { // drop a partial last name
 		if i := bytes.LastIndexByte(nameBytes, 0); i >= 0 {
 			nameBytes = nameBytes[:i+1]
 		}
-		d.Truncated = true
+		truncated = true
 	}
 	for _, n := range strings.Split(string(nameBytes), "\x00") {
 		if n == "" {
 			continue
 		}
-		if len(d.Files) == MaxDiffFiles {
-			d.Truncated = true
+		if len(files) == MaxDiffFiles {
+			truncated = true
 			break
 		}
-		d.Files = append(d.Files, n)
+		files = append(files, n)
 	}
-	return d, nil
+	return files, truncated
 }
 
 // Commit stages and commits the workspace's changes on its current branch

@@ -195,3 +195,32 @@ func TestWithDirtySubmodules(t *testing.T) {
 	assert.Nil(t, uninitializedPaths([]sandbox.Submodule{{Path: "a", CheckedOut: true}}))
 	assert.Equal(t, []string{"b"}, uninitializedPaths([]sandbox.Submodule{{Path: "a", CheckedOut: true}, {Path: "b"}}))
 }
+
+// TestDiffNames: names are split on NUL, empty ones skipped, a last name
+// cut by the buffer's cap dropped, and more than MaxDiffFiles cut; either
+// cut reports truncated.
+func TestDiffNames(t *testing.T) {
+	b := &cappedBuffer{max: 1 << 10}
+	_, _ = b.Write([]byte("a.go\x00dir/b c\x00"))
+	files, cut := diffNames(b)
+	assert.Equal(t, []string{"a.go", "dir/b c"}, files)
+	assert.False(t, cut)
+
+	b = &cappedBuffer{max: 8}
+	_, _ = b.Write([]byte("a.go\x00longer-name\x00"))
+	files, cut = diffNames(b)
+	assert.Equal(t, []string{"a.go"}, files)
+	assert.True(t, cut)
+
+	files, cut = diffNames(&cappedBuffer{max: 8})
+	assert.Equal(t, []string{}, files)
+	assert.False(t, cut)
+
+	b = &cappedBuffer{max: 1 << 20}
+	for i := 0; i <= MaxDiffFiles; i++ {
+		_, _ = b.Write([]byte("f\x00"))
+	}
+	files, cut = diffNames(b)
+	assert.Len(t, files, MaxDiffFiles)
+	assert.True(t, cut)
+}

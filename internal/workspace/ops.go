@@ -533,40 +533,10 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	if err := writable(ws); err != nil {
 		return sandbox.CommitResult{}, err
 	}
-	if strings.TrimSpace(req.Message) == "" {
-		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message is required")
+	id, pathspecs, err := commitArguments(req)
+	if err != nil {
+		return sandbox.CommitResult{}, err
 	}
-	if len(req.Message) > MaxCommitMessageBytes {
-		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message is longer than %d bytes", MaxCommitMessageBytes)
-	}
-	if strings.IndexByte(req.Message, 0) >= 0 {
-		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message contains NUL")
-	}
-	name, email := req.AuthorName, req.AuthorEmail
-	if name == "" {
-		name = DefaultAuthorName
-	}
-	if email == "" {
-		email = DefaultAuthorEmail
-	}
-	for what, v := range map[string]string{"author_name": name, "author_email": email} {
-		if len(v) > MaxIdentityBytes || strings.ContainsAny(v, "<>\n\r\x00") || strings.TrimSpace(v) == "" {
-			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "%s %q: at most %d bytes, no '<', '>', line breaks or NUL", what, v, MaxIdentityBytes)
-		}
-	}
-	var pathspecs bytes.Buffer
-	for _, p := range req.Paths {
-		clean, err := sandbox.CleanRelPath(p)
-		if err != nil {
-			return sandbox.CommitResult{}, err
-		}
-		if sandbox.IsGitMetadataPath(clean) {
-			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path %q is inside .git", p)
-		}
-		pathspecs.WriteString(clean)
-		pathspecs.WriteByte(0)
-	}
-
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return sandbox.CommitResult{}, err
@@ -578,30 +548,7 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	if branch == "" {
 		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
 	}
-	// Files still as checked out are never staged (the baseline): decided
-	// before `git add` changes their index entries.
-	same, err := m.asCheckedOut(ctx, w, baselinePaths(w))
-	if err != nil {
-		return sandbox.CommitResult{}, err
-	}
-	if len(req.Paths) == 0 {
-		err = addAll(ctx, w.git)
-	} else {
-		_, err = w.git.with("GIT_LITERAL_PATHSPECS=1").runIO(ctx, &pathspecs, nil, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
-	}
-	if err != nil {
-		if s := gitStderr(err); strings.Contains(s, "did not match any files") {
-			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "no such file: %s", firstLine(s))
-		} else if strings.Contains(s, "beyond a symbolic link") {
-			return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path goes through a symbolic link: %s", firstLine(s))
-		}
-		return sandbox.CommitResult{}, gitx.Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
-	}
-	w.forgetStage() // `git add` changed the index
-	if err := dropNewGitlinks(ctx, w.git); err != nil {
-		return sandbox.CommitResult{}, err
-	}
-	if err := restoreCheckedOut(ctx, w.git, same); err != nil {
+	if err := m.stageForCommit(ctx, w, len(req.Paths) == 0, pathspecs); err != nil {
 		return sandbox.CommitResult{}, err
 	}
 	_, err = w.git.run(ctx, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "HEAD", "--")
@@ -616,18 +563,8 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 		}
 		return sandbox.CommitResult{Commit: h, Branch: branch, NothingToCommit: true}, nil
 	}
-	now := m.now()
-	date := fmt.Sprintf("@%d %s", now.Unix(), now.Format("-0700"))
-	g := w.git.with(
-		"GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email, "GIT_AUTHOR_DATE="+date,
-		"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email, "GIT_COMMITTER_DATE="+date,
-	)
-	args := []string{"commit", "-q", "--no-verify", "--no-gpg-sign", "--cleanup=whitespace", "-F", "-"}
-	if req.AllowEmpty {
-		args = append(args, "--allow-empty")
-	}
-	if _, err := g.runIO(ctx, strings.NewReader(req.Message), nil, args...); err != nil {
-		return sandbox.CommitResult{}, gitx.Classify(err, "git commit", sandbox.ErrWorkspaceUnavailable)
+	if err := m.runCommit(ctx, w, id, req); err != nil {
+		return sandbox.CommitResult{}, err
 	}
 	h, branch, err := head(ctx, w.git)
 	if err != nil {
@@ -635,6 +572,105 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	}
 	m.log.Info("workspace: committed", "workspace_id", ws.ID, "branch", branch, "commit", h)
 	return sandbox.CommitResult{Commit: h, Branch: branch}, nil
+}
+
+// commitIdentity is the author (and committer) of a commit.
+type commitIdentity struct{ name, email string }
+
+// commitArguments validates a commit request before anything runs (see
+// Commit): the message (not blank, at most MaxCommitMessageBytes, no NUL),
+// the identity (req's or DefaultAuthorName/DefaultAuthorEmail: at most
+// MaxIdentityBytes, not blank, no '<', '>', line breaks or NUL) and each
+// path (sandbox.CleanRelPath, not inside .git), returned as NUL-terminated
+// pathspecs for `git add --pathspec-from-file`. Errors: ErrInvalidArgument,
+// ErrInvalidWorkspacePath.
+func commitArguments(req sandbox.CommitRequest) (commitIdentity, *bytes.Buffer, error) {
+	if strings.TrimSpace(req.Message) == "" {
+		return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message is required")
+	}
+	if len(req.Message) > MaxCommitMessageBytes {
+		return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message is longer than %d bytes", MaxCommitMessageBytes)
+	}
+	if strings.IndexByte(req.Message, 0) >= 0 {
+		return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message contains NUL")
+	}
+	id := commitIdentity{name: req.AuthorName, email: req.AuthorEmail}
+	if id.name == "" {
+		id.name = DefaultAuthorName
+	}
+	if id.email == "" {
+		id.email = DefaultAuthorEmail
+	}
+	for what, v := range map[string]string{"author_name": id.name, "author_email": id.email} {
+		if len(v) > MaxIdentityBytes || strings.ContainsAny(v, "<>\n\r\x00") || strings.TrimSpace(v) == "" {
+			return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "%s %q: at most %d bytes, no '<', '>', line breaks or NUL", what, v, MaxIdentityBytes)
+		}
+	}
+	var pathspecs bytes.Buffer
+	for _, p := range req.Paths {
+		clean, err := sandbox.CleanRelPath(p)
+		if err != nil {
+			return commitIdentity{}, nil, err
+		}
+		if sandbox.IsGitMetadataPath(clean) {
+			return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path %q is inside .git", p)
+		}
+		pathspecs.WriteString(clean)
+		pathspecs.WriteByte(0)
+	}
+	return id, &pathspecs, nil
+}
+
+// stageForCommit stages into the real index everything (all) or the
+// literal pathspecs (GIT_LITERAL_PATHSPECS=1), then drops the gitlinks the
+// agent made (dropNewGitlinks) and puts back the entries of files still as
+// checked out (decided before `git add` changes them: the baseline).
+// Errors: ErrInvalidWorkspacePath (a pathspec matching no file, or one
+// through a symbolic link), ErrRepoLocked, ErrWorkspaceUnavailable.
+func (m *Manager) stageForCommit(ctx context.Context, w *wtRepo, all bool, pathspecs *bytes.Buffer) error {
+	same, err := m.asCheckedOut(ctx, w, baselinePaths(w))
+	if err != nil {
+		return err
+	}
+	if all {
+		err = addAll(ctx, w.git)
+	} else {
+		_, err = w.git.with("GIT_LITERAL_PATHSPECS=1").runIO(ctx, pathspecs, nil, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
+	}
+	if err != nil {
+		if s := gitStderr(err); strings.Contains(s, "did not match any files") {
+			return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "no such file: %s", firstLine(s))
+		} else if strings.Contains(s, "beyond a symbolic link") {
+			return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path goes through a symbolic link: %s", firstLine(s))
+		}
+		return gitx.Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
+	}
+	w.forgetStage() // `git add` changed the index
+	if err := dropNewGitlinks(ctx, w.git); err != nil {
+		return err
+	}
+	return restoreCheckedOut(ctx, w.git, same)
+}
+
+// runCommit runs `git commit` of the staged index with req's message on
+// stdin, id as author and committer, dated by Options.Now, hooks and
+// signing off (see Commit). Errors: ErrRepoLocked, ErrInsufficientDisk,
+// ErrWorkspaceUnavailable.
+func (m *Manager) runCommit(ctx context.Context, w *wtRepo, id commitIdentity, req sandbox.CommitRequest) error {
+	now := m.now()
+	date := fmt.Sprintf("@%d %s", now.Unix(), now.Format("-0700"))
+	g := w.git.with(
+		"GIT_AUTHOR_NAME="+id.name, "GIT_AUTHOR_EMAIL="+id.email, "GIT_AUTHOR_DATE="+date,
+		"GIT_COMMITTER_NAME="+id.name, "GIT_COMMITTER_EMAIL="+id.email, "GIT_COMMITTER_DATE="+date,
+	)
+	args := []string{"commit", "-q", "--no-verify", "--no-gpg-sign", "--cleanup=whitespace", "-F", "-"}
+	if req.AllowEmpty {
+		args = append(args, "--allow-empty")
+	}
+	if _, err := g.runIO(ctx, strings.NewReader(req.Message), nil, args...); err != nil {
+		return gitx.Classify(err, "git commit", sandbox.ErrWorkspaceUnavailable)
+	}
+	return nil
 }
 
 // writable gates mutating calls (sandbox.Capabilities; DESIGN.md: capabilities

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -223,4 +224,32 @@ func TestDiffNames(t *testing.T) {
 	files, cut = diffNames(b)
 	assert.Len(t, files, MaxDiffFiles)
 	assert.True(t, cut)
+}
+
+// TestCommitArguments: the message, the identity (defaulted) and the paths
+// are checked before any git runs; paths become NUL-terminated pathspecs.
+func TestCommitArguments(t *testing.T) {
+	id, specs, err := commitArguments(sandbox.CommitRequest{Message: "m", Paths: []string{"./a.go", "dir/b"}})
+	require.NoError(t, err)
+	assert.Equal(t, commitIdentity{name: DefaultAuthorName, email: DefaultAuthorEmail}, id)
+	assert.Equal(t, "a.go\x00dir/b\x00", specs.String())
+	id, specs, err = commitArguments(sandbox.CommitRequest{Message: "m", AuthorName: "A", AuthorEmail: "a@example.com"})
+	require.NoError(t, err)
+	assert.Equal(t, commitIdentity{name: "A", email: "a@example.com"}, id)
+	assert.Zero(t, specs.Len())
+	for _, req := range []sandbox.CommitRequest{
+		{Message: " \n"},
+		{Message: strings.Repeat("x", MaxCommitMessageBytes+1)},
+		{Message: "a\x00b"},
+		{Message: "m", AuthorName: "a <b>"},
+		{Message: "m", AuthorEmail: "a\nb"},
+		{Message: "m", AuthorName: " "},
+	} {
+		_, _, err := commitArguments(req)
+		requireKind(t, err, sandbox.ErrInvalidArgument)
+	}
+	_, _, err = commitArguments(sandbox.CommitRequest{Message: "m", Paths: []string{".git/config"}})
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, _, err = commitArguments(sandbox.CommitRequest{Message: "m", Paths: []string{"../x"}})
+	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
 }

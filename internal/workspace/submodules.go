@@ -186,21 +186,8 @@ func (m *Manager) CheckoutSubmodule(ctx context.Context, ws sandbox.Workspace, s
 		return fsError(err, "open worktree")
 	}
 	defer root.Close()
-	fi, err := root.Lstat(sub.Path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := root.MkdirAll(sub.Path, 0o755); err != nil {
-			return fsError(err, "create submodule directory "+sub.Path)
-		}
-	case err != nil:
-		return fsError(err, "inspect submodule directory "+sub.Path)
-	case !fi.IsDir():
-		return sandbox.Errorf(sandbox.ErrConflict, "submodule %s: a file is in its place", sub.Path)
-	}
-	if entries, err := readDirNames(root, sub.Path); err != nil {
-		return fsError(err, "read submodule directory "+sub.Path)
-	} else if len(entries) > 0 {
-		return sandbox.Errorf(sandbox.ErrConflict, "submodule %s: its directory is not empty; it is left as it is", sub.Path)
+	if err := emptySubmoduleDir(root, sub.Path); err != nil {
+		return err
 	}
 	mg := m.bareGit(mirror)
 	if c, err := m.firstCommit(ctx, mg, sub.Commit); err != nil {
@@ -208,23 +195,75 @@ func (m *Manager) CheckoutSubmodule(ctx context.Context, ws sandbox.Workspace, s
 	} else if c == "" {
 		return sandbox.Errorf(sandbox.ErrRefNotFound, "submodule %s: commit %s is not in its repository", sub.Path, sub.Commit)
 	}
-
 	gd := submoduleGitDir(w, sub.Path)
+	sg, err := m.initSubmoduleGitDir(ctx, gd)
+	if err != nil {
+		return err
+	}
+	if err := m.copySubmoduleCommit(ctx, w, mg, sg, sub.Commit); err != nil {
+		return err
+	}
+	if err := m.checkoutSubmoduleFiles(ctx, w, root, sub, gd); err != nil {
+		return err
+	}
+	m.log.Info("workspace: checked out a submodule", "workspace_id", ws.ID, "path", sub.Path, "commit", sub.Commit)
+	return nil
+}
+
+// emptySubmoduleDir makes sure the gitlink's directory p (relative to the
+// worktree root) exists and is empty: created when missing; a file in its
+// place or a directory holding anything is ErrConflict (never touched).
+// Errors: ErrConflict, ErrInsufficientDisk, ErrWorkspaceUnavailable.
+func emptySubmoduleDir(root *os.Root, p string) error {
+	fi, err := root.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := root.MkdirAll(p, 0o755); err != nil {
+			return fsError(err, "create submodule directory "+p)
+		}
+	case err != nil:
+		return fsError(err, "inspect submodule directory "+p)
+	case !fi.IsDir():
+		return sandbox.Errorf(sandbox.ErrConflict, "submodule %s: a file is in its place", p)
+	}
+	if entries, err := readDirNames(root, p); err != nil {
+		return fsError(err, "read submodule directory "+p)
+	} else if len(entries) > 0 {
+		return sandbox.Errorf(sandbox.ErrConflict, "submodule %s: its directory is not empty; it is left as it is", p)
+	}
+	return nil
+}
+
+// initSubmoduleGitDir makes gd a new, empty git directory (a half-made one
+// from an earlier attempt is removed first): `git init --bare` with no
+// template, then core.bare=false so it can have a work tree. It returns
+// the place to run git in it. Errors: ErrInsufficientDisk,
+// ErrWorkspaceUnavailable.
+func (m *Manager) initSubmoduleGitDir(ctx context.Context, gd string) (gitCtx, error) {
 	if err := os.RemoveAll(gd); err != nil {
-		return fsError(err, "remove a half-made submodule git directory")
+		return gitCtx{}, fsError(err, "remove a half-made submodule git directory")
 	}
 	if err := os.MkdirAll(filepath.Dir(gd), 0o755); err != nil {
-		return fsError(err, "create modules directory")
+		return gitCtx{}, fsError(err, "create modules directory")
 	}
 	if _, err := m.git.Run(ctx, gitx.Call{Dir: filepath.Dir(gd), Args: []string{"init", "--bare", "--quiet", "--template=", gd}}); err != nil {
-		return gitx.Classify(err, "git init (submodule)", sandbox.ErrWorkspaceUnavailable)
+		return gitCtx{}, gitx.Classify(err, "git init (submodule)", sandbox.ErrWorkspaceUnavailable)
 	}
 	sg := gitCtx{m: m, dir: gd, env: []string{"GIT_DIR=" + gd}}
 	if _, err := sg.run(ctx, "config", "--file", filepath.Join(gd, "config"), "core.bare", "false"); err != nil {
-		return gitx.Classify(err, "git config (submodule)", sandbox.ErrWorkspaceUnavailable)
+		return gitCtx{}, gitx.Classify(err, "git config (submodule)", sandbox.ErrWorkspaceUnavailable)
 	}
-	// Only that commit's objects: its tree, not its history (shallow).
-	list, err := mg.run(ctx, "rev-list", "--objects", "--no-walk", "--end-of-options", sub.Commit, "--")
+	return sg, nil
+}
+
+// copySubmoduleCommit copies commit's objects — its tree, not its history
+// — from the mirror (mg) into the submodule's git directory (sg) as one
+// pack (`rev-list --objects --no-walk`, `pack-objects`, `index-pack`
+// through a temporary file in the worktree's administrative directory),
+// records it as the only shallow commit and points HEAD at it. Errors:
+// ErrInsufficientDisk, ErrWorkspaceUnavailable.
+func (m *Manager) copySubmoduleCommit(ctx context.Context, w *wtRepo, mg, sg gitCtx, commit string) error {
+	list, err := mg.run(ctx, "rev-list", "--objects", "--no-walk", "--end-of-options", commit, "--")
 	if err != nil {
 		return gitx.Classify(err, "git rev-list --objects (submodule)", sandbox.ErrWorkspaceUnavailable)
 	}
@@ -255,15 +294,25 @@ func (m *Manager) CheckoutSubmodule(ctx context.Context, ws sandbox.Workspace, s
 	if err != nil {
 		return gitx.Classify(err, "git index-pack (submodule)", sandbox.ErrWorkspaceUnavailable)
 	}
-	if err := os.WriteFile(filepath.Join(gd, "shallow"), []byte(sub.Commit+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(sg.dir, "shallow"), []byte(commit+"\n"), 0o644); err != nil {
 		return fsError(err, "submodule shallow file")
 	}
-	if _, err := sg.run(ctx, "update-ref", "--no-deref", "HEAD", sub.Commit); err != nil {
+	if _, err := sg.run(ctx, "update-ref", "--no-deref", "HEAD", commit); err != nil {
 		return gitx.Classify(err, "git update-ref HEAD (submodule)", sandbox.ErrWorkspaceUnavailable)
 	}
+	return nil
+}
+
+// checkoutSubmoduleFiles checks sub.Commit's files out into the submodule's
+// directory (`git read-tree -u --reset` with gd as GIT_DIR, through the
+// hardened runner), writes <path>/.git naming gd (never over an existing
+// one) and, last, the SubmoduleMarker. Errors: ErrInsufficientDisk,
+// ErrWorkspaceUnavailable.
+func (m *Manager) checkoutSubmoduleFiles(ctx context.Context, w *wtRepo, root *os.Root, sub sandbox.Submodule, gd string) error {
 	wt := filepath.Join(w.wt, filepath.FromSlash(sub.Path))
 	checkout := gitCtx{m: m, dir: wt, env: []string{"GIT_DIR=" + gd, "GIT_WORK_TREE=" + wt}}
-	if checkout, err = m.inspected(ctx, checkout); err != nil {
+	checkout, err := m.inspected(ctx, checkout)
+	if err != nil {
 		return err
 	}
 	if _, err := checkout.run(ctx, "read-tree", "-u", "--reset", "--end-of-options", sub.Commit); err != nil {
@@ -280,7 +329,6 @@ func (m *Manager) CheckoutSubmodule(ctx context.Context, ws sandbox.Workspace, s
 	if err := os.WriteFile(filepath.Join(gd, SubmoduleMarker), []byte(sub.Commit+"\n"), 0o644); err != nil {
 		return fsError(err, "record the submodule checkout")
 	}
-	m.log.Info("workspace: checked out a submodule", "workspace_id", ws.ID, "path", sub.Path, "commit", sub.Commit)
 	return nil
 }
 

@@ -99,3 +99,20 @@ func TestSubmoduleCheckout(t *testing.T) {
 	assert.NoDirExists(t, ws.LocalPath)
 	assert.NoDirExists(t, filepath.Join(f.bare, "worktrees", filepath.Base(ws.LocalPath)))
 }
+
+// TestEmptySubmoduleDir: a missing gitlink directory is created, an empty
+// one accepted; a file in its place or a directory holding anything is a
+// conflict and left as it is.
+func TestEmptySubmoduleDir(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	require.NoError(t, err)
+	defer root.Close()
+	require.NoError(t, emptySubmoduleDir(root, "lib/dep"))
+	assert.DirExists(t, filepath.Join(dir, "lib", "dep"))
+	require.NoError(t, emptySubmoduleDir(root, "lib/dep"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lib", "dep", "x"), []byte("x"), 0o644))
+	requireKind(t, emptySubmoduleDir(root, "lib/dep"), sandbox.ErrConflict)
+	assert.FileExists(t, filepath.Join(dir, "lib", "dep", "x"))
+	requireKind(t, emptySubmoduleDir(root, "lib/dep/x"), sandbox.ErrConflict)
+}

@@ -481,74 +481,14 @@ func (m *Manager) reuse(ctx context.Context, st *ensureState, e *wtEntry, admin 
 // errRegisteredElsewhere. The branch's tip and the start point are looked
 // up in one git call.
 func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry, known string, fast bool) (ws sandbox.Workspace, err error) {
-	if fi, lerr := os.Lstat(st.wt); lerr == nil {
-		if !fi.IsDir() || !emptyDir(st.wt) {
-			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "workspace path %s exists but is not a registered worktree; refusing to overwrite it", st.wt)
-		}
-		if err := os.Remove(st.wt); err != nil {
-			return sandbox.Workspace{}, fsError(err, "remove empty directory")
-		}
+	if err := clearEmptyPath(st.wt); err != nil {
+		return sandbox.Workspace{}, err
 	}
-	if known != "" {
-		if c, _ := m.firstCommit(ctx, st.bg, known); c == "" {
-			known = ""
-		}
+	plan, err := m.planAdd(ctx, st, entries, known)
+	if err != nil {
+		return sandbox.Workspace{}, err
 	}
-
-	var args []string
-	var base, createdBranch string
-	switch st.branch {
-	case "": // analysis: detached
-		base = known
-		if base == "" {
-			if base, err = m.resolveBase(ctx, st.bg, st.baseRef); err != nil {
-				return sandbox.Workspace{}, err
-			}
-		}
-		args = []string{"worktree", "add", "--detach", "--end-of-options", st.wt, base}
-	default:
-		// The branch's tip and the start point in one call; when the start
-		// point's names are invalid, the tip alone (an existing branch
-		// needs no start point, so the error only counts without one).
-		names := []string{"refs/heads/" + st.branch}
-		startNames, startErr := m.startNames(st)
-		if startErr == nil {
-			names = append(names, startNames...)
-		}
-		res, err := m.resolveAll(ctx, st.bg, names...)
-		if err != nil {
-			return sandbox.Workspace{}, err
-		}
-		tip := res[0]
-		for _, e := range entries {
-			if e.Branch == "refs/heads/"+st.branch && e.Path != st.wt {
-				return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree (%s)", st.branch, e.Path)
-			}
-		}
-		if tip != "" {
-			// The branch survives (Remove keeps it, or a repair): check it out
-			// as is, never reset it.
-			base = known
-			if base == "" {
-				base = m.fallbackBase(ctx, st, tip)
-			}
-			args = []string{"worktree", "add", "--end-of-options", st.wt, st.branch}
-		} else {
-			if startErr != nil {
-				return sandbox.Workspace{}, startErr
-			}
-			if err := m.branchCollision(ctx, st.bg, st.branch); err != nil {
-				return sandbox.Workspace{}, err
-			}
-			from, err := m.startFrom(st, res[1:])
-			if err != nil {
-				return sandbox.Workspace{}, err
-			}
-			base, createdBranch = from, st.branch
-			args = []string{"worktree", "add", "--no-track", "-b", st.branch, "--end-of-options", st.wt, from}
-		}
-	}
-
+	base, createdBranch := plan.base, plan.createdBranch
 	if err := os.MkdirAll(filepath.Dir(st.wt), 0o755); err != nil {
 		return sandbox.Workspace{}, fsError(err, "create worktrees directory")
 	}
@@ -573,16 +513,9 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		if err := m.addWorktree(ctx, st, l, createdBranch, base); err != nil {
 			return sandbox.Workspace{}, err
 		}
-	} else if _, err := st.bg.run(ctx, args...); err != nil {
-		ge := gitStderr(err)
-		if fast && (strings.Contains(ge, "already registered") || strings.Contains(ge, "missing but locked")) {
-			registered = true
-			return sandbox.Workspace{}, errRegisteredElsewhere
-		}
-		if strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
-			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree: %s", st.branch, firstLine(ge))
-		}
-		return sandbox.Workspace{}, gitx.Classify(err, "git worktree add", sandbox.ErrWorkspaceUnavailable)
+	} else if _, err := st.bg.run(ctx, plan.args...); err != nil {
+		registered, err = worktreeAddError(err, st.branch, fast)
+		return sandbox.Workspace{}, err
 	}
 	admin := adminDir(l)
 	if admin == "" {
@@ -594,12 +527,7 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		return sandbox.Workspace{}, err
 	}
 	m.crash("recorded", st.wt)
-	if w, err := m.worktreeAt(ctx, l, admin); err != nil {
-		m.log.Warn("workspace: cannot record the checkout baseline", "path", st.wt, "err", err)
-	} else if err := m.recordBaseline(ctx, w); err != nil {
-		// Not fatal: without it, files git would normalise show as changed.
-		m.log.Warn("workspace: cannot record the checkout baseline", "path", st.wt, "err", err)
-	}
+	m.checkoutBaseline(ctx, l, admin)
 	if m.afterAdd != nil {
 		if err := m.afterAdd(st.wt); err != nil {
 			return sandbox.Workspace{}, err
@@ -613,6 +541,121 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		ws.BaseFetchedAt = &f
 	}
 	return ws, nil
+}
+
+// clearEmptyPath removes an empty directory at wt (left by an earlier
+// attempt) so that a worktree can be added there; anything else at wt is
+// never overwritten. Errors: ErrConflict (a file, or a directory holding
+// anything), ErrWorkspaceUnavailable.
+func clearEmptyPath(wt string) error {
+	fi, err := os.Lstat(wt)
+	if err != nil {
+		return nil
+	}
+	if !fi.IsDir() || !emptyDir(wt) {
+		return sandbox.Errorf(sandbox.ErrConflict, "workspace path %s exists but is not a registered worktree; refusing to overwrite it", wt)
+	}
+	if err := os.Remove(wt); err != nil {
+		return fsError(err, "remove empty directory")
+	}
+	return nil
+}
+
+// addPlan is how create adds a worktree: the `git worktree add` arguments,
+// the base commit, and the branch it creates ("" when none).
+type addPlan struct {
+	args          []string
+	base          string
+	createdBranch string
+}
+
+// planAdd decides how st's worktree is added. known (a base recorded by a
+// previous incarnation) counts only while the mirror has it. Analysis
+// (no branch): detached at known or at the resolved base ref. A branch
+// that exists (Remove keeps it, or a repair) is checked out as it is,
+// never reset, its base known or fallbackBase. Otherwise the branch is
+// created at the start point, after the collision check. The branch's tip
+// and the start point are resolved in one git call; when the start point's
+// names are invalid, the tip alone (an existing branch needs no start
+// point, so that error counts only without one). Errors: ErrConflict (the
+// branch is checked out in another worktree of entries, or collides),
+// ErrRefNotFound, ErrInvalidArgument, ErrWorkspaceUnavailable.
+func (m *Manager) planAdd(ctx context.Context, st *ensureState, entries []wtEntry, known string) (addPlan, error) {
+	if known != "" {
+		if c, _ := m.firstCommit(ctx, st.bg, known); c == "" {
+			known = ""
+		}
+	}
+	if st.branch == "" { // analysis: detached
+		base := known
+		if base == "" {
+			var err error
+			if base, err = m.resolveBase(ctx, st.bg, st.baseRef); err != nil {
+				return addPlan{}, err
+			}
+		}
+		return addPlan{args: []string{"worktree", "add", "--detach", "--end-of-options", st.wt, base}, base: base}, nil
+	}
+	names := []string{"refs/heads/" + st.branch}
+	startNames, startErr := m.startNames(st)
+	if startErr == nil {
+		names = append(names, startNames...)
+	}
+	res, err := m.resolveAll(ctx, st.bg, names...)
+	if err != nil {
+		return addPlan{}, err
+	}
+	tip := res[0]
+	for _, e := range entries {
+		if e.Branch == "refs/heads/"+st.branch && e.Path != st.wt {
+			return addPlan{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree (%s)", st.branch, e.Path)
+		}
+	}
+	if tip != "" {
+		base := known
+		if base == "" {
+			base = m.fallbackBase(ctx, st, tip)
+		}
+		return addPlan{args: []string{"worktree", "add", "--end-of-options", st.wt, st.branch}, base: base}, nil
+	}
+	if startErr != nil {
+		return addPlan{}, startErr
+	}
+	if err := m.branchCollision(ctx, st.bg, st.branch); err != nil {
+		return addPlan{}, err
+	}
+	from, err := m.startFrom(st, res[1:])
+	if err != nil {
+		return addPlan{}, err
+	}
+	return addPlan{args: []string{"worktree", "add", "--no-track", "-b", st.branch, "--end-of-options", st.wt, from}, base: from, createdBranch: st.branch}, nil
+}
+
+// worktreeAddError translates a failed `git worktree add` of branch:
+// with fast (the worktrees were not listed), a path git says is registered
+// already is errRegisteredElsewhere and registered (the caller must not
+// clean up the worktree: it is not ours); a branch checked out elsewhere is
+// ErrConflict; anything else is classified (ErrWorkspaceUnavailable).
+func worktreeAddError(err error, branch string, fast bool) (registered bool, _ error) {
+	ge := gitStderr(err)
+	if fast && (strings.Contains(ge, "already registered") || strings.Contains(ge, "missing but locked")) {
+		return true, errRegisteredElsewhere
+	}
+	if strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
+		return false, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree: %s", branch, firstLine(ge))
+	}
+	return false, gitx.Classify(err, "git worktree add", sandbox.ErrWorkspaceUnavailable)
+}
+
+// checkoutBaseline records the new worktree's checkout baseline
+// (recordBaseline); a failure is logged, not returned: without it, files
+// git would normalise show as changed.
+func (m *Manager) checkoutBaseline(ctx context.Context, l loc, admin string) {
+	if w, err := m.worktreeAt(ctx, l, admin); err != nil {
+		m.log.Warn("workspace: cannot record the checkout baseline", "path", l.wt, "err", err)
+	} else if err := m.recordBaseline(ctx, w); err != nil {
+		m.log.Warn("workspace: cannot record the checkout baseline", "path", l.wt, "err", err)
+	}
 }
 
 // simpleName reports whether git keeps name as the administrative

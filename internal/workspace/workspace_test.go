@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -510,4 +511,47 @@ func TestAddWorktreeMatchesGitWorktreeAdd(t *testing.T) {
 			assert.NoDirExists(t, ws.LocalPath)
 		})
 	}
+}
+
+// TestWorktreeAddError: only a fast add takes "already registered" (or
+// "missing but locked") for a path registered elsewhere, which is not its
+// to clean up; a branch checked out elsewhere is a conflict naming it;
+// anything else is classified.
+func TestWorktreeAddError(t *testing.T) {
+	gitErr := func(stderr string) error {
+		return &gitx.Error{Args: []string{"worktree", "add"}, ExitCode: 128, Stderr: stderr}
+	}
+	for _, msg := range []string{"fatal: '/w/x' is a missing but already registered worktree", "fatal: '/w/x' is a missing but locked worktree"} {
+		registered, err := worktreeAddError(gitErr(msg), "b", true)
+		assert.True(t, registered)
+		assert.ErrorIs(t, err, errRegisteredElsewhere)
+		registered, err = worktreeAddError(gitErr(msg), "b", false)
+		assert.False(t, registered)
+		assert.NotErrorIs(t, err, errRegisteredElsewhere)
+	}
+	registered, err := worktreeAddError(gitErr("fatal: 'b' is already checked out at '/w/y'\n"), "b", true)
+	assert.False(t, registered)
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, sandbox.Message(err), "branch b is already checked out in another worktree: fatal: 'b' is already checked out at '/w/y'")
+	_, err = worktreeAddError(gitErr("fatal: something else"), "b", false)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, errRegisteredElsewhere)
+}
+
+// TestClearEmptyPath: nothing there, or an empty directory (removed), is
+// fine; a file or a directory holding anything is a conflict, untouched.
+func TestClearEmptyPath(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, clearEmptyPath(filepath.Join(dir, "none")))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.Mkdir(empty, 0o755))
+	require.NoError(t, clearEmptyPath(empty))
+	assert.NoDirExists(t, empty)
+	full := filepath.Join(dir, "full")
+	require.NoError(t, os.MkdirAll(filepath.Join(full, "x"), 0o755))
+	requireKind(t, clearEmptyPath(full), sandbox.ErrConflict)
+	assert.DirExists(t, filepath.Join(full, "x"))
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	requireKind(t, clearEmptyPath(file), sandbox.ErrConflict)
 }

@@ -299,37 +299,14 @@ type ensureState struct {
 // ErrRepoCacheUnavailable (bare repository missing), ErrWorkspaceUnavailable
 // (any other git failure).
 func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandbox.WorkspaceRequest) (sandbox.Workspace, error) {
-	id, err := req.Validate(sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+	st, err := m.newEnsureState(cache, req)
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}
-	repo, err := repoFromCache(cache)
-	if err != nil {
-		return sandbox.Workspace{}, err
-	}
-	if id.FullName() != cache.RepoName || (cache.ProviderHost != "" && id.Host != cache.ProviderHost) {
-		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "request repository %s/%s does not match repo cache %s (%s/%s)",
-			id.Host, id.FullName(), cache.ID, cache.ProviderHost, cache.RepoName)
-	}
-	bare, err := barePath(cache)
-	if err != nil {
-		return sandbox.Workspace{}, err
-	}
-	baseRef := req.BaseRef
-	if baseRef == "" {
-		baseRef = cache.DefaultBranch
-	}
-	st := &ensureState{
-		cache: cache, repo: repo, req: req, bare: bare,
-		wt:      filepath.Join(filepath.Dir(bare), WorktreesDir, req.WorktreeDirName()),
-		baseRef: baseRef, branch: req.Branch(),
-		bg: m.bareGit(bare),
-	}
-
-	unlock, err := m.locker.LockRepo(ctx, repo)
+	unlock, err := m.locker.LockRepo(ctx, st.repo)
 	if err != nil {
 		if sandbox.KindOf(err) == nil {
-			err = sandbox.Errorf(sandbox.ErrRepoLocked, "lock repository %s: %w", repo.Key(), err)
+			err = sandbox.Errorf(sandbox.ErrRepoLocked, "lock repository %s: %w", st.repo.Key(), err)
 		}
 		return sandbox.Workspace{}, err
 	}
@@ -355,38 +332,92 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 	}
 	known := ""
 	if e := findEntry(entries, st.wt); e != nil {
-		admin := adminDir(loc{bare: bare, wt: st.wt, name: filepath.Base(st.wt)})
-		// git locks a worktree "initializing" until `worktree add` finishes and
-		// this package records the base right after: both together mean a
-		// creation died half-way (the repository lock excludes a live one).
-		crashed := e.Locked && strings.Contains(e.LockReason, "initializing") && (admin == "" || readBase(admin) == "")
+		admin := adminDir(loc{bare: st.bare, wt: st.wt, name: filepath.Base(st.wt)})
+		crashed := crashedAdd(e, admin)
 		if !crashed && isDir(st.wt) {
 			if admin == "" { // never delete a directory that may hold work
 				return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s is registered but its administrative directory cannot be identified", st.wt)
 			}
 			return m.reuse(ctx, st, e, admin)
 		}
-		// Repair: the directory vanished (or a creation crashed half-way).
-		if admin != "" {
-			known = readBase(admin)
-		}
-		if known == "" && st.branch == "" && !crashed {
-			known = e.Head
-		}
-		m.log.Info("workspace: repairing worktree", "path", st.wt, "branch", st.branch, "crashed_add", crashed)
-		if err := m.unregister(ctx, st.bg, loc{bare: bare, wt: st.wt, name: filepath.Base(st.wt)}); err != nil {
-			return sandbox.Workspace{}, err
-		}
-		if crashed {
-			if err := forceRemoveAll(st.wt); err != nil {
-				return sandbox.Workspace{}, fsError(err, "remove half-created worktree")
-			}
-		}
-		if entries, err = m.listWorktrees(ctx, st.bg); err != nil {
+		if known, entries, err = m.repair(ctx, st, e, admin, crashed); err != nil {
 			return sandbox.Workspace{}, err
 		}
 	}
 	return m.create(ctx, st, entries, known, false)
+}
+
+// newEnsureState validates req against the repo cache row (the request's
+// repository must be the cache's: name and, when recorded, host) and
+// returns where and how its worktree lives: the bare repository, the
+// worktree path under WorktreesDir, the base ref (req's, or the cache's
+// default branch) and the branch (req.Branch). Errors: ErrInvalidArgument
+// (request, cache row, mismatch), as barePath.
+func (m *Manager) newEnsureState(cache sandbox.RepoCache, req sandbox.WorkspaceRequest) (*ensureState, error) {
+	id, err := req.Validate(sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+	if err != nil {
+		return nil, err
+	}
+	repo, err := repoFromCache(cache)
+	if err != nil {
+		return nil, err
+	}
+	if id.FullName() != cache.RepoName || (cache.ProviderHost != "" && id.Host != cache.ProviderHost) {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "request repository %s/%s does not match repo cache %s (%s/%s)",
+			id.Host, id.FullName(), cache.ID, cache.ProviderHost, cache.RepoName)
+	}
+	bare, err := barePath(cache)
+	if err != nil {
+		return nil, err
+	}
+	baseRef := req.BaseRef
+	if baseRef == "" {
+		baseRef = cache.DefaultBranch
+	}
+	return &ensureState{
+		cache: cache, repo: repo, req: req, bare: bare,
+		wt:      filepath.Join(filepath.Dir(bare), WorktreesDir, req.WorktreeDirName()),
+		baseRef: baseRef, branch: req.Branch(),
+		bg: m.bareGit(bare),
+	}, nil
+}
+
+// crashedAdd reports whether the registered worktree e (administrative
+// directory admin, "" when unidentified) is a creation that died half-way:
+// git locks a worktree "initializing" until `worktree add` finishes and
+// this package records the base right after; both together mean a crash
+// (the repository lock excludes a live creation).
+func crashedAdd(e *wtEntry, admin string) bool {
+	return e.Locked && strings.Contains(e.LockReason, "initializing") && (admin == "" || readBase(admin) == "")
+}
+
+// repair unregisters st's worktree whose directory vanished (or whose
+// creation crashed: its directory is removed too) so that create can add
+// it again, and returns the base commit to keep (the recorded one; an
+// analysis worktree's registered HEAD unless crashed) and the worktrees
+// listed afresh. Errors: ErrWorkspaceUnavailable, ErrInsufficientDisk.
+func (m *Manager) repair(ctx context.Context, st *ensureState, e *wtEntry, admin string, crashed bool) (string, []wtEntry, error) {
+	known := ""
+	if admin != "" {
+		known = readBase(admin)
+	}
+	if known == "" && st.branch == "" && !crashed {
+		known = e.Head
+	}
+	m.log.Info("workspace: repairing worktree", "path", st.wt, "branch", st.branch, "crashed_add", crashed)
+	if err := m.unregister(ctx, st.bg, loc{bare: st.bare, wt: st.wt, name: filepath.Base(st.wt)}); err != nil {
+		return "", nil, err
+	}
+	if crashed {
+		if err := forceRemoveAll(st.wt); err != nil {
+			return "", nil, fsError(err, "remove half-created worktree")
+		}
+	}
+	entries, err := m.listWorktrees(ctx, st.bg)
+	if err != nil {
+		return "", nil, err
+	}
+	return known, entries, nil
 }
 
 // errRegisteredElsewhere: a fast create found the path registered already

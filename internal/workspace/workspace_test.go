@@ -555,3 +555,31 @@ func TestClearEmptyPath(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
 	requireKind(t, clearEmptyPath(file), sandbox.ErrConflict)
 }
+
+// TestCrashedAdd: a registration locked "initializing" whose base was never
+// recorded is a creation that died half-way; a recorded base, or another
+// lock, is not.
+func TestCrashedAdd(t *testing.T) {
+	admin := t.TempDir()
+	initializing := &wtEntry{Locked: true, LockReason: "initializing"}
+	assert.True(t, crashedAdd(initializing, ""))
+	assert.True(t, crashedAdd(initializing, admin))
+	assert.False(t, crashedAdd(&wtEntry{Locked: true, LockReason: "kept by the operator"}, admin))
+	assert.False(t, crashedAdd(&wtEntry{}, ""))
+	require.NoError(t, writeBase(admin, strings.Repeat("a", 40), time.Now()))
+	assert.False(t, crashedAdd(initializing, admin))
+}
+
+// TestNewEnsureStateRefusesAnotherRepository: a request naming another
+// repository than the cache's is refused before anything is locked.
+func TestNewEnsureStateRefusesAnotherRepository(t *testing.T) {
+	f := newFixture(t)
+	req := f.req(sandbox.ModeEdit, "c1")
+	st, err := f.m.newEnsureState(f.cache, req)
+	require.NoError(t, err)
+	assert.Equal(t, "main", st.baseRef)
+	assert.Equal(t, filepath.Join(filepath.Dir(f.bare), WorktreesDir, req.WorktreeDirName()), st.wt)
+	req.RepoURL = "https://example.com/owner/other"
+	_, err = f.m.newEnsureState(f.cache, req)
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+}

@@ -69,56 +69,15 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 		return sandboxapi.EditFileResult{}, err
 	}
 	defer r.Close()
-	recPath := ""
-	if l, err := locate(ws); err == nil && editID != "" {
-		if admin := adminDir(l); admin != "" {
-			recPath = filepath.Join(admin, editRecordFile)
-			if res, ok := appliedEdit(r, recPath, editID, rel); ok {
-				return res, nil
-			}
+	recPath := editRecordPath(ws, editID)
+	if recPath != "" {
+		if res, ok := appliedEdit(r, recPath, editID, rel); ok {
+			return res, nil
 		}
 	}
-
-	var data []byte
-	var first, last int // 1-based lines of the new content the snippet is centred on
-	switch in.Command {
-	case sandboxapi.EditCreate:
-		data = []byte(in.FileText)
-		first, last = 1, 1
-	default:
-		old, err := readText(r, rel)
-		if err != nil {
-			return sandboxapi.EditFileResult{}, err
-		}
-		if in.Command == sandboxapi.EditStrReplace {
-			n := bytes.Count(old, []byte(in.OldStr))
-			switch {
-			case n == 0:
-				return sandboxapi.EditFileResult{}, sandbox.FieldError("old_str", "edit %q: old_str does not occur in the file (0 times); it must occur exactly once, whitespace included", rel)
-			case n > 1:
-				return sandboxapi.EditFileResult{}, sandbox.FieldError("old_str", "edit %q: old_str occurs %d times in the file; it must occur exactly once (add surrounding lines to make it unique)", rel, n)
-			}
-			at := bytes.Index(old, []byte(in.OldStr))
-			data = slices.Concat(old[:at], []byte(in.NewStr), old[at+len(in.OldStr):])
-			first = bytes.Count(old[:at], []byte{'\n'}) + 1
-			last = first + strings.Count(in.NewStr, "\n")
-		} else {
-			lines := countLines(old)
-			if in.InsertLine > lines {
-				return sandboxapi.EditFileResult{}, sandbox.FieldError("insert_line", "edit %q: insert_line %d is past the end of the file (%d lines)", rel, in.InsertLine, lines)
-			}
-			at := lineOffset(old, in.InsertLine)
-			text := in.NewStr
-			if at == len(old) && len(old) > 0 && old[len(old)-1] != '\n' {
-				text = "\n" + text // after a last line without its newline
-			}
-			if at < len(old) && !strings.HasSuffix(text, "\n") {
-				text += "\n" // whole lines: what followed stays on its own line
-			}
-			data = slices.Concat(old[:at], []byte(text), old[at:])
-			first = in.InsertLine + 1
-			last = first + max(strings.Count(strings.TrimSuffix(in.NewStr, "\n"), "\n"), 0)
-		}
+	data, first, last, err := editedContent(r, rel, in)
+	if err != nil {
+		return sandboxapi.EditFileResult{}, err
 	}
 	if len(data) > sandbox.MaxFileBytes {
 		return sandboxapi.EditFileResult{}, sandbox.Errorf(sandbox.ErrResourceLimit, "edit %q: the result would be %d bytes, over the %d-byte limit", rel, len(data), sandbox.MaxFileBytes)
@@ -128,19 +87,101 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 	// edit), never an applied edit without its record (the retry would
 	// apply it twice).
 	res := sandboxapi.EditFileResult{Path: rel, Bytes: int64(len(data)), Snippet: Snippet(data, first, last)}
-	if recPath != "" {
-		sum := sha256.Sum256(data)
-		rec, _ := json.Marshal(editRecord{ID: editID, Path: rel, SHA256: hex.EncodeToString(sum[:]), Result: res})
-		if err := os.WriteFile(recPath+".tmp", rec, 0o600); err == nil {
-			_ = os.Rename(recPath+".tmp", recPath)
-		}
-	}
+	recordEdit(recPath, editRecord{ID: editID, Path: rel, Result: res}, data)
 	editStep("recorded")
 	if err := replaceFile(r, rel, data, 0, "edit"); err != nil {
 		return sandboxapi.EditFileResult{}, err
 	}
 	editStep("replaced")
 	return res, nil
+}
+
+// editRecordPath is where ws's last applied edit is recorded (editRecordFile
+// in its administrative directory); "" without an editID or when the
+// directory cannot be identified (the edit then runs unrecorded).
+func editRecordPath(ws sandbox.Workspace, editID string) string {
+	if editID == "" {
+		return ""
+	}
+	l, err := locate(ws)
+	if err != nil {
+		return ""
+	}
+	if admin := adminDir(l); admin != "" {
+		return filepath.Join(admin, editRecordFile)
+	}
+	return ""
+}
+
+// editedContent returns the file's content after in (create: FileText;
+// str_replace and insert: applied to the current text of rel, readText)
+// and the 1-based lines of it the snippet is centred on. Errors: as
+// readText, those of replaceOnce and insertAt.
+func editedContent(r *os.Root, rel string, in sandboxapi.EditFileInput) ([]byte, int, int, error) {
+	if in.Command == sandboxapi.EditCreate {
+		return []byte(in.FileText), 1, 1, nil
+	}
+	old, err := readText(r, rel)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if in.Command == sandboxapi.EditStrReplace {
+		return replaceOnce(old, rel, in.OldStr, in.NewStr)
+	}
+	return insertAt(old, rel, in.InsertLine, in.NewStr)
+}
+
+// replaceOnce replaces the one occurrence of oldStr in old with newStr and
+// returns the result with the lines the replacement spans. Errors:
+// ErrInvalidArgument on old_str (no occurrence, or more than one).
+func replaceOnce(old []byte, rel, oldStr, newStr string) ([]byte, int, int, error) {
+	n := bytes.Count(old, []byte(oldStr))
+	switch {
+	case n == 0:
+		return nil, 0, 0, sandbox.FieldError("old_str", "edit %q: old_str does not occur in the file (0 times); it must occur exactly once, whitespace included", rel)
+	case n > 1:
+		return nil, 0, 0, sandbox.FieldError("old_str", "edit %q: old_str occurs %d times in the file; it must occur exactly once (add surrounding lines to make it unique)", rel, n)
+	}
+	at := bytes.Index(old, []byte(oldStr))
+	data := slices.Concat(old[:at], []byte(newStr), old[at+len(oldStr):])
+	first := bytes.Count(old[:at], []byte{'\n'}) + 1
+	return data, first, first + strings.Count(newStr, "\n"), nil
+}
+
+// insertAt inserts text as whole lines after line (0: before the first)
+// of old — a newline is added after a last line without one, and after
+// text when lines follow it — and returns the result with the inserted
+// lines. Errors: ErrInvalidArgument on insert_line (past the end).
+func insertAt(old []byte, rel string, line int, text string) ([]byte, int, int, error) {
+	if lines := countLines(old); line > lines {
+		return nil, 0, 0, sandbox.FieldError("insert_line", "edit %q: insert_line %d is past the end of the file (%d lines)", rel, line, lines)
+	}
+	at := lineOffset(old, line)
+	ins := text
+	if at == len(old) && len(old) > 0 && old[len(old)-1] != '\n' {
+		ins = "\n" + ins // after a last line without its newline
+	}
+	if at < len(old) && !strings.HasSuffix(ins, "\n") {
+		ins += "\n" // whole lines: what followed stays on its own line
+	}
+	first := line + 1
+	return slices.Concat(old[:at], []byte(ins), old[at:]), first, first + max(strings.Count(strings.TrimSuffix(text, "\n"), "\n"), 0), nil
+}
+
+// recordEdit writes rec (with data's SHA-256) to recPath through a
+// temporary file and a rename, so that a retried edit finds it
+// (appliedEdit); "" records nothing, and a failure to write is not an
+// error (the edit is then only unrecorded).
+func recordEdit(recPath string, rec editRecord, data []byte) {
+	if recPath == "" {
+		return
+	}
+	sum := sha256.Sum256(data)
+	rec.SHA256 = hex.EncodeToString(sum[:])
+	b, _ := json.Marshal(rec)
+	if err := os.WriteFile(recPath+".tmp", b, 0o600); err == nil {
+		_ = os.Rename(recPath+".tmp", recPath)
+	}
 }
 
 // editRecordFile, in a worktree's administrative directory, records the

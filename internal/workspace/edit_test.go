@@ -272,3 +272,28 @@ func TestEditFileKilledMidwayIsAppliedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaceOnceAndInsertAt: the pure steps of an edit, with the lines the
+// snippet is centred on and the refusals on their fields.
+func TestReplaceOnceAndInsertAt(t *testing.T) {
+	data, first, last, err := replaceOnce([]byte("a\nb\nc\n"), "f", "b\n", "x\ny\n")
+	require.NoError(t, err)
+	assert.Equal(t, "a\nx\ny\nc\n", string(data))
+	assert.Equal(t, []int{2, 4}, []int{first, last})
+	_, _, _, err = replaceOnce([]byte("a a"), "f", "a", "b")
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+	assert.Contains(t, sandbox.Message(err), "occurs 2 times")
+	_, _, _, err = replaceOnce([]byte("a"), "f", "z", "b")
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+
+	data, first, last, err = insertAt([]byte("a\nb"), "f", 2, "c")
+	require.NoError(t, err)
+	assert.Equal(t, "a\nb\nc", string(data), "after a last line without its newline")
+	assert.Equal(t, []int{3, 3}, []int{first, last})
+	data, first, last, err = insertAt([]byte("a\nb\n"), "f", 0, "x\ny")
+	require.NoError(t, err)
+	assert.Equal(t, "x\ny\na\nb\n", string(data), "whole lines before what follows")
+	assert.Equal(t, []int{1, 2}, []int{first, last})
+	_, _, _, err = insertAt([]byte("a\n"), "f", 2, "x")
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+}

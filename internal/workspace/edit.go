@@ -333,7 +333,6 @@ func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandbox
 	if in.Depth < 0 || in.Depth > sandboxapi.MaxListDepth {
 		return sandboxapi.ListDirResult{}, sandbox.FieldError("depth", "list_dir depth must be between 0 and %d", sandboxapi.MaxListDepth)
 	}
-	depth := max(in.Depth, 1)
 	rel, err := sandbox.CleanRelPath(in.Path)
 	if err != nil {
 		return sandboxapi.ListDirResult{}, err
@@ -343,17 +342,41 @@ func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandbox
 		return sandboxapi.ListDirResult{}, err
 	}
 	defer r.Close()
-	res := sandboxapi.ListDirResult{Path: in.Path, Entries: []sandbox.FileEntry{}}
+	entries, paths, truncated, err := walkTree(ctx, r, rel, max(in.Depth, 1), in.SkipHidden)
+	if err != nil {
+		return sandboxapi.ListDirResult{}, err
+	}
+	res := sandboxapi.ListDirResult{Path: in.Path, Entries: entries, Truncated: truncated}
+	if in.SkipIgnored && len(paths) > 0 {
+		ignored, err := m.ignored(ctx, ws, paths, res.Entries)
+		if err != nil {
+			return sandboxapi.ListDirResult{}, err
+		}
+		res.Entries = withoutIgnored(res.Entries, paths, ignored)
+	}
+	slices.SortFunc(res.Entries, func(a, b sandbox.FileEntry) int { return strings.Compare(a.Name, b.Name) })
+	return res, nil
+}
+
+// walkTree lists the directory rel of r breadth first to depth levels (1:
+// its entries only), never following symlinks, never entering ".git",
+// skipping dot-names with skipHidden: each entry named relative to rel,
+// in the walk's order, with paths[i] its workspace-relative path, at most
+// MaxListEntries per directory and MaxTreeEntries in all (truncated). A
+// directory below rel that vanished or cannot be read is skipped. Errors:
+// ctx's, ErrInvalidWorkspacePath (rel is not a directory, or cannot be
+// listed), as pathError.
+func walkTree(ctx context.Context, r *os.Root, rel string, depth int, skipHidden bool) (entries []sandbox.FileEntry, paths []string, truncated bool, err error) {
 	type dirAt struct {
 		rel   string // workspace-relative
 		name  string // relative to rel of the listing ("" for it)
 		level int
 	}
+	entries = []sandbox.FileEntry{}
 	queue := []dirAt{{rel: rel, level: 1}}
-	var paths []string // workspace-relative path of each entry, for check-ignore
-	for len(queue) > 0 && !res.Truncated {
+	for len(queue) > 0 && !truncated {
 		if err := ctx.Err(); err != nil {
-			return sandboxapi.ListDirResult{}, err
+			return nil, nil, false, err
 		}
 		d := queue[0]
 		queue = queue[1:]
@@ -363,9 +386,9 @@ func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandbox
 				continue // vanished or unreadable below the listing: skip it
 			}
 			if errors.Is(err, syscall.ENOTDIR) {
-				return sandboxapi.ListDirResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "list %q: not a directory", rel)
+				return nil, nil, false, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "list %q: not a directory", rel)
 			}
-			return sandboxapi.ListDirResult{}, pathError("list", rel, err)
+			return nil, nil, false, pathError("list", rel, err)
 		}
 		names, err := f.Readdirnames(-1)
 		_ = f.Close()
@@ -373,14 +396,14 @@ func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandbox
 			if d.level > 1 {
 				continue
 			}
-			return sandboxapi.ListDirResult{}, pathError("list", rel, err)
+			return nil, nil, false, pathError("list", rel, err)
 		}
 		slices.Sort(names)
 		if len(names) > MaxListEntries {
-			names, res.Truncated = names[:MaxListEntries], true
+			names, truncated = names[:MaxListEntries], true
 		}
 		for _, n := range names {
-			if n == ".git" || (in.SkipHidden && strings.HasPrefix(n, ".")) {
+			if n == ".git" || (skipHidden && strings.HasPrefix(n, ".")) {
 				continue
 			}
 			p := path.Join(d.rel, n)
@@ -388,38 +411,37 @@ func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandbox
 			if err != nil {
 				continue // vanished meanwhile
 			}
-			if len(res.Entries) >= MaxTreeEntries {
-				res.Truncated = true
+			if len(entries) >= MaxTreeEntries {
+				truncated = true
 				break
 			}
 			name := path.Join(d.name, n)
-			res.Entries = append(res.Entries, sandbox.FileEntry{Name: name, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())})
+			entries = append(entries, sandbox.FileEntry{Name: name, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())})
 			paths = append(paths, p)
 			if fi.IsDir() && d.level < depth {
 				queue = append(queue, dirAt{rel: p, name: name, level: d.level + 1})
 			}
 		}
 	}
-	if in.SkipIgnored && len(paths) > 0 {
-		ignored, err := m.ignored(ctx, ws, paths, res.Entries)
-		if err != nil {
-			return sandboxapi.ListDirResult{}, err
-		}
-		kept := res.Entries[:0]
-		var dropped []string // ignored directories, as "<name>/"
-		for i, e := range res.Entries {
-			if ignored[paths[i]] || slices.ContainsFunc(dropped, func(d string) bool { return strings.HasPrefix(e.Name, d) }) {
-				if e.Type == sandboxapi.EntryDir {
-					dropped = append(dropped, e.Name+"/")
-				}
-				continue
+	return entries, paths, truncated, nil
+}
+
+// withoutIgnored drops from entries (in walk order: a directory before
+// what it holds) those whose paths[i] ignored holds, and everything below
+// an ignored directory.
+func withoutIgnored(entries []sandbox.FileEntry, paths []string, ignored map[string]bool) []sandbox.FileEntry {
+	kept := entries[:0]
+	var dropped []string // ignored directories, as "<name>/"
+	for i, e := range entries {
+		if ignored[paths[i]] || slices.ContainsFunc(dropped, func(d string) bool { return strings.HasPrefix(e.Name, d) }) {
+			if e.Type == sandboxapi.EntryDir {
+				dropped = append(dropped, e.Name+"/")
 			}
-			kept = append(kept, e)
+			continue
 		}
-		res.Entries = kept
+		kept = append(kept, e)
 	}
-	slices.SortFunc(res.Entries, func(a, b sandbox.FileEntry) int { return strings.Compare(a.Name, b.Name) })
-	return res, nil
+	return kept
 }
 
 // ignored runs `git check-ignore --stdin -z` on the worktree for paths

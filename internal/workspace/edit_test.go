@@ -297,3 +297,18 @@ func TestReplaceOnceAndInsertAt(t *testing.T) {
 	_, _, _, err = insertAt([]byte("a\n"), "f", 2, "x")
 	requireKind(t, err, sandbox.ErrInvalidArgument)
 }
+
+// TestWithoutIgnored: an ignored entry goes, and so does everything below
+// an ignored directory, whether git named it or not.
+func TestWithoutIgnored(t *testing.T) {
+	entries := []sandbox.FileEntry{
+		{Name: "a.go", Type: sandboxapi.EntryFile},
+		{Name: "build", Type: sandboxapi.EntryDir},
+		{Name: "build.go", Type: sandboxapi.EntryFile},
+		{Name: "build/out", Type: sandboxapi.EntryFile},
+		{Name: "x.log", Type: sandboxapi.EntryFile},
+	}
+	paths := []string{"d/a.go", "d/build", "d/build.go", "d/build/out", "d/x.log"}
+	got := withoutIgnored(entries, paths, map[string]bool{"d/build": true, "d/x.log": true})
+	assert.Equal(t, []sandbox.FileEntry{{Name: "a.go", Type: sandboxapi.EntryFile}, {Name: "build.go", Type: sandboxapi.EntryFile}}, got)
+}

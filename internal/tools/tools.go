@@ -481,6 +481,24 @@ func (c call) search(ctx context.Context, in SearchInput) (SearchOutput, string,
 
 func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, string, error) {
 	out := GitOutput{Command: in.Command}
+	if err := checkGitInput(in, writable); err != nil {
+		return out, "", err
+	}
+	switch in.Command {
+	case "status", "diff", "log", "checkpoints":
+		return c.gitRead(ctx, in, out)
+	case "commit", "push", "checkpoint", "rollback":
+		return c.gitChange(ctx, in, out)
+	}
+	return out, "", invalid("command", "command %q: want status, diff, log, commit, push, checkpoint, checkpoints or rollback", sandboxapi.Clip(in.Command, 40))
+}
+
+// checkGitInput refuses a sandbox_git field given to a command it is not
+// for (limit: log, message: commit, force_with_lease: push, label:
+// checkpoint, checkpoint: rollback, paths: diff and commit), in that order,
+// and a changing command on a read-only workspace. Errors:
+// ErrInvalidArgument on the field.
+func checkGitInput(in GitInput, writable bool) error {
 	onlyFor := func(field, cmd string, set bool) error {
 		if set && in.Command != cmd {
 			return invalid(field, "%s is for %s only", field, cmd)
@@ -495,15 +513,22 @@ func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, s
 		onlyFor("checkpoint", "rollback", in.Checkpoint != 0),
 	} {
 		if e != nil {
-			return out, "", e
+			return e
 		}
 	}
 	if in.Paths != nil && in.Command != "diff" && in.Command != "commit" {
-		return out, "", invalid("paths", "paths is for diff and commit only")
+		return invalid("paths", "paths is for diff and commit only")
 	}
 	if !writable && slices.Contains(writeGitCommands, in.Command) {
-		return out, "", invalid("command", "command %q: this workspace is read-only (status, diff, log)", in.Command)
+		return invalid("command", "command %q: this workspace is read-only (status, diff, log)", in.Command)
 	}
+	return nil
+}
+
+// gitRead runs the sandbox_git commands that change nothing: status, diff
+// (filtered to in.Paths), log (DefaultLogCommits when no limit) and
+// checkpoints, each with its text. Errors: the session's.
+func (c call) gitRead(ctx context.Context, in GitInput, out GitOutput) (GitOutput, string, error) {
 	switch in.Command {
 	case "status":
 		st, err := c.s.Status(ctx)
@@ -523,14 +548,7 @@ func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, s
 			}
 		}
 		out.Diff = &d
-		if d.Patch == "" {
-			return out, "No changes against the base commit " + short(d.BaseCommit) + ".\n", nil
-		}
-		t := d.Patch
-		if d.Truncated {
-			t += fmt.Sprintf("\n(the diff is cut: %d bytes in all; name paths to see less)\n", d.TotalBytes)
-		}
-		return out, t, nil
+		return out, diffText(d), nil
 	case "log":
 		if in.Limit == 0 {
 			in.Limit = DefaultLogCommits
@@ -540,14 +558,26 @@ func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, s
 			return out, "", err
 		}
 		out.Log = &l
-		var b strings.Builder
-		for _, cm := range l.Commits {
-			fmt.Fprintf(&b, "%s %s %s: %s\n", short(cm.Commit), cm.Date, cm.AuthorName, cm.Subject)
+		return out, logText(l), nil
+	default: // checkpoints
+		cps, err := c.s.Checkpoints(ctx)
+		if err != nil {
+			return out, "", err
 		}
-		if l.Truncated {
-			b.WriteString("(older commits exist)\n")
+		out.Checkpoints = cps
+		if out.Checkpoints == nil {
+			out.Checkpoints = []sandboxapi.Checkpoint{}
 		}
-		return out, b.String(), nil
+		return out, checkpointsText(cps), nil
+	}
+}
+
+// gitChange runs the sandbox_git commands that change the workspace or
+// its remote: commit (a message required), push, checkpoint and rollback
+// (a checkpoint id required), each with its text. Errors:
+// ErrInvalidArgument (message, checkpoint), the session's.
+func (c call) gitChange(ctx context.Context, in GitInput, out GitOutput) (GitOutput, string, error) {
+	switch in.Command {
 	case "commit":
 		if strings.TrimSpace(in.Message) == "" {
 			return out, "", invalid("message", "commit needs a message")
@@ -576,24 +606,7 @@ func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, s
 		out.Checkpoint = &cp
 		return out, fmt.Sprintf("Checkpoint %d taken (%s, %d files changed against HEAD %s); undo later edits with rollback checkpoint=%d.\n",
 			cp.ID, orNone(cp.Label), cp.FilesChanged, short(cp.Head), cp.ID), nil
-	case "checkpoints":
-		cps, err := c.s.Checkpoints(ctx)
-		if err != nil {
-			return out, "", err
-		}
-		out.Checkpoints = cps
-		if out.Checkpoints == nil {
-			out.Checkpoints = []sandboxapi.Checkpoint{}
-		}
-		if len(cps) == 0 {
-			return out, "No checkpoints yet.\n", nil
-		}
-		var b strings.Builder
-		for _, cp := range cps {
-			fmt.Fprintf(&b, "%d %s %s (%d files changed, HEAD %s)\n", cp.ID, cp.CreatedAt.UTC().Format(time.RFC3339), orNone(cp.Label), cp.FilesChanged, short(cp.Head))
-		}
-		return out, b.String(), nil
-	case "rollback":
+	default: // rollback
 		if in.Checkpoint < 1 {
 			return out, "", invalid("checkpoint", "rollback needs checkpoint: the id of a checkpoint (see checkpoints)")
 		}
@@ -605,7 +618,45 @@ func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, s
 		return out, fmt.Sprintf("Rolled back to checkpoint %d (HEAD %s on %s); the state left is checkpoint %d: rollback checkpoint=%d undoes this.\n",
 			r.Checkpoint.ID, short(r.Head), orNone(r.Branch), r.Undo.ID, r.Undo.ID), nil
 	}
-	return out, "", invalid("command", "command %q: want status, diff, log, commit, push, checkpoint, checkpoints or rollback", sandboxapi.Clip(in.Command, 40))
+}
+
+// diffText is a diff's text: its patch (with a note when it was cut), or a
+// line saying there is no change against the base commit.
+func diffText(d sandboxapi.Diff) string {
+	if d.Patch == "" {
+		return "No changes against the base commit " + short(d.BaseCommit) + ".\n"
+	}
+	t := d.Patch
+	if d.Truncated {
+		t += fmt.Sprintf("\n(the diff is cut: %d bytes in all; name paths to see less)\n", d.TotalBytes)
+	}
+	return t
+}
+
+// logText is a log's text: one line per commit (short id, date, author,
+// subject), and a note when older commits exist.
+func logText(l sandboxapi.LogResult) string {
+	var b strings.Builder
+	for _, cm := range l.Commits {
+		fmt.Fprintf(&b, "%s %s %s: %s\n", short(cm.Commit), cm.Date, cm.AuthorName, cm.Subject)
+	}
+	if l.Truncated {
+		b.WriteString("(older commits exist)\n")
+	}
+	return b.String()
+}
+
+// checkpointsText is the checkpoints' text: one line each (id, time in
+// RFC 3339 UTC, label, files changed, HEAD), or a line saying there are none.
+func checkpointsText(cps []sandboxapi.Checkpoint) string {
+	if len(cps) == 0 {
+		return "No checkpoints yet.\n"
+	}
+	var b strings.Builder
+	for _, cp := range cps {
+		fmt.Fprintf(&b, "%d %s %s (%d files changed, HEAD %s)\n", cp.ID, cp.CreatedAt.UTC().Format(time.RFC3339), orNone(cp.Label), cp.FilesChanged, short(cp.Head))
+	}
+	return b.String()
 }
 
 // writeGitCommands are sandbox_git's commands that change the workspace or

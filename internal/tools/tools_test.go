@@ -176,3 +176,33 @@ func TestCollectLimits(t *testing.T) {
 	_, _, err = collectLimits(0, DefaultExecYieldMS, MaxInteractiveOut+1)
 	assert.Equal(t, "max_output_bytes", ErrorFor(err).Field)
 }
+
+// TestCheckGitInput: a field given to a command it is not for is refused on
+// that field, and a changing command on a read-only workspace on command.
+func TestCheckGitInput(t *testing.T) {
+	require.NoError(t, checkGitInput(GitInput{Command: "log", Limit: 3}, false))
+	require.NoError(t, checkGitInput(GitInput{Command: "commit", Message: "m", Paths: []string{"a"}}, true))
+	for in, field := range map[*GitInput]string{
+		{Command: "status", Limit: 1}:             "limit",
+		{Command: "push", Message: "m"}:           "message",
+		{Command: "commit", ForceWithLease: true}: "force_with_lease",
+		{Command: "rollback", Label: "x"}:         "label",
+		{Command: "checkpoint", Checkpoint: 2}:    "checkpoint",
+		{Command: "log", Paths: []string{}}:       "paths",
+	} {
+		assert.Equal(t, field, ErrorFor(checkGitInput(*in, true)).Field, in.Command)
+	}
+	assert.Equal(t, "command", ErrorFor(checkGitInput(GitInput{Command: "push"}, false)).Field)
+}
+
+// TestGitTexts: the text of a diff, a log and the checkpoints.
+func TestGitTexts(t *testing.T) {
+	assert.Equal(t, "No changes against the base commit "+short(strings.Repeat("a", 40))+".\n", diffText(sandboxapi.Diff{BaseCommit: strings.Repeat("a", 40)}))
+	assert.Equal(t, "P\n(the diff is cut: 9 bytes in all; name paths to see less)\n", diffText(sandboxapi.Diff{Patch: "P", Truncated: true, TotalBytes: 9}))
+	assert.Equal(t, short(strings.Repeat("b", 40))+" 2026-01-01 A: s\n(older commits exist)\n",
+		logText(sandboxapi.LogResult{Commits: []sandboxapi.LogCommit{{Commit: strings.Repeat("b", 40), Date: "2026-01-01", AuthorName: "A", Subject: "s"}}, Truncated: true}))
+	assert.Equal(t, "No checkpoints yet.\n", checkpointsText(nil))
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	assert.Equal(t, "1 2026-01-02T03:04:05Z l (2 files changed, HEAD "+short(strings.Repeat("c", 40))+")\n",
+		checkpointsText([]sandboxapi.Checkpoint{{ID: 1, CreatedAt: at, Label: "l", FilesChanged: 2, Head: strings.Repeat("c", 40)}}))
+}

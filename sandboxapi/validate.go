@@ -57,36 +57,17 @@ func ParseRepoURL(raw string, policy URLPolicy) (RepoIdentity, error) {
 	bad := func(why string) (RepoIdentity, error) {
 		return RepoIdentity{}, Errorf(ErrInvalidArgument, "repository URL %q: %s", clip(raw), why)
 	}
-	if raw == "" {
-		return bad("empty")
-	}
-	if len(raw) > MaxURLLength {
-		return bad("too long")
-	}
-	if !utf8.ValidString(raw) {
-		return bad("not UTF-8")
-	}
-	for _, r := range raw {
-		if r <= ' ' || r == 0x7f || r == '\\' {
-			return bad("contains a control character, space or backslash")
+	result := func(id RepoIdentity, why string) (RepoIdentity, error) {
+		if why != "" {
+			return bad(why)
 		}
+		return id, nil
 	}
-	if strings.HasPrefix(raw, "-") {
-		return bad("starts with '-'")
-	}
-	if i := strings.Index(raw, "::"); i >= 0 && !strings.Contains(raw[:i], "/") {
-		return bad("git transport syntax (\"<transport>::\") is not allowed")
+	if why := repoURLTextProblem(raw); why != "" {
+		return bad(why)
 	}
 	if m := scpPattern.FindStringSubmatch(raw); m != nil && !strings.Contains(raw, "://") {
-		host := strings.ToLower(m[2])
-		if !hostPattern.MatchString(host) {
-			return bad("invalid host")
-		}
-		owner, name, err := splitRepoPath(m[3])
-		if err != "" {
-			return bad(err)
-		}
-		return RepoIdentity{Host: host, Owner: owner, Name: name, URL: m[1] + "@" + host + ":" + owner + "/" + name + ".git"}, nil
+		return result(scpRepo(m))
 	}
 	u, perr := url.Parse(raw)
 	if perr != nil {
@@ -109,48 +90,104 @@ func ParseRepoURL(raw string, policy URLPolicy) (RepoIdentity, error) {
 		if !policy.AllowFile {
 			return bad("file URLs are disabled (set SANDBOX_ALLOW_FILE_URLS=1 to allow them)")
 		}
-		if u.Host != "" && u.Host != "localhost" {
-			return bad("file URLs must be file:///absolute/path")
-		}
-		if u.User != nil {
-			return bad("credentials are not allowed in URLs")
-		}
-		owner, name, err := splitRepoPath(strings.TrimPrefix(u.Path, "/"))
-		if err != "" {
-			return bad(err)
-		}
-		return RepoIdentity{Host: FileHost, Owner: owner, Name: name, URL: "file://" + path.Clean(u.Path)}, nil
+		return result(fileRepo(u))
 	default:
 		return bad("scheme must be https or ssh")
 	}
+	return result(networkRepo(u, scheme))
+}
+
+// repoURLTextProblem is what makes raw unusable as a repository URL before
+// it is parsed at all ("" when nothing): empty, over MaxURLLength, not
+// UTF-8, a control character, space or backslash, a leading '-' (option
+// injection) or git's "<transport>::" syntax.
+func repoURLTextProblem(raw string) string {
+	if raw == "" {
+		return "empty"
+	}
+	if len(raw) > MaxURLLength {
+		return "too long"
+	}
+	if !utf8.ValidString(raw) {
+		return "not UTF-8"
+	}
+	for _, r := range raw {
+		if r <= ' ' || r == 0x7f || r == '\\' {
+			return "contains a control character, space or backslash"
+		}
+	}
+	if strings.HasPrefix(raw, "-") {
+		return "starts with '-'"
+	}
+	if i := strings.Index(raw, "::"); i >= 0 && !strings.Contains(raw[:i], "/") {
+		return "git transport syntax (\"<transport>::\") is not allowed"
+	}
+	return ""
+}
+
+// scpRepo is the identity of an scp-like URL (user@host:owner/name, m
+// from scpPattern), normalised to user@host:owner/name.git, or why not.
+func scpRepo(m []string) (RepoIdentity, string) {
+	host := strings.ToLower(m[2])
+	if !hostPattern.MatchString(host) {
+		return RepoIdentity{}, "invalid host"
+	}
+	owner, name, err := splitRepoPath(m[3])
+	if err != "" {
+		return RepoIdentity{}, err
+	}
+	return RepoIdentity{Host: host, Owner: owner, Name: name, URL: m[1] + "@" + host + ":" + owner + "/" + name + ".git"}, ""
+}
+
+// fileRepo is the identity of a file:///absolute/path URL (host FileHost,
+// the path cleaned), or why not: another host, credentials, a bad path.
+func fileRepo(u *url.URL) (RepoIdentity, string) {
+	if u.Host != "" && u.Host != "localhost" {
+		return RepoIdentity{}, "file URLs must be file:///absolute/path"
+	}
+	if u.User != nil {
+		return RepoIdentity{}, "credentials are not allowed in URLs"
+	}
+	owner, name, err := splitRepoPath(strings.TrimPrefix(u.Path, "/"))
+	if err != "" {
+		return RepoIdentity{}, err
+	}
+	return RepoIdentity{Host: FileHost, Owner: owner, Name: name, URL: "file://" + path.Clean(u.Path)}, ""
+}
+
+// networkRepo is the identity of an https, http or ssh URL u (scheme
+// lower-cased), normalised to scheme://[user@]host[:port]/owner/name.git,
+// or why not: credentials (only an ssh user name is allowed), a bad user,
+// host, port or path.
+func networkRepo(u *url.URL, scheme string) (RepoIdentity, string) {
 	if u.User != nil {
 		if _, hasPass := u.User.Password(); hasPass || scheme != "ssh" {
-			return bad("credentials are not allowed in URLs")
+			return RepoIdentity{}, "credentials are not allowed in URLs"
 		}
 		if !sshUserPattern.MatchString(u.User.Username()) {
-			return bad("invalid ssh user")
+			return RepoIdentity{}, "invalid ssh user"
 		}
 	}
 	host := strings.ToLower(u.Hostname())
 	if !hostPattern.MatchString(host) {
-		return bad("invalid host")
+		return RepoIdentity{}, "invalid host"
 	}
 	hostport := host
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); !portPattern.MatchString(p) || err != nil || n > 65535 {
-			return bad("invalid port")
+			return RepoIdentity{}, "invalid port"
 		}
 		hostport = host + ":" + p
 	}
 	owner, name, err := splitRepoPath(strings.TrimPrefix(u.Path, "/"))
 	if err != "" {
-		return bad(err)
+		return RepoIdentity{}, err
 	}
 	user := ""
 	if u.User != nil {
 		user = u.User.Username() + "@"
 	}
-	return RepoIdentity{Host: hostport, Owner: owner, Name: name, URL: scheme + "://" + user + hostport + "/" + owner + "/" + name + ".git"}, nil
+	return RepoIdentity{Host: hostport, Owner: owner, Name: name, URL: scheme + "://" + user + hostport + "/" + owner + "/" + name + ".git"}, ""
 }
 
 // WorktreesSegment is the name of the directory that holds a repository's

@@ -177,3 +177,24 @@ func TestBranchOverrideStaysInTheAgentNamespace(t *testing.T) {
 		t.Errorf("agent/feature-x: %v", err)
 	}
 }
+
+// TestRepoURLTextProblem: what is refused before a URL is parsed, and that
+// a usable text has no problem.
+func TestRepoURLTextProblem(t *testing.T) {
+	for raw, want := range map[string]string{
+		"":                                  "empty",
+		strings.Repeat("a", MaxURLLength+1): "too long",
+		"https://h/o/r\xff":                 "not UTF-8",
+		"https://h/o r":                     "contains a control character, space or backslash",
+		`https://h\o/r`:                     "contains a control character, space or backslash",
+		"-uhttps://h/o/r":                   "starts with '-'",
+		"ext::sh -c x":                      "contains a control character, space or backslash",
+		"ext::x":                            `git transport syntax ("<transport>::") is not allowed`,
+		"https://h/o/r::x":                  "",
+		"git@github.com:o/r.git":            "",
+	} {
+		if got := repoURLTextProblem(raw); got != want {
+			t.Errorf("repoURLTextProblem(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}

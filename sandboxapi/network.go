@@ -138,86 +138,121 @@ func ParseNetworkRule(entry string) (NetworkRule, error) {
 	if len(entry) > MaxNetworkAllowEntryBytes {
 		return bad("too long")
 	}
-	target, ports := entry, ""
-	switch {
-	case strings.HasPrefix(entry, "["):
-		end := strings.IndexByte(entry, ']')
-		if end < 0 {
-			return bad("missing ']'")
-		}
-		target, ports = entry[1:end], entry[end+1:]
-		if ports != "" {
-			if !strings.HasPrefix(ports, ":") {
-				return bad("want [address]:port")
-			}
-			ports = ports[1:]
-			if ports == "" {
-				return bad("empty port")
-			}
-		}
-		if !strings.Contains(target, ":") {
-			return bad("brackets are for IPv6 addresses")
-		}
-	case strings.Count(entry, ":") == 1:
-		target, ports, _ = strings.Cut(entry, ":")
-		if ports == "" {
-			return bad("empty port")
-		}
+	target, ports, why := splitRuleEntry(entry)
+	if why != "" {
+		return bad(why)
 	}
 	var r NetworkRule
 	if ports != "" {
-		lo, hi, ok := strings.Cut(ports, "-")
-		min, err1 := parsePort(lo)
-		max := min
-		var err2 error
-		if ok {
-			max, err2 = parsePort(hi)
-		}
-		if err1 != nil || err2 != nil || max < min {
+		min, max, ok := parsePortRange(ports)
+		if !ok {
 			return bad("the port must be 1-65535, or a range LOW-HIGH")
 		}
 		r.PortMin, r.PortMax = min, max
 	}
+	if why := r.setTarget(target); why != "" {
+		return bad(why)
+	}
+	return r, nil
+}
+
+// splitRuleEntry splits an allow entry into its target and its port part
+// ("" when none): "[v6]:ports", "host:ports" (exactly one ':'), or the
+// whole entry (a bare IPv6 address or CIDR included); why says what is
+// wrong ("" when nothing).
+func splitRuleEntry(entry string) (target, ports, why string) {
+	switch {
+	case strings.HasPrefix(entry, "["):
+		end := strings.IndexByte(entry, ']')
+		if end < 0 {
+			return "", "", "missing ']'"
+		}
+		target, ports = entry[1:end], entry[end+1:]
+		if ports != "" {
+			if !strings.HasPrefix(ports, ":") {
+				return "", "", "want [address]:port"
+			}
+			ports = ports[1:]
+			if ports == "" {
+				return "", "", "empty port"
+			}
+		}
+		if !strings.Contains(target, ":") {
+			return "", "", "brackets are for IPv6 addresses"
+		}
+		return target, ports, ""
+	case strings.Count(entry, ":") == 1:
+		target, ports, _ = strings.Cut(entry, ":")
+		if ports == "" {
+			return "", "", "empty port"
+		}
+		return target, ports, ""
+	}
+	return entry, "", ""
+}
+
+// parsePortRange parses "PORT" or "LOW-HIGH" (each 1-65535, LOW <= HIGH).
+func parsePortRange(ports string) (min, max uint16, ok bool) {
+	lo, hi, isRange := strings.Cut(ports, "-")
+	min, err1 := parsePort(lo)
+	max = min
+	var err2 error
+	if isRange {
+		max, err2 = parsePort(hi)
+	}
+	if err1 != nil || err2 != nil || max < min {
+		return 0, 0, false
+	}
+	return min, max, true
+}
+
+// setTarget sets r's Prefix (a CIDR, masked, IPv4-mapped ones unmapped; or
+// one IP address as a full-length prefix) or Host and Wildcard (a host
+// name, lower-cased, without a trailing dot, "*." opening its subdomains)
+// from target, and returns why it cannot ("" when it did): zones, a bad
+// CIDR or IPv6 address, a misplaced "*", something that is no host name.
+func (r *NetworkRule) setTarget(target string) string {
 	if strings.Contains(target, "/") {
 		p, err := netip.ParsePrefix(target)
 		if err != nil {
-			return bad("not a CIDR (e.g. 10.0.0.0/8)")
+			return "not a CIDR (e.g. 10.0.0.0/8)"
 		}
 		if p.Addr().Zone() != "" {
-			return bad("zones are not allowed")
+			return "zones are not allowed"
 		}
 		if p.Addr().Is4In6() {
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		r.Prefix = p.Masked()
-		return r, nil
+		return ""
 	}
 	if a, err := netip.ParseAddr(target); err == nil {
 		if a.Zone() != "" {
-			return bad("zones are not allowed")
+			return "zones are not allowed"
 		}
 		a = a.Unmap()
 		r.Prefix = netip.PrefixFrom(a, a.BitLen())
-		return r, nil
+		return ""
 	}
 	if strings.Contains(target, ":") {
-		return bad("not an IPv6 address")
+		return "not an IPv6 address"
 	}
 	host := strings.TrimSuffix(strings.ToLower(target), ".")
+	wildcard := false
 	if rest, ok := strings.CutPrefix(host, "*."); ok {
-		r.Wildcard, host = true, rest
+		wildcard, host = true, rest
 	}
 	if !validHostName(host) {
 		if host == "*" || strings.Contains(host, "*") {
-			return bad(`"*" may only open a name ("*.example.com"); to allow everything use the network mode default`)
+			return `"*" may only open a name ("*.example.com"); to allow everything use the network mode default`
 		}
-		return bad("not a host name, IP address or CIDR")
+		return "not a host name, IP address or CIDR"
 	}
 	if _, err := netip.ParseAddr(host); err == nil || allDigitsAndDots(host) {
-		return bad("not a host name, IP address or CIDR")
+		return "not a host name, IP address or CIDR"
 	}
-	r.Host = host
-	return r, nil
+	r.Host, r.Wildcard = host, wildcard
+	return ""
 }
 
 func parsePort(s string) (uint16, error) {

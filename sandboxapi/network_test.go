@@ -71,3 +71,33 @@ func TestNetworkModes(t *testing.T) {
 	require.ErrorContains(t, err, "network_allow[1]")
 	require.Equal(t, []string{"a.test", "b.test:443", "10.0.0.0/8"}, SplitNetworkAllow(" a.test,b.test:443\n10.0.0.0/8,, "))
 }
+
+// TestSplitRuleEntryAndPortRange: the target/port split of an allow entry
+// and the port range, each on its own.
+func TestSplitRuleEntryAndPortRange(t *testing.T) {
+	for entry, want := range map[string][3]string{
+		"example.com":      {"example.com", "", ""},
+		"example.com:443":  {"example.com", "443", ""},
+		"[::1]:22":         {"::1", "22", ""},
+		"::1":              {"::1", "", ""},
+		"[::1]":            {"::1", "", ""},
+		"[::1":             {"", "", "missing ']'"},
+		"[::1]22":          {"", "", "want [address]:port"},
+		"[::1]:":           {"", "", "empty port"},
+		"[10.0.0.1]:1":     {"", "", "brackets are for IPv6 addresses"},
+		"example.com:":     {"", "", "empty port"},
+		"10.0.0.0/8:80-90": {"10.0.0.0/8", "80-90", ""},
+	} {
+		target, ports, why := splitRuleEntry(entry)
+		require.Equal(t, want, [3]string{target, ports, why}, entry)
+	}
+	for ports, want := range map[string][2]uint16{"80": {80, 80}, "80-90": {80, 90}, "1-65535": {1, 65535}} {
+		min, max, ok := parsePortRange(ports)
+		require.True(t, ok, ports)
+		require.Equal(t, want, [2]uint16{min, max}, ports)
+	}
+	for _, ports := range []string{"0", "90-80", "65536", "a", "80-", "-80"} {
+		_, _, ok := parsePortRange(ports)
+		require.False(t, ok, ports)
+	}
+}

@@ -1,6 +1,7 @@
 package gitx
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -165,4 +166,25 @@ func TestSubcommand(t *testing.T) {
 	assert.Equal(t, "push", subcommand([]string{"-c", "core.abbrev=no", "push", "--porcelain"}))
 	assert.Equal(t, "fetch", subcommand([]string{"--no-pager", "-C", "/x", "fetch"}))
 	assert.Equal(t, "", subcommand(nil))
+}
+
+// TestBufferStdin: stdin up to maxRetryStdin is kept whole for a retry;
+// longer stdin is replayed once, in full, through rest.
+func TestBufferStdin(t *testing.T) {
+	stdin, rest, err := bufferStdin(nil)
+	require.NoError(t, err)
+	assert.Nil(t, stdin)
+	assert.Nil(t, rest)
+	stdin, rest, err = bufferStdin(strings.NewReader("abc"))
+	require.NoError(t, err)
+	assert.Equal(t, "abc", string(stdin))
+	assert.Nil(t, rest)
+	long := strings.Repeat("x", maxRetryStdin+10)
+	_, rest, err = bufferStdin(strings.NewReader(long))
+	require.NoError(t, err)
+	require.NotNil(t, rest)
+	all, err := io.ReadAll(rest)
+	require.NoError(t, err)
+	assert.Equal(t, len(long), len(all))
+	assert.Equal(t, long, string(all))
 }

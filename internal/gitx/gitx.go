@@ -312,18 +312,41 @@ func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg = append(cfg, c.Config...)
+	cfg, secrets, err := r.callConfig(ctx, c, env, append(cfg, c.Config...))
+	if err != nil {
+		return nil, err
+	}
+	env = append(append(r.baseEnv(), env...), configEnv(cfg)...)
+	args := append([]string{"-C", c.Dir}, r.hardening()...)
+	args = append(args, c.Args...)
+	stdin, stdinRest, err := bufferStdin(c.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	return r.runRetryingStaleLock(ctx, c, args, env, stdin, stdinRest, secrets)
+}
+
+// callConfig completes the per-call configuration cfg (the caller's
+// GIT_CONFIG_* and Call.Config): the inspection's overrides (c.Inspection,
+// or the repository's configuration read now; `git config`, `git init`
+// and `git version` run no program from one, so they need none) and, with
+// c.Cred, the http.<RemoteURL>.extraHeader carrying it, returning as well
+// the credential's forms to scrub from output. Errors: ErrCommandRejected
+// (a redirecting variable on a network call, or over maxConfigEntries
+// entries), a missing RemoteURL with Cred, the inspection's and
+// authHeader's.
+func (r *Runner) callConfig(ctx context.Context, c Call, env []string, cfg []ConfigEntry) ([]ConfigEntry, []string, error) {
 	sub := subcommand(c.Args)
 	ins := c.Inspection
 	if ins == nil && sub != "config" && sub != "init" && sub != "version" {
-		// `git config` and `git init` run no program from a configuration.
+		var err error
 		if ins, err = r.inspect(ctx, c.Dir, env); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if ins != nil {
 		if redirects := ins.Redirects(); len(redirects) > 0 && (c.RemoteURL != "" || networkCommands[sub]) {
-			return nil, sandbox.Errorf(sandbox.ErrCommandRejected,
+			return nil, nil, sandbox.Errorf(sandbox.ErrCommandRejected,
 				"git %s refused: the repository's configuration sets %s, which could redirect it to another remote; remove it (git config --unset-all)",
 				sub, redirects[0].quotedKey())
 		}
@@ -332,35 +355,44 @@ func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 	var secrets []string
 	if c.Cred != nil {
 		if c.RemoteURL == "" {
-			return nil, errors.New("gitx: Call.RemoteURL is required with Call.Cred")
+			return nil, nil, errors.New("gitx: Call.RemoteURL is required with Call.Cred")
 		}
 		header, scope, err := authHeader(c.Cred, c.RemoteURL)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cfg = append(cfg, ConfigEntry{Key: "http." + scope + ".extraHeader", Value: header})
 		secrets = secretForms(c.Cred)
 	}
 	if len(cfg) > maxConfigEntries {
-		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "git %s: %d per-call configuration entries (max %d): the repository configures too many drivers", sub, len(cfg), maxConfigEntries)
+		return nil, nil, sandbox.Errorf(sandbox.ErrCommandRejected, "git %s: %d per-call configuration entries (max %d): the repository configures too many drivers", sub, len(cfg), maxConfigEntries)
 	}
-	env = append(append(r.baseEnv(), env...), configEnv(cfg)...)
-	args := append([]string{"-C", c.Dir}, r.hardening()...)
-	args = append(args, c.Args...)
+	return cfg, secrets, nil
+}
 
-	// Stdin is buffered (up to a bound) so that a call that met a stale lock
-	// can be retried with the same input.
-	var stdin []byte
-	var stdinRest io.Reader
-	if c.Stdin != nil {
-		stdin, err = io.ReadAll(io.LimitReader(c.Stdin, maxRetryStdin+1))
-		if err != nil {
-			return nil, fmt.Errorf("gitx: read stdin: %w", err)
-		}
-		if len(stdin) > maxRetryStdin {
-			stdinRest = io.MultiReader(bytes.NewReader(stdin), c.Stdin)
-		}
+// bufferStdin reads up to maxRetryStdin bytes of in (nil: no stdin) so
+// that a call that met a stale lock can be retried with the same input;
+// when in is longer, rest replays what was read followed by the remainder
+// (such a call is never retried). Errors: in's read error.
+func bufferStdin(in io.Reader) (stdin []byte, rest io.Reader, err error) {
+	if in == nil {
+		return nil, nil, nil
 	}
+	stdin, err = io.ReadAll(io.LimitReader(in, maxRetryStdin+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("gitx: read stdin: %w", err)
+	}
+	if len(stdin) > maxRetryStdin {
+		rest = io.MultiReader(bytes.NewReader(stdin), in)
+	}
+	return stdin, rest, nil
+}
+
+// runRetryingStaleLock runs the call (runOnce) and, once, again when it
+// failed on a lock file that removeStaleLock found stale and removed —
+// never when its stdin could not be buffered (stdinRest) or it already
+// wrote to c.Stdout.
+func (r *Runner) runRetryingStaleLock(ctx context.Context, c Call, args, env []string, stdin []byte, stdinRest io.Reader, secrets []string) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		var in io.Reader
 		switch {

@@ -1,12 +1,15 @@
 package gitx
 
 import (
+	"errors"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
 func TestParseConfigList(t *testing.T) {
@@ -187,4 +190,36 @@ func TestBufferStdin(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, len(long), len(all))
 	assert.Equal(t, long, string(all))
+}
+
+// TestCheckPushSpecAndPushArgs: a push is refused before any git runs for a
+// relative repository path, no URL, a bad branch or record ref, or a lease
+// that is not a commit id; a lease becomes --force-with-lease on the ref.
+func TestCheckPushSpecAndPushArgs(t *testing.T) {
+	good := sandbox.PushSpec{GitDir: "/r/.bare", Repo: sandbox.RepoIdentity{URL: "https://h/o/r.git"}, Branch: "b", RecordRef: "refs/sandbox/pushed/b"}
+	require.NoError(t, checkPushSpec(good))
+	for _, mutate := range []func(*sandbox.PushSpec){
+		func(s *sandbox.PushSpec) { s.GitDir = "r/.bare" },
+		func(s *sandbox.PushSpec) { s.Repo.URL = "" },
+		func(s *sandbox.PushSpec) { s.Branch = "-x" },
+		func(s *sandbox.PushSpec) { s.RecordRef = "pushed/b" },
+	} {
+		spec := good
+		mutate(&spec)
+		assert.True(t, errors.Is(checkPushSpec(spec), sandbox.ErrInvalidArgument), "%+v", spec)
+	}
+	args, err := pushArgs("refs/heads/b", nil)
+	require.NoError(t, err)
+	assert.NotContains(t, strings.Join(args, " "), "--force-with-lease")
+	lease := strings.Repeat("a", 40)
+	args, err = pushArgs("refs/heads/b", &lease)
+	require.NoError(t, err)
+	assert.Equal(t, "--force-with-lease=refs/heads/b:"+lease, args[len(args)-1])
+	empty := ""
+	args, err = pushArgs("refs/heads/b", &empty)
+	require.NoError(t, err)
+	assert.Equal(t, "--force-with-lease=refs/heads/b:", args[len(args)-1])
+	bad := "main"
+	_, err = pushArgs("refs/heads/b", &bad)
+	assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument))
 }

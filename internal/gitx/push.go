@@ -148,17 +148,8 @@ func (r *Remote) LocalRef(ctx context.Context, gitDir, ref string) (string, erro
 // naming the key. On success spec.RecordRef (when set) is pointed at the
 // pushed commit.
 func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.Credential) (sandbox.PushResult, error) {
-	if spec.GitDir == "" || !filepath.IsAbs(spec.GitDir) {
-		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: the repository path must be absolute")
-	}
-	if spec.Repo.URL == "" {
-		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: repository URL is required")
-	}
-	if err := sandbox.ValidateRef(spec.Branch); err != nil {
+	if err := checkPushSpec(spec); err != nil {
 		return sandbox.PushResult{}, err
-	}
-	if spec.RecordRef != "" && (!strings.HasPrefix(spec.RecordRef, "refs/") || sandbox.ValidateRef(spec.RecordRef) != nil) {
-		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: record ref %q is not a full ref name", spec.RecordRef)
 	}
 	ref := "refs/heads/" + spec.Branch
 	what := "push " + spec.Branch + " to " + spec.Repo.Key()
@@ -172,41 +163,16 @@ func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.
 	if err := r.pushGuard(ctx, spec.GitDir, spec.Repo); err != nil {
 		return sandbox.PushResult{}, err
 	}
-	// core.abbrev=no: full commit ids in the porcelain summary.
-	args := []string{"-c", "core.abbrev=no", "push", "--porcelain", "--no-verify", "--no-signed", "--no-follow-tags", "--recurse-submodules=no"}
-	if spec.Lease != nil {
-		if *spec.Lease != "" && !isHexID(*spec.Lease) {
-			return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: lease %q is not a commit id", *spec.Lease)
-		}
-		args = append(args, "--force-with-lease="+ref+":"+*spec.Lease)
-	}
-	timeout := r.PushTimeout
-	if timeout <= 0 {
-		timeout = DefaultPushTimeout
+	args, err := pushArgs(ref, spec.Lease)
+	if err != nil {
+		return sandbox.PushResult{}, err
 	}
 	c := credFor(spec.Repo, cred)
-	var stdout bytes.Buffer
-	push := func(remote string) error {
-		stdout.Reset()
-		_, err := r.Git.Run(ctx, Call{
-			Dir: spec.GitDir, Args: append(append([]string(nil), args...), "--end-of-options", remote, ref+":"+ref),
-			Env:  []string{"GIT_DIR=" + spec.GitDir},
-			Cred: c, RemoteURL: remote, Stdout: &stdout, Timeout: timeout,
-		})
-		return err
+	stdout, runErr, err := r.pushFollowingMoves(ctx, spec, c, args, ref)
+	if err != nil {
+		return sandbox.PushResult{}, err
 	}
-	runErr := push(spec.Repo.URL)
-	if _, moved := Redirected(runErr); moved {
-		// Renamed or transferred on its host: push there (moves.go).
-		mv, ok, err := r.Git.Locate(ctx, spec.Repo.URL, c)
-		if err != nil {
-			return sandbox.PushResult{}, err
-		}
-		if ok {
-			runErr = push(mv.URL)
-		}
-	}
-	porcelain := redact(stdout.String(), secretForms(c))
+	porcelain := redact(stdout, secretForms(c))
 	res, found := parsePorcelain(porcelain, ref+":"+ref)
 	res.Branch, res.Commit = spec.Branch, local
 	if found && res.rejected != "" {
@@ -230,6 +196,74 @@ func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.
 		}
 	}
 	return res.PushResult, nil
+}
+
+// checkPushSpec validates what Push needs before any git runs: an absolute
+// GitDir, a repository URL, a valid branch name and, when set, a full
+// RecordRef ("refs/…"). Errors: ErrInvalidArgument.
+func checkPushSpec(spec sandbox.PushSpec) error {
+	if spec.GitDir == "" || !filepath.IsAbs(spec.GitDir) {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "push: the repository path must be absolute")
+	}
+	if spec.Repo.URL == "" {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "push: repository URL is required")
+	}
+	if err := sandbox.ValidateRef(spec.Branch); err != nil {
+		return err
+	}
+	if spec.RecordRef != "" && (!strings.HasPrefix(spec.RecordRef, "refs/") || sandbox.ValidateRef(spec.RecordRef) != nil) {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "push: record ref %q is not a full ref name", spec.RecordRef)
+	}
+	return nil
+}
+
+// pushArgs is `git push`'s arguments before the remote (see Push), with
+// --force-with-lease=<ref>:<lease> when lease is set ("" = the remote
+// branch must not exist). Errors: ErrInvalidArgument (a lease that is not
+// a commit id).
+func pushArgs(ref string, lease *string) ([]string, error) {
+	// core.abbrev=no: full commit ids in the porcelain summary.
+	args := []string{"-c", "core.abbrev=no", "push", "--porcelain", "--no-verify", "--no-signed", "--no-follow-tags", "--recurse-submodules=no"}
+	if lease != nil {
+		if *lease != "" && !isHexID(*lease) {
+			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: lease %q is not a commit id", *lease)
+		}
+		args = append(args, "--force-with-lease="+ref+":"+*lease)
+	}
+	return args, nil
+}
+
+// pushFollowingMoves pushes ref to spec.Repo.URL and, when the host says
+// the repository moved (Redirected), to where Runner.Locate finds it now
+// (moves.go), within r.PushTimeout (DefaultPushTimeout when unset). It
+// returns the last push's porcelain output and its error (runErr, judged
+// by the caller against the output); err is Locate's.
+func (r *Remote) pushFollowingMoves(ctx context.Context, spec sandbox.PushSpec, c *sandbox.Credential, args []string, ref string) (stdout string, runErr, err error) {
+	timeout := r.PushTimeout
+	if timeout <= 0 {
+		timeout = DefaultPushTimeout
+	}
+	var out bytes.Buffer
+	push := func(remote string) error {
+		out.Reset()
+		_, err := r.Git.Run(ctx, Call{
+			Dir: spec.GitDir, Args: append(append([]string(nil), args...), "--end-of-options", remote, ref+":"+ref),
+			Env:  []string{"GIT_DIR=" + spec.GitDir},
+			Cred: c, RemoteURL: remote, Stdout: &out, Timeout: timeout,
+		})
+		return err
+	}
+	runErr = push(spec.Repo.URL)
+	if _, moved := Redirected(runErr); moved {
+		mv, ok, err := r.Git.Locate(ctx, spec.Repo.URL, c)
+		if err != nil {
+			return "", nil, err
+		}
+		if ok {
+			runErr = push(mv.URL)
+		}
+	}
+	return out.String(), runErr, nil
 }
 
 // rejection maps a `!` porcelain summary onto a typed error; reason, the

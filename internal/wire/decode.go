@@ -94,34 +94,7 @@ func checkShape(what string, v any, t reflect.Type, path string) error {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return wrongKind(what, path, "an object", v)
-		}
-		fields := jsonFields(t)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys) // deterministic: the first bad key in sorted order
-		for _, k := range keys {
-			f, ok := fields[k]
-			if !ok {
-				names := make([]string, 0, len(fields))
-				for n := range fields {
-					names = append(names, n)
-				}
-				slices.Sort(names)
-				known := "it takes no fields"
-				if len(names) > 0 {
-					known = "known fields: " + strings.Join(names, ", ")
-				}
-				return sandboxapi.FieldError(join(path, k), "%s: unknown field %q (%s)", what, join(path, k), known)
-			}
-			if err := checkShape(what, obj[k], f, join(path, k)); err != nil {
-				return err
-			}
-		}
+		return checkObject(what, v, t, path)
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
 		if !ok {
@@ -133,21 +106,7 @@ func checkShape(what string, v any, t reflect.Type, path string) error {
 			}
 		}
 	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 {
-			if _, ok := v.(string); !ok {
-				return wrongKind(what, path, "a base64 string", v)
-			}
-			return nil
-		}
-		arr, ok := v.([]any)
-		if !ok {
-			return wrongKind(what, path, "an array", v)
-		}
-		for i, e := range arr {
-			if err := checkShape(what, e, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
+		return checkArray(what, v, t, path)
 	case reflect.String:
 		if _, ok := v.(string); !ok {
 			return wrongKind(what, path, "a string", v)
@@ -161,6 +120,71 @@ func checkShape(what string, v any, t reflect.Type, path string) error {
 		reflect.Float32, reflect.Float64:
 		if _, ok := v.(json.Number); !ok {
 			return wrongKind(what, path, "a number", v)
+		}
+	}
+	return nil
+}
+
+// checkObject is checkShape of the struct type t: v must be an object
+// whose every key is one of t's JSON fields (jsonFields), checked in
+// sorted key order (the first bad key is always the same one), each value
+// against its field's type. Errors: ErrInvalidArgument on the field path
+// (an unknown field names the known ones).
+func checkObject(what string, v any, t reflect.Type, path string) error {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return wrongKind(what, path, "an object", v)
+	}
+	fields := jsonFields(t)
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // deterministic: the first bad key in sorted order
+	for _, k := range keys {
+		f, ok := fields[k]
+		if !ok {
+			return unknownField(what, join(path, k), fields)
+		}
+		if err := checkShape(what, obj[k], f, join(path, k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unknownField is the ErrInvalidArgument about the unknown field at path,
+// listing the known fields in sorted order ("it takes no fields" for none).
+func unknownField(what, path string, fields map[string]reflect.Type) error {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	known := "it takes no fields"
+	if len(names) > 0 {
+		known = "known fields: " + strings.Join(names, ", ")
+	}
+	return sandboxapi.FieldError(path, "%s: unknown field %q (%s)", what, path, known)
+}
+
+// checkArray is checkShape of the slice or array type t: []byte is a
+// base64 string (encoding/json), anything else an array whose elements
+// are checked at path[i]. Errors: ErrInvalidArgument on the path.
+func checkArray(what string, v any, t reflect.Type, path string) error {
+	if t.Elem().Kind() == reflect.Uint8 {
+		if _, ok := v.(string); !ok {
+			return wrongKind(what, path, "a base64 string", v)
+		}
+		return nil
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return wrongKind(what, path, "an array", v)
+	}
+	for i, e := range arr {
+		if err := checkShape(what, e, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			return err
 		}
 	}
 	return nil

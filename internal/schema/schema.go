@@ -66,85 +66,16 @@ type IndexUpdate struct {
 // directory of package sandboxapi's source, whose doc comments become the
 // descriptions. Errors: a type the reflector cannot describe.
 func Generate(apiDir string) (map[string][]byte, error) {
-	named := namedEnums()
-	r := &jsonschema.Reflector{
-		Namer: func(t reflect.Type) string { return t.Name() },
-		// The contract's named string types are enumerations, inline.
-		Mapper: func(t reflect.Type) *jsonschema.Schema {
-			vals, ok := named[t]
-			if !ok {
-				return nil
-			}
-			return &jsonschema.Schema{Type: "string", Enum: anys(vals)}
-		},
-		// Every struct is closed (additionalProperties: false), as the
-		// worker decodes strictly.
-		AllowAdditionalProperties: false,
-	}
-	// The comment map is keyed by import path = base joined with the
-	// walked directory: make base the import path of the working directory.
-	absAPI, err := filepath.Abs(apiDir)
+	r, err := newReflector(apiDir)
 	if err != nil {
 		return nil, err
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
+	c := &collector{r: r, defs: jsonschema.Definitions{}}
+	idx := c.index()
+	if err := applyEnums(c.defs); err != nil {
 		return nil, err
 	}
-	rel, err := filepath.Rel(filepath.Dir(absAPI), cwd)
-	if err != nil {
-		return nil, err
-	}
-	base := path.Join("github.com/sandboxcore/sandboxcore", filepath.ToSlash(rel))
-	if err := r.AddGoComments(base, apiDir, jsonschema.WithFullComment()); err != nil {
-		return nil, fmt.Errorf("schema: read doc comments: %w", err)
-	}
-	defs := jsonschema.Definitions{}
-	var roots []reflect.Type
-	add := func(t reflect.Type) (string, error) {
-		if t == nil {
-			return "", nil
-		}
-		roots = append(roots, t)
-		s := r.ReflectFromType(t)
-		for name, d := range s.Definitions {
-			defs[name] = d
-		}
-		return t.Name(), nil
-	}
-	idx := Index{ContractVersion: sandboxapi.ContractVersion, Schema: SchemaFile,
-		Updates: map[string]IndexUpdate{}, Messages: map[string]IndexEntry{}}
-	for _, op := range sandboxapi.Operations() {
-		in, err := add(op.In)
-		if err != nil {
-			return nil, err
-		}
-		out, err := add(op.Out)
-		if err != nil {
-			return nil, err
-		}
-		idx.Updates[op.Name] = IndexUpdate{IndexEntry: IndexEntry{Argument: ref(in), Result: ref(out)}, Mutating: op.Mutating, Immediate: op.Immediate, Summary: op.Summary}
-	}
-	for _, m := range sandboxapi.Messages() {
-		in, err := add(m.In)
-		if err != nil {
-			return nil, err
-		}
-		out, err := add(m.Out)
-		if err != nil {
-			return nil, err
-		}
-		idx.Messages[m.Workflow+"/"+m.Kind+"/"+m.Name] = IndexEntry{Argument: ref(in), Result: ref(out)}
-	}
-	errDef, err := add(reflect.TypeFor[sandboxapi.ErrorDetails]())
-	if err != nil {
-		return nil, err
-	}
-	idx.Errors = ref(errDef)
-	if err := applyEnums(defs); err != nil {
-		return nil, err
-	}
-	if err := applyNullable(defs, roots); err != nil {
+	if err := applyNullable(c.defs, c.roots); err != nil {
 		return nil, err
 	}
 	root := &jsonschema.Schema{
@@ -152,7 +83,7 @@ func Generate(apiDir string) (map[string][]byte, error) {
 		ID:          SchemaID,
 		Title:       "sandboxcore wire contract " + sandboxapi.ContractVersion,
 		Description: "Arguments and results of sandboxcore's Temporal updates, signals, queries and workflows (docs/API.md). Byte fields are base64 strings; durations are integer nanoseconds.",
-		Definitions: defs,
+		Definitions: c.defs,
 	}
 	schemaJSON, err := marshal(root)
 	if err != nil {
@@ -163,6 +94,93 @@ func Generate(apiDir string) (map[string][]byte, error) {
 		return nil, err
 	}
 	return map[string][]byte{SchemaFile: schemaJSON, IndexFile: indexJSON}, nil
+}
+
+// newReflector is the reflector of the contract: definitions named by
+// their Go type names, the contract's named string types as inline
+// enumerations (namedEnums), every struct closed (additionalProperties:
+// false, as the worker decodes strictly), and the doc comments of the
+// package in apiDir as descriptions. Errors: apiDir unreadable, or its
+// comments.
+func newReflector(apiDir string) (*jsonschema.Reflector, error) {
+	named := namedEnums()
+	r := &jsonschema.Reflector{
+		Namer: func(t reflect.Type) string { return t.Name() },
+		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			vals, ok := named[t]
+			if !ok {
+				return nil
+			}
+			return &jsonschema.Schema{Type: "string", Enum: anys(vals)}
+		},
+		AllowAdditionalProperties: false,
+	}
+	base, err := commentBase(apiDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.AddGoComments(base, apiDir, jsonschema.WithFullComment()); err != nil {
+		return nil, fmt.Errorf("schema: read doc comments: %w", err)
+	}
+	return r, nil
+}
+
+// commentBase is the base import path AddGoComments needs for apiDir: its
+// comment map is keyed by base joined with the walked directory, so base is
+// the import path of the working directory (relative to apiDir's parent,
+// the module root). Errors: the paths cannot be made absolute or related.
+func commentBase(apiDir string) (string, error) {
+	absAPI, err := filepath.Abs(apiDir)
+	if err != nil {
+		return "", err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(filepath.Dir(absAPI), cwd)
+	if err != nil {
+		return "", err
+	}
+	return path.Join("github.com/sandboxcore/sandboxcore", filepath.ToSlash(rel)), nil
+}
+
+// collector gathers the definitions of the reflected root types.
+type collector struct {
+	r     *jsonschema.Reflector
+	defs  jsonschema.Definitions
+	roots []reflect.Type
+}
+
+// add reflects t (nil: nothing, "") into c's definitions and returns its
+// definition's name.
+func (c *collector) add(t reflect.Type) string {
+	if t == nil {
+		return ""
+	}
+	c.roots = append(c.roots, t)
+	s := c.r.ReflectFromType(t)
+	for name, d := range s.Definitions {
+		c.defs[name] = d
+	}
+	return t.Name()
+}
+
+// index reflects every operation's and message's argument and result and
+// the error details, in that order, and returns the index naming them.
+func (c *collector) index() Index {
+	idx := Index{ContractVersion: sandboxapi.ContractVersion, Schema: SchemaFile,
+		Updates: map[string]IndexUpdate{}, Messages: map[string]IndexEntry{}}
+	for _, op := range sandboxapi.Operations() {
+		in, out := c.add(op.In), c.add(op.Out)
+		idx.Updates[op.Name] = IndexUpdate{IndexEntry: IndexEntry{Argument: ref(in), Result: ref(out)}, Mutating: op.Mutating, Immediate: op.Immediate, Summary: op.Summary}
+	}
+	for _, m := range sandboxapi.Messages() {
+		in, out := c.add(m.In), c.add(m.Out)
+		idx.Messages[m.Workflow+"/"+m.Kind+"/"+m.Name] = IndexEntry{Argument: ref(in), Result: ref(out)}
+	}
+	idx.Errors = ref(c.add(reflect.TypeFor[sandboxapi.ErrorDetails]()))
+	return idx
 }
 
 func ref(def string) string {

@@ -89,3 +89,18 @@ func TestEveryErrorKindIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestCommentBase: the comment map's base is the import path of the
+// working directory, whatever the relative spelling of the API directory.
+func TestCommentBase(t *testing.T) {
+	base, err := commentBase("../../sandboxapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "github.com/sandboxcore/sandboxcore/internal/schema"; base != want {
+		t.Fatalf("commentBase = %q, want %q", base, want)
+	}
+	if got := (&collector{}).add(nil); got != "" {
+		t.Fatalf("add(nil) = %q", got)
+	}
+}

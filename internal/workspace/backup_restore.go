@@ -30,16 +30,8 @@ import (
 // missing or unverifiable, or the worktree cannot be brought to the tree),
 // ErrInsufficientDisk, ErrWorkspaceNotFound.
 func (b *Backups) Restore(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, bool, error) {
-	man, pending, err := b.PendingBackup(ctx, ws)
-	if err != nil || !pending {
-		return man, false, err
-	}
-	w, err := b.m.openWorktree(ctx, ws)
-	if err != nil {
-		return man, false, err
-	}
-	bg := b.m.bareGit(w.bare)
-	if err := b.checkBackupCommit(ctx, bg, man, ws.ID); err != nil {
+	man, w, bg, err := b.openPending(ctx, ws, b.evicted())
+	if err != nil || w == nil {
 		return man, false, err
 	}
 	headC, branch, err := head(ctx, w.git.with(readEnv))
@@ -301,4 +293,25 @@ func bkMakeParents(root *os.Root, rel string) error {
 		}
 	}
 	return nil
+}
+
+// openPending finds ws's pending backup of kind k (pending) and, when
+// there is one, opens the worktree and checks the backup's commit in the
+// bare repository (checkBackupCommit), returning both places to run git.
+// No pending backup: the manifest (restored, or zero) and a nil worktree.
+// Errors: as pending, openWorktree and checkBackupCommit.
+func (b *Backups) openPending(ctx context.Context, ws sandbox.Workspace, k bkKind) (sandbox.WorkspaceBackup, *wtRepo, gitCtx, error) {
+	man, ok, err := b.pending(ws.ID, k)
+	if err != nil || !ok {
+		return man, nil, gitCtx{}, err
+	}
+	w, err := b.m.openWorktree(ctx, ws)
+	if err != nil {
+		return man, nil, gitCtx{}, err
+	}
+	bg := b.m.bareGit(w.bare)
+	if err := b.checkBackupCommit(ctx, bg, man, ws.ID); err != nil {
+		return man, nil, gitCtx{}, err
+	}
+	return man, w, bg, nil
 }

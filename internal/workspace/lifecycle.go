@@ -711,16 +711,8 @@ func (b *Backups) PendingDestroyed(_ context.Context, ws sandbox.Workspace) (san
 // ErrWorkspaceUnavailable, ErrWorkspaceNotFound.
 func (b *Backups) RestoreDestroyed(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, bool, error) {
 	dk := b.destroyed()
-	man, ok, err := b.pending(ws.ID, dk)
-	if err != nil || !ok {
-		return man, false, err
-	}
-	w, err := b.m.openWorktree(ctx, ws)
-	if err != nil {
-		return man, false, err
-	}
-	bg := b.m.bareGit(w.bare)
-	if err := b.checkBackupCommit(ctx, bg, man, ws.ID); err != nil {
+	man, w, bg, err := b.openPending(ctx, ws, dk)
+	if err != nil || w == nil {
 		return man, false, err
 	}
 	st, err := b.m.Status(ctx, ws)

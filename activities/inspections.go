@@ -17,7 +17,9 @@ import (
 // both of its workers (internal/hostworker).
 func GitInspections() interceptor.WorkerInterceptor { return &gitInspections{} }
 
-type gitInspections struct{ interceptor.WorkerInterceptorBase }
+type gitInspections struct {
+	interceptor.WorkerInterceptorBase
+}
 
 func (*gitInspections) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	i := &gitInspectionsActivity{}

@@ -242,7 +242,6 @@ func BenchmarkQuickOps(b *testing.B) {
 			l.report(b, "")
 		})
 	}
-	raw("idle-10ms", func() error { time.Sleep(10 * time.Millisecond); return nil })
 	floor := startFloor(b)
 	raw("temporal-update-noop", func() error { return floor(ctx, floorNoop) })
 	raw("temporal-update-local-activity", func() error { return floor(ctx, floorLocal) })

@@ -10,6 +10,15 @@
 // Exit codes: `exec` exits with the command's code; other commands exit 0 on
 // success, 2 on invalid arguments (a bad connection setting included), 1 on
 // any other error.
+//
+// One file per command group: cli.go (Main, the root command, errors),
+// cli_session.go (acquire, release, hibernate, describe, list), cli_exec.go
+// (exec, output, preview), cli_files.go (read, write, ls, search, edit),
+// cli_git.go (status, diff, log, commit), cli_push.go (push, pr),
+// cli_proc.go (proc), cli_lifecycle.go (checkpoint, rollback, fork, destroy,
+// cleanup), cli_eviction.go (eviction, pin, unpin, restore), cli_fanout.go
+// (fanout), cli_runtimes.go (runtimes), cli_mcp.go (mcp), cli_codec.go
+// (codec-server), cli_connection.go (the Temporal connection flags).
 package main
 
 import (

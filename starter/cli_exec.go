@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // The commands against the workspace's runtime: exec, output (the kept
@@ -145,25 +147,18 @@ func (c *cli) previewCommand() *cobra.Command {
 			if err != nil || port < 1 || port > sandboxapi.MaxPort {
 				return sandbox.FieldError("port", "PORT %q: want a TCP port number from 1 to %d", args[1], sandboxapi.MaxPort)
 			}
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			u, err := s.PreviewURL(cmd.Context(), port)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(u)
-			}
-			fmt.Fprintln(c.stdout, printablePath(u.URL))
-			if u.Token != "" {
-				fmt.Fprintf(c.stdout, "token %s (send it as the backend asks, e.g. Daytona's x-daytona-preview-token header)\n", printablePath(u.Token))
-			}
-			if u.ExpiresAt != nil {
-				fmt.Fprintf(c.stdout, "expires %s\n", u.ExpiresAt.Local().Format(time.RFC3339))
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.PreviewURL, error) {
+				return s.PreviewURL(ctx, port)
+			}, func(u sandboxapi.PreviewURL) error {
+				fmt.Fprintln(c.stdout, printablePath(u.URL))
+				if u.Token != "" {
+					fmt.Fprintf(c.stdout, "token %s (send it as the backend asks, e.g. Daytona's x-daytona-preview-token header)\n", printablePath(u.Token))
+				}
+				if u.ExpiresAt != nil {
+					fmt.Fprintf(c.stdout, "expires %s\n", u.ExpiresAt.Local().Format(time.RFC3339))
+				}
+				return nil
+			})
 		},
 	}
 }

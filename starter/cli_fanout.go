@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // fanoutCommand is `sandboxctl fanout start|watch|complete` (docs/API.md
@@ -138,31 +140,24 @@ func (c *cli) fanoutWatchCommand() *cobra.Command {
 // watchFanout prints the progress table whenever it changes (text) or the
 // final report (--json), and fails when the fan-out failed.
 func (c *cli) watchFanout(cmd *cobra.Command, id string, interval time.Duration) error {
-	sc, err := c.client(cmd.Context())
-	if err != nil {
-		return err
-	}
-	f, err := sc.Fanout(id)
-	if err != nil {
-		return err
-	}
-	res, err := f.Watch(cmd.Context(), interval, func(r sandboxapi.FanoutReport) {
-		if !c.asJSON {
-			c.printFanout(r)
+	var state string
+	err := runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.FanoutReport, error) {
+		f, err := sc.Fanout(id)
+		if err != nil {
+			return sandboxapi.FanoutReport{}, err
 		}
-	})
-	if err != nil {
-		return err
-	}
-	if c.asJSON {
-		if err := c.printJSON(res); err != nil {
-			return err
-		}
-	}
-	if res.State != sandboxapi.FanoutCompleted {
+		res, err := f.Watch(ctx, interval, func(r sandboxapi.FanoutReport) {
+			if !c.asJSON {
+				c.printFanout(r)
+			}
+		})
+		state = res.State
+		return res, err
+	}, nil) // the text was printed as the report changed
+	if err == nil && state != sandboxapi.FanoutCompleted {
 		return exitCodeError{exitError}
 	}
-	return nil
+	return err
 }
 
 func (c *cli) printFanout(r sandboxapi.FanoutReport) {

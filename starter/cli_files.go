@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // The file commands: read, write, ls, search, edit.
@@ -21,22 +23,15 @@ func (c *cli) readCommand() *cobra.Command {
 		Short: "Print a workspace file's bytes",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ReadFileResult, error) {
+				return s.ReadFileResult(ctx, args[1])
+			}, func(res sandboxapi.ReadFileResult) error {
+				if res.LFSPointer {
+					fmt.Fprintf(c.stderr, "sandboxctl: %s is a Git LFS pointer: its content was not fetched\n", printablePath(args[1]))
+				}
+				_, err := c.stdout.Write(res.Content)
 				return err
-			}
-			res, err := s.ReadFileResult(cmd.Context(), args[1])
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			if res.LFSPointer {
-				fmt.Fprintf(c.stderr, "sandboxctl: %s is a Git LFS pointer: its content was not fetched\n", printablePath(args[1]))
-			}
-			_, err = c.stdout.Write(res.Content)
-			return err
+			})
 		},
 	}
 }
@@ -59,18 +54,12 @@ func (c *cli) writeCommand() *cobra.Command {
 			if len(data) > sandbox.MaxFileBytes {
 				return sandbox.Errorf(sandbox.ErrResourceLimit, "content is larger than %d bytes", sandbox.MaxFileBytes)
 			}
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if err := s.WriteFile(cmd.Context(), args[1], data, uint32(m)); err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(sandboxapi.WriteFileResult{Path: args[1], Bytes: int64(len(data))})
-			}
-			fmt.Fprintf(c.stdout, "wrote %d bytes to %s\n", len(data), printablePath(args[1]))
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.WriteFileResult, error) {
+				return sandboxapi.WriteFileResult{Path: args[1], Bytes: int64(len(data))}, s.WriteFile(ctx, args[1], data, uint32(m))
+			}, func(res sandboxapi.WriteFileResult) error {
+				fmt.Fprintf(c.stdout, "wrote %d bytes to %s\n", res.Bytes, printablePath(res.Path))
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&mode, "mode", "0644", "file permission bits (octal)")
@@ -89,30 +78,22 @@ func (c *cli) lsCommand() *cobra.Command {
 				p = args[1]
 			}
 			in.Path = p
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.ListTree(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			entries := res.Entries
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
-			for _, e := range entries {
-				name := printablePath(e.Name)
-				if e.Type == "dir" {
-					name += "/"
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ListDirResult, error) {
+				return s.ListTree(ctx, in)
+			}, func(res sandboxapi.ListDirResult) error {
+				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+				for _, e := range res.Entries {
+					name := printablePath(e.Name)
+					if e.Type == "dir" {
+						name += "/"
+					}
+					fmt.Fprintf(w, "%s\t%o\t%d\t%s\n", e.Type, e.Mode, e.Size, name)
 				}
-				fmt.Fprintf(w, "%s\t%o\t%d\t%s\n", e.Type, e.Mode, e.Size, name)
-			}
-			if res.Truncated {
-				fmt.Fprintf(c.stderr, "sandboxctl: more entries exist than were listed\n")
-			}
-			return w.Flush()
+				if res.Truncated {
+					fmt.Fprintf(c.stderr, "sandboxctl: more entries exist than were listed\n")
+				}
+				return w.Flush()
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -130,27 +111,20 @@ func (c *cli) searchCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Pattern = args[1]
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.Search(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			for _, m := range res.Matches {
-				fmt.Fprintf(c.stdout, "%s:%d:%s\n", printablePath(m.Path), m.Line, printableText(m.Text))
-			}
-			if res.Truncated {
-				fmt.Fprintf(c.stderr, "sandboxctl: more matches were found than returned\n")
-			}
-			if len(res.Matches) == 0 {
-				return exitCodeError{code: 1}
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.SearchResult, error) {
+				return s.Search(ctx, req)
+			}, func(res sandboxapi.SearchResult) error {
+				for _, m := range res.Matches {
+					fmt.Fprintf(c.stdout, "%s:%d:%s\n", printablePath(m.Path), m.Line, printableText(m.Text))
+				}
+				if res.Truncated {
+					fmt.Fprintf(c.stderr, "sandboxctl: more matches were found than returned\n")
+				}
+				if len(res.Matches) == 0 {
+					return exitCodeError{code: 1}
+				}
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -194,24 +168,17 @@ func (c *cli) editCommand() *cobra.Command {
 			default:
 				return sandbox.Errorf(sandbox.ErrInvalidArgument, "edit needs --old (with --new), --insert-line (with --new) or --create")
 			}
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.EditFile(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			fmt.Fprintf(c.stdout, "edited %s (%d bytes)\n", printablePath(res.Path), res.Bytes)
-			for _, line := range strings.SplitAfter(res.Snippet, "\n") {
-				if line != "" {
-					fmt.Fprintln(c.stdout, printableText(strings.TrimSuffix(line, "\n")))
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.EditFileResult, error) {
+				return s.EditFile(ctx, in)
+			}, func(res sandboxapi.EditFileResult) error {
+				fmt.Fprintf(c.stdout, "edited %s (%d bytes)\n", printablePath(res.Path), res.Bytes)
+				for _, line := range strings.SplitAfter(res.Snippet, "\n") {
+					if line != "" {
+						fmt.Fprintln(c.stdout, printableText(strings.TrimSuffix(line, "\n")))
+					}
 				}
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()

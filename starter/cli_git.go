@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // The git commands on the workspace: status, diff, log, commit (push and
@@ -17,38 +20,31 @@ func (c *cli) statusCommand() *cobra.Command {
 		Short: "Show the workspace's git status (untracked files count as dirty)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			st, err := s.Status(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(st)
-			}
-			plural := "s"
-			if st.CommitsSinceBase == 1 {
-				plural = ""
-			}
-			fmt.Fprintf(c.stdout, "branch %s at %s (base %s, %d commit%s since base, %d unpushed)\n", orDash(st.Branch), short(st.Head), short(st.BaseCommit), st.CommitsSinceBase, plural, st.UnpushedCommits)
-			if !st.Dirty {
-				fmt.Fprintln(c.stdout, "clean")
-			}
-			for _, f := range st.Files {
-				fmt.Fprintf(c.stdout, "%s %s\n", f.Status, printablePath(f.Path))
-			}
-			for _, w := range st.ConfigWarnings {
-				fmt.Fprintf(c.stderr, "warning: git config %s\n", printablePath(w))
-			}
-			for _, p := range st.UninitializedSubmodules {
-				fmt.Fprintf(c.stderr, "warning: submodule %s is not checked out\n", printablePath(p))
-			}
-			for _, p := range st.LFSPointers {
-				fmt.Fprintf(c.stderr, "warning: %s is a Git LFS pointer (content not fetched)\n", printablePath(p))
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.WorkspaceStatus, error) {
+				return s.Status(ctx)
+			}, func(st sandboxapi.WorkspaceStatus) error {
+				plural := "s"
+				if st.CommitsSinceBase == 1 {
+					plural = ""
+				}
+				fmt.Fprintf(c.stdout, "branch %s at %s (base %s, %d commit%s since base, %d unpushed)\n", orDash(st.Branch), short(st.Head), short(st.BaseCommit), st.CommitsSinceBase, plural, st.UnpushedCommits)
+				if !st.Dirty {
+					fmt.Fprintln(c.stdout, "clean")
+				}
+				for _, f := range st.Files {
+					fmt.Fprintf(c.stdout, "%s %s\n", f.Status, printablePath(f.Path))
+				}
+				for _, w := range st.ConfigWarnings {
+					fmt.Fprintf(c.stderr, "warning: git config %s\n", printablePath(w))
+				}
+				for _, p := range st.UninitializedSubmodules {
+					fmt.Fprintf(c.stderr, "warning: submodule %s is not checked out\n", printablePath(p))
+				}
+				for _, p := range st.LFSPointers {
+					fmt.Fprintf(c.stderr, "warning: %s is a Git LFS pointer (content not fetched)\n", printablePath(p))
+				}
+				return nil
+			})
 		},
 	}
 }
@@ -59,22 +55,15 @@ func (c *cli) diffCommand() *cobra.Command {
 		Short: "Print the agent's change against the workspace's base commit",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			d, err := s.Diff(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(d)
-			}
-			fmt.Fprint(c.stdout, d.Patch)
-			if d.Truncated {
-				fmt.Fprintf(c.stderr, "sandboxctl: diff truncated (%d bytes in all)\n", d.TotalBytes)
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.Diff, error) {
+				return s.Diff(ctx)
+			}, func(d sandboxapi.Diff) error {
+				fmt.Fprint(c.stdout, d.Patch)
+				if d.Truncated {
+					fmt.Fprintf(c.stderr, "sandboxctl: diff truncated (%d bytes in all)\n", d.TotalBytes)
+				}
+				return nil
+			})
 		},
 	}
 }
@@ -86,23 +75,16 @@ func (c *cli) commitCommand() *cobra.Command {
 		Short: "Commit every change (including untracked files) onto the workspace branch",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.Commit(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			if res.NothingToCommit {
-				fmt.Fprintln(c.stdout, "nothing to commit")
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.CommitResult, error) {
+				return s.Commit(ctx, req)
+			}, func(res sandboxapi.CommitResult) error {
+				if res.NothingToCommit {
+					fmt.Fprintln(c.stdout, "nothing to commit")
+					return nil
+				}
+				fmt.Fprintf(c.stdout, "committed %s on %s\n", res.Commit, res.Branch)
 				return nil
-			}
-			fmt.Fprintf(c.stdout, "committed %s on %s\n", res.Commit, res.Branch)
-			return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -121,21 +103,14 @@ func (c *cli) logCommand() *cobra.Command {
 		Short: "Show the newest commits of the workspace's HEAD",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.Log(cmd.Context(), limit)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			for _, cm := range res.Commits {
-				fmt.Fprintf(c.stdout, "%s %s %s %s\n", short(cm.Commit), cm.Date, printableText(cm.AuthorName), printableText(cm.Subject))
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.LogResult, error) {
+				return s.Log(ctx, limit)
+			}, func(res sandboxapi.LogResult) error {
+				for _, cm := range res.Commits {
+					fmt.Fprintf(c.stdout, "%s %s %s %s\n", short(cm.Commit), cm.Date, printableText(cm.AuthorName), printableText(cm.Subject))
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().IntVarP(&limit, "max-count", "n", 0, "at most this many commits (default 20)")

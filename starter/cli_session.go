@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // The session commands: acquire, release, hibernate, describe, list.
@@ -34,32 +36,10 @@ func (c *cli) acquireCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Mode = sandbox.WorkspaceMode(mode)
 			req.Network = sandbox.Network(network)
-			sc, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			_, h, err := sc.Acquire(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(h)
-			}
-			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintf(w, "workspace_id\t%s\n", h.WorkspaceID)
-			fmt.Fprintf(w, "local_path\t%s\n", h.LocalPath)
-			fmt.Fprintf(w, "mode\t%s\n", h.Mode)
-			fmt.Fprintf(w, "branch\t%s\n", orDash(h.Branch))
-			fmt.Fprintf(w, "base_commit\t%s\n", h.BaseCommit)
-			fmt.Fprintf(w, "repo\t%s\n", h.Repo.Key())
-			fmt.Fprintf(w, "capabilities\twritable=%t isolated=%t persistent=%t\n", h.Capabilities.Writable, h.Capabilities.Isolated, h.Capabilities.Persistent)
-			fmt.Fprintf(w, "runtime\t%s on host %s\n", h.RuntimeKind, h.HostID)
-			fmt.Fprintf(w, "network\t%s\n", orDash(string(h.Network)))
-			if len(h.NetworkAllow) > 0 {
-				fmt.Fprintf(w, "network_allow\t%s\n", strings.Join(h.NetworkAllow, " "))
-			}
-			fmt.Fprintf(w, "created\t%t\n", h.Created)
-			return w.Flush()
+			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.Handle, error) {
+				_, h, err := sc.Acquire(ctx, req)
+				return h, err
+			}, c.printHandle)
 		},
 	}
 	f := cmd.Flags()
@@ -80,6 +60,25 @@ func (c *cli) acquireCommand() *cobra.Command {
 	return cmd
 }
 
+// printHandle prints a workspace handle (acquire) as a two-column table.
+func (c *cli) printHandle(h sandboxapi.Handle) error {
+	w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(w, "workspace_id\t%s\n", h.WorkspaceID)
+	fmt.Fprintf(w, "local_path\t%s\n", h.LocalPath)
+	fmt.Fprintf(w, "mode\t%s\n", h.Mode)
+	fmt.Fprintf(w, "branch\t%s\n", orDash(h.Branch))
+	fmt.Fprintf(w, "base_commit\t%s\n", h.BaseCommit)
+	fmt.Fprintf(w, "repo\t%s\n", h.Repo.Key())
+	fmt.Fprintf(w, "capabilities\twritable=%t isolated=%t persistent=%t\n", h.Capabilities.Writable, h.Capabilities.Isolated, h.Capabilities.Persistent)
+	fmt.Fprintf(w, "runtime\t%s on host %s\n", h.RuntimeKind, h.HostID)
+	fmt.Fprintf(w, "network\t%s\n", orDash(string(h.Network)))
+	if len(h.NetworkAllow) > 0 {
+		fmt.Fprintf(w, "network_allow\t%s\n", strings.Join(h.NetworkAllow, " "))
+	}
+	fmt.Fprintf(w, "created\t%t\n", h.Created)
+	return w.Flush()
+}
+
 func (c *cli) releaseCommand() *cobra.Command {
 	var destroy bool
 	cmd := &cobra.Command{
@@ -87,19 +86,12 @@ func (c *cli) releaseCommand() *cobra.Command {
 		Short: "End the session: stop (or destroy) the runtime; the workspace stays",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.Release(cmd.Context(), destroy)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			fmt.Fprintf(c.stdout, "released %s (runtime %s)\n", res.WorkspaceID, res.Runtime)
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ReleaseResult, error) {
+				return s.Release(ctx, destroy)
+			}, func(res sandboxapi.ReleaseResult) error {
+				fmt.Fprintf(c.stdout, "released %s (runtime %s)\n", res.WorkspaceID, res.Runtime)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&destroy, "destroy-runtime", false, "destroy the runtime instead of stopping it")
@@ -112,19 +104,12 @@ func (c *cli) hibernateCommand() *cobra.Command {
 		Short: "Stop the workspace's runtime; the workspace stays",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.Hibernate(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			fmt.Fprintf(c.stdout, "runtime %s stopped\n", res.RuntimeID)
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.HibernateResult, error) {
+				return s.Hibernate(ctx)
+			}, func(res sandboxapi.HibernateResult) error {
+				fmt.Fprintf(c.stdout, "runtime %s stopped\n", res.RuntimeID)
+				return nil
+			})
 		},
 	}
 }
@@ -135,56 +120,49 @@ func (c *cli) describeCommand() *cobra.Command {
 		Short: "Describe the workspace's session (state, runtime, idle timers)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			d, err := s.Describe(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(d)
-			}
-			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintf(w, "workspace_id\t%s\n", d.WorkspaceID)
-			fmt.Fprintf(w, "state\t%s\n", d.State)
-			if d.Workspace != nil {
-				fmt.Fprintf(w, "local_path\t%s\n", d.Workspace.LocalPath)
-				fmt.Fprintf(w, "branch\t%s\n", orDash(d.Workspace.BranchName))
-				fmt.Fprintf(w, "base_commit\t%s\n", d.Workspace.BaseCommit)
-				fmt.Fprintf(w, "repo\t%s\n", d.Workspace.Repo.Key())
-				if d.Workspace.PinnedUntil != nil {
-					fmt.Fprintf(w, "pinned_until\t%s\n", d.Workspace.PinnedUntil.Format(time.RFC3339))
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.SessionDescription, error) {
+				return s.Describe(ctx)
+			}, func(d sandboxapi.SessionDescription) error {
+				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+				fmt.Fprintf(w, "workspace_id\t%s\n", d.WorkspaceID)
+				fmt.Fprintf(w, "state\t%s\n", d.State)
+				if d.Workspace != nil {
+					fmt.Fprintf(w, "local_path\t%s\n", d.Workspace.LocalPath)
+					fmt.Fprintf(w, "branch\t%s\n", orDash(d.Workspace.BranchName))
+					fmt.Fprintf(w, "base_commit\t%s\n", d.Workspace.BaseCommit)
+					fmt.Fprintf(w, "repo\t%s\n", d.Workspace.Repo.Key())
+					if d.Workspace.PinnedUntil != nil {
+						fmt.Fprintf(w, "pinned_until\t%s\n", d.Workspace.PinnedUntil.Format(time.RFC3339))
+					}
+					fmt.Fprintf(w, "network\t%s\n", orDash(string(d.Workspace.Network)))
+					if len(d.Workspace.NetworkAllow) > 0 {
+						fmt.Fprintf(w, "network_allow\t%s\n", printablePath(strings.Join(d.Workspace.NetworkAllow, " ")))
+					}
 				}
-				fmt.Fprintf(w, "network\t%s\n", orDash(string(d.Workspace.Network)))
-				if len(d.Workspace.NetworkAllow) > 0 {
-					fmt.Fprintf(w, "network_allow\t%s\n", printablePath(strings.Join(d.Workspace.NetworkAllow, " ")))
+				fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
+				if r := d.RuntimeReplica; r != nil {
+					line := fmt.Sprintf("files %d, synced=%t, recreated %d", r.Files, r.Synced, r.Recreated)
+					if r.LastRecreatedAt != nil {
+						line += " (last " + r.LastRecreatedAt.Local().Format(time.RFC3339) + ")"
+					}
+					fmt.Fprintf(w, "replica\t%s\n", line)
+					for _, p := range r.NotSynced {
+						fmt.Fprintf(w, "not_synced\t%s (a nested git repository: only in the sandbox)\n", printablePath(p))
+					}
 				}
-			}
-			fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
-			if r := d.RuntimeReplica; r != nil {
-				line := fmt.Sprintf("files %d, synced=%t, recreated %d", r.Files, r.Synced, r.Recreated)
-				if r.LastRecreatedAt != nil {
-					line += " (last " + r.LastRecreatedAt.Local().Format(time.RFC3339) + ")"
+				fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
+				fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
+				if d.State == sandboxapi.StateActive || d.State == sandboxapi.StateIdle { // no timer runs otherwise
+					if d.IdleStopAt != nil {
+						fmt.Fprintf(w, "idle_stop_at\t%s\n", d.IdleStopAt.Format(time.RFC3339))
+					}
+					fmt.Fprintf(w, "idle_close_at\t%s\n", d.IdleCloseAt.Format(time.RFC3339))
 				}
-				fmt.Fprintf(w, "replica\t%s\n", line)
-				for _, p := range r.NotSynced {
-					fmt.Fprintf(w, "not_synced\t%s (a nested git repository: only in the sandbox)\n", printablePath(p))
+				if d.LastError != "" {
+					fmt.Fprintf(w, "last_error\t%s\n", printablePath(d.LastError))
 				}
-			}
-			fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
-			fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
-			if d.State == sandboxapi.StateActive || d.State == sandboxapi.StateIdle { // no timer runs otherwise
-				if d.IdleStopAt != nil {
-					fmt.Fprintf(w, "idle_stop_at\t%s\n", d.IdleStopAt.Format(time.RFC3339))
-				}
-				fmt.Fprintf(w, "idle_close_at\t%s\n", d.IdleCloseAt.Format(time.RFC3339))
-			}
-			if d.LastError != "" {
-				fmt.Fprintf(w, "last_error\t%s\n", printablePath(d.LastError))
-			}
-			return w.Flush()
+				return w.Flush()
+			})
 		},
 	}
 }
@@ -198,33 +176,26 @@ func (c *cli) listCommand() *cobra.Command {
 		Short: "List workspaces, one row each with its session state (Temporal's visibility store)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sc, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			q := ""
-			if user != "" {
-				if err := sandbox.ValidateID("user", user); err != nil {
-					return err
+			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) ([]sandboxclient.SessionSummary, error) {
+				q := ""
+				if user != "" {
+					if err := sandbox.ValidateID("user", user); err != nil {
+						return nil, err
+					}
+					q = fmt.Sprintf("%s = '%s'", sandboxapi.SearchAttrUser, user)
 				}
-				q = fmt.Sprintf("%s = '%s'", sandboxapi.SearchAttrUser, user)
-			}
-			list, err := sc.ListSessions(cmd.Context(), q, limit)
-			if all {
-				list, err = sc.ListSessionRuns(cmd.Context(), q, limit)
-			}
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(list)
-			}
-			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "WORKSPACE\tSTATE\tSTATUS\tUSER\tPROJECT\tMODE\tBRANCH\tREPO")
-			for _, s := range list {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.WorkspaceID, s.State, s.Status, s.User, s.Project, s.Mode, orDash(s.Handle.Branch), s.Repo)
-			}
-			return w.Flush()
+				if all {
+					return sc.ListSessionRuns(ctx, q, limit)
+				}
+				return sc.ListSessions(ctx, q, limit)
+			}, func(list []sandboxclient.SessionSummary) error {
+				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "WORKSPACE\tSTATE\tSTATUS\tUSER\tPROJECT\tMODE\tBRANCH\tREPO")
+				for _, s := range list {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.WorkspaceID, s.State, s.Status, s.User, s.Project, s.Mode, orDash(s.Handle.Branch), s.Repo)
+				}
+				return w.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&user, "user", "", "only this user's sessions")

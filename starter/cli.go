@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,18 +17,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
-
-// Exit codes of sandboxctl (besides exec, which exits with the command's code).
-const (
-	exitOK      = 0
-	exitError   = 1
-	exitInvalid = 2
-)
-
-// exitCodeError makes Main exit with code without printing anything more.
-type exitCodeError struct{ code int }
-
-func (e exitCodeError) Error() string { return "exit " + strconv.Itoa(e.code) }
 
 type cli struct {
 	conn      sandboxclient.Connection
@@ -42,6 +28,7 @@ type cli struct {
 	stdout    io.Writer
 	stderr    io.Writer
 	sc        *sandboxclient.Client
+	started   bool // the command line passed cobra's checks: the command is running
 }
 
 // Main runs sandboxctl with args and returns the process exit code.
@@ -63,25 +50,22 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	var ec exitCodeError
-	if errors.As(err, &ec) {
-		return ec.code
+	if !c.started && sandbox.KindOf(err) == nil && !errors.Is(err, errUsage) {
+		// Refused before the command ran (cobra: an unknown command, the
+		// wrong number of arguments, a required flag not set).
+		err = usageError{error: err}
 	}
-	code := exitError
-	k := sandbox.KindOf(err)
-	switch {
-	case k != nil && (errors.Is(err, sandbox.ErrInvalidArgument) || errors.Is(err, sandbox.ErrInvalidWorkspacePath)):
-		code = exitInvalid
-	case k == nil && (strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)")):
-		code = exitInvalid
+	code := exitCode(err)
+	if errors.As(err, new(exitCodeError)) {
+		return code // the command said what there was to say
 	}
-	var fe flagParseError
-	if c.asJSON || (errors.As(err, &fe) && wantsJSON(args)) {
+	var ue usageError
+	if c.asJSON || (errors.As(err, &ue) && ue.flags && wantsJSON(args)) {
 		// --json: the error too is JSON, on stderr: {"error": {"type": "...", "message": "..."}}.
 		// When the flags themselves failed to parse, --json among the
 		// arguments is taken at its word.
 		typ, msg := "UsageError", err.Error()
-		if k != nil {
+		if k := sandbox.KindOf(err); k != nil {
 			typ, msg = k.Type, sandbox.Message(err)
 		}
 		_ = json.NewEncoder(stderr).Encode(map[string]any{"error": map[string]string{"type": typ, "message": msg}})
@@ -90,42 +74,6 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "error: %s\n", printableMessage(err.Error()))
 	return code
 }
-
-// wantsJSON reports whether args hold --json before any "--"; used only for
-// an error raised while parsing the flags (where a value that happens to be
-// "--json", as in `commit WS -m --json`, cannot be told apart).
-func wantsJSON(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "--json", "--json=true", "--json=1":
-			return true
-		}
-	}
-	return false
-}
-
-// flagError adds to a flag parsing error the way to pass an argument that
-// starts with '-' (a file "-n", a search for "-x"): after "--".
-func flagError(_ *cobra.Command, err error) error {
-	if msg := err.Error(); strings.Contains(msg, "unknown shorthand flag") || strings.Contains(msg, "unknown flag") {
-		err = fmt.Errorf("%w (an argument that starts with '-' goes after --, e.g. `sandboxctl exec WS -- ls -la`; "+
-			"paths and search patterns may not start with '-': name the file ./-n, search for \\-x)", err)
-	}
-	if k := sandbox.KindOf(err); k != nil {
-		// A flag value's typed error (e.g. a bad --timeout): keep the kind and
-		// the flag's name, which pflag puts in front of the value's message.
-		err = sandbox.Errorf(k, "%s", strings.Replace(err.Error(), k.Type+": ", "", 1))
-	}
-	return flagParseError{err}
-}
-
-// flagParseError marks an error raised while parsing flags (before --json
-// itself could be read).
-type flagParseError struct{ error }
-
-func (e flagParseError) Unwrap() error { return e.error }
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -145,6 +93,7 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", envOr("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue), "task queue sessions start on (SANDBOX_TASK_QUEUE)")
 	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of text")
 	root.SetFlagErrorFunc(flagError)
+	c.markStarted(root)
 	root.AddCommand(c.acquireCommand(), c.execCommand(), c.readCommand(), c.writeCommand(), c.lsCommand(),
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
 		c.releaseCommand(), c.describeCommand(), c.listCommand(),
@@ -155,6 +104,28 @@ func (c *cli) rootCommand() *cobra.Command {
 	root.AddCommand(c.codecServerCommand())
 	root.AddCommand(c.checkpointCommand(), c.rollbackCommand(), c.forkCommand(), c.destroyCommand(), c.cleanupCommand())
 	return root
+}
+
+// markStarted makes root's PersistentPreRunE (which runs for every command,
+// after cobra checked its arguments) check the required flags and flag
+// groups — cobra does so only after the hook — and then record that the
+// command line was accepted: an untyped error from then on is the command's
+// (exit 1), one before it cobra's refusal of the command line (usageError).
+func (c *cli) markStarted(root *cobra.Command) {
+	pre := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := cmd.ValidateRequiredFlags(); err != nil {
+			return usageError{error: err}
+		}
+		if err := cmd.ValidateFlagGroups(); err != nil {
+			return usageError{error: err}
+		}
+		c.started = true
+		if pre == nil {
+			return nil
+		}
+		return pre(cmd, args)
+	}
 }
 
 func (c *cli) client(ctx context.Context) (*sandboxclient.Client, error) {

@@ -152,6 +152,17 @@ func (c *cli) session(ctx context.Context, wsID string) (*sandboxclient.Session,
 	return sc.Session(wsID)
 }
 
+// readFileArg returns the bytes of the file a flag names: "-" is
+// sandboxctl's stdin, read up to stdinLimit bytes (one more than the
+// operation takes, so that it refuses an oversized input with its own
+// error); a file is read whole. Errors: the read's, untyped (exit 1).
+func (c *cli) readFileArg(name string, stdinLimit int64) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(io.LimitReader(c.stdin, stdinLimit))
+	}
+	return os.ReadFile(name)
+}
+
 func (c *cli) printJSON(v any) error {
 	enc := json.NewEncoder(c.stdout)
 	enc.SetIndent("", "  ")

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,80 +41,25 @@ func (c *cli) execCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Cmd = args[1:]
 			req.Network = sandbox.Network(network)
-			if len(envs) > 0 {
-				req.Env = map[string]string{}
-				for _, kv := range envs {
-					k, v, ok := strings.Cut(kv, "=")
-					if !ok || k == "" {
-						return sandbox.Errorf(sandbox.ErrInvalidArgument, "--env %q: want KEY=VALUE", kv)
-					}
-					req.Env[k] = v
-				}
+			var err error
+			if req.Env, err = parseEnv(envs); err != nil {
+				return err
 			}
 			if stdinFile != "" {
-				var data []byte
-				var err error
-				if stdinFile == "-" {
-					data, err = io.ReadAll(io.LimitReader(c.stdin, sandbox.MaxStdinBytes+1))
-				} else {
-					data, err = os.ReadFile(stdinFile)
-				}
-				if err != nil {
+				if req.Stdin, err = c.readFileArg(stdinFile, sandbox.MaxStdinBytes+1); err != nil {
 					return err
 				}
-				req.Stdin = data
 			}
 			s, err := c.session(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			var res sandbox.ExecResult
-			if stream && !c.asJSON {
-				res, err = s.ExecStream(cmd.Context(), req, func(ch sandbox.ExecChunk) {
-					if ch.Stream == "stderr" {
-						_, _ = c.stderr.Write(ch.Data)
-					} else {
-						_, _ = c.stdout.Write(ch.Data)
-					}
-				})
-			} else {
-				res, err = s.Exec(cmd.Context(), req)
-			}
-			if err != nil && cmd.Context().Err() != nil && res.Cancelled {
-				fmt.Fprintf(c.stderr, "sandboxctl: command cancelled\n")
-				return exitCodeError{code: 130}
-			}
+			streamed := stream && !c.asJSON
+			res, err := c.runExec(cmd.Context(), s, req, streamed)
 			if err != nil {
 				return err
 			}
-			if res.Cancelled {
-				fmt.Fprintf(c.stderr, "sandboxctl: command cancelled\n")
-			}
-			if stream && !c.asJSON {
-				if res.TimedOut {
-					fmt.Fprintf(c.stderr, "sandboxctl: command timed out\n")
-				}
-			} else if c.asJSON {
-				if err := c.printJSON(res); err != nil {
-					return err
-				}
-			} else {
-				_, _ = c.stdout.Write(res.Stdout)
-				_, _ = c.stderr.Write(res.Stderr)
-				if res.TimedOut {
-					fmt.Fprintf(c.stderr, "sandboxctl: command timed out\n")
-				}
-				if res.Truncated {
-					fmt.Fprintf(c.stderr, "sandboxctl: output truncated (stdout %d bytes, stderr %d bytes in all)\n", res.StdoutBytes, res.StderrBytes)
-				}
-				if res.OutputID != "" {
-					fmt.Fprintf(c.stderr, "sandboxctl: the whole output is kept: sandboxctl output %s %s\n", args[0], res.OutputID)
-				}
-			}
-			if res.ExitCode != 0 {
-				return exitCodeError{code: res.ExitCode & 0xff}
-			}
-			return nil
+			return c.reportExec(args[0], res, streamed)
 		},
 	}
 	f := cmd.Flags()
@@ -130,6 +72,67 @@ func (c *cli) execCommand() *cobra.Command {
 	f.BoolVar(&req.KeepOutput, "keep-output", false, "when the output is cut, keep all of it on the worker (sandboxctl output WS ID prints it)")
 	f.StringVar(&network, "network", "", "network for this command: none, limited or default (default: the workspace's policy; never above it)")
 	return cmd
+}
+
+// runExec runs req in s: streamed to stdout and stderr as it comes when
+// streamed, else in one update. Errors: exec's; an exec that the command's
+// context (Ctrl-C, SIGTERM) cancelled is exitCodeError 130, after "command
+// cancelled" on stderr (docs/API.md "Cancel").
+func (c *cli) runExec(ctx context.Context, s *sandboxclient.Session, req sandboxapi.ExecRequest, streamed bool) (sandboxapi.ExecResult, error) {
+	var res sandboxapi.ExecResult
+	var err error
+	if streamed {
+		res, err = s.ExecStream(ctx, req, func(ch sandboxapi.ExecChunk) {
+			if ch.Stream == "stderr" {
+				_, _ = c.stderr.Write(ch.Data)
+			} else {
+				_, _ = c.stdout.Write(ch.Data)
+			}
+		})
+	} else {
+		res, err = s.Exec(ctx, req)
+	}
+	if err != nil && ctx.Err() != nil && res.Cancelled {
+		fmt.Fprintf(c.stderr, "sandboxctl: command cancelled\n")
+		return res, exitCodeError{code: 130}
+	}
+	return res, err
+}
+
+// reportExec prints an exec's result of workspace wsID — as JSON, or its
+// output (unless it was streamed already) and notes on stderr (cancelled,
+// timed out, cut, kept) — and turns a non-zero exit code into the exit of
+// sandboxctl (its low 8 bits, as a shell sees it).
+func (c *cli) reportExec(wsID string, res sandboxapi.ExecResult, streamed bool) error {
+	if res.Cancelled {
+		fmt.Fprintf(c.stderr, "sandboxctl: command cancelled\n")
+	}
+	err := printResult(c, res, func(res sandboxapi.ExecResult) error {
+		if !streamed {
+			_, _ = c.stdout.Write(res.Stdout)
+			_, _ = c.stderr.Write(res.Stderr)
+		}
+		if res.TimedOut {
+			fmt.Fprintf(c.stderr, "sandboxctl: command timed out\n")
+		}
+		if streamed {
+			return nil
+		}
+		if res.Truncated {
+			fmt.Fprintf(c.stderr, "sandboxctl: output truncated (stdout %d bytes, stderr %d bytes in all)\n", res.StdoutBytes, res.StderrBytes)
+		}
+		if res.OutputID != "" {
+			fmt.Fprintf(c.stderr, "sandboxctl: the whole output is kept: sandboxctl output %s %s\n", wsID, res.OutputID)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return exitCodeError{code: res.ExitCode & 0xff}
+	}
+	return nil
 }
 
 // previewCommand is `sandboxctl preview WS PORT` (docs/API.md "Preview URLs").

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -54,13 +52,7 @@ func (c *cli) prCommand() *cobra.Command {
 				if in.Body != "" {
 					return sandbox.Errorf(sandbox.ErrInvalidArgument, "--body and --body-file are exclusive")
 				}
-				var data []byte
-				var err error
-				if bodyFile == "-" {
-					data, err = io.ReadAll(io.LimitReader(c.stdin, 4*sandbox.MaxPRBodyRunes+1))
-				} else {
-					data, err = os.ReadFile(bodyFile)
-				}
+				data, err := c.readFileArg(bodyFile, 4*sandbox.MaxPRBodyRunes+1)
 				if err != nil {
 					return err
 				}

@@ -287,39 +287,63 @@ func (c *cli) procAttachCommand() *cobra.Command {
 	}
 }
 
-// attach runs `proc attach`: raw terminal, input to process_write, output
-// from StreamRead, resize on SIGWINCH.
+// attach runs `proc attach`: raw terminal (resized on SIGWINCH), keys to
+// process_write, output from StreamRead until the process ends (its exit
+// code), Ctrl-] detaches (exit 0) or the context ends (exit 130).
 func (c *cli) attach(parent context.Context, s *sandboxclient.Session, id string) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	in, isFile := c.stdin.(*os.File)
-	if isFile && term.IsTerminal(int(in.Fd())) {
-		old, err := term.MakeRaw(int(in.Fd()))
-		if err != nil {
-			return err
-		}
-		defer func() { _ = term.Restore(int(in.Fd()), old) }()
-		resize := func() {
-			if w, h, err := term.GetSize(int(in.Fd())); err == nil {
-				_ = s.ProcessResize(ctx, id, h, w)
-			}
-		}
-		resize()
-		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, syscall.SIGWINCH)
-		defer signal.Stop(winch)
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-winch:
-					resize()
-				}
-			}
-		}()
+	restore, err := c.rawTerminal(ctx, s, id)
+	if err != nil {
+		return err
 	}
-	// Keys: everything read at once goes in one write; Ctrl-] detaches.
+	defer restore()
+	detached := c.forwardKeys(ctx, cancel, s, id)
+	return c.copyTerminalOutput(ctx, s, id, detached)
+}
+
+// rawTerminal puts sandboxctl's stdin, when it is a terminal, in raw mode
+// and keeps process id's terminal at its size (now and on every SIGWINCH
+// until ctx ends); restore undoes both. Errors: term.MakeRaw's.
+func (c *cli) rawTerminal(ctx context.Context, s *sandboxclient.Session, id string) (restore func(), err error) {
+	in, isFile := c.stdin.(*os.File)
+	if !isFile || !term.IsTerminal(int(in.Fd())) {
+		return func() {}, nil
+	}
+	old, err := term.MakeRaw(int(in.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	resize := func() {
+		if w, h, err := term.GetSize(int(in.Fd())); err == nil {
+			_ = s.ProcessResize(ctx, id, h, w)
+		}
+	}
+	resize()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-winch:
+				resize()
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		_ = term.Restore(int(in.Fd()), old)
+	}, nil
+}
+
+// forwardKeys sends what sandboxctl reads from stdin to process id, all
+// that one read returns in one write, until stdin ends or the process has
+// ended (process_write refused with SandboxCommandRejected: its output says
+// so). Ctrl-] (detachKey) sends what came before it, closes the returned
+// channel and cancels the attach.
+func (c *cli) forwardKeys(ctx context.Context, cancel context.CancelFunc, s *sandboxclient.Session, id string) <-chan struct{} {
 	detached := make(chan struct{})
 	go func() {
 		buf := make([]byte, 4096)
@@ -346,6 +370,15 @@ func (c *cli) attach(parent context.Context, s *sandboxclient.Session, id string
 			}
 		}
 	}()
+	return detached
+}
+
+// copyTerminalOutput writes process id's output (its terminal, or stdout
+// then stderr) to sandboxctl's stdout as it comes, until the process ends:
+// exitCodeError with its exit code (nil for 0). After detached is closed it
+// says so and returns nil; when ctx was cancelled otherwise, exitCodeError
+// 130. Errors: StreamRead's.
+func (c *cli) copyTerminalOutput(ctx context.Context, s *sandboxclient.Session, id string, detached <-chan struct{}) error {
 	var off int64
 	for {
 		r, err := s.StreamRead(ctx, sandboxapi.ProcessReadInput{ProcessID: id, Offset: off, MaxBytes: 256 << 10, WaitMS: 5000})

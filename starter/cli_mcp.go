@@ -74,24 +74,12 @@ func (c *cli) mcpCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.RepoURL, "repo", "", "repository URL (as for acquire)")
-	f.StringVar(&req.UserID, "user", "", "user id")
-	f.StringVar(&req.ProjectID, "project", "", "project id")
-	f.StringVar(&mode, "mode", "edit", "edit, task or analysis (read tools only)")
-	f.StringVar(&req.ConversationID, "conversation", "", "conversation id (edit mode)")
-	f.StringVar(&req.TaskID, "task", "", "task id (task mode)")
-	f.StringVar(&req.BaseRef, "ref", "", "base branch, tag or commit (default: the remote's default branch)")
-	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
-	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
+	workspaceRequestFlags(f, &req, &mode, "repository URL (as for acquire)", "edit, task or analysis (read tools only)")
 	f.StringVar(&wsID, "workspace", "", "an existing workspace id instead of the request flags")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on this host:port (path /mcp) instead of stdio")
 	f.StringVar(&tokenFile, "token-file", "", "with --http: a file holding the bearer token clients must send (required off loopback)")
 	return cmd
 }
-
-// mcpRequestFlags are mcp's flags that make up a workspace request (those of
-// `sandboxctl acquire`).
-var mcpRequestFlags = []string{"repo", "user", "project", "conversation", "task", "ref", "branch", "from-branch", "mode"}
 
 // mcpBinding is what mcp's flags bind the server to: the workspace wsID, or
 // req (its mode from mode) when --repo, --user or --project is given, or
@@ -100,7 +88,7 @@ var mcpRequestFlags = []string{"repo", "user", "project", "conversation", "task"
 func mcpBinding(flags *pflag.FlagSet, wsID string, req *sandboxapi.WorkspaceRequest, mode string) (tools.Binding, error) {
 	b := tools.Binding{WorkspaceID: wsID}
 	if wsID != "" {
-		for _, f := range mcpRequestFlags {
+		for _, f := range requestFlags {
 			if flags.Changed(f) {
 				return tools.Binding{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--workspace and --%s: bind to a workspace id or to a request, not both", f)
 			}

@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -11,21 +13,12 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// mcpFlags is a flag set with mcp's request flags, parsed from args.
+// mcpFlags is a flag set with the request flags, parsed from args.
 func mcpFlags(t *testing.T, req *sandboxapi.WorkspaceRequest, args ...string) *pflag.FlagSet {
 	t.Helper()
 	fs := pflag.NewFlagSet("mcp", pflag.ContinueOnError)
-	var unused, mode string
-	fs.StringVar(&req.RepoURL, "repo", "", "")
-	fs.StringVar(&req.UserID, "user", "", "")
-	fs.StringVar(&req.ProjectID, "project", "", "")
-	fs.StringVar(&req.ConversationID, "conversation", "", "")
-	fs.StringVar(&mode, "mode", "edit", "")
-	for _, f := range mcpRequestFlags[3:] {
-		if fs.Lookup(f) == nil {
-			fs.StringVar(&unused, f, "", "")
-		}
-	}
+	var mode string
+	workspaceRequestFlags(fs, req, &mode, "", "")
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +39,7 @@ func TestMCPBinding(t *testing.T) {
 		t.Errorf("workspace binding: %+v, %v", b, err)
 	}
 
-	for _, f := range mcpRequestFlags {
+	for _, f := range requestFlags {
 		var r sandboxapi.WorkspaceRequest
 		_, err := mcpBinding(mcpFlags(t, &r, "--"+f, "x"), testWorkspaceID, &r, "edit")
 		if !sandboxapi.IsInvalidArgument(err) || !strings.Contains(err.Error(), "--workspace and --"+f+":") {
@@ -96,5 +89,21 @@ func TestHTTPToken(t *testing.T) {
 		if !tc.ok && !sandboxapi.IsInvalidArgument(err) {
 			t.Errorf("%q %q: %q, %v; want InvalidArgument", tc.addr, tc.file, got, err)
 		}
+	}
+}
+
+// TestRequestFlagsAreTheDeclaredOnes: the names mcp refuses beside
+// --workspace are exactly the flags workspaceRequestFlags declares.
+func TestRequestFlagsAreTheDeclaredOnes(t *testing.T) {
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	var req sandboxapi.WorkspaceRequest
+	var mode string
+	workspaceRequestFlags(fs, &req, &mode, "", "")
+	var declared []string
+	fs.VisitAll(func(f *pflag.Flag) { declared = append(declared, f.Name) })
+	want := append([]string(nil), requestFlags...)
+	sort.Strings(want)
+	if !reflect.DeepEqual(declared, want) {
+		t.Errorf("declared %v, requestFlags %v", declared, want)
 	}
 }

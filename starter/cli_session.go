@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -43,21 +44,32 @@ func (c *cli) acquireCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.RepoURL, "repo", "", "repository URL (https, ssh; file:// when the worker allows it)")
-	f.StringVar(&req.UserID, "user", "", "user id")
-	f.StringVar(&req.ProjectID, "project", "", "project id")
-	f.StringVar(&mode, "mode", "edit", "edit, task or analysis")
-	f.StringVar(&req.ConversationID, "conversation", "", "conversation id (edit mode)")
-	f.StringVar(&req.TaskID, "task", "", "task id (task mode)")
-	f.StringVar(&req.BaseRef, "ref", "", "base branch, tag or commit (default: the remote's default branch)")
-	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
-	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
+	workspaceRequestFlags(f, &req, &mode, "repository URL (https, ssh; file:// when the worker allows it)", "edit, task or analysis")
 	f.StringVar(&network, "network", "", "network policy: none, limited or default (the widest network its commands may use)")
 	f.StringArrayVar(&req.NetworkAllow, "network-allow", nil, "allow-list entry of the limited network for this workspace (repeatable)")
 	_ = cmd.MarkFlagRequired("repo")
 	_ = cmd.MarkFlagRequired("user")
 	_ = cmd.MarkFlagRequired("project")
 	return cmd
+}
+
+// requestFlags are the flags workspaceRequestFlags declares.
+var requestFlags = []string{"repo", "user", "project", "conversation", "task", "ref", "branch", "from-branch", "mode"}
+
+// workspaceRequestFlags declares on f the flags of a workspace request
+// (acquire's, and mcp's), bound to req and mode (the request's mode as
+// given, default edit): --repo (its help repoUsage), --user, --project,
+// --mode (modeUsage), --conversation, --task, --ref, --branch, --from-branch.
+func workspaceRequestFlags(f *pflag.FlagSet, req *sandboxapi.WorkspaceRequest, mode *string, repoUsage, modeUsage string) {
+	f.StringVar(&req.RepoURL, "repo", "", repoUsage)
+	f.StringVar(&req.UserID, "user", "", "user id")
+	f.StringVar(&req.ProjectID, "project", "", "project id")
+	f.StringVar(mode, "mode", "edit", modeUsage)
+	f.StringVar(&req.ConversationID, "conversation", "", "conversation id (edit mode)")
+	f.StringVar(&req.TaskID, "task", "", "task id (task mode)")
+	f.StringVar(&req.BaseRef, "ref", "", "base branch, tag or commit (default: the remote's default branch)")
+	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
+	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
 }
 
 // printHandle prints a workspace handle (acquire) as a two-column table.

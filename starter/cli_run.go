@@ -20,15 +20,14 @@ import (
 // call's and text's, unchanged.
 func runSession[Out any](c *cli, cmd *cobra.Command, wsID string,
 	call func(context.Context, *sandboxclient.Session) (Out, error), text func(Out) error) error {
-	s, err := c.session(cmd.Context(), wsID)
-	if err != nil {
-		return err
-	}
-	out, err := call(cmd.Context(), s)
-	if err != nil {
-		return err
-	}
-	return printResult(c, out, text)
+	return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (Out, error) {
+		s, err := sc.Session(wsID)
+		if err != nil {
+			var zero Out
+			return zero, err
+		}
+		return call(ctx, s)
+	}, text)
 }
 
 // runClient is runSession for a command that is not about one workspace

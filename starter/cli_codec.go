@@ -125,7 +125,7 @@ func (c *cli) codecTLS(listen, certFile, keyFile string, plainHTTP bool) (*tls.C
 		}
 		return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.GetCertificate}, nil
 	}
-	if ip := net.ParseIP(host); !plainHTTP && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+	if !plainHTTP && !isLoopbackHost(host) {
 		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "--listen %s is not a loopback address: serve HTTPS (--https-cert, --https-key) or, behind a TLS-terminating proxy, pass --insecure-plain-http", listen)
 	}
 	return nil, nil

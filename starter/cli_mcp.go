@@ -186,13 +186,20 @@ func requireLoopback(addr string) error {
 	if err != nil {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %q: want host:port", addr)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if isLoopbackHost(host) {
 		return nil
 	}
 	return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %s is not a loopback address: give --token-file with a bearer token clients must send", addr)
+}
+
+// isLoopbackHost reports whether host (of a listen address) is "localhost"
+// or a loopback IP address (127.0.0.0/8, ::1).
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // serveHTTP serves srv as streamable HTTP on addr at /mcp until ctx ends;

@@ -82,7 +82,7 @@ func TestRunSessionErrors(t *testing.T) {
 
 	// text's error (search's exit 1) is returned in text mode only; a nil
 	// text prints nothing.
-	c, cmd, stdout, _ = testCLI(false)
+	c, cmd, _, _ = testCLI(false)
 	err = runSession(c, cmd, testWorkspaceID, func(context.Context, *sandboxclient.Session) (int, error) { return 0, nil },
 		func(int) error { return exitCodeError{code: 1} })
 	var ec exitCodeError

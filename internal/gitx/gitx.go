@@ -312,6 +312,9 @@ func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if scope := scopeOf(ctx); scope != nil && writesConfig(subcommand(c.Args), c.Args) {
+		defer scope.forget() // after the call: it changed the configuration
+	}
 	cfg, secrets, err := r.callConfig(ctx, c, env, append(cfg, c.Config...))
 	if err != nil {
 		return nil, err
@@ -328,8 +331,9 @@ func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 
 // callConfig completes the per-call configuration cfg (the caller's
 // GIT_CONFIG_* and Call.Config): the inspection's overrides (c.Inspection,
-// or the repository's configuration read now; `git config`, `git init`
-// and `git version` run no program from one, so they need none) and, with
+// or the repository's configuration: the ReuseInspections scope's for a
+// local call, read now otherwise; `git config`, `git init` and `git
+// version` run no program from one, so they need none) and, with
 // c.Cred, the http.<RemoteURL>.extraHeader carrying it, returning as well
 // the credential's forms to scrub from output. Errors: ErrCommandRejected
 // (a redirecting variable on a network call, or over maxConfigEntries
@@ -339,8 +343,10 @@ func (r *Runner) callConfig(ctx context.Context, c Call, env []string, cfg []Con
 	sub := subcommand(c.Args)
 	ins := c.Inspection
 	if ins == nil && sub != "config" && sub != "init" && sub != "version" {
+		// A network call reads it afresh whatever the scope holds.
+		network := c.RemoteURL != "" || c.Cred != nil || networkCommands[sub]
 		var err error
-		if ins, err = r.inspect(ctx, c.Dir, env); err != nil {
+		if ins, err = r.inspectIn(ctx, scopeOf(ctx), c.Dir, env, network); err != nil {
 			return nil, nil, err
 		}
 	}

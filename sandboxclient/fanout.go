@@ -37,8 +37,7 @@ func updateIDFrom(ctx context.Context) string {
 // update's own failure (a sandbox typed error), or ErrWorkspaceNotFound when
 // the current run has no such update (never sent, or sent to an earlier run).
 func (s *Session) UpdateOutcome(ctx context.Context, updateID string, out any) error {
-	h := s.c.tc.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: s.wfID, UpdateID: updateID})
-	return FromTemporal(h.Get(ctx, out))
+	return FromTemporal(s.rpc.Outcome(ctx, updateID, out))
 }
 
 // MergeBranches sends merge_branches: the local branches are merged into the

@@ -31,23 +31,20 @@ func (s *Session) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 	if err := checkExecPayload(req); err != nil {
 		return sandboxapi.ExecResult{}, err
 	}
-	id := updateIDFrom(ctx)
-	if id == "" {
-		id = newUpdateID()
-	}
+	id := execUpdateID(ctx)
 	req.Stream = true
-	h, err := s.sendExec(ctx, id, req)
+	h, err := s.rpc.Send(ctx, sandboxapi.UpdateExec, id, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			// It may have reached the session before ctx ended.
-			return s.abandon(ctx, id), ctx.Err()
+			return s.rpc.Abandon(ctx, id), ctx.Err()
 		}
-		return sandboxapi.ExecResult{}, err
+		return sandboxapi.ExecResult{}, FromTemporal(err)
 	}
 	done := make(chan execOutcome, 1)
 	go func() {
-		r, err := s.awaitExec(ctx, h, id)
-		done <- execOutcome{r, err}
+		r, err := s.rpc.AwaitExec(ctx, h, id)
+		done <- execOutcome{r, execError(ctx, err)}
 	}()
 	if req.KeepOutput {
 		// The exec activity runs a command whose output is kept, not a

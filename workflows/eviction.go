@@ -110,12 +110,13 @@ func evictionHosts(ctx workflow.Context, only []string) ([]string, error) {
 	return selectHosts(hosts.Hosts, only), nil
 }
 
-// selectHosts returns known narrowed to only (and completed with its
-// hosts the store does not know) when only is not empty, sorted, each once.
+// selectHosts returns a copy of known narrowed to only (and completed
+// with its hosts the store does not know) when only is not empty, sorted,
+// each once.
 func selectHosts(known, only []string) []string {
-	ids := known
+	ids := slices.Clone(known)
 	if len(only) > 0 {
-		ids = slices.DeleteFunc(slices.Clone(ids), func(h string) bool { return !slices.Contains(only, h) })
+		ids = slices.DeleteFunc(ids, func(h string) bool { return !slices.Contains(only, h) })
 		for _, h := range only {
 			if !slices.Contains(ids, h) {
 				ids = append(ids, h)

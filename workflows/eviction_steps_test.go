@@ -27,6 +27,7 @@ func TestSelectHosts(t *testing.T) {
 	assert.Empty(t, selectHosts(nil, nil))
 	known := []string{"c", "a"}
 	selectHosts(known, []string{"a"})
+	selectHosts(known, nil)
 	assert.Equal(t, []string{"c", "a"}, known, "the store's list is not changed")
 }
 

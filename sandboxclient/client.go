@@ -244,15 +244,26 @@ func (s *Session) Release(ctx context.Context, destroyRuntime bool) (sandboxapi.
 // answer from their dormant run). Errors: ErrWorkspaceNotFound when no run
 // exists, as FromTemporal otherwise.
 func (s *Session) Describe(ctx context.Context) (sandboxapi.SessionDescription, error) {
-	var out sandboxapi.SessionDescription
-	v, err := s.c.tc.QueryWorkflow(ctx, s.wfID, "", sandboxapi.QueryDescribe)
+	return query[sandboxapi.SessionDescription](ctx, s.c.tc, s.wfID, sandboxapi.QueryDescribe)
+}
+
+// query sends query name to workflow wfID's current run and decodes its
+// answer. Errors: as FromTemporal.
+func query[T any](ctx context.Context, tc client.Client, wfID, name string) (T, error) {
+	var out T
+	v, err := tc.QueryWorkflow(ctx, wfID, "", name)
 	if err == nil {
 		err = v.Get(&out)
 	}
-	if err != nil {
-		return out, FromTemporal(err)
-	}
-	return out, nil
+	return out, FromTemporal(err)
+}
+
+// workflowResult waits for workflow wfID's run to close and decodes its
+// result. Errors: the workflow's failure, as FromTemporal.
+func workflowResult[T any](ctx context.Context, tc client.Client, wfID string) (T, error) {
+	var out T
+	err := tc.GetWorkflow(ctx, wfID, "").Get(ctx, &out)
+	return out, FromTemporal(err)
 }
 
 // checkExecPayload refuses, before anything is sent, a request the workflow's

@@ -107,21 +107,14 @@ func (f *Fanout) WorkflowID() string { return f.wfID }
 // Progress queries the fan-out (query progress): the report without
 // patches. Errors: ErrWorkspaceNotFound (no such fan-out), ErrRuntimeUnavailable.
 func (f *Fanout) Progress(ctx context.Context) (sandboxapi.FanoutReport, error) {
-	var out sandboxapi.FanoutReport
-	v, err := f.c.tc.QueryWorkflow(ctx, f.wfID, "", sandboxapi.QueryProgress)
-	if err == nil {
-		err = v.Get(&out)
-	}
-	return out, FromTemporal(err)
+	return query[sandboxapi.FanoutReport](ctx, f.c.tc, f.wfID, sandboxapi.QueryProgress)
 }
 
 // Result waits for the fan-out to finish and returns its report (patches
 // included). Errors: the workflow's failure as a sandbox typed error (e.g.
 // ErrInvalidArgument, ErrWorkspaceNotFound for an unknown conversation).
 func (f *Fanout) Result(ctx context.Context) (sandboxapi.FanoutReport, error) {
-	var out sandboxapi.FanoutReport
-	err := f.c.tc.GetWorkflow(ctx, f.wfID, "").Get(ctx, &out)
-	return out, FromTemporal(err)
+	return workflowResult[sandboxapi.FanoutReport](ctx, f.c.tc, f.wfID)
 }
 
 // CompleteTask sends complete_task for a task that waits for an external

@@ -117,18 +117,11 @@ func (cl *Cleanup) WorkflowID() string { return cl.wfID }
 
 // Progress queries the cleanup (query progress).
 func (cl *Cleanup) Progress(ctx context.Context) (sandboxapi.CleanupReport, error) {
-	var out sandboxapi.CleanupReport
-	v, err := cl.c.tc.QueryWorkflow(ctx, cl.wfID, "", sandboxapi.QueryProgress)
-	if err == nil {
-		err = v.Get(&out)
-	}
-	return out, FromTemporal(err)
+	return query[sandboxapi.CleanupReport](ctx, cl.c.tc, cl.wfID, sandboxapi.QueryProgress)
 }
 
 // Result waits for the cleanup and returns its report (one outcome per
 // workspace). Errors: the workflow's failure (ErrInvalidArgument), as FromTemporal.
 func (cl *Cleanup) Result(ctx context.Context) (sandboxapi.CleanupReport, error) {
-	var out sandboxapi.CleanupReport
-	err := cl.c.tc.GetWorkflow(ctx, cl.wfID, "").Get(ctx, &out)
-	return out, FromTemporal(err)
+	return workflowResult[sandboxapi.CleanupReport](ctx, cl.c.tc, cl.wfID)
 }

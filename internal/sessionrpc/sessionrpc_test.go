@@ -108,4 +108,3 @@ func TestNewUpdateIDIsRandom(t *testing.T) {
 		t.Errorf("NewUpdateID: %q, %q", a, b)
 	}
 }
-

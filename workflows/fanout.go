@@ -86,24 +86,50 @@ func TaskFanoutWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxap
 	f.report.ConversationWorkspaceID, _ = in.ConversationWorkspace()
 	f.report.MaxParallel = in.Parallel()
 	f.report.FromFork = in.FromFork
-	for _, t := range in.Tasks {
-		kind := sandboxapi.TaskKindAgent
-		if t.Script != "" {
-			kind = sandboxapi.TaskKindScript
-		}
-		f.report.Tasks = append(f.report.Tasks, sandboxapi.TaskResult{TaskID: t.TaskID, Kind: kind, Status: sandboxapi.TaskPending})
-	}
+	f.report.Tasks = pendingTasks(in.Tasks)
 	if err := workflow.SetQueryHandler(ctx, sandboxapi.QueryProgress, f.progress); err != nil {
 		return f.report, err
 	}
 	watchDetails(ctx, f.details)
+	f.receiveCompletions(ctx)
+
+	if err := f.prepare(ctx); err != nil {
+		f.report.State, f.report.Error = sandboxapi.FanoutFailed, errorMessage(err)
+		return f.report, appError(err)
+	}
+
+	f.report.State = sandboxapi.FanoutRunning
+	if err := f.runTasks(ctx); err != nil {
+		return f.report, err
+	}
+
+	f.merge(ctx)
+	return f.report, nil
+}
+
+// pendingTasks is the report's first row of every task: pending, a script
+// task when it has a script, else an agent's.
+func pendingTasks(tasks []sandboxapi.TaskSpec) []sandboxapi.TaskResult {
+	var out []sandboxapi.TaskResult
+	for _, t := range tasks {
+		kind := sandboxapi.TaskKindAgent
+		if t.Script != "" {
+			kind = sandboxapi.TaskKindScript
+		}
+		out = append(out, sandboxapi.TaskResult{TaskID: t.TaskID, Kind: kind, Status: sandboxapi.TaskPending})
+	}
+	return out
+}
+
+// receiveCompletions starts the coroutine that takes complete_task
+// signals for the run's life. A payload the data converter refuses is
+// dropped by the SDK (Receive then waits for the next); one that fails
+// strict decoding is ignored like an unknown task (signals cannot be
+// rejected).
+func (f *fanout) receiveCompletions(ctx workflow.Context) {
 	signals := workflow.GetSignalChannel(ctx, sandboxapi.SignalCompleteTask)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			// A payload the data converter refuses is dropped by the SDK
-			// (Receive then waits for the next); one that fails strict
-			// decoding is ignored like an unknown task (signals cannot be
-			// rejected).
 			var raw converter.RawValue
 			signals.Receive(ctx, &raw)
 			sig, corrupt, err := decodeStrictly[sandboxapi.CompleteTaskSignal](ctx, sandboxapi.SignalCompleteTask, raw)
@@ -114,17 +140,15 @@ func TaskFanoutWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxap
 			f.complete(ctx, sig)
 		}
 	})
+}
 
-	if err := f.prepare(ctx); err != nil {
-		f.report.State, f.report.Error = sandboxapi.FanoutFailed, errorMessage(err)
-		return f.report, appError(err)
-	}
-
-	f.report.State = sandboxapi.FanoutRunning
+// runTasks runs every task (runTask) in input order, at most MaxParallel
+// at once, and waits for them all. Errors: the workflow's cancellation.
+func (f *fanout) runTasks(ctx workflow.Context) error {
 	wg := workflow.NewWaitGroup(ctx)
 	for i := range f.report.Tasks {
 		if err := workflow.Await(ctx, func() bool { return f.running < f.report.MaxParallel }); err != nil {
-			return f.report, err
+			return err
 		}
 		f.running++
 		f.report.Running = f.running
@@ -137,12 +161,7 @@ func TaskFanoutWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxap
 		})
 	}
 	wg.Wait(ctx)
-	if err := ctx.Err(); err != nil {
-		return f.report, err
-	}
-
-	f.merge(ctx)
-	return f.report, nil
+	return ctx.Err()
 }
 
 // complete records a complete_task signal; unknown tasks, script tasks and

@@ -29,3 +29,11 @@ func TestTaskCommitMessage(t *testing.T) {
 	assert.Equal(t, "Task t1 (fan-out f1)", taskCommitMessage("f1", sandboxapi.TaskSpec{TaskID: "t1"}))
 	assert.Equal(t, "Task t1 (fan-out f1)\n\nfix the tests", taskCommitMessage("f1", sandboxapi.TaskSpec{TaskID: "t1", Instructions: "fix the tests"}))
 }
+
+func TestPendingTasks(t *testing.T) {
+	got := pendingTasks([]sandboxapi.TaskSpec{{TaskID: "a", Script: "make test"}, {TaskID: "b", Instructions: "fix it"}})
+	assert.Equal(t, []sandboxapi.TaskResult{
+		{TaskID: "a", Kind: sandboxapi.TaskKindScript, Status: sandboxapi.TaskPending},
+		{TaskID: "b", Kind: sandboxapi.TaskKindAgent, Status: sandboxapi.TaskPending},
+	}, got)
+}

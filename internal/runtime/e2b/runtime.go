@@ -322,7 +322,7 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 		var err error
 		res, err = r.p.api.PostSandboxesWithResponse(ctx, body)
 		err = r.p.mapResp(ctx, res, err, "create sandbox for %s", r.id)
-		if err != nil && transient(err) {
+		if err != nil && replica.Transient(err) {
 			// The answer may have been lost after E2B created it: adopt it
 			// rather than making a second one.
 			if found, ferr := r.p.findByRuntime(ctx, r.id); ferr == nil && found != nil {

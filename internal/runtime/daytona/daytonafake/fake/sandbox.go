@@ -171,7 +171,7 @@ func (s *Server) handleAPI(c *call) {
 			c.json(http.StatusOK, map[string]any{"sandboxId": b.id, "port": port, "token": token, "url": "http://" + strconv.Itoa(port) + "-" + token + ".preview." + host})
 		})
 	default:
-		s.violation("the adapter called %s, which the fake does not implement", c.op)
+		s.Violation("the adapter called %s, which the fake does not implement", c.op)
 		c.error(http.StatusNotImplemented, "daytonafake: "+c.op+" is not implemented")
 	}
 }

@@ -156,7 +156,7 @@ func (s *Server) handleAPI(c *call) {
 			c.w.WriteHeader(http.StatusNoContent)
 		})
 	default:
-		s.violation("the client called %s, which the fake does not implement", c.op)
+		s.Violation("the client called %s, which the fake does not implement", c.op)
 		c.error(http.StatusInternalServerError, "e2bfake: "+c.op+" is not implemented")
 	}
 }

@@ -280,7 +280,7 @@ func (s *Server) createSandbox(c *call) {
 		// internal network (no way off the machine).
 		netMode = "limited"
 	}
-	spec := containerSpec{name: "daytonafake-" + s.eng.id + "-" + id[:8], env: req.Env, network: netMode, cpu: float64(b.cpu), memoryGB: int64(b.mem)}
+	spec := containerSpec{name: "daytonafake-" + s.eng.ID + "-" + id[:8], env: req.Env, network: netMode, cpu: float64(b.cpu), memoryGB: int64(b.mem)}
 	spec.env = mergeEnv(req.Env, map[string]string{"DAYTONA_SANDBOX_ID": id, "DAYTONA_SANDBOX_USER": SandboxUser})
 	go func() {
 		time.Sleep(s.opts.TransitionDelay)
@@ -291,7 +291,7 @@ func (s *Server) createSandbox(c *call) {
 		defer s.mu.Unlock()
 		if b.state == stDestroying || b.state == stDestroyed {
 			if cid != "" {
-				go s.eng.remove(context.Background(), cid)
+				go s.eng.Remove(context.Background(), cid)
 			}
 			return
 		}
@@ -441,7 +441,7 @@ func (s *Server) destroy(b *sbox) {
 	cid := b.container
 	s.mu.Unlock()
 	if cid != "" {
-		_ = s.eng.remove(ctx, cid)
+		_ = s.eng.Remove(ctx, cid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

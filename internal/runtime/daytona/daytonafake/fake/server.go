@@ -187,7 +187,7 @@ func (s *Server) Close() {
 	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.eng.removeAll(ctx)
+	s.eng.RemoveAll(ctx)
 }
 
 // Fault is an injected failure for the requests it matches (Inject); its

@@ -305,7 +305,7 @@ func (s *Server) killLocked(b *sbox) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := s.eng.remove(ctx, b.container); err != nil {
+		if err := s.eng.Remove(ctx, b.container); err != nil {
 			s.log.Warn("e2bfake: remove a container", "sandbox", b.id, "error", err)
 		}
 		forgetSocket(filepath.Join(b.sockDir, "envd.sock"))

@@ -183,7 +183,7 @@ func (s *Server) Close() {
 	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.eng.removeAll(ctx)
+	s.eng.RemoveAll(ctx)
 	_ = os.RemoveAll(s.tmp)
 }
 

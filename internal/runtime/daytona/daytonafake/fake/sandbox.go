@@ -474,13 +474,12 @@ func (s *Server) destroy(b *sbox) {
 }
 
 // lifecycleLoop applies auto-stop and auto-archive.
-func (s *Server) lifecycleLoop() {
-	defer s.wg.Done()
+func (s *Server) lifecycleLoop(stop <-chan struct{}) {
 	t := time.NewTicker(max(s.opts.Minute/20, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		case <-t.C:
 		}

@@ -80,7 +80,7 @@ type Server struct {
 	log     *slog.Logger
 	baseURL string
 	ln      net.Listener
-	srv     *http.Server
+	life    *remotefake.Lifecycle
 
 	// Ledger holds the spec violations, the requests by operation id and
 	// the injected faults (Violations, Requests, Inject, ClearFaults).
@@ -88,8 +88,6 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sbox // by id
-	stop      chan struct{}
-	wg        sync.WaitGroup
 }
 
 // Default values.
@@ -144,9 +142,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, eng: eng, api: api, toolbox: tb, log: log, sandboxes: map[string]*sbox{},
-		Ledger: remotefake.NewLedger("daytonafake", log, writeError), stop: make(chan struct{})}
-	s.wg.Add(1)
-	go s.lifecycleLoop()
+		Ledger: remotefake.NewLedger("daytonafake", log, writeError), life: remotefake.NewLifecycle()}
+	s.life.Go(s.lifecycleLoop)
 	return s, nil
 }
 
@@ -159,8 +156,7 @@ func (s *Server) Start(addr string) (string, error) {
 	}
 	s.ln = ln
 	s.baseURL = "http://" + ln.Addr().String()
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
+	s.life.Serve(ln, s.Handler())
 	return s.APIURL(), nil
 }
 
@@ -172,19 +168,9 @@ func (s *Server) APIKey() string { return s.opts.APIKey }
 
 // Close stops serving and removes every container the fake made.
 func (s *Server) Close() {
-	select {
-	case <-s.stop:
+	if !s.life.Close() {
 		return
-	default:
-		close(s.stop)
 	}
-	if s.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = s.srv.Shutdown(ctx)
-		cancel()
-		_ = s.srv.Close()
-	}
-	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.eng.RemoveAll(ctx)

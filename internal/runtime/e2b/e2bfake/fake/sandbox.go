@@ -392,13 +392,12 @@ func (s *Server) expire() {
 	}
 }
 
-func (s *Server) lifecycleLoop() {
-	defer s.wg.Done()
+func (s *Server) lifecycleLoop(stop <-chan struct{}) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		case <-t.C:
 			s.expire()

@@ -82,7 +82,7 @@ type Server struct {
 	baseURL string
 	domain  string
 	ln      net.Listener
-	srv     *http.Server
+	life    *remotefake.Lifecycle
 	tmp     string
 
 	// Ledger holds the spec violations, the requests by operation ("POST
@@ -92,8 +92,6 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sbox
-	stop      chan struct{}
-	wg        sync.WaitGroup
 }
 
 // DefaultImage is the sandboxes' image when Options.Image is empty.
@@ -135,9 +133,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, eng: eng, api: api, envdV: envdV, log: log, tmp: tmp, sandboxes: map[string]*sbox{},
-		Ledger: remotefake.NewLedger("e2bfake", log, writeError), stop: make(chan struct{})}
-	s.wg.Add(1)
-	go s.lifecycleLoop()
+		Ledger: remotefake.NewLedger("e2bfake", log, writeError), life: remotefake.NewLifecycle()}
+	s.life.Go(s.lifecycleLoop)
 	return s, nil
 }
 
@@ -152,8 +149,7 @@ func (s *Server) Start(addr string) (string, error) {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	s.baseURL = "http://" + ln.Addr().String()
 	s.domain = "localhost:" + port
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
+	s.life.Serve(ln, http.HandlerFunc(s.serve))
 	return s.APIURL(), nil
 }
 
@@ -168,19 +164,9 @@ func (s *Server) Domain() string { return s.domain }
 
 // Close stops serving and removes every container the fake made.
 func (s *Server) Close() {
-	select {
-	case <-s.stop:
+	if !s.life.Close() {
 		return
-	default:
-		close(s.stop)
 	}
-	if s.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = s.srv.Shutdown(ctx)
-		cancel()
-		_ = s.srv.Close()
-	}
-	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.eng.RemoveAll(ctx)

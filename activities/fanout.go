@@ -2,8 +2,6 @@ package activities
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 
@@ -11,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/sessionrpc"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
@@ -53,15 +52,40 @@ func (f *Fanout) log() *slog.Logger {
 	return slog.Default()
 }
 
-// sessions returns a session client whose new runs start on queue.
-func (f *Fanout) sessions(queue string) *sandboxclient.Client {
-	return sandboxclient.New(f.Client, sandboxclient.Options{TaskQueue: queue})
+// session returns the session of workspace wsID whose new runs start on
+// queue, called with sessionrpc.ActivityPolicy: a run that is ending
+// (SessionReleased) fails the attempt and the activity's retry policy sends
+// it again; a gone run is resumed.
+func (f *Fanout) session(queue, wsID string) (sessionrpc.Session, error) {
+	return sessionrpc.Open(f.Client, queue, wsID, sessionrpc.ActivityPolicy)
 }
 
 // hostSession returns the session of a workspace living on hostID: if its
 // run has completed, the next operation resumes it on that host's queue.
-func (f *Fanout) hostSession(hostID, wsID string) (*sandboxclient.Session, error) {
-	return f.sessions(wire.HostTaskQueue(hostID)).Session(wsID)
+func (f *Fanout) hostSession(hostID, wsID string) (sessionrpc.Session, error) {
+	return f.session(wire.HostTaskQueue(hostID), wsID)
+}
+
+// acquire validates req as sandboxclient.Acquire does and acquires its
+// workspace by update-with-start on queue. Errors: typed (the acquire's).
+func (f *Fanout) acquire(ctx context.Context, queue string, req sandboxapi.WorkspaceRequest) (sessionrpc.Session, sandboxapi.Handle, error) {
+	return acquireSession(ctx, f.Client, queue, req, sessionrpc.ActivityPolicy)
+}
+
+// acquireSession validates req as sandboxclient.Acquire does (repository
+// URL schemes are checked again by the acquiring worker under its policy)
+// and acquires its workspace by update-with-start on queue, under policy.
+// Errors: typed (the acquire's).
+func acquireSession(ctx context.Context, tc client.Client, queue string, req sandboxapi.WorkspaceRequest, policy sessionrpc.Policy) (sessionrpc.Session, sandboxapi.Handle, error) {
+	if _, err := req.Validate(sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true}); err != nil {
+		return sessionrpc.Session{}, sandboxapi.Handle{}, err
+	}
+	s, err := sessionrpc.Open(tc, queue, sandboxapi.WorkspaceIDForKey(req.Key()), policy)
+	if err != nil {
+		return s, sandboxapi.Handle{}, err
+	}
+	h, err := s.Acquire(ctx, &req)
+	return s, h, sandboxclient.FromTemporal(err)
 }
 
 // Prepare resumes (or acquires) the conversation's session, checks that it
@@ -71,14 +95,14 @@ func (f *Fanout) hostSession(hostID, wsID string) (*sandboxclient.Session, error
 // (unknown workspace id), the acquire and commit errors.
 func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.FanoutPrepareResult, error) {
 	res, err := whileHeartbeating(ctx, func() (wire.FanoutPrepareResult, error) {
-		sc := f.sessions(f.TaskQueue)
-		var s *sandboxclient.Session
+		var s sessionrpc.Session
 		var h sandboxapi.Handle
 		var err error
 		if in.Request != nil {
-			s, h, err = sc.Acquire(ctx, *in.Request)
-		} else if s, err = sc.Session(in.WorkspaceID); err == nil {
-			h, err = s.Resume(ctx)
+			s, h, err = f.acquire(ctx, f.TaskQueue, *in.Request)
+		} else if s, err = f.session(f.TaskQueue, in.WorkspaceID); err == nil {
+			h, err = s.Acquire(ctx, nil)
+			err = sandboxclient.FromTemporal(err)
 		}
 		if err != nil {
 			return wire.FanoutPrepareResult{}, err
@@ -88,15 +112,13 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 		}
 		if in.Fork {
 			// The tasks are forks: nothing is committed, they start at HEAD.
-			st, err := s.Status(ctx)
+			st, err := call(ctx, s, sandboxapi.OpStatus, sandboxapi.None{})
 			if err != nil {
 				return wire.FanoutPrepareResult{}, err
 			}
 			return wire.FanoutPrepareResult{Handle: h, StartCommit: st.Head}, nil
 		}
-		c, err := once(ctx, f.log(), s, in.OpID+"/checkpoint", func(ctx context.Context) (sandbox.CommitResult, error) {
-			return s.Commit(ctx, sandbox.CommitRequest{Message: in.CheckpointMessage})
-		})
+		c, err := once(ctx, f.log(), s, in.OpID+"/checkpoint", sandboxapi.OpCommit, sandbox.CommitRequest{Message: in.CheckpointMessage})
 		if err != nil {
 			return wire.FanoutPrepareResult{}, err
 		}
@@ -114,7 +136,7 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 // the acquire errors.
 func (f *Fanout) AcquireTask(ctx context.Context, in wire.AcquireTaskInput) (sandboxapi.Handle, error) {
 	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) {
-		_, h, err := f.sessions(wire.HostTaskQueue(in.HostID)).Acquire(ctx, in.Request)
+		_, h, err := f.acquire(ctx, wire.HostTaskQueue(in.HostID), in.Request)
 		if err != nil {
 			return h, err
 		}
@@ -141,8 +163,12 @@ func (f *Fanout) RunScript(ctx context.Context, in wire.RunScriptInput) (wire.Ru
 		if err != nil {
 			return wire.RunScriptResult{}, err
 		}
-		r, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/exec", func(ctx context.Context) (sandbox.ExecResult, error) {
-			return s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", in.Script}, TimeoutS: in.TimeoutS, MaxOutputBytes: 64 << 10})
+		r, err := onceSent(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/exec", func(ctx context.Context, id string) (sandbox.ExecResult, error) {
+			r, err := s.Exec(ctx, id, sandbox.ExecRequest{Cmd: []string{"sh", "-c", in.Script}, TimeoutS: in.TimeoutS, MaxOutputBytes: 64 << 10})
+			if ctx.Err() != nil {
+				return r, err // cancelled: ctx's error, as sandboxclient's Exec
+			}
+			return r, sandboxclient.FromTemporal(err)
 		})
 		if err != nil {
 			return wire.RunScriptResult{}, err
@@ -165,21 +191,19 @@ func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.
 		}
 		var out wire.FinishTaskResult
 		if in.Commit {
-			c, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/commit", func(ctx context.Context) (sandbox.CommitResult, error) {
-				return s.Commit(ctx, sandbox.CommitRequest{Message: in.Message})
-			})
+			c, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/commit", sandboxapi.OpCommit, sandbox.CommitRequest{Message: in.Message})
 			if err != nil {
 				return out, err
 			}
 			out.Commit = c.Commit
 		} else {
-			st, err := s.Status(ctx)
+			st, err := call(ctx, s, sandboxapi.OpStatus, sandboxapi.None{})
 			if err != nil {
 				return out, err
 			}
 			out.Commit = st.Head
 		}
-		d, err := s.Diff(ctx)
+		d, err := call(ctx, s, sandboxapi.OpDiff, sandboxapi.None{})
 		if err != nil {
 			return out, err
 		}
@@ -200,13 +224,11 @@ func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.
 // first; the merge itself is idempotent.
 func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (sandbox.MergeResult, error) {
 	res, err := whileHeartbeating(ctx, func() (sandbox.MergeResult, error) {
-		s, err := f.sessions(f.TaskQueue).Session(in.WorkspaceID)
+		s, err := f.session(f.TaskQueue, in.WorkspaceID)
 		if err != nil {
 			return sandbox.MergeResult{}, err
 		}
-		return once(ctx, f.log(), s, in.OpID+"/merge", func(ctx context.Context) (sandbox.MergeResult, error) {
-			return s.MergeBranches(ctx, in.Request)
-		})
+		return once(ctx, f.log(), s, in.OpID+"/merge", sandboxapi.OpMergeBranches, in.Request)
 	})
 	return res, ToApplicationError(err)
 }
@@ -218,13 +240,15 @@ func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (sandbox.M
 // is not on the conversation's host), the fork's errors.
 func (f *Fanout) ForkTask(ctx context.Context, in wire.FanoutForkTaskInput) (sandboxapi.Handle, error) {
 	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) {
-		s, err := f.sessions(f.TaskQueue).Session(in.WorkspaceID)
+		fork := sandboxapi.ForkInput{TaskID: in.TaskID}
+		if err := fork.Validate(); err != nil {
+			return sandboxapi.Handle{}, err
+		}
+		s, err := f.session(f.TaskQueue, in.WorkspaceID)
 		if err != nil {
 			return sandboxapi.Handle{}, err
 		}
-		r, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/fork", func(ctx context.Context) (sandboxapi.ForkResult, error) {
-			return s.Fork(ctx, sandboxapi.ForkInput{TaskID: in.TaskID})
-		})
+		r, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/fork", sandboxapi.OpFork, fork)
 		if err != nil {
 			return sandboxapi.Handle{}, err
 		}
@@ -236,31 +260,32 @@ func (f *Fanout) ForkTask(ctx context.Context, in wire.FanoutForkTaskInput) (san
 	return h, ToApplicationError(err)
 }
 
-// once sends one session update with the id "<base>/<activity attempt>".
-// On a retry it first looks for the updates of the earlier attempts, newest
-// first, waiting for one still running: the first that succeeded is the
-// result and nothing is sent again. An earlier update that failed (its
-// worker died), or that the session's current run does not know, is
-// superseded by a new one.
-func once[T any](ctx context.Context, log *slog.Logger, s *sandboxclient.Session, base string, send func(context.Context) (T, error)) (T, error) {
+// call sends op with argument in to session s (a random update id) and
+// returns its result. Errors: typed (sandboxclient.FromTemporal).
+func call[In, Out any](ctx context.Context, s sessionrpc.Session, op sandboxapi.Op[In, Out], in In) (Out, error) {
+	out, err := sessionrpc.Call(ctx, s, op, "", in)
+	return out, sandboxclient.FromTemporal(err)
+}
+
+// once sends op with argument in to session s once per step base across
+// the activity's attempts (onceSent).
+func once[In, Out any](ctx context.Context, log *slog.Logger, s sessionrpc.Session, base string, op sandboxapi.Op[In, Out], in In) (Out, error) {
+	return onceSent(ctx, log, s, base, func(ctx context.Context, id string) (Out, error) {
+		out, err := sessionrpc.Call(ctx, s, op, id, in)
+		return out, sandboxclient.FromTemporal(err)
+	})
+}
+
+// onceSent sends one session update with the id "<base>/<activity
+// attempt>" by send (sessionrpc.Once): a retry first collects the outcome
+// of the earlier attempts' updates and sends nothing when one succeeded.
+// Errors: send's (typed), ctx's, or the earlier update's failure typed.
+func onceSent[T any](ctx context.Context, log *slog.Logger, s sessionrpc.Session, base string, send func(ctx context.Context, id string) (T, error)) (T, error) {
 	attempt := int32(1)
 	if activity.IsActivity(ctx) {
 		attempt = activity.GetInfo(ctx).Attempt
 	}
-	for a := attempt - 1; a >= 1; a-- {
-		var out T
-		err := s.UpdateOutcome(ctx, fmt.Sprintf("%s/%d", base, a), &out)
-		if err == nil {
-			return out, nil
-		}
-		if ctx.Err() != nil {
-			return out, ctx.Err()
-		}
-		if !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
-			log.Info("fanout: earlier attempt failed; sending again", "update", base, "attempt", a, "err", err)
-		}
-	}
-	return send(sandboxclient.WithUpdateID(ctx, fmt.Sprintf("%s/%d", base, attempt)))
+	return sessionrpc.Once(ctx, s, base, attempt, log, send)
 }
 
 // tail returns the last n bytes of b as valid UTF-8.

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/sessionrpc"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
@@ -459,8 +460,9 @@ func (l *LifecycleActivities) forkAcquire(ctx context.Context, in wire.ForkAcqui
 			_ = lp.DropForkManifest(ctx, targetID)
 		}
 	}
-	sc := sandboxclient.New(l.Client, sandboxclient.Options{TaskQueue: wire.HostTaskQueue(in.HostID)})
-	_, h, err := sc.Acquire(ctx, in.Request)
+	// A failed acquire drops the fork manifest, so this attempt's own retry
+	// cannot decide: an ending run is waited out here (sandboxclient's policy).
+	_, h, err := acquireSession(ctx, l.Client, wire.HostTaskQueue(in.HostID), in.Request, sessionrpc.ClientPolicy)
 	if err != nil {
 		drop()
 		return h, err
@@ -498,17 +500,20 @@ func (l *LifecycleActivities) CleanupSessions(ctx context.Context, in wire.Clean
 	return out, nil
 }
 
-// CleanupDestroy destroys one workspace through its session (Session.Destroy,
-// update-with-start on in.TaskQueue) with update id in.OpID/<attempt>; a
-// retried attempt first collects the outcome of the earlier ones (once).
+// CleanupDestroy destroys one workspace through its session (update-with-start
+// "destroy" on in.TaskQueue, sessionrpc.ActivityPolicy) with update id
+// in.OpID/<attempt>; a retried attempt first collects the outcome of the
+// earlier ones (onceSent).
 func (l *LifecycleActivities) CleanupDestroy(ctx context.Context, in wire.CleanupDestroyInput) (sandboxapi.DestroyResult, error) {
 	res, err := whileHeartbeating(ctx, func() (sandboxapi.DestroyResult, error) {
-		s, err := sandboxclient.New(l.Client, sandboxclient.Options{TaskQueue: in.TaskQueue}).Session(in.WorkspaceID)
+		s, err := sessionrpc.Open(l.Client, in.TaskQueue, in.WorkspaceID, sessionrpc.ActivityPolicy)
 		if err != nil {
 			return sandboxapi.DestroyResult{}, err
 		}
-		return once(ctx, l.logger(), s, in.OpID, func(ctx context.Context) (sandboxapi.DestroyResult, error) {
-			return s.Destroy(ctx, in.Discard)
+		return onceSent(ctx, l.logger(), s, in.OpID, func(ctx context.Context, id string) (sandboxapi.DestroyResult, error) {
+			var out sandboxapi.DestroyResult
+			err := s.UpdateWithStart(ctx, sandboxapi.UpdateDestroy, id, sandboxapi.DestroyInput{Discard: in.Discard}, &out)
+			return out, sandboxclient.FromTemporal(err)
 		})
 	})
 	return res, ToApplicationError(err)

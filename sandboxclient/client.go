@@ -14,16 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 	"unicode/utf8"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
+	"github.com/sandboxcore/sandboxcore/internal/sessionrpc"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -64,6 +61,10 @@ type Session struct {
 	c    *Client
 	wsID string
 	wfID string
+	// rpc is the call path (internal/sessionrpc) with the client's
+	// policies: a run that is ending is waited out briefly, a gone one is
+	// resumed.
+	rpc sessionrpc.Session
 }
 
 // Acquire gets or creates the workspace for req (update-with-start of the
@@ -80,9 +81,9 @@ func (c *Client) Acquire(ctx context.Context, req sandboxapi.WorkspaceRequest) (
 	if err != nil {
 		return nil, sandboxapi.Handle{}, err
 	}
-	h, err := s.acquire(ctx, &req)
+	h, err := s.rpc.Acquire(ctx, &req)
 	if err != nil {
-		return nil, sandboxapi.Handle{}, err
+		return nil, sandboxapi.Handle{}, FromTemporal(err)
 	}
 	return s, h, nil
 }
@@ -92,11 +93,12 @@ func (c *Client) Acquire(ctx context.Context, req sandboxapi.WorkspaceRequest) (
 // transparently start a new run that finds the workspace. Errors:
 // ErrInvalidArgument for a malformed id.
 func (c *Client) Session(wsID string) (*Session, error) {
-	wfID, err := sandboxapi.SessionWorkflowID(wsID)
+	rpc, err := sessionrpc.Open(c.tc, c.taskQueue, wsID, sessionrpc.ClientPolicy)
 	if err != nil {
 		return nil, err
 	}
-	return &Session{c: c, wsID: wsID, wfID: wfID}, nil
+	rpc.StartPolicy = sessionrpc.ClientStartPolicy
+	return &Session{c: c, wsID: wsID, wfID: rpc.WorkflowID, rpc: rpc}, nil
 }
 
 // WorkspaceID returns the session's workspace id.
@@ -105,114 +107,27 @@ func (s *Session) WorkspaceID() string { return s.wsID }
 // WorkflowID returns the session's workflow id.
 func (s *Session) WorkflowID() string { return s.wfID }
 
-func (s *Session) acquire(ctx context.Context, req *sandboxapi.WorkspaceRequest) (sandboxapi.Handle, error) {
-	for attempt := 0; ; attempt++ {
-		h, err := s.acquireOnce(ctx, req)
-		if attempt < 4 && sandboxapi.IsSessionReleased(err) {
-			select {
-			case <-ctx.Done():
-				return h, err
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		return h, err
-	}
-}
-
-// acquireOnce is one update-with-start of acquire.
-func (s *Session) acquireOnce(ctx context.Context, req *sandboxapi.WorkspaceRequest) (sandboxapi.Handle, error) {
-	op := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       s.wfID,
-		TaskQueue:                s.c.taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(sandboxapi.SessionStartSearchAttributes(s.wsID, req)...),
-		// Shown by the Web UI for the run this starts (docs/OPERATIONS.md);
-		// ignored when the session is already running.
-		StaticSummary: sandboxapi.SessionSummary(s.wsID, req),
-		StaticDetails: sandboxapi.SessionDetails(s.wsID, req),
-	}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: s.wsID, Request: req})
-	h, err := s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID:   s.wfID,
-			UpdateName:   sandboxapi.UpdateAcquire,
-			Args:         []any{sandboxapi.AcquireInput{Request: req}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
-	})
-	if err != nil {
-		return sandboxapi.Handle{}, FromTemporal(err)
-	}
-	var out sandboxapi.Handle
-	if err := h.Get(ctx, &out); err != nil {
-		return sandboxapi.Handle{}, FromTemporal(err)
-	}
-	return out, nil
-}
-
 // Resume re-attaches to the existing workspace (starting a new session run
 // when none is running) and returns its handle. Errors: ErrWorkspaceNotFound.
 func (s *Session) Resume(ctx context.Context) (sandboxapi.Handle, error) {
-	return s.acquire(ctx, nil)
+	h, err := s.rpc.Acquire(ctx, nil)
+	return h, FromTemporal(err)
 }
 
 // Call sends the update op with argument in to the session and returns its
 // result (docs/API.md "Updates"): the session's run answers it, a dormant
 // session resumes its workspace first, and a session whose run is ending
 // (SessionReleased) or gone (completed, e.g. before this contract) is
-// resumed here and the update sent once more. Errors: the typed errors of
-// FromTemporal.
+// resumed here and the update sent once more. The update id is
+// WithUpdateID's, else random. Errors: the typed errors of FromTemporal.
 func Call[In, Out any](ctx context.Context, s *Session, op sandboxapi.Op[In, Out], in In) (Out, error) {
-	var out Out
-	var arg any = in
-	if _, none := arg.(sandboxapi.None); none {
-		arg = nil
-	}
-	return out, s.update(ctx, op.Name, arg, &out)
+	out, err := sessionrpc.Call(ctx, s.rpc, op, updateIDFrom(ctx), in)
+	return out, FromTemporal(err)
 }
 
-// update sends one update; when the session's run is ending or has
-// completed it resumes the workspace and sends the update once more.
+// update sends update name (arg nil: none) as Call does.
 func (s *Session) update(ctx context.Context, name string, arg, out any) error {
-	for attempt := 0; ; attempt++ {
-		opts := client.UpdateWorkflowOptions{WorkflowID: s.wfID, UpdateName: name, UpdateID: updateIDFrom(ctx), WaitForStage: client.WorkflowUpdateStageCompleted}
-		if arg != nil {
-			opts.Args = []any{arg}
-		}
-		h, err := s.c.tc.UpdateWorkflow(ctx, opts)
-		if err == nil {
-			err = h.Get(ctx, out)
-		}
-		if err == nil {
-			return nil
-		}
-		if attempt < 4 && s.resumable(ctx, err) {
-			continue
-		}
-		return FromTemporal(err)
-	}
-}
-
-// resumable reports whether err says the session's run is ending
-// (SessionReleased: wait a moment, the next run takes the call) or gone
-// (no running execution: resume the workspace in a new run, which it does).
-func (s *Session) resumable(ctx context.Context, err error) bool {
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		_, rerr := s.acquire(ctx, nil)
-		return rerr == nil
-	}
-	if sandboxapi.IsSessionReleased(FromTemporal(err)) {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(100 * time.Millisecond):
-		}
-		return true
-	}
-	return false
+	return FromTemporal(s.rpc.Update(ctx, name, updateIDFrom(ctx), arg, out))
 }
 
 // Exec runs a command; a non-zero exit is in the result, not an error.
@@ -225,19 +140,8 @@ func (s *Session) Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandbox
 	if err := checkExecPayload(req); err != nil {
 		return sandboxapi.ExecResult{}, err
 	}
-	id := updateIDFrom(ctx)
-	if id == "" {
-		id = newUpdateID()
-	}
-	h, err := s.sendExec(ctx, id, req)
-	if err != nil {
-		if ctx.Err() != nil {
-			// It may have reached the session before ctx ended.
-			return s.abandon(ctx, id), ctx.Err()
-		}
-		return sandboxapi.ExecResult{}, err
-	}
-	return s.awaitExec(ctx, h, id)
+	res, err := s.rpc.Exec(ctx, execUpdateID(ctx), req)
+	return res, execError(ctx, err)
 }
 
 // ReadFile returns a workspace file's bytes. A path that is not valid UTF-8
@@ -326,37 +230,40 @@ func (s *Session) Hibernate(ctx context.Context) (sandboxapi.HibernateResult, er
 // its run ends and the session waits, dormant, for the next operation, which
 // resumes the workspace. The workspace stays.
 func (s *Session) Release(ctx context.Context, destroyRuntime bool) (sandboxapi.ReleaseResult, error) {
-	var out sandboxapi.ReleaseResult
-	h, err := s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: s.wfID, UpdateName: sandboxapi.UpdateRelease, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{sandboxapi.ReleaseInput{DestroyRuntime: destroyRuntime}},
-	})
-	if err == nil {
-		err = h.Get(ctx, &out)
+	// Sent once: a run that is gone or ending is being released already.
+	rpc := s.rpc
+	rpc.Policy = sessionrpc.Policy{}
+	out, err := sessionrpc.Call(ctx, rpc, sandboxapi.OpRelease, "", sandboxapi.ReleaseInput{DestroyRuntime: destroyRuntime})
+	if sessionrpc.RunGone(err) {
+		return sandboxapi.ReleaseResult{WorkspaceID: s.wsID, Runtime: "not running"}, nil
 	}
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return sandboxapi.ReleaseResult{WorkspaceID: s.wsID, Runtime: "not running"}, nil
-		}
-		return out, FromTemporal(err)
-	}
-	return out, nil
+	return out, FromTemporal(err)
 }
 
 // Describe queries the session's run (released, closed and evicted sessions
 // answer from their dormant run). Errors: ErrWorkspaceNotFound when no run
 // exists, as FromTemporal otherwise.
 func (s *Session) Describe(ctx context.Context) (sandboxapi.SessionDescription, error) {
-	var out sandboxapi.SessionDescription
-	v, err := s.c.tc.QueryWorkflow(ctx, s.wfID, "", sandboxapi.QueryDescribe)
+	return query[sandboxapi.SessionDescription](ctx, s.c.tc, s.wfID, sandboxapi.QueryDescribe)
+}
+
+// query sends query name to workflow wfID's current run and decodes its
+// answer. Errors: as FromTemporal.
+func query[T any](ctx context.Context, tc client.Client, wfID, name string) (T, error) {
+	var out T
+	v, err := tc.QueryWorkflow(ctx, wfID, "", name)
 	if err == nil {
 		err = v.Get(&out)
 	}
-	if err != nil {
-		return out, FromTemporal(err)
-	}
-	return out, nil
+	return out, FromTemporal(err)
+}
+
+// workflowResult waits for workflow wfID's run to close and decodes its
+// result. Errors: the workflow's failure, as FromTemporal.
+func workflowResult[T any](ctx context.Context, tc client.Client, wfID string) (T, error) {
+	var out T
+	err := tc.GetWorkflow(ctx, wfID, "").Get(ctx, &out)
+	return out, FromTemporal(err)
 }
 
 // checkExecPayload refuses, before anything is sent, a request the workflow's

@@ -166,10 +166,5 @@ func (s *Session) pinSignal(ctx context.Context, name string, until *time.Time) 
 // EvictionState queries the session's eviction state (pin, last eviction).
 // A completed run answers with its final state.
 func (s *Session) EvictionState(ctx context.Context) (sandboxapi.EvictionState, error) {
-	var out sandboxapi.EvictionState
-	v, err := s.c.tc.QueryWorkflow(ctx, s.wfID, "", sandboxapi.QueryEviction)
-	if err == nil {
-		err = v.Get(&out)
-	}
-	return out, FromTemporal(err)
+	return query[sandboxapi.EvictionState](ctx, s.c.tc, s.wfID, sandboxapi.QueryEviction)
 }

@@ -37,8 +37,7 @@ func updateIDFrom(ctx context.Context) string {
 // update's own failure (a sandbox typed error), or ErrWorkspaceNotFound when
 // the current run has no such update (never sent, or sent to an earlier run).
 func (s *Session) UpdateOutcome(ctx context.Context, updateID string, out any) error {
-	h := s.c.tc.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: s.wfID, UpdateID: updateID})
-	return FromTemporal(h.Get(ctx, out))
+	return FromTemporal(s.rpc.Outcome(ctx, updateID, out))
 }
 
 // MergeBranches sends merge_branches: the local branches are merged into the
@@ -108,21 +107,14 @@ func (f *Fanout) WorkflowID() string { return f.wfID }
 // Progress queries the fan-out (query progress): the report without
 // patches. Errors: ErrWorkspaceNotFound (no such fan-out), ErrRuntimeUnavailable.
 func (f *Fanout) Progress(ctx context.Context) (sandboxapi.FanoutReport, error) {
-	var out sandboxapi.FanoutReport
-	v, err := f.c.tc.QueryWorkflow(ctx, f.wfID, "", sandboxapi.QueryProgress)
-	if err == nil {
-		err = v.Get(&out)
-	}
-	return out, FromTemporal(err)
+	return query[sandboxapi.FanoutReport](ctx, f.c.tc, f.wfID, sandboxapi.QueryProgress)
 }
 
 // Result waits for the fan-out to finish and returns its report (patches
 // included). Errors: the workflow's failure as a sandbox typed error (e.g.
 // ErrInvalidArgument, ErrWorkspaceNotFound for an unknown conversation).
 func (f *Fanout) Result(ctx context.Context) (sandboxapi.FanoutReport, error) {
-	var out sandboxapi.FanoutReport
-	err := f.c.tc.GetWorkflow(ctx, f.wfID, "").Get(ctx, &out)
-	return out, FromTemporal(err)
+	return workflowResult[sandboxapi.FanoutReport](ctx, f.c.tc, f.wfID)
 }
 
 // CompleteTask sends complete_task for a task that waits for an external

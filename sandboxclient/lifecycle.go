@@ -4,9 +4,7 @@ import (
 	"context"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -87,38 +85,7 @@ func (s *Session) Restore(ctx context.Context) (sandboxapi.Handle, error) {
 // (conflict policy USE_EXISTING, the session input naming only the
 // workspace id), retrying while a run is ending (SessionReleased).
 func (s *Session) updateWithStart(ctx context.Context, name string, arg, out any) error {
-	for attempt := 0; ; attempt++ {
-		op := s.c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-			ID:                       s.wfID,
-			TaskQueue:                s.c.taskQueue,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			TypedSearchAttributes:    temporal.NewSearchAttributes(sandboxapi.SessionStartSearchAttributes(s.wsID, nil)...),
-			StaticSummary:            sandboxapi.SessionSummary(s.wsID, nil),
-			StaticDetails:            sandboxapi.SessionDetails(s.wsID, nil),
-		}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: s.wsID})
-		uo := client.UpdateWorkflowOptions{WorkflowID: s.wfID, UpdateName: name, UpdateID: updateIDFrom(ctx), WaitForStage: client.WorkflowUpdateStageCompleted}
-		if arg != nil {
-			uo.Args = []any{arg}
-		}
-		h, err := s.c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op, UpdateOptions: uo})
-		if err == nil {
-			err = h.Get(ctx, out)
-		}
-		if err == nil {
-			return nil
-		}
-		err = FromTemporal(err)
-		if attempt < 8 && sandboxapi.IsSessionReleased(err) {
-			select {
-			case <-ctx.Done():
-				return err
-			case <-time.After(150 * time.Millisecond):
-			}
-			continue
-		}
-		return err
-	}
+	return FromTemporal(s.rpc.UpdateWithStart(ctx, name, updateIDFrom(ctx), arg, out))
 }
 
 // Cleanup is a handle on one CleanupWorkflow run.
@@ -150,18 +117,11 @@ func (cl *Cleanup) WorkflowID() string { return cl.wfID }
 
 // Progress queries the cleanup (query progress).
 func (cl *Cleanup) Progress(ctx context.Context) (sandboxapi.CleanupReport, error) {
-	var out sandboxapi.CleanupReport
-	v, err := cl.c.tc.QueryWorkflow(ctx, cl.wfID, "", sandboxapi.QueryProgress)
-	if err == nil {
-		err = v.Get(&out)
-	}
-	return out, FromTemporal(err)
+	return query[sandboxapi.CleanupReport](ctx, cl.c.tc, cl.wfID, sandboxapi.QueryProgress)
 }
 
 // Result waits for the cleanup and returns its report (one outcome per
 // workspace). Errors: the workflow's failure (ErrInvalidArgument), as FromTemporal.
 func (cl *Cleanup) Result(ctx context.Context) (sandboxapi.CleanupReport, error) {
-	var out sandboxapi.CleanupReport
-	err := cl.c.tc.GetWorkflow(ctx, cl.wfID, "").Get(ctx, &out)
-	return out, FromTemporal(err)
+	return workflowResult[sandboxapi.CleanupReport](ctx, cl.c.tc, cl.wfID)
 }

@@ -2,21 +2,17 @@ package sandboxclient
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sandboxcore/sandboxcore/internal/sessionrpc"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // CancelWait bounds how long Exec and ExecStream wait, once their context
 // ended, for the cancel update and for the cancelled command's result.
-const CancelWait = 15 * time.Second
+const CancelWait = sessionrpc.CancelWait
 
 // ProcessStart starts a background process (docs/API.md "Processes") and
 // returns its id at once. Refused before sending: a command, environment
@@ -116,76 +112,22 @@ func (s *Session) StreamRead(ctx context.Context, in sandboxapi.ProcessReadInput
 
 // isRunGone reports whether err says the update's run ended before it was
 // handled.
-func isRunGone(err error) bool {
-	var nf *serviceerror.NotFound
-	return errors.As(err, &nf)
+func isRunGone(err error) bool { return sessionrpc.RunGone(err) }
+
+// execUpdateID is the update id of an exec: WithUpdateID's, else a random
+// one.
+func execUpdateID(ctx context.Context) string {
+	if id := updateIDFrom(ctx); id != "" {
+		return id
+	}
+	return sessionrpc.NewUpdateID()
 }
 
-// newUpdateID returns a random update id for an exec.
-func newUpdateID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "exec-" + hex.EncodeToString(b[:])
-}
-
-// sendExec sends the exec update with id and waits for it to be accepted
-// (validated): nil and the handle, or the rejection. A session whose run is
-// ending or gone is resumed as update does.
-func (s *Session) sendExec(ctx context.Context, id string, req sandboxapi.ExecRequest) (client.WorkflowUpdateHandle, error) {
-	for attempt := 0; ; attempt++ {
-		h, err := s.c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.wfID, UpdateName: sandboxapi.UpdateExec,
-			UpdateID: id, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageAccepted})
-		if err == nil {
-			return h, nil
-		}
-		if attempt < 4 && s.resumable(ctx, err) {
-			continue
-		}
-		return nil, FromTemporal(err)
+// execError converts an exec's error: ctx's own error when ctx ended (the
+// command was cancelled), else as FromTemporal.
+func execError(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
 	}
-}
-
-// awaitExec waits for the exec update h (id) to complete. When ctx ends
-// first, the command is cancelled (the cancel update) and its cancelled
-// result is returned with ctx's error.
-func (s *Session) awaitExec(ctx context.Context, h client.WorkflowUpdateHandle, id string) (sandboxapi.ExecResult, error) {
-	var res sandboxapi.ExecResult
-	err := h.Get(ctx, &res)
-	if err == nil {
-		return res, nil
-	}
-	if ctx.Err() == nil {
-		return res, FromTemporal(err)
-	}
-	return s.abandon(ctx, id), ctx.Err()
-}
-
-// abandon cancels the exec with update id after ctx ended and returns its
-// result (waiting at most CancelWait; a cancelled result when it is not
-// known by then).
-func (s *Session) abandon(ctx context.Context, id string) sandboxapi.ExecResult {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), CancelWait)
-	defer cancel()
-	s.cancelSent(bg, id)
-	var res sandboxapi.ExecResult
-	if err := s.c.tc.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: s.wfID, UpdateID: id}).Get(bg, &res); err != nil {
-		res = sandboxapi.ExecResult{ExitCode: 130, Cancelled: true}
-	}
-	return res
-}
-
-// cancelSent cancels the exec with update id, which may not have reached
-// the session yet (a cancel that finds no such exec is sent again twice).
-func (s *Session) cancelSent(ctx context.Context, id string) {
-	for attempt := 0; attempt < 3; attempt++ {
-		c, err := s.Cancel(ctx, id)
-		if err != nil || c.State != sandboxapi.CancelUnknown {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return FromTemporal(err)
 }

@@ -31,29 +31,35 @@ func (s *Session) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 	if err := checkExecPayload(req); err != nil {
 		return sandboxapi.ExecResult{}, err
 	}
-	id := updateIDFrom(ctx)
-	if id == "" {
-		id = newUpdateID()
-	}
+	id := execUpdateID(ctx)
 	req.Stream = true
-	h, err := s.sendExec(ctx, id, req)
+	h, err := s.rpc.Send(ctx, sandboxapi.UpdateExec, id, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			// It may have reached the session before ctx ended.
-			return s.abandon(ctx, id), ctx.Err()
+			return s.rpc.Abandon(ctx, id), ctx.Err()
 		}
-		return sandboxapi.ExecResult{}, err
+		return sandboxapi.ExecResult{}, FromTemporal(err)
 	}
 	done := make(chan execOutcome, 1)
 	go func() {
-		r, err := s.awaitExec(ctx, h, id)
-		done <- execOutcome{r, err}
+		r, err := s.rpc.AwaitExec(ctx, h, id)
+		done <- execOutcome{r, execError(ctx, err)}
 	}()
 	if req.KeepOutput {
 		// The exec activity runs a command whose output is kept, not a
 		// process (docs/API.md "Kept output"): the older protocol.
 		return s.pollProgress(ctx, id, done, onChunk)
 	}
+	return s.streamProcess(ctx, id, done, onChunk)
+}
+
+// streamProcess hands onChunk the output of the exec id's process, read
+// through the stream workflow from the offsets handed so far, until its
+// end (EOF), then returns the exec's outcome from done. An exec that never
+// ran as a process hands the output its result holds; a runtime without
+// processes falls back to pollProgress.
+func (s *Session) streamProcess(ctx context.Context, id string, done <-chan execOutcome, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	var ended *execOutcome
 	finish := func() (sandboxapi.ExecResult, error) {
 		if ended == nil {
@@ -64,15 +70,6 @@ func (s *Session) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 	}
 	pid := sandboxapi.ExecProcessID(s.wsID, id)
 	var outAt, errAt int64
-	emit := func(stream string, c sandboxapi.ProcessChunk, at *int64) {
-		if c.DroppedBytes > 0 {
-			onChunk(sandboxapi.ExecChunk{Stream: stream, Data: fmt.Appendf(nil, "\n...[%d bytes not streamed]...\n", c.DroppedBytes)})
-		}
-		if len(c.Data) > 0 {
-			onChunk(sandboxapi.ExecChunk{Stream: stream, Data: c.Data})
-		}
-		*at = c.NextOffset
-	}
 	for {
 		if ended == nil {
 			select {
@@ -89,9 +86,9 @@ func (s *Session) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 			MaxBytes: sandboxapi.MaxProcessReadBytes, WaitMS: int(streamReadWait / time.Millisecond)})
 		switch {
 		case err == nil:
-			emit("stdout", sandboxapi.ProcessChunk{Data: r.Data, NextOffset: r.NextOffset, DroppedBytes: r.DroppedBytes}, &outAt)
+			outAt = emitChunk(onChunk, "stdout", sandboxapi.ProcessChunk{Data: r.Data, NextOffset: r.NextOffset, DroppedBytes: r.DroppedBytes})
 			if r.Stderr != nil {
-				emit("stderr", *r.Stderr, &errAt)
+				errAt = emitChunk(onChunk, "stderr", *r.Stderr)
 			}
 			if r.EOF {
 				return finish()
@@ -123,6 +120,19 @@ func (s *Session) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 			}
 		}
 	}
+}
+
+// emitChunk hands c's bytes of stream to onChunk, after a marker chunk
+// saying how many bytes were not streamed when some were dropped, and
+// returns the offset to read from next.
+func emitChunk(onChunk func(sandboxapi.ExecChunk), stream string, c sandboxapi.ProcessChunk) int64 {
+	if c.DroppedBytes > 0 {
+		onChunk(sandboxapi.ExecChunk{Stream: stream, Data: fmt.Appendf(nil, "\n...[%d bytes not streamed]...\n", c.DroppedBytes)})
+	}
+	if len(c.Data) > 0 {
+		onChunk(sandboxapi.ExecChunk{Stream: stream, Data: c.Data})
+	}
+	return c.NextOffset
 }
 
 // emitResult hands a result's output to onChunk.

@@ -192,7 +192,8 @@ func BenchmarkRawForkExec(b *testing.B) {
 // small tree (a snapshot of spf13/cobra: 66 files), each next to its raw
 // baseline in the same worktree and the same run: read_file vs os.ReadFile,
 // write_file vs os.WriteFile (same 6 bytes), list_dir of the root vs
-// os.ReadDir, status vs `git status --porcelain`; and the Temporal floor
+// os.ReadDir, status vs `git status --porcelain`, exec of `true` vs a
+// fork/exec of it; and the Temporal floor
 // under all of them (startFloor): an update of a workflow that does nothing,
 // and one whose handler runs a local activity that does nothing (a quick
 // operation's shape). Session rows report the
@@ -280,6 +281,19 @@ func BenchmarkQuickOps(b *testing.B) {
 		_, err := exec.Command("git", "-C", wt, "status", "--porcelain").Output()
 		return err
 	})
+	// exec of `true` with the same breakdown (its runtime started by the
+	// first call, before the timed ones), next to a raw fork/exec.
+	if res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
+		b.Fatalf("exec: %v %+v", err, res)
+	}
+	session("exec", func(ctx context.Context) error {
+		res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exec: exit %d", res.ExitCode)
+		}
+		return err
+	})
+	raw("raw-fork-exec", func() error { return exec.Command("true").Run() })
 }
 
 // BenchmarkCreateToFirstCommand measures what an agent waits for before its

@@ -270,6 +270,37 @@ func TestExecCancel(t *testing.T) {
 	assert.Empty(t, liveSleeps(marker))
 }
 
+// TestExecWithUpdateIDCancelledByItsContext: an exec sent with
+// WithUpdateID whose context ends is cancelled like any other (the cancel
+// update has an id of its own: sent with the exec's, Temporal would only
+// return the exec's outcome and the command would run on).
+func TestExecWithUpdateIDCancelledByItsContext(t *testing.T) {
+	h := startHost(t, "cancel-ctx-id")
+	s, hd, _ := newEditSession(t, h)
+	ctx := ctxFor(t, 3*time.Minute)
+	marker := strconv.Itoa(5000 + int(time.Now().UnixNano()%1000))
+	started := filepath.Join(hd.LocalPath, "started")
+	cctx, cancel := context.WithCancel(sandboxclient.WithUpdateID(ctx, "ctx-cancel-me"))
+	go func() {
+		for {
+			if _, err := os.Stat(started); err == nil && len(liveSleeps(marker)) == 2 {
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	res, err := s.Exec(cctx, sandboxapi.ExecRequest{Cmd: sh(treeScript, marker)})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.True(t, res.Cancelled)
+	assert.Equal(t, 130, res.ExitCode)
+	assert.Empty(t, liveSleeps(marker), "the whole tree is gone")
+	// The session goes on: the next command runs.
+	out, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: sh("echo after")})
+	require.NoError(t, err)
+	assert.Equal(t, "after\n", string(out.Stdout))
+}
+
 // TestExecStreamIsLossless: 20 MiB written as fast as possible arrive
 // through ExecStream exactly (every byte once, in order), stderr apart.
 func TestExecStreamIsLossless(t *testing.T) {

@@ -1,12 +1,10 @@
 package workflows
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -59,36 +57,36 @@ func CleanupWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.C
 	if hostTimeout <= 0 {
 		hostTimeout = sandboxapi.DefaultCleanupHostTimeout
 	}
+	// 1. Sessions and store rows.
+	ids := findCleanupWorkspaces(ctx, in, hostTimeout, &rep)
+	if in.DryRun {
+		rep.Done, rep.FinishedAt = true, workflow.Now(ctx)
+		return rep, nil
+	}
+
+	// 2. Destroy each through its session, at most MaxParallel at once.
+	if err := destroyCleanupWorkspaces(ctx, in, &rep); err != nil {
+		return rep, err
+	}
+	summarizeCleanup(&rep)
+	rep.Done, rep.FinishedAt = true, workflow.Now(ctx)
+	workflow.GetLogger(ctx).Info("cleanup finished", "user", in.UserID, "project", in.ProjectID,
+		"destroyed", rep.Summary.Destroyed, "failed", rep.Summary.Failed, "hosts", strings.Join(ids, ","))
+	return rep, nil
+}
+
+// findCleanupWorkspaces is the cleanup's step 1: it lists the matching
+// sessions and the hosts (at once), then every host's store rows of the
+// user (all hosts at once, each on its own queue), and records in rep one
+// host row per listing (its error, Unreachable when no worker picked it up
+// within hostTimeout) and one CleanupWouldDestroy outcome per workspace
+// found, in workspace id order. It returns the hosts asked.
+func findCleanupWorkspaces(ctx workflow.Context, in sandboxapi.CleanupInput, hostTimeout time.Duration, rep *sandboxapi.CleanupReport) []string {
 	shared := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
 	})
-
-	// 1. Sessions and store rows.
-	found := map[string]*sandboxapi.CleanupOutcome{}
-	var order []string
-	addCandidates := func(list []wire.CleanupCandidate) {
-		for _, c := range list {
-			o := found[c.WorkspaceID]
-			if o == nil {
-				o = &sandboxapi.CleanupOutcome{WorkspaceID: c.WorkspaceID}
-				found[c.WorkspaceID] = o
-				order = append(order, c.WorkspaceID)
-			}
-			if o.HostID == "" {
-				o.HostID = c.HostID
-			}
-			if o.Mode == "" {
-				o.Mode = c.Mode
-			}
-			if o.ProjectID == "" {
-				o.ProjectID = c.ProjectID
-			}
-			if o.State == "" {
-				o.State = c.State
-			}
-		}
-	}
+	found := cleanupCandidates{found: map[string]*sandboxapi.CleanupOutcome{}}
 	sessionsF := workflow.ExecuteActivity(shared, wire.ActivityCleanupSessions, wire.CleanupSessionsInput{Query: in.Query()})
 	var hosts wire.EvictionHostsResult
 	hostsErr := workflow.ExecuteActivity(shared, wire.ActivityEvictionHosts).Get(ctx, &hosts)
@@ -96,13 +94,11 @@ func CleanupWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.C
 	if err := sessionsF.Get(ctx, &sessions); err != nil {
 		rep.Hosts = append(rep.Hosts, sandboxapi.CleanupHost{HostID: "", Error: "listing sessions: " + appError(err).Error()})
 	}
-	addCandidates(sessions.Workspaces)
+	found.add(sessions.Workspaces)
 	if hostsErr != nil {
 		rep.Hosts = append(rep.Hosts, sandboxapi.CleanupHost{HostID: "", Error: "listing hosts: " + appError(hostsErr).Error()})
 	}
-	ids := slices.Clone(hosts.Hosts)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
+	ids := selectHosts(hosts.Hosts, nil)
 	futures := make([]workflow.Future, len(ids))
 	for i, h := range ids {
 		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -118,35 +114,75 @@ func CleanupWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.C
 		hr := sandboxapi.CleanupHost{HostID: h}
 		var list wire.CleanupCandidates
 		if err := futures[i].Get(ctx, &list); err != nil {
-			var to *temporal.TimeoutError
-			if errors.As(err, &to) && to.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-				hr.Unreachable = true
-			}
+			hr.Unreachable = notPickedUp(err)
 			hr.Error = appError(err).Error()
 		}
 		hr.Workspaces = len(list.Workspaces)
-		addCandidates(list.Workspaces)
+		found.add(list.Workspaces)
 		rep.Hosts = append(rep.Hosts, hr)
 	}
-	slices.Sort(order)
-	for _, id := range order {
-		o := *found[id]
-		o.Outcome = sandboxapi.CleanupWouldDestroy
-		rep.Workspaces = append(rep.Workspaces, o)
-	}
+	rep.Workspaces = append(rep.Workspaces, found.outcomes()...)
 	rep.Summary.Found = len(rep.Workspaces)
-	if in.DryRun {
-		rep.Done, rep.FinishedAt = true, workflow.Now(ctx)
-		return rep, nil
-	}
+	return ids
+}
 
-	// 2. Destroy each through its session, at most MaxParallel at once.
+// cleanupCandidates gathers the workspaces a cleanup found, each once.
+type cleanupCandidates struct {
+	found map[string]*sandboxapi.CleanupOutcome
+	order []string
+}
+
+// add records list: a workspace seen before keeps what it had and gains
+// only the fields it lacked (host, mode, project, state).
+func (c *cleanupCandidates) add(list []wire.CleanupCandidate) {
+	for _, w := range list {
+		o := c.found[w.WorkspaceID]
+		if o == nil {
+			o = &sandboxapi.CleanupOutcome{WorkspaceID: w.WorkspaceID}
+			c.found[w.WorkspaceID] = o
+			c.order = append(c.order, w.WorkspaceID)
+		}
+		if o.HostID == "" {
+			o.HostID = w.HostID
+		}
+		if o.Mode == "" {
+			o.Mode = w.Mode
+		}
+		if o.ProjectID == "" {
+			o.ProjectID = w.ProjectID
+		}
+		if o.State == "" {
+			o.State = w.State
+		}
+	}
+}
+
+// outcomes returns one CleanupWouldDestroy outcome per workspace, in
+// workspace id order.
+func (c *cleanupCandidates) outcomes() []sandboxapi.CleanupOutcome {
+	slices.Sort(c.order)
+	out := make([]sandboxapi.CleanupOutcome, 0, len(c.order))
+	for _, id := range c.order {
+		o := *c.found[id]
+		o.Outcome = sandboxapi.CleanupWouldDestroy
+		out = append(out, o)
+	}
+	return out
+}
+
+// destroyCleanupWorkspaces is the cleanup's step 2: it destroys each of
+// rep's workspaces through its own session (the CleanupDestroy activity,
+// update id "<workflow id>/<run id>/<workspace id>/destroy"), in order,
+// at most in.Parallel() at once, and records each outcome. Errors: the
+// workflow's cancellation only.
+func destroyCleanupWorkspaces(ctx workflow.Context, in sandboxapi.CleanupInput, rep *sandboxapi.CleanupReport) error {
+	info := workflow.GetInfo(ctx)
 	opPrefix := info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/"
 	running := 0
 	wg := workflow.NewWaitGroup(ctx)
 	for i := range rep.Workspaces {
 		if err := workflow.Await(ctx, func() bool { return running < in.Parallel() }); err != nil {
-			return rep, err
+			return err
 		}
 		running++
 		wg.Add(1)
@@ -164,17 +200,29 @@ func CleanupWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.C
 			err := workflow.ExecuteActivity(dctx, wire.ActivityCleanupDestroy, wire.CleanupDestroyInput{
 				OpID: opPrefix + o.WorkspaceID + "/destroy", TaskQueue: info.TaskQueueName, WorkspaceID: o.WorkspaceID, Discard: in.Discard,
 			}).Get(ctx, &res)
-			switch {
-			case err != nil:
-				o.Outcome, o.Message = sandboxapi.CleanupFailed, errorMessage(err)
-			case !res.Existed:
-				o.Outcome, o.Result, o.Message = sandboxapi.CleanupGone, &res, res.Message
-			default:
-				o.Outcome, o.Result, o.Message = sandboxapi.CleanupDestroyed, &res, res.Message
-			}
+			recordDestroy(o, res, err)
 		})
 	}
 	wg.Wait(ctx)
+	return nil
+}
+
+// recordDestroy sets o's outcome from its destroy's result or error:
+// CleanupFailed, CleanupGone (nothing existed) or CleanupDestroyed.
+func recordDestroy(o *sandboxapi.CleanupOutcome, res sandboxapi.DestroyResult, err error) {
+	switch {
+	case err != nil:
+		o.Outcome, o.Message = sandboxapi.CleanupFailed, errorMessage(err)
+	case !res.Existed:
+		o.Outcome, o.Result, o.Message = sandboxapi.CleanupGone, &res, res.Message
+	default:
+		o.Outcome, o.Result, o.Message = sandboxapi.CleanupDestroyed, &res, res.Message
+	}
+}
+
+// summarizeCleanup counts rep's outcomes into its summary (destroyed,
+// backups kept, gone, failed).
+func summarizeCleanup(rep *sandboxapi.CleanupReport) {
 	for _, o := range rep.Workspaces {
 		switch o.Outcome {
 		case sandboxapi.CleanupDestroyed:
@@ -188,8 +236,4 @@ func CleanupWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxapi.C
 			rep.Summary.Failed++
 		}
 	}
-	rep.Done, rep.FinishedAt = true, workflow.Now(ctx)
-	workflow.GetLogger(ctx).Info("cleanup finished", "user", in.UserID, "project", in.ProjectID,
-		"destroyed", rep.Summary.Destroyed, "failed", rep.Summary.Failed, "hosts", strings.Join(ids, ","))
-	return rep, nil
 }

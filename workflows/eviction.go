@@ -57,54 +57,16 @@ func EvictionCronWorkflow(ctx workflow.Context, raw converter.RawValue) (sandbox
 	}
 	phase := "listing hosts"
 	watchDetails(ctx, func() string { return evictionDetails(phase, &res) })
-	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
-	})
 
-	var hosts wire.EvictionHostsResult
-	if err := workflow.ExecuteActivity(local, wire.ActivityEvictionHosts).Get(ctx, &hosts); err != nil {
+	// 1. The hosts.
+	ids, err := evictionHosts(ctx, in.Hosts)
+	if err != nil {
 		return res, err
 	}
-	ids := hosts.Hosts
-	if len(in.Hosts) > 0 {
-		ids = slices.DeleteFunc(slices.Clone(ids), func(h string) bool { return !slices.Contains(in.Hosts, h) })
-		for _, h := range in.Hosts {
-			if !slices.Contains(ids, h) {
-				ids = append(ids, h)
-			}
-		}
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
 
 	// 2. Plan every host in parallel.
 	phase = fmt.Sprintf("planning %d hosts", len(ids))
-	futures := make([]workflow.Future, len(ids))
-	for i, h := range ids {
-		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              wire.HostTaskQueue(h),
-			ScheduleToStartTimeout: hostTimeout,
-			StartToCloseTimeout:    30 * time.Minute,
-			HeartbeatTimeout:       time.Minute,
-			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
-		})
-		futures[i] = workflow.ExecuteActivity(hctx, wire.ActivityPlanEviction, wire.PlanEvictionInput{HostID: h, Actions: in.Actions})
-	}
-	for i, h := range ids {
-		hr := sandboxapi.HostEvictionResult{HostID: h}
-		var plan sandboxapi.PlanEvictionResult
-		if err := futures[i].Get(ctx, &plan); err != nil {
-			var to *temporal.TimeoutError
-			if errors.As(err, &to) && to.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-				hr.Unreachable = true
-			}
-			hr.Error = appError(err).Error()
-		} else {
-			hr.Plan = &plan
-		}
-		res.Hosts = append(res.Hosts, hr)
-	}
+	res.Hosts = planHosts(ctx, ids, in.Actions, hostTimeout)
 	if in.DryRun {
 		phase = "finished (dry run: nothing was changed)"
 		return finishEviction(ctx, &res), nil
@@ -112,80 +74,10 @@ func EvictionCronWorkflow(ctx workflow.Context, raw converter.RawValue) (sandbox
 	phase = "evicting through the sessions"
 
 	// 3. Runtime and workspace actions, through the sessions.
-	var reqs []wire.SessionRequest
-	type slot struct{ host, idx int }
-	where := map[string]slot{}
-	for hi := range res.Hosts {
-		hr := &res.Hosts[hi]
-		if hr.Plan == nil {
-			continue
-		}
-		for _, a := range hr.Plan.Plan.Actions {
-			if a.Kind == sandboxapi.EvictionRemoveRepoCache || a.Kind == sandboxapi.EvictionDeleteOrphanRuntime {
-				continue // carried out by the host (steps 4 and 5)
-			}
-			rid := fmt.Sprintf("%s/%d/%s/%s", hr.HostID, len(reqs), a.Kind, a.ID)
-			where[rid] = slot{hi, len(hr.Results)}
-			hr.Results = append(hr.Results, sandboxapi.EvictResult{RequestID: rid, Action: a.Kind, Tier: a.Tier, ID: a.ID, WorkspaceID: a.WorkspaceID, Outcome: sandboxapi.OutcomePending})
-			reqs = append(reqs, wire.SessionRequest{WorkspaceID: a.WorkspaceID, Request: sandboxapi.EvictRequest{
-				RequestID: rid, ReplyTo: info.WorkflowExecution.ID, Action: a.Kind, Tier: a.Tier,
-				AllowUnsaved: a.SaveWork, MinIdle: a.MinIdle,
-			}})
-		}
-	}
+	reqs, where := sessionEvictions(res.Hosts, info.WorkflowExecution.ID)
 	if len(reqs) > 0 {
-		var sent wire.SignalEvictionsResult
-		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: 15 * time.Minute,
-			HeartbeatTimeout:    time.Minute,
-			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
-		})
-		if err := workflow.ExecuteActivity(sctx, wire.ActivitySignalEvictions, wire.SignalEvictionsInput{TaskQueue: info.TaskQueueName, Requests: reqs}).Get(ctx, &sent); err != nil {
-			sent.Failed = map[string]string{}
-			for _, r := range reqs {
-				sent.Failed[r.Request.RequestID] = appError(err).Error()
-			}
-		}
-		waiting := len(reqs)
-		for rid, why := range sortedMap(sent.Failed) {
-			if sl, ok := where[rid]; ok {
-				r := &res.Hosts[sl.host].Results[sl.idx]
-				r.Outcome, r.Reason, r.At = sandboxapi.OutcomeFailed, "signal not delivered: "+why, workflow.Now(ctx)
-				delete(where, rid)
-				waiting--
-			}
-		}
-		replies := workflow.GetSignalChannel(ctx, sandboxapi.SignalEvictionReply)
-		deadline := workflow.Now(ctx).Add(replyTimeout)
-		for waiting > 0 {
-			left := deadline.Sub(workflow.Now(ctx))
-			if left <= 0 {
-				break
-			}
-			// ReceiveWithTimeout would panic on a reply the data converter
-			// refuses (it drops it, then finds the channel empty), failing
-			// every workflow task of the run: wait, then take it without
-			// blocking, and decode it strictly (decoding.go).
-			if got, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return replies.Len() > 0 }); err != nil || !got {
-				break
-			}
-			var raw converter.RawValue
-			if !replies.ReceiveAsync(&raw) {
-				continue // refused by the data converter (the SDK logs it)
-			}
-			reply, corrupt, err := decodeStrictly[sandboxapi.EvictResult](ctx, sandboxapi.SignalEvictionReply, raw)
-			if err != nil || corrupt {
-				workflow.GetLogger(ctx).Warn("malformed eviction reply ignored", "error", err)
-				continue
-			}
-			sl, known := where[reply.RequestID]
-			if !known {
-				continue
-			}
-			delete(where, reply.RequestID)
-			waiting--
-			res.Hosts[sl.host].Results[sl.idx] = reply
-		}
+		waiting := signalEvictions(ctx, res.Hosts, reqs, where, info.TaskQueueName)
+		awaitEvictionReplies(ctx, res.Hosts, where, waiting, workflow.Now(ctx).Add(replyTimeout))
 	}
 
 	// 4. Orphan runtimes, on each host (runs recorded before this step
@@ -197,27 +89,180 @@ func EvictionCronWorkflow(ctx workflow.Context, raw converter.RawValue) (sandbox
 
 	// 5. Repo caches, host by host, while pressure remains.
 	phase = "removing repo caches"
-	for hi := range res.Hosts {
-		hr := &res.Hosts[hi]
+	removeRepoCaches(ctx, res.Hosts, hostTimeout)
+	phase = "finished"
+	return finishEviction(ctx, &res), nil
+}
+
+// evictionHosts lists the hosts to plan for (the EvictionHosts activity):
+// every host the store knows, narrowed to only (and completed with) the
+// hosts of only when it is not empty; sorted, each once. Errors: the
+// activity's.
+func evictionHosts(ctx workflow.Context, only []string) ([]string, error) {
+	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+	})
+	var hosts wire.EvictionHostsResult
+	if err := workflow.ExecuteActivity(local, wire.ActivityEvictionHosts).Get(ctx, &hosts); err != nil {
+		return nil, err
+	}
+	return selectHosts(hosts.Hosts, only), nil
+}
+
+// selectHosts returns a copy of known narrowed to only (and completed
+// with its hosts the store does not know) when only is not empty, sorted,
+// each once.
+func selectHosts(known, only []string) []string {
+	ids := slices.Clone(known)
+	if len(only) > 0 {
+		ids = slices.DeleteFunc(ids, func(h string) bool { return !slices.Contains(only, h) })
+		for _, h := range only {
+			if !slices.Contains(ids, h) {
+				ids = append(ids, h)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// planHosts runs the planning activity of every host in ids on that host's
+// queue, all at once, and returns one result per host in ids' order: its
+// plan, or its error (Unreachable when no worker picked the activity up
+// within hostTimeout).
+func planHosts(ctx workflow.Context, ids []string, actions []sandboxapi.EvictionActionKind, hostTimeout time.Duration) []sandboxapi.HostEvictionResult {
+	futures := make([]workflow.Future, len(ids))
+	for i, h := range ids {
+		hctx := hostActivity(ctx, h, hostTimeout, 30*time.Minute)
+		futures[i] = workflow.ExecuteActivity(hctx, wire.ActivityPlanEviction, wire.PlanEvictionInput{HostID: h, Actions: actions})
+	}
+	out := []sandboxapi.HostEvictionResult{}
+	for i, h := range ids {
+		hr := sandboxapi.HostEvictionResult{HostID: h}
+		var plan sandboxapi.PlanEvictionResult
+		if err := futures[i].Get(ctx, &plan); err != nil {
+			hr.Unreachable = notPickedUp(err)
+			hr.Error = appError(err).Error()
+		} else {
+			hr.Plan = &plan
+		}
+		out = append(out, hr)
+	}
+	return out
+}
+
+// resultSlot is where an eviction request's result lives: hosts[host].Results[idx].
+type resultSlot struct{ host, idx int }
+
+// sessionEvictions turns the hosts' planned runtime and workspace actions
+// into evict requests for their sessions (ReplyTo replyTo), appending a
+// pending result for each to its host's results; where maps each request
+// id to that result. Repo cache and orphan runtime actions are left to the
+// hosts.
+func sessionEvictions(hosts []sandboxapi.HostEvictionResult, replyTo string) ([]wire.SessionRequest, map[string]resultSlot) {
+	var reqs []wire.SessionRequest
+	where := map[string]resultSlot{}
+	for hi := range hosts {
+		hr := &hosts[hi]
 		if hr.Plan == nil {
 			continue
 		}
-		var caches []sandboxapi.EvictionAction
 		for _, a := range hr.Plan.Plan.Actions {
-			if a.Kind == sandboxapi.EvictionRemoveRepoCache {
-				caches = append(caches, a)
+			if a.Kind == sandboxapi.EvictionRemoveRepoCache || a.Kind == sandboxapi.EvictionDeleteOrphanRuntime {
+				continue // carried out by the host (steps 4 and 5)
 			}
+			rid := fmt.Sprintf("%s/%d/%s/%s", hr.HostID, len(reqs), a.Kind, a.ID)
+			where[rid] = resultSlot{hi, len(hr.Results)}
+			hr.Results = append(hr.Results, sandboxapi.EvictResult{RequestID: rid, Action: a.Kind, Tier: a.Tier, ID: a.ID, WorkspaceID: a.WorkspaceID, Outcome: sandboxapi.OutcomePending})
+			reqs = append(reqs, wire.SessionRequest{WorkspaceID: a.WorkspaceID, Request: sandboxapi.EvictRequest{
+				RequestID: rid, ReplyTo: replyTo, Action: a.Kind, Tier: a.Tier,
+				AllowUnsaved: a.SaveWork, MinIdle: a.MinIdle,
+			}})
 		}
+	}
+	return reqs, where
+}
+
+// signalEvictions sends reqs to their sessions (the SignalEvictions
+// activity, signal-with-start on taskQueue), marks the requests that were
+// not delivered failed (taking them out of where) and returns how many
+// replies remain to wait for.
+func signalEvictions(ctx workflow.Context, hosts []sandboxapi.HostEvictionResult, reqs []wire.SessionRequest, where map[string]resultSlot, taskQueue string) int {
+	var sent wire.SignalEvictionsResult
+	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+	if err := workflow.ExecuteActivity(sctx, wire.ActivitySignalEvictions, wire.SignalEvictionsInput{TaskQueue: taskQueue, Requests: reqs}).Get(ctx, &sent); err != nil {
+		sent.Failed = map[string]string{}
+		for _, r := range reqs {
+			sent.Failed[r.Request.RequestID] = appError(err).Error()
+		}
+	}
+	waiting := len(reqs)
+	for rid, why := range sortedMap(sent.Failed) {
+		if sl, ok := where[rid]; ok {
+			r := &hosts[sl.host].Results[sl.idx]
+			r.Outcome, r.Reason, r.At = sandboxapi.OutcomeFailed, "signal not delivered: "+why, workflow.Now(ctx)
+			delete(where, rid)
+			waiting--
+		}
+	}
+	return waiting
+}
+
+// awaitEvictionReplies takes the sessions' eviction_reply signals until
+// waiting replies have come or deadline passes, storing each reply of a
+// request in where as its result (and taking it out of where). A reply
+// that is malformed or answers no request of this run is ignored; a
+// request without a reply stays pending.
+func awaitEvictionReplies(ctx workflow.Context, hosts []sandboxapi.HostEvictionResult, where map[string]resultSlot, waiting int, deadline time.Time) {
+	replies := workflow.GetSignalChannel(ctx, sandboxapi.SignalEvictionReply)
+	for waiting > 0 {
+		left := deadline.Sub(workflow.Now(ctx))
+		if left <= 0 {
+			break
+		}
+		// ReceiveWithTimeout would panic on a reply the data converter
+		// refuses (it drops it, then finds the channel empty), failing
+		// every workflow task of the run: wait, then take it without
+		// blocking, and decode it strictly (decoding.go).
+		if got, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return replies.Len() > 0 }); err != nil || !got {
+			break
+		}
+		var raw converter.RawValue
+		if !replies.ReceiveAsync(&raw) {
+			continue // refused by the data converter (the SDK logs it)
+		}
+		reply, corrupt, err := decodeStrictly[sandboxapi.EvictResult](ctx, sandboxapi.SignalEvictionReply, raw)
+		if err != nil || corrupt {
+			workflow.GetLogger(ctx).Warn("malformed eviction reply ignored", "error", err)
+			continue
+		}
+		sl, known := where[reply.RequestID]
+		if !known {
+			continue
+		}
+		delete(where, reply.RequestID)
+		waiting--
+		hosts[sl.host].Results[sl.idx] = reply
+	}
+}
+
+// removeRepoCaches runs each host's planned repo cache removals (the
+// RemoveRepoCaches activity on its queue, host after host: each removes in
+// order while its usage stays above the plan's low water mark) and appends
+// their results, or one failed result per action, to the host's.
+func removeRepoCaches(ctx workflow.Context, hosts []sandboxapi.HostEvictionResult, hostTimeout time.Duration) {
+	for hi := range hosts {
+		hr := &hosts[hi]
+		caches := plannedActions(hr, sandboxapi.EvictionRemoveRepoCache)
 		if len(caches) == 0 {
 			continue
 		}
-		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              wire.HostTaskQueue(hr.HostID),
-			ScheduleToStartTimeout: hostTimeout,
-			StartToCloseTimeout:    time.Hour,
-			HeartbeatTimeout:       time.Minute,
-			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
-		})
+		hctx := hostActivity(ctx, hr.HostID, hostTimeout, time.Hour)
 		var out wire.RemoveRepoCachesResult
 		err := workflow.ExecuteActivity(hctx, wire.ActivityRemoveRepoCaches, wire.RemoveRepoCachesInput{HostID: hr.HostID, Actions: caches, LowBytes: hr.Plan.Plan.LowBytes}).Get(ctx, &out)
 		if err != nil {
@@ -228,8 +273,42 @@ func EvictionCronWorkflow(ctx workflow.Context, raw converter.RawValue) (sandbox
 		}
 		hr.Results = append(hr.Results, out.Results...)
 	}
-	phase = "finished"
-	return finishEviction(ctx, &res), nil
+}
+
+// plannedActions returns the actions of kind in hr's plan (none when the
+// host has no plan), in plan order.
+func plannedActions(hr *sandboxapi.HostEvictionResult, kind sandboxapi.EvictionActionKind) []sandboxapi.EvictionAction {
+	if hr.Plan == nil {
+		return nil
+	}
+	var out []sandboxapi.EvictionAction
+	for _, a := range hr.Plan.Plan.Actions {
+		if a.Kind == kind {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// hostActivity returns ctx with the options of an activity on host's task
+// queue: picked up within hostTimeout, running at most startToClose,
+// heartbeating every minute, tried twice.
+func hostActivity(ctx workflow.Context, host string, hostTimeout, startToClose time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              wire.HostTaskQueue(host),
+		ScheduleToStartTimeout: hostTimeout,
+		StartToCloseTimeout:    startToClose,
+		HeartbeatTimeout:       time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
+	})
+}
+
+// notPickedUp reports whether err is an activity's schedule-to-start
+// timeout: no worker of its host's queue picked it up (the host is
+// unreachable).
+func notPickedUp(err error) bool {
+	var to *temporal.TimeoutError
+	return errors.As(err, &to) && to.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
 }
 
 // changeEvictionFailuresAttr: a finished eviction run sets SandboxEvictionFailures.
@@ -250,25 +329,11 @@ func deleteOrphans(ctx workflow.Context, hosts []sandboxapi.HostEvictionResult, 
 	var calls []call
 	for hi := range hosts {
 		hr := &hosts[hi]
-		if hr.Plan == nil {
-			continue
-		}
-		var orphans []sandboxapi.EvictionAction
-		for _, a := range hr.Plan.Plan.Actions {
-			if a.Kind == sandboxapi.EvictionDeleteOrphanRuntime {
-				orphans = append(orphans, a)
-			}
-		}
+		orphans := plannedActions(hr, sandboxapi.EvictionDeleteOrphanRuntime)
 		if len(orphans) == 0 {
 			continue
 		}
-		hctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              wire.HostTaskQueue(hr.HostID),
-			ScheduleToStartTimeout: hostTimeout,
-			StartToCloseTimeout:    30 * time.Minute,
-			HeartbeatTimeout:       time.Minute,
-			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
-		})
+		hctx := hostActivity(ctx, hr.HostID, hostTimeout, 30*time.Minute)
 		calls = append(calls, call{hi, orphans, workflow.ExecuteActivity(hctx, wire.ActivityDeleteOrphanRuntimes, wire.DeleteOrphanRuntimesInput{HostID: hr.HostID, Actions: orphans})})
 	}
 	for _, c := range calls {

@@ -86,24 +86,50 @@ func TaskFanoutWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxap
 	f.report.ConversationWorkspaceID, _ = in.ConversationWorkspace()
 	f.report.MaxParallel = in.Parallel()
 	f.report.FromFork = in.FromFork
-	for _, t := range in.Tasks {
-		kind := sandboxapi.TaskKindAgent
-		if t.Script != "" {
-			kind = sandboxapi.TaskKindScript
-		}
-		f.report.Tasks = append(f.report.Tasks, sandboxapi.TaskResult{TaskID: t.TaskID, Kind: kind, Status: sandboxapi.TaskPending})
-	}
+	f.report.Tasks = pendingTasks(in.Tasks)
 	if err := workflow.SetQueryHandler(ctx, sandboxapi.QueryProgress, f.progress); err != nil {
 		return f.report, err
 	}
 	watchDetails(ctx, f.details)
+	f.receiveCompletions(ctx)
+
+	if err := f.prepare(ctx); err != nil {
+		f.report.State, f.report.Error = sandboxapi.FanoutFailed, errorMessage(err)
+		return f.report, appError(err)
+	}
+
+	f.report.State = sandboxapi.FanoutRunning
+	if err := f.runTasks(ctx); err != nil {
+		return f.report, err
+	}
+
+	f.merge(ctx)
+	return f.report, nil
+}
+
+// pendingTasks is the report's first row of every task: pending, a script
+// task when it has a script, else an agent's.
+func pendingTasks(tasks []sandboxapi.TaskSpec) []sandboxapi.TaskResult {
+	var out []sandboxapi.TaskResult
+	for _, t := range tasks {
+		kind := sandboxapi.TaskKindAgent
+		if t.Script != "" {
+			kind = sandboxapi.TaskKindScript
+		}
+		out = append(out, sandboxapi.TaskResult{TaskID: t.TaskID, Kind: kind, Status: sandboxapi.TaskPending})
+	}
+	return out
+}
+
+// receiveCompletions starts the coroutine that takes complete_task
+// signals for the run's life. A payload the data converter refuses is
+// dropped by the SDK (Receive then waits for the next); one that fails
+// strict decoding is ignored like an unknown task (signals cannot be
+// rejected).
+func (f *fanout) receiveCompletions(ctx workflow.Context) {
 	signals := workflow.GetSignalChannel(ctx, sandboxapi.SignalCompleteTask)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			// A payload the data converter refuses is dropped by the SDK
-			// (Receive then waits for the next); one that fails strict
-			// decoding is ignored like an unknown task (signals cannot be
-			// rejected).
 			var raw converter.RawValue
 			signals.Receive(ctx, &raw)
 			sig, corrupt, err := decodeStrictly[sandboxapi.CompleteTaskSignal](ctx, sandboxapi.SignalCompleteTask, raw)
@@ -114,17 +140,15 @@ func TaskFanoutWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxap
 			f.complete(ctx, sig)
 		}
 	})
+}
 
-	if err := f.prepare(ctx); err != nil {
-		f.report.State, f.report.Error = sandboxapi.FanoutFailed, errorMessage(err)
-		return f.report, appError(err)
-	}
-
-	f.report.State = sandboxapi.FanoutRunning
+// runTasks runs every task (runTask) in input order, at most MaxParallel
+// at once, and waits for them all. Errors: the workflow's cancellation.
+func (f *fanout) runTasks(ctx workflow.Context) error {
 	wg := workflow.NewWaitGroup(ctx)
 	for i := range f.report.Tasks {
 		if err := workflow.Await(ctx, func() bool { return f.running < f.report.MaxParallel }); err != nil {
-			return f.report, err
+			return err
 		}
 		f.running++
 		f.report.Running = f.running
@@ -137,12 +161,7 @@ func TaskFanoutWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxap
 		})
 	}
 	wg.Wait(ctx)
-	if err := ctx.Err(); err != nil {
-		return f.report, err
-	}
-
-	f.merge(ctx)
-	return f.report, nil
+	return ctx.Err()
 }
 
 // complete records a complete_task signal; unknown tasks, script tasks and
@@ -212,88 +231,133 @@ func (f *fanout) runTask(ctx workflow.Context, i int) {
 	}
 
 	t.Status = sandboxapi.TaskAcquiring
-	var h sandboxapi.Handle
-	if f.in.FromFork {
-		// The task is a fork of the conversation, made by its session (and
-		// so serialized with its agent's commands). Only inputs with
-		// FromFork take this path, so recorded histories replay unchanged.
-		if err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutForkTask, wire.FanoutForkTaskInput{
-			OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID, TaskID: spec.TaskID, HostID: f.hostID,
-		}, &h); err != nil {
-			fail(err)
-			return
-		}
-	} else {
-		req := f.request
-		req.Mode, req.TaskID, req.BaseRef = sandbox.ModeTask, spec.TaskID, f.report.StartCommit
-		if workflow.GetVersion(ctx, versionTaskChildSession, workflow.DefaultVersion, 1) == 1 {
-			if err := f.startTaskSession(ctx, req); err != nil {
-				fail(err)
-				return
-			}
-		}
-		if err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutAcquireTask, wire.AcquireTaskInput{
-			HostID: f.hostID, StartCommit: f.report.StartCommit, Request: req,
-		}, &h); err != nil {
-			fail(err)
-			return
-		}
+	h, err := f.acquireTask(ctx, spec)
+	if err != nil {
+		fail(err)
+		return
 	}
 	t.WorkspaceID, t.WorkflowID, t.Branch = h.WorkspaceID, h.WorkflowID, h.Branch
 
-	timeout := f.in.TaskTimeout()
 	var final string
 	if spec.Script != "" {
 		t.Status = sandboxapi.TaskRunning
-		var r wire.RunScriptResult
-		if err := runActivity(ctx, timeout+10*time.Minute, 3, wire.ActivityFanoutRunScript, wire.RunScriptInput{
-			OpID: f.opID, TaskID: spec.TaskID, HostID: f.hostID, WorkspaceID: h.WorkspaceID,
-			Script: spec.Script, TimeoutS: int(timeout / time.Second),
-		}, &r); err != nil {
-			fail(err)
-			return
-		}
-		code := r.ExitCode
-		t.ExitCode, t.TimedOut, t.StdoutTail, t.StderrTail = &code, r.TimedOut, r.StdoutTail, r.StderrTail
-		switch {
-		case r.TimedOut:
-			final = sandboxapi.TaskTimedOut
-		case r.ExitCode == 0:
-			final = sandboxapi.TaskSucceeded
-		default:
-			final = sandboxapi.TaskFailed
-		}
+		final, err = f.runScript(ctx, spec, h, t)
 	} else {
 		t.Status = sandboxapi.TaskWaiting
-		ok, err := workflow.AwaitWithTimeout(ctx, timeout, func() bool { return f.completions[spec.TaskID] != nil })
-		if err != nil {
-			fail(err)
-			return
-		}
-		switch c := f.completions[spec.TaskID]; {
-		case !ok:
-			final = sandboxapi.TaskTimedOut
-		case c.Succeeded:
-			final, t.Message = sandboxapi.TaskSucceeded, c.Message
-		default:
-			final, t.Message = sandboxapi.TaskFailed, c.Message
-		}
+		final, err = f.awaitAgent(ctx, spec, t)
+	}
+	if err != nil {
+		fail(err)
+		return
 	}
 
 	t.Status = sandboxapi.TaskFinishing
-	msg := "Task " + spec.TaskID + " (fan-out " + f.report.FanoutID + ")"
-	if spec.Instructions != "" {
-		msg += "\n\n" + spec.Instructions
-	}
 	var fin wire.FinishTaskResult
 	if err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutFinishTask, wire.FinishTaskInput{
 		OpID: f.opID, TaskID: spec.TaskID, HostID: f.hostID, WorkspaceID: h.WorkspaceID,
-		Commit: final == sandboxapi.TaskSucceeded, Message: msg,
+		Commit: final == sandboxapi.TaskSucceeded, Message: taskCommitMessage(f.report.FanoutID, spec),
 	}, &fin); err != nil {
 		fail(err)
 		return
 	}
 	t.Commit, t.Diff, t.Status = fin.Commit, &fin.Diff, final
+}
+
+// acquireTask gets the task's workspace on the conversation's host: a fork
+// of the conversation made by its session (FromFork), or a workspace of
+// its own at the start commit (its session started as a child first, in
+// runs recorded after that change). Errors: the activities'.
+func (f *fanout) acquireTask(ctx workflow.Context, spec sandboxapi.TaskSpec) (sandboxapi.Handle, error) {
+	var h sandboxapi.Handle
+	if f.in.FromFork {
+		// The task is a fork of the conversation, made by its session (and
+		// so serialized with its agent's commands). Only inputs with
+		// FromFork take this path, so recorded histories replay unchanged.
+		err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutForkTask, wire.FanoutForkTaskInput{
+			OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID, TaskID: spec.TaskID, HostID: f.hostID,
+		}, &h)
+		return h, err
+	}
+	req := f.request
+	req.Mode, req.TaskID, req.BaseRef = sandbox.ModeTask, spec.TaskID, f.report.StartCommit
+	if workflow.GetVersion(ctx, versionTaskChildSession, workflow.DefaultVersion, 1) == 1 {
+		if err := f.startTaskSession(ctx, req); err != nil {
+			return h, err
+		}
+	}
+	err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutAcquireTask, wire.AcquireTaskInput{
+		HostID: f.hostID, StartCommit: f.report.StartCommit, Request: req,
+	}, &h)
+	return h, err
+}
+
+// runScript runs the task's script in its workspace h (the RunScript
+// activity, bounded by the task timeout), records exit code, timeout and
+// output tails in t, and returns the task's final status (scriptStatus).
+// Errors: the activity's.
+func (f *fanout) runScript(ctx workflow.Context, spec sandboxapi.TaskSpec, h sandboxapi.Handle, t *sandboxapi.TaskResult) (string, error) {
+	timeout := f.in.TaskTimeout()
+	var r wire.RunScriptResult
+	if err := runActivity(ctx, timeout+10*time.Minute, 3, wire.ActivityFanoutRunScript, wire.RunScriptInput{
+		OpID: f.opID, TaskID: spec.TaskID, HostID: f.hostID, WorkspaceID: h.WorkspaceID,
+		Script: spec.Script, TimeoutS: int(timeout / time.Second),
+	}, &r); err != nil {
+		return "", err
+	}
+	code := r.ExitCode
+	t.ExitCode, t.TimedOut, t.StdoutTail, t.StderrTail = &code, r.TimedOut, r.StdoutTail, r.StderrTail
+	return scriptStatus(r), nil
+}
+
+// scriptStatus is a script task's final status: timed out, succeeded
+// (exit 0) or failed.
+func scriptStatus(r wire.RunScriptResult) string {
+	switch {
+	case r.TimedOut:
+		return sandboxapi.TaskTimedOut
+	case r.ExitCode == 0:
+		return sandboxapi.TaskSucceeded
+	default:
+		return sandboxapi.TaskFailed
+	}
+}
+
+// awaitAgent waits up to the task timeout for the complete_task signal of
+// an agent's task and returns its final status (agentStatus), setting t's
+// message to the signal's. Errors: the workflow's cancellation.
+func (f *fanout) awaitAgent(ctx workflow.Context, spec sandboxapi.TaskSpec, t *sandboxapi.TaskResult) (string, error) {
+	ok, err := workflow.AwaitWithTimeout(ctx, f.in.TaskTimeout(), func() bool { return f.completions[spec.TaskID] != nil })
+	if err != nil {
+		return "", err
+	}
+	final, msg := agentStatus(ok, f.completions[spec.TaskID])
+	if ok {
+		t.Message = msg
+	}
+	return final, nil
+}
+
+// agentStatus is an agent task's final status and message: timed out when
+// no completion came (!ok), else as the completion c says.
+func agentStatus(ok bool, c *sandboxapi.CompleteTaskSignal) (string, string) {
+	switch {
+	case !ok:
+		return sandboxapi.TaskTimedOut, ""
+	case c.Succeeded:
+		return sandboxapi.TaskSucceeded, c.Message
+	default:
+		return sandboxapi.TaskFailed, c.Message
+	}
+}
+
+// taskCommitMessage is the message of a task's commit: the task and
+// fan-out ids, then the task's instructions.
+func taskCommitMessage(fanoutID string, spec sandboxapi.TaskSpec) string {
+	msg := "Task " + spec.TaskID + " (fan-out " + fanoutID + ")"
+	if spec.Instructions != "" {
+		msg += "\n\n" + spec.Instructions
+	}
+	return msg
 }
 
 // versionTaskChildSession marks the change that starts each task's session

@@ -194,12 +194,11 @@ func (s *session) register(ctx workflow.Context) error {
 // run is the main coroutine: the wait for the first acquire, idle timers,
 // dormancy, continue-as-new and the end of the run.
 func (s *session) run(ctx workflow.Context) error {
-	logger := workflow.GetLogger(ctx)
 	keepTimer := workflow.GetVersion(ctx, changeIdleTimer, workflow.DefaultVersion, 1) >= 1
 	for {
 		switch {
 		case s.released || s.acquireFailed:
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && s.inFlight == 0 && !s.signalsPending() }); err != nil {
+			if err := s.awaitDrained(ctx); err != nil {
 				return err
 			}
 			return s.finish(ctx)
@@ -209,11 +208,7 @@ func (s *session) run(ctx workflow.Context) error {
 			}
 			continue
 		case s.dormant:
-			// No runtime, no timer: wait for an operation (wake), a signal,
-			// or Temporal's suggestion to shed history.
-			if err := workflow.Await(ctx, func() bool {
-				return !s.dormant || s.released || (s.inFlight == 0 && workflow.GetInfo(ctx).GetContinueAsNewSuggested())
-			}); err != nil {
+			if err := s.awaitWake(ctx); err != nil {
 				return err
 			}
 			if s.dormant && !s.released {
@@ -221,64 +216,99 @@ func (s *session) run(ctx workflow.Context) error {
 			}
 			continue
 		}
-		if s.inFlight == 0 && (s.moveToHost || s.ops >= opsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && s.inFlight == 0 && !s.signalsPending() }); err != nil {
+		if s.inFlight == 0 && s.runIsFull(ctx) {
+			if err := s.awaitDrained(ctx); err != nil {
 				return err
 			}
 			if s.released || s.dormant { // released or evicted meanwhile
 				continue
 			}
-			logger.Info("continuing as new", "ops", s.ops, "task_queue", wire.HostTaskQueue(s.ws.HostID))
+			workflow.GetLogger(ctx).Info("continuing as new", "ops", s.ops, "task_queue", wire.HostTaskQueue(s.ws.HostID))
 			return s.continueAsNew(ctx, wire.HostTaskQueue(s.ws.HostID))
 		}
-		now := workflow.Now(ctx)
-		// Live background processes defer both deadlines (idleDeadlines;
-		// without any, they are lastActivity plus IdleStop and IdleClose).
-		stopAt, closeAt, check := s.idleDeadlines(now)
-		if s.inFlight == 0 && check {
-			s.refreshProcesses(ctx)
-			continue
+		if err := s.idleStep(ctx, keepTimer); err != nil {
+			return err
 		}
-		if s.inFlight == 0 && s.runtimeRunning && !now.Before(stopAt) {
+	}
+}
+
+// awaitDrained waits until no update handler runs, no operation is in
+// flight and no signal waits to be handled: the run may end.
+func (s *session) awaitDrained(ctx workflow.Context) error {
+	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && s.inFlight == 0 && !s.signalsPending() })
+}
+
+// awaitWake is a dormant run's wait: no runtime, no timer, until an
+// operation wakes it (wake), it is released, or Temporal suggests shedding
+// history while nothing is in flight.
+func (s *session) awaitWake(ctx workflow.Context) error {
+	return workflow.Await(ctx, func() bool {
+		return !s.dormant || s.released || (s.inFlight == 0 && workflow.GetInfo(ctx).GetContinueAsNewSuggested())
+	})
+}
+
+// runIsFull reports whether the run should continue as new: the session
+// moves to its host's queue, ran opsPerRun operations, or Temporal
+// suggests it.
+func (s *session) runIsFull(ctx workflow.Context) bool {
+	return s.moveToHost || s.ops >= opsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+}
+
+// idleStep is one turn of an active run with nothing else to do: when
+// nothing is in flight it refreshes the live processes, hibernates the
+// runtime or closes the session once their deadline passed (idleDeadlines:
+// live background processes defer both); otherwise it waits for the next
+// change or deadline (idleWait).
+func (s *session) idleStep(ctx workflow.Context, keepTimer bool) error {
+	logger := workflow.GetLogger(ctx)
+	now := workflow.Now(ctx)
+	stopAt, closeAt, check := s.idleDeadlines(now)
+	if s.inFlight == 0 {
+		switch {
+		case check:
+			s.refreshProcesses(ctx)
+			return nil
+		case s.runtimeRunning && !now.Before(stopAt):
 			if err := s.stopRuntime(ctx, false); err != nil {
 				logger.Warn("idle hibernate failed", "error", err)
 				s.lastActivity = workflow.Now(ctx) // retry after another idle period
 			}
-			continue
-		}
-		if s.inFlight == 0 && !now.Before(closeAt) {
+			return nil
+		case !now.Before(closeAt):
 			if err := s.stopRuntime(ctx, true); err != nil {
 				logger.Warn("idle destroy failed", "error", err)
 			}
 			s.released = true
-			continue
-		}
-		var wait time.Duration
-		if s.inFlight == 0 {
-			deadline := closeAt
-			if s.runtimeRunning {
-				deadline = stopAt
-			}
-			wait = max(deadline.Sub(now), time.Second)
-		}
-		seq := s.seq
-		cond := func() bool {
-			return s.seq != seq || s.released || s.dormant || (s.inFlight == 0 && (s.moveToHost || workflow.GetInfo(ctx).GetContinueAsNewSuggested()))
-		}
-		if keepTimer {
-			if err := s.awaitIdle(ctx, now, wait, cond); err != nil {
-				return err
-			}
-			continue
-		}
-		if wait == 0 {
-			if err := workflow.Await(ctx, cond); err != nil {
-				return err
-			}
-		} else if _, err := workflow.AwaitWithTimeout(ctx, wait, cond); err != nil {
-			return err
+			return nil
 		}
 	}
+	wait := idleWait(s.inFlight, s.runtimeRunning, now, stopAt, closeAt)
+	seq := s.seq
+	cond := func() bool {
+		return s.seq != seq || s.released || s.dormant || (s.inFlight == 0 && (s.moveToHost || workflow.GetInfo(ctx).GetContinueAsNewSuggested()))
+	}
+	if keepTimer {
+		return s.awaitIdle(ctx, now, wait, cond)
+	}
+	if wait == 0 {
+		return workflow.Await(ctx, cond)
+	}
+	_, err := workflow.AwaitWithTimeout(ctx, wait, cond)
+	return err
+}
+
+// idleWait is how long an idle turn waits at most: until the next idle
+// deadline (stopAt while the runtime runs, else closeAt), at least a
+// second; 0 (no bound) while operations are in flight.
+func idleWait(inFlight int, runtimeRunning bool, now, stopAt, closeAt time.Time) time.Duration {
+	if inFlight != 0 {
+		return 0
+	}
+	deadline := closeAt
+	if runtimeRunning {
+		deadline = stopAt
+	}
+	return max(deadline.Sub(now), time.Second)
 }
 
 // awaitIdle waits for cond, or (wait > 0) until now+wait has passed: the

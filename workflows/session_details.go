@@ -105,18 +105,32 @@ func errorType(err error) string {
 // escaped): the summary line, then state and runtime, git facts, the last
 // operation, and the next idle deadline.
 func (s *session) details() string {
-	md := sandboxapi.EscapeMarkdown
-	var lines []string
-	ws := s.ws
-	switch {
-	case ws != nil:
+	lines := []string{s.detailsSummary(), s.detailsState()}
+	if ws := s.ws; ws != nil {
+		lines = append(lines, gitDetails(ws.BranchName, ws.BaseCommit, s.facts))
+	}
+	lines = append(lines, s.detailsRecent()...)
+	if next := s.detailsNextIdle(); next != "" {
+		lines = append(lines, next)
+	}
+	return strings.Join(lines, "\n\n")
+}
+
+// detailsSummary is the first line of the details: the session summary of
+// the workspace (or, before it exists, of the request).
+func (s *session) detailsSummary() string {
+	if ws := s.ws; ws != nil {
 		req := sandboxapi.WorkspaceRequest{UserID: ws.UserID, ProjectID: ws.ProjectID, RepoURL: ws.Repo.URL, BaseRef: ws.BaseRef,
 			Mode: ws.Mode, ConversationID: ws.ConversationID, TaskID: ws.TaskID}
-		lines = append(lines, sandboxapi.SessionSummary(s.wsID, &req))
-	default:
-		lines = append(lines, sandboxapi.SessionSummary(s.wsID, s.request))
+		return sandboxapi.SessionSummary(s.wsID, &req)
 	}
+	return sandboxapi.SessionSummary(s.wsID, s.request)
+}
 
+// detailsState is the state line: state (dormant or not), runtime kind and
+// whether it runs, host, operations in flight.
+func (s *session) detailsState() string {
+	md := sandboxapi.EscapeMarkdown
 	state := "**State** " + md(s.state)
 	if s.dormant {
 		state += " (dormant: the next operation resumes the workspace)"
@@ -128,48 +142,57 @@ func (s *session) details() string {
 		}
 		state += " · **Runtime** " + md(kind) + ", " + run
 	}
-	if ws != nil && ws.HostID != "" {
+	if ws := s.ws; ws != nil && ws.HostID != "" {
 		state += " · **Host** " + md(ws.HostID)
 	}
 	if s.inFlight > 0 {
 		state += fmt.Sprintf(" · **In flight** %d", s.inFlight)
 	}
-	lines = append(lines, state)
+	return state
+}
 
-	if ws != nil {
-		f := s.facts
-		var git []string
-		if ws.BranchName != "" {
-			git = append(git, "**Branch** "+md(ws.BranchName))
-		} else {
-			git = append(git, "**Detached at** "+md(shortCommit(ws.BaseCommit)))
-		}
-		if f.Head != "" {
-			git = append(git, "**Head** "+md(shortCommit(f.Head))+" ("+md(f.HeadFrom)+")")
-		} else {
-			git = append(git, "**Head** unknown (send status)")
-		}
-		if f.Dirty != nil {
-			v := "no"
-			if *f.Dirty {
-				v = "yes"
-			}
-			git = append(git, "**Dirty** "+v+" ("+md(f.DirtyFrom)+")")
-		} else {
-			git = append(git, "**Dirty** unknown")
-		}
-		if f.Unpushed != nil {
-			git = append(git, fmt.Sprintf("**Unpushed** %d (%s)", *f.Unpushed, md(f.UnpushedFrom)))
-		} else {
-			git = append(git, "**Unpushed** unknown")
-		}
-		line := strings.Join(git, " · ")
-		if f.Stale != "" {
-			line += " — " + md(f.Stale) + " ran since: send status for fresh values"
-		}
-		lines = append(lines, line)
+// gitDetails is the git line: branch (or the detached base commit), head,
+// dirty and unpushed as last learnt (f, each with the operation it came
+// from, or unknown), and a note when a command ran since.
+func gitDetails(branch, baseCommit string, f wire.SessionFacts) string {
+	md := sandboxapi.EscapeMarkdown
+	var git []string
+	if branch != "" {
+		git = append(git, "**Branch** "+md(branch))
+	} else {
+		git = append(git, "**Detached at** "+md(shortCommit(baseCommit)))
 	}
+	if f.Head != "" {
+		git = append(git, "**Head** "+md(shortCommit(f.Head))+" ("+md(f.HeadFrom)+")")
+	} else {
+		git = append(git, "**Head** unknown (send status)")
+	}
+	if f.Dirty != nil {
+		v := "no"
+		if *f.Dirty {
+			v = "yes"
+		}
+		git = append(git, "**Dirty** "+v+" ("+md(f.DirtyFrom)+")")
+	} else {
+		git = append(git, "**Dirty** unknown")
+	}
+	if f.Unpushed != nil {
+		git = append(git, fmt.Sprintf("**Unpushed** %d (%s)", *f.Unpushed, md(f.UnpushedFrom)))
+	} else {
+		git = append(git, "**Unpushed** unknown")
+	}
+	line := strings.Join(git, " · ")
+	if f.Stale != "" {
+		line += " — " + md(f.Stale) + " ran since: send status for fresh values"
+	}
+	return line
+}
 
+// detailsRecent are the lines of what happened last: the last operation,
+// the last eviction request, the last error (each only when there is one).
+func (s *session) detailsRecent() []string {
+	md := sandboxapi.EscapeMarkdown
+	var lines []string
 	if f := s.facts; f.LastOp != "" {
 		lines = append(lines, fmt.Sprintf("**Last operation** %s: %s in %s at %s", md(f.LastOp), md(f.LastOutcome),
 			(time.Duration(f.LastTookMS)*time.Millisecond).String(), f.LastAt.UTC().Format(time.RFC3339)))
@@ -180,16 +203,22 @@ func (s *session) details() string {
 	if s.lastError != "" {
 		lines = append(lines, "**Last error** "+md(sandboxapi.Clip(s.lastError, 300)))
 	}
+	return lines
+}
 
-	if ws != nil && !s.dormant && !s.released {
-		var next []string
-		if s.runtimeRunning {
-			next = append(next, "runtime hibernates at "+s.lastActivity.Add(s.settings.IdleStop).UTC().Format(time.RFC3339))
-		}
-		next = append(next, "session closes at "+s.lastActivity.Add(s.settings.IdleClose).UTC().Format(time.RFC3339))
-		lines = append(lines, "**Next idle deadline** "+strings.Join(next, " · ")+" (unless an operation comes first)")
+// detailsNextIdle is the line of the next idle deadlines (hibernation when
+// the runtime runs, the session's close), "" for a session without a
+// workspace, dormant or released.
+func (s *session) detailsNextIdle() string {
+	if s.ws == nil || s.dormant || s.released {
+		return ""
 	}
-	return strings.Join(lines, "\n\n")
+	var next []string
+	if s.runtimeRunning {
+		next = append(next, "runtime hibernates at "+s.lastActivity.Add(s.settings.IdleStop).UTC().Format(time.RFC3339))
+	}
+	next = append(next, "session closes at "+s.lastActivity.Add(s.settings.IdleClose).UTC().Format(time.RFC3339))
+	return "**Next idle deadline** " + strings.Join(next, " · ") + " (unless an operation comes first)"
 }
 
 // shortCommit is the first 12 characters of a commit id.

@@ -188,19 +188,8 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 	if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
 		id = u.ID
 	}
-	e := &execRun{updateID: id, processID: sandboxapi.ExecProcessID(s.wsID, id)}
-	if s.execs == nil {
-		s.execs = map[string]*execRun{}
-	}
-	s.execs[id] = e
-	defer func() {
-		e.done = true
-		delete(s.execs, id)
-		s.recent = append(s.recent, id)
-		if len(s.recent) > recentExecs {
-			s.recent = s.recent[1:]
-		}
-	}()
+	e := s.trackExec(id)
+	defer s.untrackExec(e)
 	if err := s.waitReady(ctx); err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -232,9 +221,52 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 		e.cancelled = st.Result.Cancelled
 		return st.Result, nil
 	}
+	return s.awaitExec(ctx, e, in, req, st.Unsupported)
+}
+
+// trackExec records the exec of update id as running (s.execs), so that a
+// cancel naming it finds it.
+func (s *session) trackExec(id string) *execRun {
+	e := &execRun{updateID: id, processID: sandboxapi.ExecProcessID(s.wsID, id)}
+	if s.execs == nil {
+		s.execs = map[string]*execRun{}
+	}
+	s.execs[id] = e
+	return e
+}
+
+// untrackExec records e as ended: it leaves s.execs and joins s.recent,
+// the last recentExecs ended execs (a late cancel of one is told so).
+func (s *session) untrackExec(e *execRun) {
+	e.done = true
+	delete(s.execs, e.updateID)
+	s.recent = append(s.recent, e.updateID)
+	if len(s.recent) > recentExecs {
+		s.recent = s.recent[1:]
+	}
+}
+
+// execWaitOptions are the exec activity's options: opts, and when it
+// waits for the runtime process processID (not ""), a heartbeat timeout and
+// a retry policy of its own: waiting never starts the command, so a retry
+// after a worker died re-attaches to the same process.
+func execWaitOptions(opts workflow.ActivityOptions, processID string) workflow.ActivityOptions {
+	if processID != "" {
+		opts.HeartbeatTimeout = execWaitHeartbeat
+		opts.RetryPolicy = &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second, MaximumAttempts: 10}
+	}
+	return opts
+}
+
+// awaitExec runs the exec activity for the started exec e (in: its input;
+// unsupported: the runtime has no processes, so the activity runs the
+// command itself) and returns the command's result: a cancelled result
+// when e was cancelled meanwhile. The wait is cancellable through e.abort.
+// Errors: the activity's, as s.result.
+func (s *session) awaitExec(ctx workflow.Context, e *execRun, in wire.ExecActivityInput, req sandbox.ExecRequest, unsupported bool) (sandbox.ExecResult, error) {
 	waitCtx, abort := workflow.WithCancel(ctx)
 	e.abort = abort
-	if st.Unsupported {
+	if unsupported {
 		// No processes in this runtime: the exec activity runs the command
 		// itself (a cancel cancels the activity, which kills it).
 		e.processID = ""
@@ -247,17 +279,11 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 		// Cancelled while the start ran (it was not a local activity).
 		s.killExec(ctx, e)
 	}
-	opts := s.hostOptions(opExec, req.Timeout())
-	if in.ProcessID != "" {
-		// Waiting never starts the command: a retry after a worker died
-		// re-attaches to the same process.
-		opts.HeartbeatTimeout = execWaitHeartbeat
-		opts.RetryPolicy = &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second, MaximumAttempts: 10}
-	}
+	opts := execWaitOptions(s.hostOptions(opExec, req.Timeout()), in.ProcessID)
 	// The activity's result is the command's (wire.ExecActivityResult inlines
 	// it: histories where it returned a bare ExecResult decode the same).
 	var res wire.ExecActivityResult
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(waitCtx, opts), wire.ActivityExec, in).Get(waitCtx, &res)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(waitCtx, opts), wire.ActivityExec, in).Get(waitCtx, &res)
 	if res.RuntimeReplica != nil {
 		s.replica = res.RuntimeReplica
 	}
@@ -272,7 +298,7 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 	if err := s.result(err); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	if e.cancel != "" && st.Unsupported {
+	if e.cancel != "" && unsupported {
 		out.ExitCode, out.Cancelled = 130, true
 	}
 	e.cancelled = out.Cancelled

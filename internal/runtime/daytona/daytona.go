@@ -411,27 +411,11 @@ func (p *Provider) getSandbox(ctx context.Context, id string) (*apiclient.Sandbo
 	return sb, nil
 }
 
-// retry runs fn with its own call timeout, again (up to three tries) while
-// it fails transiently.
+// retry runs fn with its own call timeout (apiTimeout), again (up to three
+// tries) while it fails transiently (replica.Retrier).
 func (p *Provider) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return p.mapErr(ctx, nil, ctx.Err(), "%s", what)
-			case <-time.After(time.Duration(100*attempt*attempt) * time.Millisecond):
-			}
-		}
-		cctx, cancel := context.WithTimeout(ctx, apiTimeout)
-		err = fn(cctx)
-		cancel()
-		if !transient(err) || ctx.Err() != nil {
-			return err
-		}
-		p.log.Debug("daytona call failed; retrying", "call", what, "attempt", attempt+1, "error", err)
-	}
-	return err
+	ended := func(ctx context.Context, what string) error { return p.mapErr(ctx, nil, ctx.Err(), "%s", what) }
+	return replica.Retrier{Kind: Kind, Log: p.log, CallTimeout: apiTimeout, Ended: ended}.Do(ctx, what, fn)
 }
 
 // runtimeState maps Daytona's state onto a runtime state (package documentation).

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -123,21 +124,4 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 }
 
 // scrub removes the API key from a text, in case a server echoed it.
-func (p *Provider) scrub(s string) string {
-	if p.opts.APIKey != "" && len(p.opts.APIKey) >= 4 {
-		s = strings.ReplaceAll(s, p.opts.APIKey, "<redacted>")
-	}
-	return s
-}
-
-// transient reports whether err is worth one more try right away
-// (connection loss, 5xx, a cut), as opposed to a decision of Daytona's.
-func transient(err error) bool {
-	if err == nil {
-		return false
-	}
-	if k := sandbox.KindOf(err); k != nil && k != sandbox.ErrRuntimeUnavailable {
-		return false
-	}
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
+func (p *Provider) scrub(s string) string { return replica.Scrub(s, p.opts.APIKey) }

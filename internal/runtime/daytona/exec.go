@@ -18,7 +18,6 @@ import (
 	toolbox "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/output"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -36,85 +35,11 @@ import (
 // back: an exec costs one execute request and one download (plus one upload
 // when the host changed something or stdin is given).
 
-// execLib runs the command. Variables: X (exec scratch dir), XO (out dir),
-// X_TIMEOUT (s), X_HEAD, X_TAIL (bytes kept per stream), X_CWD, X_STDIN.
-const execLib = `x_cmd() {
-	mkdir -p "$X" "$XO" || return 1
-	base=$(cd "$W" && pwd -P) || { echo 1 > "$XO/badcwd"; return 0; }
-	d=$base
-	if [ -n "$X_CWD" ]; then
-		d=$(cd "$W" && cd -- "$X_CWD" 2>/dev/null && pwd -P) || { echo 1 > "$XO/badcwd"; return 0; }
-		case "$d/" in "$base"/*) ;; *) echo 1 > "$XO/badcwd"; return 0 ;; esac
-	fi
-	mkfifo "$X/of" "$X/ef" "$X/oc" "$X/ec" || return 1
-	# head writes through stdio: unbuffered, the head files are the live view.
-	H=head
-	command -v stdbuf >/dev/null 2>&1 && H="stdbuf -o0 head"
-	wc -c < "$X/oc" > "$XO/o.count" &
-	wc -c < "$X/ec" > "$XO/e.count" &
-	{ tee "$X/oc" < "$X/of" & echo $! > "$X/t1"; wait; } | { $H -c "$X_HEAD" > "$XO/o.head"; tail -c "$X_TAIL" > "$XO/o.tail"; } &
-	c1=$!
-	{ tee "$X/ec" < "$X/ef" & echo $! > "$X/t2"; wait; } | { $H -c "$X_HEAD" > "$XO/e.head"; tail -c "$X_TAIL" > "$XO/e.tail"; } &
-	c2=$!
-	in=/dev/null
-	[ "$X_STDIN" = 1 ] && in="$P/stdin"
-	date +%s%N > "$XO/start"
-	( cd "$d" && x_exec ) < "$in" > "$X/of" 2> "$X/ef" &
-	cpid=$!
-	echo "$cpid" > "$X/pgid"
-	( i=0; while [ "$i" -lt "$X_TIMEOUT" ] && [ ! -e "$X/end" ]; do sleep 1; i=$((i + 1)); done
-	  [ -e "$X/end" ] || { echo 1 > "$XO/timedout"; x_kill "$cpid"; } ) &
-	wpid=$!
-	wait "$cpid"
-	ec=$?
-	date +%s%N > "$XO/end"
-	: > "$X/end"
-	[ -e "$XO/timedout" ] && { ec=124; x_kill "$cpid"; }
-	[ -e "$XO/cancelled" ] && x_kill "$cpid"
-	# Output still held open by background processes: wait a little, then cut it.
-	i=0
-	while kill -0 "$c1" 2>/dev/null || kill -0 "$c2" 2>/dev/null; do
-		[ "$i" -ge 15 ] && { kill "$(cat "$X/t1")" "$(cat "$X/t2")" 2>/dev/null; break; }
-		sleep 0.02; i=$((i + 1))
-	done
-	wait "$c1" "$c2" 2>/dev/null
-	kill "$wpid" 2>/dev/null
-	echo "$ec" > "$XO/exit"
-	return 0
-}
-`
-
-// script builds the wrapper of one exec.
-func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest, hasStdin bool) (string, error) {
+// script builds the wrapper of one exec (replica.Pass.CommandScript: the
+// head files are the live view the waiter reads).
+func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest) string {
 	env := procexec.EnvList(procexec.BaseEnv(r.home()), r.specEnv(), req.Env)
-	var b strings.Builder
-	b.WriteString("set -u\n")
-	b.WriteString(p.Vars())
-	x := path.Join(p.Dir(), "x")
-	fmt.Fprintf(&b, "X=%s\nXO=%s\nX_TIMEOUT=%d\nX_HEAD=%d\nX_TAIL=%d\nX_CWD=%s\nX_STDIN=%d\n",
-		replica.ShQuote(x), replica.ShQuote(p.OutDir()), int(req.Timeout()/time.Second),
-		req.OutputCap()/2, req.OutputCap()-req.OutputCap()/2, replica.ShQuote(req.Cwd), b2i(hasStdin))
-	b.WriteString(replica.Lib())
-	b.WriteString(replica.KillFunction)
-	b.WriteString(execLib)
-	b.WriteString(replica.ExecFunction(env, req.Cmd))
-	b.WriteString(`rp_apply
-rp_s=$?
-if [ "$rp_s" -eq 0 ]; then
-	x_cmd || { echo 92 > "$P/out/status"; echo "the command could not be started" > "$P/out/error"; }
-	rp_collect
-fi
-`)
-	b.WriteString(replica.ResultScript())
-	b.WriteString(`: > "$P/done"` + "\n")
-	return b.String(), nil
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return p.CommandScript("", false, env, req)
 }
 
 func (r *Runtime) specEnv() map[string]string {
@@ -168,98 +93,38 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 	if err := procexec.SingleNetwork(Kind, "exec", spec, req.Network); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	fullBundle := false
-	for attempt := 0; ; attempt++ {
-		if _, err := r.ensure(ctx); err != nil {
-			return sandbox.ExecResult{}, err
-		}
-		_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
-		p, err := rep.BeginWith(ctx, fullBundle)
-		if err != nil {
-			return sandbox.ExecResult{}, err
-		}
-		res, outcome, err := r.execPass(ctx, p, req, onChunk)
-		p.Close()
-		if sandbox.KindOf(err) == sandbox.ErrNotFound && attempt < 2 {
-			// The sandbox vanished under the call: recreate and run again.
-			continue
-		}
-		if err != nil || outcome == replica.Applied || attempt >= 2 {
-			if err == nil && rep.NeedsRevert() {
-				if _, rerr := rep.Sync(ctx, r.transport(rep)); rerr != nil {
-					r.p.log.Warn("daytona: restoring a read-only replica failed", "runtime", r.id, "error", rerr)
-				}
+	return rep.RunCommand(ctx, replica.Command{
+		Kind: Kind, Runtime: r.id, Log: r.p.log,
+		Prepare: func(ctx context.Context) error {
+			if _, err := r.ensure(ctx); err != nil {
+				return err
 			}
-			return res, err
-		}
-		fullBundle = outcome == replica.NeedGit
-	}
+			_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+			return nil
+		},
+		RunPass: func(ctx context.Context, p *replica.Pass) (sandbox.ExecResult, replica.Outcome, error) {
+			return r.execPass(ctx, p, req, onChunk)
+		},
+		Transport: func() replica.Transport { return r.transport(rep) },
+	})
 }
 
-// execPass runs one pass with the command in it.
+// execPass runs one pass with the command in it: its inputs uploaded, the
+// wrapper launched and waited for, its result collected.
 func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, replica.Outcome, error) {
 	start := time.Now()
-	for _, part := range p.Parts() {
-		if err := r.upload(ctx, part.Local, part.Remote); err != nil {
-			return sandbox.ExecResult{}, replica.Applied, err
-		}
-	}
-	if req.Stdin != nil {
-		f, err := os.CreateTemp("", "sandboxcore-stdin-")
-		if err != nil {
-			return sandbox.ExecResult{}, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: stdin")
-		}
-		_, werr := f.Write(req.Stdin)
-		f.Close()
-		defer os.Remove(f.Name())
-		if werr != nil {
-			return sandbox.ExecResult{}, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, werr, "daytona: stdin")
-		}
-		if err := r.upload(ctx, f.Name(), path.Join(p.Dir(), "stdin")); err != nil {
-			return sandbox.ExecResult{}, replica.Applied, err
-		}
-	}
-	script, err := r.script(p, req, req.Stdin != nil)
-	if err != nil {
+	if err := r.uploadInputs(ctx, p, req.Stdin); err != nil {
 		return sandbox.ExecResult{}, replica.Applied, err
 	}
+	script := r.script(p, req)
 	r.mu.Lock()
 	prev := r.lastPass
 	r.lastPass = ""
 	r.mu.Unlock()
-	st := &streamState{onChunk: onChunk}
-	// The command's own timeout is enforced in the sandbox; the host gives up
-	// only well after it (a sandbox that stopped answering).
-	hostLimit := time.Now().Add(req.Timeout() + 2*time.Minute)
-	cancelled := false
-	done, err := r.launch(ctx, p.Dir(), script, prev, st)
-	if err != nil && ctx.Err() != nil {
-		// Cancelled during the first wait: kill the command, then collect.
-		cancelled, err = true, nil
-		r.cancel(p.Dir())
-	}
-	for err == nil && !done {
-		if ctx.Err() != nil && !cancelled {
-			cancelled = true
-			r.cancel(p.Dir())
-		}
-		if time.Now().After(hostLimit) {
-			return sandbox.ExecResult{}, replica.Applied, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s: the command did not finish %v after its timeout", r.id, 2*time.Minute)
-		}
-		wctx := ctx
-		if cancelled {
-			var c context.CancelFunc
-			wctx, c = context.WithTimeout(context.Background(), 15*time.Second)
-			defer c()
-		}
-		done, err = r.wait(wctx, p.Dir(), st)
-		if err != nil && ctx.Err() != nil && !cancelled {
-			cancelled, err = true, nil
-			r.cancel(p.Dir())
-		}
-	}
+	st := replica.NewStream(onChunk)
+	cancelled, err := r.await(ctx, p.Dir(), script, prev, st, req.Timeout())
 	if err != nil {
-		return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
+		return sandbox.ExecResult{}, replica.Applied, err
 	}
 	dctx := ctx
 	if cancelled {
@@ -267,44 +132,86 @@ func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandbox.Exe
 		dctx, c = context.WithTimeout(context.Background(), 30*time.Second)
 		defer c()
 	}
-	dir, err := os.MkdirTemp("", "sandboxcore-exec-")
-	if err != nil {
-		return sandbox.ExecResult{}, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: temp dir")
-	}
-	defer os.RemoveAll(dir)
-	archive := filepath.Join(dir, "result.tar")
-	if err := r.download(dctx, p.ResultPath(), archive, replica.DefaultMaxReportBytes+(64<<20)); err != nil {
-		return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
-	}
-	r.mu.Lock()
-	if r.lastPass == "" {
-		r.lastPass = p.Dir() // removed by the next launch
-	}
-	r.mu.Unlock()
-	out := filepath.Join(dir, "out")
-	if err := replica.ExtractFlat(archive, out, replica.DefaultMaxReportBytes+(64<<20)); err != nil {
-		return sandbox.ExecResult{}, replica.Applied, err
-	}
-	outcome, _, ferr := p.Finish(dctx, replica.Result{Dir: out})
-	if outcome != replica.Applied {
-		return sandbox.ExecResult{}, outcome, ferr
-	}
-	if _, err := os.Stat(filepath.Join(out, "badcwd")); err == nil {
-		return sandbox.ExecResult{}, replica.Applied, sandbox.Errorf(sandbox.ErrInvalidArgument, "cwd %q is not a directory inside the workspace", sandbox.Clip(req.Cwd, 200))
-	}
-	res, rerr := resultOf(out, req, st, time.Since(start))
-	if ferr != nil {
-		// The command ran, but its changes did not all come back: they are
-		// still in the sandbox and come with the next pass.
-		r.p.log.Warn("daytona: syncing a command's changes back failed", "runtime", r.id, "error", ferr)
-		if rerr == nil {
-			rerr = ferr
+	return p.CollectCommand(dctx, replica.Collect{
+		Kind: Kind, Runtime: r.id, Log: r.p.log, Cancelled: cancelled, Started: start,
+		Download: func(dctx context.Context, local string, limit int64) error {
+			if err := r.download(dctx, p.ResultPath(), local, limit); err != nil {
+				return r.gone(ctx, err)
+			}
+			r.mu.Lock()
+			if r.lastPass == "" {
+				r.lastPass = p.Dir() // removed by the next launch
+			}
+			r.mu.Unlock()
+			return nil
+		},
+	}, req, st)
+}
+
+// uploadInputs uploads the parts of pass p and, when stdin is not nil, the
+// command's stdin to $P/stdin.
+// Errors: sandbox.ErrRuntimeUnavailable (a temp file); those of upload.
+func (r *Runtime) uploadInputs(ctx context.Context, p *replica.Pass, stdin []byte) error {
+	for _, part := range p.Parts() {
+		if err := r.upload(ctx, part.Local, part.Remote); err != nil {
+			return err
 		}
 	}
-	if cancelled {
-		return res, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, context.Canceled, "daytona: runtime %s: the call was cancelled; the command was killed", r.id)
+	if stdin == nil {
+		return nil
 	}
-	return res, replica.Applied, rerr
+	f, err := os.CreateTemp("", "sandboxcore-stdin-")
+	if err != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: stdin")
+	}
+	_, werr := f.Write(stdin)
+	f.Close()
+	defer os.Remove(f.Name())
+	if werr != nil {
+		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, werr, "daytona: stdin")
+	}
+	return r.upload(ctx, f.Name(), path.Join(p.Dir(), "stdin"))
+}
+
+// await launches the wrapper script in dir and waits for its done file,
+// slice after slice. When ctx ends first the command is killed (cancel)
+// and waited for on a fresh context; cancelled then reports it. The
+// command's own timeout is enforced in the sandbox; the host gives up only
+// two minutes after it (a sandbox that stopped answering).
+// Errors: sandbox.ErrRuntimeUnavailable (that give-up); those of launch and
+// wait, through gone.
+func (r *Runtime) await(ctx context.Context, dir, script, prev string, st *replica.Stream, timeout time.Duration) (cancelled bool, err error) {
+	hostLimit := time.Now().Add(timeout + 2*time.Minute)
+	done, err := r.launch(ctx, dir, script, prev, st)
+	if err != nil && ctx.Err() != nil {
+		// Cancelled during the first wait: kill the command, then collect.
+		cancelled, err = true, nil
+		r.cancel(dir)
+	}
+	for err == nil && !done {
+		if ctx.Err() != nil && !cancelled {
+			cancelled = true
+			r.cancel(dir)
+		}
+		if time.Now().After(hostLimit) {
+			return cancelled, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s: the command did not finish %v after its timeout", r.id, 2*time.Minute)
+		}
+		wctx := ctx
+		if cancelled {
+			var c context.CancelFunc
+			wctx, c = context.WithTimeout(context.Background(), 15*time.Second)
+			defer c()
+		}
+		done, err = r.wait(wctx, dir, st)
+		if err != nil && ctx.Err() != nil && !cancelled {
+			cancelled, err = true, nil
+			r.cancel(dir)
+		}
+	}
+	if err != nil {
+		return cancelled, r.gone(ctx, err)
+	}
+	return cancelled, nil
 }
 
 // gone turns a failure of the sandbox under a command into ErrNotFound when
@@ -323,81 +230,15 @@ func (r *Runtime) gone(ctx context.Context, err error) error {
 	return err
 }
 
-// resultOf builds the command's result from the out directory.
-func resultOf(out string, req sandbox.ExecRequest, st *streamState, elapsed time.Duration) (sandbox.ExecResult, error) {
-	readN := func(name string) int64 {
-		b, _ := os.ReadFile(filepath.Join(out, name))
-		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		return n
-	}
-	read := func(name string) []byte {
-		b, _ := os.ReadFile(filepath.Join(out, name))
-		return b
-	}
-	code := int(readN("exit"))
-	if _, err := os.Stat(filepath.Join(out, "exit")); err != nil {
-		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: the command left no exit status")
-	}
-	oh, ot, eh, et := read("o.head"), read("o.tail"), read("e.head"), read("e.tail")
-	on, en := readN("o.count"), readN("e.count")
-	res := sandbox.ExecResult{
-		ExitCode: code, Stdout: output.Join(oh, ot, on), Stderr: output.Join(eh, et, en),
-		StdoutBytes: on, StderrBytes: en,
-		Truncated: on > int64(len(oh)+len(ot)) || en > int64(len(eh)+len(et)),
-	}
-	if s, e := readN("start"), readN("end"); s > 0 && e >= s {
-		res.DurationMS = (e - s) / 1e6
-	} else {
-		res.DurationMS = elapsed.Milliseconds()
-	}
-	if _, err := os.Stat(filepath.Join(out, "timedout")); err == nil {
-		res.TimedOut, res.ExitCode = true, 124
-	}
-	st.finish(res)
-	return res, nil
-}
-
-// streamState tracks what onChunk has been given.
-type streamState struct {
-	onChunk        func(sandbox.ExecChunk)
-	outOff, errOff int64
-}
-
-func (s *streamState) stream() bool { return s != nil && s.onChunk != nil }
-
-func (s *streamState) feed(stream string, data []byte) {
-	if len(data) == 0 || !s.stream() {
-		return
-	}
-	if stream == "stdout" {
-		s.outOff += int64(len(data))
-	} else {
-		s.errOff += int64(len(data))
-	}
-	s.onChunk(sandbox.ExecChunk{Stream: stream, Data: data})
-}
-
-// finish hands over the rest of the result's streams not streamed yet.
-func (s *streamState) finish(res sandbox.ExecResult) {
-	if !s.stream() {
-		return
-	}
-	if int64(len(res.Stdout)) > s.outOff {
-		s.feed("stdout", res.Stdout[s.outOff:])
-	}
-	if int64(len(res.Stderr)) > s.errOff {
-		s.feed("stderr", res.Stderr[s.errOff:])
-	}
-}
-
 // waiterScript waits (at most slice) for the pass's done file; when streaming,
 // it returns early with new head bytes. Output: "done"|"running", then the
 // base64 of new stdout and stderr bytes on one line each.
-func waiterScript(dir string, slice time.Duration, st *streamState) string {
+func waiterScript(dir string, slice time.Duration, st *replica.Stream) string {
 	stream := 0
 	var oo, eo int64
-	if st.stream() {
-		stream, oo, eo = 1, st.outOff, st.errOff
+	if st.Streaming() {
+		stream = 1
+		oo, eo = st.Offsets()
 	}
 	return fmt.Sprintf(`exec 2>/dev/null
 P=%s; MAXW=%d; OO=%d; EO=%d; ST=%d
@@ -422,7 +263,7 @@ fi
 
 // launch starts the wrapper (once: a retried launch only waits) and waits
 // for it like wait.
-func (r *Runtime) launch(ctx context.Context, dir, script, prev string, st *streamState) (bool, error) {
+func (r *Runtime) launch(ctx context.Context, dir, script, prev string, st *replica.Stream) (bool, error) {
 	marker := "SANDBOXCORE_EOF_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	var b strings.Builder
 	if prev != "" && prev != dir {
@@ -435,11 +276,11 @@ func (r *Runtime) launch(ctx context.Context, dir, script, prev string, st *stre
 }
 
 // wait waits for the wrapper in dir at most one slice.
-func (r *Runtime) wait(ctx context.Context, dir string, st *streamState) (bool, error) {
+func (r *Runtime) wait(ctx context.Context, dir string, st *replica.Stream) (bool, error) {
 	return r.waitCall(ctx, waiterScript(dir, r.p.opts.WaitSlice, st), st)
 }
 
-func (r *Runtime) waitCall(ctx context.Context, script string, st *streamState) (bool, error) {
+func (r *Runtime) waitCall(ctx context.Context, script string, st *replica.Stream) (bool, error) {
 	var res *toolbox.ExecuteResponse
 	err := r.p.retry(ctx, "execute in "+r.id, func(cctx context.Context) error {
 		tb, _ := r.client()
@@ -481,8 +322,7 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *streamState) 
 	if state == "" {
 		return false, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: no answer from the command's waiter")
 	}
-	st.feed("stdout", o)
-	st.feed("stderr", e)
+	st.Live(o, e)
 	return state == "done", nil
 }
 
@@ -587,7 +427,7 @@ func (t toolboxTransport) Download(ctx context.Context, remote, local string, li
 func (t toolboxTransport) Run(ctx context.Context, script string) (int, []byte, error) {
 	dir := path.Join(t.r.remoteState(), "run", strconv.FormatInt(time.Now().UnixNano(), 36))
 	wrapped := "(\n" + script + "\n) > " + replica.ShQuote(dir+"/output") + " 2>&1\necho $? > " + replica.ShQuote(dir+"/exit") + "\n: > " + replica.ShQuote(dir+"/done") + "\n"
-	st := &streamState{}
+	st := replica.NewStream(nil)
 	done, err := t.r.launch(ctx, dir, wrapped, "", st)
 	for err == nil && !done {
 		done, err = t.r.wait(ctx, dir, st)

@@ -42,27 +42,12 @@ func (r *Runtime) ID() string { return r.id }
 // destroy or hibernate the runtime by id) and opens the replica of its
 // workspace mount.
 func (r *Runtime) setSpec(spec sandbox.RuntimeSpec) error {
-	src, err := sourceOf(spec)
-	if err != nil {
-		return err
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.spec != nil && r.rep != nil && replica.SpecEqual(*r.spec, spec) {
 		return nil
 	}
-	dir := r.p.stateDir(r.id)
-	if err := replica.SaveSpec(dir, spec); err != nil {
-		return err
-	}
-	rep, err := replica.Open(replica.Options{
-		Source:    src,
-		Remote:    replica.Layout{Workdir: spec.Workdir, StateDir: "/tmp/.sandboxcore-unset"},
-		StateFile: filepath.Join(dir, "replica.state"),
-		Git:       r.p.opts.Git,
-		LockGit:   true,
-		Logger:    r.p.log,
-	})
+	rep, err := replica.OpenSpec(spec, r.p.stateDir(r.id), "/tmp/.sandboxcore-unset", r.p.opts.Git, r.p.log)
 	if err != nil {
 		return err
 	}
@@ -84,46 +69,6 @@ func (r *Runtime) loadSpec() error {
 		return err
 	}
 	return r.setSpec(spec)
-}
-
-// sourceOf finds the workspace in a spec: the mount at the workdir (the
-// host worktree) and its git administrative directory (the bare repository
-// mount's worktrees/<name> whose gitdir points back at the worktree, or a
-// plain .git directory).
-func sourceOf(spec sandbox.RuntimeSpec) (replica.Source, error) {
-	var src replica.Source
-	for _, m := range spec.Mounts {
-		if m.Target == spec.Workdir {
-			src.WorkTree, src.ReadOnly = filepath.Clean(m.Source), !m.Writable
-		}
-	}
-	if src.WorkTree == "" || !filepath.IsAbs(src.WorkTree) {
-		return src, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: runtime %s has no host workspace mounted at its workdir %s", spec.ID, spec.Workdir)
-	}
-	want := filepath.Join(src.WorkTree, ".git")
-	for _, m := range spec.Mounts {
-		if m.Target != m.Source || filepath.Base(m.Source) != ".bare" {
-			continue
-		}
-		root := filepath.Join(m.Source, "worktrees")
-		cands := []string{filepath.Join(root, filepath.Base(src.WorkTree))}
-		if entries, err := os.ReadDir(root); err == nil {
-			for _, e := range entries {
-				cands = append(cands, filepath.Join(root, e.Name()))
-			}
-		}
-		for _, c := range cands {
-			b, err := os.ReadFile(filepath.Join(c, "gitdir"))
-			if err == nil && filepath.Clean(strings.TrimSpace(string(b))) == want {
-				src.GitDir = c
-				return src, nil
-			}
-		}
-	}
-	if fi, err := os.Lstat(want); err == nil && fi.IsDir() {
-		src.GitDir = want
-	}
-	return src, nil
 }
 
 // replica returns the handle's replica (nil without a spec).

@@ -90,6 +90,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/api"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -496,27 +497,10 @@ func (p *Provider) killSandbox(ctx context.Context, sbID string) error {
 	return err
 }
 
-// retry runs fn with its own call timeout, again (up to three tries) while
-// it fails transiently.
+// retry runs fn with its own call timeout (apiTimeout), again (up to three
+// tries) while it fails transiently (replica.Retrier).
 func (p *Provider) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctxErr(ctx, what)
-			case <-time.After(time.Duration(100*attempt*attempt) * time.Millisecond):
-			}
-		}
-		cctx, cancel := context.WithTimeout(ctx, apiTimeout)
-		err = fn(cctx)
-		cancel()
-		if !transient(err) || ctx.Err() != nil {
-			return err
-		}
-		p.log.Debug("e2b call failed; retrying", "call", what, "attempt", attempt+1, "error", err)
-	}
-	return err
+	return replica.Retrier{Kind: Kind, Log: p.log, CallTimeout: apiTimeout, Ended: ctxErr}.Do(ctx, what, fn)
 }
 
 // stateOf maps E2B's state onto a runtime state (package documentation).

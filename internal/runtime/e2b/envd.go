@@ -236,6 +236,22 @@ type stream struct {
 	close func() error
 }
 
+// streamOf reads the process events of a Start or Connect response stream.
+func streamOf[T any, PT interface {
+	*T
+	GetEvent() *process.ProcessEvent
+}](s *connect.ServerStreamForClient[T]) *stream {
+	return &stream{
+		next: func() (*process.ProcessEvent, bool) {
+			if !s.Receive() {
+				return nil, false
+			}
+			return PT(s.Msg()).GetEvent(), true
+		},
+		err: s.Err, close: s.Close,
+	}
+}
+
 // start starts a process tagged tag (process.Process/Start) without a
 // deadline: envd kills a process when the Connect-Timeout-Ms of its Start
 // passes, and the command's own timeout is enforced in the sandbox instead.
@@ -256,15 +272,7 @@ func (e *envdClient) start(ctx context.Context, tag string, argv []string, cwd s
 		cancel()
 		return nil, nil, e.p.mapConnect(ctx, e.scrubErr(err), "start a process in "+e.rec.SandboxID)
 	}
-	return &stream{
-		next: func() (*process.ProcessEvent, bool) {
-			if !s.Receive() {
-				return nil, false
-			}
-			return s.Msg().GetEvent(), true
-		},
-		err: s.Err, close: s.Close,
-	}, cancel, nil
+	return streamOf(s), cancel, nil
 }
 
 // connectTag attaches to the running process tagged tag
@@ -279,15 +287,7 @@ func (e *envdClient) connectTag(ctx context.Context, tag string) (*stream, conte
 		cancel()
 		return nil, nil, e.p.mapConnect(ctx, e.scrubErr(err), "connect to process "+tag)
 	}
-	return &stream{
-		next: func() (*process.ProcessEvent, bool) {
-			if !s.Receive() {
-				return nil, false
-			}
-			return s.Msg().GetEvent(), true
-		},
-		err: s.Err, close: s.Close,
-	}, cancel, nil
+	return streamOf(s), cancel, nil
 }
 
 // run runs a short script with sh and waits for it (at most apiTimeout),

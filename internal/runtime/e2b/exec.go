@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/output"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -46,90 +45,17 @@ const (
 	TagRun  = "sandboxcore-run-"
 )
 
-// execLib runs the command. Variables: X (exec scratch dir), XO (out dir),
-// X_TIMEOUT (s), X_HEAD, X_TAIL (bytes kept per stream), X_CWD, X_STDIN.
-// File descriptors 5 and 6 are the wrapper's stdout and stderr (envd's
-// pipes): the head of each stream goes there as it is written.
-const execLib = `x_cmd() {
-	mkdir -p "$X" "$XO" || return 1
-	base=$(cd "$W" && pwd -P) || { echo 1 > "$XO/badcwd"; return 0; }
-	d=$base
-	if [ -n "$X_CWD" ]; then
-		d=$(cd "$W" && cd -- "$X_CWD" 2>/dev/null && pwd -P) || { echo 1 > "$XO/badcwd"; return 0; }
-		case "$d/" in "$base"/*) ;; *) echo 1 > "$XO/badcwd"; return 0 ;; esac
-	fi
-	mkfifo "$X/of" "$X/ef" "$X/oc" "$X/ec" || return 1
-	# head writes through stdio: unbuffered, the head is the live stream.
-	H=head
-	command -v stdbuf >/dev/null 2>&1 && H="stdbuf -o0 head"
-	wc -c < "$X/oc" > "$XO/o.count" &
-	wc -c < "$X/ec" > "$XO/e.count" &
-	{ tee "$X/oc" < "$X/of" & echo $! > "$X/t1"; wait; } | { $H -c "$X_HEAD" | tee "$XO/o.head" >&5; tail -c "$X_TAIL" > "$XO/o.tail"; } &
-	c1=$!
-	{ tee "$X/ec" < "$X/ef" & echo $! > "$X/t2"; wait; } | { $H -c "$X_HEAD" | tee "$XO/e.head" >&6; tail -c "$X_TAIL" > "$XO/e.tail"; } &
-	c2=$!
-	in=/dev/null
-	[ "$X_STDIN" = 1 ] && in="$P/stdin"
-	date +%s%N > "$XO/start"
-	( cd "$d" && x_exec ) < "$in" > "$X/of" 2> "$X/ef" 5>&- 6>&- &
-	cpid=$!
-	echo "$cpid" > "$X/pgid"
-	( i=0; while [ "$i" -lt "$X_TIMEOUT" ] && [ ! -e "$X/end" ]; do sleep 1; i=$((i + 1)); done
-	  [ -e "$X/end" ] || { echo 1 > "$XO/timedout"; x_kill "$cpid"; } ) 5>&- 6>&- &
-	wpid=$!
-	wait "$cpid"
-	ec=$?
-	date +%s%N > "$XO/end"
-	: > "$X/end"
-	[ -e "$XO/timedout" ] && { ec=124; x_kill "$cpid"; }
-	[ -e "$XO/cancelled" ] && x_kill "$cpid"
-	# Output still held open by background processes: wait a little, then cut it.
-	i=0
-	while kill -0 "$c1" 2>/dev/null || kill -0 "$c2" 2>/dev/null; do
-		[ "$i" -ge 15 ] && { kill "$(cat "$X/t1")" "$(cat "$X/t2")" 2>/dev/null; break; }
-		sleep 0.02; i=$((i + 1))
-	done
-	wait "$c1" "$c2" 2>/dev/null
-	kill "$wpid" 2>/dev/null
-	echo "$ec" > "$XO/exit"
-	return 0
-}
-`
-
-// script builds the wrapper of one exec.
-func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest, hasStdin bool, prev string) string {
+// script builds the wrapper of one exec (replica.Pass.CommandScript: the
+// head of each stream goes to fds 5 and 6, the wrapper's stdout and stderr
+// that envd streams; prev, when set, is an earlier pass's directory to
+// remove).
+func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest, prev string) string {
 	env := procexec.EnvList(procexec.BaseEnv(r.home()), r.specEnv(), req.Env)
-	var b strings.Builder
-	b.WriteString("exec 5>&1 6>&2 >/dev/null 2>&1\nset -u\n")
+	pre := "exec 5>&1 6>&2 >/dev/null 2>&1\n"
 	if prev != "" {
-		fmt.Fprintf(&b, "rm -rf %s\n", replica.ShQuote(prev))
+		pre += fmt.Sprintf("rm -rf %s\n", replica.ShQuote(prev))
 	}
-	b.WriteString(p.Vars())
-	x := path.Join(p.Dir(), "x")
-	fmt.Fprintf(&b, "X=%s\nXO=%s\nX_TIMEOUT=%d\nX_HEAD=%d\nX_TAIL=%d\nX_CWD=%s\nX_STDIN=%d\n",
-		replica.ShQuote(x), replica.ShQuote(p.OutDir()), int(req.Timeout()/time.Second),
-		req.OutputCap()/2, req.OutputCap()-req.OutputCap()/2, replica.ShQuote(req.Cwd), b2i(hasStdin))
-	b.WriteString(replica.Lib())
-	b.WriteString(replica.KillFunction)
-	b.WriteString(execLib)
-	b.WriteString(replica.ExecFunction(env, req.Cmd))
-	b.WriteString(`rp_apply
-rp_s=$?
-if [ "$rp_s" -eq 0 ]; then
-	x_cmd || { echo 92 > "$P/out/status"; echo "the command could not be started" > "$P/out/error"; }
-	rp_collect
-fi
-`)
-	b.WriteString(replica.ResultScript())
-	b.WriteString(`: > "$P/done"` + "\n")
-	return b.String()
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return p.CommandScript(pre, true, env, req)
 }
 
 func (r *Runtime) specEnv() map[string]string {
@@ -202,67 +128,45 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 		return sandbox.ExecResult{}, err
 	}
 	defer r.leave()
-	fullBundle := false
-	for attempt := 0; ; attempt++ {
-		env, err := r.ensure(ctx)
-		if err != nil {
-			return sandbox.ExecResult{}, err
-		}
-		if err := r.keepAlive(ctx, env.rec.SandboxID, req.Timeout()+2*time.Minute); err != nil {
-			return sandbox.ExecResult{}, err
-		}
-		_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
-		p, err := rep.BeginWith(ctx, fullBundle)
-		if err != nil {
-			return sandbox.ExecResult{}, err
-		}
-		res, outcome, err := r.execPass(ctx, env, p, req, onChunk)
-		p.Close()
-		if sandbox.KindOf(err) == sandbox.ErrNotFound && attempt < 2 {
-			// The sandbox vanished under the call: recreate and run again.
-			continue
-		}
-		if err != nil || outcome == replica.Applied || attempt >= 2 {
-			if err == nil && rep.NeedsRevert() {
-				if _, rerr := rep.Sync(ctx, r.transport()); rerr != nil {
-					r.p.log.Warn("e2b: restoring a read-only replica failed", "runtime", r.id, "error", rerr)
-				}
+	var env *envdClient
+	return rep.RunCommand(ctx, replica.Command{
+		Kind: Kind, Runtime: r.id, Log: r.p.log,
+		Prepare: func(ctx context.Context) error {
+			var err error
+			if env, err = r.ensure(ctx); err != nil {
+				return err
 			}
-			return res, err
-		}
-		fullBundle = outcome == replica.NeedGit
-	}
+			if err := r.keepAlive(ctx, env.rec.SandboxID, req.Timeout()+2*time.Minute); err != nil {
+				return err
+			}
+			_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+			return nil
+		},
+		RunPass: func(ctx context.Context, p *replica.Pass) (sandbox.ExecResult, replica.Outcome, error) {
+			return r.execPass(ctx, env, p, req, onChunk)
+		},
+		Transport: r.transport,
+	})
 }
 
-// execPass runs one pass with the command in it.
+// execPass runs one pass with the command in it: its inputs uploaded, the
+// wrapper started as a process and followed to its end, its result
+// collected.
 func (r *Runtime) execPass(ctx context.Context, env *envdClient, p *replica.Pass, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, replica.Outcome, error) {
 	start := time.Now()
-	for _, part := range p.Parts() {
-		if err := env.upload(ctx, part.Local, part.Remote); err != nil {
-			return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
-		}
-	}
-	if req.Stdin != nil {
-		if err := r.uploadBytes(ctx, env, req.Stdin, path.Join(p.Dir(), "stdin")); err != nil {
-			return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
-		}
+	if err := r.uploadInputs(ctx, env, p, req.Stdin); err != nil {
+		return sandbox.ExecResult{}, replica.Applied, err
 	}
 	r.mu.Lock()
 	prev := r.lastPass
 	r.lastPass = ""
 	r.mu.Unlock()
-	script := r.script(p, req, req.Stdin != nil, prev)
-	argv := []string{"/bin/sh", "-c", script}
-	if len(script) > 96<<10 {
-		// Beyond what one argument may hold (MAX_ARG_STRLEN): a file.
-		f := path.Join(p.Dir(), "run.sh")
-		if err := r.uploadBytes(ctx, env, []byte(script), f); err != nil {
-			return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
-		}
-		argv = []string{"/bin/sh", f}
+	argv, err := r.wrapperArgv(ctx, env, p, r.script(p, req, prev))
+	if err != nil {
+		return sandbox.ExecResult{}, replica.Applied, err
 	}
 	tag := TagExec + path.Base(p.Dir())
-	st := &streamState{onChunk: onChunk}
+	st := replica.NewStream(onChunk)
 	// The command's own timeout is enforced in the sandbox; the host gives
 	// up only well after it (a sandbox that stopped answering).
 	until := time.Now().Add(req.Timeout() + 2*time.Minute)
@@ -270,7 +174,7 @@ func (r *Runtime) execPass(ctx context.Context, env *envdClient, p *replica.Pass
 	if err != nil {
 		return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
 	}
-	f := follow{r: r, tag: tag, until: until, onData: st.live}
+	f := follow{r: r, tag: tag, until: until, onData: st.Live}
 	ferr := f.run(ctx, s, stop)
 	cancelled := false
 	if ferr != nil && ctx.Err() != nil {
@@ -286,53 +190,73 @@ func (r *Runtime) execPass(ctx context.Context, env *envdClient, p *replica.Pass
 	if ferr != nil && !errors.Is(ferr, errEnded) {
 		return sandbox.ExecResult{}, replica.Applied, ferr
 	}
-	dir, err := os.MkdirTemp("", "sandboxcore-exec-")
-	if err != nil {
-		return sandbox.ExecResult{}, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: temp dir")
+	return p.CollectCommand(ctx, replica.Collect{
+		Kind: Kind, Runtime: r.id, Log: r.p.log, Cancelled: cancelled, Started: start,
+		Download: func(ctx context.Context, local string, limit int64) error {
+			return r.downloadResult(ctx, p, local, limit, f.started)
+		},
+	}, req, st)
+}
+
+// uploadInputs uploads the parts of pass p and, when stdin is not nil, the
+// command's stdin to $P/stdin. Errors: those of upload, through gone.
+func (r *Runtime) uploadInputs(ctx context.Context, env *envdClient, p *replica.Pass, stdin []byte) error {
+	for _, part := range p.Parts() {
+		if err := env.upload(ctx, part.Local, part.Remote); err != nil {
+			return r.gone(ctx, err)
+		}
 	}
-	defer os.RemoveAll(dir)
-	archive := filepath.Join(dir, "result.tar")
-	env = r.envd()
+	if stdin != nil {
+		if err := r.uploadBytes(ctx, env, stdin, path.Join(p.Dir(), "stdin")); err != nil {
+			return r.gone(ctx, err)
+		}
+	}
+	return nil
+}
+
+// maxArgBytes is the longest wrapper passed as an argument (below Linux's
+// MAX_ARG_STRLEN, 128 KiB); a longer one is uploaded as a file.
+const maxArgBytes = 96 << 10
+
+// wrapperArgv returns the argv that runs script: sh -c script, or, beyond
+// maxArgBytes, sh $P/run.sh with the script uploaded there.
+// Errors: those of the upload, through gone.
+func (r *Runtime) wrapperArgv(ctx context.Context, env *envdClient, p *replica.Pass, script string) ([]string, error) {
+	if len(script) <= maxArgBytes {
+		return []string{"/bin/sh", "-c", script}, nil
+	}
+	f := path.Join(p.Dir(), "run.sh")
+	if err := r.uploadBytes(ctx, env, []byte(script), f); err != nil {
+		return nil, r.gone(ctx, err)
+	}
+	return []string{"/bin/sh", f}, nil
+}
+
+// downloadResult brings pass p's result archive to local (at most limit
+// bytes) from the current sandbox and marks the pass for removal by the
+// next command's wrapper. started: the wrapper was seen running.
+// Errors: sandbox.ErrRuntimeUnavailable (the sandbox was lost; no result
+// and the wrapper never started: nothing ran); those of download, through
+// gone.
+func (r *Runtime) downloadResult(ctx context.Context, p *replica.Pass, local string, limit int64, started bool) error {
+	env := r.envd()
 	if env == nil {
-		return sandbox.ExecResult{}, replica.Applied, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: runtime %s lost its sandbox", r.id)
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: runtime %s lost its sandbox", r.id)
 	}
-	if err := env.download(ctx, p.ResultPath(), archive, replica.DefaultMaxReportBytes+(64<<20)); err != nil {
-		if errors.Is(err, errNoFile) && !f.started {
+	if err := env.download(ctx, p.ResultPath(), local, limit); err != nil {
+		if errors.Is(err, errNoFile) && !started {
 			// envd never started the wrapper (the Start stream failed before
 			// its start event, and no process has the tag): nothing ran.
-			return sandbox.ExecResult{}, replica.Applied, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: runtime %s: the command could not be started", r.id)
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: runtime %s: the command could not be started", r.id)
 		}
-		return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
+		return r.gone(ctx, err)
 	}
 	r.mu.Lock()
 	if r.lastPass == "" {
 		r.lastPass = p.Dir() // removed by the next command's wrapper
 	}
 	r.mu.Unlock()
-	out := filepath.Join(dir, "out")
-	if err := replica.ExtractFlat(archive, out, replica.DefaultMaxReportBytes+(64<<20)); err != nil {
-		return sandbox.ExecResult{}, replica.Applied, err
-	}
-	outcome, _, ferr2 := p.Finish(ctx, replica.Result{Dir: out})
-	if outcome != replica.Applied {
-		return sandbox.ExecResult{}, outcome, ferr2
-	}
-	if _, err := os.Stat(filepath.Join(out, "badcwd")); err == nil {
-		return sandbox.ExecResult{}, replica.Applied, sandbox.Errorf(sandbox.ErrInvalidArgument, "cwd %q is not a directory inside the workspace", sandbox.Clip(req.Cwd, 200))
-	}
-	res, rerr := resultOf(out, st, time.Since(start))
-	if ferr2 != nil {
-		// The command ran, but its changes did not all come back: they are
-		// still in the sandbox and come with the next pass.
-		r.p.log.Warn("e2b: syncing a command's changes back failed", "runtime", r.id, "error", ferr2)
-		if rerr == nil {
-			rerr = ferr2
-		}
-	}
-	if cancelled {
-		return res, replica.Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, context.Canceled, "e2b: runtime %s: the call was cancelled; the command was killed", r.id)
-	}
-	return res, replica.Applied, rerr
+	return nil
 }
 
 // envd returns the current envd client (nil when the sandbox is gone).
@@ -549,79 +473,6 @@ func (r *Runtime) killCommands(ctx context.Context, env *envdClient) {
 	b.WriteString("exit 0\n")
 	if _, _, err := env.run(ctx, b.String()); err != nil {
 		r.p.log.Warn("e2b: kill the commands in flight", "runtime", r.id, "error", err)
-	}
-}
-
-// resultOf builds the command's result from the out directory.
-func resultOf(out string, st *streamState, elapsed time.Duration) (sandbox.ExecResult, error) {
-	readN := func(name string) int64 {
-		b, _ := os.ReadFile(filepath.Join(out, name))
-		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		return n
-	}
-	read := func(name string) []byte {
-		b, _ := os.ReadFile(filepath.Join(out, name))
-		return b
-	}
-	if _, err := os.Stat(filepath.Join(out, "exit")); err != nil {
-		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: the command left no exit status")
-	}
-	code := int(readN("exit"))
-	oh, ot, eh, et := read("o.head"), read("o.tail"), read("e.head"), read("e.tail")
-	on, en := readN("o.count"), readN("e.count")
-	res := sandbox.ExecResult{
-		ExitCode: code, Stdout: output.Join(oh, ot, on), Stderr: output.Join(eh, et, en),
-		StdoutBytes: on, StderrBytes: en,
-		Truncated: on > int64(len(oh)+len(ot)) || en > int64(len(eh)+len(et)),
-	}
-	if s, e := readN("start"), readN("end"); s > 0 && e >= s {
-		res.DurationMS = (e - s) / 1e6
-	} else {
-		res.DurationMS = elapsed.Milliseconds()
-	}
-	if _, err := os.Stat(filepath.Join(out, "timedout")); err == nil {
-		res.TimedOut, res.ExitCode = true, 124
-	}
-	st.finish(res)
-	return res, nil
-}
-
-// streamState tracks what onChunk has been given.
-type streamState struct {
-	onChunk        func(sandbox.ExecChunk)
-	outOff, errOff int64
-}
-
-func (s *streamState) stream() bool { return s != nil && s.onChunk != nil }
-
-// live hands over a data event of the live stream.
-func (s *streamState) live(stdout, stderr []byte) {
-	s.feed("stdout", stdout)
-	s.feed("stderr", stderr)
-}
-
-func (s *streamState) feed(stream string, data []byte) {
-	if len(data) == 0 || !s.stream() {
-		return
-	}
-	if stream == "stdout" {
-		s.outOff += int64(len(data))
-	} else {
-		s.errOff += int64(len(data))
-	}
-	s.onChunk(sandbox.ExecChunk{Stream: stream, Data: data})
-}
-
-// finish hands over the rest of the result's streams not streamed yet.
-func (s *streamState) finish(res sandbox.ExecResult) {
-	if !s.stream() {
-		return
-	}
-	if int64(len(res.Stdout)) > s.outOff {
-		s.feed("stdout", res.Stdout[s.outOff:])
-	}
-	if int64(len(res.Stderr)) > s.errOff {
-		s.feed("stderr", res.Stderr[s.errOff:])
 	}
 }
 

@@ -53,27 +53,12 @@ func (r *Runtime) ID() string { return r.id }
 // destroy or hibernate the runtime by id) and opens the replica of its
 // workspace mount.
 func (r *Runtime) setSpec(spec sandbox.RuntimeSpec) error {
-	src, err := replica.SourceOf(spec)
-	if err != nil {
-		return err
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.spec != nil && r.rep != nil && replica.SpecEqual(*r.spec, spec) {
 		return nil
 	}
-	dir := r.p.stateDir(r.id)
-	if err := replica.SaveSpec(dir, spec); err != nil {
-		return err
-	}
-	rep, err := replica.Open(replica.Options{
-		Source:    src,
-		Remote:    replica.Layout{Workdir: spec.Workdir, StateDir: r.remoteState()},
-		StateFile: filepath.Join(dir, "replica.state"),
-		Git:       r.p.opts.Git,
-		LockGit:   true,
-		Logger:    r.p.log,
-	})
+	rep, err := replica.OpenSpec(spec, r.p.stateDir(r.id), r.remoteState(), r.p.opts.Git, r.p.log)
 	if err != nil {
 		return err
 	}
@@ -337,7 +322,7 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 		var err error
 		res, err = r.p.api.PostSandboxesWithResponse(ctx, body)
 		err = r.p.mapResp(ctx, res, err, "create sandbox for %s", r.id)
-		if err != nil && transient(err) {
+		if err != nil && replica.Transient(err) {
 			// The answer may have been lost after E2B created it: adopt it
 			// rather than making a second one.
 			if found, ferr := r.p.findByRuntime(ctx, r.id); ferr == nil && found != nil {

@@ -99,6 +99,8 @@ func (r *Replica) BeginWith(ctx context.Context, fullBundle bool) (*Pass, error)
 	return r.begin(ctx, fullBundle)
 }
 
+// begin is Begin and BeginWith: read HEAD, walk the worktree, plan the
+// uploads, make the bundle and write the parts.
 func (r *Replica) begin(ctx context.Context, fullBundle bool) (*Pass, error) {
 	head, branch, err := r.readHead(ctx)
 	if err != nil {
@@ -128,20 +130,62 @@ func (r *Replica) begin(ctx context.Context, fullBundle bool) (*Pass, error) {
 	r.mu.Unlock()
 	p := &Pass{r: r, remote: remote, id: newID(), mode: st.Mode, base: st.Tree, beginSeq: st.Seq, head: head, branch: branch,
 		host: files, sent: map[string]entry{}, warnings: warnings}
-	if p.mode == "" {
-		p.mode = modeIncr
-		if st.Tree == "" {
-			p.mode = modeUpload
+	p.mode, p.base = passMode(st.Mode, st.Tree)
+	send, view := p.plan(known, revert, recheck)
+
+	p.tmpDir, err = os.MkdirTemp("", "sandboxcore-pass-")
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: temp dir")
+	}
+	var bundle string
+	needGit := fullBundle || p.mode == modeUpload || st.Head != head || st.Branch != branch
+	if needGit && head != "" {
+		old := st.Head
+		if fullBundle || p.mode == modeUpload {
+			old = ""
+		}
+		bundle, err = r.bundle(ctx, p.tmpDir, old)
+		if err != nil {
+			p.Close()
+			return nil, err
 		}
 	}
-	if p.mode != modeIncr {
-		p.base = EmptyTree
+	if len(send) == 0 && len(view) == 0 && len(p.deleted) == 0 && len(p.absent) == 0 && bundle == "" {
+		return p, nil // nothing to upload
 	}
+	if err := p.writeParts(root, send, view, bundle); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
 
-	// What goes up: contents (upload: all; else changed or to revert), the
-	// host's view (incr: changes; else everything), deletions.
-	var send []string
-	var view []string
+// passMode returns the mode of a pass and the tree it compares with, from
+// the state's mode and agreed tree: incremental against the agreed tree
+// unless the state asks for another mode, upload when nothing was ever
+// agreed; every mode but incremental compares with the empty tree.
+func passMode(stateMode mode, tree string) (mode, string) {
+	m := stateMode
+	if m == "" {
+		m = modeIncr
+		if tree == "" {
+			m = modeUpload
+		}
+	}
+	if m != modeIncr {
+		return m, EmptyTree
+	}
+	return m, tree
+}
+
+// plan decides what goes up, given the agreed files known, the paths to
+// revert and those to recheck: the contents to send (upload: all; else
+// changed or to revert) and the paths of the host's view (incremental:
+// changes, reverts and rechecks; else everything), both sorted; it sets
+// p.deleted (agreed but gone from the host, or made by the replica alone
+// and to revert) and p.absent (to recheck, not on the host).
+func (p *Pass) plan(known map[string]entry, revert, recheck map[string]bool) (send, view []string) {
+	files := p.host
 	for fp, hf := range files {
 		old, had := known[fp]
 		changed := !had || old.Mode != hf.Mode || old.Blob != hf.Blob
@@ -174,165 +218,105 @@ func (r *Replica) begin(ctx context.Context, fullBundle bool) (*Pass, error) {
 	sort.Strings(send)
 	sort.Strings(p.deleted)
 	sort.Strings(view)
+	return send, view
+}
 
-	needGit := fullBundle || p.mode == modeUpload || st.Head != head || st.Branch != branch
-	var bundle string
-	p.tmpDir, err = os.MkdirTemp("", "sandboxcore-pass-")
+// partWriter writes the upload parts of a pass, one tar at a time.
+type partWriter struct {
+	p     *Pass
+	cur   *os.File
+	tw    *tar.Writer
+	bytes int64 // of contents in the current part (approximate)
+}
+
+// next starts a new part (part.N.tar in the pass's temp dir).
+func (w *partWriter) next() error {
+	f, err := os.Create(filepath.Join(w.p.tmpDir, "part."+strconv.Itoa(len(w.p.parts))+".tar"))
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: temp dir")
+		return err
 	}
-	if needGit && head != "" {
-		old := st.Head
-		if fullBundle || p.mode == modeUpload {
-			old = ""
-		}
-		bundle, err = r.bundle(ctx, p.tmpDir, old)
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
+	w.p.parts = append(w.p.parts, f.Name())
+	w.cur, w.tw, w.bytes = f, tar.NewWriter(f), 0
+	// Every part has the "w" directory, so extracting "w" never fails.
+	return w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "w/", Mode: 0o755, Format: tar.FormatPAX})
+}
+
+// close ends the current part, if any.
+func (w *partWriter) close() error {
+	if w.cur == nil {
+		return nil
 	}
-	if len(send) == 0 && len(view) == 0 && len(p.deleted) == 0 && len(p.absent) == 0 && bundle == "" {
-		return p, nil // nothing to upload
+	err := w.tw.Close()
+	if cerr := w.cur.Close(); err == nil {
+		err = cerr
 	}
-	if err := p.writeParts(root, send, view, bundle); err != nil {
-		p.Close()
-		return nil, err
+	w.cur = nil
+	return err
+}
+
+// fail closes the current part and wraps err as
+// sandbox.ErrRuntimeUnavailable.
+func (w *partWriter) fail(err error) error {
+	_ = w.close()
+	return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write upload")
+}
+
+// ctl writes the control file ctl/name holding data.
+func (w *partWriter) ctl(name string, data []byte) error {
+	if err := w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ctl/" + name, Size: int64(len(data)), Mode: 0o644, Format: tar.FormatPAX}); err != nil {
+		return err
 	}
-	return p, nil
+	_, err := w.tw.Write(data)
+	return err
+}
+
+// ctlFile writes the host file src as the control file ctl/name.
+func (w *partWriter) ctlFile(name, src string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err == nil {
+		err = w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ctl/" + name, Size: fi.Size(), Mode: 0o644, Format: tar.FormatPAX})
+	}
+	if err == nil {
+		_, err = io.Copy(w.tw, f)
+	}
+	return err
 }
 
 // writeParts writes part.0 (control files and the first contents) and as
 // many further parts as the contents need.
 func (p *Pass) writeParts(root *os.Root, send, view []string, bundle string) error {
-	var cur *os.File
-	var tw *tar.Writer
-	var curBytes int64
-	open := func() error {
-		f, err := os.Create(filepath.Join(p.tmpDir, "part."+strconv.Itoa(len(p.parts))+".tar"))
-		if err != nil {
-			return err
-		}
-		p.parts = append(p.parts, f.Name())
-		cur, tw, curBytes = f, tar.NewWriter(f), 0
-		// Every part has the "w" directory, so extracting "w" never fails.
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "w/", Mode: 0o755, Format: tar.FormatPAX})
+	w := &partWriter{p: p}
+	if err := w.next(); err != nil {
+		return w.fail(err)
 	}
-	closePart := func() error {
-		if cur == nil {
-			return nil
-		}
-		err := tw.Close()
-		if cerr := cur.Close(); err == nil {
-			err = cerr
-		}
-		cur = nil
-		return err
-	}
-	fail := func(err error) error {
-		_ = closePart()
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write upload")
-	}
-	if err := open(); err != nil {
-		return fail(err)
-	}
-	writeCtl := func(name string, data []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ctl/" + name, Size: int64(len(data)), Mode: 0o644, Format: tar.FormatPAX}); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
-		return err
-	}
-	// Contents first, so their blob ids (of the bytes sent) fill the view.
-	for _, fp := range send {
-		if curBytes > p.r.partBytes {
-			if err := closePart(); err != nil {
-				return fail(err)
-			}
-			if err := open(); err != nil {
-				return fail(err)
-			}
-		}
-		blob, gm, err := addToTar(tw, root, fp)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errShort) {
-				// Gone or changing: not sent now; the next pass sees it again.
-				p.warnings = append(p.warnings, fmt.Sprintf("%s: %v", fp, err))
-				delete(p.host, fp)
-				continue
-			}
-			return fail(err)
-		}
-		hf := p.host[fp]
-		hf.Blob, hf.Mode = blob, gm
-		p.host[fp] = hf
-		p.sent[fp] = hf.entry
-		curBytes += hf.Size + 1024
+	if err := p.addContents(w, root, send); err != nil {
+		return w.fail(err)
 	}
 	// The control files go into part 0, which rp_apply reads first: reopen it
 	// is not possible with tar, so they are written into the last part and
 	// that part is moved to the front.
-	var hv, add, del bytes.Buffer
-	for _, fp := range view {
-		hf, ok := p.host[fp]
-		if !ok {
-			continue
-		}
-		fmt.Fprintf(&hv, "%o %s\t%s\x00", hf.Mode, hf.Blob, fp)
-	}
-	for _, fp := range send {
-		if _, ok := p.host[fp]; ok {
-			add.WriteString(fp + "\x00")
-		}
-	}
-	if p.mode == modeManifest {
-		// The working index must track every host file, ignored ones too.
-		add.Reset()
-		for _, fp := range view {
-			if _, ok := p.host[fp]; ok {
-				add.WriteString(fp + "\x00")
-			}
-		}
-	}
-	for _, fp := range p.deleted {
-		if p.mode == modeIncr {
-			fmt.Fprintf(&hv, "0 %s\t%s\x00", strings.Repeat("0", 40), fp)
-		}
-		del.WriteString(fp + "\x00")
-	}
-	if p.mode == modeIncr {
-		for _, fp := range p.absent {
-			fmt.Fprintf(&hv, "0 %s\t%s\x00", strings.Repeat("0", 40), fp)
-		}
-	}
+	hv, add, del := p.controlFiles(send, view)
 	ctl := []struct {
 		name string
 		data []byte
-	}{{"hv", hv.Bytes()}, {"add", add.Bytes()}, {"del", del.Bytes()}}
+	}{{"hv", hv}, {"add", add}, {"del", del}}
 	for _, c := range ctl {
-		if err := writeCtl(c.name, c.data); err != nil {
-			return fail(err)
+		if err := w.ctl(c.name, c.data); err != nil {
+			return w.fail(err)
 		}
 	}
 	if bundle != "" {
-		f, err := os.Open(bundle)
-		if err != nil {
-			return fail(err)
-		}
-		fi, err := f.Stat()
-		if err == nil {
-			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ctl/bundle", Size: fi.Size(), Mode: 0o644, Format: tar.FormatPAX})
-		}
-		if err == nil {
-			_, err = io.Copy(tw, f)
-		}
-		f.Close()
-		if err != nil {
-			return fail(err)
+		if err := w.ctlFile("bundle", bundle); err != nil {
+			return w.fail(err)
 		}
 	}
-	if err := closePart(); err != nil {
-		return fail(err)
+	if err := w.close(); err != nil {
+		return w.fail(err)
 	}
 	if n := len(p.parts); n > 1 {
 		// The last part holds the control files: make it part 0.
@@ -343,6 +327,78 @@ func (p *Pass) writeParts(root *os.Root, send, view []string, bundle string) err
 		p.parts[0] = last
 	}
 	return nil
+}
+
+// addContents writes the contents of send into the parts (a new part once
+// one holds more than the replica's part size), recording the blob ids of
+// the bytes sent in p.host and p.sent. A file gone or changing meanwhile
+// is not sent (a warning; the next pass sees it again). Errors: a read or
+// write failure.
+func (p *Pass) addContents(w *partWriter, root *os.Root, send []string) error {
+	for _, fp := range send {
+		if w.bytes > p.r.partBytes {
+			if err := w.close(); err != nil {
+				return err
+			}
+			if err := w.next(); err != nil {
+				return err
+			}
+		}
+		blob, gm, err := addToTar(w.tw, root, fp)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errShort) {
+				// Gone or changing: not sent now; the next pass sees it again.
+				p.warnings = append(p.warnings, fmt.Sprintf("%s: %v", fp, err))
+				delete(p.host, fp)
+				continue
+			}
+			return err
+		}
+		hf := p.host[fp]
+		hf.Blob, hf.Mode = blob, gm
+		p.host[fp] = hf
+		p.sent[fp] = hf.entry
+		w.bytes += hf.Size + 1024
+	}
+	return nil
+}
+
+// controlFiles returns the control files of a pass, NUL-separated: hv, the
+// host's view ("<mode> <blob>\t<path>" of each view path still on the
+// host; in incremental mode a zero entry per deleted or absent path), add
+// (the paths sent, or in manifest mode every view path: the working index
+// tracks ignored files too) and del (the deleted paths).
+func (p *Pass) controlFiles(send, view []string) (hv, add, del []byte) {
+	var hvB, addB, delB bytes.Buffer
+	for _, fp := range view {
+		hf, ok := p.host[fp]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&hvB, "%o %s\t%s\x00", hf.Mode, hf.Blob, fp)
+	}
+	added := send
+	if p.mode == modeManifest {
+		added = view
+	}
+	for _, fp := range added {
+		if _, ok := p.host[fp]; ok {
+			addB.WriteString(fp + "\x00")
+		}
+	}
+	zero := strings.Repeat("0", 40)
+	for _, fp := range p.deleted {
+		if p.mode == modeIncr {
+			fmt.Fprintf(&hvB, "0 %s\t%s\x00", zero, fp)
+		}
+		delB.WriteString(fp + "\x00")
+	}
+	if p.mode == modeIncr {
+		for _, fp := range p.absent {
+			fmt.Fprintf(&hvB, "0 %s\t%s\x00", zero, fp)
+		}
+	}
+	return hvB.Bytes(), addB.Bytes(), delB.Bytes()
 }
 
 // readHead returns the workspace's HEAD commit and branch ("" when detached).
@@ -442,8 +498,72 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 	if err != nil {
 		return Applied, Report{}, err
 	}
+	if code != 0 {
+		return p.failed(code, msg)
+	}
+	pr, err := res.parse()
+	if err != nil {
+		return Applied, Report{}, err
+	}
+	var rep Report
+	rep.Warnings = append(rep.Warnings, p.warnings...)
+	rep.Warnings = append(rep.Warnings, pr.warnings...)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pr.epoch != r.st.Epoch {
+		// The remote bookkeeping is new (recreated sandbox, wiped state):
+		// its numbering starts again.
+		r.st.Epoch, r.st.Seq = pr.epoch, 0
+		p.beginSeq = 0
+	}
+	if pr.seq <= r.st.Seq {
+		rep.Skipped = true
+		return Applied, rep, nil
+	}
+	root, err := os.OpenRoot(r.src.WorkTree)
+	if err != nil {
+		return Applied, rep, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: open worktree")
+	}
+	defer root.Close()
+
+	files := p.agreedFiles()
+	r.st.Revert, r.st.Recheck = nil, nil
+	r.st.NotSynced = pr.nested
+
+	changes, err := validChanges(pr.recs, &rep)
+	if err != nil {
+		return Applied, rep, err
+	}
+	if r.src.ReadOnly {
+		if len(changes) > 0 {
+			r.st.Revert = map[string]bool{}
+			for fp := range changes {
+				r.st.Revert[fp] = true
+			}
+			rep.Reverted = len(changes)
+		}
+		return p.commit(pr.tree, pr.seq, rep)
+	}
+
+	// Deletions first (a directory may replace a file), then contents.
+	p.applyDeletions(root, changes, files, &rep)
+	if err := p.applyContents(ctx, root, res, changes, files, &rep); err != nil {
+		// Whatever was written is recorded; the rest comes again next pass.
+		_ = r.save()
+		return Applied, rep, err
+	}
+	return p.commit(pr.tree, pr.seq, rep)
+}
+
+// failed handles a result whose status is not 0: StatusResync switches the
+// next pass to the manifest mode (Resync), StatusNeedGit forgets the
+// replica's git state so that the next pass sends a full bundle (NeedGit);
+// any other status is the remote pass's failure (msg its error file).
+// Errors: sandbox.ErrRuntimeUnavailable (a failed pass); the state's save.
+func (p *Pass) failed(code int, msg string) (Outcome, Report, error) {
+	r := p.r
 	switch code {
-	case 0:
 	case StatusResync:
 		r.mu.Lock()
 		r.st.Mode = modeManifest
@@ -456,79 +576,84 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 		err := r.save()
 		r.mu.Unlock()
 		return NeedGit, Report{}, err
-	default:
-		return Applied, Report{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: the remote pass failed (%d): %s", code, sandbox.Clip(msg, 500))
 	}
-	read := func(name string, limit int64) ([]byte, error) {
-		f, err := os.Open(filepath.Join(res.Dir, name))
-		if err != nil {
-			return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result %s", name)
-		}
-		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, limit+1))
-		if err != nil {
-			return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result %s", name)
-		}
-		if int64(len(b)) > limit {
-			return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "replica: result %s exceeds %d bytes", name, limit)
-		}
-		return b, nil
-	}
-	treeB, err := read("tree", 100)
+	return Applied, Report{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: the remote pass failed (%d): %s", code, sandbox.Clip(msg, 500))
+}
+
+// parsedResult is what a successful pass's result says.
+type parsedResult struct {
+	tree     string // the remote's new tree (40 hex digits)
+	seq      int64  // the collect's number in its epoch (> 0)
+	epoch    string // the remote bookkeeping's id
+	recs     []diffRecord
+	warnings []string // the remote's, then one per nested repository
+	nested   []string // nested repositories made in the sandbox (parseNested)
+}
+
+// read reads the result file name, at most limit bytes.
+// Errors: sandbox.ErrRuntimeUnavailable (missing, unreadable),
+// sandbox.ErrResourceLimit (longer than limit).
+func (res Result) read(name string, limit int64) ([]byte, error) {
+	f, err := os.Open(filepath.Join(res.Dir, name))
 	if err != nil {
-		return Applied, Report{}, err
+		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result %s", name)
 	}
-	seqB, err := read("seq", 40)
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return Applied, Report{}, err
+		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result %s", name)
+	}
+	if int64(len(b)) > limit {
+		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "replica: result %s exceeds %d bytes", name, limit)
+	}
+	return b, nil
+}
+
+// parse reads and checks the files of a successful result: tree, seq,
+// diff (required), warnings, nested and epoch (optional).
+// Errors: those of read; sandbox.ErrRuntimeUnavailable (a malformed tree,
+// seq or diff).
+func (res Result) parse() (parsedResult, error) {
+	var pr parsedResult
+	treeB, err := res.read("tree", 100)
+	if err != nil {
+		return pr, err
+	}
+	seqB, err := res.read("seq", 40)
+	if err != nil {
+		return pr, err
 	}
 	tree := strings.TrimSpace(string(treeB))
 	seq, serr := strconv.ParseInt(strings.TrimSpace(string(seqB)), 10, 64)
 	if !isHex40(tree) || serr != nil || seq <= 0 {
-		return Applied, Report{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: malformed tree or seq in the result")
+		return pr, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: malformed tree or seq in the result")
 	}
-	diffB, err := read("diff", 256<<20)
+	pr.tree, pr.seq = tree, seq
+	diffB, err := res.read("diff", 256<<20)
 	if err != nil {
-		return Applied, Report{}, err
+		return pr, err
 	}
-	recs, err := parseDiff(diffB)
-	if err != nil {
-		return Applied, Report{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: malformed diff")
+	if pr.recs, err = parseDiff(diffB); err != nil {
+		return pr, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: malformed diff")
 	}
-	var rep Report
-	rep.Warnings = append(rep.Warnings, p.warnings...)
-	if w, err := read("warnings", 64<<10); err == nil && len(bytes.TrimSpace(w)) > 0 {
-		rep.Warnings = append(rep.Warnings, "remote: "+strings.TrimSpace(string(w)))
+	if w, err := res.read("warnings", 64<<10); err == nil && len(bytes.TrimSpace(w)) > 0 {
+		pr.warnings = append(pr.warnings, "remote: "+strings.TrimSpace(string(w)))
 	}
+	pr.nested = parseNested(res.read("nested", 64<<10))
+	for _, n := range pr.nested {
+		pr.warnings = append(pr.warnings, n+": a nested git repository made in the sandbox is not synced back (its files exist only there)")
+	}
+	epochB, _ := res.read("epoch", 100)
+	pr.epoch = strings.TrimSpace(string(epochB))
+	return pr, nil
+}
 
-	nested := parseNested(read("nested", 64<<10))
-	for _, n := range nested {
-		rep.Warnings = append(rep.Warnings, n+": a nested git repository made in the sandbox is not synced back (its files exist only there)")
-	}
-
-	epochB, _ := read("epoch", 100)
-	epoch := strings.TrimSpace(string(epochB))
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if epoch != r.st.Epoch {
-		// The remote bookkeeping is new (recreated sandbox, wiped state):
-		// its numbering starts again.
-		r.st.Epoch, r.st.Seq = epoch, 0
-		p.beginSeq = 0
-	}
-	if seq <= r.st.Seq {
-		rep.Skipped = true
-		return Applied, rep, nil
-	}
-	root, err := os.OpenRoot(r.src.WorkTree)
-	if err != nil {
-		return Applied, rep, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: open worktree")
-	}
-	defer root.Close()
-
-	files := r.st.Files
-	// The host files Begin sent are agreed unless the report says otherwise.
+// agreedFiles updates the agreed file entries with what this pass sent
+// (the host files Begin sent are agreed unless the report says otherwise;
+// after a full comparison the whole host view is) and returns them. Called
+// with r.mu held.
+func (p *Pass) agreedFiles() map[string]entry {
+	files := p.r.st.Files
 	for fp, e := range p.sent {
 		files[fp] = e
 	}
@@ -541,13 +666,19 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 	for _, fp := range p.deleted {
 		delete(files, fp)
 	}
-	r.st.Revert, r.st.Recheck = nil, nil
-	r.st.NotSynced = nested
+	return files
+}
 
+// validChanges checks a report's diff records (the remote is hostile) and
+// returns them by path: a valid path, status D, or A/M/T to a file,
+// executable or symbolic link. Nested repositories (gitlinks) are left out
+// with a warning in rep. Errors: sandbox.ErrRuntimeUnavailable naming the
+// first bad record.
+func validChanges(recs []diffRecord, rep *Report) (map[string]diffRecord, error) {
 	changes := map[string]diffRecord{}
 	for _, rec := range recs {
 		if err := validPath(rec.path); err != nil {
-			return Applied, rep, err
+			return nil, err
 		}
 		if rec.newMode == modeGitlink || rec.oldMode == modeGitlink && rec.status == 'D' {
 			rep.Warnings = append(rep.Warnings, rec.path+": a nested git repository is not synced")
@@ -557,26 +688,20 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 		case 'D':
 		case 'A', 'M', 'T':
 			if rec.newMode != modeFile && rec.newMode != modeExec && rec.newMode != modeSymlink {
-				return Applied, rep, pathErr(rec.path, "unexpected mode "+strconv.FormatUint(uint64(rec.newMode), 8))
+				return nil, pathErr(rec.path, "unexpected mode "+strconv.FormatUint(uint64(rec.newMode), 8))
 			}
 		default:
-			return Applied, rep, pathErr(rec.path, "unexpected status "+string(rec.status))
+			return nil, pathErr(rec.path, "unexpected status "+string(rec.status))
 		}
 		changes[rec.path] = rec
 	}
+	return changes, nil
+}
 
-	if r.src.ReadOnly {
-		if len(changes) > 0 {
-			r.st.Revert = map[string]bool{}
-			for fp := range changes {
-				r.st.Revert[fp] = true
-			}
-			rep.Reverted = len(changes)
-		}
-		return p.commit(tree, seq, rep)
-	}
-
-	// Deletions first (a directory may replace a file), then contents.
+// applyDeletions removes the deleted paths of changes from the worktree
+// and from files; one that cannot be removed is a warning in rep and
+// checked again next pass. Called with r.mu held.
+func (p *Pass) applyDeletions(root *os.Root, changes map[string]diffRecord, files map[string]entry, rep *Report) {
 	for fp, rec := range changes {
 		if rec.status != 'D' {
 			continue
@@ -589,12 +714,6 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 		delete(files, fp)
 		rep.Deleted++
 	}
-	if err := p.applyContents(ctx, root, res, changes, files, &rep); err != nil {
-		// Whatever was written is recorded; the rest comes again next pass.
-		_ = r.save()
-		return Applied, rep, err
-	}
-	return p.commit(tree, seq, rep)
 }
 
 // commit records the new agreed state. Called with r.mu held.
@@ -660,30 +779,10 @@ func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, cha
 			return pathErr(name, "not in the pass's diff")
 		}
 		seen[name] = true
-		var blob string
-		var gm uint32
-		switch h.Typeflag {
-		case tar.TypeReg:
-			if rec.newMode == modeSymlink || h.Size < 0 {
-				return pathErr(name, "a file where the diff has a symbolic link")
-			}
-			perm := fs.FileMode(h.Mode) & 0o777
-			if rec.newMode == modeExec {
-				perm |= 0o100
-			} else {
-				perm &^= 0o111
-			}
-			blob, err = writeFile(root, name, tr, h.Size, perm)
-			gm = rec.newMode
-		case tar.TypeSymlink:
-			if rec.newMode != modeSymlink {
-				return pathErr(name, "a symbolic link where the diff has a file")
-			}
-			blob, err = writeSymlink(root, name, h.Linkname)
-			gm = modeSymlink
-		default:
-			return pathErr(name, "unexpected entry type")
+		if err := entryMatches(h, rec); err != nil {
+			return err
 		}
+		blob, gm, err := writeEntry(root, h, tr, rec)
 		if err != nil {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: not written: %v", name, err))
 			p.r.recheck(name)
@@ -705,6 +804,47 @@ func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, cha
 		}
 	}
 	return nil
+}
+
+// entryMatches checks a changes.tar entry against its diff record: a
+// regular file (of a non-negative size) where the diff has a file or an
+// executable, a symbolic link where it has one. Errors:
+// sandbox.ErrRuntimeUnavailable naming the path.
+func entryMatches(h *tar.Header, rec diffRecord) error {
+	name := strings.TrimPrefix(h.Name, "./")
+	switch h.Typeflag {
+	case tar.TypeReg:
+		if rec.newMode == modeSymlink || h.Size < 0 {
+			return pathErr(name, "a file where the diff has a symbolic link")
+		}
+	case tar.TypeSymlink:
+		if rec.newMode != modeSymlink {
+			return pathErr(name, "a symbolic link where the diff has a file")
+		}
+	default:
+		return pathErr(name, "unexpected entry type")
+	}
+	return nil
+}
+
+// writeEntry writes a changes.tar entry (checked by entryMatches) into the
+// worktree: a file with the tar's permission bits but executable exactly
+// when the diff says so, or a symbolic link. It returns the blob id and
+// git mode written. Errors: the write's (the caller warns and rechecks).
+func writeEntry(root *os.Root, h *tar.Header, content io.Reader, rec diffRecord) (blob string, gitMode uint32, err error) {
+	name := strings.TrimPrefix(h.Name, "./")
+	if h.Typeflag == tar.TypeSymlink {
+		blob, err = writeSymlink(root, name, h.Linkname)
+		return blob, modeSymlink, err
+	}
+	perm := fs.FileMode(h.Mode) & 0o777
+	if rec.newMode == modeExec {
+		perm |= 0o100
+	} else {
+		perm &^= 0o111
+	}
+	blob, err = writeFile(root, name, content, h.Size, perm)
+	return blob, rec.newMode, err
 }
 
 // parseNested reads the result's "nested" file (NUL-separated directory

@@ -2,10 +2,12 @@ package replica
 
 import (
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -91,4 +93,29 @@ func SpecEqual(a, b sandbox.RuntimeSpec) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// OpenSpec opens the replica of a remote runtime's spec: it finds the
+// workspace (SourceOf), records spec in stateDir (SaveSpec) so that a
+// restarted worker can hibernate or destroy the runtime by id, and opens
+// the replica whose host state is stateDir/replica.state and whose
+// sandbox-side state directory is remoteState (SetStateDir changes it
+// later), its .git directories locked read-only. Errors: those of
+// SourceOf (sandbox.ErrInvalidArgument), SaveSpec and Open.
+func OpenSpec(spec sandbox.RuntimeSpec, stateDir, remoteState string, git *gitx.Runner, log *slog.Logger) (*Replica, error) {
+	src, err := SourceOf(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := SaveSpec(stateDir, spec); err != nil {
+		return nil, err
+	}
+	return Open(Options{
+		Source:    src,
+		Remote:    Layout{Workdir: spec.Workdir, StateDir: remoteState},
+		StateFile: filepath.Join(stateDir, "replica.state"),
+		Git:       git,
+		LockGit:   true,
+		Logger:    log,
+	})
 }

@@ -13,47 +13,23 @@ package main
 import (
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona/daytonafake/fake"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/remotefake"
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:0", "listen address (host:port)")
-	image := flag.String("image", fake.DefaultImage, "image of the sandboxes (never pulled)")
-	key := flag.String("api-key", "", "the API key to accept (default: a random one, printed)")
+	f := remotefake.RegisterFlags(fake.DefaultImage)
 	minute := flag.Duration("minute", time.Minute, "how long one Daytona minute lasts (auto-stop, auto-archive)")
 	quota := flag.Int("disk-quota-gib", 0, "organization disk quota in GiB (0: none)")
-	verbose := flag.Bool("v", false, "log every request")
 	flag.Parse()
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	srv, err := fake.New(fake.Options{APIKey: *key, Image: *image, Minute: *minute, MaxDiskGiB: *quota, Logger: log})
+	log := f.Logger()
+	srv, err := fake.New(fake.Options{APIKey: *f.APIKey, Image: *f.Image, Minute: *minute, MaxDiskGiB: *quota, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	url, err := srv.Start(*addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		srv.Close()
-		os.Exit(1)
-	}
-	fmt.Printf("DAYTONA_API_URL=%s\nDAYTONA_API_KEY=%s\n", url, srv.APIKey())
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	<-sig
-	log.Info("daytonafake: stopping; removing the sandboxes")
-	srv.Close()
-	if v := srv.Violations(); len(v) > 0 {
-		fmt.Fprintf(os.Stderr, "daytonafake: %d spec violations\n", len(v))
-		os.Exit(3)
-	}
+	remotefake.Serve("daytonafake", srv, log, *f.Addr, "DAYTONA_API_URL", "DAYTONA_API_KEY", 0)
 }

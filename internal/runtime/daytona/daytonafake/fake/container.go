@@ -15,8 +15,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/remotefake"
 )
 
 // Each sandbox of the fake is one container of Options.Image, the way a
@@ -37,27 +37,17 @@ const (
 	limitedNetwork   = "sandboxcore-daytonafake-limited"
 )
 
+// engine runs the sandboxes' containers.
 type engine struct {
-	cli   *client.Client
-	image string
-	id    string // this fake's id, on every container's label
-	netMu sync.Mutex
+	*remotefake.Docker
 }
 
 func newEngine(image, id string) (*engine, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	d, err := remotefake.NewDocker("daytonafake", image, id, labelFake)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("daytonafake: no Docker daemon answers: %w", err)
-	}
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
-		return nil, fmt.Errorf("daytonafake: image %s is not on the daemon (.ci/test-image.sh builds it): %w", image, err)
-	}
-	return &engine{cli: cli, image: image, id: id}, nil
+	return &engine{Docker: d}, nil
 }
 
 type containerSpec struct {
@@ -79,33 +69,24 @@ func (e *engine) create(ctx context.Context, s containerSpec) (string, error) {
 	for k, v := range s.env {
 		env = append(env, k+"="+v)
 	}
-	init := true
-	hc := &container.HostConfig{
-		Init:        &init,
-		NetworkMode: container.NetworkMode(s.network),
-		CapDrop:     []string{"ALL"},
-		CapAdd:      []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"},
-		SecurityOpt: []string{"no-new-privileges"},
-	}
+	hc := remotefake.SandboxHostConfig(s.network)
 	if s.cpu > 0 {
 		hc.NanoCPUs = int64(s.cpu * 1e9)
 	}
 	if s.memoryGB > 0 {
 		hc.Memory = s.memoryGB << 30
 	}
-	pids := int64(4096)
-	hc.PidsLimit = &pids
 	cfg := &container.Config{
-		Image:  e.image,
+		Image:  e.Image,
 		Cmd:    []string{"/bin/sh", "-c", "while :; do sleep 3600; done"},
 		Env:    env,
-		Labels: map[string]string{labelFake: e.id},
+		Labels: map[string]string{labelFake: e.ID},
 	}
-	resp, err := e.cli.ContainerCreate(ctx, cfg, hc, &network.NetworkingConfig{}, nil, s.name)
+	resp, err := e.Client.ContainerCreate(ctx, cfg, hc, &network.NetworkingConfig{}, nil, s.name)
 	if err != nil {
 		return "", err
 	}
-	if err := e.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+	if err := e.Client.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		return "", err
 	}
 	// The image's user, home and workspace, made once as root.
@@ -121,54 +102,22 @@ mkdir -p /home/daytona /workspace && chown 1000:1000 /home/daytona /workspace`
 	return resp.ID, nil
 }
 
+// ensureLimited makes the network of "limited" sandboxes (no route out).
 func (e *engine) ensureLimited(ctx context.Context) error {
-	e.netMu.Lock()
-	defer e.netMu.Unlock()
-	if _, err := e.cli.NetworkInspect(ctx, limitedNetwork, network.InspectOptions{}); err == nil {
-		return nil
-	}
-	_, err := e.cli.NetworkCreate(ctx, limitedNetwork, network.CreateOptions{
-		Internal: true, Labels: map[string]string{labelFake: "network"},
-		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-	})
-	if err != nil && !cerrdefs.IsConflict(err) {
-		return err
-	}
-	return nil
+	return e.EnsureInternalNetwork(ctx, limitedNetwork)
 }
 
 func (e *engine) start(ctx context.Context, id string) error {
-	return e.cli.ContainerStart(ctx, id, container.StartOptions{})
+	return e.Client.ContainerStart(ctx, id, container.StartOptions{})
 }
 
 func (e *engine) stop(ctx context.Context, id string) error {
 	t := 2
-	err := e.cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &t})
+	err := e.Client.ContainerStop(ctx, id, container.StopOptions{Timeout: &t})
 	if cerrdefs.IsNotFound(err) {
 		return nil
 	}
 	return err
-}
-
-func (e *engine) remove(ctx context.Context, id string) error {
-	err := e.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if cerrdefs.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// removeAll removes every container this fake made.
-func (e *engine) removeAll(ctx context.Context) {
-	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true})
-	if err != nil {
-		return
-	}
-	for _, c := range list {
-		if c.Labels[labelFake] == e.id {
-			_ = e.remove(ctx, c.ID)
-		}
-	}
 }
 
 type execSpec struct {
@@ -195,14 +144,14 @@ func (e *engine) exec(ctx context.Context, id string, s execSpec) (execResult, e
 	if s.user == "" {
 		s.user = SandboxUID
 	}
-	resp, err := e.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
+	resp, err := e.Client.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User: s.user, Cmd: s.cmd, Env: s.env, WorkingDir: s.dir,
 		AttachStdout: true, AttachStderr: true, AttachStdin: s.stdin != nil,
 	})
 	if err != nil {
 		return execResult{}, err
 	}
-	hj, err := e.cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	hj, err := e.Client.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
 	if err != nil {
 		return execResult{}, err
 	}
@@ -234,7 +183,7 @@ func (e *engine) exec(ctx context.Context, id string, s execSpec) (execResult, e
 		return execResult{}, ctx.Err()
 	}
 	for {
-		ins, err := e.cli.ContainerExecInspect(ctx, resp.ID)
+		ins, err := e.Client.ContainerExecInspect(ctx, resp.ID)
 		if err != nil {
 			return execResult{}, err
 		}
@@ -300,7 +249,7 @@ func (e *engine) writeFile(ctx context.Context, id, p string, data []byte) error
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	err := e.cli.CopyToContainer(ctx, id, path.Dir(p), bytes.NewReader(buf.Bytes()), container.CopyToContainerOptions{})
+	err := e.Client.CopyToContainer(ctx, id, path.Dir(p), bytes.NewReader(buf.Bytes()), container.CopyToContainerOptions{})
 	if err != nil && (cerrdefs.IsNotFound(err) || strings.Contains(err.Error(), "no such file or directory")) {
 		res, xerr := e.exec(ctx, id, execSpec{cmd: []string{"mkdir", "-p", "--", path.Dir(p)}})
 		if xerr != nil {
@@ -309,7 +258,7 @@ func (e *engine) writeFile(ctx context.Context, id, p string, data []byte) error
 		if res.code != 0 {
 			return fmt.Errorf("%w: %s", errPermission, strings.TrimSpace(string(res.stderr)))
 		}
-		err = e.cli.CopyToContainer(ctx, id, path.Dir(p), bytes.NewReader(buf.Bytes()), container.CopyToContainerOptions{})
+		err = e.Client.CopyToContainer(ctx, id, path.Dir(p), bytes.NewReader(buf.Bytes()), container.CopyToContainerOptions{})
 	}
 	return err
 }
@@ -322,7 +271,7 @@ var (
 
 // readFile returns the regular file at p (at most limit bytes).
 func (e *engine) readFile(ctx context.Context, id, p string, limit int64) ([]byte, error) {
-	rc, st, err := e.cli.CopyFromContainer(ctx, id, p)
+	rc, st, err := e.Client.CopyFromContainer(ctx, id, p)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return nil, errNoFile
@@ -368,7 +317,7 @@ type fileStat struct {
 }
 
 func (e *engine) stat(ctx context.Context, id, p string) (fileStat, error) {
-	st, err := e.cli.ContainerStatPath(ctx, id, p)
+	st, err := e.Client.ContainerStatPath(ctx, id, p)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return fileStat{}, errNoFile

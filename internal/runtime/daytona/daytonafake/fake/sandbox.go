@@ -171,7 +171,7 @@ func (s *Server) handleAPI(c *call) {
 			c.json(http.StatusOK, map[string]any{"sandboxId": b.id, "port": port, "token": token, "url": "http://" + strconv.Itoa(port) + "-" + token + ".preview." + host})
 		})
 	default:
-		s.violation("the adapter called %s, which the fake does not implement", c.op)
+		s.Violation("the adapter called %s, which the fake does not implement", c.op)
 		c.error(http.StatusNotImplemented, "daytonafake: "+c.op+" is not implemented")
 	}
 }
@@ -210,6 +210,8 @@ type createRequest struct {
 	} `json:"buildInfo"`
 }
 
+// createSandbox answers createSandbox: the sandbox is recorded as creating
+// and its container made in the background (provision).
 func (s *Server) createSandbox(c *call) {
 	var req createRequest
 	if err := json.NewDecoder(c.r.Body).Decode(&req); err != nil {
@@ -230,20 +232,37 @@ func (s *Server) createSandbox(c *call) {
 	if disk <= 0 {
 		disk = DefaultDiskGiB
 	}
-	if s.opts.MaxDiskGiB > 0 {
-		used := 0
-		for _, b := range s.sandboxes {
-			if b.state != stArchived && b.state != stDestroyed {
-				used += b.disk
-			}
-		}
-		if used+disk > s.opts.MaxDiskGiB {
-			c.error(http.StatusBadRequest, "Total disk limit exceeded. Maximum allowed: "+strconv.Itoa(s.opts.MaxDiskGiB)+"GiB.\nArchive sandboxes to free disk space.")
-			return
+	if s.opts.MaxDiskGiB > 0 && s.diskInUse()+disk > s.opts.MaxDiskGiB {
+		c.error(http.StatusBadRequest, "Total disk limit exceeded. Maximum allowed: "+strconv.Itoa(s.opts.MaxDiskGiB)+"GiB.\nArchive sandboxes to free disk space.")
+		return
+	}
+	id := randUUID()
+	b := newSandbox(req, id, disk, time.Now())
+	s.sandboxes[id] = b
+	dto := s.dto(b)
+	spec := containerSpec{name: "daytonafake-" + s.eng.ID + "-" + id[:8], env: req.Env, network: networkMode(req), cpu: float64(b.cpu), memoryGB: int64(b.mem)}
+	spec.env = mergeEnv(req.Env, map[string]string{"DAYTONA_SANDBOX_ID": id, "DAYTONA_SANDBOX_USER": SandboxUser})
+	go s.provision(b, spec)
+	c.json(http.StatusOK, dto)
+}
+
+// diskInUse is the disk (GiB) of the sandboxes neither archived nor
+// destroyed, as Daytona's organization quota counts it. Called with s.mu held.
+func (s *Server) diskInUse() int {
+	used := 0
+	for _, b := range s.sandboxes {
+		if b.state != stArchived && b.state != stDestroyed {
+			used += b.disk
 		}
 	}
-	now := time.Now()
-	id := randUUID()
+	return used
+}
+
+// newSandbox returns the record of a created sandbox with Daytona's
+// defaults: named by its id, target "us", the default snapshot unless
+// built, at least 1 CPU and 1 GiB, auto-stop 15 min, auto-archive 7 days
+// (a non-positive interval keeps it), auto-delete off, unless req says.
+func newSandbox(req createRequest, id string, disk int, now time.Time) *sbox {
 	b := &sbox{
 		id: id, name: req.Name, org: "org-daytonafake", state: stCreating, desired: stStarted,
 		labels: req.Labels, env: req.Env, snapshot: req.Snapshot, target: req.Target, user: SandboxUser,
@@ -269,40 +288,45 @@ func (s *Server) createSandbox(c *call) {
 	if req.AutoDeleteInterval != nil {
 		b.autoDelete = *req.AutoDeleteInterval
 	}
-	s.sandboxes[id] = b
-	dto := s.dto(b)
-	netMode := "bridge"
+	return b
+}
+
+// networkMode is the container network of a created sandbox: "none" when
+// all traffic is blocked, "limited" (the internal network: the fake does
+// not filter by destination, so an allow-list means no way off the
+// machine) with an allow-list, else "bridge".
+func networkMode(req createRequest) string {
 	switch {
 	case req.NetworkBlockAll:
-		netMode = "none"
+		return "none"
 	case req.NetworkAllowList != "" || req.DomainAllowList != "":
-		// The fake does not filter by destination: an allow-list is the
-		// internal network (no way off the machine).
-		netMode = "limited"
+		return "limited"
 	}
-	spec := containerSpec{name: "daytonafake-" + s.eng.id + "-" + id[:8], env: req.Env, network: netMode, cpu: float64(b.cpu), memoryGB: int64(b.mem)}
-	spec.env = mergeEnv(req.Env, map[string]string{"DAYTONA_SANDBOX_ID": id, "DAYTONA_SANDBOX_USER": SandboxUser})
-	go func() {
-		time.Sleep(s.opts.TransitionDelay)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cid, err := s.eng.create(ctx, spec)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if b.state == stDestroying || b.state == stDestroyed {
-			if cid != "" {
-				go s.eng.remove(context.Background(), cid)
-			}
-			return
+	return "bridge"
+}
+
+// provision makes the container of sandbox b after Options.TransitionDelay
+// and marks b started (or error); a sandbox destroyed meanwhile gets its
+// container removed instead.
+func (s *Server) provision(b *sbox, spec containerSpec) {
+	time.Sleep(s.opts.TransitionDelay)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cid, err := s.eng.create(ctx, spec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.state == stDestroying || b.state == stDestroyed {
+		if cid != "" {
+			go s.eng.Remove(context.Background(), cid)
 		}
-		b.updated = time.Now()
-		if err != nil {
-			b.state, b.errorReason = stError, "failed to create the sandbox: "+err.Error()
-			return
-		}
-		b.container, b.state, b.lastActivity = cid, stStarted, time.Now()
-	}()
-	c.json(http.StatusOK, dto)
+		return
+	}
+	b.updated = time.Now()
+	if err != nil {
+		b.state, b.errorReason = stError, "failed to create the sandbox: "+err.Error()
+		return
+	}
+	b.container, b.state, b.lastActivity = cid, stStarted, time.Now()
 }
 
 func mergeEnv(a, b map[string]string) map[string]string {
@@ -441,7 +465,7 @@ func (s *Server) destroy(b *sbox) {
 	cid := b.container
 	s.mu.Unlock()
 	if cid != "" {
-		_ = s.eng.remove(ctx, cid)
+		_ = s.eng.Remove(ctx, cid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -450,13 +474,12 @@ func (s *Server) destroy(b *sbox) {
 }
 
 // lifecycleLoop applies auto-stop and auto-archive.
-func (s *Server) lifecycleLoop() {
-	defer s.wg.Done()
+func (s *Server) lifecycleLoop(stop <-chan struct{}) {
 	t := time.NewTicker(max(s.opts.Minute/20, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		case <-t.C:
 		}

@@ -35,7 +35,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -44,6 +43,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/remotefake"
 )
 
 // Options configure a fake.
@@ -74,20 +75,19 @@ type Options struct {
 type Server struct {
 	opts    Options
 	eng     *engine
-	api     *validator
-	toolbox *validator
+	api     *remotefake.Validator
+	toolbox *remotefake.Validator
 	log     *slog.Logger
 	baseURL string
 	ln      net.Listener
-	srv     *http.Server
+	life    *remotefake.Lifecycle
 
-	mu         sync.Mutex
-	sandboxes  map[string]*sbox // by id
-	violations []string
-	faults     []*Fault
-	requests   map[string]int // by operation id
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	// Ledger holds the spec violations, the requests by operation id and
+	// the injected faults (Violations, Requests, Inject, ClearFaults).
+	*remotefake.Ledger
+
+	mu        sync.Mutex
+	sandboxes map[string]*sbox // by id
 }
 
 // Default values.
@@ -142,9 +142,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, eng: eng, api: api, toolbox: tb, log: log, sandboxes: map[string]*sbox{},
-		requests: map[string]int{}, stop: make(chan struct{})}
-	s.wg.Add(1)
-	go s.lifecycleLoop()
+		Ledger: remotefake.NewLedger("daytonafake", log, writeError), life: remotefake.NewLifecycle()}
+	s.life.Go(s.lifecycleLoop)
 	return s, nil
 }
 
@@ -157,8 +156,7 @@ func (s *Server) Start(addr string) (string, error) {
 	}
 	s.ln = ln
 	s.baseURL = "http://" + ln.Addr().String()
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
+	s.life.Serve(ln, s.Handler())
 	return s.APIURL(), nil
 }
 
@@ -170,102 +168,18 @@ func (s *Server) APIKey() string { return s.opts.APIKey }
 
 // Close stops serving and removes every container the fake made.
 func (s *Server) Close() {
-	select {
-	case <-s.stop:
+	if !s.life.Close() {
 		return
-	default:
-		close(s.stop)
 	}
-	if s.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = s.srv.Shutdown(ctx)
-		cancel()
-		_ = s.srv.Close()
-	}
-	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.eng.removeAll(ctx)
+	s.eng.RemoveAll(ctx)
 }
 
-// Violations returns every spec violation seen so far (requests and responses).
-func (s *Server) Violations() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.violations...)
-}
-
-// Requests returns how many requests each operation (by operationId) got.
-func (s *Server) Requests() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range s.requests {
-		out[k] = v
-	}
-	return out
-}
-
-func (s *Server) violation(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	s.log.Error("daytonafake: SPEC VIOLATION", "violation", msg)
-	s.mu.Lock()
-	s.violations = append(s.violations, msg)
-	s.mu.Unlock()
-}
-
-// Fault is an injected failure for the requests it matches.
-type Fault struct {
-	// Operation is the operationId to match (e.g. "createSandbox",
-	// "ExecuteCommand", "UploadFile"); "" matches every request.
-	Operation string
-	// Status, when non-zero, answers the request with it (and a Daytona
-	// error body) without doing anything.
-	Status int
-	// Message is the error body's message ("" = the status text).
-	Message string
-	// Delay is waited before the request is handled.
-	Delay time.Duration
-	// Drop closes the connection without an answer after the request took
-	// effect (a response lost on the way).
-	Drop bool
-	// Times is how many requests it applies to (0: one).
-	Times int
-	hits  int
-}
-
-// Inject adds a fault; faults apply in the order injected.
-func (s *Server) Inject(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f.Times <= 0 {
-		f.Times = 1
-	}
-	s.faults = append(s.faults, &f)
-}
-
-// ClearFaults removes every fault not yet spent.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
-
-func (s *Server) takeFault(op string) *Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if f.Operation == "" || f.Operation == op {
-			f.hits++
-			if f.hits >= f.Times {
-				s.faults = append(s.faults[:i], s.faults[i+1:]...)
-			}
-			c := *f
-			return &c
-		}
-	}
-	return nil
-}
+// Fault is an injected failure for the requests it matches (Inject); its
+// Operation is an operationId (e.g. "createSandbox", "ExecuteCommand",
+// "UploadFile").
+type Fault = remotefake.Fault
 
 // Handler serves the API under /api and the toolbox under /toolbox/{sandboxId}.
 func (s *Server) Handler() http.Handler {
@@ -273,22 +187,8 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	var v *validator
-	var specPath, sandboxID string
-	switch {
-	case strings.HasPrefix(r.URL.Path, "/api/"):
-		v, specPath = s.api, strings.TrimPrefix(r.URL.Path, "/api")
-	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
-		rest := strings.TrimPrefix(r.URL.Path, "/toolbox/")
-		i := strings.IndexByte(rest, '/')
-		if i <= 0 {
-			writeError(w, http.StatusNotFound, "not found")
-			return
-		}
-		v, sandboxID, specPath = s.toolbox, rest[:i], rest[i:]
-	default:
-		s.violation("request outside the API and the toolbox: %s %s", r.Method, r.URL.Path)
-		writeError(w, http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path)
+	v, sandboxID, specPath, ok := s.route(w, r)
+	if !ok {
 		return
 	}
 	if r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
@@ -297,47 +197,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	sreq := r.Clone(r.Context())
 	sreq.URL.Path, sreq.URL.RawPath = specPath, ""
-	route, params, in, err := v.checkRequest(r.Context(), sreq)
-	if err != nil {
-		s.violation("%v", err)
-		writeError(w, http.StatusBadRequest, err.Error())
+	route, params, in, ok := s.CheckRequest(w, sreq, v)
+	if !ok {
 		return
 	}
 	op := route.Operation.OperationID
-	s.mu.Lock()
-	s.requests[op]++
-	s.mu.Unlock()
 	s.log.Debug("daytonafake request", "op", op, "method", r.Method, "path", r.URL.Path)
-
-	f := s.takeFault(op)
-	if f != nil && f.Delay > 0 {
-		select {
-		case <-time.After(f.Delay):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	if f != nil && f.Status != 0 {
-		msg := f.Message
-		if msg == "" {
-			msg = http.StatusText(f.Status)
-		}
-		writeError(w, f.Status, msg)
+	f := s.TakeFault(op)
+	if s.Apply(w, r, f) {
 		return
 	}
 	rec := httptest.NewRecorder()
 	call := &call{s: s, w: rec, r: sreq, params: params, op: op, sandboxID: sandboxID}
 	if v == s.toolbox {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.handleToolbox(call)
-		}()
-		select {
-		case <-done:
-		case <-time.After(s.opts.RequestTimeout):
-			// The proxy cuts the request; the work goes on in the sandbox.
-			writeError(w, http.StatusGatewayTimeout, "upstream request timeout")
+		if !s.toolboxInTime(w, call) {
 			return
 		}
 	} else {
@@ -346,24 +219,47 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Context().Err() != nil {
 		return // the client went away: nothing is answered
 	}
-	if err := v.checkResponse(r.Context(), in, rec); err != nil {
-		s.violation("%v", err)
-		writeError(w, http.StatusInternalServerError, "daytonafake: "+err.Error())
-		return
-	}
-	if f != nil && f.Drop {
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.Close()
-				return
-			}
+	s.Reply(w, v, in, rec, f)
+}
+
+// route tells the document of a request and its path in it: /api/… (the
+// API) or /toolbox/{sandboxId}/… (the toolbox, sandboxID set). Anything else
+// is answered with 404 (ok false; outside both, a violation).
+func (s *Server) route(w http.ResponseWriter, r *http.Request) (v *remotefake.Validator, sandboxID, specPath string, ok bool) {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/api/"):
+		return s.api, "", strings.TrimPrefix(r.URL.Path, "/api"), true
+	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
+		rest := strings.TrimPrefix(r.URL.Path, "/toolbox/")
+		i := strings.IndexByte(rest, '/')
+		if i <= 0 {
+			writeError(w, http.StatusNotFound, "not found")
+			return nil, "", "", false
 		}
+		return s.toolbox, rest[:i], rest[i:], true
+	default:
+		s.Violation("request outside the API and the toolbox: %s %s", r.Method, r.URL.Path)
+		writeError(w, http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path)
+		return nil, "", "", false
 	}
-	for k, vals := range rec.Header() {
-		w.Header()[k] = vals
+}
+
+// toolboxInTime handles a toolbox call, cutting it with 504 after
+// Options.RequestTimeout as Daytona's proxy does (false: cut; the work goes
+// on in the sandbox).
+func (s *Server) toolboxInTime(w http.ResponseWriter, c *call) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.handleToolbox(c)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(s.opts.RequestTimeout):
+		writeError(w, http.StatusGatewayTimeout, "upstream request timeout")
+		return false
 	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
 }
 
 // call is one request being handled.

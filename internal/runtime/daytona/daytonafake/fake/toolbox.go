@@ -67,7 +67,7 @@ func (s *Server) handleToolbox(c *call) {
 		// The daemon answers os.UserHomeDir() of the sandbox user.
 		c.json(http.StatusOK, map[string]any{"dir": SandboxHome})
 	default:
-		s.violation("the adapter called toolbox %s, which the fake does not implement", c.op)
+		s.Violation("the adapter called toolbox %s, which the fake does not implement", c.op)
 		c.error(http.StatusNotImplemented, "daytonafake: "+c.op+" is not implemented")
 	}
 }

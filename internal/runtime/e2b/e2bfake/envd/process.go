@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -125,28 +126,15 @@ func (ps *processService) launch(ctx context.Context, req *process.StartRequest,
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("no command"))
 	}
 	u := userOf(ctx)
-	uid, gid := ids(u)
-	dir := u.HomeDir
-	if cfg.Cwd != nil && *cfg.Cwd != "" {
-		dir = *cfg.Cwd
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(u.HomeDir, dir)
-		}
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd '%s' does not exist", dir))
+	dir, err := workDir(u.HomeDir, cfg.Cwd)
+	if err != nil {
+		return nil, err
 	}
 	pctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if timeout > 0 {
 		pctx, cancel = context.WithTimeout(pctx, timeout)
 	}
-	cmd := exec.CommandContext(pctx, cfg.GetCmd(), cfg.GetArgs()...)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username}
-	for k, v := range cfg.GetEnvs() {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	cmd := command(pctx, cfg, u, dir)
 	// Pipes of our own (not StdoutPipe): Wait never closes them under a
 	// reader, so nothing written before the process ended is lost.
 	stdout, outW, err := os.Pipe()
@@ -187,64 +175,105 @@ func (ps *processService) launch(ctx context.Context, req *process.StartRequest,
 	t.byPid[p.pid] = p
 	t.mu.Unlock()
 	var wg sync.WaitGroup
-	pump := func(r io.Reader, mk func([]byte) *process.ProcessEvent_DataEvent) {
-		defer wg.Done()
-		for {
-			buf := make([]byte, 32<<10)
-			n, err := r.Read(buf)
-			if n > 0 {
-				p.publish(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: mk(buf[:n])}})
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
 	wg.Add(2)
-	go pump(stdout, func(b []byte) *process.ProcessEvent_DataEvent {
+	go p.pump(&wg, stdout, func(b []byte) *process.ProcessEvent_DataEvent {
 		return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stdout{Stdout: b}}
 	})
-	go pump(stderr, func(b []byte) *process.ProcessEvent_DataEvent {
+	go p.pump(&wg, stderr, func(b []byte) *process.ProcessEvent_DataEvent {
 		return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stderr{Stderr: b}}
 	})
-	go func() {
-		err := cmd.Wait()
-		cancel()
-		// The output left in the pipes, unless a process of the command's
-		// keeps them open: then they are cut.
-		drained := make(chan struct{})
-		go func() { wg.Wait(); close(drained) }()
-		select {
-		case <-drained:
-		case <-time.After(300 * time.Millisecond):
-		}
-		stdout.Close()
-		stderr.Close()
-		<-drained
-		end := &process.ProcessEvent_EndEvent{ExitCode: int32(cmd.ProcessState.ExitCode()), Exited: cmd.ProcessState.Exited(), Status: cmd.ProcessState.String()}
-		if err != nil {
-			msg := err.Error()
-			end.Error = &msg
-		}
-		t.mu.Lock()
-		delete(t.byPid, p.pid)
-		t.mu.Unlock()
-		p.mu.Lock()
-		p.end = end
-		subs := p.subs
-		p.subs = map[chan *process.ProcessEvent]bool{}
-		p.mu.Unlock()
-		ev := &process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}}
-		for ch := range subs {
-			select {
-			case ch <- ev:
-			case <-time.After(5 * time.Second):
-			}
-			close(ch)
-		}
-		close(p.done)
-	}()
+	go p.wait(t, cancel, &wg, stdout, stderr)
 	return p, nil
+}
+
+// workDir resolves a process's cwd: the user's home when unset, a relative
+// one below it. Errors: connect.CodeInvalidArgument (not an existing
+// directory), as envd answers.
+func workDir(home string, cwd *string) (string, error) {
+	dir := home
+	if cwd != nil && *cwd != "" {
+		dir = *cwd
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(home, dir)
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd '%s' does not exist", dir))
+	}
+	return dir, nil
+}
+
+// command returns the command of cfg run as user u in dir: PATH, HOME,
+// USER and LOGNAME of u, then cfg's variables; killed when ctx ends.
+func command(ctx context.Context, cfg *process.ProcessConfig, u *user.User, dir string) *exec.Cmd {
+	uid, gid := ids(u)
+	cmd := exec.CommandContext(ctx, cfg.GetCmd(), cfg.GetArgs()...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username}
+	for k, v := range cfg.GetEnvs() {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	return cmd
+}
+
+// pump publishes what r yields as data events (mk wraps a chunk of at
+// most 32 KiB) until r ends; then wg.Done.
+func (p *proc) pump(wg *sync.WaitGroup, r io.Reader, mk func([]byte) *process.ProcessEvent_DataEvent) {
+	defer wg.Done()
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := r.Read(buf)
+		if n > 0 {
+			p.publish(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: mk(buf[:n])}})
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// wait waits for the process to end, drains its output (pumps counted by
+// wg; cut after 300 ms when a process of the command's keeps the pipes
+// open), removes it from t and hands its end event to every subscriber
+// (each given at most 5 s), then closes p.done.
+func (p *proc) wait(t *table, cancel context.CancelFunc, wg *sync.WaitGroup, stdout, stderr *os.File) {
+	cmd := p.cmd
+	err := cmd.Wait()
+	cancel()
+	// The output left in the pipes, unless a process of the command's
+	// keeps them open: then they are cut.
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(300 * time.Millisecond):
+	}
+	stdout.Close()
+	stderr.Close()
+	<-drained
+	end := &process.ProcessEvent_EndEvent{ExitCode: int32(cmd.ProcessState.ExitCode()), Exited: cmd.ProcessState.Exited(), Status: cmd.ProcessState.String()}
+	if err != nil {
+		msg := err.Error()
+		end.Error = &msg
+	}
+	t.mu.Lock()
+	delete(t.byPid, p.pid)
+	t.mu.Unlock()
+	p.mu.Lock()
+	p.end = end
+	subs := p.subs
+	p.subs = map[chan *process.ProcessEvent]bool{}
+	p.mu.Unlock()
+	ev := &process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}}
+	for ch := range subs {
+		select {
+		case ch <- ev:
+		case <-time.After(5 * time.Second):
+		}
+		close(ch)
+	}
+	close(p.done)
 }
 
 // keepalive is the interval a request asks for (Keepalive-Ping-Interval, s).

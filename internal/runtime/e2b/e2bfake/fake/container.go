@@ -7,15 +7,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/remotefake"
 )
 
 // Each sandbox of the fake is one container of Options.Image whose main
@@ -36,28 +34,18 @@ const (
 	runDir           = "/run/e2bfake"
 )
 
+// engine runs the sandboxes' containers.
 type engine struct {
-	cli   *client.Client
-	image string
-	id    string // this fake's id, on every container's label
-	bin   string // the envd stand-in on the host
-	netMu sync.Mutex
+	*remotefake.Docker
+	bin string // the envd stand-in on the host
 }
 
 func newEngine(image, id, bin string) (*engine, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	d, err := remotefake.NewDocker("e2bfake", image, id, labelFake)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("e2bfake: no Docker daemon answers: %w", err)
-	}
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
-		return nil, fmt.Errorf("e2bfake: image %s is not on the daemon (.ci/test-image.sh builds it): %w", image, err)
-	}
-	return &engine{cli: cli, image: image, id: id, bin: bin}, nil
+	return &engine{Docker: d, bin: bin}, nil
 }
 
 // setup makes the sandbox user, its home and the workspace, then runs envd.
@@ -88,31 +76,22 @@ func (e *engine) create(ctx context.Context, tmp, id string, env map[string]stri
 	for k, v := range env {
 		vars = append(vars, k+"="+v)
 	}
-	init := true
-	pids := int64(4096)
-	hc := &container.HostConfig{
-		Init:        &init,
-		NetworkMode: container.NetworkMode(netMode),
-		CapDrop:     []string{"ALL"},
-		CapAdd:      []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"},
-		SecurityOpt: []string{"no-new-privileges"},
-		Resources:   container.Resources{PidsLimit: &pids},
-		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: e.bin, Target: envdPath, ReadOnly: true},
-			{Type: mount.TypeBind, Source: dir, Target: runDir},
-		},
+	hc := remotefake.SandboxHostConfig(netMode)
+	hc.Mounts = []mount.Mount{
+		{Type: mount.TypeBind, Source: e.bin, Target: envdPath, ReadOnly: true},
+		{Type: mount.TypeBind, Source: dir, Target: runDir},
 	}
 	cfg := &container.Config{
-		Image: e.image, User: "0:0", Env: vars,
+		Image: e.Image, User: "0:0", Env: vars,
 		Entrypoint: []string{"/bin/sh", "-c", setup},
-		Labels:     map[string]string{labelFake: e.id, labelFake + ".sandbox": id},
+		Labels:     map[string]string{labelFake: e.ID, labelFake + ".sandbox": id},
 	}
-	resp, err := e.cli.ContainerCreate(ctx, cfg, hc, &network.NetworkingConfig{}, nil, "e2bfake-"+id)
+	resp, err := e.Client.ContainerCreate(ctx, cfg, hc, &network.NetworkingConfig{}, nil, "e2bfake-"+id)
 	if err != nil {
 		return "", "", err
 	}
-	if err := e.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		_ = e.remove(context.Background(), resp.ID)
+	if err := e.Client.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		_ = e.Remove(context.Background(), resp.ID)
 		return "", "", err
 	}
 	hcl := unixClient(filepath.Join(dir, "envd.sock"))
@@ -126,7 +105,7 @@ func (e *engine) create(ctx context.Context, tmp, id string, env map[string]stri
 		}
 		select {
 		case <-ctx.Done():
-			_ = e.remove(context.Background(), resp.ID)
+			_ = e.Remove(context.Background(), resp.ID)
 			return "", "", fmt.Errorf("envd did not start: %w", ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -168,52 +147,20 @@ func forgetSocket(sock string) {
 	}
 }
 
+// ensureDenyNetwork makes the network of sandboxes without egress.
 func (e *engine) ensureDenyNetwork(ctx context.Context) error {
-	e.netMu.Lock()
-	defer e.netMu.Unlock()
-	if _, err := e.cli.NetworkInspect(ctx, denyNetwork, network.InspectOptions{}); err == nil {
-		return nil
-	}
-	_, err := e.cli.NetworkCreate(ctx, denyNetwork, network.CreateOptions{
-		Internal: true, Labels: map[string]string{labelFake: "network"},
-		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-	})
-	if err != nil && !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "already exists") {
-		return err
-	}
-	return nil
+	return e.EnsureInternalNetwork(ctx, denyNetwork)
 }
 
-func (e *engine) pause(ctx context.Context, id string) error { return e.cli.ContainerPause(ctx, id) }
+func (e *engine) pause(ctx context.Context, id string) error { return e.Client.ContainerPause(ctx, id) }
 
 func (e *engine) unpause(ctx context.Context, id string) error {
-	return e.cli.ContainerUnpause(ctx, id)
-}
-
-func (e *engine) remove(ctx context.Context, id string) error {
-	err := e.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if cerrdefs.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// removeAll removes every container this fake made.
-func (e *engine) removeAll(ctx context.Context) {
-	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true})
-	if err != nil {
-		return
-	}
-	for _, c := range list {
-		if c.Labels[labelFake] == e.id {
-			_ = e.remove(ctx, c.ID)
-		}
-	}
+	return e.Client.ContainerUnpause(ctx, id)
 }
 
 // env returns the container's environment.
 func (e *engine) env(ctx context.Context, id string) ([]string, error) {
-	ins, err := e.cli.ContainerInspect(ctx, id)
+	ins, err := e.Client.ContainerInspect(ctx, id)
 	if err != nil || ins.Config == nil {
 		return nil, err
 	}
@@ -222,7 +169,7 @@ func (e *engine) env(ctx context.Context, id string) ([]string, error) {
 
 // ip returns the container's address on its network ("" without one).
 func (e *engine) ip(ctx context.Context, id string) string {
-	ins, err := e.cli.ContainerInspect(ctx, id)
+	ins, err := e.Client.ContainerInspect(ctx, id)
 	if err != nil || ins.NetworkSettings == nil {
 		return ""
 	}

@@ -59,12 +59,12 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 		return
 	}
 	op := "envd " + r.URL.Path
-	f := s.takeFault(op)
-	if s.apply(w, r, f) {
+	f := s.TakeFault(op)
+	if s.Apply(w, r, f) {
 		return
 	}
 	if r.URL.Path != "/health" && !strings.HasPrefix(r.URL.Path, "/process.Process/") && !strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/") {
-		s.violation("envd: a request to %s %s, which envd does not serve", r.Method, r.URL.Path)
+		s.Violation("envd: a request to %s %s, which envd does not serve", r.Method, r.URL.Path)
 		writeError(w, http.StatusNotFound, "not found")
 		return
 	}
@@ -90,15 +90,13 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 // serveFiles forwards /files to envd, validating the request and the
 // response against envd.yaml.
 func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, sock string) {
-	route, _, in, err := s.envdV.checkRequest(r.Context(), r)
-	if err != nil {
-		s.violation("%v", err)
-		writeError(w, http.StatusBadRequest, err.Error())
+	route, _, in, ok := s.CheckRequest(w, r, s.envdV)
+	if !ok {
 		return
 	}
 	op := "envd " + r.Method + " " + route.Path
-	f := s.takeFault(op)
-	if s.apply(w, r, f) {
+	f := s.TakeFault(op)
+	if s.Apply(w, r, f) {
 		return
 	}
 	out := r.Clone(r.Context())
@@ -118,17 +116,5 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, sock string)
 		writeError(w, http.StatusBadGateway, "envd: "+err.Error())
 		return
 	}
-	if err := s.envdV.checkResponse(r.Context(), in, rec); err != nil {
-		s.violation("%v", err)
-		writeError(w, http.StatusInternalServerError, "e2bfake: "+err.Error())
-		return
-	}
-	if f != nil && f.Drop && drop(w) {
-		return
-	}
-	for k, vals := range rec.Header() {
-		w.Header()[k] = vals
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
+	s.Reply(w, s.envdV, in, rec, f)
 }

@@ -156,7 +156,7 @@ func (s *Server) handleAPI(c *call) {
 			c.w.WriteHeader(http.StatusNoContent)
 		})
 	default:
-		s.violation("the client called %s, which the fake does not implement", c.op)
+		s.Violation("the client called %s, which the fake does not implement", c.op)
 		c.error(http.StatusInternalServerError, "e2bfake: "+c.op+" is not implemented")
 	}
 }
@@ -305,7 +305,7 @@ func (s *Server) killLocked(b *sbox) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := s.eng.remove(ctx, b.container); err != nil {
+		if err := s.eng.Remove(ctx, b.container); err != nil {
 			s.log.Warn("e2bfake: remove a container", "sandbox", b.id, "error", err)
 		}
 		forgetSocket(filepath.Join(b.sockDir, "envd.sock"))
@@ -392,13 +392,12 @@ func (s *Server) expire() {
 	}
 }
 
-func (s *Server) lifecycleLoop() {
-	defer s.wg.Done()
+func (s *Server) lifecycleLoop(stop <-chan struct{}) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		case <-t.C:
 			s.expire()

@@ -38,7 +38,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"math/big"
 	"net"
@@ -50,6 +49,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/runtime/remotefake"
 )
 
 // Options configure a fake.
@@ -75,22 +76,22 @@ type Options struct {
 type Server struct {
 	opts    Options
 	eng     *engine
-	api     *validator
-	envdV   *validator
+	api     *remotefake.Validator
+	envdV   *remotefake.Validator
 	log     *slog.Logger
 	baseURL string
 	domain  string
 	ln      net.Listener
-	srv     *http.Server
+	life    *remotefake.Lifecycle
 	tmp     string
 
-	mu         sync.Mutex
-	sandboxes  map[string]*sbox
-	violations []string
-	faults     []*Fault
-	requests   map[string]int
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	// Ledger holds the spec violations, the requests by operation ("POST
+	// /sandboxes", "envd POST /files", "envd /process.Process/Start", …) and
+	// the injected faults (Violations, Requests, Inject, ClearFaults).
+	*remotefake.Ledger
+
+	mu        sync.Mutex
+	sandboxes map[string]*sbox
 }
 
 // DefaultImage is the sandboxes' image when Options.Image is empty.
@@ -132,9 +133,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, eng: eng, api: api, envdV: envdV, log: log, tmp: tmp, sandboxes: map[string]*sbox{},
-		requests: map[string]int{}, stop: make(chan struct{})}
-	s.wg.Add(1)
-	go s.lifecycleLoop()
+		Ledger: remotefake.NewLedger("e2bfake", log, writeError), life: remotefake.NewLifecycle()}
+	s.life.Go(s.lifecycleLoop)
 	return s, nil
 }
 
@@ -149,8 +149,7 @@ func (s *Server) Start(addr string) (string, error) {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	s.baseURL = "http://" + ln.Addr().String()
 	s.domain = "localhost:" + port
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
+	s.life.Serve(ln, http.HandlerFunc(s.serve))
 	return s.APIURL(), nil
 }
 
@@ -165,141 +164,21 @@ func (s *Server) Domain() string { return s.domain }
 
 // Close stops serving and removes every container the fake made.
 func (s *Server) Close() {
-	select {
-	case <-s.stop:
+	if !s.life.Close() {
 		return
-	default:
-		close(s.stop)
 	}
-	if s.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = s.srv.Shutdown(ctx)
-		cancel()
-		_ = s.srv.Close()
-	}
-	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.eng.removeAll(ctx)
+	s.eng.RemoveAll(ctx)
 	_ = os.RemoveAll(s.tmp)
 }
 
-// Violations returns every spec violation seen so far (requests and responses).
-func (s *Server) Violations() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.violations...)
-}
-
-// Requests returns how many requests each operation got ("POST
-// /sandboxes", "envd POST /files", "envd /process.Process/Start", …).
-func (s *Server) Requests() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range s.requests {
-		out[k] = v
-	}
-	return out
-}
-
-func (s *Server) violation(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	s.log.Error("e2bfake: SPEC VIOLATION", "violation", msg)
-	s.mu.Lock()
-	s.violations = append(s.violations, msg)
-	s.mu.Unlock()
-}
-
-// Fault is an injected failure for the requests it matches.
-type Fault struct {
-	// Operation is what to match: "METHOD /path/{template}" of the
-	// control plane (e.g. "POST /sandboxes", "GET /sandboxes/{sandboxID}"),
-	// "envd METHOD /files", or "envd /process.Process/Start" (any envd
-	// path); "" matches every request.
-	Operation string
-	// Status, when non-zero, answers the request with it (and an E2B error
-	// body) without doing anything.
-	Status int
-	// Message is the error body's message ("" = the status text).
-	Message string
-	// Delay is waited before the request is handled.
-	Delay time.Duration
-	// Drop closes the connection without an answer after the request took
-	// effect (a response lost on the way); control plane and /files only.
-	Drop bool
-	// Times is how many requests it applies to (0: one).
-	Times int
-	hits  int
-}
-
-// Inject adds a fault; faults apply in the order injected.
-func (s *Server) Inject(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f.Times <= 0 {
-		f.Times = 1
-	}
-	s.faults = append(s.faults, &f)
-}
-
-// ClearFaults removes every fault not yet spent.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
-
-func (s *Server) takeFault(op string) *Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests[op]++
-	for i, f := range s.faults {
-		if f.Operation == "" || f.Operation == op {
-			f.hits++
-			if f.hits >= f.Times {
-				s.faults = append(s.faults[:i], s.faults[i+1:]...)
-			}
-			c := *f
-			return &c
-		}
-	}
-	return nil
-}
-
-// apply waits a fault's delay and answers its status; true when answered.
-func (s *Server) apply(w http.ResponseWriter, r *http.Request, f *Fault) bool {
-	if f == nil {
-		return false
-	}
-	if f.Delay > 0 {
-		select {
-		case <-time.After(f.Delay):
-		case <-r.Context().Done():
-			return true
-		}
-	}
-	if f.Status != 0 {
-		msg := f.Message
-		if msg == "" {
-			msg = http.StatusText(f.Status)
-		}
-		writeError(w, f.Status, msg)
-		return true
-	}
-	return false
-}
-
-// drop closes the client's connection without an answer.
-func drop(w http.ResponseWriter) bool {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return true
-		}
-	}
-	return false
-}
+// Fault is an injected failure for the requests it matches (Inject). Its
+// Operation is "METHOD /path/{template}" of the control plane (e.g. "POST
+// /sandboxes", "GET /sandboxes/{sandboxID}"), "envd METHOD /files", or
+// "envd /process.Process/Start" (any envd path); Drop applies to the
+// control plane and /files only.
+type Fault = remotefake.Fault
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if id, port, ok := s.sandboxRoute(r); ok {
@@ -310,16 +189,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "Invalid API key, it must start with 'e2b_' prefix")
 		return
 	}
-	route, params, in, err := s.api.checkRequest(r.Context(), r)
-	if err != nil {
-		s.violation("%v", err)
-		writeError(w, http.StatusBadRequest, err.Error())
+	route, params, in, ok := s.CheckRequest(w, r, s.api)
+	if !ok {
 		return
 	}
 	op := r.Method + " " + route.Path
 	s.log.Debug("e2bfake request", "op", op, "path", r.URL.Path)
-	f := s.takeFault(op)
-	if s.apply(w, r, f) {
+	f := s.TakeFault(op)
+	if s.Apply(w, r, f) {
 		return
 	}
 	rec := httptest.NewRecorder()
@@ -327,19 +204,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Context().Err() != nil {
 		return
 	}
-	if err := s.api.checkResponse(r.Context(), in, rec); err != nil {
-		s.violation("%v", err)
-		writeError(w, http.StatusInternalServerError, "e2bfake: "+err.Error())
-		return
-	}
-	if f != nil && f.Drop && drop(w) {
-		return
-	}
-	for k, vals := range rec.Header() {
-		w.Header()[k] = vals
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
+	s.Reply(w, s.api, in, rec, f)
 }
 
 // sandboxRoute tells a request for a sandbox: by the E2b-Sandbox-Id and

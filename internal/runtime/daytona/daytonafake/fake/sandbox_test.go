@@ -1,0 +1,45 @@
+package fake
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNewSandboxDefaults(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	b := newSandbox(createRequest{}, "id-1", DefaultDiskGiB, now)
+	require.Equal(t, "id-1", b.name, "named by its id")
+	require.Equal(t, "us", b.target)
+	require.Equal(t, "daytonaio/sandbox:0.190.0", b.snapshot)
+	require.Equal(t, 1, b.cpu)
+	require.Equal(t, 1, b.mem)
+	require.Equal(t, 15, b.autoStop)
+	require.Equal(t, 7*24*60, b.autoArchive)
+	require.Equal(t, -1, b.autoDelete)
+	require.Equal(t, stCreating, b.state)
+	require.Equal(t, stStarted, b.desired)
+	require.Equal(t, now, b.created)
+
+	zero, neg, ten := 0, -5, 10
+	b = newSandbox(createRequest{Name: "n", Target: "eu", CPU: 4, AutoStopInterval: &zero, AutoArchiveInterval: &neg, AutoDeleteInterval: &ten,
+		BuildInfo: &struct {
+			DockerfileContent string `json:"dockerfileContent"`
+		}{}}, "id-2", 3, now)
+	require.Equal(t, "n", b.name)
+	require.Equal(t, "eu", b.target)
+	require.Equal(t, "", b.snapshot, "a built sandbox has no default snapshot")
+	require.Equal(t, 4, b.cpu)
+	require.Equal(t, 0, b.autoStop, "zero turns auto-stop off")
+	require.Equal(t, 7*24*60, b.autoArchive, "a non-positive interval keeps the default")
+	require.Equal(t, 10, b.autoDelete)
+	require.Equal(t, 3, b.disk)
+}
+
+func TestNetworkMode(t *testing.T) {
+	require.Equal(t, "bridge", networkMode(createRequest{}))
+	require.Equal(t, "none", networkMode(createRequest{NetworkBlockAll: true, NetworkAllowList: "10.0.0.0/8"}))
+	require.Equal(t, "limited", networkMode(createRequest{NetworkAllowList: "10.0.0.0/8"}))
+	require.Equal(t, "limited", networkMode(createRequest{DomainAllowList: "example.com"}))
+}

@@ -1,0 +1,170 @@
+package remotefake
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/stretchr/testify/require"
+)
+
+const testDoc = `openapi: 3.0.3
+info: {title: t, version: "1"}
+servers: [{url: "https://api.example.com/v1"}]
+paths:
+  /things/{id}:
+    get:
+      operationId: getThing
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string, pattern: "^[a-z]+$"}}
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema: {type: object, required: [id], properties: {id: {type: string}}}
+`
+
+func testValidator(t *testing.T, skipErrors bool) *Validator {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(testDoc))
+	require.NoError(t, err)
+	v, err := NewValidator("test", doc, skipErrors)
+	require.NoError(t, err)
+	return v
+}
+
+func writeTestError(w http.ResponseWriter, status int, msg string) {
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"code": status, "message": msg})
+}
+
+func TestValidatorRequests(t *testing.T) {
+	v := testValidator(t, false)
+	req := httptest.NewRequest(http.MethodGet, "/things/abc", nil)
+	route, params, in, err := v.CheckRequest(req.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, "getThing", route.Operation.OperationID)
+	require.Equal(t, "abc", params["id"])
+	require.NotNil(t, in)
+
+	bad := httptest.NewRequest(http.MethodGet, "/things/ABC", nil)
+	route, _, _, err = v.CheckRequest(bad.Context(), bad)
+	require.NotNil(t, route)
+	require.ErrorContains(t, err, "test: request GET /things/ABC (getThing) violates the spec")
+
+	missing := httptest.NewRequest(http.MethodPost, "/nothing", nil)
+	route, _, _, err = v.CheckRequest(missing.Context(), missing)
+	require.Nil(t, route)
+	require.ErrorContains(t, err, "test: no operation POST /nothing in the spec")
+}
+
+func TestValidatorResponses(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		v := testValidator(t, skip)
+		req := httptest.NewRequest(http.MethodGet, "/things/abc", nil)
+		_, _, in, err := v.CheckRequest(req.Context(), req)
+		require.NoError(t, err)
+		good := httptest.NewRecorder()
+		good.Header().Set("Content-Type", "application/json")
+		good.WriteHeader(200)
+		good.WriteString(`{"id":"abc"}`)
+		require.NoError(t, v.CheckResponse(req.Context(), in, good))
+		wrong := httptest.NewRecorder()
+		wrong.Header().Set("Content-Type", "application/json")
+		wrong.WriteHeader(200)
+		wrong.WriteString(`{"name":"abc"}`)
+		require.ErrorContains(t, v.CheckResponse(req.Context(), in, wrong), "test: response 200 to GET /things/abc (getThing) violates the spec")
+		undocumented := httptest.NewRecorder()
+		undocumented.WriteHeader(404)
+		err = v.CheckResponse(req.Context(), in, undocumented)
+		if skip {
+			require.NoError(t, err, "error statuses are not checked")
+		} else {
+			require.Error(t, err, "an undocumented status is a violation")
+		}
+	}
+}
+
+func TestLedgerFaultsMatchCountAndExpire(t *testing.T) {
+	l := NewLedger("testfake", slog.Default(), writeTestError)
+	l.Inject(Fault{Operation: "getThing", Status: 503, Times: 2})
+	l.Inject(Fault{Status: 500})
+	require.Equal(t, 503, l.TakeFault("getThing").Status)
+	require.Equal(t, 500, l.TakeFault("other").Status, "the catch-all matches another operation")
+	require.Equal(t, 503, l.TakeFault("getThing").Status)
+	require.Nil(t, l.TakeFault("getThing"), "both faults are spent")
+	require.Equal(t, map[string]int{"getThing": 3, "other": 1}, l.Requests())
+	l.Inject(Fault{Status: 500, Times: 5})
+	l.ClearFaults()
+	require.Nil(t, l.TakeFault("x"))
+}
+
+func TestLedgerApply(t *testing.T) {
+	l := NewLedger("testfake", slog.Default(), writeTestError)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	w := httptest.NewRecorder()
+	require.False(t, l.Apply(w, r, nil))
+	require.False(t, l.Apply(w, r, &Fault{Delay: time.Millisecond}), "a delay alone lets the request through")
+	require.True(t, l.Apply(w, r, &Fault{Status: 429}))
+	require.Equal(t, 429, w.Code)
+	require.JSONEq(t, `{"code":429,"message":"Too Many Requests"}`, w.Body.String())
+}
+
+func TestLedgerCheckRequestAndReply(t *testing.T) {
+	l := NewLedger("testfake", slog.Default(), writeTestError)
+	v := testValidator(t, false)
+	w := httptest.NewRecorder()
+	_, _, _, ok := l.CheckRequest(w, httptest.NewRequest(http.MethodGet, "/things/ABC", nil), v)
+	require.False(t, ok)
+	require.Equal(t, 400, w.Code)
+	require.Len(t, l.Violations(), 1)
+
+	r := httptest.NewRequest(http.MethodGet, "/things/abc", nil)
+	_, _, in, ok := l.CheckRequest(httptest.NewRecorder(), r, v)
+	require.True(t, ok)
+	rec := httptest.NewRecorder()
+	rec.Header().Set("Content-Type", "application/json")
+	rec.WriteHeader(200)
+	rec.WriteString(`{"id":"abc"}`)
+	w = httptest.NewRecorder()
+	l.Reply(w, v, in, rec, nil)
+	require.Equal(t, 200, w.Code)
+	require.Equal(t, `{"id":"abc"}`, w.Body.String())
+	require.Equal(t, "application/json", w.Header().Get("Content-Type"))
+
+	bad := httptest.NewRecorder()
+	bad.Header().Set("Content-Type", "application/json")
+	bad.WriteHeader(200)
+	bad.WriteString(`{}`)
+	w = httptest.NewRecorder()
+	l.Reply(w, v, in, bad, nil)
+	require.Equal(t, 500, w.Code)
+	require.True(t, strings.Contains(w.Body.String(), "testfake: test: response 200"), w.Body.String())
+	require.Len(t, l.Violations(), 2)
+}
+
+func TestReplyDropsTheConnection(t *testing.T) {
+	l := NewLedger("testfake", slog.Default(), writeTestError)
+	v := testValidator(t, false)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _, in, ok := l.CheckRequest(w, r, v)
+		if !ok {
+			return
+		}
+		rec := httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "application/json")
+		rec.WriteHeader(200)
+		rec.WriteString(`{"id":"abc"}`)
+		l.Reply(w, v, in, rec, &Fault{Drop: true})
+	}))
+	defer srv.Close()
+	_, err := http.Get(srv.URL + "/things/abc")
+	require.Error(t, err, "the answer is dropped")
+	require.Empty(t, l.Violations())
+}

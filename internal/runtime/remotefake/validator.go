@@ -1,0 +1,101 @@
+// Package remotefake holds what the faithful stand-ins of the remote
+// backends (daytona/daytonafake, e2b/e2bfake) share: validation of every
+// request and response against the backend's published OpenAPI document
+// (kin-openapi), the ledger of spec violations, request counts and injected
+// faults, and the Docker containers their sandboxes run in
+// (CONTRIBUTING.md "Test": a stand-in validates every request and response
+// against the published specification and runs commands for real).
+package remotefake
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+)
+
+// Validator checks requests and responses against one OpenAPI document.
+type Validator struct {
+	name   string
+	router routers.Router
+	// skipErrors: responses with a status of 400 or more are not checked
+	// (documents that do not describe their error bodies).
+	skipErrors bool
+}
+
+// NewValidator returns the validator of doc, named name in its messages.
+// Routes are matched on the path alone (doc's servers are dropped: the fake
+// is the server); examples are not checked (published documents carry
+// examples that do not match their own schemas). skipErrors: responses of
+// status 400 or more are not checked. Errors: the router's.
+func NewValidator(name string, doc *openapi3.T, skipErrors bool) (*Validator, error) {
+	doc.Servers = nil
+	r, err := legacy.NewRouter(doc, openapi3.DisableExamplesValidation())
+	if err != nil {
+		return nil, err
+	}
+	return &Validator{name: name, router: r, skipErrors: skipErrors}, nil
+}
+
+var validationOptions = &openapi3filter.Options{
+	// The fakes check keys and tokens themselves (401 like the backend);
+	// here only the shape of the request matters.
+	AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+	MultiError:         true,
+}
+
+// CheckRequest validates req (whose URL path is the document's path) and
+// returns its route, path parameters and the input CheckResponse needs.
+// The body is read and restored. Errors: no operation of the document
+// matches (no route returned), or the request violates it (the route is
+// returned).
+func (v *Validator) CheckRequest(ctx context.Context, req *http.Request) (*routers.Route, map[string]string, *openapi3filter.RequestValidationInput, error) {
+	route, params, err := v.router.FindRoute(req)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: no operation %s %s in the spec: %w", v.name, req.Method, req.URL.Path, err)
+	}
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: validationOptions}
+	if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
+		return route, params, nil, fmt.Errorf("%s: request %s %s%s violates the spec: %w", v.name, req.Method, req.URL.Path, opID(route), err)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	return route, params, in, nil
+}
+
+// CheckResponse validates a recorded response to the request of in: its
+// status must be one the operation documents, its headers and body their
+// schemas. Errors: the violation.
+func (v *Validator) CheckResponse(ctx context.Context, in *openapi3filter.RequestValidationInput, rec *httptest.ResponseRecorder) error {
+	if v.skipErrors && rec.Code >= 400 {
+		return nil
+	}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: rec.Code, Header: rec.Header(),
+		Body:    io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		return fmt.Errorf("%s: response %d to %s %s%s violates the spec: %w", v.name, rec.Code, in.Request.Method, in.Request.URL.Path, opID(in.Route), err)
+	}
+	return nil
+}
+
+// opID is " (operationId)" of a route, or "" when it has none.
+func opID(route *routers.Route) string {
+	if route == nil || route.Operation == nil || route.Operation.OperationID == "" {
+		return ""
+	}
+	return " (" + route.Operation.OperationID + ")"
+}

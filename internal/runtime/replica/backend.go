@@ -1,0 +1,81 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Calls of a remote runtime to its backend's API: the retry policy and the
+// classification of failures shared by Daytona and E2B (docs/API.md
+// "Errors": every backend failure is a sandbox error kind).
+
+// Transient reports whether err is worth one more try right away: a
+// failure of kind sandbox.ErrRuntimeUnavailable or of no kind (connection
+// loss, 5xx, a cut stream), as opposed to a decision of the backend's
+// (another kind) or the caller's context ending. A nil err is not.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if k := sandbox.KindOf(err); k != nil && k != sandbox.ErrRuntimeUnavailable {
+		return false
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// retryTries is how many times Retrier.Do calls fn at most.
+const retryTries = 3
+
+// Retrier runs one backend call with its own timeout, again while it fails
+// transiently.
+type Retrier struct {
+	// Kind prefixes the debug line of a retry ("daytona", "e2b").
+	Kind string
+	// Log receives a debug line per retry.
+	Log *slog.Logger
+	// CallTimeout bounds each try.
+	CallTimeout time.Duration
+	// Ended is the error returned when ctx ends between tries (what names
+	// the call).
+	Ended func(ctx context.Context, what string) error
+}
+
+// Do calls fn with a context bounded by CallTimeout, up to three tries
+// while it fails transiently (Transient) and ctx lasts, waiting 100 ms ×
+// attempt² before each new try. Errors: fn's last error; Ended's when ctx
+// ends while waiting.
+func (r Retrier) Do(ctx context.Context, what string, fn func(context.Context) error) error {
+	var err error
+	for attempt := 0; attempt < retryTries; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return r.Ended(ctx, what)
+			case <-time.After(time.Duration(100*attempt*attempt) * time.Millisecond):
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.CallTimeout)
+		err = fn(cctx)
+		cancel()
+		if !Transient(err) || ctx.Err() != nil {
+			return err
+		}
+		r.Log.Debug(r.Kind+" call failed; retrying", "call", what, "attempt", attempt+1, "error", err)
+	}
+	return err
+}
+
+// Scrub replaces every occurrence of secret in s with "<redacted>" (a
+// server may echo a key back in an error); a secret shorter than 4 bytes is
+// not searched for (it would redact ordinary text).
+func Scrub(s, secret string) string {
+	if len(secret) >= 4 {
+		s = strings.ReplaceAll(s, secret, "<redacted>")
+	}
+	return s
+}

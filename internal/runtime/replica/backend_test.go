@@ -1,0 +1,80 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+func TestTransient(t *testing.T) {
+	require.False(t, Transient(nil))
+	require.True(t, Transient(errors.New("connection reset")))
+	require.True(t, Transient(sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "502")))
+	require.False(t, Transient(sandbox.Errorf(sandbox.ErrNotFound, "gone")))
+	require.False(t, Transient(sandbox.Errorf(sandbox.ErrResourceLimit, "quota")))
+	require.False(t, Transient(fmt.Errorf("call: %w", context.Canceled)))
+	require.False(t, Transient(sandbox.Wrap(sandbox.ErrRuntimeUnavailable, context.DeadlineExceeded, "slow")))
+}
+
+func testRetrier() Retrier {
+	return Retrier{Kind: "test", Log: slog.Default(), CallTimeout: time.Minute,
+		Ended: func(ctx context.Context, what string) error { return fmt.Errorf("ended %s: %w", what, ctx.Err()) }}
+}
+
+func TestRetrierRetriesTransientThreeTimes(t *testing.T) {
+	calls := 0
+	err := testRetrier().Do(context.Background(), "x", func(ctx context.Context) error {
+		calls++
+		_, ok := ctx.Deadline()
+		require.True(t, ok, "each try has its own timeout")
+		return errors.New("cut")
+	})
+	require.EqualError(t, err, "cut")
+	require.Equal(t, 3, calls)
+}
+
+func TestRetrierStopsOnDecisionAndSuccess(t *testing.T) {
+	calls := 0
+	err := testRetrier().Do(context.Background(), "x", func(context.Context) error {
+		calls++
+		return sandbox.Errorf(sandbox.ErrConflict, "taken")
+	})
+	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.Equal(t, 1, calls)
+	calls = 0
+	err = testRetrier().Do(context.Background(), "x", func(context.Context) error {
+		calls++
+		if calls < 2 {
+			return errors.New("cut")
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, calls)
+}
+
+func TestRetrierEndedBetweenTries(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	err := testRetrier().Do(ctx, "get", func(context.Context) error {
+		calls++
+		cancel()
+		return errors.New("cut")
+	})
+	// The context ended during the first try: its error is returned as is.
+	require.EqualError(t, err, "cut")
+	require.Equal(t, 1, calls)
+}
+
+func TestScrub(t *testing.T) {
+	require.Equal(t, "key <redacted> and <redacted>", Scrub("key sk-12345 and sk-12345", "sk-12345"))
+	require.Equal(t, "abc", Scrub("abc", "ab"))
+	require.Equal(t, "abc", Scrub("abc", ""))
+}

@@ -1,0 +1,73 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestDesignLayoutMatchesTheTree: docs/DESIGN.md "Layout" names every Go
+// package of the module (its directory, by its last element followed by a
+// slash), and every directory it draws as a tree entry exists.
+func TestDesignLayoutMatchesTheTree(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "DESIGN.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "\n## Layout\n")
+	if !ok {
+		t.Fatal(`docs/DESIGN.md has no "## Layout" section`)
+	}
+	_, block, ok := strings.Cut(after, "```\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal(`docs/DESIGN.md "Layout" has no code block`)
+	}
+
+	cmd := exec.Command("go", "list", "-f", "{{.Dir}}", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil || rel == "." {
+			continue
+		}
+		if !strings.Contains(block, filepath.Base(rel)+"/") {
+			t.Errorf("docs/DESIGN.md \"Layout\" does not name package %s", rel)
+		}
+	}
+
+	// Tree entries: a name followed by a slash at the start of a line, its
+	// indentation (two spaces a level) giving its parent; a line indented
+	// deeper than one level below the last entry continues a description.
+	entry := regexp.MustCompile(`^( *)([A-Za-z0-9_.-]+)/(\s|$)`)
+	var parents []string
+	for _, line := range strings.Split(block, "\n") {
+		m := entry.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		level := len(m[1]) / 2
+		if len(m[1])%2 != 0 || level > len(parents) {
+			continue // a description's continuation line
+		}
+		parents = append(parents[:level], m[2])
+		path := filepath.Join(append([]string{root}, parents...)...)
+		if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+			t.Errorf("docs/DESIGN.md \"Layout\" lists %s, which is not a directory of the tree", filepath.Join(parents...))
+		}
+	}
+	if len(parents) == 0 {
+		t.Error(`docs/DESIGN.md "Layout" draws no tree entries`)
+	}
+}

@@ -12,10 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/internal/eviction"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -331,45 +329,6 @@ func (e *EvictionActivities) measure(ctx context.Context, owners map[string]stri
 		frac = 1
 	}
 	return fsUsed, int64(float64(capacity) * frac), sizes, "fraction", nil
-}
-
-// SignalEvictions sends each request to its workspace's SessionWorkflow with
-// signal-with-start (signal "evict"; a session that is not running starts on
-// in.TaskQueue with SessionInput{WorkspaceID} and completes after handling
-// it). Failures are reported per request id, not as an error.
-func (e *EvictionActivities) SignalEvictions(ctx context.Context, in wire.SignalEvictionsInput) (wire.SignalEvictionsResult, error) {
-	out := wire.SignalEvictionsResult{Failed: map[string]string{}}
-	for i, r := range in.Requests {
-		if i%20 == 0 && activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, i)
-		}
-		if err := SignalSession(ctx, e.Client, in.TaskQueue, r.WorkspaceID, sandboxapi.SignalEvict, r.Request); err != nil {
-			out.Failed[r.Request.RequestID] = err.Error()
-		}
-	}
-	return out, nil
-}
-
-// SignalSession sends signal (with arg) to workspace wsID's SessionWorkflow
-// by signal-with-start: a session that is not running starts on taskQueue
-// (the shared queue) with SessionInput{WorkspaceID: wsID}, handles the signal
-// and completes. Errors: ErrInvalidArgument (bad id) or the client's error.
-func SignalSession(ctx context.Context, c client.Client, taskQueue, wsID, signal string, arg any) error {
-	wfID, err := sandbox.SessionWorkflowID(wsID)
-	if err != nil {
-		return err
-	}
-	_, err = c.SignalWithStartWorkflow(ctx, wfID, signal, arg, client.StartWorkflowOptions{
-		ID:                    wfID,
-		TaskQueue:             taskQueue,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(wsID),
-			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(sandboxapi.StateAcquiring)),
-		StaticSummary: sandboxapi.SessionSummary(wsID, nil),
-		StaticDetails: sandboxapi.SessionDetails(wsID, nil),
-	}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: wsID})
-	return err
 }
 
 // EvictWorkspace evicts one workspace; its SessionWorkflow calls it under

@@ -26,10 +26,23 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
+// Store is the metadata store the activities need (docs/DESIGN.md "Ports",
+// "Storage model"): the rows of sandbox.Store, and the host registry's
+// listing, from which EvictionHosts plans for every registered host.
+// *sqlite.Store, *postgres.Store and *store.Remembering implement it.
+type Store interface {
+	sandbox.Store
+	// ListHosts returns every registered worker host ordered by host id, as
+	// a non-nil slice (store.HostRegistry). Errors: the store's.
+	ListHosts(ctx context.Context) ([]store.Host, error)
+}
+
+var _ Store = (*store.Remembering)(nil)
+
 // Activities are registered once per worker; every field is required but
 // Logger and Now.
 type Activities struct {
-	Store       sandbox.Store
+	Store       Store
 	Repos       sandbox.RepoCacheProvider
 	Workspaces  sandbox.WorkspaceProvider
 	Runtimes    sandbox.RuntimeProvider

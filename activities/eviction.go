@@ -17,7 +17,6 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/eviction"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -62,8 +61,8 @@ func (e *EvictionActivities) Register(w interface {
 }
 
 // EvictionHosts lists the hosts to plan for: this host, every host id of a
-// workspace or repo cache row, and every row of the host registry when the
-// store has one (store.HostRegistry), sorted.
+// workspace or repo cache row, and every row of the host registry
+// (Store.ListHosts), sorted.
 func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHostsResult, error) {
 	seen := map[string]bool{e.HostID: true}
 	wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
@@ -84,14 +83,12 @@ func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHo
 			seen[c.HostID] = true
 		}
 	}
-	if reg, ok := e.Store.(store.HostRegistry); ok {
-		hosts, err := reg.ListHosts(ctx)
-		if err != nil {
-			return wire.EvictionHostsResult{}, ToApplicationError(err)
-		}
-		for _, h := range hosts {
-			seen[h.HostID] = true
-		}
+	hosts, err := e.Store.ListHosts(ctx)
+	if err != nil {
+		return wire.EvictionHostsResult{}, ToApplicationError(err)
+	}
+	for _, h := range hosts {
+		seen[h.HostID] = true
 	}
 	out := wire.EvictionHostsResult{Hosts: []string{}}
 	for h := range seen {
@@ -251,9 +248,7 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 
 // cachePath is where repo cache c's mirror lives on this host ("" if unknown).
 func (e *EvictionActivities) cachePath(c sandbox.RepoCache) string {
-	if p, ok := e.Repos.(interface {
-		Path(sandbox.RepoIdentity) string
-	}); ok {
+	if p, ok := e.Repos.(RepoCachePather); ok {
 		id, err := sandbox.ParseRepoURL(c.RepoURL, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
 		if err == nil {
 			if path := p.Path(id); path != "" {
@@ -540,9 +535,7 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 	if err != nil {
 		return out, err
 	}
-	remover, canRemove := e.Repos.(interface {
-		RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, check func(bare string) error) error
-	})
+	remover, canRemove := e.Repos.(RepoCacheRemover)
 	for _, a := range in.Actions {
 		r := sandboxapi.EvictResult{Action: eviction.ActionRemoveRepoCache, Tier: a.Tier, ID: a.ID, At: e.now()}
 		done := func(o, format string, args ...any) {
@@ -625,6 +618,25 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 		done(sandboxapi.OutcomeDone, "removed (%d bytes)", freed)
 	}
 	return out, nil
+}
+
+// RepoCachePather is the optional capability of a RepoCacheProvider that
+// knows where a repository's bare mirror lives on this host (Path: the
+// absolute directory, "" when it has none; repocache.Cache): planning
+// measures a cache there (the row's local_path otherwise).
+type RepoCachePather interface {
+	Path(repo sandbox.RepoIdentity) string
+}
+
+// RepoCacheRemover is the optional capability of a RepoCacheProvider that
+// removes a repository's mirror safely (repocache.Cache): RemoveUnused takes
+// the repository's lock, refuses (ErrConflict) a mirror that still registers
+// a worktree, calls check with the bare directory and removes the mirror
+// only when check returns nil (check's error is returned as is); a missing
+// mirror is success.
+// Without it no repo cache is evicted (docs/DESIGN.md "Eviction policy").
+type RepoCacheRemover interface {
+	RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, check func(bare string) error) error
 }
 
 // OrphanCollector is the optional capability of remote runtime providers

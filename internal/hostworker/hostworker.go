@@ -86,8 +86,10 @@ type Host struct {
 	// the file <data dir>/codec-token), never the token.
 	Codec            *codecserver.Server
 	CodecTokenSource string
-	Store            sandbox.Store
-	Activities       *activities.Activities
+	// Store is the host's metadata store and host registry: SQLite or
+	// PostgreSQL (openStore) behind store.Remembering.
+	Store      store.Store
+	Activities *activities.Activities
 	// Metrics is the host's Prometheus registry, nil unless
 	// SANDBOX_METRICS_ADDR is set; MetricsAddr is the address it serves
 	// /metrics on (the configured one, with a chosen port for port 0).
@@ -328,8 +330,8 @@ func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 // openStore selects the metadata store: PostgreSQL when DATABASE_URL is set
 // (migrations applied at start under an advisory lock, safe when several
 // workers start at once), otherwise the embedded SQLite file
-// <data dir>/sandbox.db. Both also implement store.HostRegistry.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.Store, error) {
+// <data dir>/sandbox.db. Both keep the host registry (store.Store).
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, error) {
 	if cfg.DatabaseURL != "" {
 		st, err := postgres.Open(ctx, cfg.DatabaseURL)
 		if err != nil {

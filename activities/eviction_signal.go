@@ -2,14 +2,12 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -47,20 +45,15 @@ type signalProgress struct {
 // already evicted workspace "skipped", and the eviction run keeps the first
 // reply per request id (docs/DESIGN.md "Eviction policy").
 //
-// The signals do not share the fate of the activity's context when the SDK
-// cancels it only because one heartbeat call failed in time (its deadline is
-// the worker's heartbeat throttle interval, one second on a host worker): the
-// attempt is still running and the signals go on. Any other end of the
-// context (cancellation asked for, the attempt timed out or unknown to the
-// server, its deadline) stops them and returns an error, so that the retry
-// resumes. Failures of single signals are reported per request id, not as
-// an error.
+// An end of the activity's context (cancellation asked for, the attempt
+// timed out or unknown to the server, its deadline; not a late heartbeat
+// call, HeartbeatShield) stops the signals and returns an error, so that the
+// retry resumes. Failures of single signals are reported per request id,
+// not as an error.
 func (e *EvictionActivities) SignalEvictions(ctx context.Context, in wire.SignalEvictionsInput) (wire.SignalEvictionsResult, error) {
 	out := wire.SignalEvictionsResult{Failed: map[string]string{}}
 	delivered := previousSignalProgress(ctx, len(in.Requests))
 	pending := pendingSignals(len(in.Requests), delivered)
-	sctx, stop := signalContext(ctx)
-	defer stop()
 
 	var (
 		mu  sync.Mutex
@@ -79,23 +72,23 @@ func (e *EvictionActivities) SignalEvictions(ctx context.Context, in wire.Signal
 	for _, i := range pending {
 		select {
 		case sem <- struct{}{}:
-		case <-sctx.Done():
+		case <-ctx.Done():
 		}
-		if sctx.Err() != nil {
+		if ctx.Err() != nil {
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			r := in.Requests[i]
-			cctx, cancel := context.WithTimeout(sctx, signalTimeout)
+			cctx, cancel := context.WithTimeout(ctx, signalTimeout)
 			err := SignalSession(cctx, e.Client, in.TaskQueue, r.WorkspaceID, sandboxapi.SignalEvict, r.Request)
 			cancel()
 			mu.Lock()
 			switch {
 			case err == nil:
 				delivered = append(delivered, i)
-			case sctx.Err() != nil:
+			case ctx.Err() != nil:
 				// The attempt is over: not this request's failure; the
 				// retry sends it.
 			default:
@@ -108,8 +101,8 @@ func (e *EvictionActivities) SignalEvictions(ctx context.Context, in wire.Signal
 		}()
 	}
 	wg.Wait()
-	if sctx.Err() != nil {
-		return out, fmt.Errorf("evict signals interrupted after %d of %d delivered: %w", len(delivered), len(in.Requests), context.Cause(sctx))
+	if ctx.Err() != nil {
+		return out, fmt.Errorf("evict signals interrupted after %d of %d delivered: %w", len(delivered), len(in.Requests), context.Cause(ctx))
 	}
 	return out, nil
 }
@@ -149,39 +142,6 @@ func pendingSignals(n int, delivered []int) []int {
 		}
 	}
 	return out
-}
-
-// signalContext returns a context for the signals of the activity whose
-// context is ctx: it carries ctx's values, is not cancelled when the SDK
-// cancels ctx only because a heartbeat call failed in time
-// (heartbeatCallFailed), and is cancelled, with ctx's cause, by every
-// other end of ctx. stop releases it.
-func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	after := context.AfterFunc(ctx, func() {
-		if !heartbeatCallFailed(ctx) {
-			cancel(context.Cause(ctx))
-		}
-	})
-	return sctx, func() { after(); cancel(context.Canceled) }
-}
-
-// heartbeatCallFailed reports whether ctx (an activity's context, done) was
-// cancelled by the SDK because a heartbeat call failed with a transient
-// error (its deadline, the server unavailable or overloaded): the SDK
-// cancels the activity then although the attempt is still running.
-func heartbeatCallFailed(ctx context.Context) bool {
-	if !errors.Is(ctx.Err(), context.Canceled) {
-		return false // the activity's own deadline
-	}
-	cause := context.Cause(ctx)
-	var (
-		deadline    *serviceerror.DeadlineExceeded
-		unavailable *serviceerror.Unavailable
-		exhausted   *serviceerror.ResourceExhausted
-	)
-	return errors.Is(cause, context.DeadlineExceeded) || errors.As(cause, &deadline) ||
-		errors.As(cause, &unavailable) || errors.As(cause, &exhausted)
 }
 
 // SignalSession sends signal (with arg) to workspace wsID's SessionWorkflow

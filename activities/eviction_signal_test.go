@@ -2,15 +2,11 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 )
 
@@ -44,46 +40,4 @@ func TestPreviousSignalProgressFromHeartbeat(t *testing.T) {
 	assert.Empty(t, run(nil))
 	assert.Equal(t, []int{0, 3, 4}, run(signalProgress{Delivered: []int{0, 3, 3, 7, 4, -2}}))
 	assert.Empty(t, run("not progress"), "unreadable details: everything is sent again")
-}
-
-// Only a cancellation whose cause is a transient failure of a heartbeat
-// call leaves the signals running; a requested cancellation, an attempt the
-// server no longer knows, a pause and the activity's own deadline stop them.
-func TestHeartbeatCallFailedOnlyForTransientCauses(t *testing.T) {
-	cancelled := func(cause error) context.Context {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(cause)
-		return ctx
-	}
-	for _, cause := range []error{context.DeadlineExceeded, serviceerror.NewDeadlineExceeded("late"),
-		serviceerror.NewUnavailable("down"), serviceerror.NewResourceExhausted(0, "busy")} {
-		assert.True(t, heartbeatCallFailed(cancelled(cause)), "%T", cause)
-	}
-	for _, cause := range []error{temporal.NewCanceledError(), serviceerror.NewNotFound("no such task"),
-		activity.ErrActivityPaused, context.Canceled, errors.New("worker stopping")} {
-		assert.False(t, heartbeatCallFailed(cancelled(cause)), "%T %v", cause, cause)
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel()
-	assert.False(t, heartbeatCallFailed(ctx), "the activity's own deadline")
-}
-
-// The signals' context outlives a cancellation by a failed heartbeat call
-// and ends, with the cause, at any other; stop releases it.
-func TestSignalContext(t *testing.T) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	sctx, stop := signalContext(ctx)
-	cancel(serviceerror.NewUnavailable("heartbeat"))
-	time.Sleep(10 * time.Millisecond) // the AfterFunc has run
-	assert.NoError(t, sctx.Err())
-	stop()
-	assert.Error(t, sctx.Err())
-
-	ctx, cancel = context.WithCancelCause(context.Background())
-	sctx, stop = signalContext(ctx)
-	defer stop()
-	cancel(temporal.NewCanceledError())
-	<-sctx.Done()
-	var c *temporal.CanceledError
-	assert.ErrorAs(t, context.Cause(sctx), &c)
 }

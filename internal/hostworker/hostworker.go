@@ -206,6 +206,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		// Every activity of both workers, whoever registered it.
 		wopts.Interceptors = []interceptor.WorkerInterceptor{h.Metrics.Interceptor()}
 	}
+	// A late heartbeat call must not cancel an activity (activities.HeartbeatShield).
+	wopts.Interceptors = append(wopts.Interceptors, activities.HeartbeatShield())
 	wopts.Interceptors = append(wopts.Interceptors, opts.Interceptors...)
 	shared := worker.New(h.Client, cfg.TaskQueue, wopts)
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})

@@ -134,28 +134,7 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 	if err != nil {
 		return out, err
 	}
-	owners := map[string]string{}
-	for _, w := range rows {
-		if w.State == sandbox.WorkspaceReady && filepath.IsAbs(w.LocalPath) {
-			owners[filepath.Clean(w.LocalPath)] = "ws:" + w.ID
-		}
-	}
-	type localCache struct {
-		row  sandbox.RepoCache
-		path string
-	}
-	var caches []localCache
-	for _, c := range cacheRows {
-		if c.State != sandbox.RepoCacheReady {
-			continue
-		}
-		p := e.cachePath(c)
-		if p == "" || !isDirectory(p) {
-			continue
-		}
-		caches = append(caches, localCache{c, p})
-		owners[p] = "rc:" + c.ID
-	}
+	caches, owners := e.localOwners(rows, cacheRows)
 	used, budget, sizes, mode, err := e.measure(ctx, owners)
 	if err != nil {
 		return out, err
@@ -165,44 +144,16 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 	onHost := map[string]bool{}
 	for _, w := range rows {
 		onHost[w.ID] = true
-		pw := eviction.Workspace{ID: w.ID, RepoCacheID: w.RepoCacheID, Mode: w.Mode, State: w.State,
-			PinnedUntil: w.PinnedUntil, LastUsedAt: w.LastUsedAt, SizeBytes: sizes["ws:"+w.ID]}
-		if w.State == sandbox.WorkspaceReady {
-			switch {
-			case now.Sub(w.LastUsedAt) < e.inspectAfter():
-				pw.Unknown = true // not a candidate yet: not inspected
-			case e.Backups == nil:
-				pw.Unknown = true
-			default:
-				if ok, err := e.Workspaces.Exists(ctx, w); err == nil && !ok {
-					break // the worktree is gone: nothing left to lose
-				}
-				un, err := e.Backups.UnsavedWork(ctx, w)
-				if err != nil {
-					pw.Unknown = true
-					out.Notes = append(out.Notes, fmt.Sprintf("workspace %s: %s", w.ID, sandbox.Message(err)))
-				}
-				// Checkpoints count as saved work (docs/API.md
-				// "Checkpoints"): a worktree exactly at its newest checkpoint
-				// is planned like a clean one (and still saved when evicted).
-				pw.Dirty, pw.UnpushedCommits = un.Dirty && !un.Checkpointed, un.UnpushedCommits
-			}
+		pw, note := e.plannedWorkspace(ctx, w, now, sizes["ws:"+w.ID])
+		if note != "" {
+			out.Notes = append(out.Notes, note)
 		}
 		snap.Workspaces = append(snap.Workspaces, pw)
 	}
 	for _, c := range caches {
-		pc := eviction.RepoCache{ID: c.row.ID, State: c.row.State, LastUsedAt: c.row.LastUsedAt, SizeBytes: sizes["rc:"+c.row.ID]}
-		if e.Backups == nil {
-			pc.HoldsUnsavedWork = true
-		} else {
-			row := c.row
-			row.LocalPath = c.path
-			holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, row)
-			if err != nil {
-				out.Notes = append(out.Notes, fmt.Sprintf("repo cache %s: %s", c.row.ID, sandbox.Message(err)))
-				holds = true
-			}
-			pc.HoldsUnsavedWork = holds
+		pc, note := e.plannedRepoCache(ctx, c, sizes["rc:"+c.row.ID])
+		if note != "" {
+			out.Notes = append(out.Notes, note)
 		}
 		snap.RepoCaches = append(snap.RepoCaches, pc)
 	}
@@ -216,34 +167,136 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 		}
 	}
 	out.Plan = publicPlan(eviction.NewPlan(snap, e.Policy))
-	for owner, n := range sizes {
-		switch {
-		case strings.HasPrefix(owner, "rc:"):
-			out.Plan.Usage.RepoCacheBytes += n
-		case strings.HasPrefix(owner, "ws:"):
-			out.Plan.Usage.WorkspaceBytes += n
-		}
-	}
+	out.Plan.Usage.RepoCacheBytes, out.Plan.Usage.WorkspaceBytes = usageByKind(sizes)
 	if orphans, note := e.planOrphans(ctx, used); note != "" {
 		out.Notes = append(out.Notes, note)
 	} else if len(orphans) > 0 {
 		// Pure waste (no workspace can use them): first.
 		out.Plan.Actions = append(orphans, out.Plan.Actions...)
 	}
-	if len(in.Actions) > 0 {
-		for _, k := range in.Actions {
+	if err := limitActions(&out, in.Actions); err != nil {
+		return out, err
+	}
+	e.log().Info("eviction planned", "host", e.HostID, "used", used, "budget", budget, "pressure", out.Plan.Pressure, "actions", len(out.Plan.Actions))
+	return out, nil
+}
+
+// localCache is a ready repo cache row whose mirror is on this host, at path.
+type localCache struct {
+	row  sandbox.RepoCache
+	path string
+}
+
+// localOwners returns the ready repo caches present on this host and the
+// owner of each directory measure attributes bytes to: "ws:<id>" for a ready
+// workspace's worktree, "rc:<id>" for a cache's mirror.
+func (e *EvictionActivities) localOwners(rows []sandbox.Workspace, cacheRows []sandbox.RepoCache) ([]localCache, map[string]string) {
+	owners := map[string]string{}
+	for _, w := range rows {
+		if w.State == sandbox.WorkspaceReady && filepath.IsAbs(w.LocalPath) {
+			owners[filepath.Clean(w.LocalPath)] = "ws:" + w.ID
+		}
+	}
+	var caches []localCache
+	for _, c := range cacheRows {
+		if c.State != sandbox.RepoCacheReady {
+			continue
+		}
+		p := e.cachePath(c)
+		if p == "" || !isDirectory(p) {
+			continue
+		}
+		caches = append(caches, localCache{c, p})
+		owners[p] = "rc:" + c.ID
+	}
+	return caches, owners
+}
+
+// plannedWorkspace is the planner's view of workspace row w (size bytes at
+// now): a ready workspace idle long enough to be a candidate is inspected
+// for unsaved work (a failure counts as unknown, with a note); younger ones,
+// and all without Backups, are unknown; a ready row whose worktree is gone
+// has nothing left to lose.
+func (e *EvictionActivities) plannedWorkspace(ctx context.Context, w sandbox.Workspace, now time.Time, size int64) (eviction.Workspace, string) {
+	pw := eviction.Workspace{ID: w.ID, RepoCacheID: w.RepoCacheID, Mode: w.Mode, State: w.State,
+		PinnedUntil: w.PinnedUntil, LastUsedAt: w.LastUsedAt, SizeBytes: size}
+	if w.State != sandbox.WorkspaceReady {
+		return pw, ""
+	}
+	switch {
+	case now.Sub(w.LastUsedAt) < e.inspectAfter():
+		pw.Unknown = true // not a candidate yet: not inspected
+		return pw, ""
+	case e.Backups == nil:
+		pw.Unknown = true
+		return pw, ""
+	}
+	if ok, err := e.Workspaces.Exists(ctx, w); err == nil && !ok {
+		return pw, "" // the worktree is gone: nothing left to lose
+	}
+	var note string
+	un, err := e.Backups.UnsavedWork(ctx, w)
+	if err != nil {
+		pw.Unknown = true
+		note = fmt.Sprintf("workspace %s: %s", w.ID, sandbox.Message(err))
+	}
+	// Checkpoints count as saved work (docs/API.md "Checkpoints"): a
+	// worktree exactly at its newest checkpoint is planned like a clean one
+	// (and still saved when evicted).
+	pw.Dirty, pw.UnpushedCommits = un.Dirty && !un.Checkpointed, un.UnpushedCommits
+	return pw, note
+}
+
+// plannedRepoCache is the planner's view of local cache c (size bytes): it
+// holds unsaved work when Backups says so, when the check fails (with a
+// note) and when there are no Backups to ask.
+func (e *EvictionActivities) plannedRepoCache(ctx context.Context, c localCache, size int64) (eviction.RepoCache, string) {
+	pc := eviction.RepoCache{ID: c.row.ID, State: c.row.State, LastUsedAt: c.row.LastUsedAt, SizeBytes: size, HoldsUnsavedWork: true}
+	if e.Backups == nil {
+		return pc, ""
+	}
+	row := c.row
+	row.LocalPath = c.path
+	holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, row)
+	if err != nil {
+		return pc, fmt.Sprintf("repo cache %s: %s", c.row.ID, sandbox.Message(err))
+	}
+	pc.HoldsUnsavedWork = holds
+	return pc, ""
+}
+
+// usageByKind sums measure's sizes per owner kind: repo caches ("rc:") and
+// workspaces ("ws:"), in bytes.
+func usageByKind(sizes map[string]int64) (repoCacheBytes, workspaceBytes int64) {
+	for owner, n := range sizes {
+		switch {
+		case strings.HasPrefix(owner, "rc:"):
+			repoCacheBytes += n
+		case strings.HasPrefix(owner, "ws:"):
+			workspaceBytes += n
+		}
+	}
+	return repoCacheBytes, workspaceBytes
+}
+
+// limitActions keeps only the plan's actions of the kinds asked for (all
+// when none are; ErrInvalidArgument on the field "actions" for an unknown
+// kind), then at most sandboxapi.MaxEvictionActionsPerHost of them, counting
+// the rest in out.Truncated.
+func limitActions(out *sandboxapi.PlanEvictionResult, kinds []sandboxapi.EvictionActionKind) error {
+	if len(kinds) > 0 {
+		for _, k := range kinds {
 			if !k.Valid() {
-				return out, sandbox.FieldError("actions", "unknown eviction action %q (want one of %v)", sandbox.Clip(string(k), 40), sandboxapi.EvictionActionKinds)
+				return sandbox.FieldError("actions", "unknown eviction action %q (want one of %v)", sandbox.Clip(string(k), 40), sandboxapi.EvictionActionKinds)
 			}
 		}
-		out.Plan.Actions = slices.DeleteFunc(out.Plan.Actions, func(a sandboxapi.EvictionAction) bool { return !slices.Contains(in.Actions, a.Kind) })
+		out.Plan.Actions = slices.DeleteFunc(out.Plan.Actions, func(a sandboxapi.EvictionAction) bool { return !slices.Contains(kinds, a.Kind) })
 	}
 	if n := len(out.Plan.Actions); n > sandboxapi.MaxEvictionActionsPerHost {
 		out.Truncated = n - sandboxapi.MaxEvictionActionsPerHost
 		out.Plan.Actions = out.Plan.Actions[:sandboxapi.MaxEvictionActionsPerHost]
 	}
-	e.log().Info("eviction planned", "host", e.HostID, "used", used, "budget", budget, "pressure", out.Plan.Pressure, "actions", len(out.Plan.Actions))
-	return out, nil
+	return nil
 }
 
 // cachePath is where repo cache c's mirror lives on this host ("" if unknown).

@@ -1,0 +1,51 @@
+package activities
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// Usage is summed per owner kind; bytes of no owner count for neither.
+func TestUsageByKind(t *testing.T) {
+	rc, ws := usageByKind(map[string]int64{"rc:a": 1, "rc:b": 2, "ws:x": 10, "ws:y": 20, "other": 100})
+	assert.Equal(t, int64(3), rc)
+	assert.Equal(t, int64(30), ws)
+}
+
+// The plan keeps only the kinds asked for, then at most
+// MaxEvictionActionsPerHost actions (the rest counted); an unknown kind is
+// an invalid argument naming the field.
+func TestLimitActions(t *testing.T) {
+	plan := func(n int) *sandboxapi.PlanEvictionResult {
+		out := &sandboxapi.PlanEvictionResult{}
+		for i := range n {
+			k := sandboxapi.EvictionStopRuntime
+			if i%2 == 1 {
+				k = sandboxapi.EvictionEvictWorkspace
+			}
+			out.Plan.Actions = append(out.Plan.Actions, sandboxapi.EvictionAction{Kind: k})
+		}
+		return out
+	}
+	out := plan(4)
+	require.NoError(t, limitActions(out, []sandboxapi.EvictionActionKind{sandboxapi.EvictionEvictWorkspace}))
+	assert.Len(t, out.Plan.Actions, 2)
+	for _, a := range out.Plan.Actions {
+		assert.Equal(t, sandboxapi.EvictionEvictWorkspace, a.Kind)
+	}
+
+	out = plan(sandboxapi.MaxEvictionActionsPerHost + 3)
+	require.NoError(t, limitActions(out, nil))
+	assert.Len(t, out.Plan.Actions, sandboxapi.MaxEvictionActionsPerHost)
+	assert.Equal(t, 3, out.Truncated)
+
+	out = plan(2)
+	err := limitActions(out, []sandboxapi.EvictionActionKind{"evict_everything"})
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	assert.Len(t, out.Plan.Actions, 2, "nothing changed")
+}

@@ -399,8 +399,8 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 	now := e.now()
 	res := sandboxapi.EvictResult{RequestID: in.Request.RequestID, Action: eviction.ActionEvictWorkspace, Tier: in.Request.Tier,
 		ID: in.WorkspaceID, WorkspaceID: in.WorkspaceID, At: now}
-	outcome := func(o, format string, args ...any) (sandboxapi.EvictResult, error) {
-		res.Outcome, res.Reason = o, fmt.Sprintf(format, args...)
+	outcome := func(o, reason string) (sandboxapi.EvictResult, error) {
+		res.Outcome, res.Reason = o, reason
 		e.log().Info("eviction", "workspace", in.WorkspaceID, "outcome", o, "reason", res.Reason)
 		return res, nil
 	}
@@ -414,74 +414,96 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 	if err != nil {
 		return res, err
 	}
-	if ws.HostID != e.HostID {
-		return outcome(sandboxapi.OutcomeFailed, "workspace lives on host %s, not %s", ws.HostID, e.HostID)
+	if o, reason := workspaceEvictionRefusal(ws, in.Request, e.HostID, now); o != "" {
+		return outcome(o, reason)
 	}
-	if ws.State != sandbox.WorkspaceReady {
-		return outcome(sandboxapi.OutcomeSkipped, "workspace is %s", ws.State)
+	o, reason, err := e.saveAndRemove(ctx, ws, in.Request, &res)
+	if err != nil {
+		return res, err
 	}
-	if ws.PinnedUntil != nil && ws.PinnedUntil.After(now) {
-		return outcome(sandboxapi.OutcomeSkipped, "pinned until %s", ws.PinnedUntil.UTC().Format(time.RFC3339))
+	return outcome(o, reason)
+}
+
+// workspaceEvictionRefusal is the outcome and reason of a workspace the
+// request may not evict at now, re-checked before any work (docs/DESIGN.md
+// "Eviction policy"): failed when it lives on another host; skipped when it
+// is not ready, pinned, or used within the request's MinIdle. "" when it
+// may go on.
+func workspaceEvictionRefusal(ws sandbox.Workspace, req sandboxapi.EvictRequest, hostID string, now time.Time) (outcome, reason string) {
+	switch {
+	case ws.HostID != hostID:
+		return sandboxapi.OutcomeFailed, fmt.Sprintf("workspace lives on host %s, not %s", ws.HostID, hostID)
+	case ws.State != sandbox.WorkspaceReady:
+		return sandboxapi.OutcomeSkipped, fmt.Sprintf("workspace is %s", ws.State)
+	case ws.PinnedUntil != nil && ws.PinnedUntil.After(now):
+		return sandboxapi.OutcomeSkipped, fmt.Sprintf("pinned until %s", ws.PinnedUntil.UTC().Format(time.RFC3339))
 	}
-	if idle := now.Sub(ws.LastUsedAt); idle < in.Request.MinIdle {
-		return outcome(sandboxapi.OutcomeSkipped, "used %s ago (rule needs %s)", idle.Round(time.Second), in.Request.MinIdle)
+	if idle := now.Sub(ws.LastUsedAt); idle < req.MinIdle {
+		return sandboxapi.OutcomeSkipped, fmt.Sprintf("used %s ago (rule needs %s)", idle.Round(time.Second), req.MinIdle)
 	}
+	return "", ""
+}
+
+// saveAndRemove evicts ready workspace ws (EvictWorkspace from its unsaved
+// work check on) and returns the outcome and its reason, setting res's
+// BackupRef, PatchPath and FreedBytes. The error is a store failure's.
+func (e *EvictionActivities) saveAndRemove(ctx context.Context, ws sandbox.Workspace, req sandboxapi.EvictRequest, res *sandboxapi.EvictResult) (outcome, reason string, err error) {
 	markEvicted := func(dirty bool) error {
 		ws.State, ws.Dirty, ws.SizeBytes, ws.UpdatedAt = sandbox.WorkspaceEvicted, dirty, 0, e.now()
 		return e.Store.UpdateWorkspace(ctx, ws)
 	}
 	exists, err := e.Workspaces.Exists(ctx, ws)
 	if err != nil {
-		return outcome(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
+		return sandboxapi.OutcomeFailed, sandbox.Message(err), nil
 	}
 	if !exists {
 		if err := markEvicted(false); err != nil {
-			return res, err
+			return "", "", err
 		}
-		return outcome(sandboxapi.OutcomeDone, "the worktree was already gone")
+		return sandboxapi.OutcomeDone, "the worktree was already gone", nil
 	}
 	if e.Backups == nil {
-		return outcome(sandboxapi.OutcomeBlocked, "this host cannot save work (no backup provider)")
+		return sandboxapi.OutcomeBlocked, "this host cannot save work (no backup provider)", nil
 	}
 	un, err := e.Backups.UnsavedWork(ctx, ws)
 	if err != nil {
-		return outcome(sandboxapi.OutcomeBlocked, "cannot inspect the worktree: %s", sandbox.Message(err))
+		return sandboxapi.OutcomeBlocked, "cannot inspect the worktree: " + sandbox.Message(err), nil
 	}
-	if un.Any() && !in.Request.AllowUnsaved {
-		return outcome(sandboxapi.OutcomeSkipped, "has unsaved work (dirty=%t, unpushed commits=%d) that rule %s does not evict", un.Dirty, un.UnpushedCommits, in.Request.Tier)
+	if un.Any() && !req.AllowUnsaved {
+		return sandboxapi.OutcomeSkipped, fmt.Sprintf("has unsaved work (dirty=%t, unpushed commits=%d) that rule %s does not evict", un.Dirty, un.UnpushedCommits, req.Tier), nil
 	}
 	size, _ := e.Workspaces.SizeBytes(ctx, ws)
 	// The runtime goes first: nothing may run in (or hold) the worktree while it is saved and removed.
 	rid := sandbox.RuntimeIDFor(ws.ID)
 	if err := e.Runtimes.Destroy(ctx, rid); err != nil {
-		return outcome(sandboxapi.OutcomeBlocked, "destroy runtime %s: %s", rid, sandbox.Message(err))
+		return sandboxapi.OutcomeBlocked, fmt.Sprintf("destroy runtime %s: %s", rid, sandbox.Message(err)), nil
 	}
 	if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		e.log().Warn("eviction: delete runtime row", "runtime", rid, "error", err)
 	}
 	if err := e.Backups.CheckRemovable(ctx, ws); err != nil {
-		return outcome(sandboxapi.OutcomeBlocked, "%s", sandbox.Message(err))
+		return sandboxapi.OutcomeBlocked, sandbox.Message(err), nil
 	}
 	saved := false
 	if un.NeedsBackup() {
 		man, err := e.Backups.Backup(ctx, ws)
 		if err != nil {
-			return outcome(sandboxapi.OutcomeBlocked, "saving the work failed, the workspace stays: %s", sandbox.Message(err))
+			return sandboxapi.OutcomeBlocked, "saving the work failed, the workspace stays: " + sandbox.Message(err), nil
 		}
 		saved, res.BackupRef, res.PatchPath = true, man.Ref, man.PatchPath
 	}
 	if err := e.Workspaces.Remove(ctx, ws); err != nil {
 		if !saved {
-			return outcome(sandboxapi.OutcomeFailed, "remove worktree: %s", sandbox.Message(err))
+			return sandboxapi.OutcomeFailed, "remove worktree: " + sandbox.Message(err), nil
 		}
 		if merr := markEvicted(un.Dirty); merr != nil {
-			return res, merr
+			return "", "", merr
 		}
 		res.FreedBytes = 0
-		return outcome(sandboxapi.OutcomeDone, "the worktree was only partly removed (%s); its work is saved and the next acquire restores it", sandbox.Message(err))
+		return sandboxapi.OutcomeDone, fmt.Sprintf("the worktree was only partly removed (%s); its work is saved and the next acquire restores it", sandbox.Message(err)), nil
 	}
 	if err := markEvicted(un.Dirty); err != nil {
-		return res, err
+		return "", "", err
 	}
 	if e.Outputs != nil { // kept command output goes with the worktree
 		if err := e.Outputs.RemoveWorkspace(ws.ID); err != nil {
@@ -490,9 +512,9 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 	}
 	res.FreedBytes = size
 	if saved {
-		return outcome(sandboxapi.OutcomeDone, "work saved to %s and %s", res.BackupRef, res.PatchPath)
+		return sandboxapi.OutcomeDone, fmt.Sprintf("work saved to %s and %s", res.BackupRef, res.PatchPath), nil
 	}
-	return outcome(sandboxapi.OutcomeDone, "clean")
+	return sandboxapi.OutcomeDone, "clean", nil
 }
 
 // EvictRuntime stops (stop_runtime) or destroys (destroy_runtime) one

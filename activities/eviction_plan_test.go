@@ -2,6 +2,7 @@ package activities
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,4 +49,34 @@ func TestLimitActions(t *testing.T) {
 	err := limitActions(out, []sandboxapi.EvictionActionKind{"evict_everything"})
 	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
 	assert.Len(t, out.Plan.Actions, 2, "nothing changed")
+}
+
+// The rules an eviction request re-checks before any work: another host
+// fails; not ready, pinned and recently used are skipped; otherwise it may
+// go on.
+func TestWorkspaceEvictionRefusal(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	future, past := now.Add(time.Hour), now.Add(-time.Hour)
+	ok := sandbox.Workspace{HostID: "h", State: sandbox.WorkspaceReady, LastUsedAt: now.Add(-2 * time.Hour), PinnedUntil: &past}
+	req := sandboxapi.EvictRequest{MinIdle: time.Hour}
+	o, why := workspaceEvictionRefusal(ok, req, "h", now)
+	assert.Empty(t, o, why)
+
+	cases := map[string]struct {
+		edit    func(*sandbox.Workspace)
+		outcome string
+		reason  string
+	}{
+		"other host": {func(w *sandbox.Workspace) { w.HostID = "h2" }, sandboxapi.OutcomeFailed, "workspace lives on host h2, not h"},
+		"not ready":  {func(w *sandbox.Workspace) { w.State = sandbox.WorkspaceEvicted }, sandboxapi.OutcomeSkipped, "workspace is evicted"},
+		"pinned":     {func(w *sandbox.Workspace) { w.PinnedUntil = &future }, sandboxapi.OutcomeSkipped, "pinned until 2026-05-01T13:00:00Z"},
+		"used":       {func(w *sandbox.Workspace) { w.LastUsedAt = now.Add(-time.Minute) }, sandboxapi.OutcomeSkipped, "used 1m0s ago (rule needs 1h0m0s)"},
+	}
+	for name, c := range cases {
+		ws := ok
+		c.edit(&ws)
+		o, why := workspaceEvictionRefusal(ws, req, "h", now)
+		assert.Equal(t, c.outcome, o, name)
+		assert.Equal(t, c.reason, why, name)
+	}
 }

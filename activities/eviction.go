@@ -640,40 +640,10 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 		}
 		var freed int64
 		err = remover.RemoveUnused(ctx, repo, func(bare string) error {
-			if idle := e.now().Sub(row.LastUsedAt); idle < a.MinIdle {
-				return sandbox.Errorf(sandbox.ErrConflict, "used %s ago", idle.Round(time.Second))
-			}
-			wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: row.ID, HostID: e.HostID})
-			if err != nil {
+			if err := e.checkRepoCacheRemovable(ctx, row, a.MinIdle, bare); err != nil {
 				return err
 			}
-			for _, w := range wss {
-				if w.State != sandbox.WorkspaceRemoved {
-					return sandbox.Errorf(sandbox.ErrConflict, "used by workspace %s (%s)", w.ID, w.State)
-				}
-			}
-			if e.Backups == nil {
-				return sandbox.Errorf(sandbox.ErrConflict, "cannot check it for unsaved work")
-			}
-			local := row
-			local.LocalPath = bare
-			holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, local)
-			if err != nil {
-				return err
-			}
-			if holds {
-				return sandbox.Errorf(sandbox.ErrConflict, "holds commits on no remote branch")
-			}
-			sizes := map[string]int64{}
-			_ = filepath.WalkDir(bare, func(_ string, d fs.DirEntry, err error) error {
-				if err == nil && d.Type().IsRegular() {
-					if fi, err := d.Info(); err == nil {
-						sizes[""] += fi.Size()
-					}
-				}
-				return nil
-			})
-			freed = sizes[""]
+			freed = regularFileBytes(bare)
 			return nil
 		})
 		switch {
@@ -712,6 +682,55 @@ type RepoCachePather interface {
 // Without it no repo cache is evicted (docs/DESIGN.md "Eviction policy").
 type RepoCacheRemover interface {
 	RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, check func(bare string) error) error
+}
+
+// checkRepoCacheRemovable decides, under the repository's lock, whether
+// repo cache row (its mirror at bare) may be removed (docs/DESIGN.md
+// "Eviction policy"): ErrConflict when it was used within minIdle, a
+// workspace row on this host that is not removed references it, there are
+// no Backups to check it for unsaved work, or it holds commits on no remote
+// branch; other errors are the store's or the check's.
+func (e *EvictionActivities) checkRepoCacheRemovable(ctx context.Context, row sandbox.RepoCache, minIdle time.Duration, bare string) error {
+	if idle := e.now().Sub(row.LastUsedAt); idle < minIdle {
+		return sandbox.Errorf(sandbox.ErrConflict, "used %s ago", idle.Round(time.Second))
+	}
+	wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: row.ID, HostID: e.HostID})
+	if err != nil {
+		return err
+	}
+	for _, w := range wss {
+		if w.State != sandbox.WorkspaceRemoved {
+			return sandbox.Errorf(sandbox.ErrConflict, "used by workspace %s (%s)", w.ID, w.State)
+		}
+	}
+	if e.Backups == nil {
+		return sandbox.Errorf(sandbox.ErrConflict, "cannot check it for unsaved work")
+	}
+	local := row
+	local.LocalPath = bare
+	holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, local)
+	if err != nil {
+		return err
+	}
+	if holds {
+		return sandbox.Errorf(sandbox.ErrConflict, "holds commits on no remote branch")
+	}
+	return nil
+}
+
+// regularFileBytes is the total size in bytes of the regular files under
+// dir (symlinks not followed; unreadable entries skipped).
+func regularFileBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // OrphanCollector is the optional capability of remote runtime providers

@@ -200,10 +200,18 @@ func whileHeartbeating[T any](ctx context.Context, fn func() (T, error)) (T, err
 	if !activity.IsActivity(ctx) {
 		return fn()
 	}
-	done := make(chan struct{})
-	defer close(done)
+	defer startHeartbeats(ctx, heartbeatEvery, nil)()
+	return fn()
+}
+
+// startHeartbeats records a heartbeat of the activity of ctx every interval
+// (with details() as its details when details is not nil) until ctx ends or
+// stop is called; stop returns once no heartbeat is being recorded.
+func startHeartbeats(ctx context.Context, every time.Duration, details func() any) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
-		t := time.NewTicker(heartbeatEvery)
+		defer close(ended)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -212,11 +220,15 @@ func whileHeartbeating[T any](ctx context.Context, fn func() (T, error)) (T, err
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx)
+				if details != nil {
+					activity.RecordHeartbeat(ctx, details())
+				} else {
+					activity.RecordHeartbeat(ctx)
+				}
 			}
 		}
 	}()
-	return fn()
+	return func() { close(done); <-ended }
 }
 
 // Locate reports whether a workspace exists and on which host; it reads only

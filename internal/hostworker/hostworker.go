@@ -243,9 +243,12 @@ func (h *Host) startWorkers(ctx context.Context, opts Options, wss *workspace.Ma
 	// Running execs publish output progress as heartbeat details every second
 	// (activities.execStreaming): let the SDK send heartbeats that often.
 	wopts := worker.Options{MaxHeartbeatThrottleInterval: time.Second}
+	// One git inspection per repository and operation (docs/SECURITY.md
+	// "Git hardening"), before the metrics and the caller's interceptors.
+	wopts.Interceptors = []interceptor.WorkerInterceptor{activities.GitInspections()}
 	if h.Metrics != nil {
 		// Every activity of both workers, whoever registered it.
-		wopts.Interceptors = []interceptor.WorkerInterceptor{h.Metrics.Interceptor()}
+		wopts.Interceptors = append(wopts.Interceptors, h.Metrics.Interceptor())
 	}
 	// A late heartbeat call must not cancel an activity (activities.HeartbeatShield).
 	wopts.Interceptors = append(wopts.Interceptors, activities.HeartbeatShield())

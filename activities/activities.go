@@ -26,10 +26,23 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
+// Store is the metadata store the activities need (docs/DESIGN.md "Ports",
+// "Storage model"): the rows of sandbox.Store, and the host registry's
+// listing, from which EvictionHosts plans for every registered host.
+// *sqlite.Store, *postgres.Store and *store.Remembering implement it.
+type Store interface {
+	sandbox.Store
+	// ListHosts returns every registered worker host ordered by host id, as
+	// a non-nil slice (store.HostRegistry). Errors: the store's.
+	ListHosts(ctx context.Context) ([]store.Host, error)
+}
+
+var _ Store = (*store.Remembering)(nil)
+
 // Activities are registered once per worker; every field is required but
 // Logger and Now.
 type Activities struct {
-	Store       sandbox.Store
+	Store       Store
 	Repos       sandbox.RepoCacheProvider
 	Workspaces  sandbox.WorkspaceProvider
 	Runtimes    sandbox.RuntimeProvider
@@ -187,10 +200,18 @@ func whileHeartbeating[T any](ctx context.Context, fn func() (T, error)) (T, err
 	if !activity.IsActivity(ctx) {
 		return fn()
 	}
-	done := make(chan struct{})
-	defer close(done)
+	defer startHeartbeats(ctx, heartbeatEvery, nil)()
+	return fn()
+}
+
+// startHeartbeats records a heartbeat of the activity of ctx every interval
+// (with details() as its details when details is not nil) until ctx ends or
+// stop is called; stop returns once no heartbeat is being recorded.
+func startHeartbeats(ctx context.Context, every time.Duration, details func() any) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
-		t := time.NewTicker(heartbeatEvery)
+		defer close(ended)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -199,11 +220,15 @@ func whileHeartbeating[T any](ctx context.Context, fn func() (T, error)) (T, err
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx)
+				if details != nil {
+					activity.RecordHeartbeat(ctx, details())
+				} else {
+					activity.RecordHeartbeat(ctx)
+				}
 			}
 		}
 	}()
-	return fn()
+	return func() { close(done); <-ended }
 }
 
 // Locate reports whether a workspace exists and on which host; it reads only
@@ -245,126 +270,36 @@ func (a *Activities) Acquire(ctx context.Context, in wire.AcquireActivityInput) 
 
 func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 	started := time.Now()
-	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
-		return wire.AcquireActivityResult{}, err
-	}
-	var req sandbox.WorkspaceRequest
-	var repo sandbox.RepoIdentity
-	existing, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
-	found := err == nil
-	if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
-		return wire.AcquireActivityResult{}, err
-	}
-	if in.Request != nil {
-		req = *in.Request
-		if repo, err = req.Validate(a.URLs); err != nil {
-			return wire.AcquireActivityResult{}, err
-		}
-		if id := sandbox.WorkspaceIDForKey(req.Key()); id != in.WorkspaceID {
-			return wire.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "the request's key belongs to workspace %s, not %s", id, in.WorkspaceID)
-		}
-		if found && existing.Repo.Key() != repo.Key() {
-			return wire.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s belongs to repository %s, not %s", in.WorkspaceID, existing.Repo.Key(), repo.Key())
-		}
-	} else {
-		if !found {
-			return wire.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s does not exist", in.WorkspaceID)
-		}
-		req = RequestFor(existing)
-		if repo, err = req.Validate(a.URLs); err != nil {
-			return wire.AcquireActivityResult{}, err
-		}
-	}
-	if found && existing.HostID != "" && existing.HostID != a.HostID && existing.State != sandbox.WorkspaceRemoved {
-		return wire.AcquireActivityResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", in.WorkspaceID, existing.HostID, a.HostID)
-	}
-	// The network policy (docs/SECURITY.md "Network modes"): the request's,
-	// else the stored one, else the worker's default; never above its maximum.
-	var curNet sandbox.Network
-	var curAllow []string
-	if found && existing.State != sandbox.WorkspaceRemoved {
-		curNet, curAllow = existing.Network, existing.NetworkAllow
-	}
-	network, networkAllow, err := a.resolvePolicy(req, curNet, curAllow)
+	p, err := a.resolveAcquire(ctx, in)
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
-	// The repo cache is shared by every user of the repository: check this
-	// user's own access before serving any of it.
-	if err := a.verifyAccess(ctx, req.UserID, repo); err != nil {
-		return wire.AcquireActivityResult{}, err
-	}
-	if found && existing.State == sandbox.WorkspaceReady {
-		ok, err := a.Workspaces.Exists(ctx, existing)
-		if err != nil {
-			return wire.AcquireActivityResult{}, err
+	if p.found && p.existing.State == sandbox.WorkspaceReady {
+		res, ok, err := a.reuseReady(ctx, in, p)
+		if err != nil || ok {
+			return res, err
 		}
-		if ok {
-			a.touch(ctx, existing.ID, true)
-			if network != existing.Network || !slices.Equal(networkAllow, existing.NetworkAllow) {
-				existing.Network, existing.NetworkAllow, existing.UpdatedAt = network, networkAllow, a.now()
-				if err := a.Store.UpdateWorkspace(ctx, existing); err != nil {
-					return wire.AcquireActivityResult{}, err
-				}
-				a.log().Info("workspace network policy set", "workspace", existing.ID, "network", network, "network_allow", len(networkAllow))
-			}
-			existing.UninitializedSubmodules = a.uninitializedSubmodules(ctx, existing)
-			res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing), RuntimeReplica: a.runtimeReplica(existing)}
-			if in.Restore {
-				if res.RestoredFrom, err = a.restoreDestroyed(ctx, &res.Workspace); err != nil {
-					return wire.AcquireActivityResult{}, err
-				}
-				if res.RestoredFrom != "" {
-					if err := a.Store.UpdateWorkspace(ctx, res.Workspace); err != nil {
-						return wire.AcquireActivityResult{}, err
-					}
-				}
-			} else {
-				res.Restorable = a.restorableRef(ctx, existing)
-			}
-			return res, nil
-		}
-		a.log().Warn("workspace directory missing; repairing", "workspace", existing.ID, "path", existing.LocalPath)
+		a.log().Warn("workspace directory missing; repairing", "workspace", p.existing.ID, "path", p.existing.LocalPath)
 	}
 	// A destroyed workspace's tombstone: the key starts fresh (docs/API.md
 	// "Destroy"); restore brings back what the destroy kept.
-	fresh := !found || existing.State == sandbox.WorkspaceRemoved
+	fresh := !p.found || p.existing.State == sandbox.WorkspaceRemoved
 	// Keep the originally recorded base: a repaired or resumed workspace keeps its branch and base.
-	if found && !fresh && req.BaseRef == "" {
-		req.BaseRef = existing.BaseRef
+	if p.found && !fresh && p.req.BaseRef == "" {
+		p.req.BaseRef = p.existing.BaseRef
 	}
-	cred, err := a.Credentials.Credential(ctx, sandbox.AuthScope{UserID: req.UserID, Repo: repo})
+	cred, err := a.Credentials.Credential(ctx, sandbox.AuthScope{UserID: p.req.UserID, Repo: p.repo})
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
-	cache, err := whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, false) })
-	if err != nil {
-		return wire.AcquireActivityResult{}, err
-	}
-	if err := a.Store.UpsertRepoCache(ctx, cache); err != nil {
-		return wire.AcquireActivityResult{}, err
-	}
-	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
-	if errors.Is(err, sandbox.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {
-		// The ref may be newer than the cache's last fetch (freshness
-		// window): a ref the caller names that the cache lacks is always
-		// fetched before RefNotFound, unless a fetch started during this
-		// acquire already (LastFetchedAt is when the fetch started).
-		if cache, err = whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, repo, cred, true) }); err != nil {
-			return wire.AcquireActivityResult{}, err
-		}
-		if err := a.Store.UpsertRepoCache(ctx, cache); err != nil {
-			return wire.AcquireActivityResult{}, err
-		}
-		ws, err = whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, req) })
-	}
+	ws, err := a.ensureWorktree(ctx, p, cred, started)
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
 	// Submodules and Git LFS content, through the repo cache with the
 	// user's credential (content.go); best effort, reported.
-	uninitialized := a.completeContent(ctx, ws, repo, cred)
-	restoredFrom, err := a.restoreEvicted(ctx, found, existing, ws)
+	uninitialized := a.completeContent(ctx, ws, p.repo, cred)
+	restoredFrom, err := a.restoreEvicted(ctx, p.found, p.existing, ws)
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
@@ -383,44 +318,187 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 			restorable = a.restorableRef(ctx, ws)
 		}
 	}
+	ws = a.recordedRow(ws, p, fresh, a.now())
+	if err := a.recordWorkspace(ctx, ws, p.found); err != nil {
+		return wire.AcquireActivityResult{}, err
+	}
+	ws.UninitializedSubmodules = uninitialized
+	a.log().Info("workspace ready", "workspace", ws.ID, "repo", p.repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath, "network", ws.Network)
+	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: fresh, RestoredFrom: restoredFrom,
+		Restorable: restorable, ForkedFrom: forkedFrom, RuntimeReplica: a.runtimeReplica(ws)}, nil
+}
+
+// acquirePlan is what resolveAcquire decided: the request (given, or the
+// stored workspace's), its repository, the stored row (found) and the
+// network policy the workspace gets.
+type acquirePlan struct {
+	req          sandbox.WorkspaceRequest
+	repo         sandbox.RepoIdentity
+	existing     sandbox.Workspace
+	found        bool
+	network      sandbox.Network
+	networkAllow []string
+}
+
+// resolveAcquire validates an acquire against the stored row, changing
+// nothing: the id, the request (in.Request, or the stored workspace's for a
+// resume), that the request's key is the id's and its repository the
+// stored one's, that the workspace lives on this host, the network policy
+// (the request's, else the stored one, else the worker's default; never
+// above its maximum: docs/SECURITY.md "Network modes"), and the user's read
+// access (the repo cache is shared by every user of the repository).
+// Errors: as Acquire's, but the git ones.
+func (a *Activities) resolveAcquire(ctx context.Context, in wire.AcquireActivityInput) (acquirePlan, error) {
+	var p acquirePlan
+	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+		return p, err
+	}
+	existing, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
+	p.existing, p.found = existing, err == nil
+	if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+		return p, err
+	}
+	if in.Request != nil {
+		p.req = *in.Request
+		if p.repo, err = p.req.Validate(a.URLs); err != nil {
+			return p, err
+		}
+		if id := sandbox.WorkspaceIDForKey(p.req.Key()); id != in.WorkspaceID {
+			return p, sandbox.Errorf(sandbox.ErrInvalidArgument, "the request's key belongs to workspace %s, not %s", id, in.WorkspaceID)
+		}
+		if p.found && existing.Repo.Key() != p.repo.Key() {
+			return p, sandbox.Errorf(sandbox.ErrConflict, "workspace %s belongs to repository %s, not %s", in.WorkspaceID, existing.Repo.Key(), p.repo.Key())
+		}
+	} else {
+		if !p.found {
+			return p, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s does not exist", in.WorkspaceID)
+		}
+		p.req = RequestFor(existing)
+		if p.repo, err = p.req.Validate(a.URLs); err != nil {
+			return p, err
+		}
+	}
+	if p.found && existing.HostID != "" && existing.HostID != a.HostID && existing.State != sandbox.WorkspaceRemoved {
+		return p, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", in.WorkspaceID, existing.HostID, a.HostID)
+	}
+	var curNet sandbox.Network
+	var curAllow []string
+	if p.found && existing.State != sandbox.WorkspaceRemoved {
+		curNet, curAllow = existing.Network, existing.NetworkAllow
+	}
+	if p.network, p.networkAllow, err = a.resolvePolicy(p.req, curNet, curAllow); err != nil {
+		return p, err
+	}
+	return p, a.verifyAccess(ctx, p.req.UserID, p.repo)
+}
+
+// reuseReady serves an acquire of a ready workspace whose worktree is
+// present without git work (ok): touched, its network policy updated when
+// the request changes it, and, with in.Restore, what its destroy kept
+// restored. ok is false when the worktree is missing (acquire repairs it).
+func (a *Activities) reuseReady(ctx context.Context, in wire.AcquireActivityInput, p acquirePlan) (wire.AcquireActivityResult, bool, error) {
+	existing := p.existing
+	ok, err := a.Workspaces.Exists(ctx, existing)
+	if err != nil || !ok {
+		return wire.AcquireActivityResult{}, false, err
+	}
+	a.touch(ctx, existing.ID, true)
+	if p.network != existing.Network || !slices.Equal(p.networkAllow, existing.NetworkAllow) {
+		existing.Network, existing.NetworkAllow, existing.UpdatedAt = p.network, p.networkAllow, a.now()
+		if err := a.Store.UpdateWorkspace(ctx, existing); err != nil {
+			return wire.AcquireActivityResult{}, false, err
+		}
+		a.log().Info("workspace network policy set", "workspace", existing.ID, "network", p.network, "network_allow", len(p.networkAllow))
+	}
+	existing.UninitializedSubmodules = a.uninitializedSubmodules(ctx, existing)
+	res := wire.AcquireActivityResult{Workspace: existing, Settings: a.settingsFor(existing), RuntimeReplica: a.runtimeReplica(existing)}
+	if !in.Restore {
+		res.Restorable = a.restorableRef(ctx, existing)
+		return res, true, nil
+	}
+	if res.RestoredFrom, err = a.restoreDestroyed(ctx, &res.Workspace); err != nil {
+		return wire.AcquireActivityResult{}, false, err
+	}
+	if res.RestoredFrom != "" {
+		if err := a.Store.UpdateWorkspace(ctx, res.Workspace); err != nil {
+			return wire.AcquireActivityResult{}, false, err
+		}
+	}
+	return res, true, nil
+}
+
+// ensureWorktree ensures the repo cache (cloned once, fetched outside its
+// freshness window) and the workspace's worktree, recording the cache's
+// row. A ref the request names that the cache lacks is fetched once before
+// ErrRefNotFound, unless a fetch started during this acquire (at started)
+// already: the ref may be newer than the cache's last fetch.
+func (a *Activities) ensureWorktree(ctx context.Context, p acquirePlan, cred *sandbox.Credential, started time.Time) (sandbox.Workspace, error) {
+	ensureCache := func(force bool) (sandbox.RepoCache, error) {
+		cache, err := whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, p.repo, cred, force) })
+		if err != nil {
+			return cache, err
+		}
+		return cache, a.Store.UpsertRepoCache(ctx, cache)
+	}
+	cache, err := ensureCache(false)
+	if err != nil {
+		return sandbox.Workspace{}, err
+	}
+	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req) })
+	if errors.Is(err, sandbox.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {
+		// LastFetchedAt is when the fetch started.
+		if cache, err = ensureCache(true); err != nil {
+			return sandbox.Workspace{}, err
+		}
+		ws, err = whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req) })
+	}
+	return ws, err
+}
+
+// recordedRow is the row acquire records for the worktree ws (at now): this
+// host, the plan's network policy, the base ref as requested ("" = the
+// default branch: part of the analysis uniqueness key, docs/DESIGN.md
+// "Storage model"). A workspace that is not fresh (repaired, resumed,
+// restored after eviction) keeps its creation time, its pin, the first
+// recorded base commit of its branch (diffs stay against it) and that
+// base's fetch time; a re-used tombstone (found, fresh) is a new workspace
+// of the key.
+func (a *Activities) recordedRow(ws sandbox.Workspace, p acquirePlan, fresh bool, now time.Time) sandbox.Workspace {
 	ws.HostID = a.HostID
-	ws.Network, ws.NetworkAllow = network, networkAllow
-	// The row keeps the base ref as requested ("" = the default branch): it is
-	// part of the analysis uniqueness key (fork manifest "Storage Model").
-	ws.BaseRef = req.BaseRef
-	now := a.now()
+	ws.Network, ws.NetworkAllow = p.network, p.networkAllow
+	ws.BaseRef = p.req.BaseRef
 	ws.LastUsedAt, ws.UpdatedAt = now, now
-	if found && !fresh {
+	existing := p.existing
+	switch {
+	case p.found && !fresh:
 		ws.CreatedAt = existing.CreatedAt
 		ws.PinnedUntil = existing.PinnedUntil
 		if existing.BaseCommit != "" && existing.BranchName == ws.BranchName && ws.BaseCommit != existing.BaseCommit {
-			// The branch keeps its history; diffs stay against the first recorded base.
 			ws.BaseCommit = existing.BaseCommit
 		}
 		if ws.BaseCommit == existing.BaseCommit && existing.BaseFetchedAt != nil {
 			ws.BaseFetchedAt = existing.BaseFetchedAt
 		}
-		err = a.Store.UpdateWorkspace(ctx, ws)
-	} else if found {
-		ws.CreatedAt = now // a tombstone re-used: a new workspace of the key
-		err = a.Store.UpdateWorkspace(ctx, ws)
-	} else {
-		if ws.CreatedAt.IsZero() {
-			ws.CreatedAt = now
-		}
-		err = a.Store.CreateWorkspace(ctx, ws)
-		if errors.Is(err, sandbox.ErrConflict) {
-			// A concurrent attempt (retry) recorded it first: same id, same worktree.
-			err = a.Store.UpdateWorkspace(ctx, ws)
-		}
+	case p.found:
+		ws.CreatedAt = now
+	case ws.CreatedAt.IsZero():
+		ws.CreatedAt = now
 	}
-	if err != nil {
-		return wire.AcquireActivityResult{}, err
+	return ws
+}
+
+// recordWorkspace writes the row: an update when one was found, else a
+// create (an update when a concurrent attempt, a retry, created it first:
+// same id, same worktree).
+func (a *Activities) recordWorkspace(ctx context.Context, ws sandbox.Workspace, found bool) error {
+	if found {
+		return a.Store.UpdateWorkspace(ctx, ws)
 	}
-	ws.UninitializedSubmodules = uninitialized
-	a.log().Info("workspace ready", "workspace", ws.ID, "repo", repo.Key(), "mode", ws.Mode, "branch", ws.BranchName, "path", ws.LocalPath, "network", ws.Network)
-	return wire.AcquireActivityResult{Workspace: ws, Settings: a.settingsFor(ws), Created: fresh, RestoredFrom: restoredFrom,
-		Restorable: restorable, ForkedFrom: forkedFrom, RuntimeReplica: a.runtimeReplica(ws)}, nil
+	err := a.Store.CreateWorkspace(ctx, ws)
+	if errors.Is(err, sandbox.ErrConflict) {
+		err = a.Store.UpdateWorkspace(ctx, ws)
+	}
+	return err
 }
 
 // settingsFor returns the session settings of ws: the host's, with

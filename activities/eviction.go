@@ -12,14 +12,11 @@ import (
 	"syscall"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/internal/eviction"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -64,8 +61,8 @@ func (e *EvictionActivities) Register(w interface {
 }
 
 // EvictionHosts lists the hosts to plan for: this host, every host id of a
-// workspace or repo cache row, and every row of the host registry when the
-// store has one (store.HostRegistry), sorted.
+// workspace or repo cache row, and every row of the host registry
+// (Store.ListHosts), sorted.
 func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHostsResult, error) {
 	seen := map[string]bool{e.HostID: true}
 	wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
@@ -86,14 +83,12 @@ func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHo
 			seen[c.HostID] = true
 		}
 	}
-	if reg, ok := e.Store.(store.HostRegistry); ok {
-		hosts, err := reg.ListHosts(ctx)
-		if err != nil {
-			return wire.EvictionHostsResult{}, ToApplicationError(err)
-		}
-		for _, h := range hosts {
-			seen[h.HostID] = true
-		}
+	hosts, err := e.Store.ListHosts(ctx)
+	if err != nil {
+		return wire.EvictionHostsResult{}, ToApplicationError(err)
+	}
+	for _, h := range hosts {
+		seen[h.HostID] = true
 	}
 	out := wire.EvictionHostsResult{Hosts: []string{}}
 	for h := range seen {
@@ -139,28 +134,7 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 	if err != nil {
 		return out, err
 	}
-	owners := map[string]string{}
-	for _, w := range rows {
-		if w.State == sandbox.WorkspaceReady && filepath.IsAbs(w.LocalPath) {
-			owners[filepath.Clean(w.LocalPath)] = "ws:" + w.ID
-		}
-	}
-	type localCache struct {
-		row  sandbox.RepoCache
-		path string
-	}
-	var caches []localCache
-	for _, c := range cacheRows {
-		if c.State != sandbox.RepoCacheReady {
-			continue
-		}
-		p := e.cachePath(c)
-		if p == "" || !isDirectory(p) {
-			continue
-		}
-		caches = append(caches, localCache{c, p})
-		owners[p] = "rc:" + c.ID
-	}
+	caches, owners := e.localOwners(rows, cacheRows)
 	used, budget, sizes, mode, err := e.measure(ctx, owners)
 	if err != nil {
 		return out, err
@@ -170,44 +144,16 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 	onHost := map[string]bool{}
 	for _, w := range rows {
 		onHost[w.ID] = true
-		pw := eviction.Workspace{ID: w.ID, RepoCacheID: w.RepoCacheID, Mode: w.Mode, State: w.State,
-			PinnedUntil: w.PinnedUntil, LastUsedAt: w.LastUsedAt, SizeBytes: sizes["ws:"+w.ID]}
-		if w.State == sandbox.WorkspaceReady {
-			switch {
-			case now.Sub(w.LastUsedAt) < e.inspectAfter():
-				pw.Unknown = true // not a candidate yet: not inspected
-			case e.Backups == nil:
-				pw.Unknown = true
-			default:
-				if ok, err := e.Workspaces.Exists(ctx, w); err == nil && !ok {
-					break // the worktree is gone: nothing left to lose
-				}
-				un, err := e.Backups.UnsavedWork(ctx, w)
-				if err != nil {
-					pw.Unknown = true
-					out.Notes = append(out.Notes, fmt.Sprintf("workspace %s: %s", w.ID, sandbox.Message(err)))
-				}
-				// Checkpoints count as saved work (docs/API.md
-				// "Checkpoints"): a worktree exactly at its newest checkpoint
-				// is planned like a clean one (and still saved when evicted).
-				pw.Dirty, pw.UnpushedCommits = un.Dirty && !un.Checkpointed, un.UnpushedCommits
-			}
+		pw, note := e.plannedWorkspace(ctx, w, now, sizes["ws:"+w.ID])
+		if note != "" {
+			out.Notes = append(out.Notes, note)
 		}
 		snap.Workspaces = append(snap.Workspaces, pw)
 	}
 	for _, c := range caches {
-		pc := eviction.RepoCache{ID: c.row.ID, State: c.row.State, LastUsedAt: c.row.LastUsedAt, SizeBytes: sizes["rc:"+c.row.ID]}
-		if e.Backups == nil {
-			pc.HoldsUnsavedWork = true
-		} else {
-			row := c.row
-			row.LocalPath = c.path
-			holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, row)
-			if err != nil {
-				out.Notes = append(out.Notes, fmt.Sprintf("repo cache %s: %s", c.row.ID, sandbox.Message(err)))
-				holds = true
-			}
-			pc.HoldsUnsavedWork = holds
+		pc, note := e.plannedRepoCache(ctx, c, sizes["rc:"+c.row.ID])
+		if note != "" {
+			out.Notes = append(out.Notes, note)
 		}
 		snap.RepoCaches = append(snap.RepoCaches, pc)
 	}
@@ -221,41 +167,141 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 		}
 	}
 	out.Plan = publicPlan(eviction.NewPlan(snap, e.Policy))
-	for owner, n := range sizes {
-		switch {
-		case strings.HasPrefix(owner, "rc:"):
-			out.Plan.Usage.RepoCacheBytes += n
-		case strings.HasPrefix(owner, "ws:"):
-			out.Plan.Usage.WorkspaceBytes += n
-		}
-	}
+	out.Plan.Usage.RepoCacheBytes, out.Plan.Usage.WorkspaceBytes = usageByKind(sizes)
 	if orphans, note := e.planOrphans(ctx, used); note != "" {
 		out.Notes = append(out.Notes, note)
 	} else if len(orphans) > 0 {
 		// Pure waste (no workspace can use them): first.
 		out.Plan.Actions = append(orphans, out.Plan.Actions...)
 	}
-	if len(in.Actions) > 0 {
-		for _, k := range in.Actions {
-			if !k.Valid() {
-				return out, sandbox.FieldError("actions", "unknown eviction action %q (want one of %v)", sandbox.Clip(string(k), 40), sandboxapi.EvictionActionKinds)
-			}
-		}
-		out.Plan.Actions = slices.DeleteFunc(out.Plan.Actions, func(a sandboxapi.EvictionAction) bool { return !slices.Contains(in.Actions, a.Kind) })
-	}
-	if n := len(out.Plan.Actions); n > sandboxapi.MaxEvictionActionsPerHost {
-		out.Truncated = n - sandboxapi.MaxEvictionActionsPerHost
-		out.Plan.Actions = out.Plan.Actions[:sandboxapi.MaxEvictionActionsPerHost]
+	if err := limitActions(&out, in.Actions); err != nil {
+		return out, err
 	}
 	e.log().Info("eviction planned", "host", e.HostID, "used", used, "budget", budget, "pressure", out.Plan.Pressure, "actions", len(out.Plan.Actions))
 	return out, nil
 }
 
+// localCache is a ready repo cache row whose mirror is on this host, at path.
+type localCache struct {
+	row  sandbox.RepoCache
+	path string
+}
+
+// localOwners returns the ready repo caches present on this host and the
+// owner of each directory measure attributes bytes to: "ws:<id>" for a ready
+// workspace's worktree, "rc:<id>" for a cache's mirror.
+func (e *EvictionActivities) localOwners(rows []sandbox.Workspace, cacheRows []sandbox.RepoCache) ([]localCache, map[string]string) {
+	owners := map[string]string{}
+	for _, w := range rows {
+		if w.State == sandbox.WorkspaceReady && filepath.IsAbs(w.LocalPath) {
+			owners[filepath.Clean(w.LocalPath)] = "ws:" + w.ID
+		}
+	}
+	var caches []localCache
+	for _, c := range cacheRows {
+		if c.State != sandbox.RepoCacheReady {
+			continue
+		}
+		p := e.cachePath(c)
+		if p == "" || !isDirectory(p) {
+			continue
+		}
+		caches = append(caches, localCache{c, p})
+		owners[p] = "rc:" + c.ID
+	}
+	return caches, owners
+}
+
+// plannedWorkspace is the planner's view of workspace row w (size bytes at
+// now): a ready workspace idle long enough to be a candidate is inspected
+// for unsaved work (a failure counts as unknown, with a note); younger ones,
+// and all without Backups, are unknown; a ready row whose worktree is gone
+// has nothing left to lose.
+func (e *EvictionActivities) plannedWorkspace(ctx context.Context, w sandbox.Workspace, now time.Time, size int64) (eviction.Workspace, string) {
+	pw := eviction.Workspace{ID: w.ID, RepoCacheID: w.RepoCacheID, Mode: w.Mode, State: w.State,
+		PinnedUntil: w.PinnedUntil, LastUsedAt: w.LastUsedAt, SizeBytes: size}
+	if w.State != sandbox.WorkspaceReady {
+		return pw, ""
+	}
+	switch {
+	case now.Sub(w.LastUsedAt) < e.inspectAfter():
+		pw.Unknown = true // not a candidate yet: not inspected
+		return pw, ""
+	case e.Backups == nil:
+		pw.Unknown = true
+		return pw, ""
+	}
+	if ok, err := e.Workspaces.Exists(ctx, w); err == nil && !ok {
+		return pw, "" // the worktree is gone: nothing left to lose
+	}
+	var note string
+	un, err := e.Backups.UnsavedWork(ctx, w)
+	if err != nil {
+		pw.Unknown = true
+		note = fmt.Sprintf("workspace %s: %s", w.ID, sandbox.Message(err))
+	}
+	// Checkpoints count as saved work (docs/API.md "Checkpoints"): a
+	// worktree exactly at its newest checkpoint is planned like a clean one
+	// (and still saved when evicted).
+	pw.Dirty, pw.UnpushedCommits = un.Dirty && !un.Checkpointed, un.UnpushedCommits
+	return pw, note
+}
+
+// plannedRepoCache is the planner's view of local cache c (size bytes): it
+// holds unsaved work when Backups says so, when the check fails (with a
+// note) and when there are no Backups to ask.
+func (e *EvictionActivities) plannedRepoCache(ctx context.Context, c localCache, size int64) (eviction.RepoCache, string) {
+	pc := eviction.RepoCache{ID: c.row.ID, State: c.row.State, LastUsedAt: c.row.LastUsedAt, SizeBytes: size, HoldsUnsavedWork: true}
+	if e.Backups == nil {
+		return pc, ""
+	}
+	row := c.row
+	row.LocalPath = c.path
+	holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, row)
+	if err != nil {
+		return pc, fmt.Sprintf("repo cache %s: %s", c.row.ID, sandbox.Message(err))
+	}
+	pc.HoldsUnsavedWork = holds
+	return pc, ""
+}
+
+// usageByKind sums measure's sizes per owner kind: repo caches ("rc:") and
+// workspaces ("ws:"), in bytes.
+func usageByKind(sizes map[string]int64) (repoCacheBytes, workspaceBytes int64) {
+	for owner, n := range sizes {
+		switch {
+		case strings.HasPrefix(owner, "rc:"):
+			repoCacheBytes += n
+		case strings.HasPrefix(owner, "ws:"):
+			workspaceBytes += n
+		}
+	}
+	return repoCacheBytes, workspaceBytes
+}
+
+// limitActions keeps only the plan's actions of the kinds asked for (all
+// when none are; ErrInvalidArgument on the field "actions" for an unknown
+// kind), then at most sandboxapi.MaxEvictionActionsPerHost of them, counting
+// the rest in out.Truncated.
+func limitActions(out *sandboxapi.PlanEvictionResult, kinds []sandboxapi.EvictionActionKind) error {
+	if len(kinds) > 0 {
+		for _, k := range kinds {
+			if !k.Valid() {
+				return sandbox.FieldError("actions", "unknown eviction action %q (want one of %v)", sandbox.Clip(string(k), 40), sandboxapi.EvictionActionKinds)
+			}
+		}
+		out.Plan.Actions = slices.DeleteFunc(out.Plan.Actions, func(a sandboxapi.EvictionAction) bool { return !slices.Contains(kinds, a.Kind) })
+	}
+	if n := len(out.Plan.Actions); n > sandboxapi.MaxEvictionActionsPerHost {
+		out.Truncated = n - sandboxapi.MaxEvictionActionsPerHost
+		out.Plan.Actions = out.Plan.Actions[:sandboxapi.MaxEvictionActionsPerHost]
+	}
+	return nil
+}
+
 // cachePath is where repo cache c's mirror lives on this host ("" if unknown).
 func (e *EvictionActivities) cachePath(c sandbox.RepoCache) string {
-	if p, ok := e.Repos.(interface {
-		Path(sandbox.RepoIdentity) string
-	}); ok {
+	if p, ok := e.Repos.(RepoCachePather); ok {
 		id, err := sandbox.ParseRepoURL(c.RepoURL, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
 		if err == nil {
 			if path := p.Path(id); path != "" {
@@ -333,45 +379,6 @@ func (e *EvictionActivities) measure(ctx context.Context, owners map[string]stri
 	return fsUsed, int64(float64(capacity) * frac), sizes, "fraction", nil
 }
 
-// SignalEvictions sends each request to its workspace's SessionWorkflow with
-// signal-with-start (signal "evict"; a session that is not running starts on
-// in.TaskQueue with SessionInput{WorkspaceID} and completes after handling
-// it). Failures are reported per request id, not as an error.
-func (e *EvictionActivities) SignalEvictions(ctx context.Context, in wire.SignalEvictionsInput) (wire.SignalEvictionsResult, error) {
-	out := wire.SignalEvictionsResult{Failed: map[string]string{}}
-	for i, r := range in.Requests {
-		if i%20 == 0 && activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, i)
-		}
-		if err := SignalSession(ctx, e.Client, in.TaskQueue, r.WorkspaceID, sandboxapi.SignalEvict, r.Request); err != nil {
-			out.Failed[r.Request.RequestID] = err.Error()
-		}
-	}
-	return out, nil
-}
-
-// SignalSession sends signal (with arg) to workspace wsID's SessionWorkflow
-// by signal-with-start: a session that is not running starts on taskQueue
-// (the shared queue) with SessionInput{WorkspaceID: wsID}, handles the signal
-// and completes. Errors: ErrInvalidArgument (bad id) or the client's error.
-func SignalSession(ctx context.Context, c client.Client, taskQueue, wsID, signal string, arg any) error {
-	wfID, err := sandbox.SessionWorkflowID(wsID)
-	if err != nil {
-		return err
-	}
-	_, err = c.SignalWithStartWorkflow(ctx, wfID, signal, arg, client.StartWorkflowOptions{
-		ID:                    wfID,
-		TaskQueue:             taskQueue,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrWorkspace).ValueSet(wsID),
-			temporal.NewSearchAttributeKeyKeyword(sandboxapi.SearchAttrState).ValueSet(sandboxapi.StateAcquiring)),
-		StaticSummary: sandboxapi.SessionSummary(wsID, nil),
-		StaticDetails: sandboxapi.SessionDetails(wsID, nil),
-	}, sandboxapi.SessionWorkflowType, sandboxapi.SessionInput{WorkspaceID: wsID})
-	return err
-}
-
 // EvictWorkspace evicts one workspace; its SessionWorkflow calls it under
 // the mutating lock, on the workspace's host. It re-checks the rules first
 // (skipped: not ready, pinned, used within MinIdle, unsaved work the tier
@@ -392,8 +399,8 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 	now := e.now()
 	res := sandboxapi.EvictResult{RequestID: in.Request.RequestID, Action: eviction.ActionEvictWorkspace, Tier: in.Request.Tier,
 		ID: in.WorkspaceID, WorkspaceID: in.WorkspaceID, At: now}
-	outcome := func(o, format string, args ...any) (sandboxapi.EvictResult, error) {
-		res.Outcome, res.Reason = o, fmt.Sprintf(format, args...)
+	outcome := func(o, reason string) (sandboxapi.EvictResult, error) {
+		res.Outcome, res.Reason = o, reason
 		e.log().Info("eviction", "workspace", in.WorkspaceID, "outcome", o, "reason", res.Reason)
 		return res, nil
 	}
@@ -407,74 +414,96 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 	if err != nil {
 		return res, err
 	}
-	if ws.HostID != e.HostID {
-		return outcome(sandboxapi.OutcomeFailed, "workspace lives on host %s, not %s", ws.HostID, e.HostID)
+	if o, reason := workspaceEvictionRefusal(ws, in.Request, e.HostID, now); o != "" {
+		return outcome(o, reason)
 	}
-	if ws.State != sandbox.WorkspaceReady {
-		return outcome(sandboxapi.OutcomeSkipped, "workspace is %s", ws.State)
+	o, reason, err := e.saveAndRemove(ctx, ws, in.Request, &res)
+	if err != nil {
+		return res, err
 	}
-	if ws.PinnedUntil != nil && ws.PinnedUntil.After(now) {
-		return outcome(sandboxapi.OutcomeSkipped, "pinned until %s", ws.PinnedUntil.UTC().Format(time.RFC3339))
+	return outcome(o, reason)
+}
+
+// workspaceEvictionRefusal is the outcome and reason of a workspace the
+// request may not evict at now, re-checked before any work (docs/DESIGN.md
+// "Eviction policy"): failed when it lives on another host; skipped when it
+// is not ready, pinned, or used within the request's MinIdle. "" when it
+// may go on.
+func workspaceEvictionRefusal(ws sandbox.Workspace, req sandboxapi.EvictRequest, hostID string, now time.Time) (outcome, reason string) {
+	switch {
+	case ws.HostID != hostID:
+		return sandboxapi.OutcomeFailed, fmt.Sprintf("workspace lives on host %s, not %s", ws.HostID, hostID)
+	case ws.State != sandbox.WorkspaceReady:
+		return sandboxapi.OutcomeSkipped, fmt.Sprintf("workspace is %s", ws.State)
+	case ws.PinnedUntil != nil && ws.PinnedUntil.After(now):
+		return sandboxapi.OutcomeSkipped, fmt.Sprintf("pinned until %s", ws.PinnedUntil.UTC().Format(time.RFC3339))
 	}
-	if idle := now.Sub(ws.LastUsedAt); idle < in.Request.MinIdle {
-		return outcome(sandboxapi.OutcomeSkipped, "used %s ago (rule needs %s)", idle.Round(time.Second), in.Request.MinIdle)
+	if idle := now.Sub(ws.LastUsedAt); idle < req.MinIdle {
+		return sandboxapi.OutcomeSkipped, fmt.Sprintf("used %s ago (rule needs %s)", idle.Round(time.Second), req.MinIdle)
 	}
+	return "", ""
+}
+
+// saveAndRemove evicts ready workspace ws (EvictWorkspace from its unsaved
+// work check on) and returns the outcome and its reason, setting res's
+// BackupRef, PatchPath and FreedBytes. The error is a store failure's.
+func (e *EvictionActivities) saveAndRemove(ctx context.Context, ws sandbox.Workspace, req sandboxapi.EvictRequest, res *sandboxapi.EvictResult) (outcome, reason string, err error) {
 	markEvicted := func(dirty bool) error {
 		ws.State, ws.Dirty, ws.SizeBytes, ws.UpdatedAt = sandbox.WorkspaceEvicted, dirty, 0, e.now()
 		return e.Store.UpdateWorkspace(ctx, ws)
 	}
 	exists, err := e.Workspaces.Exists(ctx, ws)
 	if err != nil {
-		return outcome(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
+		return sandboxapi.OutcomeFailed, sandbox.Message(err), nil
 	}
 	if !exists {
 		if err := markEvicted(false); err != nil {
-			return res, err
+			return "", "", err
 		}
-		return outcome(sandboxapi.OutcomeDone, "the worktree was already gone")
+		return sandboxapi.OutcomeDone, "the worktree was already gone", nil
 	}
 	if e.Backups == nil {
-		return outcome(sandboxapi.OutcomeBlocked, "this host cannot save work (no backup provider)")
+		return sandboxapi.OutcomeBlocked, "this host cannot save work (no backup provider)", nil
 	}
 	un, err := e.Backups.UnsavedWork(ctx, ws)
 	if err != nil {
-		return outcome(sandboxapi.OutcomeBlocked, "cannot inspect the worktree: %s", sandbox.Message(err))
+		return sandboxapi.OutcomeBlocked, "cannot inspect the worktree: " + sandbox.Message(err), nil
 	}
-	if un.Any() && !in.Request.AllowUnsaved {
-		return outcome(sandboxapi.OutcomeSkipped, "has unsaved work (dirty=%t, unpushed commits=%d) that rule %s does not evict", un.Dirty, un.UnpushedCommits, in.Request.Tier)
+	if un.Any() && !req.AllowUnsaved {
+		return sandboxapi.OutcomeSkipped, fmt.Sprintf("has unsaved work (dirty=%t, unpushed commits=%d) that rule %s does not evict", un.Dirty, un.UnpushedCommits, req.Tier), nil
 	}
 	size, _ := e.Workspaces.SizeBytes(ctx, ws)
 	// The runtime goes first: nothing may run in (or hold) the worktree while it is saved and removed.
 	rid := sandbox.RuntimeIDFor(ws.ID)
 	if err := e.Runtimes.Destroy(ctx, rid); err != nil {
-		return outcome(sandboxapi.OutcomeBlocked, "destroy runtime %s: %s", rid, sandbox.Message(err))
+		return sandboxapi.OutcomeBlocked, fmt.Sprintf("destroy runtime %s: %s", rid, sandbox.Message(err)), nil
 	}
 	if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		e.log().Warn("eviction: delete runtime row", "runtime", rid, "error", err)
 	}
 	if err := e.Backups.CheckRemovable(ctx, ws); err != nil {
-		return outcome(sandboxapi.OutcomeBlocked, "%s", sandbox.Message(err))
+		return sandboxapi.OutcomeBlocked, sandbox.Message(err), nil
 	}
 	saved := false
 	if un.NeedsBackup() {
 		man, err := e.Backups.Backup(ctx, ws)
 		if err != nil {
-			return outcome(sandboxapi.OutcomeBlocked, "saving the work failed, the workspace stays: %s", sandbox.Message(err))
+			return sandboxapi.OutcomeBlocked, "saving the work failed, the workspace stays: " + sandbox.Message(err), nil
 		}
 		saved, res.BackupRef, res.PatchPath = true, man.Ref, man.PatchPath
 	}
 	if err := e.Workspaces.Remove(ctx, ws); err != nil {
 		if !saved {
-			return outcome(sandboxapi.OutcomeFailed, "remove worktree: %s", sandbox.Message(err))
+			return sandboxapi.OutcomeFailed, "remove worktree: " + sandbox.Message(err), nil
 		}
 		if merr := markEvicted(un.Dirty); merr != nil {
-			return res, merr
+			return "", "", merr
 		}
 		res.FreedBytes = 0
-		return outcome(sandboxapi.OutcomeDone, "the worktree was only partly removed (%s); its work is saved and the next acquire restores it", sandbox.Message(err))
+		return sandboxapi.OutcomeDone, fmt.Sprintf("the worktree was only partly removed (%s); its work is saved and the next acquire restores it", sandbox.Message(err)), nil
 	}
 	if err := markEvicted(un.Dirty); err != nil {
-		return res, err
+		return "", "", err
 	}
 	if e.Outputs != nil { // kept command output goes with the worktree
 		if err := e.Outputs.RemoveWorkspace(ws.ID); err != nil {
@@ -483,9 +512,9 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 	}
 	res.FreedBytes = size
 	if saved {
-		return outcome(sandboxapi.OutcomeDone, "work saved to %s and %s", res.BackupRef, res.PatchPath)
+		return sandboxapi.OutcomeDone, fmt.Sprintf("work saved to %s and %s", res.BackupRef, res.PatchPath), nil
 	}
-	return outcome(sandboxapi.OutcomeDone, "clean")
+	return sandboxapi.OutcomeDone, "clean", nil
 }
 
 // EvictRuntime stops (stop_runtime) or destroys (destroy_runtime) one
@@ -581,9 +610,7 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 	if err != nil {
 		return out, err
 	}
-	remover, canRemove := e.Repos.(interface {
-		RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, check func(bare string) error) error
-	})
+	remover, canRemove := e.Repos.(RepoCacheRemover)
 	for _, a := range in.Actions {
 		r := sandboxapi.EvictResult{Action: eviction.ActionRemoveRepoCache, Tier: a.Tier, ID: a.ID, At: e.now()}
 		done := func(o, format string, args ...any) {
@@ -613,40 +640,10 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 		}
 		var freed int64
 		err = remover.RemoveUnused(ctx, repo, func(bare string) error {
-			if idle := e.now().Sub(row.LastUsedAt); idle < a.MinIdle {
-				return sandbox.Errorf(sandbox.ErrConflict, "used %s ago", idle.Round(time.Second))
-			}
-			wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: row.ID, HostID: e.HostID})
-			if err != nil {
+			if err := e.checkRepoCacheRemovable(ctx, row, a.MinIdle, bare); err != nil {
 				return err
 			}
-			for _, w := range wss {
-				if w.State != sandbox.WorkspaceRemoved {
-					return sandbox.Errorf(sandbox.ErrConflict, "used by workspace %s (%s)", w.ID, w.State)
-				}
-			}
-			if e.Backups == nil {
-				return sandbox.Errorf(sandbox.ErrConflict, "cannot check it for unsaved work")
-			}
-			local := row
-			local.LocalPath = bare
-			holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, local)
-			if err != nil {
-				return err
-			}
-			if holds {
-				return sandbox.Errorf(sandbox.ErrConflict, "holds commits on no remote branch")
-			}
-			sizes := map[string]int64{}
-			_ = filepath.WalkDir(bare, func(_ string, d fs.DirEntry, err error) error {
-				if err == nil && d.Type().IsRegular() {
-					if fi, err := d.Info(); err == nil {
-						sizes[""] += fi.Size()
-					}
-				}
-				return nil
-			})
-			freed = sizes[""]
+			freed = regularFileBytes(bare)
 			return nil
 		})
 		switch {
@@ -666,6 +663,74 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 		done(sandboxapi.OutcomeDone, "removed (%d bytes)", freed)
 	}
 	return out, nil
+}
+
+// RepoCachePather is the optional capability of a RepoCacheProvider that
+// knows where a repository's bare mirror lives on this host (Path: the
+// absolute directory, "" when it has none; repocache.Cache): planning
+// measures a cache there (the row's local_path otherwise).
+type RepoCachePather interface {
+	Path(repo sandbox.RepoIdentity) string
+}
+
+// RepoCacheRemover is the optional capability of a RepoCacheProvider that
+// removes a repository's mirror safely (repocache.Cache): RemoveUnused takes
+// the repository's lock, refuses (ErrConflict) a mirror that still registers
+// a worktree, calls check with the bare directory and removes the mirror
+// only when check returns nil (check's error is returned as is); a missing
+// mirror is success.
+// Without it no repo cache is evicted (docs/DESIGN.md "Eviction policy").
+type RepoCacheRemover interface {
+	RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, check func(bare string) error) error
+}
+
+// checkRepoCacheRemovable decides, under the repository's lock, whether
+// repo cache row (its mirror at bare) may be removed (docs/DESIGN.md
+// "Eviction policy"): ErrConflict when it was used within minIdle, a
+// workspace row on this host that is not removed references it, there are
+// no Backups to check it for unsaved work, or it holds commits on no remote
+// branch; other errors are the store's or the check's.
+func (e *EvictionActivities) checkRepoCacheRemovable(ctx context.Context, row sandbox.RepoCache, minIdle time.Duration, bare string) error {
+	if idle := e.now().Sub(row.LastUsedAt); idle < minIdle {
+		return sandbox.Errorf(sandbox.ErrConflict, "used %s ago", idle.Round(time.Second))
+	}
+	wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: row.ID, HostID: e.HostID})
+	if err != nil {
+		return err
+	}
+	for _, w := range wss {
+		if w.State != sandbox.WorkspaceRemoved {
+			return sandbox.Errorf(sandbox.ErrConflict, "used by workspace %s (%s)", w.ID, w.State)
+		}
+	}
+	if e.Backups == nil {
+		return sandbox.Errorf(sandbox.ErrConflict, "cannot check it for unsaved work")
+	}
+	local := row
+	local.LocalPath = bare
+	holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, local)
+	if err != nil {
+		return err
+	}
+	if holds {
+		return sandbox.Errorf(sandbox.ErrConflict, "holds commits on no remote branch")
+	}
+	return nil
+}
+
+// regularFileBytes is the total size in bytes of the regular files under
+// dir (symlinks not followed; unreadable entries skipped).
+func regularFileBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // OrphanCollector is the optional capability of remote runtime providers

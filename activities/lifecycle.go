@@ -198,7 +198,6 @@ func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) 
 	if err != nil {
 		return res, err
 	}
-	var notes []string
 	rid := sandbox.RuntimeIDFor(ws.ID)
 	if err := a.Runtimes.Destroy(ctx, rid); err != nil {
 		return res, err
@@ -206,53 +205,89 @@ func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) 
 	if err := a.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		return res, err
 	}
-	tombstone := ws.State == sandbox.WorkspaceRemoved
-	if !in.Discard && !tombstone {
-		if ws.State == sandbox.WorkspaceReady {
-			if ok, err := a.Workspaces.Exists(ctx, ws); err != nil {
-				return res, err
-			} else if ok {
-				if err := a.Backups.CheckRemovable(ctx, ws); err != nil {
-					return res, err
-				}
-			}
-		}
-		man, saved, err := lp.SaveForDestroy(ctx, ws)
+	var notes []string
+	if !in.Discard && ws.State != sandbox.WorkspaceRemoved { // a tombstone was saved already
+		note, err := a.saveForDestroy(ctx, lp, &ws, &res)
 		if err != nil {
 			return res, err
 		}
-		if saved {
-			res.BackupRef, res.PatchPath = man.Ref, man.PatchPath
-			notes = append(notes, fmt.Sprintf("work saved to %s and %s", man.Ref, man.PatchPath))
-		}
-		// From here on a retry must not save again: the row says it was destroyed.
-		ws.State, ws.UpdatedAt = sandbox.WorkspaceRemoved, a.now()
-		if err := a.Store.UpdateWorkspace(ctx, ws); err != nil {
-			return res, err
-		}
+		notes = append(notes, note...)
 	}
-	if err := a.Workspaces.Remove(ctx, ws); err != nil {
+	note, err := a.removeWorktreeAndBranch(ctx, lp, ws, &res)
+	if err != nil {
 		return res, err
 	}
+	notes = append(notes, note...)
+	if note, err = a.keepOrDeleteRow(ctx, lp, ws, in.Discard, &res); err != nil {
+		return res, err
+	}
+	res.Message = destroyMessage(in.Discard, append(notes, note...))
+	a.log().Info("workspace destroyed", "workspace", ws.ID, "discard", in.Discard, "backup", res.BackupRef, "checkpoints_kept", res.CheckpointsKept)
+	return res, nil
+}
+
+// saveForDestroy saves the unsaved work of ws before its destroy (after
+// checking that a present worktree can be deleted at all), records the
+// backup in res, and marks the row removed so that a retry does not save
+// again (ws is updated). It returns the note of what was saved, if anything.
+func (a *Activities) saveForDestroy(ctx context.Context, lp sandbox.LifecycleProvider, ws *sandbox.Workspace, res *sandboxapi.DestroyResult) ([]string, error) {
+	if ws.State == sandbox.WorkspaceReady {
+		if ok, err := a.Workspaces.Exists(ctx, *ws); err != nil {
+			return nil, err
+		} else if ok {
+			if err := a.Backups.CheckRemovable(ctx, *ws); err != nil {
+				return nil, err
+			}
+		}
+	}
+	man, saved, err := lp.SaveForDestroy(ctx, *ws)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	if saved {
+		res.BackupRef, res.PatchPath = man.Ref, man.PatchPath
+		notes = append(notes, fmt.Sprintf("work saved to %s and %s", man.Ref, man.PatchPath))
+	}
+	// From here on a retry must not save again: the row says it was destroyed.
+	ws.State, ws.UpdatedAt = sandbox.WorkspaceRemoved, a.now()
+	return notes, a.Store.UpdateWorkspace(ctx, *ws)
+}
+
+// removeWorktreeAndBranch removes the worktree, the workspace's branch (a
+// branch that cannot be deleted safely, ErrConflict, is kept with a note)
+// and its fork manifest, recording the deleted branch in res.
+func (a *Activities) removeWorktreeAndBranch(ctx context.Context, lp sandbox.LifecycleProvider, ws sandbox.Workspace, res *sandboxapi.DestroyResult) ([]string, error) {
+	if err := a.Workspaces.Remove(ctx, ws); err != nil {
+		return nil, err
+	}
+	var notes []string
 	if err := lp.DeleteBranch(ctx, ws); err != nil {
 		if !errors.Is(err, sandbox.ErrConflict) {
-			return res, err
+			return nil, err
 		}
 		notes = append(notes, "branch kept: "+sandbox.Message(err))
 	} else if ws.BranchName != "" {
 		res.BranchDeleted = ws.BranchName
 	}
-	if err := lp.DropForkManifest(ctx, ws.ID); err != nil {
-		return res, err
-	}
-	if in.Discard {
+	return notes, lp.DropForkManifest(ctx, ws.ID)
+}
+
+// keepOrDeleteRow ends the row: with discard, the saved work and
+// checkpoints are discarded and the row deleted; otherwise the checkpoints
+// are counted into res (and a pending backup of an earlier destroy
+// reported), and the row stays as a tombstone when anything was kept
+// (docs/API.md "Destroy"), else is deleted. It returns the note of the kept
+// checkpoints, if any.
+func (a *Activities) keepOrDeleteRow(ctx context.Context, lp sandbox.LifecycleProvider, ws sandbox.Workspace, discard bool, res *sandboxapi.DestroyResult) ([]string, error) {
+	if discard {
 		if err := lp.Discard(ctx, ws); err != nil {
-			return res, err
+			return nil, err
 		}
 	} else {
 		list, err := lp.Checkpoints(ctx, ws)
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		res.CheckpointsKept = len(list)
 		if res.BackupRef == "" {
@@ -261,30 +296,30 @@ func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) 
 			}
 		}
 	}
-	if in.Discard || (res.BackupRef == "" && res.CheckpointsKept == 0) {
-		if err := a.Store.DeleteWorkspace(ctx, ws.ID); err != nil {
-			return res, err
-		}
-	} else {
-		ws.State, ws.Dirty, ws.SizeBytes, ws.PinnedUntil, ws.UpdatedAt = sandbox.WorkspaceRemoved, false, 0, nil, a.now()
-		if err := a.Store.UpdateWorkspace(ctx, ws); err != nil {
-			return res, err
-		}
-		if res.CheckpointsKept > 0 {
-			notes = append(notes, fmt.Sprintf("%d checkpoints kept", res.CheckpointsKept))
-		}
+	if discard || (res.BackupRef == "" && res.CheckpointsKept == 0) {
+		return nil, a.Store.DeleteWorkspace(ctx, ws.ID)
 	}
+	ws.State, ws.Dirty, ws.SizeBytes, ws.PinnedUntil, ws.UpdatedAt = sandbox.WorkspaceRemoved, false, 0, nil, a.now()
+	if err := a.Store.UpdateWorkspace(ctx, ws); err != nil {
+		return nil, err
+	}
+	if res.CheckpointsKept > 0 {
+		return []string{fmt.Sprintf("%d checkpoints kept", res.CheckpointsKept)}, nil
+	}
+	return nil, nil
+}
+
+// destroyMessage is DestroyResult.Message: what happened first, then the notes.
+func destroyMessage(discard bool, notes []string) string {
 	switch {
-	case in.Discard:
+	case discard:
 		notes = append([]string{"destroyed; unsaved work, checkpoints and backups discarded"}, notes...)
 	case len(notes) == 0:
 		notes = []string{"destroyed; nothing was unsaved"}
 	default:
 		notes = append([]string{"destroyed"}, notes...)
 	}
-	res.Message = strings.Join(notes, "; ")
-	a.log().Info("workspace destroyed", "workspace", ws.ID, "discard", in.Discard, "backup", res.BackupRef, "checkpoints_kept", res.CheckpointsKept)
-	return res, nil
+	return strings.Join(notes, "; ")
 }
 
 // RestoreDestroyed brings a destroy backup back into the session's fresh

@@ -72,24 +72,7 @@ func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequ
 			Stderr: errs.tail(), StderrEnd: errs.total,
 		}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(streamEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx, progress())
-			}
-		}
-	}()
+	stop := startHeartbeats(ctx, streamEvery, func() any { return progress() })
 	res, err := rt.ExecStream(ctx, req, func(c sandbox.ExecChunk) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -102,7 +85,6 @@ func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequ
 			keep.Write(c.Stream, c.Data)
 		}
 	})
-	close(done)
-	wg.Wait()
+	stop()
 	return res, err
 }

@@ -189,8 +189,9 @@ func startHost(t testing.TB, name string, opts ...hostOption) *testHost {
 	return startHostWith(t, name, hostworker.Options{}, opts...)
 }
 
-// startHostWith is startHost with extra hostworker.Options (its Client,
-// Credentials and Logger are always the tests' own).
+// startHostWith is startHost with extra hostworker.Options (its Credentials
+// and Logger are always the tests' own, its Client the tests' own unless
+// given).
 func startHostWith(t testing.TB, name string, hopts hostworker.Options, opts ...hostOption) *testHost {
 	t.Helper()
 	cfg := baseConfig(t, name)
@@ -198,7 +199,7 @@ func startHostWith(t testing.TB, name string, hopts hostworker.Options, opts ...
 		o(&cfg)
 	}
 	hopts.Credentials, hopts.Logger = creds, quiet
-	if cfg.TemporalAddress != "" {
+	if cfg.TemporalAddress != "" && hopts.Client == nil {
 		hopts.Client = tc // else the host embeds its own server (embeddedServer)
 	}
 	h, err := hostworker.Start(context.Background(), cfg, hopts)

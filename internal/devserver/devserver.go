@@ -81,22 +81,7 @@ var ErrPortInUse = errors.New("devserver: port already in use")
 // Start starts the server and returns once the frontend accepts connections.
 // Errors: ErrPortInUse naming the port, or the server's own start error.
 func Start(opts Options) (*Server, error) {
-	if opts.IP == "" {
-		opts.IP = "127.0.0.1"
-	}
-	if opts.Namespace == "" {
-		opts.Namespace = "default"
-	}
-	if opts.LogLevel == "" {
-		opts.LogLevel = "warn"
-	}
-	if opts.Port == 0 {
-		p, err := FreePort(opts.IP)
-		if err != nil {
-			return nil, err
-		}
-		opts.Port = p
-	} else if err := checkFree(opts.IP, opts.Port, "SANDBOX_TEMPORAL_PORT"); err != nil {
+	if err := opts.fillDefaults(); err != nil {
 		return nil, err
 	}
 	// The UI's port is bound now and held: nothing can take it between this
@@ -140,21 +125,7 @@ func Start(opts Options) (*Server, error) {
 	host := func(svc primitives.ServiceName) static.Hosts {
 		return static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(conf.Services[string(svc)].RPC.GRPCPort)))
 	}
-	dyn := dynamicconfig.StaticClient{
-		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
-		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
-		// One partition per task queue: a single worker polls it, and more
-		// partitions only add matching latency on a one-host dev server.
-		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
-		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
-		// An activity scheduled on the workflow's own task queue is handed to
-		// the worker in the workflow task's response, skipping a matching hop
-		// (session workflows run on their host's queue: docs/BENCHMARKS.md).
-		dynamicconfig.EnableActivityEagerExecution.Key(): true,
-		// The single history shard reads new transfer tasks at most this often
-		// per second (default 20, i.e. up to 50 ms per workflow-task hop).
-		dynamicconfig.TransferProcessorMaxPollRPS.Key(): 500,
-	}
+	dyn := staticDynamicConfig()
 	srv, err := startTrapped(trap, func() (temporal.Server, error) {
 		srv, err := temporal.NewServer(
 			temporal.WithConfig(conf),
@@ -181,26 +152,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	s := &Server{server: srv, trap: trap, Address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), Namespace: opts.Namespace}
 	if uiLn != nil {
-		uc := &uiconfig.Config{
-			Host:                opts.IP,
-			Port:                opts.UIPort,
-			TemporalGRPCAddress: s.Address,
-			EnableUI:            true,
-			CORS:                uiconfig.CORS{CookieInsecure: true},
-			HideLogs:            true,
-			DisableNewsFetch:    true,
-			DefaultNamespace:    opts.Namespace,
-		}
-		if pki != nil {
-			uc.TLS = pki.uiTLS()
-		}
-		if opts.UICodecEndpoint != "" {
-			// A refused decode (no session yet) shows this message and link.
-			uc.Codec = uiconfig.Codec{Endpoint: opts.UICodecEndpoint, IncludeCredentials: true,
-				DefaultErrorMessage: "Payloads are encrypted: log in to the codec server with its token to read them",
-				DefaultErrorLink:    opts.UICodecEndpoint + "/login"}
-		}
-		s.ui, err = startWebUI(uiLn, uc)
+		s.ui, err = startWebUI(uiLn, webUIConfig(opts, s.Address, pki))
 		if err != nil {
 			s.Stop()
 			return nil, err
@@ -209,6 +161,76 @@ func Start(opts Options) (*Server, error) {
 		s.UIURL = "http://" + net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
 	}
 	return s, nil
+}
+
+// fillDefaults sets the defaults of the empty options (IP 127.0.0.1,
+// namespace "default", log level "warn") and picks a free port when Port is
+// 0; a given Port must be free (an error naming SANDBOX_TEMPORAL_PORT).
+func (opts *Options) fillDefaults() error {
+	if opts.IP == "" {
+		opts.IP = "127.0.0.1"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "warn"
+	}
+	if opts.Port == 0 {
+		p, err := FreePort(opts.IP)
+		if err != nil {
+			return err
+		}
+		opts.Port = p
+	} else if err := checkFree(opts.IP, opts.Port, "SANDBOX_TEMPORAL_PORT"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// staticDynamicConfig is the embedded server's dynamic configuration, the
+// settings that differ from the server's defaults (docs/BENCHMARKS.md).
+func staticDynamicConfig() dynamicconfig.StaticClient {
+	return dynamicconfig.StaticClient{
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// One partition per task queue: a single worker polls it, and more
+		// partitions only add matching latency on a one-host dev server.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+		// An activity scheduled on the workflow's own task queue is handed to
+		// the worker in the workflow task's response, skipping a matching hop
+		// (session workflows run on their host's queue: docs/BENCHMARKS.md).
+		dynamicconfig.EnableActivityEagerExecution.Key(): true,
+		// The single history shard reads new transfer tasks at most this often
+		// per second (default 20, i.e. up to 50 ms per workflow-task hop).
+		dynamicconfig.TransferProcessorMaxPollRPS.Key(): 500,
+	}
+}
+
+// webUIConfig is the Web UI's configuration for the server at address
+// (its TLS from pki when not nil; the codec endpoint when one is set).
+func webUIConfig(opts Options, address string, pki *internalPKI) *uiconfig.Config {
+	uc := &uiconfig.Config{
+		Host:                opts.IP,
+		Port:                opts.UIPort,
+		TemporalGRPCAddress: address,
+		EnableUI:            true,
+		CORS:                uiconfig.CORS{CookieInsecure: true},
+		HideLogs:            true,
+		DisableNewsFetch:    true,
+		DefaultNamespace:    opts.Namespace,
+	}
+	if pki != nil {
+		uc.TLS = pki.uiTLS()
+	}
+	if opts.UICodecEndpoint != "" {
+		// A refused decode (no session yet) shows this message and link.
+		uc.Codec = uiconfig.Codec{Endpoint: opts.UICodecEndpoint, IncludeCredentials: true,
+			DefaultErrorMessage: "Payloads are encrypted: log in to the codec server with its token to read them",
+			DefaultErrorLink:    opts.UICodecEndpoint + "/login"}
+	}
+	return uc
 }
 
 // startTrapped runs start (temporal.NewServer and Server.Start) in its own

@@ -287,33 +287,55 @@ func marks(u Usage, f float64) int64 {
 // NewPlan computes the ordered plan for s under p (see the package comment).
 // p should be valid (Policy.Validate); s is not modified.
 func NewPlan(s Snapshot, p Policy) Plan {
-	now := s.Now
-	plan := Plan{HostID: s.HostID, Now: now, Usage: s.Usage, Pressure: PressureNone, Actions: []Action{}}
+	b := &planner{p: p, now: s.Now, projected: s.Usage.UsedBytes,
+		plan: Plan{HostID: s.HostID, Now: s.Now, Usage: s.Usage, Pressure: PressureNone, Actions: []Action{}}}
 	if s.Usage.BudgetBytes > 0 {
-		plan.HighBytes, plan.LowBytes, plan.SevereBytes = marks(s.Usage, p.HighWater), marks(s.Usage, p.LowWater), marks(s.Usage, p.SevereWater)
+		b.plan.HighBytes, b.plan.LowBytes, b.plan.SevereBytes = marks(s.Usage, p.HighWater), marks(s.Usage, p.LowWater), marks(s.Usage, p.SevereWater)
 		switch {
-		case s.Usage.UsedBytes >= plan.SevereBytes:
-			plan.Pressure = PressureSevere
-		case s.Usage.UsedBytes >= plan.HighBytes:
-			plan.Pressure = PressureHigh
+		case s.Usage.UsedBytes >= b.plan.SevereBytes:
+			b.plan.Pressure = PressureSevere
+		case s.Usage.UsedBytes >= b.plan.HighBytes:
+			b.plan.Pressure = PressureHigh
 		}
 	}
-	projected := s.Usage.UsedBytes
-	add := func(a Action) {
-		projected -= a.Bytes
-		a.ProjectedUsedBytes = projected
-		plan.Actions = append(plan.Actions, a)
-	}
-	idle := func(t time.Time) time.Duration { return now.Sub(t) }
+	b.runtimes(s.Runtimes)
+	b.workspaces(s.Workspaces)
+	b.repoCaches(s.Workspaces, s.RepoCaches)
+	b.plan.ProjectedUsedBytes = b.projected
+	return b.plan
+}
 
-	// 1. Runtimes.
-	rts := slices.Clone(s.Runtimes)
+// planner builds one Plan: the actions in order, each with the usage
+// projected after it.
+type planner struct {
+	p         Policy
+	now       time.Time
+	projected int64
+	plan      Plan
+}
+
+// add appends a, projecting the usage after it.
+func (b *planner) add(a Action) {
+	b.projected -= a.Bytes
+	a.ProjectedUsedBytes = b.projected
+	b.plan.Actions = append(b.plan.Actions, a)
+}
+
+func (b *planner) idle(t time.Time) time.Duration { return b.now.Sub(t) }
+
+// runtimes plans the runtime tiers, least recently used first: stop the
+// running (or starting) ones idle for RuntimeIdleStop, then destroy the
+// stopped (or failed) ones in that state for RuntimeStoppedDestroy (since
+// their last use when the state's time is unknown).
+func (b *planner) runtimes(all []Runtime) {
+	rts := slices.Clone(all)
 	slices.SortFunc(rts, func(a, b Runtime) int {
 		return cmp.Or(a.LastUsedAt.Compare(b.LastUsedAt), cmp.Compare(a.ID, b.ID))
 	})
+	p := b.p
 	for _, r := range rts {
-		if (r.State == sandbox.RuntimeRunning || r.State == sandbox.RuntimeStarting) && idle(r.LastUsedAt) >= p.RuntimeIdleStop {
-			add(Action{Kind: ActionStopRuntime, Tier: TierRuntimeIdle, ID: r.ID, WorkspaceID: r.WorkspaceID, MinIdle: p.RuntimeIdleStop, LastUsedAt: r.LastUsedAt})
+		if (r.State == sandbox.RuntimeRunning || r.State == sandbox.RuntimeStarting) && b.idle(r.LastUsedAt) >= p.RuntimeIdleStop {
+			b.add(Action{Kind: ActionStopRuntime, Tier: TierRuntimeIdle, ID: r.ID, WorkspaceID: r.WorkspaceID, MinIdle: p.RuntimeIdleStop, LastUsedAt: r.LastUsedAt})
 		}
 	}
 	for _, r := range rts {
@@ -321,13 +343,20 @@ func NewPlan(s Snapshot, p Policy) Plan {
 		if since.IsZero() {
 			since = r.LastUsedAt
 		}
-		if (r.State == sandbox.RuntimeStopped || r.State == sandbox.RuntimeError) && idle(since) >= p.RuntimeStoppedDestroy {
-			add(Action{Kind: ActionDestroyRuntime, Tier: TierRuntimeStopped, ID: r.ID, WorkspaceID: r.WorkspaceID, MinIdle: p.RuntimeStoppedDestroy, LastUsedAt: since})
+		if (r.State == sandbox.RuntimeStopped || r.State == sandbox.RuntimeError) && b.idle(since) >= p.RuntimeStoppedDestroy {
+			b.add(Action{Kind: ActionDestroyRuntime, Tier: TierRuntimeStopped, ID: r.ID, WorkspaceID: r.WorkspaceID, MinIdle: p.RuntimeStoppedDestroy, LastUsedAt: since})
 		}
 	}
+}
 
-	// 2. Workspaces.
-	wss := slices.Clone(s.Workspaces)
+// workspaces plans the workspace tiers (docs/DESIGN.md "Eviction policy"),
+// least recently used first within each: clean analysis, task and edit
+// workspaces past their TTL whatever the pressure; under pressure, dirty
+// task and analysis ones while the projection stays above the low water
+// mark; under severe pressure, dirty edit ones while it stays at or above
+// the severe mark. Pinned ready workspaces are held.
+func (b *planner) workspaces(all []Workspace) {
+	wss := slices.Clone(all)
 	slices.SortFunc(wss, func(a, b Workspace) int {
 		return cmp.Or(a.LastUsedAt.Compare(b.LastUsedAt), cmp.Compare(a.ID, b.ID))
 	})
@@ -336,16 +365,17 @@ func NewPlan(s Snapshot, p Policy) Plan {
 		if w.State != sandbox.WorkspaceReady {
 			continue
 		}
-		if w.Pinned(now) {
-			plan.Held = append(plan.Held, Held{ID: w.ID, Kind: "workspace", Reason: "pinned until " + w.PinnedUntil.UTC().Format(time.RFC3339)})
+		if w.Pinned(b.now) {
+			b.plan.Held = append(b.plan.Held, Held{ID: w.ID, Kind: "workspace", Reason: "pinned until " + w.PinnedUntil.UTC().Format(time.RFC3339)})
 			continue
 		}
 		ready = append(ready, w)
 	}
 	evict := func(w Workspace, tier Tier, minIdle time.Duration) {
-		add(Action{Kind: ActionEvictWorkspace, Tier: tier, ID: w.ID, WorkspaceID: w.ID, Mode: w.Mode,
+		b.add(Action{Kind: ActionEvictWorkspace, Tier: tier, ID: w.ID, WorkspaceID: w.ID, Mode: w.Mode,
 			SaveWork: w.HasUnsavedWork(), MinIdle: minIdle, LastUsedAt: w.LastUsedAt, Bytes: w.SizeBytes})
 	}
+	p := b.p
 	for _, t := range []struct {
 		tier Tier
 		mode sandbox.WorkspaceMode
@@ -356,35 +386,41 @@ func NewPlan(s Snapshot, p Policy) Plan {
 		{TierCleanEdit, sandbox.ModeEdit, p.EditTTL},
 	} {
 		for _, w := range ready {
-			if w.Mode == t.mode && !w.HasUnsavedWork() && idle(w.LastUsedAt) >= t.ttl {
+			if w.Mode == t.mode && !w.HasUnsavedWork() && b.idle(w.LastUsedAt) >= t.ttl {
 				evict(w, t.tier, t.ttl)
 			}
 		}
 	}
-	if plan.Pressure != PressureNone {
+	if b.plan.Pressure != PressureNone {
 		for _, w := range ready {
-			if projected <= plan.LowBytes {
+			if b.projected <= b.plan.LowBytes {
 				break
 			}
-			if (w.Mode == sandbox.ModeTask || w.Mode == sandbox.ModeAnalysis) && w.HasUnsavedWork() && idle(w.LastUsedAt) >= p.PressureMinIdle {
+			if (w.Mode == sandbox.ModeTask || w.Mode == sandbox.ModeAnalysis) && w.HasUnsavedWork() && b.idle(w.LastUsedAt) >= p.PressureMinIdle {
 				evict(w, TierDirtyTask, p.PressureMinIdle)
 			}
 		}
 	}
-	if plan.Pressure == PressureSevere {
+	if b.plan.Pressure == PressureSevere {
 		for _, w := range ready {
-			if projected < plan.SevereBytes {
+			if b.projected < b.plan.SevereBytes {
 				break
 			}
-			if w.Mode == sandbox.ModeEdit && w.HasUnsavedWork() && idle(w.LastUsedAt) >= p.PressureMinIdle {
+			if w.Mode == sandbox.ModeEdit && w.HasUnsavedWork() && b.idle(w.LastUsedAt) >= p.PressureMinIdle {
 				evict(w, TierDirtyEdit, p.PressureMinIdle)
 			}
 		}
 	}
+}
 
-	// 3. Repo caches.
+// repoCaches plans the repo cache tier, only under pressure and while the
+// projection stays above the low water mark: ready caches no workspace row
+// (but removed ones) references, holding no commits only they have, unused
+// for PressureMinIdle, highest idle time × size first. Referenced and
+// unsaved-work caches are held (reported under pressure only).
+func (b *planner) repoCaches(wss []Workspace, all []RepoCache) {
 	refs := map[string]int{}
-	for _, w := range s.Workspaces {
+	for _, w := range wss {
 		if w.State != sandbox.WorkspaceRemoved && w.RepoCacheID != "" {
 			refs[w.RepoCacheID]++
 		}
@@ -394,39 +430,39 @@ func NewPlan(s Snapshot, p Policy) Plan {
 		score float64
 	}
 	var caches []scored
-	for _, c := range s.RepoCaches {
+	pressure := b.plan.Pressure != PressureNone
+	for _, c := range all {
 		if c.State != sandbox.RepoCacheReady {
 			continue
 		}
 		switch {
 		case refs[c.ID] > 0:
-			if plan.Pressure != PressureNone {
-				plan.Held = append(plan.Held, Held{ID: c.ID, Kind: "repo_cache", Reason: "used by workspaces"})
+			if pressure {
+				b.plan.Held = append(b.plan.Held, Held{ID: c.ID, Kind: "repo_cache", Reason: "used by workspaces"})
 			}
 			continue
 		case c.HoldsUnsavedWork:
-			if plan.Pressure != PressureNone {
-				plan.Held = append(plan.Held, Held{ID: c.ID, Kind: "repo_cache", Reason: "holds commits on no remote branch"})
+			if pressure {
+				b.plan.Held = append(b.plan.Held, Held{ID: c.ID, Kind: "repo_cache", Reason: "holds commits on no remote branch"})
 			}
 			continue
-		case idle(c.LastUsedAt) < p.PressureMinIdle:
+		case b.idle(c.LastUsedAt) < b.p.PressureMinIdle:
 			continue
 		}
-		caches = append(caches, scored{c, idle(c.LastUsedAt).Seconds() * float64(max(c.SizeBytes, 1))})
+		caches = append(caches, scored{c, b.idle(c.LastUsedAt).Seconds() * float64(max(c.SizeBytes, 1))})
+	}
+	if !pressure {
+		return
 	}
 	slices.SortFunc(caches, func(a, b scored) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), a.c.LastUsedAt.Compare(b.c.LastUsedAt), cmp.Compare(a.c.ID, b.c.ID))
 	})
-	if plan.Pressure != PressureNone {
-		for _, sc := range caches {
-			if projected <= plan.LowBytes {
-				break
-			}
-			add(Action{Kind: ActionRemoveRepoCache, Tier: TierRepoCacheLRU, ID: sc.c.ID, MinIdle: p.PressureMinIdle, LastUsedAt: sc.c.LastUsedAt, Bytes: sc.c.SizeBytes})
+	for _, sc := range caches {
+		if b.projected <= b.plan.LowBytes {
+			break
 		}
+		b.add(Action{Kind: ActionRemoveRepoCache, Tier: TierRepoCacheLRU, ID: sc.c.ID, MinIdle: b.p.PressureMinIdle, LastUsedAt: sc.c.LastUsedAt, Bytes: sc.c.SizeBytes})
 	}
-	plan.ProjectedUsedBytes = projected
-	return plan
 }
 
 // Count returns how many actions of kind the plan holds.

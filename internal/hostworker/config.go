@@ -121,6 +121,8 @@ func (e *ConfigError) Error() string {
 
 // ConfigFromEnv reads and validates the configuration. lookup is usually
 // os.LookupEnv. Errors are *ConfigError naming the bad variable.
+// It stays long: a flat list, one parse per variable of README
+// "Configuration", each reading on its own.
 func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	get := func(name, def string) string {
 		if v, ok := lookup(name); ok && v != "" {

@@ -13,17 +13,12 @@ import (
 const HeartbeatEvery = 30 * time.Second
 
 // startHeartbeat registers the host in the store's host registry now and
-// every HeartbeatEvery until stop is called. A store without a registry is
-// left alone.
+// every HeartbeatEvery until stop is called.
 func (h *Host) startHeartbeat(budgetBytes int64) (stop func()) {
-	reg, ok := h.Store.(store.HostRegistry)
-	if !ok {
-		return func() {}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	beat := func() {
 		now := time.Now().UTC()
-		err := reg.UpsertHost(ctx, store.Host{
+		err := h.Store.UpsertHost(ctx, store.Host{
 			HostID: h.Config.HostID, TaskQueue: wire.HostTaskQueue(h.Config.HostID),
 			LastHeartbeat: now, DataRoot: h.Config.DataDir, DiskBudgetBytes: budgetBytes, UpdatedAt: now,
 		})

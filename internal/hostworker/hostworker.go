@@ -86,8 +86,10 @@ type Host struct {
 	// the file <data dir>/codec-token), never the token.
 	Codec            *codecserver.Server
 	CodecTokenSource string
-	Store            sandbox.Store
-	Activities       *activities.Activities
+	// Store is the host's metadata store and host registry: SQLite or
+	// PostgreSQL (openStore) behind store.Remembering.
+	Store      store.Store
+	Activities *activities.Activities
 	// Metrics is the host's Prometheus registry, nil unless
 	// SANDBOX_METRICS_ADDR is set; MetricsAddr is the address it serves
 	// /metrics on (the configured one, with a chosen port for port 0).
@@ -121,18 +123,51 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 			h.Stop()
 		}
 	}()
+	if err := h.prepareStore(ctx); err != nil {
+		return nil, err
+	}
+	wss, err := h.buildActivities(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Client != nil {
+		h.Client = opts.Client
+	} else if err := h.dial(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	if err := RegisterSearchAttributes(ctx, h.Client, cfg.Namespace); err != nil {
+		return nil, err
+	}
+	if err := h.startWorkers(ctx, opts, wss); err != nil {
+		return nil, err
+	}
+	h.stopHeartbeat = h.startHeartbeat(0)
+	if h.Metrics != nil {
+		if h.MetricsAddr, h.stopMetrics, err = h.Metrics.Serve(cfg.MetricsAddr); err != nil {
+			return nil, fmt.Errorf("SANDBOX_METRICS_ADDR=%s: %w", cfg.MetricsAddr, err)
+		}
+		log.Info("serving Prometheus metrics", "url", "http://"+h.MetricsAddr+"/metrics")
+	}
+	ok = true
+	return h, nil
+}
+
+// prepareStore creates the data dir (0700) and opens the metadata store
+// (openStore) with its outage handling behind store.Remembering (h.Store).
+func (h *Host) prepareStore(ctx context.Context) error {
+	cfg, log := h.Config, h.log
 	// 0700: other local users must not reach workspaces, where a sandboxed
 	// command running with the worker's uid could leave a setuid file
 	// (docs/SECURITY.md "Known gaps").
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	opened, err := openStore(ctx, cfg, log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Outages: bounded retries, SandboxUnavailable naming no connection
 	// detail, and the rows this host last saw serving the operations that
@@ -143,6 +178,15 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	st := store.NewRemembering(opened)
 	h.Store = st
 
+	return nil
+}
+
+// buildActivities builds the host's ports (git, the egress proxy, the
+// runtime provider, metrics, the repo cache, the workspace provider, the
+// credentials) and h.Activities over them; it returns the workspace
+// provider (eviction needs it).
+func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Manager, error) {
+	cfg, log, st := h.Config, h.log, h.Store
 	git, err := gitx.New(gitx.Options{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs, HomeDir: filepath.Join(cfg.DataDir, "git-home"), Logger: log})
 	if err != nil {
 		return nil, err
@@ -188,15 +232,14 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
 
-	if opts.Client != nil {
-		h.Client = opts.Client
-	} else if err := h.dial(ctx, cfg, log); err != nil {
-		return nil, err
-	}
-	if err := RegisterSearchAttributes(ctx, h.Client, cfg.Namespace); err != nil {
-		return nil, err
-	}
+	return wss, nil
+}
 
+// startWorkers creates the shared-queue and host-queue workers (options,
+// interceptors, every workflow and activity registered, eviction wired)
+// and starts them (h.workers).
+func (h *Host) startWorkers(ctx context.Context, opts Options, wss *workspace.Manager) error {
+	cfg, log := h.Config, h.log
 	// Running execs publish output progress as heartbeat details every second
 	// (activities.execStreaming): let the SDK send heartbeats that often.
 	wopts := worker.Options{MaxHeartbeatThrottleInterval: time.Second}
@@ -207,6 +250,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		// Every activity of both workers, whoever registered it.
 		wopts.Interceptors = append(wopts.Interceptors, h.Metrics.Interceptor())
 	}
+	// A late heartbeat call must not cancel an activity (activities.HeartbeatShield).
+	wopts.Interceptors = append(wopts.Interceptors, activities.HeartbeatShield())
 	wopts.Interceptors = append(wopts.Interceptors, opts.Interceptors...)
 	shared := worker.New(h.Client, cfg.TaskQueue, wopts)
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
@@ -218,7 +263,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	hostQ.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	h.Activities.Register(hostQ)
 	if err := h.wireEviction(ctx, wss, shared, hostQ); err != nil {
-		return nil, err
+		return err
 	}
 	// The lifecycle (docs/API.md "Fork", "Cleanup"): a fork's acquire runs
 	// on the source's host queue, the cleanup's steps on the shared one.
@@ -228,19 +273,11 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	shared.RegisterWorkflowWithOptions(workflows.CleanupWorkflow, workflow.RegisterOptions{Name: sandboxapi.CleanupWorkflowType})
 	for _, w := range []worker.Worker{shared, hostQ} {
 		if err := w.Start(); err != nil {
-			return nil, fmt.Errorf("start worker: %w", err)
+			return fmt.Errorf("start worker: %w", err)
 		}
 		h.workers = append(h.workers, w)
 	}
-	h.stopHeartbeat = h.startHeartbeat(0)
-	if h.Metrics != nil {
-		if h.MetricsAddr, h.stopMetrics, err = h.Metrics.Serve(cfg.MetricsAddr); err != nil {
-			return nil, fmt.Errorf("SANDBOX_METRICS_ADDR=%s: %w", cfg.MetricsAddr, err)
-		}
-		log.Info("serving Prometheus metrics", "url", "http://"+h.MetricsAddr+"/metrics")
-	}
-	ok = true
-	return h, nil
+	return nil
 }
 
 // newMetrics builds the host's metrics (internal/metrics): its workspace
@@ -331,8 +368,8 @@ func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 // openStore selects the metadata store: PostgreSQL when DATABASE_URL is set
 // (migrations applied at start under an advisory lock, safe when several
 // workers start at once), otherwise the embedded SQLite file
-// <data dir>/sandbox.db. Both also implement store.HostRegistry.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (sandbox.Store, error) {
+// <data dir>/sandbox.db. Both keep the host registry (store.Store).
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, error) {
 	if cfg.DatabaseURL != "" {
 		st, err := postgres.Open(ctx, cfg.DatabaseURL)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// Remembering is a sandbox.Store (and HostRegistry) over another one that
+// Remembering is a Store over another one that
 // keeps, per worker host, the last workspace and repo cache rows it read or
 // wrote, so that operations that need no store keep working while the
 // database is unreachable (docs/PRODUCTION.md "Store outages"): every
@@ -22,21 +22,20 @@ import (
 // remembered row instead of the error. Writes still need the store; a miss
 // (ErrWorkspaceNotFound, ErrNotFound) or a delete forgets the row. Safe for
 // concurrent use.
+//
+// The host registry passes through to the wrapped store unchanged.
 type Remembering struct {
-	sandbox.Store
+	Store
 
 	mu     sync.Mutex
 	ws     map[string]sandbox.Workspace
 	caches map[string]sandbox.RepoCache
 }
 
-var (
-	_ sandbox.Store = (*Remembering)(nil)
-	_ HostRegistry  = (*Remembering)(nil)
-)
+var _ Store = (*Remembering)(nil)
 
 // NewRemembering wraps st.
-func NewRemembering(st sandbox.Store) *Remembering {
+func NewRemembering(st Store) *Remembering {
 	return &Remembering{Store: st, ws: map[string]sandbox.Workspace{}, caches: map[string]sandbox.RepoCache{}}
 }
 
@@ -150,39 +149,4 @@ func (r *Remembering) DeleteRepoCache(ctx context.Context, id string) error {
 	delete(r.caches, id)
 	r.mu.Unlock()
 	return r.Store.DeleteRepoCache(ctx, id)
-}
-
-// registry is the wrapped store's HostRegistry, or an error.
-func (r *Remembering) registry() (HostRegistry, error) {
-	if reg, ok := r.Store.(HostRegistry); ok {
-		return reg, nil
-	}
-	return nil, sandbox.Errorf(sandbox.ErrNotFound, "the metadata store keeps no host registry")
-}
-
-// UpsertHost is the wrapped store's (HostRegistry).
-func (r *Remembering) UpsertHost(ctx context.Context, h Host) error {
-	reg, err := r.registry()
-	if err != nil {
-		return err
-	}
-	return reg.UpsertHost(ctx, h)
-}
-
-// GetHost is the wrapped store's (HostRegistry).
-func (r *Remembering) GetHost(ctx context.Context, id string) (Host, error) {
-	reg, err := r.registry()
-	if err != nil {
-		return Host{}, err
-	}
-	return reg.GetHost(ctx, id)
-}
-
-// ListHosts is the wrapped store's (HostRegistry).
-func (r *Remembering) ListHosts(ctx context.Context) ([]Host, error) {
-	reg, err := r.registry()
-	if err != nil {
-		return nil, err
-	}
-	return reg.ListHosts(ctx)
 }

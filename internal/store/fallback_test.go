@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
+	"github.com/sandboxcore/sandboxcore/internal/store/storetest"
 )
 
 // TestRememberingServesRowsWhileTheStoreIsDown: the rows a host last read
@@ -56,4 +57,17 @@ func TestRememberingServesRowsWhileTheStoreIsDown(t *testing.T) {
 	_, err = r.GetWorkspace(allow, "ws-never")
 	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
 	require.ErrorIs(t, r.UpdateWorkspace(allow, ws), sandbox.ErrRuntimeUnavailable, "writes need the store")
+}
+
+// Remembering is a store.Store: the host registry's contract holds through
+// it (it passes through to the wrapped store).
+func TestRememberingHostsContract(t *testing.T) {
+	storetest.RunHosts(t, func(t *testing.T) func() storetest.HostStore {
+		path := filepath.Join(t.TempDir(), "sandbox.db")
+		return func() storetest.HostStore {
+			s, err := sqlite.Open(context.Background(), path)
+			require.NoError(t, err)
+			return store.NewRemembering(s)
+		}
+	})
 }

@@ -9,15 +9,27 @@
 // the migrations (one set per dialect), and mapping the driver's errors to
 // sandbox kinds.
 //
-// The registry is deliberately not part of sandbox.Store: both concrete stores
-// implement HostRegistry, and a caller that needs it type-asserts
-// (reg, ok := st.(store.HostRegistry)).
+// The registry is not part of sandbox.Store (the rows every operation
+// needs): Store is both, what each concrete store implements and what the
+// worker opens; a consumer declares the part it needs in its own port
+// (activities.Store, docs/DESIGN.md "Ports").
 package store
 
 import (
 	"context"
 	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
+
+// Store is a metadata store with its host registry: the rows of
+// sandbox.Store and HostRegistry. *sqlite.Store and *postgres.Store
+// implement it (contract suites storetest.Run and storetest.RunHosts);
+// Remembering wraps one and is one.
+type Store interface {
+	sandbox.Store
+	HostRegistry
+}
 
 // Host is one worker host's row in sandbox_hosts: which machine holds which
 // local workspaces, and where to send their activities.

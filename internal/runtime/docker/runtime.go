@@ -17,8 +17,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -269,7 +269,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // stopped or destroyed under it); 124 with TimedOut after req.Timeout().
 //
 // Errors: sandbox.ErrCommandRejected for a network above the runtime's;
-// sandbox.ErrInvalidArgument for a bad request (local.ValidateExecRequest;
+// sandbox.ErrInvalidArgument for a bad request (runspec.ValidateExec;
 // a cwd that is missing, not a directory or resolves outside the workdir) —
 // nothing runs then; sandbox.ErrNotFound when the container does not exist;
 // sandbox.ErrRuntimeUnavailable when the workdir is gone, the daemon fails,
@@ -277,7 +277,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // ctx's deadline passes first (wrapping context.DeadlineExceeded). On ctx
 // expiry the partial result is returned along with the error.
 func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
-	if err := local.ValidateExecRequest(req); err != nil {
+	if err := runspec.ValidateExec(req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	mode := req.Network

@@ -4,20 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"maps"
-	"os"
-	"path"
-	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -72,7 +67,7 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 	if err := sandbox.ValidateID("runtime id", spec.ID); err != nil {
 		return nil, err
 	}
-	if err := local.ValidateEnv(spec.Env); err != nil {
+	if err := runspec.ValidateEnv(spec.Env); err != nil {
 		return nil, err
 	}
 	image := spec.Image
@@ -82,8 +77,8 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 	if image == "" {
 		return bad("no image: set RuntimeSpec.Image or the provider's default image (SANDBOX_RUNTIME_IMAGE)")
 	}
-	if !absClean(spec.Workdir) || spec.Workdir == "/" {
-		return bad("workdir %q is not an absolute clean path below /", spec.Workdir)
+	if err := runspec.CheckWorkdir(spec, runspec.BelowRoot); err != nil {
+		return nil, err
 	}
 	policy := procexec.RuntimeNetwork(spec)
 	if !policy.Valid() {
@@ -106,46 +101,17 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 		netMode = "bridge"
 	}
 
-	var (
-		mounts []mount.Mount
-		root   string
-		owner  *syscall.Stat_t
-	)
-	targets := map[string]bool{}
-	for _, m := range spec.Mounts {
-		if !filepath.IsAbs(m.Source) || !absClean(m.Target) || m.Target == "/" {
-			return bad("mount %q → %q: source and target must be absolute (target clean, not /)", m.Source, m.Target)
-		}
-		if targets[m.Target] {
-			return bad("two mounts on %q", m.Target)
-		}
-		targets[m.Target] = true
-		real, err := filepath.EvalSymlinks(m.Source)
-		if err != nil {
-			return bad("mount source %q: %v", m.Source, errText(err))
-		}
-		fi, err := os.Stat(real)
-		if err != nil {
-			return bad("mount source %q: %v", m.Source, errText(err))
-		}
-		target := m.Target
-		if m.Target == filepath.Clean(m.Source) {
-			target = real
-		}
-		if m.Target == spec.Workdir {
-			if !fi.IsDir() {
-				return bad("workdir mount source %q is not a directory", m.Source)
-			}
-			root = real
-			owner, _ = fi.Sys().(*syscall.Stat_t)
-		}
+	ms, err := runspec.ResolveMounts(spec, runspec.BelowRoot)
+	if err != nil {
+		return nil, err
+	}
+	root, owner := ms.Root, ms.Owner
+	mounts := make([]mount.Mount, 0, len(ms.Binds))
+	for _, b := range ms.Binds {
 		mounts = append(mounts, mount.Mount{
-			Type: mount.TypeBind, Source: real, Target: target, ReadOnly: !m.Writable,
+			Type: mount.TypeBind, Source: b.Source, Target: b.Target, ReadOnly: !b.Writable,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate},
 		})
-	}
-	if root == "" {
-		return bad("need exactly one mount with target %q (the workdir)", spec.Workdir)
 	}
 	if owner == nil {
 		return bad("cannot read the owner of %q", root)
@@ -234,15 +200,4 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 	cfg.Labels[LabelSpecHash] = hex.EncodeToString(h[:12])
 	return &built{config: cfg, host: host, hash: cfg.Labels[LabelSpecHash], root: root, workdir: spec.Workdir,
 		mode: mode, policy: policy, name: modeContainer(spec.ID, mode, policy), uid: owner.Uid, gid: owner.Gid}, nil
-}
-
-func absClean(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }
-
-// errText drops the host path from a *PathError.
-func errText(err error) string {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
 }

@@ -276,15 +276,6 @@ func TestStopKillResult(t *testing.T) {
 	}
 }
 
-func TestValidateExecRequest(t *testing.T) {
-	require.NoError(t, local.ValidateExecRequest(sandbox.ExecRequest{Cmd: []string{"true"}}))
-	require.NoError(t, local.ValidateExecRequest(sandbox.ExecRequest{Cmd: []string{"true"}, Cwd: "a/b", TimeoutS: 7200, MaxOutputBytes: sandbox.MaxOutputBytesLimit}))
-	err := local.ValidateExecRequest(sandbox.ExecRequest{Cmd: []string{"true"}, Cwd: "../x"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
-	require.Equal(t, sandbox.ErrInvalidArgument, sandbox.KindOf(err))
-	require.NotContains(t, err.Error(), "%!")
-}
-
 // TestProcessesOutliveTheProvider: background processes are kept by a
 // supervisor outside the worker, so a new provider over the same state (a
 // restarted worker) reattaches and reads the backlog and the exit code.

@@ -39,7 +39,8 @@ func ValidateExec(req sandbox.ExecRequest) error {
 	if req.TimeoutS < 0 {
 		return bad("timeout_s %d is negative", req.TimeoutS)
 	}
-	if time.Duration(req.TimeoutS)*time.Second > sandbox.MaxExecTimeout {
+	// Compared in seconds: a huge TimeoutS times time.Second overflows.
+	if req.TimeoutS > int(sandbox.MaxExecTimeout/time.Second) {
 		return bad("timeout_s %d exceeds the maximum of %d", req.TimeoutS, int(sandbox.MaxExecTimeout/time.Second))
 	}
 	if req.MaxOutputBytes < 0 {

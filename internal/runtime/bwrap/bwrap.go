@@ -343,19 +343,12 @@ func (p *Provider) probe(ctx context.Context) error {
 // Kind returns "bwrap".
 func (p *Provider) Kind() string { return Kind }
 
-// Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated,
-// interactive sessions (PTY background processes: Runtime implements
-// sandbox.ProcessRuntime), a network per command (one sandbox per network
-// mode); no snapshots or preview URLs.
+// Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated, a
+// network per command (one sandbox per network mode); no preview URLs.
+// Background processes, PTYs included, are Runtime's sandbox.ProcessRuntime.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true}
 }
-
-// Snapshots returns nil: bubblewrap cannot snapshot.
-func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
-
-// PreviewURLs returns nil: bubblewrap cannot expose ports.
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
 
 // Create returns the runtime with spec.ID, creating it in state running when
 // missing (idempotent) and building its sandbox; after a worker restart it

@@ -96,21 +96,14 @@ func New(opts Options) *Provider {
 // Kind returns "local".
 func (p *Provider) Kind() string { return Kind }
 
-// Capabilities reports the truth (docs/DESIGN.md "Ports", "Adapter
-// Responsibilities: report capabilities truthfully"): interactive sessions
-// (PTY background processes: Runtime implements sandbox.ProcessRuntime);
-// no snapshots, no preview URLs, and no isolation (Isolated false).
+// Capabilities reports the truth (docs/DESIGN.md "Ports", "Rules" 7): no
+// preview URLs and no isolation (Isolated false). Background processes,
+// PTYs included, are Runtime's sandbox.ProcessRuntime.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
 	// A command may ask for any network up to the runtime's: none is
 	// enforced here, so PerCommandNetwork is as true as Network itself.
-	return sandbox.RuntimeCapabilities{InteractiveSession: true, PerCommandNetwork: true}
+	return sandbox.RuntimeCapabilities{PerCommandNetwork: true}
 }
-
-// Snapshots returns nil: the local runtime cannot snapshot.
-func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
-
-// PreviewURLs returns nil: the local runtime cannot expose ports.
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
 
 // Create returns the runtime with spec.ID, creating it in state running when
 // missing (idempotent; after a worker restart it simply recreates the entry).

@@ -76,10 +76,12 @@ func TestProcesses(t *testing.T) {
 func TestKindAndCapabilities(t *testing.T) {
 	p := local.New(local.Options{})
 	require.Equal(t, "local", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{InteractiveSession: true, PerCommandNetwork: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{PerCommandNetwork: true}, p.Capabilities())
 	require.False(t, p.Capabilities().Isolated)
-	require.Nil(t, p.Snapshots())
-	require.Nil(t, p.PreviewURLs())
+	_, previews := any(p).(interface {
+		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
+	})
+	require.False(t, previews, "the preview_url activity asserts PreviewURL on the provider")
 }
 
 func TestCreateValidatesSpec(t *testing.T) {

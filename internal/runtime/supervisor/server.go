@@ -898,24 +898,34 @@ func (s *server) awaitOutputLocked(p *proc, offsets [2]int64, deadline time.Time
 		if has || ended || (p.info.Exited && !exitedBefore) {
 			return nil
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil
+		if more, e := s.awaitChangeLocked(p, deadline, gone); !more {
+			return e
 		}
-		ch := p.changed
-		s.mu.Unlock()
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-gone:
-			t.Stop()
-			s.mu.Lock()
-			return errorf(ErrState, "the client went away")
-		}
-		t.Stop()
-		s.mu.Lock()
 	}
+}
+
+// awaitChangeLocked waits, releasing s.mu meanwhile, until p changes
+// (more is true: look again), deadline passes (more false, no error) or
+// gone closes (the client went away: ErrState). s.mu is held on entry and
+// on return.
+func (s *server) awaitChangeLocked(p *proc, deadline time.Time, gone <-chan struct{}) (more bool, e *Error) {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return false, nil
+	}
+	ch := p.changed
+	s.mu.Unlock()
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-gone:
+		s.mu.Lock()
+		return false, errorf(ErrState, "the client went away")
+	}
+	s.mu.Lock()
+	return true, nil
 }
 
 // chunksLocked reads p's two streams from offsets: at most max bytes each
@@ -1051,23 +1061,13 @@ func (s *server) wait(id string, waitMS int64, gone <-chan struct{}) (Info, *Err
 		return Info{}, errorf(ErrNotFound, "no process %q", clipStr(id))
 	}
 	for !(p.info.Exited && p.treeDone && !p.open[0] && !p.open[1]) {
-		left := time.Until(deadline)
-		if left <= 0 {
+		more, e := s.awaitChangeLocked(p, deadline, gone)
+		if e != nil {
+			return Info{}, e
+		}
+		if !more {
 			break
 		}
-		ch := p.changed
-		s.mu.Unlock()
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-gone:
-			t.Stop()
-			s.mu.Lock()
-			return Info{}, errorf(ErrState, "the client went away")
-		}
-		t.Stop()
-		s.mu.Lock()
 	}
 	info := p.info
 	info.TreeRunning = info.Exited && !p.treeDone

@@ -1,12 +1,14 @@
 package docker
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -101,4 +103,32 @@ func TestContainerMountsAndHash(t *testing.T) {
 	cfg.Image = "other"
 	h3, _ := specHash(cfg, host)
 	require.NotEqual(t, h1, h3)
+}
+
+func TestExecEndFinish(t *testing.T) {
+	end := func(ctx context.Context) (*execEnd, *int) {
+		done := make(chan struct{})
+		close(done)
+		closed := 0
+		return &execEnd{ctx: ctx, out: procexec.NewOutput(1<<10, nil), cmd: "tool", copyDone: done, closeConn: func() { closed++ }}, &closed
+	}
+	e, closed := end(context.Background())
+	res, err := e.finish(3)
+	require.NoError(t, err)
+	require.Equal(t, 3, res.ExitCode)
+	require.Equal(t, 1, *closed, "the connection is closed")
+
+	e, _ = end(context.Background())
+	e.timedOut = true
+	res, err = e.finish(137)
+	require.NoError(t, err)
+	require.True(t, res.TimedOut)
+	require.Equal(t, 124, res.ExitCode)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e, _ = end(ctx)
+	e.cancelled, e.timedOut = true, true
+	_, err = e.finish(137)
+	require.Error(t, err, "a caller that gave up is interrupted, whatever else happened")
 }

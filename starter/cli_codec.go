@@ -48,34 +48,13 @@ func (c *cli) codecServerCommand() *cobra.Command {
 			if codec == nil {
 				return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s is not set: the codec server needs the payload keys", payloadcodec.EnvKeys)
 			}
-			token, source := "", "--token-file"
-			if tokenFile != "" {
-				token, err = codecserver.LoadToken(tokenFile)
-			} else {
-				token, source, err = codecserver.TokenFromEnv(os.LookupEnv)
-			}
+			token, source, err := codecToken(tokenFile)
 			if err != nil {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "%v", err)
+				return err
 			}
-			if token == "" {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "no token: give --token-file, or set %s or %s", codecserver.EnvTokenFile, codecserver.EnvToken)
-			}
-			host, _, err := net.SplitHostPort(listen)
+			tlsConf, err := c.codecTLS(listen, certFile, keyFile, plainHTTP)
 			if err != nil {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--listen %q: want host:port", listen)
-			}
-			if (certFile == "") != (keyFile == "") {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--https-cert and --https-key go together")
-			}
-			var tlsConf *tls.Config
-			if certFile != "" {
-				kp, err := temporalconn.NewKeyPairFile(certFile, keyFile, "--https-cert / --https-key", slog.New(slog.NewTextHandler(c.stderr, nil)))
-				if err != nil {
-					return sandbox.Errorf(sandbox.ErrInvalidArgument, "%v", err)
-				}
-				tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.GetCertificate}
-			} else if ip := net.ParseIP(host); !plainHTTP && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--listen %s is not a loopback address: serve HTTPS (--https-cert, --https-key) or, behind a TLS-terminating proxy, pass --insecure-plain-http", listen)
+				return err
 			}
 			h, err := codecserver.New(codecserver.Options{
 				Codec: codec, Token: token, AllowedOrigins: origins, Secure: tlsConf != nil,
@@ -89,14 +68,7 @@ func (c *cli) codecServerCommand() *cobra.Command {
 				return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "%v", err)
 			}
 			defer srv.Close()
-			if c.asJSON {
-				_ = c.printJSON(map[string]any{"endpoint": srv.URL, "login": srv.URL + "/login", "allowed_origins": origins,
-					"key_ids": codec.KeyIDs(), "token_from": source})
-			} else {
-				fmt.Fprintf(c.stdout, "codec server %s (keys %v, encrypting with %q; token from %s)\n", srv.URL, codec.KeyIDs(), codec.EncryptionKeyID(), source)
-				fmt.Fprintf(c.stdout, "  Web UI: codec endpoint %s with \"include cross-origin credentials\", then log in once at %s/login\n", srv.URL, srv.URL)
-				fmt.Fprintf(c.stdout, "  allowed origins %v; Temporal CLI: --codec-endpoint %s --codec-auth \"Bearer $TOKEN\"\n", origins, srv.URL)
-			}
+			c.printCodecServer(srv.URL, codec, origins, source)
 			select {
 			case <-cmd.Context().Done():
 				return nil
@@ -112,4 +84,62 @@ func (c *cli) codecServerCommand() *cobra.Command {
 	cmd.Flags().StringVar(&keyFile, "https-key", "", "the HTTPS certificate's key (PEM)")
 	cmd.Flags().BoolVar(&plainHTTP, "insecure-plain-http", false, "allow plain HTTP on a non-loopback address (behind a TLS-terminating proxy only)")
 	return cmd
+}
+
+// codecToken returns the codec server's bearer token and where it came
+// from: --token-file, else SANDBOX_CODEC_TOKEN_FILE, else SANDBOX_CODEC_TOKEN
+// (codecserver.TokenFromEnv). Errors: InvalidArgument for an unreadable or
+// short token, or none at all.
+func codecToken(tokenFile string) (token, source string, err error) {
+	token, source = "", "--token-file"
+	if tokenFile != "" {
+		token, err = codecserver.LoadToken(tokenFile)
+	} else {
+		token, source, err = codecserver.TokenFromEnv(os.LookupEnv)
+	}
+	if err != nil {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "%v", err)
+	}
+	if token == "" {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "no token: give --token-file, or set %s or %s", codecserver.EnvTokenFile, codecserver.EnvToken)
+	}
+	return token, source, nil
+}
+
+// codecTLS checks the listen address and the HTTPS flags of codec-server
+// and returns its TLS configuration: certFile and keyFile (re-read when
+// they change), or nil for plain HTTP — on a loopback address only, unless
+// plainHTTP (behind a TLS-terminating proxy). Errors: InvalidArgument.
+func (c *cli) codecTLS(listen, certFile, keyFile string, plainHTTP bool) (*tls.Config, error) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "--listen %q: want host:port", listen)
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "--https-cert and --https-key go together")
+	}
+	if certFile != "" {
+		kp, err := temporalconn.NewKeyPairFile(certFile, keyFile, "--https-cert / --https-key", slog.New(slog.NewTextHandler(c.stderr, nil)))
+		if err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "%v", err)
+		}
+		return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.GetCertificate}, nil
+	}
+	if !plainHTTP && !isLoopbackHost(host) {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "--listen %s is not a loopback address: serve HTTPS (--https-cert, --https-key) or, behind a TLS-terminating proxy, pass --insecure-plain-http", listen)
+	}
+	return nil, nil
+}
+
+// printCodecServer says where the codec server listens and how to point the
+// Web UI and the Temporal CLI at it (with --json: the same as an object).
+func (c *cli) printCodecServer(url string, codec *payloadcodec.Codec, origins []string, source string) {
+	if c.asJSON {
+		_ = c.printJSON(map[string]any{"endpoint": url, "login": url + "/login", "allowed_origins": origins,
+			"key_ids": codec.KeyIDs(), "token_from": source})
+		return
+	}
+	fmt.Fprintf(c.stdout, "codec server %s (keys %v, encrypting with %q; token from %s)\n", url, codec.KeyIDs(), codec.EncryptionKeyID(), source)
+	fmt.Fprintf(c.stdout, "  Web UI: codec endpoint %s with \"include cross-origin credentials\", then log in once at %s/login\n", url, url)
+	fmt.Fprintf(c.stdout, "  allowed origins %v; Temporal CLI: --codec-endpoint %s --codec-auth \"Bearer $TOKEN\"\n", origins, url)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // evictionCommand is `sandboxctl eviction run [--dry-run] [--host H]...` and
@@ -21,15 +23,9 @@ func (c *cli) evictionCommand() *cobra.Command {
 		Short: "Start an eviction run now and print its result (with --dry-run: only the plan)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sc, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			res, err := sc.RunEviction(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			return c.printEviction(res)
+			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.EvictionRunResult, error) {
+				return sc.RunEviction(ctx, in)
+			}, c.printEviction)
 		},
 	}
 	run.Flags().BoolVar(&in.DryRun, "dry-run", false, "plan only: nothing is stopped, destroyed or evicted")
@@ -41,15 +37,9 @@ func (c *cli) evictionCommand() *cobra.Command {
 		Short: "Print the result of the most recent completed eviction run",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sc, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			res, err := sc.LastEviction(cmd.Context(), dry)
-			if err != nil {
-				return err
-			}
-			return c.printEviction(res)
+			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.EvictionRunResult, error) {
+				return sc.LastEviction(ctx, dry)
+			}, c.printEviction)
 		},
 	}
 	last.Flags().BoolVar(&dry, "include-dry-run", false, "consider dry runs too")
@@ -59,10 +49,9 @@ func (c *cli) evictionCommand() *cobra.Command {
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
+// printEviction prints an eviction run's result: its summary, then per host
+// the plan (a dry run, or a host that acted on nothing) or each action's outcome.
 func (c *cli) printEviction(res sandboxapi.EvictionRunResult) error {
-	if c.asJSON {
-		return c.printJSON(res)
-	}
 	s := res.Summary
 	kind := "run"
 	if res.DryRun {
@@ -137,19 +126,12 @@ func (c *cli) pinCommand() *cobra.Command {
 			default:
 				return sandbox.Errorf(sandbox.ErrInvalidArgument, "pin needs --until RFC3339 or a positive --for DURATION")
 			}
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			st, err := s.Pin(cmd.Context(), t)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(st)
-			}
-			fmt.Fprintf(c.stdout, "%s pinned until %s\n", args[0], st.PinnedUntil.Local().Format(time.RFC3339))
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.EvictionState, error) {
+				return s.Pin(ctx, t)
+			}, func(st sandboxapi.EvictionState) error {
+				fmt.Fprintf(c.stdout, "%s pinned until %s\n", args[0], st.PinnedUntil.Local().Format(time.RFC3339))
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&until, "until", "", "end of the pin, RFC 3339")
@@ -164,19 +146,12 @@ func (c *cli) unpinCommand() *cobra.Command {
 		Short: "Drop a workspace's pin (signal unpin through its session)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			st, err := s.Unpin(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(st)
-			}
-			fmt.Fprintf(c.stdout, "%s unpinned\n", args[0])
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.EvictionState, error) {
+				return s.Unpin(ctx)
+			}, func(st sandboxapi.EvictionState) error {
+				fmt.Fprintf(c.stdout, "%s unpinned\n", args[0])
+				return nil
+			})
 		},
 	}
 }
@@ -193,23 +168,16 @@ func (c *cli) restoreCommand() *cobra.Command {
 			"the index is left at HEAD, so every saved change shows as unstaged or untracked.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			h, err := s.Restore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(h)
-			}
-			if h.RestoredFrom != "" {
-				fmt.Fprintf(c.stdout, "%s restored at %s from %s\n", h.WorkspaceID, h.LocalPath, h.RestoredFrom)
-			} else {
-				fmt.Fprintf(c.stdout, "%s is at %s (nothing saved to restore)\n", h.WorkspaceID, h.LocalPath)
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.Handle, error) {
+				return s.Restore(ctx)
+			}, func(h sandboxapi.Handle) error {
+				if h.RestoredFrom != "" {
+					fmt.Fprintf(c.stdout, "%s restored at %s from %s\n", h.WorkspaceID, h.LocalPath, h.RestoredFrom)
+				} else {
+					fmt.Fprintf(c.stdout, "%s is at %s (nothing saved to restore)\n", h.WorkspaceID, h.LocalPath)
+				}
+				return nil
+			})
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // fanoutCommand is `sandboxctl fanout start|watch|complete` (docs/API.md
@@ -35,6 +37,51 @@ func parseTaskFlag(v string) (sandboxapi.TaskSpec, error) {
 	return sandboxapi.TaskSpec{TaskID: id, Script: script}, nil
 }
 
+// fanoutFlags fills in from fanout start's flags: a task per --task
+// (parseTaskFlag), each --instructions TASK_ID=TEXT on its task, --accept
+// (all, or task ids) and the per-task --timeout in whole seconds. Errors:
+// InvalidArgument (a bad task id, instructions for no --task, a timeout
+// that is negative or not whole seconds).
+func fanoutFlags(in *sandboxapi.FanoutInput, tasks, instructions []string, accept string, timeout time.Duration) error {
+	for _, t := range tasks {
+		spec, err := parseTaskFlag(t)
+		if err != nil {
+			return err
+		}
+		in.Tasks = append(in.Tasks, spec)
+	}
+	for _, kv := range instructions {
+		tid, text, ok := strings.Cut(kv, "=")
+		found := false
+		for i := range in.Tasks {
+			if ok && in.Tasks[i].TaskID == tid {
+				in.Tasks[i].Instructions, found = text, true
+			}
+		}
+		if !found {
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "--instructions %q: want TASK_ID=TEXT for one of the --task ids", kv)
+		}
+	}
+	switch accept {
+	case "", "all":
+	default:
+		in.AcceptTaskIDs = strings.Split(accept, ",")
+	}
+	if timeout < 0 || timeout%time.Second != 0 {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "--timeout must be a whole number of seconds")
+	}
+	in.TaskTimeoutS = int(timeout / time.Second)
+	return nil
+}
+
+// newFanoutID is a fresh fan-out id: "f-", the UTC time to the second and 12
+// random hex digits.
+func newFanoutID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "f-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
 func (c *cli) fanoutStartCommand() *cobra.Command {
 	var in sandboxapi.FanoutInput
 	var tasks, instructions []string
@@ -53,38 +100,11 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 			"Prints the fan-out id; follow it with `fanout watch`.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, t := range tasks {
-				spec, err := parseTaskFlag(t)
-				if err != nil {
-					return err
-				}
-				in.Tasks = append(in.Tasks, spec)
+			if err := fanoutFlags(&in, tasks, instructions, accept, timeout); err != nil {
+				return err
 			}
-			for _, kv := range instructions {
-				tid, text, ok := strings.Cut(kv, "=")
-				found := false
-				for i := range in.Tasks {
-					if ok && in.Tasks[i].TaskID == tid {
-						in.Tasks[i].Instructions, found = text, true
-					}
-				}
-				if !found {
-					return sandbox.Errorf(sandbox.ErrInvalidArgument, "--instructions %q: want TASK_ID=TEXT for one of the --task ids", kv)
-				}
-			}
-			switch accept {
-			case "", "all":
-			default:
-				in.AcceptTaskIDs = strings.Split(accept, ",")
-			}
-			if timeout < 0 || timeout%time.Second != 0 {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--timeout must be a whole number of seconds")
-			}
-			in.TaskTimeoutS = int(timeout / time.Second)
 			if id == "" {
-				var b [6]byte
-				_, _ = rand.Read(b[:])
-				id = "f-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+				id = newFanoutID()
 			}
 			sc, err := c.client(cmd.Context())
 			if err != nil {
@@ -138,31 +158,24 @@ func (c *cli) fanoutWatchCommand() *cobra.Command {
 // watchFanout prints the progress table whenever it changes (text) or the
 // final report (--json), and fails when the fan-out failed.
 func (c *cli) watchFanout(cmd *cobra.Command, id string, interval time.Duration) error {
-	sc, err := c.client(cmd.Context())
-	if err != nil {
-		return err
-	}
-	f, err := sc.Fanout(id)
-	if err != nil {
-		return err
-	}
-	res, err := f.Watch(cmd.Context(), interval, func(r sandboxapi.FanoutReport) {
-		if !c.asJSON {
-			c.printFanout(r)
+	var state string
+	err := runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.FanoutReport, error) {
+		f, err := sc.Fanout(id)
+		if err != nil {
+			return sandboxapi.FanoutReport{}, err
 		}
-	})
-	if err != nil {
-		return err
-	}
-	if c.asJSON {
-		if err := c.printJSON(res); err != nil {
-			return err
-		}
-	}
-	if res.State != sandboxapi.FanoutCompleted {
+		res, err := f.Watch(ctx, interval, func(r sandboxapi.FanoutReport) {
+			if !c.asJSON {
+				c.printFanout(r)
+			}
+		})
+		state = res.State
+		return res, err
+	}, nil) // the text was printed as the report changed
+	if err == nil && state != sandboxapi.FanoutCompleted {
 		return exitCodeError{exitError}
 	}
-	return nil
+	return err
 }
 
 func (c *cli) printFanout(r sandboxapi.FanoutReport) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // The lifecycle commands (docs/API.md "Checkpoints", "Fork", "Destroy",
@@ -27,19 +29,12 @@ func (c *cli) checkpointCommand() *cobra.Command {
 			"the index and the files are not touched. `sandboxctl rollback WS ID` goes back to it.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			cp, err := s.Checkpoint(cmd.Context(), label)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(cp)
-			}
-			fmt.Fprintf(c.stdout, "checkpoint %d of %s at %s on %s (%d files changed)\n", cp.ID, args[0], short(cp.Head), orDash(cp.Branch), cp.FilesChanged)
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.Checkpoint, error) {
+				return s.Checkpoint(ctx, label)
+			}, func(cp sandboxapi.Checkpoint) error {
+				fmt.Fprintf(c.stdout, "checkpoint %d of %s at %s on %s (%d files changed)\n", cp.ID, args[0], short(cp.Head), orDash(cp.Branch), cp.FilesChanged)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&label, "message", "m", "", "label of the checkpoint")
@@ -48,23 +43,17 @@ func (c *cli) checkpointCommand() *cobra.Command {
 		Short: "List the workspace's checkpoints, oldest first",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			list, err := s.Checkpoints(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(sandboxapi.CheckpointList{Checkpoints: list})
-			}
-			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tCREATED\tHEAD\tBRANCH\tFILES CHANGED\tLABEL")
-			for _, cp := range list {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\n", cp.ID, cp.CreatedAt.Local().Format(time.RFC3339), short(cp.Head), orDash(cp.Branch), cp.FilesChanged, printableText(cp.Label))
-			}
-			return w.Flush()
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.CheckpointList, error) {
+				list, err := s.Checkpoints(ctx)
+				return sandboxapi.CheckpointList{Checkpoints: list}, err
+			}, func(l sandboxapi.CheckpointList) error {
+				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tCREATED\tHEAD\tBRANCH\tFILES CHANGED\tLABEL")
+				for _, cp := range l.Checkpoints {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\n", cp.ID, cp.CreatedAt.Local().Format(time.RFC3339), short(cp.Head), orDash(cp.Branch), cp.FilesChanged, printableText(cp.Label))
+				}
+				return w.Flush()
+			})
 		},
 	}
 	cmd.AddCommand(list)
@@ -85,20 +74,13 @@ func (c *cli) rollbackCommand() *cobra.Command {
 			if err != nil || id < 1 {
 				return sandbox.Errorf(sandbox.ErrInvalidArgument, "checkpoint id %q: want a number (sandboxctl checkpoint list %s)", args[1], args[0])
 			}
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.Rollback(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			fmt.Fprintf(c.stdout, "rolled back to checkpoint %d (%s on %s); undo with: sandboxctl rollback %s %d\n",
-				res.Checkpoint.ID, short(res.Head), orDash(res.Branch), args[0], res.Undo.ID)
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.RollbackResult, error) {
+				return s.Rollback(ctx, id)
+			}, func(res sandboxapi.RollbackResult) error {
+				fmt.Fprintf(c.stdout, "rolled back to checkpoint %d (%s on %s); undo with: sandboxctl rollback %s %d\n",
+					res.Checkpoint.ID, short(res.Head), orDash(res.Branch), args[0], res.Undo.ID)
+				return nil
+			})
 		},
 	}
 }
@@ -119,21 +101,14 @@ func (c *cli) forkCommand() *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return err
 			}
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.Fork(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			h := res.Handle
-			fmt.Fprintf(c.stdout, "forked %s into %s (%s, branch %s from %s, checkpoint %d of the source)\nlocal_path %s\n",
-				args[0], h.WorkspaceID, h.Mode, h.Branch, short(h.BaseCommit), res.Checkpoint.ID, h.LocalPath)
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ForkResult, error) {
+				return s.Fork(ctx, in)
+			}, func(res sandboxapi.ForkResult) error {
+				h := res.Handle
+				fmt.Fprintf(c.stdout, "forked %s into %s (%s, branch %s from %s, checkpoint %d of the source)\nlocal_path %s\n",
+					args[0], h.WorkspaceID, h.Mode, h.Branch, short(h.BaseCommit), res.Checkpoint.ID, h.LocalPath)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&in.TaskID, "task", "", "the fork is the task workspace of this task id")
@@ -153,22 +128,15 @@ func (c *cli) destroyCommand() *cobra.Command {
 			"later acquire of the same key starts fresh; `sandboxctl restore WS` brings the saved work back.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.Destroy(cmd.Context(), discard)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			fmt.Fprintf(c.stdout, "%s: %s\n", res.WorkspaceID, printableMessage(res.Message))
-			if res.BackupRef != "" {
-				fmt.Fprintf(c.stdout, "restore with: sandboxctl restore %s\n", res.WorkspaceID)
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.DestroyResult, error) {
+				return s.Destroy(ctx, discard)
+			}, func(res sandboxapi.DestroyResult) error {
+				fmt.Fprintf(c.stdout, "%s: %s\n", res.WorkspaceID, printableMessage(res.Message))
+				if res.BackupRef != "" {
+					fmt.Fprintf(c.stdout, "restore with: sandboxctl restore %s\n", res.WorkspaceID)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&discard, "discard", false, "drop unsaved work, checkpoints and backups instead of keeping them restorable")
@@ -190,53 +158,22 @@ func (c *cli) cleanupCommand() *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return err
 			}
-			sc, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			run, err := sc.StartCleanup(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			// The workflow goes on if sandboxctl is interrupted: say where it is.
-			fmt.Fprintf(c.stderr, "cleanup %s started\n", run.WorkflowID())
-			rep, err := run.Result(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				if err := c.printJSON(rep); err != nil {
-					return err
+			var failed int
+			err := runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.CleanupReport, error) {
+				run, err := sc.StartCleanup(ctx, in)
+				if err != nil {
+					return sandboxapi.CleanupReport{}, err
 				}
-			} else {
-				kind := "cleanup"
-				if rep.DryRun {
-					kind = "cleanup (dry run)"
-				}
-				s := rep.Summary
-				fmt.Fprintf(c.stdout, "%s %s: %d found, %d destroyed (%d with a backup), %d gone, %d failed\n",
-					kind, rep.WorkflowID, s.Found, s.Destroyed, s.Backups, s.Gone, s.Failed)
-				for _, h := range rep.Hosts {
-					switch {
-					case h.Unreachable:
-						fmt.Fprintf(c.stdout, "host %s: unreachable\n", h.HostID)
-					case h.Error != "":
-						fmt.Fprintf(c.stdout, "host %s: %s\n", orDash(h.HostID), printableMessage(h.Error))
-					}
-				}
-				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
-				fmt.Fprintln(w, "WORKSPACE\tHOST\tPROJECT\tMODE\tOUTCOME\tMESSAGE")
-				for _, o := range rep.Workspaces {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", o.WorkspaceID, orDash(o.HostID), orDash(o.ProjectID), orDash(o.Mode), o.Outcome, printableMessage(o.Message))
-				}
-				if err := w.Flush(); err != nil {
-					return err
-				}
-			}
-			if rep.Summary.Failed > 0 {
+				// The workflow goes on if sandboxctl is interrupted: say where it is.
+				fmt.Fprintf(c.stderr, "cleanup %s started\n", run.WorkflowID())
+				rep, err := run.Result(ctx)
+				failed = rep.Summary.Failed
+				return rep, err
+			}, c.printCleanup)
+			if err == nil && failed > 0 {
 				return exitCodeError{code: exitError}
 			}
-			return nil
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -247,4 +184,30 @@ func (c *cli) cleanupCommand() *cobra.Command {
 	f.IntVar(&in.MaxParallel, "parallel", 0, "destroys at once (default 4)")
 	_ = cmd.MarkFlagRequired("user")
 	return cmd
+}
+
+// printCleanup prints a cleanup's summary, the hosts it could not search and
+// one row per workspace with its outcome.
+func (c *cli) printCleanup(rep sandboxapi.CleanupReport) error {
+	kind := "cleanup"
+	if rep.DryRun {
+		kind = "cleanup (dry run)"
+	}
+	s := rep.Summary
+	fmt.Fprintf(c.stdout, "%s %s: %d found, %d destroyed (%d with a backup), %d gone, %d failed\n",
+		kind, rep.WorkflowID, s.Found, s.Destroyed, s.Backups, s.Gone, s.Failed)
+	for _, h := range rep.Hosts {
+		switch {
+		case h.Unreachable:
+			fmt.Fprintf(c.stdout, "host %s: unreachable\n", h.HostID)
+		case h.Error != "":
+			fmt.Fprintf(c.stdout, "host %s: %s\n", orDash(h.HostID), printableMessage(h.Error))
+		}
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(w, "WORKSPACE\tHOST\tPROJECT\tMODE\tOUTCOME\tMESSAGE")
+	for _, o := range rep.Workspaces {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", o.WorkspaceID, orDash(o.HostID), orDash(o.ProjectID), orDash(o.Mode), o.Outcome, printableMessage(o.Message))
+	}
+	return w.Flush()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/tools"
@@ -43,35 +44,13 @@ func (c *cli) mcpCommand() *cobra.Command {
 			"  sandboxctl mcp --workspace ws-0123… --http 127.0.0.1:8765",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b := tools.Binding{WorkspaceID: wsID}
-			requestFlags := []string{"repo", "user", "project", "conversation", "task", "ref", "branch", "from-branch", "mode"}
-			if wsID != "" {
-				for _, f := range requestFlags {
-					if cmd.Flags().Changed(f) {
-						return sandbox.Errorf(sandbox.ErrInvalidArgument, "--workspace and --%s: bind to a workspace id or to a request, not both", f)
-					}
-				}
-			} else if cmd.Flags().Changed("repo") || cmd.Flags().Changed("user") || cmd.Flags().Changed("project") {
-				req.Mode = sandbox.WorkspaceMode(mode)
-				b.Request = &req
-			}
-			if err := b.Validate(); err != nil {
+			b, err := mcpBinding(cmd.Flags(), wsID, &req, mode)
+			if err != nil {
 				return err
 			}
-			if tokenFile != "" && httpAddr == "" {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--token-file is for --http")
-			}
-			var token string
-			if httpAddr != "" {
-				var err error
-				if token, err = readToken(tokenFile); err != nil {
-					return err
-				}
-				if token == "" {
-					if err := requireLoopback(httpAddr); err != nil {
-						return err
-					}
-				}
+			token, err := httpToken(httpAddr, tokenFile)
+			if err != nil {
+				return err
 			}
 			sc, err := c.client(cmd.Context())
 			if err != nil {
@@ -83,46 +62,96 @@ func (c *cli) mcpCommand() *cobra.Command {
 			}
 			log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			if wsID != "" {
-				// Resume the named workspace before serving: an id no workspace
-				// has fails here with WorkspaceNotFound (exit as for any typed
-				// error) instead of serving read tools that cannot work, and the
-				// tool set and instructions follow the workspace's mode. Another
-				// failure (no worker yet) is tried again by the first call.
-				actx, cancel := context.WithTimeout(cmd.Context(), mcpStartWait)
-				_, _, err := ws.Acquire(actx)
-				cancel()
-				if sandboxapi.IsWorkspaceNotFound(err) {
+				if err := resumeBinding(cmd.Context(), ws, wsID, log); err != nil {
 					return err
-				} else if err != nil {
-					log.Warn("resume the workspace", "workspace", wsID, "error", err)
 				}
 			}
 			srv := tools.NewServer(cmd.Context(), ws, tools.Options{Version: sandboxapi.ContractVersion, Logger: log})
 			if httpAddr == "" {
-				t := &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}}
-				err := srv.Run(cmd.Context(), t)
-				if err != nil && (errors.Is(err, io.EOF) || cmd.Context().Err() != nil) {
-					return nil // the client closed stdin, or SIGINT
-				}
-				return err
+				return c.serveStdio(cmd.Context(), srv)
 			}
 			return c.serveHTTP(cmd.Context(), srv, httpAddr, token)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.RepoURL, "repo", "", "repository URL (as for acquire)")
-	f.StringVar(&req.UserID, "user", "", "user id")
-	f.StringVar(&req.ProjectID, "project", "", "project id")
-	f.StringVar(&mode, "mode", "edit", "edit, task or analysis (read tools only)")
-	f.StringVar(&req.ConversationID, "conversation", "", "conversation id (edit mode)")
-	f.StringVar(&req.TaskID, "task", "", "task id (task mode)")
-	f.StringVar(&req.BaseRef, "ref", "", "base branch, tag or commit (default: the remote's default branch)")
-	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
-	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
+	workspaceRequestFlags(f, &req, &mode, "repository URL (as for acquire)", "edit, task or analysis (read tools only)")
 	f.StringVar(&wsID, "workspace", "", "an existing workspace id instead of the request flags")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on this host:port (path /mcp) instead of stdio")
 	f.StringVar(&tokenFile, "token-file", "", "with --http: a file holding the bearer token clients must send (required off loopback)")
 	return cmd
+}
+
+// mcpBinding is what mcp's flags bind the server to: the workspace wsID, or
+// req (its mode from mode) when --repo, --user or --project is given, or
+// neither (Binding.Validate refuses that). Errors: InvalidArgument for
+// --workspace together with a request flag, and Binding.Validate's.
+func mcpBinding(flags *pflag.FlagSet, wsID string, req *sandboxapi.WorkspaceRequest, mode string) (tools.Binding, error) {
+	b := tools.Binding{WorkspaceID: wsID}
+	if wsID != "" {
+		for _, f := range requestFlags {
+			if flags.Changed(f) {
+				return tools.Binding{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--workspace and --%s: bind to a workspace id or to a request, not both", f)
+			}
+		}
+	} else if flags.Changed("repo") || flags.Changed("user") || flags.Changed("project") {
+		req.Mode = sandboxapi.WorkspaceMode(mode)
+		b.Request = req
+	}
+	if err := b.Validate(); err != nil {
+		return tools.Binding{}, err
+	}
+	return b, nil
+}
+
+// httpToken checks the transport flags of mcp and returns the bearer token
+// (readToken; "" = none, or stdio). Errors: InvalidArgument for
+// --token-file without --http, a bad token file, or an --http address off
+// loopback without a token (requireLoopback).
+func httpToken(httpAddr, tokenFile string) (string, error) {
+	if tokenFile != "" && httpAddr == "" {
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--token-file is for --http")
+	}
+	if httpAddr == "" {
+		return "", nil
+	}
+	token, err := readToken(tokenFile)
+	if err != nil {
+		return "", err
+	}
+	if token == "" {
+		if err := requireLoopback(httpAddr); err != nil {
+			return "", err
+		}
+	}
+	return token, nil
+}
+
+// resumeBinding resumes workspace wsID, which a --workspace binding names, before
+// serving: an id no workspace has fails here with WorkspaceNotFound (exit as
+// for any typed error) instead of serving read tools that cannot work, and
+// the tool set and instructions follow the workspace's mode. Another failure
+// (no worker yet) is logged and tried again by the first call.
+func resumeBinding(ctx context.Context, ws *tools.Workspace, wsID string, log *slog.Logger) error {
+	actx, cancel := context.WithTimeout(ctx, mcpStartWait)
+	_, _, err := ws.Acquire(actx)
+	cancel()
+	if sandboxapi.IsWorkspaceNotFound(err) {
+		return err
+	} else if err != nil {
+		log.Warn("resume the workspace", "workspace", wsID, "error", err)
+	}
+	return nil
+}
+
+// serveStdio serves srv on sandboxctl's stdin and stdout until the client
+// closes stdin or ctx ends (SIGINT), both a clean end.
+func (c *cli) serveStdio(ctx context.Context, srv *tools.Server) error {
+	t := &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}}
+	err := srv.Run(ctx, t)
+	if err != nil && (errors.Is(err, io.EOF) || ctx.Err() != nil) {
+		return nil
+	}
+	return err
 }
 
 // mcpStartWait bounds resuming a --workspace binding at start-up; past it
@@ -157,13 +186,20 @@ func requireLoopback(addr string) error {
 	if err != nil {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %q: want host:port", addr)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if isLoopbackHost(host) {
 		return nil
 	}
 	return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %s is not a loopback address: give --token-file with a bearer token clients must send", addr)
+}
+
+// isLoopbackHost reports whether host (of a listen address) is "localhost"
+// or a loopback IP address (127.0.0.0/8, ::1).
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // serveHTTP serves srv as streamable HTTP on addr at /mcp until ctx ends;

@@ -66,19 +66,12 @@ func (c *cli) procStartCommand() *cobra.Command {
 					in.PTY.Rows, in.PTY.Cols = 24, 80
 				}
 			}
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.ProcessStart(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			fmt.Fprintln(c.stdout, res.ProcessID)
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ProcessStartResult, error) {
+				return s.ProcessStart(ctx, in)
+			}, func(res sandboxapi.ProcessStartResult) error {
+				fmt.Fprintln(c.stdout, res.ProcessID)
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -196,35 +189,35 @@ func (c *cli) procWriteCommand() *cobra.Command {
 		Short: "Send sandboxctl's stdin to a process's stdin (or terminal)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			s, err := c.session(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			total := 0
-			buf := make([]byte, 64<<10)
-			for {
-				n, rerr := io.ReadFull(c.stdin, buf)
-				if n > 0 || (closeIn && rerr != nil) {
-					last := rerr != nil
-					res, err := s.ProcessWrite(ctx, args[1], buf[:n], closeIn && last)
-					if err != nil {
-						return err
-					}
-					total += res.Written
-				}
-				if rerr != nil {
-					break
-				}
-			}
-			if c.asJSON {
-				return c.printJSON(sandboxapi.ProcessWriteResult{ProcessID: args[1], Written: total})
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ProcessWriteResult, error) {
+				return c.copyStdin(ctx, s, args[1], closeIn)
+			}, nil)
 		},
 	}
 	cmd.Flags().BoolVar(&closeIn, "close", false, "close its stdin afterwards (end of file; ^D on a terminal)")
 	return cmd
+}
+
+// copyStdin sends sandboxctl's stdin to process id's stdin in writes of up
+// to 64 KiB, the last one closing it when closeIn; the result counts the
+// bytes written. Errors: process_write's.
+func (c *cli) copyStdin(ctx context.Context, s *sandboxclient.Session, id string, closeIn bool) (sandboxapi.ProcessWriteResult, error) {
+	total := 0
+	buf := make([]byte, 64<<10)
+	for {
+		n, rerr := io.ReadFull(c.stdin, buf)
+		if n > 0 || (closeIn && rerr != nil) {
+			last := rerr != nil
+			res, err := s.ProcessWrite(ctx, id, buf[:n], closeIn && last)
+			if err != nil {
+				return sandboxapi.ProcessWriteResult{}, err
+			}
+			total += res.Written
+		}
+		if rerr != nil {
+			return sandboxapi.ProcessWriteResult{ProcessID: id, Written: total}, nil
+		}
+	}
 }
 
 func (c *cli) procKillCommand() *cobra.Command {
@@ -234,17 +227,9 @@ func (c *cli) procKillCommand() *cobra.Command {
 		Short: "Send a signal to a process (default TERM; KILL ends its whole tree)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if err := s.ProcessSignal(cmd.Context(), args[1], sig); err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(sandboxapi.ProcessResult{ProcessID: args[1]})
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ProcessResult, error) {
+				return sandboxapi.ProcessResult{ProcessID: args[1]}, s.ProcessSignal(ctx, args[1], sig)
+			}, nil)
 		},
 	}
 	cmd.Flags().StringVar(&sig, "signal", "TERM", "one of "+strings.Join(sandboxapi.ProcessSignals, ", "))
@@ -257,34 +242,27 @@ func (c *cli) procListCommand() *cobra.Command {
 		Short: "List the workspace's background processes, live and recently ended",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.ProcessList(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tTAG\tSTATE\tSTARTED\tOUTPUT\tCOMMAND")
-			for _, p := range res.Processes {
-				state := "running"
-				switch {
-				case p.Exited && p.Lingering:
-					state = fmt.Sprintf("exited %d (children run)", p.ExitCode)
-				case p.Exited:
-					state = fmt.Sprintf("exited %d (%s)", p.ExitCode, p.ExitReason)
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ProcessListResult, error) {
+				return s.ProcessList(ctx)
+			}, func(res sandboxapi.ProcessListResult) error {
+				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tTAG\tSTATE\tSTARTED\tOUTPUT\tCOMMAND")
+				for _, p := range res.Processes {
+					state := "running"
+					switch {
+					case p.Exited && p.Lingering:
+						state = fmt.Sprintf("exited %d (children run)", p.ExitCode)
+					case p.Exited:
+						state = fmt.Sprintf("exited %d (%s)", p.ExitCode, p.ExitReason)
+					}
+					if p.PTY {
+						state += ", pty"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", p.ID, orDash(p.Tag), state, p.StartedAt.Local().Format(time.DateTime),
+						p.StdoutBytes, p.StderrBytes, printableMessage(strings.Join(p.Cmd, " ")))
 				}
-				if p.PTY {
-					state += ", pty"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", p.ID, orDash(p.Tag), state, p.StartedAt.Local().Format(time.DateTime),
-					p.StdoutBytes, p.StderrBytes, printableMessage(strings.Join(p.Cmd, " ")))
-			}
-			return w.Flush()
+				return w.Flush()
+			})
 		},
 	}
 }
@@ -309,39 +287,63 @@ func (c *cli) procAttachCommand() *cobra.Command {
 	}
 }
 
-// attach runs `proc attach`: raw terminal, input to process_write, output
-// from StreamRead, resize on SIGWINCH.
+// attach runs `proc attach`: raw terminal (resized on SIGWINCH), keys to
+// process_write, output from StreamRead until the process ends (its exit
+// code), Ctrl-] detaches (exit 0) or the context ends (exit 130).
 func (c *cli) attach(parent context.Context, s *sandboxclient.Session, id string) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	in, isFile := c.stdin.(*os.File)
-	if isFile && term.IsTerminal(int(in.Fd())) {
-		old, err := term.MakeRaw(int(in.Fd()))
-		if err != nil {
-			return err
-		}
-		defer func() { _ = term.Restore(int(in.Fd()), old) }()
-		resize := func() {
-			if w, h, err := term.GetSize(int(in.Fd())); err == nil {
-				_ = s.ProcessResize(ctx, id, h, w)
-			}
-		}
-		resize()
-		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, syscall.SIGWINCH)
-		defer signal.Stop(winch)
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-winch:
-					resize()
-				}
-			}
-		}()
+	restore, err := c.rawTerminal(ctx, s, id)
+	if err != nil {
+		return err
 	}
-	// Keys: everything read at once goes in one write; Ctrl-] detaches.
+	defer restore()
+	detached := c.forwardKeys(ctx, cancel, s, id)
+	return c.copyTerminalOutput(ctx, s, id, detached)
+}
+
+// rawTerminal puts sandboxctl's stdin, when it is a terminal, in raw mode
+// and keeps process id's terminal at its size (now and on every SIGWINCH
+// until ctx ends); restore undoes both. Errors: term.MakeRaw's.
+func (c *cli) rawTerminal(ctx context.Context, s *sandboxclient.Session, id string) (restore func(), err error) {
+	in, isFile := c.stdin.(*os.File)
+	if !isFile || !term.IsTerminal(int(in.Fd())) {
+		return func() {}, nil
+	}
+	old, err := term.MakeRaw(int(in.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	resize := func() {
+		if w, h, err := term.GetSize(int(in.Fd())); err == nil {
+			_ = s.ProcessResize(ctx, id, h, w)
+		}
+	}
+	resize()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-winch:
+				resize()
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		_ = term.Restore(int(in.Fd()), old)
+	}, nil
+}
+
+// forwardKeys sends what sandboxctl reads from stdin to process id, all
+// that one read returns in one write, until stdin ends or the process has
+// ended (process_write refused with SandboxCommandRejected: its output says
+// so). Ctrl-] (detachKey) sends what came before it, closes the returned
+// channel and cancels the attach.
+func (c *cli) forwardKeys(ctx context.Context, cancel context.CancelFunc, s *sandboxclient.Session, id string) <-chan struct{} {
 	detached := make(chan struct{})
 	go func() {
 		buf := make([]byte, 4096)
@@ -368,6 +370,15 @@ func (c *cli) attach(parent context.Context, s *sandboxclient.Session, id string
 			}
 		}
 	}()
+	return detached
+}
+
+// copyTerminalOutput writes process id's output (its terminal, or stdout
+// then stderr) to sandboxctl's stdout as it comes, until the process ends:
+// exitCodeError with its exit code (nil for 0). After detached is closed it
+// says so and returns nil; when ctx was cancelled otherwise, exitCodeError
+// 130. Errors: StreamRead's.
+func (c *cli) copyTerminalOutput(ctx context.Context, s *sandboxclient.Session, id string, detached <-chan struct{}) error {
 	var off int64
 	for {
 		r, err := s.StreamRead(ctx, sandboxapi.ProcessReadInput{ProcessID: id, Offset: off, MaxBytes: 256 << 10, WaitMS: 5000})

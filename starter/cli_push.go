@@ -1,14 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // pushCommand is `sandboxctl push WS [--force-with-lease]`.
@@ -19,26 +19,19 @@ func (c *cli) pushCommand() *cobra.Command {
 		Short: "Push the workspace branch to the repository (credentials stay on the worker)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.Push(cmd.Context(), lease)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			switch res.Status {
-			case sandbox.PushUpToDate:
-				fmt.Fprintf(c.stdout, "%s is up to date at %s\n", res.Branch, short(res.Commit))
-			case sandbox.PushCreated:
-				fmt.Fprintf(c.stdout, "pushed %s to a new remote branch %s\n", short(res.Commit), res.Branch)
-			default:
-				fmt.Fprintf(c.stdout, "pushed %s: %s..%s (%s)\n", res.Branch, short(res.PreviousRemoteCommit), short(res.Commit), res.Status)
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.PushResult, error) {
+				return s.Push(ctx, lease)
+			}, func(res sandboxapi.PushResult) error {
+				switch res.Status {
+				case sandbox.PushUpToDate:
+					fmt.Fprintf(c.stdout, "%s is up to date at %s\n", res.Branch, short(res.Commit))
+				case sandbox.PushCreated:
+					fmt.Fprintf(c.stdout, "pushed %s to a new remote branch %s\n", short(res.Commit), res.Branch)
+				default:
+					fmt.Fprintf(c.stdout, "pushed %s: %s..%s (%s)\n", res.Branch, short(res.PreviousRemoteCommit), short(res.Commit), res.Status)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&lease, "force-with-lease", false, "replace a diverged remote branch, only while it is where this workspace last pushed it")
@@ -59,13 +52,7 @@ func (c *cli) prCommand() *cobra.Command {
 				if in.Body != "" {
 					return sandbox.Errorf(sandbox.ErrInvalidArgument, "--body and --body-file are exclusive")
 				}
-				var data []byte
-				var err error
-				if bodyFile == "-" {
-					data, err = io.ReadAll(io.LimitReader(c.stdin, 4*sandbox.MaxPRBodyRunes+1))
-				} else {
-					data, err = os.ReadFile(bodyFile)
-				}
+				data, err := c.readFileArg(bodyFile, 4*sandbox.MaxPRBodyRunes+1)
 				if err != nil {
 					return err
 				}
@@ -74,30 +61,23 @@ func (c *cli) prCommand() *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return err
 			}
-			s, err := c.session(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.CreatePullRequest(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			if c.asJSON {
-				return c.printJSON(res)
-			}
-			verb := "opened"
-			if !res.Created {
-				verb = "found open"
-			}
-			draft := ""
-			if res.Draft {
-				draft = " (draft)"
-			}
-			fmt.Fprintf(c.stdout, "%s pull request #%d%s: %s → %s\n%s\n", verb, res.Number, draft, res.Head, res.Base, res.URL)
-			for _, w := range res.Warnings {
-				fmt.Fprintf(c.stderr, "sandboxctl: warning: %s\n", w)
-			}
-			return nil
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.PullRequest, error) {
+				return s.CreatePullRequest(ctx, in)
+			}, func(res sandboxapi.PullRequest) error {
+				verb := "opened"
+				if !res.Created {
+					verb = "found open"
+				}
+				draft := ""
+				if res.Draft {
+					draft = " (draft)"
+				}
+				fmt.Fprintf(c.stdout, "%s pull request #%d%s: %s → %s\n%s\n", verb, res.Number, draft, res.Head, res.Base, res.URL)
+				for _, w := range res.Warnings {
+					fmt.Fprintf(c.stderr, "sandboxctl: warning: %s\n", w)
+				}
+				return nil
+			})
 		},
 	}
 	f := create.Flags()

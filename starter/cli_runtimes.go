@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // runtimesCommand is `sandboxctl runtimes gc [--dry-run] [--host H]...`
@@ -23,15 +25,9 @@ func (c *cli) runtimesCommand() *cobra.Command {
 			"(with --dry-run: only list them). The scheduled eviction run deletes them too.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sc, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			res, err := sc.CollectOrphanRuntimes(cmd.Context(), dry, hosts)
-			if err != nil {
-				return err
-			}
-			return c.printOrphans(res)
+			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.EvictionRunResult, error) {
+				return sc.CollectOrphanRuntimes(ctx, dry, hosts)
+			}, c.printOrphans)
 		},
 	}
 	gc.Flags().BoolVar(&dry, "dry-run", false, "only list the orphan runtimes")
@@ -40,10 +36,9 @@ func (c *cli) runtimesCommand() *cobra.Command {
 	return rt
 }
 
+// printOrphans prints the orphan runtimes of each host (a dry run) or what
+// deleting each did, then a count.
 func (c *cli) printOrphans(res sandboxapi.EvictionRunResult) error {
-	if c.asJSON {
-		return c.printJSON(res)
-	}
 	w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
 	if res.DryRun {
 		fmt.Fprintf(w, "HOST\tRUNTIME\tWORKSPACE\n")

@@ -192,7 +192,10 @@ func BenchmarkRawForkExec(b *testing.B) {
 // small tree (a snapshot of spf13/cobra: 66 files), each next to its raw
 // baseline in the same worktree and the same run: read_file vs os.ReadFile,
 // write_file vs os.WriteFile (same 6 bytes), list_dir of the root vs
-// os.ReadDir, status vs `git status --porcelain`. Session rows report the
+// os.ReadDir, status vs `git status --porcelain`; and the Temporal floor
+// under all of them (startFloor): an update of a workflow that does nothing,
+// and one whose handler runs a local activity that does nothing (a quick
+// operation's shape). Session rows report the
 // p50/p99 per call and the median of each hop (reportHops); raw rows p50/p99.
 func BenchmarkQuickOps(b *testing.B) {
 	rec := newHopRecorder()
@@ -239,6 +242,9 @@ func BenchmarkQuickOps(b *testing.B) {
 			l.report(b, "")
 		})
 	}
+	floor := startFloor(b)
+	raw("temporal-update-noop", func() error { return floor(ctx, floorNoop) })
+	raw("temporal-update-local-activity", func() error { return floor(ctx, floorLocal) })
 	session("read_file", func(ctx context.Context) error {
 		got, err := s.ReadFile(ctx, "bench.txt")
 		if err == nil && string(got) != string(content) {

@@ -91,7 +91,10 @@ const inspectTimeout = 30 * time.Second
 // config.worktree when extensions.worktreeConfig is set, and every file they
 // include: `git config --list --show-scope --includes -z`, run with the same
 // hardening) and returns the dangerous variables found and the overrides
-// that neutralize them. Run does this before every call by itself; callers
+// that neutralize them (within a ReuseInspections scope, the scope's
+// inspection of the same directory and environment when it has one). Run
+// does this before every call by itself (once per repository and scope for
+// local calls); callers
 // use Inspect to report Poisoned (as a warning) and may pass the result as
 // Call.Inspection to the following calls on the same repository. Outside a
 // repository the result is empty. Errors: an *Error (e.g. a malformed
@@ -109,7 +112,24 @@ func (r *Runner) Inspect(ctx context.Context, c Call) (*Inspection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.inspect(ctx, c.Dir, env)
+	return r.inspectIn(ctx, scopeOf(ctx), c.Dir, env, false)
+}
+
+// inspectIn is inspect through scope (nil: none): a local call's
+// inspection is the scope's when it has one for dir and env; a fresh one
+// (always for a network call) becomes the scope's.
+func (r *Runner) inspectIn(ctx context.Context, scope *inspectionScope, dir string, env []string, network bool) (*Inspection, error) {
+	key := scopeEntry(dir, env)
+	if scope != nil && !network {
+		if ins := scope.get(key); ins != nil {
+			return ins, nil
+		}
+	}
+	ins, err := r.inspect(ctx, dir, env)
+	if err == nil && scope != nil {
+		scope.put(key, ins)
+	}
+	return ins, err
 }
 
 func (r *Runner) inspect(ctx context.Context, dir string, env []string) (*Inspection, error) {

@@ -315,9 +315,15 @@ func (r *Runner) Run(ctx context.Context, c Call) ([]byte, error) {
 	cfg = append(cfg, c.Config...)
 	sub := subcommand(c.Args)
 	ins := c.Inspection
+	scope := scopeOf(ctx)
+	if scope != nil && writesConfig(sub, c.Args) {
+		defer scope.forget()
+	}
 	if ins == nil && sub != "config" && sub != "init" && sub != "version" {
 		// `git config` and `git init` run no program from a configuration.
-		if ins, err = r.inspect(ctx, c.Dir, env); err != nil {
+		// A network call reads it afresh whatever the scope holds.
+		network := c.RemoteURL != "" || c.Cred != nil || networkCommands[sub]
+		if ins, err = r.inspectIn(ctx, scope, c.Dir, env, network); err != nil {
 			return nil, err
 		}
 	}

@@ -200,9 +200,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	// Running execs publish output progress as heartbeat details every second
 	// (activities.execStreaming): let the SDK send heartbeats that often.
 	wopts := worker.Options{MaxHeartbeatThrottleInterval: time.Second}
+	// One git inspection per repository and operation (docs/SECURITY.md
+	// "Git hardening"), before the metrics and the caller's interceptors.
+	wopts.Interceptors = []interceptor.WorkerInterceptor{activities.GitInspections()}
 	if h.Metrics != nil {
 		// Every activity of both workers, whoever registered it.
-		wopts.Interceptors = []interceptor.WorkerInterceptor{h.Metrics.Interceptor()}
+		wopts.Interceptors = append(wopts.Interceptors, h.Metrics.Interceptor())
 	}
 	wopts.Interceptors = append(wopts.Interceptors, opts.Interceptors...)
 	shared := worker.New(h.Client, cfg.TaskQueue, wopts)

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
+)
+
+// The session commands: acquire, release, hibernate, describe, list.
+
+func (c *cli) acquireCommand() *cobra.Command {
+	var req sandbox.WorkspaceRequest
+	var mode string
+	var network string
+	cmd := &cobra.Command{
+		Use:   "acquire --repo URL --user U --project P --mode edit --conversation C",
+		Short: "Get or create a workspace and print its handle",
+		Long: "Get or create a workspace (idempotent: the same user, project and conversation — or task, or\n" +
+			"base ref for analysis — always return the same workspace).\n" +
+			"Modes: edit (--conversation), task (--task), analysis (--ref, read-only).\n" +
+			"--network sets the workspace's network policy (none, limited or default, within the worker's\n" +
+			"SANDBOX_NETWORK_MAX; default: the stored one, or SANDBOX_RUNTIME_NETWORK for a new workspace);\n" +
+			"--network-allow adds allow-list entries of the limited network for this workspace (a host name,\n" +
+			"*.domain, IP or CIDR, with an optional :port or :low-high). Setting either replaces the policy.",
+		Example: "  sandboxctl acquire --repo https://github.com/o/r --user u --project p --conversation c \\\n" +
+			"      --network limited --network-allow npm.corp.example:443 --network-allow 10.20.0.0/16:443",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req.Mode = sandbox.WorkspaceMode(mode)
+			req.Network = sandbox.Network(network)
+			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.Handle, error) {
+				_, h, err := sc.Acquire(ctx, req)
+				return h, err
+			}, c.printHandle)
+		},
+	}
+	f := cmd.Flags()
+	workspaceRequestFlags(f, &req, &mode, "repository URL (https, ssh; file:// when the worker allows it)", "edit, task or analysis")
+	f.StringVar(&network, "network", "", "network policy: none, limited or default (the widest network its commands may use)")
+	f.StringArrayVar(&req.NetworkAllow, "network-allow", nil, "allow-list entry of the limited network for this workspace (repeatable)")
+	_ = cmd.MarkFlagRequired("repo")
+	_ = cmd.MarkFlagRequired("user")
+	_ = cmd.MarkFlagRequired("project")
+	return cmd
+}
+
+// requestFlags are the flags workspaceRequestFlags declares.
+var requestFlags = []string{"repo", "user", "project", "conversation", "task", "ref", "branch", "from-branch", "mode"}
+
+// workspaceRequestFlags declares on f the flags of a workspace request
+// (acquire's, and mcp's), bound to req and mode (the request's mode as
+// given, default edit): --repo (its help repoUsage), --user, --project,
+// --mode (modeUsage), --conversation, --task, --ref, --branch, --from-branch.
+func workspaceRequestFlags(f *pflag.FlagSet, req *sandboxapi.WorkspaceRequest, mode *string, repoUsage, modeUsage string) {
+	f.StringVar(&req.RepoURL, "repo", "", repoUsage)
+	f.StringVar(&req.UserID, "user", "", "user id")
+	f.StringVar(&req.ProjectID, "project", "", "project id")
+	f.StringVar(mode, "mode", "edit", modeUsage)
+	f.StringVar(&req.ConversationID, "conversation", "", "conversation id (edit mode)")
+	f.StringVar(&req.TaskID, "task", "", "task id (task mode)")
+	f.StringVar(&req.BaseRef, "ref", "", "base branch, tag or commit (default: the remote's default branch)")
+	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
+	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
+}
+
+// printHandle prints a workspace handle (acquire) as a two-column table.
+func (c *cli) printHandle(h sandboxapi.Handle) error {
+	w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(w, "workspace_id\t%s\n", h.WorkspaceID)
+	fmt.Fprintf(w, "local_path\t%s\n", h.LocalPath)
+	fmt.Fprintf(w, "mode\t%s\n", h.Mode)
+	fmt.Fprintf(w, "branch\t%s\n", orDash(h.Branch))
+	fmt.Fprintf(w, "base_commit\t%s\n", h.BaseCommit)
+	fmt.Fprintf(w, "repo\t%s\n", h.Repo.Key())
+	fmt.Fprintf(w, "capabilities\twritable=%t isolated=%t persistent=%t\n", h.Capabilities.Writable, h.Capabilities.Isolated, h.Capabilities.Persistent)
+	fmt.Fprintf(w, "runtime\t%s on host %s\n", h.RuntimeKind, h.HostID)
+	fmt.Fprintf(w, "network\t%s\n", orDash(string(h.Network)))
+	if len(h.NetworkAllow) > 0 {
+		fmt.Fprintf(w, "network_allow\t%s\n", strings.Join(h.NetworkAllow, " "))
+	}
+	fmt.Fprintf(w, "created\t%t\n", h.Created)
+	return w.Flush()
+}
+
+func (c *cli) releaseCommand() *cobra.Command {
+	var destroy bool
+	cmd := &cobra.Command{
+		Use:   "release WS",
+		Short: "End the session: stop (or destroy) the runtime; the workspace stays",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ReleaseResult, error) {
+				return s.Release(ctx, destroy)
+			}, func(res sandboxapi.ReleaseResult) error {
+				fmt.Fprintf(c.stdout, "released %s (runtime %s)\n", res.WorkspaceID, res.Runtime)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&destroy, "destroy-runtime", false, "destroy the runtime instead of stopping it")
+	return cmd
+}
+
+func (c *cli) hibernateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "hibernate WS",
+		Short: "Stop the workspace's runtime; the workspace stays",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.HibernateResult, error) {
+				return s.Hibernate(ctx)
+			}, func(res sandboxapi.HibernateResult) error {
+				fmt.Fprintf(c.stdout, "runtime %s stopped\n", res.RuntimeID)
+				return nil
+			})
+		},
+	}
+}
+
+func (c *cli) describeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe WS",
+		Short: "Describe the workspace's session (state, runtime, idle timers)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.SessionDescription, error) {
+				return s.Describe(ctx)
+			}, func(d sandboxapi.SessionDescription) error {
+				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+				fmt.Fprintf(w, "workspace_id\t%s\n", d.WorkspaceID)
+				fmt.Fprintf(w, "state\t%s\n", d.State)
+				if d.Workspace != nil {
+					fmt.Fprintf(w, "local_path\t%s\n", d.Workspace.LocalPath)
+					fmt.Fprintf(w, "branch\t%s\n", orDash(d.Workspace.BranchName))
+					fmt.Fprintf(w, "base_commit\t%s\n", d.Workspace.BaseCommit)
+					fmt.Fprintf(w, "repo\t%s\n", d.Workspace.Repo.Key())
+					if d.Workspace.PinnedUntil != nil {
+						fmt.Fprintf(w, "pinned_until\t%s\n", d.Workspace.PinnedUntil.Format(time.RFC3339))
+					}
+					fmt.Fprintf(w, "network\t%s\n", orDash(string(d.Workspace.Network)))
+					if len(d.Workspace.NetworkAllow) > 0 {
+						fmt.Fprintf(w, "network_allow\t%s\n", printablePath(strings.Join(d.Workspace.NetworkAllow, " ")))
+					}
+				}
+				fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)
+				if r := d.RuntimeReplica; r != nil {
+					line := fmt.Sprintf("files %d, synced=%t, recreated %d", r.Files, r.Synced, r.Recreated)
+					if r.LastRecreatedAt != nil {
+						line += " (last " + r.LastRecreatedAt.Local().Format(time.RFC3339) + ")"
+					}
+					fmt.Fprintf(w, "replica\t%s\n", line)
+					for _, p := range r.NotSynced {
+						fmt.Fprintf(w, "not_synced\t%s (a nested git repository: only in the sandbox)\n", printablePath(p))
+					}
+				}
+				fmt.Fprintf(w, "operations\t%d (in flight %d)\n", d.Ops, d.InFlight)
+				fmt.Fprintf(w, "last_activity\t%s\n", d.LastActivity.Format(time.RFC3339))
+				if d.State == sandboxapi.StateActive || d.State == sandboxapi.StateIdle { // no timer runs otherwise
+					if d.IdleStopAt != nil {
+						fmt.Fprintf(w, "idle_stop_at\t%s\n", d.IdleStopAt.Format(time.RFC3339))
+					}
+					fmt.Fprintf(w, "idle_close_at\t%s\n", d.IdleCloseAt.Format(time.RFC3339))
+				}
+				if d.LastError != "" {
+					fmt.Fprintf(w, "last_error\t%s\n", printablePath(d.LastError))
+				}
+				return w.Flush()
+			})
+		},
+	}
+}
+
+func (c *cli) listCommand() *cobra.Command {
+	var user string
+	var limit int
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List workspaces, one row each with its session state (Temporal's visibility store)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) ([]sandboxclient.SessionSummary, error) {
+				q := ""
+				if user != "" {
+					if err := sandbox.ValidateID("user", user); err != nil {
+						return nil, err
+					}
+					q = fmt.Sprintf("%s = '%s'", sandboxapi.SearchAttrUser, user)
+				}
+				if all {
+					return sc.ListSessionRuns(ctx, q, limit)
+				}
+				return sc.ListSessions(ctx, q, limit)
+			}, func(list []sandboxclient.SessionSummary) error {
+				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "WORKSPACE\tSTATE\tSTATUS\tUSER\tPROJECT\tMODE\tBRANCH\tREPO")
+				for _, s := range list {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.WorkspaceID, s.State, s.Status, s.User, s.Project, s.Mode, orDash(s.Handle.Branch), s.Repo)
+				}
+				return w.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&user, "user", "", "only this user's sessions")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many sessions")
+	cmd.Flags().BoolVar(&all, "all", false, "list the latest run of every session instead, ended ones included (failed acquires, removed workspaces)")
+	return cmd
+}

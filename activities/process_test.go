@@ -45,9 +45,7 @@ func (plainProvider) Get(_ context.Context, id string) (sandbox.Runtime, error) 
 func (plainProvider) List(context.Context, map[string]string) ([]sandbox.RuntimeSummary, error) {
 	return nil, nil
 }
-func (plainProvider) Destroy(context.Context, string) error     { return nil }
-func (plainProvider) Snapshots() sandbox.SnapshotCapability     { return nil }
-func (plainProvider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
+func (plainProvider) Destroy(context.Context, string) error { return nil }
 
 // A runtime without processes: every process activity is
 // SandboxCommandRejected (asserted here, at the consumer), and exec's

@@ -101,12 +101,16 @@ type RuntimeRecord struct {
 	UpdatedAt        time.Time    `json:"updated_at"`
 }
 
-// RuntimeCapabilities are a backend's optional features, reported truthfully
-// (docs/DESIGN.md "Ports").
+// RuntimeCapabilities are what a backend reports about itself, truthfully
+// (docs/DESIGN.md "Ports"), each read by a consumer: Isolated by the
+// workspace's capabilities (sandbox.CapabilitiesFromMode), PreviewURL by the
+// preview_url activity, PerCommandNetwork by the exec and process
+// activities. Background processes are no flag: the consumer asserts
+// ProcessRuntime on the Runtime.
 type RuntimeCapabilities struct {
-	Snapshot           bool `json:"snapshot"`
-	PreviewURL         bool `json:"preview_url"`
-	InteractiveSession bool `json:"interactive_session"`
+	// PreviewURL: the provider implements the preview_url activity's
+	// PortPreviewer (docs/API.md "Preview URLs"); runtimetest checks both agree.
+	PreviewURL bool `json:"preview_url"`
 	// Isolated: commands cannot see or change the host beyond the mounted workspace.
 	Isolated bool `json:"isolated"`
 	// PerCommandNetwork: each command may run with a network narrower than

@@ -116,24 +116,12 @@ type RuntimeSummary struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// SnapshotCapability is optional (docs/DESIGN.md "Ports").
-type SnapshotCapability interface {
-	SnapshotRuntime(ctx context.Context, runtimeID, label string) (string, error)
-	RestoreRuntime(ctx context.Context, snapshotID string) (Runtime, error)
-}
-
-// PreviewURLCapability is optional (docs/DESIGN.md "Ports"; DESIGN.md
-// "Ports"): a backend that can reach a port of a running runtime from
-// outside (the preview_url update, docs/API.md "Preview URLs"). PreviewURL
-// returns that port's URL. Errors: ErrInvalidArgument (port outside
-// 1–65535), ErrNotFound (no such runtime), ErrCommandRejected (the runtime
-// is not running, or cannot expose ports: e.g. its network is none), the
-// backend's kinds.
-type PreviewURLCapability interface {
-	PreviewURL(ctx context.Context, runtimeID string, port int) (PreviewURL, error)
-}
-
-// RuntimeProvider creates and finds runtimes of one backend (docs/DESIGN.md "Ports").
+// RuntimeProvider creates and finds runtimes of one backend (docs/DESIGN.md
+// "Ports"). Its optional capabilities are interfaces its consumers declare
+// and assert on it (activities.PortPreviewer, activities.ReplicaReporter,
+// activities.OrphanCollector; ProcessRuntime on a Runtime), each reported
+// truthfully by Capabilities where a consumer reads a flag (runtimetest
+// checks that the two agree).
 type RuntimeProvider interface {
 	// Kind is "local", "bwrap", "docker", "daytona" or "e2b".
 	Kind() string
@@ -145,10 +133,6 @@ type RuntimeProvider interface {
 	List(ctx context.Context, labels map[string]string) ([]RuntimeSummary, error)
 	// Destroy removes the runtime; a missing one is success. Never touches the workspace.
 	Destroy(ctx context.Context, id string) error
-	// Snapshots returns nil when the backend cannot snapshot.
-	Snapshots() SnapshotCapability
-	// PreviewURLs returns nil when the backend cannot expose ports.
-	PreviewURLs() PreviewURLCapability
 }
 
 // WorkspaceFilter selects workspaces; zero fields match everything.

@@ -86,7 +86,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -96,8 +95,8 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -228,7 +227,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		ro = DefaultReadOnlyPaths
 	}
 	for _, p := range append(slices.Clone(ro), opts.HiddenPaths...) {
-		if !absClean(p) || p == "/" {
+		if !runspec.BelowRoot.Allowed(p) {
 			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "bubblewrap: path %q is not an absolute clean path below /", p)
 		}
 	}
@@ -344,19 +343,12 @@ func (p *Provider) probe(ctx context.Context) error {
 // Kind returns "bwrap".
 func (p *Provider) Kind() string { return Kind }
 
-// Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated,
-// interactive sessions (PTY background processes: Runtime implements
-// sandbox.ProcessRuntime), a network per command (one sandbox per network
-// mode); no snapshots or preview URLs.
+// Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated, a
+// network per command (one sandbox per network mode); no preview URLs.
+// Background processes, PTYs included, are Runtime's sandbox.ProcessRuntime.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true}
 }
-
-// Snapshots returns nil: bubblewrap cannot snapshot.
-func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
-
-// PreviewURLs returns nil: bubblewrap cannot expose ports.
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
 
 // Create returns the runtime with spec.ID, creating it in state running when
 // missing (idempotent) and building its sandbox; after a worker restart it
@@ -491,11 +483,11 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 	if err := sandbox.ValidateID("runtime id", spec.ID); err != nil {
 		return sandboxConfig{}, err
 	}
-	if err := local.ValidateEnv(spec.Env); err != nil {
+	if err := runspec.ValidateEnv(spec.Env); err != nil {
 		return sandboxConfig{}, err
 	}
-	if !usableTarget(spec.Workdir) {
-		return bad("workdir %q is not an absolute clean path outside /, /tmp, /proc and /dev", spec.Workdir)
+	if err := runspec.CheckWorkdir(spec, runspec.OutsideSystem); err != nil {
+		return sandboxConfig{}, err
 	}
 	cfg := sandboxConfig{workdir: spec.Workdir, scratch: filepath.Join(p.scratch, spec.ID), workspaceID: spec.WorkspaceID}
 	cfg.network = procexec.RuntimeNetwork(spec)
@@ -510,40 +502,15 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 	if p.egress != nil {
 		cfg.egressDir = filepath.Join(p.egressRoot, spec.ID)
 	}
-	targets := map[string]bool{}
-	var owner *syscall.Stat_t
-	for _, m := range spec.Mounts {
-		if !filepath.IsAbs(m.Source) || !usableTarget(m.Target) {
-			return bad("mount %q → %q: the source must be absolute and the target an absolute clean path outside /, /tmp, /proc and /dev", m.Source, m.Target)
-		}
-		if targets[m.Target] {
-			return bad("two mounts on %q", m.Target)
-		}
-		targets[m.Target] = true
-		real, err := filepath.EvalSymlinks(m.Source)
-		var fi os.FileInfo
-		if err == nil {
-			fi, err = os.Stat(real)
-		}
-		if err != nil {
-			return bad("mount source %q: %v", m.Source, errText(err))
-		}
-		target := m.Target
-		if m.Target == filepath.Clean(m.Source) {
-			target = real
-		}
-		if m.Target == spec.Workdir {
-			if !fi.IsDir() {
-				return bad("workdir mount source %q is not a directory", m.Source)
-			}
-			cfg.root = real
-			owner, _ = fi.Sys().(*syscall.Stat_t)
-		}
-		cfg.mounts = append(cfg.mounts, bindMount{src: real, target: target, rw: m.Writable})
+	ms, err := runspec.ResolveMounts(spec, runspec.OutsideSystem)
+	if err != nil {
+		return sandboxConfig{}, err
 	}
-	if cfg.root == "" {
-		return bad("need exactly one mount with target %q (the workdir)", spec.Workdir)
+	cfg.root = ms.Root
+	for _, b := range ms.Binds {
+		cfg.mounts = append(cfg.mounts, bindMount{src: b.Source, target: b.Target, rw: b.Writable})
 	}
+	owner := ms.Owner
 	if p.asRoot && owner != nil && owner.Uid != 0 {
 		cfg.cred = &syscall.Credential{Uid: owner.Uid, Gid: owner.Gid, Groups: []uint32{}}
 	}
@@ -678,27 +645,8 @@ func under(p string, roots []string) bool {
 	return false
 }
 
-func usableTarget(t string) bool {
-	if !absClean(t) {
-		return false
-	}
-	for _, reserved := range []string{"/", "/tmp", "/proc", "/dev"} {
-		if t == reserved {
-			return false
-		}
-	}
-	return !strings.HasPrefix(t, "/proc/") && !strings.HasPrefix(t, "/dev/")
-}
-
-func absClean(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }
-
-func errText(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
-}
+// errText is runspec.ErrText: an error's cause without its host path.
+func errText(err error) string { return runspec.ErrText(err) }
 
 func clip(s string) string { return clipN(s, 64) }
 

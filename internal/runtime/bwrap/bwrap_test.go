@@ -104,9 +104,11 @@ func setup(t *testing.T, opts bwrap.Options, mutate func(*sandbox.RuntimeSpec)) 
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t, bwrap.Options{})
 	require.Equal(t, "bwrap", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true}, p.Capabilities())
-	require.Nil(t, p.Snapshots())
-	require.Nil(t, p.PreviewURLs())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true}, p.Capabilities())
+	_, previews := any(p).(interface {
+		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
+	})
+	require.False(t, previews, "the preview_url activity asserts PreviewURL on the provider")
 }
 
 func TestUnusableIsRuntimeUnavailable(t *testing.T) {

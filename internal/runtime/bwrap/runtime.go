@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -318,7 +318,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // (StartProcess) outlive their command.
 //
 // Errors: sandbox.ErrInvalidArgument for a bad request
-// (local.ValidateExecRequest; a cwd that is missing, not a directory or
+// (runspec.ValidateExec; a cwd that is missing, not a directory or
 // resolves outside the workdir) — nothing runs then; sandbox.ErrNotFound after
 // Destroy; sandbox.ErrRuntimeUnavailable when the workdir is gone, bwrap
 // cannot build the sandbox (its message included), or ctx is cancelled
@@ -327,7 +327,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // whole tree is killed at once and the partial result is returned along
 // with the error.
 func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
-	if err := local.ValidateExecRequest(req); err != nil {
+	if err := runspec.ValidateExec(req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	return r.life.Exec(ctx, r.ready, func(killCtx context.Context, spec sandbox.RuntimeSpec, cfg sandboxConfig) (sandbox.ExecResult, error) {

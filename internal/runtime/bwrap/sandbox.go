@@ -146,61 +146,20 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 		return fail("pipe: %v", err)
 	}
 	defer stR.Close()
-	var cg *cgroup
-	var blockR, blockW *os.File
-	var cgFiles []*os.File
-	// removeCg removes a cgroup this call created (never a shared one).
-	removeCg := func() {
-		if cg != nil && cg != shared {
-			_ = cg.remove()
-		}
+	cj, err := p.cgroupFor(id, cfg, shared)
+	if err != nil {
+		return fail("%v", err)
 	}
-	if cfg.limits.any() && p.cgroups != nil {
-		cg = shared
-		if cg == nil {
-			if cg, err = p.cgroups.create(id, cfg.limits); err != nil {
-				p.log.Warn("runtime resource limits not applied", "id", id, "error", err)
-				cg = nil
-			}
-		}
-		if cg != nil {
-			if blockR, blockW, err = os.Pipe(); err != nil {
-				removeCg()
-				return fail("pipe: %v", err)
-			} else if cgFiles, err = cg.spawnFiles(); err != nil {
-				removeCg()
-				return fail("cgroup: %v", err)
-			}
-		}
-	}
-	for _, f := range cgFiles {
-		defer f.Close()
-	}
+	defer cj.closeFiles()
 
 	cfg.cwd = cfg.workdir
-	args := p.args(cfg, nil, true, mode)
-	args = args[: len(args)-1 : len(args)-1] // before "--"
-	// Few threads: under a pids limit every thread counts.
-	args = append(args, "--json-status-fd", "5", "--setenv", "GOMAXPROCS", "2")
+	// Descriptors 3, 4, 5 (then 6, 7, 8 with a cgroup): see sandboxArgs.
 	files := []*os.File{ln, exe, stW}
-	if blockR != nil {
-		// The shims move themselves into the commands' cgroup through this
-		// descriptor (opened here: the sandbox cannot open cgroupfs).
-		args = append(args, "--block-fd", "6")
-		files = append(files, blockR)
-		files = append(files, cgFiles...)
+	if cj.blockR != nil {
+		files = append(files, cj.blockR)
+		files = append(files, cj.files...)
 	}
-	args = append(args, "--", "/proc/self/fd/4", "serve", "--ctl-fd", "3", "--runtime", id, "--layout", layout,
-		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
-		"--idle-exit", IdleExit.String(), "--id-prefix", supervisor.IDPrefix(mode))
-	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
-		args = append(args, "--egress-socket", egressMount+"/"+egressSocket)
-	}
-	if len(cgFiles) > 0 {
-		fds := []string{"7", "8"}[:len(cgFiles)]
-		args = append(args, "--cgroup", cg.mode(), "--cgroup-fds", strings.Join(fds, ","))
-	}
-	cmd := exec.Command(p.bin, args...)
+	cmd := exec.Command(p.bin, p.sandboxArgs(id, cfg, mode, layout, cj)...)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -212,26 +171,38 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cfg.cred}
 	err = cmd.Start()
 	_ = stW.Close()
-	if blockR != nil {
-		_ = blockR.Close()
-		defer blockW.Close()
+	if cj.blockR != nil {
+		_ = cj.blockR.Close()
+		defer cj.blockW.Close()
 	}
 	if err != nil {
-		removeCg()
+		cj.remove()
 		return fail("start bwrap: %v", err)
 	}
-	sb := &sandboxProc{client: supervisor.NewClient(sock), mode: mode, layout: layout, base: cfg.base, done: make(chan struct{}), cg: cg}
+	sb := &sandboxProc{client: supervisor.NewClient(sock), mode: mode, layout: layout, base: cfg.base, done: make(chan struct{}), cg: cj.cg}
 	go func() {
 		_ = cmd.Wait()
 		close(sb.done)
 	}()
+	return p.bootSandbox(ctx, id, cmd, sb, stR, cj, fail)
+}
+
+// bootSandbox follows the sandbox sb that bwrap (cmd, started) is
+// building until its supervisor answers: the host pid of its init read
+// from bwrap's status (stR), the init and bwrap moved into the cgroup of
+// cj, the pid file written. A failure kills what was started and removes
+// a cgroup created for it; when bwrap itself failed, its error is its log
+// (sandbox.ErrRuntimeUnavailable).
+func (p *Provider) bootSandbox(ctx context.Context, id string, cmd *exec.Cmd, sb *sandboxProc, stR *os.File, cj *cgroupJoin,
+	fail func(format string, args ...any) (*sandboxProc, error)) (*sandboxProc, error) {
+	mode := sb.mode
 	bwrapFailed := func() (*sandboxProc, error) {
 		select {
 		case <-sb.done:
 		case <-time.After(2 * time.Second):
 		}
 		msg, _ := os.ReadFile(p.modePath(id, mode, ".log"))
-		removeCg()
+		cj.remove()
 		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap could not build the %s sandbox of runtime %s: %s",
 			mode, id, clipN(strings.TrimSpace(string(msg)), 400))
 	}
@@ -241,36 +212,137 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 		_ = cmd.Process.Kill()
 		return bwrapFailed()
 	}
-	if cg != nil {
-		err := cg.add(cmd.Process.Pid, initPid)
-		if err == nil {
-			_, err = blockW.Write([]byte{1})
-		}
-		if err != nil {
+	if cj.cg != nil {
+		if err := cj.admit(cmd.Process.Pid, initPid); err != nil {
 			_ = syscall.Kill(initPid, syscall.SIGKILL)
 			_ = cmd.Process.Kill()
 			if startTime(initPid) == "" {
 				return bwrapFailed() // bwrap gave up while setting up
 			}
 			<-sb.done
-			removeCg()
+			cj.remove()
 			return fail("cgroup: %v", err)
 		}
 	}
 	_ = writePidFile(p.modePath(id, mode, ".pid"), initPid)
+	return awaitSupervisor(ctx, sb, initPid, fail, bwrapFailed)
+}
+
+// sandboxArgs is bwrap's command line for the sandbox of network mode of
+// runtime id: the long-lived layout of cfg (Provider.args), bwrap's status
+// on descriptor 5, and the supervisor (descriptor 4) serving the control
+// socket on descriptor 3 for layout; with a cgroup to join (cj.blockR set),
+// the shims block on descriptor 6 until the sandbox's init is in it and
+// move themselves in through descriptors 7 (and 8); in the limited network
+// the supervisor forwards to the egress socket.
+func (p *Provider) sandboxArgs(id string, cfg sandboxConfig, mode sandbox.Network, layout string, cj *cgroupJoin) []string {
+	args := p.args(cfg, nil, true, mode)
+	args = args[: len(args)-1 : len(args)-1] // before "--"
+	// Few threads: under a pids limit every thread counts.
+	args = append(args, "--json-status-fd", "5", "--setenv", "GOMAXPROCS", "2")
+	if cj.blockR != nil {
+		// The shims move themselves into the commands' cgroup through this
+		// descriptor (opened here: the sandbox cannot open cgroupfs).
+		args = append(args, "--block-fd", "6")
+	}
+	args = append(args, "--", "/proc/self/fd/4", "serve", "--ctl-fd", "3", "--runtime", id, "--layout", layout,
+		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
+		"--idle-exit", IdleExit.String(), "--id-prefix", supervisor.IDPrefix(mode))
+	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
+		args = append(args, "--egress-socket", egressMount+"/"+egressSocket)
+	}
+	if len(cj.files) > 0 {
+		fds := []string{"7", "8"}[:len(cj.files)]
+		args = append(args, "--cgroup", cj.cg.mode(), "--cgroup-fds", strings.Join(fds, ","))
+	}
+	return args
+}
+
+// cgroupJoin is how a new sandbox enters its runtime's cgroup: cg (nil
+// without limits or without a cgroup hierarchy the worker can write), the
+// pipe the sandbox's shims block on until its init is in cg, and the
+// cgroup descriptors the shims move themselves in through.
+type cgroupJoin struct {
+	cg, shared     *cgroup
+	blockR, blockW *os.File
+	files          []*os.File
+}
+
+// cgroupFor prepares the cgroup a new sandbox of runtime id joins: shared
+// when another of its sandboxes runs, else one created for cfg.limits;
+// none without limits or cgroups, or when creating it fails (logged: the
+// limits are then not applied). Errors ("pipe: …", "cgroup: …") remove a
+// cgroup this call created.
+func (p *Provider) cgroupFor(id string, cfg sandboxConfig, shared *cgroup) (*cgroupJoin, error) {
+	cj := &cgroupJoin{shared: shared}
+	if !cfg.limits.any() || p.cgroups == nil {
+		return cj, nil
+	}
+	cj.cg = shared
+	if cj.cg == nil {
+		cg, err := p.cgroups.create(id, cfg.limits)
+		if err != nil {
+			p.log.Warn("runtime resource limits not applied", "id", id, "error", err)
+			return cj, nil
+		}
+		cj.cg = cg
+	}
+	var err error
+	if cj.blockR, cj.blockW, err = os.Pipe(); err != nil {
+		cj.remove()
+		return nil, fmt.Errorf("pipe: %v", err)
+	}
+	if cj.files, err = cj.cg.spawnFiles(); err != nil {
+		_ = cj.blockR.Close()
+		_ = cj.blockW.Close()
+		cj.remove()
+		return nil, fmt.Errorf("cgroup: %v", err)
+	}
+	return cj, nil
+}
+
+// admit moves bwrap (pid) and the sandbox's init into the cgroup, then
+// unblocks the shims waiting on the block pipe.
+func (cj *cgroupJoin) admit(pid, initPid int) error {
+	if err := cj.cg.add(pid, initPid); err != nil {
+		return err
+	}
+	_, err := cj.blockW.Write([]byte{1})
+	return err
+}
+
+// remove removes the cgroup when this sandbox created it (never a shared one).
+func (cj *cgroupJoin) remove() {
+	if cj.cg != nil && cj.cg != cj.shared {
+		_ = cj.cg.remove()
+	}
+}
+
+// closeFiles closes the cgroup descriptors (bwrap holds its own copies once started).
+func (cj *cgroupJoin) closeFiles() {
+	for _, f := range cj.files {
+		_ = f.Close()
+	}
+}
+
+// awaitSupervisor waits until sb's supervisor answers Hello for its layout.
+// bwrap ending first is failed(); ctx ending kills the sandbox's init and
+// is fail's error, and so is a supervisor answering for another layout.
+func awaitSupervisor(ctx context.Context, sb *sandboxProc, initPid int,
+	fail func(format string, args ...any) (*sandboxProc, error), failed func() (*sandboxProc, error)) (*sandboxProc, error) {
 	for {
 		hctx, hcancel := context.WithTimeout(ctx, time.Second)
 		h, err := sb.client.Hello(hctx)
 		hcancel()
 		if err == nil {
-			if h.Layout != layout {
+			if h.Layout != sb.layout {
 				return fail("the supervisor answers for another layout")
 			}
 			return sb, nil
 		}
 		select {
 		case <-sb.done:
-			return bwrapFailed()
+			return failed()
 		case <-ctx.Done():
 			_ = syscall.Kill(initPid, syscall.SIGKILL)
 			return fail("the supervisor did not answer: %v", err)

@@ -240,12 +240,6 @@ func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
 	return sandbox.RuntimeCapabilities{Isolated: true, PreviewURL: true}
 }
 
-// Snapshots returns nil (not offered, see Capabilities).
-func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
-
-// PreviewURLs returns the provider itself (PreviewURL: Daytona's signed preview URLs).
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return p }
-
 // runtimeFor returns the one handle of a runtime id.
 func (p *Provider) runtimeFor(id string) *Runtime {
 	p.mu.Lock()

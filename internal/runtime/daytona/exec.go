@@ -17,9 +17,9 @@ import (
 
 	toolbox "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
 
-	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -75,7 +75,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // and what it changed is still synced back); sandbox.ErrTimeout (ctx's
 // deadline); the kinds of mapErr.
 func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
-	if err := local.ValidateExecRequest(req); err != nil {
+	if err := runspec.ValidateExec(req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	if strings.HasPrefix(req.Cmd[0], "-") {

@@ -13,8 +13,6 @@ import (
 // PreviewExpiry is how long a signed preview URL lasts.
 const PreviewExpiry = time.Hour
 
-var _ sandbox.PreviewURLCapability = (*Provider)(nil)
-
 // PreviewURL returns Daytona's signed preview URL of port (1–65535) of a
 // running runtime (docs/API.md "Preview URLs"): the sandbox is private and
 // the URL carries its own token (so PreviewURL.Token is empty), valid for

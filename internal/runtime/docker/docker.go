@@ -283,21 +283,13 @@ func (p *Provider) Close() error {
 // Kind returns "docker".
 func (p *Provider) Kind() string { return Kind }
 
-// Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated;
-// interactive sessions (PTY background processes: Runtime implements
-// sandbox.ProcessRuntime); a network per command (a container per network
-// mode); preview URLs on a loopback port of the worker's machine
-// (PreviewURL); no snapshots (not built: `docker commit` would provide
-// them).
+// Capabilities reports the truth (docs/DESIGN.md "Ports"): isolated; a
+// network per command (a container per network mode); preview URLs on a
+// loopback port of the worker's machine (Provider.PreviewURL). Background
+// processes, PTYs included, are Runtime's sandbox.ProcessRuntime.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true, PreviewURL: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, PreviewURL: true}
 }
-
-// Snapshots returns nil: snapshots are not built.
-func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
-
-// PreviewURLs returns the provider itself (PreviewURL).
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return p }
 
 // ContainerName returns the container name of runtime id: ContainerPrefix+id.
 func ContainerName(id string) string { return ContainerPrefix + id }

@@ -148,9 +148,11 @@ func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *d
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t)
 	require.Equal(t, "docker", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, InteractiveSession: true, PerCommandNetwork: true, PreviewURL: true}, p.Capabilities())
-	require.Nil(t, p.Snapshots())
-	require.NotNil(t, p.PreviewURLs())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, PreviewURL: true}, p.Capabilities())
+	_, previews := any(p).(interface {
+		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
+	})
+	require.True(t, previews, "the preview_url activity asserts PreviewURL on the provider")
 }
 
 func TestDaemonDownIsRuntimeUnavailable(t *testing.T) {

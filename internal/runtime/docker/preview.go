@@ -53,8 +53,6 @@ type forwarder struct {
 	conns map[net.Conn]struct{}
 }
 
-var _ sandbox.PreviewURLCapability = (*Provider)(nil)
-
 // PreviewURL returns http://127.0.0.1:<loopback port>/, forwarded to port
 // (1–65535) of runtime id's running container (the same URL again while its
 // forwarder lives). Errors: sandbox.ErrInvalidArgument (port, id),

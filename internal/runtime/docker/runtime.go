@@ -17,8 +17,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -269,7 +269,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // stopped or destroyed under it); 124 with TimedOut after req.Timeout().
 //
 // Errors: sandbox.ErrCommandRejected for a network above the runtime's;
-// sandbox.ErrInvalidArgument for a bad request (local.ValidateExecRequest;
+// sandbox.ErrInvalidArgument for a bad request (runspec.ValidateExec;
 // a cwd that is missing, not a directory or resolves outside the workdir) —
 // nothing runs then; sandbox.ErrNotFound when the container does not exist;
 // sandbox.ErrRuntimeUnavailable when the workdir is gone, the daemon fails,
@@ -277,7 +277,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // ctx's deadline passes first (wrapping context.DeadlineExceeded). On ctx
 // expiry the partial result is returned along with the error.
 func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
-	if err := local.ValidateExecRequest(req); err != nil {
+	if err := runspec.ValidateExec(req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	mode := req.Network
@@ -344,22 +344,14 @@ func (r *Runtime) createExec(ctx context.Context, name string, opts container.Ex
 }
 
 // wait pumps the exec's output until the command has exited (or was killed)
-// and classifies the outcome.
+// and classifies the outcome: it polls the exec (backing off from pollMin
+// to pollMax) and, on the timeout or ctx's end, kills the command's tree
+// and allows it KillGrace to die.
 func (r *Runtime) wait(ctx context.Context, name string, req sandbox.ExecRequest, execID string, hj types.HijackedResponse, out *procexec.Output) (sandbox.ExecResult, error) {
 	closeConn := sync.OnceFunc(hj.Close)
 	defer closeConn()
-	sniff := &pidSniffer{next: out.Stderr()}
-	copyDone := make(chan struct{})
-	go func() {
-		defer close(copyDone)
-		_, _ = stdcopy.StdCopy(out.Stdout(), sniff, hj.Reader)
-	}()
-	if req.Stdin != nil {
-		go func() {
-			_, _ = hj.Conn.Write(req.Stdin) // fails once the command is gone without reading it all
-			_ = hj.CloseWrite()
-		}()
-	}
+	sniff, copyDone := pumpExec(hj, out, req.Stdin)
+	end := &execEnd{ctx: ctx, out: out, cmd: req.Cmd[0], copyDone: copyDone, closeConn: closeConn}
 
 	timeout := time.NewTimer(req.Timeout())
 	defer timeout.Stop()
@@ -367,47 +359,28 @@ func (r *Runtime) wait(ctx context.Context, name string, req sandbox.ExecRequest
 	poll := time.NewTimer(delay)
 	defer poll.Stop()
 	var (
-		streamDone              = (<-chan struct{})(copyDone)
+		streamDone              = copyDone
 		ctxDone                 = ctx.Done()
 		killDeadline            <-chan time.Time
-		streamClosed            bool
-		timedOut, cancelled     bool
 		killWanted, killStarted bool
 	)
-	finish := func(code int) (sandbox.ExecResult, error) {
-		if !streamClosed {
-			select {
-			case <-copyDone:
-			case <-time.After(DrainGrace):
-			}
-		}
-		closeConn()
-		<-copyDone
-		switch {
-		case cancelled:
-			return out.Interrupted(code, req.Cmd[0], ctx.Err())
-		case timedOut:
-			return out.TimedOut(), nil
-		}
-		return out.Result(code), nil
-	}
 	for {
 		check := false
 		select {
 		case <-streamDone:
-			streamDone, streamClosed, check = nil, true, true
+			streamDone, end.streamClosed, check = nil, true, true
 		case <-poll.C:
 			check = true
 		case <-timeout.C:
-			timedOut, killWanted = true, true
+			end.timedOut, killWanted = true, true
 			killDeadline = time.After(KillGrace)
 		case <-ctxDone:
-			ctxDone, cancelled, killWanted = nil, true, true
+			ctxDone, end.cancelled, killWanted = nil, true, true
 			killDeadline = time.After(KillGrace)
 		case <-killDeadline:
 			r.p.log.Warn("exec did not die after its process tree was killed", "id", r.id, "cmd", req.Cmd[0])
 			_, _ = out.Stderr().Write([]byte("\nsandbox: the command did not die after it was killed\n"))
-			return finish(137)
+			return end.finish(137)
 		}
 		if killWanted && !killStarted {
 			if pid := sniff.pid.Load(); pid > 0 {
@@ -424,17 +397,68 @@ func (r *Runtime) wait(ctx context.Context, name string, req sandbox.ExecRequest
 		switch {
 		case cerrdefs.IsNotFound(err):
 			// The container stopped or was removed under the command.
-			return finish(137)
+			return end.finish(137)
 		case err != nil:
 			closeConn()
 			<-copyDone
 			return out.Result(-1), r.p.mapErr(err, "inspect exec in %s", name)
-		case !ins.Running && (sniff.pid.Load() > 0 || streamClosed || ins.Pid != 0):
-			return finish(ins.ExitCode)
+		case !ins.Running && (sniff.pid.Load() > 0 || end.streamClosed || ins.Pid != 0):
+			return end.finish(ins.ExitCode)
 		}
 		delay = min(delay*2, pollMax)
 		poll.Reset(delay)
 	}
+}
+
+// pumpExec copies the exec's multiplexed output into out (stderr through a
+// pidSniffer, which takes the command's pid from the wrapper's first line)
+// and writes stdin (when non-nil), then closes the exec's input. copyDone
+// is closed once the output stream ended.
+func pumpExec(hj types.HijackedResponse, out *procexec.Output, stdin []byte) (*pidSniffer, <-chan struct{}) {
+	sniff := &pidSniffer{next: out.Stderr()}
+	copyDone := make(chan struct{})
+	go func() {
+		defer close(copyDone)
+		_, _ = stdcopy.StdCopy(out.Stdout(), sniff, hj.Reader)
+	}()
+	if stdin != nil {
+		go func() {
+			_, _ = hj.Conn.Write(stdin) // fails once the command is gone without reading it all
+			_ = hj.CloseWrite()
+		}()
+	}
+	return sniff, copyDone
+}
+
+// execEnd is how an exec ended, as wait saw it, and the output to classify.
+type execEnd struct {
+	ctx                               context.Context
+	out                               *procexec.Output
+	cmd                               string // Cmd[0], for the interrupted result
+	copyDone                          <-chan struct{}
+	closeConn                         func()
+	streamClosed, timedOut, cancelled bool
+}
+
+// finish drains the output (up to DrainGrace more when the stream is
+// still open), closes the connection and classifies: Interrupted when ctx
+// ended, TimedOut after the exec's timeout, otherwise Result(code).
+func (e *execEnd) finish(code int) (sandbox.ExecResult, error) {
+	if !e.streamClosed {
+		select {
+		case <-e.copyDone:
+		case <-time.After(DrainGrace):
+		}
+	}
+	e.closeConn()
+	<-e.copyDone
+	switch {
+	case e.cancelled:
+		return e.out.Interrupted(code, e.cmd, e.ctx.Err())
+	case e.timedOut:
+		return e.out.TimedOut(), nil
+	}
+	return e.out.Result(code), nil
 }
 
 // killTree kills, from a second exec in container name, the process group

@@ -6,18 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"os"
-	"path"
-	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -72,7 +68,7 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 	if err := sandbox.ValidateID("runtime id", spec.ID); err != nil {
 		return nil, err
 	}
-	if err := local.ValidateEnv(spec.Env); err != nil {
+	if err := runspec.ValidateEnv(spec.Env); err != nil {
 		return nil, err
 	}
 	image := spec.Image
@@ -82,21 +78,12 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 	if image == "" {
 		return bad("no image: set RuntimeSpec.Image or the provider's default image (SANDBOX_RUNTIME_IMAGE)")
 	}
-	if !absClean(spec.Workdir) || spec.Workdir == "/" {
-		return bad("workdir %q is not an absolute clean path below /", spec.Workdir)
+	if err := runspec.CheckWorkdir(spec, runspec.BelowRoot); err != nil {
+		return nil, err
 	}
-	policy := procexec.RuntimeNetwork(spec)
-	if !policy.Valid() {
-		return bad("network %q: want none, limited or default", spec.Network)
-	}
-	if _, err := egress.ParseRules(spec.NetworkAllow); err != nil {
-		return bad("%s", sandbox.Message(err))
-	}
-	if mode == "" {
-		mode = policy
-	}
-	if !mode.Within(policy) {
-		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s: network %s is above its network policy (%s)", spec.ID, mode, policy)
+	mode, policy, err := containerNetwork(spec, mode)
+	if err != nil {
+		return nil, err
 	}
 	// none and limited: Docker's none network, loopback only (limited
 	// reaches the egress proxy through a unix socket, nothing else);
@@ -105,104 +92,23 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 	if mode == sandbox.NetworkDefault {
 		netMode = "bridge"
 	}
-
-	var (
-		mounts []mount.Mount
-		root   string
-		owner  *syscall.Stat_t
-	)
-	targets := map[string]bool{}
-	for _, m := range spec.Mounts {
-		if !filepath.IsAbs(m.Source) || !absClean(m.Target) || m.Target == "/" {
-			return bad("mount %q → %q: source and target must be absolute (target clean, not /)", m.Source, m.Target)
-		}
-		if targets[m.Target] {
-			return bad("two mounts on %q", m.Target)
-		}
-		targets[m.Target] = true
-		real, err := filepath.EvalSymlinks(m.Source)
-		if err != nil {
-			return bad("mount source %q: %v", m.Source, errText(err))
-		}
-		fi, err := os.Stat(real)
-		if err != nil {
-			return bad("mount source %q: %v", m.Source, errText(err))
-		}
-		target := m.Target
-		if m.Target == filepath.Clean(m.Source) {
-			target = real
-		}
-		if m.Target == spec.Workdir {
-			if !fi.IsDir() {
-				return bad("workdir mount source %q is not a directory", m.Source)
-			}
-			root = real
-			owner, _ = fi.Sys().(*syscall.Stat_t)
-		}
-		mounts = append(mounts, mount.Mount{
-			Type: mount.TypeBind, Source: real, Target: target, ReadOnly: !m.Writable,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate},
-		})
+	ms, err := runspec.ResolveMounts(spec, runspec.BelowRoot)
+	if err != nil {
+		return nil, err
 	}
-	if root == "" {
-		return bad("need exactly one mount with target %q (the workdir)", spec.Workdir)
-	}
+	root, owner := ms.Root, ms.Owner
 	if owner == nil {
 		return bad("cannot read the owner of %q", root)
 	}
-	res := container.Resources{}
-	pids := int64(DefaultPidsLimit)
-	if r := spec.Resources; r != nil {
-		if r.CPU < 0 || r.MemoryMB < 0 || r.Pids < 0 || r.DiskGB < 0 {
-			return bad("negative resource hint")
-		}
-		res.NanoCPUs = int64(r.CPU * 1e9)
-		if r.MemoryMB > 0 {
-			res.Memory = r.MemoryMB << 20
-			res.MemorySwap = res.Memory
-		}
-		if r.Pids > 0 {
-			pids = r.Pids
-		}
-	}
-	res.PidsLimit = &pids
-
-	labels := maps.Clone(spec.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[LabelManagedBy] = ManagedByValue
-	labels[LabelRuntime] = spec.ID
-	if spec.WorkspaceID != "" {
-		labels[LabelWorkspace] = spec.WorkspaceID
-	}
-	delete(labels, LabelSpecHash)
-	labels[LabelNetwork] = string(mode)
-	// What a handle from Get needs to build the runtime's other containers
-	// (the allow-list is the egress proxy's, never a container's).
-	stored := spec
-	stored.Labels, stored.NetworkAllow = nil, nil
-	specJSON, err := json.Marshal(stored)
+	res, err := containerResources(spec.Resources)
 	if err != nil {
 		return bad("%v", err)
 	}
-	labels[LabelSpec] = string(specJSON)
-
-	mounts = append(mounts,
-		mount.Mount{Type: mount.TypeBind, Source: p.sup, Target: SupervisorPath, ReadOnly: true,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
-		mount.Mount{Type: mount.TypeVolume, Source: TmpVolume(spec.ID), Target: "/tmp",
-			VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{LabelManagedBy: ManagedByValue, LabelRuntime: spec.ID}}})
-	entry := []string{SupervisorPath, "serve", "--listen-abstract", supervisorSocket, "--runtime", spec.ID, "--layout", "docker",
-		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
-		"--id-prefix", supervisor.IDPrefix(mode)}
-	var proxyEnv map[string]string
-	if mode == sandbox.NetworkLimited && p.egress != nil {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.egressDir(spec.ID), Target: egressMount, ReadOnly: true,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
-		entry = append(entry, "--egress-socket", egressMount+"/"+egressSocket)
-		proxyEnv = procexec.ProxyEnv(supervisor.EgressListen)
+	labels, err := containerLabels(spec, mode)
+	if err != nil {
+		return bad("%v", err)
 	}
+	mounts, entry, proxyEnv := p.containerMounts(spec.ID, mode, ms.Binds)
 	init := true
 	cfg := &container.Config{
 		Image: image,
@@ -223,26 +129,133 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		Resources:     res,
 	}
+	hash, err := specHash(cfg, host)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: %v", spec.ID, err)
+	}
+	cfg.Labels[LabelSpecHash] = hash
+	return &built{config: cfg, host: host, hash: hash, root: root, workdir: spec.Workdir,
+		mode: mode, policy: policy, name: modeContainer(spec.ID, mode, policy), uid: owner.Uid, gid: owner.Gid}, nil
+}
+
+// containerNetwork decides the network of a container of spec for mode:
+// policy is the runtime's network (spec.Network, "" read as limited) and
+// mode the container's ("" = policy). Errors: sandbox.ErrInvalidArgument
+// for an unknown policy or a malformed allow-list, sandbox.ErrCommandRejected
+// for a mode above the policy (docs/SECURITY.md "Network modes").
+func containerNetwork(spec sandbox.RuntimeSpec, mode sandbox.Network) (sandbox.Network, sandbox.Network, error) {
+	bad := func(format string, args ...any) (sandbox.Network, sandbox.Network, error) {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
+	}
+	policy := procexec.RuntimeNetwork(spec)
+	if !policy.Valid() {
+		return bad("network %q: want none, limited or default", spec.Network)
+	}
+	if _, err := egress.ParseRules(spec.NetworkAllow); err != nil {
+		return bad("%s", sandbox.Message(err))
+	}
+	if mode == "" {
+		mode = policy
+	}
+	if !mode.Within(policy) {
+		return "", "", sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s: network %s is above its network policy (%s)", spec.ID, mode, policy)
+	}
+	return mode, policy, nil
+}
+
+// containerResources translates resource hints into Docker's limits: CPU
+// in cores to NanoCPUs, MemoryMB to a memory limit with no swap beyond it,
+// Pids to the pids limit (DefaultPidsLimit when unset); nil means only the
+// default pids limit. A negative hint is an error.
+func containerResources(r *sandbox.ResourceHints) (container.Resources, error) {
+	res := container.Resources{}
+	pids := int64(DefaultPidsLimit)
+	if r != nil {
+		if r.CPU < 0 || r.MemoryMB < 0 || r.Pids < 0 || r.DiskGB < 0 {
+			return res, errors.New("negative resource hint")
+		}
+		res.NanoCPUs = int64(r.CPU * 1e9)
+		if r.MemoryMB > 0 {
+			res.Memory = r.MemoryMB << 20
+			res.MemorySwap = res.Memory
+		}
+		if r.Pids > 0 {
+			pids = r.Pids
+		}
+	}
+	res.PidsLimit = &pids
+	return res, nil
+}
+
+// containerLabels are the labels of spec's container of mode: spec.Labels
+// with this package's own set over them (managed-by, runtime, workspace,
+// network, and the spec itself as JSON without its labels and allow-list,
+// which a handle from Get needs to build the runtime's other containers);
+// LabelSpecHash is left for build to set.
+func containerLabels(spec sandbox.RuntimeSpec, mode sandbox.Network) (map[string]string, error) {
+	labels := maps.Clone(spec.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManagedBy] = ManagedByValue
+	labels[LabelRuntime] = spec.ID
+	if spec.WorkspaceID != "" {
+		labels[LabelWorkspace] = spec.WorkspaceID
+	}
+	delete(labels, LabelSpecHash)
+	labels[LabelNetwork] = string(mode)
+	// The allow-list is the egress proxy's, never a container's.
+	stored := spec
+	stored.Labels, stored.NetworkAllow = nil, nil
+	specJSON, err := json.Marshal(stored)
+	if err != nil {
+		return nil, err
+	}
+	labels[LabelSpec] = string(specJSON)
+	return labels, nil
+}
+
+// containerMounts returns the mounts of runtime id's container of mode
+// (the spec's binds, the supervisor binary read-only, the /tmp volume, and
+// in the limited network the egress socket's directory read-only), the
+// supervisor's command line as its entrypoint, and the proxy variables of
+// the limited network (nil otherwise).
+func (p *Provider) containerMounts(id string, mode sandbox.Network, binds []runspec.Bind) ([]mount.Mount, []string, map[string]string) {
+	bind := func(src, target string, ro bool) mount.Mount {
+		return mount.Mount{Type: mount.TypeBind, Source: src, Target: target, ReadOnly: ro,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}}
+	}
+	mounts := make([]mount.Mount, 0, len(binds)+3)
+	for _, b := range binds {
+		mounts = append(mounts, bind(b.Source, b.Target, !b.Writable))
+	}
+	mounts = append(mounts,
+		bind(p.sup, SupervisorPath, true),
+		mount.Mount{Type: mount.TypeVolume, Source: TmpVolume(id), Target: "/tmp",
+			VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{LabelManagedBy: ManagedByValue, LabelRuntime: id}}})
+	entry := []string{SupervisorPath, "serve", "--listen-abstract", supervisorSocket, "--runtime", id, "--layout", "docker",
+		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
+		"--id-prefix", supervisor.IDPrefix(mode)}
+	var proxyEnv map[string]string
+	if mode == sandbox.NetworkLimited && p.egress != nil {
+		mounts = append(mounts, bind(p.egressDir(id), egressMount, true))
+		entry = append(entry, "--egress-socket", egressMount+"/"+egressSocket)
+		proxyEnv = procexec.ProxyEnv(supervisor.EgressListen)
+	}
+	return mounts, entry, proxyEnv
+}
+
+// specHash is the hash a container carries in LabelSpecHash: the first 12
+// bytes of the SHA-256 of its configuration and host configuration as JSON,
+// in hex (a container whose hash differs was built from another spec).
+func specHash(cfg *container.Config, host *container.HostConfig) (string, error) {
 	sum, err := json.Marshal(struct {
 		C *container.Config
 		H *container.HostConfig
 	}{cfg, host})
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: %v", spec.ID, err)
+		return "", err
 	}
 	h := sha256.Sum256(sum)
-	cfg.Labels[LabelSpecHash] = hex.EncodeToString(h[:12])
-	return &built{config: cfg, host: host, hash: cfg.Labels[LabelSpecHash], root: root, workdir: spec.Workdir,
-		mode: mode, policy: policy, name: modeContainer(spec.ID, mode, policy), uid: owner.Uid, gid: owner.Gid}, nil
-}
-
-func absClean(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }
-
-// errText drops the host path from a *PathError.
-func errText(err error) string {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
+	return hex.EncodeToString(h[:12]), nil
 }

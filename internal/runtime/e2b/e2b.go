@@ -295,13 +295,6 @@ func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
 	return sandbox.RuntimeCapabilities{Isolated: true, PreviewURL: true}
 }
 
-// Snapshots returns nil (not offered, see Capabilities).
-func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
-
-// PreviewURLs returns the preview capability (PreviewURL; it implements
-// sandbox.PortPreviewer too).
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return previewCap{p} }
-
 // runtimeFor returns the one handle of a runtime id.
 func (p *Provider) runtimeFor(id string) *Runtime {
 	p.mu.Lock()

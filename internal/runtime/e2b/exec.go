@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -106,7 +106,7 @@ func (r *Runtime) leave() { r.active.Add(-1) }
 // and what it changed is still synced back); sandbox.ErrTimeout (ctx's
 // deadline); the kinds of mapHTTP and mapConnect.
 func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
-	if err := local.ValidateExecRequest(req); err != nil {
+	if err := runspec.ValidateExec(req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	if strings.HasPrefix(req.Cmd[0], "-") {

@@ -255,7 +255,7 @@ func TestPreviewURL(t *testing.T) {
 	rt, err := p.Create(ctx, spec)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
-	pp, ok := p.PreviewURLs().(interface {
+	pp, ok := any(p).(interface {
 		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
 	})
 	require.True(t, ok)

@@ -11,10 +11,8 @@ import (
 // sandbox is served at {scheme}://{port}-{sandbox id}.{domain} while the
 // sandbox runs; sandboxes are created private, so requests need the
 // sandbox's traffic token in the E2b-Traffic-Access-Token header
-// (PreviewURL.Token). It implements sandbox.PreviewURLCapability.
+// (PreviewURL.Token).
 type previewCap struct{ p *Provider }
-
-var _ sandbox.PreviewURLCapability = previewCap{}
 
 // PreviewURL is previewCap's: the provider itself carries the capability
 // the preview_url activity asserts (activities.PortPreviewer).

@@ -32,15 +32,13 @@ package local
 
 import (
 	"context"
-	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
@@ -98,21 +96,14 @@ func New(opts Options) *Provider {
 // Kind returns "local".
 func (p *Provider) Kind() string { return Kind }
 
-// Capabilities reports the truth (docs/DESIGN.md "Ports", "Adapter
-// Responsibilities: report capabilities truthfully"): interactive sessions
-// (PTY background processes: Runtime implements sandbox.ProcessRuntime);
-// no snapshots, no preview URLs, and no isolation (Isolated false).
+// Capabilities reports the truth (docs/DESIGN.md "Ports", "Rules" 7): no
+// preview URLs and no isolation (Isolated false). Background processes,
+// PTYs included, are Runtime's sandbox.ProcessRuntime.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
 	// A command may ask for any network up to the runtime's: none is
 	// enforced here, so PerCommandNetwork is as true as Network itself.
-	return sandbox.RuntimeCapabilities{InteractiveSession: true, PerCommandNetwork: true}
+	return sandbox.RuntimeCapabilities{PerCommandNetwork: true}
 }
-
-// Snapshots returns nil: the local runtime cannot snapshot.
-func (p *Provider) Snapshots() sandbox.SnapshotCapability { return nil }
-
-// PreviewURLs returns nil: the local runtime cannot expose ports.
-func (p *Provider) PreviewURLs() sandbox.PreviewURLCapability { return nil }
 
 // Create returns the runtime with spec.ID, creating it in state running when
 // missing (idempotent; after a worker restart it simply recreates the entry).
@@ -130,10 +121,10 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	if err := sandbox.ValidateID("runtime id", spec.ID); err != nil {
 		return nil, err
 	}
-	if err := ValidateEnv(spec.Env); err != nil {
+	if err := runspec.ValidateEnv(spec.Env); err != nil {
 		return nil, err
 	}
-	root, mount, err := resolveWorkdir(spec)
+	root, mount, err := runspec.ResolveWorkdir(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -191,50 +182,4 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		r.stopProcesses(ctx, true)
 	}
 	return err
-}
-
-// resolveWorkdir finds the host directory for spec.Workdir and returns its
-// symlink-free absolute path.
-func resolveWorkdir(spec sandbox.RuntimeSpec) (string, sandbox.Mount, error) {
-	bad := func(format string, args ...any) (string, sandbox.Mount, error) {
-		return "", sandbox.Mount{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: "+format, append([]any{spec.ID}, args...)...)
-	}
-	if spec.Workdir == "" {
-		return bad("workdir is empty")
-	}
-	var found []sandbox.Mount
-	for _, m := range spec.Mounts {
-		if m.Target == spec.Workdir {
-			found = append(found, m)
-		}
-	}
-	if len(found) != 1 {
-		return bad("need exactly one mount with target %q, found %d", spec.Workdir, len(found))
-	}
-	m := found[0]
-	if !filepath.IsAbs(m.Source) {
-		return bad("workdir mount source %q is not absolute", m.Source)
-	}
-	root, err := checkDir(m.Source)
-	if err != nil {
-		return bad("workdir mount source: %v", err)
-	}
-	return root, m, nil
-}
-
-// checkDir returns the symlink-free path of dir, failing when it is missing
-// or not a directory.
-func checkDir(dir string) (string, error) {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", err
-	}
-	fi, err := os.Stat(real)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", &fs.PathError{Op: "stat", Path: dir, Err: fmt.Errorf("not a directory")}
-	}
-	return real, nil
 }

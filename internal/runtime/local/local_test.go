@@ -76,10 +76,12 @@ func TestProcesses(t *testing.T) {
 func TestKindAndCapabilities(t *testing.T) {
 	p := local.New(local.Options{})
 	require.Equal(t, "local", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{InteractiveSession: true, PerCommandNetwork: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{PerCommandNetwork: true}, p.Capabilities())
 	require.False(t, p.Capabilities().Isolated)
-	require.Nil(t, p.Snapshots())
-	require.Nil(t, p.PreviewURLs())
+	_, previews := any(p).(interface {
+		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
+	})
+	require.False(t, previews, "the preview_url activity asserts PreviewURL on the provider")
 }
 
 func TestCreateValidatesSpec(t *testing.T) {
@@ -274,15 +276,6 @@ func TestStopKillResult(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Stop did not kill the command")
 	}
-}
-
-func TestValidateExecRequest(t *testing.T) {
-	require.NoError(t, local.ValidateExecRequest(sandbox.ExecRequest{Cmd: []string{"true"}}))
-	require.NoError(t, local.ValidateExecRequest(sandbox.ExecRequest{Cmd: []string{"true"}, Cwd: "a/b", TimeoutS: 7200, MaxOutputBytes: sandbox.MaxOutputBytesLimit}))
-	err := local.ValidateExecRequest(sandbox.ExecRequest{Cmd: []string{"true"}, Cwd: "../x"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
-	require.Equal(t, sandbox.ErrInvalidArgument, sandbox.KindOf(err))
-	require.NotContains(t, err.Error(), "%!")
 }
 
 // TestProcessesOutliveTheProvider: background processes are kept by a

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
@@ -49,7 +50,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 // ready is the local part of starting: the workdir is still where it was.
 func (r *Runtime) ready(struct{}) error {
 	root := r.life.Root()
-	if real, err := checkDir(root); err != nil || real != root {
+	if real, err := runspec.ResolveDir(root); err != nil || real != root {
 		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.ID(), root)
 	}
 	return nil
@@ -91,7 +92,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // executed; 128+n when killed by signal n (137 when Stop or Destroy killed
 // it); 124 with TimedOut after req.Timeout() (the process group is killed).
 //
-// Errors: sandbox.ErrInvalidArgument for a bad request (ValidateExecRequest,
+// Errors: sandbox.ErrInvalidArgument for a bad request (runspec.ValidateExec,
 // a cwd that is missing, not a directory or resolves outside the workdir,
 // an argv+env too large) — nothing runs then; sandbox.ErrNotFound after
 // Destroy; sandbox.ErrRuntimeUnavailable when the workdir is gone or the
@@ -100,7 +101,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // (wrapping context.DeadlineExceeded). On ctx expiry the process group is
 // killed and the partial result is returned along with the error.
 func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
-	if err := ValidateExecRequest(req); err != nil {
+	if err := runspec.ValidateExec(req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	return r.life.Exec(ctx, r.ready, func(killCtx context.Context, spec sandbox.RuntimeSpec, _ struct{}) (sandbox.ExecResult, error) {

@@ -93,26 +93,100 @@ type Command struct {
 func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandbox.ExecResult, error) {
 	runCtx, cancel := context.WithTimeout(killCtx, c.Timeout)
 	defer cancel()
-	// classify turns a finished (or never started) command into its result.
-	classify := func(code int, killed bool) (sandbox.ExecResult, error) {
-		if killed {
-			switch {
-			case callerCtx.Err() != nil:
-				return out.Interrupted(code, c.Name, callerCtx.Err())
-			case errors.Is(context.Cause(killCtx), errHalted):
-				return out.Result(code), nil
-			case errors.Is(runCtx.Err(), context.DeadlineExceeded):
-				return out.TimedOut(), nil
-			}
-		}
-		return out.Result(code), nil
+	o := outcome{out: out, name: c.Name, killCtx: killCtx, callerCtx: callerCtx, runCtx: runCtx}
+	var g group
+	cmd := newCmd(runCtx, c, &g)
+	var p pipes
+	defer p.closeAll()
+	if err := p.attach(cmd, c.Status != nil, c.Stdin != nil); err != nil {
+		return sandbox.ExecResult{}, err
 	}
+	err := cmd.Start()
+	p.closeChildEnds()
+	if err != nil {
+		return o.startFailed(c, err)
+	}
+	drained, status := p.transfer(out, c.Stdin)
+	waitErr := reap(cmd, &g)
+	if p.stdin != nil {
+		_ = p.stdin.Close() // unblocks a writer stuck on a process that left the group
+	}
+	st := p.drain(drained, status)
 
+	if cmd.ProcessState == nil {
+		return out.Result(-1), sandbox.Wrap(sandbox.ErrRuntimeUnavailable, waitErr, "exec %s: wait", c.Name)
+	}
+	code := exitCode(cmd.ProcessState)
+	if g.wasCanceled() {
+		return o.classify(code, true)
+	}
+	res := out.Result(code)
+	if c.Status != nil {
+		if err := c.Status(st, res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// outcome is what decides a command's result once it ended or failed to
+// start: the contexts it ran under (Run's killCtx and callerCtx, and runCtx,
+// killCtx bounded by Command.Timeout) and its output.
+type outcome struct {
+	out                        *Output
+	name                       string
+	killCtx, callerCtx, runCtx context.Context
+}
+
+// classify turns a finished (or never started) command into its result.
+// A command killed because a context ended is, in this order: Interrupted
+// when callerCtx ended (the caller gave up: the partial result and an
+// error), the plain Result(code) when the runtime was stopped or destroyed
+// (killCtx's cause is errHalted), TimedOut when Command.Timeout passed;
+// anything else, and a command not killed, is Result(code).
+func (o outcome) classify(code int, killed bool) (sandbox.ExecResult, error) {
+	if killed {
+		switch {
+		case o.callerCtx.Err() != nil:
+			return o.out.Interrupted(code, o.name, o.callerCtx.Err())
+		case errors.Is(context.Cause(o.killCtx), errHalted):
+			return o.out.Result(code), nil
+		case errors.Is(o.runCtx.Err(), context.DeadlineExceeded):
+			return o.out.TimedOut(), nil
+		}
+	}
+	return o.out.Result(code), nil
+}
+
+// startFailed is the outcome of a command whose process could not be
+// started (err from exec.Cmd.Start): when runCtx had ended it never ran
+// (137 classified as killed; with Command.NoticeHaltBeforeStart a stop
+// before the start says so on stderr), otherwise Command.StartFailed
+// decides, or the error wraps sandbox.ErrRuntimeUnavailable.
+func (o outcome) startFailed(c Command, err error) (sandbox.ExecResult, error) {
+	if o.runCtx.Err() != nil {
+		// Stopped, cancelled or timed out before the process existed.
+		if c.NoticeHaltBeforeStart && errors.Is(context.Cause(o.killCtx), errHalted) && o.callerCtx.Err() == nil {
+			return o.out.Notice(137, c.Name, "killed before it started: the runtime was stopped"), nil
+		}
+		return o.classify(137, true)
+	}
+	if c.StartFailed != nil {
+		return c.StartFailed(err)
+	}
+	return sandbox.ExecResult{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec %s: start", c.Name)
+}
+
+// newCmd builds the exec.Cmd of c under runCtx: the leader of a new process
+// group (Setpgid) whose whole group g kills when runCtx ends, with c's argv,
+// directory, credential and parent-death signal, an environment that is
+// exactly c.Env (empty when nil, never the worker's), and DrainGrace as its
+// WaitDelay.
+func newCmd(runCtx context.Context, c Command, g *group) *exec.Cmd {
 	env := c.Env
 	if env == nil {
 		env = []string{}
 	}
-	var g group
 	cmd := exec.CommandContext(runCtx, c.Path)
 	cmd.Args = slices.Clone(c.Args)
 	cmd.Dir = c.Dir
@@ -120,109 +194,117 @@ func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandbox.Ex
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.Credential, Pdeathsig: c.Pdeathsig}
 	cmd.Cancel = func() error { return g.cancel(cmd.Process.Pid) }
 	cmd.WaitDelay = DrainGrace
+	return cmd
+}
 
-	var closers []*os.File
-	closeAll := func() {
-		for _, f := range closers {
-			_ = f.Close()
-		}
-		closers = nil
-	}
-	defer closeAll()
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec: pipe")
-		}
-		closers = append(closers, r, w)
-		return r, w, nil
-	}
-	outR, outW, err := pipe()
+// pipes are a command's pipes: the ends Run reads and writes, and the ends
+// the child gets its own copies of (closed here once it started).
+type pipes struct {
+	all            []*os.File // every end, closed by closeAll
+	child          []*os.File
+	stdout, stderr *os.File // read ends
+	status         *os.File // read end of descriptor 3; nil without Command.Status
+	stdin          *os.File // write end; nil without Command.Stdin
+}
+
+// pipe makes one pipe whose ends closeAll closes. Errors wrap
+// sandbox.ErrRuntimeUnavailable (out of descriptors).
+func (p *pipes) pipe() (*os.File, *os.File, error) {
+	r, w, err := os.Pipe()
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return nil, nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec: pipe")
 	}
-	errR, errW, err := pipe()
+	p.all = append(p.all, r, w)
+	return r, w, nil
+}
+
+// attach gives cmd its stdout and stderr pipes, with status a status pipe as
+// descriptor 3 (its only ExtraFiles entry), with stdin a stdin pipe (else
+// cmd's stdin stays /dev/null). Errors are pipe's.
+func (p *pipes) attach(cmd *exec.Cmd, status, stdin bool) error {
+	outR, outW, err := p.pipe()
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return err
+	}
+	errR, errW, err := p.pipe()
+	if err != nil {
+		return err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	// The ends the child gets its own copies of, closed here once it started.
-	childEnds := []*os.File{outW, errW}
-	var stR *os.File
-	if c.Status != nil {
-		var stW *os.File
-		if stR, stW, err = pipe(); err != nil {
-			return sandbox.ExecResult{}, err
+	p.stdout, p.stderr = outR, errR
+	p.child = []*os.File{outW, errW}
+	if status {
+		stR, stW, err := p.pipe()
+		if err != nil {
+			return err
 		}
 		cmd.ExtraFiles = []*os.File{stW} // descriptor 3
-		childEnds = append(childEnds, stW)
+		p.child = append(p.child, stW)
+		p.status = stR
 	}
-	var inW *os.File
-	if c.Stdin != nil {
-		var inR *os.File
-		if inR, inW, err = pipe(); err != nil {
-			return sandbox.ExecResult{}, err
+	if stdin {
+		inR, inW, err := p.pipe()
+		if err != nil {
+			return err
 		}
 		cmd.Stdin = inR
-		childEnds = append(childEnds, inR)
+		p.child = append(p.child, inR)
+		p.stdin = inW
 	}
+	return nil
+}
 
-	err = cmd.Start()
-	for _, f := range childEnds {
+// closeChildEnds closes the child's ends (it holds its own copies), so the
+// read ends see EOF once every process holding them is gone.
+func (p *pipes) closeChildEnds() {
+	for _, f := range p.child {
 		_ = f.Close()
 	}
-	if err != nil {
-		if runCtx.Err() != nil {
-			// Stopped, cancelled or timed out before the process existed.
-			if c.NoticeHaltBeforeStart && errors.Is(context.Cause(killCtx), errHalted) && callerCtx.Err() == nil {
-				return out.Notice(137, c.Name, "killed before it started: the runtime was stopped"), nil
-			}
-			return classify(137, true)
-		}
-		if c.StartFailed != nil {
-			return c.StartFailed(err)
-		}
-		return sandbox.ExecResult{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec %s: start", c.Name)
-	}
-	pid := cmd.Process.Pid
+}
 
+// closeAll closes every end (again for those already closed); it unblocks
+// the pumps and the status reader.
+func (p *pipes) closeAll() {
+	for _, f := range p.all {
+		_ = f.Close()
+	}
+	p.all = nil
+}
+
+// transfer starts copying the command's stdout and stderr into out (drained
+// is closed when both reached EOF or were closed), reading its status pipe
+// (status receives at most maxStatus bytes once, when there is one) and
+// writing stdin to it.
+func (p *pipes) transfer(out *Output, stdin []byte) (drained <-chan struct{}, status <-chan []byte) {
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go pump(out.Stdout(), outR, &wg)
-	go pump(out.Stderr(), errR, &wg)
-	var status chan []byte
-	if stR != nil {
-		status = make(chan []byte, 1)
-		go func() {
-			b, _ := io.ReadAll(io.LimitReader(stR, maxStatus))
-			status <- b
-		}()
+	go pump(out.Stdout(), p.stdout, &wg)
+	go pump(out.Stderr(), p.stderr, &wg)
+	if p.status != nil {
+		st := make(chan []byte, 1)
+		go func(r *os.File) {
+			b, _ := io.ReadAll(io.LimitReader(r, maxStatus))
+			st <- b
+		}(p.status)
+		status = st
 	}
-	if inW != nil {
-		go func() {
-			_, _ = inW.Write(c.Stdin) // EPIPE when the command does not read it all
-			_ = inW.Close()
-		}()
+	if p.stdin != nil {
+		go func(w *os.File) {
+			_, _ = w.Write(stdin) // EPIPE when the command does not read it all
+			_ = w.Close()
+		}(p.stdin)
 	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done, status
+}
 
-	// Leader exit (on its own, or after Cancel killed the group): kill the rest
-	// of the group while the zombie leader still reserves the pgid, then reap.
-	var waitErr error
-	if waitExit(pid) == nil {
-		g.leaderExited(pid)
-		waitErr = cmd.Wait()
-	} else {
-		// Cannot wait without reaping (unexpected): reap first, then kill the
-		// rest of the group, accepting the tiny window in which the pgid could
-		// be reused.
-		waitErr = cmd.Wait()
-		g.leaderExited(pid)
-	}
-	if inW != nil {
-		_ = inW.Close() // unblocks a writer stuck on a process that left the group
-	}
-	drained := make(chan struct{})
-	go func() { wg.Wait(); close(drained) }()
+// drain waits up to DrainGrace for the output to be drained, then up to
+// DrainGrace more for the status (when there is a status pipe), closes every
+// pipe — cutting off a process outside the group that still holds them —
+// and waits for the pumps to return. It returns the status read, nil when
+// none came in time.
+func (p *pipes) drain(drained <-chan struct{}, status <-chan []byte) []byte {
 	var st []byte
 	select {
 	case <-drained:
@@ -235,23 +317,26 @@ func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandbox.Ex
 	case <-time.After(DrainGrace):
 		// A process outside the group still holds the pipes: cut it off.
 	}
-	closeAll() // unblocks the pumps and the status reader
+	p.closeAll() // unblocks the pumps and the status reader
 	<-drained
+	return st
+}
 
-	if cmd.ProcessState == nil {
-		return out.Result(-1), sandbox.Wrap(sandbox.ErrRuntimeUnavailable, waitErr, "exec %s: wait", c.Name)
+// reap waits for cmd's leader to exit (on its own, or after Cancel killed
+// the group), kills the rest of its group while the zombie leader still
+// reserves the pgid, then reaps it; it returns exec.Cmd.Wait's error.
+func reap(cmd *exec.Cmd, g *group) error {
+	pid := cmd.Process.Pid
+	if waitExit(pid) == nil {
+		g.leaderExited(pid)
+		return cmd.Wait()
 	}
-	code := exitCode(cmd.ProcessState)
-	if g.wasCanceled() {
-		return classify(code, true)
-	}
-	res := out.Result(code)
-	if c.Status != nil {
-		if err := c.Status(st, res); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	// Cannot wait without reaping (unexpected): reap first, then kill the
+	// rest of the group, accepting the tiny window in which the pgid could
+	// be reused.
+	err := cmd.Wait()
+	g.leaderExited(pid)
+	return err
 }
 
 // pump copies r to w in chunks of at most readChunk bytes until r fails

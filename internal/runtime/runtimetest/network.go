@@ -303,6 +303,35 @@ func (s *loopbackServer) addr() string { return "127.0.0.1:" + s.port }
 // command above the runtime's network is refused. The bash of the runtime
 // (with /dev/tcp), timeout and git are needed.
 func RunNetwork(t *testing.T, f Factory, opts NetworkOptions) {
+	n := newNetSuite(t, f, opts)
+	t.Run("ProxyEnvironment", n.proxyEnvironment)
+	t.Run("AllowedByAddress", n.allowedByAddress)
+	t.Run("AllowedByName", n.allowedByName)
+	t.Run("OrdinaryTools", n.ordinaryTools)
+	t.Run("RefusedByPolicy", n.refusedByPolicy)
+	t.Run("NothingAroundTheProxy", n.nothingAroundTheProxy)
+	t.Run("NoneReachesOnlyItsLoopback", n.noneReachesOnlyItsLoopback)
+	t.Run("CommandAboveThePolicyIsRefused", n.commandAboveThePolicyIsRefused)
+	t.Run("BackgroundProcessesKeepTheirNetwork", n.backgroundProcessesKeepTheirNetwork)
+	t.Run("NarrowedSpecEndsWiderSandboxes", n.narrowedSpecEndsWiderSandboxes)
+}
+
+// netSuite is RunNetwork's state: a runtime of the limited network whose
+// allow-list names allowed, pkg.sbxtest:80, named (by name and address) and
+// the metadata address; other is a loopback server it does not allow, tn
+// the test network the egress proxy routes to. Each method is one subtest.
+type netSuite struct {
+	ctx                   context.Context
+	env                   Env
+	rt                    sandbox.Runtime
+	egress                *Egress
+	tn                    *TestNet
+	allowed, other, named *loopbackServer
+	limited               func(*sandbox.RuntimeSpec)
+}
+
+// newNetSuite creates the runtime and the servers of RunNetwork.
+func newNetSuite(t *testing.T, f Factory, opts NetworkOptions) *netSuite {
 	require.NotNil(t, opts.Egress, "RunNetwork needs the providers' egress proxy")
 	s := &suite{f: f}
 	env := s.newEnv(t)
@@ -324,154 +353,179 @@ func RunNetwork(t *testing.T, f Factory, opts NetworkOptions) {
 		sp.NetworkAllow = []string{allowed.addr(), "pkg.sbxtest:80", "loop.sbxtest:" + named.port, "127.0.0.1:" + named.port, "meta.sbxtest", "169.254.169.254"}
 	}
 	ctx, _, rt := s.create(t, env, limited)
-	run := func(network sandbox.Network, script string, args ...string) sandbox.ExecResult {
-		t.Helper()
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: append([]string{"bash", "-c", script, "probe"}, args...), Network: network, TimeoutS: 60})
-		require.NoError(t, err)
-		return res
-	}
-	out := func(r sandbox.ExecResult) string { return string(r.Stdout) + string(r.Stderr) }
+	return &netSuite{ctx: ctx, env: env, rt: rt, egress: opts.Egress, tn: tn, allowed: allowed, other: other, named: named, limited: limited}
+}
 
-	t.Run("ProxyEnvironment", func(t *testing.T) {
-		res := run("", `printf '%s|%s|%s|%s|%s|%s' "$HTTP_PROXY" "$HTTPS_PROXY" "$http_proxy" "$https_proxy" "$NO_PROXY" "$no_proxy"`)
-		u := "http://" + supervisor.EgressListen
-		require.Equal(t, strings.Join([]string{u, u, u, u, "localhost,127.0.0.1,::1", "localhost,127.0.0.1,::1"}, "|"), string(res.Stdout))
-		res = run(sandbox.NetworkNone, `printf '%s' "$HTTP_PROXY$https_proxy"`)
-		require.Empty(t, string(res.Stdout), "no proxy variables outside the limited network")
-	})
-	t.Run("AllowedByAddress", func(t *testing.T) {
-		res := run("", proxyGetScript, allowed.addr(), "via-proxy")
-		require.Contains(t, out(res), "200 OK", out(res))
-		require.Contains(t, out(res), allowed.word+" /via-proxy")
-		res = run(sandbox.NetworkLimited, connectScript, allowed.addr())
-		require.Contains(t, out(res), "200 Connection established", out(res))
-		require.Contains(t, out(res), allowed.word+" /tunnel")
-	})
-	t.Run("AllowedByName", func(t *testing.T) {
-		require.Contains(t, tn.Get(t, PublicAddr), tn.Greeting, "control: the test network's server answers")
-		res := run("", proxyGetScript, "pkg.sbxtest", "x")
-		require.Contains(t, out(res), "200 OK", out(res))
-		require.Contains(t, out(res), tn.Greeting+" pkg.sbxtest", "the proxy resolved the name and reached its address")
-		res = run("", connectScript, "pkg.sbxtest:80")
-		require.Contains(t, out(res), tn.Greeting+" pkg.sbxtest:80", out(res))
-		// A name resolving to loopback is reached only because that address is allowed too.
-		res = run("", proxyGetScript, "loop.sbxtest:"+named.port, "n")
-		require.Contains(t, out(res), "named /n", out(res))
-	})
-	t.Run("OrdinaryTools", func(t *testing.T) {
-		// curl, as a tool reads HTTP_PROXY/HTTPS_PROXY (the Docker test
-		// image has none: then only the bash probes above run).
-		if res := run("", "command -v curl"); res.ExitCode != 0 {
-			t.Log("no curl in the runtime")
-			return
+// run runs script under bash in the suite's runtime with network ("" =
+// the runtime's), args as $1….
+func (n *netSuite) run(t *testing.T, network sandbox.Network, script string, args ...string) sandbox.ExecResult {
+	t.Helper()
+	res, err := n.rt.Exec(n.ctx, sandbox.ExecRequest{Cmd: append([]string{"bash", "-c", script, "probe"}, args...), Network: network, TimeoutS: 60})
+	require.NoError(t, err)
+	return res
+}
+
+// combined is a result's stdout and stderr, for assertions on either.
+func combined(r sandbox.ExecResult) string { return string(r.Stdout) + string(r.Stderr) }
+
+// proxyEnvironment: the limited network points tools at the egress forwarder; none has no proxy variables.
+func (n *netSuite) proxyEnvironment(t *testing.T) {
+	res := n.run(t, "", `printf '%s|%s|%s|%s|%s|%s' "$HTTP_PROXY" "$HTTPS_PROXY" "$http_proxy" "$https_proxy" "$NO_PROXY" "$no_proxy"`)
+	u := "http://" + supervisor.EgressListen
+	require.Equal(t, strings.Join([]string{u, u, u, u, "localhost,127.0.0.1,::1", "localhost,127.0.0.1,::1"}, "|"), string(res.Stdout))
+	res = n.run(t, sandbox.NetworkNone, `printf '%s' "$HTTP_PROXY$https_proxy"`)
+	require.Empty(t, string(res.Stdout), "no proxy variables outside the limited network")
+}
+
+// allowedByAddress: an allowed address is reached through the proxy, by GET and by CONNECT.
+func (n *netSuite) allowedByAddress(t *testing.T) {
+	res := n.run(t, "", proxyGetScript, n.allowed.addr(), "via-proxy")
+	require.Contains(t, combined(res), "200 OK", combined(res))
+	require.Contains(t, combined(res), n.allowed.word+" /via-proxy")
+	res = n.run(t, sandbox.NetworkLimited, connectScript, n.allowed.addr())
+	require.Contains(t, combined(res), "200 Connection established", combined(res))
+	require.Contains(t, combined(res), n.allowed.word+" /tunnel")
+}
+
+// allowedByName: an allowed name is resolved by the proxy and reached; a name resolving to loopback only when that address is allowed too.
+func (n *netSuite) allowedByName(t *testing.T) {
+	require.Contains(t, n.tn.Get(t, PublicAddr), n.tn.Greeting, "control: the test network's server answers")
+	res := n.run(t, "", proxyGetScript, "pkg.sbxtest", "x")
+	require.Contains(t, combined(res), "200 OK", combined(res))
+	require.Contains(t, combined(res), n.tn.Greeting+" pkg.sbxtest", "the proxy resolved the name and reached its address")
+	res = n.run(t, "", connectScript, "pkg.sbxtest:80")
+	require.Contains(t, combined(res), n.tn.Greeting+" pkg.sbxtest:80", combined(res))
+	// A name resolving to loopback is reached only because that address is allowed too.
+	res = n.run(t, "", proxyGetScript, "loop.sbxtest:"+n.named.port, "n")
+	require.Contains(t, combined(res), "named /n", combined(res))
+}
+
+// ordinaryTools: curl reaches an allowed name and gets the proxy's 403 for another.
+func (n *netSuite) ordinaryTools(t *testing.T) {
+	// curl, as a tool reads HTTP_PROXY/HTTPS_PROXY (the Docker test
+	// image has none: then only the bash probes above run).
+	if res := n.run(t, "", "command -v curl"); res.ExitCode != 0 {
+		t.Log("no curl in the runtime")
+		return
+	}
+	res := n.run(t, "", `curl -sS --max-time 20 http://pkg.sbxtest/from-curl`)
+	require.Equal(t, 0, res.ExitCode, combined(res))
+	require.Contains(t, string(res.Stdout), n.tn.Greeting+" pkg.sbxtest")
+	res = n.run(t, "", `curl -sS --max-time 20 -o /dev/null -w '%{http_code}' http://n.other.sbxtest/`)
+	require.Equal(t, "403", string(res.Stdout), combined(res))
+	res = n.run(t, "", `curl -sS --max-time 20 https://n.other.sbxtest/`)
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Contains(t, string(res.Stderr), "403", "curl reports the proxy's refusal of the tunnel")
+}
+
+// refusedByPolicy: destinations outside the allow-list and metadata addresses are refused with a reason, never connected to, and logged without the URL path.
+func (n *netSuite) refusedByPolicy(t *testing.T) {
+	hitsBefore := n.tn.Hits()
+	for _, c := range []struct{ script, dest, why string }{
+		{proxyGetScript, n.other.addr(), n.other.addr() + " is not in the allow-list"},
+		{connectScript, n.other.addr(), n.other.addr() + " is not in the allow-list"},
+		{connectScript, "n.other.sbxtest:80", "n.other.sbxtest:80 is not in the allow-list"},
+		{connectScript, "pkg.sbxtest:443", "pkg.sbxtest:443 is not in the allow-list"},
+		{connectScript, "meta.sbxtest:80", "meta.sbxtest resolves to 169.254.169.254, a cloud metadata address, which is never reachable"},
+		{connectScript, "169.254.169.254:80", "169.254.169.254 is a cloud metadata address, which is never reachable"},
+		{proxyGetScript, "169.254.169.254", "169.254.169.254 is a cloud metadata address"},
+	} {
+		res := n.run(t, "", c.script, c.dest, "latest/meta-data")
+		require.Contains(t, combined(res), "403 Forbidden", c.dest)
+		require.Contains(t, combined(res), "denied by the network policy of workspace "+n.env.Spec.WorkspaceID, c.dest)
+		require.Contains(t, combined(res), c.why, c.dest)
+	}
+	require.Zero(t, n.other.conns.Load(), "a refused destination was never connected to")
+	require.Equal(t, hitsBefore, n.tn.Hits(), "no refused request reached the test network")
+	require.Contains(t, n.tn.Get(t, MetadataAddr), n.tn.Greeting, "control: a server answers at 169.254.169.254 in the test network, so the refusal is the policy's")
+	logs := n.egress.Log.String()
+	require.Contains(t, logs, "egress denied")
+	require.Contains(t, logs, "destination="+n.other.addr())
+	require.Contains(t, logs, "workspace="+n.env.Spec.WorkspaceID)
+	require.NotContains(t, logs, "latest/meta-data", "the log holds no URL path")
+}
+
+// nothingAroundTheProxy: no direct connection leaves the limited or none network.
+func (n *netSuite) nothingAroundTheProxy(t *testing.T) {
+	before := n.allowed.conns.Load()
+	targets := [][2]string{{"127.0.0.1", n.allowed.port}, {MetadataAddr.String(), "80"}, {PublicAddr.String(), "80"}, {"8.8.8.8", "53"}}
+	if ha := hostAddr(); ha != "" {
+		targets = append(targets, [2]string{ha, n.allowed.port})
+	}
+	for _, network := range []sandbox.Network{sandbox.NetworkLimited, sandbox.NetworkNone} {
+		for _, tg := range targets {
+			res := n.run(t, network, directScript, tg[0], tg[1])
+			require.Contains(t, string(res.Stdout), "FAILED", "%s: a direct connection to %s:%s", network, tg[0], tg[1])
 		}
-		res := run("", `curl -sS --max-time 20 http://pkg.sbxtest/from-curl`)
-		require.Equal(t, 0, res.ExitCode, out(res))
-		require.Contains(t, string(res.Stdout), tn.Greeting+" pkg.sbxtest")
-		res = run("", `curl -sS --max-time 20 -o /dev/null -w '%{http_code}' http://other.sbxtest/`)
-		require.Equal(t, "403", string(res.Stdout), out(res))
-		res = run("", `curl -sS --max-time 20 https://other.sbxtest/`)
-		require.NotEqual(t, 0, res.ExitCode)
-		require.Contains(t, string(res.Stderr), "403", "curl reports the proxy's refusal of the tunnel")
-	})
-	t.Run("RefusedByPolicy", func(t *testing.T) {
-		hitsBefore := tn.Hits()
-		for _, c := range []struct{ script, dest, why string }{
-			{proxyGetScript, other.addr(), other.addr() + " is not in the allow-list"},
-			{connectScript, other.addr(), other.addr() + " is not in the allow-list"},
-			{connectScript, "other.sbxtest:80", "other.sbxtest:80 is not in the allow-list"},
-			{connectScript, "pkg.sbxtest:443", "pkg.sbxtest:443 is not in the allow-list"},
-			{connectScript, "meta.sbxtest:80", "meta.sbxtest resolves to 169.254.169.254, a cloud metadata address, which is never reachable"},
-			{connectScript, "169.254.169.254:80", "169.254.169.254 is a cloud metadata address, which is never reachable"},
-			{proxyGetScript, "169.254.169.254", "169.254.169.254 is a cloud metadata address"},
-		} {
-			res := run("", c.script, c.dest, "latest/meta-data")
-			require.Contains(t, out(res), "403 Forbidden", c.dest)
-			require.Contains(t, out(res), "denied by the network policy of workspace "+env.Spec.WorkspaceID, c.dest)
-			require.Contains(t, out(res), c.why, c.dest)
-		}
-		require.Zero(t, other.conns.Load(), "a refused destination was never connected to")
-		require.Equal(t, hitsBefore, tn.Hits(), "no refused request reached the test network")
-		require.Contains(t, tn.Get(t, MetadataAddr), tn.Greeting, "control: a server answers at 169.254.169.254 in the test network, so the refusal is the policy's")
-		logs := opts.Egress.Log.String()
-		require.Contains(t, logs, "egress denied")
-		require.Contains(t, logs, "destination="+other.addr())
-		require.Contains(t, logs, "workspace="+env.Spec.WorkspaceID)
-		require.NotContains(t, logs, "latest/meta-data", "the log holds no URL path")
-	})
-	t.Run("NothingAroundTheProxy", func(t *testing.T) {
-		before := allowed.conns.Load()
-		targets := [][2]string{{"127.0.0.1", allowed.port}, {MetadataAddr.String(), "80"}, {PublicAddr.String(), "80"}, {"8.8.8.8", "53"}}
-		if ha := hostAddr(); ha != "" {
-			targets = append(targets, [2]string{ha, allowed.port})
-		}
-		for _, network := range []sandbox.Network{sandbox.NetworkLimited, sandbox.NetworkNone} {
-			for _, tg := range targets {
-				res := run(network, directScript, tg[0], tg[1])
-				require.Contains(t, string(res.Stdout), "FAILED", "%s: a direct connection to %s:%s", network, tg[0], tg[1])
-			}
-		}
-		require.Equal(t, before, allowed.conns.Load(), "the host's loopback server saw no direct connection")
-	})
-	t.Run("NoneReachesOnlyItsLoopback", func(t *testing.T) {
-		res := run(sandbox.NetworkNone, loopbackScript)
-		require.Contains(t, string(res.Stdout), "OWN-LOOPBACK", out(res))
-		res = run(sandbox.NetworkNone, directScript, "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1])
-		require.Contains(t, string(res.Stdout), "FAILED", "the none network has no egress forwarder")
-	})
-	t.Run("CommandAboveThePolicyIsRefused", func(t *testing.T) {
-		_, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkDefault})
-		require.Error(t, err)
+	}
+	require.Equal(t, before, n.allowed.conns.Load(), "the host's loopback server saw no direct connection")
+}
+
+// noneReachesOnlyItsLoopback: the none network has its own loopback and no egress forwarder.
+func (n *netSuite) noneReachesOnlyItsLoopback(t *testing.T) {
+	res := n.run(t, sandbox.NetworkNone, loopbackScript)
+	require.Contains(t, string(res.Stdout), "OWN-LOOPBACK", combined(res))
+	res = n.run(t, sandbox.NetworkNone, directScript, "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1])
+	require.Contains(t, string(res.Stdout), "FAILED", "the none network has no egress forwarder")
+}
+
+// commandAboveThePolicyIsRefused: a command or process asking for a network above the policy is SandboxCommandRejected.
+func (n *netSuite) commandAboveThePolicyIsRefused(t *testing.T) {
+	_, err := n.rt.Exec(n.ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkDefault})
+	require.Error(t, err)
+	require.True(t, errors.Is(err, sandbox.ErrCommandRejected), "%v", err)
+	require.Contains(t, err.Error(), "network policy (limited)")
+	if pr, ok := n.rt.(sandbox.ProcessRuntime); ok {
+		_, err := pr.StartProcess(n.ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "5"}, Network: sandbox.NetworkDefault})
 		require.True(t, errors.Is(err, sandbox.ErrCommandRejected), "%v", err)
-		require.Contains(t, err.Error(), "network policy (limited)")
-		if pr, ok := rt.(sandbox.ProcessRuntime); ok {
-			_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "5"}, Network: sandbox.NetworkDefault})
-			require.True(t, errors.Is(err, sandbox.ErrCommandRejected), "%v", err)
-		}
-	})
-	t.Run("BackgroundProcessesKeepTheirNetwork", func(t *testing.T) {
-		pr, ok := rt.(sandbox.ProcessRuntime)
-		if !ok {
-			t.Skip("no background processes")
-		}
-		none, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"bash", "-c", directScript + "; sleep 30", "probe", "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1]}, Network: sandbox.NetworkNone})
-		require.NoError(t, err)
-		lim, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"bash", "-c", proxyGetScript + "; sleep 30", "probe", allowed.addr(), "bg"}})
-		require.NoError(t, err)
-		read := func(id, want string) {
-			t.Helper()
-			var got string
-			require.Eventually(t, func() bool {
-				o, err := pr.ReadProcess(ctx, id, sandbox.ProcessReadRequest{Wait: time.Second})
-				require.NoError(t, err)
-				got = string(o.Data)
-				return strings.Contains(got, want)
-			}, 30*time.Second, 50*time.Millisecond, "process %s: %q", id, got)
-		}
-		read(none.ID, "FAILED")
-		read(lim.ID, allowed.word+" /bg")
-		list, err := pr.ListProcesses(ctx)
-		require.NoError(t, err)
-		ids := map[string]bool{}
-		for _, p := range list {
-			ids[p.ID] = true
-		}
-		require.True(t, ids[none.ID] && ids[lim.ID], "both listed: %v", ids)
-		require.NoError(t, pr.SignalProcess(ctx, none.ID, "KILL"))
-		require.NoError(t, pr.SignalProcess(ctx, lim.ID, "KILL"))
-	})
-	t.Run("NarrowedSpecEndsWiderSandboxes", func(t *testing.T) {
-		spec := env.Spec
-		limited(&spec)
-		spec.Network = sandbox.NetworkNone
-		rt2, err := env.Provider.Create(ctx, spec)
-		require.NoError(t, err)
-		_, err = rt2.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkLimited})
-		require.True(t, errors.Is(err, sandbox.ErrCommandRejected), "%v", err)
-		res, err := rt2.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"bash", "-c", directScript, "probe", "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1]}})
-		require.NoError(t, err)
-		require.Contains(t, string(res.Stdout), "FAILED")
-	})
+	}
+}
+
+// backgroundProcessesKeepTheirNetwork: background processes run with the network they asked for.
+func (n *netSuite) backgroundProcessesKeepTheirNetwork(t *testing.T) {
+	pr, ok := n.rt.(sandbox.ProcessRuntime)
+	if !ok {
+		t.Skip("no background processes")
+	}
+	none, err := pr.StartProcess(n.ctx, sandbox.ProcessSpec{Cmd: []string{"bash", "-c", directScript + "; sleep 30", "probe", "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1]}, Network: sandbox.NetworkNone})
+	require.NoError(t, err)
+	lim, err := pr.StartProcess(n.ctx, sandbox.ProcessSpec{Cmd: []string{"bash", "-c", proxyGetScript + "; sleep 30", "probe", n.allowed.addr(), "bg"}})
+	require.NoError(t, err)
+	read := func(id, want string) {
+		t.Helper()
+		var got string
+		require.Eventually(t, func() bool {
+			o, err := pr.ReadProcess(n.ctx, id, sandbox.ProcessReadRequest{Wait: time.Second})
+			require.NoError(t, err)
+			got = string(o.Data)
+			return strings.Contains(got, want)
+		}, 30*time.Second, 50*time.Millisecond, "process %s: %q", id, got)
+	}
+	read(none.ID, "FAILED")
+	read(lim.ID, n.allowed.word+" /bg")
+	list, err := pr.ListProcesses(n.ctx)
+	require.NoError(t, err)
+	ids := map[string]bool{}
+	for _, p := range list {
+		ids[p.ID] = true
+	}
+	require.True(t, ids[none.ID] && ids[lim.ID], "both listed: %v", ids)
+	require.NoError(t, pr.SignalProcess(n.ctx, none.ID, "KILL"))
+	require.NoError(t, pr.SignalProcess(n.ctx, lim.ID, "KILL"))
+}
+
+// narrowedSpecEndsWiderSandboxes: re-creating the runtime with a narrower network refuses the wider one.
+func (n *netSuite) narrowedSpecEndsWiderSandboxes(t *testing.T) {
+	spec := n.env.Spec
+	n.limited(&spec)
+	spec.Network = sandbox.NetworkNone
+	rt2, err := n.env.Provider.Create(n.ctx, spec)
+	require.NoError(t, err)
+	_, err = rt2.Exec(n.ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkLimited})
+	require.True(t, errors.Is(err, sandbox.ErrCommandRejected), "%v", err)
+	res, err := rt2.Exec(n.ctx, sandbox.ExecRequest{Cmd: []string{"bash", "-c", directScript, "probe", "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1]}})
+	require.NoError(t, err)
+	require.Contains(t, string(res.Stdout), "FAILED")
 }
 
 // hostAddr returns a non-loopback address of the host ("" when none): what

@@ -351,6 +351,18 @@ func (s *suite) execLossless(t *testing.T) {
 // streams, and its record survives Stop.
 func (s *suite) execProcesses(t *testing.T) {
 	ctx, env, rt, pr := s.procRuntime(t)
+	execRunsOnce(t, ctx, env, pr)
+	execHeadSurvivesTheWrap(t, ctx, pr)
+	execBeyondTheProcessLimit(t, ctx, pr)
+	execCancelAndTimeout(t, ctx, rt, pr)
+	execRecordAfterStop(t, ctx, rt, pr)
+	execBadIDAndMissing(t, ctx, pr)
+}
+
+// execRunsOnce: an exec process runs once whatever the starts naming it,
+// its background child dies with it, its streams are apart and complete,
+// and it is not listed.
+func execRunsOnce(t *testing.T, ctx context.Context, env Env, pr sandbox.ProcessRuntime) {
 	spec := sandbox.ProcessSpec{ID: "exec-conformance-1", Exec: true, Cmd: sh(`echo run >> runs.txt; cat; echo oops >&2; sleep 300 & echo done`), StdinData: []byte("in\n"), HeadBytes: 64}
 	a, err := pr.StartProcess(ctx, spec)
 	require.NoError(t, err)
@@ -378,12 +390,14 @@ func (s *suite) execProcesses(t *testing.T) {
 	for _, p := range list {
 		require.NotEqual(t, a.ID, p.ID, "exec processes are not listed")
 	}
+}
 
-	// The head survives the buffer's wrap.
+// execHeadSurvivesTheWrap: the head survives the buffer's wrap.
+func execHeadSurvivesTheWrap(t *testing.T, ctx context.Context, pr sandbox.ProcessRuntime) {
 	big := pr.ProcessSupport().BufferBytes * 2
 	h, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-head", Exec: true, HeadBytes: 16, Cmd: sh(fmt.Sprintf("printf 'FIRST'; head -c %d /dev/zero; printf 'LAST'", big))})
 	require.NoError(t, err)
-	info, err = pr.WaitProcess(ctx, h.ID, 20*time.Second)
+	info, err := pr.WaitProcess(ctx, h.ID, 20*time.Second)
 	require.NoError(t, err)
 	total := info.StdoutBytes
 	require.Equal(t, int64(big+9), total)
@@ -393,25 +407,30 @@ func (s *suite) execProcesses(t *testing.T) {
 	tail, err := pr.ReadProcess(ctx, h.ID, sandbox.ProcessReadRequest{Offset: total - 4, Peek: true})
 	require.NoError(t, err)
 	require.Equal(t, "LAST", string(tail.Data))
+}
 
-	// Execs count toward no limit: with every slot taken, one still starts.
+// execBeyondTheProcessLimit: execs count toward no limit: with every slot
+// taken, one still starts.
+func execBeyondTheProcessLimit(t *testing.T, ctx context.Context, pr sandbox.ProcessRuntime) {
 	for i := 0; i < sandbox.MaxProcesses; i++ {
 		_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}})
 		require.NoError(t, err, "process %d", i+1)
 	}
 	x, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-full", Exec: true, Cmd: []string{"echo", "still"}})
 	require.NoError(t, err)
-	info, err = pr.WaitProcess(ctx, x.ID, 20*time.Second)
+	info, err := pr.WaitProcess(ctx, x.ID, 20*time.Second)
 	require.NoError(t, err)
 	require.True(t, info.Exited)
+}
 
-	// Cancel kills the whole tree at once; a timeout does too.
+// execCancelAndTimeout: cancel kills the whole tree at once; a timeout does too.
+func execCancelAndTimeout(t *testing.T, ctx context.Context, rt sandbox.Runtime, pr sandbox.ProcessRuntime) {
 	c, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-cancel", Exec: true, Cmd: sh(escapeScript+"exec sleep 300", "pids-cancel")})
 	require.NoError(t, err)
 	ReadUntil(t, ctx, pr, c.ID, "", 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("ready")) })
-	start = time.Now()
+	start := time.Now()
 	require.NoError(t, pr.CancelProcess(ctx, c.ID))
-	info, err = pr.WaitProcess(ctx, c.ID, 5*time.Second)
+	info, err := pr.WaitProcess(ctx, c.ID, 5*time.Second)
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), time.Second+500*time.Millisecond, "cancel ends the tree within about a second")
 	require.True(t, info.Exited)
@@ -422,8 +441,11 @@ func (s *suite) execProcesses(t *testing.T) {
 	info, err = pr.WaitProcess(ctx, to.ID, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, sandbox.ExitReasonTimeout, info.ExitReason)
+}
 
-	// A stopped runtime keeps the record: the same id returns it, ended.
+// execRecordAfterStop: a stopped runtime keeps the record: the same id
+// returns it, ended.
+func execRecordAfterStop(t *testing.T, ctx context.Context, rt sandbox.Runtime, pr sandbox.ProcessRuntime) {
 	r, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-stop", Exec: true, Cmd: sh("echo before; exec sleep 300")})
 	require.NoError(t, err)
 	ReadUntil(t, ctx, pr, r.ID, "", 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("before")) })
@@ -432,11 +454,14 @@ func (s *suite) execProcesses(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, again.Exited, "the record of the stopped runtime, not a new run")
 	require.Equal(t, sandbox.ExitReasonRuntimeStopped, again.ExitReason)
-	info, err = pr.WaitProcess(ctx, r.ID, 0)
+	info, err := pr.WaitProcess(ctx, r.ID, 0)
 	require.NoError(t, err)
 	require.Equal(t, sandbox.ExitReasonRuntimeStopped, info.ExitReason)
+}
 
-	_, err = pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "bad/id", Exec: true, Cmd: []string{"true"}})
+// execBadIDAndMissing: a malformed id is refused, an unknown one is not found.
+func execBadIDAndMissing(t *testing.T, ctx context.Context, pr sandbox.ProcessRuntime) {
+	_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "bad/id", Exec: true, Cmd: []string{"true"}})
 	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
 	_, err = pr.WaitProcess(ctx, "exec-conformance-missing", 0)
 	require.ErrorIs(t, err, sandbox.ErrNotFound)

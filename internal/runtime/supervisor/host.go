@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -346,7 +347,7 @@ func streamIndex(s string) (int, error) {
 
 // ValidateProcessSpec checks spec's backend-independent rules and returns
 // an error wrapping sandbox.ErrInvalidArgument on the first violation: Cmd,
-// Cwd and Env as in an ExecRequest, Tag at most sandbox.MaxProcessTagBytes
+// Cwd and Env as in an ExecRequest (runspec.ValidateCmd, runspec.ValidateEnv), Tag at most sandbox.MaxProcessTagBytes
 // of valid text without control characters, a terminal size within
 // 1..sandbox.MaxTerminalSize, an ID matching IDPattern, Timeout within
 // 0..sandbox.MaxExecTimeout, HeadBytes within 0..sandbox.MaxProcessHeadBytes,
@@ -367,21 +368,14 @@ func ValidateProcessSpec(spec sandbox.ProcessSpec) error {
 	if len(spec.StdinData) > sandbox.MaxStdinBytes || (spec.StdinData != nil && spec.PTY != nil) {
 		return bad("stdin data: at most %d bytes, and not for a terminal", sandbox.MaxStdinBytes)
 	}
-	if len(spec.Cmd) == 0 || spec.Cmd[0] == "" {
-		return bad("cmd is empty")
-	}
-	for i, a := range spec.Cmd {
-		if strings.IndexByte(a, 0) >= 0 {
-			return bad("cmd[%d] contains a NUL byte", i)
-		}
+	if err := runspec.ValidateCmd("process_start", spec.Cmd); err != nil {
+		return err
 	}
 	if _, err := sandbox.CleanRelPath(spec.Cwd); err != nil {
 		return bad("cwd: %s", sandbox.Message(err))
 	}
-	for k, v := range spec.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return bad("env %q: keys must be non-empty without '=' or NUL, values without NUL", clipStr(k))
-		}
+	if err := runspec.ValidateEnv(spec.Env); err != nil {
+		return bad("%s", sandbox.Message(err))
 	}
 	if len(spec.Tag) > sandbox.MaxProcessTagBytes || strings.ContainsFunc(spec.Tag, func(r rune) bool { return r < 0x20 || r == 0x7f || r == 0xfffd }) {
 		return bad("tag must be at most %d bytes of text without control characters", sandbox.MaxProcessTagBytes)

@@ -96,20 +96,9 @@ func (p *proc) notify() {
 }
 
 func serveMain(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	ctlFD := fs.Int("ctl-fd", -1, "inherited listening control socket")
-	abstract := fs.String("listen-abstract", "", "listen on this abstract unix socket instead (Docker)")
-	rt := fs.String("runtime", "", "runtime id")
-	layout := fs.String("layout", "", "sandbox layout hash")
-	buf := fs.Int("buffer", DefaultBufferBytes, "background buffer bytes per stream")
-	maxp := fs.Int("max-procs", DefaultMaxProcesses, "background processes at most")
-	idleExit := fs.Duration("idle-exit", 0, "exit after this long with no process, no record and no connection (0: never)")
-	cgMode := fs.String("cgroup", "", "v2: --cgroup-fds is the commands' cgroup directory; v1: its tasks file and the supervisor's")
-	cgFDs := fs.String("cgroup-fds", "", "inherited descriptors for --cgroup (comma-separated)")
-	egressSock := fs.String("egress-socket", "", "relay connections to "+EgressListen+" to this unix socket (the worker's egress proxy)")
-	idPrefix := fs.String("id-prefix", "proc-", "prefix of the process ids this supervisor gives")
-	if err := fs.Parse(args); err != nil || (*ctlFD < 0) == (*abstract == "") {
-		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: one of --ctl-fd or --listen-abstract is required")
+	o, err := parseServe(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve:", err)
 		return 2
 	}
 	// Nothing in the sandbox may attach to the supervisor or take its
@@ -117,19 +106,14 @@ func serveMain(args []string) int {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	setName("sandbox-supervisor")
 	s := &server{
-		exe: "/proc/self/exe", runtime: *rt, layout: *layout, bufBytes: max(*buf, 4096), maxProcs: max(*maxp, 1),
+		exe: "/proc/self/exe", runtime: o.runtime, layout: o.layout, bufBytes: max(o.buffer, 4096), maxProcs: max(o.maxProcs, 1),
 		pid1: os.Getpid() == 1, startedMS: time.Now().UnixMilli(),
-		procs: map[string]*proc{}, shims: map[int]*shimHandle{}, idPrefix: *idPrefix,
+		procs: map[string]*proc{}, shims: map[int]*shimHandle{}, idPrefix: o.idPrefix,
 		inherit: slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }),
 	}
-	if *cgMode == "v1" || *cgMode == "v2" {
-		s.cgMode = *cgMode
-		for _, f := range strings.Split(*cgFDs, ",") {
-			fd, err := strconv.Atoi(f)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: --cgroup-fds:", err)
-				return 2
-			}
+	if o.cgMode == "v1" || o.cgMode == "v2" {
+		s.cgMode = o.cgMode
+		for _, fd := range o.cgFDs {
 			syscall.CloseOnExec(fd)
 			s.cgFiles = append(s.cgFiles, os.NewFile(uintptr(fd), "cgroup"))
 		}
@@ -142,26 +126,18 @@ func serveMain(args []string) int {
 	if exe, err := os.Executable(); err == nil && !s.pid1 {
 		s.exe = exe
 	}
-	var ln net.Listener
-	var err error
-	if *abstract != "" {
-		ln, err = net.Listen("unix", "@"+*abstract)
-	} else {
-		f := os.NewFile(uintptr(*ctlFD), "control")
-		ln, err = net.FileListener(f)
-		_ = f.Close()
-	}
+	ln, err := o.listen()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: control socket:", err)
 		return 1
 	}
-	if *egressSock != "" {
+	if o.egressSocket != "" {
 		eln, err := net.Listen("tcp", EgressListen)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: egress forwarder:", err)
 			return 1
 		}
-		go ForwardEgress(eln, *egressSock)
+		go ForwardEgress(eln, o.egressSocket)
 	}
 	reap := make(chan struct{}, 1)
 	ignoreSignals(func() {
@@ -175,9 +151,71 @@ func serveMain(args []string) int {
 	s.lastUse = time.Now()
 	s.refillLocked()
 	s.mu.Unlock()
-	if *idleExit > 0 {
-		go s.exitWhenIdle(*idleExit)
+	if o.idleExit > 0 {
+		go s.exitWhenIdle(o.idleExit)
 	}
+	return s.accept(ln)
+}
+
+// serveOptions are the flags of `sandbox-supervisor serve`.
+type serveOptions struct {
+	ctlFD                  int    // inherited listening control socket, -1 for none
+	abstract               string // abstract unix socket to listen on instead (Docker)
+	runtime, layout        string
+	buffer, maxProcs       int
+	idleExit               time.Duration
+	cgMode                 string // "v1", "v2" or "" (no cgroup)
+	cgFDs                  []int  // --cgroup-fds, parsed when cgMode is v1 or v2
+	egressSocket, idPrefix string
+}
+
+// parseServe parses serve's flags: exactly one of --ctl-fd and
+// --listen-abstract, and with --cgroup v1 or v2 a comma-separated list of
+// descriptors in --cgroup-fds. The error says what is wrong (exit 2).
+func parseServe(args []string) (serveOptions, error) {
+	var o serveOptions
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.IntVar(&o.ctlFD, "ctl-fd", -1, "inherited listening control socket")
+	fs.StringVar(&o.abstract, "listen-abstract", "", "listen on this abstract unix socket instead (Docker)")
+	fs.StringVar(&o.runtime, "runtime", "", "runtime id")
+	fs.StringVar(&o.layout, "layout", "", "sandbox layout hash")
+	fs.IntVar(&o.buffer, "buffer", DefaultBufferBytes, "background buffer bytes per stream")
+	fs.IntVar(&o.maxProcs, "max-procs", DefaultMaxProcesses, "background processes at most")
+	fs.DurationVar(&o.idleExit, "idle-exit", 0, "exit after this long with no process, no record and no connection (0: never)")
+	fs.StringVar(&o.cgMode, "cgroup", "", "v2: --cgroup-fds is the commands' cgroup directory; v1: its tasks file and the supervisor's")
+	cgFDs := fs.String("cgroup-fds", "", "inherited descriptors for --cgroup (comma-separated)")
+	fs.StringVar(&o.egressSocket, "egress-socket", "", "relay connections to "+EgressListen+" to this unix socket (the worker's egress proxy)")
+	fs.StringVar(&o.idPrefix, "id-prefix", "proc-", "prefix of the process ids this supervisor gives")
+	if err := fs.Parse(args); err != nil || (o.ctlFD < 0) == (o.abstract == "") {
+		return o, errors.New("one of --ctl-fd or --listen-abstract is required")
+	}
+	if o.cgMode == "v1" || o.cgMode == "v2" {
+		for _, f := range strings.Split(*cgFDs, ",") {
+			fd, err := strconv.Atoi(f)
+			if err != nil {
+				return o, fmt.Errorf("--cgroup-fds: %v", err)
+			}
+			o.cgFDs = append(o.cgFDs, fd)
+		}
+	}
+	return o, nil
+}
+
+// listen returns the control socket's listener: the abstract socket, or
+// the inherited descriptor (closed here once the listener holds its copy).
+func (o serveOptions) listen() (net.Listener, error) {
+	if o.abstract != "" {
+		return net.Listen("unix", "@"+o.abstract)
+	}
+	f := os.NewFile(uintptr(o.ctlFD), "control")
+	ln, err := net.FileListener(f)
+	_ = f.Close()
+	return ln, err
+}
+
+// accept serves every connection of ln until it is closed (exit 0);
+// another accept error is retried after 10 ms.
+func (s *server) accept(ln net.Listener) int {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -417,24 +455,15 @@ func (s *server) start(spec *Spec) (p *proc, existing bool, e *Error) {
 	return p, false, e
 }
 
-// launch starts spec on a free shim.
+// launch starts spec on a free shim: admitted (admitLocked), given a shim,
+// its stdio (openStdio) and buffers (bufferSizes), spawned; a command the
+// shim could not start is recorded as ended (startFailed), a started one
+// is followed (follow).
 func (s *server) launch(spec *Spec) (*proc, *Error) {
 	s.mu.Lock()
-	if s.stopping {
+	if e := s.admitLocked(spec); e != nil {
 		s.mu.Unlock()
-		return nil, errorf(ErrState, "the runtime is stopping")
-	}
-	if !spec.Foreground && !spec.Exec {
-		live := 0
-		for _, p := range s.procs {
-			if !p.fg && !p.info.Exec && !p.treeDone {
-				live++
-			}
-		}
-		if live >= s.maxProcs {
-			s.mu.Unlock()
-			return nil, errorf(ErrLimit, "%d background processes are running, the most a runtime may have", s.maxProcs)
-		}
+		return nil, e
 	}
 	sh := s.takeShimLocked()
 	s.mu.Unlock()
@@ -449,16 +478,6 @@ func (s *server) launch(spec *Spec) (*proc, *Error) {
 	if spec.InheritEnv {
 		env = mergeEnv(s.inherit, spec.Env)
 	}
-	capacity, head := s.bufBytes, 0
-	switch {
-	case spec.Foreground:
-		capacity = foregroundWindow
-	case spec.Lossless:
-		capacity = 2 * s.bufBytes
-	}
-	if !spec.Foreground {
-		head = min(max(spec.HeadBytes, 0), s.bufBytes)
-	}
 	id := spec.ID
 	if id == "" {
 		id = s.newID()
@@ -468,64 +487,11 @@ func (s *server) launch(spec *Spec) (*proc, *Error) {
 		fg:   spec.Foreground, changed: make(chan struct{}), shim: sh,
 		lossless: spec.Lossless && !spec.Foreground, lastRead: time.Now(),
 	}
-	var child [3]*os.File // the ends the process gets
-	var readers [2]*os.File
-	closeAll := func() {
-		for _, f := range append(child[:], readers[:]...) {
-			if f != nil {
-				_ = f.Close()
-			}
-		}
-		if p.stdin != nil {
-			_ = p.stdin.Close()
-		}
-	}
-	if spec.PTY {
-		master, slave, err := pty.Open()
-		if err != nil {
-			s.releaseShim(sh)
-			return nil, errorf(ErrInternal, "start: terminal: %v", err)
-		}
-		rows, cols := spec.Rows, spec.Cols
-		if rows == 0 || cols == 0 {
-			rows, cols = 24, 80
-		}
-		_ = pty.Setsize(master, &pty.Winsize{Rows: rows, Cols: cols})
-		child = [3]*os.File{slave, slave, slave}
-		readers[0] = master
-		p.master, p.stdin = master, master
-		p.bufs[0] = newRing(capacity, head)
-		p.open[0] = true
-	} else {
-		for i := range 2 {
-			r, w, err := os.Pipe()
-			if err != nil {
-				closeAll()
-				s.releaseShim(sh)
-				return nil, errorf(ErrInternal, "start: pipe: %v", err)
-			}
-			readers[i], child[i+1] = r, w
-			p.bufs[i] = newRing(capacity, head)
-			p.open[i] = true
-		}
-		switch {
-		case spec.Stdin != nil || (spec.OpenStdin && !spec.Foreground):
-			r, w, err := os.Pipe()
-			if err != nil {
-				closeAll()
-				s.releaseShim(sh)
-				return nil, errorf(ErrInternal, "start: pipe: %v", err)
-			}
-			child[0], p.stdin = r, w
-		default:
-			dn, err := os.Open(os.DevNull)
-			if err != nil {
-				closeAll()
-				s.releaseShim(sh)
-				return nil, errorf(ErrInternal, "start: %v", err)
-			}
-			child[0] = dn
-		}
+	capacity, head := bufferSizes(spec, s.bufBytes)
+	child, readers, e := openStdio(spec, p, capacity, head)
+	if e != nil {
+		s.releaseShim(sh)
+		return nil, e
 	}
 	started, err := sh.spawn(shimMsg{Op: "spawn", Argv: spec.Argv, Env: env, Dir: spec.Dir, PTY: spec.PTY, KillOnExit: spec.Foreground || spec.Exec},
 		[]int{int(child[0].Fd()), int(child[1].Fd()), int(child[2].Fd())})
@@ -553,35 +519,154 @@ func (s *server) launch(spec *Spec) (*proc, *Error) {
 	}
 	s.mu.Unlock()
 	if started.Ev == "failed" {
-		// Like a shell: the code, and the reason on stderr.
-		for _, f := range readers {
+		s.startFailed(p, sh, spec, started, readers)
+		return p, nil
+	}
+	p.info.Pid = started.Pid
+	s.follow(p, sh, spec, readers)
+	return p, nil
+}
+
+// admitLocked refuses a new process while the runtime is stopping
+// (ErrState) and a background process beyond maxProcs live ones
+// (ErrLimit; foreground commands and execs do not count, nor do processes
+// whose tree has ended). s.mu is held.
+func (s *server) admitLocked(spec *Spec) *Error {
+	if s.stopping {
+		return errorf(ErrState, "the runtime is stopping")
+	}
+	if spec.Foreground || spec.Exec {
+		return nil
+	}
+	live := 0
+	for _, p := range s.procs {
+		if !p.fg && !p.info.Exec && !p.treeDone {
+			live++
+		}
+	}
+	if live >= s.maxProcs {
+		return errorf(ErrLimit, "%d background processes are running, the most a runtime may have", s.maxProcs)
+	}
+	return nil
+}
+
+// bufferSizes returns the output ring's capacity and kept head of a
+// process of spec on a supervisor buffering bufBytes per stream: a
+// foreground command keeps a window of foregroundWindow (its reader drains
+// it) and no head; a lossless process (an exec's) twice bufBytes; the head
+// asked for is bounded by bufBytes.
+func bufferSizes(spec *Spec, bufBytes int) (capacity, head int) {
+	capacity = bufBytes
+	switch {
+	case spec.Foreground:
+		capacity = foregroundWindow
+	case spec.Lossless:
+		capacity = 2 * bufBytes
+	}
+	if !spec.Foreground {
+		head = min(max(spec.HeadBytes, 0), bufBytes)
+	}
+	return capacity, head
+}
+
+// openStdio makes p's standard streams: a terminal (sized spec.Rows ×
+// spec.Cols, 24×80 when unset) as all three with its master as p's one
+// output and stdin; otherwise a pipe per output stream, and a stdin pipe
+// when spec gives stdin or keeps it open (a background process), else
+// /dev/null. child are the ends the process gets, readers p's output ends.
+// On an error everything opened is closed (ErrInternal).
+func openStdio(spec *Spec, p *proc, capacity, head int) (child [3]*os.File, readers [2]*os.File, e *Error) {
+	closeAll := func() {
+		for _, f := range append(child[:], readers[:]...) {
 			if f != nil {
 				_ = f.Close()
 			}
 		}
-		s.mu.Lock()
 		if p.stdin != nil {
 			_ = p.stdin.Close()
-			p.stdin = nil
 		}
-		msg := "sandbox: " + spec.Argv[0] + ": " + started.Msg + "\n"
-		idx := 1
-		if spec.PTY {
-			idx = 0
-		}
-		p.bufs[idx].write([]byte(msg))
-		p.open = [2]bool{}
-		p.info.Exited, p.info.ExitCode, p.info.Reason, p.info.Message = true, started.Code, ReasonStartErr, started.Msg
-		p.info.EndedMS = time.Now().UnixMilli()
-		p.treeDone, p.shim = true, nil
-		p.info.Totals = [2]int64{p.bufs[0].end, p.totalLocked(1)}
-		p.notify()
-		s.pruneLocked()
-		s.idle = append(s.idle, sh)
-		s.mu.Unlock()
-		return p, nil
 	}
-	p.info.Pid = started.Pid
+	if spec.PTY {
+		master, slave, err := pty.Open()
+		if err != nil {
+			return child, readers, errorf(ErrInternal, "start: terminal: %v", err)
+		}
+		rows, cols := spec.Rows, spec.Cols
+		if rows == 0 || cols == 0 {
+			rows, cols = 24, 80
+		}
+		_ = pty.Setsize(master, &pty.Winsize{Rows: rows, Cols: cols})
+		child = [3]*os.File{slave, slave, slave}
+		readers[0] = master
+		p.master, p.stdin = master, master
+		p.bufs[0] = newRing(capacity, head)
+		p.open[0] = true
+		return child, readers, nil
+	}
+	for i := range 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll()
+			return child, readers, errorf(ErrInternal, "start: pipe: %v", err)
+		}
+		readers[i], child[i+1] = r, w
+		p.bufs[i] = newRing(capacity, head)
+		p.open[i] = true
+	}
+	if spec.Stdin != nil || (spec.OpenStdin && !spec.Foreground) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll()
+			return child, readers, errorf(ErrInternal, "start: pipe: %v", err)
+		}
+		child[0], p.stdin = r, w
+		return child, readers, nil
+	}
+	dn, err := os.Open(os.DevNull)
+	if err != nil {
+		closeAll()
+		return child, readers, errorf(ErrInternal, "start: %v", err)
+	}
+	child[0] = dn
+	return child, readers, nil
+}
+
+// startFailed records p, which the shim could not start (command not
+// found, not executable), as ended the way a shell reports it: the shim's
+// code, and "sandbox: <cmd>: <reason>" on stderr (the terminal with a PTY).
+// The shim goes back to the idle pool.
+func (s *server) startFailed(p *proc, sh *shimHandle, spec *Spec, started shimMsg, readers [2]*os.File) {
+	for _, f := range readers {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.stdin != nil {
+		_ = p.stdin.Close()
+		p.stdin = nil
+	}
+	msg := "sandbox: " + spec.Argv[0] + ": " + started.Msg + "\n"
+	idx := 1
+	if spec.PTY {
+		idx = 0
+	}
+	p.bufs[idx].write([]byte(msg))
+	p.open = [2]bool{}
+	p.info.Exited, p.info.ExitCode, p.info.Reason, p.info.Message = true, started.Code, ReasonStartErr, started.Msg
+	p.info.EndedMS = time.Now().UnixMilli()
+	p.treeDone, p.shim = true, nil
+	p.info.Totals = [2]int64{p.bufs[0].end, p.totalLocked(1)}
+	p.notify()
+	s.pruneLocked()
+	s.idle = append(s.idle, sh)
+}
+
+// follow runs the started process p: its output pumped into its buffers,
+// spec.Stdin written (then stdin closed), its timeout armed (ReasonTimeout),
+// its end watched on sh; the shim pool is refilled.
+func (s *server) follow(p *proc, sh *shimHandle, spec *Spec, readers [2]*os.File) {
 	p.readers = readers
 	for i, r := range readers {
 		if r != nil {
@@ -611,7 +696,6 @@ func (s *server) launch(spec *Spec) (*proc, *Error) {
 	s.mu.Lock()
 	s.refillLocked()
 	s.mu.Unlock()
-	return p, nil
 }
 
 func (p *proc) totalLocked(i int) int64 {
@@ -770,56 +854,95 @@ func (s *server) read(req Request, gone <-chan struct{}) (Response, []byte, *Err
 		return Response{}, nil, errorf(ErrNotFound, "no process %q", clipStr(req.ID))
 	}
 	if (p.fg || p.lossless) && !req.Peek {
-		if p.lossless {
-			p.lastRead = time.Now()
-		}
-		for i := range 2 {
-			if b := p.bufs[i]; b != nil && req.Offsets[i] != NoStream && req.Offsets[i] > p.acked[i] {
-				p.acked[i] = min(req.Offsets[i], b.end)
-				p.notify() // a waiting pump may go on
-			}
+		p.ackLocked(req.Offsets)
+	}
+	if e := s.awaitOutputLocked(p, req.Offsets, deadline, gone); e != nil {
+		return Response{}, nil, e
+	}
+	resp, data := p.chunksLocked(req.Offsets, max, req.MaxTotal)
+	info := p.info
+	info.TreeRunning = info.Exited && !p.treeDone
+	resp.Info = &info
+	return resp, data, nil
+}
+
+// ackLocked records that a reader of a foreground or lossless process has
+// everything before offsets (bounded by what exists), so a pump waiting
+// for room in its window may go on. s.mu is held.
+func (p *proc) ackLocked(offsets [2]int64) {
+	if p.lossless {
+		p.lastRead = time.Now()
+	}
+	for i := range 2 {
+		if b := p.bufs[i]; b != nil && offsets[i] != NoStream && offsets[i] > p.acked[i] {
+			p.acked[i] = min(offsets[i], b.end)
+			p.notify() // a waiting pump may go on
 		}
 	}
+}
+
+// awaitOutputLocked waits, releasing s.mu meanwhile, until p has bytes
+// past offsets, has ended with everything it started, has exited since the
+// call began, or deadline passes. ErrState when gone closes first (the
+// client went away). s.mu is held on entry and on return.
+func (s *server) awaitOutputLocked(p *proc, offsets [2]int64, deadline time.Time, gone <-chan struct{}) *Error {
 	exitedBefore := p.info.Exited
 	for {
 		has := false
 		for i := range 2 {
-			if b := p.bufs[i]; b != nil && req.Offsets[i] != NoStream && b.end > req.Offsets[i] {
+			if b := p.bufs[i]; b != nil && offsets[i] != NoStream && b.end > offsets[i] {
 				has = true
 			}
 		}
 		ended := !p.open[0] && !p.open[1] && p.info.Exited && p.treeDone
 		if has || ended || (p.info.Exited && !exitedBefore) {
-			break
+			return nil
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			break
+		if more, e := s.awaitChangeLocked(p, deadline, gone); !more {
+			return e
 		}
-		ch := p.changed
-		s.mu.Unlock()
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-gone:
-			t.Stop()
-			s.mu.Lock()
-			return Response{}, nil, errorf(ErrState, "the client went away")
-		}
-		t.Stop()
-		s.mu.Lock()
 	}
+}
+
+// awaitChangeLocked waits, releasing s.mu meanwhile, until p changes
+// (more is true: look again), deadline passes (more false, no error) or
+// gone closes (the client went away: ErrState). s.mu is held on entry and
+// on return.
+func (s *server) awaitChangeLocked(p *proc, deadline time.Time, gone <-chan struct{}) (more bool, e *Error) {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return false, nil
+	}
+	ch := p.changed
+	s.mu.Unlock()
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-gone:
+		s.mu.Lock()
+		return false, errorf(ErrState, "the client went away")
+	}
+	s.mu.Lock()
+	return true, nil
+}
+
+// chunksLocked reads p's two streams from offsets: at most max bytes each
+// and maxTotal (when > 0) together, a NoStream offset reported at the
+// stream's end without data. Each chunk says what was dropped before it
+// and whether nothing can follow (EOF). s.mu is held.
+func (p *proc) chunksLocked(offsets [2]int64, max, maxTotal int) (Response, []byte) {
 	resp := Response{}
 	var data []byte
 	for i := range 2 {
 		b := p.bufs[i]
-		c := Chunk{Offset: req.Offsets[i]}
+		c := Chunk{Offset: offsets[i]}
 		if b != nil {
 			var d []byte
 			n := max
-			if req.MaxTotal > 0 {
-				n = min(n, req.MaxTotal-len(data))
+			if maxTotal > 0 {
+				n = min(n, maxTotal-len(data))
 			}
 			if c.Offset == NoStream {
 				c.Offset = b.end
@@ -838,10 +961,7 @@ func (s *server) read(req Request, gone <-chan struct{}) (Response, []byte, *Err
 		}
 		resp.Chunks[i] = c
 	}
-	info := p.info
-	info.TreeRunning = info.Exited && !p.treeDone
-	resp.Info = &info
-	return resp, data, nil
+	return resp, data
 }
 
 func (s *server) write(id string, data []byte, closeIn bool) (int, *Error) {
@@ -941,23 +1061,13 @@ func (s *server) wait(id string, waitMS int64, gone <-chan struct{}) (Info, *Err
 		return Info{}, errorf(ErrNotFound, "no process %q", clipStr(id))
 	}
 	for !(p.info.Exited && p.treeDone && !p.open[0] && !p.open[1]) {
-		left := time.Until(deadline)
-		if left <= 0 {
+		more, e := s.awaitChangeLocked(p, deadline, gone)
+		if e != nil {
+			return Info{}, e
+		}
+		if !more {
 			break
 		}
-		ch := p.changed
-		s.mu.Unlock()
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-gone:
-			t.Stop()
-			s.mu.Lock()
-			return Info{}, errorf(ErrState, "the client went away")
-		}
-		t.Stop()
-		s.mu.Lock()
 	}
 	info := p.info
 	info.TreeRunning = info.Exited && !p.treeDone

@@ -155,25 +155,7 @@ func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg), cg cmdCgroup) bo
 		return true
 	}
 	send(shimMsg{Ev: "started", Pid: pid})
-	type reaped struct {
-		pid    int
-		status syscall.WaitStatus
-	}
-	exits := make(chan reaped, 16)
-	go func() {
-		defer close(exits)
-		for {
-			var ws syscall.WaitStatus
-			p, err := syscall.Wait4(-1, &ws, 0, nil)
-			if errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			if err != nil {
-				return // ECHILD: no descendant left
-			}
-			exits <- reaped{p, ws}
-		}
-	}()
+	exits := reapChildren()
 	leaderAlive, killing, alive := true, false, true
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -211,20 +193,56 @@ func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg), cg cmdCgroup) bo
 				continue
 			}
 			closeFDs(c.fds)
-			switch c.m.Op {
-			case "kill":
-				kill()
-			case "signal":
-				sig := syscall.Signal(c.m.Sig)
-				switch {
-				case sig == syscall.SIGKILL:
-					kill()
-				case leaderAlive && !c.m.Tree:
-					_ = syscall.Kill(-pid, sig) // the leader's process group
-				default:
-					signalDescendants(os.Getpid(), sig)
-				}
+			signalTree(c.m, pid, leaderAlive, kill)
+		}
+	}
+}
+
+// reaped is one child reaped by reapChildren: its pid and wait status.
+type reaped struct {
+	pid    int
+	status syscall.WaitStatus
+}
+
+// reapChildren reaps every child of this process (the shim is a
+// subreaper: the tree's orphans are its children) as it exits, and closes
+// the channel once none is left (ECHILD).
+func reapChildren() <-chan reaped {
+	exits := make(chan reaped, 16)
+	go func() {
+		defer close(exits)
+		for {
+			var ws syscall.WaitStatus
+			p, err := syscall.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, syscall.EINTR) {
+				continue
 			}
+			if err != nil {
+				return // ECHILD: no descendant left
+			}
+			exits <- reaped{p, ws}
+		}
+	}()
+	return exits
+}
+
+// signalTree applies a "kill" or "signal" message to the tree of leader
+// pid: kill (and SIGKILL) ends the whole tree through kill; another signal
+// goes to the leader's process group while the leader lives and m.Tree is
+// false, else to every descendant. Other operations are ignored.
+func signalTree(m shimMsg, pid int, leaderAlive bool, kill func()) {
+	switch m.Op {
+	case "kill":
+		kill()
+	case "signal":
+		sig := syscall.Signal(m.Sig)
+		switch {
+		case sig == syscall.SIGKILL:
+			kill()
+		case leaderAlive && !m.Tree:
+			_ = syscall.Kill(-pid, sig) // the leader's process group
+		default:
+			signalDescendants(os.Getpid(), sig)
 		}
 	}
 }

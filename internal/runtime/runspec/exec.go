@@ -1,4 +1,4 @@
-package local
+package runspec
 
 import (
 	"strings"
@@ -7,33 +7,28 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
-// ValidateExecRequest checks the backend-independent rules of an exec request
+// ValidateExec checks the backend-independent rules of an exec request
 // and returns an error wrapping sandbox.ErrInvalidArgument on the first
 // violation (nothing may run then):
 //   - Cmd is a non-empty argv whose first element is non-empty; no element
-//     contains a NUL byte;
+//     contains a NUL byte (ValidateCmd);
 //   - Cwd passes sandbox.CleanRelPath (relative, no "..", no control
 //     characters); symlink escapes are the runtime's own check;
-//   - Env keys are non-empty and contain neither '=' nor NUL; values contain no NUL;
+//   - Env passes ValidateEnv;
 //   - TimeoutS is 0 (sandbox.DefaultExecTimeout) or in (0, sandbox.MaxExecTimeout] seconds;
 //   - MaxOutputBytes is 0 (the default) or in (0, sandbox.MaxOutputBytesLimit] bytes;
-//   - Stdin is at most sandbox.MaxStdinBytes bytes.
+//   - Stdin is at most sandbox.MaxStdinBytes bytes;
+//   - Network is "" or one of none, limited, default (whether the runtime
+//     allows it is procexec.CommandNetwork's decision).
 //
-// Other runtime adapters (bwrap, Docker) may call it to share the same rules.
-func ValidateExecRequest(req sandbox.ExecRequest) error {
+// Every runtime adapter (local, bwrap, Docker, Daytona, E2B) calls it first
+// in Exec and ExecStream (docs/API.md "Updates", exec).
+func ValidateExec(req sandbox.ExecRequest) error {
 	bad := func(format string, args ...any) error {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: "+format, args...)
 	}
-	if len(req.Cmd) == 0 {
-		return bad("cmd is empty")
-	}
-	if req.Cmd[0] == "" {
-		return bad("cmd[0] is empty")
-	}
-	for i, a := range req.Cmd {
-		if strings.IndexByte(a, 0) >= 0 {
-			return bad("cmd[%d] contains a NUL byte", i)
-		}
+	if err := ValidateCmd("exec", req.Cmd); err != nil {
+		return err
 	}
 	if _, err := sandbox.CleanRelPath(req.Cwd); err != nil {
 		return bad("cwd: %s", sandbox.Message(err))
@@ -44,7 +39,8 @@ func ValidateExecRequest(req sandbox.ExecRequest) error {
 	if req.TimeoutS < 0 {
 		return bad("timeout_s %d is negative", req.TimeoutS)
 	}
-	if time.Duration(req.TimeoutS)*time.Second > sandbox.MaxExecTimeout {
+	// Compared in seconds: a huge TimeoutS times time.Second overflows.
+	if req.TimeoutS > int(sandbox.MaxExecTimeout/time.Second) {
 		return bad("timeout_s %d exceeds the maximum of %d", req.TimeoutS, int(sandbox.MaxExecTimeout/time.Second))
 	}
 	if req.MaxOutputBytes < 0 {
@@ -62,9 +58,30 @@ func ValidateExecRequest(req sandbox.ExecRequest) error {
 	return nil
 }
 
-// ValidateEnv checks environment variables (a RuntimeSpec's or an
-// ExecRequest's): every key is non-empty and contains neither '=' nor NUL,
-// every value contains no NUL. Returns an error wrapping sandbox.ErrInvalidArgument.
+// ValidateCmd checks the argv of a command of op ("exec", "process_start"):
+// non-empty, its first element non-empty, no element containing a NUL byte
+// (execve cannot pass one: it would cut the argument silently). The error
+// wraps sandbox.ErrInvalidArgument and names op and the element's index.
+func ValidateCmd(op string, cmd []string) error {
+	if len(cmd) == 0 {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: cmd is empty", op)
+	}
+	if cmd[0] == "" {
+		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: cmd[0] is empty", op)
+	}
+	for i, a := range cmd {
+		if strings.IndexByte(a, 0) >= 0 {
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: cmd[%d] contains a NUL byte", op, i)
+		}
+	}
+	return nil
+}
+
+// ValidateEnv checks environment variables (a RuntimeSpec's, an
+// ExecRequest's or a ProcessSpec's): every key is non-empty and contains
+// neither '=' nor NUL, every value contains no NUL (an environment entry is
+// one NUL-terminated "KEY=value" string). Returns an error wrapping
+// sandbox.ErrInvalidArgument naming the variable (clipped to 64 bytes).
 func ValidateEnv(env map[string]string) error {
 	for k, v := range env {
 		switch {

@@ -23,26 +23,8 @@ import (
 // cancel (it cancels once): such an attempt runs on to its deadline, which
 // idempotent activities allow. Installed on both workers by
 // internal/hostworker.
-func HeartbeatShield() interceptor.WorkerInterceptor { return &heartbeatShield{} }
-
-type heartbeatShield struct {
-	interceptor.WorkerInterceptorBase
-}
-
-func (*heartbeatShield) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	a := &shieldedActivity{}
-	a.Next = next
-	return a
-}
-
-type shieldedActivity struct {
-	interceptor.ActivityInboundInterceptorBase
-}
-
-func (a *shieldedActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	sctx, stop := withoutHeartbeatCancel(ctx)
-	defer stop()
-	return a.Next.ExecuteActivity(sctx, in)
+func HeartbeatShield() interceptor.WorkerInterceptor {
+	return withActivityContext(withoutHeartbeatCancel)
 }
 
 // withoutHeartbeatCancel returns a context carrying ctx's values and

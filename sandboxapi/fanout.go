@@ -130,7 +130,9 @@ func (in FanoutInput) Validate() error {
 	if in.MaxParallel < 0 || in.MaxParallel > MaxFanoutParallel {
 		return Errorf(ErrInvalidArgument, "max_parallel must be between 0 and %d", MaxFanoutParallel)
 	}
-	if in.TaskTimeoutS < 0 || time.Duration(in.TaskTimeoutS)*time.Second > MaxTaskTimeout {
+	// Compared in seconds: a count of seconds so large that it overflows a
+	// time.Duration would wrap below the bound.
+	if in.TaskTimeoutS < 0 || in.TaskTimeoutS > int(MaxTaskTimeout/time.Second) {
 		return Errorf(ErrInvalidArgument, "task_timeout_s must be between 0 and %d", int(MaxTaskTimeout/time.Second))
 	}
 	return nil

@@ -1,8 +1,10 @@
 package sandboxapi
 
 import (
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -42,4 +44,25 @@ func TestRunSummaries(t *testing.T) {
 	assert.Equal(t, "fan-out f1: 2 tasks (at most 1 at once) from workspace ws-"+strings.Repeat("a", 24), FanoutSummary("f1", in))
 	assert.Equal(t, "eviction run (manual) · dry run: plans only · hosts h1, h2", EvictionRunSummary("manual", EvictionInput{DryRun: true, Hosts: []string{"h1", "h2"}}))
 	assert.Equal(t, "eviction run (schedule sandbox-eviction)", EvictionRunSummary("schedule sandbox-eviction", EvictionInput{}))
+}
+
+// TestFanoutTaskTimeoutBounds: task_timeout_s is bounded in seconds, so a
+// count that would overflow a time.Duration (and wrap below the bound) is
+// refused like any other too large one.
+func TestFanoutTaskTimeoutBounds(t *testing.T) {
+	base := FanoutInput{ConversationWorkspaceID: "ws-" + strings.Repeat("a", 24), Tasks: []TaskSpec{{TaskID: "t1"}}}
+	max := int(MaxTaskTimeout / time.Second)
+	for _, c := range []struct {
+		timeout int
+		ok      bool
+	}{{0, true}, {max, true}, {max + 1, false}, {-1, false}, {1 << 40, false}, {math.MaxInt64 / 1_000_000_000 * 2, false}} {
+		in := base
+		in.TaskTimeoutS = c.timeout
+		err := in.Validate()
+		if c.ok {
+			assert.NoError(t, err, "task_timeout_s %d", c.timeout)
+		} else {
+			assert.ErrorIs(t, err, ErrInvalidArgument, "task_timeout_s %d", c.timeout)
+		}
+	}
 }

@@ -22,7 +22,7 @@ import (
 // eviction run` starts one by hand.
 //
 //  1. The hosts: every host id the store knows (workspace and repo cache
-//     rows, plus the sandbox_hosts table when the store has one).
+//     rows, plus the registered hosts: activities.Store ListHosts).
 //  2. For each host, in parallel, the planning activity on that host's queue
 //     measures its disk and plans (package eviction). A host whose worker
 //     does not pick it up within HostTimeout is reported unreachable.

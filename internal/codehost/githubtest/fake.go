@@ -238,7 +238,8 @@ func ghError(status int, msg, doc string, errs ...map[string]string) reply {
 
 const docBase = "https://docs.github.com/rest"
 
-// route answers one request; s.mu is held.
+// route answers one request; s.mu is held. It stays long: one case per
+// REST endpoint the fake serves, each a few lines.
 func (s *Server) route(method, path string, q map[string][]string, token string, body []byte) reply {
 	if s.limited > 0 {
 		s.limited--

@@ -49,11 +49,15 @@ type CommitFetcher interface {
 // fetches its LFS content, logging what could not be done, and returns
 // the submodules left uninitialised.
 func (a *Activities) completeContent(ctx context.Context, ws sandbox.Workspace, repo sandbox.RepoIdentity, cred *sandbox.Credential) []string {
+	noGitlinks := false
 	if sc, ok := a.Workspaces.(SubmoduleCheckout); ok && !a.SkipSubmodules {
 		subs, err := sc.Submodules(ctx, ws)
 		if err != nil {
 			a.log().Warn("list submodules", "workspace", ws.ID, "error", sandbox.Message(err))
 		}
+		// The index has no gitlink (fetching LFS content adds none): no
+		// submodule can be left uninitialised, no second listing needed.
+		noGitlinks = err == nil && len(subs) == 0
 		for _, s := range subs {
 			if s.CheckedOut {
 				continue
@@ -67,6 +71,9 @@ func (a *Activities) completeContent(ctx context.Context, ws sandbox.Workspace, 
 		if _, err := whileHeartbeating(ctx, func() ([]string, error) { return lf.FetchLFS(ctx, ws, repo, cred) }); err != nil {
 			a.log().Warn("Git LFS content not fetched; pointers are reported", "workspace", ws.ID, "error", sandbox.Message(err))
 		}
+	}
+	if noGitlinks {
+		return nil
 	}
 	return a.uninitializedSubmodules(ctx, ws)
 }

@@ -36,7 +36,8 @@ type signalProgress struct {
 // SignalEvictions sends each request to its workspace's SessionWorkflow with
 // signal-with-start (signal "evict"; a session that is not running starts on
 // in.TaskQueue with SessionInput{WorkspaceID} and completes after handling
-// it), at most signalConcurrency at once, each within signalTimeout.
+// it), each within signalTimeout: one workspace's requests one after the
+// other in their order, at most signalConcurrency workspaces at once.
 //
 // It heartbeats its progress (signalProgress) after every delivered signal,
 // and a retry resumes from the last progress recorded: delivered requests
@@ -69,7 +70,10 @@ func (e *EvictionActivities) SignalEvictions(ctx context.Context, in wire.Signal
 		mu.Unlock()
 		activity.RecordHeartbeat(ctx, p)
 	}
-	for _, i := range pending {
+	// One workspace's requests go one after the other, in plan order (a
+	// runtime's stop before its workspace's eviction: the session answers
+	// them in the order they arrive); different workspaces in parallel.
+	for _, group := range signalGroups(in.Requests, pending) {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -80,23 +84,28 @@ func (e *EvictionActivities) SignalEvictions(ctx context.Context, in wire.Signal
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			r := in.Requests[i]
-			cctx, cancel := context.WithTimeout(ctx, signalTimeout)
-			err := SignalSession(cctx, e.Client, in.TaskQueue, r.WorkspaceID, sandboxapi.SignalEvict, r.Request)
-			cancel()
-			mu.Lock()
-			switch {
-			case err == nil:
-				delivered = append(delivered, i)
-			case ctx.Err() != nil:
-				// The attempt is over: not this request's failure; the
-				// retry sends it.
-			default:
-				out.Failed[r.Request.RequestID] = err.Error()
-			}
-			mu.Unlock()
-			if err == nil {
-				heartbeat()
+			for _, i := range group {
+				if ctx.Err() != nil {
+					return // the retry sends the rest
+				}
+				r := in.Requests[i]
+				cctx, cancel := context.WithTimeout(ctx, signalTimeout)
+				err := SignalSession(cctx, e.Client, in.TaskQueue, r.WorkspaceID, sandboxapi.SignalEvict, r.Request)
+				cancel()
+				mu.Lock()
+				switch {
+				case err == nil:
+					delivered = append(delivered, i)
+				case ctx.Err() != nil:
+					// The attempt is over: not this request's failure; the
+					// retry sends it.
+				default:
+					out.Failed[r.Request.RequestID] = err.Error()
+				}
+				mu.Unlock()
+				if err == nil {
+					heartbeat()
+				}
 			}
 		}()
 	}
@@ -125,6 +134,25 @@ func previousSignalProgress(ctx context.Context, n int) []int {
 		}
 	}
 	return out
+}
+
+// signalGroups splits pending (ascending indexes into requests) into one
+// group per workspace, each in the order given, the groups in the order of
+// their first request.
+func signalGroups(requests []wire.SessionRequest, pending []int) [][]int {
+	at := map[string]int{}
+	var groups [][]int
+	for _, i := range pending {
+		ws := requests[i].WorkspaceID
+		g, ok := at[ws]
+		if !ok {
+			g = len(groups)
+			at[ws] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
 }
 
 // pendingSignals returns, ascending, the indexes below n not in delivered.

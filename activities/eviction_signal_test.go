@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 )
 
 // A retry sends only what the previous attempt did not deliver, in order;
@@ -17,6 +19,16 @@ func TestPendingSignalsSkipDelivered(t *testing.T) {
 	assert.Equal(t, []int{1, 3}, pendingSignals(4, []int{2, 0, 0, -1, 9}))
 	assert.Empty(t, pendingSignals(2, []int{1, 0}))
 	assert.Empty(t, pendingSignals(0, []int{0}))
+}
+
+// One workspace's requests stay together and in plan order (a runtime's
+// stop before its workspace's eviction); the groups follow their first
+// request; delivered indexes are not in them.
+func TestSignalGroupsKeepAWorkspacesOrder(t *testing.T) {
+	reqs := []wire.SessionRequest{{WorkspaceID: "a"}, {WorkspaceID: "a"}, {WorkspaceID: "b"}, {WorkspaceID: "c"}, {WorkspaceID: "b"}, {WorkspaceID: "a"}}
+	assert.Equal(t, [][]int{{0, 1, 5}, {2, 4}, {3}}, signalGroups(reqs, []int{0, 1, 2, 3, 4, 5}))
+	assert.Equal(t, [][]int{{1, 5}, {3}}, signalGroups(reqs, []int{1, 3, 5}))
+	assert.Empty(t, signalGroups(reqs, nil))
 }
 
 // The progress a previous attempt heartbeated comes back, cleaned (in range,

@@ -73,12 +73,14 @@ type SyncBuffer struct {
 	b  strings.Builder
 }
 
+// Write appends p (io.Writer); it never fails.
 func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
+// String returns everything written so far.
 func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

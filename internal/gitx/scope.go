@@ -19,7 +19,8 @@ import (
 type scopeKey struct{}
 
 // inspectionScope holds the inspections of one operation, by
-// directory and environment.
+// directory and environment (the map made by the first one: most
+// activities run no git at all).
 type inspectionScope struct {
 	mu   sync.Mutex
 	seen map[string]*Inspection
@@ -32,7 +33,7 @@ type inspectionScope struct {
 // configuration written meanwhile by a process the operation did not start
 // is not seen by its local calls (docs/SECURITY.md "Known gaps").
 func ReuseInspections(ctx context.Context) context.Context {
-	return context.WithValue(ctx, scopeKey{}, &inspectionScope{seen: map[string]*Inspection{}})
+	return context.WithValue(ctx, scopeKey{}, &inspectionScope{})
 }
 
 func scopeOf(ctx context.Context) *inspectionScope {
@@ -55,6 +56,9 @@ func (s *inspectionScope) get(key string) *Inspection {
 func (s *inspectionScope) put(key string, ins *Inspection) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen = map[string]*Inspection{}
+	}
 	s.seen[key] = ins
 }
 

@@ -47,23 +47,25 @@ type CommitFetcher interface {
 
 // completeContent checks out ws's submodules (unless a.SkipSubmodules) and
 // fetches its LFS content, logging what could not be done, and returns
-// the submodules left uninitialised.
+// the submodules left uninitialised: from the one listing of the index,
+// less those checked out here (fetching LFS content adds or moves no
+// gitlink), or listed again when the first listing failed or was skipped.
 func (a *Activities) completeContent(ctx context.Context, ws sandbox.Workspace, repo sandbox.RepoIdentity, cred *sandbox.Credential) []string {
-	noGitlinks := false
+	var left []string
+	listed := false
 	if sc, ok := a.Workspaces.(SubmoduleCheckout); ok && !a.SkipSubmodules {
 		subs, err := sc.Submodules(ctx, ws)
 		if err != nil {
 			a.log().Warn("list submodules", "workspace", ws.ID, "error", sandbox.Message(err))
 		}
-		// The index has no gitlink (fetching LFS content adds none): no
-		// submodule can be left uninitialised, no second listing needed.
-		noGitlinks = err == nil && len(subs) == 0
+		listed = err == nil
 		for _, s := range subs {
 			if s.CheckedOut {
 				continue
 			}
 			if err := a.checkoutSubmodule(ctx, sc, ws, repo, s); err != nil {
 				a.log().Warn("submodule not checked out; reported as uninitialized", "workspace", ws.ID, "path", s.Path, "error", sandbox.Message(err))
+				left = append(left, s.Path)
 			}
 		}
 	}
@@ -72,8 +74,8 @@ func (a *Activities) completeContent(ctx context.Context, ws sandbox.Workspace, 
 			a.log().Warn("Git LFS content not fetched; pointers are reported", "workspace", ws.ID, "error", sandbox.Message(err))
 		}
 	}
-	if noGitlinks {
-		return nil
+	if listed {
+		return left
 	}
 	return a.uninitializedSubmodules(ctx, ws)
 }

@@ -20,6 +20,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
@@ -59,6 +60,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("SANDBOX_SUPERVISOR_BINARY", sup)
+	// The SDK's sticky cache is made by the first worker of the process,
+	// this server's own: its size must be set before (the scale benchmark
+	// compares sizes; docs/BENCHMARKS.md "Scale").
+	if cfg, err := hostworker.ConfigFromEnv(func(k string) (string, bool) {
+		if k == "SANDBOX_WORKFLOW_CACHE_SIZE" {
+			return os.LookupEnv(k)
+		}
+		return "", false
+	}); err == nil {
+		worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
+	}
 	dev, err := devserver.Start(devserver.Options{SearchAttributes: sandboxapi.SearchAttributeTypes})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
@@ -256,6 +268,10 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 			// Hermetic: not the machine's Temporal CLI profile (its TLS or
 			// API key would apply to the test's plaintext server).
 			return filepath.Join(t.TempDir(), "no-temporal.toml"), true
+		case "SANDBOX_WORKFLOW_CACHE_SIZE":
+			// The scale benchmark's runs compare sizes (docs/BENCHMARKS.md
+			// "Scale"); the process's first host sets it for all.
+			return os.LookupEnv(k)
 		case "SANDBOX_EVICTION_INTERVAL":
 			// Tests that need the eviction schedule create it themselves.
 			return "0", true

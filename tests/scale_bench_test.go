@@ -128,12 +128,18 @@ func BenchmarkScale(b *testing.B) {
 		runtime.GC()
 		rss1 := rssBytes(b)
 		server, total := heapShare(b, "go.temporal.io/server/")
+		writeHeapProfile(b, os.Getenv("SANDBOX_BENCH_HEAP_PROFILE"))
 		b.ReportMetric(float64(rss1)/(1<<20), "rss-MiB")
 		b.ReportMetric(float64(rss1-rss0)/float64(sessions), "rss-B/session")
 		b.ReportMetric(float64(total)/(1<<20), "heap-MiB")
 		b.ReportMetric(100*float64(server)/float64(max(total, 1)), "server-heap-%")
-		b.Logf("%d sessions in %v (%.1f/s); RSS %d → %d MiB; heap %d MiB, embedded server %d MiB",
-			sessions, took, float64(sessions)/took.Seconds(), rss0>>20, rss1>>20, total>>20, server>>20)
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.StackInuse)/(1<<20), "stack-MiB")
+		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+		b.Logf("%d sessions in %v (%.1f/s); RSS %d → %d MiB; heap %d MiB, embedded server %d MiB; Go heap in use %d MiB, goroutine stacks %d MiB (%d goroutines), runtime total %d MiB",
+			sessions, took, float64(sessions)/took.Seconds(), rss0>>20, rss1>>20, total>>20, server>>20,
+			ms.HeapInuse>>20, ms.StackInuse>>20, runtime.NumGoroutine(), ms.Sys>>20)
 
 		b.Run("exec", func(b *testing.B) {
 			if len(open) < clients {
@@ -257,6 +263,32 @@ func rssBytes(b testing.TB) int64 {
 	}
 	b.Fatal("no VmRSS in /proc/self/status")
 	return 0
+}
+
+// writeHeapProfile writes the heap profile (pprof's binary format, for `go
+// tool pprof`) to path and the goroutines, grouped by stack (text), to
+// path + ".goroutines", taken with every session open and idle; "" writes
+// nothing.
+func writeHeapProfile(b testing.TB, path string) {
+	if path == "" {
+		return
+	}
+	for _, p := range []struct {
+		name, file string
+		debug      int
+	}{{"heap", path, 0}, {"goroutine", path + ".goroutines", 1}} {
+		f, err := os.Create(p.file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = pprof.Lookup(p.name).WriteTo(f, p.debug)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // heapShare returns the in-use heap bytes allocated under a function whose

@@ -60,7 +60,16 @@ type Options struct {
 	// is sent, and <endpoint>/login as the link the UI shows when a decode is
 	// refused); "" leaves payloads shown as they are stored.
 	UICodecEndpoint string
+	// HistoryCacheSize is how many workflow executions' mutable states the
+	// history service keeps in memory (history.hostLevelCacheMaxSize); 0 =
+	// DefaultHistoryCacheSize. One not held is read from the database when
+	// its workflow next has a task.
+	HistoryCacheSize int
 }
+
+// DefaultHistoryCacheSize is the history cache of an embedded server whose
+// Options leave HistoryCacheSize 0.
+const DefaultHistoryCacheSize = 8096
 
 // Server is a running embedded Temporal.
 type Server struct {
@@ -125,7 +134,7 @@ func Start(opts Options) (*Server, error) {
 	host := func(svc primitives.ServiceName) static.Hosts {
 		return static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(conf.Services[string(svc)].RPC.GRPCPort)))
 	}
-	dyn := staticDynamicConfig()
+	dyn := staticDynamicConfig(opts.HistoryCacheSize)
 	srv, err := startTrapped(trap, func() (temporal.Server, error) {
 		srv, err := temporal.NewServer(
 			temporal.WithConfig(conf),
@@ -189,10 +198,14 @@ func (opts *Options) fillDefaults() error {
 }
 
 // staticDynamicConfig is the embedded server's dynamic configuration, the
-// settings that differ from the server's defaults (docs/BENCHMARKS.md).
-func staticDynamicConfig() dynamicconfig.StaticClient {
+// settings that differ from the server's defaults (docs/BENCHMARKS.md), with
+// historyCache mutable states cached (0 = DefaultHistoryCacheSize).
+func staticDynamicConfig(historyCache int) dynamicconfig.StaticClient {
+	if historyCache <= 0 {
+		historyCache = DefaultHistoryCacheSize
+	}
 	return dynamicconfig.StaticClient{
-		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 historyCache,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
 		// One partition per task queue: a single worker polls it, and more
 		// partitions only add matching latency on a one-host dev server.
@@ -373,7 +386,14 @@ func sqlConfig(opts Options) (*config.SQL, error) {
 		// The SQLite plugin creates the schema of an in-memory database itself.
 		conf.DatabaseName = "sandboxcore-" + strconv.Itoa(rand.IntN(1<<30))
 	} else {
-		conf.ConnectAttributes = map[string]string{"mode": "rwc", "_journal_mode": "WAL", "_synchronous": "NORMAL"}
+		// The plugin passes every attribute but SQLite's URI parameters as
+		// `_pragma=key=value`, so the keys are the pragmas' own names (an
+		// unknown pragma is silently ignored by SQLite). WAL: a commit appends
+		// to the log instead of rewriting pages through a rollback journal;
+		// synchronous NORMAL: no fsync per commit, only at checkpoints (a
+		// crash of the machine can lose the last commits, never corrupt the
+		// file). Measured: docs/BENCHMARKS.md "Scale".
+		conf.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "NORMAL"}
 		conf.DatabaseName = opts.DatabaseFile
 		if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o755); err != nil {
 			return nil, fmt.Errorf("devserver: database dir: %w", err)

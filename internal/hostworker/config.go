@@ -74,8 +74,15 @@ type Config struct {
 	// server, off with TEMPORAL_ADDRESS, where several hosts may share Temporal).
 	SessionOnHostQueue bool
 	// HostWait bounds how long an operation waits for its host (SANDBOX_HOST_WAIT).
-	HostWait    time.Duration
-	DatabaseURL string // DATABASE_URL; "" = embedded SQLite store under DataDir
+	HostWait time.Duration
+	// WorkflowCacheSize is how many workflow runs this process keeps in
+	// memory between their workflow tasks (SANDBOX_WORKFLOW_CACHE_SIZE,
+	// default DefaultWorkflowCacheSize): the SDK's sticky cache, shared by
+	// every worker of the process, and with the embedded server also the
+	// history service's cache of mutable states. A run not held is rebuilt
+	// from its history by its next workflow task (docs/BENCHMARKS.md "Scale").
+	WorkflowCacheSize int
+	DatabaseURL       string // DATABASE_URL; "" = embedded SQLite store under DataDir
 	// MetricsAddr is where Prometheus metrics are served (SANDBOX_METRICS_ADDR,
 	// host:port; port 0 picks a free one); "" serves none.
 	MetricsAddr string
@@ -105,6 +112,13 @@ const (
 	DefaultIdleStop       = 20 * time.Minute
 	DefaultIdleClose      = 6 * time.Hour
 	DefaultHostWait       = time.Minute
+	// DefaultWorkflowCacheSize bounds the memory of idle sessions: a cached
+	// session run costs ≈ 120 KiB in the worker and ≈ 90 KiB in the embedded
+	// server, so 10,000 open sessions stay within ≈ 2 GiB only when most of
+	// them are not held (docs/BENCHMARKS.md "Scale").
+	DefaultWorkflowCacheSize = 2000
+	// MaxWorkflowCacheSize is the largest SANDBOX_WORKFLOW_CACHE_SIZE accepted.
+	MaxWorkflowCacheSize = 1_000_000
 )
 
 // ConfigError names the variable that is wrong.
@@ -196,6 +210,14 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 			return c, &ConfigError{"SANDBOX_SESSION_ON_HOST_QUEUE", v, "want 1 or 0"}
 		}
 		c.SessionOnHostQueue = b
+	}
+	{
+		v := get("SANDBOX_WORKFLOW_CACHE_SIZE", strconv.Itoa(DefaultWorkflowCacheSize))
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxWorkflowCacheSize {
+			return c, &ConfigError{"SANDBOX_WORKFLOW_CACHE_SIZE", v, fmt.Sprintf("want a number of workflow runs from 1 to %d", MaxWorkflowCacheSize)}
+		}
+		c.WorkflowCacheSize = n
 	}
 	if c.HostWait <= 0 {
 		return c, &ConfigError{"SANDBOX_HOST_WAIT", c.HostWait.String(), "must be positive"}

@@ -117,6 +117,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 		log = slog.Default()
 	}
 	h := &Host{Config: cfg, log: log}
+	// The SDK's sticky cache is the process's, made by its first worker:
+	// the embedded server's own system workers when it is embedded, so the
+	// size is set before anything starts (Config.WorkflowCacheSize).
+	if cfg.WorkflowCacheSize > 0 {
+		worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -326,6 +332,7 @@ func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 			Port: cfg.TemporalPort, UIPort: cfg.UIPort, Namespace: cfg.Namespace,
 			DatabaseFile: filepath.Join(cfg.DataDir, "temporal.db"), SearchAttributes: saTypes,
 			LogFile: filepath.Join(cfg.DataDir, "temporal.log"), TLS: cfg.Security.DevTLS,
+			HistoryCacheSize: cfg.WorkflowCacheSize,
 		}
 		if h.Codec != nil {
 			dopts.UICodecEndpoint = h.Codec.URL

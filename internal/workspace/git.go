@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -227,28 +228,49 @@ func (m *Manager) firstCommit(ctx context.Context, g gitCtx, names ...string) (s
 // --batch-check` and returns, per name in order, its commit or "" (missing,
 // or not a commit). Names as for firstCommit.
 func (m *Manager) resolveAll(ctx context.Context, g gitCtx, names ...string) ([]string, error) {
+	commits, _, err := m.lookup(ctx, g, names, nil)
+	return commits, err
+}
+
+// lookup is resolveAll of peeled and, in the same `git cat-file
+// --batch-check`, the object each name of named names as it is (any type:
+// a ref to a tree or a blob counts), "" when it names none. Names are
+// resolved as git resolves any name (a full ref name first). Errors:
+// ErrInvalidArgument (a line break in a name), ErrWorkspaceUnavailable.
+func (m *Manager) lookup(ctx context.Context, g gitCtx, peeled, named []string) (commits, objects []string, err error) {
 	var in bytes.Buffer
-	for _, n := range names {
+	for i, n := range append(slices.Clip(peeled), named...) {
 		if strings.ContainsAny(n, "\n\x00") {
-			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "ref %q contains a line break", n)
+			return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "ref %q contains a line break", n)
 		}
-		in.WriteString(n + "^{commit}\n")
+		if i < len(peeled) {
+			n += "^{commit}"
+		}
+		in.WriteString(n + "\n")
 	}
 	out, err := g.runIO(ctx, &in, nil, "cat-file", "--batch-check=%(objectname) %(objecttype)")
 	if err != nil {
-		return nil, gitx.Classify(err, "git cat-file", sandbox.ErrWorkspaceUnavailable)
+		return nil, nil, gitx.Classify(err, "git cat-file", sandbox.ErrWorkspaceUnavailable)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	if len(lines) != len(names) {
-		return nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git cat-file --batch-check: %d lines for %d names", len(lines), len(names))
+	if len(lines) != len(peeled)+len(named) {
+		return nil, nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git cat-file --batch-check: %d lines for %d names", len(lines), len(peeled)+len(named))
 	}
-	res := make([]string, len(names))
+	commits, objects = make([]string, len(peeled)), make([]string, len(named))
 	for i, line := range lines {
-		if f := strings.Fields(line); len(f) == 2 && f[1] == "commit" && isHex(f[0]) {
-			res[i] = f[0]
+		f := strings.Fields(line)
+		if len(f) != 2 || !isHex(f[0]) {
+			continue // "<name> missing", "<name> ambiguous"
+		}
+		if i < len(peeled) {
+			if f[1] == "commit" {
+				commits[i] = f[0]
+			}
+		} else {
+			objects[i-len(peeled)] = f[0]
 		}
 	}
-	return res, nil
+	return commits, objects, nil
 }
 
 // baseCandidates are the names a base ref is looked up as, in order
@@ -297,11 +319,24 @@ func (m *Manager) resolveBase(ctx context.Context, bg gitCtx, ref string) (strin
 // under refs/heads/<b>/. Both the repo cache's own branches (refs/heads/*,
 // other workspaces' branches) and the remote's as last fetched
 // (refs/remotes/origin/*: the push would fail there with "cannot lock ref")
-// are checked. Errors: ErrConflict naming the conflicting ref (docs/API.md
+// are checked. prefixes are collisionPrefixes(branch) and found what lookup
+// found for each: only a ref under the branch itself and a prefix lookup
+// found are listed, so the check costs the same with ten thousand other
+// workspace branches under "agent/" as with none (docs/BENCHMARKS.md
+// "Scale"). Errors: ErrConflict naming the conflicting ref (docs/API.md
 // "Branch names"), ErrWorkspaceUnavailable (git failed).
-func (m *Manager) branchCollision(ctx context.Context, bg gitCtx, branch string) error {
-	first, _, _ := strings.Cut(branch, "/")
-	out, err := bg.run(ctx, "for-each-ref", "--format=%(refname)", "--end-of-options", "refs/heads/"+first, "refs/remotes/origin/"+first)
+func (m *Manager) branchCollision(ctx context.Context, bg gitCtx, branch string, prefixes, found []string) error {
+	// Patterns match a ref and the refs below it, so the branch's own two
+	// list its subtree; a found prefix's pattern is confirmed by exact name
+	// below (the lookup resolved it as any name, e.g. a tag of that name).
+	patterns := []string{"refs/heads/" + branch, "refs/remotes/origin/" + branch}
+	for i, p := range prefixes {
+		if found[i] != "" {
+			patterns = append(patterns, p)
+		}
+	}
+	args := append([]string{"for-each-ref", "--format=%(refname)", "--end-of-options"}, patterns...)
+	out, err := bg.run(ctx, args...)
 	if err != nil {
 		return gitx.Classify(err, "git for-each-ref", sandbox.ErrWorkspaceUnavailable)
 	}
@@ -331,6 +366,20 @@ func (m *Manager) branchCollision(ctx context.Context, bg gitCtx, branch string)
 			branch, name, ref, every)
 	}
 	return nil
+}
+
+// collisionPrefixes are the full ref names, local and remote, of every
+// directory prefix of branch ("a/b/c": refs/heads/a, refs/remotes/origin/a,
+// refs/heads/a/b, refs/remotes/origin/a/b), which branchCollision needs
+// looked up.
+func collisionPrefixes(branch string) []string {
+	var refs []string
+	for i := range len(branch) {
+		if branch[i] == '/' {
+			refs = append(refs, "refs/heads/"+branch[:i], "refs/remotes/origin/"+branch[:i])
+		}
+	}
+	return refs
 }
 
 // isHex reports whether s is a (possibly abbreviated) lowercase hex object id.

@@ -338,6 +338,22 @@ func TestBranchNamespaceCollisions(t *testing.T) {
 	assert.Contains(t, err.Error(), "every agent/… branch collides")
 	assert.False(t, f.branchExists("agent/task-t1"))
 
+	// A prefix ref naming something other than a commit collides too (git
+	// holds refs to any object), and a tag named like a branch's prefix
+	// ref does not (only the exact ref name counts).
+	f.git(f.src, "branch", "-D", "agent")
+	f.git(f.bare, "fetch", "-q", "--prune", f.src, "+refs/heads/*:refs/remotes/origin/*")
+	blob := strings.TrimSpace(f.git(f.bare, "hash-object", "-w", "--stdin"))
+	f.git(f.bare, "update-ref", "refs/remotes/origin/agent", blob)
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeTask, "t2"))
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/remotes/origin/agent")
+	assert.False(t, f.branchExists("agent/task-t2"))
+	f.git(f.bare, "update-ref", "-d", "refs/remotes/origin/agent")
+	f.git(f.bare, "tag", "refs/heads/agent", blob)
+	f.ensure(f.req(sandbox.ModeTask, "t2"))
+	assert.True(t, f.branchExists("agent/task-t2"))
+
 	// Existing branches are reused as they are (their pushes report the remote's reason).
 	f.ensure(over)
 	f.ensure(f.req(sandbox.ModeEdit, "q"))

@@ -632,7 +632,9 @@ func (m *Manager) planAdd(ctx context.Context, st *ensureState, entries []wtEntr
 	if startErr == nil {
 		names = append(names, startNames...)
 	}
-	res, err := m.resolveAll(ctx, st.bg, names...)
+	// The prefixes branchCollision needs ride on the same lookup.
+	prefixes := collisionPrefixes(st.branch)
+	res, found, err := m.lookup(ctx, st.bg, names, prefixes)
 	if err != nil {
 		return addPlan{}, err
 	}
@@ -652,7 +654,7 @@ func (m *Manager) planAdd(ctx context.Context, st *ensureState, entries []wtEntr
 	if startErr != nil {
 		return addPlan{}, startErr
 	}
-	if err := m.branchCollision(ctx, st.bg, st.branch); err != nil {
+	if err := m.branchCollision(ctx, st.bg, st.branch, prefixes, found); err != nil {
 		return addPlan{}, err
 	}
 	from, err := m.startFrom(st, res[1:])

@@ -583,3 +583,11 @@ func TestNewEnsureStateRefusesAnotherRepository(t *testing.T) {
 	_, err = f.m.newEnsureState(f.cache, req)
 	requireKind(t, err, sandbox.ErrInvalidArgument)
 }
+
+// collisionPrefixes: the local and remote ref of every directory prefix of a
+// branch, shortest first; none for a branch without a slash.
+func TestCollisionPrefixes(t *testing.T) {
+	assert.Empty(t, collisionPrefixes("main"))
+	assert.Equal(t, []string{"refs/heads/agent", "refs/remotes/origin/agent"}, collisionPrefixes("agent/edits-c1"))
+	assert.Equal(t, []string{"refs/heads/a", "refs/remotes/origin/a", "refs/heads/a/b", "refs/remotes/origin/a/b"}, collisionPrefixes("a/b/c"))
+}

@@ -360,3 +360,43 @@ func TestBranchNamespaceCollisions(t *testing.T) {
 	// Analysis workspaces create no branch.
 	f.ensure(f.req(sandbox.ModeAnalysis, "main"))
 }
+
+// TestRefsPackedAsBranchesAccumulate: every PackRefsEvery-th branch a
+// repository's workspaces create packs the bare repository's refs (its
+// loose ref files go into packed-refs), and everything reads them as
+// before: the branches exist, a later workspace of the same conversation is
+// the same workspace, a new branch below a packed one is still refused,
+// and a removed workspace comes back on its packed branch.
+func TestRefsPackedAsBranchesAccumulate(t *testing.T) {
+	f := newFixture(t)
+	f.m.packEvery = 3
+	ctx := context.Background()
+	var made []sandbox.Workspace
+	for _, c := range []string{"p1", "p2"} {
+		made = append(made, f.ensure(f.req(sandbox.ModeEdit, c)))
+	}
+	loose := filepath.Join(f.bare, "refs", "heads", "agent", "edits-p1")
+	assert.FileExists(t, loose, "two branches: not packed yet")
+	made = append(made, f.ensure(f.req(sandbox.ModeEdit, "p3")))
+	assert.NoFileExists(t, loose, "the third branch packs the refs")
+	packed, err := os.ReadFile(filepath.Join(f.bare, "packed-refs"))
+	require.NoError(t, err)
+	for _, b := range []string{"agent/edits-p1", "agent/edits-p2", "agent/edits-p3"} {
+		assert.Contains(t, string(packed), " refs/heads/"+b+"\n")
+		assert.True(t, f.branchExists(b), b)
+	}
+	again := f.ensure(f.req(sandbox.ModeEdit, "p1"))
+	assert.Equal(t, made[0].LocalPath, again.LocalPath)
+	assert.Equal(t, made[0].BaseCommit, again.BaseCommit)
+	below := f.req(sandbox.ModeEdit, "p4")
+	below.BranchName = "agent/edits-p2/sub"
+	_, err = f.m.Ensure(ctx, f.cache, below)
+	requireKind(t, err, sandbox.ErrConflict)
+	assert.Contains(t, err.Error(), "refs/heads/agent/edits-p2")
+	// A removed workspace comes back on its packed branch, base kept.
+	require.NoError(t, f.m.Remove(ctx, made[2]))
+	back := f.ensure(f.req(sandbox.ModeEdit, "p3"))
+	assert.Equal(t, "agent/edits-p3", back.BranchName)
+	assert.Equal(t, made[2].BaseCommit, back.BaseCommit)
+	assert.Equal(t, made[2].BaseCommit, strings.TrimSpace(f.git(back.LocalPath, "rev-parse", "HEAD")))
+}

@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
@@ -121,10 +122,15 @@ type Manager struct {
 	// base commit not yet recorded — and "recorded"); a test process kills
 	// itself there to simulate a crash.
 	crashPoint func(point, path string)
+	// packEvery, when set (tests only), replaces PackRefsEvery.
+	packEvery int64
 
 	// reported remembers, per repository directory, the poisoned
 	// configuration last logged (inspected), so a warning is logged once.
 	reported sync.Map
+	// branchesMade counts, per bare repository, the branches created since
+	// its refs were last packed (packRefsIfDue).
+	branchesMade sync.Map // bare path → *atomic.Int64
 }
 
 var _ sandbox.WorkspaceProvider = (*Manager)(nil)
@@ -565,6 +571,9 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		}
 	}
 	m.log.Info("workspace: created worktree", "path", st.wt, "branch", st.branch, "base_commit", base, "new_branch", createdBranch != "")
+	if createdBranch != "" {
+		m.packRefsIfDue(ctx, st)
+	}
 	ws = m.workspace(st, base, created)
 	if f := st.cache.LastFetchedAt; !f.IsZero() {
 		// The base was resolved in the mirror as fetched then (docs/API.md "acquire").
@@ -572,6 +581,39 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		ws.BaseFetchedAt = &f
 	}
 	return ws, nil
+}
+
+// PackRefsEvery is how many branches a bare repository's workspaces create
+// between two packings of its refs (`git pack-refs --all`). Git reads every
+// loose ref of a directory to list or look up any ref in it, and every
+// workspace branch is a loose ref under refs/heads/agent/ (git's automatic
+// packing is off for host-side calls, docs/SECURITY.md "Git hardening"), so
+// without packing each new workspace's git calls cost more with every
+// workspace before it (docs/BENCHMARKS.md "Scale").
+const PackRefsEvery = 256
+
+// packRefsIfDue packs the refs of st's bare repository when this call made
+// its PackRefsEvery-th branch since the last packing (counted in this
+// process; a restart starts the count again). It runs under the
+// repository lock Ensure holds; a failure is logged, never returned: the
+// refs stay loose and correct.
+func (m *Manager) packRefsIfDue(ctx context.Context, st *ensureState) {
+	v, _ := m.branchesMade.LoadOrStore(st.bare, new(atomic.Int64))
+	n := v.(*atomic.Int64)
+	every := int64(PackRefsEvery)
+	if m.packEvery > 0 {
+		every = m.packEvery
+	}
+	if n.Add(1) < every {
+		return
+	}
+	n.Store(0)
+	started := m.now()
+	if _, err := st.bg.run(ctx, "pack-refs", "--all"); err != nil {
+		m.log.Warn("workspace: cannot pack the repository's refs", "repo", st.bare, "err", err)
+		return
+	}
+	m.log.Info("workspace: packed the repository's refs", "repo", st.bare, "took", m.now().Sub(started))
 }
 
 // clearEmptyPath removes an empty directory at wt (left by an earlier

@@ -136,8 +136,9 @@ bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCH
 # One host at scale (docs/BENCHMARKS.md "Scale"; not part of make test or
 # make bench): SESSIONS new edit workspaces acquired and kept open by
 # ACQUIRERS clients, then EXEC_CLIENTS clients each running EXECS execs, and
-# an eviction run over EVICT open workspaces. Smaller figures for a shared
-# machine: make bench-scale SESSIONS=2000 EVICT=300.
+# an eviction run over EVICT open workspaces. The defaults take ≈ 25 minutes
+# on a 2-core machine (the 15-minute goal is not met there; BENCHMARKS.md);
+# smaller figures for a shared machine: make bench-scale SESSIONS=2000 EVICT=300.
 SESSIONS ?= 10000
 ACQUIRERS ?= 16
 EXEC_CLIENTS ?= 50
@@ -146,7 +147,7 @@ EVICT ?= 1000
 bench-scale:
 	SANDBOX_BENCH_SCALE=1 SANDBOX_BENCH_SESSIONS=$(SESSIONS) SANDBOX_BENCH_ACQUIRERS=$(ACQUIRERS) \
 	  SANDBOX_BENCH_EXEC_CLIENTS=$(EXEC_CLIENTS) SANDBOX_BENCH_EXECS=$(EXECS) SANDBOX_BENCH_EVICT=$(EVICT) \
-	  $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 15m ./tests/
+	  $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 60m ./tests/
 
 # The JSON Schema of the wire contract (docs/schema/, docs/API.md "Schema"),
 # generated from package sandboxapi; internal/schema's test fails when the

@@ -67,8 +67,9 @@ type Options struct {
 	HistoryCacheSize int
 }
 
-// DefaultHistoryCacheSize is the history cache of an embedded server whose
-// Options leave HistoryCacheSize 0.
+// DefaultHistoryCacheSize is the history cache, in workflow executions'
+// mutable states, of an embedded server whose Options leave HistoryCacheSize
+// 0 (the tests' shared server; a host passes its SANDBOX_WORKFLOW_CACHE_SIZE).
 const DefaultHistoryCacheSize = 8096
 
 // Server is a running embedded Temporal.

@@ -112,12 +112,13 @@ const (
 	DefaultIdleStop       = 20 * time.Minute
 	DefaultIdleClose      = 6 * time.Hour
 	DefaultHostWait       = time.Minute
-	// DefaultWorkflowCacheSize bounds the memory of idle sessions: a cached
+	// DefaultWorkflowCacheSize (workflow runs) bounds the memory of idle sessions: a cached
 	// session run costs ≈ 120 KiB in the worker and ≈ 90 KiB in the embedded
 	// server, so 10,000 open sessions stay within ≈ 2 GiB only when most of
 	// them are not held (docs/BENCHMARKS.md "Scale").
 	DefaultWorkflowCacheSize = 2000
-	// MaxWorkflowCacheSize is the largest SANDBOX_WORKFLOW_CACHE_SIZE accepted.
+	// MaxWorkflowCacheSize is the largest SANDBOX_WORKFLOW_CACHE_SIZE accepted
+	// (workflow runs); a larger or non-positive one is a ConfigError.
 	MaxWorkflowCacheSize = 1_000_000
 )
 

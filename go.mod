@@ -18,6 +18,8 @@ require (
 	go.temporal.io/server v1.32.1
 )
 
+require github.com/elastic/go-seccomp-bpf v1.6.0 // indirect
+
 require (
 	cel.dev/expr v0.25.3 // indirect
 	cloud.google.com/go v0.123.0 // indirect

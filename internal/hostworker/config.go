@@ -58,11 +58,16 @@ type Config struct {
 	// with a pids limit of 4096 when none is set); local does not
 	// (docs/SECURITY.md).
 	RuntimeResources *sandbox.ResourceHints
-	AllowFileURLs    bool          // SANDBOX_ALLOW_FILE_URLS
-	AllowHTTPURLs    bool          // SANDBOX_ALLOW_HTTP_URLS
-	FetchFreshness   time.Duration // SANDBOX_FETCH_FRESHNESS
-	IdleStop         time.Duration // SANDBOX_IDLE_STOP
-	IdleClose        time.Duration // SANDBOX_IDLE_CLOSE
+	// SandboxUID and SandboxGID are the host user and group a root
+	// worker's bubblewrap sandboxes run as (SANDBOX_RUNTIME_UID and
+	// SANDBOX_RUNTIME_GID, default 65534 each: nobody and nogroup; never 0).
+	// docs/SECURITY.md "What each runtime isolates".
+	SandboxUID, SandboxGID uint32
+	AllowFileURLs          bool          // SANDBOX_ALLOW_FILE_URLS
+	AllowHTTPURLs          bool          // SANDBOX_ALLOW_HTTP_URLS
+	FetchFreshness         time.Duration // SANDBOX_FETCH_FRESHNESS
+	IdleStop               time.Duration // SANDBOX_IDLE_STOP
+	IdleClose              time.Duration // SANDBOX_IDLE_CLOSE
 	// ProcessMaxIdle: a live background process keeps its runtime from
 	// hibernating this long after it was last started, read or written
 	// (SANDBOX_PROCESS_MAX_IDLE; docs/API.md "Idle rules for processes").
@@ -231,6 +236,17 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.RuntimeResources, err = resourceHints(get); err != nil {
 		return c, err
+	}
+	for _, n := range []struct {
+		name string
+		dst  *uint32
+	}{{"SANDBOX_RUNTIME_UID", &c.SandboxUID}, {"SANDBOX_RUNTIME_GID", &c.SandboxGID}} {
+		v := get(n.name, "65534")
+		id, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || id == 0 || id == 1<<32-1 {
+			return c, &ConfigError{n.name, v, "want a host id from 1 to 4294967294 (never 0: a sandbox never runs as the host's root)"}
+		}
+		*n.dst = uint32(id)
 	}
 	if err := networkFromEnv(&c, lookup, get); err != nil {
 		return c, err

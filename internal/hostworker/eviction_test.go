@@ -80,6 +80,10 @@ func TestRuntimeResourcesFromEnv(t *testing.T) {
 	cfg, err := ConfigFromEnv(lookup(nil))
 	require.NoError(t, err)
 	assert.Nil(t, cfg.RuntimeResources, "no hints unless set")
+	assert.Equal(t, [2]uint32{65534, 65534}, [2]uint32{cfg.SandboxUID, cfg.SandboxGID}, "a root worker's sandboxes: nobody/nogroup")
+	cfg, err = ConfigFromEnv(lookup(map[string]string{"SANDBOX_RUNTIME_UID": "4000", "SANDBOX_RUNTIME_GID": "4001"}))
+	require.NoError(t, err)
+	assert.Equal(t, [2]uint32{4000, 4001}, [2]uint32{cfg.SandboxUID, cfg.SandboxGID})
 
 	cfg, err = ConfigFromEnv(lookup(map[string]string{"SANDBOX_RUNTIME_CPUS": "0.5", "SANDBOX_RUNTIME_MEMORY_MB": "1024", "SANDBOX_RUNTIME_PIDS": "256"}))
 	require.NoError(t, err)
@@ -88,7 +92,8 @@ func TestRuntimeResourcesFromEnv(t *testing.T) {
 
 	for _, kv := range [][2]string{{"SANDBOX_RUNTIME_CPUS", "-1"}, {"SANDBOX_RUNTIME_CPUS", "1e-300"}, {"SANDBOX_RUNTIME_CPUS", "0.001"},
 		{"SANDBOX_RUNTIME_CPUS", "NaN"}, {"SANDBOX_RUNTIME_CPUS", "100000"}, {"SANDBOX_RUNTIME_MEMORY_MB", "lots"},
-		{"SANDBOX_RUNTIME_MEMORY_MB", "1"}, {"SANDBOX_RUNTIME_PIDS", "0"}} {
+		{"SANDBOX_RUNTIME_MEMORY_MB", "1"}, {"SANDBOX_RUNTIME_PIDS", "0"},
+		{"SANDBOX_RUNTIME_UID", "0"}, {"SANDBOX_RUNTIME_GID", "0"}, {"SANDBOX_RUNTIME_UID", "-1"}, {"SANDBOX_RUNTIME_UID", "4294967295"}, {"SANDBOX_RUNTIME_GID", "x"}} {
 		k, v := kv[0], kv[1]
 		_, err := ConfigFromEnv(lookup(map[string]string{k: v}))
 		var ce *ConfigError

@@ -417,7 +417,7 @@ func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, eg *egre
 		}
 		hidden = append(hidden, cfg.Auth.secretPaths()...) // credentials dir, GitHub App key
 		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log,
-			Supervisor: cfg.SupervisorBinary, Egress: eg})
+			Supervisor: cfg.SupervisorBinary, Egress: eg, SandboxUID: cfg.SandboxUID, SandboxGID: cfg.SandboxGID})
 	}
 	newDocker := func() (sandbox.RuntimeProvider, error) {
 		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log, Supervisor: cfg.SupervisorBinary,

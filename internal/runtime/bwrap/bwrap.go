@@ -121,6 +121,11 @@ const (
 // skipped; symbolic links, such as /bin → usr/bin, are recreated as links).
 var DefaultReadOnlyPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
 
+// procCovered are the parts of /proc every sandbox sees read-only (where
+// the host has them): the sysctls, the SysRq trigger, interrupt and bus
+// settings, file-system tunables; /sys is never mounted.
+var procCovered = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"}
+
 // DefaultHiddenPaths are always masked inside the sandbox (an empty
 // directory or file instead): password hashes and private keys under /etc.
 var DefaultHiddenPaths = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d"}
@@ -160,6 +165,12 @@ type Options struct {
 	// endpoint of its own. nil: commands with the limited network reach
 	// nothing beyond their loopback (as with none).
 	Egress *egress.Proxy
+	// SandboxUID and SandboxGID are the host user and group a root worker's
+	// sandboxes run as when the worktree belongs to root
+	// (SANDBOX_RUNTIME_UID, SANDBOX_RUNTIME_GID); 0 means DefaultSandboxUID
+	// and DefaultSandboxGID (root is never a sandbox's user). Ignored by a
+	// non-root worker, whose sandboxes run as the worker's own user.
+	SandboxUID, SandboxGID uint32
 }
 
 // Provider is the bubblewrap sandbox.RuntimeProvider. It is safe for
@@ -187,6 +198,11 @@ type Provider struct {
 	// the sandbox's user).
 	egress     *egress.Proxy
 	egressRoot string
+	// user is the credential a root worker's sandboxes of root-owned
+	// worktrees run as, idmap the idmapped mounts that show them those
+	// files as their own; both nil for a non-root worker.
+	user  *syscall.Credential
+	idmap *idmapper
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -248,10 +264,24 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		_ = os.Chmod(p.egressRoot, 0o711)
 	}
 	if p.asRoot {
-		// A root worker's sandbox runs as root mapped to root: it could
-		// read every root-owned file of the read-only system paths (host
-		// keys, root-only configuration). It sees what any local user
-		// could instead: everything not world-readable there is masked.
+		// A root worker's sandbox never runs as the host's root: the kernel
+		// checks the uid, not a capability, for much of what it exposes
+		// (sysctls under /proc/sys, root-owned files of /proc), so uid 0 in
+		// a sandbox would be host root whatever capabilities it dropped.
+		uid, gid := opts.SandboxUID, opts.SandboxGID
+		if uid == 0 {
+			uid = DefaultSandboxUID
+		}
+		if gid == 0 {
+			gid = DefaultSandboxGID
+		}
+		p.user = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+		if p.idmap, err = newIDMapper(scratch, uid, gid); err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable,
+				"bubblewrap with a root worker: %v (sandboxes run as uid %d through idmapped mounts, Linux 5.12 or later on ext4, xfs, btrfs or tmpfs; or run the worker as a non-root user)", err, uid)
+		}
+		// And it sees what any local user could: everything not
+		// world-readable in the read-only system paths is masked too.
 		extra, truncated := notWorldReadable(ro)
 		if truncated { // fail closed: the rest would be readable
 			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable,
@@ -328,10 +358,26 @@ func (p *Provider) probe(ctx context.Context) error {
 		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: %v", err)
 	}
 	defer os.RemoveAll(dir)
-	args := p.args(sandboxConfig{scratch: dir, workdir: "/workspace", cwd: "/workspace",
-		mounts: []bindMount{{src: dir, target: "/workspace"}}}, nil, false, sandbox.NetworkNone)
-	cmd := exec.CommandContext(ctx, p.bin, append(args, "/bin/true")...)
+	cfg := sandboxConfig{scratch: dir, workdir: "/workspace", cwd: "/workspace",
+		mounts: []bindMount{{src: dir, target: "/workspace", rw: true}}, cred: p.user, idmap: p.idmap != nil}
+	// Built as the sandboxes are: as their user, through idmapped
+	// mounts, under the seccomp filter; the command writes its workdir.
+	st, staged, err := p.stage("probe", cfg)
+	defer st.release()
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: %v", err)
+	}
+	filter, err := seccompFile()
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: %v", err)
+	}
+	defer filter.Close()
+	args := p.args(staged, nil, false, sandbox.NetworkNone)
+	args = append(args[:len(args)-1:len(args)-1], "--seccomp", "3", "--", "/bin/sh", "-c", ": > /workspace/.probe")
+	cmd := exec.CommandContext(ctx, p.bin, args...)
 	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{filter}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cfg.cred}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap cannot build a sandbox here (are unprivileged user namespaces disabled?): %v: %s",
@@ -464,7 +510,10 @@ type sandboxConfig struct {
 	scratch string // host directory mounted at /tmp
 	mounts  []bindMount
 	cred    *syscall.Credential // nil: run bwrap as the worker
-	limits  limits
+	// idmap: every bind source is staged as an idmapped mount showing
+	// root's files as cred's (a root worker, a root-owned worktree).
+	idmap  bool
+	limits limits
 	// network is the widest mode a command may use (RuntimeSpec.Network,
 	// "" read as limited); allow the limited network's allow-list.
 	network sandbox.Network
@@ -511,8 +560,15 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 		cfg.mounts = append(cfg.mounts, bindMount{src: b.Source, target: b.Target, rw: b.Writable})
 	}
 	owner := ms.Owner
-	if p.asRoot && owner != nil && owner.Uid != 0 {
+	switch {
+	case !p.asRoot:
+	case owner != nil && owner.Uid != 0:
+		// A worktree of another user: its commands run as that user.
 		cfg.cred = &syscall.Credential{Uid: owner.Uid, Gid: owner.Gid, Groups: []uint32{}}
+	default:
+		// Root's worktree: the sandbox's unprivileged user, who sees root's
+		// files as its own through idmapped mounts.
+		cfg.cred, cfg.idmap = p.user, true
 	}
 	l, err := limitsOf(spec.Resources)
 	if err != nil {
@@ -529,7 +585,7 @@ func (p *Provider) makeScratch(cfg sandboxConfig) error {
 	if err := os.Mkdir(cfg.scratch, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
 	}
-	if cfg.cred != nil {
+	if cfg.cred != nil && !cfg.idmap { // idmapped: root's, shown as the sandbox's
 		if err := os.Chown(cfg.scratch, int(cfg.cred.Uid), int(cfg.cred.Gid)); err != nil {
 			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
 		}
@@ -565,17 +621,15 @@ func removeScratch(dir string) error {
 func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandbox.Network) []string {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		// No user namespace inside (a kernel attack surface, and a way to
+		// regain capabilities over one's own namespaces), no capability.
+		"--disable-userns", "--cap-drop", "ALL",
 		"--new-session", "--hostname", "sandbox", "--clearenv",
 	}
 	if long {
 		a = append(a, "--as-pid-1")
 	} else {
 		a = append(a, "--die-with-parent")
-	}
-	if p.asRoot && cfg.cred == nil {
-		// Root mapped to root: no capability at all inside (no DAC override
-		// on root-owned files, no mounts, no raw sockets).
-		a = append(a, "--cap-drop", "ALL")
 	}
 	if mode != sandbox.NetworkDefault {
 		a = append(a, "--unshare-net")
@@ -584,7 +638,17 @@ func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandbox
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
 	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev", "--bind", cfg.scratch, "/tmp")
+	a = append(a, "--proc", "/proc")
+	// The kernel's settings and triggers under /proc, read-only whoever
+	// the sandbox's user is (bwrap covers them only when they are writable
+	// to it while it builds the sandbox). The sysctls shown are still the
+	// reader's own namespaces'.
+	for _, k := range procCovered {
+		if _, err := os.Lstat(k); err == nil {
+			a = append(a, "--ro-bind", k, k)
+		}
+	}
+	a = append(a, "--dev", "/dev", "--bind", cfg.scratch, "/tmp")
 	var visible []string
 	for _, ro := range p.roPaths {
 		fi, err := os.Lstat(ro)

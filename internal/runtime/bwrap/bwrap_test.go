@@ -118,7 +118,11 @@ func TestUnusableIsRuntimeUnavailable(t *testing.T) {
 
 	// A bwrap that cannot build the sandbox (here: a stand-in that fails as
 	// bwrap does when user namespaces are disabled).
+	// (A root worker runs bwrap as the sandbox's unprivileged user: the
+	// stand-in's directories must let that user reach it, as /usr/bin does.)
 	fake := filepath.Join(t.TempDir(), "bwrap")
+	require.NoError(t, os.Chmod(filepath.Dir(fake), 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(filepath.Dir(fake)), 0o755))
 	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"), 0o755))
 	_, err = bwrap.New(context.Background(), bwrap.Options{Binary: fake, ScratchDir: t.TempDir(), Supervisor: supervisortest.Binary(t)})
 	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)

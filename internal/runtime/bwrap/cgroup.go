@@ -29,15 +29,25 @@ type limits struct {
 
 func (l limits) any() bool { return l.CPU > 0 || l.MemoryMB > 0 || l.Pids > 0 }
 
+// DefaultMemoryMB is a sandbox's memory limit in MiB (all its network
+// modes' sandboxes together, no swap beyond it) when ResourceHints.MemoryMB
+// is zero: a runaway command is killed (exit 137) before it takes the host.
+const DefaultMemoryMB = 4096
+
+// limitsOf returns the limits of r: CPU as given, memory and pids as given
+// or DefaultMemoryMB and DefaultPidsLimit. A negative hint is an error.
 func limitsOf(r *sandbox.ResourceHints) (limits, error) {
-	l := limits{Pids: DefaultPidsLimit}
+	l := limits{Pids: DefaultPidsLimit, MemoryMB: DefaultMemoryMB}
 	if r == nil {
 		return l, nil
 	}
 	if r.CPU < 0 || r.MemoryMB < 0 || r.Pids < 0 || r.DiskGB < 0 {
 		return l, errors.New("negative resource hint")
 	}
-	l.CPU, l.MemoryMB = r.CPU, r.MemoryMB
+	l.CPU = r.CPU
+	if r.MemoryMB > 0 {
+		l.MemoryMB = r.MemoryMB
+	}
 	if r.Pids > 0 {
 		l.Pids = r.Pids
 	}

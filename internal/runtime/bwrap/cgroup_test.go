@@ -171,3 +171,31 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestForkBombEndsWithItsTimeout: a fork bomb whose members retry every
+// failed fork, under the default limits, is gone within seconds of its
+// command's timeout (the killer stops the whole tree before killing it, so
+// the bomb cannot refill the pids that killing frees), and the runtime
+// works afterwards.
+func TestForkBombEndsWithItsTimeout(t *testing.T) {
+	_, rt := limited(t, sandbox.ResourceHints{})
+	ctx := t.Context()
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
+	pidsDir := filepath.Join(cgroupDirOf(t, rt, "pids"), "cmds")
+	current := func() int { return atoi(t, strings.TrimSpace(readCg(t, pidsDir, "pids.current"))) }
+	base := current()
+	const timeout = 5
+	start := time.Now()
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"bash", "-c", `bomb() { while :; do bomb & done; }; bomb 2>/dev/null`}, TimeoutS: timeout})
+	took := time.Since(start)
+	require.NoError(t, err)
+	require.True(t, res.TimedOut, "exit %d", res.ExitCode)
+	ended := time.Now()
+	for current() > base && time.Since(ended) < 30*time.Second {
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("fork bomb with a %ds timeout: the call took %v, its tree was gone %v later (%s)", timeout, took, time.Since(ended), strings.TrimSpace(readCg(t, pidsDir, "pids.events")))
+	require.Less(t, took, (timeout+10)*time.Second, "the call ended long after its timeout")
+	require.LessOrEqual(t, current(), base, "the bomb's tree outlived its command")
+	require.Equal(t, "alive\n", string(runtimetest.Sh(t, ctx, rt, "echo alive").Stdout))
+}

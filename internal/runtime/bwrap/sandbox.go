@@ -93,7 +93,8 @@ func (p *Provider) baseLayoutOf(cfg sandboxConfig) string {
 		h.Write([]byte(a))
 		h.Write([]byte{0})
 	}
-	fmt.Fprintf(h, "%v|%s|%d|%v", cfg.cred, p.supHash, supervisor.Version, cfg.limits)
+	_, filter, _ := seccompFilter()
+	fmt.Fprintf(h, "%v|%v|%s|%d|%v|%s", cfg.cred, cfg.idmap, p.supHash, supervisor.Version, cfg.limits, filter)
 	return hex.EncodeToString(h.Sum(nil))[:24]
 }
 
@@ -146,20 +147,35 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 		return fail("pipe: %v", err)
 	}
 	defer stR.Close()
+	filter, err := seccompFile()
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer filter.Close()
+	// A root worker's sandbox is built from idmapped mounts staged for
+	// it, released once it holds its own (the deferred call runs after
+	// bootSandbox, built or not).
+	st, staged, err := p.stage(id, cfg)
+	defer st.release()
+	if err != nil {
+		return fail("%v", err)
+	}
 	cj, err := p.cgroupFor(id, cfg, shared)
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer cj.closeFiles()
 
-	cfg.cwd = cfg.workdir
-	// Descriptors 3, 4, 5 (then 6, 7, 8 with a cgroup): see sandboxArgs.
+	staged.cwd = staged.workdir
+	// Descriptors 3, 4, 5 (then 6, 7, 8 with a cgroup), and last the
+	// seccomp filter: see sandboxArgs.
 	files := []*os.File{ln, exe, stW}
 	if cj.blockR != nil {
 		files = append(files, cj.blockR)
 		files = append(files, cj.files...)
 	}
-	cmd := exec.Command(p.bin, p.sandboxArgs(id, cfg, mode, layout, cj)...)
+	files = append(files, filter)
+	cmd := exec.Command(p.bin, p.sandboxArgs(id, staged, mode, layout, cj, 2+len(files))...)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -234,12 +250,14 @@ func (p *Provider) bootSandbox(ctx context.Context, id string, cmd *exec.Cmd, sb
 // socket on descriptor 3 for layout; with a cgroup to join (cj.blockR set),
 // the shims block on descriptor 6 until the sandbox's init is in it and
 // move themselves in through descriptors 7 (and 8); in the limited network
-// the supervisor forwards to the egress socket.
-func (p *Provider) sandboxArgs(id string, cfg sandboxConfig, mode sandbox.Network, layout string, cj *cgroupJoin) []string {
+// the supervisor forwards to the egress socket. filterFD is the descriptor
+// of the seccomp filter (DeniedSyscalls), loaded last, so that it holds the
+// supervisor and every command.
+func (p *Provider) sandboxArgs(id string, cfg sandboxConfig, mode sandbox.Network, layout string, cj *cgroupJoin, filterFD int) []string {
 	args := p.args(cfg, nil, true, mode)
 	args = args[: len(args)-1 : len(args)-1] // before "--"
 	// Few threads: under a pids limit every thread counts.
-	args = append(args, "--json-status-fd", "5", "--setenv", "GOMAXPROCS", "2")
+	args = append(args, "--json-status-fd", "5", "--setenv", "GOMAXPROCS", "2", "--seccomp", strconv.Itoa(filterFD))
 	if cj.blockR != nil {
 		// The shims move themselves into the commands' cgroup through this
 		// descriptor (opened here: the sandbox cannot open cgroupfs).
@@ -425,7 +443,7 @@ func (p *Provider) attachEgress(id string, cfg sandboxConfig) error {
 	if err := os.Mkdir(cfg.egressDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	if cfg.cred != nil {
+	if cfg.cred != nil && !cfg.idmap { // idmapped: root's, shown as the sandbox's
 		if err := os.Chown(cfg.egressDir, int(cfg.cred.Uid), int(cfg.cred.Gid)); err != nil {
 			return err
 		}
@@ -524,4 +542,38 @@ func (p *Provider) removeControl(id string) {
 			_ = os.Remove(p.modePath(id, m, s))
 		}
 	}
+}
+
+// stage returns cfg with every bind source (the scratch /tmp, the spec's
+// mounts, the egress directory) replaced by an idmapped mount of it staged
+// for one sandbox start of runtime id, when cfg.idmap; else cfg as it is
+// and no staging. The caller releases the staging (nil-safe) once bwrap
+// has built the sandbox or failed.
+func (p *Provider) stage(id string, cfg sandboxConfig) (*staging, sandboxConfig, error) {
+	if !cfg.idmap || p.idmap == nil {
+		return nil, cfg, nil
+	}
+	st, err := p.idmap.begin(id)
+	if err != nil {
+		return nil, cfg, err
+	}
+	out := cfg
+	if out.scratch, err = p.idmap.mount(st, cfg.scratch, false); err != nil {
+		return st, cfg, err
+	}
+	out.mounts = make([]bindMount, len(cfg.mounts))
+	for i, m := range cfg.mounts {
+		out.mounts[i] = m
+		if out.mounts[i].src, err = p.idmap.mount(st, m.src, !m.rw); err != nil {
+			return st, cfg, err
+		}
+	}
+	if cfg.egressDir != "" {
+		if _, serr := os.Stat(cfg.egressDir); serr == nil {
+			if out.egressDir, err = p.idmap.mount(st, cfg.egressDir, true); err != nil {
+				return st, cfg, err
+			}
+		}
+	}
+	return st, out, nil
 }

@@ -23,8 +23,12 @@ func TestSandboxArgs(t *testing.T) {
 	cfg := sandboxConfig{scratch: "/scratch/rt-1", workdir: "/workspace", cwd: "/workspace",
 		mounts: []bindMount{{src: "/srv/w", target: "/workspace", rw: true}}}
 
-	args := p.sandboxArgs("rt-1", cfg, sandbox.NetworkNone, "L1", &cgroupJoin{})
+	args := p.sandboxArgs("rt-1", cfg, sandbox.NetworkNone, "L1", &cgroupJoin{}, 6)
 	require.Equal(t, 1, slices.Index(args[slices.Index(args, "--json-status-fd"):], "5"), "bwrap's status on descriptor 5")
+	require.Equal(t, "6", args[slices.Index(args, "--seccomp")+1], "the seccomp filter on its descriptor")
+	require.Less(t, slices.Index(args, "--seccomp"), slices.Index(args, "--"))
+	require.Contains(t, args, "--disable-userns")
+	require.Equal(t, "ALL", args[slices.Index(args, "--cap-drop")+1])
 	require.NotContains(t, args, "--block-fd", "no cgroup to join")
 	require.Contains(t, args, "--unshare-net")
 	cmd := after(t, args)
@@ -41,7 +45,7 @@ func TestSandboxArgs(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	cj := &cgroupJoin{cg: &cgroup{}, blockR: r, blockW: w, files: []*os.File{r, w}}
-	args = p.sandboxArgs("rt-1", cfg, sandbox.NetworkLimited, "L2", cj)
+	args = p.sandboxArgs("rt-1", cfg, sandbox.NetworkLimited, "L2", cj, 9)
 	i := slices.Index(args, "--block-fd")
 	require.Greater(t, i, 0)
 	require.Equal(t, "6", args[i+1])
@@ -61,5 +65,19 @@ func TestCgroupForWithoutLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, cj.cg, "no limits: no cgroup")
 	require.Nil(t, cj.blockR, "no cgroup: the shims do not block")
-	require.NotContains(t, p.sandboxArgs("rt-1", sandboxConfig{cwd: "/w"}, sandbox.NetworkNone, "L", cj), "--block-fd")
+	require.NotContains(t, p.sandboxArgs("rt-1", sandboxConfig{cwd: "/w"}, sandbox.NetworkNone, "L", cj, 6), "--block-fd")
+}
+
+func TestDefaultLimits(t *testing.T) {
+	l, err := limitsOf(nil)
+	require.NoError(t, err)
+	require.Equal(t, limits{Pids: DefaultPidsLimit, MemoryMB: DefaultMemoryMB}, l, "memory and pids are limited by default")
+	l, err = limitsOf(&sandbox.ResourceHints{CPU: 0.5, MemoryMB: 64, Pids: 10})
+	require.NoError(t, err)
+	require.Equal(t, limits{CPU: 0.5, MemoryMB: 64, Pids: 10}, l)
+	l, err = limitsOf(&sandbox.ResourceHints{CPU: 1})
+	require.NoError(t, err)
+	require.Equal(t, limits{CPU: 1, Pids: DefaultPidsLimit, MemoryMB: DefaultMemoryMB}, l)
+	_, err = limitsOf(&sandbox.ResourceHints{MemoryMB: -1})
+	require.Error(t, err)
 }

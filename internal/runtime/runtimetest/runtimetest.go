@@ -83,7 +83,7 @@ const testTimeout = 2 * time.Minute
 // EnvIsolation, TimeoutKillsProcessTree, BackgroundChildDoesNotHoldCall,
 // ContextCancelKillsProcessTree, OutputCaps, ExecStream, ConcurrentExecs,
 // HibernateResume, StopKillsRunningCommand, DestroyKeepsWorkspace, Reopen,
-// NetworkIsolation.
+// NetworkIsolation, KernelInterfacesReadOnly.
 func Run(t *testing.T, f Factory, opts Options) {
 	s := &suite{f: f, opts: opts}
 	t.Run("Lifecycle", s.lifecycle)
@@ -104,6 +104,7 @@ func Run(t *testing.T, f Factory, opts Options) {
 	t.Run("DestroyKeepsWorkspace", s.destroyKeepsWorkspace)
 	t.Run("Reopen", s.reopen)
 	t.Run("NetworkIsolation", s.networkIsolation)
+	t.Run("KernelInterfacesReadOnly", s.kernelInterfacesReadOnly)
 }
 
 // portPreviewer is the method set the preview_url activity asserts on a

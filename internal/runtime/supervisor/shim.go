@@ -157,12 +157,16 @@ func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg), cg cmdCgroup) bo
 	send(shimMsg{Ev: "started", Pid: pid})
 	exits := reapChildren()
 	leaderAlive, killing, alive := true, false, true
+	// swept: a kill's scan found no live descendant; none can appear
+	// after that (only a live process forks), so the ticker stops
+	// rescanning while the dead are reaped.
+	swept := false
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	kill := func() {
 		killing = true
 		if hasChildren() {
-			killDescendants(os.Getpid())
+			swept = killDescendants(os.Getpid()) == 0
 		}
 	}
 	for {
@@ -178,12 +182,12 @@ func runTree(in shimIn, msgs <-chan shimIn, send func(shimMsg), cg cmdCgroup) bo
 				if m.KillOnExit {
 					kill()
 				}
-			} else if killing && hasChildren() {
-				killDescendants(os.Getpid())
 			}
+			// While killing, the ticker rescans: a scan per reaped child
+			// would cost a whole tree's worth of /proc reads per member.
 		case <-tick.C:
-			if killing && hasChildren() {
-				killDescendants(os.Getpid())
+			if killing && !swept && hasChildren() {
+				swept = killDescendants(os.Getpid()) == 0
 			}
 		case c, ok := <-msgs:
 			if !ok {

@@ -7,9 +7,11 @@ import (
 	"syscall"
 )
 
-// procParents reads every process's parent from /proc (pid → ppid). A
-// process's /proc/<pid>/stat is readable whatever it did to itself
-// (non-dumpable, another session), so nothing can hide from it.
+// procParents reads every live process's parent from /proc (pid → ppid);
+// zombies are left out (dead already: they only wait to be reaped, and
+// their children were reparented when they died). A process's
+// /proc/<pid>/stat is readable whatever it did to itself (non-dumpable,
+// another session), so nothing can hide from it.
 func procParents() map[int]int {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -40,7 +42,7 @@ func procParents() map[int]int {
 			continue
 		}
 		f := bytes.Fields(s[i+1:])
-		if len(f) < 2 {
+		if len(f) < 2 || f[0][0] == 'Z' || f[0][0] == 'X' {
 			continue
 		}
 		if pp, err := strconv.Atoi(string(f[1])); err == nil {
@@ -69,11 +71,34 @@ func descendants(parents map[int]int, root int) []int {
 	return out
 }
 
-// killDescendants sends SIGKILL to every process below root and returns
-// how many it found. Killed processes' children are reparented to the
+// maxStopPasses bounds the passes killDescendants makes stopping a tree
+// before it kills what it found.
+const maxStopPasses = 64
+
+// killDescendants ends every process below root and returns how many it
+// found. It freezes the tree first: SIGSTOP to every descendant, pass after
+// pass, until a pass finds no process it had not stopped (a stopped process
+// cannot fork), then SIGKILL to all of them at once. Killing as it went
+// would free the pids a fork bomb's running members fill again at once
+// under a pids limit, so a scan could chase the bomb for minutes; stopped
+// members keep theirs. Killed processes' children are reparented to the
 // nearest subreaper (root itself for a shim), so calling it again after
-// reaping finds whatever was forked in between.
+// reaping finds whatever escaped.
 func killDescendants(root int) int {
+	stopped := map[int]bool{}
+	for pass := 0; pass < maxStopPasses; pass++ {
+		fresh := 0
+		for _, p := range descendants(procParents(), root) {
+			if !stopped[p] {
+				_ = syscall.Kill(p, syscall.SIGSTOP)
+				stopped[p] = true
+				fresh++
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
 	ds := descendants(procParents(), root)
 	for _, p := range ds {
 		_ = syscall.Kill(p, syscall.SIGKILL)

@@ -131,6 +131,7 @@ bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCH
 	$(GO) test -run '^$$' -bench . -benchtime 30x -count 1 -timeout 30m ./internal/workspace/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./payloadcodec/
 	$(GO) test -run '^$$' -bench . -benchtime 300x -count 1 ./internal/egress/
+	$(GO) test -run '^$$' -bench . -benchtime 2000x -count 1 ./internal/wire/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/e2b/
 
 # One host at scale (docs/BENCHMARKS.md "Scale"; not part of make test or

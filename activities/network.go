@@ -88,8 +88,9 @@ func (a *Activities) resolvePolicy(req sandbox.WorkspaceRequest, cur sandbox.Net
 }
 
 // checkWorkspaceAllow refuses a workspace's own entry (canonical) that
-// would open the worker's own services: an address entry covering a
-// loopback or unspecified address or an address of this host
+// would open the worker's own services — an address entry covering a
+// loopback or unspecified address or an address of this host — or let its
+// commands choose the names the worker resolves — a wildcard name entry
 // (egress.WorkspaceEntryRefusal), unless the worker's own list has the same
 // entry. Errors: ErrCommandRejected naming network_allow[i] and
 // SANDBOX_NETWORK_ALLOW (docs/SECURITY.md "The egress proxy").
@@ -103,15 +104,19 @@ func (a *Activities) checkWorkspaceAllow(allow []string) error {
 		if err != nil {
 			return sandboxapi.FieldError("network_allow", "network_allow[%d]: %s", i, sandboxapi.Message(err))
 		}
-		if r.IsName() {
+		if r.IsName() && !r.Wildcard {
 			continue
 		}
-		if own == nil {
+		if own == nil && !r.IsName() {
 			own = a.hostAddrs()
 		}
 		if why := egress.WorkspaceEntryRefusal(r, own); why != "" {
+			what := "open the worker's host"
+			if r.IsName() {
+				what = "make the worker resolve names a command chooses"
+			}
 			return sandbox.Errorf(sandbox.ErrCommandRejected,
-				"network_allow[%d] %s: %s; a workspace's own entries cannot open the worker's host (only the worker's SANDBOX_NETWORK_ALLOW can)", i, e, why)
+				"network_allow[%d] %s: %s; a workspace's own entries cannot %s (only the worker's SANDBOX_NETWORK_ALLOW can)", i, e, why, what)
 		}
 	}
 	return nil
@@ -126,13 +131,20 @@ func (a *Activities) hostAddrs() []netip.Addr {
 }
 
 // runtimeAllow is a workspace's complete allow-list: the worker's entries,
-// then its own, each once.
+// then its own, each once — except a wildcard entry of its own that the
+// worker's list does not have (stored before checkWorkspaceAllow refused
+// them): the worker never resolves names a command chooses below a zone
+// only a workspace named.
 func (a *Activities) runtimeAllow(ws sandbox.Workspace) []string {
 	out := slices.Clone(a.NetworkAllow)
 	for _, e := range ws.NetworkAllow {
-		if !slices.Contains(out, e) {
-			out = append(out, e)
+		if slices.Contains(out, e) {
+			continue
 		}
+		if r, err := sandboxapi.ParseNetworkRule(e); err == nil && r.Wildcard {
+			continue
+		}
+		out = append(out, e)
 	}
 	return out
 }

@@ -17,14 +17,15 @@ import (
 // SandboxCommandRejected naming the entry, and change nothing; the worker's
 // own list may name them, and the same entry in a request is then accepted.
 func TestWorkspaceAllowCannotOpenTheHost(t *testing.T) {
-	a := &Activities{NetworkAllow: []string{"127.0.0.1:8080"},
+	a := &Activities{NetworkAllow: []string{"127.0.0.1:8080", "*.mirror.example:443"},
 		HostAddrs: func() []netip.Addr {
 			return []netip.Addr{netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("2001:db8::7"), netip.MustParseAddr("127.0.0.1")}
 		}}
 	for _, ok := range [][]string{
-		{"npm.corp.example:443", "*.corp.example", "10.20.0.0/16:443", "192.0.2.7"},
-		{"127.0.0.1:8080"}, // the worker's own entry
-		{"localhost:80"},   // a name: what it resolves to is checked by the proxy
+		{"npm.corp.example:443", "10.20.0.0/16:443", "192.0.2.7"},
+		{"127.0.0.1:8080"},       // the worker's own entry
+		{"*.mirror.example:443"}, // the worker's own wildcard
+		{"localhost:80"},         // a name: what it resolves to is checked by the proxy
 		{"10.1.2.4", "2001:db8::8"},
 	} {
 		n, allow, err := a.resolvePolicy(sandbox.WorkspaceRequest{Network: sandboxapi.NetworkLimited, NetworkAllow: ok}, "", nil)
@@ -46,6 +47,8 @@ func TestWorkspaceAllowCannotOpenTheHost(t *testing.T) {
 		"10.1.2.3:22":              "10.1.2.3, an address of the worker's host",
 		"2001:db8::/32":            "2001:db8::7, an address of the worker's host",
 		"64:ff9b::a01:203":         "10.1.2.3",
+		"*.corp.example":           "a wildcard would let the workspace's commands make the worker resolve names of their choosing below corp.example",
+		"*.corp.example:443":       "DNS exfiltration",
 		"npm.corp.example,0.0.0.0": "", // malformed: InvalidArgument below
 	} {
 		_, _, err := a.resolvePolicy(sandbox.WorkspaceRequest{Network: sandboxapi.NetworkLimited, NetworkAllow: []string{"pypi.org", entry}}, "", nil)
@@ -58,4 +61,8 @@ func TestWorkspaceAllowCannotOpenTheHost(t *testing.T) {
 		require.Contains(t, err.Error(), why, entry)
 		require.Contains(t, err.Error(), "SANDBOX_NETWORK_ALLOW", entry)
 	}
+
+	// A wildcard of its own stored before they were refused never reaches the proxy's policy.
+	got := a.runtimeAllow(sandbox.Workspace{NetworkAllow: []string{"*.corp.example", "npm.corp.example:443", "*.mirror.example:443"}})
+	require.Equal(t, []string{"127.0.0.1:8080", "*.mirror.example:443", "npm.corp.example:443"}, got)
 }

@@ -168,3 +168,26 @@ func TestAccessRemembersSuccessesPerUserRepoAndCredential(t *testing.T) {
 	require.NoError(t, never.VerifyAccess(ctx, s, good))
 	assert.Equal(t, 8, remote.checks, "a negative TTL checks every time")
 }
+
+// TestFileRefusesDuplicateKeys: two entries for one key (which credential
+// applies would depend on their order) make the file an error naming the
+// key, never the secret; user ids that differ in case are two users.
+func TestFileRefusesDuplicateKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "creds.json")
+	f := &credentials.File{Path: path}
+	ctx := context.Background()
+	write(t, path, `{"users": {"alice": {"github.com": {"secret": "first-SECRET"}}, "alice": {"github.com": {"secret": "second-SECRET"}}}}`)
+	_, err := f.Credential(ctx, scope("alice", "github.com"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `duplicate key "users.alice"`)
+	assert.NotContains(t, err.Error(), "SECRET")
+	write(t, path, `{"hosts": {"github.com": {"secret": "a-SECRET", "Secret": "b-SECRET"}}}`)
+	_, err = f.Credential(ctx, scope("bob", "github.com"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `duplicate key "hosts.github.com.Secret"`)
+
+	write(t, path, `{"users": {"alice": {"github.com": {"secret": "lower"}}, "Alice": {"github.com": {"secret": "upper"}}}}`)
+	c, err := f.Credential(ctx, scope("Alice", "github.com"))
+	require.NoError(t, err)
+	assert.Equal(t, "upper", c.Secret)
+}

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"reflect"
 	"syscall"
 	"time"
+
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 )
 
 // maxCredentialsFileBytes bounds a credentials file.
@@ -70,6 +73,11 @@ func (w *watchedJSON[T]) load(path string) (data T, ok bool, err error) {
 	if err := json.Unmarshal(raw, &parsed); err != nil {
 		// Never echo the content (or json's excerpt of it): it holds secrets.
 		return data, false, fmt.Errorf("credentials file %s: malformed JSON", path)
+	}
+	if key, dup := wire.DuplicateKey(raw, reflect.TypeOf(parsed)); dup {
+		// Two entries for one key: which credential applies must not be
+		// decided by their order. The key path is not a secret.
+		return data, false, fmt.Errorf("credentials file %s: duplicate key %q", path, key)
 	}
 	w.present, w.data, w.stamp = true, parsed, st
 	return parsed, true, nil

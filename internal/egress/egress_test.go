@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // lockedBuffer is a log sink safe for the proxy's goroutines.
@@ -332,4 +334,62 @@ func TestForRemote(t *testing.T) {
 	require.Equal(t, []string{"192.0.2.7", "10.0.0.0/8", "2001:db8::/32"}, ra.CIDRs)
 	require.Equal(t, []string{"registry.npmjs.org:443", "registry.npmjs.org:80", "192.0.2.7:8080"}, ra.Widened)
 	require.Equal(t, []string{"169.254.0.0/16", "0.0.0.0/0", "169.254.169.254"}, ra.Dropped, "nothing opens the metadata address")
+}
+
+// TestWildcardCannotExfiltrateThroughDNS: the worker resolves only names the
+// policy allows, and a command cannot turn a wildcard into a DNS channel.
+// A workspace's own wildcard entry is refused (WorkspaceEntryRefusal; the
+// activities refuse it at acquire and drop a stored one); an operator's
+// wildcard resolves at most MaxWildcardNames distinct names per runtime
+// that only it allows, so past that an attacker-chosen name
+// (CONNECT secret-data.wild.test:443) is refused without a lookup, while
+// names already admitted and names an exact entry allows still work; and a
+// string that is not a host name is never looked up at all.
+func TestWildcardCannotExfiltrateThroughDNS(t *testing.T) {
+	wild, err := sandboxapi.ParseNetworkRule("*.example.com")
+	require.NoError(t, err)
+	require.Contains(t, WorkspaceEntryRefusal(wild, nil), "DNS exfiltration")
+	exact, err := sandboxapi.ParseNetworkRule("registry.example.com:443")
+	require.NoError(t, err)
+	require.Empty(t, WorkspaceEntryRefusal(exact, nil))
+
+	w := newWorld(t, "*.wild.test", "pub.test:PORT")
+	looked := func(n string) bool { _, ok := w.lookedUp.Load(n); return ok }
+
+	// Not host names: refused, never resolved.
+	for _, n := range []string{"sec_ret-.wild.test", "a..wild.test", strings.Repeat("x", 64) + ".wild.test", "-x.wild.test"} {
+		code, body, hdr := w.connect(n + ":443")
+		require.Equal(t, http.StatusForbidden, code, n)
+		require.Equal(t, "denied", hdr.Get(PolicyHeader), n)
+		require.Contains(t, body, "is not a host name", n)
+		require.False(t, looked(n), "%s was resolved", n)
+	}
+
+	// The first MaxWildcardNames names below the wildcard are resolved
+	// (a.wild.test answers; the others do not exist: 502).
+	code, body, _ := w.connect(w.dest("a.wild.test"))
+	require.Equal(t, http.StatusOK, code, body)
+	for i := 1; i < MaxWildcardNames; i++ {
+		n := fmt.Sprintf("mirror%d.wild.test", i)
+		code, _, _ := w.connect(n + ":443")
+		require.Equal(t, http.StatusBadGateway, code, n)
+		require.True(t, looked(n), n)
+	}
+	// Then an attacker-chosen label is never sent to the resolver.
+	secret := "c2VjcmV0LWRhdGE.wild.test"
+	code, body, hdr := w.connect(secret + ":443")
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Equal(t, "denied", hdr.Get(PolicyHeader))
+	require.Contains(t, body, "matches only a wildcard entry")
+	require.False(t, looked(secret), "the attacker-chosen name was resolved")
+	code, _, _ = w.get("http://other-"+secret+"/x", nil)
+	require.Equal(t, http.StatusForbidden, code)
+	require.False(t, looked("other-"+secret), "the attacker-chosen name was resolved (plain HTTP)")
+
+	// Admitted names and exactly allowed names keep working.
+	code, body, _ = w.connect(w.dest("a.wild.test"))
+	require.Equal(t, http.StatusOK, code, body)
+	code, body, _ = w.connect(w.dest("pub.test"))
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, w.log.String(), "matches only a wildcard entry")
 }

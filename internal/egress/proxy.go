@@ -39,6 +39,12 @@ const (
 	maxHeaderBytes = 64 << 10
 	// ownAddrsEvery is how long the host's interface addresses are cached.
 	ownAddrsEvery = 10 * time.Second
+	// MaxWildcardNames bounds the distinct names an endpoint (one runtime,
+	// from its Attach) resolves that only a wildcard entry allows: a
+	// command chooses those names, and every lookup sends one to the
+	// wildcard zone's name servers. Beyond it such names are refused
+	// (403) without a lookup; names an exact entry allows are not counted.
+	MaxWildcardNames = 16
 )
 
 // PolicyHeader is set on every answer the proxy itself makes to a refused
@@ -237,10 +243,30 @@ type endpoint struct {
 	slots     chan struct{}
 	done      chan struct{}
 
-	mu      sync.Mutex
-	pol     Policy
-	tunnels map[net.Conn]struct{} // hijacked connections, closed with the endpoint
-	closed  bool
+	mu        sync.Mutex
+	pol       Policy
+	tunnels   map[net.Conn]struct{} // hijacked connections, closed with the endpoint
+	closed    bool
+	wildNames map[string]bool // names only a wildcard allowed that were admitted (MaxWildcardNames)
+}
+
+// admitWildcardName reports whether host, allowed only by a wildcard entry,
+// may be resolved: it was admitted before, or fewer than MaxWildcardNames
+// names were (then it is admitted now).
+func (e *endpoint) admitWildcardName(host string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.wildNames[host] {
+		return true
+	}
+	if len(e.wildNames) >= MaxWildcardNames {
+		return false
+	}
+	if e.wildNames == nil {
+		e.wildNames = map[string]bool{}
+	}
+	e.wildNames[host] = true
+	return true
 }
 
 // track records a hijacked connection (false: the endpoint is closing, the
@@ -375,8 +401,15 @@ func (e *endpoint) decide(ctx context.Context, pol Policy, host string, port uin
 		}
 		return []netip.AddrPort{netip.AddrPortFrom(a.Unmap(), port)}, nil, nil
 	}
-	if !pol.Allow.nameAllowed(host, port) {
+	if !validHostName(host) {
+		return nil, &Denial{Reason: clipText(host) + " is not a host name"}, nil
+	}
+	allowed, viaWildcard := pol.Allow.nameAllowed(host, port)
+	if !allowed {
 		return nil, &Denial{Reason: host + ":" + strconv.Itoa(int(port)) + " is not in the allow-list"}, nil
+	}
+	if viaWildcard && !e.admitWildcardName(host) {
+		return nil, &Denial{Reason: fmt.Sprintf("%s matches only a wildcard entry, and this runtime's commands have already had %d names under wildcard entries resolved (the limit: the worker resolves no more names of a command's choosing); allow the host by its exact name", host, MaxWildcardNames)}, nil
 	}
 	addrs, err := e.p.lookup(ctx, host)
 	if err != nil {

@@ -43,6 +43,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/hostproc"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
@@ -442,12 +443,14 @@ func (r *Runner) runOnce(ctx context.Context, c Call, args, env []string, stdin 
 	}
 	stderr := &capped{max: 64 << 10}
 	cmd.Stderr = stderr
-	// Own process group (killed whole on timeout); SIGKILL when the worker dies
-	// so no orphaned git keeps writing into a cache after a crash.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// hostproc: own process group (killed whole on timeout and when git
+	// exits, so no helper outlives the call or keeps its credential), and
+	// the whole tree SIGKILLed when the worker dies (parent-death signal
+	// and the reaper), so no orphaned git or git-remote-https keeps
+	// writing into a cache or pushing with the credential after a crash.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
+	err = hostproc.Run(cmd)
 	wrote = counted != nil && counted.n > 0
 	if err != nil {
 		if ctx.Err() != nil {

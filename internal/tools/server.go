@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -278,6 +280,9 @@ func newTool[In, Out any](name, desc string, ann *mcp.ToolAnnotations, enums map
 		in:  resolved,
 		run: func(ctx context.Context, c call, args json.RawMessage) (any, string, error) {
 			var v In
+			if err := wire.CheckDuplicateKeys(name, args, reflect.TypeFor[In]()); err != nil {
+				return nil, "", err
+			}
 			dec := json.NewDecoder(bytes.NewReader(args))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&v); err != nil {
@@ -312,6 +317,12 @@ func (s *Server) handler(t Tool) mcp.ToolHandler {
 		args := req.Params.Arguments
 		if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 			args = json.RawMessage("{}")
+		}
+		// A duplicate key would be validated with one value and decoded
+		// with another; t.run checks again knowing the argument type
+		// (keys differing in case are then the same field's).
+		if err := wire.CheckDuplicateKeys(t.Def.Name, args, nil); err != nil {
+			return errorResult(err), nil
 		}
 		var m map[string]any
 		if err := json.Unmarshal(args, &m); err != nil {

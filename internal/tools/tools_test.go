@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -205,4 +206,34 @@ func TestGitTexts(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	assert.Equal(t, "1 2026-01-02T03:04:05Z l (2 files changed, HEAD "+short(strings.Repeat("c", 40))+")\n",
 		checkpointsText([]sandboxapi.Checkpoint{{ID: 1, CreatedAt: at, Label: "l", FilesChanged: 2, Head: strings.Repeat("c", 40)}}))
+}
+
+// TestToolArgumentsWithDuplicateKeysAreRefused: a tool's arguments with a
+// duplicate key — exact, in another case ("Path" beside "path", which the
+// field decoding would take either of), nested — are InvalidArgument naming
+// the key, and the tool does not run; a map's keys that differ in case are
+// two keys.
+func TestToolArgumentsWithDuplicateKeysAreRefused(t *testing.T) {
+	type in struct {
+		Path string            `json:"path"`
+		Env  map[string]string `json:"env,omitempty"`
+	}
+	ran := 0
+	tool := newTool("dup_probe", "probe", nil, nil, func(_ context.Context, _ call, v in) (struct{}, string, error) {
+		ran++
+		return struct{}{}, v.Path, nil
+	})
+	for args, key := range map[string]string{
+		`{"path":"a","path":"b"}`:              "path",
+		`{"path":"a","Path":"../b"}`:           "Path",
+		`{"path":"a","env":{"X":"1","X":"2"}}`: "env.X",
+	} {
+		_, _, err := tool.run(context.Background(), call{}, json.RawMessage(args))
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, args)
+		assert.Contains(t, sandboxapi.Message(err), `duplicate key "`+key+`"`, args)
+	}
+	require.Zero(t, ran)
+	_, text, err := tool.run(context.Background(), call{}, json.RawMessage(`{"path":"a","env":{"X":"1","x":"2"}}`))
+	require.NoError(t, err)
+	assert.Equal(t, "a", text)
 }

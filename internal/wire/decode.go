@@ -25,7 +25,8 @@ const (
 // Decode decodes one argument strictly into a value of type T (docs/API.md
 // "Strict decoding"): the payload must be JSON (or absent / null, which
 // gives T's zero value), every object key must be a field of the Go type at
-// that place, spelled exactly as its json tag (no case folding), every value
+// that place, spelled exactly as its json tag (no case folding), and occur
+// once in its object (DuplicateKey: also not in another case), every value
 // must have the field's type, and nothing may follow the value. what names
 // the argument in messages (e.g. "exec"). Errors are sandboxapi.FieldError
 // values (ErrInvalidArgument with ErrorDetails.Field set to the JSON path)
@@ -62,6 +63,9 @@ func DecodeJSON(what string, data []byte, v any) error {
 	}
 	if dec.More() {
 		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s: the argument has data after its JSON value", what)
+	}
+	if err := CheckDuplicateKeys(what, data, reflect.TypeOf(v).Elem()); err != nil {
+		return err // the generic decode kept one of the values: which one is not the caller's to guess
 	}
 	if err := checkShape(what, generic, reflect.TypeOf(v).Elem(), ""); err != nil {
 		return err

@@ -38,7 +38,7 @@ func strictDecoding(ctx workflow.Context) bool {
 // corrupt reports that even the lenient decoding failed (the SDK dropped
 // such a payload). Errors: sandboxapi.ErrInvalidArgument naming the field.
 func decodeStrictly[T any](ctx workflow.Context, what string, raw converter.RawValue) (v T, corrupt bool, err error) {
-	v, err = wire.Decode[T](what, raw)
+	v, err = decodeRecorded[T](ctx, what, raw)
 	if err == nil || strictDecoding(ctx) {
 		return v, false, err
 	}
@@ -115,4 +115,26 @@ func senderOf(raw converter.RawValue) signalSender {
 		}
 	}
 	return out
+}
+
+// changeDuplicateKeys marks runs that refuse a workflow argument or signal
+// with a duplicate JSON key (wire.DuplicateKey); runs recorded before it
+// decoded one (the last value wins) and must replay so.
+const changeDuplicateKeys = "refuse-duplicate-keys"
+
+// decodeRecorded is wire.Decode for a workflow's argument or a signal: a
+// payload whose only fault is a duplicate key is refused by a run recorded
+// since changeDuplicateKeys, and decoded as it was (wire.DecodeAccepted) by
+// one recorded before. The version is asked only on such a payload, the
+// same on replay.
+func decodeRecorded[T any](ctx workflow.Context, what string, raw converter.RawValue) (T, error) {
+	v, err := wire.Decode[T](what, raw)
+	if err == nil {
+		return v, nil
+	}
+	accepted, aerr := wire.DecodeAccepted[T](what, raw)
+	if aerr != nil || workflow.GetVersion(ctx, changeDuplicateKeys, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		return v, err
+	}
+	return accepted, nil
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -136,6 +137,18 @@ func TestWorkflowArgumentsAreDecodedStrictly(t *testing.T) {
 		env.ExecuteWorkflow(sandboxapi.CleanupWorkflowType, map[string]any{"user_id": "alice", "project_id": "p1", "dryRun": true})
 		require.True(t, env.IsWorkflowCompleted())
 		assert.Equal(t, "dryRun", field(t, env.GetWorkflowError()))
+		assert.Empty(t, c.destroyed)
+	})
+	t.Run("cleanup with a duplicate key", func(t *testing.T) {
+		// A new run refuses it (changeDuplicateKeys); encoding/json alone
+		// would have destroyed bob's workspaces, the last value.
+		env := suite.NewTestWorkflowEnvironment()
+		env.RegisterWorkflowWithOptions(CleanupWorkflow, workflow.RegisterOptions{Name: sandboxapi.CleanupWorkflowType})
+		c := &fakeCleanup{}
+		c.register(env)
+		env.ExecuteWorkflow(sandboxapi.CleanupWorkflowType, json.RawMessage(`{"user_id": "alice", "project_id": "p1", "user_id": "bob"}`))
+		require.True(t, env.IsWorkflowCompleted())
+		assert.Equal(t, "user_id", field(t, env.GetWorkflowError()))
 		assert.Empty(t, c.destroyed)
 	})
 	t.Run("eviction", func(t *testing.T) {

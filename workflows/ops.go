@@ -91,7 +91,9 @@ func (o operation[In, Out]) register(s *session, ctx workflow.Context) error {
 	}
 	handler := func(ctx workflow.Context, raw converter.RawValue) (Out, error) {
 		var zero Out
-		in, err := wire.Decode[In](o.op.Name, raw) // validated already: cannot fail here
+		// Validated already (duplicate keys refused there): decoded as the
+		// run recorded it, also for updates accepted before that check.
+		in, err := wire.DecodeAccepted[In](o.op.Name, raw)
 		if err != nil {
 			return zero, appError(err)
 		}

@@ -131,7 +131,7 @@ type idleTimer struct {
 // when Temporal suggests it. Its argument is a sandboxapi.SessionInput,
 // decoded strictly (an unknown field fails the run with InvalidArgument).
 func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
-	in, err := wire.Decode[wire.SessionRunInput](sandboxapi.SessionWorkflowType, raw)
+	in, err := decodeRecorded[wire.SessionRunInput](ctx, sandboxapi.SessionWorkflowType, raw)
 	if err == nil {
 		err = sandbox.ValidateWorkspaceID(in.WorkspaceID)
 	}

@@ -51,7 +51,7 @@ type stream struct {
 // policy USE_EXISTING). Reads count as use of their process for the
 // session's idle rules (a process_used signal at most every 5 minutes).
 func ProcessStreamWorkflow(ctx workflow.Context, raw converter.RawValue) error {
-	in, err := wire.Decode[sandboxapi.StreamInput](sandboxapi.ProcessStreamWorkflowType, raw)
+	in, err := decodeRecorded[sandboxapi.StreamInput](ctx, sandboxapi.ProcessStreamWorkflowType, raw)
 	if err == nil {
 		err = sandbox.ValidateWorkspaceID(in.WorkspaceID)
 	}
@@ -70,7 +70,7 @@ func ProcessStreamWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 		return nil
 	}
 	handler := func(ctx workflow.Context, raw converter.RawValue) (sandboxapi.ProcessReadResult, error) {
-		in, err := wire.Decode[sandboxapi.ProcessReadInput](sandboxapi.UpdateProcessRead, raw)
+		in, err := wire.DecodeAccepted[sandboxapi.ProcessReadInput](sandboxapi.UpdateProcessRead, raw)
 		if err != nil {
 			return sandboxapi.ProcessReadResult{}, appError(err)
 		}

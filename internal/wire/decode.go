@@ -33,6 +33,19 @@ const (
 // or ErrInvalidArgument for a payload that is not JSON at all. Decode is
 // deterministic, so workflow code may call it.
 func Decode[T any](what string, raw converter.RawValue) (T, error) {
+	return decode[T](what, raw, true)
+}
+
+// DecodeAccepted is Decode without the duplicate-key check: for an argument
+// a run already accepted and recorded (an update's handler, after its
+// validator refused duplicates; a workflow argument or signal of a run
+// recorded before duplicates were refused), which replay must decode as it
+// was decoded then (encoding/json: the last of duplicate keys wins).
+func DecodeAccepted[T any](what string, raw converter.RawValue) (T, error) {
+	return decode[T](what, raw, false)
+}
+
+func decode[T any](what string, raw converter.RawValue, dups bool) (T, error) {
 	var out T
 	p := raw.Payload()
 	if p == nil {
@@ -45,12 +58,14 @@ func Decode[T any](what string, raw converter.RawValue) (T, error) {
 	default:
 		return out, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s: payload encoding %q is not supported (send JSON)", what, sandboxapi.Clip(enc, 60))
 	}
-	return out, DecodeJSON(what, p.GetData(), &out)
+	return out, decodeJSON(what, p.GetData(), &out, dups)
 }
 
 // DecodeJSON is Decode's JSON half: it decodes data strictly into v (a
 // pointer). Errors as Decode.
-func DecodeJSON(what string, data []byte, v any) error {
+func DecodeJSON(what string, data []byte, v any) error { return decodeJSON(what, data, v, true) }
+
+func decodeJSON(what string, data []byte, v any, dups bool) error {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || string(data) == "null" {
 		return nil
@@ -64,8 +79,10 @@ func DecodeJSON(what string, data []byte, v any) error {
 	if dec.More() {
 		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s: the argument has data after its JSON value", what)
 	}
-	if err := CheckDuplicateKeys(what, data, reflect.TypeOf(v).Elem()); err != nil {
-		return err // the generic decode kept one of the values: which one is not the caller's to guess
+	if dups {
+		if err := CheckDuplicateKeys(what, data, reflect.TypeOf(v).Elem()); err != nil {
+			return err // the generic decode kept one of the values: which one is not the caller's to guess
+		}
 	}
 	if err := checkShape(what, generic, reflect.TypeOf(v).Elem(), ""); err != nil {
 		return err

@@ -127,6 +127,7 @@ var (
 	ParseRepoURL            = sandboxapi.ParseRepoURL
 	RuntimeIDFor            = sandboxapi.RuntimeIDFor
 	SessionWorkflowID       = sandboxapi.SessionWorkflowID
+	TenantSegment           = sandboxapi.TenantSegment
 	ValidateID              = sandboxapi.ValidateID
 	ValidateRef             = sandboxapi.ValidateRef
 	ValidateSearchPattern   = sandboxapi.ValidateSearchPattern

@@ -97,6 +97,10 @@ type Activities struct {
 
 	touchMu sync.Mutex
 	touched map[string]time.Time
+
+	// execMu guards execs: each workspace's host-side exec lock (execlock.go).
+	execMu sync.Mutex
+	execs  map[string]*execState
 }
 
 // touchEvery throttles last_used_at writes per workspace.
@@ -680,6 +684,13 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 	if err := a.commandNetwork("exec", ws, in.Request.Network); err != nil {
 		return wire.ExecActivityResult{}, err
 	}
+	// One command of the workspace at a time on this host, whatever
+	// session sent it (execlock.go).
+	unlock, err := a.lockExec(ctx, ws.ID)
+	if err != nil {
+		return wire.ExecActivityResult{}, err
+	}
+	defer unlock()
 	rt, err := a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
 	if err != nil {
 		return wire.ExecActivityResult{}, err

@@ -2,8 +2,11 @@ package activities
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -93,5 +96,49 @@ func TestBranchNameHeldByAnotherTenantIsRefused(t *testing.T) {
 	}
 	if got := h.acquire(alice).Workspace.BranchName; got != "agent/feature-x" {
 		t.Fatalf("alice's branch %q", got)
+	}
+}
+
+// TestExecsOfOneWorkspaceNeverOverlapOnTheHost: two exec starts of one
+// workspace (as two sessions of it would send them) never run their
+// commands at once: the second starts only after the first ended, and one
+// whose deadline comes first is refused with SandboxConflict, its command
+// never started. Another workspace's exec is not held up.
+func TestExecsOfOneWorkspaceNeverOverlapOnTheHost(t *testing.T) {
+	h := newTestHost(t)
+	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	other := h.acquire(h.request(sandbox.ModeEdit, "c2")).Workspace
+	ctx := context.Background()
+	sh := func(script string) sandbox.ExecRequest { return sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}} }
+	first, err := h.acts.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-first",
+		Request: sh("touch a.start; sleep 2; touch a.end")})
+	if err != nil || first.Done {
+		t.Fatalf("first start: %+v %v", first, err)
+	}
+	// Another workspace runs at once.
+	began := time.Now()
+	if res, err := h.acts.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: other.ID, ProcessID: "exec-other", Request: sh("true"), Wait: 5 * time.Second}); err != nil || !res.Done {
+		t.Fatalf("other workspace: %+v %v", res, err)
+	}
+	if time.Since(began) > 1500*time.Millisecond {
+		t.Errorf("another workspace's exec waited %s", time.Since(began))
+	}
+	// A start whose deadline comes before the first ends is refused, and
+	// its command never runs.
+	short, cancel := context.WithTimeout(ctx, execLockMargin+500*time.Millisecond)
+	_, err = h.acts.ExecStart(short, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-refused", Request: sh("touch refused")})
+	cancel()
+	wantAppError(t, err, sandboxapi.ErrConflict)
+	// The second waits for the first, then runs.
+	second, err := h.acts.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-second",
+		Request: sh(`if [ -e a.end ]; then echo after; else echo overlap; fi`), Wait: 10 * time.Second})
+	if err != nil || !second.Done {
+		t.Fatalf("second start: %+v %v", second, err)
+	}
+	if got := strings.TrimSpace(string(second.Result.Stdout)); got != "after" {
+		t.Fatalf("the second exec ran while the first did: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(ws.LocalPath, "refused")); err == nil {
+		t.Fatal("the refused exec's command ran")
 	}
 }

@@ -99,8 +99,10 @@ echo 'written by the smoke test' | timeout 120 bin/sandboxctl write "$ws" notes/
 [ "$(cat "$wt/notes/smoke.txt")" = "written by the smoke test" ]
 timeout 120 bin/sandboxctl commit "$ws" -m "smoke: a note" >/dev/null
 bare=$(dirname "$(dirname "$wt")")/.bare
-[ "$(git --git-dir="$bare" log -1 --format=%s agent/edits-c1)" = "smoke: a note" ]
-[ "$(git --git-dir="$bare" show agent/edits-c1:notes/smoke.txt)" = "written by the smoke test" ]
+branch=$(printf '%s' "$acq" | python3 -c 'import json,sys; print(json.load(sys.stdin)["branch"])')
+[ "$branch" = "agent/$(printf 'smoke|compose' | sha256sum | cut -c1-16)/edits-c1" ]
+[ "$(git --git-dir="$bare" log -1 --format=%s "$branch")" = "smoke: a note" ]
+[ "$(git --git-dir="$bare" show "$branch:notes/smoke.txt")" = "written by the smoke test" ]
 log "acquire -> exec -> write -> commit ok"
 
 # The Web UI answers and, through its API, lists the session.

@@ -86,7 +86,7 @@ func TestAcquireTwiceLeavesTheSameState(t *testing.T) {
 		t.Errorf("first acquire: Created = false")
 	}
 	ws := first.Workspace
-	if ws.BranchName != "agent/edits-c1" || ws.HostID != testHostID || ws.State != sandbox.WorkspaceReady {
+	if ws.BranchName != req.Branch() || ws.HostID != testHostID || ws.State != sandbox.WorkspaceReady {
 		t.Fatalf("first acquire: branch %q host %q state %q", ws.BranchName, ws.HostID, ws.State)
 	}
 	upstreamHead := gittest.Git(t, h.upstream, "rev-parse", "main")
@@ -123,7 +123,7 @@ func TestAcquireTwiceLeavesTheSameState(t *testing.T) {
 	out := gittest.Git(t, ws.LocalPath, "worktree", "list", "--porcelain")
 	checkedOut := 0
 	for _, line := range strings.Split(out, "\n") {
-		if line == "branch refs/heads/agent/edits-c1" {
+		if line == "branch refs/heads/"+req.Branch() {
 			checkedOut++
 		}
 	}

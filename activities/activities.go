@@ -97,6 +97,10 @@ type Activities struct {
 
 	touchMu sync.Mutex
 	touched map[string]time.Time
+
+	// execMu guards execs: each workspace's host-side exec lock (execlock.go).
+	execMu sync.Mutex
+	execs  map[string]*execState
 }
 
 // touchEvery throttles last_used_at writes per workspace.
@@ -288,6 +292,11 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if p.found && !fresh && p.req.BaseRef == "" {
 		p.req.BaseRef = p.existing.BaseRef
 	}
+	if fresh {
+		if err := a.checkBranchFree(ctx, p); err != nil {
+			return wire.AcquireActivityResult{}, err
+		}
+	}
 	cred, err := a.Credentials.Credential(ctx, sandbox.AuthScope{UserID: p.req.UserID, Repo: p.repo})
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
@@ -444,15 +453,46 @@ func (a *Activities) ensureWorktree(ctx context.Context, p acquirePlan, cred *sa
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}
-	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req) })
+	// An existing workspace keeps the branch and directory its row records
+	// (docs/API.md "Identity"); a destroyed key's tombstone starts afresh.
+	var stored *sandbox.Workspace
+	if p.found && p.existing.State != sandbox.WorkspaceRemoved {
+		stored = &p.existing
+	}
+	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req, stored) })
 	if errors.Is(err, sandbox.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {
 		// LastFetchedAt is when the fetch started.
 		if cache, err = ensureCache(true); err != nil {
 			return sandbox.Workspace{}, err
 		}
-		ws, err = whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req) })
+		ws, err = whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req, stored) })
 	}
 	return ws, err
+}
+
+// checkBranchFree refuses a new workspace whose caller-named branch
+// (branch_name) another workspace of the repository on this host holds,
+// whoever's it is and whatever its state but removed (an evicted
+// workspace keeps its branch for its restore): checking it out would show
+// that workspace's commits, and later work would mix with its. The
+// refusal names neither the other workspace nor its tenant. A derived
+// branch needs no check: it is unique per key (docs/API.md "Identity").
+// Errors: ErrConflict, the store's.
+func (a *Activities) checkBranchFree(ctx context.Context, p acquirePlan) error {
+	if p.req.BranchName == "" || p.req.Mode == sandbox.ModeAnalysis {
+		return nil
+	}
+	self := sandbox.WorkspaceIDForKey(p.req.Key())
+	rows, err := a.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: sandbox.RepoCacheIDFor(a.HostID, p.repo)})
+	if err != nil {
+		return err
+	}
+	for _, w := range rows {
+		if w.ID != self && w.State != sandbox.WorkspaceRemoved && w.BranchName == p.req.BranchName {
+			return sandbox.Errorf(sandbox.ErrConflict, "branch_name %s is held by another workspace of the repository: choose another branch_name", p.req.BranchName)
+		}
+	}
+	return nil
 }
 
 // recordedRow is the row acquire records for the worktree ws (at now): this
@@ -509,7 +549,9 @@ func (a *Activities) settingsFor(ws sandbox.Workspace) wire.SessionSettings {
 	return s
 }
 
-// RequestFor rebuilds the request that created a workspace (resume by id).
+// RequestFor rebuilds the request that created a workspace (resume by id):
+// a branch other than the one the request's derivation names today (every
+// branch of a workspace created before tenant segments) is its branch_name.
 func RequestFor(ws sandbox.Workspace) sandbox.WorkspaceRequest {
 	req := sandbox.WorkspaceRequest{
 		UserID: ws.UserID, ProjectID: ws.ProjectID, RepoURL: ws.Repo.URL, BaseRef: ws.BaseRef,
@@ -642,6 +684,13 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 	if err := a.commandNetwork("exec", ws, in.Request.Network); err != nil {
 		return wire.ExecActivityResult{}, err
 	}
+	// One command of the workspace at a time on this host, whatever
+	// session sent it (execlock.go).
+	unlock, err := a.lockExec(ctx, ws.ID)
+	if err != nil {
+		return wire.ExecActivityResult{}, err
+	}
+	defer unlock()
 	rt, err := a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
 	if err != nil {
 		return wire.ExecActivityResult{}, err

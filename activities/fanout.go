@@ -130,7 +130,7 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 // AcquireTask gets or creates a task's workspace by update-with-start of its
 // session on the conversation host's task queue (so the task branch lives in
 // the same repo cache as the conversation's), starting branch
-// agent/task-<task_id> at in.StartCommit. Errors: ErrWorkspaceUnavailable
+// agent/<tenant>/task-<task_id> at in.StartCommit. Errors: ErrWorkspaceUnavailable
 // (the task workspace already lives on another host), ErrConflict (the task
 // id's workspace exists and started from another commit: use a new task id),
 // the acquire errors.

@@ -95,9 +95,22 @@ func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (
 	if err := a.commandNetwork("exec", ws, in.Request.Network); err != nil {
 		return wire.ExecStartResult{}, err
 	}
+	// One command of the workspace at a time on this host, whatever
+	// session sent it (execlock.go): the start waits for the exec started
+	// before it to end.
+	unlock, err := a.lockExec(ctx, ws.ID)
+	if err != nil {
+		return wire.ExecStartResult{}, err
+	}
+	defer unlock()
+	if err := a.awaitOtherExec(ctx, pr, ws.ID, in.ProcessID); err != nil {
+		return wire.ExecStartResult{}, err
+	}
 	if _, err := pr.StartProcess(ctx, execSpec(in)); err != nil {
 		return wire.ExecStartResult{}, err
 	}
+	a.startedExec(ws.ID, in.ProcessID)
+	unlock()
 	info, err := pr.WaitProcess(ctx, in.ProcessID, min(max(in.Wait, 0), sandbox.MaxProcessReadWait))
 	if err != nil {
 		return wire.ExecStartResult{}, err

@@ -117,7 +117,7 @@ func TestCommitTwiceMakesOneCommit(t *testing.T) {
 	if err := h.run(wire.ActivityCommit, in, &first); err != nil {
 		t.Fatal(err)
 	}
-	if first.NothingToCommit || first.Branch != "agent/edits-c1" || first.Commit == "" {
+	if first.NothingToCommit || first.Branch != ws.BranchName || first.Commit == "" {
 		t.Fatalf("first commit: %+v", first)
 	}
 	if err := h.run(wire.ActivityCommit, in, &second); err != nil {

@@ -54,7 +54,7 @@ func FanoutWorkflowID(fanoutID string) (string, error) {
 // TaskSpec is one task of a fan-out.
 type TaskSpec struct {
 	// TaskID names the task's workspace (key task|user|project|task_id) and
-	// branch agent/task-<task_id>; ValidateID. Reusing a task id reuses
+	// branch agent/<tenant>/task-<task_id> (TaskBranch); ValidateID. Reusing a task id reuses
 	// its workspace: a task id whose workspace started from another commit
 	// fails the task with SandboxConflict.
 	TaskID string `json:"task_id"`

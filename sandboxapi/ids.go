@@ -6,13 +6,68 @@ import (
 	"strings"
 )
 
-// Branch name prefixes (docs/DESIGN.md "The three things").
+// Branch name prefixes (docs/DESIGN.md "The three things", docs/API.md "Identity").
 const (
 	// AgentBranchPrefix starts every branch a workspace may check out.
 	AgentBranchPrefix = "agent/"
-	EditBranchPrefix  = "agent/edits-"
-	TaskBranchPrefix  = "agent/task-"
+	// EditBranchPrefix starts the branch of an edit workspace created before
+	// tenant segments (agent/edits-<conversation_id>): such a workspace keeps
+	// the branch its row records; a new one gets EditBranch.
+	EditBranchPrefix = "agent/edits-"
+	// TaskBranchPrefix starts the branch of a task workspace created before
+	// tenant segments (agent/task-<task_id>); a new one gets TaskBranch.
+	TaskBranchPrefix = "agent/task-"
+	// TenantSegmentLen is the length of TenantSegment: lowercase hex digits.
+	TenantSegmentLen = 16
 )
+
+// TenantSegment returns the tenant's segment of every name derived from its
+// ids (docs/API.md "Identity"): the first TenantSegmentLen lowercase hex
+// digits of sha256(user_id + "|" + project_id). Ids never contain '|', so
+// two tenants (user and project) share a segment only by a 64-bit hash
+// collision.
+func TenantSegment(userID, projectID string) string {
+	sum := sha256.Sum256([]byte(userID + "|" + projectID))
+	return hex.EncodeToString(sum[:])[:TenantSegmentLen]
+}
+
+// EditBranch returns the branch of a new edit workspace:
+// "agent/<TenantSegment>/edits-<conversation_id>".
+func EditBranch(userID, projectID, conversationID string) string {
+	return AgentBranchPrefix + TenantSegment(userID, projectID) + "/edits-" + conversationID
+}
+
+// TaskBranch returns the branch of a new task workspace:
+// "agent/<TenantSegment>/task-<task_id>".
+func TaskBranch(userID, projectID, taskID string) string {
+	return AgentBranchPrefix + TenantSegment(userID, projectID) + "/task-" + taskID
+}
+
+// isTenantSegment reports whether s has the form of a TenantSegment.
+func isTenantSegment(s string) bool {
+	return len(s) == TenantSegmentLen && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// checkBranchNamespace refuses a branch_name inside a tenant namespace that
+// is not the caller's (agent/<16 hex>/…), or naming a tenant namespace
+// itself (agent/<16 hex>: git could then hold no branch below it). Those
+// names are derived for other tenants' workspaces (EditBranch, TaskBranch):
+// a caller-named branch must never take, or block, one of them.
+func (r WorkspaceRequest) checkBranchNamespace() error {
+	rest := strings.TrimPrefix(r.BranchName, AgentBranchPrefix)
+	seg, below, nested := strings.Cut(rest, "/")
+	if !isTenantSegment(seg) {
+		return nil
+	}
+	if !nested || below == "" {
+		return FieldError("branch_name", "branch_name %q: agent/<%d hex digits> is a tenant's namespace, not a branch", clip(r.BranchName), TenantSegmentLen)
+	}
+	if seg != TenantSegment(r.UserID, r.ProjectID) {
+		return FieldError("branch_name", "branch_name %q: agent/%s/ is another tenant's namespace; use a name under agent/%s/ or outside agent/<%d hex digits>/",
+			clip(r.BranchName), seg, TenantSegment(r.UserID, r.ProjectID), TenantSegmentLen)
+	}
+	return nil
+}
 
 // Validate checks every field of a request and returns the parsed repository
 // identity. Required per mode: analysis needs nothing more (BaseRef empty means
@@ -72,6 +127,9 @@ func (r WorkspaceRequest) Validate(policy URLPolicy) (RepoIdentity, error) {
 		if !strings.HasPrefix(r.BranchName, AgentBranchPrefix) || r.BranchName == AgentBranchPrefix {
 			return RepoIdentity{}, Errorf(ErrInvalidArgument, "branch_name %q: must start with %q", clip(r.BranchName), AgentBranchPrefix)
 		}
+		if err := r.checkBranchNamespace(); err != nil {
+			return RepoIdentity{}, err
+		}
 	}
 	if r.FromBranch != "" {
 		if r.Mode != ModeTask {
@@ -99,18 +157,22 @@ func (r WorkspaceRequest) Key() string {
 	}
 }
 
-// Branch returns the branch the workspace checks out: BranchName when given,
-// else agent/edits-<conversation_id> (edit), agent/task-<task_id> (task), or ""
-// for analysis (detached HEAD).
+// Branch returns the branch a new workspace of the request checks out:
+// BranchName when given, else EditBranch (edit:
+// agent/<tenant>/edits-<conversation_id>), TaskBranch (task:
+// agent/<tenant>/task-<task_id>), or "" for analysis (detached HEAD). An
+// existing workspace keeps the branch its row records (workspaces created
+// before tenant segments are on agent/edits-<conversation_id> and
+// agent/task-<task_id>): never recompute it for one.
 func (r WorkspaceRequest) Branch() string {
 	if r.BranchName != "" {
 		return r.BranchName
 	}
 	switch r.Mode {
 	case ModeEdit:
-		return EditBranchPrefix + r.ConversationID
+		return EditBranch(r.UserID, r.ProjectID, r.ConversationID)
 	case ModeTask:
-		return TaskBranchPrefix + r.TaskID
+		return TaskBranch(r.UserID, r.ProjectID, r.TaskID)
 	}
 	return ""
 }
@@ -161,10 +223,14 @@ func ValidateWorkspaceID(wsID string) error {
 // RuntimeIDFor returns the runtime id attached to a workspace: "rt-<24 hex>".
 func RuntimeIDFor(wsID string) string { return "rt-" + strings.TrimPrefix(wsID, "ws-") }
 
-// WorktreeDirName returns the worktree directory name of docs/DESIGN.md:
-// "<user>_<scope>_<branch>-<hash8>", where branch has '/' replaced by '-' (or is
-// the base ref, or "default", for analysis) and hash8 is the first 8 hex digits
-// of sha256(key). Each part is cut to 40 bytes; the hash keeps names unique.
+// WorktreeDirName returns the worktree directory name of a new workspace
+// (docs/DESIGN.md, docs/API.md "Identity"): "<user>_<scope>_<branch>-<hash24>",
+// where branch is Branch() with every byte outside [A-Za-z0-9._-] replaced by
+// '-' (or is the base ref, or "default", for analysis), leading '.' and '-'
+// trimmed, and hash24 is the first 24 hex digits of sha256(key) (the
+// workspace id's). Each part is cut to 40 bytes; the hash keeps names unique
+// per key, hence per tenant. An existing workspace keeps the path its row
+// records (those created before were "…-<hash8>"): never recompute it for one.
 func (r WorkspaceRequest) WorktreeDirName() string {
 	branch := r.Branch()
 	if branch == "" {
@@ -187,5 +253,5 @@ func (r WorkspaceRequest) WorktreeDirName() string {
 		}
 		return s
 	}
-	return part(r.UserID) + "_" + part(r.Scope()) + "_" + part(branch) + "-" + keyHash(r.Key())[:8]
+	return part(r.UserID) + "_" + part(r.Scope()) + "_" + part(branch) + "-" + keyHash(r.Key())[:24]
 }

@@ -25,7 +25,7 @@ func TestSessionSummaryNamesUserProjectRepoModeAndScope(t *testing.T) {
 
 	ws := WorkspaceIDForKey(edit.Key())
 	d := SessionDetails(ws, edit)
-	for _, want := range []string{"**Workspace** " + ws, "**Workflow** sandbox-session/" + strings.TrimPrefix(ws, "ws-"), "**User** alice", "**Repository** github.com/acme/app", "**Branch** agent/edits-c\\_42"} {
+	for _, want := range []string{"**Workspace** " + ws, "**Workflow** sandbox-session/" + strings.TrimPrefix(ws, "ws-"), "**User** alice", "**Repository** github.com/acme/app", "**Branch** agent/" + TenantSegment("alice", "p1") + "/edits-c\\_42"} {
 		assert.Contains(t, d, want)
 	}
 	assert.NotContains(t, SessionSummary("ws-1", edit), "https://")

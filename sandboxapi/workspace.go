@@ -9,9 +9,9 @@ type WorkspaceMode string
 const (
 	// ModeAnalysis: read-only, keyed by (user, project, base_ref), detached HEAD.
 	ModeAnalysis WorkspaceMode = "analysis"
-	// ModeEdit: writable, keyed by (user, project, conversation_id), branch agent/edits-<conversation_id>.
+	// ModeEdit: writable, keyed by (user, project, conversation_id), branch agent/<tenant>/edits-<conversation_id> (EditBranch).
 	ModeEdit WorkspaceMode = "edit"
-	// ModeTask: writable, keyed by (user, project, task_id), branch agent/task-<task_id>.
+	// ModeTask: writable, keyed by (user, project, task_id), branch agent/<tenant>/task-<task_id> (TaskBranch).
 	ModeTask WorkspaceMode = "task"
 )
 
@@ -71,7 +71,7 @@ type WorkspaceRequest struct {
 	// BranchName overrides the mode's branch (edit/task only); it must pass ValidateBranchName.
 	BranchName string `json:"branch_name,omitempty"`
 	// FromBranch, for task workspaces, starts the task branch from this local
-	// branch (e.g. a conversation's agent/edits-<id>) instead of BaseRef.
+	// branch (e.g. a conversation's agent/<tenant>/edits-<id>) instead of BaseRef.
 	FromBranch string `json:"from_branch,omitempty"`
 	// Network is the workspace's network policy: the widest network any of
 	// its commands may use (docs/SECURITY.md "Network modes"). "" keeps the

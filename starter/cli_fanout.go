@@ -92,7 +92,7 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 		Use:   "start --workspace WS --task ID[:SCRIPT] ... [--parallel N] [--accept all|ID,ID] [--timeout D] [--from-fork]",
 		Short: "Start a fan-out and print its id",
 		Long: "Start a fan-out from a conversation's edit workspace: the workspace is checkpointed (its\n" +
-			"uncommitted changes committed), each task gets workspace and branch agent/task-<ID> from that\n" +
+			"uncommitted changes committed), each task gets workspace and branch agent/<tenant>/task-<ID> from that\n" +
 			"commit, runs SCRIPT (sh -c; exit 0 = success) or, without one, waits for\n" +
 			"`sandboxctl fanout complete`; the accepted tasks that succeeded are then merged into the\n" +
 			"conversation in the order given. With --from-fork nothing is committed first: each task is a\n" +

@@ -62,7 +62,7 @@ func TestCLIWalkthrough(t *testing.T) {
 	for _, field := range []string{`"workspace_id"`, `"local_path"`, `"branch"`, `"base_commit"`, `"mode"`, `"capabilities"`} {
 		assert.Contains(t, r.stdout, field)
 	}
-	assert.Equal(t, "agent/edits-c1", hd.Branch)
+	assert.Equal(t, sandboxapi.EditBranch(user, "demo", "c1"), hd.Branch)
 	ws := hd.WorkspaceID
 
 	r = runCLI(t, bin, queue, "", "exec", ws, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
@@ -128,7 +128,7 @@ func TestCLIWalkthrough(t *testing.T) {
 
 	r = runCLI(t, bin, queue, "", "commit", ws, "-m", "agent: say hello")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "on agent/edits-c1")
+	assert.Contains(t, r.stdout, "on "+sandboxapi.EditBranch(user, "demo", "c1"))
 
 	// A name that is not UTF-8 cannot travel in JSON unchanged: refused
 	// rather than written under another name.

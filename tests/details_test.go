@@ -60,7 +60,7 @@ func TestSessionSummaryAndCurrentDetails(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("%s · proj · %s · edit · conversation %s", sandboxapi.EscapeMarkdown(user), repo, sandboxapi.EscapeMarkdown(conv)), summary)
 	static, err := d.GetStaticDetails()
 	require.NoError(t, err)
-	for _, want := range []string{"**User** " + sandboxapi.EscapeMarkdown(user), "**Repository** " + repo, "**Mode** edit", "**Branch** agent/edits-" + sandboxapi.EscapeMarkdown(conv), hd.WorkspaceID} {
+	for _, want := range []string{"**User** " + sandboxapi.EscapeMarkdown(user), "**Repository** " + repo, "**Mode** edit", "**Branch** agent/" + sandboxapi.TenantSegment(user, "proj") + "/edits-" + sandboxapi.EscapeMarkdown(conv), hd.WorkspaceID} {
 		assert.Contains(t, static, want)
 	}
 	assert.NotContains(t, static, "file://", "the repository's URL is not shown, only its key")
@@ -74,7 +74,7 @@ func TestSessionSummaryAndCurrentDetails(t *testing.T) {
 		"**State** active",
 		"**Runtime** " + hd.RuntimeKind + ", running",
 		"**Host** " + sandboxapi.EscapeMarkdown(h.Config.HostID),
-		"**Branch** agent/edits-" + sandboxapi.EscapeMarkdown(conv),
+		"**Branch** agent/" + sandboxapi.TenantSegment(user, "proj") + "/edits-" + sandboxapi.EscapeMarkdown(conv),
 		"**Last operation** exec: exit 3 in ",
 		"runtime hibernates at ",
 		"session closes at ",

@@ -48,7 +48,7 @@ func TestDockerEndToEnd(t *testing.T) {
 	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"git", "status", "--porcelain", "--branch"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "git status inside the container: %s", res.Stderr)
-	require.Contains(t, string(res.Stdout), "## agent/edits-c")
+	require.Contains(t, string(res.Stdout), "## agent/")
 
 	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo edited > edit.txt && git status --porcelain"}})
 	require.NoError(t, err)

@@ -57,10 +57,10 @@ func TestExternalModuleRunsTheREADMEProgram(t *testing.T) {
 	run.Stdout, run.Stderr = &stdout, &stderr
 	require.NoError(t, run.Run(), "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	got := stdout.String()
-	assert.Regexp(t, `workspace ws-[0-9a-f]{24} on branch agent/edits-c42 contract `+regexp.QuoteMeta(sandboxapi.ContractVersion), got)
+	assert.Regexp(t, `workspace ws-[0-9a-f]{24} on branch agent/[0-9a-f]{16}/edits-c42 contract `+regexp.QuoteMeta(sandboxapi.ContractVersion), got)
 	assert.Regexp(t, `exec: exit 0: [0-9a-f]+ initial commit`, got)
 	assert.Contains(t, got, "diff: files [notes/hello.txt]")
-	commit := regexp.MustCompile(`commit ([0-9a-f]{40}) on agent/edits-c42`).FindStringSubmatch(got)
+	commit := regexp.MustCompile(`commit ([0-9a-f]{40}) on agent/[0-9a-f]{16}/edits-c42`).FindStringSubmatch(got)
 	require.NotNil(t, commit, got)
 	assert.Contains(t, got, "path escape refused: InvalidWorkspacePath")
 

@@ -91,7 +91,7 @@ func TestFanoutThreeTasksAllMergeViaCLI(t *testing.T) {
 		tr := tasks[id]
 		assert.Equal(t, sandboxapi.TaskSucceeded, tr.Status, "%s: %+v", id, tr)
 		assert.Equal(t, sandboxapi.TaskMergeMerged, tr.Merge, id)
-		assert.Equal(t, "agent/task-"+id, tr.Branch)
+		assert.Equal(t, sandboxapi.TaskBranch(hd.UserID, hd.ProjectID, id), tr.Branch)
 		require.NotNil(t, tr.Diff, id)
 		assert.Equal(t, []string{file}, tr.Diff.Files, "the diff is against the start commit: %s", id)
 		assert.Contains(t, tr.Diff.Patch, "+++ b/"+file)
@@ -105,7 +105,8 @@ func TestFanoutThreeTasksAllMergeViaCLI(t *testing.T) {
 	}
 	requireCleanAt(t, s, rep.Head)
 	subjects := gittest.Git(t, hd.LocalPath, "log", "--first-parent", "--format=%s", "-4")
-	assert.Equal(t, "Merge branch 'agent/task-t3'\nMerge branch 'agent/task-t2'\nMerge branch 'agent/task-t1'\nCheckpoint before fan-out "+id, subjects,
+	tb := func(task string) string { return sandboxapi.TaskBranch(hd.UserID, hd.ProjectID, task) }
+	assert.Equal(t, "Merge branch '"+tb("t3")+"'\nMerge branch '"+tb("t2")+"'\nMerge branch '"+tb("t1")+"'\nCheckpoint before fan-out "+id, subjects,
 		"merged in input order on top of the checkpoint")
 	assert.Contains(t, gittest.Git(t, hd.LocalPath, "log", "-1", "--format=%B", tasks["t1"].Commit), "write one.txt", "instructions are kept in the task's commit")
 

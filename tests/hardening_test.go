@@ -423,7 +423,7 @@ func TestHardeningConcurrentAcquires(t *testing.T) {
 	require.Len(t, bare, 1)
 	list := gittest.Git(t, bare[0], "worktree", "list", "--porcelain")
 	for i := range 8 {
-		branch := fmt.Sprintf("branch refs/heads/agent/edits-conv%d", i)
+		branch := "branch refs/heads/" + sandboxapi.EditBranch(user, "p", fmt.Sprintf("conv%d", i))
 		assert.Equal(t, 1, strings.Count(list+"\n", branch+"\n"), "%s checked out once:\n%s", branch, list)
 		assert.Contains(t, list, "worktree "+handles[i].LocalPath+"\n")
 	}

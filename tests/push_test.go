@@ -266,8 +266,8 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 	// Push: a new remote branch, the commit recorded as pushed.
 	pushed, err := s.Push(ctx, false)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.PushResult{Branch: "agent/edits-c1", Commit: c1.Commit, Status: sandbox.PushCreated}, pushed)
-	assert.Equal(t, c1.Commit, gittest.Git(t, e.upstream, "rev-parse", "refs/heads/agent/edits-c1"))
+	assert.Equal(t, sandbox.PushResult{Branch: hd.Branch, Commit: c1.Commit, Status: sandbox.PushCreated}, pushed)
+	assert.Equal(t, c1.Commit, gittest.Git(t, e.upstream, "rev-parse", "refs/heads/"+hd.Branch))
 	bare := findBare(t, e.host.Config.DataDir)
 	require.Len(t, bare, 1)
 	assert.Equal(t, c1.Commit, gittest.Git(t, bare[0], "rev-parse", sandbox.PushedRef(hd.WorkspaceID)), "push recorded")
@@ -285,7 +285,7 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 	assert.Equal(t, "open", pr.State)
 	assert.True(t, pr.Draft)
 	assert.Equal(t, "trunk", pr.Base)
-	assert.Equal(t, "agent/edits-c1", pr.Head)
+	assert.Equal(t, hd.Branch, pr.Head)
 	assert.Equal(t, c1.Commit, pr.HeadCommit)
 	assert.Empty(t, pr.Warnings)
 	held := e.gh.PullRequests("acme", "app")
@@ -298,7 +298,7 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 		assert.Equal(t, e.token, r.Token, "the user's own token authenticated %s %s", r.Method, r.Path)
 		if r.Method == "POST" && r.Path == "/repos/acme/app/pulls" {
 			sawCreate = true
-			assert.JSONEq(t, `{"title":"Agent: add agent.txt","head":"agent/edits-c1","base":"trunk","body":"Generated.","draft":true}`, string(r.Body))
+			assert.JSONEq(t, `{"title":"Agent: add agent.txt","head":"`+hd.Branch+`","base":"trunk","body":"Generated.","draft":true}`, string(r.Body))
 		}
 	}
 	assert.True(t, sawCreate)
@@ -316,17 +316,17 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	var viaCLI sandbox.PushResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &viaCLI))
-	assert.Equal(t, sandbox.PushResult{Branch: "agent/edits-c1", Commit: c2.Commit, PreviousRemoteCommit: c1.Commit, Status: sandbox.PushFastForward}, viaCLI)
+	assert.Equal(t, sandbox.PushResult{Branch: hd.Branch, Commit: c2.Commit, PreviousRemoteCommit: c1.Commit, Status: sandbox.PushFastForward}, viaCLI)
 	require.NoError(t, s2.WriteFile(ctx, "other.txt", []byte("c2\n"), 0))
 	_, err = s2.Commit(ctx, sandbox.CommitRequest{Message: "agent: other"})
 	require.NoError(t, err)
 	r = runCLI(t, bin, e.host.Config.TaskQueue, "", "push", hd2.WorkspaceID)
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "new remote branch agent/edits-c2")
+	assert.Contains(t, r.stdout, "new remote branch "+hd2.Branch)
 	r = runCLI(t, bin, e.host.Config.TaskQueue, "", "pr", "create", hd2.WorkspaceID, "--title", "From the CLI", "--body", "b", "--draft",
 		"--base", "trunk", "--reviewer", "carol", "--label", "x", "--label", "y")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "opened pull request #2 (draft): agent/edits-c2 → trunk")
+	assert.Contains(t, r.stdout, "opened pull request #2 (draft): "+hd2.Branch+" → trunk")
 	held = e.gh.PullRequests("acme", "app")
 	require.Len(t, held, 2)
 	assert.Equal(t, []string{"x", "y"}, held[1].Labels)

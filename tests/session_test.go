@@ -59,7 +59,7 @@ func TestAcquireIsIdempotentAndConversationsAreIsolated(t *testing.T) {
 	sA, hA, err := h.client.Acquire(ctx, editRequest(user, project, "convA", url))
 	require.NoError(t, err)
 	assert.True(t, hA.Created)
-	assert.Equal(t, "agent/edits-convA", hA.Branch)
+	assert.Equal(t, sandboxapi.EditBranch(user, project, "convA"), hA.Branch)
 	assert.Equal(t, base, hA.BaseCommit)
 	assert.Equal(t, sandbox.ModeEdit, hA.Mode)
 	assert.True(t, hA.Capabilities.Writable)
@@ -75,7 +75,7 @@ func TestAcquireIsIdempotentAndConversationsAreIsolated(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, hA.WorkspaceID, hB.WorkspaceID)
 	assert.NotEqual(t, hA.LocalPath, hB.LocalPath)
-	assert.Equal(t, "agent/edits-convB", hB.Branch)
+	assert.Equal(t, sandboxapi.EditBranch(user, project, "convB"), hB.Branch)
 
 	// Other local users cannot reach the worktrees (docs/SECURITY.md).
 	fi, err := os.Stat(h.Config.DataDir)
@@ -121,7 +121,7 @@ func TestCloneOnceOverAuthenticatedHTTP(t *testing.T) {
 	for i, conv := range []string{"c1", "c2", "c3"} {
 		_, hd, err := h.client.Acquire(ctx, editRequest(user, "p", conv, url))
 		require.NoError(t, err)
-		assert.Equal(t, "agent/edits-"+conv, hd.Branch)
+		assert.Equal(t, sandboxapi.EditBranch(user, "p", conv), hd.Branch)
 		if i == 0 {
 			afterFirst = srv.UploadPackRequests()
 			assert.Positive(t, afterFirst, "the first acquire clones")
@@ -327,13 +327,13 @@ func TestDiffAndCommit(t *testing.T) {
 	c, err := sA.Commit(ctx, sandbox.CommitRequest{Message: "agent: add world"})
 	require.NoError(t, err)
 	assert.False(t, c.NothingToCommit)
-	assert.Equal(t, "agent/edits-convA", c.Branch)
+	assert.Equal(t, hA.Branch, c.Branch)
 
 	bare := findBare(t, h.Config.DataDir)
 	require.Len(t, bare, 1)
-	tip := gittest.Git(t, bare[0], "rev-parse", "refs/heads/agent/edits-convA")
+	tip := gittest.Git(t, bare[0], "rev-parse", "refs/heads/"+hA.Branch)
 	assert.Equal(t, c.Commit, strings.TrimSpace(tip))
-	msg := gittest.Git(t, bare[0], "log", "-1", "--format=%s", "refs/heads/agent/edits-convA")
+	msg := gittest.Git(t, bare[0], "log", "-1", "--format=%s", "refs/heads/"+hA.Branch)
 	assert.Equal(t, "agent: add world", strings.TrimSpace(msg))
 
 	st, err := sA.Status(ctx)

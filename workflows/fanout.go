@@ -45,7 +45,7 @@ type fanout struct {
 //     idle timers and eviction) is started as a child workflow (parent-close
 //     policy ABANDON) and acquired by update-with-start on the
 //     conversation host's task queue, in task mode on branch
-//     agent/task-<task_id> created at StartCommit. A task with a script runs
+//     agent/<tenant>/task-<task_id> created at StartCommit. A task with a script runs
 //     it (exec update, ["sh","-c",script]); exit 0 succeeds. A task without
 //     one waits for complete_task. A succeeded task's changes are committed
 //     (commit update); every task's diff against StartCommit is collected.

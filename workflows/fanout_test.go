@@ -129,7 +129,7 @@ func byID(r sandboxapi.FanoutReport) map[string]sandboxapi.TaskResult {
 }
 
 func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
-	f := &fakeFanout{conflicts: map[string]bool{"agent/task-t5": true}}
+	f := &fakeFanout{conflicts: map[string]bool{tbUP + "task-t5": true}}
 	env := newFanoutEnv(f)
 	in := sandboxapi.FanoutInput{
 		ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"),
@@ -159,7 +159,7 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	assert.Equal(t, 2, f.max, "at most MaxParallel scripts at once, and that many were used")
 	assert.ElementsMatch(t, []string{"t1", "t2"}, f.started[:2], "the first slots go to the first tasks in input order")
 	require.Len(t, f.merged, 1, "one merge_branches for the whole fan-out")
-	assert.Equal(t, []string{"agent/task-t1", "agent/task-t2", "agent/task-t4", "agent/task-t5"}, f.merged[0],
+	assert.Equal(t, []string{tbUP + "task-t1", tbUP + "task-t2", tbUP + "task-t4", tbUP + "task-t5"}, f.merged[0],
 		"succeeded tasks with changes, in input order, whatever order they finished in")
 
 	assert.Equal(t, sandboxapi.FanoutCompleted, r.State)
@@ -177,7 +177,7 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	assert.Equal(t, 3, *tasks["t3"].ExitCode)
 	assert.Equal(t, "out of t3", tasks["t3"].StdoutTail)
 	assert.Equal(t, []string{"same.txt"}, tasks["t5"].ConflictFiles)
-	assert.Equal(t, "agent/task-t1", tasks["t1"].Branch)
+	assert.Equal(t, tbUP+"task-t1", tasks["t1"].Branch)
 	assert.Equal(t, "patch of t1", tasks["t1"].Diff.Patch)
 
 	v, err := env.QueryWorkflow(sandboxapi.QueryProgress)
@@ -231,7 +231,7 @@ func TestFanoutAgentTasksAndAcceptList(t *testing.T) {
 	assert.Equal(t, "done", tasks["a1"].Message)
 	assert.Equal(t, sandboxapi.TaskKindAgent, tasks["a1"].Kind)
 	assert.Nil(t, tasks["a1"].ExitCode)
-	assert.Equal(t, [][]string{{"agent/task-a1", "agent/task-s1"}}, f.merged)
+	assert.Equal(t, [][]string{{tbUP + "task-a1", tbUP + "task-s1"}}, f.merged)
 }
 
 func TestFanoutRejectsBadInput(t *testing.T) {
@@ -270,3 +270,7 @@ func TestFanoutReplayRecordedHistories(t *testing.T) {
 		require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, f), f)
 	}
 }
+
+// tbUP is the branch namespace of the tests' tenant (user u, project p):
+// task branches are tbUP + "task-<task_id>" (docs/API.md "Identity").
+var tbUP = "agent/" + sandbox.TenantSegment("u", "p") + "/"

@@ -232,7 +232,7 @@ func TestSessionFork(t *testing.T) {
 	assert.Equal(t, in.WorkspaceID, res.Handle.ForkedFrom)
 	assert.Equal(t, 3, res.Checkpoint.ID)
 	require.Len(t, l.prepareIn, 1)
-	assert.Equal(t, sandbox.ForkTarget{ID: target, Branch: "agent/task-t9", OpID: l.prepareIn[0].Target.OpID}, l.prepareIn[0].Target)
+	assert.Equal(t, sandbox.ForkTarget{ID: target, Branch: tbUP + "task-t9", OpID: l.prepareIn[0].Target.OpID}, l.prepareIn[0].Target)
 	assert.NotEmpty(t, l.prepareIn[0].Target.OpID, "the fork update's id")
 	require.Len(t, l.acquireFork, 1)
 	a := l.acquireFork[0]
@@ -463,7 +463,7 @@ func TestFanoutFromForkForksEachTask(t *testing.T) {
 		mu.Unlock()
 		id := sandbox.WorkspaceIDForKey("task|u|p|" + in.TaskID)
 		wf, _ := sandbox.SessionWorkflowID(id)
-		return sandboxapi.Handle{WorkspaceID: id, WorkflowID: wf, Branch: "agent/task-" + in.TaskID, BaseCommit: fakeStart, HostID: in.HostID, ForkedFrom: in.WorkspaceID}, nil
+		return sandboxapi.Handle{WorkspaceID: id, WorkflowID: wf, Branch: tbUP + "task-" + in.TaskID, BaseCommit: fakeStart, HostID: in.HostID, ForkedFrom: in.WorkspaceID}, nil
 	}, activity.RegisterOptions{Name: wire.ActivityFanoutForkTask})
 	conv := sandbox.WorkspaceIDForKey("edit|u|p|c")
 	in := sandboxapi.FanoutInput{ConversationWorkspaceID: conv, FromFork: true,
@@ -486,7 +486,7 @@ func TestFanoutFromForkForksEachTask(t *testing.T) {
 	tasks := byID(r)
 	assert.Equal(t, [2]string{sandboxapi.TaskSucceeded, sandboxapi.TaskMergeMerged}, [2]string{tasks["k1"].Status, tasks["k1"].Merge})
 	assert.Equal(t, [2]string{sandboxapi.TaskFailed, sandboxapi.TaskMergeSkipped}, [2]string{tasks["k2"].Status, tasks["k2"].Merge})
-	assert.Equal(t, [][]string{{"agent/task-k1"}}, f.merged)
+	assert.Equal(t, [][]string{{tbUP + "task-k1"}}, f.merged)
 }
 
 // TestCleanupReplayRecordedHistories replays the cleanup histories recorded

@@ -54,7 +54,31 @@ const (
 	// changeLocateLocal: the locate step of an acquire or a wake is a local
 	// activity (before: an activity, with a workflow task of its own).
 	changeLocateLocal = "session-locate-local"
+	// changeSessionBinding: a run whose workflow id is not the one its
+	// workspace id derives (sandboxapi.SessionWorkflowID) refuses every
+	// update and signal and fails (before: it served the workspace as a
+	// second session beside the real one). Asked only on a mismatch, so a
+	// history of a bound run (every real one) never reaches the marker, and
+	// the replayer's own workflow id finds none in a recorded history.
+	changeSessionBinding = "session-binding"
 )
+
+// checkBinding returns the refusal of a run that is not its workspace's
+// session: its workflow id is not sandboxapi.SessionWorkflowID(wsID)
+// (docs/API.md "Identity"). The message names the workflow id the caller
+// chose, not the workspace's. nil for a bound run, and in the replay of a
+// history recorded before the check (changeSessionBinding).
+func checkBinding(ctx workflow.Context, wsID string, derive func(string) (string, error), what string) error {
+	want, err := derive(wsID)
+	if err != nil {
+		return err
+	}
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	if id == want || workflow.GetVersion(ctx, changeSessionBinding, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	return sandbox.Errorf(sandbox.ErrConflict, "workflow %s is not the %s of the workspace it names: a workspace has exactly one, whose id derives from the workspace id (docs/API.md \"Identity\"); start it under that id", sandbox.Clip(id, 120), what)
+}
 
 // session is the state of one SessionWorkflow run.
 type session struct {
@@ -73,8 +97,13 @@ type session struct {
 	inFlight     int
 	lock         rwLock
 
-	// inputErr: the workflow argument did not decode; every update is refused with it.
+	// inputErr: the workflow argument did not decode, or names a workspace
+	// that is not this run's (foreign); every update is refused with it.
 	inputErr error
+	// foreign: the run's workflow id is not its workspace's session id
+	// (checkBinding); it registers no signal handler, so nothing reaches
+	// the workspace through it.
+	foreign bool
 	// acquireBegan: an acquire handler started in this run.
 	acquireBegan  bool
 	acquireFailed bool
@@ -135,7 +164,15 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 	if err == nil {
 		err = sandbox.ValidateWorkspaceID(in.WorkspaceID)
 	}
-	s := &session{wsID: in.WorkspaceID, request: in.Request, state: sandboxapi.StateAcquiring, lastActivity: workflow.Now(ctx)}
+	foreign := false
+	if err == nil {
+		// A session serves only its own workspace: a run under any other
+		// workflow id would be a second session of it, and "one at a
+		// time" would not hold (docs/SECURITY.md "Tenant isolation").
+		err = checkBinding(ctx, in.WorkspaceID, sandbox.SessionWorkflowID, "session")
+		foreign = err != nil
+	}
+	s := &session{wsID: in.WorkspaceID, request: in.Request, state: sandboxapi.StateAcquiring, lastActivity: workflow.Now(ctx), foreign: foreign}
 	if err != nil {
 		// Refuse the update that came with the start (validators see
 		// inputErr), then fail the run.
@@ -186,6 +223,9 @@ func (s *session) register(ctx workflow.Context) error {
 		if err := o.register(s, ctx); err != nil {
 			return err
 		}
+	}
+	if s.foreign {
+		return nil
 	}
 	s.registerProcessUsed(ctx)
 	return s.registerEviction(ctx)

@@ -173,9 +173,13 @@ func newEnv(t *testing.T, mode sandbox.WorkspaceMode, taskQueue string) (*testsu
 	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	f := &fakeActivities{mode: mode}
 	f.register(env)
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{TaskQueue: taskQueue})
 	req := testRequest(mode)
-	return env, f, sandboxapi.SessionInput{WorkspaceID: sandbox.WorkspaceIDForKey(req.Key()), Request: &req}
+	wsID := sandbox.WorkspaceIDForKey(req.Key())
+	// The session's own workflow id: a run under any other is refused
+	// (checkBinding).
+	wfID, _ := sandbox.SessionWorkflowID(wsID)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wfID, TaskQueue: taskQueue})
+	return env, f, sandboxapi.SessionInput{WorkspaceID: wsID, Request: &req}
 }
 
 func TestSessionIdleHibernatesThenCloses(t *testing.T) {

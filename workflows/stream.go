@@ -55,6 +55,10 @@ func ProcessStreamWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 	if err == nil {
 		err = sandbox.ValidateWorkspaceID(in.WorkspaceID)
 	}
+	if err == nil {
+		// Only the workspace's own stream workflow reads its processes.
+		err = checkBinding(ctx, in.WorkspaceID, sandbox.StreamWorkflowID, "stream workflow")
+	}
 	st := &stream{wsID: in.WorkspaceID, inputErr: err, used: map[string]bool{}, usedAt: workflow.Now(ctx)}
 	validator := func(raw converter.RawValue) error {
 		if st.inputErr != nil {

@@ -36,7 +36,9 @@ func newStreamEnv(t *testing.T, exists bool, chunk int) (*testsuite.TestWorkflow
 		return sandboxapi.ProcessReadResult{ProcessID: in.Request.ProcessID, Data: make([]byte, chunk), Offset: in.Request.Offset,
 			NextOffset: in.Request.Offset + int64(chunk)}, nil
 	}, activity.RegisterOptions{Name: wire.ActivityProcessRead})
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{TaskQueue: sandboxapi.DefaultTaskQueue})
+	// The workspace's own stream workflow id (checkBinding).
+	wfID, _ := sandbox.StreamWorkflowID(sandbox.WorkspaceIDForKey("edit|u|p|c"))
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wfID, TaskQueue: sandboxapi.DefaultTaskQueue})
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", sandboxapi.SignalProcessUsed, mock.Anything).Return(nil).Maybe()
 	return env, &reads
 }

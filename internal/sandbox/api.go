@@ -127,6 +127,8 @@ var (
 	ParseRepoURL            = sandboxapi.ParseRepoURL
 	RuntimeIDFor            = sandboxapi.RuntimeIDFor
 	SessionWorkflowID       = sandboxapi.SessionWorkflowID
+	StreamWorkflowID        = sandboxapi.StreamWorkflowID
+	TenantSegment           = sandboxapi.TenantSegment
 	ValidateID              = sandboxapi.ValidateID
 	ValidateRef             = sandboxapi.ValidateRef
 	ValidateSearchPattern   = sandboxapi.ValidateSearchPattern

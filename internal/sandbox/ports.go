@@ -65,10 +65,15 @@ type RepoCacheProvider interface {
 type WorkspaceProvider interface {
 	// Ensure creates the worktree for req on cache, or returns the existing one
 	// (same key → same path and branch), repairing a registration whose directory
-	// vanished. The base commit is resolved from req.BaseRef (or the cache's
-	// default branch) and recorded. Errors: ErrRefNotFound, ErrRepoLocked,
-	// ErrInsufficientDisk, ErrConflict (branch checked out elsewhere).
-	Ensure(ctx context.Context, cache RepoCache, req WorkspaceRequest) (Workspace, error)
+	// vanished. stored is the workspace's recorded row when it has one (nil
+	// for a new workspace): its branch and worktree directory are kept as
+	// recorded, never derived again from req (docs/API.md "Identity": the
+	// derivation changed, existing workspaces keep their names). The base
+	// commit is resolved from req.BaseRef (or the cache's default branch) and
+	// recorded. Errors: ErrRefNotFound, ErrRepoLocked, ErrInsufficientDisk,
+	// ErrConflict (branch checked out elsewhere), ErrInvalidArgument (a new
+	// branch that is the repository's default branch).
+	Ensure(ctx context.Context, cache RepoCache, req WorkspaceRequest, stored *Workspace) (Workspace, error)
 	// Exists reports whether the worktree directory is present and registered.
 	Exists(ctx context.Context, ws Workspace) (bool, error)
 	Status(ctx context.Context, ws Workspace) (WorkspaceStatus, error)

@@ -132,12 +132,12 @@ func TestCommitBackupAndVerifyPatchApplies(t *testing.T) {
 	tree := f.git(f.bare, "rev-parse", f.c2+"^{tree}")
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	wsID := sandbox.WorkspaceIDForKey("edit|u|p|c")
-	commit, ref, err := commitBackup(ctx, bg, b.evicted(), wsID, tree, f.c1, "agent/edits-c", now)
+	commit, ref, err := commitBackup(ctx, bg, b.evicted(), wsID, tree, f.c1, tb+"edits-c", now)
 	require.NoError(t, err)
 	assert.Equal(t, sandbox.EvictedRef(wsID), ref)
 	assert.Equal(t, commit, f.git(f.bare, "rev-parse", ref))
 	assert.Equal(t, tree+" "+f.c1+" "+"1893553445", f.git(f.bare, "log", "-1", "--format=%T %P %ct", commit))
-	assert.Contains(t, f.git(f.bare, "log", "-1", "--format=%B", commit), "branch: agent/edits-c\nhead: "+f.c1)
+	assert.Contains(t, f.git(f.bare, "log", "-1", "--format=%B", commit), "branch: "+tb+"edits-c\nhead: "+f.c1)
 
 	man := sandbox.WorkspaceBackup{WorkspaceID: wsID, Commit: commit, Tree: tree, Head: f.c1, PatchPath: b.PatchPath(wsID)}
 	_, _, err = b.writePatch(ctx, bg, f.c1, commit, man.PatchPath)

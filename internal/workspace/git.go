@@ -353,9 +353,15 @@ func (m *Manager) branchCollision(ctx context.Context, bg gitCtx, branch string,
 			continue
 		}
 		if local {
+			// The local branch may be another workspace's, of another
+			// tenant: it is not named (docs/SECURITY.md "Tenant isolation").
+			rel := "below it"
+			if strings.HasPrefix(branch, name+"/") {
+				rel = "named like one of its directories"
+			}
 			return sandbox.Errorf(sandbox.ErrConflict,
-				"branch %s cannot be created: branch %s (%s) exists in the repository, and git cannot hold a branch and a directory of the same name; acquire with another conversation or task id, or another branch_name",
-				branch, name, ref)
+				"branch %s cannot be created: the repository holds a branch %s, and git cannot hold a branch and a directory of the same name; acquire with another conversation or task id, or another branch_name",
+				branch, rel)
 		}
 		every := ""
 		if !strings.Contains(name, "/") {

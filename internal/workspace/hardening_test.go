@@ -242,7 +242,7 @@ func TestWorkspaceCrashHelper(t *testing.T) {
 			time.Sleep(time.Minute)
 		}
 	}
-	_, err = m.Ensure(context.Background(), cache, req)
+	_, err = m.Ensure(context.Background(), cache, req, nil)
 	fmt.Println("finished:", err)
 	os.Exit(3)
 }
@@ -274,11 +274,11 @@ func TestCrashDuringWorktreeCreation(t *testing.T) {
 			assert.Equal(t, f.c2, got.BaseCommit)
 			assert.Equal(t, []string{got.LocalPath}, f.registered())
 			list := f.git(f.bare, "worktree", "list", "--porcelain")
-			assert.Equal(t, 1, strings.Count(list, "branch refs/heads/agent/edits-c1\n")+boolInt(strings.HasSuffix(list, "branch refs/heads/agent/edits-c1")), list)
+			assert.Equal(t, 1, strings.Count(list, "branch refs/heads/"+tb+"edits-c1\n")+boolInt(strings.HasSuffix(list, "branch refs/heads/"+tb+"edits-c1")), list)
 			st, err := f.m.Status(context.Background(), got)
 			require.NoError(t, err)
 			assert.False(t, st.Dirty, "%+v", st)
-			assert.Equal(t, "agent/edits-c1", st.Branch)
+			assert.Equal(t, tb+"edits-c1", st.Branch)
 			entries, err := os.ReadDir(f.worktreesDir())
 			require.NoError(t, err)
 			assert.Len(t, entries, 1)
@@ -307,36 +307,38 @@ func TestBranchNamespaceCollisions(t *testing.T) {
 
 	// A local override below conversation z's branch.
 	over := f.req(sandbox.ModeEdit, "y")
-	over.BranchName = "agent/edits-z/w"
+	over.BranchName = tb + "edits-z/w"
 	f.ensure(over)
-	_, err := f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "z"))
+	_, err := f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "z"), nil)
 	requireKind(t, err, sandbox.ErrConflict)
-	assert.Contains(t, err.Error(), "refs/heads/agent/edits-z/w")
-	assert.False(t, f.branchExists("agent/edits-z"))
+	assert.Contains(t, err.Error(), "holds a branch below it")
+	assert.NotContains(t, err.Error(), "edits-z/w", "another workspace's branch is never named")
+	assert.False(t, f.branchExists(tb+"edits-z"))
 	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), f.req(sandbox.ModeEdit, "z").WorktreeDirName()))
 	// And the other way round: an override below an existing branch.
 	f.ensure(f.req(sandbox.ModeEdit, "q"))
 	below := f.req(sandbox.ModeEdit, "q2")
-	below.BranchName = "agent/edits-q/sub"
-	_, err = f.m.Ensure(ctx, f.cache, below)
+	below.BranchName = tb + "edits-q/sub"
+	_, err = f.m.Ensure(ctx, f.cache, below, nil)
 	requireKind(t, err, sandbox.ErrConflict)
-	assert.Contains(t, err.Error(), "refs/heads/agent/edits-q")
+	assert.Contains(t, err.Error(), "named like one of its directories")
+	assert.NotContains(t, err.Error(), "refs/heads/")
 
 	// Upstream branches, as last fetched into refs/remotes/origin/*.
-	f.git(f.src, "branch", "agent/edits-c5/x")
+	f.git(f.src, "branch", tb+"edits-c5/x")
 	f.fetch()
-	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "c5"))
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "c5"), nil)
 	requireKind(t, err, sandbox.ErrConflict)
-	assert.Contains(t, err.Error(), "refs/remotes/origin/agent/edits-c5/x")
+	assert.Contains(t, err.Error(), "refs/remotes/origin/"+tb+"edits-c5/x")
 
-	f.git(f.src, "branch", "-D", "agent/edits-c5/x")
+	f.git(f.src, "branch", "-D", tb+"edits-c5/x")
 	f.git(f.src, "branch", "agent")
 	f.git(f.bare, "fetch", "-q", "--prune", f.src, "+refs/heads/*:refs/remotes/origin/*")
-	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeTask, "t1"))
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeTask, "t1"), nil)
 	requireKind(t, err, sandbox.ErrConflict)
 	assert.Contains(t, err.Error(), "refs/remotes/origin/agent")
 	assert.Contains(t, err.Error(), "every agent/… branch collides")
-	assert.False(t, f.branchExists("agent/task-t1"))
+	assert.False(t, f.branchExists(tb+"task-t1"))
 
 	// A prefix ref naming something other than a commit collides too (git
 	// holds refs to any object), and a tag named like a branch's prefix
@@ -345,14 +347,14 @@ func TestBranchNamespaceCollisions(t *testing.T) {
 	f.git(f.bare, "fetch", "-q", "--prune", f.src, "+refs/heads/*:refs/remotes/origin/*")
 	blob := strings.TrimSpace(f.git(f.bare, "hash-object", "-w", "--stdin"))
 	f.git(f.bare, "update-ref", "refs/remotes/origin/agent", blob)
-	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeTask, "t2"))
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeTask, "t2"), nil)
 	requireKind(t, err, sandbox.ErrConflict)
 	assert.Contains(t, err.Error(), "refs/remotes/origin/agent")
-	assert.False(t, f.branchExists("agent/task-t2"))
+	assert.False(t, f.branchExists(tb+"task-t2"))
 	f.git(f.bare, "update-ref", "-d", "refs/remotes/origin/agent")
 	f.git(f.bare, "tag", "refs/heads/agent", blob)
 	f.ensure(f.req(sandbox.ModeTask, "t2"))
-	assert.True(t, f.branchExists("agent/task-t2"))
+	assert.True(t, f.branchExists(tb+"task-t2"))
 
 	// Existing branches are reused as they are (their pushes report the remote's reason).
 	f.ensure(over)
@@ -375,13 +377,13 @@ func TestRefsPackedAsBranchesAccumulate(t *testing.T) {
 	for _, c := range []string{"p1", "p2"} {
 		made = append(made, f.ensure(f.req(sandbox.ModeEdit, c)))
 	}
-	loose := filepath.Join(f.bare, "refs", "heads", "agent", "edits-p1")
+	loose := filepath.Join(f.bare, "refs", "heads", filepath.FromSlash(tb), "edits-p1")
 	assert.FileExists(t, loose, "two branches: not packed yet")
 	made = append(made, f.ensure(f.req(sandbox.ModeEdit, "p3")))
 	assert.NoFileExists(t, loose, "the third branch packs the refs")
 	packed, err := os.ReadFile(filepath.Join(f.bare, "packed-refs"))
 	require.NoError(t, err)
-	for _, b := range []string{"agent/edits-p1", "agent/edits-p2", "agent/edits-p3"} {
+	for _, b := range []string{tb + "edits-p1", tb + "edits-p2", tb + "edits-p3"} {
 		assert.Contains(t, string(packed), " refs/heads/"+b+"\n")
 		assert.True(t, f.branchExists(b), b)
 	}
@@ -389,14 +391,14 @@ func TestRefsPackedAsBranchesAccumulate(t *testing.T) {
 	assert.Equal(t, made[0].LocalPath, again.LocalPath)
 	assert.Equal(t, made[0].BaseCommit, again.BaseCommit)
 	below := f.req(sandbox.ModeEdit, "p4")
-	below.BranchName = "agent/edits-p2/sub"
-	_, err = f.m.Ensure(ctx, f.cache, below)
+	below.BranchName = tb + "edits-p2/sub"
+	_, err = f.m.Ensure(ctx, f.cache, below, nil)
 	requireKind(t, err, sandbox.ErrConflict)
-	assert.Contains(t, err.Error(), "refs/heads/agent/edits-p2")
+	assert.Contains(t, err.Error(), "named like one of its directories")
 	// A removed workspace comes back on its packed branch, base kept.
 	require.NoError(t, f.m.Remove(ctx, made[2]))
 	back := f.ensure(f.req(sandbox.ModeEdit, "p3"))
-	assert.Equal(t, "agent/edits-p3", back.BranchName)
+	assert.Equal(t, tb+"edits-p3", back.BranchName)
 	assert.Equal(t, made[2].BaseCommit, back.BaseCommit)
 	assert.Equal(t, made[2].BaseCommit, strings.TrimSpace(f.git(back.LocalPath, "rev-parse", "HEAD")))
 }

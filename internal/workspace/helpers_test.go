@@ -156,7 +156,7 @@ func (f *fixture) req(mode sandbox.WorkspaceMode, scope string) sandbox.Workspac
 
 func (f *fixture) ensure(req sandbox.WorkspaceRequest) sandbox.Workspace {
 	f.t.Helper()
-	ws, err := f.m.Ensure(context.Background(), f.cache, req)
+	ws, err := f.m.Ensure(context.Background(), f.cache, req, nil)
 	require.NoError(f.t, err)
 	return ws
 }
@@ -202,3 +202,8 @@ func snapshot(t *testing.T, dirs ...string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// tb is the branch namespace of the fixture's tenant (user u1, project p1):
+// the derived branches are tb + "edits-<conversation>" and tb + "task-<task>"
+// (docs/API.md "Identity").
+var tb = "agent/" + sandbox.TenantSegment("u1", "p1") + "/"

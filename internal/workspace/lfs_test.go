@@ -76,7 +76,7 @@ func (f *lfsFixture) acquire(t *testing.T, conv string) sandbox.Workspace {
 	ctx := context.Background()
 	rc, err := f.cache.Ensure(ctx, f.repo, f.cred, false)
 	require.NoError(t, err)
-	ws, err := f.m.Ensure(ctx, rc, sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: f.repo.URL, Mode: sandbox.ModeEdit, ConversationID: conv})
+	ws, err := f.m.Ensure(ctx, rc, sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: f.repo.URL, Mode: sandbox.ModeEdit, ConversationID: conv}, nil)
 	require.NoError(t, err)
 	return ws
 }

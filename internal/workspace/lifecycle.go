@@ -405,7 +405,7 @@ func (b *Backups) Rollback(ctx context.Context, ws sandbox.Workspace, id int) (s
 		}
 		for _, e := range entries {
 			if e.Branch == "refs/heads/"+br && e.Path != w.wt {
-				return sandbox.RollbackResult{}, sandbox.Errorf(sandbox.ErrConflict, "checkpoint %d is on branch %s, which is checked out in another worktree (%s)", id, br, e.Path)
+				return sandbox.RollbackResult{}, sandbox.Errorf(sandbox.ErrConflict, "checkpoint %d is on branch %s, which another workspace has checked out", id, br)
 			}
 		}
 	}
@@ -795,7 +795,7 @@ func (b *Backups) DeleteBranch(ctx context.Context, ws sandbox.Workspace) error 
 	}
 	for _, e := range entries {
 		if e.Branch == ref {
-			return sandbox.Errorf(sandbox.ErrConflict, "branch %s is checked out in worktree %s", ws.BranchName, e.Path)
+			return sandbox.Errorf(sandbox.ErrConflict, "branch %s is checked out by another workspace", ws.BranchName)
 		}
 	}
 	if _, err := bg.run(ctx, "update-ref", "-d", "-m", "sandboxcore: destroy", "--end-of-options", ref, tip); err != nil {

@@ -55,8 +55,8 @@ func TestMergeBringsBranchesInOrder(t *testing.T) {
 		assert.Equal(t, sandbox.MergeMerged, res.Branches[i].Status)
 		assert.Equal(t, f.git(f.bare, "rev-parse", want), res.Branches[i].Tip)
 	}
-	assert.Equal(t, "agent/edits-c1", res.Branch)
-	assert.Equal(t, f.git(f.bare, "rev-parse", "agent/edits-c1"), res.Head)
+	assert.Equal(t, tb+"edits-c1", res.Branch)
+	assert.Equal(t, f.git(f.bare, "rev-parse", tb+"edits-c1"), res.Head)
 	assert.Empty(t, res.CheckpointCommit)
 	for _, p := range []string{"one.txt", "two.txt", "dir/three.txt"} {
 		assert.FileExists(t, filepath.Join(conv.LocalPath, p))
@@ -83,7 +83,7 @@ func TestMergeConflictLeavesTheWorkspaceClean(t *testing.T) {
 	b2 := f.taskOf(conv, "t2", map[string]string{"README.md": "from task two\n", "only2.txt": "2\n", "new/dir/file.txt": "x\n"})
 	b3 := f.taskOf(conv, "t3", map[string]string{"three.txt": "3\n"})
 
-	res, err := f.m.Merge(ctx, conv, sandbox.MergeRequest{Branches: []string{b1, b2, "agent/task-nope", b3}})
+	res, err := f.m.Merge(ctx, conv, sandbox.MergeRequest{Branches: []string{b1, b2, tb + "task-nope", b3}})
 	require.NoError(t, err)
 	require.Len(t, res.Branches, 4)
 	assert.Equal(t, sandbox.MergeMerged, res.Branches[0].Status)
@@ -169,7 +169,7 @@ func TestMergeNeutralizesMergeDrivers(t *testing.T) {
 	marker := filepath.Join(evil, "ran")
 	f.git(conv.LocalPath, "config", "merge.evil.driver", "touch "+marker+"; cp %B %A; true")
 	f.git(conv.LocalPath, "config", "merge.default", "evil")
-	f.git(conv.LocalPath, "config", "branch.agent/edits-c1.mergeOptions", "-s ours")
+	f.git(conv.LocalPath, "config", "branch."+tb+"edits-c1.mergeOptions", "-s ours")
 	require.NoError(t, os.WriteFile(filepath.Join(conv.LocalPath, ".gitattributes"), []byte("*.md merge=evil\n"), 0o644))
 	_, err := f.m.Commit(ctx, conv, sandbox.CommitRequest{Message: "attributes"})
 	require.NoError(t, err)

@@ -24,7 +24,7 @@ func TestStatus(t *testing.T) {
 	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
 	st, err := f.m.Status(ctx, ws)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.WorkspaceStatus{Branch: "agent/edits-c1", Head: f.c2, BaseCommit: f.c2}, st)
+	assert.Equal(t, sandbox.WorkspaceStatus{Branch: tb + "edits-c1", Head: f.c2, BaseCommit: f.c2}, st)
 
 	require.NoError(t, f.m.WriteFile(ctx, ws, "new dir/untracked file.txt", []byte("u\n"), 0))
 	require.NoError(t, f.m.WriteFile(ctx, ws, "README.md", []byte("edited\n"), 0))
@@ -145,7 +145,7 @@ func TestCommit(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.NothingToCommit)
 	assert.Equal(t, f.c2, res.Commit)
-	assert.Equal(t, "agent/edits-c1", res.Branch)
+	assert.Equal(t, tb+"edits-c1", res.Branch)
 
 	f.m.now = func() time.Time { return time.Date(2024, 5, 6, 7, 8, 9, 0, time.FixedZone("X", 2*3600)) }
 	msg := "Add feature\n\n#123 is fixed; - not an option\n"
@@ -153,13 +153,13 @@ func TestCommit(t *testing.T) {
 	res, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: msg})
 	require.NoError(t, err)
 	assert.False(t, res.NothingToCommit)
-	assert.Equal(t, "agent/edits-c1", res.Branch)
-	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/agent/edits-c1"))
-	assert.Equal(t, strings.TrimSpace(msg), f.git(f.bare, "log", "-1", "--format=%B", "agent/edits-c1"))
-	assert.Equal(t, "sandboxcore agent <agent@sandboxcore.invalid>", f.git(f.bare, "log", "-1", "--format=%an <%ae>", "agent/edits-c1"))
-	assert.Equal(t, f.c2, f.git(f.bare, "rev-parse", "agent/edits-c1~1"))
-	assert.Equal(t, "2024-05-06T07:08:09+02:00 2024-05-06T07:08:09+02:00", f.git(f.bare, "log", "-1", "--format=%aI %cI", "agent/edits-c1"))
-	assert.Equal(t, "feature.txt", f.git(f.bare, "show", "--format=", "--name-only", "agent/edits-c1"))
+	assert.Equal(t, tb+"edits-c1", res.Branch)
+	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/"+tb+"edits-c1"))
+	assert.Equal(t, strings.TrimSpace(msg), f.git(f.bare, "log", "-1", "--format=%B", tb+"edits-c1"))
+	assert.Equal(t, "sandboxcore agent <agent@sandboxcore.invalid>", f.git(f.bare, "log", "-1", "--format=%an <%ae>", tb+"edits-c1"))
+	assert.Equal(t, f.c2, f.git(f.bare, "rev-parse", tb+"edits-c1~1"))
+	assert.Equal(t, "2024-05-06T07:08:09+02:00 2024-05-06T07:08:09+02:00", f.git(f.bare, "log", "-1", "--format=%aI %cI", tb+"edits-c1"))
+	assert.Equal(t, "feature.txt", f.git(f.bare, "show", "--format=", "--name-only", tb+"edits-c1"))
 
 	// Selected paths only, with a custom author; pathspec magic is literal.
 	require.NoError(t, f.m.WriteFile(ctx, ws, "a.txt", []byte("a\n"), 0))
@@ -192,7 +192,7 @@ func TestCommit(t *testing.T) {
 	res, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "empty", AllowEmpty: true, Paths: []string{"a.txt"}})
 	require.NoError(t, err)
 	assert.False(t, res.NothingToCommit)
-	assert.Equal(t, "empty", f.git(f.bare, "log", "-1", "--format=%s", "agent/edits-c1"))
+	assert.Equal(t, "empty", f.git(f.bare, "log", "-1", "--format=%s", tb+"edits-c1"))
 
 	// A detached HEAD is refused rather than committing off-branch.
 	f.git(ws.LocalPath, "checkout", "-q", "--detach")
@@ -259,9 +259,9 @@ func TestHostileRepositoryConfigDoesNotRun(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "b.txt"), []byte("b\n"), 0o644))
 			res2, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "redirected?"})
 			require.NoError(t, err)
-			assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "agent/edits-c1~1"))
-			assert.Equal(t, res2.Commit, f.git(f.bare, "rev-parse", "agent/edits-c1"))
-			assert.Equal(t, f.c2, f.git(f.bare, "rev-parse", "agent/edits-c2"), "the other workspace's branch must not move")
+			assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", tb+"edits-c1~1"))
+			assert.Equal(t, res2.Commit, f.git(f.bare, "rev-parse", tb+"edits-c1"))
+			assert.Equal(t, f.c2, f.git(f.bare, "rev-parse", tb+"edits-c2"), "the other workspace's branch must not move")
 
 			_, err = os.Stat(marker)
 			assert.True(t, os.IsNotExist(err), "hostile config ran: %s", readMarker(marker))
@@ -309,7 +309,7 @@ func TestStatusMatchesPorcelainV1(t *testing.T) {
 	f.git(wt, "checkout", "-q", "other")
 	write("conflict.txt", "theirs\n")
 	f.git(wt, "commit", "-q", "-am", "theirs")
-	f.git(wt, "checkout", "-q", "agent/edits-parity")
+	f.git(wt, "checkout", "-q", tb+"edits-parity")
 	_, err := f.gitRaw(wt, "merge", "-q", "other")
 	require.Error(t, err, "the merge conflicts")
 

@@ -276,16 +276,19 @@ type ensureState struct {
 //   - validates req (sandbox.WorkspaceRequest.Validate; the URL must name the
 //     cache's repository, its scheme policy is the repo cache's concern) and
 //     cache.LocalPath (<repo>/.bare);
-//   - returns the registered worktree at <repo>/worktrees/<req.WorktreeDirName()>
-//     when its directory exists (same key → same path, branch and recorded base
-//     commit); a missing ".git" file is rewritten;
+//   - returns the registered worktree at <repo>/worktrees/<name> when its
+//     directory exists (same key → same path, branch and recorded base
+//     commit); a missing ".git" file is rewritten. <name> and the branch are
+//     stored's (the recorded row of an existing workspace: kept, never
+//     derived again) or, for a new workspace (stored nil),
+//     req.WorktreeDirName() and req.Branch();
 //   - repairs a registration whose directory vanished, or a creation that died
 //     half-way (locked "initializing", no recorded base): the registration is
 //     removed and the worktree re-added on the same branch (its commits kept) or,
 //     for analysis, at the same recorded commit;
 //   - otherwise creates it: analysis → detached at the resolved base commit;
-//     edit/task → branch req.Branch() (agent/edits-<conversation_id>,
-//     agent/task-<task_id>) created with --no-track from the base commit (task
+//     edit/task → the branch (req.Branch(): agent/<tenant>/edits-<conversation_id>,
+//     agent/<tenant>/task-<task_id>, or branch_name) created with --no-track from the base commit (task
 //     with FromBranch: from that local branch's tip, which is then the base
 //     commit), or checked out as is when it already exists (never reset).
 //
@@ -298,14 +301,15 @@ type ensureState struct {
 // created by this call.
 //
 // Workspace.Dirty is not computed (use Status). Errors: ErrInvalidArgument
-// (request, cache row), ErrRefNotFound (base ref, from_branch), ErrConflict
+// (request, cache row, a stored row of another key, a new branch that is the
+// repository's default branch), ErrRefNotFound (base ref, from_branch), ErrConflict
 // (the branch is checked out in another worktree, a new branch collides with
 // an existing local or upstream ref (branchCollision), or a non-empty
 // unregistered directory occupies the path), ErrRepoLocked, ErrInsufficientDisk,
 // ErrRepoCacheUnavailable (bare repository missing), ErrWorkspaceUnavailable
 // (any other git failure).
-func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandbox.WorkspaceRequest) (sandbox.Workspace, error) {
-	st, err := m.newEnsureState(cache, req)
+func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandbox.WorkspaceRequest, stored *sandbox.Workspace) (sandbox.Workspace, error) {
+	st, err := m.newEnsureState(cache, req, stored)
 	if err != nil {
 		return sandbox.Workspace{}, err
 	}
@@ -357,9 +361,12 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 // repository must be the cache's: name and, when recorded, host) and
 // returns where and how its worktree lives: the bare repository, the
 // worktree path under WorktreesDir, the base ref (req's, or the cache's
-// default branch) and the branch (req.Branch). Errors: ErrInvalidArgument
-// (request, cache row, mismatch), as barePath.
-func (m *Manager) newEnsureState(cache sandbox.RepoCache, req sandbox.WorkspaceRequest) (*ensureState, error) {
+// default branch) and the branch — stored's directory name and branch for
+// an existing workspace, req.WorktreeDirName and req.Branch for a new one.
+// Errors: ErrInvalidArgument (request, cache row, mismatch, a stored row
+// of another key or with an unusable path or branch, a new branch that is
+// the cache's default branch), as barePath.
+func (m *Manager) newEnsureState(cache sandbox.RepoCache, req sandbox.WorkspaceRequest, stored *sandbox.Workspace) (*ensureState, error) {
 	id, err := req.Validate(sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
 	if err != nil {
 		return nil, err
@@ -380,12 +387,51 @@ func (m *Manager) newEnsureState(cache sandbox.RepoCache, req sandbox.WorkspaceR
 	if baseRef == "" {
 		baseRef = cache.DefaultBranch
 	}
+	name, branch, err := placement(cache, req, stored)
+	if err != nil {
+		return nil, err
+	}
 	return &ensureState{
 		cache: cache, repo: repo, req: req, bare: bare,
-		wt:      filepath.Join(filepath.Dir(bare), WorktreesDir, req.WorktreeDirName()),
-		baseRef: baseRef, branch: req.Branch(),
+		wt:      filepath.Join(filepath.Dir(bare), WorktreesDir, name),
+		baseRef: baseRef, branch: branch,
 		bg: m.bareGit(bare),
 	}, nil
+}
+
+// placement returns the worktree directory name and the branch of req's
+// workspace: stored's when it has a row (an existing workspace keeps the
+// names it was created with, whatever the derivation is today: docs/API.md
+// "Identity"), else the request's derivation. A new branch may not be the
+// repository's default branch (what the remote's HEAD names). Errors:
+// ErrInvalidArgument.
+func placement(cache sandbox.RepoCache, req sandbox.WorkspaceRequest, stored *sandbox.Workspace) (name, branch string, _ error) {
+	if stored == nil {
+		branch = req.Branch()
+		if branch != "" && branch == cache.DefaultBranch {
+			return "", "", sandbox.FieldError("request.branch_name", "branch %s is the repository's default branch: a workspace never checks it out", branch)
+		}
+		return req.WorktreeDirName(), branch, nil
+	}
+	if stored.ID != sandbox.WorkspaceIDForKey(req.Key()) {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "the stored workspace %s is not the request's", stored.ID)
+	}
+	name = filepath.Base(stored.LocalPath)
+	if stored.LocalPath == "" || !simpleName(strings.ReplaceAll(name, ".", "-")) {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s: its recorded path has no usable directory name", stored.ID)
+	}
+	if req.Mode == sandbox.ModeAnalysis {
+		return name, "", nil
+	}
+	branch = stored.BranchName
+	if branch == "" {
+		// A row without a branch (never written so): the derivation.
+		branch = req.Branch()
+	}
+	if err := sandbox.ValidateRef(branch); err != nil {
+		return "", "", err
+	}
+	return name, branch, nil
 }
 
 // crashedAdd reports whether the registered worktree e (administrative
@@ -683,7 +729,9 @@ func (m *Manager) planAdd(ctx context.Context, st *ensureState, entries []wtEntr
 	tip := res[0]
 	for _, e := range entries {
 		if e.Branch == "refs/heads/"+st.branch && e.Path != st.wt {
-			return addPlan{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree (%s)", st.branch, e.Path)
+			// Never the other worktree's path: it names another workspace's
+			// user and ids (docs/SECURITY.md "Tenant isolation").
+			return addPlan{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out by another workspace; acquire with another branch_name", st.branch)
 		}
 	}
 	if tip != "" {
@@ -710,14 +758,15 @@ func (m *Manager) planAdd(ctx context.Context, st *ensureState, entries []wtEntr
 // with fast (the worktrees were not listed), a path git says is registered
 // already is errRegisteredElsewhere and registered (the caller must not
 // clean up the worktree: it is not ours); a branch checked out elsewhere is
-// ErrConflict; anything else is classified (ErrWorkspaceUnavailable).
+// ErrConflict, without git's text (it names the other worktree's path);
+// anything else is classified (ErrWorkspaceUnavailable).
 func worktreeAddError(err error, branch string, fast bool) (registered bool, _ error) {
 	ge := gitStderr(err)
 	if fast && (strings.Contains(ge, "already registered") || strings.Contains(ge, "missing but locked")) {
 		return true, errRegisteredElsewhere
 	}
 	if strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
-		return false, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out in another worktree: %s", branch, firstLine(ge))
+		return false, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out by another workspace; acquire with another branch_name", branch)
 	}
 	return false, gitx.Classify(err, "git worktree add", sandbox.ErrWorkspaceUnavailable)
 }

@@ -33,14 +33,14 @@ func TestEnsureEditIsIdempotent(t *testing.T) {
 	assert.Equal(t, "c1", ws.ConversationID)
 	assert.Equal(t, "main", ws.BaseRef)
 	assert.Equal(t, f.c2, ws.BaseCommit)
-	assert.Equal(t, "agent/edits-c1", ws.BranchName)
+	assert.Equal(t, tb+"edits-c1", ws.BranchName)
 	assert.Equal(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()), ws.LocalPath)
 	assert.Equal(t, "host-1", ws.HostID)
 	assert.Equal(t, sandbox.WorkspaceReady, ws.State)
 	assert.Equal(t, sandbox.Capabilities{Writable: true, Isolated: false, Persistent: true}, ws.Capabilities)
 	assert.False(t, ws.CreatedAt.IsZero())
-	assert.True(t, f.branchExists("agent/edits-c1"))
-	assert.Equal(t, "agent/edits-c1", f.git(ws.LocalPath, "symbolic-ref", "--short", "HEAD"))
+	assert.True(t, f.branchExists(tb+"edits-c1"))
+	assert.Equal(t, tb+"edits-c1", f.git(ws.LocalPath, "symbolic-ref", "--short", "HEAD"))
 	assert.FileExists(t, filepath.Join(ws.LocalPath, "README.md"))
 
 	again := f.ensure(req)
@@ -73,7 +73,7 @@ func TestEnsureConcurrentSameKey(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = f.m.Ensure(context.Background(), f.cache, req)
+			results[i], errs[i] = f.m.Ensure(context.Background(), f.cache, req, nil)
 		}()
 	}
 	wg.Wait()
@@ -92,8 +92,8 @@ func TestTwoConversationsAreIsolated(t *testing.T) {
 	b := f.ensure(f.req(sandbox.ModeEdit, "convB"))
 	assert.NotEqual(t, a.LocalPath, b.LocalPath)
 	assert.NotEqual(t, a.ID, b.ID)
-	assert.Equal(t, "agent/edits-convA", a.BranchName)
-	assert.Equal(t, "agent/edits-convB", b.BranchName)
+	assert.Equal(t, tb+"edits-convA", a.BranchName)
+	assert.Equal(t, tb+"edits-convB", b.BranchName)
 	assert.True(t, f.branchExists(a.BranchName))
 	assert.True(t, f.branchExists(b.BranchName))
 
@@ -155,9 +155,9 @@ func TestUnknownRefLeavesNothing(t *testing.T) {
 	badBase := f.req(sandbox.ModeEdit, "c1")
 	badBase.BaseRef = "no-such-branch"
 	badFrom := f.req(sandbox.ModeTask, "t1")
-	badFrom.FromBranch = "agent/edits-none"
+	badFrom.FromBranch = tb + "edits-none"
 	for _, req := range []sandbox.WorkspaceRequest{badBase, f.req(sandbox.ModeAnalysis, "deadbeefdeadbeef"), badFrom} {
-		_, err := f.m.Ensure(ctx, f.cache, req)
+		_, err := f.m.Ensure(ctx, f.cache, req, nil)
 		requireKind(t, err, sandbox.ErrRefNotFound)
 		assert.NoDirExists(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()))
 		if b := req.Branch(); b != "" {
@@ -172,11 +172,11 @@ func TestFailureAfterAddLeavesNothing(t *testing.T) {
 	f := newFixture(t)
 	f.m.afterAdd = func(string) error { return sandbox.Errorf(sandbox.ErrInsufficientDisk, "injected") }
 	req := f.req(sandbox.ModeEdit, "c1")
-	_, err := f.m.Ensure(context.Background(), f.cache, req)
+	_, err := f.m.Ensure(context.Background(), f.cache, req, nil)
 	requireKind(t, err, sandbox.ErrInsufficientDisk)
 	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()))
 	assert.Empty(t, f.registered())
-	assert.False(t, f.branchExists("agent/edits-c1"), "the branch created by the failed call must be deleted")
+	assert.False(t, f.branchExists(tb+"edits-c1"), "the branch created by the failed call must be deleted")
 	entries, _ := os.ReadDir(filepath.Join(f.bare, "worktrees"))
 	assert.Empty(t, entries)
 
@@ -188,9 +188,9 @@ func TestFailureAfterAddLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.m.Remove(context.Background(), ws))
 	f.m.afterAdd = func(string) error { return errors.New("injected") }
-	_, err = f.m.Ensure(context.Background(), f.cache, req)
+	_, err = f.m.Ensure(context.Background(), f.cache, req, nil)
 	require.Error(t, err)
-	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/agent/edits-c1"))
+	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/"+tb+"edits-c1"))
 	assert.Empty(t, f.registered())
 }
 
@@ -221,7 +221,7 @@ func TestRepairAfterDirectoryVanished(t *testing.T) {
 	st, err := f.m.Status(ctx, again)
 	require.NoError(t, err)
 	assert.Equal(t, res.Commit, st.Head)
-	assert.Equal(t, "agent/edits-c1", st.Branch)
+	assert.Equal(t, tb+"edits-c1", st.Branch)
 	assert.Equal(t, 1, st.CommitsSinceBase)
 	assert.False(t, st.Dirty)
 	assert.Len(t, f.registered(), 1)
@@ -242,7 +242,7 @@ func TestRepairAfterDirectoryVanished(t *testing.T) {
 	// A deleted .git file is restored.
 	require.NoError(t, os.Remove(filepath.Join(again.LocalPath, ".git")))
 	f.ensure(f.req(sandbox.ModeEdit, "c1"))
-	assert.Equal(t, "agent/edits-c1", f.git(again.LocalPath, "symbolic-ref", "--short", "HEAD"))
+	assert.Equal(t, tb+"edits-c1", f.git(again.LocalPath, "symbolic-ref", "--short", "HEAD"))
 }
 
 func TestRemoveKeepsBranch(t *testing.T) {
@@ -260,7 +260,7 @@ func TestRemoveKeepsBranch(t *testing.T) {
 	require.NoError(t, f.m.Remove(ctx, ws))
 	assert.NoDirExists(t, ws.LocalPath)
 	assert.Empty(t, f.registered())
-	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/agent/edits-c1"))
+	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/"+tb+"edits-c1"))
 	ok, err := f.m.Exists(ctx, ws)
 	require.NoError(t, err)
 	assert.False(t, ok)
@@ -285,7 +285,7 @@ func TestTaskFromEditBranchAndConflicts(t *testing.T) {
 	req := f.req(sandbox.ModeTask, "t1")
 	req.FromBranch = edit.BranchName
 	task := f.ensure(req)
-	assert.Equal(t, "agent/task-t1", task.BranchName)
+	assert.Equal(t, tb+"task-t1", task.BranchName)
 	assert.Equal(t, res.Commit, task.BaseCommit)
 	data, err := f.m.ReadFile(ctx, task, "feature.txt")
 	require.NoError(t, err)
@@ -297,8 +297,10 @@ func TestTaskFromEditBranchAndConflicts(t *testing.T) {
 	// A branch checked out elsewhere cannot be checked out again.
 	clash := f.req(sandbox.ModeTask, "t3")
 	clash.BranchName = edit.BranchName
-	_, err = f.m.Ensure(ctx, f.cache, clash)
+	_, err = f.m.Ensure(ctx, f.cache, clash, nil)
 	requireKind(t, err, sandbox.ErrConflict)
+	assert.NotContains(t, err.Error(), edit.LocalPath, "never the other workspace's path")
+	assert.NotContains(t, err.Error(), filepath.Base(edit.LocalPath))
 	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), clash.WorktreeDirName()))
 	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "refs/heads/"+edit.BranchName))
 }
@@ -307,22 +309,22 @@ func TestEnsureValidates(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	bad := f.req(sandbox.ModeEdit, "")
-	_, err := f.m.Ensure(ctx, f.cache, bad)
+	_, err := f.m.Ensure(ctx, f.cache, bad, nil)
 	requireKind(t, err, sandbox.ErrInvalidArgument)
 
 	hostile := f.req(sandbox.ModeEdit, "c1")
 	hostile.BaseRef = "--upload-pack=touch /tmp/x"
-	_, err = f.m.Ensure(ctx, f.cache, hostile)
+	_, err = f.m.Ensure(ctx, f.cache, hostile, nil)
 	requireKind(t, err, sandbox.ErrInvalidArgument)
 
 	other := f.req(sandbox.ModeEdit, "c1")
 	other.RepoURL = "https://example.com/owner/other"
-	_, err = f.m.Ensure(ctx, f.cache, other)
+	_, err = f.m.Ensure(ctx, f.cache, other, nil)
 	requireKind(t, err, sandbox.ErrInvalidArgument)
 
 	c := f.cache
 	c.LocalPath = filepath.Dir(f.bare)
-	_, err = f.m.Ensure(ctx, c, f.req(sandbox.ModeEdit, "c1"))
+	_, err = f.m.Ensure(ctx, c, f.req(sandbox.ModeEdit, "c1"), nil)
 	requireKind(t, err, sandbox.ErrInvalidArgument)
 
 	// A non-empty stray directory at the path is never overwritten.
@@ -330,10 +332,10 @@ func TestEnsureValidates(t *testing.T) {
 	stray := filepath.Join(f.worktreesDir(), req.WorktreeDirName())
 	require.NoError(t, os.MkdirAll(stray, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(stray, "mine"), []byte("x"), 0o644))
-	_, err = f.m.Ensure(ctx, f.cache, req)
+	_, err = f.m.Ensure(ctx, f.cache, req, nil)
 	requireKind(t, err, sandbox.ErrConflict)
 	assert.FileExists(t, filepath.Join(stray, "mine"))
-	assert.False(t, f.branchExists("agent/edits-c9"))
+	assert.False(t, f.branchExists(tb+"edits-c9"))
 
 	_, err = f.m.Status(ctx, sandbox.Workspace{ID: "ws-x", LocalPath: "relative/path"})
 	requireKind(t, err, sandbox.ErrInvalidArgument)
@@ -402,11 +404,11 @@ func TestFastCreateFallsBackToRepair(t *testing.T) {
 			// The name git gives a second worktree of the same base name.
 			require.NoError(t, os.Rename(admin, admin+"1"))
 			require.NoError(t, os.RemoveAll(ws.LocalPath))
-			want := "agent/edits-c1"
+			want := tb + "edits-c1"
 			if newBranch {
 				// The branch is gone too: the fast attempt creates it, git
 				// refuses the add, and the attempt's branch must not stay.
-				f.git(f.bare, "update-ref", "-d", "refs/heads/agent/edits-c1")
+				f.git(f.bare, "update-ref", "-d", "refs/heads/"+tb+"edits-c1")
 			}
 			again := f.ensure(f.req(sandbox.ModeEdit, "c1"))
 			assert.Equal(t, ws.LocalPath, again.LocalPath)
@@ -423,7 +425,7 @@ func TestFastCreateFallsBackToRepair(t *testing.T) {
 				assert.Equal(t, "precious\n", string(data))
 			}
 			assert.Len(t, f.registered(), 1)
-			assert.Equal(t, []string{"agent/edits-c1"}, strings.Fields(f.git(f.bare, "for-each-ref", "--format=%(refname:short)", "refs/heads/")))
+			assert.Equal(t, []string{tb + "edits-c1"}, strings.Fields(f.git(f.bare, "for-each-ref", "--format=%(refname:short)", "refs/heads/")))
 		})
 	}
 }
@@ -473,7 +475,7 @@ func TestAddWorktreeMatchesGitWorktreeAdd(t *testing.T) {
 			if mode == sandbox.ModeAnalysis {
 				assert.Equal(t, th["HEAD"], o["HEAD"])
 			} else {
-				assert.Equal(t, "ref: refs/heads/agent/edits-c1\n", o["HEAD"])
+				assert.Equal(t, "ref: refs/heads/"+tb+"edits-c1\n", o["HEAD"])
 			}
 			assert.Equal(t, th["commondir"], o["commondir"])
 			assert.Equal(t, filepath.Join(theirsPath, ".git")+"\n", th["gitdir"])
@@ -532,7 +534,8 @@ func TestWorktreeAddError(t *testing.T) {
 	registered, err := worktreeAddError(gitErr("fatal: 'b' is already checked out at '/w/y'\n"), "b", true)
 	assert.False(t, registered)
 	requireKind(t, err, sandbox.ErrConflict)
-	assert.Contains(t, sandbox.Message(err), "branch b is already checked out in another worktree: fatal: 'b' is already checked out at '/w/y'")
+	assert.Contains(t, sandbox.Message(err), "branch b is already checked out by another workspace")
+	assert.NotContains(t, sandbox.Message(err), "/w/y", "never the other worktree's path")
 	_, err = worktreeAddError(gitErr("fatal: something else"), "b", false)
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, errRegisteredElsewhere)
@@ -575,12 +578,12 @@ func TestCrashedAdd(t *testing.T) {
 func TestNewEnsureStateRefusesAnotherRepository(t *testing.T) {
 	f := newFixture(t)
 	req := f.req(sandbox.ModeEdit, "c1")
-	st, err := f.m.newEnsureState(f.cache, req)
+	st, err := f.m.newEnsureState(f.cache, req, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "main", st.baseRef)
 	assert.Equal(t, filepath.Join(filepath.Dir(f.bare), WorktreesDir, req.WorktreeDirName()), st.wt)
 	req.RepoURL = "https://example.com/owner/other"
-	_, err = f.m.newEnsureState(f.cache, req)
+	_, err = f.m.newEnsureState(f.cache, req, nil)
 	requireKind(t, err, sandbox.ErrInvalidArgument)
 }
 
@@ -590,4 +593,62 @@ func TestCollisionPrefixes(t *testing.T) {
 	assert.Empty(t, collisionPrefixes("main"))
 	assert.Equal(t, []string{"refs/heads/agent", "refs/remotes/origin/agent"}, collisionPrefixes("agent/edits-c1"))
 	assert.Equal(t, []string{"refs/heads/a", "refs/remotes/origin/a", "refs/heads/a/b", "refs/remotes/origin/a/b"}, collisionPrefixes("a/b/c"))
+}
+
+// TestEnsureKeepsTheStoredNames: a workspace created before tenant
+// segments (branch agent/edits-<conversation>, directory …-<hash8>) keeps
+// both when it is ensured again with its stored row (a repair, a restore
+// after eviction): the derivation of today never moves it, and its commits
+// are on the branch it comes back on. Without a row (a new workspace) the
+// derivation applies (docs/API.md "Identity").
+func TestEnsureKeepsTheStoredNames(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	legacy := f.req(sandbox.ModeEdit, "c1")
+	legacy.BranchName = "agent/edits-c1"
+	old := f.ensure(legacy)
+	require.NoError(t, f.m.WriteFile(ctx, old, "kept.txt", []byte("work\n"), 0))
+	_, err := f.m.Commit(ctx, old, sandbox.CommitRequest{Message: "agent work"})
+	require.NoError(t, err)
+	require.NoError(t, f.m.Remove(ctx, old))
+
+	stored := old
+	stored.LocalPath = filepath.Join(f.worktreesDir(), "u1_c1_agent-edits-c1-1234abcd")
+	req := f.req(sandbox.ModeEdit, "c1") // as an agent sends it today: no branch_name
+	ws, err := f.m.Ensure(ctx, f.cache, req, &stored)
+	require.NoError(t, err)
+	assert.Equal(t, "agent/edits-c1", ws.BranchName)
+	assert.Equal(t, stored.LocalPath, ws.LocalPath)
+	assert.Equal(t, "agent/edits-c1", f.git(ws.LocalPath, "symbolic-ref", "--short", "HEAD"))
+	b, err := os.ReadFile(filepath.Join(ws.LocalPath, "kept.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "work\n", string(b))
+	assert.False(t, f.branchExists(req.Branch()), "the derived branch is not made for an existing workspace")
+
+	other := stored
+	other.ID = "ws-000000000000000000000000"
+	_, err = f.m.Ensure(ctx, f.cache, req, &other)
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+
+	fresh, err := f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "c2"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, tb+"edits-c2", fresh.BranchName)
+	assert.Equal(t, f.req(sandbox.ModeEdit, "c2").WorktreeDirName(), filepath.Base(fresh.LocalPath))
+}
+
+// TestEnsureRefusesTheDefaultBranch: a new workspace never checks out the
+// repository's default branch (the remote's HEAD), even one under agent/:
+// InvalidArgument, and nothing is made.
+func TestEnsureRefusesTheDefaultBranch(t *testing.T) {
+	f := newFixture(t)
+	c := f.cache
+	c.DefaultBranch = "agent/trunk"
+	req := f.req(sandbox.ModeEdit, "c1")
+	req.BaseRef = "main"
+	req.BranchName = "agent/trunk"
+	_, err := f.m.Ensure(context.Background(), c, req, nil)
+	requireKind(t, err, sandbox.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "default branch")
+	assert.Empty(t, f.registered())
+	assert.False(t, f.branchExists("agent/trunk"))
 }

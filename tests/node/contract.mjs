@@ -65,6 +65,9 @@ const hash = createHash('sha256').update(key).digest('hex').slice(0, 24);
 const workspaceId = `ws-${hash}`;
 const workflowId = `sandbox-session/${hash}`;
 const request = { user_id: user, project_id: 'p1', repo_url: repoUrl, mode: 'edit', conversation_id: 'c42' };
+// The branch of a new edit workspace (docs/API.md "Identity"): the tenant segment is the first 16
+// hex digits of sha256(user_id|project_id).
+const branch = `agent/${createHash('sha256').update(`${user}|p1`).digest('hex').slice(0, 16)}/edits-c42`;
 
 const connection = await Connection.connect({ address });
 const client = new Client({ connection, namespace: 'default' });
@@ -79,7 +82,7 @@ const start = new WithStartWorkflowOperation('SessionWorkflow', {
 const handle = await client.workflow.executeUpdateWithStart('acquire', { args: [{ request }], startWorkflowOperation: start });
 validate('acquire', handle);
 if (handle.workspace_id !== workspaceId) fail(`acquire: workspace_id ${handle.workspace_id}, want ${workspaceId}`);
-if (handle.branch !== 'agent/edits-c42') fail(`acquire: branch ${handle.branch}`);
+if (handle.branch !== branch) fail(`acquire: branch ${handle.branch}, want ${branch}`);
 if (!/^\d+\.\d+\.\d+$/.test(handle.contract_version)) fail(`acquire: contract_version ${handle.contract_version}`);
 console.log('ok acquire', handle.workspace_id, handle.contract_version);
 
@@ -113,7 +116,7 @@ if (!st.dirty) fail('status: not dirty');
 console.log('ok status dirty');
 
 const commit = await update('commit', { message: 'from TypeScript' });
-if (!/^[0-9a-f]{40}$/.test(commit.commit) || commit.branch !== 'agent/edits-c42') fail(`commit: ${JSON.stringify(commit)}`);
+if (!/^[0-9a-f]{40}$/.test(commit.commit) || commit.branch !== branch) fail(`commit: ${JSON.stringify(commit)}`);
 console.log('ok commit', commit.commit);
 
 // A typed error: a path escape, with its family and kind in the details.

@@ -74,7 +74,20 @@ type Options struct {
 	// unless an address entry allows them); nil uses net.InterfaceAddrs,
 	// cached for a few seconds.
 	OwnAddrs func() []netip.Addr
+	// ControlPlane are the endpoints (host:port) no command may reach,
+	// whatever an allow-list says: the Temporal frontend, the Web UI, the
+	// codec server, the metrics endpoint, the store (hostworker passes the
+	// configured ones). One is refused as written and at every address its
+	// host resolves to (looked up at most every ControlPlaneRefresh); an
+	// empty or unspecified host (a listen address such as ":9464") stands
+	// for the loopback and every address of the worker's host. Malformed
+	// entries are ignored.
+	ControlPlane []string
 }
+
+// ControlPlaneRefresh bounds how long the addresses of Options.ControlPlane
+// names are reused before they are looked up again.
+const ControlPlaneRefresh = 30 * time.Second
 
 // Proxy is the worker's egress proxy: one endpoint per runtime (Attach). It
 // is safe for concurrent use.
@@ -88,14 +101,27 @@ type Proxy struct {
 	ownMu   sync.Mutex
 	own     map[netip.Addr]bool
 	ownTime time.Time
+
+	cpMu    sync.Mutex
+	cpAddrs map[netip.AddrPort]bool // the control plane's resolved endpoints
+	cpTime  time.Time
 }
 
 // Policy is what one endpoint allows: the workspace and runtime it serves
-// (for the log and the refusals) and its complete allow-list.
+// (for the log and the refusals), its complete allow-list, and whether it
+// is the default network's (AnyPublic).
 type Policy struct {
 	WorkspaceID string
 	RuntimeID   string
 	Allow       Rules
+	// AnyPublic allows, beyond Allow, every public destination on every
+	// port: any name (resolved by the worker) whose addresses are public,
+	// any public address given literally — never loopback, private,
+	// link-local, CGNAT or other non-public ranges (Classify), the worker
+	// host's own addresses or the cloud metadata addresses, unless Allow
+	// names them. The default network's endpoint (docs/SECURITY.md
+	// "Network modes").
+	AnyPublic bool
 }
 
 // New returns a proxy with no endpoint.
@@ -394,9 +420,75 @@ func (e *endpoint) failed(w http.ResponseWriter, pol Policy, method, dest string
 // decide returns the addresses host:port may be connected to, in order, or
 // why not. A name is resolved only when a name entry allows it.
 func (e *endpoint) decide(ctx context.Context, pol Policy, host string, port uint16) ([]netip.AddrPort, *Denial, error) {
+	aps, d, err := e.decidePolicy(ctx, pol, host, port)
+	if d != nil || err != nil {
+		return aps, d, err
+	}
+	for _, ap := range aps {
+		if e.p.controlPlane(ctx, host, ap) {
+			return nil, &Denial{Reason: net.JoinHostPort(host, strconv.Itoa(int(port))) + " is an endpoint of the sandbox service itself (Temporal, its Web UI, the codec server, the metrics or the store), which no command may reach"}, nil
+		}
+	}
+	return aps, nil, nil
+}
+
+// controlPlane reports whether ap (reached as host) is one of the
+// Options.ControlPlane endpoints.
+func (p *Proxy) controlPlane(ctx context.Context, host string, ap netip.AddrPort) bool {
+	if len(p.opts.ControlPlane) == 0 {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	for _, ep := range p.opts.ControlPlane {
+		h, ps, err := net.SplitHostPort(ep)
+		if err != nil || ps != strconv.Itoa(int(ap.Port())) {
+			continue
+		}
+		if strings.EqualFold(h, host) {
+			return true
+		}
+		if ha, err := netip.ParseAddr(h); h == "" || (err == nil && ha.IsUnspecified()) {
+			if a.IsLoopback() || a.IsUnspecified() || p.ownAddr(a) {
+				return true
+			}
+		}
+	}
+	p.cpMu.Lock()
+	defer p.cpMu.Unlock()
+	if p.cpAddrs == nil || time.Since(p.cpTime) > ControlPlaneRefresh {
+		p.cpAddrs = map[netip.AddrPort]bool{}
+		for _, ep := range p.opts.ControlPlane {
+			h, ps, err := net.SplitHostPort(ep)
+			port, perr := strconv.ParseUint(ps, 10, 16)
+			if err != nil || perr != nil || h == "" {
+				continue
+			}
+			addrs := []netip.Addr{}
+			if ha, err := netip.ParseAddr(h); err == nil {
+				addrs = append(addrs, ha)
+			} else if rs, err := p.lookup(ctx, h); err == nil {
+				addrs = rs
+			}
+			for _, x := range addrs {
+				p.cpAddrs[netip.AddrPortFrom(x.Unmap(), uint16(port))] = true
+			}
+		}
+		p.cpTime = time.Now()
+	}
+	return p.cpAddrs[netip.AddrPortFrom(a, ap.Port())]
+}
+
+// decidePolicy decides host:port by pol alone: the addresses to connect to,
+// or why not.
+func (e *endpoint) decidePolicy(ctx context.Context, pol Policy, host string, port uint16) ([]netip.AddrPort, *Denial, error) {
 	own := e.p.ownAddr
 	if a, err := netip.ParseAddr(host); err == nil {
-		if d := pol.Allow.checkAddr(a, port, own, ""); d != nil {
+		via := ""
+		if pol.AnyPublic {
+			// Decided as a resolved name's address is: public, or allowed.
+			via = a.Unmap().String()
+		}
+		if d := pol.Allow.checkAddr(a, port, own, via); d != nil {
 			return nil, d, nil
 		}
 		return []netip.AddrPort{netip.AddrPortFrom(a.Unmap(), port)}, nil, nil
@@ -405,6 +497,9 @@ func (e *endpoint) decide(ctx context.Context, pol Policy, host string, port uin
 		return nil, &Denial{Reason: clipText(host) + " is not a host name"}, nil
 	}
 	allowed, viaWildcard := pol.Allow.nameAllowed(host, port)
+	if !allowed && pol.AnyPublic {
+		allowed, viaWildcard = true, false // every public destination
+	}
 	if !allowed {
 		return nil, &Denial{Reason: host + ":" + strconv.Itoa(int(port)) + " is not in the allow-list"}, nil
 	}

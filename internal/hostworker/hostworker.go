@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -199,7 +201,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 	}
 	// The limited network's only way out (docs/SECURITY.md "Network modes"):
 	// denied requests are logged with the workspace and the destination.
-	h.Egress = egress.New(egress.Options{Logger: log, Lookup: opts.EgressLookup})
+	h.Egress = egress.New(egress.Options{Logger: log, Lookup: opts.EgressLookup, ControlPlane: controlPlane(cfg)})
 	runtimes, err := runtimeProvider(ctx, cfg, git, h.Egress, log)
 	if err != nil {
 		return nil, err
@@ -542,4 +544,34 @@ func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace st
 func isAlreadyExists(err error) bool {
 	var ae *serviceerror.AlreadyExists
 	return errors.As(err, &ae) || strings.Contains(err.Error(), "already exists")
+}
+
+// controlPlane lists the endpoints (host:port) of cfg's own service that no
+// command may reach through the egress proxy (egress.Options.ControlPlane):
+// the Temporal frontend (TEMPORAL_ADDRESS, or the embedded one with its
+// Web UI and codec server on the loopback), the metrics endpoint
+// (SANDBOX_METRICS_ADDR) and the PostgreSQL store (DATABASE_URL's hosts).
+func controlPlane(cfg Config) []string {
+	var out []string
+	if cfg.TemporalAddress != "" {
+		out = append(out, cfg.TemporalAddress)
+	} else {
+		for _, p := range []int{cfg.TemporalPort, cfg.UIPort, cfg.Security.CodecPort} {
+			if p > 0 {
+				out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), net.JoinHostPort("::1", strconv.Itoa(p)))
+			}
+		}
+	}
+	if cfg.MetricsAddr != "" {
+		out = append(out, cfg.MetricsAddr)
+	}
+	if cfg.DatabaseURL != "" {
+		if pc, err := postgres.ParseDSN(cfg.DatabaseURL); err == nil {
+			out = append(out, net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port))))
+			for _, fb := range pc.ConnConfig.Fallbacks {
+				out = append(out, net.JoinHostPort(fb.Host, strconv.Itoa(int(fb.Port))))
+			}
+		}
+	}
+	return out
 }

@@ -13,13 +13,14 @@
 // namespaces and mounts already built, so a command costs a request and a
 // fork/exec, not a new sandbox (docs/BENCHMARKS.md). A sandbox has:
 //
-//   - new user, pid, ipc, uts and (when possible) cgroup namespaces; for
-//     "none" and "limited" a new network namespace (loopback only), for
-//     "default" the host's. The "limited" one also mounts the runtime's
-//     egress directory read-only at egressMount, where the worker's egress
-//     proxy (Options.Egress) serves the runtime's endpoint: its supervisor
-//     relays 127.0.0.1:3128 there, and its commands get HTTP(S)_PROXY
-//     pointing at it; nothing else leaves the namespace. The sandboxes of
+//   - new user, pid, ipc, uts, network (loopback only; never the host's)
+//     and (when possible) cgroup namespaces. The "limited" and "default"
+//     ones also mount their egress directory read-only at egressMount,
+//     where the worker's egress proxy (Options.Egress) serves the
+//     runtime's endpoint of that mode (limited: the allow-list; default:
+//     every public destination besides): its supervisor relays
+//     127.0.0.1:3128 there, and its commands get HTTP(S)_PROXY pointing at
+//     it; nothing else leaves the namespace. The sandboxes of
 //     one runtime share the mounts, /tmp and the cgroup, not their
 //     processes (each mode its own pid namespace: a command cannot trace
 //     or take sockets from a process of a wider mode).
@@ -474,7 +475,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 					p.shutdown(ctx, id, m, &sandboxProc{client: supervisor.NewClient(p.modePath(id, m, ".sock"))}, nil)
 				}
 			}
-			p.detachEgress(id)
+			p.detachEgress(id, "")
 			if cg := p.cgroups.existing(id); cg != nil {
 				_ = cg.remove()
 			}
@@ -487,13 +488,29 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if r, ok := rt.(*Runtime); ok {
 		r.destroySandbox(ctx)
 	}
-	p.detachEgress(id)
+	p.detachEgress(id, "")
 	p.removeControl(id)
 	if rerr := removeScratch(life.Conf().scratch); err == nil {
 		err = rerr
 	}
 	p.log.Debug("runtime destroyed", "id", id)
 	return err
+}
+
+// defaultSuffix ends the egress directory and endpoint name of a runtime's
+// default network (runtime ids hold no '.').
+const defaultSuffix = ".default"
+
+// egressDirOf is the egress directory the sandbox of network mode mounts:
+// limited's or default's; "" for none, or without an egress proxy.
+func (cfg sandboxConfig) egressDirOf(mode sandbox.Network) string {
+	switch mode {
+	case sandbox.NetworkLimited:
+		return cfg.egressDir
+	case sandbox.NetworkDefault:
+		return cfg.egressDefault
+	}
+	return ""
 }
 
 // bindMount is one resolved mount.
@@ -518,9 +535,11 @@ type sandboxConfig struct {
 	// "" read as limited); allow the limited network's allow-list.
 	network sandbox.Network
 	allow   egress.Rules
-	// egressDir holds the runtime's egress socket (mounted into its
-	// limited sandbox); "" without an egress proxy.
-	egressDir   string
+	// egressDir holds the runtime's egress socket of the limited network
+	// (mounted into its limited sandbox), egressDefault the one of the
+	// default network (every public destination; mounted into its default
+	// sandbox); "" without an egress proxy.
+	egressDir, egressDefault string
 	workspaceID string // RuntimeSpec.WorkspaceID (the egress proxy's log)
 	base        string // baseLayoutOf(this), set by resolve
 }
@@ -550,6 +569,7 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 	cfg.allow = allow
 	if p.egress != nil {
 		cfg.egressDir = filepath.Join(p.egressRoot, spec.ID)
+		cfg.egressDefault = filepath.Join(p.egressRoot, spec.ID+defaultSuffix)
 	}
 	ms, err := runspec.ResolveMounts(spec, runspec.OutsideSystem)
 	if err != nil {
@@ -617,7 +637,8 @@ func removeScratch(dir string) error {
 // namespace's init and does not die with the worker. Modes: none, a new
 // network namespace (loopback only); limited, the same with the runtime's
 // egress directory mounted read-only at egressMount (the supervisor's
-// forwarder reaches the proxy through it); default, the host's namespace.
+// forwarder reaches the proxy through it); default, the same with its own
+// egress directory (every public destination).
 func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandbox.Network) []string {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -631,9 +652,9 @@ func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandbox
 	} else {
 		a = append(a, "--die-with-parent")
 	}
-	if mode != sandbox.NetworkDefault {
-		a = append(a, "--unshare-net")
-	}
+	// Every mode has a network namespace of its own: never the host's,
+	// where the worker's, Temporal's and the Web UI's ports listen.
+	a = append(a, "--unshare-net")
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
@@ -691,8 +712,8 @@ func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandbox
 			a = append(a, "--ro-bind", m.src, m.target)
 		}
 	}
-	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
-		a = append(a, "--ro-bind", cfg.egressDir, egressMount)
+	if dir := cfg.egressDirOf(mode); dir != "" {
+		a = append(a, "--ro-bind", dir, egressMount)
 	}
 	a = append(a, remount...)
 	a = append(a, "--remount-ro", "/", "--chdir", cfg.cwd, "--")

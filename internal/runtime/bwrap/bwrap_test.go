@@ -236,7 +236,11 @@ func TestReadOnlyWorkspace(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(spec.Mounts[0].Source, "out"))
 }
 
-func TestNetworkDefaultSharesTheHost(t *testing.T) {
+// TestNoNetworkSharesTheHost: no network mode shares the host's namespace,
+// where the worker's, Temporal's and the Web UI's ports listen on
+// 127.0.0.1: a direct connection to the host's loopback fails in each
+// (before, the default network shared the host's and reached them).
+func TestNoNetworkSharesTheHost(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
@@ -254,7 +258,7 @@ func TestNetworkDefaultSharesTheHost(t *testing.T) {
 	for _, tc := range []struct {
 		network sandbox.Network
 		ok      bool
-	}{{sandbox.NetworkDefault, true}, {sandbox.NetworkLimited, false}, {sandbox.NetworkNone, false}} {
+	}{{sandbox.NetworkDefault, false}, {sandbox.NetworkLimited, false}, {sandbox.NetworkNone, false}} {
 		ctx, _, _, rt := setup(t, bwrap.Options{}, func(s *sandbox.RuntimeSpec) { s.Network = tc.network })
 		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", probe, "sh", port}, TimeoutS: 30})
 		require.NoError(t, err)

@@ -155,11 +155,18 @@ func (r *Runtime) warm(ctx context.Context) {
 	r.mu.Unlock()
 	if r.p.egress != nil {
 		if sandbox.NetworkLimited.Within(cfg.network) {
-			if err := r.p.attachEgress(r.ID(), cfg); err != nil {
-				r.p.log.Warn("runtime egress endpoint not served", "id", r.ID(), "error", err)
+			// The endpoints of every mode the policy allows (limited, and
+			// default's when allowed), the others' stopped.
+			r.p.detachEgress(r.ID(), cfg.network)
+			for _, m := range []sandbox.Network{sandbox.NetworkLimited, sandbox.NetworkDefault} {
+				if m.Within(cfg.network) {
+					if err := r.p.attachEgress(r.ID(), cfg, m); err != nil {
+						r.p.log.Warn("runtime egress endpoint not served", "id", r.ID(), "network", m, "error", err)
+					}
+				}
 			}
 		} else {
-			r.p.detachEgress(r.ID())
+			r.p.detachEgress(r.ID(), "")
 		}
 	}
 	if r.life.State() != sandbox.RuntimeRunning {
@@ -273,10 +280,10 @@ func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Ne
 }
 
 // networkEnv is what a command of network mode gets in its environment:
-// in the limited network, the proxy variables ordinary tools read
-// (ProxyEnv); nothing otherwise.
+// in the limited and default networks, the proxy variables ordinary tools
+// read (ProxyEnv); nothing otherwise.
 func (r *Runtime) networkEnv(cfg sandboxConfig, mode sandbox.Network) map[string]string {
-	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
+	if cfg.egressDirOf(mode) != "" {
 		return procexec.ProxyEnv(supervisor.EgressListen)
 	}
 	return nil

@@ -121,8 +121,8 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 	fail := func(format string, args ...any) (*sandboxProc, error) {
 		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: runtime %s: "+format, append([]any{id}, args...)...)
 	}
-	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
-		if err := p.attachEgress(id, cfg); err != nil {
+	if cfg.egressDirOf(mode) != "" {
+		if err := p.attachEgress(id, cfg, mode); err != nil {
 			return fail("egress proxy: %v", err)
 		}
 	}
@@ -266,7 +266,7 @@ func (p *Provider) sandboxArgs(id string, cfg sandboxConfig, mode sandbox.Networ
 	args = append(args, "--", "/proc/self/fd/4", "serve", "--ctl-fd", "3", "--runtime", id, "--layout", layout,
 		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
 		"--idle-exit", IdleExit.String(), "--id-prefix", supervisor.IDPrefix(mode))
-	if mode == sandbox.NetworkLimited && cfg.egressDir != "" {
+	if cfg.egressDirOf(mode) != "" {
 		args = append(args, "--egress-socket", egressMount+"/"+egressSocket)
 	}
 	if len(cj.files) > 0 {
@@ -437,27 +437,42 @@ func (p *Provider) retireLegacy(ctx context.Context, id string, archive *supervi
 	}
 }
 
-// attachEgress serves runtime id's egress endpoint in cfg.egressDir (0700,
-// owned by the sandbox's user) with cfg's allow-list.
-func (p *Provider) attachEgress(id string, cfg sandboxConfig) error {
-	if err := os.Mkdir(cfg.egressDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+// attachEgress serves runtime id's egress endpoint of network mode (limited
+// or default) in its directory (cfg.egressDirOf; 0700, owned by the
+// sandbox's user) with cfg's allow-list: limited reaches only the list,
+// default every public destination besides (egress.Policy.AnyPublic).
+func (p *Provider) attachEgress(id string, cfg sandboxConfig, mode sandbox.Network) error {
+	dir := cfg.egressDirOf(mode)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	if cfg.cred != nil && !cfg.idmap { // idmapped: root's, shown as the sandbox's
-		if err := os.Chown(cfg.egressDir, int(cfg.cred.Uid), int(cfg.cred.Gid)); err != nil {
+		if err := os.Chown(dir, int(cfg.cred.Uid), int(cfg.cred.Gid)); err != nil {
 			return err
 		}
 	}
-	return p.egress.Attach(egress.Policy{WorkspaceID: cfg.workspaceID, RuntimeID: id, Allow: cfg.allow}, filepath.Join(cfg.egressDir, egressSocket))
+	pol := egress.Policy{WorkspaceID: cfg.workspaceID, RuntimeID: id, Allow: cfg.allow}
+	if mode == sandbox.NetworkDefault {
+		pol.RuntimeID, pol.AnyPublic = id+defaultSuffix, true
+	}
+	return p.egress.Attach(pol, filepath.Join(dir, egressSocket))
 }
 
-// detachEgress stops serving runtime id's endpoint and removes its directory.
-func (p *Provider) detachEgress(id string) {
+// detachEgress stops serving runtime id's egress endpoints of the modes
+// above keep (the widest mode the runtime's policy allows; "" or none:
+// every one) and removes their directories.
+func (p *Provider) detachEgress(id string, keep sandbox.Network) {
 	if p.egress == nil || sandbox.ValidateID("runtime id", id) != nil {
 		return
 	}
-	p.egress.Detach(id)
-	_ = os.RemoveAll(filepath.Join(p.egressRoot, id))
+	if keep != sandbox.NetworkLimited && keep != sandbox.NetworkDefault {
+		p.egress.Detach(id)
+		_ = os.RemoveAll(filepath.Join(p.egressRoot, id))
+	}
+	if keep != sandbox.NetworkDefault {
+		p.egress.Detach(id + defaultSuffix)
+		_ = os.RemoveAll(filepath.Join(p.egressRoot, id+defaultSuffix))
+	}
 }
 
 // shutdown stops a runtime's sandbox of network mode: the supervisor kills
@@ -568,9 +583,12 @@ func (p *Provider) stage(id string, cfg sandboxConfig) (*staging, sandboxConfig,
 			return st, cfg, err
 		}
 	}
-	if cfg.egressDir != "" {
-		if _, serr := os.Stat(cfg.egressDir); serr == nil {
-			if out.egressDir, err = p.idmap.mount(st, cfg.egressDir, true); err != nil {
+	for _, d := range []*string{&out.egressDir, &out.egressDefault} {
+		if *d == "" {
+			continue
+		}
+		if _, serr := os.Stat(*d); serr == nil {
+			if *d, err = p.idmap.mount(st, *d, true); err != nil {
 				return st, cfg, err
 			}
 		}

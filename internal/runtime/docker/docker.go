@@ -50,8 +50,10 @@
 // read-only, through which the supervisor's forwarder on 127.0.0.1:3128
 // reaches the worker's egress proxy: the host, its own addresses, the
 // metadata address and every other container stay unreachable, and
-// HTTP(S)_PROXY point there. "default" is Docker's default bridge
-// (outbound access through NAT).
+// HTTP(S)_PROXY point there. "default" is the same with the runtime's
+// default egress endpoint, which reaches every public destination on any
+// port and nothing else (never a bridge: from one, the host's and other
+// containers' ports — Temporal's, the Web UI's — were reachable).
 //
 // Resources (RuntimeSpec.Resources): CPU → NanoCPUs, MemoryMB → Memory (and
 // MemorySwap, so no swap), Pids → PidsLimit (DefaultPidsLimit when zero).
@@ -547,46 +549,76 @@ func (p *Provider) removeModes(ctx context.Context, id string, drop func(name st
 	return nil
 }
 
-// egressDir is runtime id's egress directory (its limited container mounts it).
+// egressDir is runtime id's egress directory of the limited network (its
+// limited container mounts it).
 func (p *Provider) egressDir(id string) string { return filepath.Join(p.stateDir, "egress", id) }
 
-// attachEgress serves the runtime's egress endpoint when its policy allows
-// the limited network (in egressDir, 0700, owned by the containers' user),
-// and stops serving it otherwise.
+// defaultSuffix ends the egress directory and endpoint name of a runtime's
+// default network (runtime ids hold no '.').
+const defaultSuffix = ".default"
+
+// egressDirOf is the egress directory runtime id's container of network
+// mode mounts: limited's or default's; "" for none or without a proxy.
+func (p *Provider) egressDirOf(id string, mode sandbox.Network) string {
+	switch {
+	case p.egress == nil:
+		return ""
+	case mode == sandbox.NetworkLimited:
+		return p.egressDir(id)
+	case mode == sandbox.NetworkDefault:
+		return p.egressDir(id + defaultSuffix)
+	}
+	return ""
+}
+
+// attachEgress serves the runtime's egress endpoints of the networks its
+// policy allows — limited's (its allow-list) and default's (every public
+// destination besides: egress.Policy.AnyPublic) — each in its directory
+// (0700, owned by the containers' user), and stops serving the others.
 func (p *Provider) attachEgress(spec sandbox.RuntimeSpec, b *built) error {
 	if p.egress == nil {
 		return nil
 	}
-	if !sandbox.NetworkLimited.Within(b.policy) {
-		p.detachEgress(spec.ID)
-		return nil
-	}
-	dir := p.egressDir(spec.ID)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
-	}
-	if os.Geteuid() == 0 {
-		if err := os.Chown(dir, int(b.uid), int(b.gid)); err != nil {
+	rules, _ := egress.ParseRules(spec.NetworkAllow) // checked by build
+	for _, mode := range []sandbox.Network{sandbox.NetworkLimited, sandbox.NetworkDefault} {
+		name, dir := spec.ID, p.egressDirOf(spec.ID, mode)
+		if mode == sandbox.NetworkDefault {
+			name += defaultSuffix
+		}
+		if !mode.Within(b.policy) {
+			p.egress.Detach(name)
+			_ = os.RemoveAll(dir)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
 		}
-	}
-	rules, _ := egress.ParseRules(spec.NetworkAllow) // checked by build
-	if err := p.egress.Attach(egress.Policy{WorkspaceID: spec.WorkspaceID, RuntimeID: spec.ID, Allow: rules}, filepath.Join(dir, egressSocket)); err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: runtime %s: egress proxy: %v", spec.ID, err)
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Chown(dir, int(b.uid), int(b.gid)); err != nil {
+				return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
+			}
+		}
+		pol := egress.Policy{WorkspaceID: spec.WorkspaceID, RuntimeID: name, Allow: rules, AnyPublic: mode == sandbox.NetworkDefault}
+		if err := p.egress.Attach(pol, filepath.Join(dir, egressSocket)); err != nil {
+			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: runtime %s: egress proxy: %v", spec.ID, err)
+		}
 	}
 	return nil
 }
 
-// detachEgress stops serving runtime id's endpoint and removes its directory.
+// detachEgress stops serving runtime id's endpoints and removes their
+// directories.
 func (p *Provider) detachEgress(id string) {
 	if p.egress == nil {
 		return
 	}
-	p.egress.Detach(id)
-	_ = os.RemoveAll(p.egressDir(id))
+	for _, name := range []string{id, id + defaultSuffix} {
+		p.egress.Detach(name)
+		_ = os.RemoveAll(p.egressDir(name))
+	}
 }
 
 func (p *Provider) checkImage(ctx context.Context, image string) error {

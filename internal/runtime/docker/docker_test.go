@@ -338,10 +338,11 @@ func TestNetworkModes(t *testing.T) {
 		route   bool
 	}{
 		{sandbox.NetworkNone, "none", false},
-		// limited is Docker's none network too: its only way out is the
-		// egress proxy's socket (TestNetwork).
+		// limited and default are Docker's none network too: their only
+		// way out is the egress proxy's socket (TestNetwork); never a
+		// bridge, from which the host's ports were reachable.
 		{sandbox.NetworkLimited, "none", false},
-		{sandbox.NetworkDefault, "bridge", true},
+		{sandbox.NetworkDefault, "none", false},
 	} {
 		t.Run(string(tc.network), func(t *testing.T) {
 			ctx, _, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = tc.network })
@@ -360,21 +361,24 @@ func TestNetworkModes(t *testing.T) {
 func TestNetworkPerCommandDoesNotDisturbOthers(t *testing.T) {
 	ctx, p, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = sandbox.NetworkDefault })
 	pr := rt.(sandbox.ProcessRuntime)
-	bg, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sh", "-c", "while :; do awk 'NR>1 && $2==\"00000000\"{print \"route\"}' /proc/net/route; sleep 0.2; done"}})
+	// Each mode's container is a host of its own (its UTS namespace).
+	const probe = "cat /proc/sys/kernel/hostname"
+	bg, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sh", "-c", "while :; do " + probe + "; sleep 0.2; done"}})
 	require.NoError(t, err)
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "awk 'NR>1 && $2==\"00000000\"{f=1} END{print f ? \"route\" : \"noroute\"}' /proc/net/route; echo shared > /tmp/from-none"}, Network: sandbox.NetworkNone})
+	own := string(runtimetest.Sh(t, ctx, rt, probe).Stdout)
+	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", probe + "; echo shared > /tmp/from-none"}, Network: sandbox.NetworkNone})
 	require.NoError(t, err)
-	require.Equal(t, "noroute\n", string(res.Stdout), "the none command has no route")
+	require.NotEqual(t, own, string(res.Stdout), "the none command runs in another container")
 	info, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID)+".none")
 	require.NoError(t, err)
 	require.Equal(t, "none", string(info.HostConfig.NetworkMode))
 	main, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID))
 	require.NoError(t, err)
-	require.Equal(t, "bridge", string(main.HostConfig.NetworkMode), "the runtime's own container is untouched")
-	require.True(t, defaultRoute(t, ctx, rt))
+	require.Equal(t, string(sandbox.NetworkDefault), main.Config.Labels[docker.LabelNetwork], "the runtime's own container is untouched")
+	require.Equal(t, own, string(runtimetest.Sh(t, ctx, rt, probe).Stdout))
 	out, err := pr.ReadProcess(ctx, bg.ID, sandbox.ProcessReadRequest{Wait: time.Second})
 	require.NoError(t, err)
-	require.Contains(t, string(out.Data), "route", "the background process still has its route")
+	require.Contains(t, string(out.Data), own, "the background process still runs in the runtime's own container")
 	require.False(t, out.Process.Exited)
 	res = runtimetest.Sh(t, ctx, rt, "cat /tmp/from-none")
 	require.Equal(t, "shared\n", string(res.Stdout), "/tmp is shared between the modes' containers")

@@ -23,13 +23,11 @@ import (
 // each connection to the container's address on its network (looked up per
 // connection: a restarted container may have another). It lives until the
 // runtime is stopped or destroyed through this provider, or the provider is
-// closed. A container of the limited network (Docker's "none" network: its
-// only way out is the egress proxy) has no address: each connection is
-// relayed by `sandbox-supervisor connect PORT` run in it with docker exec,
-// to its loopback. A runtime whose network is none cannot be previewed. For
-// a container of the default network the worker must reach the bridge:
-// true when the daemon runs on the worker's machine (the bridge is a host
-// interface), not for a remote DOCKER_HOST.
+// closed. A container of the limited or default network (Docker's "none"
+// network: its only way out is the egress proxy) has no address: each
+// connection is relayed by `sandbox-supervisor connect PORT` run in it with
+// docker exec, to its loopback. A runtime whose network is none cannot be
+// previewed.
 
 // MaxPreviewsPerRuntime bounds the forwarded ports of one runtime.
 const MaxPreviewsPerRuntime = 16
@@ -98,7 +96,7 @@ func (p *Provider) PreviewURL(ctx context.Context, id string, port int) (sandbox
 // of the none network, or one with no address.
 func containerAddr(info container.InspectResponse) (string, error) {
 	if info.HostConfig != nil && info.HostConfig.NetworkMode.IsNone() {
-		if sandbox.Network(info.Config.Labels[LabelNetwork]) == sandbox.NetworkLimited {
+		if sandbox.Network(info.Config.Labels[LabelNetwork]) != sandbox.NetworkNone {
 			return "", nil
 		}
 		return "", sandbox.Errorf(sandbox.ErrCommandRejected, "docker: runtime %s has no network (network none): no port of it can be reached", info.Config.Labels[LabelRuntime])

@@ -85,13 +85,12 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 	if err != nil {
 		return nil, err
 	}
-	// none and limited: Docker's none network, loopback only (limited
-	// reaches the egress proxy through a unix socket, nothing else);
-	// default: Docker's default bridge.
+	// Every mode: Docker's none network, loopback only. limited and
+	// default reach the egress proxy through a unix socket, nothing else
+	// (a bridge would reach the host's and other containers' ports:
+	// Temporal's, the Web UI's); default's endpoint allows every public
+	// destination.
 	netMode := container.NetworkMode("none")
-	if mode == sandbox.NetworkDefault {
-		netMode = "bridge"
-	}
 	ms, err := runspec.ResolveMounts(spec, runspec.BelowRoot)
 	if err != nil {
 		return nil, err
@@ -217,9 +216,9 @@ func containerLabels(spec sandbox.RuntimeSpec, mode sandbox.Network) (map[string
 
 // containerMounts returns the mounts of runtime id's container of mode
 // (the spec's binds, the supervisor binary read-only, the /tmp volume, and
-// in the limited network the egress socket's directory read-only), the
-// supervisor's command line as its entrypoint, and the proxy variables of
-// the limited network (nil otherwise).
+// in the limited and default networks the egress socket's directory
+// read-only), the supervisor's command line as its entrypoint, and the
+// proxy variables of those networks (nil otherwise).
 func (p *Provider) containerMounts(id string, mode sandbox.Network, binds []runspec.Bind) ([]mount.Mount, []string, map[string]string) {
 	bind := func(src, target string, ro bool) mount.Mount {
 		return mount.Mount{Type: mount.TypeBind, Source: src, Target: target, ReadOnly: ro,
@@ -237,8 +236,8 @@ func (p *Provider) containerMounts(id string, mode sandbox.Network, binds []runs
 		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
 		"--id-prefix", supervisor.IDPrefix(mode)}
 	var proxyEnv map[string]string
-	if mode == sandbox.NetworkLimited && p.egress != nil {
-		mounts = append(mounts, bind(p.egressDir(id), egressMount, true))
+	if dir := p.egressDirOf(id, mode); dir != "" {
+		mounts = append(mounts, bind(dir, egressMount, true))
 		entry = append(entry, "--egress-socket", egressMount+"/"+egressSocket)
 		proxyEnv = procexec.ProxyEnv(supervisor.EgressListen)
 	}

@@ -316,6 +316,7 @@ func RunNetwork(t *testing.T, f Factory, opts NetworkOptions) {
 	t.Run("CommandAboveThePolicyIsRefused", n.commandAboveThePolicyIsRefused)
 	t.Run("BackgroundProcessesKeepTheirNetwork", n.backgroundProcessesKeepTheirNetwork)
 	t.Run("NarrowedSpecEndsWiderSandboxes", n.narrowedSpecEndsWiderSandboxes)
+	t.Run("DefaultReachesOnlyPublicDestinations", n.defaultReachesOnlyPublic)
 }
 
 // netSuite is RunNetwork's state: a runtime of the limited network whose
@@ -330,6 +331,7 @@ type netSuite struct {
 	tn                    *TestNet
 	allowed, other, named *loopbackServer
 	limited               func(*sandbox.RuntimeSpec)
+	f                     Factory
 }
 
 // newNetSuite creates the runtime and the servers of RunNetwork.
@@ -355,7 +357,7 @@ func newNetSuite(t *testing.T, f Factory, opts NetworkOptions) *netSuite {
 		sp.NetworkAllow = []string{allowed.addr(), "pkg.sbxtest:80", "loop.sbxtest:" + named.port, "127.0.0.1:" + named.port, "meta.sbxtest", "169.254.169.254"}
 	}
 	ctx, _, rt := s.create(t, env, limited)
-	return &netSuite{ctx: ctx, env: env, rt: rt, egress: opts.Egress, tn: tn, allowed: allowed, other: other, named: named, limited: limited}
+	return &netSuite{ctx: ctx, env: env, rt: rt, egress: opts.Egress, tn: tn, allowed: allowed, other: other, named: named, limited: limited, f: f}
 }
 
 // run runs script under bash in the suite's runtime with network ("" =
@@ -540,4 +542,48 @@ func hostAddr() string {
 		}
 	}
 	return ""
+}
+
+// defaultReachesOnlyPublic: the default network has a namespace of its
+// own, whose only way out is its own egress endpoint: nothing is reached
+// around the proxy (the host's loopback, where the worker's, Temporal's and
+// the Web UI's ports listen; the host's own addresses; the metadata
+// address), and through it every public destination by name or address on
+// any port — never the host's loopback, a name resolving to it, its own
+// addresses or the metadata address, none of which any allow-list names.
+func (n *netSuite) defaultReachesOnlyPublic(t *testing.T) {
+	s := &suite{f: n.f}
+	ctx, env, rt := s.create(t, s.newEnv(t), func(sp *sandbox.RuntimeSpec) { sp.Network = sandbox.NetworkDefault })
+	run := func(script string, args ...string) sandbox.ExecResult {
+		t.Helper()
+		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: append([]string{"bash", "-c", script, "probe"}, args...), TimeoutS: 60})
+		require.NoError(t, err)
+		return res
+	}
+	before := n.other.conns.Load()
+	targets := [][2]string{{"127.0.0.1", n.other.port}, {MetadataAddr.String(), "80"}, {PublicAddr.String(), "80"}}
+	ha := hostAddr()
+	if ha != "" {
+		targets = append(targets, [2]string{ha, n.other.port})
+	}
+	for _, tg := range targets {
+		res := run(directScript, tg[0], tg[1])
+		require.Contains(t, string(res.Stdout), "FAILED", "default: a direct connection to %s:%s", tg[0], tg[1])
+	}
+	// Public destinations, by name and by address, on any port.
+	res := run(proxyGetScript, "other.sbxtest", "public")
+	require.Contains(t, combined(res), n.tn.Greeting+" other.sbxtest", combined(res))
+	res = run(connectScript, PublicAddr.String()+":80")
+	require.Contains(t, combined(res), "200 Connection established", combined(res))
+	// Never the host or the metadata address.
+	refused := []string{n.other.addr(), "loop.sbxtest:" + n.other.port, "[::1]:" + n.other.port, "169.254.169.254:80", "meta.sbxtest:80"}
+	if ha != "" {
+		refused = append(refused, net.JoinHostPort(ha, n.other.port))
+	}
+	for _, dest := range refused {
+		res := run(connectScript, dest)
+		require.Contains(t, combined(res), "403 Forbidden", dest)
+		require.Contains(t, combined(res), "denied by the network policy of workspace "+env.Spec.WorkspaceID, dest)
+	}
+	require.Equal(t, before, n.other.conns.Load(), "the host's loopback server saw no connection from the default network")
 }

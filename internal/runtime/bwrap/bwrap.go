@@ -540,8 +540,8 @@ type sandboxConfig struct {
 	// default network (every public destination; mounted into its default
 	// sandbox); "" without an egress proxy.
 	egressDir, egressDefault string
-	workspaceID string // RuntimeSpec.WorkspaceID (the egress proxy's log)
-	base        string // baseLayoutOf(this), set by resolve
+	workspaceID              string // RuntimeSpec.WorkspaceID (the egress proxy's log)
+	base                     string // baseLayoutOf(this), set by resolve
 }
 
 func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {

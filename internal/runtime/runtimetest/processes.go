@@ -282,14 +282,27 @@ func (s *suite) daemonized(t *testing.T) {
 	require.Equal(t, "0", liveCount(t, ctx, rt, "pids-bg"))
 }
 
+// processLimit: MaxProcesses background processes per runtime, counted
+// over every network a runtime with a network per command runs them in
+// (one supervisor per mode: before, the cap held per mode, 128-192 per
+// workspace).
 func (s *suite) processLimit(t *testing.T) {
-	ctx, _, _, pr := s.procRuntime(t)
+	ctx, env, _, pr := s.procRuntime(t)
+	perCommand := env.Provider.Capabilities().PerCommandNetwork
+	network := func(i int) sandbox.Network {
+		if perCommand && i%2 == 1 {
+			return sandbox.NetworkNone
+		}
+		return ""
+	}
 	for i := 0; i < sandbox.MaxProcesses; i++ {
-		_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}})
+		_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}, Network: network(i)})
 		require.NoError(t, err, "process %d", i+1)
 	}
-	_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}})
-	require.ErrorIs(t, err, sandbox.ErrResourceLimit, "process %d", sandbox.MaxProcesses+1)
+	for i := 0; i < 2; i++ {
+		_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}, Network: network(i)})
+		require.ErrorIs(t, err, sandbox.ErrResourceLimit, "process %d (network %q)", sandbox.MaxProcesses+1, network(i))
+	}
 }
 
 func (s *suite) stopRecords(t *testing.T) {

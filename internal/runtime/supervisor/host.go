@@ -40,6 +40,10 @@ type Processes struct {
 	Networks []sandbox.Network
 	// Archive holds the processes of stopped supervisors.
 	Archive *Archive
+
+	// startMu makes a background start's count of live processes across
+	// the supervisors and the start itself one step.
+	startMu sync.Mutex
 }
 
 // IDPrefix is the prefix of the process ids of the supervisor of network
@@ -87,6 +91,15 @@ func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) 
 	if spec.StdinData != nil {
 		s.Stdin = spec.StdinData
 	}
+	if !spec.Exec && len(p.Networks) > 1 {
+		// Each supervisor caps its own; the runtime's cap is over all of
+		// them (one per network mode), counted and started as one step.
+		p.startMu.Lock()
+		defer p.startMu.Unlock()
+		if err := p.admit(ctx); err != nil {
+			return sandbox.ProcessInfo{}, err
+		}
+	}
 	c, err := p.Client(ctx, true, network)
 	if err != nil {
 		return sandbox.ProcessInfo{}, err
@@ -96,6 +109,35 @@ func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) 
 		return sandbox.ProcessInfo{}, MapError(err, "process_start")
 	}
 	return ToInfo(info), nil
+}
+
+// admit counts the background processes with a live tree across every
+// network's supervisor: at Support.MaxProcesses a new one is
+// sandbox.ErrResourceLimit, whichever network it asks for.
+func (p *Processes) admit(ctx context.Context) error {
+	live := 0
+	for _, n := range p.Networks {
+		c, err := p.Client(ctx, false, n)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			continue
+		}
+		list, err := c.List(ctx)
+		if err != nil {
+			return MapError(err, "process_start")
+		}
+		for _, i := range list {
+			if !i.Exec && (!i.Exited || i.TreeRunning) {
+				live++
+			}
+		}
+	}
+	if live >= p.Support.MaxProcesses {
+		return sandbox.Errorf(sandbox.ErrResourceLimit, "process_start: %d background processes are running in this workspace's runtime (all its networks together), the most it may have", p.Support.MaxProcesses)
+	}
+	return nil
 }
 
 // ReadProcess reads one stream of process id, or both (req.Both).

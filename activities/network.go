@@ -2,7 +2,6 @@ package activities
 
 import (
 	"net/netip"
-	"slices"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -87,31 +86,24 @@ func (a *Activities) resolvePolicy(req sandbox.WorkspaceRequest, cur sandbox.Net
 	return n, allow, nil
 }
 
-// checkWorkspaceAllow refuses a workspace's own entry (canonical) that
-// would open the worker's own services — an address entry covering a
-// loopback or unspecified address or an address of this host — or let its
-// commands choose the names the worker resolves — a wildcard name entry
-// (egress.WorkspaceEntryRefusal), unless the worker's own list has the same
-// entry. Errors: ErrCommandRejected naming network_allow[i] and
-// SANDBOX_NETWORK_ALLOW (docs/SECURITY.md "The egress proxy").
+// checkWorkspaceAllow refuses a workspace's own entry (canonical: from the
+// acquire request, untrusted) that the worker's list does not cover and
+// that would open a non-public destination — an address entry covering a
+// loopback, unspecified, private (RFC 1918, fc00::/7), CGNAT, link-local
+// or any other address egress.Classify reports as non-public, or an
+// address of this host — or let its commands choose the names the worker
+// resolves — a wildcard name entry (egress.WorkspaceEntryCheck). Errors:
+// ErrCommandRejected naming network_allow[i] and SANDBOX_NETWORK_ALLOW
+// (docs/SECURITY.md "The egress proxy").
 func (a *Activities) checkWorkspaceAllow(allow []string) error {
-	var own []netip.Addr
+	ops, _ := egress.ParseRules(a.NetworkAllow)
 	for i, e := range allow {
-		if slices.Contains(a.NetworkAllow, e) {
-			continue
-		}
 		r, err := sandboxapi.ParseNetworkRule(e)
 		if err != nil {
 			return sandboxapi.FieldError("network_allow", "network_allow[%d]: %s", i, sandboxapi.Message(err))
 		}
-		if r.IsName() && !r.Wildcard {
-			continue
-		}
-		if own == nil && !r.IsName() {
-			own = a.hostAddrs()
-		}
-		if why := egress.WorkspaceEntryRefusal(r, own); why != "" {
-			what := "open the worker's host"
+		if why := egress.WorkspaceEntryCheck(ops, r, a.hostAddrs); why != "" {
+			what := "open the worker's host or a non-public address"
 			if r.IsName() {
 				what = "make the worker resolve names a command chooses"
 			}
@@ -130,21 +122,17 @@ func (a *Activities) hostAddrs() []netip.Addr {
 	return egress.HostAddrs()
 }
 
-// runtimeAllow is a workspace's complete allow-list: the worker's entries,
-// then its own, each once — except a wildcard entry of its own that the
-// worker's list does not have (stored before checkWorkspaceAllow refused
-// them): the worker never resolves names a command chooses below a zone
-// only a workspace named.
+// runtimeAllow is a workspace's complete allow-list (egress.CombineAllow):
+// the worker's entries, then its own, each once — except an entry of its
+// own that checkWorkspaceAllow would refuse now (stored before it refused
+// wildcards and non-public addresses, or accepted while the host had other
+// addresses): the worker never resolves names a command chooses below a
+// zone only a workspace named, and only the worker's list opens a
+// non-public address, to a name or given literally.
 func (a *Activities) runtimeAllow(ws sandbox.Workspace) []string {
-	out := slices.Clone(a.NetworkAllow)
-	for _, e := range ws.NetworkAllow {
-		if slices.Contains(out, e) {
-			continue
-		}
-		if r, err := sandboxapi.ParseNetworkRule(e); err == nil && r.Wildcard {
-			continue
-		}
-		out = append(out, e)
+	out, dropped := egress.CombineAllow(a.NetworkAllow, ws.NetworkAllow, a.hostAddrs)
+	if len(dropped) > 0 {
+		a.log().Warn("workspace network_allow entries left out: only SANDBOX_NETWORK_ALLOW may open them", "workspace", ws.ID, "entries", dropped)
 	}
 	return out
 }

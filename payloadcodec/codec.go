@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	commonpb "go.temporal.io/api/common/v1"
 	failurepb "go.temporal.io/api/failure/v1"
@@ -78,6 +79,14 @@ var ErrUnknownKey = errors.New("payloadcodec: payload encrypted with a key this 
 // the same id) or that names another scheme.
 var ErrCorrupt = errors.New("payloadcodec: encrypted payload is corrupt or was not encrypted with this key")
 
+// ErrPlaintext is returned by Decode of a codec that requires encryption
+// (Options.RequireEncryption) for a payload that carries no encryption
+// metadata: one written by a client without the keys (or before keys were
+// configured). The SDK then refuses what carried it — an update or a query
+// is rejected, a workflow started with it fails, a signal is dropped — and
+// TypedFailureConverter reports it as UndecodableType ("InvalidArgument").
+var ErrPlaintext = errors.New("payloadcodec: plaintext payload refused: this worker requires encrypted payloads (SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION)")
+
 var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Key is one AES-256 key and its id. The secret is never printed: Key
@@ -118,6 +127,27 @@ type Codec struct {
 	primary Key
 	keys    map[string]Key
 	ids     []string
+	opts    Options
+}
+
+// Options change how a Codec decodes (Codec.WithOptions). The zero value is
+// what New returns: plaintext payloads are read as they are.
+type Options struct {
+	// RequireEncryption makes Decode refuse every payload that carries no
+	// encryption metadata with ErrPlaintext, whatever its encoding — JSON,
+	// "binary/null" (a nil value), a payload without metadata — so that a
+	// client without the keys cannot drive a worker with plaintext
+	// arguments. A codec of this package encrypts everything it encodes,
+	// nil values included, and the Temporal SDK runs its own payloads (the
+	// __temporal_workflow_metadata query's result, version and side-effect
+	// markers) through the same converter, so workers and clients that hold
+	// the keys are unaffected; what never passes through a codec (search
+	// attributes, headers) is unaffected either way. Turn it on once no
+	// history written without keys must still be replayed or read by the
+	// workers (docs/SECURITY.md "Payload encryption",
+	// SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION). A codec server keeps it off: it
+	// decodes whatever the Web UI shows.
+	RequireEncryption bool
 }
 
 // New returns a Codec that encrypts with keys[0] and decrypts with any of
@@ -140,6 +170,16 @@ func New(keys ...Key) (*Codec, error) {
 	return c, nil
 }
 
+// WithOptions returns a Codec with c's keys and opts (c is unchanged).
+func (c *Codec) WithOptions(opts Options) *Codec {
+	cp := *c
+	cp.opts = opts
+	return &cp
+}
+
+// Options returns the options of c.
+func (c *Codec) Options() Options { return c.opts }
+
 // EncryptionKeyID is the id of the key new payloads are encrypted with.
 func (c *Codec) EncryptionKeyID() string { return c.primary.id }
 
@@ -147,7 +187,13 @@ func (c *Codec) EncryptionKeyID() string { return c.primary.id }
 func (c *Codec) KeyIDs() []string { return append([]string(nil), c.ids...) }
 
 // Format prints the key ids only, whatever the verb.
-func (c Codec) Format(f fmt.State, _ rune) { fmt.Fprintf(f, "payloadcodec.Codec{KeyIDs:%v}", c.ids) }
+func (c Codec) Format(f fmt.State, _ rune) {
+	if c.opts.RequireEncryption {
+		fmt.Fprintf(f, "payloadcodec.Codec{KeyIDs:%v RequireEncryption:true}", c.ids)
+		return
+	}
+	fmt.Fprintf(f, "payloadcodec.Codec{KeyIDs:%v}", c.ids)
+}
 
 // Encode encrypts every payload with the first key (converter.PayloadCodec).
 // Payloads already encrypted by this scheme are kept as they are. The inputs
@@ -170,12 +216,20 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 
 // Decode decrypts every encrypted payload (converter.PayloadCodec). A payload
 // without the "binary/encrypted" encoding is returned as it is: history
-// written before keys were configured stays readable. Errors: ErrUnknownKey
-// naming the key id, ErrCorrupt.
+// written before keys were configured stays readable — unless the codec
+// requires encryption (Options.RequireEncryption): then it is ErrPlaintext,
+// naming its encoding. Errors: ErrUnknownKey naming the key id, ErrCorrupt,
+// ErrPlaintext.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
-		if string(p.GetMetadata()[MetadataEncoding]) != Encoding {
+		if enc := string(p.GetMetadata()[MetadataEncoding]); enc != Encoding {
+			if c.opts.RequireEncryption {
+				if enc == "" {
+					enc = "none"
+				}
+				return payloads, fmt.Errorf("%w (payload %d of %d, encoding %q)", ErrPlaintext, i+1, len(payloads), clipEncoding(enc))
+			}
 			out[i] = p
 			continue
 		}
@@ -352,4 +406,17 @@ func sealed(f *failurepb.Failure) bool {
 		}
 	}
 	return true
+}
+
+// clipEncoding bounds an encoding named in an error (it is the sender's).
+func clipEncoding(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
 }

@@ -154,6 +154,72 @@ func TestPlaintextPayloadsPassThroughDecode(t *testing.T) {
 	assert.Same(t, p, out[0])
 }
 
+// TestRequireEncryptionRefusesPlaintext: a codec with
+// Options.RequireEncryption refuses every payload without encryption
+// metadata — JSON, "binary/null" (a nil value), bytes, a payload with no
+// metadata at all, a nil one — with ErrPlaintext naming its encoding, while
+// its own payloads (nil values included, which it encrypts too) and those
+// of another codec with the same keys decode; an empty list is no payload.
+// The codec it came from is unchanged (the codec server's keeps reading
+// plaintext), and the failure converter reports the refusal typed.
+func TestRequireEncryptionRefusesPlaintext(t *testing.T) {
+	a, _ := newKey(t, "a")
+	lax := mustCodec(t, a)
+	strict := lax.WithOptions(Options{RequireEncryption: true})
+	assert.True(t, strict.Options().RequireEncryption)
+	assert.False(t, lax.Options().RequireEncryption, "WithOptions returns a copy")
+	assert.Equal(t, "payloadcodec.Codec{KeyIDs:[a] RequireEncryption:true}", fmt.Sprint(strict))
+
+	dc := converter.GetDefaultDataConverter()
+	for name, v := range map[string]any{"json": map[string]string{"cmd": "rm -rf /"}, "null": nil, "bytes": []byte("x")} {
+		p, err := dc.ToPayload(v)
+		require.NoError(t, err)
+		_, err = strict.Decode([]*commonpb.Payload{p})
+		require.ErrorIs(t, err, ErrPlaintext, name)
+		assert.Contains(t, err.Error(), string(p.Metadata[MetadataEncoding]), name)
+		out, err := lax.Decode([]*commonpb.Payload{p})
+		require.NoError(t, err, "without the option plaintext passes (%s)", name)
+		assert.Same(t, p, out[0])
+
+		// The same value from a client with the keys: encrypted, accepted.
+		var enc *commonpb.Payload
+		enc, err = lax.DataConverter().ToPayload(v)
+		require.NoError(t, err)
+		require.True(t, IsEncrypted(enc), name)
+		_, err = strict.Decode([]*commonpb.Payload{enc})
+		require.NoError(t, err, name)
+	}
+	for name, p := range map[string]*commonpb.Payload{"no metadata": {Data: []byte(`"x"`)}, "empty": {}, "nil": nil} {
+		_, err := strict.Decode([]*commonpb.Payload{p})
+		require.ErrorIs(t, err, ErrPlaintext, name)
+		assert.Contains(t, err.Error(), `encoding "none"`, name)
+	}
+	// One plaintext payload among encrypted ones refuses the lot.
+	enc, err := strict.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{MetadataEncoding: []byte("json/plain")}, Data: []byte(`1`)}})
+	require.NoError(t, err)
+	plain, _ := dc.ToPayload(2)
+	_, err = strict.Decode([]*commonpb.Payload{enc[0], plain})
+	require.ErrorIs(t, err, ErrPlaintext)
+	assert.Contains(t, err.Error(), "payload 2 of 2")
+	out, err := strict.Decode(nil)
+	require.NoError(t, err)
+	assert.Empty(t, out)
+
+	// Through the data converter (what the SDK calls), and typed by the
+	// failure converter as the contract's InvalidArgument.
+	var m map[string]string
+	p, _ := dc.ToPayload(map[string]string{"k": "v"})
+	err = strict.DataConverter().FromPayload(p, &m)
+	require.ErrorIs(t, err, ErrPlaintext)
+	fc := strict.FailureConverter()
+	back := fc.FailureToError(fc.ErrorToFailure(fmt.Errorf("unable to decode the input for update %q: %w", "exec", err)))
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(back, &app))
+	assert.Equal(t, UndecodableType, app.Type())
+	assert.True(t, app.NonRetryable())
+	assert.Contains(t, app.Message(), "plaintext payload refused")
+}
+
 func TestDataAndFailureConverters(t *testing.T) {
 	a, _ := newKey(t, "a")
 	c := mustCodec(t, a)

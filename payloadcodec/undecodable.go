@@ -25,14 +25,15 @@ type undecodableDetails struct {
 // undecodable are the causes TypedFailureConverter recognises: this codec's
 // own errors and the SDK data converter's decoding errors.
 var undecodable = []error{
-	ErrUnknownKey, ErrCorrupt,
+	ErrUnknownKey, ErrCorrupt, ErrPlaintext,
 	converter.ErrUnableToDecode, converter.ErrEncodingIsNotSupported,
 	converter.ErrEncodingIsNotSet, converter.ErrMetadataIsNotSet,
 }
 
 // TypedFailureConverter wraps fc so that an error caused by a payload that
 // could not be decoded — encrypted with a key this worker does not hold
-// (ErrUnknownKey), corrupt (ErrCorrupt), or refused by the data converter
+// (ErrUnknownKey), corrupt (ErrCorrupt), plaintext to a codec that requires
+// encryption (ErrPlaintext), or refused by the data converter
 // (an unknown encoding, no encoding, JSON that does not decode) — is sent as
 // a non-retryable application error of type UndecodableType
 // ("InvalidArgument") instead of the SDK's untyped, retryable "wrapError".

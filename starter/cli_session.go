@@ -30,9 +30,11 @@ func (c *cli) acquireCommand() *cobra.Command {
 			"--network sets the workspace's network policy (none, limited or default, within the worker's\n" +
 			"SANDBOX_NETWORK_MAX; default: the stored one, or SANDBOX_RUNTIME_NETWORK for a new workspace);\n" +
 			"--network-allow adds allow-list entries of the limited network for this workspace (a host name,\n" +
-			"*.domain, IP or CIDR, with an optional :port or :low-high). Setting either replaces the policy.",
+			"IP or CIDR of public addresses, with an optional :port or :low-high; wildcards and private,\n" +
+			"loopback or link-local addresses only through the worker's SANDBOX_NETWORK_ALLOW). Setting\n" +
+			"either replaces the policy.",
 		Example: "  sandboxctl acquire --repo https://github.com/o/r --user u --project p --conversation c \\\n" +
-			"      --network limited --network-allow npm.corp.example:443 --network-allow 10.20.0.0/16:443",
+			"      --network limited --network-allow npm.corp.example:443 --network-allow 203.0.113.0/24:443",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req.Mode = sandbox.WorkspaceMode(mode)

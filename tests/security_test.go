@@ -36,6 +36,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/payloadcodec"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
@@ -715,4 +716,106 @@ func BenchmarkReadFileEncryption(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestWorkerRefusesPlaintextPayloads: a worker with SANDBOX_PAYLOAD_KEYS and
+// SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION=1 (its codec refuses payloads without
+// encryption metadata: payloadcodec.ErrPlaintext) serves a client with the
+// keys end to end — acquire, write, exec, read, describe, list, and the
+// SDK's own __stack_trace and __temporal_workflow_metadata queries, which
+// carry no arguments — while a client without the keys is refused: its
+// updates fail as InvalidArgument and change nothing (the file is not
+// written, the command does not run), and its acquire of a new workspace
+// fails without the session scheduling a single activity (its run fails
+// as InvalidArgument). The refusals' messages are encrypted by the worker:
+// such a client reads only their type.
+func TestWorkerRefusesPlaintextPayloads(t *testing.T) {
+	keys := "k1=" + newKeyFile(t, "k1")
+	env := map[string]string{
+		"TEMPORAL_ADDRESS": temporalAddr, "TEMPORAL_CONFIG_FILE": filepath.Join(t.TempDir(), "no-temporal.toml"),
+		payloadcodec.EnvKeys: keys, hostworker.EnvRequirePayloadEncryption: "1",
+	}
+	sec, err := hostworker.ConfigFromEnv(envOf(with(env, "SANDBOX_DATA_DIR", filepath.Join(t.TempDir(), "data"))))
+	require.NoError(t, err)
+	require.True(t, sec.Security.RequirePayloadEncryption)
+	cfg := baseConfig(t, "strict")
+	cfg.Security.Payloads, cfg.Security.RequirePayloadEncryption = sec.Security.Payloads, true
+	// No client passed: the worker dials with its own converters (WorkerCodec).
+	h, err := hostworker.Start(context.Background(), cfg, hostworker.Options{Credentials: creds, Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(h.Stop)
+	t.Cleanup(func() { destroyRuntimes(h) })
+	ctx := ctxFor(t, 3*time.Minute)
+
+	keyed, err := sandboxclient.Dial(ctx, sandboxclient.DialOptions{TaskQueue: cfg.TaskQueue, LookupEnv: envOf(env), Logger: quiet})
+	require.NoError(t, err)
+	defer keyed.Close()
+	keyless, err := sandboxclient.Dial(ctx, sandboxclient.DialOptions{TaskQueue: cfg.TaskQueue, LookupEnv: envOf(with(env, payloadcodec.EnvKeys, "")), Logger: quiet})
+	require.NoError(t, err)
+	defer keyless.Close()
+
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
+	url := gittest.FileURL(upstream)
+	user := uniq(t, "u")
+	s, hd, err := keyed.Acquire(ctx, editRequest(user, "p", "c1", url))
+	require.NoError(t, err)
+	require.NoError(t, s.WriteFile(ctx, "notes.txt", []byte("encrypted both ways\n"), 0))
+	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "cat notes.txt; echo ran"}})
+	require.NoError(t, err)
+	assert.Equal(t, "encrypted both ways\nran\n", string(res.Stdout))
+	got, err := s.ReadFile(ctx, "notes.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "encrypted both ways\n", string(got))
+	d, err := s.Describe(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, hd.WorkspaceID, d.WorkspaceID)
+	list, err := keyed.ListSessions(ctx, "SandboxUser = '"+user+"'", 10)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	// The SDK's own queries carry no argument: answered (their results
+	// are encrypted; the keyless client only checks the worker answers).
+	for _, q := range []string{"__stack_trace", "__temporal_workflow_metadata"} {
+		_, err := keyless.Temporal().QueryWorkflow(ctx, s.WorkflowID(), "", q)
+		require.NoError(t, err, q)
+	}
+
+	// A client without the keys: its plaintext arguments are refused.
+	ps, err := keyless.Session(hd.WorkspaceID)
+	require.NoError(t, err)
+	err = ps.WriteFile(ctx, "planted.txt", []byte("plaintext"), 0)
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	_, err = ps.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "touch ran-from-plaintext"}})
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	_, err = ps.ReadFile(ctx, "notes.txt")
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	// Nothing of it happened.
+	_, err = s.ReadFile(ctx, "planted.txt")
+	require.ErrorIs(t, err, sandbox.ErrFileNotFound)
+	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "test -e ran-from-plaintext && echo RAN || echo absent"}})
+	require.NoError(t, err)
+	assert.Equal(t, "absent\n", string(res.Stdout))
+
+	// Its acquire of a new workspace: refused, and the session run it
+	// started (with a plaintext input) schedules nothing.
+	other := editRequest(uniq(t, "u"), "p", "c2", url)
+	_, _, err = keyless.Acquire(ctx, other)
+	require.Error(t, err)
+	wfID, err := sandboxapi.SessionWorkflowID(sandboxapi.WorkspaceIDForKey(other.Key()))
+	require.NoError(t, err)
+	events, _ := rawHistory(t, tc, wfID)
+	failed := ""
+	for _, ev := range events {
+		he := ev.(*historypb.HistoryEvent)
+		assert.NotEqual(t, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, he.GetEventType(), "an activity ran for a plaintext acquire")
+		assert.NotEqual(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, he.GetEventType(), "a plaintext update was accepted")
+		if f := he.GetWorkflowExecutionFailedEventAttributes(); f != nil {
+			failed = f.GetFailure().GetApplicationFailureInfo().GetType()
+		}
+	}
+	assert.Equal(t, "InvalidArgument", failed, "the run started with a plaintext input fails typed (payloadcodec.ErrPlaintext)")
+
+	// The worker's session still works for the keyed client.
+	got, err = s.ReadFile(ctx, "notes.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "encrypted both ways\n", string(got))
 }

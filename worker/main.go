@@ -66,6 +66,9 @@ func run() error {
 	}
 	if p := cfg.Security.Payloads; p != nil {
 		fmt.Printf("  payloads     encrypted with key %q (SANDBOX_PAYLOAD_KEYS holds %v)\n", p.EncryptionKeyID(), p.KeyIDs())
+		if cfg.Security.RequirePayloadEncryption {
+			fmt.Printf("               plaintext payloads refused (SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION=1)\n")
+		}
 	} else {
 		fmt.Printf("  payloads     plaintext in Temporal's history (set SANDBOX_PAYLOAD_KEYS to encrypt them)\n")
 	}

@@ -393,3 +393,154 @@ func TestWildcardCannotExfiltrateThroughDNS(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, w.log.String(), "matches only a wildcard entry")
 }
+
+// TestWorkspaceEntriesArePublicOnly: a workspace's own address entry (its
+// acquire request's network_allow, untrusted) may cover public addresses
+// only: loopback, RFC 1918 (the compose stack's Temporal at 172.18.0.5),
+// CGNAT, link-local, ULA, a catch-all and the worker host's addresses are
+// refused, also through IPv4-mapped, NAT64 and 6to4 forms; the same entries
+// are accepted when the worker's list (SANDBOX_NETWORK_ALLOW) covers them.
+// 0.0.0.0/0 and ::/0 are refused outright (the strictest reading: a CIDR
+// that overlaps a non-public range at all is refused, not applied to its
+// public part), so a workspace's list never holds an entry that the proxy
+// would match against a private address.
+func TestWorkspaceEntriesArePublicOnly(t *testing.T) {
+	own := func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("203.0.113.9")} }
+	parse := func(e string) sandboxapi.NetworkRule {
+		r, err := sandboxapi.ParseNetworkRule(e)
+		require.NoError(t, err, e)
+		return r
+	}
+	refused := map[string]string{
+		"10.0.0.0/8":           "private addresses",
+		"172.18.0.5":           "private addresses",
+		"172.18.0.5:7233":      "private addresses",
+		"192.168.1.0/24":       "private addresses",
+		"0.0.0.0/0":            "loopback",
+		"::/0":                 "loopback",
+		"fd00::/8":             "unique local addresses",
+		"127.0.0.1":            "loopback",
+		"100.64.1.1":           "carrier-grade NAT",
+		"169.254.1.1":          "link-local",
+		"fe80::1":              "link-local",
+		"224.0.0.1":            "multicast",
+		"255.255.255.255":      "reserved addresses (and the broadcast address)",
+		"198.18.0.1":           "benchmarking",
+		"96.0.0.0/4":           "carrier-grade NAT", // a wide public-looking CIDR that overlaps 100.64.0.0/10
+		"172.0.0.0/8":          "private addresses",
+		"::ffff:10.0.0.1":      "private addresses",
+		"64:ff9b::ac12:5":      "private addresses (RFC 1918) (as NAT64)",
+		"64:ff9b::/96":         "loopback addresses (as NAT64)",
+		"2002:ac12:5::/48":     "(as 6to4)",
+		"2000::/3":             "(as 6to4)",
+		"203.0.113.9":          "an address of the worker's host",
+		"203.0.113.0/24":       "203.0.113.9, an address of the worker's host",
+		"64:ff9b::cb00:7109":   "203.0.113.9, an address of the worker's host (as NAT64)",
+		"169.254.169.254":      "link-local",
+		"[fd00:ec2::254]:80":   "unique local",
+		"100.100.100.200:8080": "carrier-grade NAT",
+	}
+	for e, want := range refused {
+		why := WorkspaceEntryCheck(nil, parse(e), own)
+		require.Contains(t, why, want, e)
+		// The operator's list may name each of them; the same entry (or a
+		// narrower one inside an operator's entry) is then accepted.
+		ops, err := ParseRules([]string{e})
+		require.NoError(t, err)
+		require.Empty(t, WorkspaceEntryCheck(ops, parse(e), own), e)
+	}
+	ops, err := ParseRules([]string{"10.0.0.0/8:443", "172.16.0.0/12"})
+	require.NoError(t, err)
+	require.Empty(t, WorkspaceEntryCheck(ops, parse("10.20.0.0/16:443"), own), "inside an operator's CIDR and port")
+	require.Empty(t, WorkspaceEntryCheck(ops, parse("172.18.0.5:7233"), own))
+	require.NotEmpty(t, WorkspaceEntryCheck(ops, parse("10.20.0.0/16"), own), "every port: wider than the operator's :443")
+	require.NotEmpty(t, WorkspaceEntryCheck(ops, parse("10.20.0.0/16:80"), own), "another port")
+	require.NotEmpty(t, WorkspaceEntryCheck(ops, parse("0.0.0.0/0"), own), "wider than the operator's CIDR")
+
+	for _, e := range []string{"8.8.8.8", "1.1.1.0/24:443", "192.0.2.7", "198.51.100.0/24", "2606:4700::/32", "[2606:4700::1111]:443",
+		"64:ff9b::808:808", "2002:808:808::/48", "registry.npmjs.org:443", "localhost"} {
+		require.Empty(t, WorkspaceEntryCheck(nil, parse(e), own), e)
+	}
+}
+
+// TestNonPublicClassesMatchClassify: the ranges a workspace's address
+// entries may not cover are exactly those whose addresses Classify reports
+// as non-public: every sampled address Classify calls non-public is
+// refused as a workspace's /32 or /128, every public one accepted, and no
+// sampled address inside an accepted CIDR is non-public.
+func TestNonPublicClassesMatchClassify(t *testing.T) {
+	var samples []netip.Addr
+	for _, c := range append(append([]addrClass{}, hostClasses...), nonPublicClasses...) {
+		p := c.prefix
+		samples = append(samples, p.Addr(), lastAddr(p), p.Addr().Prev(), lastAddr(p).Next())
+	}
+	for _, s := range []string{"8.8.8.8", "2606:4700::1111", "64:ff9b::a00:1", "64:ff9b::808:808", "2002:a00:1::", "2002:808:808::1",
+		"::ffff:192.168.1.1", "::ffff:1.1.1.1", "172.15.255.255", "172.32.0.0", "100.63.255.255", "100.128.0.0"} {
+		samples = append(samples, netip.MustParseAddr(s))
+	}
+	for i := 0; i < 4096; i++ {
+		samples = append(samples, netip.AddrFrom4([4]byte{byte(i * 7), byte(i * 13), byte(i), byte(i * 31)}))
+	}
+	for _, a := range samples {
+		if !a.IsValid() {
+			continue
+		}
+		r := sandboxapi.NetworkRule{Prefix: netip.PrefixFrom(a, a.BitLen())}
+		why := WorkspaceEntryRefusal(r, nil)
+		if Classify(a) != "" {
+			require.NotEmpty(t, why, "%s is %s but a workspace may name it", a, Classify(a))
+		} else {
+			require.Empty(t, why, "%s is public but refused: %s", a, why)
+		}
+	}
+	for _, p := range []string{"8.0.0.0/7", "1.0.0.0/8", "2606:4700::/32", "64:ff9b::800:0/104", "2002:800::/24"} {
+		pp := netip.MustParsePrefix(p)
+		require.Empty(t, WorkspaceEntryRefusal(sandboxapi.NetworkRule{Prefix: pp}, nil), p)
+		for _, a := range []netip.Addr{pp.Addr(), lastAddr(pp)} {
+			require.Empty(t, Classify(a), "%s in %s", a, p)
+		}
+	}
+}
+
+// lastAddr is the last address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// TestWorkspaceNameCannotReachPrivate: a real proxy serving a runtime list
+// made by CombineAllow. A workspace's name entry whose name resolves to a
+// private address (private.test → 10.1.2.3) is refused at connect, even
+// when the workspace's stored list also holds that address (stored before
+// the rule: CombineAllow leaves it out); the literal address too. Only the
+// operator's address entry opens it.
+func TestWorkspaceNameCannotReachPrivate(t *testing.T) {
+	w := newWorld(t)
+	port := fmt.Sprint(w.port)
+	combined, dropped := CombineAllow(nil, []string{"private.test:" + port, "10.1.2.3:" + port, "10.0.0.0/8", "pub.test:" + port}, nil)
+	require.Equal(t, []string{"private.test:" + port, "pub.test:" + port}, combined)
+	require.Equal(t, []string{"10.1.2.3:" + port, "10.0.0.0/8"}, dropped)
+	w.attach(combined...)
+	code, body, hdr := w.connect(w.dest("private.test"))
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Equal(t, "denied", hdr.Get(PolicyHeader))
+	require.Contains(t, body, "private.test resolves to 10.1.2.3, a private address: allow 10.1.2.3:"+port+" (or its CIDR) by address in the worker's SANDBOX_NETWORK_ALLOW")
+	code, body, _ = w.connect(w.dest("10.1.2.3"))
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, "a private address needs an IP or CIDR entry in the worker's SANDBOX_NETWORK_ALLOW")
+	code, body, _ = w.connect(w.dest("pub.test"))
+	require.Equal(t, http.StatusOK, code, body)
+
+	// The operator's entry opens the address to the workspace's name.
+	combined, dropped = CombineAllow([]string{"10.1.2.3:" + port}, []string{"private.test:" + port, "10.1.2.3:" + port}, nil)
+	require.Equal(t, []string{"10.1.2.3:" + port, "private.test:" + port}, combined)
+	require.Empty(t, dropped)
+	w.attach(combined...)
+	code, body, _ = w.connect(w.dest("private.test"))
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "hello from private.test")
+}

@@ -18,12 +18,16 @@
 //     endpoint (a workspace's own wildcard entries are refused:
 //     WorkspaceEntryRefusal);
 //   - each address a name resolves to must be public, or covered by an
-//     address entry (IP or CIDR, with its port): loopback, private,
-//     link-local, CGNAT, unspecified, multicast, broadcast, benchmarking and
-//     reserved ranges, and the host's own interface addresses, are refused
-//     otherwise;
+//     address entry (IP or CIDR, with its port) of the worker's list:
+//     loopback, private, link-local, CGNAT, unspecified, multicast,
+//     broadcast, benchmarking and reserved ranges, and the host's own
+//     interface addresses, are refused otherwise (a workspace's own address
+//     entries may cover public addresses only: WorkspaceEntryRefusal, and
+//     CombineAllow leaves out the others, so a name of a workspace's
+//     resolving into a private network is refused unless the operator
+//     opened that address);
 //   - an address given literally (CONNECT 10.0.0.5:443) must be covered by
-//     an address entry;
+//     an address entry (for a non-public one, the worker's);
 //   - the cloud metadata addresses (MetadataAddrs) are never reached,
 //     whatever the list says.
 //
@@ -36,6 +40,7 @@ package egress
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -210,7 +215,11 @@ type Denial struct {
 func (d *Denial) Error() string { return "denied by the network policy: " + d.Reason }
 
 // checkAddr decides one address reached through a name (viaName) or given
-// literally: nil when it may be connected to.
+// literally: nil when it may be connected to. A non-public address (or one
+// of the host's, own) needs an address entry of rs covering it; rs is a
+// runtime's list from CombineAllow, whose entries covering such addresses
+// are all the worker's (a workspace's own are refused at acquire and left
+// out by CombineAllow), so only the operator opens them.
 func (rs Rules) checkAddr(a netip.Addr, port uint16, own func(netip.Addr) bool, viaName string) *Denial {
 	a = a.Unmap()
 	hp := netip.AddrPortFrom(a, port).String()
@@ -223,34 +232,98 @@ func (rs Rules) checkAddr(a netip.Addr, port uint16, own func(netip.Addr) bool, 
 	if rs.addrAllowed(a, port) {
 		return nil
 	}
-	if viaName == "" {
-		return &Denial{Reason: hp + " is not in the allow-list (an address needs an IP or CIDR entry)"}
-	}
 	what := Classify(a)
 	if what == "" && own != nil && own(a) {
 		what = "an address of the worker's host"
 	}
+	if viaName == "" {
+		if what != "" {
+			return &Denial{Reason: hp + " is not in the allow-list (" + what + " needs an IP or CIDR entry in the worker's SANDBOX_NETWORK_ALLOW)"}
+		}
+		return &Denial{Reason: hp + " is not in the allow-list (an address needs an IP or CIDR entry)"}
+	}
 	if what == "" {
 		return nil
 	}
-	return &Denial{Reason: viaName + " resolves to " + a.String() + ", " + what + ": allow " + a.String() + ":" + strconv.Itoa(int(port)) + " (or its CIDR) by address to reach it"}
+	return &Denial{Reason: viaName + " resolves to " + a.String() + ", " + what + ": allow " + a.String() + ":" + strconv.Itoa(int(port)) + " (or its CIDR) by address in the worker's SANDBOX_NETWORK_ALLOW to reach it"}
 }
 
-// guardedPrefixes are the address ranges a workspace's own allow-list
-// entries may never cover (WorkspaceEntryRefusal): loopback and "this
-// network"/unspecified, also as the NAT64 and 6to4 addresses that reach them.
-var guardedPrefixes = []struct {
+// addrClass is a range of addresses a workspace's own allow-list entries
+// may never cover (WorkspaceEntryRefusal), with the words of the refusal.
+type addrClass struct {
 	prefix netip.Prefix
 	what   string
-}{
+}
+
+// hostClasses are the ranges that reach the worker's host itself whatever
+// its interfaces: loopback and "this network"/unspecified.
+var hostClasses = []addrClass{
 	{netip.MustParsePrefix("127.0.0.0/8"), "loopback addresses"},
 	{netip.MustParsePrefix("::1/128"), "the loopback address"},
 	{netip.MustParsePrefix("0.0.0.0/8"), "'this network' addresses"},
 	{netip.MustParsePrefix("::/128"), "the unspecified address"},
-	{netip.MustParsePrefix("64:ff9b::7f00:0/104"), "loopback addresses (as NAT64)"},
-	{netip.MustParsePrefix("64:ff9b::/104"), "'this network' addresses (as NAT64)"},
-	{netip.MustParsePrefix("2002:7f00::/24"), "loopback addresses (as 6to4)"},
-	{netip.MustParsePrefix("2002::/24"), "'this network' addresses (as 6to4)"},
+}
+
+// nonPublicClasses are the other ranges Classify reports as non-public
+// (TestNonPublicClassesMatchClassify keeps the two in step): an address
+// entry of a workspace covering any of them would open the networks behind
+// the worker (the compose stack's Temporal, PostgreSQL, a cloud VPC) to
+// whoever may acquire a workspace.
+var nonPublicClasses = []addrClass{
+	{netip.MustParsePrefix("10.0.0.0/8"), "private addresses (RFC 1918)"},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private addresses (RFC 1918)"},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private addresses (RFC 1918)"},
+	{netip.MustParsePrefix("fc00::/7"), "unique local addresses (fc00::/7)"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "carrier-grade NAT (shared) addresses"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local addresses"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local addresses"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast addresses"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast addresses"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol addresses"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking addresses"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved addresses (and the broadcast address)"},
+	{netip.MustParsePrefix("100::/64"), "discard-only addresses"},
+	{netip.MustParsePrefix("2001:2::/48"), "benchmarking addresses"},
+}
+
+// translations are the IPv6 ranges whose addresses reach the IPv4 address
+// they carry at byte off (effective): what such an entry covers is checked
+// as that IPv4 range too.
+var translations = []struct {
+	prefix netip.Prefix
+	off    int
+	as     string
+}{
+	{netip.MustParsePrefix("::ffff:0:0/96"), 12, "IPv4-mapped"},
+	{nat64, 12, "NAT64"},
+	{sixTo, 2, "6to4"},
+}
+
+// reach is a range an address entry reaches, and how (" (as NAT64)", or "").
+type reach struct {
+	prefix netip.Prefix
+	as     string
+}
+
+// reaches returns the ranges an address prefix p reaches: p itself and,
+// for the part of an IPv6 prefix inside a translation range, the IPv4
+// range that part carries (all of IPv4 when p holds the whole translation
+// range).
+func reaches(p netip.Prefix) []reach {
+	out := []reach{{prefix: p}}
+	if !p.Addr().Is6() {
+		return out
+	}
+	for _, t := range translations {
+		if !p.Overlaps(t.prefix) {
+			continue
+		}
+		b := p.Addr().As16()
+		bits := min(max(p.Bits()-t.off*8, 0), 32)
+		v4 := netip.AddrFrom4([4]byte{b[t.off], b[t.off+1], b[t.off+2], b[t.off+3]})
+		out = append(out, reach{prefix: netip.PrefixFrom(v4, bits).Masked(), as: " (as " + t.as + ")"})
+	}
+	return out
 }
 
 // HostAddrs returns the addresses of this host's network interfaces
@@ -272,18 +345,31 @@ func HostAddrs() []netip.Addr {
 }
 
 // WorkspaceEntryRefusal returns why r may not be one of a workspace's own
-// allow-list entries ("" when it may): an address entry that covers a
-// loopback or unspecified address or one of own (the worker host's
-// addresses, HostAddrs) would let the workspace's
-// requester open the worker's own services, and a wildcard name entry
-// would let the workspace's commands make the worker resolve names of
-// their choosing below it (DNS exfiltration: "CONNECT
-// <secret>.example.com:443" sends the label to example.com's name
-// servers) (docs/SECURITY.md "The egress proxy"); only the worker's list
-// (SANDBOX_NETWORK_ALLOW) may name those. Exact name entries are always
-// accepted: what a name resolves to is checked by the proxy on every
-// connection. (Metadata addresses are never reached whatever the list
-// says.)
+// allow-list entries ("" when it may). A workspace's entries come from
+// whoever acquires it (network_allow), so they are untrusted:
+//
+//   - an address entry may only cover public addresses: one that covers
+//     any address Classify reports as non-public — loopback, "this
+//     network" and unspecified, RFC 1918, CGNAT, link-local, unique local
+//     (fc00::/7), multicast, reserved, benchmarking and the rest, also as
+//     the IPv4-mapped, NAT64 and 6to4 addresses that reach them — or one of
+//     own (the worker host's addresses, HostAddrs) would open the worker's
+//     own services or the networks behind it (the compose stack's
+//     Temporal at a private 172.x address). A CIDR is refused when it
+//     overlaps such a range at all: 0.0.0.0/0 and ::/0 are refused, not
+//     applied to their public part;
+//   - a wildcard name entry would let the workspace's commands make the
+//     worker resolve names of their choosing below it (DNS exfiltration:
+//     "CONNECT <secret>.example.com:443" sends the label to example.com's
+//     name servers).
+//
+// Only the worker's list (SANDBOX_NETWORK_ALLOW) may name those
+// (docs/SECURITY.md "The egress proxy"; CombineAllow keeps a workspace's
+// entry the worker's list covers). Exact name entries are always accepted:
+// each address a name resolves to is checked by the proxy on every
+// connection, and as no address entry of a workspace covers a non-public
+// address, only the worker's entries let a name reach one. (Metadata
+// addresses are never reached whatever the list says.)
 func WorkspaceEntryRefusal(r sandboxapi.NetworkRule, own []netip.Addr) string {
 	if r.IsName() {
 		if r.Wildcard {
@@ -291,27 +377,106 @@ func WorkspaceEntryRefusal(r sandboxapi.NetworkRule, own []netip.Addr) string {
 		}
 		return ""
 	}
-	for _, g := range guardedPrefixes {
-		if r.Prefix.Overlaps(g.prefix) {
-			return "it covers " + g.what
+	rs := reaches(r.Prefix)
+	for _, c := range hostClasses {
+		for _, x := range rs {
+			if x.prefix.Overlaps(c.prefix) {
+				return "it covers " + c.what + x.as
+			}
 		}
-	}
-	covers := func(a netip.Addr) bool {
-		if r.Prefix.Contains(a) {
-			return true
-		}
-		if a.Is4() {
-			b := a.As4()
-			n := netip.AddrFrom16([16]byte{0: 0x00, 1: 0x64, 2: 0xff, 3: 0x9b, 12: b[0], 13: b[1], 14: b[2], 15: b[3]})
-			s := netip.AddrFrom16([16]byte{0: 0x20, 1: 0x02, 2: b[0], 3: b[1], 4: b[2], 5: b[3]})
-			return r.Prefix.Contains(n) || r.Prefix.Contains(s)
-		}
-		return false
 	}
 	for _, a := range own {
-		if covers(a.Unmap()) {
-			return "it covers " + a.Unmap().String() + ", an address of the worker's host"
+		a = a.Unmap()
+		for _, x := range rs {
+			if x.prefix.Contains(a) {
+				return "it covers " + a.String() + ", an address of the worker's host" + x.as
+			}
+		}
+	}
+	for _, c := range nonPublicClasses {
+		for _, x := range rs {
+			if x.prefix.Overlaps(c.prefix) {
+				return "it covers " + c.what + x.as + ", which are not public"
+			}
 		}
 	}
 	return ""
+}
+
+// operatorCovers reports whether an entry of the worker's list (operator,
+// parsed) allows everything r allows: the same name entry (a wildcard
+// exactly), or an address entry whose prefix holds r's and whose ports
+// hold r's.
+func operatorCovers(operator Rules, r sandboxapi.NetworkRule) bool {
+	for _, o := range operator {
+		if o.PortMin != 0 && (r.PortMin == 0 || r.PortMin < o.PortMin || r.PortMax > o.PortMax) {
+			continue
+		}
+		if r.IsName() {
+			if o.IsName() && o.Host == r.Host && o.Wildcard == r.Wildcard {
+				return true
+			}
+			continue
+		}
+		if !o.IsName() && o.Prefix.Bits() <= r.Prefix.Bits() && o.Prefix.Contains(r.Prefix.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// WorkspaceEntryCheck is WorkspaceEntryRefusal for an entry the worker's
+// list (operator) does not cover: "" when the operator's list covers r
+// (the entry then grants nothing the worker did not), else
+// WorkspaceEntryRefusal(r, own()). own is called only for an address entry
+// (nil: no host addresses).
+func WorkspaceEntryCheck(operator Rules, r sandboxapi.NetworkRule, own func() []netip.Addr) string {
+	if !r.IsName() || r.Wildcard {
+		if operatorCovers(operator, r) {
+			return ""
+		}
+	}
+	if r.IsName() {
+		return WorkspaceEntryRefusal(r, nil)
+	}
+	var addrs []netip.Addr
+	if own != nil {
+		addrs = own()
+	}
+	return WorkspaceEntryRefusal(r, addrs)
+}
+
+// CombineAllow is a runtime's complete allow-list (canonical entries): the
+// worker's (operator: SANDBOX_NETWORK_ALLOW, trusted), then each of the
+// workspace's own (workspace: its stored network_allow, untrusted) once —
+// except an entry WorkspaceEntryCheck refuses (stored before the rule that
+// refuses it at acquire, or accepted while the host had other addresses),
+// which is left out and returned in dropped. So every address entry of the
+// result that covers a non-public address or one of the host's is the
+// operator's, and the proxy's "covered by an address entry" means covered
+// by the worker's list. Entries that do not parse are dropped too (the
+// stored ones were checked at acquire).
+func CombineAllow(operator, workspace []string, own func() []netip.Addr) (combined, dropped []string) {
+	ops, _ := ParseRules(operator)
+	combined = append([]string(nil), operator...)
+	var hostAddrs []netip.Addr
+	var listed bool
+	ownOnce := func() []netip.Addr {
+		if !listed && own != nil {
+			hostAddrs, listed = own(), true
+		}
+		return hostAddrs
+	}
+	for _, e := range workspace {
+		if slices.Contains(combined, e) {
+			continue
+		}
+		r, err := sandboxapi.ParseNetworkRule(e)
+		if err != nil || WorkspaceEntryCheck(ops, r, ownOnce) != "" {
+			dropped = append(dropped, e)
+			continue
+		}
+		combined = append(combined, e)
+	}
+	return combined, dropped
 }

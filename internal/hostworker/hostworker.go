@@ -60,8 +60,9 @@ type Options struct {
 	// Its metrics handler is the caller's: the host's /metrics then has
 	// sandboxcore's metrics but not the Temporal SDK's.
 	// With SANDBOX_PAYLOAD_KEYS its data and failure converters must be the
-	// codec's (Config.Security.Payloads.DataConverter(), FailureConverter()):
-	// the workers use the client's converters.
+	// worker codec's (Config.Security.WorkerCodec().DataConverter(),
+	// FailureConverter(): with SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION the codec
+	// refuses plaintext): the workers use the client's converters.
 	Client client.Client
 	// EgressLookup, when set, resolves the names the egress proxy is asked
 	// for instead of the system resolver (tests: names of their own).
@@ -354,9 +355,10 @@ func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if h.Metrics != nil {
 		copts.MetricsHandler = h.Metrics.TemporalHandler()
 	}
-	if p := cfg.Security.Payloads; p != nil {
+	if p := cfg.Security.WorkerCodec(); p != nil {
 		copts.DataConverter, copts.FailureConverter = p.DataConverter(), p.FailureConverter()
-		log.Info("payload encryption: AES-256-GCM (SANDBOX_PAYLOAD_KEYS)", "encrypting_key", p.EncryptionKeyID(), "keys", p.KeyIDs())
+		log.Info("payload encryption: AES-256-GCM (SANDBOX_PAYLOAD_KEYS)", "encrypting_key", p.EncryptionKeyID(), "keys", p.KeyIDs(),
+			"plaintext_payloads", map[bool]string{true: "refused (SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION=1)", false: "read as they are"}[p.Options().RequireEncryption])
 	} else {
 		copts.FailureConverter = payloadcodec.TypedFailureConverter(temporal.GetDefaultFailureConverter())
 		log.Info("payloads are stored in plaintext in Temporal's history: set SANDBOX_PAYLOAD_KEYS to encrypt them (docs/SECURITY.md)")

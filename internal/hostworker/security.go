@@ -35,6 +35,12 @@ type SecurityConfig struct {
 	// Payloads encrypts every payload the worker writes and decrypts what it
 	// reads (SANDBOX_PAYLOAD_KEYS); nil: payloads are plaintext.
 	Payloads *payloadcodec.Codec
+	// RequirePayloadEncryption makes the worker's codec refuse every payload
+	// that carries no encryption metadata (payloadcodec.ErrPlaintext), so a
+	// client without the keys cannot drive the worker with plaintext
+	// arguments (SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION; needs Payloads). The
+	// codec server keeps reading plaintext. WorkerCodec applies it.
+	RequirePayloadEncryption bool
 	// CodecPort is the port of the codec server the embedded Web UI is pointed
 	// at when Payloads is set (SANDBOX_CODEC_PORT; 0: none).
 	CodecPort int
@@ -47,8 +53,23 @@ type SecurityConfig struct {
 
 // Format prints no secret, whatever the verb.
 func (s SecurityConfig) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "hostworker.SecurityConfig{Temporal:%v DevTLS:%t Payloads:%v CodecPort:%d CodecToken:%t}",
-		s.Temporal, s.DevTLS != nil, s.Payloads, s.CodecPort, s.CodecToken != "")
+	fmt.Fprintf(f, "hostworker.SecurityConfig{Temporal:%v DevTLS:%t Payloads:%v RequirePayloadEncryption:%t CodecPort:%d CodecToken:%t}",
+		s.Temporal, s.DevTLS != nil, s.Payloads, s.RequirePayloadEncryption, s.CodecPort, s.CodecToken != "")
+}
+
+// EnvRequirePayloadEncryption is the worker setting behind
+// SecurityConfig.RequirePayloadEncryption: 1 or 0 (default 0).
+const EnvRequirePayloadEncryption = "SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION"
+
+// WorkerCodec is the codec the worker's data and failure converters use:
+// Payloads, refusing plaintext payloads when RequirePayloadEncryption is
+// set; nil without Payloads. A Client passed in Options must use its
+// converters (DataConverter, FailureConverter).
+func (s SecurityConfig) WorkerCodec() *payloadcodec.Codec {
+	if s.Payloads == nil || !s.RequirePayloadEncryption {
+		return s.Payloads
+	}
+	return s.Payloads.WithOptions(payloadcodec.Options{RequireEncryption: true})
 }
 
 // securityFromEnv reads SecurityConfig and returns the Temporal address and
@@ -98,6 +119,16 @@ func securityFromEnv(lookup func(string) (string, bool), get func(name, def stri
 
 	if s.Payloads, err = payloadcodec.FromEnv(lookup); err != nil {
 		return s, "", "", &ConfigError{payloadcodec.EnvKeys, get(payloadcodec.EnvKeys, ""), trimKeysPrefix(err)}
+	}
+	if v := get(EnvRequirePayloadEncryption, "0"); v != "0" {
+		b, err := strconv.ParseBool(v)
+		switch {
+		case err != nil:
+			return s, "", "", &ConfigError{EnvRequirePayloadEncryption, v, "want 1 or 0"}
+		case b && s.Payloads == nil:
+			return s, "", "", &ConfigError{EnvRequirePayloadEncryption, v, "needs SANDBOX_PAYLOAD_KEYS: without keys every payload is plaintext, so the worker would refuse them all"}
+		}
+		s.RequirePayloadEncryption = b
 	}
 	if s.CodecPort, err = port(get("SANDBOX_CODEC_PORT", strconv.Itoa(DefaultCodecPort)), true); err != nil {
 		return s, "", "", &ConfigError{"SANDBOX_CODEC_PORT", get("SANDBOX_CODEC_PORT", ""), err.Error()}

@@ -60,6 +60,21 @@ func TestSecurityConfigFromEnv(t *testing.T) {
 	assert.Equal(t, []string{"new", "old"}, c.Security.Payloads.KeyIDs())
 	assert.Equal(t, 0, c.Security.CodecPort)
 	assert.Equal(t, "SANDBOX_CODEC_TOKEN", c.Security.CodecTokenSource)
+	assert.False(t, c.Security.RequirePayloadEncryption, "plaintext payloads are read unless asked (no flag day)")
+	assert.Same(t, c.Security.Payloads, c.Security.WorkerCodec())
+
+	// SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION=1: the worker's codec refuses
+	// plaintext; the one the codec server gets (Payloads) does not.
+	for v, want := range map[string]bool{"1": true, "true": true, "0": false, "": false} {
+		c, err = securityEnv(t, map[string]string{"SANDBOX_PAYLOAD_KEYS": "new=" + k1, EnvRequirePayloadEncryption: v})
+		require.NoError(t, err, v)
+		assert.Equal(t, want, c.Security.RequirePayloadEncryption, v)
+		assert.Equal(t, want, c.Security.WorkerCodec().Options().RequireEncryption, v)
+		assert.False(t, c.Security.Payloads.Options().RequireEncryption, v)
+	}
+	c, err = securityEnv(t, map[string]string{EnvRequirePayloadEncryption: "0"})
+	require.NoError(t, err, "off without keys is no error")
+	assert.Nil(t, c.Security.WorkerCodec())
 	for _, verb := range []string{"%v", "%+v", "%#v"} {
 		out := fmt.Sprintf(verb, c)
 		assert.NotContains(t, out, strings.Repeat("t", 40), "the codec token is never printed")
@@ -98,6 +113,8 @@ func TestSecurityConfigFromEnv(t *testing.T) {
 		"unknown profile":          {map[string]string{"TEMPORAL_CONFIG_FILE": profile, "TEMPORAL_PROFILE": "nope"}, "TEMPORAL_PROFILE/--profile nope", "nope"},
 		"bad payload keys":         {map[string]string{"SANDBOX_PAYLOAD_KEYS": "k1=" + junk}, "SANDBOX_PAYLOAD_KEYS", `entry "k1=` + junk + `": key file holds 4 bytes`},
 		"repeated key id":          {map[string]string{"SANDBOX_PAYLOAD_KEYS": "a=" + k1 + ",a=" + k0}, "SANDBOX_PAYLOAD_KEYS", "appears twice"},
+		"require, bad value":       {map[string]string{"SANDBOX_PAYLOAD_KEYS": "k1=" + k1, EnvRequirePayloadEncryption: "yes"}, EnvRequirePayloadEncryption, "want 1 or 0"},
+		"require without keys":     {map[string]string{EnvRequirePayloadEncryption: "1"}, EnvRequirePayloadEncryption, "needs SANDBOX_PAYLOAD_KEYS"},
 		"bad codec port":           {map[string]string{"SANDBOX_CODEC_PORT": "http"}, "SANDBOX_CODEC_PORT", "TCP port"},
 		"short codec token":        {map[string]string{"SANDBOX_CODEC_TOKEN": "short"}, "SANDBOX_CODEC_TOKEN", "at least 32 bytes"},
 		"missing codec token file": {map[string]string{"SANDBOX_CODEC_TOKEN_FILE": filepath.Join(dir, "none")}, "SANDBOX_CODEC_TOKEN_FILE", "no such file"},

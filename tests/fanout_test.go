@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -358,6 +359,9 @@ func replayFanout(t *testing.T, wfID, name string) {
 // fanoutSignature is what must not depend on a worker crash: per task its
 // status, exit code, merge outcome and changed files, and the conversation's
 // resulting tree and merge history.
+// tenantSegment matches the tenant part of an agent branch name.
+var tenantSegment = regexp.MustCompile(`agent/[0-9a-f]{16}/`)
+
 func fanoutSignature(t *testing.T, rep sandboxapi.FanoutReport, localPath string) string {
 	var lines []string
 	for _, tr := range rep.Tasks {
@@ -374,7 +378,9 @@ func fanoutSignature(t *testing.T, rep sandboxapi.FanoutReport, localPath string
 	sort.Strings(lines)
 	lines = append(lines, "state="+rep.State,
 		"tree="+strings.ReplaceAll(gittest.Git(t, localPath, "ls-tree", "-r", "--name-only", "HEAD"), "\n", ","),
-		"log="+strings.ReplaceAll(gittest.Git(t, localPath, "log", "--first-parent", "--format=%s", rep.StartCommit+"..HEAD"), "\n", ","),
+		// The tenant segment of the task branches (agent/<tenant>/task-…)
+		// differs between users; the signature compares the rest.
+		"log="+tenantSegment.ReplaceAllString(strings.ReplaceAll(gittest.Git(t, localPath, "log", "--first-parent", "--format=%s", rep.StartCommit+"..HEAD"), "\n", ","), "agent/<tenant>/"),
 		"status="+gittest.Git(t, localPath, "status", "--porcelain", "--untracked-files=all"))
 	return strings.Join(lines, "\n")
 }

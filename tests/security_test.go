@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -813,6 +815,29 @@ func TestWorkerRefusesPlaintextPayloads(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "InvalidArgument", failed, "the run started with a plaintext input fails typed (payloadcodec.ErrPlaintext)")
+
+	// Updates without any argument never meet the codec: the strict
+	// worker refuses them (hostworker's argumentsRequired) — status,
+	// diff and hibernate with no payload at all — while the keyed
+	// client's (an encrypted {}) are served.
+	for _, op := range []string{sandboxapi.UpdateStatus, sandboxapi.UpdateDiff, sandboxapi.UpdateHibernate} {
+		h, err := keyless.Temporal().UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.WorkflowID(), UpdateName: op,
+			WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(err, &app), "%s without an argument: %v", op, err)
+		assert.Equal(t, "InvalidArgument", app.Type(), op)
+	}
+	_, err = ps.Status(ctx)
+	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "a keyless client's {} is plaintext: refused by the codec")
+	st, err := s.Status(ctx)
+	require.NoError(t, err)
+	assert.NotEmpty(t, st.Branch)
+	d, err = s.Describe(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.StateActive, d.State, "the argument-less hibernate did not run")
 
 	// The worker's session still works for the keyed client.
 	got, err = s.ReadFile(ctx, "notes.txt")

@@ -261,6 +261,10 @@ func (h *Host) startWorkers(ctx context.Context, opts Options, wss *workspace.Ma
 	}
 	// A late heartbeat call must not cancel an activity (activities.HeartbeatShield).
 	wopts.Interceptors = append(wopts.Interceptors, activities.HeartbeatShield())
+	if cfg.Security.RequirePayloadEncryption {
+		// Updates without any argument never meet the codec (argumentsRequired).
+		wopts.Interceptors = append(wopts.Interceptors, argumentsRequired())
+	}
 	wopts.Interceptors = append(wopts.Interceptors, opts.Interceptors...)
 	shared := worker.New(h.Client, cfg.TaskQueue, wopts)
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})

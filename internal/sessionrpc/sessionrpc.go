@@ -273,15 +273,14 @@ func (s Session) UpdateWithStart(ctx context.Context, name, id string, arg, out 
 	}
 }
 
-// Call sends op with argument in (sandboxapi.None: no argument) and update
-// id ("" random) as Update does and returns its result.
+// Call sends op with argument in and update id ("" random) as Update does
+// and returns its result. An operation without arguments (sandboxapi.None)
+// sends an empty object: every update then carries a payload the worker's
+// codec sees, which a worker refusing plaintext
+// (SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION) requires.
 func Call[In, Out any](ctx context.Context, s Session, op sandboxapi.Op[In, Out], id string, in In) (Out, error) {
 	var out Out
-	var arg any = in
-	if _, none := arg.(sandboxapi.None); none {
-		arg = nil
-	}
-	return out, s.Update(ctx, op.Name, id, arg, &out)
+	return out, s.Update(ctx, op.Name, id, in, &out)
 }
 
 // Outcome waits for the outcome of the update id sent earlier to the

@@ -19,7 +19,9 @@ import (
 // Validators do not run on replay, so histories are unaffected.
 func argumentsRequired() interceptor.WorkerInterceptor { return &argsWorker{} }
 
-type argsWorker struct{ interceptor.WorkerInterceptorBase }
+type argsWorker struct {
+	interceptor.WorkerInterceptorBase
+}
 
 func (w *argsWorker) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
 	i := &argsInbound{}
@@ -27,7 +29,9 @@ func (w *argsWorker) InterceptWorkflow(ctx workflow.Context, next interceptor.Wo
 	return i
 }
 
-type argsInbound struct{ interceptor.WorkflowInboundInterceptorBase }
+type argsInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
 
 // ValidateUpdate refuses an update none of whose arguments arrived as a
 // payload, then asks the workflow's own validator.

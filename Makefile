@@ -8,7 +8,7 @@ E2E_PKGS  := ./tests/... ./internal/hostworker/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/internal/stackserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run runtime-deps test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-compose stack-images fuzz bench bench-scale lint fmt clean up down schema
+.PHONY: all build run runtime-deps python-venv test-python python-models bench-python test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-compose stack-images fuzz bench bench-scale lint fmt clean up down schema
 
 # The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
 # (`docker compose`) when present, else the standalone `docker-compose`.
@@ -53,7 +53,31 @@ runtime-deps:
 
 # runtime-deps first: the end-to-end hosts use the isolated runtime (auto =
 # bubblewrap), exactly as make run does.
-test: runtime-deps test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona fuzz ## the whole suite (what CI runs)
+test: runtime-deps test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-python fuzz ## the whole suite (what CI runs)
+
+# The Python SDK (python/, README "Use it from Python"): a venv with the pinned
+# versions of python/constraints.txt and the package installed editable; then
+# ruff, mypy and pytest against a real worker (bin/, embedded Temporal).
+PYTHON ?= python3
+VENV   := python/.venv
+python-venv: $(VENV)/.installed
+$(VENV)/.installed: python/pyproject.toml python/constraints.txt
+	@$(PYTHON) -m venv --help >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing python3-venv with apt-get"; .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq python3-venv; \
+	  else echo "python3 -m venv is missing: apt-get install python3-venv" >&2; exit 1; fi; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -c python/constraints.txt -e 'python[test]'
+	touch $@
+
+test-python: build python-venv
+	cd python && .venv/bin/ruff format --check . && .venv/bin/ruff check . && .venv/bin/mypy
+	cd python && SANDBOX_BIN_DIR=$(CURDIR)/$(BIN) .venv/bin/pytest -q -p no:cacheprovider
+
+# Regenerate python/src/sandboxcore/models.py from docs/schema (after make schema).
+python-models: python-venv
+	$(VENV)/bin/python python/scripts/generate_models.py
 
 test-unit:
 	$(GO) vet ./...

@@ -224,10 +224,13 @@ const (
 	// RuntimeDaytona is the remote runtime: each runtime a Daytona sandbox
 	// holding a replica of the workspace (RuntimeReplica).
 	RuntimeDaytona = "daytona"
+	// RuntimeE2B is the other remote runtime: each runtime an E2B sandbox
+	// holding a replica of the workspace (RuntimeReplica).
+	RuntimeE2B = "e2b"
 )
 
 // RuntimeKinds lists every runtime kind, for documentation and schemas.
-var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker, RuntimeDaytona}
+var RuntimeKinds = []string{RuntimeLocal, RuntimeBwrap, RuntimeDocker, RuntimeDaytona, RuntimeE2B}
 
 // HibernateResult says what hibernate did.
 type HibernateResult struct {

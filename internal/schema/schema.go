@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/invopop/jsonschema"
 
@@ -96,6 +97,11 @@ func Generate(apiDir string) (map[string][]byte, error) {
 	return map[string][]byte{SchemaFile: schemaJSON, IndexFile: indexJSON}, nil
 }
 
+// DurationKeyword is the schema keyword (an annotation validators ignore)
+// that marks an integer property holding a time.Duration, in nanoseconds:
+// "x-duration": "nanoseconds" (docs/API.md "Schema").
+const DurationKeyword = "x-duration"
+
 // newReflector is the reflector of the contract: definitions named by
 // their Go type names, the contract's named string types as inline
 // enumerations (namedEnums), every struct closed (additionalProperties:
@@ -107,6 +113,12 @@ func newReflector(apiDir string) (*jsonschema.Reflector, error) {
 	r := &jsonschema.Reflector{
 		Namer: func(t reflect.Type) string { return t.Name() },
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			if t == reflect.TypeFor[time.Duration]() {
+				// Integer nanoseconds on the wire; DurationKeyword marks them
+				// so that generated clients can offer their language's
+				// duration type (python/: datetime.timedelta).
+				return &jsonschema.Schema{Type: "integer", Extras: map[string]any{DurationKeyword: "nanoseconds"}}
+			}
 			vals, ok := named[t]
 			if !ok {
 				return nil

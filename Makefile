@@ -75,6 +75,11 @@ test-python: build python-venv
 	cd python && .venv/bin/ruff format --check . && .venv/bin/ruff check . && .venv/bin/mypy
 	cd python && SANDBOX_BIN_DIR=$(CURDIR)/$(BIN) .venv/bin/pytest -q -p no:cacheprovider
 
+# The Python SDK's latency against the Go SDK's, in one run (docs/BENCHMARKS.md
+# "Python SDK"); part of make bench.
+bench-python: build python-venv
+	SANDBOX_BIN_DIR=$(CURDIR)/$(BIN) $(VENV)/bin/python python/bench/bench_sdk.py
+
 # Regenerate python/src/sandboxcore/models.py from docs/schema (after make schema).
 python-models: python-venv
 	$(VENV)/bin/python python/scripts/generate_models.py
@@ -147,7 +152,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzConfinement$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./internal/workspace/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./payloadcodec/
 
-bench: ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
+bench: bench-python ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./internal/runtime/bwrap/ ./internal/runtime/docker/ ./internal/runtime/supervisor/
 	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 -timeout 30m ./internal/runtime/daytona/

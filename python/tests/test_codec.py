@@ -29,6 +29,7 @@ from sandboxcore.codec import (
     CorruptPayloadError,
     EncryptionCodec,
     Key,
+    KeylessFailureConverter,
     PayloadCodecError,
     PayloadKeyError,
     PlaintextPayloadError,
@@ -423,7 +424,9 @@ def test_codec_from_env(key_files: dict[str, Any]) -> None:
 async def test_failure_round_trips_encrypted() -> None:
     codec = EncryptionCodec([random_key("k1")])
     dc = data_converter(codec)
-    assert data_converter(None) is temporalio.converter.DataConverter.default
+    plain = data_converter(None)
+    assert plain.payload_codec is None
+    assert isinstance(plain.failure_converter, KeylessFailureConverter)
     try:
         try:
             raise ValueError("inner " + MARKER)

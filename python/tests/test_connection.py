@@ -21,7 +21,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from sandboxcore import connection
-from sandboxcore.codec import KEY_SIZE, EncryptionCodec, Key, SealingFailureConverter
+from sandboxcore.codec import (
+    KEY_SIZE,
+    EncryptionCodec,
+    Key,
+    KeylessFailureConverter,
+    SealingFailureConverter,
+)
 from sandboxcore.connection import (
     DEFAULT_ADDRESS,
     DEFAULT_TASK_QUEUE,
@@ -489,7 +495,9 @@ async def test_connect_temporal_uses_the_codec(
 
     seen.clear()
     await connect_temporal(resolve_settings("temporal.example.com:7233", environ=env))
-    assert seen["data_converter"] is temporalio.converter.DataConverter.default
+    plain = seen["data_converter"]
+    assert plain.payload_codec is None
+    assert plain.failure_converter_class is KeylessFailureConverter
     assert seen["grpc_compression"] is temporalio.service.GrpcCompression.GZIP
     assert connection._is_loopback("[::1]:7233")
     assert connection._is_loopback("localhost:7233")

@@ -503,16 +503,51 @@ class SealingFailureConverter(temporalio.converter.DefaultFailureConverterWithEn
             current = current.cause if current.HasField("cause") else None
 
 
+class KeylessFailureConverter(temporalio.converter.DefaultFailureConverter):
+    """The SDK's default failure converter for a client without keys: a failure of an encrypted
+    deployment (details and message encrypted, ``binary/encrypted``) cannot be decoded, so its
+    undecodable details are dropped and its message says why, keeping its type readable — the
+    client still gets the typed error (docs/API.md "Payload encryption": a client holding none
+    of the worker's keys reads only the type).
+    """
+
+    def from_failure(
+        self,
+        failure: temporalio.api.failure.v1.Failure,
+        payload_converter: temporalio.converter.PayloadConverter,
+    ) -> BaseException:
+        """Convert ``failure`` (see the base class); on a payload of an unknown encoding,
+        convert it again without its details."""
+        try:
+            return super().from_failure(failure, payload_converter)
+        except (KeyError, RuntimeError):
+            stripped = temporalio.api.failure.v1.Failure()
+            stripped.CopyFrom(failure)
+            current: temporalio.api.failure.v1.Failure | None = stripped
+            while current is not None:
+                for info in ("application_failure_info", "canceled_failure_info"):
+                    if current.HasField(info):
+                        getattr(current, info).ClearField("details")
+                if current.HasField("encoded_attributes"):
+                    current.ClearField("encoded_attributes")
+                    current.message = (
+                        f"{_ENCODED_MESSAGE} (the payloads are encrypted: set {ENV_KEYS} to the "
+                        'workers\' keys, docs/SECURITY.md "Payload encryption")'
+                    )
+                current = current.cause if current.HasField("cause") else None
+            return super().from_failure(stripped, payload_converter)
+
+
 def data_converter(codec: EncryptionCodec | None) -> temporalio.converter.DataConverter:
     """The data converter of a client or worker of an encrypted deployment: the SDK's default
     payload converter, ``codec`` applied to every payload (arguments, results, heartbeat
     details, memo, failure payloads) and :class:`SealingFailureConverter`, so that failures'
     messages and stack traces are encrypted too, as Go's ``Codec.DataConverter()`` and
     ``Codec.FailureConverter()`` do (docs/API.md "Payload encryption"). With ``None``, the SDK's
-    plain default data converter.
+    default data converter with :class:`KeylessFailureConverter`.
     """
     if codec is None:
-        return temporalio.converter.DataConverter.default
+        return temporalio.converter.DataConverter(failure_converter_class=KeylessFailureConverter)
     return temporalio.converter.DataConverter(
         payload_codec=codec, failure_converter_class=SealingFailureConverter
     )

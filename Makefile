@@ -83,6 +83,7 @@ bench-python: build python-venv
 # Regenerate python/src/sandboxcore/models.py from docs/schema (after make schema).
 python-models: python-venv
 	$(VENV)/bin/python python/scripts/generate_models.py
+	cp docs/schema/tools.json python/src/sandboxcore/tools.json
 
 test-unit:
 	$(GO) vet ./...

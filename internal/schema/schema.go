@@ -22,6 +22,7 @@ import (
 
 	"github.com/invopop/jsonschema"
 
+	"github.com/sandboxcore/sandboxcore/internal/tools"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -63,7 +64,8 @@ type IndexUpdate struct {
 	Summary   string `json:"summary"`
 }
 
-// Generate returns the contents of SchemaFile and IndexFile. apiDir is the
+// Generate returns the contents of SchemaFile, IndexFile and tools.CatalogFile
+// (the agent tools' definitions, tools.Catalog). apiDir is the
 // directory of package sandboxapi's source, whose doc comments become the
 // descriptions. Errors: a type the reflector cannot describe.
 func Generate(apiDir string) (map[string][]byte, error) {
@@ -94,7 +96,11 @@ func Generate(apiDir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{SchemaFile: schemaJSON, IndexFile: indexJSON}, nil
+	toolsJSON, err := tools.Catalog()
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{SchemaFile: schemaJSON, IndexFile: indexJSON, tools.CatalogFile: toolsJSON}, nil
 }
 
 // DurationKeyword is the schema keyword (an annotation validators ignore)

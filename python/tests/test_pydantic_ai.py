@@ -155,3 +155,26 @@ async def test_schemas_equal_sandboxctl_mcp(
     for name, tool in served.items():
         assert seen[name].parameters_json_schema == tool.input_schema, name
         assert seen[name].description == tool.description, name
+
+
+def test_example_runs(worker: Worker, repo_url: str) -> None:
+    import subprocess
+    import sys
+
+    env = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("TEMPORAL_", "SANDBOX_", "MODEL"))
+        },
+        "TEMPORAL_ADDRESS": worker.address,
+        "SANDBOX_TASK_QUEUE": worker.task_queue,
+        "TEMPORAL_CONFIG_FILE": str(worker.data_dir.parent / "no-temporal.toml"),
+        "REPO_URL": repo_url,
+    }
+    example = REPO_ROOT / "python/examples/pydantic_ai_agent.py"
+    out = subprocess.run(
+        [sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 0, out.stderr
+    assert "last commit: Add notes" in out.stdout

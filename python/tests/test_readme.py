@@ -21,6 +21,13 @@ def test_readme_shows_the_example() -> None:
     assert blocks[0] == EXAMPLE.read_text()
 
 
+def test_readme_shows_every_example() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    for example in sorted((REPO_ROOT / "python" / "examples").glob("*.py")):
+        assert example.read_text() in blocks, f"README does not show {example.name} verbatim"
+
+
 def test_example_runs(worker: Worker, repo_url: str) -> None:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "SANDBOX_"))},

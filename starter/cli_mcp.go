@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sandboxcore/sandboxcore/internal/mcpauth"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/tools"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -25,13 +26,18 @@ import (
 // mcpCommand is `sandboxctl mcp (--repo URL --user U --project P [--mode M]
 // (--conversation C | --task T | --ref R) | --workspace WS) [--http ADDR
 // [--token-file FILE]]`: the agent tool surface (internal/tools) of one
-// workspace over the Model Context Protocol (README "Use it from an agent").
+// workspace over the Model Context Protocol; or `sandboxctl mcp --http ADDR
+// --multi --key-file FILE [--session-timeout D]`: every workspace at
+// /mcp/<workspace id>, each request with a token of `sandboxctl mcp token`
+// (README "Use it from an agent").
 func (c *cli) mcpCommand() *cobra.Command {
 	var req sandbox.WorkspaceRequest
-	var mode, wsID, httpAddr, tokenFile string
+	var mode, wsID, httpAddr, tokenFile, keyFile string
+	var multi bool
+	sessionTimeout := tools.DefaultSessionTimeout
 	cmd := &cobra.Command{
-		Use:   "mcp (--repo URL --user U --project P [--mode edit] --conversation C | --workspace WS) [--http ADDR [--token-file FILE]]",
-		Short: "Serve one workspace's agent tools over MCP (stdio, or streamable HTTP with --http)",
+		Use:   "mcp (--repo URL --user U --project P [--mode edit] --conversation C | --workspace WS) [--http ADDR [--token-file FILE]] | mcp --http ADDR --multi --key-file FILE",
+		Short: "Serve one workspace's agent tools over MCP (stdio, or streamable HTTP with --http), or every workspace's with --multi",
 		Long: "Serve the agent tools of one workspace (sandbox_text_editor, sandbox_shell, sandbox_output,\n" +
 			"sandbox_search, sandbox_git, sandbox_pr) over the Model Context Protocol: on stdin/stdout by\n" +
 			"default, or as streamable HTTP on --http ADDR (path /mcp; a loopback address unless\n" +
@@ -39,11 +45,37 @@ func (c *cli) mcpCommand() *cobra.Command {
 			"Bind it with the flags of `sandboxctl acquire` (the workspace is acquired on the first call)\n" +
 			"or with --workspace WS (resumed at start-up: an id no workspace has exits 1 with\n" +
 			"WorkspaceNotFound). A released or idle-closed workspace resumes transparently.\n" +
-			"An analysis workspace gets the read tools only.",
+			"An analysis workspace gets the read tools only.\n\n" +
+			"With --multi (and --http, --key-file) it serves every workspace instead, at\n" +
+			"http://ADDR/mcp/<workspace id>: each request must carry \"Authorization: Bearer <token>\" with a\n" +
+			"token of `sandboxctl mcp token WS` for that workspace (HMAC under the key file's key, expiring):\n" +
+			"none, a forged or an expired one gets 401, one for another workspace 403. A new session resumes\n" +
+			"its workspace (an id no workspace has: 404 WorkspaceNotFound); a session with no request for\n" +
+			"--session-timeout is closed. Nothing per workspace is kept beyond the open sessions.",
 		Example: "  sandboxctl mcp --repo https://github.com/acme/app.git --user alice --project app --conversation c1\n" +
-			"  sandboxctl mcp --workspace ws-0123… --http 127.0.0.1:8765",
+			"  sandboxctl mcp --workspace ws-0123… --http 127.0.0.1:8765\n" +
+			"  head -c 32 /dev/urandom | base64 > mcp.key\n" +
+			"  sandboxctl mcp --http 0.0.0.0:8765 --multi --key-file mcp.key\n" +
+			"  sandboxctl mcp token ws-0123… --ttl 1h --key-file mcp.key",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if multi || cmd.Flags().Changed("key-file") || cmd.Flags().Changed("session-timeout") {
+				if err := multiFlags(cmd.Flags(), multi, wsID, httpAddr, keyFile, sessionTimeout); err != nil {
+					return err
+				}
+				key, err := mcpauth.LoadKey(keyFile)
+				if err != nil {
+					return err
+				}
+				sc, err := c.client(cmd.Context())
+				if err != nil {
+					return err
+				}
+				log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+				h := tools.NewMultiHandler(cmd.Context(), sc, tools.MultiOptions{Key: key, SessionTimeout: sessionTimeout,
+					Options: tools.Options{Version: sandboxapi.ContractVersion, Logger: log}})
+				return c.serveHTTP(cmd.Context(), h, httpAddr, "/mcp/<workspace id>")
+			}
 			b, err := mcpBinding(cmd.Flags(), wsID, &req, mode)
 			if err != nil {
 				return err
@@ -70,14 +102,100 @@ func (c *cli) mcpCommand() *cobra.Command {
 			if httpAddr == "" {
 				return c.serveStdio(cmd.Context(), srv)
 			}
-			return c.serveHTTP(cmd.Context(), srv, httpAddr, token)
+			var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.Server }, nil)
+			if token != "" {
+				h = bearer(token, h)
+			}
+			mux := http.NewServeMux()
+			mux.Handle("/mcp", h)
+			return c.serveHTTP(cmd.Context(), mux, httpAddr, "/mcp")
 		},
 	}
 	f := cmd.Flags()
 	workspaceRequestFlags(f, &req, &mode, "repository URL (as for acquire)", "edit, task or analysis (read tools only)")
 	f.StringVar(&wsID, "workspace", "", "an existing workspace id instead of the request flags")
-	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on this host:port (path /mcp) instead of stdio")
+	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on this host:port (path /mcp, or /mcp/<workspace id> with --multi) instead of stdio")
 	f.StringVar(&tokenFile, "token-file", "", "with --http: a file holding the bearer token clients must send (required off loopback)")
+	f.BoolVar(&multi, "multi", false, "with --http and --key-file: serve every workspace at /mcp/<workspace id>, each request with a token of sandboxctl mcp token")
+	f.StringVar(&keyFile, "key-file", envOr(mcpKeyFileEnv, ""), "with --multi: the file of the key tokens are checked with ("+mcpKeyFileEnv+"; 32+ random bytes, raw or base64)")
+	f.Var(durationValue{&sessionTimeout}, "session-timeout", "with --multi: close an MCP session after this long without a request (a duration or seconds)")
+	cmd.AddCommand(c.mcpTokenCommand())
+	return cmd
+}
+
+// mcpKeyFileEnv names the default of --key-file (mcp --multi, mcp token).
+const mcpKeyFileEnv = "SANDBOX_MCP_KEY_FILE"
+
+// maxSessionTimeout bounds mcp --session-timeout.
+const maxSessionTimeout = 24 * time.Hour
+
+// multiFlags checks the flags of mcp --multi: --http and --key-file given,
+// no binding (--workspace, request flags) and no --token-file, a session
+// timeout from 1s to 24h. Errors: InvalidArgument saying which.
+func multiFlags(flags *pflag.FlagSet, multi bool, wsID, httpAddr, keyFile string, sessionTimeout time.Duration) error {
+	switch {
+	case !multi && flags.Changed("key-file"):
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--key-file is for --multi (one workspace: --token-file)")
+	case !multi:
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--session-timeout is for --multi")
+	case httpAddr == "":
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--multi serves streamable HTTP: give --http ADDR")
+	case keyFile == "":
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--multi needs --key-file FILE (or %s): the key its tokens are checked with", mcpKeyFileEnv)
+	case flags.Changed("token-file"):
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--multi checks tokens of `sandboxctl mcp token` with --key-file, not --token-file")
+	case wsID != "":
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--multi serves every workspace: no --workspace")
+	case sessionTimeout < time.Second || sessionTimeout > maxSessionTimeout:
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--session-timeout %s: want 1s to %s", sessionTimeout, maxSessionTimeout)
+	}
+	for _, f := range requestFlags {
+		if flags.Changed(f) {
+			return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--multi serves every workspace: no --%s", f)
+		}
+	}
+	return nil
+}
+
+// mcpTokenCommand is `sandboxctl mcp token WS [--ttl D] --key-file FILE`:
+// a bearer token of the --multi endpoint for workspace WS, on stdout as
+// its last line (README "Use it from an agent").
+func (c *cli) mcpTokenCommand() *cobra.Command {
+	var keyFile string
+	ttl := mcpauth.DefaultTTL
+	cmd := &cobra.Command{
+		Use:   "token WS [--ttl 1h] --key-file FILE",
+		Short: "Mint a bearer token of `sandboxctl mcp --multi` for one workspace",
+		Long: "Print a bearer token for workspace WS on the endpoint of `sandboxctl mcp --http ADDR --multi\n" +
+			"--key-file FILE` (same key file): it opens http://ADDR/mcp/WS only, until --ttl from now\n" +
+			"(default 1h, at most 720h). The token is stdout's last line (its expiry goes to stderr; --json\n" +
+			"prints {\"token\", \"workspace_id\", \"expires_at\"}). Minting needs the key only, not Temporal:\n" +
+			"it does not check that the workspace exists.",
+		Example: "  TOKEN=$(sandboxctl mcp token ws-0123… --ttl 8h --key-file mcp.key)\n" +
+			"  curl -H \"Authorization: Bearer $TOKEN\" http://127.0.0.1:8765/mcp/ws-0123… …",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keyFile == "" {
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "give --key-file FILE (or %s): the key of the --multi endpoint", mcpKeyFileEnv)
+			}
+			key, err := mcpauth.LoadKey(keyFile)
+			if err != nil {
+				return err
+			}
+			tok, exp, err := key.Mint(args[0], ttl, time.Now())
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return c.printJSON(map[string]string{"token": tok, "workspace_id": args[0], "expires_at": exp.UTC().Format(time.RFC3339)})
+			}
+			fmt.Fprintf(c.stderr, "sandboxctl mcp token: for %s, expires %s\n", args[0], exp.UTC().Format(time.RFC3339))
+			fmt.Fprintln(c.stdout, tok)
+			return nil
+		},
+	}
+	cmd.Flags().Var(durationValue{&ttl}, "ttl", "how long the token is valid: a duration or seconds, at most 720h")
+	cmd.Flags().StringVar(&keyFile, "key-file", envOr(mcpKeyFileEnv, ""), "the key file of the --multi endpoint ("+mcpKeyFileEnv+")")
 	return cmd
 }
 
@@ -202,21 +320,15 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// serveHTTP serves srv as streamable HTTP on addr at /mcp until ctx ends;
-// with a token every request must carry "Authorization: Bearer <token>".
-func (c *cli) serveHTTP(ctx context.Context, srv *tools.Server, addr, token string) error {
+// serveHTTP serves h (streamable HTTP at path, as the listening line
+// says) on addr until ctx ends.
+func (c *cli) serveHTTP(ctx context.Context, h http.Handler, addr, path string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %s: %v", addr, err)
 	}
-	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.Server }, nil)
-	if token != "" {
-		h = bearer(token, h)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(c.stderr, "sandboxctl mcp: serving streamable HTTP on http://%s/mcp\n", ln.Addr())
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(c.stderr, "sandboxctl mcp: serving streamable HTTP on http://%s%s\n", ln.Addr(), path)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -4,7 +4,9 @@
 // each with an input and an output schema, bound explicitly to one
 // workspace (Workspace: no globals), gated by what the workspace may do
 // (Caps), and served over the Model Context Protocol by NewServer (the
-// official MCP Go SDK) for `sandboxctl mcp`.
+// official MCP Go SDK) for `sandboxctl mcp`, or for every workspace behind
+// one streamable HTTP endpoint by NewMultiHandler (`sandboxctl mcp
+// --multi`, tokens of internal/mcpauth).
 //
 // Every tool call is one or a few session updates through sandboxclient
 // (docs/API.md "Updates"); typed errors come back as MCP tool errors

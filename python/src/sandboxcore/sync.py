@@ -266,6 +266,7 @@ class SyncWorkspace(_Twin):
     destroy = _blocking(Workspace.destroy)
     preview_url = _blocking(Workspace.preview_url)
     describe = _blocking(Workspace.describe)
+    mcp_token = _blocking(Workspace.mcp_token)
     eviction = _blocking(Workspace.eviction)
     pin = _blocking(Workspace.pin)
     unpin = _blocking(Workspace.unpin)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import temporalio.client
 import temporalio.service
 
-from . import _rpc, errors, identity, models
+from . import _rpc, errors, identity, mcp_token, models
 
 if TYPE_CHECKING:
     from .client import AsyncClient
@@ -944,6 +944,14 @@ class Workspace:
     async def preview_url(self, port: int) -> models.PreviewURL:
         """A URL reaching ``port`` of the running runtime (docs/API.md "Preview URLs")."""
         return await self._call("preview_url", models.PreviewURLInput(port=port), models.PreviewURL)
+
+    async def mcp_token(self, ttl: float | timedelta = 3600, *, key_file: str | None = None) -> str:
+        """A bearer token opening this workspace, and no other, on the endpoint of ``sandboxctl
+        mcp --http ADDR --multi --key-file FILE`` (``http://ADDR/mcp/<id>``) for ``ttl`` (seconds
+        or a timedelta, 1 s to 30 days), made here with the endpoint's key file: ``key_file``, else
+        the file ``SANDBOX_MCP_KEY_FILE`` names (:mod:`sandboxcore.mcp_token`). Nothing is sent.
+        Raises InvalidArgument (no or a bad key file, a ttl out of range)."""
+        return mcp_token.mint_with_key_file(self.id, ttl, key_file)
 
     async def describe(self) -> models.SessionDescription:
         """The session's state (query ``describe``)."""

@@ -14,12 +14,14 @@ certificate files checked up front, and the payload codec of ``SANDBOX_PAYLOAD_K
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import ipaddress
 import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,6 +257,7 @@ async def connect_temporal(settings: ConnectSettings) -> temporalio.client.Clien
         RuntimeError: from temporalio, when the server cannot be reached or refuses the
             connection (TLS, credentials).
     """
+    _drain_at_exit()
     return await temporalio.client.Client.connect(
         settings.target_host,
         namespace=settings.namespace,
@@ -268,6 +271,26 @@ async def connect_temporal(settings: ConnectSettings) -> temporalio.client.Clien
             else temporalio.service.GrpcCompression.GZIP
         ),
     )
+
+
+#: How long the interpreter waits at exit, once a client was connected, in seconds.
+EXIT_DRAIN_S = 0.3
+_drain_registered = False
+
+
+def _drain_at_exit() -> None:
+    """Let temporalio's Rust threads finish their callbacks before the interpreter finalizes.
+
+    A short-lived process that exits right after its last Temporal call can otherwise abort
+    with "PyGILState_Release: thread state ... must be current when releasing" (a callback of
+    the SDK's bridge runs while CPython is finalizing: temporalio/sdk-python#300, open). Seen
+    here in 3 of 12 runs of examples/quickstart.py; a pause at exit (atexit runs before
+    finalization) lets those callbacks end first.
+    """
+    global _drain_registered
+    if not _drain_registered:
+        _drain_registered = True
+        atexit.register(time.sleep, EXIT_DRAIN_S)
 
 
 def _origin(profile: str | None, config_file: str | None, env: Mapping[str, str]) -> _Origin:

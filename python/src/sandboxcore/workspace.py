@@ -35,7 +35,7 @@ Signal = Literal["INT", "TERM", "KILL", "HUP", "QUIT", "USR1", "USR2", "STOP", "
 
 #: Largest stdin of an exec, and largest command plus environment, in bytes (the worker's
 #: sandboxapi.MaxStdinBytes): refused here before anything is sent.
-MAX_STDIN_BYTES = 1 << 20
+MAX_STDIN_BYTES = 512 << 10
 #: Largest file ``files.write`` sends, in bytes (sandboxapi.MaxFileBytes).
 MAX_FILE_BYTES = 1 << 20
 #: Longest wait of one process read, in seconds (docs/API.md "Processes").

@@ -98,6 +98,9 @@ type Activities struct {
 	touchMu sync.Mutex
 	touched map[string]time.Time
 
+	// changes keeps the change summaries of overlaps (overlaps.go).
+	changes changeCache
+
 	// execMu guards execs: each workspace's host-side exec lock (execlock.go).
 	execMu sync.Mutex
 	execs  map[string]*execState
@@ -167,6 +170,7 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityRestoreDestroyed:  a.RestoreDestroyed,
 		wire.ActivityCleanupList:       a.CleanupList,
 		wire.ActivityPreviewURL:        a.PreviewURL,
+		wire.ActivityOverlaps:          a.Overlaps,
 	}
 }
 
@@ -571,6 +575,7 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspac
 	// Every operation loads its row: one this host remembers serves while
 	// the store is unreachable, so operations that need nothing else from
 	// the store keep working (store.Remembering).
+	a.changes.mark(id, a.now())
 	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), id)
 	if err != nil {
 		return sandbox.Workspace{}, err
@@ -588,6 +593,7 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspac
 // and marks it dirty when dirty is set.
 func (a *Activities) touch(ctx context.Context, id string, force bool) {
 	now := a.now()
+	a.changes.mark(id, now)
 	a.touchMu.Lock()
 	if a.touched == nil {
 		a.touched = map[string]time.Time{}

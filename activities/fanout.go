@@ -218,17 +218,37 @@ func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.
 	return res, ToApplicationError(err)
 }
 
-// Merge sends merge_branches to the conversation's session (the merge runs
+// Merge previews the merge on the conversation's session first
+// (merge_branches with dry_run and order least_conflicts: every branch's
+// outcome before any is merged, and the order that conflicts least), then
+// sends merge_branches with the branches in that order (the merge runs
 // inside that session, serialized with its agent's commands) and returns
-// its result. A retry after a crash collects the previous attempt's outcome
-// first; the merge itself is idempotent.
-func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (sandbox.MergeResult, error) {
-	res, err := whileHeartbeating(ctx, func() (sandbox.MergeResult, error) {
+// both. A retry after a crash collects the previous attempt's outcomes
+// first; the merge itself is idempotent. A preview that fails is no
+// failure: the merge runs in the given order without one (Preview nil).
+func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (wire.FanoutMergeResult, error) {
+	res, err := whileHeartbeating(ctx, func() (wire.FanoutMergeResult, error) {
 		s, err := f.session(f.TaskQueue, in.WorkspaceID)
 		if err != nil {
-			return sandbox.MergeResult{}, err
+			return wire.FanoutMergeResult{}, err
 		}
-		return once(ctx, f.log(), s, in.OpID+"/merge", sandboxapi.OpMergeBranches, in.Request)
+		req := in.Request
+		dry := req
+		dry.DryRun, dry.Order = true, sandbox.MergeOrderLeastConflicts
+		var out wire.FanoutMergeResult
+		if p, err := once(ctx, f.log(), s, in.OpID+"/merge-preview", sandboxapi.OpMergeBranches, dry); err != nil {
+			f.log().Warn("fan-out: the merge preview failed; merging in the given order", "workspace", in.WorkspaceID, "error", err)
+		} else if len(p.Branches) == len(req.Branches) {
+			out.Preview = &p
+			req.Branches = make([]string, len(p.Branches))
+			for i, b := range p.Branches {
+				req.Branches[i] = b.Branch
+			}
+		}
+		if out.MergeResult, err = once(ctx, f.log(), s, in.OpID+"/merge", sandboxapi.OpMergeBranches, req); err != nil {
+			return wire.FanoutMergeResult{}, err
+		}
+		return out, nil
 	})
 	return res, ToApplicationError(err)
 }

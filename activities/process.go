@@ -310,6 +310,7 @@ func (a *Activities) ProcessStart(ctx context.Context, in wire.ProcessActivityIn
 	if err := a.commandNetwork("process_start", ws, in.Request.Network); err != nil {
 		return sandboxapi.ProcessStartResult{}, ToApplicationError(err)
 	}
+	a.changes.markProcess(ws.ID) // its changes show within OverlapsStaleAfter
 	info, err := pr.StartProcess(ctx, wire.ProcessSpecFor(in.Request))
 	if err != nil {
 		return sandboxapi.ProcessStartResult{}, ToApplicationError(err)

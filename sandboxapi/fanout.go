@@ -259,10 +259,17 @@ type TaskResult struct {
 	// Message: the agent's complete_task message, or what went wrong.
 	Message string `json:"message,omitempty"`
 	// Merge is one of the TaskMerge* outcomes, "" until the merge phase.
-	Merge         string    `json:"merge,omitempty"`
-	ConflictFiles []string  `json:"conflict_files,omitempty"`
-	StartedAt     time.Time `json:"started_at,omitzero"`
-	FinishedAt    time.Time `json:"finished_at,omitzero"`
+	Merge         string   `json:"merge,omitempty"`
+	ConflictFiles []string `json:"conflict_files,omitempty"`
+	// MergePreview is this task's outcome in the preview taken before any
+	// task was merged (MergeClean, MergeConflict, … of merge_branches with
+	// dry_run, in the order that conflicts least: docs/API.md "Merge
+	// preview"); PreviewConflictFiles the files it said would conflict.
+	// Empty when no preview was taken.
+	MergePreview         string    `json:"merge_preview,omitempty"`
+	PreviewConflictFiles []string  `json:"preview_conflict_files,omitempty"`
+	StartedAt            time.Time `json:"started_at,omitzero"`
+	FinishedAt           time.Time `json:"finished_at,omitzero"`
 }
 
 // FanoutReport is the progress query's result (without patches) and the
@@ -284,7 +291,10 @@ type FanoutReport struct {
 	MaxParallel int          `json:"max_parallel"`
 	Running     int          `json:"running"`
 	Tasks       []TaskResult `json:"tasks"`
-	Error       string       `json:"error,omitempty"`
+	// MergeOrder is the task ids in the order they were merged: the order
+	// the merge preview found to conflict least (empty without a preview).
+	MergeOrder []string `json:"merge_order,omitempty"`
+	Error      string   `json:"error,omitempty"`
 }
 
 // WithoutPatches returns a copy of r whose task diffs have no patch (the

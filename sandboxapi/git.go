@@ -172,33 +172,62 @@ const (
 	MaxMergeMessageBytes = 4 << 10
 )
 
+// Orders of a merge (MergeRequest.Order).
+const (
+	// MergeOrderGiven merges in request order (the default).
+	MergeOrderGiven = "given"
+	// MergeOrderLeastConflicts previews the merges first and merges in the
+	// order that conflicts least: greedily, at each step the first
+	// remaining source (in request order) that merges cleanly into what is
+	// merged so far; the sources that conflict with everything left come
+	// last, in request order.
+	MergeOrderLeastConflicts = "least_conflicts"
+)
+
 // MergeRequest brings local branches into a workspace's branch, one after the
 // other in the given order (docs/API.md "Task fan-out": merge the accepted tasks back into
-// the conversation edit workspace if accepted"). Each branch is merged with
+// the conversation edit workspace if accepted). Each branch is merged with
 // `git merge --no-ff` (a merge commit even when a fast-forward is possible);
 // a branch that conflicts is left out and the workspace is restored to the
 // commit it had before that branch, so it is never left half-merged.
+//
+// With DryRun nothing is merged: the same merges are computed as three-way
+// merges outside the worktree (`git merge-tree`), the worktree, its index
+// and its branch are never touched, and each source's outcome is what the
+// merge would then do (docs/API.md "Merge preview").
 type MergeRequest struct {
 	// Branches are local branch names (refs/heads/<name>), merged in this order;
-	// 1 to MaxMergeBranches, no duplicates, each valid per ValidateRef.
+	// no duplicates, each valid per ValidateRef. Branches and Workspaces
+	// together: 1 to MaxMergeBranches sources.
 	Branches []string `json:"branches"`
+	// Workspaces are ids of other workspaces of the same repository, user
+	// and project, merged after Branches by their branch (its committed
+	// state); a workspace of anyone else, or of another repository, is
+	// reported MergeMissing.
+	Workspaces []string `json:"workspaces,omitempty"`
 	// CheckpointMessage, when set, commits a dirty workspace (every change,
 	// untracked files included) with this message before merging; when empty,
 	// a dirty workspace is refused with ErrWorkspaceDirty. At most
-	// MaxMergeMessageBytes, no NUL.
+	// MaxMergeMessageBytes, no NUL. A dry run previews against the work
+	// tree as it is (MergeResult.Dirty) and commits nothing.
 	CheckpointMessage string `json:"checkpoint_message,omitempty"`
+	// DryRun previews the merge and changes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Order is MergeOrderGiven ("" too) or MergeOrderLeastConflicts.
+	Order string `json:"order,omitempty"`
 }
 
 // Validate checks the request's shape (the branches' existence is checked by
 // the merge itself). Returns ErrInvalidArgument naming the first bad field.
 func (r MergeRequest) Validate() error {
-	if len(r.Branches) == 0 {
-		return Errorf(ErrInvalidArgument, "merge needs at least one branch")
+	n := len(r.Branches) + len(r.Workspaces)
+	if n == 0 {
+		return Errorf(ErrInvalidArgument, "merge needs at least one branch or workspace")
 	}
-	if len(r.Branches) > MaxMergeBranches {
-		return Errorf(ErrInvalidArgument, "merge takes at most %d branches, got %d", MaxMergeBranches, len(r.Branches))
+	if n > MaxMergeBranches {
+		return Errorf(ErrInvalidArgument, "merge takes at most %d branches and workspaces, got %d", MaxMergeBranches, n)
 	}
-	seen := make(map[string]bool, len(r.Branches))
+	seen := make(map[string]bool, n)
 	for _, b := range r.Branches {
 		if err := ValidateRef(b); err != nil {
 			return err
@@ -211,8 +240,20 @@ func (r MergeRequest) Validate() error {
 		}
 		seen[b] = true
 	}
+	for _, id := range r.Workspaces {
+		if err := ValidateWorkspaceID(id); err != nil {
+			return err
+		}
+		if seen["\x00"+id] {
+			return Errorf(ErrInvalidArgument, "workspace %q is listed twice", id)
+		}
+		seen["\x00"+id] = true
+	}
 	if len(r.CheckpointMessage) > MaxMergeMessageBytes || strings.IndexByte(r.CheckpointMessage, 0) >= 0 {
 		return Errorf(ErrInvalidArgument, "checkpoint_message: at most %d bytes, no NUL", MaxMergeMessageBytes)
+	}
+	if r.Order != "" && r.Order != MergeOrderGiven && r.Order != MergeOrderLeastConflicts {
+		return Errorf(ErrInvalidArgument, "order %q: want %q or %q", clip(r.Order), MergeOrderGiven, MergeOrderLeastConflicts)
 	}
 	return nil
 }
@@ -230,14 +271,21 @@ const (
 	// MergeFailed: git refused the merge for another reason (Message says
 	// why); the workspace was restored.
 	MergeFailed = "failed"
+	// MergeClean (dry run only): the branch would merge without conflict.
+	MergeClean = "clean"
 )
 
 // BranchMerge is the outcome of one branch of a MergeRequest.
 type BranchMerge struct {
 	Branch string `json:"branch"`
+	// WorkspaceID is the workspace whose branch this is, when the source
+	// was given as a workspace (MergeRequest.Workspaces).
+	WorkspaceID string `json:"workspace_id,omitempty"`
 	// Tip is the branch's commit that was merged or tried ("" when missing).
 	Tip string `json:"tip,omitempty"`
-	// Status is MergeMerged, MergeConflict, MergeMissing or MergeFailed.
+	// Status is MergeMerged, MergeConflict, MergeMissing or MergeFailed;
+	// in a dry run MergeClean instead of MergeMerged for a branch that
+	// would add a merge commit (MergeMerged: already contained in HEAD).
 	Status string `json:"status"`
 	// ConflictFiles are the workspace-relative paths git could not merge
 	// (MergeConflict only), sorted, at most MaxConflictFiles.
@@ -248,8 +296,15 @@ type BranchMerge struct {
 }
 
 // MergeResult is the outcome of a MergeRequest: one BranchMerge per requested
-// branch, in request order.
+// source, in the order they were merged (request order, or the one
+// MergeOrderLeastConflicts chose).
 type MergeResult struct {
+	// DryRun: a preview; nothing was merged and Head is HEAD as it was.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Dirty (dry run only): the work tree has uncommitted changes; the
+	// preview merged them as they are, as the merge does after committing
+	// them with a checkpoint message (without one the merge refuses).
+	Dirty bool `json:"dirty,omitempty"`
 	// Branch is the workspace's branch that received the merges.
 	Branch string `json:"branch"`
 	// Head is the workspace's HEAD afterwards (the workspace is clean).

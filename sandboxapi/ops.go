@@ -81,6 +81,7 @@ const (
 	UpdateDestroy           = "destroy"
 	UpdateRestore           = "restore"
 	UpdatePreviewURL        = "preview_url"
+	UpdateOverlaps          = "overlaps"
 )
 
 // The operations of SessionWorkflow (docs/API.md "Updates").
@@ -118,7 +119,7 @@ var (
 	OpCreatePullRequest = Op[PullRequestInput, PullRequest]{Name: UpdateCreatePullRequest, Mutating: true,
 		Summary: "open (or reuse) a pull request from the pushed workspace branch"}
 	OpMergeBranches = Op[MergeRequest, MergeResult]{Name: UpdateMergeBranches, Mutating: true,
-		Summary: "merge local branches into the workspace's branch, in order"}
+		Summary: "merge local branches or workspaces into the workspace's branch, in order; dry_run previews"}
 	OpProcessStart = Op[ProcessStartInput, ProcessStartResult]{Name: UpdateProcessStart, Mutating: true,
 		Summary: "start a background process; returns its id at once"}
 	OpProcessRead = Op[ProcessReadInput, ProcessReadResult]{Name: UpdateProcessRead, Immediate: true,
@@ -147,6 +148,8 @@ var (
 		Summary: "bring back the work a destroy (or an eviction) saved, byte for byte"}
 	OpPreviewURL = Op[PreviewURLInput, PreviewURL]{Name: UpdatePreviewURL,
 		Summary: "a URL reaching a port of the workspace's running runtime (remote and Docker runtimes)"}
+	OpOverlaps = Op[None, OverlapsResult]{Name: UpdateOverlaps,
+		Summary: "the other live workspaces of this repository, user and project that changed the same files, by risk"}
 )
 
 // Operations lists every update of SessionWorkflow in documentation order.
@@ -158,6 +161,7 @@ func Operations() []OpInfo {
 		OpProcessStart.Info(), OpProcessRead.Info(), OpProcessWrite.Info(), OpProcessSignal.Info(),
 		OpProcessResize.Info(), OpProcessList.Info(), OpCancel.Info(),
 		OpCheckpoint.Info(), OpCheckpoints.Info(), OpRollback.Info(), OpFork.Info(), OpDestroy.Info(), OpRestore.Info(), OpPreviewURL.Info(),
+		OpOverlaps.Info(),
 	}
 }
 

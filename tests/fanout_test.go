@@ -253,6 +253,12 @@ func TestFanoutConflictLeavesConversationClean(t *testing.T) {
 	assert.Equal(t, sandboxapi.TaskMergeConflict, tasks["b"].Merge)
 	assert.Equal(t, []string{"shared.txt"}, tasks["b"].ConflictFiles)
 	assert.False(t, rep.Checkpointed)
+	// Previewed before either was merged: both clean alone, conflicting
+	// with each other, so the given order stands.
+	assert.Equal(t, sandboxapi.MergeClean, tasks["a"].MergePreview)
+	assert.Equal(t, sandboxapi.MergeConflict, tasks["b"].MergePreview)
+	assert.Equal(t, []string{"shared.txt"}, tasks["b"].PreviewConflictFiles)
+	assert.Equal(t, []string{"a", "b"}, rep.MergeOrder)
 
 	requireCleanAt(t, s, rep.Head)
 	assert.Equal(t, "", gittest.Git(t, hd.LocalPath, "status", "--porcelain", "--untracked-files=all"))

@@ -433,7 +433,7 @@ func (f *fanout) merge(ctx workflow.Context) {
 		return
 	}
 	f.report.State = sandboxapi.FanoutMerging
-	var res sandbox.MergeResult
+	var res wire.FanoutMergeResult
 	err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutMerge, wire.FanoutMergeInput{
 		OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID,
 		Request: sandbox.MergeRequest{Branches: branches, CheckpointMessage: "Checkpoint before merging fan-out " + f.report.FanoutID},
@@ -448,8 +448,35 @@ func (f *fanout) merge(ctx workflow.Context) {
 		f.report.State, f.report.Error = sandboxapi.FanoutFailed, "merge: "+errorMessage(err)
 		return
 	}
-	for k, i := range idx {
-		t, b := &f.report.Tasks[i], res.Branches[k]
+	// Outcomes by branch: the merge ran in the order its preview chose
+	// (results recorded before previews are in the given order).
+	outcome := map[string]sandbox.BranchMerge{}
+	for _, b := range res.Branches {
+		outcome[b.Branch] = b
+	}
+	task := map[string]string{} // branch → task id
+	for _, i := range idx {
+		task[f.report.Tasks[i].Branch] = f.report.Tasks[i].TaskID
+	}
+	if res.Preview != nil {
+		for _, b := range res.Preview.Branches {
+			f.report.MergeOrder = append(f.report.MergeOrder, task[b.Branch])
+		}
+	}
+	for _, i := range idx {
+		t := &f.report.Tasks[i]
+		b, ok := outcome[t.Branch]
+		if !ok {
+			t.Merge, t.Message = sandboxapi.TaskMergeFailed, "merge_branches gave no outcome for "+t.Branch
+			continue
+		}
+		if res.Preview != nil {
+			for _, p := range res.Preview.Branches {
+				if p.Branch == t.Branch {
+					t.MergePreview, t.PreviewConflictFiles = p.Status, p.ConflictFiles
+				}
+			}
+		}
 		switch b.Status {
 		case sandbox.MergeMerged:
 			t.Merge = sandboxapi.TaskMergeMerged

@@ -215,11 +215,18 @@ var operations = []registrar{
 	// the exclusive lock, so it never races the agent's own commands; the
 	// activity is retried after a crash (the merge rolls back an interrupted
 	// attempt and skips branches already merged).
+	// A dry run (docs/API.md "Merge preview") changes nothing: it runs under
+	// the shared lock, beside the other read-only operations (no recorded
+	// history holds one: dry_run did not decode before it existed).
 	operation[sandbox.MergeRequest, sandbox.MergeResult]{op: sandboxapi.OpMergeBranches, writes: true,
 		validate: func(_ *session, in sandbox.MergeRequest) error { return in.Validate() },
 		activity: wire.ActivityMergeBranches, class: opGit,
-		input: func(s *session, in sandbox.MergeRequest) any {
-			return wire.MergeActivityInput{WorkspaceID: s.wsID, Request: in}
+		handle: func(s *session, ctx workflow.Context, in sandbox.MergeRequest) (sandbox.MergeResult, error) {
+			ai := wire.MergeActivityInput{WorkspaceID: s.wsID, Request: in}
+			if in.DryRun {
+				return sharedOp[sandbox.MergeResult](s, ctx, opGit, wire.ActivityMergeBranches, ai)
+			}
+			return writeOp[sandbox.MergeResult](s, ctx, opGit, wire.ActivityMergeBranches, ai)
 		}},
 	// The process updates and cancel (session_proc.go): process_start takes
 	// the exclusive lock like exec; the others are immediate (never wait for
@@ -270,6 +277,14 @@ var operations = []registrar{
 		activity: wire.ActivityPreviewURL,
 		input: func(s *session, in sandboxapi.PreviewURLInput) any {
 			return wire.PreviewURLActivityInput{WorkspaceID: s.wsID, Port: in.Port}
+		}},
+	// overlaps reads this workspace's changes and those of the host's other
+	// workspaces of the same repository, user and project (read-only; an
+	// activity with heartbeats: it may read many worktrees).
+	operation[sandboxapi.None, sandboxapi.OverlapsResult]{op: sandboxapi.OpOverlaps,
+		activity: wire.ActivityOverlaps,
+		handle: func(s *session, ctx workflow.Context, _ sandboxapi.None) (sandboxapi.OverlapsResult, error) {
+			return sharedOp[sandboxapi.OverlapsResult](s, ctx, opGit, wire.ActivityOverlaps, wire.WorkspaceActivityInput{WorkspaceID: s.wsID})
 		}},
 }
 

@@ -738,6 +738,22 @@ func readOp[Out any](s *session, ctx workflow.Context, name string, in any) (Out
 	return out, err
 }
 
+// sharedOp runs a read-only activity of class (opGit or opExec: a
+// heartbeating activity on the host queue, for reads that may take long)
+// under the shared lock.
+func sharedOp[Out any](s *session, ctx workflow.Context, class opClass, name string, in any) (Out, error) {
+	var out Out
+	if err := s.waitReady(ctx); err != nil {
+		return out, err
+	}
+	if err := s.begin(ctx, false); err != nil {
+		return out, err
+	}
+	defer s.end(ctx, false)
+	err := s.call(ctx, s.hostOptions(class, 0), name, in, &out)
+	return out, err
+}
+
 // writeOp runs a mutating activity under the exclusive lock.
 func writeOp[Out any](s *session, ctx workflow.Context, class opClass, name string, in any) (Out, error) {
 	var out Out

@@ -57,8 +57,14 @@ func (s *session) learn(ctx workflow.Context, name string, in, out any, err erro
 		zero := 0
 		f.Head, f.HeadFrom, f.Unpushed, f.UnpushedFrom = v.Commit, name, &zero, name
 	case sandboxapi.MergeResult:
+		if v.DryRun {
+			break // a preview changes nothing
+		}
 		f.Head, f.HeadFrom, f.Dirty, f.DirtyFrom = v.Head, name, &no, name
 		f.Unpushed = nil
+	case sandboxapi.OverlapsResult:
+		n, high := len(v.Overlaps), v.HighRisk()
+		f.Overlaps, f.OverlapsHigh, f.OverlapsAt = &n, high, workflow.Now(ctx)
 	case sandboxapi.WriteFileResult, sandboxapi.EditFileResult:
 		f.Dirty, f.DirtyFrom = &yes, name
 	case sandboxapi.Checkpoint:
@@ -108,6 +114,10 @@ func (s *session) details() string {
 	lines := []string{s.detailsSummary(), s.detailsState()}
 	if ws := s.ws; ws != nil {
 		lines = append(lines, gitDetails(ws.BranchName, ws.BaseCommit, s.facts))
+	}
+	if f := s.facts; f.Overlaps != nil {
+		lines = append(lines, fmt.Sprintf("**SandboxOverlaps** %d (%d high risk) from overlaps at %s", *f.Overlaps, f.OverlapsHigh,
+			f.OverlapsAt.UTC().Format(time.RFC3339)))
 	}
 	lines = append(lines, s.detailsRecent()...)
 	if next := s.detailsNextIdle(); next != "" {

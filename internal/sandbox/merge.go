@@ -13,7 +13,9 @@ import (
 // ErrInvalidArgument (request), ErrCommandRejected (read-only or detached),
 // ErrWorkspaceDirty (dirty without a checkpoint message, or a merge, rebase or
 // cherry-pick started by someone else is in progress), ErrWorkspaceNotFound,
-// ErrRepoLocked, ErrInsufficientDisk, ErrWorkspaceUnavailable.
+// ErrRepoLocked, ErrInsufficientDisk, ErrWorkspaceUnavailable. With
+// req.DryRun nothing changes (docs/API.md "Merge preview"); req.Workspaces
+// must already be resolved into req.Branches by the caller.
 type BranchMerger interface {
 	Merge(ctx context.Context, ws Workspace, req MergeRequest) (MergeResult, error)
 }

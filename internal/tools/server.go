@@ -217,7 +217,8 @@ func Tools(caps Caps) []Tool {
 				&mcp.ToolAnnotations{Title: "Command input", DestructiveHint: ptr(true), OpenWorldHint: ptr(false)}, nil,
 				func(ctx context.Context, c call, in WriteStdinInput) (ExecToolOutput, string, error) {
 					return c.processes().WriteStdin(ctx, c.s, in)
-				}))
+				}),
+			overlapsTool())
 	}
 	set = append(set, newTool(Search, "Search the workspace's files for lines matching a regular expression (RE2), or a plain string with literal. Case is smart by default (insensitive unless the pattern has an upper-case letter). glob keeps only matching files (*.go by name, src/**/*.ts by path); path searches under a directory. Binary files, .git and symlinks are skipped.",
 		&mcp.ToolAnnotations{Title: "Search", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},

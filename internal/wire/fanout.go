@@ -79,6 +79,15 @@ type FanoutMergeInput struct {
 	Request     sandbox.MergeRequest `json:"request"`
 }
 
+// FanoutMergeResult is fanout.Merge's result: the merge's (its fields at
+// the top level, as results recorded before Preview existed hold them) and
+// the preview taken before it (nil when none was: recorded before previews,
+// or the preview failed).
+type FanoutMergeResult struct {
+	sandbox.MergeResult
+	Preview *sandbox.MergeResult `json:"preview,omitempty"`
+}
+
 // MergeActivityInput is the merge-branches activity's argument (SessionWorkflow
 // update merge_branches).
 type MergeActivityInput struct {

@@ -83,3 +83,6 @@ const (
 
 // ActivityPreviewURL serves the preview_url update (docs/API.md "Preview URLs").
 const ActivityPreviewURL = "sandbox.PreviewURL"
+
+// ActivityOverlaps serves the overlaps update (docs/API.md "Overlaps").
+const ActivityOverlaps = "sandbox.Overlaps"

@@ -90,6 +90,13 @@ type SessionFacts struct {
 	LastOutcome string    `json:"last_outcome,omitempty"`
 	LastTookMS  int64     `json:"last_took_ms,omitempty"`
 	LastAt      time.Time `json:"last_at,omitzero"`
+	// Overlaps is how many other workspaces the last overlaps update
+	// found (nil: never asked), OverlapsHigh how many of them at high risk,
+	// OverlapsAt when (docs/API.md "Overlaps"; the SandboxOverlaps line of
+	// the session's current details).
+	Overlaps     *int      `json:"overlaps,omitempty"`
+	OverlapsHigh int       `json:"overlaps_high,omitempty"`
+	OverlapsAt   time.Time `json:"overlaps_at,omitzero"`
 }
 
 // SessionSettings come from the worker host (returned by the acquire

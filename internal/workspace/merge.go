@@ -1,12 +1,14 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,8 +65,14 @@ func (m *Manager) Merge(ctx context.Context, ws sandbox.Workspace, req sandbox.M
 	if err := req.Validate(); err != nil {
 		return sandbox.MergeResult{}, err
 	}
+	if len(req.Workspaces) > 0 {
+		return sandbox.MergeResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "merge: workspaces are resolved to their branches before the workspace provider")
+	}
 	if err := writable(ws); err != nil {
 		return sandbox.MergeResult{}, err
+	}
+	if req.DryRun {
+		return m.preview(ctx, ws, req)
 	}
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
@@ -102,7 +110,13 @@ func (m *Manager) Merge(ctx context.Context, ws sandbox.Workspace, req sandbox.M
 	}
 
 	g := mergeGit(w, branch)
-	for _, b := range req.Branches {
+	order := req.Branches
+	if req.Order == sandbox.MergeOrderLeastConflicts {
+		if order, err = m.leastConflictOrder(ctx, w, g, h, req.Branches); err != nil {
+			return sandbox.MergeResult{}, err
+		}
+	}
+	for _, b := range order {
 		bm, next, err := m.mergeOne(ctx, w, g, h, b)
 		if err != nil {
 			return sandbox.MergeResult{}, err
@@ -307,4 +321,237 @@ func writeMarker(admin, pre string) error {
 		return fsError(err, "write merge marker")
 	}
 	return nil
+}
+
+// preview is Merge with req.DryRun (docs/API.md "Merge preview"): the same
+// checks, then every branch merged in simulation (simulate) from HEAD, or,
+// when the work tree has changes, from a commit of the work tree as it is
+// (made like Diff's staging, in a copy of the index, never on a branch:
+// what Merge commits first with a checkpoint message). Nothing of the
+// worktree, its index or its branch changes; the objects the simulation
+// writes (trees, and commits on no ref) are unreachable and go with the
+// repository's garbage collection.
+func (m *Manager) preview(ctx context.Context, ws sandbox.Workspace, req sandbox.MergeRequest) (sandbox.MergeResult, error) {
+	w, err := m.openWorktree(ctx, ws)
+	if err != nil {
+		return sandbox.MergeResult{}, err
+	}
+	h, branch, err := head(ctx, w.git)
+	if err != nil {
+		return sandbox.MergeResult{}, err
+	}
+	if branch == "" {
+		return sandbox.MergeResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
+	}
+	for _, f := range inProgressFiles {
+		if _, err := os.Lstat(filepath.Join(w.admin, f)); err == nil {
+			return sandbox.MergeResult{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s: an operation is in progress (%s); finish or abort it first", ws.ID, f)
+		}
+	}
+	res := sandbox.MergeResult{DryRun: true, Branch: branch, Head: h}
+	start := h
+	// A merge interrupted by a crash is rolled back by the next Merge: its
+	// half-merged work tree is no change of the agent's.
+	if _, err := os.Lstat(filepath.Join(w.admin, MergeMarkerFile)); err != nil {
+		dirty, err := m.changes(ctx, w, w.git)
+		if err != nil {
+			return sandbox.MergeResult{}, err
+		}
+		if len(dirty) > 0 {
+			res.Dirty = true
+			if start, err = m.workTreeCommit(ctx, w, h); err != nil {
+				return sandbox.MergeResult{}, err
+			}
+		}
+	}
+	g := mergeGit(w, branch)
+	order := req.Branches
+	if req.Order == sandbox.MergeOrderLeastConflicts {
+		if order, err = m.leastConflictOrder(ctx, w, g, start, req.Branches); err != nil {
+			return sandbox.MergeResult{}, err
+		}
+	}
+	if res.Branches, err = m.simulate(ctx, w, g, start, order); err != nil {
+		return sandbox.MergeResult{}, err
+	}
+	return res, nil
+}
+
+// workTreeCommit returns a commit (on no ref) of the work tree as Diff sees
+// it, with parent h.
+func (m *Manager) workTreeCommit(ctx context.Context, w *wtRepo, h string) (string, error) {
+	tmp, err := m.indexCopy(ctx, w, "sandboxcore-preview-index-*")
+	if err != nil {
+		return "", err
+	}
+	defer removeIndex(tmp)
+	g := w.git.with("GIT_INDEX_FILE=" + tmp)
+	if err := m.stageWorkTree(ctx, w, g); err != nil {
+		return "", err
+	}
+	out, err := g.run(ctx, "write-tree")
+	if err != nil {
+		return "", gitx.Classify(err, "git write-tree", sandbox.ErrWorkspaceUnavailable)
+	}
+	return m.previewCommit(ctx, w.git, strings.TrimSpace(string(out)), "sandboxcore: merge preview of the work tree", h)
+}
+
+// previewCommit writes a commit object of tree with the given parents, on
+// no ref, dated by Options.Now.
+func (m *Manager) previewCommit(ctx context.Context, g gitCtx, tree, message string, parents ...string) (string, error) {
+	now := m.now()
+	date := fmt.Sprintf("@%d %s", now.Unix(), now.Format("-0700"))
+	args := []string{"commit-tree", "--no-gpg-sign", "-m", message}
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	out, err := g.with("GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date).run(ctx, append(args, "--end-of-options", tree)...)
+	if err != nil {
+		return "", gitx.Classify(err, "git commit-tree", sandbox.ErrWorkspaceUnavailable)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// MaxPairwiseBranches bounds the merges whose pairwise conflicts
+// leastConflictOrder previews (n·(n-1)/2 simulated merges); with more,
+// only each branch against the start is previewed.
+const MaxPairwiseBranches = 16
+
+// simulate computes, without touching the worktree, what merging branches
+// into commit start one after the other does (mergeOne's outcomes, with
+// MergeClean for a branch that would add a merge commit): each merge is
+// `git merge-tree --write-tree` (merge-ort, the same configuration as the
+// real merge), and a clean one continues from a commit of its tree (on no
+// ref); a conflicting one is left out, as the merge leaves it out.
+func (m *Manager) simulate(ctx context.Context, w *wtRepo, g gitCtx, start string, branches []string) ([]sandbox.BranchMerge, error) {
+	out := make([]sandbox.BranchMerge, 0, len(branches))
+	cur := start
+	for _, b := range branches {
+		bm, next, err := m.simulateOne(ctx, w, g, cur, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, bm)
+		cur = next
+	}
+	return out, nil
+}
+
+// leastConflictOrder is sandbox.MergeOrderLeastConflicts: each branch is
+// previewed against start, and (up to MaxPairwiseBranches branches) every
+// pair of branches that merge cleanly on their own is previewed merged one
+// after the other; the order puts the branches that merge cleanly into
+// start first, fewest conflicts with the others first among them, then the
+// given order.
+func (m *Manager) leastConflictOrder(ctx context.Context, w *wtRepo, g gitCtx, start string, branches []string) ([]string, error) {
+	n := len(branches)
+	alone := make([]sandbox.BranchMerge, n)
+	commits := make([]string, n)
+	for i, b := range branches {
+		bm, c, err := m.simulateOne(ctx, w, g, start, b)
+		if err != nil {
+			return nil, err
+		}
+		alone[i], commits[i] = bm, c
+	}
+	clean := func(i int) bool {
+		return alone[i].Status == sandbox.MergeClean || alone[i].Status == sandbox.MergeMerged
+	}
+	conflicts := make([]int, n)
+	if n <= MaxPairwiseBranches {
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				if !clean(i) || !clean(j) {
+					continue
+				}
+				bm, _, err := m.simulateOne(ctx, w, g, commits[i], branches[j])
+				if err != nil {
+					return nil, err
+				}
+				if bm.Status == sandbox.MergeConflict || bm.Status == sandbox.MergeFailed {
+					conflicts[i]++
+					conflicts[j]++
+				}
+			}
+		}
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if clean(a) != clean(b) {
+			if clean(a) {
+				return -1
+			}
+			return 1
+		}
+		return conflicts[a] - conflicts[b]
+	})
+	order := make([]string, n)
+	for k, i := range idx {
+		order[k] = branches[i]
+	}
+	return order, nil
+}
+
+// simulateOne previews merging branch b into commit cur: its outcome and
+// the commit the merge would make (cur when it makes none).
+func (m *Manager) simulateOne(ctx context.Context, w *wtRepo, g gitCtx, cur, b string) (sandbox.BranchMerge, string, error) {
+	bm := sandbox.BranchMerge{Branch: b}
+	tip, err := m.firstCommit(ctx, w.git, "refs/heads/"+b)
+	if err != nil {
+		return bm, cur, err
+	}
+	if tip == "" {
+		bm.Status = sandbox.MergeMissing
+		return bm, cur, nil
+	}
+	bm.Tip = tip
+	if _, err := w.git.run(ctx, "merge-base", "--is-ancestor", tip, cur); err == nil {
+		bm.Status = sandbox.MergeMerged
+		return bm, cur, nil
+	} else if gitx.ExitCode(err) != 1 {
+		return bm, cur, gitx.Classify(err, "git merge-base --is-ancestor", sandbox.ErrWorkspaceUnavailable)
+	}
+	// Exit 1 (conflicts) still prints the tree and the conflicted paths.
+	var out bytes.Buffer
+	_, merr := g.runIO(ctx, nil, &out, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", "--end-of-options", cur, tip)
+	fields := strings.Split(out.String(), "\x00")
+	switch {
+	case merr == nil:
+		tree := fields[0]
+		if !isHex(tree) {
+			return bm, cur, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git merge-tree printed no tree for %s", b)
+		}
+		next, err := m.previewCommit(ctx, w.git, tree, "Merge branch '"+b+"'", cur, tip)
+		if err != nil {
+			return bm, cur, err
+		}
+		bm.Status = sandbox.MergeClean
+		return bm, next, nil
+	case gitx.ExitCode(merr) == 1:
+		var conflicts []string
+		for _, f := range fields[1:] {
+			if f != "" && !slices.Contains(conflicts, f) {
+				conflicts = append(conflicts, f)
+			}
+		}
+		sort.Strings(conflicts)
+		bm.Status = sandbox.MergeConflict
+		if len(conflicts) > sandbox.MaxConflictFiles {
+			conflicts, bm.ConflictTruncated = conflicts[:sandbox.MaxConflictFiles], true
+		}
+		bm.ConflictFiles = conflicts
+		return bm, cur, nil
+	default:
+		if err := gitx.Classify(merr, "git merge-tree", sandbox.ErrWorkspaceUnavailable); errors.Is(err, sandbox.ErrRepoLocked) || errors.Is(err, sandbox.ErrInsufficientDisk) {
+			return bm, cur, err
+		}
+		bm.Status = sandbox.MergeFailed
+		if bm.Message = firstLine(gitStderr(merr)); bm.Message == "" {
+			bm.Message = merr.Error()
+		}
+		return bm, cur, nil
+	}
 }

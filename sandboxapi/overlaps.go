@@ -15,6 +15,18 @@ const (
 	RiskMedium = "medium"
 )
 
+// What a workspace did to a file (OverlapFile.ThisChange, OtherChange).
+const (
+	ChangeAdded       = "added"
+	ChangeModified    = "modified"
+	ChangeDeleted     = "deleted"
+	ChangeRenamed     = "renamed"
+	ChangeTypeChanged = "type_changed"
+)
+
+// ChangeKinds lists the Change* values.
+var ChangeKinds = []string{ChangeAdded, ChangeModified, ChangeDeleted, ChangeRenamed, ChangeTypeChanged}
+
 // Reasons a workspace of the same repository was not checked
 // (UncheckedWorkspace.Reason).
 const (

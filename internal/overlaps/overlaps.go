@@ -16,11 +16,11 @@ import (
 // Kinds of a FileChange (FileChange.Change), as sandboxapi.OverlapFile
 // reports them.
 const (
-	Added       = "added"
-	Modified    = "modified"
-	Deleted     = "deleted"
-	Renamed     = "renamed"
-	TypeChanged = "type_changed"
+	Added       = sandboxapi.ChangeAdded
+	Modified    = sandboxapi.ChangeModified
+	Deleted     = sandboxapi.ChangeDeleted
+	Renamed     = sandboxapi.ChangeRenamed
+	TypeChanged = sandboxapi.ChangeTypeChanged
 )
 
 // FileChange is one file a workspace changed since its base commit.
@@ -35,6 +35,11 @@ type FileChange struct {
 	// workspaces' ranges are comparable only when they changed the same
 	// version of the file.
 	BaseBlob string
+	// NewBlob is the file's object id now ("" when deleted): a side whose
+	// file now is exactly the other side's base version changed nothing the
+	// other does not already build on (a task forked from a conversation's
+	// commit, compared with that conversation).
+	NewBlob string
 	// Ranges are the changed ranges in the base's lines, ascending; nil
 	// with Whole set when they are not known line by line (binary content,
 	// a submodule, a symbolic link, more than sandboxapi.MaxOverlapRanges).
@@ -73,6 +78,10 @@ func Compare(a, b Summary) (files []sandboxapi.OverlapFile, intersecting int) {
 			i++
 		case c > 0:
 			j++
+		case contains(fa, fb) || contains(fb, fa):
+			// One side's change is the other's starting point: no overlap.
+			i++
+			j++
 		default:
 			f := compareFile(fa, fb)
 			if f.RangesIntersect {
@@ -93,6 +102,12 @@ func Compare(a, b Summary) (files []sandboxapi.OverlapFile, intersecting int) {
 		return cmp.Compare(x.Path, y.Path)
 	})
 	return files, intersecting
+}
+
+// contains reports whether b's base version of the file is exactly a's
+// version now: b started from a's change (and only built on it).
+func contains(a, b FileChange) bool {
+	return a.NewBlob != "" && a.NewBlob == b.BaseBlob
 }
 
 // compareFile compares one file both sides changed.

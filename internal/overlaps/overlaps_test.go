@@ -85,3 +85,19 @@ func TestFindRanksByRisk(t *testing.T) {
 	assert.Equal(t, sandboxapi.RiskMedium, got[1].Risk)
 	assert.Len(t, got[1].Files, 2)
 }
+
+// A task forked from a conversation's commit starts from the conversation's
+// change: the conversation's file now is the task's base version, so the
+// two do not overlap there (they do where both changed further).
+func TestCompareSkipsAChangeTheOtherBuildsOn(t *testing.T) {
+	conv := summary(FileChange{Path: "new.go", Change: Added, NewBlob: "c1", Ranges: []sandboxapi.LineRange{r(1, 0)}},
+		FileChange{BasePath: "x.go", Path: "x.go", Change: Modified, BaseBlob: "x0", NewBlob: "x1", Ranges: []sandboxapi.LineRange{r(5, 1)}})
+	task := summary(FileChange{BasePath: "new.go", Path: "new.go", Change: Modified, BaseBlob: "c1", NewBlob: "c2", Ranges: []sandboxapi.LineRange{r(3, 1)}},
+		FileChange{BasePath: "x.go", Path: "x.go", Change: Modified, BaseBlob: "x0", NewBlob: "x2", Ranges: []sandboxapi.LineRange{r(6, 1)}})
+	files, hits := Compare(conv, task)
+	require.Len(t, files, 1)
+	assert.Equal(t, "x.go", files[0].Path)
+	assert.Equal(t, 1, hits)
+	files, _ = Compare(task, conv)
+	require.Len(t, files, 1, "symmetric")
+}

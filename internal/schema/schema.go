@@ -226,7 +226,7 @@ func strs[T ~string](vs []T) []string {
 // enums are the contract's enumerations (docs/API.md).
 func enums() []enum {
 	push := []string{sandboxapi.PushCreated, sandboxapi.PushFastForward, sandboxapi.PushForced, sandboxapi.PushUpToDate}
-	merge := []string{sandboxapi.MergeMerged, sandboxapi.MergeConflict, sandboxapi.MergeMissing, sandboxapi.MergeFailed}
+	merge := []string{sandboxapi.MergeMerged, sandboxapi.MergeConflict, sandboxapi.MergeMissing, sandboxapi.MergeFailed, sandboxapi.MergeClean}
 	outcomes := []string{sandboxapi.OutcomeDone, sandboxapi.OutcomeSkipped, sandboxapi.OutcomeBlocked, sandboxapi.OutcomeFailed, sandboxapi.OutcomePending}
 	return []enum{
 		{Def: "SessionDescription", Property: "state", Values: sandboxapi.SessionStates},
@@ -239,6 +239,12 @@ func enums() []enum {
 		{Def: "ReadOutputResult", Property: "stream", Values: []string{sandboxapi.StreamStdout, sandboxapi.StreamStderr}},
 		{Def: "PushResult", Property: "status", Values: push},
 		{Def: "BranchMerge", Property: "status", Values: merge},
+		{Def: "MergeRequest", Property: "order", Values: []string{"", sandboxapi.MergeOrderGiven, sandboxapi.MergeOrderLeastConflicts}},
+		{Def: "TaskResult", Property: "merge_preview", Values: merge},
+		{Def: "Overlap", Property: "risk", Values: []string{sandboxapi.RiskHigh, sandboxapi.RiskMedium}},
+		{Def: "OverlapFile", Property: "this_change", Values: sandboxapi.ChangeKinds},
+		{Def: "OverlapFile", Property: "other_change", Values: sandboxapi.ChangeKinds},
+		{Def: "UncheckedWorkspace", Property: "reason", Values: []string{sandboxapi.UncheckedOtherHost, sandboxapi.UncheckedEvicted, sandboxapi.UncheckedUnreadable}},
 		{Def: "EvictResult", Property: "outcome", Values: outcomes},
 		{Def: "EvictionPlan", Property: "pressure", Values: []string{"none", "high", "severe"}},
 		{Def: "EvictionHeld", Property: "kind", Values: []string{"workspace", "repo_cache"}},

@@ -89,7 +89,7 @@ func parseRawDiff(out []byte, cut bool) ([]overlaps.FileChange, []int) {
 		if len(parts) != 5 || i+1 >= len(fields) {
 			break
 		}
-		oldMode, newMode, oldID, status := parts[0], parts[1], parts[2], parts[4]
+		oldMode, newMode, oldID, newID, status := parts[0], parts[1], parts[2], parts[3], parts[4]
 		f := overlaps.FileChange{}
 		n := 1
 		switch status[0] {
@@ -116,6 +116,9 @@ func parseRawDiff(out []byte, cut bool) ([]overlaps.FileChange, []int) {
 		}
 		if f.BasePath != "" {
 			f.BaseBlob = oldID
+		}
+		if f.Path != "" && strings.Trim(newID, "0") != "" {
+			f.NewBlob = newID
 		}
 		// Symbolic links, submodules and type changes are compared whole.
 		for _, mode := range []string{oldMode, newMode} {

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"crypto/sha1"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,9 +91,9 @@ func TestChangesAreCommittedAndUncommittedWithRenamesAndRanges(t *testing.T) {
 	assert.Equal(t, []sandboxapi.LineRange{{Start: 3, Count: 1}, {Start: 11, Count: 0}}, files["big.txt"].Ranges)
 	assert.Equal(t, f.git(f.bare, "rev-parse", ws.BaseCommit+":big.txt"), files["big.txt"].BaseBlob)
 	assert.Equal(t, overlaps.FileChange{BasePath: "mv.txt", Path: "moved/mv.txt", Change: overlaps.Renamed,
-		BaseBlob: f.git(f.bare, "rev-parse", ws.BaseCommit+":mv.txt"), Ranges: []sandboxapi.LineRange{{Start: 2, Count: 1}}}, files["mv.txt"])
+		BaseBlob: f.git(f.bare, "rev-parse", ws.BaseCommit+":mv.txt"), NewBlob: blobID(withLines(10, map[int]string{2: "two"})), Ranges: []sandboxapi.LineRange{{Start: 2, Count: 1}}}, files["mv.txt"])
 	assert.Equal(t, overlaps.Deleted, files["gone.txt"].Change)
-	assert.Equal(t, overlaps.FileChange{Path: "new.txt", Change: overlaps.Added, Ranges: []sandboxapi.LineRange{{Start: 1, Count: 0}}}, files["new.txt"])
+	assert.Equal(t, overlaps.FileChange{Path: "new.txt", Change: overlaps.Added, NewBlob: blobID("new\n"), Ranges: []sandboxapi.LineRange{{Start: 1, Count: 0}}}, files["new.txt"])
 	assert.True(t, files["bin.dat"].Whole, "binary content is compared whole")
 	// The worktree's own index is not written.
 	indexAfter, err := os.ReadFile(filepath.Join(f.bare, "worktrees", filepath.Base(ws.LocalPath), "index"))
@@ -211,6 +212,11 @@ func TestMergePreviewOfADirtyWorkspace(t *testing.T) {
 	for i := range res.Branches {
 		assert.Equal(t, outcome(p.Branches[i]), res.Branches[i])
 	}
+}
+
+// blobID is git's object id of a blob holding content (SHA-1 repositories).
+func blobID(content string) string {
+	return fmt.Sprintf("%x", sha1.Sum([]byte(fmt.Sprintf("blob %d\x00%s", len(content), content))))
 }
 
 func (f *fixture) read(ws sandbox.Workspace, rel string) string {

@@ -46,13 +46,20 @@ class BranchMerge(BaseModel):
         extra="ignore",
     )
     branch: str
+    workspace_id: str | None = None
+    """
+    WorkspaceID is the workspace whose branch this is, when the source
+    was given as a workspace (MergeRequest.Workspaces).
+    """
     tip: str | None = None
     """
     Tip is the branch's commit that was merged or tried ("" when missing).
     """
-    status: Literal["conflict", "failed", "merged", "missing"]
+    status: Literal["clean", "conflict", "failed", "merged", "missing"]
     """
-    Status is MergeMerged, MergeConflict, MergeMissing or MergeFailed.
+    Status is MergeMerged, MergeConflict, MergeMissing or MergeFailed;
+    in a dry run MergeClean instead of MergeMerged for a branch that
+    would add a merge commit (MergeMerged: already contained in HEAD).
     """
     conflict_files: list[str] | None = None
     """
@@ -1048,6 +1055,11 @@ class FanoutReport(BaseModel):
     max_parallel: int
     running: int
     tasks: list[TaskResult] | None
+    merge_order: list[str] | None = None
+    """
+    MergeOrder is the task ids in the order they were merged: the order
+    the merge preview found to conflict least (empty without a preview).
+    """
     error: str | None = None
 
 
@@ -1284,6 +1296,21 @@ class HostEvictionResult(BaseModel):
     results: list[EvictResult] | None = None
 
 
+class LineRange(BaseModel):
+    """
+    LineRange is one changed range of a file, in the lines of the file as the
+    workspace's base commit holds it (1-based): Count lines from Start were
+    replaced or deleted; Count 0 is an insertion before line Start (Start is
+    one past the last line for an insertion at the end).
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+    )
+    start: int
+    count: int
+
+
 class ListDirInput(BaseModel):
     """
     ListDirInput is list_dir's argument ("" = the workspace root). Depth 0
@@ -1363,10 +1390,15 @@ class MergeRequest(BaseModel):
     """
     MergeRequest brings local branches into a workspace's branch, one after the
     other in the given order (docs/API.md "Task fan-out": merge the accepted tasks back into
-    the conversation edit workspace if accepted"). Each branch is merged with
+    the conversation edit workspace if accepted). Each branch is merged with
     `git merge --no-ff` (a merge commit even when a fast-forward is possible);
     a branch that conflicts is left out and the workspace is restored to the
     commit it had before that branch, so it is never left half-merged.
+
+    With DryRun nothing is merged: the same merges are computed as three-way
+    merges outside the worktree (`git merge-tree`), the worktree, its index
+    and its branch are never touched, and each source's outcome is what the
+    merge would then do (docs/API.md "Merge preview").
     """
 
     model_config = ConfigDict(
@@ -1375,26 +1407,54 @@ class MergeRequest(BaseModel):
     branches: list[str] | None
     """
     Branches are local branch names (refs/heads/<name>), merged in this order;
-    1 to MaxMergeBranches, no duplicates, each valid per ValidateRef.
+    no duplicates, each valid per ValidateRef. Branches and Workspaces
+    together: 1 to MaxMergeBranches sources.
+    """
+    workspaces: list[str] | None = None
+    """
+    Workspaces are ids of other workspaces of the same repository, user
+    and project, merged after Branches by their branch (its committed
+    state); a workspace of anyone else, or of another repository, is
+    reported MergeMissing.
     """
     checkpoint_message: str | None = None
     """
     CheckpointMessage, when set, commits a dirty workspace (every change,
     untracked files included) with this message before merging; when empty,
     a dirty workspace is refused with ErrWorkspaceDirty. At most
-    MaxMergeMessageBytes, no NUL.
+    MaxMergeMessageBytes, no NUL. A dry run previews against the work
+    tree as it is (MergeResult.Dirty) and commits nothing.
+    """
+    dry_run: bool | None = None
+    """
+    DryRun previews the merge and changes nothing.
+    """
+    order: Literal["", "given", "least_conflicts"] | None = None
+    """
+    Order is MergeOrderGiven ("" too) or MergeOrderLeastConflicts.
     """
 
 
 class MergeResult(BaseModel):
     """
     MergeResult is the outcome of a MergeRequest: one BranchMerge per requested
-    branch, in request order.
+    source, in the order they were merged (request order, or the one
+    MergeOrderLeastConflicts chose).
     """
 
     model_config = ConfigDict(
         extra="ignore",
     )
+    dry_run: bool | None = None
+    """
+    DryRun: a preview; nothing was merged and Head is HEAD as it was.
+    """
+    dirty: bool | None = None
+    """
+    Dirty (dry run only): the work tree has uncommitted changes; the
+    preview merged them as they are, as the merge does after committing
+    them with a checkpoint message (without one the merge refuses).
+    """
     branch: str
     """
     Branch is the workspace's branch that received the merges.
@@ -1408,6 +1468,119 @@ class MergeResult(BaseModel):
     """
     CheckpointCommit is the commit made by this call from a dirty workspace
     (MergeRequest.CheckpointMessage), "" when none was needed.
+    """
+
+
+class Overlap(BaseModel):
+    """
+    Overlap is another live workspace of the same repository, user and
+    project that changed at least one file this workspace changed.
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+    )
+    workspace_id: str
+    mode: Literal["analysis", "edit", "task"]
+    branch: str | None = None
+    conversation_id: str | None = None
+    task_id: str | None = None
+    risk: Literal["high", "medium"]
+    """
+    Risk is RiskHigh or RiskMedium.
+    """
+    intersecting: int
+    """
+    Intersecting counts the files whose ranges intersect.
+    """
+    files: list[OverlapFile] | None
+    """
+    Files are the files both changed, intersecting ones first, then by
+    path; at most MaxOverlapFiles.
+    """
+    files_truncated: bool | None = None
+    checked_at: AwareDatetime
+    """
+    CheckedAt is when the other workspace's changes were read: a change
+    made by an operation on it shows at once; one made by a background
+    process of it alone shows within OverlapsStaleAfter.
+    """
+
+
+class OverlapFile(BaseModel):
+    """
+    OverlapFile is one file both workspaces changed since their bases.
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+    )
+    path: str
+    """
+    Path is the file's path in the base (the path both changes started
+    from), or its new path when both workspaces added it.
+    """
+    this_path: str | None = None
+    """
+    ThisPath and OtherPath are the file's path in this and in the other
+    workspace when it differs from Path (a rename, followed).
+    """
+    other_path: str | None = None
+    this_change: Literal["added", "deleted", "modified", "renamed", "type_changed"]
+    """
+    ThisChange and OtherChange are what each side did: "added",
+    "modified", "deleted", "renamed" or "type_changed".
+    """
+    other_change: Literal["added", "deleted", "modified", "renamed", "type_changed"]
+    ranges_intersect: bool
+    """
+    RangesIntersect: the changed line ranges overlap or touch (git would
+    see a conflict in this file), or they cannot be compared (see
+    RiskHigh); false when every range is disjoint.
+    """
+    comparable: bool
+    """
+    Comparable is false when the ranges could not be compared line by
+    line (binary, added on both sides, deleted on one side, different
+    base versions, too many ranges): RangesIntersect is then true.
+    """
+    this_ranges: list[LineRange] | None = None
+    """
+    ThisRanges and OtherRanges are the changed ranges of each side (only
+    when Comparable), at most MaxOverlapRanges each.
+    """
+    other_ranges: list[LineRange] | None = None
+
+
+class OverlapsResult(BaseModel):
+    """
+    OverlapsResult is the result of the overlaps update (docs/API.md
+    "Overlaps"): which other live workspaces of this workspace's repository,
+    user and project changed the same files since their bases (committed and
+    uncommitted changes, untracked files included, renames followed), ordered
+    by risk (RiskHigh first, then by intersecting and shared files, then by
+    id). Another user's or project's workspace is never considered.
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+    )
+    workspace_id: str
+    base_commit: str
+    changed: int
+    """
+    Changed counts the files this workspace changed since its base.
+    """
+    checked: int
+    """
+    Checked counts the other workspaces compared (with or without overlap).
+    """
+    overlaps: list[Overlap] | None
+    not_checked: list[UncheckedWorkspace] | None = None
+    truncated: bool | None = None
+    """
+    Truncated: more than MaxOverlapWorkspaces overlaps or unchecked
+    workspaces; the lowest-risk ones were left out.
     """
 
 
@@ -2345,6 +2518,15 @@ class TaskResult(BaseModel):
     Merge is one of the TaskMerge* outcomes, "" until the merge phase.
     """
     conflict_files: list[str] | None = None
+    merge_preview: Literal["clean", "conflict", "failed", "merged", "missing"] | None = None
+    """
+    MergePreview is this task's outcome in the preview taken before any
+    task was merged (MergeClean, MergeConflict, … of merge_branches with
+    dry_run, in the order that conflicts least: docs/API.md "Merge
+    preview"); PreviewConflictFiles the files it said would conflict.
+    Empty when no preview was taken.
+    """
+    preview_conflict_files: list[str] | None = None
     started_at: AwareDatetime | None = None
     finished_at: AwareDatetime | None = None
 
@@ -2389,6 +2571,29 @@ class TerminalSize(BaseModel):
     )
     rows: int
     cols: int
+
+
+class UncheckedWorkspace(BaseModel):
+    """
+    UncheckedWorkspace is a workspace of the same repository, user and
+    project that overlaps could not compare.
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+    )
+    workspace_id: str
+    mode: Literal["analysis", "edit", "task"]
+    branch: str | None = None
+    host_id: str
+    """
+    HostID is the worker host the workspace lives on.
+    """
+    reason: Literal["evicted", "other_host", "unreadable"]
+    """
+    Reason is UncheckedOtherHost, UncheckedEvicted or UncheckedUnreadable.
+    """
+    message: str | None = None
 
 
 class Workspace(BaseModel):

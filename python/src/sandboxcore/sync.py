@@ -265,6 +265,7 @@ class SyncWorkspace(_Twin):
     release = _blocking(Workspace.release)
     destroy = _blocking(Workspace.destroy)
     preview_url = _blocking(Workspace.preview_url)
+    overlaps = _blocking(Workspace.overlaps)
     describe = _blocking(Workspace.describe)
     mcp_token = _blocking(Workspace.mcp_token)
     eviction = _blocking(Workspace.eviction)

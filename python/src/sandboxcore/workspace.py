@@ -77,6 +77,7 @@ OPERATIONS: Mapping[str, str] = {
     "destroy": "destroy",
     "restore": "restore",
     "preview_url": "preview_url",
+    "overlaps": "overlaps",
 }
 
 
@@ -457,14 +458,29 @@ class Git:
         )
 
     async def merge(
-        self, branches: Sequence[str], *, checkpoint_message: str = ""
+        self,
+        branches: Sequence[str] = (),
+        *,
+        workspaces: Sequence[str] = (),
+        checkpoint_message: str = "",
+        dry_run: bool = False,
+        order: Literal["given", "least_conflicts"] = "given",
     ) -> models.MergeResult:
-        """Merge local branches into the workspace's branch, in order; a conflicting branch is
-        rolled back and reported, never left half-merged."""
+        """Merge local ``branches``, then other ``workspaces`` of the same repository, user and
+        project (by id: their branch), into the workspace's branch, in order; a conflicting
+        source is rolled back and reported, never left half-merged. ``dry_run`` only previews:
+        each source's outcome (``clean``, ``conflict`` with the files, ...) and nothing changes
+        (docs/API.md "Merge preview"). ``order="least_conflicts"`` merges in the order a preview
+        found to conflict least. Raises WorkspaceDirty (uncommitted changes and no
+        ``checkpoint_message``; a dry run previews them instead), InvalidArgument."""
         return await self._ws._call(
             "merge_branches",
             models.MergeRequest(
-                branches=list(branches), checkpoint_message=checkpoint_message or None
+                branches=list(branches),
+                workspaces=list(workspaces) or None,
+                checkpoint_message=checkpoint_message or None,
+                dry_run=dry_run or None,
+                order=None if order == "given" else order,
             ),
             models.MergeResult,
         )
@@ -944,6 +960,12 @@ class Workspace:
     async def preview_url(self, port: int) -> models.PreviewURL:
         """A URL reaching ``port`` of the running runtime (docs/API.md "Preview URLs")."""
         return await self._call("preview_url", models.PreviewURLInput(port=port), models.PreviewURL)
+
+    async def overlaps(self) -> models.OverlapsResult:
+        """Which other live workspaces of this repository, user and project changed files this
+        one changed since its base, and whether the changed line ranges intersect, highest risk
+        first (docs/API.md "Overlaps"). Read-only."""
+        return await self._call("overlaps", None, models.OverlapsResult)
 
     async def mcp_token(self, ttl: float | timedelta = 3600, *, key_file: str | None = None) -> str:
         """A bearer token opening this workspace, and no other, on the endpoint of ``sandboxctl

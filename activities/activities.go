@@ -109,6 +109,16 @@ type Activities struct {
 // touchEvery throttles last_used_at writes per workspace.
 const touchEvery = 30 * time.Second
 
+// touchedRecently reports whether a last use written at last may stand at
+// now: less than touchEvery before it. A last use after now (a clock that
+// jumped back, a bad row) never stands: it is overwritten with now, or the
+// row would look used in the future and escape eviction (docs/DESIGN.md
+// "Eviction policy").
+func touchedRecently(last, now time.Time) bool {
+	d := now.Sub(last)
+	return d >= 0 && d < touchEvery
+}
+
 // heartbeatEvery is how often long activities heartbeat (their HeartbeatTimeout is 15 s or more).
 const heartbeatEvery = 3 * time.Second
 
@@ -599,7 +609,7 @@ func (a *Activities) touch(ctx context.Context, id string, force bool) {
 		a.touched = map[string]time.Time{}
 	}
 	last := a.touched[id]
-	if !force && now.Sub(last) < touchEvery {
+	if !force && touchedRecently(last, now) {
 		a.touchMu.Unlock()
 		return
 	}
@@ -731,7 +741,7 @@ func (a *Activities) recordRuntime(ctx context.Context, ws sandbox.Workspace, id
 	if err != nil {
 		rec = sandbox.RuntimeRecord{ID: id, WorkspaceID: ws.ID, BackendKind: a.Runtimes.Kind(), BackendRuntimeID: id, Image: a.RuntimeImage, CreatedAt: now}
 	}
-	if rec.State == state && now.Sub(rec.LastUsedAt) < touchEvery {
+	if rec.State == state && touchedRecently(rec.LastUsedAt, now) {
 		return
 	}
 	if state == sandbox.RuntimeRunning && rec.State != sandbox.RuntimeRunning {

@@ -135,6 +135,11 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 		return out, err
 	}
 	caches, owners := e.localOwners(rows, cacheRows)
+	rts, err := e.Store.ListRuntimes(ctx, "")
+	if err != nil {
+		return out, err
+	}
+	out.Notes = append(out.Notes, e.resetFutureTimes(ctx, now, rows, caches, rts)...)
 	used, budget, sizes, mode, err := e.measure(ctx, owners)
 	if err != nil {
 		return out, err
@@ -157,10 +162,6 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 		}
 		snap.RepoCaches = append(snap.RepoCaches, pc)
 	}
-	rts, err := e.Store.ListRuntimes(ctx, "")
-	if err != nil {
-		return out, err
-	}
 	for _, r := range rts {
 		if onHost[r.WorkspaceID] {
 			snap.Runtimes = append(snap.Runtimes, eviction.Runtime{ID: r.ID, WorkspaceID: r.WorkspaceID, State: r.State, LastUsedAt: r.LastUsedAt, StateSince: r.UpdatedAt})
@@ -179,6 +180,74 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 	}
 	e.log().Info("eviction planned", "host", e.HostID, "used", used, "budget", budget, "pressure", out.Plan.Pressure, "actions", len(out.Plan.Actions))
 	return out, nil
+}
+
+// futureSlack is how far ahead of this host's clock a stored time may be
+// before PlanEviction resets it: a nearer one is only clamped to now by the
+// planner (eviction.NotAfter).
+const futureSlack = time.Minute
+
+// resetFutureTimes writes now over every last use (and runtime state
+// change) of this host's rows that lies more than futureSlack after now —
+// a clock that jumped back, another host's skewed clock, a bad row — and
+// updates the rows in place, returning a note for each (docs/DESIGN.md
+// "Eviction policy"). The planner counts a future time as "used now"; only
+// this reset lets such a row age: left alone it would be exempt from
+// eviction forever. A failed write is a note, and the row is clamped for
+// this plan only.
+func (e *EvictionActivities) resetFutureTimes(ctx context.Context, now time.Time, rows []sandbox.Workspace, caches []localCache, rts []sandbox.RuntimeRecord) []string {
+	var notes []string
+	future := func(t time.Time) bool { return t.After(now.Add(futureSlack)) }
+	note := func(kind, id string, t time.Time, err error) {
+		n := fmt.Sprintf("%s %s: last used %s, in the future: reset to now", kind, id, t.UTC().Format(time.RFC3339))
+		if err != nil {
+			n = fmt.Sprintf("%s %s: last used %s, in the future: reset failed: %s", kind, id, t.UTC().Format(time.RFC3339), sandbox.Message(err))
+		}
+		e.log().Warn("eviction: " + n)
+		notes = append(notes, n)
+	}
+	onHost := map[string]bool{}
+	for i := range rows {
+		w := &rows[i]
+		onHost[w.ID] = true
+		if future(w.LastUsedAt) {
+			note("workspace", w.ID, w.LastUsedAt, e.Store.TouchWorkspace(ctx, w.ID, now))
+			w.LastUsedAt = now
+		}
+	}
+	for i := range caches {
+		c := &caches[i].row
+		if !future(c.LastUsedAt) {
+			continue
+		}
+		at := c.LastUsedAt
+		row, err := e.Store.GetRepoCache(ctx, c.ID)
+		if err == nil {
+			row.LastUsedAt = eviction.NotAfter(row.LastUsedAt, now)
+			row.UpdatedAt = eviction.NotAfter(row.UpdatedAt, now)
+			err = e.Store.UpsertRepoCache(ctx, row)
+		}
+		note("repo cache", c.ID, at, err)
+		c.LastUsedAt = now
+	}
+	for i := range rts {
+		r := &rts[i]
+		if !onHost[r.WorkspaceID] || !(future(r.LastUsedAt) || future(r.UpdatedAt)) {
+			continue
+		}
+		at := r.LastUsedAt
+		if future(r.UpdatedAt) && !future(at) {
+			at = r.UpdatedAt
+		}
+		rec, err := e.Store.GetRuntime(ctx, r.ID)
+		if err == nil {
+			rec.LastUsedAt, rec.UpdatedAt = eviction.NotAfter(rec.LastUsedAt, now), eviction.NotAfter(rec.UpdatedAt, now)
+			err = e.Store.UpsertRuntime(ctx, rec)
+		}
+		note("runtime", r.ID, at, err)
+		r.LastUsedAt, r.UpdatedAt = eviction.NotAfter(r.LastUsedAt, now), eviction.NotAfter(r.UpdatedAt, now)
+	}
+	return notes
 }
 
 // localCache is a ready repo cache row whose mirror is on this host, at path.
@@ -224,7 +293,7 @@ func (e *EvictionActivities) plannedWorkspace(ctx context.Context, w sandbox.Wor
 		return pw, ""
 	}
 	switch {
-	case now.Sub(w.LastUsedAt) < e.inspectAfter():
+	case eviction.Idle(w.LastUsedAt, now) < e.inspectAfter():
 		pw.Unknown = true // not a candidate yet: not inspected
 		return pw, ""
 	case e.Backups == nil:
@@ -438,7 +507,7 @@ func workspaceEvictionRefusal(ws sandbox.Workspace, req sandboxapi.EvictRequest,
 	case ws.PinnedUntil != nil && ws.PinnedUntil.After(now):
 		return sandboxapi.OutcomeSkipped, fmt.Sprintf("pinned until %s", ws.PinnedUntil.UTC().Format(time.RFC3339))
 	}
-	if idle := now.Sub(ws.LastUsedAt); idle < req.MinIdle {
+	if idle := eviction.Idle(ws.LastUsedAt, now); idle < req.MinIdle {
 		return sandboxapi.OutcomeSkipped, fmt.Sprintf("used %s ago (rule needs %s)", idle.Round(time.Second), req.MinIdle)
 	}
 	return "", ""
@@ -549,7 +618,7 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActi
 		if rec.State != sandbox.RuntimeRunning && rec.State != sandbox.RuntimeStarting {
 			return outcome(sandboxapi.OutcomeSkipped, "runtime is %s", rec.State)
 		}
-		if idle := now.Sub(rec.LastUsedAt); idle < in.Request.MinIdle {
+		if idle := eviction.Idle(rec.LastUsedAt, now); idle < in.Request.MinIdle {
 			return outcome(sandboxapi.OutcomeSkipped, "used %s ago (rule needs %s)", idle.Round(time.Second), in.Request.MinIdle)
 		}
 		rt, err := e.Runtimes.Get(ctx, rid)
@@ -574,7 +643,7 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActi
 			if rec.State == sandbox.RuntimeRunning || rec.State == sandbox.RuntimeStarting {
 				return outcome(sandboxapi.OutcomeSkipped, "runtime is running again")
 			}
-			if since := now.Sub(rec.UpdatedAt); since < in.Request.MinIdle {
+			if since := eviction.Idle(rec.UpdatedAt, now); since < in.Request.MinIdle {
 				return outcome(sandboxapi.OutcomeSkipped, "%s for only %s (rule needs %s)", rec.State, since.Round(time.Second), in.Request.MinIdle)
 			}
 		}
@@ -691,7 +760,7 @@ type RepoCacheRemover interface {
 // no Backups to check it for unsaved work, or it holds commits on no remote
 // branch; other errors are the store's or the check's.
 func (e *EvictionActivities) checkRepoCacheRemovable(ctx context.Context, row sandbox.RepoCache, minIdle time.Duration, bare string) error {
-	if idle := e.now().Sub(row.LastUsedAt); idle < minIdle {
+	if idle := eviction.Idle(row.LastUsedAt, e.now()); idle < minIdle {
 		return sandbox.Errorf(sandbox.ErrConflict, "used %s ago", idle.Round(time.Second))
 	}
 	wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: row.ID, HostID: e.HostID})

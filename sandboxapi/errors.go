@@ -152,6 +152,29 @@ var (
 	ErrRefNotFound = newKind("RefNotFound", ErrWorkspace, false)
 )
 
+// callerMistakes are the kinds that say the caller's request was wrong, not
+// that the service failed (Kind.CallerMistake).
+var callerMistakes = map[*Kind]bool{
+	ErrInvalidArgument: true, ErrInvalidWorkspacePath: true, ErrWorkspaceNotFound: true,
+	ErrRefNotFound: true, ErrRepoNotFound: true, ErrCommandRejected: true,
+}
+
+// CallerMistake reports whether an error of kind k is the caller's mistake
+// rather than the service's failure: InvalidArgument, InvalidWorkspacePath
+// (and its sub-kind FileNotFound), WorkspaceNotFound, RefNotFound,
+// RepoNotFound and SandboxCommandRejected. Their application errors carry
+// Temporal's benign category (NewApplicationError), so workers log them
+// once at INFO, never at ERROR, and the SDK's failure metrics leave them
+// out (docs/API.md "Errors").
+func (k *Kind) CallerMistake() bool {
+	for ; k != nil; k = k.parent {
+		if callerMistakes[k] {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrorDetails is the one detail value of every application error a
 // sandboxcore update, query or workflow fails with (docs/API.md "Errors"):
 // the error's family, its kind (a row of the table), the sub-kind when the
@@ -371,9 +394,11 @@ func NewApplicationError(err error, nonRetryable bool) *temporal.ApplicationErro
 		d = kind.Details()
 	}
 	var app *temporal.ApplicationError
-	temporalErr := temporal.NewApplicationErrorWithOptions(msg, kind.Type, temporal.ApplicationErrorOptions{
-		NonRetryable: nonRetryable || !kind.Retryable, Details: []any{d},
-	})
+	opts := temporal.ApplicationErrorOptions{NonRetryable: nonRetryable || !kind.Retryable, Details: []any{d}}
+	if kind.CallerMistake() {
+		opts.Category = temporal.ApplicationErrorCategoryBenign
+	}
+	temporalErr := temporal.NewApplicationErrorWithOptions(msg, kind.Type, opts)
 	errors.As(temporalErr, &app)
 	return app
 }

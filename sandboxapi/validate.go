@@ -91,10 +91,42 @@ func ParseRepoURL(raw string, policy URLPolicy) (RepoIdentity, error) {
 			return bad("file URLs are disabled (set SANDBOX_ALLOW_FILE_URLS=1 to allow them)")
 		}
 		return result(fileRepo(u))
+	case "":
+		return bad(notAURL(raw, policy))
 	default:
-		return bad("scheme must be https or ssh")
+		return bad("scheme " + strconvQuote(scheme) + " is not supported: " + urlForms(policy))
 	}
 	return result(networkRepo(u, scheme))
+}
+
+// urlForms names the repository URL forms policy accepts, for messages.
+func urlForms(policy URLPolicy) string {
+	forms := "give an https://host/owner/repo.git or ssh://host/owner/repo.git URL (or user@host:owner/repo.git)"
+	if policy.AllowHTTP {
+		forms += ", or http://"
+	}
+	if policy.AllowFile {
+		forms += ", or file:///abs/path/repo for a local repository"
+	}
+	return forms
+}
+
+// notAURL says why raw, which has no scheme, is refused: a local path is
+// given as a file:// URL (naming the one for an absolute path, and whether
+// the policy allows it); anything else as one of the URL forms.
+func notAURL(raw string, policy URLPolicy) string {
+	if first, _, ok := strings.Cut(raw, "/"); ok && strings.Contains(first, ".") && !strings.HasPrefix(first, ".") {
+		return "not a URL: give a URL such as https://" + clip(raw) // host/owner/repo
+	}
+	file := "file:///abs/path/repo"
+	if strings.HasPrefix(raw, "/") {
+		file = "file://" + clip(raw)
+	}
+	why := "not a URL: give a URL such as " + file + " for a local repository"
+	if !policy.AllowFile {
+		why += " (the worker must allow file URLs: SANDBOX_ALLOW_FILE_URLS=1)"
+	}
+	return why + ", or https://host/owner/repo.git"
 }
 
 // repoURLTextProblem is what makes raw unusable as a repository URL before

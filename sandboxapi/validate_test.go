@@ -198,3 +198,31 @@ func TestRepoURLTextProblem(t *testing.T) {
 		}
 	}
 }
+
+// A plain path or a bare host/owner/repo as a repository URL is told to
+// be given as a URL, naming the one to use; an unknown scheme names the
+// forms the policy accepts (not only "https or ssh" when file:// is
+// allowed). All InvalidArgument.
+func TestAPathIsToldToBeAURL(t *testing.T) {
+	for _, c := range []struct {
+		raw    string
+		policy URLPolicy
+		want   string
+	}{
+		{"/home/me/app", PermissiveURLs, "not a URL: give a URL such as file:///home/me/app for a local repository, or https://host/owner/repo.git"},
+		{"/home/me/app", URLPolicy{}, "file:///home/me/app for a local repository (the worker must allow file URLs: SANDBOX_ALLOW_FILE_URLS=1)"},
+		{"./app", PermissiveURLs, "not a URL: give a URL such as file:///abs/path/repo for a local repository"},
+		{"app", URLPolicy{}, "not a URL: give a URL such as file:///abs/path/repo"},
+		{"github.com/acme/app", URLPolicy{}, "not a URL: give a URL such as https://github.com/acme/app"},
+		{"git://github.com/acme/app", URLPolicy{}, `scheme "git" is not supported: give an https://host/owner/repo.git or ssh://host/owner/repo.git URL (or user@host:owner/repo.git)`},
+		{"ftp://h/o/r", PermissiveURLs, "or http://, or file:///abs/path/repo for a local repository"},
+	} {
+		_, err := ParseRepoURL(c.raw, c.policy)
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("%s: %v, want InvalidArgument", c.raw, err)
+		}
+		if msg := Message(err); !strings.Contains(msg, c.want) || strings.Contains(msg, "scheme must be") {
+			t.Errorf("%s: %q, want it to say %q", c.raw, msg, c.want)
+		}
+	}
+}

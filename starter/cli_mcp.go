@@ -38,14 +38,15 @@ func (c *cli) mcpCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mcp (--repo URL --user U --project P [--mode edit] --conversation C | --workspace WS) [--http ADDR [--token-file FILE]] | mcp --http ADDR --multi --key-file FILE",
 		Short: "Serve one workspace's agent tools over MCP (stdio, or streamable HTTP with --http), or every workspace's with --multi",
-		Long: "Serve the agent tools of one workspace (sandbox_text_editor, sandbox_shell, sandbox_output,\n" +
-			"sandbox_search, sandbox_git, sandbox_pr) over the Model Context Protocol: on stdin/stdout by\n" +
-			"default, or as streamable HTTP on --http ADDR (path /mcp; a loopback address unless\n" +
+		Long: "Serve the agent tools of one workspace over the Model Context Protocol:\n  " +
+			strings.Join(tools.Names(tools.AllCaps), ", ") + ";\n" +
+			"on stdin/stdout by default, or as streamable HTTP on --http ADDR (path /mcp; a loopback address unless\n" +
 			"--token-file names a file holding the bearer token every request must send).\n" +
 			"Bind it with the flags of `sandboxctl acquire` (the workspace is acquired on the first call)\n" +
 			"or with --workspace WS (resumed at start-up: an id no workspace has exits 1 with\n" +
 			"WorkspaceNotFound). A released or idle-closed workspace resumes transparently.\n" +
-			"An analysis workspace gets the read tools only.\n\n" +
+			"An analysis workspace gets the read tools only (" + strings.Join(tools.Names(tools.Caps{Known: true}), ", ") + "),\n" +
+			"and sandbox_pr needs a code host for the repository.\n\n" +
 			"With --multi (and --http, --key-file) it serves every workspace instead, at\n" +
 			"http://ADDR/mcp/<workspace id>: each request must carry \"Authorization: Bearer <token>\" with a\n" +
 			"token of `sandboxctl mcp token WS` for that workspace (HMAC under the key file's key, expiring):\n" +

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/mcpauth"
+	"github.com/sandboxcore/sandboxcore/internal/tools"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -234,4 +235,18 @@ func TestMCPTokenCommand(t *testing.T) {
 		assert.Equal(t, 2, code, "%v: %s", args, errOut)
 		assert.Empty(t, out, "%v", args)
 	}
+}
+
+// `sandboxctl mcp --help` names every tool of the surface, as the catalog
+// (tools.Names) lists them, and which ones a read-only workspace gets.
+func TestMCPHelpListsEveryTool(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, Main([]string{"mcp", "--help"}, strings.NewReader(""), &stdout, &stderr), stderr.String())
+	help := stdout.String()
+	all := tools.Names(tools.AllCaps)
+	require.GreaterOrEqual(t, len(all), 8)
+	for _, name := range all {
+		assert.Contains(t, help, name)
+	}
+	assert.Contains(t, help, "read tools only ("+strings.Join(tools.Names(tools.Caps{Known: true}), ", ")+")")
 }

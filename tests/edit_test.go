@@ -146,9 +146,13 @@ func TestMCPResumesAndOutputOutlivesTheServer(t *testing.T) {
 	args := []string{"--repo", url, "--user", user, "--project", "p", "--conversation", "c1"}
 	cs := mcpSession(t, bin, h.Config.TaskQueue, args...)
 	var sh tools.ShellOutput
-	callTool(t, cs, tools.Shell, map[string]any{"command": "seq 1 30000", "max_output_bytes": 1000}, &sh)
+	callTool(t, cs, tools.Shell, map[string]any{"command": "seq 1 30000"}, &sh)
 	require.True(t, sh.Truncated)
 	require.NotEmpty(t, sh.OutputID)
+	assert.LessOrEqual(t, len(sh.Stdout), tools.DefaultShellOutputBytes+200, "the default keeps 16 KiB of each stream (and a marker)")
+	var old tools.ShellOutput
+	callTool(t, cs, tools.Shell, map[string]any{"cmd": "echo old name"}, &old)
+	assert.Equal(t, "old name\n", old.Stdout, "cmd, sandbox_exec's old name, is accepted")
 
 	s, err := h.client.Session(sandboxapi.WorkspaceIDForKey(editRequest(user, "p", "c1", url).Key()))
 	require.NoError(t, err)

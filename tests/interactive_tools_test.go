@@ -93,7 +93,7 @@ func TestMCPInteractiveExecTools(t *testing.T) {
 	assert.Equal(t, 5, *next.ExitCode)
 	assert.Equal(t, "got:abc\n", next.Output, "only the output since the last call")
 
-	callTool(t, cs, tools.ExecToolName, map[string]any{"cmd": "echo one; sleep 300", "yield_time_ms": 500}, &out)
+	callTool(t, cs, tools.ExecToolName, map[string]any{"command": "echo one; sleep 300", "yield_time_ms": 500}, &out)
 	require.True(t, out.Running)
 	require.NoError(t, cs.Close())
 	cs2 := mcpSession(t, bin, h.Config.TaskQueue, args...)

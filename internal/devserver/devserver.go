@@ -437,7 +437,7 @@ func checkFree(ip string, port int, variable string) error {
 func listen(ip string, port int, variable string) (net.Listener, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s:%d (set %s to another port): %v", ErrPortInUse, ip, port, variable, err)
+		return nil, fmt.Errorf("%w: %s:%d (another worker may be running there: stop it, or set %s to another port; a second worker also needs its own SANDBOX_DATA_DIR): %v", ErrPortInUse, ip, port, variable, err)
 	}
 	return l, nil
 }

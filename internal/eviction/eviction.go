@@ -39,6 +39,12 @@
 //     only it has, never one used within Policy.PressureMinIdle.
 //
 // Within a tier, the least recently used goes first (ties by id).
+//
+// Every time of the snapshot is clamped to Snapshot.Now first (NotAfter): a
+// last use or state change in the future (a skewed clock, a bad row) counts
+// as "now", never as a negative idle time. Clamping alone would hold such a
+// row forever (it is "used now" at every plan); the caller resets it in its
+// store (activities.EvictionActivities.PlanEviction), so it ages from then on.
 package eviction
 
 import (
@@ -284,9 +290,40 @@ func marks(u Usage, f float64) int64 {
 	return int64(math.Floor(float64(u.BudgetBytes) * f))
 }
 
-// NewPlan computes the ordered plan for s under p (see the package comment).
-// p should be valid (Policy.Validate); s is not modified.
+// NotAfter returns t, or now when t is after now: a time from a store or a
+// caller is never later than the present (see the package comment).
+func NotAfter(t, now time.Time) time.Time {
+	if t.After(now) {
+		return now
+	}
+	return t
+}
+
+// Idle returns how long before now t was, never negative (a t in the future
+// is "now", NotAfter).
+func Idle(t, now time.Time) time.Duration { return now.Sub(NotAfter(t, now)) }
+
+// clamped returns a copy of s whose times are at most s.Now (NotAfter).
+func clamped(s Snapshot) Snapshot {
+	s.Workspaces, s.RepoCaches, s.Runtimes = slices.Clone(s.Workspaces), slices.Clone(s.RepoCaches), slices.Clone(s.Runtimes)
+	for i := range s.Workspaces {
+		s.Workspaces[i].LastUsedAt = NotAfter(s.Workspaces[i].LastUsedAt, s.Now)
+	}
+	for i := range s.RepoCaches {
+		s.RepoCaches[i].LastUsedAt = NotAfter(s.RepoCaches[i].LastUsedAt, s.Now)
+	}
+	for i := range s.Runtimes {
+		r := &s.Runtimes[i]
+		r.LastUsedAt, r.StateSince = NotAfter(r.LastUsedAt, s.Now), NotAfter(r.StateSince, s.Now)
+	}
+	return s
+}
+
+// NewPlan computes the ordered plan for s under p (see the package comment),
+// every time of s clamped to s.Now first. p should be valid
+// (Policy.Validate); s is not modified.
 func NewPlan(s Snapshot, p Policy) Plan {
+	s = clamped(s)
 	b := &planner{p: p, now: s.Now, projected: s.Usage.UsedBytes,
 		plan: Plan{HostID: s.HostID, Now: s.Now, Usage: s.Usage, Pressure: PressureNone, Actions: []Action{}}}
 	if s.Usage.BudgetBytes > 0 {
@@ -321,7 +358,7 @@ func (b *planner) add(a Action) {
 	b.plan.Actions = append(b.plan.Actions, a)
 }
 
-func (b *planner) idle(t time.Time) time.Duration { return b.now.Sub(t) }
+func (b *planner) idle(t time.Time) time.Duration { return Idle(t, b.now) }
 
 // runtimes plans the runtime tiers, least recently used first: stop the
 // running (or starting) ones idle for RuntimeIdleStop, then destroy the

@@ -309,3 +309,29 @@ func TestPlanDoesNotModifySnapshot(t *testing.T) {
 	NewPlan(Snapshot{Now: now, Workspaces: wss}, DefaultPolicy())
 	assert.Equal(t, "b", wss[0].ID)
 }
+
+// A time in the future (a skewed clock, a bad row) counts as "used now":
+// never a negative idle time, never planned with a time after Now, and
+// sorted like a workspace used now (ties by id).
+func TestFutureTimesCountAsNow(t *testing.T) {
+	p := DefaultPolicy()
+	future := now.Add(100 * day)
+	assert.Equal(t, now, NotAfter(future, now))
+	assert.Equal(t, ago(time.Hour), NotAfter(ago(time.Hour), now))
+	assert.Zero(t, Idle(future, now))
+	assert.Equal(t, time.Hour, Idle(ago(time.Hour), now))
+
+	wss := []Workspace{ws("a-future", sandbox.ModeTask, 0, 400, "dirty"), ws("b-now", sandbox.ModeTask, 0, 400, "dirty")}
+	wss[0].LastUsedAt = future
+	p.PressureMinIdle = time.Nanosecond // "used now" must still fail any positive idle rule
+	plan := NewPlan(Snapshot{Now: now, Workspaces: wss, Usage: Usage{UsedBytes: 1000, BudgetBytes: 1000},
+		Runtimes: []Runtime{{ID: "rt", WorkspaceID: "a-future", State: sandbox.RuntimeStopped, LastUsedAt: future, StateSince: future}}}, p)
+	assert.Empty(t, plan.Actions)
+	p.PressureMinIdle = 0
+	plan = NewPlan(Snapshot{Now: now, Workspaces: wss, Usage: Usage{UsedBytes: 1000, BudgetBytes: 1000}}, p)
+	assert.Equal(t, []string{"evict:a-future"}, ids(plan), "a future time sorts as now: ties by id")
+	for _, a := range plan.Actions {
+		assert.Equal(t, now, a.LastUsedAt, "no planned time is after Now")
+	}
+	assert.Equal(t, future, wss[0].LastUsedAt, "the snapshot is not modified")
+}

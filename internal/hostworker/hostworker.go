@@ -109,6 +109,7 @@ type Host struct {
 	stopMetrics   func()
 	workers       []worker.Worker
 	log           *slog.Logger
+	dataDirLock   *DataDirLock
 }
 
 // Start brings a host up: data dir, store, ports, Temporal (embedded or
@@ -161,8 +162,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Host, error) {
 	return h, nil
 }
 
-// prepareStore creates the data dir (0700) and opens the metadata store
-// (openStore) with its outage handling behind store.Remembering (h.Store).
+// prepareStore creates the data dir (0700), takes its lock (LockDataDir,
+// held until Stop) and opens the metadata store (openStore) with its outage
+// handling behind store.Remembering (h.Store).
 func (h *Host) prepareStore(ctx context.Context) error {
 	cfg, log := h.Config, h.log
 	// 0700: other local users must not reach workspaces, where a sandboxed
@@ -174,6 +176,13 @@ func (h *Host) prepareStore(ctx context.Context) error {
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
+	// One worker per data dir, for the worker's whole life: a second one
+	// would share its caches, worktrees, store and Temporal database unseen.
+	lock, err := LockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	h.dataDirLock = lock
 	opened, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -261,6 +270,8 @@ func (h *Host) startWorkers(ctx context.Context, opts Options, wss *workspace.Ma
 	}
 	// A late heartbeat call must not cancel an activity (activities.HeartbeatShield).
 	wopts.Interceptors = append(wopts.Interceptors, activities.HeartbeatShield())
+	// A caller's mistake is one INFO line, not the SDK's ERROR (activities.RefusalLog).
+	wopts.Interceptors = append(wopts.Interceptors, activities.RefusalLog(h.log))
 	if cfg.Security.RequirePayloadEncryption {
 		// Updates without any argument never meet the codec (argumentsRequired).
 		wopts.Interceptors = append(wopts.Interceptors, argumentsRequired())
@@ -518,6 +529,9 @@ func (h *Host) Stop() {
 	if h.Metrics != nil {
 		h.Metrics.Close()
 	}
+	// Last: everything that writes under the data dir has stopped.
+	h.dataDirLock.Unlock()
+	h.dataDirLock = nil
 }
 
 // RegisterSearchAttributes adds the missing custom search attributes

@@ -345,9 +345,12 @@ func marshal(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// applyNullable lets the fields that Go encodes as null when empty (nil
-// slices, maps, byte slices and pointers without omitempty) be null, as a
-// result holding them is sent.
+// applyNullable lets every field whose Go type is a pointer, slice, map
+// or byte slice be null: without omitempty Go sends null when it is empty,
+// and with omitempty the worker decodes null as "absent" (docs/API.md
+// "Strict decoding": `"request": null` resumes a workspace, a fan-out's
+// `"conversation": null`), so a client that writes the documented null
+// passes the schema too (docs/API.md "Schema").
 func applyNullable(defs jsonschema.Definitions, roots []reflect.Type) error {
 	seen := map[reflect.Type]bool{}
 	var walk func(t reflect.Type) error
@@ -371,8 +374,8 @@ func applyNullable(defs jsonschema.Definitions, roots []reflect.Type) error {
 			if err := walk(f.Type); err != nil {
 				return err
 			}
-			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" || strings.Contains(opts, "omitempty") {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
 				continue
 			}
 			if name == "" {

@@ -52,3 +52,17 @@ func Catalog() ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// Names returns the names of the tools Tools(caps) offers, in its order;
+// Names(AllCaps) is every tool of the surface.
+func Names(caps Caps) []string {
+	var out []string
+	for _, t := range Tools(caps) {
+		out = append(out, t.Def.Name)
+	}
+	return out
+}
+
+// AllCaps are the capabilities of a workspace that gets every tool: known,
+// writable, with a code host.
+var AllCaps = Caps{Known: true, Writable: true, CodeHost: true}

@@ -35,7 +35,9 @@ const (
 
 // ExecToolInput is sandbox_exec's input.
 type ExecToolInput struct {
-	Cmd            string `json:"cmd" jsonschema:"a shell command, run with /bin/sh -c in the workspace root (or workdir)"`
+	Command string `json:"command,omitempty" jsonschema:"a shell command, run with /bin/sh -c in the workspace root (or workdir) (required)"`
+	// Cmd is the name Command had first (commandArg).
+	Cmd            string `json:"cmd,omitempty" jsonschema:"deprecated: the old name of command (give command)"`
 	Workdir        string `json:"workdir,omitempty" jsonschema:"working directory, relative to the workspace root"`
 	YieldTimeMS    int    `json:"yield_time_ms,omitempty" jsonschema:"return after this many milliseconds with the output so far (250 to 30000, default 10000); a command still running then gets a session_id"`
 	TTY            bool   `json:"tty,omitempty" jsonschema:"run it on a terminal (for programs that need one: shells, REPLs, prompts)"`
@@ -124,20 +126,21 @@ func outCap(n int) (int, error) {
 	return n, nil
 }
 
-// Exec is sandbox_exec: start in.Cmd as a background process of s's
+// Exec is sandbox_exec: start in.Command (or in.Cmd, commandArg) as a background process of s's
 // workspace and collect its output for yield_time_ms. Errors: the sandbox
 // typed errors (InvalidArgument for bad input; SandboxResourceLimit when
 // 64 processes run; SandboxCommandRejected on a runtime without processes).
 func (x *Interactive) Exec(ctx context.Context, s *sandboxclient.Session, in ExecToolInput) (ExecToolOutput, string, error) {
-	if strings.TrimSpace(in.Cmd) == "" {
-		return ExecToolOutput{}, "", sandboxapi.FieldError("cmd", "cmd is empty")
+	command, err := commandArg(in.Command, in.Cmd)
+	if err != nil {
+		return ExecToolOutput{}, "", err
 	}
 	wait, limit, err := collectLimits(in.YieldTimeMS, DefaultExecYieldMS, in.MaxOutputBytes)
 	if err != nil {
 		return ExecToolOutput{}, "", err
 	}
 	start := time.Now()
-	req := sandboxapi.ProcessStartInput{Cmd: []string{"sh", "-c", in.Cmd}, Cwd: in.Workdir, Tag: ExecToolName, Stdin: !in.TTY}
+	req := sandboxapi.ProcessStartInput{Cmd: []string{"sh", "-c", command}, Cwd: in.Workdir, Tag: ExecToolName, Stdin: !in.TTY}
 	if in.TTY {
 		req.PTY = &sandboxapi.TerminalSize{Rows: 24, Cols: 120}
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,23 +81,55 @@ func NewServer(ctx context.Context, ws *Workspace, opts Options) *Server {
 	return s
 }
 
-// Instructions returns the MCP server instructions for caps: they name only
-// the tools and git commands Tools(caps) offers (on a read-only workspace,
-// or one not known yet, no sandbox_shell, sandbox_output, commit or push).
-// The server sends them once, at initialize, so NewServer uses the
+// Instructions returns the MCP server instructions for caps: one phrase
+// for each tool Tools(caps) offers, in its order (toolPhrase), so they
+// name every tool offered and no other (on a read-only workspace, or one
+// not known yet, no sandbox_shell, sandbox_output, commit or push). The
+// server sends them once, at initialize, so NewServer uses the
 // capabilities known when it is made.
 func Instructions(caps Caps) string {
 	b := "Tools working in one sandboxcore workspace: a git worktree of the user's repository on its own branch, " +
 		"kept durably by the service. Paths are relative to the repository root. "
-	if !caps.Writable {
-		return b + "The workspace is read-only: view files and directories with sandbox_text_editor (view), " +
-			"find code with sandbox_search, and see its state, changes against the base commit and history with sandbox_git " +
-			"(status, diff, log)."
+	var phrases []string
+	for _, t := range Tools(caps) {
+		phrases = append(phrases, toolPhrase(t.Def.Name, caps.Writable))
 	}
-	return b + "Read and change files with sandbox_text_editor, " +
-		"run commands with sandbox_shell (sh -c in an isolated runtime), page through long output with sandbox_output, " +
-		"find code with sandbox_search, and see, commit and push your work with sandbox_git. Work is kept across sessions: " +
-		"commit it with sandbox_git when done."
+	list := strings.Join(phrases[:len(phrases)-1], ", ") + " and " + phrases[len(phrases)-1] + "."
+	if !caps.Writable {
+		return b + "The workspace is read-only: " + list
+	}
+	return b + strings.ToUpper(list[:1]) + list[1:] + " Work is kept across sessions: commit it with sandbox_git when done."
+}
+
+// toolPhrase says what the tool name is for, in the instructions of a
+// writable workspace or a read-only one; a tool without a phrase of its
+// own is named with its title.
+func toolPhrase(name string, writable bool) string {
+	switch name {
+	case TextEditor:
+		if writable {
+			return "read and change files with sandbox_text_editor"
+		}
+		return "view files and directories with sandbox_text_editor (view)"
+	case Shell:
+		return "run commands with sandbox_shell (sh -c in an isolated runtime)"
+	case Output:
+		return "page through long output with sandbox_output"
+	case ExecToolName:
+		return "start long-running or interactive commands (dev servers, watchers, REPLs) with sandbox_exec"
+	case WriteStdinToolName:
+		return "send them input, poll or stop them with sandbox_write_stdin"
+	case Search:
+		return "find code with sandbox_search"
+	case Git:
+		if writable {
+			return "see, commit and push your work with sandbox_git"
+		}
+		return "see its state, changes against the base commit and history with sandbox_git (status, diff, log)"
+	case PR:
+		return "open a pull request with sandbox_pr"
+	}
+	return "use " + name
 }
 
 // ensure installs the tool set: once the workspace is acquired, the full set
@@ -252,8 +285,9 @@ func Tools(caps Caps) []Tool {
 func ptr[T any](v T) *T { return &v }
 
 // newTool declares a tool whose input schema is In's (with the given
-// enumerations on its properties) and whose output schema is Out's or,
-// for a tool error, ErrorOutput's.
+// enumerations on its properties; a property whose description starts
+// with "deprecated:" is marked deprecated) and whose output schema is
+// Out's or, for a tool error, ErrorOutput's.
 func newTool[In, Out any](name, desc string, ann *mcp.ToolAnnotations, enums map[string][]string, fn func(context.Context, call, In) (Out, string, error)) Tool {
 	in, err := jsonschema.For[In](nil)
 	if err != nil {
@@ -266,6 +300,11 @@ func newTool[In, Out any](name, desc string, ann *mcp.ToolAnnotations, enums map
 		}
 		for _, v := range vals {
 			p.Enum = append(p.Enum, v)
+		}
+	}
+	for _, p := range in.Properties {
+		if strings.HasPrefix(p.Description, "deprecated:") {
+			p.Deprecated = true
 		}
 	}
 	resolved, err := in.Resolve(nil)

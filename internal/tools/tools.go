@@ -27,8 +27,9 @@ const (
 	// DefaultShellTimeoutS is sandbox_shell's timeout_s when absent.
 	DefaultShellTimeoutS = 120
 	// DefaultShellOutputBytes is sandbox_shell's max_output_bytes (per
-	// stream) when absent.
-	DefaultShellOutputBytes = 80_000
+	// stream) when absent: 16 KiB, a few hundred lines of a model's
+	// context; what is cut stays readable with sandbox_output.
+	DefaultShellOutputBytes = 16 << 10
 	// DefaultOutputPageBytes is sandbox_output's limit when absent.
 	DefaultOutputPageBytes = 80_000
 	// DefaultSearchHits is sandbox_search's max_hits when absent.
@@ -68,9 +69,11 @@ type EditorOutput struct {
 
 // ShellInput is sandbox_shell's input.
 type ShellInput struct {
-	Command        string `json:"command" jsonschema:"a shell command, run with /bin/sh -c in the workspace root"`
+	Command string `json:"command,omitempty" jsonschema:"a shell command, run with /bin/sh -c in the workspace root (required)"`
+	// Cmd is the name sandbox_exec's command had first (commandArg).
+	Cmd            string `json:"cmd,omitempty" jsonschema:"deprecated: the old name of command (give command)"`
 	TimeoutS       int    `json:"timeout_s,omitempty" jsonschema:"seconds before the command is killed (default 120, at most 7200)"`
-	MaxOutputBytes int    `json:"max_output_bytes,omitempty" jsonschema:"bytes of stdout and of stderr returned (default 80000); longer output keeps its head and tail and the whole of it is kept for sandbox_output"`
+	MaxOutputBytes int    `json:"max_output_bytes,omitempty" jsonschema:"bytes of stdout and of stderr returned (default 16384); longer output keeps its head and tail and the whole of it is kept for sandbox_output"`
 	Network        string `json:"network,omitempty" jsonschema:"the network this command runs with: none (loopback only), limited (the workspace's allow-list, through the HTTP proxy in HTTP_PROXY/HTTPS_PROXY) or default (unrestricted); default: the workspace's policy, and never above it. E.g. limited for npm install, then none for npm test"`
 }
 
@@ -301,9 +304,27 @@ func (c call) viewDir(ctx context.Context, p string, viewRange []int) (EditorOut
 	return out, head + out.Text, nil
 }
 
+// commandArg is the shell command of sandbox_shell or sandbox_exec: the
+// command field, or cmd, the name sandbox_exec's had first (still
+// accepted by both tools, so callers of either name keep working). Errors:
+// InvalidArgument when neither holds a command, or both do and differ.
+func commandArg(command, cmd string) (string, error) {
+	switch {
+	case command != "" && cmd != "" && command != cmd:
+		return "", invalid("cmd", "give the command once, as command (cmd is its old name)")
+	case command == "":
+		command = cmd
+	}
+	if strings.TrimSpace(command) == "" {
+		return "", invalid("command", "command is empty")
+	}
+	return command, nil
+}
+
 func (c call) shell(ctx context.Context, in ShellInput) (ShellOutput, string, error) {
-	if strings.TrimSpace(in.Command) == "" {
-		return ShellOutput{}, "", invalid("command", "command is empty")
+	var err error
+	if in.Command, err = commandArg(in.Command, in.Cmd); err != nil {
+		return ShellOutput{}, "", err
 	}
 	if in.TimeoutS == 0 {
 		in.TimeoutS = DefaultShellTimeoutS
@@ -323,7 +344,6 @@ func (c call) shell(ctx context.Context, in ShellInput) (ShellOutput, string, er
 	req := sandboxapi.ExecRequest{Cmd: []string{"/bin/sh", "-c", in.Command}, TimeoutS: in.TimeoutS, MaxOutputBytes: in.MaxOutputBytes, KeepOutput: true,
 		Network: sandboxapi.Network(in.Network)}
 	var res sandboxapi.ExecResult
-	var err error
 	if c.progress == nil {
 		res, err = c.s.Exec(ctx, req)
 	} else {

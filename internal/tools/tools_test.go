@@ -237,3 +237,76 @@ func TestToolArgumentsWithDuplicateKeysAreRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a", text)
 }
+
+// sandbox_shell and sandbox_exec take their shell command under the same
+// name, command (documented, in both schemas), and both still accept cmd,
+// sandbox_exec's first name (deprecated in the schemas), so callers of
+// either keep working; neither name is required by the schema, the tool
+// refuses a call with no command or two different ones.
+func TestShellAndExecTakeTheCommandUnderOneName(t *testing.T) {
+	for _, tl := range Tools(AllCaps) {
+		if tl.Def.Name != Shell && tl.Def.Name != ExecToolName {
+			continue
+		}
+		in, err := json.Marshal(tl.Def.InputSchema)
+		require.NoError(t, err)
+		var schema struct {
+			Properties map[string]struct {
+				Description string `json:"description"`
+				Deprecated  bool   `json:"deprecated"`
+			} `json:"properties"`
+			Required []string `json:"required"`
+		}
+		require.NoError(t, json.Unmarshal(in, &schema))
+		require.Contains(t, schema.Properties, "command", tl.Def.Name)
+		assert.False(t, schema.Properties["command"].Deprecated, tl.Def.Name)
+		assert.Contains(t, schema.Properties["command"].Description, "a shell command", tl.Def.Name)
+		require.Contains(t, schema.Properties, "cmd", tl.Def.Name)
+		assert.True(t, schema.Properties["cmd"].Deprecated, "%s: cmd is the old name", tl.Def.Name)
+		assert.NotContains(t, schema.Required, "cmd", tl.Def.Name)
+		assert.NotContains(t, schema.Required, "command", "%s: a caller of cmd must pass the schema", tl.Def.Name)
+		for _, args := range []string{`{"command": "true"}`, `{"cmd": "true"}`} {
+			var v any
+			require.NoError(t, json.Unmarshal([]byte(args), &v))
+			assert.NoError(t, tl.in.Validate(v), "%s %s", tl.Def.Name, args)
+		}
+		for args, field := range map[string]string{`{}`: "command", `{"command": " "}`: "command", `{"cmd": ""}`: "command", `{"command": "true", "cmd": "false"}`: "cmd"} {
+			_, _, err := tl.run(context.Background(), call{}, json.RawMessage(args))
+			require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "%s %s", tl.Def.Name, args)
+			var e *sandboxapi.Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, field, e.Field, "%s %s", tl.Def.Name, args)
+		}
+	}
+	for _, c := range []struct{ command, cmd, want string }{{"a", "", "a"}, {"", "b", "b"}, {"c", "c", "c"}} {
+		got, err := commandArg(c.command, c.cmd)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, got)
+	}
+}
+
+// sandbox_shell's default is 16 KiB per stream (what is cut stays readable
+// with sandbox_output), and its schema says so.
+func TestShellOutputDefaultIsSmall(t *testing.T) {
+	assert.Equal(t, 16<<10, DefaultShellOutputBytes)
+	for _, tl := range Tools(AllCaps) {
+		if tl.Def.Name == Shell {
+			in, err := json.Marshal(tl.Def.InputSchema)
+			require.NoError(t, err)
+			assert.Contains(t, string(in), "(default 16384)")
+			assert.Contains(t, string(in), "kept for sandbox_output")
+		}
+	}
+}
+
+// The server's instructions name every tool the workspace gets, whatever
+// its capabilities: the list is derived from the tool set.
+func TestInstructionsNameEveryTool(t *testing.T) {
+	for _, caps := range []Caps{{}, {Known: true}, {Known: true, Writable: true}, AllCaps} {
+		text := Instructions(caps)
+		for _, name := range Names(caps) {
+			assert.Contains(t, text, name, "%+v: %s", caps, text)
+		}
+	}
+	assert.Len(t, Names(AllCaps), 8)
+}

@@ -333,7 +333,7 @@ func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandbox
 	if in.Depth < 0 || in.Depth > sandboxapi.MaxListDepth {
 		return sandboxapi.ListDirResult{}, sandbox.FieldError("depth", "list_dir depth must be between 0 and %d", sandboxapi.MaxListDepth)
 	}
-	rel, err := sandbox.CleanRelPath(in.Path)
+	rel, err := readableRel("list", in.Path)
 	if err != nil {
 		return sandboxapi.ListDirResult{}, err
 	}

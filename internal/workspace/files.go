@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -32,14 +33,16 @@ import (
 // '-' is ErrInvalidArgument instead (option injection; "./-n" names
 // the file).
 
-// openPath is the start of a read of path p in ws: ctx not done, p cleaned
-// (sandbox.CleanRelPath) into rel, the worktree opened as a root (openRoot;
-// the caller closes it). Errors: ctx's, as CleanRelPath, as openRoot.
-func openPath(ctx context.Context, ws sandbox.Workspace, p string) (*os.Root, string, error) {
+// openPath is the start of a read (op, in messages) of path p in ws: ctx
+// not done, p cleaned (sandbox.CleanRelPath) into rel and not the
+// worktree's own .git (readableRel), the worktree opened as a root
+// (openRoot; the caller closes it). Errors: ctx's, as readableRel, as
+// openRoot.
+func openPath(ctx context.Context, ws sandbox.Workspace, op, p string) (*os.Root, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	rel, err := sandbox.CleanRelPath(p)
+	rel, err := readableRel(op, p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -48,6 +51,36 @@ func openPath(ctx context.Context, ws sandbox.Workspace, p string) (*os.Root, st
 		return nil, "", err
 	}
 	return r, rel, nil
+}
+
+// isWorktreeGit reports whether the clean path rel is the worktree's own
+// .git (its top-level entry, in any case) or below it: the file git keeps
+// there names the host's administrative directory (a host path), and
+// nothing in it is the agent's. Nested repositories' .git are the agent's.
+func isWorktreeGit(rel string) bool {
+	first, _, _ := strings.Cut(rel, "/")
+	return strings.EqualFold(first, ".git")
+}
+
+// readableRel cleans p (sandbox.CleanRelPath) for a read or a listing (op,
+// in messages): never the worktree's own .git (isWorktreeGit). Errors: as
+// CleanRelPath, ErrInvalidWorkspacePath.
+func readableRel(op, p string) (string, error) {
+	rel, err := sandbox.CleanRelPath(p)
+	if err != nil {
+		return "", err
+	}
+	if isWorktreeGit(rel) {
+		return "", worktreeGitError(op, rel)
+	}
+	return rel, nil
+}
+
+// worktreeGitError is the refusal of an operation on the worktree's own
+// .git: ErrInvalidWorkspacePath saying what to do instead.
+func worktreeGitError(op, rel string) error {
+	return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath,
+		"%s %q: the worktree's .git is the host's git metadata, not a workspace file (run git commands with exec instead)", op, rel)
 }
 
 // writableRel cleans p (sandbox.CleanRelPath) for a write or an edit (verb,
@@ -61,6 +94,9 @@ func writableRel(verb, p string) (string, error) {
 	}
 	if rel == "." {
 		return "", sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: is the workspace root", verb, p)
+	}
+	if isWorktreeGit(rel) {
+		return "", worktreeGitError(verb, rel)
 	}
 	if sandbox.IsGitMetadataPath(rel) {
 		return "", sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: paths inside .git are not writable", verb, rel)
@@ -109,10 +145,10 @@ func pathError(op, rel string, err error) error {
 // hang the call) and must be a regular file; symlinks are followed only within
 // the worktree. Errors: ErrInvalidArgument (a path starting with '-'),
 // ErrInvalidWorkspacePath (bad, escaping or missing
-// path; a directory or special file), ErrResourceLimit (larger than
+// path; a directory or special file; the worktree's own .git), ErrResourceLimit (larger than
 // sandbox.MaxFileBytes), ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath).
 func (m *Manager) ReadFile(ctx context.Context, ws sandbox.Workspace, p string) ([]byte, error) {
-	r, rel, err := openPath(ctx, ws, p)
+	r, rel, err := openPath(ctx, ws, "read", p)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +167,9 @@ func (m *Manager) ReadFile(ctx context.Context, ws sandbox.Workspace, p string) 
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "read %q: not a regular file", rel)
+	}
+	if gi, err := r.Lstat(".git"); err == nil && os.SameFile(fi, gi) {
+		return nil, worktreeGitError("read", rel) // reached through a symlink or hard link
 	}
 	if fi.Size() > sandbox.MaxFileBytes {
 		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "read %q: %d bytes is over the %d-byte limit", rel, fi.Size(), sandbox.MaxFileBytes)
@@ -246,13 +285,14 @@ func replaceFile(r *os.Root, rel string, data []byte, mode uint32, op string) er
 // MaxListEntries (sandbox.WorkspaceProvider). Entries are described with
 // Lstat through the root: a symlink is reported as "symlink" and never
 // followed; Type is "file", "dir", "symlink" or "other"; Size in bytes; Mode
-// the permission bits. The directory itself may be reached through symlinks
+// the permission bits; entries named ".git" are never listed (as ListTree
+// and Search). The directory itself may be reached through symlinks
 // that stay inside the worktree. Errors: ErrInvalidArgument (a path starting
 // with '-'), ErrInvalidWorkspacePath (bad,
-// escaping or missing path; not a directory), ErrWorkspaceNotFound,
+// escaping or missing path; not a directory; the worktree's own .git), ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath).
 func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) ([]sandbox.FileEntry, error) {
-	r, rel, err := openPath(ctx, ws, p)
+	r, rel, err := openPath(ctx, ws, "list", p)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +309,7 @@ func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) (
 	if err != nil {
 		return nil, pathError("list", rel, err)
 	}
+	names = slices.DeleteFunc(names, func(n string) bool { return n == ".git" }) // as ListTree and Search: never listed
 	sort.Strings(names)
 	if len(names) > MaxListEntries {
 		names = names[:MaxListEntries]

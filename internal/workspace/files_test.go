@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestWriteReadRoundTrip(t *testing.T) {
@@ -95,8 +97,8 @@ func TestListDir(t *testing.T) {
 		names = append(names, e.Name)
 		types[e.Name] = e.Type
 	}
-	assert.Equal(t, []string{".git", "README.md", "bin.dat", "etc", "link", "src"}, names)
-	assert.Equal(t, map[string]string{".git": "file", "README.md": "file", "bin.dat": "file", "etc": "symlink", "link": "symlink", "src": "dir"}, types)
+	assert.Equal(t, []string{"README.md", "bin.dat", "etc", "link", "src"}, names, "the worktree's .git is never listed")
+	assert.Equal(t, map[string]string{"README.md": "file", "bin.dat": "file", "etc": "symlink", "link": "symlink", "src": "dir"}, types)
 	for _, e := range entries {
 		if e.Name == "README.md" {
 			assert.Equal(t, int64(len("hello\nworld\n")), e.Size)
@@ -179,6 +181,56 @@ func TestGitMetadataIsNotWritable(t *testing.T) {
 	require.NoError(t, os.Symlink(".git", filepath.Join(ws.LocalPath, "gl")))
 	requireKind(t, f.m.WriteFile(ctx, ws, "gl", []byte("gitdir: /tmp\n"), 0), sandbox.ErrInvalidWorkspacePath)
 	after, err = os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
+	require.NoError(t, err)
+	assert.Equal(t, gitfile, after)
+}
+
+// The worktree's own .git (a file naming the host's administrative
+// directory: a host path) is no workspace file: list_dir and search never
+// show it, and reading, listing or writing it — by name in any case, or
+// through a symlink — is InvalidWorkspacePath saying what it is, with no
+// host path in the message; nothing changes.
+func TestWorktreeGitIsHiddenAndRefused(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	gitfile, err := os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(".git", filepath.Join(ws.LocalPath, "gl")))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws.LocalPath, "src", ".git"), 0o755)) // a nested repository's
+
+	entries, err := f.m.ListDir(ctx, ws, "")
+	require.NoError(t, err)
+	tree, err := f.m.ListTree(ctx, ws, sandboxapi.ListDirInput{Depth: 3})
+	require.NoError(t, err)
+	sub, err := f.m.ListDir(ctx, ws, "src")
+	require.NoError(t, err)
+	for _, e := range append(append(entries, tree.Entries...), sub...) {
+		assert.NotEqual(t, ".git", path.Base(e.Name), "list_dir shows %s", e.Name)
+	}
+	res, err := f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "gitdir"})
+	require.NoError(t, err)
+	assert.Empty(t, res.Matches)
+
+	refused := func(err error) {
+		t.Helper()
+		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+		assert.Contains(t, err.Error(), "the worktree's .git is the host's git metadata, not a workspace file")
+		assert.NotContains(t, err.Error(), f.root, "no host path")
+	}
+	for _, p := range []string{".git", ".GIT", "./.git", "gl"} {
+		data, err := f.m.ReadFile(ctx, ws, p)
+		refused(err)
+		assert.Nil(t, data)
+	}
+	_, err = f.m.ListDir(ctx, ws, ".git")
+	refused(err)
+	_, err = f.m.ListTree(ctx, ws, sandboxapi.ListDirInput{Path: ".git/x", Depth: 2})
+	refused(err)
+	refused(f.m.WriteFile(ctx, ws, ".git", []byte("gitdir: /tmp\n"), 0))
+	_, err = f.m.EditFile(ctx, ws, sandboxapi.EditFileInput{Command: sandboxapi.EditCreate, Path: ".Git", FileText: "x"}, "")
+	refused(err)
+	after, err := os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
 	require.NoError(t, err)
 	assert.Equal(t, gitfile, after)
 }

@@ -22,8 +22,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from sandboxcore import AsyncClient, Workspace
-from sandboxcore.agent_tools import catalog
+from sandboxcore import AsyncClient, Workspace, errors
+from sandboxcore.agent_tools import _command_arg, catalog
 from sandboxcore.pydantic_ai import toolset
 
 from .conftest import BIN_DIR, REPO_ROOT, Worker
@@ -178,3 +178,23 @@ def test_example_runs(worker: Worker, repo_url: str) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "last commit: Add notes" in out.stdout
+
+
+def test_shell_and_exec_take_command_and_the_old_cmd() -> None:
+    for tool in catalog()["writable"]:
+        if tool["name"] not in ("sandbox_shell", "sandbox_exec"):
+            continue
+        props = tool["inputSchema"]["properties"]
+        assert "command" in props and not props["command"].get("deprecated")
+        assert props["cmd"]["deprecated"] is True
+        assert "command" not in tool["inputSchema"].get("required", [])
+    assert _command_arg("a", None) == "a"
+    assert _command_arg(None, "b") == "b"
+    assert _command_arg("c", "c") == "c"
+    for command, cmd, field in (("a", "b", "cmd"), (None, None, "command"), (" ", None, "command")):
+        try:
+            _command_arg(command, cmd)
+        except errors.InvalidArgument as e:
+            assert e.field == field
+        else:
+            raise AssertionError((command, cmd))

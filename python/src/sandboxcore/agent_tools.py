@@ -39,7 +39,7 @@ EXEC = "sandbox_exec"
 WRITE_STDIN = "sandbox_write_stdin"
 
 DEFAULT_SHELL_TIMEOUT_S = 120
-DEFAULT_SHELL_OUTPUT_BYTES = 80_000
+DEFAULT_SHELL_OUTPUT_BYTES = 16_384
 DEFAULT_OUTPUT_PAGE_BYTES = 80_000
 DEFAULT_SEARCH_HITS = 200
 DEFAULT_LOG_COMMITS = 20
@@ -70,6 +70,17 @@ def definitions(ws: Workspace) -> list[dict[str, Any]]:
 
 def _invalid(field_name: str, message: str) -> errors.InvalidArgument:
     return errors.InvalidArgument(message, field=field_name)
+
+
+def _command_arg(command: str | None, cmd: str | None) -> str:
+    """The shell command of sandbox_shell or sandbox_exec: ``command``, or ``cmd``, the name
+    sandbox_exec's had first (still accepted by both tools)."""
+    if command and cmd and command != cmd:
+        raise _invalid("cmd", "give the command once, as command (cmd is its old name)")
+    command = command or cmd or ""
+    if not command.strip():
+        raise _invalid("command", "command is empty")
+    return command
 
 
 def _text(data: bytes | None) -> str:
@@ -253,13 +264,13 @@ class AgentTools:
 
     async def _shell(
         self,
-        command: str,
+        command: str | None = None,
+        cmd: str | None = None,
         timeout_s: int | None = None,
         max_output_bytes: int | None = None,
         network: str | None = None,
     ) -> str:
-        if not command.strip():
-            raise _invalid("command", "command is empty")
+        command = _command_arg(command, cmd)
         timeout_s = timeout_s or DEFAULT_SHELL_TIMEOUT_S
         cap = max_output_bytes or DEFAULT_SHELL_OUTPUT_BYTES
         if not 1 <= timeout_s <= 7200:
@@ -469,14 +480,14 @@ class AgentTools:
 
     async def _exec(
         self,
-        cmd: str,
+        command: str | None = None,
+        cmd: str | None = None,
         workdir: str | None = None,
         yield_time_ms: int | None = None,
         tty: bool = False,
         max_output_bytes: int | None = None,
     ) -> str:
-        if not cmd.strip():
-            raise _invalid("cmd", "cmd is empty")
+        cmd = _command_arg(command, cmd)
         wait, cap = _limits(yield_time_ms, DEFAULT_EXEC_YIELD_MS, max_output_bytes)
         start = time.monotonic()
         p = await self.ws.proc.start(

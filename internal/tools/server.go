@@ -128,6 +128,8 @@ func toolPhrase(name string, writable bool) string {
 		return "see its state, changes against the base commit and history with sandbox_git (status, diff, log)"
 	case PR:
 		return "open a pull request with sandbox_pr"
+	case Overlaps:
+		return "check with sandbox_overlaps whether other agents on this repository changed the same files"
 	}
 	return "use " + name
 }

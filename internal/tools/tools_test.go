@@ -308,5 +308,5 @@ func TestInstructionsNameEveryTool(t *testing.T) {
 			assert.Contains(t, text, name, "%+v: %s", caps, text)
 		}
 	}
-	assert.Len(t, Names(AllCaps), 8)
+	assert.Len(t, Names(AllCaps), 9)
 }

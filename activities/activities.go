@@ -766,7 +766,7 @@ func (a *Activities) ReadFile(ctx context.Context, in wire.FileActivityInput) (s
 	}
 	a.touch(ctx, ws.ID, false)
 	_, ptr := sandbox.ParseLFSPointer(data)
-	return sandboxapi.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data)), LFSPointer: ptr}, nil
+	return sandboxapi.ReadFileResult{Path: in.Path, Content: data, Size: int64(len(data)), LFSPointer: ptr, ContentHash: sandboxapi.ContentHash(data)}, nil
 }
 
 // WriteFile creates or replaces a file. Errors: ErrCommandRejected (read-only
@@ -779,12 +779,36 @@ func (a *Activities) WriteFile(ctx context.Context, in wire.FileActivityInput) (
 	if !ws.Capabilities.Writable {
 		return sandboxapi.WriteFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
 	}
+	written := sandboxapi.ContentHash(in.Content)
+	if in.IfMatch != "" {
+		// Under the session's exclusive lock: no other operation of the
+		// workspace runs between this read and the write.
+		if err := sandboxapi.ValidateIfMatch(in.IfMatch); err != nil {
+			return sandboxapi.WriteFileResult{}, ToApplicationError(err)
+		}
+		cur, err := a.Workspaces.ReadFile(ctx, ws, in.Path)
+		switch {
+		case err == nil && sandboxapi.ContentHash(cur) == in.IfMatch:
+		case err == nil && sandboxapi.ContentHash(cur) == written:
+			// A retried activity whose first attempt wrote: done already.
+			a.touch(ctx, ws.ID, false)
+			return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content)), ContentHash: written}, nil
+		case err == nil:
+			return sandboxapi.WriteFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrConflict,
+				"write_file %q: the file changed since it was read (if_match %s, now %s); read it again and reapply the change", in.Path, in.IfMatch, sandboxapi.ContentHash(cur)))
+		case errors.Is(err, sandbox.ErrFileNotFound):
+			return sandboxapi.WriteFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrConflict,
+				"write_file %q: the file was removed since it was read (if_match %s)", in.Path, in.IfMatch))
+		default:
+			return sandboxapi.WriteFileResult{}, ToApplicationError(err)
+		}
+	}
 	if err := a.Workspaces.WriteFile(ctx, ws, in.Path, in.Content, in.Mode); err != nil {
 		return sandboxapi.WriteFileResult{}, ToApplicationError(err)
 	}
 	a.setDirty(ctx, ws, true)
 	a.touch(ctx, ws.ID, false)
-	return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
+	return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content)), ContentHash: written}, nil
 }
 
 // ListDir lists a directory without following symlinks (to a depth, and

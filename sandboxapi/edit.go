@@ -34,6 +34,9 @@ type EditFileInput struct {
 	NewStr     string `json:"new_str,omitempty"`
 	InsertLine int    `json:"insert_line,omitempty"`
 	FileText   string `json:"file_text,omitempty"`
+	// IfMatch, when set, is the ContentHash the file must still have (as
+	// WriteFileInput.IfMatch): ErrConflict, and nothing changes, otherwise.
+	IfMatch string `json:"if_match,omitempty"`
 }
 
 // EditFileResult says what edit_file wrote: the file's size afterwards in
@@ -43,6 +46,8 @@ type EditFileResult struct {
 	Path    string `json:"path"`
 	Bytes   int64  `json:"bytes"`
 	Snippet string `json:"snippet"`
+	// ContentHash is the file's ContentHash after the edit.
+	ContentHash string `json:"content_hash"`
 }
 
 // Validate checks an edit_file argument without reading the file: a known
@@ -50,6 +55,9 @@ type EditFileResult struct {
 // NUL bytes, and sizes within MaxFileBytes. Errors: ErrInvalidArgument
 // (with the field), ErrResourceLimit (a text over MaxFileBytes).
 func (in EditFileInput) Validate() error {
+	if err := ValidateIfMatch(in.IfMatch); err != nil {
+		return err
+	}
 	switch in.Command {
 	case EditStrReplace:
 		if in.OldStr == "" {

@@ -1,5 +1,11 @@
 package sandboxapi
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
 // FileEntry is one directory entry (list_dir).
 type FileEntry struct {
 	Name string `json:"name"`
@@ -68,6 +74,10 @@ type ReadFileResult struct {
 	// LFSPointer is set when Content is a Git LFS pointer
 	// (ParseLFSPointer): the file's real content was not fetched.
 	LFSPointer bool `json:"lfs_pointer,omitempty"`
+	// ContentHash is ContentHash(Content): give it as if_match to a later
+	// write_file or edit_file to make it fail, rather than overwrite, when
+	// the file changed meanwhile (docs/API.md "Optimistic concurrency").
+	ContentHash string `json:"content_hash"`
 }
 
 // WriteFileInput is write_file's argument; Mode 0 means 0644.
@@ -75,12 +85,39 @@ type WriteFileInput struct {
 	Path    string `json:"path"`
 	Content []byte `json:"content"`
 	Mode    uint32 `json:"mode,omitempty"`
+	// IfMatch, when set, is the ContentHash the file must still have: the
+	// write fails with ErrConflict (SandboxConflict) and changes nothing
+	// when the file's content differs or the file is gone.
+	IfMatch string `json:"if_match,omitempty"`
 }
 
 // WriteFileResult confirms a write.
 type WriteFileResult struct {
 	Path  string `json:"path"`
 	Bytes int64  `json:"bytes"`
+	// ContentHash is the written content's ContentHash.
+	ContentHash string `json:"content_hash"`
+}
+
+// ContentHash is a file content's hash as read_file, write_file and
+// edit_file report it and if_match takes it: "sha256:" and the 64 lowercase
+// hex digits of the SHA-256 of the bytes.
+func ContentHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ValidateIfMatch checks an if_match value ("" = none, else a ContentHash).
+// Errors: ErrInvalidArgument naming if_match.
+func ValidateIfMatch(v string) error {
+	if v == "" {
+		return nil
+	}
+	h, ok := strings.CutPrefix(v, "sha256:")
+	if !ok || len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return FieldError("if_match", "if_match %q: want the content_hash a read returned (sha256: and 64 lowercase hex digits)", clip(v))
+	}
+	return nil
 }
 
 // ListDirInput is list_dir's argument ("" = the workspace root). Depth 0

@@ -158,14 +158,28 @@ func (s *Session) ReadFile(ctx context.Context, path string) ([]byte, error) {
 // before sending: content over sandboxapi.MaxFileBytes (ErrResourceLimit), a
 // path that is not valid UTF-8 (ErrInvalidWorkspacePath).
 func (s *Session) WriteFile(ctx context.Context, path string, content []byte, mode uint32) error {
+	_, err := s.WriteFileIfMatch(ctx, path, content, mode, "")
+	return err
+}
+
+// WriteFileIfMatch is WriteFile with a precondition (docs/API.md
+// "Optimistic concurrency"): with ifMatch set (the ContentHash a read
+// returned, sandboxapi.ContentHash of the bytes read) the write happens only
+// while the file still has that content, else it fails with ErrConflict and
+// changes nothing; "" writes unconditionally. Returns the written content's
+// hash, for the next write. Errors: those of WriteFile, ErrInvalidArgument
+// (a malformed ifMatch, before sending), ErrConflict.
+func (s *Session) WriteFileIfMatch(ctx context.Context, path string, content []byte, mode uint32, ifMatch string) (sandboxapi.WriteFileResult, error) {
 	if len(content) > sandboxapi.MaxFileBytes {
-		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "content is larger than %d bytes", sandboxapi.MaxFileBytes)
+		return sandboxapi.WriteFileResult{}, sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "content is larger than %d bytes", sandboxapi.MaxFileBytes)
 	}
 	if err := requireUTF8(sandboxapi.ErrInvalidWorkspacePath, "path", path); err != nil {
-		return err
+		return sandboxapi.WriteFileResult{}, err
 	}
-	_, err := Call(ctx, s, sandboxapi.OpWriteFile, sandboxapi.WriteFileInput{Path: path, Content: content, Mode: mode})
-	return err
+	if err := sandboxapi.ValidateIfMatch(ifMatch); err != nil {
+		return sandboxapi.WriteFileResult{}, err
+	}
+	return Call(ctx, s, sandboxapi.OpWriteFile, sandboxapi.WriteFileInput{Path: path, Content: content, Mode: mode, IfMatch: ifMatch})
 }
 
 // ListDir lists a directory ("" = root); a path that is not valid UTF-8 is

@@ -37,9 +37,9 @@ func (c *cli) readCommand() *cobra.Command {
 }
 
 func (c *cli) writeCommand() *cobra.Command {
-	var mode string
+	var mode, ifMatch string
 	cmd := &cobra.Command{
-		Use:   "write WS PATH < CONTENT",
+		Use:   "write WS PATH [--if-match HASH] < CONTENT",
 		Short: "Create or replace a workspace file with stdin",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,7 +55,7 @@ func (c *cli) writeCommand() *cobra.Command {
 				return sandbox.Errorf(sandbox.ErrResourceLimit, "content is larger than %d bytes", sandbox.MaxFileBytes)
 			}
 			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.WriteFileResult, error) {
-				return sandboxapi.WriteFileResult{Path: args[1], Bytes: int64(len(data))}, s.WriteFile(ctx, args[1], data, uint32(m))
+				return s.WriteFileIfMatch(ctx, args[1], data, uint32(m), ifMatch)
 			}, func(res sandboxapi.WriteFileResult) error {
 				fmt.Fprintf(c.stdout, "wrote %d bytes to %s\n", res.Bytes, printablePath(res.Path))
 				return nil
@@ -63,6 +63,7 @@ func (c *cli) writeCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&mode, "mode", "0644", "file permission bits (octal)")
+	cmd.Flags().StringVar(&ifMatch, "if-match", "", "write only if the file still has this content_hash (read --json prints it); else SandboxConflict, nothing written")
 	return cmd
 }
 
@@ -186,5 +187,6 @@ func (c *cli) editCommand() *cobra.Command {
 	f.StringVar(&in.NewStr, "new", "", "the replacement, or the lines to insert")
 	f.IntVar(&in.InsertLine, "insert-line", 0, "insert after this line (0 = before the first line)")
 	f.BoolVar(&create, "create", false, "create or replace the file with stdin")
+	f.StringVar(&in.IfMatch, "if-match", "", "edit only if the file still has this content_hash (read --json prints it); else SandboxConflict, nothing changed")
 	return cmd
 }

@@ -134,7 +134,7 @@ var operations = []registrar{
 	operation[sandboxapi.WriteFileInput, sandboxapi.WriteFileResult]{op: sandboxapi.OpWriteFile, writes: true,
 		validate: validateWrite, activity: wire.ActivityWriteFile,
 		input: func(s *session, in sandboxapi.WriteFileInput) any {
-			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Content: in.Content, Mode: in.Mode}
+			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Content: in.Content, Mode: in.Mode, IfMatch: in.IfMatch}
 		}},
 	// edit_file: one edit applied by the host in one step under the
 	// exclusive lock (never a client-side read-then-write).
@@ -352,7 +352,7 @@ func validateWrite(_ *session, in sandboxapi.WriteFileInput) error {
 	if in.Mode&^0o777 != 0 {
 		return sandbox.FieldError("mode", "mode %o: only permission bits are allowed", in.Mode)
 	}
-	return nil
+	return sandboxapi.ValidateIfMatch(in.IfMatch)
 }
 
 func validateEdit(_ *session, in sandboxapi.EditFileInput) error {

@@ -51,6 +51,7 @@ type EditorInput struct {
 	OldStr     string `json:"old_str,omitempty" jsonschema:"str_replace: the exact text to replace; it must occur exactly once in the file, whitespace included"`
 	NewStr     string `json:"new_str,omitempty" jsonschema:"str_replace: the replacement (may be empty); insert: the lines to insert"`
 	InsertLine *int   `json:"insert_line,omitempty" jsonschema:"insert: insert after this line (0 = before the first line)"`
+	IfMatch    string `json:"if_match,omitempty" jsonschema:"create, str_replace, insert: change the file only if it still has this content_hash (from a view); otherwise fail with SandboxConflict and change nothing"`
 }
 
 // EditorOutput is sandbox_text_editor's result: Text holds the numbered
@@ -65,6 +66,9 @@ type EditorOutput struct {
 	Lines     int   `json:"lines,omitempty"`
 	Bytes     int64 `json:"bytes,omitempty"`
 	Truncated bool  `json:"truncated,omitempty"`
+	// ContentHash is a viewed or edited file's content hash afterwards
+	// (the if_match of a later edit).
+	ContentHash string `json:"content_hash,omitempty"`
 }
 
 // ShellInput is sandbox_shell's input.
@@ -234,7 +238,7 @@ func (c call) editor(ctx context.Context, in EditorInput) (EditorOutput, string,
 		if in.ViewRange != nil {
 			return EditorOutput{}, "", invalid("view_range", "view_range is for view only")
 		}
-		req := sandboxapi.EditFileInput{Path: in.Path, Command: in.Command, OldStr: in.OldStr, NewStr: in.NewStr, FileText: in.FileText}
+		req := sandboxapi.EditFileInput{Path: in.Path, Command: in.Command, OldStr: in.OldStr, NewStr: in.NewStr, FileText: in.FileText, IfMatch: in.IfMatch}
 		if in.Command == sandboxapi.EditInsert {
 			if in.InsertLine == nil {
 				return EditorOutput{}, "", invalid("insert_line", "insert needs insert_line (0 = before the first line)")
@@ -247,7 +251,7 @@ func (c call) editor(ctx context.Context, in EditorInput) (EditorOutput, string,
 		if err != nil {
 			return EditorOutput{}, "", err
 		}
-		out := EditorOutput{Command: in.Command, Path: res.Path, Kind: "edit", Text: res.Snippet, Bytes: res.Bytes}
+		out := EditorOutput{Command: in.Command, Path: res.Path, Kind: "edit", Text: res.Snippet, Bytes: res.Bytes, ContentHash: res.ContentHash}
 		verb := map[string]string{sandboxapi.EditCreate: "Wrote", sandboxapi.EditStrReplace: "Edited", sandboxapi.EditInsert: "Inserted into"}[in.Command]
 		return out, fmt.Sprintf("%s %s (%d bytes). The lines around the change:\n%s", verb, res.Path, res.Bytes, res.Snippet), nil
 	}
@@ -255,7 +259,7 @@ func (c call) editor(ctx context.Context, in EditorInput) (EditorOutput, string,
 }
 
 func (c call) view(ctx context.Context, in EditorInput) (EditorOutput, string, error) {
-	if in.OldStr != "" || in.NewStr != "" || in.FileText != "" || in.InsertLine != nil {
+	if in.OldStr != "" || in.NewStr != "" || in.FileText != "" || in.InsertLine != nil || in.IfMatch != "" {
 		return EditorOutput{}, "", invalid("command", "view takes path and view_range only")
 	}
 	p := in.Path
@@ -265,7 +269,9 @@ func (c call) view(ctx context.Context, in EditorInput) (EditorOutput, string, e
 	if p != "." {
 		data, err := c.s.ReadFile(ctx, p)
 		if err == nil {
-			return viewFile(p, data, in.ViewRange)
+			out, text, err := viewFile(p, data, in.ViewRange)
+			out.ContentHash = sandboxapi.ContentHash(data)
+			return out, text, err
 		}
 		if !sandboxapi.IsInvalidWorkspacePath(err) || sandboxapi.IsFileNotFound(err) {
 			return EditorOutput{}, "", err

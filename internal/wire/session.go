@@ -212,6 +212,8 @@ type FileActivityInput struct {
 	Depth       int    `json:"depth,omitempty"`
 	SkipHidden  bool   `json:"skip_hidden,omitempty"`
 	SkipIgnored bool   `json:"skip_ignored,omitempty"`
+	// IfMatch is write_file's precondition (sandboxapi.WriteFileInput.IfMatch).
+	IfMatch string `json:"if_match,omitempty"`
 }
 
 // EditFileActivityInput is the edit-file activity's argument; UpdateID

@@ -75,6 +75,9 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 			return res, nil
 		}
 	}
+	if err := checkIfMatch(r, rel, in.IfMatch); err != nil {
+		return sandboxapi.EditFileResult{}, err
+	}
 	data, first, last, err := editedContent(r, rel, in)
 	if err != nil {
 		return sandboxapi.EditFileResult{}, err
@@ -86,7 +89,7 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 	// record whose content the file does not hold (the retry applies the
 	// edit), never an applied edit without its record (the retry would
 	// apply it twice).
-	res := sandboxapi.EditFileResult{Path: rel, Bytes: int64(len(data)), Snippet: Snippet(data, first, last)}
+	res := sandboxapi.EditFileResult{Path: rel, Bytes: int64(len(data)), Snippet: Snippet(data, first, last), ContentHash: sandboxapi.ContentHash(data)}
 	recordEdit(recPath, editRecord{ID: editID, Path: rel, Result: res}, data)
 	editStep("recorded")
 	if err := replaceFile(r, rel, data, 0, "edit"); err != nil {
@@ -94,6 +97,26 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 	}
 	editStep("replaced")
 	return res, nil
+}
+
+// checkIfMatch refuses an edit whose precondition no longer holds
+// (sandboxapi.EditFileInput.IfMatch; "" = none): ErrConflict when the file's
+// content hash differs or the file is gone; nothing is changed.
+func checkIfMatch(r *os.Root, rel, ifMatch string) error {
+	if ifMatch == "" {
+		return nil
+	}
+	cur, err := r.ReadFile(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return sandbox.Errorf(sandbox.ErrConflict, "edit %q: the file was removed since it was read (if_match %s)", rel, ifMatch)
+	}
+	if err != nil {
+		return fsError(err, "read "+rel)
+	}
+	if h := sandboxapi.ContentHash(cur); h != ifMatch {
+		return sandbox.Errorf(sandbox.ErrConflict, "edit %q: the file changed since it was read (if_match %s, now %s); read it again and redo the edit", rel, ifMatch, h)
+	}
+	return nil
 }
 
 // editRecordPath is where ws's last applied edit is recorded (editRecordFile

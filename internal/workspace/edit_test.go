@@ -30,7 +30,8 @@ func TestEditFileCommands(t *testing.T) {
 	// create: parents made, snippet numbered, an existing file replaced with its bits kept.
 	res, err := edit(sandboxapi.EditFileInput{Path: "a/b/c.txt", Command: "create", FileText: "one\ntwo\nthree\n"})
 	require.NoError(t, err)
-	assert.Equal(t, sandboxapi.EditFileResult{Path: "a/b/c.txt", Bytes: 14, Snippet: "     1\tone\n     2\ttwo\n     3\tthree\n"}, res)
+	assert.Equal(t, sandboxapi.EditFileResult{Path: "a/b/c.txt", Bytes: 14, Snippet: "     1\tone\n     2\ttwo\n     3\tthree\n",
+		ContentHash: sandboxapi.ContentHash([]byte("one\ntwo\nthree\n"))}, res)
 	require.NoError(t, os.Chmod(filepath.Join(ws.LocalPath, "a/b/c.txt"), 0o755))
 
 	// str_replace: exactly once.

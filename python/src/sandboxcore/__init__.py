@@ -16,7 +16,7 @@ from .codec import EncryptionCodec, Key, load_keys
 from .errors import SandboxcoreError, SandboxError, WorkspaceError
 from .models import ExecResult
 from .sync import Client, SyncWorkspace
-from .workspace import OPERATIONS, ExecChunk, ExecStream, Process, Workspace
+from .workspace import OPERATIONS, ExecChunk, ExecStream, Process, Workspace, content_hash
 
 __version__ = "1.0.0"
 
@@ -37,6 +37,7 @@ __all__ = [
     "SyncWorkspace",
     "Workspace",
     "WorkspaceError",
+    "content_hash",
     "errors",
     "identity",
     "load_keys",

@@ -168,6 +168,7 @@ class AgentTools:
         old_str: str | None = None,
         new_str: str | None = None,
         insert_line: int | None = None,
+        if_match: str | None = None,
     ) -> str:
         allowed = ["view"] + (
             ["create", "str_replace", "insert"] if self.ws.capabilities.writable else []
@@ -175,7 +176,7 @@ class AgentTools:
         if command not in allowed:
             raise _invalid("command", f"command {command[:40]!r}: want {allowed}")
         if command == "view":
-            if old_str or new_str or file_text or insert_line is not None:
+            if old_str or new_str or file_text or insert_line is not None or if_match:
                 raise _invalid("command", "view takes path and view_range only")
             return await self._view(path or ".", view_range)
         if view_range is not None:
@@ -191,6 +192,7 @@ class AgentTools:
             new_str=new_str,
             insert_line=insert_line,
             file_text=file_text,
+            if_match=if_match,
         )
         verb = {"create": "Wrote", "str_replace": "Edited", "insert": "Inserted into"}[command]
         return f"{verb} {res.path} ({res.bytes} bytes). The lines around the change:\n{res.snippet}"

@@ -460,6 +460,11 @@ class EditFileInput(BaseModel):
     new_str: str | None = None
     insert_line: int | None = None
     file_text: str | None = None
+    if_match: str | None = None
+    """
+    IfMatch, when set, is the ContentHash the file must still have (as
+    WriteFileInput.IfMatch): ErrConflict, and nothing changes, otherwise.
+    """
 
 
 class EditFileResult(BaseModel):
@@ -475,6 +480,10 @@ class EditFileResult(BaseModel):
     path: str
     bytes: int
     snippet: str
+    content_hash: str
+    """
+    ContentHash is the file's ContentHash after the edit.
+    """
 
 
 class ErrorDetails(BaseModel):
@@ -2121,6 +2130,12 @@ class ReadFileResult(BaseModel):
     LFSPointer is set when Content is a Git LFS pointer
     (ParseLFSPointer): the file's real content was not fetched.
     """
+    content_hash: str
+    """
+    ContentHash is ContentHash(Content): give it as if_match to a later
+    write_file or edit_file to make it fail, rather than overwrite, when
+    the file changed meanwhile (docs/API.md "Optimistic concurrency").
+    """
 
 
 class ReadOutputInput(BaseModel):
@@ -2768,6 +2783,12 @@ class WriteFileInput(BaseModel):
     path: str
     content: Base64Bytes | None
     mode: int | None = None
+    if_match: str | None = None
+    """
+    IfMatch, when set, is the ContentHash the file must still have: the
+    write fails with ErrConflict (SandboxConflict) and changes nothing
+    when the file's content differs or the file is gone.
+    """
 
 
 class WriteFileResult(BaseModel):
@@ -2780,3 +2801,7 @@ class WriteFileResult(BaseModel):
     )
     path: str
     bytes: int
+    content_hash: str
+    """
+    ContentHash is the written content's ContentHash.
+    """

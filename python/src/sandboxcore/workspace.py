@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -284,9 +285,12 @@ class Files:
         )
 
     async def write(
-        self, path: str, content: bytes | str, *, mode: int = 0
+        self, path: str, content: bytes | str, *, mode: int = 0, if_match: str | None = None
     ) -> models.WriteFileResult:
-        """Create or replace a file (``str`` is written as UTF-8; ``mode`` 0 = 0o644).
+        """Create or replace a file (``str`` is written as UTF-8; ``mode`` 0 = 0o644). With
+        ``if_match`` (the ``content_hash`` of a :meth:`read_file`, or :func:`content_hash` of the
+        bytes read) the write happens only while the file still has that content, else it
+        raises SandboxConflict and changes nothing (docs/API.md "Optimistic concurrency").
         Raises SandboxResourceLimit (over 1 MiB), InvalidWorkspacePath,
         SandboxCommandRejected (analysis workspace)."""
         data = content.encode() if isinstance(content, str) else bytes(content)
@@ -295,7 +299,7 @@ class Files:
         _require_text(errors.InvalidWorkspacePath, "path", path)
         return await self._ws._call(
             "write_file",
-            models.WriteFileInput(path=path, content=data, mode=mode or None),
+            models.WriteFileInput(path=path, content=data, mode=mode or None, if_match=if_match),
             models.WriteFileResult,
         )
 
@@ -308,11 +312,12 @@ class Files:
         new_str: str | None = None,
         insert_line: int | None = None,
         file_text: str | None = None,
+        if_match: str | None = None,
     ) -> models.EditFileResult:
         """Edit one text file in one step on the worker: ``str_replace`` (``old_str`` must occur
         exactly once), ``insert`` (``new_str`` after line ``insert_line``, 0 = first) or
-        ``create`` (``file_text``). Raises InvalidArgument (``field`` says which), FileNotFound,
-        SandboxResourceLimit."""
+        ``create`` (``file_text``); ``if_match`` as in :meth:`write`. Raises InvalidArgument
+        (``field`` says which), FileNotFound, SandboxResourceLimit, SandboxConflict."""
         _require_text(errors.InvalidWorkspacePath, "path", path)
         for what, v in (("old_str", old_str), ("new_str", new_str), ("file_text", file_text)):
             if v is not None:
@@ -326,6 +331,7 @@ class Files:
                 new_str=new_str,
                 insert_line=insert_line,
                 file_text=file_text,
+                if_match=if_match,
             ),
             models.EditFileResult,
         )
@@ -484,6 +490,13 @@ class Git:
             ),
             models.MergeResult,
         )
+
+
+def content_hash(data: bytes | str) -> str:
+    """A file content's hash as ``read_file`` reports it and ``if_match`` takes it: ``sha256:``
+    and the SHA-256 of the bytes in lowercase hex (``str`` is hashed as UTF-8)."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 class Process:

@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -470,6 +471,11 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 	// fetch already checks the connectivity of what it received; this is the
 	// explicit whole-repository check the clone is trusted on (git-fsck(1)).
 	if _, err := c.run(ctx, staging, c.netTimeout, nil, "", "fsck", "--connectivity-only", "--no-progress", "--no-dangling"); err != nil {
+		if ge := (*gitx.Error)(nil); errors.As(err, &ge) && brokenHistory.MatchString(ge.Stderr) {
+			// What the fetch received does not connect: the remote sent an
+			// incomplete history. Fetching again brings the same.
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: verify: the history received is incomplete (%s): %s", what, sandbox.Clip(strings.TrimSpace(ge.Stderr), 256), gitx.IncompleteUpstreamMessage)
+		}
 		return gitx.Classify(err, what+": verify", sandbox.ErrRepoCacheUnavailable)
 	}
 	if err := writeFileSync(filepath.Join(staging, ReadyMarker), formatTime(c.now())); err != nil {
@@ -486,6 +492,10 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 	c.log.InfoContext(ctx, "repocache: cloned", "repo", id.Key(), "path", bare, "default_branch", branch, "duration", c.now().Sub(start))
 	return nil
 }
+
+// brokenHistory matches git fsck's report of objects or refs whose history
+// is not all there.
+var brokenHistory = regexp.MustCompile(`(?i)missing (blob|tree|commit|tag)|broken link|invalid sha1 pointer`)
 
 // fetch updates dir from the remote (op, "clone" or "fetch", names the
 // operation in errors): it resolves the remote's default branch
@@ -536,6 +546,15 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 		"--no-recurse-submodules", "--no-auto-maintenance", "--no-show-forced-updates",
 		"--end-of-options", remote, BranchRefspec); err != nil {
 		return "", gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
+	}
+	if branch != "" {
+		// A shallow remote's branches arrive with their history cut, which
+		// git refuses to store ("shallow roots are not allowed to be
+		// updated": a warning, and the fetch exits 0), so the default
+		// branch the remote advertised is then missing here.
+		if _, err := c.run(ctx, dir, localTimeout, nil, "", "rev-parse", "--verify", "--quiet", "--end-of-options", RemoteRefPrefix+branch+"^{commit}"); err != nil {
+			return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: the remote advertised branch %s but did not send its history: %s", what, branch, gitx.IncompleteUpstreamMessage)
+		}
 	}
 	if err := writeOrRemove(filepath.Join(dir, LocationMarker), remote, remote != id.URL); err != nil {
 		return "", fsError(err, what)

@@ -2338,14 +2338,40 @@ class SearchRequest(BaseModel):
 
 class SearchResult(BaseModel):
     """
-    SearchResult is the outcome of a search.
+    SearchResult is the outcome of a search (docs/API.md "Updates", `search`).
     """
 
     model_config = ConfigDict(
         extra="ignore",
     )
     matches: list[SearchMatch] | None
+    """
+    Matches are the matching lines, in path order.
+    """
     truncated: bool
+    """
+    Truncated: the search stopped early; TruncatedBy says why.
+    """
+    truncated_by: str | None = None
+    """
+    TruncatedBy is SearchCapResults, SearchCapFiles or SearchCapBytes
+    when Truncated ("" otherwise): only SearchCapResults means that more
+    matches exist; the others mean that files were left unsearched.
+    """
+    skipped_too_large: list[str] | None = None
+    """
+    SkippedTooLarge lists the files not searched because they are over
+    the per-file size limit (the first MaxSearchSkippedPaths of them;
+    SkippedTooLargeCount counts them all).
+    """
+    skipped_too_large_count: int | None = None
+    """
+    SkippedTooLargeCount is how many files were not searched for their size.
+    """
+    skipped_binary: int | None = None
+    """
+    SkippedBinary is how many binary files (a NUL in the first 8 KiB) were not searched.
+    """
 
 
 class SessionDescription(BaseModel):

@@ -16,10 +16,17 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 
 all: build
 
+# -v lists each package as it is compiled (nothing once the build cache is
+# warm), so the first build, which compiles the embedded Temporal server
+# and takes minutes, shows its progress instead of staying silent.
 build: ## bin/sandbox-worker, bin/sandboxctl and bin/sandbox-supervisor (static: it runs inside runtimes)
-	$(GO) build -o $(BIN)/sandbox-worker ./worker
-	$(GO) build -o $(BIN)/sandboxctl ./starter
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/sandbox-supervisor ./supervisor
+	@echo "make build: compiling bin/sandbox-worker (the first build compiles the embedded Temporal server and its UI: several minutes; each package is listed as it compiles)" >&2
+	$(GO) build -v -o $(BIN)/sandbox-worker ./worker
+	@echo "make build: compiling bin/sandboxctl" >&2
+	$(GO) build -v -o $(BIN)/sandboxctl ./starter
+	@echo "make build: compiling bin/sandbox-supervisor" >&2
+	CGO_ENABLED=0 $(GO) build -v -o $(BIN)/sandbox-supervisor ./supervisor
+	@echo "make build: done ($(BIN)/)" >&2
 
 # The main job on the embedded default: Temporal dev server + Web UI, SQLite
 # store, data under $SANDBOX_DATA_DIR (default ./.sandboxcore). file:// URLs are

@@ -52,10 +52,39 @@ type SearchMatch struct {
 	Text string `json:"text"`
 }
 
-// SearchResult is the outcome of a search.
+// Why a search stopped early (SearchResult.TruncatedBy).
+const (
+	// SearchCapResults: the result cap was reached; more matches exist.
+	SearchCapResults = "max_results"
+	// SearchCapFiles: the per-search file limit was reached; files were
+	// left unsearched (they may hold matches).
+	SearchCapFiles = "max_files"
+	// SearchCapBytes: the per-search byte limit was reached; files were
+	// left unsearched (they may hold matches).
+	SearchCapBytes = "max_bytes"
+)
+
+// MaxSearchSkippedPaths bounds SearchResult.SkippedTooLarge.
+const MaxSearchSkippedPaths = 100
+
+// SearchResult is the outcome of a search (docs/API.md "Updates", `search`).
 type SearchResult struct {
-	Matches   []SearchMatch `json:"matches"`
-	Truncated bool          `json:"truncated"`
+	// Matches are the matching lines, in path order.
+	Matches []SearchMatch `json:"matches"`
+	// Truncated: the search stopped early; TruncatedBy says why.
+	Truncated bool `json:"truncated"`
+	// TruncatedBy is SearchCapResults, SearchCapFiles or SearchCapBytes
+	// when Truncated ("" otherwise): only SearchCapResults means that more
+	// matches exist; the others mean that files were left unsearched.
+	TruncatedBy string `json:"truncated_by,omitempty"`
+	// SkippedTooLarge lists the files not searched because they are over
+	// the per-file size limit (the first MaxSearchSkippedPaths of them;
+	// SkippedTooLargeCount counts them all).
+	SkippedTooLarge []string `json:"skipped_too_large,omitempty"`
+	// SkippedTooLargeCount is how many files were not searched for their size.
+	SkippedTooLargeCount int `json:"skipped_too_large_count,omitempty"`
+	// SkippedBinary is how many binary files (a NUL in the first 8 KiB) were not searched.
+	SkippedBinary int `json:"skipped_binary,omitempty"`
 }
 
 // MaxFileBytes bounds read_file and write_file payloads.

@@ -84,6 +84,11 @@ type WorkspaceRequest struct {
 	// MaxNetworkAllowEntries) to the worker's SANDBOX_NETWORK_ALLOW for this
 	// workspace's limited network, e.g. a private registry.
 	NetworkAllow []string `json:"network_allow,omitempty"`
+	// Refresh makes the acquire fetch the repository from its remote now,
+	// whatever the repo cache's freshness window (SANDBOX_FETCH_FRESHNESS),
+	// so a new workspace starts from the remote's current tip (docs/API.md
+	// "Getting a session", Freshness). It is no part of the workspace's key.
+	Refresh bool `json:"refresh,omitempty"`
 }
 
 // WorkspaceState is the lifecycle state of a workspace row.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/tools"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -119,7 +120,10 @@ func (c *cli) searchCommand() *cobra.Command {
 					fmt.Fprintf(c.stdout, "%s:%d:%s\n", printablePath(m.Path), m.Line, printableText(m.Text))
 				}
 				if res.Truncated {
-					fmt.Fprintf(c.stderr, "sandboxctl: more matches were found than returned\n")
+					fmt.Fprintf(c.stderr, "sandboxctl: %s\n", tools.SearchStopReason(res))
+				}
+				if res.SkippedTooLargeCount > 0 {
+					fmt.Fprintf(c.stderr, "sandboxctl: %d files over the per-file size limit were not searched: %s\n", res.SkippedTooLargeCount, printableText(strings.Join(res.SkippedTooLarge, ", ")))
 				}
 				if len(res.Matches) == 0 {
 					return exitCodeError{code: 1}

@@ -56,12 +56,13 @@ func (c *cli) acquireCommand() *cobra.Command {
 }
 
 // requestFlags are the flags workspaceRequestFlags declares.
-var requestFlags = []string{"repo", "user", "project", "conversation", "task", "ref", "branch", "from-branch", "mode"}
+var requestFlags = []string{"repo", "user", "project", "conversation", "task", "ref", "branch", "from-branch", "mode", "refresh"}
 
 // workspaceRequestFlags declares on f the flags of a workspace request
 // (acquire's, and mcp's), bound to req and mode (the request's mode as
 // given, default edit): --repo (its help repoUsage), --user, --project,
-// --mode (modeUsage), --conversation, --task, --ref, --branch, --from-branch.
+// --mode (modeUsage), --conversation, --task, --ref, --branch, --from-branch,
+// --refresh.
 func workspaceRequestFlags(f *pflag.FlagSet, req *sandboxapi.WorkspaceRequest, mode *string, repoUsage, modeUsage string) {
 	f.StringVar(&req.RepoURL, "repo", "", repoUsage)
 	f.StringVar(&req.UserID, "user", "", "user id")
@@ -72,6 +73,7 @@ func workspaceRequestFlags(f *pflag.FlagSet, req *sandboxapi.WorkspaceRequest, m
 	f.StringVar(&req.BaseRef, "ref", "", "base branch, tag or commit (default: the remote's default branch)")
 	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
 	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
+	f.BoolVar(&req.Refresh, "refresh", false, "fetch the repository now, whatever the repo cache's freshness window")
 }
 
 // printHandle prints a workspace handle (acquire) as a two-column table.

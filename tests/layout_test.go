@@ -71,3 +71,36 @@ func TestDesignLayoutMatchesTheTree(t *testing.T) {
 		t.Error(`docs/DESIGN.md "Layout" draws no tree entries`)
 	}
 }
+
+// TestMakeBuildShowsProgress: the first `make run` compiles the embedded
+// Temporal server for minutes; `make build` (which `make run` runs) says
+// so before it starts, and every `go build` lists packages as they compile
+// (-v), so the terminal is never silent (`make -n`: nothing is built).
+func TestMakeBuildShowsProgress(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	cmd := exec.Command("make", "-n", "build")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n build: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	builds := 0
+	for i, l := range lines {
+		if !strings.Contains(l, " build ") || !strings.Contains(l, "go") {
+			continue
+		}
+		builds++
+		if !strings.Contains(l, " build -v ") {
+			t.Errorf("%q: no -v, so a cold build is silent", l)
+		}
+		if builds == 1 && (i == 0 || !strings.Contains(strings.Join(lines[:i], "\n"), "several minutes")) {
+			t.Errorf("no message before the first build says it takes minutes:\n%s", out)
+		}
+	}
+	if builds != 3 {
+		t.Errorf("want 3 go builds in make build, got %d:\n%s", builds, out)
+	}
+}

@@ -381,3 +381,44 @@ func TestDiffThroughTheServiceIsByteExact(t *testing.T) {
 		assert.Equal(t, want, got, p)
 	}
 }
+
+// TestDefaultBranchMoveIsSeenInsideTheFreshnessWindow: inside the repo
+// cache's freshness window a new workspace of the default branch still
+// starts from the remote's current tip, even right after the default
+// branch was renamed away (the remote's HEAD symref is asked, not
+// served stale); `refresh` fetches whatever the window, so a named branch
+// the cache holds at an old tip is brought up to date too.
+func TestDefaultBranchMoveIsSeenInsideTheFreshnessWindow(t *testing.T) {
+	h := startHost(t, "window", func(c *hostworker.Config) { c.FetchFreshness = time.Hour })
+	up := gittest.InitRepo(t, t.TempDir()+"/team/project", "trunk")
+	gittest.Git(t, up, "branch", "side")
+	url := gittest.FileURL(up)
+	ctx := ctxFor(t, 2*time.Minute)
+	user := uniq(t, "u")
+	_, hd, err := h.client.Acquire(ctx, editRequest(user, "p", "c1", url))
+	require.NoError(t, err)
+
+	// The default branch is renamed, with a new commit, a moment after the fetch.
+	gittest.Git(t, up, "branch", "-m", "trunk", "main")
+	tip := gittest.Commit(t, up, "n.txt", "new\n", "after the rename")
+	_, hd2, err := h.client.Acquire(ctx, editRequest(user, "p", "c2", url))
+	require.NoError(t, err)
+	assert.Equal(t, tip, hd2.BaseCommit, "a new workspace starts from the renamed default branch's tip")
+	require.NotNil(t, hd2.BaseFetchedAt)
+	assert.True(t, hd2.BaseFetchedAt.After(*hd.BaseFetchedAt), "fetched for this acquire")
+
+	// A named branch moves; inside the window it is served as last fetched
+	// unless the acquire asks for refresh.
+	gittest.Git(t, up, "checkout", "-q", "side")
+	sideTip := gittest.Commit(t, up, "s.txt", "side\n", "side work")
+	gittest.Git(t, up, "checkout", "-q", "main")
+	req := editRequest(user, "p", "c3", url)
+	req.BaseRef = "side"
+	_, hd3, err := h.client.Acquire(ctx, req)
+	require.NoError(t, err)
+	assert.NotEqual(t, sideTip, hd3.BaseCommit, "inside the window without refresh: the tip as last fetched")
+	req.ConversationID, req.Refresh = "c4", true
+	_, hd4, err := h.client.Acquire(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, sideTip, hd4.BaseCommit, "refresh fetches now")
+}

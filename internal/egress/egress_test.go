@@ -224,6 +224,7 @@ func TestRefusalsSayPolicy(t *testing.T) {
 		require.Contains(t, body, "denied by the network policy of workspace ws-test", dest)
 		require.Contains(t, body, want, dest)
 		require.Equal(t, "denied", hdr.Get(PolicyHeader), dest)
+		require.Contains(t, hdr.Get(ReasonHeader), want, dest)
 	}
 	// The status line says it too (what pip and git print).
 	c, err := net.Dial("unix", w.sock)
@@ -231,7 +232,7 @@ func TestRefusalsSayPolicy(t *testing.T) {
 	fmt.Fprintf(c, "CONNECT elsewhere.test:443 HTTP/1.1\r\nHost: elsewhere.test:443\r\n\r\n")
 	line, err := bufio.NewReader(c).ReadString('\n')
 	require.NoError(t, err)
-	require.Equal(t, "HTTP/1.1 "+DeniedStatus+"\r\n", line)
+	require.Equal(t, "HTTP/1.1 "+DeniedStatus+": elsewhere.test:443 is not in the allow-list\r\n", line)
 	_ = c.Close()
 	// A name no entry allows is never resolved (no lookups leave the worker for it).
 	w.connect("never-resolved.test:443")

@@ -2,6 +2,7 @@ package gittest
 
 import (
 	"crypto/subtle"
+	"errors"
 	"io"
 	"log"
 	"net/http"
@@ -130,7 +131,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if hook != nil {
 		if err := hook(r); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			code := http.StatusServiceUnavailable
+			var st StatusError
+			if errors.As(err, &st) {
+				code = st.Code
+			}
+			http.Error(w, err.Error(), code)
 			return
 		}
 	}
@@ -173,11 +179,23 @@ func (s *Server) ReceivePackRequests() int64 { return s.receive.Load() }
 // Unauthorized counts requests refused with 401.
 func (s *Server) Unauthorized() int64 { return s.denied.Load() }
 
+// StatusError, returned by a hook (SetHook), answers the request with
+// HTTP status Code and the text Text.
+type StatusError struct {
+	// Code is the HTTP status, e.g. 400, 429, 500.
+	Code int
+	// Text is the response body.
+	Text string
+}
+
+// Error implements error: the response body.
+func (e StatusError) Error() string { return e.Text }
+
 // SetHook installs fn, called for every authorized request before it is
 // served (nil removes it). fn may block, e.g. to hold a clone mid-way while a
 // test kills the client; it runs on the request's goroutine. When fn returns
-// an error the request is answered 503 with the error text instead of being
-// served (the client git fails and exits).
+// an error the request is answered 503 (a StatusError: its Code) with the
+// error text instead of being served (the client git fails and exits).
 func (s *Server) SetHook(fn func(r *http.Request) error) {
 	s.mu.Lock()
 	s.hook = fn

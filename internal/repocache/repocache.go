@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -360,6 +361,44 @@ func (c *Cache) Ensure(ctx context.Context, repo sandbox.RepoIdentity, cred *san
 	return rc, err
 }
 
+// RemoteHeadMoved reports whether the remote's default branch (its HEAD
+// symref) or that branch's tip differs from what the ready mirror of repo
+// last fetched: one `git ls-remote --symref <url> HEAD`, no fetch. Inside
+// the freshness window (Ensure) a new workspace of the default branch
+// would otherwise start from a stale tip, or from a branch renamed away.
+// A mirror not yet cloned, or a remote without a HEAD, is not moved.
+// Errors: those of the ls-remote (Classify), ErrInvalidArgument (bad identity).
+func (c *Cache) RemoteHeadMoved(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential) (bool, error) {
+	id, err := identity(repo)
+	if err != nil {
+		return false, err
+	}
+	if !isHTTP(id.URL) {
+		cred = nil
+	}
+	bare := filepath.Join(c.repoDir(id), bareDirName)
+	if _, err := os.Stat(filepath.Join(bare, ReadyMarker)); err != nil {
+		return false, nil
+	}
+	remote := id.URL
+	if b, err := os.ReadFile(filepath.Join(bare, LocationMarker)); err == nil && len(b) > 0 {
+		remote = strings.TrimSpace(string(b)) // where the repository moved (fetch)
+	}
+	out, err := c.run(ctx, bare, c.netTimeout, cred, remote, "ls-remote", "--symref", "--end-of-options", remote, "HEAD")
+	if err != nil {
+		return false, gitx.Classify(err, "ls-remote "+id.Key(), sandbox.ErrRepoCacheUnavailable)
+	}
+	branch, sha := parseSymrefHead(string(out))
+	if sha == "" {
+		return false, nil
+	}
+	if branch != "" && branch != c.defaultBranch(ctx, bare) {
+		return true, nil
+	}
+	tip, err := c.run(ctx, bare, localTimeout, nil, "", "rev-parse", "--verify", "--quiet", "--end-of-options", OriginHEAD)
+	return err != nil || strings.TrimSpace(string(tip)) != sha, nil
+}
+
 // recordedSize is the mirror size recorded by the last measurement (0 when
 // none is recorded).
 func (c *Cache) recordedSize(bare string) int64 {
@@ -470,6 +509,11 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 	// fetch already checks the connectivity of what it received; this is the
 	// explicit whole-repository check the clone is trusted on (git-fsck(1)).
 	if _, err := c.run(ctx, staging, c.netTimeout, nil, "", "fsck", "--connectivity-only", "--no-progress", "--no-dangling"); err != nil {
+		if ge := (*gitx.Error)(nil); errors.As(err, &ge) && brokenHistory.MatchString(ge.Stderr) {
+			// What the fetch received does not connect: the remote sent an
+			// incomplete history. Fetching again brings the same.
+			return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: verify: the history received is incomplete (%s): %s", what, sandbox.Clip(strings.TrimSpace(ge.Stderr), 256), gitx.IncompleteUpstreamMessage)
+		}
 		return gitx.Classify(err, what+": verify", sandbox.ErrRepoCacheUnavailable)
 	}
 	if err := writeFileSync(filepath.Join(staging, ReadyMarker), formatTime(c.now())); err != nil {
@@ -486,6 +530,10 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 	c.log.InfoContext(ctx, "repocache: cloned", "repo", id.Key(), "path", bare, "default_branch", branch, "duration", c.now().Sub(start))
 	return nil
 }
+
+// brokenHistory matches git fsck's report of objects or refs whose history
+// is not all there.
+var brokenHistory = regexp.MustCompile(`(?i)missing (blob|tree|commit|tag)|broken link|invalid sha1 pointer`)
 
 // fetch updates dir from the remote (op, "clone" or "fetch", names the
 // operation in errors): it resolves the remote's default branch
@@ -536,6 +584,15 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 		"--no-recurse-submodules", "--no-auto-maintenance", "--no-show-forced-updates",
 		"--end-of-options", remote, BranchRefspec); err != nil {
 		return "", gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
+	}
+	if branch != "" {
+		// A shallow remote's branches arrive with their history cut, which
+		// git refuses to store ("shallow roots are not allowed to be
+		// updated": a warning, and the fetch exits 0), so the default
+		// branch the remote advertised is then missing here.
+		if _, err := c.run(ctx, dir, localTimeout, nil, "", "rev-parse", "--verify", "--quiet", "--end-of-options", RemoteRefPrefix+branch+"^{commit}"); err != nil {
+			return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: the remote advertised branch %s but did not send its history: %s", what, branch, gitx.IncompleteUpstreamMessage)
+		}
 	}
 	if err := writeOrRemove(filepath.Join(dir, LocationMarker), remote, remote != id.URL); err != nil {
 		return "", fsError(err, what)

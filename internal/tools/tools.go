@@ -129,9 +129,15 @@ type SearchInput struct {
 
 // SearchOutput is sandbox_search's result.
 type SearchOutput struct {
-	Matches    []sandboxapi.SearchMatch `json:"matches"`
-	Truncated  bool                     `json:"truncated"`
-	IgnoreCase bool                     `json:"ignore_case"`
+	Matches   []sandboxapi.SearchMatch `json:"matches"`
+	Truncated bool                     `json:"truncated"`
+	// TruncatedBy says why a truncated search stopped (sandboxapi.SearchResult).
+	TruncatedBy string `json:"truncated_by,omitempty"`
+	// SkippedTooLarge lists files not searched for their size.
+	SkippedTooLarge []string `json:"skipped_too_large,omitempty"`
+	// SkippedTooLargeCount counts them all.
+	SkippedTooLargeCount int  `json:"skipped_too_large_count,omitempty"`
+	IgnoreCase           bool `json:"ignore_case"`
 }
 
 // GitInput is sandbox_git's input.
@@ -491,7 +497,16 @@ func (c call) search(ctx context.Context, in SearchInput) (SearchOutput, string,
 	if res.Matches == nil {
 		res.Matches = []sandboxapi.SearchMatch{}
 	}
-	out := SearchOutput{Matches: res.Matches, Truncated: res.Truncated, IgnoreCase: ignore}
+	out := SearchOutput{Matches: res.Matches, Truncated: res.Truncated, TruncatedBy: res.TruncatedBy,
+		SkippedTooLarge: res.SkippedTooLarge, SkippedTooLargeCount: res.SkippedTooLargeCount, IgnoreCase: ignore}
+	return out, SearchText(res), nil
+}
+
+// SearchText renders a search result for a model: the matches, then why
+// the search stopped early (only the result cap means more matches exist;
+// the file and byte limits mean files were left unsearched) and which
+// files were skipped for their size.
+func SearchText(res sandboxapi.SearchResult) string {
 	var b strings.Builder
 	if len(res.Matches) == 0 {
 		b.WriteString("No matches.\n")
@@ -500,9 +515,31 @@ func (c call) search(ctx context.Context, in SearchInput) (SearchOutput, string,
 		fmt.Fprintf(&b, "%s:%d:%s\n", m.Path, m.Line, m.Text)
 	}
 	if res.Truncated {
-		fmt.Fprintf(&b, "(more matches exist: the first %d are shown; narrow the pattern, path or glob)\n", len(res.Matches))
+		b.WriteString("(" + SearchStopReason(res) + ")\n")
 	}
-	return out, b.String(), nil
+	if res.SkippedTooLargeCount > 0 {
+		fmt.Fprintf(&b, "(%d files over the search's per-file size limit were not searched: %s", res.SkippedTooLargeCount, strings.Join(res.SkippedTooLarge, ", "))
+		if res.SkippedTooLargeCount > len(res.SkippedTooLarge) {
+			b.WriteString(", …")
+		}
+		b.WriteString("; read them in parts with sandbox_exec (e.g. grep -n))\n")
+	}
+	return b.String()
+}
+
+// SearchStopReason says in words why a truncated search stopped
+// (SearchResult.TruncatedBy); shared with sandboxctl.
+func SearchStopReason(res sandboxapi.SearchResult) string {
+	switch res.TruncatedBy {
+	case sandboxapi.SearchCapFiles, sandboxapi.SearchCapBytes:
+		what := "files"
+		if res.TruncatedBy == sandboxapi.SearchCapBytes {
+			what = "bytes"
+		}
+		return fmt.Sprintf("the search stopped at its limit of %s read: files were left unsearched and may hold matches; narrow the path or glob", what)
+	default:
+		return fmt.Sprintf("more matches exist: the first %d are shown; narrow the pattern, path or glob", len(res.Matches))
+	}
 }
 
 func (c call) git(ctx context.Context, in GitInput, writable bool) (GitOutput, string, error) {

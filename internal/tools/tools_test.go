@@ -310,3 +310,16 @@ func TestInstructionsNameEveryTool(t *testing.T) {
 	}
 	assert.Len(t, Names(AllCaps), 9)
 }
+
+// A search stopped by its file limit with no match never tells the model
+// that more matches exist; files skipped for their size are named.
+func TestSearchTextSaysWhyItStopped(t *testing.T) {
+	filesCap := SearchText(sandboxapi.SearchResult{Matches: []sandboxapi.SearchMatch{}, Truncated: true, TruncatedBy: sandboxapi.SearchCapFiles,
+		SkippedTooLarge: []string{"big.log"}, SkippedTooLargeCount: 1})
+	require.Contains(t, filesCap, "No matches.")
+	require.NotContains(t, filesCap, "more matches")
+	require.Contains(t, filesCap, "files were left unsearched")
+	require.Contains(t, filesCap, "big.log")
+	resultsCap := SearchText(sandboxapi.SearchResult{Matches: []sandboxapi.SearchMatch{{Path: "a", Line: 1, Text: "x"}}, Truncated: true, TruncatedBy: sandboxapi.SearchCapResults})
+	require.Contains(t, resultsCap, "more matches exist")
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // File operations are confined to the worktree with os.Root (DESIGN.md
@@ -374,7 +375,9 @@ func fileType(m fs.FileMode) string {
 // (0 = sandbox.DefaultSearchResults, at most sandbox.MaxSearchResults); each
 // line is cut at sandbox.MaxSearchLineBytes on a UTF-8 boundary and invalid
 // UTF-8 replaced. Truncated is set when the result cap, MaxSearchFiles or
-// MaxSearchTotalBytes stopped the search. Errors: ErrInvalidArgument (empty,
+// MaxSearchTotalBytes stopped the search, and TruncatedBy says which (only
+// the result cap means more matches exist); files skipped for their size
+// are listed (SkippedTooLarge) and binary ones counted. Errors: ErrInvalidArgument (empty,
 // over MaxSearchPatternBytes, starting with '-' (sandbox.ValidateSearchPattern),
 // or invalid pattern; negative MaxResults; a start path starting with '-'),
 // ErrInvalidWorkspacePath (bad, escaping or missing start path, or one inside
@@ -479,7 +482,10 @@ func (s *searcher) file(p string) error {
 		return nil
 	}
 	if s.files >= MaxSearchFiles || s.bytes >= MaxSearchTotalBytes {
-		s.res.Truncated = true
+		s.res.Truncated, s.res.TruncatedBy = true, sandboxapi.SearchCapFiles
+		if s.files < MaxSearchFiles {
+			s.res.TruncatedBy = sandboxapi.SearchCapBytes
+		}
 		return fs.SkipAll
 	}
 	f, err := s.root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
@@ -488,17 +494,26 @@ func (s *searcher) file(p string) error {
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > MaxSearchFileBytes {
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if fi.Size() > MaxSearchFileBytes {
+		s.tooLarge(p)
 		return nil
 	}
 	s.files++
 	data, err := io.ReadAll(io.LimitReader(f, MaxSearchFileBytes+1))
 	s.bytes += int64(len(data))
-	if err != nil || len(data) > MaxSearchFileBytes {
+	if err != nil {
+		return nil
+	}
+	if len(data) > MaxSearchFileBytes {
+		s.tooLarge(p) // grew while read
 		return nil
 	}
 	if bytes.IndexByte(data[:min(len(data), 8<<10)], 0) >= 0 {
-		return nil // binary
+		s.res.SkippedBinary++
+		return nil
 	}
 	for n := 1; len(data) > 0; n++ {
 		line := data
@@ -512,12 +527,20 @@ func (s *searcher) file(p string) error {
 			continue
 		}
 		if len(s.res.Matches) >= s.limit {
-			s.res.Truncated = true
+			s.res.Truncated, s.res.TruncatedBy = true, sandboxapi.SearchCapResults
 			return fs.SkipAll
 		}
 		s.res.Matches = append(s.res.Matches, sandbox.SearchMatch{Path: filepath.ToSlash(p), Line: n, Text: cutLine(line)})
 	}
 	return nil
+}
+
+// tooLarge records p as skipped for its size.
+func (s *searcher) tooLarge(p string) {
+	s.res.SkippedTooLargeCount++
+	if len(s.res.SkippedTooLarge) < sandboxapi.MaxSearchSkippedPaths {
+		s.res.SkippedTooLarge = append(s.res.SkippedTooLarge, filepath.ToSlash(p))
+	}
 }
 
 // validGlob checks a SearchRequest.Glob. Errors: ErrInvalidArgument.

@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -350,4 +351,41 @@ func TestWritableRel(t *testing.T) {
 	}
 	_, err = writableRel("write", "../x")
 	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+}
+
+// A search that stopped at its file limit says so (TruncatedBy
+// "max_files"), not that more matches exist, even with no match at all;
+// files skipped for their size are listed and binary ones counted.
+func TestSearchSaysWhyItStopped(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ws := f.ensure(f.req(sandbox.ModeAnalysis, ""))
+	big := filepath.Join(ws.LocalPath, "aa-big.log")
+	require.NoError(t, os.WriteFile(big, append(bytes.Repeat([]byte("needle\n"), MaxSearchFileBytes/7), []byte("needle\n")...), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "aa-bin.raw"), []byte("needle\x00\n"), 0o644))
+
+	res, err := f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle"})
+	require.NoError(t, err)
+	assert.Empty(t, res.Matches)
+	assert.False(t, res.Truncated)
+	assert.Equal(t, "", res.TruncatedBy)
+	assert.Equal(t, []string{"aa-big.log"}, res.SkippedTooLarge)
+	assert.Equal(t, 1, res.SkippedTooLargeCount)
+	assert.GreaterOrEqual(t, res.SkippedBinary, 1)
+
+	many := filepath.Join(ws.LocalPath, "many")
+	require.NoError(t, os.Mkdir(many, 0o755))
+	for i := 0; i <= MaxSearchFiles; i++ {
+		require.NoError(t, os.WriteFile(filepath.Join(many, fmt.Sprintf("f%05d.txt", i)), []byte("hay\n"), 0o644))
+	}
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle"})
+	require.NoError(t, err)
+	assert.Empty(t, res.Matches)
+	assert.True(t, res.Truncated)
+	assert.Equal(t, sandboxapi.SearchCapFiles, res.TruncatedBy, "the file limit, not the result cap")
+
+	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hay", MaxResults: 3})
+	require.NoError(t, err)
+	assert.Len(t, res.Matches, 3)
+	assert.Equal(t, sandboxapi.SearchCapResults, res.TruncatedBy)
 }

@@ -2353,14 +2353,40 @@ class SearchRequest(BaseModel):
 
 class SearchResult(BaseModel):
     """
-    SearchResult is the outcome of a search.
+    SearchResult is the outcome of a search (docs/API.md "Updates", `search`).
     """
 
     model_config = ConfigDict(
         extra="ignore",
     )
     matches: list[SearchMatch] | None
+    """
+    Matches are the matching lines, in path order.
+    """
     truncated: bool
+    """
+    Truncated: the search stopped early; TruncatedBy says why.
+    """
+    truncated_by: str | None = None
+    """
+    TruncatedBy is SearchCapResults, SearchCapFiles or SearchCapBytes
+    when Truncated ("" otherwise): only SearchCapResults means that more
+    matches exist; the others mean that files were left unsearched.
+    """
+    skipped_too_large: list[str] | None = None
+    """
+    SkippedTooLarge lists the files not searched because they are over
+    the per-file size limit (the first MaxSearchSkippedPaths of them;
+    SkippedTooLargeCount counts them all).
+    """
+    skipped_too_large_count: int | None = None
+    """
+    SkippedTooLargeCount is how many files were not searched for their size.
+    """
+    skipped_binary: int | None = None
+    """
+    SkippedBinary is how many binary files (a NUL in the first 8 KiB) were not searched.
+    """
 
 
 class SessionDescription(BaseModel):
@@ -2720,6 +2746,13 @@ class WorkspaceRequest(BaseModel):
     NetworkAllow adds allow-list entries (NetworkRule forms, at most
     MaxNetworkAllowEntries) to the worker's SANDBOX_NETWORK_ALLOW for this
     workspace's limited network, e.g. a private registry.
+    """
+    refresh: bool | None = None
+    """
+    Refresh makes the acquire fetch the repository from its remote now,
+    whatever the repo cache's freshness window (SANDBOX_FETCH_FRESHNESS),
+    so a new workspace starts from the remote's current tip (docs/API.md
+    "Getting a session", Freshness). It is no part of the workspace's key.
     """
 
 

@@ -1,0 +1,105 @@
+package gitx_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/gittest"
+	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// kindOf runs one git call and classifies its failure with a fallback no
+// row of the table uses, so that a failure that falls through shows.
+func classified(t *testing.T, err error) error {
+	t.Helper()
+	require.Error(t, err)
+	return gitx.Classify(err, "op", sandbox.ErrWorkspaceUnavailable)
+}
+
+// Every answer a remote can give over HTTP maps to the kind naming its
+// cause, retryable only where sending the call again can help: a 400 is
+// the remote refusing the request (not a missing repository), a 429 its
+// rate limit, a 5xx a passing server failure; 401/403/404/410 keep their
+// kinds. Checked for a push and for a fetch, with real git against a
+// served repository.
+func TestClassifyHTTPStatuses(t *testing.T) {
+	f := newPushFixture(t)
+	ctx := context.Background()
+	cases := []struct {
+		code      int
+		kind      *sandbox.Kind
+		retryable bool
+	}{
+		{http.StatusBadRequest, sandbox.ErrCommandRejected, false},
+		{http.StatusUnauthorized, sandbox.ErrRepoAuthFailed, false},
+		{http.StatusForbidden, sandbox.ErrRepoAuthFailed, false},
+		{http.StatusNotFound, sandbox.ErrRepoNotFound, false},
+		{http.StatusGone, sandbox.ErrRepoNotFound, false},
+		{http.StatusTooManyRequests, sandbox.ErrRateLimited, true},
+		{http.StatusInternalServerError, sandbox.ErrRepoCacheUnavailable, true},
+		{http.StatusBadGateway, sandbox.ErrRepoCacheUnavailable, true},
+		{http.StatusServiceUnavailable, sandbox.ErrRepoCacheUnavailable, true},
+	}
+	for _, c := range cases {
+		t.Run(http.StatusText(c.code), func(t *testing.T) {
+			f.srv.SetHook(func(r *http.Request) error { return gittest.StatusError{Code: c.code, Text: "refused"} })
+			defer f.srv.SetHook(nil)
+			_, err := f.remote.Push(ctx, f.spec(), f.cred)
+			require.Error(t, err)
+			require.Equal(t, c.kind, sandbox.KindOf(err), "push: %v", err)
+			require.Equal(t, c.retryable, sandbox.KindOf(err).Retryable)
+
+			_, err = f.remote.Git.Run(ctx, gitx.Call{Dir: f.bare, Cred: f.cred, RemoteURL: f.repo.URL,
+				Args: []string{"fetch", "--quiet", "--end-of-options", f.repo.URL, "+refs/heads/*:refs/remotes/x/*"}})
+			err = classified(t, err)
+			require.Equal(t, c.kind, sandbox.KindOf(err), "fetch: %v", err)
+		})
+	}
+}
+
+// A repository holding a path the host's filesystem cannot create (a name
+// over 255 bytes) fails its checkout as InvalidWorkspacePath naming the
+// path, never as the fallback ("host down") with git's raw "exit 128".
+// Neighbours: a path git refuses to check out on this host (an NTFS alias
+// under core.protectNTFS) is InvalidWorkspacePath too, and a path that is
+// not in the commit named is FileNotFound.
+func TestClassifyPathsTheHostCannotHold(t *testing.T) {
+	git, err := gitx.New(gitx.Options{AllowFile: true, HomeDir: t.TempDir()})
+	require.NoError(t, err)
+	ctx := context.Background()
+	src := gittest.NewRepo(t, "main")
+	blob := strings.TrimSpace(gittest.Git(t, src, "rev-parse", "HEAD:README.md"))
+	mkCommit := func(name string) string {
+		out, err := git.Run(ctx, gitx.Call{Dir: src, Stdin: strings.NewReader("100644 blob " + blob + "\t" + name + "\n"), Args: []string{"mktree"}})
+		require.NoError(t, err)
+		return gittest.Git(t, src, "commit-tree", strings.TrimSpace(string(out)), "-m", "odd path")
+	}
+	long := strings.Repeat("x", 300)
+	for name, tc := range map[string]struct {
+		path string
+		kind *sandbox.Kind
+	}{
+		"name too long": {long, sandbox.ErrInvalidWorkspacePath},
+		"ntfs alias":    {"git~1", sandbox.ErrInvalidWorkspacePath},
+	} {
+		t.Run(name, func(t *testing.T) {
+			commit := mkCommit(tc.path)
+			dir := filepath.Join(t.TempDir(), "wt")
+			_, err := git.Run(ctx, gitx.Call{Dir: src, Args: []string{"worktree", "add", "--quiet", "--detach", "--end-of-options", dir, commit}})
+			err = classified(t, err)
+			require.Equal(t, tc.kind, sandbox.KindOf(err), "%v", err)
+			require.NotContains(t, err.Error(), "exit 128")
+			require.Less(t, len(err.Error()), 1200)
+		})
+	}
+	_, err = git.Run(ctx, gitx.Call{Dir: src, Args: []string{"show", "HEAD:no/such/file"}})
+	err = classified(t, err)
+	require.True(t, errors.Is(err, sandbox.ErrFileNotFound), "%v", err)
+}

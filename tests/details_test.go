@@ -133,12 +133,17 @@ func TestSessionSummaryAndCurrentDetails(t *testing.T) {
 		list, err := h.client.ListSessions(ctx, dirtyOnHost, 10)
 		return err == nil && len(list) == 1 && list[0].WorkspaceID == hd.WorkspaceID
 	}, 10*time.Second, 100*time.Millisecond, "the dirty sessions of a host")
+	// A command between the write and the commit (the agent's usual
+	// order: write, run the tests, commit) left SandboxDirty true.
+	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	require.NoError(t, err)
 	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "x"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		list, err := h.client.ListSessions(ctx, dirtyOnHost, 10)
 		return err == nil && len(list) == 0
 	}, 10*time.Second, 100*time.Millisecond, "committed: no longer dirty")
+	assert.Contains(t, currentDetails(t, hd.WorkflowID), "**Dirty** no (commit)")
 	require.Eventually(t, func() bool {
 		list, err := h.client.ListSessions(ctx, fmt.Sprintf("%s = '%s' AND %s = '%s' AND %s = '%s'",
 			sandboxapi.SearchAttrConversation, conv, sandboxapi.SearchAttrBranch, hd.Branch, sandboxapi.SearchAttrRuntime, hd.RuntimeKind), 10)

@@ -45,6 +45,10 @@ const (
 	// changeDirtyAttr: when an operation's result changes what the session
 	// knows of the workspace's dirty state, SandboxDirty is upserted.
 	changeDirtyAttr = "session-dirty-attribute"
+	// changeCommitClean: a commit of everything marks the workspace clean
+	// (SandboxDirty false) even when a command ran since the dirty state
+	// was last learnt.
+	changeCommitClean = "session-commit-clean"
 	// changeIdleTimer: one idle timer per run, kept across operations and
 	// replaced only when the deadline moves earlier (before: a new timer
 	// after every operation, the old ones left pending until they fired:

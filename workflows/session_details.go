@@ -50,8 +50,14 @@ func (s *session) learn(ctx workflow.Context, name string, in, out any, err erro
 				f.Unpushed, f.UnpushedFrom = &n, name
 			}
 		}
-		if req, ok := in.(sandboxapi.CommitRequest); ok && len(req.Paths) == 0 && f.Stale == "" {
-			f.Dirty, f.DirtyFrom = &no, name // everything was committed
+		if req, ok := in.(sandboxapi.CommitRequest); ok && len(req.Paths) == 0 {
+			// Everything was committed (git add -A), whatever a command
+			// changed since the facts were learnt: clean. Before
+			// changeCommitClean a command in between kept the old value
+			// (SandboxDirty stayed true after the commit).
+			if f.Stale == "" || workflow.GetVersion(ctx, changeCommitClean, workflow.DefaultVersion, 1) == 1 {
+				f.Dirty, f.DirtyFrom = &no, name
+			}
 		}
 	case sandboxapi.PushResult:
 		zero := 0

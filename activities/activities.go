@@ -315,7 +315,17 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	// A destroyed workspace being restored starts where its destroy backup
+	// did (destroyedStart), whatever the upstream holds under the base ref
+	// today; its row keeps the base ref it was created with.
+	asked := p.req
+	if fresh && in.Restore {
+		if start := a.destroyedStart(ctx, p.existing.ID); start != "" {
+			p.req.BaseRef, p.req.FromBranch = start, ""
+		}
+	}
 	ws, err := a.ensureWorktree(ctx, p, cred, started)
+	p.req = asked
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}

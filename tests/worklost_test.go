@@ -1,0 +1,63 @@
+package tests
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/gittest"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Work silently lost or stranded (issue 34): end to end through the
+// embedded Temporal, the Go SDK and real git.
+
+// TestRestoreAfterTheBaseBranchWasDeletedUpstream: a workspace destroyed
+// (not discarded) on a base branch that the upstream then deletes is
+// restored byte for byte, on its original base commit: the restore starts
+// from what the destroy backup holds, never from what the upstream has
+// under the base ref now (docs/API.md "Destroy").
+func TestRestoreAfterTheBaseBranchWasDeletedUpstream(t *testing.T) {
+	h := startHost(t, "restorebase", alwaysFetch)
+	ctx := ctxFor(t, 3*time.Minute)
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
+	gittest.Commit(t, upstream, "README.md", "hello\n", "initial")
+	gittest.Git(t, upstream, "checkout", "-q", "-b", "feature")
+	featureTip := gittest.Commit(t, upstream, "feature.txt", "feature\n", "feature work")
+	gittest.Git(t, upstream, "checkout", "-q", "trunk")
+
+	req := editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(upstream))
+	req.BaseRef = "feature"
+	s, hd, err := h.client.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, featureTip, hd.BaseCommit)
+	require.NoError(t, s.WriteFile(ctx, "committed.txt", []byte("committed\n"), 0))
+	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "agent work"})
+	require.NoError(t, err)
+	makeEverythingDirty(t, ctx, s, hd, "B")
+	head := headOf(t, hd.LocalPath)
+	want := withoutIgnored(worktreeSnapshot(t, hd.LocalPath))
+	dr, err := s.Destroy(ctx, false)
+	require.NoError(t, err)
+	require.NotEmpty(t, dr.BackupRef)
+
+	gittest.Git(t, upstream, "branch", "-D", "feature")
+
+	back, err := s.Restore(ctx)
+	require.NoError(t, err, "restore must not need the upstream's base branch")
+	assert.Equal(t, dr.BackupRef, back.RestoredFrom)
+	assert.Equal(t, want, withoutIgnored(worktreeSnapshot(t, back.LocalPath)), "byte for byte")
+	assert.Equal(t, head, headOf(t, back.LocalPath))
+	assert.Equal(t, featureTip, back.BaseCommit, "the original base")
+	st, err := s.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.CommitsSinceBase)
+	assert.True(t, st.Dirty)
+	row, err := h.Store.GetWorkspace(ctx, hd.WorkspaceID)
+	require.NoError(t, err)
+	assert.Equal(t, "feature", row.BaseRef, "the row keeps the base ref it was created with")
+	assert.Equal(t, sandbox.WorkspaceReady, row.State)
+}

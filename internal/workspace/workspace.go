@@ -119,8 +119,9 @@ type Manager struct {
 	afterAdd func(path string) error
 	// crashPoint, when set (tests only), is called at named points of
 	// worktree creation ("before-add", "added" — registered and checked out,
-	// base commit not yet recorded — and "recorded"); a test process kills
-	// itself there to simulate a crash.
+	// base commit not yet recorded — and "recorded"), and of a rollback
+	// ("rollback-moved": HEAD and index moved, files not yet written); a
+	// test kills its process (or panics) there to simulate a crash.
 	crashPoint func(point, path string)
 	// packEvery, when set (tests only), replaces PackRefsEvery.
 	packEvery int64

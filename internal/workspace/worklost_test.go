@@ -1,0 +1,88 @@
+package workspace
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+)
+
+// Work silently lost or stranded (issue 34), with real git.
+
+// crashAt makes f's manager panic at the named crash point (a crash: nothing
+// after it runs) and returns a function that runs op expecting that crash.
+func crashAt(t *testing.T, f *fixture, point string) func(op func()) {
+	t.Helper()
+	f.m.crashPoint = func(p, _ string) {
+		if p == point {
+			panic("crash at " + p)
+		}
+	}
+	return func(op func()) {
+		t.Helper()
+		require.PanicsWithValue(t, "crash at "+point, op)
+		f.m.crashPoint = nil
+	}
+}
+
+// TestRollbackInterruptedByACrashKeepsTheStateBeforeAsItsUndo: a rollback
+// that dies after moving HEAD (the files still the old state's) and is run
+// again reports as its undo point the state before the first attempt, not
+// the half-rolled-back one, and rolling back to that undo point brings the
+// state before back exactly.
+func TestRollbackInterruptedByACrashKeepsTheStateBeforeAsItsUndo(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	b := newBackups(t, f)
+	ws := f.ensure(f.req(sandbox.ModeEdit, "conv"))
+	wt := ws.LocalPath
+
+	dirtyEverything(t, wt, "A")
+	headA := f.git(wt, "rev-parse", "HEAD")
+	stateA := worktreeFiles(t, wt, "build.log")
+	cp1, err := b.Checkpoint(ctx, ws, "A")
+	require.NoError(t, err)
+
+	f.git(wt, "add", "-A")
+	f.git(wt, "commit", "-q", "-m", "B commit")
+	headB := f.git(wt, "rev-parse", "HEAD")
+	write(t, wt, "b-only.txt", []byte("B\n"), 0o640)
+	stateB := worktreeFiles(t, wt, "build.log")
+
+	crashAt(t, f, "rollback-moved")(func() { _, _ = b.Rollback(ctx, ws, cp1.ID) })
+	assert.Equal(t, headA, f.git(wt, "rev-parse", "HEAD"), "the crash left HEAD moved, the files not")
+
+	res, err := b.Rollback(ctx, ws, cp1.ID)
+	require.NoError(t, err)
+	assert.Equal(t, stateA, worktreeFiles(t, wt, "build.log"))
+	assert.Equal(t, 2, res.Undo.ID, "the undo point is the state before the interrupted rollback")
+	assert.Equal(t, headB, res.Undo.Head)
+	list, err := b.Checkpoints(ctx, ws)
+	require.NoError(t, err)
+	assert.Len(t, list, 2, "the half-rolled-back state is no checkpoint of its own")
+	assert.NoFileExists(t, filepath.Join(adminDir(loc{bare: f.bare, wt: wt, name: filepath.Base(wt)}), RollbackMarkerFile))
+
+	back, err := b.Rollback(ctx, ws, res.Undo.ID)
+	require.NoError(t, err)
+	assert.Equal(t, stateB, worktreeFiles(t, wt, "build.log"), "undo brings back the state before, byte for byte")
+	assert.Equal(t, headB, f.git(wt, "rev-parse", "HEAD"))
+	assert.Equal(t, 3, back.Undo.ID, "a rollback that was not interrupted checkpoints the state it leaves")
+
+	// A marker left by a crash is stale once the worktree changed since:
+	// the state as it is now is the undo point, and nothing is lost.
+	crashAt(t, f, "rollback-moved")(func() { _, _ = b.Rollback(ctx, ws, cp1.ID) })
+	write(t, wt, "written-after-the-crash.txt", []byte("new work\n"), 0o644)
+	now := worktreeFiles(t, wt, "build.log")
+	res, err = b.Rollback(ctx, ws, cp1.ID)
+	require.NoError(t, err)
+	assert.Equal(t, stateA, worktreeFiles(t, wt, "build.log"))
+	_, err = b.Rollback(ctx, ws, res.Undo.ID)
+	require.NoError(t, err)
+	assert.Equal(t, now, worktreeFiles(t, wt, "build.log"), "the work written after the crash is the undo point")
+	_ = os.Remove
+}

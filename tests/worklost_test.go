@@ -61,3 +61,40 @@ func TestRestoreAfterTheBaseBranchWasDeletedUpstream(t *testing.T) {
 	assert.Equal(t, "feature", row.BaseRef, "the row keeps the base ref it was created with")
 	assert.Equal(t, sandbox.WorkspaceReady, row.State)
 }
+
+// TestNestedRepositoryIsRefusedAlikeEverywhere: a nested git repository the
+// agent made inside the worktree is never silently left out: commit,
+// checkpoint and destroy (and eviction: TestEvictionBlockedWhenWorkCannotBeSaved)
+// refuse with the same WorkspaceDirty error naming it, and nothing is lost.
+func TestNestedRepositoryIsRefusedAlikeEverywhere(t *testing.T) {
+	h := startHost(t, "nestedrepo")
+	ctx := ctxFor(t, 3*time.Minute)
+	s, hd, _ := newEditSession(t, h)
+	require.NoError(t, s.WriteFile(ctx, "mine.txt", []byte("mine\n"), 0))
+	require.NoError(t, s.WriteFile(ctx, "vendor/lib/code.go", []byte("package lib\n"), 0))
+	nested := filepath.Join(hd.LocalPath, "vendor", "lib")
+	gittest.Git(t, nested, "init", "--quiet")
+	gittest.Git(t, nested, "add", "code.go")
+	gittest.Git(t, nested, "commit", "--quiet", "-m", "nested work")
+	head := headOf(t, hd.LocalPath)
+
+	_, err := s.Commit(ctx, sandbox.CommitRequest{Message: "everything"})
+	require.ErrorIs(t, err, sandbox.ErrWorkspaceDirty, "commit never leaves it out silently")
+	assert.Contains(t, err.Error(), `"vendor/lib/"`)
+	_, err = s.Checkpoint(ctx, "with the nested repository")
+	require.ErrorIs(t, err, sandbox.ErrWorkspaceDirty)
+	assert.Contains(t, err.Error(), `"vendor/lib/"`)
+	_, err = s.Destroy(ctx, false)
+	require.ErrorIs(t, err, sandbox.ErrWorkspaceDirty)
+	assert.Contains(t, err.Error(), `"vendor/lib/"`)
+
+	assert.Equal(t, head, headOf(t, hd.LocalPath), "nothing committed")
+	data, err := s.ReadFile(ctx, "vendor/lib/code.go")
+	require.NoError(t, err, "the workspace is still there")
+	assert.Equal(t, "package lib\n", string(data))
+	assert.Equal(t, "nested work", gittest.Git(t, nested, "log", "-1", "--format=%s"))
+
+	res, err := s.Commit(ctx, sandbox.CommitRequest{Message: "mine", Paths: []string{"mine.txt"}})
+	require.NoError(t, err, "other paths commit")
+	assert.False(t, res.NothingToCommit)
+}

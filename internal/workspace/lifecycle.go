@@ -285,7 +285,7 @@ func (b *Backups) record(ctx context.Context, w *wtRepo, bg gitCtx, wsID string,
 // CheckpointRef(ws.ID, n), n = the highest existing number + 1, with HEAD as
 // parent; the branch, the index and the files are not touched. Errors:
 // ErrInvalidArgument (label), ErrResourceLimit (sandbox.MaxCheckpoints),
-// ErrWorkspaceDirty (an untracked nested repository), ErrWorkspaceNotFound,
+// ErrWorkspaceDirty (a nested repository: nestedRepoError), ErrWorkspaceNotFound,
 // ErrWorkspaceUnavailable.
 func (b *Backups) Checkpoint(ctx context.Context, ws sandbox.Workspace, label string) (sandbox.Checkpoint, error) {
 	if err := (sandboxapi.CheckpointInput{Label: label}).Validate(); err != nil {

@@ -86,3 +86,68 @@ func TestRollbackInterruptedByACrashKeepsTheStateBeforeAsItsUndo(t *testing.T) {
 	assert.Equal(t, now, worktreeFiles(t, wt, "build.log"), "the work written after the crash is the undo point")
 	_ = os.Remove
 }
+
+// TestNestedRepositoryRefusedAlikeByCommitCheckpointDestroyAndEviction: a
+// nested git repository the agent made in the worktree (untracked, or staged
+// with its own `git add` as a gitlink) cannot be held by a commit, a
+// checkpoint or a backup: commit, checkpoint, destroy's save and eviction's
+// backup all refuse with the same WorkspaceDirty error naming it, change
+// nothing, and lose nothing; a commit of other paths goes through.
+func TestNestedRepositoryRefusedAlikeByCommitCheckpointDestroyAndEviction(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	b := newBackups(t, f)
+	ws := f.ensure(f.req(sandbox.ModeEdit, "nested"))
+	wt := ws.LocalPath
+	write(t, wt, "mine.txt", []byte("mine\n"), 0o644)
+	nested := filepath.Join(wt, "vendor", "lib")
+	require.NoError(t, os.MkdirAll(nested, 0o755))
+	f.git(nested, "init", "-q")
+	write(t, nested, "code.go", []byte("package lib\n"), 0o644)
+	f.git(nested, "add", "code.go")
+	f.git(nested, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-q", "-m", "nested work")
+	head := f.git(wt, "rev-parse", "HEAD")
+
+	refusals := func(tag string) {
+		t.Helper()
+		before := worktreeFiles(t, wt)
+		_, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "all"})
+		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		assert.Contains(t, err.Error(), `"vendor/lib/"`, tag+": commit names it")
+		_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "the directory", Paths: []string{"vendor"}})
+		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		_, err = b.Checkpoint(ctx, ws, "")
+		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		assert.Contains(t, err.Error(), `"vendor/lib/"`, tag+": checkpoint names it")
+		_, _, err = b.SaveForDestroy(ctx, ws)
+		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		assert.Contains(t, err.Error(), `"vendor/lib/"`, tag+": destroy names it")
+		_, err = b.Backup(ctx, ws)
+		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		assert.Contains(t, err.Error(), `"vendor/lib/"`, tag+": eviction names it")
+		assert.Equal(t, head, f.git(wt, "rev-parse", "HEAD"), tag+": nothing committed")
+		assert.Equal(t, before, worktreeFiles(t, wt), tag+": nothing changed")
+		cps, err := b.Checkpoints(ctx, ws)
+		require.NoError(t, err)
+		assert.Empty(t, cps, tag)
+	}
+	refusals("untracked")
+
+	// The agent's own `git add` makes it a gitlink: only its commit id
+	// would be kept, never its files.
+	f.git(wt, "add", "vendor/lib")
+	require.Contains(t, f.git(wt, "ls-files", "-s", "vendor/lib"), "160000")
+	refusals("staged")
+	f.git(wt, "rm", "-q", "-f", "--cached", "vendor/lib")
+
+	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "mine only", Paths: []string{"mine.txt"}})
+	require.NoError(t, err, "paths that hold no nested repository commit")
+	assert.Equal(t, "mine.txt", f.git(wt, "show", "--format=", "--name-only", res.Commit))
+	assert.FileExists(t, filepath.Join(nested, "code.go"))
+	assert.Equal(t, "nested work", f.git(nested, "log", "-1", "--format=%s"))
+
+	// Once the agent moves it out of the workspace, everything saves.
+	require.NoError(t, os.Rename(filepath.Join(wt, "vendor"), filepath.Join(t.TempDir(), "vendor")))
+	_, err = b.Checkpoint(ctx, ws, "")
+	require.NoError(t, err)
+}

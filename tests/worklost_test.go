@@ -98,3 +98,62 @@ func TestNestedRepositoryIsRefusedAlikeEverywhere(t *testing.T) {
 	require.NoError(t, err, "other paths commit")
 	assert.False(t, res.NothingToCommit)
 }
+
+// TestAgentBreakingTheWorktreeGitMetadataStrandsNothing: an agent's `rm
+// .git` (or overwriting it) from a command, and a `git worktree prune` on
+// the repository afterwards, are repaired by the host on the next
+// operation and acquire: the agent's git works again, status and commit
+// work, nothing is SandboxConflict or WorkspaceNotFound, and the
+// uncommitted changes survive.
+func TestAgentBreakingTheWorktreeGitMetadataStrandsNothing(t *testing.T) {
+	h := startHost(t, "gitmeta")
+	ctx := ctxFor(t, 3*time.Minute)
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
+	gittest.Commit(t, upstream, "README.md", "hello\n", "initial")
+	req := editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(upstream))
+	s, hd, err := h.client.Acquire(ctx, req)
+	require.NoError(t, err)
+	bare := filepath.Join(filepath.Dir(filepath.Dir(hd.LocalPath)), ".bare")
+	require.NoError(t, s.WriteFile(ctx, "README.md", []byte("changed\n"), 0))
+	require.NoError(t, s.WriteFile(ctx, "wip.txt", []byte("work in progress\n"), 0))
+	want := worktreeSnapshot(t, hd.LocalPath)
+	sh := func(script string) sandbox.ExecResult {
+		t.Helper()
+		res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}})
+		require.NoError(t, err)
+		return res
+	}
+	agentGitWorks := func(why string) {
+		t.Helper()
+		res := sh("git status --porcelain")
+		require.Equal(t, 0, res.ExitCode, "%s: %s", why, res.Stderr)
+		assert.Contains(t, string(res.Stdout), " M README.md", why)
+		assert.Contains(t, string(res.Stdout), "?? wip.txt", why)
+	}
+
+	require.Equal(t, 0, sh("rm .git").ExitCode)
+	agentGitWorks("after rm .git")
+	require.Equal(t, 0, sh("echo 'gitdir: /nowhere' > .git").ExitCode)
+	agentGitWorks("after overwriting .git")
+
+	require.Equal(t, 0, sh("rm .git").ExitCode)
+	gittest.Git(t, bare, "worktree", "prune")
+	require.NotContains(t, gittest.Git(t, bare, "worktree", "list"), hd.LocalPath, "prune dropped the registration")
+	st, err := s.Status(ctx)
+	require.NoError(t, err, "never WorkspaceNotFound")
+	assert.True(t, st.Dirty)
+	agentGitWorks("after a worktree prune")
+
+	require.Equal(t, 0, sh("rm .git").ExitCode)
+	gittest.Git(t, bare, "worktree", "prune")
+	_, again, err := h.client.Acquire(ctx, req)
+	require.NoError(t, err, "never SandboxConflict")
+	assert.Equal(t, hd.LocalPath, again.LocalPath)
+	assert.Equal(t, hd.BaseCommit, again.BaseCommit)
+	assert.Equal(t, want, worktreeSnapshot(t, hd.LocalPath), "the uncommitted changes survive")
+	agentGitWorks("after a prune and an acquire")
+
+	res, err := s.Commit(ctx, sandbox.CommitRequest{Message: "kept"})
+	require.NoError(t, err)
+	assert.Contains(t, gittest.Git(t, bare, "show", "--name-only", "--format=", res.Commit), "wip.txt")
+}

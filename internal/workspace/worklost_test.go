@@ -151,3 +151,90 @@ func TestNestedRepositoryRefusedAlikeByCommitCheckpointDestroyAndEviction(t *tes
 	_, err = b.Checkpoint(ctx, ws, "")
 	require.NoError(t, err)
 }
+
+// TestWorktreeMetadataIsRepairedOnEveryOperation: the agent deleting or
+// overwriting the worktree's .git file, a `git worktree prune` on the
+// repository after that, or a corrupted back-pointer never strands the
+// workspace: the next host operation (or acquire) repairs the metadata, the
+// agent's own git works again, and every file of the worktree — the
+// agent's commits, modified and untracked files — survives.
+func TestWorktreeMetadataIsRepairedOnEveryOperation(t *testing.T) {
+	ctx := context.Background()
+	setup := func(t *testing.T) (*fixture, sandbox.WorkspaceRequest, sandbox.Workspace, map[string]fileState, string) {
+		f := newFixture(t)
+		req := f.req(sandbox.ModeEdit, "meta")
+		ws := f.ensure(req)
+		ws.State = sandbox.WorkspaceReady
+		wt := ws.LocalPath
+		write(t, wt, "committed.txt", []byte("committed\n"), 0o644)
+		f.git(wt, "add", "committed.txt")
+		f.git(wt, "commit", "-q", "-m", "agent commit")
+		write(t, wt, "README.md", []byte("modified, not committed\n"), 0o644)
+		write(t, wt, "notes/untracked.md", []byte("untracked\n"), 0o600)
+		return f, req, ws, worktreeFiles(t, wt), f.git(wt, "rev-parse", "HEAD")
+	}
+	check := func(t *testing.T, f *fixture, ws sandbox.Workspace, files map[string]fileState, head string) {
+		t.Helper()
+		st, err := f.m.Status(ctx, ws)
+		require.NoError(t, err, "the operation repairs the metadata first")
+		assert.True(t, st.Dirty)
+		wt := ws.LocalPath
+		assert.Equal(t, head, f.git(wt, "rev-parse", "HEAD"), "the agent's git works again, on its commit")
+		assert.Equal(t, ws.BranchName, f.git(wt, "symbolic-ref", "--short", "HEAD"))
+		if files != nil {
+			assert.Equal(t, files, worktreeFiles(t, wt), "every file survives")
+		}
+		assert.Contains(t, f.git(wt, "status", "--porcelain"), "M README.md")
+		assert.Equal(t, []string{wt}, f.registered())
+		d, err := f.m.Diff(ctx, ws)
+		require.NoError(t, err)
+		assert.Contains(t, d.Patch, "+modified, not committed")
+		assert.Contains(t, d.Patch, "+untracked")
+	}
+	gitFile := func(ws sandbox.Workspace) string { return filepath.Join(ws.LocalPath, ".git") }
+
+	t.Run("deleted", func(t *testing.T) {
+		f, _, ws, files, head := setup(t)
+		require.NoError(t, os.Remove(gitFile(ws)))
+		check(t, f, ws, files, head)
+	})
+	t.Run("overwritten", func(t *testing.T) {
+		f, _, ws, files, head := setup(t)
+		require.NoError(t, os.WriteFile(gitFile(ws), []byte("gitdir: /nowhere\n"), 0o644))
+		check(t, f, ws, files, head)
+	})
+	t.Run("pruned", func(t *testing.T) {
+		f, _, ws, files, head := setup(t)
+		require.NoError(t, os.Remove(gitFile(ws)))
+		f.git(f.bare, "worktree", "prune")
+		require.Empty(t, f.registered(), "prune dropped the registration")
+		check(t, f, ws, files, head)
+	})
+	t.Run("pruned, then acquired", func(t *testing.T) {
+		f, req, ws, files, head := setup(t)
+		require.NoError(t, os.Remove(gitFile(ws)))
+		f.git(f.bare, "worktree", "prune")
+		got, err := f.m.Ensure(ctx, f.cache, req, &ws)
+		require.NoError(t, err, "acquire registers the worktree again, never SandboxConflict")
+		assert.Equal(t, ws.LocalPath, got.LocalPath)
+		assert.Equal(t, ws.BaseCommit, got.BaseCommit)
+		check(t, f, ws, files, head)
+	})
+	t.Run("back-pointer corrupted", func(t *testing.T) {
+		f, _, ws, files, head := setup(t)
+		f.git(ws.LocalPath, "add", "notes/untracked.md")
+		admin := adminDir(loc{bare: f.bare, wt: ws.LocalPath, name: filepath.Base(ws.LocalPath)})
+		require.NoError(t, os.WriteFile(filepath.Join(admin, "gitdir"), []byte("garbage\n"), 0o644))
+		check(t, f, ws, files, head)
+		assert.Contains(t, f.git(ws.LocalPath, "status", "--porcelain"), "A  notes/untracked.md", "HEAD and index are kept")
+	})
+	t.Run("replaced by the agent's repository", func(t *testing.T) {
+		f, _, ws, files, head := setup(t)
+		require.NoError(t, os.Remove(gitFile(ws)))
+		f.git(ws.LocalPath, "init", "-q")
+		check(t, f, ws, nil, head)
+		assert.Equal(t, files["README.md"], worktreeFiles(t, ws.LocalPath)["README.md"])
+		matches, _ := filepath.Glob(filepath.Join(ws.LocalPath, ".git.agent-*", "HEAD"))
+		assert.Len(t, matches, 1, "the agent's .git directory is moved aside, not deleted")
+	})
+}

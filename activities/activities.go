@@ -315,7 +315,17 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
+	// A destroyed workspace being restored starts where its destroy backup
+	// did (destroyedStart), whatever the upstream holds under the base ref
+	// today; its row keeps the base ref it was created with.
+	asked := p.req
+	if fresh && in.Restore {
+		if start := a.destroyedStart(ctx, p.existing.ID); start != "" {
+			p.req.BaseRef, p.req.FromBranch = start, ""
+		}
+	}
 	ws, err := a.ensureWorktree(ctx, p, cred, started)
+	p.req = asked
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
@@ -621,7 +631,31 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspac
 	if ws.State != sandbox.WorkspaceReady {
 		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s is %s", id, ws.State)
 	}
+	a.repairMetadata(ctx, ws)
 	return ws, nil
+}
+
+// MetadataRepairer is the optional capability of a WorkspaceProvider that
+// detects and repairs a worktree's own git metadata — its .git file, its
+// registration in the repo cache — without touching its files
+// (workspace.Manager.RepairMetadata): an agent's `rm .git` or a `git
+// worktree prune` never strands a workspace.
+type MetadataRepairer interface {
+	RepairMetadata(ctx context.Context, ws sandbox.Workspace) error
+}
+
+// repairMetadata repairs ws's worktree metadata before an operation runs
+// (commands included: the agent's own git needs the .git file); a failure
+// is logged and the operation goes on (it fails with its own error if it
+// needs what could not be repaired).
+func (a *Activities) repairMetadata(ctx context.Context, ws sandbox.Workspace) {
+	r, ok := a.Workspaces.(MetadataRepairer)
+	if !ok {
+		return
+	}
+	if err := r.RepairMetadata(ctx, ws); err != nil {
+		a.log().Warn("workspace metadata could not be repaired", "workspace", ws.ID, "error", err)
+	}
 }
 
 // touch records use of a workspace at most every touchEvery (force: always),

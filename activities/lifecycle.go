@@ -378,6 +378,34 @@ func (a *Activities) restoreDestroyed(ctx context.Context, ws *sandbox.Workspace
 	return o.man.Ref, nil
 }
 
+// destroyedStart is the commit the re-created worktree of workspace id
+// starts from when its pending destroy backup is restored: the backup's
+// recorded base commit (its head for a backup that recorded none). Both are
+// in the repo cache, reachable from the backup ref, so restoring never
+// depends on the upstream still having the base branch (docs/API.md
+// "Destroy"). "" when no destroy backup is pending, a fork of the key is
+// (the fork's checkpoint decides), or the host has no provider.
+func (a *Activities) destroyedStart(ctx context.Context, id string) string {
+	lp, err := a.lifecycle()
+	if err != nil || sandbox.ValidateWorkspaceID(id) != nil {
+		return ""
+	}
+	if fm, ok, err := lp.ForkManifest(ctx, id); err != nil || (ok && fm.ConsumedAt == nil) {
+		return ""
+	}
+	man, ok, err := lp.PendingDestroyed(ctx, sandbox.Workspace{ID: id})
+	if err != nil || !ok {
+		return ""
+	}
+	if isHexID(man.BaseCommit) {
+		return man.BaseCommit
+	}
+	if isHexID(man.Head) {
+		return man.Head
+	}
+	return ""
+}
+
 // restorableRef is the ref of ws's pending destroy backup, "" when none.
 func (a *Activities) restorableRef(ctx context.Context, ws sandbox.Workspace) string {
 	lp, err := a.lifecycle()

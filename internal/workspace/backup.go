@@ -38,8 +38,8 @@ import (
 // change what is saved; symlinks are saved as links (their target text),
 // executable bits as git modes, and other permission bits in the manifest.
 // Ignored files, empty directories, special files and timestamps are not
-// saved. A nested (untracked) git repository cannot be saved: Backup then
-// fails and the workspace stays.
+// saved. A nested git repository (untracked, or staged as a new gitlink)
+// cannot be saved: Backup then fails and the workspace stays.
 //
 // Restore writes the backup back as raw bytes through an os.Root (no git
 // checkout machinery, no filters), leaving the index alone: every saved

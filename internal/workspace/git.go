@@ -111,12 +111,14 @@ func (w *wtRepo) stageEntries(ctx context.Context) ([]byte, error) {
 // forgetStage drops the memoized index listing (the index changed).
 func (w *wtRepo) forgetStage() { w.stage = nil }
 
-// openWorktree locates a registered worktree and prepares git for it: GIT_DIR
-// is its administrative directory, GIT_WORK_TREE its directory, and its
-// configuration is inspected (inspected: every filter, diff and merge driver
-// and the other dangerous variables are neutralized by gitx). Errors:
-// ErrInvalidArgument (bad LocalPath), ErrWorkspaceNotFound (directory missing
-// or not registered), ErrWorkspaceUnavailable (malformed configuration).
+// openWorktree locates a registered worktree, repairs its git metadata
+// when broken (RepairMetadata: the .git file, a registration pruned) and
+// prepares git for it: GIT_DIR is its administrative directory,
+// GIT_WORK_TREE its directory, and its configuration is inspected
+// (inspected: every filter, diff and merge driver and the other dangerous
+// variables are neutralized by gitx). Errors: ErrInvalidArgument (bad
+// LocalPath), ErrWorkspaceNotFound (directory missing), ErrWorkspaceUnavailable
+// (malformed configuration), those of RepairMetadata.
 func (m *Manager) openWorktree(ctx context.Context, ws sandbox.Workspace) (*wtRepo, error) {
 	l, err := locate(ws)
 	if err != nil {
@@ -125,9 +127,11 @@ func (m *Manager) openWorktree(ctx context.Context, ws sandbox.Workspace) (*wtRe
 	if !isDir(l.wt) {
 		return nil, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing (Ensure repairs it)", ws.ID)
 	}
-	admin := adminDir(l)
-	if admin == "" {
-		return nil, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: directory is not a registered worktree (Ensure repairs it)", ws.ID)
+	// The host's own metadata is repaired first (repair.go): an agent's
+	// `rm .git` or a `git worktree prune` never strands the workspace.
+	admin, err := m.repairAt(ctx, ws, l)
+	if err != nil {
+		return nil, err
 	}
 	return m.worktreeAt(ctx, l, admin)
 }

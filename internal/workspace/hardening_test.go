@@ -98,7 +98,13 @@ func TestForeignRepositoryHeadsNeverShow(t *testing.T) {
 	assert.Contains(t, d.Patch, "+mine")
 	assert.NotContains(t, d.Files, "leak")
 
-	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x"})
+	// Committing everything would leave them out: refused, naming them
+	// (never what they point at); the agent's own files commit by path.
+	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x"})
+	requireKind(t, err, sandbox.ErrWorkspaceDirty)
+	assert.Contains(t, err.Error(), `"leak/", "leak2/", "leak3/"`)
+	assert.NotContains(t, err.Error(), secret)
+	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", Paths: []string{"mine.txt"}})
 	require.NoError(t, err)
 	tree := f.git(f.bare, "ls-tree", "-r", "--full-tree", res.Commit)
 	assert.NotContains(t, tree, secret)

@@ -285,7 +285,7 @@ func (b *Backups) record(ctx context.Context, w *wtRepo, bg gitCtx, wsID string,
 // CheckpointRef(ws.ID, n), n = the highest existing number + 1, with HEAD as
 // parent; the branch, the index and the files are not touched. Errors:
 // ErrInvalidArgument (label), ErrResourceLimit (sandbox.MaxCheckpoints),
-// ErrWorkspaceDirty (an untracked nested repository), ErrWorkspaceNotFound,
+// ErrWorkspaceDirty (a nested repository: nestedRepoError), ErrWorkspaceNotFound,
 // ErrWorkspaceUnavailable.
 func (b *Backups) Checkpoint(ctx context.Context, ws sandbox.Workspace, label string) (sandbox.Checkpoint, error) {
 	if err := (sandboxapi.CheckpointInput{Label: label}).Validate(); err != nil {
@@ -365,8 +365,10 @@ func (b *Backups) checkpointByID(ctx context.Context, bg gitCtx, wsID string, id
 }
 
 // Rollback brings ws back to checkpoint id (sandbox.LifecycleProvider):
-// first a checkpoint of the current state is taken (RollbackResult.Undo),
-// then HEAD is put back — on a checkpoint taken on a branch, that branch is
+// first a checkpoint of the current state is taken (RollbackResult.Undo;
+// when a rollback interrupted by a crash left RollbackMarkerFile and the
+// worktree is still as it left it, that rollback's undo point is reported
+// instead: interruptedUndo), then HEAD is put back — on a checkpoint taken on a branch, that branch is
 // moved to the checkpoint's head and checked out; on a detached one, HEAD is
 // detached there — the index is reset to HEAD (`git read-tree`), and the
 // files are brought to the checkpoint's tree with their permission bits
@@ -409,9 +411,19 @@ func (b *Backups) Rollback(ctx context.Context, ws sandbox.Workspace, id int) (s
 			}
 		}
 	}
-	undo, err := b.next(ctx, w, bg, ws.ID, fmt.Sprintf("before rollback to checkpoint %d", id))
+	undo, err := b.interruptedUndo(ctx, w, bg, ws.ID)
 	if err != nil {
 		return sandbox.RollbackResult{}, err
+	}
+	if undo == nil {
+		rec, err := b.next(ctx, w, bg, ws.ID, fmt.Sprintf("before rollback to checkpoint %d", id))
+		if err != nil {
+			return sandbox.RollbackResult{}, err
+		}
+		undo = &rec
+		if err := writeRollbackMarker(w.admin, rollbackMarker{Undo: rec.cp.ID, Target: id}); err != nil {
+			return sandbox.RollbackResult{}, err
+		}
 	}
 	g := w.git
 	if br := target.cp.Branch; br != "" {
@@ -427,11 +439,102 @@ func (b *Backups) Rollback(ctx context.Context, ws sandbox.Workspace, id int) (s
 	if _, err := g.run(ctx, "read-tree", "--end-of-options", target.cp.Head); err != nil {
 		return sandbox.RollbackResult{}, gitx.Classify(err, "git read-tree", sandbox.ErrWorkspaceUnavailable)
 	}
+	b.m.crash("rollback-moved", w.wt)
 	if err := b.bringTo(ctx, w, bg, target.tree, target.modes); err != nil {
 		return sandbox.RollbackResult{}, err
 	}
+	if err := os.Remove(filepath.Join(w.admin, RollbackMarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return sandbox.RollbackResult{}, fsError(err, "remove rollback marker")
+	}
 	b.m.log.Info("workspace: rolled back", "workspace_id", ws.ID, "checkpoint", id, "undo", undo.cp.ID, "head", target.cp.Head)
 	return sandbox.RollbackResult{Checkpoint: target.cp, Undo: undo.cp, Head: target.cp.Head, Branch: target.cp.Branch}, nil
+}
+
+// RollbackMarkerFile, in a worktree's administrative directory, records a
+// rollback in progress: the checkpoint of the state before it (its undo
+// point) and its target, written once the undo checkpoint exists and
+// removed when the files are the target's. A rollback interrupted by a
+// crash leaves it behind, so the next rollback reports that undo point,
+// not the half-rolled-back state (interruptedUndo).
+const RollbackMarkerFile = "sandboxcore-rollback"
+
+// rollbackMarker is the content of RollbackMarkerFile.
+type rollbackMarker struct {
+	Undo   int `json:"undo"`
+	Target int `json:"target"`
+}
+
+func writeRollbackMarker(admin string, mk rollbackMarker) error {
+	data, err := json.Marshal(mk)
+	if err != nil {
+		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "encode rollback marker: %v", err)
+	}
+	return writeFileAtomic(filepath.Join(admin, RollbackMarkerFile), append(data, '\n'))
+}
+
+// interruptedUndo returns the undo checkpoint of a rollback that was
+// interrupted (RollbackMarkerFile) when the worktree is still in the state
+// it left: HEAD at the undo point's or the target's head, and no path
+// differing from both the undo point's and the target's trees (each path is
+// one of the two, both saved). Then the state before that rollback is the
+// one to report as the undo point. Otherwise (no marker, an unreadable one,
+// a checkpoint gone, or the worktree changed since) the marker is dropped
+// and nil returned: the caller checkpoints the state as it is.
+func (b *Backups) interruptedUndo(ctx context.Context, w *wtRepo, bg gitCtx, wsID string) (*cpRecord, error) {
+	path := filepath.Join(w.admin, RollbackMarkerFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	drop := func(why string) (*cpRecord, error) {
+		b.m.log.Info("workspace: stale rollback marker dropped", "workspace_id", wsID, "why", why)
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fsError(err, "remove rollback marker")
+		}
+		return nil, nil
+	}
+	var mk rollbackMarker
+	if err != nil || json.Unmarshal(data, &mk) != nil {
+		return drop("unreadable")
+	}
+	undo, err := b.checkpointByID(ctx, bg, wsID, mk.Undo)
+	if err != nil {
+		return drop("undo checkpoint gone")
+	}
+	target, err := b.checkpointByID(ctx, bg, wsID, mk.Target)
+	if err != nil {
+		return drop("target checkpoint gone")
+	}
+	headC, _, err := head(ctx, w.git.with(readEnv))
+	if err != nil {
+		return nil, err
+	}
+	if headC != undo.cp.Head && headC != target.cp.Head {
+		return drop("HEAD moved since")
+	}
+	snap, err := b.snapshot(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	fromUndo, err := bkDiffTrees(ctx, bg, undo.tree, snap.tree)
+	if err != nil {
+		return nil, err
+	}
+	fromTarget, err := bkDiffTrees(ctx, bg, target.tree, snap.tree)
+	if err != nil {
+		return nil, err
+	}
+	changed := make(map[string]bool, len(fromUndo))
+	for _, c := range fromUndo {
+		changed[c.path] = true
+	}
+	for _, c := range fromTarget {
+		if changed[c.path] {
+			return drop("the worktree changed since")
+		}
+	}
+	b.m.log.Warn("workspace: finishing an interrupted rollback", "workspace_id", wsID, "undo", undo.cp.ID, "interrupted_target", target.cp.ID)
+	return &undo, nil
 }
 
 // matchesNewestCheckpoint reports whether ws's HEAD, content and permission

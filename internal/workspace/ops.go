@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -329,6 +330,98 @@ func addAll(ctx context.Context, g gitCtx) error {
 	return err
 }
 
+// nestedRepos lists, sorted and each ending in "/", the nested git
+// repositories in the worktree that no commit, checkpoint or backup can
+// hold: untracked directories holding a .git (`git ls-files --others
+// --exclude-standard` lists each as "<dir>/"; ignored ones are not listed:
+// ignored files are never saved) and gitlinks staged in the index that
+// HEAD does not have as gitlinks (a repository the agent made and ran `git
+// add` on: recorded, only its commit id would be kept, never its files).
+// Errors: ErrWorkspaceUnavailable.
+func nestedRepos(ctx context.Context, g gitCtx) ([]string, error) {
+	out, err := g.run(ctx, "ls-files", "-z", "--others", "--exclude-standard")
+	if err != nil {
+		return nil, gitx.Classify(err, "git ls-files --others", sandbox.ErrWorkspaceUnavailable)
+	}
+	var nested []string
+	for _, p := range strings.Split(string(out), "\x00") {
+		if strings.HasSuffix(p, "/") {
+			nested = append(nested, p)
+		}
+	}
+	staged, err := newGitlinks(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	nested = append(nested, staged...)
+	sort.Strings(nested)
+	return slices.Compact(nested), nil
+}
+
+// newGitlinks lists ("<path>/") the gitlinks of g's index that HEAD does
+// not have as gitlinks (`git diff-index --cached HEAD`: new mode 160000,
+// old mode another). Errors: ErrWorkspaceUnavailable.
+func newGitlinks(ctx context.Context, g gitCtx) ([]string, error) {
+	out, err := g.run(ctx, "diff-index", "--cached", "--no-renames", "-z", "HEAD", "--")
+	if err != nil {
+		return nil, gitx.Classify(err, "git diff-index --cached HEAD", sandbox.ErrWorkspaceUnavailable)
+	}
+	var list []string
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		f := strings.Fields(strings.TrimPrefix(fields[i], ":"))
+		if len(f) == 5 && f[1] == "160000" && f[0] != "160000" {
+			list = append(list, fields[i+1]+"/")
+		}
+	}
+	return list, nil
+}
+
+// MaxNestedReposNamed is how many nested repositories the refusal of an
+// operation that would leave them out names (nestedRepoError).
+const MaxNestedReposNamed = 20
+
+// nestedRepoError is the one refusal of commit, checkpoint, fork, destroy
+// and eviction when the worktree holds nested repositories (nestedRepos)
+// that they would leave out (docs/API.md "Nested repositories"):
+// ErrWorkspaceDirty naming them (at most MaxNestedReposNamed) and what to
+// do. what names the refused operation.
+func nestedRepoError(what string, nested []string) error {
+	named := nested
+	if len(named) > MaxNestedReposNamed {
+		named = named[:MaxNestedReposNamed]
+	}
+	quoted := make([]string, len(named))
+	for i, p := range named {
+		quoted[i] = strconv.Quote(p)
+	}
+	more := ""
+	if n := len(nested) - len(named); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return sandbox.Errorf(sandbox.ErrWorkspaceDirty, "%s refused: nested git repositories %s%s cannot be committed or saved (their files would be left out); move them out of the workspace, delete them, or list them in .gitignore if they need not be kept",
+		what, strings.Join(quoted, ", "), more)
+}
+
+// nestedUnder returns the nested repositories (nestedRepos' form) that
+// the literal, clean pathspecs (NUL-terminated, commitArguments) name or
+// contain; all of them when pathspecs is empty (everything is staged).
+func nestedUnder(nested []string, pathspecs []byte) []string {
+	if len(pathspecs) == 0 || len(nested) == 0 {
+		return nested
+	}
+	var out []string
+	for _, n := range nested {
+		for _, p := range strings.Split(strings.TrimSuffix(string(pathspecs), "\x00"), "\x00") {
+			if p == "." || strings.HasPrefix(n, p+"/") || strings.HasPrefix(p+"/", n) {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // dropNewGitlinks puts back HEAD's entry (or none) for every gitlink (mode
 // 160000) that `git add` staged in g's index and HEAD does not have as it is.
 // Adding a directory holding a .git makes git resolve that repository's HEAD,
@@ -516,15 +609,19 @@ func diffNames(names *cappedBuffer) ([]string, bool) {
 // (`git add -A`); otherwise each path is validated with sandbox.CleanRelPath
 // and staged literally (`git add -A --pathspec-from-file=- --pathspec-file-nul`
 // with GIT_LITERAL_PATHSPECS=1, so no pathspec magic), and the commit then
-// contains everything staged, except a gitlink the agent made or changed (a
-// nested repository: dropNewGitlinks puts HEAD's entry back, so such a
-// change is never committed). The message goes through stdin (`-F -`,
+// contains everything staged, except a gitlink the agent changed
+// (dropNewGitlinks puts HEAD's entry back, so such a change is never
+// committed). A nested repository the commit would include (nestedRepos:
+// untracked, or staged as a new gitlink) refuses the commit with
+// ErrWorkspaceDirty naming it, as checkpoint, destroy and eviction refuse
+// to save it (nestedRepoError): nothing is left out silently. The message goes through stdin (`-F -`,
 // --cleanup=whitespace: lines starting with '#' are kept); hooks are skipped
 // (--no-verify, and the runner's core.hooksPath=/dev/null); author and
 // committer are req's identity or DefaultAuthorName/DefaultAuthorEmail, dated
 // by Options.Now. Nothing staged → NothingToCommit with Commit = HEAD and no
 // error, unless req.AllowEmpty. Errors: ErrCommandRejected (workspace not
-// writable, or HEAD detached), ErrInvalidArgument (empty or over
+// writable, or HEAD detached), ErrWorkspaceDirty (a nested repository),
+// ErrInvalidArgument (empty or over
 // MaxCommitMessageBytes message, NUL in it, bad identity), ErrInvalidWorkspacePath
 // (a bad path, one matching no file, or one through a symbolic link),
 // ErrWorkspaceNotFound, ErrRepoLocked
@@ -547,6 +644,15 @@ func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	}
 	if branch == "" {
 		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
+	}
+	// A nested repository is never left out silently: the commit is
+	// refused as checkpoint, destroy and eviction refuse to save it.
+	nested, err := nestedRepos(ctx, w.git)
+	if err != nil {
+		return sandbox.CommitResult{}, err
+	}
+	if left := nestedUnder(nested, pathspecs.Bytes()); len(left) > 0 {
+		return sandbox.CommitResult{}, nestedRepoError("commit", left)
 	}
 	if err := m.stageForCommit(ctx, w, len(req.Paths) == 0, pathspecs); err != nil {
 		return sandbox.CommitResult{}, err

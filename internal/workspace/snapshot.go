@@ -65,7 +65,8 @@ func (b *Backups) snapshot(ctx context.Context, w *wtRepo) (bkSnapshot, error) {
 
 // snapshotPaths lists the paths a snapshot saves: `git ls-files --cached -s`
 // and `--others --exclude-standard` (parseSnapshotPaths). Errors:
-// ErrWorkspaceDirty (a nested repository), ErrWorkspaceUnavailable.
+// ErrWorkspaceDirty (nested repositories, untracked or staged as new
+// gitlinks: nestedRepoError), ErrWorkspaceUnavailable.
 func snapshotPaths(ctx context.Context, g gitCtx) ([]string, map[string]string, error) {
 	cached, err := g.run(ctx, "ls-files", "-z", "--cached", "-s")
 	if err != nil {
@@ -75,19 +76,32 @@ func snapshotPaths(ctx context.Context, g gitCtx) ([]string, map[string]string, 
 	if err != nil {
 		return nil, nil, gitx.Classify(err, "git ls-files --others", sandbox.ErrWorkspaceUnavailable)
 	}
-	return parseSnapshotPaths(cached, others)
+	paths, gitlinks, nested := parseSnapshotPaths(cached, others)
+	if len(gitlinks) > 0 {
+		// A gitlink HEAD lacks is a repository the agent staged: only
+		// its commit id would be saved, never its files.
+		staged, err := newGitlinks(ctx, g)
+		if err != nil {
+			return nil, nil, err
+		}
+		nested = append(nested, staged...)
+	}
+	if len(nested) > 0 {
+		sort.Strings(nested)
+		return nil, nil, nestedRepoError("saving the workspace (checkpoint, fork, destroy, eviction)", nested)
+	}
+	return paths, gitlinks, nil
 }
 
 // parseSnapshotPaths merges the NUL-separated output of `git ls-files -z
 // --cached -s` (records "<mode> <sha> <stage>\t<path>") and of `git ls-files
 // -z --others` (paths) into one sorted list without duplicates (a conflicted
 // path has several stages), and returns the gitlinks (mode 160000: path →
-// commit) among the cached ones. An untracked path ending in "/" is a nested
-// git repository, which a snapshot cannot hold: ErrWorkspaceDirty.
-func parseSnapshotPaths(cached, others []byte) ([]string, map[string]string, error) {
-	gitlinks := map[string]string{}
+// commit) among the cached ones, and the untracked paths ending in "/":
+// nested git repositories, which a snapshot cannot hold.
+func parseSnapshotPaths(cached, others []byte) (paths []string, gitlinks map[string]string, nested []string) {
+	gitlinks = map[string]string{}
 	seen := map[string]bool{}
-	var paths []string
 	for _, rec := range strings.Split(string(cached), "\x00") {
 		meta, p, ok := strings.Cut(rec, "\t")
 		if !ok || seen[p] {
@@ -104,13 +118,14 @@ func parseSnapshotPaths(cached, others []byte) ([]string, map[string]string, err
 			continue
 		}
 		if strings.HasSuffix(p, "/") {
-			return nil, nil, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "untracked nested git repository %q cannot be saved; commit or remove it", p)
+			nested = append(nested, p)
+			continue
 		}
 		seen[p] = true
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	return paths, gitlinks, nil
+	return paths, gitlinks, nested
 }
 
 // realDirs answers whether every parent of a worktree path is a real

@@ -22,18 +22,19 @@ func TestParseSnapshotPaths(t *testing.T) {
 		"160000 " + sub + " 0\tvendor/lib\x00" +
 		"100755 " + strings.Repeat("5", 40) + " 0\tname\twith tab\x00"
 	others := "a.txt\x00b.txt\x00new dir/n.md\x00"
-	paths, gitlinks, err := parseSnapshotPaths([]byte(cached), []byte(others))
-	require.NoError(t, err)
+	paths, gitlinks, nested := parseSnapshotPaths([]byte(cached), []byte(others))
+	assert.Empty(t, nested)
 	assert.Equal(t, []string{"a.txt", "b.txt", "c.txt", "name\twith tab", "new dir/n.md", "vendor/lib"}, paths)
 	assert.Equal(t, map[string]string{"vendor/lib": sub}, gitlinks)
 
-	_, _, err = parseSnapshotPaths([]byte(cached), []byte("a.txt\x00nested/\x00"))
-	require.Error(t, err)
+	_, _, nested = parseSnapshotPaths([]byte(cached), []byte("a.txt\x00nested/\x00z/again/\x00"))
+	assert.Equal(t, []string{"nested/", "z/again/"}, nested, "every nested repository, not only the first")
+	err := nestedRepoError("checkpoint", nested)
 	assert.ErrorIs(t, err, sandbox.ErrWorkspaceDirty)
-	assert.Contains(t, err.Error(), `"nested/"`)
+	assert.Contains(t, err.Error(), `"nested/", "z/again/"`)
 
-	paths, gitlinks, err = parseSnapshotPaths(nil, nil)
-	require.NoError(t, err)
+	paths, gitlinks, nested = parseSnapshotPaths(nil, nil)
+	assert.Empty(t, nested)
 	assert.Empty(t, paths)
 	assert.Empty(t, gitlinks)
 }

@@ -119,8 +119,9 @@ type Manager struct {
 	afterAdd func(path string) error
 	// crashPoint, when set (tests only), is called at named points of
 	// worktree creation ("before-add", "added" — registered and checked out,
-	// base commit not yet recorded — and "recorded"); a test process kills
-	// itself there to simulate a crash.
+	// base commit not yet recorded — and "recorded"), and of a rollback
+	// ("rollback-moved": HEAD and index moved, files not yet written); a
+	// test kills its process (or panics) there to simulate a crash.
 	crashPoint func(point, path string)
 	// packEvery, when set (tests only), replaces PackRefsEvery.
 	packEvery int64
@@ -278,7 +279,10 @@ type ensureState struct {
 //     cache.LocalPath (<repo>/.bare);
 //   - returns the registered worktree at <repo>/worktrees/<name> when its
 //     directory exists (same key → same path, branch and recorded base
-//     commit); a missing ".git" file is rewritten. <name> and the branch are
+//     commit); a missing or wrong ".git" file is rewritten, and the
+//     directory of a ready stored workspace that is no longer registered
+//     (a `git worktree prune` after its .git file went) is registered
+//     again with its files as they are (repair.go). <name> and the branch are
 //     stored's (the recorded row of an existing workspace: kept, never
 //     derived again) or, for a new workspace (stored nil),
 //     req.WorktreeDirName() and req.Branch();
@@ -341,7 +345,22 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 		return sandbox.Workspace{}, err
 	}
 	known := ""
-	if e := findEntry(entries, st.wt); e != nil {
+	e := findEntry(entries, st.wt)
+	if e == nil && stored != nil && stored.State == sandbox.WorkspaceReady && stored.LocalPath == st.wt && isDir(st.wt) {
+		// The workspace's worktree is there but no longer registered (a
+		// `git worktree prune` after its .git file went): registered again
+		// with its files as they are (repair.go), never replaced.
+		ws := *stored
+		ws.BranchName = st.branch
+		if _, err := m.reregister(ctx, loc{bare: st.bare, wt: st.wt, name: filepath.Base(st.wt)}, ws); err != nil {
+			return sandbox.Workspace{}, err
+		}
+		if entries, err = m.listWorktrees(ctx, st.bg); err != nil {
+			return sandbox.Workspace{}, err
+		}
+		e = findEntry(entries, st.wt)
+	}
+	if e != nil {
 		admin := adminDir(loc{bare: st.bare, wt: st.wt, name: filepath.Base(st.wt)})
 		crashed := crashedAdd(e, admin)
 		if !crashed && isDir(st.wt) {
@@ -517,20 +536,10 @@ func fresh(st *ensureState) bool {
 
 // reuse returns the existing, registered worktree.
 func (m *Manager) reuse(ctx context.Context, st *ensureState, e *wtEntry, admin string) (sandbox.Workspace, error) {
-	gitfile := filepath.Join(st.wt, ".git")
-	if _, err := os.Lstat(gitfile); errors.Is(err, fs.ErrNotExist) {
-		// The agent deleted the link; host-side git does not need it (GIT_DIR),
-		// the agent's own git does.
-		// O_EXCL: never follows a symlink planted meanwhile.
-		gf, err := os.OpenFile(gitfile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err == nil {
-			_, err = gf.WriteString("gitdir: " + admin + "\n")
-			err = errors.Join(err, gf.Close())
-		}
-		if err != nil {
-			return sandbox.Workspace{}, fsError(err, "restore .git file")
-		}
-		m.log.Warn("workspace: restored missing .git file", "path", st.wt)
+	// The agent may have deleted or overwritten the link; host-side git does
+	// not need it (GIT_DIR), the agent's own git does (repair.go).
+	if err := m.fixGitFile(st.wt, admin); err != nil {
+		return sandbox.Workspace{}, err
 	}
 	base := readBase(admin)
 	created := m.now()

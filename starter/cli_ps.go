@@ -22,7 +22,7 @@ import (
 // psResult is `sandboxctl ps --json`: the execs running or queued (their
 // update ids) and the live background processes.
 type psResult struct {
-	RunningExecs []string                `json:"running_execs"`
+	RunningExecs []string                 `json:"running_execs"`
 	Processes    []sandboxapi.ProcessInfo `json:"processes"`
 }
 

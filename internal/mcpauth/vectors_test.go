@@ -142,7 +142,7 @@ func vectorCases(t *testing.T) vectors {
 	withExp := func(exp string) string {
 		return "v1." + wsA + "." + exp + "." + k.mac(wsA, exp)
 	}
-	for _, c := range []invalidVector{
+	v.Invalid = append(v.Invalid, []invalidVector{
 		{"expired at its expiry", sign(k, wsA, t0), t0, "expired"},
 		{"expired a second ago", sign(k, wsA, t0-1), t0 + 0.5, "expired"},
 		{"another key", sign(other, wsA, t0+3600), t0, "forged"},
@@ -169,9 +169,7 @@ func vectorCases(t *testing.T) vectors {
 		{"empty", "", t0, "malformed"},
 		{"too long", good + strings.Repeat("A", MaxTokenLen), t0, "malformed"},
 		{"not ASCII", "v1." + wsA + ".1767229200." + mac[:41] + "é", t0, "malformed"},
-	} {
-		v.Invalid = append(v.Invalid, c)
-	}
+	}...)
 
 	raw32 := []byte("\x00\x01\x02 \xff\xfe=+/\n\r\tkey-bytes-raw-0123456789\x80")[:32]
 	k32 := []byte("0123456789abcdef0123456789ABCDEF")
@@ -180,7 +178,7 @@ func vectorCases(t *testing.T) vectors {
 	wrapped := b64(k64)
 	wrapped = wrapped[:76] + "\n" + wrapped[76:] + "\n"
 	urlKey := []byte("\xfb\xff\xbf" + strings.Repeat("k", 29)) // encodes with - and _
-	for _, c := range []keyFileVector{
+	v.KeyFiles = append(v.KeyFiles, []keyFileVector{
 		{"raw 32 bytes", raw32, raw32},
 		{"base64 with a line end", []byte(b64(k32) + "\n"), k32},
 		{"base64 without padding", []byte(strings.TrimRight(b64(k32), "=")), k32},
@@ -198,9 +196,7 @@ func vectorCases(t *testing.T) vectors {
 		{"raw 31 bytes", raw32[:31], nil},
 		{"empty", nil, nil},
 		{"white space only", []byte(" \n\t\r\n"), nil},
-	} {
-		v.KeyFiles = append(v.KeyFiles, c)
-	}
+	}...)
 	return v
 }
 

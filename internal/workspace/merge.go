@@ -129,24 +129,37 @@ func (m *Manager) Merge(ctx context.Context, ws sandbox.Workspace, req sandbox.M
 	return res, nil
 }
 
-// mergeOne merges branch b into HEAD (= pre) and returns its outcome and the new HEAD.
-func (m *Manager) mergeOne(ctx context.Context, w *wtRepo, g gitCtx, pre, b string) (sandbox.BranchMerge, string, error) {
+// branchOutcome looks up branch b's tip for a merge into commit cur: an
+// outcome with its Status set when nothing is left to merge
+// (sandbox.MergeMissing, or sandbox.MergeMerged when cur contains it), else
+// one with only Branch and Tip.
+func (m *Manager) branchOutcome(ctx context.Context, w *wtRepo, cur, b string) (sandbox.BranchMerge, error) {
 	bm := sandbox.BranchMerge{Branch: b}
 	tip, err := m.firstCommit(ctx, w.git, "refs/heads/"+b)
 	if err != nil {
-		return bm, pre, err
+		return bm, err
 	}
 	if tip == "" {
 		bm.Status = sandbox.MergeMissing
-		return bm, pre, nil
+		return bm, nil
 	}
 	bm.Tip = tip
-	if _, err := w.git.run(ctx, "merge-base", "--is-ancestor", tip, pre); err == nil {
+	if _, err := w.git.run(ctx, "merge-base", "--is-ancestor", tip, cur); err == nil {
 		bm.Status = sandbox.MergeMerged
-		return bm, pre, nil
+		return bm, nil
 	} else if gitx.ExitCode(err) != 1 {
-		return bm, pre, gitx.Classify(err, "git merge-base --is-ancestor", sandbox.ErrWorkspaceUnavailable)
+		return bm, gitx.Classify(err, "git merge-base --is-ancestor", sandbox.ErrWorkspaceUnavailable)
 	}
+	return bm, nil
+}
+
+// mergeOne merges branch b into HEAD (= pre) and returns its outcome and the new HEAD.
+func (m *Manager) mergeOne(ctx context.Context, w *wtRepo, g gitCtx, pre, b string) (sandbox.BranchMerge, string, error) {
+	bm, err := m.branchOutcome(ctx, w, pre, b)
+	if err != nil || bm.Status != "" {
+		return bm, pre, err
+	}
+	tip := bm.Tip
 	if err := writeMarker(w.admin, pre); err != nil {
 		return bm, pre, err
 	}
@@ -498,22 +511,11 @@ func (m *Manager) leastConflictOrder(ctx context.Context, w *wtRepo, g gitCtx, s
 // simulateOne previews merging branch b into commit cur: its outcome and
 // the commit the merge would make (cur when it makes none).
 func (m *Manager) simulateOne(ctx context.Context, w *wtRepo, g gitCtx, cur, b string) (sandbox.BranchMerge, string, error) {
-	bm := sandbox.BranchMerge{Branch: b}
-	tip, err := m.firstCommit(ctx, w.git, "refs/heads/"+b)
-	if err != nil {
+	bm, err := m.branchOutcome(ctx, w, cur, b)
+	if err != nil || bm.Status != "" {
 		return bm, cur, err
 	}
-	if tip == "" {
-		bm.Status = sandbox.MergeMissing
-		return bm, cur, nil
-	}
-	bm.Tip = tip
-	if _, err := w.git.run(ctx, "merge-base", "--is-ancestor", tip, cur); err == nil {
-		bm.Status = sandbox.MergeMerged
-		return bm, cur, nil
-	} else if gitx.ExitCode(err) != 1 {
-		return bm, cur, gitx.Classify(err, "git merge-base --is-ancestor", sandbox.ErrWorkspaceUnavailable)
-	}
+	tip := bm.Tip
 	// Exit 1 (conflicts) still prints the tree and the conflicted paths.
 	var out bytes.Buffer
 	_, merr := g.runIO(ctx, nil, &out, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", "--end-of-options", cur, tip)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -364,4 +365,41 @@ func TestExecCancelKeepOutput(t *testing.T) {
 	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"echo", "next"}})
 	require.NoError(t, err)
 	assert.Equal(t, "next\n", string(res.Stdout))
+}
+
+// TestProcessListAfterHibernateListsEachProcessOnce: after hibernation,
+// process_list shows every process the runtime ran — running, exited and
+// stopped — each exactly once (it showed one twice and dropped another).
+func TestProcessListAfterHibernateListsEachProcessOnce(t *testing.T) {
+	h := startHost(t, "proc-list-hib")
+	s, _, _ := newEditSession(t, h)
+	ctx := ctxFor(t, 3*time.Minute)
+	var ids []string
+	for _, c := range []string{`echo done`, `exec sleep 600`, `exec sleep 601`} {
+		r, err := s.ProcessStart(ctx, sandboxapi.ProcessStartInput{Cmd: sh(c)})
+		require.NoError(t, err)
+		ids = append(ids, r.ProcessID)
+	}
+	_, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
+	require.NoError(t, err)
+	before, err := s.ProcessList(ctx)
+	require.NoError(t, err)
+	_, err = s.Hibernate(ctx)
+	require.NoError(t, err)
+	after, err := s.ProcessList(ctx)
+	require.NoError(t, err)
+	for name, list := range map[string]sandboxapi.ProcessListResult{"before": before, "after": after} {
+		seen := map[string]int{}
+		for _, p := range list.Processes {
+			seen[p.ID]++
+		}
+		for _, id := range ids {
+			assert.Equal(t, 1, seen[id], "%s hibernation: process %s listed %d times in %+v", name, id, seen[id], list.Processes)
+		}
+	}
+	for _, p := range after.Processes {
+		if slices.Contains(ids, p.ID) {
+			assert.True(t, p.Exited, "%s still running after hibernation", p.ID)
+		}
+	}
 }

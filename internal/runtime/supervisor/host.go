@@ -530,7 +530,9 @@ func (a *Archive) add(fs []Final) {
 	}
 	// The newest keptExited background and keptExec exec processes stay.
 	var bg, ex int
-	keep := a.order[:0]
+	// A new slice: filling a.order[:0] while reading a.order backwards
+	// overwrote ids not read yet (one process listed twice, another lost).
+	keep := make([]string, 0, len(a.order))
 	for i := len(a.order) - 1; i >= 0; i-- {
 		id := a.order[i]
 		n := &bg

@@ -10,6 +10,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/hostworker"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // A client killed by SIGKILL leaves its command running and holding the
@@ -61,4 +65,43 @@ func TestPsAndCancelFreeAWorkspaceAKilledClientLeftBusy(t *testing.T) {
 // psOut is `sandboxctl ps --json`.
 type psOut struct {
 	RunningExecs []string `json:"running_execs"`
+}
+
+// A call that finds the workspace held by a long command fails
+// WorkspaceLocked after SANDBOX_LOCK_WAIT, naming the operation that holds
+// it and since when, instead of waiting in silence; acquire still waits,
+// and the command's own session keeps working once it ends.
+func TestBusyWorkspaceFailsWorkspaceLockedNamingTheHolder(t *testing.T) {
+	h := startHost(t, "lockwait", func(c *hostworker.Config) { c.LockWait = 2 * time.Second })
+	url := mcpRepo(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	req := editRequest(uniq(t, "u"), "p", "c1", url)
+	s, _, err := h.client.Acquire(ctx, req)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(sandboxclient.WithUpdateID(ctx, "long-command"), sandboxapi.ExecRequest{Cmd: []string{"sleep", "8"}})
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		d, err := s.Describe(ctx)
+		return err == nil && len(d.RunningExecs) == 1
+	}, 30*time.Second, 100*time.Millisecond)
+
+	start := time.Now()
+	err = s.WriteFile(ctx, "x.txt", []byte("x"), 0)
+	waited := time.Since(start)
+	require.Error(t, err)
+	assert.True(t, sandboxapi.IsWorkspaceLocked(err), "%v", err)
+	assert.Contains(t, err.Error(), "exec (update id long-command) has held it since")
+	assert.GreaterOrEqual(t, waited, 2*time.Second)
+	assert.Less(t, waited, 7*time.Second)
+	_, err = s.ReadFile(ctx, "x.txt")
+	assert.True(t, sandboxapi.IsWorkspaceLocked(err), "reads wait as long: %v", err)
+
+	// Acquire is not bounded: it returns once the command ended.
+	_, _, err = h.client.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.NoError(t, s.WriteFile(ctx, "x.txt", []byte("x"), 0))
 }

@@ -98,6 +98,7 @@ func (o operation[In, Out]) register(s *session, ctx workflow.Context) error {
 			return zero, appError(err)
 		}
 		start := workflow.Now(ctx)
+		ctx = workflow.WithValue(ctx, updateKey{}, workflow.GetCurrentUpdateInfo(ctx))
 		out, err := o.serve(s, ctx, in)
 		// Every operation, whatever its types: its outcome and what its
 		// result says about the workspace go to the current details.

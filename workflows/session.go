@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -143,6 +144,8 @@ type session struct {
 	facts wire.SessionFacts
 	// idle is the run's pending idle timer (changeIdleTimer), nil when none.
 	idle *idleTimer
+	// holder is what took the exclusive lock last (lockedError).
+	holder lockHolder
 }
 
 // idleTimer is a pending timer of the main loop that fires at at.
@@ -474,11 +477,20 @@ func (s *session) begin(ctx workflow.Context, mutating bool) error {
 func (s *session) beginUnless(ctx workflow.Context, mutating bool, abort func() bool) (bool, error) {
 	s.inFlight++
 	s.seq++
-	ok, err := s.lock.acquireUnless(ctx, mutating, abort)
+	ok, timedOut, err := s.lock.acquireWithin(ctx, mutating, abort, s.lockWait(ctx))
 	if err != nil || !ok {
 		s.inFlight--
 		s.seq++
+		if timedOut {
+			return false, s.lockedError(ctx)
+		}
 		return false, err
+	}
+	if mutating {
+		s.holder = lockHolder{op: "a session task (idle timer or eviction)", since: workflow.Now(ctx)}
+		if u := clientUpdate(ctx); u != nil {
+			s.holder.op, s.holder.updateID = u.Name, u.ID
+		}
 	}
 	if s.destroyed {
 		// Waited for the lock while destroy ran: the workspace is gone.
@@ -487,6 +499,59 @@ func (s *session) beginUnless(ctx workflow.Context, mutating bool, abort func() 
 		return false, s.destroyedError()
 	}
 	return true, nil
+}
+
+// lockHolder is what holds the session's exclusive lock: the operation
+// (an update name), its update id ("" for the session's own tasks), since when.
+type lockHolder struct {
+	op, updateID string
+	since        time.Time
+}
+
+// updateKey is the workflow context key of the update an operation serves
+// (operation.register; clientUpdate).
+type updateKey struct{}
+
+// clientUpdate returns the update the operation of ctx serves, nil in the
+// session's own tasks (timers, signals): unlike workflow.GetCurrentUpdateInfo
+// it never panics outside an update handler.
+func clientUpdate(ctx workflow.Context) *workflow.UpdateInfo {
+	u, _ := ctx.Value(updateKey{}).(*workflow.UpdateInfo)
+	return u
+}
+
+// lockWait is how long the current operation may wait for the session's
+// lock (docs/API.md "Updates": SANDBOX_LOCK_WAIT): the host's LockWait for
+// an update a client sent, 0 (no bound) for acquire, for the session's own
+// tasks (timers, eviction signals) and for the updates the fan-out and
+// cleanup workflows send (their activities wait as long as the workspace
+// is busy). Runs whose settings were recorded before LockWait existed
+// carry 0, so their histories replay unchanged.
+func (s *session) lockWait(ctx workflow.Context) time.Duration {
+	u := clientUpdate(ctx)
+	if u == nil || s.settings.LockWait <= 0 || u.Name == sandboxapi.UpdateAcquire ||
+		strings.HasPrefix(u.ID, sandboxapi.FanoutWorkflowIDPrefix) || strings.HasPrefix(u.ID, sandboxapi.CleanupWorkflowIDPrefix) {
+		return 0
+	}
+	return s.settings.LockWait
+}
+
+// lockedError is the WorkspaceLocked failure of an operation that waited
+// lockWait for the lock, naming what holds it.
+func (s *session) lockedError(ctx workflow.Context) error {
+	wait := s.lockWait(ctx)
+	if s.lock.writers > 0 {
+		h := s.holder
+		what := h.op
+		if h.updateID != "" {
+			what += " (update id " + h.updateID + ")"
+		}
+		return appError(sandbox.Errorf(sandbox.ErrWorkspaceLocked,
+			"workspace %s is busy: %s has held it since %s (%s); waited %s. Wait and retry, or stop it: sandboxctl ps / cancel %s",
+			s.wsID, what, h.since.UTC().Format(time.RFC3339), workflow.Now(ctx).Sub(h.since).Round(time.Second), wait, s.wsID))
+	}
+	return appError(sandbox.Errorf(sandbox.ErrWorkspaceLocked,
+		"workspace %s is busy: %d read-only operations run and a change waits before this one; waited %s. Retry", s.wsID, s.lock.readers, wait))
 }
 
 // destroyedError refuses an operation that reached a run after its destroy:

@@ -67,7 +67,10 @@ type Config struct {
 	AllowHTTPURLs          bool          // SANDBOX_ALLOW_HTTP_URLS
 	FetchFreshness         time.Duration // SANDBOX_FETCH_FRESHNESS
 	IdleStop               time.Duration // SANDBOX_IDLE_STOP
-	IdleClose              time.Duration // SANDBOX_IDLE_CLOSE
+	// LockWait bounds a client's update's wait for its session's lock
+	// (SANDBOX_LOCK_WAIT; 0: no bound).
+	LockWait  time.Duration
+	IdleClose time.Duration // SANDBOX_IDLE_CLOSE
 	// ProcessMaxIdle: a live background process keeps its runtime from
 	// hibernating this long after it was last started, read or written
 	// (SANDBOX_PROCESS_MAX_IDLE; docs/API.md "Idle rules for processes").
@@ -115,8 +118,10 @@ const (
 	DefaultUIPort         = 8233
 	DefaultFetchFreshness = 30 * time.Second
 	DefaultIdleStop       = 20 * time.Minute
-	DefaultIdleClose      = 6 * time.Hour
-	DefaultHostWait       = time.Minute
+	// DefaultLockWait is SANDBOX_LOCK_WAIT's default.
+	DefaultLockWait  = 60 * time.Second
+	DefaultIdleClose = 6 * time.Hour
+	DefaultHostWait  = time.Minute
 	// DefaultWorkflowCacheSize (workflow runs) bounds the memory of idle sessions: a cached
 	// session run costs ≈ 120 KiB in the worker and ≈ 90 KiB in the embedded
 	// server, so 10,000 open sessions stay within ≈ 2 GiB only when most of
@@ -197,6 +202,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		{"SANDBOX_IDLE_CLOSE", &c.IdleClose, DefaultIdleClose},
 		{"SANDBOX_HOST_WAIT", &c.HostWait, DefaultHostWait},
 		{"SANDBOX_PROCESS_MAX_IDLE", &c.ProcessMaxIdle, sandboxapi.DefaultProcessMaxIdle},
+		{"SANDBOX_LOCK_WAIT", &c.LockWait, DefaultLockWait},
 	} {
 		v := get(d.name, d.def.String())
 		dur, err := sandbox.ParseDuration(v)

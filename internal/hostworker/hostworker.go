@@ -244,7 +244,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 		Outputs: execoutput.New(filepath.Join(cfg.DataDir, "outputs")),
 		HostID:  cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
 		Settings: wire.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
-			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait, ProcessMaxIdle: cfg.ProcessMaxIdle},
+			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait, ProcessMaxIdle: cfg.ProcessMaxIdle, LockWait: cfg.LockWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, NetworkMax: cfg.NetworkMax, NetworkAllow: cfg.NetworkAllow,
 		RuntimeResources: cfg.RuntimeResources, Logger: log,
 		SkipSubmodules: cfg.Content.Submodules == "off",

@@ -122,6 +122,10 @@ type SessionSettings struct {
 	// hibernating this long after it was last started, read or written
 	// (SANDBOX_PROCESS_MAX_IDLE); 0 means sandboxapi.DefaultProcessMaxIdle.
 	ProcessMaxIdle time.Duration `json:"process_max_idle,omitempty"`
+	// LockWait bounds how long an update a client sent waits for the
+	// session's lock before it fails WorkspaceLocked naming what holds it
+	// (SANDBOX_LOCK_WAIT; 0: no bound, as in runs recorded before it existed).
+	LockWait time.Duration `json:"lock_wait,omitempty"`
 	// CodeHost: the host has a code host for this session's repository
 	// (set per workspace by the acquire activity; sandboxapi.Handle.CodeHost).
 	CodeHost bool `json:"code_host,omitempty"`

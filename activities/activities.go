@@ -460,15 +460,6 @@ func (a *Activities) reuseReady(ctx context.Context, in wire.AcquireActivityInpu
 	return res, true, nil
 }
 
-// RemoteHeadChecker is the optional capability of a repo cache provider
-// (internal/repocache) to ask the remote, without fetching, whether its
-// default branch or that branch's tip moved since the last fetch.
-type RemoteHeadChecker interface {
-	// RemoteHeadMoved reports whether the remote's HEAD symref or tip
-	// differs from the mirror's.
-	RemoteHeadMoved(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential) (bool, error)
-}
-
 // ensureWorktree ensures the repo cache (cloned once, fetched outside its
 // freshness window) and the workspace's worktree, recording the cache's
 // row. A ref the request names that the cache lacks is fetched once before
@@ -491,22 +482,6 @@ func (a *Activities) ensureWorktree(ctx context.Context, p acquirePlan, cred *sa
 	var stored *sandbox.Workspace
 	if p.found && p.existing.State != sandbox.WorkspaceRemoved {
 		stored = &p.existing
-	}
-	if stored == nil && p.req.BaseRef == "" && p.req.FromBranch == "" && cache.LastFetchedAt.Before(started) {
-		// A new workspace of the default branch from a cache fetched before
-		// this acquire (inside the freshness window): ask the remote whether
-		// its HEAD moved (a new tip, or the default branch renamed) and
-		// fetch if so (docs/API.md "Getting a session", Freshness).
-		if hc, ok := a.Repos.(RemoteHeadChecker); ok {
-			moved, herr := hc.RemoteHeadMoved(ctx, p.repo, cred)
-			if herr != nil {
-				a.log().Warn("acquire: could not ask the remote for its default branch; using the repo cache as last fetched", "repo", p.repo.Key(), "error", herr)
-			} else if moved {
-				if cache, err = ensureCache(true); err != nil {
-					return sandbox.Workspace{}, err
-				}
-			}
-		}
 	}
 	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req, stored) })
 	if errors.Is(err, sandbox.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {

@@ -382,13 +382,13 @@ func TestDiffThroughTheServiceIsByteExact(t *testing.T) {
 	}
 }
 
-// TestDefaultBranchMoveIsSeenInsideTheFreshnessWindow: inside the repo
-// cache's freshness window a new workspace of the default branch still
-// starts from the remote's current tip, even right after the default
-// branch was renamed away (the remote's HEAD symref is asked, not
-// served stale); `refresh` fetches whatever the window, so a named branch
-// the cache holds at an old tip is brought up to date too.
-func TestDefaultBranchMoveIsSeenInsideTheFreshnessWindow(t *testing.T) {
+// TestRefreshSeesAMoveInsideTheFreshnessWindow: inside the repo cache's
+// freshness window an acquire is served from the cache as last fetched
+// (the documented bound, base_fetched_at says how old), even right after
+// the default branch was renamed away; `refresh` fetches whatever the
+// window, for the default branch (renamed: its new name is followed) and
+// for a named branch alike.
+func TestRefreshSeesAMoveInsideTheFreshnessWindow(t *testing.T) {
 	h := startHost(t, "window", func(c *hostworker.Config) { c.FetchFreshness = time.Hour })
 	up := gittest.InitRepo(t, t.TempDir()+"/team/project", "trunk")
 	gittest.Git(t, up, "branch", "side")
@@ -401,9 +401,16 @@ func TestDefaultBranchMoveIsSeenInsideTheFreshnessWindow(t *testing.T) {
 	// The default branch is renamed, with a new commit, a moment after the fetch.
 	gittest.Git(t, up, "branch", "-m", "trunk", "main")
 	tip := gittest.Commit(t, up, "n.txt", "new\n", "after the rename")
-	_, hd2, err := h.client.Acquire(ctx, editRequest(user, "p", "c2", url))
+	_, stale, err := h.client.Acquire(ctx, editRequest(user, "p", "c2", url))
 	require.NoError(t, err)
-	assert.Equal(t, tip, hd2.BaseCommit, "a new workspace starts from the renamed default branch's tip")
+	assert.Equal(t, hd.BaseCommit, stale.BaseCommit, "inside the window: the tip as last fetched")
+	require.NotNil(t, stale.BaseFetchedAt)
+	assert.Equal(t, *hd.BaseFetchedAt, *stale.BaseFetchedAt, "and base_fetched_at says so")
+	fresh := editRequest(user, "p", "c2b", url)
+	fresh.Refresh = true
+	_, hd2, err := h.client.Acquire(ctx, fresh)
+	require.NoError(t, err)
+	assert.Equal(t, tip, hd2.BaseCommit, "refresh: the renamed default branch's tip")
 	require.NotNil(t, hd2.BaseFetchedAt)
 	assert.True(t, hd2.BaseFetchedAt.After(*hd.BaseFetchedAt), "fetched for this acquire")
 

@@ -55,34 +55,3 @@ func TestIncompleteUpstreamIsRefusedAsSuch(t *testing.T) {
 		})
 	}
 }
-
-// RemoteHeadMoved asks the remote (no fetch) whether its default branch
-// was renamed or its tip moved since the mirror's last fetch.
-func TestRemoteHeadMoved(t *testing.T) {
-	src, id := fileRepo(t)
-	c := newCache(t, nil)
-	ctx := context.Background()
-	moved, err := c.RemoteHeadMoved(ctx, id, nil)
-	require.NoError(t, err)
-	require.False(t, moved, "no mirror yet")
-	_, err = c.Ensure(ctx, id, nil, false)
-	require.NoError(t, err)
-	moved, err = c.RemoteHeadMoved(ctx, id, nil)
-	require.NoError(t, err)
-	require.False(t, moved)
-
-	gittest.Git(t, src, "branch", "-m", "trunk", "main")
-	moved, err = c.RemoteHeadMoved(ctx, id, nil)
-	require.NoError(t, err)
-	require.True(t, moved, "the default branch was renamed")
-	_, err = c.Ensure(ctx, id, nil, true)
-	require.NoError(t, err)
-	moved, err = c.RemoteHeadMoved(ctx, id, nil)
-	require.NoError(t, err)
-	require.False(t, moved)
-
-	gittest.Commit(t, src, "n.txt", "n\n", "new tip")
-	moved, err = c.RemoteHeadMoved(ctx, id, nil)
-	require.NoError(t, err)
-	require.True(t, moved, "the tip moved")
-}

@@ -361,44 +361,6 @@ func (c *Cache) Ensure(ctx context.Context, repo sandbox.RepoIdentity, cred *san
 	return rc, err
 }
 
-// RemoteHeadMoved reports whether the remote's default branch (its HEAD
-// symref) or that branch's tip differs from what the ready mirror of repo
-// last fetched: one `git ls-remote --symref <url> HEAD`, no fetch. Inside
-// the freshness window (Ensure) a new workspace of the default branch
-// would otherwise start from a stale tip, or from a branch renamed away.
-// A mirror not yet cloned, or a remote without a HEAD, is not moved.
-// Errors: those of the ls-remote (Classify), ErrInvalidArgument (bad identity).
-func (c *Cache) RemoteHeadMoved(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential) (bool, error) {
-	id, err := identity(repo)
-	if err != nil {
-		return false, err
-	}
-	if !isHTTP(id.URL) {
-		cred = nil
-	}
-	bare := filepath.Join(c.repoDir(id), bareDirName)
-	if _, err := os.Stat(filepath.Join(bare, ReadyMarker)); err != nil {
-		return false, nil
-	}
-	remote := id.URL
-	if b, err := os.ReadFile(filepath.Join(bare, LocationMarker)); err == nil && len(b) > 0 {
-		remote = strings.TrimSpace(string(b)) // where the repository moved (fetch)
-	}
-	out, err := c.run(ctx, bare, c.netTimeout, cred, remote, "ls-remote", "--symref", "--end-of-options", remote, "HEAD")
-	if err != nil {
-		return false, gitx.Classify(err, "ls-remote "+id.Key(), sandbox.ErrRepoCacheUnavailable)
-	}
-	branch, sha := parseSymrefHead(string(out))
-	if sha == "" {
-		return false, nil
-	}
-	if branch != "" && branch != c.defaultBranch(ctx, bare) {
-		return true, nil
-	}
-	tip, err := c.run(ctx, bare, localTimeout, nil, "", "rev-parse", "--verify", "--quiet", "--end-of-options", OriginHEAD)
-	return err != nil || strings.TrimSpace(string(tip)) != sha, nil
-}
-
 // recordedSize is the mirror size recorded by the last measurement (0 when
 // none is recorded).
 func (c *Cache) recordedSize(bare string) int64 {

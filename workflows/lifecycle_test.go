@@ -286,7 +286,7 @@ func TestSessionRestoreOfNothingFails(t *testing.T) {
 	update(env, 0, sandboxapi.UpdateRestore, &rs)
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, run)
 	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
+	requireType(t, env.GetWorkflowError(), sandbox.ErrWorkspaceNotFound) // the run fails with it
 	requireType(t, rs.err, sandbox.ErrWorkspaceNotFound)
 	assert.Empty(t, l.calls)
 }

@@ -70,27 +70,34 @@ func (o operation[In, Out]) info() OperationInfo {
 // register installs the update handler and its validator on this run.
 func (o operation[In, Out]) register(s *session, ctx workflow.Context) error {
 	validator := func(raw converter.RawValue) error {
-		if err := s.admitting(o.op.Name); err != nil {
-			return err
+		err := o.check(s, raw)
+		if err != nil && s.refusalEndsRun() {
+			// The run's first update, refused: accepted so that its
+			// handler refuses it and the run ends at once (a rejected
+			// update leaves nothing in the history to end it by).
+			return nil
 		}
-		in, err := wire.Decode[In](o.op.Name, raw)
-		if err != nil {
-			return appError(err)
-		}
-		if o.writes {
-			if err := s.writable(); err != nil {
-				return err
-			}
-		}
-		if o.validate != nil {
-			if err := o.validate(s, in); err != nil {
-				return appError(err)
-			}
-		}
-		return nil
+		return err
 	}
 	handler := func(ctx workflow.Context, raw converter.RawValue) (Out, error) {
 		var zero Out
+		if s.ws == nil && !s.foreign && s.inputErr == nil {
+			// Maybe accepted by refusalEndsRun (a workspace is only set by
+			// an activity's result, in a later workflow task than this
+			// update's validation): check it as the validator did. The
+			// marker is asked only on a refusal, so a recorded history
+			// whose update passed never reaches it, and one that would
+			// fail a newer check replays as it ran.
+			if err := o.check(s, raw); err != nil && workflow.GetVersion(ctx, changeFailedRun, workflow.DefaultVersion, 1) >= 1 {
+				s.refused = true
+				if s.failure == nil && !s.acquireBegan {
+					s.failure = err
+				}
+				s.lastError = err.Error()
+				s.learn(ctx, o.op.Name, zero, zero, err, 0)
+				return zero, err
+			}
+		}
 		// Validated already (duplicate keys refused there): decoded as the
 		// run recorded it, also for updates accepted before that check.
 		in, err := wire.DecodeAccepted[In](o.op.Name, raw)
@@ -106,6 +113,30 @@ func (o operation[In, Out]) register(s *session, ctx workflow.Context) error {
 		return out, err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, o.op.Name, handler, workflow.UpdateHandlerOptions{Validator: validator})
+}
+
+// check is the validator's check of one update: the run admits it, its
+// argument decodes strictly, a writing operation meets a writable
+// workspace, and the operation's own validator passes. It changes nothing.
+func (o operation[In, Out]) check(s *session, raw converter.RawValue) error {
+	if err := s.admitting(o.op.Name); err != nil {
+		return err
+	}
+	in, err := wire.Decode[In](o.op.Name, raw)
+	if err != nil {
+		return appError(err)
+	}
+	if o.writes {
+		if err := s.writable(); err != nil {
+			return err
+		}
+	}
+	if o.validate != nil {
+		if err := o.validate(s, in); err != nil {
+			return appError(err)
+		}
+	}
+	return nil
 }
 
 // serve runs the operation: its handle func, or the generic activity call

@@ -66,6 +66,15 @@ const (
 	// history of a bound run (every real one) never reaches the marker, and
 	// the replayer's own workflow id finds none in a recorded history.
 	changeSessionBinding = "session-binding"
+	// changeFailedRun: a run that never had its workspace ends the way it
+	// happened (docs/API.md "Session states"): its first update refused
+	// for bad input is accepted and failed by its handler, so the run ends
+	// at once instead of after acquireBeginWait (listed as a workspace
+	// meanwhile); a failed run fails (status Failed, with the acquire's
+	// error) instead of completing; a run started to resume a destroyed
+	// workspace ends destroyed, not failed. Asked only on those paths, so
+	// histories of runs that got their workspace never reach the marker.
+	changeFailedRun = "session-failed-run"
 )
 
 // checkBinding returns the refusal of a run that is not its workspace's
@@ -112,6 +121,15 @@ type session struct {
 	// acquireBegan: an acquire handler started in this run.
 	acquireBegan  bool
 	acquireFailed bool
+	// refused: a first update accepted only to be refused by its handler
+	// (changeFailedRun) was; the run ends unless an acquire began.
+	refused bool
+	// failure is why the run's first acquire failed (or its first update
+	// was refused): the run fails with it (changeFailedRun).
+	failure error
+	// wsDestroyed: the run, started without a request, found its
+	// workspace destroyed (a tombstone); it ends destroyed.
+	wsDestroyed bool
 	// released: the run is ending (released, idle-closed or evicted); new
 	// operations are refused with SessionReleased until the next run.
 	released bool
@@ -188,6 +206,9 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 			return rerr
 		}
 		_, _ = workflow.AwaitWithTimeout(ctx, time.Second, func() bool { return false })
+		if workflow.GetVersion(ctx, changeFailedRun, workflow.DefaultVersion, 1) >= 1 {
+			s.setState(ctx, sandboxapi.StateFailed) // not left "acquiring"
+		}
 		return appError(err)
 	}
 	if c := in.Carry; c != nil {
@@ -397,12 +418,14 @@ func (s *session) awaitFirstAcquire(ctx workflow.Context) error {
 	if s.acquireBegan || s.inFlight > 0 {
 		return workflow.Await(ctx, done)
 	}
-	began := func() bool { return done() || s.acquireBegan || s.inFlight > 0 }
+	// refused is only ever set after changeFailedRun's marker (a recorded
+	// history without it never sees it true).
+	began := func() bool { return done() || s.acquireBegan || s.inFlight > 0 || s.refused }
 	ok, err := workflow.AwaitWithTimeout(ctx, acquireBeginWait, began)
 	if err != nil {
 		return err
 	}
-	if !ok && s.inFlight == 0 {
+	if (!ok || (s.refused && !s.acquireBegan)) && s.inFlight == 0 {
 		s.acquireFailed = true
 	}
 	return nil
@@ -423,12 +446,15 @@ func (s *session) finish(ctx workflow.Context) error {
 		_ = s.stopRuntime(ctx, false)
 	}
 	if s.ws == nil {
-		state := sandboxapi.StateFailed
 		if s.ev.handled > 0 && !s.acquireFailed {
-			state = sandboxapi.StateClosed
+			s.setState(ctx, sandboxapi.StateClosed) // a signal's run: nothing failed
+			return nil
 		}
-		s.setState(ctx, state)
-		return nil
+		if workflow.GetVersion(ctx, changeFailedRun, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			s.setState(ctx, sandboxapi.StateFailed) // recorded before: the run completed
+			return nil
+		}
+		return s.failRun(ctx)
 	}
 	final := sandboxapi.StateClosed
 	switch {
@@ -451,6 +477,24 @@ func (s *session) finish(ctx workflow.Context) error {
 		s.ws.State = sandbox.WorkspaceEvicted
 	}
 	return s.continueAsNew(ctx, workflow.GetInfo(ctx).TaskQueueName)
+}
+
+// failRun ends a run that never had its workspace (changeFailedRun): the
+// state says what happened (failed, or destroyed for a resume of a
+// destroyed workspace) and the run fails with the first acquire's error,
+// so the Web UI shows it as Failed with its cause (docs/API.md "Session
+// states").
+func (s *session) failRun(ctx workflow.Context) error {
+	state := sandboxapi.StateFailed
+	if s.wsDestroyed {
+		state = sandboxapi.StateDestroyed
+	}
+	s.setState(ctx, state)
+	err := s.failure
+	if err == nil {
+		err = sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: no acquire reached the session within %s of its start", s.wsID, acquireBeginWait)
+	}
+	return appError(err)
 }
 
 // continueAsNew hands the session to a new run on taskQueue.
@@ -599,6 +643,15 @@ func (s *session) admitting(name string) error {
 		return appError(sandbox.Errorf(sandbox.ErrSessionReleased, "%s: session %s is ending (released or closed); send the call again to resume it", name, s.wsID))
 	}
 	return nil
+}
+
+// refusalEndsRun reports whether a refused update is instead accepted and
+// refused by its handler, which ends the run (changeFailedRun): the run
+// never had a workspace, no acquire or other operation began, and its
+// argument decoded (a run whose argument did not decode, or a foreign one,
+// refuses every update and ends on its own).
+func (s *session) refusalEndsRun() bool {
+	return s.ws == nil && !s.acquireBegan && s.inFlight == 0 && !s.refused && s.inputErr == nil && !s.foreign && !s.acquireFailed
 }
 
 func (s *session) writable() error {

@@ -93,7 +93,7 @@ func (s *session) destroy(ctx workflow.Context, in sandboxapi.DestroyInput) (san
 	defer s.end(ctx, true)
 	fail := func(err error) (sandboxapi.DestroyResult, error) {
 		if s.ws == nil {
-			s.acquireFailed = true // a run started only for this destroy ends
+			s.acquireFailed, s.failure = true, err // a run started only for this destroy ends
 		}
 		return sandboxapi.DestroyResult{}, err
 	}

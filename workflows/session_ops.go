@@ -101,7 +101,7 @@ func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest, re
 	first := s.ws == nil
 	fail := func(err error) (sandboxapi.Handle, error) {
 		if first {
-			s.acquireFailed = true
+			s.acquireFailed, s.failure = true, err
 		}
 		return sandboxapi.Handle{}, err
 	}
@@ -128,6 +128,12 @@ func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest, re
 	if req == nil && !loc.Exists && !(restore && loc.Removed) {
 		if !first {
 			s.released = true // a dormant run of a removed workspace ends
+		}
+		if loc.Removed {
+			// Destroyed: a run started to resume it ends destroyed, not
+			// failed (changeFailedRun; finish), and says how to get it back.
+			s.wsDestroyed = first
+			return fail(appError(sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s was destroyed; restore brings back what its destroy saved, an acquire with a full request starts its key fresh", s.wsID)))
 		}
 		return fail(appError(sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s does not exist; acquire it with a full request", s.wsID)))
 	}

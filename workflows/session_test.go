@@ -258,10 +258,23 @@ func TestSessionRejectsAnotherKeysRequest(t *testing.T) {
 	var acq updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &other})
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Minute)
+	start := env.Now()
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
+	// The run's first update: accepted, refused by its handler, and the
+	// run fails with the refusal at once (changeFailedRun).
+	require.NoError(t, acq.rejected)
 	var app *temporal.ApplicationError
-	require.True(t, errors.As(acq.rejected, &app), "%v", acq.rejected)
+	require.True(t, errors.As(acq.err, &app), "%v", acq.err)
 	assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+	require.True(t, env.IsWorkflowCompleted())
+	require.True(t, errors.As(env.GetWorkflowError(), &app), "%v", env.GetWorkflowError())
+	assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+	assert.Less(t, env.Now().Sub(start), time.Second, "no wait for another acquire")
+	v, err := env.QueryWorkflow(sandboxapi.QueryDescribe)
+	require.NoError(t, err)
+	var d sandboxapi.SessionDescription
+	require.NoError(t, v.Get(&d))
+	assert.Equal(t, sandboxapi.StateFailed, d.State)
 }
 
 // TestMutatingUpdatesAreSerializedAndReadsConcurrent: exec and write_file

@@ -24,6 +24,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -218,7 +219,7 @@ func (s Session) Update(ctx context.Context, name, id string, arg, out any) erro
 		if err == nil {
 			err = h.Get(ctx, out)
 		}
-		if err == nil || !s.again(ctx, attempt, err) {
+		if err == nil || !s.again(ctx, attempt, &err) {
 			return err
 		}
 	}
@@ -230,7 +231,7 @@ func (s Session) Update(ctx context.Context, name, id string, arg, out any) erro
 func (s Session) Send(ctx context.Context, name, id string, arg any) (client.WorkflowUpdateHandle, error) {
 	for attempt := 0; ; attempt++ {
 		h, err := s.Client.UpdateWorkflow(ctx, s.updateOptions(name, id, arg, client.WorkflowUpdateStageAccepted))
-		if err == nil || !s.again(ctx, attempt, err) {
+		if err == nil || !s.again(ctx, attempt, &err) {
 			return h, err
 		}
 	}
@@ -238,16 +239,46 @@ func (s Session) Send(ctx context.Context, name, id string, arg any) (client.Wor
 
 // again carries out s.Policy's step after the failed send attempt and
 // reports whether to send again: after a resume that succeeded, or after
-// the pause.
-func (s Session) again(ctx context.Context, attempt int, err error) bool {
-	switch s.Policy.Next(attempt, err, true) {
+// the pause. A gone run whose workspace was destroyed is not resumed: *err
+// becomes WorkspaceNotFound (Destroyed).
+func (s Session) again(ctx context.Context, attempt int, err *error) bool {
+	switch s.Policy.Next(attempt, *err, true) {
 	case Resume:
+		if derr := s.Destroyed(ctx); derr != nil {
+			*err = derr
+			return false
+		}
 		_, rerr := s.Acquire(ctx, nil)
 		return rerr == nil
 	case Wait:
 		return wait(ctx, s.Policy.Backoff)
 	}
 	return false
+}
+
+// Destroyed returns WorkspaceNotFound (a *temporal.ApplicationError, as
+// the workflow returns it) when the session's latest run has ended with
+// its workspace destroyed (SandboxState destroyed, docs/API.md "Session
+// states"), nil otherwise, and nil when that cannot be told (the resume
+// then finds out). Resuming such a workspace by id only fails, and would
+// leave one more run behind (a row in the Web UI, and a describe of that
+// run instead of the destroyed one).
+func (s Session) Destroyed(ctx context.Context) error {
+	d, err := s.Client.DescribeWorkflowExecution(ctx, s.WorkflowID, "")
+	if err != nil {
+		return nil
+	}
+	info := d.GetWorkflowExecutionInfo()
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil
+	}
+	p := info.GetSearchAttributes().GetIndexedFields()[sandboxapi.SearchAttrState]
+	var state string
+	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &state) != nil || state != sandboxapi.StateDestroyed {
+		return nil
+	}
+	return sandboxapi.NewApplicationError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound,
+		"workspace %s was destroyed; restore brings back what its destroy saved, an acquire with a full request starts its key fresh", s.WorkspaceID), true)
 }
 
 // UpdateWithStart sends update name with id ("" random) and arg (nil:

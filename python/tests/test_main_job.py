@@ -94,6 +94,10 @@ async def test_main_job(client: AsyncClient, repo_url: str, unique: str) -> None
 
     done = await again.destroy(discard=True)
     assert done.existed and done.discarded
+    # A call after destroy does not resume the session: it says so, and no run is started.
+    with pytest.raises(errors.WorkspaceNotFound, match="was destroyed"):
+        await again.files.read("src/app.py")
+    assert (await again.describe()).state == "destroyed"
 
 
 async def test_exec_stream_and_cancel(client: AsyncClient, repo_url: str, unique: str) -> None:

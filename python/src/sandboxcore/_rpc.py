@@ -22,6 +22,9 @@ from pydantic import BaseModel
 
 from . import errors, identity
 
+#: The session's state search attribute (docs/API.md "Operators").
+STATE_KEY = temporalio.common.SearchAttributeKey.for_keyword("SandboxState")
+
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 #: Workflow type of a session (docs/API.md "Identity").
@@ -209,6 +212,9 @@ class SessionRPC:
         if attempt >= policy.retries:
             return False
         if run_gone(exc):
+            # A session whose latest run ended destroyed is not resumed: that would
+            # start a run that fails (docs/API.md "Session states").
+            await self._refuse_destroyed()
             try:
                 await self.acquire(None)
             except errors.SandboxcoreError:
@@ -218,6 +224,23 @@ class SessionRPC:
             await asyncio.sleep(policy.backoff)
             return True
         return False
+
+    async def _refuse_destroyed(self) -> None:
+        """Raise WorkspaceNotFound when the session's latest run ended with the workspace
+        destroyed (search attribute SandboxState ``destroyed``); return otherwise, also when
+        the run cannot be described."""
+        try:
+            desc = await self.handle.describe()
+        except temporalio.service.RPCError:
+            return
+        if desc.status == temporalio.client.WorkflowExecutionStatus.RUNNING:
+            return
+        state = desc.typed_search_attributes.get(STATE_KEY)
+        if state == "destroyed":
+            raise errors.WorkspaceNotFound(
+                f"workspace {self.workspace_id} was destroyed; restore brings back what its destroy"
+                " saved, an acquire with a full request starts its key fresh"
+            )
 
     async def query(self, name: str) -> Any:
         """Send query ``name`` to the current run (a completed run answers from its final

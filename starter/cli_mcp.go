@@ -35,6 +35,7 @@ func (c *cli) mcpCommand() *cobra.Command {
 	var mode, wsID, httpAddr, tokenFile, keyFile string
 	var multi bool
 	sessionTimeout := tools.DefaultSessionTimeout
+	maxSessions := tools.DefaultMaxSessions
 	cmd := &cobra.Command{
 		Use:   "mcp (--repo URL --user U --project P [--mode edit] --conversation C | --workspace WS) [--http ADDR [--token-file FILE]] | mcp --http ADDR --multi --key-file FILE",
 		Short: "Serve one workspace's agent tools over MCP (stdio, or streamable HTTP with --http), or every workspace's with --multi",
@@ -52,7 +53,8 @@ func (c *cli) mcpCommand() *cobra.Command {
 			"token of `sandboxctl mcp token WS` for that workspace (HMAC under the key file's key, expiring):\n" +
 			"none, a forged or an expired one gets 401, one for another workspace 403. A new session resumes\n" +
 			"its workspace (an id no workspace has: 404 WorkspaceNotFound); a session with no request for\n" +
-			"--session-timeout is closed. Nothing per workspace is kept beyond the open sessions.",
+			"--session-timeout is closed; a workspace has at most --max-sessions open (one more: 429\n" +
+			"SandboxRateLimited). Nothing per workspace is kept beyond the open sessions.",
 		Example: "  sandboxctl mcp --repo https://github.com/acme/app.git --user alice --project app --conversation c1\n" +
 			"  sandboxctl mcp --workspace ws-0123… --http 127.0.0.1:8765\n" +
 			"  head -c 32 /dev/urandom | base64 > mcp.key\n" +
@@ -60,9 +62,12 @@ func (c *cli) mcpCommand() *cobra.Command {
 			"  sandboxctl mcp token ws-0123… --ttl 1h --key-file mcp.key",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if multi || cmd.Flags().Changed("key-file") || cmd.Flags().Changed("session-timeout") {
+			if multi || cmd.Flags().Changed("key-file") || cmd.Flags().Changed("session-timeout") || cmd.Flags().Changed("max-sessions") {
 				if err := multiFlags(cmd.Flags(), multi, wsID, httpAddr, keyFile, sessionTimeout); err != nil {
 					return err
+				}
+				if maxSessions < 1 || maxSessions > 10000 {
+					return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--max-sessions %d: want 1 to 10000", maxSessions)
 				}
 				key, err := mcpauth.LoadKey(keyFile)
 				if err != nil {
@@ -73,7 +78,7 @@ func (c *cli) mcpCommand() *cobra.Command {
 					return err
 				}
 				log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-				h := tools.NewMultiHandler(cmd.Context(), sc, tools.MultiOptions{Key: key, SessionTimeout: sessionTimeout,
+				h := tools.NewMultiHandler(cmd.Context(), sc, tools.MultiOptions{Key: key, SessionTimeout: sessionTimeout, MaxSessions: maxSessions,
 					Options: tools.Options{Version: sandboxapi.ContractVersion, Logger: log}})
 				return c.serveHTTP(cmd.Context(), h, httpAddr, "/mcp/<workspace id>")
 			}
@@ -119,6 +124,7 @@ func (c *cli) mcpCommand() *cobra.Command {
 	f.StringVar(&tokenFile, "token-file", "", "with --http: a file holding the bearer token clients must send (required off loopback)")
 	f.BoolVar(&multi, "multi", false, "with --http and --key-file: serve every workspace at /mcp/<workspace id>, each request with a token of sandboxctl mcp token")
 	f.StringVar(&keyFile, "key-file", envOr(mcpKeyFileEnv, ""), "with --multi: the file of the key tokens are checked with ("+mcpKeyFileEnv+"; 32+ random bytes, raw or base64)")
+	f.IntVar(&maxSessions, "max-sessions", tools.DefaultMaxSessions, "with --multi: the most MCP sessions one workspace may have open")
 	f.Var(durationValue{&sessionTimeout}, "session-timeout", "with --multi: close an MCP session after this long without a request (a duration or seconds)")
 	cmd.AddCommand(c.mcpTokenCommand())
 	return cmd
@@ -138,7 +144,7 @@ func multiFlags(flags *pflag.FlagSet, multi bool, wsID, httpAddr, keyFile string
 	case !multi && flags.Changed("key-file"):
 		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--key-file is for --multi (one workspace: --token-file)")
 	case !multi:
-		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--session-timeout is for --multi")
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--session-timeout and --max-sessions are for --multi")
 	case httpAddr == "":
 		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--multi serves streamable HTTP: give --http ADDR")
 	case keyFile == "":

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -26,6 +27,8 @@ const (
 	DefaultSessionTimeout = 30 * time.Minute
 	// DefaultResumeWait bounds resuming the workspace of a new session.
 	DefaultResumeWait = 20 * time.Second
+	// DefaultMaxSessions bounds the open sessions of one workspace.
+	DefaultMaxSessions = 16
 )
 
 // MultiOptions configure NewMultiHandler.
@@ -41,6 +44,11 @@ type MultiOptions struct {
 	// (0: DefaultResumeWait); past it the session starts and its first
 	// call tries again.
 	ResumeWait time.Duration
+	// MaxSessions bounds the open sessions of one workspace (0:
+	// DefaultMaxSessions): one more is refused with 429 and
+	// {"error": {"type": "SandboxRateLimited", …}} until one closes
+	// (DELETE, or SessionTimeout without a request).
+	MaxSessions int
 }
 
 // NewMultiHandler returns the streamable HTTP handler (official MCP Go
@@ -68,6 +76,10 @@ func NewMultiHandler(ctx context.Context, c *sandboxclient.Client, opts MultiOpt
 	if opts.ResumeWait <= 0 {
 		opts.ResumeWait = DefaultResumeWait
 	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	open := &openSessions{byWorkspace: map[string][]*pendingServer{}}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -97,11 +109,20 @@ func NewMultiHandler(ctx context.Context, c *sandboxclient.Client, opts MultiOpt
 
 	start := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			wsID := r.PathValue("workspace")
+			if !open.admit(wsID, opts.MaxSessions) {
+				log.Warn("mcp: session refused, too many open", "workspace", wsID, "max", opts.MaxSessions)
+				writeError(w, http.StatusTooManyRequests, sandboxapi.Errorf(sandboxapi.ErrRateLimited,
+					"workspace %s has %d open MCP sessions, the most this endpoint keeps; close one (DELETE) or wait for one to time out", wsID, opts.MaxSessions))
+				return
+			}
 			p, ok := sessionStart(ctx, w, r, c, opts, log)
+			open.settle(wsID, p)
 			if !ok {
 				return
 			}
 			r = r.WithContext(context.WithValue(r.Context(), pendingKey{}, p))
+			defer p.served.Store(true)
 		}
 		sdk.ServeHTTP(w, r)
 	})
@@ -113,9 +134,82 @@ func NewMultiHandler(ctx context.Context, c *sandboxclient.Client, opts MultiOpt
 type pendingKey struct{}
 
 // pendingServer is the server of a session being started, made when the
-// SDK first asks for it.
+// SDK first asks for it; served is set once the request that starts the
+// session was answered (its session is then open until it closes).
 type pendingServer struct {
-	get func() *mcp.Server
+	get    func() *mcp.Server
+	made   atomic.Pointer[mcp.Server]
+	served atomic.Bool
+}
+
+// open reports whether p still holds a place: its session is being
+// started, or is open (a closed session leaves its server's sessions).
+func (p *pendingServer) open() bool {
+	if !p.served.Load() {
+		return true
+	}
+	s := p.made.Load()
+	if s == nil {
+		return false // answered without a server: refused, or no session made
+	}
+	for range s.Sessions() {
+		return true
+	}
+	return false
+}
+
+// openSessions counts the sessions of each workspace being started or
+// open (MultiOptions.MaxSessions).
+type openSessions struct {
+	mu          sync.Mutex
+	byWorkspace map[string][]*pendingServer
+	starting    map[string]int
+}
+
+// admit reserves a place for a new session of wsID when fewer than max are
+// starting or open; settle gives the place to the session's server (nil:
+// none was made).
+func (o *openSessions) admit(wsID string, max int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	kept := o.byWorkspace[wsID][:0:0]
+	for _, p := range o.byWorkspace[wsID] {
+		if p.open() {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) == 0 {
+		delete(o.byWorkspace, wsID)
+	} else {
+		o.byWorkspace[wsID] = kept
+	}
+	if len(kept)+o.starting[wsID] >= max {
+		return false
+	}
+	if o.starting == nil {
+		o.starting = map[string]int{}
+	}
+	o.starting[wsID]++
+	return true
+}
+
+func (o *openSessions) settle(wsID string, p *pendingServer) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.starting[wsID]--; o.starting[wsID] <= 0 {
+		delete(o.starting, wsID)
+	}
+	if p != nil {
+		o.byWorkspace[wsID] = append(o.byWorkspace[wsID], p)
+	}
+}
+
+// writeError answers a request with status and {"error": {"type", "message"}}.
+func writeError(w http.ResponseWriter, status int, err error) {
+	te := ErrorFor(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"type": te.Type, "message": te.Message}})
 }
 
 // sessionStart resumes the workspace of the request's path (its token
@@ -132,14 +226,16 @@ func sessionStart(ctx context.Context, w http.ResponseWriter, r *http.Request, c
 	_, _, err = ws.Acquire(rctx)
 	cancel()
 	if sandboxapi.IsWorkspaceNotFound(err) {
-		te := ErrorFor(err)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"type": te.Type, "message": te.Message}})
+		writeError(w, http.StatusNotFound, err)
 		return nil, false
 	} else if err != nil {
 		log.Warn("resume the workspace", "workspace", wsID, "error", err)
 	}
-	get := sync.OnceValue(func() *mcp.Server { return NewServer(ctx, ws, opts.Options).Server })
-	return &pendingServer{get: get}, true
+	p := &pendingServer{}
+	p.get = sync.OnceValue(func() *mcp.Server {
+		s := NewServer(ctx, ws, opts.Options).Server
+		p.made.Store(s)
+		return s
+	})
+	return p, true
 }

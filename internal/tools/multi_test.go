@@ -85,13 +85,20 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func multiServer(t *testing.T, timeout time.Duration) (*httptest.Server, *mcpauth.Key, *acquireFake) {
 	t.Helper()
+	return multiServerWith(t, MultiOptions{SessionTimeout: timeout})
+}
+
+// multiServerWith is multiServer with opts (its Key and Options are the test's).
+func multiServerWith(t *testing.T, opts MultiOptions) (*httptest.Server, *mcpauth.Key, *acquireFake) {
+	t.Helper()
 	key, err := mcpauth.NewKey([]byte("multi-handler-test-key-0123456789abcdef"))
 	require.NoError(t, err)
 	fake := &acquireFake{}
 	sc := sandboxclient.New(fake, sandboxclient.Options{TaskQueue: "q"})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	srv := httptest.NewServer(NewMultiHandler(ctx, sc, MultiOptions{Key: key, SessionTimeout: timeout, Options: Options{Version: "test", ListWait: time.Second}}))
+	opts.Key, opts.Options = key, Options{Version: "test", ListWait: time.Second}
+	srv := httptest.NewServer(NewMultiHandler(ctx, sc, opts))
 	t.Cleanup(srv.Close)
 	return srv, key, fake
 }
@@ -215,4 +222,40 @@ func TestMultiHandlerSessions(t *testing.T) {
 	time.Sleep(time.Second)
 	_, err := a.ListTools(context.Background(), nil)
 	assert.Error(t, err, "the idle session was closed")
+}
+
+// TestMultiHandlerBoundsSessionsPerWorkspace: a token holder cannot open
+// sessions without end: past MaxSessions open sessions of its workspace a
+// new one is refused (429 SandboxRateLimited), other workspaces are not
+// affected, and a closed session frees its place.
+func TestMultiHandlerBoundsSessionsPerWorkspace(t *testing.T) {
+	srv, key, _ := multiServerWith(t, MultiOptions{SessionTimeout: time.Minute, MaxSessions: 2})
+	connect := func(ws string) (*mcp.ClientSession, error) {
+		hc := &http.Client{Transport: bearerTransport{mint(t, key, ws)}}
+		return mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp/" + ws, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	}
+	a1, err := connect(multiA)
+	require.NoError(t, err)
+	a2, err := connect(multiA)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a2.Close() })
+
+	res := post(t, srv.URL+"/mcp/"+multiA, mint(t, key, multiA), "", initBody)
+	assert.Equal(t, http.StatusTooManyRequests, res.StatusCode)
+	var body struct{ Error struct{ Type, Message string } }
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
+	assert.Equal(t, sandboxapi.ErrRateLimited.Type, body.Error.Type)
+	assert.Contains(t, body.Error.Message, "2 open MCP sessions")
+
+	b, err := connect(multiB)
+	require.NoError(t, err, "another workspace has places of its own")
+	t.Cleanup(func() { _ = b.Close() })
+
+	require.NoError(t, a1.Close()) // DELETE: the session ends, its place is free
+	a3, err := connect(multiA)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a3.Close() })
+	_, err = a3.ListTools(context.Background(), nil)
+	require.NoError(t, err)
 }

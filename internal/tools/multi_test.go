@@ -243,7 +243,9 @@ func TestMultiHandlerBoundsSessionsPerWorkspace(t *testing.T) {
 
 	res := post(t, srv.URL+"/mcp/"+multiA, mint(t, key, multiA), "", initBody)
 	assert.Equal(t, http.StatusTooManyRequests, res.StatusCode)
-	var body struct{ Error struct{ Type, Message string } }
+	var body struct {
+		Error struct{ Type, Message string }
+	}
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
 	assert.Equal(t, sandboxapi.ErrRateLimited.Type, body.Error.Type)
 	assert.Contains(t, body.Error.Message, "2 open MCP sessions")

@@ -494,26 +494,48 @@ func (a *Activities) ensureWorktree(ctx context.Context, p acquirePlan, cred *sa
 	return ws, err
 }
 
+// HostLister is the optional capability of a store that registers the
+// worker hosts (store.HostRegistry): checkBranchFree asks it for every
+// host's repo cache of a repository.
+type HostLister interface {
+	ListHosts(ctx context.Context) ([]store.Host, error)
+}
+
 // checkBranchFree refuses a new workspace whose caller-named branch
-// (branch_name) another workspace of the repository on this host holds,
-// whoever's it is and whatever its state but removed (an evicted
-// workspace keeps its branch for its restore): checking it out would show
-// that workspace's commits, and later work would mix with its. The
-// refusal names neither the other workspace nor its tenant. A derived
-// branch needs no check: it is unique per key (docs/API.md "Identity").
-// Errors: ErrConflict, the store's.
+// (branch_name) another workspace of the repository holds, on this host or
+// any other host the store registers, whoever's it is and whatever its
+// state but removed (an evicted workspace keeps its branch for its
+// restore): checking it out would show that workspace's commits, later
+// work would mix with its, and two hosts pushing the same branch would
+// overwrite each other. The refusal names neither the other workspace nor
+// its tenant. A derived branch needs no check: it is unique per key
+// (docs/API.md "Identity"). Errors: ErrConflict, the store's.
 func (a *Activities) checkBranchFree(ctx context.Context, p acquirePlan) error {
 	if p.req.BranchName == "" || p.req.Mode == sandbox.ModeAnalysis {
 		return nil
 	}
 	self := sandbox.WorkspaceIDForKey(p.req.Key())
-	rows, err := a.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: sandbox.RepoCacheIDFor(a.HostID, p.repo)})
-	if err != nil {
-		return err
+	hosts := []string{a.HostID}
+	if hl, ok := a.Store.(HostLister); ok {
+		list, err := hl.ListHosts(ctx)
+		if err != nil {
+			return err
+		}
+		for _, h := range list {
+			if h.HostID != a.HostID {
+				hosts = append(hosts, h.HostID)
+			}
+		}
 	}
-	for _, w := range rows {
-		if w.ID != self && w.State != sandbox.WorkspaceRemoved && w.BranchName == p.req.BranchName {
-			return sandbox.Errorf(sandbox.ErrConflict, "branch_name %s is held by another workspace of the repository: choose another branch_name", p.req.BranchName)
+	for _, host := range hosts {
+		rows, err := a.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: sandbox.RepoCacheIDFor(host, p.repo)})
+		if err != nil {
+			return err
+		}
+		for _, w := range rows {
+			if w.ID != self && w.State != sandbox.WorkspaceRemoved && w.BranchName == p.req.BranchName {
+				return sandbox.Errorf(sandbox.ErrConflict, "branch_name %s is held by another workspace of the repository: choose another branch_name", p.req.BranchName)
+			}
 		}
 	}
 	return nil

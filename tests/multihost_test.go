@@ -92,6 +92,12 @@ func TestTwoHostsShareTemporalAndPostgres(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, nameB, hdB.HostID)
 	require.NoError(t, sB.WriteFile(ctx, "b.txt", []byte("written on B\n"), 0))
+	// A caller-named branch held on B (checked across hosts below).
+	named := editRequest(uniq(t, "v"), "p", "named", url)
+	named.BranchName = "agent/" + uniq(t, "x")
+	_, hdNamed, err := sc.Acquire(ctx, named)
+	require.NoError(t, err)
+	require.Equal(t, nameB, hdNamed.HostID)
 
 	hostA := start(hostCfg(nameA))
 	defer hostA.Stop()
@@ -135,6 +141,14 @@ func TestTwoHostsShareTemporalAndPostgres(t *testing.T) {
 	assert.Less(t, time.Since(began), cfgB.HostWait+10*time.Second, "B's session must fail fast")
 	data, err := sA.ReadFile(ctx, "README.md")
 	require.NoError(t, err, "A's sessions keep working")
+	// Only A serves now: another tenant's workspace asking for the branch
+	// held on B is refused there too (it was checked on the host only).
+	other := editRequest(uniq(t, "w"), "p", "named", url)
+	other.BranchName = named.BranchName
+	_, _, err = sc.Acquire(ctx, other)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, sandbox.ErrConflict, "%v", err)
+	assert.Contains(t, err.Error(), "is held by another workspace")
 	assert.NotEmpty(t, data)
 	res, err := sA.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
 	require.NoError(t, err)

@@ -81,17 +81,9 @@ func (m *Manager) Merge(ctx context.Context, ws sandbox.Workspace, req sandbox.M
 	if err := m.recoverMerge(ctx, w); err != nil {
 		return sandbox.MergeResult{}, err
 	}
-	h, branch, err := head(ctx, w.git)
+	h, branch, err := mergeTarget(ctx, ws, w)
 	if err != nil {
 		return sandbox.MergeResult{}, err
-	}
-	if branch == "" {
-		return sandbox.MergeResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
-	}
-	for _, f := range inProgressFiles {
-		if _, err := os.Lstat(filepath.Join(w.admin, f)); err == nil {
-			return sandbox.MergeResult{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s: an operation is in progress (%s); finish or abort it first", ws.ID, f)
-		}
 	}
 	res := sandbox.MergeResult{Branch: branch, Branches: make([]sandbox.BranchMerge, 0, len(req.Branches))}
 	dirty, err := m.changes(ctx, w, w.git)
@@ -151,6 +143,24 @@ func (m *Manager) branchOutcome(ctx context.Context, w *wtRepo, cur, b string) (
 		return bm, gitx.Classify(err, "git merge-base --is-ancestor", sandbox.ErrWorkspaceUnavailable)
 	}
 	return bm, nil
+}
+
+// mergeTarget returns the HEAD and branch a merge (or its preview) goes
+// into: refused when HEAD is detached (ErrCommandRejected) or someone
+// else's merge, rebase or cherry-pick is in progress (ErrWorkspaceDirty).
+func mergeTarget(ctx context.Context, ws sandbox.Workspace, w *wtRepo) (h, branch string, err error) {
+	if h, branch, err = head(ctx, w.git); err != nil {
+		return "", "", err
+	}
+	if branch == "" {
+		return "", "", sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
+	}
+	for _, f := range inProgressFiles {
+		if _, err := os.Lstat(filepath.Join(w.admin, f)); err == nil {
+			return "", "", sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s: an operation is in progress (%s); finish or abort it first", ws.ID, f)
+		}
+	}
+	return h, branch, nil
 }
 
 // mergeOne merges branch b into HEAD (= pre) and returns its outcome and the new HEAD.
@@ -349,17 +359,9 @@ func (m *Manager) preview(ctx context.Context, ws sandbox.Workspace, req sandbox
 	if err != nil {
 		return sandbox.MergeResult{}, err
 	}
-	h, branch, err := head(ctx, w.git)
+	h, branch, err := mergeTarget(ctx, ws, w)
 	if err != nil {
 		return sandbox.MergeResult{}, err
-	}
-	if branch == "" {
-		return sandbox.MergeResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
-	}
-	for _, f := range inProgressFiles {
-		if _, err := os.Lstat(filepath.Join(w.admin, f)); err == nil {
-			return sandbox.MergeResult{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s: an operation is in progress (%s); finish or abort it first", ws.ID, f)
-		}
 	}
 	res := sandbox.MergeResult{DryRun: true, Branch: branch, Head: h}
 	start := h

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,19 +37,49 @@ func SpecPath(module string) (string, error) {
 			}
 		}
 	}
-	cache := os.Getenv("GOMODCACHE")
-	if cache == "" {
-		out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-		if err != nil {
-			return "", fmt.Errorf("daytonafake: cannot find the Go module cache (set GOMODCACHE): %w", err)
-		}
-		cache = strings.TrimSpace(string(out))
+	cache, err := moduleCache()
+	if err != nil {
+		return "", err
 	}
 	p := filepath.Join(cache, escapeModule(module)+"@"+version, "api", "openapi.yaml")
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("daytonafake: %s is missing (go mod download %s@%s): %w", p, module, version, err)
 	}
 	return p, nil
+}
+
+// moduleCache is the Go module cache: GOMODCACHE, else `go env GOMODCACHE`
+// (retried once: a go command can fail for a moment while another one
+// rewrites its configuration), else the default $GOPATH/pkg/mod or
+// $HOME/go/pkg/mod when that directory exists.
+func moduleCache() (string, error) {
+	if c := os.Getenv("GOMODCACHE"); c != "" {
+		return c, nil
+	}
+	var errs []error
+	for range 2 {
+		cmd := exec.Command("go", "env", "GOMODCACHE")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if c := strings.TrimSpace(string(out)); err == nil && c != "" {
+			return c, nil
+		}
+		errs = append(errs, fmt.Errorf("go env GOMODCACHE: %v: %s", err, strings.TrimSpace(stderr.String())))
+	}
+	for _, root := range []string{os.Getenv("GOPATH"), filepath.Join(os.Getenv("HOME"), "go")} {
+		if first, _, _ := strings.Cut(root, string(os.PathListSeparator)); first != "" {
+			if c := filepath.Join(first, "pkg", "mod"); isDir(c) {
+				return c, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("daytonafake: cannot find the Go module cache (set GOMODCACHE): %w", errors.Join(errs...))
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 // escapeModule applies the module cache's case encoding (!x for X).

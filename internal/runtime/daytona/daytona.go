@@ -14,8 +14,12 @@
 // LabelRuntime and LabelDeployment (plus RuntimeSpec.Labels); it is created from
 // Options.Snapshot, or from Options.Image (a build "FROM <image>"), or from
 // Daytona's default snapshot, in Options.Target, with Options.AutoStopMinutes
-// and AutoArchiveMinutes and the spec's resources (CPU rounded up to whole
-// cores, memory and disk to whole GiB). Create is idempotent (a name conflict
+// and AutoArchiveMinutes. The spec's resources (CPU rounded up to whole
+// cores, memory and disk to whole GiB) are sent only with Options.Image:
+// Daytona refuses any cpu, memory or disk with a snapshot, its default one
+// included (400 "Cannot specify Sandbox resources when using a snapshot"),
+// so with a snapshot they are dropped with a logged warning and the
+// snapshot's own sizes apply. Create is idempotent (a name conflict
 // adopts the existing sandbox when it carries this deployment's labels, and
 // is sandbox.ErrConflict otherwise). Start starts a stopped or archived
 // sandbox; Stop (hibernate) first brings back what the sandbox changed
@@ -494,7 +498,14 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox 
 			}
 		}
 	}
-	if r := spec.Resources; r != nil {
+	if r := spec.Resources; r != nil && p.opts.Image == "" && (r.CPU > 0 || r.MemoryMB > 0 || r.DiskGB > 0) {
+		// Daytona refuses every resource with a snapshot (named or its
+		// default): 400 "Cannot specify Sandbox resources when using a
+		// snapshot" (apps/api/src/sandbox/controllers/sandbox.controller.ts:295-296,
+		// v0.190.0); the snapshot's own sizes apply.
+		p.log.Warn("daytona: resource hints ignored: a sandbox made from a snapshot takes the snapshot's resources (set an image to size sandboxes)",
+			"id", spec.ID, "cpu", r.CPU, "memory_mb", r.MemoryMB, "disk_gb", r.DiskGB)
+	} else if r != nil {
 		if r.CPU > 0 {
 			body.SetCpu(int32(math.Ceil(r.CPU)))
 		}

@@ -205,10 +205,32 @@ func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
 	require.False(t, p.Capabilities().PerCommandNetwork)
 }
 
-// withDisk gives a spec a disk size (GiB), so that the fake's quota counts it.
-func withDisk(spec sandbox.RuntimeSpec, gib int64) sandbox.RuntimeSpec {
-	spec.Resources = &sandbox.ResourceHints{DiskGB: gib}
-	return spec
+// TestResourcesWithASnapshotAreNotSent: Daytona refuses any cpu, memory or
+// disk with a snapshot, its default one included — 400 "Cannot specify
+// Sandbox resources when using a snapshot" (daytonaio/daytona v0.190.0,
+// apps/api/src/sandbox/controllers/sandbox.controller.ts:295-296, which the
+// fake copies) — so the hints are dropped there and sent only with an image
+// (a build info).
+func TestResourcesWithASnapshotAreNotSent(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	bare, wt := runtimetest.GitFixture(t)
+	spec := gitSpec(bare, wt)
+	spec.Resources = &sandbox.ResourceHints{CPU: 1.5, MemoryMB: 1500, DiskGB: 5}
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err, "created from the default snapshot, the hints dropped")
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
+
+	snap := newProvider(t, srv, func(o *Options) { o.Snapshot = "my-snapshot" })
+	body := snap.createBody(spec)
+	require.False(t, body.HasCpu() || body.HasMemory() || body.HasDisk(), "no resources with a named snapshot")
+	img := newProvider(t, srv, func(o *Options) { o.Image = "ubuntu:24.04" })
+	body = img.createBody(spec)
+	require.Equal(t, int32(2), body.GetCpu())
+	require.Equal(t, int32(2), body.GetMemory())
+	require.Equal(t, int32(5), body.GetDisk())
 }
 
 // TestQuotaReclaimsStoppedReplicas: a create refused for the organization's
@@ -225,7 +247,7 @@ func TestQuotaReclaimsStoppedReplicas(t *testing.T) {
 	ctx := context.Background()
 	mk := func() (sandbox.RuntimeSpec, string) {
 		bare, wt := runtimetest.GitFixture(t)
-		spec := withDisk(gitSpec(bare, wt), 10)
+		spec := gitSpec(bare, wt) // fake.DefaultDiskGiB (10) each: resources go with no snapshot
 		return spec, wt
 	}
 	create := func(p *Provider, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
@@ -280,7 +302,7 @@ func TestQuotaReclaimsStoppedReplicas(t *testing.T) {
 	require.True(t, srv.SetState(p.sandboxName(oldSpec.ID), "stopped"))
 	require.Eventually(t, func() bool { st, _ := srv.SandboxState(p.sandboxName(oldSpec.ID)); return st == "stopped" }, 30*time.Second, 50*time.Millisecond)
 	lastSpec, lastWT := mk()
-	_, err = create(p, withDisk(lastSpec, 10))
+	_, err = create(p, lastSpec)
 	require.ErrorIs(t, err, sandbox.ErrResourceLimit)
 	require.Contains(t, sandbox.Message(err), "no stopped replica of this deployment could be deleted")
 	st, _ = srv.SandboxState(p.sandboxName(oldSpec.ID))

@@ -200,6 +200,8 @@ type createRequest struct {
 	DomainAllowList     string            `json:"domainAllowList"`
 	Target              string            `json:"target"`
 	CPU                 int               `json:"cpu"`
+	GPU                 int               `json:"gpu"`
+	GPUType             []string          `json:"gpuType"`
 	Memory              int               `json:"memory"`
 	Disk                int               `json:"disk"`
 	AutoStopInterval    *int              `json:"autoStopInterval"`
@@ -220,6 +222,10 @@ func (s *Server) createSandbox(c *call) {
 	}
 	if req.Name != "" && !nameRE.MatchString(req.Name) {
 		c.error(http.StatusBadRequest, "Invalid sandbox name")
+		return
+	}
+	if msg := checkCreate(req); msg != "" {
+		c.error(http.StatusBadRequest, msg)
 		return
 	}
 	s.mu.Lock()
@@ -244,6 +250,32 @@ func (s *Server) createSandbox(c *call) {
 	spec.env = mergeEnv(req.Env, map[string]string{"DAYTONA_SANDBOX_ID": id, "DAYTONA_SANDBOX_USER": SandboxUser})
 	go s.provision(b, spec)
 	c.json(http.StatusOK, dto)
+}
+
+// checkCreate applies Daytona's rules on a create body that no OpenAPI
+// document encodes, with the server's messages ("" = accepted):
+//
+//   - the source: a build info and a snapshot are exclusive, and a sandbox
+//     made from a snapshot (named or Daytona's default: no build info) takes
+//     no cpu, gpu, memory or disk (each refused when non-zero, as
+//     JavaScript's truthiness has it) nor a gpuType — apps/api/src/sandbox/
+//     controllers/sandbox.controller.ts, createSandbox, lines 284-302 of
+//     daytonaio/daytona v0.190.0 ("Cannot specify Sandbox resources when
+//     using a snapshot", line 296).
+func checkCreate(req createRequest) string {
+	if req.BuildInfo != nil {
+		if req.Snapshot != "" {
+			return "Cannot specify a snapshot when using a build info entry"
+		}
+		return ""
+	}
+	if req.CPU != 0 || req.GPU != 0 || req.Memory != 0 || req.Disk != 0 {
+		return "Cannot specify Sandbox resources when using a snapshot"
+	}
+	if len(req.GPUType) > 0 {
+		return "Cannot specify GPU type when creating sandbox from snapshot. GPU type is inherited from snapshot."
+	}
+	return ""
 }
 
 // diskInUse is the disk (GiB) of the sandboxes neither archived nor

@@ -43,3 +43,19 @@ func TestNetworkMode(t *testing.T) {
 	require.Equal(t, "limited", networkMode(createRequest{NetworkAllowList: "10.0.0.0/8"}))
 	require.Equal(t, "limited", networkMode(createRequest{DomainAllowList: "example.com"}))
 }
+
+// TestCheckCreate: the create rules of Daytona's createSandbox
+// (apps/api/src/sandbox/controllers/sandbox.controller.ts:284-302, v0.190.0),
+// with its messages.
+func TestCheckCreate(t *testing.T) {
+	build := &struct {
+		DockerfileContent string `json:"dockerfileContent"`
+	}{DockerfileContent: "FROM x\n"}
+	require.Equal(t, "", checkCreate(createRequest{}))
+	require.Equal(t, "", checkCreate(createRequest{Snapshot: "s"}))
+	for _, req := range []createRequest{{CPU: 1}, {Memory: 2}, {Disk: 3}, {GPU: 1}, {Snapshot: "s", CPU: 2}} {
+		require.Equal(t, "Cannot specify Sandbox resources when using a snapshot", checkCreate(req), "%+v", req)
+	}
+	require.Equal(t, "", checkCreate(createRequest{BuildInfo: build, CPU: 2, Memory: 4, Disk: 10}))
+	require.Equal(t, "Cannot specify a snapshot when using a build info entry", checkCreate(createRequest{BuildInfo: build, Snapshot: "s"}))
+}

@@ -180,6 +180,11 @@ func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
 	}{
 		{sandbox.NetworkLimited, []string{"registry.npmjs.org:443", "*.corp.example", "192.0.2.7:8080", "10.0.0.0/8", "169.254.0.0/16"},
 			fake.SandboxNetwork{NetworkAllowList: "192.0.2.7/32,10.0.0.0/8", DomainAllowList: "registry.npmjs.org,*.corp.example"}},
+		// Daytona takes IPv4 networks only (network-validation.util.ts:20-21):
+		// IPv6 entries are left out, and closed when nothing else is allowed.
+		{sandbox.NetworkLimited, []string{"[2001:db8::1]:443", "2001:db8::/32", "192.0.2.8", "example.org"},
+			fake.SandboxNetwork{NetworkAllowList: "192.0.2.8/32", DomainAllowList: "example.org"}},
+		{sandbox.NetworkLimited, []string{"2001:db8::/32"}, fake.SandboxNetwork{BlockAll: true}},
 		{sandbox.NetworkLimited, nil, fake.SandboxNetwork{BlockAll: true}},
 		{sandbox.NetworkNone, []string{"registry.npmjs.org"}, fake.SandboxNetwork{BlockAll: true}},
 	} {
@@ -205,6 +210,40 @@ func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
 	require.False(t, p.Capabilities().PerCommandNetwork)
 }
 
+// TestAllowListsLongerThanDaytonaTakes: Daytona refuses more than 10
+// networks or 10 domains (400 "Network allow list cannot contain more than
+// 10 networks", apps/api/src/sandbox/utils/network-validation.util.ts:35-37,
+// and the domains' at 59-61, v0.190.0, which the fake copies); the adapter
+// refuses such a policy itself, typed, rather than open part of it.
+func TestAllowListsLongerThanDaytonaTakes(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	var nets, doms []string
+	for i := range 11 {
+		nets = append(nets, "10.0."+strconv.Itoa(i)+".0/24")
+		doms = append(doms, "d"+strconv.Itoa(i)+".example.com")
+	}
+	for i, allow := range [][]string{nets, doms} {
+		bare, wt := runtimetest.GitFixture(t)
+		spec := gitSpec(bare, wt)
+		spec.ID += "x" + strconv.Itoa(i)
+		spec.Network, spec.NetworkAllow = sandbox.NetworkLimited, allow
+		_, err := p.Create(ctx, spec)
+		t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+		require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+		require.Contains(t, err.Error(), "at most 10")
+		require.NotContains(t, err.Error(), "Daytona refused", "refused before the request")
+	}
+	// Ten of each fit.
+	bare, wt := runtimetest.GitFixture(t)
+	spec := gitSpec(bare, wt)
+	spec.Network, spec.NetworkAllow = sandbox.NetworkLimited, append(nets[:10:10], doms[:10]...)
+	_, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+}
+
 // TestResourcesWithASnapshotAreNotSent: Daytona refuses any cpu, memory or
 // disk with a snapshot, its default one included — 400 "Cannot specify
 // Sandbox resources when using a snapshot" (daytonaio/daytona v0.190.0,
@@ -224,10 +263,12 @@ func TestResourcesWithASnapshotAreNotSent(t *testing.T) {
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
 
 	snap := newProvider(t, srv, func(o *Options) { o.Snapshot = "my-snapshot" })
-	body := snap.createBody(spec)
+	body, err := snap.createBody(spec)
+	require.NoError(t, err)
 	require.False(t, body.HasCpu() || body.HasMemory() || body.HasDisk(), "no resources with a named snapshot")
 	img := newProvider(t, srv, func(o *Options) { o.Image = "ubuntu:24.04" })
-	body = img.createBody(spec)
+	body, err = img.createBody(spec)
+	require.NoError(t, err)
 	require.Equal(t, int32(2), body.GetCpu())
 	require.Equal(t, int32(2), body.GetMemory())
 	require.Equal(t, int32(5), body.GetDisk())

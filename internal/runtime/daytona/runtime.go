@@ -284,7 +284,10 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 	if spec == nil {
 		return nil, sandbox.Errorf(sandbox.ErrNotFound, "daytona: runtime %s does not exist", r.id)
 	}
-	body := r.p.createBody(*spec)
+	body, err := r.p.createBody(*spec)
+	if err != nil {
+		return nil, err
+	}
 	var sb *apiclient.Sandbox
 	do := func() error {
 		return r.p.retry(ctx, "create sandbox "+r.id, func(ctx context.Context) error {
@@ -294,7 +297,7 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 			return r.p.mapErr(ctx, resp, err, "create sandbox %s", r.id)
 		})
 	}
-	err := do()
+	err = do()
 	if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
 		n := r.p.reclaim(ctx, r.id, reclaimAtMost)
 		if n > 0 {

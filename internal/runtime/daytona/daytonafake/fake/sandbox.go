@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -275,7 +276,79 @@ func checkCreate(req createRequest) string {
 	if len(req.GPUType) > 0 {
 		return "Cannot specify GPU type when creating sandbox from snapshot. GPU type is inherited from snapshot."
 	}
+	return checkAllowLists(req)
+}
+
+// checkAllowLists applies Daytona's validation of the network lists of a
+// create (SandboxService.resolveNetworkAllowList and resolveDomainAllowList,
+// apps/api/src/sandbox/services/sandbox.service.ts:3312-3330, calling
+// apps/api/src/sandbox/utils/network-validation.util.ts of daytonaio/daytona
+// v0.190.0): networkAllowList holds IPv4 CIDRs only (lines 20-33), at most
+// 10 (lines 35-37); domainAllowList holds host names, optionally "*."
+// prefixed (lines 48-57), at most 10 (lines 59-61); each refused 400 with
+// the validator's message.
+func checkAllowLists(req createRequest) string {
+	if req.NetworkAllowList != "" {
+		networks := strings.Split(req.NetworkAllowList, ",")
+		for _, n := range networks {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				continue
+			}
+			parts := strings.Split(n, "/") // const [ipAddress, prefixLength] = network.split('/')
+			ip, prefix := parts[0], ""
+			if len(parts) > 1 {
+				prefix = parts[1]
+			}
+			if a, err := netip.ParseAddr(ip); err != nil || !a.Is4() {
+				return `Invalid IP address: "` + ip + `" in network "` + n + `". Must be a valid IPv4 address`
+			}
+			if prefix == "" {
+				return `Invalid network format: "` + n + `". Missing CIDR prefix length (e.g., /24)`
+			}
+			if bits, ok := parseIntJS(prefix); ok && (bits < 0 || bits > 32) {
+				return "Invalid CIDR prefix length: " + n + ". Prefix must be between 0 and 32"
+			}
+		}
+		if len(networks) > 10 {
+			return "Network allow list cannot contain more than 10 networks"
+		}
+	}
+	if req.DomainAllowList != "" {
+		domains := strings.Split(req.DomainAllowList, ",")
+		for _, d := range domains {
+			d = strings.TrimSpace(d)
+			if d != "" && !domainRE.MatchString(d) {
+				return `Invalid domain: "` + d + `". Must be a valid domain name`
+			}
+		}
+		if len(domains) > 10 {
+			return "Domain allow list cannot contain more than 10 domains"
+		}
+	}
 	return ""
+}
+
+// domainRE is network-validation.util.ts's domainRegex (line 49).
+var domainRE = regexp.MustCompile(`^(\*\.)?([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,}$`)
+
+// parseIntJS is JavaScript's parseInt(s, 10) on the leading digits of s
+// (false: NaN, which passes Daytona's range check).
+func parseIntJS(s string) (int, bool) {
+	s = strings.TrimSpace(s)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimLeft(s, "+-")
+	n, digits := 0, 0
+	for ; digits < len(s) && s[digits] >= '0' && s[digits] <= '9' && n < 1<<20; digits++ {
+		n = n*10 + int(s[digits]-'0')
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // diskInUse is the disk (GiB) of the sandboxes neither archived nor

@@ -22,7 +22,8 @@
 // snapshot's own sizes apply. Create is idempotent (a name conflict
 // adopts the existing sandbox when it carries this deployment's labels, and
 // is sandbox.ErrConflict otherwise). Start starts a stopped or archived
-// sandbox; Stop (hibernate) first brings back what the sandbox changed
+// sandbox, and recovers one in a recoverable error (Daytona refuses start
+// there); Stop (hibernate) first brings back what the sandbox changed
 // since the last command, then stops it; Destroy deletes it, after the same
 // sync when the sandbox may hold unsynced changes.
 //

@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
@@ -458,4 +460,36 @@ func TestHomeDirectoryAndNestedRepositories(t *testing.T) {
 	require.Equal(t, []string{"vendor/lib/"}, rt.(*Runtime).Replica().NotSynced)
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "rm -rf vendor"))
 	require.Empty(t, rt.(*Runtime).Replica().NotSynced)
+}
+
+// TestErroredSandboxIsRecovered: Daytona refuses start for a sandbox in
+// error — 400 "Sandbox is in an errored state"
+// (apps/api/src/sandbox/services/sandbox.service.ts:164-168, 2060,
+// daytonaio/daytona v0.190.0, which the fake copies) — and takes a
+// recoverable one back with POST /sandbox/{id}/recover (2242-2281): the
+// next use of the runtime recovers it, and its files are still there.
+func TestErroredSandboxIsRecovered(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	bare, wt := runtimetest.GitFixture(t)
+	spec := gitSpec(bare, wt)
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo kept > kept.txt"))
+
+	name := p.sandboxName(spec.ID)
+	require.True(t, srv.SetState(name, "error"))
+	_, resp, err := p.api.SandboxAPI.StartSandbox(ctx, name).Execute()
+	require.Error(t, err)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, string(err.(*apiclient.GenericOpenAPIError).Body()), "Sandbox is in an errored state")
+
+	res := runtimetest.Sh(t, ctx, rt, "cat kept.txt")
+	runtimetest.RequireOK(t, res)
+	require.Equal(t, "kept\n", string(res.Stdout))
+	st, _ := srv.SandboxState(name)
+	require.Equal(t, "started", st)
+	require.Equal(t, 0, rt.(*Runtime).Replica().Recreated, "recovered in place, not recreated")
 }

@@ -119,7 +119,14 @@ func (s *Server) handleAPI(c *call) {
 		s.withSandbox(c, func(b *sbox) {
 			switch b.state {
 			case stStarted, stStarting, stRestoring:
-			case stStopped, stArchived, stError:
+			case stError:
+				// SandboxService.start → assertSandboxNotErrored, a SandboxError
+				// (400): apps/api/src/sandbox/services/sandbox.service.ts:164-168
+				// and 2060, apps/api/src/exceptions/sandbox-error.exception.ts
+				// (daytonaio/daytona v0.190.0); an errored sandbox is recovered.
+				c.error(http.StatusBadRequest, "Sandbox is in an errored state")
+				return
+			case stStopped, stArchived:
 				s.startLocked(b)
 			default:
 				c.error(http.StatusConflict, "Sandbox state change in progress")
@@ -128,10 +135,30 @@ func (s *Server) handleAPI(c *call) {
 			b.lastActivity = time.Now()
 			c.json(http.StatusOK, s.dto(b))
 		})
+	case "recoverSandbox":
+		// SandboxService.recover (sandbox.service.ts:2242-2281, v0.190.0):
+		// 400 unless recoverable, 400 unless in error; recovered in place
+		// (error → stopped → started, left stopped with skipStart).
+		s.withSandbox(c, func(b *sbox) {
+			if b.state != stError { // the fake's recoverable: see dto
+				c.error(http.StatusBadRequest, "Sandbox is not in a recoverable state")
+				return
+			}
+			b.state, b.errorReason, b.updated = stStopped, "", time.Now()
+			if c.r.URL.Query().Get("skipStart") != "true" {
+				s.startLocked(b)
+			}
+			c.json(http.StatusOK, s.dto(b))
+		})
 	case "stopSandbox":
 		s.withSandbox(c, func(b *sbox) {
 			switch b.state {
 			case stStopped, stStopping, stArchived:
+			case stError:
+				// SandboxService.stop → assertSandboxNotErrored
+				// (sandbox.service.ts:2154, v0.190.0).
+				c.error(http.StatusBadRequest, "Sandbox is in an errored state")
+				return
 			case stStarted:
 				s.stopLocked(b)
 			default:

@@ -14,11 +14,16 @@
 // LabelRuntime and LabelDeployment (plus RuntimeSpec.Labels); it is created from
 // Options.Snapshot, or from Options.Image (a build "FROM <image>"), or from
 // Daytona's default snapshot, in Options.Target, with Options.AutoStopMinutes
-// and AutoArchiveMinutes and the spec's resources (CPU rounded up to whole
-// cores, memory and disk to whole GiB). Create is idempotent (a name conflict
+// and AutoArchiveMinutes. The spec's resources (CPU rounded up to whole
+// cores, memory and disk to whole GiB) are sent only with Options.Image:
+// Daytona refuses any cpu, memory or disk with a snapshot, its default one
+// included (400 "Cannot specify Sandbox resources when using a snapshot"),
+// so with a snapshot they are dropped with a logged warning and the
+// snapshot's own sizes apply. Create is idempotent (a name conflict
 // adopts the existing sandbox when it carries this deployment's labels, and
 // is sandbox.ErrConflict otherwise). Start starts a stopped or archived
-// sandbox; Stop (hibernate) first brings back what the sandbox changed
+// sandbox, and recovers one in a recoverable error (Daytona refuses start
+// there); Stop (hibernate) first brings back what the sandbox changed
 // since the last command, then stops it; Destroy deletes it, after the same
 // sync when the sandbox may hold unsynced changes.
 //
@@ -51,11 +56,17 @@
 // docs/SECURITY.md "Network modes"). "none" → networkBlockAll; "limited" →
 // the spec's allow-list as Daytona takes it (egress.ForRemote): its name
 // entries become domainAllowList ("example.com", "*.example.com"; Daytona
-// matches them itself), its IPs and CIDRs, with Options.NetworkAllowList,
-// networkAllowList (an IP as a /32 or /128); ports are dropped, so an
-// entry opens every port of its destination, and an address entry covering
-// a metadata address is left out; with nothing to allow, networkBlockAll;
-// "default" → Daytona's default network.
+// matches them itself), its IPv4 addresses and CIDRs, with
+// Options.NetworkAllowList, networkAllowList (an address as a /32); ports
+// are dropped, so an entry opens every port of its destination, and an
+// address entry covering a metadata address is left out; with nothing to
+// allow, networkBlockAll; "default" → Daytona's default network. Daytona
+// takes IPv4 networks only: an IPv6 entry is left out with a logged
+// warning, and as Daytona's lists are the sandbox's only egress filter (no
+// proxy of ours runs there) its destination stays closed. Daytona takes at
+// most MaxAllowNetworks networks and MaxAllowDomains domains: a longer list
+// fails the create with sandbox.ErrInvalidArgument rather than opening
+// only part of what the policy names.
 //
 // # Credentials
 //
@@ -134,7 +145,9 @@ type Options struct {
 	// AutoStopMinutes and AutoArchiveMinutes are given to every sandbox
 	// (0: the defaults above).
 	AutoStopMinutes, AutoArchiveMinutes int
-	// NetworkAllowList is the CIDR list of the "limited" network mode ("" = none allowed).
+	// NetworkAllowList is the CIDR list of the "limited" network mode ("" = none
+	// allowed), added to each runtime's own; IPv4 only (IPv6 entries are left
+	// out, as Daytona refuses them), counted against MaxAllowNetworks.
 	NetworkAllowList string
 	// Deployment identifies this worker host among the users of the same
 	// Daytona organization (SANDBOX_HOST_ID): every sandbox carries it, and
@@ -430,8 +443,20 @@ func runtimeState(s apiclient.SandboxState) sandbox.RuntimeState {
 	return sandbox.RuntimeError
 }
 
-// createBody builds the create request of spec.
-func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox {
+// MaxAllowNetworks and MaxAllowDomains are the most entries Daytona takes
+// in a sandbox's networkAllowList and domainAllowList
+// (apps/api/src/sandbox/utils/network-validation.util.ts:35-37 and 59-61,
+// daytonaio/daytona v0.190.0).
+const (
+	MaxAllowNetworks = 10
+	MaxAllowDomains  = 10
+)
+
+// createBody builds the create request of spec. Errors:
+// sandbox.ErrInvalidArgument for a "limited" allow-list longer than Daytona
+// takes (MaxAllowNetworks, MaxAllowDomains).
+func (p *Provider) createBody(spec sandbox.RuntimeSpec) (apiclient.CreateSandbox, error) {
+	var body0 apiclient.CreateSandbox
 	body := apiclient.NewCreateSandbox()
 	body.SetName(p.sandboxName(spec.ID))
 	labels := map[string]string{}
@@ -475,12 +500,40 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox 
 				cidrs = append(cidrs, c)
 			}
 		}
-		for i, c := range cidrs {
-			if !strings.Contains(c, "/") { // Daytona's list holds CIDRs only
-				if a, err := netip.ParseAddr(c); err == nil {
-					cidrs[i] = netip.PrefixFrom(a, a.BitLen()).String()
+		// Daytona's list holds IPv4 CIDRs only (a single address as a /32):
+		// an IPv6 entry is refused with the whole create, so it is left out
+		// (its destination stays closed: Daytona's list is the only filter).
+		var v4, v6 []string
+		for _, c := range cidrs {
+			pfx, err := netip.ParsePrefix(c)
+			if err != nil {
+				a, aerr := netip.ParseAddr(c)
+				if aerr != nil {
+					v4 = append(v4, c) // malformed: Daytona says so
+					continue
 				}
+				pfx = netip.PrefixFrom(a, a.BitLen())
 			}
+			if !pfx.Addr().Unmap().Is4() {
+				v6 = append(v6, c)
+				continue
+			}
+			if pfx.Addr().Is4In6() {
+				pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
+			}
+			v4 = append(v4, pfx.String())
+		}
+		if len(v6) > 0 {
+			p.log.Warn("daytona: IPv6 allow-list entries left out (Daytona takes IPv4 networks only; they stay closed)", "id", spec.ID, "dropped", v6)
+		}
+		cidrs = v4
+		if len(cidrs) > MaxAllowNetworks {
+			return body0, sandbox.Errorf(sandbox.ErrInvalidArgument,
+				"daytona: the limited network allows at most %d IPv4 networks (Daytona's limit), got %d", MaxAllowNetworks, len(cidrs))
+		}
+		if len(ra.Domains) > MaxAllowDomains {
+			return body0, sandbox.Errorf(sandbox.ErrInvalidArgument,
+				"daytona: the limited network allows at most %d domains (Daytona's limit), got %d", MaxAllowDomains, len(ra.Domains))
 		}
 		switch {
 		case len(cidrs) == 0 && len(ra.Domains) == 0:
@@ -494,7 +547,14 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox 
 			}
 		}
 	}
-	if r := spec.Resources; r != nil {
+	if r := spec.Resources; r != nil && p.opts.Image == "" && (r.CPU > 0 || r.MemoryMB > 0 || r.DiskGB > 0) {
+		// Daytona refuses every resource with a snapshot (named or its
+		// default): 400 "Cannot specify Sandbox resources when using a
+		// snapshot" (apps/api/src/sandbox/controllers/sandbox.controller.ts:295-296,
+		// v0.190.0); the snapshot's own sizes apply.
+		p.log.Warn("daytona: resource hints ignored: a sandbox made from a snapshot takes the snapshot's resources (set an image to size sandboxes)",
+			"id", spec.ID, "cpu", r.CPU, "memory_mb", r.MemoryMB, "disk_gb", r.DiskGB)
+	} else if r != nil {
 		if r.CPU > 0 {
 			body.SetCpu(int32(math.Ceil(r.CPU)))
 		}
@@ -505,7 +565,7 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) apiclient.CreateSandbox 
 			body.SetDisk(int32(r.DiskGB))
 		}
 	}
-	return *body
+	return *body, nil
 }
 
 // reclaimAtMost bounds the stopped replicas one refused create deletes.

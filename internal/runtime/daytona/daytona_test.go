@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
@@ -180,6 +182,11 @@ func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
 	}{
 		{sandbox.NetworkLimited, []string{"registry.npmjs.org:443", "*.corp.example", "192.0.2.7:8080", "10.0.0.0/8", "169.254.0.0/16"},
 			fake.SandboxNetwork{NetworkAllowList: "192.0.2.7/32,10.0.0.0/8", DomainAllowList: "registry.npmjs.org,*.corp.example"}},
+		// Daytona takes IPv4 networks only (network-validation.util.ts:20-21):
+		// IPv6 entries are left out, and closed when nothing else is allowed.
+		{sandbox.NetworkLimited, []string{"[2001:db8::1]:443", "2001:db8::/32", "192.0.2.8", "example.org"},
+			fake.SandboxNetwork{NetworkAllowList: "192.0.2.8/32", DomainAllowList: "example.org"}},
+		{sandbox.NetworkLimited, []string{"2001:db8::/32"}, fake.SandboxNetwork{BlockAll: true}},
 		{sandbox.NetworkLimited, nil, fake.SandboxNetwork{BlockAll: true}},
 		{sandbox.NetworkNone, []string{"registry.npmjs.org"}, fake.SandboxNetwork{BlockAll: true}},
 	} {
@@ -205,10 +212,68 @@ func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
 	require.False(t, p.Capabilities().PerCommandNetwork)
 }
 
-// withDisk gives a spec a disk size (GiB), so that the fake's quota counts it.
-func withDisk(spec sandbox.RuntimeSpec, gib int64) sandbox.RuntimeSpec {
-	spec.Resources = &sandbox.ResourceHints{DiskGB: gib}
-	return spec
+// TestAllowListsLongerThanDaytonaTakes: Daytona refuses more than 10
+// networks or 10 domains (400 "Network allow list cannot contain more than
+// 10 networks", apps/api/src/sandbox/utils/network-validation.util.ts:35-37,
+// and the domains' at 59-61, v0.190.0, which the fake copies); the adapter
+// refuses such a policy itself, typed, rather than open part of it.
+func TestAllowListsLongerThanDaytonaTakes(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	var nets, doms []string
+	for i := range 11 {
+		nets = append(nets, "10.0."+strconv.Itoa(i)+".0/24")
+		doms = append(doms, "d"+strconv.Itoa(i)+".example.com")
+	}
+	for i, allow := range [][]string{nets, doms} {
+		bare, wt := runtimetest.GitFixture(t)
+		spec := gitSpec(bare, wt)
+		spec.ID += "x" + strconv.Itoa(i)
+		spec.Network, spec.NetworkAllow = sandbox.NetworkLimited, allow
+		_, err := p.Create(ctx, spec)
+		t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+		require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+		require.Contains(t, err.Error(), "at most 10")
+		require.NotContains(t, err.Error(), "Daytona refused", "refused before the request")
+	}
+	// Ten of each fit.
+	bare, wt := runtimetest.GitFixture(t)
+	spec := gitSpec(bare, wt)
+	spec.Network, spec.NetworkAllow = sandbox.NetworkLimited, append(nets[:10:10], doms[:10]...)
+	_, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+}
+
+// TestResourcesWithASnapshotAreNotSent: Daytona refuses any cpu, memory or
+// disk with a snapshot, its default one included — 400 "Cannot specify
+// Sandbox resources when using a snapshot" (daytonaio/daytona v0.190.0,
+// apps/api/src/sandbox/controllers/sandbox.controller.ts:295-296, which the
+// fake copies) — so the hints are dropped there and sent only with an image
+// (a build info).
+func TestResourcesWithASnapshotAreNotSent(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	bare, wt := runtimetest.GitFixture(t)
+	spec := gitSpec(bare, wt)
+	spec.Resources = &sandbox.ResourceHints{CPU: 1.5, MemoryMB: 1500, DiskGB: 5}
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err, "created from the default snapshot, the hints dropped")
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
+
+	snap := newProvider(t, srv, func(o *Options) { o.Snapshot = "my-snapshot" })
+	body, err := snap.createBody(spec)
+	require.NoError(t, err)
+	require.False(t, body.HasCpu() || body.HasMemory() || body.HasDisk(), "no resources with a named snapshot")
+	img := newProvider(t, srv, func(o *Options) { o.Image = "ubuntu:24.04" })
+	body, err = img.createBody(spec)
+	require.NoError(t, err)
+	require.Equal(t, int32(2), body.GetCpu())
+	require.Equal(t, int32(2), body.GetMemory())
+	require.Equal(t, int32(5), body.GetDisk())
 }
 
 // TestQuotaReclaimsStoppedReplicas: a create refused for the organization's
@@ -225,7 +290,7 @@ func TestQuotaReclaimsStoppedReplicas(t *testing.T) {
 	ctx := context.Background()
 	mk := func() (sandbox.RuntimeSpec, string) {
 		bare, wt := runtimetest.GitFixture(t)
-		spec := withDisk(gitSpec(bare, wt), 10)
+		spec := gitSpec(bare, wt) // fake.DefaultDiskGiB (10) each: resources go with no snapshot
 		return spec, wt
 	}
 	create := func(p *Provider, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
@@ -280,7 +345,7 @@ func TestQuotaReclaimsStoppedReplicas(t *testing.T) {
 	require.True(t, srv.SetState(p.sandboxName(oldSpec.ID), "stopped"))
 	require.Eventually(t, func() bool { st, _ := srv.SandboxState(p.sandboxName(oldSpec.ID)); return st == "stopped" }, 30*time.Second, 50*time.Millisecond)
 	lastSpec, lastWT := mk()
-	_, err = create(p, withDisk(lastSpec, 10))
+	_, err = create(p, lastSpec)
 	require.ErrorIs(t, err, sandbox.ErrResourceLimit)
 	require.Contains(t, sandbox.Message(err), "no stopped replica of this deployment could be deleted")
 	st, _ = srv.SandboxState(p.sandboxName(oldSpec.ID))
@@ -395,4 +460,36 @@ func TestHomeDirectoryAndNestedRepositories(t *testing.T) {
 	require.Equal(t, []string{"vendor/lib/"}, rt.(*Runtime).Replica().NotSynced)
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "rm -rf vendor"))
 	require.Empty(t, rt.(*Runtime).Replica().NotSynced)
+}
+
+// TestErroredSandboxIsRecovered: Daytona refuses start for a sandbox in
+// error — 400 "Sandbox is in an errored state"
+// (apps/api/src/sandbox/services/sandbox.service.ts:164-168, 2060,
+// daytonaio/daytona v0.190.0, which the fake copies) — and takes a
+// recoverable one back with POST /sandbox/{id}/recover (2242-2281): the
+// next use of the runtime recovers it, and its files are still there.
+func TestErroredSandboxIsRecovered(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	bare, wt := runtimetest.GitFixture(t)
+	spec := gitSpec(bare, wt)
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "echo kept > kept.txt"))
+
+	name := p.sandboxName(spec.ID)
+	require.True(t, srv.SetState(name, "error"))
+	_, resp, err := p.api.SandboxAPI.StartSandbox(ctx, name).Execute()
+	require.Error(t, err)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, string(err.(*apiclient.GenericOpenAPIError).Body()), "Sandbox is in an errored state")
+
+	res := runtimetest.Sh(t, ctx, rt, "cat kept.txt")
+	runtimetest.RequireOK(t, res)
+	require.Equal(t, "kept\n", string(res.Stdout))
+	st, _ := srv.SandboxState(name)
+	require.Equal(t, "started", st)
+	require.Equal(t, 0, rt.(*Runtime).Replica().Recreated, "recovered in place, not recreated")
 }

@@ -208,7 +208,8 @@ func (r *Runtime) destroy(ctx context.Context) error {
 
 // ensure makes the sandbox exist and run: created when missing (again, when
 // it vanished: the replica then re-syncs everything), started when stopped
-// or archived, waited for while in a transitional state.
+// or archived, recovered (Daytona's recover route) when in a recoverable
+// error, waited for while in a transitional state.
 func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
 	r.ensureMu.Lock()
 	defer r.ensureMu.Unlock()
@@ -249,10 +250,15 @@ func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
 				}
 			}
 		case sandbox.RuntimeError:
-			if attempt == 0 && sb.GetRecoverable() {
+			// Daytona refuses start for an errored sandbox (400 "Sandbox is
+			// in an errored state", apps/api/src/sandbox/services/
+			// sandbox.service.ts:164-168, 2060, v0.190.0); recover takes a
+			// recoverable one in error back to started (2242-2281).
+			if attempt == 0 && sb.GetRecoverable() && sb.GetState() == apiclient.SANDBOXSTATE_ERROR {
+				r.p.log.Warn("daytona: recovering a sandbox in error", "runtime", r.id, "reason", sandbox.Clip(sb.GetErrorReason(), 300))
 				err := r.p.retry(ctx, "recover sandbox "+r.id, func(ctx context.Context) error {
-					_, resp, err := r.p.api.SandboxAPI.StartSandbox(ctx, r.p.sandboxName(r.id)).Execute()
-					return r.p.mapErr(ctx, resp, err, "start sandbox %s", r.id)
+					_, resp, err := r.p.api.SandboxAPI.RecoverSandbox(ctx, r.p.sandboxName(r.id)).Execute()
+					return r.p.mapErr(ctx, resp, err, "recover sandbox %s", r.id)
 				})
 				if err == nil {
 					break
@@ -284,7 +290,10 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 	if spec == nil {
 		return nil, sandbox.Errorf(sandbox.ErrNotFound, "daytona: runtime %s does not exist", r.id)
 	}
-	body := r.p.createBody(*spec)
+	body, err := r.p.createBody(*spec)
+	if err != nil {
+		return nil, err
+	}
 	var sb *apiclient.Sandbox
 	do := func() error {
 		return r.p.retry(ctx, "create sandbox "+r.id, func(ctx context.Context) error {
@@ -294,7 +303,7 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 			return r.p.mapErr(ctx, resp, err, "create sandbox %s", r.id)
 		})
 	}
-	err := do()
+	err = do()
 	if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
 		n := r.p.reclaim(ctx, r.id, reclaimAtMost)
 		if n > 0 {

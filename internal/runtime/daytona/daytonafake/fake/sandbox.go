@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -118,7 +119,14 @@ func (s *Server) handleAPI(c *call) {
 		s.withSandbox(c, func(b *sbox) {
 			switch b.state {
 			case stStarted, stStarting, stRestoring:
-			case stStopped, stArchived, stError:
+			case stError:
+				// SandboxService.start → assertSandboxNotErrored, a SandboxError
+				// (400): apps/api/src/sandbox/services/sandbox.service.ts:164-168
+				// and 2060, apps/api/src/exceptions/sandbox-error.exception.ts
+				// (daytonaio/daytona v0.190.0); an errored sandbox is recovered.
+				c.error(http.StatusBadRequest, "Sandbox is in an errored state")
+				return
+			case stStopped, stArchived:
 				s.startLocked(b)
 			default:
 				c.error(http.StatusConflict, "Sandbox state change in progress")
@@ -127,10 +135,30 @@ func (s *Server) handleAPI(c *call) {
 			b.lastActivity = time.Now()
 			c.json(http.StatusOK, s.dto(b))
 		})
+	case "recoverSandbox":
+		// SandboxService.recover (sandbox.service.ts:2242-2281, v0.190.0):
+		// 400 unless recoverable, 400 unless in error; recovered in place
+		// (error → stopped → started, left stopped with skipStart).
+		s.withSandbox(c, func(b *sbox) {
+			if b.state != stError { // the fake's recoverable: see dto
+				c.error(http.StatusBadRequest, "Sandbox is not in a recoverable state")
+				return
+			}
+			b.state, b.errorReason, b.updated = stStopped, "", time.Now()
+			if c.r.URL.Query().Get("skipStart") != "true" {
+				s.startLocked(b)
+			}
+			c.json(http.StatusOK, s.dto(b))
+		})
 	case "stopSandbox":
 		s.withSandbox(c, func(b *sbox) {
 			switch b.state {
 			case stStopped, stStopping, stArchived:
+			case stError:
+				// SandboxService.stop → assertSandboxNotErrored
+				// (sandbox.service.ts:2154, v0.190.0).
+				c.error(http.StatusBadRequest, "Sandbox is in an errored state")
+				return
 			case stStarted:
 				s.stopLocked(b)
 			default:
@@ -200,6 +228,8 @@ type createRequest struct {
 	DomainAllowList     string            `json:"domainAllowList"`
 	Target              string            `json:"target"`
 	CPU                 int               `json:"cpu"`
+	GPU                 int               `json:"gpu"`
+	GPUType             []string          `json:"gpuType"`
 	Memory              int               `json:"memory"`
 	Disk                int               `json:"disk"`
 	AutoStopInterval    *int              `json:"autoStopInterval"`
@@ -220,6 +250,10 @@ func (s *Server) createSandbox(c *call) {
 	}
 	if req.Name != "" && !nameRE.MatchString(req.Name) {
 		c.error(http.StatusBadRequest, "Invalid sandbox name")
+		return
+	}
+	if msg := checkCreate(req); msg != "" {
+		c.error(http.StatusBadRequest, msg)
 		return
 	}
 	s.mu.Lock()
@@ -244,6 +278,104 @@ func (s *Server) createSandbox(c *call) {
 	spec.env = mergeEnv(req.Env, map[string]string{"DAYTONA_SANDBOX_ID": id, "DAYTONA_SANDBOX_USER": SandboxUser})
 	go s.provision(b, spec)
 	c.json(http.StatusOK, dto)
+}
+
+// checkCreate applies Daytona's rules on a create body that no OpenAPI
+// document encodes, with the server's messages ("" = accepted):
+//
+//   - the source: a build info and a snapshot are exclusive, and a sandbox
+//     made from a snapshot (named or Daytona's default: no build info) takes
+//     no cpu, gpu, memory or disk (each refused when non-zero, as
+//     JavaScript's truthiness has it) nor a gpuType — apps/api/src/sandbox/
+//     controllers/sandbox.controller.ts, createSandbox, lines 284-302 of
+//     daytonaio/daytona v0.190.0 ("Cannot specify Sandbox resources when
+//     using a snapshot", line 296).
+func checkCreate(req createRequest) string {
+	if req.BuildInfo != nil {
+		if req.Snapshot != "" {
+			return "Cannot specify a snapshot when using a build info entry"
+		}
+		return ""
+	}
+	if req.CPU != 0 || req.GPU != 0 || req.Memory != 0 || req.Disk != 0 {
+		return "Cannot specify Sandbox resources when using a snapshot"
+	}
+	if len(req.GPUType) > 0 {
+		return "Cannot specify GPU type when creating sandbox from snapshot. GPU type is inherited from snapshot."
+	}
+	return checkAllowLists(req)
+}
+
+// checkAllowLists applies Daytona's validation of the network lists of a
+// create (SandboxService.resolveNetworkAllowList and resolveDomainAllowList,
+// apps/api/src/sandbox/services/sandbox.service.ts:3312-3330, calling
+// apps/api/src/sandbox/utils/network-validation.util.ts of daytonaio/daytona
+// v0.190.0): networkAllowList holds IPv4 CIDRs only (lines 20-33), at most
+// 10 (lines 35-37); domainAllowList holds host names, optionally "*."
+// prefixed (lines 48-57), at most 10 (lines 59-61); each refused 400 with
+// the validator's message.
+func checkAllowLists(req createRequest) string {
+	if req.NetworkAllowList != "" {
+		networks := strings.Split(req.NetworkAllowList, ",")
+		for _, n := range networks {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				continue
+			}
+			parts := strings.Split(n, "/") // const [ipAddress, prefixLength] = network.split('/')
+			ip, prefix := parts[0], ""
+			if len(parts) > 1 {
+				prefix = parts[1]
+			}
+			if a, err := netip.ParseAddr(ip); err != nil || !a.Is4() {
+				return `Invalid IP address: "` + ip + `" in network "` + n + `". Must be a valid IPv4 address`
+			}
+			if prefix == "" {
+				return `Invalid network format: "` + n + `". Missing CIDR prefix length (e.g., /24)`
+			}
+			if bits, ok := parseIntJS(prefix); ok && (bits < 0 || bits > 32) {
+				return "Invalid CIDR prefix length: " + n + ". Prefix must be between 0 and 32"
+			}
+		}
+		if len(networks) > 10 {
+			return "Network allow list cannot contain more than 10 networks"
+		}
+	}
+	if req.DomainAllowList != "" {
+		domains := strings.Split(req.DomainAllowList, ",")
+		for _, d := range domains {
+			d = strings.TrimSpace(d)
+			if d != "" && !domainRE.MatchString(d) {
+				return `Invalid domain: "` + d + `". Must be a valid domain name`
+			}
+		}
+		if len(domains) > 10 {
+			return "Domain allow list cannot contain more than 10 domains"
+		}
+	}
+	return ""
+}
+
+// domainRE is network-validation.util.ts's domainRegex (line 49).
+var domainRE = regexp.MustCompile(`^(\*\.)?([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,}$`)
+
+// parseIntJS is JavaScript's parseInt(s, 10) on the leading digits of s
+// (false: NaN, which passes Daytona's range check).
+func parseIntJS(s string) (int, bool) {
+	s = strings.TrimSpace(s)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimLeft(s, "+-")
+	n, digits := 0, 0
+	for ; digits < len(s) && s[digits] >= '0' && s[digits] <= '9' && n < 1<<20; digits++ {
+		n = n*10 + int(s[digits]-'0')
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // diskInUse is the disk (GiB) of the sandboxes neither archived nor

@@ -1,6 +1,8 @@
 package fake
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,4 +44,43 @@ func TestNetworkMode(t *testing.T) {
 	require.Equal(t, "none", networkMode(createRequest{NetworkBlockAll: true, NetworkAllowList: "10.0.0.0/8"}))
 	require.Equal(t, "limited", networkMode(createRequest{NetworkAllowList: "10.0.0.0/8"}))
 	require.Equal(t, "limited", networkMode(createRequest{DomainAllowList: "example.com"}))
+}
+
+// TestCheckCreate: the create rules of Daytona's createSandbox
+// (apps/api/src/sandbox/controllers/sandbox.controller.ts:284-302, v0.190.0),
+// with its messages.
+func TestCheckCreate(t *testing.T) {
+	build := &struct {
+		DockerfileContent string `json:"dockerfileContent"`
+	}{DockerfileContent: "FROM x\n"}
+	require.Equal(t, "", checkCreate(createRequest{}))
+	require.Equal(t, "", checkCreate(createRequest{Snapshot: "s"}))
+	for _, req := range []createRequest{{CPU: 1}, {Memory: 2}, {Disk: 3}, {GPU: 1}, {Snapshot: "s", CPU: 2}} {
+		require.Equal(t, "Cannot specify Sandbox resources when using a snapshot", checkCreate(req), "%+v", req)
+	}
+	require.Equal(t, "", checkCreate(createRequest{BuildInfo: build, CPU: 2, Memory: 4, Disk: 10}))
+	require.Equal(t, "Cannot specify a snapshot when using a build info entry", checkCreate(createRequest{BuildInfo: build, Snapshot: "s"}))
+}
+
+// TestCheckAllowLists: Daytona's validation of the network lists
+// (apps/api/src/sandbox/utils/network-validation.util.ts, v0.190.0), with
+// its messages.
+func TestCheckAllowLists(t *testing.T) {
+	ok := createRequest{NetworkAllowList: "10.0.0.0/8, 192.0.2.7/32", DomainAllowList: "example.com,*.corp.example"}
+	require.Equal(t, "", checkAllowLists(ok))
+	require.Equal(t, `Invalid IP address: "2001:db8::1" in network "2001:db8::1/128". Must be a valid IPv4 address`,
+		checkAllowLists(createRequest{NetworkAllowList: "2001:db8::1/128"}))
+	require.Equal(t, `Invalid network format: "192.0.2.7". Missing CIDR prefix length (e.g., /24)`,
+		checkAllowLists(createRequest{NetworkAllowList: "192.0.2.7"}))
+	require.Equal(t, "Invalid CIDR prefix length: 10.0.0.0/33. Prefix must be between 0 and 32",
+		checkAllowLists(createRequest{NetworkAllowList: "10.0.0.0/33"}))
+	var nets, doms []string
+	for i := range 11 {
+		nets = append(nets, "10.0."+strconv.Itoa(i)+".0/24")
+		doms = append(doms, "d"+strconv.Itoa(i)+".example.com")
+	}
+	require.Equal(t, "", checkAllowLists(createRequest{NetworkAllowList: strings.Join(nets[:10], ","), DomainAllowList: strings.Join(doms[:10], ",")}))
+	require.Equal(t, "Network allow list cannot contain more than 10 networks", checkAllowLists(createRequest{NetworkAllowList: strings.Join(nets, ",")}))
+	require.Equal(t, "Domain allow list cannot contain more than 10 domains", checkAllowLists(createRequest{DomainAllowList: strings.Join(doms, ",")}))
+	require.Equal(t, `Invalid domain: "bad_domain". Must be a valid domain name`, checkAllowLists(createRequest{DomainAllowList: "bad_domain"}))
 }

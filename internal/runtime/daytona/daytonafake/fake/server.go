@@ -21,7 +21,7 @@
 // Options.RequestTimeout) get 504.
 //
 // Endpoints: POST/GET /api/sandbox, GET/DELETE /api/sandbox/{idOrName},
-// POST /api/sandbox/{idOrName}/start|stop|archive,
+// POST /api/sandbox/{idOrName}/start|stop|archive|recover,
 // GET /api/sandbox/{idOrName}/ports/{port}/preview-url|signed-preview-url;
 // under the toolbox base /toolbox/{sandboxId}: POST /process/execute,
 // POST /files/upload, GET /files/download, GET /files/info, GET

@@ -64,9 +64,9 @@
 // takes IPv4 networks only: an IPv6 entry is left out with a logged
 // warning, and as Daytona's lists are the sandbox's only egress filter (no
 // proxy of ours runs there) its destination stays closed. Daytona takes at
-// most MaxAllowNetworks networks and MaxAllowDomains domains: a longer list
-// fails the create with sandbox.ErrInvalidArgument rather than opening
-// only part of what the policy names.
+// most MaxAllowNetworks networks and MaxAllowDomains domains: of a longer
+// list the first are sent and the rest left out with a logged warning
+// (their destinations stay closed, as Daytona would refuse the create).
 //
 // # Credentials
 //
@@ -456,7 +456,6 @@ const (
 // sandbox.ErrInvalidArgument for a "limited" allow-list longer than Daytona
 // takes (MaxAllowNetworks, MaxAllowDomains).
 func (p *Provider) createBody(spec sandbox.RuntimeSpec) (apiclient.CreateSandbox, error) {
-	var body0 apiclient.CreateSandbox
 	body := apiclient.NewCreateSandbox()
 	body.SetName(p.sandboxName(spec.ID))
 	labels := map[string]string{}
@@ -527,13 +526,17 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) (apiclient.CreateSandbox
 			p.log.Warn("daytona: IPv6 allow-list entries left out (Daytona takes IPv4 networks only; they stay closed)", "id", spec.ID, "dropped", v6)
 		}
 		cidrs = v4
+		// Daytona refuses a longer list with the whole create: the first
+		// entries are kept and the rest left out with a warning (their
+		// destinations stay closed: stricter, never looser). The worker's
+		// default list alone names more domains than Daytona takes.
 		if len(cidrs) > MaxAllowNetworks {
-			return body0, sandbox.Errorf(sandbox.ErrInvalidArgument,
-				"daytona: the limited network allows at most %d IPv4 networks (Daytona's limit), got %d", MaxAllowNetworks, len(cidrs))
+			p.log.Warn("daytona: allow-list networks left out (Daytona takes at most 10; they stay closed)", "id", spec.ID, "dropped", cidrs[MaxAllowNetworks:])
+			cidrs = cidrs[:MaxAllowNetworks]
 		}
 		if len(ra.Domains) > MaxAllowDomains {
-			return body0, sandbox.Errorf(sandbox.ErrInvalidArgument,
-				"daytona: the limited network allows at most %d domains (Daytona's limit), got %d", MaxAllowDomains, len(ra.Domains))
+			p.log.Warn("daytona: allow-list domains left out (Daytona takes at most 10; they stay closed)", "id", spec.ID, "dropped", ra.Domains[MaxAllowDomains:])
+			ra.Domains = ra.Domains[:MaxAllowDomains]
 		}
 		switch {
 		case len(cidrs) == 0 && len(ra.Domains) == 0:

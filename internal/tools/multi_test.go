@@ -255,8 +255,12 @@ func TestMultiHandlerBoundsSessionsPerWorkspace(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 
 	require.NoError(t, a1.Close()) // DELETE: the session ends, its place is free
-	a3, err := connect(multiA)
-	require.NoError(t, err)
+	// The SDK ends the session right after answering the DELETE.
+	var a3 *mcp.ClientSession
+	require.Eventually(t, func() bool {
+		a3, err = connect(multiA)
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "a closed session frees its place: %v", err)
 	t.Cleanup(func() { _ = a3.Close() })
 	_, err = a3.ListTools(context.Background(), nil)
 	require.NoError(t, err)

@@ -846,46 +846,36 @@ func (s *session) stopRuntime(ctx workflow.Context, destroy bool) error {
 	return nil
 }
 
-// readOp runs a read-only activity under the shared lock.
+// readOp runs a read-only activity under the shared lock, as a local
+// activity on the host queue (opQuick).
 func readOp[Out any](s *session, ctx workflow.Context, name string, in any) (Out, error) {
-	var out Out
-	if err := s.waitReady(ctx); err != nil {
-		return out, err
-	}
-	if err := s.begin(ctx, false); err != nil {
-		return out, err
-	}
-	defer s.end(ctx, false)
-	err := s.callQuick(ctx, name, in, &out)
-	return out, err
+	return lockedOp[Out](s, ctx, false, opQuick, name, in)
 }
 
 // sharedOp runs a read-only activity of class (opGit or opExec: a
 // heartbeating activity on the host queue, for reads that may take long)
 // under the shared lock.
 func sharedOp[Out any](s *session, ctx workflow.Context, class opClass, name string, in any) (Out, error) {
-	var out Out
-	if err := s.waitReady(ctx); err != nil {
-		return out, err
-	}
-	if err := s.begin(ctx, false); err != nil {
-		return out, err
-	}
-	defer s.end(ctx, false)
-	err := s.call(ctx, s.hostOptions(class, 0), name, in, &out)
-	return out, err
+	return lockedOp[Out](s, ctx, false, class, name, in)
 }
 
 // writeOp runs a mutating activity under the exclusive lock.
 func writeOp[Out any](s *session, ctx workflow.Context, class opClass, name string, in any) (Out, error) {
+	return lockedOp[Out](s, ctx, true, class, name, in)
+}
+
+// lockedOp waits for the workspace, takes the session's lock (exclusive or
+// shared) and runs activity name: a local activity for opQuick, else one
+// with class's options on the host queue.
+func lockedOp[Out any](s *session, ctx workflow.Context, exclusive bool, class opClass, name string, in any) (Out, error) {
 	var out Out
 	if err := s.waitReady(ctx); err != nil {
 		return out, err
 	}
-	if err := s.begin(ctx, true); err != nil {
+	if err := s.begin(ctx, exclusive); err != nil {
 		return out, err
 	}
-	defer s.end(ctx, true)
+	defer s.end(ctx, exclusive)
 	var err error
 	if class == opQuick {
 		err = s.callQuick(ctx, name, in, &out)

@@ -1,8 +1,10 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -110,14 +112,21 @@ func NewMultiHandler(ctx context.Context, c *sandboxclient.Client, opts MultiOpt
 	start := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			wsID := r.PathValue("workspace")
-			if !open.admit(wsID, opts.MaxSessions) {
+			// Only an initialize makes a session; a session-less request
+			// of another method (server/discover, which clients send first
+			// to learn the protocol versions) is answered and gone, so it
+			// takes no place.
+			opens := startsSession(r)
+			if opens && !open.admit(wsID, opts.MaxSessions) {
 				log.Warn("mcp: session refused, too many open", "workspace", wsID, "max", opts.MaxSessions)
 				writeError(w, http.StatusTooManyRequests, sandboxapi.Errorf(sandboxapi.ErrRateLimited,
 					"workspace %s has %d open MCP sessions, the most this endpoint keeps; close one (DELETE) or wait for one to time out", wsID, opts.MaxSessions))
 				return
 			}
 			p, ok := sessionStart(ctx, w, r, c, opts, log)
-			open.settle(wsID, p)
+			if opens {
+				open.settle(wsID, p)
+			}
 			if !ok {
 				return
 			}
@@ -132,6 +141,32 @@ func NewMultiHandler(ctx context.Context, c *sandboxclient.Client, opts MultiOpt
 }
 
 type pendingKey struct{}
+
+// maxPeek bounds what startsSession reads of a request body.
+const maxPeek = 64 << 10
+
+// startsSession reports whether r, a POST without a session id, may start a
+// session: its JSON-RPC method is "initialize", or its body is not a single
+// message whose method can be read in the first maxPeek bytes (counted, so
+// a place is never given away on a guess). r's body is left whole for the
+// SDK.
+func startsSession(r *http.Request) bool {
+	peek, err := io.ReadAll(io.LimitReader(r.Body, maxPeek))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(peek), r.Body), r.Body}
+	if err != nil {
+		return true
+	}
+	var msg struct {
+		Method *string `json:"method"`
+	}
+	if json.Unmarshal(peek, &msg) != nil || msg.Method == nil {
+		return true
+	}
+	return *msg.Method == "initialize"
+}
 
 // pendingServer is the server of a session being started, made when the
 // SDK first asks for it; served is set once the request that starts the

@@ -265,3 +265,29 @@ func TestMultiHandlerBoundsSessionsPerWorkspace(t *testing.T) {
 	_, err = a3.ListTools(context.Background(), nil)
 	require.NoError(t, err)
 }
+
+// TestStartsSession: only an initialize (or a body whose method cannot be
+// read) takes a session place, and the body reaches the SDK whole.
+func TestStartsSession(t *testing.T) {
+	big := `{"jsonrpc":"2.0","id":1,"params":{"pad":"` + strings.Repeat("x", maxPeek) + `"},"method":"ping"}`
+	for _, tc := range []struct {
+		name, body string
+		want       bool
+	}{
+		{"initialize", initBody, true},
+		{"discover", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`, false},
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, false},
+		{"no method", `{"jsonrpc":"2.0","id":1,"result":{}}`, true},
+		{"not json", `not json`, true},
+		{"batch", `[` + initBody + `]`, true},
+		{"past the peek", big, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/mcp/x", strings.NewReader(tc.body))
+			assert.Equal(t, tc.want, startsSession(r))
+			got, err := io.ReadAll(r.Body)
+			require.NoError(t, err)
+			assert.Equal(t, tc.body, string(got), "the SDK reads the whole body")
+		})
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sandboxcore/sandboxcore/internal/depcache"
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
@@ -88,8 +89,12 @@ type Activities struct {
 	// RuntimeResources, when not nil, are the resource hints of every
 	// RuntimeSpec (a copy each).
 	RuntimeResources *sandbox.ResourceHints
-	Logger           *slog.Logger
-	Now              func() time.Time
+	// DepCaches, when not nil, are this host's dependency caches
+	// (SANDBOX_CACHE_SCOPE, docs/RUNTIMES.md "Dependency caches"),
+	// mounted into every runtime whose provider reports HostMounts.
+	DepCaches *depcache.Caches
+	Logger    *slog.Logger
+	Now       func() time.Time
 
 	// SkipSubmodules leaves submodules uninitialised, reported in the
 	// handle and status (SANDBOX_SUBMODULES=off; content.go).
@@ -704,6 +709,7 @@ var AgentGitIdentity = map[string]string{
 // ".git" file points into it: git works inside an isolated runtime while the
 // cache stays unchangeable from there. The environment holds
 // nothing from the worker, only AgentGitIdentity (fork manifest "Security Rules").
+// createRuntime adds the dependency cache.
 func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 	rid := sandbox.RuntimeIDFor(ws.ID)
 	mounts := []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}}
@@ -727,6 +733,25 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 		NetworkAllow: a.runtimeAllow(ws),
 		Labels:       map[string]string{"managed-by": "sandboxcore", "sandboxcore.workspace": ws.ID, "sandboxcore.runtime": rid},
 	}
+}
+
+// createRuntime creates (or finds) the runtime of ws from RuntimeSpecFor,
+// with the workspace's dependency cache mounted read-write at its own host
+// path and the package managers' variables pointing into it
+// (depcache.Env), when the host keeps caches and the provider mounts host
+// directories. Errors: the cache's (sandbox.ErrInsufficientDisk,
+// sandbox.ErrRuntimeUnavailable) and the provider's Create's.
+func (a *Activities) createRuntime(ctx context.Context, ws sandbox.Workspace) (sandbox.Runtime, error) {
+	spec := a.RuntimeSpecFor(ws)
+	if a.DepCaches != nil && a.Runtimes.Capabilities().HostMounts {
+		dir, err := a.DepCaches.Prepare(ws)
+		if err != nil {
+			return nil, err
+		}
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: dir, Target: dir, Writable: true})
+		maps.Copy(spec.Env, depcache.Env(dir))
+	}
+	return a.Runtimes.Create(ctx, spec)
 }
 
 // Exec runs one command in the workspace's runtime, creating or resuming the
@@ -763,7 +788,7 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 		return wire.ExecActivityResult{}, err
 	}
 	defer unlock()
-	rt, err := a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
+	rt, err := a.createRuntime(ctx, ws)
 	if err != nil {
 		return wire.ExecActivityResult{}, err
 	}
@@ -974,7 +999,7 @@ func (a *Activities) Hibernate(ctx context.Context, in wire.WorkspaceActivityInp
 		if gerr != nil || (rec.State != sandbox.RuntimeRunning && rec.State != sandbox.RuntimeStarting) {
 			return sandboxapi.HibernateResult{RuntimeID: id}, nil
 		}
-		rt, err = a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
+		rt, err = a.createRuntime(ctx, ws)
 	}
 	if err != nil {
 		return sandboxapi.HibernateResult{}, ToApplicationError(err)

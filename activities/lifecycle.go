@@ -261,6 +261,11 @@ func (a *Activities) removeWorktreeAndBranch(ctx context.Context, lp sandbox.Lif
 	if err := a.Workspaces.Remove(ctx, ws); err != nil {
 		return nil, err
 	}
+	if a.DepCaches != nil { // a cache of its own goes with it; a shared one stays
+		if err := a.DepCaches.RemoveWorkspace(ws); err != nil {
+			a.log().Warn("destroy: remove the dependency cache", "workspace", ws.ID, "error", err)
+		}
+	}
 	var notes []string
 	if err := lp.DeleteBranch(ctx, ws); err != nil {
 		if !errors.Is(err, sandbox.ErrConflict) {

@@ -36,7 +36,7 @@ func (a *Activities) processRuntime(ctx context.Context, wsID string, create boo
 		rt, err = a.Runtimes.Get(ctx, sandbox.RuntimeIDFor(ws.ID))
 	}
 	if create || errors.Is(err, sandbox.ErrNotFound) {
-		rt, err = a.Runtimes.Create(ctx, a.RuntimeSpecFor(ws))
+		rt, err = a.createRuntime(ctx, ws)
 	}
 	if err != nil {
 		return ws, nil, err

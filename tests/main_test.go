@@ -268,6 +268,10 @@ func baseConfig(t testing.TB, name string) hostworker.Config {
 			// Hermetic: not the machine's Temporal CLI profile (its TLS or
 			// API key would apply to the test's plaintext server).
 			return filepath.Join(t.TempDir(), "no-temporal.toml"), true
+		case "PATH":
+			// The worker's own PATH, as a real worker has it: the default
+			// of SANDBOX_RUNTIME_PATH (Go in /usr/local/go/bin).
+			return os.LookupEnv(k)
 		case "SANDBOX_WORKFLOW_CACHE_SIZE":
 			// The scale benchmark's runs compare sizes (docs/BENCHMARKS.md
 			// "Scale"); the process's first host sets it for all.

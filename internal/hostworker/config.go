@@ -105,6 +105,9 @@ type Config struct {
 	Security SecurityConfig
 	// E2B configures SANDBOX_RUNTIME_PROVIDER=e2b (E2B_*; e2b.go).
 	E2B E2BConfig
+	// Environment: the runtimes' PATH and dependency-cache scope
+	// (SANDBOX_RUNTIME_PATH, SANDBOX_CACHE_SCOPE; environment.go).
+	Environment EnvironmentConfig
 	// Content: submodules and Git LFS (SANDBOX_SUBMODULES, SANDBOX_LFS*; content.go).
 	Content ContentConfig
 	// Daytona: the DAYTONA_* variables, read with
@@ -172,6 +175,10 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.DataDir, err = dataDir(get("SANDBOX_DATA_DIR", "")); err != nil {
 		return c, &ConfigError{"SANDBOX_DATA_DIR", get("SANDBOX_DATA_DIR", ""), err.Error()}
+	}
+	hostPath, _ := lookup("PATH")
+	if c.Environment, err = environmentFromEnv(get, c.DataDir, hostPath); err != nil {
+		return c, err
 	}
 	host, _ := os.Hostname()
 	c.HostID = get("SANDBOX_HOST_ID", sanitizeHost(host))

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/activities"
 	"github.com/sandboxcore/sandboxcore/internal/codecserver"
+	"github.com/sandboxcore/sandboxcore/internal/depcache"
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
@@ -247,6 +248,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait, ProcessMaxIdle: cfg.ProcessMaxIdle, LockWait: cfg.LockWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, NetworkMax: cfg.NetworkMax, NetworkAllow: cfg.NetworkAllow,
 		RuntimeResources: cfg.RuntimeResources, Logger: log,
+		DepCaches:      &depcache.Caches{Root: filepath.Join(cfg.DataDir, "depcache"), Scope: cfg.Environment.CacheScope},
 		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
 
@@ -436,7 +438,8 @@ func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, eg *egre
 		}
 		hidden = append(hidden, cfg.Auth.secretPaths()...) // credentials dir, GitHub App key
 		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log,
-			Supervisor: cfg.SupervisorBinary, Egress: eg, SandboxUID: cfg.SandboxUID, SandboxGID: cfg.SandboxGID})
+			Supervisor: cfg.SupervisorBinary, Egress: eg, SandboxUID: cfg.SandboxUID, SandboxGID: cfg.SandboxGID,
+			BaseEnv: cfg.Environment.baseEnv()})
 	}
 	newDocker := func() (sandbox.RuntimeProvider, error) {
 		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log, Supervisor: cfg.SupervisorBinary,
@@ -463,7 +466,8 @@ func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, eg *egre
 		return p, nil
 	case "local":
 		log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
-		return local.New(local.Options{Logger: log, Supervisor: cfg.SupervisorBinary, StateDir: filepath.Join(cfg.DataDir, "runtimes", "local")}), nil
+		return local.New(local.Options{Logger: log, Supervisor: cfg.SupervisorBinary, StateDir: filepath.Join(cfg.DataDir, "runtimes", "local"),
+			BaseEnv: cfg.Environment.baseEnv()}), nil
 	case "bwrap":
 		p, err := newBwrap()
 		if err != nil {

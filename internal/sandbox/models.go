@@ -118,4 +118,10 @@ type RuntimeCapabilities struct {
 	// command runs with RuntimeSpec.Network, and asking for another is
 	// refused by the consumer (docs/SECURITY.md "Network modes").
 	PerCommandNetwork bool `json:"per_command_network,omitempty"`
+	// HostMounts: every RuntimeSpec.Mounts entry is the host directory
+	// itself, shared live with the runtime (bubblewrap, Docker, local),
+	// so the workspace's dependency cache can be mounted into it
+	// (docs/RUNTIMES.md "Dependency caches"); a remote runtime holds a
+	// replica of the workdir only and reports false.
+	HostMounts bool `json:"host_mounts,omitempty"`
 }

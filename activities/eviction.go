@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sandboxcore/sandboxcore/internal/depcache"
 	"github.com/sandboxcore/sandboxcore/internal/eviction"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
@@ -58,6 +59,7 @@ func (e *EvictionActivities) Register(w interface {
 	reg(e.RemoveRepoCaches, wire.ActivityRemoveRepoCaches)
 	reg(e.SetPin, wire.ActivitySetPin)
 	reg(e.DeleteOrphanRuntimes, wire.ActivityDeleteOrphanRuntimes)
+	reg(e.RemoveDependencyCaches, wire.ActivityRemoveDependencyCaches)
 }
 
 // EvictionHosts lists the hosts to plan for: this host, every host id of a
@@ -167,8 +169,20 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 			snap.Runtimes = append(snap.Runtimes, eviction.Runtime{ID: r.ID, WorkspaceID: r.WorkspaceID, State: r.State, LastUsedAt: r.LastUsedAt, StateSince: r.UpdatedAt})
 		}
 	}
+	if e.DepCaches != nil {
+		deps, err := e.DepCaches.List()
+		if err != nil {
+			out.Notes = append(out.Notes, "dependency caches not listed: "+sandbox.Message(err))
+		}
+		for _, d := range deps {
+			snap.DependencyCaches = append(snap.DependencyCaches, eviction.DependencyCache{ID: d.ID(), LastUsedAt: d.LastUsedAt, SizeBytes: d.SizeBytes})
+		}
+	}
 	out.Plan = publicPlan(eviction.NewPlan(snap, e.Policy))
 	out.Plan.Usage.RepoCacheBytes, out.Plan.Usage.WorkspaceBytes = usageByKind(sizes)
+	for _, d := range snap.DependencyCaches {
+		out.Plan.Usage.DependencyCacheBytes += d.SizeBytes
+	}
 	if orphans, note := e.planOrphans(ctx, used); note != "" {
 		out.Notes = append(out.Notes, note)
 	} else if len(orphans) > 0 {
@@ -730,6 +744,74 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 		used -= freed
 		r.FreedBytes = freed
 		done(sandboxapi.OutcomeDone, "removed (%d bytes)", freed)
+	}
+	return out, nil
+}
+
+// RemoveDependencyCaches removes the planned dependency caches of this host
+// in order, while the usage (measured once, minus what was freed) stays
+// above in.LowBytes; a cache given to a runtime within the action's
+// MinIdle since the plan is skipped, a missing one is done. A command using
+// a cache while it is removed downloads what it needs again: a cache holds
+// nothing that cannot be fetched (docs/RUNTIMES.md "Dependency caches").
+// Errors: ErrWorkspaceUnavailable when asked of another host.
+func (e *EvictionActivities) RemoveDependencyCaches(ctx context.Context, in wire.RemoveDependencyCachesInput) (wire.RemoveDependencyCachesResult, error) {
+	res, err := whileHeartbeating(ctx, func() (wire.RemoveDependencyCachesResult, error) { return e.removeDependencyCaches(ctx, in) })
+	return res, ToApplicationError(err)
+}
+
+func (e *EvictionActivities) removeDependencyCaches(ctx context.Context, in wire.RemoveDependencyCachesInput) (wire.RemoveDependencyCachesResult, error) {
+	out := wire.RemoveDependencyCachesResult{Results: []sandboxapi.EvictResult{}}
+	if in.HostID != e.HostID {
+		return out, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "dependency caches of host %s asked of host %s", in.HostID, e.HostID)
+	}
+	used, _, _, _, err := e.measure(ctx, nil)
+	if err != nil {
+		return out, err
+	}
+	var entries map[string]depcache.Entry
+	if e.DepCaches != nil {
+		list, err := e.DepCaches.List()
+		if err != nil {
+			return out, err
+		}
+		entries = map[string]depcache.Entry{}
+		for _, d := range list {
+			entries[d.ID()] = d
+		}
+	}
+	now := e.now()
+	for _, a := range in.Actions {
+		r := sandboxapi.EvictResult{Action: eviction.ActionRemoveDependencyCache, Tier: a.Tier, ID: a.ID, At: now}
+		done := func(o, format string, args ...any) {
+			r.Outcome, r.Reason = o, fmt.Sprintf(format, args...)
+			out.Results = append(out.Results, r)
+		}
+		d, found := entries[a.ID]
+		switch {
+		case a.Kind != eviction.ActionRemoveDependencyCache:
+			done(sandboxapi.OutcomeFailed, "not a dependency cache action: %q", a.Kind)
+			continue
+		case e.DepCaches == nil:
+			done(sandboxapi.OutcomeSkipped, "this host keeps no dependency caches")
+			continue
+		case in.LowBytes > 0 && used <= in.LowBytes:
+			done(sandboxapi.OutcomeSkipped, "pressure relieved (%d bytes used, low water %d)", used, in.LowBytes)
+			continue
+		case !found:
+			done(sandboxapi.OutcomeDone, "already gone")
+			continue
+		case eviction.Idle(d.LastUsedAt, now) < a.MinIdle:
+			done(sandboxapi.OutcomeSkipped, "used %s ago (rule needs %s)", eviction.Idle(d.LastUsedAt, now).Round(time.Second), a.MinIdle)
+			continue
+		}
+		if err := e.DepCaches.Remove(a.ID); err != nil {
+			done(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
+			continue
+		}
+		used -= d.SizeBytes
+		r.FreedBytes = d.SizeBytes
+		done(sandboxapi.OutcomeDone, "removed (%d bytes)", d.SizeBytes)
 	}
 	return out, nil
 }

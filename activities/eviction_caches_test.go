@@ -4,14 +4,18 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandboxcore/sandboxcore/internal/depcache"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // A repo cache is kept (ErrConflict, nothing removed) when used within
@@ -55,4 +59,50 @@ func TestRegularFileBytes(t *testing.T) {
 	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link")))
 	assert.Equal(t, int64(15), regularFileBytes(dir))
 	assert.Equal(t, int64(0), regularFileBytes(filepath.Join(dir, "missing")))
+}
+
+// RemoveDependencyCaches removes a planned cache unused for MinIdle, skips
+// one given to a runtime since (and everything once the usage is at low
+// water), counts a missing one done, and refuses another host's plan.
+func TestRemoveDependencyCaches(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	clock := now.Add(-2 * time.Hour)
+	caches := &depcache.Caches{Root: filepath.Join(data, "depcache"), Now: func() time.Time { return clock }}
+	e := &EvictionActivities{Activities: &Activities{HostID: "h", DepCaches: caches, Now: func() time.Time { return now }},
+		DataDir: data, DiskBudgetBytes: 1 << 40}
+	old := sandbox.Workspace{ID: "ws-old", UserID: "alice", RepoCacheID: "rc-1", LocalPath: t.TempDir()}
+	fresh := sandbox.Workspace{ID: "ws-fresh", UserID: "bob", RepoCacheID: "rc-1", LocalPath: t.TempDir()}
+	oldDir, err := caches.Prepare(old)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(oldDir, "blob"), make([]byte, 4096), 0o644))
+	clock = now.Add(-time.Minute)
+	freshDir, err := caches.Prepare(fresh)
+	require.NoError(t, err)
+	id := func(w sandbox.Workspace) string { return "user/" + depcache.Key(depcache.ScopeUser, w) }
+	action := func(id string) sandboxapi.EvictionAction {
+		return sandboxapi.EvictionAction{Kind: sandboxapi.EvictionRemoveDependencyCache, Tier: sandboxapi.TierDependencyCacheLRU, ID: id, MinIdle: time.Hour}
+	}
+
+	_, err = e.RemoveDependencyCaches(ctx, wire.RemoveDependencyCachesInput{HostID: "other"})
+	require.Error(t, err, "another host's plan")
+
+	res, err := e.RemoveDependencyCaches(ctx, wire.RemoveDependencyCachesInput{HostID: "h",
+		Actions: []sandboxapi.EvictionAction{action(id(old)), action(id(fresh)), action("user/" + strings.Repeat("0", depcache.KeyLen))}})
+	require.NoError(t, err)
+	require.Len(t, res.Results, 3)
+	assert.Equal(t, sandboxapi.OutcomeDone, res.Results[0].Outcome, res.Results[0].Reason)
+	assert.Equal(t, int64(4096), res.Results[0].FreedBytes)
+	assert.NoDirExists(t, oldDir)
+	assert.Equal(t, sandboxapi.OutcomeSkipped, res.Results[1].Outcome)
+	assert.Contains(t, res.Results[1].Reason, "used 1m0s ago")
+	assert.DirExists(t, freshDir)
+	assert.Equal(t, sandboxapi.OutcomeDone, res.Results[2].Outcome, "already gone")
+
+	res, err = e.RemoveDependencyCaches(ctx, wire.RemoveDependencyCachesInput{HostID: "h", LowBytes: 1 << 40,
+		Actions: []sandboxapi.EvictionAction{action(id(fresh))}})
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.OutcomeSkipped, res.Results[0].Outcome)
+	assert.Contains(t, res.Results[0].Reason, "pressure relieved")
 }

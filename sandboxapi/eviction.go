@@ -21,10 +21,14 @@ const (
 	// sandbox labelled managed-by=sandboxcore by this host) whose workspace
 	// no longer exists; carried out by the host, not by a session.
 	EvictionDeleteOrphanRuntime EvictionActionKind = "delete_orphan_runtime"
+	// EvictionRemoveDependencyCache deletes a dependency cache
+	// ("<scope>/<key>", docs/RUNTIMES.md "Dependency caches") no runtime was
+	// given for a while; carried out by the host, not by a session.
+	EvictionRemoveDependencyCache EvictionActionKind = "remove_dependency_cache"
 )
 
 // EvictionActionKinds lists every action kind, for documentation and schemas.
-var EvictionActionKinds = []EvictionActionKind{EvictionStopRuntime, EvictionDestroyRuntime, EvictionEvictWorkspace, EvictionRemoveRepoCache, EvictionDeleteOrphanRuntime}
+var EvictionActionKinds = []EvictionActionKind{EvictionStopRuntime, EvictionDestroyRuntime, EvictionEvictWorkspace, EvictionRemoveRepoCache, EvictionDeleteOrphanRuntime, EvictionRemoveDependencyCache}
 
 // Valid reports whether k is one of EvictionActionKinds.
 func (k EvictionActionKind) Valid() bool {
@@ -51,11 +55,14 @@ const (
 	TierCleanEdit      EvictionTier = "clean-edit-ttl"
 	TierDirtyTask      EvictionTier = "dirty-task-pressure"
 	TierDirtyEdit      EvictionTier = "dirty-edit-severe"
-	TierRepoCacheLRU   EvictionTier = "repo-cache-lru"
+	// TierDependencyCacheLRU: dependency caches under pressure, before repo
+	// caches (a package registry is nearer than a clone).
+	TierDependencyCacheLRU EvictionTier = "dependency-cache-lru"
+	TierRepoCacheLRU       EvictionTier = "repo-cache-lru"
 )
 
 // EvictionTiers lists every tier in plan order.
-var EvictionTiers = []EvictionTier{TierRuntimeOrphan, TierRuntimeIdle, TierRuntimeStopped, TierCleanAnalysis, TierCleanTask, TierCleanEdit, TierDirtyTask, TierDirtyEdit, TierRepoCacheLRU}
+var EvictionTiers = []EvictionTier{TierRuntimeOrphan, TierRuntimeIdle, TierRuntimeStopped, TierCleanAnalysis, TierCleanTask, TierCleanEdit, TierDirtyTask, TierDirtyEdit, TierDependencyCacheLRU, TierRepoCacheLRU}
 
 // EvictionPolicy holds the thresholds a host planned with. Durations are in
 // nanoseconds on the wire; water marks are fractions of the budget in (0, 1].
@@ -81,16 +88,20 @@ type EvictionUsage struct {
 	// planner measured them; absent from plans made before they were reported.
 	RepoCacheBytes int64 `json:"repo_cache_bytes,omitempty"`
 	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
+	// DependencyCacheBytes are the bytes of the host's dependency caches
+	// (part of UsedBytes); absent when it keeps none.
+	DependencyCacheBytes int64 `json:"dependency_cache_bytes,omitempty"`
 }
 
 // EvictionAction is one step of a host's plan.
 type EvictionAction struct {
 	Kind EvictionActionKind `json:"kind"`
 	Tier EvictionTier       `json:"tier"`
-	// ID is the runtime id, workspace id or repo cache id.
+	// ID is the runtime id, workspace id, repo cache id or dependency
+	// cache id ("<scope>/<key>").
 	ID string `json:"id"`
 	// WorkspaceID is the workspace whose session carries the action out;
-	// empty for repo caches.
+	// empty for repo and dependency caches.
 	WorkspaceID string        `json:"workspace_id,omitempty"`
 	Mode        WorkspaceMode `json:"mode,omitempty"`
 	// SaveWork: the workspace has unsaved work, saved and verified first.
@@ -324,12 +335,15 @@ type EvictionSummary struct {
 	CachesFreed int `json:"caches_removed"`
 	// OrphansDeleted counts remote runtimes deleted because their workspace
 	// no longer exists.
-	OrphansDeleted int   `json:"orphans_deleted"`
-	Skipped        int   `json:"skipped"`
-	Blocked        int   `json:"blocked"`
-	Failed         int   `json:"failed"`
-	Pending        int   `json:"pending"`
-	FreedBytes     int64 `json:"freed_bytes"`
+	OrphansDeleted int `json:"orphans_deleted"`
+	// DependencyCachesRemoved counts dependency caches removed
+	// (remove_dependency_cache).
+	DependencyCachesRemoved int   `json:"dependency_caches_removed,omitempty"`
+	Skipped                 int   `json:"skipped"`
+	Blocked                 int   `json:"blocked"`
+	Failed                  int   `json:"failed"`
+	Pending                 int   `json:"pending"`
+	FreedBytes              int64 `json:"freed_bytes"`
 }
 
 // Summarize counts the results of every host.
@@ -357,6 +371,8 @@ func (r *EvictionRunResult) Summarize() {
 					s.CachesFreed++
 				case EvictionDeleteOrphanRuntime:
 					s.OrphansDeleted++
+				case EvictionRemoveDependencyCache:
+					s.DependencyCachesRemoved++
 				}
 			case OutcomeSkipped:
 				s.Skipped++

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sandboxcore/sandboxcore/internal/depcache"
 	"github.com/sandboxcore/sandboxcore/internal/eviction"
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
@@ -202,6 +203,11 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	rowB := e.row(hEditClean.WorkspaceID).RepoCacheID
 	cacheB := sandbox.RepoCacheIDFor(hB.HostID, hB.Repo)
 
+	depCaches := e.h.Activities.DepCaches
+	depCache := string(depCaches.Scope) + "/" + depcache.Key(depCaches.Scope, e.row(hAna.WorkspaceID))
+	depDir := depCaches.Dir(e.row(hAna.WorkspaceID))
+	require.DirExists(t, depDir, "a command's runtime got the dependency cache")
+
 	dry := e.run(true)
 	assert.Equal(t, string(eviction.PressureSevere), dry.Hosts[0].Plan.Plan.Pressure)
 	assert.Equal(t, []plannedAction{
@@ -211,6 +217,8 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 		{eviction.ActionEvictWorkspace, eviction.TierCleanEdit, hEditClean.WorkspaceID},
 		{eviction.ActionEvictWorkspace, eviction.TierDirtyTask, hTaskDirty.WorkspaceID},
 		{eviction.ActionEvictWorkspace, eviction.TierDirtyEdit, hEditDirty.WorkspaceID},
+		// The analysis workspace's command got the user's dependency cache of the repository.
+		{eviction.ActionRemoveDependencyCache, eviction.TierDependencyCacheLRU, depCache},
 		{eviction.ActionRemoveRepoCache, eviction.TierRepoCacheLRU, cacheB},
 	}, planOf(dry), "tiers in the documented order")
 	held := heldOf(dry)
@@ -230,6 +238,8 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	assert.Equal(t, 1, s.Stopped)
 	assert.Equal(t, 5, s.Evicted)
 	assert.Equal(t, 1, s.CachesFreed)
+	assert.Equal(t, 1, s.DependencyCachesRemoved)
+	assert.NoDirExists(t, depDir, "the dependency cache went")
 	assert.Zero(t, s.Blocked+s.Failed+s.Pending)
 	assert.Positive(t, s.FreedBytes)
 

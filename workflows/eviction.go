@@ -87,9 +87,15 @@ func EvictionCronWorkflow(ctx workflow.Context, raw converter.RawValue) (sandbox
 		deleteOrphans(ctx, res.Hosts, hostTimeout)
 	}
 
-	// 5. Repo caches, host by host, while pressure remains.
+	// 5. Dependency caches, then repo caches, host by host, while
+	// pressure remains (runs recorded before dependency caches planned
+	// none).
+	if workflow.GetVersion(ctx, changeEvictionDependencyCaches, workflow.DefaultVersion, 1) >= 1 {
+		phase = "removing dependency caches"
+		removeCaches(ctx, res.Hosts, hostTimeout, sandboxapi.EvictionRemoveDependencyCache, wire.ActivityRemoveDependencyCaches)
+	}
 	phase = "removing repo caches"
-	removeRepoCaches(ctx, res.Hosts, hostTimeout)
+	removeCaches(ctx, res.Hosts, hostTimeout, sandboxapi.EvictionRemoveRepoCache, wire.ActivityRemoveRepoCaches)
 	phase = "finished"
 	return finishEviction(ctx, &res), nil
 }
@@ -169,7 +175,8 @@ func sessionEvictions(hosts []sandboxapi.HostEvictionResult, replyTo string) ([]
 			continue
 		}
 		for _, a := range hr.Plan.Plan.Actions {
-			if a.Kind == sandboxapi.EvictionRemoveRepoCache || a.Kind == sandboxapi.EvictionDeleteOrphanRuntime {
+			switch a.Kind {
+			case sandboxapi.EvictionRemoveRepoCache, sandboxapi.EvictionDeleteOrphanRuntime, sandboxapi.EvictionRemoveDependencyCache:
 				continue // carried out by the host (steps 4 and 5)
 			}
 			rid := fmt.Sprintf("%s/%d/%s/%s", hr.HostID, len(reqs), a.Kind, a.ID)
@@ -251,20 +258,20 @@ func awaitEvictionReplies(ctx workflow.Context, hosts []sandboxapi.HostEvictionR
 	}
 }
 
-// removeRepoCaches runs each host's planned repo cache removals (the
-// RemoveRepoCaches activity on its queue, host after host: each removes in
-// order while its usage stays above the plan's low water mark) and appends
-// their results, or one failed result per action, to the host's.
-func removeRepoCaches(ctx workflow.Context, hosts []sandboxapi.HostEvictionResult, hostTimeout time.Duration) {
+// removeCaches runs each host's planned removals of kind (the activity
+// named activity on its queue, host after host: each removes in order while
+// its usage stays above the plan's low water mark) and appends their
+// results, or one failed result per action, to the host's.
+func removeCaches(ctx workflow.Context, hosts []sandboxapi.HostEvictionResult, hostTimeout time.Duration, kind sandboxapi.EvictionActionKind, activity string) {
 	for hi := range hosts {
 		hr := &hosts[hi]
-		caches := plannedActions(hr, sandboxapi.EvictionRemoveRepoCache)
+		caches := plannedActions(hr, kind)
 		if len(caches) == 0 {
 			continue
 		}
 		hctx := hostActivity(ctx, hr.HostID, hostTimeout, time.Hour)
 		var out wire.RemoveRepoCachesResult
-		err := workflow.ExecuteActivity(hctx, wire.ActivityRemoveRepoCaches, wire.RemoveRepoCachesInput{HostID: hr.HostID, Actions: caches, LowBytes: hr.Plan.Plan.LowBytes}).Get(ctx, &out)
+		err := workflow.ExecuteActivity(hctx, activity, wire.RemoveRepoCachesInput{HostID: hr.HostID, Actions: caches, LowBytes: hr.Plan.Plan.LowBytes}).Get(ctx, &out)
 		if err != nil {
 			for _, a := range caches {
 				hr.Results = append(hr.Results, sandboxapi.EvictResult{Action: a.Kind, Tier: a.Tier, ID: a.ID, Outcome: sandboxapi.OutcomeFailed, Reason: appError(err).Error(), At: workflow.Now(ctx)})
@@ -317,6 +324,10 @@ const changeEvictionFailuresAttr = "eviction-failures-attribute"
 // changeEvictionOrphans: the run deletes the orphan runtimes the hosts
 // planned (workflow.GetVersion; docs/DESIGN.md "Temporal shape").
 const changeEvictionOrphans = "eviction-orphan-runtimes"
+
+// changeEvictionDependencyCaches: the run removes the dependency caches
+// the hosts planned, before the repo caches (workflow.GetVersion).
+const changeEvictionDependencyCaches = "eviction-dependency-caches"
 
 // deleteOrphans runs each host's orphan runtime deletions (in parallel) and
 // appends their results to the host's.

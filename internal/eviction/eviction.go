@@ -31,7 +31,12 @@
 //     "Dirty" means anything a deletion would lose: uncommitted changes,
 //     untracked files, commits on no remote branch, or a state that could not
 //     be read. Tiers d and e also need Policy.PressureMinIdle without use.
-//  3. Repo caches (docs/DESIGN.md "Eviction policy"), only under pressure and only
+//  3. Dependency caches (docs/RUNTIMES.md "Dependency caches"), only under
+//     pressure and only while the projected usage stays above the low water
+//     mark: highest idle time × size first, never one used within
+//     Policy.PressureMinIdle. They hold nothing that cannot be fetched
+//     again, so they go before the repo caches.
+//  4. Repo caches (docs/DESIGN.md "Eviction policy"), only under pressure and only
 //     while the projected usage stays above the low water mark: least
 //     recently used weighted by size (score = idle time × size, highest
 //     first), never one that any workspace row still references (evicted
@@ -176,6 +181,15 @@ type RepoCache struct {
 	HoldsUnsavedWork bool `json:"holds_unsaved_work,omitempty"`
 }
 
+// DependencyCache is one dependency cache on the host as the planner sees
+// it (depcache.Entry).
+type DependencyCache struct {
+	// ID is "<scope>/<key>".
+	ID         string    `json:"id"`
+	LastUsedAt time.Time `json:"last_used_at"`
+	SizeBytes  int64     `json:"size_bytes"`
+}
+
 // Runtime is one runtime row as the planner sees it.
 type Runtime struct {
 	ID          string               `json:"id"`
@@ -194,6 +208,8 @@ type Snapshot struct {
 	Workspaces []Workspace `json:"workspaces"`
 	RepoCaches []RepoCache `json:"repo_caches"`
 	Runtimes   []Runtime   `json:"runtimes"`
+	// DependencyCaches are the host's dependency caches.
+	DependencyCaches []DependencyCache `json:"dependency_caches,omitempty"`
 }
 
 // Pressure is the disk pressure level of a snapshot.
@@ -216,6 +232,8 @@ const (
 	ActionDestroyRuntime  = sandboxapi.EvictionDestroyRuntime
 	ActionEvictWorkspace  = sandboxapi.EvictionEvictWorkspace
 	ActionRemoveRepoCache = sandboxapi.EvictionRemoveRepoCache
+	// ActionRemoveDependencyCache deletes a dependency cache.
+	ActionRemoveDependencyCache = sandboxapi.EvictionRemoveDependencyCache
 )
 
 // Tier names why an action is planned (see the package comment): the wire
@@ -231,7 +249,9 @@ const (
 	TierCleanEdit      = sandboxapi.TierCleanEdit
 	TierDirtyTask      = sandboxapi.TierDirtyTask
 	TierDirtyEdit      = sandboxapi.TierDirtyEdit
-	TierRepoCacheLRU   = sandboxapi.TierRepoCacheLRU
+	// TierDependencyCacheLRU is tier 3 of the package comment.
+	TierDependencyCacheLRU = sandboxapi.TierDependencyCacheLRU
+	TierRepoCacheLRU       = sandboxapi.TierRepoCacheLRU
 )
 
 // Action is one step of a plan.
@@ -306,6 +326,10 @@ func Idle(t, now time.Time) time.Duration { return now.Sub(NotAfter(t, now)) }
 // clamped returns a copy of s whose times are at most s.Now (NotAfter).
 func clamped(s Snapshot) Snapshot {
 	s.Workspaces, s.RepoCaches, s.Runtimes = slices.Clone(s.Workspaces), slices.Clone(s.RepoCaches), slices.Clone(s.Runtimes)
+	s.DependencyCaches = slices.Clone(s.DependencyCaches)
+	for i := range s.DependencyCaches {
+		s.DependencyCaches[i].LastUsedAt = NotAfter(s.DependencyCaches[i].LastUsedAt, s.Now)
+	}
 	for i := range s.Workspaces {
 		s.Workspaces[i].LastUsedAt = NotAfter(s.Workspaces[i].LastUsedAt, s.Now)
 	}
@@ -337,6 +361,7 @@ func NewPlan(s Snapshot, p Policy) Plan {
 	}
 	b.runtimes(s.Runtimes)
 	b.workspaces(s.Workspaces)
+	b.dependencyCaches(s.DependencyCaches)
 	b.repoCaches(s.Workspaces, s.RepoCaches)
 	b.plan.ProjectedUsedBytes = b.projected
 	return b.plan
@@ -447,6 +472,34 @@ func (b *planner) workspaces(all []Workspace) {
 				evict(w, TierDirtyEdit, p.PressureMinIdle)
 			}
 		}
+	}
+}
+
+// dependencyCaches plans the dependency cache tier, only under pressure and
+// while the projection stays above the low water mark: caches unused for
+// PressureMinIdle, highest idle time × size first.
+func (b *planner) dependencyCaches(all []DependencyCache) {
+	if b.plan.Pressure == PressureNone {
+		return
+	}
+	type scored struct {
+		c     DependencyCache
+		score float64
+	}
+	var caches []scored
+	for _, c := range all {
+		if b.idle(c.LastUsedAt) >= b.p.PressureMinIdle {
+			caches = append(caches, scored{c, b.idle(c.LastUsedAt).Seconds() * float64(max(c.SizeBytes, 1))})
+		}
+	}
+	slices.SortFunc(caches, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), a.c.LastUsedAt.Compare(b.c.LastUsedAt), cmp.Compare(a.c.ID, b.c.ID))
+	})
+	for _, sc := range caches {
+		if b.projected <= b.plan.LowBytes {
+			break
+		}
+		b.add(Action{Kind: ActionRemoveDependencyCache, Tier: TierDependencyCacheLRU, ID: sc.c.ID, MinIdle: b.p.PressureMinIdle, LastUsedAt: sc.c.LastUsedAt, Bytes: sc.c.SizeBytes})
 	}
 }
 

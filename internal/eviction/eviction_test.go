@@ -254,6 +254,33 @@ func TestRepoCaches(t *testing.T) {
 	})
 }
 
+// TestDependencyCaches: only under pressure, never one used within
+// PressureMinIdle, highest idle time × size first, until low water; a
+// future last use counts as now.
+func TestDependencyCaches(t *testing.T) {
+	p := DefaultPolicy()
+	deps := []DependencyCache{
+		{ID: "user/small-old", LastUsedAt: ago(10 * day), SizeBytes: 10},  // score 100
+		{ID: "user/big-recent", LastUsedAt: ago(2 * day), SizeBytes: 100}, // score 200
+		{ID: "repo/mid", LastUsedAt: ago(5 * day), SizeBytes: 30},         // score 150
+		{ID: "user/just-used", LastUsedAt: ago(time.Minute), SizeBytes: 999},
+		{ID: "user/future", LastUsedAt: now.Add(day), SizeBytes: 999},
+	}
+	plan := NewPlan(Snapshot{Now: now, DependencyCaches: deps, Usage: Usage{UsedBytes: 800, BudgetBytes: 1000}}, p)
+	assert.Empty(t, plan.Actions, "no pressure: caches stay")
+	plan = NewPlan(Snapshot{Now: now, DependencyCaches: deps, Usage: Usage{UsedBytes: 860, BudgetBytes: 1000}}, p)
+	assert.Equal(t, []string{"remove_dependency_cache:user/big-recent", "remove_dependency_cache:repo/mid", "remove_dependency_cache:user/small-old"}, ids(plan))
+	for _, a := range plan.Actions {
+		assert.Equal(t, TierDependencyCacheLRU, a.Tier)
+		assert.Equal(t, p.PressureMinIdle, a.MinIdle)
+		assert.Empty(t, a.WorkspaceID)
+	}
+	assert.Equal(t, int64(720), plan.ProjectedUsedBytes)
+	deps[1].SizeBytes = 200 // 850 - 200 = 650 <= 700
+	plan = NewPlan(Snapshot{Now: now, DependencyCaches: deps, Usage: Usage{UsedBytes: 850, BudgetBytes: 1000}}, p)
+	assert.Equal(t, []string{"remove_dependency_cache:user/big-recent"}, ids(plan), "stops at low water")
+}
+
 func TestFullPlanOrder(t *testing.T) {
 	p := DefaultPolicy()
 	wss := []Workspace{
@@ -265,8 +292,9 @@ func TestFullPlanOrder(t *testing.T) {
 		ws("pinned", sandbox.ModeAnalysis, 90*day, 100, "pinned"),
 	}
 	caches := []RepoCache{{ID: "rc-free", State: sandbox.RepoCacheReady, LastUsedAt: ago(30 * day), SizeBytes: 400}}
+	deps := []DependencyCache{{ID: "user/dep", LastUsedAt: ago(30 * day), SizeBytes: 5}}
 	rts := []Runtime{{ID: "rt-1", WorkspaceID: "task-dirty", State: sandbox.RuntimeRunning, LastUsedAt: ago(time.Hour)}}
-	plan := NewPlan(Snapshot{Now: now, Workspaces: wss, RepoCaches: caches, Runtimes: rts, Usage: Usage{UsedBytes: 1000, BudgetBytes: 1000}}, p)
+	plan := NewPlan(Snapshot{Now: now, Workspaces: wss, RepoCaches: caches, DependencyCaches: deps, Runtimes: rts, Usage: Usage{UsedBytes: 1000, BudgetBytes: 1000}}, p)
 	assert.Equal(t, PressureSevere, plan.Pressure)
 	assert.Equal(t, []string{
 		"stop_runtime:rt-1",
@@ -277,18 +305,19 @@ func TestFullPlanOrder(t *testing.T) {
 	for i := range wss[:5] {
 		wss[i].SizeBytes = 10
 	}
-	plan = NewPlan(Snapshot{Now: now, Workspaces: wss, RepoCaches: caches, Runtimes: rts, Usage: Usage{UsedBytes: 1000, BudgetBytes: 1000}}, p)
+	plan = NewPlan(Snapshot{Now: now, Workspaces: wss, RepoCaches: caches, DependencyCaches: deps, Runtimes: rts, Usage: Usage{UsedBytes: 1000, BudgetBytes: 1000}}, p)
 	assert.Equal(t, []string{
 		"stop_runtime:rt-1",
 		"evict:analysis-clean", "evict:task-clean", "evict:edit-clean",
 		"evict:task-dirty", "evict:edit-dirty",
+		"remove_dependency_cache:user/dep",
 		"remove_repo_cache:rc-free",
 	}, ids(plan))
 	tiers := []Tier{}
 	for _, a := range plan.Actions {
 		tiers = append(tiers, a.Tier)
 	}
-	assert.Equal(t, []Tier{TierRuntimeIdle, TierCleanAnalysis, TierCleanTask, TierCleanEdit, TierDirtyTask, TierDirtyEdit, TierRepoCacheLRU}, tiers)
+	assert.Equal(t, []Tier{TierRuntimeIdle, TierCleanAnalysis, TierCleanTask, TierCleanEdit, TierDirtyTask, TierDirtyEdit, TierDependencyCacheLRU, TierRepoCacheLRU}, tiers)
 	for _, a := range plan.Actions {
 		assert.NotEqual(t, "pinned", a.ID)
 	}

@@ -106,7 +106,7 @@ func (m *Metrics) ObserveActivity(name string, arg, out any, err error, took tim
 		in, _ := arg.(wire.DeleteOrphanRuntimesInput)
 		r, ok := out.(wire.DeleteOrphanRuntimesResult)
 		m.observeEvictBatch(in.Actions, r.Results, err == nil && ok)
-	case wire.ActivityRemoveRepoCaches:
+	case wire.ActivityRemoveRepoCaches, wire.ActivityRemoveDependencyCaches:
 		in, _ := arg.(wire.RemoveRepoCachesInput)
 		r, ok := out.(wire.RemoveRepoCachesResult)
 		m.observeEvictBatch(in.Actions, r.Results, err == nil && ok)

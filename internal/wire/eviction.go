@@ -57,6 +57,15 @@ type RemoveRepoCachesResult struct {
 	Results []sandboxapi.EvictResult `json:"results"`
 }
 
+// RemoveDependencyCachesInput asks a host to remove planned dependency
+// caches (sandboxapi.EvictionRemoveDependencyCache actions), in order, while
+// its usage stays above LowBytes (0: no such check): the shape of
+// RemoveRepoCachesInput.
+type RemoveDependencyCachesInput = RemoveRepoCachesInput
+
+// RemoveDependencyCachesResult holds one result per planned cache.
+type RemoveDependencyCachesResult = RemoveRepoCachesResult
+
 // DeleteOrphanRuntimesInput asks a host to delete the planned orphan
 // runtimes (sandboxapi.EvictionDeleteOrphanRuntime actions), each after
 // checking again that its workspace does not exist.

@@ -18,6 +18,8 @@ const (
 	ActivitySetPin           = "sandbox.SetPin"
 	// ActivityDeleteOrphanRuntimes deletes a host's orphan remote runtimes.
 	ActivityDeleteOrphanRuntimes = "sandbox.DeleteOrphanRuntimes"
+	// ActivityRemoveDependencyCaches removes a host's planned dependency caches.
+	ActivityRemoveDependencyCaches = "sandbox.RemoveDependencyCaches"
 )
 
 // Activity names of TaskFanoutWorkflow (registered by activities.Fanout on

@@ -565,6 +565,7 @@ class EvictRequest(BaseModel):
         "delete_orphan_runtime",
         "destroy_runtime",
         "evict_workspace",
+        "remove_dependency_cache",
         "remove_repo_cache",
         "stop_runtime",
     ]
@@ -576,6 +577,7 @@ class EvictRequest(BaseModel):
             "clean-analysis-ttl",
             "clean-edit-ttl",
             "clean-task-ttl",
+            "dependency-cache-lru",
             "dirty-edit-severe",
             "dirty-task-pressure",
             "repo-cache-lru",
@@ -615,6 +617,7 @@ class EvictResult(BaseModel):
         "delete_orphan_runtime",
         "destroy_runtime",
         "evict_workspace",
+        "remove_dependency_cache",
         "remove_repo_cache",
         "stop_runtime",
     ]
@@ -623,6 +626,7 @@ class EvictResult(BaseModel):
             "clean-analysis-ttl",
             "clean-edit-ttl",
             "clean-task-ttl",
+            "dependency-cache-lru",
             "dirty-edit-severe",
             "dirty-task-pressure",
             "repo-cache-lru",
@@ -663,6 +667,7 @@ class EvictionAction(BaseModel):
         "delete_orphan_runtime",
         "destroy_runtime",
         "evict_workspace",
+        "remove_dependency_cache",
         "remove_repo_cache",
         "stop_runtime",
     ]
@@ -670,6 +675,7 @@ class EvictionAction(BaseModel):
         "clean-analysis-ttl",
         "clean-edit-ttl",
         "clean-task-ttl",
+        "dependency-cache-lru",
         "dirty-edit-severe",
         "dirty-task-pressure",
         "repo-cache-lru",
@@ -679,12 +685,13 @@ class EvictionAction(BaseModel):
     ]
     id: str
     """
-    ID is the runtime id, workspace id or repo cache id.
+    ID is the runtime id, workspace id, repo cache id or dependency
+    cache id ("<scope>/<key>").
     """
     workspace_id: str | None = None
     """
     WorkspaceID is the workspace whose session carries the action out;
-    empty for repo caches.
+    empty for repo and dependency caches.
     """
     mode: Literal["analysis", "edit", "task"] | None = None
     save_work: bool | None = None
@@ -758,6 +765,7 @@ class EvictionInput(BaseModel):
                 "delete_orphan_runtime",
                 "destroy_runtime",
                 "evict_workspace",
+                "remove_dependency_cache",
                 "remove_repo_cache",
                 "stop_runtime",
             ]
@@ -883,6 +891,11 @@ class EvictionSummary(BaseModel):
     OrphansDeleted counts remote runtimes deleted because their workspace
     no longer exists.
     """
+    dependency_caches_removed: int | None = None
+    """
+    DependencyCachesRemoved counts dependency caches removed
+    (remove_dependency_cache).
+    """
     skipped: int
     blocked: int
     failed: int
@@ -908,6 +921,11 @@ class EvictionUsage(BaseModel):
     planner measured them; absent from plans made before they were reported.
     """
     workspace_bytes: int | None = None
+    dependency_cache_bytes: int | None = None
+    """
+    DependencyCacheBytes are the bytes of the host's dependency caches
+    (part of UsedBytes); absent when it keeps none.
+    """
 
 
 class ExecRequest(BaseModel):

@@ -386,6 +386,13 @@ func (s *suite) envIsolation(t *testing.T) {
 		hasPath = hasPath || strings.HasPrefix(l, "PATH=/")
 	}
 	require.True(t, hasPath, "PATH is set")
+	// The documented base (docs/RUNTIMES.md "Runtime environment").
+	require.Contains(t, lines, "LANG=C.UTF-8")
+	require.Contains(t, lines, "TERM=dumb")
+	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(`case "$HOME" in /*) ;; *) exit 3;; esac; touch "$HOME/.runtimetest-home" && echo "$PATH"`),
+		Env: map[string]string{"PATH": "/runtimetest/bin:/usr/bin:/bin"}})
+	requireExit(t, res, 0)
+	require.Equal(t, "/runtimetest/bin:/usr/bin:/bin\n", string(res.Stdout), "a command's env sets PATH too; HOME is an absolute, writable directory")
 }
 
 // treeScript starts a background child that would create "late" after 3 s

@@ -18,7 +18,10 @@ require (
 	go.temporal.io/server v1.32.1
 )
 
-require github.com/elastic/go-seccomp-bpf v1.6.0 // indirect
+require (
+	github.com/elastic/go-seccomp-bpf v1.6.0 // indirect
+	github.com/tailscale/hujson v0.0.0-20260727124030-b80ff77dac4f
+)
 
 require (
 	cel.dev/expr v0.25.3 // indirect
@@ -231,7 +234,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	go.yaml.in/yaml/v3 v3.0.6
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20261109185158-a52e3aef5920 // indirect

@@ -105,6 +105,8 @@ type Activities struct {
 
 	// changes keeps the change summaries of overlaps (overlaps.go).
 	changes changeCache
+	// repoEnvs keeps the workspaces' repository environments (environment.go).
+	repoEnvs repoEnvCache
 
 	// execMu guards execs: each workspace's host-side exec lock (execlock.go).
 	execMu sync.Mutex
@@ -288,6 +290,9 @@ func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput)
 // replaces the stored one (activities/network.go).
 func (a *Activities) Acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 	res, err := a.acquire(ctx, in)
+	if err == nil {
+		res.Workspace.Environment = a.repoEnvironment(ctx, res.Workspace)
+	}
 	return res, ToApplicationError(err)
 }
 
@@ -736,13 +741,19 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 }
 
 // createRuntime creates (or finds) the runtime of ws from RuntimeSpecFor,
-// with the workspace's dependency cache mounted read-write at its own host
+// with the repository environment's variables under the worker's
+// (docs/RUNTIMES.md "Repository environment"), the workspace's dependency cache mounted read-write at its own host
 // path and the package managers' variables pointing into it
 // (depcache.Env), when the host keeps caches and the provider mounts host
 // directories. Errors: the cache's (sandbox.ErrInsufficientDisk,
 // sandbox.ErrRuntimeUnavailable) and the provider's Create's.
 func (a *Activities) createRuntime(ctx context.Context, ws sandbox.Workspace) (sandbox.Runtime, error) {
 	spec := a.RuntimeSpecFor(ws)
+	if repo := a.repoEnvVars(ctx, ws); repo != nil {
+		// The repository's variables first: the worker's own win.
+		maps.Copy(repo, spec.Env)
+		spec.Env = repo
+	}
 	if a.DepCaches != nil && a.Runtimes.Capabilities().HostMounts {
 		dir, err := a.DepCaches.Prepare(ws)
 		if err != nil {

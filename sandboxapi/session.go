@@ -214,6 +214,10 @@ type Handle struct {
 	// commit is not checked out as of this acquire (submodules off, or not
 	// fetched; docs/API.md "Submodules"). Omitted when none.
 	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
+	// Environment is the repository's environment read at BaseCommit
+	// (Workspace.Environment, docs/RUNTIMES.md "Repository environment");
+	// omitted when the repository has none.
+	Environment *RepoEnvironment `json:"environment,omitempty"`
 }
 
 // Runtime kinds (Handle.RuntimeKind).

@@ -143,6 +143,43 @@ type Workspace struct {
 	// commit is not checked out (docs/API.md "Submodules"). Not stored: the
 	// acquire activity fills it from the worktree.
 	UninitializedSubmodules []string `json:"uninitialized_submodules,omitempty"`
+	// Environment is what the repository's own files say its commands
+	// need, read at BaseCommit (docs/RUNTIMES.md "Repository
+	// environment"); nil when the repository has none of those files. Not
+	// stored: the acquire activity fills it.
+	Environment *RepoEnvironment `json:"environment,omitempty"`
+}
+
+// RepoEnvironment is a repository's environment as read from
+// .sandboxcore.yaml and .devcontainer/devcontainer.json at the workspace's
+// base commit (docs/RUNTIMES.md "Repository environment"). Nothing in it
+// is trusted: what fails validation is left out and named in Problems.
+type RepoEnvironment struct {
+	// Sources are the files read, in order of precedence (later wins).
+	Sources []string `json:"sources"`
+	// Image is the image the repository names (devcontainer "image");
+	// reported, never pulled.
+	Image string `json:"image,omitempty"`
+	// Env are the variables every command of the workspace gets
+	// (devcontainer "containerEnv" and "remoteEnv", .sandboxcore.yaml
+	// "env"); the worker's own variables and a command's env win over them.
+	Env map[string]string `json:"env,omitempty"`
+	// Setup are the setup commands, each an argv, in order (devcontainer
+	// onCreateCommand, updateContentCommand, postCreateCommand;
+	// .sandboxcore.yaml "setup").
+	Setup [][]string `json:"setup,omitempty"`
+	// Lockfiles are the files whose content decides whether the setup runs
+	// again (.sandboxcore.yaml "lockfiles").
+	Lockfiles []string `json:"lockfiles,omitempty"`
+	// ForwardPorts are the ports the repository's services listen on
+	// (devcontainer "forwardPorts"), for preview URLs.
+	ForwardPorts []int `json:"forward_ports,omitempty"`
+	// Ignored names the devcontainer.json properties this service does not
+	// use (features, build, mounts, …).
+	Ignored []string `json:"ignored,omitempty"`
+	// Problems says what was refused and why (unknown or malformed fields,
+	// hostile values, files too large), one line each.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Network is a runtime's network policy (docs/SECURITY.md "Network modes").

@@ -70,3 +70,67 @@ func TestGoTestRunsWithTheHostToolchainAndSharedCaches(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, st.Dirty, "the caches are not in the worktree: %+v", st.Files)
 }
+
+// TestRepositoryEnvironment (docs/RUNTIMES.md "Repository environment"):
+// a repository's devcontainer.json (with comments) and .sandboxcore.yaml
+// are read at the base commit into the handle and describe; their
+// variables reach every command under the worker's own; an agent's edit of
+// the files changes nothing; a hostile file never fails the acquire, its
+// refusals are listed and nothing of it is applied.
+func TestRepositoryEnvironment(t *testing.T) {
+	h := startHost(t, "repoenv")
+	ctx := ctxFor(t, 3*time.Minute)
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "envrepo"), "main")
+	gittest.Commit(t, upstream, ".devcontainer/devcontainer.json", `{
+  // what the project needs
+  "image": "mcr.microsoft.com/devcontainers/base:bookworm",
+  "containerEnv": {"FROM_DEVCONTAINER": "yes", "GIT_AUTHOR_NAME": "mallory"},
+  "postCreateCommand": "npm ci",
+  "forwardPorts": [3000],
+  "customizations": {"vscode": {}},
+}`, "devcontainer")
+	gittest.Commit(t, upstream, ".sandboxcore.yaml", "env:\n  FROM_YAML: \"1\"\nlockfiles: [package-lock.json]\n", "override")
+	s, hd, err := h.client.Acquire(ctx, editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(upstream)))
+	require.NoError(t, err)
+	env := hd.Environment
+	require.NotNil(t, env, "the handle carries the repository environment")
+	assert.Equal(t, []string{".devcontainer/devcontainer.json", ".sandboxcore.yaml"}, env.Sources)
+	assert.Equal(t, "mcr.microsoft.com/devcontainers/base:bookworm", env.Image)
+	assert.Equal(t, map[string]string{"FROM_DEVCONTAINER": "yes", "FROM_YAML": "1"}, env.Env)
+	assert.Equal(t, [][]string{{"sh", "-c", "npm ci"}}, env.Setup)
+	assert.Equal(t, []string{"package-lock.json"}, env.Lockfiles)
+	assert.Equal(t, []int{3000}, env.ForwardPorts)
+	assert.Equal(t, []string{"customizations"}, env.Ignored)
+	require.Len(t, env.Problems, 1)
+	assert.Contains(t, env.Problems[0], "GIT_AUTHOR_NAME is set by the worker")
+
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", `echo "$FROM_DEVCONTAINER $FROM_YAML $GIT_AUTHOR_NAME"`}})
+	require.NoError(t, err)
+	assert.Equal(t, "yes 1 sandboxcore agent\n", string(res.Stdout), "the repository's variables, under the worker's own")
+	desc, err := s.Describe(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, desc.Workspace)
+	require.NotNil(t, desc.Workspace.Environment, "describe shows it too")
+	assert.Equal(t, env.Env, desc.Workspace.Environment.Env)
+
+	// The agent edits the file: the base commit's environment still holds.
+	require.NoError(t, s.WriteFile(ctx, ".sandboxcore.yaml", []byte("env:\n  FROM_YAML: edited\n"), 0))
+	_, hd2, err := h.client.Acquire(ctx, editRequest(hd.UserID, "p", "c", gittest.FileURL(upstream)))
+	require.NoError(t, err)
+	assert.Equal(t, "1", hd2.Environment.Env["FROM_YAML"])
+
+	bad := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "badenv"), "main")
+	gittest.Commit(t, bad, ".sandboxcore.yaml", "setup: make\nsetup: rm -rf /\nprivileged: true\n", "hostile")
+	gittest.Commit(t, bad, ".devcontainer/devcontainer.json", `{"containerEnv": {"TOKEN": "${localEnv:SANDBOX_DATA_DIR}"}}`, "hostile")
+	s3, hd3, err := h.client.Acquire(ctx, editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(bad)))
+	require.NoError(t, err, "a hostile environment never fails the acquire")
+	require.NotNil(t, hd3.Environment)
+	assert.Empty(t, hd3.Environment.Env)
+	assert.Empty(t, hd3.Environment.Setup)
+	problems := strings.Join(hd3.Environment.Problems, "\n")
+	assert.Contains(t, problems, "already defined")
+	assert.Contains(t, problems, "substitution")
+	res, err = s3.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", `echo "[$TOKEN]"`}})
+	require.NoError(t, err)
+	assert.Equal(t, "[]\n", string(res.Stdout))
+}

@@ -141,6 +141,7 @@ func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) san
 		ProjectID: ws.ProjectID, Created: created, ContractVersion: sandboxapi.ContractVersion,
 		BaseFetchedAt: ws.BaseFetchedAt, UninitializedSubmodules: ws.UninitializedSubmodules,
 		CodeHost: settings.CodeHost, Network: ws.Network, NetworkAllow: ws.NetworkAllow,
+		Environment: ws.Environment,
 	}
 }
 

@@ -1291,6 +1291,12 @@ class Handle(BaseModel):
     commit is not checked out as of this acquire (submodules off, or not
     fetched; docs/API.md "Submodules"). Omitted when none.
     """
+    environment: RepoEnvironment | None = None
+    """
+    Environment is the repository's environment read at BaseCommit
+    (Workspace.Environment, docs/RUNTIMES.md "Repository environment");
+    omitted when the repository has none.
+    """
 
 
 class HibernateResult(BaseModel):
@@ -2223,6 +2229,60 @@ class ReleaseResult(BaseModel):
     """
 
 
+class RepoEnvironment(BaseModel):
+    """
+    RepoEnvironment is a repository's environment as read from
+    .sandboxcore.yaml and .devcontainer/devcontainer.json at the workspace's
+    base commit (docs/RUNTIMES.md "Repository environment"). Nothing in it
+    is trusted: what fails validation is left out and named in Problems.
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+    )
+    sources: list[str] | None
+    """
+    Sources are the files read, in order of precedence (later wins).
+    """
+    image: str | None = None
+    """
+    Image is the image the repository names (devcontainer "image");
+    reported, never pulled.
+    """
+    env: dict[str, str] | None = None
+    """
+    Env are the variables every command of the workspace gets
+    (devcontainer "containerEnv" and "remoteEnv", .sandboxcore.yaml
+    "env"); the worker's own variables and a command's env win over them.
+    """
+    setup: list[list[str]] | None = None
+    """
+    Setup are the setup commands, each an argv, in order (devcontainer
+    onCreateCommand, updateContentCommand, postCreateCommand;
+    .sandboxcore.yaml "setup").
+    """
+    lockfiles: list[str] | None = None
+    """
+    Lockfiles are the files whose content decides whether the setup runs
+    again (.sandboxcore.yaml "lockfiles").
+    """
+    forward_ports: list[int] | None = None
+    """
+    ForwardPorts are the ports the repository's services listen on
+    (devcontainer "forwardPorts"), for preview URLs.
+    """
+    ignored: list[str] | None = None
+    """
+    Ignored names the devcontainer.json properties this service does not
+    use (features, build, mounts, …).
+    """
+    problems: list[str] | None = None
+    """
+    Problems says what was refused and why (unknown or malformed fields,
+    hostile values, files too large), one line each.
+    """
+
+
 class RepoIdentity(BaseModel):
     """
     RepoIdentity is a normalized repository identity derived from its URL
@@ -2720,6 +2780,13 @@ class Workspace(BaseModel):
     UninitializedSubmodules lists the submodule paths whose recorded
     commit is not checked out (docs/API.md "Submodules"). Not stored: the
     acquire activity fills it from the worktree.
+    """
+    environment: RepoEnvironment | None = None
+    """
+    Environment is what the repository's own files say its commands
+    need, read at BaseCommit (docs/RUNTIMES.md "Repository
+    environment"); nil when the repository has none of those files. Not
+    stored: the acquire activity fills it.
     """
 
 

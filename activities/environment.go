@@ -1,0 +1,72 @@
+package activities
+
+import (
+	"context"
+	"maps"
+	"sync"
+
+	"github.com/sandboxcore/sandboxcore/internal/repoenv"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// BaseFileReader is the optional capability of a WorkspaceProvider that
+// reads files as committed at a workspace's base commit (workspace.Manager):
+// a missing path is left out, one over maxBytes comes back as maxBytes+1
+// bytes. Without it no repository environment is read (docs/RUNTIMES.md
+// "Repository environment").
+type BaseFileReader interface {
+	BaseFiles(ctx context.Context, ws sandbox.Workspace, paths []string, maxBytes int) (map[string][]byte, error)
+}
+
+// repoEnvCache keeps each workspace's repository environment by workspace
+// id and base commit (the files are read at the base commit, which never
+// changes for a workspace's life but for a destroy and a new one).
+type repoEnvCache struct {
+	mu sync.Mutex
+	m  map[string]repoEnvEntry
+}
+
+type repoEnvEntry struct {
+	base string
+	env  *sandboxapi.RepoEnvironment
+}
+
+// repoEnvironment returns ws's repository environment (repoenv.Parse of
+// the files at its base commit), nil when the repository has none or they
+// cannot be read (logged: an acquire never fails for it).
+func (a *Activities) repoEnvironment(ctx context.Context, ws sandbox.Workspace) *sandboxapi.RepoEnvironment {
+	r, ok := a.Workspaces.(BaseFileReader)
+	if !ok || ws.BaseCommit == "" {
+		return nil
+	}
+	c := &a.repoEnvs
+	c.mu.Lock()
+	if e, ok := c.m[ws.ID]; ok && e.base == ws.BaseCommit {
+		c.mu.Unlock()
+		return e.env
+	}
+	c.mu.Unlock()
+	files, err := r.BaseFiles(ctx, ws, repoenv.Files, repoenv.MaxFileBytes)
+	if err != nil {
+		a.log().Warn("read the repository environment", "workspace", ws.ID, "error", sandbox.Message(err))
+		return nil
+	}
+	env := repoenv.Parse(files)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]repoEnvEntry{}
+	}
+	c.m[ws.ID] = repoEnvEntry{base: ws.BaseCommit, env: env}
+	c.mu.Unlock()
+	return env
+}
+
+// repoEnvVars returns the variables ws's repository environment gives its
+// commands (a copy; nil when none).
+func (a *Activities) repoEnvVars(ctx context.Context, ws sandbox.Workspace) map[string]string {
+	if e := a.repoEnvironment(ctx, ws); e != nil {
+		return maps.Clone(e.Env)
+	}
+	return nil
+}

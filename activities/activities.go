@@ -291,7 +291,7 @@ func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput)
 func (a *Activities) Acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 	res, err := a.acquire(ctx, in)
 	if err == nil {
-		res.Workspace.Environment = a.repoEnvironment(ctx, res.Workspace)
+		res.Workspace.Environment = a.workspaceEnvironment(ctx, res.Workspace)
 	}
 	return res, ToApplicationError(err)
 }

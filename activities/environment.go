@@ -2,6 +2,9 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"maps"
 	"sync"
 
@@ -60,6 +63,29 @@ func (a *Activities) repoEnvironment(ctx context.Context, ws sandbox.Workspace) 
 	c.m[ws.ID] = repoEnvEntry{base: ws.BaseCommit, env: env}
 	c.mu.Unlock()
 	return env
+}
+
+// workspaceEnvironment is repoEnvironment with the hash of the lockfiles it
+// names as they are in ws's worktree now (a copy: the cached environment is
+// shared).
+func (a *Activities) workspaceEnvironment(ctx context.Context, ws sandbox.Workspace) *sandboxapi.RepoEnvironment {
+	env := a.repoEnvironment(ctx, ws)
+	if env == nil || len(env.Lockfiles) == 0 {
+		return env
+	}
+	c := *env
+	h := sha256.New()
+	for _, f := range env.Lockfiles {
+		data, err := a.Workspaces.ReadFile(ctx, ws, f)
+		if err != nil {
+			fmt.Fprintf(h, "%s\x00missing\x00", f)
+			continue
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(data))
+		h.Write(data)
+	}
+	c.LockfilesHash = hex.EncodeToString(h.Sum(nil))[:32]
+	return &c
 }
 
 // repoEnvVars returns the variables ws's repository environment gives its

@@ -115,6 +115,9 @@ func (r WorkspaceRequest) Validate(policy URLPolicy) (RepoIdentity, error) {
 	if err := ValidateNetwork("network", r.Network); err != nil {
 		return RepoIdentity{}, err
 	}
+	if err := ValidateSetupMode(r.Setup); err != nil {
+		return RepoIdentity{}, err
+	}
 	if _, err := ParseNetworkAllow("network_allow", r.NetworkAllow); err != nil {
 		return RepoIdentity{}, err
 	}

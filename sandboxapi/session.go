@@ -218,6 +218,10 @@ type Handle struct {
 	// (Workspace.Environment, docs/RUNTIMES.md "Repository environment");
 	// omitted when the repository has none.
 	Environment *RepoEnvironment `json:"environment,omitempty"`
+	// Setup is the state of the workspace's setup run as of this acquire
+	// (docs/RUNTIMES.md "Setup"); omitted when the repository names no
+	// setup command.
+	Setup *SetupState `json:"setup,omitempty"`
 }
 
 // Runtime kinds (Handle.RuntimeKind).
@@ -287,4 +291,7 @@ type SessionDescription struct {
 	RuntimeReplica *RuntimeReplica `json:"runtime_replica,omitempty"`
 	// ContractVersion is the worker's ContractVersion.
 	ContractVersion string `json:"contract_version"`
+	// Setup is the state of the workspace's setup run (docs/RUNTIMES.md
+	// "Setup"); omitted when the repository names no setup command.
+	Setup *SetupState `json:"setup,omitempty"`
 }

@@ -89,6 +89,10 @@ type WorkspaceRequest struct {
 	// so a new workspace starts from the remote's current tip (docs/API.md
 	// "Getting a session", Freshness). It is no part of the workspace's key.
 	Refresh bool `json:"refresh,omitempty"`
+	// Setup says whether the repository's setup commands run for this
+	// acquire (SetupAuto, the default; SetupWait; SetupSkip; docs/RUNTIMES.md
+	// "Setup"). It is no part of the workspace's key.
+	Setup string `json:"setup,omitempty"`
 }
 
 // WorkspaceState is the lifecycle state of a workspace row.
@@ -171,6 +175,10 @@ type RepoEnvironment struct {
 	// Lockfiles are the files whose content decides whether the setup runs
 	// again (.sandboxcore.yaml "lockfiles").
 	Lockfiles []string `json:"lockfiles,omitempty"`
+	// LockfilesHash is a hash of the lockfiles' content in the worktree as
+	// of this acquire ("" when the environment names none): the setup runs
+	// again when it changes.
+	LockfilesHash string `json:"lockfiles_hash,omitempty"`
 	// ForwardPorts are the ports the repository's services listen on
 	// (devcontainer "forwardPorts"), for preview URLs.
 	ForwardPorts []int `json:"forward_ports,omitempty"`

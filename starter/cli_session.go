@@ -56,13 +56,13 @@ func (c *cli) acquireCommand() *cobra.Command {
 }
 
 // requestFlags are the flags workspaceRequestFlags declares.
-var requestFlags = []string{"repo", "user", "project", "conversation", "task", "ref", "branch", "from-branch", "mode", "refresh"}
+var requestFlags = []string{"repo", "user", "project", "conversation", "task", "ref", "branch", "from-branch", "mode", "refresh", "setup"}
 
 // workspaceRequestFlags declares on f the flags of a workspace request
 // (acquire's, and mcp's), bound to req and mode (the request's mode as
 // given, default edit): --repo (its help repoUsage), --user, --project,
 // --mode (modeUsage), --conversation, --task, --ref, --branch, --from-branch,
-// --refresh.
+// --refresh, --setup.
 func workspaceRequestFlags(f *pflag.FlagSet, req *sandboxapi.WorkspaceRequest, mode *string, repoUsage, modeUsage string) {
 	f.StringVar(&req.RepoURL, "repo", "", repoUsage)
 	f.StringVar(&req.UserID, "user", "", "user id")
@@ -74,6 +74,7 @@ func workspaceRequestFlags(f *pflag.FlagSet, req *sandboxapi.WorkspaceRequest, m
 	f.StringVar(&req.BranchName, "branch", "", "branch name override (edit and task modes)")
 	f.StringVar(&req.FromBranch, "from-branch", "", "task mode: start the task branch from this local branch")
 	f.BoolVar(&req.Refresh, "refresh", false, "fetch the repository now, whatever the repo cache's freshness window")
+	f.StringVar(&req.Setup, "setup", "", "the repository's setup commands: auto (default: run after the acquire; commands wait for them), wait (return once they ended) or skip")
 }
 
 // printHandle prints a workspace handle (acquire) as a two-column table.
@@ -92,6 +93,16 @@ func (c *cli) printHandle(h sandboxapi.Handle) error {
 		fmt.Fprintf(w, "network_allow\t%s\n", strings.Join(h.NetworkAllow, " "))
 	}
 	fmt.Fprintf(w, "created\t%t\n", h.Created)
+	if st := h.Setup; st != nil {
+		line := st.State
+		if st.Ended() && st.State != sandboxapi.SetupSkipped {
+			line += fmt.Sprintf(" (exit %d, %s)", st.ExitCode, (time.Duration(st.DurationMS) * time.Millisecond).String())
+		}
+		fmt.Fprintf(w, "setup\t%s\n", line)
+	}
+	if e := h.Environment; e != nil && len(e.Problems) > 0 {
+		fmt.Fprintf(w, "environment\t%d problem(s) in %s: sandboxctl describe %s\n", len(e.Problems), strings.Join(e.Sources, ", "), h.WorkspaceID)
+	}
 	return w.Flush()
 }
 

@@ -134,3 +134,88 @@ func TestRepositoryEnvironment(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "[]\n", string(res.Stdout))
 }
+
+// TestSetupRunsOncePerWorkspace (docs/RUNTIMES.md "Setup"): the
+// repository's setup runs after a new workspace's acquire (wait: the
+// acquire returns once it ended, its state and output tails in the handle
+// and describe); with auto a command sent meanwhile waits for it; a failing
+// setup is reported and loses nothing; skip runs nothing; a lockfile
+// changed in the worktree runs it again on the next resume.
+func TestSetupRunsOncePerWorkspace(t *testing.T) {
+	h := startHost(t, "setup")
+	ctx := ctxFor(t, 4*time.Minute)
+	up := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "setuprepo"), "main")
+	gittest.Commit(t, up, "lock.txt", "v1\n", "lock")
+	gittest.Commit(t, up, ".sandboxcore.yaml", "setup:\n  - echo installing; sleep 2; cat lock.txt >> installed.txt\n  - echo built >&2\nlockfiles: [lock.txt]\n", "setup")
+	url := gittest.FileURL(up)
+	user := uniq(t, "u")
+
+	req := editRequest(user, "p", "wait", url)
+	req.Setup = sandboxapi.SetupWait
+	s, hd, err := h.client.Acquire(ctx, req)
+	require.NoError(t, err)
+	require.NotNil(t, hd.Setup)
+	assert.Equal(t, sandboxapi.SetupDone, hd.Setup.State, "%+v", hd.Setup)
+	assert.Equal(t, 0, hd.Setup.ExitCode)
+	assert.Equal(t, 2, hd.Setup.Commands)
+	assert.Equal(t, "installing\n", hd.Setup.StdoutTail)
+	assert.Equal(t, "built\n", hd.Setup.StderrTail)
+	assert.GreaterOrEqual(t, hd.Setup.DurationMS, int64(2000))
+	data, err := s.ReadFile(ctx, "installed.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "v1\n", string(data))
+
+	// auto: the acquire returns at once, the next command waits for the setup.
+	sAuto, hAuto, err := h.client.Acquire(ctx, editRequest(user, "p", "auto", url))
+	require.NoError(t, err)
+	require.NotNil(t, hAuto.Setup)
+	assert.Contains(t, []string{sandboxapi.SetupPending, sandboxapi.SetupRunning}, hAuto.Setup.State)
+	res, err := sAuto.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"cat", "installed.txt"}})
+	require.NoError(t, err)
+	assert.Equal(t, "v1\n", string(res.Stdout), "the command ran after the setup")
+	desc, err := sAuto.Describe(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, desc.Setup)
+	assert.Equal(t, sandboxapi.SetupDone, desc.Setup.State)
+
+	// skip: nothing runs.
+	skip := editRequest(user, "p", "skip", url)
+	skip.Setup = sandboxapi.SetupSkip
+	sSkip, hSkip, err := h.client.Acquire(ctx, skip)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.SetupSkipped, hSkip.Setup.State)
+	res, err = sSkip.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "test -e installed.txt || echo none"}})
+	require.NoError(t, err)
+	assert.Equal(t, "none\n", string(res.Stdout))
+
+	// A lockfile changed in the worktree: the next resume runs it again.
+	require.NoError(t, s.WriteFile(ctx, "lock.txt", []byte("v2\n"), 0))
+	_, err = s.Release(ctx, false)
+	require.NoError(t, err)
+	waitClosed(t, hd.WorkflowID, 30*time.Second)
+	again := editRequest(user, "p", "wait", url)
+	again.Setup = sandboxapi.SetupWait
+	_, hd2, err := h.client.Acquire(ctx, again)
+	require.NoError(t, err)
+	require.NotNil(t, hd2.Setup)
+	assert.Equal(t, sandboxapi.SetupDone, hd2.Setup.State)
+	assert.NotEqual(t, hd.Setup.LockfilesHash, hd2.Setup.LockfilesHash)
+	data, err = s.ReadFile(ctx, "installed.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "v1\nv2\n", string(data), "ran again for the new lockfile")
+
+	// A failing setup is reported; the workspace stays usable.
+	bad := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "badsetup"), "main")
+	gittest.Commit(t, bad, ".devcontainer/devcontainer.json", `{"postCreateCommand": "echo oops >&2; exit 7"}`, "setup")
+	breq := editRequest(user, "p", "bad", gittest.FileURL(bad))
+	breq.Setup = sandboxapi.SetupWait
+	sBad, hBad, err := h.client.Acquire(ctx, breq)
+	require.NoError(t, err, "a failed setup never fails the acquire")
+	require.NotNil(t, hBad.Setup)
+	assert.Equal(t, sandboxapi.SetupFailed, hBad.Setup.State)
+	assert.Equal(t, 7, hBad.Setup.ExitCode)
+	assert.Equal(t, "oops\n", hBad.Setup.StderrTail)
+	res, err = sBad.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.ExitCode)
+}

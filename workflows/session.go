@@ -104,7 +104,11 @@ type session struct {
 	runtimeRunning bool
 	// replica is the last replica state a remote runtime reported (acquire,
 	// exec); nil for local runtimes and after the runtime was destroyed.
-	replica      *sandboxapi.RuntimeReplica
+	replica *sandboxapi.RuntimeReplica
+	// setup is the workspace's setup run (session_setup.go), nil when its
+	// repository names no setup command; setupRuns counts this run's starts.
+	setup        *sandboxapi.SetupState
+	setupRuns    int
 	lastActivity time.Time
 	ops          int64
 	seq          int64 // changes at every operation start and end
@@ -222,6 +226,7 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 			s.facts = wire.SessionFacts{Dirty: &d, DirtyFrom: "store"}
 		}
 		s.replica = c.RuntimeReplica
+		s.setup = c.Setup
 		s.ev.evicted = c.Dormant && c.State == sandboxapi.StateEvicted
 		for _, p := range c.Processes {
 			if s.procs.live == nil {
@@ -240,6 +245,9 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 		return err
 	}
 	watchDetails(ctx, s.details)
+	if s.setup != nil && s.setup.State == sandboxapi.SetupPending && !s.dormant {
+		s.startSetup(ctx) // planned by the previous run, which continued as new first
+	}
 	return s.run(ctx)
 }
 
@@ -503,7 +511,7 @@ func (s *session) continueAsNew(ctx workflow.Context, taskQueue string) error {
 		WorkspaceID: s.wsID,
 		Carry: &wire.SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning, State: s.state,
 			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica, Processes: s.carriedProcesses(),
-			Facts: s.carryFacts()},
+			Facts: s.carryFacts(), Setup: s.setupCopy()},
 	})
 }
 
@@ -573,6 +581,9 @@ func clientUpdate(ctx workflow.Context) *workflow.UpdateInfo {
 // carry 0, so their histories replay unchanged.
 func (s *session) lockWait(ctx workflow.Context) time.Duration {
 	u := clientUpdate(ctx)
+	if s.setup != nil && !s.setup.Ended() {
+		return 0 // the setup holds the lock or is about to: commands wait for it (docs/RUNTIMES.md "Setup")
+	}
 	if u == nil || s.settings.LockWait <= 0 || u.Name == sandboxapi.UpdateAcquire ||
 		strings.HasPrefix(u.ID, sandboxapi.FanoutWorkflowIDPrefix) || strings.HasPrefix(u.ID, sandboxapi.CleanupWorkflowIDPrefix) {
 		return 0
@@ -890,6 +901,7 @@ func (s *session) describe() (sandboxapi.SessionDescription, error) {
 		WorkspaceID: s.wsID, State: s.state, Workspace: s.ws, RuntimeKind: s.settings.RuntimeKind,
 		RuntimeRunning: s.runtimeRunning, InFlight: s.inFlight, Ops: s.ops, LastActivity: s.lastActivity,
 		LastError: s.lastError, ContractVersion: sandboxapi.ContractVersion, RuntimeReplica: s.replica,
+		Setup: s.setupCopy(),
 	}
 	stopAt, closeAt, _ := s.idleDeadlines(s.lastActivity)
 	if pd := s.procDeadline(); pd.After(stopAt) {

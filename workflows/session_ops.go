@@ -42,6 +42,27 @@ func (s *session) validateAcquire(in sandboxapi.AcquireInput) error {
 const changeNetworkPolicy = "session-acquire-network-policy"
 
 func (s *session) acquire(ctx workflow.Context, in sandboxapi.AcquireInput) (sandboxapi.Handle, error) {
+	h, err := s.acquireLocked(ctx, in)
+	if err != nil || s.ws == nil ||
+		workflow.GetVersion(ctx, changeSetup, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return h, err
+	}
+	mode := ""
+	if in.Request != nil {
+		mode = in.Request.Setup
+	}
+	s.planSetup(ctx, mode)
+	if mode == sandboxapi.SetupWait {
+		if err := s.awaitSetup(ctx); err != nil {
+			return sandboxapi.Handle{}, err
+		}
+	}
+	h.Setup = s.setupCopy()
+	return h, nil
+}
+
+// acquireLocked is the acquire update under the session's exclusive lock.
+func (s *session) acquireLocked(ctx workflow.Context, in sandboxapi.AcquireInput) (sandboxapi.Handle, error) {
 	s.acquireBegan = true
 	if err := s.begin(ctx, true); err != nil {
 		return sandboxapi.Handle{}, err

@@ -61,6 +61,9 @@ type SessionCarry struct {
 	// Facts is what the previous run had learned of the workspace (its
 	// current details); absent in histories recorded before it existed.
 	Facts *SessionFacts `json:"facts,omitempty"`
+	// Setup is the workspace's setup state (docs/RUNTIMES.md "Setup");
+	// absent in histories recorded before it existed.
+	Setup *sandboxapi.SetupState `json:"setup,omitempty"`
 }
 
 // SessionFacts is what a session run knows of its workspace from its own

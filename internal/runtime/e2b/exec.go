@@ -320,6 +320,7 @@ type follow struct {
 func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) error {
 	keep := 3 * f.r.p.opts.Keepalive
 	for {
+		byTag := s == nil
 		if s == nil {
 			if time.Now().After(f.until) {
 				return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: runtime %s: the command did not finish %v after its timeout", f.r.id, 2*time.Minute)
@@ -357,7 +358,14 @@ func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) er
 		if ctx.Err() != nil {
 			return ctxErr(ctx, "follow the command")
 		}
-		if mapped := f.r.p.mapConnect(ctx, err, "follow process "+f.tag); sandbox.KindOf(mapped) != sandbox.ErrRuntimeUnavailable {
+		mapped := f.r.p.mapConnect(ctx, err, "follow process "+f.tag)
+		if byTag && sandbox.KindOf(mapped) == sandbox.ErrNotFound {
+			// A Connect stream says "no such process" on its first read,
+			// not when it is opened: the process ended before the stream
+			// reached it, as when connectTag itself says so.
+			return errEnded
+		}
+		if sandbox.KindOf(mapped) != sandbox.ErrRuntimeUnavailable {
 			return mapped // envd's decision (an access token refused, …), not a cut
 		}
 		// The stream broke: follow the process again by its tag. What was

@@ -173,11 +173,15 @@ class AsyncClient:
         from_branch: str | None = None,
         network: Network | None = None,
         network_allow: Sequence[str] | None = None,
+        setup: Literal["auto", "wait", "skip"] | None = None,
     ) -> Workspace:
         """Get or create the workspace of the key (docs/API.md "Identity") and return it.
 
         ``conversation_id`` is required for ``edit``, ``task_id`` for ``task``; ``base_ref``
-        ``""`` is the default branch. Raises InvalidArgument (a malformed id or field, named
+        ``""`` is the default branch. ``setup`` runs the repository's setup commands after
+        the acquire (``"auto"``, the default), before it returns (``"wait"``) or not at all
+        (``"skip"``); the handle's ``setup`` says how it went (docs/RUNTIMES.md "Setup").
+        Raises InvalidArgument (a malformed id or field, named
         by ``field``), RepoNotFound, RepoAuthFailed, RefNotFound, SandboxConflict,
         SandboxCommandRejected (e.g. a network above the worker's maximum).
         """
@@ -205,6 +209,7 @@ class AsyncClient:
             from_branch=from_branch,
             network=network,
             network_allow=list(network_allow) if network_allow is not None else None,
+            setup=setup,
         )
         key = identity.workspace_key(
             mode,

@@ -1297,6 +1297,12 @@ class Handle(BaseModel):
     (Workspace.Environment, docs/RUNTIMES.md "Repository environment");
     omitted when the repository has none.
     """
+    setup: SetupState | None = None
+    """
+    Setup is the state of the workspace's setup run as of this acquire
+    (docs/RUNTIMES.md "Setup"); omitted when the repository names no
+    setup command.
+    """
 
 
 class HibernateResult(BaseModel):
@@ -2266,6 +2272,12 @@ class RepoEnvironment(BaseModel):
     Lockfiles are the files whose content decides whether the setup runs
     again (.sandboxcore.yaml "lockfiles").
     """
+    lockfiles_hash: str | None = None
+    """
+    LockfilesHash is a hash of the lockfiles' content in the worktree as
+    of this acquire ("" when the environment names none): the setup runs
+    again when it changes.
+    """
     forward_ports: list[int] | None = None
     """
     ForwardPorts are the ports the repository's services listen on
@@ -2527,6 +2539,11 @@ class SessionDescription(BaseModel):
     """
     ContractVersion is the worker's ContractVersion.
     """
+    setup: SetupState | None = None
+    """
+    Setup is the state of the workspace's setup run (docs/RUNTIMES.md
+    "Setup"); omitted when the repository names no setup command.
+    """
 
 
 class SessionInput(BaseModel):
@@ -2547,6 +2564,58 @@ class SessionInput(BaseModel):
     request: WorkspaceRequest | None = None
     """
     Request, when set, must have the key of WorkspaceID.
+    """
+
+
+class SetupState(BaseModel):
+    """
+    SetupState is the state of a workspace's setup run (docs/RUNTIMES.md
+    "Setup"): the handle's and describe's "setup", nil when the repository
+    names no setup command.
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+    )
+    state: str
+    """
+    State is one of pending, running, done, failed, skipped.
+    """
+    exit_code: int
+    """
+    ExitCode is the setup script's exit code once it ended (done: 0).
+    """
+    started_at: AwareDatetime | None = None
+    """
+    StartedAt and FinishedAt bound the run; DurationMS is their
+    difference in milliseconds.
+    """
+    finished_at: AwareDatetime | None = None
+    duration_ms: int | None = None
+    commands: int | None = None
+    """
+    Commands is how many setup commands the run had.
+    """
+    stdout_tail: str | None = None
+    """
+    StdoutTail and StderrTail are the last SetupOutputTailBytes of each
+    stream (invalid UTF-8 replaced).
+    """
+    stderr_tail: str | None = None
+    output_id: str | None = None
+    """
+    OutputID names the whole output for read_output when a stream was
+    longer than the tail (docs/API.md "Kept output").
+    """
+    lockfiles_hash: str | None = None
+    """
+    LockfilesHash is RepoEnvironment.LockfilesHash as of this run: a
+    later acquire that sees another hash runs the setup again.
+    """
+    error: str | None = None
+    """
+    Error says why a failed setup could not run (no exit code of its own),
+    or that it timed out.
     """
 
 
@@ -2838,6 +2907,12 @@ class WorkspaceRequest(BaseModel):
     whatever the repo cache's freshness window (SANDBOX_FETCH_FRESHNESS),
     so a new workspace starts from the remote's current tip (docs/API.md
     "Getting a session", Freshness). It is no part of the workspace's key.
+    """
+    setup: str | None = None
+    """
+    Setup says whether the repository's setup commands run for this
+    acquire (SetupAuto, the default; SetupWait; SetupSkip; docs/RUNTIMES.md
+    "Setup"). It is no part of the workspace's key.
     """
 
 

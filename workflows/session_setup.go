@@ -1,0 +1,156 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// changeSetup: an acquire plans the repository's setup run (docs/RUNTIMES.md
+// "Setup"); runs recorded before never ran one.
+const changeSetup = "session-setup"
+
+// planSetup decides, for an acquire with setup mode mode, whether the
+// workspace's setup runs: a workspace whose repository environment names
+// setup commands runs them once, and again when its lockfiles' hash
+// changed since; skip records it skipped. A planned run is started at once
+// (startSetup) and carried across continue-as-new while it is pending.
+func (s *session) planSetup(ctx workflow.Context, mode string) {
+	env := s.ws.Environment
+	if env == nil || len(env.Setup) == 0 {
+		return
+	}
+	if s.setup != nil && !s.setup.Ended() {
+		if s.setup.State == sandboxapi.SetupPending && s.setupRuns == 0 {
+			s.startSetup(ctx) // carried pending into a dormant run: start it now
+		}
+		return // pending or running already
+	}
+	if s.setup != nil && s.setup.LockfilesHash == env.LockfilesHash && s.setup.State != sandboxapi.SetupSkipped {
+		return // done or failed for these lockfiles: `sandboxctl exec` runs it again by hand
+	}
+	if mode == sandboxapi.SetupSkip {
+		s.setup = &sandboxapi.SetupState{State: sandboxapi.SetupSkipped, LockfilesHash: env.LockfilesHash, Commands: len(env.Setup)}
+		return
+	}
+	s.setup = &sandboxapi.SetupState{State: sandboxapi.SetupPending, LockfilesHash: env.LockfilesHash, Commands: len(env.Setup)}
+	s.startSetup(ctx)
+}
+
+// startSetup runs the pending setup in a coroutine of its own, under the
+// session's exclusive lock (operations sent meanwhile wait for it).
+func (s *session) startSetup(ctx workflow.Context) {
+	s.setupRuns++
+	n := s.setupRuns
+	workflow.Go(ctx, func(ctx workflow.Context) { s.runSetup(ctx, n) })
+}
+
+// runSetup runs the workspace's setup commands as one exec (sh -ec, the
+// commands in order, network limited unless the workspace has none, output
+// kept whole and its tails recorded) and records the outcome in s.setup.
+// A failed setup never touches the workspace.
+func (s *session) runSetup(ctx workflow.Context, n int) {
+	st := s.setup
+	if err := s.begin(ctx, true); err != nil {
+		now := workflow.Now(ctx)
+		st.State, st.Error, st.FinishedAt = sandboxapi.SetupFailed, sandbox.Message(err), &now
+		return
+	}
+	defer s.end(ctx, true)
+	s.holder.op = "setup"
+	env := s.ws.Environment
+	if env == nil || len(env.Setup) == 0 || st.State != sandboxapi.SetupPending {
+		return
+	}
+	start := workflow.Now(ctx)
+	st.State, st.StartedAt = sandboxapi.SetupRunning, &start
+	s.runtimeRunning = true
+	if s.state != sandboxapi.StateActive {
+		s.setState(ctx, sandboxapi.StateActive)
+	}
+	req := sandbox.ExecRequest{Cmd: SetupScript(env.Setup), TimeoutS: int(sandboxapi.SetupTimeout / time.Second),
+		MaxOutputBytes: sandboxapi.SetupOutputTailBytes, KeepOutput: true, Network: setupNetwork(s.ws)}
+	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
+	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: fmt.Sprintf("setup-%.8s-%d", run, n)}
+	var out wire.ExecActivityResult
+	err := s.call(ctx, s.hostOptions(opExec, req.Timeout()), wire.ActivityExec, in, &out)
+	if out.RuntimeReplica != nil {
+		s.replica = out.RuntimeReplica
+	}
+	end := workflow.Now(ctx)
+	st.FinishedAt, st.DurationMS = &end, end.Sub(start).Milliseconds()
+	if err != nil {
+		st.State, st.Error = sandboxapi.SetupFailed, sandbox.Message(err)
+		return
+	}
+	r := out.ExecResult
+	st.ExitCode, st.OutputID = r.ExitCode, r.OutputID
+	st.StdoutTail, st.StderrTail = outputTail(r.Stdout), outputTail(r.Stderr)
+	switch {
+	case r.TimedOut:
+		st.State, st.Error = sandboxapi.SetupFailed, fmt.Sprintf("timed out after %s", sandboxapi.SetupTimeout)
+	case r.ExitCode != 0:
+		st.State = sandboxapi.SetupFailed
+	default:
+		st.State = sandboxapi.SetupDone
+	}
+}
+
+// awaitSetup waits until the setup run planned for this acquire ended
+// (setup mode wait).
+func (s *session) awaitSetup(ctx workflow.Context) error {
+	return workflow.Await(ctx, func() bool { return s.setup == nil || s.setup.Ended() })
+}
+
+// setupNetwork is the network of a setup run: limited (the allow-list,
+// package registries included), none for a workspace without network, ""
+// (the workspace's policy) when its policy is not recorded.
+func setupNetwork(ws *sandbox.Workspace) sandbox.Network {
+	switch ws.Network {
+	case sandbox.NetworkLimited, sandbox.NetworkDefault:
+		return sandbox.NetworkLimited
+	case sandbox.NetworkNone:
+		return sandbox.NetworkNone
+	}
+	return ""
+}
+
+// SetupScript returns the argv running cmds (each an argv) one after the
+// other under `sh -ec`: the first failing command ends the run with its
+// exit code. Each argument is single-quoted.
+func SetupScript(cmds [][]string) []string {
+	var b strings.Builder
+	for _, argv := range cmds {
+		for i, a := range argv {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString("'" + strings.ReplaceAll(a, "'", `'\''`) + "'")
+		}
+		b.WriteByte('\n')
+	}
+	return []string{"sh", "-ec", b.String()}
+}
+
+// outputTail is the last SetupOutputTailBytes of out as valid UTF-8.
+func outputTail(out []byte) string {
+	if len(out) > sandboxapi.SetupOutputTailBytes {
+		out = out[len(out)-sandboxapi.SetupOutputTailBytes:]
+	}
+	return strings.ToValidUTF8(string(out), "\uFFFD")
+}
+
+// setupCopy returns a copy of the setup state for a result (nil: none).
+func (s *session) setupCopy() *sandboxapi.SetupState {
+	if s.setup == nil {
+		return nil
+	}
+	c := *s.setup
+	return &c
+}

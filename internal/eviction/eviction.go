@@ -482,24 +482,35 @@ func (b *planner) dependencyCaches(all []DependencyCache) {
 	if b.plan.Pressure == PressureNone {
 		return
 	}
-	type scored struct {
-		c     DependencyCache
-		score float64
-	}
-	var caches []scored
+	var idle []cacheCandidate
 	for _, c := range all {
 		if b.idle(c.LastUsedAt) >= b.p.PressureMinIdle {
-			caches = append(caches, scored{c, b.idle(c.LastUsedAt).Seconds() * float64(max(c.SizeBytes, 1))})
+			idle = append(idle, cacheCandidate{c.ID, c.LastUsedAt, c.SizeBytes})
 		}
 	}
-	slices.SortFunc(caches, func(a, b scored) int {
-		return cmp.Or(cmp.Compare(b.score, a.score), a.c.LastUsedAt.Compare(b.c.LastUsedAt), cmp.Compare(a.c.ID, b.c.ID))
+	b.removeLRUBySize(idle, ActionRemoveDependencyCache, TierDependencyCacheLRU)
+}
+
+// cacheCandidate is a cache a tier may remove: its id, last use and size.
+type cacheCandidate struct {
+	id       string
+	lastUsed time.Time
+	size     int64
+}
+
+// removeLRUBySize plans removing candidates, highest idle time × size
+// first (ties: least recently used, then id), while the projection stays
+// above the low water mark.
+func (b *planner) removeLRUBySize(candidates []cacheCandidate, kind ActionKind, tier Tier) {
+	score := func(c cacheCandidate) float64 { return b.idle(c.lastUsed).Seconds() * float64(max(c.size, 1)) }
+	slices.SortFunc(candidates, func(x, y cacheCandidate) int {
+		return cmp.Or(cmp.Compare(score(y), score(x)), x.lastUsed.Compare(y.lastUsed), cmp.Compare(x.id, y.id))
 	})
-	for _, sc := range caches {
+	for _, c := range candidates {
 		if b.projected <= b.plan.LowBytes {
 			break
 		}
-		b.add(Action{Kind: ActionRemoveDependencyCache, Tier: TierDependencyCacheLRU, ID: sc.c.ID, MinIdle: b.p.PressureMinIdle, LastUsedAt: sc.c.LastUsedAt, Bytes: sc.c.SizeBytes})
+		b.add(Action{Kind: kind, Tier: tier, ID: c.id, MinIdle: b.p.PressureMinIdle, LastUsedAt: c.lastUsed, Bytes: c.size})
 	}
 }
 
@@ -515,11 +526,7 @@ func (b *planner) repoCaches(wss []Workspace, all []RepoCache) {
 			refs[w.RepoCacheID]++
 		}
 	}
-	type scored struct {
-		c     RepoCache
-		score float64
-	}
-	var caches []scored
+	var caches []cacheCandidate
 	pressure := b.plan.Pressure != PressureNone
 	for _, c := range all {
 		if c.State != sandbox.RepoCacheReady {
@@ -539,20 +546,12 @@ func (b *planner) repoCaches(wss []Workspace, all []RepoCache) {
 		case b.idle(c.LastUsedAt) < b.p.PressureMinIdle:
 			continue
 		}
-		caches = append(caches, scored{c, b.idle(c.LastUsedAt).Seconds() * float64(max(c.SizeBytes, 1))})
+		caches = append(caches, cacheCandidate{c.ID, c.LastUsedAt, c.SizeBytes})
 	}
 	if !pressure {
 		return
 	}
-	slices.SortFunc(caches, func(a, b scored) int {
-		return cmp.Or(cmp.Compare(b.score, a.score), a.c.LastUsedAt.Compare(b.c.LastUsedAt), cmp.Compare(a.c.ID, b.c.ID))
-	})
-	for _, sc := range caches {
-		if b.projected <= b.plan.LowBytes {
-			break
-		}
-		b.add(Action{Kind: ActionRemoveRepoCache, Tier: TierRepoCacheLRU, ID: sc.c.ID, MinIdle: b.p.PressureMinIdle, LastUsedAt: sc.c.LastUsedAt, Bytes: sc.c.SizeBytes})
-	}
+	b.removeLRUBySize(caches, ActionRemoveRepoCache, TierRepoCacheLRU)
 }
 
 // Count returns how many actions of kind the plan holds.

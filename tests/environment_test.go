@@ -218,4 +218,28 @@ func TestSetupRunsOncePerWorkspace(t *testing.T) {
 	res, err = sBad.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.ExitCode)
+
+	// A running setup is listed like an exec and can be cancelled.
+	slow := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "slowsetup"), "main")
+	gittest.Commit(t, slow, ".sandboxcore.yaml", "setup: sleep 120\n", "setup")
+	sSlow, _, err := h.client.Acquire(ctx, editRequest(user, "p", "slow", gittest.FileURL(slow)))
+	require.NoError(t, err)
+	var running []string
+	require.Eventually(t, func() bool {
+		d, err := sSlow.Describe(ctx)
+		running = d.RunningExecs
+		return err == nil && len(running) == 1 && d.Setup != nil && d.Setup.State == sandboxapi.SetupRunning
+	}, 30*time.Second, 100*time.Millisecond, "the setup shows as a running exec")
+	assert.True(t, strings.HasPrefix(running[0], "setup-"), running[0])
+	began := time.Now()
+	c, err := sSlow.Cancel(ctx, running[0])
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.CancelRunning, c.State)
+	res, err = sSlow.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
+	require.NoError(t, err)
+	assert.Less(t, time.Since(began), 60*time.Second, "the cancelled setup no longer holds the workspace")
+	d, err := sSlow.Describe(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.SetupFailed, d.Setup.State)
+	assert.Contains(t, d.Setup.Error, "cancelled")
 }

@@ -78,13 +78,30 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 		MaxOutputBytes: sandboxapi.SetupOutputTailBytes, KeepOutput: true, Network: setupNetwork(s.ws)}
 	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
 	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: fmt.Sprintf("setup-%.8s-%d", run, n)}
+	// Listed by ps and stopped by cancel (and by release and hibernate)
+	// like an exec, under its own id: the command is the activity's own, so
+	// cancelling cancels the activity, which kills it.
+	e := &execRun{updateID: in.UpdateID, started: true}
+	if s.execs == nil {
+		s.execs = map[string]*execRun{}
+	}
+	s.execs[e.updateID] = e
+	defer s.untrackExec(e)
+	waitCtx, abort := workflow.WithCancel(ctx)
+	e.abort = abort
 	var out wire.ExecActivityResult
-	err := s.call(ctx, s.hostOptions(opExec, req.Timeout()), wire.ActivityExec, in, &out)
+	err := s.call(waitCtx, s.hostOptions(opExec, req.Timeout()), wire.ActivityExec, in, &out)
 	if out.RuntimeReplica != nil {
 		s.replica = out.RuntimeReplica
 	}
 	end := workflow.Now(ctx)
 	st.FinishedAt, st.DurationMS = &end, end.Sub(start).Milliseconds()
+	if e.cancel != "" {
+		s.lastError = ""
+		e.cancelled = true
+		st.State, st.ExitCode, st.Error = sandboxapi.SetupFailed, 130, "cancelled ("+e.cancel+")"
+		return
+	}
 	if err != nil {
 		st.State, st.Error = sandboxapi.SetupFailed, sandbox.Message(err)
 		return

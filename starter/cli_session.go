@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -94,16 +97,36 @@ func (c *cli) printHandle(h sandboxapi.Handle) error {
 	}
 	fmt.Fprintf(w, "created\t%t\n", h.Created)
 	if st := h.Setup; st != nil {
-		line := st.State
-		if st.Ended() && st.State != sandboxapi.SetupSkipped {
-			line += fmt.Sprintf(" (exit %d, %s)", st.ExitCode, (time.Duration(st.DurationMS) * time.Millisecond).String())
-		}
-		fmt.Fprintf(w, "setup\t%s\n", line)
+		fmt.Fprintf(w, "setup\t%s\n", setupLine(st))
 	}
 	if e := h.Environment; e != nil && len(e.Problems) > 0 {
 		fmt.Fprintf(w, "environment\t%d problem(s) in %s: sandboxctl describe %s\n", len(e.Problems), strings.Join(e.Sources, ", "), h.WorkspaceID)
 	}
 	return w.Flush()
+}
+
+// setupLine renders a setup state: "done (exit 0, 2.1s)", "running", …
+func setupLine(st *sandboxapi.SetupState) string {
+	line := st.State
+	if st.Ended() && st.State != sandboxapi.SetupSkipped && st.StartedAt != nil {
+		line += fmt.Sprintf(" (exit %d, %s)", st.ExitCode, (time.Duration(st.DurationMS) * time.Millisecond).String())
+	}
+	return line
+}
+
+// printEnvironment prints a repository environment's rows (its strings
+// come from the repository: printed escaped).
+func printEnvironment(w io.Writer, e *sandboxapi.RepoEnvironment) {
+	fmt.Fprintf(w, "environment\t%s\n", printablePath(strings.Join(e.Sources, ", ")))
+	if len(e.Env) > 0 {
+		fmt.Fprintf(w, "environment_env\t%s\n", printablePath(strings.Join(slices.Sorted(maps.Keys(e.Env)), " ")))
+	}
+	if len(e.Setup) > 0 {
+		fmt.Fprintf(w, "environment_setup\t%d command(s)\n", len(e.Setup))
+	}
+	for _, p := range e.Problems {
+		fmt.Fprintf(w, "environment_problem\t%s\n", printablePath(p))
+	}
 }
 
 func (c *cli) releaseCommand() *cobra.Command {
@@ -164,6 +187,18 @@ func (c *cli) describeCommand() *cobra.Command {
 					fmt.Fprintf(w, "network\t%s\n", orDash(string(d.Workspace.Network)))
 					if len(d.Workspace.NetworkAllow) > 0 {
 						fmt.Fprintf(w, "network_allow\t%s\n", printablePath(strings.Join(d.Workspace.NetworkAllow, " ")))
+					}
+				}
+				if d.Workspace != nil && d.Workspace.Environment != nil {
+					printEnvironment(w, d.Workspace.Environment)
+				}
+				if st := d.Setup; st != nil {
+					fmt.Fprintf(w, "setup\t%s\n", setupLine(st))
+					if st.Error != "" {
+						fmt.Fprintf(w, "setup_error\t%s\n", printablePath(st.Error))
+					}
+					if st.OutputID != "" {
+						fmt.Fprintf(w, "setup_output\t%s (sandboxctl output %s %s)\n", st.OutputID, d.WorkspaceID, st.OutputID)
 					}
 				}
 				fmt.Fprintf(w, "runtime\t%s (running=%t)\n", d.RuntimeKind, d.RuntimeRunning)

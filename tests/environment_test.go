@@ -243,3 +243,38 @@ func TestSetupRunsOncePerWorkspace(t *testing.T) {
 	assert.Equal(t, sandboxapi.SetupFailed, d.Setup.State)
 	assert.Contains(t, d.Setup.Error, "cancelled")
 }
+
+// TestSetupFromTheCLI: sandboxctl acquire --setup wait prints the setup's
+// outcome; describe prints the environment (its problems escaped) and the
+// setup; a bad --setup is a usage error that changes nothing.
+func TestSetupFromTheCLI(t *testing.T) {
+	bin := buildCLI(t)
+	h := startHost(t, "setupcli")
+	queue := h.Config.TaskQueue
+	up := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "clisetup"), "main")
+	gittest.Commit(t, up, ".sandboxcore.yaml", "setup: echo ok\nenv:\n  \"BAD\\e[31mNAME\": x\n  GOOD: y\n", "setup")
+	url := gittest.FileURL(up)
+	user := uniq(t, "u")
+
+	r := runCLI(t, bin, queue, "", "acquire", "--repo", url, "--user", user, "--project", "p", "--conversation", "c", "--setup", "later")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.stderr, "setup")
+
+	r = runCLI(t, bin, queue, "", "acquire", "--repo", url, "--user", user, "--project", "p", "--conversation", "c", "--setup", "wait")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^setup +done \(exit 0, `, r.stdout)
+	assert.Regexp(t, `(?m)^environment +1 problem\(s\) in \.sandboxcore\.yaml`, r.stdout)
+	var ws string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "workspace_id" {
+			ws = f[1]
+		}
+	}
+	require.NotEmpty(t, ws, r.stdout)
+	r = runCLI(t, bin, queue, "", "describe", ws)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^environment_env +GOOD$`, r.stdout)
+	assert.Regexp(t, `(?m)^setup +done \(exit 0, `, r.stdout)
+	assert.Contains(t, r.stdout, "environment_problem")
+	assert.NotContains(t, r.stdout, "\x1b", "a repository's string never reaches the terminal raw")
+}

@@ -93,8 +93,11 @@ type Activities struct {
 	// (SANDBOX_CACHE_SCOPE, docs/RUNTIMES.md "Dependency caches"),
 	// mounted into every runtime whose provider reports HostMounts.
 	DepCaches *depcache.Caches
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// NoSetup: repositories' setup commands are never run (SANDBOX_SETUP=off;
+	// docs/RUNTIMES.md "Setup"): the environment lists them with a problem.
+	NoSetup bool
+	Logger  *slog.Logger
+	Now     func() time.Time
 
 	// SkipSubmodules leaves submodules uninitialised, reported in the
 	// handle and status (SANDBOX_SUBMODULES=off; content.go).

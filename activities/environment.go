@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/sandboxcore/sandboxcore/internal/repoenv"
@@ -70,10 +71,18 @@ func (a *Activities) repoEnvironment(ctx context.Context, ws sandbox.Workspace) 
 // shared).
 func (a *Activities) workspaceEnvironment(ctx context.Context, ws sandbox.Workspace) *sandboxapi.RepoEnvironment {
 	env := a.repoEnvironment(ctx, ws)
-	if env == nil || len(env.Lockfiles) == 0 {
+	if env == nil || (len(env.Lockfiles) == 0 && !(a.NoSetup && len(env.Setup) > 0)) {
 		return env
 	}
 	c := *env
+	if a.NoSetup && len(env.Setup) > 0 {
+		// Shown in problems, never run: the session runs what Setup holds.
+		c.Problems = append(slices.Clone(env.Problems), fmt.Sprintf("%d setup command(s) not run: this worker runs none (SANDBOX_SETUP=off)", len(env.Setup)))
+		c.Setup = nil
+	}
+	if len(env.Lockfiles) == 0 {
+		return &c
+	}
 	h := sha256.New()
 	for _, f := range env.Lockfiles {
 		data, err := a.Workspaces.ReadFile(ctx, ws, f)

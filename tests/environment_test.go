@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
+	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -277,4 +278,24 @@ func TestSetupFromTheCLI(t *testing.T) {
 	assert.Regexp(t, `(?m)^setup +done \(exit 0, `, r.stdout)
 	assert.Contains(t, r.stdout, "environment_problem")
 	assert.NotContains(t, r.stdout, "\x1b", "a repository's string never reaches the terminal raw")
+}
+
+// TestSetupOffRunsNothing: with SANDBOX_SETUP=off the repository's setup
+// commands are listed as a problem and never run.
+func TestSetupOffRunsNothing(t *testing.T) {
+	h := startHost(t, "setupoff", func(c *hostworker.Config) { c.Environment.NoSetup = true })
+	ctx := ctxFor(t, 2*time.Minute)
+	up := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "nosetup"), "main")
+	gittest.Commit(t, up, ".sandboxcore.yaml", "setup: touch ran\n", "setup")
+	req := editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(up))
+	req.Setup = sandboxapi.SetupWait
+	s, hd, err := h.client.Acquire(ctx, req)
+	require.NoError(t, err)
+	assert.Nil(t, hd.Setup, "%+v", hd.Setup)
+	require.NotNil(t, hd.Environment)
+	assert.Empty(t, hd.Environment.Setup)
+	assert.Contains(t, strings.Join(hd.Environment.Problems, "\n"), "SANDBOX_SETUP=off")
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "test -e ran && echo ran || echo none"}})
+	require.NoError(t, err)
+	assert.Equal(t, "none\n", string(res.Stdout))
 }

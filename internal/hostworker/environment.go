@@ -22,6 +22,9 @@ type EnvironmentConfig struct {
 	// CacheScope is which workspaces share a dependency cache
 	// (SANDBOX_CACHE_SCOPE: user, the default, repo or workspace).
 	CacheScope depcache.Scope
+	// NoSetup forbids running repositories' setup commands
+	// (SANDBOX_SETUP=off; default on): they are shown, never run.
+	NoSetup bool
 }
 
 // baseEnv is the fixed environment the bubblewrap and local providers add
@@ -45,6 +48,13 @@ func environmentFromEnv(get func(name, def string) string, dataDir, hostPath str
 		return c, &ConfigError{"SANDBOX_CACHE_SCOPE", scope, "want user, repo or workspace"}
 	}
 	c.CacheScope = sc
+	switch v := get("SANDBOX_SETUP", "on"); v {
+	case "on":
+	case "off":
+		c.NoSetup = true
+	default:
+		return c, &ConfigError{"SANDBOX_SETUP", v, "want on or off"}
+	}
 	if v := get("SANDBOX_RUNTIME_PATH", ""); v != "" {
 		for _, d := range strings.Split(v, ":") {
 			switch {

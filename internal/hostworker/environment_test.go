@@ -23,6 +23,7 @@ func TestEnvironmentConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/usr/local/go/bin:/usr/bin", cfg.Environment.RuntimePath)
 	assert.Equal(t, depcache.ScopeUser, cfg.Environment.CacheScope)
+	assert.False(t, cfg.Environment.NoSetup, "setup runs by default")
 	assert.Equal(t, map[string]string{"PATH": "/usr/local/go/bin:/usr/bin"}, cfg.Environment.baseEnv())
 
 	cfg, err = authEnv(t, map[string]string{"PATH": ""})
@@ -33,10 +34,14 @@ func TestEnvironmentConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/opt/node/bin:/usr/bin", cfg.Environment.RuntimePath)
 	assert.Equal(t, depcache.ScopeWorkspace, cfg.Environment.CacheScope)
+	cfg, err = authEnv(t, map[string]string{"SANDBOX_SETUP": "off"})
+	require.NoError(t, err)
+	assert.True(t, cfg.Environment.NoSetup)
 
 	for v, vars := range map[string]map[string]string{
 		"SANDBOX_RUNTIME_PATH": {"SANDBOX_RUNTIME_PATH": "bin:/usr/bin"},
 		"SANDBOX_CACHE_SCOPE":  {"SANDBOX_CACHE_SCOPE": "everyone"},
+		"SANDBOX_SETUP":        {"SANDBOX_SETUP": "maybe"},
 	} {
 		_, err := authEnv(t, vars)
 		var ce *ConfigError

@@ -249,6 +249,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, NetworkMax: cfg.NetworkMax, NetworkAllow: cfg.NetworkAllow,
 		RuntimeResources: cfg.RuntimeResources, Logger: log,
 		DepCaches:      &depcache.Caches{Root: filepath.Join(cfg.DataDir, "depcache"), Scope: cfg.Environment.CacheScope},
+		NoSetup:        cfg.Environment.NoSetup,
 		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
 

@@ -320,7 +320,9 @@ type follow struct {
 func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) error {
 	keep := 3 * f.r.p.opts.Keepalive
 	for {
-		byTag := s == nil
+		// A stream opened by tag after one that showed the process
+		// started: "no such process" then means it ended meanwhile.
+		byTag, startedBefore := s == nil, f.started
 		if s == nil {
 			if time.Now().After(f.until) {
 				return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: runtime %s: the command did not finish %v after its timeout", f.r.id, 2*time.Minute)
@@ -359,10 +361,12 @@ func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) er
 			return ctxErr(ctx, "follow the command")
 		}
 		mapped := f.r.p.mapConnect(ctx, err, "follow process "+f.tag)
-		if byTag && sandbox.KindOf(mapped) == sandbox.ErrNotFound {
+		if byTag && startedBefore && sandbox.KindOf(mapped) == sandbox.ErrNotFound {
 			// A Connect stream says "no such process" on its first read,
 			// not when it is opened: the process ended before the stream
-			// reached it, as when connectTag itself says so.
+			// reached it, as when connectTag itself says so. (One never
+			// seen started may not have started at all: a sandbox paused
+			// under the start; the caller decides.)
 			return errEnded
 		}
 		if sandbox.KindOf(mapped) != sandbox.ErrRuntimeUnavailable {

@@ -82,6 +82,7 @@ const (
 	UpdateRestore           = "restore"
 	UpdatePreviewURL        = "preview_url"
 	UpdateOverlaps          = "overlaps"
+	UpdateSetup             = "setup"
 )
 
 // The operations of SessionWorkflow (docs/API.md "Updates").
@@ -150,6 +151,8 @@ var (
 		Summary: "a URL reaching a port of the workspace's running runtime (remote and Docker runtimes)"}
 	OpOverlaps = Op[None, OverlapsResult]{Name: UpdateOverlaps,
 		Summary: "the other live workspaces of this repository, user and project that changed the same files, by risk"}
+	OpSetup = Op[None, SetupState]{Name: UpdateSetup, Mutating: true,
+		Summary: "run the repository's setup commands again now (or wait for the running ones) and return their outcome"}
 )
 
 // Operations lists every update of SessionWorkflow in documentation order.
@@ -161,7 +164,7 @@ func Operations() []OpInfo {
 		OpProcessStart.Info(), OpProcessRead.Info(), OpProcessWrite.Info(), OpProcessSignal.Info(),
 		OpProcessResize.Info(), OpProcessList.Info(), OpCancel.Info(),
 		OpCheckpoint.Info(), OpCheckpoints.Info(), OpRollback.Info(), OpFork.Info(), OpDestroy.Info(), OpRestore.Info(), OpPreviewURL.Info(),
-		OpOverlaps.Info(),
+		OpOverlaps.Info(), OpSetup.Info(),
 	}
 }
 

@@ -70,6 +70,13 @@ func (s *Session) Overlaps(ctx context.Context) (sandboxapi.OverlapsResult, erro
 	return Call(ctx, s, sandboxapi.OpOverlaps, sandboxapi.None{})
 }
 
+// Setup runs the repository's setup commands again now (a running setup is
+// waited for) and returns their outcome (docs/RUNTIMES.md "Setup"). Errors:
+// ErrInvalidArgument when the repository names no setup command.
+func (s *Session) Setup(ctx context.Context) (sandboxapi.SetupState, error) {
+	return Call(ctx, s, sandboxapi.OpSetup, sandboxapi.None{})
+}
+
 // Fanout is a handle on one TaskFanoutWorkflow (docs/API.md "Task fan-out").
 type Fanout struct {
 	c    *Client

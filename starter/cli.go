@@ -98,7 +98,7 @@ func (c *cli) rootCommand() *cobra.Command {
 		c.searchCommand(), c.statusCommand(), c.diffCommand(), c.commitCommand(), c.hibernateCommand(),
 		c.releaseCommand(), c.describeCommand(), c.listCommand(),
 		c.pushCommand(), c.prCommand(), c.editCommand(), c.logCommand(), c.outputCommand(), c.mcpCommand(), c.previewCommand(),
-		c.procCommand(), c.overlapsCommand(), c.mergeCommand(), c.psCommand(), c.cancelCommand())
+		c.procCommand(), c.overlapsCommand(), c.mergeCommand(), c.psCommand(), c.cancelCommand(), c.setupCommand())
 	root.AddCommand(c.fanoutCommand())
 	root.AddCommand(c.evictionCommand(), c.pinCommand(), c.unpinCommand(), c.restoreCommand(), c.runtimesCommand())
 	root.AddCommand(c.codecServerCommand())

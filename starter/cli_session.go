@@ -129,6 +129,38 @@ func printEnvironment(w io.Writer, e *sandboxapi.RepoEnvironment) {
 	}
 }
 
+// setupCommand is `sandboxctl setup WS`: run the setup commands again.
+func (c *cli) setupCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "setup WS",
+		Short: "Run the repository's setup commands again and print their outcome",
+		Long: `Run the setup commands the repository names (.devcontainer/devcontainer.json,
+.sandboxcore.yaml; docs/RUNTIMES.md "Setup") again now, in the workspace's runtime, and print
+their outcome and the tails of their output. A setup already running is waited for. Exit status:
+0 when it succeeded, 1 when it failed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.SetupState, error) {
+				return s.Setup(ctx)
+			}, func(st sandboxapi.SetupState) error {
+				fmt.Fprintf(c.stdout, "setup %s\n", setupLine(&st))
+				if st.Error != "" {
+					fmt.Fprintf(c.stdout, "error: %s\n", printablePath(st.Error))
+				}
+				c.stdout.Write([]byte(st.StdoutTail))
+				c.stderr.Write([]byte(st.StderrTail))
+				if st.OutputID != "" {
+					fmt.Fprintf(c.stdout, "whole output: sandboxctl output %s %s\n", args[0], st.OutputID)
+				}
+				if st.State != sandboxapi.SetupDone {
+					return exitCodeError{code: exitError}
+				}
+				return nil
+			})
+		},
+	}
+}
+
 func (c *cli) releaseCommand() *cobra.Command {
 	var destroy bool
 	cmd := &cobra.Command{

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -204,6 +205,14 @@ func TestSetupRunsOncePerWorkspace(t *testing.T) {
 	data, err = s.ReadFile(ctx, "installed.txt")
 	require.NoError(t, err)
 	assert.Equal(t, "v1\nv2\n", string(data), "ran again for the new lockfile")
+	st, err := s.Setup(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.SetupDone, st.State, "the setup update runs it again")
+	data, err = s.ReadFile(ctx, "installed.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "v1\nv2\nv2\n", string(data))
+	_, err = sSkip.Setup(ctx)
+	require.NoError(t, err, "a skipped setup can be run later")
 
 	// A failing setup is reported; the workspace stays usable.
 	bad := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "badsetup"), "main")
@@ -278,6 +287,20 @@ func TestSetupFromTheCLI(t *testing.T) {
 	assert.Regexp(t, `(?m)^setup +done \(exit 0, `, r.stdout)
 	assert.Contains(t, r.stdout, "environment_problem")
 	assert.NotContains(t, r.stdout, "\x1b", "a repository's string never reaches the terminal raw")
+	r = runCLI(t, bin, queue, "", "setup", ws)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `^setup done \(exit 0, `, r.stdout)
+	assert.Contains(t, r.stdout, "ok\n")
+
+	plain := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "nosetupcli"), "main")
+	r = runCLI(t, bin, queue, "", "acquire", "--repo", gittest.FileURL(plain), "--user", user, "--project", "p", "--conversation", "c2", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var hd sandboxapi.Handle
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &hd))
+	assert.Nil(t, hd.Setup)
+	r = runCLI(t, bin, queue, "", "setup", hd.WorkspaceID)
+	assert.Equal(t, 2, r.code, "no setup command: invalid argument")
+	assert.Contains(t, r.stderr, "no setup command")
 }
 
 // TestSetupOffRunsNothing: with SANDBOX_SETUP=off the repository's setup

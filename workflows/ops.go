@@ -318,6 +318,8 @@ var operations = []registrar{
 		handle: func(s *session, ctx workflow.Context, _ sandboxapi.None) (sandboxapi.OverlapsResult, error) {
 			return sharedOp[sandboxapi.OverlapsResult](s, ctx, opGit, wire.ActivityOverlaps, wire.WorkspaceActivityInput{WorkspaceID: s.wsID})
 		}},
+	// setup: run the repository's setup again (session_setup.go).
+	operation[sandboxapi.None, sandboxapi.SetupState]{op: sandboxapi.OpSetup, handle: (*session).rerunSetup},
 }
 
 // Operations describes every operation the workflow registers, in table

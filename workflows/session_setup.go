@@ -119,6 +119,29 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 	}
 }
 
+// rerunSetup is the setup update: it runs the setup commands again now (a
+// running or pending run is waited for instead) and returns the outcome.
+// Errors: ErrInvalidArgument when the repository names no setup command
+// (or the worker runs none, SANDBOX_SETUP=off).
+func (s *session) rerunSetup(ctx workflow.Context, _ sandboxapi.None) (sandboxapi.SetupState, error) {
+	if err := s.waitReady(ctx); err != nil {
+		return sandboxapi.SetupState{}, err
+	}
+	env := s.ws.Environment
+	if env == nil || len(env.Setup) == 0 {
+		return sandboxapi.SetupState{}, appError(sandbox.Errorf(sandbox.ErrInvalidArgument,
+			"workspace %s has no setup command to run: its repository names none, or this worker runs none (docs/RUNTIMES.md \"Setup\")", s.wsID))
+	}
+	if s.setup == nil || s.setup.Ended() {
+		s.setup = &sandboxapi.SetupState{State: sandboxapi.SetupPending, LockfilesHash: env.LockfilesHash, Commands: len(env.Setup)}
+		s.startSetup(ctx)
+	}
+	if err := s.awaitSetup(ctx); err != nil {
+		return sandboxapi.SetupState{}, err
+	}
+	return *s.setupCopy(), nil
+}
+
 // awaitSetup waits until the setup run planned for this acquire ended
 // (setup mode wait).
 func (s *session) awaitSetup(ctx workflow.Context) error {

@@ -39,3 +39,7 @@ async def test_setup_wait_and_environment(
     assert res.stdout == b"hello\n"
     desc = await ws.describe()
     assert desc.setup is not None and desc.setup.state == "done"
+    await ws.files.write(".ready", b"")
+    again = await ws.setup()
+    assert again.state == "done"
+    assert await ws.files.read(".ready") == b"ready\n"

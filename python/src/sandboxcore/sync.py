@@ -266,6 +266,7 @@ class SyncWorkspace(_Twin):
     destroy = _blocking(Workspace.destroy)
     preview_url = _blocking(Workspace.preview_url)
     overlaps = _blocking(Workspace.overlaps)
+    setup = _blocking(Workspace.setup)
     describe = _blocking(Workspace.describe)
     mcp_token = _blocking(Workspace.mcp_token)
     eviction = _blocking(Workspace.eviction)

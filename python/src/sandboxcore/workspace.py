@@ -79,6 +79,7 @@ OPERATIONS: Mapping[str, str] = {
     "restore": "restore",
     "preview_url": "preview_url",
     "overlaps": "overlaps",
+    "setup": "setup",
 }
 
 
@@ -979,6 +980,12 @@ class Workspace:
         one changed since its base, and whether the changed line ranges intersect, highest risk
         first (docs/API.md "Overlaps"). Read-only."""
         return await self._call("overlaps", None, models.OverlapsResult)
+
+    async def setup(self) -> models.SetupState:
+        """Run the repository's setup commands again now (a running setup is waited for) and
+        return their outcome: ``state`` ``"done"`` or ``"failed"``, ``exit_code``, output tails
+        (docs/RUNTIMES.md "Setup"). Raises InvalidArgument when the repository names none."""
+        return await self._call("setup", None, models.SetupState)
 
     async def mcp_token(self, ttl: float | timedelta = 3600, *, key_file: str | None = None) -> str:
         """A bearer token opening this workspace, and no other, on the endpoint of ``sandboxctl

@@ -2,8 +2,11 @@ package tests
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
 // TestGoTestRunsWithTheHostToolchainAndSharedCaches (docs/RUNTIMES.md
@@ -321,4 +325,53 @@ func TestSetupOffRunsNothing(t *testing.T) {
 	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "test -e ran && echo ran || echo none"}})
 	require.NoError(t, err)
 	assert.Equal(t, "none\n", string(res.Stdout))
+}
+
+// TestWorkerKilledDuringSetup (docs/RUNTIMES.md "Setup"): a worker killed
+// with SIGKILL while the setup runs loses nothing: the restarted worker's
+// session reports the setup failed (its host went away), the workspace's
+// files are there, commands run, and the setup update runs it again.
+func TestWorkerKilledDuringSetup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns worker processes")
+	}
+	up := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "killsetup"), "main")
+	gittest.Commit(t, up, ".sandboxcore.yaml", "setup: echo started >> setup.log; sleep 15; echo finished >> setup.log\n", "setup")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	destroyLeftSandboxes(t, dataDir)
+	env := append(os.Environ(), workerProcessEnv+"=1", "TEMPORAL_ADDRESS="+temporalAddr, "SANDBOX_DATA_DIR="+dataDir,
+		"SANDBOX_HOST_ID=setupkill", "SANDBOX_TASK_QUEUE=q-setupkill", "SANDBOX_ALLOW_FILE_URLS=1")
+	startWorker := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = env
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+		return cmd
+	}
+	w1 := startWorker()
+	client := sandboxclient.New(tc, sandboxclient.Options{TaskQueue: "q-setupkill"})
+	ctx := ctxFor(t, 4*time.Minute)
+	s, hd, err := client.Acquire(ctx, editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(up)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		d, err := s.Describe(ctx)
+		return err == nil && d.Setup != nil && d.Setup.State == sandboxapi.SetupRunning
+	}, time.Minute, 200*time.Millisecond, "the setup runs")
+	time.Sleep(time.Second) // the command has started in the runtime
+	require.NoError(t, syscall.Kill(w1.Process.Pid, syscall.SIGKILL))
+	_, _ = w1.Process.Wait()
+	startWorker()
+
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "head -1 setup.log"}})
+	require.NoError(t, err, "commands run once the session gave the setup up")
+	assert.Equal(t, "started\n", string(res.Stdout), "the worktree kept what the setup wrote")
+	d, err := s.Describe(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, d.Setup)
+	assert.Equal(t, sandboxapi.SetupFailed, d.Setup.State)
+	assert.NotEmpty(t, d.Setup.Error, "it says why")
+	st, err := s.Setup(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.SetupDone, st.State, "%+v", st)
+	assert.DirExists(t, hd.LocalPath)
 }

@@ -246,7 +246,7 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 	}
 	watchDetails(ctx, s.details)
 	if s.setup != nil && s.setup.State == sandboxapi.SetupPending && !s.dormant {
-		s.startSetup(ctx) // planned by the previous run, which continued as new first
+		s.startSetup(ctx, nil) // planned by the previous run, which continued as new first
 	}
 	return s.run(ctx)
 }

@@ -28,7 +28,7 @@ func (s *session) planSetup(ctx workflow.Context, mode string) {
 	}
 	if s.setup != nil && !s.setup.Ended() {
 		if s.setup.State == sandboxapi.SetupPending && s.setupRuns == 0 {
-			s.startSetup(ctx) // carried pending into a dormant run: start it now
+			s.startSetup(ctx, nil) // carried pending into a dormant run: start it now
 		}
 		return // pending or running already
 	}
@@ -39,13 +39,17 @@ func (s *session) planSetup(ctx workflow.Context, mode string) {
 		s.setup = &sandboxapi.SetupState{State: sandboxapi.SetupSkipped, LockfilesHash: env.LockfilesHash, Commands: len(env.Setup)}
 		return
 	}
-	s.setup = &sandboxapi.SetupState{State: sandboxapi.SetupPending, LockfilesHash: env.LockfilesHash, Commands: len(env.Setup)}
-	s.startSetup(ctx)
+	s.startSetup(ctx, env)
 }
 
-// startSetup runs the pending setup in a coroutine of its own, under the
-// session's exclusive lock (operations sent meanwhile wait for it).
-func (s *session) startSetup(ctx workflow.Context) {
+// startSetup records a pending setup run of env's commands (env nil: the
+// pending run s.setup already holds, carried from the previous run) and
+// runs it in a coroutine of its own, under the session's exclusive lock
+// (operations sent meanwhile wait for it).
+func (s *session) startSetup(ctx workflow.Context, env *sandboxapi.RepoEnvironment) {
+	if env != nil {
+		s.setup = &sandboxapi.SetupState{State: sandboxapi.SetupPending, LockfilesHash: env.LockfilesHash, Commands: len(env.Setup)}
+	}
 	s.setupRuns++
 	n := s.setupRuns
 	workflow.Go(ctx, func(ctx workflow.Context) { s.runSetup(ctx, n) })
@@ -74,7 +78,7 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 	if s.state != sandboxapi.StateActive {
 		s.setState(ctx, sandboxapi.StateActive)
 	}
-	req := sandbox.ExecRequest{Cmd: SetupScript(env.Setup), TimeoutS: int(sandboxapi.SetupTimeout / time.Second),
+	req := sandbox.ExecRequest{Cmd: setupScript(env.Setup), TimeoutS: int(sandboxapi.SetupTimeout / time.Second),
 		MaxOutputBytes: sandboxapi.SetupOutputTailBytes, KeepOutput: true, Network: setupNetwork(s.ws)}
 	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
 	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: fmt.Sprintf("setup-%.8s-%d", run, n)}
@@ -133,8 +137,7 @@ func (s *session) rerunSetup(ctx workflow.Context, _ sandboxapi.None) (sandboxap
 			"workspace %s has no setup command to run: its repository names none, or this worker runs none (docs/RUNTIMES.md \"Setup\")", s.wsID))
 	}
 	if s.setup == nil || s.setup.Ended() {
-		s.setup = &sandboxapi.SetupState{State: sandboxapi.SetupPending, LockfilesHash: env.LockfilesHash, Commands: len(env.Setup)}
-		s.startSetup(ctx)
+		s.startSetup(ctx, env)
 	}
 	if err := s.awaitSetup(ctx); err != nil {
 		return sandboxapi.SetupState{}, err
@@ -161,10 +164,10 @@ func setupNetwork(ws *sandbox.Workspace) sandbox.Network {
 	return ""
 }
 
-// SetupScript returns the argv running cmds (each an argv) one after the
+// setupScript returns the argv running cmds (each an argv) one after the
 // other under `sh -ec`: the first failing command ends the run with its
 // exit code. Each argument is single-quoted.
-func SetupScript(cmds [][]string) []string {
+func setupScript(cmds [][]string) []string {
 	var b strings.Builder
 	for _, argv := range cmds {
 		for i, a := range argv {

@@ -109,10 +109,13 @@ MAIN_JOB_TESTS := ^(TestAcquireIsIdempotentAndConversationsAreIsolated|TestExecS
 # (sandbox.ProcessRuntime: bubblewrap, Docker, local); the remote runtimes
 # (E2B, Daytona) have none, so these run again on Docker only.
 PROCESS_TESTS  := ^(TestProcessServerReachedFromALaterExec|TestProcessPTYShellAnswers|TestExecCancel|TestCLIExecCtrlCKillsTheTree)$$
+# Prepared trees are hard-linked read-only into the worktree of a runtime
+# that mounts it (bubblewrap, Docker, local): on Docker again.
+HOST_MOUNT_TESTS := ^(TestPreparedTreeSkipsSetup)$$
 test-e2e-docker:
 	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
 	  echo "the main job's end-to-end tests on the Docker runtime ($(TEST_IMAGE))"; \
-	  SANDBOX_RUNTIME_PROVIDER=docker SANDBOX_RUNTIME_IMAGE=$(TEST_IMAGE) $(GO) test -count=1 -timeout 15m -run '$(MAIN_JOB_TESTS)|$(PROCESS_TESTS)' ./tests/; \
+	  SANDBOX_RUNTIME_PROVIDER=docker SANDBOX_RUNTIME_IMAGE=$(TEST_IMAGE) $(GO) test -count=1 -timeout 15m -run '$(MAIN_JOB_TESTS)|$(PROCESS_TESTS)|$(HOST_MOUNT_TESTS)' ./tests/; \
 	elif [ "$$CI" = true ]; then echo "no Docker daemon or no image $(TEST_IMAGE)" >&2; exit 1; \
 	else echo "skipping the main job on Docker: no daemon or no image $(TEST_IMAGE) (.ci/test-image.sh builds it)"; fi
 

@@ -65,6 +65,10 @@ type SetupState struct {
 	// LockfilesHash is RepoEnvironment.LockfilesHash as of this run: a
 	// later acquire that sees another hash runs the setup again.
 	LockfilesHash string `json:"lockfiles_hash,omitempty"`
+	// Prepared says how the run used a prepared tree (docs/RUNTIMES.md
+	// "Prepared trees"): restored in place of the commands, or saved after
+	// them; nil when the environment names no prepared directory.
+	Prepared *PreparedTree `json:"prepared,omitempty"`
 	// Error says why a failed setup could not run (no exit code of its own),
 	// or that it timed out.
 	Error string `json:"error,omitempty"`
@@ -73,4 +77,38 @@ type SetupState struct {
 // Ended reports whether the setup run is over (done, failed or skipped).
 func (s *SetupState) Ended() bool {
 	return s != nil && (s.State == SetupDone || s.State == SetupFailed || s.State == SetupSkipped)
+}
+
+// Prepared-tree actions (PreparedTree.Action).
+const (
+	// PreparedRestored: the directories came from a prepared tree and the
+	// setup commands did not run.
+	PreparedRestored = "restored"
+	// PreparedSaved: the setup ran and its directories were kept as a
+	// prepared tree for the next workspace.
+	PreparedSaved = "saved"
+	// PreparedNone: no tree was restored or saved; Note says why (none
+	// kept yet for these lockfiles, a directory already there, too large…).
+	PreparedNone = "none"
+)
+
+// PreparedTree is what a setup run did with a prepared tree
+// (SetupState.Prepared; docs/RUNTIMES.md "Prepared trees").
+type PreparedTree struct {
+	// Action is restored, saved or none.
+	Action string `json:"action"`
+	// Key names the tree: a hash of the cache scope, the lockfiles'
+	// content, the setup commands, the prepared paths and the runtime.
+	Key string `json:"key,omitempty"`
+	// Mode is how a restored tree's files reached the worktree: reflink
+	// (copy-on-write clones), link (hard links to files no command can
+	// change) or copy.
+	Mode string `json:"mode,omitempty"`
+	// Files and Bytes count the regular files and their bytes.
+	Files int64 `json:"files,omitempty"`
+	Bytes int64 `json:"bytes,omitempty"`
+	// DurationMS is how long the restore or save took.
+	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Note says why nothing was restored or saved, or what failed.
+	Note string `json:"note,omitempty"`
 }

@@ -179,6 +179,13 @@ type RepoEnvironment struct {
 	// of this acquire ("" when the environment names none): the setup runs
 	// again when it changes.
 	LockfilesHash string `json:"lockfiles_hash,omitempty"`
+	// Prepared are the directories of the worktree the setup produces
+	// (.sandboxcore.yaml "prepared": node_modules, .venv, vendor): after a
+	// setup succeeds they are kept as a prepared tree keyed by the
+	// lockfiles, and a new workspace whose lockfiles hash the same gets
+	// them instead of running the setup (docs/RUNTIMES.md "Prepared
+	// trees").
+	Prepared []string `json:"prepared,omitempty"`
 	// ForwardPorts are the ports the repository's services listen on
 	// (devcontainer "forwardPorts"), for preview URLs.
 	ForwardPorts []int `json:"forward_ports,omitempty"`

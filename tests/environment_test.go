@@ -375,3 +375,91 @@ func TestWorkerKilledDuringSetup(t *testing.T) {
 	assert.Equal(t, sandboxapi.SetupDone, st.State, "%+v", st)
 	assert.DirExists(t, hd.LocalPath)
 }
+
+// TestPreparedTreeSkipsSetup (docs/RUNTIMES.md "Prepared trees"): the
+// first workspace runs its setup and keeps the prepared directories; the
+// next workspace of the same user and lockfiles gets them without running
+// the setup, as hard links its commands cannot change in place (a root
+// worker on an isolating runtime) or as copies; another user's workspace
+// never gets them; deleting the tree (what eviction does) while a workspace
+// uses it loses nothing of that workspace, and the next one runs the setup
+// and keeps the tree again.
+func TestPreparedTreeSkipsSetup(t *testing.T) {
+	h := startHost(t, "prepared")
+	ctx := ctxFor(t, 4*time.Minute)
+	up := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "preparedrepo"), "main")
+	gittest.Commit(t, up, "lock.txt", "v1\n", "lock")
+	gittest.Commit(t, up, ".gitignore", "deps/\n", "ignore")
+	gittest.Commit(t, up, ".sandboxcore.yaml", "setup: mkdir -p deps/lib && cp lock.txt deps/lib/v.txt && ln -s lib/v.txt deps/link && echo installed\nlockfiles: [lock.txt]\nprepared: [deps]\n", "setup")
+	url := gittest.FileURL(up)
+	user := uniq(t, "u")
+	acquire := func(user, conv string) (*sandboxclient.Session, sandboxapi.Handle) {
+		t.Helper()
+		req := editRequest(user, "p", conv, url)
+		req.Setup = sandboxapi.SetupWait
+		s, hd, err := h.client.Acquire(ctx, req)
+		require.NoError(t, err)
+		require.NotNil(t, hd.Setup)
+		require.Equal(t, sandboxapi.SetupDone, hd.Setup.State, "%+v", hd.Setup)
+		require.NotNil(t, hd.Setup.Prepared, "%+v", hd.Setup)
+		return s, hd
+	}
+	read := func(s *sandboxclient.Session, p string) string {
+		t.Helper()
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"cat", p}})
+		require.NoError(t, err)
+		require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
+		return string(res.Stdout)
+	}
+
+	_, first := acquire(user, "first")
+	assert.Equal(t, sandboxapi.PreparedSaved, first.Setup.Prepared.Action, "%+v", first.Setup.Prepared)
+	assert.Equal(t, "installed\n", first.Setup.StdoutTail)
+	assert.EqualValues(t, 1, first.Setup.Prepared.Files)
+
+	s2, second := acquire(user, "second")
+	p := second.Setup.Prepared
+	assert.Equal(t, sandboxapi.PreparedRestored, p.Action, "%+v", p)
+	assert.Equal(t, first.Setup.Prepared.Key, p.Key)
+	assert.Empty(t, second.Setup.StdoutTail, "the setup commands did not run")
+	assert.Equal(t, "v1\n", read(s2, "deps/lib/v.txt"))
+	assert.Equal(t, "v1\n", read(s2, "deps/link"), "links kept as links")
+	st, err := s2.Status(ctx)
+	require.NoError(t, err)
+	assert.False(t, st.Dirty, "the restored directory is ignored like the setup's own: %+v", st)
+
+	kind := h.Activities.Runtimes.Kind()
+	if os.Geteuid() == 0 && (kind == "bwrap" || kind == "docker") {
+		assert.Equal(t, "link", p.Mode)
+		// A command cannot change the shared file in place…
+		res, err := s2.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo poisoned >> deps/lib/v.txt || chmod u+w deps/lib/v.txt"}})
+		require.NoError(t, err)
+		assert.NotEqual(t, 0, res.ExitCode, "%s", res.Stderr)
+	} else {
+		assert.Equal(t, "copy", p.Mode)
+	}
+	// …but the workspace may replace it: its directories are its own.
+	res, err := s2.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "rm deps/lib/v.txt && echo mine > deps/lib/v.txt"}})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
+	assert.Equal(t, "mine\n", read(s2, "deps/lib/v.txt"))
+
+	s3, third := acquire(user, "third")
+	assert.Equal(t, sandboxapi.PreparedRestored, third.Setup.Prepared.Action)
+	assert.Equal(t, "v1\n", read(s3, "deps/lib/v.txt"), "what one workspace did reached no other")
+
+	// Another user: the tree is not theirs.
+	_, other := acquire(uniq(t, "other"), "first")
+	assert.Equal(t, sandboxapi.PreparedSaved, other.Setup.Prepared.Action)
+	assert.NotEqual(t, first.Setup.Prepared.Key, other.Setup.Prepared.Key)
+	assert.Equal(t, "installed\n", other.Setup.StdoutTail)
+
+	// The tree deleted while s3 uses it (eviction): s3 loses nothing; the
+	// next workspace runs the setup and keeps the tree again.
+	require.NoError(t, h.Activities.DepCaches.Remove("prepared/"+first.Setup.Prepared.Key))
+	assert.Equal(t, "v1\n", read(s3, "deps/lib/v.txt"))
+	assert.Equal(t, "v1\n", read(s3, "deps/link"))
+	_, fourth := acquire(user, "fourth")
+	assert.Equal(t, sandboxapi.PreparedSaved, fourth.Setup.Prepared.Action, "%+v", fourth.Setup.Prepared)
+	assert.Equal(t, "installed\n", fourth.Setup.StdoutTail)
+}

@@ -16,6 +16,12 @@ import (
 // "Setup"); runs recorded before never ran one.
 const changeSetup = "session-setup"
 
+// changePrepared: a setup run whose environment names prepared directories
+// restores a prepared tree in place of its commands, or saves its output
+// as one (docs/RUNTIMES.md "Prepared trees"); runs recorded before did
+// neither.
+const changePrepared = "setup-prepared-trees"
+
 // planSetup decides, for an acquire with setup mode mode, whether the
 // workspace's setup runs: a workspace whose repository environment names
 // setup commands runs them once, and again when its lockfiles' hash
@@ -74,6 +80,15 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 	}
 	start := workflow.Now(ctx)
 	st.State, st.StartedAt = sandboxapi.SetupRunning, &start
+	prepared := len(env.Prepared) > 0 && workflow.GetVersion(ctx, changePrepared, workflow.DefaultVersion, 1) == 1
+	if prepared {
+		st.Prepared = s.preparedTree(ctx, wire.ActivityRestorePreparedTree, st.LockfilesHash)
+		if st.Prepared.Action == sandboxapi.PreparedRestored {
+			end := workflow.Now(ctx)
+			st.State, st.FinishedAt, st.DurationMS = sandboxapi.SetupDone, &end, end.Sub(start).Milliseconds()
+			return
+		}
+	}
 	s.runtimeRunning = true
 	if s.state != sandboxapi.StateActive {
 		s.setState(ctx, sandboxapi.StateActive)
@@ -119,8 +134,25 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 	case r.ExitCode != 0:
 		st.State = sandboxapi.SetupFailed
 	default:
+		if prepared {
+			// Before done: an acquire waiting for the setup sees the save.
+			st.Prepared = s.preparedTree(ctx, wire.ActivitySavePreparedTree, st.LockfilesHash)
+		}
 		st.State = sandboxapi.SetupDone
 	}
+}
+
+// preparedTree runs the prepared-tree activity name for this workspace's
+// setup run of the lockfiles hash; a failure is a result whose action is
+// none, with the reason as its note (the setup runs, or stays done).
+func (s *session) preparedTree(ctx workflow.Context, name, hash string) *sandboxapi.PreparedTree {
+	var out sandboxapi.PreparedTree
+	in := wire.PreparedTreeInput{WorkspaceID: s.wsID, LockfilesHash: hash}
+	if err := s.call(ctx, s.hostOptions(opGit, 0), name, in, &out); err != nil {
+		s.lastError = ""
+		return &sandboxapi.PreparedTree{Action: sandboxapi.PreparedNone, Note: sandbox.Message(err)}
+	}
+	return &out
 }
 
 // rerunSetup is the setup update: it runs the setup commands again now (a

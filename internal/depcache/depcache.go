@@ -189,11 +189,11 @@ type Entry struct {
 func (e Entry) ID() string { return string(e.Scope) + "/" + e.Key }
 
 // List returns every cache under Root, of every scope (a cache made under
-// an earlier SANDBOX_CACHE_SCOPE is listed too), sorted by ID. A missing
-// Root is no cache.
+// an earlier SANDBOX_CACHE_SCOPE is listed too) and every prepared tree
+// (Scope PreparedScope), sorted by ID. A missing Root is no cache.
 func (c *Caches) List() ([]Entry, error) {
 	var out []Entry
-	for _, sc := range []Scope{ScopeRepo, ScopeUser, ScopeWorkspace} {
+	for _, sc := range []Scope{PreparedScope, ScopeRepo, ScopeUser, ScopeWorkspace} {
 		base := filepath.Join(c.Root, string(sc))
 		des, err := os.ReadDir(base)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -219,7 +219,8 @@ func (c *Caches) List() ([]Entry, error) {
 	return out, nil
 }
 
-// Remove deletes the cache id ("<scope>/<key>", Entry.ID) and its stamp;
+// Remove deletes the cache or prepared tree id ("<scope>/<key>",
+// Entry.ID) and its stamp (a prepared tree is first renamed out of sight);
 // a missing cache is success. Read-only directories inside (Go's module
 // cache makes them) are made writable first. A command using the cache
 // meanwhile sees its files vanish and downloads them again: a cache holds
@@ -228,10 +229,17 @@ func (c *Caches) List() ([]Entry, error) {
 // deletion fails.
 func (c *Caches) Remove(id string) error {
 	sc, key, ok := strings.Cut(id, "/")
-	if _, err := ParseScope(sc); !ok || err != nil || !validKey(key) {
+	if _, err := ParseScope(sc); !ok || (err != nil && Scope(sc) != PreparedScope) || !validKey(key) {
 		return sandbox.Errorf(sandbox.ErrInvalidArgument, "dependency cache id %q: want <scope>/<%d hex digits>", id, KeyLen)
 	}
 	dir := filepath.Join(c.Root, sc, key)
+	if Scope(sc) == PreparedScope {
+		// Out of sight at once: a restore sees the whole tree or none.
+		gone := filepath.Join(c.Root, sc, tmpPrefix+"removed-"+key)
+		if err := os.Rename(dir, gone); err == nil {
+			dir = gone
+		}
+	}
 	if err := removeAll(dir); err != nil {
 		return fsError(err, "remove dependency cache "+id)
 	}

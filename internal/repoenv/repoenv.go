@@ -50,9 +50,11 @@ const (
 	// MaxSetup bounds the setup commands; MaxCommandBytes each command.
 	MaxSetup        = 16
 	MaxCommandBytes = 8 << 10
-	// MaxLockfiles bounds the lockfiles; MaxPorts the forwarded ports.
+	// MaxLockfiles bounds the lockfiles; MaxPorts the forwarded ports;
+	// MaxPrepared the prepared paths.
 	MaxLockfiles = 32
 	MaxPorts     = 32
+	MaxPrepared  = 8
 )
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -81,6 +83,7 @@ type override struct {
 	Setup     yaml.Node         `yaml:"setup"`
 	Env       map[string]string `yaml:"env"`
 	Lockfiles []string          `yaml:"lockfiles"`
+	Prepared  []string          `yaml:"prepared"`
 	Image     string            `yaml:"image"`
 }
 
@@ -259,20 +262,33 @@ func (b *builder) override(data []byte) {
 	default:
 		b.problem("%s setup: want a string or a list of strings", OverrideFile)
 	}
-	if o.Lockfiles != nil {
-		b.e.Lockfiles = nil
+	b.e.Lockfiles = b.paths("lockfiles", o.Lockfiles, MaxLockfiles)
+	b.e.Prepared = b.paths("prepared", o.Prepared, MaxPrepared)
+	if len(b.e.Prepared) > 0 && len(b.e.Lockfiles) == 0 {
+		b.problem("%s prepared: not used without lockfiles (a prepared tree is keyed by their content)", OverrideFile)
+		b.e.Prepared = nil
 	}
-	for _, f := range o.Lockfiles {
+}
+
+// paths checks the list field of .sandboxcore.yaml: each entry a clean
+// relative path outside .git, at most max of them; the rest are problems.
+func (b *builder) paths(field string, list []string, max int) []string {
+	var out []string
+	for _, f := range list {
 		switch {
-		case len(b.e.Lockfiles) >= MaxLockfiles:
-			b.problem("%s lockfiles: more than %d", OverrideFile, MaxLockfiles)
-			return
-		case f == "" || path.IsAbs(f) || path.Clean(f) != f || f == ".." || strings.HasPrefix(f, "../") || strings.ContainsRune(f, 0):
-			b.problem("%s lockfiles: %q is not a clean relative path", OverrideFile, clip(f))
+		case len(out) >= max:
+			b.problem("%s %s: more than %d", OverrideFile, field, max)
+			return out
+		case f == "" || f == "." || path.IsAbs(f) || path.Clean(f) != f || f == ".." || strings.HasPrefix(f, "../") || strings.ContainsRune(f, 0):
+			b.problem("%s %s: %q is not a clean relative path", OverrideFile, field, clip(f))
+		case slices.Contains(strings.Split(f, "/"), ".git"):
+			b.problem("%s %s: %q is inside .git", OverrideFile, field, clip(f))
+		case slices.Contains(out, f):
 		default:
-			b.e.Lockfiles = append(b.e.Lockfiles, f)
+			out = append(out, f)
 		}
 	}
+	return out
 }
 
 func (b *builder) image(where, img string) {

@@ -110,3 +110,17 @@ func TestLimits(t *testing.T) {
 	assert.Len(t, e.Env, MaxEnv)
 	assert.Contains(t, strings.Join(e.Problems, "\n"), "more than 64 variables")
 }
+
+// TestPrepared: prepared paths are clean relative paths outside .git, used
+// only with lockfiles.
+func TestPrepared(t *testing.T) {
+	e := Parse(map[string][]byte{OverrideFile: []byte("setup: npm ci\nlockfiles: [package-lock.json]\nprepared: [node_modules, web/node_modules, node_modules, ../up, /abs, .git/x, a/.git, .]\n")})
+	require.NotNil(t, e)
+	assert.Equal(t, []string{"node_modules", "web/node_modules"}, e.Prepared)
+	assert.Len(t, e.Problems, 5, "%q", e.Problems)
+
+	e = Parse(map[string][]byte{OverrideFile: []byte("setup: npm ci\nprepared: [node_modules]\n")})
+	assert.Nil(t, e.Prepared)
+	require.Len(t, e.Problems, 1)
+	assert.Contains(t, e.Problems[0], "without lockfiles")
+}

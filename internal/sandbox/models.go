@@ -101,6 +101,17 @@ type RuntimeRecord struct {
 	UpdatedAt        time.Time    `json:"updated_at"`
 }
 
+// SharedFileUID and SharedFileGID own the files a root worker shares
+// read-only between workspaces by hard link (prepared trees; docs/RUNTIMES.md
+// "Prepared trees"). No runtime runs a command as them, and a runtime that
+// maps ids (bubblewrap's idmapped mounts) maps them to themselves: a command
+// sees such a file as another user's, may read, rename or delete it, and can
+// never write or chmod it.
+const (
+	SharedFileUID = 65533
+	SharedFileGID = 65533
+)
+
 // RuntimeCapabilities are what a backend reports about itself, truthfully
 // (docs/DESIGN.md "Ports"), each read by a consumer: Isolated by the
 // workspace's capabilities (sandbox.CapabilitiesFromMode), PreviewURL by the

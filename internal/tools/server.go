@@ -130,6 +130,8 @@ func toolPhrase(name string, writable bool) string {
 		return "open a pull request with sandbox_pr"
 	case Overlaps:
 		return "check with sandbox_overlaps whether other agents on this repository changed the same files"
+	case SetupTool:
+		return "see or re-run the repository's dependency setup with sandbox_setup"
 	}
 	return "use " + name
 }
@@ -253,7 +255,8 @@ func Tools(caps Caps) []Tool {
 				func(ctx context.Context, c call, in WriteStdinInput) (ExecToolOutput, string, error) {
 					return c.processes().WriteStdin(ctx, c.s, in)
 				}),
-			overlapsTool())
+			overlapsTool(),
+			setupTool())
 	}
 	set = append(set, newTool(Search, "Search the workspace's files for lines matching a regular expression (RE2), or a plain string with literal. Case is smart by default (insensitive unless the pattern has an upper-case letter). glob keeps only matching files (*.go by name, src/**/*.ts by path); path searches under a directory. Binary files, .git and symlinks are skipped.",
 		&mcp.ToolAnnotations{Title: "Search", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},

@@ -26,8 +26,8 @@ func names(set []Tool) []string {
 func TestToolSetIsGatedByCapabilities(t *testing.T) {
 	assert.Equal(t, []string{TextEditor, Search, Git}, names(Tools(Caps{Known: true})))
 	assert.Equal(t, []string{TextEditor, Search, Git}, names(Tools(Caps{})), "unknown: read tools only")
-	assert.Equal(t, []string{TextEditor, Shell, Output, ExecToolName, WriteStdinToolName, Overlaps, Search, Git}, names(Tools(Caps{Known: true, Writable: true})))
-	assert.Equal(t, []string{TextEditor, Shell, Output, ExecToolName, WriteStdinToolName, Overlaps, Search, Git, PR}, names(Tools(Caps{Known: true, Writable: true, CodeHost: true})))
+	assert.Equal(t, []string{TextEditor, Shell, Output, ExecToolName, WriteStdinToolName, Overlaps, SetupTool, Search, Git}, names(Tools(Caps{Known: true, Writable: true})))
+	assert.Equal(t, []string{TextEditor, Shell, Output, ExecToolName, WriteStdinToolName, Overlaps, SetupTool, Search, Git, PR}, names(Tools(Caps{Known: true, Writable: true, CodeHost: true})))
 	assert.Equal(t, []string{TextEditor, Search, Git}, names(Tools(Caps{Known: true, CodeHost: true})), "no PR on a read-only workspace")
 
 	for _, caps := range []Caps{{}, {Known: true, Writable: true, CodeHost: true}} {
@@ -308,7 +308,7 @@ func TestInstructionsNameEveryTool(t *testing.T) {
 			assert.Contains(t, text, name, "%+v: %s", caps, text)
 		}
 	}
-	assert.Len(t, Names(AllCaps), 9)
+	assert.Len(t, Names(AllCaps), 10)
 }
 
 // A search stopped by its file limit with no match never tells the model

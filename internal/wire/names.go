@@ -88,3 +88,19 @@ const ActivityPreviewURL = "sandbox.PreviewURL"
 
 // ActivityOverlaps serves the overlaps update (docs/API.md "Overlaps").
 const ActivityOverlaps = "sandbox.Overlaps"
+
+// Activity names of prepared trees (docs/RUNTIMES.md "Prepared trees"): a
+// setup run restores one in place of its commands, or saves its output as
+// one. Both take PreparedTreeInput and return sandboxapi.PreparedTree.
+const (
+	ActivityRestorePreparedTree = "sandbox.RestorePreparedTree"
+	ActivitySavePreparedTree    = "sandbox.SavePreparedTree"
+)
+
+// PreparedTreeInput names the workspace whose setup run restores or saves a
+// prepared tree, and the lockfiles' hash the run was planned with
+// (SetupState.LockfilesHash), which keys the tree.
+type PreparedTreeInput struct {
+	WorkspaceID   string `json:"workspace_id"`
+	LockfilesHash string `json:"lockfiles_hash"`
+}

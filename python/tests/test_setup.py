@@ -4,11 +4,18 @@ and in describe; the repository's variables reach commands."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
-from sandboxcore import AsyncClient
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import TextContent
 
-from .conftest import git
+from sandboxcore import AsyncClient, Workspace
+from sandboxcore.agent_tools import AgentTools, catalog
+
+from .conftest import BIN_DIR, Worker, git
 
 
 async def test_setup_wait_and_environment(
@@ -43,3 +50,63 @@ async def test_setup_wait_and_environment(
     again = await ws.setup()
     assert again.state == "done"
     assert await ws.files.read(".ready") == b"ready\n"
+
+
+async def mcp_text(worker: Worker, ws: Workspace, name: str, args: dict[str, Any]) -> str:
+    """The text ``sandboxctl mcp`` answers tool ``name`` with on workspace ``ws``."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "SANDBOX_"))},
+        "TEMPORAL_ADDRESS": worker.address,
+        "SANDBOX_TASK_QUEUE": worker.task_queue,
+        "TEMPORAL_CONFIG_FILE": str(worker.data_dir.parent / "no-temporal.toml"),
+    }
+    params = StdioServerParameters(
+        command=str(BIN_DIR / "sandboxctl"), args=["mcp", "--workspace", ws.id], env=env
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        res = await session.call_tool(name, args)
+    assert not res.is_error, res.content
+    first = res.content[0]
+    assert isinstance(first, TextContent)
+    return first.text
+
+
+def test_every_tool_has_a_handler() -> None:
+    for tools in catalog().values():
+        for d in tools:
+            name = d["name"].removeprefix("sandbox_")
+            assert callable(getattr(AgentTools, "_" + name, None)), d["name"]
+
+
+async def test_setup_and_overlaps_tools_read_as_the_mcp_server(
+    worker: Worker, client: AsyncClient, session_root: Path, unique: str
+) -> None:
+    """sandbox_setup and sandbox_overlaps through the framework-neutral tools answer the text
+    the MCP server does; run: true runs the setup again."""
+    origin = session_root / f"setup-tool-{unique}"
+    origin.mkdir(parents=True)
+    git(origin, "init", "-q", "-b", "main")
+    (origin / ".sandboxcore.yaml").write_text("setup: echo installed; echo warn >&2\n")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "setup")
+    ws = await client.acquire(
+        user_id="setup-tool",
+        project_id="p",
+        repo_url="file://" + str(origin),
+        conversation_id=unique,
+        setup="wait",
+    )
+    tools = AgentTools(ws)
+    assert "sandbox_setup" in tools.names()
+    text = await tools.call("sandbox_setup", {})
+    assert text.startswith("setup done (exit 0) in "), text
+    assert "--- stdout (last 4096 bytes at most)\ninstalled\n" in text
+    assert "--- stderr (last 4096 bytes at most)\nwarn\n" in text
+    assert text == await mcp_text(worker, ws, "sandbox_setup", {})
+
+    await ws.files.write("extra.txt", b"x")
+    assert (await tools.call("sandbox_setup", {"run": True})).startswith("setup done (exit 0)")
+    overlaps = await tools.call("sandbox_overlaps", {})
+    assert overlaps.startswith("1 files changed here since the base; 0 other workspaces checked")
+    assert overlaps == await mcp_text(worker, ws, "sandbox_overlaps", {})

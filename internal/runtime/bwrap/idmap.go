@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 )
 
 // DefaultSandboxUID and DefaultSandboxGID are the host user and group a root
@@ -62,6 +64,13 @@ func newIDMapper(scratch string, uid, gid uint32) (*idmapper, error) {
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(uid), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(gid), Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
+	}
+	if uid != sandbox.SharedFileUID && gid != sandbox.SharedFileGID {
+		// Shared read-only files stay their owner's (not the sandbox's,
+		// and not unmapped: the kernel refuses to delete a file whose
+		// owner an idmapped mount does not map).
+		cmd.SysProcAttr.UidMappings = append(cmd.SysProcAttr.UidMappings, syscall.SysProcIDMap{ContainerID: sandbox.SharedFileUID, HostID: sandbox.SharedFileUID, Size: 1})
+		cmd.SysProcAttr.GidMappings = append(cmd.SysProcAttr.GidMappings, syscall.SysProcIDMap{ContainerID: sandbox.SharedFileGID, HostID: sandbox.SharedFileGID, Size: 1})
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("user namespace for the id mapping: %v", err)

@@ -1,12 +1,12 @@
 """The agent tool surface of one workspace, framework-neutral (README "Use it from an agent").
 
 The tools are those of ``sandboxctl mcp``: ``sandbox_text_editor``, ``sandbox_shell``,
-``sandbox_output``, ``sandbox_exec``, ``sandbox_write_stdin``, ``sandbox_search``,
-``sandbox_git``, ``sandbox_pr``. Their names, descriptions, input schemas and annotations are not
-restated here: they are the Go server's own, exported by ``make schema`` into
-``docs/schema/tools.json`` and shipped in this package (:func:`catalog`). Which tools a workspace
-gets follows the same gating: an analysis (read-only) workspace gets the read tools only, the
-pull request tool needs a code host.
+``sandbox_output``, ``sandbox_exec``, ``sandbox_write_stdin``, ``sandbox_overlaps``,
+``sandbox_setup``, ``sandbox_search``, ``sandbox_git``, ``sandbox_pr``. Their names,
+descriptions, input schemas and annotations are not restated here: they are the Go server's
+own, exported by ``make schema`` into ``docs/schema/tools.json`` and shipped in this package
+(:func:`catalog`). Which tools a workspace gets follows the same gating: an analysis
+(read-only) workspace gets the read tools only, the pull request tool needs a code host.
 
 :meth:`AgentTools.call` runs one tool and returns the text the model reads; a typed error is
 returned as text too (``"<type>: <message>"``, as the MCP server's ``isError`` result), so a
@@ -37,6 +37,8 @@ GIT = "sandbox_git"
 PR = "sandbox_pr"
 EXEC = "sandbox_exec"
 WRITE_STDIN = "sandbox_write_stdin"
+OVERLAPS = "sandbox_overlaps"
+SETUP = "sandbox_setup"
 
 DEFAULT_SHELL_TIMEOUT_S = 120
 DEFAULT_SHELL_OUTPUT_BYTES = 16_384
@@ -520,6 +522,16 @@ class AgentTools:
             self._seen[session_id] = _Seen(both=not pty)
         return await self._collect(session_id, start, wait, cap)
 
+    # --- sandbox_overlaps, sandbox_setup ---------------------------------------------------
+
+    async def _overlaps(self) -> str:
+        return overlaps_text(await self.ws.overlaps())
+
+    async def _setup(self, run: bool = False) -> str:
+        if run:
+            return setup_text(await self.ws.setup())
+        return setup_text((await self.ws.describe()).setup)
+
     async def _collect(self, pid: str, start: float, wait: float, cap: int) -> str:
         seen = self._seen[pid]
         chunks: list[bytes] = []
@@ -613,3 +625,77 @@ def _diff_text(d: models.Diff, paths: list[str] | None) -> str:
     if d.truncated:
         out += f"\n(the diff is cut: {d.total_bytes} bytes in all; name paths to see less)\n"
     return out
+
+
+def overlaps_text(res: models.OverlapsResult) -> str:
+    """sandbox_overlaps's text, as the MCP server words it: one line per overlapping
+    workspace, one per shared file, then the workspaces not checked."""
+    overlaps = res.overlaps or []
+    out = [
+        f"{res.changed} files changed here since the base; {res.checked} other workspaces checked"
+    ]
+    out.append(
+        ": no overlap.\n" if not overlaps else f", {len(overlaps)} changed the same files:\n"
+    )
+    for o in overlaps:
+        who: str = o.mode
+        if o.task_id:
+            who += " task " + o.task_id
+        elif o.conversation_id:
+            who += " conversation " + o.conversation_id
+        files = o.files or []
+        out.append(
+            f"- {o.risk} risk: {o.workspace_id} ({who}, branch {o.branch or ''}): "
+            f"{len(files)} shared files, {o.intersecting} intersecting\n"
+        )
+        for f in files:
+            what = "different lines"
+            if f.ranges_intersect and f.comparable:
+                what = "the same or adjacent lines"
+            elif f.ranges_intersect:
+                what = f"whole file ({f.this_change} here, {f.other_change} there)"
+            out.append(f"  {f.path}: {what}\n")
+    for u in res.not_checked or []:
+        out.append(f"- not checked: {u.workspace_id} ({u.reason}, host {u.host_id})\n")
+    return "".join(out)
+
+
+def setup_text(st: models.SetupState | None) -> str:
+    """sandbox_setup's text, as the MCP server words it: the outcome, the prepared tree, the
+    output tails."""
+    if st is None:
+        return (
+            "This repository names no setup command "
+            "(.devcontainer/devcontainer.json, .sandboxcore.yaml).\n"
+        )
+    line = f"setup {st.state}"
+    if st.state in ("done", "failed"):
+        line += f" (exit {st.exit_code}) in {(st.duration_ms or 0) / 1000:.1f} s"
+    if st.commands:
+        line += f"; {st.commands} command(s)"
+    if st.error:
+        line += f": {st.error}"
+    out = [line + "\n"]
+    p = st.prepared
+    if p is not None:
+        if p.action == "restored":
+            out.append(
+                "prepared tree restored instead of running the commands "
+                f"({p.mode}, {p.files or 0} files)\n"
+            )
+        elif p.action == "saved":
+            out.append(f"prepared tree saved for the next workspace ({p.files or 0} files)\n")
+        else:
+            out.append(f"no prepared tree: {p.note or ''}\n")
+    for name, text in (("stdout", st.stdout_tail), ("stderr", st.stderr_tail)):
+        if text:
+            out.append(f"--- {name} (last {SETUP_TAIL_BYTES} bytes at most)\n{text}")
+            if not text.endswith("\n"):
+                out.append("\n")
+    if st.output_id:
+        out.append(f"whole output: sandbox_output output_id={st.output_id}\n")
+    return "".join(out)
+
+
+#: The bytes of each setup output tail (sandboxapi.SetupOutputTailBytes).
+SETUP_TAIL_BYTES = 4096

@@ -1667,6 +1667,45 @@ class PlanEvictionResult(BaseModel):
     """
 
 
+class PreparedTree(BaseModel):
+    """
+    PreparedTree is what a setup run did with a prepared tree
+    (SetupState.Prepared; docs/RUNTIMES.md "Prepared trees").
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+    )
+    action: str
+    """
+    Action is restored, saved or none.
+    """
+    key: str | None = None
+    """
+    Key names the tree: a hash of the cache scope, the lockfiles'
+    content, the setup commands, the prepared paths and the runtime.
+    """
+    mode: str | None = None
+    """
+    Mode is how a restored tree's files reached the worktree: reflink
+    (copy-on-write clones), link (hard links to files no command can
+    change) or copy.
+    """
+    files: int | None = None
+    """
+    Files and Bytes count the regular files and their bytes.
+    """
+    bytes: int | None = None
+    duration_ms: int | None = None
+    """
+    DurationMS is how long the restore or save took.
+    """
+    note: str | None = None
+    """
+    Note says why nothing was restored or saved, or what failed.
+    """
+
+
 class PreviewURL(BaseModel):
     """
     PreviewURL is how to reach a port of the workspace's runtime from outside
@@ -2278,6 +2317,15 @@ class RepoEnvironment(BaseModel):
     of this acquire ("" when the environment names none): the setup runs
     again when it changes.
     """
+    prepared: list[str] | None = None
+    """
+    Prepared are the directories of the worktree the setup produces
+    (.sandboxcore.yaml "prepared": node_modules, .venv, vendor): after a
+    setup succeeds they are kept as a prepared tree keyed by the
+    lockfiles, and a new workspace whose lockfiles hash the same gets
+    them instead of running the setup (docs/RUNTIMES.md "Prepared
+    trees").
+    """
     forward_ports: list[int] | None = None
     """
     ForwardPorts are the ports the repository's services listen on
@@ -2611,6 +2659,12 @@ class SetupState(BaseModel):
     """
     LockfilesHash is RepoEnvironment.LockfilesHash as of this run: a
     later acquire that sees another hash runs the setup again.
+    """
+    prepared: PreparedTree | None = None
+    """
+    Prepared says how the run used a prepared tree (docs/RUNTIMES.md
+    "Prepared trees"): restored in place of the commands, or saved after
+    them; nil when the environment names no prepared directory.
     """
     error: str | None = None
     """

@@ -798,8 +798,8 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 		return wire.ExecActivityResult{}, err
 	}
 	// One command of the workspace at a time on this host, whatever
-	// session sent it (execlock.go).
-	unlock, err := a.lockExec(ctx, ws.ID)
+	// session sent it, but for one sent to run beside the setup (execlock.go).
+	unlock, err := a.lockExecUnlessBesideSetup(ctx, ws.ID, in.Request, in.Setup)
 	if err != nil {
 		return wire.ExecActivityResult{}, err
 	}

@@ -28,6 +28,9 @@ const execLockMargin = 5 * time.Second
 type execState struct {
 	sem     chan struct{}
 	running string
+	// setup is set while the exec holding sem is the workspace's setup run
+	// (sandboxapi.ExecRequest.BesideSetup).
+	setup bool
 }
 
 // execOf returns the workspace's execState, made on first use.
@@ -81,6 +84,37 @@ func heartbeating(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	return startHeartbeats(ctx, heartbeatEvery, nil)
+}
+
+// lockExecUnlessBesideSetup is lockExec, except for a command sent to run
+// beside the workspace's setup (req.BesideSetup) while the setup run holds
+// the lock (docs/RUNTIMES.md "Setup"): it runs at once, next to it, without
+// the lock, on a runtime on this host (HostMounts; a replica's runtime syncs
+// per command and runs one at a time). setup marks the caller as the setup
+// run itself (wire.ExecActivityInput.Setup).
+func (a *Activities) lockExecUnlessBesideSetup(ctx context.Context, wsID string, req sandbox.ExecRequest, setup bool) (unlock func(), _ error) {
+	e := a.execOf(wsID)
+	if req.BesideSetup && a.Runtimes.Capabilities().HostMounts {
+		a.execMu.Lock()
+		beside := e.setup
+		a.execMu.Unlock()
+		if beside {
+			return func() {}, nil
+		}
+	}
+	release, err := a.lockExec(ctx, wsID)
+	if err != nil || !setup {
+		return release, err
+	}
+	a.execMu.Lock()
+	e.setup = true
+	a.execMu.Unlock()
+	return func() {
+		a.execMu.Lock()
+		e.setup = false
+		a.execMu.Unlock()
+		release()
+	}, nil
 }
 
 // busyError is the refusal of an exec that another exec of its workspace

@@ -98,13 +98,15 @@ func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (
 	// One command of the workspace at a time on this host, whatever
 	// session sent it (execlock.go): the start waits for the exec started
 	// before it to end.
-	unlock, err := a.lockExec(ctx, ws.ID)
+	unlock, err := a.lockExecUnlessBesideSetup(ctx, ws.ID, in.Request, in.Setup)
 	if err != nil {
 		return wire.ExecStartResult{}, err
 	}
 	defer unlock()
-	if err := a.awaitOtherExec(ctx, pr, ws.ID, in.ProcessID); err != nil {
-		return wire.ExecStartResult{}, err
+	if !in.Request.BesideSetup {
+		if err := a.awaitOtherExec(ctx, pr, ws.ID, in.ProcessID); err != nil {
+			return wire.ExecStartResult{}, err
+		}
 	}
 	if _, err := pr.StartProcess(ctx, execSpec(in)); err != nil {
 		return wire.ExecStartResult{}, err

@@ -41,7 +41,16 @@ type ExecRequest struct {
 	// default; docs/SECURITY.md "Network modes"): "" is the workspace's
 	// policy; a mode above it is SandboxCommandRejected naming the policy.
 	Network Network `json:"network,omitempty"`
+	// BesideSetup: while the workspace's setup runs, this command runs at
+	// once beside it instead of waiting for it to end (docs/RUNTIMES.md
+	// "Setup"); on a remote runtime, and when no setup runs, it is an
+	// ordinary command.
+	BesideSetup bool `json:"beside_setup,omitempty"`
 }
+
+// SetupExecPrefix starts the id of a setup run's command (listed by ps,
+// stopped by cancel; docs/RUNTIMES.md "Setup").
+const SetupExecPrefix = "setup-"
 
 // Timeout returns the effective timeout.
 func (r ExecRequest) Timeout() time.Duration {

@@ -70,6 +70,7 @@ func (c *cli) execCommand() *cobra.Command {
 	f.StringVar(&stdinFile, "stdin", "", "feed this file to the command's stdin ('-' = sandboxctl's stdin)")
 	f.BoolVar(&stream, "stream", false, "print output while the command runs (every byte, as it comes)")
 	f.BoolVar(&req.KeepOutput, "keep-output", false, "when the output is cut, keep all of it on the worker (sandboxctl output WS ID prints it)")
+	f.BoolVar(&req.BesideSetup, "beside-setup", false, "while the workspace's setup runs, run now beside it instead of waiting for it")
 	f.StringVar(&network, "network", "", "network for this command: none, limited or default (default: the workspace's policy; never above it)")
 	return cmd
 }

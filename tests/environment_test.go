@@ -463,3 +463,38 @@ func TestPreparedTreeSkipsSetup(t *testing.T) {
 	assert.Equal(t, sandboxapi.PreparedSaved, fourth.Setup.Prepared.Action, "%+v", fourth.Setup.Prepared)
 	assert.Equal(t, "installed\n", fourth.Setup.StdoutTail)
 }
+
+// TestExecBesideSetup (docs/RUNTIMES.md "Setup"): while the setup runs, a
+// command sent with beside_setup runs at once next to it, one sent without
+// waits for it; once the setup ended beside_setup changes nothing.
+func TestExecBesideSetup(t *testing.T) {
+	h := startHost(t, "beside")
+	if !h.Activities.Runtimes.Capabilities().HostMounts {
+		t.Skipf("a command runs beside the setup on runtimes on the worker's host (this host runs %s)", h.Activities.Runtimes.Kind())
+	}
+	ctx := ctxFor(t, 3*time.Minute)
+	up := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "besiderepo"), "main")
+	gittest.Commit(t, up, ".sandboxcore.yaml", "setup: touch .started; sleep 6; echo ready > .ready\n", "setup")
+	s, hd, err := h.client.Acquire(ctx, editRequest(uniq(t, "u"), "p", "beside", gittest.FileURL(up)))
+	require.NoError(t, err)
+	require.NotNil(t, hd.Setup)
+	probe := []string{"sh", "-c", "test -e .ready && cat .ready || echo not-ready"}
+	require.Eventually(t, func() bool {
+		d, err := s.Describe(ctx)
+		return err == nil && d.Setup != nil && d.Setup.State == sandboxapi.SetupRunning
+	}, time.Minute, 100*time.Millisecond)
+	start := time.Now()
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: probe, BesideSetup: true})
+	require.NoError(t, err)
+	assert.Equal(t, "not-ready\n", string(res.Stdout), "ran while the setup ran")
+	assert.Less(t, time.Since(start), 4*time.Second)
+	res, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: probe})
+	require.NoError(t, err)
+	assert.Equal(t, "ready\n", string(res.Stdout), "waited for the setup")
+	res, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: probe, BesideSetup: true})
+	require.NoError(t, err)
+	assert.Equal(t, "ready\n", string(res.Stdout))
+	d, err := s.Describe(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.SetupDone, d.Setup.State)
+}

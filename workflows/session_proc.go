@@ -29,6 +29,9 @@ const (
 	// (ExecStart, then the waiting exec activity) instead of one exec
 	// activity; cancel, hibernate and release cancel it.
 	changeExecProcess = "session-exec-process"
+	// changeBesideSetup: an exec with beside_setup runs while the setup
+	// run holds the session's lock (docs/RUNTIMES.md "Setup").
+	changeBesideSetup = "exec-beside-setup"
 	// execFastWait bounds the fast path's wait: a command that ends within
 	// it is answered in the same workflow task. Short, because the workflow
 	// task (and so a cancel sent meanwhile) waits for it.
@@ -193,15 +196,28 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 	if err := s.waitReady(ctx); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	ok, err := s.beginUnless(ctx, true, func() bool { return e.cancel != "" })
-	if err != nil {
-		return sandbox.ExecResult{}, err
+	if s.besideSetup(ctx, req) {
+		// The setup holds the lock: this command runs next to it, holding
+		// none (docs/RUNTIMES.md "Setup").
+		s.inFlight++
+		s.seq++
+		defer func() {
+			s.inFlight--
+			s.ops++
+			s.seq++
+			s.lastActivity = workflow.Now(ctx)
+		}()
+	} else {
+		ok, err := s.beginUnless(ctx, true, func() bool { return e.cancel != "" })
+		if err != nil {
+			return sandbox.ExecResult{}, err
+		}
+		if !ok {
+			e.cancelled = true
+			return cancelledResult(), nil
+		}
+		defer s.end(ctx, true)
 	}
-	if !ok {
-		e.cancelled = true
-		return cancelledResult(), nil
-	}
-	defer s.end(ctx, true)
 	s.runtimeRunning = true
 	if s.state != sandboxapi.StateActive {
 		s.setState(ctx, sandboxapi.StateActive)
@@ -222,6 +238,16 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 		return st.Result, nil
 	}
 	return s.awaitExec(ctx, e, in, req, st.Unsupported)
+}
+
+// besideSetup reports whether the exec of req runs beside the setup run
+// now holding the session's lock (req.BesideSetup; replay-safe behind
+// changeBesideSetup: only a request with the new field asks).
+func (s *session) besideSetup(ctx workflow.Context, req sandbox.ExecRequest) bool {
+	if !req.BesideSetup || s.setup == nil || s.setup.State != sandboxapi.SetupRunning || s.holder.op != "setup" {
+		return false
+	}
+	return workflow.GetVersion(ctx, changeBesideSetup, workflow.DefaultVersion, 1) == 1
 }
 
 // trackExec records the exec of update id as running (s.execs), so that a

@@ -96,7 +96,7 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 	req := sandbox.ExecRequest{Cmd: setupScript(env.Setup), TimeoutS: int(sandboxapi.SetupTimeout / time.Second),
 		MaxOutputBytes: sandboxapi.SetupOutputTailBytes, KeepOutput: true, Network: setupNetwork(s.ws)}
 	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
-	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: fmt.Sprintf("setup-%.8s-%d", run, n)}
+	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: fmt.Sprintf("%s%.8s-%d", sandboxapi.SetupExecPrefix, run, n), Setup: true}
 	// Listed by ps and stopped by cancel (and by release and hibernate)
 	// like an exec, under its own id: the command is the activity's own, so
 	// cancelling cancels the activity, which kills it.

@@ -199,6 +199,9 @@ type ExecActivityInput struct {
 	ProcessID string `json:"process_id,omitempty"`
 	// Wait is how long ActivityExecStart waits for the command to end.
 	Wait time.Duration `json:"wait,omitempty"`
+	// Setup marks the workspace's setup run: a command sent with
+	// sandboxapi.ExecRequest.BesideSetup runs beside it.
+	Setup bool `json:"setup,omitempty"`
 }
 
 // ExecActivityResult is the exec activity's result: the command's result

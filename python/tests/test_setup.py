@@ -4,6 +4,7 @@ and in describe; the repository's variables reach commands."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -110,3 +111,24 @@ async def test_setup_and_overlaps_tools_read_as_the_mcp_server(
     overlaps = await tools.call("sandbox_overlaps", {})
     assert overlaps.startswith("1 files changed here since the base; 0 other workspaces checked")
     assert overlaps == await mcp_text(worker, ws, "sandbox_overlaps", {})
+
+
+async def test_exec_beside_setup(client: AsyncClient, session_root: Path, unique: str) -> None:
+    """``beside_setup=True`` runs while the setup runs; without it a command waits for it."""
+    origin = session_root / f"beside-{unique}"
+    origin.mkdir(parents=True)
+    git(origin, "init", "-q", "-b", "main")
+    (origin / ".sandboxcore.yaml").write_text("setup: sleep 5; echo ready > .ready\n")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "setup")
+    ws = await client.acquire(
+        user_id="beside", project_id="p", repo_url="file://" + str(origin), conversation_id=unique
+    )
+    probe = "test -e .ready && cat .ready || echo not-ready"
+    for _ in range(100):
+        d = await ws.describe()
+        if d.setup is not None and d.setup.state == "running":
+            break
+        await asyncio.sleep(0.1)
+    assert (await ws.exec(probe, beside_setup=True)).stdout == b"not-ready\n"
+    assert (await ws.exec(probe)).stdout == b"ready\n"

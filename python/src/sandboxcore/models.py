@@ -973,6 +973,13 @@ class ExecRequest(BaseModel):
     default; docs/SECURITY.md "Network modes"): "" is the workspace's
     policy; a mode above it is SandboxCommandRejected naming the policy.
     """
+    beside_setup: bool | None = None
+    """
+    BesideSetup: while the workspace's setup runs, this command runs at
+    once beside it instead of waiting for it to end (docs/RUNTIMES.md
+    "Setup"); on a remote runtime, and when no setup runs, it is an
+    ordinary command.
+    """
 
 
 class ExecResult(BaseModel):

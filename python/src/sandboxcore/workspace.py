@@ -123,6 +123,7 @@ def _exec_request(
     max_output_bytes: int | None,
     keep_output: bool,
     stream: bool,
+    beside_setup: bool = False,
 ) -> models.ExecRequest:
     argv = _argv(cmd)
     data = stdin.encode() if isinstance(stdin, str) else stdin
@@ -153,6 +154,7 @@ def _exec_request(
         max_output_bytes=max_output_bytes,
         keep_output=keep_output or None,
         stream=stream or None,
+        beside_setup=beside_setup or None,
     )
 
 
@@ -812,16 +814,27 @@ class Workspace:
         network: Network | None = None,
         max_output_bytes: int | None = None,
         keep_output: bool = False,
+        beside_setup: bool = False,
         update_id: str | None = None,
     ) -> models.ExecResult:
         """Run a command (an argv; a string runs through ``sh -c``) and return its result: exit
         code, ``stdout``/``stderr`` bytes (head and tail kept when ``truncated``), ``timed_out``.
         Cancelling the awaiting task cancels the command (its whole process tree is killed).
-        ``timeout_s``: seconds or a timedelta (default 600 s, at most 7200 s). Raises
-        InvalidArgument, InvalidWorkspacePath (cwd), SandboxCommandRejected (network above the
-        workspace's policy)."""
+        ``timeout_s``: seconds or a timedelta (default 600 s, at most 7200 s). ``beside_setup``:
+        while the workspace's setup runs, run now beside it instead of waiting for it
+        (docs/RUNTIMES.md "Setup"). Raises InvalidArgument, InvalidWorkspacePath (cwd),
+        SandboxCommandRejected (network above the workspace's policy)."""
         req = _exec_request(
-            cmd, cwd, env, timeout_s, stdin, network, max_output_bytes, keep_output, False
+            cmd,
+            cwd,
+            env,
+            timeout_s,
+            stdin,
+            network,
+            max_output_bytes,
+            keep_output,
+            False,
+            beside_setup,
         )
         uid = update_id or _rpc.new_update_id()
         try:

@@ -110,8 +110,9 @@ MAIN_JOB_TESTS := ^(TestAcquireIsIdempotentAndConversationsAreIsolated|TestExecS
 # (E2B, Daytona) have none, so these run again on Docker only.
 PROCESS_TESTS  := ^(TestProcessServerReachedFromALaterExec|TestProcessPTYShellAnswers|TestExecCancel|TestCLIExecCtrlCKillsTheTree)$$
 # Prepared trees are hard-linked read-only into the worktree of a runtime
-# that mounts it (bubblewrap, Docker, local): on Docker again.
-HOST_MOUNT_TESTS := ^(TestPreparedTreeSkipsSetup)$$
+# that mounts it (bubblewrap, Docker, local), and Docker runs the image a
+# repository names: on Docker again.
+HOST_MOUNT_TESTS := ^(TestPreparedTreeSkipsSetup|TestRepositoryImageOnDocker)$$
 test-e2e-docker:
 	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
 	  echo "the main job's end-to-end tests on the Docker runtime ($(TEST_IMAGE))"; \

@@ -96,8 +96,12 @@ type Activities struct {
 	// NoSetup: repositories' setup commands are never run (SANDBOX_SETUP=off;
 	// docs/RUNTIMES.md "Setup"): the environment lists them with a problem.
 	NoSetup bool
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// RepoImages are the patterns (path.Match) of the repository-named
+	// images a runtime with images runs instead of RuntimeImage
+	// (SANDBOX_REPO_IMAGES; environment.go runtimeImage).
+	RepoImages []string
+	Logger     *slog.Logger
+	Now        func() time.Time
 
 	// SkipSubmodules leaves submodules uninitialised, reported in the
 	// handle and status (SANDBOX_SUBMODULES=off; content.go).
@@ -746,6 +750,7 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 }
 
 // createRuntime creates (or finds) the runtime of ws from RuntimeSpecFor,
+// in the repository's image where the worker allows it (runtimeImage),
 // with the repository environment's variables under the worker's
 // (docs/RUNTIMES.md "Repository environment"), the workspace's dependency cache mounted read-write at its own host
 // path and the package managers' variables pointing into it
@@ -754,6 +759,7 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 // sandbox.ErrRuntimeUnavailable) and the provider's Create's.
 func (a *Activities) createRuntime(ctx context.Context, ws sandbox.Workspace) (sandbox.Runtime, error) {
 	spec := a.RuntimeSpecFor(ws)
+	spec.Image = a.runtimeImage(ctx, ws)
 	if repo := a.repoEnvVars(ctx, ws); repo != nil {
 		// The repository's variables first: the worker's own win.
 		maps.Copy(repo, spec.Env)

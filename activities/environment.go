@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"sync"
 
@@ -71,13 +72,21 @@ func (a *Activities) repoEnvironment(ctx context.Context, ws sandbox.Workspace) 
 // shared).
 func (a *Activities) workspaceEnvironment(ctx context.Context, ws sandbox.Workspace) *sandboxapi.RepoEnvironment {
 	env := a.repoEnvironment(ctx, ws)
-	if env == nil || (len(env.Lockfiles) == 0 && !(a.NoSetup && len(env.Setup) > 0)) {
+	if env == nil {
+		return nil
+	}
+	img, why := a.repoImage(ctx, ws)
+	if len(env.Lockfiles) == 0 && !(a.NoSetup && len(env.Setup) > 0) && img == "" && why == "" {
 		return env
 	}
 	c := *env
+	c.ImageUsed = img != ""
+	if why != "" {
+		c.Problems = append(slices.Clone(c.Problems), why)
+	}
 	if a.NoSetup && len(env.Setup) > 0 {
 		// Shown in problems, never run: the session runs what Setup holds.
-		c.Problems = append(slices.Clone(env.Problems), fmt.Sprintf("%d setup command(s) not run: this worker runs none (SANDBOX_SETUP=off)", len(env.Setup)))
+		c.Problems = append(slices.Clone(c.Problems), fmt.Sprintf("%d setup command(s) not run: this worker runs none (SANDBOX_SETUP=off)", len(env.Setup)))
 		c.Setup = nil
 	}
 	if len(env.Lockfiles) == 0 {
@@ -104,4 +113,44 @@ func (a *Activities) repoEnvVars(ctx context.Context, ws sandbox.Workspace) map[
 		return maps.Clone(e.Env)
 	}
 	return nil
+}
+
+// ImageChecker is the optional capability of a RuntimeProvider that runs
+// each runtime in the image its spec names (Docker): whether an image is
+// present to run (images are never pulled). Without it a repository's
+// image is reported, never used.
+type ImageChecker interface {
+	HasImage(ctx context.Context, ref string) (bool, error)
+}
+
+// runtimeImage is the image ws's runtimes run: the repository's
+// (RepoEnvironment.Image) when a pattern of RepoImages matches it and the
+// provider has it (ImageChecker), else RuntimeImage.
+func (a *Activities) runtimeImage(ctx context.Context, ws sandbox.Workspace) string {
+	img, _ := a.repoImage(ctx, ws)
+	if img == "" {
+		return a.RuntimeImage
+	}
+	return img
+}
+
+// repoImage returns the repository's image when ws's runtimes run it, or
+// "" and why not (empty when the repository names none).
+func (a *Activities) repoImage(ctx context.Context, ws sandbox.Workspace) (string, string) {
+	env := a.repoEnvironment(ctx, ws)
+	if env == nil || env.Image == "" {
+		return "", ""
+	}
+	ic, ok := a.Runtimes.(ImageChecker)
+	if !ok {
+		return "", "the " + a.Runtimes.Kind() + " runtime does not run images: image " + env.Image + " is not used"
+	}
+	if !slices.ContainsFunc(a.RepoImages, func(p string) bool { ok, _ := path.Match(p, env.Image); return ok }) {
+		return "", "image " + env.Image + " is not used: SANDBOX_REPO_IMAGES does not allow it (the worker's image runs)"
+	}
+	has, err := ic.HasImage(ctx, env.Image)
+	if err != nil || !has {
+		return "", "image " + env.Image + " is not used: it is not present on this worker's Docker daemon (images are never pulled)"
+	}
+	return env.Image, ""
 }

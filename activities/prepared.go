@@ -65,7 +65,7 @@ func (a *Activities) preparedTree(ctx context.Context, in wire.PreparedTreeInput
 		return sandboxapi.PreparedTree{}, err
 	}
 	defer unlock()
-	key := a.DepCaches.TreeKey(ws, in.LockfilesHash, env.Setup, env.Prepared, a.Runtimes.Kind()+":"+a.RuntimeImage)
+	key := a.DepCaches.TreeKey(ws, in.LockfilesHash, env.Setup, env.Prepared, a.Runtimes.Kind()+":"+a.runtimeImage(ctx, ws))
 	root := os.Geteuid() == 0
 	start := time.Now()
 	res := sandboxapi.PreparedTree{Key: key}

@@ -161,9 +161,13 @@ type Workspace struct {
 type RepoEnvironment struct {
 	// Sources are the files read, in order of precedence (later wins).
 	Sources []string `json:"sources"`
-	// Image is the image the repository names (devcontainer "image");
-	// reported, never pulled.
+	// Image is the image the repository names (devcontainer "image",
+	// .sandboxcore.yaml "image"); never pulled.
 	Image string `json:"image,omitempty"`
+	// ImageUsed: the workspace's runtimes run Image (the Docker runtime,
+	// when the worker's SANDBOX_REPO_IMAGES allows it and its daemon has
+	// it); otherwise Problems says why not and the worker's image runs.
+	ImageUsed bool `json:"image_used,omitempty"`
 	// Env are the variables every command of the workspace gets
 	// (devcontainer "containerEnv" and "remoteEnv", .sandboxcore.yaml
 	// "env"); the worker's own variables and a command's env win over them.

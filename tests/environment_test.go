@@ -498,3 +498,48 @@ func TestExecBesideSetup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sandboxapi.SetupDone, d.Setup.State)
 }
+
+// TestRepositoryImageOnDocker (docs/RUNTIMES.md "Repository environment"):
+// the Docker runtime runs the image the repository names when
+// SANDBOX_REPO_IMAGES allows it and the daemon has it; otherwise the
+// worker's image runs and the environment's problems say why.
+func TestRepositoryImageOnDocker(t *testing.T) {
+	if os.Getenv("SANDBOX_RUNTIME_PROVIDER") != "docker" {
+		t.Skip("the repository's image is run by the Docker runtime (SANDBOX_RUNTIME_PROVIDER=docker)")
+	}
+	base := os.Getenv("SANDBOX_RUNTIME_IMAGE")
+	tag := "sandboxcore-repo-" + strings.ToLower(uniq(t, "img")) + ":v1"
+	out, err := exec.Command("docker", "tag", base, tag).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", tag).Run() })
+	h := startHost(t, "repoimage", func(c *hostworker.Config) { c.Environment.RepoImages = []string{"sandboxcore-repo-*"} })
+	ctx := ctxFor(t, 3*time.Minute)
+	user := uniq(t, "u")
+	for _, c := range []struct {
+		name, image, problem string
+	}{
+		{"allowed", tag, ""},
+		{"not-allowed", "other-image:v1", "SANDBOX_REPO_IMAGES does not allow it"},
+		{"absent", "sandboxcore-repo-absent:v1", "not present on this worker's Docker daemon"},
+	} {
+		up := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "img-"+c.name), "main")
+		gittest.Commit(t, up, ".devcontainer/devcontainer.json", `{"image": "`+c.image+`"}`, "image")
+		s, hd, err := h.client.Acquire(ctx, editRequest(user, "p", c.name, gittest.FileURL(up)))
+		require.NoError(t, err, c.name)
+		require.NotNil(t, hd.Environment, c.name)
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
+		require.NoError(t, err, c.name)
+		require.Equal(t, 0, res.ExitCode, c.name)
+		ps, err := exec.Command("docker", "ps", "--filter", "label=sandboxcore.workspace="+hd.WorkspaceID, "--format", "{{.Image}}").Output()
+		require.NoError(t, err)
+		if c.problem == "" {
+			assert.True(t, hd.Environment.ImageUsed, c.name)
+			assert.Empty(t, hd.Environment.Problems, c.name)
+			assert.Equal(t, tag, strings.TrimSpace(string(ps)), c.name)
+			continue
+		}
+		assert.False(t, hd.Environment.ImageUsed, c.name)
+		assert.Contains(t, strings.Join(hd.Environment.Problems, "\n"), c.problem, c.name)
+		assert.Equal(t, base, strings.TrimSpace(string(ps)), "%s: the worker's image runs", c.name)
+	}
+}

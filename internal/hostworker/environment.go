@@ -1,6 +1,7 @@
 package hostworker
 
 import (
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,6 +26,12 @@ type EnvironmentConfig struct {
 	// NoSetup forbids running repositories' setup commands
 	// (SANDBOX_SETUP=off; default on): they are shown, never run.
 	NoSetup bool
+	// RepoImages are the image references (path.Match patterns, e.g.
+	// "node:*", "registry.example.com/team/*") whose repository-named
+	// image the Docker runtime runs in place of SANDBOX_RUNTIME_IMAGE
+	// (SANDBOX_REPO_IMAGES, comma-separated; default none: the image is
+	// reported, never used; docs/RUNTIMES.md "Repository environment").
+	RepoImages []string
 }
 
 // baseEnv is the fixed environment the bubblewrap and local providers add
@@ -54,6 +61,15 @@ func environmentFromEnv(get func(name, def string) string, dataDir, hostPath str
 		c.NoSetup = true
 	default:
 		return c, &ConfigError{"SANDBOX_SETUP", v, "want on or off"}
+	}
+	for _, pat := range strings.Split(get("SANDBOX_REPO_IMAGES", ""), ",") {
+		if pat = strings.TrimSpace(pat); pat == "" {
+			continue
+		}
+		if _, err := path.Match(pat, ""); err != nil {
+			return c, &ConfigError{"SANDBOX_REPO_IMAGES", pat, "each entry must be an image pattern (path.Match syntax, e.g. node:* )"}
+		}
+		c.RepoImages = append(c.RepoImages, pat)
 	}
 	if v := get("SANDBOX_RUNTIME_PATH", ""); v != "" {
 		for _, d := range strings.Split(v, ":") {

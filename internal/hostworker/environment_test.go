@@ -37,11 +37,16 @@ func TestEnvironmentConfig(t *testing.T) {
 	cfg, err = authEnv(t, map[string]string{"SANDBOX_SETUP": "off"})
 	require.NoError(t, err)
 	assert.True(t, cfg.Environment.NoSetup)
+	assert.Empty(t, cfg.Environment.RepoImages, "no repository image runs by default")
+	cfg, err = authEnv(t, map[string]string{"SANDBOX_REPO_IMAGES": " node:* , registry.example.com/team/*,"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"node:*", "registry.example.com/team/*"}, cfg.Environment.RepoImages)
 
 	for v, vars := range map[string]map[string]string{
 		"SANDBOX_RUNTIME_PATH": {"SANDBOX_RUNTIME_PATH": "bin:/usr/bin"},
 		"SANDBOX_CACHE_SCOPE":  {"SANDBOX_CACHE_SCOPE": "everyone"},
 		"SANDBOX_SETUP":        {"SANDBOX_SETUP": "maybe"},
+		"SANDBOX_REPO_IMAGES":  {"SANDBOX_REPO_IMAGES": "node:[*"},
 	} {
 		_, err := authEnv(t, vars)
 		var ce *ConfigError

@@ -250,6 +250,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 		RuntimeResources: cfg.RuntimeResources, Logger: log,
 		DepCaches:      &depcache.Caches{Root: filepath.Join(cfg.DataDir, "depcache"), Scope: cfg.Environment.CacheScope},
 		NoSetup:        cfg.Environment.NoSetup,
+		RepoImages:     cfg.Environment.RepoImages,
 		SkipSubmodules: cfg.Content.Submodules == "off",
 	}
 

@@ -621,6 +621,20 @@ func (p *Provider) detachEgress(id string) {
 	}
 }
 
+// HasImage reports whether the daemon has the image ref, which a runtime
+// spec may then name (activities.ImageChecker; images are never pulled).
+// Errors: the daemon's, as sandbox kinds.
+func (p *Provider) HasImage(ctx context.Context, ref string) (bool, error) {
+	switch err := p.checkImage(ctx, ref); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, sandbox.ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
 func (p *Provider) checkImage(ctx context.Context, image string) error {
 	if _, err := p.cli.ImageInspect(ctx, image); err != nil {
 		if cerrdefs.IsNotFound(err) {

@@ -2298,8 +2298,14 @@ class RepoEnvironment(BaseModel):
     """
     image: str | None = None
     """
-    Image is the image the repository names (devcontainer "image");
-    reported, never pulled.
+    Image is the image the repository names (devcontainer "image",
+    .sandboxcore.yaml "image"); never pulled.
+    """
+    image_used: bool | None = None
+    """
+    ImageUsed: the workspace's runtimes run Image (the Docker runtime,
+    when the worker's SANDBOX_REPO_IMAGES allows it and its daemon has
+    it); otherwise Problems says why not and the worker's image runs.
     """
     env: dict[str, str] | None = None
     """

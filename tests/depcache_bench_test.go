@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,14 +16,27 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
-// depCacheBench holds BenchmarkDependencyCaches's figures, measured once per
-// process (the benchmark function runs once with b.N=1 and again with the
+// oneRun holds a one-run benchmark's figures, measured once per process
+// (the benchmark function runs once with b.N=1 and again with the
 // -benchtime count: both report the same run).
-var depCacheBench struct {
+type oneRun struct {
 	sync.Once
 	metrics map[string]float64
 	err     error
 }
+
+// report measures with run on its first call and reports the figures.
+func (r *oneRun) report(b *testing.B, run func(*testing.B) (map[string]float64, error)) {
+	r.Do(func() { r.metrics, r.err = run(b) })
+	if r.err != nil {
+		b.Fatal(r.err)
+	}
+	for k, v := range r.metrics {
+		b.ReportMetric(v, k)
+	}
+}
+
+var depCacheBench oneRun
 
 // BenchmarkDependencyCaches measures what the dependency caches buy
 // (docs/RUNTIMES.md "Dependency caches", docs/BENCHMARKS.md "Dependency
@@ -38,13 +52,7 @@ var depCacheBench struct {
 //
 // The ratio metrics are warm-in-a-workspace over warm-on-the-host (goal ≤ 1.3).
 func BenchmarkDependencyCaches(b *testing.B) {
-	depCacheBench.Do(func() { depCacheBench.metrics, depCacheBench.err = runDepCacheBench(b) })
-	if depCacheBench.err != nil {
-		b.Fatal(depCacheBench.err)
-	}
-	for k, v := range depCacheBench.metrics {
-		b.ReportMetric(v, k)
-	}
+	depCacheBench.report(b, runDepCacheBench)
 }
 
 func runDepCacheBench(b *testing.B) (map[string]float64, error) {
@@ -130,16 +138,24 @@ func tail(b []byte) string {
 
 // mochaRepo returns the file:// URL of a one-commit Node project: mocha
 // 11.0.1 as its one dev dependency, a package-lock.json resolved from the
-// npm registry (`npm install --package-lock-only`, network needed once per
-// process), and one test file.
+// npm registry (network needed once per process), and one test file.
 func mochaRepo(b testing.TB) string {
-	return namedRepo(b, "mocha", func(dir string) error {
+	return nodeRepo(b, "mocha", `{"name":"bench-node","version":"1.0.0","private":true,"scripts":{"test":"mocha"},"devDependencies":{"mocha":"11.0.1"}}`, nil)
+}
+
+// nodeRepo returns the file:// URL of a one-commit Node project named key:
+// packageJSON, a package-lock.json resolved from the npm registry (`npm
+// install --package-lock-only`, network needed once per process), one
+// mocha test, node_modules ignored, and the extra files.
+func nodeRepo(b testing.TB, key, packageJSON string, extra map[string]string) string {
+	return namedRepo(b, key, func(dir string) error {
 		files := map[string]string{
-			"package.json":  `{"name":"bench-node","version":"1.0.0","private":true,"scripts":{"test":"mocha"},"devDependencies":{"mocha":"11.0.1"}}` + "\n",
+			"package.json":  packageJSON + "\n",
 			"test/add.js":   "const assert = require('node:assert');\ndescribe('add', () => { it('adds', () => assert.strictEqual(2 + 3, 5)); });\n",
 			".gitignore":    "node_modules/\n",
 			".mocharc.json": `{"spec":"test/*.js"}` + "\n",
 		}
+		maps.Copy(files, extra)
 		for name, data := range files {
 			p := filepath.Join(dir, name)
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,13 +13,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// preparedBench holds BenchmarkPreparedTree's figures, measured once per
-// process (as depCacheBench).
-var preparedBench struct {
-	sync.Once
-	metrics map[string]float64
-	err     error
-}
+var preparedBench oneRun
 
 // BenchmarkPreparedTree measures acquire → setup → tests pass on a Node
 // project of 1,148 packages (docs/RUNTIMES.md "Prepared trees",
@@ -38,13 +31,7 @@ var preparedBench struct {
 //
 // Goals: warm/host ≤ 1.3; prepared-ready ≤ 1 s.
 func BenchmarkPreparedTree(b *testing.B) {
-	preparedBench.Do(func() { preparedBench.metrics, preparedBench.err = runPreparedBench(b) })
-	if preparedBench.err != nil {
-		b.Fatal(preparedBench.err)
-	}
-	for k, v := range preparedBench.metrics {
-		b.ReportMetric(v, k)
-	}
+	preparedBench.report(b, runPreparedBench)
 }
 
 const npmCI = "npm ci --ignore-scripts --no-audit --no-fund"
@@ -161,31 +148,8 @@ func runPreparedBench(b *testing.B) (map[string]float64, error) {
 // mocha test, and a .sandboxcore.yaml whose setup is `npm ci` and whose
 // prepared directory is node_modules.
 func node1kRepo(b testing.TB) string {
-	return namedRepo(b, "node1k", func(dir string) error {
-		files := map[string]string{
-			"package.json": `{"name":"bench-node-1k","version":"1.0.0","private":true,"scripts":{"test":"mocha"},"devDependencies":{` +
-				`"mocha":"11.0.1","jest":"29.7.0","@babel/core":"7.26.0","@babel/preset-env":"7.26.0","webpack":"5.97.1","webpack-cli":"5.1.4",` +
-				`"eslint":"8.57.1","typescript":"5.7.2","nyc":"17.1.0","lerna":"8.1.9","@nestjs/cli":"10.4.9","prettier":"3.4.2"}}` + "\n",
-			"test/add.js":       "const assert = require('node:assert');\ndescribe('add', () => { it('adds', () => assert.strictEqual(2 + 3, 5)); });\n",
-			".gitignore":        "node_modules/\n",
-			".mocharc.json":     `{"spec":"test/*.js"}` + "\n",
-			".sandboxcore.yaml": "setup: " + npmCI + "\nlockfiles: [package-lock.json]\nprepared: [node_modules]\n",
-		}
-		for name, data := range files {
-			p := filepath.Join(dir, name)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-				return err
-			}
-		}
-		c := exec.Command("npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund")
-		c.Dir = dir
-		c.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(dir, "..", "lock-npm-cache"))
-		if o, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("npm install --package-lock-only: %v\n%s", err, o)
-		}
-		return nil
-	})
+	return nodeRepo(b, "node1k", `{"name":"bench-node-1k","version":"1.0.0","private":true,"scripts":{"test":"mocha"},"devDependencies":{`+
+		`"mocha":"11.0.1","jest":"29.7.0","@babel/core":"7.26.0","@babel/preset-env":"7.26.0","webpack":"5.97.1","webpack-cli":"5.1.4",`+
+		`"eslint":"8.57.1","typescript":"5.7.2","nyc":"17.1.0","lerna":"8.1.9","@nestjs/cli":"10.4.9","prettier":"3.4.2"}}`,
+		map[string]string{".sandboxcore.yaml": "setup: " + npmCI + "\nlockfiles: [package-lock.json]\nprepared: [node_modules]\n"})
 }

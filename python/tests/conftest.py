@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from mcp import StdioServerParameters
 
 from sandboxcore import AsyncClient
 
@@ -170,3 +171,17 @@ def unique(request: pytest.FixtureRequest) -> str:
     """An id unique to the test (for conversation and task ids)."""
     name = re.sub(r"[^A-Za-z0-9_-]", "-", request.node.name)[:60].strip("-_")
     return f"{name}-{base64.b32encode(os.urandom(5)).decode().lower()}"
+
+
+def mcp_server(worker: Worker, workspace_id: str) -> StdioServerParameters:
+    """``sandboxctl mcp --workspace ID`` on ``worker``, as an MCP client starts it (no Temporal
+    or sandbox settings of the test process leak in)."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "SANDBOX_"))},
+        "TEMPORAL_ADDRESS": worker.address,
+        "SANDBOX_TASK_QUEUE": worker.task_queue,
+        "TEMPORAL_CONFIG_FILE": str(worker.data_dir.parent / "no-temporal.toml"),
+    }
+    return StdioServerParameters(
+        command=str(BIN_DIR / "sandboxctl"), args=["mcp", "--workspace", workspace_id], env=env
+    )

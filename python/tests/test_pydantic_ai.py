@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 import pytest
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -26,7 +26,7 @@ from sandboxcore import AsyncClient, Workspace, errors
 from sandboxcore.agent_tools import _command_arg, catalog
 from sandboxcore.pydantic_ai import toolset
 
-from .conftest import BIN_DIR, REPO_ROOT, Worker
+from .conftest import REPO_ROOT, Worker, mcp_server
 
 TEST_FILE = (
     "import sys\nsys.path.insert(0, 'src')\nimport app\n"
@@ -121,15 +121,7 @@ def test_catalog_is_the_committed_schema() -> None:
 
 
 async def mcp_tools(worker: Worker, ws: Workspace) -> dict[str, Any]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "SANDBOX_"))},
-        "TEMPORAL_ADDRESS": worker.address,
-        "SANDBOX_TASK_QUEUE": worker.task_queue,
-        "TEMPORAL_CONFIG_FILE": str(worker.data_dir.parent / "no-temporal.toml"),
-    }
-    params = StdioServerParameters(
-        command=str(BIN_DIR / "sandboxctl"), args=["mcp", "--workspace", ws.id], env=env
-    )
+    params = mcp_server(worker, ws.id)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         listed = await session.list_tools()

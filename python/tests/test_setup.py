@@ -5,18 +5,17 @@ and in describe; the repository's variables reach commands."""
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 from mcp.types import TextContent
 
 from sandboxcore import AsyncClient, Workspace
 from sandboxcore.agent_tools import AgentTools, catalog
 
-from .conftest import BIN_DIR, Worker, git
+from .conftest import Worker, git, mcp_server
 
 
 async def test_setup_wait_and_environment(
@@ -55,15 +54,7 @@ async def test_setup_wait_and_environment(
 
 async def mcp_text(worker: Worker, ws: Workspace, name: str, args: dict[str, Any]) -> str:
     """The text ``sandboxctl mcp`` answers tool ``name`` with on workspace ``ws``."""
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "SANDBOX_"))},
-        "TEMPORAL_ADDRESS": worker.address,
-        "SANDBOX_TASK_QUEUE": worker.task_queue,
-        "TEMPORAL_CONFIG_FILE": str(worker.data_dir.parent / "no-temporal.toml"),
-    }
-    params = StdioServerParameters(
-        command=str(BIN_DIR / "sandboxctl"), args=["mcp", "--workspace", ws.id], env=env
-    )
+    params = mcp_server(worker, ws.id)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         res = await session.call_tool(name, args)

@@ -83,7 +83,7 @@ func (a *Activities) preparedTree(ctx context.Context, in wire.PreparedTreeInput
 		res.Action = sandboxapi.PreparedRestored
 	} else {
 		st, err = whileHeartbeating(ctx, func() (depcache.PreparedStats, error) {
-			return a.DepCaches.SaveTree(key, ws.LocalPath, env.Prepared, root)
+			return a.DepCaches.SaveTree(key, ws.LocalPath, env.Prepared, root, root && caps.Isolated)
 		})
 		res.Action = sandboxapi.PreparedSaved
 	}

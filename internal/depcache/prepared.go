@@ -121,10 +121,17 @@ func (c *Caches) HasTree(key string) bool {
 // directory is left out; symbolic links are kept as links and never
 // followed, special files are left out, and nothing outside the worktree
 // is read (the tree is the output of repository code: hostile). When
-// owned, the files are given to LinkOwnerUID; they are always read-only.
-// Errors: sandbox.ErrResourceLimit beyond MaxTreeBytes or MaxTreeEntries,
-// sandbox.ErrInsufficientDisk, sandbox.ErrRuntimeUnavailable.
-func (c *Caches) SaveTree(key, worktree string, paths []string, owned bool) (PreparedStats, error) {
+// owned (a root worker), the files are given to LinkOwnerUID; they are
+// always read-only. With link (a root worker whose runtime isolates its
+// commands, as RestoreTree's link), a file the worktree holds under one
+// name only becomes the tree's by a hard link instead of a copy: it is
+// given to LinkOwnerUID and made read-only in place, so the worktree then
+// holds it exactly as a workspace restored by link does; a file with other
+// links (a package manager's store, a link a command made to another file)
+// is copied and left as it was. Errors: sandbox.ErrResourceLimit beyond
+// MaxTreeBytes or MaxTreeEntries, sandbox.ErrInsufficientDisk,
+// sandbox.ErrRuntimeUnavailable.
+func (c *Caches) SaveTree(key, worktree string, paths []string, owned, link bool) (PreparedStats, error) {
 	if !validKey(key) {
 		return PreparedStats{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "prepared tree key %q", key)
 	}
@@ -157,6 +164,7 @@ func (c *Caches) SaveTree(key, worktree string, paths []string, owned bool) (Pre
 	cp := &copier{mode: ModeReflink, readOnly: true, maxBytes: MaxTreeBytes, maxEntries: MaxTreeEntries, uid: -1, gid: -1}
 	if owned {
 		cp.uid, cp.gid = LinkOwnerUID, LinkOwnerGID
+		cp.linkSource = link
 	}
 	m := manifest{Paths: []string{}, Created: c.now().UTC()}
 	for _, p := range paths {
@@ -346,6 +354,9 @@ type copier struct {
 	uid, gid int
 	// maxBytes and maxEntries bound the copy (0: unbounded).
 	maxBytes, maxEntries int64
+	// linkSource: a source file with one link is given to uid:gid, made
+	// read-only and hard-linked instead of copied (SaveTree's link).
+	linkSource bool
 
 	files, entries, bytes int64
 }
@@ -437,6 +448,22 @@ func (cp *copier) file(sfd, dfd int, name string, perm uint32) error {
 	}
 	sf := os.NewFile(uintptr(s), name)
 	defer sf.Close()
+	if cp.linkSource {
+		var st unix.Stat_t
+		if err := unix.Fstat(s, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 {
+			if err := unix.Fchown(s, cp.uid, cp.gid); err != nil {
+				return err
+			}
+			if err := unix.Fchmod(s, perm&0o777); err != nil {
+				return err
+			}
+			// The name may have been replaced since the open: link the
+			// inode opened, never the name.
+			if err := unix.Linkat(s, "", dfd, name, unix.AT_EMPTY_PATH); err == nil {
+				return nil
+			}
+		}
+	}
 	d, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm&0o777)
 	if err != nil {
 		return err

@@ -71,7 +71,7 @@ func TestSaveAndRestoreByCopy(t *testing.T) {
 	c := newCaches(t)
 	src := setupOutput(t)
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules", "sub/.venv"}, "local:")
-	st, err := c.SaveTree(key, src, []string{"node_modules", "sub/.venv", "missing"}, false)
+	st, err := c.SaveTree(key, src, []string{"node_modules", "sub/.venv", "missing"}, false, false)
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, st.Files)
 	assert.True(t, c.HasTree(key))
@@ -118,7 +118,7 @@ func TestRestoreByLinkIsReadOnly(t *testing.T) {
 	c := newCaches(t)
 	src := setupOutput(t)
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules"}, "bwrap:")
-	_, err := c.SaveTree(key, src, []string{"node_modules"}, true)
+	_, err := c.SaveTree(key, src, []string{"node_modules"}, true, false)
 	require.NoError(t, err)
 	dst := t.TempDir()
 	got, err := c.RestoreTree(key, dst, []string{"node_modules"}, true, -1, -1)
@@ -145,7 +145,7 @@ func TestRestoreChangesNothingItShouldNot(t *testing.T) {
 	c := newCaches(t)
 	src := setupOutput(t)
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules", "sub/.venv"}, "local:")
-	_, err := c.SaveTree(key, src, []string{"node_modules", "sub/.venv"}, false)
+	_, err := c.SaveTree(key, src, []string{"node_modules", "sub/.venv"}, false, false)
 	require.NoError(t, err)
 
 	dst := t.TempDir()
@@ -184,7 +184,7 @@ func TestSaveRefusesALinkedDirectory(t *testing.T) {
 	wt := t.TempDir()
 	require.NoError(t, os.Symlink("/etc", filepath.Join(wt, "node_modules")))
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules"}, "")
-	st, err := c.SaveTree(key, wt, []string{"node_modules"}, false)
+	st, err := c.SaveTree(key, wt, []string{"node_modules"}, false, false)
 	require.NoError(t, err)
 	assert.Zero(t, st.Files)
 	_, err = c.RestoreTree(key, t.TempDir(), []string{"node_modules"}, false, -1, -1)
@@ -198,7 +198,7 @@ func TestTreesAreListedAndRemovedWithTheCaches(t *testing.T) {
 	c := newCaches(t)
 	src := setupOutput(t)
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules"}, "")
-	_, err := c.SaveTree(key, src, []string{"node_modules"}, os.Geteuid() == 0)
+	_, err := c.SaveTree(key, src, []string{"node_modules"}, os.Geteuid() == 0, os.Geteuid() == 0)
 	require.NoError(t, err)
 	dst := t.TempDir()
 	_, err = c.RestoreTree(key, dst, []string{"node_modules"}, os.Geteuid() == 0, -1, -1)
@@ -219,4 +219,40 @@ func TestTreesAreListedAndRemovedWithTheCaches(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "module.exports = 1\n", string(data))
 	assert.True(t, errors.Is(c.Remove("prepared/zz"), sandbox.ErrInvalidArgument))
+}
+
+// TestSaveByLink: a root worker's save links each file the worktree holds
+// once, giving it to LinkOwnerUID read-only in place; a file with other
+// links (a store's, or another worktree file's) is copied and left alone.
+func TestSaveByLink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving files to LinkOwnerUID needs root")
+	}
+	c := newCaches(t)
+	src := setupOutput(t)
+	require.NoError(t, os.Link(filepath.Join(src, "package-lock.json"), filepath.Join(src, "node_modules/a/lock-link")))
+	key := c.TreeKey(ws1, "h", nil, []string{"node_modules"}, "bwrap:")
+	st, err := c.SaveTree(key, src, []string{"node_modules"}, true, true)
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, st.Files)
+
+	stat := func(p string) *syscall.Stat_t {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		return fi.Sys().(*syscall.Stat_t)
+	}
+	linked := stat(filepath.Join(src, "node_modules/a/index.js"))
+	assert.EqualValues(t, LinkOwnerUID, linked.Uid)
+	assert.EqualValues(t, 2, linked.Nlink, "the worktree's file is the tree's")
+	assert.EqualValues(t, 0o444, linked.Mode&0o777)
+	assert.EqualValues(t, 0o555, stat(filepath.Join(src, "node_modules/.bin/tool-target")).Mode&0o777)
+	lock := stat(filepath.Join(src, "package-lock.json"))
+	assert.EqualValues(t, 0, lock.Uid, "a file linked elsewhere stays as it was")
+	assert.EqualValues(t, 0o644, lock.Mode&0o777)
+	assert.EqualValues(t, 2, lock.Nlink, "and was copied, not linked")
+
+	dst := t.TempDir()
+	_, err = c.RestoreTree(key, dst, []string{"node_modules"}, true, -1, -1)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, stat(filepath.Join(dst, "node_modules/a/index.js")).Nlink)
 }

@@ -75,10 +75,11 @@ type EditorOutput struct {
 type ShellInput struct {
 	Command string `json:"command,omitempty" jsonschema:"a shell command, run with /bin/sh -c in the workspace root (required)"`
 	// Cmd is the name sandbox_exec's command had first (commandArg).
-	Cmd            string `json:"cmd,omitempty" jsonschema:"deprecated: the old name of command (give command)"`
-	TimeoutS       int    `json:"timeout_s,omitempty" jsonschema:"seconds before the command is killed (default 120, at most 7200)"`
-	MaxOutputBytes int    `json:"max_output_bytes,omitempty" jsonschema:"bytes of stdout and of stderr returned (default 16384); longer output keeps its head and tail and the whole of it is kept for sandbox_output"`
-	Network        string `json:"network,omitempty" jsonschema:"the network this command runs with: none (loopback only), limited (the workspace's allow-list, through the HTTP proxy in HTTP_PROXY/HTTPS_PROXY) or default (unrestricted); default: the workspace's policy, and never above it. E.g. limited for npm install, then none for npm test"`
+	Cmd            string            `json:"cmd,omitempty" jsonschema:"deprecated: the old name of command (give command)"`
+	TimeoutS       int               `json:"timeout_s,omitempty" jsonschema:"seconds before the command is killed (default 120, at most 7200)"`
+	MaxOutputBytes int               `json:"max_output_bytes,omitempty" jsonschema:"bytes of stdout and of stderr returned (default 16384); longer output keeps its head and tail and the whole of it is kept for sandbox_output"`
+	Network        string            `json:"network,omitempty" jsonschema:"the network this command runs with: none (loopback only), limited (the workspace's allow-list, through the HTTP proxy in HTTP_PROXY/HTTPS_PROXY) or default (unrestricted); default: the workspace's policy, and never above it. E.g. limited for npm install, then none for npm test"`
+	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables for this command only, over the workspace's (e.g. {\"CI\": \"1\"}, or a PATH with a tool's directory first)"`
 }
 
 // ShellOutput is sandbox_shell's result: a non-zero exit code is a result,
@@ -354,7 +355,7 @@ func (c call) shell(ctx context.Context, in ShellInput) (ShellOutput, string, er
 		return ShellOutput{}, "", err
 	}
 	req := sandboxapi.ExecRequest{Cmd: []string{"/bin/sh", "-c", in.Command}, TimeoutS: in.TimeoutS, MaxOutputBytes: in.MaxOutputBytes, KeepOutput: true,
-		Network: sandboxapi.Network(in.Network)}
+		Network: sandboxapi.Network(in.Network), Env: in.Env}
 	var res sandboxapi.ExecResult
 	if c.progress == nil {
 		res, err = c.s.Exec(ctx, req)

@@ -75,7 +75,7 @@ async def test_setup_and_overlaps_tools_read_as_the_mcp_server(
     worker: Worker, client: AsyncClient, session_root: Path, unique: str
 ) -> None:
     """sandbox_setup and sandbox_overlaps through the framework-neutral tools answer the text
-    the MCP server does; run: true runs the setup again."""
+    the MCP server does; run: true runs the setup again; sandbox_shell takes env."""
     origin = session_root / f"setup-tool-{unique}"
     origin.mkdir(parents=True)
     git(origin, "init", "-q", "-b", "main")
@@ -99,6 +99,9 @@ async def test_setup_and_overlaps_tools_read_as_the_mcp_server(
 
     await ws.files.write("extra.txt", b"x")
     assert (await tools.call("sandbox_setup", {"run": True})).startswith("setup done (exit 0)")
+    args = {"command": 'echo "$GREETING"', "env": {"GREETING": "hi there"}}
+    assert "hi there" in await tools.call("sandbox_shell", args)
+    assert "hi there" in await mcp_text(worker, ws, "sandbox_shell", args)
     overlaps = await tools.call("sandbox_overlaps", {})
     assert overlaps.startswith("1 files changed here since the base; 0 other workspaces checked")
     assert overlaps == await mcp_text(worker, ws, "sandbox_overlaps", {})

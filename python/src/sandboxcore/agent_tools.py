@@ -273,6 +273,7 @@ class AgentTools:
         timeout_s: int | None = None,
         max_output_bytes: int | None = None,
         network: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> str:
         command = _command_arg(command, cmd)
         timeout_s = timeout_s or DEFAULT_SHELL_TIMEOUT_S
@@ -287,6 +288,7 @@ class AgentTools:
             max_output_bytes=cap,
             keep_output=True,
             network=network,  # type: ignore[arg-type]
+            env=env,
         )
         out = f"exit code {res.exit_code}"
         if res.timed_out:

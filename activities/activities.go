@@ -805,7 +805,7 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 	}
 	// One command of the workspace at a time on this host, whatever
 	// session sent it, but for one sent to run beside the setup (execlock.go).
-	unlock, err := a.lockExecUnlessBesideSetup(ctx, ws.ID, in.Request, in.Setup)
+	unlock, _, err := a.lockExecUnlessBesideSetup(ctx, ws.ID, in.Request, in.Setup)
 	if err != nil {
 		return wire.ExecActivityResult{}, err
 	}

@@ -90,21 +90,35 @@ func heartbeating(ctx context.Context) (stop func()) {
 // beside the workspace's setup (req.BesideSetup) while the setup run holds
 // the lock (docs/RUNTIMES.md "Setup"): it runs at once, next to it, without
 // the lock, on a runtime on this host (HostMounts; a replica's runtime syncs
-// per command and runs one at a time). setup marks the caller as the setup
-// run itself (wire.ExecActivityInput.Setup).
-func (a *Activities) lockExecUnlessBesideSetup(ctx context.Context, wsID string, req sandbox.ExecRequest, setup bool) (unlock func(), _ error) {
+// per command and runs one at a time); beside says so. A beside request
+// when the setup does not hold the lock takes it, but never waits for it:
+// ErrConflict when another command holds it. setup marks the caller as the
+// setup run itself (wire.ExecActivityInput.Setup).
+func (a *Activities) lockExecUnlessBesideSetup(ctx context.Context, wsID string, req sandbox.ExecRequest, setup bool) (unlock func(), beside bool, _ error) {
 	e := a.execOf(wsID)
-	if req.BesideSetup && a.Runtimes.Capabilities().HostMounts {
+	if req.BesideSetup && !setup {
 		a.execMu.Lock()
-		beside := e.setup
+		holds := e.setup
 		a.execMu.Unlock()
-		if beside {
-			return func() {}, nil
+		if holds && a.Runtimes.Capabilities().HostMounts {
+			return func() {}, true, nil
 		}
+		select {
+		case e.sem <- struct{}{}:
+		default:
+			return nil, false, busyError()
+		}
+		var once bool
+		return func() {
+			if !once {
+				once = true
+				<-e.sem
+			}
+		}, false, nil
 	}
 	release, err := a.lockExec(ctx, wsID)
 	if err != nil || !setup {
-		return release, err
+		return release, false, err
 	}
 	a.execMu.Lock()
 	e.setup = true
@@ -114,7 +128,7 @@ func (a *Activities) lockExecUnlessBesideSetup(ctx context.Context, wsID string,
 		e.setup = false
 		a.execMu.Unlock()
 		release()
-	}, nil
+	}, false, nil
 }
 
 // busyError is the refusal of an exec that another exec of its workspace

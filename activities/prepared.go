@@ -15,7 +15,9 @@ import (
 
 // RestorePreparedTree gives the workspace the prepared tree its setup
 // would produce (docs/RUNTIMES.md "Prepared trees"), when this host keeps
-// one for the workspace's scope, lockfiles (in.LockfilesHash), setup
+// one for the workspace's scope, lockfiles (as the worktree holds them
+// now: the result's LockfilesHash, which the save after the commands
+// keys by), setup
 // commands, prepared paths and runtime, and none of those paths is in the
 // worktree yet. Files are reflinked, hard-linked (a root worker whose
 // runtime isolates its commands: the links are read-only to them) or
@@ -39,8 +41,9 @@ func (a *Activities) SavePreparedTree(ctx context.Context, in wire.PreparedTreeI
 }
 
 func (a *Activities) preparedTree(ctx context.Context, in wire.PreparedTreeInput, restore bool) (sandboxapi.PreparedTree, error) {
+	hash := in.LockfilesHash
 	none := func(note string) (sandboxapi.PreparedTree, error) {
-		return sandboxapi.PreparedTree{Action: sandboxapi.PreparedNone, Note: note}, nil
+		return sandboxapi.PreparedTree{Action: sandboxapi.PreparedNone, Note: note, LockfilesHash: hash}, nil
 	}
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
@@ -65,10 +68,18 @@ func (a *Activities) preparedTree(ctx context.Context, in wire.PreparedTreeInput
 		return sandboxapi.PreparedTree{}, err
 	}
 	defer unlock()
-	key := a.DepCaches.TreeKey(ws, in.LockfilesHash, env.Setup, env.Prepared, a.Runtimes.Kind()+":"+a.runtimeImage(ctx, ws))
+	// A restore keys by the lockfiles as they are now, before the
+	// commands; the save after them by that same hash (in), whatever the
+	// commands or the agent did to the lockfiles meanwhile.
+	if restore {
+		if cur := a.workspaceEnvironment(ctx, ws); cur != nil {
+			hash = cur.LockfilesHash
+		}
+	}
+	key := a.DepCaches.TreeKey(ws, hash, env.Setup, env.Prepared, a.Runtimes.Kind()+":"+a.runtimeImage(ctx, ws))
 	root := os.Geteuid() == 0
 	start := time.Now()
-	res := sandboxapi.PreparedTree{Key: key}
+	res := sandboxapi.PreparedTree{Key: key, LockfilesHash: hash}
 	var st depcache.PreparedStats
 	if restore {
 		uid, gid := -1, -1
@@ -83,7 +94,7 @@ func (a *Activities) preparedTree(ctx context.Context, in wire.PreparedTreeInput
 		res.Action = sandboxapi.PreparedRestored
 	} else {
 		st, err = whileHeartbeating(ctx, func() (depcache.PreparedStats, error) {
-			return a.DepCaches.SaveTree(key, ws.LocalPath, env.Prepared, root, root && caps.Isolated)
+			return a.DepCaches.SaveTree(key, ws.LocalPath, env.Prepared, root)
 		})
 		res.Action = sandboxapi.PreparedSaved
 	}

@@ -98,12 +98,12 @@ func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (
 	// One command of the workspace at a time on this host, whatever
 	// session sent it (execlock.go): the start waits for the exec started
 	// before it to end.
-	unlock, err := a.lockExecUnlessBesideSetup(ctx, ws.ID, in.Request, in.Setup)
+	unlock, beside, err := a.lockExecUnlessBesideSetup(ctx, ws.ID, in.Request, in.Setup)
 	if err != nil {
 		return wire.ExecStartResult{}, err
 	}
 	defer unlock()
-	if !in.Request.BesideSetup {
+	if !beside {
 		if err := a.awaitOtherExec(ctx, pr, ws.ID, in.ProcessID); err != nil {
 			return wire.ExecStartResult{}, err
 		}
@@ -111,7 +111,11 @@ func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (
 	if _, err := pr.StartProcess(ctx, execSpec(in)); err != nil {
 		return wire.ExecStartResult{}, err
 	}
-	a.startedExec(ws.ID, in.ProcessID)
+	if !beside {
+		// A command beside the setup is not waited for by the next one:
+		// like a background process, it runs on next to later commands.
+		a.startedExec(ws.ID, in.ProcessID)
+	}
 	unlock()
 	info, err := pr.WaitProcess(ctx, in.ProcessID, min(max(in.Wait, 0), sandbox.MaxProcessReadWait))
 	if err != nil {

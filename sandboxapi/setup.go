@@ -111,4 +111,7 @@ type PreparedTree struct {
 	DurationMS int64 `json:"duration_ms,omitempty"`
 	// Note says why nothing was restored or saved, or what failed.
 	Note string `json:"note,omitempty"`
+	// LockfilesHash is the lockfiles' hash the tree is keyed by: as the
+	// worktree held them before the setup commands ran.
+	LockfilesHash string `json:"lockfiles_hash,omitempty"`
 }

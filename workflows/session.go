@@ -107,8 +107,12 @@ type session struct {
 	replica *sandboxapi.RuntimeReplica
 	// setup is the workspace's setup run (session_setup.go), nil when its
 	// repository names no setup command; setupRuns counts this run's starts.
-	setup        *sandboxapi.SetupState
-	setupRuns    int
+	setup     *sandboxapi.SetupState
+	setupRuns int
+	// setupExec is the setup run's command while it runs (not its
+	// prepared-tree restore or save): what an exec with beside_setup
+	// runs next to.
+	setupExec    *execRun
 	lastActivity time.Time
 	ops          int64
 	seq          int64 // changes at every operation start and end

@@ -240,11 +240,12 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 	return s.awaitExec(ctx, e, in, req, st.Unsupported)
 }
 
-// besideSetup reports whether the exec of req runs beside the setup run
-// now holding the session's lock (req.BesideSetup; replay-safe behind
-// changeBesideSetup: only a request with the new field asks).
+// besideSetup reports whether the exec of req runs beside the setup
+// command now running under the session's lock, not cancelled
+// (req.BesideSetup; replay-safe behind changeBesideSetup: only a request
+// with the new field asks).
 func (s *session) besideSetup(ctx workflow.Context, req sandbox.ExecRequest) bool {
-	if !req.BesideSetup || s.setup == nil || s.setup.State != sandboxapi.SetupRunning || s.holder.op != "setup" {
+	if !req.BesideSetup || s.setupExec == nil || s.setupExec.cancel != "" || s.holder.op != "setup" {
 		return false
 	}
 	return workflow.GetVersion(ctx, changeBesideSetup, workflow.DefaultVersion, 1) == 1

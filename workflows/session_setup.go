@@ -83,6 +83,11 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 	prepared := len(env.Prepared) > 0 && workflow.GetVersion(ctx, changePrepared, workflow.DefaultVersion, 1) == 1
 	if prepared {
 		st.Prepared = s.preparedTree(ctx, wire.ActivityRestorePreparedTree, st.LockfilesHash)
+		if h := st.Prepared.LockfilesHash; h != "" {
+			// The lockfiles as the commands see them (the agent may have
+			// changed them since the acquire): the save keys by these.
+			st.LockfilesHash = h
+		}
 		if st.Prepared.Action == sandboxapi.PreparedRestored {
 			end := workflow.Now(ctx)
 			st.State, st.FinishedAt, st.DurationMS = sandboxapi.SetupDone, &end, end.Sub(start).Milliseconds()
@@ -109,7 +114,9 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 	waitCtx, abort := workflow.WithCancel(ctx)
 	e.abort = abort
 	var out wire.ExecActivityResult
+	s.setupExec = e
 	err := s.call(waitCtx, s.hostOptions(opExec, req.Timeout()), wire.ActivityExec, in, &out)
+	s.setupExec = nil
 	if out.RuntimeReplica != nil {
 		s.replica = out.RuntimeReplica
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,16 +123,13 @@ func (c *Caches) HasTree(key string) bool {
 // followed, special files are left out, and nothing outside the worktree
 // is read (the tree is the output of repository code: hostile). When
 // owned (a root worker), the files are given to LinkOwnerUID; they are
-// always read-only. With link (a root worker whose runtime isolates its
-// commands, as RestoreTree's link), a file the worktree holds under one
-// name only becomes the tree's by a hard link instead of a copy: it is
-// given to LinkOwnerUID and made read-only in place, so the worktree then
-// holds it exactly as a workspace restored by link does; a file with other
-// links (a package manager's store, a link a command made to another file)
-// is copied and left as it was. Errors: sandbox.ErrResourceLimit beyond
-// MaxTreeBytes or MaxTreeEntries, sandbox.ErrInsufficientDisk,
+// always read-only, and always copies: the worktree's own files are never
+// taken over (a process of the workspace may hold one open for writing).
+// Only the paths present are kept (the manifest names them); none present
+// keeps no tree. Errors: sandbox.ErrResourceLimit beyond MaxTreeBytes or
+// MaxTreeEntries, sandbox.ErrInsufficientDisk,
 // sandbox.ErrRuntimeUnavailable.
-func (c *Caches) SaveTree(key, worktree string, paths []string, owned, link bool) (PreparedStats, error) {
+func (c *Caches) SaveTree(key, worktree string, paths []string, owned bool) (PreparedStats, error) {
 	if !validKey(key) {
 		return PreparedStats{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "prepared tree key %q", key)
 	}
@@ -164,7 +162,6 @@ func (c *Caches) SaveTree(key, worktree string, paths []string, owned, link bool
 	cp := &copier{mode: ModeReflink, readOnly: true, maxBytes: MaxTreeBytes, maxEntries: MaxTreeEntries, uid: -1, gid: -1}
 	if owned {
 		cp.uid, cp.gid = LinkOwnerUID, LinkOwnerGID
-		cp.linkSource = link
 	}
 	m := manifest{Paths: []string{}, Created: c.now().UTC()}
 	for _, p := range paths {
@@ -194,6 +191,9 @@ func (c *Caches) SaveTree(key, worktree string, paths []string, owned, link bool
 		}
 		m.Paths = append(m.Paths, p)
 	}
+	if len(m.Paths) == 0 {
+		return PreparedStats{}, nil // nothing to keep
+	}
 	m.Files, m.Entries, m.Bytes = cp.files, cp.entries, cp.bytes
 	data, _ := json.Marshal(m)
 	if err := os.WriteFile(filepath.Join(tmp, manifestFile), data, 0o644); err != nil {
@@ -211,7 +211,7 @@ func (c *Caches) SaveTree(key, worktree string, paths []string, owned, link bool
 }
 
 // RestoreTree writes the tree key into the worktree at worktree: every path
-// of paths (as saved) must be missing there, and its parents are made as
+// of paths must be missing there (those the tree holds are made), and its parents are made as
 // needed, never through a symbolic link out of the worktree. Files are
 // reflinked where the file system clones; else, when link, hard-linked
 // (the caller's promise: the runtime's commands cannot write files owned
@@ -230,8 +230,10 @@ func (c *Caches) RestoreTree(key, worktree string, paths []string, link bool, ui
 	if err != nil {
 		return PreparedStats{}, fmt.Errorf("prepared tree %s: %w", key, ErrNoTree)
 	}
-	if strings.Join(m.Paths, "\x00") != strings.Join(paths, "\x00") {
-		return PreparedStats{}, fmt.Errorf("prepared tree %s holds %v, not %v: %w", key, m.Paths, paths, ErrNoTree)
+	for _, p := range m.Paths {
+		if !slices.Contains(paths, p) {
+			return PreparedStats{}, fmt.Errorf("prepared tree %s holds %v, not %v: %w", key, m.Paths, paths, ErrNoTree)
+		}
 	}
 	dst, err := os.OpenRoot(worktree)
 	if err != nil {
@@ -243,6 +245,8 @@ func (c *Caches) RestoreTree(key, worktree string, paths []string, link bool, ui
 			return PreparedStats{}, fmt.Errorf("%s: %w", p, ErrPathExists)
 		}
 	}
+	// The paths the setup left (a path it did not make is not made).
+	paths = m.Paths
 	c.touch(dir)
 	mode := ModeCopy
 	if link {
@@ -354,9 +358,6 @@ type copier struct {
 	uid, gid int
 	// maxBytes and maxEntries bound the copy (0: unbounded).
 	maxBytes, maxEntries int64
-	// linkSource: a source file with one link is given to uid:gid, made
-	// read-only and hard-linked instead of copied (SaveTree's link).
-	linkSource bool
 
 	files, entries, bytes int64
 }
@@ -393,7 +394,7 @@ func (cp *copier) dir(src, dst *os.File, rel string) error {
 			if cp.maxBytes > 0 && cp.bytes > cp.maxBytes {
 				return sandbox.Errorf(sandbox.ErrResourceLimit, "prepared tree: more than %d bytes", cp.maxBytes)
 			}
-			if err := cp.file(sfd, dfd, name, st.Mode&0o7777); err != nil {
+			if err := cp.file(sfd, dfd, name, st.Mode&0o7777, st.Size); err != nil {
 				return fsError(err, "write "+p)
 			}
 		case unix.S_IFLNK:
@@ -429,7 +430,7 @@ func (cp *copier) subdir(sfd, dfd int, name, p string) error {
 }
 
 // file writes the regular file name of sfd into dfd as cp.mode says.
-func (cp *copier) file(sfd, dfd int, name string, perm uint32) error {
+func (cp *copier) file(sfd, dfd int, name string, perm uint32, size int64) error {
 	if cp.mode == ModeLink {
 		err := unix.Linkat(sfd, name, dfd, name, 0)
 		if !errors.Is(err, unix.EMLINK) {
@@ -442,27 +443,20 @@ func (cp *copier) file(sfd, dfd int, name string, perm uint32) error {
 	} else {
 		perm |= 0o200
 	}
-	s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// O_NONBLOCK: a name swapped for a fifo since the stat must not hang
+	// the open; what was opened is checked again below.
+	s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	sf := os.NewFile(uintptr(s), name)
 	defer sf.Close()
-	if cp.linkSource {
-		var st unix.Stat_t
-		if err := unix.Fstat(s, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 {
-			if err := unix.Fchown(s, cp.uid, cp.gid); err != nil {
-				return err
-			}
-			if err := unix.Fchmod(s, perm&0o777); err != nil {
-				return err
-			}
-			// The name may have been replaced since the open: link the
-			// inode opened, never the name.
-			if err := unix.Linkat(s, "", dfd, name, unix.AT_EMPTY_PATH); err == nil {
-				return nil
-			}
-		}
+	var st unix.Stat_t
+	if err := unix.Fstat(s, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size {
+		return fmt.Errorf("%s changed while it was read", name)
 	}
 	d, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm&0o777)
 	if err != nil {
@@ -483,14 +477,16 @@ func (cp *copier) file(sfd, dfd int, name string, perm uint32) error {
 			if cp.mode == ModeLink {
 				df.Close()
 				_ = unix.Unlinkat(dfd, name, 0)
-				return cp.file(sfd, dfd, name, perm)
+				return cp.file(sfd, dfd, name, perm, size)
 			}
 		default:
 			return err
 		}
 	}
 	if !copied {
-		if _, err := io.Copy(df, sf); err != nil {
+		// At most the size counted: a file growing meanwhile is cut, never
+		// read past the tree's bounds.
+		if _, err := io.CopyN(df, sf, size); err != nil {
 			return err
 		}
 	}

@@ -71,7 +71,7 @@ func TestSaveAndRestoreByCopy(t *testing.T) {
 	c := newCaches(t)
 	src := setupOutput(t)
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules", "sub/.venv"}, "local:")
-	st, err := c.SaveTree(key, src, []string{"node_modules", "sub/.venv", "missing"}, false, false)
+	st, err := c.SaveTree(key, src, []string{"node_modules", "sub/.venv", "missing"}, false)
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, st.Files)
 	assert.True(t, c.HasTree(key))
@@ -118,7 +118,7 @@ func TestRestoreByLinkIsReadOnly(t *testing.T) {
 	c := newCaches(t)
 	src := setupOutput(t)
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules"}, "bwrap:")
-	_, err := c.SaveTree(key, src, []string{"node_modules"}, true, false)
+	_, err := c.SaveTree(key, src, []string{"node_modules"}, true)
 	require.NoError(t, err)
 	dst := t.TempDir()
 	got, err := c.RestoreTree(key, dst, []string{"node_modules"}, true, -1, -1)
@@ -145,7 +145,7 @@ func TestRestoreChangesNothingItShouldNot(t *testing.T) {
 	c := newCaches(t)
 	src := setupOutput(t)
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules", "sub/.venv"}, "local:")
-	_, err := c.SaveTree(key, src, []string{"node_modules", "sub/.venv"}, false, false)
+	_, err := c.SaveTree(key, src, []string{"node_modules", "sub/.venv"}, false)
 	require.NoError(t, err)
 
 	dst := t.TempDir()
@@ -184,7 +184,7 @@ func TestSaveRefusesALinkedDirectory(t *testing.T) {
 	wt := t.TempDir()
 	require.NoError(t, os.Symlink("/etc", filepath.Join(wt, "node_modules")))
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules"}, "")
-	st, err := c.SaveTree(key, wt, []string{"node_modules"}, false, false)
+	st, err := c.SaveTree(key, wt, []string{"node_modules"}, false)
 	require.NoError(t, err)
 	assert.Zero(t, st.Files)
 	_, err = c.RestoreTree(key, t.TempDir(), []string{"node_modules"}, false, -1, -1)
@@ -198,7 +198,7 @@ func TestTreesAreListedAndRemovedWithTheCaches(t *testing.T) {
 	c := newCaches(t)
 	src := setupOutput(t)
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules"}, "")
-	_, err := c.SaveTree(key, src, []string{"node_modules"}, os.Geteuid() == 0, os.Geteuid() == 0)
+	_, err := c.SaveTree(key, src, []string{"node_modules"}, os.Geteuid() == 0)
 	require.NoError(t, err)
 	dst := t.TempDir()
 	_, err = c.RestoreTree(key, dst, []string{"node_modules"}, os.Geteuid() == 0, -1, -1)
@@ -221,38 +221,53 @@ func TestTreesAreListedAndRemovedWithTheCaches(t *testing.T) {
 	assert.True(t, errors.Is(c.Remove("prepared/zz"), sandbox.ErrInvalidArgument))
 }
 
-// TestSaveByLink: a root worker's save links each file the worktree holds
-// once, giving it to LinkOwnerUID read-only in place; a file with other
-// links (a store's, or another worktree file's) is copied and left alone.
-func TestSaveByLink(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("giving files to LinkOwnerUID needs root")
-	}
+// TestSaveLeavesTheWorktreeAlone: the save copies; the worktree's files
+// keep their owner, mode and single link (a process holding one open
+// for writing can never reach the tree).
+func TestSaveLeavesTheWorktreeAlone(t *testing.T) {
 	c := newCaches(t)
 	src := setupOutput(t)
-	require.NoError(t, os.Link(filepath.Join(src, "package-lock.json"), filepath.Join(src, "node_modules/a/lock-link")))
 	key := c.TreeKey(ws1, "h", nil, []string{"node_modules"}, "bwrap:")
-	st, err := c.SaveTree(key, src, []string{"node_modules"}, true, true)
+	_, err := c.SaveTree(key, src, []string{"node_modules"}, os.Geteuid() == 0)
 	require.NoError(t, err)
-	assert.EqualValues(t, 5, st.Files)
+	fi, err := os.Stat(filepath.Join(src, "node_modules/a/index.js"))
+	require.NoError(t, err)
+	st := fi.Sys().(*syscall.Stat_t)
+	assert.EqualValues(t, os.Geteuid(), st.Uid)
+	assert.EqualValues(t, 1, st.Nlink)
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+	f, err := os.OpenFile(filepath.Join(src, "node_modules/a/index.js"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("poisoned\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	data, err := os.ReadFile(filepath.Join(c.Root, "prepared", key, "tree/node_modules/a/index.js"))
+	require.NoError(t, err)
+	assert.Equal(t, "module.exports = 1\n", string(data))
+}
 
-	stat := func(p string) *syscall.Stat_t {
-		fi, err := os.Stat(p)
-		require.NoError(t, err)
-		return fi.Sys().(*syscall.Stat_t)
-	}
-	linked := stat(filepath.Join(src, "node_modules/a/index.js"))
-	assert.EqualValues(t, LinkOwnerUID, linked.Uid)
-	assert.EqualValues(t, 2, linked.Nlink, "the worktree's file is the tree's")
-	assert.EqualValues(t, 0o444, linked.Mode&0o777)
-	assert.EqualValues(t, 0o555, stat(filepath.Join(src, "node_modules/.bin/tool-target")).Mode&0o777)
-	lock := stat(filepath.Join(src, "package-lock.json"))
-	assert.EqualValues(t, 0, lock.Uid, "a file linked elsewhere stays as it was")
-	assert.EqualValues(t, 0o644, lock.Mode&0o777)
-	assert.EqualValues(t, 2, lock.Nlink, "and was copied, not linked")
-
+// TestPartialTree: a prepared path the setup did not make is not in the
+// tree, and the tree still restores (it must be missing in the new
+// worktree too); a setup that made none keeps no tree.
+func TestPartialTree(t *testing.T) {
+	c := newCaches(t)
+	src := setupOutput(t)
+	paths := []string{"node_modules", ".venv"}
+	key := c.TreeKey(ws1, "h", nil, paths, "")
+	_, err := c.SaveTree(key, src, paths, false)
+	require.NoError(t, err)
 	dst := t.TempDir()
-	_, err = c.RestoreTree(key, dst, []string{"node_modules"}, true, -1, -1)
+	got, err := c.RestoreTree(key, dst, paths, false, -1, -1)
 	require.NoError(t, err)
-	assert.EqualValues(t, 3, stat(filepath.Join(dst, "node_modules/a/index.js")).Nlink)
+	assert.EqualValues(t, 4, got.Files)
+	_, err = os.Lstat(filepath.Join(dst, ".venv"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	_, err = c.RestoreTree(key, dst, paths, false, -1, -1)
+	assert.ErrorIs(t, err, ErrPathExists)
+
+	none := c.TreeKey(ws1, "none", nil, []string{"absent"}, "")
+	st, err := c.SaveTree(none, src, []string{"absent"}, false)
+	require.NoError(t, err)
+	assert.Zero(t, st.Files)
+	assert.False(t, c.HasTree(none))
 }

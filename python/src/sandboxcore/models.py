@@ -1711,6 +1711,11 @@ class PreparedTree(BaseModel):
     """
     Note says why nothing was restored or saved, or what failed.
     """
+    lockfiles_hash: str | None = None
+    """
+    LockfilesHash is the lockfiles' hash the tree is keyed by: as the
+    worktree held them before the setup commands ran.
+    """
 
 
 class PreviewURL(BaseModel):

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
@@ -79,7 +81,17 @@ func (m *Manager) fixGitFile(wt, admin string) error {
 	p := filepath.Join(wt, ".git")
 	want := "gitdir: " + admin
 	right := func() bool {
-		b, err := os.ReadFile(p)
+		// Never following a link, never hanging on a fifo swapped in
+		// since the Lstat, never reading more than a .git file holds.
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return false
+		}
+		b, err := io.ReadAll(io.LimitReader(f, 4096))
 		return err == nil && strings.TrimSpace(string(b)) == want
 	}
 	fi, err := os.Lstat(p)

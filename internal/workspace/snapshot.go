@@ -309,9 +309,15 @@ func (b *Backups) hashFiles(ctx context.Context, g gitCtx, root *os.Root, paths 
 	var batchIdx []int
 	for i, p := range paths {
 		if strings.ContainsAny(p, "\n\r") {
-			f, err := root.Open(p)
+			// O_NONBLOCK: a name a background process swapped for a fifo
+			// since the listing must not hang the snapshot.
+			f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 			if err != nil {
 				return nil, fsError(err, "read "+p)
+			}
+			if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+				_ = f.Close()
+				return nil, sandbox.Errorf(sandbox.ErrConflict, "read %q: it changed while it was read (no longer a regular file)", p)
 			}
 			out, err := g.runIO(ctx, f, nil, "hash-object", "--no-filters", "-w", "--stdin")
 			_ = f.Close()

@@ -433,10 +433,15 @@ func (cp *copier) subdir(sfd, dfd int, name, p string) error {
 func (cp *copier) file(sfd, dfd int, name string, perm uint32, size int64) error {
 	if cp.mode == ModeLink {
 		err := unix.Linkat(sfd, name, dfd, name, 0)
-		if !errors.Is(err, unix.EMLINK) {
+		switch {
+		case errors.Is(err, unix.EXDEV):
+			// The worktree is on another file system than the tree:
+			// every file is a copy.
+			cp.mode = ModeCopy
+		case !errors.Is(err, unix.EMLINK):
 			return err
 		}
-		// The inode has all the links it may: this one is a copy.
+		// Else the inode has all the links it may: this one is a copy.
 	}
 	if cp.readOnly {
 		perm = perm&0o555 | 0o444

@@ -143,7 +143,7 @@ func (a *Activities) repoImage(ctx context.Context, ws sandbox.Workspace) (strin
 	}
 	ic, ok := a.Runtimes.(ImageChecker)
 	if !ok {
-		return "", "the " + a.Runtimes.Kind() + " runtime does not run images: image " + env.Image + " is not used"
+		return "", "" // a runtime without images: documented, not a problem of the repository's
 	}
 	if !slices.ContainsFunc(a.RepoImages, func(p string) bool { ok, _ := path.Match(p, env.Image); return ok }) {
 		return "", "image " + env.Image + " is not used: SANDBOX_REPO_IMAGES does not allow it (the worker's image runs)"

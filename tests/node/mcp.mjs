@@ -117,7 +117,7 @@ async function run(name) {
   const c = edit.client;
   const { tools } = await c.listTools();
   const names = tools.map((t) => t.name).sort();
-  const want = ['sandbox_exec', 'sandbox_git', 'sandbox_output', 'sandbox_overlaps', 'sandbox_search', 'sandbox_shell', 'sandbox_text_editor', 'sandbox_write_stdin'];
+  const want = ['sandbox_exec', 'sandbox_git', 'sandbox_output', 'sandbox_overlaps', 'sandbox_search', 'sandbox_setup', 'sandbox_shell', 'sandbox_text_editor', 'sandbox_write_stdin'];
   check(JSON.stringify(names) === JSON.stringify(want), `edit tools ${names}, want ${want} (no sandbox_pr: no code host for file://)`);
   for (const t of tools) {
     check(t.inputSchema?.type === 'object' && t.outputSchema?.type === 'object', `${t.name}: input and output schemas`);

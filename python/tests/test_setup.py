@@ -112,7 +112,7 @@ async def test_exec_beside_setup(client: AsyncClient, session_root: Path, unique
     origin = session_root / f"beside-{unique}"
     origin.mkdir(parents=True)
     git(origin, "init", "-q", "-b", "main")
-    (origin / ".sandboxcore.yaml").write_text("setup: sleep 5; echo ready > .ready\n")
+    (origin / ".sandboxcore.yaml").write_text("setup: sleep 15; echo ready > .ready\n")
     git(origin, "add", "-A")
     git(origin, "commit", "-q", "-m", "setup")
     ws = await client.acquire(

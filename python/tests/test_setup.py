@@ -18,21 +18,30 @@ from sandboxcore.agent_tools import AgentTools, catalog
 from .conftest import Worker, git, mcp_server
 
 
+def yaml_repo(root: Path, name: str, sandboxcore_yaml: str) -> str:
+    """The file:// URL of a new one-commit repository under ``root`` holding only
+    ``.sandboxcore.yaml``."""
+    origin = root / name
+    origin.mkdir(parents=True)
+    git(origin, "init", "-q", "-b", "main")
+    (origin / ".sandboxcore.yaml").write_text(sandboxcore_yaml)
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "setup")
+    return "file://" + str(origin)
+
+
 async def test_setup_wait_and_environment(
     client: AsyncClient, session_root: Path, unique: str
 ) -> None:
-    origin = session_root / f"setup-{unique}"
-    origin.mkdir(parents=True)
-    git(origin, "init", "-q", "-b", "main")
-    (origin / ".sandboxcore.yaml").write_text(
-        "setup: echo ready > .ready\nenv:\n  GREETING: hello\n"
+    url = yaml_repo(
+        session_root,
+        f"setup-{unique}",
+        "setup: echo ready > .ready\nenv:\n  GREETING: hello\n",
     )
-    git(origin, "add", "-A")
-    git(origin, "commit", "-q", "-m", "env")
     ws = await client.acquire(
         user_id="setup",
         project_id="p",
-        repo_url="file://" + str(origin),
+        repo_url=url,
         conversation_id=unique,
         setup="wait",
     )
@@ -76,16 +85,11 @@ async def test_setup_and_overlaps_tools_read_as_the_mcp_server(
 ) -> None:
     """sandbox_setup and sandbox_overlaps through the framework-neutral tools answer the text
     the MCP server does; run: true runs the setup again; sandbox_shell takes env."""
-    origin = session_root / f"setup-tool-{unique}"
-    origin.mkdir(parents=True)
-    git(origin, "init", "-q", "-b", "main")
-    (origin / ".sandboxcore.yaml").write_text("setup: echo installed; echo warn >&2\n")
-    git(origin, "add", "-A")
-    git(origin, "commit", "-q", "-m", "setup")
+    url = yaml_repo(session_root, f"setup-tool-{unique}", "setup: echo installed; echo warn >&2\n")
     ws = await client.acquire(
         user_id="setup-tool",
         project_id="p",
-        repo_url="file://" + str(origin),
+        repo_url=url,
         conversation_id=unique,
         setup="wait",
     )
@@ -109,14 +113,9 @@ async def test_setup_and_overlaps_tools_read_as_the_mcp_server(
 
 async def test_exec_beside_setup(client: AsyncClient, session_root: Path, unique: str) -> None:
     """``beside_setup=True`` runs while the setup runs; without it a command waits for it."""
-    origin = session_root / f"beside-{unique}"
-    origin.mkdir(parents=True)
-    git(origin, "init", "-q", "-b", "main")
-    (origin / ".sandboxcore.yaml").write_text("setup: sleep 15; echo ready > .ready\n")
-    git(origin, "add", "-A")
-    git(origin, "commit", "-q", "-m", "setup")
+    url = yaml_repo(session_root, f"beside-{unique}", "setup: sleep 15; echo ready > .ready\n")
     ws = await client.acquire(
-        user_id="beside", project_id="p", repo_url="file://" + str(origin), conversation_id=unique
+        user_id="beside", project_id="p", repo_url=url, conversation_id=unique
     )
     probe = "test -e .ready && cat .ready || echo not-ready"
     for _ in range(100):

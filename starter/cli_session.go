@@ -105,11 +105,23 @@ func (c *cli) printHandle(h sandboxapi.Handle) error {
 	return w.Flush()
 }
 
-// setupLine renders a setup state: "done (exit 0, 2.1s)", "running", …
+// setupLine renders a setup state: "done (exit 0, 2.1s)", "running", …,
+// and what the run did with a prepared tree ("; prepared tree restored by
+// link, 24237 files"); the output tails are in describe --json.
 func setupLine(st *sandboxapi.SetupState) string {
 	line := st.State
 	if st.Ended() && st.State != sandboxapi.SetupSkipped && st.StartedAt != nil {
 		line += fmt.Sprintf(" (exit %d, %s)", st.ExitCode, (time.Duration(st.DurationMS) * time.Millisecond).String())
+	}
+	if p := st.Prepared; p != nil {
+		switch p.Action {
+		case sandboxapi.PreparedRestored:
+			line += fmt.Sprintf("; prepared tree restored by %s, %d files", p.Mode, p.Files)
+		case sandboxapi.PreparedSaved:
+			line += fmt.Sprintf("; prepared tree saved, %d files", p.Files)
+		default:
+			line += "; no prepared tree: " + printablePath(p.Note)
+		}
 	}
 	return line
 }

@@ -172,8 +172,12 @@ func (s *session) rerunSetup(ctx workflow.Context, _ sandboxapi.None) (sandboxap
 	}
 	env := s.ws.Environment
 	if env == nil || len(env.Setup) == 0 {
+		why := "its repository names none, or this worker runs none"
+		if env != nil && len(env.Problems) > 0 {
+			why = fmt.Sprintf("its environment has %d problem(s), which describe lists (a file that is not used names no command)", len(env.Problems))
+		}
 		return sandboxapi.SetupState{}, appError(sandbox.Errorf(sandbox.ErrInvalidArgument,
-			"workspace %s has no setup command to run: its repository names none, or this worker runs none (docs/RUNTIMES.md \"Setup\")", s.wsID))
+			"workspace %s has no setup command to run: %s (docs/RUNTIMES.md \"Setup\")", s.wsID, why))
 	}
 	if s.setup == nil || s.setup.Ended() {
 		s.startSetup(ctx, env)

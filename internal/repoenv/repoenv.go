@@ -236,7 +236,7 @@ func (b *builder) override(data []byte) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {
-		b.problem("%s: %s (the file is not used)", OverrideFile, clip(err.Error()))
+		b.problem("%s: %s (the file is not used)", OverrideFile, yamlError(err))
 		return
 	}
 	if o.Image != "" {
@@ -369,6 +369,18 @@ func decodeStrict(data []byte, v any) error {
 }
 
 func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
+
+// yamlError is a YAML decoding error on one line, without the Go type
+// names the decoder quotes, bounded.
+func yamlError(err error) string {
+	msg := strings.ReplaceAll(err.Error(), " in type repoenv.override", "")
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
+	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:; ")
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	return msg
+}
 
 // clip bounds a repository-provided string quoted in a problem.
 func clip(s string) string {

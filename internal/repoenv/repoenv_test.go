@@ -124,3 +124,11 @@ func TestPrepared(t *testing.T) {
 	require.Len(t, e.Problems, 1)
 	assert.Contains(t, e.Problems[0], "without lockfiles")
 }
+
+// TestYAMLProblemIsOneReadableLine: a decoding error names the field and
+// line, on one line, without Go type names.
+func TestYAMLProblemIsOneReadableLine(t *testing.T) {
+	e := Parse(map[string][]byte{OverrideFile: []byte("setup: make\nbogus_field: 1\nother: 2\n")})
+	require.Len(t, e.Problems, 1)
+	assert.Equal(t, ".sandboxcore.yaml: line 2: field bogus_field not found; line 3: field other not found (the file is not used)", e.Problems[0])
+}

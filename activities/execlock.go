@@ -68,13 +68,18 @@ func (a *Activities) lockExec(ctx context.Context, wsID string) (unlock func(), 
 			return nil, busyError()
 		}
 	}
+	return e.unlocker(), nil
+}
+
+// unlocker returns the idempotent release of sem, which the caller holds.
+func (e *execState) unlocker() func() {
 	var once bool
 	return func() {
 		if !once {
 			once = true
 			<-e.sem
 		}
-	}, nil
+	}
 }
 
 // heartbeating heartbeats the activity of ctx until the returned stop is
@@ -108,13 +113,7 @@ func (a *Activities) lockExecUnlessBesideSetup(ctx context.Context, wsID string,
 		default:
 			return nil, false, busyError()
 		}
-		var once bool
-		return func() {
-			if !once {
-				once = true
-				<-e.sem
-			}
-		}, false, nil
+		return e.unlocker(), false, nil
 	}
 	release, err := a.lockExec(ctx, wsID)
 	if err != nil || !setup {

@@ -622,10 +622,7 @@ func (s *session) destroyedError() error {
 // end releases what begin took and records the operation.
 func (s *session) end(ctx workflow.Context, mutating bool) {
 	s.lock.release(mutating)
-	s.inFlight--
-	s.ops++
-	s.seq++
-	s.lastActivity = workflow.Now(ctx)
+	s.controlEnd(ctx)
 }
 
 // waitReady blocks an operation until the first acquire finished, and

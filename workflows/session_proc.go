@@ -198,15 +198,9 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 	}
 	if s.besideSetup(ctx, req) {
 		// The setup holds the lock: this command runs next to it, holding
-		// none (docs/RUNTIMES.md "Setup").
-		s.inFlight++
-		s.seq++
-		defer func() {
-			s.inFlight--
-			s.ops++
-			s.seq++
-			s.lastActivity = workflow.Now(ctx)
-		}()
+		// none, as an immediate operation (docs/RUNTIMES.md "Setup").
+		s.control(ctx)
+		defer s.controlEnd(ctx)
 	} else {
 		ok, err := s.beginUnless(ctx, true, func() bool { return e.cancel != "" })
 		if err != nil {

@@ -46,7 +46,9 @@ const (
 	LinkOwnerGID = sandbox.SharedFileGID
 )
 
-// Limits of one prepared tree: a setup that produced more is not kept.
+// Limits of one prepared tree, in bytes (apparent sizes of its regular
+// files) and entries (files, directories and links): a setup that produced
+// more is not kept (sandbox.ErrResourceLimit from SaveTree).
 const (
 	MaxTreeBytes   = 8 << 30
 	MaxTreeEntries = 1 << 20

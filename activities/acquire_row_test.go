@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // The row acquire records: this host, the plan's network policy and base
@@ -19,14 +19,14 @@ func TestRecordedRow(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	now := t0.Add(48 * time.Hour)
 	pin, fetched := t0.Add(time.Hour), t0.Add(time.Minute)
-	existing := sandbox.Workspace{ID: "ws-1", CreatedAt: t0, PinnedUntil: &pin, BranchName: "b", BaseCommit: "c1", BaseFetchedAt: &fetched, HostID: "h0"}
-	p := acquirePlan{found: true, existing: existing, network: sandbox.NetworkLimited, networkAllow: []string{"x:1"},
-		req: sandbox.WorkspaceRequest{BaseRef: "main"}}
-	ws := sandbox.Workspace{ID: "ws-1", BranchName: "b", BaseCommit: "c2"}
+	existing := sandboxapi.Workspace{ID: "ws-1", CreatedAt: t0, PinnedUntil: &pin, BranchName: "b", BaseCommit: "c1", BaseFetchedAt: &fetched, HostID: "h0"}
+	p := acquirePlan{found: true, existing: existing, network: sandboxapi.NetworkLimited, networkAllow: []string{"x:1"},
+		req: sandboxapi.WorkspaceRequest{BaseRef: "main"}}
+	ws := sandboxapi.Workspace{ID: "ws-1", BranchName: "b", BaseCommit: "c2"}
 
 	got := a.recordedRow(ws, p, false, now)
 	assert.Equal(t, "h1", got.HostID)
-	assert.Equal(t, sandbox.NetworkLimited, got.Network)
+	assert.Equal(t, sandboxapi.NetworkLimited, got.Network)
 	assert.Equal(t, []string{"x:1"}, got.NetworkAllow)
 	assert.Equal(t, "main", got.BaseRef)
 	assert.Equal(t, now, got.LastUsedAt)

@@ -18,9 +18,9 @@ import (
 // before any git work: no repo cache, no worktree, no row.
 func TestAcquireRefusesBadInputAndChangesNothing(t *testing.T) {
 	h := newTestHost(t)
-	good := h.request(sandbox.ModeEdit, "c1")
-	goodID := sandbox.WorkspaceIDForKey(good.Key())
-	noConv := h.request(sandbox.ModeEdit, "")
+	good := h.request(sandboxapi.ModeEdit, "c1")
+	goodID := sandboxapi.WorkspaceIDForKey(good.Key())
+	noConv := h.request(sandboxapi.ModeEdit, "")
 	hostile := good
 	hostile.RepoURL = "ext::sh -c touch% /tmp/pwned"
 	badBranch := good
@@ -31,8 +31,8 @@ func TestAcquireRefusesBadInputAndChangesNothing(t *testing.T) {
 		want *sandboxapi.Kind
 	}{
 		{"workspace id with a path", wire.AcquireActivityInput{WorkspaceID: "../ws", Request: &good}, sandboxapi.ErrInvalidArgument},
-		{"the request's key is another workspace's", wire.AcquireActivityInput{WorkspaceID: sandbox.WorkspaceIDForKey("edit|bob|p1|c9"), Request: &good}, sandboxapi.ErrInvalidArgument},
-		{"edit mode without a conversation", wire.AcquireActivityInput{WorkspaceID: sandbox.WorkspaceIDForKey(noConv.Key()), Request: &noConv}, sandboxapi.ErrInvalidArgument},
+		{"the request's key is another workspace's", wire.AcquireActivityInput{WorkspaceID: sandboxapi.WorkspaceIDForKey("edit|bob|p1|c9"), Request: &good}, sandboxapi.ErrInvalidArgument},
+		{"edit mode without a conversation", wire.AcquireActivityInput{WorkspaceID: sandboxapi.WorkspaceIDForKey(noConv.Key()), Request: &noConv}, sandboxapi.ErrInvalidArgument},
 		{"a transport that runs commands", wire.AcquireActivityInput{WorkspaceID: goodID, Request: &hostile}, sandboxapi.ErrInvalidArgument},
 		{"a branch that climbs", wire.AcquireActivityInput{WorkspaceID: goodID, Request: &badBranch}, sandboxapi.ErrInvalidArgument},
 		{"resume of an unknown workspace", wire.AcquireActivityInput{WorkspaceID: goodID}, sandboxapi.ErrWorkspaceNotFound},
@@ -66,11 +66,11 @@ func TestAcquireRefusesBadInputAndChangesNothing(t *testing.T) {
 // non-retryable, and records no workspace.
 func TestAcquireUnknownBaseRefIsRefNotFound(t *testing.T) {
 	h := newTestHost(t)
-	req := h.request(sandbox.ModeEdit, "c1")
+	req := h.request(sandboxapi.ModeEdit, "c1")
 	req.BaseRef = "no-such-branch"
-	err := h.run(wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: sandbox.WorkspaceIDForKey(req.Key()), Request: &req}, nil)
+	err := h.run(wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: sandboxapi.WorkspaceIDForKey(req.Key()), Request: &req}, nil)
 	wantAppError(t, err, sandboxapi.ErrRefNotFound)
-	if _, err := h.store.GetWorkspace(context.Background(), sandbox.WorkspaceIDForKey(req.Key())); !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+	if _, err := h.store.GetWorkspace(context.Background(), sandboxapi.WorkspaceIDForKey(req.Key())); !errors.Is(err, sandboxapi.ErrWorkspaceNotFound) {
 		t.Errorf("a refused acquire left a workspace row (GetWorkspace: %v)", err)
 	}
 }
@@ -80,13 +80,13 @@ func TestAcquireUnknownBaseRefIsRefNotFound(t *testing.T) {
 // worktree at the same path, branch and commit, the agent's files intact.
 func TestAcquireTwiceLeavesTheSameState(t *testing.T) {
 	h := newTestHost(t)
-	req := h.request(sandbox.ModeEdit, "c1")
+	req := h.request(sandboxapi.ModeEdit, "c1")
 	first := h.acquire(req)
 	if !first.Created {
 		t.Errorf("first acquire: Created = false")
 	}
 	ws := first.Workspace
-	if ws.BranchName != req.Branch() || ws.HostID != testHostID || ws.State != sandbox.WorkspaceReady {
+	if ws.BranchName != req.Branch() || ws.HostID != testHostID || ws.State != sandboxapi.WorkspaceReady {
 		t.Fatalf("first acquire: branch %q host %q state %q", ws.BranchName, ws.HostID, ws.State)
 	}
 	upstreamHead := gittest.Git(t, h.upstream, "rev-parse", "main")
@@ -136,7 +136,7 @@ func TestAcquireTwiceLeavesTheSameState(t *testing.T) {
 // path and branch, keeping the row (the workspace's identity).
 func TestAcquireRepairsAMissingWorktree(t *testing.T) {
 	h := newTestHost(t)
-	req := h.request(sandbox.ModeEdit, "c1")
+	req := h.request(sandboxapi.ModeEdit, "c1")
 	ws := h.acquire(req).Workspace
 	committed := gittest.Git(t, ws.LocalPath, "rev-parse", "HEAD")
 	if err := os.RemoveAll(ws.LocalPath); err != nil {
@@ -157,7 +157,7 @@ func TestAcquireRepairsAMissingWorktree(t *testing.T) {
 // A key already bound to one repository refuses another with SandboxConflict.
 func TestAcquireAnotherRepositoryUnderTheSameKeyIsAConflict(t *testing.T) {
 	h := newTestHost(t)
-	req := h.request(sandbox.ModeEdit, "c1")
+	req := h.request(sandboxapi.ModeEdit, "c1")
 	ws := h.acquire(req).Workspace
 	other := req
 	other.RepoURL = gittest.FileURL(gittest.InitRepo(t, filepath.Join(t.TempDir(), "up", "team", "other"), "main"))
@@ -173,7 +173,7 @@ func TestAcquireAnotherRepositoryUnderTheSameKeyIsAConflict(t *testing.T) {
 // acquire and for every operation that loads it.
 func TestAWorkspaceOfAnotherHostIsUnavailable(t *testing.T) {
 	h := newTestHost(t)
-	req := h.request(sandbox.ModeEdit, "c1")
+	req := h.request(sandboxapi.ModeEdit, "c1")
 	ws := h.acquire(req).Workspace
 	ws.HostID = "host-b"
 	if err := h.store.UpdateWorkspace(context.Background(), ws); err != nil {
@@ -189,11 +189,11 @@ func TestAWorkspaceOfAnotherHostIsUnavailable(t *testing.T) {
 func TestLocate(t *testing.T) {
 	h := newTestHost(t)
 	var res wire.LocateResult
-	if err := h.run(wire.ActivityLocate, wire.WorkspaceActivityInput{WorkspaceID: sandbox.WorkspaceIDForKey("edit|a|p|c")}, &res); err != nil || res.Exists {
+	if err := h.run(wire.ActivityLocate, wire.WorkspaceActivityInput{WorkspaceID: sandboxapi.WorkspaceIDForKey("edit|a|p|c")}, &res); err != nil || res.Exists {
 		t.Fatalf("unknown workspace: %+v, %v", res, err)
 	}
 	wantAppError(t, h.run(wire.ActivityLocate, wire.WorkspaceActivityInput{WorkspaceID: "ws-\n"}, nil), sandboxapi.ErrInvalidArgument)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	if err := h.run(wire.ActivityLocate, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &res); err != nil || !res.Exists || res.HostID != testHostID {
 		t.Fatalf("acquired workspace: %+v, %v", res, err)
 	}

@@ -67,7 +67,7 @@ type Activities struct {
 	// HostID is this worker host's id (SANDBOX_HOST_ID).
 	HostID string
 	// URLs is the repository URL policy (SANDBOX_ALLOW_FILE_URLS, SANDBOX_ALLOW_HTTP_URLS).
-	URLs sandbox.URLPolicy
+	URLs sandboxapi.URLPolicy
 	// Settings are handed to every session this host serves.
 	Settings wire.SessionSettings
 	// RuntimeImage fills every RuntimeSpec.
@@ -79,8 +79,8 @@ type Activities struct {
 	// the limited network (SANDBOX_NETWORK_ALLOW, canonical entries),
 	// which each workspace's own entries extend (docs/SECURITY.md "Network
 	// modes").
-	RuntimeNetwork sandbox.Network
-	NetworkMax     sandbox.Network
+	RuntimeNetwork sandboxapi.Network
+	NetworkMax     sandboxapi.Network
 	NetworkAllow   []string
 	// HostAddrs lists the worker host's addresses, which a workspace's own
 	// allow-list entries may not cover (checkWorkspaceAllow); nil = the
@@ -223,7 +223,7 @@ func ToApplicationError(err error) error {
 	if errors.As(err, &app) {
 		return err
 	}
-	if sandbox.KindOf(err) == nil {
+	if sandboxapi.KindOf(err) == nil {
 		return sandboxapi.NewApplicationError(err, true)
 	}
 	return sandboxapi.NewApplicationError(err, false)
@@ -268,19 +268,19 @@ func startHeartbeats(ctx context.Context, every time.Duration, details func() an
 // Locate reports whether a workspace exists and on which host; it reads only
 // the store, so any worker can run it (shared task queue).
 func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput) (wire.LocateResult, error) {
-	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return wire.LocateResult{}, ToApplicationError(err)
 	}
 	// A row this host remembers serves while the store is unreachable
 	// (store.Remembering).
 	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
-	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+	if errors.Is(err, sandboxapi.ErrWorkspaceNotFound) {
 		return wire.LocateResult{}, nil
 	}
 	if err != nil {
 		return wire.LocateResult{}, ToApplicationError(err)
 	}
-	if ws.State == sandbox.WorkspaceRemoved {
+	if ws.State == sandboxapi.WorkspaceRemoved {
 		// A destroyed workspace's tombstone: what the destroy kept lives on its host.
 		return wire.LocateResult{HostID: ws.HostID, Removed: true, HostWait: a.Settings.HostWait}, nil
 	}
@@ -311,7 +311,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err != nil {
 		return wire.AcquireActivityResult{}, err
 	}
-	if p.found && p.existing.State == sandbox.WorkspaceReady {
+	if p.found && p.existing.State == sandboxapi.WorkspaceReady {
 		res, ok, err := a.reuseReady(ctx, in, p)
 		if err != nil || ok {
 			return res, err
@@ -320,7 +320,7 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	}
 	// A destroyed workspace's tombstone: the key starts fresh (docs/API.md
 	// "Destroy"); restore brings back what the destroy kept.
-	fresh := !p.found || p.existing.State == sandbox.WorkspaceRemoved
+	fresh := !p.found || p.existing.State == sandboxapi.WorkspaceRemoved
 	// Keep the originally recorded base: a repaired or resumed workspace keeps its branch and base.
 	if p.found && !fresh && p.req.BaseRef == "" {
 		p.req.BaseRef = p.existing.BaseRef
@@ -384,11 +384,11 @@ func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) 
 // stored workspace's), its repository, the stored row (found) and the
 // network policy the workspace gets.
 type acquirePlan struct {
-	req          sandbox.WorkspaceRequest
-	repo         sandbox.RepoIdentity
-	existing     sandbox.Workspace
+	req          sandboxapi.WorkspaceRequest
+	repo         sandboxapi.RepoIdentity
+	existing     sandboxapi.Workspace
 	found        bool
-	network      sandbox.Network
+	network      sandboxapi.Network
 	networkAllow []string
 }
 
@@ -402,12 +402,12 @@ type acquirePlan struct {
 // Errors: as Acquire's, but the git ones.
 func (a *Activities) resolveAcquire(ctx context.Context, in wire.AcquireActivityInput) (acquirePlan, error) {
 	var p acquirePlan
-	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return p, err
 	}
 	existing, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), in.WorkspaceID)
 	p.existing, p.found = existing, err == nil
-	if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+	if err != nil && !errors.Is(err, sandboxapi.ErrWorkspaceNotFound) {
 		return p, err
 	}
 	if in.Request != nil {
@@ -415,27 +415,27 @@ func (a *Activities) resolveAcquire(ctx context.Context, in wire.AcquireActivity
 		if p.repo, err = p.req.Validate(a.URLs); err != nil {
 			return p, err
 		}
-		if id := sandbox.WorkspaceIDForKey(p.req.Key()); id != in.WorkspaceID {
-			return p, sandbox.Errorf(sandbox.ErrInvalidArgument, "the request's key belongs to workspace %s, not %s", id, in.WorkspaceID)
+		if id := sandboxapi.WorkspaceIDForKey(p.req.Key()); id != in.WorkspaceID {
+			return p, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "the request's key belongs to workspace %s, not %s", id, in.WorkspaceID)
 		}
 		if p.found && existing.Repo.Key() != p.repo.Key() {
-			return p, sandbox.Errorf(sandbox.ErrConflict, "workspace %s belongs to repository %s, not %s", in.WorkspaceID, existing.Repo.Key(), p.repo.Key())
+			return p, sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %s belongs to repository %s, not %s", in.WorkspaceID, existing.Repo.Key(), p.repo.Key())
 		}
 	} else {
 		if !p.found {
-			return p, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s does not exist", in.WorkspaceID)
+			return p, sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s does not exist", in.WorkspaceID)
 		}
 		p.req = RequestFor(existing)
 		if p.repo, err = p.req.Validate(a.URLs); err != nil {
 			return p, err
 		}
 	}
-	if p.found && existing.HostID != "" && existing.HostID != a.HostID && existing.State != sandbox.WorkspaceRemoved {
-		return p, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", in.WorkspaceID, existing.HostID, a.HostID)
+	if p.found && existing.HostID != "" && existing.HostID != a.HostID && existing.State != sandboxapi.WorkspaceRemoved {
+		return p, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", in.WorkspaceID, existing.HostID, a.HostID)
 	}
-	var curNet sandbox.Network
+	var curNet sandboxapi.Network
 	var curAllow []string
-	if p.found && existing.State != sandbox.WorkspaceRemoved {
+	if p.found && existing.State != sandboxapi.WorkspaceRemoved {
 		curNet, curAllow = existing.Network, existing.NetworkAllow
 	}
 	if p.network, p.networkAllow, err = a.resolvePolicy(p.req, curNet, curAllow); err != nil {
@@ -484,7 +484,7 @@ func (a *Activities) reuseReady(ctx context.Context, in wire.AcquireActivityInpu
 // row. A ref the request names that the cache lacks is fetched once before
 // ErrRefNotFound, unless a fetch started during this acquire (at started)
 // already: the ref may be newer than the cache's last fetch.
-func (a *Activities) ensureWorktree(ctx context.Context, p acquirePlan, cred *sandbox.Credential, started time.Time) (sandbox.Workspace, error) {
+func (a *Activities) ensureWorktree(ctx context.Context, p acquirePlan, cred *sandbox.Credential, started time.Time) (sandboxapi.Workspace, error) {
 	ensureCache := func(force bool) (sandbox.RepoCache, error) {
 		cache, err := whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, p.repo, cred, force) })
 		if err != nil {
@@ -494,21 +494,21 @@ func (a *Activities) ensureWorktree(ctx context.Context, p acquirePlan, cred *sa
 	}
 	cache, err := ensureCache(p.req.Refresh)
 	if err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	// An existing workspace keeps the branch and directory its row records
 	// (docs/API.md "Identity"); a destroyed key's tombstone starts afresh.
-	var stored *sandbox.Workspace
-	if p.found && p.existing.State != sandbox.WorkspaceRemoved {
+	var stored *sandboxapi.Workspace
+	if p.found && p.existing.State != sandboxapi.WorkspaceRemoved {
 		stored = &p.existing
 	}
-	ws, err := whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req, stored) })
-	if errors.Is(err, sandbox.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {
+	ws, err := whileHeartbeating(ctx, func() (sandboxapi.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req, stored) })
+	if errors.Is(err, sandboxapi.ErrRefNotFound) && cache.LastFetchedAt.Before(started) {
 		// LastFetchedAt is when the fetch started.
 		if cache, err = ensureCache(true); err != nil {
-			return sandbox.Workspace{}, err
+			return sandboxapi.Workspace{}, err
 		}
-		ws, err = whileHeartbeating(ctx, func() (sandbox.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req, stored) })
+		ws, err = whileHeartbeating(ctx, func() (sandboxapi.Workspace, error) { return a.Workspaces.Ensure(ctx, cache, p.req, stored) })
 	}
 	return ws, err
 }
@@ -530,10 +530,10 @@ type HostLister interface {
 // its tenant. A derived branch needs no check: it is unique per key
 // (docs/API.md "Identity"). Errors: ErrConflict, the store's.
 func (a *Activities) checkBranchFree(ctx context.Context, p acquirePlan) error {
-	if p.req.BranchName == "" || p.req.Mode == sandbox.ModeAnalysis {
+	if p.req.BranchName == "" || p.req.Mode == sandboxapi.ModeAnalysis {
 		return nil
 	}
-	self := sandbox.WorkspaceIDForKey(p.req.Key())
+	self := sandboxapi.WorkspaceIDForKey(p.req.Key())
 	hosts := []string{a.HostID}
 	if hl, ok := a.Store.(HostLister); ok {
 		list, err := hl.ListHosts(ctx)
@@ -552,8 +552,8 @@ func (a *Activities) checkBranchFree(ctx context.Context, p acquirePlan) error {
 			return err
 		}
 		for _, w := range rows {
-			if w.ID != self && w.State != sandbox.WorkspaceRemoved && w.BranchName == p.req.BranchName {
-				return sandbox.Errorf(sandbox.ErrConflict, "branch_name %s is held by another workspace of the repository: choose another branch_name", p.req.BranchName)
+			if w.ID != self && w.State != sandboxapi.WorkspaceRemoved && w.BranchName == p.req.BranchName {
+				return sandboxapi.Errorf(sandboxapi.ErrConflict, "branch_name %s is held by another workspace of the repository: choose another branch_name", p.req.BranchName)
 			}
 		}
 	}
@@ -568,7 +568,7 @@ func (a *Activities) checkBranchFree(ctx context.Context, p acquirePlan) error {
 // recorded base commit of its branch (diffs stay against it) and that
 // base's fetch time; a re-used tombstone (found, fresh) is a new workspace
 // of the key.
-func (a *Activities) recordedRow(ws sandbox.Workspace, p acquirePlan, fresh bool, now time.Time) sandbox.Workspace {
+func (a *Activities) recordedRow(ws sandboxapi.Workspace, p acquirePlan, fresh bool, now time.Time) sandboxapi.Workspace {
 	ws.HostID = a.HostID
 	ws.Network, ws.NetworkAllow = p.network, p.networkAllow
 	ws.BaseRef = p.req.BaseRef
@@ -595,12 +595,12 @@ func (a *Activities) recordedRow(ws sandbox.Workspace, p acquirePlan, fresh bool
 // recordWorkspace writes the row: an update when one was found, else a
 // create (an update when a concurrent attempt, a retry, created it first:
 // same id, same worktree).
-func (a *Activities) recordWorkspace(ctx context.Context, ws sandbox.Workspace, found bool) error {
+func (a *Activities) recordWorkspace(ctx context.Context, ws sandboxapi.Workspace, found bool) error {
 	if found {
 		return a.Store.UpdateWorkspace(ctx, ws)
 	}
 	err := a.Store.CreateWorkspace(ctx, ws)
-	if errors.Is(err, sandbox.ErrConflict) {
+	if errors.Is(err, sandboxapi.ErrConflict) {
 		err = a.Store.UpdateWorkspace(ctx, ws)
 	}
 	return err
@@ -608,7 +608,7 @@ func (a *Activities) recordWorkspace(ctx context.Context, ws sandbox.Workspace, 
 
 // settingsFor returns the session settings of ws: the host's, with
 // CodeHost set when this host's code host serves the repository.
-func (a *Activities) settingsFor(ws sandbox.Workspace) wire.SessionSettings {
+func (a *Activities) settingsFor(ws sandboxapi.Workspace) wire.SessionSettings {
 	s := a.Settings
 	s.CodeHost = a.CodeHost != nil && a.CodeHost.Serves(ws.Repo)
 	return s
@@ -617,21 +617,21 @@ func (a *Activities) settingsFor(ws sandbox.Workspace) wire.SessionSettings {
 // RequestFor rebuilds the request that created a workspace (resume by id):
 // a branch other than the one the request's derivation names today (every
 // branch of a workspace created before tenant segments) is its branch_name.
-func RequestFor(ws sandbox.Workspace) sandbox.WorkspaceRequest {
-	req := sandbox.WorkspaceRequest{
+func RequestFor(ws sandboxapi.Workspace) sandboxapi.WorkspaceRequest {
+	req := sandboxapi.WorkspaceRequest{
 		UserID: ws.UserID, ProjectID: ws.ProjectID, RepoURL: ws.Repo.URL, BaseRef: ws.BaseRef,
 		Mode: ws.Mode, ConversationID: ws.ConversationID, TaskID: ws.TaskID,
 	}
-	if ws.Mode != sandbox.ModeAnalysis && ws.BranchName != req.Branch() {
+	if ws.Mode != sandboxapi.ModeAnalysis && ws.BranchName != req.Branch() {
 		req.BranchName = ws.BranchName
 	}
 	return req
 }
 
 // workspace loads a ready workspace that lives on this host.
-func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspace, error) {
-	if err := sandbox.ValidateWorkspaceID(id); err != nil {
-		return sandbox.Workspace{}, err
+func (a *Activities) workspace(ctx context.Context, id string) (sandboxapi.Workspace, error) {
+	if err := sandboxapi.ValidateWorkspaceID(id); err != nil {
+		return sandboxapi.Workspace{}, err
 	}
 	// Every operation loads its row: one this host remembers serves while
 	// the store is unreachable, so operations that need nothing else from
@@ -639,13 +639,13 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspac
 	a.changes.mark(id, a.now())
 	ws, err := a.Store.GetWorkspace(store.AllowRemembered(ctx), id)
 	if err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	if ws.HostID != a.HostID {
-		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", id, ws.HostID, a.HostID)
+		return sandboxapi.Workspace{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", id, ws.HostID, a.HostID)
 	}
-	if ws.State != sandbox.WorkspaceReady {
-		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s is %s", id, ws.State)
+	if ws.State != sandboxapi.WorkspaceReady {
+		return sandboxapi.Workspace{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s is %s", id, ws.State)
 	}
 	a.repairMetadata(ctx, ws)
 	return ws, nil
@@ -657,14 +657,14 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandbox.Workspac
 // (workspace.Manager.RepairMetadata): an agent's `rm .git` or a `git
 // worktree prune` never strands a workspace.
 type MetadataRepairer interface {
-	RepairMetadata(ctx context.Context, ws sandbox.Workspace) error
+	RepairMetadata(ctx context.Context, ws sandboxapi.Workspace) error
 }
 
 // repairMetadata repairs ws's worktree metadata before an operation runs
 // (commands included: the agent's own git needs the .git file); a failure
 // is logged and the operation goes on (it fails with its own error if it
 // needs what could not be repaired).
-func (a *Activities) repairMetadata(ctx context.Context, ws sandbox.Workspace) {
+func (a *Activities) repairMetadata(ctx context.Context, ws sandboxapi.Workspace) {
 	r, ok := a.Workspaces.(MetadataRepairer)
 	if !ok {
 		return
@@ -695,7 +695,7 @@ func (a *Activities) touch(ctx context.Context, id string, force bool) {
 	}
 }
 
-func (a *Activities) setDirty(ctx context.Context, ws sandbox.Workspace, dirty bool) {
+func (a *Activities) setDirty(ctx context.Context, ws sandboxapi.Workspace, dirty bool) {
 	if ws.Dirty == dirty {
 		return
 	}
@@ -724,8 +724,8 @@ var AgentGitIdentity = map[string]string{
 // cache stays unchangeable from there. The environment holds
 // nothing from the worker, only AgentGitIdentity (fork manifest "Security Rules").
 // createRuntime adds the dependency cache.
-func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
-	rid := sandbox.RuntimeIDFor(ws.ID)
+func (a *Activities) RuntimeSpecFor(ws sandboxapi.Workspace) sandbox.RuntimeSpec {
+	rid := sandboxapi.RuntimeIDFor(ws.ID)
 	mounts := []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}}
 	if bare := filepath.Join(filepath.Dir(filepath.Dir(ws.LocalPath)), ".bare"); filepath.IsAbs(bare) {
 		mounts = append(mounts, sandbox.Mount{Source: bare, Target: bare, Writable: false})
@@ -755,9 +755,9 @@ func (a *Activities) RuntimeSpecFor(ws sandbox.Workspace) sandbox.RuntimeSpec {
 // (docs/RUNTIMES.md "Repository environment"), the workspace's dependency cache mounted read-write at its own host
 // path and the package managers' variables pointing into it
 // (depcache.Env), when the host keeps caches and the provider mounts host
-// directories. Errors: the cache's (sandbox.ErrInsufficientDisk,
-// sandbox.ErrRuntimeUnavailable) and the provider's Create's.
-func (a *Activities) createRuntime(ctx context.Context, ws sandbox.Workspace) (sandbox.Runtime, error) {
+// directories. Errors: the cache's (sandboxapi.ErrInsufficientDisk,
+// sandboxapi.ErrRuntimeUnavailable) and the provider's Create's.
+func (a *Activities) createRuntime(ctx context.Context, ws sandboxapi.Workspace) (sandbox.Runtime, error) {
 	spec := a.RuntimeSpecFor(ws)
 	spec.Image = a.runtimeImage(ctx, ws)
 	if repo := a.repoEnvVars(ctx, ws); repo != nil {
@@ -838,7 +838,7 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 	return wire.ExecActivityResult{ExecResult: res, RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
 
-func (a *Activities) recordRuntime(ctx context.Context, ws sandbox.Workspace, id string, state sandbox.RuntimeState) {
+func (a *Activities) recordRuntime(ctx context.Context, ws sandboxapi.Workspace, id string, state sandbox.RuntimeState) {
 	now := a.now()
 	rec, err := a.Store.GetRuntime(ctx, id)
 	if err != nil {
@@ -856,7 +856,7 @@ func (a *Activities) recordRuntime(ctx context.Context, ws sandbox.Workspace, id
 	}
 }
 
-// ReadFile returns a file's bytes (at most sandbox.MaxFileBytes). Errors:
+// ReadFile returns a file's bytes (at most sandboxapi.MaxFileBytes). Errors:
 // ErrInvalidWorkspacePath, ErrResourceLimit.
 func (a *Activities) ReadFile(ctx context.Context, in wire.FileActivityInput) (sandboxapi.ReadFileResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
@@ -880,7 +880,7 @@ func (a *Activities) WriteFile(ctx context.Context, in wire.FileActivityInput) (
 		return sandboxapi.WriteFileResult{}, ToApplicationError(err)
 	}
 	if !ws.Capabilities.Writable {
-		return sandboxapi.WriteFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+		return sandboxapi.WriteFileResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
 	}
 	written := sandboxapi.ContentHash(in.Content)
 	if in.IfMatch != "" {
@@ -897,10 +897,10 @@ func (a *Activities) WriteFile(ctx context.Context, in wire.FileActivityInput) (
 			a.touch(ctx, ws.ID, false)
 			return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content)), ContentHash: written}, nil
 		case err == nil:
-			return sandboxapi.WriteFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrConflict,
+			return sandboxapi.WriteFileResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrConflict,
 				"write_file %q: the file changed since it was read (if_match %s, now %s); read it again and reapply the change", in.Path, in.IfMatch, sandboxapi.ContentHash(cur)))
-		case errors.Is(err, sandbox.ErrFileNotFound):
-			return sandboxapi.WriteFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrConflict,
+		case errors.Is(err, sandboxapi.ErrFileNotFound):
+			return sandboxapi.WriteFileResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrConflict,
 				"write_file %q: the file was removed since it was read (if_match %s)", in.Path, in.IfMatch))
 		default:
 			return sandboxapi.WriteFileResult{}, ToApplicationError(err)
@@ -938,28 +938,28 @@ func (a *Activities) ListDir(ctx context.Context, in wire.FileActivityInput) (sa
 }
 
 // Search finds matching lines under the workspace root.
-func (a *Activities) Search(ctx context.Context, in wire.SearchActivityInput) (sandbox.SearchResult, error) {
+func (a *Activities) Search(ctx context.Context, in wire.SearchActivityInput) (sandboxapi.SearchResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.SearchResult{}, ToApplicationError(err)
+		return sandboxapi.SearchResult{}, ToApplicationError(err)
 	}
-	res, err := whileHeartbeating(ctx, func() (sandbox.SearchResult, error) { return a.Workspaces.Search(ctx, ws, in.Request) })
+	res, err := whileHeartbeating(ctx, func() (sandboxapi.SearchResult, error) { return a.Workspaces.Search(ctx, ws, in.Request) })
 	if err != nil {
-		return sandbox.SearchResult{}, ToApplicationError(err)
+		return sandboxapi.SearchResult{}, ToApplicationError(err)
 	}
 	a.touch(ctx, ws.ID, false)
 	return res, nil
 }
 
 // Status reports the workspace's git state and records its dirty flag.
-func (a *Activities) Status(ctx context.Context, in wire.WorkspaceActivityInput) (sandbox.WorkspaceStatus, error) {
+func (a *Activities) Status(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.WorkspaceStatus, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, ToApplicationError(err)
+		return sandboxapi.WorkspaceStatus{}, ToApplicationError(err)
 	}
 	st, err := a.Workspaces.Status(ctx, ws)
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, ToApplicationError(err)
+		return sandboxapi.WorkspaceStatus{}, ToApplicationError(err)
 	}
 	a.setDirty(ctx, ws, st.Dirty)
 	a.touch(ctx, ws.ID, false)
@@ -967,14 +967,14 @@ func (a *Activities) Status(ctx context.Context, in wire.WorkspaceActivityInput)
 }
 
 // Diff returns the agent's change against the recorded base commit.
-func (a *Activities) Diff(ctx context.Context, in wire.WorkspaceActivityInput) (sandbox.Diff, error) {
+func (a *Activities) Diff(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.Diff, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.Diff{}, ToApplicationError(err)
+		return sandboxapi.Diff{}, ToApplicationError(err)
 	}
-	d, err := whileHeartbeating(ctx, func() (sandbox.Diff, error) { return a.Workspaces.Diff(ctx, ws) })
+	d, err := whileHeartbeating(ctx, func() (sandboxapi.Diff, error) { return a.Workspaces.Diff(ctx, ws) })
 	if err != nil {
-		return sandbox.Diff{}, ToApplicationError(err)
+		return sandboxapi.Diff{}, ToApplicationError(err)
 	}
 	a.touch(ctx, ws.ID, false)
 	return d, nil
@@ -982,17 +982,17 @@ func (a *Activities) Diff(ctx context.Context, in wire.WorkspaceActivityInput) (
 
 // Commit commits the workspace's changes onto its branch. Errors:
 // ErrCommandRejected (read-only), ErrInvalidArgument, ErrRepoLocked.
-func (a *Activities) Commit(ctx context.Context, in wire.CommitActivityInput) (sandbox.CommitResult, error) {
+func (a *Activities) Commit(ctx context.Context, in wire.CommitActivityInput) (sandboxapi.CommitResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.CommitResult{}, ToApplicationError(err)
+		return sandboxapi.CommitResult{}, ToApplicationError(err)
 	}
 	if !ws.Capabilities.Writable {
-		return sandbox.CommitResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+		return sandboxapi.CommitResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
 	}
-	res, err := whileHeartbeating(ctx, func() (sandbox.CommitResult, error) { return a.Workspaces.Commit(ctx, ws, in.Request) })
+	res, err := whileHeartbeating(ctx, func() (sandboxapi.CommitResult, error) { return a.Workspaces.Commit(ctx, ws, in.Request) })
 	if err != nil {
-		return sandbox.CommitResult{}, ToApplicationError(err)
+		return sandboxapi.CommitResult{}, ToApplicationError(err)
 	}
 	if st, err := a.Workspaces.Status(ctx, ws); err == nil {
 		a.setDirty(ctx, ws, st.Dirty)
@@ -1010,9 +1010,9 @@ func (a *Activities) Hibernate(ctx context.Context, in wire.WorkspaceActivityInp
 	if err != nil {
 		return sandboxapi.HibernateResult{}, ToApplicationError(err)
 	}
-	id := sandbox.RuntimeIDFor(ws.ID)
+	id := sandboxapi.RuntimeIDFor(ws.ID)
 	rt, err := a.Runtimes.Get(ctx, id)
-	if errors.Is(err, sandbox.ErrNotFound) {
+	if errors.Is(err, sandboxapi.ErrNotFound) {
 		// Unknown to this worker, but recorded running: an earlier worker
 		// left it (a restart), and its sandbox may still run. Create takes
 		// such a runtime over (a runtime reattaches to what survived), so
@@ -1036,10 +1036,10 @@ func (a *Activities) Hibernate(ctx context.Context, in wire.WorkspaceActivityInp
 // DestroyRuntime removes the workspace's runtime and its row; never the
 // workspace. A missing runtime is success.
 func (a *Activities) DestroyRuntime(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
-	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return sandboxapi.HibernateResult{}, ToApplicationError(err)
 	}
-	id := sandbox.RuntimeIDFor(in.WorkspaceID)
+	id := sandboxapi.RuntimeIDFor(in.WorkspaceID)
 	if err := a.Runtimes.Destroy(ctx, id); err != nil {
 		return sandboxapi.HibernateResult{}, ToApplicationError(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Repository content a plain worktree lacks (docs/API.md "Submodules",
@@ -21,13 +22,13 @@ import (
 // (workspace.Manager).
 type SubmoduleCheckout interface {
 	// Submodules lists the workspace's gitlinks and whether each is checked out.
-	Submodules(ctx context.Context, ws sandbox.Workspace) ([]sandbox.Submodule, error)
+	Submodules(ctx context.Context, ws sandboxapi.Workspace) ([]sandbox.Submodule, error)
 	// CheckoutSubmodule checks sub.Commit out at sub.Path from mirror (a
 	// repo cache's bare repository). Errors: ErrRefNotFound (the mirror
 	// lacks the commit), ErrConflict (the directory is not empty), …
-	CheckoutSubmodule(ctx context.Context, ws sandbox.Workspace, sub sandbox.Submodule, mirror string) error
+	CheckoutSubmodule(ctx context.Context, ws sandboxapi.Workspace, sub sandbox.Submodule, mirror string) error
 	// UninitializedSubmodules lists the gitlinks not checked out.
-	UninitializedSubmodules(ctx context.Context, ws sandbox.Workspace) ([]string, error)
+	UninitializedSubmodules(ctx context.Context, ws sandboxapi.Workspace) ([]string, error)
 }
 
 // LFSFetcher is the optional capability of a WorkspaceProvider that
@@ -35,14 +36,14 @@ type SubmoduleCheckout interface {
 type LFSFetcher interface {
 	// FetchLFS fetches and checks out the workspace's LFS content with cred
 	// and returns the paths still pointers.
-	FetchLFS(ctx context.Context, ws sandbox.Workspace, repo sandbox.RepoIdentity, cred *sandbox.Credential) ([]string, error)
+	FetchLFS(ctx context.Context, ws sandboxapi.Workspace, repo sandboxapi.RepoIdentity, cred *sandbox.Credential) ([]string, error)
 }
 
 // CommitFetcher is the optional capability of a RepoCacheProvider that
 // fetches one commit no branch or tag names (repocache.Cache): a submodule
 // may record such a commit.
 type CommitFetcher interface {
-	FetchCommit(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential, commit string) error
+	FetchCommit(ctx context.Context, repo sandboxapi.RepoIdentity, cred *sandbox.Credential, commit string) error
 }
 
 // completeContent checks out ws's submodules (unless a.SkipSubmodules) and
@@ -50,13 +51,13 @@ type CommitFetcher interface {
 // the submodules left uninitialised: from the one listing of the index,
 // less those checked out here (fetching LFS content adds or moves no
 // gitlink), or listed again when the first listing failed or was skipped.
-func (a *Activities) completeContent(ctx context.Context, ws sandbox.Workspace, repo sandbox.RepoIdentity, cred *sandbox.Credential) []string {
+func (a *Activities) completeContent(ctx context.Context, ws sandboxapi.Workspace, repo sandboxapi.RepoIdentity, cred *sandbox.Credential) []string {
 	var left []string
 	listed := false
 	if sc, ok := a.Workspaces.(SubmoduleCheckout); ok && !a.SkipSubmodules {
 		subs, err := sc.Submodules(ctx, ws)
 		if err != nil {
-			a.log().Warn("list submodules", "workspace", ws.ID, "error", sandbox.Message(err))
+			a.log().Warn("list submodules", "workspace", ws.ID, "error", sandboxapi.Message(err))
 		}
 		listed = err == nil
 		for _, s := range subs {
@@ -64,14 +65,14 @@ func (a *Activities) completeContent(ctx context.Context, ws sandbox.Workspace, 
 				continue
 			}
 			if err := a.checkoutSubmodule(ctx, sc, ws, repo, s); err != nil {
-				a.log().Warn("submodule not checked out; reported as uninitialized", "workspace", ws.ID, "path", s.Path, "error", sandbox.Message(err))
+				a.log().Warn("submodule not checked out; reported as uninitialized", "workspace", ws.ID, "path", s.Path, "error", sandboxapi.Message(err))
 				left = append(left, s.Path)
 			}
 		}
 	}
 	if lf, ok := a.Workspaces.(LFSFetcher); ok {
 		if _, err := whileHeartbeating(ctx, func() ([]string, error) { return lf.FetchLFS(ctx, ws, repo, cred) }); err != nil {
-			a.log().Warn("Git LFS content not fetched; pointers are reported", "workspace", ws.ID, "error", sandbox.Message(err))
+			a.log().Warn("Git LFS content not fetched; pointers are reported", "workspace", ws.ID, "error", sandboxapi.Message(err))
 		}
 	}
 	if listed {
@@ -82,14 +83,14 @@ func (a *Activities) completeContent(ctx context.Context, ws sandbox.Workspace, 
 
 // uninitializedSubmodules lists ws's gitlinks not checked out (nil when the
 // provider cannot tell).
-func (a *Activities) uninitializedSubmodules(ctx context.Context, ws sandbox.Workspace) []string {
+func (a *Activities) uninitializedSubmodules(ctx context.Context, ws sandboxapi.Workspace) []string {
 	sc, ok := a.Workspaces.(SubmoduleCheckout)
 	if !ok {
 		return nil
 	}
 	paths, err := sc.UninitializedSubmodules(ctx, ws)
 	if err != nil {
-		a.log().Warn("list submodules", "workspace", ws.ID, "error", sandbox.Message(err))
+		a.log().Warn("list submodules", "workspace", ws.ID, "error", sandboxapi.Message(err))
 		return nil
 	}
 	return paths
@@ -102,12 +103,12 @@ func (a *Activities) uninitializedSubmodules(ctx context.Context, ws sandbox.Wor
 // for it (the repo cache is shared), ensures its repo cache (fetching it
 // again, then the commit by id, when the commit is missing) and checks the
 // recorded commit out.
-func (a *Activities) checkoutSubmodule(ctx context.Context, sc SubmoduleCheckout, ws sandbox.Workspace, super sandbox.RepoIdentity, s sandbox.Submodule) error {
+func (a *Activities) checkoutSubmodule(ctx context.Context, sc SubmoduleCheckout, ws sandboxapi.Workspace, super sandboxapi.RepoIdentity, s sandbox.Submodule) error {
 	u, err := sandbox.ResolveSubmoduleURL(super.URL, s.URL)
 	if err != nil {
 		return err
 	}
-	id, err := sandbox.ParseRepoURL(u, a.URLs)
+	id, err := sandboxapi.ParseRepoURL(u, a.URLs)
 	if err != nil {
 		return err
 	}
@@ -123,7 +124,7 @@ func (a *Activities) checkoutSubmodule(ctx context.Context, sc SubmoduleCheckout
 		c, err := whileHeartbeating(ctx, func() (sandbox.RepoCache, error) { return a.Repos.Ensure(ctx, id, cred, force) })
 		if err == nil {
 			if uerr := a.Store.UpsertRepoCache(ctx, c); uerr != nil {
-				a.log().Warn("record the submodule's repo cache", "repo", id.Key(), "error", sandbox.Message(uerr))
+				a.log().Warn("record the submodule's repo cache", "repo", id.Key(), "error", sandboxapi.Message(uerr))
 			}
 		}
 		return c, err
@@ -133,13 +134,13 @@ func (a *Activities) checkoutSubmodule(ctx context.Context, sc SubmoduleCheckout
 		return err
 	}
 	err = sc.CheckoutSubmodule(ctx, ws, s, cache.LocalPath)
-	if errors.Is(err, sandbox.ErrRefNotFound) {
+	if errors.Is(err, sandboxapi.ErrRefNotFound) {
 		if cache, err = ensure(true); err != nil {
 			return err
 		}
 		err = sc.CheckoutSubmodule(ctx, ws, s, cache.LocalPath)
 	}
-	if cf, ok := a.Repos.(CommitFetcher); ok && errors.Is(err, sandbox.ErrRefNotFound) {
+	if cf, ok := a.Repos.(CommitFetcher); ok && errors.Is(err, sandboxapi.ErrRefNotFound) {
 		if _, ferr := whileHeartbeating(ctx, func() (struct{}, error) { return struct{}{}, cf.FetchCommit(ctx, id, cred, s.Commit) }); ferr != nil {
 			return ferr
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -27,7 +26,7 @@ func (a *Activities) EditFile(ctx context.Context, in wire.EditFileActivityInput
 		return sandboxapi.EditFileResult{}, ToApplicationError(err)
 	}
 	if !ws.Capabilities.Writable {
-		return sandboxapi.EditFileResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+		return sandboxapi.EditFileResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
 	}
 	res, err := a.Workspaces.EditFile(ctx, ws, in.Request, in.UpdateID)
 	if err != nil {
@@ -61,7 +60,7 @@ func (a *Activities) ReadOutput(ctx context.Context, in wire.ReadOutputActivityI
 		return sandboxapi.ReadOutputResult{}, ToApplicationError(err)
 	}
 	if a.Outputs == nil {
-		return sandboxapi.ReadOutputResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "host %s keeps no command output", a.HostID))
+		return sandboxapi.ReadOutputResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "host %s keeps no command output", a.HostID))
 	}
 	res, err := a.Outputs.Read(ws.ID, in.Request)
 	if err != nil {

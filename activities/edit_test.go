@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -15,7 +14,7 @@ import (
 // result and the file holds one edit. A new update id edits again.
 func TestEditFileRetriedWithTheSameUpdateIDAppliesOnce(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	in := wire.EditFileActivityInput{WorkspaceID: ws.ID, UpdateID: "u-1",
 		Request: sandboxapi.EditFileInput{Command: "insert", Path: "README.md", InsertLine: 0, NewStr: "added"}}
 	var first, second sandboxapi.EditFileResult
@@ -45,7 +44,7 @@ func TestEditFileRetriedWithTheSameUpdateIDAppliesOnce(t *testing.T) {
 // naming the field, and the file is unchanged.
 func TestEditFileRefusesAmbiguousReplacements(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	if err := h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "twice.txt", Content: []byte("x\nx\n")}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func TestEditFileRefusesAmbiguousReplacements(t *testing.T) {
 // SandboxNotFound, and analysis workspaces take no checkpoints.
 func TestCheckpointAndRollback(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	write := func(path, content string) {
 		t.Helper()
 		if err := h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: path, Content: []byte(content)}, nil); err != nil {
@@ -78,7 +77,7 @@ func TestCheckpointAndRollback(t *testing.T) {
 		}
 	}
 	write("work.txt", "version 1\n")
-	var cp sandbox.Checkpoint
+	var cp sandboxapi.Checkpoint
 	if err := h.run(wire.ActivityCheckpoint, wire.CheckpointActivityInput{WorkspaceID: ws.ID, Label: "v1"}, &cp); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +87,7 @@ func TestCheckpointAndRollback(t *testing.T) {
 	write("work.txt", "version 2\n")
 	write("later.txt", "made after the checkpoint\n")
 	for i := range 2 {
-		var res sandbox.RollbackResult
+		var res sandboxapi.RollbackResult
 		if err := h.run(wire.ActivityRollback, wire.RollbackActivityInput{WorkspaceID: ws.ID, Checkpoint: cp.ID}, &res); err != nil {
 			t.Fatalf("rollback #%d: %v", i+1, err)
 		}
@@ -111,6 +110,6 @@ func TestCheckpointAndRollback(t *testing.T) {
 	}
 	wantAppError(t, h.run(wire.ActivityRollback, wire.RollbackActivityInput{WorkspaceID: ws.ID, Checkpoint: 99}, nil), sandboxapi.ErrNotFound)
 
-	analysis := h.acquire(h.request(sandbox.ModeAnalysis, "")).Workspace
+	analysis := h.acquire(h.request(sandboxapi.ModeAnalysis, "")).Workspace
 	wantAppError(t, h.run(wire.ActivityCheckpoint, wire.CheckpointActivityInput{WorkspaceID: analysis.ID}, nil), sandboxapi.ErrCommandRejected)
 }

@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/sandboxcore/sandboxcore/internal/repoenv"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -21,7 +20,7 @@ import (
 // bytes. Without it no repository environment is read (docs/RUNTIMES.md
 // "Repository environment").
 type BaseFileReader interface {
-	BaseFiles(ctx context.Context, ws sandbox.Workspace, paths []string, maxBytes int) (map[string][]byte, error)
+	BaseFiles(ctx context.Context, ws sandboxapi.Workspace, paths []string, maxBytes int) (map[string][]byte, error)
 }
 
 // repoEnvCache keeps each workspace's repository environment by workspace
@@ -40,7 +39,7 @@ type repoEnvEntry struct {
 // repoEnvironment returns ws's repository environment (repoenv.Parse of
 // the files at its base commit), nil when the repository has none or they
 // cannot be read (logged: an acquire never fails for it).
-func (a *Activities) repoEnvironment(ctx context.Context, ws sandbox.Workspace) *sandboxapi.RepoEnvironment {
+func (a *Activities) repoEnvironment(ctx context.Context, ws sandboxapi.Workspace) *sandboxapi.RepoEnvironment {
 	r, ok := a.Workspaces.(BaseFileReader)
 	if !ok || ws.BaseCommit == "" {
 		return nil
@@ -54,7 +53,7 @@ func (a *Activities) repoEnvironment(ctx context.Context, ws sandbox.Workspace) 
 	c.mu.Unlock()
 	files, err := r.BaseFiles(ctx, ws, repoenv.Files, repoenv.MaxFileBytes)
 	if err != nil {
-		a.log().Warn("read the repository environment", "workspace", ws.ID, "error", sandbox.Message(err))
+		a.log().Warn("read the repository environment", "workspace", ws.ID, "error", sandboxapi.Message(err))
 		return nil
 	}
 	env := repoenv.Parse(files)
@@ -70,7 +69,7 @@ func (a *Activities) repoEnvironment(ctx context.Context, ws sandbox.Workspace) 
 // workspaceEnvironment is repoEnvironment with the hash of the lockfiles it
 // names as they are in ws's worktree now (a copy: the cached environment is
 // shared).
-func (a *Activities) workspaceEnvironment(ctx context.Context, ws sandbox.Workspace) *sandboxapi.RepoEnvironment {
+func (a *Activities) workspaceEnvironment(ctx context.Context, ws sandboxapi.Workspace) *sandboxapi.RepoEnvironment {
 	env := a.repoEnvironment(ctx, ws)
 	if env == nil {
 		return nil
@@ -108,7 +107,7 @@ func (a *Activities) workspaceEnvironment(ctx context.Context, ws sandbox.Worksp
 
 // repoEnvVars returns the variables ws's repository environment gives its
 // commands (a copy; nil when none).
-func (a *Activities) repoEnvVars(ctx context.Context, ws sandbox.Workspace) map[string]string {
+func (a *Activities) repoEnvVars(ctx context.Context, ws sandboxapi.Workspace) map[string]string {
 	if e := a.repoEnvironment(ctx, ws); e != nil {
 		return maps.Clone(e.Env)
 	}
@@ -126,7 +125,7 @@ type ImageChecker interface {
 // runtimeImage is the image ws's runtimes run: the repository's
 // (RepoEnvironment.Image) when a pattern of RepoImages matches it and the
 // provider has it (ImageChecker), else RuntimeImage.
-func (a *Activities) runtimeImage(ctx context.Context, ws sandbox.Workspace) string {
+func (a *Activities) runtimeImage(ctx context.Context, ws sandboxapi.Workspace) string {
 	img, _ := a.repoImage(ctx, ws)
 	if img == "" {
 		return a.RuntimeImage
@@ -136,7 +135,7 @@ func (a *Activities) runtimeImage(ctx context.Context, ws sandbox.Workspace) str
 
 // repoImage returns the repository's image when ws's runtimes run it, or
 // "" and why not (empty when the repository names none).
-func (a *Activities) repoImage(ctx context.Context, ws sandbox.Workspace) (string, string) {
+func (a *Activities) repoImage(ctx context.Context, ws sandboxapi.Workspace) (string, string) {
 	env := a.repoEnvironment(ctx, ws)
 	if env == nil || env.Image == "" {
 		return "", ""

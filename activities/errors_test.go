@@ -8,7 +8,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -18,7 +17,7 @@ import (
 func TestToApplicationErrorKeepsEveryKind(t *testing.T) {
 	for _, k := range sandboxapi.Kinds() {
 		t.Run(k.Type, func(t *testing.T) {
-			err := ToApplicationError(fmt.Errorf("context: %w", sandbox.Errorf(k, "went wrong")))
+			err := ToApplicationError(fmt.Errorf("context: %w", sandboxapi.Errorf(k, "went wrong")))
 			app := wantAppError(t, err, k)
 			if app.Message() != "went wrong" {
 				t.Errorf("message %q; want the typed error's own message", app.Message())

@@ -72,7 +72,7 @@ func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHo
 		return wire.EvictionHostsResult{}, ToApplicationError(err)
 	}
 	for _, w := range wss {
-		if w.State != sandbox.WorkspaceRemoved {
+		if w.State != sandboxapi.WorkspaceRemoved {
 			seen[w.HostID] = true
 		}
 	}
@@ -94,7 +94,7 @@ func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHo
 	}
 	out := wire.EvictionHostsResult{Hosts: []string{}}
 	for h := range seen {
-		if sandbox.ValidateID("host id", h) == nil {
+		if sandboxapi.ValidateID("host id", h) == nil {
 			out.Hosts = append(out.Hosts, h)
 		}
 	}
@@ -124,7 +124,7 @@ func (e *EvictionActivities) PlanEviction(ctx context.Context, in wire.PlanEvict
 
 func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvictionInput) (sandboxapi.PlanEvictionResult, error) {
 	if in.HostID != e.HostID {
-		return sandboxapi.PlanEvictionResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "plan for host %s asked of host %s", in.HostID, e.HostID)
+		return sandboxapi.PlanEvictionResult{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "plan for host %s asked of host %s", in.HostID, e.HostID)
 	}
 	now := e.now()
 	out := sandboxapi.PlanEvictionResult{Policy: publicPolicy(e.Policy)}
@@ -172,7 +172,7 @@ func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvict
 	if e.DepCaches != nil {
 		deps, err := e.DepCaches.List()
 		if err != nil {
-			out.Notes = append(out.Notes, "dependency caches not listed: "+sandbox.Message(err))
+			out.Notes = append(out.Notes, "dependency caches not listed: "+sandboxapi.Message(err))
 		}
 		for _, d := range deps {
 			snap.DependencyCaches = append(snap.DependencyCaches, eviction.DependencyCache{ID: d.ID(), LastUsedAt: d.LastUsedAt, SizeBytes: d.SizeBytes})
@@ -209,13 +209,13 @@ const futureSlack = time.Minute
 // this reset lets such a row age: left alone it would be exempt from
 // eviction forever. A failed write is a note, and the row is clamped for
 // this plan only.
-func (e *EvictionActivities) resetFutureTimes(ctx context.Context, now time.Time, rows []sandbox.Workspace, caches []localCache, rts []sandbox.RuntimeRecord) []string {
+func (e *EvictionActivities) resetFutureTimes(ctx context.Context, now time.Time, rows []sandboxapi.Workspace, caches []localCache, rts []sandbox.RuntimeRecord) []string {
 	var notes []string
 	future := func(t time.Time) bool { return t.After(now.Add(futureSlack)) }
 	note := func(kind, id string, t time.Time, err error) {
 		n := fmt.Sprintf("%s %s: last used %s, in the future: reset to now", kind, id, t.UTC().Format(time.RFC3339))
 		if err != nil {
-			n = fmt.Sprintf("%s %s: last used %s, in the future: reset failed: %s", kind, id, t.UTC().Format(time.RFC3339), sandbox.Message(err))
+			n = fmt.Sprintf("%s %s: last used %s, in the future: reset failed: %s", kind, id, t.UTC().Format(time.RFC3339), sandboxapi.Message(err))
 		}
 		e.log().Warn("eviction: " + n)
 		notes = append(notes, n)
@@ -273,10 +273,10 @@ type localCache struct {
 // localOwners returns the ready repo caches present on this host and the
 // owner of each directory measure attributes bytes to: "ws:<id>" for a ready
 // workspace's worktree, "rc:<id>" for a cache's mirror.
-func (e *EvictionActivities) localOwners(rows []sandbox.Workspace, cacheRows []sandbox.RepoCache) ([]localCache, map[string]string) {
+func (e *EvictionActivities) localOwners(rows []sandboxapi.Workspace, cacheRows []sandbox.RepoCache) ([]localCache, map[string]string) {
 	owners := map[string]string{}
 	for _, w := range rows {
-		if w.State == sandbox.WorkspaceReady && filepath.IsAbs(w.LocalPath) {
+		if w.State == sandboxapi.WorkspaceReady && filepath.IsAbs(w.LocalPath) {
 			owners[filepath.Clean(w.LocalPath)] = "ws:" + w.ID
 		}
 	}
@@ -300,10 +300,10 @@ func (e *EvictionActivities) localOwners(rows []sandbox.Workspace, cacheRows []s
 // for unsaved work (a failure counts as unknown, with a note); younger ones,
 // and all without Backups, are unknown; a ready row whose worktree is gone
 // has nothing left to lose.
-func (e *EvictionActivities) plannedWorkspace(ctx context.Context, w sandbox.Workspace, now time.Time, size int64) (eviction.Workspace, string) {
+func (e *EvictionActivities) plannedWorkspace(ctx context.Context, w sandboxapi.Workspace, now time.Time, size int64) (eviction.Workspace, string) {
 	pw := eviction.Workspace{ID: w.ID, RepoCacheID: w.RepoCacheID, Mode: w.Mode, State: w.State,
 		PinnedUntil: w.PinnedUntil, LastUsedAt: w.LastUsedAt, SizeBytes: size}
-	if w.State != sandbox.WorkspaceReady {
+	if w.State != sandboxapi.WorkspaceReady {
 		return pw, ""
 	}
 	switch {
@@ -321,7 +321,7 @@ func (e *EvictionActivities) plannedWorkspace(ctx context.Context, w sandbox.Wor
 	un, err := e.Backups.UnsavedWork(ctx, w)
 	if err != nil {
 		pw.Unknown = true
-		note = fmt.Sprintf("workspace %s: %s", w.ID, sandbox.Message(err))
+		note = fmt.Sprintf("workspace %s: %s", w.ID, sandboxapi.Message(err))
 	}
 	// Checkpoints count as saved work (docs/API.md "Checkpoints"): a
 	// worktree exactly at its newest checkpoint is planned like a clean one
@@ -342,7 +342,7 @@ func (e *EvictionActivities) plannedRepoCache(ctx context.Context, c localCache,
 	row.LocalPath = c.path
 	holds, err := e.Backups.RepoCacheHoldsUnsavedWork(ctx, row)
 	if err != nil {
-		return pc, fmt.Sprintf("repo cache %s: %s", c.row.ID, sandbox.Message(err))
+		return pc, fmt.Sprintf("repo cache %s: %s", c.row.ID, sandboxapi.Message(err))
 	}
 	pc.HoldsUnsavedWork = holds
 	return pc, ""
@@ -370,7 +370,7 @@ func limitActions(out *sandboxapi.PlanEvictionResult, kinds []sandboxapi.Evictio
 	if len(kinds) > 0 {
 		for _, k := range kinds {
 			if !k.Valid() {
-				return sandbox.FieldError("actions", "unknown eviction action %q (want one of %v)", sandbox.Clip(string(k), 40), sandboxapi.EvictionActionKinds)
+				return sandboxapi.FieldError("actions", "unknown eviction action %q (want one of %v)", sandboxapi.Clip(string(k), 40), sandboxapi.EvictionActionKinds)
 			}
 		}
 		out.Plan.Actions = slices.DeleteFunc(out.Plan.Actions, func(a sandboxapi.EvictionAction) bool { return !slices.Contains(kinds, a.Kind) })
@@ -385,7 +385,7 @@ func limitActions(out *sandboxapi.PlanEvictionResult, kinds []sandboxapi.Evictio
 // cachePath is where repo cache c's mirror lives on this host ("" if unknown).
 func (e *EvictionActivities) cachePath(c sandbox.RepoCache) string {
 	if p, ok := e.Repos.(RepoCachePather); ok {
-		id, err := sandbox.ParseRepoURL(c.RepoURL, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+		id, err := sandboxapi.ParseRepoURL(c.RepoURL, sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true})
 		if err == nil {
 			if path := p.Path(id); path != "" {
 				return filepath.Clean(path)
@@ -450,7 +450,7 @@ func (e *EvictionActivities) measure(ctx context.Context, owners map[string]stri
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(root, &st); err != nil {
-		return 0, 0, nil, "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "statfs %s: %v", root, err)
+		return 0, 0, nil, "", sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "statfs %s: %v", root, err)
 	}
 	bs := int64(st.Bsize)
 	fsUsed := (int64(st.Blocks) - int64(st.Bfree)) * bs
@@ -487,11 +487,11 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 		e.log().Info("eviction", "workspace", in.WorkspaceID, "outcome", o, "reason", res.Reason)
 		return res, nil
 	}
-	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return res, err
 	}
 	ws, err := e.Store.GetWorkspace(ctx, in.WorkspaceID)
-	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+	if errors.Is(err, sandboxapi.ErrWorkspaceNotFound) {
 		return outcome(sandboxapi.OutcomeSkipped, "no such workspace")
 	}
 	if err != nil {
@@ -512,11 +512,11 @@ func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictAc
 // "Eviction policy"): failed when it lives on another host; skipped when it
 // is not ready, pinned, or used within the request's MinIdle. "" when it
 // may go on.
-func workspaceEvictionRefusal(ws sandbox.Workspace, req sandboxapi.EvictRequest, hostID string, now time.Time) (outcome, reason string) {
+func workspaceEvictionRefusal(ws sandboxapi.Workspace, req sandboxapi.EvictRequest, hostID string, now time.Time) (outcome, reason string) {
 	switch {
 	case ws.HostID != hostID:
 		return sandboxapi.OutcomeFailed, fmt.Sprintf("workspace lives on host %s, not %s", ws.HostID, hostID)
-	case ws.State != sandbox.WorkspaceReady:
+	case ws.State != sandboxapi.WorkspaceReady:
 		return sandboxapi.OutcomeSkipped, fmt.Sprintf("workspace is %s", ws.State)
 	case ws.PinnedUntil != nil && ws.PinnedUntil.After(now):
 		return sandboxapi.OutcomeSkipped, fmt.Sprintf("pinned until %s", ws.PinnedUntil.UTC().Format(time.RFC3339))
@@ -530,14 +530,14 @@ func workspaceEvictionRefusal(ws sandbox.Workspace, req sandboxapi.EvictRequest,
 // saveAndRemove evicts ready workspace ws (EvictWorkspace from its unsaved
 // work check on) and returns the outcome and its reason, setting res's
 // BackupRef, PatchPath and FreedBytes. The error is a store failure's.
-func (e *EvictionActivities) saveAndRemove(ctx context.Context, ws sandbox.Workspace, req sandboxapi.EvictRequest, res *sandboxapi.EvictResult) (outcome, reason string, err error) {
+func (e *EvictionActivities) saveAndRemove(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.EvictRequest, res *sandboxapi.EvictResult) (outcome, reason string, err error) {
 	markEvicted := func(dirty bool) error {
-		ws.State, ws.Dirty, ws.SizeBytes, ws.UpdatedAt = sandbox.WorkspaceEvicted, dirty, 0, e.now()
+		ws.State, ws.Dirty, ws.SizeBytes, ws.UpdatedAt = sandboxapi.WorkspaceEvicted, dirty, 0, e.now()
 		return e.Store.UpdateWorkspace(ctx, ws)
 	}
 	exists, err := e.Workspaces.Exists(ctx, ws)
 	if err != nil {
-		return sandboxapi.OutcomeFailed, sandbox.Message(err), nil
+		return sandboxapi.OutcomeFailed, sandboxapi.Message(err), nil
 	}
 	if !exists {
 		if err := markEvicted(false); err != nil {
@@ -550,40 +550,40 @@ func (e *EvictionActivities) saveAndRemove(ctx context.Context, ws sandbox.Works
 	}
 	un, err := e.Backups.UnsavedWork(ctx, ws)
 	if err != nil {
-		return sandboxapi.OutcomeBlocked, "cannot inspect the worktree: " + sandbox.Message(err), nil
+		return sandboxapi.OutcomeBlocked, "cannot inspect the worktree: " + sandboxapi.Message(err), nil
 	}
 	if un.Any() && !req.AllowUnsaved {
 		return sandboxapi.OutcomeSkipped, fmt.Sprintf("has unsaved work (dirty=%t, unpushed commits=%d) that rule %s does not evict", un.Dirty, un.UnpushedCommits, req.Tier), nil
 	}
 	size, _ := e.Workspaces.SizeBytes(ctx, ws)
 	// The runtime goes first: nothing may run in (or hold) the worktree while it is saved and removed.
-	rid := sandbox.RuntimeIDFor(ws.ID)
+	rid := sandboxapi.RuntimeIDFor(ws.ID)
 	if err := e.Runtimes.Destroy(ctx, rid); err != nil {
-		return sandboxapi.OutcomeBlocked, fmt.Sprintf("destroy runtime %s: %s", rid, sandbox.Message(err)), nil
+		return sandboxapi.OutcomeBlocked, fmt.Sprintf("destroy runtime %s: %s", rid, sandboxapi.Message(err)), nil
 	}
-	if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+	if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandboxapi.ErrNotFound) {
 		e.log().Warn("eviction: delete runtime row", "runtime", rid, "error", err)
 	}
 	if err := e.Backups.CheckRemovable(ctx, ws); err != nil {
-		return sandboxapi.OutcomeBlocked, sandbox.Message(err), nil
+		return sandboxapi.OutcomeBlocked, sandboxapi.Message(err), nil
 	}
 	saved := false
 	if un.NeedsBackup() {
 		man, err := e.Backups.Backup(ctx, ws)
 		if err != nil {
-			return sandboxapi.OutcomeBlocked, "saving the work failed, the workspace stays: " + sandbox.Message(err), nil
+			return sandboxapi.OutcomeBlocked, "saving the work failed, the workspace stays: " + sandboxapi.Message(err), nil
 		}
 		saved, res.BackupRef, res.PatchPath = true, man.Ref, man.PatchPath
 	}
 	if err := e.Workspaces.Remove(ctx, ws); err != nil {
 		if !saved {
-			return sandboxapi.OutcomeFailed, "remove worktree: " + sandbox.Message(err), nil
+			return sandboxapi.OutcomeFailed, "remove worktree: " + sandboxapi.Message(err), nil
 		}
 		if merr := markEvicted(un.Dirty); merr != nil {
 			return "", "", merr
 		}
 		res.FreedBytes = 0
-		return sandboxapi.OutcomeDone, fmt.Sprintf("the worktree was only partly removed (%s); its work is saved and the next acquire restores it", sandbox.Message(err)), nil
+		return sandboxapi.OutcomeDone, fmt.Sprintf("the worktree was only partly removed (%s); its work is saved and the next acquire restores it", sandboxapi.Message(err)), nil
 	}
 	if err := markEvicted(un.Dirty); err != nil {
 		return "", "", err
@@ -613,7 +613,7 @@ func (e *EvictionActivities) EvictRuntime(ctx context.Context, in wire.EvictActi
 
 func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 	now := e.now()
-	rid := sandbox.RuntimeIDFor(in.WorkspaceID)
+	rid := sandboxapi.RuntimeIDFor(in.WorkspaceID)
 	res := sandboxapi.EvictResult{RequestID: in.Request.RequestID, Action: in.Request.Action, Tier: in.Request.Tier, ID: rid, WorkspaceID: in.WorkspaceID, At: now}
 	outcome := func(o, format string, args ...any) (sandboxapi.EvictResult, error) {
 		res.Outcome, res.Reason = o, fmt.Sprintf(format, args...)
@@ -621,7 +621,7 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActi
 	}
 	rec, err := e.Store.GetRuntime(ctx, rid)
 	found := err == nil
-	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+	if err != nil && !errors.Is(err, sandboxapi.ErrNotFound) {
 		return res, err
 	}
 	switch in.Request.Action {
@@ -637,13 +637,13 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActi
 		}
 		rt, err := e.Runtimes.Get(ctx, rid)
 		switch {
-		case errors.Is(err, sandbox.ErrNotFound):
+		case errors.Is(err, sandboxapi.ErrNotFound):
 			rec.State = sandbox.RuntimeMissing
 		case err != nil:
-			return outcome(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
+			return outcome(sandboxapi.OutcomeFailed, "%s", sandboxapi.Message(err))
 		default:
 			if err := rt.Stop(ctx); err != nil {
-				return outcome(sandboxapi.OutcomeFailed, "stop: %s", sandbox.Message(err))
+				return outcome(sandboxapi.OutcomeFailed, "stop: %s", sandboxapi.Message(err))
 			}
 			rec.State = sandbox.RuntimeStopped
 		}
@@ -662,9 +662,9 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActi
 			}
 		}
 		if err := e.Runtimes.Destroy(ctx, rid); err != nil {
-			return outcome(sandboxapi.OutcomeFailed, "destroy: %s", sandbox.Message(err))
+			return outcome(sandboxapi.OutcomeFailed, "destroy: %s", sandboxapi.Message(err))
 		}
-		if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		if err := e.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandboxapi.ErrNotFound) {
 			return res, err
 		}
 		return outcome(sandboxapi.OutcomeDone, "destroyed")
@@ -687,7 +687,7 @@ func (e *EvictionActivities) RemoveRepoCaches(ctx context.Context, in wire.Remov
 func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.RemoveRepoCachesInput) (wire.RemoveRepoCachesResult, error) {
 	out := wire.RemoveRepoCachesResult{Results: []sandboxapi.EvictResult{}}
 	if in.HostID != e.HostID {
-		return out, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "repo caches of host %s asked of host %s", in.HostID, e.HostID)
+		return out, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "repo caches of host %s asked of host %s", in.HostID, e.HostID)
 	}
 	used, _, _, _, err := e.measure(ctx, nil)
 	if err != nil {
@@ -709,16 +709,16 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 			continue
 		}
 		row, err := e.Store.GetRepoCache(ctx, a.ID)
-		if errors.Is(err, sandbox.ErrNotFound) {
+		if errors.Is(err, sandboxapi.ErrNotFound) {
 			done(sandboxapi.OutcomeSkipped, "no such repo cache")
 			continue
 		}
 		if err != nil {
 			return out, err
 		}
-		repo, err := sandbox.ParseRepoURL(row.RepoURL, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+		repo, err := sandboxapi.ParseRepoURL(row.RepoURL, sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true})
 		if err != nil {
-			done(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
+			done(sandboxapi.OutcomeFailed, "%s", sandboxapi.Message(err))
 			continue
 		}
 		var freed int64
@@ -730,11 +730,11 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 			return nil
 		})
 		switch {
-		case errors.Is(err, sandbox.ErrConflict):
-			done(sandboxapi.OutcomeSkipped, "%s", sandbox.Message(err))
+		case errors.Is(err, sandboxapi.ErrConflict):
+			done(sandboxapi.OutcomeSkipped, "%s", sandboxapi.Message(err))
 			continue
 		case err != nil:
-			done(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
+			done(sandboxapi.OutcomeFailed, "%s", sandboxapi.Message(err))
 			continue
 		}
 		row.State, row.SizeBytes, row.UpdatedAt = sandbox.RepoCacheEvicted, 0, e.now()
@@ -763,7 +763,7 @@ func (e *EvictionActivities) RemoveDependencyCaches(ctx context.Context, in wire
 func (e *EvictionActivities) removeDependencyCaches(ctx context.Context, in wire.RemoveDependencyCachesInput) (wire.RemoveDependencyCachesResult, error) {
 	out := wire.RemoveDependencyCachesResult{Results: []sandboxapi.EvictResult{}}
 	if in.HostID != e.HostID {
-		return out, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "dependency caches of host %s asked of host %s", in.HostID, e.HostID)
+		return out, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "dependency caches of host %s asked of host %s", in.HostID, e.HostID)
 	}
 	used, _, _, _, err := e.measure(ctx, nil)
 	if err != nil {
@@ -806,7 +806,7 @@ func (e *EvictionActivities) removeDependencyCaches(ctx context.Context, in wire
 			continue
 		}
 		if err := e.DepCaches.Remove(a.ID); err != nil {
-			done(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
+			done(sandboxapi.OutcomeFailed, "%s", sandboxapi.Message(err))
 			continue
 		}
 		used -= d.SizeBytes
@@ -821,7 +821,7 @@ func (e *EvictionActivities) removeDependencyCaches(ctx context.Context, in wire
 // absolute directory, "" when it has none; repocache.Cache): planning
 // measures a cache there (the row's local_path otherwise).
 type RepoCachePather interface {
-	Path(repo sandbox.RepoIdentity) string
+	Path(repo sandboxapi.RepoIdentity) string
 }
 
 // RepoCacheRemover is the optional capability of a RepoCacheProvider that
@@ -832,7 +832,7 @@ type RepoCachePather interface {
 // mirror is success.
 // Without it no repo cache is evicted (docs/DESIGN.md "Eviction policy").
 type RepoCacheRemover interface {
-	RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, check func(bare string) error) error
+	RemoveUnused(ctx context.Context, repo sandboxapi.RepoIdentity, check func(bare string) error) error
 }
 
 // checkRepoCacheRemovable decides, under the repository's lock, whether
@@ -843,19 +843,19 @@ type RepoCacheRemover interface {
 // branch; other errors are the store's or the check's.
 func (e *EvictionActivities) checkRepoCacheRemovable(ctx context.Context, row sandbox.RepoCache, minIdle time.Duration, bare string) error {
 	if idle := eviction.Idle(row.LastUsedAt, e.now()); idle < minIdle {
-		return sandbox.Errorf(sandbox.ErrConflict, "used %s ago", idle.Round(time.Second))
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "used %s ago", idle.Round(time.Second))
 	}
 	wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: row.ID, HostID: e.HostID})
 	if err != nil {
 		return err
 	}
 	for _, w := range wss {
-		if w.State != sandbox.WorkspaceRemoved {
-			return sandbox.Errorf(sandbox.ErrConflict, "used by workspace %s (%s)", w.ID, w.State)
+		if w.State != sandboxapi.WorkspaceRemoved {
+			return sandboxapi.Errorf(sandboxapi.ErrConflict, "used by workspace %s (%s)", w.ID, w.State)
 		}
 	}
 	if e.Backups == nil {
-		return sandbox.Errorf(sandbox.ErrConflict, "cannot check it for unsaved work")
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "cannot check it for unsaved work")
 	}
 	local := row
 	local.LocalPath = bare
@@ -864,7 +864,7 @@ func (e *EvictionActivities) checkRepoCacheRemovable(ctx context.Context, row sa
 		return err
 	}
 	if holds {
-		return sandbox.Errorf(sandbox.ErrConflict, "holds commits on no remote branch")
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "holds commits on no remote branch")
 	}
 	return nil
 }
@@ -897,17 +897,17 @@ type OrphanCollector interface {
 // workspaceExists reports whether a workspace row exists and is not
 // removed (an evicted workspace exists: the next acquire restores it).
 func (e *EvictionActivities) workspaceExists(ctx context.Context, id string) (bool, error) {
-	if sandbox.ValidateWorkspaceID(id) != nil {
+	if sandboxapi.ValidateWorkspaceID(id) != nil {
 		return false, nil // no workspace can have that id
 	}
 	ws, err := e.Store.GetWorkspace(ctx, id)
-	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+	if errors.Is(err, sandboxapi.ErrWorkspaceNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return ws.State != sandbox.WorkspaceRemoved, nil
+	return ws.State != sandboxapi.WorkspaceRemoved, nil
 }
 
 // planOrphans lists the host's orphan remote runtimes as
@@ -920,7 +920,7 @@ func (e *EvictionActivities) planOrphans(ctx context.Context, used int64) ([]san
 	}
 	orphans, err := oc.Orphans(ctx, e.workspaceExists)
 	if err != nil {
-		return nil, "orphan runtimes: " + sandbox.Message(err)
+		return nil, "orphan runtimes: " + sandboxapi.Message(err)
 	}
 	var out []sandboxapi.EvictionAction
 	for _, o := range orphans {
@@ -943,7 +943,7 @@ func (e *EvictionActivities) DeleteOrphanRuntimes(ctx context.Context, in wire.D
 func (e *EvictionActivities) deleteOrphanRuntimes(ctx context.Context, in wire.DeleteOrphanRuntimesInput) (wire.DeleteOrphanRuntimesResult, error) {
 	out := wire.DeleteOrphanRuntimesResult{Results: []sandboxapi.EvictResult{}}
 	if in.HostID != e.HostID {
-		return out, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "orphan runtimes of host %s asked of host %s", in.HostID, e.HostID)
+		return out, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "orphan runtimes of host %s asked of host %s", in.HostID, e.HostID)
 	}
 	oc, canDelete := e.Runtimes.(OrphanCollector)
 	for _, a := range in.Actions {
@@ -963,7 +963,7 @@ func (e *EvictionActivities) deleteOrphanRuntimes(ctx context.Context, in wire.D
 		}
 		exists, err := e.workspaceExists(ctx, a.WorkspaceID)
 		if err != nil {
-			done(sandboxapi.OutcomeFailed, "%s", sandbox.Message(err))
+			done(sandboxapi.OutcomeFailed, "%s", sandboxapi.Message(err))
 			continue
 		}
 		if exists {
@@ -971,10 +971,10 @@ func (e *EvictionActivities) deleteOrphanRuntimes(ctx context.Context, in wire.D
 			continue
 		}
 		if err := oc.DeleteOrphan(ctx, a.ID); err != nil {
-			done(sandboxapi.OutcomeFailed, "delete: %s", sandbox.Message(err))
+			done(sandboxapi.OutcomeFailed, "delete: %s", sandboxapi.Message(err))
 			continue
 		}
-		if err := e.Store.DeleteRuntime(ctx, a.ID); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		if err := e.Store.DeleteRuntime(ctx, a.ID); err != nil && !errors.Is(err, sandboxapi.ErrNotFound) {
 			e.log().Warn("eviction: delete the runtime row of an orphan", "runtime", a.ID, "error", err)
 		}
 		done(sandboxapi.OutcomeDone, "deleted: workspace %s no longer exists", a.WorkspaceID)
@@ -986,7 +986,7 @@ func (e *EvictionActivities) deleteOrphanRuntimes(ctx context.Context, in wire.D
 // "Eviction policy": never evict pinned workspaces). Errors:
 // ErrWorkspaceNotFound, ErrInvalidArgument.
 func (e *EvictionActivities) SetPin(ctx context.Context, in wire.SetPinInput) error {
-	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return ToApplicationError(err)
 	}
 	ws, err := e.Store.GetWorkspace(ctx, in.WorkspaceID)
@@ -1007,8 +1007,8 @@ func (e *EvictionActivities) SetPin(ctx context.Context, in wire.SetPinInput) er
 // acquire has just re-created (ws), and returns the backup ref it came from
 // ("" when there was none). A failure fails the acquire and leaves the
 // backup pending (ErrConflict when the branch moved meanwhile).
-func (a *Activities) restoreEvicted(ctx context.Context, found bool, existing, ws sandbox.Workspace) (string, error) {
-	if !found || existing.State != sandbox.WorkspaceEvicted || a.Backups == nil {
+func (a *Activities) restoreEvicted(ctx context.Context, found bool, existing, ws sandboxapi.Workspace) (string, error) {
+	if !found || existing.State != sandboxapi.WorkspaceEvicted || a.Backups == nil {
 		return "", nil
 	}
 	out, err := whileHeartbeating(ctx, func() (restoreOut, error) {

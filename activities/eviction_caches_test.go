@@ -31,21 +31,21 @@ func TestCheckRepoCacheRemovable(t *testing.T) {
 	row := sandbox.RepoCache{ID: "rc-1", LastUsedAt: now.Add(-time.Minute)}
 
 	err = e.checkRepoCacheRemovable(ctx, row, time.Hour, t.TempDir())
-	require.ErrorIs(t, err, sandbox.ErrConflict)
-	assert.Contains(t, sandbox.Message(err), "used 1m0s ago")
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
+	assert.Contains(t, sandboxapi.Message(err), "used 1m0s ago")
 
-	ws := sandbox.Workspace{ID: "ws-a", Key: "ka", Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t",
-		RepoCacheID: row.ID, HostID: "h", State: sandbox.WorkspaceEvicted, LastUsedAt: now, CreatedAt: now, UpdatedAt: now}
+	ws := sandboxapi.Workspace{ID: "ws-a", Key: "ka", Mode: sandboxapi.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t",
+		RepoCacheID: row.ID, HostID: "h", State: sandboxapi.WorkspaceEvicted, LastUsedAt: now, CreatedAt: now, UpdatedAt: now}
 	require.NoError(t, st.CreateWorkspace(ctx, ws))
 	err = e.checkRepoCacheRemovable(ctx, row, 0, t.TempDir())
-	require.ErrorIs(t, err, sandbox.ErrConflict)
-	assert.Contains(t, sandbox.Message(err), "used by workspace ws-a (evicted)")
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
+	assert.Contains(t, sandboxapi.Message(err), "used by workspace ws-a (evicted)")
 
-	ws.State = sandbox.WorkspaceRemoved
+	ws.State = sandboxapi.WorkspaceRemoved
 	require.NoError(t, st.UpdateWorkspace(ctx, ws))
 	err = e.checkRepoCacheRemovable(ctx, row, 0, t.TempDir())
-	require.ErrorIs(t, err, sandbox.ErrConflict)
-	assert.Contains(t, sandbox.Message(err), "cannot check it for unsaved work")
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
+	assert.Contains(t, sandboxapi.Message(err), "cannot check it for unsaved work")
 }
 
 // Only regular files count, symlinks are not followed.
@@ -72,15 +72,15 @@ func TestRemoveDependencyCaches(t *testing.T) {
 	caches := &depcache.Caches{Root: filepath.Join(data, "depcache"), Now: func() time.Time { return clock }}
 	e := &EvictionActivities{Activities: &Activities{HostID: "h", DepCaches: caches, Now: func() time.Time { return now }},
 		DataDir: data, DiskBudgetBytes: 1 << 40}
-	old := sandbox.Workspace{ID: "ws-old", UserID: "alice", RepoCacheID: "rc-1", LocalPath: t.TempDir()}
-	fresh := sandbox.Workspace{ID: "ws-fresh", UserID: "bob", RepoCacheID: "rc-1", LocalPath: t.TempDir()}
+	old := sandboxapi.Workspace{ID: "ws-old", UserID: "alice", RepoCacheID: "rc-1", LocalPath: t.TempDir()}
+	fresh := sandboxapi.Workspace{ID: "ws-fresh", UserID: "bob", RepoCacheID: "rc-1", LocalPath: t.TempDir()}
 	oldDir, err := caches.Prepare(old)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(oldDir, "blob"), make([]byte, 4096), 0o644))
 	clock = now.Add(-time.Minute)
 	freshDir, err := caches.Prepare(fresh)
 	require.NoError(t, err)
-	id := func(w sandbox.Workspace) string { return "user/" + depcache.Key(depcache.ScopeUser, w) }
+	id := func(w sandboxapi.Workspace) string { return "user/" + depcache.Key(depcache.ScopeUser, w) }
 	action := func(id string) sandboxapi.EvictionAction {
 		return sandboxapi.EvictionAction{Kind: sandboxapi.EvictionRemoveDependencyCache, Tier: sandboxapi.TierDependencyCacheLRU, ID: id, MinIdle: time.Hour}
 	}

@@ -25,7 +25,7 @@ func TestPlanEvictionResetsFutureLastUse(t *testing.T) {
 	h := newTestHost(t)
 	clock := time.Now().UTC().Truncate(time.Second)
 	h.acts.Now = func() time.Time { return clock }
-	ws := h.acquire(h.request(sandbox.ModeAnalysis, "")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeAnalysis, "")).Workspace
 
 	future := clock.Add(10 * 365 * 24 * time.Hour)
 	row, err := h.store.GetWorkspace(ctx, ws.ID)
@@ -79,7 +79,7 @@ func TestFutureLastUseIsOverwrittenAndCountsAsNow(t *testing.T) {
 	h := newTestHost(t)
 	clock := time.Now().UTC().Truncate(time.Second)
 	h.acts.Now = func() time.Time { return clock }
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	future := clock.Add(time.Hour)
 	rec := sandbox.RuntimeRecord{ID: "rt-1", WorkspaceID: ws.ID, BackendKind: "local", BackendRuntimeID: "rt-1",
 		State: sandbox.RuntimeRunning, LastUsedAt: future, CreatedAt: clock, UpdatedAt: future}
@@ -89,7 +89,7 @@ func TestFutureLastUseIsOverwrittenAndCountsAsNow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, clock, rec.LastUsedAt.UTC(), "a future last use is overwritten at the next use")
 
-	ws.HostID, ws.State, ws.LastUsedAt = testHostID, sandbox.WorkspaceReady, future
+	ws.HostID, ws.State, ws.LastUsedAt = testHostID, sandboxapi.WorkspaceReady, future
 	outcome, reason := workspaceEvictionRefusal(ws, sandboxapi.EvictRequest{MinIdle: time.Minute}, testHostID, clock)
 	assert.Equal(t, sandboxapi.OutcomeSkipped, outcome)
 	assert.Equal(t, "used 0s ago (rule needs 1m0s)", reason)

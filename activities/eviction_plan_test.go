@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -47,7 +46,7 @@ func TestLimitActions(t *testing.T) {
 
 	out = plan(2)
 	err := limitActions(out, []sandboxapi.EvictionActionKind{"evict_everything"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	assert.Len(t, out.Plan.Actions, 2, "nothing changed")
 }
 
@@ -57,20 +56,20 @@ func TestLimitActions(t *testing.T) {
 func TestWorkspaceEvictionRefusal(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	future, past := now.Add(time.Hour), now.Add(-time.Hour)
-	ok := sandbox.Workspace{HostID: "h", State: sandbox.WorkspaceReady, LastUsedAt: now.Add(-2 * time.Hour), PinnedUntil: &past}
+	ok := sandboxapi.Workspace{HostID: "h", State: sandboxapi.WorkspaceReady, LastUsedAt: now.Add(-2 * time.Hour), PinnedUntil: &past}
 	req := sandboxapi.EvictRequest{MinIdle: time.Hour}
 	o, why := workspaceEvictionRefusal(ok, req, "h", now)
 	assert.Empty(t, o, why)
 
 	cases := map[string]struct {
-		edit    func(*sandbox.Workspace)
+		edit    func(*sandboxapi.Workspace)
 		outcome string
 		reason  string
 	}{
-		"other host": {func(w *sandbox.Workspace) { w.HostID = "h2" }, sandboxapi.OutcomeFailed, "workspace lives on host h2, not h"},
-		"not ready":  {func(w *sandbox.Workspace) { w.State = sandbox.WorkspaceEvicted }, sandboxapi.OutcomeSkipped, "workspace is evicted"},
-		"pinned":     {func(w *sandbox.Workspace) { w.PinnedUntil = &future }, sandboxapi.OutcomeSkipped, "pinned until 2026-05-01T13:00:00Z"},
-		"used":       {func(w *sandbox.Workspace) { w.LastUsedAt = now.Add(-time.Minute) }, sandboxapi.OutcomeSkipped, "used 1m0s ago (rule needs 1h0m0s)"},
+		"other host": {func(w *sandboxapi.Workspace) { w.HostID = "h2" }, sandboxapi.OutcomeFailed, "workspace lives on host h2, not h"},
+		"not ready":  {func(w *sandboxapi.Workspace) { w.State = sandboxapi.WorkspaceEvicted }, sandboxapi.OutcomeSkipped, "workspace is evicted"},
+		"pinned":     {func(w *sandboxapi.Workspace) { w.PinnedUntil = &future }, sandboxapi.OutcomeSkipped, "pinned until 2026-05-01T13:00:00Z"},
+		"used":       {func(w *sandboxapi.Workspace) { w.LastUsedAt = now.Add(-time.Minute) }, sandboxapi.OutcomeSkipped, "used 1m0s ago (rule needs 1h0m0s)"},
 	}
 	for name, c := range cases {
 		ws := ok

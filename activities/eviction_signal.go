@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -177,7 +176,7 @@ func pendingSignals(n int, delivered []int) []int {
 // (the shared queue) with SessionInput{WorkspaceID: wsID}, handles the signal
 // and completes. Errors: ErrInvalidArgument (bad id) or the client's error.
 func SignalSession(ctx context.Context, c client.Client, taskQueue, wsID, signal string, arg any) error {
-	wfID, err := sandbox.SessionWorkflowID(wsID)
+	wfID, err := sandboxapi.SessionWorkflowID(wsID)
 	if err != nil {
 		return err
 	}

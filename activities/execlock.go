@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // The host-side lock of a workspace's commands (docs/SECURITY.md "Tenant
@@ -99,7 +100,7 @@ func heartbeating(ctx context.Context) (stop func()) {
 // when the setup does not hold the lock takes it, but never waits for it:
 // ErrConflict when another command holds it. setup marks the caller as the
 // setup run itself (wire.ExecActivityInput.Setup).
-func (a *Activities) lockExecUnlessBesideSetup(ctx context.Context, wsID string, req sandbox.ExecRequest, setup bool) (unlock func(), beside bool, _ error) {
+func (a *Activities) lockExecUnlessBesideSetup(ctx context.Context, wsID string, req sandboxapi.ExecRequest, setup bool) (unlock func(), beside bool, _ error) {
 	e := a.execOf(wsID)
 	if req.BesideSetup && !setup {
 		a.execMu.Lock()
@@ -133,7 +134,7 @@ func (a *Activities) lockExecUnlessBesideSetup(ctx context.Context, wsID string,
 // busyError is the refusal of an exec that another exec of its workspace
 // kept from starting until its deadline.
 func busyError() error {
-	return sandbox.Errorf(sandbox.ErrConflict, "another command of this workspace is still running: its commands run one at a time")
+	return sandboxapi.Errorf(sandboxapi.ErrConflict, "another command of this workspace is still running: its commands run one at a time")
 }
 
 // beforeDeadline is ctx ending execLockMargin before ctx's deadline.
@@ -160,7 +161,7 @@ func (a *Activities) awaitOtherExec(ctx context.Context, pr sandbox.ProcessRunti
 	for {
 		info, err := pr.WaitProcess(wctx, other, execWaitStep)
 		switch {
-		case errors.Is(err, sandbox.ErrNotFound), err == nil && info.Exited && !info.Lingering:
+		case errors.Is(err, sandboxapi.ErrNotFound), err == nil && info.Exited && !info.Lingering:
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()

@@ -107,8 +107,8 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 		if err != nil {
 			return wire.FanoutPrepareResult{}, err
 		}
-		if h.Mode != sandbox.ModeEdit {
-			return wire.FanoutPrepareResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s is a %s workspace; a fan-out needs a conversation's edit workspace", h.WorkspaceID, h.Mode)
+		if h.Mode != sandboxapi.ModeEdit {
+			return wire.FanoutPrepareResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "workspace %s is a %s workspace; a fan-out needs a conversation's edit workspace", h.WorkspaceID, h.Mode)
 		}
 		if in.Fork {
 			// The tasks are forks: nothing is committed, they start at HEAD.
@@ -118,7 +118,7 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 			}
 			return wire.FanoutPrepareResult{Handle: h, StartCommit: st.Head}, nil
 		}
-		c, err := once(ctx, f.log(), s, in.OpID+"/checkpoint", sandboxapi.OpCommit, sandbox.CommitRequest{Message: in.CheckpointMessage})
+		c, err := once(ctx, f.log(), s, in.OpID+"/checkpoint", sandboxapi.OpCommit, sandboxapi.CommitRequest{Message: in.CheckpointMessage})
 		if err != nil {
 			return wire.FanoutPrepareResult{}, err
 		}
@@ -141,10 +141,10 @@ func (f *Fanout) AcquireTask(ctx context.Context, in wire.AcquireTaskInput) (san
 			return h, err
 		}
 		if h.HostID != in.HostID {
-			return h, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "task workspace %s lives on host %s, the conversation on %s: they must share a repo cache to be merged", h.WorkspaceID, h.HostID, in.HostID)
+			return h, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "task workspace %s lives on host %s, the conversation on %s: they must share a repo cache to be merged", h.WorkspaceID, h.HostID, in.HostID)
 		}
 		if h.BaseCommit != in.StartCommit {
-			return h, sandbox.Errorf(sandbox.ErrConflict, "task %s already has a workspace (%s) started from %s, not %s: use a new task id", in.Request.TaskID, h.WorkspaceID, h.BaseCommit, in.StartCommit)
+			return h, sandboxapi.Errorf(sandboxapi.ErrConflict, "task %s already has a workspace (%s) started from %s, not %s: use a new task id", in.Request.TaskID, h.WorkspaceID, h.BaseCommit, in.StartCommit)
 		}
 		return h, nil
 	})
@@ -163,8 +163,8 @@ func (f *Fanout) RunScript(ctx context.Context, in wire.RunScriptInput) (wire.Ru
 		if err != nil {
 			return wire.RunScriptResult{}, err
 		}
-		r, err := onceSent(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/exec", func(ctx context.Context, id string) (sandbox.ExecResult, error) {
-			r, err := s.Exec(ctx, id, sandbox.ExecRequest{Cmd: []string{"sh", "-c", in.Script}, TimeoutS: in.TimeoutS, MaxOutputBytes: 64 << 10})
+		r, err := onceSent(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/exec", func(ctx context.Context, id string) (sandboxapi.ExecResult, error) {
+			r, err := s.Exec(ctx, id, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", in.Script}, TimeoutS: in.TimeoutS, MaxOutputBytes: 64 << 10})
 			if ctx.Err() != nil {
 				return r, err // cancelled: ctx's error, as sandboxclient's Exec
 			}
@@ -191,7 +191,7 @@ func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.
 		}
 		var out wire.FinishTaskResult
 		if in.Commit {
-			c, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/commit", sandboxapi.OpCommit, sandbox.CommitRequest{Message: in.Message})
+			c, err := once(ctx, f.log(), s, in.OpID+"/"+in.TaskID+"/commit", sandboxapi.OpCommit, sandboxapi.CommitRequest{Message: in.Message})
 			if err != nil {
 				return out, err
 			}
@@ -234,7 +234,7 @@ func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (wire.Fano
 		}
 		req := in.Request
 		dry := req
-		dry.DryRun, dry.Order = true, sandbox.MergeOrderLeastConflicts
+		dry.DryRun, dry.Order = true, sandboxapi.MergeOrderLeastConflicts
 		var out wire.FanoutMergeResult
 		if p, err := once(ctx, f.log(), s, in.OpID+"/merge-preview", sandboxapi.OpMergeBranches, dry); err != nil {
 			f.log().Warn("fan-out: the merge preview failed; merging in the given order", "workspace", in.WorkspaceID, "error", err)
@@ -273,7 +273,7 @@ func (f *Fanout) ForkTask(ctx context.Context, in wire.FanoutForkTaskInput) (san
 			return sandboxapi.Handle{}, err
 		}
 		if r.Handle.HostID != in.HostID {
-			return r.Handle, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "task workspace %s lives on host %s, the conversation on %s", r.Handle.WorkspaceID, r.Handle.HostID, in.HostID)
+			return r.Handle, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "task workspace %s lives on host %s, the conversation on %s", r.Handle.WorkspaceID, r.Handle.HostID, in.HostID)
 		}
 		return r.Handle, nil
 	})

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -17,10 +16,10 @@ import (
 // the same result and the same git status; reading it returns those bytes.
 func TestWriteFileTwiceLeavesTheSameState(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	in := wire.FileActivityInput{WorkspaceID: ws.ID, Path: "src/new.txt", Content: []byte("line one\n\x00binary tail"), Mode: 0o755}
 	var first, second sandboxapi.WriteFileResult
-	var st1, st2 sandbox.WorkspaceStatus
+	var st1, st2 sandboxapi.WorkspaceStatus
 	if err := h.run(wire.ActivityWriteFile, in, &first); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +63,7 @@ func TestWriteFileTwiceLeavesTheSameState(t *testing.T) {
 // typed errors and write nothing anywhere.
 func TestFileActivitiesRefuseBadPaths(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	outside := filepath.Join(filepath.Dir(ws.LocalPath), "escaped.txt")
 	if err := os.Symlink(filepath.Dir(ws.LocalPath), filepath.Join(ws.LocalPath, "link")); err != nil {
 		t.Fatal(err)
@@ -89,22 +88,22 @@ func TestFileActivitiesRefuseBadPaths(t *testing.T) {
 		t.Errorf("a refused write created %s (%v)", outside, err)
 	}
 	wantAppError(t, h.run(wire.ActivityReadFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "missing.txt"}, nil), sandboxapi.ErrFileNotFound)
-	wantAppError(t, h.run(wire.ActivityReadFile, wire.FileActivityInput{WorkspaceID: sandbox.WorkspaceIDForKey("edit|x|y|z"), Path: "README.md"}, nil), sandboxapi.ErrWorkspaceNotFound)
+	wantAppError(t, h.run(wire.ActivityReadFile, wire.FileActivityInput{WorkspaceID: sandboxapi.WorkspaceIDForKey("edit|x|y|z"), Path: "README.md"}, nil), sandboxapi.ErrWorkspaceNotFound)
 }
 
 // An analysis workspace is read-only: write_file, edit_file and commit are
 // SandboxCommandRejected and its worktree stays clean.
 func TestAnalysisWorkspaceRefusesWrites(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeAnalysis, "")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeAnalysis, "")).Workspace
 	if ws.Capabilities.Writable {
 		t.Fatal("an analysis workspace is writable")
 	}
 	wantAppError(t, h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "README.md", Content: []byte("changed")}, nil), sandboxapi.ErrCommandRejected)
 	wantAppError(t, h.run(wire.ActivityEditFile, wire.EditFileActivityInput{WorkspaceID: ws.ID,
 		Request: sandboxapi.EditFileInput{Command: "str_replace", Path: "README.md", OldStr: "project", NewStr: "changed"}}, nil), sandboxapi.ErrCommandRejected)
-	wantAppError(t, h.run(wire.ActivityCommit, wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandbox.CommitRequest{Message: "m", AllowEmpty: true}}, nil), sandboxapi.ErrCommandRejected)
-	var st sandbox.WorkspaceStatus
+	wantAppError(t, h.run(wire.ActivityCommit, wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: "m", AllowEmpty: true}}, nil), sandboxapi.ErrCommandRejected)
+	var st sandboxapi.WorkspaceStatus
 	if err := h.run(wire.ActivityStatus, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +116,7 @@ func TestAnalysisWorkspaceRefusesWrites(t *testing.T) {
 // arguments refused with their typed errors.
 func TestReadOnlyOperations(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	if err := h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "pkg/new.go", Content: []byte("package pkg // needle\n")}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +127,14 @@ func TestReadOnlyOperations(t *testing.T) {
 	if len(dir.Entries) != 1 || dir.Entries[0].Name != "new.go" || dir.Entries[0].Size != 22 {
 		t.Errorf("list_dir pkg: %+v", dir.Entries)
 	}
-	var found sandbox.SearchResult
-	if err := h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandbox.SearchRequest{Pattern: "needle", Literal: true}}, &found); err != nil {
+	var found sandboxapi.SearchResult
+	if err := h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.SearchRequest{Pattern: "needle", Literal: true}}, &found); err != nil {
 		t.Fatal(err)
 	}
 	if len(found.Matches) != 1 || found.Matches[0].Path != "pkg/new.go" || found.Matches[0].Line != 1 {
 		t.Errorf("search: %+v", found.Matches)
 	}
-	var d sandbox.Diff
+	var d sandboxapi.Diff
 	if err := h.run(wire.ActivityDiff, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &d); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +142,6 @@ func TestReadOnlyOperations(t *testing.T) {
 		t.Errorf("diff: files %v base %s patch:\n%s", d.Files, d.BaseCommit, d.Patch)
 	}
 	wantAppError(t, h.run(wire.ActivityListDir, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "../"}, nil), sandboxapi.ErrInvalidWorkspacePath)
-	wantAppError(t, h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandbox.SearchRequest{Pattern: "(unclosed"}}, nil), sandboxapi.ErrInvalidArgument)
-	wantAppError(t, h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandbox.SearchRequest{Pattern: "x", Path: "/etc"}}, nil), sandboxapi.ErrInvalidWorkspacePath)
+	wantAppError(t, h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.SearchRequest{Pattern: "(unclosed"}}, nil), sandboxapi.ErrInvalidArgument)
+	wantAppError(t, h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.SearchRequest{Pattern: "x", Path: "/etc"}}, nil), sandboxapi.ErrInvalidWorkspacePath)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/internal/workspace"
@@ -77,8 +76,8 @@ func newTestHost(t *testing.T) *testHost {
 	acts := &Activities{Backups: backups,
 		Store: st, Repos: repos, Workspaces: wss, Runtimes: rts, Credentials: credentials.Static{},
 		Outputs: execoutput.New(filepath.Join(data, "outputs")),
-		HostID:  testHostID, URLs: sandbox.URLPolicy{AllowFile: true},
-		Settings: wire.SessionSettings{RuntimeKind: rts.Kind()}, RuntimeNetwork: sandbox.NetworkNone,
+		HostID:  testHostID, URLs: sandboxapi.URLPolicy{AllowFile: true},
+		Settings: wire.SessionSettings{RuntimeKind: rts.Kind()}, RuntimeNetwork: sandboxapi.NetworkNone,
 		Logger: log,
 	}
 	var suite testsuite.WorkflowTestSuite
@@ -112,22 +111,22 @@ func (h *testHost) run(name string, in, out any) error {
 }
 
 // request is an edit-mode request on h.upstream for conversation conv.
-func (h *testHost) request(mode sandbox.WorkspaceMode, conv string) sandbox.WorkspaceRequest {
-	req := sandbox.WorkspaceRequest{UserID: "alice", ProjectID: "p1", RepoURL: gittest.FileURL(h.upstream), Mode: mode}
+func (h *testHost) request(mode sandboxapi.WorkspaceMode, conv string) sandboxapi.WorkspaceRequest {
+	req := sandboxapi.WorkspaceRequest{UserID: "alice", ProjectID: "p1", RepoURL: gittest.FileURL(h.upstream), Mode: mode}
 	switch mode {
-	case sandbox.ModeEdit:
+	case sandboxapi.ModeEdit:
 		req.ConversationID = conv
-	case sandbox.ModeTask:
+	case sandboxapi.ModeTask:
 		req.TaskID = conv
 	}
 	return req
 }
 
 // acquire runs the acquire activity for req and fails the test on error.
-func (h *testHost) acquire(req sandbox.WorkspaceRequest) wire.AcquireActivityResult {
+func (h *testHost) acquire(req sandboxapi.WorkspaceRequest) wire.AcquireActivityResult {
 	h.t.Helper()
 	var res wire.AcquireActivityResult
-	if err := h.run(wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: sandbox.WorkspaceIDForKey(req.Key()), Request: &req}, &res); err != nil {
+	if err := h.run(wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: sandboxapi.WorkspaceIDForKey(req.Key()), Request: &req}, &res); err != nil {
 		h.t.Fatalf("acquire: %v", err)
 	}
 	return res

@@ -29,18 +29,18 @@ func (a *Activities) lifecycle() (sandbox.LifecycleProvider, error) {
 	if lp, ok := a.Backups.(sandbox.LifecycleProvider); ok {
 		return lp, nil
 	}
-	return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "host %s cannot record workspace states (no backup provider)", a.HostID)
+	return nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "host %s cannot record workspace states (no backup provider)", a.HostID)
 }
 
 // writableWorkspace loads a ready, writable workspace of this host. Errors:
 // as workspace, ErrCommandRejected (read-only).
-func (a *Activities) writableWorkspace(ctx context.Context, id string) (sandbox.Workspace, error) {
+func (a *Activities) writableWorkspace(ctx context.Context, id string) (sandboxapi.Workspace, error) {
 	ws, err := a.workspace(ctx, id)
 	if err != nil {
 		return ws, err
 	}
 	if !ws.Capabilities.Writable {
-		return ws, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode)
+		return ws, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode)
 	}
 	return ws, nil
 }
@@ -49,18 +49,18 @@ func (a *Activities) writableWorkspace(ctx context.Context, id string) (sandbox.
 // (sandbox.LifecycleProvider.Checkpoint). Errors: ErrCommandRejected
 // (read-only workspace), ErrInvalidArgument, ErrResourceLimit,
 // ErrWorkspaceDirty, ErrWorkspaceUnavailable.
-func (a *Activities) Checkpoint(ctx context.Context, in wire.CheckpointActivityInput) (sandbox.Checkpoint, error) {
+func (a *Activities) Checkpoint(ctx context.Context, in wire.CheckpointActivityInput) (sandboxapi.Checkpoint, error) {
 	ws, err := a.writableWorkspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.Checkpoint{}, ToApplicationError(err)
+		return sandboxapi.Checkpoint{}, ToApplicationError(err)
 	}
 	lp, err := a.lifecycle()
 	if err != nil {
-		return sandbox.Checkpoint{}, ToApplicationError(err)
+		return sandboxapi.Checkpoint{}, ToApplicationError(err)
 	}
-	cp, err := whileHeartbeating(ctx, func() (sandbox.Checkpoint, error) { return lp.Checkpoint(ctx, ws, in.Label) })
+	cp, err := whileHeartbeating(ctx, func() (sandboxapi.Checkpoint, error) { return lp.Checkpoint(ctx, ws, in.Label) })
 	if err != nil {
-		return sandbox.Checkpoint{}, ToApplicationError(err)
+		return sandboxapi.Checkpoint{}, ToApplicationError(err)
 	}
 	a.touch(ctx, ws.ID, false)
 	return cp, nil
@@ -81,7 +81,7 @@ func (a *Activities) Checkpoints(ctx context.Context, in wire.WorkspaceActivityI
 		return sandboxapi.CheckpointList{}, ToApplicationError(err)
 	}
 	if list == nil {
-		list = []sandbox.Checkpoint{}
+		list = []sandboxapi.Checkpoint{}
 	}
 	a.touch(ctx, ws.ID, false)
 	return sandboxapi.CheckpointList{Checkpoints: list}, nil
@@ -91,18 +91,18 @@ func (a *Activities) Checkpoints(ctx context.Context, in wire.WorkspaceActivityI
 // state it leaves first (sandbox.LifecycleProvider.Rollback), and records
 // its dirty flag. Errors: ErrCommandRejected, ErrNotFound, ErrConflict, the
 // errors of Checkpoint.
-func (a *Activities) Rollback(ctx context.Context, in wire.RollbackActivityInput) (sandbox.RollbackResult, error) {
+func (a *Activities) Rollback(ctx context.Context, in wire.RollbackActivityInput) (sandboxapi.RollbackResult, error) {
 	ws, err := a.writableWorkspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.RollbackResult{}, ToApplicationError(err)
+		return sandboxapi.RollbackResult{}, ToApplicationError(err)
 	}
 	lp, err := a.lifecycle()
 	if err != nil {
-		return sandbox.RollbackResult{}, ToApplicationError(err)
+		return sandboxapi.RollbackResult{}, ToApplicationError(err)
 	}
-	res, err := whileHeartbeating(ctx, func() (sandbox.RollbackResult, error) { return lp.Rollback(ctx, ws, in.Checkpoint) })
+	res, err := whileHeartbeating(ctx, func() (sandboxapi.RollbackResult, error) { return lp.Rollback(ctx, ws, in.Checkpoint) })
 	if err != nil {
-		return sandbox.RollbackResult{}, ToApplicationError(err)
+		return sandboxapi.RollbackResult{}, ToApplicationError(err)
 	}
 	if st, err := a.Workspaces.Status(ctx, ws); err == nil {
 		a.setDirty(ctx, ws, st.Dirty)
@@ -128,14 +128,14 @@ func (a *Activities) forkPrepare(ctx context.Context, in wire.ForkPrepareInput) 
 		return wire.ForkPrepareResult{}, err
 	}
 	if in.Target.ID == src.ID {
-		return wire.ForkPrepareResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "a workspace cannot be forked into itself")
+		return wire.ForkPrepareResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "a workspace cannot be forked into itself")
 	}
-	if t, err := a.Store.GetWorkspace(ctx, in.Target.ID); err == nil && t.State != sandbox.WorkspaceRemoved {
-		return wire.ForkPrepareResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s exists already (%s): fork to a new id", t.ID, t.Key)
+	if t, err := a.Store.GetWorkspace(ctx, in.Target.ID); err == nil && t.State != sandboxapi.WorkspaceRemoved {
+		return wire.ForkPrepareResult{}, sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %s exists already (%s): fork to a new id", t.ID, t.Key)
 	} else if err == nil && t.HostID != a.HostID {
 		// A destroyed key's next workspace is made on the host keeping its saved work.
-		return wire.ForkPrepareResult{}, sandbox.Errorf(sandbox.ErrConflict, "workspace %s was destroyed on host %s, which keeps its saved work: fork to a new id", t.ID, t.HostID)
-	} else if err != nil && !errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+		return wire.ForkPrepareResult{}, sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %s was destroyed on host %s, which keeps its saved work: fork to a new id", t.ID, t.HostID)
+	} else if err != nil && !errors.Is(err, sandboxapi.ErrWorkspaceNotFound) {
 		return wire.ForkPrepareResult{}, err
 	}
 	lp, err := a.lifecycle()
@@ -143,7 +143,7 @@ func (a *Activities) forkPrepare(ctx context.Context, in wire.ForkPrepareInput) 
 		return wire.ForkPrepareResult{}, err
 	}
 	type out struct {
-		cp sandbox.Checkpoint
+		cp sandboxapi.Checkpoint
 		fm sandbox.ForkManifest
 	}
 	o, err := whileHeartbeating(ctx, func() (out, error) {
@@ -179,11 +179,11 @@ func (a *Activities) Destroy(ctx context.Context, in wire.DestroyActivityInput) 
 
 func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) (sandboxapi.DestroyResult, error) {
 	res := sandboxapi.DestroyResult{WorkspaceID: in.WorkspaceID, Discarded: in.Discard}
-	if err := sandbox.ValidateWorkspaceID(in.WorkspaceID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(in.WorkspaceID); err != nil {
 		return res, err
 	}
 	ws, err := a.Store.GetWorkspace(ctx, in.WorkspaceID)
-	if errors.Is(err, sandbox.ErrWorkspaceNotFound) {
+	if errors.Is(err, sandboxapi.ErrWorkspaceNotFound) {
 		res.Message = "no such workspace: nothing to destroy"
 		return res, nil
 	}
@@ -191,22 +191,22 @@ func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) 
 		return res, err
 	}
 	if ws.HostID != a.HostID {
-		return res, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", ws.ID, ws.HostID, a.HostID)
+		return res, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s lives on host %s, not %s", ws.ID, ws.HostID, a.HostID)
 	}
 	res.Existed, res.HostID = true, ws.HostID
 	lp, err := a.lifecycle()
 	if err != nil {
 		return res, err
 	}
-	rid := sandbox.RuntimeIDFor(ws.ID)
+	rid := sandboxapi.RuntimeIDFor(ws.ID)
 	if err := a.Runtimes.Destroy(ctx, rid); err != nil {
 		return res, err
 	}
-	if err := a.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+	if err := a.Store.DeleteRuntime(ctx, rid); err != nil && !errors.Is(err, sandboxapi.ErrNotFound) {
 		return res, err
 	}
 	var notes []string
-	if !in.Discard && ws.State != sandbox.WorkspaceRemoved { // a tombstone was saved already
+	if !in.Discard && ws.State != sandboxapi.WorkspaceRemoved { // a tombstone was saved already
 		note, err := a.saveForDestroy(ctx, lp, &ws, &res)
 		if err != nil {
 			return res, err
@@ -230,8 +230,8 @@ func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) 
 // checking that a present worktree can be deleted at all), records the
 // backup in res, and marks the row removed so that a retry does not save
 // again (ws is updated). It returns the note of what was saved, if anything.
-func (a *Activities) saveForDestroy(ctx context.Context, lp sandbox.LifecycleProvider, ws *sandbox.Workspace, res *sandboxapi.DestroyResult) ([]string, error) {
-	if ws.State == sandbox.WorkspaceReady {
+func (a *Activities) saveForDestroy(ctx context.Context, lp sandbox.LifecycleProvider, ws *sandboxapi.Workspace, res *sandboxapi.DestroyResult) ([]string, error) {
+	if ws.State == sandboxapi.WorkspaceReady {
 		if ok, err := a.Workspaces.Exists(ctx, *ws); err != nil {
 			return nil, err
 		} else if ok {
@@ -250,14 +250,14 @@ func (a *Activities) saveForDestroy(ctx context.Context, lp sandbox.LifecyclePro
 		notes = append(notes, fmt.Sprintf("work saved to %s and %s", man.Ref, man.PatchPath))
 	}
 	// From here on a retry must not save again: the row says it was destroyed.
-	ws.State, ws.UpdatedAt = sandbox.WorkspaceRemoved, a.now()
+	ws.State, ws.UpdatedAt = sandboxapi.WorkspaceRemoved, a.now()
 	return notes, a.Store.UpdateWorkspace(ctx, *ws)
 }
 
 // removeWorktreeAndBranch removes the worktree, the workspace's branch (a
 // branch that cannot be deleted safely, ErrConflict, is kept with a note)
 // and its fork manifest, recording the deleted branch in res.
-func (a *Activities) removeWorktreeAndBranch(ctx context.Context, lp sandbox.LifecycleProvider, ws sandbox.Workspace, res *sandboxapi.DestroyResult) ([]string, error) {
+func (a *Activities) removeWorktreeAndBranch(ctx context.Context, lp sandbox.LifecycleProvider, ws sandboxapi.Workspace, res *sandboxapi.DestroyResult) ([]string, error) {
 	if err := a.Workspaces.Remove(ctx, ws); err != nil {
 		return nil, err
 	}
@@ -268,10 +268,10 @@ func (a *Activities) removeWorktreeAndBranch(ctx context.Context, lp sandbox.Lif
 	}
 	var notes []string
 	if err := lp.DeleteBranch(ctx, ws); err != nil {
-		if !errors.Is(err, sandbox.ErrConflict) {
+		if !errors.Is(err, sandboxapi.ErrConflict) {
 			return nil, err
 		}
-		notes = append(notes, "branch kept: "+sandbox.Message(err))
+		notes = append(notes, "branch kept: "+sandboxapi.Message(err))
 	} else if ws.BranchName != "" {
 		res.BranchDeleted = ws.BranchName
 	}
@@ -284,7 +284,7 @@ func (a *Activities) removeWorktreeAndBranch(ctx context.Context, lp sandbox.Lif
 // reported), and the row stays as a tombstone when anything was kept
 // (docs/API.md "Destroy"), else is deleted. It returns the note of the kept
 // checkpoints, if any.
-func (a *Activities) keepOrDeleteRow(ctx context.Context, lp sandbox.LifecycleProvider, ws sandbox.Workspace, discard bool, res *sandboxapi.DestroyResult) ([]string, error) {
+func (a *Activities) keepOrDeleteRow(ctx context.Context, lp sandbox.LifecycleProvider, ws sandboxapi.Workspace, discard bool, res *sandboxapi.DestroyResult) ([]string, error) {
 	if discard {
 		if err := lp.Discard(ctx, ws); err != nil {
 			return nil, err
@@ -304,7 +304,7 @@ func (a *Activities) keepOrDeleteRow(ctx context.Context, lp sandbox.LifecyclePr
 	if discard || (res.BackupRef == "" && res.CheckpointsKept == 0) {
 		return nil, a.Store.DeleteWorkspace(ctx, ws.ID)
 	}
-	ws.State, ws.Dirty, ws.SizeBytes, ws.PinnedUntil, ws.UpdatedAt = sandbox.WorkspaceRemoved, false, 0, nil, a.now()
+	ws.State, ws.Dirty, ws.SizeBytes, ws.PinnedUntil, ws.UpdatedAt = sandboxapi.WorkspaceRemoved, false, 0, nil, a.now()
 	if err := a.Store.UpdateWorkspace(ctx, ws); err != nil {
 		return nil, err
 	}
@@ -359,7 +359,7 @@ func (a *Activities) restoreDestroyedActivity(ctx context.Context, in wire.Works
 // restoreDestroyed restores ws's pending destroy backup into its worktree
 // and updates *ws (base commit, dirty) for the caller to store; it returns
 // the backup ref, "" when none was pending (or the host has no provider).
-func (a *Activities) restoreDestroyed(ctx context.Context, ws *sandbox.Workspace) (string, error) {
+func (a *Activities) restoreDestroyed(ctx context.Context, ws *sandboxapi.Workspace) (string, error) {
 	lp, err := a.lifecycle()
 	if err != nil {
 		return "", nil
@@ -392,13 +392,13 @@ func (a *Activities) restoreDestroyed(ctx context.Context, ws *sandbox.Workspace
 // (the fork's checkpoint decides), or the host has no provider.
 func (a *Activities) destroyedStart(ctx context.Context, id string) string {
 	lp, err := a.lifecycle()
-	if err != nil || sandbox.ValidateWorkspaceID(id) != nil {
+	if err != nil || sandboxapi.ValidateWorkspaceID(id) != nil {
 		return ""
 	}
 	if fm, ok, err := lp.ForkManifest(ctx, id); err != nil || (ok && fm.ConsumedAt == nil) {
 		return ""
 	}
-	man, ok, err := lp.PendingDestroyed(ctx, sandbox.Workspace{ID: id})
+	man, ok, err := lp.PendingDestroyed(ctx, sandboxapi.Workspace{ID: id})
 	if err != nil || !ok {
 		return ""
 	}
@@ -412,7 +412,7 @@ func (a *Activities) destroyedStart(ctx context.Context, id string) string {
 }
 
 // restorableRef is the ref of ws's pending destroy backup, "" when none.
-func (a *Activities) restorableRef(ctx context.Context, ws sandbox.Workspace) string {
+func (a *Activities) restorableRef(ctx context.Context, ws sandboxapi.Workspace) string {
 	lp, err := a.lifecycle()
 	if err != nil {
 		return ""
@@ -426,7 +426,7 @@ func (a *Activities) restorableRef(ctx context.Context, ws sandbox.Workspace) st
 
 // applyFork writes a pending fork manifest into the just created ws and
 // returns the source's id ("" when there is none).
-func (a *Activities) applyFork(ctx context.Context, ws *sandbox.Workspace) (string, error) {
+func (a *Activities) applyFork(ctx context.Context, ws *sandboxapi.Workspace) (string, error) {
 	lp, err := a.lifecycle()
 	if err != nil {
 		return "", nil
@@ -459,7 +459,7 @@ func isHexID(s string) bool {
 func (a *Activities) CleanupList(ctx context.Context, in wire.CleanupListInput) (wire.CleanupCandidates, error) {
 	out := wire.CleanupCandidates{Workspaces: []wire.CleanupCandidate{}}
 	if in.HostID != a.HostID {
-		return out, ToApplicationError(sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "cleanup listing for host %s asked of host %s", in.HostID, a.HostID))
+		return out, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "cleanup listing for host %s asked of host %s", in.HostID, a.HostID))
 	}
 	if err := (sandboxapi.CleanupInput{UserID: in.UserID, ProjectID: in.ProjectID}).Validate(); err != nil {
 		return out, ToApplicationError(err)
@@ -469,7 +469,7 @@ func (a *Activities) CleanupList(ctx context.Context, in wire.CleanupListInput) 
 		return out, ToApplicationError(err)
 	}
 	for _, w := range rows {
-		if w.State == sandbox.WorkspaceRemoved && !in.IncludeRemoved {
+		if w.State == sandboxapi.WorkspaceRemoved && !in.IncludeRemoved {
 			continue
 		}
 		out.Workspaces = append(out.Workspaces, wire.CleanupCandidate{WorkspaceID: w.ID, HostID: w.HostID, Mode: string(w.Mode), ProjectID: w.ProjectID, State: string(w.State)})
@@ -516,9 +516,9 @@ func (l *LifecycleActivities) ForkAcquire(ctx context.Context, in wire.ForkAcqui
 
 func (l *LifecycleActivities) forkAcquire(ctx context.Context, in wire.ForkAcquireInput) (sandboxapi.Handle, error) {
 	if in.HostID != l.HostID {
-		return sandboxapi.Handle{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork acquire for host %s asked of host %s", in.HostID, l.HostID)
+		return sandboxapi.Handle{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "fork acquire for host %s asked of host %s", in.HostID, l.HostID)
 	}
-	targetID := sandbox.WorkspaceIDForKey(in.Request.Key())
+	targetID := sandboxapi.WorkspaceIDForKey(in.Request.Key())
 	lp, err := l.lifecycle()
 	if err != nil {
 		return sandboxapi.Handle{}, err
@@ -537,7 +537,7 @@ func (l *LifecycleActivities) forkAcquire(ctx context.Context, in wire.ForkAcqui
 	}
 	if h.HostID != in.HostID {
 		drop()
-		return h, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork %s landed on host %s, not the source's %s", h.WorkspaceID, h.HostID, in.HostID)
+		return h, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "fork %s landed on host %s, not the source's %s", h.WorkspaceID, h.HostID, in.HostID)
 	}
 	if h.ForkedFrom == in.SourceID {
 		return h, nil
@@ -547,7 +547,7 @@ func (l *LifecycleActivities) forkAcquire(ctx context.Context, in wire.ForkAcqui
 		return h, nil
 	}
 	drop()
-	return h, sandbox.Errorf(sandbox.ErrConflict, "workspace %s existed already, so it is not a fork of %s: fork to a new id", h.WorkspaceID, in.SourceID)
+	return h, sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %s existed already, so it is not a fork of %s: fork to a new id", h.WorkspaceID, in.SourceID)
 }
 
 // CleanupSessions lists the running sessions matching in.Query (ANDed onto
@@ -559,7 +559,7 @@ func (l *LifecycleActivities) CleanupSessions(ctx context.Context, in wire.Clean
 		return out, ToApplicationError(err)
 	}
 	for _, s := range list {
-		if sandbox.ValidateWorkspaceID(s.WorkspaceID) != nil {
+		if sandboxapi.ValidateWorkspaceID(s.WorkspaceID) != nil {
 			continue
 		}
 		out.Workspaces = append(out.Workspaces, wire.CleanupCandidate{WorkspaceID: s.WorkspaceID, HostID: s.Host, Mode: s.Mode, ProjectID: s.Project, State: s.State})

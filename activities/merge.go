@@ -19,35 +19,35 @@ import (
 // (in.Request.Workspaces) is merged by its branch only when it is a workspace
 // of the same repository, user and project; a branch that is another user's
 // or project's workspace branch, and any such workspace, are reported
-// sandbox.MergeMissing (never merged, never revealed), after the others.
+// sandboxapi.MergeMissing (never merged, never revealed), after the others.
 // Errors: ErrCommandRejected (read-only workspace, or a provider that
 // cannot merge), ErrWorkspaceDirty, ErrInvalidArgument, ErrRepoLocked,
 // ErrWorkspaceUnavailable (see sandbox.BranchMerger).
-func (a *Activities) MergeBranches(ctx context.Context, in wire.MergeActivityInput) (sandbox.MergeResult, error) {
+func (a *Activities) MergeBranches(ctx context.Context, in wire.MergeActivityInput) (sandboxapi.MergeResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandbox.MergeResult{}, ToApplicationError(err)
+		return sandboxapi.MergeResult{}, ToApplicationError(err)
 	}
 	merger, ok := a.Workspaces.(sandbox.BranchMerger)
 	if !ok {
-		return sandbox.MergeResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "this host's workspace provider cannot merge branches"))
+		return sandboxapi.MergeResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "this host's workspace provider cannot merge branches"))
 	}
 	if !ws.Capabilities.Writable {
-		return sandbox.MergeResult{}, ToApplicationError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+		return sandboxapi.MergeResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
 	}
 	req, fromWorkspace, refused, err := a.mergeSources(ctx, ws, in.Request)
 	if err != nil {
-		return sandbox.MergeResult{}, ToApplicationError(err)
+		return sandboxapi.MergeResult{}, ToApplicationError(err)
 	}
-	var res sandbox.MergeResult
+	var res sandboxapi.MergeResult
 	if len(req.Branches) > 0 {
-		res, err = whileHeartbeating(ctx, func() (sandbox.MergeResult, error) { return merger.Merge(ctx, ws, req) })
+		res, err = whileHeartbeating(ctx, func() (sandboxapi.MergeResult, error) { return merger.Merge(ctx, ws, req) })
 		if err != nil {
-			return sandbox.MergeResult{}, ToApplicationError(err)
+			return sandboxapi.MergeResult{}, ToApplicationError(err)
 		}
 	} else {
 		// Every source was refused: nothing to merge, the workspace as it is.
-		res = sandbox.MergeResult{DryRun: req.DryRun, Branch: ws.BranchName, Branches: []sandbox.BranchMerge{}}
+		res = sandboxapi.MergeResult{DryRun: req.DryRun, Branch: ws.BranchName, Branches: []sandboxapi.BranchMerge{}}
 		if st, err := a.Workspaces.Status(ctx, ws); err == nil {
 			res.Head, res.Dirty = st.Head, st.Dirty && req.DryRun
 		}
@@ -67,31 +67,31 @@ func (a *Activities) MergeBranches(ctx context.Context, in wire.MergeActivityInp
 // sources that are not the caller's to merge (see MergeBranches): it
 // returns the request with only branches, the workspace id of each branch
 // that came from one, and the refused sources as MergeMissing outcomes.
-func (a *Activities) mergeSources(ctx context.Context, ws sandbox.Workspace, req sandbox.MergeRequest) (sandbox.MergeRequest, map[string]string, []sandbox.BranchMerge, error) {
+func (a *Activities) mergeSources(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.MergeRequest) (sandboxapi.MergeRequest, map[string]string, []sandboxapi.BranchMerge, error) {
 	rows, err := a.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{RepoCacheID: ws.RepoCacheID})
 	if err != nil {
-		return req, nil, nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "list the workspaces of the repository: %v", err)
+		return req, nil, nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "list the workspaces of the repository: %v", err)
 	}
-	mine := func(o sandbox.Workspace) bool {
+	mine := func(o sandboxapi.Workspace) bool {
 		return o.UserID == ws.UserID && o.ProjectID == ws.ProjectID && o.Repo.Key() == ws.Repo.Key()
 	}
-	owner := map[string]sandbox.Workspace{} // branch → its workspace
-	byID := map[string]sandbox.Workspace{}
+	owner := map[string]sandboxapi.Workspace{} // branch → its workspace
+	byID := map[string]sandboxapi.Workspace{}
 	for _, o := range rows {
 		byID[o.ID] = o
-		if o.BranchName != "" && o.State != sandbox.WorkspaceRemoved {
+		if o.BranchName != "" && o.State != sandboxapi.WorkspaceRemoved {
 			owner[o.BranchName] = o
 		}
 	}
 	tenantPrefix := "agent/" + sandboxapi.TenantSegment(ws.UserID, ws.ProjectID) + "/"
-	var refused []sandbox.BranchMerge
+	var refused []sandboxapi.BranchMerge
 	out := req
 	out.Branches, out.Workspaces = nil, nil
 	for _, b := range req.Branches {
 		o, owned := owner[b]
 		foreign := (owned && !mine(o)) || (!owned && strings.HasPrefix(b, "agent/") && !strings.HasPrefix(b, tenantPrefix) && strings.Count(b, "/") >= 2)
 		if foreign {
-			refused = append(refused, sandbox.BranchMerge{Branch: b, Status: sandbox.MergeMissing})
+			refused = append(refused, sandboxapi.BranchMerge{Branch: b, Status: sandboxapi.MergeMissing})
 			continue
 		}
 		out.Branches = append(out.Branches, b)
@@ -104,12 +104,12 @@ func (a *Activities) mergeSources(ctx context.Context, ws sandbox.Workspace, req
 				o, ok = got, true
 			}
 		}
-		if !ok || !mine(o) || o.ID == ws.ID || o.BranchName == "" || o.State == sandbox.WorkspaceRemoved || o.HostID != a.HostID {
-			refused = append(refused, sandbox.BranchMerge{WorkspaceID: id, Status: sandbox.MergeMissing})
+		if !ok || !mine(o) || o.ID == ws.ID || o.BranchName == "" || o.State == sandboxapi.WorkspaceRemoved || o.HostID != a.HostID {
+			refused = append(refused, sandboxapi.BranchMerge{WorkspaceID: id, Status: sandboxapi.MergeMissing})
 			continue
 		}
 		if slices.Contains(out.Branches, o.BranchName) {
-			return req, nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s's branch %s is also listed as a branch", id, o.BranchName)
+			return req, nil, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "workspace %s's branch %s is also listed as a branch", id, o.BranchName)
 		}
 		out.Branches = append(out.Branches, o.BranchName)
 		from[o.BranchName] = id

@@ -4,7 +4,6 @@ import (
 	"net/netip"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -15,29 +14,29 @@ import (
 
 // defaultNetwork is the policy of a workspace that names none: the worker's
 // RuntimeNetwork (SANDBOX_RUNTIME_NETWORK), limited when unset.
-func (a *Activities) defaultNetwork() sandbox.Network {
+func (a *Activities) defaultNetwork() sandboxapi.Network {
 	if a.RuntimeNetwork.Valid() {
 		return a.RuntimeNetwork
 	}
-	return sandbox.NetworkLimited
+	return sandboxapi.NetworkLimited
 }
 
 // networkMax is the widest policy this worker grants (SANDBOX_NETWORK_MAX):
 // NetworkMax, or when unset the wider of limited and the default.
-func (a *Activities) networkMax() sandbox.Network {
+func (a *Activities) networkMax() sandboxapi.Network {
 	if a.NetworkMax.Valid() {
 		return a.NetworkMax
 	}
-	if d := a.defaultNetwork(); d == sandbox.NetworkDefault {
+	if d := a.defaultNetwork(); d == sandboxapi.NetworkDefault {
 		return d
 	}
-	return sandbox.NetworkLimited
+	return sandboxapi.NetworkLimited
 }
 
 // effectiveNetwork is the policy ws's commands get: its stored one (the
 // default for a workspace recorded before policies existed), never above
 // the worker's current maximum.
-func (a *Activities) effectiveNetwork(ws sandbox.Workspace) sandbox.Network {
+func (a *Activities) effectiveNetwork(ws sandboxapi.Workspace) sandboxapi.Network {
 	n := ws.Network
 	if !n.Valid() {
 		n = a.defaultNetwork()
@@ -55,7 +54,7 @@ func (a *Activities) effectiveNetwork(ws sandbox.Workspace) sandbox.Network {
 // canonical form, without duplicates. Errors: ErrInvalidArgument for a bad
 // mode or entry, ErrCommandRejected naming SANDBOX_NETWORK_MAX for a mode
 // above the worker's maximum.
-func (a *Activities) resolvePolicy(req sandbox.WorkspaceRequest, cur sandbox.Network, curAllow []string) (sandbox.Network, []string, error) {
+func (a *Activities) resolvePolicy(req sandboxapi.WorkspaceRequest, cur sandboxapi.Network, curAllow []string) (sandboxapi.Network, []string, error) {
 	if req.Network == "" && req.NetworkAllow == nil {
 		if cur == "" {
 			return a.defaultNetwork(), nil, nil
@@ -73,7 +72,7 @@ func (a *Activities) resolvePolicy(req sandbox.WorkspaceRequest, cur sandbox.Net
 		return "", nil, err
 	}
 	if max := a.networkMax(); !n.Within(max) {
-		return "", nil, sandbox.Errorf(sandbox.ErrCommandRejected,
+		return "", nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected,
 			"network %s is above this worker's network policy maximum (SANDBOX_NETWORK_MAX=%s): ask for %s", n, max, upTo(max))
 	}
 	allow, err := sandboxapi.CanonicalNetworkAllow("network_allow", req.NetworkAllow)
@@ -107,7 +106,7 @@ func (a *Activities) checkWorkspaceAllow(allow []string) error {
 			if r.IsName() {
 				what = "make the worker resolve names a command chooses"
 			}
-			return sandbox.Errorf(sandbox.ErrCommandRejected,
+			return sandboxapi.Errorf(sandboxapi.ErrCommandRejected,
 				"network_allow[%d] %s: %s; a workspace's own entries cannot %s (only the worker's SANDBOX_NETWORK_ALLOW can)", i, e, why, what)
 		}
 	}
@@ -129,7 +128,7 @@ func (a *Activities) hostAddrs() []netip.Addr {
 // addresses): the worker never resolves names a command chooses below a
 // zone only a workspace named, and only the worker's list opens a
 // non-public address, to a name or given literally.
-func (a *Activities) runtimeAllow(ws sandbox.Workspace) []string {
+func (a *Activities) runtimeAllow(ws sandboxapi.Workspace) []string {
 	out, dropped := egress.CombineAllow(a.NetworkAllow, ws.NetworkAllow, a.hostAddrs)
 	if len(dropped) > 0 {
 		a.log().Warn("workspace network_allow entries left out: only SANDBOX_NETWORK_ALLOW may open them", "workspace", ws.ID, "entries", dropped)
@@ -142,7 +141,7 @@ func (a *Activities) runtimeAllow(ws sandbox.Workspace) []string {
 // ErrInvalidArgument for an unknown mode, ErrCommandRejected naming the
 // policy for a mode above it, or for a mode other than the policy on a
 // runtime that applies one network to all its commands.
-func (a *Activities) commandNetwork(op string, ws sandbox.Workspace, asked sandbox.Network) error {
+func (a *Activities) commandNetwork(op string, ws sandboxapi.Workspace, asked sandboxapi.Network) error {
 	if asked == "" {
 		return nil
 	}
@@ -151,21 +150,21 @@ func (a *Activities) commandNetwork(op string, ws sandbox.Workspace, asked sandb
 	}
 	policy := a.effectiveNetwork(ws)
 	if !asked.Within(policy) {
-		return sandbox.Errorf(sandbox.ErrCommandRejected, "%s: network %s is above the network policy of workspace %s (%s): a command may use %s",
+		return sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "%s: network %s is above the network policy of workspace %s (%s): a command may use %s",
 			op, asked, ws.ID, policy, upTo(policy))
 	}
 	if asked != policy && !a.Runtimes.Capabilities().PerCommandNetwork {
-		return sandbox.Errorf(sandbox.ErrCommandRejected, "%s: the %s runtime applies the workspace's network policy (%s) to every command: a command cannot choose another network",
+		return sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "%s: the %s runtime applies the workspace's network policy (%s) to every command: a command cannot choose another network",
 			op, a.Runtimes.Kind(), policy)
 	}
 	return nil
 }
 
-func upTo(max sandbox.Network) string {
+func upTo(max sandboxapi.Network) string {
 	switch max {
-	case sandbox.NetworkNone:
+	case sandboxapi.NetworkNone:
 		return "none"
-	case sandbox.NetworkLimited:
+	case sandboxapi.NetworkLimited:
 		return "none or limited"
 	}
 	return "none, limited or default"

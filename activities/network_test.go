@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -40,7 +39,7 @@ func TestWorkspaceAllowCannotOpenTheHost(t *testing.T) {
 		{"localhost:80"}, // a name: what it resolves to is checked by the proxy
 		{"203.0.113.4", "2001:db8::8", "[2606:4700::1111]:443"},
 	} {
-		n, allow, err := a.resolvePolicy(sandbox.WorkspaceRequest{Network: sandboxapi.NetworkLimited, NetworkAllow: ok}, "", nil)
+		n, allow, err := a.resolvePolicy(sandboxapi.WorkspaceRequest{Network: sandboxapi.NetworkLimited, NetworkAllow: ok}, "", nil)
 		require.NoError(t, err, "%v", ok)
 		require.Equal(t, sandboxapi.NetworkLimited, n)
 		require.Len(t, allow, len(ok))
@@ -72,7 +71,7 @@ func TestWorkspaceAllowCannotOpenTheHost(t *testing.T) {
 		"*.corp.example:443":       "DNS exfiltration",
 		"npm.corp.example,0.0.0.0": "", // malformed: InvalidArgument below
 	} {
-		_, _, err := a.resolvePolicy(sandbox.WorkspaceRequest{Network: sandboxapi.NetworkLimited, NetworkAllow: []string{"pypi.org", entry}}, "", nil)
+		_, _, err := a.resolvePolicy(sandboxapi.WorkspaceRequest{Network: sandboxapi.NetworkLimited, NetworkAllow: []string{"pypi.org", entry}}, "", nil)
 		if why == "" {
 			require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, entry)
 			continue
@@ -86,7 +85,7 @@ func TestWorkspaceAllowCannotOpenTheHost(t *testing.T) {
 	// Entries of its own stored before they were refused (a wildcard, a
 	// private address or CIDR, a catch-all) never reach the proxy's policy;
 	// those the worker's list covers do.
-	got := a.runtimeAllow(sandbox.Workspace{NetworkAllow: []string{"*.corp.example", "npm.corp.example:443", "*.mirror.example:443",
+	got := a.runtimeAllow(sandboxapi.Workspace{NetworkAllow: []string{"*.corp.example", "npm.corp.example:443", "*.mirror.example:443",
 		"172.18.0.0/16", "0.0.0.0/0", "::/0", "10.20.1.2:443", "100.64.1.1", "8.8.8.8:53"}})
 	require.Equal(t, []string{"127.0.0.1:8080", "*.mirror.example:443", "10.20.0.0/16:443", "172.18.0.5", "npm.corp.example:443", "10.20.1.2:443", "8.8.8.8:53"}, got)
 }
@@ -130,7 +129,7 @@ func TestWorkspaceNameToPrivateAddressIsRefused(t *testing.T) {
 	})
 	defer p.Close()
 	sock := filepath.Join(t.TempDir(), "egress.sock")
-	ws := sandbox.Workspace{ID: "ws-x", NetworkAllow: []string{"temporal.corp.example:7233", "172.18.0.5:7233", "172.16.0.0/12"}}
+	ws := sandboxapi.Workspace{ID: "ws-x", NetworkAllow: []string{"temporal.corp.example:7233", "172.18.0.5:7233", "172.16.0.0/12"}}
 	connect := func(a *Activities, dest string) string {
 		t.Helper()
 		rules, err := egress.ParseRules(a.runtimeAllow(ws))

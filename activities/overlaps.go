@@ -17,7 +17,7 @@ import (
 // overlaps needs: what a workspace changed since its base (implemented by
 // internal/workspace; docs/API.md "Overlaps").
 type ChangeSummarizer interface {
-	Changes(ctx context.Context, ws sandbox.Workspace) (overlaps.Summary, error)
+	Changes(ctx context.Context, ws sandboxapi.Workspace) (overlaps.Summary, error)
 }
 
 // changeCache keeps the change summaries overlaps read of the host's other
@@ -114,7 +114,7 @@ func (a *Activities) overlaps(ctx context.Context, in wire.WorkspaceActivityInpu
 	}
 	cs, ok := a.Workspaces.(ChangeSummarizer)
 	if !ok {
-		return sandboxapi.OverlapsResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "this host's workspace provider cannot summarize changes")
+		return sandboxapi.OverlapsResult{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "this host's workspace provider cannot summarize changes")
 	}
 	self, err := whileHeartbeating(ctx, func() (overlaps.Summary, error) { return cs.Changes(ctx, ws) })
 	if err != nil {
@@ -123,25 +123,25 @@ func (a *Activities) overlaps(ctx context.Context, in wire.WorkspaceActivityInpu
 	res := sandboxapi.OverlapsResult{WorkspaceID: ws.ID, BaseCommit: self.BaseCommit, Changed: len(self.Files), Overlaps: []sandboxapi.Overlap{}}
 	rows, err := a.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{UserID: ws.UserID, ProjectID: ws.ProjectID})
 	if err != nil {
-		return sandboxapi.OverlapsResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "list the workspaces of the repository: %v", err)
+		return sandboxapi.OverlapsResult{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "list the workspaces of the repository: %v", err)
 	}
-	slices.SortFunc(rows, func(x, y sandbox.Workspace) int { return strings.Compare(x.ID, y.ID) })
+	slices.SortFunc(rows, func(x, y sandboxapi.Workspace) int { return strings.Compare(x.ID, y.ID) })
 	var others []overlaps.Other
 	for _, o := range rows {
 		// The store filtered by user and project; checked again here, with
 		// the repository, so a filter bug can never show another tenant's work.
 		if o.ID == ws.ID || o.UserID != ws.UserID || o.ProjectID != ws.ProjectID || o.Repo.Key() != ws.Repo.Key() ||
-			o.Mode == sandbox.ModeAnalysis || o.State == sandbox.WorkspaceRemoved {
+			o.Mode == sandboxapi.ModeAnalysis || o.State == sandboxapi.WorkspaceRemoved {
 			continue
 		}
 		skip := sandboxapi.UncheckedWorkspace{WorkspaceID: o.ID, Mode: o.Mode, Branch: o.BranchName, HostID: o.HostID}
 		switch {
 		case o.HostID != a.HostID:
 			skip.Reason = sandboxapi.UncheckedOtherHost
-		case o.State == sandbox.WorkspaceEvicted:
+		case o.State == sandboxapi.WorkspaceEvicted:
 			a.changes.forget(o.ID)
 			skip.Reason = sandboxapi.UncheckedEvicted
-		case o.State != sandbox.WorkspaceReady:
+		case o.State != sandboxapi.WorkspaceReady:
 			skip.Reason, skip.Message = sandboxapi.UncheckedUnreadable, "workspace is "+string(o.State)
 		}
 		if skip.Reason != "" {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/depcache"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -102,10 +101,10 @@ func (a *Activities) preparedTree(ctx context.Context, in wire.PreparedTreeInput
 	case errors.Is(err, depcache.ErrNoTree):
 		return none("no prepared tree is kept for these lockfiles yet")
 	case errors.Is(err, depcache.ErrPathExists):
-		return none(sandbox.Message(err) + ": the setup runs instead")
+		return none(sandboxapi.Message(err) + ": the setup runs instead")
 	case err != nil:
-		a.log().Warn("prepared tree", "workspace", ws.ID, "restore", restore, "error", sandbox.Message(err))
-		return none(sandbox.Message(err))
+		a.log().Warn("prepared tree", "workspace", ws.ID, "restore", restore, "error", sandboxapi.Message(err))
+		return none(sandboxapi.Message(err))
 	}
 	if restore {
 		a.changes.mark(ws.ID, a.now()) // the worktree changed

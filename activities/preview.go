@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -29,12 +28,12 @@ type ReplicaReporter interface {
 
 // runtimeReplica is the replica state of ws's runtime, nil for runtimes
 // without replicas (or none on this host).
-func (a *Activities) runtimeReplica(ws sandbox.Workspace) *sandboxapi.RuntimeReplica {
+func (a *Activities) runtimeReplica(ws sandboxapi.Workspace) *sandboxapi.RuntimeReplica {
 	rr, ok := a.Runtimes.(ReplicaReporter)
 	if !ok {
 		return nil
 	}
-	st, ok := rr.RuntimeReplica(sandbox.RuntimeIDFor(ws.ID))
+	st, ok := rr.RuntimeReplica(sandboxapi.RuntimeIDFor(ws.ID))
 	if !ok {
 		return nil
 	}
@@ -62,9 +61,9 @@ func (a *Activities) previewURL(ctx context.Context, in wire.PreviewURLActivityI
 	}
 	pp, ok := a.Runtimes.(PortPreviewer)
 	if !ok || !a.Runtimes.Capabilities().PreviewURL {
-		return sandboxapi.PreviewURL{}, sandbox.Errorf(sandbox.ErrCommandRejected, "preview_url: the %s runtime of this host cannot expose ports (remote runtimes such as Daytona, and Docker, can)", a.Runtimes.Kind())
+		return sandboxapi.PreviewURL{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "preview_url: the %s runtime of this host cannot expose ports (remote runtimes such as Daytona, and Docker, can)", a.Runtimes.Kind())
 	}
-	u, err := pp.PreviewURL(ctx, sandbox.RuntimeIDFor(ws.ID), in.Port)
+	u, err := pp.PreviewURL(ctx, sandboxapi.RuntimeIDFor(ws.ID), in.Port)
 	if err != nil {
 		return sandboxapi.PreviewURL{}, err
 	}

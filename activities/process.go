@@ -26,16 +26,16 @@ const execWaitStep = time.Second
 // not know it yet: a runtime left by an earlier worker is re-attached).
 // Errors: errNoProcesses (ErrCommandRejected) when the runtime has no
 // processes.
-func (a *Activities) processRuntime(ctx context.Context, wsID string, create bool) (sandbox.Workspace, sandbox.ProcessRuntime, error) {
+func (a *Activities) processRuntime(ctx context.Context, wsID string, create bool) (sandboxapi.Workspace, sandbox.ProcessRuntime, error) {
 	ws, err := a.workspace(ctx, wsID)
 	if err != nil {
 		return ws, nil, err
 	}
 	var rt sandbox.Runtime
 	if !create {
-		rt, err = a.Runtimes.Get(ctx, sandbox.RuntimeIDFor(ws.ID))
+		rt, err = a.Runtimes.Get(ctx, sandboxapi.RuntimeIDFor(ws.ID))
 	}
-	if create || errors.Is(err, sandbox.ErrNotFound) {
+	if create || errors.Is(err, sandboxapi.ErrNotFound) {
 		rt, err = a.createRuntime(ctx, ws)
 	}
 	if err != nil {
@@ -43,7 +43,7 @@ func (a *Activities) processRuntime(ctx context.Context, wsID string, create boo
 	}
 	pr, ok := rt.(sandbox.ProcessRuntime)
 	if !ok {
-		return ws, nil, &noProcessesError{sandbox.Errorf(sandbox.ErrCommandRejected, "the %s runtime of workspace %s runs no background processes", a.Runtimes.Kind(), ws.ID)}
+		return ws, nil, &noProcessesError{sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "the %s runtime of workspace %s runs no background processes", a.Runtimes.Kind(), ws.ID)}
 	}
 	if create {
 		a.recordRuntime(ctx, ws, rt.ID(), sandbox.RuntimeRunning)
@@ -81,7 +81,7 @@ func (a *Activities) ExecStart(ctx context.Context, in wire.ExecActivityInput) (
 
 func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (wire.ExecStartResult, error) {
 	if in.ProcessID == "" {
-		return wire.ExecStartResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "exec start: no process id")
+		return wire.ExecStartResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec start: no process id")
 	}
 	ws, pr, err := a.processRuntime(ctx, in.WorkspaceID, true)
 	if isNoProcesses(err) {
@@ -117,7 +117,7 @@ func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (
 		a.startedExec(ws.ID, in.ProcessID)
 	}
 	unlock()
-	info, err := pr.WaitProcess(ctx, in.ProcessID, min(max(in.Wait, 0), sandbox.MaxProcessReadWait))
+	info, err := pr.WaitProcess(ctx, in.ProcessID, min(max(in.Wait, 0), sandboxapi.MaxProcessReadWait))
 	if err != nil {
 		return wire.ExecStartResult{}, err
 	}
@@ -138,27 +138,27 @@ func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (
 // returns its ExecResult; it never starts a command. Errors:
 // ErrRuntimeUnavailable when the process is gone (the runtime was
 // destroyed or its host restarted: the outcome is unknown).
-func (a *Activities) execWait(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+func (a *Activities) execWait(ctx context.Context, in wire.ExecActivityInput) (sandboxapi.ExecResult, error) {
 	ws, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	var last [2]int64
 	var progress sandboxapi.ExecProgress
 	for {
 		info, err := pr.WaitProcess(ctx, in.ProcessID, execWaitStep)
-		if errors.Is(err, sandbox.ErrNotFound) {
+		if errors.Is(err, sandboxapi.ErrNotFound) {
 			// Not retried: no attempt can find it again.
-			return sandbox.ExecResult{}, sandboxapi.NewApplicationError(sandbox.Errorf(sandbox.ErrRuntimeUnavailable,
-				"exec %s: its command's process is gone (the runtime was destroyed or its host restarted); its outcome is unknown", sandbox.Clip(in.Request.Cmd[0], 64)), true)
+			return sandboxapi.ExecResult{}, sandboxapi.NewApplicationError(sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable,
+				"exec %s: its command's process is gone (the runtime was destroyed or its host restarted); its outcome is unknown", sandboxapi.Clip(in.Request.Cmd[0], 64)), true)
 		}
 		if err != nil {
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		if info.Exited && !info.Lingering {
 			res, done, err := execResult(ctx, pr, in.ProcessID, in.Request)
 			if err != nil {
-				return sandbox.ExecResult{}, err
+				return sandboxapi.ExecResult{}, err
 			}
 			if done {
 				a.touch(ctx, ws.ID, false)
@@ -173,7 +173,7 @@ func (a *Activities) execWait(ctx context.Context, in wire.ExecActivityInput) (s
 			activity.RecordHeartbeat(ctx, progress)
 		}
 		if ctx.Err() != nil {
-			return sandbox.ExecResult{}, ctx.Err()
+			return sandboxapi.ExecResult{}, ctx.Err()
 		}
 	}
 }
@@ -202,13 +202,13 @@ func execProgress(ctx context.Context, pr sandbox.ProcessRuntime, in wire.ExecAc
 // exit code 124 and timed_out on its timeout, 130 and cancelled when it was
 // cancelled, 137 when the runtime was stopped. done is false while its
 // output is still being collected (the streams are not closed yet).
-func execResult(ctx context.Context, pr sandbox.ProcessRuntime, id string, req sandbox.ExecRequest) (sandbox.ExecResult, bool, error) {
+func execResult(ctx context.Context, pr sandbox.ProcessRuntime, id string, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, bool, error) {
 	limit := req.OutputCap()
 	headCap := limit / 2
 	tailCap := limit - headCap
-	first, err := pr.ReadProcess(ctx, id, sandbox.ProcessReadRequest{Both: true, MaxBytes: min(limit, sandbox.MaxProcessReadBytes), Peek: true})
+	first, err := pr.ReadProcess(ctx, id, sandbox.ProcessReadRequest{Both: true, MaxBytes: min(limit, sandboxapi.MaxProcessReadBytes), Peek: true})
 	if err != nil {
-		return sandbox.ExecResult{}, false, err
+		return sandboxapi.ExecResult{}, false, err
 	}
 	if !first.EOF || first.Stderr == nil || !first.Stderr.EOF {
 		if first.Process.StdoutBytes > int64(limit) || first.Process.StderrBytes > int64(limit) {
@@ -216,21 +216,21 @@ func execResult(ctx context.Context, pr sandbox.ProcessRuntime, id string, req s
 			// whatever the state; look at the ends.
 			end, err := pr.ReadProcess(ctx, id, sandbox.ProcessReadRequest{Offset: first.Process.StdoutBytes, Both: true, StderrOffset: first.Process.StderrBytes, Peek: true})
 			if err != nil {
-				return sandbox.ExecResult{}, false, err
+				return sandboxapi.ExecResult{}, false, err
 			}
 			if !end.EOF || end.Stderr == nil || !end.Stderr.EOF {
-				return sandbox.ExecResult{}, false, nil
+				return sandboxapi.ExecResult{}, false, nil
 			}
 			first.Process = end.Process
 		} else {
-			return sandbox.ExecResult{}, false, nil
+			return sandboxapi.ExecResult{}, false, nil
 		}
 	}
 	info := first.Process
 	streams := [2][]byte{first.Data, first.Stderr.Data}
 	totals := [2]int64{info.StdoutBytes, info.StderrBytes}
 	var kept [2][]byte
-	for i, name := range []string{sandbox.StreamStdout, sandbox.StreamStderr} {
+	for i, name := range []string{sandboxapi.StreamStdout, sandboxapi.StreamStderr} {
 		total := totals[i]
 		if total <= int64(limit) && int64(len(streams[i])) == total {
 			kept[i] = streams[i]
@@ -240,15 +240,15 @@ func execResult(ctx context.Context, pr sandbox.ProcessRuntime, id string, req s
 		tailStart := max(headN, total-int64(tailCap))
 		head, err := readRange(ctx, pr, id, name, 0, headN)
 		if err != nil {
-			return sandbox.ExecResult{}, false, err
+			return sandboxapi.ExecResult{}, false, err
 		}
 		tail, err := readRange(ctx, pr, id, name, tailStart, total)
 		if err != nil {
-			return sandbox.ExecResult{}, false, err
+			return sandboxapi.ExecResult{}, false, err
 		}
 		kept[i] = output.Join(head, tail, total)
 	}
-	res := sandbox.ExecResult{
+	res := sandboxapi.ExecResult{
 		ExitCode: info.ExitCode, Stdout: kept[0], Stderr: kept[1],
 		Truncated:   totals[0] > int64(limit) || totals[1] > int64(limit),
 		StdoutBytes: totals[0], StderrBytes: totals[1],
@@ -257,11 +257,11 @@ func execResult(ctx context.Context, pr sandbox.ProcessRuntime, id string, req s
 		res.DurationMS = info.EndedAt.Sub(info.StartedAt).Milliseconds()
 	}
 	switch info.ExitReason {
-	case sandbox.ExitReasonTimeout:
+	case sandboxapi.ExitReasonTimeout:
 		res.ExitCode, res.TimedOut = 124, true
-	case sandbox.ExitReasonCancelled:
+	case sandboxapi.ExitReasonCancelled:
 		res.ExitCode, res.Cancelled = 130, true
-	case sandbox.ExitReasonRuntimeStopped:
+	case sandboxapi.ExitReasonRuntimeStopped:
 		res.ExitCode = 137
 	}
 	return res, true, nil
@@ -272,7 +272,7 @@ func execResult(ctx context.Context, pr sandbox.ProcessRuntime, id string, req s
 func readRange(ctx context.Context, pr sandbox.ProcessRuntime, id, stream string, from, to int64) ([]byte, error) {
 	var out []byte
 	for off := from; off < to; {
-		r, err := pr.ReadProcess(ctx, id, sandbox.ProcessReadRequest{Stream: stream, Offset: off, MaxBytes: int(min(to-off, sandbox.MaxProcessReadBytes)), Peek: true})
+		r, err := pr.ReadProcess(ctx, id, sandbox.ProcessReadRequest{Stream: stream, Offset: off, MaxBytes: int(min(to-off, sandboxapi.MaxProcessReadBytes)), Peek: true})
 		if err != nil {
 			return nil, err
 		}
@@ -293,12 +293,12 @@ func (a *Activities) ExecCancel(ctx context.Context, in wire.ExecCancelInput) (w
 	if err != nil {
 		return wire.ExecCancelResult{}, ToApplicationError(err)
 	}
-	if err := pr.CancelProcess(ctx, in.ProcessID); errors.Is(err, sandbox.ErrNotFound) {
+	if err := pr.CancelProcess(ctx, in.ProcessID); errors.Is(err, sandboxapi.ErrNotFound) {
 		return wire.ExecCancelResult{Ended: true}, nil
 	} else if err != nil {
 		return wire.ExecCancelResult{}, ToApplicationError(err)
 	}
-	info, err := pr.WaitProcess(ctx, in.ProcessID, min(max(in.Wait, 0), sandbox.MaxProcessReadWait))
+	info, err := pr.WaitProcess(ctx, in.ProcessID, min(max(in.Wait, 0), sandboxapi.MaxProcessReadWait))
 	if err != nil {
 		return wire.ExecCancelResult{}, ToApplicationError(err)
 	}
@@ -339,7 +339,7 @@ func (a *Activities) processRead(ctx context.Context, in wire.ProcessReadActivit
 		return sandboxapi.ProcessReadResult{}, err
 	}
 	r := in.Request
-	req := sandbox.ProcessReadRequest{Stream: r.Stream, Offset: r.Offset, MaxBytes: r.MaxBytes, Wait: min(max(in.Wait, 0), sandbox.MaxProcessReadWait)}
+	req := sandbox.ProcessReadRequest{Stream: r.Stream, Offset: r.Offset, MaxBytes: r.MaxBytes, Wait: min(max(in.Wait, 0), sandboxapi.MaxProcessReadWait)}
 	if r.StderrOffset != nil {
 		req.Both, req.StderrOffset = true, *r.StderrOffset
 	}
@@ -347,7 +347,7 @@ func (a *Activities) processRead(ctx context.Context, in wire.ProcessReadActivit
 	var out sandbox.ProcessOutput
 	for {
 		out, err = pr.ReadProcess(ctx, r.ProcessID, req)
-		if !errors.Is(err, sandbox.ErrNotFound) || time.Until(deadline) <= 0 {
+		if !errors.Is(err, sandboxapi.ErrNotFound) || time.Until(deadline) <= 0 {
 			break
 		}
 		select {
@@ -363,7 +363,7 @@ func (a *Activities) processRead(ctx context.Context, in wire.ProcessReadActivit
 	a.touch(ctx, ws.ID, false)
 	stream := r.Stream
 	if stream == "" {
-		stream = sandbox.StreamStdout
+		stream = sandboxapi.StreamStdout
 	}
 	return sandboxapi.ProcessReadResult{
 		ProcessID: r.ProcessID, Stream: stream, Data: out.Data, Offset: out.Offset, NextOffset: out.NextOffset,

@@ -25,10 +25,10 @@ func (plainRuntime) State(context.Context) (sandbox.RuntimeState, error) {
 }
 func (plainRuntime) Start(context.Context) error { return nil }
 func (plainRuntime) Stop(context.Context) error  { return nil }
-func (plainRuntime) Exec(_ context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	return sandbox.ExecResult{ExitCode: 0, Stdout: []byte("ran " + req.Cmd[0] + "\n")}, nil
+func (plainRuntime) Exec(_ context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
+	return sandboxapi.ExecResult{ExitCode: 0, Stdout: []byte("ran " + req.Cmd[0] + "\n")}, nil
 }
-func (r plainRuntime) ExecStream(ctx context.Context, req sandbox.ExecRequest, _ func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func (r plainRuntime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, _ func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	return r.Exec(ctx, req)
 }
 
@@ -56,17 +56,17 @@ func TestRuntimeWithoutProcesses(t *testing.T) {
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "s.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	req := sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: sandbox.ModeEdit, ConversationID: "c"}
-	ws := sandbox.Workspace{ID: sandbox.WorkspaceIDForKey(req.Key()), UserID: "u", ProjectID: "p", Mode: sandbox.ModeEdit, ConversationID: "c",
-		HostID: "h", State: sandbox.WorkspaceReady, LocalPath: t.TempDir(), BranchName: "agent/edits-c",
-		Repo: sandbox.RepoIdentity{Host: "example.com", Owner: "o", Name: "r", URL: req.RepoURL}, CreatedAt: time.Now(), UpdatedAt: time.Now(), LastUsedAt: time.Now()}
+	req := sandboxapi.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: sandboxapi.ModeEdit, ConversationID: "c"}
+	ws := sandboxapi.Workspace{ID: sandboxapi.WorkspaceIDForKey(req.Key()), UserID: "u", ProjectID: "p", Mode: sandboxapi.ModeEdit, ConversationID: "c",
+		HostID: "h", State: sandboxapi.WorkspaceReady, LocalPath: t.TempDir(), BranchName: "agent/edits-c",
+		Repo: sandboxapi.RepoIdentity{Host: "example.com", Owner: "o", Name: "r", URL: req.RepoURL}, CreatedAt: time.Now(), UpdatedAt: time.Now(), LastUsedAt: time.Now()}
 	require.NoError(t, st.CreateWorkspace(ctx, ws))
 	a := &Activities{Store: st, Runtimes: plainProvider{}, HostID: "h"}
 
-	start, err := a.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandbox.ExecRequest{Cmd: []string{"true"}}, ProcessID: "exec-x", Wait: time.Second})
+	start, err := a.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ExecRequest{Cmd: []string{"true"}}, ProcessID: "exec-x", Wait: time.Second})
 	require.NoError(t, err)
 	assert.True(t, start.Unsupported)
-	res, err := a.Exec(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandbox.ExecRequest{Cmd: []string{"true"}}})
+	res, err := a.Exec(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ExecRequest{Cmd: []string{"true"}}})
 	require.NoError(t, err)
 	assert.Equal(t, "ran true\n", string(res.Stdout))
 

@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // MaxRateLimitWait is the longest code-host rate-limit reset the
@@ -25,7 +26,7 @@ const MaxRateLimitWait = 5 * time.Minute
 // AccessVerifier is wired, checks that the remote lets that credential read
 // the repository (before cached content is served). Errors:
 // ErrRepoAuthFailed, ErrRepoCacheUnavailable, ErrTimeout.
-func (a *Activities) verifyAccess(ctx context.Context, userID string, repo sandbox.RepoIdentity) error {
+func (a *Activities) verifyAccess(ctx context.Context, userID string, repo sandboxapi.RepoIdentity) error {
 	if a.Access == nil {
 		return nil
 	}
@@ -40,23 +41,23 @@ func (a *Activities) verifyAccess(ctx context.Context, userID string, repo sandb
 
 // remoteWorkspace loads a writable workspace with a branch and its repo
 // cache's bare repository for the remote operations.
-func (a *Activities) remoteWorkspace(ctx context.Context, id, op string) (sandbox.Workspace, sandbox.RepoCache, error) {
+func (a *Activities) remoteWorkspace(ctx context.Context, id, op string) (sandboxapi.Workspace, sandbox.RepoCache, error) {
 	ws, err := a.workspace(ctx, id)
 	if err != nil {
 		return ws, sandbox.RepoCache{}, err
 	}
 	if !ws.Capabilities.Writable || ws.BranchName == "" {
-		return ws, sandbox.RepoCache{}, sandbox.Errorf(sandbox.ErrCommandRejected, "%s: workspace %s is a read-only %s workspace", op, ws.ID, ws.Mode)
+		return ws, sandbox.RepoCache{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "%s: workspace %s is a read-only %s workspace", op, ws.ID, ws.Mode)
 	}
 	if a.Remote == nil {
-		return ws, sandbox.RepoCache{}, sandbox.Errorf(sandbox.ErrCommandRejected, "%s: this worker has no remote git configured", op)
+		return ws, sandbox.RepoCache{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "%s: this worker has no remote git configured", op)
 	}
 	cache, err := a.Store.GetRepoCache(store.AllowRemembered(ctx), ws.RepoCacheID)
 	if err != nil {
 		return ws, sandbox.RepoCache{}, err
 	}
 	if p := cache.LocalPath; p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || filepath.Base(p) != ".bare" {
-		return ws, sandbox.RepoCache{}, sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "%s: repo cache %s has no usable local path", op, cache.ID)
+		return ws, sandbox.RepoCache{}, sandboxapi.Errorf(sandboxapi.ErrRepoCacheUnavailable, "%s: repo cache %s has no usable local path", op, cache.ID)
 	}
 	return ws, cache, nil
 }
@@ -71,33 +72,33 @@ func (a *Activities) remoteWorkspace(ctx context.Context, id, op string) (sandbo
 // repository config that could redirect the push), ErrRepoAuthFailed,
 // ErrConflict (diverged without a lease, or a stale lease), ErrRefNotFound,
 // ErrRepoCacheUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) Push(ctx context.Context, in wire.PushActivityInput) (sandbox.PushResult, error) {
+func (a *Activities) Push(ctx context.Context, in wire.PushActivityInput) (sandboxapi.PushResult, error) {
 	res, err := a.push(ctx, in)
 	return res, ToApplicationError(err)
 }
 
-func (a *Activities) push(ctx context.Context, in wire.PushActivityInput) (sandbox.PushResult, error) {
+func (a *Activities) push(ctx context.Context, in wire.PushActivityInput) (sandboxapi.PushResult, error) {
 	ws, cache, err := a.remoteWorkspace(ctx, in.WorkspaceID, "push")
 	if err != nil {
-		return sandbox.PushResult{}, err
+		return sandboxapi.PushResult{}, err
 	}
 	cred, err := a.Credentials.Credential(ctx, sandbox.AuthScope{UserID: ws.UserID, Repo: ws.Repo})
 	if err != nil {
-		return sandbox.PushResult{}, err
+		return sandboxapi.PushResult{}, err
 	}
 	spec := sandbox.PushSpec{GitDir: cache.LocalPath, Repo: ws.Repo, Branch: ws.BranchName, RecordRef: sandbox.PushedRef(ws.ID)}
 	if in.Request.ForceWithLease {
 		last, err := a.Remote.LocalRef(ctx, cache.LocalPath, spec.RecordRef)
 		if err != nil {
-			return sandbox.PushResult{}, err
+			return sandboxapi.PushResult{}, err
 		}
 		spec.Lease = &last
 	}
 	start := a.now()
-	res, err := whileHeartbeating(ctx, func() (sandbox.PushResult, error) { return a.Remote.Push(ctx, spec, cred) })
+	res, err := whileHeartbeating(ctx, func() (sandboxapi.PushResult, error) { return a.Remote.Push(ctx, spec, cred) })
 	if err != nil {
-		a.log().Warn("push failed", "workspace", ws.ID, "repo", ws.Repo.Key(), "branch", ws.BranchName, "error", sandbox.Message(err))
-		return sandbox.PushResult{}, err
+		a.log().Warn("push failed", "workspace", ws.ID, "repo", ws.Repo.Key(), "branch", ws.BranchName, "error", sandboxapi.Message(err))
+		return sandboxapi.PushResult{}, err
 	}
 	a.log().Info("pushed", "workspace", ws.ID, "repo", ws.Repo.Key(), "branch", res.Branch, "commit", res.Commit,
 		"status", res.Status, "force_with_lease", in.Request.ForceWithLease, "duration", a.now().Sub(start))
@@ -117,55 +118,55 @@ func (a *Activities) push(ctx context.Context, in wire.PushActivityInput) (sandb
 // ErrConflict, ErrInvalidArgument, SandboxRateLimited (retryable with
 // NextRetryDelay until the reset when it is within MaxRateLimitWait),
 // ErrRuntimeUnavailable.
-func (a *Activities) CreatePullRequest(ctx context.Context, in wire.PullRequestActivityInput) (sandbox.PullRequest, error) {
+func (a *Activities) CreatePullRequest(ctx context.Context, in wire.PullRequestActivityInput) (sandboxapi.PullRequest, error) {
 	pr, err := a.createPullRequest(ctx, in)
 	if err != nil {
-		if wait, ok := sandbox.RetryAfter(err); ok && errors.Is(err, sandbox.ErrRateLimited) {
+		if wait, ok := sandbox.RetryAfter(err); ok && errors.Is(err, sandboxapi.ErrRateLimited) {
 			if wait <= MaxRateLimitWait {
-				return sandbox.PullRequest{}, temporal.NewApplicationErrorWithOptions(sandbox.Message(err), sandbox.ErrRateLimited.Type,
+				return sandboxapi.PullRequest{}, temporal.NewApplicationErrorWithOptions(sandboxapi.Message(err), sandboxapi.ErrRateLimited.Type,
 					temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, time.Second)})
 			}
-			return sandbox.PullRequest{}, temporal.NewApplicationErrorWithOptions(sandbox.Message(err), sandbox.ErrRateLimited.Type,
+			return sandboxapi.PullRequest{}, temporal.NewApplicationErrorWithOptions(sandboxapi.Message(err), sandboxapi.ErrRateLimited.Type,
 				temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
 	}
 	return pr, ToApplicationError(err)
 }
 
-func (a *Activities) createPullRequest(ctx context.Context, in wire.PullRequestActivityInput) (sandbox.PullRequest, error) {
+func (a *Activities) createPullRequest(ctx context.Context, in wire.PullRequestActivityInput) (sandboxapi.PullRequest, error) {
 	ws, cache, err := a.remoteWorkspace(ctx, in.WorkspaceID, "create_pull_request")
 	if err != nil {
-		return sandbox.PullRequest{}, err
+		return sandboxapi.PullRequest{}, err
 	}
 	req := wire.PullRequestFor(in.Request, ws.BranchName)
 	if err := req.Validate(); err != nil {
-		return sandbox.PullRequest{}, err
+		return sandboxapi.PullRequest{}, err
 	}
 	if a.CodeHost == nil || !a.CodeHost.Serves(ws.Repo) {
-		return sandbox.PullRequest{}, sandbox.Errorf(sandbox.ErrCommandRejected,
+		return sandboxapi.PullRequest{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected,
 			"create_pull_request: no code host is configured for %s (SANDBOX_GITHUB_API_URL, SANDBOX_GITHUB_HOST)", ws.Repo.Host)
 	}
 	cred, err := a.Credentials.Credential(ctx, sandbox.AuthScope{UserID: ws.UserID, Repo: ws.Repo})
 	if err != nil {
-		return sandbox.PullRequest{}, err
+		return sandboxapi.PullRequest{}, err
 	}
 	local, err := a.Remote.LocalRef(ctx, cache.LocalPath, "refs/heads/"+ws.BranchName)
 	if err != nil {
-		return sandbox.PullRequest{}, err
+		return sandboxapi.PullRequest{}, err
 	}
 	if local == "" {
-		return sandbox.PullRequest{}, sandbox.Errorf(sandbox.ErrRefNotFound, "create_pull_request: branch %s does not exist", ws.BranchName)
+		return sandboxapi.PullRequest{}, sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "create_pull_request: branch %s does not exist", ws.BranchName)
 	}
 	remote, err := whileHeartbeating(ctx, func() (string, error) { return a.Remote.BranchTip(ctx, ws.Repo, cred, ws.BranchName) })
 	if err != nil {
-		return sandbox.PullRequest{}, err
+		return sandboxapi.PullRequest{}, err
 	}
 	if remote != local {
 		state := "does not exist on the remote"
 		if remote != "" {
 			state = "is at " + short(remote) + " on the remote"
 		}
-		return sandbox.PullRequest{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty,
+		return sandboxapi.PullRequest{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceDirty,
 			"create_pull_request: branch %s is at %s here but %s: push first", ws.BranchName, short(local), state)
 	}
 	if req.Base == "" {
@@ -173,14 +174,14 @@ func (a *Activities) createPullRequest(ctx context.Context, in wire.PullRequestA
 	}
 	if req.Base == "" {
 		if req.Base, err = a.CodeHost.DefaultBranch(ctx, ws.Repo, cred); err != nil {
-			return sandbox.PullRequest{}, err
+			return sandboxapi.PullRequest{}, err
 		}
 	}
 	req.ReuseOpen = activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1
-	pr, err := whileHeartbeating(ctx, func() (sandbox.PullRequest, error) { return a.CodeHost.CreatePullRequest(ctx, ws.Repo, cred, req) })
+	pr, err := whileHeartbeating(ctx, func() (sandboxapi.PullRequest, error) { return a.CodeHost.CreatePullRequest(ctx, ws.Repo, cred, req) })
 	if err != nil {
-		a.log().Warn("create pull request failed", "workspace", ws.ID, "repo", ws.Repo.Key(), "head", req.Head, "base", req.Base, "error", sandbox.Message(err))
-		return sandbox.PullRequest{}, err
+		a.log().Warn("create pull request failed", "workspace", ws.ID, "repo", ws.Repo.Key(), "head", req.Head, "base", req.Base, "error", sandboxapi.Message(err))
+		return sandboxapi.PullRequest{}, err
 	}
 	a.log().Info("pull request", "workspace", ws.ID, "repo", ws.Repo.Key(), "number", pr.Number, "url", pr.URL,
 		"head", pr.Head, "base", pr.Base, "created", pr.Created, "warnings", len(pr.Warnings))

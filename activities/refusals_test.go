@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -32,18 +31,18 @@ func TestCallerMistakesAreOneInfoLine(t *testing.T) {
 	h.acts.Register(env)
 
 	for _, c := range []struct {
-		req  sandbox.WorkspaceRequest
+		req  sandboxapi.WorkspaceRequest
 		kind *sandboxapi.Kind
 	}{
-		{sandbox.WorkspaceRequest{UserID: "alice", ProjectID: "p1", RepoURL: "/home/me/app", Mode: sandbox.ModeEdit, ConversationID: "c1"}, sandboxapi.ErrInvalidArgument},
-		{func() sandbox.WorkspaceRequest {
-			r := h.request(sandbox.ModeAnalysis, "")
+		{sandboxapi.WorkspaceRequest{UserID: "alice", ProjectID: "p1", RepoURL: "/home/me/app", Mode: sandboxapi.ModeEdit, ConversationID: "c1"}, sandboxapi.ErrInvalidArgument},
+		{func() sandboxapi.WorkspaceRequest {
+			r := h.request(sandboxapi.ModeAnalysis, "")
 			r.BaseRef = "no-such-branch"
 			return r
 		}(), sandboxapi.ErrRefNotFound},
 	} {
 		logs.Reset()
-		_, err := env.ExecuteActivity(wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: sandbox.WorkspaceIDForKey(c.req.Key()), Request: &c.req})
+		_, err := env.ExecuteActivity(wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: sandboxapi.WorkspaceIDForKey(c.req.Key()), Request: &c.req})
 		wantAppError(t, err, c.kind)
 		out := logs.String()
 		assert.NotContains(t, out, "level=ERROR", out)

@@ -20,9 +20,9 @@ import (
 // back byte for byte; the runtime is recorded as running.
 func TestExecNonZeroExitIsAResult(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	var res wire.ExecActivityResult
-	in := wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandbox.ExecRequest{
+	in := wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ExecRequest{
 		Cmd: []string{"sh", "-c", "printf 'out\\n'; printf 'err' >&2; cat README.md; exit 3"}}}
 	if err := h.run(wire.ActivityExec, in, &res); err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestExecNonZeroExitIsAResult(t *testing.T) {
 	if res.ExitCode != 3 || string(res.Stdout) != "out\n# project\n" || string(res.Stderr) != "err" || res.TimedOut || res.Truncated {
 		t.Fatalf("exec: exit %d stdout %q stderr %q timed out %v truncated %v", res.ExitCode, res.Stdout, res.Stderr, res.TimedOut, res.Truncated)
 	}
-	rec, err := h.store.GetRuntime(context.Background(), sandbox.RuntimeIDFor(ws.ID))
+	rec, err := h.store.GetRuntime(context.Background(), sandboxapi.RuntimeIDFor(ws.ID))
 	if err != nil || rec.State != sandbox.RuntimeRunning || rec.WorkspaceID != ws.ID {
 		t.Errorf("runtime row %+v, %v", rec, err)
 	}
@@ -39,8 +39,8 @@ func TestExecNonZeroExitIsAResult(t *testing.T) {
 // Malformed exec requests are InvalidArgument, non-retryable, and run nothing.
 func TestExecRefusesBadRequests(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
-	for name, req := range map[string]sandbox.ExecRequest{
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
+	for name, req := range map[string]sandboxapi.ExecRequest{
 		"no command":            {},
 		"an empty program":      {Cmd: []string{""}},
 		"a cwd out of the root": {Cmd: []string{"touch", "marker"}, Cwd: "../"},
@@ -64,15 +64,15 @@ func TestExecRefusesBadRequests(t *testing.T) {
 // workspace.
 func TestHibernateAndDestroyRuntimeTwice(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	wsIn := wire.WorkspaceActivityInput{WorkspaceID: ws.ID}
-	rid := sandbox.RuntimeIDFor(ws.ID)
+	rid := sandboxapi.RuntimeIDFor(ws.ID)
 
 	var hib sandboxapi.HibernateResult
 	if err := h.run(wire.ActivityHibernate, wsIn, &hib); err != nil || hib.Stopped || hib.RuntimeID != rid {
 		t.Fatalf("hibernate without a runtime: %+v, %v", hib, err)
 	}
-	if err := h.run(wire.ActivityExec, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo work > made.txt"}}}, nil); err != nil {
+	if err := h.run(wire.ActivityExec, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo work > made.txt"}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
@@ -89,10 +89,10 @@ func TestHibernateAndDestroyRuntimeTwice(t *testing.T) {
 		if err := h.run(wire.ActivityDestroyRuntime, wsIn, &res); err != nil || !res.Stopped {
 			t.Fatalf("destroy runtime #%d: %+v, %v", i+1, res, err)
 		}
-		if _, err := h.store.GetRuntime(context.Background(), rid); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := h.store.GetRuntime(context.Background(), rid); !errors.Is(err, sandboxapi.ErrNotFound) {
 			t.Fatalf("after destroy #%d the runtime row: %v", i+1, err)
 		}
-		if _, err := h.acts.Runtimes.Get(context.Background(), rid); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := h.acts.Runtimes.Get(context.Background(), rid); !errors.Is(err, sandboxapi.ErrNotFound) {
 			t.Fatalf("after destroy #%d the runtime: %v", i+1, err)
 		}
 	}
@@ -108,12 +108,12 @@ func TestHibernateAndDestroyRuntimeTwice(t *testing.T) {
 // nothing to commit. The row's dirty flag follows the worktree.
 func TestCommitTwiceMakesOneCommit(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	if err := h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "feature.txt", Content: []byte("feature\n")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	in := wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandbox.CommitRequest{Message: "add feature"}}
-	var first, second sandbox.CommitResult
+	in := wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: "add feature"}}
+	var first, second sandboxapi.CommitResult
 	if err := h.run(wire.ActivityCommit, in, &first); err != nil {
 		t.Fatal(err)
 	}
@@ -139,16 +139,16 @@ func TestCommitTwiceMakesOneCommit(t *testing.T) {
 	if err != nil || row.Dirty {
 		t.Errorf("row dirty = %v after the commit (%v)", row.Dirty, err)
 	}
-	wantAppError(t, h.run(wire.ActivityCommit, wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandbox.CommitRequest{Message: ""}}, nil), sandboxapi.ErrInvalidArgument)
+	wantAppError(t, h.run(wire.ActivityCommit, wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: ""}}, nil), sandboxapi.ErrInvalidArgument)
 }
 
 // A cut output asked to be kept is paged back whole by read_output, the
 // same bytes on every read; an unknown output id is SandboxNotFound.
 func TestKeptOutputReadsBackWhole(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	var res wire.ExecActivityResult
-	in := wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandbox.ExecRequest{
+	in := wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ExecRequest{
 		Cmd: []string{"sh", "-c", "seq 1 20000"}, MaxOutputBytes: 1024, KeepOutput: true}}
 	if err := h.run(wire.ActivityExec, in, &res); err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestKeptOutputReadsBackWhole(t *testing.T) {
 // hibernate, not reported stopped while its background processes run on.
 func TestHibernateStopsARuntimeLeftByARestartedWorker(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	var started sandboxapi.ProcessStartResult
 	if err := h.run(wire.ActivityProcessStart, wire.ProcessActivityInput[sandboxapi.ProcessStartInput]{WorkspaceID: ws.ID,
 		Request: sandboxapi.ProcessStartInput{Cmd: []string{"sleep", "300"}}}, &started); err != nil {
@@ -201,8 +201,8 @@ func TestHibernateStopsARuntimeLeftByARestartedWorker(t *testing.T) {
 	old := h.acts.Runtimes
 	h.acts.Runtimes = local.New(local.Options{Supervisor: supervisortest.Binary(t), StateDir: filepath.Join(h.dataDir, "runtimes", "local")})
 	t.Cleanup(func() {
-		_ = old.Destroy(context.Background(), sandbox.RuntimeIDFor(ws.ID))
-		_ = h.acts.Runtimes.Destroy(context.Background(), sandbox.RuntimeIDFor(ws.ID))
+		_ = old.Destroy(context.Background(), sandboxapi.RuntimeIDFor(ws.ID))
+		_ = h.acts.Runtimes.Destroy(context.Background(), sandboxapi.RuntimeIDFor(ws.ID))
 	})
 	var hib sandboxapi.HibernateResult
 	if err := h.run(wire.ActivityHibernate, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &hib); err != nil || !hib.Stopped {

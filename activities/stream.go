@@ -54,10 +54,10 @@ func (s *streamTail) tail() []byte {
 // (docs/API.md "Streaming exec output").
 //
 // keep, when not nil, receives every byte of both streams (kept output).
-func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequest, updateID string, keep outputKeeper) (sandbox.ExecResult, error) {
+func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandboxapi.ExecRequest, updateID string, keep outputKeeper) (sandboxapi.ExecResult, error) {
 	if !activity.IsActivity(ctx) {
 		if keep != nil {
-			return rt.ExecStream(ctx, req, func(c sandbox.ExecChunk) { keep.Write(c.Stream, c.Data) })
+			return rt.ExecStream(ctx, req, func(c sandboxapi.ExecChunk) { keep.Write(c.Stream, c.Data) })
 		}
 		return rt.Exec(ctx, req)
 	}
@@ -73,7 +73,7 @@ func execStreaming(ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequ
 		}
 	}
 	stop := startHeartbeats(ctx, streamEvery, func() any { return progress() })
-	res, err := rt.ExecStream(ctx, req, func(c sandbox.ExecChunk) {
+	res, err := rt.ExecStream(ctx, req, func(c sandboxapi.ExecChunk) {
 		mu.Lock()
 		defer mu.Unlock()
 		if c.Stream == "stderr" {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -22,12 +21,12 @@ import (
 func TestAcquireKeepsALegacyWorkspacesBranch(t *testing.T) {
 	h := newTestHost(t)
 	ctx := context.Background()
-	legacy := h.request(sandbox.ModeEdit, "c1")
+	legacy := h.request(sandboxapi.ModeEdit, "c1")
 	legacy.BranchName = "agent/edits-c1"
 	ws := h.acquire(legacy).Workspace
 	// The row as an older worker wrote it: the legacy branch, no override
 	// in the request an agent sends.
-	req := h.request(sandbox.ModeEdit, "c1")
+	req := h.request(sandboxapi.ModeEdit, "c1")
 	again := h.acquire(req).Workspace
 	if again.BranchName != "agent/edits-c1" || again.LocalPath != ws.LocalPath {
 		t.Fatalf("re-acquire: branch %q path %q, want the recorded %q %q", again.BranchName, again.LocalPath, "agent/edits-c1", ws.LocalPath)
@@ -61,10 +60,10 @@ func TestAcquireKeepsALegacyWorkspacesBranch(t *testing.T) {
 // names neither alice nor her workspace or path.
 func TestBranchNameHeldByAnotherTenantIsRefused(t *testing.T) {
 	h := newTestHost(t)
-	alice := h.request(sandbox.ModeEdit, "c1")
+	alice := h.request(sandboxapi.ModeEdit, "c1")
 	alice.BranchName = "agent/feature-x"
 	aws := h.acquire(alice).Workspace
-	for _, state := range []sandbox.WorkspaceState{sandbox.WorkspaceReady, sandbox.WorkspaceEvicted} {
+	for _, state := range []sandboxapi.WorkspaceState{sandboxapi.WorkspaceReady, sandboxapi.WorkspaceEvicted} {
 		row, err := h.store.GetWorkspace(context.Background(), aws.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -73,10 +72,10 @@ func TestBranchNameHeldByAnotherTenantIsRefused(t *testing.T) {
 		if err := h.store.UpdateWorkspace(context.Background(), row); err != nil {
 			t.Fatal(err)
 		}
-		bob := h.request(sandbox.ModeEdit, "c1")
+		bob := h.request(sandboxapi.ModeEdit, "c1")
 		bob.UserID = "bob"
 		bob.BranchName = "agent/feature-x"
-		id := sandbox.WorkspaceIDForKey(bob.Key())
+		id := sandboxapi.WorkspaceIDForKey(bob.Key())
 		err = h.run(wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: id, Request: &bob}, nil)
 		app := wantAppError(t, err, sandboxapi.ErrConflict)
 		for _, leak := range []string{"alice", aws.ID, aws.LocalPath, "c1_"} {
@@ -90,7 +89,7 @@ func TestBranchNameHeldByAnotherTenantIsRefused(t *testing.T) {
 	}
 	// Alice herself comes back to her branch.
 	row, _ := h.store.GetWorkspace(context.Background(), aws.ID)
-	row.State = sandbox.WorkspaceReady
+	row.State = sandboxapi.WorkspaceReady
 	if err := h.store.UpdateWorkspace(context.Background(), row); err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +105,12 @@ func TestBranchNameHeldByAnotherTenantIsRefused(t *testing.T) {
 // never started. Another workspace's exec is not held up.
 func TestExecsOfOneWorkspaceNeverOverlapOnTheHost(t *testing.T) {
 	h := newTestHost(t)
-	ws := h.acquire(h.request(sandbox.ModeEdit, "c1")).Workspace
-	other := h.acquire(h.request(sandbox.ModeEdit, "c2")).Workspace
+	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
+	other := h.acquire(h.request(sandboxapi.ModeEdit, "c2")).Workspace
 	ctx := context.Background()
-	sh := func(script string) sandbox.ExecRequest { return sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}} }
+	sh := func(script string) sandboxapi.ExecRequest {
+		return sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", script}}
+	}
 	first, err := h.acts.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-first",
 		Request: sh("touch a.start; sleep 2; touch a.end")})
 	if err != nil || first.Done {

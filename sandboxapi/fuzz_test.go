@@ -51,7 +51,7 @@ func checkIdentity(t *testing.T, raw string, id RepoIdentity) {
 	}
 	segs := strings.Split(id.Owner+"/"+id.Name, "/")
 	for i, s := range segs {
-		if !validSegment.MatchString(s) || strings.HasSuffix(s, ".lock") || (i >= 2 && s == WorktreesSegment) {
+		if !validSegment.MatchString(s) || strings.HasSuffix(s, ".lock") || (i >= 2 && s == reservedRepoSegment) {
 			t.Fatalf("%q: path segment %q is not allowed", raw, s)
 		}
 	}

@@ -222,12 +222,11 @@ func networkRepo(u *url.URL, scheme string) (RepoIdentity, string) {
 	return RepoIdentity{Host: hostport, Owner: owner, Name: name, URL: scheme + "://" + user + hostport + "/" + owner + "/" + name + ".git"}, ""
 }
 
-// WorktreesSegment is the name of the directory that holds a repository's
-// worktrees beside its mirror (<root>/repos/<host>/<owner>/<name>/worktrees):
-// a repository path may not use it as its third or later segment, or the
-// repository "<host>/a/b/worktrees/<x>" would live inside the worktrees
-// directory of "<host>/a/b" (its mirror inside another user's workspace).
-const WorktreesSegment = "worktrees"
+// reservedRepoSegment may not be a repository path's third or later
+// segment: the worker keeps each repository's worktrees in a directory of
+// that name beside its mirror, and the repository "<host>/a/b/worktrees/<x>"
+// must never live inside the worktrees of "<host>/a/b".
+const reservedRepoSegment = "worktrees"
 
 // splitRepoPath splits "a/b/repo.git" into owner "a/b" and name "repo"; it
 // returns a reason when the path is unacceptable.
@@ -249,8 +248,8 @@ func splitRepoPath(p string) (owner, name, why string) {
 		if s == "" || strings.Contains(s, "..") || !segmentPattern.MatchString(s) || strings.HasSuffix(s, ".lock") || len(s) > 100 {
 			return "", "", "invalid path segment " + strconvQuote(s)
 		}
-		if i >= 2 && s == WorktreesSegment {
-			return "", "", "the path segment \"" + WorktreesSegment + "\" is reserved after the second segment"
+		if i >= 2 && s == reservedRepoSegment {
+			return "", "", "the path segment \"" + reservedRepoSegment + "\" is reserved after the second segment"
 		}
 	}
 	return strings.Join(segs[:len(segs)-1], "/"), last, ""

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -50,7 +49,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	if !c.started && sandbox.KindOf(err) == nil && !errors.Is(err, errUsage) {
+	if !c.started && sandboxapi.KindOf(err) == nil && !errors.Is(err, errUsage) {
 		// Refused before the command ran (cobra: an unknown command, the
 		// wrong number of arguments, a required flag not set).
 		err = usageError{error: err}
@@ -65,8 +64,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// When the flags themselves failed to parse, --json among the
 		// arguments is taken at its word.
 		typ, msg := "UsageError", err.Error()
-		if k := sandbox.KindOf(err); k != nil {
-			typ, msg = k.Type, sandbox.Message(err)
+		if k := sandboxapi.KindOf(err); k != nil {
+			typ, msg = k.Type, sandboxapi.Message(err)
 		}
 		_ = json.NewEncoder(stderr).Encode(map[string]any{"error": map[string]string{"type": typ, "message": msg}})
 		return code

@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandboxcore/sandboxcore/internal/codecserver"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/temporalconn"
 	"github.com/sandboxcore/sandboxcore/payloadcodec"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Default codec server settings: next to the embedded Web UI (SANDBOX_UI_PORT).
@@ -43,10 +43,10 @@ func (c *cli) codecServerCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			codec, err := payloadcodec.FromEnv(os.LookupEnv)
 			if err != nil {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "%v", err)
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%v", err)
 			}
 			if codec == nil {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s is not set: the codec server needs the payload keys", payloadcodec.EnvKeys)
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s is not set: the codec server needs the payload keys", payloadcodec.EnvKeys)
 			}
 			token, source, err := codecToken(tokenFile)
 			if err != nil {
@@ -61,11 +61,11 @@ func (c *cli) codecServerCommand() *cobra.Command {
 				Logger: slog.New(slog.NewTextHandler(c.stderr, nil)),
 			})
 			if err != nil {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "%v", err)
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%v", err)
 			}
 			srv, err := codecserver.Start(listen, h, tlsConf)
 			if err != nil {
-				return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "%v", err)
+				return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "%v", err)
 			}
 			defer srv.Close()
 			c.printCodecServer(srv.URL, codec, origins, source)
@@ -73,7 +73,7 @@ func (c *cli) codecServerCommand() *cobra.Command {
 			case <-cmd.Context().Done():
 				return nil
 			case err := <-srv.Done():
-				return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "codec server stopped: %v", err)
+				return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "codec server stopped: %v", err)
 			}
 		},
 	}
@@ -98,10 +98,10 @@ func codecToken(tokenFile string) (token, source string, err error) {
 		token, source, err = codecserver.TokenFromEnv(os.LookupEnv)
 	}
 	if err != nil {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "%v", err)
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%v", err)
 	}
 	if token == "" {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "no token: give --token-file, or set %s or %s", codecserver.EnvTokenFile, codecserver.EnvToken)
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "no token: give --token-file, or set %s or %s", codecserver.EnvTokenFile, codecserver.EnvToken)
 	}
 	return token, source, nil
 }
@@ -113,20 +113,20 @@ func codecToken(tokenFile string) (token, source string, err error) {
 func (c *cli) codecTLS(listen, certFile, keyFile string, plainHTTP bool) (*tls.Config, error) {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "--listen %q: want host:port", listen)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--listen %q: want host:port", listen)
 	}
 	if (certFile == "") != (keyFile == "") {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "--https-cert and --https-key go together")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--https-cert and --https-key go together")
 	}
 	if certFile != "" {
 		kp, err := temporalconn.NewKeyPairFile(certFile, keyFile, "--https-cert / --https-key", slog.New(slog.NewTextHandler(c.stderr, nil)))
 		if err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "%v", err)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%v", err)
 		}
 		return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.GetCertificate}, nil
 	}
 	if !plainHTTP && !isLoopbackHost(host) {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "--listen %s is not a loopback address: serve HTTPS (--https-cert, --https-key) or, behind a TLS-terminating proxy, pass --insecure-plain-http", listen)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--listen %s is not a loopback address: serve HTTPS (--https-cert, --https-key) or, behind a TLS-terminating proxy, pass --insecure-plain-http", listen)
 	}
 	return nil, nil
 }

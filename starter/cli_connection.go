@@ -5,9 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/temporalconn"
 	"github.com/sandboxcore/sandboxcore/payloadcodec"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // defaultAddress is the frontend when neither a flag, TEMPORAL_ADDRESS nor
@@ -55,11 +55,11 @@ func connectError(err error) error {
 	var le *temporalconn.LoadError
 	var ke *payloadcodec.KeysError
 	if errors.As(err, &le) || errors.As(err, &ke) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%v", err)
 	}
 	var de *temporalconn.DialError
 	if errors.As(err, &de) && de.Hint == "" {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "cannot reach %v (is the worker running? see `make run`)", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "cannot reach %v (is the worker running? see `make run`)", err)
 	}
-	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "cannot connect: %v", err)
+	return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "cannot connect: %v", err)
 }

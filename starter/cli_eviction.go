@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -115,16 +114,16 @@ func (c *cli) pinCommand() *cobra.Command {
 			var t time.Time
 			switch {
 			case until != "" && dur != 0:
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--until and --for are exclusive")
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--until and --for are exclusive")
 			case until != "":
 				var err error
 				if t, err = time.Parse(time.RFC3339, until); err != nil {
-					return sandbox.Errorf(sandbox.ErrInvalidArgument, "--until %q: want RFC 3339, e.g. 2030-01-02T15:04:05Z", until)
+					return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--until %q: want RFC 3339, e.g. 2030-01-02T15:04:05Z", until)
 				}
 			case dur > 0:
 				t = time.Now().Add(dur)
 			default:
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "pin needs --until RFC3339 or a positive --for DURATION")
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "pin needs --until RFC3339 or a positive --for DURATION")
 			}
 			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.EvictionState, error) {
 				return s.Pin(ctx, t)

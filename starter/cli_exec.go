@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -17,7 +16,7 @@ import (
 // output of an exec), preview.
 
 func (c *cli) execCommand() *cobra.Command {
-	var req sandbox.ExecRequest
+	var req sandboxapi.ExecRequest
 	var envs []string
 	var stdinFile string
 	var stream bool
@@ -34,19 +33,19 @@ func (c *cli) execCommand() *cobra.Command {
 			"  sandboxctl exec $WS --network limited -- npm install\n  sandboxctl exec $WS --network none -- npm test",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "usage: sandboxctl exec WS -- CMD [ARG...]")
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "usage: sandboxctl exec WS -- CMD [ARG...]")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Cmd = args[1:]
-			req.Network = sandbox.Network(network)
+			req.Network = sandboxapi.Network(network)
 			var err error
 			if req.Env, err = parseEnv(envs); err != nil {
 				return err
 			}
 			if stdinFile != "" {
-				if req.Stdin, err = c.readFileArg(stdinFile, sandbox.MaxStdinBytes+1); err != nil {
+				if req.Stdin, err = c.readFileArg(stdinFile, sandboxapi.MaxStdinBytes+1); err != nil {
 					return err
 				}
 			}
@@ -149,7 +148,7 @@ func (c *cli) previewCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			port, err := strconv.Atoi(args[1])
 			if err != nil || port < 1 || port > sandboxapi.MaxPort {
-				return sandbox.FieldError("port", "PORT %q: want a TCP port number from 1 to %d", args[1], sandboxapi.MaxPort)
+				return sandboxapi.FieldError("port", "PORT %q: want a TCP port number from 1 to %d", args[1], sandboxapi.MaxPort)
 			}
 			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.PreviewURL, error) {
 				return s.PreviewURL(ctx, port)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -31,7 +30,7 @@ func (c *cli) fanoutCommand() *cobra.Command {
 // "id:script" (the script runs in the task's workspace).
 func parseTaskFlag(v string) (sandboxapi.TaskSpec, error) {
 	id, script, _ := strings.Cut(v, ":")
-	if err := sandbox.ValidateID("task id", id); err != nil {
+	if err := sandboxapi.ValidateID("task id", id); err != nil {
 		return sandboxapi.TaskSpec{}, err
 	}
 	return sandboxapi.TaskSpec{TaskID: id, Script: script}, nil
@@ -59,7 +58,7 @@ func fanoutFlags(in *sandboxapi.FanoutInput, tasks, instructions []string, accep
 			}
 		}
 		if !found {
-			return sandbox.Errorf(sandbox.ErrInvalidArgument, "--instructions %q: want TASK_ID=TEXT for one of the --task ids", kv)
+			return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--instructions %q: want TASK_ID=TEXT for one of the --task ids", kv)
 		}
 	}
 	switch accept {
@@ -68,7 +67,7 @@ func fanoutFlags(in *sandboxapi.FanoutInput, tasks, instructions []string, accep
 		in.AcceptTaskIDs = strings.Split(accept, ",")
 	}
 	if timeout < 0 || timeout%time.Second != 0 {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "--timeout must be a whole number of seconds")
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--timeout must be a whole number of seconds")
 	}
 	in.TaskTimeoutS = int(timeout / time.Second)
 	return nil

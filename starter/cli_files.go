@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/tools"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
@@ -46,14 +45,14 @@ func (c *cli) writeCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := strconv.ParseUint(mode, 8, 32)
 			if err != nil {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "--mode %q: want octal permission bits such as 0644", mode)
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--mode %q: want octal permission bits such as 0644", mode)
 			}
-			data, err := io.ReadAll(io.LimitReader(c.stdin, sandbox.MaxFileBytes+1))
+			data, err := io.ReadAll(io.LimitReader(c.stdin, sandboxapi.MaxFileBytes+1))
 			if err != nil {
 				return err
 			}
-			if len(data) > sandbox.MaxFileBytes {
-				return sandbox.Errorf(sandbox.ErrResourceLimit, "content is larger than %d bytes", sandbox.MaxFileBytes)
+			if len(data) > sandboxapi.MaxFileBytes {
+				return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "content is larger than %d bytes", sandboxapi.MaxFileBytes)
 			}
 			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.WriteFileResult, error) {
 				return s.WriteFileIfMatch(ctx, args[1], data, uint32(m), ifMatch)
@@ -106,7 +105,7 @@ func (c *cli) lsCommand() *cobra.Command {
 }
 
 func (c *cli) searchCommand() *cobra.Command {
-	var req sandbox.SearchRequest
+	var req sandboxapi.SearchRequest
 	cmd := &cobra.Command{
 		Use:   "search WS PATTERN",
 		Short: "Search workspace files (RE2 regexp, or --literal)",
@@ -159,9 +158,9 @@ func (c *cli) editCommand() *cobra.Command {
 			switch {
 			case create:
 				if cmd.Flags().Changed("old") || cmd.Flags().Changed("new") || cmd.Flags().Changed("insert-line") {
-					return sandbox.Errorf(sandbox.ErrInvalidArgument, "--create takes the content from stdin, without --old, --new or --insert-line")
+					return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--create takes the content from stdin, without --old, --new or --insert-line")
 				}
-				data, err := io.ReadAll(io.LimitReader(c.stdin, sandbox.MaxFileBytes+1))
+				data, err := io.ReadAll(io.LimitReader(c.stdin, sandboxapi.MaxFileBytes+1))
 				if err != nil {
 					return err
 				}
@@ -171,7 +170,7 @@ func (c *cli) editCommand() *cobra.Command {
 			case cmd.Flags().Changed("old"):
 				in.Command = sandboxapi.EditStrReplace
 			default:
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "edit needs --old (with --new), --insert-line (with --new) or --create")
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "edit needs --old (with --new), --insert-line (with --new) or --create")
 			}
 			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.EditFileResult, error) {
 				return s.EditFile(ctx, in)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -69,7 +68,7 @@ func (c *cli) diffCommand() *cobra.Command {
 }
 
 func (c *cli) commitCommand() *cobra.Command {
-	var req sandbox.CommitRequest
+	var req sandboxapi.CommitRequest
 	cmd := &cobra.Command{
 		Use:   "commit WS -m MESSAGE",
 		Short: "Commit every change (including untracked files) onto the workspace branch",

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -72,7 +71,7 @@ func (c *cli) rollbackCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.Atoi(args[1])
 			if err != nil || id < 1 {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "checkpoint id %q: want a number (sandboxctl checkpoint list %s)", args[1], args[0])
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "checkpoint id %q: want a number (sandboxctl checkpoint list %s)", args[1], args[0])
 			}
 			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.RollbackResult, error) {
 				return s.Rollback(ctx, id)

@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sandboxcore/sandboxcore/internal/mcpauth"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/tools"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -31,7 +30,7 @@ import (
 // /mcp/<workspace id>, each request with a token of `sandboxctl mcp token`
 // (README "Use it from an agent").
 func (c *cli) mcpCommand() *cobra.Command {
-	var req sandbox.WorkspaceRequest
+	var req sandboxapi.WorkspaceRequest
 	var mode, wsID, httpAddr, tokenFile, keyFile string
 	var multi bool
 	sessionTimeout := tools.DefaultSessionTimeout
@@ -295,11 +294,11 @@ func readToken(path string) (string, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "--token-file: %v", err)
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--token-file: %v", err)
 	}
 	tok := strings.TrimSpace(string(data))
 	if len(tok) < 16 || strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "--token-file %s: want one token of at least 16 printable ASCII characters, no spaces", path)
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--token-file %s: want one token of at least 16 printable ASCII characters, no spaces", path)
 	}
 	return tok, nil
 }
@@ -309,12 +308,12 @@ func readToken(path string) (string, error) {
 func requireLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %q: want host:port", addr)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--http %q: want host:port", addr)
 	}
 	if isLoopbackHost(host) {
 		return nil
 	}
-	return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %s is not a loopback address: give --token-file with a bearer token clients must send", addr)
+	return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--http %s is not a loopback address: give --token-file with a bearer token clients must send", addr)
 }
 
 // isLoopbackHost reports whether host (of a listen address) is "localhost"
@@ -332,7 +331,7 @@ func isLoopbackHost(host string) bool {
 func (c *cli) serveHTTP(ctx context.Context, h http.Handler, addr, path string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "--http %s: %v", addr, err)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--http %s: %v", addr, err)
 	}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(c.stderr, "sandboxctl mcp: serving streamable HTTP on http://%s%s\n", ln.Addr(), path)

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -46,7 +45,7 @@ func (c *cli) procStartCommand() *cobra.Command {
 		Example: "  sandboxctl proc start $WS --tag web -- python3 -m http.server 8000\n  sandboxctl proc start $WS --pty -- bash",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
-				return sandbox.Errorf(sandbox.ErrInvalidArgument, "usage: sandboxctl proc start WS [--pty] [--tag T] -- CMD [ARG...]")
+				return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "usage: sandboxctl proc start WS [--pty] [--tag T] -- CMD [ARG...]")
 			}
 			return nil
 		},
@@ -94,7 +93,7 @@ func parseEnv(envs []string) (map[string]string, error) {
 	for _, kv := range envs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "--env %q: want KEY=VALUE", kv)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--env %q: want KEY=VALUE", kv)
 		}
 		env[k] = v
 	}

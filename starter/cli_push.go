@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -23,9 +22,9 @@ func (c *cli) pushCommand() *cobra.Command {
 				return s.Push(ctx, lease)
 			}, func(res sandboxapi.PushResult) error {
 				switch res.Status {
-				case sandbox.PushUpToDate:
+				case sandboxapi.PushUpToDate:
 					fmt.Fprintf(c.stdout, "%s is up to date at %s\n", res.Branch, short(res.Commit))
-				case sandbox.PushCreated:
+				case sandboxapi.PushCreated:
 					fmt.Fprintf(c.stdout, "pushed %s to a new remote branch %s\n", short(res.Commit), res.Branch)
 				default:
 					fmt.Fprintf(c.stdout, "pushed %s: %s..%s (%s)\n", res.Branch, short(res.PreviousRemoteCommit), short(res.Commit), res.Status)
@@ -50,9 +49,9 @@ func (c *cli) prCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if bodyFile != "" {
 				if in.Body != "" {
-					return sandbox.Errorf(sandbox.ErrInvalidArgument, "--body and --body-file are exclusive")
+					return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "--body and --body-file are exclusive")
 				}
-				data, err := c.readFileArg(bodyFile, 4*sandbox.MaxPRBodyRunes+1)
+				data, err := c.readFileArg(bodyFile, 4*sandboxapi.MaxPRBodyRunes+1)
 				if err != nil {
 					return err
 				}

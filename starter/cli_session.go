@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -21,7 +20,7 @@ import (
 // The session commands: acquire, release, hibernate, describe, list.
 
 func (c *cli) acquireCommand() *cobra.Command {
-	var req sandbox.WorkspaceRequest
+	var req sandboxapi.WorkspaceRequest
 	var mode string
 	var network string
 	cmd := &cobra.Command{
@@ -40,8 +39,8 @@ func (c *cli) acquireCommand() *cobra.Command {
 			"      --network limited --network-allow npm.corp.example:443 --network-allow 203.0.113.0/24:443",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req.Mode = sandbox.WorkspaceMode(mode)
-			req.Network = sandbox.Network(network)
+			req.Mode = sandboxapi.WorkspaceMode(mode)
+			req.Network = sandboxapi.Network(network)
 			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.Handle, error) {
 				_, h, err := sc.Acquire(ctx, req)
 				return h, err
@@ -285,7 +284,7 @@ func (c *cli) listCommand() *cobra.Command {
 			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) ([]sandboxclient.SessionSummary, error) {
 				q := ""
 				if user != "" {
-					if err := sandbox.ValidateID("user", user); err != nil {
+					if err := sandboxapi.ValidateID("user", user); err != nil {
 						return nil, err
 					}
 					q = fmt.Sprintf("%s = '%s'", sandboxapi.SearchAttrUser, user)

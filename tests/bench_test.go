@@ -13,8 +13,8 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // benchRepo returns a file:// URL of this project's own repository when the
@@ -112,7 +112,7 @@ func benchExecTrue(b *testing.B, opts ...hostOption) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := sandbox.ExecRequest{Cmd: []string{"true"}}
+	req := sandboxapi.ExecRequest{Cmd: []string{"true"}}
 	if _, err := s.Exec(ctx, req); err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func BenchmarkExecStartTrue(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := sandbox.ExecRequest{Cmd: []string{"true"}}
+	req := sandboxapi.ExecRequest{Cmd: []string{"true"}}
 	run := func(i int) {
 		res, err := h.Activities.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: hd.WorkspaceID, Request: req,
 			ProcessID: fmt.Sprintf("exec-bench-%d-%d", time.Now().UnixNano(), i), Wait: time.Second})
@@ -283,11 +283,11 @@ func BenchmarkQuickOps(b *testing.B) {
 	})
 	// exec of `true` with the same breakdown (its runtime started by the
 	// first call, before the timed ones), next to a raw fork/exec.
-	if res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
+	if res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
 		b.Fatalf("exec: %v %+v", err, res)
 	}
 	session("exec", func(ctx context.Context) error {
-		res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exec: exit %d", res.ExitCode)
 		}
@@ -329,7 +329,7 @@ func BenchmarkCreateToFirstCommand(b *testing.B) {
 					b.Fatalf("acquire: %v %+v", err, hd)
 				}
 				t1 := time.Now()
-				res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+				res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 				if err != nil || res.ExitCode != 0 {
 					b.Fatalf("exec: %v %+v", err, res)
 				}

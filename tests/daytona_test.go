@@ -19,7 +19,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona/daytonafake/fake"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -65,7 +64,7 @@ func withDaytona(srv *fake.Server) hostOption {
 
 // sandboxOf is the name of a workspace's sandbox at the fake.
 func sandboxOf(h *testHost, wsID string) string {
-	return daytona.SandboxName(h.Config.HostID, sandbox.RuntimeIDFor(wsID))
+	return daytona.SandboxName(h.Config.HostID, sandboxapi.RuntimeIDFor(wsID))
 }
 
 func describe(t *testing.T, s *sandboxclient.Session) sandboxapi.SessionDescription {
@@ -116,7 +115,7 @@ func TestDaytonaSandboxDeletedMidSessionComesBackWithTheWork(t *testing.T) {
 	assert.Equal(t, sandboxapi.RuntimeDaytona, hd.RuntimeKind)
 	assert.Nil(t, hd.RuntimeReplica, "no runtime yet")
 	ctx := ctxFor(t, 3*time.Minute)
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "mkdir -p src && echo uncommitted > src/work.txt && echo more >> README.md"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "mkdir -p src && echo uncommitted > src/work.txt && echo more >> README.md"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
 	d := describe(t, s)
@@ -131,7 +130,7 @@ func TestDaytonaSandboxDeletedMidSessionComesBackWithTheWork(t *testing.T) {
 
 	before := time.Now().UTC()
 	require.True(t, srv.DeleteOutOfBand(sandboxOf(h, hd.WorkspaceID)))
-	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "cat src/work.txt README.md; git status --porcelain"}})
+	res, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "cat src/work.txt README.md; git status --porcelain"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
 	assert.Equal(t, "uncommitted\nhello\nmore\n M README.md\n?? src/\n", string(res.Stdout))
@@ -149,7 +148,7 @@ func TestDaytonaSandboxDeletedMidSessionComesBackWithTheWork(t *testing.T) {
 	// The key: nowhere in the sandbox's processes or environment, the
 	// worker's log or the session's history.
 	key := srv.APIKey()
-	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "env; for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null"}})
+	res, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "env; for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null"}})
 	require.NoError(t, err)
 	require.Greater(t, len(res.Stdout), 100)
 	assert.NotContains(t, string(res.Stdout), key)
@@ -182,7 +181,7 @@ func TestDaytonaIdleCloseDeletesTheSandbox(t *testing.T) {
 	h := startHost(t, "dt-idle", withDaytona(srv), withIdle(time.Second, 3*time.Second))
 	s, hd, _ := newEditSession(t, h)
 	ctx := ctxFor(t, 3*time.Minute)
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo kept > kept.txt"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo kept > kept.txt"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
 	name := sandboxOf(h, hd.WorkspaceID)
@@ -199,7 +198,7 @@ func TestDaytonaIdleCloseDeletesTheSandbox(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "kept\n", string(b))
 
-	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"cat", "kept.txt"}})
+	res, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"cat", "kept.txt"}})
 	require.NoError(t, err)
 	assert.Equal(t, "kept\n", string(res.Stdout))
 	st, _ = srv.SandboxState(name)
@@ -222,7 +221,7 @@ func TestDaytonaOrphanRuntimesAreCollected(t *testing.T) {
 	sB, hB, err := h.client.Acquire(ctx, editRequest(hA.UserID, "p", "other", upstream))
 	require.NoError(t, err)
 	for _, s := range []*sandboxclient.Session{sA, sB} {
-		res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 		require.NoError(t, err)
 		require.Equal(t, 0, res.ExitCode)
 	}
@@ -231,9 +230,9 @@ func TestDaytonaOrphanRuntimesAreCollected(t *testing.T) {
 
 	r := runCLI(t, bin, h.Config.TaskQueue, "", "runtimes", "gc", "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, sandbox.RuntimeIDFor(hA.WorkspaceID))
+	assert.Contains(t, r.stdout, sandboxapi.RuntimeIDFor(hA.WorkspaceID))
 	assert.Contains(t, r.stdout, hA.WorkspaceID)
-	assert.NotContains(t, r.stdout, sandbox.RuntimeIDFor(hB.WorkspaceID))
+	assert.NotContains(t, r.stdout, sandboxapi.RuntimeIDFor(hB.WorkspaceID))
 	assert.Contains(t, r.stdout, "1 orphan runtimes (dry run: nothing deleted)")
 	st, _ := srv.SandboxState(nameA)
 	assert.Equal(t, "started", st, "a dry run deletes nothing")
@@ -267,7 +266,7 @@ func TestDaytonaPreviewURL(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, "port", se.Field, "details.field")
 
-	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	require.NoError(t, err)
 	u, err := s.PreviewURL(ctx, 8080)
 	require.NoError(t, err)

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -66,7 +65,7 @@ func TestSessionSummaryAndCurrentDetails(t *testing.T) {
 	}
 	assert.NotContains(t, static, "file://", "the repository's URL is not shown, only its key")
 
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "exit 3"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "exit 3"}})
 	require.NoError(t, err)
 	require.Equal(t, 3, res.ExitCode)
 	details := currentDetails(t, hd.WorkflowID)
@@ -136,9 +135,9 @@ func TestSessionSummaryAndCurrentDetails(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond, "the dirty sessions of a host")
 	// A command between the write and the commit (the agent's usual
 	// order: write, run the tests, commit) left SandboxDirty true.
-	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	require.NoError(t, err)
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "x"})
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "x"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		list, err := h.client.ListSessions(ctx, dirtyOnHost, 10)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/e2bfake/fake"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestE2BPersistenceThroughTheService: a session on SANDBOX_RUNTIME_PROVIDER=e2b
@@ -42,9 +42,9 @@ func TestE2BPersistenceThroughTheService(t *testing.T) {
 	require.Equal(t, "e2b", h.Activities.Runtimes.Kind())
 	s, hd, _ := newEditSession(t, h)
 	ctx := ctxFor(t, 4*time.Minute)
-	sh := func(script string, timeout int) sandbox.ExecResult {
+	sh := func(script string, timeout int) sandboxapi.ExecResult {
 		t.Helper()
-		res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: timeout})
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: timeout})
 		require.NoError(t, err)
 		return res
 	}

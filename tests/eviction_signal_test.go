@@ -19,7 +19,6 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -66,7 +65,7 @@ func TestEvictionSignalsSurviveSlowHeartbeats(t *testing.T) {
 	const n = 6
 	var ids []string
 	for i := range n {
-		_, hd := e.acquire(sandbox.ModeEdit, fmt.Sprintf("c%d", i))
+		_, hd := e.acquire(sandboxapi.ModeEdit, fmt.Sprintf("c%d", i))
 		ids = append(ids, hd.WorkspaceID)
 	}
 	res := e.run(false)
@@ -75,7 +74,7 @@ func TestEvictionSignalsSurviveSlowHeartbeats(t *testing.T) {
 		r, ok := byID[string(sandboxapi.EvictionEvictWorkspace)+":"+id]
 		require.True(t, ok, "no eviction result for %s: %+v", id, res.Hosts[0].Results)
 		assert.Equal(t, sandboxapi.OutcomeDone, r.Outcome, "%s: %s", id, r.Reason)
-		assert.Equal(t, sandbox.WorkspaceEvicted, e.row(id).State, id)
+		assert.Equal(t, sandboxapi.WorkspaceEvicted, e.row(id).State, id)
 	}
 	assert.Zero(t, res.Summary.Failed, "%+v", res.Summary)
 	assert.Positive(t, held.Load(), "the signal activity sent no heartbeat: the test did not slow one down")

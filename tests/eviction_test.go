@@ -68,13 +68,13 @@ func newEvEnv(t *testing.T, name string, opts ...hostOption) *evEnv {
 	return &evEnv{t: t, h: startHost(t, name, opts...), user: uniq(t, "u"), up: up, url: gittest.FileURL(up)}
 }
 
-func (e *evEnv) acquire(mode sandbox.WorkspaceMode, scope string) (*sandboxclient.Session, sandboxapi.Handle) {
+func (e *evEnv) acquire(mode sandboxapi.WorkspaceMode, scope string) (*sandboxclient.Session, sandboxapi.Handle) {
 	e.t.Helper()
-	req := sandbox.WorkspaceRequest{UserID: e.user, ProjectID: "p", RepoURL: e.url, Mode: mode}
+	req := sandboxapi.WorkspaceRequest{UserID: e.user, ProjectID: "p", RepoURL: e.url, Mode: mode}
 	switch mode {
-	case sandbox.ModeEdit:
+	case sandboxapi.ModeEdit:
 		req.ConversationID = scope
-	case sandbox.ModeTask:
+	case sandboxapi.ModeTask:
 		req.TaskID = scope
 	}
 	s, hd, err := e.h.client.Acquire(ctxFor(e.t, time.Minute), req)
@@ -96,7 +96,7 @@ func (e *evEnv) bare(hd sandboxapi.Handle) string {
 	return filepath.Join(filepath.Dir(filepath.Dir(hd.LocalPath)), ".bare")
 }
 
-func (e *evEnv) row(id string) sandbox.Workspace {
+func (e *evEnv) row(id string) sandboxapi.Workspace {
 	e.t.Helper()
 	ws, err := e.h.Store.GetWorkspace(context.Background(), id)
 	require.NoError(e.t, err)
@@ -177,23 +177,23 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	e := newEvEnv(t, "evtiers", aggressive(tinyBudget))
 	ctx := ctxFor(t, 5*time.Minute)
 
-	sAna, hAna := e.acquire(sandbox.ModeAnalysis, "")
-	_, err := sAna.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}}) // a running runtime
+	sAna, hAna := e.acquire(sandboxapi.ModeAnalysis, "")
+	_, err := sAna.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}}) // a running runtime
 	require.NoError(t, err)
-	_, hTaskClean := e.acquire(sandbox.ModeTask, "t-clean")
-	_, hEditClean := e.acquire(sandbox.ModeEdit, "c-clean")
-	sTaskDirty, hTaskDirty := e.acquire(sandbox.ModeTask, "t-dirty")
+	_, hTaskClean := e.acquire(sandboxapi.ModeTask, "t-clean")
+	_, hEditClean := e.acquire(sandboxapi.ModeEdit, "c-clean")
+	sTaskDirty, hTaskDirty := e.acquire(sandboxapi.ModeTask, "t-dirty")
 	require.NoError(t, sTaskDirty.WriteFile(ctx, "task-notes.txt", []byte("untracked work\n"), 0))
-	sEditDirty, hEditDirty := e.acquire(sandbox.ModeEdit, "c-dirty")
+	sEditDirty, hEditDirty := e.acquire(sandboxapi.ModeEdit, "c-dirty")
 	require.NoError(t, sEditDirty.WriteFile(ctx, "README.md", []byte("edited\n"), 0))
-	sPinned, hPinned := e.acquire(sandbox.ModeEdit, "c-pinned")
+	sPinned, hPinned := e.acquire(sandboxapi.ModeEdit, "c-pinned")
 	require.NoError(t, sPinned.WriteFile(ctx, "pinned.txt", []byte("keep me\n"), 0))
 	_, err = sPinned.Pin(ctx, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 
 	// A second repository whose only workspace is gone: its cache is free to go.
 	upB := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "other"), "trunk")
-	sB, hB, err := e.h.client.Acquire(ctx, sandbox.WorkspaceRequest{UserID: e.user, ProjectID: "p-other", RepoURL: gittest.FileURL(upB), Mode: sandbox.ModeAnalysis})
+	sB, hB, err := e.h.client.Acquire(ctx, sandboxapi.WorkspaceRequest{UserID: e.user, ProjectID: "p-other", RepoURL: gittest.FileURL(upB), Mode: sandboxapi.ModeAnalysis})
 	require.NoError(t, err)
 	_, err = sB.Release(ctx, true)
 	require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	dry := e.run(true)
 	assert.Equal(t, string(eviction.PressureSevere), dry.Hosts[0].Plan.Plan.Pressure)
 	assert.Equal(t, []plannedAction{
-		{eviction.ActionStopRuntime, eviction.TierRuntimeIdle, sandbox.RuntimeIDFor(hAna.WorkspaceID)},
+		{eviction.ActionStopRuntime, eviction.TierRuntimeIdle, sandboxapi.RuntimeIDFor(hAna.WorkspaceID)},
 		{eviction.ActionEvictWorkspace, eviction.TierCleanAnalysis, hAna.WorkspaceID},
 		{eviction.ActionEvictWorkspace, eviction.TierCleanTask, hTaskClean.WorkspaceID},
 		{eviction.ActionEvictWorkspace, eviction.TierCleanEdit, hEditClean.WorkspaceID},
@@ -245,10 +245,10 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 
 	for _, hd := range []sandboxapi.Handle{hAna, hTaskClean, hEditClean, hTaskDirty, hEditDirty} {
 		assert.NoDirExists(t, hd.LocalPath, hd.WorkspaceID)
-		assert.Equal(t, sandbox.WorkspaceEvicted, e.row(hd.WorkspaceID).State)
+		assert.Equal(t, sandboxapi.WorkspaceEvicted, e.row(hd.WorkspaceID).State)
 	}
 	assert.DirExists(t, hPinned.LocalPath, "pinned never")
-	assert.Equal(t, sandbox.WorkspaceReady, e.row(hPinned.WorkspaceID).State)
+	assert.Equal(t, sandboxapi.WorkspaceReady, e.row(hPinned.WorkspaceID).State)
 	assert.DirExists(t, e.bare(hEditClean), "a repo cache with workspaces is never removed")
 	assert.NoDirExists(t, e.bare(hB), "the unused repo cache went")
 	// Work saved only for the dirty ones.
@@ -317,7 +317,7 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 func TestEvictionBlockedWhenWorkCannotBeSaved(t *testing.T) {
 	e := newEvEnv(t, "evblocked", aggressive(tinyBudget))
 	ctx := ctxFor(t, 3*time.Minute)
-	s, hd := e.acquire(sandbox.ModeTask, "nested")
+	s, hd := e.acquire(sandboxapi.ModeTask, "nested")
 	require.NoError(t, s.WriteFile(ctx, "vendor/lib/code.go", []byte("package lib\n"), 0))
 	gittest.Git(t, filepath.Join(hd.LocalPath, "vendor", "lib"), "init", "--quiet") // a nested repository cannot be saved
 
@@ -329,7 +329,7 @@ func TestEvictionBlockedWhenWorkCannotBeSaved(t *testing.T) {
 	assert.Zero(t, res.Summary.Evicted)
 	// Never treated as discard: the workspace stays as it was, and usable.
 	assert.FileExists(t, filepath.Join(hd.LocalPath, "vendor", "lib", "code.go"))
-	assert.Equal(t, sandbox.WorkspaceReady, e.row(hd.WorkspaceID).State)
+	assert.Equal(t, sandboxapi.WorkspaceReady, e.row(hd.WorkspaceID).State)
 	_, ok, err := e.h.Activities.Backups.PendingBackup(ctx, e.row(hd.WorkspaceID))
 	require.NoError(t, err)
 	assert.False(t, ok)
@@ -341,14 +341,14 @@ func TestEvictionBlockedWhenWorkCannotBeSaved(t *testing.T) {
 func TestEvictionWithoutPressureKeepsUnsavedWork(t *testing.T) {
 	e := newEvEnv(t, "evnopress", aggressive(hugeBudget))
 	ctx := ctxFor(t, 3*time.Minute)
-	_, hClean := e.acquire(sandbox.ModeEdit, "clean")
-	sDirty, hDirty := e.acquire(sandbox.ModeEdit, "dirty")
+	_, hClean := e.acquire(sandboxapi.ModeEdit, "clean")
+	sDirty, hDirty := e.acquire(sandboxapi.ModeEdit, "dirty")
 	require.NoError(t, sDirty.WriteFile(ctx, "x.txt", []byte("x"), 0))
-	sTask, hTask := e.acquire(sandbox.ModeTask, "dirty-task")
+	sTask, hTask := e.acquire(sandboxapi.ModeTask, "dirty-task")
 	require.NoError(t, sTask.WriteFile(ctx, "y.txt", []byte("y"), 0))
-	sUnpushed, hUnpushed := e.acquire(sandbox.ModeTask, "unpushed")
+	sUnpushed, hUnpushed := e.acquire(sandboxapi.ModeTask, "unpushed")
 	require.NoError(t, sUnpushed.WriteFile(ctx, "z.txt", []byte("z"), 0))
-	_, err := sUnpushed.Commit(ctx, sandbox.CommitRequest{Message: "local only"})
+	_, err := sUnpushed.Commit(ctx, sandboxapi.CommitRequest{Message: "local only"})
 	require.NoError(t, err)
 
 	res := e.run(false)
@@ -359,7 +359,7 @@ func TestEvictionWithoutPressureKeepsUnsavedWork(t *testing.T) {
 	assert.NoDirExists(t, hClean.LocalPath)
 	for _, hd := range []sandboxapi.Handle{hDirty, hTask, hUnpushed} {
 		assert.DirExists(t, hd.LocalPath)
-		assert.Equal(t, sandbox.WorkspaceReady, e.row(hd.WorkspaceID).State)
+		assert.Equal(t, sandboxapi.WorkspaceReady, e.row(hd.WorkspaceID).State)
 	}
 }
 
@@ -369,7 +369,7 @@ func TestEvictedWorkIsRestoredByteForByte(t *testing.T) {
 	ctx := ctxFor(t, 5*time.Minute)
 
 	// Modified tracked files (plus new ones of every kind).
-	sMod, hMod := e.acquire(sandbox.ModeEdit, "modified")
+	sMod, hMod := e.acquire(sandboxapi.ModeEdit, "modified")
 	require.NoError(t, sMod.WriteFile(ctx, "README.md", []byte("# changed\r\nCRLF kept\r\n"), 0))
 	require.NoError(t, sMod.WriteFile(ctx, "bin/tool.sh", []byte("#!/bin/sh\necho tool\n"), 0o755))
 	require.NoError(t, sMod.WriteFile(ctx, "secret.env", []byte("K=V\n"), 0o600))
@@ -377,15 +377,15 @@ func TestEvictedWorkIsRestoredByteForByte(t *testing.T) {
 	require.NoError(t, os.Symlink("README.md", filepath.Join(hMod.LocalPath, "readme-link")))
 	require.NoError(t, os.Remove(filepath.Join(hMod.LocalPath, "main.go")))
 	// Untracked files only.
-	sUntracked, hUntracked := e.acquire(sandbox.ModeTask, "untracked")
+	sUntracked, hUntracked := e.acquire(sandboxapi.ModeTask, "untracked")
 	require.NoError(t, sUntracked.WriteFile(ctx, "new/dir/file.txt", []byte("only here\n"), 0))
 	// Committed but not pushed.
-	sUnpushed, hUnpushed := e.acquire(sandbox.ModeEdit, "unpushed")
+	sUnpushed, hUnpushed := e.acquire(sandboxapi.ModeEdit, "unpushed")
 	require.NoError(t, sUnpushed.WriteFile(ctx, "feature.go", []byte("package main\n"), 0))
-	c1, err := sUnpushed.Commit(ctx, sandbox.CommitRequest{Message: "feature"})
+	c1, err := sUnpushed.Commit(ctx, sandboxapi.CommitRequest{Message: "feature"})
 	require.NoError(t, err)
 	require.NoError(t, sUnpushed.WriteFile(ctx, "feature.go", []byte("package main\n\n// more\n"), 0))
-	_, err = sUnpushed.Commit(ctx, sandbox.CommitRequest{Message: "more"})
+	_, err = sUnpushed.Commit(ctx, sandboxapi.CommitRequest{Message: "more"})
 	require.NoError(t, err)
 
 	handles := []sandboxapi.Handle{hMod, hUntracked, hUnpushed}
@@ -428,7 +428,7 @@ func TestEvictedWorkIsRestoredByteForByte(t *testing.T) {
 	for _, hd := range handles {
 		assert.Equal(t, before[hd.WorkspaceID], worktreeSnapshot(t, hd.LocalPath), "%s: every file's bytes and mode", hd.WorkspaceID)
 		assert.Equal(t, logs[hd.WorkspaceID], branchLog(t, e.bare(hd), hd.Branch), "%s: the branch commits", hd.WorkspaceID)
-		assert.Equal(t, sandbox.WorkspaceReady, e.row(hd.WorkspaceID).State)
+		assert.Equal(t, sandboxapi.WorkspaceReady, e.row(hd.WorkspaceID).State)
 	}
 	st, err := sMod.Status(ctx)
 	require.NoError(t, err)
@@ -439,7 +439,7 @@ func TestEvictedWorkIsRestoredByteForByte(t *testing.T) {
 	assert.Equal(t, 2, st.CommitsSinceBase)
 	assert.NotEqual(t, c1.Commit, st.Head)
 	// The restored workspaces work as before.
-	out, err := sMod.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "./bin/tool.sh"}})
+	out, err := sMod.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "./bin/tool.sh"}})
 	require.NoError(t, err)
 	assert.Equal(t, "tool\n", string(out.Stdout))
 	// Restoring again has nothing to do.
@@ -451,17 +451,17 @@ func TestEvictedWorkIsRestoredByteForByte(t *testing.T) {
 func TestEvictionWaitsForRunningExec(t *testing.T) {
 	e := newEvEnv(t, "evexec", aggressive(tinyBudget))
 	ctx := ctxFor(t, 3*time.Minute)
-	s, hd := e.acquire(sandbox.ModeEdit, "busy")
+	s, hd := e.acquire(sandboxapi.ModeEdit, "busy")
 	require.NoError(t, s.WriteFile(ctx, "before.txt", []byte("before\n"), 0))
 
 	var wg sync.WaitGroup
-	var execRes sandbox.ExecResult
+	var execRes sandboxapi.ExecResult
 	var execErr error
 	var execEnd time.Time
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		execRes, execErr = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 4; echo done > after.txt; echo finished"}})
+		execRes, execErr = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "sleep 4; echo done > after.txt; echo finished"}})
 		execEnd = time.Now()
 	}()
 	require.Eventually(t, func() bool {
@@ -493,7 +493,7 @@ func TestPinUnpinAndEvictionCLI(t *testing.T) {
 	e := newEvEnv(t, "evpin", aggressive(tinyBudget))
 	ctx := ctxFor(t, 3*time.Minute)
 	q := e.h.Config.TaskQueue
-	s, hd := e.acquire(sandbox.ModeEdit, "pinme")
+	s, hd := e.acquire(sandboxapi.ModeEdit, "pinme")
 	require.NoError(t, s.WriteFile(ctx, "work.txt", []byte("w\n"), 0))
 	_, err := s.Release(ctx, false)
 	require.NoError(t, err)
@@ -544,11 +544,11 @@ func TestEvictionRuntimeIdleStopAndDestroyLeaveWorkspaceUsable(t *testing.T) {
 		c.DiskBudgetBytes = hugeBudget
 	}))
 	ctx := ctxFor(t, 3*time.Minute)
-	s, hd := e.acquire(sandbox.ModeEdit, "rt")
+	s, hd := e.acquire(sandboxapi.ModeEdit, "rt")
 	require.NoError(t, s.WriteFile(ctx, "keep.txt", []byte("kept\n"), 0))
-	_, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	_, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	require.NoError(t, err)
-	rid := sandbox.RuntimeIDFor(hd.WorkspaceID)
+	rid := sandboxapi.RuntimeIDFor(hd.WorkspaceID)
 
 	res := e.run(false)
 	assert.Equal(t, []plannedAction{{eviction.ActionStopRuntime, eviction.TierRuntimeIdle, rid}}, planOf(res))
@@ -565,12 +565,12 @@ func TestEvictionRuntimeIdleStopAndDestroyLeaveWorkspaceUsable(t *testing.T) {
 	assert.Equal(t, []plannedAction{{eviction.ActionDestroyRuntime, eviction.TierRuntimeStopped, rid}}, planOf(res))
 	assert.Equal(t, 1, res.Summary.Destroyed)
 	_, err = e.h.Store.GetRuntime(ctx, rid)
-	assert.ErrorIs(t, err, sandbox.ErrNotFound)
+	assert.ErrorIs(t, err, sandboxapi.ErrNotFound)
 
 	// The workspace never moved.
 	assert.DirExists(t, hd.LocalPath)
-	assert.Equal(t, sandbox.WorkspaceReady, e.row(hd.WorkspaceID).State)
-	out, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"cat", "keep.txt"}})
+	assert.Equal(t, sandboxapi.WorkspaceReady, e.row(hd.WorkspaceID).State)
+	out, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"cat", "keep.txt"}})
 	require.NoError(t, err)
 	assert.Equal(t, "kept\n", string(out.Stdout))
 	data, err := s.ReadFile(ctx, "keep.txt")

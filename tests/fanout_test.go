@@ -23,7 +23,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 	"github.com/sandboxcore/sandboxcore/workflows"
@@ -39,7 +38,7 @@ func conversation(t *testing.T, sc *sandboxclient.Client, user string) (*sandbox
 	s, hd, err := sc.Acquire(ctx, editRequest(user, "p", "conv", gittest.FileURL(upstream)))
 	require.NoError(t, err)
 	require.NoError(t, s.WriteFile(ctx, "shared.txt", []byte("base\n"), 0))
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "conversation work"})
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "conversation work"})
 	require.NoError(t, err)
 	return s, hd
 }
@@ -227,7 +226,7 @@ func TestFanoutCancelKeepsTaskSessions(t *testing.T) {
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.GetWorkflowExecutionInfo().GetStatus(), "the task session outlives the cancelled fan-out")
 	s, err := h.client.Session(taskWS)
 	require.NoError(t, err)
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	require.NoError(t, err, "an agent can keep using the task session")
 	assert.Equal(t, 0, res.ExitCode)
 }
@@ -268,7 +267,7 @@ func TestFanoutConflictLeavesConversationClean(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "from-a\n", string(got))
 	_, err = s.ReadFile(ctx, "b.txt")
-	assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "nothing of the conflicting task is left")
+	assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath, "nothing of the conflicting task is left")
 	admin := gittest.Git(t, hd.LocalPath, "rev-parse", "--git-dir")
 	assert.NoFileExists(t, filepath.Join(admin, "MERGE_HEAD"))
 
@@ -314,7 +313,7 @@ func TestFanoutFailedScriptIsNotMergedAndAgentTasksComplete(t *testing.T) {
 	require.NoError(t, ts.WriteFile(ctx, "agent.txt", []byte("by the agent\n"), 0))
 	// (A retried fan-out step asks for updates its earlier attempt may never have sent.)
 	var none any
-	assert.ErrorIs(t, ts.UpdateOutcome(ctxFor(t, 20*time.Second), "never-sent", &none), sandbox.ErrWorkspaceNotFound)
+	assert.ErrorIs(t, ts.UpdateOutcome(ctxFor(t, 20*time.Second), "never-sent", &none), sandboxapi.ErrWorkspaceNotFound)
 	require.NoError(t, f.CompleteTask(ctx, "agent", true, "done"))
 
 	rep, err := f.Result(ctx)
@@ -336,7 +335,7 @@ func TestFanoutFailedScriptIsNotMergedAndAgentTasksComplete(t *testing.T) {
 	assert.Equal(t, "done", agent.Message)
 
 	_, err = s.ReadFile(ctx, "half.txt")
-	assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "the failed task is not merged")
+	assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath, "the failed task is not merged")
 	got, err := s.ReadFile(ctx, "agent.txt")
 	require.NoError(t, err)
 	assert.Equal(t, "by the agent\n", string(got))

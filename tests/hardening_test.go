@@ -117,7 +117,7 @@ git config "url.$EVILURL.insteadOf" "$URL"
 printf '* filter=evil diff=evil merge=evil\n' > .gitattributes
 echo hello > x.txt
 `
-	res, err := sA.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script},
+	res, err := sA.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", script},
 		Env: map[string]string{"EVIL": evil, "EVILURL": gittest.FileURL(evilUp), "URL": url}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
@@ -128,20 +128,20 @@ echo hello > x.txt
 	d, err := sA.Diff(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, d.Patch, "+hello")
-	c, err := sA.Commit(ctx, sandbox.CommitRequest{Message: "agent work"})
+	c, err := sA.Commit(ctx, sandboxapi.CommitRequest{Message: "agent work"})
 	require.NoError(t, err)
 	_, err = sB.Status(ctx)
 	require.NoError(t, err)
 	_, err = sB.Diff(ctx)
 	require.NoError(t, err)
 	require.NoError(t, sB.WriteFile(ctx, "y.txt", []byte("y\n"), 0))
-	_, err = sB.Commit(ctx, sandbox.CommitRequest{Message: "b work"})
+	_, err = sB.Commit(ctx, sandboxapi.CommitRequest{Message: "b work"})
 	require.NoError(t, err)
 
 	// A new worktree of the same repository (fetch, worktree add: checkout
 	// with smudge and post-checkout), starting from the agent's branch.
 	next := gittest.Commit(t, upstream, "later.txt", "later\n", "later")
-	task := sandbox.WorkspaceRequest{UserID: user, ProjectID: "p", RepoURL: url, Mode: sandbox.ModeTask, TaskID: "t", FromBranch: hA.Branch}
+	task := sandboxapi.WorkspaceRequest{UserID: user, ProjectID: "p", RepoURL: url, Mode: sandboxapi.ModeTask, TaskID: "t", FromBranch: hA.Branch}
 	sC, _, err := h.client.Acquire(ctx, task)
 	require.NoError(t, err)
 	got, err := sC.ReadFile(ctx, "x.txt")
@@ -159,7 +159,7 @@ echo hello > x.txt
 	assert.Equal(t, "hello\n", gittest.Git(t, bare[0], "show", c.Commit+":x.txt")+"\n", "committed unfiltered")
 
 	// Control: the agent's own git does run it.
-	res, err = sA.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo more >> x.txt; git add x.txt; true"}})
+	res, err = sA.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo more >> x.txt; git add x.txt; true"}})
 	require.NoError(t, err)
 	assert.FileExists(t, marker, "control: the agent's git runs its own filter (%s)", res.Stderr)
 }
@@ -190,18 +190,18 @@ func TestHostileInputExamples(t *testing.T) {
 	user := uniq(t, "u")
 
 	pwned := filepath.Join(os.TempDir(), "pwned-"+user)
-	for name, req := range map[string]sandbox.WorkspaceRequest{
-		"base ref option":   {UserID: user, ProjectID: "p", RepoURL: url, Mode: sandbox.ModeEdit, ConversationID: "c", BaseRef: "--upload-pack=touch " + pwned + ";git-upload-pack"},
-		"branch option":     {UserID: user, ProjectID: "p", RepoURL: url, Mode: sandbox.ModeEdit, ConversationID: "c", BranchName: "--output=" + pwned},
+	for name, req := range map[string]sandboxapi.WorkspaceRequest{
+		"base ref option":   {UserID: user, ProjectID: "p", RepoURL: url, Mode: sandboxapi.ModeEdit, ConversationID: "c", BaseRef: "--upload-pack=touch " + pwned + ";git-upload-pack"},
+		"branch option":     {UserID: user, ProjectID: "p", RepoURL: url, Mode: sandboxapi.ModeEdit, ConversationID: "c", BranchName: "--output=" + pwned},
 		"conversation path": editRequest(user, "p", "../../../tmp/evil", url),
 		"repo dots":         editRequest(user, "p", "c", "https://example.com/owner/../../x"),
 		"ext transport":     editRequest(user, "p", "c", "ext::sh -c touch% "+pwned),
 	} {
 		_, _, err := h.client.Acquire(ctx, req)
-		assert.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+		assert.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name)
 	}
 	_, _, err := noFile.client.Acquire(ctx, editRequest(user, "p", "c", url))
-	assert.ErrorIs(t, err, sandbox.ErrInvalidArgument, "file:// is refused unless enabled")
+	assert.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "file:// is refused unless enabled")
 	assert.NoFileExists(t, pwned)
 	assert.Empty(t, findBare(t, noFile.Config.DataDir))
 
@@ -211,38 +211,38 @@ func TestHostileInputExamples(t *testing.T) {
 	// Search patterns and paths starting with '-' are argument errors;
 	// a dash is searched for through a regular expression.
 	for _, lit := range []bool{false, true} {
-		_, err := s.Search(ctx, sandbox.SearchRequest{Pattern: "--pre=sh", Literal: lit})
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "literal=%v", lit)
+		_, err := s.Search(ctx, sandboxapi.SearchRequest{Pattern: "--pre=sh", Literal: lit})
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "literal=%v", lit)
 	}
 	_, err = s.ReadFile(ctx, "--output=/tmp/x")
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	err = s.WriteFile(ctx, "-n", []byte("x"), 0)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	assert.NoFileExists(t, filepath.Join(hd.LocalPath, "-n"))
-	sr, err := s.Search(ctx, sandbox.SearchRequest{Pattern: `\-\-pre=sh`})
+	sr, err := s.Search(ctx, sandboxapi.SearchRequest{Pattern: `\-\-pre=sh`})
 	require.NoError(t, err)
 	require.Len(t, sr.Matches, 1)
 	assert.Equal(t, "notes.txt", sr.Matches[0].Path)
 
 	// Agent-made links too.
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "ln -s " + outside + " agent-dir && ln -s /etc/passwd agent-file"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "ln -s " + outside + " agent-dir && ln -s /etc/passwd agent-file"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
 
 	for _, p := range []string{"/etc/passwd", "../x", "a/../../x", "out-file", "out-dir/secret.txt", "up/etc/passwd", "agent-file", "agent-dir/secret.txt"} {
 		_, err := s.ReadFile(ctx, p)
-		assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "read %s", p)
+		assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath, "read %s", p)
 	}
 	for _, p := range []string{"/tmp/x", "../x", "out-dir/new.txt", "out-dir/sub/new.txt", "up/tmp/new.txt", "agent-dir/new.txt", "out-file", "agent-file"} {
-		assert.ErrorIs(t, s.WriteFile(ctx, p, []byte("pwned\n"), 0), sandbox.ErrInvalidWorkspacePath, "write %s", p)
+		assert.ErrorIs(t, s.WriteFile(ctx, p, []byte("pwned\n"), 0), sandboxapi.ErrInvalidWorkspacePath, "write %s", p)
 	}
 	for _, p := range []string{"/", "..", "out-dir", "up", "agent-dir"} {
 		_, err := s.ListDir(ctx, p)
-		assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "list %s", p)
-		_, err = s.Search(ctx, sandbox.SearchRequest{Pattern: "NEEDLE", Path: p})
-		assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "search %s", p)
+		assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath, "list %s", p)
+		_, err = s.Search(ctx, sandboxapi.SearchRequest{Pattern: "NEEDLE", Path: p})
+		assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath, "search %s", p)
 	}
-	sr, err = s.Search(ctx, sandbox.SearchRequest{Pattern: "OUTSIDE-NEEDLE|root:x:0", Path: ""})
+	sr, err = s.Search(ctx, sandboxapi.SearchRequest{Pattern: "OUTSIDE-NEEDLE|root:x:0", Path: ""})
 	require.NoError(t, err)
 	assert.Empty(t, sr.Matches, "search does not follow links out of the worktree")
 	entries, err := os.ReadDir(outside)
@@ -250,7 +250,7 @@ func TestHostileInputExamples(t *testing.T) {
 	assert.Len(t, entries, 1, "nothing was created outside")
 
 	// Links are committed as links (mode 120000, the blob is the link text).
-	cm, err := s.Commit(ctx, sandbox.CommitRequest{Message: "links"})
+	cm, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "links"})
 	require.NoError(t, err)
 	bare := findBare(t, h.Config.DataDir)
 	require.Len(t, bare, 1)
@@ -285,7 +285,7 @@ func TestHardeningCredentialsUnderFailure(t *testing.T) {
 		srv := gittest.NewHTTPServer(t, t.TempDir(), "agent", "the-right-token-"+user)
 		gittest.InitRepo(t, srv.RepoDir("team/project.git"), "trunk")
 		if token != "" {
-			id, err := sandbox.ParseRepoURL(srv.URL("team/project.git"), sandbox.URLPolicy{AllowHTTP: true})
+			id, err := sandboxapi.ParseRepoURL(srv.URL("team/project.git"), sandboxapi.URLPolicy{AllowHTTP: true})
 			require.NoError(t, err)
 			creds.set(id.Host, sandbox.Credential{Username: "agent", Secret: token})
 		}
@@ -307,7 +307,7 @@ func TestHardeningCredentialsUnderFailure(t *testing.T) {
 	_, noTokenURL := newServer("")
 	unreachableURL := fmt.Sprintf("http://127.0.0.1:%d/team/project.git", closedPort())
 	unreachableToken := "unreachable-token-" + user
-	id, err := sandbox.ParseRepoURL(unreachableURL, sandbox.URLPolicy{AllowHTTP: true})
+	id, err := sandboxapi.ParseRepoURL(unreachableURL, sandboxapi.URLPolicy{AllowHTTP: true})
 	require.NoError(t, err)
 	creds.set(id.Host, sandbox.Credential{Username: "agent", Secret: unreachableToken})
 
@@ -315,12 +315,12 @@ func TestHardeningCredentialsUnderFailure(t *testing.T) {
 	for i, c := range []struct {
 		name string
 		url  string
-		want *sandbox.Kind
+		want *sandboxapi.Kind
 	}{
-		{"wrong token", wrongURL, sandbox.ErrRepoAuthFailed},
-		{"missing repository", missingURL, sandbox.ErrRepoNotFound},
-		{"unreachable host", unreachableURL, sandbox.ErrRepoCacheUnavailable},
-		{"no token", noTokenURL, sandbox.ErrRepoAuthFailed},
+		{"wrong token", wrongURL, sandboxapi.ErrRepoAuthFailed},
+		{"missing repository", missingURL, sandboxapi.ErrRepoNotFound},
+		{"unreachable host", unreachableURL, sandboxapi.ErrRepoCacheUnavailable},
+		{"no token", noTokenURL, sandboxapi.ErrRepoAuthFailed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req := editRequest(user, "p", fmt.Sprintf("c%d", i), c.url)
@@ -335,7 +335,7 @@ func TestHardeningCredentialsUnderFailure(t *testing.T) {
 			}
 			assertNoProcessMentions(t, strings.TrimPrefix(c.url, "http://"))
 
-			wfID, err := sandbox.SessionWorkflowID(sandbox.WorkspaceIDForKey(req.Key()))
+			wfID, err := sandboxapi.SessionWorkflowID(sandboxapi.WorkspaceIDForKey(req.Key()))
 			require.NoError(t, err)
 			hist := historyBytes(t, wfID)
 			for _, s := range secrets {

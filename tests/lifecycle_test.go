@@ -45,7 +45,7 @@ func makeEverythingDirty(t *testing.T, ctx context.Context, s *sandboxclient.Ses
 	require.NoError(t, s.WriteFile(ctx, "build.log", []byte("ignored "+tag+"\n"), 0))
 	_ = os.Remove(filepath.Join(hd.LocalPath, "readme-link"))
 	require.NoError(t, os.Symlink("README.md", filepath.Join(hd.LocalPath, "readme-link")))
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rm", "-f", "main.go"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"rm", "-f", "main.go"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, string(res.Stderr))
 }
@@ -72,7 +72,7 @@ func TestCheckpointEditRollbackAndUndo(t *testing.T) {
 
 	// State A: a commit and every kind of uncommitted change.
 	require.NoError(t, s.WriteFile(ctx, "committed.txt", []byte("committed A\n"), 0))
-	_, err := s.Commit(ctx, sandbox.CommitRequest{Message: "A", Paths: []string{"committed.txt"}})
+	_, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "A", Paths: []string{"committed.txt"}})
 	require.NoError(t, err)
 	makeEverythingDirty(t, ctx, s, hd, "A")
 	headA := headOf(t, hd.LocalPath)
@@ -94,11 +94,11 @@ func TestCheckpointEditRollbackAndUndo(t *testing.T) {
 	assert.Equal(t, stateA, withoutIgnored(worktreeSnapshot(t, hd.LocalPath)))
 
 	// State B: another commit, more edits, a deletion, a re-moded file.
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "B"})
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "B"})
 	require.NoError(t, err)
 	require.NoError(t, s.WriteFile(ctx, "secret.env", []byte("K=B\n"), 0o644))
 	require.NoError(t, s.WriteFile(ctx, "only-b.txt", []byte("B\n"), 0o640))
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rm", "committed.txt"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"rm", "committed.txt"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode)
 	headB := headOf(t, hd.LocalPath)
@@ -116,7 +116,7 @@ func TestCheckpointEditRollbackAndUndo(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, st.Dirty)
 	assert.Equal(t, headA, st.Head)
-	out, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "./bin/tool.sh"}})
+	out, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "./bin/tool.sh"}})
 	require.NoError(t, err)
 	assert.Equal(t, "A\n", string(out.Stdout), "the restored script runs")
 
@@ -136,9 +136,9 @@ func TestCheckpointEditRollbackAndUndo(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 3)
 	_, err = s.Rollback(ctx, 99)
-	assert.ErrorIs(t, err, sandbox.ErrNotFound)
+	assert.ErrorIs(t, err, sandboxapi.ErrNotFound)
 	_, err = s.Checkpoint(ctx, strings.Repeat("x", sandboxapi.MaxCheckpointLabelBytes+1))
-	assert.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	assert.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 }
 
 func TestForkHasTheSourceFilesAndDivergesIndependently(t *testing.T) {
@@ -147,7 +147,7 @@ func TestForkHasTheSourceFilesAndDivergesIndependently(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	src, hd, _ := newEditSession(t, h)
 	require.NoError(t, src.WriteFile(ctx, "committed.txt", []byte("c\n"), 0))
-	_, err := src.Commit(ctx, sandbox.CommitRequest{Message: "c"})
+	_, err := src.Commit(ctx, sandboxapi.CommitRequest{Message: "c"})
 	require.NoError(t, err)
 	makeEverythingDirty(t, ctx, src, hd, "S")
 	srcFiles := worktreeSnapshot(t, hd.LocalPath)
@@ -158,9 +158,9 @@ func TestForkHasTheSourceFilesAndDivergesIndependently(t *testing.T) {
 	fr, err := src.Fork(ctx, sandboxapi.ForkInput{TaskID: "alt-1"})
 	require.NoError(t, err)
 	fh := fr.Handle
-	assert.Equal(t, sandbox.WorkspaceIDForKey("task|"+hd.UserID+"|p|alt-1"), fh.WorkspaceID)
+	assert.Equal(t, sandboxapi.WorkspaceIDForKey("task|"+hd.UserID+"|p|alt-1"), fh.WorkspaceID)
 	assert.Equal(t, hd.WorkspaceID, fh.ForkedFrom)
-	assert.Equal(t, sandbox.ModeTask, fh.Mode)
+	assert.Equal(t, sandboxapi.ModeTask, fh.Mode)
 	assert.Equal(t, sandboxapi.TaskBranch(hd.UserID, "p", "alt-1"), fh.Branch)
 	assert.Equal(t, head, fh.BaseCommit, "its branch starts at the source's HEAD")
 	assert.Equal(t, hd.HostID, fh.HostID)
@@ -186,10 +186,10 @@ func TestForkHasTheSourceFilesAndDivergesIndependently(t *testing.T) {
 	// They diverge: each one's changes, and each one's runtime, are its own.
 	require.NoError(t, fs.WriteFile(ctx, "only-fork.txt", []byte("f\n"), 0))
 	require.NoError(t, src.WriteFile(ctx, "only-source.txt", []byte("s\n"), 0))
-	res, err := fs.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "ls only-*"}})
+	res, err := fs.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "ls only-*"}})
 	require.NoError(t, err)
 	assert.Equal(t, "only-fork.txt\n", string(res.Stdout), string(res.Stderr))
-	fc, err := fs.Commit(ctx, sandbox.CommitRequest{Message: "fork work"})
+	fc, err := fs.Commit(ctx, sandboxapi.CommitRequest{Message: "fork work"})
 	require.NoError(t, err)
 	assert.Equal(t, sandboxapi.TaskBranch(hd.UserID, "p", "alt-1"), fc.Branch)
 	assert.NoFileExists(t, filepath.Join(hd.LocalPath, "only-fork.txt"))
@@ -204,7 +204,7 @@ func TestForkHasTheSourceFilesAndDivergesIndependently(t *testing.T) {
 
 	// The same key again: a conflict, and nothing of the first fork changes.
 	_, err = src.Fork(ctx, sandboxapi.ForkInput{TaskID: "alt-1"})
-	assert.ErrorIs(t, err, sandbox.ErrConflict)
+	assert.ErrorIs(t, err, sandboxapi.ErrConflict)
 	assert.FileExists(t, filepath.Join(fh.LocalPath, "only-fork.txt"))
 
 	// The CLI forks into an edit workspace.
@@ -212,7 +212,7 @@ func TestForkHasTheSourceFilesAndDivergesIndependently(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	var cfr sandboxapi.ForkResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &cfr))
-	assert.Equal(t, sandbox.ModeEdit, cfr.Handle.Mode)
+	assert.Equal(t, sandboxapi.ModeEdit, cfr.Handle.Mode)
 	assert.Equal(t, sandboxapi.EditBranch(hd.UserID, "p", "alt-conv"), cfr.Handle.Branch)
 	data, err := os.ReadFile(filepath.Join(cfr.Handle.LocalPath, "only-source.txt"))
 	require.NoError(t, err)
@@ -238,7 +238,7 @@ func TestDestroyLeavesARestorableBackup(t *testing.T) {
 	require.NoError(t, err)
 	bare := filepath.Join(filepath.Dir(filepath.Dir(hd.LocalPath)), ".bare")
 	require.NoError(t, s.WriteFile(ctx, "unpushed.txt", []byte("u\n"), 0))
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "unpushed work"})
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "unpushed work"})
 	require.NoError(t, err)
 	makeEverythingDirty(t, ctx, s, hd, "D")
 	headD := headOf(t, hd.LocalPath)
@@ -251,7 +251,7 @@ func TestDestroyLeavesARestorableBackup(t *testing.T) {
 	var dr sandboxapi.DestroyResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &dr))
 	assert.True(t, dr.Existed)
-	assert.Equal(t, sandbox.DestroyedRef(hd.WorkspaceID), dr.BackupRef)
+	assert.Equal(t, sandboxapi.DestroyedRef(hd.WorkspaceID), dr.BackupRef)
 	assert.FileExists(t, dr.PatchPath)
 	assert.Equal(t, 1, dr.CheckpointsKept)
 	assert.Equal(t, hd.Branch, dr.BranchDeleted)
@@ -261,7 +261,7 @@ func TestDestroyLeavesARestorableBackup(t *testing.T) {
 	assert.Equal(t, headD, gittest.Git(t, bare, "rev-parse", dr.BackupRef+"^"), "the unpushed commit stays reachable from the backup")
 	row, err := h.Store.GetWorkspace(ctx, hd.WorkspaceID)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.WorkspaceRemoved, row.State, "a tombstone keeps the key on the host holding its saved work")
+	assert.Equal(t, sandboxapi.WorkspaceRemoved, row.State, "a tombstone keeps the key on the host holding its saved work")
 	assert.NotEqual(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, sessionStatus(t, hd.WorkflowID), "destroy completes the session")
 	d, err := s.Describe(ctx)
 	require.NoError(t, err)
@@ -270,7 +270,7 @@ func TestDestroyLeavesARestorableBackup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, list, "a destroyed workspace is not listed")
 	_, err = s.Status(ctx)
-	assert.ErrorIs(t, err, sandbox.ErrWorkspaceNotFound, "its operations fail; nothing is resurrected by them")
+	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound, "its operations fail; nothing is resurrected by them")
 
 	// A later acquire of the key starts fresh and offers the restore.
 	s2, fresh, err := h.client.Acquire(ctx, req)
@@ -306,13 +306,13 @@ func TestDestroyLeavesARestorableBackup(t *testing.T) {
 	assert.True(t, dr.Discarded)
 	assert.Empty(t, dr.BackupRef)
 	_, err = h.Store.GetWorkspace(ctx, hd.WorkspaceID)
-	assert.ErrorIs(t, err, sandbox.ErrWorkspaceNotFound, "the record is gone")
-	for _, ref := range []string{sandbox.DestroyedRef(hd.WorkspaceID), sandbox.CheckpointRef(hd.WorkspaceID, 1)} {
+	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound, "the record is gone")
+	for _, ref := range []string{sandboxapi.DestroyedRef(hd.WorkspaceID), sandboxapi.CheckpointRef(hd.WorkspaceID, 1)} {
 		_, err = gittest.TryGit(bare, "rev-parse", "--verify", "-q", ref)
 		assert.Error(t, err, ref)
 	}
 	_, err = s2.Restore(ctx)
-	assert.ErrorIs(t, err, sandbox.ErrWorkspaceNotFound, "nothing to restore")
+	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound, "nothing to restore")
 	_, third, err := h.client.Acquire(ctx, req)
 	require.NoError(t, err)
 	assert.True(t, third.Created)
@@ -341,12 +341,12 @@ func TestRestoreRecreatesADestroyedWorkspace(t *testing.T) {
 	assert.Equal(t, want, withoutIgnored(worktreeSnapshot(t, back.LocalPath)), "byte for byte")
 	assert.Equal(t, head, headOf(t, back.LocalPath))
 	assert.Equal(t, hd.BaseCommit, back.BaseCommit)
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"cat", "secret.env"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"cat", "secret.env"}})
 	require.NoError(t, err)
 	assert.Equal(t, "K=T\n", string(res.Stdout))
 	row, err := h.Store.GetWorkspace(ctx, hd.WorkspaceID)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.WorkspaceReady, row.State)
+	assert.Equal(t, sandboxapi.WorkspaceReady, row.State)
 }
 
 // Every operation that would change an analysis (read-only) workspace is
@@ -355,7 +355,7 @@ func TestChangingOperationsOnAnAnalysisWorkspaceAreRejected(t *testing.T) {
 	h := startHost(t, "analysislife")
 	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
 	ctx := ctxFor(t, 2*time.Minute)
-	s, hd, err := h.client.Acquire(ctx, sandbox.WorkspaceRequest{UserID: uniq(t, "u"), ProjectID: "p", RepoURL: gittest.FileURL(upstream), Mode: sandbox.ModeAnalysis})
+	s, hd, err := h.client.Acquire(ctx, sandboxapi.WorkspaceRequest{UserID: uniq(t, "u"), ProjectID: "p", RepoURL: gittest.FileURL(upstream), Mode: sandboxapi.ModeAnalysis})
 	require.NoError(t, err)
 	before := worktreeSnapshot(t, hd.LocalPath)
 	bare := filepath.Join(filepath.Dir(filepath.Dir(hd.LocalPath)), ".bare")
@@ -363,7 +363,7 @@ func TestChangingOperationsOnAnAnalysisWorkspaceAreRejected(t *testing.T) {
 	ops := map[string]func() error{
 		"write_file": func() error { return s.WriteFile(ctx, "x.txt", []byte("x"), 0) },
 		"commit": func() error {
-			_, err := s.Commit(ctx, sandbox.CommitRequest{Message: "m"})
+			_, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "m"})
 			return err
 		},
 		"push": func() error { _, err := s.Push(ctx, false); return err },
@@ -372,7 +372,7 @@ func TestChangingOperationsOnAnAnalysisWorkspaceAreRejected(t *testing.T) {
 			return err
 		},
 		"merge_branches": func() error {
-			_, err := s.MergeBranches(ctx, sandbox.MergeRequest{Branches: []string{"agent/x"}})
+			_, err := s.MergeBranches(ctx, sandboxapi.MergeRequest{Branches: []string{"agent/x"}})
 			return err
 		},
 		"checkpoint": func() error { _, err := s.Checkpoint(ctx, ""); return err },
@@ -384,7 +384,7 @@ func TestChangingOperationsOnAnAnalysisWorkspaceAreRejected(t *testing.T) {
 		"restore": func() error { _, err := s.Restore(ctx); return err },
 	}
 	for name, op := range ops {
-		assert.ErrorIs(t, op(), sandbox.ErrCommandRejected, name)
+		assert.ErrorIs(t, op(), sandboxapi.ErrCommandRejected, name)
 	}
 	assert.Equal(t, before, worktreeSnapshot(t, hd.LocalPath), "nothing changed")
 	assert.Equal(t, refsBefore, gittest.Git(t, bare, "for-each-ref"), "no ref was written")
@@ -398,7 +398,7 @@ func TestChangingOperationsOnAnAnalysisWorkspaceAreRejected(t *testing.T) {
 	assert.Empty(t, dr.BackupRef, "a read-only workspace has nothing to save")
 	assert.NoDirExists(t, hd.LocalPath)
 	_, err = h.Store.GetWorkspace(ctx, hd.WorkspaceID)
-	assert.ErrorIs(t, err, sandbox.ErrWorkspaceNotFound)
+	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound)
 }
 
 // A user with five workspaces on two hosts is cleaned up by one
@@ -438,7 +438,7 @@ func TestCleanupOfAUserAcrossTwoHosts(t *testing.T) {
 		hd sandboxapi.Handle
 	}
 	var mine, theirs []made
-	acquire := func(sc *sandboxclient.Client, req sandbox.WorkspaceRequest, host string) made {
+	acquire := func(sc *sandboxclient.Client, req sandboxapi.WorkspaceRequest, host string) made {
 		s, hd, err := sc.Acquire(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, host, hd.HostID)
@@ -449,8 +449,8 @@ func TestCleanupOfAUserAcrossTwoHosts(t *testing.T) {
 		require.NoError(t, m.s.WriteFile(ctx, "work.txt", []byte("unsaved "+strconv.Itoa(i)+"\n"), 0))
 		mine = append(mine, m)
 	}
-	mine = append(mine, acquire(scB, sandbox.WorkspaceRequest{UserID: user, ProjectID: "p1", RepoURL: url, Mode: sandbox.ModeTask, TaskID: "b0"}, cfgB.HostID))
-	mine = append(mine, acquire(scB, sandbox.WorkspaceRequest{UserID: user, ProjectID: "p2", RepoURL: url, Mode: sandbox.ModeAnalysis}, cfgB.HostID))
+	mine = append(mine, acquire(scB, sandboxapi.WorkspaceRequest{UserID: user, ProjectID: "p1", RepoURL: url, Mode: sandboxapi.ModeTask, TaskID: "b0"}, cfgB.HostID))
+	mine = append(mine, acquire(scB, sandboxapi.WorkspaceRequest{UserID: user, ProjectID: "p2", RepoURL: url, Mode: sandboxapi.ModeAnalysis}, cfgB.HostID))
 	theirs = append(theirs, acquire(scA, editRequest(other, "p1", "x", url), cfgA.HostID))
 	theirs = append(theirs, acquire(scB, editRequest(other, "p1", "y", url), cfgB.HostID))
 	for _, m := range theirs {
@@ -495,7 +495,7 @@ func TestCleanupOfAUserAcrossTwoHosts(t *testing.T) {
 	// The dirty ones keep a restorable backup on their host.
 	back, err := mine[0].s.Restore(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.DestroyedRef(mine[0].hd.WorkspaceID), back.RestoredFrom)
+	assert.Equal(t, sandboxapi.DestroyedRef(mine[0].hd.WorkspaceID), back.RestoredFrom)
 	data, err := mine[0].s.ReadFile(ctx, "work.txt")
 	require.NoError(t, err)
 	assert.Equal(t, "unsaved 0\n", string(data))
@@ -520,7 +520,7 @@ func TestCleanupOfAUserAcrossTwoHosts(t *testing.T) {
 			continue
 		}
 		row, err := hostA.Store.GetWorkspace(ctx, m.hd.WorkspaceID)
-		assert.ErrorIs(t, err, sandbox.ErrWorkspaceNotFound, "%s: %+v", m.hd.WorkspaceID, row)
+		assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound, "%s: %+v", m.hd.WorkspaceID, row)
 	}
 }
 
@@ -532,13 +532,13 @@ func TestCleanupOfAUserAcrossTwoHosts(t *testing.T) {
 func TestCheckpointsAreSavedWorkForEviction(t *testing.T) {
 	e := newEvEnv(t, "evcheckpoint", aggressive(hugeBudget))
 	ctx := ctxFor(t, 5*time.Minute)
-	sCp, hCp := e.acquire(sandbox.ModeEdit, "checkpointed")
+	sCp, hCp := e.acquire(sandboxapi.ModeEdit, "checkpointed")
 	require.NoError(t, sCp.WriteFile(ctx, "wip.txt", []byte("saved in a checkpoint\n"), 0o600))
 	require.NoError(t, sCp.WriteFile(ctx, "README.md", []byte("edited\r\n"), 0))
 	cp, err := sCp.Checkpoint(ctx, "before eviction")
 	require.NoError(t, err)
 	before := worktreeSnapshot(t, hCp.LocalPath)
-	sDirty, hDirty := e.acquire(sandbox.ModeEdit, "dirty")
+	sDirty, hDirty := e.acquire(sandboxapi.ModeEdit, "dirty")
 	require.NoError(t, sDirty.WriteFile(ctx, "wip.txt", []byte("only in the worktree\n"), 0))
 
 	res := e.run(false)
@@ -562,11 +562,11 @@ func TestCheckpointsAreSavedWorkForEviction(t *testing.T) {
 
 	// A destroyed workspace's kept checkpoint holds the repo cache.
 	p := newEvEnv(t, "evcheckpointcache", aggressive(tinyBudget))
-	sW, hW := p.acquire(sandbox.ModeTask, "w")
+	sW, hW := p.acquire(sandboxapi.ModeTask, "w")
 	require.NoError(t, sW.WriteFile(ctx, "precious.txt", []byte("p\n"), 0))
 	_, err = sW.Checkpoint(ctx, "")
 	require.NoError(t, err)
-	res2, err := sW.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rm", "precious.txt"}})
+	res2, err := sW.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"rm", "precious.txt"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res2.ExitCode)
 	dr, err := sW.Destroy(ctx, false)

@@ -337,6 +337,6 @@ func destroyRuntimes(h *hostworker.Host) {
 		return
 	}
 	for _, ws := range wss {
-		_ = h.Activities.Runtimes.Destroy(ctx, sandbox.RuntimeIDFor(ws.ID))
+		_ = h.Activities.Runtimes.Destroy(ctx, sandboxapi.RuntimeIDFor(ws.ID))
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/metrics"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
@@ -122,7 +121,7 @@ func TestMetricsAfterAScriptedSession(t *testing.T) {
 	gittest.Commit(t, upstream, "README.md", "hello\n", "initial")
 	s, _, err := h.client.Acquire(ctx, editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(upstream)))
 	require.NoError(t, err)
-	for _, req := range []sandbox.ExecRequest{
+	for _, req := range []sandboxapi.ExecRequest{
 		{Cmd: []string{"true"}},
 		{Cmd: []string{"sh", "-c", "exit 3"}},
 		{Cmd: []string{"sleep", "30"}, TimeoutS: 1},
@@ -131,7 +130,7 @@ func TestMetricsAfterAScriptedSession(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.WriteFile(ctx, "notes/hello.txt", []byte("hello\n"), 0))
-	c, err := s.Commit(ctx, sandbox.CommitRequest{Message: "agent: hello"})
+	c, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "agent: hello"})
 	require.NoError(t, err)
 	require.False(t, c.NothingToCommit)
 	plan, err := h.client.RunEviction(ctx, sandboxapi.EvictionInput{DryRun: true, Hosts: []string{cfg.HostID}})

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
@@ -133,7 +132,7 @@ func TestTwoHostsShareTemporalAndPostgres(t *testing.T) {
 	began := time.Now()
 	_, err = sB.ReadFile(ctx, "b.txt")
 	require.Error(t, err)
-	assert.ErrorIs(t, err, sandbox.ErrWorkspaceUnavailable)
+	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceUnavailable)
 	// Within the configured wait (the operation's schedule-to-start timeout),
 	// plus the SDK's sticky schedule-to-start timeout (5 s: the session's next
 	// workflow task first waits on B's sticky queue before A takes it), plus
@@ -147,10 +146,10 @@ func TestTwoHostsShareTemporalAndPostgres(t *testing.T) {
 	other.BranchName = named.BranchName
 	_, _, err = sc.Acquire(ctx, other)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, sandbox.ErrConflict, "%v", err)
+	assert.ErrorIs(t, err, sandboxapi.ErrConflict, "%v", err)
 	assert.Contains(t, err.Error(), "is held by another workspace")
 	assert.NotEmpty(t, data)
-	res, err := sA.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	res, err := sA.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.ExitCode)
 

@@ -25,7 +25,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 	"github.com/sandboxcore/sandboxcore/workflows"
@@ -184,7 +183,7 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 
 	run := func(network sandboxapi.Network, script string, args ...string) string {
 		t.Helper()
-		res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: append([]string{"bash", "-c", script, "probe"}, args...), Network: network, TimeoutS: 60})
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: append([]string{"bash", "-c", script, "probe"}, args...), Network: network, TimeoutS: 60})
 		require.NoError(t, err)
 		return string(res.Stdout) + string(res.Stderr)
 	}
@@ -216,10 +215,10 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 	// A command may narrow the network: none has no proxy at all.
 	assert.Contains(t, run(sandboxapi.NetworkNone, proxyGet, wkr.addr(), "x"), "no HTTP_PROXY")
 	// ... never widen it: refused before anything runs, naming the policy.
-	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkDefault})
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkDefault})
 	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 	require.Contains(t, err.Error(), "above the network policy of workspace "+hd.WorkspaceID+" (limited)")
-	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: "open"})
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Network: "open"})
 	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 
 	// Background processes take the same network rules.
@@ -255,7 +254,7 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 	require.NoError(t, err)
 	require.Equal(t, sandboxapi.NetworkNone, hd2.Network)
 	require.Empty(t, hd2.NetworkAllow)
-	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkLimited})
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkLimited})
 	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 	assert.Contains(t, run("", directConnect, "127.0.0.1", "3128"), "FAILED", "no egress forwarder under none")
 	// An acquire that names nothing keeps it.

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -37,8 +36,8 @@ func overlapUpstream(t *testing.T) string {
 	return gittest.FileURL(up)
 }
 
-func taskRequest(user, project, task, url string) sandbox.WorkspaceRequest {
-	return sandbox.WorkspaceRequest{UserID: user, ProjectID: project, RepoURL: url, Mode: sandbox.ModeTask, TaskID: task}
+func taskRequest(user, project, task, url string) sandboxapi.WorkspaceRequest {
+	return sandboxapi.WorkspaceRequest{UserID: user, ProjectID: project, RepoURL: url, Mode: sandboxapi.ModeTask, TaskID: task}
 }
 
 // Three workspaces of one user and project edit the same file in
@@ -50,7 +49,7 @@ func TestOverlapsOfWorkspacesOfOneRepository(t *testing.T) {
 	url := overlapUpstream(t)
 	ctx := ctxFor(t, 3*time.Minute)
 	user, other := uniq(t, "u"), uniq(t, "v")
-	acquire := func(req sandbox.WorkspaceRequest) (*sandboxclient.Session, sandboxapi.Handle) {
+	acquire := func(req sandboxapi.WorkspaceRequest) (*sandboxclient.Session, sandboxapi.Handle) {
 		s, hd, err := h.client.Acquire(ctx, req)
 		require.NoError(t, err)
 		return s, hd
@@ -66,10 +65,10 @@ func TestOverlapsOfWorkspacesOfOneRepository(t *testing.T) {
 	}
 	write(a, "big.txt", lines20(map[int]string{2: "a2", 3: "a3"}))
 	write(a, "mv.txt", lines20(map[int]string{2: "a2"}))
-	_, err := a.Commit(ctx, sandbox.CommitRequest{Message: "a's committed part", Paths: []string{"mv.txt"}})
+	_, err := a.Commit(ctx, sandboxapi.CommitRequest{Message: "a's committed part", Paths: []string{"mv.txt"}})
 	require.NoError(t, err)
 	write(b, "big.txt", lines20(map[int]string{15: "b15"}))
-	res, err := b.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "mkdir -p moved && mv mv.txt moved/mv.txt && sed -i 's/^line 18$/b18/' moved/mv.txt"}})
+	res, err := b.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "mkdir -p moved && mv mv.txt moved/mv.txt && sed -i 's/^line 18$/b18/' moved/mv.txt"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, string(res.Stderr))
 	write(c, "big.txt", lines20(map[int]string{4: "c4"}))
@@ -138,11 +137,11 @@ func TestMergePreviewThroughTheSessionEqualsTheMerge(t *testing.T) {
 	user, other := uniq(t, "u"), uniq(t, "v")
 	conv, hconv, err := h.client.Acquire(ctx, editRequest(user, "p", "conv", url))
 	require.NoError(t, err)
-	task := func(req sandbox.WorkspaceRequest, content string) sandboxapi.Handle {
+	task := func(req sandboxapi.WorkspaceRequest, content string) sandboxapi.Handle {
 		s, hd, err := h.client.Acquire(ctx, req)
 		require.NoError(t, err)
 		require.NoError(t, s.WriteFile(ctx, "big.txt", []byte(content), 0))
-		_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "task"})
+		_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "task"})
 		require.NoError(t, err)
 		return hd
 	}

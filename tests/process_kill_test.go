@@ -17,7 +17,6 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -104,7 +103,7 @@ func reattachAfterKill(t *testing.T, provider string) {
 			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if p, err := docker.New(cctx, docker.Options{Image: img, Supervisor: os.Getenv("SANDBOX_SUPERVISOR_BINARY"), StateDir: filepath.Join(dataDir, "runtimes", "docker")}); err == nil {
-				_ = p.Destroy(cctx, sandbox.RuntimeIDFor(hd.WorkspaceID))
+				_ = p.Destroy(cctx, sandboxapi.RuntimeIDFor(hd.WorkspaceID))
 				_ = p.Close()
 			}
 		})

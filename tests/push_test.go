@@ -40,7 +40,7 @@ type pushEnv struct {
 	gh       *githubtest.Server
 	upstream string
 	url      string
-	repo     sandbox.RepoIdentity
+	repo     sandboxapi.RepoIdentity
 	token    string
 	credDir  string
 	host     *hostworker.Host
@@ -57,7 +57,7 @@ func newPushEnv(t *testing.T, name string, opts ...hostOption) *pushEnv {
 	e.upstream = gittest.InitRepo(t, e.srv.RepoDir("acme/app.git"), "trunk")
 	e.url = e.srv.URL("acme/app.git")
 	var err error
-	e.repo, err = sandbox.ParseRepoURL(e.url, sandbox.URLPolicy{AllowHTTP: true})
+	e.repo, err = sandboxapi.ParseRepoURL(e.url, sandboxapi.URLPolicy{AllowHTTP: true})
 	require.NoError(t, err)
 
 	e.gh = githubtest.New(t)
@@ -252,10 +252,10 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 
 	// A pull request before the branch is pushed: "push first".
 	require.NoError(t, s.WriteFile(ctx, "agent.txt", []byte("from the agent\n"), 0))
-	c1, err := s.Commit(ctx, sandbox.CommitRequest{Message: "agent: add agent.txt"})
+	c1, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "agent: add agent.txt"})
 	require.NoError(t, err)
 	_, err = s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: "too early"})
-	require.ErrorIs(t, err, sandbox.ErrWorkspaceDirty)
+	require.ErrorIs(t, err, sandboxapi.ErrWorkspaceDirty)
 	assert.Contains(t, err.Error(), "push first")
 	errs = append(errs, err)
 
@@ -266,7 +266,7 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 	// Push: a new remote branch, the commit recorded as pushed.
 	pushed, err := s.Push(ctx, false)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.PushResult{Branch: hd.Branch, Commit: c1.Commit, Status: sandbox.PushCreated}, pushed)
+	assert.Equal(t, sandboxapi.PushResult{Branch: hd.Branch, Commit: c1.Commit, Status: sandboxapi.PushCreated}, pushed)
 	assert.Equal(t, c1.Commit, gittest.Git(t, e.upstream, "rev-parse", "refs/heads/"+hd.Branch))
 	bare := findBare(t, e.host.Config.DataDir)
 	require.Len(t, bare, 1)
@@ -305,20 +305,20 @@ func TestPushAndPullRequestKeepTheTokenSecret(t *testing.T) {
 
 	// The same pull request again: GitHub's 422 "already exists" → SandboxConflict.
 	_, err = s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: "again"})
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 	errs = append(errs, err)
 
 	// The CLI: another commit, `sandboxctl push`, then `sandboxctl pr create` from the other workspace.
 	require.NoError(t, s.WriteFile(ctx, "agent.txt", []byte("second\n"), 0))
-	c2, err := s.Commit(ctx, sandbox.CommitRequest{Message: "agent: second"})
+	c2, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "agent: second"})
 	require.NoError(t, err)
 	r := runCLI(t, bin, e.host.Config.TaskQueue, "", "push", hd.WorkspaceID, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var viaCLI sandbox.PushResult
+	var viaCLI sandboxapi.PushResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &viaCLI))
-	assert.Equal(t, sandbox.PushResult{Branch: hd.Branch, Commit: c2.Commit, PreviousRemoteCommit: c1.Commit, Status: sandbox.PushFastForward}, viaCLI)
+	assert.Equal(t, sandboxapi.PushResult{Branch: hd.Branch, Commit: c2.Commit, PreviousRemoteCommit: c1.Commit, Status: sandboxapi.PushFastForward}, viaCLI)
 	require.NoError(t, s2.WriteFile(ctx, "other.txt", []byte("c2\n"), 0))
-	_, err = s2.Commit(ctx, sandbox.CommitRequest{Message: "agent: other"})
+	_, err = s2.Commit(ctx, sandboxapi.CommitRequest{Message: "agent: other"})
 	require.NoError(t, err)
 	r = runCLI(t, bin, e.host.Config.TaskQueue, "", "push", hd2.WorkspaceID)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -402,7 +402,7 @@ func TestCredentialRefusalsAreFastTypedAndLeaveNoGit(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		err := op()
-		require.ErrorIs(t, err, sandbox.ErrRepoAuthFailed, name)
+		require.ErrorIs(t, err, sandboxapi.ErrRepoAuthFailed, name)
 		assert.Less(t, time.Since(start), 15*time.Second, "%s: refused within seconds, no prompt", name)
 		assert.Empty(t, gitProcesses(serverAddr), "%s: no git process left behind", name)
 		errs = append(errs, err)
@@ -443,7 +443,7 @@ func TestCredentialRefusalsAreFastTypedAndLeaveNoGit(t *testing.T) {
 
 	// Alice's token is revoked: her push and her next acquire are refused.
 	require.NoError(t, s.WriteFile(ctx, "a.txt", []byte("a\n"), 0))
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "a"})
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "a"})
 	require.NoError(t, err)
 	e.setCredential(t, alice, wrong)
 	expectAuthFailed("wrong token, push", func() error {
@@ -475,7 +475,7 @@ func TestPullRequestWaitsForTheRateLimitReset(t *testing.T) {
 	s, _, err := e.client.Acquire(ctx, editRequest(user, "p", "c", e.url))
 	require.NoError(t, err)
 	require.NoError(t, s.WriteFile(ctx, "a.txt", []byte("a\n"), 0))
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "a"})
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "a"})
 	require.NoError(t, err)
 	_, err = s.Push(ctx, false)
 	require.NoError(t, err)
@@ -483,7 +483,7 @@ func TestPullRequestWaitsForTheRateLimitReset(t *testing.T) {
 	// A reset far away fails at once with the retryable type's name.
 	e.gh.RateLimitNext(1, time.Now().Add(time.Hour))
 	_, err = s.CreatePullRequest(ctx, sandboxapi.PullRequestInput{Title: "t"})
-	require.ErrorIs(t, err, sandbox.ErrRateLimited)
+	require.ErrorIs(t, err, sandboxapi.ErrRateLimited)
 	assert.Contains(t, err.Error(), "resets at")
 
 	// A reset two seconds away is waited for: Temporal retries right after it.

@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/storetest"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Real repositories and real faults, end to end: store outages, moved
@@ -96,11 +97,11 @@ func TestStoreOutage(t *testing.T) {
 	entries, err := s.ListDir(ctx, "")
 	require.NoError(t, err)
 	assert.NotEmpty(t, entries)
-	found, err := s.Search(ctx, sandbox.SearchRequest{Pattern: "before", Literal: true})
+	found, err := s.Search(ctx, sandboxapi.SearchRequest{Pattern: "before", Literal: true})
 	require.NoError(t, err)
 	assert.Len(t, found.Matches, 1)
 	require.NoError(t, s.WriteFile(ctx, "during.txt", []byte("during\n"), 0))
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"cat", "during.txt"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"cat", "during.txt"}})
 	require.NoError(t, err)
 	assert.Equal(t, "during\n", string(res.Stdout))
 	st, err := s.Status(ctx)
@@ -109,7 +110,7 @@ func TestStoreOutage(t *testing.T) {
 	d, err := s.Diff(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, d.Files, "during.txt")
-	c, err := s.Commit(ctx, sandbox.CommitRequest{Message: "written while the store was down"})
+	c, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "written while the store was down"})
 	require.NoError(t, err)
 	assert.False(t, c.NothingToCommit)
 	quick := time.Now()
@@ -120,7 +121,7 @@ func TestStoreOutage(t *testing.T) {
 	start = time.Now()
 	_, _, err = h.client.Acquire(ctx, editRequest(user, "p", "c2", repoURL))
 	require.Error(t, err, "a new workspace needs the store")
-	assert.True(t, errors.Is(err, sandbox.ErrRuntimeUnavailable), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRuntimeUnavailable), "got %v", err)
 	assert.Less(t, time.Since(start), 2*time.Minute, "bounded")
 	for _, detail := range []string{db.Hostname(), db.Port(), proxy.Addr(), db.User.Username(), strings.TrimPrefix(db.Path, "/"), db.Query().Get("search_path"), "user=", "database="} {
 		assert.NotContains(t, err.Error(), detail, "the error names no connection detail: %v", err)
@@ -150,19 +151,19 @@ func TestPushRejectionReasonReachesTheClient(t *testing.T) {
 	s, _, err := e.client.Acquire(ctx, editRequest(user, "p", "c1", e.url))
 	require.NoError(t, err)
 	require.NoError(t, s.WriteFile(ctx, "agent.txt", []byte("from the agent\n"), 0))
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "agent: add agent.txt"})
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "agent: add agent.txt"})
 	require.NoError(t, err)
 
 	gittest.Git(t, e.upstream, "branch", "agent")
 	_, err = s.Push(ctx, false)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrConflict), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrConflict), "got %v", err)
 	assert.Contains(t, err.Error(), "'refs/heads/agent' exists")
 	assert.NotContains(t, err.Error(), e.token)
 
 	_, _, err = e.client.Acquire(ctx, editRequest(user, "p", "c2", e.url))
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrConflict), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrConflict), "got %v", err)
 	assert.Contains(t, err.Error(), "refs/remotes/origin/agent")
 
 	gittest.Git(t, e.upstream, "branch", "-D", "agent")
@@ -170,7 +171,7 @@ func TestPushRejectionReasonReachesTheClient(t *testing.T) {
 	require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\necho 'GH006: Protected branch update failed for refs/heads/agent/edits-c1.' >&2\nexit 1\n"), 0o755))
 	_, err = s.Push(ctx, false)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrCommandRejected), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrCommandRejected), "got %v", err)
 	assert.Contains(t, err.Error(), "GH006: Protected branch update failed")
 }
 
@@ -226,7 +227,7 @@ func TestMovedRepositoryOnAcquire(t *testing.T) {
 	start = time.Now()
 	_, _, err = h.client.Acquire(ctx, editRequest(user, "p", "c4", oldURL))
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoNotFound), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoNotFound), "got %v", err)
 	assert.Less(t, time.Since(start), 10*time.Second, "a permanent answer is not retried")
 }
 
@@ -258,7 +259,7 @@ func TestFreshRefIsFetched(t *testing.T) {
 	req.ConversationID, req.BaseRef = "c3", "no-such-branch"
 	_, _, err = h.client.Acquire(ctx, req)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRefNotFound), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRefNotFound), "got %v", err)
 }
 
 // TestRepositoryContent: Git LFS content (a 50 MiB file behind an
@@ -299,7 +300,7 @@ func TestRepositoryContent(t *testing.T) {
 	require.Len(t, entries, 1)
 	assert.Equal(t, int64(len(big)), entries[0].Size, "the content, not the pointer")
 	assert.False(t, entries[0].LFSPointer)
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sha256sum assets/big.bin | cut -c1-64; cat lib/dep/dep.go; git -C lib/dep rev-parse HEAD"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "sha256sum assets/big.bin | cut -c1-64; cat lib/dep/dep.go; git -C lib/dep rev-parse HEAD"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
 	sum := sha256.Sum256(big)
@@ -312,12 +313,12 @@ func TestRepositoryContent(t *testing.T) {
 	d, err := s.Diff(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, d.Files)
-	c, err := s.Commit(ctx, sandbox.CommitRequest{Message: "nothing"})
+	c, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "nothing"})
 	require.NoError(t, err)
 	assert.True(t, c.NothingToCommit)
 	assert.Zero(t, lfs.Invalid(), lfs.LastInvalid())
 	secret := ""
-	id, _ := sandbox.ParseRepoURL(url, sandbox.URLPolicy{AllowHTTP: true})
+	id, _ := sandboxapi.ParseRepoURL(url, sandboxapi.URLPolicy{AllowHTTP: true})
 	if cred, _ := creds.Credential(ctx, sandbox.AuthScope{Repo: id}); cred != nil {
 		secret = cred.Secret
 	}

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
@@ -43,15 +42,15 @@ func TestSessionHistoriesReplay(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.ListDir(ctx, "")
 	require.NoError(t, err)
-	_, err = s.Search(ctx, sandbox.SearchRequest{Pattern: "a"})
+	_, err = s.Search(ctx, sandboxapi.SearchRequest{Pattern: "a"})
 	require.NoError(t, err)
-	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo hi"}})
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo hi"}})
 	require.NoError(t, err)
 	_, err = s.Status(ctx)
 	require.NoError(t, err)
 	_, err = s.Diff(ctx)
 	require.NoError(t, err)
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "m"})
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "m"})
 	require.NoError(t, err)
 	_, err = s.ReadFile(ctx, "../escape")
 	require.Error(t, err)
@@ -111,9 +110,9 @@ func TestSessionProcessHistoriesReplay(t *testing.T) {
 	h := startHost(t, "replay-proc")
 	s, hd, _ := newEditSession(t, h)
 	ctx := ctxFor(t, 3*time.Minute)
-	_, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"echo", "short"}})
+	_, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"echo", "short"}})
 	require.NoError(t, err)
-	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 1.5; echo long"}})
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "sleep 1.5; echo long"}})
 	require.NoError(t, err)
 	p, err := s.ProcessStart(ctx, sandboxapi.ProcessStartInput{Cmd: []string{"sh", "-c", "read x; echo got $x; sleep 600"}, Stdin: true, Tag: "t"})
 	require.NoError(t, err)
@@ -128,12 +127,12 @@ func TestSessionProcessHistoriesReplay(t *testing.T) {
 	require.Error(t, s.ProcessResize(ctx, p.ProcessID, 10, 10), "no terminal")
 	require.NoError(t, s.ProcessSignal(ctx, p.ProcessID, "KILL"))
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err = s.Exec(cctx, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+	_, err = s.Exec(cctx, sandboxapi.ExecRequest{Cmd: []string{"sleep", "600"}})
 	cancel()
 	require.Error(t, err)
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+		_, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sleep", "600"}})
 		done <- err
 	}()
 	time.Sleep(1500 * time.Millisecond)

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -156,7 +155,7 @@ func BenchmarkScale(b *testing.B) {
 				wg.Go(func() {
 					for i := 0; i < execs; i++ {
 						t := time.Now()
-						res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}})
+						res, err := s.Exec(context.Background(), sandboxapi.ExecRequest{Cmd: []string{"true"}})
 						d := time.Since(t)
 						if err == nil && res.ExitCode != 0 {
 							err = fmt.Errorf("exit code %d", res.ExitCode)

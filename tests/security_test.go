@@ -36,7 +36,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/devserver"
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/payloadcodec"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
@@ -280,7 +279,7 @@ func TestSecuredEngineOverMutualTLS(t *testing.T) {
 	got, err := s.ReadFile(ctx, file)
 	require.NoError(t, err)
 	assert.Equal(t, m.content, string(got), "the SDK reads back what it wrote")
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "cat " + file + "; echo " + m.stdout + "; echo " + m.stdout + " >&2"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "cat " + file + "; echo " + m.stdout + "; echo " + m.stdout + " >&2"}})
 	require.NoError(t, err)
 	assert.Equal(t, m.content+m.stdout+"\n", string(res.Stdout))
 	assert.Equal(t, m.stdout+"\n", string(res.Stderr))
@@ -289,8 +288,8 @@ func TestSecuredEngineOverMutualTLS(t *testing.T) {
 	var firstAt time.Time
 	var streamed strings.Builder
 	start := time.Now()
-	sres, err := s.ExecStream(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo " + m.stdout + "-stream; sleep 3; echo done"}},
-		func(c sandbox.ExecChunk) {
+	sres, err := s.ExecStream(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo " + m.stdout + "-stream; sleep 3; echo done"}},
+		func(c sandboxapi.ExecChunk) {
 			if firstAt.IsZero() && strings.Contains(string(c.Data), m.stdout+"-stream") {
 				firstAt = time.Now()
 			}
@@ -305,11 +304,11 @@ func TestSecuredEngineOverMutualTLS(t *testing.T) {
 	d, err := s.Diff(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, d.Patch, "+"+strings.TrimSuffix(m.content, "\n"))
-	c, err := s.Commit(ctx, sandbox.CommitRequest{Message: "agent: " + m.message})
+	c, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "agent: " + m.message})
 	require.NoError(t, err)
 	assert.False(t, c.NothingToCommit)
 	_, err = s.ReadFile(ctx, m.missing+".txt")
-	require.ErrorIs(t, err, sandbox.ErrFileNotFound, "typed errors survive encryption")
+	require.ErrorIs(t, err, sandboxapi.ErrFileNotFound, "typed errors survive encryption")
 	assert.Contains(t, err.Error(), m.missing, "the SDK decodes the error message")
 	list, err := sc.ListSessions(ctx, "SandboxUser = '"+user+"'", 10)
 	require.NoError(t, err)
@@ -762,7 +761,7 @@ func TestWorkerRefusesPlaintextPayloads(t *testing.T) {
 	s, hd, err := keyed.Acquire(ctx, editRequest(user, "p", "c1", url))
 	require.NoError(t, err)
 	require.NoError(t, s.WriteFile(ctx, "notes.txt", []byte("encrypted both ways\n"), 0))
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "cat notes.txt; echo ran"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "cat notes.txt; echo ran"}})
 	require.NoError(t, err)
 	assert.Equal(t, "encrypted both ways\nran\n", string(res.Stdout))
 	got, err := s.ReadFile(ctx, "notes.txt")
@@ -785,15 +784,15 @@ func TestWorkerRefusesPlaintextPayloads(t *testing.T) {
 	ps, err := keyless.Session(hd.WorkspaceID)
 	require.NoError(t, err)
 	err = ps.WriteFile(ctx, "planted.txt", []byte("plaintext"), 0)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
-	_, err = ps.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "touch ran-from-plaintext"}})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	_, err = ps.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "touch ran-from-plaintext"}})
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = ps.ReadFile(ctx, "notes.txt")
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	// Nothing of it happened.
 	_, err = s.ReadFile(ctx, "planted.txt")
-	require.ErrorIs(t, err, sandbox.ErrFileNotFound)
-	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "test -e ran-from-plaintext && echo RAN || echo absent"}})
+	require.ErrorIs(t, err, sandboxapi.ErrFileNotFound)
+	res, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "test -e ran-from-plaintext && echo RAN || echo absent"}})
 	require.NoError(t, err)
 	assert.Equal(t, "absent\n", string(res.Stdout))
 
@@ -831,7 +830,7 @@ func TestWorkerRefusesPlaintextPayloads(t *testing.T) {
 		assert.Equal(t, "InvalidArgument", app.Type(), op)
 	}
 	_, err = ps.Status(ctx)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "a keyless client's {} is plaintext: refused by the codec")
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "a keyless client's {} is plaintext: refused by the codec")
 	st, err := s.Status(ctx)
 	require.NoError(t, err)
 	assert.NotEmpty(t, st.Branch)

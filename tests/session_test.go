@@ -37,14 +37,14 @@ func httpRepo(t *testing.T) (*gittest.Server, string, string) {
 	dir := gittest.InitRepo(t, srv.RepoDir("team/project.git"), "trunk")
 	gittest.Commit(t, dir, "README.md", "hello\n", "initial")
 	gittest.Commit(t, dir, "src/main.go", "package main\n", "add main")
-	id, err := sandbox.ParseRepoURL(srv.URL("team/project.git"), sandbox.URLPolicy{AllowHTTP: true})
+	id, err := sandboxapi.ParseRepoURL(srv.URL("team/project.git"), sandboxapi.URLPolicy{AllowHTTP: true})
 	require.NoError(t, err)
 	creds.set(id.Host, sandbox.Credential{Username: "agent", Secret: secret})
 	return srv, srv.URL("team/project.git"), dir
 }
 
-func editRequest(user, project, conv, url string) sandbox.WorkspaceRequest {
-	return sandbox.WorkspaceRequest{UserID: user, ProjectID: project, RepoURL: url, Mode: sandbox.ModeEdit, ConversationID: conv}
+func editRequest(user, project, conv, url string) sandboxapi.WorkspaceRequest {
+	return sandboxapi.WorkspaceRequest{UserID: user, ProjectID: project, RepoURL: url, Mode: sandboxapi.ModeEdit, ConversationID: conv}
 }
 
 func TestAcquireIsIdempotentAndConversationsAreIsolated(t *testing.T) {
@@ -61,7 +61,7 @@ func TestAcquireIsIdempotentAndConversationsAreIsolated(t *testing.T) {
 	assert.True(t, hA.Created)
 	assert.Equal(t, sandboxapi.EditBranch(user, project, "convA"), hA.Branch)
 	assert.Equal(t, base, hA.BaseCommit)
-	assert.Equal(t, sandbox.ModeEdit, hA.Mode)
+	assert.Equal(t, sandboxapi.ModeEdit, hA.Mode)
 	assert.True(t, hA.Capabilities.Writable)
 	assert.DirExists(t, hA.LocalPath)
 
@@ -89,8 +89,8 @@ func TestAcquireIsIdempotentAndConversationsAreIsolated(t *testing.T) {
 	// An edit in A is invisible in B.
 	require.NoError(t, sA.WriteFile(ctx, "notes/a.txt", []byte("from A\n"), 0))
 	_, err = sB.ReadFile(ctx, "notes/a.txt")
-	assert.ErrorIs(t, err, sandbox.ErrFileNotFound)
-	assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "FileNotFound is a kind of InvalidWorkspacePath")
+	assert.ErrorIs(t, err, sandboxapi.ErrFileNotFound)
+	assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath, "FileNotFound is a kind of InvalidWorkspacePath")
 	stB, err := sB.Status(ctx)
 	require.NoError(t, err)
 	assert.False(t, stB.Dirty, "B must stay clean: %+v", stB)
@@ -140,13 +140,13 @@ func TestCloneOnceOverAuthenticatedHTTP(t *testing.T) {
 func TestWrongCredentialIsAuthFailed(t *testing.T) {
 	h := startHost(t, "auth")
 	srv, url, _ := httpRepo(t)
-	id, _ := sandbox.ParseRepoURL(url, sandbox.URLPolicy{AllowHTTP: true})
+	id, _ := sandboxapi.ParseRepoURL(url, sandboxapi.URLPolicy{AllowHTTP: true})
 	creds.set(id.Host, sandbox.Credential{Username: "agent", Secret: "wrong"})
 	ctx := ctxFor(t, time.Minute)
 	start := time.Now()
 	_, _, err := h.client.Acquire(ctx, editRequest(uniq(t, "u"), "p", "c", url))
 	require.Error(t, err)
-	assert.ErrorIs(t, err, sandbox.ErrRepoAuthFailed)
+	assert.ErrorIs(t, err, sandboxapi.ErrRepoAuthFailed)
 	assert.NotContains(t, err.Error(), "wrong")
 	assert.Less(t, time.Since(start), 20*time.Second)
 	assert.Positive(t, srv.Unauthorized())
@@ -166,20 +166,22 @@ func TestExecSemantics(t *testing.T) {
 	h := startHost(t, "exec")
 	s, hd, _ := newEditSession(t, h)
 	ctx := ctxFor(t, 3*time.Minute)
-	run := func(req sandbox.ExecRequest) sandbox.ExecResult {
+	run := func(req sandboxapi.ExecRequest) sandboxapi.ExecResult {
 		t.Helper()
 		res, err := s.Exec(ctx, req)
 		require.NoError(t, err)
 		return res
 	}
-	sh := func(script string) sandbox.ExecRequest { return sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}} }
+	sh := func(script string) sandboxapi.ExecRequest {
+		return sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", script}}
+	}
 
-	res := run(sandbox.ExecRequest{Cmd: []string{"echo", "hi"}})
+	res := run(sandboxapi.ExecRequest{Cmd: []string{"echo", "hi"}})
 	assert.Equal(t, 0, res.ExitCode)
 	assert.Equal(t, "hi\n", string(res.Stdout))
 
 	assert.Equal(t, 3, run(sh("exit 3")).ExitCode)
-	assert.Equal(t, 127, run(sandbox.ExecRequest{Cmd: []string{"definitely-not-a-cmd"}}).ExitCode)
+	assert.Equal(t, 127, run(sandboxapi.ExecRequest{Cmd: []string{"definitely-not-a-cmd"}}).ExitCode)
 
 	res = run(sh("echo out; echo err >&2; exit 1"))
 	assert.Equal(t, 1, res.ExitCode)
@@ -191,7 +193,7 @@ func TestExecSemantics(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*time.Second, "a background child must not hold the call (within 2 s)")
 	assert.Equal(t, "started\n", string(res.Stdout))
 
-	res = run(sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 300 & while true; do date >> tick; sleep 1; done"}, TimeoutS: 2})
+	res = run(sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "sleep 300 & while true; do date >> tick; sleep 1; done"}, TimeoutS: 2})
 	assert.True(t, res.TimedOut)
 	assert.Equal(t, 124, res.ExitCode)
 	tick := filepath.Join(hd.LocalPath, "tick")
@@ -233,19 +235,19 @@ func TestExecSemantics(t *testing.T) {
 	<-sampled
 	assert.True(t, res.Truncated)
 	assert.Equal(t, int64(50_000_000), res.StdoutBytes)
-	assert.LessOrEqual(t, len(res.Stdout), sandbox.DefaultMaxOutputBytes+256)
+	assert.LessOrEqual(t, len(res.Stdout), sandboxapi.DefaultMaxOutputBytes+256)
 	assert.Less(t, peak.Load()-min(peak.Load(), base), uint64(30<<20), "the worker must not hold the whole output")
 
 	// The worker's own environment never reaches the command.
 	t.Setenv("SANDBOXCORE_TEST_SECRET", "do-not-leak")
-	res = run(sandbox.ExecRequest{Cmd: []string{"env"}})
+	res = run(sandboxapi.ExecRequest{Cmd: []string{"env"}})
 	assert.NotContains(t, string(res.Stdout), "do-not-leak")
 
 	// Invalid input is rejected before anything runs.
-	_, err = s.Exec(ctx, sandbox.ExecRequest{})
-	assert.ErrorIs(t, err, sandbox.ErrInvalidArgument)
-	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Cwd: "../.."})
-	assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{})
+	assert.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Cwd: "../.."})
+	assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath)
 }
 
 func TestFilesAreConfinedToTheWorktree(t *testing.T) {
@@ -263,22 +265,22 @@ func TestFilesAreConfinedToTheWorktree(t *testing.T) {
 	assert.Equal(t, payload, onDisk)
 
 	outside := t.TempDir()
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"ln", "-s", outside, "escape"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"ln", "-s", outside, "escape"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, string(res.Stderr))
-	_, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"ln", "-s", "/etc/passwd", "passwd-link"}})
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"ln", "-s", "/etc/passwd", "passwd-link"}})
 	require.NoError(t, err)
 
 	for _, p := range []string{"../x", "/etc/passwd", "a/../../x", "escape/pwned", "passwd-link"} {
 		_, err := s.ReadFile(ctx, p)
-		assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "read %s", p)
+		assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath, "read %s", p)
 		err = s.WriteFile(ctx, p, []byte("pwned"), 0)
-		assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath, "write %s", p)
+		assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath, "write %s", p)
 	}
 	_, err = s.ListDir(ctx, "escape")
-	assert.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath)
+	assert.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	for _, p := range []string{".git/config", "x/.git/hooks/post-checkout"} {
-		assert.ErrorIs(t, s.WriteFile(ctx, p, []byte("x"), 0), sandbox.ErrInvalidWorkspacePath, p)
+		assert.ErrorIs(t, s.WriteFile(ctx, p, []byte("x"), 0), sandboxapi.ErrInvalidWorkspacePath, p)
 	}
 	entries, err := os.ReadDir(outside)
 	require.NoError(t, err)
@@ -296,7 +298,7 @@ func TestFilesAreConfinedToTheWorktree(t *testing.T) {
 	assert.Equal(t, "dir", names["dir"])
 	assert.Equal(t, "file", names["README.md"])
 
-	sr, err := s.Search(ctx, sandbox.SearchRequest{Pattern: "hello"})
+	sr, err := s.Search(ctx, sandboxapi.SearchRequest{Pattern: "hello"})
 	require.NoError(t, err)
 	require.Len(t, sr.Matches, 1)
 	assert.Equal(t, "README.md", sr.Matches[0].Path)
@@ -324,7 +326,7 @@ func TestDiffAndCommit(t *testing.T) {
 	assert.Contains(t, d.Patch, "+brand new")
 	assert.NotContains(t, d.Patch, "-hello")
 
-	c, err := sA.Commit(ctx, sandbox.CommitRequest{Message: "agent: add world"})
+	c, err := sA.Commit(ctx, sandboxapi.CommitRequest{Message: "agent: add world"})
 	require.NoError(t, err)
 	assert.False(t, c.NothingToCommit)
 	assert.Equal(t, hA.Branch, c.Branch)
@@ -348,7 +350,7 @@ func TestDiffAndCommit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "hello\n", string(gotB), "conversation B does not see A's commit")
 
-	c2, err := sA.Commit(ctx, sandbox.CommitRequest{Message: "nothing"})
+	c2, err := sA.Commit(ctx, sandboxapi.CommitRequest{Message: "nothing"})
 	require.NoError(t, err)
 	assert.True(t, c2.NothingToCommit)
 }
@@ -360,7 +362,7 @@ func TestAnalysisWorkspaceIsReadOnly(t *testing.T) {
 	gittest.Git(t, upstream, "tag", "rel-1")
 	gittest.Commit(t, upstream, "README.md", "v2\n", "v2")
 	ctx := ctxFor(t, time.Minute)
-	s, hd, err := h.client.Acquire(ctx, sandbox.WorkspaceRequest{UserID: uniq(t, "u"), ProjectID: "p", RepoURL: gittest.FileURL(upstream), Mode: sandbox.ModeAnalysis, BaseRef: "rel-1"})
+	s, hd, err := h.client.Acquire(ctx, sandboxapi.WorkspaceRequest{UserID: uniq(t, "u"), ProjectID: "p", RepoURL: gittest.FileURL(upstream), Mode: sandboxapi.ModeAnalysis, BaseRef: "rel-1"})
 	require.NoError(t, err)
 	assert.Equal(t, first, hd.BaseCommit)
 	assert.Empty(t, hd.Branch)
@@ -368,28 +370,28 @@ func TestAnalysisWorkspaceIsReadOnly(t *testing.T) {
 	data, err := s.ReadFile(ctx, "README.md")
 	require.NoError(t, err)
 	assert.Equal(t, "v1\n", string(data))
-	assert.ErrorIs(t, s.WriteFile(ctx, "x.txt", []byte("x"), 0), sandbox.ErrCommandRejected)
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "m"})
-	assert.ErrorIs(t, err, sandbox.ErrCommandRejected)
+	assert.ErrorIs(t, s.WriteFile(ctx, "x.txt", []byte("x"), 0), sandboxapi.ErrCommandRejected)
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "m"})
+	assert.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 }
 
 func TestHostileRequestsAreRejected(t *testing.T) {
 	h := startHost(t, "hostile")
 	ctx := ctxFor(t, time.Minute)
 	good := gittest.FileURL(gittest.NewRepo(t, "trunk"))
-	cases := map[string]sandbox.WorkspaceRequest{
+	cases := map[string]sandboxapi.WorkspaceRequest{
 		"ext transport":      editRequest("u", "p", "c", "ext::sh -c touch% /tmp/pwned"),
 		"credentials in url": editRequest("u", "p", "c", "https://user:pass@example.com/o/r.git"),
 		"dash url":           editRequest("u", "p", "c", "--upload-pack=touch /tmp/pwned"),
 		"conversation path":  editRequest("u", "p", "../../../tmp/evil", good),
 		"user path":          editRequest("../u", "p", "c", good),
 		"repo dots":          editRequest("u", "p", "c", "https://example.com/owner/../../x"),
-		"base ref option":    {UserID: "u", ProjectID: "p", RepoURL: good, Mode: sandbox.ModeEdit, ConversationID: "c", BaseRef: "--upload-pack=touch /tmp/pwned;git-upload-pack"},
+		"base ref option":    {UserID: "u", ProjectID: "p", RepoURL: good, Mode: sandboxapi.ModeEdit, ConversationID: "c", BaseRef: "--upload-pack=touch /tmp/pwned;git-upload-pack"},
 		"bad mode":           {UserID: "u", ProjectID: "p", RepoURL: good, Mode: "root"},
 	}
 	for name, req := range cases {
 		_, _, err := h.client.Acquire(ctx, req)
-		assert.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+		assert.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name)
 	}
 	_, err := os.Stat("/tmp/pwned")
 	assert.True(t, errors.Is(err, os.ErrNotExist))
@@ -401,7 +403,7 @@ func TestResumeAfterTheSessionRunCompleted(t *testing.T) {
 	s, hd, _ := newEditSession(t, h)
 	ctx := ctxFor(t, 2*time.Minute)
 	require.NoError(t, s.WriteFile(ctx, "wip.txt", []byte("uncommitted\n"), 0))
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode)
 
@@ -471,7 +473,7 @@ func TestReleaseAndHibernateKeepTheWorkspace(t *testing.T) {
 	s, hd, _ := newEditSession(t, h)
 	ctx := ctxFor(t, time.Minute)
 	require.NoError(t, s.WriteFile(ctx, "keep.txt", []byte("kept\n"), 0))
-	_, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	_, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	require.NoError(t, err)
 	hib, err := s.Hibernate(ctx)
 	require.NoError(t, err)
@@ -480,7 +482,7 @@ func TestReleaseAndHibernateKeepTheWorkspace(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, d.RuntimeRunning)
 	assert.Equal(t, sandboxapi.StateIdle, d.State)
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"cat", "keep.txt"}})
+	res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"cat", "keep.txt"}})
 	require.NoError(t, err)
 	assert.Equal(t, "kept\n", string(res.Stdout))
 
@@ -488,7 +490,7 @@ func TestReleaseAndHibernateKeepTheWorkspace(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, hd.WorkspaceID, rel.WorkspaceID)
 	waitClosed(t, hd.WorkflowID, 30*time.Second)
-	res, err = s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"cat", "keep.txt"}})
+	res, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"cat", "keep.txt"}})
 	require.NoError(t, err)
 	assert.Equal(t, "kept\n", string(res.Stdout))
 }
@@ -504,7 +506,7 @@ func TestWorkerKilledMidAcquire(t *testing.T) {
 		gittest.Commit(t, dir, "f.txt", strings.Repeat("x", i*1000), "c")
 	}
 	url := srv.URL("team/slow.git")
-	id, _ := sandbox.ParseRepoURL(url, sandbox.URLPolicy{AllowHTTP: true})
+	id, _ := sandboxapi.ParseRepoURL(url, sandboxapi.URLPolicy{AllowHTTP: true})
 	credFile := filepath.Join(t.TempDir(), "creds.json")
 	require.NoError(t, os.WriteFile(credFile, []byte(`{"hosts":{"`+id.Host+`":{"username":"agent","secret":"pw"}}}`), 0o600))
 

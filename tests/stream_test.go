@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestExecStreamDeliversOutputWhileRunning: a client sees a command's output
@@ -22,8 +22,8 @@ func TestExecStreamDeliversOutputWhileRunning(t *testing.T) {
 	var out, errOut strings.Builder
 	var firstAt time.Time
 	start := time.Now()
-	res, err := s.ExecStream(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo first; echo oops >&2; sleep 4; echo second"}},
-		func(c sandbox.ExecChunk) {
+	res, err := s.ExecStream(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo first; echo oops >&2; sleep 4; echo second"}},
+		func(c sandboxapi.ExecChunk) {
 			mu.Lock()
 			defer mu.Unlock()
 			if firstAt.IsZero() && c.Stream == "stdout" && strings.Contains(string(c.Data), "first") {

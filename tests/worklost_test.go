@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Work silently lost or stranded (issue 34): end to end through the
@@ -35,7 +35,7 @@ func TestRestoreAfterTheBaseBranchWasDeletedUpstream(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, featureTip, hd.BaseCommit)
 	require.NoError(t, s.WriteFile(ctx, "committed.txt", []byte("committed\n"), 0))
-	_, err = s.Commit(ctx, sandbox.CommitRequest{Message: "agent work"})
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "agent work"})
 	require.NoError(t, err)
 	makeEverythingDirty(t, ctx, s, hd, "B")
 	head := headOf(t, hd.LocalPath)
@@ -59,7 +59,7 @@ func TestRestoreAfterTheBaseBranchWasDeletedUpstream(t *testing.T) {
 	row, err := h.Store.GetWorkspace(ctx, hd.WorkspaceID)
 	require.NoError(t, err)
 	assert.Equal(t, "feature", row.BaseRef, "the row keeps the base ref it was created with")
-	assert.Equal(t, sandbox.WorkspaceReady, row.State)
+	assert.Equal(t, sandboxapi.WorkspaceReady, row.State)
 }
 
 // TestNestedRepositoryIsRefusedAlikeEverywhere: a nested git repository the
@@ -78,14 +78,14 @@ func TestNestedRepositoryIsRefusedAlikeEverywhere(t *testing.T) {
 	gittest.Git(t, nested, "commit", "--quiet", "-m", "nested work")
 	head := headOf(t, hd.LocalPath)
 
-	_, err := s.Commit(ctx, sandbox.CommitRequest{Message: "everything"})
-	require.ErrorIs(t, err, sandbox.ErrWorkspaceDirty, "commit never leaves it out silently")
+	_, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "everything"})
+	require.ErrorIs(t, err, sandboxapi.ErrWorkspaceDirty, "commit never leaves it out silently")
 	assert.Contains(t, err.Error(), `"vendor/lib/"`)
 	_, err = s.Checkpoint(ctx, "with the nested repository")
-	require.ErrorIs(t, err, sandbox.ErrWorkspaceDirty)
+	require.ErrorIs(t, err, sandboxapi.ErrWorkspaceDirty)
 	assert.Contains(t, err.Error(), `"vendor/lib/"`)
 	_, err = s.Destroy(ctx, false)
-	require.ErrorIs(t, err, sandbox.ErrWorkspaceDirty)
+	require.ErrorIs(t, err, sandboxapi.ErrWorkspaceDirty)
 	assert.Contains(t, err.Error(), `"vendor/lib/"`)
 
 	assert.Equal(t, head, headOf(t, hd.LocalPath), "nothing committed")
@@ -94,7 +94,7 @@ func TestNestedRepositoryIsRefusedAlikeEverywhere(t *testing.T) {
 	assert.Equal(t, "package lib\n", string(data))
 	assert.Equal(t, "nested work", gittest.Git(t, nested, "log", "-1", "--format=%s"))
 
-	res, err := s.Commit(ctx, sandbox.CommitRequest{Message: "mine", Paths: []string{"mine.txt"}})
+	res, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "mine", Paths: []string{"mine.txt"}})
 	require.NoError(t, err, "other paths commit")
 	assert.False(t, res.NothingToCommit)
 }
@@ -117,9 +117,9 @@ func TestAgentBreakingTheWorktreeGitMetadataStrandsNothing(t *testing.T) {
 	require.NoError(t, s.WriteFile(ctx, "README.md", []byte("changed\n"), 0))
 	require.NoError(t, s.WriteFile(ctx, "wip.txt", []byte("work in progress\n"), 0))
 	want := worktreeSnapshot(t, hd.LocalPath)
-	sh := func(script string) sandbox.ExecResult {
+	sh := func(script string) sandboxapi.ExecResult {
 		t.Helper()
-		res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}})
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", script}})
 		require.NoError(t, err)
 		return res
 	}
@@ -153,7 +153,7 @@ func TestAgentBreakingTheWorktreeGitMetadataStrandsNothing(t *testing.T) {
 	assert.Equal(t, want, worktreeSnapshot(t, hd.LocalPath), "the uncommitted changes survive")
 	agentGitWorks("after a prune and an acquire")
 
-	res, err := s.Commit(ctx, sandbox.CommitRequest{Message: "kept"})
+	res, err := s.Commit(ctx, sandboxapi.CommitRequest{Message: "kept"})
 	require.NoError(t, err)
 	assert.Contains(t, gittest.Git(t, bare, "show", "--name-only", "--format=", res.Commit), "wip.txt")
 }

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -23,12 +22,12 @@ import (
 // workflow id only.
 func TestSessionUnderAForeignWorkflowIDServesNothing(t *testing.T) {
 	for _, id := range []string{"evil", "sandbox-session/000000000000000000000000", sandboxapi.StreamWorkflowIDPrefix + "x"} {
-		env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+		env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id, TaskQueue: wire.HostTaskQueue(testHost)})
 		req := *in.Request
 		var acq, ex updateResult
 		update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-		update(env, 10*time.Millisecond, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"true"}})
+		update(env, 10*time.Millisecond, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 		env.RegisterDelayedCallback(func() {
 			env.SignalWorkflow(sandboxapi.SignalEvict, sandboxapi.EvictRequest{})
 			env.SignalWorkflow(sandboxapi.SignalPin, sandboxapi.PinRequest{})
@@ -39,7 +38,7 @@ func TestSessionUnderAForeignWorkflowIDServesNothing(t *testing.T) {
 		for name, err := range map[string]error{"acquire": acq.rejected, "exec": ex.rejected, "run": env.GetWorkflowError()} {
 			var app *temporal.ApplicationError
 			require.True(t, errors.As(err, &app), "%s under %q: %v", name, id, err)
-			assert.Equal(t, sandbox.ErrConflict.Type, app.Type(), name)
+			assert.Equal(t, sandboxapi.ErrConflict.Type, app.Type(), name)
 			assert.NotContains(t, app.Error(), in.WorkspaceID, "the message names the caller's id, not the workspace's")
 		}
 		assert.Zero(t, f.acquires.Load(), "no acquire ran")
@@ -55,10 +54,10 @@ func TestStreamWorkflowUnderAForeignWorkflowIDReadsNothing(t *testing.T) {
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "sandbox-stream/evil", TaskQueue: sandboxapi.DefaultTaskQueue})
 	var read updateResult
 	update(env, 0, sandboxapi.UpdateProcessRead, &read, sandboxapi.ProcessReadInput{ProcessID: "exec-1"})
-	env.ExecuteWorkflow(sandboxapi.ProcessStreamWorkflowType, sandboxapi.StreamInput{WorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c")})
+	env.ExecuteWorkflow(sandboxapi.ProcessStreamWorkflowType, sandboxapi.StreamInput{WorkspaceID: sandboxapi.WorkspaceIDForKey("edit|u|p|c")})
 	require.True(t, env.IsWorkflowCompleted())
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(read.rejected, &app), "%v", read.rejected)
-	assert.Equal(t, sandbox.ErrConflict.Type, app.Type())
+	assert.Equal(t, sandboxapi.ErrConflict.Type, app.Type())
 	assert.Empty(t, *reads)
 }

@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -27,7 +26,7 @@ import (
 // pending forever and the run could never end: every operation was then
 // refused with SessionReleased.)
 func TestMalformedSignalsAreAnsweredAndNeverStallTheSession(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, _, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	fe := &fakeEviction{}
 	fe.register(env)
 	var replies []sandboxapi.EvictResult
@@ -124,7 +123,7 @@ func TestWorkflowArgumentsAreDecodedStrictly(t *testing.T) {
 		t.Helper()
 		var app *temporal.ApplicationError
 		require.True(t, errors.As(err, &app), "%v", err)
-		require.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+		require.Equal(t, sandboxapi.ErrInvalidArgument.Type, app.Type())
 		var d sandboxapi.ErrorDetails
 		require.NoError(t, app.Details(&d))
 		return d.Field
@@ -162,7 +161,7 @@ func TestWorkflowArgumentsAreDecodedStrictly(t *testing.T) {
 		f := &fakeFanout{}
 		env := newFanoutEnv(f)
 		env.ExecuteWorkflow(sandboxapi.TaskFanoutWorkflowType, map[string]any{
-			"conversation_workspace_id": sandbox.WorkspaceIDForKey("edit|u|p|c"),
+			"conversation_workspace_id": sandboxapi.WorkspaceIDForKey("edit|u|p|c"),
 			"tasks":                     []map[string]any{{"task_id": "t1", "scirpt": "rm -rf ."}},
 		})
 		require.True(t, env.IsWorkflowCompleted())
@@ -178,7 +177,7 @@ func TestMalformedCompleteTaskIsIgnored(t *testing.T) {
 	f := &fakeFanout{}
 	env := newFanoutEnv(f)
 	in := sandboxapi.FanoutInput{
-		ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"),
+		ConversationWorkspaceID: sandboxapi.WorkspaceIDForKey("edit|u|p|c"),
 		TaskTimeoutS:            600,
 		Tasks:                   []sandboxapi.TaskSpec{{TaskID: "a1"}},
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -26,10 +25,10 @@ func appType(t *testing.T, err error) string {
 // activities run again), then runs; hibernate and release on a dormant run
 // do not resume it.
 func TestDormantSessionWakesOnTheNextOperation(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	f.exists = true
-	ws := sandbox.Workspace{ID: in.WorkspaceID, Mode: sandbox.ModeEdit, HostID: testHost, BranchName: "agent/edits-c",
-		Capabilities: sandbox.CapabilitiesFromMode(sandbox.ModeEdit, false), Repo: sandbox.RepoIdentity{Host: "example.com", Owner: "o", Name: "r"}}
+	ws := sandboxapi.Workspace{ID: in.WorkspaceID, Mode: sandboxapi.ModeEdit, HostID: testHost, BranchName: "agent/edits-c",
+		Capabilities: sandboxapi.CapabilitiesFromMode(sandboxapi.ModeEdit, false), Repo: sandboxapi.RepoIdentity{Host: "example.com", Owner: "o", Name: "r"}}
 	carry := wire.SessionRunInput{WorkspaceID: in.WorkspaceID, Carry: &wire.SessionCarry{Workspace: ws, Dormant: true,
 		State: sandboxapi.StateReleased, Settings: wire.SessionSettings{IdleStop: time.Minute, IdleClose: time.Hour, RuntimeKind: "local"}}}
 	var desc sandboxapi.SessionDescription
@@ -41,7 +40,7 @@ func TestDormantSessionWakesOnTheNextOperation(t *testing.T) {
 	var rel, read, ex updateResult
 	update(env, 2*time.Second, sandboxapi.UpdateRelease, &rel, sandboxapi.ReleaseInput{})
 	update(env, 3*time.Second, sandboxapi.UpdateReadFile, &read, sandboxapi.ReadFileInput{Path: "a.txt"})
-	update(env, 4*time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"true"}})
+	update(env, 4*time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, carry)
 
 	assert.Equal(t, sandboxapi.StateReleased, desc.State, "dormant: the state it ended in")
@@ -63,7 +62,7 @@ func TestDormantSessionWakesOnTheNextOperation(t *testing.T) {
 // A run whose first acquire never comes (a rejected update-with-start)
 // ends within acquireBeginWait as failed.
 func TestRunWithoutAnAcquireEndsQuickly(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, sandboxapi.DefaultTaskQueue)
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, sandboxapi.DefaultTaskQueue)
 	start := env.Now()
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	require.True(t, env.IsWorkflowCompleted())
@@ -81,7 +80,7 @@ func TestRunWithoutAnAcquireEndsQuickly(t *testing.T) {
 // Arguments are decoded strictly: an unknown field or a wrongly typed
 // value is InvalidArgument naming it, and nothing runs.
 func TestUpdateArgumentsAreDecodedStrictly(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	req := *in.Request
 	var acq, rel, unknown, wrongType updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
@@ -118,7 +117,7 @@ func TestEndingRunRefusesWithSessionReleased(t *testing.T) {
 // An undecodable workflow argument fails the run with InvalidArgument and
 // refuses the update that came with it.
 func TestUndecodableWorkflowArgumentFailsTheRun(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, sandboxapi.DefaultTaskQueue)
+	env, _, in := newEnv(t, sandboxapi.ModeEdit, sandboxapi.DefaultTaskQueue)
 	var acq updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{})
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, map[string]any{"workspace_id": in.WorkspaceID, "requets": map[string]any{}})

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -37,7 +36,7 @@ func (f *fakeEviction) register(env *testsuite.TestWorkflowEnvironment) {
 	}, wire.ActivityEvictWorkspace)
 	reg(func(_ context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 		f.stops.Add(1)
-		return sandboxapi.EvictResult{Action: in.Request.Action, ID: sandbox.RuntimeIDFor(in.WorkspaceID), WorkspaceID: in.WorkspaceID, Outcome: sandboxapi.OutcomeDone}, nil
+		return sandboxapi.EvictResult{Action: in.Request.Action, ID: sandboxapi.RuntimeIDFor(in.WorkspaceID), WorkspaceID: in.WorkspaceID, Outcome: sandboxapi.OutcomeDone}, nil
 	}, wire.ActivityEvictRuntime)
 	reg(func(_ context.Context, in wire.SetPinInput) error {
 		f.pins.Add(1)
@@ -51,10 +50,10 @@ func (f *fakeEviction) register(env *testsuite.TestWorkflowEnvironment) {
 // An evict signal arriving during a long exec waits for it (the session's
 // mutating lock), reports back to the requesting run, and ends the session.
 func TestSessionEvictWaitsForRunningExec(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, _, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	fe := &fakeEviction{}
 	fe.register(env)
-	env.OnActivity(wire.ActivityExecStart, mock.Anything, mock.Anything).After(10*time.Minute).Return(wire.ExecStartResult{Done: true, Result: sandbox.ExecResult{ExitCode: 0, Stdout: []byte("done")}}, nil)
+	env.OnActivity(wire.ActivityExecStart, mock.Anything, mock.Anything).After(10*time.Minute).Return(wire.ExecStartResult{Done: true, Result: sandboxapi.ExecResult{ExitCode: 0, Stdout: []byte("done")}}, nil)
 	var replies atomic.Int32
 	env.OnSignalExternalWorkflow(mock.Anything, "cron-1", "", sandboxapi.SignalEvictionReply, mock.Anything).Return(
 		func(_, _, _, _ string, arg any) error {
@@ -66,7 +65,7 @@ func TestSessionEvictWaitsForRunningExec(t *testing.T) {
 	req := *in.Request
 	var acq, ex updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"sleep", "600"}})
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(sandboxapi.SignalEvict, sandboxapi.EvictRequest{RequestID: "r1", ReplyTo: "cron-1", Action: sandboxapi.EvictionEvictWorkspace, AllowUnsaved: true})
 	}, 2*time.Minute)
@@ -96,7 +95,7 @@ func TestSessionEvictWaitsForRunningExec(t *testing.T) {
 // A signal-only run (signal-with-start, no acquire) handles its signal and
 // completes at once as "closed" instead of waiting for an acquire.
 func TestSessionPinOnlyRunCompletes(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, sandboxapi.DefaultTaskQueue)
+	env, _, in := newEnv(t, sandboxapi.ModeEdit, sandboxapi.DefaultTaskQueue)
 	fe := &fakeEviction{}
 	fe.register(env)
 	until := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -125,7 +124,7 @@ func TestSessionPinOnlyRunCompletes(t *testing.T) {
 }
 
 func TestSessionRefusesPinInThePast(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, sandboxapi.DefaultTaskQueue)
+	env, _, in := newEnv(t, sandboxapi.ModeEdit, sandboxapi.DefaultTaskQueue)
 	fe := &fakeEviction{}
 	fe.register(env)
 	past := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -137,7 +136,7 @@ func TestSessionRefusesPinInThePast(t *testing.T) {
 	v, err := env.QueryWorkflow(sandboxapi.QueryEviction)
 	require.NoError(t, err)
 	require.NoError(t, v.Get(&st))
-	assert.Equal(t, sandbox.ErrInvalidArgument.Type, st.PinErrorType)
+	assert.Equal(t, sandboxapi.ErrInvalidArgument.Type, st.PinErrorType)
 }
 
 func cronEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *[]wire.SessionRequest) {

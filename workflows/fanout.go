@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -22,7 +21,7 @@ type fanout struct {
 	opID    string // "<workflow id>/<run id>": prefix of every update id the activities send
 	report  sandboxapi.FanoutReport
 	hostID  string
-	request sandbox.WorkspaceRequest // the conversation's request, template of the task requests
+	request sandboxapi.WorkspaceRequest // the conversation's request, template of the task requests
 	// completions holds the first complete_task signal per waiting task.
 	completions map[string]*sandboxapi.CompleteTaskSignal
 	running     int
@@ -214,7 +213,7 @@ func (f *fanout) prepare(ctx workflow.Context) error {
 	}
 	h := out.Handle
 	f.hostID = h.HostID
-	f.request = sandbox.WorkspaceRequest{UserID: h.UserID, ProjectID: h.ProjectID, RepoURL: h.Repo.URL}
+	f.request = sandboxapi.WorkspaceRequest{UserID: h.UserID, ProjectID: h.ProjectID, RepoURL: h.Repo.URL}
 	f.report.Branch, f.report.StartCommit, f.report.Checkpointed = h.Branch, out.StartCommit, out.Checkpointed
 	f.report.Head = out.StartCommit
 	return nil
@@ -279,7 +278,7 @@ func (f *fanout) acquireTask(ctx workflow.Context, spec sandboxapi.TaskSpec) (sa
 		return h, err
 	}
 	req := f.request
-	req.Mode, req.TaskID, req.BaseRef = sandbox.ModeTask, spec.TaskID, f.report.StartCommit
+	req.Mode, req.TaskID, req.BaseRef = sandboxapi.ModeTask, spec.TaskID, f.report.StartCommit
 	if workflow.GetVersion(ctx, versionTaskChildSession, workflow.DefaultVersion, 1) == 1 {
 		if err := f.startTaskSession(ctx, req); err != nil {
 			return h, err
@@ -373,9 +372,9 @@ const versionTaskChildSession = "fanout-task-child-session"
 // and two drivers of one task workspace would report each other's work. Any
 // other start failure is logged and left to the acquire activity, which
 // starts the session itself.
-func (f *fanout) startTaskSession(ctx workflow.Context, req sandbox.WorkspaceRequest) error {
-	wsID := sandbox.WorkspaceIDForKey(req.Key())
-	wfID, err := sandbox.SessionWorkflowID(wsID)
+func (f *fanout) startTaskSession(ctx workflow.Context, req sandboxapi.WorkspaceRequest) error {
+	wsID := sandboxapi.WorkspaceIDForKey(req.Key())
+	wfID, err := sandboxapi.SessionWorkflowID(wsID)
 	if err != nil { // cannot happen for a derived id; the acquire reports it
 		return nil
 	}
@@ -399,7 +398,7 @@ func (f *fanout) startTaskSession(ctx workflow.Context, req sandbox.WorkspaceReq
 	switch {
 	case err == nil:
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
-		return sandbox.Errorf(sandbox.ErrConflict, "task %s: a session for this task id is still open (another fan-out or an agent is using it, or an earlier task session has not idled out yet, workspace %s); use a new task id", req.TaskID, wsID)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "task %s: a session for this task id is still open (another fan-out or an agent is using it, or an earlier task session has not idled out yet, workspace %s); use a new task id", req.TaskID, wsID)
 	default:
 		workflow.GetLogger(ctx).Warn("task session not started as a child; the acquire starts it", "task_id", req.TaskID, "error", err)
 	}
@@ -436,7 +435,7 @@ func (f *fanout) merge(ctx workflow.Context) {
 	var res wire.FanoutMergeResult
 	err := runActivity(ctx, 15*time.Minute, 5, wire.ActivityFanoutMerge, wire.FanoutMergeInput{
 		OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID,
-		Request: sandbox.MergeRequest{Branches: branches, CheckpointMessage: "Checkpoint before merging fan-out " + f.report.FanoutID},
+		Request: sandboxapi.MergeRequest{Branches: branches, CheckpointMessage: "Checkpoint before merging fan-out " + f.report.FanoutID},
 	}, &res)
 	if err == nil && len(res.Branches) != len(branches) {
 		err = fmt.Errorf("merge_branches answered %d outcomes for %d branches", len(res.Branches), len(branches))
@@ -450,7 +449,7 @@ func (f *fanout) merge(ctx workflow.Context) {
 	}
 	// Outcomes by branch: the merge ran in the order its preview chose
 	// (results recorded before previews are in the given order).
-	outcome := map[string]sandbox.BranchMerge{}
+	outcome := map[string]sandboxapi.BranchMerge{}
 	for _, b := range res.Branches {
 		outcome[b.Branch] = b
 	}
@@ -478,9 +477,9 @@ func (f *fanout) merge(ctx workflow.Context) {
 			}
 		}
 		switch b.Status {
-		case sandbox.MergeMerged:
+		case sandboxapi.MergeMerged:
 			t.Merge = sandboxapi.TaskMergeMerged
-		case sandbox.MergeConflict:
+		case sandboxapi.MergeConflict:
 			t.Merge, t.ConflictFiles = sandboxapi.TaskMergeConflict, b.ConflictFiles
 		default:
 			t.Merge, t.Message = sandboxapi.TaskMergeFailed, b.Status+": "+b.Message

@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -42,15 +41,15 @@ func (f *fakeFanout) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
 	reg(func(_ context.Context, in wire.FanoutPrepareInput) (wire.FanoutPrepareResult, error) {
 		return wire.FanoutPrepareResult{StartCommit: fakeStart, Handle: sandboxapi.Handle{
-			WorkspaceID: in.WorkspaceID, HostID: testHost, Branch: "agent/edits-c", Mode: sandbox.ModeEdit,
-			UserID: "u", ProjectID: "p", Repo: sandbox.RepoIdentity{URL: "https://example.com/o/r.git"}}}, nil
+			WorkspaceID: in.WorkspaceID, HostID: testHost, Branch: "agent/edits-c", Mode: sandboxapi.ModeEdit,
+			UserID: "u", ProjectID: "p", Repo: sandboxapi.RepoIdentity{URL: "https://example.com/o/r.git"}}}, nil
 	}, wire.ActivityFanoutPrepare)
 	reg(func(_ context.Context, in wire.AcquireTaskInput) (sandboxapi.Handle, error) {
-		if in.Request.Mode != sandbox.ModeTask || in.Request.BaseRef != fakeStart || in.HostID != testHost {
+		if in.Request.Mode != sandboxapi.ModeTask || in.Request.BaseRef != fakeStart || in.HostID != testHost {
 			return sandboxapi.Handle{}, errors.New("unexpected task request")
 		}
-		id := sandbox.WorkspaceIDForKey(in.Request.Key())
-		wf, _ := sandbox.SessionWorkflowID(id)
+		id := sandboxapi.WorkspaceIDForKey(in.Request.Key())
+		wf, _ := sandboxapi.SessionWorkflowID(id)
 		return sandboxapi.Handle{WorkspaceID: id, WorkflowID: wf, Branch: in.Request.Branch(), BaseCommit: in.StartCommit, HostID: testHost}, nil
 	}, wire.ActivityFanoutAcquireTask)
 	reg(func(_ context.Context, in wire.RunScriptInput) (wire.RunScriptResult, error) {
@@ -80,15 +79,15 @@ func (f *fakeFanout) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return out, nil
 	}, wire.ActivityFanoutFinishTask)
-	reg(func(_ context.Context, in wire.FanoutMergeInput) (sandbox.MergeResult, error) {
+	reg(func(_ context.Context, in wire.FanoutMergeInput) (sandboxapi.MergeResult, error) {
 		f.mu.Lock()
 		f.merged = append(f.merged, in.Request.Branches)
 		f.mu.Unlock()
-		res := sandbox.MergeResult{Branch: "agent/edits-c", Head: "head-after"}
+		res := sandboxapi.MergeResult{Branch: "agent/edits-c", Head: "head-after"}
 		for _, b := range in.Request.Branches {
-			bm := sandbox.BranchMerge{Branch: b, Status: sandbox.MergeMerged}
+			bm := sandboxapi.BranchMerge{Branch: b, Status: sandboxapi.MergeMerged}
 			if f.conflicts[b] {
-				bm.Status, bm.ConflictFiles = sandbox.MergeConflict, []string{"same.txt"}
+				bm.Status, bm.ConflictFiles = sandboxapi.MergeConflict, []string{"same.txt"}
 			}
 			res.Branches = append(res.Branches, bm)
 		}
@@ -132,7 +131,7 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	f := &fakeFanout{conflicts: map[string]bool{tbUP + "task-t5": true}}
 	env := newFanoutEnv(f)
 	in := sandboxapi.FanoutInput{
-		ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"),
+		ConversationWorkspaceID: sandboxapi.WorkspaceIDForKey("edit|u|p|c"),
 		MaxParallel:             2,
 		Tasks: []sandboxapi.TaskSpec{ // the first tasks finish last
 			{TaskID: "t1", Script: "sleep=300 exit=0", Instructions: "do one"},
@@ -152,7 +151,7 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	// Each task's session is a child of the fan-out, on the conversation host's queue.
 	require.Len(t, f.children, len(in.Tasks))
 	for _, task := range in.Tasks {
-		wf, err := sandbox.SessionWorkflowID(sandbox.WorkspaceIDForKey("task|u|p|" + task.TaskID))
+		wf, err := sandboxapi.SessionWorkflowID(sandboxapi.WorkspaceIDForKey("task|u|p|" + task.TaskID))
 		require.NoError(t, err)
 		assert.Equal(t, wire.HostTaskQueue(testHost)+" task "+sandboxapi.FanoutWorkflowIDPrefix+"f1", f.children[wf], task.TaskID)
 	}
@@ -193,7 +192,7 @@ func TestFanoutAgentTasksAndAcceptList(t *testing.T) {
 	f := &fakeFanout{}
 	env := newFanoutEnv(f)
 	in := sandboxapi.FanoutInput{
-		ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"),
+		ConversationWorkspaceID: sandboxapi.WorkspaceIDForKey("edit|u|p|c"),
 		TaskTimeoutS:            600,
 		AcceptTaskIDs:           []string{"a1", "a3", "s1"},
 		Tasks: []sandboxapi.TaskSpec{
@@ -237,11 +236,11 @@ func TestFanoutAgentTasksAndAcceptList(t *testing.T) {
 func TestFanoutRejectsBadInput(t *testing.T) {
 	for name, in := range map[string]sandboxapi.FanoutInput{
 		"no conversation": {Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}},
-		"no tasks":        {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c")},
-		"duplicate":       {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"), Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}, {TaskID: "t"}}},
-		"bad accept":      {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"), Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}, AcceptTaskIDs: []string{"x"}},
-		"parallel":        {ConversationWorkspaceID: sandbox.WorkspaceIDForKey("edit|u|p|c"), Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}, MaxParallel: 99},
-		"analysis":        {Conversation: &sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: sandbox.ModeAnalysis}, Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}},
+		"no tasks":        {ConversationWorkspaceID: sandboxapi.WorkspaceIDForKey("edit|u|p|c")},
+		"duplicate":       {ConversationWorkspaceID: sandboxapi.WorkspaceIDForKey("edit|u|p|c"), Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}, {TaskID: "t"}}},
+		"bad accept":      {ConversationWorkspaceID: sandboxapi.WorkspaceIDForKey("edit|u|p|c"), Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}, AcceptTaskIDs: []string{"x"}},
+		"parallel":        {ConversationWorkspaceID: sandboxapi.WorkspaceIDForKey("edit|u|p|c"), Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}, MaxParallel: 99},
+		"analysis":        {Conversation: &sandboxapi.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: sandboxapi.ModeAnalysis}, Tasks: []sandboxapi.TaskSpec{{TaskID: "t"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeFanout{}
@@ -250,7 +249,7 @@ func TestFanoutRejectsBadInput(t *testing.T) {
 			require.True(t, env.IsWorkflowCompleted())
 			var app *temporal.ApplicationError
 			require.True(t, errors.As(env.GetWorkflowError(), &app), "%v", env.GetWorkflowError())
-			assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+			assert.Equal(t, sandboxapi.ErrInvalidArgument.Type, app.Type())
 			assert.Empty(t, f.started)
 		})
 	}
@@ -273,4 +272,4 @@ func TestFanoutReplayRecordedHistories(t *testing.T) {
 
 // tbUP is the branch namespace of the tests' tenant (user u, project p):
 // task branches are tbUP + "task-<task_id>" (docs/API.md "Identity").
-var tbUP = "agent/" + sandbox.TenantSegment("u", "p") + "/"
+var tbUP = "agent/" + sandboxapi.TenantSegment("u", "p") + "/"

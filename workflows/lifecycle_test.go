@@ -46,31 +46,31 @@ func (l *fakeLifecycle) record(name string) {
 
 func (l *fakeLifecycle) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(_ context.Context, in wire.CheckpointActivityInput) (sandbox.Checkpoint, error) {
+	reg(func(_ context.Context, in wire.CheckpointActivityInput) (sandboxapi.Checkpoint, error) {
 		l.record("checkpoint:" + in.Label)
-		return sandbox.Checkpoint{ID: 1, Label: in.Label, Head: fakeHead}, nil
+		return sandboxapi.Checkpoint{ID: 1, Label: in.Label, Head: fakeHead}, nil
 	}, wire.ActivityCheckpoint)
 	reg(func(context.Context, wire.WorkspaceActivityInput) (sandboxapi.CheckpointList, error) {
 		l.record("checkpoints")
-		return sandboxapi.CheckpointList{Checkpoints: []sandbox.Checkpoint{{ID: 1}}}, nil
+		return sandboxapi.CheckpointList{Checkpoints: []sandboxapi.Checkpoint{{ID: 1}}}, nil
 	}, wire.ActivityCheckpoints)
-	reg(func(_ context.Context, in wire.RollbackActivityInput) (sandbox.RollbackResult, error) {
+	reg(func(_ context.Context, in wire.RollbackActivityInput) (sandboxapi.RollbackResult, error) {
 		l.record("rollback")
-		return sandbox.RollbackResult{Checkpoint: sandbox.Checkpoint{ID: in.Checkpoint}, Undo: sandbox.Checkpoint{ID: in.Checkpoint + 1}}, nil
+		return sandboxapi.RollbackResult{Checkpoint: sandboxapi.Checkpoint{ID: in.Checkpoint}, Undo: sandboxapi.Checkpoint{ID: in.Checkpoint + 1}}, nil
 	}, wire.ActivityRollback)
 	reg(func(_ context.Context, in wire.ForkPrepareInput) (wire.ForkPrepareResult, error) {
 		l.mu.Lock()
 		l.prepareIn = append(l.prepareIn, in)
 		l.mu.Unlock()
 		l.record("fork-prepare")
-		return wire.ForkPrepareResult{Checkpoint: sandbox.Checkpoint{ID: 3, Head: fakeHead}}, nil
+		return wire.ForkPrepareResult{Checkpoint: sandboxapi.Checkpoint{ID: 3, Head: fakeHead}}, nil
 	}, wire.ActivityForkPrepare)
 	reg(func(_ context.Context, in wire.ForkAcquireInput) (sandboxapi.Handle, error) {
 		l.mu.Lock()
 		l.acquireFork = append(l.acquireFork, in)
 		l.mu.Unlock()
 		l.record("fork-acquire")
-		return sandboxapi.Handle{WorkspaceID: sandbox.WorkspaceIDForKey(in.Request.Key()), HostID: in.HostID, ForkedFrom: in.SourceID, BaseCommit: in.Request.BaseRef}, nil
+		return sandboxapi.Handle{WorkspaceID: sandboxapi.WorkspaceIDForKey(in.Request.Key()), HostID: in.HostID, ForkedFrom: in.SourceID, BaseCommit: in.Request.BaseRef}, nil
 	}, wire.ActivityForkAcquire)
 	reg(func(_ context.Context, in wire.DestroyActivityInput) (sandboxapi.DestroyResult, error) {
 		l.mu.Lock()
@@ -81,19 +81,19 @@ func (l *fakeLifecycle) register(env *testsuite.TestWorkflowEnvironment) {
 	}, wire.ActivityDestroy)
 	reg(func(_ context.Context, in wire.WorkspaceActivityInput) (sandboxapi.Handle, error) {
 		l.record("restore")
-		return sandboxapi.Handle{WorkspaceID: in.WorkspaceID, RestoredFrom: sandbox.DestroyedRef(in.WorkspaceID), BaseCommit: fakeHead}, nil
+		return sandboxapi.Handle{WorkspaceID: in.WorkspaceID, RestoredFrom: sandboxapi.DestroyedRef(in.WorkspaceID), BaseCommit: fakeHead}, nil
 	}, wire.ActivityRestoreDestroyed)
 }
 
 // newLifecycleEnv is newEnv with the lifecycle activities registered too.
-func newLifecycleEnv(t *testing.T, mode sandbox.WorkspaceMode) (*testsuite.TestWorkflowEnvironment, *fakeActivities, *fakeLifecycle, sandboxapi.SessionInput) {
+func newLifecycleEnv(t *testing.T, mode sandboxapi.WorkspaceMode) (*testsuite.TestWorkflowEnvironment, *fakeActivities, *fakeLifecycle, sandboxapi.SessionInput) {
 	env, f, in := newEnv(t, mode, wire.HostTaskQueue(testHost))
 	l := &fakeLifecycle{}
 	l.register(env)
 	return env, f, l, in
 }
 
-func requireType(t *testing.T, err error, kind *sandbox.Kind) {
+func requireType(t *testing.T, err error, kind *sandboxapi.Kind) {
 	t.Helper()
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app), "want an application error, got %v", err)
@@ -104,11 +104,11 @@ func requireType(t *testing.T, err error, kind *sandbox.Kind) {
 // into a dormant run), its state is destroyed, the runtime state is gone,
 // and an update still waiting for the lock is refused as SessionReleased.
 func TestSessionDestroyCompletesTheSession(t *testing.T) {
-	env, f, l, in := newLifecycleEnv(t, sandbox.ModeEdit)
+	env, f, l, in := newLifecycleEnv(t, sandboxapi.ModeEdit)
 	req := *in.Request
 	var acq, ex, cp, list, dst, after updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"true"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	update(env, 2*time.Second, sandboxapi.UpdateCheckpoint, &cp, sandboxapi.CheckpointInput{Label: "before"})
 	update(env, 3*time.Second, sandboxapi.UpdateCheckpoints, &list)
 	update(env, 4*time.Second, sandboxapi.UpdateDestroy, &dst, sandboxapi.DestroyInput{Discard: true})
@@ -130,9 +130,9 @@ func TestSessionDestroyCompletesTheSession(t *testing.T) {
 	assert.Equal(t, int32(1), f.execs.Load())
 	assert.Equal(t, int32(0), f.writes.Load(), "nothing runs after destroy")
 	if after.rejected == nil {
-		requireType(t, after.err, sandbox.ErrSessionReleased)
+		requireType(t, after.err, sandboxapi.ErrSessionReleased)
 	} else {
-		requireType(t, after.rejected, sandbox.ErrSessionReleased)
+		requireType(t, after.rejected, sandboxapi.ErrSessionReleased)
 	}
 
 	var d sandboxapi.SessionDescription
@@ -145,14 +145,14 @@ func TestSessionDestroyCompletesTheSession(t *testing.T) {
 
 // A dormant session is destroyed without being woken: no acquire runs.
 func TestSessionDestroyOfADormantSessionDoesNotResumeIt(t *testing.T) {
-	env, _, l, in := newLifecycleEnv(t, sandbox.ModeEdit)
+	env, _, l, in := newLifecycleEnv(t, sandboxapi.ModeEdit)
 	var acquires atomic.Int32
 	env.RegisterActivityWithOptions(func(_ context.Context, ain wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 		acquires.Add(1)
 		return wire.AcquireActivityResult{}, errors.New("a dormant destroy must not resume the workspace")
 	}, activity.RegisterOptions{Name: wire.ActivityAcquire})
-	ws := sandbox.Workspace{ID: in.WorkspaceID, Mode: sandbox.ModeEdit, HostID: testHost, State: sandbox.WorkspaceEvicted,
-		Capabilities: sandbox.CapabilitiesFromMode(sandbox.ModeEdit, false)}
+	ws := sandboxapi.Workspace{ID: in.WorkspaceID, Mode: sandboxapi.ModeEdit, HostID: testHost, State: sandboxapi.WorkspaceEvicted,
+		Capabilities: sandboxapi.CapabilitiesFromMode(sandboxapi.ModeEdit, false)}
 	run := wire.SessionRunInput{WorkspaceID: in.WorkspaceID, Carry: &wire.SessionCarry{Workspace: ws, Dormant: true, State: sandboxapi.StateEvicted,
 		Settings: wire.SessionSettings{IdleStop: time.Minute, IdleClose: time.Hour}}}
 	var dst updateResult
@@ -168,7 +168,7 @@ func TestSessionDestroyOfADormantSessionDoesNotResumeIt(t *testing.T) {
 // Every lifecycle operation that would change an analysis workspace is
 // refused by its validator (no activity runs); checkpoints and destroy are not.
 func TestSessionLifecycleOnAnalysisWorkspace(t *testing.T) {
-	env, _, l, in := newLifecycleEnv(t, sandbox.ModeAnalysis)
+	env, _, l, in := newLifecycleEnv(t, sandboxapi.ModeAnalysis)
 	in.Request.ConversationID = ""
 	req := *in.Request
 	var acq, cp, rb, fk, rs, list, dst updateResult
@@ -184,7 +184,7 @@ func TestSessionLifecycleOnAnalysisWorkspace(t *testing.T) {
 	require.NoError(t, acq.err)
 	for name, u := range map[string]updateResult{"checkpoint": cp, "rollback": rb, "fork": fk, "restore": rs} {
 		require.Error(t, u.rejected, name)
-		requireType(t, u.rejected, sandbox.ErrCommandRejected)
+		requireType(t, u.rejected, sandboxapi.ErrCommandRejected)
 	}
 	require.NoError(t, list.err)
 	require.NoError(t, dst.err)
@@ -192,7 +192,7 @@ func TestSessionLifecycleOnAnalysisWorkspace(t *testing.T) {
 }
 
 func TestSessionLifecycleValidators(t *testing.T) {
-	env, _, l, in := newLifecycleEnv(t, sandbox.ModeEdit)
+	env, _, l, in := newLifecycleEnv(t, sandboxapi.ModeEdit)
 	req := *in.Request
 	var acq, label, zero, both, self, none updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
@@ -206,7 +206,7 @@ func TestSessionLifecycleValidators(t *testing.T) {
 	requireDormant(t, env, sandboxapi.StateReleased)
 	for name, u := range map[string]updateResult{"label": label, "zero": zero, "both": both, "self": self, "none": none} {
 		require.Error(t, u.rejected, name)
-		requireType(t, u.rejected, sandbox.ErrInvalidArgument)
+		requireType(t, u.rejected, sandboxapi.ErrInvalidArgument)
 	}
 	assert.Empty(t, l.calls)
 }
@@ -214,7 +214,7 @@ func TestSessionLifecycleValidators(t *testing.T) {
 // fork checkpoints the source (under its lock) and acquires the target on
 // the source's host, its branch from the checkpoint's head.
 func TestSessionFork(t *testing.T) {
-	env, _, l, in := newLifecycleEnv(t, sandbox.ModeEdit)
+	env, _, l, in := newLifecycleEnv(t, sandboxapi.ModeEdit)
 	req := *in.Request
 	var acq, fk, rb updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
@@ -227,7 +227,7 @@ func TestSessionFork(t *testing.T) {
 	require.NoError(t, fk.err)
 	res, ok := fk.value.(sandboxapi.ForkResult)
 	require.True(t, ok, "%T", fk.value)
-	target := sandbox.WorkspaceIDForKey("task|u|p|t9")
+	target := sandboxapi.WorkspaceIDForKey("task|u|p|t9")
 	assert.Equal(t, target, res.Handle.WorkspaceID)
 	assert.Equal(t, in.WorkspaceID, res.Handle.ForkedFrom)
 	assert.Equal(t, 3, res.Checkpoint.ID)
@@ -238,7 +238,7 @@ func TestSessionFork(t *testing.T) {
 	a := l.acquireFork[0]
 	assert.Equal(t, testHost, a.HostID)
 	assert.Equal(t, fakeHead, a.Request.BaseRef)
-	assert.Equal(t, sandbox.ModeTask, a.Request.Mode)
+	assert.Equal(t, sandboxapi.ModeTask, a.Request.Mode)
 	assert.Equal(t, "u", a.Request.UserID)
 	assert.Equal(t, l.prepareIn[0].Target.OpID, a.OpID)
 	assert.Equal(t, []string{"fork-prepare", "fork-acquire", "rollback"}, l.calls)
@@ -249,7 +249,7 @@ func TestSessionFork(t *testing.T) {
 // workspace had completed): the acquire activities run with Restore set and
 // reach the tombstone's host.
 func TestSessionRestoreAsTheFirstOperation(t *testing.T) {
-	env, _, l, in := newLifecycleEnv(t, sandbox.ModeEdit)
+	env, _, l, in := newLifecycleEnv(t, sandboxapi.ModeEdit)
 	l.locate = wire.LocateResult{HostID: testHost, Removed: true}
 	env.RegisterActivityWithOptions(func(context.Context, wire.WorkspaceActivityInput) (wire.LocateResult, error) {
 		return l.locate, nil
@@ -258,8 +258,8 @@ func TestSessionRestoreAsTheFirstOperation(t *testing.T) {
 		l.mu.Lock()
 		l.acquireIn = append(l.acquireIn, ain)
 		l.mu.Unlock()
-		ws := sandbox.Workspace{ID: ain.WorkspaceID, Mode: sandbox.ModeEdit, HostID: testHost, Capabilities: sandbox.CapabilitiesFromMode(sandbox.ModeEdit, false)}
-		return wire.AcquireActivityResult{Workspace: ws, Created: true, RestoredFrom: sandbox.DestroyedRef(ain.WorkspaceID),
+		ws := sandboxapi.Workspace{ID: ain.WorkspaceID, Mode: sandboxapi.ModeEdit, HostID: testHost, Capabilities: sandboxapi.CapabilitiesFromMode(sandboxapi.ModeEdit, false)}
+		return wire.AcquireActivityResult{Workspace: ws, Created: true, RestoredFrom: sandboxapi.DestroyedRef(ain.WorkspaceID),
 			Settings: wire.SessionSettings{IdleStop: time.Minute, IdleClose: time.Hour}}, nil
 	}, activity.RegisterOptions{Name: wire.ActivityAcquire})
 	run := sandboxapi.SessionInput{WorkspaceID: in.WorkspaceID}
@@ -272,7 +272,7 @@ func TestSessionRestoreAsTheFirstOperation(t *testing.T) {
 	require.NoError(t, rs.err)
 	h, ok := rs.value.(sandboxapi.Handle)
 	require.True(t, ok, "%T", rs.value)
-	assert.Equal(t, sandbox.DestroyedRef(in.WorkspaceID), h.RestoredFrom)
+	assert.Equal(t, sandboxapi.DestroyedRef(in.WorkspaceID), h.RestoredFrom)
 	require.Len(t, l.acquireIn, 1)
 	assert.True(t, l.acquireIn[0].Restore)
 	assert.Nil(t, l.acquireIn[0].Request)
@@ -280,21 +280,21 @@ func TestSessionRestoreAsTheFirstOperation(t *testing.T) {
 
 // A restore of a workspace nothing is kept of ends its run as failed.
 func TestSessionRestoreOfNothingFails(t *testing.T) {
-	env, _, l, in := newLifecycleEnv(t, sandbox.ModeEdit)
+	env, _, l, in := newLifecycleEnv(t, sandboxapi.ModeEdit)
 	run := sandboxapi.SessionInput{WorkspaceID: in.WorkspaceID}
 	var rs updateResult
 	update(env, 0, sandboxapi.UpdateRestore, &rs)
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, run)
 	require.True(t, env.IsWorkflowCompleted())
-	requireType(t, env.GetWorkflowError(), sandbox.ErrWorkspaceNotFound) // the run fails with it
-	requireType(t, rs.err, sandbox.ErrWorkspaceNotFound)
+	requireType(t, env.GetWorkflowError(), sandboxapi.ErrWorkspaceNotFound) // the run fails with it
+	requireType(t, rs.err, sandboxapi.ErrWorkspaceNotFound)
 	assert.Empty(t, l.calls)
 }
 
 // In an active session, restore runs the restore activity (a fresh
 // workspace gets its key's destroy backup).
 func TestSessionRestoreInAnActiveSession(t *testing.T) {
-	env, _, l, in := newLifecycleEnv(t, sandbox.ModeEdit)
+	env, _, l, in := newLifecycleEnv(t, sandboxapi.ModeEdit)
 	req := *in.Request
 	var acq, rs updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
@@ -356,7 +356,7 @@ func (c *fakeCleanup) register(env *testsuite.TestWorkflowEnvironment) {
 		c.cur--
 		c.mu.Unlock()
 		if c.failing[in.WorkspaceID] {
-			return sandboxapi.DestroyResult{}, temporal.NewNonRetryableApplicationError("host down", sandbox.ErrWorkspaceUnavailable.Type, nil)
+			return sandboxapi.DestroyResult{}, temporal.NewNonRetryableApplicationError("host down", sandboxapi.ErrWorkspaceUnavailable.Type, nil)
 		}
 		if in.WorkspaceID == "ws-000000000000000000000004" {
 			return sandboxapi.DestroyResult{WorkspaceID: in.WorkspaceID, Message: "no such workspace"}, nil
@@ -438,7 +438,7 @@ func TestCleanupRejectsBadInput(t *testing.T) {
 	c.register(env)
 	env.ExecuteWorkflow(sandboxapi.CleanupWorkflowType, sandboxapi.CleanupInput{UserID: "al'ice"})
 	require.True(t, env.IsWorkflowCompleted())
-	requireType(t, env.GetWorkflowError(), sandbox.ErrInvalidArgument)
+	requireType(t, env.GetWorkflowError(), sandboxapi.ErrInvalidArgument)
 	assert.Empty(t, c.destroyed)
 }
 
@@ -455,17 +455,17 @@ func TestFanoutFromForkForksEachTask(t *testing.T) {
 		prepared = append(prepared, in)
 		mu.Unlock()
 		return wire.FanoutPrepareResult{StartCommit: fakeStart, Handle: sandboxapi.Handle{WorkspaceID: in.WorkspaceID, HostID: testHost, Branch: "agent/edits-c",
-			Mode: sandbox.ModeEdit, UserID: "u", ProjectID: "p", Repo: sandbox.RepoIdentity{URL: "https://example.com/o/r.git"}}}, nil
+			Mode: sandboxapi.ModeEdit, UserID: "u", ProjectID: "p", Repo: sandboxapi.RepoIdentity{URL: "https://example.com/o/r.git"}}}, nil
 	}, activity.RegisterOptions{Name: wire.ActivityFanoutPrepare})
 	env.RegisterActivityWithOptions(func(_ context.Context, in wire.FanoutForkTaskInput) (sandboxapi.Handle, error) {
 		mu.Lock()
 		forked = append(forked, in)
 		mu.Unlock()
-		id := sandbox.WorkspaceIDForKey("task|u|p|" + in.TaskID)
-		wf, _ := sandbox.SessionWorkflowID(id)
+		id := sandboxapi.WorkspaceIDForKey("task|u|p|" + in.TaskID)
+		wf, _ := sandboxapi.SessionWorkflowID(id)
 		return sandboxapi.Handle{WorkspaceID: id, WorkflowID: wf, Branch: tbUP + "task-" + in.TaskID, BaseCommit: fakeStart, HostID: in.HostID, ForkedFrom: in.WorkspaceID}, nil
 	}, activity.RegisterOptions{Name: wire.ActivityFanoutForkTask})
-	conv := sandbox.WorkspaceIDForKey("edit|u|p|c")
+	conv := sandboxapi.WorkspaceIDForKey("edit|u|p|c")
 	in := sandboxapi.FanoutInput{ConversationWorkspaceID: conv, FromFork: true,
 		Tasks: []sandboxapi.TaskSpec{{TaskID: "k1", Script: "exit=0"}, {TaskID: "k2", Script: "exit=1"}}}
 	env.ExecuteWorkflow(sandboxapi.TaskFanoutWorkflowType, in)

@@ -6,7 +6,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -155,7 +154,7 @@ func (o operation[In, Out]) serve(s *session, ctx workflow.Context, in In) (Out,
 var operations = []registrar{
 	operation[sandboxapi.AcquireInput, sandboxapi.Handle]{op: sandboxapi.OpAcquire,
 		validate: (*session).validateAcquire, handle: (*session).acquire},
-	operation[sandbox.ExecRequest, sandbox.ExecResult]{op: sandboxapi.OpExec,
+	operation[sandboxapi.ExecRequest, sandboxapi.ExecResult]{op: sandboxapi.OpExec,
 		validate: validateExec, activity: wire.ActivityExec, class: opExec, handle: (*session).exec},
 	operation[sandboxapi.ReadFileInput, sandboxapi.ReadFileResult]{op: sandboxapi.OpReadFile,
 		validate: func(_ *session, in sandboxapi.ReadFileInput) error { return validPath(in.Path) },
@@ -182,7 +181,7 @@ var operations = []registrar{
 	operation[sandboxapi.ListDirInput, sandboxapi.ListDirResult]{op: sandboxapi.OpListDir,
 		validate: func(_ *session, in sandboxapi.ListDirInput) error {
 			if in.Depth < 0 || in.Depth > sandboxapi.MaxListDepth {
-				return sandbox.FieldError("depth", "list_dir depth must be between 0 and %d", sandboxapi.MaxListDepth)
+				return sandboxapi.FieldError("depth", "list_dir depth must be between 0 and %d", sandboxapi.MaxListDepth)
 			}
 			return validPath(in.Path)
 		},
@@ -190,19 +189,19 @@ var operations = []registrar{
 		input: func(s *session, in sandboxapi.ListDirInput) any {
 			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Depth: in.Depth, SkipHidden: in.SkipHidden, SkipIgnored: in.SkipIgnored}
 		}},
-	operation[sandbox.SearchRequest, sandbox.SearchResult]{op: sandboxapi.OpSearch,
+	operation[sandboxapi.SearchRequest, sandboxapi.SearchResult]{op: sandboxapi.OpSearch,
 		validate: validateSearch, activity: wire.ActivitySearch,
-		input: func(s *session, in sandbox.SearchRequest) any {
+		input: func(s *session, in sandboxapi.SearchRequest) any {
 			return wire.SearchActivityInput{WorkspaceID: s.wsID, Request: in}
 		}},
-	operation[sandboxapi.None, sandbox.WorkspaceStatus]{op: sandboxapi.OpStatus,
+	operation[sandboxapi.None, sandboxapi.WorkspaceStatus]{op: sandboxapi.OpStatus,
 		activity: wire.ActivityStatus, input: workspaceInput},
-	operation[sandboxapi.None, sandbox.Diff]{op: sandboxapi.OpDiff,
+	operation[sandboxapi.None, sandboxapi.Diff]{op: sandboxapi.OpDiff,
 		activity: wire.ActivityDiff, input: workspaceInput},
 	operation[sandboxapi.LogRequest, sandboxapi.LogResult]{op: sandboxapi.OpLog,
 		validate: func(_ *session, in sandboxapi.LogRequest) error {
 			if in.Limit < 0 || in.Limit > sandboxapi.MaxLogCommits {
-				return sandbox.FieldError("limit", "log limit must be between 0 and %d", sandboxapi.MaxLogCommits)
+				return sandboxapi.FieldError("limit", "log limit must be between 0 and %d", sandboxapi.MaxLogCommits)
 			}
 			return nil
 		},
@@ -216,27 +215,27 @@ var operations = []registrar{
 		input: func(s *session, in sandboxapi.ReadOutputInput) any {
 			return wire.ReadOutputActivityInput{WorkspaceID: s.wsID, Request: in}
 		}},
-	operation[sandbox.CommitRequest, sandbox.CommitResult]{op: sandboxapi.OpCommit, writes: true,
-		validate: func(_ *session, in sandbox.CommitRequest) error {
+	operation[sandboxapi.CommitRequest, sandboxapi.CommitResult]{op: sandboxapi.OpCommit, writes: true,
+		validate: func(_ *session, in sandboxapi.CommitRequest) error {
 			if in.Message == "" {
-				return sandbox.FieldError("message", "commit needs a message")
+				return sandboxapi.FieldError("message", "commit needs a message")
 			}
 			return nil
 		},
 		activity: wire.ActivityCommit, class: opGit,
-		input: func(s *session, in sandbox.CommitRequest) any {
+		input: func(s *session, in sandboxapi.CommitRequest) any {
 			return wire.CommitActivityInput{WorkspaceID: s.wsID, Request: in}
 		}},
 	operation[sandboxapi.None, sandboxapi.HibernateResult]{op: sandboxapi.OpHibernate,
 		activity: wire.ActivityHibernate, handle: (*session).hibernate},
 	operation[sandboxapi.ReleaseInput, sandboxapi.ReleaseResult]{op: sandboxapi.OpRelease,
 		activity: wire.ActivityHibernate, handle: (*session).release},
-	operation[sandbox.PushRequest, sandbox.PushResult]{op: sandboxapi.OpPush, writes: true,
+	operation[sandboxapi.PushRequest, sandboxapi.PushResult]{op: sandboxapi.OpPush, writes: true,
 		activity: wire.ActivityPush, class: opGit,
-		input: func(s *session, in sandbox.PushRequest) any {
+		input: func(s *session, in sandboxapi.PushRequest) any {
 			return wire.PushActivityInput{WorkspaceID: s.wsID, Request: in}
 		}},
-	operation[sandboxapi.PullRequestInput, sandbox.PullRequest]{op: sandboxapi.OpCreatePullRequest, writes: true,
+	operation[sandboxapi.PullRequestInput, sandboxapi.PullRequest]{op: sandboxapi.OpCreatePullRequest, writes: true,
 		// The head is checked by the activity (it is the workspace branch).
 		validate: func(_ *session, in sandboxapi.PullRequestInput) error { return in.Validate() },
 		activity: wire.ActivityCreatePullRequest, class: opGit,
@@ -250,15 +249,15 @@ var operations = []registrar{
 	// A dry run (docs/API.md "Merge preview") changes nothing: it runs under
 	// the shared lock, beside the other read-only operations (no recorded
 	// history holds one: dry_run did not decode before it existed).
-	operation[sandbox.MergeRequest, sandbox.MergeResult]{op: sandboxapi.OpMergeBranches, writes: true,
-		validate: func(_ *session, in sandbox.MergeRequest) error { return in.Validate() },
+	operation[sandboxapi.MergeRequest, sandboxapi.MergeResult]{op: sandboxapi.OpMergeBranches, writes: true,
+		validate: func(_ *session, in sandboxapi.MergeRequest) error { return in.Validate() },
 		activity: wire.ActivityMergeBranches, class: opGit,
-		handle: func(s *session, ctx workflow.Context, in sandbox.MergeRequest) (sandbox.MergeResult, error) {
+		handle: func(s *session, ctx workflow.Context, in sandboxapi.MergeRequest) (sandboxapi.MergeResult, error) {
 			ai := wire.MergeActivityInput{WorkspaceID: s.wsID, Request: in}
 			if in.DryRun {
-				return sharedOp[sandbox.MergeResult](s, ctx, opGit, wire.ActivityMergeBranches, ai)
+				return sharedOp[sandboxapi.MergeResult](s, ctx, opGit, wire.ActivityMergeBranches, ai)
 			}
-			return writeOp[sandbox.MergeResult](s, ctx, opGit, wire.ActivityMergeBranches, ai)
+			return writeOp[sandboxapi.MergeResult](s, ctx, opGit, wire.ActivityMergeBranches, ai)
 		}},
 	// The process updates and cancel (session_proc.go): process_start takes
 	// the exclusive lock like exec; the others are immediate (never wait for
@@ -281,7 +280,7 @@ var operations = []registrar{
 	// The lifecycle (docs/API.md "Checkpoints", "Fork", "Destroy";
 	// session_lifecycle.go). destroy is allowed on read-only workspaces:
 	// ending one changes nothing in it.
-	operation[sandboxapi.CheckpointInput, sandbox.Checkpoint]{op: sandboxapi.OpCheckpoint, writes: true,
+	operation[sandboxapi.CheckpointInput, sandboxapi.Checkpoint]{op: sandboxapi.OpCheckpoint, writes: true,
 		validate: func(_ *session, in sandboxapi.CheckpointInput) error { return in.Validate() },
 		activity: wire.ActivityCheckpoint, class: opGit,
 		input: func(s *session, in sandboxapi.CheckpointInput) any {
@@ -289,7 +288,7 @@ var operations = []registrar{
 		}},
 	operation[sandboxapi.None, sandboxapi.CheckpointList]{op: sandboxapi.OpCheckpoints,
 		activity: wire.ActivityCheckpoints, input: workspaceInput},
-	operation[sandboxapi.RollbackInput, sandbox.RollbackResult]{op: sandboxapi.OpRollback, writes: true,
+	operation[sandboxapi.RollbackInput, sandboxapi.RollbackResult]{op: sandboxapi.OpRollback, writes: true,
 		validate: func(_ *session, in sandboxapi.RollbackInput) error { return in.Validate() },
 		activity: wire.ActivityRollback, class: opGit,
 		input: func(s *session, in sandboxapi.RollbackInput) any {
@@ -337,13 +336,13 @@ func workspaceInput(s *session, _ sandboxapi.None) any {
 }
 
 func validPath(p string) error {
-	_, err := sandbox.CleanRelPath(p)
+	_, err := sandboxapi.CleanRelPath(p)
 	return err
 }
 
-func validateExec(s *session, req sandbox.ExecRequest) error {
+func validateExec(s *session, req sandboxapi.ExecRequest) error {
 	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
-		return sandbox.FieldError("cmd", "exec needs a command")
+		return sandboxapi.FieldError("cmd", "exec needs a command")
 	}
 	if err := sandboxapi.ValidateNetwork("network", req.Network); err != nil {
 		return err
@@ -352,16 +351,16 @@ func validateExec(s *session, req sandbox.ExecRequest) error {
 	// reaches the history; the activity checks again (docs/SECURITY.md
 	// "Network modes": the worker's maximum may have narrowed the policy).
 	if s != nil && s.ws != nil && s.ws.Network.Valid() && req.Network != "" && !req.Network.Within(s.ws.Network) {
-		return sandbox.Errorf(sandbox.ErrCommandRejected, "exec: network %s is above the network policy of workspace %s (%s)", req.Network, s.wsID, s.ws.Network)
+		return sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "exec: network %s is above the network policy of workspace %s (%s)", req.Network, s.wsID, s.ws.Network)
 	}
-	if req.TimeoutS < 0 || req.TimeoutS > int(sandbox.MaxExecTimeout.Seconds()) {
-		return sandbox.FieldError("timeout_s", "timeout_s must be between 0 and %d", int(sandbox.MaxExecTimeout.Seconds()))
+	if req.TimeoutS < 0 || req.TimeoutS > int(sandboxapi.MaxExecTimeout.Seconds()) {
+		return sandboxapi.FieldError("timeout_s", "timeout_s must be between 0 and %d", int(sandboxapi.MaxExecTimeout.Seconds()))
 	}
-	if req.MaxOutputBytes < 0 || req.MaxOutputBytes > sandbox.MaxOutputBytesLimit {
-		return sandbox.FieldError("max_output_bytes", "max_output_bytes must be between 0 and %d", sandbox.MaxOutputBytesLimit)
+	if req.MaxOutputBytes < 0 || req.MaxOutputBytes > sandboxapi.MaxOutputBytesLimit {
+		return sandboxapi.FieldError("max_output_bytes", "max_output_bytes must be between 0 and %d", sandboxapi.MaxOutputBytesLimit)
 	}
-	if len(req.Stdin) > sandbox.MaxStdinBytes {
-		return sandbox.FieldError("stdin", "stdin is larger than %d bytes", sandbox.MaxStdinBytes)
+	if len(req.Stdin) > sandboxapi.MaxStdinBytes {
+		return sandboxapi.FieldError("stdin", "stdin is larger than %d bytes", sandboxapi.MaxStdinBytes)
 	}
 	if req.Cwd != "" {
 		return validPath(req.Cwd)
@@ -370,48 +369,48 @@ func validateExec(s *session, req sandbox.ExecRequest) error {
 }
 
 func validateWrite(_ *session, in sandboxapi.WriteFileInput) error {
-	clean, err := sandbox.CleanRelPath(in.Path)
+	clean, err := sandboxapi.CleanRelPath(in.Path)
 	if err != nil {
 		return err
 	}
 	if clean == "." {
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "write_file needs a file path")
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "write_file needs a file path")
 	}
-	if sandbox.IsGitMetadataPath(clean) {
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path %q is inside .git", in.Path)
+	if sandboxapi.IsGitMetadataPath(clean) {
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "path %q is inside .git", in.Path)
 	}
-	if len(in.Content) > sandbox.MaxFileBytes {
-		return sandbox.Errorf(sandbox.ErrResourceLimit, "content is larger than %d bytes", sandbox.MaxFileBytes)
+	if len(in.Content) > sandboxapi.MaxFileBytes {
+		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "content is larger than %d bytes", sandboxapi.MaxFileBytes)
 	}
 	if in.Mode&^0o777 != 0 {
-		return sandbox.FieldError("mode", "mode %o: only permission bits are allowed", in.Mode)
+		return sandboxapi.FieldError("mode", "mode %o: only permission bits are allowed", in.Mode)
 	}
 	return sandboxapi.ValidateIfMatch(in.IfMatch)
 }
 
 func validateEdit(_ *session, in sandboxapi.EditFileInput) error {
-	clean, err := sandbox.CleanRelPath(in.Path)
+	clean, err := sandboxapi.CleanRelPath(in.Path)
 	if err != nil {
 		return err
 	}
 	if clean == "." {
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit_file needs a file path")
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "edit_file needs a file path")
 	}
-	if sandbox.IsGitMetadataPath(clean) {
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path %q is inside .git", in.Path)
+	if sandboxapi.IsGitMetadataPath(clean) {
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "path %q is inside .git", in.Path)
 	}
 	return in.Validate()
 }
 
-func validateSearch(_ *session, req sandbox.SearchRequest) error {
-	if err := sandbox.ValidateSearchPattern(req.Pattern, sandbox.MaxSearchPatternBytes); err != nil {
+func validateSearch(_ *session, req sandboxapi.SearchRequest) error {
+	if err := sandboxapi.ValidateSearchPattern(req.Pattern, sandboxapi.MaxSearchPatternBytes); err != nil {
 		return err
 	}
-	if req.MaxResults < 0 || req.MaxResults > sandbox.MaxSearchResults {
-		return sandbox.FieldError("max_results", "max_results must be between 0 and %d", sandbox.MaxSearchResults)
+	if req.MaxResults < 0 || req.MaxResults > sandboxapi.MaxSearchResults {
+		return sandboxapi.FieldError("max_results", "max_results must be between 0 and %d", sandboxapi.MaxSearchResults)
 	}
 	if len(req.Glob) > 1024 || strings.ContainsRune(req.Glob, 0) {
-		return sandbox.FieldError("glob", "search glob is longer than 1024 bytes or holds a NUL byte")
+		return sandboxapi.FieldError("glob", "search glob is longer than 1024 bytes or holds a NUL byte")
 	}
 	return validPath(req.Path)
 }

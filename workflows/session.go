@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -91,14 +90,14 @@ func checkBinding(ctx workflow.Context, wsID string, derive func(string) (string
 	if id == want || workflow.GetVersion(ctx, changeSessionBinding, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
-	return sandbox.Errorf(sandbox.ErrConflict, "workflow %s is not the %s of the workspace it names: a workspace has exactly one, whose id derives from the workspace id (docs/API.md \"Identity\"); start it under that id", sandbox.Clip(id, 120), what)
+	return sandboxapi.Errorf(sandboxapi.ErrConflict, "workflow %s is not the %s of the workspace it names: a workspace has exactly one, whose id derives from the workspace id (docs/API.md \"Identity\"); start it under that id", sandboxapi.Clip(id, 120), what)
 }
 
 // session is the state of one SessionWorkflow run.
 type session struct {
 	wsID     string
-	request  *sandbox.WorkspaceRequest
-	ws       *sandbox.Workspace
+	request  *sandboxapi.WorkspaceRequest
+	ws       *sandboxapi.Workspace
 	settings wire.SessionSettings
 
 	runtimeRunning bool
@@ -195,14 +194,14 @@ type idleTimer struct {
 func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 	in, err := decodeRecorded[wire.SessionRunInput](ctx, sandboxapi.SessionWorkflowType, raw)
 	if err == nil {
-		err = sandbox.ValidateWorkspaceID(in.WorkspaceID)
+		err = sandboxapi.ValidateWorkspaceID(in.WorkspaceID)
 	}
 	foreign := false
 	if err == nil {
 		// A session serves only its own workspace: a run under any other
 		// workflow id would be a second session of it, and "one at a
 		// time" would not hold (docs/SECURITY.md "Tenant isolation").
-		err = checkBinding(ctx, in.WorkspaceID, sandbox.SessionWorkflowID, "session")
+		err = checkBinding(ctx, in.WorkspaceID, sandboxapi.SessionWorkflowID, "session")
 		foreign = err != nil
 	}
 	s := &session{wsID: in.WorkspaceID, request: in.Request, state: sandboxapi.StateAcquiring, lastActivity: workflow.Now(ctx), foreign: foreign}
@@ -486,7 +485,7 @@ func (s *session) finish(ctx workflow.Context) error {
 	s.setState(ctx, final)
 	s.dormant, s.runtimeRunning = true, false
 	if s.ev.evicted {
-		s.ws.State = sandbox.WorkspaceEvicted
+		s.ws.State = sandboxapi.WorkspaceEvicted
 	}
 	return s.continueAsNew(ctx, workflow.GetInfo(ctx).TaskQueueName)
 }
@@ -504,7 +503,7 @@ func (s *session) failRun(ctx workflow.Context) error {
 	s.setState(ctx, state)
 	err := s.failure
 	if err == nil {
-		err = sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: no acquire reached the session within %s of its start", s.wsID, acquireBeginWait)
+		err = sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s: no acquire reached the session within %s of its start", s.wsID, acquireBeginWait)
 	}
 	return appError(err)
 }
@@ -605,18 +604,18 @@ func (s *session) lockedError(ctx workflow.Context) error {
 		if h.updateID != "" {
 			what += " (update id " + h.updateID + ")"
 		}
-		return appError(sandbox.Errorf(sandbox.ErrWorkspaceLocked,
+		return appError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceLocked,
 			"workspace %s is busy: %s has held it since %s (%s); waited %s. Wait and retry, or stop it: sandboxctl ps / cancel %s",
 			s.wsID, what, h.since.UTC().Format(time.RFC3339), workflow.Now(ctx).Sub(h.since).Round(time.Second), wait, s.wsID))
 	}
-	return appError(sandbox.Errorf(sandbox.ErrWorkspaceLocked,
+	return appError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceLocked,
 		"workspace %s is busy: %d read-only operations run and a change waits before this one; waited %s. Retry", s.wsID, s.lock.readers, wait))
 }
 
 // destroyedError refuses an operation that reached a run after its destroy:
 // SessionReleased (retryable), so a client's retry reaches the next run.
 func (s *session) destroyedError() error {
-	return appError(sandbox.Errorf(sandbox.ErrSessionReleased, "workspace %s was destroyed; send the call again (an acquire starts the key fresh)", s.wsID))
+	return appError(sandboxapi.Errorf(sandboxapi.ErrSessionReleased, "workspace %s was destroyed; send the call again (an acquire starts the key fresh)", s.wsID))
 }
 
 // end releases what begin took and records the operation.
@@ -635,7 +634,7 @@ func (s *session) waitReady(ctx workflow.Context) error {
 		return s.destroyedError()
 	}
 	if s.ws == nil {
-		return appError(sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s could not be acquired", s.wsID))
+		return appError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s could not be acquired", s.wsID))
 	}
 	if s.dormant {
 		return s.wake(ctx)
@@ -652,7 +651,7 @@ func (s *session) admitting(name string) error {
 		return appError(s.inputErr)
 	}
 	if s.released {
-		return appError(sandbox.Errorf(sandbox.ErrSessionReleased, "%s: session %s is ending (released or closed); send the call again to resume it", name, s.wsID))
+		return appError(sandboxapi.Errorf(sandboxapi.ErrSessionReleased, "%s: session %s is ending (released or closed); send the call again to resume it", name, s.wsID))
 	}
 	return nil
 }
@@ -668,7 +667,7 @@ func (s *session) refusalEndsRun() bool {
 
 func (s *session) writable() error {
 	if s.ws != nil && !s.ws.Capabilities.Writable {
-		return appError(sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s is a read-only %s workspace", s.wsID, s.ws.Mode))
+		return appError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is a read-only %s workspace", s.wsID, s.ws.Mode))
 	}
 	return nil
 }
@@ -742,9 +741,9 @@ func appError(err error) error {
 	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
-		kind := sandbox.KindByType(app.Type())
+		kind := sandboxapi.KindByType(app.Type())
 		if kind == nil {
-			kind = sandbox.ErrSandbox
+			kind = sandboxapi.ErrSandbox
 		}
 		field := ""
 		var d sandboxapi.ErrorDetails
@@ -757,18 +756,18 @@ func appError(err error) error {
 	if errors.As(err, &to) {
 		switch to.TimeoutType() {
 		case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
-			return sandboxapi.NewApplicationError(sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "the workspace's host did not pick up the operation in time (host down?)"), true)
+			return sandboxapi.NewApplicationError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "the workspace's host did not pick up the operation in time (host down?)"), true)
 		case enumspb.TIMEOUT_TYPE_HEARTBEAT:
-			return sandboxapi.NewApplicationError(sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "the worker running the operation stopped responding (restarted?); its outcome is unknown"), true)
+			return sandboxapi.NewApplicationError(sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "the worker running the operation stopped responding (restarted?); its outcome is unknown"), true)
 		}
-		return sandboxapi.NewApplicationError(sandbox.Errorf(sandbox.ErrTimeout, "operation timed out: %v", err), true)
+		return sandboxapi.NewApplicationError(sandboxapi.Errorf(sandboxapi.ErrTimeout, "operation timed out: %v", err), true)
 	}
-	if sandbox.KindOf(err) != nil {
+	if sandboxapi.KindOf(err) != nil {
 		return sandboxapi.NewApplicationError(err, true)
 	}
 	var canceled *temporal.CanceledError
 	if errors.As(err, &canceled) {
-		return sandboxapi.NewApplicationError(sandbox.Errorf(sandbox.ErrTimeout, "operation canceled"), true)
+		return sandboxapi.NewApplicationError(sandboxapi.Errorf(sandboxapi.ErrTimeout, "operation canceled"), true)
 	}
 	return sandboxapi.NewApplicationError(err, true)
 }

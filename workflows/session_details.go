@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -110,7 +109,7 @@ func errorType(err error) string {
 	if errors.As(err, &app) && app.Type() != "" {
 		return app.Type()
 	}
-	return sandbox.ErrSandbox.Type
+	return sandboxapi.ErrSandbox.Type
 }
 
 // details renders the current details (Temporal markdown, every value

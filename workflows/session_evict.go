@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -153,7 +152,7 @@ func (s *session) locateHost(ctx workflow.Context) (string, error) {
 func (s *session) handleEvict(ctx workflow.Context, req sandboxapi.EvictRequest) {
 	res := sandboxapi.EvictResult{RequestID: req.RequestID, Action: req.Action, Tier: req.Tier, ID: s.wsID, WorkspaceID: s.wsID}
 	if req.Action != sandboxapi.EvictionEvictWorkspace {
-		res.ID = sandbox.RuntimeIDFor(s.wsID)
+		res.ID = sandboxapi.RuntimeIDFor(s.wsID)
 	}
 	err := s.housekeeping(ctx, func() {
 		defer func() {
@@ -216,7 +215,7 @@ func (s *session) handleEvict(ctx workflow.Context, req sandboxapi.EvictRequest)
 		case sandboxapi.EvictionEvictWorkspace:
 			s.ev.evicted, s.released, s.runtimeRunning = true, true, false
 			if s.ws != nil {
-				s.ws.State = sandbox.WorkspaceEvicted
+				s.ws.State = sandboxapi.WorkspaceEvicted
 			}
 			s.setState(ctx, sandboxapi.StateEvicted)
 		default:
@@ -276,7 +275,7 @@ func (s *session) handlePin(ctx workflow.Context, req sandboxapi.PinRequest, pin
 		// Published last: a query seeing the request id sees its outcome.
 		defer func() { s.ev.lastPinRequest = req.RequestID }()
 		if pin && (until == nil || !until.After(workflow.Now(ctx))) {
-			s.ev.pinError, s.ev.pinErrorType = "pin needs an end time in the future", sandbox.ErrInvalidArgument.Type
+			s.ev.pinError, s.ev.pinErrorType = "pin needs an end time in the future", sandboxapi.ErrInvalidArgument.Type
 			return
 		}
 		opts := workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}}

@@ -19,10 +19,10 @@ import (
 
 // forkOf returns the fork's target request (its base ref filled in later)
 // and id: the fork gets the source's network policy. s.ws must be set.
-func (s *session) forkOf(in sandboxapi.ForkInput) (sandbox.WorkspaceRequest, string) {
+func (s *session) forkOf(in sandboxapi.ForkInput) (sandboxapi.WorkspaceRequest, string) {
 	req := in.Request(s.ws.UserID, s.ws.ProjectID, s.ws.Repo.URL, "")
 	req.Network, req.NetworkAllow = s.ws.Network, s.ws.NetworkAllow
-	return req, sandbox.WorkspaceIDForKey(req.Key())
+	return req, sandboxapi.WorkspaceIDForKey(req.Key())
 }
 
 func (s *session) validateFork(in sandboxapi.ForkInput) error {
@@ -31,7 +31,7 @@ func (s *session) validateFork(in sandboxapi.ForkInput) error {
 	}
 	if s.ws != nil {
 		if _, id := s.forkOf(in); id == s.wsID {
-			return sandbox.FieldError("task_id", "a workspace cannot be forked into itself")
+			return sandboxapi.FieldError("task_id", "a workspace cannot be forked into itself")
 		}
 	}
 	return nil
@@ -52,7 +52,7 @@ func (s *session) fork(ctx workflow.Context, in sandboxapi.ForkInput) (sandboxap
 	req, targetID := s.forkOf(in)
 	if targetID == s.wsID {
 		s.end(ctx, true)
-		return sandboxapi.ForkResult{}, appError(sandbox.FieldError("task_id", "a workspace cannot be forked into itself"))
+		return sandboxapi.ForkResult{}, appError(sandboxapi.FieldError("task_id", "a workspace cannot be forked into itself"))
 	}
 	opID := s.wsID + "/fork/" + targetID
 	if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {

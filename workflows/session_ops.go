@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -24,12 +23,12 @@ func (s *session) validateAcquire(in sandboxapi.AcquireInput) error {
 	if _, err := req.Validate(sandboxapi.PermissiveURLs); err != nil {
 		return err
 	}
-	if id := sandbox.WorkspaceIDForKey(req.Key()); id != s.wsID {
-		return sandbox.FieldError("request", "the request's key belongs to workspace %s, not %s", id, s.wsID)
+	if id := sandboxapi.WorkspaceIDForKey(req.Key()); id != s.wsID {
+		return sandboxapi.FieldError("request", "the request's key belongs to workspace %s, not %s", id, s.wsID)
 	}
 	if s.ws != nil {
-		if repo, _ := sandbox.ParseRepoURL(req.RepoURL, sandboxapi.PermissiveURLs); repo.Key() != s.ws.Repo.Key() {
-			return sandbox.Errorf(sandbox.ErrConflict, "workspace %s belongs to repository %s, not %s", s.wsID, s.ws.Repo.Key(), repo.Key())
+		if repo, _ := sandboxapi.ParseRepoURL(req.RepoURL, sandboxapi.PermissiveURLs); repo.Key() != s.ws.Repo.Key() {
+			return sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %s belongs to repository %s, not %s", s.wsID, s.ws.Repo.Key(), repo.Key())
 		}
 	}
 	return nil
@@ -87,7 +86,7 @@ func (s *session) acquireLocked(ctx workflow.Context, in sandboxapi.AcquireInput
 // policyChange reports whether req names a network policy other than
 // ws's: a mode, or allow-list entries, that differ from the stored ones (a
 // request naming none keeps them).
-func policyChange(req *sandbox.WorkspaceRequest, ws *sandbox.Workspace) bool {
+func policyChange(req *sandboxapi.WorkspaceRequest, ws *sandboxapi.Workspace) bool {
 	if req == nil || (req.Network == "" && req.NetworkAllow == nil) {
 		return false
 	}
@@ -118,7 +117,7 @@ func (s *session) wake(ctx workflow.Context) error {
 // run; a dormant run stays dormant, and ends when its workspace is gone.
 // restore (the restore update) also reaches a destroyed workspace's
 // tombstone and brings back what its destroy saved (docs/API.md "Destroy").
-func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest, restore bool) (sandboxapi.Handle, error) {
+func (s *session) resume(ctx workflow.Context, req *sandboxapi.WorkspaceRequest, restore bool) (sandboxapi.Handle, error) {
 	first := s.ws == nil
 	fail := func(err error) (sandboxapi.Handle, error) {
 		if first {
@@ -154,9 +153,9 @@ func (s *session) resume(ctx workflow.Context, req *sandbox.WorkspaceRequest, re
 			// Destroyed: a run started to resume it ends destroyed, not
 			// failed (changeFailedRun; finish), and says how to get it back.
 			s.wsDestroyed = first
-			return fail(appError(sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s was destroyed; restore brings back what its destroy saved, an acquire with a full request starts its key fresh", s.wsID)))
+			return fail(appError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s was destroyed; restore brings back what its destroy saved, an acquire with a full request starts its key fresh", s.wsID)))
 		}
-		return fail(appError(sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s does not exist; acquire it with a full request", s.wsID)))
+		return fail(appError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s does not exist; acquire it with a full request", s.wsID)))
 	}
 	opts := workflow.ActivityOptions{
 		// A clone may take long; the activity heartbeats, so a dead worker is noticed quickly.

@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -183,7 +182,7 @@ func (s *session) idleDeadlines(now time.Time) (stopAt, closeAt time.Time, check
 // --- exec ------------------------------------------------------------------
 
 // exec runs one command (docs/API.md "exec"); see the file comment.
-func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (s *session) exec(ctx workflow.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	if workflow.GetVersion(ctx, changeExecProcess, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return s.execActivity(ctx, req)
 	}
@@ -194,7 +193,7 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 	e := s.trackExec(id)
 	defer s.untrackExec(e)
 	if err := s.waitReady(ctx); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	if s.besideSetup(ctx, req) {
 		// The setup holds the lock: this command runs next to it, holding
@@ -204,7 +203,7 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 	} else {
 		ok, err := s.beginUnless(ctx, true, func() bool { return e.cancel != "" })
 		if err != nil {
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		if !ok {
 			e.cancelled = true
@@ -225,7 +224,7 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 		// a runtime without processes.
 		st.Unsupported = true
 	} else if err := s.execStart(ctx, in, &st); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	if st.Done {
 		e.cancelled = st.Result.Cancelled
@@ -238,7 +237,7 @@ func (s *session) exec(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.E
 // command now running under the session's lock, not cancelled
 // (req.BesideSetup; replay-safe behind changeBesideSetup: only a request
 // with the new field asks).
-func (s *session) besideSetup(ctx workflow.Context, req sandbox.ExecRequest) bool {
+func (s *session) besideSetup(ctx workflow.Context, req sandboxapi.ExecRequest) bool {
 	if !req.BesideSetup || s.setupExec == nil || s.setupExec.cancel != "" || s.holder.op != "setup" {
 		return false
 	}
@@ -284,7 +283,7 @@ func execWaitOptions(opts workflow.ActivityOptions, processID string) workflow.A
 // command itself) and returns the command's result: a cancelled result
 // when e was cancelled meanwhile. The wait is cancellable through e.abort.
 // Errors: the activity's, as s.result.
-func (s *session) awaitExec(ctx workflow.Context, e *execRun, in wire.ExecActivityInput, req sandbox.ExecRequest, unsupported bool) (sandbox.ExecResult, error) {
+func (s *session) awaitExec(ctx workflow.Context, e *execRun, in wire.ExecActivityInput, req sandboxapi.ExecRequest, unsupported bool) (sandboxapi.ExecResult, error) {
 	waitCtx, abort := workflow.WithCancel(ctx)
 	e.abort = abort
 	if unsupported {
@@ -317,7 +316,7 @@ func (s *session) awaitExec(ctx workflow.Context, e *execRun, in wire.ExecActivi
 		return cancelledResult(), nil
 	}
 	if err := s.result(err); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	if e.cancel != "" && unsupported {
 		out.ExitCode, out.Cancelled = 130, true
@@ -328,12 +327,12 @@ func (s *session) awaitExec(ctx workflow.Context, e *execRun, in wire.ExecActivi
 
 // execActivity is exec as recorded before changeExecProcess: one exec
 // activity runs the command.
-func (s *session) execActivity(ctx workflow.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (s *session) execActivity(ctx workflow.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	if err := s.waitReady(ctx); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	if err := s.begin(ctx, true); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	defer s.end(ctx, true)
 	var out wire.ExecActivityResult
@@ -372,7 +371,9 @@ func (s *session) onHostQueue(ctx workflow.Context) bool {
 	return s.ws != nil && workflow.GetInfo(ctx).TaskQueueName == wire.HostTaskQueue(s.ws.HostID)
 }
 
-func cancelledResult() sandbox.ExecResult { return sandbox.ExecResult{ExitCode: 130, Cancelled: true} }
+func cancelledResult() sandboxapi.ExecResult {
+	return sandboxapi.ExecResult{ExitCode: 130, Cancelled: true}
+}
 
 // killExec kills a running exec's process tree (ActivityExecCancel) and
 // waits up to cancelKillWait for it to be gone.
@@ -450,7 +451,7 @@ func (s *session) cancel(ctx workflow.Context, in sandboxapi.CancelInput) (sandb
 
 func validateCancel(_ *session, in sandboxapi.CancelInput) error {
 	if in.UpdateID == "" || len(in.UpdateID) > 1000 {
-		return sandbox.FieldError("update_id", "cancel needs the update id of an exec (1 to 1000 bytes)")
+		return sandboxapi.FieldError("update_id", "cancel needs the update id of an exec (1 to 1000 bytes)")
 	}
 	return nil
 }
@@ -595,31 +596,31 @@ func (s *session) registerProcessUsed(ctx workflow.Context) {
 
 func validProcessID(id string) error {
 	if id == "" || len(id) > 64 {
-		return sandbox.FieldError("process_id", "process_id must be 1 to 64 characters")
+		return sandboxapi.FieldError("process_id", "process_id must be 1 to 64 characters")
 	}
 	for _, r := range id {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return sandbox.FieldError("process_id", "process_id %q: only letters, digits, '-', '_' and '.'", sandbox.Clip(id, 64))
+			return sandboxapi.FieldError("process_id", "process_id %q: only letters, digits, '-', '_' and '.'", sandboxapi.Clip(id, 64))
 		}
 	}
 	return nil
 }
 
 func validateProcessStart(s *session, in sandboxapi.ProcessStartInput) error {
-	req := sandbox.ExecRequest{Cmd: in.Cmd, Cwd: in.Cwd, Env: in.Env, Network: in.Network}
+	req := sandboxapi.ExecRequest{Cmd: in.Cmd, Cwd: in.Cwd, Env: in.Env, Network: in.Network}
 	if err := validateExec(s, req); err != nil {
 		return err
 	}
 	if len(in.Tag) > sandboxapi.MaxProcessTagBytes {
-		return sandbox.FieldError("tag", "tag is longer than %d bytes", sandboxapi.MaxProcessTagBytes)
+		return sandboxapi.FieldError("tag", "tag is longer than %d bytes", sandboxapi.MaxProcessTagBytes)
 	}
 	for _, r := range in.Tag {
 		if r < 0x20 || r == 0x7f {
-			return sandbox.FieldError("tag", "tag has a control character")
+			return sandboxapi.FieldError("tag", "tag has a control character")
 		}
 	}
 	if t := in.PTY; t != nil && (t.Rows < 1 || t.Cols < 1 || t.Rows > sandboxapi.MaxTerminalSize || t.Cols > sandboxapi.MaxTerminalSize) {
-		return sandbox.FieldError("pty", "pty rows and cols must be between 1 and %d", sandboxapi.MaxTerminalSize)
+		return sandboxapi.FieldError("pty", "pty rows and cols must be between 1 and %d", sandboxapi.MaxTerminalSize)
 	}
 	return nil
 }
@@ -631,19 +632,19 @@ func validateProcessRead(_ *session, in sandboxapi.ProcessReadInput) error {
 	switch in.Stream {
 	case "", sandboxapi.StreamStdout, sandboxapi.StreamStderr, sandboxapi.StreamPTY:
 	default:
-		return sandbox.FieldError("stream", "stream %q: want stdout, stderr or pty", sandbox.Clip(in.Stream, 32))
+		return sandboxapi.FieldError("stream", "stream %q: want stdout, stderr or pty", sandboxapi.Clip(in.Stream, 32))
 	}
 	if in.Offset < 0 {
-		return sandbox.FieldError("offset", "offset must not be negative")
+		return sandboxapi.FieldError("offset", "offset must not be negative")
 	}
 	if in.StderrOffset != nil && (*in.StderrOffset < 0 || (in.Stream != "" && in.Stream != sandboxapi.StreamStdout)) {
-		return sandbox.FieldError("stderr_offset", "stderr_offset must not be negative and goes with stream stdout")
+		return sandboxapi.FieldError("stderr_offset", "stderr_offset must not be negative and goes with stream stdout")
 	}
 	if in.MaxBytes < 0 || in.MaxBytes > sandboxapi.MaxProcessReadBytes {
-		return sandbox.FieldError("max_bytes", "max_bytes must be between 0 and %d", sandboxapi.MaxProcessReadBytes)
+		return sandboxapi.FieldError("max_bytes", "max_bytes must be between 0 and %d", sandboxapi.MaxProcessReadBytes)
 	}
 	if in.WaitMS < 0 || in.WaitMS > int(sandboxapi.MaxProcessReadWait/time.Millisecond) {
-		return sandbox.FieldError("wait_ms", "wait_ms must be between 0 and %d", sandboxapi.MaxProcessReadWait/time.Millisecond)
+		return sandboxapi.FieldError("wait_ms", "wait_ms must be between 0 and %d", sandboxapi.MaxProcessReadWait/time.Millisecond)
 	}
 	return nil
 }
@@ -653,7 +654,7 @@ func validateProcessWrite(_ *session, in sandboxapi.ProcessWriteInput) error {
 		return err
 	}
 	if len(in.Data) > sandboxapi.MaxProcessWriteBytes {
-		return sandbox.FieldError("data", "data is larger than %d bytes", sandboxapi.MaxProcessWriteBytes)
+		return sandboxapi.FieldError("data", "data is larger than %d bytes", sandboxapi.MaxProcessWriteBytes)
 	}
 	return nil
 }
@@ -674,7 +675,7 @@ func validateProcessSignal(_ *session, in sandboxapi.ProcessSignalInput) error {
 			return nil
 		}
 	}
-	return sandbox.FieldError("signal", "signal %q: want one of %v", sandbox.Clip(in.Signal, 16), sandboxapi.ProcessSignals)
+	return sandboxapi.FieldError("signal", "signal %q: want one of %v", sandboxapi.Clip(in.Signal, 16), sandboxapi.ProcessSignals)
 }
 
 func equalFold(a, b string) bool {
@@ -695,7 +696,7 @@ func validateProcessResize(_ *session, in sandboxapi.ProcessResizeInput) error {
 		return err
 	}
 	if in.Rows < 1 || in.Cols < 1 || in.Rows > sandboxapi.MaxTerminalSize || in.Cols > sandboxapi.MaxTerminalSize {
-		return sandbox.FieldError("rows", "rows and cols must be between 1 and %d", sandboxapi.MaxTerminalSize)
+		return sandboxapi.FieldError("rows", "rows and cols must be between 1 and %d", sandboxapi.MaxTerminalSize)
 	}
 	return nil
 }

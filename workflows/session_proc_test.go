@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -31,18 +30,18 @@ func newBlockingExec(f *fakeActivities) *blockingExec {
 	b := &blockingExec{killed: make(chan struct{}), release: make(chan struct{})}
 	f.execStart = func(wire.ExecActivityInput) wire.ExecStartResult { return wire.ExecStartResult{} }
 	f.execCancel = func(wire.ExecCancelInput) { b.once.Do(func() { close(b.killed) }) }
-	f.execWait = func(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+	f.execWait = func(ctx context.Context, in wire.ExecActivityInput) (sandboxapi.ExecResult, error) {
 		killed := b.killed
 		if b.stuck {
 			killed = nil
 		}
 		select {
 		case <-killed:
-			return sandbox.ExecResult{ExitCode: 130, Cancelled: true, Stdout: []byte("partial")}, nil
+			return sandboxapi.ExecResult{ExitCode: 130, Cancelled: true, Stdout: []byte("partial")}, nil
 		case <-b.release:
-			return sandbox.ExecResult{ExitCode: 0, Stdout: []byte("finished")}, nil
+			return sandboxapi.ExecResult{ExitCode: 0, Stdout: []byte("finished")}, nil
 		case <-ctx.Done():
-			return sandbox.ExecResult{}, ctx.Err()
+			return sandboxapi.ExecResult{}, ctx.Err()
 		}
 	}
 	return b
@@ -52,21 +51,21 @@ func newBlockingExec(f *fakeActivities) *blockingExec {
 // ends within the fast path's wait is answered by ExecStart alone, named by
 // its update id's process id.
 func TestExecShortCommandIsOneLocalActivity(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	var got wire.ExecActivityInput
 	f.execStart = func(i wire.ExecActivityInput) wire.ExecStartResult {
 		got = i
-		return wire.ExecStartResult{Done: true, Result: sandbox.ExecResult{ExitCode: 3, Stdout: []byte("x")}}
+		return wire.ExecStartResult{Done: true, Result: sandboxapi.ExecResult{ExitCode: 3, Stdout: []byte("x")}}
 	}
 	req := *in.Request
 	var acq, ex updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "exit 3"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "exit 3"}})
 	update(env, 2*time.Second, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, ex.err)
-	res := ex.value.(sandbox.ExecResult)
+	res := ex.value.(sandboxapi.ExecResult)
 	assert.Equal(t, 3, res.ExitCode)
 	assert.Equal(t, int32(1), f.starts.Load())
 	assert.Zero(t, f.waits.Load(), "no waiting activity for a short command")
@@ -80,28 +79,28 @@ func TestExecShortCommandIsOneLocalActivity(t *testing.T) {
 // id; a failed wait is retried on the same process and the command is never
 // started again.
 func TestExecLongCommandWaitsForTheSameProcess(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	f.execStart = func(wire.ExecActivityInput) wire.ExecStartResult { return wire.ExecStartResult{} }
 	f.waitInputs = make(chan wire.ExecActivityInput, 10)
 	var mu sync.Mutex
 	attempts := 0
-	f.execWait = func(context.Context, wire.ExecActivityInput) (sandbox.ExecResult, error) {
+	f.execWait = func(context.Context, wire.ExecActivityInput) (sandboxapi.ExecResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if attempts++; attempts == 1 {
-			return sandbox.ExecResult{}, temporal.NewApplicationError("the worker died", sandbox.ErrRuntimeUnavailable.Type)
+			return sandboxapi.ExecResult{}, temporal.NewApplicationError("the worker died", sandboxapi.ErrRuntimeUnavailable.Type)
 		}
-		return sandbox.ExecResult{ExitCode: 0, Stdout: []byte("done")}, nil
+		return sandboxapi.ExecResult{ExitCode: 0, Stdout: []byte("done")}, nil
 	}
 	req := *in.Request
 	var acq, ex updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"sleep", "5"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"sleep", "5"}})
 	update(env, time.Minute, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, ex.err)
-	assert.Equal(t, "done", string(ex.value.(sandbox.ExecResult).Stdout))
+	assert.Equal(t, "done", string(ex.value.(sandboxapi.ExecResult).Stdout))
 	assert.Equal(t, int32(1), f.starts.Load(), "started once")
 	require.Equal(t, int32(2), f.waits.Load(), "the wait was retried")
 	a, b := <-f.waitInputs, <-f.waitInputs
@@ -113,7 +112,7 @@ func TestExecLongCommandWaitsForTheSameProcess(t *testing.T) {
 // its update id; its tree is killed, the exec returns cancelled (130) and a
 // write queued behind it then runs; a second cancel finds it finished.
 func TestCancelRunningExecThenQueuedWorkRuns(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	env.SetTestTimeout(time.Minute)
 	newBlockingExec(f)
 	req := *in.Request
@@ -121,7 +120,7 @@ func TestCancelRunningExecThenQueuedWorkRuns(t *testing.T) {
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
 	execID := "the-exec"
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(sandboxapi.UpdateExec, execID, &callback{&ex}, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+		env.UpdateWorkflow(sandboxapi.UpdateExec, execID, &callback{&ex}, sandboxapi.ExecRequest{Cmd: []string{"sleep", "600"}})
 	}, time.Second)
 	update(env, 2*time.Second, sandboxapi.UpdateWriteFile, &wr, sandboxapi.WriteFileInput{Path: "after.txt", Content: []byte("x")})
 	update(env, 3*time.Second, sandboxapi.UpdateCancel, &cancel, sandboxapi.CancelInput{UpdateID: execID})
@@ -131,7 +130,7 @@ func TestCancelRunningExecThenQueuedWorkRuns(t *testing.T) {
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, ex.err)
-	res := ex.value.(sandbox.ExecResult)
+	res := ex.value.(sandboxapi.ExecResult)
 	assert.True(t, res.Cancelled)
 	assert.Equal(t, 130, res.ExitCode)
 	require.NoError(t, cancel.err)
@@ -149,7 +148,7 @@ func TestCancelRunningExecThenQueuedWorkRuns(t *testing.T) {
 // without starting; a cancel of an exec that does not answer gives up on its
 // wait after cancelGrace.
 func TestCancelQueuedExecNeverRuns(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	env.SetTestTimeout(time.Minute)
 	b := newBlockingExec(f)
 	b.stuck = true
@@ -157,10 +156,10 @@ func TestCancelQueuedExecNeverRuns(t *testing.T) {
 	var acq, first, second, cancelSecond, cancelFirst updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(sandboxapi.UpdateExec, "first", &callback{&first}, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+		env.UpdateWorkflow(sandboxapi.UpdateExec, "first", &callback{&first}, sandboxapi.ExecRequest{Cmd: []string{"sleep", "600"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(sandboxapi.UpdateExec, "second", &callback{&second}, sandbox.ExecRequest{Cmd: []string{"echo", "never"}})
+		env.UpdateWorkflow(sandboxapi.UpdateExec, "second", &callback{&second}, sandboxapi.ExecRequest{Cmd: []string{"echo", "never"}})
 	}, 2*time.Second)
 	update(env, 3*time.Second, sandboxapi.UpdateCancel, &cancelSecond, sandboxapi.CancelInput{UpdateID: "second"})
 	update(env, 4*time.Second, sandboxapi.UpdateCancel, &cancelFirst, sandboxapi.CancelInput{UpdateID: "first"})
@@ -168,10 +167,10 @@ func TestCancelQueuedExecNeverRuns(t *testing.T) {
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, second.err)
-	assert.True(t, second.value.(sandbox.ExecResult).Cancelled)
+	assert.True(t, second.value.(sandboxapi.ExecResult).Cancelled)
 	assert.Equal(t, sandboxapi.CancelQueued, cancelSecond.value.(sandboxapi.CancelResult).State)
 	require.NoError(t, first.err)
-	assert.True(t, first.value.(sandbox.ExecResult).Cancelled, "abandoned after the grace period")
+	assert.True(t, first.value.(sandboxapi.ExecResult).Cancelled, "abandoned after the grace period")
 	assert.Equal(t, sandboxapi.CancelRunning, cancelFirst.value.(sandboxapi.CancelResult).State)
 	assert.Equal(t, int32(1), f.starts.Load(), "the queued exec never started")
 }
@@ -179,19 +178,19 @@ func TestCancelQueuedExecNeverRuns(t *testing.T) {
 // TestHibernateCancelsTheRunningExec: hibernate does not wait for a
 // command: it cancels it, then stops the runtime.
 func TestHibernateCancelsTheRunningExec(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	env.SetTestTimeout(time.Minute)
 	newBlockingExec(f)
 	req := *in.Request
 	var acq, ex, hib updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"sleep", "600"}})
 	update(env, 2*time.Second, sandboxapi.UpdateHibernate, &hib)
 	update(env, time.Minute, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, ex.err)
-	assert.True(t, ex.value.(sandbox.ExecResult).Cancelled)
+	assert.True(t, ex.value.(sandboxapi.ExecResult).Cancelled)
 	require.NoError(t, hib.err)
 	assert.Equal(t, int32(1), f.cancels.Load())
 	assert.GreaterOrEqual(t, f.hibernate.Load(), int32(1))
@@ -200,13 +199,13 @@ func TestHibernateCancelsTheRunningExec(t *testing.T) {
 // TestProcessReadDoesNotWaitForARunningExec: the process updates are
 // immediate: a read is answered while an exec holds the lock.
 func TestProcessReadDoesNotWaitForARunningExec(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	env.SetTestTimeout(time.Minute)
 	b := newBlockingExec(f)
 	req := *in.Request
 	var acq, ex, read updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"sleep", "600"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"sleep", "600"}})
 	update(env, 2*time.Second, sandboxapi.UpdateProcessRead, &read, sandboxapi.ProcessReadInput{ProcessID: "exec-0123"})
 	env.RegisterDelayedCallback(func() {
 		assert.NoError(t, read.err)
@@ -217,7 +216,7 @@ func TestProcessReadDoesNotWaitForARunningExec(t *testing.T) {
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, ex.err)
-	assert.Equal(t, "finished", string(ex.value.(sandbox.ExecResult).Stdout))
+	assert.Equal(t, "finished", string(ex.value.(sandboxapi.ExecResult).Stdout))
 	assert.Equal(t, "out", string(read.value.(sandboxapi.ProcessReadResult).Data))
 }
 
@@ -226,7 +225,7 @@ func TestProcessReadDoesNotWaitForARunningExec(t *testing.T) {
 // last use, whatever SANDBOX_IDLE_STOP (20 min) says; the session learns
 // it still runs from one process_list per idle period, not per tick.
 func TestLiveProcessDefersHibernation(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	var lists int
 	f.processList = func() sandboxapi.ProcessListResult {
 		lists++
@@ -261,7 +260,7 @@ func TestLiveProcessDefersHibernation(t *testing.T) {
 // TestEndedProcessDoesNotDeferHibernation: once the session learns the
 // process ended, the usual idle stop applies.
 func TestEndedProcessDoesNotDeferHibernation(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	f.processList = func() sandboxapi.ProcessListResult {
 		return sandboxapi.ProcessListResult{Processes: []sandboxapi.ProcessInfo{{ID: "proc-1", Exited: true}}}
 	}
@@ -278,7 +277,7 @@ func TestEndedProcessDoesNotDeferHibernation(t *testing.T) {
 
 // TestProcessUpdatesValidate: bad arguments are rejected before anything runs.
 func TestProcessUpdatesValidate(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	req := *in.Request
 	var acq updateResult
 	bad := make([]updateResult, 7)
@@ -296,7 +295,7 @@ func TestProcessUpdatesValidate(t *testing.T) {
 	for i, b := range bad {
 		var app *temporal.ApplicationError
 		require.True(t, errors.As(b.rejected, &app), "update %d: want a rejection, got %v", i, b.rejected)
-		assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type(), "update %d", i)
+		assert.Equal(t, sandboxapi.ErrInvalidArgument.Type, app.Type(), "update %d", i)
 	}
 	assert.Zero(t, f.procStarts.Load())
 }
@@ -311,17 +310,17 @@ func (c *callback) Complete(v any, err error) { c.out.value, c.out.err = v, err 
 // TestExecFallsBackOnARuntimeWithoutProcesses: ExecStart says the runtime
 // runs no processes; the exec activity runs the command (the way before).
 func TestExecFallsBackOnARuntimeWithoutProcesses(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	f.execStart = func(wire.ExecActivityInput) wire.ExecStartResult { return wire.ExecStartResult{Unsupported: true} }
 	req := *in.Request
 	var acq, ex updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"true"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	update(env, time.Minute, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, ex.err)
-	assert.Equal(t, "ok\n", string(ex.value.(sandbox.ExecResult).Stdout))
+	assert.Equal(t, "ok\n", string(ex.value.(sandboxapi.ExecResult).Stdout))
 	assert.Equal(t, int32(1), f.execs.Load(), "the exec activity ran the command")
 	assert.Zero(t, f.waits.Load())
 }

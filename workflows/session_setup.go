@@ -7,7 +7,6 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -69,7 +68,7 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 	st := s.setup
 	if err := s.begin(ctx, true); err != nil {
 		now := workflow.Now(ctx)
-		st.State, st.Error, st.FinishedAt = sandboxapi.SetupFailed, sandbox.Message(err), &now
+		st.State, st.Error, st.FinishedAt = sandboxapi.SetupFailed, sandboxapi.Message(err), &now
 		return
 	}
 	defer s.end(ctx, true)
@@ -98,7 +97,7 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 	if s.state != sandboxapi.StateActive {
 		s.setState(ctx, sandboxapi.StateActive)
 	}
-	req := sandbox.ExecRequest{Cmd: setupScript(env.Setup), TimeoutS: int(sandboxapi.SetupTimeout / time.Second),
+	req := sandboxapi.ExecRequest{Cmd: setupScript(env.Setup), TimeoutS: int(sandboxapi.SetupTimeout / time.Second),
 		MaxOutputBytes: sandboxapi.SetupOutputTailBytes, KeepOutput: true, Network: setupNetwork(s.ws)}
 	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
 	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: fmt.Sprintf("%s%.8s-%d", sandboxapi.SetupExecPrefix, run, n), Setup: true}
@@ -129,7 +128,7 @@ func (s *session) runSetup(ctx workflow.Context, n int) {
 		return
 	}
 	if err != nil {
-		st.State, st.Error = sandboxapi.SetupFailed, sandbox.Message(err)
+		st.State, st.Error = sandboxapi.SetupFailed, sandboxapi.Message(err)
 		return
 	}
 	r := out.ExecResult
@@ -157,7 +156,7 @@ func (s *session) preparedTree(ctx workflow.Context, name, hash string) *sandbox
 	in := wire.PreparedTreeInput{WorkspaceID: s.wsID, LockfilesHash: hash}
 	if err := s.call(ctx, s.hostOptions(opGit, 0), name, in, &out); err != nil {
 		s.lastError = ""
-		return &sandboxapi.PreparedTree{Action: sandboxapi.PreparedNone, Note: sandbox.Message(err)}
+		return &sandboxapi.PreparedTree{Action: sandboxapi.PreparedNone, Note: sandboxapi.Message(err)}
 	}
 	return &out
 }
@@ -176,7 +175,7 @@ func (s *session) rerunSetup(ctx workflow.Context, _ sandboxapi.None) (sandboxap
 		if env != nil && len(env.Problems) > 0 {
 			why = fmt.Sprintf("its environment has %d problem(s), which describe lists (a file that is not used names no command)", len(env.Problems))
 		}
-		return sandboxapi.SetupState{}, appError(sandbox.Errorf(sandbox.ErrInvalidArgument,
+		return sandboxapi.SetupState{}, appError(sandboxapi.Errorf(sandboxapi.ErrInvalidArgument,
 			"workspace %s has no setup command to run: %s (docs/RUNTIMES.md \"Setup\")", s.wsID, why))
 	}
 	if s.setup == nil || s.setup.Ended() {
@@ -197,12 +196,12 @@ func (s *session) awaitSetup(ctx workflow.Context) error {
 // setupNetwork is the network of a setup run: limited (the allow-list,
 // package registries included), none for a workspace without network, ""
 // (the workspace's policy) when its policy is not recorded.
-func setupNetwork(ws *sandbox.Workspace) sandbox.Network {
+func setupNetwork(ws *sandboxapi.Workspace) sandboxapi.Network {
 	switch ws.Network {
-	case sandbox.NetworkLimited, sandbox.NetworkDefault:
-		return sandbox.NetworkLimited
-	case sandbox.NetworkNone:
-		return sandbox.NetworkNone
+	case sandboxapi.NetworkLimited, sandboxapi.NetworkDefault:
+		return sandboxapi.NetworkLimited
+	case sandboxapi.NetworkNone:
+		return sandboxapi.NetworkNone
 	}
 	return ""
 }

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -26,7 +25,7 @@ import (
 // store) so that the workflow's own logic — locking, validators, idle timers,
 // continue-as-new — is tested deterministically with a skipping clock.
 type fakeActivities struct {
-	mode     sandbox.WorkspaceMode
+	mode     sandboxapi.WorkspaceMode
 	execs    atomic.Int32
 	acquires atomic.Int32
 	// exists: Locate finds the workspace (a resume by id works).
@@ -41,7 +40,7 @@ type fakeActivities struct {
 	// waiting exec activity (with a process id); execCancel ExecCancel;
 	// processList ProcessList. starts and waits count the calls.
 	execStart   func(in wire.ExecActivityInput) wire.ExecStartResult
-	execWait    func(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error)
+	execWait    func(ctx context.Context, in wire.ExecActivityInput) (sandboxapi.ExecResult, error)
 	execCancel  func(in wire.ExecCancelInput)
 	processList func() sandboxapi.ProcessListResult
 	starts      atomic.Int32
@@ -63,12 +62,12 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	}, wire.ActivityLocate)
 	reg(func(_ context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {
 		f.acquires.Add(1)
-		ws := sandbox.Workspace{ID: in.WorkspaceID, Mode: f.mode, HostID: testHost, BranchName: "agent/edits-c", UserID: "u", ProjectID: "p",
-			Capabilities: sandbox.CapabilitiesFromMode(f.mode, false), Repo: sandbox.RepoIdentity{Host: "example.com", Owner: "o", Name: "r", URL: "https://example.com/o/r.git"}}
+		ws := sandboxapi.Workspace{ID: in.WorkspaceID, Mode: f.mode, HostID: testHost, BranchName: "agent/edits-c", UserID: "u", ProjectID: "p",
+			Capabilities: sandboxapi.CapabilitiesFromMode(f.mode, false), Repo: sandboxapi.RepoIdentity{Host: "example.com", Owner: "o", Name: "r", URL: "https://example.com/o/r.git"}}
 		return wire.AcquireActivityResult{Workspace: ws, Created: true,
 			Settings: wire.SessionSettings{IdleStop: 20 * time.Minute, IdleClose: 6 * time.Hour, RuntimeKind: "local"}}, nil
 	}, wire.ActivityAcquire)
-	reg(func(ctx context.Context, in wire.ExecActivityInput) (sandbox.ExecResult, error) {
+	reg(func(ctx context.Context, in wire.ExecActivityInput) (sandboxapi.ExecResult, error) {
 		if in.ProcessID != "" {
 			f.waits.Add(1)
 			if f.waitInputs != nil {
@@ -80,7 +79,7 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		if f.onExec != nil {
 			f.onExec()
 		}
-		return sandbox.ExecResult{ExitCode: 0, Stdout: []byte("ok\n")}, nil
+		return sandboxapi.ExecResult{ExitCode: 0, Stdout: []byte("ok\n")}, nil
 	}, wire.ActivityExec)
 	reg(func(_ context.Context, in wire.ExecActivityInput) (wire.ExecStartResult, error) {
 		f.starts.Add(1)
@@ -91,7 +90,7 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		if f.onExec != nil {
 			f.onExec()
 		}
-		return wire.ExecStartResult{Done: true, Result: sandbox.ExecResult{ExitCode: 0, Stdout: []byte("ok\n")}}, nil
+		return wire.ExecStartResult{Done: true, Result: sandboxapi.ExecResult{ExitCode: 0, Stdout: []byte("ok\n")}}, nil
 	}, wire.ActivityExecStart)
 	reg(func(_ context.Context, in wire.ExecCancelInput) (wire.ExecCancelResult, error) {
 		f.cancels.Add(1)
@@ -130,17 +129,17 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	}, wire.ActivityReadFile)
 	reg(func(_ context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 		f.hibernate.Add(1)
-		return sandboxapi.HibernateResult{RuntimeID: sandbox.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
+		return sandboxapi.HibernateResult{RuntimeID: sandboxapi.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
 	}, wire.ActivityHibernate)
 	reg(func(_ context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 		f.destroy.Add(1)
-		return sandboxapi.HibernateResult{RuntimeID: sandbox.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
+		return sandboxapi.HibernateResult{RuntimeID: sandboxapi.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil
 	}, wire.ActivityDestroyRuntime)
 }
 
-func testRequest(mode sandbox.WorkspaceMode) sandbox.WorkspaceRequest {
-	r := sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: mode}
-	if mode == sandbox.ModeEdit {
+func testRequest(mode sandboxapi.WorkspaceMode) sandboxapi.WorkspaceRequest {
+	r := sandboxapi.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: "https://example.com/o/r.git", Mode: mode}
+	if mode == sandboxapi.ModeEdit {
 		r.ConversationID = "c"
 	}
 	return r
@@ -167,27 +166,27 @@ func update(env *testsuite.TestWorkflowEnvironment, at time.Duration, name strin
 	}, at)
 }
 
-func newEnv(t *testing.T, mode sandbox.WorkspaceMode, taskQueue string) (*testsuite.TestWorkflowEnvironment, *fakeActivities, sandboxapi.SessionInput) {
+func newEnv(t *testing.T, mode sandboxapi.WorkspaceMode, taskQueue string) (*testsuite.TestWorkflowEnvironment, *fakeActivities, sandboxapi.SessionInput) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	f := &fakeActivities{mode: mode}
 	f.register(env)
 	req := testRequest(mode)
-	wsID := sandbox.WorkspaceIDForKey(req.Key())
+	wsID := sandboxapi.WorkspaceIDForKey(req.Key())
 	// The session's own workflow id: a run under any other is refused
 	// (checkBinding).
-	wfID, _ := sandbox.SessionWorkflowID(wsID)
+	wfID, _ := sandboxapi.SessionWorkflowID(wsID)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wfID, TaskQueue: taskQueue})
 	return env, f, sandboxapi.SessionInput{WorkspaceID: wsID, Request: &req}
 }
 
 func TestSessionIdleHibernatesThenCloses(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	var acq, ex updateResult
 	req := *in.Request
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandbox.ExecRequest{Cmd: []string{"true"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 
 	require.True(t, env.IsWorkflowCompleted())
@@ -206,7 +205,7 @@ func TestSessionIdleHibernatesThenCloses(t *testing.T) {
 }
 
 func TestSessionMovesToItsHostQueueAfterAcquire(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, sandboxapi.DefaultTaskQueue)
+	env, _, in := newEnv(t, sandboxapi.ModeEdit, sandboxapi.DefaultTaskQueue)
 	var acq updateResult
 	req := *in.Request
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
@@ -222,29 +221,29 @@ func TestSessionMovesToItsHostQueueAfterAcquire(t *testing.T) {
 }
 
 func TestSessionValidatorsRejectWithoutRunningActivities(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeAnalysis, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeAnalysis, wire.HostTaskQueue(testHost))
 	in.Request.ConversationID = ""
 	req := *in.Request
 	var acq, write, escape, empty, ok updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
 	update(env, time.Second, sandboxapi.UpdateWriteFile, &write, sandboxapi.WriteFileInput{Path: "a.txt", Content: []byte("x")})
 	update(env, 2*time.Second, sandboxapi.UpdateReadFile, &escape, sandboxapi.ReadFileInput{Path: "../etc/passwd"})
-	update(env, 3*time.Second, sandboxapi.UpdateExec, &empty, sandbox.ExecRequest{})
+	update(env, 3*time.Second, sandboxapi.UpdateExec, &empty, sandboxapi.ExecRequest{})
 	update(env, 4*time.Second, sandboxapi.UpdateReadFile, &ok, sandboxapi.ReadFileInput{Path: "a.txt"})
 	update(env, 5*time.Second, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
 	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
 	requireDormant(t, env, sandboxapi.StateReleased)
 	require.NoError(t, acq.err)
 
-	assertType := func(err error, kind *sandbox.Kind) {
+	assertType := func(err error, kind *sandboxapi.Kind) {
 		t.Helper()
 		var app *temporal.ApplicationError
 		require.True(t, errors.As(err, &app), "want an application error, got %v", err)
 		assert.Equal(t, kind.Type, app.Type())
 	}
-	assertType(write.rejected, sandbox.ErrCommandRejected)
-	assertType(escape.rejected, sandbox.ErrInvalidWorkspacePath)
-	assertType(empty.rejected, sandbox.ErrInvalidArgument)
+	assertType(write.rejected, sandboxapi.ErrCommandRejected)
+	assertType(escape.rejected, sandboxapi.ErrInvalidWorkspacePath)
+	assertType(empty.rejected, sandboxapi.ErrInvalidArgument)
 	assert.Equal(t, int32(0), f.writes.Load())
 	assert.Equal(t, int32(0), f.execs.Load())
 	assert.NoError(t, ok.rejected)
@@ -252,8 +251,8 @@ func TestSessionValidatorsRejectWithoutRunningActivities(t *testing.T) {
 }
 
 func TestSessionRejectsAnotherKeysRequest(t *testing.T) {
-	env, _, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
-	other := testRequest(sandbox.ModeEdit)
+	env, _, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
+	other := testRequest(sandboxapi.ModeEdit)
 	other.ConversationID = "someone-else"
 	var acq updateResult
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &other})
@@ -265,10 +264,10 @@ func TestSessionRejectsAnotherKeysRequest(t *testing.T) {
 	require.NoError(t, acq.rejected)
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(acq.err, &app), "%v", acq.err)
-	assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+	assert.Equal(t, sandboxapi.ErrInvalidArgument.Type, app.Type())
 	require.True(t, env.IsWorkflowCompleted())
 	require.True(t, errors.As(env.GetWorkflowError(), &app), "%v", env.GetWorkflowError())
-	assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+	assert.Equal(t, sandboxapi.ErrInvalidArgument.Type, app.Type())
 	assert.Less(t, env.Now().Sub(start), time.Second, "no wait for another acquire")
 	v, err := env.QueryWorkflow(sandboxapi.QueryDescribe)
 	require.NoError(t, err)
@@ -282,7 +281,7 @@ func TestSessionRejectsAnotherKeysRequest(t *testing.T) {
 // sent together do run at the same time (each read waits, up to 2 s of real
 // time, to see the other inside; serialized reads would never see it).
 func TestMutatingUpdatesAreSerializedAndReadsConcurrent(t *testing.T) {
-	env, f, in := newEnv(t, sandbox.ModeEdit, wire.HostTaskQueue(testHost))
+	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 	env.SetTestTimeout(time.Minute)
 	var mutating, maxMutating, reading, readOverlapsWriter, readsSawTwo atomic.Int32
 	mutate := func() {
@@ -322,9 +321,9 @@ func TestMutatingUpdatesAreSerializedAndReadsConcurrent(t *testing.T) {
 	ops := make([]updateResult, 7)
 	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
 	// Phase 1: three mutating updates and a read, all at once.
-	update(env, time.Second, sandboxapi.UpdateExec, &ops[0], sandbox.ExecRequest{Cmd: []string{"a"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ops[0], sandboxapi.ExecRequest{Cmd: []string{"a"}})
 	update(env, time.Second, sandboxapi.UpdateWriteFile, &ops[1], sandboxapi.WriteFileInput{Path: "w.txt", Content: []byte("x")})
-	update(env, time.Second, sandboxapi.UpdateExec, &ops[2], sandbox.ExecRequest{Cmd: []string{"b"}})
+	update(env, time.Second, sandboxapi.UpdateExec, &ops[2], sandboxapi.ExecRequest{Cmd: []string{"b"}})
 	update(env, time.Second, sandboxapi.UpdateReadFile, &ops[3], sandboxapi.ReadFileInput{Path: "r.txt"})
 	update(env, time.Second, sandboxapi.UpdateWriteFile, &ops[4], sandboxapi.WriteFileInput{Path: "v.txt", Content: []byte("y")})
 	// Phase 2: two reads at once.

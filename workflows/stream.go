@@ -8,7 +8,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -53,11 +52,11 @@ type stream struct {
 func ProcessStreamWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 	in, err := decodeRecorded[sandboxapi.StreamInput](ctx, sandboxapi.ProcessStreamWorkflowType, raw)
 	if err == nil {
-		err = sandbox.ValidateWorkspaceID(in.WorkspaceID)
+		err = sandboxapi.ValidateWorkspaceID(in.WorkspaceID)
 	}
 	if err == nil {
 		// Only the workspace's own stream workflow reads its processes.
-		err = checkBinding(ctx, in.WorkspaceID, sandbox.StreamWorkflowID, "stream workflow")
+		err = checkBinding(ctx, in.WorkspaceID, sandboxapi.StreamWorkflowID, "stream workflow")
 	}
 	st := &stream{wsID: in.WorkspaceID, inputErr: err, used: map[string]bool{}, usedAt: workflow.Now(ctx)}
 	validator := func(raw converter.RawValue) error {
@@ -163,7 +162,7 @@ func (st *stream) locate(ctx workflow.Context) error {
 		return appError(err)
 	}
 	if !loc.Exists || loc.HostID == "" {
-		return appError(sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s does not exist", st.wsID))
+		return appError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s does not exist", st.wsID))
 	}
 	st.host, st.hostWait = loc.HostID, loc.HostWait
 	return nil
@@ -182,7 +181,7 @@ func (st *stream) signalUsed(ctx workflow.Context, now bool) {
 	}
 	slices.Sort(ids)
 	st.used, st.usedAt = map[string]bool{}, workflow.Now(ctx)
-	wfID, _ := sandbox.SessionWorkflowID(st.wsID)
+	wfID, _ := sandboxapi.SessionWorkflowID(st.wsID)
 	if err := workflow.SignalExternalWorkflow(ctx, wfID, "", sandboxapi.SignalProcessUsed, sandboxapi.ProcessUsedSignal{ProcessIDs: ids}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Debug("process_used not delivered", "error", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -37,7 +36,7 @@ func newStreamEnv(t *testing.T, exists bool, chunk int) (*testsuite.TestWorkflow
 			NextOffset: in.Request.Offset + int64(chunk)}, nil
 	}, activity.RegisterOptions{Name: wire.ActivityProcessRead})
 	// The workspace's own stream workflow id (checkBinding).
-	wfID, _ := sandbox.StreamWorkflowID(sandbox.WorkspaceIDForKey("edit|u|p|c"))
+	wfID, _ := sandboxapi.StreamWorkflowID(sandboxapi.WorkspaceIDForKey("edit|u|p|c"))
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wfID, TaskQueue: sandboxapi.DefaultTaskQueue})
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", sandboxapi.SignalProcessUsed, mock.Anything).Return(nil).Maybe()
 	return env, &reads
@@ -47,7 +46,7 @@ func newStreamEnv(t *testing.T, exists bool, chunk int) (*testsuite.TestWorkflow
 // that served streamRunBytes continues as new.
 func TestStreamWorkflowShedsHistory(t *testing.T) {
 	env, reads := newStreamEnv(t, true, 1<<20)
-	wsID := sandbox.WorkspaceIDForKey("edit|u|p|c")
+	wsID := sandboxapi.WorkspaceIDForKey("edit|u|p|c")
 	out := make([]updateResult, 5)
 	for i := range out {
 		update(env, time.Duration(i+1)*time.Second, sandboxapi.UpdateProcessRead, &out[i], sandboxapi.ProcessReadInput{ProcessID: "exec-1", Offset: int64(i) << 20, WaitMS: 1000})
@@ -70,7 +69,7 @@ func TestStreamWorkflowShedsHistory(t *testing.T) {
 // TestStreamWorkflowEndsWhenIdleAndRefusesUnknownWorkspaces.
 func TestStreamWorkflowEndsWhenIdleAndRefusesUnknownWorkspaces(t *testing.T) {
 	env, _ := newStreamEnv(t, false, 10)
-	wsID := sandbox.WorkspaceIDForKey("edit|u|p|c")
+	wsID := sandboxapi.WorkspaceIDForKey("edit|u|p|c")
 	var read, bad updateResult
 	update(env, time.Second, sandboxapi.UpdateProcessRead, &read, sandboxapi.ProcessReadInput{ProcessID: "p"})
 	update(env, 2*time.Second, sandboxapi.UpdateProcessRead, &bad, sandboxapi.ProcessReadInput{ProcessID: "p", Offset: -1})
@@ -79,7 +78,7 @@ func TestStreamWorkflowEndsWhenIdleAndRefusesUnknownWorkspaces(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError(), "completed after the idle period")
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(read.err, &app), "%v", read.err)
-	assert.Equal(t, sandbox.ErrWorkspaceNotFound.Type, app.Type())
+	assert.Equal(t, sandboxapi.ErrWorkspaceNotFound.Type, app.Type())
 	require.True(t, errors.As(bad.rejected, &app), "%v", bad.rejected)
-	assert.Equal(t, sandbox.ErrInvalidArgument.Type, app.Type())
+	assert.Equal(t, sandboxapi.ErrInvalidArgument.Type, app.Type())
 }

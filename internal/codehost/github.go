@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // DefaultAPIURL is GitHub.com's REST API.
@@ -52,7 +53,7 @@ func APIBaseURL(raw string) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "GitHub API URL %q: want https://host[/path]", raw)
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "GitHub API URL %q: want https://host[/path]", raw)
 	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
@@ -68,7 +69,7 @@ type Options struct {
 	// APIURL is the REST API base URL (SANDBOX_GITHUB_API_URL); "" means
 	// DefaultAPIURL. Normalized with APIBaseURL.
 	APIURL string
-	// Hosts are the git hosts (sandbox.RepoIdentity.Host, host[:port]) whose
+	// Hosts are the git hosts (sandboxapi.RepoIdentity.Host, host[:port]) whose
 	// repositories this API serves (SANDBOX_GITHUB_HOST). Empty means
 	// DefaultHost for GitHub.com, or the API URL's host for an Enterprise server.
 	Hosts []string
@@ -106,7 +107,7 @@ func New(opts Options) (*GitHub, error) {
 	c := github.NewClient(hc)
 	if api != DefaultAPIURL {
 		if c, err = c.WithEnterpriseURLs(api, api); err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "GitHub API URL %q: %v", api, err)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "GitHub API URL %q: %v", api, err)
 		}
 	}
 	c.UserAgent = opts.UserAgent
@@ -138,23 +139,25 @@ func New(opts Options) (*GitHub, error) {
 func (g *GitHub) APIURL() string { return g.api }
 
 // Serves implements sandbox.CodeHost.
-func (g *GitHub) Serves(repo sandbox.RepoIdentity) bool { return g.hosts[strings.ToLower(repo.Host)] }
+func (g *GitHub) Serves(repo sandboxapi.RepoIdentity) bool {
+	return g.hosts[strings.ToLower(repo.Host)]
+}
 
-func (g *GitHub) client(repo sandbox.RepoIdentity, cred *sandbox.Credential) (*github.Client, error) {
+func (g *GitHub) client(repo sandboxapi.RepoIdentity, cred *sandbox.Credential) (*github.Client, error) {
 	if !g.Serves(repo) {
-		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "no code host is configured for %s (SANDBOX_GITHUB_API_URL, SANDBOX_GITHUB_HOST)", repo.Host)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "no code host is configured for %s (SANDBOX_GITHUB_API_URL, SANDBOX_GITHUB_HOST)", repo.Host)
 	}
 	if strings.Contains(repo.Owner, "/") {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "repository %s: GitHub owners have no subgroups", repo.FullName())
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "repository %s: GitHub owners have no subgroups", repo.FullName())
 	}
 	if cred == nil || cred.Secret == "" {
-		return nil, sandbox.Errorf(sandbox.ErrRepoAuthFailed, "no credential for %s: configure one for this user (README \"Configuration\")", repo.Host)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRepoAuthFailed, "no credential for %s: configure one for this user (README \"Configuration\")", repo.Host)
 	}
 	return g.base.WithAuthToken(cred.Secret), nil
 }
 
 // DefaultBranch implements sandbox.CodeHost (GET /repos/{owner}/{repo}).
-func (g *GitHub) DefaultBranch(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential) (string, error) {
+func (g *GitHub) DefaultBranch(ctx context.Context, repo sandboxapi.RepoIdentity, cred *sandbox.Credential) (string, error) {
 	c, err := g.client(repo, cred)
 	if err != nil {
 		return "", err
@@ -164,7 +167,7 @@ func (g *GitHub) DefaultBranch(ctx context.Context, repo sandbox.RepoIdentity, c
 		return "", g.mapError(err, "get repository "+repo.FullName(), cred)
 	}
 	if r.GetDefaultBranch() == "" {
-		return "", sandbox.Errorf(sandbox.ErrRefNotFound, "repository %s has no default branch", repo.FullName())
+		return "", sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "repository %s has no default branch", repo.FullName())
 	}
 	return r.GetDefaultBranch(), nil
 }
@@ -178,19 +181,19 @@ func (g *GitHub) DefaultBranch(ctx context.Context, repo sandbox.RepoIdentity, c
 // With req.ReuseOpen, a 422 "already exists" answer is resolved by
 // GET /repos/{owner}/{repo}/pulls?state=open&head=<owner>:<head>&base=<base>
 // and the open pull request is returned (Created false).
-func (g *GitHub) CreatePullRequest(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential, req sandbox.PullRequestRequest) (sandbox.PullRequest, error) {
+func (g *GitHub) CreatePullRequest(ctx context.Context, repo sandboxapi.RepoIdentity, cred *sandbox.Credential, req sandbox.PullRequestRequest) (sandboxapi.PullRequest, error) {
 	if err := req.Validate(); err != nil {
-		return sandbox.PullRequest{}, err
+		return sandboxapi.PullRequest{}, err
 	}
-	if err := sandbox.ValidateRef(req.Head); err != nil {
-		return sandbox.PullRequest{}, err
+	if err := sandboxapi.ValidateRef(req.Head); err != nil {
+		return sandboxapi.PullRequest{}, err
 	}
 	if req.Base == "" {
-		return sandbox.PullRequest{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "base is required")
+		return sandboxapi.PullRequest{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "base is required")
 	}
 	c, err := g.client(repo, cred)
 	if err != nil {
-		return sandbox.PullRequest{}, err
+		return sandboxapi.PullRequest{}, err
 	}
 	what := "create pull request " + req.Head + " → " + req.Base + " on " + repo.FullName()
 	pr, _, err := c.PullRequests.Create(ctx, repo.Owner, repo.Name, &github.NewPullRequest{
@@ -200,14 +203,14 @@ func (g *GitHub) CreatePullRequest(ctx context.Context, repo sandbox.RepoIdentit
 	created := true
 	if err != nil {
 		mapped := g.mapError(err, what, cred)
-		if !req.ReuseOpen || !errors.Is(mapped, sandbox.ErrConflict) {
-			return sandbox.PullRequest{}, mapped
+		if !req.ReuseOpen || !errors.Is(mapped, sandboxapi.ErrConflict) {
+			return sandboxapi.PullRequest{}, mapped
 		}
 		open, _, lerr := c.PullRequests.List(ctx, repo.Owner, repo.Name, &github.PullRequestListOptions{
 			State: "open", Head: repo.Owner + ":" + req.Head, Base: req.Base,
 		})
 		if lerr != nil || len(open) == 0 {
-			return sandbox.PullRequest{}, mapped
+			return sandboxapi.PullRequest{}, mapped
 		}
 		pr, created = open[0], false
 	}
@@ -224,19 +227,19 @@ func (g *GitHub) CreatePullRequest(ctx context.Context, repo sandbox.RepoIdentit
 	if len(users)+len(teams) > 0 {
 		if _, _, err := c.PullRequests.RequestReviewers(ctx, repo.Owner, repo.Name, out.Number,
 			github.ReviewersRequest{Reviewers: users, TeamReviewers: teams}); err != nil {
-			out.Warnings = append(out.Warnings, sandbox.Message(g.mapError(err, "request reviewers", cred)))
+			out.Warnings = append(out.Warnings, sandboxapi.Message(g.mapError(err, "request reviewers", cred)))
 		}
 	}
 	if len(req.Labels) > 0 {
 		if _, _, err := c.Issues.AddLabelsToIssue(ctx, repo.Owner, repo.Name, out.Number, req.Labels); err != nil {
-			out.Warnings = append(out.Warnings, sandbox.Message(g.mapError(err, "add labels", cred)))
+			out.Warnings = append(out.Warnings, sandboxapi.Message(g.mapError(err, "add labels", cred)))
 		}
 	}
 	return out, nil
 }
 
-func convert(pr *github.PullRequest) sandbox.PullRequest {
-	return sandbox.PullRequest{
+func convert(pr *github.PullRequest) sandboxapi.PullRequest {
+	return sandboxapi.PullRequest{
 		Number: pr.GetNumber(), URL: pr.GetHTMLURL(), State: pr.GetState(), Draft: pr.GetDraft(),
 		Base: pr.GetBase().GetRef(), Head: pr.GetHead().GetRef(), HeadCommit: pr.GetHead().GetSHA(),
 	}
@@ -248,13 +251,13 @@ func (g *GitHub) mapError(err error, what string, cred *sandbox.Credential) erro
 		return nil
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return sandbox.Errorf(sandbox.ErrTimeout, "%s: %v", what, err)
+		return sandboxapi.Errorf(sandboxapi.ErrTimeout, "%s: %v", what, err)
 	}
 	clean := func(s string) string { return scrub(s, cred) }
 	var rl *github.RateLimitError
 	if errors.As(err, &rl) {
 		reset := rl.Rate.Reset.Time
-		return sandbox.WithRetryAfter(sandbox.Errorf(sandbox.ErrRateLimited, "%s: GitHub API rate limit exceeded (%s); it resets at %s",
+		return sandbox.WithRetryAfter(sandboxapi.Errorf(sandboxapi.ErrRateLimited, "%s: GitHub API rate limit exceeded (%s); it resets at %s",
 			what, clean(rl.Message), reset.UTC().Format(time.RFC3339)), reset.Sub(g.now())+time.Second)
 	}
 	var abuse *github.AbuseRateLimitError
@@ -263,7 +266,7 @@ func (g *GitHub) mapError(err error, what string, cred *sandbox.Credential) erro
 		if abuse.RetryAfter != nil {
 			wait = *abuse.RetryAfter
 		}
-		return sandbox.WithRetryAfter(sandbox.Errorf(sandbox.ErrRateLimited, "%s: GitHub secondary rate limit (%s); retry after %s",
+		return sandbox.WithRetryAfter(sandboxapi.Errorf(sandboxapi.ErrRateLimited, "%s: GitHub secondary rate limit (%s); retry after %s",
 			what, clean(abuse.Message), wait), wait)
 	}
 	var er *github.ErrorResponse
@@ -271,28 +274,28 @@ func (g *GitHub) mapError(err error, what string, cred *sandbox.Credential) erro
 		msg := clean(describe(er))
 		switch code := er.Response.StatusCode; {
 		case code == http.StatusUnauthorized:
-			return sandbox.Errorf(sandbox.ErrRepoAuthFailed, "%s: GitHub refused the credential (401): %s", what, msg)
+			return sandboxapi.Errorf(sandboxapi.ErrRepoAuthFailed, "%s: GitHub refused the credential (401): %s", what, msg)
 		case code == http.StatusTooManyRequests || (code == http.StatusForbidden && strings.Contains(strings.ToLower(er.Message), "rate limit")):
 			wait := g.headerWait(er.Response)
-			return sandbox.WithRetryAfter(sandbox.Errorf(sandbox.ErrRateLimited, "%s: GitHub rate limit (%d): %s; retry after %s", what, code, msg, wait), wait)
+			return sandbox.WithRetryAfter(sandboxapi.Errorf(sandboxapi.ErrRateLimited, "%s: GitHub rate limit (%d): %s; retry after %s", what, code, msg, wait), wait)
 		case code == http.StatusForbidden:
-			return sandbox.Errorf(sandbox.ErrRepoAuthFailed, "%s: the credential lacks the permission (403): %s", what, msg)
+			return sandboxapi.Errorf(sandboxapi.ErrRepoAuthFailed, "%s: the credential lacks the permission (403): %s", what, msg)
 		case code == http.StatusNotFound:
-			return sandbox.Errorf(sandbox.ErrNotFound, "%s: not found (404; a private repository the token cannot see looks the same): %s", what, msg)
+			return sandboxapi.Errorf(sandboxapi.ErrNotFound, "%s: not found (404; a private repository the token cannot see looks the same): %s", what, msg)
 		case code == http.StatusConflict:
-			return sandbox.Errorf(sandbox.ErrConflict, "%s: conflict (409): %s", what, msg)
+			return sandboxapi.Errorf(sandboxapi.ErrConflict, "%s: conflict (409): %s", what, msg)
 		case code == http.StatusUnprocessableEntity:
 			if strings.Contains(strings.ToLower(msg), "already exists") {
-				return sandbox.Errorf(sandbox.ErrConflict, "%s: %s", what, msg)
+				return sandboxapi.Errorf(sandboxapi.ErrConflict, "%s: %s", what, msg)
 			}
-			return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: GitHub rejected the request (422): %s", what, msg)
+			return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s: GitHub rejected the request (422): %s", what, msg)
 		case code >= 500:
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "%s: GitHub is unavailable (%d): %s", what, code, msg)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "%s: GitHub is unavailable (%d): %s", what, code, msg)
 		default:
-			return sandbox.Errorf(sandbox.ErrSandbox, "%s: GitHub answered %d: %s", what, code, msg)
+			return sandboxapi.Errorf(sandboxapi.ErrSandbox, "%s: GitHub answered %d: %s", what, code, msg)
 		}
 	}
-	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "%s: %s", what, clean(err.Error()))
+	return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "%s: %s", what, clean(err.Error()))
 }
 
 // headerWait reads Retry-After (seconds) or X-RateLimit-Reset (Unix seconds).

@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/codehost"
 	"github.com/sandboxcore/sandboxcore/internal/codehost/githubtest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 const token = "ghp_pr+token/with=odd-chars"
@@ -21,7 +22,7 @@ const token = "ghp_pr+token/with=odd-chars"
 type fixture struct {
 	gh   *githubtest.Server
 	host *codehost.GitHub
-	repo sandbox.RepoIdentity
+	repo sandboxapi.RepoIdentity
 	cred *sandbox.Credential
 }
 
@@ -35,7 +36,7 @@ func newFixture(t *testing.T) *fixture {
 	host, err := codehost.New(codehost.Options{APIURL: gh.URL(), Hosts: []string{"git.acme.test"}})
 	require.NoError(t, err)
 	return &fixture{gh: gh, host: host,
-		repo: sandbox.RepoIdentity{Host: "git.acme.test", Owner: "acme", Name: "app", URL: "https://git.acme.test/acme/app.git"},
+		repo: sandboxapi.RepoIdentity{Host: "git.acme.test", Owner: "acme", Name: "app", URL: "https://git.acme.test/acme/app.git"},
 		cred: &sandbox.Credential{Username: "x-access-token", Secret: token}}
 }
 
@@ -49,7 +50,7 @@ func TestCreatePullRequestFollowsTheRESTAPI(t *testing.T) {
 	ctx := context.Background()
 	assert.Equal(t, f.gh.URL(), f.host.APIURL())
 	assert.True(t, f.host.Serves(f.repo))
-	assert.False(t, f.host.Serves(sandbox.RepoIdentity{Host: "github.com"}))
+	assert.False(t, f.host.Serves(sandboxapi.RepoIdentity{Host: "github.com"}))
 
 	def, err := f.host.DefaultBranch(ctx, f.repo, f.cred)
 	require.NoError(t, err)
@@ -103,7 +104,7 @@ func TestCreatePullRequestMapsErrors(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = f.host.CreatePullRequest(ctx, f.repo, f.cred, f.req())
-	require.ErrorIs(t, err, sandbox.ErrConflict, "422: a pull request exists for the head")
+	require.ErrorIs(t, err, sandboxapi.ErrConflict, "422: a pull request exists for the head")
 	assert.Contains(t, err.Error(), "A pull request already exists")
 
 	reuse := f.req()
@@ -116,23 +117,23 @@ func TestCreatePullRequestMapsErrors(t *testing.T) {
 	bad := f.req()
 	bad.Base = "nope"
 	_, err = f.host.CreatePullRequest(ctx, f.repo, f.cred, bad)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "422: invalid base")
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "422: invalid base")
 	assert.Contains(t, err.Error(), "base")
 
 	wrong := &sandbox.Credential{Username: "x-access-token", Secret: token + "-revoked"}
 	_, err = f.host.CreatePullRequest(ctx, f.repo, wrong, f.req())
-	require.ErrorIs(t, err, sandbox.ErrRepoAuthFailed, "401")
+	require.ErrorIs(t, err, sandboxapi.ErrRepoAuthFailed, "401")
 	for _, form := range []string{wrong.Secret, url.QueryEscape(wrong.Secret), token} {
 		assert.NotContains(t, err.Error(), form)
 	}
 	_, err = f.host.CreatePullRequest(ctx, f.repo, nil, f.req())
-	require.ErrorIs(t, err, sandbox.ErrRepoAuthFailed, "no credential")
+	require.ErrorIs(t, err, sandboxapi.ErrRepoAuthFailed, "no credential")
 
 	_, err = f.host.CreatePullRequest(ctx, f.repo, &sandbox.Credential{Secret: "ghp_carol"}, f.req())
-	require.ErrorIs(t, err, sandbox.ErrNotFound, "404: a private repository the token cannot see")
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound, "404: a private repository the token cannot see")
 
-	_, err = f.host.CreatePullRequest(ctx, sandbox.RepoIdentity{Host: "elsewhere.test", Owner: "a", Name: "b"}, f.cred, f.req())
-	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "a host this code host does not serve")
+	_, err = f.host.CreatePullRequest(ctx, sandboxapi.RepoIdentity{Host: "elsewhere.test", Owner: "a", Name: "b"}, f.cred, f.req())
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected, "a host this code host does not serve")
 
 	self := f.req()
 	self.Head, self.Reviewers, self.Labels = "agent/edits-c1", []string{"alice"}, nil
@@ -147,7 +148,7 @@ func TestCreatePullRequestMapsErrors(t *testing.T) {
 	assert.Contains(t, pr.Warnings[0], "Review cannot be requested from pull request author")
 
 	_, err = f.host.CreatePullRequest(ctx, f.repo, f.cred, sandbox.PullRequestRequest{Head: "agent/edits-c1", Base: "main"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "a title is required")
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "a title is required")
 }
 
 func TestRateLimitsAreRetryableUntilTheReset(t *testing.T) {
@@ -156,15 +157,15 @@ func TestRateLimitsAreRetryableUntilTheReset(t *testing.T) {
 	reset := time.Now().Add(90 * time.Second).Truncate(time.Second)
 	f.gh.RateLimitNext(1, reset)
 	_, err := f.host.CreatePullRequest(ctx, f.repo, f.cred, f.req())
-	require.ErrorIs(t, err, sandbox.ErrRateLimited)
+	require.ErrorIs(t, err, sandboxapi.ErrRateLimited)
 	wait, ok := sandbox.RetryAfter(err)
 	require.True(t, ok)
 	assert.InDelta(t, time.Until(reset).Seconds(), wait.Seconds(), 3, "the delay runs to X-RateLimit-Reset")
-	assert.True(t, sandbox.ErrRateLimited.Retryable)
+	assert.True(t, sandboxapi.ErrRateLimited.Retryable)
 
 	f.gh.SecondaryRateLimitNext(1, 7*time.Second)
 	_, err = f.host.CreatePullRequest(ctx, f.repo, f.cred, f.req())
-	require.ErrorIs(t, err, sandbox.ErrRateLimited)
+	require.ErrorIs(t, err, sandboxapi.ErrRateLimited)
 	wait, ok = sandbox.RetryAfter(err)
 	require.True(t, ok)
 	assert.Equal(t, 7*time.Second, wait, "Retry-After of a secondary rate limit")
@@ -189,12 +190,12 @@ func TestAPIBaseURL(t *testing.T) {
 	}
 	for _, bad := range []string{"ftp://x", "https://user:pw@ghe.example.com", "ghe.example.com", "https://ghe.example.com/?x=1"} {
 		_, err := codehost.APIBaseURL(bad)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, bad)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, bad)
 	}
 	h, err := codehost.New(codehost.Options{APIURL: "https://ghe.example.com"})
 	require.NoError(t, err)
-	assert.True(t, h.Serves(sandbox.RepoIdentity{Host: "ghe.example.com"}), "an Enterprise API serves its own host by default")
+	assert.True(t, h.Serves(sandboxapi.RepoIdentity{Host: "ghe.example.com"}), "an Enterprise API serves its own host by default")
 	h, err = codehost.New(codehost.Options{})
 	require.NoError(t, err)
-	assert.True(t, h.Serves(sandbox.RepoIdentity{Host: "github.com"}))
+	assert.True(t, h.Serves(sandboxapi.RepoIdentity{Host: "github.com"}))
 }

@@ -13,10 +13,11 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/credentials"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func scope(user, host string) sandbox.AuthScope {
-	return sandbox.AuthScope{UserID: user, Repo: sandbox.RepoIdentity{Host: host, Owner: "o", Name: "r", URL: "https://" + host + "/o/r.git"}}
+	return sandbox.AuthScope{UserID: user, Repo: sandboxapi.RepoIdentity{Host: host, Owner: "o", Name: "r", URL: "https://" + host + "/o/r.git"}}
 }
 
 func write(t *testing.T, path, content string) {
@@ -124,12 +125,12 @@ type fakeRemote struct {
 	deny   string
 }
 
-func (f *fakeRemote) CheckAccess(_ context.Context, _ sandbox.RepoIdentity, cred *sandbox.Credential) error {
+func (f *fakeRemote) CheckAccess(_ context.Context, _ sandboxapi.RepoIdentity, cred *sandbox.Credential) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.checks++
 	if cred == nil || cred.Secret == f.deny {
-		return sandbox.Errorf(sandbox.ErrRepoAuthFailed, "refused")
+		return sandboxapi.Errorf(sandboxapi.ErrRepoAuthFailed, "refused")
 	}
 	return nil
 }
@@ -150,16 +151,16 @@ func TestAccessRemembersSuccessesPerUserRepoAndCredential(t *testing.T) {
 	assert.Equal(t, 2, remote.checks, "another user is checked on its own")
 
 	err := a.VerifyAccess(ctx, s, &sandbox.Credential{Username: "x-access-token", Secret: "revoked"})
-	require.ErrorIs(t, err, sandbox.ErrRepoAuthFailed, "a new credential is checked at once")
-	require.ErrorIs(t, a.VerifyAccess(ctx, s, nil), sandbox.ErrRepoAuthFailed, "no credential is checked too")
-	require.ErrorIs(t, a.VerifyAccess(ctx, s, &sandbox.Credential{Secret: "revoked"}), sandbox.ErrRepoAuthFailed, "failures are not remembered")
+	require.ErrorIs(t, err, sandboxapi.ErrRepoAuthFailed, "a new credential is checked at once")
+	require.ErrorIs(t, a.VerifyAccess(ctx, s, nil), sandboxapi.ErrRepoAuthFailed, "no credential is checked too")
+	require.ErrorIs(t, a.VerifyAccess(ctx, s, &sandbox.Credential{Secret: "revoked"}), sandboxapi.ErrRepoAuthFailed, "failures are not remembered")
 	assert.Equal(t, 5, remote.checks)
 
 	now = now.Add(2 * time.Minute)
 	require.NoError(t, a.VerifyAccess(ctx, s, good))
 	assert.Equal(t, 6, remote.checks, "checked again after the TTL")
 
-	file := sandbox.AuthScope{UserID: "alice", Repo: sandbox.RepoIdentity{Host: sandbox.FileHost, URL: "file:///srv/r"}}
+	file := sandbox.AuthScope{UserID: "alice", Repo: sandboxapi.RepoIdentity{Host: sandboxapi.FileHost, URL: "file:///srv/r"}}
 	require.NoError(t, a.VerifyAccess(ctx, file, nil))
 	assert.Equal(t, 6, remote.checks, "file:// repositories are not checked")
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Dir serves per-user credentials from a directory on the worker host
@@ -20,7 +21,7 @@ import (
 // changes (size, modification time or inode), so tokens can be rotated or
 // revoked without restarting the worker; a missing file means no credential
 // for that user. A user id that is not a valid sandbox id
-// (sandbox.ValidateID) never reaches the file system. Safe for concurrent use.
+// (sandboxapi.ValidateID) never reaches the file system. Safe for concurrent use.
 type Dir struct {
 	Path string
 
@@ -35,7 +36,7 @@ const maxWatchedUsers = 10000
 // Credential implements sandbox.CredentialProvider. Errors name the file,
 // never its content.
 func (d *Dir) Credential(_ context.Context, scope sandbox.AuthScope) (*sandbox.Credential, error) {
-	if sandbox.ValidateID("user_id", scope.UserID) != nil {
+	if sandboxapi.ValidateID("user_id", scope.UserID) != nil {
 		return nil, nil
 	}
 	d.mu.Lock()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/codehost"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // GitHubAppOptions configure a GitHubApp (SANDBOX_GITHUB_APP_*).
@@ -53,7 +54,7 @@ type GitHubApp struct {
 	atr     *ghinstallation.AppsTransport
 	lookup  *github.Client
 	fixedID int64
-	serves  func(sandbox.RepoIdentity) bool
+	serves  func(sandboxapi.RepoIdentity) bool
 	now     func() time.Time
 
 	mu      sync.Mutex
@@ -70,7 +71,7 @@ type installEntry struct {
 // missing id, an unparsable key or a bad API URL.
 func NewGitHubApp(o GitHubAppOptions) (*GitHubApp, error) {
 	if o.AppID <= 0 {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "GitHub App: the app id is required")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "GitHub App: the app id is required")
 	}
 	api, err := codehost.APIBaseURL(o.APIURL)
 	if err != nil {
@@ -86,13 +87,13 @@ func NewGitHubApp(o GitHubAppOptions) (*GitHubApp, error) {
 	}
 	atr, err := ghinstallation.NewAppsTransport(base, o.AppID, o.PrivateKeyPEM)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "GitHub App: private key: not a PEM RSA key")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "GitHub App: private key: not a PEM RSA key")
 	}
 	atr.BaseURL = strings.TrimRight(api, "/")
 	lookup := github.NewClient(&http.Client{Transport: atr, Timeout: hc.Timeout})
 	if api != codehost.DefaultAPIURL {
 		if lookup, err = lookup.WithEnterpriseURLs(api, api); err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "GitHub App: API URL: %v", err)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "GitHub App: API URL: %v", err)
 		}
 	}
 	lookup.UserAgent = "sandboxcore"
@@ -129,16 +130,16 @@ func (g *GitHubApp) Credential(ctx context.Context, scope sandbox.AuthScope) (*s
 			case http.StatusNotFound, http.StatusUnprocessableEntity:
 				return nil, nil // not installed on / not accessible to this repository
 			case http.StatusUnauthorized, http.StatusForbidden:
-				return nil, sandbox.Errorf(sandbox.ErrRepoAuthFailed, "GitHub App: GitHub refused the App's key (%d)", he.Response.StatusCode)
+				return nil, sandboxapi.Errorf(sandboxapi.ErrRepoAuthFailed, "GitHub App: GitHub refused the App's key (%d)", he.Response.StatusCode)
 			}
 		}
-		return nil, sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "GitHub App: cannot mint an installation token for %s", repo.FullName())
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRepoCacheUnavailable, "GitHub App: cannot mint an installation token for %s", repo.FullName())
 	}
 	return &sandbox.Credential{Username: DefaultUsername, Secret: tok}, nil
 }
 
 // installation returns the installation id for repo (0 = not installed).
-func (g *GitHubApp) installation(ctx context.Context, repo sandbox.RepoIdentity) (int64, error) {
+func (g *GitHubApp) installation(ctx context.Context, repo sandboxapi.RepoIdentity) (int64, error) {
 	if g.fixedID != 0 {
 		return g.fixedID, nil
 	}
@@ -159,9 +160,9 @@ func (g *GitHubApp) installation(ctx context.Context, repo sandbox.RepoIdentity)
 			return 0, nil
 		}
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
-			return 0, sandbox.Errorf(sandbox.ErrRepoAuthFailed, "GitHub App: GitHub refused the App's key (%d)", resp.StatusCode)
+			return 0, sandboxapi.Errorf(sandboxapi.ErrRepoAuthFailed, "GitHub App: GitHub refused the App's key (%d)", resp.StatusCode)
 		}
-		return 0, sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "GitHub App: installation lookup for %s failed", key)
+		return 0, sandboxapi.Errorf(sandboxapi.ErrRepoCacheUnavailable, "GitHub App: installation lookup for %s failed", key)
 	}
 	g.mu.Lock()
 	if len(g.install) > maxWatchedUsers {
@@ -173,7 +174,7 @@ func (g *GitHubApp) installation(ctx context.Context, repo sandbox.RepoIdentity)
 }
 
 // transport returns the token source of (installation, repository).
-func (g *GitHubApp) transport(id int64, repo sandbox.RepoIdentity) *ghinstallation.Transport {
+func (g *GitHubApp) transport(id int64, repo sandboxapi.RepoIdentity) *ghinstallation.Transport {
 	key := strconv.FormatInt(id, 10) + "/" + repo.FullName()
 	g.mu.Lock()
 	defer g.mu.Unlock()

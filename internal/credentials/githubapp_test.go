@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/codehost/githubtest"
 	"github.com/sandboxcore/sandboxcore/internal/credentials"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestGitHubAppMintsRepositoryScopedInstallationTokens(t *testing.T) {
@@ -35,7 +36,7 @@ func TestGitHubAppMintsRepositoryScopedInstallationTokens(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	repo := func(name string) sandbox.AuthScope {
-		return sandbox.AuthScope{UserID: "alice", Repo: sandbox.RepoIdentity{Host: "git.acme.test", Owner: "acme", Name: name, URL: "https://git.acme.test/acme/" + name + ".git"}}
+		return sandbox.AuthScope{UserID: "alice", Repo: sandboxapi.RepoIdentity{Host: "git.acme.test", Owner: "acme", Name: name, URL: "https://git.acme.test/acme/" + name + ".git"}}
 	}
 
 	c, err := app.Credential(ctx, repo("app"))
@@ -50,7 +51,7 @@ func TestGitHubAppMintsRepositoryScopedInstallationTokens(t *testing.T) {
 	c, err = app.Credential(ctx, repo("other"))
 	require.NoError(t, err)
 	assert.Nil(t, c, "not installed: the chain goes on")
-	c, err = app.Credential(ctx, sandbox.AuthScope{UserID: "alice", Repo: sandbox.RepoIdentity{Host: u.Host, Owner: "acme", Name: "app"}})
+	c, err = app.Credential(ctx, sandbox.AuthScope{UserID: "alice", Repo: sandboxapi.RepoIdentity{Host: u.Host, Owner: "acme", Name: "app"}})
 	require.NoError(t, err)
 	assert.Nil(t, c, "a host the App does not serve")
 
@@ -74,8 +75,8 @@ func TestGitHubAppMintsRepositoryScopedInstallationTokens(t *testing.T) {
 		PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(other)})})
 	require.NoError(t, err)
 	_, err = bad.Credential(ctx, repo("app"))
-	require.ErrorIs(t, err, sandbox.ErrRepoAuthFailed, "a key GitHub does not accept")
+	require.ErrorIs(t, err, sandboxapi.ErrRepoAuthFailed, "a key GitHub does not accept")
 
 	_, err = credentials.NewGitHubApp(credentials.GitHubAppOptions{AppID: 1, PrivateKeyPEM: []byte("not a key")})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 }

@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Scope is how widely one dependency cache is shared (SANDBOX_CACHE_SCOPE).
@@ -49,14 +49,14 @@ const (
 // DefaultScope is SANDBOX_CACHE_SCOPE's default.
 const DefaultScope = ScopeUser
 
-// ParseScope returns the Scope s names. Errors: sandbox.ErrInvalidArgument
+// ParseScope returns the Scope s names. Errors: sandboxapi.ErrInvalidArgument
 // for anything but "user", "repo" and "workspace".
 func ParseScope(s string) (Scope, error) {
 	switch sc := Scope(s); sc {
 	case ScopeUser, ScopeRepo, ScopeWorkspace:
 		return sc, nil
 	}
-	return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "cache scope %q: want user, repo or workspace", s)
+	return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "cache scope %q: want user, repo or workspace", s)
 }
 
 // stampFile is touched in a cache directory each time a runtime is given
@@ -69,7 +69,7 @@ const KeyLen = 32
 // Key returns the cache key of ws under scope: a hash of what the scope
 // shares by (user and repo cache, repo cache, or workspace id), KeyLen
 // lowercase hex digits, so no id reaches a path unhashed.
-func Key(scope Scope, ws sandbox.Workspace) string {
+func Key(scope Scope, ws sandboxapi.Workspace) string {
 	var parts []string
 	switch scope {
 	case ScopeRepo:
@@ -94,7 +94,7 @@ type Caches struct {
 }
 
 // Dir returns the host directory of ws's cache (it may not exist yet).
-func (c *Caches) Dir(ws sandbox.Workspace) string {
+func (c *Caches) Dir(ws sandboxapi.Workspace) string {
 	return filepath.Join(c.Root, string(c.scope()), Key(c.scope(), ws))
 }
 
@@ -115,9 +115,9 @@ func (c *Caches) now() time.Time {
 // Prepare makes ws's cache directory when missing (mode 0700, owned like
 // the worktree at ws.LocalPath when the worker may give it away, so the
 // sandbox's user can write it), marks it used now, and returns its path.
-// Errors: sandbox.ErrInsufficientDisk when the disk is full,
-// sandbox.ErrRuntimeUnavailable for another file-system failure.
-func (c *Caches) Prepare(ws sandbox.Workspace) (string, error) {
+// Errors: sandboxapi.ErrInsufficientDisk when the disk is full,
+// sandboxapi.ErrRuntimeUnavailable for another file-system failure.
+func (c *Caches) Prepare(ws sandboxapi.Workspace) (string, error) {
 	dir := c.Dir(ws)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return "", fsError(err, "dependency cache root")
@@ -136,7 +136,7 @@ func (c *Caches) Prepare(ws sandbox.Workspace) (string, error) {
 		return "", fsError(err, "dependency cache "+filepath.Base(dir))
 	}
 	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		return "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "dependency cache %s is not a directory", filepath.Base(dir))
+		return "", sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "dependency cache %s is not a directory", filepath.Base(dir))
 	}
 	c.touch(dir)
 	return dir, nil
@@ -224,13 +224,13 @@ func (c *Caches) List() ([]Entry, error) {
 // a missing cache is success. Read-only directories inside (Go's module
 // cache makes them) are made writable first. A command using the cache
 // meanwhile sees its files vanish and downloads them again: a cache holds
-// nothing that cannot be fetched again. Errors: sandbox.ErrInvalidArgument
-// for an id that names no cache, sandbox.ErrRuntimeUnavailable when the
+// nothing that cannot be fetched again. Errors: sandboxapi.ErrInvalidArgument
+// for an id that names no cache, sandboxapi.ErrRuntimeUnavailable when the
 // deletion fails.
 func (c *Caches) Remove(id string) error {
 	sc, key, ok := strings.Cut(id, "/")
 	if _, err := ParseScope(sc); !ok || (err != nil && Scope(sc) != PreparedScope) || !validKey(key) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "dependency cache id %q: want <scope>/<%d hex digits>", id, KeyLen)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "dependency cache id %q: want <scope>/<%d hex digits>", id, KeyLen)
 	}
 	dir := filepath.Join(c.Root, sc, key)
 	if Scope(sc) == PreparedScope {
@@ -252,7 +252,7 @@ func (c *Caches) Remove(id string) error {
 // RemoveWorkspace deletes ws's cache when the scope gives each workspace
 // its own (ScopeWorkspace); shared caches stay for the scope's other
 // workspaces and are left to eviction.
-func (c *Caches) RemoveWorkspace(ws sandbox.Workspace) error {
+func (c *Caches) RemoveWorkspace(ws sandboxapi.Workspace) error {
 	if c.scope() != ScopeWorkspace {
 		return nil
 	}
@@ -306,10 +306,10 @@ func dirSize(dir string) int64 {
 }
 
 // fsError classifies a file-system failure: ENOSPC/EDQUOT are
-// sandbox.ErrInsufficientDisk, anything else sandbox.ErrRuntimeUnavailable.
+// sandboxapi.ErrInsufficientDisk, anything else sandboxapi.ErrRuntimeUnavailable.
 func fsError(err error, what string) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return sandbox.Wrap(sandbox.ErrInsufficientDisk, err, "%s", what)
+		return sandboxapi.Wrap(sandboxapi.ErrInsufficientDisk, err, "%s", what)
 	}
-	return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s", what)
+	return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "%s", what)
 }

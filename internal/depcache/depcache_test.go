@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-func ws(id, user, repo string) sandbox.Workspace {
-	return sandbox.Workspace{ID: id, UserID: user, RepoCacheID: repo}
+func ws(id, user, repo string) sandboxapi.Workspace {
+	return sandboxapi.Workspace{ID: id, UserID: user, RepoCacheID: repo}
 }
 
 // TestKeyScopes: under user scope one user's workspaces of a repository
@@ -44,7 +44,7 @@ func TestParseScope(t *testing.T) {
 	}
 	for _, s := range []string{"", "User", "global", "../x"} {
 		_, err := ParseScope(s)
-		assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument), "%q: %v", s, err)
+		assert.True(t, errors.Is(err, sandboxapi.ErrInvalidArgument), "%q: %v", s, err)
 	}
 }
 
@@ -79,7 +79,7 @@ func TestPrepareListRemove(t *testing.T) {
 	assert.True(t, entries[0].LastUsedAt.Equal(now), "%v", entries[0].LastUsedAt)
 
 	for _, bad := range []string{"user", "user/../../etc", "global/" + Key(ScopeUser, w), "user/" + Key(ScopeUser, w)[:8]} {
-		assert.True(t, errors.Is(c.Remove(bad), sandbox.ErrInvalidArgument), bad)
+		assert.True(t, errors.Is(c.Remove(bad), sandboxapi.ErrInvalidArgument), bad)
 	}
 	require.NoError(t, c.Remove(entries[0].ID()))
 	_, err = os.Stat(dir)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Prepared trees (docs/RUNTIMES.md "Prepared trees"): the directories of a
@@ -48,7 +49,7 @@ const (
 
 // Limits of one prepared tree, in bytes (apparent sizes of its regular
 // files) and entries (files, directories and links): a setup that produced
-// more is not kept (sandbox.ErrResourceLimit from SaveTree).
+// more is not kept (sandboxapi.ErrResourceLimit from SaveTree).
 const (
 	MaxTreeBytes   = 8 << 30
 	MaxTreeEntries = 1 << 20
@@ -99,7 +100,7 @@ type PreparedStats struct {
 // hash, the setup commands, the prepared paths and the runtime (kind and
 // image: a tree built in one toolchain is not another's), KeyLen lowercase
 // hex digits.
-func (c *Caches) TreeKey(ws sandbox.Workspace, lockfilesHash string, setup [][]string, paths []string, runtime string) string {
+func (c *Caches) TreeKey(ws sandboxapi.Workspace, lockfilesHash string, setup [][]string, paths []string, runtime string) string {
 	b, _ := json.Marshal([]any{"prepared/v1", string(c.scope()), Key(c.scope(), ws), lockfilesHash, setup, paths, runtime})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:KeyLen]
@@ -128,12 +129,12 @@ func (c *Caches) HasTree(key string) bool {
 // always read-only, and always copies: the worktree's own files are never
 // taken over (a process of the workspace may hold one open for writing).
 // Only the paths present are kept (the manifest names them); none present
-// keeps no tree. Errors: sandbox.ErrResourceLimit beyond MaxTreeBytes or
-// MaxTreeEntries, sandbox.ErrInsufficientDisk,
-// sandbox.ErrRuntimeUnavailable.
+// keeps no tree. Errors: sandboxapi.ErrResourceLimit beyond MaxTreeBytes or
+// MaxTreeEntries, sandboxapi.ErrInsufficientDisk,
+// sandboxapi.ErrRuntimeUnavailable.
 func (c *Caches) SaveTree(key, worktree string, paths []string, owned bool) (PreparedStats, error) {
 	if !validKey(key) {
-		return PreparedStats{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "prepared tree key %q", key)
+		return PreparedStats{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "prepared tree key %q", key)
 	}
 	final := filepath.Join(c.treeRoot(), key)
 	if m, err := readManifest(final); err == nil {
@@ -158,7 +159,7 @@ func (c *Caches) SaveTree(key, worktree string, paths []string, owned bool) (Pre
 	}
 	src, err := os.OpenRoot(worktree)
 	if err != nil {
-		return PreparedStats{}, sandbox.Wrap(sandbox.ErrWorkspaceUnavailable, err, "open the worktree")
+		return PreparedStats{}, sandboxapi.Wrap(sandboxapi.ErrWorkspaceUnavailable, err, "open the worktree")
 	}
 	defer src.Close()
 	cp := &copier{mode: ModeReflink, readOnly: true, maxBytes: MaxTreeBytes, maxEntries: MaxTreeEntries, uid: -1, gid: -1}
@@ -222,7 +223,7 @@ func (c *Caches) SaveTree(key, worktree string, paths []string, owned bool) (Pre
 // worker). The tree is checked complete after the walk (an eviction under
 // it shows as missing files): on any failure what was written is removed
 // and the worktree is as before. Errors: ErrNoTree, ErrPathExists (each
-// wrapped), sandbox.ErrInsufficientDisk, sandbox.ErrRuntimeUnavailable.
+// wrapped), sandboxapi.ErrInsufficientDisk, sandboxapi.ErrRuntimeUnavailable.
 func (c *Caches) RestoreTree(key, worktree string, paths []string, link bool, uid, gid int) (PreparedStats, error) {
 	if !validKey(key) {
 		return PreparedStats{}, fmt.Errorf("prepared tree %q: %w", key, ErrNoTree)
@@ -239,7 +240,7 @@ func (c *Caches) RestoreTree(key, worktree string, paths []string, link bool, ui
 	}
 	dst, err := os.OpenRoot(worktree)
 	if err != nil {
-		return PreparedStats{}, sandbox.Wrap(sandbox.ErrWorkspaceUnavailable, err, "open the worktree")
+		return PreparedStats{}, sandboxapi.Wrap(sandboxapi.ErrWorkspaceUnavailable, err, "open the worktree")
 	}
 	defer dst.Close()
 	for _, p := range paths {
@@ -375,7 +376,7 @@ func (cp *copier) dir(src, dst *os.File, rel string) error {
 		p := rel + "/" + name
 		cp.entries++
 		if cp.maxEntries > 0 && cp.entries > cp.maxEntries {
-			return sandbox.Errorf(sandbox.ErrResourceLimit, "prepared tree: more than %d entries", cp.maxEntries)
+			return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "prepared tree: more than %d entries", cp.maxEntries)
 		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(sfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -394,7 +395,7 @@ func (cp *copier) dir(src, dst *os.File, rel string) error {
 			cp.files++
 			cp.bytes += st.Size
 			if cp.maxBytes > 0 && cp.bytes > cp.maxBytes {
-				return sandbox.Errorf(sandbox.ErrResourceLimit, "prepared tree: more than %d bytes", cp.maxBytes)
+				return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "prepared tree: more than %d bytes", cp.maxBytes)
 			}
 			if err := cp.file(sfd, dfd, name, st.Mode&0o7777, st.Size); err != nil {
 				return fsError(err, "write "+p)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // setupOutput makes a worktree whose setup produced node_modules (files,
@@ -41,7 +41,7 @@ func newCaches(t *testing.T) *Caches {
 	return &Caches{Root: t.TempDir(), Scope: ScopeUser}
 }
 
-var ws1 = sandbox.Workspace{ID: "ws-1", UserID: "alice", RepoCacheID: "rc-1"}
+var ws1 = sandboxapi.Workspace{ID: "ws-1", UserID: "alice", RepoCacheID: "rc-1"}
 
 func TestTreeKeyDependsOnEverythingThatMadeTheTree(t *testing.T) {
 	c := newCaches(t)
@@ -218,7 +218,7 @@ func TestTreesAreListedAndRemovedWithTheCaches(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dst, "node_modules/a/index.js"))
 	require.NoError(t, err)
 	assert.Equal(t, "module.exports = 1\n", string(data))
-	assert.True(t, errors.Is(c.Remove("prepared/zz"), sandbox.ErrInvalidArgument))
+	assert.True(t, errors.Is(c.Remove("prepared/zz"), sandboxapi.ErrInvalidArgument))
 }
 
 // TestSaveLeavesTheWorktreeAlone: the save copies; the worktree's files

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // scaleSnapshot is a host at scale (docs/BENCHMARKS.md "Eviction
@@ -17,7 +18,7 @@ import (
 func scaleSnapshot() Snapshot {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	s := Snapshot{HostID: "h1", Now: now, Usage: Usage{UsedBytes: 97 << 30, BudgetBytes: 100 << 30}}
-	modes := []sandbox.WorkspaceMode{sandbox.ModeAnalysis, sandbox.ModeTask, sandbox.ModeEdit}
+	modes := []sandboxapi.WorkspaceMode{sandboxapi.ModeAnalysis, sandboxapi.ModeTask, sandboxapi.ModeEdit}
 	for i := range 500 {
 		s.RepoCaches = append(s.RepoCaches, RepoCache{ID: fmt.Sprintf("rc-%05d", i), State: sandbox.RepoCacheReady,
 			LastUsedAt: now.Add(-time.Duration(i) * time.Hour), SizeBytes: int64(i+1) << 20, HoldsUnsavedWork: i%7 == 0})
@@ -25,7 +26,7 @@ func scaleSnapshot() Snapshot {
 	for i := range 10000 {
 		used := now.Add(-time.Duration(i) * 7 * time.Minute)
 		w := Workspace{ID: fmt.Sprintf("ws-%06d", i), RepoCacheID: fmt.Sprintf("rc-%05d", i%400), Mode: modes[i%3],
-			State: sandbox.WorkspaceReady, Dirty: i%4 == 0, UnpushedCommits: i % 5 % 2, LastUsedAt: used, SizeBytes: int64(i%50+1) << 20}
+			State: sandboxapi.WorkspaceReady, Dirty: i%4 == 0, UnpushedCommits: i % 5 % 2, LastUsedAt: used, SizeBytes: int64(i%50+1) << 20}
 		if i%97 == 0 {
 			until := now.Add(time.Hour)
 			w.PinnedUntil = &until

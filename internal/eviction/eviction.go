@@ -112,18 +112,18 @@ func DefaultPolicy() Policy {
 
 // Validate checks that every duration is positive and that
 // 0 < LowWater < HighWater <= SevereWater <= 1. Errors wrap
-// sandbox.ErrInvalidArgument and name the field.
+// sandboxapi.ErrInvalidArgument and name the field.
 func (p Policy) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"runtime_idle_stop": p.RuntimeIdleStop, "runtime_stopped_destroy": p.RuntimeStoppedDestroy,
 		"analysis_ttl": p.AnalysisTTL, "task_ttl": p.TaskTTL, "edit_ttl": p.EditTTL, "pressure_min_idle": p.PressureMinIdle,
 	} {
 		if d <= 0 {
-			return sandbox.Errorf(sandbox.ErrInvalidArgument, "eviction policy: %s must be positive, got %s", name, d)
+			return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "eviction policy: %s must be positive, got %s", name, d)
 		}
 	}
 	if !(p.LowWater > 0 && p.LowWater < p.HighWater && p.HighWater <= p.SevereWater && p.SevereWater <= 1) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "eviction policy: want 0 < low_water (%v) < high_water (%v) <= severe_water (%v) <= 1", p.LowWater, p.HighWater, p.SevereWater)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "eviction policy: want 0 < low_water (%v) < high_water (%v) <= severe_water (%v) <= 1", p.LowWater, p.HighWater, p.SevereWater)
 	}
 	return nil
 }
@@ -145,10 +145,10 @@ func (u Usage) Fraction() float64 {
 
 // Workspace is one workspace row as the planner sees it.
 type Workspace struct {
-	ID          string                 `json:"id"`
-	RepoCacheID string                 `json:"repo_cache_id"`
-	Mode        sandbox.WorkspaceMode  `json:"mode"`
-	State       sandbox.WorkspaceState `json:"state"`
+	ID          string                    `json:"id"`
+	RepoCacheID string                    `json:"repo_cache_id"`
+	Mode        sandboxapi.WorkspaceMode  `json:"mode"`
+	State       sandboxapi.WorkspaceState `json:"state"`
 	// Dirty: uncommitted changes or untracked (not ignored) files.
 	Dirty bool `json:"dirty"`
 	// UnpushedCommits: commits of HEAD on no remote branch or tag.
@@ -262,8 +262,8 @@ type Action struct {
 	ID string `json:"id"`
 	// WorkspaceID is the workspace the runtime or workspace action goes
 	// through (its SessionWorkflow); empty for repo caches.
-	WorkspaceID string                `json:"workspace_id,omitempty"`
-	Mode        sandbox.WorkspaceMode `json:"mode,omitempty"`
+	WorkspaceID string                   `json:"workspace_id,omitempty"`
+	Mode        sandboxapi.WorkspaceMode `json:"mode,omitempty"`
 	// SaveWork: the workspace has unsaved work; it must be backed up first
 	// (and the action may proceed only when the backup is verified).
 	SaveWork bool `json:"save_work,omitempty"`
@@ -424,7 +424,7 @@ func (b *planner) workspaces(all []Workspace) {
 	})
 	var ready []Workspace
 	for _, w := range wss {
-		if w.State != sandbox.WorkspaceReady {
+		if w.State != sandboxapi.WorkspaceReady {
 			continue
 		}
 		if w.Pinned(b.now) {
@@ -440,12 +440,12 @@ func (b *planner) workspaces(all []Workspace) {
 	p := b.p
 	for _, t := range []struct {
 		tier Tier
-		mode sandbox.WorkspaceMode
+		mode sandboxapi.WorkspaceMode
 		ttl  time.Duration
 	}{
-		{TierCleanAnalysis, sandbox.ModeAnalysis, p.AnalysisTTL},
-		{TierCleanTask, sandbox.ModeTask, p.TaskTTL},
-		{TierCleanEdit, sandbox.ModeEdit, p.EditTTL},
+		{TierCleanAnalysis, sandboxapi.ModeAnalysis, p.AnalysisTTL},
+		{TierCleanTask, sandboxapi.ModeTask, p.TaskTTL},
+		{TierCleanEdit, sandboxapi.ModeEdit, p.EditTTL},
 	} {
 		for _, w := range ready {
 			if w.Mode == t.mode && !w.HasUnsavedWork() && b.idle(w.LastUsedAt) >= t.ttl {
@@ -458,7 +458,7 @@ func (b *planner) workspaces(all []Workspace) {
 			if b.projected <= b.plan.LowBytes {
 				break
 			}
-			if (w.Mode == sandbox.ModeTask || w.Mode == sandbox.ModeAnalysis) && w.HasUnsavedWork() && b.idle(w.LastUsedAt) >= p.PressureMinIdle {
+			if (w.Mode == sandboxapi.ModeTask || w.Mode == sandboxapi.ModeAnalysis) && w.HasUnsavedWork() && b.idle(w.LastUsedAt) >= p.PressureMinIdle {
 				evict(w, TierDirtyTask, p.PressureMinIdle)
 			}
 		}
@@ -468,7 +468,7 @@ func (b *planner) workspaces(all []Workspace) {
 			if b.projected < b.plan.SevereBytes {
 				break
 			}
-			if w.Mode == sandbox.ModeEdit && w.HasUnsavedWork() && b.idle(w.LastUsedAt) >= p.PressureMinIdle {
+			if w.Mode == sandboxapi.ModeEdit && w.HasUnsavedWork() && b.idle(w.LastUsedAt) >= p.PressureMinIdle {
 				evict(w, TierDirtyEdit, p.PressureMinIdle)
 			}
 		}
@@ -522,7 +522,7 @@ func (b *planner) removeLRUBySize(candidates []cacheCandidate, kind ActionKind, 
 func (b *planner) repoCaches(wss []Workspace, all []RepoCache) {
 	refs := map[string]int{}
 	for _, w := range wss {
-		if w.State != sandbox.WorkspaceRemoved && w.RepoCacheID != "" {
+		if w.State != sandboxapi.WorkspaceRemoved && w.RepoCacheID != "" {
 			refs[w.RepoCacheID]++
 		}
 	}

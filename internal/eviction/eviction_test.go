@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 var now = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -19,8 +20,8 @@ func ago(d time.Duration) time.Time { return now.Add(-d) }
 const day = 24 * time.Hour
 
 // ws builds a ready workspace; flags: "dirty", "unpushed", "unknown", "pinned", "expired-pin".
-func ws(id string, mode sandbox.WorkspaceMode, idle time.Duration, size int64, flags ...string) Workspace {
-	w := Workspace{ID: id, RepoCacheID: "rc-main", Mode: mode, State: sandbox.WorkspaceReady, LastUsedAt: ago(idle), SizeBytes: size}
+func ws(id string, mode sandboxapi.WorkspaceMode, idle time.Duration, size int64, flags ...string) Workspace {
+	w := Workspace{ID: id, RepoCacheID: "rc-main", Mode: mode, State: sandboxapi.WorkspaceReady, LastUsedAt: ago(idle), SizeBytes: size}
 	for _, f := range flags {
 		switch f {
 		case "dirty":
@@ -36,7 +37,7 @@ func ws(id string, mode sandbox.WorkspaceMode, idle time.Duration, size int64, f
 			t := now.Add(-time.Minute)
 			w.PinnedUntil = &t
 		case "evicted":
-			w.State = sandbox.WorkspaceEvicted
+			w.State = sandboxapi.WorkspaceEvicted
 		default:
 			panic(f)
 		}
@@ -66,7 +67,7 @@ func TestPolicyValidate(t *testing.T) {
 		p := DefaultPolicy()
 		mut(&p)
 		err := p.Validate()
-		assert.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+		assert.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name)
 	}
 }
 
@@ -99,32 +100,32 @@ func TestWorkspaceTiersWithoutPressure(t *testing.T) {
 		want []string
 	}{
 		{"nothing expired", []Workspace{
-			ws("a1", sandbox.ModeAnalysis, 23*time.Hour, 10),
-			ws("t1", sandbox.ModeTask, 2*day, 10),
-			ws("e1", sandbox.ModeEdit, 13*day, 10),
+			ws("a1", sandboxapi.ModeAnalysis, 23*time.Hour, 10),
+			ws("t1", sandboxapi.ModeTask, 2*day, 10),
+			ws("e1", sandboxapi.ModeEdit, 13*day, 10),
 		}, []string{}},
 		{"clean tiers in order, LRU within a tier", []Workspace{
-			ws("e1", sandbox.ModeEdit, 20*day, 10),
-			ws("t1", sandbox.ModeTask, 4*day, 10),
-			ws("a2", sandbox.ModeAnalysis, 2*day, 10),
-			ws("a1", sandbox.ModeAnalysis, 30*day, 10),
-			ws("t2", sandbox.ModeTask, 30*day, 10),
+			ws("e1", sandboxapi.ModeEdit, 20*day, 10),
+			ws("t1", sandboxapi.ModeTask, 4*day, 10),
+			ws("a2", sandboxapi.ModeAnalysis, 2*day, 10),
+			ws("a1", sandboxapi.ModeAnalysis, 30*day, 10),
+			ws("t2", sandboxapi.ModeTask, 30*day, 10),
 		}, []string{"evict:a1", "evict:a2", "evict:t2", "evict:t1", "evict:e1"}},
 		{"edit TTL is 14 days", []Workspace{
-			ws("e13", sandbox.ModeEdit, 14*day-time.Second, 10),
-			ws("e14", sandbox.ModeEdit, 14*day, 10),
+			ws("e13", sandboxapi.ModeEdit, 14*day-time.Second, 10),
+			ws("e14", sandboxapi.ModeEdit, 14*day, 10),
 		}, []string{"evict:e14"}},
 		{"dirty, unpushed or unknown never go without pressure", []Workspace{
-			ws("a", sandbox.ModeAnalysis, 99*day, 10, "dirty"),
-			ws("t", sandbox.ModeTask, 99*day, 10, "unpushed"),
-			ws("e", sandbox.ModeEdit, 99*day, 10, "unknown"),
+			ws("a", sandboxapi.ModeAnalysis, 99*day, 10, "dirty"),
+			ws("t", sandboxapi.ModeTask, 99*day, 10, "unpushed"),
+			ws("e", sandboxapi.ModeEdit, 99*day, 10, "unknown"),
 		}, []string{}},
 		{"pinned never, an expired pin does not hold", []Workspace{
-			ws("pinned", sandbox.ModeAnalysis, 99*day, 10, "pinned"),
-			ws("was-pinned", sandbox.ModeAnalysis, 99*day, 10, "expired-pin"),
+			ws("pinned", sandboxapi.ModeAnalysis, 99*day, 10, "pinned"),
+			ws("was-pinned", sandboxapi.ModeAnalysis, 99*day, 10, "expired-pin"),
 		}, []string{"evict:was-pinned"}},
 		{"evicted rows are not evicted again", []Workspace{
-			ws("gone", sandbox.ModeAnalysis, 99*day, 10, "evicted"),
+			ws("gone", sandboxapi.ModeAnalysis, 99*day, 10, "evicted"),
 		}, []string{}},
 	}
 	for _, c := range cases {
@@ -151,29 +152,29 @@ func TestPressureTiers(t *testing.T) {
 		pressure Pressure
 	}{
 		{"below high water nothing dirty goes", 849, []Workspace{
-			ws("t", sandbox.ModeTask, 9*day, 500, "dirty"),
+			ws("t", sandboxapi.ModeTask, 9*day, 500, "dirty"),
 		}, []string{}, PressureNone},
 		{"dirty task under pressure until low water, LRU first", 900, []Workspace{
-			ws("t-new", sandbox.ModeTask, 2*time.Hour, 100, "dirty"),
-			ws("t-old", sandbox.ModeTask, 3*day, 150, "unpushed"),
-			ws("t-mid", sandbox.ModeTask, 1*day, 100, "dirty"),
-			ws("e", sandbox.ModeEdit, 9*day, 400, "dirty"),
+			ws("t-new", sandboxapi.ModeTask, 2*time.Hour, 100, "dirty"),
+			ws("t-old", sandboxapi.ModeTask, 3*day, 150, "unpushed"),
+			ws("t-mid", sandboxapi.ModeTask, 1*day, 100, "dirty"),
+			ws("e", sandboxapi.ModeEdit, 9*day, 400, "dirty"),
 		}, []string{"evict:t-old", "evict:t-mid"}, PressureHigh},
 		{"dirty tasks used recently stay", 900, []Workspace{
-			ws("t-busy", sandbox.ModeTask, 59*time.Minute, 500, "dirty"),
+			ws("t-busy", sandboxapi.ModeTask, 59*time.Minute, 500, "dirty"),
 		}, []string{}, PressureHigh},
 		{"clean TTL tier counts toward low water", 900, []Workspace{
-			ws("a", sandbox.ModeAnalysis, 2*day, 250),
-			ws("t", sandbox.ModeTask, 2*day, 100, "dirty"),
+			ws("a", sandboxapi.ModeAnalysis, 2*day, 250),
+			ws("t", sandboxapi.ModeTask, 2*day, 100, "dirty"),
 		}, []string{"evict:a"}, PressureHigh},
 		{"dirty edit only under severe pressure, and only while severe", 980, []Workspace{
-			ws("t", sandbox.ModeTask, 2*day, 10, "dirty"),
-			ws("e-old", sandbox.ModeEdit, 5*day, 40, "dirty"),
-			ws("e-mid", sandbox.ModeEdit, 4*day, 40, "dirty"),
-			ws("e-new", sandbox.ModeEdit, 3*day, 40, "dirty"),
+			ws("t", sandboxapi.ModeTask, 2*day, 10, "dirty"),
+			ws("e-old", sandboxapi.ModeEdit, 5*day, 40, "dirty"),
+			ws("e-mid", sandboxapi.ModeEdit, 4*day, 40, "dirty"),
+			ws("e-new", sandboxapi.ModeEdit, 3*day, 40, "dirty"),
 		}, []string{"evict:t", "evict:e-old"}, PressureSevere},
 		{"pinned dirty edit survives severe pressure", 999, []Workspace{
-			ws("e", sandbox.ModeEdit, 50*day, 900, "dirty", "pinned"),
+			ws("e", sandboxapi.ModeEdit, 50*day, 900, "dirty", "pinned"),
 		}, []string{}, PressureSevere},
 	}
 	for _, c := range cases {
@@ -198,7 +199,7 @@ func TestProjectedUsageStopsAtLowWater(t *testing.T) {
 	p := DefaultPolicy()
 	var wss []Workspace
 	for i := range 10 {
-		wss = append(wss, ws(fmt.Sprintf("t%d", i), sandbox.ModeTask, time.Duration(10-i)*day, 50, "dirty"))
+		wss = append(wss, ws(fmt.Sprintf("t%d", i), sandboxapi.ModeTask, time.Duration(10-i)*day, 50, "dirty"))
 	}
 	plan := NewPlan(Snapshot{Now: now, Workspaces: wss, Usage: Usage{UsedBytes: 900, BudgetBytes: 1000}}, p)
 	// 900 → 850 → 800 → 750 → 700 (= low water): four evictions.
@@ -222,10 +223,10 @@ func TestRepoCaches(t *testing.T) {
 		{ID: "rc-evicted-ws", State: sandbox.RepoCacheReady, LastUsedAt: ago(99 * day), SizeBytes: 999},
 	}
 	wss := []Workspace{
-		ws("e", sandbox.ModeEdit, time.Hour, 1),
+		ws("e", sandboxapi.ModeEdit, time.Hour, 1),
 	}
 	wss[0].RepoCacheID = "rc-used"
-	gone := ws("old", sandbox.ModeEdit, 50*day, 0, "evicted")
+	gone := ws("old", sandboxapi.ModeEdit, 50*day, 0, "evicted")
 	gone.RepoCacheID = "rc-evicted-ws"
 	wss = append(wss, gone)
 
@@ -284,12 +285,12 @@ func TestDependencyCaches(t *testing.T) {
 func TestFullPlanOrder(t *testing.T) {
 	p := DefaultPolicy()
 	wss := []Workspace{
-		ws("edit-dirty", sandbox.ModeEdit, 30*day, 100, "dirty"),
-		ws("task-dirty", sandbox.ModeTask, 30*day, 100, "dirty"),
-		ws("edit-clean", sandbox.ModeEdit, 30*day, 100),
-		ws("task-clean", sandbox.ModeTask, 30*day, 100),
-		ws("analysis-clean", sandbox.ModeAnalysis, 30*day, 100),
-		ws("pinned", sandbox.ModeAnalysis, 90*day, 100, "pinned"),
+		ws("edit-dirty", sandboxapi.ModeEdit, 30*day, 100, "dirty"),
+		ws("task-dirty", sandboxapi.ModeTask, 30*day, 100, "dirty"),
+		ws("edit-clean", sandboxapi.ModeEdit, 30*day, 100),
+		ws("task-clean", sandboxapi.ModeTask, 30*day, 100),
+		ws("analysis-clean", sandboxapi.ModeAnalysis, 30*day, 100),
+		ws("pinned", sandboxapi.ModeAnalysis, 90*day, 100, "pinned"),
 	}
 	caches := []RepoCache{{ID: "rc-free", State: sandbox.RepoCacheReady, LastUsedAt: ago(30 * day), SizeBytes: 400}}
 	deps := []DependencyCache{{ID: "user/dep", LastUsedAt: ago(30 * day), SizeBytes: 5}}
@@ -325,7 +326,7 @@ func TestFullPlanOrder(t *testing.T) {
 
 func TestNoBudgetMeansNoPressure(t *testing.T) {
 	plan := NewPlan(Snapshot{Now: now, Usage: Usage{UsedBytes: 1 << 40},
-		Workspaces: []Workspace{ws("t", sandbox.ModeTask, 99*day, 1<<30, "dirty")},
+		Workspaces: []Workspace{ws("t", sandboxapi.ModeTask, 99*day, 1<<30, "dirty")},
 		RepoCaches: []RepoCache{{ID: "rc", State: sandbox.RepoCacheReady, LastUsedAt: ago(99 * day), SizeBytes: 1 << 30}}}, DefaultPolicy())
 	assert.Equal(t, PressureNone, plan.Pressure)
 	assert.Empty(t, plan.Actions)
@@ -334,7 +335,7 @@ func TestNoBudgetMeansNoPressure(t *testing.T) {
 }
 
 func TestPlanDoesNotModifySnapshot(t *testing.T) {
-	wss := []Workspace{ws("b", sandbox.ModeAnalysis, 9*day, 1), ws("a", sandbox.ModeAnalysis, 10*day, 1)}
+	wss := []Workspace{ws("b", sandboxapi.ModeAnalysis, 9*day, 1), ws("a", sandboxapi.ModeAnalysis, 10*day, 1)}
 	NewPlan(Snapshot{Now: now, Workspaces: wss}, DefaultPolicy())
 	assert.Equal(t, "b", wss[0].ID)
 }
@@ -350,7 +351,7 @@ func TestFutureTimesCountAsNow(t *testing.T) {
 	assert.Zero(t, Idle(future, now))
 	assert.Equal(t, time.Hour, Idle(ago(time.Hour), now))
 
-	wss := []Workspace{ws("a-future", sandbox.ModeTask, 0, 400, "dirty"), ws("b-now", sandbox.ModeTask, 0, 400, "dirty")}
+	wss := []Workspace{ws("a-future", sandboxapi.ModeTask, 0, 400, "dirty"), ws("b-now", sandboxapi.ModeTask, 0, 400, "dirty")}
 	wss[0].LastUsedAt = future
 	p.PressureMinIdle = time.Nanosecond // "used now" must still fail any positive idle rule
 	plan := NewPlan(Snapshot{Now: now, Workspaces: wss, Usage: Usage{UsedBytes: 1000, BudgetBytes: 1000},

@@ -23,7 +23,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -84,7 +83,7 @@ type keptStream struct {
 // result keeps at most capBytes of each stream (ExecRequest.OutputCap()).
 // Errors: ErrInvalidArgument (a malformed workspace id).
 func (s *Store) Begin(wsID string, capBytes int) (*Keeper, error) {
-	if err := sandbox.ValidateWorkspaceID(wsID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(wsID); err != nil {
 		return nil, err
 	}
 	var rnd [16]byte
@@ -180,7 +179,7 @@ func (k *Keeper) Finish(truncated bool) (string, error) {
 			k.s.remove(k.wsID, k.id)
 		}
 		if err != nil {
-			return "", sandbox.Wrap(sandbox.ErrInsufficientDisk, err, "keep the output")
+			return "", sandboxapi.Wrap(sandboxapi.ErrInsufficientDisk, err, "keep the output")
 		}
 		return "", nil
 	}
@@ -196,7 +195,7 @@ func (k *Keeper) Finish(truncated bool) (string, error) {
 	}
 	if err != nil {
 		k.s.remove(k.wsID, k.id)
-		return "", sandbox.Wrap(sandbox.ErrInsufficientDisk, err, "keep the output")
+		return "", sandboxapi.Wrap(sandboxapi.ErrInsufficientDisk, err, "keep the output")
 	}
 	k.s.prune(k.wsID, k.id)
 	return k.id, nil
@@ -259,7 +258,7 @@ func (s *Store) prune(wsID, keep string) {
 // stream, offset or limit), ErrNotFound (no such output: never kept, or
 // dropped as the workspace's oldest), ErrWorkspaceUnavailable (a disk error).
 func (s *Store) Read(wsID string, in sandboxapi.ReadOutputInput) (sandboxapi.ReadOutputResult, error) {
-	if err := sandbox.ValidateWorkspaceID(wsID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(wsID); err != nil {
 		return sandboxapi.ReadOutputResult{}, err
 	}
 	if err := in.Validate(); err != nil {
@@ -281,11 +280,11 @@ func (s *Store) Read(wsID string, in sandboxapi.ReadOutputInput) (sandboxapi.Rea
 	}
 	if err != nil || m.WorkspaceID != wsID {
 		if err == nil || errors.Is(err, fs.ErrNotExist) {
-			return sandboxapi.ReadOutputResult{}, sandbox.Errorf(sandbox.ErrNotFound,
+			return sandboxapi.ReadOutputResult{}, sandboxapi.Errorf(sandboxapi.ErrNotFound,
 				"output %s is not kept by workspace %s (never kept, or dropped: a workspace keeps at most %d MiB of output, oldest first)",
 				in.OutputID, wsID, sandboxapi.MaxKeptOutputBytes>>20)
 		}
-		return sandboxapi.ReadOutputResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "read output %s: %v", in.OutputID, err)
+		return sandboxapi.ReadOutputResult{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "read output %s: %v", in.OutputID, err)
 	}
 	i := streamIndex(stream)
 	res := sandboxapi.ReadOutputResult{OutputID: in.OutputID, Stream: stream, Offset: in.Offset, Total: m.Total[i], Kept: m.Kept[i], Data: []byte{}}
@@ -295,14 +294,14 @@ func (s *Store) Read(wsID string, in sandboxapi.ReadOutputInput) (sandboxapi.Rea
 	}
 	f, err := os.Open(filepath.Join(dir, in.OutputID+"."+stream))
 	if err != nil {
-		return sandboxapi.ReadOutputResult{}, sandbox.Errorf(sandbox.ErrNotFound, "output %s (%s) is no longer kept", in.OutputID, stream)
+		return sandboxapi.ReadOutputResult{}, sandboxapi.Errorf(sandboxapi.ErrNotFound, "output %s (%s) is no longer kept", in.OutputID, stream)
 	}
 	defer f.Close()
 	n := min(int64(limit), m.Kept[i]-in.Offset)
 	buf := make([]byte, n)
 	got, err := f.ReadAt(buf, in.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return sandboxapi.ReadOutputResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "read output %s: %v", in.OutputID, err)
+		return sandboxapi.ReadOutputResult{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "read output %s: %v", in.OutputID, err)
 	}
 	res.Data = buf[:got]
 	res.EOF = in.Offset+int64(got) >= m.Kept[i]
@@ -312,7 +311,7 @@ func (s *Store) Read(wsID string, in sandboxapi.ReadOutputInput) (sandboxapi.Rea
 // RemoveWorkspace deletes every kept output of wsID (a workspace that is
 // evicted or removed). A workspace with none is success.
 func (s *Store) RemoveWorkspace(wsID string) error {
-	if err := sandbox.ValidateWorkspaceID(wsID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(wsID); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -69,17 +68,17 @@ func TestKeptOutputRoundTrip(t *testing.T) {
 
 	// Unknown and malformed ids are typed errors.
 	_, err = s.Read(ws, sandboxapi.ReadOutputInput{OutputID: "out-" + fmt.Sprintf("%032x", 7)})
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 	_, err = s.Read(ws, sandboxapi.ReadOutputInput{OutputID: "../../etc/passwd"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = s.Read("../x", sandboxapi.ReadOutputInput{OutputID: id})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = s.Read(ws, sandboxapi.ReadOutputInput{OutputID: id, Stream: "both"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 
 	require.NoError(t, s.RemoveWorkspace(ws))
 	_, err = s.Read(ws, sandboxapi.ReadOutputInput{OutputID: id})
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 }
 
 func TestWorkspaceBoundDropsOldestFirst(t *testing.T) {
@@ -95,7 +94,7 @@ func TestWorkspaceBoundDropsOldestFirst(t *testing.T) {
 		ids = append(ids, id)
 	}
 	_, err := s.Read(ws, sandboxapi.ReadOutputInput{OutputID: ids[0]})
-	require.ErrorIs(t, err, sandbox.ErrNotFound, "the oldest is dropped")
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound, "the oldest is dropped")
 	for _, id := range ids[1:] {
 		r, err := s.Read(ws, sandboxapi.ReadOutputInput{OutputID: id, Limit: 2000})
 		require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // kindOf runs one git call and classifies its failure with a fallback no
@@ -20,7 +20,7 @@ import (
 func classified(t *testing.T, err error) error {
 	t.Helper()
 	require.Error(t, err)
-	return gitx.Classify(err, "op", sandbox.ErrWorkspaceUnavailable)
+	return gitx.Classify(err, "op", sandboxapi.ErrWorkspaceUnavailable)
 }
 
 // Every answer a remote can give over HTTP maps to the kind naming its
@@ -34,18 +34,18 @@ func TestClassifyHTTPStatuses(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		code      int
-		kind      *sandbox.Kind
+		kind      *sandboxapi.Kind
 		retryable bool
 	}{
-		{http.StatusBadRequest, sandbox.ErrCommandRejected, false},
-		{http.StatusUnauthorized, sandbox.ErrRepoAuthFailed, false},
-		{http.StatusForbidden, sandbox.ErrRepoAuthFailed, false},
-		{http.StatusNotFound, sandbox.ErrRepoNotFound, false},
-		{http.StatusGone, sandbox.ErrRepoNotFound, false},
-		{http.StatusTooManyRequests, sandbox.ErrRateLimited, true},
-		{http.StatusInternalServerError, sandbox.ErrRepoCacheUnavailable, true},
-		{http.StatusBadGateway, sandbox.ErrRepoCacheUnavailable, true},
-		{http.StatusServiceUnavailable, sandbox.ErrRepoCacheUnavailable, true},
+		{http.StatusBadRequest, sandboxapi.ErrCommandRejected, false},
+		{http.StatusUnauthorized, sandboxapi.ErrRepoAuthFailed, false},
+		{http.StatusForbidden, sandboxapi.ErrRepoAuthFailed, false},
+		{http.StatusNotFound, sandboxapi.ErrRepoNotFound, false},
+		{http.StatusGone, sandboxapi.ErrRepoNotFound, false},
+		{http.StatusTooManyRequests, sandboxapi.ErrRateLimited, true},
+		{http.StatusInternalServerError, sandboxapi.ErrRepoCacheUnavailable, true},
+		{http.StatusBadGateway, sandboxapi.ErrRepoCacheUnavailable, true},
+		{http.StatusServiceUnavailable, sandboxapi.ErrRepoCacheUnavailable, true},
 	}
 	for _, c := range cases {
 		t.Run(http.StatusText(c.code), func(t *testing.T) {
@@ -53,13 +53,13 @@ func TestClassifyHTTPStatuses(t *testing.T) {
 			defer f.srv.SetHook(nil)
 			_, err := f.remote.Push(ctx, f.spec(), f.cred)
 			require.Error(t, err)
-			require.Equal(t, c.kind, sandbox.KindOf(err), "push: %v", err)
-			require.Equal(t, c.retryable, sandbox.KindOf(err).Retryable)
+			require.Equal(t, c.kind, sandboxapi.KindOf(err), "push: %v", err)
+			require.Equal(t, c.retryable, sandboxapi.KindOf(err).Retryable)
 
 			_, err = f.remote.Git.Run(ctx, gitx.Call{Dir: f.bare, Cred: f.cred, RemoteURL: f.repo.URL,
 				Args: []string{"fetch", "--quiet", "--end-of-options", f.repo.URL, "+refs/heads/*:refs/remotes/x/*"}})
 			err = classified(t, err)
-			require.Equal(t, c.kind, sandbox.KindOf(err), "fetch: %v", err)
+			require.Equal(t, c.kind, sandboxapi.KindOf(err), "fetch: %v", err)
 		})
 	}
 }
@@ -84,22 +84,22 @@ func TestClassifyPathsTheHostCannotHold(t *testing.T) {
 	long := strings.Repeat("x", 300)
 	for name, tc := range map[string]struct {
 		path string
-		kind *sandbox.Kind
+		kind *sandboxapi.Kind
 	}{
-		"name too long": {long, sandbox.ErrInvalidWorkspacePath},
-		"ntfs alias":    {"git~1", sandbox.ErrInvalidWorkspacePath},
+		"name too long": {long, sandboxapi.ErrInvalidWorkspacePath},
+		"ntfs alias":    {"git~1", sandboxapi.ErrInvalidWorkspacePath},
 	} {
 		t.Run(name, func(t *testing.T) {
 			commit := mkCommit(tc.path)
 			dir := filepath.Join(t.TempDir(), "wt")
 			_, err := git.Run(ctx, gitx.Call{Dir: src, Args: []string{"worktree", "add", "--quiet", "--detach", "--end-of-options", dir, commit}})
 			err = classified(t, err)
-			require.Equal(t, tc.kind, sandbox.KindOf(err), "%v", err)
+			require.Equal(t, tc.kind, sandboxapi.KindOf(err), "%v", err)
 			require.NotContains(t, err.Error(), "exit 128")
 			require.Less(t, len(err.Error()), 1200)
 		})
 	}
 	_, err = git.Run(ctx, gitx.Call{Dir: src, Args: []string{"show", "HEAD:no/such/file"}})
 	err = classified(t, err)
-	require.True(t, errors.Is(err, sandbox.ErrFileNotFound), "%v", err)
+	require.True(t, errors.Is(err, sandboxapi.ErrFileNotFound), "%v", err)
 }

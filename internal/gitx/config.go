@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Actions taken on a poisoned configuration variable (Poison.Action).
@@ -118,7 +118,7 @@ const inspectTimeout = 30 * time.Second
 // the hardening do not depend on it; docs/SECURITY.md "Known gaps".
 func (r *Runner) Inspect(ctx context.Context, c Call) (*Inspection, error) {
 	if c.Dir == "" {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: Call.Dir is required")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "gitx: Call.Dir is required")
 	}
 	env, _, err := splitConfigEnv(c.Env)
 	if err != nil {
@@ -251,7 +251,7 @@ var fixedNeutralized = map[string]string{
 }
 
 // clipText cuts s to 200 bytes for messages.
-func clipText(s string) string { return sandbox.Clip(s, 200) }
+func clipText(s string) string { return sandboxapi.Clip(s, 200) }
 
 // quoted renders an agent-chosen part of a key (a URL, a transport name) in a
 // reason text: clipped and Go-quoted, so no control character (a terminal

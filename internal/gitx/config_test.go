@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestParseConfigList(t *testing.T) {
@@ -196,7 +197,7 @@ func TestBufferStdin(t *testing.T) {
 // relative repository path, no URL, a bad branch or record ref, or a lease
 // that is not a commit id; a lease becomes --force-with-lease on the ref.
 func TestCheckPushSpecAndPushArgs(t *testing.T) {
-	good := sandbox.PushSpec{GitDir: "/r/.bare", Repo: sandbox.RepoIdentity{URL: "https://h/o/r.git"}, Branch: "b", RecordRef: "refs/sandbox/pushed/b"}
+	good := sandbox.PushSpec{GitDir: "/r/.bare", Repo: sandboxapi.RepoIdentity{URL: "https://h/o/r.git"}, Branch: "b", RecordRef: "refs/sandbox/pushed/b"}
 	require.NoError(t, checkPushSpec(good))
 	for _, mutate := range []func(*sandbox.PushSpec){
 		func(s *sandbox.PushSpec) { s.GitDir = "r/.bare" },
@@ -206,7 +207,7 @@ func TestCheckPushSpecAndPushArgs(t *testing.T) {
 	} {
 		spec := good
 		mutate(&spec)
-		assert.True(t, errors.Is(checkPushSpec(spec), sandbox.ErrInvalidArgument), "%+v", spec)
+		assert.True(t, errors.Is(checkPushSpec(spec), sandboxapi.ErrInvalidArgument), "%+v", spec)
 	}
 	args, err := pushArgs("refs/heads/b", nil)
 	require.NoError(t, err)
@@ -221,5 +222,5 @@ func TestCheckPushSpecAndPushArgs(t *testing.T) {
 	assert.Equal(t, "--force-with-lease=refs/heads/b:", args[len(args)-1])
 	bad := "main"
 	_, err = pushArgs("refs/heads/b", &bad)
-	assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument))
+	assert.True(t, errors.Is(err, sandboxapi.ErrInvalidArgument))
 }

@@ -45,6 +45,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/hostproc"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // DefaultStaleLockAge is Options.StaleLockAge when it is zero.
@@ -353,7 +354,7 @@ func (r *Runner) callConfig(ctx context.Context, c Call, env []string, cfg []Con
 	}
 	if ins != nil {
 		if redirects := ins.Redirects(); len(redirects) > 0 && (c.RemoteURL != "" || networkCommands[sub]) {
-			return nil, nil, sandbox.Errorf(sandbox.ErrCommandRejected,
+			return nil, nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected,
 				"git %s refused: the repository's configuration sets %s, which could redirect it to another remote; remove it (git config --unset-all)",
 				sub, redirects[0].quotedKey())
 		}
@@ -372,7 +373,7 @@ func (r *Runner) callConfig(ctx context.Context, c Call, env []string, cfg []Con
 		secrets = secretForms(c.Cred)
 	}
 	if len(cfg) > maxConfigEntries {
-		return nil, nil, sandbox.Errorf(sandbox.ErrCommandRejected, "git %s: %d per-call configuration entries (max %d): the repository configures too many drivers", sub, len(cfg), maxConfigEntries)
+		return nil, nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "git %s: %d per-call configuration entries (max %d): the repository configures too many drivers", sub, len(cfg), maxConfigEntries)
 	}
 	return cfg, secrets, nil
 }
@@ -490,21 +491,21 @@ func splitConfigEnv(env []string) (rest []string, cfg []ConfigEntry, err error) 
 		name, val, _ := strings.Cut(kv, "=")
 		switch {
 		case name == "GIT_CONFIG_PARAMETERS" || name == "GIT_CONFIG":
-			return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: %s in Call.Env is not supported; use Call.Config", name)
+			return nil, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "gitx: %s in Call.Env is not supported; use Call.Config", name)
 		case name == "GIT_CONFIG_COUNT":
 			if count, err = strconv.Atoi(val); err != nil || count < 0 {
-				return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: GIT_CONFIG_COUNT=%q in Call.Env", val)
+				return nil, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "gitx: GIT_CONFIG_COUNT=%q in Call.Env", val)
 			}
 		case strings.HasPrefix(name, "GIT_CONFIG_KEY_"):
 			i, err := strconv.Atoi(strings.TrimPrefix(name, "GIT_CONFIG_KEY_"))
 			if err != nil {
-				return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: %s in Call.Env", name)
+				return nil, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "gitx: %s in Call.Env", name)
 			}
 			keys[i] = val
 		case strings.HasPrefix(name, "GIT_CONFIG_VALUE_"):
 			i, err := strconv.Atoi(strings.TrimPrefix(name, "GIT_CONFIG_VALUE_"))
 			if err != nil {
-				return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: %s in Call.Env", name)
+				return nil, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "gitx: %s in Call.Env", name)
 			}
 			values[i] = val
 		default:
@@ -512,15 +513,15 @@ func splitConfigEnv(env []string) (rest []string, cfg []ConfigEntry, err error) 
 		}
 	}
 	if count < 0 && len(keys) > 0 {
-		return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: GIT_CONFIG_KEY_<n> without GIT_CONFIG_COUNT in Call.Env")
+		return nil, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "gitx: GIT_CONFIG_KEY_<n> without GIT_CONFIG_COUNT in Call.Env")
 	}
 	if count > maxConfigEntries {
-		return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: GIT_CONFIG_COUNT=%d in Call.Env (max %d)", count, maxConfigEntries)
+		return nil, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "gitx: GIT_CONFIG_COUNT=%d in Call.Env (max %d)", count, maxConfigEntries)
 	}
 	for i := 0; i < count; i++ {
 		k, ok := keys[i]
 		if !ok {
-			return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "gitx: GIT_CONFIG_KEY_%d missing in Call.Env", i)
+			return nil, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "gitx: GIT_CONFIG_KEY_%d missing in Call.Env", i)
 		}
 		cfg = append(cfg, ConfigEntry{Key: k, Value: values[i]})
 	}
@@ -554,7 +555,7 @@ func authHeader(cred *sandbox.Credential, remote string) (header, scope string, 
 		return "", "", fmt.Errorf("gitx: credentials need an http(s) remote URL without user info, query or fragment")
 	}
 	if strings.ContainsAny(cred.Username+cred.Secret, "\r\n\x00") {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "credential contains a line break or NUL")
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "credential contains a line break or NUL")
 	}
 	basic := base64.StdEncoding.EncodeToString([]byte(cred.Username + ":" + cred.Secret))
 	path := u.EscapedPath()
@@ -677,57 +678,57 @@ const IncompleteUpstreamMessage = "the remote repository cannot serve its comple
 //     timeout is ErrTimeout; anything else → fallback.
 //
 // what describes the operation ("clone owner/repo").
-func Classify(err error, what string, fallback *sandbox.Kind) error {
+func Classify(err error, what string, fallback *sandboxapi.Kind) error {
 	if err == nil {
 		return nil
 	}
 	var ge *Error
 	if !errors.As(err, &ge) {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return sandbox.Errorf(sandbox.ErrTimeout, "%s: %v", what, err)
+			return sandboxapi.Errorf(sandboxapi.ErrTimeout, "%s: %v", what, err)
 		}
-		if k := sandbox.KindOf(err); k != nil {
-			return sandbox.Errorf(k, "%s: %s", what, sandbox.Message(err))
+		if k := sandboxapi.KindOf(err); k != nil {
+			return sandboxapi.Errorf(k, "%s: %s", what, sandboxapi.Message(err))
 		}
-		return sandbox.Errorf(fallback, "%s: %v", what, err)
+		return sandboxapi.Errorf(fallback, "%s: %v", what, err)
 	}
 	msg := strings.ReplaceAll(ge.Stderr, "\x00", "")
 	network := networkCommands[subcommand(ge.Args)]
 	switch {
 	case lockPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrRepoLocked, "%s: lock file held: %s (a live process has it open, or a git process runs in the repository and it is younger than the stale-lock age)", what, lockPat.FindStringSubmatch(msg)[1])
+		return sandboxapi.Errorf(sandboxapi.ErrRepoLocked, "%s: lock file held: %s (a live process has it open, or a git process runs in the repository and it is younger than the stale-lock age)", what, lockPat.FindStringSubmatch(msg)[1])
 	case diskPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrInsufficientDisk, "%s: %s", what, firstLine(msg))
+		return sandboxapi.Errorf(sandboxapi.ErrInsufficientDisk, "%s: %s", what, firstLine(msg))
 	case fileTooBigPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrResourceLimit, "%s: a file exceeds the host's file size limit: %s", what, clipLine(msg, fileTooBigPat))
+		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "%s: a file exceeds the host's file size limit: %s", what, clipLine(msg, fileTooBigPat))
 	case nameTooLongPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s: a path is longer than the host's filesystem allows (255 bytes a name, 4096 a path): %s", what, clipLine(msg, nameTooLongPat))
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s: a path is longer than the host's filesystem allows (255 bytes a name, 4096 a path): %s", what, clipLine(msg, nameTooLongPat))
 	case invalidPathPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s: git refuses to check out the path %q on this host", what, sandbox.Clip(invalidPathPat.FindStringSubmatch(msg)[1], 256))
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s: git refuses to check out the path %q on this host", what, sandboxapi.Clip(invalidPathPat.FindStringSubmatch(msg)[1], 256))
 	case refCollision.MatchString(msg):
 		m := refCollision.FindStringSubmatch(msg)
-		return sandbox.Errorf(sandbox.ErrConflict, "%s: %s cannot be created because %s exists (git cannot hold a ref and a directory of the same name)", what, m[2], m[1])
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "%s: %s cannot be created because %s exists (git cannot hold a ref and a directory of the same name)", what, m[2], m[1])
 	case incompletePat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: %s: %s", what, IncompleteUpstreamMessage, clipLine(msg, incompletePat))
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s: %s: %s", what, IncompleteUpstreamMessage, clipLine(msg, incompletePat))
 	case authPatterns.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrRepoAuthFailed, "%s: the remote refused the credentials (or none were given): %s", what, firstLine(msg))
+		return sandboxapi.Errorf(sandboxapi.ErrRepoAuthFailed, "%s: the remote refused the credentials (or none were given): %s", what, firstLine(msg))
 	case rateLimitPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrRateLimited, "%s: the remote's rate limit is exhausted (HTTP 429): %s", what, firstLine(msg))
+		return sandboxapi.Errorf(sandboxapi.ErrRateLimited, "%s: the remote's rate limit is exhausted (HTTP 429): %s", what, firstLine(msg))
 	case refPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrRefNotFound, "%s: %s", what, firstLine(msg))
+		return sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "%s: %s", what, firstLine(msg))
 	case !network && localPathMissingPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrFileNotFound, "%s: %s", what, firstLine(msg))
+		return sandboxapi.Errorf(sandboxapi.ErrFileNotFound, "%s: %s", what, firstLine(msg))
 	case repoMissingPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrRepoNotFound, "%s: %s", what, firstLine(msg))
+		return sandboxapi.Errorf(sandboxapi.ErrRepoNotFound, "%s: %s", what, firstLine(msg))
 	case redirectPat.MatchString(msg):
 		// A redirect the caller did not follow (Locate): a permanent answer, never retried.
-		return sandbox.Errorf(sandbox.ErrRepoNotFound, "%s: the remote redirects the repository elsewhere (moved or renamed): %s", what, firstLine(msg))
+		return sandboxapi.Errorf(sandboxapi.ErrRepoNotFound, "%s: the remote redirects the repository elsewhere (moved or renamed): %s", what, firstLine(msg))
 	case badRequestPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrCommandRejected, "%s: the remote refused the request (HTTP 400 Bad Request; e.g. a push over its size limit): %s", what, firstLine(msg))
+		return sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "%s: the remote refused the request (HTTP 400 Bad Request; e.g. a push over its size limit): %s", what, firstLine(msg))
 	case unreachPat.MatchString(msg), network && notFoundPat.MatchString(msg):
-		return sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "%s: %s", what, firstLine(msg))
+		return sandboxapi.Errorf(sandboxapi.ErrRepoCacheUnavailable, "%s: %s", what, firstLine(msg))
 	}
-	return sandbox.Errorf(fallback, "%s: %s", what, ge.Error())
+	return sandboxapi.Errorf(fallback, "%s: %s", what, ge.Error())
 }
 
 // clipLine returns the first line of msg that pat matches, cut to 512
@@ -735,10 +736,10 @@ func Classify(err error, what string, fallback *sandbox.Kind) error {
 func clipLine(msg string, pat *regexp.Regexp) string {
 	for _, l := range strings.Split(msg, "\n") {
 		if pat.MatchString(l) {
-			return sandbox.Clip(strings.TrimSpace(l), 512)
+			return sandboxapi.Clip(strings.TrimSpace(l), 512)
 		}
 	}
-	return sandbox.Clip(firstLine(msg), 512)
+	return sandboxapi.Clip(firstLine(msg), 512)
 }
 
 func firstLine(s string) string {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // hostile is one repository an agent has poisoned: a non-bare repository
@@ -130,7 +131,7 @@ func TestHostileConfigNeverRunsInHostSideGit(t *testing.T) {
 		setup   func(h *hostile)
 		op      func(h *hostile) error
 		control func(h *hostile) // plain git that must run the script
-		wantErr *sandbox.Kind    // nil: the call must succeed; sandbox.ErrSandbox: any error
+		wantErr *sandboxapi.Kind // nil: the call must succeed; sandboxapi.ErrSandbox: any error
 	}
 	cases := []tc{
 		{name: "core.fsmonitor",
@@ -183,7 +184,7 @@ func TestHostileConfigNeverRunsInHostSideGit(t *testing.T) {
 			setup:   func(h *hostile) { h.config("diff.external", h.script); h.write("README.md", "changed\n") },
 			op:      func(h *hostile) error { _, err := h.run("diff"); return err },
 			control: func(h *hostile) { h.raw("diff") },
-			wantErr: sandbox.ErrSandbox}, // fails closed (diff.external is the empty command) without --no-ext-diff
+			wantErr: sandboxapi.ErrSandbox}, // fails closed (diff.external is the empty command) without --no-ext-diff
 		{name: "diff driver command",
 			setup: func(h *hostile) {
 				h.config("diff.evil.command", h.script)
@@ -192,7 +193,7 @@ func TestHostileConfigNeverRunsInHostSideGit(t *testing.T) {
 			},
 			op:      func(h *hostile) error { _, err := h.run("diff"); return err },
 			control: func(h *hostile) { h.raw("diff") },
-			wantErr: sandbox.ErrSandbox}, // fails closed without --no-ext-diff
+			wantErr: sandboxapi.ErrSandbox}, // fails closed without --no-ext-diff
 		{name: "diff driver textconv",
 			setup: func(h *hostile) {
 				h.config("diff.evil.textconv", h.script)
@@ -219,7 +220,7 @@ func TestHostileConfigNeverRunsInHostSideGit(t *testing.T) {
 				gittest.Git(h.t, h.repo, "reset", "-q", "--hard")
 				h.raw("merge", "-q", "--no-edit", "other")
 			},
-			wantErr: sandbox.ErrSandbox}, // the file conflicts instead
+			wantErr: sandboxapi.ErrSandbox}, // the file conflicts instead
 		{name: "gpg program with signing on",
 			setup:   func(h *hostile) { h.config("gpg.program", h.script); h.config("commit.gpgSign", "true") },
 			op:      func(h *hostile) error { _, err := h.run("commit", "-q", "--allow-empty", "-m", "x"); return err },
@@ -231,7 +232,7 @@ func TestHostileConfigNeverRunsInHostSideGit(t *testing.T) {
 				return err
 			},
 			control: func(h *hostile) { h.raw("ls-remote", "ssh://git@127.0.0.1:1/o/r.git") },
-			wantErr: sandbox.ErrSandbox},
+			wantErr: sandboxapi.ErrSandbox},
 		{name: "credential helpers and askpass",
 			setup: func(h *hostile) {
 				h.config("credential.helper", "!"+h.script)
@@ -240,10 +241,10 @@ func TestHostileConfigNeverRunsInHostSideGit(t *testing.T) {
 			},
 			op: func(h *hostile) error {
 				_, err := h.run("ls-remote", "--end-of-options", h.srvURL)
-				return Classify(err, "ls-remote", sandbox.ErrRepoCacheUnavailable)
+				return Classify(err, "ls-remote", sandboxapi.ErrRepoCacheUnavailable)
 			},
 			control: func(h *hostile) { h.raw("ls-remote", h.srvURL) },
-			wantErr: sandbox.ErrRepoAuthFailed},
+			wantErr: sandboxapi.ErrRepoAuthFailed},
 		{name: "protocol.ext.allow",
 			setup: func(h *hostile) { h.config("protocol.ext.allow", "always") },
 			op: func(h *hostile) error {
@@ -251,7 +252,7 @@ func TestHostileConfigNeverRunsInHostSideGit(t *testing.T) {
 				return err
 			},
 			control: func(h *hostile) { h.raw("ls-remote", "ext::"+h.script+" %S") },
-			wantErr: sandbox.ErrSandbox},
+			wantErr: sandboxapi.ErrSandbox},
 		{name: "remote uploadpack of a named remote",
 			setup: func(h *hostile) {
 				h.config("remote.origin.url", "file://"+h.up)
@@ -259,7 +260,7 @@ func TestHostileConfigNeverRunsInHostSideGit(t *testing.T) {
 			},
 			op:      func(h *hostile) error { _, err := h.run("fetch", "-q", "origin"); return err },
 			control: func(h *hostile) { h.raw("fetch", "-q", "origin") },
-			wantErr: sandbox.ErrCommandRejected}, // git keeps the first uploadpack: not overridable
+			wantErr: sandboxapi.ErrCommandRejected}, // git keeps the first uploadpack: not overridable
 		{name: "included config file",
 			setup: func(h *hostile) {
 				inc := filepath.Join(filepath.Dir(h.marker), "included.cfg")
@@ -290,7 +291,7 @@ func TestHostileConfigNeverRunsInHostSideGit(t *testing.T) {
 			switch {
 			case c.wantErr == nil:
 				require.NoError(t, err)
-			case c.wantErr == sandbox.ErrSandbox:
+			case c.wantErr == sandboxapi.ErrSandbox:
 				require.Error(t, err)
 			default:
 				require.ErrorIs(t, err, c.wantErr)
@@ -323,14 +324,14 @@ func TestRedirectingConfigRefusesNetworkCalls(t *testing.T) {
 				assert.Contains(t, gittest.Git(t, h.repo, "for-each-ref"), "refs/remotes/control/evilbranch", "control: plain git is redirected")
 			}
 			_, err := h.run("fetch", "-q", "--end-of-options", "file://"+h.up, "+refs/heads/*:refs/remotes/up/*")
-			require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+			require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 			assert.Contains(t, err.Error(), "refused")
 			assert.NotContains(t, gittest.Git(t, h.repo, "for-each-ref"), "refs/remotes/up/")
 			// Classify keeps the kind.
-			assert.ErrorIs(t, Classify(err, "fetch", sandbox.ErrRepoCacheUnavailable), sandbox.ErrCommandRejected)
+			assert.ErrorIs(t, Classify(err, "fetch", sandboxapi.ErrRepoCacheUnavailable), sandboxapi.ErrCommandRejected)
 			// RemoteURL alone marks a call as a network call.
 			_, err = h.r.Run(context.Background(), Call{Dir: h.repo, Args: []string{"rev-parse", "HEAD"}, RemoteURL: "file://" + h.up})
-			require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+			require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 			// Local calls are unaffected.
 			_, err = h.run("rev-parse", "HEAD")
 			require.NoError(t, err)
@@ -401,8 +402,8 @@ func TestCredentialIsScopedToItsURL(t *testing.T) {
 	_, err := h.r.Run(context.Background(), Call{Dir: t.TempDir(), Args: []string{"ls-remote", "--end-of-options", h.srv.URL("o/other.git")},
 		Cred: cred, RemoteURL: h.srvURL, Timeout: time.Minute})
 	require.Error(t, err)
-	err = Classify(err, "ls-remote", sandbox.ErrRepoCacheUnavailable)
-	require.ErrorIs(t, err, sandbox.ErrRepoAuthFailed)
+	err = Classify(err, "ls-remote", sandboxapi.ErrRepoCacheUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRepoAuthFailed)
 	assert.NotContains(t, err.Error(), srvPass)
 
 	wrong := &sandbox.Credential{Username: srvUser, Secret: "wrong-secret-value"}
@@ -410,7 +411,7 @@ func TestCredentialIsScopedToItsURL(t *testing.T) {
 		Cred: wrong, RemoteURL: h.srvURL, Timeout: time.Minute})
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "wrong-secret-value")
-	assert.ErrorIs(t, Classify(err, "ls-remote", sandbox.ErrRepoCacheUnavailable), sandbox.ErrRepoAuthFailed)
+	assert.ErrorIs(t, Classify(err, "ls-remote", sandboxapi.ErrRepoCacheUnavailable), sandboxapi.ErrRepoAuthFailed)
 }
 
 // TestWorktreeConfigIsInspected: with extensions.worktreeConfig a linked
@@ -460,9 +461,9 @@ func TestConfigEntriesMerge(t *testing.T) {
 	require.True(t, ia >= 0 && ib > ia && ic > ib && ifl > ic && ih > ifl, "order a<b<c<filter<header:\n%s", s)
 
 	_, err = h.r.Run(context.Background(), Call{Dir: h.repo, Args: []string{"status"}, Env: []string{"GIT_CONFIG_PARAMETERS='a.b'='c'"}})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = h.r.Run(context.Background(), Call{Dir: h.repo, Args: []string{"status"}, Env: []string{"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=a.b"}})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 }
 
 // TestStaleLocks: a lock file left by a dead process (old, open nowhere) is
@@ -505,8 +506,8 @@ func TestStaleLocks(t *testing.T) {
 	require.NoError(t, live.Start())
 	defer func() { _ = liveIn.Close(); _ = live.Wait() }()
 	_, err = h.run("add", "-A")
-	err = Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
-	require.ErrorIs(t, err, sandbox.ErrRepoLocked)
+	err = Classify(err, "git add", sandboxapi.ErrWorkspaceUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRepoLocked)
 	assert.Contains(t, err.Error(), lock)
 	assert.FileExists(t, lock, "a young lock is left alone while git runs in the repository")
 	// … but not past StaleLockAge.
@@ -523,7 +524,7 @@ func TestStaleLocks(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.Chtimes(lock, old, old))
 	_, err = h.run("add", "-A")
-	require.ErrorIs(t, Classify(err, "git add", sandbox.ErrWorkspaceUnavailable), sandbox.ErrRepoLocked)
+	require.ErrorIs(t, Classify(err, "git add", sandboxapi.ErrWorkspaceUnavailable), sandboxapi.ErrRepoLocked)
 	assert.FileExists(t, lock)
 	require.NoError(t, f.Close())
 	require.NoError(t, os.Remove(lock))
@@ -552,7 +553,7 @@ func TestNoPromptNoLeftover(t *testing.T) {
 	start := time.Now()
 	_, err := h.r.Run(context.Background(), Call{Dir: t.TempDir(), Args: []string{"ls-remote", "--end-of-options", h.srvURL}, Stdin: io.LimitReader(pr, 0), Timeout: time.Minute})
 	require.Error(t, err)
-	assert.ErrorIs(t, Classify(err, "ls-remote", sandbox.ErrRepoCacheUnavailable), sandbox.ErrRepoAuthFailed)
+	assert.ErrorIs(t, Classify(err, "ls-remote", sandboxapi.ErrRepoCacheUnavailable), sandboxapi.ErrRepoAuthFailed)
 	assert.Less(t, time.Since(start), 10*time.Second)
 	var ge *Error
 	require.True(t, errors.As(err, &ge))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Repository moves (docs/SECURITY.md "Git hardening": redirects). A
@@ -76,7 +77,7 @@ func (r *Runner) Locate(ctx context.Context, repoURL string, cred *sandbox.Crede
 	defer client.CloseIdleConnections()
 	start, err := url.Parse(repoURL)
 	if err != nil || (start.Scheme != "https" && start.Scheme != "http") || start.Host == "" {
-		return Move{}, false, sandbox.Errorf(sandbox.ErrInvalidArgument, "locate %s: not an http(s) repository URL", sandbox.Clip(repoURL, 200))
+		return Move{}, false, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "locate %s: not an http(s) repository URL", sandboxapi.Clip(repoURL, 200))
 	}
 	cur := strings.TrimSuffix(repoURL, "/")
 	seen := map[string]bool{cur: true}
@@ -90,14 +91,14 @@ func (r *Runner) Locate(ctx context.Context, repoURL string, cred *sandbox.Crede
 			return mv, hop > 0, nil
 		}
 		if hop == MaxMoveHops {
-			return Move{}, false, sandbox.Errorf(sandbox.ErrRepoNotFound, "%s moved more than %d times", start.Redacted(), MaxMoveHops)
+			return Move{}, false, sandboxapi.Errorf(sandboxapi.ErrRepoNotFound, "%s moved more than %d times", start.Redacted(), MaxMoveHops)
 		}
 		next, err := r.moveTarget(start, cur, loc)
 		if err != nil {
 			return Move{}, false, err
 		}
 		if seen[next] {
-			return Move{}, false, sandbox.Errorf(sandbox.ErrRepoNotFound, "%s redirects in a loop", start.Redacted())
+			return Move{}, false, sandboxapi.Errorf(sandboxapi.ErrRepoNotFound, "%s redirects in a loop", start.Redacted())
 		}
 		seen[next] = true
 		mv.URL = next
@@ -113,7 +114,7 @@ func (r *Runner) probe(ctx context.Context, client *http.Client, repo string, cr
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, repo+"/info/refs?service=git-upload-pack", nil)
 	if err != nil {
-		return 0, "", sandbox.Errorf(sandbox.ErrInvalidArgument, "locate: %v", err)
+		return 0, "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "locate: %v", err)
 	}
 	req.Header.Set("User-Agent", "git/2 (sandboxcore)")
 	var secrets []string
@@ -128,7 +129,7 @@ func (r *Runner) probe(ctx context.Context, client *http.Client, repo string, cr
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, "", sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "locate %s: %s", redactedURL(repo), redact(err.Error(), secrets))
+		return 0, "", sandboxapi.Errorf(sandboxapi.ErrRepoCacheUnavailable, "locate %s: %s", redactedURL(repo), redact(err.Error(), secrets))
 	}
 	_ = resp.Body.Close()
 	switch resp.StatusCode {
@@ -145,24 +146,24 @@ func (r *Runner) probe(ctx context.Context, client *http.Client, repo string, cr
 func (r *Runner) moveTarget(start *url.URL, cur, location string) (string, error) {
 	base, err := url.Parse(cur + "/info/refs?service=git-upload-pack")
 	if err != nil {
-		return "", sandbox.Errorf(sandbox.ErrRepoNotFound, "%s moved to an unreadable location", start.Redacted())
+		return "", sandboxapi.Errorf(sandboxapi.ErrRepoNotFound, "%s moved to an unreadable location", start.Redacted())
 	}
 	loc, err := base.Parse(location)
 	if err != nil || location == "" {
-		return "", sandbox.Errorf(sandbox.ErrRepoNotFound, "%s moved to an unreadable location", start.Redacted())
+		return "", sandboxapi.Errorf(sandboxapi.ErrRepoNotFound, "%s moved to an unreadable location", start.Redacted())
 	}
 	if !strings.EqualFold(loc.Scheme, start.Scheme) || !strings.EqualFold(loc.Host, start.Host) || loc.User != nil {
-		return "", sandbox.Errorf(sandbox.ErrRepoNotFound,
+		return "", sandboxapi.Errorf(sandboxapi.ErrRepoNotFound,
 			"%s moved to another host or scheme (%s://%s): not followed, so the credential never leaves %s; acquire the repository by its new URL",
 			start.Redacted(), loc.Scheme, loc.Host, start.Host)
 	}
 	p, ok := strings.CutSuffix(loc.EscapedPath(), "/info/refs")
 	if !ok || p == "" {
-		return "", sandbox.Errorf(sandbox.ErrRepoNotFound, "%s moved to %s, which is not a repository", start.Redacted(), redactedURL(loc.String()))
+		return "", sandboxapi.Errorf(sandboxapi.ErrRepoNotFound, "%s moved to %s, which is not a repository", start.Redacted(), redactedURL(loc.String()))
 	}
 	next := start.Scheme + "://" + start.Host + p
-	if _, err := sandbox.ParseRepoURL(next, sandbox.URLPolicy{AllowFile: r.allowFile, AllowHTTP: r.allowHTTP}); err != nil {
-		return "", sandbox.Errorf(sandbox.ErrRepoNotFound, "%s moved to %s, which is not a valid repository URL: %s", start.Redacted(), redactedURL(next), sandbox.Message(err))
+	if _, err := sandboxapi.ParseRepoURL(next, sandboxapi.URLPolicy{AllowFile: r.allowFile, AllowHTTP: r.allowHTTP}); err != nil {
+		return "", sandboxapi.Errorf(sandboxapi.ErrRepoNotFound, "%s moved to %s, which is not a valid repository URL: %s", start.Redacted(), redactedURL(next), sandboxapi.Message(err))
 	}
 	return next, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Default timeouts of Remote's network calls.
@@ -44,7 +45,7 @@ func (r *Remote) lsTimeout() time.Duration {
 }
 
 // credFor drops cred for URLs it cannot be scoped to (Call.Cred needs http(s)).
-func credFor(repo sandbox.RepoIdentity, cred *sandbox.Credential) *sandbox.Credential {
+func credFor(repo sandboxapi.RepoIdentity, cred *sandbox.Credential) *sandbox.Credential {
 	if strings.HasPrefix(repo.URL, "https://") || strings.HasPrefix(repo.URL, "http://") {
 		return cred
 	}
@@ -55,9 +56,9 @@ func credFor(repo sandbox.RepoIdentity, cred *sandbox.Credential) *sandbox.Crede
 // repository: in the runner's empty home with GIT_CEILING_DIRECTORIES set to
 // its parent, so no enclosing repository's config (e.g. a data dir inside a
 // checkout) is ever read.
-func (r *Remote) lsRemote(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential, patterns ...string) (string, error) {
+func (r *Remote) lsRemote(ctx context.Context, repo sandboxapi.RepoIdentity, cred *sandbox.Credential, patterns ...string) (string, error) {
 	if repo.URL == "" {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "repository URL is required")
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "repository URL is required")
 	}
 	dir := r.Git.emptyHome
 	run := func(remote string) ([]byte, error) {
@@ -85,22 +86,22 @@ func (r *Remote) lsRemote(ctx context.Context, repo sandbox.RepoIdentity, cred *
 		}
 	}
 	if err != nil {
-		return "", Classify(err, "ls-remote "+repo.Key(), sandbox.ErrRepoCacheUnavailable)
+		return "", Classify(err, "ls-remote "+repo.Key(), sandboxapi.ErrRepoCacheUnavailable)
 	}
 	return string(out), nil
 }
 
 // CheckAccess implements sandbox.RemoteGit: `git ls-remote <url> HEAD` with
 // cred. An empty repository (no HEAD) is readable.
-func (r *Remote) CheckAccess(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential) error {
+func (r *Remote) CheckAccess(ctx context.Context, repo sandboxapi.RepoIdentity, cred *sandbox.Credential) error {
 	_, err := r.lsRemote(ctx, repo, cred, "HEAD")
 	return err
 }
 
 // BranchTip implements sandbox.RemoteGit: `git ls-remote <url>
 // refs/heads/<branch>`, exact match only.
-func (r *Remote) BranchTip(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential, branch string) (string, error) {
-	if err := sandbox.ValidateRef(branch); err != nil {
+func (r *Remote) BranchTip(ctx context.Context, repo sandboxapi.RepoIdentity, cred *sandbox.Credential, branch string) (string, error) {
+	if err := sandboxapi.ValidateRef(branch); err != nil {
 		return "", err
 	}
 	ref := "refs/heads/" + branch
@@ -121,7 +122,7 @@ func (r *Remote) BranchTip(ctx context.Context, repo sandbox.RepoIdentity, cred 
 // <ref>^{commit}` in gitDir (GIT_DIR pinned).
 func (r *Remote) LocalRef(ctx context.Context, gitDir, ref string) (string, error) {
 	if !strings.HasPrefix(ref, "refs/") || strings.ContainsAny(ref, " \t\n^~:?*[\\") {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "ref %q: want a full ref name", ref)
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "ref %q: want a full ref name", ref)
 	}
 	out, err := r.Git.Run(ctx, Call{Dir: gitDir, Env: []string{"GIT_DIR=" + gitDir}, Timeout: 2 * time.Minute,
 		Args: []string{"rev-parse", "--verify", "--quiet", "--end-of-options", ref + "^{commit}"}})
@@ -129,7 +130,7 @@ func (r *Remote) LocalRef(ctx context.Context, gitDir, ref string) (string, erro
 		if ExitCode(err) == 1 {
 			return "", nil
 		}
-		return "", Classify(err, "resolve "+ref, sandbox.ErrRepoCacheUnavailable)
+		return "", Classify(err, "resolve "+ref, sandboxapi.ErrRepoCacheUnavailable)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
@@ -147,30 +148,30 @@ func (r *Remote) LocalRef(ctx context.Context, gitDir, ref string) (string, erro
 // repo cache's config from a worktree, so such a key is ErrCommandRejected
 // naming the key. On success spec.RecordRef (when set) is pointed at the
 // pushed commit.
-func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.Credential) (sandbox.PushResult, error) {
+func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.Credential) (sandboxapi.PushResult, error) {
 	if err := checkPushSpec(spec); err != nil {
-		return sandbox.PushResult{}, err
+		return sandboxapi.PushResult{}, err
 	}
 	ref := "refs/heads/" + spec.Branch
 	what := "push " + spec.Branch + " to " + spec.Repo.Key()
 	local, err := r.LocalRef(ctx, spec.GitDir, ref)
 	if err != nil {
-		return sandbox.PushResult{}, err
+		return sandboxapi.PushResult{}, err
 	}
 	if local == "" {
-		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrRefNotFound, "%s: the local branch does not exist", what)
+		return sandboxapi.PushResult{}, sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "%s: the local branch does not exist", what)
 	}
 	if err := r.pushGuard(ctx, spec.GitDir, spec.Repo); err != nil {
-		return sandbox.PushResult{}, err
+		return sandboxapi.PushResult{}, err
 	}
 	args, err := pushArgs(ref, spec.Lease)
 	if err != nil {
-		return sandbox.PushResult{}, err
+		return sandboxapi.PushResult{}, err
 	}
 	c := credFor(spec.Repo, cred)
 	stdout, runErr, err := r.pushFollowingMoves(ctx, spec, c, args, ref)
 	if err != nil {
-		return sandbox.PushResult{}, err
+		return sandboxapi.PushResult{}, err
 	}
 	porcelain := redact(stdout, secretForms(c))
 	res, found := parsePorcelain(porcelain, ref+":"+ref)
@@ -181,18 +182,18 @@ func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.
 		if errors.As(runErr, &ge) {
 			reason = remoteReason(ge.Stderr)
 		}
-		return sandbox.PushResult{}, rejection(what, res.rejected, reason)
+		return sandboxapi.PushResult{}, rejection(what, res.rejected, reason)
 	}
 	if runErr != nil {
-		return sandbox.PushResult{}, Classify(runErr, what, sandbox.ErrRepoCacheUnavailable)
+		return sandboxapi.PushResult{}, Classify(runErr, what, sandboxapi.ErrRepoCacheUnavailable)
 	}
 	if !found {
-		return sandbox.PushResult{}, sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "%s: git reported no status for %s", what, ref)
+		return sandboxapi.PushResult{}, sandboxapi.Errorf(sandboxapi.ErrRepoCacheUnavailable, "%s: git reported no status for %s", what, ref)
 	}
 	if spec.RecordRef != "" {
 		if _, err := r.Git.Run(ctx, Call{Dir: spec.GitDir, Env: []string{"GIT_DIR=" + spec.GitDir}, Timeout: 2 * time.Minute,
 			Args: []string{"update-ref", "-m", "sandboxcore push", spec.RecordRef, local}}); err != nil {
-			return sandbox.PushResult{}, Classify(err, what+": record the pushed commit", sandbox.ErrRepoCacheUnavailable)
+			return sandboxapi.PushResult{}, Classify(err, what+": record the pushed commit", sandboxapi.ErrRepoCacheUnavailable)
 		}
 	}
 	return res.PushResult, nil
@@ -203,16 +204,16 @@ func (r *Remote) Push(ctx context.Context, spec sandbox.PushSpec, cred *sandbox.
 // RecordRef ("refs/…"). Errors: ErrInvalidArgument.
 func checkPushSpec(spec sandbox.PushSpec) error {
 	if spec.GitDir == "" || !filepath.IsAbs(spec.GitDir) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "push: the repository path must be absolute")
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "push: the repository path must be absolute")
 	}
 	if spec.Repo.URL == "" {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "push: repository URL is required")
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "push: repository URL is required")
 	}
-	if err := sandbox.ValidateRef(spec.Branch); err != nil {
+	if err := sandboxapi.ValidateRef(spec.Branch); err != nil {
 		return err
 	}
-	if spec.RecordRef != "" && (!strings.HasPrefix(spec.RecordRef, "refs/") || sandbox.ValidateRef(spec.RecordRef) != nil) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "push: record ref %q is not a full ref name", spec.RecordRef)
+	if spec.RecordRef != "" && (!strings.HasPrefix(spec.RecordRef, "refs/") || sandboxapi.ValidateRef(spec.RecordRef) != nil) {
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "push: record ref %q is not a full ref name", spec.RecordRef)
 	}
 	return nil
 }
@@ -226,7 +227,7 @@ func pushArgs(ref string, lease *string) ([]string, error) {
 	args := []string{"-c", "core.abbrev=no", "push", "--porcelain", "--no-verify", "--no-signed", "--no-follow-tags", "--recurse-submodules=no"}
 	if lease != nil {
 		if *lease != "" && !isHexID(*lease) {
-			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "push: lease %q is not a commit id", *lease)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "push: lease %q is not a commit id", *lease)
 		}
 		args = append(args, "--force-with-lease="+ref+":"+*lease)
 	}
@@ -276,15 +277,15 @@ func rejection(what, summary, reason string) error {
 	}
 	switch {
 	case strings.Contains(summary, "stale info"):
-		return sandbox.Errorf(sandbox.ErrConflict, "%s: the remote branch moved since this workspace last pushed it (lease refused): %s", what, summary)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "%s: the remote branch moved since this workspace last pushed it (lease refused): %s", what, summary)
 	case strings.Contains(summary, "non-fast-forward"), strings.Contains(summary, "fetch first"), strings.Contains(summary, "already exists"):
-		return sandbox.Errorf(sandbox.ErrConflict, "%s: the remote branch has commits this workspace lacks; push with force_with_lease to replace it: %s", what, summary)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "%s: the remote branch has commits this workspace lacks; push with force_with_lease to replace it: %s", what, summary)
 	case refCollision.MatchString(summary):
-		return sandbox.Errorf(sandbox.ErrConflict, "%s: the branch collides with another branch on the remote (git cannot hold a branch and a directory of the same name): %s", what, summary)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "%s: the branch collides with another branch on the remote (git cannot hold a branch and a directory of the same name): %s", what, summary)
 	case strings.Contains(summary, "remote rejected"):
-		return sandbox.Errorf(sandbox.ErrCommandRejected, "%s: the remote declined the update: %s", what, summary)
+		return sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "%s: the remote declined the update: %s", what, summary)
 	}
-	return sandbox.Errorf(sandbox.ErrConflict, "%s: rejected: %s", what, summary)
+	return sandboxapi.Errorf(sandboxapi.ErrConflict, "%s: rejected: %s", what, summary)
 }
 
 // maxReasonBytes bounds the remote's explanation quoted in a push error.
@@ -323,7 +324,7 @@ func remoteReason(stderr string) string {
 			return r
 		}, text))
 	}
-	return sandbox.Clip(strings.Join(parts, "; "), maxReasonBytes)
+	return sandboxapi.Clip(strings.Join(parts, "; "), maxReasonBytes)
 }
 
 var (
@@ -335,7 +336,7 @@ var (
 )
 
 type porcelainResult struct {
-	sandbox.PushResult
+	sandboxapi.PushResult
 	rejected string // the summary of a "!" line
 }
 
@@ -357,16 +358,16 @@ func parsePorcelain(out, refspec string) (porcelainResult, bool) {
 		var res porcelainResult
 		switch line[0] {
 		case '*':
-			res.Status = sandbox.PushCreated
+			res.Status = sandboxapi.PushCreated
 		case ' ':
-			res.Status = sandbox.PushFastForward
+			res.Status = sandboxapi.PushFastForward
 			res.PreviousRemoteCommit, _, _ = strings.Cut(summary, "..")
 		case '+':
-			res.Status = sandbox.PushForced
+			res.Status = sandboxapi.PushForced
 			res.PreviousRemoteCommit, _, _ = strings.Cut(summary, "...")
 			res.PreviousRemoteCommit = strings.TrimSpace(res.PreviousRemoteCommit)
 		case '=':
-			res.Status = sandbox.PushUpToDate
+			res.Status = sandboxapi.PushUpToDate
 		default:
 			res.rejected = strings.TrimSpace(summary)
 			if res.rejected == "" {
@@ -382,14 +383,14 @@ func parsePorcelain(out, refspec string) (porcelainResult, bool) {
 // and worktree scopes, includes followed; the runner's command-line options
 // excluded) could send the push elsewhere or the credential through a proxy,
 // a credential helper or an unverified TLS connection.
-func (r *Remote) pushGuard(ctx context.Context, gitDir string, repo sandbox.RepoIdentity) error {
+func (r *Remote) pushGuard(ctx context.Context, gitDir string, repo sandboxapi.RepoIdentity) error {
 	out, err := r.Git.Run(ctx, Call{Dir: gitDir, Env: []string{"GIT_DIR=" + gitDir}, Timeout: 2 * time.Minute,
 		Args: []string{"config", "--list", "--name-only", "--show-scope", "--includes", "-z"}})
 	if err != nil {
 		if ExitCode(err) == 1 {
 			return nil
 		}
-		return Classify(err, "push: read the repository config", sandbox.ErrRepoCacheUnavailable)
+		return Classify(err, "push: read the repository config", sandboxapi.ErrRepoCacheUnavailable)
 	}
 	fields := strings.Split(string(out), "\x00")
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -398,7 +399,7 @@ func (r *Remote) pushGuard(ctx context.Context, gitDir string, repo sandbox.Repo
 			continue
 		}
 		if key := dangerousPushKey(name, repo.URL); key != "" {
-			return sandbox.Errorf(sandbox.ErrCommandRejected,
+			return sandboxapi.Errorf(sandboxapi.ErrCommandRejected,
 				"push refused: the repository config sets %q, which could redirect the push or expose its credential; remove it first", clipKey(key))
 		}
 	}
@@ -423,7 +424,7 @@ func dangerousPushKey(name, url string) string {
 	return ""
 }
 
-func clipKey(s string) string { return sandbox.Clip(s, 200) }
+func clipKey(s string) string { return sandboxapi.Clip(s, 200) }
 
 func isHexID(s string) bool {
 	if len(s) != 40 && len(s) != 64 {

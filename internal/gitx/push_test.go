@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 const pushBranch = "agent/edits-c1"
@@ -24,7 +25,7 @@ type pushFixture struct {
 	srv      *gittest.Server
 	upstream string // the served (non-bare) repository
 	bare     string // the local "repo cache"
-	repo     sandbox.RepoIdentity
+	repo     sandboxapi.RepoIdentity
 	cred     *sandbox.Credential
 	remote   *gitx.Remote
 }
@@ -39,7 +40,7 @@ func newPushFixture(t *testing.T) *pushFixture {
 	bare := filepath.Join(t.TempDir(), ".bare")
 	gittest.Git(t, filepath.Dir(bare), "clone", "--quiet", "--bare", upstream, bare)
 	commitOn(t, bare, pushBranch, "main", "agent change 1")
-	repo, err := sandbox.ParseRepoURL(srv.URL("team/project.git"), sandbox.URLPolicy{AllowHTTP: true})
+	repo, err := sandboxapi.ParseRepoURL(srv.URL("team/project.git"), sandboxapi.URLPolicy{AllowHTTP: true})
 	require.NoError(t, err)
 	git, err := gitx.New(gitx.Options{AllowHTTP: true, AllowFile: true, HomeDir: t.TempDir()})
 	require.NoError(t, err)
@@ -82,20 +83,20 @@ func TestPushCreatesFastForwardsAndRecords(t *testing.T) {
 
 	res, err := f.remote.Push(ctx, f.spec(), f.cred)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.PushResult{Branch: pushBranch, Commit: local, Status: sandbox.PushCreated}, res)
+	assert.Equal(t, sandboxapi.PushResult{Branch: pushBranch, Commit: local, Status: sandboxapi.PushCreated}, res)
 	assert.Equal(t, local, gittest.Git(t, f.upstream, "rev-parse", "refs/heads/"+pushBranch), "the remote has the branch")
 	assert.Equal(t, local, gittest.Git(t, f.bare, "rev-parse", f.spec().RecordRef), "the pushed commit is recorded")
 
 	next := commitOn(t, f.bare, pushBranch, local, "agent change 2")
 	res, err = f.remote.Push(ctx, f.spec(), f.cred)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.PushFastForward, res.Status)
+	assert.Equal(t, sandboxapi.PushFastForward, res.Status)
 	assert.Equal(t, local, res.PreviousRemoteCommit, "full commit id of the previous remote tip")
 	assert.Equal(t, next, res.Commit)
 
 	res, err = f.remote.Push(ctx, f.spec(), f.cred)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.PushUpToDate, res.Status)
+	assert.Equal(t, sandboxapi.PushUpToDate, res.Status)
 
 	tip, err := f.remote.BranchTip(ctx, f.repo, f.cred, pushBranch)
 	require.NoError(t, err)
@@ -123,21 +124,21 @@ func TestPushDivergedNeedsAFreshLease(t *testing.T) {
 	mine := commitOn(t, f.bare, pushBranch, "main", "rewritten agent change")
 
 	_, err = f.remote.Push(ctx, f.spec(), f.cred)
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "force_with_lease")
 
 	lease := first.Commit // what this workspace pushed last: stale now
 	spec := f.spec()
 	spec.Lease = &lease
 	_, err = f.remote.Push(ctx, spec, f.cred)
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "lease")
 	assert.Equal(t, theirs, gittest.Git(t, f.upstream, "rev-parse", "refs/heads/"+pushBranch), "nothing was overwritten")
 
 	lease = theirs
 	res, err := f.remote.Push(ctx, spec, f.cred)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.PushForced, res.Status)
+	assert.Equal(t, sandboxapi.PushForced, res.Status)
 	assert.Equal(t, theirs, res.PreviousRemoteCommit)
 	assert.Equal(t, mine, gittest.Git(t, f.upstream, "rev-parse", "refs/heads/"+pushBranch))
 
@@ -147,10 +148,10 @@ func TestPushDivergedNeedsAFreshLease(t *testing.T) {
 	commitOn(t, f.upstream, "agent/other", "main", "their other")
 	commitOn(t, f.bare, "agent/other", "main", "other")
 	_, err = f.remote.Push(ctx, spec, f.cred)
-	require.ErrorIs(t, err, sandbox.ErrConflict, "without a lease the diverged branch is refused")
+	require.ErrorIs(t, err, sandboxapi.ErrConflict, "without a lease the diverged branch is refused")
 	spec.Lease = &empty
 	_, err = f.remote.Push(ctx, spec, f.cred)
-	require.ErrorIs(t, err, sandbox.ErrConflict, "an empty lease refuses an existing branch")
+	require.ErrorIs(t, err, sandboxapi.ErrConflict, "an empty lease refuses an existing branch")
 }
 
 func TestRemoteRefusesWrongOrMissingCredentialsQuickly(t *testing.T) {
@@ -160,11 +161,11 @@ func TestRemoteRefusesWrongOrMissingCredentialsQuickly(t *testing.T) {
 	for name, cred := range map[string]*sandbox.Credential{"wrong": wrong, "none": nil} {
 		start := time.Now()
 		_, err := f.remote.Push(ctx, f.spec(), cred)
-		require.ErrorIs(t, err, sandbox.ErrRepoAuthFailed, name)
+		require.ErrorIs(t, err, sandboxapi.ErrRepoAuthFailed, name)
 		err2 := f.remote.CheckAccess(ctx, f.repo, cred)
-		require.ErrorIs(t, err2, sandbox.ErrRepoAuthFailed, name)
+		require.ErrorIs(t, err2, sandboxapi.ErrRepoAuthFailed, name)
 		_, err3 := f.remote.BranchTip(ctx, f.repo, cred, pushBranch)
-		require.ErrorIs(t, err3, sandbox.ErrRepoAuthFailed, name)
+		require.ErrorIs(t, err3, sandboxapi.ErrRepoAuthFailed, name)
 		assert.Less(t, time.Since(start), 15*time.Second, "%s: no prompt, no hang", name)
 		for _, e := range []error{err, err2, err3} {
 			f.assertNoSecret(t, "the error", e.Error())
@@ -194,7 +195,7 @@ func TestPushRefusesRedirectingRepositoryConfig(t *testing.T) {
 			}
 			gittest.Git(t, f.bare, "config", kv[0], kv[1])
 			_, err := f.remote.Push(context.Background(), f.spec(), f.cred)
-			require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+			require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 			assert.Zero(t, f.srv.Requests(), "no request reached any server")
 		})
 	}
@@ -202,7 +203,7 @@ func TestPushRefusesRedirectingRepositoryConfig(t *testing.T) {
 		f := newPushFixture(t)
 		gittest.Git(t, f.bare, "config", "remote."+f.repo.URL+".pushurl", "http://127.0.0.1:1/x.git")
 		_, err := f.remote.Push(context.Background(), f.spec(), f.cred)
-		require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+		require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 	})
 	t.Run("an ordinary extra remote is fine", func(t *testing.T) {
 		f := newPushFixture(t)
@@ -218,22 +219,22 @@ func TestPushValidatesItsInput(t *testing.T) {
 	spec := f.spec()
 	spec.Branch = "-delete"
 	_, err := f.remote.Push(ctx, spec, f.cred)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	spec = f.spec()
 	spec.Branch = "agent/missing"
 	_, err = f.remote.Push(ctx, spec, f.cred)
-	require.ErrorIs(t, err, sandbox.ErrRefNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrRefNotFound)
 	spec = f.spec()
 	bad := "HEAD~1"
 	spec.Lease = &bad
 	_, err = f.remote.Push(ctx, spec, f.cred)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	spec = f.spec()
 	spec.GitDir = "relative/.bare"
 	_, err = f.remote.Push(ctx, spec, f.cred)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = f.remote.LocalRef(ctx, f.bare, "HEAD^")
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 }
 
 // TestPushRejectionsCarryTheRemotesReason: whatever the remote refuses, its
@@ -246,7 +247,7 @@ func TestPushRejectionsCarryTheRemotesReason(t *testing.T) {
 	ctx := context.Background()
 	gittest.Git(t, f.upstream, "branch", "agent")
 	_, err := f.remote.Push(ctx, f.spec(), f.cred)
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "'refs/heads/agent' exists")
 	assert.Contains(t, err.Error(), "cannot create 'refs/heads/"+pushBranch+"'")
 	assert.NotContains(t, err.Error(), "failed to push some refs")
@@ -256,7 +257,7 @@ func TestPushRejectionsCarryTheRemotesReason(t *testing.T) {
 	hook := filepath.Join(f.upstream, ".git", "hooks", "pre-receive")
 	require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\necho 'GH006: Protected branch update failed for refs/heads/agent/edits-c1.' >&2\nprintf '\\033[31mred\\033[0m\\n' >&2\nexit 1\n"), 0o755))
 	_, err = f.remote.Push(ctx, f.spec(), f.cred)
-	require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 	assert.Contains(t, err.Error(), "pre-receive hook declined")
 	assert.Contains(t, err.Error(), "GH006: Protected branch update failed for refs/heads/agent/edits-c1.")
 	assert.NotContains(t, err.Error(), "\x1b", "the remote's control characters are dropped")
@@ -277,7 +278,7 @@ func TestRemoteFollowsAMoveOnItsHost(t *testing.T) {
 	require.NoError(t, f.remote.CheckAccess(ctx, f.repo, f.cred))
 	res, err := f.remote.Push(ctx, f.spec(), f.cred)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.PushCreated, res.Status)
+	assert.Equal(t, sandboxapi.PushCreated, res.Status)
 	assert.Equal(t, res.Commit, gittest.Git(t, f.upstream, "rev-parse", "refs/heads/"+pushBranch), "pushed to the new path")
 	tip, err := f.remote.BranchTip(ctx, f.repo, f.cred, pushBranch)
 	require.NoError(t, err)
@@ -287,12 +288,12 @@ func TestRemoteFollowsAMoveOnItsHost(t *testing.T) {
 	f.srv.RemoveRedirects()
 	f.srv.SetRedirect("team/project.git", other.URL("team/project.git"), 301)
 	err = f.remote.CheckAccess(ctx, f.repo, f.cred)
-	require.ErrorIs(t, err, sandbox.ErrRepoNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrRepoNotFound)
 	assert.Contains(t, err.Error(), "another host")
 	assert.Zero(t, other.Requests())
 	f.assertNoSecret(t, "error", err.Error())
 
 	f.srv.RemoveRedirects()
 	err = f.remote.CheckAccess(ctx, f.repo, f.cred)
-	require.ErrorIs(t, err, sandbox.ErrRepoNotFound, "the old name is gone: 404")
+	require.ErrorIs(t, err, sandboxapi.ErrRepoNotFound, "the old name is gone: 404")
 }

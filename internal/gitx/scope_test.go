@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // countingGit is a git wrapper that appends each call's subcommand line to a
@@ -99,10 +99,10 @@ func TestScopeNetworkCallsInspectAfresh(t *testing.T) {
 	require.NoError(t, err)
 	h.config("url.file://"+h.evil+".insteadOf", "file://"+h.up) // behind the scope's back
 	_, err = h.r.Run(ctx, Call{Dir: h.repo, Args: []string{"fetch", "-q", "--end-of-options", "file://" + h.up, "+refs/heads/*:refs/remotes/up/*"}, Env: env})
-	require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 	assert.NotContains(t, gittest.Git(t, h.repo, "for-each-ref"), "refs/remotes/up/")
 	_, err = h.r.Run(ctx, Call{Dir: h.repo, Args: []string{"rev-parse", "HEAD"}, Env: env, RemoteURL: "file://" + h.up})
-	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "a call with RemoteURL is a network call")
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected, "a call with RemoteURL is a network call")
 }
 
 func TestWritesConfig(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/credentials"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // AuthConfig is the credential and code-host part of Config (docs/SECURITY.md "Credentials";
@@ -61,7 +62,7 @@ func authFromEnv(get func(name, def string) string, allowHTTP bool) (AuthConfig,
 		a.GitHubAPIURL = norm
 	}
 	if a.GitHubHost != "" {
-		if _, err := sandbox.ParseRepoURL("https://"+a.GitHubHost+"/o/r.git", sandbox.URLPolicy{}); err != nil {
+		if _, err := sandboxapi.ParseRepoURL("https://"+a.GitHubHost+"/o/r.git", sandboxapi.URLPolicy{}); err != nil {
 			return a, &ConfigError{"SANDBOX_GITHUB_HOST", a.GitHubHost, "want host[:port]"}
 		}
 	}
@@ -134,7 +135,7 @@ func buildAuth(cfg Config, git *gitx.Runner, override sandbox.CredentialProvider
 			app, err := credentials.NewGitHubApp(credentials.GitHubAppOptions{AppID: a.GitHubAppID, PrivateKeyPEM: key,
 				InstallationID: a.GitHubAppInstallationID, APIURL: a.GitHubAPIURL, Hosts: a.hosts()})
 			if err != nil {
-				return p, &ConfigError{"SANDBOX_GITHUB_APP_PRIVATE_KEY_FILE", a.GitHubAppKeyFile, sandbox.Message(err)}
+				return p, &ConfigError{"SANDBOX_GITHUB_APP_PRIVATE_KEY_FILE", a.GitHubAppKeyFile, sandboxapi.Message(err)}
 			}
 			chain = append(chain, app)
 		}
@@ -143,7 +144,7 @@ func buildAuth(cfg Config, git *gitx.Runner, override sandbox.CredentialProvider
 	p.access = &credentials.Access{Remote: p.remote, TTL: a.AccessTTL}
 	gh, err := codehost.New(codehost.Options{APIURL: a.GitHubAPIURL, Hosts: a.hosts()})
 	if err != nil {
-		return p, &ConfigError{"SANDBOX_GITHUB_API_URL", a.GitHubAPIURL, sandbox.Message(err)}
+		return p, &ConfigError{"SANDBOX_GITHUB_API_URL", a.GitHubAPIURL, sandboxapi.Message(err)}
 	}
 	p.codeHost = gh
 	return p, nil

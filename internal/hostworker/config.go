@@ -48,8 +48,8 @@ type Config struct {
 	// allow-list of the limited network, canonical (SANDBOX_NETWORK_ALLOW,
 	// default egress.DefaultAllow; set and empty: no entries of its own).
 	// docs/SECURITY.md "Network modes".
-	RuntimeNetwork sandbox.Network
-	NetworkMax     sandbox.Network
+	RuntimeNetwork sandboxapi.Network
+	NetworkMax     sandboxapi.Network
 	NetworkAllow   []string
 	// RuntimeResources are the resource hints of every runtime
 	// (SANDBOX_RUNTIME_CPUS in cores, SANDBOX_RUNTIME_MEMORY_MB in MiB,
@@ -163,7 +163,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		RuntimeProvider:  get("SANDBOX_RUNTIME_PROVIDER", "auto"),
 		RuntimeImage:     get("SANDBOX_RUNTIME_IMAGE", ""),
 		SupervisorBinary: get("SANDBOX_SUPERVISOR_BINARY", ""),
-		RuntimeNetwork:   sandbox.Network(get("SANDBOX_RUNTIME_NETWORK", string(sandbox.NetworkLimited))),
+		RuntimeNetwork:   sandboxapi.Network(get("SANDBOX_RUNTIME_NETWORK", string(sandboxapi.NetworkLimited))),
 		CredentialsFile:  get("SANDBOX_GIT_CREDENTIALS_FILE", ""),
 		LogLevel:         get("SANDBOX_LOG_LEVEL", "info"),
 		DatabaseURL:      get("DATABASE_URL", ""),
@@ -182,8 +182,8 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	host, _ := os.Hostname()
 	c.HostID = get("SANDBOX_HOST_ID", sanitizeHost(host))
-	if err := sandbox.ValidateID("host id", c.HostID); err != nil {
-		return c, &ConfigError{"SANDBOX_HOST_ID", c.HostID, sandbox.Message(err)}
+	if err := sandboxapi.ValidateID("host id", c.HostID); err != nil {
+		return c, &ConfigError{"SANDBOX_HOST_ID", c.HostID, sandboxapi.Message(err)}
 	}
 	if c.TemporalPort, err = port(get("SANDBOX_TEMPORAL_PORT", strconv.Itoa(DefaultTemporalPort)), false); err != nil {
 		return c, &ConfigError{"SANDBOX_TEMPORAL_PORT", get("SANDBOX_TEMPORAL_PORT", ""), err.Error()}
@@ -293,7 +293,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		// Checked here so a typo fails at start naming the variable; the value
 		// is never echoed (it may hold a password).
 		if _, err := postgres.ParseDSN(c.DatabaseURL); err != nil {
-			return c, &ConfigError{"DATABASE_URL", "<set>", sandbox.Message(err)}
+			return c, &ConfigError{"DATABASE_URL", "<set>", sandboxapi.Message(err)}
 		}
 	}
 	if c.MetricsAddr != "" {
@@ -321,11 +321,11 @@ func networkFromEnv(c *Config, lookup func(string) (string, bool), get func(name
 	if !c.RuntimeNetwork.Valid() {
 		return &ConfigError{"SANDBOX_RUNTIME_NETWORK", string(c.RuntimeNetwork), "want none, limited or default"}
 	}
-	def := sandbox.NetworkLimited
-	if c.RuntimeNetwork == sandbox.NetworkDefault {
-		def = sandbox.NetworkDefault
+	def := sandboxapi.NetworkLimited
+	if c.RuntimeNetwork == sandboxapi.NetworkDefault {
+		def = sandboxapi.NetworkDefault
 	}
-	c.NetworkMax = sandbox.Network(get("SANDBOX_NETWORK_MAX", string(def)))
+	c.NetworkMax = sandboxapi.Network(get("SANDBOX_NETWORK_MAX", string(def)))
 	if !c.NetworkMax.Valid() {
 		return &ConfigError{"SANDBOX_NETWORK_MAX", string(c.NetworkMax), "want none, limited or default"}
 	}
@@ -338,7 +338,7 @@ func networkFromEnv(c *Config, lookup func(string) (string, bool), get func(name
 	}
 	allow, err := sandboxapi.CanonicalNetworkAllow("SANDBOX_NETWORK_ALLOW", entries)
 	if err != nil {
-		return &ConfigError{"SANDBOX_NETWORK_ALLOW", sandbox.Clip(strings.Join(entries, ","), 200), sandbox.Message(err)}
+		return &ConfigError{"SANDBOX_NETWORK_ALLOW", sandboxapi.Clip(strings.Join(entries, ","), 200), sandboxapi.Message(err)}
 	}
 	c.NetworkAllow = allow
 	return nil

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // DataDirLockFile is the file under the data dir (SANDBOX_DATA_DIR) a
@@ -28,24 +28,24 @@ type DataDirLock struct {
 // repo caches, worktrees, store and embedded Temporal database without
 // either knowing, so the second one is refused. The lock belongs to the
 // open file: it ends with Unlock or with the process, never stale after
-// a crash. Errors: sandbox.ErrConflict when another process holds it
+// a crash. Errors: sandboxapi.ErrConflict when another process holds it
 // (naming its pid, as far as the file says, and the directory);
-// sandbox.ErrRuntimeUnavailable when the file cannot be opened or locked.
+// sandboxapi.ErrRuntimeUnavailable when the file cannot be opened or locked.
 func LockDataDir(dir string) (*DataDirLock, error) {
 	path := filepath.Join(dir, DataDirLockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "data dir %s: lock file: %v", dir, err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "data dir %s: lock file: %v", dir, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder := readHolder(f)
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, sandbox.Errorf(sandbox.ErrConflict,
+			return nil, sandboxapi.Errorf(sandboxapi.ErrConflict,
 				"data dir %s is in use by another sandbox-worker (%s, holding %s): stop it, or give this worker its own SANDBOX_DATA_DIR",
 				dir, holder, path)
 		}
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "data dir %s: lock %s: %v", dir, path, err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "data dir %s: lock %s: %v", dir, path, err)
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // holdDataDirEnv makes TestHoldDataDirHelper, run as a child process, hold
@@ -59,7 +59,7 @@ func TestASecondWorkerOnTheSameDataDirIsRefused(t *testing.T) {
 	pid := strconv.Itoa(child.Process.Pid)
 
 	_, err = LockDataDir(dir)
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "data dir "+dir+" is in use by another sandbox-worker (pid "+pid+", holding "+filepath.Join(dir, DataDirLockFile)+")")
 
 	cfg, err := ConfigFromEnv(func(k string) (string, bool) {
@@ -74,7 +74,7 @@ func TestASecondWorkerOnTheSameDataDirIsRefused(t *testing.T) {
 	if h != nil {
 		h.Stop()
 	}
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "pid "+pid)
 	assert.Contains(t, err.Error(), dir)
 	_, statErr := os.Stat(filepath.Join(dir, "sandbox.db"))
@@ -89,7 +89,7 @@ func TestASecondWorkerOnTheSameDataDirIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, strconv.Itoa(os.Getpid())+"\n", string(b), "the holder's pid is in the file")
 	_, err = LockDataDir(dir)
-	require.ErrorIs(t, err, sandbox.ErrConflict, "one process holds it once: a second open in the same process is refused too")
+	require.ErrorIs(t, err, sandboxapi.ErrConflict, "one process holds it once: a second open in the same process is refused too")
 	lock.Unlock()
 	lock.Unlock() // idempotent
 	again, err := LockDataDir(dir)

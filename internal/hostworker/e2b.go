@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // E2BConfig configures the E2B runtime (SANDBOX_RUNTIME_PROVIDER=e2b;
@@ -45,7 +46,7 @@ func e2bFromEnv(get func(name, def string) string) (E2BConfig, error) {
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return c, &ConfigError{"E2B_API_KEY_FILE", file, "cannot read it: " + sandbox.Message(err)}
+			return c, &ConfigError{"E2B_API_KEY_FILE", file, "cannot read it: " + sandboxapi.Message(err)}
 		}
 		key = strings.TrimSpace(string(b))
 		if key == "" {
@@ -75,7 +76,7 @@ func e2bFromEnv(get func(name, def string) string) (E2BConfig, error) {
 		if strings.Contains(err.Error(), "template") {
 			name = "E2B_TEMPLATE"
 		}
-		return c, &ConfigError{name, get(name, ""), sandbox.Message(err)}
+		return c, &ConfigError{name, get(name, ""), sandboxapi.Message(err)}
 	}
 	return c, nil
 }

@@ -243,7 +243,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 		Store: st, Repos: repos, Workspaces: wss, Runtimes: runtimes, Credentials: auth.creds,
 		Remote: auth.remote, Access: auth.access, CodeHost: auth.codeHost,
 		Outputs: execoutput.New(filepath.Join(cfg.DataDir, "outputs")),
-		HostID:  cfg.HostID, URLs: sandbox.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
+		HostID:  cfg.HostID, URLs: sandboxapi.URLPolicy{AllowFile: cfg.AllowFileURLs, AllowHTTP: cfg.AllowHTTPURLs},
 		Settings: wire.SessionSettings{IdleStop: cfg.IdleStop, IdleClose: cfg.IdleClose, RuntimeKind: runtimes.Kind(),
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait, ProcessMaxIdle: cfg.ProcessMaxIdle, LockWait: cfg.LockWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, NetworkMax: cfg.NetworkMax, NetworkAllow: cfg.NetworkAllow,
@@ -316,7 +316,7 @@ func newMetrics(h *Host, runtimeKind string, cacheFor time.Duration, log *slog.L
 		RuntimeKind: runtimeKind,
 		CacheFor:    cacheFor,
 		Logger:      log,
-		Workspaces: func(ctx context.Context) ([]sandbox.Workspace, error) {
+		Workspaces: func(ctx context.Context) ([]sandboxapi.Workspace, error) {
 			return h.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{HostID: cfg.HostID})
 		},
 		CountSessions: func(ctx context.Context, query string) (int64, error) {
@@ -419,7 +419,7 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, 
 
 // runtimeProvider builds the runtime provider SANDBOX_RUNTIME_PROVIDER names:
 // bwrap and docker fail when unusable (the error wraps
-// sandbox.ErrRuntimeUnavailable with the reason); auto takes bwrap when
+// sandboxapi.ErrRuntimeUnavailable with the reason); auto takes bwrap when
 // usable, else docker when SANDBOX_RUNTIME_IMAGE is set and the daemon
 // answers, else fails naming both reasons; local (no isolation) only when
 // asked for explicitly; daytona is the remote runtime of cfg.Daytona, each
@@ -498,7 +498,7 @@ func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, eg *egre
 		return nil, fmt.Errorf("%w: no isolated runtime is usable (SANDBOX_RUNTIME_PROVIDER=auto): bubblewrap: %v; docker: %v. "+
 			"Install bubblewrap (apt-get install bubblewrap), or start Docker and set SANDBOX_RUNTIME_IMAGE, "+
 			"or set SANDBOX_RUNTIME_PROVIDER=local to run commands on the host WITHOUT isolation",
-			sandbox.ErrRuntimeUnavailable, sandbox.Message(berr), sandbox.Message(derr))
+			sandboxapi.ErrRuntimeUnavailable, sandboxapi.Message(berr), sandboxapi.Message(derr))
 	}
 	return nil, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", cfg.RuntimeProvider, "want auto, bwrap, docker, daytona or local"}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func networkConfig(t *testing.T, env map[string]string) (Config, error) {
@@ -22,19 +22,19 @@ func networkConfig(t *testing.T, env map[string]string) (Config, error) {
 func TestNetworkConfig(t *testing.T) {
 	c, err := networkConfig(t, map[string]string{})
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.NetworkLimited, c.RuntimeNetwork)
-	assert.Equal(t, sandbox.NetworkLimited, c.NetworkMax, "the default maximum is limited")
+	assert.Equal(t, sandboxapi.NetworkLimited, c.RuntimeNetwork)
+	assert.Equal(t, sandboxapi.NetworkLimited, c.NetworkMax, "the default maximum is limited")
 	assert.Equal(t, egress.DefaultAllow, c.NetworkAllow, "the package registries by default")
 
 	c, err = networkConfig(t, map[string]string{"SANDBOX_RUNTIME_NETWORK": "default"})
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.NetworkDefault, c.NetworkMax, "the maximum follows a wider default")
+	assert.Equal(t, sandboxapi.NetworkDefault, c.NetworkMax, "the maximum follows a wider default")
 
 	c, err = networkConfig(t, map[string]string{"SANDBOX_RUNTIME_NETWORK": "none", "SANDBOX_NETWORK_MAX": "default",
 		"SANDBOX_NETWORK_ALLOW": " Registry.Corp.Example:4873, 10.0.0.0/8\n*.mirror.example ,10.0.0.0/8"})
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.NetworkNone, c.RuntimeNetwork)
-	assert.Equal(t, sandbox.NetworkDefault, c.NetworkMax)
+	assert.Equal(t, sandboxapi.NetworkNone, c.RuntimeNetwork)
+	assert.Equal(t, sandboxapi.NetworkDefault, c.NetworkMax)
 	assert.Equal(t, []string{"registry.corp.example:4873", "10.0.0.0/8", "*.mirror.example"}, c.NetworkAllow)
 
 	c, err = networkConfig(t, map[string]string{"SANDBOX_NETWORK_ALLOW": ""})

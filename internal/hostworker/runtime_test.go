@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestAutoNeverFallsBackToTheHost: SANDBOX_RUNTIME_PROVIDER=auto with neither
@@ -37,7 +37,7 @@ func TestAutoNeverFallsBackToTheHost(t *testing.T) {
 	} {
 		cfg.RuntimeProvider, cfg.RuntimeImage = c.provider, c.image
 		p, err := runtimeProvider(ctx, cfg, nil, nil, quiet)
-		require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable, name)
+		require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable, name)
 		assert.Nil(t, p, name)
 		if c.provider == "auto" {
 			assert.Contains(t, err.Error(), "bubblewrap", name)

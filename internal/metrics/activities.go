@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -234,7 +233,7 @@ func ErrorType(err error) string {
 	var app *temporal.ApplicationError
 	switch {
 	case errors.As(err, &app):
-		if sandbox.KindByType(app.Type()) != nil {
+		if sandboxapi.KindByType(app.Type()) != nil {
 			return app.Type()
 		}
 		return "other"
@@ -247,7 +246,7 @@ func ErrorType(err error) string {
 	if errors.As(err, &to) {
 		return "timeout"
 	}
-	if k := sandbox.KindOf(err); k != nil {
+	if k := sandboxapi.KindOf(err); k != nil {
 		return k.Type
 	}
 	return "other"

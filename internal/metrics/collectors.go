@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // collectTimeout bounds one store or visibility read made for a scrape.
@@ -35,14 +35,14 @@ func (c *cached) get(every time.Duration, collect func() []prometheus.Metric) []
 // sandbox_workspaces_dirty{mode}: this host's workspace rows in the store.
 type workspaceCollector struct {
 	m          *Metrics
-	list       func(ctx context.Context) ([]sandbox.Workspace, error)
+	list       func(ctx context.Context) ([]sandboxapi.Workspace, error)
 	byState    *prometheus.Desc
 	dirty      *prometheus.Desc
 	cache      cached
 	errorsDesc *prometheus.Desc
 }
 
-func newWorkspaceCollector(m *Metrics, list func(ctx context.Context) ([]sandbox.Workspace, error)) *workspaceCollector {
+func newWorkspaceCollector(m *Metrics, list func(ctx context.Context) ([]sandboxapi.Workspace, error)) *workspaceCollector {
 	return &workspaceCollector{
 		m: m, list: list,
 		byState:    prometheus.NewDesc(NameWorkspaces, "This host's workspaces in the store, by state (creating, ready, evicted, removed) and mode.", []string{"state", "mode"}, nil),
@@ -76,15 +76,15 @@ func (c *workspaceCollector) collect() []prometheus.Metric {
 	dirty := map[string]int{}
 	// Every mode and the common states appear, at 0 when empty, so a
 	// dashboard shows a line rather than nothing.
-	for _, mode := range []sandbox.WorkspaceMode{sandbox.ModeAnalysis, sandbox.ModeEdit, sandbox.ModeTask} {
-		for _, st := range []sandbox.WorkspaceState{sandbox.WorkspaceReady, sandbox.WorkspaceEvicted} {
+	for _, mode := range []sandboxapi.WorkspaceMode{sandboxapi.ModeAnalysis, sandboxapi.ModeEdit, sandboxapi.ModeTask} {
+		for _, st := range []sandboxapi.WorkspaceState{sandboxapi.WorkspaceReady, sandboxapi.WorkspaceEvicted} {
 			counts[key{string(st), string(mode)}] = 0
 		}
 		dirty[string(mode)] = 0
 	}
 	for _, w := range rows {
 		counts[key{string(w.State), string(w.Mode)}]++
-		if w.Dirty && w.State == sandbox.WorkspaceReady {
+		if w.Dirty && w.State == sandboxapi.WorkspaceReady {
 			dirty[string(w.Mode)]++
 		}
 	}

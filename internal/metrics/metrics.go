@@ -35,7 +35,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Metric names (Prometheus conventions: base units, _total counters).
@@ -78,7 +78,7 @@ type Options struct {
 	RuntimeKind string
 	// Workspaces lists this host's workspace rows for sandbox_workspaces
 	// (nil: not exported).
-	Workspaces func(ctx context.Context) ([]sandbox.Workspace, error)
+	Workspaces func(ctx context.Context) ([]sandboxapi.Workspace, error)
 	// CountSessions counts the sessions a visibility query matches, for
 	// sandbox_sessions (nil: not exported). SessionsQuery builds each state's query.
 	CountSessions func(ctx context.Context, query string) (int64, error)

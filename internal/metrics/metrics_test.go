@@ -24,11 +24,11 @@ func TestActivitiesAreMeasuredByTypeAndResult(t *testing.T) {
 	m.ObserveActivity(wire.ActivityExec, exec, sandboxapi.ExecResult{ExitCode: 3}, nil, 10*time.Millisecond)
 	m.ObserveActivity(wire.ActivityExec, exec, sandboxapi.ExecResult{ExitCode: 124, TimedOut: true}, nil, time.Second)
 	m.ObserveActivity(wire.ActivityExec, exec, sandboxapi.ExecResult{}, context.Canceled, time.Millisecond)
-	m.ObserveActivity(wire.ActivityExec, exec, sandboxapi.ExecResult{}, sandboxapi.NewApplicationError(sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "down"), false), time.Millisecond)
+	m.ObserveActivity(wire.ActivityExec, exec, sandboxapi.ExecResult{}, sandboxapi.NewApplicationError(sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "down"), false), time.Millisecond)
 	for outcome, n := range map[string]float64{ExecOK: 1, ExecNonZero: 1, ExecTimedOut: 1, ExecCancelled: 1, ExecError: 1} {
 		assert.Equal(t, n, testutil.ToFloat64(m.execResults.WithLabelValues(outcome, "bwrap")), outcome)
 	}
-	assert.Equal(t, 1.0, testutil.ToFloat64(m.opErrors.WithLabelValues(wire.ActivityExec, "bwrap", sandbox.ErrRuntimeUnavailable.Type)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.opErrors.WithLabelValues(wire.ActivityExec, "bwrap", sandboxapi.ErrRuntimeUnavailable.Type)))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.opErrors.WithLabelValues(wire.ActivityExec, "bwrap", "canceled")))
 	assert.Equal(t, 1, testutil.CollectAndCount(m.opDuration), "one histogram series: sandbox.Exec on bwrap")
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.runtimeStarts.WithLabelValues("bwrap")), "the first command started the runtime, the next ones found it running")
@@ -62,11 +62,11 @@ func (f failingCreds) Credential(context.Context, sandbox.AuthScope) (*sandbox.C
 
 func TestCredentialFailuresAreCountedByType(t *testing.T) {
 	m := New(Options{})
-	_, err := m.Credentials(failingCreds{sandbox.Errorf(sandbox.ErrRepoAuthFailed, "bad file")}).Credential(context.Background(), sandbox.AuthScope{})
+	_, err := m.Credentials(failingCreds{sandboxapi.Errorf(sandboxapi.ErrRepoAuthFailed, "bad file")}).Credential(context.Background(), sandbox.AuthScope{})
 	require.Error(t, err)
 	_, err = m.Credentials(failingCreds{nil}).Credential(context.Background(), sandbox.AuthScope{})
 	require.NoError(t, err)
-	assert.Equal(t, 1.0, testutil.ToFloat64(m.credFailures.WithLabelValues("resolve", sandbox.ErrRepoAuthFailed.Type)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.credFailures.WithLabelValues("resolve", sandboxapi.ErrRepoAuthFailed.Type)))
 	assert.Equal(t, 1, testutil.CollectAndCount(m.credFailures), "no credential (public repository) is no failure")
 	assert.Nil(t, m.Credentials(nil))
 	assert.Nil(t, m.Access(nil))
@@ -74,8 +74,8 @@ func TestCredentialFailuresAreCountedByType(t *testing.T) {
 
 func TestServedPageHasTheRegistry(t *testing.T) {
 	m := New(Options{RuntimeKind: "local",
-		Workspaces: func(context.Context) ([]sandbox.Workspace, error) {
-			return []sandbox.Workspace{{Mode: sandbox.ModeEdit, State: sandbox.WorkspaceReady, Dirty: true}, {Mode: sandbox.ModeTask, State: sandbox.WorkspaceEvicted}}, nil
+		Workspaces: func(context.Context) ([]sandboxapi.Workspace, error) {
+			return []sandboxapi.Workspace{{Mode: sandboxapi.ModeEdit, State: sandboxapi.WorkspaceReady, Dirty: true}, {Mode: sandboxapi.ModeTask, State: sandboxapi.WorkspaceEvicted}}, nil
 		}})
 	m.ObserveTransfer("clone", 2*time.Second, 4096, nil)
 	m.ObserveTransfer("fetch", time.Second, 0, errors.New("unreachable"))

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // RemoveUnused deletes repo's mirror like Remove, for eviction (docs/DESIGN.md
@@ -20,7 +20,7 @@ import (
 // mirror when check fails, returning check's error. A missing mirror is
 // success and check is not called. Errors: ErrInvalidArgument, ErrRepoLocked,
 // ErrRepoCacheUnavailable, ErrConflict, or check's error.
-func (c *Cache) RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, check func(bare string) error) error {
+func (c *Cache) RemoveUnused(ctx context.Context, repo sandboxapi.RepoIdentity, check func(bare string) error) error {
 	id, err := identity(repo)
 	if err != nil {
 		return err
@@ -35,7 +35,7 @@ func (c *Cache) RemoveUnused(ctx context.Context, repo sandbox.RepoIdentity, che
 		return nil
 	}
 	if entries, err := os.ReadDir(filepath.Join(bare, "worktrees")); err == nil && len(entries) > 0 {
-		return sandbox.Errorf(sandbox.ErrConflict, "repo cache %s still has %d registered worktree(s)", id.Key(), len(entries))
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "repo cache %s still has %d registered worktree(s)", id.Key(), len(entries))
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fsError(err, "inspect worktrees of "+bare)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // mountTmpfs mounts a tmpfs of the given size (e.g. "2m") on a fresh
@@ -56,7 +56,7 @@ func TestFullDiskDuringClone(t *testing.T) {
 	defer cancel()
 	_, err := c.Ensure(ctx, id, nil, false)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrInsufficientDisk), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrInsufficientDisk), "got %v", err)
 	t.Logf("clone on a full disk: %v", err)
 	assert.NoDirExists(t, c.Path(id), "nothing at the final path")
 	assert.Empty(t, leftovers(t, c), "the staging directory is gone")
@@ -160,7 +160,7 @@ func TestStaleLocksInTheMirror(t *testing.T) {
 	require.NoError(t, live.Start())
 	_, err = c.Ensure(ctx, id, nil, true)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoLocked), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoLocked), "got %v", err)
 	assert.Contains(t, err.Error(), lock)
 	old := time.Now().Add(-time.Hour)
 	require.NoError(t, os.Chtimes(lock, old, old))

@@ -11,6 +11,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // fakeClock is a settable clock for Options.Now.
@@ -59,15 +60,15 @@ func newCacheAt(t testing.TB, root string, clk *fakeClock) *Cache {
 	return c
 }
 
-func parse(t testing.TB, url string) sandbox.RepoIdentity {
+func parse(t testing.TB, url string) sandboxapi.RepoIdentity {
 	t.Helper()
-	id, err := sandbox.ParseRepoURL(url, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+	id, err := sandboxapi.ParseRepoURL(url, sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true})
 	require.NoError(t, err)
 	return id
 }
 
 // fileRepo makes an upstream repository (default branch trunk) and its identity.
-func fileRepo(t testing.TB) (src string, id sandbox.RepoIdentity) {
+func fileRepo(t testing.TB) (src string, id sandboxapi.RepoIdentity) {
 	t.Helper()
 	src = gittest.NewRepo(t, "trunk")
 	return src, parse(t, gittest.FileURL(src))
@@ -80,7 +81,7 @@ const (
 
 // httpRepo serves an upstream repository (default branch trunk) over smart
 // HTTP with basic auth httpUser:httpPass.
-func httpRepo(t testing.TB) (srv *gittest.Server, src string, id sandbox.RepoIdentity) {
+func httpRepo(t testing.TB) (srv *gittest.Server, src string, id sandboxapi.RepoIdentity) {
 	t.Helper()
 	srv = gittest.NewHTTPServer(t, t.TempDir(), httpUser, httpPass)
 	src = gittest.InitRepo(t, srv.RepoDir("team/project.git"), "trunk")

@@ -8,21 +8,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // incompleteUpstreams makes, from one full repository with history, a
 // shallow clone and a partial (blobless) clone of it, each served over
 // file:// and over smart HTTP.
-func incompleteUpstreams(t *testing.T) map[string]sandbox.RepoIdentity {
+func incompleteUpstreams(t *testing.T) map[string]sandboxapi.RepoIdentity {
 	t.Helper()
 	full := gittest.NewRepo(t, "trunk")
 	gittest.Commit(t, full, "b.txt", "two\n", "second")
 	gittest.Commit(t, full, "c.txt", "three\n", "third")
 	gittest.Git(t, full, "config", "uploadpack.allowFilter", "true")
 	srv := gittest.NewHTTPServer(t, t.TempDir(), httpUser, httpPass)
-	out := map[string]sandbox.RepoIdentity{}
+	out := map[string]sandboxapi.RepoIdentity{}
 	for name, args := range map[string][]string{
 		"shallow": {"--depth", "1"},
 		"partial": {"--filter=blob:none"},
@@ -48,7 +47,7 @@ func TestIncompleteUpstreamIsRefusedAsSuch(t *testing.T) {
 			_, err := c.Ensure(context.Background(), id, goodCred(), false)
 			require.Error(t, err)
 			t.Logf("%v", err)
-			require.True(t, errors.Is(err, sandbox.ErrInvalidArgument), "%v", err)
+			require.True(t, errors.Is(err, sandboxapi.ErrInvalidArgument), "%v", err)
 			require.False(t, sandboxapi.IsRetryable(err))
 			require.Contains(t, err.Error(), "shallow or partial")
 			require.Empty(t, leftovers(t, c))

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gofrs/flock"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // LockRepo takes the per-repository lock that serializes clone, fetch, removal
@@ -38,7 +38,7 @@ import (
 // (bad identity), ErrRepoLocked wrapping ctx.Err() when ctx ends while waiting,
 // ErrRepoCacheUnavailable or ErrInsufficientDisk when the lock file cannot be
 // created.
-func (c *Cache) LockRepo(ctx context.Context, repo sandbox.RepoIdentity) (unlock func(), err error) {
+func (c *Cache) LockRepo(ctx context.Context, repo sandboxapi.RepoIdentity) (unlock func(), err error) {
 	noop := func() {}
 	id, err := identity(repo)
 	if err != nil {
@@ -49,7 +49,7 @@ func (c *Cache) LockRepo(ctx context.Context, repo sandbox.RepoIdentity) (unlock
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
-		return noop, wrapKind(sandbox.ErrRepoLocked, "repository "+key+" is locked by another call in this process", ctx.Err())
+		return noop, wrapKind(sandboxapi.ErrRepoLocked, "repository "+key+" is locked by another call in this process", ctx.Err())
 	}
 	release := func() { <-sem }
 
@@ -63,7 +63,7 @@ func (c *Cache) LockRepo(ctx context.Context, repo sandbox.RepoIdentity) (unlock
 	if !ok || err != nil {
 		release()
 		if ctx.Err() != nil {
-			return noop, wrapKind(sandbox.ErrRepoLocked, "repository "+key+" is locked by another process ("+path+")", ctx.Err())
+			return noop, wrapKind(sandboxapi.ErrRepoLocked, "repository "+key+" is locked by another process ("+path+")", ctx.Err())
 		}
 		return noop, fsError(err, "lock "+key)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestLockRepoInProcess(t *testing.T) {
@@ -37,13 +38,13 @@ func TestLockRepoInProcess(t *testing.T) {
 	defer cancel()
 	_, err = c.LockRepo(short, id)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoLocked), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoLocked), "got %v", err)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded))
 
 	short2, cancel2 := context.WithTimeout(ctx, 150*time.Millisecond)
 	defer cancel2()
 	_, err = c.Ensure(short2, id, nil, false)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoLocked), "Ensure waits for the lock: %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoLocked), "Ensure waits for the lock: %v", err)
 
 	// A waiter gets the lock as soon as it is released.
 	got := make(chan error, 1)
@@ -100,7 +101,7 @@ func TestLockRepoAcrossProcessesAndSIGKILL(t *testing.T) {
 	defer cancel()
 	_, err := c.LockRepo(ctx, id)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoLocked), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoLocked), "got %v", err)
 	assert.Contains(t, err.Error(), "another process")
 
 	child.kill(t) // SIGKILL: the kernel releases the flock
@@ -242,7 +243,7 @@ func TestHelperProcess(t *testing.T) {
 	if err != nil {
 		fail(err)
 	}
-	id, err := sandbox.ParseRepoURL(os.Getenv("REPOCACHE_URL"), sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+	id, err := sandboxapi.ParseRepoURL(os.Getenv("REPOCACHE_URL"), sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true})
 	if err != nil {
 		fail(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Moved repositories (docs/API.md "Acquire": moved repositories). When a
@@ -37,8 +38,8 @@ func (c *Cache) moveFile(key string) string {
 
 // recordMove notes that id now lives at newURL (a permanent move), unless
 // newURL names the same identity. Best effort: a failure is logged.
-func (c *Cache) recordMove(id sandbox.RepoIdentity, newURL string) {
-	to, err := sandbox.ParseRepoURL(newURL, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+func (c *Cache) recordMove(id sandboxapi.RepoIdentity, newURL string) {
+	to, err := sandboxapi.ParseRepoURL(newURL, sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true})
 	if err != nil || to.Key() == id.Key() {
 		return
 	}
@@ -55,26 +56,26 @@ func (c *Cache) recordMove(id sandbox.RepoIdentity, newURL string) {
 
 // movedFrom returns the ready mirror of the repository that moved to id
 // (recordMove) and still reads from id's URL, or "".
-func (c *Cache) movedFrom(id sandbox.RepoIdentity) (string, sandbox.RepoIdentity) {
+func (c *Cache) movedFrom(id sandboxapi.RepoIdentity) (string, sandboxapi.RepoIdentity) {
 	b, err := os.ReadFile(c.moveFile(id.Key()))
 	if err != nil {
-		return "", sandbox.RepoIdentity{}
+		return "", sandboxapi.RepoIdentity{}
 	}
-	from, err := sandbox.ParseRepoURL(strings.TrimSpace(string(b)), sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+	from, err := sandboxapi.ParseRepoURL(strings.TrimSpace(string(b)), sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true})
 	if err != nil || from.Key() == id.Key() {
-		return "", sandbox.RepoIdentity{}
+		return "", sandboxapi.RepoIdentity{}
 	}
 	bare := filepath.Join(c.repoDir(from), bareDirName)
 	if _, err := os.Stat(filepath.Join(bare, ReadyMarker)); err != nil {
-		return "", sandbox.RepoIdentity{}
+		return "", sandboxapi.RepoIdentity{}
 	}
 	loc, err := os.ReadFile(filepath.Join(bare, LocationMarker))
 	if err != nil {
-		return "", sandbox.RepoIdentity{}
+		return "", sandboxapi.RepoIdentity{}
 	}
-	at, err := sandbox.ParseRepoURL(strings.TrimSpace(string(loc)), sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+	at, err := sandboxapi.ParseRepoURL(strings.TrimSpace(string(loc)), sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true})
 	if err != nil || at.Key() != id.Key() {
-		return "", sandbox.RepoIdentity{} // it moved on since
+		return "", sandboxapi.RepoIdentity{} // it moved on since
 	}
 	return bare, from
 }
@@ -84,7 +85,7 @@ func (c *Cache) movedFrom(id sandbox.RepoIdentity) (string, sandbox.RepoIdentity
 // file): object files hard-linked, remote-tracking branches and tags
 // copied. The fetch that follows then transfers only what is new. Errors
 // wrap ErrRepoCacheUnavailable or ErrInsufficientDisk.
-func (c *Cache) seedFromMove(ctx context.Context, id sandbox.RepoIdentity, staging string) error {
+func (c *Cache) seedFromMove(ctx context.Context, id sandboxapi.RepoIdentity, staging string) error {
 	src, from := c.movedFrom(id)
 	if src == "" {
 		return nil
@@ -96,13 +97,13 @@ func (c *Cache) seedFromMove(ctx context.Context, id sandbox.RepoIdentity, stagi
 	}
 	out, err := c.run(ctx, src, localTimeout, nil, "", "for-each-ref", "--format=%(objectname) %(refname)", "--end-of-options", "refs/remotes/origin/", "refs/tags/")
 	if err != nil {
-		return gitx.Classify(err, what+": list refs", sandbox.ErrRepoCacheUnavailable)
+		return gitx.Classify(err, what+": list refs", sandboxapi.ErrRepoCacheUnavailable)
 	}
 	var in bytes.Buffer
 	refs := 0
 	for _, line := range strings.Split(string(out), "\n") {
 		sha, ref, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if !ok || !isHex(sha, 40, 64) || ref == OriginHEAD || sandbox.ValidateRef(ref) != nil {
+		if !ok || !isHex(sha, 40, 64) || ref == OriginHEAD || sandboxapi.ValidateRef(ref) != nil {
 			continue
 		}
 		in.WriteString("create " + ref + " " + sha + "\n")
@@ -111,7 +112,7 @@ func (c *Cache) seedFromMove(ctx context.Context, id sandbox.RepoIdentity, stagi
 	if refs > 0 {
 		if _, err := c.git.Run(ctx, gitx.Call{Dir: staging, Env: []string{"GIT_DIR=" + staging}, Timeout: localTimeout,
 			Stdin: &in, Args: []string{"update-ref", "--stdin"}}); err != nil {
-			return gitx.Classify(err, what+": copy refs", sandbox.ErrRepoCacheUnavailable)
+			return gitx.Classify(err, what+": copy refs", sandboxapi.ErrRepoCacheUnavailable)
 		}
 	}
 	c.log.InfoContext(ctx, "repocache: seeded a moved repository's new name from its old mirror", "repo", id.Key(), "from", from.Key(),
@@ -220,9 +221,9 @@ const CommitRefPrefix = "refs/sandbox/commits/"
 // commit already present is success. Errors: ErrInvalidArgument (not a full
 // commit id, bad identity), ErrRefNotFound (the remote does not give it),
 // ErrRepoAuthFailed, ErrRepoNotFound, ErrRepoCacheUnavailable, ErrRepoLocked.
-func (c *Cache) FetchCommit(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential, commit string) error {
+func (c *Cache) FetchCommit(ctx context.Context, repo sandboxapi.RepoIdentity, cred *sandbox.Credential, commit string) error {
 	if !isHex(commit, 40, 64) || (len(commit) != 40 && len(commit) != 64) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "commit %q is not a full commit id", sandbox.Clip(commit, 80))
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "commit %q is not a full commit id", sandboxapi.Clip(commit, 80))
 	}
 	commit = strings.ToLower(commit)
 	id, err := identity(repo)
@@ -241,7 +242,7 @@ func (c *Cache) FetchCommit(ctx context.Context, repo sandbox.RepoIdentity, cred
 	if st, err := c.inspect(ctx, bare); err != nil {
 		return err
 	} else if st != stateReady {
-		return sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "fetch commit %s: the repo cache of %s is not ready", commit, id.Key())
+		return sandboxapi.Errorf(sandboxapi.ErrRepoCacheUnavailable, "fetch commit %s: the repo cache of %s is not ready", commit, id.Key())
 	}
 	if _, err := c.run(ctx, bare, localTimeout, nil, "", "cat-file", "-e", commit+"^{commit}"); err == nil {
 		return nil
@@ -256,9 +257,9 @@ func (c *Cache) FetchCommit(ctx context.Context, repo sandbox.RepoIdentity, cred
 	if err != nil {
 		var ge *gitx.Error
 		if errors.As(err, &ge) && (strings.Contains(ge.Stderr, "not our ref") || strings.Contains(ge.Stderr, "unadvertised object") || strings.Contains(ge.Stderr, "couldn't find remote ref")) {
-			return sandbox.Errorf(sandbox.ErrRefNotFound, "%s: the remote does not give it", what)
+			return sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "%s: the remote does not give it", what)
 		}
-		return gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
+		return gitx.Classify(err, what, sandboxapi.ErrRepoCacheUnavailable)
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestMovedRepository: a repository renamed on its host (HTTP 301 from the
@@ -79,8 +79,8 @@ func TestMovedRepository(t *testing.T) {
 	start = time.Now()
 	_, err = c.Ensure(ctx, old, goodCred(), true)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoNotFound), "got %v", err)
-	assert.False(t, sandbox.KindOf(err).Retryable)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoNotFound), "got %v", err)
+	assert.False(t, sandboxapi.KindOf(err).Retryable)
 	assert.Less(t, time.Since(start), 10*time.Second)
 
 	// A temporary redirect is followed but not recorded as a move.
@@ -100,7 +100,7 @@ func TestMovedRepository(t *testing.T) {
 	srv.SetRedirect("team/away.git", other.URL("team/project.git"), http.StatusMovedPermanently)
 	_, err = c.Ensure(ctx, away, goodCred(), false)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoNotFound), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoNotFound), "got %v", err)
 	assert.Contains(t, err.Error(), "another host")
 	assert.Zero(t, other.Requests(), "nothing reached the other host")
 	assert.NotContains(t, err.Error(), httpPass)
@@ -110,10 +110,10 @@ func TestMovedRepository(t *testing.T) {
 	srv.SetRedirect("team/loop-b.git", "team/loop-a.git", http.StatusMovedPermanently)
 	_, err = c.Ensure(ctx, parse(t, srv.URL("team/loop-a.git")), goodCred(), false)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoNotFound), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoNotFound), "got %v", err)
 	assert.Contains(t, err.Error(), "loop")
 	srv.SetRedirect("team/odd.git", "elsewhere/page.html", http.StatusFound)
 	_, err = c.Ensure(ctx, parse(t, srv.URL("team/odd.git")), goodCred(), false)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoNotFound), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoNotFound), "got %v", err)
 }

@@ -11,7 +11,7 @@
 //	repos/.broken/<cache-id>-<time>-<rnd>/ an incomplete mirror that held agent work, kept for an operator
 //
 // <host> is the repository host with its ':' port separator replaced by '_'
-// (sandbox.FileHost for file:// URLs); hosts never contain '_' (sandbox.ParseRepoURL), so
+// (sandboxapi.FileHost for file:// URLs); hosts never contain '_' (sandboxapi.ParseRepoURL), so
 // the mapping is injective.
 //
 // Ref layout inside the mirror: the remote's branches live in
@@ -55,6 +55,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // DefaultFreshFor is the freshness window used when Options.FreshFor is zero:
@@ -163,14 +164,14 @@ var _ sandbox.RepoCacheProvider = (*Cache)(nil)
 // ErrInsufficientDisk) when <Root>/repos cannot be created.
 func New(opts Options) (*Cache, error) {
 	if opts.Root == "" {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "repocache: Options.Root is required")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "repocache: Options.Root is required")
 	}
 	if opts.Git == nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "repocache: Options.Git is required")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "repocache: Options.Git is required")
 	}
 	root, err := filepath.Abs(opts.Root)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "repocache: root %q: %v", opts.Root, err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "repocache: root %q: %v", opts.Root, err)
 	}
 	c := &Cache{
 		root:       root,
@@ -214,14 +215,14 @@ func (c *Cache) Root() string { return c.root }
 // agree, so that no hand-built identity can steer a path outside the root
 // (docs/DESIGN.md "Rules": treat repo names as untrusted). The returned URL is
 // the validated one. Returns ErrInvalidArgument.
-func identity(repo sandbox.RepoIdentity) (sandbox.RepoIdentity, error) {
+func identity(repo sandboxapi.RepoIdentity) (sandboxapi.RepoIdentity, error) {
 	// Protocol policy is gitx's business; here any scheme ParseRepoURL knows is fine.
-	id, err := sandbox.ParseRepoURL(repo.URL, sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+	id, err := sandboxapi.ParseRepoURL(repo.URL, sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true})
 	if err != nil {
-		return sandbox.RepoIdentity{}, err
+		return sandboxapi.RepoIdentity{}, err
 	}
 	if id.Host != repo.Host || id.Owner != repo.Owner || id.Name != repo.Name {
-		return sandbox.RepoIdentity{}, sandbox.Errorf(sandbox.ErrInvalidArgument,
+		return sandboxapi.RepoIdentity{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument,
 			"repository identity %q does not match its URL's %q", repo.Key(), id.Key())
 	}
 	return id, nil
@@ -231,15 +232,15 @@ func identity(repo sandbox.RepoIdentity) (sandbox.RepoIdentity, error) {
 func hostDir(host string) string { return strings.ReplaceAll(host, ":", "_") }
 
 // repoDir is <Root>/repos/<host>/<owner>/<repo> for a validated identity.
-func (c *Cache) repoDir(id sandbox.RepoIdentity) string {
+func (c *Cache) repoDir(id sandboxapi.RepoIdentity) string {
 	return filepath.Join(c.reposDir, hostDir(id.Host), filepath.FromSlash(id.Owner), id.Name)
 }
 
 // Path returns the absolute path of repo's bare mirror,
 // <Root>/repos/<host>/<owner>/<repo>/.bare (DESIGN.md "The three things"),
 // whether or not it exists. It returns "" when repo is not a valid identity
-// (its Host, Owner and Name must be what sandbox.ParseRepoURL derives from its URL).
-func (c *Cache) Path(repo sandbox.RepoIdentity) string {
+// (its Host, Owner and Name must be what sandboxapi.ParseRepoURL derives from its URL).
+func (c *Cache) Path(repo sandboxapi.RepoIdentity) string {
 	id, err := identity(repo)
 	if err != nil {
 		return ""
@@ -247,9 +248,9 @@ func (c *Cache) Path(repo sandbox.RepoIdentity) string {
 	return filepath.Join(c.repoDir(id), bareDirName)
 }
 
-func (c *Cache) lockPath(id sandbox.RepoIdentity) string { return c.repoDir(id) + ".lock" }
-func (c *Cache) stagingDir() string                      { return filepath.Join(c.reposDir, stagingDirName) }
-func (c *Cache) trashDir() string                        { return filepath.Join(c.reposDir, trashDirName) }
+func (c *Cache) lockPath(id sandboxapi.RepoIdentity) string { return c.repoDir(id) + ".lock" }
+func (c *Cache) stagingDir() string                         { return filepath.Join(c.reposDir, stagingDirName) }
+func (c *Cache) trashDir() string                           { return filepath.Join(c.reposDir, trashDirName) }
 
 // Ensure returns a ready cache for repo (sandbox.RepoCacheProvider.Ensure):
 //
@@ -281,7 +282,7 @@ func (c *Cache) trashDir() string                        { return filepath.Join(
 // failures), ErrInsufficientDisk, ErrRepoLocked (lock not obtained before ctx
 // ended, or a git lock file held), ErrTimeout (a git call timed out). After a
 // failed clone nothing is left at the final path.
-func (c *Cache) Ensure(ctx context.Context, repo sandbox.RepoIdentity, cred *sandbox.Credential, forceFetch bool) (sandbox.RepoCache, error) {
+func (c *Cache) Ensure(ctx context.Context, repo sandboxapi.RepoIdentity, cred *sandbox.Credential, forceFetch bool) (sandbox.RepoCache, error) {
 	id, err := identity(repo)
 	if err != nil {
 		return sandbox.RepoCache{}, err
@@ -408,7 +409,7 @@ func (c *Cache) inspect(ctx context.Context, bare string) (mirrorState, error) {
 		if ctx.Err() == nil && errors.As(err, &ge) && strings.Contains(ge.Stderr, "not a git repository") {
 			return stateBroken, nil
 		}
-		return stateMissing, gitx.Classify(err, "inspect "+bare, sandbox.ErrRepoCacheUnavailable)
+		return stateMissing, gitx.Classify(err, "inspect "+bare, sandboxapi.ErrRepoCacheUnavailable)
 	}
 	if strings.TrimSpace(string(out)) != "true" {
 		return stateBroken, nil
@@ -431,7 +432,7 @@ func (c *Cache) stale(bare string) bool {
 }
 
 // clone builds the mirror in a staging directory and renames it into place.
-func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string, cred *sandbox.Credential) (err error) {
+func (c *Cache) clone(ctx context.Context, id sandboxapi.RepoIdentity, bare string, cred *sandbox.Credential) (err error) {
 	start := c.now()
 	what := "clone " + id.Key()
 	if err := os.MkdirAll(c.stagingDir(), 0o755); err != nil {
@@ -448,7 +449,7 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 	}()
 	// --template= : no sample hooks or other template files in the mirror.
 	if _, err := c.git.Run(ctx, gitx.Call{Dir: staging, Args: []string{"init", "--bare", "--quiet", "--template="}, Timeout: localTimeout}); err != nil {
-		return gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
+		return gitx.Classify(err, what, sandboxapi.ErrRepoCacheUnavailable)
 	}
 	// Only the credential-free URL and the branch refspec are configured, for
 	// agents' own git in worktrees; this package passes the URL and refspecs
@@ -458,7 +459,7 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 		{"remote.origin.fetch", BranchRefspec},
 	} {
 		if _, err := c.run(ctx, staging, localTimeout, nil, "", "config", kv[0], kv[1]); err != nil {
-			return gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
+			return gitx.Classify(err, what, sandboxapi.ErrRepoCacheUnavailable)
 		}
 	}
 	if err := c.seedFromMove(ctx, id, staging); err != nil {
@@ -474,9 +475,9 @@ func (c *Cache) clone(ctx context.Context, id sandbox.RepoIdentity, bare string,
 		if ge := (*gitx.Error)(nil); errors.As(err, &ge) && brokenHistory.MatchString(ge.Stderr) {
 			// What the fetch received does not connect: the remote sent an
 			// incomplete history. Fetching again brings the same.
-			return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: verify: the history received is incomplete (%s): %s", what, sandbox.Clip(strings.TrimSpace(ge.Stderr), 256), gitx.IncompleteUpstreamMessage)
+			return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s: verify: the history received is incomplete (%s): %s", what, sandboxapi.Clip(strings.TrimSpace(ge.Stderr), 256), gitx.IncompleteUpstreamMessage)
 		}
-		return gitx.Classify(err, what+": verify", sandbox.ErrRepoCacheUnavailable)
+		return gitx.Classify(err, what+": verify", sandboxapi.ErrRepoCacheUnavailable)
 	}
 	if err := writeFileSync(filepath.Join(staging, ReadyMarker), formatTime(c.now())); err != nil {
 		return fsError(err, what)
@@ -512,7 +513,7 @@ var brokenHistory = regexp.MustCompile(`(?i)missing (blob|tree|commit|tag)|broke
 // gone upstream; refs/heads/* is never a destination. It records the fetch
 // time and auth scope in dir and returns the default branch ("" when the
 // remote has no HEAD, e.g. an empty repository).
-func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, dir string, cred *sandbox.Credential) (string, error) {
+func (c *Cache) fetch(ctx context.Context, op string, id sandboxapi.RepoIdentity, dir string, cred *sandbox.Credential) (string, error) {
 	what := op + " " + id.Key()
 	// The fetch time recorded is when it started: the mirror then holds
 	// everything the remote had at that moment (RepoCache.LastFetchedAt).
@@ -538,14 +539,14 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 		out, err = c.run(ctx, dir, c.netTimeout, cred, remote, "ls-remote", "--symref", "--end-of-options", remote, "HEAD")
 	}
 	if err != nil {
-		return "", gitx.Classify(err, what+": ls-remote", sandbox.ErrRepoCacheUnavailable)
+		return "", gitx.Classify(err, what+": ls-remote", sandboxapi.ErrRepoCacheUnavailable)
 	}
 	branch, headSHA := parseSymrefHead(string(out))
 	if _, err := c.run(ctx, dir, c.netTimeout, cred, remote,
 		"fetch", "--quiet", "--prune", "--tags", "--force", "--no-write-fetch-head",
 		"--no-recurse-submodules", "--no-auto-maintenance", "--no-show-forced-updates",
 		"--end-of-options", remote, BranchRefspec); err != nil {
-		return "", gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
+		return "", gitx.Classify(err, what, sandboxapi.ErrRepoCacheUnavailable)
 	}
 	if branch != "" {
 		// A shallow remote's branches arrive with their history cut, which
@@ -553,7 +554,7 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 		// updated": a warning, and the fetch exits 0), so the default
 		// branch the remote advertised is then missing here.
 		if _, err := c.run(ctx, dir, localTimeout, nil, "", "rev-parse", "--verify", "--quiet", "--end-of-options", RemoteRefPrefix+branch+"^{commit}"); err != nil {
-			return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: the remote advertised branch %s but did not send its history: %s", what, branch, gitx.IncompleteUpstreamMessage)
+			return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s: the remote advertised branch %s but did not send its history: %s", what, branch, gitx.IncompleteUpstreamMessage)
 		}
 	}
 	if err := writeOrRemove(filepath.Join(dir, LocationMarker), remote, remote != id.URL); err != nil {
@@ -566,11 +567,11 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 	}
 	if branch != "" {
 		if _, err := c.run(ctx, dir, localTimeout, nil, "", "symbolic-ref", "--end-of-options", OriginHEAD, RemoteRefPrefix+branch); err != nil {
-			return "", gitx.Classify(err, what+": set origin/HEAD", sandbox.ErrRepoCacheUnavailable)
+			return "", gitx.Classify(err, what+": set origin/HEAD", sandboxapi.ErrRepoCacheUnavailable)
 		}
 		// Like git clone --bare; the branch itself is never created here.
 		if _, err := c.run(ctx, dir, localTimeout, nil, "", "symbolic-ref", "--end-of-options", "HEAD", "refs/heads/"+branch); err != nil {
-			return "", gitx.Classify(err, what+": set HEAD", sandbox.ErrRepoCacheUnavailable)
+			return "", gitx.Classify(err, what+": set HEAD", sandboxapi.ErrRepoCacheUnavailable)
 		}
 	} else {
 		branch = c.defaultBranch(ctx, dir) // keep what an earlier fetch found
@@ -595,11 +596,11 @@ func (c *Cache) fetch(ctx context.Context, op string, id sandbox.RepoIdentity, d
 // other poisoned variables are neutralized by gitx on every call and left
 // in place. A redirect defined elsewhere (an included file) stays, and the
 // fetch then fails with ErrCommandRejected naming it.
-func (c *Cache) sanitize(ctx context.Context, id sandbox.RepoIdentity, bare string) error {
+func (c *Cache) sanitize(ctx context.Context, id sandboxapi.RepoIdentity, bare string) error {
 	env := []string{"GIT_DIR=" + bare}
 	ins, err := c.git.Inspect(ctx, gitx.Call{Dir: bare, Env: env})
 	if err != nil {
-		return gitx.Classify(err, "read the configuration of "+id.Key(), sandbox.ErrRepoCacheUnavailable)
+		return gitx.Classify(err, "read the configuration of "+id.Key(), sandboxapi.ErrRepoCacheUnavailable)
 	}
 	if len(ins.Poisoned) == 0 {
 		return nil
@@ -638,7 +639,7 @@ func parseSymrefHead(out string) (branch, sha string) {
 			continue
 		}
 		if target, ok := strings.CutPrefix(left, "ref: "); ok {
-			if b, ok := strings.CutPrefix(target, "refs/heads/"); ok && sandbox.ValidateRef(b) == nil {
+			if b, ok := strings.CutPrefix(target, "refs/heads/"); ok && sandboxapi.ValidateRef(b) == nil {
 				branch = b
 			}
 			continue
@@ -660,7 +661,7 @@ func (c *Cache) guessBranch(ctx context.Context, dir, sha string) string {
 	var first string
 	for _, ref := range strings.Fields(string(out)) {
 		b := strings.TrimPrefix(ref, RemoteRefPrefix)
-		if b == "HEAD" || sandbox.ValidateRef(b) != nil {
+		if b == "HEAD" || sandboxapi.ValidateRef(b) != nil {
 			continue
 		}
 		if b == "main" || b == "master" {
@@ -694,7 +695,7 @@ func (c *Cache) defaultBranch(ctx context.Context, dir string) string {
 // describe builds the sandbox_repo_caches row of a ready mirror. The size is
 // measured again only when remeasure (after a clone or fetch) or when no
 // SizeMarker is there yet.
-func (c *Cache) describe(ctx context.Context, id sandbox.RepoIdentity, bare string, remeasure bool) (sandbox.RepoCache, error) {
+func (c *Cache) describe(ctx context.Context, id sandboxapi.RepoIdentity, bare string, remeasure bool) (sandbox.RepoCache, error) {
 	now := c.now().UTC()
 	created, ok := readTime(filepath.Join(bare, ReadyMarker))
 	if !ok {
@@ -734,7 +735,7 @@ func (c *Cache) describe(ctx context.Context, id sandbox.RepoIdentity, bare stri
 // directory are left alone (callers remove workspaces first; the repository
 // directory itself is removed only when empty). Errors wrap
 // ErrInvalidArgument, ErrRepoLocked, ErrRepoCacheUnavailable.
-func (c *Cache) Remove(ctx context.Context, repo sandbox.RepoIdentity) error {
+func (c *Cache) Remove(ctx context.Context, repo sandboxapi.RepoIdentity) error {
 	id, err := identity(repo)
 	if err != nil {
 		return err
@@ -759,7 +760,7 @@ func (c *Cache) Remove(ctx context.Context, repo sandbox.RepoIdentity) error {
 
 // moveAside renames dir into the trash and deletes it there. A failed delete
 // is retried by the next cleanLeftovers of the same repository.
-func (c *Cache) moveAside(id sandbox.RepoIdentity, dir string) error {
+func (c *Cache) moveAside(id sandboxapi.RepoIdentity, dir string) error {
 	if err := os.MkdirAll(c.trashDir(), 0o755); err != nil {
 		return fsError(err, "move aside "+dir)
 	}
@@ -775,7 +776,7 @@ func (c *Cache) moveAside(id sandbox.RepoIdentity, dir string) error {
 
 // keepAside renames dir to <Root>/repos/.broken/<cache-id>-<unix-seconds>-<random>
 // and keeps it (nothing ever deletes .broken) and returns the new path.
-func (c *Cache) keepAside(id sandbox.RepoIdentity, dir string) (string, error) {
+func (c *Cache) keepAside(id sandboxapi.RepoIdentity, dir string) (string, error) {
 	broken := filepath.Join(c.reposDir, brokenDirName)
 	if err := os.MkdirAll(broken, 0o755); err != nil {
 		return "", fsError(err, "move aside "+dir)
@@ -818,7 +819,7 @@ func holdsAgentWork(bare string) bool {
 // cleanLeftovers deletes repo's staging directories (a clone killed
 // mid-way: never trusted) and trash. Called under the repository lock, so no
 // live clone of this repository can own them.
-func (c *Cache) cleanLeftovers(id sandbox.RepoIdentity) {
+func (c *Cache) cleanLeftovers(id sandboxapi.RepoIdentity) {
 	prefix := sandbox.RepoCacheIDFor(c.hostID, id) + "-"
 	for _, dir := range []string{c.stagingDir(), c.trashDir()} {
 		entries, err := os.ReadDir(dir)

@@ -23,6 +23,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestEnsureClonesFileRepo(t *testing.T) {
@@ -37,12 +38,12 @@ func TestEnsureClonesFileRepo(t *testing.T) {
 
 	bare := c.Path(id)
 	require.True(t, filepath.IsAbs(bare))
-	assert.Equal(t, filepath.Join(c.Root(), "repos", sandbox.FileHost, filepath.FromSlash(id.Owner), "project", ".bare"), bare)
+	assert.Equal(t, filepath.Join(c.Root(), "repos", sandboxapi.FileHost, filepath.FromSlash(id.Owner), "project", ".bare"), bare)
 	assert.Equal(t, sandbox.RepoCacheIDFor(c.hostID, id), rc.ID)
 	assert.Equal(t, id.FullName(), rc.RepoName)
 	assert.Equal(t, gittest.FileURL(src), rc.RepoURL)
 	assert.Equal(t, "local", rc.Provider)
-	assert.Equal(t, sandbox.FileHost, rc.ProviderHost)
+	assert.Equal(t, sandboxapi.FileHost, rc.ProviderHost)
 	assert.Equal(t, bare, rc.LocalPath)
 	assert.Equal(t, "", rc.AuthScopeHash)
 	assert.Equal(t, "trunk", rc.DefaultBranch, "default branch comes from the remote's HEAD, never assumed")
@@ -67,7 +68,7 @@ func TestEnsureClonesFileRepo(t *testing.T) {
 	assert.FileExists(t, filepath.Join(bare, ReadyMarker))
 	assert.NoDirExists(t, filepath.Join(bare, "hooks"), "no template hooks")
 	assert.Empty(t, leftovers(t, c))
-	assert.FileExists(t, filepath.Join(c.Root(), "repos", sandbox.FileHost, filepath.FromSlash(id.Owner), "project.lock"))
+	assert.FileExists(t, filepath.Join(c.Root(), "repos", sandboxapi.FileHost, filepath.FromSlash(id.Owner), "project.lock"))
 
 	// A second call within the window changes nothing on disk but LastUsedAt.
 	clk.Advance(5 * time.Second)
@@ -133,7 +134,7 @@ func TestEnsureHTTPFetchesOncePerWindow(t *testing.T) {
 	// A refused fetch is an error; the mirror stays intact and ready.
 	clk.Advance(time.Hour)
 	_, err = c.Ensure(ctx, id, &sandbox.Credential{Username: httpUser, Secret: "revoked-token"}, false)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoAuthFailed), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoAuthFailed), "got %v", err)
 	assert.FileExists(t, filepath.Join(rc.LocalPath, ReadyMarker))
 	assert.Equal(t, newer, refs(t, rc.LocalPath, "refs/remotes/")["refs/remotes/origin/trunk"])
 	rc4, err := c.Ensure(ctx, id, goodCred(), false)
@@ -239,7 +240,7 @@ func TestAuthFailuresFailFastAndLeaveNothing(t *testing.T) {
 			defer cancel()
 			_, err := c.Ensure(ctx, id, cred, false)
 			require.Error(t, err)
-			assert.True(t, errors.Is(err, sandbox.ErrRepoAuthFailed), "got %v", err)
+			assert.True(t, errors.Is(err, sandboxapi.ErrRepoAuthFailed), "got %v", err)
 			assert.Less(t, time.Since(start), 5*time.Second, "fails fast, no prompt")
 			assert.NotContains(t, err.Error(), "wrong-password-123")
 			assert.NoDirExists(t, c.Path(id))
@@ -405,7 +406,7 @@ func TestRecoversStaleStagingAndIncompleteFinalDir(t *testing.T) {
 		require.Len(t, kept, 1)
 		assert.Equal(t, tip, refs(t, kept[0], "refs/heads/")["refs/heads/agent/x"], "agent work preserved")
 		_, err = c.ResolveRef(ctx, sandbox.RepoCache{LocalPath: kept[0]}, "agent/x")
-		assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument), "a kept-aside copy is not a mirror")
+		assert.True(t, errors.Is(err, sandboxapi.ErrInvalidArgument), "a kept-aside copy is not a mirror")
 	})
 
 	// Checkpoints and backups of workspaces are agent work too, loose or packed.
@@ -418,7 +419,7 @@ func TestRecoversStaleStagingAndIncompleteFinalDir(t *testing.T) {
 			rc, err := c.Ensure(ctx, id, nil, false)
 			require.NoError(t, err)
 			tip := refs(t, rc.LocalPath, "refs/remotes/")["refs/remotes/origin/trunk"]
-			ref := sandbox.CheckpointRef("ws-0123456789abcdef01234567", 1)
+			ref := sandboxapi.CheckpointRef("ws-0123456789abcdef01234567", 1)
 			bareGit(t, rc.LocalPath, "update-ref", ref, tip)
 			if packed {
 				bareGit(t, rc.LocalPath, "pack-refs", "--all")
@@ -464,7 +465,7 @@ func TestUnreachableRemote(t *testing.T) {
 	start := time.Now()
 	_, err := c.Ensure(context.Background(), id, goodCred(), false)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoCacheUnavailable), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoCacheUnavailable), "got %v", err)
 	assert.Less(t, time.Since(start), 10*time.Second)
 	assert.NoDirExists(t, c.Path(id))
 	assert.Empty(t, leftovers(t, c))
@@ -480,12 +481,12 @@ func TestInvalidIdentity(t *testing.T) {
 	bad.Owner = "../../etc"
 	assert.Equal(t, "", c.Path(bad))
 	_, err := c.Ensure(ctx, bad, nil, false)
-	assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument), "got %v", err)
-	assert.True(t, errors.Is(c.Remove(ctx, bad), sandbox.ErrInvalidArgument))
+	assert.True(t, errors.Is(err, sandboxapi.ErrInvalidArgument), "got %v", err)
+	assert.True(t, errors.Is(c.Remove(ctx, bad), sandboxapi.ErrInvalidArgument))
 	_, err = c.LockRepo(ctx, bad)
-	assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument))
-	_, err = c.Ensure(ctx, sandbox.RepoIdentity{}, nil, false)
-	assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument))
+	assert.True(t, errors.Is(err, sandboxapi.ErrInvalidArgument))
+	_, err = c.Ensure(ctx, sandboxapi.RepoIdentity{}, nil, false)
+	assert.True(t, errors.Is(err, sandboxapi.ErrInvalidArgument))
 }
 
 func TestFileProtocolRefusedByRunner(t *testing.T) {
@@ -498,7 +499,7 @@ func TestFileProtocolRefusedByRunner(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Ensure(context.Background(), id, nil, false)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, sandbox.ErrRepoCacheUnavailable), "got %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoCacheUnavailable), "got %v", err)
 	assert.NoDirExists(t, c.Path(id))
 	assert.Empty(t, leftovers(t, c))
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // ResolveRef resolves a user-supplied ref in cache's mirror to a full commit
 // id (40 hex digits, or 64 in a SHA-256 repository). ref is validated with
-// sandbox.ValidateRef first (ErrInvalidArgument). Candidates are tried in
+// sandboxapi.ValidateRef first (ErrInvalidArgument). Candidates are tried in
 // order, each with `git rev-parse --verify --quiet --end-of-options
 // <candidate>^{commit}` (git-rev-parse(1); annotated tags are peeled):
 //
@@ -28,12 +29,12 @@ import (
 // Cache's root), ErrRefNotFound (no candidate names a commit),
 // ErrRepoCacheUnavailable (the mirror is missing or broken).
 func (c *Cache) ResolveRef(ctx context.Context, cache sandbox.RepoCache, ref string) (commit string, err error) {
-	if err := sandbox.ValidateRef(ref); err != nil {
+	if err := sandboxapi.ValidateRef(ref); err != nil {
 		return "", err
 	}
 	dir := cache.LocalPath
 	if !c.owns(dir) {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "repo cache path %q is not a mirror under %s", dir, c.reposDir)
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "repo cache path %q is not a mirror under %s", dir, c.reposDir)
 	}
 	var cands []string
 	if strings.HasPrefix(ref, "refs/") {
@@ -52,9 +53,9 @@ func (c *Cache) ResolveRef(ctx context.Context, cache sandbox.RepoCache, ref str
 		if gitx.ExitCode(err) == 1 { // --quiet: not found, try the next candidate
 			continue
 		}
-		return "", gitx.Classify(err, what, sandbox.ErrRepoCacheUnavailable)
+		return "", gitx.Classify(err, what, sandboxapi.ErrRepoCacheUnavailable)
 	}
-	return "", sandbox.Errorf(sandbox.ErrRefNotFound, "%s: no branch, tag or commit named %q", what, ref)
+	return "", sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "%s: no branch, tag or commit named %q", what, ref)
 }
 
 // owns reports whether dir is an absolute, clean path of a mirror under the

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestResolveRef(t *testing.T) {
@@ -55,21 +55,21 @@ func TestResolveRef(t *testing.T) {
 
 	for _, ref := range []string{"nope", "agent/none", "deadbeef", "0000000000000000000000000000000000000000"} {
 		_, err := c.ResolveRef(ctx, rc, ref)
-		assert.True(t, errors.Is(err, sandbox.ErrRefNotFound), "%s: %v", ref, err)
+		assert.True(t, errors.Is(err, sandboxapi.ErrRefNotFound), "%s: %v", ref, err)
 	}
 	for _, ref := range []string{"", "-x", "a..b", "x^{tree}", "@", "a b", "--end-of-options"} {
 		_, err := c.ResolveRef(ctx, rc, ref)
-		assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument), "%q: %v", ref, err)
+		assert.True(t, errors.Is(err, sandboxapi.ErrInvalidArgument), "%q: %v", ref, err)
 	}
 
 	outside := rc
 	outside.LocalPath = src + "/.git"
 	_, err = c.ResolveRef(ctx, outside, "trunk")
-	assert.True(t, errors.Is(err, sandbox.ErrInvalidArgument), "a path outside the root is refused: %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrInvalidArgument), "a path outside the root is refused: %v", err)
 
 	missing := rc
 	_, otherID := fileRepo(t)
 	missing.LocalPath = c.Path(otherID)
 	_, err = c.ResolveRef(ctx, missing, "trunk")
-	assert.True(t, errors.Is(err, sandbox.ErrRepoCacheUnavailable), "a missing mirror: %v", err)
+	assert.True(t, errors.Is(err, sandboxapi.ErrRepoCacheUnavailable), "a missing mirror: %v", err)
 }

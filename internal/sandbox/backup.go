@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"time"
 )
 
@@ -90,7 +91,7 @@ type WorkspaceBackup struct {
 type WorkspaceBackupProvider interface {
 	// UnsavedWork inspects the worktree without changing it. Errors:
 	// ErrWorkspaceNotFound, ErrWorkspaceUnavailable.
-	UnsavedWork(ctx context.Context, ws Workspace) (UnsavedWork, error)
+	UnsavedWork(ctx context.Context, ws sandboxapi.Workspace) (UnsavedWork, error)
 	// Backup saves the worktree's content as EvictedRef(ws.ID) plus the patch
 	// artifact and a manifest, verifies all three (the ref resolves to the
 	// commit, the commit's tree equals a fresh snapshot of the worktree, the
@@ -99,21 +100,21 @@ type WorkspaceBackupProvider interface {
 	// own index. Errors: ErrWorkspaceDirty (something cannot be saved, e.g. a
 	// nested repository, or the worktree changed during the backup),
 	// ErrInsufficientDisk, ErrWorkspaceUnavailable (any other failure).
-	Backup(ctx context.Context, ws Workspace) (WorkspaceBackup, error)
+	Backup(ctx context.Context, ws sandboxapi.Workspace) (WorkspaceBackup, error)
 	// PendingBackup returns the manifest of a backup not yet restored, and
 	// false when there is none.
-	PendingBackup(ctx context.Context, ws Workspace) (WorkspaceBackup, bool, error)
+	PendingBackup(ctx context.Context, ws sandboxapi.Workspace) (WorkspaceBackup, bool, error)
 	// Restore writes a pending backup into the (re-created) worktree byte for
 	// byte and marks it restored; the index is left alone, so every saved
 	// change shows as unstaged or untracked. It returns false when no backup
 	// is pending. Errors: ErrConflict (the branch moved since the backup),
 	// ErrWorkspaceUnavailable (the backup is missing or cannot be verified).
-	Restore(ctx context.Context, ws Workspace) (WorkspaceBackup, bool, error)
+	Restore(ctx context.Context, ws sandboxapi.Workspace) (WorkspaceBackup, bool, error)
 	// CheckRemovable reports, without changing anything, whether this process
 	// can delete every entry of the worktree (directories owned by another
 	// uid that are not writable by us are the usual obstacle). Errors:
 	// ErrWorkspaceUnavailable naming the first obstacle.
-	CheckRemovable(ctx context.Context, ws Workspace) error
+	CheckRemovable(ctx context.Context, ws sandboxapi.Workspace) error
 	// RepoCacheHoldsUnsavedWork reports whether the bare mirror holds commits
 	// that only it has: on a local branch (refs/heads/*), a backup ref
 	// (EvictedRefPrefix, DestroyedRefPrefix) or a checkpoint

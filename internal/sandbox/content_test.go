@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"strings"
 	"testing"
 	"time"
@@ -18,14 +19,14 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"", "-1", "-2s", "abc", "2 s", "NaN", "Inf", "0x10", "1e400", "1_000", "10y"} {
-		if d, err := ParseDuration(in); !errors.Is(err, ErrInvalidArgument) {
+		if d, err := ParseDuration(in); !errors.Is(err, sandboxapi.ErrInvalidArgument) {
 			t.Errorf("ParseDuration(%q) = %v, %v; want InvalidArgument", in, d, err)
 		}
 	}
 	if n, err := WholeSeconds("timeout", 2*time.Minute); err != nil || n != 120 {
 		t.Errorf("WholeSeconds(2m) = %d, %v", n, err)
 	}
-	if _, err := WholeSeconds("timeout", 1500*time.Millisecond); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := WholeSeconds("timeout", 1500*time.Millisecond); !errors.Is(err, sandboxapi.ErrInvalidArgument) {
 		t.Errorf("WholeSeconds(1.5s) = %v; want InvalidArgument", err)
 	}
 }
@@ -61,7 +62,7 @@ func TestResolveSubmoduleURL(t *testing.T) {
 		}
 	}
 	for _, c := range [][2]string{{"https://h/a", "../../../x"}, {"https://h/a", ""}, {"git@h:a/b", "../c"}} {
-		if got, err := ResolveSubmoduleURL(c[0], c[1]); !errors.Is(err, ErrInvalidArgument) {
+		if got, err := ResolveSubmoduleURL(c[0], c[1]); !errors.Is(err, sandboxapi.ErrInvalidArgument) {
 			t.Errorf("ResolveSubmoduleURL(%q, %q) = %q, %v; want InvalidArgument", c[0], c[1], got, err)
 		}
 	}

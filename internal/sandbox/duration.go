@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"math"
 	"strconv"
 	"strings"
@@ -16,23 +17,23 @@ import (
 func ParseDuration(s string) (time.Duration, error) {
 	v := strings.TrimSpace(s)
 	if v == "" {
-		return 0, Errorf(ErrInvalidArgument, "empty duration: want a duration such as 30s, 20m or 6h, or a number of seconds")
+		return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "empty duration: want a duration such as 30s, 20m or 6h, or a number of seconds")
 	}
 	if d, err := time.ParseDuration(v); err == nil {
 		if d < 0 {
-			return 0, Errorf(ErrInvalidArgument, "duration %q is negative", Clip(s, 64))
+			return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "duration %q is negative", sandboxapi.Clip(s, 64))
 		}
 		return d, nil
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || strings.ContainsAny(v, "xXpP_") {
-		return 0, Errorf(ErrInvalidArgument, "duration %q: want a duration such as 30s, 20m or 6h, or a number of seconds", Clip(s, 64))
+		return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "duration %q: want a duration such as 30s, 20m or 6h, or a number of seconds", sandboxapi.Clip(s, 64))
 	}
 	if f < 0 {
-		return 0, Errorf(ErrInvalidArgument, "duration %q is negative", Clip(s, 64))
+		return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "duration %q is negative", sandboxapi.Clip(s, 64))
 	}
 	if f > float64(math.MaxInt64)/float64(time.Second) {
-		return 0, Errorf(ErrInvalidArgument, "duration %q is too long", Clip(s, 64))
+		return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "duration %q is too long", sandboxapi.Clip(s, 64))
 	}
 	return time.Duration(math.Round(f * float64(time.Second))), nil
 }
@@ -42,11 +43,11 @@ func ParseDuration(s string) (time.Duration, error) {
 // d is not a whole number of seconds (e.g. 1500ms), naming what.
 func WholeSeconds(what string, d time.Duration) (int, error) {
 	if d%time.Second != 0 {
-		return 0, Errorf(ErrInvalidArgument, "%s %s: want a whole number of seconds", what, d)
+		return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s %s: want a whole number of seconds", what, d)
 	}
 	s := d / time.Second
 	if s > math.MaxInt32 {
-		return 0, Errorf(ErrInvalidArgument, "%s %s is too long", what, d)
+		return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s %s is too long", what, d)
 	}
 	return int(s), nil
 }

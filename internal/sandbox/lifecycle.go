@@ -7,23 +7,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// Aliases of the lifecycle contract (docs/API.md "Checkpoints", "Fork", "Destroy").
-type (
-	Checkpoint     = sandboxapi.Checkpoint
-	RollbackResult = sandboxapi.RollbackResult
-)
-
-// Lifecycle refs (docs/API.md "Checkpoints", "Destroy").
-const (
-	CheckpointRefPrefix = sandboxapi.CheckpointRefPrefix
-	DestroyedRefPrefix  = sandboxapi.DestroyedRefPrefix
-)
-
-var (
-	CheckpointRef = sandboxapi.CheckpointRef
-	DestroyedRef  = sandboxapi.DestroyedRef
-)
-
 // ForkTarget names the workspace a fork creates (docs/API.md "Fork").
 type ForkTarget struct {
 	// ID is the new workspace's id; Branch the branch it will check out.
@@ -69,20 +52,20 @@ type LifecycleProvider interface {
 	// ErrInvalidArgument (label), ErrResourceLimit (MaxCheckpoints reached),
 	// ErrWorkspaceDirty (a nested repository cannot be recorded),
 	// ErrWorkspaceNotFound, ErrWorkspaceUnavailable.
-	Checkpoint(ctx context.Context, ws Workspace, label string) (Checkpoint, error)
+	Checkpoint(ctx context.Context, ws sandboxapi.Workspace, label string) (sandboxapi.Checkpoint, error)
 	// Checkpoints lists ws's checkpoints, oldest first (unreadable ones skipped).
-	Checkpoints(ctx context.Context, ws Workspace) ([]Checkpoint, error)
+	Checkpoints(ctx context.Context, ws sandboxapi.Workspace) ([]sandboxapi.Checkpoint, error)
 	// Rollback takes a checkpoint of the current state, then brings the
 	// files, their permission bits and HEAD (branch and commit) back to
 	// checkpoint id, resetting the index to HEAD. Errors: ErrNotFound (no
 	// such checkpoint), ErrConflict (its branch is checked out in another
 	// worktree), ErrWorkspaceDirty (an operation such as a merge is in
 	// progress), the errors of Checkpoint.
-	Rollback(ctx context.Context, ws Workspace, id int) (RollbackResult, error)
+	Rollback(ctx context.Context, ws sandboxapi.Workspace, id int) (sandboxapi.RollbackResult, error)
 	// PrepareFork takes a checkpoint of src (labelled for the fork) and
 	// leaves a ForkManifest for target. Errors: ErrConflict (target's branch
 	// exists already), the errors of Checkpoint.
-	PrepareFork(ctx context.Context, src Workspace, target ForkTarget) (Checkpoint, ForkManifest, error)
+	PrepareFork(ctx context.Context, src sandboxapi.Workspace, target ForkTarget) (sandboxapi.Checkpoint, ForkManifest, error)
 	// ForkManifest returns the fork manifest left for workspace targetID (false: none).
 	ForkManifest(ctx context.Context, targetID string) (ForkManifest, bool, error)
 	// ApplyFork writes the pending fork manifest of ws (just created by Ensure at
@@ -91,17 +74,17 @@ type LifecycleProvider interface {
 	// already consumed is returned without writing anything. Errors:
 	// ErrConflict (the worktree is not at the fork manifest's Head on its branch),
 	// ErrWorkspaceUnavailable.
-	ApplyFork(ctx context.Context, ws Workspace) (ForkManifest, bool, error)
+	ApplyFork(ctx context.Context, ws sandboxapi.Workspace) (ForkManifest, bool, error)
 	// DropForkManifest deletes the fork manifest of targetID (missing: success).
 	DropForkManifest(ctx context.Context, targetID string) error
 	// SaveForDestroy saves ws's unsaved work as a destroy backup
 	// (DestroyedRef, patch, manifest; verified like an eviction backup), or
 	// moves a pending eviction backup of an evicted ws there; it returns false
 	// when there was nothing to save. Errors: as Backup.
-	SaveForDestroy(ctx context.Context, ws Workspace) (WorkspaceBackup, bool, error)
+	SaveForDestroy(ctx context.Context, ws sandboxapi.Workspace) (WorkspaceBackup, bool, error)
 	// PendingDestroyed returns the manifest of ws's destroy backup not yet
 	// restored (false: none).
-	PendingDestroyed(ctx context.Context, ws Workspace) (WorkspaceBackup, bool, error)
+	PendingDestroyed(ctx context.Context, ws sandboxapi.Workspace) (WorkspaceBackup, bool, error)
 	// RestoreDestroyed brings a pending destroy backup back into ws, whose
 	// worktree must be fresh (clean, its branch at its base commit): the
 	// branch is moved to the backup's parent, the index reset to it, the
@@ -109,11 +92,11 @@ type LifecycleProvider interface {
 	// commit recorded in the manifest put back, and the backup ref dropped.
 	// Returns false when none is pending. Errors: ErrWorkspaceDirty (the
 	// worktree is not fresh), ErrWorkspaceUnavailable.
-	RestoreDestroyed(ctx context.Context, ws Workspace) (WorkspaceBackup, bool, error)
+	RestoreDestroyed(ctx context.Context, ws sandboxapi.Workspace) (WorkspaceBackup, bool, error)
 	// DeleteBranch deletes ws's branch from the repo cache (missing:
 	// success). Errors: ErrConflict (checked out in a worktree).
-	DeleteBranch(ctx context.Context, ws Workspace) error
+	DeleteBranch(ctx context.Context, ws sandboxapi.Workspace) error
 	// Discard drops everything kept for ws: its checkpoints, its eviction and
 	// destroy backups (refs, patches, manifests) and its fork manifest.
-	Discard(ctx context.Context, ws Workspace) error
+	Discard(ctx context.Context, ws sandboxapi.Workspace) error
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // BranchMerger is the optional merge capability of a WorkspaceProvider
@@ -17,5 +18,5 @@ import (
 // req.DryRun nothing changes (docs/API.md "Merge preview"); req.Workspaces
 // must already be resolved into req.Branches by the caller.
 type BranchMerger interface {
-	Merge(ctx context.Context, ws Workspace, req MergeRequest) (MergeResult, error)
+	Merge(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.MergeRequest) (sandboxapi.MergeResult, error)
 }

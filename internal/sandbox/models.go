@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"time"
 )
 
@@ -65,7 +66,7 @@ type RuntimeSpec struct {
 	// workspace's policy, docs/SECURITY.md "Network modes"); a command's own
 	// ExecRequest.Network or ProcessSpec.Network ("" = this) may be lower,
 	// and one above it is refused with ErrCommandRejected.
-	Network Network `json:"network"`
+	Network sandboxapi.Network `json:"network"`
 	// NetworkAllow is the complete allow-list of the limited network
 	// (canonical sandboxapi.NetworkRule forms: the worker's
 	// SANDBOX_NETWORK_ALLOW and the workspace's own entries).

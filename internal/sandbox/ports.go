@@ -11,7 +11,7 @@ import (
 // activities only, never carried in workflow payloads (DESIGN.md "Payload discipline").
 type AuthScope struct {
 	UserID string
-	Repo   RepoIdentity
+	Repo   sandboxapi.RepoIdentity
 }
 
 // Credential is a secret for one git remote, sent per call as an HTTP basic
@@ -43,7 +43,7 @@ type CredentialProvider interface {
 // serializes clone, fetch and worktree creation across processes
 // (docs/DESIGN.md "Rules"). unlock is idempotent.
 type RepoLocker interface {
-	LockRepo(ctx context.Context, repo RepoIdentity) (unlock func(), err error)
+	LockRepo(ctx context.Context, repo sandboxapi.RepoIdentity) (unlock func(), err error)
 }
 
 // RepoCacheProvider owns the durable bare mirrors (docs/DESIGN.md "Ports").
@@ -53,9 +53,9 @@ type RepoCacheProvider interface {
 	// into place), or fetched when its last fetch is older than the freshness
 	// window (or always when forceFetch). cred may be nil. Errors wrap
 	// ErrRepoAuthFailed, ErrRepoCacheUnavailable, ErrInsufficientDisk, ErrRepoLocked.
-	Ensure(ctx context.Context, repo RepoIdentity, cred *Credential, forceFetch bool) (RepoCache, error)
+	Ensure(ctx context.Context, repo sandboxapi.RepoIdentity, cred *Credential, forceFetch bool) (RepoCache, error)
 	// Remove deletes a cache's files. A missing cache is success.
-	Remove(ctx context.Context, repo RepoIdentity) error
+	Remove(ctx context.Context, repo sandboxapi.RepoIdentity) error
 }
 
 // WorkspaceProvider owns the durable worktrees (docs/DESIGN.md "The three things").
@@ -73,30 +73,30 @@ type WorkspaceProvider interface {
 	// recorded. Errors: ErrRefNotFound, ErrRepoLocked, ErrInsufficientDisk,
 	// ErrConflict (branch checked out elsewhere), ErrInvalidArgument (a new
 	// branch that is the repository's default branch).
-	Ensure(ctx context.Context, cache RepoCache, req WorkspaceRequest, stored *Workspace) (Workspace, error)
+	Ensure(ctx context.Context, cache RepoCache, req sandboxapi.WorkspaceRequest, stored *sandboxapi.Workspace) (sandboxapi.Workspace, error)
 	// Exists reports whether the worktree directory is present and registered.
-	Exists(ctx context.Context, ws Workspace) (bool, error)
-	Status(ctx context.Context, ws Workspace) (WorkspaceStatus, error)
-	Diff(ctx context.Context, ws Workspace) (Diff, error)
-	Commit(ctx context.Context, ws Workspace, req CommitRequest) (CommitResult, error)
+	Exists(ctx context.Context, ws sandboxapi.Workspace) (bool, error)
+	Status(ctx context.Context, ws sandboxapi.Workspace) (sandboxapi.WorkspaceStatus, error)
+	Diff(ctx context.Context, ws sandboxapi.Workspace) (sandboxapi.Diff, error)
+	Commit(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.CommitRequest) (sandboxapi.CommitResult, error)
 	// Remove deletes the worktree and its registration, keeping the branch. Missing = success.
-	Remove(ctx context.Context, ws Workspace) error
+	Remove(ctx context.Context, ws sandboxapi.Workspace) error
 	// ReadFile returns at most MaxFileBytes; a larger file is ErrResourceLimit.
-	ReadFile(ctx context.Context, ws Workspace, path string) ([]byte, error)
+	ReadFile(ctx context.Context, ws sandboxapi.Workspace, path string) ([]byte, error)
 	// WriteFile creates or replaces a file (parents created), mode 0 = 0644.
-	WriteFile(ctx context.Context, ws Workspace, path string, data []byte, mode uint32) error
+	WriteFile(ctx context.Context, ws sandboxapi.Workspace, path string, data []byte, mode uint32) error
 	// EditFile applies one edit_file command to a text file in one step
 	// (str_replace, insert, create; sandboxapi.EditFileInput); a retry with
 	// the same editID is not applied twice.
-	EditFile(ctx context.Context, ws Workspace, in sandboxapi.EditFileInput, editID string) (sandboxapi.EditFileResult, error)
-	ListDir(ctx context.Context, ws Workspace, path string) ([]FileEntry, error)
+	EditFile(ctx context.Context, ws sandboxapi.Workspace, in sandboxapi.EditFileInput, editID string) (sandboxapi.EditFileResult, error)
+	ListDir(ctx context.Context, ws sandboxapi.Workspace, path string) ([]sandboxapi.FileEntry, error)
 	// ListTree is list_dir with a depth and the hidden/ignored filters.
-	ListTree(ctx context.Context, ws Workspace, in sandboxapi.ListDirInput) (sandboxapi.ListDirResult, error)
+	ListTree(ctx context.Context, ws sandboxapi.Workspace, in sandboxapi.ListDirInput) (sandboxapi.ListDirResult, error)
 	// Log lists the newest commits reachable from HEAD.
-	Log(ctx context.Context, ws Workspace, req sandboxapi.LogRequest) (sandboxapi.LogResult, error)
-	Search(ctx context.Context, ws Workspace, req SearchRequest) (SearchResult, error)
+	Log(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.LogRequest) (sandboxapi.LogResult, error)
+	Search(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.SearchRequest) (sandboxapi.SearchResult, error)
 	// SizeBytes returns the bytes used by the worktree's files.
-	SizeBytes(ctx context.Context, ws Workspace) (int64, error)
+	SizeBytes(ctx context.Context, ws sandboxapi.Workspace) (int64, error)
 }
 
 // Runtime is one compute attachment (docs/DESIGN.md "Ports" protocol).
@@ -108,10 +108,10 @@ type Runtime interface {
 	Stop(ctx context.Context) error
 	// Exec runs one command; a non-zero exit or timeout is a result. Errors wrap
 	// ErrRuntimeUnavailable or ErrInvalidArgument.
-	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error)
 	// ExecStream is Exec that also hands output to onChunk as it arrives
 	// (calls are serialized). The returned result is the same as Exec's.
-	ExecStream(ctx context.Context, req ExecRequest, onChunk func(ExecChunk)) (ExecResult, error)
+	ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error)
 }
 
 // RuntimeSummary is one runtime as listed by a provider.
@@ -146,8 +146,8 @@ type WorkspaceFilter struct {
 	ProjectID   string
 	RepoCacheID string
 	HostID      string
-	Mode        WorkspaceMode
-	State       WorkspaceState
+	Mode        sandboxapi.WorkspaceMode
+	State       sandboxapi.WorkspaceState
 	// LastUsedBefore keeps workspaces last used strictly before it.
 	LastUsedBefore time.Time
 	Limit          int
@@ -163,11 +163,11 @@ type Store interface {
 	DeleteRepoCache(ctx context.Context, id string) error
 
 	// CreateWorkspace inserts; ErrConflict when the id or the mode's uniqueness key exists.
-	CreateWorkspace(ctx context.Context, ws Workspace) error
+	CreateWorkspace(ctx context.Context, ws sandboxapi.Workspace) error
 	// UpdateWorkspace replaces every column of an existing row.
-	UpdateWorkspace(ctx context.Context, ws Workspace) error
-	GetWorkspace(ctx context.Context, id string) (Workspace, error)
-	ListWorkspaces(ctx context.Context, f WorkspaceFilter) ([]Workspace, error)
+	UpdateWorkspace(ctx context.Context, ws sandboxapi.Workspace) error
+	GetWorkspace(ctx context.Context, id string) (sandboxapi.Workspace, error)
+	ListWorkspaces(ctx context.Context, f WorkspaceFilter) ([]sandboxapi.Workspace, error)
 	// TouchWorkspace sets last_used_at (and updated_at).
 	TouchWorkspace(ctx context.Context, id string, at time.Time) error
 	DeleteWorkspace(ctx context.Context, id string) error
@@ -190,10 +190,10 @@ type RemoteGit interface {
 	// CheckAccess verifies that cred can read repo (git ls-remote). Errors:
 	// ErrRepoAuthFailed (refused or missing credentials), ErrRepoCacheUnavailable
 	// (unreachable or missing repository), ErrTimeout.
-	CheckAccess(ctx context.Context, repo RepoIdentity, cred *Credential) error
+	CheckAccess(ctx context.Context, repo sandboxapi.RepoIdentity, cred *Credential) error
 	// BranchTip returns the commit of refs/heads/<branch> on the remote, ""
 	// when the branch does not exist there. Errors as CheckAccess.
-	BranchTip(ctx context.Context, repo RepoIdentity, cred *Credential, branch string) (string, error)
+	BranchTip(ctx context.Context, repo sandboxapi.RepoIdentity, cred *Credential, branch string) (string, error)
 	// LocalRef returns the commit a ref of the repository gitDir points at,
 	// "" when the ref does not exist.
 	LocalRef(ctx context.Context, gitDir, ref string) (string, error)
@@ -202,7 +202,7 @@ type RemoteGit interface {
 	// (the remote declined the update, or the repository's config could
 	// redirect the push), ErrRefNotFound (no local branch),
 	// ErrRepoCacheUnavailable, ErrTimeout.
-	Push(ctx context.Context, spec PushSpec, cred *Credential) (PushResult, error)
+	Push(ctx context.Context, spec PushSpec, cred *Credential) (sandboxapi.PushResult, error)
 }
 
 // AccessVerifier decides whether the user of scope may be served a
@@ -220,9 +220,9 @@ type AccessVerifier interface {
 // Implemented by codehost.GitHub (go-github).
 type CodeHost interface {
 	// Serves reports whether repo's host is one this code host serves.
-	Serves(repo RepoIdentity) bool
+	Serves(repo sandboxapi.RepoIdentity) bool
 	// DefaultBranch returns the repository's default branch.
-	DefaultBranch(ctx context.Context, repo RepoIdentity, cred *Credential) (string, error)
+	DefaultBranch(ctx context.Context, repo sandboxapi.RepoIdentity, cred *Credential) (string, error)
 	// CreatePullRequest opens a pull request from req.Head into req.Base (both
 	// required here), then requests the reviewers and adds the labels (their
 	// failures become PullRequest.Warnings). Errors: ErrCommandRejected (host
@@ -230,5 +230,5 @@ type CodeHost interface {
 	// ErrNotFound (404), ErrConflict (422: a pull request for the head exists),
 	// ErrInvalidArgument (other 422), ErrRateLimited (retryable; RetryAfter
 	// holds the time left until the reset), ErrRuntimeUnavailable (network, 5xx).
-	CreatePullRequest(ctx context.Context, repo RepoIdentity, cred *Credential, req PullRequestRequest) (PullRequest, error)
+	CreatePullRequest(ctx context.Context, repo sandboxapi.RepoIdentity, cred *Credential, req PullRequestRequest) (sandboxapi.PullRequest, error)
 }

@@ -23,14 +23,14 @@ import (
 // when the runtime fails, ErrTimeout when ctx's deadline passes.
 type ProcessRuntime interface {
 	// ProcessSupport reports what this runtime's processes can do.
-	ProcessSupport() ProcessSupport
+	ProcessSupport() sandboxapi.ProcessSupport
 	// StartProcess starts spec and returns as soon as the process exists
 	// (a start failure, e.g. command not found, is an exited process with
 	// exit code 127 or 126 and the reason on its stderr, not an error). A
 	// stopped runtime is started first. A spec whose ID names a process the
 	// runtime holds (running, ended or archived by Stop) returns that
 	// process and starts nothing.
-	StartProcess(ctx context.Context, spec ProcessSpec) (ProcessInfo, error)
+	StartProcess(ctx context.Context, spec ProcessSpec) (sandboxapi.ProcessInfo, error)
 	// ReadProcess returns output from req.Offset, waiting up to req.Wait
 	// (at most MaxProcessReadWait) when there is nothing new: it returns as
 	// soon as there are new bytes or the process has ended.
@@ -38,7 +38,7 @@ type ProcessRuntime interface {
 	// WaitProcess waits up to wait (at most MaxProcessReadWait) for the
 	// process and everything it started to end and its output to be
 	// complete, and returns the process as it is then.
-	WaitProcess(ctx context.Context, id string, wait time.Duration) (ProcessInfo, error)
+	WaitProcess(ctx context.Context, id string, wait time.Duration) (sandboxapi.ProcessInfo, error)
 	// WriteProcess writes data to the process's stdin (the terminal for a
 	// PTY process) and, when closeStdin, closes it afterwards (for a PTY
 	// process: sends end-of-file, ^D). It returns the bytes written.
@@ -56,50 +56,11 @@ type ProcessRuntime interface {
 	// ListProcesses returns the runtime's background processes, live and
 	// recently ended (at most MaxProcesses of each), oldest first; exec
 	// processes are not listed.
-	ListProcesses(ctx context.Context) ([]ProcessInfo, error)
+	ListProcesses(ctx context.Context) ([]sandboxapi.ProcessInfo, error)
 }
 
-// Aliases of the public process contract (sandboxapi/process.go).
-type (
-	ProcessSupport = sandboxapi.ProcessSupport
-	ProcessInfo    = sandboxapi.ProcessInfo
-	TerminalSize   = sandboxapi.TerminalSize
-	ProcessChunk   = sandboxapi.ProcessChunk
-)
-
-// Process limits (sandboxapi).
-const (
-	MaxProcesses            = sandboxapi.MaxProcesses
-	ProcessBufferBytes      = sandboxapi.ProcessBufferBytes
-	MaxProcessReadWait      = sandboxapi.MaxProcessReadWait
-	DefaultProcessReadBytes = sandboxapi.DefaultProcessReadBytes
-	MaxProcessReadBytes     = sandboxapi.MaxProcessReadBytes
-	MaxProcessTagBytes      = sandboxapi.MaxProcessTagBytes
-	MaxTerminalSize         = sandboxapi.MaxTerminalSize
-	// MaxProcessHeadBytes bounds ProcessSpec.HeadBytes.
-	MaxProcessHeadBytes = ProcessBufferBytes
-)
-
-// Process streams (ProcessReadRequest.Stream).
-const (
-	StreamStdout = sandboxapi.StreamStdout
-	StreamStderr = sandboxapi.StreamStderr
-	StreamPTY    = sandboxapi.StreamPTY
-)
-
-// Process exit reasons (ProcessInfo.ExitReason).
-const (
-	ExitReasonExited         = sandboxapi.ExitReasonExited
-	ExitReasonSignaled       = sandboxapi.ExitReasonSignaled
-	ExitReasonTimeout        = sandboxapi.ExitReasonTimeout
-	ExitReasonCancelled      = sandboxapi.ExitReasonCancelled
-	ExitReasonRuntimeStopped = sandboxapi.ExitReasonRuntimeStopped
-	ExitReasonStartFailed    = sandboxapi.ExitReasonStartFailed
-	ExitReasonLost           = sandboxapi.ExitReasonLost
-)
-
-// ProcessSignals are the signal names SignalProcess accepts.
-var ProcessSignals = sandboxapi.ProcessSignals
+// MaxProcessHeadBytes bounds ProcessSpec.HeadBytes, in bytes.
+const MaxProcessHeadBytes = sandboxapi.ProcessBufferBytes
 
 // ProcessSpec is one background process to start. Cmd, Cwd and Env follow
 // ExecRequest's rules (argv, workspace-relative cwd, environment layered on
@@ -116,7 +77,7 @@ type ProcessSpec struct {
 	Tag string `json:"tag,omitempty"`
 	// PTY, when set, runs the process on a pseudo-terminal of that size as
 	// its controlling terminal: one output stream (StreamPTY).
-	PTY *TerminalSize `json:"pty,omitempty"`
+	PTY *sandboxapi.TerminalSize `json:"pty,omitempty"`
 	// Stdin keeps standard input open for WriteProcess; otherwise it is
 	// /dev/null. A PTY process always has its terminal as input.
 	Stdin bool `json:"stdin,omitempty"`
@@ -141,7 +102,7 @@ type ProcessSpec struct {
 	Lossless bool `json:"lossless,omitempty"`
 	// Network is the network the process runs with, as ExecRequest.Network:
 	// "" is RuntimeSpec.Network, a mode above it is ErrCommandRejected.
-	Network Network `json:"network,omitempty"`
+	Network sandboxapi.Network `json:"network,omitempty"`
 }
 
 // ProcessReadRequest asks for output of one stream, or of both.
@@ -179,7 +140,7 @@ type ProcessOutput struct {
 	// closed and every byte has been read: nothing more will come.
 	EOF bool `json:"eof"`
 	// Stderr is the stderr chunk of a Both read.
-	Stderr *ProcessChunk `json:"stderr,omitempty"`
+	Stderr *sandboxapi.ProcessChunk `json:"stderr,omitempty"`
 	// The process as it is now.
-	Process ProcessInfo `json:"process"`
+	Process sandboxapi.ProcessInfo `json:"process"`
 }

@@ -25,7 +25,7 @@ type PushSpec struct {
 	GitDir string
 	// Repo is the destination; its URL is passed to git explicitly, never a
 	// configured remote (an agent can rewrite a repository's config).
-	Repo RepoIdentity
+	Repo sandboxapi.RepoIdentity
 	// Branch is pushed as refs/heads/<Branch>:refs/heads/<Branch>.
 	Branch string
 	// Lease, when non-nil, adds --force-with-lease=refs/heads/<Branch>:<*Lease>;

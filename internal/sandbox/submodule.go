@@ -1,6 +1,9 @@
 package sandbox
 
-import "strings"
+import (
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"strings"
+)
 
 // Submodule is one gitlink of a workspace's index (docs/API.md
 // "Submodules"), as the workspace provider lists it for the acquire
@@ -27,7 +30,7 @@ type Submodule struct {
 // climbing above the host, or an empty one).
 func ResolveSubmoduleURL(super, rel string) (string, error) {
 	if rel == "" {
-		return "", Errorf(ErrInvalidArgument, "the submodule has no URL in .gitmodules")
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "the submodule has no URL in .gitmodules")
 	}
 	if !strings.HasPrefix(rel, "./") && !strings.HasPrefix(rel, "../") {
 		return rel, nil
@@ -35,7 +38,7 @@ func ResolveSubmoduleURL(super, rel string) (string, error) {
 	base := strings.TrimSuffix(super, "/")
 	scheme, rest, ok := strings.Cut(base, "://")
 	if !ok {
-		return "", Errorf(ErrInvalidArgument, "relative submodule URL %q needs a URL-form superproject", Clip(rel, 200))
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "relative submodule URL %q needs a URL-form superproject", sandboxapi.Clip(rel, 200))
 	}
 	host, p, _ := strings.Cut(rest, "/")
 	segs := strings.Split(p, "/")
@@ -46,7 +49,7 @@ func ResolveSubmoduleURL(super, rel string) (string, error) {
 			continue
 		case strings.HasPrefix(rel, "../"):
 			if len(segs) == 0 || (len(segs) == 1 && segs[0] == "") {
-				return "", Errorf(ErrInvalidArgument, "relative submodule URL climbs above the host")
+				return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "relative submodule URL climbs above the host")
 			}
 			segs = segs[:len(segs)-1]
 			rel = rel[3:]

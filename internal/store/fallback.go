@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Remembering is a Store over another one that
@@ -18,7 +19,7 @@ import (
 // restore — all of which write it through this store). A caller that can
 // do with the remembered row says so with AllowRemembered on its context;
 // only then, and only when the store failed with
-// sandbox.ErrRuntimeUnavailable, GetWorkspace and GetRepoCache return the
+// sandboxapi.ErrRuntimeUnavailable, GetWorkspace and GetRepoCache return the
 // remembered row instead of the error. Writes still need the store; a miss
 // (ErrWorkspaceNotFound, ErrNotFound) or a delete forgets the row. Safe for
 // concurrent use.
@@ -28,7 +29,7 @@ type Remembering struct {
 	Store
 
 	mu     sync.Mutex
-	ws     map[string]sandbox.Workspace
+	ws     map[string]sandboxapi.Workspace
 	caches map[string]sandbox.RepoCache
 }
 
@@ -36,7 +37,7 @@ var _ Store = (*Remembering)(nil)
 
 // NewRemembering wraps st.
 func NewRemembering(st Store) *Remembering {
-	return &Remembering{Store: st, ws: map[string]sandbox.Workspace{}, caches: map[string]sandbox.RepoCache{}}
+	return &Remembering{Store: st, ws: map[string]sandboxapi.Workspace{}, caches: map[string]sandbox.RepoCache{}}
 }
 
 type rememberedKey struct{}
@@ -50,16 +51,16 @@ func AllowRemembered(ctx context.Context) context.Context {
 func allowed(ctx context.Context) bool { b, _ := ctx.Value(rememberedKey{}).(bool); return b }
 
 // GetWorkspace reads the row through the store; see Remembering.
-func (r *Remembering) GetWorkspace(ctx context.Context, id string) (sandbox.Workspace, error) {
+func (r *Remembering) GetWorkspace(ctx context.Context, id string) (sandboxapi.Workspace, error) {
 	ws, err := r.Store.GetWorkspace(ctx, id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case err == nil:
 		r.ws[id] = ws
-	case errors.Is(err, sandbox.ErrWorkspaceNotFound):
+	case errors.Is(err, sandboxapi.ErrWorkspaceNotFound):
 		delete(r.ws, id)
-	case errors.Is(err, sandbox.ErrRuntimeUnavailable) && allowed(ctx):
+	case errors.Is(err, sandboxapi.ErrRuntimeUnavailable) && allowed(ctx):
 		if mem, ok := r.ws[id]; ok {
 			return mem, nil
 		}
@@ -75,9 +76,9 @@ func (r *Remembering) GetRepoCache(ctx context.Context, id string) (sandbox.Repo
 	switch {
 	case err == nil:
 		r.caches[id] = c
-	case errors.Is(err, sandbox.ErrNotFound):
+	case errors.Is(err, sandboxapi.ErrNotFound):
 		delete(r.caches, id)
-	case errors.Is(err, sandbox.ErrRuntimeUnavailable) && allowed(ctx):
+	case errors.Is(err, sandboxapi.ErrRuntimeUnavailable) && allowed(ctx):
 		if mem, ok := r.caches[id]; ok {
 			return mem, nil
 		}
@@ -86,26 +87,26 @@ func (r *Remembering) GetRepoCache(ctx context.Context, id string) (sandbox.Repo
 }
 
 // CreateWorkspace writes through and remembers the row.
-func (r *Remembering) CreateWorkspace(ctx context.Context, ws sandbox.Workspace) error {
+func (r *Remembering) CreateWorkspace(ctx context.Context, ws sandboxapi.Workspace) error {
 	err := r.Store.CreateWorkspace(ctx, ws)
 	r.remember(ws, err)
 	return err
 }
 
 // UpdateWorkspace writes through and remembers the row.
-func (r *Remembering) UpdateWorkspace(ctx context.Context, ws sandbox.Workspace) error {
+func (r *Remembering) UpdateWorkspace(ctx context.Context, ws sandboxapi.Workspace) error {
 	err := r.Store.UpdateWorkspace(ctx, ws)
 	r.remember(ws, err)
 	return err
 }
 
-func (r *Remembering) remember(ws sandbox.Workspace, err error) {
+func (r *Remembering) remember(ws sandboxapi.Workspace, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case err == nil:
 		r.ws[ws.ID] = ws
-	case errors.Is(err, sandbox.ErrWorkspaceNotFound):
+	case errors.Is(err, sandboxapi.ErrWorkspaceNotFound):
 		delete(r.ws, ws.ID)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
 	"github.com/sandboxcore/sandboxcore/internal/store/storetest"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestRememberingServesRowsWhileTheStoreIsDown: the rows a host last read
@@ -25,20 +26,20 @@ func TestRememberingServesRowsWhileTheStoreIsDown(t *testing.T) {
 	require.NoError(t, err)
 	r := store.NewRemembering(inner)
 	now := time.Now().UTC().Truncate(time.Second)
-	ws := sandbox.Workspace{ID: "ws-a", Key: "ka", Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t1",
-		State: sandbox.WorkspaceReady, HostID: "h1", LastUsedAt: now, CreatedAt: now, UpdatedAt: now}
+	ws := sandboxapi.Workspace{ID: "ws-a", Key: "ka", Mode: sandboxapi.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t1",
+		State: sandboxapi.WorkspaceReady, HostID: "h1", LastUsedAt: now, CreatedAt: now, UpdatedAt: now}
 	require.NoError(t, r.CreateWorkspace(ctx, ws))
-	gone := sandbox.Workspace{ID: "ws-gone", Key: "kg", Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t2"}
+	gone := sandboxapi.Workspace{ID: "ws-gone", Key: "kg", Mode: sandboxapi.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t2"}
 	require.NoError(t, r.CreateWorkspace(ctx, gone))
 	require.NoError(t, inner.DeleteWorkspace(ctx, gone.ID)) // behind its back
 	_, err = r.GetWorkspace(ctx, gone.ID)
-	require.ErrorIs(t, err, sandbox.ErrWorkspaceNotFound, "a miss forgets the row")
+	require.ErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound, "a miss forgets the row")
 	rc := sandbox.RepoCache{ID: "rc-1", RepoName: "o/r", State: sandbox.RepoCacheReady, LastUsedAt: now, CreatedAt: now, UpdatedAt: now, LastFetchedAt: now}
 	require.NoError(t, r.UpsertRepoCache(ctx, rc))
 	later := now.Add(time.Minute)
 	require.NoError(t, r.TouchWorkspace(ctx, ws.ID, later))
 	_, err = r.GetHost(ctx, "h1")
-	require.ErrorIs(t, err, sandbox.ErrNotFound, "the host registry passes through")
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound, "the host registry passes through")
 
 	require.NoError(t, inner.Close()) // the store is gone
 	allow := store.AllowRemembered(ctx)
@@ -51,12 +52,12 @@ func TestRememberingServesRowsWhileTheStoreIsDown(t *testing.T) {
 	assert.Equal(t, rc.ID, gotRC.ID)
 
 	_, err = r.GetWorkspace(ctx, ws.ID)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable, "only callers that allow it get remembered rows")
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable, "only callers that allow it get remembered rows")
 	_, err = r.GetWorkspace(allow, gone.ID)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable, "a row never seen (or forgotten) is not invented")
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable, "a row never seen (or forgotten) is not invented")
 	_, err = r.GetWorkspace(allow, "ws-never")
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
-	require.ErrorIs(t, r.UpdateWorkspace(allow, ws), sandbox.ErrRuntimeUnavailable, "writes need the store")
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
+	require.ErrorIs(t, r.UpdateWorkspace(allow, ws), sandboxapi.ErrRuntimeUnavailable, "writes need the store")
 }
 
 // Remembering is a store.Store: the host registry's contract holds through

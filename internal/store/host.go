@@ -58,10 +58,10 @@ type Host struct {
 // contract suite.
 type HostRegistry interface {
 	// UpsertHost inserts h, or replaces every column of the row with h.HostID.
-	// Errors: sandbox.ErrInvalidArgument for an empty HostID or a time outside
+	// Errors: sandboxapi.ErrInvalidArgument for an empty HostID or a time outside
 	// the years 0000–9999.
 	UpsertHost(ctx context.Context, h Host) error
-	// GetHost returns the host with id. Errors: sandbox.ErrNotFound (the
+	// GetHost returns the host with id. Errors: sandboxapi.ErrNotFound (the
 	// message names id) when there is none.
 	GetHost(ctx context.Context, id string) (Host, error)
 	// ListHosts returns every host ordered by host id (byte order), as a

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Store outages (docs/API.md "Errors": SandboxUnavailable; README
@@ -24,7 +24,7 @@ import (
 //     locked SQLite file) is retried with backoff for at most
 //     Resilience.RetryFor, each attempt bounded by AttemptTimeout;
 //   - a call that still fails marks the store down and returns
-//     sandbox.ErrRuntimeUnavailable (type SandboxUnavailable, retryable)
+//     sandboxapi.ErrRuntimeUnavailable (type SandboxUnavailable, retryable)
 //     whose message names the operation, the record and the kind of failure
 //     (Dialect.Describe: "connection refused", "SQLSTATE 57P01", …) and
 //     never the driver's text, which holds the connection's host, port,
@@ -110,7 +110,7 @@ func (s *SQLStore) answer(err error) bool {
 
 // do runs one statement through fn under the outage policy. It returns nil,
 // the database's answer (see answer) unchanged, the caller's ctx error, or
-// sandbox.ErrRuntimeUnavailable naming op and what (never the driver's text).
+// sandboxapi.ErrRuntimeUnavailable naming op and what (never the driver's text).
 func (s *SQLStore) do(ctx context.Context, op, what string, fn func(ctx context.Context) error) error {
 	r := s.resilience()
 	now := time.Now()
@@ -120,7 +120,7 @@ func (s *SQLStore) do(ctx context.Context, op, what string, fn func(ctx context.
 		if now.Before(s.h.nextProbe) {
 			since := s.h.since
 			s.h.mu.Unlock()
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "metadata store unavailable (since %s): %s %s not attempted; retry later",
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "metadata store unavailable (since %s): %s %s not attempted; retry later",
 				since.UTC().Format(time.RFC3339), op, what)
 		}
 		probe = true
@@ -140,22 +140,22 @@ func (s *SQLStore) do(ctx context.Context, op, what string, fn func(ctx context.
 			return err
 		}
 		if ctx.Err() != nil {
-			return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "%s: %s %s", s.d.Name, op, what)
+			return sandboxapi.Wrap(sandboxapi.ErrTimeout, ctx.Err(), "%s: %s %s", s.d.Name, op, what)
 		}
 		transient := attemptTimedOut || s.transient(err)
 		if !transient {
 			r.log().Error("metadata store: call failed", "store", s.d.Name, "op", op, "record", what, "error", err)
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "metadata store: %s %s failed (%s)", op, what, s.describe(err, attemptTimedOut))
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "metadata store: %s %s failed (%s)", op, what, s.describe(err, attemptTimedOut))
 		}
 		if probe || r.RetryFor < 0 || time.Now().Add(backoff).After(deadline) {
 			s.markDown(r, err)
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "metadata store unavailable: %s %s failed (%s) after %d attempt(s); retry later",
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "metadata store unavailable: %s %s failed (%s) after %d attempt(s); retry later",
 				op, what, s.describe(err, attemptTimedOut), attempt)
 		}
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "%s: %s %s", s.d.Name, op, what)
+			return sandboxapi.Wrap(sandboxapi.ErrTimeout, ctx.Err(), "%s: %s %s", s.d.Name, op, what)
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}

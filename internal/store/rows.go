@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Row is one result row to read: *sql.Row and *sql.Rows (database/sql, the
@@ -38,11 +39,11 @@ func Collect[T any](rows Rows, scan func(Row) (T, error)) ([]T, error) {
 	return out, rows.Err()
 }
 
-// requireID rejects an empty id with sandbox.ErrInvalidArgument; what names
+// requireID rejects an empty id with sandboxapi.ErrInvalidArgument; what names
 // the record ("workspace", "host", …) in the message.
 func requireID(what, id string) error {
 	if id == "" {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s id: must not be empty", what)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s id: must not be empty", what)
 	}
 	return nil
 }
@@ -55,12 +56,12 @@ func requireID(what, id string) error {
 const TimeLayout = "2006-01-02T15:04:05.000000000Z"
 
 // EncodeTime returns t in UTC as TimeLayout text. field names the column for
-// the sandbox.ErrInvalidArgument returned when the year is outside 0000–9999
+// the sandboxapi.ErrInvalidArgument returned when the year is outside 0000–9999
 // (which TimeLayout cannot hold).
 func EncodeTime(field string, t time.Time) (string, error) {
 	t = t.UTC()
 	if y := t.Year(); y < 0 || y > 9999 {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "%s %s: year outside 0000-9999", field, t.Format(time.RFC3339Nano))
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s %s: year outside 0000-9999", field, t.Format(time.RFC3339Nano))
 	}
 	return t.Format(TimeLayout), nil
 }
@@ -142,7 +143,7 @@ func deref(s *string) string {
 
 // RepoCacheValues returns c's sandbox_repo_caches column values in
 // column-list order (the UpsertRepoCache statement's parameters).
-// Errors: sandbox.ErrInvalidArgument for an empty ID (checked first) or an
+// Errors: sandboxapi.ErrInvalidArgument for an empty ID (checked first) or an
 // unrepresentable time.
 func RepoCacheValues(c sandbox.RepoCache) ([]any, error) {
 	if err := requireID("repo cache", c.ID); err != nil {
@@ -185,9 +186,9 @@ func ScanRepoCache(row Row) (sandbox.RepoCache, error) {
 // WorkspaceValues returns ws's sandbox_workspaces column values in
 // column-list order (the CreateWorkspace statement's parameters): an empty
 // ConversationID or TaskID and a nil PinnedUntil or BaseFetchedAt are NULL.
-// Errors: sandbox.ErrInvalidArgument for an empty ID (checked first) or an
+// Errors: sandboxapi.ErrInvalidArgument for an empty ID (checked first) or an
 // unrepresentable time.
-func WorkspaceValues(ws sandbox.Workspace) ([]any, error) {
+func WorkspaceValues(ws sandboxapi.Workspace) ([]any, error) {
 	if err := requireID("workspace", ws.ID); err != nil {
 		return nil, err
 	}
@@ -197,8 +198,8 @@ func WorkspaceValues(ws sandbox.Workspace) ([]any, error) {
 // WorkspaceUpdateValues returns ws's values in the UpdateWorkspace
 // statement's parameter order: every column but id, then id (for the WHERE
 // clause). An empty ID is not rejected here: the update matches no row.
-// Errors: sandbox.ErrInvalidArgument for an unrepresentable time.
-func WorkspaceUpdateValues(ws sandbox.Workspace) ([]any, error) {
+// Errors: sandboxapi.ErrInvalidArgument for an unrepresentable time.
+func WorkspaceUpdateValues(ws sandboxapi.Workspace) ([]any, error) {
 	values, err := workspaceValues(ws)
 	if err != nil {
 		return nil, err
@@ -207,7 +208,7 @@ func WorkspaceUpdateValues(ws sandbox.Workspace) ([]any, error) {
 }
 
 // workspaceValues is WorkspaceValues without the ID check.
-func workspaceValues(ws sandbox.Workspace) ([]any, error) {
+func workspaceValues(ws sandboxapi.Workspace) ([]any, error) {
 	var tc timeCodec
 	values := []any{
 		ws.ID, ws.Key, ws.RepoCacheID, ws.Repo.Host, ws.Repo.Owner, ws.Repo.Name, ws.Repo.URL,
@@ -239,16 +240,16 @@ func decodeList(column, s string) ([]string, error) {
 	}
 	var l []string
 	if err := json.Unmarshal([]byte(s), &l); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "stored %s is not a JSON list of strings", column)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "stored %s is not a JSON list of strings", column)
 	}
 	return l, nil
 }
 
 // ScanWorkspace reads one sandbox_workspaces row selected with the
 // statements' column list (NULL conversation_id and task_id read back as "").
-func ScanWorkspace(row Row) (sandbox.Workspace, error) {
+func ScanWorkspace(row Row) (sandboxapi.Workspace, error) {
 	var (
-		ws                                  sandbox.Workspace
+		ws                                  sandboxapi.Workspace
 		mode, state, network, networkAllow  string
 		conversationID, taskID, pinnedUntil *string
 		baseFetched                         *string
@@ -260,15 +261,15 @@ func ScanWorkspace(row Row) (sandbox.Workspace, error) {
 		&ws.Capabilities.Writable, &ws.Capabilities.Isolated, &ws.Capabilities.Persistent,
 		&lastUsed, &ws.SizeBytes, &createdAt, &updatedAt, &baseFetched, &network, &networkAllow)
 	if err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	var tc timeCodec
-	ws.Network = sandbox.Network(network)
+	ws.Network = sandboxapi.Network(network)
 	if ws.NetworkAllow, err = decodeList("network_allow", networkAllow); err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
-	ws.Mode = sandbox.WorkspaceMode(mode)
-	ws.State = sandbox.WorkspaceState(state)
+	ws.Mode = sandboxapi.WorkspaceMode(mode)
+	ws.State = sandboxapi.WorkspaceState(state)
 	ws.ConversationID = deref(conversationID)
 	ws.TaskID = deref(taskID)
 	ws.PinnedUntil = tc.dp("pinned_until", pinnedUntil)
@@ -281,7 +282,7 @@ func ScanWorkspace(row Row) (sandbox.Workspace, error) {
 
 // RuntimeValues returns r's sandbox_runtimes column values in column-list
 // order (the UpsertRuntime statement's parameters): a nil LastStartedAt or
-// ExpiresAt is NULL. Errors: sandbox.ErrInvalidArgument for an empty ID
+// ExpiresAt is NULL. Errors: sandboxapi.ErrInvalidArgument for an empty ID
 // (checked first) or an unrepresentable time.
 func RuntimeValues(r sandbox.RuntimeRecord) ([]any, error) {
 	if err := requireID("runtime", r.ID); err != nil {
@@ -322,7 +323,7 @@ func ScanRuntime(row Row) (sandbox.RuntimeRecord, error) {
 
 // HostValues returns h's sandbox_hosts column values in column-list order
 // (the UpsertHost statement's parameters). Errors:
-// sandbox.ErrInvalidArgument for an empty HostID (checked first) or an
+// sandboxapi.ErrInvalidArgument for an empty HostID (checked first) or an
 // unrepresentable time.
 func HostValues(h Host) ([]any, error) {
 	if err := requireID("host", h.HostID); err != nil {

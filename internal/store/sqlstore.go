@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // DB is a database as SQLStore uses it: each call is one statement (its own
@@ -59,12 +60,12 @@ type Dialect struct {
 // Open, migrations and Close. Rows are encoded and decoded by this package's
 // row layer (rows.go), so both databases hold the same values.
 //
-// Errors are mapped at this boundary: no row → sandbox.ErrWorkspaceNotFound
-// (workspaces) or sandbox.ErrNotFound (repo caches, runtimes, hosts), naming
-// the id; unique violation → sandbox.ErrConflict; an invalid value →
-// sandbox.ErrInvalidArgument; a cancelled or expired ctx →
-// sandbox.ErrTimeout (wrapping ctx's error); any other failure (the database
-// unreachable, shutting down, a closed store) → sandbox.ErrRuntimeUnavailable
+// Errors are mapped at this boundary: no row → sandboxapi.ErrWorkspaceNotFound
+// (workspaces) or sandboxapi.ErrNotFound (repo caches, runtimes, hosts), naming
+// the id; unique violation → sandboxapi.ErrConflict; an invalid value →
+// sandboxapi.ErrInvalidArgument; a cancelled or expired ctx →
+// sandboxapi.ErrTimeout (wrapping ctx's error); any other failure (the database
+// unreachable, shutting down, a closed store) → sandboxapi.ErrRuntimeUnavailable
 // (SandboxUnavailable, retryable) after bounded retries, its message naming
 // no connection detail (resilience.go).
 type SQLStore struct {
@@ -87,7 +88,7 @@ func NewSQLStore(db DB, d Dialect) *SQLStore {
 // writeErr maps a failed write of what (e.g. `workspace "ws-…"`) by op.
 func (s *SQLStore) writeErr(err error, what, op string) error {
 	if s.d.IsUniqueViolation(err) {
-		return sandbox.Errorf(sandbox.ErrConflict, "%s: %v", what, err)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "%s: %v", what, err)
 	}
 	return s.readErr(err, what, op)
 }
@@ -97,17 +98,17 @@ func (s *SQLStore) writeErr(err error, what, op string) error {
 // error from do.
 func (s *SQLStore) readErr(err error, what, op string) error {
 	if s.d.IsInvalidValue != nil && s.d.IsInvalidValue(err) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s: %v", what, err)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s: %v", what, err)
 	}
-	if sandbox.KindOf(err) != nil {
+	if sandboxapi.KindOf(err) != nil {
 		return err
 	}
 	// Not reached (do types every failure); never the driver's text.
-	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "metadata store: %s %s failed", op, what)
+	return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "metadata store: %s %s failed", op, what)
 }
 
 // get runs a one-row query; a miss is notFound naming what.
-func get[T any](ctx context.Context, s *SQLStore, q string, id string, scan func(Row) (T, error), notFound *sandbox.Kind, kind string) (T, error) {
+func get[T any](ctx context.Context, s *SQLStore, q string, id string, scan func(Row) (T, error), notFound *sandboxapi.Kind, kind string) (T, error) {
 	what := fmt.Sprintf("%s %q", kind, id)
 	var v T
 	err := s.do(ctx, "get", what, func(ctx context.Context) error {
@@ -118,7 +119,7 @@ func get[T any](ctx context.Context, s *SQLStore, q string, id string, scan func
 	if err != nil {
 		var zero T
 		if s.d.IsNoRows(err) {
-			return zero, sandbox.Errorf(notFound, "%s %q not found", kind, id)
+			return zero, sandboxapi.Errorf(notFound, "%s %q not found", kind, id)
 		}
 		return zero, s.readErr(err, what, "get")
 	}
@@ -160,7 +161,7 @@ func (s *SQLStore) exec(ctx context.Context, q, what, op string, args ...any) (i
 // UpsertRepoCache inserts c (docs/DESIGN.md "Storage model"), or
 // replaces every column of the row with c.ID except created_at, which keeps
 // its first value (INSERT … ON CONFLICT (id) DO UPDATE). Errors:
-// sandbox.ErrInvalidArgument for an empty ID, an unrepresentable time or a
+// sandboxapi.ErrInvalidArgument for an empty ID, an unrepresentable time or a
 // string the database cannot store.
 func (s *SQLStore) UpsertRepoCache(ctx context.Context, c sandbox.RepoCache) error {
 	args, err := RepoCacheValues(c)
@@ -172,10 +173,10 @@ func (s *SQLStore) UpsertRepoCache(ctx context.Context, c sandbox.RepoCache) err
 }
 
 // GetRepoCache returns the repo cache with id (docs/DESIGN.md
-// "Storage model"). Errors: sandbox.ErrNotFound (message naming id)
+// "Storage model"). Errors: sandboxapi.ErrNotFound (message naming id)
 // when there is none.
 func (s *SQLStore) GetRepoCache(ctx context.Context, id string) (sandbox.RepoCache, error) {
-	return get(ctx, s, s.d.Statements.GetRepoCache, id, ScanRepoCache, sandbox.ErrNotFound, "repo cache")
+	return get(ctx, s, s.d.Statements.GetRepoCache, id, ScanRepoCache, sandboxapi.ErrNotFound, "repo cache")
 }
 
 // ListRepoCaches returns every repo cache (docs/DESIGN.md
@@ -196,14 +197,14 @@ func (s *SQLStore) DeleteRepoCache(ctx context.Context, id string) error {
 // ---- workspaces (docs/DESIGN.md "Storage model") ----
 
 // CreateWorkspace inserts ws (docs/DESIGN.md "Storage model").
-// Errors: sandbox.ErrConflict when a row with ws.ID or ws.Key exists, or one
+// Errors: sandboxapi.ErrConflict when a row with ws.ID or ws.Key exists, or one
 // with the same uniqueness key of ws.Mode (analysis: user_id, project_id,
 // base_ref; edit: user_id, project_id, conversation_id; task: user_id,
 // project_id, task_id — docs/DESIGN.md "Storage model", suggested uniqueness), also
 // when the other row is being inserted concurrently by another worker;
-// sandbox.ErrInvalidArgument for an empty ID, an unrepresentable time or a
+// sandboxapi.ErrInvalidArgument for an empty ID, an unrepresentable time or a
 // string the database cannot store.
-func (s *SQLStore) CreateWorkspace(ctx context.Context, ws sandbox.Workspace) error {
+func (s *SQLStore) CreateWorkspace(ctx context.Context, ws sandboxapi.Workspace) error {
 	args, err := WorkspaceValues(ws)
 	if err != nil {
 		return err
@@ -215,7 +216,7 @@ func (s *SQLStore) CreateWorkspace(ctx context.Context, ws sandbox.Workspace) er
 	})
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
-			return sandbox.Errorf(sandbox.ErrConflict, "workspace %q (key %q) already exists: %v", ws.ID, ws.Key, err)
+			return sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %q (key %q) already exists: %v", ws.ID, ws.Key, err)
 		}
 		return s.readErr(err, what, "create")
 	}
@@ -224,11 +225,11 @@ func (s *SQLStore) CreateWorkspace(ctx context.Context, ws sandbox.Workspace) er
 
 // UpdateWorkspace replaces every column of the row with ws.ID (created_at
 // included) with ws's values (docs/DESIGN.md "Storage model").
-// Errors: sandbox.ErrWorkspaceNotFound when there is no such row;
-// sandbox.ErrConflict when the new values collide with another row's key or
-// mode uniqueness key; sandbox.ErrInvalidArgument for an unrepresentable
+// Errors: sandboxapi.ErrWorkspaceNotFound when there is no such row;
+// sandboxapi.ErrConflict when the new values collide with another row's key or
+// mode uniqueness key; sandboxapi.ErrInvalidArgument for an unrepresentable
 // time or a string the database cannot store.
-func (s *SQLStore) UpdateWorkspace(ctx context.Context, ws sandbox.Workspace) error {
+func (s *SQLStore) UpdateWorkspace(ctx context.Context, ws sandboxapi.Workspace) error {
 	args, err := WorkspaceUpdateValues(ws)
 	if err != nil {
 		return err
@@ -237,20 +238,20 @@ func (s *SQLStore) UpdateWorkspace(ctx context.Context, ws sandbox.Workspace) er
 	return affectedOrNotFound(n, err, ws.ID)
 }
 
-// affectedOrNotFound is sandbox.ErrWorkspaceNotFound when a workspace
+// affectedOrNotFound is sandboxapi.ErrWorkspaceNotFound when a workspace
 // statement changed no row.
 func affectedOrNotFound(n int64, err error, id string) error {
 	if err == nil && n == 0 {
-		return sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %q not found", id)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %q not found", id)
 	}
 	return err
 }
 
 // GetWorkspace returns the workspace with id (docs/DESIGN.md
-// "Storage model"). Errors: sandbox.ErrWorkspaceNotFound (message naming
+// "Storage model"). Errors: sandboxapi.ErrWorkspaceNotFound (message naming
 // id) when there is none.
-func (s *SQLStore) GetWorkspace(ctx context.Context, id string) (sandbox.Workspace, error) {
-	return get(ctx, s, s.d.Statements.GetWorkspace, id, ScanWorkspace, sandbox.ErrWorkspaceNotFound, "workspace")
+func (s *SQLStore) GetWorkspace(ctx context.Context, id string) (sandboxapi.Workspace, error) {
+	return get(ctx, s, s.d.Statements.GetWorkspace, id, ScanWorkspace, sandboxapi.ErrWorkspaceNotFound, "workspace")
 }
 
 // ListWorkspaces (docs/DESIGN.md "Storage model") returns the
@@ -258,9 +259,9 @@ func (s *SQLStore) GetWorkspace(ctx context.Context, id string) (sandbox.Workspa
 // ProjectID, RepoCacheID, HostID, Mode, State; last_used_at strictly before
 // LastUsedBefore), least recently used first (last_used_at ascending, then
 // id), at most f.Limit rows when f.Limit > 0, as a non-nil slice. Errors:
-// sandbox.ErrInvalidArgument for an unrepresentable LastUsedBefore or a
+// sandboxapi.ErrInvalidArgument for an unrepresentable LastUsedBefore or a
 // string the database cannot compare.
-func (s *SQLStore) ListWorkspaces(ctx context.Context, f sandbox.WorkspaceFilter) ([]sandbox.Workspace, error) {
+func (s *SQLStore) ListWorkspaces(ctx context.Context, f sandbox.WorkspaceFilter) ([]sandboxapi.Workspace, error) {
 	q, args, err := s.d.Statements.ListWorkspaces(f)
 	if err != nil {
 		return nil, err
@@ -271,8 +272,8 @@ func (s *SQLStore) ListWorkspaces(ctx context.Context, f sandbox.WorkspaceFilter
 // TouchWorkspace sets last_used_at and updated_at of the workspace with id
 // to at (docs/DESIGN.md "Storage model") (stored in UTC; not
 // clamped, so an earlier at moves them back). Errors:
-// sandbox.ErrWorkspaceNotFound when there is no such row;
-// sandbox.ErrInvalidArgument for an unrepresentable at.
+// sandboxapi.ErrWorkspaceNotFound when there is no such row;
+// sandboxapi.ErrInvalidArgument for an unrepresentable at.
 func (s *SQLStore) TouchWorkspace(ctx context.Context, id string, at time.Time) error {
 	ts, err := EncodeTime("last_used_at", at)
 	if err != nil {
@@ -295,7 +296,7 @@ func (s *SQLStore) DeleteWorkspace(ctx context.Context, id string) error {
 // UpsertRuntime inserts r (docs/DESIGN.md "Storage model"), or
 // replaces every column of the row with r.ID except created_at, which keeps
 // its first value (INSERT … ON CONFLICT (id) DO UPDATE). Errors:
-// sandbox.ErrInvalidArgument for an empty ID, an unrepresentable time or a
+// sandboxapi.ErrInvalidArgument for an empty ID, an unrepresentable time or a
 // string the database cannot store.
 func (s *SQLStore) UpsertRuntime(ctx context.Context, r sandbox.RuntimeRecord) error {
 	args, err := RuntimeValues(r)
@@ -307,10 +308,10 @@ func (s *SQLStore) UpsertRuntime(ctx context.Context, r sandbox.RuntimeRecord) e
 }
 
 // GetRuntime returns the runtime record with id (docs/DESIGN.md
-// "Storage model"). Errors: sandbox.ErrNotFound (message naming id) when
+// "Storage model"). Errors: sandboxapi.ErrNotFound (message naming id) when
 // there is none.
 func (s *SQLStore) GetRuntime(ctx context.Context, id string) (sandbox.RuntimeRecord, error) {
-	return get(ctx, s, s.d.Statements.GetRuntime, id, ScanRuntime, sandbox.ErrNotFound, "runtime")
+	return get(ctx, s, s.d.Statements.GetRuntime, id, ScanRuntime, sandboxapi.ErrNotFound, "runtime")
 }
 
 // ListRuntimes (docs/DESIGN.md "Storage model") returns the runtime
@@ -334,7 +335,7 @@ func (s *SQLStore) DeleteRuntime(ctx context.Context, id string) error {
 // UpsertHost inserts h into sandbox_hosts, or replaces every column of the
 // row with h.HostID (HostRegistry). Concurrent upserts of one id (two
 // workers claiming the same SANDBOX_HOST_ID) never conflict: the last write
-// wins. Errors: sandbox.ErrInvalidArgument for an empty HostID, a time
+// wins. Errors: sandboxapi.ErrInvalidArgument for an empty HostID, a time
 // outside the years 0000–9999 or a string the database cannot store.
 func (s *SQLStore) UpsertHost(ctx context.Context, h Host) error {
 	args, err := HostValues(h)
@@ -346,9 +347,9 @@ func (s *SQLStore) UpsertHost(ctx context.Context, h Host) error {
 }
 
 // GetHost returns the sandbox_hosts row with id (HostRegistry). Errors:
-// sandbox.ErrNotFound (the message names id) when there is none.
+// sandboxapi.ErrNotFound (the message names id) when there is none.
 func (s *SQLStore) GetHost(ctx context.Context, id string) (Host, error) {
-	return get(ctx, s, s.d.Statements.GetHost, id, ScanHost, sandbox.ErrNotFound, "host")
+	return get(ctx, s, s.d.Statements.GetHost, id, ScanHost, sandboxapi.ErrNotFound, "host")
 }
 
 // ListHosts returns every sandbox_hosts row ordered by host id (byte

@@ -174,7 +174,7 @@ func NewStatements(ph Placeholder) *Statements {
 // RepoCacheID, HostID, Mode, State; last_used_at strictly before
 // LastUsedBefore), least recently used first (last_used_at, then id), at most
 // f.Limit rows when f.Limit > 0, for ScanWorkspace. Errors:
-// sandbox.ErrInvalidArgument for an unrepresentable LastUsedBefore.
+// sandboxapi.ErrInvalidArgument for an unrepresentable LastUsedBefore.
 func (s *Statements) ListWorkspaces(f sandbox.WorkspaceFilter) (string, []any, error) {
 	var (
 		where []string

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestPlaceholders pins the rendered SQL: $n and ? from one column list,
@@ -42,14 +43,14 @@ func TestPlaceholders(t *testing.T) {
 // numbering and order, and the limit.
 func TestListWorkspacesQuery(t *testing.T) {
 	f := sandbox.WorkspaceFilter{
-		UserID: "u", HostID: "h", State: sandbox.WorkspaceReady,
+		UserID: "u", HostID: "h", State: sandboxapi.WorkspaceReady,
 		LastUsedBefore: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC), Limit: 7,
 	}
 	q, args, err := NewStatements(Dollar).ListWorkspaces(f)
 	require.NoError(t, err)
 	assert.True(t, strings.HasSuffix(q,
 		" FROM sandbox_workspaces WHERE user_id = $1 AND host_id = $2 AND state = $3 AND last_used_at < $4 ORDER BY last_used_at, id LIMIT $5"), q)
-	assert.Equal(t, []any{"u", "h", string(sandbox.WorkspaceReady), "2025-01-02T03:04:05.000000006Z", int64(7)}, args)
+	assert.Equal(t, []any{"u", "h", string(sandboxapi.WorkspaceReady), "2025-01-02T03:04:05.000000006Z", int64(7)}, args)
 
 	q, args, err = NewStatements(Question).ListWorkspaces(sandbox.WorkspaceFilter{})
 	require.NoError(t, err)
@@ -57,7 +58,7 @@ func TestListWorkspacesQuery(t *testing.T) {
 	assert.Empty(t, args)
 
 	_, _, err = NewStatements(Question).ListWorkspaces(sandbox.WorkspaceFilter{LastUsedBefore: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 
 	q, args = NewStatements(Question).ListRuntimes("ws-1")
 	assert.True(t, strings.HasSuffix(q, " FROM sandbox_runtimes WHERE workspace_id = ? ORDER BY last_used_at, id"), q)
@@ -84,9 +85,9 @@ func TestTimeCodec(t *testing.T) {
 		assert.Equal(t, time.UTC, back.Location())
 	}
 	_, err := EncodeTime("f", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = EncodeTime("f", time.Date(-1, 12, 31, 0, 0, 0, 0, time.UTC))
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = DecodeTime("col", "yesterday")
 	require.ErrorContains(t, err, `column col: bad time "yesterday"`)
 }
@@ -94,7 +95,7 @@ func TestTimeCodec(t *testing.T) {
 // TestValues pins the column values: NULLs, the update order, the key check.
 func TestValues(t *testing.T) {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
-	ws := sandbox.Workspace{ID: "ws-1", Key: "k", Mode: sandbox.ModeAnalysis, LastUsedAt: at}
+	ws := sandboxapi.Workspace{ID: "ws-1", Key: "k", Mode: sandboxapi.ModeAnalysis, LastUsedAt: at}
 	values, err := WorkspaceValues(ws)
 	require.NoError(t, err)
 	require.Len(t, values, len(workspaces.columns))
@@ -107,22 +108,22 @@ func TestValues(t *testing.T) {
 	update, err := WorkspaceUpdateValues(ws)
 	require.NoError(t, err)
 	assert.Equal(t, append(values[1:len(values):len(values)], "ws-1"), update)
-	_, err = WorkspaceUpdateValues(sandbox.Workspace{})
+	_, err = WorkspaceUpdateValues(sandboxapi.Workspace{})
 	require.NoError(t, err, "an update with no id matches no row; it is not rejected here")
 
 	for what, err := range map[string]error{
-		"workspace":  second(WorkspaceValues(sandbox.Workspace{})),
+		"workspace":  second(WorkspaceValues(sandboxapi.Workspace{})),
 		"repo cache": second(RepoCacheValues(sandbox.RepoCache{})),
 		"runtime":    second(RuntimeValues(sandbox.RuntimeRecord{})),
 		"host":       second(HostValues(Host{})),
 	} {
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, what)
-		assert.Equal(t, what+" id: must not be empty", sandbox.Message(err))
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, what)
+		assert.Equal(t, what+" id: must not be empty", sandboxapi.Message(err))
 	}
 
 	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 	_, err = RuntimeValues(sandbox.RuntimeRecord{ID: "rt", ExpiresAt: &far})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "expires_at")
 }
 

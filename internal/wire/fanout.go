@@ -1,18 +1,15 @@
 package wire
 
-import (
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
-	"github.com/sandboxcore/sandboxcore/sandboxapi"
-)
+import "github.com/sandboxcore/sandboxcore/sandboxapi"
 
 // FanoutPrepareInput is fanout.Prepare's argument: resume (or acquire) the
 // conversation session and commit its uncommitted changes.
 type FanoutPrepareInput struct {
 	// OpID prefixes the update ids the activity sends ("<workflow id>/<run id>").
-	OpID              string                    `json:"op_id"`
-	WorkspaceID       string                    `json:"workspace_id"`
-	Request           *sandbox.WorkspaceRequest `json:"request,omitempty"`
-	CheckpointMessage string                    `json:"checkpoint_message"`
+	OpID              string                       `json:"op_id"`
+	WorkspaceID       string                       `json:"workspace_id"`
+	Request           *sandboxapi.WorkspaceRequest `json:"request,omitempty"`
+	CheckpointMessage string                       `json:"checkpoint_message"`
 	// Fork: the tasks are forks of the conversation (FanoutInput.FromFork):
 	// nothing is committed, the start commit is the conversation's HEAD.
 	Fork bool `json:"fork,omitempty"`
@@ -29,9 +26,9 @@ type FanoutPrepareResult struct {
 // started (update-with-start acquire) on HostID's task queue so that its
 // workspace shares the conversation's repository cache.
 type AcquireTaskInput struct {
-	HostID      string                   `json:"host_id"`
-	StartCommit string                   `json:"start_commit"`
-	Request     sandbox.WorkspaceRequest `json:"request"`
+	HostID      string                      `json:"host_id"`
+	StartCommit string                      `json:"start_commit"`
+	Request     sandboxapi.WorkspaceRequest `json:"request"`
 }
 
 // RunScriptInput is fanout.RunScript's argument.
@@ -74,9 +71,9 @@ type FinishTaskResult struct {
 // FanoutMergeInput is fanout.Merge's argument: the merge_branches update sent
 // to the conversation's session.
 type FanoutMergeInput struct {
-	OpID        string               `json:"op_id"`
-	WorkspaceID string               `json:"workspace_id"`
-	Request     sandbox.MergeRequest `json:"request"`
+	OpID        string                  `json:"op_id"`
+	WorkspaceID string                  `json:"workspace_id"`
+	Request     sandboxapi.MergeRequest `json:"request"`
 }
 
 // FanoutMergeResult is fanout.Merge's result: the merge's (its fields at
@@ -84,13 +81,13 @@ type FanoutMergeInput struct {
 // the preview taken before it (nil when none was: recorded before previews,
 // or the preview failed).
 type FanoutMergeResult struct {
-	sandbox.MergeResult
-	Preview *sandbox.MergeResult `json:"preview,omitempty"`
+	sandboxapi.MergeResult
+	Preview *sandboxapi.MergeResult `json:"preview,omitempty"`
 }
 
 // MergeActivityInput is the merge-branches activity's argument (SessionWorkflow
 // update merge_branches).
 type MergeActivityInput struct {
-	WorkspaceID string               `json:"workspace_id"`
-	Request     sandbox.MergeRequest `json:"request"`
+	WorkspaceID string                  `json:"workspace_id"`
+	Request     sandboxapi.MergeRequest `json:"request"`
 }

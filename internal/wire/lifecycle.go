@@ -2,6 +2,7 @@ package wire
 
 import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // CheckpointActivityInput is the checkpoint activity's argument.
@@ -25,17 +26,17 @@ type ForkPrepareInput struct {
 
 // ForkPrepareResult is the source's checkpoint and the fork manifest left for the target.
 type ForkPrepareResult struct {
-	Checkpoint sandbox.Checkpoint   `json:"checkpoint"`
-	Manifest   sandbox.ForkManifest `json:"manifest"`
+	Checkpoint sandboxapi.Checkpoint `json:"checkpoint"`
+	Manifest   sandbox.ForkManifest  `json:"manifest"`
 }
 
 // ForkAcquireInput is the fork's second activity (on the source's host):
 // acquire the target's session by update-with-start on that host's queue.
 type ForkAcquireInput struct {
-	SourceID string                   `json:"source_id"`
-	HostID   string                   `json:"host_id"`
-	Request  sandbox.WorkspaceRequest `json:"request"`
-	OpID     string                   `json:"op_id"`
+	SourceID string                      `json:"source_id"`
+	HostID   string                      `json:"host_id"`
+	Request  sandboxapi.WorkspaceRequest `json:"request"`
+	OpID     string                      `json:"op_id"`
 }
 
 // DestroyActivityInput is the destroy activity's argument.

@@ -19,7 +19,7 @@ type PushActivityInput struct {
 	// WorkspaceID names the workspace; the activity loads its row.
 	WorkspaceID string `json:"workspace_id"`
 	// Request is the push update's argument.
-	Request sandbox.PushRequest `json:"request"`
+	Request sandboxapi.PushRequest `json:"request"`
 }
 
 // PullRequestActivityInput is the create-pull-request activity's argument.
@@ -34,18 +34,18 @@ type PullRequestActivityInput struct {
 // sandboxapi.SessionInput plus the Carry a run hands its successor on
 // continue-as-new (clients never send Carry).
 type SessionRunInput struct {
-	WorkspaceID string                    `json:"workspace_id"`
-	Request     *sandbox.WorkspaceRequest `json:"request,omitempty"`
-	Carry       *SessionCarry             `json:"carry,omitempty"`
+	WorkspaceID string                       `json:"workspace_id"`
+	Request     *sandboxapi.WorkspaceRequest `json:"request,omitempty"`
+	Carry       *SessionCarry                `json:"carry,omitempty"`
 }
 
 // SessionCarry is the state handed across continue-as-new.
 type SessionCarry struct {
-	Workspace      sandbox.Workspace `json:"workspace"`
-	Settings       SessionSettings   `json:"settings"`
-	RuntimeRunning bool              `json:"runtime_running"`
-	LastActivity   time.Time         `json:"last_activity"`
-	Ops            int64             `json:"ops"`
+	Workspace      sandboxapi.Workspace `json:"workspace"`
+	Settings       SessionSettings      `json:"settings"`
+	RuntimeRunning bool                 `json:"runtime_running"`
+	LastActivity   time.Time            `json:"last_activity"`
+	Ops            int64                `json:"ops"`
 	// RuntimeReplica is the last replica state a remote runtime reported.
 	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
 	// State is the previous run's state (one of sandboxapi.SessionStates);
@@ -135,8 +135,8 @@ type SessionSettings struct {
 }
 
 // HandleFor builds the sandboxapi.Handle of a workspace.
-func HandleFor(ws sandbox.Workspace, settings SessionSettings, created bool) sandboxapi.Handle {
-	wfID, _ := sandbox.SessionWorkflowID(ws.ID)
+func HandleFor(ws sandboxapi.Workspace, settings SessionSettings, created bool) sandboxapi.Handle {
+	wfID, _ := sandboxapi.SessionWorkflowID(ws.ID)
 	return sandboxapi.Handle{
 		WorkspaceID: ws.ID, WorkflowID: wfID, LocalPath: ws.LocalPath, Branch: ws.BranchName,
 		BaseRef: ws.BaseRef, BaseCommit: ws.BaseCommit, Mode: ws.Mode, Capabilities: ws.Capabilities,
@@ -165,8 +165,8 @@ type LocateResult struct {
 
 // AcquireActivityInput is the acquire activity's argument.
 type AcquireActivityInput struct {
-	WorkspaceID string                    `json:"workspace_id"`
-	Request     *sandbox.WorkspaceRequest `json:"request,omitempty"`
+	WorkspaceID string                       `json:"workspace_id"`
+	Request     *sandboxapi.WorkspaceRequest `json:"request,omitempty"`
 	// Restore: the restore update asks for it; the work a destroy saved is
 	// brought back (docs/API.md "Destroy").
 	Restore bool `json:"restore,omitempty"`
@@ -174,9 +174,9 @@ type AcquireActivityInput struct {
 
 // AcquireActivityResult is the acquire activity's result.
 type AcquireActivityResult struct {
-	Workspace sandbox.Workspace `json:"workspace"`
-	Settings  SessionSettings   `json:"settings"`
-	Created   bool              `json:"created"`
+	Workspace sandboxapi.Workspace `json:"workspace"`
+	Settings  SessionSettings      `json:"settings"`
+	Created   bool                 `json:"created"`
 	// RestoredFrom: see sandboxapi.Handle.RestoredFrom.
 	RestoredFrom string `json:"restored_from,omitempty"`
 	// Restorable, ForkedFrom: see sandboxapi.Handle.
@@ -188,8 +188,8 @@ type AcquireActivityResult struct {
 
 // ExecActivityInput is the exec activity's argument.
 type ExecActivityInput struct {
-	WorkspaceID string              `json:"workspace_id"`
-	Request     sandbox.ExecRequest `json:"request"`
+	WorkspaceID string                 `json:"workspace_id"`
+	Request     sandboxapi.ExecRequest `json:"request"`
 	// UpdateID is the exec update's id, echoed in sandboxapi.ExecProgress so a streaming
 	// client recognizes its own command.
 	UpdateID string `json:"update_id,omitempty"`
@@ -209,7 +209,7 @@ type ExecActivityInput struct {
 // bare sandboxapi.ExecResult decode into it) and, on remote runtimes, the
 // replica's state after the command (sandboxapi.SessionDescription.RuntimeReplica).
 type ExecActivityResult struct {
-	sandbox.ExecResult
+	sandboxapi.ExecResult
 	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
 }
 
@@ -250,14 +250,14 @@ type ReadOutputActivityInput struct {
 
 // SearchActivityInput is the search activity's argument.
 type SearchActivityInput struct {
-	WorkspaceID string                `json:"workspace_id"`
-	Request     sandbox.SearchRequest `json:"request"`
+	WorkspaceID string                   `json:"workspace_id"`
+	Request     sandboxapi.SearchRequest `json:"request"`
 }
 
 // CommitActivityInput is the commit activity's argument.
 type CommitActivityInput struct {
-	WorkspaceID string                `json:"workspace_id"`
-	Request     sandbox.CommitRequest `json:"request"`
+	WorkspaceID string                   `json:"workspace_id"`
+	Request     sandboxapi.CommitRequest `json:"request"`
 }
 
 // PreviewURLActivityInput is the preview_url activity's argument.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Eviction backups (docs/DESIGN.md "Eviction policy": "Before deleting a dirty
@@ -91,7 +92,7 @@ func (b *Backups) PatchPath(wsID string) string { return filepath.Join(b.dir, ws
 // (Status.UnpushedCommits). It changes no ref, index or file (the snapshot
 // of a checkpointed comparison writes blobs into the object database only).
 // Errors: as Status.
-func (b *Backups) UnsavedWork(ctx context.Context, ws sandbox.Workspace) (sandbox.UnsavedWork, error) {
+func (b *Backups) UnsavedWork(ctx context.Context, ws sandboxapi.Workspace) (sandbox.UnsavedWork, error) {
 	st, err := b.m.Status(ctx, ws)
 	if err != nil {
 		return sandbox.UnsavedWork{}, err
@@ -117,11 +118,11 @@ var savedElsewhere = []string{"--remotes=origin", "--tags", "--glob=" + sandbox.
 func bkUnpushedCommits(ctx context.Context, g gitCtx) (int, error) {
 	out, err := g.run(ctx, append(append([]string{"rev-list", "--count", "HEAD", "--not"}, savedElsewhere...), "--")...)
 	if err != nil {
-		return 0, gitx.Classify(err, "git rev-list HEAD --not --remotes", sandbox.ErrWorkspaceUnavailable)
+		return 0, gitx.Classify(err, "git rev-list HEAD --not --remotes", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
-		return 0, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
+		return 0, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
 	}
 	return n, nil
 }
@@ -141,7 +142,7 @@ type bkKind struct {
 func (b *Backups) evicted() bkKind { return bkKind{"eviction", sandbox.EvictedRef, b.dir} }
 
 func (b *Backups) destroyed() bkKind {
-	return bkKind{"destroy", sandbox.DestroyedRef, filepath.Join(b.dir, "destroyed")}
+	return bkKind{"destroy", sandboxapi.DestroyedRef, filepath.Join(b.dir, "destroyed")}
 }
 
 func (k bkKind) patchPath(wsID string) string { return filepath.Join(k.dir, wsID+".patch") }
@@ -151,14 +152,14 @@ func (k bkKind) manifestPath(wsID string) string { return filepath.Join(k.dir, w
 // PendingBackup returns the manifest <Dir>/<id>.json when it exists and has
 // not been restored. Errors: ErrInvalidArgument (bad id), ErrWorkspaceUnavailable
 // (unreadable or malformed manifest).
-func (b *Backups) PendingBackup(_ context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, bool, error) {
+func (b *Backups) PendingBackup(_ context.Context, ws sandboxapi.Workspace) (sandbox.WorkspaceBackup, bool, error) {
 	return b.pending(ws.ID, b.evicted())
 }
 
 // pending is PendingBackup for backups of kind k.
 func (b *Backups) pending(wsID string, k bkKind) (sandbox.WorkspaceBackup, bool, error) {
-	ws := sandbox.Workspace{ID: wsID}
-	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
+	ws := sandboxapi.Workspace{ID: wsID}
+	if err := sandboxapi.ValidateWorkspaceID(ws.ID); err != nil {
 		return sandbox.WorkspaceBackup{}, false, err
 	}
 	data, err := os.ReadFile(k.manifestPath(ws.ID))
@@ -170,7 +171,7 @@ func (b *Backups) pending(wsID string, k bkKind) (sandbox.WorkspaceBackup, bool,
 	}
 	var man sandbox.WorkspaceBackup
 	if err := json.Unmarshal(data, &man); err != nil || man.WorkspaceID != ws.ID || !isHex(man.Commit) || !isHex(man.Tree) {
-		return sandbox.WorkspaceBackup{}, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "backup manifest %s is malformed", k.manifestPath(ws.ID))
+		return sandbox.WorkspaceBackup{}, false, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "backup manifest %s is malformed", k.manifestPath(ws.ID))
 	}
 	if man.RestoredAt != nil {
 		return man, false, nil
@@ -181,7 +182,7 @@ func (b *Backups) pending(wsID string, k bkKind) (sandbox.WorkspaceBackup, bool,
 func (b *Backups) writeManifest(k bkKind, man sandbox.WorkspaceBackup) error {
 	data, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "encode backup manifest: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "encode backup manifest: %v", err)
 	}
 	path := k.manifestPath(man.WorkspaceID)
 	tmp, err := os.CreateTemp(k.dir, filepath.Base(path)+".tmp-*")
@@ -208,16 +209,16 @@ func (b *Backups) writeManifest(k bkKind, man sandbox.WorkspaceBackup) error {
 // missing mirror holds nothing. Errors: ErrInvalidArgument (LocalPath), ErrWorkspaceUnavailable.
 func (b *Backups) RepoCacheHoldsUnsavedWork(ctx context.Context, cache sandbox.RepoCache) (bool, error) {
 	bare, err := barePath(cache)
-	if errors.Is(err, sandbox.ErrRepoCacheUnavailable) {
+	if errors.Is(err, sandboxapi.ErrRepoCacheUnavailable) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
 	out, err := b.m.bareGit(bare).run(ctx, append(append([]string{"rev-list", "-n1", "--branches", "--glob=" + sandbox.EvictedRefPrefix + "*",
-		"--glob=" + sandbox.DestroyedRefPrefix + "*", "--glob=" + sandbox.CheckpointRefPrefix + "*", "--not"}, savedElsewhere...), "--")...)
+		"--glob=" + sandboxapi.DestroyedRefPrefix + "*", "--glob=" + sandboxapi.CheckpointRefPrefix + "*", "--not"}, savedElsewhere...), "--")...)
 	if err != nil {
-		return false, gitx.Classify(err, "git rev-list (unsaved work in repo cache)", sandbox.ErrWorkspaceUnavailable)
+		return false, gitx.Classify(err, "git rev-list (unsaved work in repo cache)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return strings.TrimSpace(string(out)) != "", nil
 }

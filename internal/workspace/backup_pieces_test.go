@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestParseDiffTree(t *testing.T) {
@@ -32,7 +33,7 @@ func TestParseDiffTree(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, got)
 	_, err = parseDiffTree([]byte(":100644 " + a + " M\x00x\x00"))
-	assert.ErrorIs(t, err, sandbox.ErrWorkspaceUnavailable)
+	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceUnavailable)
 }
 
 func TestChangePerm(t *testing.T) {
@@ -103,7 +104,7 @@ func TestWriteChange(t *testing.T) {
 	assert.Equal(t, "README.md", target)
 
 	err = writeChange(ctx, bg, root, bkTreeChange{newMode: "100644", newSHA: strings.Repeat("e", 40), status: 'A', path: "bad"}, nil)
-	assert.ErrorIs(t, err, sandbox.ErrWorkspaceUnavailable, "a blob that does not exist")
+	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceUnavailable, "a blob that does not exist")
 }
 
 func TestFixPermissions(t *testing.T) {
@@ -131,7 +132,7 @@ func TestCommitBackupAndVerifyPatchApplies(t *testing.T) {
 	bg := f.m.bareGit(f.bare)
 	tree := f.git(f.bare, "rev-parse", f.c2+"^{tree}")
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	wsID := sandbox.WorkspaceIDForKey("edit|u|p|c")
+	wsID := sandboxapi.WorkspaceIDForKey("edit|u|p|c")
 	commit, ref, err := commitBackup(ctx, bg, b.evicted(), wsID, tree, f.c1, tb+"edits-c", now)
 	require.NoError(t, err)
 	assert.Equal(t, sandbox.EvictedRef(wsID), ref)
@@ -149,7 +150,7 @@ func TestCommitBackupAndVerifyPatchApplies(t *testing.T) {
 
 	wrong := man
 	wrong.Tree = f.git(f.bare, "rev-parse", f.c3+"^{tree}")
-	assert.ErrorIs(t, b.verifyPatchApplies(ctx, bg, wrong), sandbox.ErrWorkspaceUnavailable)
+	assert.ErrorIs(t, b.verifyPatchApplies(ctx, bg, wrong), sandboxapi.ErrWorkspaceUnavailable)
 	require.NoError(t, os.WriteFile(man.PatchPath, []byte("diff --git a/x b/x\nnot a patch\n"), 0o600))
-	assert.ErrorIs(t, b.verifyPatchApplies(ctx, bg, man), sandbox.ErrWorkspaceUnavailable)
+	assert.ErrorIs(t, b.verifyPatchApplies(ctx, bg, man), sandboxapi.ErrWorkspaceUnavailable)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Restoring a workspace backup, and bringing a worktree to a tree by raw
@@ -29,7 +30,7 @@ import (
 // evicted; the backup stays in place), ErrWorkspaceUnavailable (backup
 // missing or unverifiable, or the worktree cannot be brought to the tree),
 // ErrInsufficientDisk, ErrWorkspaceNotFound.
-func (b *Backups) Restore(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, bool, error) {
+func (b *Backups) Restore(ctx context.Context, ws sandboxapi.Workspace) (sandbox.WorkspaceBackup, bool, error) {
 	man, w, bg, err := b.openPending(ctx, ws, b.evicted())
 	if err != nil || w == nil {
 		return man, false, err
@@ -40,15 +41,15 @@ func (b *Backups) Restore(ctx context.Context, ws sandbox.Workspace) (sandbox.Wo
 	}
 	if headC != man.Head || branch != man.Branch {
 		if branch != "" || man.Branch != "" {
-			return man, false, sandbox.Errorf(sandbox.ErrConflict, "workspace %s: branch %q is at %s, but its eviction backup was taken on %q at %s; the work is kept at %s and %s",
+			return man, false, sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %s: branch %q is at %s, but its eviction backup was taken on %q at %s; the work is kept at %s and %s",
 				ws.ID, branch, headC, man.Branch, man.Head, man.Ref, man.PatchPath)
 		}
 		// Analysis (detached): move HEAD to the backup's parent, index following.
 		if _, err := w.git.run(ctx, "update-ref", "--no-deref", "-m", "sandboxcore: restore", "HEAD", man.Head); err != nil {
-			return man, false, gitx.Classify(err, "git update-ref HEAD", sandbox.ErrWorkspaceUnavailable)
+			return man, false, gitx.Classify(err, "git update-ref HEAD", sandboxapi.ErrWorkspaceUnavailable)
 		}
 		if _, err := w.git.run(ctx, "read-tree", "--end-of-options", man.Head); err != nil {
-			return man, false, gitx.Classify(err, "git read-tree", sandbox.ErrWorkspaceUnavailable)
+			return man, false, gitx.Classify(err, "git read-tree", sandboxapi.ErrWorkspaceUnavailable)
 		}
 	}
 	if err := b.bringTo(ctx, w, bg, man.Tree, man.Modes); err != nil {
@@ -68,11 +69,11 @@ func (b *Backups) Restore(ctx context.Context, ws sandbox.Workspace) (sandbox.Wo
 func (b *Backups) checkBackupCommit(ctx context.Context, bg gitCtx, man sandbox.WorkspaceBackup, wsID string) error {
 	out, err := bg.run(ctx, "log", "-1", "--format=%T %P", "--end-of-options", man.Commit, "--")
 	if f := strings.Fields(string(out)); err != nil || len(f) != 2 || f[0] != man.Tree || f[1] != man.Head {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "backup commit %s of workspace %s is missing or does not match its manifest; the patch is at %s", man.Commit, wsID, man.PatchPath)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "backup commit %s of workspace %s is missing or does not match its manifest; the patch is at %s", man.Commit, wsID, man.PatchPath)
 	}
 	if got, _ := b.m.firstCommit(ctx, bg, man.Ref); got != man.Commit {
 		if _, err := bg.run(ctx, "update-ref", "-m", "sandboxcore: restore backup ref", man.Ref, man.Commit); err != nil {
-			return gitx.Classify(err, "git update-ref "+man.Ref, sandbox.ErrWorkspaceUnavailable)
+			return gitx.Classify(err, "git update-ref "+man.Ref, sandboxapi.ErrWorkspaceUnavailable)
 		}
 	}
 	return nil
@@ -110,7 +111,7 @@ func (b *Backups) bringTo(ctx context.Context, w *wtRepo, bg gitCtx, tree string
 		}
 	}
 	if !done {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s does not match tree %s after writing it", w.wt, tree)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "worktree %s does not match tree %s after writing it", w.wt, tree)
 	}
 	// The trees are equal, so every path's git mode is; fix the permission
 	// bits git does not record.
@@ -156,7 +157,7 @@ type bkTreeChange struct {
 func bkDiffTrees(ctx context.Context, bg gitCtx, from, to string) ([]bkTreeChange, error) {
 	out, err := bg.run(ctx, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "--end-of-options", from, to, "--")
 	if err != nil {
-		return nil, gitx.Classify(err, "git diff-tree", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git diff-tree", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return parseDiffTree(out)
 }
@@ -171,7 +172,7 @@ func parseDiffTree(out []byte) ([]bkTreeChange, error) {
 	for i := 0; i+1 < len(fields); i += 2 {
 		meta := strings.Fields(strings.TrimPrefix(fields[i], ":"))
 		if len(meta) != 5 || len(meta[4]) == 0 {
-			return nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git diff-tree: unexpected record %q", fields[i])
+			return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git diff-tree: unexpected record %q", fields[i])
 		}
 		list = append(list, bkTreeChange{newMode: meta[1], newSHA: meta[3], status: meta[4][0], path: fields[i+1]})
 	}
@@ -235,7 +236,7 @@ func writeChange(ctx context.Context, bg gitCtx, root *os.Root, c bkTreeChange, 
 	case "120000":
 		var target bytes.Buffer
 		if _, err := bg.runIO(ctx, nil, &target, "cat-file", "blob", c.newSHA); err != nil {
-			return gitx.Classify(err, "git cat-file (restore)", sandbox.ErrWorkspaceUnavailable)
+			return gitx.Classify(err, "git cat-file (restore)", sandboxapi.ErrWorkspaceUnavailable)
 		}
 		if err := root.Symlink(target.String(), c.path); err != nil {
 			return fsError(err, "restore: symlink "+c.path)
@@ -250,7 +251,7 @@ func writeChange(ctx context.Context, bg gitCtx, root *os.Root, c bkTreeChange, 
 			return fsError(cerr, "restore: write "+c.path)
 		}
 		if err != nil {
-			return gitx.Classify(err, "git cat-file (restore)", sandbox.ErrWorkspaceUnavailable)
+			return gitx.Classify(err, "git cat-file (restore)", sandboxapi.ErrWorkspaceUnavailable)
 		}
 		if err := root.Chmod(c.path, changePerm(c, modes)); err != nil {
 			return fsError(err, "restore: chmod "+c.path)
@@ -300,7 +301,7 @@ func bkMakeParents(root *os.Root, rel string) error {
 // bare repository (checkBackupCommit), returning both places to run git.
 // No pending backup: the manifest (restored, or zero) and a nil worktree.
 // Errors: as pending, openWorktree and checkBackupCommit.
-func (b *Backups) openPending(ctx context.Context, ws sandbox.Workspace, k bkKind) (sandbox.WorkspaceBackup, *wtRepo, gitCtx, error) {
+func (b *Backups) openPending(ctx context.Context, ws sandboxapi.Workspace, k bkKind) (sandbox.WorkspaceBackup, *wtRepo, gitCtx, error) {
 	man, ok, err := b.pending(ws.ID, k)
 	if err != nil || !ok {
 		return man, nil, gitCtx{}, err

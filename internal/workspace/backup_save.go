@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Saving a workspace backup: the commit onto its backup ref, the patch
@@ -33,16 +34,16 @@ import (
 // ErrWorkspaceNotFound, ErrWorkspaceDirty (a nested repository cannot be
 // saved, or the worktree changed during the backup), ErrInsufficientDisk,
 // ErrWorkspaceUnavailable (anything else, e.g. an unreadable file).
-func (b *Backups) Backup(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, error) {
+func (b *Backups) Backup(ctx context.Context, ws sandboxapi.Workspace) (sandbox.WorkspaceBackup, error) {
 	return b.backupAs(ctx, ws, b.evicted())
 }
 
 // backupAs is Backup for backups of kind k.
-func (b *Backups) backupAs(ctx context.Context, ws sandbox.Workspace, k bkKind) (sandbox.WorkspaceBackup, error) {
+func (b *Backups) backupAs(ctx context.Context, ws sandboxapi.Workspace, k bkKind) (sandbox.WorkspaceBackup, error) {
 	if err := os.MkdirAll(k.dir, 0o700); err != nil {
 		return sandbox.WorkspaceBackup{}, fsError(err, "backup directory")
 	}
-	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(ws.ID); err != nil {
 		return sandbox.WorkspaceBackup{}, err
 	}
 	unsaved, err := b.UnsavedWork(ctx, ws)
@@ -63,7 +64,7 @@ func (b *Backups) backupAs(ctx context.Context, ws sandbox.Workspace, k bkKind) 
 	if subs, err := b.m.dirtySubmodules(ctx, w); err != nil {
 		return sandbox.WorkspaceBackup{}, err
 	} else if len(subs) > 0 {
-		return sandbox.WorkspaceBackup{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s has changes inside submodule %s, which a backup cannot save; not evicted", ws.ID, subs[0])
+		return sandbox.WorkspaceBackup{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceDirty, "workspace %s has changes inside submodule %s, which a backup cannot save; not evicted", ws.ID, subs[0])
 	}
 	snap, err := b.snapshot(ctx, w)
 	if err != nil {
@@ -94,7 +95,7 @@ func (b *Backups) backupAs(ctx context.Context, ws sandbox.Workspace, k bkKind) 
 		return sandbox.WorkspaceBackup{}, err
 	}
 	if again.tree != snap.tree {
-		return sandbox.WorkspaceBackup{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s changed while it was being saved; not evicted", ws.ID)
+		return sandbox.WorkspaceBackup{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceDirty, "workspace %s changed while it was being saved; not evicted", ws.ID)
 	}
 	if err := b.writeManifest(k, man); err != nil {
 		return sandbox.WorkspaceBackup{}, err
@@ -118,15 +119,15 @@ func commitBackup(ctx context.Context, bg gitCtx, k bkKind, wsID, tree, headC, b
 	msg := fmt.Sprintf("sandboxcore: %s backup of %s\n\nworkspace: %s\nbranch: %s\nhead: %s\n", k.what, wsID, wsID, what, headC)
 	out, err := bg.with("GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date).runIO(ctx, strings.NewReader(msg), nil, "commit-tree", tree, "-p", headC)
 	if err != nil {
-		return "", "", gitx.Classify(err, "git commit-tree (eviction backup)", sandbox.ErrWorkspaceUnavailable)
+		return "", "", gitx.Classify(err, "git commit-tree (eviction backup)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	commit := strings.TrimSpace(string(out))
 	if !isHex(commit) {
-		return "", "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git commit-tree: unexpected output %q", out)
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git commit-tree: unexpected output %q", out)
 	}
 	ref := k.ref(wsID)
 	if _, err := bg.run(ctx, "update-ref", "-m", "sandboxcore: "+k.what+" backup", ref, commit); err != nil {
-		return "", "", gitx.Classify(err, "git update-ref "+ref, sandbox.ErrWorkspaceUnavailable)
+		return "", "", gitx.Classify(err, "git update-ref "+ref, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return commit, ref, nil
 }
@@ -146,7 +147,7 @@ func (b *Backups) writePatch(ctx context.Context, bg gitCtx, from, to, path stri
 		"--no-renames", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/", "-O/dev/null", "--end-of-options", from, to, "--")
 	if err != nil {
 		_ = tmp.Close()
-		return 0, "", gitx.Classify(err, "git diff --binary (patch artifact)", sandbox.ErrWorkspaceUnavailable)
+		return 0, "", gitx.Classify(err, "git diff --binary (patch artifact)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if err := errors.Join(tmp.Sync(), tmp.Close()); err != nil {
 		return 0, "", fsError(err, "patch artifact")
@@ -161,7 +162,7 @@ func (b *Backups) writePatch(ctx context.Context, bg gitCtx, from, to, path stri
 // verify checks a freshly written backup (see Backup).
 func (b *Backups) verify(ctx context.Context, bg gitCtx, man sandbox.WorkspaceBackup) error {
 	fail := func(format string, args ...any) error {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "verify backup of %s: "+format, append([]any{man.WorkspaceID}, args...)...)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "verify backup of %s: "+format, append([]any{man.WorkspaceID}, args...)...)
 	}
 	got, err := b.m.firstCommit(ctx, bg, man.Ref)
 	if err != nil {
@@ -172,7 +173,7 @@ func (b *Backups) verify(ctx context.Context, bg gitCtx, man sandbox.WorkspaceBa
 	}
 	out, err := bg.run(ctx, "log", "-1", "--format=%T %P", "--end-of-options", man.Commit, "--")
 	if err != nil {
-		return gitx.Classify(err, "git log (verify backup)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git log (verify backup)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if f := strings.Fields(string(out)); len(f) != 2 || f[0] != man.Tree || f[1] != man.Head {
 		return fail("commit %s has tree/parent %q, want %s %s", man.Commit, strings.TrimSpace(string(out)), man.Tree, man.Head)
@@ -204,17 +205,17 @@ func (b *Backups) verifyPatchApplies(ctx context.Context, bg gitCtx, man sandbox
 	_ = os.Remove(idx)
 	g := bg.with("GIT_INDEX_FILE=" + idx)
 	if _, err := g.run(ctx, "read-tree", "--end-of-options", man.Head); err != nil {
-		return gitx.Classify(err, "git read-tree (verify backup)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git read-tree (verify backup)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if _, err := g.run(ctx, "apply", "--cached", "--binary", "--whitespace=nowarn", "-p1", "--", man.PatchPath); err != nil {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "verify backup of %s: the patch does not apply onto HEAD: %v", man.WorkspaceID, err)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "verify backup of %s: the patch does not apply onto HEAD: %v", man.WorkspaceID, err)
 	}
 	out, err := g.run(ctx, "write-tree")
 	if err != nil {
-		return gitx.Classify(err, "git write-tree (verify backup)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git write-tree (verify backup)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if t := strings.TrimSpace(string(out)); t != man.Tree {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "verify backup of %s: the patch applied onto HEAD gives tree %s, want %s", man.WorkspaceID, t, man.Tree)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "verify backup of %s: the patch applied onto HEAD gives tree %s, want %s", man.WorkspaceID, t, man.Tree)
 	}
 	return nil
 }

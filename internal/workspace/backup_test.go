@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // fileState is one worktree entry as a test sees it: type, permission bits
@@ -74,7 +75,7 @@ func TestBackupRestoreByteForByte(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	req := f.req(sandbox.ModeEdit, "conv")
+	req := f.req(sandboxapi.ModeEdit, "conv")
 	ws := f.ensure(req)
 	wt := ws.LocalPath
 
@@ -190,7 +191,7 @@ func TestBackupOfOnlyUnpushedCommits(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeTask, "t1"))
+	ws := f.ensure(f.req(sandboxapi.ModeTask, "t1"))
 	write(t, ws.LocalPath, "x.txt", []byte("x\n"), 0o644)
 	f.git(ws.LocalPath, "add", "x.txt")
 	f.git(ws.LocalPath, "commit", "-q", "-m", "x")
@@ -204,7 +205,7 @@ func TestBackupOfOnlyUnpushedCommits(t *testing.T) {
 
 	want := worktreeFiles(t, ws.LocalPath)
 	require.NoError(t, f.m.Remove(ctx, ws))
-	ws2 := f.ensure(f.req(sandbox.ModeTask, "t1"))
+	ws2 := f.ensure(f.req(sandboxapi.ModeTask, "t1"))
 	_, restored, err := b.Restore(ctx, ws2)
 	require.NoError(t, err)
 	assert.True(t, restored)
@@ -219,7 +220,7 @@ func TestPushedCommitsAreSaved(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	write(t, ws.LocalPath, "x.txt", []byte("x\n"), 0o644)
 	f.git(ws.LocalPath, "add", "x.txt")
 	f.git(ws.LocalPath, "commit", "-q", "-m", "x")
@@ -253,7 +254,7 @@ func TestRestoreAnalysisMovesDetachedHead(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	req := f.req(sandbox.ModeAnalysis, "main")
+	req := f.req(sandboxapi.ModeAnalysis, "main")
 	ws := f.ensure(req)
 	write(t, ws.LocalPath, "scratch.txt", []byte("notes\n"), 0o644)
 	want := worktreeFiles(t, ws.LocalPath)
@@ -280,7 +281,7 @@ func TestRestoreRefusesWhenTheBranchMoved(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	req := f.req(sandbox.ModeEdit, "moved")
+	req := f.req(sandboxapi.ModeEdit, "moved")
 	ws := f.ensure(req)
 	write(t, ws.LocalPath, "work.txt", []byte("precious\n"), 0o644)
 	man, err := b.Backup(ctx, ws)
@@ -289,7 +290,7 @@ func TestRestoreRefusesWhenTheBranchMoved(t *testing.T) {
 	f.git(f.bare, "update-ref", "refs/heads/"+tb+"edits-moved", f.c3)
 	ws2 := f.ensure(req)
 	_, restored, err := b.Restore(ctx, ws2)
-	requireKind(t, err, sandbox.ErrConflict)
+	requireKind(t, err, sandboxapi.ErrConflict)
 	assert.False(t, restored)
 	assert.Contains(t, err.Error(), man.Ref)
 	_, ok, err := b.PendingBackup(ctx, ws2)
@@ -302,13 +303,13 @@ func TestBackupRefusesNestedRepository(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeEdit, "nested"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "nested"))
 	nested := filepath.Join(ws.LocalPath, "vendor", "lib")
 	require.NoError(t, os.MkdirAll(nested, 0o755))
 	f.git(nested, "init", "-q")
 	write(t, nested, "code.go", []byte("package lib\n"), 0o644)
 	_, err := b.Backup(ctx, ws)
-	requireKind(t, err, sandbox.ErrWorkspaceDirty)
+	requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 	assert.Contains(t, err.Error(), "vendor/lib/")
 	_, ok, err := b.PendingBackup(ctx, ws)
 	require.NoError(t, err)
@@ -320,7 +321,7 @@ func TestCheckRemovable(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeEdit, "perm"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "perm"))
 	ro := filepath.Join(ws.LocalPath, "ro")
 	write(t, ro, "f.txt", []byte("x"), 0o444)
 	require.NoError(t, os.Chmod(ro, 0o555))
@@ -334,7 +335,7 @@ func TestCheckRemovable(t *testing.T) {
 	// write permission for others cannot be emptied.
 	b.euid, b.groups = 4242, []int{4242}
 	err := b.CheckRemovable(ctx, ws)
-	requireKind(t, err, sandbox.ErrWorkspaceUnavailable)
+	requireKind(t, err, sandboxapi.ErrWorkspaceUnavailable)
 	assert.Contains(t, err.Error(), "cannot be deleted by uid 4242")
 	require.NoError(t, filepath.WalkDir(ws.LocalPath, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
@@ -345,7 +346,7 @@ func TestCheckRemovable(t *testing.T) {
 	require.NoError(t, b.CheckRemovable(ctx, ws), "world-writable directories can be emptied by anyone")
 	require.NoError(t, os.Chmod(ro, os.ModeSticky|0o777))
 	err = b.CheckRemovable(ctx, ws)
-	requireKind(t, err, sandbox.ErrWorkspaceUnavailable)
+	requireKind(t, err, sandboxapi.ErrWorkspaceUnavailable)
 	assert.True(t, strings.Contains(err.Error(), "sticky"), err.Error())
 
 	// The real remover handles read-only directories of its own uid.
@@ -357,7 +358,7 @@ func TestCheckRemovable(t *testing.T) {
 func TestCleanCacheHoldsNothing(t *testing.T) {
 	f := newFixture(t)
 	b := newBackups(t, f)
-	f.ensure(f.req(sandbox.ModeEdit, "c")) // a branch at an upstream commit: nothing unique
+	f.ensure(f.req(sandboxapi.ModeEdit, "c")) // a branch at an upstream commit: nothing unique
 	holds, err := b.RepoCacheHoldsUnsavedWork(context.Background(), f.cache)
 	require.NoError(t, err)
 	assert.False(t, holds)

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // BaseFiles returns the content of each of paths (slash-separated, relative
@@ -18,7 +18,7 @@ import (
 // read (the agent's edits do not change what the base commit says).
 // Errors: ErrWorkspaceNotFound, ErrInvalidArgument (a path with a line
 // break), ErrWorkspaceUnavailable.
-func (m *Manager) BaseFiles(ctx context.Context, ws sandbox.Workspace, paths []string, maxBytes int) (map[string][]byte, error) {
+func (m *Manager) BaseFiles(ctx context.Context, ws sandboxapi.Workspace, paths []string, maxBytes int) (map[string][]byte, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return nil, err
@@ -30,13 +30,13 @@ func (m *Manager) BaseFiles(ctx context.Context, ws sandbox.Workspace, paths []s
 	var in bytes.Buffer
 	for _, p := range paths {
 		if strings.ContainsAny(p, "\n\x00") {
-			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "path %q contains a line break", p)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "path %q contains a line break", p)
 		}
 		in.WriteString(base + ":" + p + "\n")
 	}
 	out, err := w.git.runIO(ctx, &in, nil, "cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)")
 	if err != nil {
-		return nil, gitx.Classify(err, "git cat-file", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git cat-file", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	files := map[string][]byte{}
@@ -53,7 +53,7 @@ func (m *Manager) BaseFiles(ctx context.Context, ws sandbox.Workspace, paths []s
 		if size > int64(maxBytes) {
 			buf.buf.Write(make([]byte, maxBytes+1)) // too large: never read
 		} else if _, err := w.git.runIO(ctx, nil, buf, "cat-file", "blob", f[0]); err != nil {
-			return nil, gitx.Classify(err, "git cat-file blob", sandbox.ErrWorkspaceUnavailable)
+			return nil, gitx.Classify(err, "git cat-file blob", sandboxapi.ErrWorkspaceUnavailable)
 		}
 		files[paths[i]] = buf.buf.Bytes()
 	}

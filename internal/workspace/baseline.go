@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // The checkout baseline (docs/API.md "status": an untouched workspace is
@@ -123,13 +123,13 @@ func (m *Manager) recordBaseline(ctx context.Context, w *wtRepo) error {
 	defer removeIndex(tmp)
 	g := w.git.with(readEnv, "GIT_INDEX_FILE="+tmp)
 	if _, err := g.run(ctx, "add", "--renormalize", "--", "."); err != nil {
-		return gitx.Classify(err, "git add --renormalize (checkout baseline)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git add --renormalize (checkout baseline)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	// Right after the checkout the real index is HEAD: what the copy now
 	// holds differently is what git would change.
 	out, err := g.run(ctx, "diff-index", "--cached", "-z", "--no-renames", "--ignore-submodules=all", "HEAD", "--")
 	if err != nil {
-		return gitx.Classify(err, "git diff-index (checkout baseline)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git diff-index (checkout baseline)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	b := baseline{}
 	var paths []string
@@ -353,7 +353,7 @@ func (m *Manager) rawIDs(ctx context.Context, w *wtRepo, paths []string) ([]stri
 	}
 	out, err := w.git.with(readEnv).runIO(ctx, &batch, nil, "hash-object", "--no-filters", "--stdin-paths")
 	if err != nil {
-		return nil, gitx.Classify(err, "git hash-object --no-filters", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git hash-object --no-filters", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	j := 0
@@ -364,7 +364,7 @@ func (m *Manager) rawIDs(ctx context.Context, w *wtRepo, paths []string) ([]stri
 		}
 	}
 	if j != len(idx) {
-		return nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git hash-object returned %d ids for %d files", j, len(idx))
+		return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git hash-object returned %d ids for %d files", j, len(idx))
 	}
 	return ids, nil
 }
@@ -381,7 +381,7 @@ func restoreCheckedOut(ctx context.Context, g gitCtx, entries map[string]baselin
 		fmt.Fprintf(&info, "%s %s\t%s\x00", e.mode, e.blob, p)
 	}
 	if _, err := g.runIO(ctx, &info, nil, "update-index", "-z", "--index-info"); err != nil {
-		return gitx.Classify(err, "git update-index --index-info (checkout baseline)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git update-index --index-info (checkout baseline)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return nil
 }
@@ -411,7 +411,7 @@ func (m *Manager) indexCopy(ctx context.Context, w *wtRepo, pattern string) (str
 	if rerr != nil {
 		_ = os.Remove(name)
 		if _, err := w.git.with("GIT_INDEX_FILE="+name).run(ctx, "read-tree", "HEAD"); err != nil {
-			return "", gitx.Classify(err, "git read-tree HEAD", sandbox.ErrWorkspaceUnavailable)
+			return "", gitx.Classify(err, "git read-tree HEAD", sandboxapi.ErrWorkspaceUnavailable)
 		}
 	}
 	return name, nil

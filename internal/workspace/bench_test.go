@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // benchRepoFixture is the test fixture with 200 more files, a
@@ -37,7 +37,7 @@ func BenchmarkEnsureNewWorktree(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, fmt.Sprintf("b%d", i)), nil); err != nil {
+		if _, err := f.m.Ensure(ctx, f.cache, f.req(sandboxapi.ModeEdit, fmt.Sprintf("b%d", i)), nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func BenchmarkRawWorktreeAddOfFixture(b *testing.B) {
 // BenchmarkRawGitStatus is plain `git status --porcelain` of it.
 func BenchmarkStatus(b *testing.B) {
 	f := benchRepoFixture(b)
-	ws, err := f.m.Ensure(context.Background(), f.cache, f.req(sandbox.ModeEdit, "s"), nil)
+	ws, err := f.m.Ensure(context.Background(), f.cache, f.req(sandboxapi.ModeEdit, "s"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func BenchmarkStatus(b *testing.B) {
 
 func BenchmarkRawGitStatus(b *testing.B) {
 	f := benchRepoFixture(b)
-	ws, err := f.m.Ensure(context.Background(), f.cache, f.req(sandbox.ModeEdit, "s"), nil)
+	ws, err := f.m.Ensure(context.Background(), f.cache, f.req(sandboxapi.ModeEdit, "s"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

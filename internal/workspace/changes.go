@@ -9,7 +9,6 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/overlaps"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -30,7 +29,7 @@ const MaxChangedFiles = 20000
 // sandboxapi.MaxOverlapRanges ranges are summarized as a whole. Errors:
 // ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath), ErrRefNotFound (base
 // commit missing), ErrRepoLocked, ErrWorkspaceUnavailable.
-func (m *Manager) Changes(ctx context.Context, ws sandbox.Workspace) (overlaps.Summary, error) {
+func (m *Manager) Changes(ctx context.Context, ws sandboxapi.Workspace) (overlaps.Summary, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return overlaps.Summary{}, err
@@ -54,13 +53,13 @@ func (m *Manager) Changes(ctx context.Context, ws sandbox.Workspace) (overlaps.S
 	raw := &cappedBuffer{max: 16 << 20}
 	args := append(slices.Clone(common), "--raw", "-z", "--no-abbrev", "--end-of-options", base, "--")
 	if _, err := g.runIO(ctx, nil, raw, args...); err != nil {
-		return overlaps.Summary{}, gitx.Classify(err, "git diff --raw "+base, sandbox.ErrWorkspaceUnavailable)
+		return overlaps.Summary{}, gitx.Classify(err, "git diff --raw "+base, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	files, sections := parseRawDiff(raw.buf.Bytes(), raw.total > int64(raw.buf.Len()))
 	hunks := &hunkScanner{}
 	args = append(slices.Clone(common), "-U0", "--src-prefix=a/", "--dst-prefix=b/", "--end-of-options", base, "--")
 	if _, err := g.runIO(ctx, nil, hunks, args...); err != nil {
-		return overlaps.Summary{}, gitx.Classify(err, "git diff -U0 "+base, sandbox.ErrWorkspaceUnavailable)
+		return overlaps.Summary{}, gitx.Classify(err, "git diff -U0 "+base, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	hunks.flush()
 	attachRanges(files, sections, hunks.files)

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/overlaps"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -48,7 +47,7 @@ func overlapFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) write(ws sandbox.Workspace, rel, content string) {
+func (f *fixture) write(ws sandboxapi.Workspace, rel, content string) {
 	f.t.Helper()
 	p := filepath.Join(ws.LocalPath, rel)
 	require.NoError(f.t, os.MkdirAll(filepath.Dir(p), 0o755))
@@ -66,9 +65,9 @@ func byKey(s overlaps.Summary) map[string]overlaps.FileChange {
 func TestChangesAreCommittedAndUncommittedWithRenamesAndRanges(t *testing.T) {
 	f := overlapFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	f.write(ws, "big.txt", withLines(20, map[int]string{3: "three"}))
-	_, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "line 3"})
+	_, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "line 3"})
 	require.NoError(t, err)
 	// Uncommitted: a line inserted after line 10, a rename with an edit, a
 	// deletion, an untracked file and a binary change.
@@ -106,14 +105,14 @@ func TestChangesAreCommittedAndUncommittedWithRenamesAndRanges(t *testing.T) {
 func TestOverlapsAgreeWithRealMerges(t *testing.T) {
 	f := overlapFixture(t)
 	ctx := context.Background()
-	a := f.ensure(f.req(sandbox.ModeTask, "a"))
-	b := f.ensure(f.req(sandbox.ModeTask, "b"))
-	c := f.ensure(f.req(sandbox.ModeTask, "c"))
+	a := f.ensure(f.req(sandboxapi.ModeTask, "a"))
+	b := f.ensure(f.req(sandboxapi.ModeTask, "b"))
+	c := f.ensure(f.req(sandboxapi.ModeTask, "c"))
 	f.write(a, "big.txt", withLines(20, map[int]string{2: "a2", 3: "a3"}))
 	f.write(b, "big.txt", withLines(20, map[int]string{15: "b15"}))
 	f.write(c, "big.txt", withLines(20, map[int]string{4: "c4"}))
 	summaries := map[string]overlaps.Summary{}
-	for _, ws := range []sandbox.Workspace{a, b, c} {
+	for _, ws := range []sandboxapi.Workspace{a, b, c} {
 		s, err := f.m.Changes(ctx, ws)
 		require.NoError(t, err)
 		summaries[ws.ID] = s
@@ -126,20 +125,20 @@ func TestOverlapsAgreeWithRealMerges(t *testing.T) {
 	assert.Equal(t, sandboxapi.RiskMedium, got[1].Risk)
 
 	// Commit all three and merge b and c into a: b merges, c conflicts.
-	for _, ws := range []sandbox.Workspace{a, b, c} {
-		_, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "edit"})
+	for _, ws := range []sandboxapi.Workspace{a, b, c} {
+		_, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "edit"})
 		require.NoError(t, err)
 	}
-	res, err := f.m.Merge(ctx, a, sandbox.MergeRequest{Branches: []string{b.BranchName, c.BranchName}})
+	res, err := f.m.Merge(ctx, a, sandboxapi.MergeRequest{Branches: []string{b.BranchName, c.BranchName}})
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.MergeMerged, res.Branches[0].Status)
-	assert.Equal(t, sandbox.MergeConflict, res.Branches[1].Status)
+	assert.Equal(t, sandboxapi.MergeMerged, res.Branches[0].Status)
+	assert.Equal(t, sandboxapi.MergeConflict, res.Branches[1].Status)
 }
 
 // outcome is a branch's merge outcome with MergeClean read as MergeMerged.
-func outcome(bm sandbox.BranchMerge) sandbox.BranchMerge {
-	if bm.Status == sandbox.MergeClean {
-		bm.Status = sandbox.MergeMerged
+func outcome(bm sandboxapi.BranchMerge) sandboxapi.BranchMerge {
+	if bm.Status == sandboxapi.MergeClean {
+		bm.Status = sandboxapi.MergeMerged
 	}
 	return bm
 }
@@ -147,7 +146,7 @@ func outcome(bm sandbox.BranchMerge) sandbox.BranchMerge {
 func TestMergePreviewEqualsTheMerge(t *testing.T) {
 	f := overlapFixture(t)
 	ctx := context.Background()
-	conv := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	conv := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	x := f.taskOf(conv, "x", map[string]string{"big.txt": withLines(20, map[int]string{2: "x2", 3: "x3", 17: "x17"})})
 	y := f.taskOf(conv, "y", map[string]string{"big.txt": withLines(20, map[int]string{3: "y3"})})
 	z := f.taskOf(conv, "z", map[string]string{"big.txt": withLines(20, map[int]string{17: "z17"}), "z.txt": "z\n"})
@@ -156,19 +155,19 @@ func TestMergePreviewEqualsTheMerge(t *testing.T) {
 	index, err := os.ReadFile(filepath.Join(admin, "index"))
 	require.NoError(t, err)
 
-	given, err := f.m.Merge(ctx, conv, sandbox.MergeRequest{Branches: []string{x, y, z}, DryRun: true})
+	given, err := f.m.Merge(ctx, conv, sandboxapi.MergeRequest{Branches: []string{x, y, z}, DryRun: true})
 	require.NoError(t, err)
 	assert.True(t, given.DryRun)
 	assert.Equal(t, head, given.Head)
-	assert.Equal(t, []string{sandbox.MergeClean, sandbox.MergeConflict, sandbox.MergeConflict},
+	assert.Equal(t, []string{sandboxapi.MergeClean, sandboxapi.MergeConflict, sandboxapi.MergeConflict},
 		[]string{given.Branches[0].Status, given.Branches[1].Status, given.Branches[2].Status})
 	assert.Equal(t, []string{"big.txt"}, given.Branches[1].ConflictFiles)
 
-	least, err := f.m.Merge(ctx, conv, sandbox.MergeRequest{Branches: []string{x, y, z}, DryRun: true, Order: sandbox.MergeOrderLeastConflicts})
+	least, err := f.m.Merge(ctx, conv, sandboxapi.MergeRequest{Branches: []string{x, y, z}, DryRun: true, Order: sandboxapi.MergeOrderLeastConflicts})
 	require.NoError(t, err)
 	require.Len(t, least.Branches, 3)
 	assert.Equal(t, []string{y, z, x}, []string{least.Branches[0].Branch, least.Branches[1].Branch, least.Branches[2].Branch})
-	assert.Equal(t, []string{sandbox.MergeClean, sandbox.MergeClean, sandbox.MergeConflict},
+	assert.Equal(t, []string{sandboxapi.MergeClean, sandboxapi.MergeClean, sandboxapi.MergeConflict},
 		[]string{least.Branches[0].Status, least.Branches[1].Status, least.Branches[2].Status})
 
 	// Nothing changed: HEAD, the index's bytes, the work tree.
@@ -179,7 +178,7 @@ func TestMergePreviewEqualsTheMerge(t *testing.T) {
 	f.requireClean(conv)
 
 	// The merge then does exactly what the preview said.
-	res, err := f.m.Merge(ctx, conv, sandbox.MergeRequest{Branches: []string{x, y, z}, Order: sandbox.MergeOrderLeastConflicts})
+	res, err := f.m.Merge(ctx, conv, sandboxapi.MergeRequest{Branches: []string{x, y, z}, Order: sandboxapi.MergeOrderLeastConflicts})
 	require.NoError(t, err)
 	require.Len(t, res.Branches, 3)
 	for i := range res.Branches {
@@ -192,22 +191,22 @@ func TestMergePreviewEqualsTheMerge(t *testing.T) {
 func TestMergePreviewOfADirtyWorkspace(t *testing.T) {
 	f := overlapFixture(t)
 	ctx := context.Background()
-	conv := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	conv := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	clean := f.taskOf(conv, "clean", map[string]string{"big.txt": withLines(20, map[int]string{18: "t18"})})
 	clash := f.taskOf(conv, "clash", map[string]string{"big.txt": withLines(20, map[int]string{10: "t10"})})
 	f.write(conv, "big.txt", withLines(20, map[int]string{10: "mine"}))
 	f.write(conv, "wip.txt", "wip\n")
 
-	p, err := f.m.Merge(ctx, conv, sandbox.MergeRequest{Branches: []string{clean, clash}, DryRun: true})
+	p, err := f.m.Merge(ctx, conv, sandboxapi.MergeRequest{Branches: []string{clean, clash}, DryRun: true})
 	require.NoError(t, err)
 	assert.True(t, p.Dirty)
-	assert.Equal(t, sandbox.MergeClean, p.Branches[0].Status)
-	assert.Equal(t, sandbox.MergeConflict, p.Branches[1].Status, "the uncommitted line 10 is part of the preview")
+	assert.Equal(t, sandboxapi.MergeClean, p.Branches[0].Status)
+	assert.Equal(t, sandboxapi.MergeConflict, p.Branches[1].Status, "the uncommitted line 10 is part of the preview")
 	// Untouched: still dirty with the same bytes.
 	assert.Equal(t, withLines(20, map[int]string{10: "mine"}), f.read(conv, "big.txt"))
 	assert.Equal(t, "wip\n", f.read(conv, "wip.txt"))
 
-	res, err := f.m.Merge(ctx, conv, sandbox.MergeRequest{Branches: []string{clean, clash}, CheckpointMessage: "wip"})
+	res, err := f.m.Merge(ctx, conv, sandboxapi.MergeRequest{Branches: []string{clean, clash}, CheckpointMessage: "wip"})
 	require.NoError(t, err)
 	for i := range res.Branches {
 		assert.Equal(t, outcome(p.Branches[i]), res.Branches[i])
@@ -219,7 +218,7 @@ func blobID(content string) string {
 	return fmt.Sprintf("%x", sha1.Sum([]byte(fmt.Sprintf("blob %d\x00%s", len(content), content))))
 }
 
-func (f *fixture) read(ws sandbox.Workspace, rel string) string {
+func (f *fixture) read(ws sandboxapi.Workspace, rel string) string {
 	f.t.Helper()
 	b, err := os.ReadFile(filepath.Join(ws.LocalPath, rel))
 	require.NoError(f.t, err)

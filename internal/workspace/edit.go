@@ -18,7 +18,6 @@ import (
 	"syscall"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -42,7 +41,7 @@ const (
 // file is binary: a NUL byte or invalid UTF-8), ErrInvalidWorkspacePath (bad,
 // escaping, missing — ErrFileNotFound — path; .git; a symlink, directory or
 // special file), ErrResourceLimit (the file before or after the edit is over
-// sandbox.MaxFileBytes), ErrInsufficientDisk, ErrWorkspaceNotFound.
+// sandboxapi.MaxFileBytes), ErrInsufficientDisk, ErrWorkspaceNotFound.
 //
 // editID (the edit_file update's id; "" = none) makes a retry idempotent:
 // the last applied edit is recorded in the worktree's administrative
@@ -50,7 +49,7 @@ const (
 // content is still what that edit wrote returns the recorded result
 // without applying the edit again (an insert retried after a crash would
 // otherwise insert twice).
-func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandboxapi.EditFileInput, editID string) (sandboxapi.EditFileResult, error) {
+func (m *Manager) EditFile(ctx context.Context, ws sandboxapi.Workspace, in sandboxapi.EditFileInput, editID string) (sandboxapi.EditFileResult, error) {
 	if err := writable(ws); err != nil {
 		return sandboxapi.EditFileResult{}, err
 	}
@@ -82,8 +81,8 @@ func (m *Manager) EditFile(ctx context.Context, ws sandbox.Workspace, in sandbox
 	if err != nil {
 		return sandboxapi.EditFileResult{}, err
 	}
-	if len(data) > sandbox.MaxFileBytes {
-		return sandboxapi.EditFileResult{}, sandbox.Errorf(sandbox.ErrResourceLimit, "edit %q: the result would be %d bytes, over the %d-byte limit", rel, len(data), sandbox.MaxFileBytes)
+	if len(data) > sandboxapi.MaxFileBytes {
+		return sandboxapi.EditFileResult{}, sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "edit %q: the result would be %d bytes, over the %d-byte limit", rel, len(data), sandboxapi.MaxFileBytes)
 	}
 	// The record first, then the file: a worker killed in between leaves a
 	// record whose content the file does not hold (the retry applies the
@@ -108,13 +107,13 @@ func checkIfMatch(r *os.Root, rel, ifMatch string) error {
 	}
 	cur, err := r.ReadFile(rel)
 	if errors.Is(err, fs.ErrNotExist) {
-		return sandbox.Errorf(sandbox.ErrConflict, "edit %q: the file was removed since it was read (if_match %s)", rel, ifMatch)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "edit %q: the file was removed since it was read (if_match %s)", rel, ifMatch)
 	}
 	if err != nil {
 		return fsError(err, "read "+rel)
 	}
 	if h := sandboxapi.ContentHash(cur); h != ifMatch {
-		return sandbox.Errorf(sandbox.ErrConflict, "edit %q: the file changed since it was read (if_match %s, now %s); read it again and redo the edit", rel, ifMatch, h)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "edit %q: the file changed since it was read (if_match %s, now %s); read it again and redo the edit", rel, ifMatch, h)
 	}
 	return nil
 }
@@ -122,7 +121,7 @@ func checkIfMatch(r *os.Root, rel, ifMatch string) error {
 // editRecordPath is where ws's last applied edit is recorded (editRecordFile
 // in its administrative directory); "" without an editID or when the
 // directory cannot be identified (the edit then runs unrecorded).
-func editRecordPath(ws sandbox.Workspace, editID string) string {
+func editRecordPath(ws sandboxapi.Workspace, editID string) string {
 	if editID == "" {
 		return ""
 	}
@@ -161,9 +160,9 @@ func replaceOnce(old []byte, rel, oldStr, newStr string) ([]byte, int, int, erro
 	n := bytes.Count(old, []byte(oldStr))
 	switch {
 	case n == 0:
-		return nil, 0, 0, sandbox.FieldError("old_str", "edit %q: old_str does not occur in the file (0 times); it must occur exactly once, whitespace included", rel)
+		return nil, 0, 0, sandboxapi.FieldError("old_str", "edit %q: old_str does not occur in the file (0 times); it must occur exactly once, whitespace included", rel)
 	case n > 1:
-		return nil, 0, 0, sandbox.FieldError("old_str", "edit %q: old_str occurs %d times in the file; it must occur exactly once (add surrounding lines to make it unique)", rel, n)
+		return nil, 0, 0, sandboxapi.FieldError("old_str", "edit %q: old_str occurs %d times in the file; it must occur exactly once (add surrounding lines to make it unique)", rel, n)
 	}
 	at := bytes.Index(old, []byte(oldStr))
 	data := slices.Concat(old[:at], []byte(newStr), old[at+len(oldStr):])
@@ -177,7 +176,7 @@ func replaceOnce(old []byte, rel, oldStr, newStr string) ([]byte, int, int, erro
 // lines. Errors: ErrInvalidArgument on insert_line (past the end).
 func insertAt(old []byte, rel string, line int, text string) ([]byte, int, int, error) {
 	if lines := countLines(old); line > lines {
-		return nil, 0, 0, sandbox.FieldError("insert_line", "edit %q: insert_line %d is past the end of the file (%d lines)", rel, line, lines)
+		return nil, 0, 0, sandboxapi.FieldError("insert_line", "edit %q: insert_line %d is past the end of the file (%d lines)", rel, line, lines)
 	}
 	at := lineOffset(old, line)
 	ins := text
@@ -239,14 +238,14 @@ func appliedEdit(r *os.Root, recPath, id, rel string) (sandboxapi.EditFileResult
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(f, sandbox.MaxFileBytes+1)); err != nil || hex.EncodeToString(h.Sum(nil)) != rec.SHA256 {
+	if _, err := io.Copy(h, io.LimitReader(f, sandboxapi.MaxFileBytes+1)); err != nil || hex.EncodeToString(h.Sum(nil)) != rec.SHA256 {
 		return sandboxapi.EditFileResult{}, false
 	}
 	return rec.Result, true
 }
 
 // readText reads the regular text file rel for an edit: not through a
-// symlink as its last component, at most sandbox.MaxFileBytes, and text
+// symlink as its last component, at most sandboxapi.MaxFileBytes, and text
 // (sandboxapi.IsText). Errors as EditFile.
 func readText(r *os.Root, rel string) ([]byte, error) {
 	fi, err := r.Lstat(rel)
@@ -257,7 +256,7 @@ func readText(r *os.Root, rel string) ([]byte, error) {
 		if _, serr := r.Stat(rel); serr != nil {
 			return nil, pathError("edit", rel, serr)
 		}
-		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: is a symlink; edit its target instead", rel)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "edit %q: is a symlink; edit its target instead", rel)
 	}
 	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -269,21 +268,21 @@ func readText(r *os.Root, rel string) ([]byte, error) {
 	}
 	switch {
 	case fi.IsDir():
-		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: is a directory", rel)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "edit %q: is a directory", rel)
 	case !fi.Mode().IsRegular():
-		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "edit %q: not a regular file", rel)
-	case fi.Size() > sandbox.MaxFileBytes:
-		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "edit %q: %d bytes is over the %d-byte limit", rel, fi.Size(), sandbox.MaxFileBytes)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "edit %q: not a regular file", rel)
+	case fi.Size() > sandboxapi.MaxFileBytes:
+		return nil, sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "edit %q: %d bytes is over the %d-byte limit", rel, fi.Size(), sandboxapi.MaxFileBytes)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, sandbox.MaxFileBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, sandboxapi.MaxFileBytes+1))
 	if err != nil {
 		return nil, pathError("edit", rel, err)
 	}
-	if len(data) > sandbox.MaxFileBytes {
-		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "edit %q: over the %d-byte limit", rel, sandbox.MaxFileBytes)
+	if len(data) > sandboxapi.MaxFileBytes {
+		return nil, sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "edit %q: over the %d-byte limit", rel, sandboxapi.MaxFileBytes)
 	}
 	if !sandboxapi.IsText(data) {
-		return nil, sandbox.FieldError("path", "edit %q: is a binary file (a NUL byte or invalid UTF-8): edit_file changes text files only; replace it with write_file", rel)
+		return nil, sandboxapi.FieldError("path", "edit %q: is a binary file (a NUL byte or invalid UTF-8): edit_file changes text files only; replace it with write_file", rel)
 	}
 	return data, nil
 }
@@ -352,9 +351,9 @@ const MaxTreeEntries = 5000
 // worktree — tracked files never are — and everything below an ignored
 // directory. Errors: as ListDir, ErrInvalidArgument (a depth outside
 // 0..sandboxapi.MaxListDepth), ErrWorkspaceUnavailable (git failed).
-func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandboxapi.ListDirInput) (sandboxapi.ListDirResult, error) {
+func (m *Manager) ListTree(ctx context.Context, ws sandboxapi.Workspace, in sandboxapi.ListDirInput) (sandboxapi.ListDirResult, error) {
 	if in.Depth < 0 || in.Depth > sandboxapi.MaxListDepth {
-		return sandboxapi.ListDirResult{}, sandbox.FieldError("depth", "list_dir depth must be between 0 and %d", sandboxapi.MaxListDepth)
+		return sandboxapi.ListDirResult{}, sandboxapi.FieldError("depth", "list_dir depth must be between 0 and %d", sandboxapi.MaxListDepth)
 	}
 	rel, err := readableRel("list", in.Path)
 	if err != nil {
@@ -377,7 +376,7 @@ func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandbox
 		}
 		res.Entries = withoutIgnored(res.Entries, paths, ignored)
 	}
-	slices.SortFunc(res.Entries, func(a, b sandbox.FileEntry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(res.Entries, func(a, b sandboxapi.FileEntry) int { return strings.Compare(a.Name, b.Name) })
 	return res, nil
 }
 
@@ -389,13 +388,13 @@ func (m *Manager) ListTree(ctx context.Context, ws sandbox.Workspace, in sandbox
 // directory below rel that vanished or cannot be read is skipped. Errors:
 // ctx's, ErrInvalidWorkspacePath (rel is not a directory, or cannot be
 // listed), as pathError.
-func walkTree(ctx context.Context, r *os.Root, rel string, depth int, skipHidden bool) (entries []sandbox.FileEntry, paths []string, truncated bool, err error) {
+func walkTree(ctx context.Context, r *os.Root, rel string, depth int, skipHidden bool) (entries []sandboxapi.FileEntry, paths []string, truncated bool, err error) {
 	type dirAt struct {
 		rel   string // workspace-relative
 		name  string // relative to rel of the listing ("" for it)
 		level int
 	}
-	entries = []sandbox.FileEntry{}
+	entries = []sandboxapi.FileEntry{}
 	queue := []dirAt{{rel: rel, level: 1}}
 	for len(queue) > 0 && !truncated {
 		if err := ctx.Err(); err != nil {
@@ -409,7 +408,7 @@ func walkTree(ctx context.Context, r *os.Root, rel string, depth int, skipHidden
 				continue // vanished or unreadable below the listing: skip it
 			}
 			if errors.Is(err, syscall.ENOTDIR) {
-				return nil, nil, false, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "list %q: not a directory", rel)
+				return nil, nil, false, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "list %q: not a directory", rel)
 			}
 			return nil, nil, false, pathError("list", rel, err)
 		}
@@ -439,7 +438,7 @@ func walkTree(ctx context.Context, r *os.Root, rel string, depth int, skipHidden
 				break
 			}
 			name := path.Join(d.name, n)
-			entries = append(entries, sandbox.FileEntry{Name: name, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())})
+			entries = append(entries, sandboxapi.FileEntry{Name: name, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())})
 			paths = append(paths, p)
 			if fi.IsDir() && d.level < depth {
 				queue = append(queue, dirAt{rel: p, name: name, level: d.level + 1})
@@ -452,7 +451,7 @@ func walkTree(ctx context.Context, r *os.Root, rel string, depth int, skipHidden
 // withoutIgnored drops from entries (in walk order: a directory before
 // what it holds) those whose paths[i] ignored holds, and everything below
 // an ignored directory.
-func withoutIgnored(entries []sandbox.FileEntry, paths []string, ignored map[string]bool) []sandbox.FileEntry {
+func withoutIgnored(entries []sandboxapi.FileEntry, paths []string, ignored map[string]bool) []sandboxapi.FileEntry {
 	kept := entries[:0]
 	var dropped []string // ignored directories, as "<name>/"
 	for i, e := range entries {
@@ -470,7 +469,7 @@ func withoutIgnored(entries []sandbox.FileEntry, paths []string, ignored map[str
 // ignored runs `git check-ignore --stdin -z` on the worktree for paths
 // (directories with a trailing "/", so directory-only rules apply) and
 // returns the set of those git ignores. Paths travel on stdin, never argv.
-func (m *Manager) ignored(ctx context.Context, ws sandbox.Workspace, paths []string, entries []sandbox.FileEntry) (map[string]bool, error) {
+func (m *Manager) ignored(ctx context.Context, ws sandboxapi.Workspace, paths []string, entries []sandboxapi.FileEntry) (map[string]bool, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return nil, err
@@ -487,7 +486,7 @@ func (m *Manager) ignored(ctx context.Context, ws sandbox.Workspace, paths []str
 	_, err = w.git.with(readEnv).runIO(ctx, &in, &out, "check-ignore", "--stdin", "-z")
 	var ge *gitx.Error
 	if err != nil && !(errors.As(err, &ge) && ge.ExitCode == 1) { // 1: nothing is ignored
-		return nil, gitx.Classify(err, "git check-ignore", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git check-ignore", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	set := map[string]bool{}
 	for _, p := range strings.Split(out.String(), "\x00") {
@@ -504,9 +503,9 @@ func (m *Manager) ignored(ctx context.Context, ws sandbox.Workspace, paths []str
 // mailmap. Errors: ErrInvalidArgument (a limit outside
 // 0..sandboxapi.MaxLogCommits), ErrWorkspaceNotFound,
 // ErrWorkspaceUnavailable (git failed).
-func (m *Manager) Log(ctx context.Context, ws sandbox.Workspace, req sandboxapi.LogRequest) (sandboxapi.LogResult, error) {
+func (m *Manager) Log(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.LogRequest) (sandboxapi.LogResult, error) {
 	if req.Limit < 0 || req.Limit > sandboxapi.MaxLogCommits {
-		return sandboxapi.LogResult{}, sandbox.FieldError("limit", "log limit must be between 0 and %d", sandboxapi.MaxLogCommits)
+		return sandboxapi.LogResult{}, sandboxapi.FieldError("limit", "log limit must be between 0 and %d", sandboxapi.MaxLogCommits)
 	}
 	limit := req.Limit
 	if limit == 0 {
@@ -519,7 +518,7 @@ func (m *Manager) Log(ctx context.Context, ws sandbox.Workspace, req sandboxapi.
 	out, err := w.git.with(readEnv).run(ctx, "log", "-z", fmt.Sprintf("--max-count=%d", limit+1), "--no-color", "--no-decorate",
 		"--no-mailmap", "--no-show-signature", "--format=%H%x1f%an%x1f%ae%x1f%aI%x1f%s", "--end-of-options", "HEAD", "--")
 	if err != nil {
-		return sandboxapi.LogResult{}, gitx.Classify(err, "git log", sandbox.ErrWorkspaceUnavailable)
+		return sandboxapi.LogResult{}, gitx.Classify(err, "git log", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	res := sandboxapi.LogResult{Commits: []sandboxapi.LogCommit{}}
 	for _, rec := range strings.Split(string(out), "\x00") {

@@ -10,14 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestEditFileCommands(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	read := func(p string) string {
 		b, err := os.ReadFile(filepath.Join(ws.LocalPath, p))
 		require.NoError(t, err)
@@ -45,11 +44,11 @@ func TestEditFileCommands(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
 
 	_, err = edit(sandboxapi.EditFileInput{Path: "a/b/c.txt", Command: "str_replace", OldStr: "missing", NewStr: "x"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "0 times")
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "dup.txt"), []byte("x = 1\nx = 1\nx = 1\n"), 0o644))
 	_, err = edit(sandboxapi.EditFileInput{Path: "dup.txt", Command: "str_replace", OldStr: "x = 1", NewStr: "y"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "occurs 3 times")
 	var se *sandboxapi.Error
 	require.ErrorAs(t, err, &se)
@@ -70,7 +69,7 @@ func TestEditFileCommands(t *testing.T) {
 	assert.Equal(t, "zero\none\n1.5\n1.7\nTWO\nthree\nfour\n", read("a/b/c.txt"))
 	assert.Contains(t, res.Snippet, "     3\t1.5\n     4\t1.7\n")
 	_, err = edit(sandboxapi.EditFileInput{Path: "a/b/c.txt", Command: "insert", InsertLine: 8, NewStr: "x"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "7 lines")
 	// After a last line without its newline.
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "nonl.txt"), []byte("a\nb"), 0o644))
@@ -80,33 +79,33 @@ func TestEditFileCommands(t *testing.T) {
 
 	// Binary and oversized files are refused with typed errors; nothing changes.
 	_, err = edit(sandboxapi.EditFileInput{Path: "bin.dat", Command: "str_replace", OldStr: "x", NewStr: "y"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "binary")
-	big := strings.Repeat("a", sandbox.MaxFileBytes) + "b"
+	big := strings.Repeat("a", sandboxapi.MaxFileBytes) + "b"
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "big.txt"), []byte(big), 0o644))
 	_, err = edit(sandboxapi.EditFileInput{Path: "big.txt", Command: "str_replace", OldStr: "b", NewStr: "c"})
-	require.ErrorIs(t, err, sandbox.ErrResourceLimit)
-	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "almost.txt"), []byte(big[:sandbox.MaxFileBytes-1]+"b"), 0o644))
+	require.ErrorIs(t, err, sandboxapi.ErrResourceLimit)
+	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "almost.txt"), []byte(big[:sandboxapi.MaxFileBytes-1]+"b"), 0o644))
 	_, err = edit(sandboxapi.EditFileInput{Path: "almost.txt", Command: "str_replace", OldStr: "b", NewStr: "ccc"})
-	require.ErrorIs(t, err, sandbox.ErrResourceLimit, "the result would be oversized")
+	require.ErrorIs(t, err, sandboxapi.ErrResourceLimit, "the result would be oversized")
 
 	// Paths: escapes, .git, a missing file, a symlink, a directory.
-	for p, kind := range map[string]*sandbox.Kind{
-		"../../etc/passwd": sandbox.ErrInvalidWorkspacePath,
-		".git/config":      sandbox.ErrInvalidWorkspacePath,
-		"nope.txt":         sandbox.ErrFileNotFound,
-		"a":                sandbox.ErrInvalidWorkspacePath,
-		"-n":               sandbox.ErrInvalidArgument,
+	for p, kind := range map[string]*sandboxapi.Kind{
+		"../../etc/passwd": sandboxapi.ErrInvalidWorkspacePath,
+		".git/config":      sandboxapi.ErrInvalidWorkspacePath,
+		"nope.txt":         sandboxapi.ErrFileNotFound,
+		"a":                sandboxapi.ErrInvalidWorkspacePath,
+		"-n":               sandboxapi.ErrInvalidArgument,
 	} {
 		_, err := edit(sandboxapi.EditFileInput{Path: p, Command: "str_replace", OldStr: "x", NewStr: "y"})
 		require.ErrorIs(t, err, kind, p)
 	}
 	require.NoError(t, os.Symlink("a/b/c.txt", filepath.Join(ws.LocalPath, "link.txt")))
 	_, err = edit(sandboxapi.EditFileInput{Path: "link.txt", Command: "str_replace", OldStr: "one", NewStr: "1"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(ws.LocalPath, "out.txt")))
 	_, err = edit(sandboxapi.EditFileInput{Path: "out.txt", Command: "create", FileText: "x"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath)
 
 	// Bad arguments.
 	for _, in := range []sandboxapi.EditFileInput{
@@ -116,19 +115,19 @@ func TestEditFileCommands(t *testing.T) {
 		{Path: "x", Command: "create", FileText: "a\x00b"},
 	} {
 		_, err := edit(in)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "%+v", in)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "%+v", in)
 	}
 
 	// An analysis workspace refuses edits.
-	ro := f.ensure(f.req(sandbox.ModeAnalysis, "main"))
+	ro := f.ensure(f.req(sandboxapi.ModeAnalysis, "main"))
 	_, err = f.m.EditFile(ctx, ro, sandboxapi.EditFileInput{Path: "README.md", Command: "create", FileText: "x"}, "")
-	require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 }
 
 func TestEditFileRetryIsNotAppliedTwice(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	ins := sandboxapi.EditFileInput{Path: "README.md", Command: "insert", InsertLine: 0, NewStr: "top"}
 	first, err := f.m.EditFile(ctx, ws, ins, "upd-1")
 	require.NoError(t, err)
@@ -155,7 +154,7 @@ func TestEditFileRetryIsNotAppliedTwice(t *testing.T) {
 func TestListTreeDepthHiddenIgnored(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	for p, data := range map[string]string{
 		".gitignore":              "build/\n*.log\n",
 		"src/deep/inner/x.go":     "package x\n",
@@ -194,17 +193,17 @@ func TestListTreeDepthHiddenIgnored(t *testing.T) {
 	assert.NotContains(t, names(res), "deep/inner/more/z.c")
 
 	_, err = f.m.ListTree(ctx, ws, sandboxapi.ListDirInput{Depth: 4})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = f.m.ListTree(ctx, ws, sandboxapi.ListDirInput{Path: "../x", Depth: 2})
-	require.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	_, err = f.m.ListTree(ctx, ws, sandboxapi.ListDirInput{Path: "README.md", Depth: 2})
-	require.ErrorIs(t, err, sandbox.ErrInvalidWorkspacePath)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidWorkspacePath)
 }
 
 func TestLogAndSearchGlob(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	res, err := f.m.Log(ctx, ws, sandboxapi.LogRequest{})
 	require.NoError(t, err)
 	require.NotEmpty(t, res.Commits)
@@ -216,13 +215,13 @@ func TestLogAndSearchGlob(t *testing.T) {
 	assert.Len(t, one.Commits, 1)
 	assert.Equal(t, len(res.Commits) > 1, one.Truncated)
 	_, err = f.m.Log(ctx, ws, sandboxapi.LogRequest{Limit: -1})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 
 	require.NoError(t, f.m.WriteFile(ctx, ws, "web/src/a/b.ts", []byte("needle\n"), 0))
 	require.NoError(t, f.m.WriteFile(ctx, ws, "web/c.ts", []byte("needle\n"), 0))
 	require.NoError(t, f.m.WriteFile(ctx, ws, "web/src/d.go", []byte("needle\n"), 0))
 	paths := func(glob string) []string {
-		r, err := f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle", Glob: glob})
+		r, err := f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "needle", Glob: glob})
 		require.NoError(t, err, glob)
 		var out []string
 		for _, m := range r.Matches {
@@ -233,8 +232,8 @@ func TestLogAndSearchGlob(t *testing.T) {
 	assert.Equal(t, []string{"web/c.ts", "web/src/a/b.ts"}, paths("*.ts"))
 	assert.Equal(t, []string{"web/src/a/b.ts"}, paths("web/src/**/*.ts"))
 	assert.Equal(t, []string{"web/c.ts", "web/src/a/b.ts", "web/src/d.go"}, paths(""))
-	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle", Glob: "[a"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	_, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "needle", Glob: "[a"})
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 }
 
 // An edit whose worker dies (kill -9) at any point is applied exactly once
@@ -250,7 +249,7 @@ func TestEditFileKilledMidwayIsAppliedOnce(t *testing.T) {
 		t.Run(step, func(t *testing.T) {
 			f := newFixture(t)
 			ctx := context.Background()
-			ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+			ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 			ins := sandboxapi.EditFileInput{Path: "README.md", Command: "insert", InsertLine: 0, NewStr: "top"}
 			editStep = func(s string) {
 				if s == step {
@@ -282,10 +281,10 @@ func TestReplaceOnceAndInsertAt(t *testing.T) {
 	assert.Equal(t, "a\nx\ny\nc\n", string(data))
 	assert.Equal(t, []int{2, 4}, []int{first, last})
 	_, _, _, err = replaceOnce([]byte("a a"), "f", "a", "b")
-	requireKind(t, err, sandbox.ErrInvalidArgument)
-	assert.Contains(t, sandbox.Message(err), "occurs 2 times")
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
+	assert.Contains(t, sandboxapi.Message(err), "occurs 2 times")
 	_, _, _, err = replaceOnce([]byte("a"), "f", "z", "b")
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 
 	data, first, last, err = insertAt([]byte("a\nb"), "f", 2, "c")
 	require.NoError(t, err)
@@ -296,13 +295,13 @@ func TestReplaceOnceAndInsertAt(t *testing.T) {
 	assert.Equal(t, "x\ny\na\nb\n", string(data), "whole lines before what follows")
 	assert.Equal(t, []int{1, 2}, []int{first, last})
 	_, _, _, err = insertAt([]byte("a\n"), "f", 2, "x")
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 }
 
 // TestWithoutIgnored: an ignored entry goes, and so does everything below
 // an ignored directory, whether git named it or not.
 func TestWithoutIgnored(t *testing.T) {
-	entries := []sandbox.FileEntry{
+	entries := []sandboxapi.FileEntry{
 		{Name: "a.go", Type: sandboxapi.EntryFile},
 		{Name: "build", Type: sandboxapi.EntryDir},
 		{Name: "build.go", Type: sandboxapi.EntryFile},
@@ -311,5 +310,5 @@ func TestWithoutIgnored(t *testing.T) {
 	}
 	paths := []string{"d/a.go", "d/build", "d/build.go", "d/build/out", "d/x.log"}
 	got := withoutIgnored(entries, paths, map[string]bool{"d/build": true, "d/x.log": true})
-	assert.Equal(t, []sandbox.FileEntry{{Name: "a.go", Type: sandboxapi.EntryFile}, {Name: "build.go", Type: sandboxapi.EntryFile}}, got)
+	assert.Equal(t, []sandboxapi.FileEntry{{Name: "a.go", Type: sandboxapi.EntryFile}, {Name: "build.go", Type: sandboxapi.EntryFile}}, got)
 }

@@ -26,7 +26,7 @@ import (
 
 // File operations are confined to the worktree with os.Root (DESIGN.md
 // "Non-negotiables: Paths"): every path is first cleaned with
-// sandbox.CleanRelPath (absolute paths and ".." are rejected), then resolved
+// sandboxapi.CleanRelPath (absolute paths and ".." are rejected), then resolved
 // by the root, which refuses any symlink leading outside the worktree (and
 // absolute symlinks). All such failures, and a missing file, are
 // ErrInvalidWorkspacePath; a missing file is ErrFileNotFound, which wraps it
@@ -35,11 +35,11 @@ import (
 // the file).
 
 // openPath is the start of a read (op, in messages) of path p in ws: ctx
-// not done, p cleaned (sandbox.CleanRelPath) into rel and not the
+// not done, p cleaned (sandboxapi.CleanRelPath) into rel and not the
 // worktree's own .git (readableRel), the worktree opened as a root
 // (openRoot; the caller closes it). Errors: ctx's, as readableRel, as
 // openRoot.
-func openPath(ctx context.Context, ws sandbox.Workspace, op, p string) (*os.Root, string, error) {
+func openPath(ctx context.Context, ws sandboxapi.Workspace, op, p string) (*os.Root, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
@@ -63,11 +63,11 @@ func isWorktreeGit(rel string) bool {
 	return strings.EqualFold(first, ".git")
 }
 
-// readableRel cleans p (sandbox.CleanRelPath) for a read or a listing (op,
+// readableRel cleans p (sandboxapi.CleanRelPath) for a read or a listing (op,
 // in messages): never the worktree's own .git (isWorktreeGit). Errors: as
 // CleanRelPath, ErrInvalidWorkspacePath.
 func readableRel(op, p string) (string, error) {
-	rel, err := sandbox.CleanRelPath(p)
+	rel, err := sandboxapi.CleanRelPath(p)
 	if err != nil {
 		return "", err
 	}
@@ -80,33 +80,33 @@ func readableRel(op, p string) (string, error) {
 // worktreeGitError is the refusal of an operation on the worktree's own
 // .git: ErrInvalidWorkspacePath saying what to do instead.
 func worktreeGitError(op, rel string) error {
-	return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath,
+	return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath,
 		"%s %q: the worktree's .git is the host's git metadata, not a workspace file (run git commands with exec instead)", op, rel)
 }
 
-// writableRel cleans p (sandbox.CleanRelPath) for a write or an edit (verb,
+// writableRel cleans p (sandboxapi.CleanRelPath) for a write or an edit (verb,
 // in the messages): never the workspace root, never inside .git
-// (sandbox.IsGitMetadataPath). Errors: as CleanRelPath,
+// (sandboxapi.IsGitMetadataPath). Errors: as CleanRelPath,
 // ErrInvalidWorkspacePath.
 func writableRel(verb, p string) (string, error) {
-	rel, err := sandbox.CleanRelPath(p)
+	rel, err := sandboxapi.CleanRelPath(p)
 	if err != nil {
 		return "", err
 	}
 	if rel == "." {
-		return "", sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: is the workspace root", verb, p)
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: is the workspace root", verb, p)
 	}
 	if isWorktreeGit(rel) {
 		return "", worktreeGitError(verb, rel)
 	}
-	if sandbox.IsGitMetadataPath(rel) {
-		return "", sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: paths inside .git are not writable", verb, rel)
+	if sandboxapi.IsGitMetadataPath(rel) {
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: paths inside .git are not writable", verb, rel)
 	}
 	return rel, nil
 }
 
 // openRoot opens the worktree directory as an os.Root.
-func openRoot(ws sandbox.Workspace) (*os.Root, error) {
+func openRoot(ws sandboxapi.Workspace) (*os.Root, error) {
 	l, err := locate(ws)
 	if err != nil {
 		return nil, err
@@ -114,7 +114,7 @@ func openRoot(ws sandbox.Workspace) (*os.Root, error) {
 	r, err := os.OpenRoot(l.wt)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing", ws.ID)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing", ws.ID)
 		}
 		return nil, fsError(err, "open workspace "+ws.ID)
 	}
@@ -125,20 +125,20 @@ func openRoot(ws sandbox.Workspace) (*os.Root, error) {
 func pathError(op, rel string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return sandbox.Errorf(sandbox.ErrFileNotFound, "%s %q: no such file or directory", op, rel)
+		return sandboxapi.Errorf(sandboxapi.ErrFileNotFound, "%s %q: no such file or directory", op, rel)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return sandbox.Errorf(sandbox.ErrInsufficientDisk, "%s %q: %v", op, rel, errors.Unwrap(err))
+		return sandboxapi.Errorf(sandboxapi.ErrInsufficientDisk, "%s %q: %v", op, rel, errors.Unwrap(err))
 	case errors.Is(err, syscall.ENOTDIR):
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: a parent is not a directory", op, rel)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: a parent is not a directory", op, rel)
 	case errors.Is(err, fs.ErrPermission):
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: permission denied", op, rel)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: permission denied", op, rel)
 	}
 	msg := err.Error()
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		msg = pe.Err.Error() // e.g. "path escapes from parent"; never a host path
 	}
-	return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: %s", op, rel, msg)
+	return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: %s", op, rel, msg)
 }
 
 // ReadFile returns the content of a regular file in the workspace
@@ -147,8 +147,8 @@ func pathError(op, rel string, err error) error {
 // the worktree. Errors: ErrInvalidArgument (a path starting with '-'),
 // ErrInvalidWorkspacePath (bad, escaping or missing
 // path; a directory or special file; the worktree's own .git), ErrResourceLimit (larger than
-// sandbox.MaxFileBytes), ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath).
-func (m *Manager) ReadFile(ctx context.Context, ws sandbox.Workspace, p string) ([]byte, error) {
+// sandboxapi.MaxFileBytes), ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath).
+func (m *Manager) ReadFile(ctx context.Context, ws sandboxapi.Workspace, p string) ([]byte, error) {
 	r, rel, err := openPath(ctx, ws, "read", p)
 	if err != nil {
 		return nil, err
@@ -164,23 +164,23 @@ func (m *Manager) ReadFile(ctx context.Context, ws sandbox.Workspace, p string) 
 		return nil, pathError("read", rel, err)
 	}
 	if fi.IsDir() {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "read %q: is a directory", rel)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "read %q: is a directory", rel)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "read %q: not a regular file", rel)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "read %q: not a regular file", rel)
 	}
 	if gi, err := r.Lstat(".git"); err == nil && os.SameFile(fi, gi) {
 		return nil, worktreeGitError("read", rel) // reached through a symlink or hard link
 	}
-	if fi.Size() > sandbox.MaxFileBytes {
-		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "read %q: %d bytes is over the %d-byte limit", rel, fi.Size(), sandbox.MaxFileBytes)
+	if fi.Size() > sandboxapi.MaxFileBytes {
+		return nil, sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "read %q: %d bytes is over the %d-byte limit", rel, fi.Size(), sandboxapi.MaxFileBytes)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, sandbox.MaxFileBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, sandboxapi.MaxFileBytes+1))
 	if err != nil {
 		return nil, pathError("read", rel, err)
 	}
-	if len(data) > sandbox.MaxFileBytes {
-		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "read %q: over the %d-byte limit", rel, sandbox.MaxFileBytes)
+	if len(data) > sandboxapi.MaxFileBytes {
+		return nil, sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "read %q: over the %d-byte limit", rel, sandboxapi.MaxFileBytes)
 	}
 	return data, nil
 }
@@ -194,20 +194,20 @@ func (m *Manager) ReadFile(ctx context.Context, ws sandbox.Workspace, p string) 
 // replaced one (so editing an executable script keeps it executable).
 // Errors: ErrCommandRejected (workspace not writable), ErrInvalidArgument (a
 // path starting with '-'), ErrInvalidWorkspacePath
-// (bad or escaping path, a path inside any ".git" — sandbox.IsGitMetadataPath
+// (bad or escaping path, a path inside any ".git" — sandboxapi.IsGitMetadataPath
 // — the root itself, a directory, special file or symlink as the last
 // component: WriteFile never writes through a symlink), ErrResourceLimit (more
-// than sandbox.MaxFileBytes), ErrInsufficientDisk, ErrWorkspaceNotFound,
+// than sandboxapi.MaxFileBytes), ErrInsufficientDisk, ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath).
-func (m *Manager) WriteFile(ctx context.Context, ws sandbox.Workspace, p string, data []byte, mode uint32) error {
+func (m *Manager) WriteFile(ctx context.Context, ws sandboxapi.Workspace, p string, data []byte, mode uint32) error {
 	if err := writable(ws); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(data) > sandbox.MaxFileBytes {
-		return sandbox.Errorf(sandbox.ErrResourceLimit, "write %q: %d bytes is over the %d-byte limit", p, len(data), sandbox.MaxFileBytes)
+	if len(data) > sandboxapi.MaxFileBytes {
+		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "write %q: %d bytes is over the %d-byte limit", p, len(data), sandboxapi.MaxFileBytes)
 	}
 	rel, err := writableRel("write", p)
 	if err != nil {
@@ -247,11 +247,11 @@ func replaceFile(r *os.Root, rel string, data []byte, mode uint32, op string) er
 		if _, serr := r.Stat(rel); serr != nil {
 			return pathError(op, rel, serr)
 		}
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: is a symlink; write to its target instead", op, rel)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: is a symlink; write to its target instead", op, rel)
 	case fi.IsDir():
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: is a directory", op, rel)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: is a directory", op, rel)
 	case !fi.Mode().IsRegular():
-		return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "%s %q: not a regular file", op, rel)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: not a regular file", op, rel)
 	default:
 		if mode == 0 {
 			perm = fi.Mode().Perm()
@@ -292,7 +292,7 @@ func replaceFile(r *os.Root, rel string, data []byte, mode uint32, op string) er
 // with '-'), ErrInvalidWorkspacePath (bad,
 // escaping or missing path; not a directory; the worktree's own .git), ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath).
-func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) ([]sandbox.FileEntry, error) {
+func (m *Manager) ListDir(ctx context.Context, ws sandboxapi.Workspace, p string) ([]sandboxapi.FileEntry, error) {
 	r, rel, err := openPath(ctx, ws, "list", p)
 	if err != nil {
 		return nil, err
@@ -301,7 +301,7 @@ func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) (
 	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ENOTDIR) {
-			return nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "list %q: not a directory", rel)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "list %q: not a directory", rel)
 		}
 		return nil, pathError("list", rel, err)
 	}
@@ -315,13 +315,13 @@ func (m *Manager) ListDir(ctx context.Context, ws sandbox.Workspace, p string) (
 	if len(names) > MaxListEntries {
 		names = names[:MaxListEntries]
 	}
-	out := make([]sandbox.FileEntry, 0, len(names))
+	out := make([]sandboxapi.FileEntry, 0, len(names))
 	for _, n := range names {
 		fi, err := r.Lstat(path.Join(rel, n))
 		if err != nil {
 			continue // vanished meanwhile
 		}
-		e := sandbox.FileEntry{Name: n, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())}
+		e := sandboxapi.FileEntry{Name: n, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: uint32(fi.Mode().Perm())}
 		if fi.Mode().IsRegular() && fi.Size() > 0 && fi.Size() <= sandbox.MaxLFSPointerBytes {
 			if data, err := readSmall(r, path.Join(rel, n), sandbox.MaxLFSPointerBytes); err == nil {
 				_, e.LFSPointer = sandbox.ParseLFSPointer(data)
@@ -364,7 +364,7 @@ func fileType(m fs.FileMode) string {
 }
 
 // Search finds lines matching req.Pattern in the workspace's files
-// (sandbox.WorkspaceProvider; sandbox.SearchRequest). It is a pure Go walk
+// (sandbox.WorkspaceProvider; sandboxapi.SearchRequest). It is a pure Go walk
 // through the os.Root, so a pattern starting with '-' is just a pattern. The
 // pattern is Go RE2 syntax, or a literal string when req.Literal; IgnoreCase
 // makes it case-insensitive; it is matched against each line (without its
@@ -372,25 +372,25 @@ func fileType(m fs.FileMode) string {
 // start path may be reached through symlinks inside the worktree), skips
 // every ".git" entry, special files, binary files (a NUL in the first 8 KiB)
 // and files over MaxSearchFileBytes. Results are capped at req.MaxResults
-// (0 = sandbox.DefaultSearchResults, at most sandbox.MaxSearchResults); each
-// line is cut at sandbox.MaxSearchLineBytes on a UTF-8 boundary and invalid
+// (0 = sandboxapi.DefaultSearchResults, at most sandboxapi.MaxSearchResults); each
+// line is cut at sandboxapi.MaxSearchLineBytes on a UTF-8 boundary and invalid
 // UTF-8 replaced. Truncated is set when the result cap, MaxSearchFiles or
 // MaxSearchTotalBytes stopped the search, and TruncatedBy says which (only
 // the result cap means more matches exist); files skipped for their size
 // are listed (SkippedTooLarge) and binary ones counted. Errors: ErrInvalidArgument (empty,
-// over MaxSearchPatternBytes, starting with '-' (sandbox.ValidateSearchPattern),
+// over MaxSearchPatternBytes, starting with '-' (sandboxapi.ValidateSearchPattern),
 // or invalid pattern; negative MaxResults; a start path starting with '-'),
 // ErrInvalidWorkspacePath (bad, escaping or missing start path, or one inside
 // .git), ErrWorkspaceNotFound, ctx's error.
-func (m *Manager) Search(ctx context.Context, ws sandbox.Workspace, req sandbox.SearchRequest) (sandbox.SearchResult, error) {
-	if err := sandbox.ValidateSearchPattern(req.Pattern, MaxSearchPatternBytes); err != nil {
-		return sandbox.SearchResult{}, err
+func (m *Manager) Search(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.SearchRequest) (sandboxapi.SearchResult, error) {
+	if err := sandboxapi.ValidateSearchPattern(req.Pattern, MaxSearchPatternBytes); err != nil {
+		return sandboxapi.SearchResult{}, err
 	}
 	if req.MaxResults < 0 {
-		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "max_results must not be negative")
+		return sandboxapi.SearchResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "max_results must not be negative")
 	}
 	if err := validGlob(req.Glob); err != nil {
-		return sandbox.SearchResult{}, err
+		return sandboxapi.SearchResult{}, err
 	}
 	expr := req.Pattern
 	if req.Literal {
@@ -401,32 +401,32 @@ func (m *Manager) Search(ctx context.Context, ws sandbox.Workspace, req sandbox.
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "search pattern: %v", err)
+		return sandboxapi.SearchResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "search pattern: %v", err)
 	}
 	limit := req.MaxResults
 	if limit == 0 {
-		limit = sandbox.DefaultSearchResults
+		limit = sandboxapi.DefaultSearchResults
 	}
-	if limit > sandbox.MaxSearchResults {
-		limit = sandbox.MaxSearchResults
+	if limit > sandboxapi.MaxSearchResults {
+		limit = sandboxapi.MaxSearchResults
 	}
-	rel, err := sandbox.CleanRelPath(req.Path)
+	rel, err := sandboxapi.CleanRelPath(req.Path)
 	if err != nil {
-		return sandbox.SearchResult{}, err
+		return sandboxapi.SearchResult{}, err
 	}
-	if sandbox.IsGitMetadataPath(rel) {
-		return sandbox.SearchResult{}, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "search %q: .git is never searched", rel)
+	if sandboxapi.IsGitMetadataPath(rel) {
+		return sandboxapi.SearchResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "search %q: .git is never searched", rel)
 	}
 	r, err := openRoot(ws)
 	if err != nil {
-		return sandbox.SearchResult{}, err
+		return sandboxapi.SearchResult{}, err
 	}
 	defer r.Close()
 	st, err := r.Stat(rel)
 	if err != nil {
-		return sandbox.SearchResult{}, pathError("search", rel, err)
+		return sandboxapi.SearchResult{}, pathError("search", rel, err)
 	}
-	s := &searcher{ctx: ctx, root: r, re: re, limit: limit, glob: req.Glob, res: sandbox.SearchResult{Matches: []sandbox.SearchMatch{}}}
+	s := &searcher{ctx: ctx, root: r, re: re, limit: limit, glob: req.Glob, res: sandboxapi.SearchResult{Matches: []sandboxapi.SearchMatch{}}}
 	switch {
 	case st.Mode().IsRegular():
 		s.file(rel)
@@ -451,13 +451,13 @@ func (m *Manager) Search(ctx context.Context, ws sandbox.Workspace, req sandbox.
 		})
 		if err != nil && !errors.Is(err, fs.SkipAll) {
 			if ctx.Err() != nil {
-				return sandbox.SearchResult{}, ctx.Err()
+				return sandboxapi.SearchResult{}, ctx.Err()
 			}
-			return sandbox.SearchResult{}, pathError("search", rel, err)
+			return sandboxapi.SearchResult{}, pathError("search", rel, err)
 		}
 	}
 	if ctx.Err() != nil {
-		return sandbox.SearchResult{}, ctx.Err()
+		return sandboxapi.SearchResult{}, ctx.Err()
 	}
 	return s.res, nil
 }
@@ -470,7 +470,7 @@ type searcher struct {
 	glob  string // "" = every file (globMatch)
 	files int
 	bytes int64
-	res   sandbox.SearchResult
+	res   sandboxapi.SearchResult
 }
 
 // file searches one file; it returns fs.SkipAll when the search must stop.
@@ -530,7 +530,7 @@ func (s *searcher) file(p string) error {
 			s.res.Truncated, s.res.TruncatedBy = true, sandboxapi.SearchCapResults
 			return fs.SkipAll
 		}
-		s.res.Matches = append(s.res.Matches, sandbox.SearchMatch{Path: filepath.ToSlash(p), Line: n, Text: cutLine(line)})
+		s.res.Matches = append(s.res.Matches, sandboxapi.SearchMatch{Path: filepath.ToSlash(p), Line: n, Text: cutLine(line)})
 	}
 	return nil
 }
@@ -549,7 +549,7 @@ func validGlob(glob string) error {
 		return nil
 	}
 	if len(glob) > 1024 || !doublestar.ValidatePattern(glob) || strings.ContainsRune(glob, 0) {
-		return sandbox.FieldError("glob", "search glob %q is not a valid pattern", sandbox.Clip(glob, 80))
+		return sandboxapi.FieldError("glob", "search glob %q is not a valid pattern", sandboxapi.Clip(glob, 80))
 	}
 	return nil
 }
@@ -566,11 +566,11 @@ func globMatch(glob, p string) bool {
 	return ok
 }
 
-// cutLine cuts a line at sandbox.MaxSearchLineBytes on a rune boundary and
+// cutLine cuts a line at sandboxapi.MaxSearchLineBytes on a rune boundary and
 // replaces invalid UTF-8.
 func cutLine(b []byte) string {
-	if len(b) > sandbox.MaxSearchLineBytes {
-		b = b[:sandbox.MaxSearchLineBytes]
+	if len(b) > sandboxapi.MaxSearchLineBytes {
+		b = b[:sandboxapi.MaxSearchLineBytes]
 		for i := 0; i < utf8.UTFMax && len(b) > 0; i++ {
 			if r, size := utf8.DecodeLastRune(b); r != utf8.RuneError || size != 1 {
 				break
@@ -586,13 +586,13 @@ func cutLine(b []byte) string {
 // walking without following symlinks and skipping unreadable directories.
 // Errors: ErrWorkspaceNotFound (directory missing), ErrInvalidArgument
 // (LocalPath), ctx's error.
-func (m *Manager) SizeBytes(ctx context.Context, ws sandbox.Workspace) (int64, error) {
+func (m *Manager) SizeBytes(ctx context.Context, ws sandboxapi.Workspace) (int64, error) {
 	l, err := locate(ws)
 	if err != nil {
 		return 0, err
 	}
 	if !isDir(l.wt) {
-		return 0, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing", ws.ID)
+		return 0, sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing", ws.ID)
 	}
 	var total int64
 	n := 0

@@ -13,14 +13,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestWriteReadRoundTrip(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 
 	all := make([]byte, 0, 512)
 	for i := 0; i < 512; i++ {
@@ -68,25 +67,25 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	}
 
 	// Limits and non-files.
-	big := make([]byte, sandbox.MaxFileBytes+1)
-	requireKind(t, f.m.WriteFile(ctx, ws, "big.bin", big, 0), sandbox.ErrResourceLimit)
+	big := make([]byte, sandboxapi.MaxFileBytes+1)
+	requireKind(t, f.m.WriteFile(ctx, ws, "big.bin", big, 0), sandboxapi.ErrResourceLimit)
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "big.bin"), big, 0o644))
 	_, err = f.m.ReadFile(ctx, ws, "big.bin")
-	requireKind(t, err, sandbox.ErrResourceLimit)
+	requireKind(t, err, sandboxapi.ErrResourceLimit)
 	_, err = f.m.ReadFile(ctx, ws, "src")
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	_, err = f.m.ReadFile(ctx, ws, "nope.txt")
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	assert.Contains(t, err.Error(), "no such file")
-	requireKind(t, f.m.WriteFile(ctx, ws, "src", []byte("x"), 0), sandbox.ErrInvalidWorkspacePath)
-	requireKind(t, f.m.WriteFile(ctx, ws, "", []byte("x"), 0), sandbox.ErrInvalidWorkspacePath)
-	requireKind(t, f.m.WriteFile(ctx, ws, "README.md/x", []byte("x"), 0), sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, f.m.WriteFile(ctx, ws, "src", []byte("x"), 0), sandboxapi.ErrInvalidWorkspacePath)
+	requireKind(t, f.m.WriteFile(ctx, ws, "", []byte("x"), 0), sandboxapi.ErrInvalidWorkspacePath)
+	requireKind(t, f.m.WriteFile(ctx, ws, "README.md/x", []byte("x"), 0), sandboxapi.ErrInvalidWorkspacePath)
 }
 
 func TestListDir(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	require.NoError(t, os.Symlink("src", filepath.Join(ws.LocalPath, "link")))
 	require.NoError(t, os.Symlink("/etc", filepath.Join(ws.LocalPath, "etc")))
 
@@ -113,15 +112,15 @@ func TestListDir(t *testing.T) {
 	assert.Equal(t, "app.go", sub[0].Name)
 
 	_, err = f.m.ListDir(ctx, ws, "README.md")
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	_, err = f.m.ListDir(ctx, ws, "missing")
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 }
 
 func TestPathsCannotEscape(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	outside := filepath.Join(filepath.Dir(f.root), "outside")
 	require.NoError(t, os.MkdirAll(outside, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret needle\n"), 0o644))
@@ -145,14 +144,14 @@ func TestPathsCannotEscape(t *testing.T) {
 	}
 	for _, p := range paths {
 		_, err := f.m.ReadFile(ctx, ws, p)
-		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
-		requireKind(t, f.m.WriteFile(ctx, ws, p, []byte("pwned\n"), 0o644), sandbox.ErrInvalidWorkspacePath)
+		requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
+		requireKind(t, f.m.WriteFile(ctx, ws, p, []byte("pwned\n"), 0o644), sandboxapi.ErrInvalidWorkspacePath)
 		_, err = f.m.ListDir(ctx, ws, p)
-		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
-		_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle", Path: p})
-		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+		requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
+		_, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "needle", Path: p})
+		requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	}
-	res, err := f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle|root:"})
+	res, err := f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "needle|root:"})
 	require.NoError(t, err)
 	assert.Empty(t, res.Matches)
 
@@ -166,11 +165,11 @@ func TestPathsCannotEscape(t *testing.T) {
 func TestGitMetadataIsNotWritable(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	gitfile, err := os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
 	require.NoError(t, err)
 	for _, p := range []string{".git", ".git/config", "sub/.git/hooks/x", ".GIT/config", "a/.Git"} {
-		requireKind(t, f.m.WriteFile(ctx, ws, p, []byte("x"), 0), sandbox.ErrInvalidWorkspacePath)
+		requireKind(t, f.m.WriteFile(ctx, ws, p, []byte("x"), 0), sandboxapi.ErrInvalidWorkspacePath)
 	}
 	after, err := os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
 	require.NoError(t, err)
@@ -180,7 +179,7 @@ func TestGitMetadataIsNotWritable(t *testing.T) {
 
 	// Nor through a symlink as the last component.
 	require.NoError(t, os.Symlink(".git", filepath.Join(ws.LocalPath, "gl")))
-	requireKind(t, f.m.WriteFile(ctx, ws, "gl", []byte("gitdir: /tmp\n"), 0), sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, f.m.WriteFile(ctx, ws, "gl", []byte("gitdir: /tmp\n"), 0), sandboxapi.ErrInvalidWorkspacePath)
 	after, err = os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
 	require.NoError(t, err)
 	assert.Equal(t, gitfile, after)
@@ -194,7 +193,7 @@ func TestGitMetadataIsNotWritable(t *testing.T) {
 func TestWorktreeGitIsHiddenAndRefused(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	gitfile, err := os.ReadFile(filepath.Join(ws.LocalPath, ".git"))
 	require.NoError(t, err)
 	require.NoError(t, os.Symlink(".git", filepath.Join(ws.LocalPath, "gl")))
@@ -209,13 +208,13 @@ func TestWorktreeGitIsHiddenAndRefused(t *testing.T) {
 	for _, e := range append(append(entries, tree.Entries...), sub...) {
 		assert.NotEqual(t, ".git", path.Base(e.Name), "list_dir shows %s", e.Name)
 	}
-	res, err := f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "gitdir"})
+	res, err := f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "gitdir"})
 	require.NoError(t, err)
 	assert.Empty(t, res.Matches)
 
 	refused := func(err error) {
 		t.Helper()
-		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+		requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 		assert.Contains(t, err.Error(), "the worktree's .git is the host's git metadata, not a workspace file")
 		assert.NotContains(t, err.Error(), f.root, "no host path")
 	}
@@ -239,7 +238,7 @@ func TestWorktreeGitIsHiddenAndRefused(t *testing.T) {
 func TestSearch(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeAnalysis, "")) // search works read-only
+	ws := f.ensure(f.req(sandboxapi.ModeAnalysis, "")) // search works read-only
 	w := func(p, content string) {
 		full := filepath.Join(ws.LocalPath, p)
 		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
@@ -257,7 +256,7 @@ func TestSearch(t *testing.T) {
 	require.NoError(t, os.Symlink("a.txt", filepath.Join(ws.LocalPath, "filelink.txt")))
 	require.NoError(t, os.Symlink(outside, filepath.Join(ws.LocalPath, "outlink")))
 
-	paths := func(r sandbox.SearchResult) []string {
+	paths := func(r sandboxapi.SearchResult) []string {
 		var out []string
 		for _, m := range r.Matches {
 			out = append(out, m.Path)
@@ -265,62 +264,62 @@ func TestSearch(t *testing.T) {
 		return out
 	}
 
-	res, err := f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hello"})
+	res, err := f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "hello"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"README.md", "long.txt", "sub/b.go"}, paths(res))
 	assert.False(t, res.Truncated)
-	assert.Equal(t, sandbox.SearchMatch{Path: "sub/b.go", Line: 2, Text: "// hello there"}, res.Matches[2])
-	assert.LessOrEqual(t, len(res.Matches[1].Text), sandbox.MaxSearchLineBytes)
+	assert.Equal(t, sandboxapi.SearchMatch{Path: "sub/b.go", Line: 2, Text: "// hello there"}, res.Matches[2])
+	assert.LessOrEqual(t, len(res.Matches[1].Text), sandboxapi.MaxSearchLineBytes)
 	assert.True(t, strings.HasPrefix(res.Matches[1].Text, "éé"))
 	assert.NotContains(t, res.Matches[1].Text, "\uFFFD")
 
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hello", IgnoreCase: true})
+	res, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "hello", IgnoreCase: true})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"README.md", "a.txt", "long.txt", "sub/b.go", "sub/deep/c.md"}, paths(res))
 
-	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "-bar", Literal: true})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "a pattern starting with '-' is refused")
+	_, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "-bar", Literal: true})
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "a pattern starting with '-' is refused")
 	_, err = f.m.ReadFile(ctx, ws, "-dash.txt")
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "a path starting with '-' is refused")
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: `\-bar`})
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "a path starting with '-' is refused")
+	res, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: `\-bar`})
 	require.NoError(t, err)
 	require.Len(t, res.Matches, 1)
-	assert.Equal(t, sandbox.SearchMatch{Path: "a.txt", Line: 2, Text: "foo -bar"}, res.Matches[0])
+	assert.Equal(t, sandboxapi.SearchMatch{Path: "a.txt", Line: 2, Text: "foo -bar"}, res.Matches[0])
 
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "o.*r$"})
+	res, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "o.*r$"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a.txt"}, paths(res))
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "(", Literal: true})
+	res, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "(", Literal: true})
 	require.NoError(t, err)
 	assert.Empty(t, res.Matches)
 
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "^h.llo", IgnoreCase: true, Path: "sub"})
+	res, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "^h.llo", IgnoreCase: true, Path: "sub"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"sub/deep/c.md"}, paths(res))
 
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hello", IgnoreCase: true, MaxResults: 2})
+	res, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "hello", IgnoreCase: true, MaxResults: 2})
 	require.NoError(t, err)
 	assert.Len(t, res.Matches, 2)
 	assert.True(t, res.Truncated)
 
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hello", Path: "a.txt", IgnoreCase: true})
+	res, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "hello", Path: "a.txt", IgnoreCase: true})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a.txt"}, paths(res))
 
-	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "("})
-	requireKind(t, err, sandbox.ErrInvalidArgument)
-	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: ""})
-	requireKind(t, err, sandbox.ErrInvalidArgument)
-	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "x", Path: ".git"})
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
-	_, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "x", Path: "outlink"})
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "("})
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
+	_, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: ""})
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
+	_, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "x", Path: ".git"})
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
+	_, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "x", Path: "outlink"})
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 }
 
 func TestSizeBytes(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	base, err := f.m.SizeBytes(ctx, ws)
 	require.NoError(t, err)
 	assert.Positive(t, base)
@@ -335,7 +334,7 @@ func TestSizeBytes(t *testing.T) {
 
 	require.NoError(t, os.RemoveAll(ws.LocalPath))
 	_, err = f.m.SizeBytes(ctx, ws)
-	requireKind(t, err, sandbox.ErrWorkspaceNotFound)
+	requireKind(t, err, sandboxapi.ErrWorkspaceNotFound)
 }
 
 // TestWritableRel: a write or an edit never targets the workspace root or
@@ -346,11 +345,11 @@ func TestWritableRel(t *testing.T) {
 	assert.Equal(t, "src/a.go", rel)
 	for _, p := range []string{".", "", ".git/config", "sub/.git/HEAD"} {
 		_, err := writableRel("edit", p)
-		requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
-		assert.Contains(t, sandbox.Message(err), "edit ", p)
+		requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
+		assert.Contains(t, sandboxapi.Message(err), "edit ", p)
 	}
 	_, err = writableRel("write", "../x")
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 }
 
 // A search that stopped at its file limit says so (TruncatedBy
@@ -359,12 +358,12 @@ func TestWritableRel(t *testing.T) {
 func TestSearchSaysWhyItStopped(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeAnalysis, ""))
+	ws := f.ensure(f.req(sandboxapi.ModeAnalysis, ""))
 	big := filepath.Join(ws.LocalPath, "aa-big.log")
 	require.NoError(t, os.WriteFile(big, append(bytes.Repeat([]byte("needle\n"), MaxSearchFileBytes/7), []byte("needle\n")...), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "aa-bin.raw"), []byte("needle\x00\n"), 0o644))
 
-	res, err := f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle"})
+	res, err := f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "needle"})
 	require.NoError(t, err)
 	assert.Empty(t, res.Matches)
 	assert.False(t, res.Truncated)
@@ -378,13 +377,13 @@ func TestSearchSaysWhyItStopped(t *testing.T) {
 	for i := 0; i <= MaxSearchFiles; i++ {
 		require.NoError(t, os.WriteFile(filepath.Join(many, fmt.Sprintf("f%05d.txt", i)), []byte("hay\n"), 0o644))
 	}
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "needle"})
+	res, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "needle"})
 	require.NoError(t, err)
 	assert.Empty(t, res.Matches)
 	assert.True(t, res.Truncated)
 	assert.Equal(t, sandboxapi.SearchCapFiles, res.TruncatedBy, "the file limit, not the result cap")
 
-	res, err = f.m.Search(ctx, ws, sandbox.SearchRequest{Pattern: "hay", MaxResults: 3})
+	res, err = f.m.Search(ctx, ws, sandboxapi.SearchRequest{Pattern: "hay", MaxResults: 3})
 	require.NoError(t, err)
 	assert.Len(t, res.Matches, 3)
 	assert.Equal(t, sandboxapi.SearchCapResults, res.TruncatedBy)

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // outsideMarker is the content of every file outside the worktree: no file
@@ -28,7 +28,7 @@ const (
 // loop), next to files that must stay untouched.
 type confinement struct {
 	m       *Manager
-	ws      sandbox.Workspace
+	ws      sandboxapi.Workspace
 	wt      string
 	outside []string // directories that must not change
 }
@@ -74,8 +74,8 @@ func newConfinement(tb testing.TB, dir string) *confinement {
 	must(err)
 	m, err := New(Options{Git: runner, Locker: &testLocker{}, HostID: "h"})
 	must(err)
-	ws := sandbox.Workspace{ID: "ws-000000000000000000000001", LocalPath: wt, Mode: sandbox.ModeEdit,
-		Capabilities: sandbox.Capabilities{Writable: true, Persistent: true}}
+	ws := sandboxapi.Workspace{ID: "ws-000000000000000000000001", LocalPath: wt, Mode: sandboxapi.ModeEdit,
+		Capabilities: sandboxapi.Capabilities{Writable: true, Persistent: true}}
 	return &confinement{m: m, ws: ws, wt: wt, outside: []string{outside, bare}}
 }
 
@@ -120,7 +120,7 @@ func (c *confinement) check(t *testing.T, op uint8, p string, data []byte) {
 	case 1:
 		err = c.m.WriteFile(ctx, c.ws, p, data, 0o644)
 	case 2:
-		var entries []sandbox.FileEntry
+		var entries []sandboxapi.FileEntry
 		entries, err = c.m.ListDir(ctx, c.ws, p)
 		for _, e := range entries {
 			if strings.Contains(e.Name, outsideTag) {
@@ -128,13 +128,13 @@ func (c *confinement) check(t *testing.T, op uint8, p string, data []byte) {
 			}
 		}
 	case 3:
-		var res sandbox.SearchResult
-		res, err = c.m.Search(ctx, c.ws, sandbox.SearchRequest{Pattern: outsideMarker, Path: p, Literal: true})
+		var res sandboxapi.SearchResult
+		res, err = c.m.Search(ctx, c.ws, sandboxapi.SearchRequest{Pattern: outsideMarker, Path: p, Literal: true})
 		if err == nil && len(res.Matches) > 0 {
 			t.Fatalf("search from %q found outside content: %+v", p, res.Matches)
 		}
 	}
-	if err != nil && sandbox.KindOf(err) == nil {
+	if err != nil && sandboxapi.KindOf(err) == nil {
 		t.Fatalf("op %d %q: untyped error %v", op%4, p, err)
 	}
 	if after := c.snapshot(t); after != before {

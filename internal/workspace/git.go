@@ -13,7 +13,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // gitCtx is a place to run git: a directory and the environment that pins the
@@ -60,7 +60,7 @@ func (g gitCtx) runIO(ctx context.Context, stdin io.Reader, stdout io.Writer, ar
 func (m *Manager) inspected(ctx context.Context, g gitCtx) (gitCtx, error) {
 	ins, err := m.git.Inspect(ctx, gitx.Call{Dir: g.dir, Env: g.env})
 	if err != nil {
-		return gitCtx{}, gitx.Classify(err, "read the repository configuration", sandbox.ErrWorkspaceUnavailable)
+		return gitCtx{}, gitx.Classify(err, "read the repository configuration", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if len(ins.Poisoned) > 0 {
 		keys := make([]string, len(ins.Poisoned))
@@ -99,7 +99,7 @@ func (w *wtRepo) stageEntries(ctx context.Context) ([]byte, error) {
 	}
 	out, err := w.git.with(readEnv).run(ctx, "ls-files", "-s", "-z")
 	if err != nil {
-		return nil, gitx.Classify(err, "git ls-files -s", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git ls-files -s", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if out == nil {
 		out = []byte{}
@@ -119,13 +119,13 @@ func (w *wtRepo) forgetStage() { w.stage = nil }
 // variables are neutralized by gitx). Errors: ErrInvalidArgument (bad
 // LocalPath), ErrWorkspaceNotFound (directory missing), ErrWorkspaceUnavailable
 // (malformed configuration), those of RepairMetadata.
-func (m *Manager) openWorktree(ctx context.Context, ws sandbox.Workspace) (*wtRepo, error) {
+func (m *Manager) openWorktree(ctx context.Context, ws sandboxapi.Workspace) (*wtRepo, error) {
 	l, err := locate(ws)
 	if err != nil {
 		return nil, err
 	}
 	if !isDir(l.wt) {
-		return nil, sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing (Ensure repairs it)", ws.ID)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing (Ensure repairs it)", ws.ID)
 	}
 	// The host's own metadata is repaired first (repair.go): an agent's
 	// `rm .git` or a `git worktree prune` never strands the workspace.
@@ -167,7 +167,7 @@ type wtEntry struct {
 func (m *Manager) listWorktrees(ctx context.Context, bg gitCtx) ([]wtEntry, error) {
 	out, err := bg.run(ctx, "worktree", "list", "--porcelain", "-z")
 	if err != nil {
-		return nil, gitx.Classify(err, "git worktree list", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git worktree list", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	var list []wtEntry
 	var cur *wtEntry
@@ -245,7 +245,7 @@ func (m *Manager) lookup(ctx context.Context, g gitCtx, peeled, named []string) 
 	var in bytes.Buffer
 	for i, n := range append(slices.Clip(peeled), named...) {
 		if strings.ContainsAny(n, "\n\x00") {
-			return nil, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "ref %q contains a line break", n)
+			return nil, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "ref %q contains a line break", n)
 		}
 		if i < len(peeled) {
 			n += "^{commit}"
@@ -254,11 +254,11 @@ func (m *Manager) lookup(ctx context.Context, g gitCtx, peeled, named []string) 
 	}
 	out, err := g.runIO(ctx, &in, nil, "cat-file", "--batch-check=%(objectname) %(objecttype)")
 	if err != nil {
-		return nil, nil, gitx.Classify(err, "git cat-file", sandbox.ErrWorkspaceUnavailable)
+		return nil, nil, gitx.Classify(err, "git cat-file", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if len(lines) != len(peeled)+len(named) {
-		return nil, nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git cat-file --batch-check: %d lines for %d names", len(lines), len(peeled)+len(named))
+		return nil, nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git cat-file --batch-check: %d lines for %d names", len(lines), len(peeled)+len(named))
 	}
 	commits, objects = make([]string, len(peeled)), make([]string, len(named))
 	for i, line := range lines {
@@ -282,9 +282,9 @@ func (m *Manager) lookup(ctx context.Context, g gitCtx, peeled, named []string) 
 // (ValidateRef).
 func baseCandidates(ref string) ([]string, error) {
 	if ref == "" {
-		return nil, sandbox.Errorf(sandbox.ErrRefNotFound, "no base ref was requested and the repo cache has no default branch")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "no base ref was requested and the repo cache has no default branch")
 	}
-	if err := sandbox.ValidateRef(ref); err != nil {
+	if err := sandboxapi.ValidateRef(ref); err != nil {
 		return nil, err
 	}
 	cands := []string{"refs/remotes/origin/" + ref, "refs/tags/" + ref, "refs/heads/" + ref}
@@ -311,7 +311,7 @@ func (m *Manager) resolveBase(ctx context.Context, bg gitCtx, ref string) (strin
 		return "", err
 	}
 	if c == "" {
-		return "", sandbox.Errorf(sandbox.ErrRefNotFound, "base ref %q is not a branch, tag or commit of the repository", ref)
+		return "", sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "base ref %q is not a branch, tag or commit of the repository", ref)
 	}
 	return c, nil
 }
@@ -342,7 +342,7 @@ func (m *Manager) branchCollision(ctx context.Context, bg gitCtx, branch string,
 	args := append([]string{"for-each-ref", "--format=%(refname)", "--end-of-options"}, patterns...)
 	out, err := bg.run(ctx, args...)
 	if err != nil {
-		return gitx.Classify(err, "git for-each-ref", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git for-each-ref", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	for _, ref := range strings.Split(string(out), "\n") {
 		ref = strings.TrimSpace(ref)
@@ -363,7 +363,7 @@ func (m *Manager) branchCollision(ctx context.Context, bg gitCtx, branch string,
 			if strings.HasPrefix(branch, name+"/") {
 				rel = "named like one of its directories"
 			}
-			return sandbox.Errorf(sandbox.ErrConflict,
+			return sandboxapi.Errorf(sandboxapi.ErrConflict,
 				"branch %s cannot be created: the repository holds a branch %s, and git cannot hold a branch and a directory of the same name; acquire with another conversation or task id, or another branch_name",
 				branch, rel)
 		}
@@ -371,7 +371,7 @@ func (m *Manager) branchCollision(ctx context.Context, bg gitCtx, branch string,
 		if !strings.Contains(name, "/") {
 			every = fmt.Sprintf(" (every %s/… branch collides with it)", name)
 		}
-		return sandbox.Errorf(sandbox.ErrConflict,
+		return sandboxapi.Errorf(sandboxapi.ErrConflict,
 			"branch %s cannot be created: the remote has branch %s (%s, as last fetched)%s, and git cannot hold a branch and a directory of the same name, so this branch could never be pushed there; rename that remote branch, or acquire with a branch_name that does not collide",
 			branch, name, ref, every)
 	}
@@ -432,10 +432,10 @@ func firstLine(s string) string {
 // anything else → ErrWorkspaceUnavailable.
 func fsError(err error, what string) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return sandbox.Errorf(sandbox.ErrInsufficientDisk, "%s: %v", what, err)
+		return sandboxapi.Errorf(sandboxapi.ErrInsufficientDisk, "%s: %v", what, err)
 	}
 	if errors.Is(err, fs.ErrPermission) {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "%s: permission denied: %v", what, err)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "%s: permission denied: %v", what, err)
 	}
-	return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "%s: %v", what, err)
+	return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "%s: %v", what, err)
 }

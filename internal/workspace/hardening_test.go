@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestSymlinksAreCommittedAsSymlinks: symlinks an agent makes (pointing out of
@@ -29,7 +30,7 @@ import (
 func TestSymlinksAreCommittedAsSymlinks(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	outside := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("outside secret\n"), 0o644))
 	links := map[string]string{
@@ -42,7 +43,7 @@ func TestSymlinksAreCommittedAsSymlinks(t *testing.T) {
 	for name, target := range links {
 		require.NoError(t, os.Symlink(target, filepath.Join(ws.LocalPath, name)))
 	}
-	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "links"})
+	res, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "links"})
 	require.NoError(t, err)
 	tree := f.git(f.bare, "ls-tree", "-r", "--full-tree", res.Commit)
 	for name, target := range links {
@@ -72,7 +73,7 @@ func TestSymlinksAreCommittedAsSymlinks(t *testing.T) {
 func TestForeignRepositoryHeadsNeverShow(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	foreign := filepath.Join(t.TempDir(), "alice")
 	f.git(filepath.Dir(foreign), "init", "-q", foreign)
 	f.git(foreign, "-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-q", "--allow-empty", "-m", "alice's secret work")
@@ -100,11 +101,11 @@ func TestForeignRepositoryHeadsNeverShow(t *testing.T) {
 
 	// Committing everything would leave them out: refused, naming them
 	// (never what they point at); the agent's own files commit by path.
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x"})
-	requireKind(t, err, sandbox.ErrWorkspaceDirty)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "x"})
+	requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 	assert.Contains(t, err.Error(), `"leak/", "leak2/", "leak3/"`)
 	assert.NotContains(t, err.Error(), secret)
-	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", Paths: []string{"mine.txt"}})
+	res, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "x", Paths: []string{"mine.txt"}})
 	require.NoError(t, err)
 	tree := f.git(f.bare, "ls-tree", "-r", "--full-tree", res.Commit)
 	assert.NotContains(t, tree, secret)
@@ -128,16 +129,16 @@ func TestHooksInTheCacheNeverRun(t *testing.T) {
 	for _, h := range []string{"pre-commit", "commit-msg", "prepare-commit-msg", "post-commit", "post-checkout", "reference-transaction", "post-index-change", "pre-auto-gc"} {
 		require.NoError(t, os.WriteFile(filepath.Join(hooks, h), []byte("#!/bin/sh\necho "+h+" >> "+marker+"\n"), 0o755))
 	}
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1")) // worktree add: post-checkout, reference-transaction
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1")) // worktree add: post-checkout, reference-transaction
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "x.txt"), []byte("x\n"), 0o644))
 	_, err := f.m.Status(ctx, ws)
 	require.NoError(t, err)
 	_, err = f.m.Diff(ctx, ws)
 	require.NoError(t, err)
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x"})
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "x"})
 	require.NoError(t, err)
 	require.NoError(t, f.m.Remove(ctx, ws))
-	f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	assert.NoFileExists(t, marker, "a hook ran in host-side git: %s", readMarker(marker))
 
 	// Control: the agent's own git does run them.
@@ -153,7 +154,7 @@ func TestPoisonedConfigIsReported(t *testing.T) {
 	var logs bytes.Buffer
 	f.m.log = slog.New(slog.NewTextHandler(&logs, nil))
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	st, err := f.m.Status(ctx, ws)
 	require.NoError(t, err)
 	assert.Empty(t, st.ConfigWarnings, "a clean configuration")
@@ -183,7 +184,7 @@ func TestPoisonedConfigIsReported(t *testing.T) {
 func TestStaleIndexLock(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	lock := filepath.Join(f.bare, "worktrees", filepath.Base(ws.LocalPath), "index.lock")
 	require.NoError(t, os.WriteFile(lock, nil, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "n.txt"), []byte("n\n"), 0o644))
@@ -193,8 +194,8 @@ func TestStaleIndexLock(t *testing.T) {
 	liveIn, err := live.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, live.Start())
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
-	requireKind(t, err, sandbox.ErrRepoLocked)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "n"})
+	requireKind(t, err, sandboxapi.ErrRepoLocked)
 	assert.Contains(t, err.Error(), lock)
 	// Status and Diff take no index lock.
 	_, err = f.m.Status(ctx, ws)
@@ -204,7 +205,7 @@ func TestStaleIndexLock(t *testing.T) {
 	_ = liveIn.Close()
 	_ = live.Wait()
 
-	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "n"})
+	res, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "n"})
 	require.NoError(t, err, "the young lock no live git holds is cleared on the retry")
 	assert.False(t, res.NothingToCommit)
 	assert.NoFileExists(t, lock)
@@ -222,7 +223,7 @@ func TestWorkspaceCrashHelper(t *testing.T) {
 		return
 	}
 	var cache sandbox.RepoCache
-	var req sandbox.WorkspaceRequest
+	var req sandboxapi.WorkspaceRequest
 	if err := json.Unmarshal([]byte(os.Getenv("WORKSPACE_CACHE")), &cache); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(2)
@@ -261,7 +262,7 @@ func TestCrashDuringWorktreeCreation(t *testing.T) {
 	for _, point := range []string{"before-add", "added", "recorded"} {
 		t.Run(point, func(t *testing.T) {
 			f := newFixture(t)
-			req := f.req(sandbox.ModeEdit, "c1")
+			req := f.req(sandboxapi.ModeEdit, "c1")
 			cacheJSON, _ := json.Marshal(f.cache)
 			reqJSON, _ := json.Marshal(req)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestWorkspaceCrashHelper$", "-test.count=1")
@@ -312,36 +313,36 @@ func TestBranchNamespaceCollisions(t *testing.T) {
 	ctx := context.Background()
 
 	// A local override below conversation z's branch.
-	over := f.req(sandbox.ModeEdit, "y")
+	over := f.req(sandboxapi.ModeEdit, "y")
 	over.BranchName = tb + "edits-z/w"
 	f.ensure(over)
-	_, err := f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "z"), nil)
-	requireKind(t, err, sandbox.ErrConflict)
+	_, err := f.m.Ensure(ctx, f.cache, f.req(sandboxapi.ModeEdit, "z"), nil)
+	requireKind(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "holds a branch below it")
 	assert.NotContains(t, err.Error(), "edits-z/w", "another workspace's branch is never named")
 	assert.False(t, f.branchExists(tb+"edits-z"))
-	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), f.req(sandbox.ModeEdit, "z").WorktreeDirName()))
+	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), f.req(sandboxapi.ModeEdit, "z").WorktreeDirName()))
 	// And the other way round: an override below an existing branch.
-	f.ensure(f.req(sandbox.ModeEdit, "q"))
-	below := f.req(sandbox.ModeEdit, "q2")
+	f.ensure(f.req(sandboxapi.ModeEdit, "q"))
+	below := f.req(sandboxapi.ModeEdit, "q2")
 	below.BranchName = tb + "edits-q/sub"
 	_, err = f.m.Ensure(ctx, f.cache, below, nil)
-	requireKind(t, err, sandbox.ErrConflict)
+	requireKind(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "named like one of its directories")
 	assert.NotContains(t, err.Error(), "refs/heads/")
 
 	// Upstream branches, as last fetched into refs/remotes/origin/*.
 	f.git(f.src, "branch", tb+"edits-c5/x")
 	f.fetch()
-	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "c5"), nil)
-	requireKind(t, err, sandbox.ErrConflict)
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandboxapi.ModeEdit, "c5"), nil)
+	requireKind(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "refs/remotes/origin/"+tb+"edits-c5/x")
 
 	f.git(f.src, "branch", "-D", tb+"edits-c5/x")
 	f.git(f.src, "branch", "agent")
 	f.git(f.bare, "fetch", "-q", "--prune", f.src, "+refs/heads/*:refs/remotes/origin/*")
-	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeTask, "t1"), nil)
-	requireKind(t, err, sandbox.ErrConflict)
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandboxapi.ModeTask, "t1"), nil)
+	requireKind(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "refs/remotes/origin/agent")
 	assert.Contains(t, err.Error(), "every agent/… branch collides")
 	assert.False(t, f.branchExists(tb+"task-t1"))
@@ -353,20 +354,20 @@ func TestBranchNamespaceCollisions(t *testing.T) {
 	f.git(f.bare, "fetch", "-q", "--prune", f.src, "+refs/heads/*:refs/remotes/origin/*")
 	blob := strings.TrimSpace(f.git(f.bare, "hash-object", "-w", "--stdin"))
 	f.git(f.bare, "update-ref", "refs/remotes/origin/agent", blob)
-	_, err = f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeTask, "t2"), nil)
-	requireKind(t, err, sandbox.ErrConflict)
+	_, err = f.m.Ensure(ctx, f.cache, f.req(sandboxapi.ModeTask, "t2"), nil)
+	requireKind(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "refs/remotes/origin/agent")
 	assert.False(t, f.branchExists(tb+"task-t2"))
 	f.git(f.bare, "update-ref", "-d", "refs/remotes/origin/agent")
 	f.git(f.bare, "tag", "refs/heads/agent", blob)
-	f.ensure(f.req(sandbox.ModeTask, "t2"))
+	f.ensure(f.req(sandboxapi.ModeTask, "t2"))
 	assert.True(t, f.branchExists(tb+"task-t2"))
 
 	// Existing branches are reused as they are (their pushes report the remote's reason).
 	f.ensure(over)
-	f.ensure(f.req(sandbox.ModeEdit, "q"))
+	f.ensure(f.req(sandboxapi.ModeEdit, "q"))
 	// Analysis workspaces create no branch.
-	f.ensure(f.req(sandbox.ModeAnalysis, "main"))
+	f.ensure(f.req(sandboxapi.ModeAnalysis, "main"))
 }
 
 // TestRefsPackedAsBranchesAccumulate: every PackRefsEvery-th branch a
@@ -379,13 +380,13 @@ func TestRefsPackedAsBranchesAccumulate(t *testing.T) {
 	f := newFixture(t)
 	f.m.packEvery = 3
 	ctx := context.Background()
-	var made []sandbox.Workspace
+	var made []sandboxapi.Workspace
 	for _, c := range []string{"p1", "p2"} {
-		made = append(made, f.ensure(f.req(sandbox.ModeEdit, c)))
+		made = append(made, f.ensure(f.req(sandboxapi.ModeEdit, c)))
 	}
 	loose := filepath.Join(f.bare, "refs", "heads", filepath.FromSlash(tb), "edits-p1")
 	assert.FileExists(t, loose, "two branches: not packed yet")
-	made = append(made, f.ensure(f.req(sandbox.ModeEdit, "p3")))
+	made = append(made, f.ensure(f.req(sandboxapi.ModeEdit, "p3")))
 	assert.NoFileExists(t, loose, "the third branch packs the refs")
 	packed, err := os.ReadFile(filepath.Join(f.bare, "packed-refs"))
 	require.NoError(t, err)
@@ -393,17 +394,17 @@ func TestRefsPackedAsBranchesAccumulate(t *testing.T) {
 		assert.Contains(t, string(packed), " refs/heads/"+b+"\n")
 		assert.True(t, f.branchExists(b), b)
 	}
-	again := f.ensure(f.req(sandbox.ModeEdit, "p1"))
+	again := f.ensure(f.req(sandboxapi.ModeEdit, "p1"))
 	assert.Equal(t, made[0].LocalPath, again.LocalPath)
 	assert.Equal(t, made[0].BaseCommit, again.BaseCommit)
-	below := f.req(sandbox.ModeEdit, "p4")
+	below := f.req(sandboxapi.ModeEdit, "p4")
 	below.BranchName = tb + "edits-p2/sub"
 	_, err = f.m.Ensure(ctx, f.cache, below, nil)
-	requireKind(t, err, sandbox.ErrConflict)
+	requireKind(t, err, sandboxapi.ErrConflict)
 	assert.Contains(t, err.Error(), "named like one of its directories")
 	// A removed workspace comes back on its packed branch, base kept.
 	require.NoError(t, f.m.Remove(ctx, made[2]))
-	back := f.ensure(f.req(sandbox.ModeEdit, "p3"))
+	back := f.ensure(f.req(sandboxapi.ModeEdit, "p3"))
 	assert.Equal(t, tb+"edits-p3", back.BranchName)
 	assert.Equal(t, made[2].BaseCommit, back.BaseCommit)
 	assert.Equal(t, made[2].BaseCommit, strings.TrimSpace(f.git(back.LocalPath, "rev-parse", "HEAD")))

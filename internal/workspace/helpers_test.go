@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // testLocker is a trivial in-process sandbox.RepoLocker.
@@ -26,7 +27,7 @@ type testLocker struct {
 	calls int
 }
 
-func (l *testLocker) LockRepo(ctx context.Context, repo sandbox.RepoIdentity) (func(), error) {
+func (l *testLocker) LockRepo(ctx context.Context, repo sandboxapi.RepoIdentity) (func(), error) {
 	l.mu.Lock()
 	if l.locks == nil {
 		l.locks = map[string]*sync.Mutex{}
@@ -141,20 +142,20 @@ func (f *fixture) git(dir string, args ...string) string {
 	return out
 }
 
-func (f *fixture) req(mode sandbox.WorkspaceMode, scope string) sandbox.WorkspaceRequest {
-	r := sandbox.WorkspaceRequest{UserID: "u1", ProjectID: "p1", RepoURL: "https://example.com/owner/repo", Mode: mode}
+func (f *fixture) req(mode sandboxapi.WorkspaceMode, scope string) sandboxapi.WorkspaceRequest {
+	r := sandboxapi.WorkspaceRequest{UserID: "u1", ProjectID: "p1", RepoURL: "https://example.com/owner/repo", Mode: mode}
 	switch mode {
-	case sandbox.ModeEdit:
+	case sandboxapi.ModeEdit:
 		r.ConversationID = scope
-	case sandbox.ModeTask:
+	case sandboxapi.ModeTask:
 		r.TaskID = scope
-	case sandbox.ModeAnalysis:
+	case sandboxapi.ModeAnalysis:
 		r.BaseRef = scope
 	}
 	return r
 }
 
-func (f *fixture) ensure(req sandbox.WorkspaceRequest) sandbox.Workspace {
+func (f *fixture) ensure(req sandboxapi.WorkspaceRequest) sandboxapi.Workspace {
 	f.t.Helper()
 	ws, err := f.m.Ensure(context.Background(), f.cache, req, nil)
 	require.NoError(f.t, err)
@@ -180,7 +181,7 @@ func (f *fixture) registered() []string {
 
 func (f *fixture) worktreesDir() string { return filepath.Join(filepath.Dir(f.bare), WorktreesDir) }
 
-func requireKind(t *testing.T, err error, kind *sandbox.Kind) {
+func requireKind(t *testing.T, err error, kind *sandboxapi.Kind) {
 	t.Helper()
 	require.Error(t, err)
 	require.Truef(t, errors.Is(err, kind), "want %s, got %v", kind.Type, err)
@@ -206,4 +207,4 @@ func snapshot(t *testing.T, dirs ...string) []string {
 // tb is the branch namespace of the fixture's tenant (user u1, project p1):
 // the derived branches are tb + "edits-<conversation>" and tb + "task-<task>"
 // (docs/API.md "Identity").
-var tb = "agent/" + sandbox.TenantSegment("u1", "p1") + "/"
+var tb = "agent/" + sandboxapi.TenantSegment("u1", "p1") + "/"

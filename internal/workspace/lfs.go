@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Git LFS content (README "Configuration": SANDBOX_LFS, SANDBOX_LFS_TIMEOUT;
@@ -67,7 +68,7 @@ func (m *Manager) lfsPointers(ctx context.Context, w *wtRepo) ([]lfsFile, error)
 	}
 	out, err := w.git.with(readEnv).run(ctx, "ls-files", "-z", "--cached", "--", ":(attr:filter=lfs)")
 	if err != nil {
-		return nil, gitx.Classify(err, "git ls-files (LFS files)", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git ls-files (LFS files)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	root, err := os.OpenRoot(w.wt)
 	if err != nil {
@@ -192,7 +193,7 @@ func attributesMayHoldLFS(root *os.Root, p string, tracked map[string]bool) bool
 
 // LFSPointers lists the workspace's LFS-tracked files that are still
 // pointers (capped at MaxStatusFiles). Errors: as Status.
-func (m *Manager) LFSPointers(ctx context.Context, ws sandbox.Workspace) ([]string, error) {
+func (m *Manager) LFSPointers(ctx context.Context, ws sandboxapi.Workspace) ([]string, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return nil, err
@@ -222,7 +223,7 @@ func lfsPaths(files []lfsFile) []string {
 // ErrInvalidArgument (LocalPath), ErrInsufficientDisk,
 // ErrWorkspaceUnavailable. repo is the workspace's repository (its URL
 // names the LFS endpoint, <url>/info/lfs); cred may be nil.
-func (m *Manager) FetchLFS(ctx context.Context, ws sandbox.Workspace, repo sandbox.RepoIdentity, cred *sandbox.Credential) ([]string, error) {
+func (m *Manager) FetchLFS(ctx context.Context, ws sandboxapi.Workspace, repo sandboxapi.RepoIdentity, cred *sandbox.Credential) ([]string, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return nil, err
@@ -300,7 +301,7 @@ func withinBudget(files []lfsFile, max int64) []lfsFile {
 // the credential scoped to the repository URL (http.<url>.extraHeader
 // reaches the batch endpoint below it, and nothing else). Failures are
 // logged, never returned.
-func (m *Manager) fetchLFSObjects(ctx context.Context, w *wtRepo, ws sandbox.Workspace, repo sandbox.RepoIdentity, cred *sandbox.Credential, files []lfsFile, timeout time.Duration) {
+func (m *Manager) fetchLFSObjects(ctx context.Context, w *wtRepo, ws sandboxapi.Workspace, repo sandboxapi.RepoIdentity, cred *sandbox.Credential, files []lfsFile, timeout time.Duration) {
 	missing := 0
 	for _, f := range files {
 		if m.lfsObject(w, f.ptr.OID) == "" {
@@ -341,7 +342,7 @@ func (m *Manager) fetchLFSObjects(ctx context.Context, w *wtRepo, ws sandbox.Wor
 	})
 	if err != nil {
 		m.log.Warn("workspace: git lfs fetch failed; LFS files stay pointers", "workspace_id", ws.ID, "repo", repo.Key(),
-			"duration", time.Since(start).Round(time.Millisecond), "error", sandbox.Message(gitx.Classify(err, "git lfs fetch", sandbox.ErrRepoCacheUnavailable)))
+			"duration", time.Since(start).Round(time.Millisecond), "error", sandboxapi.Message(gitx.Classify(err, "git lfs fetch", sandboxapi.ErrRepoCacheUnavailable)))
 	}
 }
 

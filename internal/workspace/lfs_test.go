@@ -22,6 +22,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // needGitLFS skips without git-lfs, except under CI=true (.ci/run installs it).
@@ -43,7 +44,7 @@ type lfsFixture struct {
 	up      string
 	cache   *repocache.Cache
 	cred    *sandbox.Credential
-	repo    sandbox.RepoIdentity
+	repo    sandboxapi.RepoIdentity
 	content []byte
 	m       *Manager
 }
@@ -60,7 +61,7 @@ func newLFSFixture(t *testing.T, opts LFSOptions) *lfsFixture {
 	gittest.Commit(t, f.up, "data/big.bin", f.lfs.Add(f.content), "add big.bin")
 	gittest.Commit(t, f.up, "missing.bin", "version https://git-lfs.github.com/spec/v1\noid sha256:"+strings.Repeat("ab", 32)+"\nsize 12\n", "a pointer whose object the server lacks")
 	var err error
-	f.repo, err = sandbox.ParseRepoURL(f.srv.URL("team/assets.git"), sandbox.URLPolicy{AllowHTTP: true})
+	f.repo, err = sandboxapi.ParseRepoURL(f.srv.URL("team/assets.git"), sandboxapi.URLPolicy{AllowHTTP: true})
 	require.NoError(t, err)
 	git, err := gitx.New(gitx.Options{AllowHTTP: true, HomeDir: t.TempDir()})
 	require.NoError(t, err)
@@ -71,12 +72,12 @@ func newLFSFixture(t *testing.T, opts LFSOptions) *lfsFixture {
 	return f
 }
 
-func (f *lfsFixture) acquire(t *testing.T, conv string) sandbox.Workspace {
+func (f *lfsFixture) acquire(t *testing.T, conv string) sandboxapi.Workspace {
 	t.Helper()
 	ctx := context.Background()
 	rc, err := f.cache.Ensure(ctx, f.repo, f.cred, false)
 	require.NoError(t, err)
-	ws, err := f.m.Ensure(ctx, rc, sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: f.repo.URL, Mode: sandbox.ModeEdit, ConversationID: conv}, nil)
+	ws, err := f.m.Ensure(ctx, rc, sandboxapi.WorkspaceRequest{UserID: "u", ProjectID: "p", RepoURL: f.repo.URL, Mode: sandboxapi.ModeEdit, ConversationID: conv}, nil)
 	require.NoError(t, err)
 	return ws
 }
@@ -110,7 +111,7 @@ func TestLFSContentIsFetched(t *testing.T) {
 	d, err := f.m.Diff(ctx, ws)
 	require.NoError(t, err)
 	assert.Empty(t, d.Files)
-	c, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "nothing"})
+	c, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "nothing"})
 	require.NoError(t, err)
 	assert.True(t, c.NothingToCommit, "the fetched content is never committed over its pointer")
 	bk, err := NewBackups(f.m, t.TempDir())

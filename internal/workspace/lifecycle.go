@@ -26,7 +26,7 @@ import (
 // Checkpoints, forks and destroy backups (docs/API.md "Checkpoints",
 // "Fork", "Destroy"): sandbox.LifecycleProvider on the eviction backup
 // mechanism of backup.go. A checkpoint is a commit in the repo cache on
-// sandbox.CheckpointRef(<id>, <n>) whose tree is the worktree's snapshot
+// sandboxapi.CheckpointRef(<id>, <n>) whose tree is the worktree's snapshot
 // (Backups.snapshot: tracked and untracked, not ignored, files as raw bytes,
 // in a temporary index) and whose only parent is HEAD; its message carries
 // the metadata git cannot (label, branch, permission bits) as one JSON line
@@ -76,7 +76,7 @@ func decodeModes(m map[string]uint32) (map[string]uint32, error) {
 		if err != nil || v&^0o7777 != 0 {
 			return nil, fmt.Errorf("bad mode entry %q", k)
 		}
-		clean, err := sandbox.CleanRelPath(string(p))
+		clean, err := sandboxapi.CleanRelPath(string(p))
 		if err != nil || clean != string(p) {
 			return nil, fmt.Errorf("bad mode path %q", p)
 		}
@@ -87,17 +87,17 @@ func decodeModes(m map[string]uint32) (map[string]uint32, error) {
 
 // cpRecord is one checkpoint as read from the repo cache.
 type cpRecord struct {
-	cp    sandbox.Checkpoint
+	cp    sandboxapi.Checkpoint
 	tree  string
 	modes map[string]uint32
 }
 
 // checkpointRefs returns the checkpoint numbers of wsID and their commits.
 func (b *Backups) checkpointRefs(ctx context.Context, bg gitCtx, wsID string) (map[int]string, error) {
-	prefix := sandbox.CheckpointRefPrefix + wsID + "/"
+	prefix := sandboxapi.CheckpointRefPrefix + wsID + "/"
 	out, err := bg.run(ctx, "for-each-ref", "--format=%(objectname) %(refname)", "--end-of-options", prefix)
 	if err != nil {
-		return nil, gitx.Classify(err, "git for-each-ref "+prefix, sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git for-each-ref "+prefix, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	refs := map[int]string{}
 	for _, line := range strings.Split(string(out), "\n") {
@@ -106,7 +106,7 @@ func (b *Backups) checkpointRefs(ctx context.Context, bg gitCtx, wsID string) (m
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(name, prefix))
-		if err != nil || n < 1 || sandbox.CheckpointRef(wsID, n) != name {
+		if err != nil || n < 1 || sandboxapi.CheckpointRef(wsID, n) != name {
 			continue // not one of ours: never trusted
 		}
 		refs[n] = sha
@@ -122,7 +122,7 @@ func readCommits(ctx context.Context, bg gitCtx, shas []string) (map[string][]by
 	}
 	var out bytes.Buffer
 	if _, err := bg.runIO(ctx, &in, &out, "cat-file", "--batch"); err != nil {
-		return nil, gitx.Classify(err, "git cat-file --batch", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git cat-file --batch", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	res := map[string][]byte{}
 	r := bufio.NewReader(&out)
@@ -137,11 +137,11 @@ func readCommits(ctx context.Context, bg gitCtx, shas []string) (map[string][]by
 		}
 		size, err := strconv.Atoi(f[2])
 		if err != nil || size < 0 || size > 64<<20 {
-			return nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git cat-file --batch: bad header %q", strings.TrimSpace(header))
+			return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git cat-file --batch: bad header %q", strings.TrimSpace(header))
 		}
 		body := make([]byte, size+1)
 		if _, err := io.ReadFull(r, body); err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git cat-file --batch: short object %s", f[0])
+			return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git cat-file --batch: short object %s", f[0])
 		}
 		res[f[0]] = body[:size]
 	}
@@ -182,16 +182,16 @@ func parseCheckpoint(wsID string, n int, sha string, raw []byte) (cpRecord, erro
 		return cpRecord{}, errors.New("tree or parent does not match the metadata")
 	case meta.WorkspaceID != wsID || meta.ID != n:
 		return cpRecord{}, errors.New("metadata names another checkpoint")
-	case meta.Branch != "" && sandbox.ValidateRef(meta.Branch) != nil:
+	case meta.Branch != "" && sandboxapi.ValidateRef(meta.Branch) != nil:
 		return cpRecord{}, errors.New("bad branch")
 	}
 	modes, err := decodeModes(meta.Modes)
 	if err != nil {
 		return cpRecord{}, err
 	}
-	rec := cpRecord{tree: tree, modes: modes, cp: sandbox.Checkpoint{
+	rec := cpRecord{tree: tree, modes: modes, cp: sandboxapi.Checkpoint{
 		ID: n, Label: meta.Label, FilesChanged: meta.FilesChanged, Commit: sha,
-		Ref: sandbox.CheckpointRef(wsID, n), Head: meta.Head, Branch: meta.Branch,
+		Ref: sandboxapi.CheckpointRef(wsID, n), Head: meta.Head, Branch: meta.Branch,
 	}}
 	if t, err := time.Parse(time.RFC3339Nano, meta.CreatedAt); err == nil {
 		rec.cp.CreatedAt = t
@@ -241,7 +241,7 @@ func (b *Backups) record(ctx context.Context, w *wtRepo, bg gitCtx, wsID string,
 	}
 	out, err := bg.run(ctx, "diff-tree", "-r", "-z", "--no-renames", "--name-only", "--no-ext-diff", "--no-textconv", "--end-of-options", headC, snap.tree, "--")
 	if err != nil {
-		return cpRecord{}, gitx.Classify(err, "git diff-tree (checkpoint)", sandbox.ErrWorkspaceUnavailable)
+		return cpRecord{}, gitx.Classify(err, "git diff-tree (checkpoint)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	changed := 0
 	for _, p := range strings.Split(string(out), "\x00") {
@@ -254,7 +254,7 @@ func (b *Backups) record(ctx context.Context, w *wtRepo, bg gitCtx, wsID string,
 		CreatedAt: now.Format("2006-01-02T15:04:05.000000000Z07:00"), Modes: encodeModes(snap.modes)}
 	line, err := json.Marshal(meta)
 	if err != nil {
-		return cpRecord{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "encode checkpoint metadata: %v", err)
+		return cpRecord{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "encode checkpoint metadata: %v", err)
 	}
 	subject := fmt.Sprintf("sandboxcore: checkpoint %d of %s", n, wsID)
 	if label != "" {
@@ -264,19 +264,19 @@ func (b *Backups) record(ctx context.Context, w *wtRepo, bg gitCtx, wsID string,
 	date := fmt.Sprintf("@%d +0000", now.Unix())
 	out, err = bg.with("GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date).runIO(ctx, strings.NewReader(msg), nil, "commit-tree", snap.tree, "-p", headC)
 	if err != nil {
-		return cpRecord{}, gitx.Classify(err, "git commit-tree (checkpoint)", sandbox.ErrWorkspaceUnavailable)
+		return cpRecord{}, gitx.Classify(err, "git commit-tree (checkpoint)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	commit := strings.TrimSpace(string(out))
 	if !isHex(commit) {
-		return cpRecord{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git commit-tree: unexpected output %q", out)
+		return cpRecord{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git commit-tree: unexpected output %q", out)
 	}
-	ref := sandbox.CheckpointRef(wsID, n)
+	ref := sandboxapi.CheckpointRef(wsID, n)
 	// "create" fails when the ref exists: a checkpoint is never overwritten.
 	if _, err := bg.runIO(ctx, strings.NewReader("create "+ref+" "+commit+"\n"), nil, "update-ref", "-m", "sandboxcore: checkpoint", "--stdin"); err != nil {
-		return cpRecord{}, gitx.Classify(err, "git update-ref "+ref, sandbox.ErrWorkspaceUnavailable)
+		return cpRecord{}, gitx.Classify(err, "git update-ref "+ref, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	b.m.log.Info("workspace: checkpoint recorded", "workspace_id", wsID, "checkpoint", n, "commit", commit, "files_changed", changed)
-	return cpRecord{tree: snap.tree, modes: snap.modes, cp: sandbox.Checkpoint{ID: n, Label: label, CreatedAt: now, FilesChanged: changed,
+	return cpRecord{tree: snap.tree, modes: snap.modes, cp: sandboxapi.Checkpoint{ID: n, Label: label, CreatedAt: now, FilesChanged: changed,
 		Commit: commit, Ref: ref, Head: headC, Branch: branch}}, nil
 }
 
@@ -287,16 +287,16 @@ func (b *Backups) record(ctx context.Context, w *wtRepo, bg gitCtx, wsID string,
 // ErrInvalidArgument (label), ErrResourceLimit (sandbox.MaxCheckpoints),
 // ErrWorkspaceDirty (a nested repository: nestedRepoError), ErrWorkspaceNotFound,
 // ErrWorkspaceUnavailable.
-func (b *Backups) Checkpoint(ctx context.Context, ws sandbox.Workspace, label string) (sandbox.Checkpoint, error) {
+func (b *Backups) Checkpoint(ctx context.Context, ws sandboxapi.Workspace, label string) (sandboxapi.Checkpoint, error) {
 	if err := (sandboxapi.CheckpointInput{Label: label}).Validate(); err != nil {
-		return sandbox.Checkpoint{}, err
+		return sandboxapi.Checkpoint{}, err
 	}
-	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
-		return sandbox.Checkpoint{}, err
+	if err := sandboxapi.ValidateWorkspaceID(ws.ID); err != nil {
+		return sandboxapi.Checkpoint{}, err
 	}
 	w, err := b.m.openWorktree(ctx, ws)
 	if err != nil {
-		return sandbox.Checkpoint{}, err
+		return sandboxapi.Checkpoint{}, err
 	}
 	bg := b.m.bareGit(w.bare)
 	rec, err := b.next(ctx, w, bg, ws.ID, label)
@@ -309,7 +309,7 @@ func (b *Backups) next(ctx context.Context, w *wtRepo, bg gitCtx, wsID, label st
 		return cpRecord{}, err
 	}
 	if len(refs) >= sandboxapi.MaxCheckpoints {
-		return cpRecord{}, sandbox.Errorf(sandbox.ErrResourceLimit, "workspace %s has %d checkpoints, the most it may keep", wsID, len(refs))
+		return cpRecord{}, sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "workspace %s has %d checkpoints, the most it may keep", wsID, len(refs))
 	}
 	n := 1
 	for k := range refs {
@@ -321,8 +321,8 @@ func (b *Backups) next(ctx context.Context, w *wtRepo, bg gitCtx, wsID, label st
 // Checkpoints lists ws's checkpoints, oldest first (sandbox.LifecycleProvider).
 // It reads only the repo cache. Errors: ErrInvalidArgument (bad id or
 // path), ErrWorkspaceUnavailable.
-func (b *Backups) Checkpoints(ctx context.Context, ws sandbox.Workspace) ([]sandbox.Checkpoint, error) {
-	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
+func (b *Backups) Checkpoints(ctx context.Context, ws sandboxapi.Workspace) ([]sandboxapi.Checkpoint, error) {
+	if err := sandboxapi.ValidateWorkspaceID(ws.ID); err != nil {
 		return nil, err
 	}
 	l, err := locate(ws)
@@ -330,13 +330,13 @@ func (b *Backups) Checkpoints(ctx context.Context, ws sandbox.Workspace) ([]sand
 		return nil, err
 	}
 	if !isDir(l.bare) {
-		return []sandbox.Checkpoint{}, nil
+		return []sandboxapi.Checkpoint{}, nil
 	}
 	recs, _, err := b.records(ctx, b.m.bareGit(l.bare), ws.ID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]sandbox.Checkpoint, 0, len(recs))
+	out := make([]sandboxapi.Checkpoint, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, r.cp)
 	}
@@ -351,7 +351,7 @@ func (b *Backups) checkpointByID(ctx context.Context, bg gitCtx, wsID string, id
 	}
 	sha, ok := refs[id]
 	if !ok {
-		return cpRecord{}, sandbox.Errorf(sandbox.ErrNotFound, "workspace %s has no checkpoint %d", wsID, id)
+		return cpRecord{}, sandboxapi.Errorf(sandboxapi.ErrNotFound, "workspace %s has no checkpoint %d", wsID, id)
 	}
 	raw, err := readCommits(ctx, bg, []string{sha})
 	if err != nil {
@@ -359,7 +359,7 @@ func (b *Backups) checkpointByID(ctx context.Context, bg gitCtx, wsID string, id
 	}
 	rec, err := parseCheckpoint(wsID, id, sha, raw[sha])
 	if err != nil {
-		return cpRecord{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "checkpoint %d of workspace %s is unreadable: %v", id, wsID, err)
+		return cpRecord{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "checkpoint %d of workspace %s is unreadable: %v", id, wsID, err)
 	}
 	return rec, nil
 }
@@ -377,77 +377,77 @@ func (b *Backups) checkpointByID(ctx context.Context, bg gitCtx, wsID string, id
 // checkpoint), ErrConflict (its branch is checked out in another worktree),
 // ErrWorkspaceDirty (a merge, rebase, cherry-pick or revert is in progress:
 // nothing is changed), ErrResourceLimit, ErrWorkspaceNotFound, ErrWorkspaceUnavailable.
-func (b *Backups) Rollback(ctx context.Context, ws sandbox.Workspace, id int) (sandbox.RollbackResult, error) {
-	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
-		return sandbox.RollbackResult{}, err
+func (b *Backups) Rollback(ctx context.Context, ws sandboxapi.Workspace, id int) (sandboxapi.RollbackResult, error) {
+	if err := sandboxapi.ValidateWorkspaceID(ws.ID); err != nil {
+		return sandboxapi.RollbackResult{}, err
 	}
 	w, err := b.m.openWorktree(ctx, ws)
 	if err != nil {
-		return sandbox.RollbackResult{}, err
+		return sandboxapi.RollbackResult{}, err
 	}
 	bg := b.m.bareGit(w.bare)
 	target, err := b.checkpointByID(ctx, bg, ws.ID, id)
 	if err != nil {
-		return sandbox.RollbackResult{}, err
+		return sandboxapi.RollbackResult{}, err
 	}
 	if c, _ := b.m.firstCommit(ctx, bg, target.cp.Head); c != target.cp.Head {
-		return sandbox.RollbackResult{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "checkpoint %d: its head %s is missing from the repo cache", id, target.cp.Head)
+		return sandboxapi.RollbackResult{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "checkpoint %d: its head %s is missing from the repo cache", id, target.cp.Head)
 	}
 	// An operation the agent left in progress is never thrown away (as
 	// merge_branches): its state is not part of a checkpoint.
 	for _, f := range inProgressFiles {
 		if _, err := os.Lstat(filepath.Join(w.admin, f)); err == nil {
-			return sandbox.RollbackResult{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s: an operation is in progress (%s); finish or abort it before rolling back", ws.ID, f)
+			return sandboxapi.RollbackResult{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceDirty, "workspace %s: an operation is in progress (%s); finish or abort it before rolling back", ws.ID, f)
 		}
 	}
 	if br := target.cp.Branch; br != "" {
 		entries, err := b.m.listWorktrees(ctx, bg)
 		if err != nil {
-			return sandbox.RollbackResult{}, err
+			return sandboxapi.RollbackResult{}, err
 		}
 		for _, e := range entries {
 			if e.Branch == "refs/heads/"+br && e.Path != w.wt {
-				return sandbox.RollbackResult{}, sandbox.Errorf(sandbox.ErrConflict, "checkpoint %d is on branch %s, which another workspace has checked out", id, br)
+				return sandboxapi.RollbackResult{}, sandboxapi.Errorf(sandboxapi.ErrConflict, "checkpoint %d is on branch %s, which another workspace has checked out", id, br)
 			}
 		}
 	}
 	undo, err := b.interruptedUndo(ctx, w, bg, ws.ID)
 	if err != nil {
-		return sandbox.RollbackResult{}, err
+		return sandboxapi.RollbackResult{}, err
 	}
 	if undo == nil {
 		rec, err := b.next(ctx, w, bg, ws.ID, fmt.Sprintf("before rollback to checkpoint %d", id))
 		if err != nil {
-			return sandbox.RollbackResult{}, err
+			return sandboxapi.RollbackResult{}, err
 		}
 		undo = &rec
 		if err := writeRollbackMarker(w.admin, rollbackMarker{Undo: rec.cp.ID, Target: id}); err != nil {
-			return sandbox.RollbackResult{}, err
+			return sandboxapi.RollbackResult{}, err
 		}
 	}
 	g := w.git
 	if br := target.cp.Branch; br != "" {
 		if _, err := g.run(ctx, "update-ref", "-m", fmt.Sprintf("sandboxcore: rollback to checkpoint %d", id), "--end-of-options", "refs/heads/"+br, target.cp.Head); err != nil {
-			return sandbox.RollbackResult{}, gitx.Classify(err, "git update-ref refs/heads/"+br, sandbox.ErrWorkspaceUnavailable)
+			return sandboxapi.RollbackResult{}, gitx.Classify(err, "git update-ref refs/heads/"+br, sandboxapi.ErrWorkspaceUnavailable)
 		}
 		if _, err := g.run(ctx, "symbolic-ref", "-m", "sandboxcore: rollback", "HEAD", "refs/heads/"+br); err != nil {
-			return sandbox.RollbackResult{}, gitx.Classify(err, "git symbolic-ref HEAD", sandbox.ErrWorkspaceUnavailable)
+			return sandboxapi.RollbackResult{}, gitx.Classify(err, "git symbolic-ref HEAD", sandboxapi.ErrWorkspaceUnavailable)
 		}
 	} else if _, err := g.run(ctx, "update-ref", "--no-deref", "-m", fmt.Sprintf("sandboxcore: rollback to checkpoint %d", id), "HEAD", target.cp.Head); err != nil {
-		return sandbox.RollbackResult{}, gitx.Classify(err, "git update-ref HEAD", sandbox.ErrWorkspaceUnavailable)
+		return sandboxapi.RollbackResult{}, gitx.Classify(err, "git update-ref HEAD", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if _, err := g.run(ctx, "read-tree", "--end-of-options", target.cp.Head); err != nil {
-		return sandbox.RollbackResult{}, gitx.Classify(err, "git read-tree", sandbox.ErrWorkspaceUnavailable)
+		return sandboxapi.RollbackResult{}, gitx.Classify(err, "git read-tree", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	b.m.crash("rollback-moved", w.wt)
 	if err := b.bringTo(ctx, w, bg, target.tree, target.modes); err != nil {
-		return sandbox.RollbackResult{}, err
+		return sandboxapi.RollbackResult{}, err
 	}
 	if err := os.Remove(filepath.Join(w.admin, RollbackMarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return sandbox.RollbackResult{}, fsError(err, "remove rollback marker")
+		return sandboxapi.RollbackResult{}, fsError(err, "remove rollback marker")
 	}
 	b.m.log.Info("workspace: rolled back", "workspace_id", ws.ID, "checkpoint", id, "undo", undo.cp.ID, "head", target.cp.Head)
-	return sandbox.RollbackResult{Checkpoint: target.cp, Undo: undo.cp, Head: target.cp.Head, Branch: target.cp.Branch}, nil
+	return sandboxapi.RollbackResult{Checkpoint: target.cp, Undo: undo.cp, Head: target.cp.Head, Branch: target.cp.Branch}, nil
 }
 
 // RollbackMarkerFile, in a worktree's administrative directory, records a
@@ -467,7 +467,7 @@ type rollbackMarker struct {
 func writeRollbackMarker(admin string, mk rollbackMarker) error {
 	data, err := json.Marshal(mk)
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "encode rollback marker: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "encode rollback marker: %v", err)
 	}
 	return writeFileAtomic(filepath.Join(admin, RollbackMarkerFile), append(data, '\n'))
 }
@@ -539,7 +539,7 @@ func (b *Backups) interruptedUndo(ctx context.Context, w *wtRepo, bg gitCtx, wsI
 
 // matchesNewestCheckpoint reports whether ws's HEAD, content and permission
 // bits are exactly those of its newest checkpoint.
-func (b *Backups) matchesNewestCheckpoint(ctx context.Context, ws sandbox.Workspace, headC string) (bool, error) {
+func (b *Backups) matchesNewestCheckpoint(ctx context.Context, ws sandboxapi.Workspace, headC string) (bool, error) {
 	w, err := b.m.openWorktree(ctx, ws)
 	if err != nil {
 		return false, err
@@ -576,17 +576,17 @@ func (b *Backups) forkManifestPath(targetID string) string {
 // the same OpID is returned as it is (a retried fork). Errors:
 // ErrInvalidArgument (target), ErrConflict (the target's branch exists in
 // the repo cache: the key was used before), the errors of Checkpoint.
-func (b *Backups) PrepareFork(ctx context.Context, src sandbox.Workspace, target sandbox.ForkTarget) (sandbox.Checkpoint, sandbox.ForkManifest, error) {
-	if err := sandbox.ValidateWorkspaceID(target.ID); err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
+func (b *Backups) PrepareFork(ctx context.Context, src sandboxapi.Workspace, target sandbox.ForkTarget) (sandboxapi.Checkpoint, sandbox.ForkManifest, error) {
+	if err := sandboxapi.ValidateWorkspaceID(target.ID); err != nil {
+		return sandboxapi.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
-	if err := sandbox.ValidateRef(target.Branch); err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
+	if err := sandboxapi.ValidateRef(target.Branch); err != nil {
+		return sandboxapi.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
 	if prev, ok, err := b.ForkManifest(ctx, target.ID); err == nil && ok && prev.SourceID == src.ID && prev.OpID == target.OpID && target.OpID != "" {
 		w, err := b.m.openWorktree(ctx, src)
 		if err != nil {
-			return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
+			return sandboxapi.Checkpoint{}, sandbox.ForkManifest{}, err
 		}
 		rec, err := b.checkpointByID(ctx, b.m.bareGit(w.bare), src.ID, prev.Checkpoint)
 		if err == nil {
@@ -595,22 +595,22 @@ func (b *Backups) PrepareFork(ctx context.Context, src sandbox.Workspace, target
 	}
 	w, err := b.m.openWorktree(ctx, src)
 	if err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
+		return sandboxapi.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
 	bg := b.m.bareGit(w.bare)
 	if tip, err := b.m.firstCommit(ctx, bg, "refs/heads/"+target.Branch); err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
+		return sandboxapi.Checkpoint{}, sandbox.ForkManifest{}, err
 	} else if tip != "" {
-		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s exists already in the repo cache (workspace %s was used before): fork to a new id", target.Branch, target.ID)
+		return sandboxapi.Checkpoint{}, sandbox.ForkManifest{}, sandboxapi.Errorf(sandboxapi.ErrConflict, "branch %s exists already in the repo cache (workspace %s was used before): fork to a new id", target.Branch, target.ID)
 	}
 	rec, err := b.next(ctx, w, bg, src.ID, "fork to "+target.ID)
 	if err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
+		return sandboxapi.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
 	fm := sandbox.ForkManifest{TargetID: target.ID, TargetBranch: target.Branch, SourceID: src.ID, Checkpoint: rec.cp.ID,
 		Ref: rec.cp.Ref, Commit: rec.cp.Commit, Tree: rec.tree, Head: rec.cp.Head, OpID: target.OpID, CreatedAt: b.m.now().UTC()}
 	if err := b.writeForkManifest(fm); err != nil {
-		return sandbox.Checkpoint{}, sandbox.ForkManifest{}, err
+		return sandboxapi.Checkpoint{}, sandbox.ForkManifest{}, err
 	}
 	return rec.cp, fm, nil
 }
@@ -618,7 +618,7 @@ func (b *Backups) PrepareFork(ctx context.Context, src sandbox.Workspace, target
 func (b *Backups) writeForkManifest(fm sandbox.ForkManifest) error {
 	data, err := json.MarshalIndent(fm, "", "  ")
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "encode fork manifest: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "encode fork manifest: %v", err)
 	}
 	return writeFileAtomic(b.forkManifestPath(fm.TargetID), append(data, '\n'))
 }
@@ -649,7 +649,7 @@ func writeFileAtomic(path string, data []byte) error {
 // ForkManifest returns the fork manifest left for targetID (sandbox.LifecycleProvider).
 // Errors: ErrInvalidArgument (id), ErrWorkspaceUnavailable (malformed fork manifest).
 func (b *Backups) ForkManifest(_ context.Context, targetID string) (sandbox.ForkManifest, bool, error) {
-	if err := sandbox.ValidateWorkspaceID(targetID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(targetID); err != nil {
 		return sandbox.ForkManifest{}, false, err
 	}
 	data, err := os.ReadFile(b.forkManifestPath(targetID))
@@ -660,9 +660,9 @@ func (b *Backups) ForkManifest(_ context.Context, targetID string) (sandbox.Fork
 		return sandbox.ForkManifest{}, false, fsError(err, "read fork manifest")
 	}
 	var fm sandbox.ForkManifest
-	if err := json.Unmarshal(data, &fm); err != nil || fm.TargetID != targetID || sandbox.ValidateWorkspaceID(fm.SourceID) != nil ||
-		!isHex(fm.Commit) || !isHex(fm.Tree) || !isHex(fm.Head) || sandbox.ValidateRef(fm.TargetBranch) != nil || fm.Checkpoint < 1 {
-		return sandbox.ForkManifest{}, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork manifest %s is malformed", b.forkManifestPath(targetID))
+	if err := json.Unmarshal(data, &fm); err != nil || fm.TargetID != targetID || sandboxapi.ValidateWorkspaceID(fm.SourceID) != nil ||
+		!isHex(fm.Commit) || !isHex(fm.Tree) || !isHex(fm.Head) || sandboxapi.ValidateRef(fm.TargetBranch) != nil || fm.Checkpoint < 1 {
+		return sandbox.ForkManifest{}, false, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "fork manifest %s is malformed", b.forkManifestPath(targetID))
 	}
 	return fm, true, nil
 }
@@ -674,7 +674,7 @@ func (b *Backups) ForkManifest(_ context.Context, targetID string) (sandbox.Fork
 // untracked files show as unstaged and untracked changes. Errors:
 // ErrConflict (HEAD is elsewhere), ErrWorkspaceUnavailable (the checkpoint
 // is missing or unreadable), ErrWorkspaceNotFound.
-func (b *Backups) ApplyFork(ctx context.Context, ws sandbox.Workspace) (sandbox.ForkManifest, bool, error) {
+func (b *Backups) ApplyFork(ctx context.Context, ws sandboxapi.Workspace) (sandbox.ForkManifest, bool, error) {
 	fm, ok, err := b.ForkManifest(ctx, ws.ID)
 	if err != nil || !ok {
 		return fm, false, err
@@ -691,12 +691,12 @@ func (b *Backups) ApplyFork(ctx context.Context, ws sandbox.Workspace) (sandbox.
 		return fm, false, err
 	}
 	if headC != fm.Head || branch != fm.TargetBranch {
-		return fm, false, sandbox.Errorf(sandbox.ErrConflict, "workspace %s is on %q at %s, but its fork from %s starts on %q at %s", ws.ID, branch, headC, fm.SourceID, fm.TargetBranch, fm.Head)
+		return fm, false, sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %s is on %q at %s, but its fork from %s starts on %q at %s", ws.ID, branch, headC, fm.SourceID, fm.TargetBranch, fm.Head)
 	}
 	bg := b.m.bareGit(w.bare)
 	rec, err := b.checkpointByID(ctx, bg, fm.SourceID, fm.Checkpoint)
 	if err != nil || rec.cp.Commit != fm.Commit || rec.tree != fm.Tree {
-		return fm, false, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "fork of %s into %s: checkpoint %d of the source is missing or changed", fm.SourceID, ws.ID, fm.Checkpoint)
+		return fm, false, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "fork of %s into %s: checkpoint %d of the source is missing or changed", fm.SourceID, ws.ID, fm.Checkpoint)
 	}
 	if err := b.bringTo(ctx, w, bg, rec.tree, rec.modes); err != nil {
 		return fm, false, err
@@ -712,7 +712,7 @@ func (b *Backups) ApplyFork(ctx context.Context, ws sandbox.Workspace) (sandbox.
 
 // DropForkManifest deletes targetID's fork manifest; a missing one is success.
 func (b *Backups) DropForkManifest(_ context.Context, targetID string) error {
-	if err := sandbox.ValidateWorkspaceID(targetID); err != nil {
+	if err := sandboxapi.ValidateWorkspaceID(targetID); err != nil {
 		return err
 	}
 	if err := os.Remove(b.forkManifestPath(targetID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -732,14 +732,14 @@ func (b *Backups) DropForkManifest(_ context.Context, targetID string) error {
 // renamed). It returns false when nothing needed saving. Errors:
 // ErrConflict (an earlier destroy backup of this id was never restored:
 // restore it, or destroy with discard), the errors of Backup.
-func (b *Backups) SaveForDestroy(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, bool, error) {
+func (b *Backups) SaveForDestroy(ctx context.Context, ws sandboxapi.Workspace) (sandbox.WorkspaceBackup, bool, error) {
 	dk := b.destroyed()
 	if prev, ok, err := b.pending(ws.ID, dk); err != nil {
 		return sandbox.WorkspaceBackup{}, false, err
 	} else if ok {
-		return prev, false, sandbox.Errorf(sandbox.ErrConflict, "workspace %s still has the unrestored backup of an earlier destroy (%s): restore it first, or destroy with discard", ws.ID, prev.Ref)
+		return prev, false, sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %s still has the unrestored backup of an earlier destroy (%s): restore it first, or destroy with discard", ws.ID, prev.Ref)
 	}
-	if ws.State == sandbox.WorkspaceEvicted {
+	if ws.State == sandboxapi.WorkspaceEvicted {
 		return b.adoptEvicted(ctx, ws)
 	}
 	if ok, err := b.m.Exists(ctx, ws); err != nil || !ok {
@@ -757,7 +757,7 @@ func (b *Backups) SaveForDestroy(ctx context.Context, ws sandbox.Workspace) (san
 }
 
 // adoptEvicted moves the pending eviction backup of ws to the destroy backups.
-func (b *Backups) adoptEvicted(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, bool, error) {
+func (b *Backups) adoptEvicted(ctx context.Context, ws sandboxapi.Workspace) (sandbox.WorkspaceBackup, bool, error) {
 	ek, dk := b.evicted(), b.destroyed()
 	man, ok, err := b.pending(ws.ID, ek)
 	if err != nil || !ok {
@@ -775,7 +775,7 @@ func (b *Backups) adoptEvicted(ctx context.Context, ws sandbox.Workspace) (sandb
 		return man, false, fsError(err, "backup directory")
 	}
 	if _, err := bg.run(ctx, "update-ref", "-m", "sandboxcore: destroy backup (from eviction)", dk.ref(ws.ID), man.Commit); err != nil {
-		return man, false, gitx.Classify(err, "git update-ref "+dk.ref(ws.ID), sandbox.ErrWorkspaceUnavailable)
+		return man, false, gitx.Classify(err, "git update-ref "+dk.ref(ws.ID), sandboxapi.ErrWorkspaceUnavailable)
 	}
 	oldPatch := man.PatchPath
 	man.Ref, man.PatchPath = dk.ref(ws.ID), dk.patchPath(ws.ID)
@@ -799,7 +799,7 @@ func (b *Backups) adoptEvicted(ctx context.Context, ws sandbox.Workspace) (sandb
 
 // PendingDestroyed returns ws's destroy backup not yet restored
 // (sandbox.LifecycleProvider). Errors: ErrInvalidArgument, ErrWorkspaceUnavailable.
-func (b *Backups) PendingDestroyed(_ context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, bool, error) {
+func (b *Backups) PendingDestroyed(_ context.Context, ws sandboxapi.Workspace) (sandbox.WorkspaceBackup, bool, error) {
 	return b.pending(ws.ID, b.destroyed())
 }
 
@@ -812,7 +812,7 @@ func (b *Backups) PendingDestroyed(_ context.Context, ws sandbox.Workspace) (san
 // deleted (the work is in the worktree again; the patch stays). Errors:
 // ErrWorkspaceDirty (not fresh), ErrConflict (another branch),
 // ErrWorkspaceUnavailable, ErrWorkspaceNotFound.
-func (b *Backups) RestoreDestroyed(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceBackup, bool, error) {
+func (b *Backups) RestoreDestroyed(ctx context.Context, ws sandboxapi.Workspace) (sandbox.WorkspaceBackup, bool, error) {
 	dk := b.destroyed()
 	man, w, bg, err := b.openPending(ctx, ws, dk)
 	if err != nil || w == nil {
@@ -823,22 +823,22 @@ func (b *Backups) RestoreDestroyed(ctx context.Context, ws sandbox.Workspace) (s
 		return man, false, err
 	}
 	if st.Branch != man.Branch {
-		return man, false, sandbox.Errorf(sandbox.ErrConflict, "workspace %s is on %q, its destroyed work on %q", ws.ID, st.Branch, man.Branch)
+		return man, false, sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace %s is on %q, its destroyed work on %q", ws.ID, st.Branch, man.Branch)
 	}
 	if st.Dirty || st.Head != st.BaseCommit {
-		return man, false, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s has changes of its own since it was created (%d commits, dirty=%t); restore needs it fresh: destroy it with discard first, or keep working and leave the backup at %s",
+		return man, false, sandboxapi.Errorf(sandboxapi.ErrWorkspaceDirty, "workspace %s has changes of its own since it was created (%d commits, dirty=%t); restore needs it fresh: destroy it with discard first, or keep working and leave the backup at %s",
 			ws.ID, st.CommitsSinceBase, st.Dirty, man.Ref)
 	}
 	g := w.git
 	if man.Branch != "" {
 		if _, err := g.run(ctx, "update-ref", "-m", "sandboxcore: restore destroyed work", "--end-of-options", "refs/heads/"+man.Branch, man.Head, st.Head); err != nil {
-			return man, false, gitx.Classify(err, "git update-ref refs/heads/"+man.Branch, sandbox.ErrWorkspaceUnavailable)
+			return man, false, gitx.Classify(err, "git update-ref refs/heads/"+man.Branch, sandboxapi.ErrWorkspaceUnavailable)
 		}
 	} else if _, err := g.run(ctx, "update-ref", "--no-deref", "-m", "sandboxcore: restore destroyed work", "HEAD", man.Head); err != nil {
-		return man, false, gitx.Classify(err, "git update-ref HEAD", sandbox.ErrWorkspaceUnavailable)
+		return man, false, gitx.Classify(err, "git update-ref HEAD", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if _, err := g.run(ctx, "read-tree", "--end-of-options", man.Head); err != nil {
-		return man, false, gitx.Classify(err, "git read-tree", sandbox.ErrWorkspaceUnavailable)
+		return man, false, gitx.Classify(err, "git read-tree", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if err := b.bringTo(ctx, w, bg, man.Tree, man.Modes); err != nil {
 		return man, false, err
@@ -864,11 +864,11 @@ func (b *Backups) RestoreDestroyed(ctx context.Context, ws sandbox.Workspace) (s
 // the repository lock (sandbox.LifecycleProvider); a missing branch or
 // repo cache is success. Errors: ErrConflict (the branch is checked out in
 // a worktree), ErrRepoLocked, ErrWorkspaceUnavailable.
-func (b *Backups) DeleteBranch(ctx context.Context, ws sandbox.Workspace) error {
+func (b *Backups) DeleteBranch(ctx context.Context, ws sandboxapi.Workspace) error {
 	if ws.BranchName == "" {
 		return nil
 	}
-	if err := sandbox.ValidateRef(ws.BranchName); err != nil {
+	if err := sandboxapi.ValidateRef(ws.BranchName); err != nil {
 		return err
 	}
 	l, err := locate(ws)
@@ -880,8 +880,8 @@ func (b *Backups) DeleteBranch(ctx context.Context, ws sandbox.Workspace) error 
 	}
 	unlock, err := b.m.locker.LockRepo(ctx, ws.Repo)
 	if err != nil {
-		if sandbox.KindOf(err) == nil {
-			err = sandbox.Errorf(sandbox.ErrRepoLocked, "lock repository %s: %w", ws.Repo.Key(), err)
+		if sandboxapi.KindOf(err) == nil {
+			err = sandboxapi.Errorf(sandboxapi.ErrRepoLocked, "lock repository %s: %w", ws.Repo.Key(), err)
 		}
 		return err
 	}
@@ -898,11 +898,11 @@ func (b *Backups) DeleteBranch(ctx context.Context, ws sandbox.Workspace) error 
 	}
 	for _, e := range entries {
 		if e.Branch == ref {
-			return sandbox.Errorf(sandbox.ErrConflict, "branch %s is checked out by another workspace", ws.BranchName)
+			return sandboxapi.Errorf(sandboxapi.ErrConflict, "branch %s is checked out by another workspace", ws.BranchName)
 		}
 	}
 	if _, err := bg.run(ctx, "update-ref", "-d", "-m", "sandboxcore: destroy", "--end-of-options", ref, tip); err != nil {
-		return gitx.Classify(err, "git update-ref -d "+ref, sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git update-ref -d "+ref, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return nil
 }
@@ -910,8 +910,8 @@ func (b *Backups) DeleteBranch(ctx context.Context, ws sandbox.Workspace) error 
 // Discard drops everything kept for ws (sandbox.LifecycleProvider): its
 // checkpoint refs, its eviction and destroy backup refs, patches and
 // manifests, and its fork manifest. Errors: ErrWorkspaceUnavailable.
-func (b *Backups) Discard(ctx context.Context, ws sandbox.Workspace) error {
-	if err := sandbox.ValidateWorkspaceID(ws.ID); err != nil {
+func (b *Backups) Discard(ctx context.Context, ws sandboxapi.Workspace) error {
+	if err := sandboxapi.ValidateWorkspaceID(ws.ID); err != nil {
 		return err
 	}
 	var files []string
@@ -927,16 +927,16 @@ func (b *Backups) Discard(ctx context.Context, ws sandbox.Workspace) error {
 		}
 		var in strings.Builder
 		for n := range refs {
-			in.WriteString("delete " + sandbox.CheckpointRef(ws.ID, n) + "\n")
+			in.WriteString("delete " + sandboxapi.CheckpointRef(ws.ID, n) + "\n")
 		}
-		for _, r := range []string{sandbox.EvictedRef(ws.ID), sandbox.DestroyedRef(ws.ID)} {
+		for _, r := range []string{sandbox.EvictedRef(ws.ID), sandboxapi.DestroyedRef(ws.ID)} {
 			if c, _ := b.m.firstCommit(ctx, bg, r); c != "" {
 				in.WriteString("delete " + r + "\n")
 			}
 		}
 		if in.Len() > 0 {
 			if _, err := bg.runIO(ctx, strings.NewReader(in.String()), nil, "update-ref", "-m", "sandboxcore: discard", "--stdin"); err != nil {
-				return gitx.Classify(err, "git update-ref --stdin (discard)", sandbox.ErrWorkspaceUnavailable)
+				return gitx.Classify(err, "git update-ref --stdin (discard)", sandboxapi.ErrWorkspaceUnavailable)
 			}
 		}
 	}

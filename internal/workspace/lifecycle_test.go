@@ -35,7 +35,7 @@ func TestCheckpointRollbackAndUndo(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeEdit, "conv"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "conv"))
 	wt := ws.LocalPath
 
 	// State A: one agent commit and every kind of uncommitted change.
@@ -56,7 +56,7 @@ func TestCheckpointRollbackAndUndo(t *testing.T) {
 	assert.Equal(t, "state A", cp1.Label)
 	assert.Equal(t, headA, cp1.Head)
 	assert.Equal(t, tb+"edits-conv", cp1.Branch)
-	assert.Equal(t, sandbox.CheckpointRef(ws.ID, 1), cp1.Ref)
+	assert.Equal(t, sandboxapi.CheckpointRef(ws.ID, 1), cp1.Ref)
 	assert.Equal(t, cp1.Commit, f.git(f.bare, "rev-parse", cp1.Ref))
 	assert.Equal(t, headA, f.git(f.bare, "rev-parse", cp1.Commit+"^"), "parent = HEAD")
 	// README.md, src/app.go, .gitignore, notes/deep/A.md, run.sh, secret.txt, link.
@@ -117,13 +117,13 @@ func TestCheckpointRollbackAndUndo(t *testing.T) {
 	assert.Equal(t, "before rollback to checkpoint 1", list[1].Label)
 
 	_, err = b.Rollback(ctx, ws, 42)
-	requireKind(t, err, sandbox.ErrNotFound)
+	requireKind(t, err, sandboxapi.ErrNotFound)
 
 	// A merge left in progress by the agent is never thrown away.
 	require.NoError(t, os.WriteFile(filepath.Join(admin, "MERGE_HEAD"), []byte(headA+"\n"), 0o644))
 	before := worktreeFiles(t, wt)
 	_, err = b.Rollback(ctx, ws, 1)
-	requireKind(t, err, sandbox.ErrWorkspaceDirty)
+	requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 	assert.Equal(t, before, worktreeFiles(t, wt), "nothing changed")
 	assert.Equal(t, headB, f.git(wt, "rev-parse", "HEAD"))
 	list, err = b.Checkpoints(ctx, ws)
@@ -131,7 +131,7 @@ func TestCheckpointRollbackAndUndo(t *testing.T) {
 	assert.Len(t, list, 3, "not even the undo checkpoint is taken")
 	require.NoError(t, os.Remove(filepath.Join(admin, "MERGE_HEAD")))
 	_, err = b.Checkpoint(ctx, ws, "two\nlines")
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 
 	holds, err := b.RepoCacheHoldsUnsavedWork(ctx, f.cache)
 	require.NoError(t, err)
@@ -144,7 +144,7 @@ func TestCheckpointIsSavedWorkForEviction(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeTask, "t1"))
+	ws := f.ensure(f.req(sandboxapi.ModeTask, "t1"))
 	holds, err := b.RepoCacheHoldsUnsavedWork(ctx, f.cache)
 	require.NoError(t, err)
 	require.False(t, holds, "the fresh task branch is at the remote's main")
@@ -166,7 +166,7 @@ func TestRollbackOfDetachedCheckpointAndHostileRefs(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeEdit, "det"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "det"))
 	wt := ws.LocalPath
 	f.git(wt, "checkout", "-q", "--detach", f.c1)
 	write(t, wt, "x.txt", []byte("x\n"), 0o644)
@@ -183,8 +183,8 @@ func TestRollbackOfDetachedCheckpointAndHostileRefs(t *testing.T) {
 	assert.Equal(t, f.c2, f.git(f.bare, "rev-parse", "refs/heads/"+tb+"edits-det"), "the branch was not moved")
 
 	// Refs that are not checkpoints of ours are ignored, never trusted.
-	f.git(f.bare, "update-ref", sandbox.CheckpointRefPrefix+ws.ID+"/007", cp.Commit)
-	f.git(f.bare, "update-ref", sandbox.CheckpointRefPrefix+ws.ID+"/9", f.c1) // not a checkpoint commit
+	f.git(f.bare, "update-ref", sandboxapi.CheckpointRefPrefix+ws.ID+"/007", cp.Commit)
+	f.git(f.bare, "update-ref", sandboxapi.CheckpointRefPrefix+ws.ID+"/9", f.c1) // not a checkpoint commit
 	list, err := b.Checkpoints(ctx, ws)
 	require.NoError(t, err)
 	var ids []int
@@ -193,14 +193,14 @@ func TestRollbackOfDetachedCheckpointAndHostileRefs(t *testing.T) {
 	}
 	assert.Equal(t, []int{1, 2}, ids, "the rollback's undo checkpoint, and the two forged refs skipped")
 	_, err = b.Rollback(ctx, ws, 9)
-	requireKind(t, err, sandbox.ErrWorkspaceUnavailable)
+	requireKind(t, err, sandboxapi.ErrWorkspaceUnavailable)
 }
 
 func TestForkManifestIsWrittenIntoTheNewWorkspace(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	src := f.ensure(f.req(sandbox.ModeEdit, "src"))
+	src := f.ensure(f.req(sandboxapi.ModeEdit, "src"))
 	write(t, src.LocalPath, "committed.txt", []byte("c\n"), 0o644)
 	f.git(src.LocalPath, "add", "-A")
 	f.git(src.LocalPath, "commit", "-q", "-m", "c")
@@ -209,7 +209,7 @@ func TestForkManifestIsWrittenIntoTheNewWorkspace(t *testing.T) {
 	want := worktreeFiles(t, src.LocalPath, "build.log")
 
 	treq := sandboxapi.ForkInput{TaskID: "forked"}.Request("u1", "p1", "https://example.com/owner/repo", head)
-	target := sandbox.ForkTarget{ID: sandbox.WorkspaceIDForKey(treq.Key()), Branch: treq.Branch(), OpID: "op-1"}
+	target := sandbox.ForkTarget{ID: sandboxapi.WorkspaceIDForKey(treq.Key()), Branch: treq.Branch(), OpID: "op-1"}
 	cp, fm, err := b.PrepareFork(ctx, src, target)
 	require.NoError(t, err)
 	assert.Equal(t, "fork to "+target.ID, cp.Label)
@@ -241,14 +241,14 @@ func TestForkManifestIsWrittenIntoTheNewWorkspace(t *testing.T) {
 
 	// A second fork to the same key conflicts: its branch exists.
 	_, _, err = b.PrepareFork(ctx, src, sandbox.ForkTarget{ID: target.ID, Branch: target.Branch, OpID: "op-2"})
-	requireKind(t, err, sandbox.ErrConflict)
+	requireKind(t, err, sandboxapi.ErrConflict)
 }
 
 func TestDestroyBackupDiscardAndRestoreIntoAFreshWorkspace(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	req := f.req(sandbox.ModeEdit, "gone")
+	req := f.req(sandboxapi.ModeEdit, "gone")
 	ws := f.ensure(req)
 	wt := ws.LocalPath
 	write(t, wt, "committed.txt", []byte("c\n"), 0o644)
@@ -263,7 +263,7 @@ func TestDestroyBackupDiscardAndRestoreIntoAFreshWorkspace(t *testing.T) {
 	man, saved, err := b.SaveForDestroy(ctx, ws)
 	require.NoError(t, err)
 	require.True(t, saved)
-	assert.Equal(t, sandbox.DestroyedRef(ws.ID), man.Ref)
+	assert.Equal(t, sandboxapi.DestroyedRef(ws.ID), man.Ref)
 	assert.Equal(t, ws.BaseCommit, man.BaseCommit)
 	assert.FileExists(t, man.PatchPath)
 	assert.True(t, strings.HasPrefix(man.PatchPath, filepath.Join(b.Dir(), "destroyed")))
@@ -271,7 +271,7 @@ func TestDestroyBackupDiscardAndRestoreIntoAFreshWorkspace(t *testing.T) {
 	require.NoError(t, b.DeleteBranch(ctx, ws))
 	assert.False(t, f.branchExists(tb+"edits-gone"))
 	_, _, err = b.SaveForDestroy(ctx, ws)
-	requireKind(t, err, sandbox.ErrConflict) // the earlier destroy backup is never overwritten
+	requireKind(t, err, sandboxapi.ErrConflict) // the earlier destroy backup is never overwritten
 
 	// A fresh workspace of the key starts at the base; its own eviction
 	// backups live apart from the destroy backup.
@@ -306,7 +306,7 @@ func TestRestoreDestroyedNeedsAFreshWorkspace(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	req := f.req(sandbox.ModeTask, "busy")
+	req := f.req(sandboxapi.ModeTask, "busy")
 	ws := f.ensure(req)
 	write(t, ws.LocalPath, "work.txt", []byte("w\n"), 0o644)
 	_, saved, err := b.SaveForDestroy(ctx, ws)
@@ -317,7 +317,7 @@ func TestRestoreDestroyedNeedsAFreshWorkspace(t *testing.T) {
 	fresh := f.ensure(req)
 	write(t, fresh.LocalPath, "new.txt", []byte("n\n"), 0o644)
 	_, _, err = b.RestoreDestroyed(ctx, fresh)
-	requireKind(t, err, sandbox.ErrWorkspaceDirty)
+	requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 	assert.Equal(t, "n\n", readFile(t, filepath.Join(fresh.LocalPath, "new.txt")), "nothing was touched")
 	_, ok, err := b.PendingDestroyed(ctx, fresh)
 	require.NoError(t, err)
@@ -328,17 +328,17 @@ func TestSaveForDestroyAdoptsAnEvictionBackup(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeEdit, "ev"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "ev"))
 	write(t, ws.LocalPath, "work.txt", []byte("w\n"), 0o600)
 	man, err := b.Backup(ctx, ws)
 	require.NoError(t, err)
 	require.NoError(t, f.m.Remove(ctx, ws))
-	ws.State = sandbox.WorkspaceEvicted
+	ws.State = sandboxapi.WorkspaceEvicted
 	got, saved, err := b.SaveForDestroy(ctx, ws)
 	require.NoError(t, err)
 	require.True(t, saved)
 	assert.Equal(t, man.Commit, got.Commit)
-	assert.Equal(t, sandbox.DestroyedRef(ws.ID), got.Ref)
+	assert.Equal(t, sandboxapi.DestroyedRef(ws.ID), got.Ref)
 	assert.Equal(t, man.Commit, f.git(f.bare, "rev-parse", got.Ref))
 	_, err = f.gitRaw(f.bare, "rev-parse", "--verify", "-q", sandbox.EvictedRef(ws.ID))
 	assert.Error(t, err, "moved, not copied")

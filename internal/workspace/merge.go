@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // MergeMarkerFile is the name of the file, inside a worktree's administrative
@@ -45,13 +46,13 @@ var inProgressFiles = []string{"MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", 
 // count): a dirty workspace is committed first with req.CheckpointMessage, or
 // refused with ErrWorkspaceDirty when that is empty.
 //
-// Per branch: a missing branch is sandbox.MergeMissing; a tip already
-// contained in HEAD is sandbox.MergeMerged with no new commit (so a repeated
+// Per branch: a missing branch is sandboxapi.MergeMissing; a tip already
+// contained in HEAD is sandboxapi.MergeMerged with no new commit (so a repeated
 // call is a no-op); a merge that conflicts is aborted (`git merge --abort`,
 // `git reset --hard <pre-merge commit>`, and `git clean -fd` of what the merge
 // left untracked: the work tree was clean before it), reported as
-// sandbox.MergeConflict with its unmerged paths, and the next branch is tried
-// on the restored HEAD; any other refusal is sandbox.MergeFailed, restored the
+// sandboxapi.MergeConflict with its unmerged paths, and the next branch is tried
+// on the restored HEAD; any other refusal is sandboxapi.MergeFailed, restored the
 // same way. The workspace is never left half-merged: MergeMarkerFile records
 // the pre-merge commit while `git merge` runs, and a merge interrupted by a
 // crash is rolled back at the start of the next Merge.
@@ -61,57 +62,57 @@ var inProgressFiles = []string{"MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", 
 // ErrRepoLocked, ErrInsufficientDisk (these two after restoring the
 // workspace), ErrWorkspaceUnavailable (any other git failure, or a workspace
 // that could not be restored).
-func (m *Manager) Merge(ctx context.Context, ws sandbox.Workspace, req sandbox.MergeRequest) (sandbox.MergeResult, error) {
+func (m *Manager) Merge(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.MergeRequest) (sandboxapi.MergeResult, error) {
 	if err := req.Validate(); err != nil {
-		return sandbox.MergeResult{}, err
+		return sandboxapi.MergeResult{}, err
 	}
 	if len(req.Workspaces) > 0 {
-		return sandbox.MergeResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "merge: workspaces are resolved to their branches before the workspace provider")
+		return sandboxapi.MergeResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "merge: workspaces are resolved to their branches before the workspace provider")
 	}
 	if err := writable(ws); err != nil {
-		return sandbox.MergeResult{}, err
+		return sandboxapi.MergeResult{}, err
 	}
 	if req.DryRun {
 		return m.preview(ctx, ws, req)
 	}
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
-		return sandbox.MergeResult{}, err
+		return sandboxapi.MergeResult{}, err
 	}
 	if err := m.recoverMerge(ctx, w); err != nil {
-		return sandbox.MergeResult{}, err
+		return sandboxapi.MergeResult{}, err
 	}
 	h, branch, err := mergeTarget(ctx, ws, w)
 	if err != nil {
-		return sandbox.MergeResult{}, err
+		return sandboxapi.MergeResult{}, err
 	}
-	res := sandbox.MergeResult{Branch: branch, Branches: make([]sandbox.BranchMerge, 0, len(req.Branches))}
+	res := sandboxapi.MergeResult{Branch: branch, Branches: make([]sandboxapi.BranchMerge, 0, len(req.Branches))}
 	dirty, err := m.changes(ctx, w, w.git)
 	if err != nil {
-		return sandbox.MergeResult{}, err
+		return sandboxapi.MergeResult{}, err
 	}
 	if len(dirty) > 0 {
 		if req.CheckpointMessage == "" {
-			return sandbox.MergeResult{}, sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s has %d uncommitted changes (first: %s); commit them first", ws.ID, len(dirty), dirty[0].Path)
+			return sandboxapi.MergeResult{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceDirty, "workspace %s has %d uncommitted changes (first: %s); commit them first", ws.ID, len(dirty), dirty[0].Path)
 		}
-		c, err := m.Commit(ctx, ws, sandbox.CommitRequest{Message: req.CheckpointMessage})
+		c, err := m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: req.CheckpointMessage})
 		if err != nil {
-			return sandbox.MergeResult{}, err
+			return sandboxapi.MergeResult{}, err
 		}
 		h, res.CheckpointCommit = c.Commit, c.Commit
 	}
 
 	g := mergeGit(w, branch)
 	order := req.Branches
-	if req.Order == sandbox.MergeOrderLeastConflicts {
+	if req.Order == sandboxapi.MergeOrderLeastConflicts {
 		if order, err = m.leastConflictOrder(ctx, w, g, h, req.Branches); err != nil {
-			return sandbox.MergeResult{}, err
+			return sandboxapi.MergeResult{}, err
 		}
 	}
 	for _, b := range order {
 		bm, next, err := m.mergeOne(ctx, w, g, h, b)
 		if err != nil {
-			return sandbox.MergeResult{}, err
+			return sandboxapi.MergeResult{}, err
 		}
 		h = next
 		res.Branches = append(res.Branches, bm)
@@ -123,24 +124,24 @@ func (m *Manager) Merge(ctx context.Context, ws sandbox.Workspace, req sandbox.M
 
 // branchOutcome looks up branch b's tip for a merge into commit cur: an
 // outcome with its Status set when nothing is left to merge
-// (sandbox.MergeMissing, or sandbox.MergeMerged when cur contains it), else
+// (sandboxapi.MergeMissing, or sandboxapi.MergeMerged when cur contains it), else
 // one with only Branch and Tip.
-func (m *Manager) branchOutcome(ctx context.Context, w *wtRepo, cur, b string) (sandbox.BranchMerge, error) {
-	bm := sandbox.BranchMerge{Branch: b}
+func (m *Manager) branchOutcome(ctx context.Context, w *wtRepo, cur, b string) (sandboxapi.BranchMerge, error) {
+	bm := sandboxapi.BranchMerge{Branch: b}
 	tip, err := m.firstCommit(ctx, w.git, "refs/heads/"+b)
 	if err != nil {
 		return bm, err
 	}
 	if tip == "" {
-		bm.Status = sandbox.MergeMissing
+		bm.Status = sandboxapi.MergeMissing
 		return bm, nil
 	}
 	bm.Tip = tip
 	if _, err := w.git.run(ctx, "merge-base", "--is-ancestor", tip, cur); err == nil {
-		bm.Status = sandbox.MergeMerged
+		bm.Status = sandboxapi.MergeMerged
 		return bm, nil
 	} else if gitx.ExitCode(err) != 1 {
-		return bm, gitx.Classify(err, "git merge-base --is-ancestor", sandbox.ErrWorkspaceUnavailable)
+		return bm, gitx.Classify(err, "git merge-base --is-ancestor", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return bm, nil
 }
@@ -148,23 +149,23 @@ func (m *Manager) branchOutcome(ctx context.Context, w *wtRepo, cur, b string) (
 // mergeTarget returns the HEAD and branch a merge (or its preview) goes
 // into: refused when HEAD is detached (ErrCommandRejected) or someone
 // else's merge, rebase or cherry-pick is in progress (ErrWorkspaceDirty).
-func mergeTarget(ctx context.Context, ws sandbox.Workspace, w *wtRepo) (h, branch string, err error) {
+func mergeTarget(ctx context.Context, ws sandboxapi.Workspace, w *wtRepo) (h, branch string, err error) {
 	if h, branch, err = head(ctx, w.git); err != nil {
 		return "", "", err
 	}
 	if branch == "" {
-		return "", "", sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
 	}
 	for _, f := range inProgressFiles {
 		if _, err := os.Lstat(filepath.Join(w.admin, f)); err == nil {
-			return "", "", sandbox.Errorf(sandbox.ErrWorkspaceDirty, "workspace %s: an operation is in progress (%s); finish or abort it first", ws.ID, f)
+			return "", "", sandboxapi.Errorf(sandboxapi.ErrWorkspaceDirty, "workspace %s: an operation is in progress (%s); finish or abort it first", ws.ID, f)
 		}
 	}
 	return h, branch, nil
 }
 
 // mergeOne merges branch b into HEAD (= pre) and returns its outcome and the new HEAD.
-func (m *Manager) mergeOne(ctx context.Context, w *wtRepo, g gitCtx, pre, b string) (sandbox.BranchMerge, string, error) {
+func (m *Manager) mergeOne(ctx context.Context, w *wtRepo, g gitCtx, pre, b string) (sandboxapi.BranchMerge, string, error) {
 	bm, err := m.branchOutcome(ctx, w, pre, b)
 	if err != nil || bm.Status != "" {
 		return bm, pre, err
@@ -187,7 +188,7 @@ func (m *Manager) mergeOne(ctx context.Context, w *wtRepo, g gitCtx, pre, b stri
 		if err := os.Remove(filepath.Join(w.admin, MergeMarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return bm, pre, fsError(err, "remove merge marker")
 		}
-		bm.Status = sandbox.MergeMerged
+		bm.Status = sandboxapi.MergeMerged
 		return bm, h, nil
 	}
 	conflicts, cerr := m.unmerged(ctx, w.git)
@@ -198,17 +199,17 @@ func (m *Manager) mergeOne(ctx context.Context, w *wtRepo, g gitCtx, pre, b stri
 		return bm, pre, cerr
 	}
 	if len(conflicts) > 0 {
-		bm.Status = sandbox.MergeConflict
-		if len(conflicts) > sandbox.MaxConflictFiles {
-			conflicts, bm.ConflictTruncated = conflicts[:sandbox.MaxConflictFiles], true
+		bm.Status = sandboxapi.MergeConflict
+		if len(conflicts) > sandboxapi.MaxConflictFiles {
+			conflicts, bm.ConflictTruncated = conflicts[:sandboxapi.MaxConflictFiles], true
 		}
 		bm.ConflictFiles = conflicts
 		return bm, pre, nil
 	}
-	if err := gitx.Classify(merr, "git merge", sandbox.ErrWorkspaceUnavailable); errors.Is(err, sandbox.ErrRepoLocked) || errors.Is(err, sandbox.ErrInsufficientDisk) {
+	if err := gitx.Classify(merr, "git merge", sandboxapi.ErrWorkspaceUnavailable); errors.Is(err, sandboxapi.ErrRepoLocked) || errors.Is(err, sandboxapi.ErrInsufficientDisk) {
 		return bm, pre, err
 	}
-	bm.Status = sandbox.MergeFailed
+	bm.Status = sandboxapi.MergeFailed
 	bm.Message = firstLine(gitStderr(merr))
 	if bm.Message == "" {
 		bm.Message = merr.Error()
@@ -243,11 +244,11 @@ func withConfig(g gitCtx, kv [][2]string) gitCtx {
 
 // changes lists the work tree's changes, untracked files included, but
 // files still as checked out (baseline.go).
-func (m *Manager) changes(ctx context.Context, w *wtRepo, g gitCtx) ([]sandbox.FileStatus, error) {
+func (m *Manager) changes(ctx context.Context, w *wtRepo, g gitCtx) ([]sandboxapi.FileStatus, error) {
 	w.forgetStage() // merges change the index between calls
 	out, err := g.run(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
 	if err != nil {
-		return nil, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git status", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return m.withoutCheckedOut(ctx, w, parsePorcelain(out))
 }
@@ -256,7 +257,7 @@ func (m *Manager) changes(ctx context.Context, w *wtRepo, g gitCtx) ([]sandbox.F
 func (m *Manager) unmerged(ctx context.Context, g gitCtx) ([]string, error) {
 	out, err := g.run(ctx, "ls-files", "--unmerged", "-z")
 	if err != nil {
-		return nil, gitx.Classify(err, "git ls-files --unmerged", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git ls-files --unmerged", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	seen := map[string]bool{}
 	var paths []string
@@ -277,7 +278,7 @@ func (m *Manager) unmerged(ctx context.Context, g gitCtx) ([]string, error) {
 func (m *Manager) restore(ctx context.Context, w *wtRepo, pre string) error {
 	_, _ = w.git.run(ctx, "merge", "--abort") // nothing to abort is fine: reset follows
 	if _, err := w.git.run(ctx, "reset", "-q", "--hard", pre); err != nil {
-		return gitx.Classify(err, "git reset --hard "+pre, sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git reset --hard "+pre, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	left, err := m.changes(ctx, w, w.git)
 	if err != nil {
@@ -286,13 +287,13 @@ func (m *Manager) restore(ctx context.Context, w *wtRepo, pre string) error {
 	if len(left) > 0 {
 		// Only untracked files can be left after reset --hard: the merge wrote them.
 		if _, err := w.git.run(ctx, "clean", "-q", "-f", "-d"); err != nil {
-			return gitx.Classify(err, "git clean", sandbox.ErrWorkspaceUnavailable)
+			return gitx.Classify(err, "git clean", sandboxapi.ErrWorkspaceUnavailable)
 		}
 		if left, err = m.changes(ctx, w, w.git); err != nil {
 			return err
 		}
 		if len(left) > 0 {
-			return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "could not restore the workspace to %s after a merge: %s is still changed", pre, left[0].Path)
+			return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "could not restore the workspace to %s after a merge: %s is still changed", pre, left[0].Path)
 		}
 	}
 	if err := os.Remove(filepath.Join(w.admin, MergeMarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -354,40 +355,40 @@ func writeMarker(admin, pre string) error {
 // worktree, its index or its branch changes; the objects the simulation
 // writes (trees, and commits on no ref) are unreachable and go with the
 // repository's garbage collection.
-func (m *Manager) preview(ctx context.Context, ws sandbox.Workspace, req sandbox.MergeRequest) (sandbox.MergeResult, error) {
+func (m *Manager) preview(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.MergeRequest) (sandboxapi.MergeResult, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
-		return sandbox.MergeResult{}, err
+		return sandboxapi.MergeResult{}, err
 	}
 	h, branch, err := mergeTarget(ctx, ws, w)
 	if err != nil {
-		return sandbox.MergeResult{}, err
+		return sandboxapi.MergeResult{}, err
 	}
-	res := sandbox.MergeResult{DryRun: true, Branch: branch, Head: h}
+	res := sandboxapi.MergeResult{DryRun: true, Branch: branch, Head: h}
 	start := h
 	// A merge interrupted by a crash is rolled back by the next Merge: its
 	// half-merged work tree is no change of the agent's.
 	if _, err := os.Lstat(filepath.Join(w.admin, MergeMarkerFile)); err != nil {
 		dirty, err := m.changes(ctx, w, w.git)
 		if err != nil {
-			return sandbox.MergeResult{}, err
+			return sandboxapi.MergeResult{}, err
 		}
 		if len(dirty) > 0 {
 			res.Dirty = true
 			if start, err = m.workTreeCommit(ctx, w, h); err != nil {
-				return sandbox.MergeResult{}, err
+				return sandboxapi.MergeResult{}, err
 			}
 		}
 	}
 	g := mergeGit(w, branch)
 	order := req.Branches
-	if req.Order == sandbox.MergeOrderLeastConflicts {
+	if req.Order == sandboxapi.MergeOrderLeastConflicts {
 		if order, err = m.leastConflictOrder(ctx, w, g, start, req.Branches); err != nil {
-			return sandbox.MergeResult{}, err
+			return sandboxapi.MergeResult{}, err
 		}
 	}
 	if res.Branches, err = m.simulate(ctx, w, g, start, order); err != nil {
-		return sandbox.MergeResult{}, err
+		return sandboxapi.MergeResult{}, err
 	}
 	return res, nil
 }
@@ -406,7 +407,7 @@ func (m *Manager) workTreeCommit(ctx context.Context, w *wtRepo, h string) (stri
 	}
 	out, err := g.run(ctx, "write-tree")
 	if err != nil {
-		return "", gitx.Classify(err, "git write-tree", sandbox.ErrWorkspaceUnavailable)
+		return "", gitx.Classify(err, "git write-tree", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return m.previewCommit(ctx, w.git, strings.TrimSpace(string(out)), "sandboxcore: merge preview of the work tree", h)
 }
@@ -422,7 +423,7 @@ func (m *Manager) previewCommit(ctx context.Context, g gitCtx, tree, message str
 	}
 	out, err := g.with("GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date).run(ctx, append(args, "--end-of-options", tree)...)
 	if err != nil {
-		return "", gitx.Classify(err, "git commit-tree", sandbox.ErrWorkspaceUnavailable)
+		return "", gitx.Classify(err, "git commit-tree", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
@@ -438,8 +439,8 @@ const MaxPairwiseBranches = 16
 // `git merge-tree --write-tree` (merge-ort, the same configuration as the
 // real merge), and a clean one continues from a commit of its tree (on no
 // ref); a conflicting one is left out, as the merge leaves it out.
-func (m *Manager) simulate(ctx context.Context, w *wtRepo, g gitCtx, start string, branches []string) ([]sandbox.BranchMerge, error) {
-	out := make([]sandbox.BranchMerge, 0, len(branches))
+func (m *Manager) simulate(ctx context.Context, w *wtRepo, g gitCtx, start string, branches []string) ([]sandboxapi.BranchMerge, error) {
+	out := make([]sandboxapi.BranchMerge, 0, len(branches))
 	cur := start
 	for _, b := range branches {
 		bm, next, err := m.simulateOne(ctx, w, g, cur, b)
@@ -452,7 +453,7 @@ func (m *Manager) simulate(ctx context.Context, w *wtRepo, g gitCtx, start strin
 	return out, nil
 }
 
-// leastConflictOrder is sandbox.MergeOrderLeastConflicts: each branch is
+// leastConflictOrder is sandboxapi.MergeOrderLeastConflicts: each branch is
 // previewed against start, and (up to MaxPairwiseBranches branches) every
 // pair of branches that merge cleanly on their own is previewed merged one
 // after the other; the order puts the branches that merge cleanly into
@@ -460,7 +461,7 @@ func (m *Manager) simulate(ctx context.Context, w *wtRepo, g gitCtx, start strin
 // given order.
 func (m *Manager) leastConflictOrder(ctx context.Context, w *wtRepo, g gitCtx, start string, branches []string) ([]string, error) {
 	n := len(branches)
-	alone := make([]sandbox.BranchMerge, n)
+	alone := make([]sandboxapi.BranchMerge, n)
 	commits := make([]string, n)
 	for i, b := range branches {
 		bm, c, err := m.simulateOne(ctx, w, g, start, b)
@@ -470,7 +471,7 @@ func (m *Manager) leastConflictOrder(ctx context.Context, w *wtRepo, g gitCtx, s
 		alone[i], commits[i] = bm, c
 	}
 	clean := func(i int) bool {
-		return alone[i].Status == sandbox.MergeClean || alone[i].Status == sandbox.MergeMerged
+		return alone[i].Status == sandboxapi.MergeClean || alone[i].Status == sandboxapi.MergeMerged
 	}
 	conflicts := make([]int, n)
 	if n <= MaxPairwiseBranches {
@@ -483,7 +484,7 @@ func (m *Manager) leastConflictOrder(ctx context.Context, w *wtRepo, g gitCtx, s
 				if err != nil {
 					return nil, err
 				}
-				if bm.Status == sandbox.MergeConflict || bm.Status == sandbox.MergeFailed {
+				if bm.Status == sandboxapi.MergeConflict || bm.Status == sandboxapi.MergeFailed {
 					conflicts[i]++
 					conflicts[j]++
 				}
@@ -512,7 +513,7 @@ func (m *Manager) leastConflictOrder(ctx context.Context, w *wtRepo, g gitCtx, s
 
 // simulateOne previews merging branch b into commit cur: its outcome and
 // the commit the merge would make (cur when it makes none).
-func (m *Manager) simulateOne(ctx context.Context, w *wtRepo, g gitCtx, cur, b string) (sandbox.BranchMerge, string, error) {
+func (m *Manager) simulateOne(ctx context.Context, w *wtRepo, g gitCtx, cur, b string) (sandboxapi.BranchMerge, string, error) {
 	bm, err := m.branchOutcome(ctx, w, cur, b)
 	if err != nil || bm.Status != "" {
 		return bm, cur, err
@@ -526,13 +527,13 @@ func (m *Manager) simulateOne(ctx context.Context, w *wtRepo, g gitCtx, cur, b s
 	case merr == nil:
 		tree := fields[0]
 		if !isHex(tree) {
-			return bm, cur, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git merge-tree printed no tree for %s", b)
+			return bm, cur, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git merge-tree printed no tree for %s", b)
 		}
 		next, err := m.previewCommit(ctx, w.git, tree, "Merge branch '"+b+"'", cur, tip)
 		if err != nil {
 			return bm, cur, err
 		}
-		bm.Status = sandbox.MergeClean
+		bm.Status = sandboxapi.MergeClean
 		return bm, next, nil
 	case gitx.ExitCode(merr) == 1:
 		var conflicts []string
@@ -542,17 +543,17 @@ func (m *Manager) simulateOne(ctx context.Context, w *wtRepo, g gitCtx, cur, b s
 			}
 		}
 		sort.Strings(conflicts)
-		bm.Status = sandbox.MergeConflict
-		if len(conflicts) > sandbox.MaxConflictFiles {
-			conflicts, bm.ConflictTruncated = conflicts[:sandbox.MaxConflictFiles], true
+		bm.Status = sandboxapi.MergeConflict
+		if len(conflicts) > sandboxapi.MaxConflictFiles {
+			conflicts, bm.ConflictTruncated = conflicts[:sandboxapi.MaxConflictFiles], true
 		}
 		bm.ConflictFiles = conflicts
 		return bm, cur, nil
 	default:
-		if err := gitx.Classify(merr, "git merge-tree", sandbox.ErrWorkspaceUnavailable); errors.Is(err, sandbox.ErrRepoLocked) || errors.Is(err, sandbox.ErrInsufficientDisk) {
+		if err := gitx.Classify(merr, "git merge-tree", sandboxapi.ErrWorkspaceUnavailable); errors.Is(err, sandboxapi.ErrRepoLocked) || errors.Is(err, sandboxapi.ErrInsufficientDisk) {
 			return bm, cur, err
 		}
-		bm.Status = sandbox.MergeFailed
+		bm.Status = sandboxapi.MergeFailed
 		if bm.Message = firstLine(gitStderr(merr)); bm.Message == "" {
 			bm.Message = merr.Error()
 		}

@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // readEnv is added to read-only git calls: no opportunistic index refresh
@@ -22,28 +22,28 @@ const readEnv = "GIT_OPTIONAL_LOCKS=0"
 
 // baseOf returns the workspace's base commit: ws.BaseCommit (the store's copy)
 // when it is a hex id, else the one recorded in BaseCommitFile.
-func baseOf(ws sandbox.Workspace, w *wtRepo) (string, error) {
+func baseOf(ws sandboxapi.Workspace, w *wtRepo) (string, error) {
 	if isHex(ws.BaseCommit) {
 		return ws.BaseCommit, nil
 	}
 	if b := readBase(w.admin); b != "" {
 		return b, nil
 	}
-	return "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s has no recorded base commit", ws.ID)
+	return "", sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s has no recorded base commit", ws.ID)
 }
 
 // head returns HEAD's commit and its branch ("" when detached).
 func head(ctx context.Context, g gitCtx) (commit, branch string, err error) {
 	out, err := g.run(ctx, "rev-parse", "--verify", "--end-of-options", "HEAD^{commit}")
 	if err != nil {
-		return "", "", gitx.Classify(err, "git rev-parse HEAD", sandbox.ErrWorkspaceUnavailable)
+		return "", "", gitx.Classify(err, "git rev-parse HEAD", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	commit = strings.TrimSpace(string(out))
 	out, err = g.run(ctx, "symbolic-ref", "--quiet", "HEAD")
 	if err == nil {
 		branch = strings.TrimPrefix(strings.TrimSpace(string(out)), "refs/heads/")
 	} else if gitx.ExitCode(err) != 1 {
-		return "", "", gitx.Classify(err, "git symbolic-ref HEAD", sandbox.ErrWorkspaceUnavailable)
+		return "", "", gitx.Classify(err, "git symbolic-ref HEAD", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return commit, branch, nil
 }
@@ -74,44 +74,44 @@ func head(ctx context.Context, g gitCtx) (commit, branch string, err error) {
 // It takes no index lock (GIT_OPTIONAL_LOCKS=0) and runs no hook, fsmonitor
 // or filter. Errors: ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath),
 // ErrRefNotFound (base commit missing), ErrWorkspaceUnavailable.
-func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.WorkspaceStatus, error) {
+func (m *Manager) Status(ctx context.Context, ws sandboxapi.Workspace) (sandboxapi.WorkspaceStatus, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, err
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	g := w.git.with(readEnv)
 	base, err := baseOf(ws, w)
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, err
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	wt, err := m.porcelainStatus(ctx, w, g)
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, err
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	files, err := m.withoutCheckedOut(ctx, w, wt.files)
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, err
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	subs, err := m.submodules(ctx, w)
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, err
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	dirtySubs, err := m.dirtyOf(ctx, w, subs)
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, err
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	files = withDirtySubmodules(files, dirtySubs)
-	st := sandbox.WorkspaceStatus{Branch: wt.branch, Head: wt.head, BaseCommit: base, Dirty: len(files) > 0, Files: files, UnpushedCommits: wt.unpushed}
+	st := sandboxapi.WorkspaceStatus{Branch: wt.branch, Head: wt.head, BaseCommit: base, Dirty: len(files) > 0, Files: files, UnpushedCommits: wt.unpushed}
 	if len(st.Files) > MaxStatusFiles {
 		st.Files = st.Files[:MaxStatusFiles]
 	}
 	if st.CommitsSinceBase, err = commitsSince(ctx, g, base, wt.head); err != nil {
-		return sandbox.WorkspaceStatus{}, err
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	st.ConfigWarnings = configWarnings(g.ins)
 	lfs, err := m.lfsPointers(ctx, w)
 	if err != nil {
-		return sandbox.WorkspaceStatus{}, err
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	st.LFSPointers = lfsPaths(lfs)
 	st.UninitializedSubmodules = uninitializedPaths(subs)
@@ -122,7 +122,7 @@ func (m *Manager) Status(ctx context.Context, ws sandbox.Workspace) (sandbox.Wor
 // changed paths as git lists them and the unpushed commit count.
 type worktreeState struct {
 	head, branch string
-	files        []sandbox.FileStatus
+	files        []sandboxapi.FileStatus
 	unpushed     int
 }
 
@@ -149,7 +149,7 @@ func (m *Manager) porcelainStatus(ctx context.Context, w *wtRepo, g gitCtx) (wor
 	out, err := g.run(ctx, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty")
 	wg.Wait()
 	if err != nil {
-		return worktreeState{}, gitx.Classify(err, "git status", sandbox.ErrWorkspaceUnavailable)
+		return worktreeState{}, gitx.Classify(err, "git status", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	var short string
 	if st.head, short, st.files, err = parseStatusV2(out); err != nil {
@@ -166,14 +166,14 @@ func (m *Manager) porcelainStatus(ctx context.Context, w *wtRepo, g gitCtx) (wor
 
 // withDirtySubmodules adds " M <path>" for each dirty checked-out submodule
 // (submodules.go) that files does not already list.
-func withDirtySubmodules(files []sandbox.FileStatus, dirty []string) []sandbox.FileStatus {
+func withDirtySubmodules(files []sandboxapi.FileStatus, dirty []string) []sandboxapi.FileStatus {
 	for _, p := range dirty {
 		listed := false
 		for _, f := range files {
 			listed = listed || f.Path == p
 		}
 		if !listed {
-			files = append(files, sandbox.FileStatus{Path: p, Status: " M"})
+			files = append(files, sandboxapi.FileStatus{Path: p, Status: " M"})
 		}
 	}
 	return files
@@ -187,11 +187,11 @@ func commitsSince(ctx context.Context, g gitCtx, base, head string) (int, error)
 	}
 	out, err := g.run(ctx, "rev-list", "--count", "--end-of-options", base+"..HEAD", "--")
 	if err != nil {
-		return 0, gitx.Classify(err, "git rev-list "+base+"..HEAD", sandbox.ErrWorkspaceUnavailable)
+		return 0, gitx.Classify(err, "git rev-list "+base+"..HEAD", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
-		return 0, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
+		return 0, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git rev-list --count: %q", out)
 	}
 	return n, nil
 }
@@ -217,8 +217,8 @@ func configWarnings(ins *gitx.Inspection) []string {
 // untracked ones as "??", in porcelain v1's order: the tracked entries
 // (ordinary and unmerged together) sorted by path as git's string list is
 // (byte order), then the untracked ones as git lists them.
-func parseStatusV2(out []byte) (head, branch string, files []sandbox.FileStatus, err error) {
-	var untracked []sandbox.FileStatus
+func parseStatusV2(out []byte) (head, branch string, files []sandboxapi.FileStatus, err error) {
+	var untracked []sandboxapi.FileStatus
 	for _, f := range strings.Split(string(out), "\x00") {
 		switch {
 		case strings.HasPrefix(f, "# branch.oid "):
@@ -226,7 +226,7 @@ func parseStatusV2(out []byte) (head, branch string, files []sandbox.FileStatus,
 		case strings.HasPrefix(f, "# branch.head "):
 			branch = strings.TrimPrefix(f, "# branch.head ")
 		case strings.HasPrefix(f, "? "):
-			untracked = append(untracked, sandbox.FileStatus{Path: f[2:], Status: "??"})
+			untracked = append(untracked, sandboxapi.FileStatus{Path: f[2:], Status: "??"})
 		case strings.HasPrefix(f, "1 "), strings.HasPrefix(f, "u "):
 			// "1 XY sub mH mI mW hH hI path", "u XY sub m1 m2 m3 mW h1 h2 h3 path"
 			n := 8
@@ -237,11 +237,11 @@ func parseStatusV2(out []byte) (head, branch string, files []sandbox.FileStatus,
 			if len(parts) != n+1 || len(parts[1]) != 2 {
 				continue
 			}
-			files = append(files, sandbox.FileStatus{Path: parts[n], Status: strings.ReplaceAll(parts[1], ".", " ")})
+			files = append(files, sandboxapi.FileStatus{Path: parts[n], Status: strings.ReplaceAll(parts[1], ".", " ")})
 		}
 	}
 	if !isHex(head) {
-		return "", "", nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git status: HEAD does not name a commit (%q)", head)
+		return "", "", nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git status: HEAD does not name a commit (%q)", head)
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return head, branch, append(files, untracked...), nil
@@ -269,7 +269,7 @@ func branchOf(ctx context.Context, g gitCtx, admin, short string) (string, error
 
 // withoutCheckedOut drops from files the worktree-only changes (" M") of
 // paths still as checked out (baseline.go).
-func (m *Manager) withoutCheckedOut(ctx context.Context, w *wtRepo, files []sandbox.FileStatus) ([]sandbox.FileStatus, error) {
+func (m *Manager) withoutCheckedOut(ctx context.Context, w *wtRepo, files []sandboxapi.FileStatus) ([]sandboxapi.FileStatus, error) {
 	var cands []string
 	for _, f := range files {
 		if f.Status == " M" {
@@ -341,7 +341,7 @@ func addAll(ctx context.Context, g gitCtx) error {
 func nestedRepos(ctx context.Context, g gitCtx) ([]string, error) {
 	out, err := g.run(ctx, "ls-files", "-z", "--others", "--exclude-standard")
 	if err != nil {
-		return nil, gitx.Classify(err, "git ls-files --others", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git ls-files --others", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	var nested []string
 	for _, p := range strings.Split(string(out), "\x00") {
@@ -364,7 +364,7 @@ func nestedRepos(ctx context.Context, g gitCtx) ([]string, error) {
 func newGitlinks(ctx context.Context, g gitCtx) ([]string, error) {
 	out, err := g.run(ctx, "diff-index", "--cached", "--no-renames", "-z", "HEAD", "--")
 	if err != nil {
-		return nil, gitx.Classify(err, "git diff-index --cached HEAD", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git diff-index --cached HEAD", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	var list []string
 	fields := strings.Split(string(out), "\x00")
@@ -399,7 +399,7 @@ func nestedRepoError(what string, nested []string) error {
 	if n := len(nested) - len(named); n > 0 {
 		more = fmt.Sprintf(" and %d more", n)
 	}
-	return sandbox.Errorf(sandbox.ErrWorkspaceDirty, "%s refused: nested git repositories %s%s cannot be committed or saved (their files would be left out); move them out of the workspace, delete them, or list them in .gitignore if they need not be kept",
+	return sandboxapi.Errorf(sandboxapi.ErrWorkspaceDirty, "%s refused: nested git repositories %s%s cannot be committed or saved (their files would be left out); move them out of the workspace, delete them, or list them in .gitignore if they need not be kept",
 		what, strings.Join(quoted, ", "), more)
 }
 
@@ -433,7 +433,7 @@ func nestedUnder(nested []string, pathspecs []byte) []string {
 func dropNewGitlinks(ctx context.Context, g gitCtx) error {
 	out, err := g.run(ctx, "diff-index", "--cached", "--no-renames", "-z", "HEAD", "--")
 	if err != nil {
-		return gitx.Classify(err, "git diff-index --cached HEAD", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git diff-index --cached HEAD", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	var fix bytes.Buffer
 	fields := strings.Split(string(out), "\x00")
@@ -453,15 +453,15 @@ func dropNewGitlinks(ctx context.Context, g gitCtx) error {
 		return nil
 	}
 	if _, err := g.runIO(ctx, &fix, nil, "update-index", "-z", "--index-info"); err != nil {
-		return gitx.Classify(err, "git update-index --index-info", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git update-index --index-info", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return nil
 }
 
 // parsePorcelain parses `git status --porcelain=v1 -z`: "XY path\0", with an
 // extra "orig\0" after renames and copies.
-func parsePorcelain(out []byte) []sandbox.FileStatus {
-	var files []sandbox.FileStatus
+func parsePorcelain(out []byte) []sandboxapi.FileStatus {
+	var files []sandboxapi.FileStatus
 	fields := strings.Split(string(out), "\x00")
 	for i := 0; i < len(fields); i++ {
 		f := fields[i]
@@ -469,7 +469,7 @@ func parsePorcelain(out []byte) []sandbox.FileStatus {
 			continue
 		}
 		xy := f[:2]
-		files = append(files, sandbox.FileStatus{Path: f[3:], Status: xy})
+		files = append(files, sandboxapi.FileStatus{Path: f[3:], Status: xy})
 		if xy[0] == 'R' || xy[0] == 'C' || xy[1] == 'R' || xy[1] == 'C' {
 			i++ // skip the original path
 		}
@@ -497,7 +497,7 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 }
 
 // Diff returns everything the agent changed against the recorded base commit
-// (sandbox.WorkspaceProvider; sandbox.Diff): commits, staged, unstaged and
+// (sandbox.WorkspaceProvider; sandboxapi.Diff): commits, staged, unstaged and
 // untracked-but-not-ignored files, as one binary-safe patch (`git diff --cached
 // --binary --full-index --no-ext-diff --no-textconv --no-color --no-renames
 // <base>`) that survives JSON: a file whose text diff would not be valid
@@ -515,46 +515,46 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // and Files, the changed paths, at MaxDiffFiles (Truncated set). Errors: ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath), ErrRefNotFound (base commit missing),
 // ErrRepoLocked, ErrInsufficientDisk, ErrWorkspaceUnavailable.
-func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff, error) {
+func (m *Manager) Diff(ctx context.Context, ws sandboxapi.Workspace) (sandboxapi.Diff, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
-		return sandbox.Diff{}, err
+		return sandboxapi.Diff{}, err
 	}
 	base, err := baseOf(ws, w)
 	if err != nil {
-		return sandbox.Diff{}, err
+		return sandboxapi.Diff{}, err
 	}
 	tmp, err := m.indexCopy(ctx, w, "sandboxcore-diff-index-*")
 	if err != nil {
-		return sandbox.Diff{}, err
+		return sandboxapi.Diff{}, err
 	}
 	defer removeIndex(tmp)
 	g := w.git.with(readEnv, "GIT_INDEX_FILE="+tmp)
 	if err := m.stageWorkTree(ctx, w, g); err != nil {
-		return sandbox.Diff{}, err
+		return sandboxapi.Diff{}, err
 	}
 	common := []string{"--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames",
 		"--no-relative", "--submodule=short", "--ignore-submodules=none"}
 
 	// core.quotePath: header paths are ASCII whatever the repository says.
-	patch := newPatchBuilder(ctx, g, sandbox.MaxDiffBytes)
+	patch := newPatchBuilder(ctx, g, sandboxapi.MaxDiffBytes)
 	args := append([]string{"-c", "core.quotePath=true", "diff"}, common...)
 	args = append(args, "--binary", "--full-index", "--src-prefix=a/", "--dst-prefix=b/", "-O/dev/null", "--end-of-options", base, "--")
 	if _, err := g.runIO(ctx, nil, patch, args...); err != nil {
-		return sandbox.Diff{}, gitx.Classify(err, "git diff "+base, sandbox.ErrWorkspaceUnavailable)
+		return sandboxapi.Diff{}, gitx.Classify(err, "git diff "+base, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	text, cut, total, err := patch.result()
 	if err != nil {
-		return sandbox.Diff{}, err
+		return sandboxapi.Diff{}, err
 	}
 	names := &cappedBuffer{max: 8 << 20}
 	args = append([]string{"diff"}, common...)
 	args = append(args, "--name-only", "-z", "--end-of-options", base, "--")
 	if _, err := g.runIO(ctx, nil, names, args...); err != nil {
-		return sandbox.Diff{}, gitx.Classify(err, "git diff --name-only "+base, sandbox.ErrWorkspaceUnavailable)
+		return sandboxapi.Diff{}, gitx.Classify(err, "git diff --name-only "+base, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	files, namesCut := diffNames(names)
-	return sandbox.Diff{BaseCommit: base, Patch: text, Truncated: cut || namesCut, TotalBytes: total, Files: files}, nil
+	return sandboxapi.Diff{BaseCommit: base, Patch: text, Truncated: cut || namesCut, TotalBytes: total, Files: files}, nil
 }
 
 // stageWorkTree stages the whole work tree into the index g uses (a copy:
@@ -565,7 +565,7 @@ func (m *Manager) Diff(ctx context.Context, ws sandbox.Workspace) (sandbox.Diff,
 // ErrWorkspaceUnavailable (and those of git's add, classified).
 func (m *Manager) stageWorkTree(ctx context.Context, w *wtRepo, g gitCtx) error {
 	if err := addAll(ctx, g); err != nil {
-		return gitx.Classify(err, "git add -A (temporary index)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git add -A (temporary index)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if err := dropNewGitlinks(ctx, g); err != nil {
 		return err
@@ -606,7 +606,7 @@ func diffNames(names *cappedBuffer) ([]string, bool) {
 // Commit stages and commits the workspace's changes on its current branch
 // (sandbox.WorkspaceProvider; docs/DESIGN.md "Workspace lifecycle": commit from the same
 // workspace). Empty req.Paths stages everything including untracked files
-// (`git add -A`); otherwise each path is validated with sandbox.CleanRelPath
+// (`git add -A`); otherwise each path is validated with sandboxapi.CleanRelPath
 // and staged literally (`git add -A --pathspec-from-file=- --pathspec-file-nul`
 // with GIT_LITERAL_PATHSPECS=1, so no pathspec magic), and the commit then
 // contains everything staged, except a gitlink the agent changed
@@ -626,58 +626,58 @@ func diffNames(names *cappedBuffer) ([]string, bool) {
 // (a bad path, one matching no file, or one through a symbolic link),
 // ErrWorkspaceNotFound, ErrRepoLocked
 // (index.lock held), ErrInsufficientDisk, ErrWorkspaceUnavailable.
-func (m *Manager) Commit(ctx context.Context, ws sandbox.Workspace, req sandbox.CommitRequest) (sandbox.CommitResult, error) {
+func (m *Manager) Commit(ctx context.Context, ws sandboxapi.Workspace, req sandboxapi.CommitRequest) (sandboxapi.CommitResult, error) {
 	if err := writable(ws); err != nil {
-		return sandbox.CommitResult{}, err
+		return sandboxapi.CommitResult{}, err
 	}
 	id, pathspecs, err := commitArguments(req)
 	if err != nil {
-		return sandbox.CommitResult{}, err
+		return sandboxapi.CommitResult{}, err
 	}
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
-		return sandbox.CommitResult{}, err
+		return sandboxapi.CommitResult{}, err
 	}
 	_, branch, err := head(ctx, w.git)
 	if err != nil {
-		return sandbox.CommitResult{}, err
+		return sandboxapi.CommitResult{}, err
 	}
 	if branch == "" {
-		return sandbox.CommitResult{}, sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
+		return sandboxapi.CommitResult{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s: HEAD is detached; check out its branch %s first", ws.ID, ws.BranchName)
 	}
 	// A nested repository is never left out silently: the commit is
 	// refused as checkpoint, destroy and eviction refuse to save it.
 	nested, err := nestedRepos(ctx, w.git)
 	if err != nil {
-		return sandbox.CommitResult{}, err
+		return sandboxapi.CommitResult{}, err
 	}
 	if left := nestedUnder(nested, pathspecs.Bytes()); len(left) > 0 {
-		return sandbox.CommitResult{}, nestedRepoError("commit", left)
+		return sandboxapi.CommitResult{}, nestedRepoError("commit", left)
 	}
 	if err := m.stageForCommit(ctx, w, len(req.Paths) == 0, pathspecs); err != nil {
-		return sandbox.CommitResult{}, err
+		return sandboxapi.CommitResult{}, err
 	}
 	_, err = w.git.run(ctx, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "HEAD", "--")
 	staged := gitx.ExitCode(err) == 1
 	if err != nil && !staged {
-		return sandbox.CommitResult{}, gitx.Classify(err, "git diff --cached --quiet", sandbox.ErrWorkspaceUnavailable)
+		return sandboxapi.CommitResult{}, gitx.Classify(err, "git diff --cached --quiet", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if !staged && !req.AllowEmpty {
 		h, _, err := head(ctx, w.git)
 		if err != nil {
-			return sandbox.CommitResult{}, err
+			return sandboxapi.CommitResult{}, err
 		}
-		return sandbox.CommitResult{Commit: h, Branch: branch, NothingToCommit: true}, nil
+		return sandboxapi.CommitResult{Commit: h, Branch: branch, NothingToCommit: true}, nil
 	}
 	if err := m.runCommit(ctx, w, id, req); err != nil {
-		return sandbox.CommitResult{}, err
+		return sandboxapi.CommitResult{}, err
 	}
 	h, branch, err := head(ctx, w.git)
 	if err != nil {
-		return sandbox.CommitResult{}, err
+		return sandboxapi.CommitResult{}, err
 	}
 	m.log.Info("workspace: committed", "workspace_id", ws.ID, "branch", branch, "commit", h)
-	return sandbox.CommitResult{Commit: h, Branch: branch}, nil
+	return sandboxapi.CommitResult{Commit: h, Branch: branch}, nil
 }
 
 // commitIdentity is the author (and committer) of a commit.
@@ -687,18 +687,18 @@ type commitIdentity struct{ name, email string }
 // Commit): the message (not blank, at most MaxCommitMessageBytes, no NUL),
 // the identity (req's or DefaultAuthorName/DefaultAuthorEmail: at most
 // MaxIdentityBytes, not blank, no '<', '>', line breaks or NUL) and each
-// path (sandbox.CleanRelPath, not inside .git), returned as NUL-terminated
+// path (sandboxapi.CleanRelPath, not inside .git), returned as NUL-terminated
 // pathspecs for `git add --pathspec-from-file`. Errors: ErrInvalidArgument,
 // ErrInvalidWorkspacePath.
-func commitArguments(req sandbox.CommitRequest) (commitIdentity, *bytes.Buffer, error) {
+func commitArguments(req sandboxapi.CommitRequest) (commitIdentity, *bytes.Buffer, error) {
 	if strings.TrimSpace(req.Message) == "" {
-		return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message is required")
+		return commitIdentity{}, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "commit message is required")
 	}
 	if len(req.Message) > MaxCommitMessageBytes {
-		return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message is longer than %d bytes", MaxCommitMessageBytes)
+		return commitIdentity{}, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "commit message is longer than %d bytes", MaxCommitMessageBytes)
 	}
 	if strings.IndexByte(req.Message, 0) >= 0 {
-		return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "commit message contains NUL")
+		return commitIdentity{}, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "commit message contains NUL")
 	}
 	id := commitIdentity{name: req.AuthorName, email: req.AuthorEmail}
 	if id.name == "" {
@@ -709,17 +709,17 @@ func commitArguments(req sandbox.CommitRequest) (commitIdentity, *bytes.Buffer, 
 	}
 	for what, v := range map[string]string{"author_name": id.name, "author_email": id.email} {
 		if len(v) > MaxIdentityBytes || strings.ContainsAny(v, "<>\n\r\x00") || strings.TrimSpace(v) == "" {
-			return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "%s %q: at most %d bytes, no '<', '>', line breaks or NUL", what, v, MaxIdentityBytes)
+			return commitIdentity{}, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s %q: at most %d bytes, no '<', '>', line breaks or NUL", what, v, MaxIdentityBytes)
 		}
 	}
 	var pathspecs bytes.Buffer
 	for _, p := range req.Paths {
-		clean, err := sandbox.CleanRelPath(p)
+		clean, err := sandboxapi.CleanRelPath(p)
 		if err != nil {
 			return commitIdentity{}, nil, err
 		}
-		if sandbox.IsGitMetadataPath(clean) {
-			return commitIdentity{}, nil, sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path %q is inside .git", p)
+		if sandboxapi.IsGitMetadataPath(clean) {
+			return commitIdentity{}, nil, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "path %q is inside .git", p)
 		}
 		pathspecs.WriteString(clean)
 		pathspecs.WriteByte(0)
@@ -745,11 +745,11 @@ func (m *Manager) stageForCommit(ctx context.Context, w *wtRepo, all bool, paths
 	}
 	if err != nil {
 		if s := gitStderr(err); strings.Contains(s, "did not match any files") {
-			return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "no such file: %s", firstLine(s))
+			return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "no such file: %s", firstLine(s))
 		} else if strings.Contains(s, "beyond a symbolic link") {
-			return sandbox.Errorf(sandbox.ErrInvalidWorkspacePath, "path goes through a symbolic link: %s", firstLine(s))
+			return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "path goes through a symbolic link: %s", firstLine(s))
 		}
-		return gitx.Classify(err, "git add", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git add", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	w.forgetStage() // `git add` changed the index
 	if err := dropNewGitlinks(ctx, w.git); err != nil {
@@ -762,7 +762,7 @@ func (m *Manager) stageForCommit(ctx context.Context, w *wtRepo, all bool, paths
 // stdin, id as author and committer, dated by Options.Now, hooks and
 // signing off (see Commit). Errors: ErrRepoLocked, ErrInsufficientDisk,
 // ErrWorkspaceUnavailable.
-func (m *Manager) runCommit(ctx context.Context, w *wtRepo, id commitIdentity, req sandbox.CommitRequest) error {
+func (m *Manager) runCommit(ctx context.Context, w *wtRepo, id commitIdentity, req sandboxapi.CommitRequest) error {
 	now := m.now()
 	date := fmt.Sprintf("@%d %s", now.Unix(), now.Format("-0700"))
 	g := w.git.with(
@@ -774,17 +774,17 @@ func (m *Manager) runCommit(ctx context.Context, w *wtRepo, id commitIdentity, r
 		args = append(args, "--allow-empty")
 	}
 	if _, err := g.runIO(ctx, strings.NewReader(req.Message), nil, args...); err != nil {
-		return gitx.Classify(err, "git commit", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git commit", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return nil
 }
 
-// writable gates mutating calls (sandbox.Capabilities; DESIGN.md: capabilities
+// writable gates mutating calls (sandboxapi.Capabilities; DESIGN.md: capabilities
 // "gate every mutating operation"): ErrCommandRejected unless
 // ws.Capabilities.Writable and the mode is not analysis.
-func writable(ws sandbox.Workspace) error {
-	if !ws.Capabilities.Writable || ws.Mode == sandbox.ModeAnalysis {
-		return sandbox.Errorf(sandbox.ErrCommandRejected, "workspace %s (%s) is read-only", ws.ID, ws.Mode)
+func writable(ws sandboxapi.Workspace) error {
+	if !ws.Capabilities.Writable || ws.Mode == sandboxapi.ModeAnalysis {
+		return sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s (%s) is read-only", ws.ID, ws.Mode)
 	}
 	return nil
 }

@@ -15,16 +15,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestStatus(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	st, err := f.m.Status(ctx, ws)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.WorkspaceStatus{Branch: tb + "edits-c1", Head: f.c2, BaseCommit: f.c2}, st)
+	assert.Equal(t, sandboxapi.WorkspaceStatus{Branch: tb + "edits-c1", Head: f.c2, BaseCommit: f.c2}, st)
 
 	require.NoError(t, f.m.WriteFile(ctx, ws, "new dir/untracked file.txt", []byte("u\n"), 0))
 	require.NoError(t, f.m.WriteFile(ctx, ws, "README.md", []byte("edited\n"), 0))
@@ -32,16 +32,16 @@ func TestStatus(t *testing.T) {
 	st, err = f.m.Status(ctx, ws)
 	require.NoError(t, err)
 	assert.True(t, st.Dirty)
-	assert.ElementsMatch(t, []sandbox.FileStatus{
+	assert.ElementsMatch(t, []sandboxapi.FileStatus{
 		{Path: "README.md", Status: " M"},
 		{Path: "src/app.go", Status: " D"},
 		{Path: "new dir/untracked file.txt", Status: "??"},
 	}, st.Files)
 	assert.Equal(t, 0, st.CommitsSinceBase)
 
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "one"})
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "one"})
 	require.NoError(t, err)
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "two", AllowEmpty: true})
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "two", AllowEmpty: true})
 	require.NoError(t, err)
 	st, err = f.m.Status(ctx, ws)
 	require.NoError(t, err)
@@ -52,12 +52,12 @@ func TestStatus(t *testing.T) {
 func TestDiffShowsEverythingAndKeepsIndex(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 
 	// A committed change, a staged change, an unstaged change, an untracked
 	// text file, an untracked binary file, and an ignored file.
 	require.NoError(t, f.m.WriteFile(ctx, ws, "committed.txt", []byte("committed\n"), 0))
-	_, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "commit one"})
+	_, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "commit one"})
 	require.NoError(t, err)
 	require.NoError(t, f.m.WriteFile(ctx, ws, "src/app.go", []byte("package app\n\nfunc Staged() {}\n"), 0))
 	f.git(ws.LocalPath, "add", "src/app.go")
@@ -111,7 +111,7 @@ func TestDiffShowsEverythingAndKeepsIndex(t *testing.T) {
 	}
 
 	// A clean workspace has an empty diff.
-	clean := f.ensure(f.req(sandbox.ModeEdit, "c2"))
+	clean := f.ensure(f.req(sandboxapi.ModeEdit, "c2"))
 	d, err = f.m.Diff(ctx, clean)
 	require.NoError(t, err)
 	assert.Empty(t, d.Patch)
@@ -121,17 +121,17 @@ func TestDiffShowsEverythingAndKeepsIndex(t *testing.T) {
 func TestDiffTruncates(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	line := strings.Repeat("x", 99) + "\n"
-	big := []byte(strings.Repeat(line, (sandbox.MaxFileBytes-1)/len(line)))
+	big := []byte(strings.Repeat(line, (sandboxapi.MaxFileBytes-1)/len(line)))
 	for _, n := range []string{"a.txt", "b.txt"} {
 		require.NoError(t, f.m.WriteFile(ctx, ws, n, big, 0))
 	}
 	d, err := f.m.Diff(ctx, ws)
 	require.NoError(t, err)
 	assert.True(t, d.Truncated)
-	assert.Greater(t, d.TotalBytes, int64(sandbox.MaxDiffBytes))
-	assert.LessOrEqual(t, len(d.Patch), sandbox.MaxDiffBytes)
+	assert.Greater(t, d.TotalBytes, int64(sandboxapi.MaxDiffBytes))
+	assert.LessOrEqual(t, len(d.Patch), sandboxapi.MaxDiffBytes)
 	assert.True(t, strings.HasSuffix(d.Patch, "\n"))
 	assert.Equal(t, []string{"a.txt", "b.txt"}, d.Files)
 }
@@ -139,9 +139,9 @@ func TestDiffTruncates(t *testing.T) {
 func TestCommit(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 
-	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "nothing"})
+	res, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "nothing"})
 	require.NoError(t, err)
 	assert.True(t, res.NothingToCommit)
 	assert.Equal(t, f.c2, res.Commit)
@@ -150,7 +150,7 @@ func TestCommit(t *testing.T) {
 	f.m.now = func() time.Time { return time.Date(2024, 5, 6, 7, 8, 9, 0, time.FixedZone("X", 2*3600)) }
 	msg := "Add feature\n\n#123 is fixed; - not an option\n"
 	require.NoError(t, f.m.WriteFile(ctx, ws, "feature.txt", []byte("f\n"), 0))
-	res, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: msg})
+	res, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: msg})
 	require.NoError(t, err)
 	assert.False(t, res.NothingToCommit)
 	assert.Equal(t, tb+"edits-c1", res.Branch)
@@ -165,39 +165,39 @@ func TestCommit(t *testing.T) {
 	require.NoError(t, f.m.WriteFile(ctx, ws, "a.txt", []byte("a\n"), 0))
 	require.NoError(t, f.m.WriteFile(ctx, ws, "b.txt", []byte("b\n"), 0))
 	require.NoError(t, f.m.WriteFile(ctx, ws, ":(glob)*", []byte("magic\n"), 0))
-	res, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "only a", Paths: []string{"a.txt", ":(glob)*"}, AuthorName: "Ada", AuthorEmail: "ada@example.com"})
+	res, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "only a", Paths: []string{"a.txt", ":(glob)*"}, AuthorName: "Ada", AuthorEmail: "ada@example.com"})
 	require.NoError(t, err)
 	files := strings.Split(f.git(f.bare, "show", "--format=", "--name-only", res.Commit), "\n")
 	assert.ElementsMatch(t, []string{":(glob)*", "a.txt"}, files)
 	assert.Equal(t, "Ada <ada@example.com>", f.git(f.bare, "log", "-1", "--format=%an <%ae>", res.Commit))
 	st, err := f.m.Status(ctx, ws)
 	require.NoError(t, err)
-	assert.Equal(t, []sandbox.FileStatus{{Path: "b.txt", Status: "??"}}, st.Files)
+	assert.Equal(t, []sandboxapi.FileStatus{{Path: "b.txt", Status: "??"}}, st.Files)
 
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", Paths: []string{"missing.txt"}})
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", Paths: []string{"../x"}})
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "x", Paths: []string{"missing.txt"}})
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "x", Paths: []string{"../x"}})
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(ws.LocalPath, "link")))
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", Paths: []string{"link/x"}})
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "x", Paths: []string{"link/x"}})
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	require.NoError(t, os.Remove(filepath.Join(ws.LocalPath, "link")))
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "  \n"})
-	requireKind(t, err, sandbox.ErrInvalidArgument)
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: strings.Repeat("m", MaxCommitMessageBytes+1)})
-	requireKind(t, err, sandbox.ErrInvalidArgument)
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", AuthorName: "Evil <x@y>"})
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "  \n"})
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: strings.Repeat("m", MaxCommitMessageBytes+1)})
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "x", AuthorName: "Evil <x@y>"})
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 
-	res, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "empty", AllowEmpty: true, Paths: []string{"a.txt"}})
+	res, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "empty", AllowEmpty: true, Paths: []string{"a.txt"}})
 	require.NoError(t, err)
 	assert.False(t, res.NothingToCommit)
 	assert.Equal(t, "empty", f.git(f.bare, "log", "-1", "--format=%s", tb+"edits-c1"))
 
 	// A detached HEAD is refused rather than committing off-branch.
 	f.git(ws.LocalPath, "checkout", "-q", "--detach")
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "x", AllowEmpty: true})
-	requireKind(t, err, sandbox.ErrCommandRejected)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "x", AllowEmpty: true})
+	requireKind(t, err, sandboxapi.ErrCommandRejected)
 }
 
 // TestHostileRepositoryConfigDoesNotRun: an agent controls the worktree, its
@@ -208,8 +208,8 @@ func TestHostileRepositoryConfigDoesNotRun(t *testing.T) {
 		t.Run(scope, func(t *testing.T) {
 			f := newFixture(t)
 			ctx := context.Background()
-			ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
-			other := f.ensure(f.req(sandbox.ModeEdit, "c2"))
+			ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
+			other := f.ensure(f.req(sandboxapi.ModeEdit, "c2"))
 
 			evil := t.TempDir()
 			marker := filepath.Join(evil, "marker")
@@ -243,10 +243,10 @@ func TestHostileRepositoryConfigDoesNotRun(t *testing.T) {
 			require.NoError(t, err)
 			_, err = f.m.Diff(ctx, ws)
 			require.NoError(t, err)
-			res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "with attributes"})
+			res, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "with attributes"})
 			require.NoError(t, err)
 			// Checking out a branch with those attributes (smudge, post-checkout).
-			task := f.req(sandbox.ModeTask, "t1")
+			task := f.req(sandboxapi.ModeTask, "t1")
 			task.FromBranch = ws.BranchName
 			tw := f.ensure(task)
 			_, err = f.m.Status(ctx, tw)
@@ -257,7 +257,7 @@ func TestHostileRepositoryConfigDoesNotRun(t *testing.T) {
 			otherAdmin := filepath.Join(f.bare, "worktrees", filepath.Base(other.LocalPath))
 			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, ".git"), []byte("gitdir: "+otherAdmin+"\n"), 0o644))
 			require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "b.txt"), []byte("b\n"), 0o644))
-			res2, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "redirected?"})
+			res2, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "redirected?"})
 			require.NoError(t, err)
 			assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", tb+"edits-c1~1"))
 			assert.Equal(t, res2.Commit, f.git(f.bare, "rev-parse", tb+"edits-c1"))
@@ -293,7 +293,7 @@ func readMarker(p string) string {
 func TestStatusMatchesPorcelainV1(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "parity"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "parity"))
 	wt := ws.LocalPath
 	write := func(rel, content string) {
 		p := filepath.Join(wt, rel)
@@ -325,7 +325,7 @@ func TestStatusMatchesPorcelainV1(t *testing.T) {
 	write("ünïcode.txt", "u\n")
 	write("# branch.oid deadbeef", "tricky\n")
 
-	check := func(ws sandbox.Workspace) {
+	check := func(ws sandboxapi.Workspace) {
 		t.Helper()
 		st, err := f.m.Status(ctx, ws)
 		require.NoError(t, err)
@@ -339,8 +339,8 @@ func TestStatusMatchesPorcelainV1(t *testing.T) {
 		assert.Equal(t, strings.TrimPrefix(branch, "refs/heads/"), st.Branch)
 	}
 	check(ws)
-	require.Len(t, func() []sandbox.FileStatus { st, _ := f.m.Status(ctx, ws); return st.Files }(), 8)
-	an := f.ensure(f.req(sandbox.ModeAnalysis, "v1"))
+	require.Len(t, func() []sandboxapi.FileStatus { st, _ := f.m.Status(ctx, ws); return st.Files }(), 8)
+	an := f.ensure(f.req(sandboxapi.ModeAnalysis, "v1"))
 	write2 := filepath.Join(an.LocalPath, "x.txt")
 	require.NoError(t, os.WriteFile(write2, []byte("x\n"), 0o644))
 	check(an)
@@ -361,7 +361,7 @@ func TestDiffPatchIsByteExactThroughJSON(t *testing.T) {
 	f.git(f.src, "add", "-A")
 	f.git(f.src, "commit", "-q", "-m", "latin-1 files")
 	f.fetch()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	base := ws.BaseCommit
 
 	files := map[string][]byte{
@@ -385,7 +385,7 @@ func TestDiffPatchIsByteExactThroughJSON(t *testing.T) {
 	require.NoError(t, err)
 	wire, err := json.Marshal(d)
 	require.NoError(t, err)
-	var got sandbox.Diff
+	var got sandboxapi.Diff
 	require.NoError(t, json.Unmarshal(wire, &got))
 	require.True(t, utf8.ValidString(got.Patch), "the patch is valid UTF-8")
 	require.Equal(t, d.Patch, got.Patch, "the JSON round trip changes nothing")
@@ -439,7 +439,7 @@ func TestCRLFCheckoutIsClean(t *testing.T) {
 	f.git(f.src, "commit", "-q", "-m", "normalise text")
 	require.Equal(t, "one\r\ntwo", f.git(f.src, "cat-file", "blob", "HEAD:win.txt"))
 	f.fetch()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	raw, err := os.ReadFile(filepath.Join(ws.LocalPath, "win.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "one\r\ntwo\r\n", string(raw), "checked out as committed")
@@ -453,7 +453,7 @@ func TestCRLFCheckoutIsClean(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, d.Patch)
 	assert.Empty(t, d.Files)
-	c, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "nothing"})
+	c, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "nothing"})
 	require.NoError(t, err)
 	assert.True(t, c.NothingToCommit, "no line-ending-only commit")
 	bk, err := NewBackups(f.m, t.TempDir())
@@ -461,7 +461,7 @@ func TestCRLFCheckoutIsClean(t *testing.T) {
 	un, err := bk.UnsavedWork(ctx, ws)
 	require.NoError(t, err)
 	assert.False(t, un.Any(), "eviction sees a clean workspace")
-	mr, err := f.m.Merge(ctx, ws, sandbox.MergeRequest{Branches: []string{"dev"}})
+	mr, err := f.m.Merge(ctx, ws, sandboxapi.MergeRequest{Branches: []string{"dev"}})
 	require.NoError(t, err, "merge finds the workspace clean")
 	assert.Empty(t, mr.CheckpointCommit)
 
@@ -469,11 +469,11 @@ func TestCRLFCheckoutIsClean(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ws.LocalPath, "other.txt"), []byte("plain\r\nmore\r\n"), 0o644))
 	st, err = f.m.Status(ctx, ws)
 	require.NoError(t, err)
-	assert.Equal(t, []sandbox.FileStatus{{Path: "other.txt", Status: " M"}}, st.Files)
+	assert.Equal(t, []sandboxapi.FileStatus{{Path: "other.txt", Status: " M"}}, st.Files)
 	d, err = f.m.Diff(ctx, ws)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"other.txt"}, d.Files)
-	c, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "more"})
+	c, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "more"})
 	require.NoError(t, err)
 	require.False(t, c.NothingToCommit)
 	assert.Equal(t, "other.txt", f.git(f.bare, "diff-tree", "--no-commit-id", "--name-only", "-r", c.Commit))
@@ -489,7 +489,7 @@ func TestCRLFCheckoutIsClean(t *testing.T) {
 	assert.True(t, st.Dirty)
 
 	// A workspace without the record (made before it existed) is what git says.
-	ws2 := f.ensure(f.req(sandbox.ModeEdit, "c2"))
+	ws2 := f.ensure(f.req(sandboxapi.ModeEdit, "c2"))
 	require.NoError(t, os.Remove(filepath.Join(f.bare, "worktrees", filepath.Base(ws2.LocalPath), BaselineFile)))
 	st, err = f.m.Status(ctx, ws2)
 	require.NoError(t, err)

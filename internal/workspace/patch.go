@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Patches that survive JSON (docs/API.md "diff"). A patch travels as a JSON
@@ -155,7 +155,7 @@ func (b *patchBuilder) binarySection(sec []byte) ([]byte, error) {
 		header.Write(l)
 	}
 	if !utf8.Valid(header.Bytes()) || !isFullID(oldID) || !isFullID(newID) {
-		return nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git diff: cannot re-encode a section as a binary patch (header %q)", sandbox.Clip(header.String(), 200))
+		return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git diff: cannot re-encode a section as a binary patch (header %q)", sandboxapi.Clip(header.String(), 200))
 	}
 	oldData, err := b.blob(oldID)
 	if err != nil {
@@ -182,7 +182,7 @@ func (b *patchBuilder) blob(id string) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	if _, err := b.g.runIO(b.ctx, nil, &buf, "cat-file", "blob", id); err != nil {
-		return nil, gitx.Classify(err, "git cat-file blob "+id, sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git cat-file blob "+id, sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return buf.Bytes(), nil
 }

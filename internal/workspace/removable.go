@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // CheckRemovable walks the worktree (symlinks not followed) and fails on the
@@ -17,13 +17,13 @@ import (
 // grants us no write and search permission, or a sticky directory holding
 // another uid's entry. Nothing is changed. Errors: ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath), ErrWorkspaceUnavailable naming the obstacle.
-func (b *Backups) CheckRemovable(ctx context.Context, ws sandbox.Workspace) error {
+func (b *Backups) CheckRemovable(ctx context.Context, ws sandboxapi.Workspace) error {
 	l, err := locate(ws)
 	if err != nil {
 		return err
 	}
 	if !isDir(l.wt) {
-		return sandbox.Errorf(sandbox.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing", ws.ID)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing", ws.ID)
 	}
 	if b.euid == 0 {
 		return nil
@@ -39,7 +39,7 @@ func (b *Backups) CheckRemovable(ctx context.Context, ws sandbox.Workspace) erro
 				if fi, err := os.Lstat(p); err == nil && b.owns(fi) {
 					return fs.SkipDir
 				}
-				return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s: %s cannot be listed by uid %d", ws.ID, bkRel(l.wt, p), b.euid)
+				return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s: %s cannot be listed by uid %d", ws.ID, bkRel(l.wt, p), b.euid)
 			}
 			return nil
 		}
@@ -51,7 +51,7 @@ func (b *Backups) CheckRemovable(ctx context.Context, ws sandbox.Workspace) erro
 			return nil
 		}
 		if why := b.undeletableEntries(p, fi); why != "" {
-			return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s: entries of %s cannot be deleted by uid %d: %s", ws.ID, bkRel(l.wt, p), b.euid, why)
+			return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s: entries of %s cannot be deleted by uid %d: %s", ws.ID, bkRel(l.wt, p), b.euid, why)
 		}
 		return nil
 	})

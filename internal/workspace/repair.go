@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // The host's own git metadata of a worktree, repaired wherever it is found
@@ -39,7 +39,7 @@ import (
 // ErrInvalidArgument (LocalPath, branch), ErrRepoLocked, ErrWorkspaceUnavailable
 // (the administrative directory of its name belongs to another worktree,
 // or git failed), ErrInsufficientDisk.
-func (m *Manager) RepairMetadata(ctx context.Context, ws sandbox.Workspace) error {
+func (m *Manager) RepairMetadata(ctx context.Context, ws sandboxapi.Workspace) error {
 	l, err := locate(ws)
 	if err != nil {
 		return err
@@ -53,13 +53,13 @@ func (m *Manager) RepairMetadata(ctx context.Context, ws sandbox.Workspace) erro
 
 // repairAt repairs the metadata of ws's worktree l, whose directory exists
 // (RepairMetadata), and returns its administrative directory.
-func (m *Manager) repairAt(ctx context.Context, ws sandbox.Workspace, l loc) (string, error) {
+func (m *Manager) repairAt(ctx context.Context, ws sandboxapi.Workspace, l loc) (string, error) {
 	admin := adminDir(l)
 	if admin == "" {
 		unlock, err := m.locker.LockRepo(ctx, ws.Repo)
 		if err != nil {
-			if sandbox.KindOf(err) == nil {
-				err = sandbox.Errorf(sandbox.ErrRepoLocked, "lock repository %s: %w", ws.Repo.Key(), err)
+			if sandboxapi.KindOf(err) == nil {
+				err = sandboxapi.Errorf(sandboxapi.ErrRepoLocked, "lock repository %s: %w", ws.Repo.Key(), err)
 			}
 			return "", err
 		}
@@ -137,22 +137,22 @@ func (m *Manager) fixGitFile(wt, admin string) error {
 // describes, and returns its administrative directory. An administrative
 // directory of its name whose back-pointer is wrong is reused (its HEAD
 // and index kept) unless another worktree's ".git" points at it.
-func (m *Manager) reregister(ctx context.Context, l loc, ws sandbox.Workspace) (string, error) {
+func (m *Manager) reregister(ctx context.Context, l loc, ws sandboxapi.Workspace) (string, error) {
 	if !simpleName(strings.ReplaceAll(l.name, ".", "-")) {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s: its path has no usable directory name", ws.ID)
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "workspace %s: its path has no usable directory name", ws.ID)
 	}
 	branch := ws.BranchName
-	if ws.Mode == sandbox.ModeAnalysis {
+	if ws.Mode == sandboxapi.ModeAnalysis {
 		branch = ""
-	} else if err := sandbox.ValidateRef(branch); err != nil {
+	} else if err := sandboxapi.ValidateRef(branch); err != nil {
 		return "", err
 	}
 	if !isHex(ws.BaseCommit) {
-		return "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s: worktree %s is not registered and no base commit is recorded to register it again", ws.ID, l.wt)
+		return "", sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s: worktree %s is not registered and no base commit is recorded to register it again", ws.ID, l.wt)
 	}
 	admin := filepath.Join(l.bare, WorktreesDir, l.name)
 	if owner, ok := adminOwner(admin); ok && owner != filepath.Join(l.wt, ".git") {
-		return "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "workspace %s: the administrative directory %s belongs to the worktree at %s", ws.ID, admin, filepath.Dir(owner))
+		return "", sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s: the administrative directory %s belongs to the worktree at %s", ws.ID, admin, filepath.Dir(owner))
 	}
 	bg := m.bareGit(l.bare)
 	if err := os.MkdirAll(admin, 0o755); err != nil {
@@ -186,7 +186,7 @@ func (m *Manager) reregister(ctx context.Context, l loc, ws sandbox.Workspace) (
 		// The index from HEAD; the files are not touched, so what the agent
 		// changed shows as unstaged or untracked.
 		if _, err := g.run(ctx, "read-tree", "HEAD"); err != nil {
-			return "", gitx.Classify(err, "git read-tree HEAD", sandbox.ErrWorkspaceUnavailable)
+			return "", gitx.Classify(err, "git read-tree HEAD", sandboxapi.ErrWorkspaceUnavailable)
 		}
 		_, _ = g.run(ctx, "update-index", "-q", "--refresh")
 	}
@@ -218,7 +218,7 @@ func (m *Manager) reregisterHead(ctx context.Context, bg gitCtx, admin, branch, 
 	}
 	if tip == "" {
 		if _, err := bg.run(ctx, "branch", "--quiet", "--no-track", "--end-of-options", branch, base); err != nil {
-			return gitx.Classify(err, "git branch "+branch, sandbox.ErrWorkspaceUnavailable)
+			return gitx.Classify(err, "git branch "+branch, sandboxapi.ErrWorkspaceUnavailable)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(admin, "HEAD"), []byte("ref: refs/heads/"+branch+"\n"), 0o644); err != nil {

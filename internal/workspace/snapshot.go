@@ -16,7 +16,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Snapshots: a worktree's exact content as a git tree, built in a temporary
@@ -70,11 +70,11 @@ func (b *Backups) snapshot(ctx context.Context, w *wtRepo) (bkSnapshot, error) {
 func snapshotPaths(ctx context.Context, g gitCtx) ([]string, map[string]string, error) {
 	cached, err := g.run(ctx, "ls-files", "-z", "--cached", "-s")
 	if err != nil {
-		return nil, nil, gitx.Classify(err, "git ls-files --cached", sandbox.ErrWorkspaceUnavailable)
+		return nil, nil, gitx.Classify(err, "git ls-files --cached", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	others, err := g.run(ctx, "ls-files", "-z", "--others", "--exclude-standard")
 	if err != nil {
-		return nil, nil, gitx.Classify(err, "git ls-files --others", sandbox.ErrWorkspaceUnavailable)
+		return nil, nil, gitx.Classify(err, "git ls-files --others", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	paths, gitlinks, nested := parseSnapshotPaths(cached, others)
 	if len(gitlinks) > 0 {
@@ -286,15 +286,15 @@ func writeSnapshotTree(ctx context.Context, w *wtRepo, entries []bkEntry) (strin
 	defer func() { _ = os.Remove(idx); _ = os.Remove(idx + ".lock") }()
 	gi := w.git.with("GIT_INDEX_FILE=" + idx)
 	if _, err := gi.runIO(ctx, indexInfo(entries), nil, "update-index", "-z", "--add", "--index-info"); err != nil {
-		return "", gitx.Classify(err, "git update-index --index-info (temporary index)", sandbox.ErrWorkspaceUnavailable)
+		return "", gitx.Classify(err, "git update-index --index-info (temporary index)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	out, err := gi.run(ctx, "write-tree")
 	if err != nil {
-		return "", gitx.Classify(err, "git write-tree (temporary index)", sandbox.ErrWorkspaceUnavailable)
+		return "", gitx.Classify(err, "git write-tree (temporary index)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	tree := strings.TrimSpace(string(out))
 	if !isHex(tree) {
-		return "", sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git write-tree: unexpected output %q", out)
+		return "", sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git write-tree: unexpected output %q", out)
 	}
 	return tree, nil
 }
@@ -317,12 +317,12 @@ func (b *Backups) hashFiles(ctx context.Context, g gitCtx, root *os.Root, paths 
 			}
 			if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 				_ = f.Close()
-				return nil, sandbox.Errorf(sandbox.ErrConflict, "read %q: it changed while it was read (no longer a regular file)", p)
+				return nil, sandboxapi.Errorf(sandboxapi.ErrConflict, "read %q: it changed while it was read (no longer a regular file)", p)
 			}
 			out, err := g.runIO(ctx, f, nil, "hash-object", "--no-filters", "-w", "--stdin")
 			_ = f.Close()
 			if err != nil {
-				return nil, gitx.Classify(err, "git hash-object", sandbox.ErrWorkspaceUnavailable)
+				return nil, gitx.Classify(err, "git hash-object", sandboxapi.ErrWorkspaceUnavailable)
 			}
 			shas[i] = strings.TrimSpace(string(out))
 			continue
@@ -367,7 +367,7 @@ func (b *Backups) hashLinks(ctx context.Context, g gitCtx, admin string, targets
 func (b *Backups) hashBatch(ctx context.Context, g gitCtx, paths io.Reader, n int) ([]string, error) {
 	out, err := g.runIO(ctx, paths, nil, "hash-object", "--no-filters", "-w", "--stdin-paths")
 	if err != nil {
-		return nil, gitx.Classify(err, "git hash-object --stdin-paths", sandbox.ErrWorkspaceUnavailable)
+		return nil, gitx.Classify(err, "git hash-object --stdin-paths", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	var shas []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -377,11 +377,11 @@ func (b *Backups) hashBatch(ctx context.Context, g gitCtx, paths io.Reader, n in
 		}
 	}
 	if len(shas) != n {
-		return nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git hash-object returned %d ids for %d files", len(shas), n)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git hash-object returned %d ids for %d files", len(shas), n)
 	}
 	for _, s := range shas {
 		if !isHex(s) {
-			return nil, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git hash-object: unexpected output %q", s)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git hash-object: unexpected output %q", s)
 		}
 	}
 	return shas, nil

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestParseSnapshotPaths(t *testing.T) {
@@ -30,7 +30,7 @@ func TestParseSnapshotPaths(t *testing.T) {
 	_, _, nested = parseSnapshotPaths([]byte(cached), []byte("a.txt\x00nested/\x00z/again/\x00"))
 	assert.Equal(t, []string{"nested/", "z/again/"}, nested, "every nested repository, not only the first")
 	err := nestedRepoError("checkpoint", nested)
-	assert.ErrorIs(t, err, sandbox.ErrWorkspaceDirty)
+	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceDirty)
 	assert.Contains(t, err.Error(), `"nested/", "z/again/"`)
 
 	paths, gitlinks, nested = parseSnapshotPaths(nil, nil)
@@ -115,7 +115,7 @@ func TestIndexInfo(t *testing.T) {
 func TestWriteSnapshotTree(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "conv"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "conv"))
 	w, err := f.m.openWorktree(ctx, ws)
 	require.NoError(t, err)
 	index, err := os.ReadFile(filepath.Join(w.admin, "index"))

@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // lfsDecision opens ws afresh and returns hasAttributes, mayTrackLFS and
 // the paths git itself lists as filter=lfs in it (`git ls-files
 // ':(attr:filter=lfs)'` with the hardened runner and the worktree's own
 // attributes), so that every case checks the skip against git.
-func lfsDecision(t *testing.T, f *fixture, ws sandbox.Workspace) (has, may bool, gitLFS string) {
+func lfsDecision(t *testing.T, f *fixture, ws sandboxapi.Workspace) (has, may bool, gitLFS string) {
 	t.Helper()
 	ctx := context.Background()
 	w, err := f.m.openWorktree(ctx, ws)
@@ -40,20 +41,20 @@ func lfsDecision(t *testing.T, f *fixture, ws sandbox.Workspace) (has, may bool,
 func TestMayTrackLFSDecision(t *testing.T) {
 	t.Run("no attributes", func(t *testing.T) {
 		f := newFixture(t)
-		ws := f.ensure(f.req(sandbox.ModeEdit, "a"))
+		ws := f.ensure(f.req(sandboxapi.ModeEdit, "a"))
 		has, may, lfs := lfsDecision(t, f, ws)
 		assert.False(t, has)
 		assert.False(t, may)
 		assert.Empty(t, lfs)
 	})
 
-	attrs := func(t *testing.T, content string) (*fixture, sandbox.Workspace) {
+	attrs := func(t *testing.T, content string) (*fixture, sandboxapi.Workspace) {
 		f := newFixture(t)
 		f.writeSrc(".gitattributes", content)
 		f.git(f.src, "add", ".gitattributes")
 		f.git(f.src, "commit", "-q", "-m", "attributes")
 		f.fetch()
-		return f, f.ensure(f.req(sandbox.ModeEdit, "a"))
+		return f, f.ensure(f.req(sandboxapi.ModeEdit, "a"))
 	}
 
 	t.Run("attributes without lfs", func(t *testing.T) {
@@ -147,7 +148,7 @@ func TestMayTrackLFSDecision(t *testing.T) {
 func TestStatusSubmodulesFollowTheIndex(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	st, err := f.m.Status(ctx, ws)
 	require.NoError(t, err)
 	assert.Empty(t, st.UninitializedSubmodules)
@@ -188,9 +189,9 @@ func TestAttributesFiles(t *testing.T) {
 // TestWithDirtySubmodules: a dirty submodule is added as " M" once, after
 // the files git listed, and not again when git listed its path already.
 func TestWithDirtySubmodules(t *testing.T) {
-	files := []sandbox.FileStatus{{Path: "a.go", Status: " M"}, {Path: "lib/x", Status: "M "}}
-	got := withDirtySubmodules(append([]sandbox.FileStatus(nil), files...), []string{"lib/x", "lib/dep"})
-	assert.Equal(t, append(files, sandbox.FileStatus{Path: "lib/dep", Status: " M"}), got)
+	files := []sandboxapi.FileStatus{{Path: "a.go", Status: " M"}, {Path: "lib/x", Status: "M "}}
+	got := withDirtySubmodules(append([]sandboxapi.FileStatus(nil), files...), []string{"lib/x", "lib/dep"})
+	assert.Equal(t, append(files, sandboxapi.FileStatus{Path: "lib/dep", Status: " M"}), got)
 	assert.Nil(t, withDirtySubmodules(nil, nil))
 	assert.Nil(t, configWarnings(nil))
 	assert.Nil(t, uninitializedPaths([]sandbox.Submodule{{Path: "a", CheckedOut: true}}))
@@ -229,15 +230,15 @@ func TestDiffNames(t *testing.T) {
 // TestCommitArguments: the message, the identity (defaulted) and the paths
 // are checked before any git runs; paths become NUL-terminated pathspecs.
 func TestCommitArguments(t *testing.T) {
-	id, specs, err := commitArguments(sandbox.CommitRequest{Message: "m", Paths: []string{"./a.go", "dir/b"}})
+	id, specs, err := commitArguments(sandboxapi.CommitRequest{Message: "m", Paths: []string{"./a.go", "dir/b"}})
 	require.NoError(t, err)
 	assert.Equal(t, commitIdentity{name: DefaultAuthorName, email: DefaultAuthorEmail}, id)
 	assert.Equal(t, "a.go\x00dir/b\x00", specs.String())
-	id, specs, err = commitArguments(sandbox.CommitRequest{Message: "m", AuthorName: "A", AuthorEmail: "a@example.com"})
+	id, specs, err = commitArguments(sandboxapi.CommitRequest{Message: "m", AuthorName: "A", AuthorEmail: "a@example.com"})
 	require.NoError(t, err)
 	assert.Equal(t, commitIdentity{name: "A", email: "a@example.com"}, id)
 	assert.Zero(t, specs.Len())
-	for _, req := range []sandbox.CommitRequest{
+	for _, req := range []sandboxapi.CommitRequest{
 		{Message: " \n"},
 		{Message: strings.Repeat("x", MaxCommitMessageBytes+1)},
 		{Message: "a\x00b"},
@@ -246,10 +247,10 @@ func TestCommitArguments(t *testing.T) {
 		{Message: "m", AuthorName: " "},
 	} {
 		_, _, err := commitArguments(req)
-		requireKind(t, err, sandbox.ErrInvalidArgument)
+		requireKind(t, err, sandboxapi.ErrInvalidArgument)
 	}
-	_, _, err = commitArguments(sandbox.CommitRequest{Message: "m", Paths: []string{".git/config"}})
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
-	_, _, err = commitArguments(sandbox.CommitRequest{Message: "m", Paths: []string{"../x"}})
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	_, _, err = commitArguments(sandboxapi.CommitRequest{Message: "m", Paths: []string{".git/config"}})
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
+	_, _, err = commitArguments(sandboxapi.CommitRequest{Message: "m", Paths: []string{"../x"}})
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 }

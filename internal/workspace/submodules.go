@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Submodules (README "Configuration": SANDBOX_SUBMODULES; docs/API.md
@@ -43,7 +44,7 @@ const SubmoduleMarker = "sandboxcore-submodule"
 // Submodules lists the gitlinks of the workspace's index with their
 // .gitmodules entries (from HEAD's .gitmodules, read as a blob: includes
 // are not followed) and whether each is checked out. Errors: as Status.
-func (m *Manager) Submodules(ctx context.Context, ws sandbox.Workspace) ([]sandbox.Submodule, error) {
+func (m *Manager) Submodules(ctx context.Context, ws sandboxapi.Workspace) ([]sandbox.Submodule, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return nil, err
@@ -143,7 +144,7 @@ func uninitializedPaths(subs []sandbox.Submodule) []string {
 
 // UninitializedSubmodules lists the workspace's gitlinks whose recorded
 // commit is not checked out. Errors: as Status.
-func (m *Manager) UninitializedSubmodules(ctx context.Context, ws sandbox.Workspace) ([]string, error) {
+func (m *Manager) UninitializedSubmodules(ctx context.Context, ws sandboxapi.Workspace) ([]string, error) {
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return nil, err
@@ -157,9 +158,9 @@ func (m *Manager) UninitializedSubmodules(ctx context.Context, ws sandbox.Worksp
 // half-done earlier attempt is redone. Errors: ErrRefNotFound (the mirror
 // lacks the commit), ErrConflict, ErrInvalidArgument (a path that is not a
 // gitlink of the index), ErrInsufficientDisk, ErrWorkspaceUnavailable.
-func (m *Manager) CheckoutSubmodule(ctx context.Context, ws sandbox.Workspace, sub sandbox.Submodule, mirror string) error {
+func (m *Manager) CheckoutSubmodule(ctx context.Context, ws sandboxapi.Workspace, sub sandbox.Submodule, mirror string) error {
 	if !filepath.IsAbs(mirror) || filepath.Base(mirror) != BareDirName {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "submodule %s: mirror %q is not a repo cache", sub.Path, mirror)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "submodule %s: mirror %q is not a repo cache", sub.Path, mirror)
 	}
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
@@ -176,7 +177,7 @@ func (m *Manager) CheckoutSubmodule(ctx context.Context, ws sandbox.Workspace, s
 		}
 	}
 	if cur == nil {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "%s at %s is not a gitlink of workspace %s", sub.Path, sub.Commit, ws.ID)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "%s at %s is not a gitlink of workspace %s", sub.Path, sub.Commit, ws.ID)
 	}
 	if cur.CheckedOut {
 		return nil
@@ -193,7 +194,7 @@ func (m *Manager) CheckoutSubmodule(ctx context.Context, ws sandbox.Workspace, s
 	if c, err := m.firstCommit(ctx, mg, sub.Commit); err != nil {
 		return err
 	} else if c == "" {
-		return sandbox.Errorf(sandbox.ErrRefNotFound, "submodule %s: commit %s is not in its repository", sub.Path, sub.Commit)
+		return sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "submodule %s: commit %s is not in its repository", sub.Path, sub.Commit)
 	}
 	gd := submoduleGitDir(w, sub.Path)
 	sg, err := m.initSubmoduleGitDir(ctx, gd)
@@ -224,12 +225,12 @@ func emptySubmoduleDir(root *os.Root, p string) error {
 	case err != nil:
 		return fsError(err, "inspect submodule directory "+p)
 	case !fi.IsDir():
-		return sandbox.Errorf(sandbox.ErrConflict, "submodule %s: a file is in its place", p)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "submodule %s: a file is in its place", p)
 	}
 	if entries, err := readDirNames(root, p); err != nil {
 		return fsError(err, "read submodule directory "+p)
 	} else if len(entries) > 0 {
-		return sandbox.Errorf(sandbox.ErrConflict, "submodule %s: its directory is not empty; it is left as it is", p)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "submodule %s: its directory is not empty; it is left as it is", p)
 	}
 	return nil
 }
@@ -247,11 +248,11 @@ func (m *Manager) initSubmoduleGitDir(ctx context.Context, gd string) (gitCtx, e
 		return gitCtx{}, fsError(err, "create modules directory")
 	}
 	if _, err := m.git.Run(ctx, gitx.Call{Dir: filepath.Dir(gd), Args: []string{"init", "--bare", "--quiet", "--template=", gd}}); err != nil {
-		return gitCtx{}, gitx.Classify(err, "git init (submodule)", sandbox.ErrWorkspaceUnavailable)
+		return gitCtx{}, gitx.Classify(err, "git init (submodule)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	sg := gitCtx{m: m, dir: gd, env: []string{"GIT_DIR=" + gd}}
 	if _, err := sg.run(ctx, "config", "--file", filepath.Join(gd, "config"), "core.bare", "false"); err != nil {
-		return gitCtx{}, gitx.Classify(err, "git config (submodule)", sandbox.ErrWorkspaceUnavailable)
+		return gitCtx{}, gitx.Classify(err, "git config (submodule)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return sg, nil
 }
@@ -265,7 +266,7 @@ func (m *Manager) initSubmoduleGitDir(ctx context.Context, gd string) (gitCtx, e
 func (m *Manager) copySubmoduleCommit(ctx context.Context, w *wtRepo, mg, sg gitCtx, commit string) error {
 	list, err := mg.run(ctx, "rev-list", "--objects", "--no-walk", "--end-of-options", commit, "--")
 	if err != nil {
-		return gitx.Classify(err, "git rev-list --objects (submodule)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git rev-list --objects (submodule)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	var ids bytes.Buffer
 	for _, l := range strings.Split(string(list), "\n") {
@@ -283,7 +284,7 @@ func (m *Manager) copySubmoduleCommit(ctx context.Context, w *wtRepo, mg, sg git
 		err = cerr
 	}
 	if err != nil {
-		return gitx.Classify(err, "git pack-objects (submodule)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git pack-objects (submodule)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	in, err := os.Open(pack.Name())
 	if err != nil {
@@ -292,13 +293,13 @@ func (m *Manager) copySubmoduleCommit(ctx context.Context, w *wtRepo, mg, sg git
 	_, err = sg.runIO(ctx, in, nil, "index-pack", "--stdin")
 	_ = in.Close()
 	if err != nil {
-		return gitx.Classify(err, "git index-pack (submodule)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git index-pack (submodule)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if err := os.WriteFile(filepath.Join(sg.dir, "shallow"), []byte(commit+"\n"), 0o644); err != nil {
 		return fsError(err, "submodule shallow file")
 	}
 	if _, err := sg.run(ctx, "update-ref", "--no-deref", "HEAD", commit); err != nil {
-		return gitx.Classify(err, "git update-ref HEAD (submodule)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git update-ref HEAD (submodule)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	return nil
 }
@@ -316,7 +317,7 @@ func (m *Manager) checkoutSubmoduleFiles(ctx context.Context, w *wtRepo, root *o
 		return err
 	}
 	if _, err := checkout.run(ctx, "read-tree", "-u", "--reset", "--end-of-options", sub.Commit); err != nil {
-		return gitx.Classify(err, "git read-tree -u (submodule)", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git read-tree -u (submodule)", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	gf, err := root.OpenFile(filepath.Join(sub.Path, ".git"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err == nil {
@@ -359,7 +360,7 @@ func (m *Manager) dirtyOf(ctx context.Context, w *wtRepo, subs []sandbox.Submodu
 		}
 		out, err := g.run(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all")
 		if err != nil {
-			return nil, gitx.Classify(err, "git status (submodule "+s.Path+")", sandbox.ErrWorkspaceUnavailable)
+			return nil, gitx.Classify(err, "git status (submodule "+s.Path+")", sandboxapi.ErrWorkspaceUnavailable)
 		}
 		if len(out) > 0 {
 			dirty = append(dirty, s.Path)

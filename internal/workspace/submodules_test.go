@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // withSubmodule gives the fixture's upstream a submodule lib/dep (a gitlink
@@ -48,7 +49,7 @@ func TestSubmoduleCheckout(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	mirror, commit := withSubmodule(t, f)
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	st, err := f.m.Status(ctx, ws)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"lib/dep"}, st.UninitializedSubmodules)
@@ -80,17 +81,17 @@ func TestSubmoduleCheckout(t *testing.T) {
 	st, err = f.m.Status(ctx, ws)
 	require.NoError(t, err)
 	assert.True(t, st.Dirty)
-	assert.Contains(t, st.Files, sandbox.FileStatus{Path: "lib/dep", Status: " M"})
+	assert.Contains(t, st.Files, sandboxapi.FileStatus{Path: "lib/dep", Status: " M"})
 	bk, err := NewBackups(f.m, t.TempDir())
 	require.NoError(t, err)
 	_, err = bk.Backup(ctx, ws)
-	requireKind(t, err, sandbox.ErrWorkspaceDirty)
+	requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 	assert.Contains(t, err.Error(), "submodule lib/dep")
 
 	// A directory with files in it is never overwritten.
-	ws2 := f.ensure(f.req(sandbox.ModeEdit, "c2"))
+	ws2 := f.ensure(f.req(sandboxapi.ModeEdit, "c2"))
 	require.NoError(t, os.WriteFile(filepath.Join(ws2.LocalPath, "lib", "dep", "mine.txt"), []byte("agent\n"), 0o644))
-	requireKind(t, f.m.CheckoutSubmodule(ctx, ws2, subs[0], mirror), sandbox.ErrConflict)
+	requireKind(t, f.m.CheckoutSubmodule(ctx, ws2, subs[0], mirror), sandboxapi.ErrConflict)
 	b, err := os.ReadFile(filepath.Join(ws2.LocalPath, "lib", "dep", "mine.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "agent\n", string(b))
@@ -112,7 +113,7 @@ func TestEmptySubmoduleDir(t *testing.T) {
 	assert.DirExists(t, filepath.Join(dir, "lib", "dep"))
 	require.NoError(t, emptySubmoduleDir(root, "lib/dep"))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "lib", "dep", "x"), []byte("x"), 0o644))
-	requireKind(t, emptySubmoduleDir(root, "lib/dep"), sandbox.ErrConflict)
+	requireKind(t, emptySubmoduleDir(root, "lib/dep"), sandboxapi.ErrConflict)
 	assert.FileExists(t, filepath.Join(dir, "lib", "dep", "x"))
-	requireKind(t, emptySubmoduleDir(root, "lib/dep/x"), sandbox.ErrConflict)
+	requireKind(t, emptySubmoduleDir(root, "lib/dep/x"), sandboxapi.ErrConflict)
 }

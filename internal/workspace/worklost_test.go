@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Work silently lost or stranded (issue 34), with real git.
@@ -39,7 +39,7 @@ func TestRollbackInterruptedByACrashKeepsTheStateBeforeAsItsUndo(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeEdit, "conv"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "conv"))
 	wt := ws.LocalPath
 
 	dirtyEverything(t, wt, "A")
@@ -97,7 +97,7 @@ func TestNestedRepositoryRefusedAlikeByCommitCheckpointDestroyAndEviction(t *tes
 	f := newFixture(t)
 	ctx := context.Background()
 	b := newBackups(t, f)
-	ws := f.ensure(f.req(sandbox.ModeEdit, "nested"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "nested"))
 	wt := ws.LocalPath
 	write(t, wt, "mine.txt", []byte("mine\n"), 0o644)
 	nested := filepath.Join(wt, "vendor", "lib")
@@ -111,19 +111,19 @@ func TestNestedRepositoryRefusedAlikeByCommitCheckpointDestroyAndEviction(t *tes
 	refusals := func(tag string) {
 		t.Helper()
 		before := worktreeFiles(t, wt)
-		_, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "all"})
-		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		_, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "all"})
+		requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 		assert.Contains(t, err.Error(), `"vendor/lib/"`, tag+": commit names it")
-		_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "the directory", Paths: []string{"vendor"}})
-		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "the directory", Paths: []string{"vendor"}})
+		requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 		_, err = b.Checkpoint(ctx, ws, "")
-		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 		assert.Contains(t, err.Error(), `"vendor/lib/"`, tag+": checkpoint names it")
 		_, _, err = b.SaveForDestroy(ctx, ws)
-		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 		assert.Contains(t, err.Error(), `"vendor/lib/"`, tag+": destroy names it")
 		_, err = b.Backup(ctx, ws)
-		requireKind(t, err, sandbox.ErrWorkspaceDirty)
+		requireKind(t, err, sandboxapi.ErrWorkspaceDirty)
 		assert.Contains(t, err.Error(), `"vendor/lib/"`, tag+": eviction names it")
 		assert.Equal(t, head, f.git(wt, "rev-parse", "HEAD"), tag+": nothing committed")
 		assert.Equal(t, before, worktreeFiles(t, wt), tag+": nothing changed")
@@ -140,7 +140,7 @@ func TestNestedRepositoryRefusedAlikeByCommitCheckpointDestroyAndEviction(t *tes
 	refusals("staged")
 	f.git(wt, "rm", "-q", "-f", "--cached", "vendor/lib")
 
-	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "mine only", Paths: []string{"mine.txt"}})
+	res, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "mine only", Paths: []string{"mine.txt"}})
 	require.NoError(t, err, "paths that hold no nested repository commit")
 	assert.Equal(t, "mine.txt", f.git(wt, "show", "--format=", "--name-only", res.Commit))
 	assert.FileExists(t, filepath.Join(nested, "code.go"))
@@ -160,11 +160,11 @@ func TestNestedRepositoryRefusedAlikeByCommitCheckpointDestroyAndEviction(t *tes
 // agent's commits, modified and untracked files — survives.
 func TestWorktreeMetadataIsRepairedOnEveryOperation(t *testing.T) {
 	ctx := context.Background()
-	setup := func(t *testing.T) (*fixture, sandbox.WorkspaceRequest, sandbox.Workspace, map[string]fileState, string) {
+	setup := func(t *testing.T) (*fixture, sandboxapi.WorkspaceRequest, sandboxapi.Workspace, map[string]fileState, string) {
 		f := newFixture(t)
-		req := f.req(sandbox.ModeEdit, "meta")
+		req := f.req(sandboxapi.ModeEdit, "meta")
 		ws := f.ensure(req)
-		ws.State = sandbox.WorkspaceReady
+		ws.State = sandboxapi.WorkspaceReady
 		wt := ws.LocalPath
 		write(t, wt, "committed.txt", []byte("committed\n"), 0o644)
 		f.git(wt, "add", "committed.txt")
@@ -173,7 +173,7 @@ func TestWorktreeMetadataIsRepairedOnEveryOperation(t *testing.T) {
 		write(t, wt, "notes/untracked.md", []byte("untracked\n"), 0o600)
 		return f, req, ws, worktreeFiles(t, wt), f.git(wt, "rev-parse", "HEAD")
 	}
-	check := func(t *testing.T, f *fixture, ws sandbox.Workspace, files map[string]fileState, head string) {
+	check := func(t *testing.T, f *fixture, ws sandboxapi.Workspace, files map[string]fileState, head string) {
 		t.Helper()
 		st, err := f.m.Status(ctx, ws)
 		require.NoError(t, err, "the operation repairs the metadata first")
@@ -191,7 +191,7 @@ func TestWorktreeMetadataIsRepairedOnEveryOperation(t *testing.T) {
 		assert.Contains(t, d.Patch, "+modified, not committed")
 		assert.Contains(t, d.Patch, "+untracked")
 	}
-	gitFile := func(ws sandbox.Workspace) string { return filepath.Join(ws.LocalPath, ".git") }
+	gitFile := func(ws sandboxapi.Workspace) string { return filepath.Join(ws.LocalPath, ".git") }
 
 	t.Run("deleted", func(t *testing.T) {
 		f, _, ws, files, head := setup(t)

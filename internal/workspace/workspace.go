@@ -5,7 +5,7 @@
 // On-disk layout (DESIGN.md): the repo cache's bare repository is
 // <Root>/repos/<host>/<owner>/<repo>/.bare and every workspace of it is the
 // linked worktree <Root>/repos/<host>/<owner>/<repo>/worktrees/<name>, where
-// <name> is sandbox.WorkspaceRequest.WorktreeDirName. Git's administrative
+// <name> is sandboxapi.WorkspaceRequest.WorktreeDirName. Git's administrative
 // directory of a worktree is <bare>/worktrees/<name>; the base commit of the
 // workspace is recorded there in the file BaseCommitFile.
 //
@@ -35,12 +35,15 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Layout and policy constants.
 const (
 	// WorktreesDir is the directory, sibling of the bare repository ".bare",
 	// that holds a repository's worktrees (DESIGN.md "The three things").
+	// sandboxapi.ParseRepoURL refuses it as a repository path's third or
+	// later segment, so no repository's directory lands inside it.
 	WorktreesDir = "worktrees"
 	// BareDirName is the required base name of RepoCache.LocalPath (DESIGN.md
 	// "The three things": <root>/repos/<host>/<owner>/<repo>/.bare).
@@ -76,7 +79,7 @@ const (
 	// SearchResult.Truncated is set.
 	MaxSearchTotalBytes = 256 << 20
 	// MaxSearchPatternBytes bounds SearchRequest.Pattern, in bytes.
-	MaxSearchPatternBytes = sandbox.MaxSearchPatternBytes
+	MaxSearchPatternBytes = sandboxapi.MaxSearchPatternBytes
 )
 
 // Options configure a Manager.
@@ -95,7 +98,7 @@ type Options struct {
 	// Logger receives lifecycle events (create, repair, remove); nil discards.
 	Logger *slog.Logger
 	// Isolated is copied into every workspace's Capabilities.Isolated: it is
-	// the runtime provider's RuntimeCapabilities.Isolated (sandbox.CapabilitiesFromMode).
+	// the runtime provider's RuntimeCapabilities.Isolated (sandboxapi.CapabilitiesFromMode).
 	Isolated bool
 	// LFS configures how Git LFS content is fetched (lfs.go).
 	LFS LFSOptions
@@ -186,28 +189,28 @@ type loc struct {
 func barePath(cache sandbox.RepoCache) (string, error) {
 	p := cache.LocalPath
 	if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || filepath.Base(p) != BareDirName {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "repo cache %s: local path %q is not an absolute <repo>/%s path", cache.ID, p, BareDirName)
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "repo cache %s: local path %q is not an absolute <repo>/%s path", cache.ID, p, BareDirName)
 	}
 	parent, err := filepath.EvalSymlinks(filepath.Dir(p))
 	if err != nil {
-		return "", sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "repo cache %s: %v", cache.ID, err)
+		return "", sandboxapi.Errorf(sandboxapi.ErrRepoCacheUnavailable, "repo cache %s: %v", cache.ID, err)
 	}
 	bare := filepath.Join(parent, BareDirName)
 	fi, err := os.Lstat(bare)
 	if err != nil || !fi.IsDir() {
-		return "", sandbox.Errorf(sandbox.ErrRepoCacheUnavailable, "repo cache %s: bare repository %s is missing", cache.ID, bare)
+		return "", sandboxapi.Errorf(sandboxapi.ErrRepoCacheUnavailable, "repo cache %s: bare repository %s is missing", cache.ID, bare)
 	}
 	return bare, nil
 }
 
 // locate derives the layout of a workspace from its LocalPath, which must be
 // an absolute clean <repoDir>/worktrees/<name>. Returns ErrInvalidArgument.
-func locate(ws sandbox.Workspace) (loc, error) {
+func locate(ws sandboxapi.Workspace) (loc, error) {
 	p := ws.LocalPath
 	name := filepath.Base(p)
 	if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || filepath.Base(filepath.Dir(p)) != WorktreesDir ||
 		name == "." || name == ".." || name == "/" {
-		return loc{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s: local path %q is not an absolute <repo>/%s/<name> path", ws.ID, p, WorktreesDir)
+		return loc{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "workspace %s: local path %q is not an absolute <repo>/%s/<name> path", ws.ID, p, WorktreesDir)
 	}
 	repoDir := filepath.Dir(filepath.Dir(p))
 	return loc{bare: filepath.Join(repoDir, BareDirName), wt: p, name: name}, nil
@@ -247,12 +250,12 @@ func isDir(p string) bool {
 
 // repoFromCache derives the repository identity from the cache row: Host from
 // ProviderHost, Owner/Name from RepoName ("owner/name"), URL from RepoURL.
-func repoFromCache(cache sandbox.RepoCache) (sandbox.RepoIdentity, error) {
+func repoFromCache(cache sandbox.RepoCache) (sandboxapi.RepoIdentity, error) {
 	i := strings.LastIndexByte(cache.RepoName, '/')
 	if i <= 0 || i == len(cache.RepoName)-1 {
-		return sandbox.RepoIdentity{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "repo cache %s: repo name %q is not owner/name", cache.ID, cache.RepoName)
+		return sandboxapi.RepoIdentity{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "repo cache %s: repo name %q is not owner/name", cache.ID, cache.RepoName)
 	}
-	return sandbox.RepoIdentity{Host: cache.ProviderHost, Owner: cache.RepoName[:i], Name: cache.RepoName[i+1:], URL: cache.RepoURL}, nil
+	return sandboxapi.RepoIdentity{Host: cache.ProviderHost, Owner: cache.RepoName[:i], Name: cache.RepoName[i+1:], URL: cache.RepoURL}, nil
 }
 
 // ---------------------------------------------------------------------------
@@ -261,8 +264,8 @@ func repoFromCache(cache sandbox.RepoCache) (sandbox.RepoIdentity, error) {
 // ensureState carries one Ensure call.
 type ensureState struct {
 	cache   sandbox.RepoCache
-	repo    sandbox.RepoIdentity
-	req     sandbox.WorkspaceRequest
+	repo    sandboxapi.RepoIdentity
+	req     sandboxapi.WorkspaceRequest
 	bare    string
 	wt      string
 	baseRef string // requested, or the cache's default branch
@@ -274,7 +277,7 @@ type ensureState struct {
 // (sandbox.WorkspaceProvider; docs/DESIGN.md "Workspace lifecycle"). Under the
 // repository lock (Options.Locker) it:
 //
-//   - validates req (sandbox.WorkspaceRequest.Validate; the URL must name the
+//   - validates req (sandboxapi.WorkspaceRequest.Validate; the URL must name the
 //     cache's repository, its scheme policy is the repo cache's concern) and
 //     cache.LocalPath (<repo>/.bare);
 //   - returns the registered worktree at <repo>/worktrees/<name> when its
@@ -312,21 +315,21 @@ type ensureState struct {
 // unregistered directory occupies the path), ErrRepoLocked, ErrInsufficientDisk,
 // ErrRepoCacheUnavailable (bare repository missing), ErrWorkspaceUnavailable
 // (any other git failure).
-func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandbox.WorkspaceRequest, stored *sandbox.Workspace) (sandbox.Workspace, error) {
+func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandboxapi.WorkspaceRequest, stored *sandboxapi.Workspace) (sandboxapi.Workspace, error) {
 	st, err := m.newEnsureState(cache, req, stored)
 	if err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	unlock, err := m.locker.LockRepo(ctx, st.repo)
 	if err != nil {
-		if sandbox.KindOf(err) == nil {
-			err = sandbox.Errorf(sandbox.ErrRepoLocked, "lock repository %s: %w", st.repo.Key(), err)
+		if sandboxapi.KindOf(err) == nil {
+			err = sandboxapi.Errorf(sandboxapi.ErrRepoLocked, "lock repository %s: %w", st.repo.Key(), err)
 		}
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	defer unlock()
 	if st.bg, err = m.inspected(ctx, st.bg); err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	if fresh(st) {
 		// Nothing of this workspace is on disk: no directory and no
@@ -342,21 +345,21 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 
 	entries, err := m.listWorktrees(ctx, st.bg)
 	if err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	known := ""
 	e := findEntry(entries, st.wt)
-	if e == nil && stored != nil && stored.State == sandbox.WorkspaceReady && stored.LocalPath == st.wt && isDir(st.wt) {
+	if e == nil && stored != nil && stored.State == sandboxapi.WorkspaceReady && stored.LocalPath == st.wt && isDir(st.wt) {
 		// The workspace's worktree is there but no longer registered (a
 		// `git worktree prune` after its .git file went): registered again
 		// with its files as they are (repair.go), never replaced.
 		ws := *stored
 		ws.BranchName = st.branch
 		if _, err := m.reregister(ctx, loc{bare: st.bare, wt: st.wt, name: filepath.Base(st.wt)}, ws); err != nil {
-			return sandbox.Workspace{}, err
+			return sandboxapi.Workspace{}, err
 		}
 		if entries, err = m.listWorktrees(ctx, st.bg); err != nil {
-			return sandbox.Workspace{}, err
+			return sandboxapi.Workspace{}, err
 		}
 		e = findEntry(entries, st.wt)
 	}
@@ -365,12 +368,12 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 		crashed := crashedAdd(e, admin)
 		if !crashed && isDir(st.wt) {
 			if admin == "" { // never delete a directory that may hold work
-				return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s is registered but its administrative directory cannot be identified", st.wt)
+				return sandboxapi.Workspace{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "worktree %s is registered but its administrative directory cannot be identified", st.wt)
 			}
 			return m.reuse(ctx, st, e, admin)
 		}
 		if known, entries, err = m.repair(ctx, st, e, admin, crashed); err != nil {
-			return sandbox.Workspace{}, err
+			return sandboxapi.Workspace{}, err
 		}
 	}
 	return m.create(ctx, st, entries, known, false)
@@ -385,8 +388,8 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 // Errors: ErrInvalidArgument (request, cache row, mismatch, a stored row
 // of another key or with an unusable path or branch, a new branch that is
 // the cache's default branch), as barePath.
-func (m *Manager) newEnsureState(cache sandbox.RepoCache, req sandbox.WorkspaceRequest, stored *sandbox.Workspace) (*ensureState, error) {
-	id, err := req.Validate(sandbox.URLPolicy{AllowFile: true, AllowHTTP: true})
+func (m *Manager) newEnsureState(cache sandbox.RepoCache, req sandboxapi.WorkspaceRequest, stored *sandboxapi.Workspace) (*ensureState, error) {
+	id, err := req.Validate(sandboxapi.URLPolicy{AllowFile: true, AllowHTTP: true})
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +398,7 @@ func (m *Manager) newEnsureState(cache sandbox.RepoCache, req sandbox.WorkspaceR
 		return nil, err
 	}
 	if id.FullName() != cache.RepoName || (cache.ProviderHost != "" && id.Host != cache.ProviderHost) {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "request repository %s/%s does not match repo cache %s (%s/%s)",
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "request repository %s/%s does not match repo cache %s (%s/%s)",
 			id.Host, id.FullName(), cache.ID, cache.ProviderHost, cache.RepoName)
 	}
 	bare, err := barePath(cache)
@@ -424,22 +427,22 @@ func (m *Manager) newEnsureState(cache sandbox.RepoCache, req sandbox.WorkspaceR
 // "Identity"), else the request's derivation. A new branch may not be the
 // repository's default branch (what the remote's HEAD names). Errors:
 // ErrInvalidArgument.
-func placement(cache sandbox.RepoCache, req sandbox.WorkspaceRequest, stored *sandbox.Workspace) (name, branch string, _ error) {
+func placement(cache sandbox.RepoCache, req sandboxapi.WorkspaceRequest, stored *sandboxapi.Workspace) (name, branch string, _ error) {
 	if stored == nil {
 		branch = req.Branch()
 		if branch != "" && branch == cache.DefaultBranch {
-			return "", "", sandbox.FieldError("request.branch_name", "branch %s is the repository's default branch: a workspace never checks it out", branch)
+			return "", "", sandboxapi.FieldError("request.branch_name", "branch %s is the repository's default branch: a workspace never checks it out", branch)
 		}
 		return req.WorktreeDirName(), branch, nil
 	}
-	if stored.ID != sandbox.WorkspaceIDForKey(req.Key()) {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "the stored workspace %s is not the request's", stored.ID)
+	if stored.ID != sandboxapi.WorkspaceIDForKey(req.Key()) {
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "the stored workspace %s is not the request's", stored.ID)
 	}
 	name = filepath.Base(stored.LocalPath)
 	if stored.LocalPath == "" || !simpleName(strings.ReplaceAll(name, ".", "-")) {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "workspace %s: its recorded path has no usable directory name", stored.ID)
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "workspace %s: its recorded path has no usable directory name", stored.ID)
 	}
-	if req.Mode == sandbox.ModeAnalysis {
+	if req.Mode == sandboxapi.ModeAnalysis {
 		return name, "", nil
 	}
 	branch = stored.BranchName
@@ -447,7 +450,7 @@ func placement(cache sandbox.RepoCache, req sandbox.WorkspaceRequest, stored *sa
 		// A row without a branch (never written so): the derivation.
 		branch = req.Branch()
 	}
-	if err := sandbox.ValidateRef(branch); err != nil {
+	if err := sandboxapi.ValidateRef(branch); err != nil {
 		return "", "", err
 	}
 	return name, branch, nil
@@ -535,11 +538,11 @@ func fresh(st *ensureState) bool {
 }
 
 // reuse returns the existing, registered worktree.
-func (m *Manager) reuse(ctx context.Context, st *ensureState, e *wtEntry, admin string) (sandbox.Workspace, error) {
+func (m *Manager) reuse(ctx context.Context, st *ensureState, e *wtEntry, admin string) (sandboxapi.Workspace, error) {
 	// The agent may have deleted or overwritten the link; host-side git does
 	// not need it (GIT_DIR), the agent's own git does (repair.go).
 	if err := m.fixGitFile(st.wt, admin); err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	base := readBase(admin)
 	created := m.now()
@@ -552,10 +555,10 @@ func (m *Manager) reuse(ctx context.Context, st *ensureState, e *wtEntry, admin 
 			}
 		}
 		if !isHex(base) {
-			return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s has no recorded base commit and no HEAD", st.wt)
+			return sandboxapi.Workspace{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "worktree %s has no recorded base commit and no HEAD", st.wt)
 		}
 		if err := writeBase(admin, base, created); err != nil {
-			return sandbox.Workspace{}, err
+			return sandboxapi.Workspace{}, err
 		}
 	} else if fi, err := os.Stat(filepath.Join(admin, BaseCommitFile)); err == nil {
 		created = fi.ModTime()
@@ -572,17 +575,17 @@ func (m *Manager) reuse(ctx context.Context, st *ensureState, e *wtEntry, admin 
 // create undoes only what it did (the branch it made) and returns
 // errRegisteredElsewhere. The branch's tip and the start point are looked
 // up in one git call.
-func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry, known string, fast bool) (ws sandbox.Workspace, err error) {
+func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry, known string, fast bool) (ws sandboxapi.Workspace, err error) {
 	if err := clearEmptyPath(st.wt); err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	plan, err := m.planAdd(ctx, st, entries, known)
 	if err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	base, createdBranch := plan.base, plan.createdBranch
 	if err := os.MkdirAll(filepath.Dir(st.wt), 0o755); err != nil {
-		return sandbox.Workspace{}, fsError(err, "create worktrees directory")
+		return sandboxapi.Workspace{}, fsError(err, "create worktrees directory")
 	}
 	l := loc{bare: st.bare, wt: st.wt, name: filepath.Base(st.wt)}
 	registered := false
@@ -603,26 +606,26 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 		// (addWorktree). An existing branch keeps git's own add, which
 		// refuses a branch checked out elsewhere.
 		if err := m.addWorktree(ctx, st, l, createdBranch, base); err != nil {
-			return sandbox.Workspace{}, err
+			return sandboxapi.Workspace{}, err
 		}
 	} else if _, err := st.bg.run(ctx, plan.args...); err != nil {
 		registered, err = worktreeAddError(err, st.branch, fast)
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	admin := adminDir(l)
 	if admin == "" {
-		return sandbox.Workspace{}, sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "git worktree add %s: registration not found afterwards", st.wt)
+		return sandboxapi.Workspace{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "git worktree add %s: registration not found afterwards", st.wt)
 	}
 	m.crash("added", st.wt)
 	created := m.now()
 	if err := writeBase(admin, base, created); err != nil {
-		return sandbox.Workspace{}, err
+		return sandboxapi.Workspace{}, err
 	}
 	m.crash("recorded", st.wt)
 	m.checkoutBaseline(ctx, l, admin)
 	if m.afterAdd != nil {
 		if err := m.afterAdd(st.wt); err != nil {
-			return sandbox.Workspace{}, err
+			return sandboxapi.Workspace{}, err
 		}
 	}
 	m.log.Info("workspace: created worktree", "path", st.wt, "branch", st.branch, "base_commit", base, "new_branch", createdBranch != "")
@@ -681,7 +684,7 @@ func clearEmptyPath(wt string) error {
 		return nil
 	}
 	if !fi.IsDir() || !emptyDir(wt) {
-		return sandbox.Errorf(sandbox.ErrConflict, "workspace path %s exists but is not a registered worktree; refusing to overwrite it", wt)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace path %s exists but is not a registered worktree; refusing to overwrite it", wt)
 	}
 	if err := os.Remove(wt); err != nil {
 		return fsError(err, "remove empty directory")
@@ -740,7 +743,7 @@ func (m *Manager) planAdd(ctx context.Context, st *ensureState, entries []wtEntr
 		if e.Branch == "refs/heads/"+st.branch && e.Path != st.wt {
 			// Never the other worktree's path: it names another workspace's
 			// user and ids (docs/SECURITY.md "Tenant isolation").
-			return addPlan{}, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out by another workspace; acquire with another branch_name", st.branch)
+			return addPlan{}, sandboxapi.Errorf(sandboxapi.ErrConflict, "branch %s is already checked out by another workspace; acquire with another branch_name", st.branch)
 		}
 	}
 	if tip != "" {
@@ -775,9 +778,9 @@ func worktreeAddError(err error, branch string, fast bool) (registered bool, _ e
 		return true, errRegisteredElsewhere
 	}
 	if strings.Contains(ge, "already checked out") || strings.Contains(ge, "already used by worktree") {
-		return false, sandbox.Errorf(sandbox.ErrConflict, "branch %s is already checked out by another workspace; acquire with another branch_name", branch)
+		return false, sandboxapi.Errorf(sandboxapi.ErrConflict, "branch %s is already checked out by another workspace; acquire with another branch_name", branch)
 	}
-	return false, gitx.Classify(err, "git worktree add", sandbox.ErrWorkspaceUnavailable)
+	return false, gitx.Classify(err, "git worktree add", sandboxapi.ErrWorkspaceUnavailable)
 }
 
 // checkoutBaseline records the new worktree's checkout baseline
@@ -823,11 +826,11 @@ func simpleName(name string) bool {
 // ErrInsufficientDisk; the caller cleans up what was made.
 func (m *Manager) addWorktree(ctx context.Context, st *ensureState, l loc, branch, commit string) error {
 	if !isHex(commit) {
-		return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "worktree %s: start commit %q is not an object id", l.wt, commit)
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "worktree %s: start commit %q is not an object id", l.wt, commit)
 	}
 	if branch != "" {
 		if _, err := st.bg.run(ctx, "branch", "--quiet", "--no-track", "--end-of-options", branch, commit); err != nil {
-			return gitx.Classify(err, "git branch "+branch, sandbox.ErrWorkspaceUnavailable)
+			return gitx.Classify(err, "git branch "+branch, sandboxapi.ErrWorkspaceUnavailable)
 		}
 	}
 	admins := filepath.Join(st.bare, WorktreesDir)
@@ -874,10 +877,10 @@ func (m *Manager) addWorktree(ctx context.Context, st *ensureState, l loc, branc
 		head = []string{"symbolic-ref", "HEAD", "refs/heads/" + branch}
 	}
 	if _, err := g.run(ctx, head...); err != nil {
-		return gitx.Classify(err, "git "+head[0]+" HEAD", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git "+head[0]+" HEAD", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if _, err := g.run(ctx, "reset", "--hard", "--no-recurse-submodules", "--quiet"); err != nil {
-		return gitx.Classify(err, "git reset --hard", sandbox.ErrWorkspaceUnavailable)
+		return gitx.Classify(err, "git reset --hard", sandboxapi.ErrWorkspaceUnavailable)
 	}
 	if err := os.Remove(filepath.Join(admin, "locked")); err != nil {
 		return fsError(err, "unlock worktree "+l.wt)
@@ -916,9 +919,9 @@ func (m *Manager) startFrom(st *ensureState, res []string) (string, error) {
 		}
 	}
 	if st.req.FromBranch != "" {
-		return "", sandbox.Errorf(sandbox.ErrRefNotFound, "from_branch %q: no such local branch", st.req.FromBranch)
+		return "", sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "from_branch %q: no such local branch", st.req.FromBranch)
 	}
-	return "", sandbox.Errorf(sandbox.ErrRefNotFound, "base ref %q is not a branch, tag or commit of the repository", st.baseRef)
+	return "", sandboxapi.Errorf(sandboxapi.ErrRefNotFound, "base ref %q is not a branch, tag or commit of the repository", st.baseRef)
 }
 
 // fallbackBase guesses the base commit of an existing branch whose record is
@@ -978,18 +981,18 @@ func (m *Manager) unregister(ctx context.Context, bg gitCtx, l loc) error {
 	}
 	if admin := adminDir(l); admin != "" {
 		if rerr := os.RemoveAll(admin); rerr != nil {
-			return sandbox.Errorf(sandbox.ErrWorkspaceUnavailable, "remove registration of %s: %v (git: %v)", l.wt, rerr, err)
+			return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "remove registration of %s: %v (git: %v)", l.wt, rerr, err)
 		}
 	}
 	return nil
 }
 
 // workspace assembles the returned row.
-func (m *Manager) workspace(st *ensureState, base string, created time.Time) sandbox.Workspace {
+func (m *Manager) workspace(st *ensureState, base string, created time.Time) sandboxapi.Workspace {
 	now := m.now()
 	req := st.req
-	return sandbox.Workspace{
-		ID:             sandbox.WorkspaceIDForKey(req.Key()),
+	return sandboxapi.Workspace{
+		ID:             sandboxapi.WorkspaceIDForKey(req.Key()),
 		Key:            req.Key(),
 		RepoCacheID:    st.cache.ID,
 		Repo:           st.repo,
@@ -1003,8 +1006,8 @@ func (m *Manager) workspace(st *ensureState, base string, created time.Time) san
 		BranchName:     st.branch,
 		LocalPath:      st.wt,
 		HostID:         m.hostID,
-		State:          sandbox.WorkspaceReady,
-		Capabilities:   sandbox.CapabilitiesFromMode(req.Mode, m.isolated),
+		State:          sandboxapi.WorkspaceReady,
+		Capabilities:   sandboxapi.CapabilitiesFromMode(req.Mode, m.isolated),
 		LastUsedAt:     now,
 		CreatedAt:      created,
 		UpdatedAt:      now,
@@ -1050,7 +1053,7 @@ func writeBase(admin, base string, created time.Time) error {
 // Exists reports whether the workspace's directory is present and registered
 // as a worktree of its repository (sandbox.WorkspaceProvider). Errors:
 // ErrInvalidArgument when ws.LocalPath is not a worktree path of this layout.
-func (m *Manager) Exists(ctx context.Context, ws sandbox.Workspace) (bool, error) {
+func (m *Manager) Exists(ctx context.Context, ws sandboxapi.Workspace) (bool, error) {
 	l, err := locate(ws)
 	if err != nil {
 		return false, err
@@ -1067,15 +1070,15 @@ func (m *Manager) Exists(ctx context.Context, ws sandbox.Workspace) (bool, error
 // LocalPath), ErrRepoLocked, ErrWorkspaceUnavailable or ErrInsufficientDisk
 // when the directory or registration cannot be deleted. ws.Repo (as Ensure
 // returned it) names the repository lock to take.
-func (m *Manager) Remove(ctx context.Context, ws sandbox.Workspace) error {
+func (m *Manager) Remove(ctx context.Context, ws sandboxapi.Workspace) error {
 	l, err := locate(ws)
 	if err != nil {
 		return err
 	}
 	unlock, err := m.locker.LockRepo(ctx, ws.Repo)
 	if err != nil {
-		if sandbox.KindOf(err) == nil {
-			err = sandbox.Errorf(sandbox.ErrRepoLocked, "lock repository %s: %w", ws.Repo.Key(), err)
+		if sandboxapi.KindOf(err) == nil {
+			err = sandboxapi.Errorf(sandboxapi.ErrRepoLocked, "lock repository %s: %w", ws.Repo.Key(), err)
 		}
 		return err
 	}

@@ -15,29 +15,29 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestEnsureEditIsIdempotent(t *testing.T) {
 	f := newFixture(t)
-	req := f.req(sandbox.ModeEdit, "c1")
+	req := f.req(sandboxapi.ModeEdit, "c1")
 	ws := f.ensure(req)
 
-	assert.Equal(t, sandbox.WorkspaceIDForKey(req.Key()), ws.ID)
+	assert.Equal(t, sandboxapi.WorkspaceIDForKey(req.Key()), ws.ID)
 	assert.Equal(t, req.Key(), ws.Key)
 	assert.Equal(t, "rc-test", ws.RepoCacheID)
-	assert.Equal(t, sandbox.RepoIdentity{Host: "example.com", Owner: "owner", Name: "repo", URL: f.cache.RepoURL}, ws.Repo)
+	assert.Equal(t, sandboxapi.RepoIdentity{Host: "example.com", Owner: "owner", Name: "repo", URL: f.cache.RepoURL}, ws.Repo)
 	assert.Equal(t, "u1", ws.UserID)
 	assert.Equal(t, "p1", ws.ProjectID)
-	assert.Equal(t, sandbox.ModeEdit, ws.Mode)
+	assert.Equal(t, sandboxapi.ModeEdit, ws.Mode)
 	assert.Equal(t, "c1", ws.ConversationID)
 	assert.Equal(t, "main", ws.BaseRef)
 	assert.Equal(t, f.c2, ws.BaseCommit)
 	assert.Equal(t, tb+"edits-c1", ws.BranchName)
 	assert.Equal(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()), ws.LocalPath)
 	assert.Equal(t, "host-1", ws.HostID)
-	assert.Equal(t, sandbox.WorkspaceReady, ws.State)
-	assert.Equal(t, sandbox.Capabilities{Writable: true, Isolated: false, Persistent: true}, ws.Capabilities)
+	assert.Equal(t, sandboxapi.WorkspaceReady, ws.State)
+	assert.Equal(t, sandboxapi.Capabilities{Writable: true, Isolated: false, Persistent: true}, ws.Capabilities)
 	assert.False(t, ws.CreatedAt.IsZero())
 	assert.True(t, f.branchExists(tb+"edits-c1"))
 	assert.Equal(t, tb+"edits-c1", f.git(ws.LocalPath, "symbolic-ref", "--short", "HEAD"))
@@ -65,9 +65,9 @@ func TestEnsureEditIsIdempotent(t *testing.T) {
 
 func TestEnsureConcurrentSameKey(t *testing.T) {
 	f := newFixture(t)
-	req := f.req(sandbox.ModeEdit, "c1")
+	req := f.req(sandboxapi.ModeEdit, "c1")
 	var wg sync.WaitGroup
-	results := make([]sandbox.Workspace, 6)
+	results := make([]sandboxapi.Workspace, 6)
 	errs := make([]error, len(results))
 	for i := range results {
 		wg.Add(1)
@@ -88,8 +88,8 @@ func TestEnsureConcurrentSameKey(t *testing.T) {
 func TestTwoConversationsAreIsolated(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.ensure(f.req(sandbox.ModeEdit, "convA"))
-	b := f.ensure(f.req(sandbox.ModeEdit, "convB"))
+	a := f.ensure(f.req(sandboxapi.ModeEdit, "convA"))
+	b := f.ensure(f.req(sandboxapi.ModeEdit, "convB"))
 	assert.NotEqual(t, a.LocalPath, b.LocalPath)
 	assert.NotEqual(t, a.ID, b.ID)
 	assert.Equal(t, tb+"edits-convA", a.BranchName)
@@ -103,7 +103,7 @@ func TestTwoConversationsAreIsolated(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "hello\nworld\n", string(got))
 	_, err = f.m.ReadFile(ctx, b, "only-a.txt")
-	requireKind(t, err, sandbox.ErrInvalidWorkspacePath)
+	requireKind(t, err, sandboxapi.ErrInvalidWorkspacePath)
 	assert.Contains(t, err.Error(), "no such file")
 
 	sa, err := f.m.Status(ctx, a)
@@ -118,11 +118,11 @@ func TestTwoConversationsAreIsolated(t *testing.T) {
 func TestAnalysisIsDetachedAndReadOnly(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeAnalysis, "v1")) // annotated tag, peeled
+	ws := f.ensure(f.req(sandboxapi.ModeAnalysis, "v1")) // annotated tag, peeled
 	assert.Equal(t, "", ws.BranchName)
 	assert.Equal(t, "v1", ws.BaseRef)
 	assert.Equal(t, f.c1, ws.BaseCommit)
-	assert.Equal(t, sandbox.Capabilities{Writable: false, Persistent: true}, ws.Capabilities)
+	assert.Equal(t, sandboxapi.Capabilities{Writable: false, Persistent: true}, ws.Capabilities)
 
 	st, err := f.m.Status(ctx, ws)
 	require.NoError(t, err)
@@ -130,21 +130,21 @@ func TestAnalysisIsDetachedAndReadOnly(t *testing.T) {
 	assert.Equal(t, f.c1, st.Head)
 	assert.False(t, st.Dirty)
 
-	requireKind(t, f.m.WriteFile(ctx, ws, "x.txt", []byte("x"), 0), sandbox.ErrCommandRejected)
-	_, err = f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "m", AllowEmpty: true})
-	requireKind(t, err, sandbox.ErrCommandRejected)
+	requireKind(t, f.m.WriteFile(ctx, ws, "x.txt", []byte("x"), 0), sandboxapi.ErrCommandRejected)
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "m", AllowEmpty: true})
+	requireKind(t, err, sandboxapi.ErrCommandRejected)
 	assert.NoFileExists(t, filepath.Join(ws.LocalPath, "x.txt"))
 	data, err := f.m.ReadFile(ctx, ws, "README.md")
 	require.NoError(t, err)
 	assert.Equal(t, "hello\n", string(data))
 
 	// Default branch, a remote branch and a commit id.
-	def := f.ensure(f.req(sandbox.ModeAnalysis, ""))
+	def := f.ensure(f.req(sandboxapi.ModeAnalysis, ""))
 	assert.Equal(t, "main", def.BaseRef)
 	assert.Equal(t, f.c2, def.BaseCommit)
-	dev := f.ensure(f.req(sandbox.ModeAnalysis, "dev"))
+	dev := f.ensure(f.req(sandboxapi.ModeAnalysis, "dev"))
 	assert.Equal(t, f.c3, dev.BaseCommit)
-	byID := f.ensure(f.req(sandbox.ModeAnalysis, f.c3[:12]))
+	byID := f.ensure(f.req(sandboxapi.ModeAnalysis, f.c3[:12]))
 	assert.Equal(t, f.c3, byID.BaseCommit)
 	assert.Len(t, f.registered(), 4)
 }
@@ -152,13 +152,13 @@ func TestAnalysisIsDetachedAndReadOnly(t *testing.T) {
 func TestUnknownRefLeavesNothing(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	badBase := f.req(sandbox.ModeEdit, "c1")
+	badBase := f.req(sandboxapi.ModeEdit, "c1")
 	badBase.BaseRef = "no-such-branch"
-	badFrom := f.req(sandbox.ModeTask, "t1")
+	badFrom := f.req(sandboxapi.ModeTask, "t1")
 	badFrom.FromBranch = tb + "edits-none"
-	for _, req := range []sandbox.WorkspaceRequest{badBase, f.req(sandbox.ModeAnalysis, "deadbeefdeadbeef"), badFrom} {
+	for _, req := range []sandboxapi.WorkspaceRequest{badBase, f.req(sandboxapi.ModeAnalysis, "deadbeefdeadbeef"), badFrom} {
 		_, err := f.m.Ensure(ctx, f.cache, req, nil)
-		requireKind(t, err, sandbox.ErrRefNotFound)
+		requireKind(t, err, sandboxapi.ErrRefNotFound)
 		assert.NoDirExists(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()))
 		if b := req.Branch(); b != "" {
 			assert.False(t, f.branchExists(b))
@@ -170,10 +170,10 @@ func TestUnknownRefLeavesNothing(t *testing.T) {
 
 func TestFailureAfterAddLeavesNothing(t *testing.T) {
 	f := newFixture(t)
-	f.m.afterAdd = func(string) error { return sandbox.Errorf(sandbox.ErrInsufficientDisk, "injected") }
-	req := f.req(sandbox.ModeEdit, "c1")
+	f.m.afterAdd = func(string) error { return sandboxapi.Errorf(sandboxapi.ErrInsufficientDisk, "injected") }
+	req := f.req(sandboxapi.ModeEdit, "c1")
 	_, err := f.m.Ensure(context.Background(), f.cache, req, nil)
-	requireKind(t, err, sandbox.ErrInsufficientDisk)
+	requireKind(t, err, sandboxapi.ErrInsufficientDisk)
 	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), req.WorktreeDirName()))
 	assert.Empty(t, f.registered())
 	assert.False(t, f.branchExists(tb+"edits-c1"), "the branch created by the failed call must be deleted")
@@ -184,7 +184,7 @@ func TestFailureAfterAddLeavesNothing(t *testing.T) {
 	f.m.afterAdd = nil
 	ws := f.ensure(req)
 	require.NoError(t, f.m.WriteFile(context.Background(), ws, "keep.txt", []byte("keep\n"), 0))
-	res, err := f.m.Commit(context.Background(), ws, sandbox.CommitRequest{Message: "keep"})
+	res, err := f.m.Commit(context.Background(), ws, sandboxapi.CommitRequest{Message: "keep"})
 	require.NoError(t, err)
 	require.NoError(t, f.m.Remove(context.Background(), ws))
 	f.m.afterAdd = func(string) error { return errors.New("injected") }
@@ -197,9 +197,9 @@ func TestFailureAfterAddLeavesNothing(t *testing.T) {
 func TestRepairAfterDirectoryVanished(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	require.NoError(t, f.m.WriteFile(ctx, ws, "work.txt", []byte("precious\n"), 0))
-	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "precious work"})
+	res, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "precious work"})
 	require.NoError(t, err)
 
 	require.NoError(t, os.RemoveAll(ws.LocalPath))
@@ -207,11 +207,11 @@ func TestRepairAfterDirectoryVanished(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok)
 	_, err = f.m.Status(ctx, ws)
-	requireKind(t, err, sandbox.ErrWorkspaceNotFound)
+	requireKind(t, err, sandboxapi.ErrWorkspaceNotFound)
 	_, err = f.m.ReadFile(ctx, ws, "work.txt")
-	requireKind(t, err, sandbox.ErrWorkspaceNotFound)
+	requireKind(t, err, sandboxapi.ErrWorkspaceNotFound)
 
-	again := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	again := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	assert.Equal(t, ws.LocalPath, again.LocalPath)
 	assert.Equal(t, ws.BaseCommit, again.BaseCommit)
 	assert.Equal(t, ws.BranchName, again.BranchName)
@@ -227,13 +227,13 @@ func TestRepairAfterDirectoryVanished(t *testing.T) {
 	assert.Len(t, f.registered(), 1)
 
 	// Analysis repair returns to the same commit even after the ref moved.
-	an := f.ensure(f.req(sandbox.ModeAnalysis, ""))
+	an := f.ensure(f.req(sandboxapi.ModeAnalysis, ""))
 	f.writeSrc("later.txt", "later\n")
 	f.git(f.src, "add", "-A")
 	f.git(f.src, "commit", "-q", "-m", "later")
 	f.fetch()
 	require.NoError(t, os.RemoveAll(an.LocalPath))
-	an2 := f.ensure(f.req(sandbox.ModeAnalysis, ""))
+	an2 := f.ensure(f.req(sandboxapi.ModeAnalysis, ""))
 	assert.Equal(t, an.BaseCommit, an2.BaseCommit)
 	st, err = f.m.Status(ctx, an2)
 	require.NoError(t, err)
@@ -241,16 +241,16 @@ func TestRepairAfterDirectoryVanished(t *testing.T) {
 
 	// A deleted .git file is restored.
 	require.NoError(t, os.Remove(filepath.Join(again.LocalPath, ".git")))
-	f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	assert.Equal(t, tb+"edits-c1", f.git(again.LocalPath, "symbolic-ref", "--short", "HEAD"))
 }
 
 func TestRemoveKeepsBranch(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	require.NoError(t, f.m.WriteFile(ctx, ws, "work.txt", []byte("w\n"), 0))
-	res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "w"})
+	res, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "w"})
 	require.NoError(t, err)
 	// Read-only directories (e.g. a Go module cache) do not block removal.
 	require.NoError(t, os.MkdirAll(filepath.Join(ws.LocalPath, "ro", "sub"), 0o755))
@@ -267,7 +267,7 @@ func TestRemoveKeepsBranch(t *testing.T) {
 	require.NoError(t, f.m.Remove(ctx, ws), "removing a missing workspace is success")
 
 	// Re-creating finds the branch with its commits; the base commit is recovered.
-	again := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	again := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	assert.Equal(t, ws.BaseCommit, again.BaseCommit)
 	data, err := f.m.ReadFile(ctx, again, "work.txt")
 	require.NoError(t, err)
@@ -277,12 +277,12 @@ func TestRemoveKeepsBranch(t *testing.T) {
 func TestTaskFromEditBranchAndConflicts(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	edit := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+	edit := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 	require.NoError(t, f.m.WriteFile(ctx, edit, "feature.txt", []byte("f\n"), 0))
-	res, err := f.m.Commit(ctx, edit, sandbox.CommitRequest{Message: "feature"})
+	res, err := f.m.Commit(ctx, edit, sandboxapi.CommitRequest{Message: "feature"})
 	require.NoError(t, err)
 
-	req := f.req(sandbox.ModeTask, "t1")
+	req := f.req(sandboxapi.ModeTask, "t1")
 	req.FromBranch = edit.BranchName
 	task := f.ensure(req)
 	assert.Equal(t, tb+"task-t1", task.BranchName)
@@ -291,14 +291,14 @@ func TestTaskFromEditBranchAndConflicts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "f\n", string(data))
 
-	plain := f.ensure(f.req(sandbox.ModeTask, "t2"))
+	plain := f.ensure(f.req(sandboxapi.ModeTask, "t2"))
 	assert.Equal(t, f.c2, plain.BaseCommit)
 
 	// A branch checked out elsewhere cannot be checked out again.
-	clash := f.req(sandbox.ModeTask, "t3")
+	clash := f.req(sandboxapi.ModeTask, "t3")
 	clash.BranchName = edit.BranchName
 	_, err = f.m.Ensure(ctx, f.cache, clash, nil)
-	requireKind(t, err, sandbox.ErrConflict)
+	requireKind(t, err, sandboxapi.ErrConflict)
 	assert.NotContains(t, err.Error(), edit.LocalPath, "never the other workspace's path")
 	assert.NotContains(t, err.Error(), filepath.Base(edit.LocalPath))
 	assert.NoDirExists(t, filepath.Join(f.worktreesDir(), clash.WorktreeDirName()))
@@ -308,49 +308,49 @@ func TestTaskFromEditBranchAndConflicts(t *testing.T) {
 func TestEnsureValidates(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	bad := f.req(sandbox.ModeEdit, "")
+	bad := f.req(sandboxapi.ModeEdit, "")
 	_, err := f.m.Ensure(ctx, f.cache, bad, nil)
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 
-	hostile := f.req(sandbox.ModeEdit, "c1")
+	hostile := f.req(sandboxapi.ModeEdit, "c1")
 	hostile.BaseRef = "--upload-pack=touch /tmp/x"
 	_, err = f.m.Ensure(ctx, f.cache, hostile, nil)
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 
-	other := f.req(sandbox.ModeEdit, "c1")
+	other := f.req(sandboxapi.ModeEdit, "c1")
 	other.RepoURL = "https://example.com/owner/other"
 	_, err = f.m.Ensure(ctx, f.cache, other, nil)
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 
 	c := f.cache
 	c.LocalPath = filepath.Dir(f.bare)
-	_, err = f.m.Ensure(ctx, c, f.req(sandbox.ModeEdit, "c1"), nil)
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	_, err = f.m.Ensure(ctx, c, f.req(sandboxapi.ModeEdit, "c1"), nil)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 
 	// A non-empty stray directory at the path is never overwritten.
-	req := f.req(sandbox.ModeEdit, "c9")
+	req := f.req(sandboxapi.ModeEdit, "c9")
 	stray := filepath.Join(f.worktreesDir(), req.WorktreeDirName())
 	require.NoError(t, os.MkdirAll(stray, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(stray, "mine"), []byte("x"), 0o644))
 	_, err = f.m.Ensure(ctx, f.cache, req, nil)
-	requireKind(t, err, sandbox.ErrConflict)
+	requireKind(t, err, sandboxapi.ErrConflict)
 	assert.FileExists(t, filepath.Join(stray, "mine"))
 	assert.False(t, f.branchExists(tb+"edits-c9"))
 
-	_, err = f.m.Status(ctx, sandbox.Workspace{ID: "ws-x", LocalPath: "relative/path"})
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	_, err = f.m.Status(ctx, sandboxapi.Workspace{ID: "ws-x", LocalPath: "relative/path"})
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 }
 
 func TestCacheConfigHasNoBranchSections(t *testing.T) {
 	f := newFixture(t)
-	edit := f.ensure(f.req(sandbox.ModeEdit, "c1"))
-	f.ensure(f.req(sandbox.ModeEdit, "c2"))
-	f.ensure(f.req(sandbox.ModeTask, "t1"))
-	task := f.req(sandbox.ModeTask, "t2")
+	edit := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
+	f.ensure(f.req(sandboxapi.ModeEdit, "c2"))
+	f.ensure(f.req(sandboxapi.ModeTask, "t1"))
+	task := f.req(sandboxapi.ModeTask, "t2")
 	task.FromBranch = edit.BranchName
 	f.ensure(task)
-	f.ensure(f.req(sandbox.ModeAnalysis, "dev"))
-	withBase := f.req(sandbox.ModeEdit, "c3")
+	f.ensure(f.req(sandboxapi.ModeAnalysis, "dev"))
+	withBase := f.req(sandboxapi.ModeEdit, "c3")
 	withBase.BaseRef = "dev"
 	f.ensure(withBase)
 
@@ -363,7 +363,7 @@ func TestCacheConfigHasNoBranchSections(t *testing.T) {
 
 func TestRepairAfterCrashedCreation(t *testing.T) {
 	f := newFixture(t)
-	req := f.req(sandbox.ModeEdit, "c1")
+	req := f.req(sandboxapi.ModeEdit, "c1")
 	ws := f.ensure(req)
 	admin := filepath.Join(f.bare, "worktrees", filepath.Base(ws.LocalPath))
 	// What a SIGKILLed `git worktree add` leaves: a half-checked-out directory,
@@ -396,9 +396,9 @@ func TestFastCreateFallsBackToRepair(t *testing.T) {
 		t.Run(fmt.Sprintf("new-branch=%v", newBranch), func(t *testing.T) {
 			f := newFixture(t)
 			ctx := context.Background()
-			ws := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+			ws := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 			require.NoError(t, f.m.WriteFile(ctx, ws, "work.txt", []byte("precious\n"), 0))
-			res, err := f.m.Commit(ctx, ws, sandbox.CommitRequest{Message: "precious work"})
+			res, err := f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "precious work"})
 			require.NoError(t, err)
 			admin := filepath.Join(f.bare, WorktreesDir, filepath.Base(ws.LocalPath))
 			// The name git gives a second worktree of the same base name.
@@ -410,7 +410,7 @@ func TestFastCreateFallsBackToRepair(t *testing.T) {
 				// refuses the add, and the attempt's branch must not stay.
 				f.git(f.bare, "update-ref", "-d", "refs/heads/"+tb+"edits-c1")
 			}
-			again := f.ensure(f.req(sandbox.ModeEdit, "c1"))
+			again := f.ensure(f.req(sandboxapi.ModeEdit, "c1"))
 			assert.Equal(t, ws.LocalPath, again.LocalPath)
 			assert.Equal(t, ws.BaseCommit, again.BaseCommit)
 			st, err := f.m.Status(ctx, again)
@@ -436,17 +436,17 @@ func TestFastCreateFallsBackToRepair(t *testing.T) {
 // index and work tree, a worktree git lists (unlocked, not prunable) and
 // removes like any other.
 func TestAddWorktreeMatchesGitWorktreeAdd(t *testing.T) {
-	for _, mode := range []sandbox.WorkspaceMode{sandbox.ModeEdit, sandbox.ModeAnalysis} {
+	for _, mode := range []sandboxapi.WorkspaceMode{sandboxapi.ModeEdit, sandboxapi.ModeAnalysis} {
 		t.Run(string(mode), func(t *testing.T) {
 			f := newFixture(t)
 			scope := "c1"
-			if mode == sandbox.ModeAnalysis {
+			if mode == sandboxapi.ModeAnalysis {
 				scope = "main"
 			}
 			ws := f.ensure(f.req(mode, scope))
 			ours := filepath.Join(f.bare, WorktreesDir, filepath.Base(ws.LocalPath))
 			theirsPath := filepath.Join(f.worktreesDir(), "by-git")
-			if mode == sandbox.ModeAnalysis {
+			if mode == sandboxapi.ModeAnalysis {
 				f.git(f.bare, "worktree", "add", "-q", "--detach", theirsPath, ws.BaseCommit)
 			} else {
 				f.git(f.bare, "worktree", "add", "-q", "--no-track", "-b", "by-git", theirsPath, ws.BaseCommit)
@@ -468,11 +468,11 @@ func TestAddWorktreeMatchesGitWorktreeAdd(t *testing.T) {
 			}
 			o, th := files(ours), files(theirs)
 			wantHead := "ref: refs/heads/by-git\n"
-			if mode == sandbox.ModeAnalysis {
+			if mode == sandboxapi.ModeAnalysis {
 				wantHead = ws.BaseCommit + "\n"
 			}
 			assert.Equal(t, wantHead, th["HEAD"])
-			if mode == sandbox.ModeAnalysis {
+			if mode == sandboxapi.ModeAnalysis {
 				assert.Equal(t, th["HEAD"], o["HEAD"])
 			} else {
 				assert.Equal(t, "ref: refs/heads/"+tb+"edits-c1\n", o["HEAD"])
@@ -533,9 +533,9 @@ func TestWorktreeAddError(t *testing.T) {
 	}
 	registered, err := worktreeAddError(gitErr("fatal: 'b' is already checked out at '/w/y'\n"), "b", true)
 	assert.False(t, registered)
-	requireKind(t, err, sandbox.ErrConflict)
-	assert.Contains(t, sandbox.Message(err), "branch b is already checked out by another workspace")
-	assert.NotContains(t, sandbox.Message(err), "/w/y", "never the other worktree's path")
+	requireKind(t, err, sandboxapi.ErrConflict)
+	assert.Contains(t, sandboxapi.Message(err), "branch b is already checked out by another workspace")
+	assert.NotContains(t, sandboxapi.Message(err), "/w/y", "never the other worktree's path")
 	_, err = worktreeAddError(gitErr("fatal: something else"), "b", false)
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, errRegisteredElsewhere)
@@ -552,11 +552,11 @@ func TestClearEmptyPath(t *testing.T) {
 	assert.NoDirExists(t, empty)
 	full := filepath.Join(dir, "full")
 	require.NoError(t, os.MkdirAll(filepath.Join(full, "x"), 0o755))
-	requireKind(t, clearEmptyPath(full), sandbox.ErrConflict)
+	requireKind(t, clearEmptyPath(full), sandboxapi.ErrConflict)
 	assert.DirExists(t, filepath.Join(full, "x"))
 	file := filepath.Join(dir, "file")
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
-	requireKind(t, clearEmptyPath(file), sandbox.ErrConflict)
+	requireKind(t, clearEmptyPath(file), sandboxapi.ErrConflict)
 }
 
 // TestCrashedAdd: a registration locked "initializing" whose base was never
@@ -577,14 +577,14 @@ func TestCrashedAdd(t *testing.T) {
 // repository than the cache's is refused before anything is locked.
 func TestNewEnsureStateRefusesAnotherRepository(t *testing.T) {
 	f := newFixture(t)
-	req := f.req(sandbox.ModeEdit, "c1")
+	req := f.req(sandboxapi.ModeEdit, "c1")
 	st, err := f.m.newEnsureState(f.cache, req, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "main", st.baseRef)
 	assert.Equal(t, filepath.Join(filepath.Dir(f.bare), WorktreesDir, req.WorktreeDirName()), st.wt)
 	req.RepoURL = "https://example.com/owner/other"
 	_, err = f.m.newEnsureState(f.cache, req, nil)
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 }
 
 // collisionPrefixes: the local and remote ref of every directory prefix of a
@@ -604,17 +604,17 @@ func TestCollisionPrefixes(t *testing.T) {
 func TestEnsureKeepsTheStoredNames(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	legacy := f.req(sandbox.ModeEdit, "c1")
+	legacy := f.req(sandboxapi.ModeEdit, "c1")
 	legacy.BranchName = "agent/edits-c1"
 	old := f.ensure(legacy)
 	require.NoError(t, f.m.WriteFile(ctx, old, "kept.txt", []byte("work\n"), 0))
-	_, err := f.m.Commit(ctx, old, sandbox.CommitRequest{Message: "agent work"})
+	_, err := f.m.Commit(ctx, old, sandboxapi.CommitRequest{Message: "agent work"})
 	require.NoError(t, err)
 	require.NoError(t, f.m.Remove(ctx, old))
 
 	stored := old
 	stored.LocalPath = filepath.Join(f.worktreesDir(), "u1_c1_agent-edits-c1-1234abcd")
-	req := f.req(sandbox.ModeEdit, "c1") // as an agent sends it today: no branch_name
+	req := f.req(sandboxapi.ModeEdit, "c1") // as an agent sends it today: no branch_name
 	ws, err := f.m.Ensure(ctx, f.cache, req, &stored)
 	require.NoError(t, err)
 	assert.Equal(t, "agent/edits-c1", ws.BranchName)
@@ -628,12 +628,12 @@ func TestEnsureKeepsTheStoredNames(t *testing.T) {
 	other := stored
 	other.ID = "ws-000000000000000000000000"
 	_, err = f.m.Ensure(ctx, f.cache, req, &other)
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 
-	fresh, err := f.m.Ensure(ctx, f.cache, f.req(sandbox.ModeEdit, "c2"), nil)
+	fresh, err := f.m.Ensure(ctx, f.cache, f.req(sandboxapi.ModeEdit, "c2"), nil)
 	require.NoError(t, err)
 	assert.Equal(t, tb+"edits-c2", fresh.BranchName)
-	assert.Equal(t, f.req(sandbox.ModeEdit, "c2").WorktreeDirName(), filepath.Base(fresh.LocalPath))
+	assert.Equal(t, f.req(sandboxapi.ModeEdit, "c2").WorktreeDirName(), filepath.Base(fresh.LocalPath))
 }
 
 // TestEnsureRefusesTheDefaultBranch: a new workspace never checks out the
@@ -643,11 +643,11 @@ func TestEnsureRefusesTheDefaultBranch(t *testing.T) {
 	f := newFixture(t)
 	c := f.cache
 	c.DefaultBranch = "agent/trunk"
-	req := f.req(sandbox.ModeEdit, "c1")
+	req := f.req(sandboxapi.ModeEdit, "c1")
 	req.BaseRef = "main"
 	req.BranchName = "agent/trunk"
 	_, err := f.m.Ensure(context.Background(), c, req, nil)
-	requireKind(t, err, sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "default branch")
 	assert.Empty(t, f.registered())
 	assert.False(t, f.branchExists("agent/trunk"))

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // BenchmarkBwrapExecTrue measures Runtime.Exec of `true`: a request to the
@@ -21,7 +21,7 @@ func BenchmarkBwrapExecTrue(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
 	for b.Loop() {
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("exec: %v %+v", err, res)
 		}

@@ -100,6 +100,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Kind is the RuntimeProvider kind string of this backend.
@@ -210,7 +211,7 @@ var _ sandbox.RuntimeProvider = (*Provider)(nil)
 
 // New finds bwrap and checks once that it can build the sandbox this package
 // uses (user, pid, ipc, uts and net namespaces, a read-only root) by running
-// /bin/true in it. Errors wrap sandbox.ErrRuntimeUnavailable with the reason:
+// /bin/true in it. Errors wrap sandboxapi.ErrRuntimeUnavailable with the reason:
 // bwrap not installed, or the probe's own message (e.g. unprivileged user
 // namespaces disabled: kernel.unprivileged_userns_clone=0 or
 // user.max_user_namespaces=0, or an AppArmor policy that denies them), or,
@@ -222,17 +223,17 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	full, err := exec.LookPath(bin)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: %s is not installed (apt-get install bubblewrap): %v", bin, err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: %s is not installed (apt-get install bubblewrap): %v", bin, err)
 	}
 	scratch := opts.ScratchDir
 	if scratch == "" {
 		scratch = filepath.Join(os.TempDir(), "sandboxcore-bwrap")
 	}
 	if !filepath.IsAbs(scratch) {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "bubblewrap: scratch directory %q is not absolute", scratch)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "bubblewrap: scratch directory %q is not absolute", scratch)
 	}
 	if err := os.MkdirAll(scratch, 0o711); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
 	}
 	if os.Geteuid() == 0 {
 		// Sandboxes of other users (see resolve) must traverse it to bind
@@ -245,7 +246,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	for _, p := range append(slices.Clone(ro), opts.HiddenPaths...) {
 		if !runspec.BelowRoot.Allowed(p) {
-			return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "bubblewrap: path %q is not an absolute clean path below /", p)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "bubblewrap: path %q is not an absolute clean path below /", p)
 		}
 	}
 	log := opts.Logger
@@ -260,7 +261,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	if p.egress != nil {
 		if err := os.MkdirAll(p.egressRoot, 0o711); err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: egress directory: %v", err)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: egress directory: %v", err)
 		}
 		_ = os.Chmod(p.egressRoot, 0o711)
 	}
@@ -278,14 +279,14 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		}
 		p.user = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
 		if p.idmap, err = newIDMapper(scratch, uid, gid); err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable,
+			return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable,
 				"bubblewrap with a root worker: %v (sandboxes run as uid %d through idmapped mounts, Linux 5.12 or later on ext4, xfs, btrfs or tmpfs; or run the worker as a non-root user)", err, uid)
 		}
 		// And it sees what any local user could: everything not
 		// world-readable in the read-only system paths is masked too.
 		extra, truncated := notWorldReadable(ro)
 		if truncated { // fail closed: the rest would be readable
-			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable,
+			return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable,
 				"bubblewrap with a root worker: more than %d root-only paths under %v to mask; run the worker as a non-root user", maxMasked, ro)
 		}
 		p.hidden = append(p.hidden, extra...)
@@ -323,17 +324,17 @@ func (p *Provider) ResourceLimits() (enforced bool, detail string) {
 func (p *Provider) installSupervisor(explicit string) error {
 	src, err := supervisor.Find(explicit)
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: the runtime supervisor: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: the runtime supervisor: %v", err)
 	}
 	data, err := os.ReadFile(src)
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: the runtime supervisor: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: the runtime supervisor: %v", err)
 	}
 	sum := sha256.Sum256(data)
 	p.supHash = hex.EncodeToString(sum[:8])
 	p.ctl = filepath.Join(p.scratch, ".ctl")
 	if err := os.MkdirAll(p.ctl, 0o700); err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: control directory: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: control directory: %v", err)
 	}
 	_ = os.Chmod(p.ctl, 0o700)
 	dst := filepath.Join(p.ctl, supervisor.BinaryName+"-"+p.supHash)
@@ -347,7 +348,7 @@ func (p *Provider) installSupervisor(explicit string) error {
 		return nil
 	}
 	_ = os.Remove(tmp)
-	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: cannot install the runtime supervisor in %s", p.ctl)
+	return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: cannot install the runtime supervisor in %s", p.ctl)
 }
 
 // probe runs /bin/true in the sandbox this package builds (network none).
@@ -356,7 +357,7 @@ func (p *Provider) probe(ctx context.Context) error {
 	defer cancel()
 	dir, err := os.MkdirTemp(p.scratch, ".probe-")
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: %v", err)
 	}
 	defer os.RemoveAll(dir)
 	cfg := sandboxConfig{scratch: dir, workdir: "/workspace", cwd: "/workspace",
@@ -366,14 +367,14 @@ func (p *Provider) probe(ctx context.Context) error {
 	st, staged, err := p.stage("probe", cfg)
 	defer st.release()
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: %v", err)
 	}
 	filter, err := seccompFile()
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: %v", err)
 	}
 	defer filter.Close()
-	args := p.args(staged, nil, false, sandbox.NetworkNone)
+	args := p.args(staged, nil, false, sandboxapi.NetworkNone)
 	args = append(args[:len(args)-1:len(args)-1], "--seccomp", "3", "--", "/bin/sh", "-c", ": > /workspace/.probe")
 	cmd := exec.CommandContext(ctx, p.bin, args...)
 	cmd.Env = []string{}
@@ -381,7 +382,7 @@ func (p *Provider) probe(ctx context.Context) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cfg.cred}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap cannot build a sandbox here (are unprivileged user namespaces disabled?): %v: %s",
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap cannot build a sandbox here (are unprivileged user namespaces disabled?): %v: %s",
 			err, strings.TrimSpace(string(out)))
 	}
 	return nil
@@ -412,8 +413,8 @@ func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
 // clean path other than /, /tmp, /proc, /dev) with an absolute Source that is
 // an existing directory; other mounts need absolute existing sources and
 // absolute clean targets; a mount whose Target equals its Source is bound at
-// the symlink-free path. Errors wrap sandbox.ErrInvalidArgument for a
-// malformed spec and sandbox.ErrConflict when a runtime with spec.ID exists
+// the symlink-free path. Errors wrap sandboxapi.ErrInvalidArgument for a
+// malformed spec and sandboxapi.ErrConflict when a runtime with spec.ID exists
 // on a different workdir.
 func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
 	cfg, err := p.resolve(spec)
@@ -428,7 +429,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 		// Sandboxes left running by an earlier worker (their background
 		// processes with their output) are taken over as they are.
 		p.retireLegacy(ctx, spec.ID, r.archive)
-		for _, m := range sandbox.NetworkModes {
+		for _, m := range sandboxapi.NetworkModes {
 			if sb := p.attachSandbox(ctx, spec.ID, m, p.layoutOf(cfg, m), cfg.base, r.archive); sb != nil {
 				r.sbs[m] = sb
 			}
@@ -444,7 +445,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	return r, nil
 }
 
-// Get returns the runtime with id, or an error wrapping sandbox.ErrNotFound.
+// Get returns the runtime with id, or an error wrapping sandboxapi.ErrNotFound.
 func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
 	return p.runtimes.Get(id)
 }
@@ -461,16 +462,16 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbo
 // its archived processes, and forgets it; a
 // missing runtime is success. It never touches the workspace or any other
 // mount source. A Runtime value kept by a caller reports RuntimeMissing
-// afterwards and its calls fail with sandbox.ErrNotFound.
+// afterwards and its calls fail with sandboxapi.ErrNotFound.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	rt, _ := p.runtimes.Get(id)
 	life, ok := p.runtimes.Remove(id)
 	if !ok {
-		if sandbox.ValidateID("runtime id", id) == nil {
+		if sandboxapi.ValidateID("runtime id", id) == nil {
 			// A runtime of an earlier process may have left its sandboxes
 			// running, its control files and its scratch directory.
 			p.retireLegacy(ctx, id, nil)
-			for _, m := range sandbox.NetworkModes {
+			for _, m := range sandboxapi.NetworkModes {
 				if _, err := os.Lstat(p.modePath(id, m, ".sock")); err == nil {
 					p.shutdown(ctx, id, m, &sandboxProc{client: supervisor.NewClient(p.modePath(id, m, ".sock"))}, nil)
 				}
@@ -503,11 +504,11 @@ const defaultSuffix = ".default"
 
 // egressDirOf is the egress directory the sandbox of network mode mounts:
 // limited's or default's; "" for none, or without an egress proxy.
-func (cfg sandboxConfig) egressDirOf(mode sandbox.Network) string {
+func (cfg sandboxConfig) egressDirOf(mode sandboxapi.Network) string {
 	switch mode {
-	case sandbox.NetworkLimited:
+	case sandboxapi.NetworkLimited:
 		return cfg.egressDir
-	case sandbox.NetworkDefault:
+	case sandboxapi.NetworkDefault:
 		return cfg.egressDefault
 	}
 	return ""
@@ -533,7 +534,7 @@ type sandboxConfig struct {
 	limits limits
 	// network is the widest mode a command may use (RuntimeSpec.Network,
 	// "" read as limited); allow the limited network's allow-list.
-	network sandbox.Network
+	network sandboxapi.Network
 	allow   egress.Rules
 	// egressDir holds the runtime's egress socket of the limited network
 	// (mounted into its limited sandbox), egressDefault the one of the
@@ -546,9 +547,9 @@ type sandboxConfig struct {
 
 func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 	bad := func(format string, args ...any) (sandboxConfig, error) {
-		return sandboxConfig{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
+		return sandboxConfig{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
 	}
-	if err := sandbox.ValidateID("runtime id", spec.ID); err != nil {
+	if err := sandboxapi.ValidateID("runtime id", spec.ID); err != nil {
 		return sandboxConfig{}, err
 	}
 	if err := runspec.ValidateEnv(spec.Env); err != nil {
@@ -564,7 +565,7 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 	}
 	allow, err := egress.ParseRules(spec.NetworkAllow)
 	if err != nil {
-		return bad("%s", sandbox.Message(err))
+		return bad("%s", sandboxapi.Message(err))
 	}
 	cfg.allow = allow
 	if p.egress != nil {
@@ -603,11 +604,11 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 // makeScratch creates the runtime's /tmp (0700, owned by the sandbox's user).
 func (p *Provider) makeScratch(cfg sandboxConfig) error {
 	if err := os.Mkdir(cfg.scratch, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
 	}
 	if cfg.cred != nil && !cfg.idmap { // idmapped: root's, shown as the sandbox's
 		if err := os.Chown(cfg.scratch, int(cfg.cred.Uid), int(cfg.cred.Gid)); err != nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: scratch directory: %v", err)
 		}
 	}
 	return nil
@@ -626,7 +627,7 @@ func removeScratch(dir string) error {
 		return nil
 	})
 	if err := os.RemoveAll(dir); err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: remove scratch directory: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: remove scratch directory: %v", err)
 	}
 	return nil
 }
@@ -639,7 +640,7 @@ func removeScratch(dir string) error {
 // egress directory mounted read-only at egressMount (the supervisor's
 // forwarder reaches the proxy through it); default, the same with its own
 // egress directory (every public destination).
-func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandbox.Network) []string {
+func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandboxapi.Network) []string {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		// No user namespace inside (a kernel attack surface, and a way to
@@ -735,7 +736,7 @@ func errText(err error) string { return runspec.ErrText(err) }
 
 func clip(s string) string { return clipN(s, 64) }
 
-func clipN(s string, n int) string { return sandbox.Clip(s, n) }
+func clipN(s string, n int) string { return sandboxapi.Clip(s, n) }
 
 // maxMasked bounds the paths notWorldReadable returns (each is three bwrap
 // arguments on every command); past it a root worker's provider refuses to

@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // unavailable skips the test when bubblewrap is missing or unusable, except
@@ -106,14 +107,14 @@ func TestKindAndCapabilities(t *testing.T) {
 	require.Equal(t, "bwrap", p.Kind())
 	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, HostMounts: true}, p.Capabilities())
 	_, previews := any(p).(interface {
-		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
+		PreviewURL(context.Context, string, int) (sandboxapi.PreviewURL, error)
 	})
 	require.False(t, previews, "the preview_url activity asserts PreviewURL on the provider")
 }
 
 func TestUnusableIsRuntimeUnavailable(t *testing.T) {
 	_, err := bwrap.New(context.Background(), bwrap.Options{Binary: "sandboxcore-no-such-bwrap", ScratchDir: t.TempDir(), Supervisor: supervisortest.Binary(t)})
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.Contains(t, err.Error(), "not installed")
 
 	// A bwrap that cannot build the sandbox (here: a stand-in that fails as
@@ -125,7 +126,7 @@ func TestUnusableIsRuntimeUnavailable(t *testing.T) {
 	require.NoError(t, os.Chmod(filepath.Dir(filepath.Dir(fake)), 0o755))
 	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"), 0o755))
 	_, err = bwrap.New(context.Background(), bwrap.Options{Binary: fake, ScratchDir: t.TempDir(), Supervisor: supervisortest.Binary(t)})
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.Contains(t, err.Error(), "No permissions to create new namespace")
 }
 
@@ -153,7 +154,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 		spec := specFor(dir)
 		mutate(&spec)
 		_, err := p.Create(context.Background(), spec)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name)
 	}
 	// Same id on another directory is a conflict.
 	spec := specFor(dir)
@@ -163,7 +164,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 	other := specFor(t.TempDir())
 	other.ID = spec.ID
 	_, err = p.Create(context.Background(), other)
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 }
 
 func TestExactEnvironment(t *testing.T) {
@@ -171,7 +172,7 @@ func TestExactEnvironment(t *testing.T) {
 	ctx, _, _, rt := setup(t, bwrap.Options{BaseEnv: map[string]string{"BASE_VAR": "base"}}, func(s *sandbox.RuntimeSpec) {
 		s.Env = map[string]string{"SPEC_VAR": "spec", "TERM": "xterm"}
 	})
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"REQ_VAR": "req"}})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"REQ_VAR": "req"}})
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
 	sort.Strings(lines)
@@ -192,7 +193,7 @@ func TestHostIsHiddenAndReadOnly(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(secretDir, "credentials"), []byte("token"), 0o600))
 	ctx, _, spec, rt := setup(t, bwrap.Options{}, nil)
 
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", `
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", `
 		for p in /root /home /run /var/run/docker.sock /var/lib /work /srv /mnt "$1"; do
 			[ -e "$p" ] && echo "visible: $p"
 		done
@@ -256,11 +257,11 @@ func TestNoNetworkSharesTheHost(t *testing.T) {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	probe := `exec bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' bash "$1"`
 	for _, tc := range []struct {
-		network sandbox.Network
+		network sandboxapi.Network
 		ok      bool
-	}{{sandbox.NetworkDefault, false}, {sandbox.NetworkLimited, false}, {sandbox.NetworkNone, false}} {
+	}{{sandboxapi.NetworkDefault, false}, {sandboxapi.NetworkLimited, false}, {sandboxapi.NetworkNone, false}} {
 		ctx, _, _, rt := setup(t, bwrap.Options{}, func(s *sandbox.RuntimeSpec) { s.Network = tc.network })
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", probe, "sh", port}, TimeoutS: 30})
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", probe, "sh", port}, TimeoutS: 30})
 		require.NoError(t, err)
 		require.Equal(t, tc.ok, res.ExitCode == 0, "network %s: %q", tc.network, res.Stderr)
 	}
@@ -274,8 +275,8 @@ func TestBwrapFailureIsAnError(t *testing.T) {
 		require.NoError(t, os.Mkdir(extra, 0o755))
 		s.Mounts = append(s.Mounts, sandbox.Mount{Source: extra, Target: "/usr/sandboxcore-missing-target/x"})
 	})
-	_, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	_, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.Contains(t, err.Error(), "bwrap:")
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // limited returns a runtime with resource hints, skipping (failing under
@@ -47,12 +48,12 @@ func TestForkBombIsStoppedByThePidsLimit(t *testing.T) {
 	current := func() int { return atoi(t, strings.TrimSpace(readCg(t, pidsDir, "pids.current"))) }
 	base := current()
 
-	done := make(chan sandbox.ExecResult, 1)
+	done := make(chan sandboxapi.ExecResult, 1)
 	var execErr error
 	start := time.Now()
 	go func() {
 		// sleep first, while forks still work; the leader then only waits.
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"bash", "-c", `
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"bash", "-c", `
 			sleep 3 & s=$!
 			( bomb() { while :; do bomb & done; }; bomb ) 2>/dev/null &
 			wait $s; echo leader-done`}, TimeoutS: 60})
@@ -60,7 +61,7 @@ func TestForkBombIsStoppedByThePidsLimit(t *testing.T) {
 		done <- res
 	}()
 	peak := 0
-	var res sandbox.ExecResult
+	var res sandboxapi.ExecResult
 	for waiting := true; waiting; {
 		select {
 		case res = <-done:
@@ -135,7 +136,7 @@ func TestMemoryHogIsKilledByTheMemoryLimit(t *testing.T) {
 	ctx := t.Context()
 	start := time.Now()
 	// tail buffers a line that never ends.
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"tail", "/dev/zero"}, TimeoutS: 60})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"tail", "/dev/zero"}, TimeoutS: 60})
 	require.NoError(t, err)
 	require.Equal(t, 137, res.ExitCode, "stderr=%q", res.Stderr)
 	require.Contains(t, string(res.Stderr), "memory limit")
@@ -149,7 +150,7 @@ func TestMemoryHogIsKilledByTheMemoryLimit(t *testing.T) {
 func TestCPULimitThrottles(t *testing.T) {
 	_, rt := limited(t, sandbox.ResourceHints{CPU: 0.1})
 	ctx := t.Context()
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", `
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", `
 		sh -c 'while :; do :; done' & pid=$!
 		sleep 2; kill -STOP $pid
 		# utime+stime in clock ticks (100 per second)
@@ -186,7 +187,7 @@ func TestForkBombEndsWithItsTimeout(t *testing.T) {
 	base := current()
 	const timeout = 5
 	start := time.Now()
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"bash", "-c", `bomb() { while :; do bomb & done; }; bomb 2>/dev/null`}, TimeoutS: timeout})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"bash", "-c", `bomb() { while :; do bomb & done; }; bomb 2>/dev/null`}, TimeoutS: timeout})
 	took := time.Since(start)
 	require.NoError(t, err)
 	require.True(t, res.TimedOut, "exit %d", res.ExitCode)

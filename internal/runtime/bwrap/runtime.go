@@ -11,6 +11,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Runtime is one bubblewrap runtime (docs/DESIGN.md "The three things"):
@@ -27,8 +28,8 @@ type Runtime struct {
 	// running commands.
 	life *procexec.Lifecycle[sandboxConfig]
 
-	mu      sync.Mutex                       // guards sbs; taken after life's lock, never before
-	sbs     map[sandbox.Network]*sandboxProc // the running sandboxes by network mode
+	mu      sync.Mutex                          // guards sbs; taken after life's lock, never before
+	sbs     map[sandboxapi.Network]*sandboxProc // the running sandboxes by network mode
 	archive *supervisor.Archive
 	supervisor.Processes
 }
@@ -39,12 +40,12 @@ var (
 )
 
 func newRuntime(p *Provider, life *procexec.Lifecycle[sandboxConfig]) *Runtime {
-	r := &Runtime{p: p, life: life, archive: supervisor.LoadArchive(p.ctlPath(life.ID(), ".archive")), sbs: map[sandbox.Network]*sandboxProc{}}
+	r := &Runtime{p: p, life: life, archive: supervisor.LoadArchive(p.ctlPath(life.ID(), ".archive")), sbs: map[sandboxapi.Network]*sandboxProc{}}
 	r.Processes = supervisor.Processes{
-		Support:  sandbox.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandbox.MaxProcesses, BufferBytes: sandbox.ProcessBufferBytes},
+		Support:  sandboxapi.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandboxapi.MaxProcesses, BufferBytes: sandboxapi.ProcessBufferBytes},
 		Client:   r.client,
 		Prepare:  r.prepare,
-		Networks: sandbox.NetworkModes,
+		Networks: sandboxapi.NetworkModes,
 		Archive:  r.archive,
 	}
 	return r
@@ -60,8 +61,8 @@ func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
 }
 
 // Start marks the runtime running and builds its sandbox. Errors wrap
-// sandbox.ErrNotFound once the runtime is destroyed, and
-// sandbox.ErrRuntimeUnavailable when the workdir no longer exists (e.g. the
+// sandboxapi.ErrNotFound once the runtime is destroyed, and
+// sandboxapi.ErrRuntimeUnavailable when the workdir no longer exists (e.g. the
 // workspace was evicted) or the sandbox cannot be built.
 func (r *Runtime) Start(ctx context.Context) error {
 	return r.life.Start(r.ready)
@@ -72,7 +73,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 // the sandbox of the runtime's own network runs with the current layout.
 func (r *Runtime) ready(cfg sandboxConfig) error {
 	if real, err := filepath.EvalSymlinks(cfg.root); err != nil || real != cfg.root {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.ID(), cfg.root)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.ID(), cfg.root)
 	}
 	if err := r.p.makeScratch(cfg); err != nil {
 		return err
@@ -85,12 +86,12 @@ func (r *Runtime) ready(cfg sandboxConfig) error {
 // building it when needed. Sandboxes of another base layout are all ended
 // first (they are rebuilt as used), and so are those of a mode above cfg's
 // network (the policy was narrowed).
-func (r *Runtime) ensure(ctx context.Context, cfg sandboxConfig, mode sandbox.Network) (*sandboxProc, error) {
+func (r *Runtime) ensure(ctx context.Context, cfg sandboxConfig, mode sandboxapi.Network) (*sandboxProc, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.trimLocked(ctx, cfg)
 	if !mode.Within(cfg.network) {
-		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s: network %s is above its network policy (%s)", r.ID(), mode, cfg.network)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "runtime %s: network %s is above its network policy (%s)", r.ID(), mode, cfg.network)
 	}
 	layout := r.p.layoutOf(cfg, mode)
 	if sb := r.sbs[mode]; sb != nil {
@@ -154,11 +155,11 @@ func (r *Runtime) warm(ctx context.Context) {
 	r.trimLocked(ctx, cfg)
 	r.mu.Unlock()
 	if r.p.egress != nil {
-		if sandbox.NetworkLimited.Within(cfg.network) {
+		if sandboxapi.NetworkLimited.Within(cfg.network) {
 			// The endpoints of every mode the policy allows (limited, and
 			// default's when allowed), the others' stopped.
 			r.p.detachEgress(r.ID(), cfg.network)
-			for _, m := range []sandbox.Network{sandbox.NetworkLimited, sandbox.NetworkDefault} {
+			for _, m := range []sandboxapi.Network{sandboxapi.NetworkLimited, sandboxapi.NetworkDefault} {
 				if m.Within(cfg.network) {
 					if err := r.p.attachEgress(r.ID(), cfg, m); err != nil {
 						r.p.log.Warn("runtime egress endpoint not served", "id", r.ID(), "network", m, "error", err)
@@ -181,7 +182,7 @@ func (r *Runtime) warm(ctx context.Context) {
 // running in it and every background process is killed (background
 // processes end with exit reason runtime_stopped and stay readable), and
 // the sandbox ends; Stop waits for them, bounded by ctx (an expired ctx
-// returns an error wrapping sandbox.ErrTimeout). The workdir and the
+// returns an error wrapping sandboxapi.ErrTimeout). The workdir and the
 // scratch /tmp are untouched. Stopping a destroyed runtime is success.
 func (r *Runtime) Stop(ctx context.Context) error {
 	err := r.life.Stop(ctx)
@@ -211,13 +212,13 @@ func (r *Runtime) destroySandbox(ctx context.Context) {
 // client is supervisor.Processes.Client: the client of the running sandbox
 // of network mode ("": the runtime's own), starting the runtime and
 // building that sandbox first when start.
-func (r *Runtime) client(ctx context.Context, start bool, mode sandbox.Network) (*supervisor.Client, error) {
+func (r *Runtime) client(ctx context.Context, start bool, mode sandboxapi.Network) (*supervisor.Client, error) {
 	if start {
 		if err := r.life.Start(r.ready); err != nil {
 			return nil, err
 		}
 	} else if st := r.life.State(); st == sandbox.RuntimeMissing {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %s was destroyed", r.ID())
+		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "runtime %s was destroyed", r.ID())
 	}
 	cfg := r.life.Conf()
 	if mode == "" {
@@ -255,7 +256,7 @@ func (r *Runtime) clientOf(sb *sandboxProc, err error) (*supervisor.Client, erro
 
 // prepare is supervisor.Processes.Prepare: the environment, cwd and network
 // of a background process, as for a command.
-func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Network, error) {
+func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandboxapi.Network, error) {
 	cfg := r.life.Conf()
 	mode, err := procexec.CommandNetwork("process_start", cfg.network, spec.Network)
 	if err != nil {
@@ -282,7 +283,7 @@ func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Ne
 // networkEnv is what a command of network mode gets in its environment:
 // in the limited and default networks, the proxy variables ordinary tools
 // read (ProxyEnv); nothing otherwise.
-func (r *Runtime) networkEnv(cfg sandboxConfig, mode sandbox.Network) map[string]string {
+func (r *Runtime) networkEnv(cfg sandboxConfig, mode sandboxapi.Network) map[string]string {
 	if cfg.egressDirOf(mode) != "" {
 		return procexec.ProxyEnv(supervisor.EgressListen)
 	}
@@ -293,7 +294,7 @@ func (r *Runtime) networkEnv(cfg sandboxConfig, mode sandbox.Network) map[string
 func (r *Runtime) spec() sandbox.RuntimeSpec { return r.life.Spec() }
 
 // Exec runs one command and returns its result (see ExecStream).
-func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (r *Runtime) Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	return r.ExecStream(ctx, req, nil)
 }
 
@@ -308,7 +309,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // first.
 //
 // The command runs in the runtime's sandbox of req.Network ("" =
-// RuntimeSpec.Network; a mode above it is sandbox.ErrCommandRejected). The
+// RuntimeSpec.Network; a mode above it is sandboxapi.ErrCommandRejected). The
 // environment is exactly PATH=BasePath, HOME=Home, LANG=C.UTF-8, TERM=dumb,
 // in the limited network the proxy variables (procexec.ProxyEnv), then
 // Options.BaseEnv, RuntimeSpec.Env and req.Env (later wins).
@@ -324,27 +325,27 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // however it daemonized (setsid, double fork): only background processes
 // (StartProcess) outlive their command.
 //
-// Errors: sandbox.ErrInvalidArgument for a bad request
+// Errors: sandboxapi.ErrInvalidArgument for a bad request
 // (runspec.ValidateExec; a cwd that is missing, not a directory or
-// resolves outside the workdir) — nothing runs then; sandbox.ErrNotFound after
-// Destroy; sandbox.ErrRuntimeUnavailable when the workdir is gone, bwrap
+// resolves outside the workdir) — nothing runs then; sandboxapi.ErrNotFound after
+// Destroy; sandboxapi.ErrRuntimeUnavailable when the workdir is gone, bwrap
 // cannot build the sandbox (its message included), or ctx is cancelled
-// (wrapping context.Canceled); sandbox.ErrTimeout when ctx's deadline passes
+// (wrapping context.Canceled); sandboxapi.ErrTimeout when ctx's deadline passes
 // first (wrapping context.DeadlineExceeded). On ctx expiry the command's
 // whole tree is killed at once and the partial result is returned along
 // with the error.
-func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	if err := runspec.ValidateExec(req); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
-	return r.life.Exec(ctx, r.ready, func(killCtx context.Context, spec sandbox.RuntimeSpec, cfg sandboxConfig) (sandbox.ExecResult, error) {
+	return r.life.Exec(ctx, r.ready, func(killCtx context.Context, spec sandbox.RuntimeSpec, cfg sandboxConfig) (sandboxapi.ExecResult, error) {
 		mode, err := procexec.CommandNetwork("exec", cfg.network, req.Network)
 		if err != nil {
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		_, rel, err := procexec.ResolveCwd(cfg.root, req.Cwd)
 		if err != nil {
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		env := procexec.EnvList(procexec.BaseEnv(Home), r.networkEnv(cfg, mode), r.p.baseEnv, spec.Env, req.Env)
 		res, err := r.run(killCtx, ctx, cfg, mode, supervisor.Spec{
@@ -359,7 +360,7 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 
 // run runs spec as a foreground process of the sandbox and classifies the
 // outcome (see ExecStream).
-func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mode sandbox.Network, spec supervisor.Spec, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mode sandboxapi.Network, spec supervisor.Spec, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	out := procexec.NewOutput(req.OutputCap(), onChunk)
 	streams := [2]func([]byte){
 		func(b []byte) { _, _ = out.Stdout().Write(b) },
@@ -371,7 +372,7 @@ func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mod
 			if killCtx.Err() != nil {
 				return r.interrupted(out, killCtx, callerCtx, req)
 			}
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		oom := sb.cg.oomKills()
 		info, err := sb.client.Run(killCtx, spec, func(i int, b []byte) { streams[i](b) })
@@ -393,12 +394,12 @@ func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mod
 			continue
 		}
 		r.discard(sb)
-		return out.Result(-1), sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec %s: the runtime's sandbox failed", req.Cmd[0])
+		return out.Result(-1), sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "exec %s: the runtime's sandbox failed", req.Cmd[0])
 	}
 }
 
 // interrupted is the outcome of a command whose context ended first.
-func (r *Runtime) interrupted(out *procexec.Output, killCtx, callerCtx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (r *Runtime) interrupted(out *procexec.Output, killCtx, callerCtx context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	if callerCtx.Err() != nil {
 		return out.Interrupted(137, req.Cmd[0], callerCtx.Err())
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // IdleExit is how long a sandbox with no process, no record of one and no
@@ -46,7 +46,7 @@ const (
 // namespace.
 type sandboxProc struct {
 	client *supervisor.Client
-	mode   sandbox.Network
+	mode   sandboxapi.Network
 	layout string // layoutOf(cfg, mode)
 	base   string // cfg.base
 	// done is closed when bwrap exits; nil for a sandbox this process
@@ -80,7 +80,7 @@ func (p *Provider) ctlPath(id, suffix string) string { return filepath.Join(p.ct
 // modePath is a control file of the runtime's sandbox of network mode
 // (".sock" the control socket, ".log" the supervisor's stderr, ".pid" its
 // host pid and start time).
-func (p *Provider) modePath(id string, mode sandbox.Network, suffix string) string {
+func (p *Provider) modePath(id string, mode sandboxapi.Network, suffix string) string {
 	return p.ctlPath(id, "."+string(mode)+suffix)
 }
 
@@ -89,7 +89,7 @@ func (p *Provider) modePath(id string, mode sandbox.Network, suffix string) stri
 // built from another one are replaced, all together (they share a cgroup).
 func (p *Provider) baseLayoutOf(cfg sandboxConfig) string {
 	h := sha256.New()
-	for _, a := range p.args(cfg, nil, true, sandbox.NetworkNone) {
+	for _, a := range p.args(cfg, nil, true, sandboxapi.NetworkNone) {
 		h.Write([]byte(a))
 		h.Write([]byte{0})
 	}
@@ -99,7 +99,7 @@ func (p *Provider) baseLayoutOf(cfg sandboxConfig) string {
 }
 
 // layoutOf hashes the base layout and the sandbox of network mode.
-func (p *Provider) layoutOf(cfg sandboxConfig, mode sandbox.Network) string {
+func (p *Provider) layoutOf(cfg sandboxConfig, mode sandboxapi.Network) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s|%s|", cfg.base, mode)
 	for _, a := range p.args(cfg, nil, true, mode) {
@@ -112,14 +112,14 @@ func (p *Provider) layoutOf(cfg sandboxConfig, mode sandbox.Network) string {
 // startSandbox builds the sandbox of network mode of runtime id and waits
 // until its supervisor answers. shared is the runtime's cgroup when another
 // of its sandboxes runs (this one joins it), nil to create it. Errors wrap
-// sandbox.ErrRuntimeUnavailable (with bwrap's own message when it could not
+// sandboxapi.ErrRuntimeUnavailable (with bwrap's own message when it could not
 // build the sandbox).
-func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfig, mode sandbox.Network, shared *cgroup) (*sandboxProc, error) {
+func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfig, mode sandboxapi.Network, shared *cgroup) (*sandboxProc, error) {
 	layout := p.layoutOf(cfg, mode)
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	fail := func(format string, args ...any) (*sandboxProc, error) {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap: runtime %s: "+format, append([]any{id}, args...)...)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap: runtime %s: "+format, append([]any{id}, args...)...)
 	}
 	if cfg.egressDirOf(mode) != "" {
 		if err := p.attachEgress(id, cfg, mode); err != nil {
@@ -208,7 +208,7 @@ func (p *Provider) startSandbox(ctx context.Context, id string, cfg sandboxConfi
 // from bwrap's status (stR), the init and bwrap moved into the cgroup of
 // cj, the pid file written. A failure kills what was started and removes
 // a cgroup created for it; when bwrap itself failed, its error is its log
-// (sandbox.ErrRuntimeUnavailable).
+// (sandboxapi.ErrRuntimeUnavailable).
 func (p *Provider) bootSandbox(ctx context.Context, id string, cmd *exec.Cmd, sb *sandboxProc, stR *os.File, cj *cgroupJoin,
 	fail func(format string, args ...any) (*sandboxProc, error)) (*sandboxProc, error) {
 	mode := sb.mode
@@ -219,7 +219,7 @@ func (p *Provider) bootSandbox(ctx context.Context, id string, cmd *exec.Cmd, sb
 		}
 		msg, _ := os.ReadFile(p.modePath(id, mode, ".log"))
 		cj.remove()
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "bubblewrap could not build the %s sandbox of runtime %s: %s",
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "bubblewrap could not build the %s sandbox of runtime %s: %s",
 			mode, id, clipN(strings.TrimSpace(string(msg)), 400))
 	}
 	// bwrap reports the host pid of the sandbox's init first.
@@ -253,7 +253,7 @@ func (p *Provider) bootSandbox(ctx context.Context, id string, cmd *exec.Cmd, sb
 // the supervisor forwards to the egress socket. filterFD is the descriptor
 // of the seccomp filter (DeniedSyscalls), loaded last, so that it holds the
 // supervisor and every command.
-func (p *Provider) sandboxArgs(id string, cfg sandboxConfig, mode sandbox.Network, layout string, cj *cgroupJoin, filterFD int) []string {
+func (p *Provider) sandboxArgs(id string, cfg sandboxConfig, mode sandboxapi.Network, layout string, cj *cgroupJoin, filterFD int) []string {
 	args := p.args(cfg, nil, true, mode)
 	args = args[: len(args)-1 : len(args)-1] // before "--"
 	// Few threads: under a pids limit every thread counts.
@@ -264,7 +264,7 @@ func (p *Provider) sandboxArgs(id string, cfg sandboxConfig, mode sandbox.Networ
 		args = append(args, "--block-fd", "6")
 	}
 	args = append(args, "--", "/proc/self/fd/4", "serve", "--ctl-fd", "3", "--runtime", id, "--layout", layout,
-		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
+		"--buffer", strconv.Itoa(sandboxapi.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandboxapi.MaxProcesses),
 		"--idle-exit", IdleExit.String(), "--id-prefix", supervisor.IDPrefix(mode))
 	if cfg.egressDirOf(mode) != "" {
 		args = append(args, "--egress-socket", egressMount+"/"+egressSocket)
@@ -393,7 +393,7 @@ func readChildPid(r io.Reader) (int, error) {
 // attachSandbox returns the live sandbox of network mode of runtime id
 // started by an earlier worker when it answers for layout; one built from
 // another layout is shut down. nil when there is none.
-func (p *Provider) attachSandbox(ctx context.Context, id string, mode sandbox.Network, layout, base string, archive *supervisor.Archive) *sandboxProc {
+func (p *Provider) attachSandbox(ctx context.Context, id string, mode sandboxapi.Network, layout, base string, archive *supervisor.Archive) *sandboxProc {
 	sock := p.modePath(id, mode, ".sock")
 	if _, err := os.Lstat(sock); err != nil {
 		return nil
@@ -441,7 +441,7 @@ func (p *Provider) retireLegacy(ctx context.Context, id string, archive *supervi
 // or default) in its directory (cfg.egressDirOf; 0700, owned by the
 // sandbox's user) with cfg's allow-list: limited reaches only the list,
 // default every public destination besides (egress.Policy.AnyPublic).
-func (p *Provider) attachEgress(id string, cfg sandboxConfig, mode sandbox.Network) error {
+func (p *Provider) attachEgress(id string, cfg sandboxConfig, mode sandboxapi.Network) error {
 	dir := cfg.egressDirOf(mode)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
@@ -452,7 +452,7 @@ func (p *Provider) attachEgress(id string, cfg sandboxConfig, mode sandbox.Netwo
 		}
 	}
 	pol := egress.Policy{WorkspaceID: cfg.workspaceID, RuntimeID: id, Allow: cfg.allow}
-	if mode == sandbox.NetworkDefault {
+	if mode == sandboxapi.NetworkDefault {
 		pol.RuntimeID, pol.AnyPublic = id+defaultSuffix, true
 	}
 	return p.egress.Attach(pol, filepath.Join(dir, egressSocket))
@@ -461,15 +461,15 @@ func (p *Provider) attachEgress(id string, cfg sandboxConfig, mode sandbox.Netwo
 // detachEgress stops serving runtime id's egress endpoints of the modes
 // above keep (the widest mode the runtime's policy allows; "" or none:
 // every one) and removes their directories.
-func (p *Provider) detachEgress(id string, keep sandbox.Network) {
-	if p.egress == nil || sandbox.ValidateID("runtime id", id) != nil {
+func (p *Provider) detachEgress(id string, keep sandboxapi.Network) {
+	if p.egress == nil || sandboxapi.ValidateID("runtime id", id) != nil {
 		return
 	}
-	if keep != sandbox.NetworkLimited && keep != sandbox.NetworkDefault {
+	if keep != sandboxapi.NetworkLimited && keep != sandboxapi.NetworkDefault {
 		p.egress.Detach(id)
 		_ = os.RemoveAll(filepath.Join(p.egressRoot, id))
 	}
-	if keep != sandbox.NetworkDefault {
+	if keep != sandboxapi.NetworkDefault {
 		p.egress.Detach(id + defaultSuffix)
 		_ = os.RemoveAll(filepath.Join(p.egressRoot, id+defaultSuffix))
 	}
@@ -480,7 +480,7 @@ func (p *Provider) detachEgress(id string, keep sandbox.Network) {
 // ones, which go to archive (nil: dropped); then the sandbox ends. A
 // supervisor that does not answer is killed. It returns once the sandbox
 // is gone (bounded).
-func (p *Provider) shutdown(ctx context.Context, id string, mode sandbox.Network, sb *sandboxProc, archive *supervisor.Archive) {
+func (p *Provider) shutdown(ctx context.Context, id string, mode sandboxapi.Network, sb *sandboxProc, archive *supervisor.Archive) {
 	sctx, cancel := context.WithTimeout(ctx, stopGrace+5*time.Second)
 	defer cancel()
 	finals, err := sb.client.Shutdown(sctx, stopGrace)
@@ -509,7 +509,7 @@ func (p *Provider) shutdown(ctx context.Context, id string, mode sandbox.Network
 
 // killInit kills the init of the runtime's sandbox of network mode recorded
 // in its pid file when it is still the same process (pid and start time).
-func (p *Provider) killInit(id string, mode sandbox.Network) {
+func (p *Provider) killInit(id string, mode sandboxapi.Network) {
 	b, err := os.ReadFile(p.modePath(id, mode, ".pid"))
 	if err != nil {
 		return
@@ -552,7 +552,7 @@ func (p *Provider) removeControl(id string) {
 	for _, s := range []string{".sock", ".log", ".pid", ".archive", ".archive.tmp"} {
 		_ = os.Remove(p.ctlPath(id, s))
 	}
-	for _, m := range sandbox.NetworkModes {
+	for _, m := range sandboxapi.NetworkModes {
 		for _, s := range []string{".sock", ".log", ".pid"} {
 			_ = os.Remove(p.modePath(id, m, s))
 		}

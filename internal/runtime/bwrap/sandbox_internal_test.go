@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // after returns what follows the first "--" of args (the sandbox's command).
@@ -23,7 +24,7 @@ func TestSandboxArgs(t *testing.T) {
 	cfg := sandboxConfig{scratch: "/scratch/rt-1", workdir: "/workspace", cwd: "/workspace",
 		mounts: []bindMount{{src: "/srv/w", target: "/workspace", rw: true}}}
 
-	args := p.sandboxArgs("rt-1", cfg, sandbox.NetworkNone, "L1", &cgroupJoin{}, 6)
+	args := p.sandboxArgs("rt-1", cfg, sandboxapi.NetworkNone, "L1", &cgroupJoin{}, 6)
 	require.Equal(t, 1, slices.Index(args[slices.Index(args, "--json-status-fd"):], "5"), "bwrap's status on descriptor 5")
 	require.Equal(t, "6", args[slices.Index(args, "--seccomp")+1], "the seccomp filter on its descriptor")
 	require.Less(t, slices.Index(args, "--seccomp"), slices.Index(args, "--"))
@@ -45,7 +46,7 @@ func TestSandboxArgs(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	cj := &cgroupJoin{cg: &cgroup{}, blockR: r, blockW: w, files: []*os.File{r, w}}
-	args = p.sandboxArgs("rt-1", cfg, sandbox.NetworkLimited, "L2", cj, 9)
+	args = p.sandboxArgs("rt-1", cfg, sandboxapi.NetworkLimited, "L2", cj, 9)
 	i := slices.Index(args, "--block-fd")
 	require.Greater(t, i, 0)
 	require.Equal(t, "6", args[i+1])
@@ -65,7 +66,7 @@ func TestCgroupForWithoutLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, cj.cg, "no limits: no cgroup")
 	require.Nil(t, cj.blockR, "no cgroup: the shims do not block")
-	require.NotContains(t, p.sandboxArgs("rt-1", sandboxConfig{cwd: "/w"}, sandbox.NetworkNone, "L", cj, 6), "--block-fd")
+	require.NotContains(t, p.sandboxArgs("rt-1", sandboxConfig{cwd: "/w"}, sandboxapi.NetworkNone, "L", cj, 6), "--block-fd")
 }
 
 func TestDefaultLimits(t *testing.T) {

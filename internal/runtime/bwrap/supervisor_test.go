@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestMain lets the test binary act as a worker (TestProcessesSurviveWorkerKill).
@@ -186,7 +187,7 @@ func TestCancelAndTimeoutKillTheTreeWithinASecond(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := rt.Exec(cctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", escape, "sh", "c.pids"}, TimeoutS: 60})
+		_, err := rt.Exec(cctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", escape, "sh", "c.pids"}, TimeoutS: 60})
 		done <- err
 	}()
 	waitPids("c.pids")
@@ -201,7 +202,7 @@ func TestCancelAndTimeoutKillTheTreeWithinASecond(t *testing.T) {
 
 	// Timeout.
 	go func() {
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", escape, "sh", "t.pids"}, TimeoutS: 2})
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", escape, "sh", "t.pids"}, TimeoutS: 2})
 		if err == nil && !res.TimedOut {
 			err = os.ErrInvalid
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestRootWorkerSandboxIsUnprivileged: a root worker's sandbox of a
@@ -49,7 +49,7 @@ func TestRootWorkerSandboxIsUnprivileged(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sleep", token}, TimeoutS: 30})
+		_, _ = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sleep", token}, TimeoutS: 30})
 	}()
 	pid := findProcess(t, "sleep\x00"+token+"\x00", 10*time.Second)
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona/daytonafake/fake"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func benchRuntime(b *testing.B, srv *fake.Server, files int) (*Runtime, string) {
@@ -38,7 +38,7 @@ func BenchmarkDaytonaExecTrue(b *testing.B) {
 	rt, _ := benchRuntime(b, srv, 10)
 	b.Run("exec", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := rt.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+			if _, err := rt.Exec(context.Background(), sandboxapi.ExecRequest{Cmd: []string{"true"}}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -63,7 +63,7 @@ func BenchmarkReplicaSync(b *testing.B) {
 			for b.Loop() {
 				i++
 				_ = os.WriteFile(filepath.Join(dir, "d00", "f0000.txt"), []byte(fmt.Sprintf("change %d\n", i)), 0o644)
-				if _, err := rt.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+				if _, err := rt.Exec(context.Background(), sandboxapi.ExecRequest{Cmd: []string{"true"}}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -21,7 +21,7 @@
 // so with a snapshot they are dropped with a logged warning and the
 // snapshot's own sizes apply. Create is idempotent (a name conflict
 // adopts the existing sandbox when it carries this deployment's labels, and
-// is sandbox.ErrConflict otherwise). Start starts a stopped or archived
+// is sandboxapi.ErrConflict otherwise). Start starts a stopped or archived
 // sandbox, and recovers one in a recoverable error (Daytona refuses start
 // there); Stop (hibernate) first brings back what the sandbox changed
 // since the last command, then stops it; Destroy deletes it, after the same
@@ -45,7 +45,7 @@
 // refused for the organization's quota deletes up to three of this
 // deployment's least recently used stopped sandboxes that hold nothing the
 // host lacks (hibernated by Stop after a sync), waits until they are gone
-// and is tried once more; otherwise it fails with sandbox.ErrResourceLimit.
+// and is tried once more; otherwise it fails with sandboxapi.ErrResourceLimit.
 // Orphans and DeleteOrphan find and delete this deployment's sandboxes whose
 // workspace no longer exists (the eviction run, docs/API.md "Eviction").
 //
@@ -179,20 +179,20 @@ type Provider struct {
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
 
-// New returns a provider. Errors: sandbox.ErrInvalidArgument naming the
+// New returns a provider. Errors: sandboxapi.ErrInvalidArgument naming the
 // missing or malformed option (hostworker names the variable).
 func New(opts Options) (*Provider, error) {
 	if opts.APIURL == "" || (!strings.HasPrefix(opts.APIURL, "https://") && !strings.HasPrefix(opts.APIURL, "http://")) {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: the API URL must be an http(s) URL")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: the API URL must be an http(s) URL")
 	}
 	if opts.APIKey == "" {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: no API key")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: no API key")
 	}
 	if opts.Snapshot != "" && opts.Image != "" {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: set a snapshot or an image, not both")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: set a snapshot or an image, not both")
 	}
 	if opts.Deployment == "" || opts.StateDir == "" || opts.Git == nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: Deployment, StateDir and Git are required")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: Deployment, StateDir and Git are required")
 	}
 	if opts.AutoStopMinutes <= 0 {
 		opts.AutoStopMinutes = DefaultAutoStopMinutes
@@ -267,15 +267,15 @@ func (p *Provider) runtimeFor(id string) *Runtime {
 
 // Create returns the runtime of spec, creating its sandbox when missing and
 // waiting until it runs; the replica is synced on first use. Errors:
-// sandbox.ErrInvalidArgument (a spec without a workspace mount at its
-// workdir), sandbox.ErrConflict (the name belongs to a sandbox of another
+// sandboxapi.ErrInvalidArgument (a spec without a workspace mount at its
+// workdir), sandboxapi.ErrConflict (the name belongs to a sandbox of another
 // deployment), the kinds of mapErr.
 func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
 	if err := validID(spec.ID); err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(spec.Workdir, "/") {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: the workdir must be absolute")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: the workdir must be absolute")
 	}
 	rt := p.runtimeFor(spec.ID)
 	if err := rt.setSpec(spec); err != nil {
@@ -293,7 +293,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	return rt, nil
 }
 
-// Get returns an existing runtime or sandbox.ErrNotFound.
+// Get returns an existing runtime or sandboxapi.ErrNotFound.
 func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
 	if err := validID(id); err != nil {
 		return nil, err
@@ -303,7 +303,7 @@ func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) 
 		return nil, err
 	}
 	if sb == nil || runtimeState(sb.GetState()) == sandbox.RuntimeMissing {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "daytona: runtime %s does not exist", id)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "daytona: runtime %s does not exist", id)
 	}
 	rt := p.runtimeFor(id)
 	_ = rt.loadSpec()
@@ -406,14 +406,14 @@ func (p *Provider) getSandbox(ctx context.Context, id string) (*apiclient.Sandbo
 		sb, resp, err = p.api.SandboxAPI.GetSandbox(ctx, name).Execute()
 		return p.mapErr(ctx, resp, err, "get sandbox %s", name)
 	})
-	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+	if sandboxapi.KindOf(err) == sandboxapi.ErrNotFound {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	if l := sb.GetLabels(); l[LabelDeployment] != p.opts.Deployment || l[LabelManagedBy] != ManagedByValue || l[LabelRuntime] != id {
-		return nil, sandbox.Errorf(sandbox.ErrConflict, "daytona: a sandbox named %s exists but is not this deployment's runtime %s: it is left alone", name, id)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrConflict, "daytona: a sandbox named %s exists but is not this deployment's runtime %s: it is left alone", name, id)
 	}
 	return sb, nil
 }
@@ -453,7 +453,7 @@ const (
 )
 
 // createBody builds the create request of spec. Errors:
-// sandbox.ErrInvalidArgument for a "limited" allow-list longer than Daytona
+// sandboxapi.ErrInvalidArgument for a "limited" allow-list longer than Daytona
 // takes (MaxAllowNetworks, MaxAllowDomains).
 func (p *Provider) createBody(spec sandbox.RuntimeSpec) (apiclient.CreateSandbox, error) {
 	body := apiclient.NewCreateSandbox()
@@ -482,9 +482,9 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) (apiclient.CreateSandbox
 	body.SetAutoDeleteInterval(-1)
 	body.SetPublic(false)
 	switch procexec.RuntimeNetwork(spec) {
-	case sandbox.NetworkNone:
+	case sandboxapi.NetworkNone:
 		body.SetNetworkBlockAll(true)
-	case sandbox.NetworkLimited:
+	case sandboxapi.NetworkLimited:
 		ra, err := egress.ForRemote(spec.NetworkAllow)
 		if err != nil {
 			p.log.Warn("runtime allow-list not applied (no egress)", "id", spec.ID, "error", err)
@@ -640,7 +640,7 @@ func (p *Provider) deleteSandbox(ctx context.Context, id string) error {
 		_, resp, err := p.api.SandboxAPI.DeleteSandbox(ctx, name).Execute()
 		return p.mapErr(ctx, resp, err, "delete sandbox %s", name)
 	})
-	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+	if sandboxapi.KindOf(err) == sandboxapi.ErrNotFound {
 		return nil
 	}
 	return err
@@ -659,16 +659,16 @@ func (p *Provider) hibernatedClean(id string) bool {
 // RuntimeReplica returns the replica state of runtime id as this host
 // records it (Runtime.Replica; no call to Daytona), false when this host has
 // no state of that runtime (never created here, or destroyed).
-func (p *Provider) RuntimeReplica(id string) (sandbox.RuntimeReplica, bool) {
+func (p *Provider) RuntimeReplica(id string) (sandboxapi.RuntimeReplica, bool) {
 	if validID(id) != nil {
-		return sandbox.RuntimeReplica{}, false
+		return sandboxapi.RuntimeReplica{}, false
 	}
 	if _, err := os.Stat(filepath.Join(p.stateDir(id), replica.SpecFile)); err != nil {
-		return sandbox.RuntimeReplica{}, false
+		return sandboxapi.RuntimeReplica{}, false
 	}
 	rt := p.runtimeFor(id)
 	if err := rt.loadSpec(); err != nil {
-		return sandbox.RuntimeReplica{}, false
+		return sandboxapi.RuntimeReplica{}, false
 	}
 	return rt.Replica(), true
 }
@@ -703,7 +703,7 @@ func (p *Provider) Orphans(ctx context.Context, exists func(ctx context.Context,
 
 // DeleteOrphan deletes an orphan's sandbox and host state, without syncing
 // anything back (its workspace is gone: there is nothing to keep); a
-// missing sandbox is success. Errors: sandbox.ErrInvalidArgument (id),
+// missing sandbox is success. Errors: sandboxapi.ErrInvalidArgument (id),
 // mapErr's.
 func (p *Provider) DeleteOrphan(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
@@ -716,7 +716,7 @@ func (p *Provider) DeleteOrphan(ctx context.Context, id string) error {
 	delete(p.runtimes, id)
 	p.mu.Unlock()
 	if err := os.RemoveAll(p.stateDir(id)); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: remove the state of runtime %s", id)
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: remove the state of runtime %s", id)
 	}
 	return nil
 }
@@ -725,10 +725,10 @@ var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,53}$`)
 
 // validID checks a runtime id (it names the sandbox and a host directory;
 // at most 54 characters so that SandboxName stays within Daytona's 63):
-// sandbox.ErrInvalidArgument.
+// sandboxapi.ErrInvalidArgument.
 func validID(id string) error {
 	if !idRE.MatchString(id) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: runtime id %q is not a valid sandbox name", sandbox.Clip(id, 80))
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: runtime id %q is not a valid sandbox name", sandboxapi.Clip(id, 80))
 	}
 	return nil
 }

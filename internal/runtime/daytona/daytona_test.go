@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona/daytonafake/fake"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // newFake starts a fake Daytona for one test (skipped without Docker or the
@@ -134,16 +135,16 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 
 	srv.Inject(fake.Fault{Operation: "createSandbox", Status: 401})
 	_, err := p.Create(ctx, spec)
-	require.ErrorIs(t, err, sandbox.ErrUnauthorized)
+	require.ErrorIs(t, err, sandboxapi.ErrUnauthorized)
 	srv.Inject(fake.Fault{Operation: "createSandbox", Status: 429})
 	_, err = p.Create(ctx, spec)
-	require.ErrorIs(t, err, sandbox.ErrRateLimited)
+	require.ErrorIs(t, err, sandboxapi.ErrRateLimited)
 	srv.Inject(fake.Fault{Operation: "createSandbox", Status: 503, Times: 3})
 	_, err = p.Create(ctx, spec)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	srv.Inject(fake.Fault{Operation: "getSandbox", Status: 409})
 	_, err = p.Get(ctx, spec.ID)
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 
 	// A create whose answer is lost is adopted on the retry.
 	srv.Inject(fake.Fault{Operation: "createSandbox", Drop: true})
@@ -159,8 +160,8 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	// (Go's client itself retries an idempotent request once on a dropped
 	// connection: six drops outlast the adapter's three tries.)
 	srv.Inject(fake.Fault{Operation: "DownloadFile", Drop: true, Times: 6})
-	_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo two > two.txt"}, TimeoutS: 30})
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo two > two.txt"}, TimeoutS: 30})
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.NoFileExists(t, filepath.Join(wt, "two.txt"))
 	srv.ClearFaults()
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
@@ -178,19 +179,19 @@ func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
 	p := newProvider(t, srv, nil)
 	ctx := context.Background()
 	for _, tc := range []struct {
-		network sandbox.Network
+		network sandboxapi.Network
 		allow   []string
 		want    fake.SandboxNetwork
 	}{
-		{sandbox.NetworkLimited, []string{"registry.npmjs.org:443", "*.corp.example", "192.0.2.7:8080", "10.0.0.0/8", "169.254.0.0/16"},
+		{sandboxapi.NetworkLimited, []string{"registry.npmjs.org:443", "*.corp.example", "192.0.2.7:8080", "10.0.0.0/8", "169.254.0.0/16"},
 			fake.SandboxNetwork{NetworkAllowList: "192.0.2.7/32,10.0.0.0/8", DomainAllowList: "registry.npmjs.org,*.corp.example"}},
 		// Daytona takes IPv4 networks only (network-validation.util.ts:20-21):
 		// IPv6 entries are left out, and closed when nothing else is allowed.
-		{sandbox.NetworkLimited, []string{"[2001:db8::1]:443", "2001:db8::/32", "192.0.2.8", "example.org"},
+		{sandboxapi.NetworkLimited, []string{"[2001:db8::1]:443", "2001:db8::/32", "192.0.2.8", "example.org"},
 			fake.SandboxNetwork{NetworkAllowList: "192.0.2.8/32", DomainAllowList: "example.org"}},
-		{sandbox.NetworkLimited, []string{"2001:db8::/32"}, fake.SandboxNetwork{BlockAll: true}},
-		{sandbox.NetworkLimited, nil, fake.SandboxNetwork{BlockAll: true}},
-		{sandbox.NetworkNone, []string{"registry.npmjs.org"}, fake.SandboxNetwork{BlockAll: true}},
+		{sandboxapi.NetworkLimited, []string{"2001:db8::/32"}, fake.SandboxNetwork{BlockAll: true}},
+		{sandboxapi.NetworkLimited, nil, fake.SandboxNetwork{BlockAll: true}},
+		{sandboxapi.NetworkNone, []string{"registry.npmjs.org"}, fake.SandboxNetwork{BlockAll: true}},
 	} {
 		bare, wt := runtimetest.GitFixture(t)
 		spec := gitSpec(bare, wt)
@@ -202,11 +203,11 @@ func TestNetworkMapsOntoDaytonasLists(t *testing.T) {
 		got, ok := srv.Network(p.sandboxName(spec.ID))
 		require.True(t, ok)
 		require.Equal(t, tc.want, got, "%s %v", tc.network, tc.allow)
-		_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkDefault})
-		require.ErrorIs(t, err, sandbox.ErrCommandRejected)
-		if tc.network == sandbox.NetworkLimited {
-			_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkNone})
-			require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+		_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkDefault})
+		require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
+		if tc.network == sandboxapi.NetworkLimited {
+			_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkNone})
+			require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 			require.Contains(t, err.Error(), "applies the workspace's network policy (limited) to every command")
 			runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
 		}
@@ -233,7 +234,7 @@ func TestAllowListsLongerThanDaytonaTakes(t *testing.T) {
 	// sent and the rest left out (closed: stricter, never looser).
 	bare, wt := runtimetest.GitFixture(t)
 	spec := gitSpec(bare, wt)
-	spec.Network, spec.NetworkAllow = sandbox.NetworkLimited, append(slices.Clone(nets), doms...)
+	spec.Network, spec.NetworkAllow = sandboxapi.NetworkLimited, append(slices.Clone(nets), doms...)
 	_, err := p.Create(ctx, spec)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
@@ -343,8 +344,8 @@ func TestQuotaReclaimsStoppedReplicas(t *testing.T) {
 	require.Eventually(t, func() bool { st, _ := srv.SandboxState(p.sandboxName(oldSpec.ID)); return st == "stopped" }, 30*time.Second, 50*time.Millisecond)
 	lastSpec, lastWT := mk()
 	_, err = create(p, lastSpec)
-	require.ErrorIs(t, err, sandbox.ErrResourceLimit)
-	require.Contains(t, sandbox.Message(err), "no stopped replica of this deployment could be deleted")
+	require.ErrorIs(t, err, sandboxapi.ErrResourceLimit)
+	require.Contains(t, sandboxapi.Message(err), "no stopped replica of this deployment could be deleted")
 	st, _ = srv.SandboxState(p.sandboxName(oldSpec.ID))
 	require.Equal(t, "stopped", st, "an unsynced stopped sandbox is kept")
 	entries, err := os.ReadDir(lastWT)
@@ -428,7 +429,7 @@ func TestDeploymentsSharingAnOrganization(t *testing.T) {
 	require.NoError(t, a.DeleteOrphan(ctx, specA.ID))
 	st, _ := srv.SandboxState(b.sandboxName(specB.ID))
 	require.Equal(t, "started", st, "deleting host-a's runtime leaves host-b's")
-	require.ErrorIs(t, a.DeleteOrphan(ctx, "../../etc"), sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, a.DeleteOrphan(ctx, "../../etc"), sandboxapi.ErrInvalidArgument)
 }
 
 // TestHomeDirectoryAndNestedRepositories: the replica's bookkeeping lives in

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // mapErr is the one place Daytona's answers become sandbox error kinds
@@ -34,32 +35,32 @@ func (p *Provider) mapErr(ctx context.Context, resp *http.Response, err error, f
 	if resp == nil {
 		if ctx.Err() != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "daytona: %s", what)
+				return sandboxapi.Wrap(sandboxapi.ErrTimeout, ctx.Err(), "daytona: %s", what)
 			}
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, ctx.Err(), "daytona: %s", what)
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, ctx.Err(), "daytona: %s", what)
 		}
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: %s: %s", what, p.scrub(err.Error()))
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: %s: %s", what, p.scrub(err.Error()))
 	}
 	msg := p.scrub(errorMessage(err))
 	switch code := resp.StatusCode; {
 	case code == 401 || code == 403:
-		return sandbox.Errorf(sandbox.ErrUnauthorized, "daytona: %s: Daytona refused the API key (%d %s)", what, code, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrUnauthorized, "daytona: %s: Daytona refused the API key (%d %s)", what, code, msg)
 	case code == 404:
-		return sandbox.Errorf(sandbox.ErrNotFound, "daytona: %s: %s", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrNotFound, "daytona: %s: %s", what, msg)
 	case code == 409:
-		return sandbox.Errorf(sandbox.ErrConflict, "daytona: %s: %s", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "daytona: %s: %s", what, msg)
 	case code == 429:
-		e := sandbox.Errorf(sandbox.ErrRateLimited, "daytona: %s: rate limited (%s)", what, msg)
+		e := sandboxapi.Errorf(sandboxapi.ErrRateLimited, "daytona: %s: rate limited (%s)", what, msg)
 		if d, ok := retryAfter(resp); ok {
 			return sandbox.WithRetryAfter(e, d)
 		}
 		return e
 	case code == 400 && isQuota(msg):
-		return sandbox.Errorf(sandbox.ErrResourceLimit, "daytona: %s: %s", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "daytona: %s: %s", what, msg)
 	case code >= 500 || code == 408:
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: %s: %d %s", what, code, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: %s: %d %s", what, code, msg)
 	default:
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: %s: Daytona refused the request (%d %s)", what, code, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: %s: Daytona refused the request (%d %s)", what, code, msg)
 	}
 }
 
@@ -82,7 +83,7 @@ func errorMessage(err error) string {
 			switch v := m.Message.(type) {
 			case string:
 				if v != "" {
-					return sandbox.Clip(v, 300)
+					return sandboxapi.Clip(v, 300)
 				}
 			case []any:
 				var parts []string
@@ -92,21 +93,21 @@ func errorMessage(err error) string {
 					}
 				}
 				if len(parts) > 0 {
-					return sandbox.Clip(strings.Join(parts, ", "), 300)
+					return sandboxapi.Clip(strings.Join(parts, ", "), 300)
 				}
 			}
 			if m.Error != "" {
-				return sandbox.Clip(m.Error, 300)
+				return sandboxapi.Clip(m.Error, 300)
 			}
 		}
 		if s := strings.TrimSpace(string(b.Body())); s != "" {
-			return sandbox.Clip(s, 300)
+			return sandboxapi.Clip(s, 300)
 		}
 	}
 	if err == nil {
 		return ""
 	}
-	return sandbox.Clip(err.Error(), 300)
+	return sandboxapi.Clip(err.Error(), 300)
 }
 
 func retryAfter(resp *http.Response) (time.Duration, bool) {

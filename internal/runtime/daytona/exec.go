@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // A command runs in the sandbox as a detached wrapper (setsid) started by a
@@ -37,7 +38,7 @@ import (
 
 // script builds the wrapper of one exec (replica.Pass.CommandScript: the
 // head files are the live view the waiter reads).
-func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest) string {
+func (r *Runtime) script(p *replica.Pass, req sandboxapi.ExecRequest) string {
 	env := procexec.EnvList(procexec.BaseEnv(r.home()), r.specEnv(), req.Env)
 	return p.CommandScript("", false, env, req)
 }
@@ -52,7 +53,7 @@ func (r *Runtime) specEnv() map[string]string {
 }
 
 // Exec runs one command (ExecStream without streaming).
-func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (r *Runtime) Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	return r.ExecStream(ctx, req, nil)
 }
 
@@ -68,15 +69,15 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // the sandbox. Output caps as on every runtime (head and tail, Truncated,
 // full counts).
 //
-// Errors: sandbox.ErrInvalidArgument (a bad request: nothing runs; a cwd
+// Errors: sandboxapi.ErrInvalidArgument (a bad request: nothing runs; a cwd
 // that is missing, not a directory or leads out of the workdir in the
-// sandbox); sandbox.ErrRuntimeUnavailable (Daytona or the sandbox failed;
+// sandbox); sandboxapi.ErrRuntimeUnavailable (Daytona or the sandbox failed;
 // wrapping context.Canceled when ctx was cancelled: the command is killed
-// and what it changed is still synced back); sandbox.ErrTimeout (ctx's
+// and what it changed is still synced back); sandboxapi.ErrTimeout (ctx's
 // deadline); the kinds of mapErr.
-func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	if err := runspec.ValidateExec(req); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	if strings.HasPrefix(req.Cmd[0], "-") {
 		out := procexec.NewOutput(req.OutputCap(), onChunk)
@@ -85,13 +86,13 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 	_ = r.loadSpec()
 	rep := r.replica()
 	if rep == nil {
-		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "daytona: runtime %s has no workspace (create it with its spec)", r.id)
+		return sandboxapi.ExecResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: runtime %s has no workspace (create it with its spec)", r.id)
 	}
 	r.mu.Lock()
 	spec := r.spec
 	r.mu.Unlock()
 	if err := procexec.SingleNetwork(Kind, "exec", spec, req.Network); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	return rep.RunCommand(ctx, replica.Command{
 		Kind: Kind, Runtime: r.id, Log: r.p.log,
@@ -102,7 +103,7 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 			_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
 			return nil
 		},
-		RunPass: func(ctx context.Context, p *replica.Pass) (sandbox.ExecResult, replica.Outcome, error) {
+		RunPass: func(ctx context.Context, p *replica.Pass) (sandboxapi.ExecResult, replica.Outcome, error) {
 			return r.execPass(ctx, p, req, onChunk)
 		},
 		Transport: func() replica.Transport { return r.transport(rep) },
@@ -111,10 +112,10 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 
 // execPass runs one pass with the command in it: its inputs uploaded, the
 // wrapper launched and waited for, its result collected.
-func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, replica.Outcome, error) {
+func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, replica.Outcome, error) {
 	start := time.Now()
 	if err := r.uploadInputs(ctx, p, req.Stdin); err != nil {
-		return sandbox.ExecResult{}, replica.Applied, err
+		return sandboxapi.ExecResult{}, replica.Applied, err
 	}
 	script := r.script(p, req)
 	r.mu.Lock()
@@ -124,7 +125,7 @@ func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandbox.Exe
 	st := replica.NewStream(onChunk)
 	cancelled, err := r.await(ctx, p.Dir(), script, prev, st, req.Timeout())
 	if err != nil {
-		return sandbox.ExecResult{}, replica.Applied, err
+		return sandboxapi.ExecResult{}, replica.Applied, err
 	}
 	dctx := ctx
 	if cancelled {
@@ -150,7 +151,7 @@ func (r *Runtime) execPass(ctx context.Context, p *replica.Pass, req sandbox.Exe
 
 // uploadInputs uploads the parts of pass p and, when stdin is not nil, the
 // command's stdin to $P/stdin.
-// Errors: sandbox.ErrRuntimeUnavailable (a temp file); those of upload.
+// Errors: sandboxapi.ErrRuntimeUnavailable (a temp file); those of upload.
 func (r *Runtime) uploadInputs(ctx context.Context, p *replica.Pass, stdin []byte) error {
 	for _, part := range p.Parts() {
 		if err := r.upload(ctx, part.Local, part.Remote); err != nil {
@@ -162,13 +163,13 @@ func (r *Runtime) uploadInputs(ctx context.Context, p *replica.Pass, stdin []byt
 	}
 	f, err := os.CreateTemp("", "sandboxcore-stdin-")
 	if err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: stdin")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: stdin")
 	}
 	_, werr := f.Write(stdin)
 	f.Close()
 	defer os.Remove(f.Name())
 	if werr != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, werr, "daytona: stdin")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, werr, "daytona: stdin")
 	}
 	return r.upload(ctx, f.Name(), path.Join(p.Dir(), "stdin"))
 }
@@ -178,7 +179,7 @@ func (r *Runtime) uploadInputs(ctx context.Context, p *replica.Pass, stdin []byt
 // and waited for on a fresh context; cancelled then reports it. The
 // command's own timeout is enforced in the sandbox; the host gives up only
 // two minutes after it (a sandbox that stopped answering).
-// Errors: sandbox.ErrRuntimeUnavailable (that give-up); those of launch and
+// Errors: sandboxapi.ErrRuntimeUnavailable (that give-up); those of launch and
 // wait, through gone.
 func (r *Runtime) await(ctx context.Context, dir, script, prev string, st *replica.Stream, timeout time.Duration) (cancelled bool, err error) {
 	hostLimit := time.Now().Add(timeout + 2*time.Minute)
@@ -194,7 +195,7 @@ func (r *Runtime) await(ctx context.Context, dir, script, prev string, st *repli
 			r.cancel(dir)
 		}
 		if time.Now().After(hostLimit) {
-			return cancelled, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s: the command did not finish %v after its timeout", r.id, 2*time.Minute)
+			return cancelled, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: runtime %s: the command did not finish %v after its timeout", r.id, 2*time.Minute)
 		}
 		wctx := ctx
 		if cancelled {
@@ -222,10 +223,10 @@ func (r *Runtime) gone(ctx context.Context, err error) error {
 	}
 	sb, gerr := r.p.getSandbox(ctx, r.id)
 	if gerr == nil && (sb == nil || runtimeState(sb.GetState()) == sandbox.RuntimeMissing) {
-		return sandbox.Wrap(sandbox.ErrNotFound, err, "daytona: runtime %s vanished under the command", r.id)
+		return sandboxapi.Wrap(sandboxapi.ErrNotFound, err, "daytona: runtime %s vanished under the command", r.id)
 	}
 	if gerr == nil && runtimeState(sb.GetState()) != sandbox.RuntimeRunning {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: runtime %s is %s: the command was interrupted", r.id, sb.GetState())
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: runtime %s is %s: the command was interrupted", r.id, sb.GetState())
 	}
 	return err
 }
@@ -285,7 +286,7 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *replica.Strea
 	err := r.p.retry(ctx, "execute in "+r.id, func(cctx context.Context) error {
 		tb, _ := r.client()
 		if tb == nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
 		}
 		c, cancel := context.WithTimeout(ctx, r.p.opts.WaitSlice+30*time.Second)
 		defer cancel()
@@ -300,7 +301,7 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *replica.Strea
 		return false, err
 	}
 	if res.GetExitCode() != 0 {
-		return false, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: the command's launcher failed (%d): %s", res.GetExitCode(), sandbox.Clip(r.p.scrub(res.GetResult()), 300))
+		return false, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: the command's launcher failed (%d): %s", res.GetExitCode(), sandboxapi.Clip(r.p.scrub(res.GetResult()), 300))
 	}
 	sc := bufio.NewScanner(strings.NewReader(res.GetResult()))
 	sc.Buffer(make([]byte, 1<<20), 4<<20)
@@ -320,7 +321,7 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *replica.Strea
 		}
 	}
 	if state == "" {
-		return false, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: no answer from the command's waiter")
+		return false, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: no answer from the command's waiter")
 	}
 	st.Live(o, e)
 	return state == "done", nil
@@ -342,7 +343,7 @@ func (r *Runtime) run(ctx context.Context, script string) (int, []byte, error) {
 	err := r.p.retry(ctx, "execute in "+r.id, func(cctx context.Context) error {
 		tb, _ := r.client()
 		if tb == nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
 		}
 		body := toolbox.NewExecuteRequest(script)
 		body.SetTimeout(50)
@@ -362,11 +363,11 @@ func (r *Runtime) upload(ctx context.Context, local, remote string) error {
 	return r.p.retry(ctx, "upload to "+r.id, func(cctx context.Context) error {
 		tb, _ := r.client()
 		if tb == nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
 		}
 		f, err := os.Open(local)
 		if err != nil {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: upload")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: upload")
 		}
 		_, resp, err := tb.FileSystemAPI.UploadFile(cctx).Path(remote).File(f).Execute()
 		return r.p.mapErr(cctx, resp, err, "upload to %s", r.id)
@@ -378,7 +379,7 @@ func (r *Runtime) download(ctx context.Context, remote, local string, limit int6
 	return r.p.retry(ctx, "download from "+r.id, func(cctx context.Context) error {
 		tb, _ := r.client()
 		if tb == nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
 		}
 		f, resp, err := tb.FileSystemAPI.DownloadFile(cctx).Path(remote).Execute()
 		if f != nil {
@@ -389,21 +390,21 @@ func (r *Runtime) download(ctx context.Context, remote, local string, limit int6
 			return err
 		}
 		if f == nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: empty download")
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: empty download")
 		}
 		out, err := os.Create(local)
 		if err != nil {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: download")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: download")
 		}
 		n, err := io.Copy(out, io.LimitReader(f, limit+1))
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: download")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: download")
 		}
 		if n > limit {
-			return sandbox.Errorf(sandbox.ErrResourceLimit, "daytona: %s exceeds %d bytes", remote, limit)
+			return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "daytona: %s exceeds %d bytes", remote, limit)
 		}
 		return nil
 	})
@@ -445,7 +446,7 @@ func (t toolboxTransport) Run(ctx context.Context, script string) (int, []byte, 
 	first, rest, _ := bytes.Cut(out, []byte("\n"))
 	n, perr := strconv.Atoi(strings.TrimSpace(string(first)))
 	if perr != nil {
-		return 0, nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: the sync script left no exit status")
+		return 0, nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: the sync script left no exit status")
 	}
 	return n, rest, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Runtime is one Daytona runtime. One handle exists per runtime id and
@@ -83,13 +84,13 @@ func (r *Runtime) replica() *replica.Replica {
 // Recreated > 0 means its sandbox vanished and was rebuilt from the
 // workspace; NotSynced names nested git repositories left in the sandbox.
 // It reads host state only (no call to Daytona).
-func (r *Runtime) Replica() sandbox.RuntimeReplica {
+func (r *Runtime) Replica() sandboxapi.RuntimeReplica {
 	rep := r.replica()
 	if rep == nil {
-		return sandbox.RuntimeReplica{}
+		return sandboxapi.RuntimeReplica{}
 	}
 	st := rep.Status()
-	out := sandbox.RuntimeReplica{Recreated: st.Recreated, Synced: st.Synced, Files: st.Files, NotSynced: st.NotSynced}
+	out := sandboxapi.RuntimeReplica{Recreated: st.Recreated, Synced: st.Synced, Files: st.Files, NotSynced: st.NotSynced}
 	if !st.RecreatedAt.IsZero() {
 		at := st.RecreatedAt
 		out.LastRecreatedAt = &at
@@ -112,7 +113,7 @@ func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
 
 // Start starts the sandbox (stopped or archived ones too) and waits until it
 // runs; a vanished one is created again when the spec is known, else
-// sandbox.ErrNotFound.
+// sandboxapi.ErrNotFound.
 func (r *Runtime) Start(ctx context.Context) error {
 	_ = r.loadSpec()
 	_, err := r.ensure(ctx)
@@ -154,7 +155,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		_, resp, err := r.p.api.SandboxAPI.StopSandbox(ctx, r.p.sandboxName(r.id)).Execute()
 		return r.p.mapErr(ctx, resp, err, "stop sandbox %s", r.id)
 	})
-	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+	if sandboxapi.KindOf(err) == sandboxapi.ErrNotFound {
 		return nil
 	}
 	if err != nil {
@@ -201,7 +202,7 @@ func (r *Runtime) destroy(ctx context.Context) error {
 		}
 	}
 	if err := os.RemoveAll(r.p.stateDir(r.id)); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "daytona: remove the state of runtime %s", r.id)
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: remove the state of runtime %s", r.id)
 	}
 	return nil
 }
@@ -245,7 +246,7 @@ func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
 					_, resp, err := r.p.api.SandboxAPI.StartSandbox(ctx, r.p.sandboxName(r.id)).Execute()
 					return r.p.mapErr(ctx, resp, err, "start sandbox %s", r.id)
 				})
-				if err != nil && sandbox.KindOf(err) != sandbox.ErrConflict {
+				if err != nil && sandboxapi.KindOf(err) != sandboxapi.ErrConflict {
 					return nil, err
 				}
 			}
@@ -255,7 +256,7 @@ func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
 			// sandbox.service.ts:164-168, 2060, v0.190.0); recover takes a
 			// recoverable one in error back to started (2242-2281).
 			if attempt == 0 && sb.GetRecoverable() && sb.GetState() == apiclient.SANDBOXSTATE_ERROR {
-				r.p.log.Warn("daytona: recovering a sandbox in error", "runtime", r.id, "reason", sandbox.Clip(sb.GetErrorReason(), 300))
+				r.p.log.Warn("daytona: recovering a sandbox in error", "runtime", r.id, "reason", sandboxapi.Clip(sb.GetErrorReason(), 300))
 				err := r.p.retry(ctx, "recover sandbox "+r.id, func(ctx context.Context) error {
 					_, resp, err := r.p.api.SandboxAPI.RecoverSandbox(ctx, r.p.sandboxName(r.id)).Execute()
 					return r.p.mapErr(ctx, resp, err, "recover sandbox %s", r.id)
@@ -264,10 +265,10 @@ func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
 					break
 				}
 			}
-			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: sandbox %s is in state %s: %s", r.id, sb.GetState(), sandbox.Clip(sb.GetErrorReason(), 300))
+			return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: sandbox %s is in state %s: %s", r.id, sb.GetState(), sandboxapi.Clip(sb.GetErrorReason(), 300))
 		}
 		if attempt > 3 {
-			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: sandbox %s does not start (state %s)", r.id, sb.GetState())
+			return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: sandbox %s does not start (state %s)", r.id, sb.GetState())
 		}
 		if sb, err = r.waitStable(ctx, true); err != nil {
 			return nil, err
@@ -288,7 +289,7 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 	spec, rep := r.spec, r.rep
 	r.mu.Unlock()
 	if spec == nil {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "daytona: runtime %s does not exist", r.id)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "daytona: runtime %s does not exist", r.id)
 	}
 	body, err := r.p.createBody(*spec)
 	if err != nil {
@@ -304,19 +305,19 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 		})
 	}
 	err = do()
-	if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
+	if sandboxapi.KindOf(err) == sandboxapi.ErrResourceLimit {
 		n := r.p.reclaim(ctx, r.id, reclaimAtMost)
 		if n > 0 {
 			err = do()
 		}
-		if sandbox.KindOf(err) == sandbox.ErrResourceLimit {
+		if sandboxapi.KindOf(err) == sandboxapi.ErrResourceLimit {
 			if n == 0 {
-				return nil, sandbox.Wrap(sandbox.ErrResourceLimit, err, "daytona: no room for runtime %s, and no stopped replica of this deployment could be deleted", r.id)
+				return nil, sandboxapi.Wrap(sandboxapi.ErrResourceLimit, err, "daytona: no room for runtime %s, and no stopped replica of this deployment could be deleted", r.id)
 			}
-			return nil, sandbox.Wrap(sandbox.ErrResourceLimit, err, "daytona: no room for runtime %s, even after deleting %d stopped replicas of this deployment", r.id, n)
+			return nil, sandboxapi.Wrap(sandboxapi.ErrResourceLimit, err, "daytona: no room for runtime %s, even after deleting %d stopped replicas of this deployment", r.id, n)
 		}
 	}
-	if sandbox.KindOf(err) == sandbox.ErrConflict {
+	if sandboxapi.KindOf(err) == sandboxapi.ErrConflict {
 		// Created meanwhile (a retried create whose answer was lost, another
 		// worker): adopt it when it is ours.
 		existing, gerr := r.p.getSandbox(ctx, r.id)
@@ -358,7 +359,7 @@ func (r *Runtime) waitStable(ctx context.Context, startOK bool) (*apiclient.Sand
 			return nil, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, sandbox.Errorf(sandbox.ErrTimeout, "daytona: sandbox %s stayed %s for %v", r.id, sb.GetState(), readyTimeout)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrTimeout, "daytona: sandbox %s stayed %s for %v", r.id, sb.GetState(), readyTimeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -384,7 +385,7 @@ func (r *Runtime) waitGone(ctx context.Context) (bool, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return false, sandbox.Errorf(sandbox.ErrTimeout, "daytona: sandbox %s is not deleted", r.id)
+	return false, sandboxapi.Errorf(sandboxapi.ErrTimeout, "daytona: sandbox %s is not deleted", r.id)
 }
 
 // cacheSandbox keeps the sandbox's id and toolbox client and, once per
@@ -415,7 +416,7 @@ func (r *Runtime) cacheSandbox(ctx context.Context, sb *apiclient.Sandbox) error
 		return nil
 	})
 	switch {
-	case sandbox.KindOf(err) == sandbox.ErrNotFound:
+	case sandboxapi.KindOf(err) == sandboxapi.ErrNotFound:
 		home = conventionalHome(sb.GetUser())
 		r.p.log.Debug("daytona: the toolbox has no user-home-dir endpoint; assuming Daytona's convention", "runtime", r.id, "home", home)
 	case err != nil:
@@ -423,7 +424,7 @@ func (r *Runtime) cacheSandbox(ctx context.Context, sb *apiclient.Sandbox) error
 	}
 	home = path.Clean(home)
 	if !path.IsAbs(home) || home == "/" || strings.ContainsAny(home, "\x00\n") {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "daytona: sandbox %s reports an unusable home directory %q", r.id, sandbox.Clip(home, 100))
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: sandbox %s reports an unusable home directory %q", r.id, sandboxapi.Clip(home, 100))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

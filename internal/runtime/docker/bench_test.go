@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Benchmarks for `make bench` (: Docker exec overhead
@@ -22,13 +23,13 @@ func benchRuntime(b *testing.B) (context.Context, sandbox.Runtime, string) {
 	ctx := context.Background()
 	p := newProvider(b)
 	spec := specFor(b.TempDir())
-	spec.Network = sandbox.NetworkNone
+	spec.Network = sandboxapi.NetworkNone
 	rt, err := p.Create(ctx, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
-	if _, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+	if _, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}}); err != nil {
 		b.Fatal(err)
 	}
 	return ctx, rt, docker.ContainerName(spec.ID)
@@ -40,7 +41,7 @@ func BenchmarkDockerExecTrue(b *testing.B) {
 	ctx, rt, _ := benchRuntime(b)
 	b.ResetTimer()
 	for b.Loop() {
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("exec: %v %+v", err, res)
 		}
@@ -99,7 +100,7 @@ func BenchmarkDockerResumeAfterHibernate(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("exec: %v %+v", err, res)
 		}

@@ -14,7 +14,7 @@
 // from the same spec (LabelSpecHash) is reused as it is, one built from a
 // different spec is replaced, a concurrent create conflict reuses the winner's
 // container, and a container of that name that sandboxcore does not manage is
-// never touched (sandbox.ErrConflict). The container's main process, under
+// never touched (sandboxapi.ErrConflict). The container's main process, under
 // Docker's init (HostConfig.Init), is the runtime's supervisor
 // (internal/runtime/supervisor: the static sandbox-supervisor binary,
 // bind-mounted read-only at SupervisorPath from Options.StateDir), which
@@ -122,6 +122,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Kind is the RuntimeProvider kind string of this backend.
@@ -228,8 +229,8 @@ var _ sandbox.RuntimeProvider = (*Provider)(nil)
 
 // New connects to the Docker daemon (API version negotiated with it) and
 // checks that it answers and, when Options.Image is set, that the image is
-// present. Errors wrap sandbox.ErrRuntimeUnavailable when the daemon cannot
-// be reached (or Options.Host is malformed), and sandbox.ErrNotFound, naming
+// present. Errors wrap sandboxapi.ErrRuntimeUnavailable when the daemon cannot
+// be reached (or Options.Host is malformed), and sandboxapi.ErrNotFound, naming
 // the image, when the image is missing.
 func New(ctx context.Context, opts Options) (*Provider, error) {
 	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
@@ -238,7 +239,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	cli, err := client.NewClientWithOpts(copts...)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: client for %q: %v", opts.Host, err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: client for %q: %v", opts.Host, err)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -259,7 +260,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	defer cancel()
 	if _, err := cli.Ping(pctx); err != nil {
 		_ = cli.Close()
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: the daemon at %s does not answer: %v", p.host, err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: the daemon at %s does not answer: %v", p.host, err)
 	}
 	if opts.Image != "" {
 		if err := p.checkImage(pctx, opts.Image); err != nil {
@@ -308,10 +309,10 @@ func ContainerName(id string) string { return ContainerPrefix + id }
 // existing directory, and only absolute mount sources and targets; a mount
 // whose Target equals its Source is bound at the symlink-free path (git
 // records resolved paths in a worktree's ".git" file). Errors wrap
-// sandbox.ErrInvalidArgument for a malformed spec, sandbox.ErrNotFound naming
-// the image when the daemon does not have it, sandbox.ErrConflict when a
+// sandboxapi.ErrInvalidArgument for a malformed spec, sandboxapi.ErrNotFound naming
+// the image when the daemon does not have it, sandboxapi.ErrConflict when a
 // container of that name is not managed by sandboxcore, and
-// sandbox.ErrRuntimeUnavailable when the daemon fails or cannot be reached.
+// sandboxapi.ErrRuntimeUnavailable when the daemon fails or cannot be reached.
 func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
 	b, err := p.build(spec, "")
 	if err != nil {
@@ -347,7 +348,7 @@ func (p *Provider) createMain(ctx context.Context, spec sandbox.RuntimeSpec, b *
 				return p.handle(spec.ID, b.root, b.workdir, &spec), false, nil
 			}
 			if attempt >= 2 {
-				return nil, false, sandbox.Errorf(sandbox.ErrConflict, "docker: container %s keeps changing under a concurrent create", name)
+				return nil, false, sandboxapi.Errorf(sandboxapi.ErrConflict, "docker: container %s keeps changing under a concurrent create", name)
 			}
 			p.log.Info("replacing a runtime container built from another spec", "id", spec.ID, "container", name)
 			p.dropClient(spec.ID)
@@ -376,12 +377,12 @@ func (p *Provider) createMain(ctx context.Context, spec sandbox.RuntimeSpec, b *
 	}
 }
 
-// Get returns the runtime with id, or an error wrapping sandbox.ErrNotFound
-// when no sandboxcore container of that name exists (sandbox.ErrConflict for a
-// foreign container, sandbox.ErrRuntimeUnavailable when the daemon fails).
+// Get returns the runtime with id, or an error wrapping sandboxapi.ErrNotFound
+// when no sandboxcore container of that name exists (sandboxapi.ErrConflict for a
+// foreign container, sandboxapi.ErrRuntimeUnavailable when the daemon fails).
 func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
-	if err := sandbox.ValidateID("runtime id", id); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %q not found", clip(id))
+	if err := sandboxapi.ValidateID("runtime id", id); err != nil {
+		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "runtime %q not found", clip(id))
 	}
 	info, err := p.cli.ContainerInspect(ctx, ContainerName(id))
 	if err != nil {
@@ -433,10 +434,10 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbo
 // Destroy removes the runtime's container (killing its commands); a missing
 // one is success. It never touches the workspace or any other mount source
 // (docs/DESIGN.md "Rules").
-// Errors wrap sandbox.ErrConflict for a container sandboxcore does not manage
-// and sandbox.ErrRuntimeUnavailable when the daemon fails.
+// Errors wrap sandboxapi.ErrConflict for a container sandboxcore does not manage
+// and sandboxapi.ErrRuntimeUnavailable when the daemon fails.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
-	if sandbox.ValidateID("runtime id", id) != nil {
+	if sandboxapi.ValidateID("runtime id", id) != nil {
 		return nil // no such container can exist
 	}
 	name := ContainerName(id)
@@ -487,7 +488,7 @@ func (p *Provider) awaitRemoved(ctx context.Context, name string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: container %s is still being removed after %s", name, removeWait)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: container %s is still being removed after %s", name, removeWait)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -503,7 +504,7 @@ func (p *Provider) handle(id, root, workdir string, spec *sandbox.RuntimeSpec) *
 // ours refuses a container that sandboxcore did not create for runtime id.
 func ours(cfg *container.Config, id string) error {
 	if cfg == nil || cfg.Labels[LabelManagedBy] != ManagedByValue || cfg.Labels[LabelRuntime] != id {
-		return sandbox.Errorf(sandbox.ErrConflict, "docker: container %s exists but is not a sandboxcore runtime (labels %s=%s, %s=%s missing): it is left alone",
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "docker: container %s exists but is not a sandboxcore runtime (labels %s=%s, %s=%s missing): it is left alone",
 			ContainerName(id), LabelManagedBy, ManagedByValue, LabelRuntime, id)
 	}
 	return nil
@@ -511,18 +512,18 @@ func ours(cfg *container.Config, id string) error {
 
 // modeContainers lists runtime id's containers of other network modes
 // (name → mode).
-func (p *Provider) modeContainers(ctx context.Context, id string) (map[string]sandbox.Network, error) {
+func (p *Provider) modeContainers(ctx context.Context, id string) (map[string]sandboxapi.Network, error) {
 	f := filters.NewArgs(filters.Arg("label", LabelManagedBy+"="+ManagedByValue), filters.Arg("label", LabelRuntime+"="+id))
 	cs, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, p.mapErr(err, "list containers of runtime %s", id)
 	}
-	out := map[string]sandbox.Network{}
+	out := map[string]sandboxapi.Network{}
 	for _, c := range cs {
 		for _, n := range c.Names {
 			n = strings.TrimPrefix(n, "/")
-			if mode, ok := strings.CutPrefix(n, ContainerName(id)+"."); ok && sandbox.Network(mode).Valid() && c.Labels[LabelNetwork] == mode {
-				out[n] = sandbox.Network(mode)
+			if mode, ok := strings.CutPrefix(n, ContainerName(id)+"."); ok && sandboxapi.Network(mode).Valid() && c.Labels[LabelNetwork] == mode {
+				out[n] = sandboxapi.Network(mode)
 			}
 		}
 	}
@@ -559,13 +560,13 @@ const defaultSuffix = ".default"
 
 // egressDirOf is the egress directory runtime id's container of network
 // mode mounts: limited's or default's; "" for none or without a proxy.
-func (p *Provider) egressDirOf(id string, mode sandbox.Network) string {
+func (p *Provider) egressDirOf(id string, mode sandboxapi.Network) string {
 	switch {
 	case p.egress == nil:
 		return ""
-	case mode == sandbox.NetworkLimited:
+	case mode == sandboxapi.NetworkLimited:
 		return p.egressDir(id)
-	case mode == sandbox.NetworkDefault:
+	case mode == sandboxapi.NetworkDefault:
 		return p.egressDir(id + defaultSuffix)
 	}
 	return ""
@@ -580,9 +581,9 @@ func (p *Provider) attachEgress(spec sandbox.RuntimeSpec, b *built) error {
 		return nil
 	}
 	rules, _ := egress.ParseRules(spec.NetworkAllow) // checked by build
-	for _, mode := range []sandbox.Network{sandbox.NetworkLimited, sandbox.NetworkDefault} {
+	for _, mode := range []sandboxapi.Network{sandboxapi.NetworkLimited, sandboxapi.NetworkDefault} {
 		name, dir := spec.ID, p.egressDirOf(spec.ID, mode)
-		if mode == sandbox.NetworkDefault {
+		if mode == sandboxapi.NetworkDefault {
 			name += defaultSuffix
 		}
 		if !mode.Within(b.policy) {
@@ -591,19 +592,19 @@ func (p *Provider) attachEgress(spec sandbox.RuntimeSpec, b *built) error {
 			continue
 		}
 		if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
 		}
 		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
 		}
 		if os.Geteuid() == 0 {
 			if err := os.Chown(dir, int(b.uid), int(b.gid)); err != nil {
-				return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
+				return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: egress directory: %v", err)
 			}
 		}
-		pol := egress.Policy{WorkspaceID: spec.WorkspaceID, RuntimeID: name, Allow: rules, AnyPublic: mode == sandbox.NetworkDefault}
+		pol := egress.Policy{WorkspaceID: spec.WorkspaceID, RuntimeID: name, Allow: rules, AnyPublic: mode == sandboxapi.NetworkDefault}
 		if err := p.egress.Attach(pol, filepath.Join(dir, egressSocket)); err != nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: runtime %s: egress proxy: %v", spec.ID, err)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: runtime %s: egress proxy: %v", spec.ID, err)
 		}
 	}
 	return nil
@@ -628,7 +629,7 @@ func (p *Provider) HasImage(ctx context.Context, ref string) (bool, error) {
 	switch err := p.checkImage(ctx, ref); {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, sandbox.ErrNotFound):
+	case errors.Is(err, sandboxapi.ErrNotFound):
 		return false, nil
 	default:
 		return false, err
@@ -646,7 +647,7 @@ func (p *Provider) checkImage(ctx context.Context, image string) error {
 }
 
 func (p *Provider) imageError(image string, err error) error {
-	return sandbox.Errorf(sandbox.ErrNotFound, "docker: image %q is not present on the daemon at %s (images are never pulled: build or load it first, e.g. .ci/test-image.sh): %v", image, p.host, err)
+	return sandboxapi.Errorf(sandboxapi.ErrNotFound, "docker: image %q is not present on the daemon at %s (images are never pulled: build or load it first, e.g. .ci/test-image.sh): %v", image, p.host, err)
 }
 
 // mapErr wraps a daemon error in the sandbox kind that fits it.
@@ -654,17 +655,17 @@ func (p *Provider) mapErr(err error, format string, args ...any) error {
 	msg := "docker: " + fmt.Sprintf(format, args...)
 	switch {
 	case client.IsErrConnectionFailed(err):
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s: the daemon at %s cannot be reached", msg, p.host)
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "%s: the daemon at %s cannot be reached", msg, p.host)
 	case errors.Is(err, context.DeadlineExceeded):
-		return sandbox.Wrap(sandbox.ErrTimeout, err, "%s", msg)
+		return sandboxapi.Wrap(sandboxapi.ErrTimeout, err, "%s", msg)
 	case errors.Is(err, context.Canceled):
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s", msg)
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "%s", msg)
 	case cerrdefs.IsNotFound(err):
-		return sandbox.Wrap(sandbox.ErrNotFound, err, "%s", msg)
+		return sandboxapi.Wrap(sandboxapi.ErrNotFound, err, "%s", msg)
 	case cerrdefs.IsConflict(err):
-		return sandbox.Wrap(sandbox.ErrConflict, err, "%s", msg)
+		return sandboxapi.Wrap(sandboxapi.ErrConflict, err, "%s", msg)
 	}
-	return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s", msg)
+	return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "%s", msg)
 }
 
 func stateOf(s string) sandbox.RuntimeState {
@@ -679,4 +680,4 @@ func stateOf(s string) sandbox.RuntimeState {
 	return sandbox.RuntimeError // "removing", "dead"
 }
 
-func clip(s string) string { return sandbox.Clip(s, 64) }
+func clip(s string) string { return sandboxapi.Clip(s, 64) }

@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // DefaultTestImage is the image the tests use unless SANDBOX_TEST_IMAGE
@@ -150,7 +151,7 @@ func TestKindAndCapabilities(t *testing.T) {
 	require.Equal(t, "docker", p.Kind())
 	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, PreviewURL: true, HostMounts: true}, p.Capabilities())
 	_, previews := any(p).(interface {
-		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
+		PreviewURL(context.Context, string, int) (sandboxapi.PreviewURL, error)
 	})
 	require.True(t, previews, "the preview_url activity asserts PreviewURL on the provider")
 }
@@ -158,8 +159,8 @@ func TestKindAndCapabilities(t *testing.T) {
 func TestDaemonDownIsRuntimeUnavailable(t *testing.T) {
 	host := "unix://" + filepath.Join(t.TempDir(), "no-daemon.sock")
 	_, err := docker.New(context.Background(), docker.Options{Host: host})
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
-	require.Equal(t, sandbox.ErrRuntimeUnavailable, sandbox.KindOf(err))
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
+	require.Equal(t, sandboxapi.ErrRuntimeUnavailable, sandboxapi.KindOf(err))
 	require.Contains(t, err.Error(), host)
 
 	// A provider whose daemon went away: every call is ErrRuntimeUnavailable.
@@ -167,29 +168,29 @@ func TestDaemonDownIsRuntimeUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = p.Create(ctx, specFor(t.TempDir()))
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	_, err = p.Get(ctx, "rt-x")
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	_, err = p.List(ctx, nil)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
-	require.ErrorIs(t, p.Destroy(ctx, "rt-x"), sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
+	require.ErrorIs(t, p.Destroy(ctx, "rt-x"), sandboxapi.ErrRuntimeUnavailable)
 }
 
 func TestMissingImageNamesIt(t *testing.T) {
 	newProvider(t) // skip without a daemon
 	const img = "sandboxcore-no-such-image:never"
 	_, err := docker.New(context.Background(), docker.Options{Image: img})
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 	require.Contains(t, err.Error(), img)
 
 	p := newProvider(t)
 	spec := specFor(t.TempDir())
 	spec.Image = img
 	_, err = p.Create(context.Background(), spec)
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 	require.Contains(t, err.Error(), img)
 	_, err = p.Get(context.Background(), spec.ID)
-	require.ErrorIs(t, err, sandbox.ErrNotFound, "nothing was created")
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound, "nothing was created")
 }
 
 func TestCreateValidatesSpec(t *testing.T) {
@@ -213,13 +214,13 @@ func TestCreateValidatesSpec(t *testing.T) {
 		spec := specFor(dir)
 		mutate(&spec)
 		_, err := p.Create(context.Background(), spec)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name)
 	}
 	noImage, err := docker.New(context.Background(), docker.Options{Supervisor: supervisortest.Binary(t)})
 	require.NoError(t, err)
 	defer noImage.Close()
 	_, err = noImage.Create(context.Background(), specFor(dir))
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "no image anywhere")
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "no image anywhere")
 }
 
 func TestContainerLabelsIdempotenceAndReplacement(t *testing.T) {
@@ -255,8 +256,8 @@ func TestContainerLabelsIdempotenceAndReplacement(t *testing.T) {
 	_, err = cli.ContainerCreate(ctx, &container.Config{Image: testImage(), Cmd: []string{"true"}, Labels: map[string]string{testLabel: "docker"}}, nil, nil, nil, docker.ContainerName(foreign.ID))
 	require.NoError(t, err)
 	_, err = p.Create(ctx, foreign)
-	require.ErrorIs(t, err, sandbox.ErrConflict)
-	require.ErrorIs(t, p.Destroy(ctx, foreign.ID), sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
+	require.ErrorIs(t, p.Destroy(ctx, foreign.ID), sandboxapi.ErrConflict)
 	_, err = cli.ContainerInspect(ctx, docker.ContainerName(foreign.ID))
 	require.NoError(t, err, "the foreign container still exists")
 }
@@ -266,7 +267,7 @@ func TestExactEnvironment(t *testing.T) {
 	ctx, _, _, rt := setup(t, func(s *sandbox.RuntimeSpec) {
 		s.Env = map[string]string{"SPEC_VAR": "spec", "TERM": "xterm"}
 	})
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"REQ_VAR": "req"}})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"REQ_VAR": "req"}})
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
 	sort.Strings(lines)
@@ -333,16 +334,16 @@ func defaultRoute(t *testing.T, ctx context.Context, rt sandbox.Runtime) bool {
 func TestNetworkModes(t *testing.T) {
 	newProvider(t) // skips (or fails under CI) without a daemon and the image
 	for _, tc := range []struct {
-		network sandbox.Network
+		network sandboxapi.Network
 		mode    string
 		route   bool
 	}{
-		{sandbox.NetworkNone, "none", false},
+		{sandboxapi.NetworkNone, "none", false},
 		// limited and default are Docker's none network too: their only
 		// way out is the egress proxy's socket (TestNetwork); never a
 		// bridge, from which the host's ports were reachable.
-		{sandbox.NetworkLimited, "none", false},
-		{sandbox.NetworkDefault, "none", false},
+		{sandboxapi.NetworkLimited, "none", false},
+		{sandboxapi.NetworkDefault, "none", false},
 	} {
 		t.Run(string(tc.network), func(t *testing.T) {
 			ctx, _, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = tc.network })
@@ -359,14 +360,14 @@ func TestNetworkModes(t *testing.T) {
 // narrower network runs in the runtime's container of that mode; a
 // background process and the runtime's own container keep their network.
 func TestNetworkPerCommandDoesNotDisturbOthers(t *testing.T) {
-	ctx, p, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = sandbox.NetworkDefault })
+	ctx, p, spec, rt := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = sandboxapi.NetworkDefault })
 	pr := rt.(sandbox.ProcessRuntime)
 	// Each mode's container is a host of its own (its UTS namespace).
 	const probe = "cat /proc/sys/kernel/hostname"
 	bg, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sh", "-c", "while :; do " + probe + "; sleep 0.2; done"}})
 	require.NoError(t, err)
 	own := string(runtimetest.Sh(t, ctx, rt, probe).Stdout)
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", probe + "; echo shared > /tmp/from-none"}, Network: sandbox.NetworkNone})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", probe + "; echo shared > /tmp/from-none"}, Network: sandboxapi.NetworkNone})
 	require.NoError(t, err)
 	require.NotEqual(t, own, string(res.Stdout), "the none command runs in another container")
 	info, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID)+".none")
@@ -374,7 +375,7 @@ func TestNetworkPerCommandDoesNotDisturbOthers(t *testing.T) {
 	require.Equal(t, "none", string(info.HostConfig.NetworkMode))
 	main, err := rawClient(t).ContainerInspect(ctx, docker.ContainerName(spec.ID))
 	require.NoError(t, err)
-	require.Equal(t, string(sandbox.NetworkDefault), main.Config.Labels[docker.LabelNetwork], "the runtime's own container is untouched")
+	require.Equal(t, string(sandboxapi.NetworkDefault), main.Config.Labels[docker.LabelNetwork], "the runtime's own container is untouched")
 	require.Equal(t, own, string(runtimetest.Sh(t, ctx, rt, probe).Stdout))
 	out, err := pr.ReadProcess(ctx, bg.ID, sandbox.ProcessReadRequest{Wait: time.Second})
 	require.NoError(t, err)
@@ -437,15 +438,15 @@ func TestDestroyRemovesContainerKeepsWorktree(t *testing.T) {
 	st, err := rt.State(ctx)
 	require.NoError(t, err)
 	require.Equal(t, sandbox.RuntimeMissing, st)
-	_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
-	require.ErrorIs(t, rt.Start(ctx), sandbox.ErrNotFound)
+	_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
+	require.ErrorIs(t, rt.Start(ctx), sandboxapi.ErrNotFound)
 	require.NoError(t, rt.Stop(ctx))
 }
 
 func TestTimeoutLeavesNoProcess(t *testing.T) {
 	ctx, _, _, rt := setup(t, nil)
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "(sleep 100 &) ; sleep 200 & sh -c 'sleep 300' & wait"}, TimeoutS: 1})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "(sleep 100 &) ; sleep 200 & sh -c 'sleep 300' & wait"}, TimeoutS: 1})
 	require.NoError(t, err)
 	require.True(t, res.TimedOut)
 	require.Equal(t, 124, res.ExitCode)
@@ -459,7 +460,7 @@ func TestStreamHeldOpenDoesNotHang(t *testing.T) {
 	ctx, _, _, rt := setup(t, nil)
 	start := time.Now()
 	// The child keeps stdout and stderr open for 30 s after the leader exits.
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 30 & echo out; echo err >&2; exit 5"}, TimeoutS: 60})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "sleep 30 & echo out; echo err >&2; exit 5"}, TimeoutS: 60})
 	require.NoError(t, err)
 	// Far below the 30 s the child holds the streams; slack for a loaded CI machine.
 	require.Less(t, time.Since(start), 10*time.Second)
@@ -470,7 +471,7 @@ func TestStreamHeldOpenDoesNotHang(t *testing.T) {
 
 func TestDashArgv0(t *testing.T) {
 	ctx, _, _, rt := setup(t, nil)
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"-x"}})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"-x"}})
 	require.NoError(t, err)
 	require.Equal(t, 127, res.ExitCode)
 }
@@ -539,11 +540,11 @@ func TestPreviewURLReachesAServerInTheContainer(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.txt"), []byte("from the workspace\n"), 0o644))
 
 	_, err := p.PreviewURL(ctx, spec.ID, 0)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = p.PreviewURL(ctx, "rt-no-such-runtime", 8080)
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "./previewserver 8080 >/dev/null 2>&1 &"}, TimeoutS: 30})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "./previewserver 8080 >/dev/null 2>&1 &"}, TimeoutS: 30})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "%s", res.Stderr)
 	u, err := p.PreviewURL(ctx, spec.ID, 8080)
@@ -576,9 +577,9 @@ func TestPreviewURLReachesAServerInTheContainer(t *testing.T) {
 	_, err = get(u.URL)
 	require.Error(t, err, "the forwarder closes with the runtime")
 	_, err = p.PreviewURL(ctx, spec.ID, 8080)
-	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "a stopped runtime")
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected, "a stopped runtime")
 
-	_, _, none, _ := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = sandbox.NetworkNone })
+	_, _, none, _ := setup(t, func(s *sandbox.RuntimeSpec) { s.Network = sandboxapi.NetworkNone })
 	_, err = p.PreviewURL(ctx, none.ID, 8080)
-	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "network none")
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected, "network none")
 }

@@ -12,7 +12,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Preview URLs (docs/API.md "Preview URLs"). Docker publishes a container's
@@ -53,53 +53,53 @@ type forwarder struct {
 
 // PreviewURL returns http://127.0.0.1:<loopback port>/, forwarded to port
 // (1–65535) of runtime id's running container (the same URL again while its
-// forwarder lives). Errors: sandbox.ErrInvalidArgument (port, id),
-// sandbox.ErrNotFound (no such runtime), sandbox.ErrConflict (a container
-// sandboxcore does not manage), sandbox.ErrCommandRejected (the container is
+// forwarder lives). Errors: sandboxapi.ErrInvalidArgument (port, id),
+// sandboxapi.ErrNotFound (no such runtime), sandboxapi.ErrConflict (a container
+// sandboxcore does not manage), sandboxapi.ErrCommandRejected (the container is
 // not running, is on the "none" network, or has MaxPreviewsPerRuntime ports
-// forwarded already), sandbox.ErrRuntimeUnavailable (the daemon, or no
+// forwarded already), sandboxapi.ErrRuntimeUnavailable (the daemon, or no
 // loopback port could be opened).
-func (p *Provider) PreviewURL(ctx context.Context, id string, port int) (sandbox.PreviewURL, error) {
+func (p *Provider) PreviewURL(ctx context.Context, id string, port int) (sandboxapi.PreviewURL, error) {
 	if port < 1 || port > 65535 {
-		return sandbox.PreviewURL{}, sandbox.FieldError("port", "port %d is outside 1–65535", port)
+		return sandboxapi.PreviewURL{}, sandboxapi.FieldError("port", "port %d is outside 1–65535", port)
 	}
-	if err := sandbox.ValidateID("runtime id", id); err != nil {
-		return sandbox.PreviewURL{}, err
+	if err := sandboxapi.ValidateID("runtime id", id); err != nil {
+		return sandboxapi.PreviewURL{}, err
 	}
 	info, err := p.cli.ContainerInspect(ctx, ContainerName(id))
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return sandbox.PreviewURL{}, sandbox.Errorf(sandbox.ErrNotFound, "docker: runtime %s does not exist (run a command first)", id)
+			return sandboxapi.PreviewURL{}, sandboxapi.Errorf(sandboxapi.ErrNotFound, "docker: runtime %s does not exist (run a command first)", id)
 		}
-		return sandbox.PreviewURL{}, p.mapErr(err, "inspect runtime %s", id)
+		return sandboxapi.PreviewURL{}, p.mapErr(err, "inspect runtime %s", id)
 	}
 	if err := ours(info.Config, id); err != nil {
-		return sandbox.PreviewURL{}, err
+		return sandboxapi.PreviewURL{}, err
 	}
 	if info.State == nil || !info.State.Running {
-		return sandbox.PreviewURL{}, sandbox.Errorf(sandbox.ErrCommandRejected, "docker: runtime %s is not running, so nothing listens on port %d: start the server with exec first", id, port)
+		return sandboxapi.PreviewURL{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "docker: runtime %s is not running, so nothing listens on port %d: start the server with exec first", id, port)
 	}
 	if _, err := containerAddr(info); err != nil {
-		return sandbox.PreviewURL{}, err
+		return sandboxapi.PreviewURL{}, err
 	}
 	f, err := p.forwarderFor(previewKey{id, port})
 	if err != nil {
-		return sandbox.PreviewURL{}, err
+		return sandboxapi.PreviewURL{}, err
 	}
-	return sandbox.PreviewURL{URL: "http://" + f.ln.Addr().String() + "/"}, nil
+	return sandboxapi.PreviewURL{URL: "http://" + f.ln.Addr().String() + "/"}, nil
 }
 
 // containerAddr is the container's address on its network, or "" for a
 // container of the limited network (Docker's none network, the egress proxy
 // its only way out): its port is reached through `sandbox-supervisor
-// connect` run in it (execConn). sandbox.ErrCommandRejected for a container
+// connect` run in it (execConn). sandboxapi.ErrCommandRejected for a container
 // of the none network, or one with no address.
 func containerAddr(info container.InspectResponse) (string, error) {
 	if info.HostConfig != nil && info.HostConfig.NetworkMode.IsNone() {
-		if sandbox.Network(info.Config.Labels[LabelNetwork]) != sandbox.NetworkNone {
+		if sandboxapi.Network(info.Config.Labels[LabelNetwork]) != sandboxapi.NetworkNone {
 			return "", nil
 		}
-		return "", sandbox.Errorf(sandbox.ErrCommandRejected, "docker: runtime %s has no network (network none): no port of it can be reached", info.Config.Labels[LabelRuntime])
+		return "", sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "docker: runtime %s has no network (network none): no port of it can be reached", info.Config.Labels[LabelRuntime])
 	}
 	if info.NetworkSettings != nil {
 		mode := ""
@@ -115,7 +115,7 @@ func containerAddr(info container.InspectResponse) (string, error) {
 			}
 		}
 	}
-	return "", sandbox.Errorf(sandbox.ErrCommandRejected, "docker: runtime %s has no network address: no port of it can be reached", info.Config.Labels[LabelRuntime])
+	return "", sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "docker: runtime %s has no network address: no port of it can be reached", info.Config.Labels[LabelRuntime])
 }
 
 // forwarderFor returns the live forwarder of k, opening one when needed.
@@ -135,11 +135,11 @@ func (p *Provider) forwarderFor(k previewKey) (*forwarder, error) {
 		}
 	}
 	if n >= MaxPreviewsPerRuntime {
-		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "docker: runtime %s has %d ports forwarded already (at most %d)", k.id, n, MaxPreviewsPerRuntime)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "docker: runtime %s has %d ports forwarded already (at most %d)", k.id, n, MaxPreviewsPerRuntime)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "docker: open a loopback port for runtime %s", k.id)
+		return nil, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "docker: open a loopback port for runtime %s", k.id)
 	}
 	f := &forwarder{p: p, key: k, ln: ln, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	p.previews[k] = f

@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Background processes (sandbox.ProcessRuntime): the container's main
@@ -43,14 +44,14 @@ const (
 func (p *Provider) installSupervisor(explicit string) error {
 	src, err := supervisor.Find(explicit)
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: the runtime supervisor: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: the runtime supervisor: %v", err)
 	}
 	data, err := os.ReadFile(src)
 	if err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: the runtime supervisor: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: the runtime supervisor: %v", err)
 	}
 	if err := os.MkdirAll(p.stateDir, 0o711); err != nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: state directory: %v", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: state directory: %v", err)
 	}
 	sum := sha256.Sum256(data)
 	dst := filepath.Join(p.stateDir, supervisor.BinaryName+"-"+hex.EncodeToString(sum[:8]))
@@ -61,7 +62,7 @@ func (p *Provider) installSupervisor(explicit string) error {
 	tmp := dst + ".tmp-" + strconv.Itoa(os.Getpid())
 	if err := os.WriteFile(tmp, data, 0o755); err != nil || os.Rename(tmp, dst) != nil {
 		_ = os.Remove(tmp)
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "docker: cannot install the runtime supervisor in %s", p.stateDir)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "docker: cannot install the runtime supervisor in %s", p.stateDir)
 	}
 	p.sup = dst
 	return nil
@@ -129,23 +130,23 @@ func (p *Provider) clientFor(r *Runtime, name string) *supervisor.Client {
 // processes returns r's sandbox.ProcessRuntime implementation.
 func (r *Runtime) processes() *supervisor.Processes {
 	ps := &supervisor.Processes{
-		Support: sandbox.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandbox.MaxProcesses, BufferBytes: sandbox.ProcessBufferBytes},
+		Support: sandboxapi.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandboxapi.MaxProcesses, BufferBytes: sandboxapi.ProcessBufferBytes},
 		Client:  r.client,
 		Prepare: r.prepare,
 		Archive: r.p.archive(r.id),
 	}
 	if r.spec != nil {
-		ps.Networks = sandbox.NetworkModes
+		ps.Networks = sandboxapi.NetworkModes
 	}
 	return ps
 }
 
 // ProcessSupport reports durable, PTY-capable background processes.
-func (r *Runtime) ProcessSupport() sandbox.ProcessSupport { return r.processes().ProcessSupport() }
+func (r *Runtime) ProcessSupport() sandboxapi.ProcessSupport { return r.processes().ProcessSupport() }
 
 // StartProcess starts a background process in the container (see
 // sandbox.ProcessRuntime); a stopped container is started first.
-func (r *Runtime) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.ProcessInfo, error) {
+func (r *Runtime) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (sandboxapi.ProcessInfo, error) {
 	return r.processes().StartProcess(ctx, spec)
 }
 
@@ -155,7 +156,7 @@ func (r *Runtime) ReadProcess(ctx context.Context, id string, req sandbox.Proces
 }
 
 // WaitProcess waits for a process to end (sandbox.ProcessRuntime).
-func (r *Runtime) WaitProcess(ctx context.Context, id string, wait time.Duration) (sandbox.ProcessInfo, error) {
+func (r *Runtime) WaitProcess(ctx context.Context, id string, wait time.Duration) (sandboxapi.ProcessInfo, error) {
 	return r.processes().WaitProcess(ctx, id, wait)
 }
 
@@ -180,14 +181,14 @@ func (r *Runtime) ResizeProcess(ctx context.Context, id string, rows, cols int) 
 }
 
 // ListProcesses lists the background processes (sandbox.ProcessRuntime).
-func (r *Runtime) ListProcesses(ctx context.Context) ([]sandbox.ProcessInfo, error) {
+func (r *Runtime) ListProcesses(ctx context.Context) ([]sandboxapi.ProcessInfo, error) {
 	return r.processes().ListProcesses(ctx)
 }
 
 // client is supervisor.Processes.Client: the supervisor of the container
 // of network mode ("" = the runtime's own), created and started first when
 // start.
-func (r *Runtime) client(ctx context.Context, start bool, mode sandbox.Network) (*supervisor.Client, error) {
+func (r *Runtime) client(ctx context.Context, start bool, mode sandboxapi.Network) (*supervisor.Client, error) {
 	if !start && mode != "" && r.spec == nil {
 		return nil, nil // no container of another mode
 	}
@@ -209,7 +210,7 @@ func (r *Runtime) client(ctx context.Context, start bool, mode sandbox.Network) 
 		}
 		switch {
 		case st == sandbox.RuntimeMissing && name == r.name:
-			return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
 		case st != sandbox.RuntimeRunning:
 			return nil, nil
 		}
@@ -219,7 +220,7 @@ func (r *Runtime) client(ctx context.Context, start bool, mode sandbox.Network) 
 
 // prepare is supervisor.Processes.Prepare: the container's environment
 // plus spec.Env, the cwd inside the workdir, the network asked for.
-func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Network, error) {
+func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandboxapi.Network, error) {
 	mode := spec.Network
 	if policy := r.policy(); policy != "" {
 		m, err := procexec.CommandNetwork("process_start", policy, spec.Network)
@@ -228,7 +229,7 @@ func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Ne
 		}
 		mode = m
 	} else if mode != "" {
-		return supervisor.Spec{}, "", sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s was built by an earlier version: it runs every process with its own network; recreate it to choose one per process", r.id)
+		return supervisor.Spec{}, "", sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "runtime %s was built by an earlier version: it runs every process with its own network; recreate it to choose one per process", r.id)
 	}
 	cwd, err := r.cwd(spec.Cwd)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Exec timing.
@@ -71,7 +72,7 @@ type Runtime struct {
 }
 
 // policy is the runtime's network policy (its own container's mode).
-func (r *Runtime) policy() sandbox.Network {
+func (r *Runtime) policy() sandboxapi.Network {
 	if r.spec == nil {
 		return ""
 	}
@@ -81,13 +82,13 @@ func (r *Runtime) policy() sandbox.Network {
 // container returns the name of the container that runs commands of
 // network mode ("" = the runtime's own), creating it (from the spec) when
 // create and it is missing or was built from another spec; the caller
-// starts it. Errors: sandbox.ErrCommandRejected for a mode above the
+// starts it. Errors: sandboxapi.ErrCommandRejected for a mode above the
 // runtime's network, the daemon's errors.
-func (r *Runtime) container(ctx context.Context, mode sandbox.Network, create bool) (string, error) {
+func (r *Runtime) container(ctx context.Context, mode sandboxapi.Network, create bool) (string, error) {
 	policy := r.policy()
 	if mode == "" || mode == policy || r.spec == nil {
 		if r.spec == nil && mode != "" {
-			return "", sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s was built by an earlier version: it runs every command with its own network; recreate it to choose one per command", r.id)
+			return "", sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "runtime %s was built by an earlier version: it runs every command with its own network; recreate it to choose one per command", r.id)
 		}
 		return r.name, nil
 	}
@@ -133,7 +134,7 @@ func (r *Runtime) trim(ctx context.Context) {
 		return
 	}
 	err := r.p.removeModes(ctx, r.id, func(name string) bool {
-		mode := sandbox.Network(strings.TrimPrefix(name, r.name+"."))
+		mode := sandboxapi.Network(strings.TrimPrefix(name, r.name+"."))
 		return !mode.Within(policy) || mode == policy
 	})
 	if err != nil {
@@ -153,7 +154,7 @@ func (r *Runtime) ID() string { return r.id }
 // of another network mode runs, else its own container's: stopped (created,
 // exited or paused), starting (restarting), error (removing, dead), or
 // sandbox.RuntimeMissing when it does not exist. Errors wrap
-// sandbox.ErrRuntimeUnavailable when the daemon fails.
+// sandboxapi.ErrRuntimeUnavailable when the daemon fails.
 func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
 	st, err := r.containerState(ctx, r.name)
 	if err != nil || st == sandbox.RuntimeMissing || st == sandbox.RuntimeRunning || r.spec == nil {
@@ -188,8 +189,8 @@ func (r *Runtime) containerState(ctx context.Context, name string) (sandbox.Runt
 
 // Start starts the runtime's own container (a running one is left alone;
 // those of other network modes start when a command needs them). Errors
-// wrap sandbox.ErrNotFound when the container does not exist (destroyed),
-// and sandbox.ErrRuntimeUnavailable when the workdir is gone or the daemon
+// wrap sandboxapi.ErrNotFound when the container does not exist (destroyed),
+// and sandboxapi.ErrRuntimeUnavailable when the workdir is gone or the daemon
 // fails.
 func (r *Runtime) Start(ctx context.Context) error { return r.start(ctx, r.name) }
 
@@ -197,12 +198,12 @@ func (r *Runtime) Start(ctx context.Context) error { return r.start(ctx, r.name)
 func (r *Runtime) start(ctx context.Context, name string) error {
 	if r.root != "" {
 		if _, err := os.Stat(r.root); err != nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.id, r.root)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.id, r.root)
 		}
 	}
 	err := r.p.cli.ContainerStart(ctx, name, container.StartOptions{})
 	if cerrdefs.IsNotFound(err) {
-		return sandbox.Errorf(sandbox.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
+		return sandboxapi.Errorf(sandboxapi.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
 	}
 	if err != nil {
 		return r.p.mapErr(err, "start container %s", name)
@@ -215,7 +216,7 @@ func (r *Runtime) start(ctx context.Context, name string) error {
 // container is stopped (SIGTERM, then SIGKILL after Options.StopTimeout), so
 // every command still running in it dies; the workspace is untouched and the next command starts the container
 // again. Stopping a stopped or destroyed runtime is success. Errors wrap
-// sandbox.ErrRuntimeUnavailable (daemon failure) or sandbox.ErrTimeout (ctx).
+// sandboxapi.ErrRuntimeUnavailable (daemon failure) or sandboxapi.ErrTimeout (ctx).
 func (r *Runtime) Stop(ctx context.Context) error {
 	names := []string{r.name}
 	if others, err := r.p.modeContainers(ctx, r.id); err == nil {
@@ -236,7 +237,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 }
 
 // Exec runs one command and returns its result (see ExecStream).
-func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (r *Runtime) Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	return r.ExecStream(ctx, req, nil)
 }
 
@@ -249,7 +250,7 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 //
 // The command runs in the runtime's container of req.Network ("" =
 // RuntimeSpec.Network, created from the spec when first needed; a mode
-// above it is sandbox.ErrCommandRejected). Its environment is that
+// above it is sandboxapi.ErrCommandRejected). Its environment is that
 // container's (see the package documentation; the limited one's holds the
 // proxy variables) plus req.Env (which wins). Stdin is empty unless req.Stdin
 // is non-nil. Stdout and stderr are demultiplexed and each capped at
@@ -268,33 +269,33 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // stderr); 128+n when killed by signal n (137 also when the runtime was
 // stopped or destroyed under it); 124 with TimedOut after req.Timeout().
 //
-// Errors: sandbox.ErrCommandRejected for a network above the runtime's;
-// sandbox.ErrInvalidArgument for a bad request (runspec.ValidateExec;
+// Errors: sandboxapi.ErrCommandRejected for a network above the runtime's;
+// sandboxapi.ErrInvalidArgument for a bad request (runspec.ValidateExec;
 // a cwd that is missing, not a directory or resolves outside the workdir) —
-// nothing runs then; sandbox.ErrNotFound when the container does not exist;
-// sandbox.ErrRuntimeUnavailable when the workdir is gone, the daemon fails,
-// or ctx is cancelled (wrapping context.Canceled); sandbox.ErrTimeout when
+// nothing runs then; sandboxapi.ErrNotFound when the container does not exist;
+// sandboxapi.ErrRuntimeUnavailable when the workdir is gone, the daemon fails,
+// or ctx is cancelled (wrapping context.Canceled); sandboxapi.ErrTimeout when
 // ctx's deadline passes first (wrapping context.DeadlineExceeded). On ctx
 // expiry the partial result is returned along with the error.
-func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	if err := runspec.ValidateExec(req); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	mode := req.Network
 	if policy := r.policy(); policy != "" {
 		m, err := procexec.CommandNetwork("exec", policy, req.Network)
 		if err != nil {
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		mode = m
 	}
 	name, err := r.container(ctx, mode, true)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	cwd, err := r.cwd(req.Cwd)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	out := procexec.NewOutput(req.OutputCap(), onChunk)
 	if strings.HasPrefix(req.Cmd[0], "-") {
@@ -310,11 +311,11 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 		Cmd:          append([]string{"/bin/sh", "-c", execWrapper, "sandboxcore"}, req.Cmd...),
 	})
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	hj, err := r.p.cli.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
 	if err != nil {
-		return sandbox.ExecResult{}, r.p.mapErr(err, "start exec in %s", name)
+		return sandboxapi.ExecResult{}, r.p.mapErr(err, "start exec in %s", name)
 	}
 	res, err := r.wait(ctx, name, req, execID, hj, out)
 	r.p.log.Debug("exec", "id", r.id, "cmd", req.Cmd[0], "network", mode, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
@@ -331,7 +332,7 @@ func (r *Runtime) createExec(ctx context.Context, name string, opts container.Ex
 		case err == nil:
 			return resp.ID, nil
 		case cerrdefs.IsNotFound(err):
-			return "", sandbox.Errorf(sandbox.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
+			return "", sandboxapi.Errorf(sandboxapi.ErrNotFound, "runtime %s does not exist (destroyed?)", r.id)
 		case cerrdefs.IsConflict(err) && attempt == 0:
 			// Not running (stopped, hibernated): resume it.
 			if err := r.start(ctx, name); err != nil {
@@ -347,7 +348,7 @@ func (r *Runtime) createExec(ctx context.Context, name string, opts container.Ex
 // and classifies the outcome: it polls the exec (backing off from pollMin
 // to pollMax) and, on the timeout or ctx's end, kills the command's tree
 // and allows it KillGrace to die.
-func (r *Runtime) wait(ctx context.Context, name string, req sandbox.ExecRequest, execID string, hj types.HijackedResponse, out *procexec.Output) (sandbox.ExecResult, error) {
+func (r *Runtime) wait(ctx context.Context, name string, req sandboxapi.ExecRequest, execID string, hj types.HijackedResponse, out *procexec.Output) (sandboxapi.ExecResult, error) {
 	closeConn := sync.OnceFunc(hj.Close)
 	defer closeConn()
 	sniff, copyDone := pumpExec(hj, out, req.Stdin)
@@ -443,7 +444,7 @@ type execEnd struct {
 // finish drains the output (up to DrainGrace more when the stream is
 // still open), closes the connection and classifies: Interrupted when ctx
 // ended, TimedOut after the exec's timeout, otherwise Result(code).
-func (e *execEnd) finish(code int) (sandbox.ExecResult, error) {
+func (e *execEnd) finish(code int) (sandboxapi.ExecResult, error) {
 	if !e.streamClosed {
 		select {
 		case <-e.copyDone:
@@ -480,18 +481,18 @@ func (r *Runtime) killTree(name string, pid int64) {
 
 // cwd maps a workdir-relative cwd onto the container path, refusing one that
 // is missing, not a directory or resolves (through symlinks, checked on the
-// host side of the bind mount) outside the workdir: sandbox.ErrInvalidArgument.
-// A vanished workdir is sandbox.ErrRuntimeUnavailable.
+// host side of the bind mount) outside the workdir: sandboxapi.ErrInvalidArgument.
+// A vanished workdir is sandboxapi.ErrRuntimeUnavailable.
 func (r *Runtime) cwd(rel string) (string, error) {
-	clean, err := sandbox.CleanRelPath(rel)
+	clean, err := sandboxapi.CleanRelPath(rel)
 	if err != nil {
-		return "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd: %s", sandbox.Message(err))
+		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec: cwd: %s", sandboxapi.Message(err))
 	}
 	if r.root == "" {
 		return path.Join(r.workdir, clean), nil
 	}
 	if fi, err := os.Stat(r.root); err != nil || !fi.IsDir() {
-		return "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.id, r.root)
+		return "", sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.id, r.root)
 	}
 	_, relp, err := procexec.ResolveCwd(r.root, rel)
 	if err != nil {

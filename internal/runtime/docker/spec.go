@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // built is a validated spec turned into the configuration of the
@@ -28,7 +29,7 @@ type built struct {
 	workdir string // spec.Workdir (container path)
 	// mode is the container's network mode, policy the runtime's
 	// (RuntimeSpec.Network, "" read as limited); name the container's name.
-	mode, policy sandbox.Network
+	mode, policy sandboxapi.Network
 	name         string
 	uid, gid     uint32 // the container's user
 }
@@ -45,7 +46,7 @@ func TmpVolume(id string) string { return ContainerPrefix + id + "-tmp" }
 
 // modeContainer returns the name of runtime id's container of network mode
 // under policy.
-func modeContainer(id string, mode, policy sandbox.Network) string {
+func modeContainer(id string, mode, policy sandboxapi.Network) string {
 	if mode == policy {
 		return ContainerName(id)
 	}
@@ -61,11 +62,11 @@ const (
 
 // build validates spec and derives the configuration of its container of
 // network mode ("" = the runtime's own) and its hash.
-func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built, error) {
+func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandboxapi.Network) (*built, error) {
 	bad := func(format string, args ...any) (*built, error) {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
 	}
-	if err := sandbox.ValidateID("runtime id", spec.ID); err != nil {
+	if err := sandboxapi.ValidateID("runtime id", spec.ID); err != nil {
 		return nil, err
 	}
 	if err := runspec.ValidateEnv(spec.Env); err != nil {
@@ -130,7 +131,7 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 	}
 	hash, err := specHash(cfg, host)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: %v", spec.ID, err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "runtime %s: %v", spec.ID, err)
 	}
 	cfg.Labels[LabelSpecHash] = hash
 	return &built{config: cfg, host: host, hash: hash, root: root, workdir: spec.Workdir,
@@ -139,25 +140,25 @@ func (p *Provider) build(spec sandbox.RuntimeSpec, mode sandbox.Network) (*built
 
 // containerNetwork decides the network of a container of spec for mode:
 // policy is the runtime's network (spec.Network, "" read as limited) and
-// mode the container's ("" = policy). Errors: sandbox.ErrInvalidArgument
-// for an unknown policy or a malformed allow-list, sandbox.ErrCommandRejected
+// mode the container's ("" = policy). Errors: sandboxapi.ErrInvalidArgument
+// for an unknown policy or a malformed allow-list, sandboxapi.ErrCommandRejected
 // for a mode above the policy (docs/SECURITY.md "Network modes").
-func containerNetwork(spec sandbox.RuntimeSpec, mode sandbox.Network) (sandbox.Network, sandbox.Network, error) {
-	bad := func(format string, args ...any) (sandbox.Network, sandbox.Network, error) {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
+func containerNetwork(spec sandbox.RuntimeSpec, mode sandboxapi.Network) (sandboxapi.Network, sandboxapi.Network, error) {
+	bad := func(format string, args ...any) (sandboxapi.Network, sandboxapi.Network, error) {
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
 	}
 	policy := procexec.RuntimeNetwork(spec)
 	if !policy.Valid() {
 		return bad("network %q: want none, limited or default", spec.Network)
 	}
 	if _, err := egress.ParseRules(spec.NetworkAllow); err != nil {
-		return bad("%s", sandbox.Message(err))
+		return bad("%s", sandboxapi.Message(err))
 	}
 	if mode == "" {
 		mode = policy
 	}
 	if !mode.Within(policy) {
-		return "", "", sandbox.Errorf(sandbox.ErrCommandRejected, "runtime %s: network %s is above its network policy (%s)", spec.ID, mode, policy)
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "runtime %s: network %s is above its network policy (%s)", spec.ID, mode, policy)
 	}
 	return mode, policy, nil
 }
@@ -191,7 +192,7 @@ func containerResources(r *sandbox.ResourceHints) (container.Resources, error) {
 // network, and the spec itself as JSON without its labels and allow-list,
 // which a handle from Get needs to build the runtime's other containers);
 // LabelSpecHash is left for build to set.
-func containerLabels(spec sandbox.RuntimeSpec, mode sandbox.Network) (map[string]string, error) {
+func containerLabels(spec sandbox.RuntimeSpec, mode sandboxapi.Network) (map[string]string, error) {
 	labels := maps.Clone(spec.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -219,7 +220,7 @@ func containerLabels(spec sandbox.RuntimeSpec, mode sandbox.Network) (map[string
 // in the limited and default networks the egress socket's directory
 // read-only), the supervisor's command line as its entrypoint, and the
 // proxy variables of those networks (nil otherwise).
-func (p *Provider) containerMounts(id string, mode sandbox.Network, binds []runspec.Bind) ([]mount.Mount, []string, map[string]string) {
+func (p *Provider) containerMounts(id string, mode sandboxapi.Network, binds []runspec.Bind) ([]mount.Mount, []string, map[string]string) {
 	bind := func(src, target string, ro bool) mount.Mount {
 		return mount.Mount{Type: mount.TypeBind, Source: src, Target: target, ReadOnly: ro,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}}
@@ -233,7 +234,7 @@ func (p *Provider) containerMounts(id string, mode sandbox.Network, binds []runs
 		mount.Mount{Type: mount.TypeVolume, Source: TmpVolume(id), Target: "/tmp",
 			VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{LabelManagedBy: ManagedByValue, LabelRuntime: id}}})
 	entry := []string{SupervisorPath, "serve", "--listen-abstract", supervisorSocket, "--runtime", id, "--layout", "docker",
-		"--buffer", strconv.Itoa(sandbox.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandbox.MaxProcesses),
+		"--buffer", strconv.Itoa(sandboxapi.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandboxapi.MaxProcesses),
 		"--id-prefix", supervisor.IDPrefix(mode)}
 	var proxyEnv map[string]string
 	if dir := p.egressDirOf(id, mode); dir != "" {

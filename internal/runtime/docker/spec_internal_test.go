@@ -11,31 +11,32 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestContainerNetwork(t *testing.T) {
 	spec := sandbox.RuntimeSpec{ID: "rt-1"}
 	mode, policy, err := containerNetwork(spec, "")
 	require.NoError(t, err)
-	require.Equal(t, sandbox.NetworkLimited, policy, `"" is limited`)
-	require.Equal(t, sandbox.NetworkLimited, mode, `"" mode is the policy`)
+	require.Equal(t, sandboxapi.NetworkLimited, policy, `"" is limited`)
+	require.Equal(t, sandboxapi.NetworkLimited, mode, `"" mode is the policy`)
 
-	spec.Network = sandbox.NetworkDefault
-	mode, _, err = containerNetwork(spec, sandbox.NetworkNone)
+	spec.Network = sandboxapi.NetworkDefault
+	mode, _, err = containerNetwork(spec, sandboxapi.NetworkNone)
 	require.NoError(t, err)
-	require.Equal(t, sandbox.NetworkNone, mode, "a narrower mode than the policy")
+	require.Equal(t, sandboxapi.NetworkNone, mode, "a narrower mode than the policy")
 
-	spec.Network = sandbox.NetworkNone
-	_, _, err = containerNetwork(spec, sandbox.NetworkDefault)
-	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "a mode above the policy")
+	spec.Network = sandboxapi.NetworkNone
+	_, _, err = containerNetwork(spec, sandboxapi.NetworkDefault)
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected, "a mode above the policy")
 
 	spec.Network = "host"
 	_, _, err = containerNetwork(spec, "")
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 
-	spec.Network, spec.NetworkAllow = sandbox.NetworkLimited, []string{"*.*.*"}
+	spec.Network, spec.NetworkAllow = sandboxapi.NetworkLimited, []string{"*.*.*"}
 	_, _, err = containerNetwork(spec, "")
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "a malformed allow-list")
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "a malformed allow-list")
 }
 
 func TestContainerResources(t *testing.T) {
@@ -62,7 +63,7 @@ func TestContainerLabels(t *testing.T) {
 	spec := sandbox.RuntimeSpec{ID: "rt-1", WorkspaceID: "ws-1", Workdir: "/workspace",
 		Labels:       map[string]string{"team": "a", LabelSpecHash: "forged", LabelManagedBy: "someone-else"},
 		NetworkAllow: []string{"example.com"}}
-	labels, err := containerLabels(spec, sandbox.NetworkNone)
+	labels, err := containerLabels(spec, sandboxapi.NetworkNone)
 	require.NoError(t, err)
 	require.Equal(t, "a", labels["team"])
 	require.Equal(t, ManagedByValue, labels[LabelManagedBy], "the package's own labels win")
@@ -80,7 +81,7 @@ func TestContainerLabels(t *testing.T) {
 
 func TestContainerMountsAndHash(t *testing.T) {
 	p := &Provider{sup: "/opt/sandbox-supervisor"}
-	mounts, entry, proxyEnv := p.containerMounts("rt-1", sandbox.NetworkLimited, []runspec.Bind{
+	mounts, entry, proxyEnv := p.containerMounts("rt-1", sandboxapi.NetworkLimited, []runspec.Bind{
 		{Source: "/srv/w", Target: "/workspace", Writable: true}, {Source: "/srv/c", Target: "/srv/c"}})
 	require.Len(t, mounts, 4, "the binds, the supervisor and /tmp; no egress socket without a proxy")
 	require.False(t, mounts[0].ReadOnly)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/e2bfake/fake"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // BenchmarkE2BExecTrue: one Exec of `true` (replica pass included) against
@@ -27,7 +27,7 @@ func BenchmarkE2BExecTrue(b *testing.B) {
 	b.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
 	b.Run("exec", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+			if _, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}}); err != nil {
 				b.Fatal(err)
 			}
 		}

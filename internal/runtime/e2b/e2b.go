@@ -92,6 +92,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Kind is the RuntimeProvider kind string of this backend.
@@ -177,7 +178,7 @@ type Provider struct {
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
 
-// New returns a provider. Errors: sandbox.ErrInvalidArgument naming the
+// New returns a provider. Errors: sandboxapi.ErrInvalidArgument naming the
 // missing or malformed option (hostworker names the variable).
 func New(opts Options) (*Provider, error) {
 	if opts.APIURL == "" {
@@ -185,35 +186,35 @@ func New(opts Options) (*Provider, error) {
 	}
 	u, err := url.Parse(opts.APIURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: the API URL must be an http(s) URL without credentials, query or fragment")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: the API URL must be an http(s) URL without credentials, query or fragment")
 	}
 	if opts.APIKey == "" {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: no API key")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: no API key")
 	}
 	if strings.ContainsAny(opts.APIKey, "\r\n\x00") {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: the API key holds a control character")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: the API key holds a control character")
 	}
 	if opts.Template == "" {
 		opts.Template = DefaultTemplate
 	}
 	if !templateRE.MatchString(opts.Template) {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: template %q is not a template id or alias", sandbox.Clip(opts.Template, 80))
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: template %q is not a template id or alias", sandboxapi.Clip(opts.Template, 80))
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.Timeout < time.Second || opts.Timeout > MaxTimeout {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: the sandbox timeout must be from 1s to %v", MaxTimeout)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: the sandbox timeout must be from 1s to %v", MaxTimeout)
 	}
 	opts.Timeout = opts.Timeout.Truncate(time.Second)
 	if opts.User == "" {
 		opts.User = DefaultUser
 	}
 	if !userRE.MatchString(opts.User) {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: user %q is not a user name", sandbox.Clip(opts.User, 40))
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: user %q is not a user name", sandboxapi.Clip(opts.User, 40))
 	}
 	if opts.Deployment == "" || opts.StateDir == "" || opts.Git == nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: Deployment, StateDir and Git are required")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: Deployment, StateDir and Git are required")
 	}
 	if opts.Keepalive <= 0 {
 		opts.Keepalive = DefaultKeepalive
@@ -237,7 +238,7 @@ func New(opts Options) (*Provider, error) {
 			return nil
 		}))
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrInvalidArgument, err, "e2b: API client")
+		return nil, sandboxapi.Wrap(sandboxapi.ErrInvalidArgument, err, "e2b: API client")
 	}
 	return &Provider{opts: opts, api: c, scheme: u.Scheme, base: base, log: log, runtimes: map[string]*Runtime{}}, nil
 }
@@ -309,14 +310,14 @@ func (p *Provider) runtimeFor(id string) *Runtime {
 
 // Create returns the runtime of spec, creating its sandbox when missing
 // (resuming it when paused) and making the replica. Errors:
-// sandbox.ErrInvalidArgument (a spec without a workspace mount at its
+// sandboxapi.ErrInvalidArgument (a spec without a workspace mount at its
 // workdir), the kinds of mapHTTP and mapConnect.
 func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
 	if err := validID(spec.ID); err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(spec.Workdir, "/") {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: the workdir must be absolute")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: the workdir must be absolute")
 	}
 	rt := p.runtimeFor(spec.ID)
 	if err := rt.setSpec(spec); err != nil {
@@ -334,7 +335,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	return rt, nil
 }
 
-// Get returns an existing runtime (running or paused) or sandbox.ErrNotFound.
+// Get returns an existing runtime (running or paused) or sandboxapi.ErrNotFound.
 func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
 	if err := validID(id); err != nil {
 		return nil, err
@@ -346,7 +347,7 @@ func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) 
 		return nil, err
 	}
 	if st == sandbox.RuntimeMissing {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "e2b: runtime %s does not exist", id)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: runtime %s does not exist", id)
 	}
 	return rt, nil
 }
@@ -407,7 +408,7 @@ func (p *Provider) list(ctx context.Context, labels map[string]string) ([]api.Li
 			return nil, err
 		}
 		if res.JSON200 == nil {
-			return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: list sandboxes: no body")
+			return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: list sandboxes: no body")
 		}
 		for _, it := range *res.JSON200 {
 			md := metadataOf(it.Metadata)
@@ -454,7 +455,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 
 // getSandbox returns the sandbox sbID (GET /sandboxes/{id}), nil when E2B
 // does not know it (killed, deleted). A sandbox without this deployment's
-// metadata is sandbox.ErrConflict.
+// metadata is sandboxapi.ErrConflict.
 func (p *Provider) getSandbox(ctx context.Context, sbID string) (*api.SandboxDetail, error) {
 	var res *api.GetSandboxesSandboxIDResponse
 	err := p.retry(ctx, "get sandbox "+sbID, func(ctx context.Context) error {
@@ -462,18 +463,18 @@ func (p *Provider) getSandbox(ctx context.Context, sbID string) (*api.SandboxDet
 		res, err = p.api.GetSandboxesSandboxIDWithResponse(ctx, sbID)
 		return p.mapResp(ctx, res, err, "get sandbox %s", sbID)
 	})
-	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+	if sandboxapi.KindOf(err) == sandboxapi.ErrNotFound {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	if res.JSON200 == nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: get sandbox %s: no body", sbID)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: get sandbox %s: no body", sbID)
 	}
 	md := metadataOf(res.JSON200.Metadata)
 	if md[MetaManagedBy] != ManagedByValue || md[MetaDeployment] != p.opts.Deployment {
-		return nil, sandbox.Errorf(sandbox.ErrConflict, "e2b: sandbox %s is not this deployment's", sbID)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrConflict, "e2b: sandbox %s is not this deployment's", sbID)
 	}
 	return res.JSON200, nil
 }
@@ -484,7 +485,7 @@ func (p *Provider) killSandbox(ctx context.Context, sbID string) error {
 		res, err := p.api.DeleteSandboxesSandboxIDWithResponse(ctx, sbID)
 		return p.mapResp(ctx, res, err, "kill sandbox %s", sbID)
 	})
-	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+	if sandboxapi.KindOf(err) == sandboxapi.ErrNotFound {
 		return nil
 	}
 	return err
@@ -528,10 +529,10 @@ func (p *Provider) createBody(spec sandbox.RuntimeSpec) api.NewSandbox {
 		// No EnvVars: nothing from the worker enters the sandbox (docs/SECURITY.md).
 	}
 	switch procexec.RuntimeNetwork(spec) {
-	case sandbox.NetworkNone:
+	case sandboxapi.NetworkNone:
 		body.AllowInternetAccess = ptr(false)
 		net.DenyOut = &[]string{"0.0.0.0/0"}
-	case sandbox.NetworkLimited:
+	case sandboxapi.NetworkLimited:
 		net.DenyOut = &[]string{"0.0.0.0/0"}
 		ra, err := egress.ForRemote(spec.NetworkAllow)
 		if err != nil {
@@ -607,10 +608,10 @@ func (p *Provider) DeleteOrphan(ctx context.Context, id string) error {
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
 
-// validID checks a runtime id: sandbox.ErrInvalidArgument.
+// validID checks a runtime id: sandboxapi.ErrInvalidArgument.
 func validID(id string) error {
 	if !idRE.MatchString(id) {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: runtime id %q is not valid", sandbox.Clip(id, 80))
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: runtime id %q is not valid", sandboxapi.Clip(id, 80))
 	}
 	return nil
 }
@@ -641,7 +642,7 @@ func (r record) GoString() string { return r.String() }
 // domain falls back to the API host's parent domain.
 func (p *Provider) recordFrom(sb *api.Sandbox) (record, error) {
 	if sb == nil || !sandboxIDRE.MatchString(sb.SandboxID) {
-		return record{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: the API answered a sandbox without a valid id")
+		return record{}, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: the API answered a sandbox without a valid id")
 	}
 	rec := record{SandboxID: sb.SandboxID, EnvdVersion: sb.EnvdVersion}
 	if sb.EnvdAccessToken != nil {
@@ -656,10 +657,10 @@ func (p *Provider) recordFrom(sb *api.Sandbox) (record, error) {
 		rec.Domain = p.defaultDomain()
 	}
 	if !domainRE.MatchString(rec.Domain) {
-		return record{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: the API answered an invalid sandbox domain %q", sandbox.Clip(rec.Domain, 80))
+		return record{}, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: the API answered an invalid sandbox domain %q", sandboxapi.Clip(rec.Domain, 80))
 	}
 	if strings.ContainsAny(rec.AccessToken+rec.TrafficToken, "\r\n\x00") {
-		return record{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: the API answered a malformed token")
+		return record{}, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: the API answered a malformed token")
 	}
 	return rec, nil
 }
@@ -677,7 +678,7 @@ func loadRecord(file string) (*record, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: read sandbox record")
+		return nil, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: read sandbox record")
 	}
 	var rec record
 	if err := json.Unmarshal(b, &rec); err != nil || !sandboxIDRE.MatchString(rec.SandboxID) {
@@ -689,20 +690,20 @@ func loadRecord(file string) (*record, error) {
 func saveRecord(file string, rec *record) error {
 	if rec == nil {
 		if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: remove sandbox record")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: remove sandbox record")
 		}
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: state dir")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: state dir")
 	}
 	b, _ := json.Marshal(rec)
 	tmp := file + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: write sandbox record")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: write sandbox record")
 	}
 	if err := os.Rename(tmp, file); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: write sandbox record")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: write sandbox record")
 	}
 	return nil
 }

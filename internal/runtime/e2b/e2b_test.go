@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // newFake starts a fake E2B for one test (skipped without Docker or the
@@ -206,14 +207,14 @@ func TestNetworkMapsOntoAllowOut(t *testing.T) {
 	p := newProvider(t, srv, nil)
 	ctx := context.Background()
 	for i, tc := range []struct {
-		network sandbox.Network
+		network sandboxapi.Network
 		allow   []string
 		want    fake.SandboxNetwork
 	}{
-		{sandbox.NetworkLimited, []string{"registry.npmjs.org:443", "*.corp.example", "192.0.2.7:8080", "10.0.0.0/8", "0.0.0.0/0"},
+		{sandboxapi.NetworkLimited, []string{"registry.npmjs.org:443", "*.corp.example", "192.0.2.7:8080", "10.0.0.0/8", "0.0.0.0/0"},
 			fake.SandboxNetwork{AllowOut: []string{"registry.npmjs.org", "*.corp.example", "192.0.2.7", "10.0.0.0/8"}, DenyOut: []string{"0.0.0.0/0"}, Internet: true}},
-		{sandbox.NetworkLimited, nil, fake.SandboxNetwork{DenyOut: []string{"0.0.0.0/0"}}},
-		{sandbox.NetworkNone, []string{"registry.npmjs.org"}, fake.SandboxNetwork{DenyOut: []string{"0.0.0.0/0"}}},
+		{sandboxapi.NetworkLimited, nil, fake.SandboxNetwork{DenyOut: []string{"0.0.0.0/0"}}},
+		{sandboxapi.NetworkNone, []string{"registry.npmjs.org"}, fake.SandboxNetwork{DenyOut: []string{"0.0.0.0/0"}}},
 	} {
 		bare, wt := runtimetest.GitFixture(t)
 		spec := gitSpec(bare, wt)
@@ -226,11 +227,11 @@ func TestNetworkMapsOntoAllowOut(t *testing.T) {
 		got, ok := srv.Network(rec.SandboxID)
 		require.True(t, ok)
 		require.Equal(t, tc.want, got, "%s %v", tc.network, tc.allow)
-		_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkDefault})
-		require.ErrorIs(t, err, sandbox.ErrCommandRejected)
-		if tc.network == sandbox.NetworkLimited {
-			_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkNone})
-			require.ErrorIs(t, err, sandbox.ErrCommandRejected)
+		_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkDefault})
+		require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
+		if tc.network == sandboxapi.NetworkLimited {
+			_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkNone})
+			require.ErrorIs(t, err, sandboxapi.ErrCommandRejected)
 			runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/envd/process"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/envd/process/processconnect"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/envdapi"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Header names of envd requests (E2B's SDKs send the same).
@@ -105,7 +105,7 @@ func (e *envdClient) upload(ctx context.Context, local, remote string) error {
 	return e.p.retry(ctx, "upload to "+e.rec.SandboxID, func(ctx context.Context) error {
 		f, err := os.Open(local)
 		if err != nil {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: upload")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: upload")
 		}
 		defer f.Close()
 		pr, pw := io.Pipe()
@@ -128,14 +128,14 @@ func (e *envdClient) upload(ctx context.Context, local, remote string) error {
 }
 
 // download copies the sandbox file remote to the host file local, at most
-// limit bytes (sandbox.ErrResourceLimit). A missing file wraps errNoFile.
+// limit bytes (sandboxapi.ErrResourceLimit). A missing file wraps errNoFile.
 func (e *envdClient) download(ctx context.Context, remote, local string, limit int64) error {
 	return e.p.retry(ctx, "download from "+e.rec.SandboxID, func(ctx context.Context) error {
 		user := e.p.opts.User
 		resp, err := e.file.GetFiles(ctx, &envdapi.GetFilesParams{Path: &remote, Username: &user})
 		if err == nil && resp.StatusCode == http.StatusNotFound {
 			resp.Body.Close()
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, errNoFile, "e2b: %s is missing in sandbox %s", remote, e.rec.SandboxID)
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, errNoFile, "e2b: %s is missing in sandbox %s", remote, e.rec.SandboxID)
 		}
 		if err == nil && resp.StatusCode >= 400 {
 			return e.httpDone(ctx, resp, nil, "download from "+e.rec.SandboxID)
@@ -146,17 +146,17 @@ func (e *envdClient) download(ctx context.Context, remote, local string, limit i
 		defer resp.Body.Close()
 		out, err := os.Create(local)
 		if err != nil {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: download")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: download")
 		}
 		n, err := io.Copy(out, io.LimitReader(resp.Body, limit+1))
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: download from %s: %s", e.rec.SandboxID, e.scrub(err.Error()))
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: download from %s: %s", e.rec.SandboxID, e.scrub(err.Error()))
 		}
 		if n > limit {
-			return sandbox.Errorf(sandbox.ErrResourceLimit, "e2b: %s exceeds %d bytes", remote, limit)
+			return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "e2b: %s exceeds %d bytes", remote, limit)
 		}
 		return nil
 	})
@@ -175,7 +175,7 @@ func (e *envdClient) httpDone(ctx context.Context, resp *http.Response, err erro
 	mapped := e.p.mapHTTP(ctx, resp, body, err, what)
 	if mapped != nil && resp != nil && resp.StatusCode == http.StatusNotFound {
 		// envd's 404 is about a path; a missing sandbox is the proxy's 502.
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, errNoFile, "e2b: %s", what)
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, errNoFile, "e2b: %s", what)
 	}
 	return mapped
 }
@@ -277,7 +277,7 @@ func (e *envdClient) start(ctx context.Context, tag string, argv []string, cwd s
 
 // connectTag attaches to the running process tagged tag
 // (process.Process/Connect); its output from now on comes with it.
-// sandbox.ErrNotFound: no such process (it ended).
+// sandboxapi.ErrNotFound: no such process (it ended).
 func (e *envdClient) connectTag(ctx context.Context, tag string) (*stream, context.CancelFunc, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	req := connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: tag}}})
@@ -330,7 +330,7 @@ func (e *envdClient) run(ctx context.Context, script string) (int, []byte, error
 		if ctx.Err() != nil {
 			return ctxErr(ctx, "run in "+e.rec.SandboxID)
 		}
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: run in %s: the stream ended without the process's end: %s", e.rec.SandboxID, e.scrub(fmt.Sprint(s.err())))
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: run in %s: the stream ended without the process's end: %s", e.rec.SandboxID, e.scrub(fmt.Sprint(s.err())))
 	})
 	return code, out, err
 }

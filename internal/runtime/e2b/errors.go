@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // The one place E2B's answers become sandbox error kinds (docs/API.md
@@ -60,30 +61,30 @@ func (p *Provider) mapHTTP(ctx context.Context, resp *http.Response, body []byte
 		if err == nil {
 			err = errors.New("no response")
 		}
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: %s: %s", what, p.scrub(err.Error()))
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: %s: %s", what, p.scrub(err.Error()))
 	}
 	msg := p.scrub(errorMessage(body))
 	switch code := resp.StatusCode; {
 	case (code == 429 || code == 400 || code == 403) && isQuota(msg):
-		return sandbox.Errorf(sandbox.ErrResourceLimit, "e2b: %s: %s", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "e2b: %s: %s", what, msg)
 	case code == 401 || code == 403:
-		return sandbox.Errorf(sandbox.ErrUnauthorized, "e2b: %s: E2B refused the credentials (%d %s)", what, code, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrUnauthorized, "e2b: %s: E2B refused the credentials (%d %s)", what, code, msg)
 	case code == 404:
-		return sandbox.Errorf(sandbox.ErrNotFound, "e2b: %s: %s", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: %s: %s", what, msg)
 	case code == 409:
-		return sandbox.Errorf(sandbox.ErrConflict, "e2b: %s: %s", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "e2b: %s: %s", what, msg)
 	case code == 429:
-		e := sandbox.Errorf(sandbox.ErrRateLimited, "e2b: %s: rate limited (%s)", what, msg)
+		e := sandboxapi.Errorf(sandboxapi.ErrRateLimited, "e2b: %s: rate limited (%s)", what, msg)
 		if d, ok := retryAfter(resp); ok {
 			return sandbox.WithRetryAfter(e, d)
 		}
 		return e
 	case code == 507:
-		return sandbox.Errorf(sandbox.ErrResourceLimit, "e2b: %s: the sandbox's disk is full (%s)", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "e2b: %s: the sandbox's disk is full (%s)", what, msg)
 	case code >= 500 || code == 408:
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: %s: %d %s", what, code, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: %s: %d %s", what, code, msg)
 	default:
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: %s: E2B refused the request (%d %s)", what, code, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: %s: E2B refused the request (%d %s)", what, code, msg)
 	}
 }
 
@@ -95,32 +96,32 @@ func (p *Provider) mapConnect(ctx context.Context, err error, what string) error
 	if ctx.Err() != nil {
 		return ctxErr(ctx, what)
 	}
-	msg := p.scrub(sandbox.Clip(err.Error(), 300))
+	msg := p.scrub(sandboxapi.Clip(err.Error(), 300))
 	switch connect.CodeOf(err) {
 	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
-		return sandbox.Errorf(sandbox.ErrUnauthorized, "e2b: %s: envd refused the access token (%s)", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrUnauthorized, "e2b: %s: envd refused the access token (%s)", what, msg)
 	case connect.CodeNotFound:
-		return sandbox.Errorf(sandbox.ErrNotFound, "e2b: %s: %s", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: %s: %s", what, msg)
 	case connect.CodeAlreadyExists:
-		return sandbox.Errorf(sandbox.ErrConflict, "e2b: %s: %s", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "e2b: %s: %s", what, msg)
 	case connect.CodeResourceExhausted:
 		if isQuota(msg) {
-			return sandbox.Errorf(sandbox.ErrResourceLimit, "e2b: %s: %s", what, msg)
+			return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "e2b: %s: %s", what, msg)
 		}
-		return sandbox.Errorf(sandbox.ErrRateLimited, "e2b: %s: %s", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrRateLimited, "e2b: %s: %s", what, msg)
 	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeOutOfRange, connect.CodeUnimplemented:
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: %s: envd refused the request (%s)", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: %s: envd refused the request (%s)", what, msg)
 	case connect.CodeDeadlineExceeded:
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: %s: the stream's deadline passed (%s)", what, msg)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: %s: the stream's deadline passed (%s)", what, msg)
 	}
-	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: %s: %s", what, msg)
+	return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: %s: %s", what, msg)
 }
 
 func ctxErr(ctx context.Context, what string) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "e2b: %s", what)
+		return sandboxapi.Wrap(sandboxapi.ErrTimeout, ctx.Err(), "e2b: %s", what)
 	}
-	return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, ctx.Err(), "e2b: %s", what)
+	return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, ctx.Err(), "e2b: %s", what)
 }
 
 func isQuota(msg string) bool {
@@ -135,9 +136,9 @@ func errorMessage(body []byte) string {
 		Message string `json:"message"`
 	}
 	if json.Unmarshal(body, &m) == nil && m.Message != "" {
-		return sandbox.Clip(m.Message, 300)
+		return sandboxapi.Clip(m.Message, 300)
 	}
-	return sandbox.Clip(strings.TrimSpace(string(body)), 300)
+	return sandboxapi.Clip(strings.TrimSpace(string(body)), 300)
 }
 
 func retryAfter(resp *http.Response) (time.Duration, bool) {

@@ -17,7 +17,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // A command runs in the sandbox as one envd process (process.Process/Start,
@@ -49,7 +49,7 @@ const (
 // head of each stream goes to fds 5 and 6, the wrapper's stdout and stderr
 // that envd streams; prev, when set, is an earlier pass's directory to
 // remove).
-func (r *Runtime) script(p *replica.Pass, req sandbox.ExecRequest, prev string) string {
+func (r *Runtime) script(p *replica.Pass, req sandboxapi.ExecRequest, prev string) string {
 	env := procexec.EnvList(procexec.BaseEnv(r.home()), r.specEnv(), req.Env)
 	pre := "exec 5>&1 6>&2 >/dev/null 2>&1\n"
 	if prev != "" {
@@ -68,7 +68,7 @@ func (r *Runtime) specEnv() map[string]string {
 }
 
 // Exec runs one command (ExecStream without streaming).
-func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (r *Runtime) Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	return r.ExecStream(ctx, req, nil)
 }
 
@@ -99,15 +99,15 @@ func (r *Runtime) leave() { r.active.Add(-1) }
 // command's process group and session killed in the sandbox. Output caps
 // as on every runtime (head and tail, Truncated, full counts).
 //
-// Errors: sandbox.ErrInvalidArgument (a bad request: nothing runs; a cwd
+// Errors: sandboxapi.ErrInvalidArgument (a bad request: nothing runs; a cwd
 // that is missing, not a directory or leads out of the workdir in the
-// sandbox); sandbox.ErrRuntimeUnavailable (E2B or the sandbox failed;
+// sandbox); sandboxapi.ErrRuntimeUnavailable (E2B or the sandbox failed;
 // wrapping context.Canceled when ctx was cancelled: the command is killed
-// and what it changed is still synced back); sandbox.ErrTimeout (ctx's
+// and what it changed is still synced back); sandboxapi.ErrTimeout (ctx's
 // deadline); the kinds of mapHTTP and mapConnect.
-func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	if err := runspec.ValidateExec(req); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	if strings.HasPrefix(req.Cmd[0], "-") {
 		out := procexec.NewOutput(req.OutputCap(), onChunk)
@@ -116,16 +116,16 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 	_ = r.loadSpec()
 	rep := r.replica()
 	if rep == nil {
-		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "e2b: runtime %s has no workspace (create it with its spec)", r.id)
+		return sandboxapi.ExecResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: runtime %s has no workspace (create it with its spec)", r.id)
 	}
 	r.mu.Lock()
 	spec := r.spec
 	r.mu.Unlock()
 	if err := procexec.SingleNetwork(Kind, "exec", spec, req.Network); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	if err := r.enter(ctx); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	defer r.leave()
 	var env *envdClient
@@ -142,7 +142,7 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 			_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
 			return nil
 		},
-		RunPass: func(ctx context.Context, p *replica.Pass) (sandbox.ExecResult, replica.Outcome, error) {
+		RunPass: func(ctx context.Context, p *replica.Pass) (sandboxapi.ExecResult, replica.Outcome, error) {
 			return r.execPass(ctx, env, p, req, onChunk)
 		},
 		Transport: r.transport,
@@ -152,10 +152,10 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChu
 // execPass runs one pass with the command in it: its inputs uploaded, the
 // wrapper started as a process and followed to its end, its result
 // collected.
-func (r *Runtime) execPass(ctx context.Context, env *envdClient, p *replica.Pass, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, replica.Outcome, error) {
+func (r *Runtime) execPass(ctx context.Context, env *envdClient, p *replica.Pass, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, replica.Outcome, error) {
 	start := time.Now()
 	if err := r.uploadInputs(ctx, env, p, req.Stdin); err != nil {
-		return sandbox.ExecResult{}, replica.Applied, err
+		return sandboxapi.ExecResult{}, replica.Applied, err
 	}
 	r.mu.Lock()
 	prev := r.lastPass
@@ -163,7 +163,7 @@ func (r *Runtime) execPass(ctx context.Context, env *envdClient, p *replica.Pass
 	r.mu.Unlock()
 	argv, err := r.wrapperArgv(ctx, env, p, r.script(p, req, prev))
 	if err != nil {
-		return sandbox.ExecResult{}, replica.Applied, err
+		return sandboxapi.ExecResult{}, replica.Applied, err
 	}
 	tag := TagExec + path.Base(p.Dir())
 	st := replica.NewStream(onChunk)
@@ -172,7 +172,7 @@ func (r *Runtime) execPass(ctx context.Context, env *envdClient, p *replica.Pass
 	until := time.Now().Add(req.Timeout() + 2*time.Minute)
 	s, stop, err := env.start(ctx, tag, argv, "")
 	if err != nil {
-		return sandbox.ExecResult{}, replica.Applied, r.gone(ctx, err)
+		return sandboxapi.ExecResult{}, replica.Applied, r.gone(ctx, err)
 	}
 	f := follow{r: r, tag: tag, until: until, onData: st.Live}
 	ferr := f.run(ctx, s, stop)
@@ -188,7 +188,7 @@ func (r *Runtime) execPass(ctx context.Context, env *envdClient, p *replica.Pass
 		ctx = bctx
 	}
 	if ferr != nil && !errors.Is(ferr, errEnded) {
-		return sandbox.ExecResult{}, replica.Applied, ferr
+		return sandboxapi.ExecResult{}, replica.Applied, ferr
 	}
 	return p.CollectCommand(ctx, replica.Collect{
 		Kind: Kind, Runtime: r.id, Log: r.p.log, Cancelled: cancelled, Started: start,
@@ -235,19 +235,19 @@ func (r *Runtime) wrapperArgv(ctx context.Context, env *envdClient, p *replica.P
 // downloadResult brings pass p's result archive to local (at most limit
 // bytes) from the current sandbox and marks the pass for removal by the
 // next command's wrapper. started: the wrapper was seen running.
-// Errors: sandbox.ErrRuntimeUnavailable (the sandbox was lost; no result
+// Errors: sandboxapi.ErrRuntimeUnavailable (the sandbox was lost; no result
 // and the wrapper never started: nothing ran); those of download, through
 // gone.
 func (r *Runtime) downloadResult(ctx context.Context, p *replica.Pass, local string, limit int64, started bool) error {
 	env := r.envd()
 	if env == nil {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: runtime %s lost its sandbox", r.id)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: runtime %s lost its sandbox", r.id)
 	}
 	if err := env.download(ctx, p.ResultPath(), local, limit); err != nil {
 		if errors.Is(err, errNoFile) && !started {
 			// envd never started the wrapper (the Start stream failed before
 			// its start event, and no process has the tag): nothing ran.
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: runtime %s: the command could not be started", r.id)
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: runtime %s: the command could not be started", r.id)
 		}
 		return r.gone(ctx, err)
 	}
@@ -269,7 +269,7 @@ func (r *Runtime) envd() *envdClient {
 func (r *Runtime) uploadBytes(ctx context.Context, env *envdClient, data []byte, remote string) error {
 	f, err := os.CreateTemp("", "sandboxcore-upload-")
 	if err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: temp file")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: temp file")
 	}
 	defer os.Remove(f.Name())
 	_, werr := f.Write(data)
@@ -277,16 +277,16 @@ func (r *Runtime) uploadBytes(ctx context.Context, env *envdClient, data []byte,
 		werr = cerr
 	}
 	if werr != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, werr, "e2b: temp file")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, werr, "e2b: temp file")
 	}
 	return env.upload(ctx, f.Name(), remote)
 }
 
-// gone turns a failure of an envd call into sandbox.ErrNotFound when the
+// gone turns a failure of an envd call into sandboxapi.ErrNotFound when the
 // sandbox vanished (the caller recreates it); a paused one is resumed and
 // the failure returned as retryable.
 func (r *Runtime) gone(ctx context.Context, err error) error {
-	if ctx.Err() != nil || sandbox.KindOf(err) != sandbox.ErrRuntimeUnavailable || errors.Is(err, errNoFile) {
+	if ctx.Err() != nil || sandboxapi.KindOf(err) != sandboxapi.ErrRuntimeUnavailable || errors.Is(err, errNoFile) {
 		return err
 	}
 	if rerr := r.revive(ctx, err); rerr != nil {
@@ -315,8 +315,8 @@ type follow struct {
 // run reads s (nil: connect by the tag first) until the process's end.
 // Errors: errEnded (the process is gone without an end event seen); the
 // caller's context error (ctx ended: the streams are closed, the process
-// lives on); sandbox.ErrNotFound (the sandbox vanished);
-// sandbox.ErrRuntimeUnavailable (no stream could be had until f.until).
+// lives on); sandboxapi.ErrNotFound (the sandbox vanished);
+// sandboxapi.ErrRuntimeUnavailable (no stream could be had until f.until).
 func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) error {
 	keep := 3 * f.r.p.opts.Keepalive
 	for {
@@ -325,22 +325,22 @@ func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) er
 		byTag, startedBefore := s == nil, f.started
 		if s == nil {
 			if time.Now().After(f.until) {
-				return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: runtime %s: the command did not finish %v after its timeout", f.r.id, 2*time.Minute)
+				return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: runtime %s: the command did not finish %v after its timeout", f.r.id, 2*time.Minute)
 			}
 			env := f.r.envd()
 			if env == nil {
-				return sandbox.Errorf(sandbox.ErrNotFound, "e2b: runtime %s: its sandbox vanished", f.r.id)
+				return sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: runtime %s: its sandbox vanished", f.r.id)
 			}
 			var err error
 			s, stop, err = env.connectTag(ctx, f.tag)
-			if sandbox.KindOf(err) == sandbox.ErrNotFound {
+			if sandboxapi.KindOf(err) == sandboxapi.ErrNotFound {
 				return errEnded
 			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctxErr(ctx, "follow the command")
 				}
-				if gerr := f.r.gone(ctx, err); sandbox.KindOf(gerr) == sandbox.ErrNotFound {
+				if gerr := f.r.gone(ctx, err); sandboxapi.KindOf(gerr) == sandboxapi.ErrNotFound {
 					return gerr
 				}
 				select {
@@ -361,7 +361,7 @@ func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) er
 			return ctxErr(ctx, "follow the command")
 		}
 		mapped := f.r.p.mapConnect(ctx, err, "follow process "+f.tag)
-		if byTag && startedBefore && sandbox.KindOf(mapped) == sandbox.ErrNotFound {
+		if byTag && startedBefore && sandboxapi.KindOf(mapped) == sandboxapi.ErrNotFound {
 			// A Connect stream says "no such process" on its first read,
 			// not when it is opened: the process ended before the stream
 			// reached it, as when connectTag itself says so. (One never
@@ -369,7 +369,7 @@ func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) er
 			// under the start; the caller decides.)
 			return errEnded
 		}
-		if sandbox.KindOf(mapped) != sandbox.ErrRuntimeUnavailable {
+		if sandboxapi.KindOf(mapped) != sandboxapi.ErrRuntimeUnavailable {
 			return mapped // envd's decision (an access token refused, …), not a cut
 		}
 		// The stream broke: follow the process again by its tag. What was
@@ -378,7 +378,7 @@ func (f *follow) run(ctx context.Context, s *stream, stop context.CancelFunc) er
 		f.onData = nil
 		f.reconnects++
 		s = nil
-		if gerr := f.r.gone(ctx, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: process stream")); sandbox.KindOf(gerr) == sandbox.ErrNotFound {
+		if gerr := f.r.gone(ctx, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: process stream")); sandboxapi.KindOf(gerr) == sandboxapi.ErrNotFound {
 			return gerr
 		}
 	}
@@ -555,7 +555,7 @@ func (t envdTransportFor) Run(ctx context.Context, script string) (int, []byte, 
 	}
 	env = t.r.envd()
 	if env == nil {
-		return 0, nil, sandbox.Errorf(sandbox.ErrNotFound, "e2b: runtime %s: its sandbox vanished", t.r.id)
+		return 0, nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: runtime %s: its sandbox vanished", t.r.id)
 	}
 	select {
 	case code = <-end:
@@ -566,7 +566,7 @@ func (t envdTransportFor) Run(ctx context.Context, script string) (int, []byte, 
 			return 0, nil, err
 		}
 		if code, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
-			return 0, nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "e2b: the sync script left no exit status")
+			return 0, nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: the sync script left no exit status")
 		}
 	}
 	var out []byte
@@ -582,7 +582,7 @@ func (t envdTransportFor) Run(ctx context.Context, script string) (int, []byte, 
 func (t envdTransportFor) fetch(ctx context.Context, env *envdClient, remote string, limit int64) ([]byte, error) {
 	f, err := os.CreateTemp("", "sandboxcore-fetch-")
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "e2b: temp file")
+		return nil, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "e2b: temp file")
 	}
 	f.Close()
 	defer os.Remove(f.Name())

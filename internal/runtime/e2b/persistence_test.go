@@ -148,8 +148,8 @@ func TestLongCommandsSurviveStreamCuts(t *testing.T) {
 	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
 
 	var streamed []byte
-	res, err := rt.ExecStream(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "for i in 1 2 3 4 5; do echo line $i; sleep 0.8; done; echo done >&2"}, TimeoutS: 60},
-		func(c sandbox.ExecChunk) {
+	res, err := rt.ExecStream(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "for i in 1 2 3 4 5; do echo line $i; sleep 0.8; done; echo done >&2"}, TimeoutS: 60},
+		func(c sandboxapi.ExecChunk) {
 			if c.Stream == "stdout" {
 				streamed = append(streamed, c.Data...)
 			}
@@ -162,7 +162,7 @@ func TestLongCommandsSurviveStreamCuts(t *testing.T) {
 	require.Positive(t, srv.Requests()["envd /process.Process/Connect"], "the stream was cut and followed again")
 
 	start := time.Now()
-	res, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "(sleep 4; echo late > late) & while :; do date >> tick; sleep 0.5; done"}, TimeoutS: 3})
+	res, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "(sleep 4; echo late > late) & while :; do date >> tick; sleep 0.5; done"}, TimeoutS: 3})
 	require.NoError(t, err)
 	require.True(t, res.TimedOut)
 	require.Equal(t, 124, res.ExitCode)
@@ -188,10 +188,10 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 		msg    string
 		kind   error
 	}{
-		{401, "Invalid API key", sandbox.ErrUnauthorized},
-		{429, "Too many requests", sandbox.ErrRateLimited},
-		{429, "You have reached the maximum number of concurrent E2B sandboxes (20)", sandbox.ErrResourceLimit},
-		{400, "template 'x' not found", sandbox.ErrInvalidArgument},
+		{401, "Invalid API key", sandboxapi.ErrUnauthorized},
+		{429, "Too many requests", sandboxapi.ErrRateLimited},
+		{429, "You have reached the maximum number of concurrent E2B sandboxes (20)", sandboxapi.ErrResourceLimit},
+		{400, "template 'x' not found", sandboxapi.ErrInvalidArgument},
 	} {
 		srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: c.status, Message: c.msg})
 		_, err := p.Create(ctx, spec)
@@ -200,7 +200,7 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	}
 	srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: 503, Times: 3})
 	_, err := p.Create(ctx, spec)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.True(t, sandboxapi.IsRetryable(err))
 	require.Empty(t, srv.SandboxIDs())
 
@@ -215,8 +215,8 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	// the host and goes up with the next command.
 	require.NoError(t, os.WriteFile(filepath.Join(wt, "big.txt"), []byte("host change\n"), 0o644))
 	srv.Inject(fake.Fault{Operation: "envd POST /files", Status: 507, Message: "not enough disk space available"})
-	_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, TimeoutS: 30})
-	require.ErrorIs(t, err, sandbox.ErrResourceLimit)
+	_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, TimeoutS: 30})
+	require.ErrorIs(t, err, sandboxapi.ErrResourceLimit)
 	require.Contains(t, err.Error(), "disk is full")
 	res := runtimetest.Sh(t, ctx, rt, "cat big.txt")
 	runtimetest.RequireOK(t, res)
@@ -224,8 +224,8 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 
 	// A result lost on the way fails the call; the next one brings the change back.
 	srv.Inject(fake.Fault{Operation: "envd GET /files", Drop: true, Times: 6})
-	_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo two > two.txt"}, TimeoutS: 30})
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo two > two.txt"}, TimeoutS: 30})
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.NoFileExists(t, filepath.Join(wt, "two.txt"))
 	srv.ClearFaults()
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
@@ -233,8 +233,8 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 
 	// envd refusing the access token is Unauthorized.
 	srv.Inject(fake.Fault{Operation: "envd /process.Process/Start", Status: 401, Message: "unauthorized access"})
-	_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}, TimeoutS: 30})
-	require.ErrorIs(t, err, sandbox.ErrUnauthorized)
+	_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, TimeoutS: 30})
+	require.ErrorIs(t, err, sandboxapi.ErrUnauthorized)
 
 	// A 404 on the sandbox (gone) recreates it on the next use.
 	srv.Kill(sandboxOf(t, rt))
@@ -256,13 +256,13 @@ func TestPreviewURL(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
 	pp, ok := any(p).(interface {
-		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
+		PreviewURL(context.Context, string, int) (sandboxapi.PreviewURL, error)
 	})
 	require.True(t, ok)
 	_, err = pp.PreviewURL(ctx, spec.ID, 0)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = pp.PreviewURL(ctx, spec.ID+"-missing", 8080)
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 	u, err := pp.PreviewURL(ctx, spec.ID, 8080)
 	require.NoError(t, err)
 	require.Equal(t, "http://8080-"+sandboxOf(t, rt)+"."+srv.Domain()+"/", u.URL)

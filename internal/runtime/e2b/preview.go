@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // previewCap exposes sandbox ports the way E2B does: every port of a
@@ -16,35 +17,35 @@ type previewCap struct{ p *Provider }
 
 // PreviewURL is previewCap's: the provider itself carries the capability
 // the preview_url activity asserts (activities.PortPreviewer).
-func (p *Provider) PreviewURL(ctx context.Context, runtimeID string, port int) (sandbox.PreviewURL, error) {
+func (p *Provider) PreviewURL(ctx context.Context, runtimeID string, port int) (sandboxapi.PreviewURL, error) {
 	return previewCap{p}.PreviewURL(ctx, runtimeID, port)
 }
 
 // PreviewURL returns the URL of port (1–65535) of a runtime, resuming its
 // sandbox when it is paused (the URL answers only while it runs; ExpiresAt
 // stays nil: it works while the runtime runs). Errors:
-// sandbox.ErrInvalidArgument (the port, the id), sandbox.ErrNotFound (no such
+// sandboxapi.ErrInvalidArgument (the port, the id), sandboxapi.ErrNotFound (no such
 // runtime), the kinds of mapHTTP.
-func (c previewCap) PreviewURL(ctx context.Context, runtimeID string, port int) (sandbox.PreviewURL, error) {
+func (c previewCap) PreviewURL(ctx context.Context, runtimeID string, port int) (sandboxapi.PreviewURL, error) {
 	if port < 1 || port > 65535 {
-		return sandbox.PreviewURL{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "port %d is outside 1–65535", port)
+		return sandboxapi.PreviewURL{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "port %d is outside 1–65535", port)
 	}
 	if err := validID(runtimeID); err != nil {
-		return sandbox.PreviewURL{}, err
+		return sandboxapi.PreviewURL{}, err
 	}
 	rt := c.p.runtimeFor(runtimeID)
 	_ = rt.loadSpec()
 	if st, err := rt.State(ctx); err != nil {
-		return sandbox.PreviewURL{}, err
+		return sandboxapi.PreviewURL{}, err
 	} else if st == sandbox.RuntimeMissing {
-		return sandbox.PreviewURL{}, sandbox.Errorf(sandbox.ErrNotFound, "e2b: runtime %s does not exist", runtimeID)
+		return sandboxapi.PreviewURL{}, sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: runtime %s does not exist", runtimeID)
 	}
 	env, err := rt.ensure(ctx)
 	if err != nil {
-		return sandbox.PreviewURL{}, err
+		return sandboxapi.PreviewURL{}, err
 	}
 	rec := env.rec
-	return sandbox.PreviewURL{
+	return sandboxapi.PreviewURL{
 		URL:   c.p.scheme + "://" + strconv.Itoa(port) + "-" + rec.SandboxID + "." + rec.Domain + "/",
 		Token: rec.TrafficToken,
 	}, nil

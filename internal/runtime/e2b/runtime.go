@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/api"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // confirmFor is how long a sandbox seen running is trusted without asking
@@ -220,7 +221,7 @@ func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
 
 // Start resumes a paused sandbox (connect) and waits until it runs; a
 // vanished one is created again when the spec is known, else
-// sandbox.ErrNotFound.
+// sandboxapi.ErrNotFound.
 func (r *Runtime) Start(ctx context.Context) error {
 	_ = r.loadSpec()
 	_, err := r.ensure(ctx)
@@ -238,7 +239,7 @@ func (r *Runtime) ensure(ctx context.Context) (*envdClient, error) {
 	env, okAt := r.env, r.okAt
 	r.mu.Unlock()
 	if env != nil && time.Since(okAt) < confirmFor {
-		if err := r.keepAlive(ctx, env.rec.SandboxID, 0); err != nil && sandbox.KindOf(err) != sandbox.ErrNotFound {
+		if err := r.keepAlive(ctx, env.rec.SandboxID, 0); err != nil && sandboxapi.KindOf(err) != sandboxapi.ErrNotFound {
 			return nil, err
 		}
 		return env, nil
@@ -287,7 +288,7 @@ func (r *Runtime) connect(ctx context.Context, sbID string) (*record, error) {
 		res, err = r.p.api.PostSandboxesSandboxIDConnectWithResponse(ctx, sbID, api.ConnectSandbox{Timeout: int32(r.p.opts.Timeout / time.Second)})
 		return r.p.mapResp(ctx, res, err, "connect sandbox %s", sbID)
 	})
-	if sandbox.KindOf(err) == sandbox.ErrNotFound {
+	if sandboxapi.KindOf(err) == sandboxapi.ErrNotFound {
 		return nil, nil
 	}
 	if err != nil {
@@ -313,7 +314,7 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 	spec, rep := r.spec, r.rep
 	r.mu.Unlock()
 	if spec == nil {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "e2b: runtime %s does not exist", r.id)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: runtime %s does not exist", r.id)
 	}
 	hadOne, _ := r.record()
 	body := r.p.createBody(*spec)
@@ -404,7 +405,7 @@ func (r *Runtime) keepAlive(ctx context.Context, sbID string, need time.Duration
 // revive is called when an envd call failed: it asks the control plane
 // what became of the sandbox. A paused one (E2B's timeout, or paused out of
 // band) is resumed and nil returned (call envd again); a vanished one gives
-// sandbox.ErrNotFound (the caller recreates it); a running one gives cause
+// sandboxapi.ErrNotFound (the caller recreates it); a running one gives cause
 // back (a transient failure).
 func (r *Runtime) revive(ctx context.Context, cause error) error {
 	r.mu.Lock()
@@ -418,7 +419,7 @@ func (r *Runtime) revive(ctx context.Context, cause error) error {
 		if err := r.setRecord(nil); err != nil {
 			return err
 		}
-		return sandbox.Wrap(sandbox.ErrNotFound, cause, "e2b: runtime %s: its sandbox vanished", r.id)
+		return sandboxapi.Wrap(sandboxapi.ErrNotFound, cause, "e2b: runtime %s: its sandbox vanished", r.id)
 	}
 	if det.State == api.Paused {
 		r.p.log.Info("e2b: the runtime's sandbox was paused under a call; resuming it", "runtime", r.id, "sandbox", rec.SandboxID)
@@ -465,11 +466,11 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		res, err := r.p.api.PostSandboxesSandboxIDPauseWithResponse(ctx, rec.SandboxID, api.SandboxPauseRequest{Memory: ptr(true)})
 		return r.p.mapResp(ctx, res, err, "pause sandbox %s", rec.SandboxID)
 	})
-	switch sandbox.KindOf(err) {
+	switch sandboxapi.KindOf(err) {
 	case nil:
-	case sandbox.ErrNotFound:
+	case sandboxapi.ErrNotFound:
 		return nil
-	case sandbox.ErrConflict:
+	case sandboxapi.ErrConflict:
 		// Already paused (or pausing): fine when it says so.
 		if st, serr := r.State(ctx); serr != nil || st != sandbox.RuntimeStopped {
 			return err

@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // BasePath is the PATH every command starts with (RuntimeSpec.Env or
@@ -62,14 +62,14 @@ type proc struct {
 	dir  string // symlink-free working directory
 	argv []string
 	env  []string
-	req  sandbox.ExecRequest
+	req  sandboxapi.ExecRequest
 }
 
 // runProcess runs pr under killCtx (from procexec.Lifecycle.Exec, derived
 // from callerCtx) and classifies the outcome (see procexec.Run); argv[0] is
 // looked up in the command's own PATH, and a failure to execute it is a 127
 // or 126 result with a message on stderr.
-func runProcess(killCtx, callerCtx context.Context, pr proc, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func runProcess(killCtx, callerCtx context.Context, pr proc, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	out := procexec.NewOutput(pr.req.OutputCap(), onChunk)
 	name := pr.argv[0]
 	path, ok := lookPath(name, envValue(pr.env, "PATH"), pr.dir)
@@ -85,16 +85,16 @@ func runProcess(killCtx, callerCtx context.Context, pr proc, onChunk func(sandbo
 		Stdin:                 pr.req.Stdin,
 		Timeout:               pr.req.Timeout(),
 		NoticeHaltBeforeStart: true,
-		StartFailed: func(err error) (sandbox.ExecResult, error) {
+		StartFailed: func(err error) (sandboxapi.ExecResult, error) {
 			switch {
 			case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ENOTDIR):
 				return out.Notice(127, name, "no such file or directory"), nil
 			case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
 				return out.Notice(126, name, "cannot execute: "+errnoText(err)), nil
 			case errors.Is(err, syscall.E2BIG):
-				return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: argument list and environment too long")
+				return sandboxapi.ExecResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec: argument list and environment too long")
 			}
-			return sandbox.ExecResult{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec %s: start", name)
+			return sandboxapi.ExecResult{}, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "exec %s: start", name)
 		},
 	})
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Kind is the RuntimeProvider kind string of this backend.
@@ -113,12 +114,12 @@ func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
 // Target equals spec.Workdir; it must be an absolute path to an existing
 // directory. Other mounts are ignored (a subprocess cannot bind paths) and
 // Mount.Writable, Network and Resources are not enforced (the runtime is not
-// isolated). Errors wrap sandbox.ErrInvalidArgument for a malformed spec
-// (bad id, env, or workdir mount) and sandbox.ErrConflict when a runtime with
+// isolated). Errors wrap sandboxapi.ErrInvalidArgument for a malformed spec
+// (bad id, env, or workdir mount) and sandboxapi.ErrConflict when a runtime with
 // spec.ID already exists on a different workdir. Creating an existing runtime
 // updates its Env and Labels and leaves its state alone.
 func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
-	if err := sandbox.ValidateID("runtime id", spec.ID); err != nil {
+	if err := sandboxapi.ValidateID("runtime id", spec.ID); err != nil {
 		return nil, err
 	}
 	if err := runspec.ValidateEnv(spec.Env); err != nil {
@@ -132,7 +133,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 		if !mount.Writable {
 			p.log.Warn("local runtime cannot enforce a read-only workdir mount", "id", spec.ID)
 		}
-		if spec.Network == sandbox.NetworkNone || spec.Network == sandbox.NetworkLimited {
+		if spec.Network == sandboxapi.NetworkNone || spec.Network == sandboxapi.NetworkLimited {
 			p.log.Warn("local runtime cannot restrict the network", "id", spec.ID, "network", spec.Network)
 		}
 		p.log.Debug("runtime created", "id", spec.ID, "workdir", root)
@@ -142,7 +143,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 	})
 }
 
-// Get returns the runtime with id, or an error wrapping sandbox.ErrNotFound.
+// Get returns the runtime with id, or an error wrapping sandboxapi.ErrNotFound.
 func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) {
 	return p.runtimes.Get(id)
 }
@@ -157,12 +158,12 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbo
 // (waiting for them, bounded by ctx), deletes its supervisor's files and
 // archived processes, and forgets it; a missing runtime is success. It never touches the
 // workspace files. A Runtime value kept by a caller reports RuntimeMissing
-// afterwards and its calls fail with sandbox.ErrNotFound.
+// afterwards and its calls fail with sandboxapi.ErrNotFound.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	rt, _ := p.runtimes.Get(id)
 	life, ok := p.runtimes.Remove(id)
 	if !ok {
-		if sandbox.ValidateID("runtime id", id) == nil {
+		if sandboxapi.ValidateID("runtime id", id) == nil {
 			// A supervisor an earlier worker left running.
 			sock := p.statePath(id, ".sock")
 			if _, err := os.Lstat(sock); err == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/supervisortest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 var idSeq atomic.Int64
@@ -34,7 +35,7 @@ func specFor(dir string) sandbox.RuntimeSpec {
 		WorkspaceID: "ws-test",
 		Workdir:     dir,
 		Mounts:      []sandbox.Mount{{Source: dir, Target: dir, Writable: true}},
-		Network:     sandbox.NetworkDefault,
+		Network:     sandboxapi.NetworkDefault,
 	}
 }
 
@@ -79,7 +80,7 @@ func TestKindAndCapabilities(t *testing.T) {
 	require.Equal(t, sandbox.RuntimeCapabilities{PerCommandNetwork: true, HostMounts: true}, p.Capabilities())
 	require.False(t, p.Capabilities().Isolated)
 	_, previews := any(p).(interface {
-		PreviewURL(context.Context, string, int) (sandbox.PreviewURL, error)
+		PreviewURL(context.Context, string, int) (sandboxapi.PreviewURL, error)
 	})
 	require.False(t, previews, "the preview_url activity asserts PreviewURL on the provider")
 }
@@ -109,7 +110,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 		spec.Mounts = append([]sandbox.Mount(nil), good.Mounts...)
 		mutate(&spec)
 		_, err := p.Create(ctx, spec)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name)
 	}
 	list, err := p.List(ctx, nil)
 	require.NoError(t, err)
@@ -121,7 +122,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 	spec.Mounts = []sandbox.Mount{{Source: dir, Target: "/workspace", Writable: true}, {Source: "/nonexistent", Target: "/other"}}
 	rt, err := p.Create(ctx, spec)
 	require.NoError(t, err)
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"pwd"}})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"pwd"}})
 	require.NoError(t, err)
 	real, _ := filepath.EvalSymlinks(dir)
 	require.Equal(t, real+"\n", string(res.Stdout))
@@ -130,7 +131,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 	other := specFor(t.TempDir())
 	other.ID = spec.ID
 	_, err = p.Create(ctx, other)
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 }
 
 func TestExactEnvironment(t *testing.T) {
@@ -139,7 +140,7 @@ func TestExactEnvironment(t *testing.T) {
 	spec.Env = map[string]string{"SPEC_VAR": "spec", "BASE_VAR": "spec-wins"}
 	rt, err := p.Create(ctx, spec) // re-create updates the env
 	require.NoError(t, err)
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"REQ_VAR": "req"}})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"REQ_VAR": "req"}})
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
 	sort.Strings(lines)
@@ -161,7 +162,7 @@ func TestLookupUsesRuntimePath(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "rtlocal-worker-only"), []byte("#!/bin/sh\necho found\n"), 0o755))
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	ctx, _, spec, rt := setup(t, local.Options{})
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rtlocal-worker-only"}})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"rtlocal-worker-only"}})
 	require.NoError(t, err)
 	require.Equal(t, 127, res.ExitCode)
 	require.Contains(t, string(res.Stderr), "command not found")
@@ -169,13 +170,13 @@ func TestLookupUsesRuntimePath(t *testing.T) {
 	// The request's PATH is used, relative entries against the cwd.
 	require.NoError(t, os.MkdirAll(filepath.Join(spec.Workdir, "tools"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(spec.Workdir, "tools", "mytool"), []byte("#!/bin/sh\necho mytool \"$0\"\n"), 0o755))
-	res, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"mytool"}, Env: map[string]string{"PATH": "tools:" + local.BasePath}})
+	res, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"mytool"}, Env: map[string]string{"PATH": "tools:" + local.BasePath}})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, string(res.Stderr))
 	require.Equal(t, "mytool "+filepath.Join(mustReal(t, spec.Workdir), "tools", "mytool")+"\n", string(res.Stdout))
 
 	// A directory is not executable.
-	res, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"./tools"}})
+	res, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"./tools"}})
 	require.NoError(t, err)
 	require.Equal(t, 126, res.ExitCode)
 }
@@ -190,7 +191,7 @@ func TestBackgroundProcessesDieWithTheCall(t *testing.T) {
 	ctx, _, spec, rt := setup(t, local.Options{})
 	// The background child does not hold stdout, so the call returns at once;
 	// the group is killed when the leader exits, so "late" never appears.
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "(sleep 1; echo late > late) >/dev/null 2>&1 & echo started"}})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "(sleep 1; echo late > late) >/dev/null 2>&1 & echo started"}})
 	require.NoError(t, err)
 	require.Equal(t, "started\n", string(res.Stdout))
 	time.Sleep(1500 * time.Millisecond)
@@ -203,7 +204,7 @@ func TestEscapedProcessCannotHoldTheCall(t *testing.T) {
 	}
 	ctx, _, _, rt := setup(t, local.Options{})
 	start := time.Now()
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "setsid sleep 20 & echo started"}})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "setsid sleep 20 & echo started"}})
 	require.NoError(t, err)
 	// Far below the 20 s the escaped process holds the pipe; slack for a loaded CI machine.
 	require.Less(t, time.Since(start), local.DrainGrace+5*time.Second)
@@ -215,7 +216,7 @@ func TestBoundedMemoryFor50MB(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "head -c 50000000 /dev/zero | tr '\\0' a"}, MaxOutputBytes: 256 << 10})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "head -c 50000000 /dev/zero | tr '\\0' a"}, MaxOutputBytes: 256 << 10})
 	runtime.ReadMemStats(&after)
 	require.NoError(t, err)
 	require.Equal(t, int64(50_000_000), res.StdoutBytes)
@@ -230,9 +231,9 @@ func TestDestroyedHandleAndMissingWorkdir(t *testing.T) {
 	st, err := rt.State(ctx)
 	require.NoError(t, err)
 	require.Equal(t, sandbox.RuntimeMissing, st)
-	_, err = rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
-	require.ErrorIs(t, rt.Start(ctx), sandbox.ErrNotFound)
+	_, err = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
+	require.ErrorIs(t, rt.Start(ctx), sandboxapi.ErrNotFound)
 	require.NoError(t, rt.Stop(ctx))
 
 	// A workdir removed under a runtime makes it unavailable.
@@ -242,8 +243,8 @@ func TestDestroyedHandleAndMissingWorkdir(t *testing.T) {
 	rt2, err := p.Create(ctx, specFor(ws))
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(ws))
-	_, err = rt2.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	_, err = rt2.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}})
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 }
 
 func TestContextDeadlineIsErrTimeout(t *testing.T) {
@@ -251,8 +252,8 @@ func TestContextDeadlineIsErrTimeout(t *testing.T) {
 	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	res, err := rt.Exec(dctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo partial; sleep 30"}})
-	require.ErrorIs(t, err, sandbox.ErrTimeout)
+	res, err := rt.Exec(dctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo partial; sleep 30"}})
+	require.ErrorIs(t, err, sandboxapi.ErrTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), 10*time.Second, "the 30 s command was not waited for")
 	require.Equal(t, "partial\n", string(res.Stdout), "the partial result comes with the error")
@@ -261,9 +262,9 @@ func TestContextDeadlineIsErrTimeout(t *testing.T) {
 
 func TestStopKillResult(t *testing.T) {
 	ctx, _, _, rt := setup(t, local.Options{})
-	done := make(chan sandbox.ExecResult, 1)
+	done := make(chan sandboxapi.ExecResult, 1)
 	go func() {
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo up; exec sleep 30"}})
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo up; exec sleep 30"}})
 		require.NoError(t, err)
 		done <- res
 	}()

@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // hostSupervisor is a runtime's supervisor of background processes: a host
@@ -58,7 +59,7 @@ func stateDirFor(dir string) string {
 func (r *Runtime) initProcesses() {
 	r.ps.archive = supervisor.LoadArchive(r.p.statePath(r.ID(), ".archive"))
 	r.Processes = supervisor.Processes{
-		Support: sandbox.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandbox.MaxProcesses, BufferBytes: sandbox.ProcessBufferBytes},
+		Support: sandboxapi.ProcessSupport{Durable: true, PTY: true, MaxProcesses: sandboxapi.MaxProcesses, BufferBytes: sandboxapi.ProcessBufferBytes},
 		Client:  r.client,
 		Prepare: r.prepare,
 		Archive: r.ps.archive,
@@ -79,13 +80,13 @@ func (r *Runtime) initProcesses() {
 }
 
 // client is supervisor.Processes.Client.
-func (r *Runtime) client(ctx context.Context, start bool, _ sandbox.Network) (*supervisor.Client, error) {
+func (r *Runtime) client(ctx context.Context, start bool, _ sandboxapi.Network) (*supervisor.Client, error) {
 	if start {
 		if err := r.life.Start(r.ready); err != nil {
 			return nil, err
 		}
 	} else if r.life.State() == sandbox.RuntimeMissing {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %s was destroyed", r.ID())
+		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "runtime %s was destroyed", r.ID())
 	}
 	r.ps.mu.Lock()
 	defer r.ps.mu.Unlock()
@@ -97,14 +98,14 @@ func (r *Runtime) client(ctx context.Context, start bool, _ sandbox.Network) (*s
 	}
 	bin, err := supervisor.Find(r.p.supervisor)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "local runtime %s: background processes need the runtime supervisor: %v", r.ID(), err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "local runtime %s: background processes need the runtime supervisor: %v", r.ID(), err)
 	}
 	if err := os.MkdirAll(r.p.stateDir, 0o700); err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "local runtime %s: state directory: %v", r.ID(), err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "local runtime %s: state directory: %v", r.ID(), err)
 	}
 	l, err := supervisor.Launch(ctx, bin, r.p.statePath(r.ID(), ".sock"), r.p.statePath(r.ID(), ".log"), r.ID(), "local")
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "local runtime %s: start the supervisor: %v", r.ID(), err)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "local runtime %s: start the supervisor: %v", r.ID(), err)
 	}
 	r.ps.sv = &hostSupervisor{client: l.Client, done: l.Done}
 	return l.Client, nil
@@ -113,7 +114,7 @@ func (r *Runtime) client(ctx context.Context, start bool, _ sandbox.Network) (*s
 // prepare is supervisor.Processes.Prepare: a background process gets a
 // command's environment and cwd (its network is checked against the
 // runtime's, though not enforced: the local runtime has one supervisor).
-func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandbox.Network, error) {
+func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandboxapi.Network, error) {
 	if _, err := procexec.CommandNetwork("process_start", procexec.RuntimeNetwork(r.life.Spec()), spec.Network); err != nil {
 		return supervisor.Spec{}, "", err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Runtime is one local runtime (docs/DESIGN.md "Ports"): a
@@ -40,8 +41,8 @@ func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
 	return r.life.State(), nil
 }
 
-// Start marks the runtime running. Errors wrap sandbox.ErrNotFound once the
-// runtime is destroyed, and sandbox.ErrRuntimeUnavailable when the workdir
+// Start marks the runtime running. Errors wrap sandboxapi.ErrNotFound once the
+// runtime is destroyed, and sandboxapi.ErrRuntimeUnavailable when the workdir
 // no longer exists (e.g. the workspace was evicted).
 func (r *Runtime) Start(ctx context.Context) error {
 	return r.life.Start(r.ready)
@@ -51,7 +52,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 func (r *Runtime) ready(struct{}) error {
 	root := r.life.Root()
 	if real, err := runspec.ResolveDir(root); err != nil || real != root {
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.ID(), root)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.ID(), root)
 	}
 	return nil
 }
@@ -60,7 +61,7 @@ func (r *Runtime) ready(struct{}) error {
 // running in it is killed (its whole process group), and so is every
 // background process (exit reason runtime_stopped; they stay readable);
 // Stop waits for them to be reaped, bounded by ctx (an expired ctx returns an error wrapping
-// sandbox.ErrTimeout). The workdir is untouched. Stopping a destroyed runtime
+// sandboxapi.ErrTimeout). The workdir is untouched. Stopping a destroyed runtime
 // is success.
 func (r *Runtime) Stop(ctx context.Context) error {
 	err := r.life.Stop(ctx)
@@ -69,7 +70,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 }
 
 // Exec runs one command and returns its result (see ExecStream).
-func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (r *Runtime) Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
 	return r.ExecStream(ctx, req, nil)
 }
 
@@ -92,27 +93,27 @@ func (r *Runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // executed; 128+n when killed by signal n (137 when Stop or Destroy killed
 // it); 124 with TimedOut after req.Timeout() (the process group is killed).
 //
-// Errors: sandbox.ErrInvalidArgument for a bad request (runspec.ValidateExec,
+// Errors: sandboxapi.ErrInvalidArgument for a bad request (runspec.ValidateExec,
 // a cwd that is missing, not a directory or resolves outside the workdir,
-// an argv+env too large) — nothing runs then; sandbox.ErrNotFound after
-// Destroy; sandbox.ErrRuntimeUnavailable when the workdir is gone or the
+// an argv+env too large) — nothing runs then; sandboxapi.ErrNotFound after
+// Destroy; sandboxapi.ErrRuntimeUnavailable when the workdir is gone or the
 // process cannot be started, or when ctx is cancelled (wrapping
-// context.Canceled); sandbox.ErrTimeout when ctx's deadline passes first
+// context.Canceled); sandboxapi.ErrTimeout when ctx's deadline passes first
 // (wrapping context.DeadlineExceeded). On ctx expiry the process group is
 // killed and the partial result is returned along with the error.
-func (r *Runtime) ExecStream(ctx context.Context, req sandbox.ExecRequest, onChunk func(sandbox.ExecChunk)) (sandbox.ExecResult, error) {
+func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	if err := runspec.ValidateExec(req); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
-	return r.life.Exec(ctx, r.ready, func(killCtx context.Context, spec sandbox.RuntimeSpec, _ struct{}) (sandbox.ExecResult, error) {
+	return r.life.Exec(ctx, r.ready, func(killCtx context.Context, spec sandbox.RuntimeSpec, _ struct{}) (sandboxapi.ExecResult, error) {
 		if _, err := procexec.CommandNetwork("exec", procexec.RuntimeNetwork(spec), req.Network); err != nil {
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		root := r.life.Root()
 		env := procexec.EnvList(procexec.BaseEnv(root), r.p.baseEnv, spec.Env, req.Env)
 		dir, _, err := procexec.ResolveCwd(root, req.Cwd)
 		if err != nil {
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		res, err := runProcess(killCtx, ctx, proc{dir: dir, argv: req.Cmd, env: env, req: req}, onChunk)
 		r.p.log.Debug("exec", "id", r.ID(), "cmd", req.Cmd[0], "exit_code", res.ExitCode, "timed_out", res.TimedOut,

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // ResolveCwd resolves an ExecRequest's workdir-relative cwd against root, the
@@ -17,28 +17,28 @@ import (
 // is malformed, missing, not a directory, goes through an absolute symlink
 // (even one pointing back inside: os.Root refuses them), or resolves (through symlinks,
 // checked inside an os.Root first, so nothing outside root is looked at)
-// outside root is an error wrapping sandbox.ErrInvalidArgument whose message
+// outside root is an error wrapping sandboxapi.ErrInvalidArgument whose message
 // never contains a host path nor tells what lies outside; a root that cannot
-// be opened is sandbox.ErrRuntimeUnavailable.
+// be opened is sandboxapi.ErrRuntimeUnavailable.
 func ResolveCwd(root, cwd string) (dir, rel string, err error) {
-	clean, err := sandbox.CleanRelPath(cwd)
+	clean, err := sandboxapi.CleanRelPath(cwd)
 	if err != nil {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd: %s", sandbox.Message(err))
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec: cwd: %s", sandboxapi.Message(err))
 	}
 	// First inside an os.Root, which refuses to follow a link out of root
 	// without touching what lies outside: whether an outside path exists or
 	// is a directory must not be observable (the sandbox hides it).
 	r, err := os.OpenRoot(root)
 	if err != nil {
-		return "", "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "exec: workdir: %v", errors.Unwrap(err))
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "exec: workdir: %v", errors.Unwrap(err))
 	}
 	fi, err := r.Stat(clean)
 	_ = r.Close()
 	if err != nil {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q cannot be resolved inside the workdir (missing, or through a link that leaves it or is absolute)", clip(cwd))
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec: cwd %q cannot be resolved inside the workdir (missing, or through a link that leaves it or is absolute)", clip(cwd))
 	}
 	if !fi.IsDir() {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: not a directory", clip(cwd))
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec: cwd %q: not a directory", clip(cwd))
 	}
 	real, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(clean)))
 	if err == nil {
@@ -52,11 +52,11 @@ func ResolveCwd(root, cwd string) (dir, rel string, err error) {
 		if errors.As(err, &pe) {
 			err = pe.Err // do not echo the host path
 		}
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q: %v", clip(cwd), err)
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec: cwd %q: %v", clip(cwd), err)
 	}
 	relp, err := filepath.Rel(root, real)
 	if err != nil || relp == ".." || strings.HasPrefix(relp, ".."+string(filepath.Separator)) {
-		return "", "", sandbox.Errorf(sandbox.ErrInvalidArgument, "exec: cwd %q resolves outside the workdir", clip(cwd))
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec: cwd %q resolves outside the workdir", clip(cwd))
 	}
 	return real, filepath.ToSlash(relp), nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // errHalted is the cancellation cause Lifecycle gives a command's context
@@ -68,7 +69,7 @@ func (l *Lifecycle[C]) State() sandbox.RuntimeState {
 // Start marks the runtime running after ready, the backend's own check of
 // the current configuration (the workdir is still there, …), has passed;
 // ready runs with the runtime locked, and its error is returned as it is.
-// Errors wrap sandbox.ErrNotFound once the runtime is destroyed.
+// Errors wrap sandboxapi.ErrNotFound once the runtime is destroyed.
 func (l *Lifecycle[C]) Start(ready func(C) error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -77,7 +78,7 @@ func (l *Lifecycle[C]) Start(ready func(C) error) error {
 
 func (l *Lifecycle[C]) startLocked(ready func(C) error) error {
 	if l.destroyed {
-		return sandbox.Errorf(sandbox.ErrNotFound, "runtime %s was destroyed", l.id)
+		return sandboxapi.Errorf(sandboxapi.ErrNotFound, "runtime %s was destroyed", l.id)
 	}
 	if err := ready(l.conf); err != nil {
 		return err
@@ -89,11 +90,11 @@ func (l *Lifecycle[C]) startLocked(ready func(C) error) error {
 // Stop marks the runtime stopped and kills every command still running in
 // it (the context of each is cancelled, so Run kills its process group),
 // waiting for them, bounded by ctx: an expired ctx returns an error wrapping
-// sandbox.ErrTimeout. Stopping a destroyed runtime is success.
+// sandboxapi.ErrTimeout. Stopping a destroyed runtime is success.
 func (l *Lifecycle[C]) Stop(ctx context.Context) error { return l.halt(ctx, false) }
 
 // Destroy marks the runtime destroyed (State reports sandbox.RuntimeMissing
-// and Start and Exec fail with sandbox.ErrNotFound from then on), then kills
+// and Start and Exec fail with sandboxapi.ErrNotFound from then on), then kills
 // and waits for its commands as Stop does. It is meant for a Lifecycle just
 // taken out of its Registry (Registry.Remove).
 func (l *Lifecycle[C]) Destroy(ctx context.Context) error { return l.halt(ctx, true) }
@@ -116,7 +117,7 @@ func (l *Lifecycle[C]) halt(ctx context.Context, destroy bool) error {
 		select {
 		case <-c.done:
 		case <-ctx.Done():
-			return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "runtime %s: waiting for commands to die", l.id)
+			return sandboxapi.Wrap(sandboxapi.ErrTimeout, ctx.Err(), "runtime %s: waiting for commands to die", l.id)
 		}
 	}
 	return nil
@@ -129,8 +130,8 @@ func (l *Lifecycle[C]) halt(ctx context.Context, destroy bool) error {
 // the spec and configuration as they are now. Exec returns what run returns
 // once the command is unregistered.
 func (l *Lifecycle[C]) Exec(ctx context.Context, ready func(C) error,
-	run func(killCtx context.Context, spec sandbox.RuntimeSpec, conf C) (sandbox.ExecResult, error),
-) (sandbox.ExecResult, error) {
+	run func(killCtx context.Context, spec sandbox.RuntimeSpec, conf C) (sandboxapi.ExecResult, error),
+) (sandboxapi.ExecResult, error) {
 	killCtx, kill := context.WithCancelCause(ctx)
 	defer kill(nil)
 	c := &command{kill: kill, done: make(chan struct{})}
@@ -138,7 +139,7 @@ func (l *Lifecycle[C]) Exec(ctx context.Context, ready func(C) error,
 	l.mu.Lock()
 	if err := l.startLocked(ready); err != nil {
 		l.mu.Unlock()
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	spec, conf := l.spec, l.conf
 	l.running[c] = struct{}{}
@@ -167,7 +168,7 @@ type registered[C any] struct {
 
 // Create returns the runtime registered as spec.ID (idempotent). An existing
 // one keeps its state and takes a copy of spec and conf, unless its workdir
-// is not root: then the error wraps sandbox.ErrConflict. A missing one is
+// is not root: then the error wraps sandboxapi.ErrConflict. A missing one is
 // registered as returned by build, which receives its new Lifecycle (state
 // running, holding a copy of spec and conf) and is called with the Registry
 // locked; an error from build registers nothing and is returned as it is.
@@ -179,7 +180,7 @@ func (g *Registry[C]) Create(spec sandbox.RuntimeSpec, root string, conf C, buil
 		e.life.mu.Lock()
 		defer e.life.mu.Unlock()
 		if e.life.root != root {
-			return nil, sandbox.Errorf(sandbox.ErrConflict, "runtime %s already exists on workdir %s, not %s", spec.ID, e.life.root, root)
+			return nil, sandboxapi.Errorf(sandboxapi.ErrConflict, "runtime %s already exists on workdir %s, not %s", spec.ID, e.life.root, root)
 		}
 		e.life.spec, e.life.conf = spec, conf
 		return e.rt, nil
@@ -197,13 +198,13 @@ func (g *Registry[C]) Create(spec sandbox.RuntimeSpec, root string, conf C, buil
 }
 
 // Get returns the runtime registered as id, or an error wrapping
-// sandbox.ErrNotFound.
+// sandboxapi.ErrNotFound.
 func (g *Registry[C]) Get(id string) (sandbox.Runtime, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	e, ok := g.entries[id]
 	if !ok {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "runtime %q not found", clip(id))
+		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "runtime %q not found", clip(id))
 	}
 	return e.rt, nil
 }

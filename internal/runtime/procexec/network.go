@@ -1,38 +1,41 @@
 package procexec
 
-import "github.com/sandboxcore/sandboxcore/internal/sandbox"
+import (
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
 
 // RuntimeNetwork returns a runtime's network policy: spec.Network, or
 // limited when it is "" (the default of SANDBOX_RUNTIME_NETWORK).
-func RuntimeNetwork(spec sandbox.RuntimeSpec) sandbox.Network {
+func RuntimeNetwork(spec sandbox.RuntimeSpec) sandboxapi.Network {
 	if spec.Network == "" {
-		return sandbox.NetworkLimited
+		return sandboxapi.NetworkLimited
 	}
 	return spec.Network
 }
 
 // CommandNetwork returns the network a command of op ("exec",
 // "process_start") runs with: asked, or policy when asked is "". Errors:
-// sandbox.ErrInvalidArgument for an unknown mode, sandbox.ErrCommandRejected
+// sandboxapi.ErrInvalidArgument for an unknown mode, sandboxapi.ErrCommandRejected
 // naming the policy for a mode above it (docs/SECURITY.md "Network modes").
-func CommandNetwork(op string, policy, asked sandbox.Network) (sandbox.Network, error) {
+func CommandNetwork(op string, policy, asked sandboxapi.Network) (sandboxapi.Network, error) {
 	if asked == "" {
 		return policy, nil
 	}
 	if !asked.Valid() {
-		return "", sandbox.FieldError("network", "%s: network %q: want none, limited or default", op, sandbox.Clip(string(asked), 32))
+		return "", sandboxapi.FieldError("network", "%s: network %q: want none, limited or default", op, sandboxapi.Clip(string(asked), 32))
 	}
 	if !asked.Within(policy) {
-		return "", sandbox.Errorf(sandbox.ErrCommandRejected, "%s: network %s is above the workspace's network policy (%s): a command may use %s", op, asked, policy, allowedUpTo(policy))
+		return "", sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "%s: network %s is above the workspace's network policy (%s): a command may use %s", op, asked, policy, allowedUpTo(policy))
 	}
 	return asked, nil
 }
 
-func allowedUpTo(policy sandbox.Network) string {
+func allowedUpTo(policy sandboxapi.Network) string {
 	switch policy {
-	case sandbox.NetworkNone:
+	case sandboxapi.NetworkNone:
 		return "none only"
-	case sandbox.NetworkLimited:
+	case sandboxapi.NetworkLimited:
 		return "none or limited"
 	}
 	return "none, limited or default"
@@ -57,9 +60,9 @@ func ProxyEnv(addr string) map[string]string {
 // SingleNetwork checks the network a command of op asks for on a runtime of
 // kind that applies one network, its spec's, to every command (the remote
 // runtimes: RuntimeCapabilities.PerCommandNetwork false). Errors: those of
-// CommandNetwork, and sandbox.ErrCommandRejected for any mode but the
+// CommandNetwork, and sandboxapi.ErrCommandRejected for any mode but the
 // runtime's own.
-func SingleNetwork(kind, op string, spec *sandbox.RuntimeSpec, asked sandbox.Network) error {
+func SingleNetwork(kind, op string, spec *sandbox.RuntimeSpec, asked sandboxapi.Network) error {
 	if asked == "" || spec == nil {
 		return nil
 	}
@@ -68,7 +71,7 @@ func SingleNetwork(kind, op string, spec *sandbox.RuntimeSpec, asked sandbox.Net
 		return err
 	}
 	if asked != policy {
-		return sandbox.Errorf(sandbox.ErrCommandRejected, "%s: the %s runtime applies the workspace's network policy (%s) to every command: a command cannot choose another network", op, kind, policy)
+		return sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "%s: the %s runtime applies the workspace's network policy (%s) to every command: a command cannot choose another network", op, kind, policy)
 	}
 	return nil
 }

@@ -4,7 +4,7 @@
 // Exec"):
 //
 //   - Output: a command's stdout and stderr, each capped (output.Capped), the
-//     serialized onChunk callback, and the sandbox.ExecResult built from them
+//     serialized onChunk callback, and the sandboxapi.ExecResult built from them
 //     with the shared exit codes (124 timed out; 127, 126 or 137 with a
 //     "sandbox: …" notice on stderr when the runtime itself did not run the
 //     command). Every adapter uses it (local, bwrap, Docker).
@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/output"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // BasePath is the PATH every command starts with (RuntimeSpec.Env or
@@ -66,18 +66,18 @@ func EnvList(layers ...map[string]string) []string {
 // limit (head and tail kept, see output.Capped), hands every piece written to
 // the onChunk callback given to NewOutput (when non-nil; calls are serialized
 // and receive data they may keep), and builds the command's
-// sandbox.ExecResult. It is safe for concurrent use.
+// sandboxapi.ExecResult. It is safe for concurrent use.
 type Output struct {
 	stdout, stderr *output.Capped
 	start          time.Time
 	mu             sync.Mutex
-	onChunk        func(sandbox.ExecChunk)
+	onChunk        func(sandboxapi.ExecChunk)
 }
 
 // NewOutput returns an empty Output keeping at most limit bytes of each
 // stream (ExecRequest.OutputCap()); the command's duration (DurationMS) is
 // counted from now.
-func NewOutput(limit int, onChunk func(sandbox.ExecChunk)) *Output {
+func NewOutput(limit int, onChunk func(sandboxapi.ExecChunk)) *Output {
 	return &Output{stdout: output.NewCapped(limit), stderr: output.NewCapped(limit), start: time.Now(), onChunk: onChunk}
 }
 
@@ -91,34 +91,34 @@ func (o *Output) Stderr() io.Writer { return stream{o, "stderr", o.stderr} }
 
 // Result returns the command's result with exit code code: the kept output,
 // the truncation flag, the full byte counts and the duration so far.
-func (o *Output) Result(code int) sandbox.ExecResult { return o.result(code, false) }
+func (o *Output) Result(code int) sandboxapi.ExecResult { return o.result(code, false) }
 
 // TimedOut returns the result of a command killed at its own timeout
 // (ExecRequest.Timeout()): exit code 124 with TimedOut set.
-func (o *Output) TimedOut() sandbox.ExecResult { return o.result(124, true) }
+func (o *Output) TimedOut() sandboxapi.ExecResult { return o.result(124, true) }
 
 // Notice writes "sandbox: <name>: <msg>" as a line on stderr and returns
 // Result(code): the outcome of a command that the runtime did not run or
 // stopped itself (127 not found, 126 cannot execute, 137 killed).
-func (o *Output) Notice(code int, name, msg string) sandbox.ExecResult {
+func (o *Output) Notice(code int, name, msg string) sandboxapi.ExecResult {
 	o.emit("stderr", o.stderr, []byte("sandbox: "+name+": "+msg+"\n"))
 	return o.Result(code)
 }
 
 // Interrupted returns the partial result (exit code code) and the error of
 // a call whose caller's context ended before the command did; cause is that
-// context's Err(). The error wraps cause and sandbox.ErrTimeout when the
-// deadline passed, sandbox.ErrRuntimeUnavailable otherwise (cancellation).
-func (o *Output) Interrupted(code int, name string, cause error) (sandbox.ExecResult, error) {
+// context's Err(). The error wraps cause and sandboxapi.ErrTimeout when the
+// deadline passed, sandboxapi.ErrRuntimeUnavailable otherwise (cancellation).
+func (o *Output) Interrupted(code int, name string, cause error) (sandboxapi.ExecResult, error) {
 	res := o.Result(code)
 	if errors.Is(cause, context.DeadlineExceeded) {
-		return res, sandbox.Wrap(sandbox.ErrTimeout, cause, "exec %s", name)
+		return res, sandboxapi.Wrap(sandboxapi.ErrTimeout, cause, "exec %s", name)
 	}
-	return res, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, cause, "exec %s", name)
+	return res, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, cause, "exec %s", name)
 }
 
-func (o *Output) result(code int, timedOut bool) sandbox.ExecResult {
-	return sandbox.ExecResult{
+func (o *Output) result(code int, timedOut bool) sandboxapi.ExecResult {
+	return sandboxapi.ExecResult{
 		ExitCode:    code,
 		Stdout:      o.stdout.Bytes(),
 		Stderr:      o.stderr.Bytes(),
@@ -135,7 +135,7 @@ func (o *Output) emit(name string, c *output.Capped, p []byte) {
 	if o.onChunk != nil {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		o.onChunk(sandbox.ExecChunk{Stream: name, Data: bytes.Clone(p)})
+		o.onChunk(sandboxapi.ExecChunk{Stream: name, Data: bytes.Clone(p)})
 	}
 }
 
@@ -153,4 +153,4 @@ func (s stream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func clip(s string) string { return sandbox.Clip(s, 64) }
+func clip(s string) string { return sandboxapi.Clip(s, 64) }

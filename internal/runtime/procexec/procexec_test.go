@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestEnvList(t *testing.T) {
@@ -23,8 +24,8 @@ func TestEnvList(t *testing.T) {
 
 func TestOutput(t *testing.T) {
 	var mu sync.Mutex
-	var chunks []sandbox.ExecChunk
-	out := procexec.NewOutput(8, func(c sandbox.ExecChunk) {
+	var chunks []sandboxapi.ExecChunk
+	out := procexec.NewOutput(8, func(c sandboxapi.ExecChunk) {
 		mu.Lock()
 		defer mu.Unlock()
 		chunks = append(chunks, c)
@@ -36,7 +37,7 @@ func TestOutput(t *testing.T) {
 	require.True(t, res.Truncated)
 	require.Equal(t, int64(10), res.StdoutBytes)
 	require.Equal(t, int64(len("sandbox: tool: command not found\n")), res.StderrBytes)
-	require.Equal(t, []sandbox.ExecChunk{
+	require.Equal(t, []sandboxapi.ExecChunk{
 		{Stream: "stdout", Data: []byte("0123456789")},
 		{Stream: "stderr", Data: []byte("sandbox: tool: command not found\n")},
 	}, chunks)
@@ -47,10 +48,10 @@ func TestOutput(t *testing.T) {
 
 	res, err := out.Interrupted(137, "tool", context.DeadlineExceeded)
 	require.Equal(t, 137, res.ExitCode)
-	require.ErrorIs(t, err, sandbox.ErrTimeout)
+	require.ErrorIs(t, err, sandboxapi.ErrTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	_, err = out.Interrupted(137, "tool", context.Canceled)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -72,7 +73,7 @@ func TestResolveCwd(t *testing.T) {
 	require.Equal(t, "a/b", rel)
 	for _, cwd := range []string{"../x", "/abs", "missing", "file", "out"} {
 		_, _, err := procexec.ResolveCwd(root, cwd)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, cwd)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, cwd)
 		require.NotContains(t, err.Error(), root, cwd)
 	}
 
@@ -84,7 +85,7 @@ func TestResolveCwd(t *testing.T) {
 	for name, target := range map[string]string{"l-dir": outside, "l-file": filepath.Join(outside, "f"), "l-none": filepath.Join(outside, "none")} {
 		require.NoError(t, os.Symlink(target, filepath.Join(root, name)))
 		_, _, err := procexec.ResolveCwd(root, name)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name)
 		msgs[strings.TrimPrefix(err.Error(), "InvalidArgument: exec: cwd \""+name+"\"")] = true
 	}
 	require.Len(t, msgs, 1, "%v", msgs)
@@ -117,7 +118,7 @@ func TestRegistry(t *testing.T) {
 	require.Equal(t, "conf2", life.Conf())
 	require.Equal(t, sandbox.RuntimeStopped, life.State(), "Create leaves the state alone")
 	_, err = g.Create(sandbox.RuntimeSpec{ID: "b"}, "/elsewhere", "", build)
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 
 	_, err = g.Create(sandbox.RuntimeSpec{ID: "a", Labels: map[string]string{"ws": "2", "k": "v"}}, "/root-a", "", build)
 	require.NoError(t, err)
@@ -135,21 +136,21 @@ func TestRegistry(t *testing.T) {
 	require.Same(t, life, removed)
 	require.NoError(t, removed.Destroy(context.Background()))
 	require.Equal(t, sandbox.RuntimeMissing, life.State())
-	require.ErrorIs(t, life.Start(func(string) error { return nil }), sandbox.ErrNotFound)
+	require.ErrorIs(t, life.Start(func(string) error { return nil }), sandboxapi.ErrNotFound)
 	_, err = g.Get("b")
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 	_, ok = g.Remove("b")
 	require.False(t, ok)
 }
 
 // run runs argv through a fresh Lifecycle, as an adapter does.
-func run(t *testing.T, ctx context.Context, life *procexec.Lifecycle[string], c procexec.Command) (sandbox.ExecResult, error) {
+func run(t *testing.T, ctx context.Context, life *procexec.Lifecycle[string], c procexec.Command) (sandboxapi.ExecResult, error) {
 	t.Helper()
 	c.Name, c.Path = c.Args[0], c.Args[0]
 	if c.Timeout == 0 {
 		c.Timeout = time.Minute
 	}
-	return life.Exec(ctx, func(string) error { return nil }, func(killCtx context.Context, _ sandbox.RuntimeSpec, _ string) (sandbox.ExecResult, error) {
+	return life.Exec(ctx, func(string) error { return nil }, func(killCtx context.Context, _ sandbox.RuntimeSpec, _ string) (sandboxapi.ExecResult, error) {
 		return procexec.Run(killCtx, ctx, procexec.NewOutput(1<<20, nil), c)
 	})
 }
@@ -189,21 +190,21 @@ func TestRunExitCodes(t *testing.T) {
 	require.Empty(t, strings.TrimSpace(string(res.Stdout)), "a nil Env is empty, never the worker's")
 
 	_, err = run(t, ctx, life, procexec.Command{Args: []string{"/nonexistent/tool"}})
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 
-	_, err = run(t, ctx, life, procexec.Command{Args: sh("printf '{\"exit-code\": 0}' >&3; exit 5"), Status: func(st []byte, res sandbox.ExecResult) error {
+	_, err = run(t, ctx, life, procexec.Command{Args: sh("printf '{\"exit-code\": 0}' >&3; exit 5"), Status: func(st []byte, res sandboxapi.ExecResult) error {
 		require.Equal(t, `{"exit-code": 0}`, string(st))
 		require.Equal(t, 5, res.ExitCode)
-		return sandbox.Errorf(sandbox.ErrConflict, "status seen")
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "status seen")
 	}})
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 }
 
 func TestStopKillsAndWaits(t *testing.T) {
 	ctx := context.Background()
 	life := newLifecycle(t)
 	type outcome struct {
-		res sandbox.ExecResult
+		res sandboxapi.ExecResult
 		err error
 	}
 	done := make(chan outcome, 1)

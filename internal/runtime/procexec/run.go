@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // DrainGrace bounds how long Run waits, after the process group has exited
@@ -56,8 +56,8 @@ type Command struct {
 	Timeout time.Duration
 	// StartFailed maps an error of starting the process (one not caused by
 	// the end of its context) to the call's outcome; nil returns the error
-	// wrapped in sandbox.ErrRuntimeUnavailable.
-	StartFailed func(err error) (sandbox.ExecResult, error)
+	// wrapped in sandboxapi.ErrRuntimeUnavailable.
+	StartFailed func(err error) (sandboxapi.ExecResult, error)
 	// NoticeHaltBeforeStart, when set, writes the notice "killed before it
 	// started: the runtime was stopped" on stderr when Stop or Destroy ended
 	// the command's context before the process existed (exit 137 either way).
@@ -68,7 +68,7 @@ type Command struct {
 	// read until the output pipes are drained, then for at most DrainGrace)
 	// and the result; an error it returns is the call's error, returned along
 	// with the result.
-	Status func(status []byte, res sandbox.ExecResult) error
+	Status func(status []byte, res sandboxapi.ExecResult) error
 }
 
 // Run runs c as the leader of its own process group under killCtx, which
@@ -81,16 +81,16 @@ type Command struct {
 //   - Command.Timeout passed: the group is killed; TimedOut() (124);
 //   - Stop or Destroy: the group is killed; Result(137) (128+SIGKILL);
 //   - callerCtx ended: the group is killed; Interrupted (the partial result
-//     with an error wrapping sandbox.ErrTimeout or
-//     sandbox.ErrRuntimeUnavailable);
+//     with an error wrapping sandboxapi.ErrTimeout or
+//     sandboxapi.ErrRuntimeUnavailable);
 //   - the process could not be started: see Command.StartFailed;
-//   - a pipe could not be made: an error wrapping sandbox.ErrRuntimeUnavailable.
+//   - a pipe could not be made: an error wrapping sandboxapi.ErrRuntimeUnavailable.
 //
 // The group is also killed as soon as the leader exits, so a command leaves
 // no background process behind; one that left the group (setsid, setpgid)
 // escapes that kill, and its hold on the output pipes is cut after
 // DrainGrace so that Run still returns.
-func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandbox.ExecResult, error) {
+func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandboxapi.ExecResult, error) {
 	runCtx, cancel := context.WithTimeout(killCtx, c.Timeout)
 	defer cancel()
 	o := outcome{out: out, name: c.Name, killCtx: killCtx, callerCtx: callerCtx, runCtx: runCtx}
@@ -99,7 +99,7 @@ func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandbox.Ex
 	var p pipes
 	defer p.closeAll()
 	if err := p.attach(cmd, c.Status != nil, c.Stdin != nil); err != nil {
-		return sandbox.ExecResult{}, err
+		return sandboxapi.ExecResult{}, err
 	}
 	err := cmd.Start()
 	p.closeChildEnds()
@@ -114,7 +114,7 @@ func Run(killCtx, callerCtx context.Context, out *Output, c Command) (sandbox.Ex
 	st := p.drain(drained, status)
 
 	if cmd.ProcessState == nil {
-		return out.Result(-1), sandbox.Wrap(sandbox.ErrRuntimeUnavailable, waitErr, "exec %s: wait", c.Name)
+		return out.Result(-1), sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, waitErr, "exec %s: wait", c.Name)
 	}
 	code := exitCode(cmd.ProcessState)
 	if g.wasCanceled() {
@@ -144,7 +144,7 @@ type outcome struct {
 // error), the plain Result(code) when the runtime was stopped or destroyed
 // (killCtx's cause is errHalted), TimedOut when Command.Timeout passed;
 // anything else, and a command not killed, is Result(code).
-func (o outcome) classify(code int, killed bool) (sandbox.ExecResult, error) {
+func (o outcome) classify(code int, killed bool) (sandboxapi.ExecResult, error) {
 	if killed {
 		switch {
 		case o.callerCtx.Err() != nil:
@@ -162,8 +162,8 @@ func (o outcome) classify(code int, killed bool) (sandbox.ExecResult, error) {
 // started (err from exec.Cmd.Start): when runCtx had ended it never ran
 // (137 classified as killed; with Command.NoticeHaltBeforeStart a stop
 // before the start says so on stderr), otherwise Command.StartFailed
-// decides, or the error wraps sandbox.ErrRuntimeUnavailable.
-func (o outcome) startFailed(c Command, err error) (sandbox.ExecResult, error) {
+// decides, or the error wraps sandboxapi.ErrRuntimeUnavailable.
+func (o outcome) startFailed(c Command, err error) (sandboxapi.ExecResult, error) {
 	if o.runCtx.Err() != nil {
 		// Stopped, cancelled or timed out before the process existed.
 		if c.NoticeHaltBeforeStart && errors.Is(context.Cause(o.killCtx), errHalted) && o.callerCtx.Err() == nil {
@@ -174,7 +174,7 @@ func (o outcome) startFailed(c Command, err error) (sandbox.ExecResult, error) {
 	if c.StartFailed != nil {
 		return c.StartFailed(err)
 	}
-	return sandbox.ExecResult{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec %s: start", c.Name)
+	return sandboxapi.ExecResult{}, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "exec %s: start", c.Name)
 }
 
 // newCmd builds the exec.Cmd of c under runCtx: the leader of a new process
@@ -208,11 +208,11 @@ type pipes struct {
 }
 
 // pipe makes one pipe whose ends closeAll closes. Errors wrap
-// sandbox.ErrRuntimeUnavailable (out of descriptors).
+// sandboxapi.ErrRuntimeUnavailable (out of descriptors).
 func (p *pipes) pipe() (*os.File, *os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "exec: pipe")
+		return nil, nil, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "exec: pipe")
 	}
 	p.all = append(p.all, r, w)
 	return r, w, nil

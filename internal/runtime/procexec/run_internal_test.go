@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // contexts returns Run's three contexts: killCtx (its cancel takes a
@@ -70,14 +70,14 @@ func TestStartFailed(t *testing.T) {
 	t.Run("no StartFailed: runtime unavailable naming the command", func(t *testing.T) {
 		_, _, o := contexts(t, time.Hour)
 		_, err := o.startFailed(Command{Name: "tool"}, boom)
-		require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+		require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 		require.ErrorContains(t, err, "exec tool: start")
 	})
 	t.Run("StartFailed decides", func(t *testing.T) {
 		_, _, o := contexts(t, time.Hour)
-		res, err := o.startFailed(Command{Name: "tool", StartFailed: func(err error) (sandbox.ExecResult, error) {
+		res, err := o.startFailed(Command{Name: "tool", StartFailed: func(err error) (sandboxapi.ExecResult, error) {
 			require.Equal(t, boom, err)
-			return sandbox.ExecResult{ExitCode: 126}, nil
+			return sandboxapi.ExecResult{ExitCode: 126}, nil
 		}}, boom)
 		require.NoError(t, err)
 		require.Equal(t, 126, res.ExitCode)
@@ -85,9 +85,9 @@ func TestStartFailed(t *testing.T) {
 	t.Run("stopped before the start: the notice when asked for", func(t *testing.T) {
 		kill, _, o := contexts(t, time.Hour)
 		kill(errHalted)
-		res, err := o.startFailed(Command{Name: "tool", NoticeHaltBeforeStart: true, StartFailed: func(error) (sandbox.ExecResult, error) {
+		res, err := o.startFailed(Command{Name: "tool", NoticeHaltBeforeStart: true, StartFailed: func(error) (sandboxapi.ExecResult, error) {
 			t.Fatal("StartFailed is not asked once the context ended")
-			return sandbox.ExecResult{}, nil
+			return sandboxapi.ExecResult{}, nil
 		}}, boom)
 		require.NoError(t, err)
 		require.Equal(t, 137, res.ExitCode)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Calls of a remote runtime to its backend's API: the retry policy and the
@@ -15,14 +15,14 @@ import (
 // "Errors": every backend failure is a sandbox error kind).
 
 // Transient reports whether err is worth one more try right away: a
-// failure of kind sandbox.ErrRuntimeUnavailable or of no kind (connection
+// failure of kind sandboxapi.ErrRuntimeUnavailable or of no kind (connection
 // loss, 5xx, a cut stream), as opposed to a decision of the backend's
 // (another kind) or the caller's context ending. A nil err is not.
 func Transient(err error) bool {
 	if err == nil {
 		return false
 	}
-	if k := sandbox.KindOf(err); k != nil && k != sandbox.ErrRuntimeUnavailable {
+	if k := sandboxapi.KindOf(err); k != nil && k != sandboxapi.ErrRuntimeUnavailable {
 		return false
 	}
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)

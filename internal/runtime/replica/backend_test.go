@@ -10,17 +10,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestTransient(t *testing.T) {
 	require.False(t, Transient(nil))
 	require.True(t, Transient(errors.New("connection reset")))
-	require.True(t, Transient(sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "502")))
-	require.False(t, Transient(sandbox.Errorf(sandbox.ErrNotFound, "gone")))
-	require.False(t, Transient(sandbox.Errorf(sandbox.ErrResourceLimit, "quota")))
+	require.True(t, Transient(sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "502")))
+	require.False(t, Transient(sandboxapi.Errorf(sandboxapi.ErrNotFound, "gone")))
+	require.False(t, Transient(sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "quota")))
 	require.False(t, Transient(fmt.Errorf("call: %w", context.Canceled)))
-	require.False(t, Transient(sandbox.Wrap(sandbox.ErrRuntimeUnavailable, context.DeadlineExceeded, "slow")))
+	require.False(t, Transient(sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, context.DeadlineExceeded, "slow")))
 }
 
 func testRetrier() Retrier {
@@ -44,9 +44,9 @@ func TestRetrierStopsOnDecisionAndSuccess(t *testing.T) {
 	calls := 0
 	err := testRetrier().Do(context.Background(), "x", func(context.Context) error {
 		calls++
-		return sandbox.Errorf(sandbox.ErrConflict, "taken")
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "taken")
 	})
-	require.ErrorIs(t, err, sandbox.ErrConflict)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict)
 	require.Equal(t, 1, calls)
 	calls = 0
 	err = testRetrier().Do(context.Background(), "x", func(context.Context) error {

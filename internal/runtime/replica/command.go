@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/output"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // A command of a remote runtime (docs/API.md "exec"; docs/DESIGN.md
@@ -104,7 +104,7 @@ func CommandLib(live bool) string {
 // req.OutputCap() split into head and tail, req.Stdin read from $P/stdin
 // when set), then apply, run, collect and pack the result (ResultPath);
 // last it creates $P/done. live as for CommandLib.
-func (p *Pass) CommandScript(preamble string, live bool, env []string, req sandbox.ExecRequest) string {
+func (p *Pass) CommandScript(preamble string, live bool, env []string, req sandboxapi.ExecRequest) string {
 	var b strings.Builder
 	b.WriteString(preamble)
 	b.WriteString("set -u\n")
@@ -138,12 +138,12 @@ fi
 // the rest from the result). A nil Stream or one without onChunk streams
 // nothing.
 type Stream struct {
-	onChunk        func(sandbox.ExecChunk)
+	onChunk        func(sandboxapi.ExecChunk)
 	outOff, errOff int64
 }
 
 // NewStream returns a Stream handing chunks to onChunk (nil: none).
-func NewStream(onChunk func(sandbox.ExecChunk)) *Stream { return &Stream{onChunk: onChunk} }
+func NewStream(onChunk func(sandboxapi.ExecChunk)) *Stream { return &Stream{onChunk: onChunk} }
 
 // Streaming reports whether chunks are handed over at all.
 func (s *Stream) Streaming() bool { return s != nil && s.onChunk != nil }
@@ -167,11 +167,11 @@ func (s *Stream) Feed(stream string, data []byte) {
 	} else {
 		s.errOff += int64(len(data))
 	}
-	s.onChunk(sandbox.ExecChunk{Stream: stream, Data: data})
+	s.onChunk(sandboxapi.ExecChunk{Stream: stream, Data: data})
 }
 
 // finish hands over the rest of the result's streams not streamed yet.
-func (s *Stream) finish(res sandbox.ExecResult) {
+func (s *Stream) finish(res sandboxapi.ExecResult) {
 	if !s.Streaming() {
 		return
 	}
@@ -187,9 +187,9 @@ func (s *Stream) finish(res sandbox.ExecResult) {
 // pass (what x_cmd wrote: exit, the head and tail and count of each
 // stream, start and end in ns, timedout), then hands st the rest of the
 // streams. elapsed is the duration reported when start/end are missing.
-// Errors: sandbox.ErrRuntimeUnavailable ("<kind>: the command left no exit
+// Errors: sandboxapi.ErrRuntimeUnavailable ("<kind>: the command left no exit
 // status").
-func CommandResult(kind, out string, st *Stream, elapsed time.Duration) (sandbox.ExecResult, error) {
+func CommandResult(kind, out string, st *Stream, elapsed time.Duration) (sandboxapi.ExecResult, error) {
 	readN := func(name string) int64 {
 		b, _ := os.ReadFile(filepath.Join(out, name))
 		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
@@ -200,12 +200,12 @@ func CommandResult(kind, out string, st *Stream, elapsed time.Duration) (sandbox
 		return b
 	}
 	if _, err := os.Stat(filepath.Join(out, "exit")); err != nil {
-		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "%s: the command left no exit status", kind)
+		return sandboxapi.ExecResult{}, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "%s: the command left no exit status", kind)
 	}
 	code := int(readN("exit"))
 	oh, ot, eh, et := read("o.head"), read("o.tail"), read("e.head"), read("e.tail")
 	on, en := readN("o.count"), readN("e.count")
-	res := sandbox.ExecResult{
+	res := sandboxapi.ExecResult{
 		ExitCode: code, Stdout: output.Join(oh, ot, on), Stderr: output.Join(eh, et, en),
 		StdoutBytes: on, StderrBytes: en,
 		Truncated: on > int64(len(oh)+len(ot)) || en > int64(len(eh)+len(et)),
@@ -248,30 +248,30 @@ type Collect struct {
 // ran but its changes did not all come back: the result with that error
 // (logged; the changes come with the next pass).
 //
-// Errors: sandbox.ErrInvalidArgument (req.Cwd is not a directory inside the
-// workspace); sandbox.ErrRuntimeUnavailable wrapping context.Canceled with
+// Errors: sandboxapi.ErrInvalidArgument (req.Cwd is not a directory inside the
+// workspace); sandboxapi.ErrRuntimeUnavailable wrapping context.Canceled with
 // the result when c.Cancelled; those of c.Download, ExtractFlat, Finish and
 // CommandResult.
-func (p *Pass) CollectCommand(ctx context.Context, c Collect, req sandbox.ExecRequest, st *Stream) (sandbox.ExecResult, Outcome, error) {
+func (p *Pass) CollectCommand(ctx context.Context, c Collect, req sandboxapi.ExecRequest, st *Stream) (sandboxapi.ExecResult, Outcome, error) {
 	dir, err := os.MkdirTemp("", "sandboxcore-exec-")
 	if err != nil {
-		return sandbox.ExecResult{}, Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s: temp dir", c.Kind)
+		return sandboxapi.ExecResult{}, Applied, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "%s: temp dir", c.Kind)
 	}
 	defer os.RemoveAll(dir)
 	archive := filepath.Join(dir, "result.tar")
 	if err := c.Download(ctx, archive, maxResultBytes); err != nil {
-		return sandbox.ExecResult{}, Applied, err
+		return sandboxapi.ExecResult{}, Applied, err
 	}
 	out := filepath.Join(dir, "out")
 	if err := ExtractFlat(archive, out, maxResultBytes); err != nil {
-		return sandbox.ExecResult{}, Applied, err
+		return sandboxapi.ExecResult{}, Applied, err
 	}
 	outcome, _, ferr := p.Finish(ctx, Result{Dir: out})
 	if outcome != Applied {
-		return sandbox.ExecResult{}, outcome, ferr
+		return sandboxapi.ExecResult{}, outcome, ferr
 	}
 	if _, err := os.Stat(filepath.Join(out, "badcwd")); err == nil {
-		return sandbox.ExecResult{}, Applied, sandbox.Errorf(sandbox.ErrInvalidArgument, "cwd %q is not a directory inside the workspace", sandbox.Clip(req.Cwd, 200))
+		return sandboxapi.ExecResult{}, Applied, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "cwd %q is not a directory inside the workspace", sandboxapi.Clip(req.Cwd, 200))
 	}
 	res, rerr := CommandResult(c.Kind, out, st, time.Since(c.Started))
 	if ferr != nil {
@@ -283,7 +283,7 @@ func (p *Pass) CollectCommand(ctx context.Context, c Collect, req sandbox.ExecRe
 		}
 	}
 	if c.Cancelled {
-		return res, Applied, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, context.Canceled, "%s: runtime %s: the call was cancelled; the command was killed", c.Kind, c.Runtime)
+		return res, Applied, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, context.Canceled, "%s: runtime %s: the call was cancelled; the command was killed", c.Kind, c.Runtime)
 	}
 	return res, Applied, rerr
 }
@@ -297,7 +297,7 @@ type Command struct {
 	// Prepare makes the sandbox ready for a pass (started, kept alive).
 	Prepare func(ctx context.Context) error
 	// RunPass runs the command in pass p and collects it (CollectCommand).
-	RunPass func(ctx context.Context, p *Pass) (sandbox.ExecResult, Outcome, error)
+	RunPass func(ctx context.Context, p *Pass) (sandboxapi.ExecResult, Outcome, error)
 	// Transport is the replica's transport (for restoring a read-only replica).
 	Transport func() Transport
 }
@@ -307,25 +307,25 @@ type Command struct {
 const commandAttempts = 2
 
 // RunCommand runs one command of a remote runtime in passes of r: a
-// sandbox that vanished under the pass (sandbox.ErrNotFound) is prepared
+// sandbox that vanished under the pass (sandboxapi.ErrNotFound) is prepared
 // again and the command run again, as is a pass whose outcome asks for a
 // resync (NeedGit: the next pass carries the full bundle), at most
 // commandAttempts times more. A read-only replica (NeedsRevert) is synced
 // back to the host's state after the command (a failure only logged).
 // Errors: those of c.Prepare, BeginWith and c.RunPass.
-func (r *Replica) RunCommand(ctx context.Context, c Command) (sandbox.ExecResult, error) {
+func (r *Replica) RunCommand(ctx context.Context, c Command) (sandboxapi.ExecResult, error) {
 	fullBundle := false
 	for attempt := 0; ; attempt++ {
 		if err := c.Prepare(ctx); err != nil {
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		p, err := r.BeginWith(ctx, fullBundle)
 		if err != nil {
-			return sandbox.ExecResult{}, err
+			return sandboxapi.ExecResult{}, err
 		}
 		res, outcome, err := c.RunPass(ctx, p)
 		p.Close()
-		if sandbox.KindOf(err) == sandbox.ErrNotFound && attempt < commandAttempts {
+		if sandboxapi.KindOf(err) == sandboxapi.ErrNotFound && attempt < commandAttempts {
 			// The sandbox vanished under the call: recreate and run again.
 			continue
 		}

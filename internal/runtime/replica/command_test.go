@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func writeOut(t *testing.T, files map[string]string) string {
@@ -26,8 +26,8 @@ func TestCommandResultJoinsHeadAndTail(t *testing.T) {
 		"exit": "3\n", "o.head": "abc", "o.tail": "xyz", "o.count": "10\n",
 		"e.head": "err", "e.count": "3\n", "start": "1000000000\n", "end": "1250000000\n",
 	})
-	var chunks []sandbox.ExecChunk
-	st := NewStream(func(c sandbox.ExecChunk) { chunks = append(chunks, c) })
+	var chunks []sandboxapi.ExecChunk
+	st := NewStream(func(c sandboxapi.ExecChunk) { chunks = append(chunks, c) })
 	st.Feed("stdout", []byte("ab"))
 	res, err := CommandResult("kind", out, st, time.Hour)
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func TestCommandResultTimedOutAndDurationFallback(t *testing.T) {
 func TestCommandResultWithoutExitIsUnavailable(t *testing.T) {
 	out := writeOut(t, map[string]string{"o.head": "x"})
 	_, err := CommandResult("daytona", out, nil, 0)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.Contains(t, err.Error(), "daytona: the command left no exit status")
 }
 

@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Pass is one sync round trip: Begin computed the host's changes and wrote
@@ -88,7 +88,7 @@ func (p *Pass) Close() {
 // the agreed state (hashing only files whose stat changed) and writes the
 // upload parts (changed contents, the host's view, deletions, the replica's
 // git HEAD and a bundle when HEAD moved). Errors wrap
-// sandbox.ErrRuntimeUnavailable (the worktree or its git is unreadable).
+// sandboxapi.ErrRuntimeUnavailable (the worktree or its git is unreadable).
 func (r *Replica) Begin(ctx context.Context) (*Pass, error) {
 	return r.begin(ctx, false)
 }
@@ -108,7 +108,7 @@ func (r *Replica) begin(ctx context.Context, fullBundle bool) (*Pass, error) {
 	}
 	root, err := os.OpenRoot(r.src.WorkTree)
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: open worktree")
+		return nil, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: open worktree")
 	}
 	defer root.Close()
 
@@ -120,7 +120,7 @@ func (r *Replica) begin(ctx context.Context, fullBundle bool) (*Pass, error) {
 	r.mu.Unlock()
 	files, warnings, err := r.walk(root, known)
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: walk worktree")
+		return nil, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: walk worktree")
 	}
 	if err := ctxErr(ctx, "walk worktree"); err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (r *Replica) begin(ctx context.Context, fullBundle bool) (*Pass, error) {
 
 	p.tmpDir, err = os.MkdirTemp("", "sandboxcore-pass-")
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: temp dir")
+		return nil, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: temp dir")
 	}
 	var bundle string
 	needGit := fullBundle || p.mode == modeUpload || st.Head != head || st.Branch != branch
@@ -255,10 +255,10 @@ func (w *partWriter) close() error {
 }
 
 // fail closes the current part and wraps err as
-// sandbox.ErrRuntimeUnavailable.
+// sandboxapi.ErrRuntimeUnavailable.
 func (w *partWriter) fail(err error) error {
 	_ = w.close()
-	return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write upload")
+	return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: write upload")
 }
 
 // ctl writes the control file ctl/name holding data.
@@ -412,7 +412,7 @@ func (r *Replica) readHead(ctx context.Context) (string, string, error) {
 		if gitx.ExitCode(err) == 1 {
 			return "", "", nil // unborn
 		}
-		return "", "", sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: read HEAD")
+		return "", "", sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: read HEAD")
 	}
 	commit := strings.TrimSpace(string(out))
 	ref, err := r.git.Run(ctx, gitx.Call{Dir: r.src.GitDir, Env: env, Args: []string{"symbolic-ref", "-q", "HEAD"}})
@@ -421,7 +421,7 @@ func (r *Replica) readHead(ctx context.Context) (string, string, error) {
 		branch = strings.TrimPrefix(strings.TrimSpace(string(ref)), "refs/heads/")
 	}
 	if !isHex40(commit) {
-		return "", "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: HEAD is %q", sandbox.Clip(commit, 80))
+		return "", "", sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "replica: HEAD is %q", sandboxapi.Clip(commit, 80))
 	}
 	return commit, branch, nil
 }
@@ -443,7 +443,7 @@ func (r *Replica) bundle(ctx context.Context, dir, old string) (string, error) {
 		}
 	}
 	if _, err := r.git.Run(ctx, gitx.Call{Dir: r.src.GitDir, Env: env, Args: args}); err != nil {
-		return "", sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: git bundle")
+		return "", sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: git bundle")
 	}
 	return filepath.Join(dir, "head.bundle"), nil
 }
@@ -476,11 +476,11 @@ const (
 func (res Result) Status() (int, string, error) {
 	b, err := os.ReadFile(filepath.Join(res.Dir, "status"))
 	if err != nil {
-		return 0, "", sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: the pass left no status")
+		return 0, "", sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: the pass left no status")
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return 0, "", sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: malformed status %q", sandbox.Clip(string(b), 40))
+		return 0, "", sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "replica: malformed status %q", sandboxapi.Clip(string(b), 40))
 	}
 	msg, _ := os.ReadFile(filepath.Join(res.Dir, "error"))
 	return n, strings.TrimSpace(string(msg)), nil
@@ -490,8 +490,8 @@ func (res Result) Status() (int, string, error) {
 // types, sizes: the remote is hostile), then written through os.Root, and the
 // new agreed state is recorded. Outcomes Resync and NeedGit ask the caller to
 // run another pass (nothing was applied). Errors wrap
-// sandbox.ErrRuntimeUnavailable (a malformed result, a host write failing) or
-// sandbox.ErrResourceLimit (the report exceeds MaxReportBytes).
+// sandboxapi.ErrRuntimeUnavailable (a malformed result, a host write failing) or
+// sandboxapi.ErrResourceLimit (the report exceeds MaxReportBytes).
 func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) {
 	r := p.r
 	code, msg, err := res.Status()
@@ -523,7 +523,7 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 	}
 	root, err := os.OpenRoot(r.src.WorkTree)
 	if err != nil {
-		return Applied, rep, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: open worktree")
+		return Applied, rep, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: open worktree")
 	}
 	defer root.Close()
 
@@ -560,7 +560,7 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 // next pass to the manifest mode (Resync), StatusNeedGit forgets the
 // replica's git state so that the next pass sends a full bundle (NeedGit);
 // any other status is the remote pass's failure (msg its error file).
-// Errors: sandbox.ErrRuntimeUnavailable (a failed pass); the state's save.
+// Errors: sandboxapi.ErrRuntimeUnavailable (a failed pass); the state's save.
 func (p *Pass) failed(code int, msg string) (Outcome, Report, error) {
 	r := p.r
 	switch code {
@@ -577,7 +577,7 @@ func (p *Pass) failed(code int, msg string) (Outcome, Report, error) {
 		r.mu.Unlock()
 		return NeedGit, Report{}, err
 	}
-	return Applied, Report{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: the remote pass failed (%d): %s", code, sandbox.Clip(msg, 500))
+	return Applied, Report{}, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "replica: the remote pass failed (%d): %s", code, sandboxapi.Clip(msg, 500))
 }
 
 // parsedResult is what a successful pass's result says.
@@ -591,27 +591,27 @@ type parsedResult struct {
 }
 
 // read reads the result file name, at most limit bytes.
-// Errors: sandbox.ErrRuntimeUnavailable (missing, unreadable),
-// sandbox.ErrResourceLimit (longer than limit).
+// Errors: sandboxapi.ErrRuntimeUnavailable (missing, unreadable),
+// sandboxapi.ErrResourceLimit (longer than limit).
 func (res Result) read(name string, limit int64) ([]byte, error) {
 	f, err := os.Open(filepath.Join(res.Dir, name))
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result %s", name)
+		return nil, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: result %s", name)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result %s", name)
+		return nil, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: result %s", name)
 	}
 	if int64(len(b)) > limit {
-		return nil, sandbox.Errorf(sandbox.ErrResourceLimit, "replica: result %s exceeds %d bytes", name, limit)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "replica: result %s exceeds %d bytes", name, limit)
 	}
 	return b, nil
 }
 
 // parse reads and checks the files of a successful result: tree, seq,
 // diff (required), warnings, nested and epoch (optional).
-// Errors: those of read; sandbox.ErrRuntimeUnavailable (a malformed tree,
+// Errors: those of read; sandboxapi.ErrRuntimeUnavailable (a malformed tree,
 // seq or diff).
 func (res Result) parse() (parsedResult, error) {
 	var pr parsedResult
@@ -626,7 +626,7 @@ func (res Result) parse() (parsedResult, error) {
 	tree := strings.TrimSpace(string(treeB))
 	seq, serr := strconv.ParseInt(strings.TrimSpace(string(seqB)), 10, 64)
 	if !isHex40(tree) || serr != nil || seq <= 0 {
-		return pr, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: malformed tree or seq in the result")
+		return pr, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "replica: malformed tree or seq in the result")
 	}
 	pr.tree, pr.seq = tree, seq
 	diffB, err := res.read("diff", 256<<20)
@@ -634,7 +634,7 @@ func (res Result) parse() (parsedResult, error) {
 		return pr, err
 	}
 	if pr.recs, err = parseDiff(diffB); err != nil {
-		return pr, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: malformed diff")
+		return pr, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: malformed diff")
 	}
 	if w, err := res.read("warnings", 64<<10); err == nil && len(bytes.TrimSpace(w)) > 0 {
 		pr.warnings = append(pr.warnings, "remote: "+strings.TrimSpace(string(w)))
@@ -672,7 +672,7 @@ func (p *Pass) agreedFiles() map[string]entry {
 // validChanges checks a report's diff records (the remote is hostile) and
 // returns them by path: a valid path, status D, or A/M/T to a file,
 // executable or symbolic link. Nested repositories (gitlinks) are left out
-// with a warning in rep. Errors: sandbox.ErrRuntimeUnavailable naming the
+// with a warning in rep. Errors: sandboxapi.ErrRuntimeUnavailable naming the
 // first bad record.
 func validChanges(recs []diffRecord, rep *Report) (map[string]diffRecord, error) {
 	changes := map[string]diffRecord{}
@@ -751,11 +751,11 @@ func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, cha
 	}
 	f, err := os.Open(filepath.Join(res.Dir, "changes.tar"))
 	if err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result changes.tar")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: result changes.tar")
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Size() > p.r.maxReport {
-		return sandbox.Errorf(sandbox.ErrResourceLimit, "replica: the command's changes (%d bytes) exceed %d bytes; they stay in the sandbox", fi.Size(), p.r.maxReport)
+		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "replica: the command's changes (%d bytes) exceed %d bytes; they stay in the sandbox", fi.Size(), p.r.maxReport)
 	}
 	tr := tar.NewReader(f)
 	seen := map[string]bool{}
@@ -768,7 +768,7 @@ func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, cha
 			break
 		}
 		if err != nil {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: malformed changes.tar")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: malformed changes.tar")
 		}
 		name := strings.TrimPrefix(h.Name, "./")
 		rec, ok := changes[name]
@@ -809,7 +809,7 @@ func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, cha
 // entryMatches checks a changes.tar entry against its diff record: a
 // regular file (of a non-negative size) where the diff has a file or an
 // executable, a symbolic link where it has one. Errors:
-// sandbox.ErrRuntimeUnavailable naming the path.
+// sandboxapi.ErrRuntimeUnavailable naming the path.
 func entryMatches(h *tar.Header, rec diffRecord) error {
 	name := strings.TrimPrefix(h.Name, "./")
 	switch h.Typeflag {

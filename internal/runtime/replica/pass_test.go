@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func TestPassMode(t *testing.T) {
@@ -92,7 +92,7 @@ func TestValidChanges(t *testing.T) {
 		{status: 'A', newMode: modeFile, path: "../escape"},
 	} {
 		_, err := validChanges([]diffRecord{bad}, &Report{})
-		require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable, "%+v", bad)
+		require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable, "%+v", bad)
 	}
 }
 
@@ -149,9 +149,9 @@ func TestResultParse(t *testing.T) {
 
 	write("seq", "0")
 	_, err = Result{Dir: dir}.parse()
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	write("seq", "7")
 	write("tree", strings.Repeat("b", 101))
 	_, err = Result{Dir: dir}.parse()
-	require.ErrorIs(t, err, sandbox.ErrResourceLimit)
+	require.ErrorIs(t, err, sandboxapi.ErrResourceLimit)
 }

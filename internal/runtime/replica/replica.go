@@ -79,7 +79,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // EmptyTree is git's empty tree object id.
@@ -203,16 +203,16 @@ const (
 )
 
 // Open loads (or starts) the host state of a replica. Errors:
-// sandbox.ErrInvalidArgument for missing options.
+// sandboxapi.ErrInvalidArgument for missing options.
 func Open(opts Options) (*Replica, error) {
 	if !filepath.IsAbs(opts.Source.WorkTree) || opts.Source.GitDir != "" && !filepath.IsAbs(opts.Source.GitDir) {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "replica: the worktree and git dir must be absolute paths")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "replica: the worktree and git dir must be absolute paths")
 	}
 	if !strings.HasPrefix(opts.Remote.Workdir, "/") || !strings.HasPrefix(opts.Remote.StateDir, "/") {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "replica: remote paths must be absolute")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "replica: remote paths must be absolute")
 	}
 	if opts.StateFile == "" || opts.Git == nil {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "replica: StateFile and Git are required")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "replica: StateFile and Git are required")
 	}
 	r := &Replica{
 		src: opts.Source, remote: opts.Remote, stateFile: opts.StateFile, git: opts.Git, lockGit: opts.LockGit,
@@ -241,7 +241,7 @@ func (r *Replica) load() error {
 		return nil
 	}
 	if err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: read state")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: read state")
 	}
 	defer f.Close()
 	var st state
@@ -261,22 +261,22 @@ func (r *Replica) load() error {
 // save writes the state atomically. Called with r.mu held.
 func (r *Replica) save() error {
 	if err := os.MkdirAll(filepath.Dir(r.stateFile), 0o700); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: state dir")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: state dir")
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(r.stateFile), ".replica-*")
 	if err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write state")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: write state")
 	}
 	defer os.Remove(tmp.Name())
 	if err := gob.NewEncoder(tmp).Encode(&r.st); err != nil {
 		tmp.Close()
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: encode state")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: encode state")
 	}
 	if err := tmp.Close(); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write state")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: write state")
 	}
 	if err := os.Rename(tmp.Name(), r.stateFile); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write state")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: write state")
 	}
 	return nil
 }
@@ -308,7 +308,7 @@ func (r *Replica) Forget() error {
 	defer r.mu.Unlock()
 	r.st = state{Files: map[string]entry{}, Mode: modeUpload}
 	if err := os.Remove(r.stateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: remove state")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: remove state")
 	}
 	return nil
 }
@@ -372,7 +372,7 @@ func (r *Replica) NeedsRevert() bool {
 }
 
 func pathErr(p, why string) error {
-	return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: remote path %q refused: %s", sandbox.Clip(p, 200), why)
+	return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "replica: remote path %q refused: %s", sandboxapi.Clip(p, 200), why)
 }
 
 // validPath checks a slash path coming from the remote (hostile): relative,
@@ -396,9 +396,9 @@ func validPath(p string) error {
 func ctxErr(ctx context.Context, what string) error {
 	if err := ctx.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return sandbox.Wrap(sandbox.ErrTimeout, err, "replica: %s", what)
+			return sandboxapi.Wrap(sandboxapi.ErrTimeout, err, "replica: %s", what)
 		}
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: %s", what)
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: %s", what)
 	}
 	return nil
 }

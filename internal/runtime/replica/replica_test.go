@@ -14,7 +14,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // dirTransport is a Transport over a directory of this machine standing for
@@ -45,7 +45,7 @@ func (d *dirTransport) Run(ctx context.Context, script string) (int, []byte, err
 func (d *dirTransport) Download(_ context.Context, remote, local string, _ int64) error {
 	if d.failDownload {
 		d.failDownload = false
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "connection reset")
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "connection reset")
 	}
 	return copyFile(remote, local)
 }
@@ -203,7 +203,7 @@ func TestNothingIsLostWhenAResultIsDropped(t *testing.T) {
 	f.sh("echo one > one.txt")
 	f.tr.failDownload = true
 	_, err := f.rep.Sync(context.Background(), f.tr)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.NoFileExists(t, filepath.Join(f.wt, "one.txt"))
 	f.sh("echo two > two.txt")
 	f.sync()
@@ -271,7 +271,7 @@ func TestHostileResultsAreRefused(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	_, _, err = p.run(context.Background(), &lyingTransport{f.tr}, "")
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.NoFileExists(t, filepath.Join(filepath.Dir(f.wt), "evil"))
 	require.NoFileExists(t, filepath.Join(f.wt, "ok.txt"))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // SourceOf finds the workspace of a remote runtime's spec: the mount at the
@@ -17,7 +18,7 @@ import (
 // worktrees/<name> whose gitdir file points back at the worktree, or else a
 // plain .git directory in the worktree (docs/DESIGN.md "The three things":
 // the repo cache's bare repository sits beside the worktrees). Errors:
-// sandbox.ErrInvalidArgument when no host directory is mounted at the workdir.
+// sandboxapi.ErrInvalidArgument when no host directory is mounted at the workdir.
 func SourceOf(spec sandbox.RuntimeSpec) (Source, error) {
 	var src Source
 	for _, m := range spec.Mounts {
@@ -26,7 +27,7 @@ func SourceOf(spec sandbox.RuntimeSpec) (Source, error) {
 		}
 	}
 	if src.WorkTree == "" || !filepath.IsAbs(src.WorkTree) {
-		return src, sandbox.Errorf(sandbox.ErrInvalidArgument, "replica: runtime %s has no host workspace mounted at its workdir %s", spec.ID, spec.Workdir)
+		return src, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "replica: runtime %s has no host workspace mounted at its workdir %s", spec.ID, spec.Workdir)
 	}
 	want := filepath.Join(src.WorkTree, ".git")
 	for _, m := range spec.Mounts {
@@ -60,17 +61,17 @@ func SourceOf(spec sandbox.RuntimeSpec) (Source, error) {
 const SpecFile = "spec.json"
 
 // SaveSpec records spec in dir/SpecFile (dir made 0700, the file 0600).
-// Errors wrap sandbox.ErrRuntimeUnavailable.
+// Errors wrap sandboxapi.ErrRuntimeUnavailable.
 func SaveSpec(dir string, spec sandbox.RuntimeSpec) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: state dir of runtime %s", spec.ID)
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: state dir of runtime %s", spec.ID)
 	}
 	b, err := json.Marshal(spec)
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, SpecFile), b, 0o600)
 	}
 	if err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write the spec of runtime %s", spec.ID)
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: write the spec of runtime %s", spec.ID)
 	}
 	return nil
 }
@@ -101,7 +102,7 @@ func SpecEqual(a, b sandbox.RuntimeSpec) bool {
 // the replica whose host state is stateDir/replica.state and whose
 // sandbox-side state directory is remoteState (SetStateDir changes it
 // later), its .git directories locked read-only. Errors: those of
-// SourceOf (sandbox.ErrInvalidArgument), SaveSpec and Open.
+// SourceOf (sandboxapi.ErrInvalidArgument), SaveSpec and Open.
 func OpenSpec(spec sandbox.RuntimeSpec, stateDir, remoteState string, git *gitx.Runner, log *slog.Logger) (*Replica, error) {
 	src, err := SourceOf(spec)
 	if err != nil {

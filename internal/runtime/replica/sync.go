@@ -10,13 +10,13 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Transport is what a remote backend offers the replica mechanism: files up
 // and down, and a shell script run in the sandbox. Errors are the backend's
-// mapped errors (sandbox.ErrNotFound when the sandbox vanished,
-// sandbox.ErrRuntimeUnavailable, …): Sync returns them unchanged.
+// mapped errors (sandboxapi.ErrNotFound when the sandbox vanished,
+// sandboxapi.ErrRuntimeUnavailable, …): Sync returns them unchanged.
 type Transport interface {
 	// Upload copies the host file local to the sandbox path remote (its
 	// directory is created).
@@ -25,7 +25,7 @@ type Transport interface {
 	// its combined output (for error messages only).
 	Run(ctx context.Context, script string) (exitCode int, output []byte, err error)
 	// Download copies the sandbox file remote to the host file local,
-	// refusing more than limit bytes (sandbox.ErrResourceLimit).
+	// refusing more than limit bytes (sandboxapi.ErrResourceLimit).
 	Download(ctx context.Context, remote, local string, limit int64) error
 }
 
@@ -73,11 +73,11 @@ func (p *Pass) run(ctx context.Context, t Transport, middle string) (Outcome, Re
 	if code, out, err := t.Run(ctx, script); err != nil {
 		return Applied, Report{}, err
 	} else if code != 0 {
-		return Applied, Report{}, sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: the sync script failed (%d): %s", code, sandbox.Clip(strings.TrimSpace(string(out)), 500))
+		return Applied, Report{}, sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "replica: the sync script failed (%d): %s", code, sandboxapi.Clip(strings.TrimSpace(string(out)), 500))
 	}
 	dir, err := os.MkdirTemp("", "sandboxcore-result-")
 	if err != nil {
-		return Applied, Report{}, sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: temp dir")
+		return Applied, Report{}, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: temp dir")
 	}
 	defer os.RemoveAll(dir)
 	local := filepath.Join(dir, "result.tar")
@@ -96,15 +96,15 @@ var flatName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // ExtractFlat extracts a result archive (regular files with plain names,
 // the "." directory) into dir, refusing anything else and more than limit
 // bytes in all: the archive comes from the sandbox and is hostile. Errors
-// wrap sandbox.ErrRuntimeUnavailable or sandbox.ErrResourceLimit.
+// wrap sandboxapi.ErrRuntimeUnavailable or sandboxapi.ErrResourceLimit.
 func ExtractFlat(archive, dir string, limit int64) error {
 	f, err := os.Open(archive)
 	if err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: open result")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: open result")
 	}
 	defer f.Close()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: result dir")
+		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: result dir")
 	}
 	tr := tar.NewReader(f)
 	var total int64
@@ -114,29 +114,29 @@ func ExtractFlat(archive, dir string, limit int64) error {
 			return nil
 		}
 		if err != nil {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: malformed result archive")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: malformed result archive")
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")
 		if h.Typeflag == tar.TypeDir && (name == "" || name == ".") {
 			continue
 		}
 		if h.Typeflag != tar.TypeReg || !flatName.MatchString(name) {
-			return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "replica: unexpected entry %q in the result archive", sandbox.Clip(h.Name, 100))
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "replica: unexpected entry %q in the result archive", sandboxapi.Clip(h.Name, 100))
 		}
 		total += h.Size
 		if h.Size < 0 || total > limit {
-			return sandbox.Errorf(sandbox.ErrResourceLimit, "replica: the result exceeds %d bytes", limit)
+			return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "replica: the result exceeds %d bytes", limit)
 		}
 		out, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write result")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: write result")
 		}
 		_, err = io.CopyN(out, tr, h.Size)
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "replica: write result")
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: write result")
 		}
 	}
 }

@@ -7,6 +7,6 @@
 // backend-independent half of an adapter's validation; each adapter adds its
 // own (its mount targets, its images, its resource limits).
 //
-// Every error wraps sandbox.ErrInvalidArgument (docs/API.md "Errors") and
+// Every error wraps sandboxapi.ErrInvalidArgument (docs/API.md "Errors") and
 // never echoes a host path's lookup error beyond its cause.
 package runspec

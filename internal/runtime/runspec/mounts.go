@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TargetRule is what a runtime accepts as a path inside its sandbox
@@ -70,7 +71,7 @@ type Mounts struct {
 }
 
 // CheckWorkdir checks spec.Workdir against rule. The error wraps
-// sandbox.ErrInvalidArgument: "runtime <id>: workdir "<w>" is not <rule.Want>".
+// sandboxapi.ErrInvalidArgument: "runtime <id>: workdir "<w>" is not <rule.Want>".
 func CheckWorkdir(spec sandbox.RuntimeSpec, rule TargetRule) error {
 	if !rule.Allowed(spec.Workdir) {
 		return specError(spec, "workdir %q is not %s", spec.Workdir, rule.Want)
@@ -82,7 +83,7 @@ func CheckWorkdir(spec sandbox.RuntimeSpec, rule TargetRule) error {
 // (bwrap, Docker): each source absolute, existing, its symlinks resolved;
 // each target allowed by rule and used once; exactly one mount on
 // spec.Workdir, whose source is a directory. spec.Workdir itself is checked
-// by CheckWorkdir. Errors wrap sandbox.ErrInvalidArgument and name the
+// by CheckWorkdir. Errors wrap sandboxapi.ErrInvalidArgument and name the
 // runtime and the mount, with a lookup failure's cause but not its host path.
 func ResolveMounts(spec sandbox.RuntimeSpec, rule TargetRule) (Mounts, error) {
 	var out Mounts
@@ -122,7 +123,7 @@ func ResolveMounts(spec sandbox.RuntimeSpec, rule TargetRule) (Mounts, error) {
 // nothing (local: commands run in the host directory itself, other mounts
 // are ignored): spec.Workdir non-empty, exactly one mount on it, its source
 // an absolute path to an existing directory. It returns the source's
-// symlink-free path and the mount. Errors wrap sandbox.ErrInvalidArgument.
+// symlink-free path and the mount. Errors wrap sandboxapi.ErrInvalidArgument.
 func ResolveWorkdir(spec sandbox.RuntimeSpec) (string, sandbox.Mount, error) {
 	if spec.Workdir == "" {
 		return "", sandbox.Mount{}, specError(spec, "workdir is empty")
@@ -187,5 +188,5 @@ func ErrText(err error) string {
 
 // specError is an ErrInvalidArgument naming the runtime of spec.
 func specError(spec sandbox.RuntimeSpec, format string, args ...any) error {
-	return sandbox.Errorf(sandbox.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
+	return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "runtime %s: "+format, append([]any{clip(spec.ID)}, args...)...)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // requireInvalid asserts err is an ErrInvalidArgument whose message
@@ -18,24 +19,24 @@ import (
 func requireInvalid(t *testing.T, err error, want string) {
 	t.Helper()
 	require.Error(t, err)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
-	require.Equal(t, sandbox.ErrInvalidArgument, sandbox.KindOf(err))
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	require.Equal(t, sandboxapi.ErrInvalidArgument, sandboxapi.KindOf(err))
 	require.Contains(t, err.Error(), want)
 	require.NotContains(t, err.Error(), "%!")
 }
 
 func TestValidateExecRequest(t *testing.T) {
-	require.NoError(t, runspec.ValidateExec(sandbox.ExecRequest{Cmd: []string{"true"}}))
-	require.NoError(t, runspec.ValidateExec(sandbox.ExecRequest{Cmd: []string{"true"}, Cwd: "a/b", TimeoutS: 7200, MaxOutputBytes: sandbox.MaxOutputBytesLimit}))
-	err := runspec.ValidateExec(sandbox.ExecRequest{Cmd: []string{"true"}, Cwd: "../x"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
-	require.Equal(t, sandbox.ErrInvalidArgument, sandbox.KindOf(err))
+	require.NoError(t, runspec.ValidateExec(sandboxapi.ExecRequest{Cmd: []string{"true"}}))
+	require.NoError(t, runspec.ValidateExec(sandboxapi.ExecRequest{Cmd: []string{"true"}, Cwd: "a/b", TimeoutS: 7200, MaxOutputBytes: sandboxapi.MaxOutputBytesLimit}))
+	err := runspec.ValidateExec(sandboxapi.ExecRequest{Cmd: []string{"true"}, Cwd: "../x"})
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	require.Equal(t, sandboxapi.ErrInvalidArgument, sandboxapi.KindOf(err))
 	require.NotContains(t, err.Error(), "%!")
 }
 
 func TestValidateExecHostile(t *testing.T) {
-	ok := func() sandbox.ExecRequest {
-		return sandbox.ExecRequest{Cmd: []string{"sh", "-c", "true"}, Cwd: "sub", Env: map[string]string{"A": "b"}}
+	ok := func() sandboxapi.ExecRequest {
+		return sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "true"}, Cwd: "sub", Env: map[string]string{"A": "b"}}
 	}
 	// A huge argument is not the adapter's to refuse (the kernel's ARG_MAX
 	// is, as a result): only its NUL bytes are.
@@ -43,32 +44,32 @@ func TestValidateExecHostile(t *testing.T) {
 	huge.Cmd = append(huge.Cmd, strings.Repeat("x", 1<<20))
 	require.NoError(t, runspec.ValidateExec(huge))
 	maxed := ok()
-	maxed.Stdin = make([]byte, sandbox.MaxStdinBytes)
-	maxed.Network = sandbox.NetworkNone
+	maxed.Stdin = make([]byte, sandboxapi.MaxStdinBytes)
+	maxed.Network = sandboxapi.NetworkNone
 	require.NoError(t, runspec.ValidateExec(maxed))
 
 	for name, tc := range map[string]struct {
-		mut  func(*sandbox.ExecRequest)
+		mut  func(*sandboxapi.ExecRequest)
 		want string
 	}{
-		"nil cmd":             {func(r *sandbox.ExecRequest) { r.Cmd = nil }, "exec: cmd is empty"},
-		"empty cmd[0]":        {func(r *sandbox.ExecRequest) { r.Cmd = []string{"", "x"} }, "exec: cmd[0] is empty"},
-		"NUL in cmd[0]":       {func(r *sandbox.ExecRequest) { r.Cmd[0] = "sh\x00evil" }, "cmd[0] contains a NUL byte"},
-		"NUL in a later arg":  {func(r *sandbox.ExecRequest) { r.Cmd[2] = "true\x00; rm -rf /" }, "cmd[2] contains a NUL byte"},
-		"absolute cwd":        {func(r *sandbox.ExecRequest) { r.Cwd = "/etc" }, "exec: cwd:"},
-		"escaping cwd":        {func(r *sandbox.ExecRequest) { r.Cwd = "a/../../etc" }, "exec: cwd:"},
-		"NUL in cwd":          {func(r *sandbox.ExecRequest) { r.Cwd = "a\x00b" }, "exec: cwd:"},
-		"empty env name":      {func(r *sandbox.ExecRequest) { r.Env[""] = "x" }, "empty variable name"},
-		"'=' in env name":     {func(r *sandbox.ExecRequest) { r.Env["PATH=/evil:"] = "x" }, "contains '=' or NUL"},
-		"NUL in env name":     {func(r *sandbox.ExecRequest) { r.Env["A\x00B"] = "x" }, "contains '=' or NUL"},
-		"NUL in env value":    {func(r *sandbox.ExecRequest) { r.Env["LD_PRELOAD"] = "a\x00b" }, `value of "LD_PRELOAD" contains a NUL byte`},
-		"negative timeout":    {func(r *sandbox.ExecRequest) { r.TimeoutS = -1 }, "timeout_s -1 is negative"},
-		"timeout too long":    {func(r *sandbox.ExecRequest) { r.TimeoutS = int(sandbox.MaxExecTimeout/time.Second) + 1 }, "exceeds the maximum"},
-		"timeout overflowing": {func(r *sandbox.ExecRequest) { r.TimeoutS = 1 << 40 }, "exceeds the maximum"},
-		"negative output":     {func(r *sandbox.ExecRequest) { r.MaxOutputBytes = -1 }, "max_output_bytes -1 is negative"},
-		"output too large":    {func(r *sandbox.ExecRequest) { r.MaxOutputBytes = sandbox.MaxOutputBytesLimit + 1 }, "max_output_bytes"},
-		"stdin too large":     {func(r *sandbox.ExecRequest) { r.Stdin = make([]byte, sandbox.MaxStdinBytes+1) }, "stdin is"},
-		"unknown network":     {func(r *sandbox.ExecRequest) { r.Network = "host" }, `network "host": want none, limited or default`},
+		"nil cmd":             {func(r *sandboxapi.ExecRequest) { r.Cmd = nil }, "exec: cmd is empty"},
+		"empty cmd[0]":        {func(r *sandboxapi.ExecRequest) { r.Cmd = []string{"", "x"} }, "exec: cmd[0] is empty"},
+		"NUL in cmd[0]":       {func(r *sandboxapi.ExecRequest) { r.Cmd[0] = "sh\x00evil" }, "cmd[0] contains a NUL byte"},
+		"NUL in a later arg":  {func(r *sandboxapi.ExecRequest) { r.Cmd[2] = "true\x00; rm -rf /" }, "cmd[2] contains a NUL byte"},
+		"absolute cwd":        {func(r *sandboxapi.ExecRequest) { r.Cwd = "/etc" }, "exec: cwd:"},
+		"escaping cwd":        {func(r *sandboxapi.ExecRequest) { r.Cwd = "a/../../etc" }, "exec: cwd:"},
+		"NUL in cwd":          {func(r *sandboxapi.ExecRequest) { r.Cwd = "a\x00b" }, "exec: cwd:"},
+		"empty env name":      {func(r *sandboxapi.ExecRequest) { r.Env[""] = "x" }, "empty variable name"},
+		"'=' in env name":     {func(r *sandboxapi.ExecRequest) { r.Env["PATH=/evil:"] = "x" }, "contains '=' or NUL"},
+		"NUL in env name":     {func(r *sandboxapi.ExecRequest) { r.Env["A\x00B"] = "x" }, "contains '=' or NUL"},
+		"NUL in env value":    {func(r *sandboxapi.ExecRequest) { r.Env["LD_PRELOAD"] = "a\x00b" }, `value of "LD_PRELOAD" contains a NUL byte`},
+		"negative timeout":    {func(r *sandboxapi.ExecRequest) { r.TimeoutS = -1 }, "timeout_s -1 is negative"},
+		"timeout too long":    {func(r *sandboxapi.ExecRequest) { r.TimeoutS = int(sandboxapi.MaxExecTimeout/time.Second) + 1 }, "exceeds the maximum"},
+		"timeout overflowing": {func(r *sandboxapi.ExecRequest) { r.TimeoutS = 1 << 40 }, "exceeds the maximum"},
+		"negative output":     {func(r *sandboxapi.ExecRequest) { r.MaxOutputBytes = -1 }, "max_output_bytes -1 is negative"},
+		"output too large":    {func(r *sandboxapi.ExecRequest) { r.MaxOutputBytes = sandboxapi.MaxOutputBytesLimit + 1 }, "max_output_bytes"},
+		"stdin too large":     {func(r *sandboxapi.ExecRequest) { r.Stdin = make([]byte, sandboxapi.MaxStdinBytes+1) }, "stdin is"},
+		"unknown network":     {func(r *sandboxapi.ExecRequest) { r.Network = "host" }, `network "host": want none, limited or default`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := ok()

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // GitFixture builds the repo cache layout of internal/workspace on the host:
@@ -79,15 +80,15 @@ func TreeSum(t *testing.T, dir string) string {
 
 // Sh runs script with `sh -c` in rt (60 s timeout) and returns the result;
 // an error from Exec fails the test.
-func Sh(t *testing.T, ctx context.Context, rt sandbox.Runtime, script string) sandbox.ExecResult {
+func Sh(t *testing.T, ctx context.Context, rt sandbox.Runtime, script string) sandboxapi.ExecResult {
 	t.Helper()
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: 60})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: 60})
 	require.NoError(t, err)
 	return res
 }
 
 // RequireOK fails the test unless res exited 0, printing both streams.
-func RequireOK(t *testing.T, res sandbox.ExecResult) {
+func RequireOK(t *testing.T, res sandboxapi.ExecResult) {
 	t.Helper()
 	require.Equal(t, 0, res.ExitCode, "stdout=%q stderr=%q", res.Stdout, res.Stderr)
 }
@@ -121,7 +122,7 @@ func WorkspaceSpec(kind, dir string) sandbox.RuntimeSpec {
 		WorkspaceID: "ws-" + kind + "test",
 		Workdir:     "/workspace",
 		Mounts:      []sandbox.Mount{{Source: dir, Target: "/workspace", Writable: true}},
-		Network:     sandbox.NetworkLimited,
+		Network:     sandboxapi.NetworkLimited,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // KernelInterfaces are the host kernel's settings and triggers no command
@@ -42,10 +43,10 @@ func (s *suite) kernelInterfacesReadOnly(t *testing.T) {
 	if !s.newEnv(t).Provider.Capabilities().Isolated {
 		t.Skip("not an isolated runtime: its commands are host processes of the worker's user")
 	}
-	for _, mode := range sandbox.NetworkModes {
+	for _, mode := range sandboxapi.NetworkModes {
 		t.Run(string(mode), func(t *testing.T) {
 			ctx, _, rt := s.setup(t, func(sp *sandbox.RuntimeSpec) { sp.Network = mode })
-			res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(kernelProbeScript, KernelInterfaces...), TimeoutS: 60})
+			res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh(kernelProbeScript, KernelInterfaces...), TimeoutS: 60})
 			requireExit(t, res, 0)
 			out := strings.TrimSpace(string(res.Stdout))
 			require.Empty(t, out, "kernel interfaces a command of network %s could open for writing", mode)

@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/egress"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Egress is an egress proxy for the network suite (RunNetwork): the real
@@ -353,7 +354,7 @@ func newNetSuite(t *testing.T, f Factory, opts NetworkOptions) *netSuite {
 	opts.Egress.SetHost("other.sbxtest", PublicAddr)
 
 	limited := func(sp *sandbox.RuntimeSpec) {
-		sp.Network = sandbox.NetworkLimited
+		sp.Network = sandboxapi.NetworkLimited
 		sp.NetworkAllow = []string{allowed.addr(), "pkg.sbxtest:80", "loop.sbxtest:" + named.port, "127.0.0.1:" + named.port, "meta.sbxtest", "169.254.169.254"}
 	}
 	ctx, _, rt := s.create(t, env, limited)
@@ -362,22 +363,22 @@ func newNetSuite(t *testing.T, f Factory, opts NetworkOptions) *netSuite {
 
 // run runs script under bash in the suite's runtime with network ("" =
 // the runtime's), args as $1….
-func (n *netSuite) run(t *testing.T, network sandbox.Network, script string, args ...string) sandbox.ExecResult {
+func (n *netSuite) run(t *testing.T, network sandboxapi.Network, script string, args ...string) sandboxapi.ExecResult {
 	t.Helper()
-	res, err := n.rt.Exec(n.ctx, sandbox.ExecRequest{Cmd: append([]string{"bash", "-c", script, "probe"}, args...), Network: network, TimeoutS: 60})
+	res, err := n.rt.Exec(n.ctx, sandboxapi.ExecRequest{Cmd: append([]string{"bash", "-c", script, "probe"}, args...), Network: network, TimeoutS: 60})
 	require.NoError(t, err)
 	return res
 }
 
 // combined is a result's stdout and stderr, for assertions on either.
-func combined(r sandbox.ExecResult) string { return string(r.Stdout) + string(r.Stderr) }
+func combined(r sandboxapi.ExecResult) string { return string(r.Stdout) + string(r.Stderr) }
 
 // proxyEnvironment: the limited network points tools at the egress forwarder; none has no proxy variables.
 func (n *netSuite) proxyEnvironment(t *testing.T) {
 	res := n.run(t, "", `printf '%s|%s|%s|%s|%s|%s' "$HTTP_PROXY" "$HTTPS_PROXY" "$http_proxy" "$https_proxy" "$NO_PROXY" "$no_proxy"`)
 	u := "http://" + supervisor.EgressListen
 	require.Equal(t, strings.Join([]string{u, u, u, u, "localhost,127.0.0.1,::1", "localhost,127.0.0.1,::1"}, "|"), string(res.Stdout))
-	res = n.run(t, sandbox.NetworkNone, `printf '%s' "$HTTP_PROXY$https_proxy"`)
+	res = n.run(t, sandboxapi.NetworkNone, `printf '%s' "$HTTP_PROXY$https_proxy"`)
 	require.Empty(t, string(res.Stdout), "no proxy variables outside the limited network")
 }
 
@@ -386,7 +387,7 @@ func (n *netSuite) allowedByAddress(t *testing.T) {
 	res := n.run(t, "", proxyGetScript, n.allowed.addr(), "via-proxy")
 	require.Contains(t, combined(res), "200 OK", combined(res))
 	require.Contains(t, combined(res), n.allowed.word+" /via-proxy")
-	res = n.run(t, sandbox.NetworkLimited, connectScript, n.allowed.addr())
+	res = n.run(t, sandboxapi.NetworkLimited, connectScript, n.allowed.addr())
 	require.Contains(t, combined(res), "200 Connection established", combined(res))
 	require.Contains(t, combined(res), n.allowed.word+" /tunnel")
 }
@@ -456,7 +457,7 @@ func (n *netSuite) nothingAroundTheProxy(t *testing.T) {
 	if ha := hostAddr(); ha != "" {
 		targets = append(targets, [2]string{ha, n.allowed.port})
 	}
-	for _, network := range []sandbox.Network{sandbox.NetworkLimited, sandbox.NetworkNone} {
+	for _, network := range []sandboxapi.Network{sandboxapi.NetworkLimited, sandboxapi.NetworkNone} {
 		for _, tg := range targets {
 			res := n.run(t, network, directScript, tg[0], tg[1])
 			require.Contains(t, string(res.Stdout), "FAILED", "%s: a direct connection to %s:%s", network, tg[0], tg[1])
@@ -467,21 +468,21 @@ func (n *netSuite) nothingAroundTheProxy(t *testing.T) {
 
 // noneReachesOnlyItsLoopback: the none network has its own loopback and no egress forwarder.
 func (n *netSuite) noneReachesOnlyItsLoopback(t *testing.T) {
-	res := n.run(t, sandbox.NetworkNone, loopbackScript)
+	res := n.run(t, sandboxapi.NetworkNone, loopbackScript)
 	require.Contains(t, string(res.Stdout), "OWN-LOOPBACK", combined(res))
-	res = n.run(t, sandbox.NetworkNone, directScript, "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1])
+	res = n.run(t, sandboxapi.NetworkNone, directScript, "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1])
 	require.Contains(t, string(res.Stdout), "FAILED", "the none network has no egress forwarder")
 }
 
 // commandAboveThePolicyIsRefused: a command or process asking for a network above the policy is SandboxCommandRejected.
 func (n *netSuite) commandAboveThePolicyIsRefused(t *testing.T) {
-	_, err := n.rt.Exec(n.ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkDefault})
+	_, err := n.rt.Exec(n.ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkDefault})
 	require.Error(t, err)
-	require.True(t, errors.Is(err, sandbox.ErrCommandRejected), "%v", err)
+	require.True(t, errors.Is(err, sandboxapi.ErrCommandRejected), "%v", err)
 	require.Contains(t, err.Error(), "network policy (limited)")
 	if pr, ok := n.rt.(sandbox.ProcessRuntime); ok {
-		_, err := pr.StartProcess(n.ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "5"}, Network: sandbox.NetworkDefault})
-		require.True(t, errors.Is(err, sandbox.ErrCommandRejected), "%v", err)
+		_, err := pr.StartProcess(n.ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "5"}, Network: sandboxapi.NetworkDefault})
+		require.True(t, errors.Is(err, sandboxapi.ErrCommandRejected), "%v", err)
 	}
 }
 
@@ -491,7 +492,7 @@ func (n *netSuite) backgroundProcessesKeepTheirNetwork(t *testing.T) {
 	if !ok {
 		t.Skip("no background processes")
 	}
-	none, err := pr.StartProcess(n.ctx, sandbox.ProcessSpec{Cmd: []string{"bash", "-c", directScript + "; sleep 30", "probe", "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1]}, Network: sandbox.NetworkNone})
+	none, err := pr.StartProcess(n.ctx, sandbox.ProcessSpec{Cmd: []string{"bash", "-c", directScript + "; sleep 30", "probe", "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1]}, Network: sandboxapi.NetworkNone})
 	require.NoError(t, err)
 	lim, err := pr.StartProcess(n.ctx, sandbox.ProcessSpec{Cmd: []string{"bash", "-c", proxyGetScript + "; sleep 30", "probe", n.allowed.addr(), "bg"}})
 	require.NoError(t, err)
@@ -522,12 +523,12 @@ func (n *netSuite) backgroundProcessesKeepTheirNetwork(t *testing.T) {
 func (n *netSuite) narrowedSpecEndsWiderSandboxes(t *testing.T) {
 	spec := n.env.Spec
 	n.limited(&spec)
-	spec.Network = sandbox.NetworkNone
+	spec.Network = sandboxapi.NetworkNone
 	rt2, err := n.env.Provider.Create(n.ctx, spec)
 	require.NoError(t, err)
-	_, err = rt2.Exec(n.ctx, sandbox.ExecRequest{Cmd: []string{"true"}, Network: sandbox.NetworkLimited})
-	require.True(t, errors.Is(err, sandbox.ErrCommandRejected), "%v", err)
-	res, err := rt2.Exec(n.ctx, sandbox.ExecRequest{Cmd: []string{"bash", "-c", directScript, "probe", "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1]}})
+	_, err = rt2.Exec(n.ctx, sandboxapi.ExecRequest{Cmd: []string{"true"}, Network: sandboxapi.NetworkLimited})
+	require.True(t, errors.Is(err, sandboxapi.ErrCommandRejected), "%v", err)
+	res, err := rt2.Exec(n.ctx, sandboxapi.ExecRequest{Cmd: []string{"bash", "-c", directScript, "probe", "127.0.0.1", strings.Split(supervisor.EgressListen, ":")[1]}})
 	require.NoError(t, err)
 	require.Contains(t, string(res.Stdout), "FAILED")
 }
@@ -553,10 +554,10 @@ func hostAddr() string {
 // addresses or the metadata address, none of which any allow-list names.
 func (n *netSuite) defaultReachesOnlyPublic(t *testing.T) {
 	s := &suite{f: n.f}
-	ctx, env, rt := s.create(t, s.newEnv(t), func(sp *sandbox.RuntimeSpec) { sp.Network = sandbox.NetworkDefault })
-	run := func(script string, args ...string) sandbox.ExecResult {
+	ctx, env, rt := s.create(t, s.newEnv(t), func(sp *sandbox.RuntimeSpec) { sp.Network = sandboxapi.NetworkDefault })
+	run := func(script string, args ...string) sandboxapi.ExecResult {
 		t.Helper()
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: append([]string{"bash", "-c", script, "probe"}, args...), TimeoutS: 60})
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: append([]string{"bash", "-c", script, "probe"}, args...), TimeoutS: 60})
 		require.NoError(t, err)
 		return res
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // RunProcesses is the conformance suite of sandbox.ProcessRuntime (the
@@ -49,7 +50,7 @@ func (s *suite) procRuntime(t *testing.T) (context.Context, Env, sandbox.Runtime
 	pr, ok := rt.(sandbox.ProcessRuntime)
 	require.True(t, ok, "the runtime does not implement sandbox.ProcessRuntime")
 	sup := pr.ProcessSupport()
-	require.Equal(t, sandbox.MaxProcesses, sup.MaxProcesses)
+	require.Equal(t, sandboxapi.MaxProcesses, sup.MaxProcesses)
 	require.Positive(t, sup.BufferBytes)
 	return ctx, env, rt, pr
 }
@@ -88,9 +89,9 @@ exec python3 -m http.server 18923 --bind 127.0.0.1`
 	require.NoError(t, err)
 	require.NotEmpty(t, info.ID)
 	require.False(t, info.Exited)
-	var res sandbox.ExecResult
+	var res sandboxapi.ExecResult
 	for i := 0; i < 100; i++ {
-		res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(netProbeScript, "18923"), TimeoutS: 10})
+		res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh(netProbeScript, "18923"), TimeoutS: 10})
 		if res.ExitCode == 0 {
 			break
 		}
@@ -109,7 +110,7 @@ exec python3 -m http.server 18923 --bind 127.0.0.1`
 	}
 	require.True(t, found, "the process is listed")
 	require.NoError(t, pr.SignalProcess(ctx, info.ID, "KILL"))
-	_, out := ReadUntil(t, ctx, pr, info.ID, sandbox.StreamStdout, 10*time.Second, func([]byte) bool { return false })
+	_, out := ReadUntil(t, ctx, pr, info.ID, sandboxapi.StreamStdout, 10*time.Second, func([]byte) bool { return false })
 	require.True(t, out.Process.Exited)
 	require.Equal(t, 137, out.Process.ExitCode)
 }
@@ -124,17 +125,17 @@ func (s *suite) readOffsets(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second, "a read returns as soon as there is output")
 	require.Equal(t, "one\n", string(out.Data))
 	require.Equal(t, int64(4), out.NextOffset)
-	got, last := ReadFrom(t, ctx, pr, info.ID, sandbox.StreamStdout, out.NextOffset, 10*time.Second, func(b []byte) bool { return false })
+	got, last := ReadFrom(t, ctx, pr, info.ID, sandboxapi.StreamStdout, out.NextOffset, 10*time.Second, func(b []byte) bool { return false })
 	require.Equal(t, "two\n", string(got), "a read continues from its offset")
 	require.True(t, last.Process.Exited)
 	require.Equal(t, 3, last.Process.ExitCode)
-	require.Equal(t, sandbox.ExitReasonExited, last.Process.ExitReason)
+	require.Equal(t, sandboxapi.ExitReasonExited, last.Process.ExitReason)
 	// Everything is still there for a client that starts over.
 	again, err := pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Offset: 0})
 	require.NoError(t, err)
 	require.Equal(t, "one\ntwo\n", string(again.Data))
 	require.True(t, again.EOF)
-	e, err := pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Stream: sandbox.StreamStderr})
+	e, err := pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Stream: sandboxapi.StreamStderr})
 	require.NoError(t, err)
 	require.Equal(t, "err\n", string(e.Data), "stderr apart")
 
@@ -157,11 +158,11 @@ func (s *suite) readOffsets(t *testing.T) {
 	require.Equal(t, int64(big+4), wrapped.Process.StdoutBytes)
 
 	_, err = pr.ReadProcess(ctx, "proc-missing", sandbox.ProcessReadRequest{})
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 	_, err = pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Stream: "bogus"})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{Wait: time.Hour})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 }
 
 func (s *suite) stdinExit(t *testing.T) {
@@ -179,52 +180,52 @@ func (s *suite) stdinExit(t *testing.T) {
 	data := readFile(t, env, "rest.txt")
 	require.Equal(t, "second\nthird\n", data)
 	_, err = pr.WriteProcess(ctx, info.ID, []byte("late"), false)
-	require.ErrorIs(t, err, sandbox.ErrCommandRejected, "stdin is closed")
+	require.ErrorIs(t, err, sandboxapi.ErrCommandRejected, "stdin is closed")
 
 	for name, spec := range map[string]sandbox.ProcessSpec{
 		"empty cmd":  {},
 		"bad cwd":    {Cmd: []string{"true"}, Cwd: "../x"},
 		"bad env":    {Cmd: []string{"true"}, Env: map[string]string{"A=B": "x"}},
-		"huge pty":   {Cmd: []string{"true"}, PTY: &sandbox.TerminalSize{Rows: 5000, Cols: 80}},
+		"huge pty":   {Cmd: []string{"true"}, PTY: &sandboxapi.TerminalSize{Rows: 5000, Cols: 80}},
 		"tag ctl":    {Cmd: []string{"true"}, Tag: "a\nb"},
 		"NUL in cmd": {Cmd: []string{"tr\x00ue"}},
 	} {
 		_, err := pr.StartProcess(ctx, spec)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name)
 	}
 	nf, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"runtimetest-no-such-command"}})
 	require.NoError(t, err, "a command that cannot start is an exited process, not an error")
-	_, last = ReadUntil(t, ctx, pr, nf.ID, sandbox.StreamStderr, 5*time.Second, func([]byte) bool { return false })
+	_, last = ReadUntil(t, ctx, pr, nf.ID, sandboxapi.StreamStderr, 5*time.Second, func([]byte) bool { return false })
 	require.True(t, last.Process.Exited)
 	require.Equal(t, 127, last.Process.ExitCode)
 }
 
 func (s *suite) ptyShell(t *testing.T) {
 	ctx, _, _, pr := s.procRuntime(t)
-	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(`stty size; [ -t 0 ] && echo tty-yes; read line; echo "got:$line"`), PTY: &sandbox.TerminalSize{Rows: 30, Cols: 100}})
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(`stty size; [ -t 0 ] && echo tty-yes; read line; echo "got:$line"`), PTY: &sandboxapi.TerminalSize{Rows: 30, Cols: 100}})
 	require.NoError(t, err)
-	got, _ := ReadUntil(t, ctx, pr, info.ID, sandbox.StreamPTY, 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("tty-yes")) })
+	got, _ := ReadUntil(t, ctx, pr, info.ID, sandboxapi.StreamPTY, 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("tty-yes")) })
 	require.Contains(t, string(got), "30 100")
 	_, err = pr.WriteProcess(ctx, info.ID, []byte("hello\n"), false)
 	require.NoError(t, err)
-	got, _ = ReadUntil(t, ctx, pr, info.ID, sandbox.StreamPTY, 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("got:hello")) })
+	got, _ = ReadUntil(t, ctx, pr, info.ID, sandboxapi.StreamPTY, 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("got:hello")) })
 	require.Contains(t, string(got), "got:hello")
 
-	info, err = pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(`sleep 0.3; stty size`), PTY: &sandbox.TerminalSize{Rows: 10, Cols: 20}})
+	info, err = pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: sh(`sleep 0.3; stty size`), PTY: &sandboxapi.TerminalSize{Rows: 10, Cols: 20}})
 	require.NoError(t, err)
 	require.NoError(t, pr.ResizeProcess(ctx, info.ID, 50, 132))
-	got, _ = ReadUntil(t, ctx, pr, info.ID, sandbox.StreamPTY, 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("50 132")) })
+	got, _ = ReadUntil(t, ctx, pr, info.ID, sandboxapi.StreamPTY, 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("50 132")) })
 	require.Contains(t, string(got), "50 132")
 	plain, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "5"}})
 	require.NoError(t, err)
-	require.ErrorIs(t, pr.ResizeProcess(ctx, plain.ID, 10, 10), sandbox.ErrCommandRejected, "no terminal")
+	require.ErrorIs(t, pr.ResizeProcess(ctx, plain.ID, 10, 10), sandboxapi.ErrCommandRejected, "no terminal")
 }
 
 // liveCount counts, with a later exec, how many of the pids written to
 // file are alive.
 func liveCount(t *testing.T, ctx context.Context, rt sandbox.Runtime, file string) string {
 	t.Helper()
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(`n=0; for p in $(cat ` + file + `); do kill -0 "$p" 2>/dev/null && n=$((n+1)); done; echo $n`)})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh(`n=0; for p in $(cat ` + file + `); do kill -0 "$p" 2>/dev/null && n=$((n+1)); done; echo $n`)})
 	return strings.TrimSpace(string(res.Stdout))
 }
 
@@ -247,14 +248,14 @@ func (s *suite) signalTree(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	require.Less(t, time.Since(start), time.Second+500*time.Millisecond, "KILL ends the whole tree, escaped children too, within about a second")
-	require.ErrorIs(t, pr.SignalProcess(ctx, info.ID, "BOGUS"), sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, pr.SignalProcess(ctx, info.ID, "BOGUS"), sandboxapi.ErrInvalidArgument)
 }
 
 func (s *suite) daemonized(t *testing.T) {
 	ctx, _, rt, pr := s.procRuntime(t)
 	if s.popts.ExecLeavesEscapees == "" {
 		// An exec whose children escape its session: they die with it.
-		res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(escapeScript, "pids-exec"), TimeoutS: 30})
+		res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh(escapeScript, "pids-exec"), TimeoutS: 30})
 		requireExit(t, res, 0)
 		time.Sleep(300 * time.Millisecond)
 		require.Equal(t, "0", liveCount(t, ctx, rt, "pids-exec"), "a daemonized child survived its exec")
@@ -289,19 +290,19 @@ func (s *suite) daemonized(t *testing.T) {
 func (s *suite) processLimit(t *testing.T) {
 	ctx, env, _, pr := s.procRuntime(t)
 	perCommand := env.Provider.Capabilities().PerCommandNetwork
-	network := func(i int) sandbox.Network {
+	network := func(i int) sandboxapi.Network {
 		if perCommand && i%2 == 1 {
-			return sandbox.NetworkNone
+			return sandboxapi.NetworkNone
 		}
 		return ""
 	}
-	for i := 0; i < sandbox.MaxProcesses; i++ {
+	for i := 0; i < sandboxapi.MaxProcesses; i++ {
 		_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}, Network: network(i)})
 		require.NoError(t, err, "process %d", i+1)
 	}
 	for i := 0; i < 2; i++ {
 		_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}, Network: network(i)})
-		require.ErrorIs(t, err, sandbox.ErrResourceLimit, "process %d (network %q)", sandbox.MaxProcesses+1, network(i))
+		require.ErrorIs(t, err, sandboxapi.ErrResourceLimit, "process %d (network %q)", sandboxapi.MaxProcesses+1, network(i))
 	}
 }
 
@@ -315,11 +316,11 @@ func (s *suite) stopRecords(t *testing.T) {
 	require.NoError(t, err, "a stopped runtime's processes stay readable")
 	require.Equal(t, "started\n", string(out.Data))
 	require.True(t, out.Process.Exited)
-	require.Equal(t, sandbox.ExitReasonRuntimeStopped, out.Process.ExitReason)
+	require.Equal(t, sandboxapi.ExitReasonRuntimeStopped, out.Process.ExitReason)
 	list, err := pr.ListProcesses(ctx)
 	require.NoError(t, err)
 	require.NotEmpty(t, list)
-	require.ErrorIs(t, pr.SignalProcess(ctx, info.ID, "TERM"), sandbox.ErrCommandRejected)
+	require.ErrorIs(t, pr.SignalProcess(ctx, info.ID, "TERM"), sandboxapi.ErrCommandRejected)
 	// A new process starts the runtime again.
 	info2, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"echo", "again"}})
 	require.NoError(t, err)
@@ -327,7 +328,7 @@ func (s *suite) stopRecords(t *testing.T) {
 	require.Equal(t, "again\n", string(got))
 	out, err = pr.ReadProcess(ctx, info.ID, sandbox.ProcessReadRequest{})
 	require.NoError(t, err)
-	require.Equal(t, sandbox.ExitReasonRuntimeStopped, out.Process.ExitReason)
+	require.Equal(t, sandboxapi.ExitReasonRuntimeStopped, out.Process.ExitReason)
 }
 
 // execLossless: 20 MiB written as fast as possible, consumed slowly, arrive
@@ -338,8 +339,8 @@ func (s *suite) execLossless(t *testing.T) {
 	h := sha256.New()
 	var n int64
 	chunks := 0
-	res, err := rt.ExecStream(ctx, sandbox.ExecRequest{Cmd: sh(fmt.Sprintf("head -c %d /dev/urandom | tee /tmp/lossless.bin | head -c %d", size, size)), TimeoutS: 120},
-		func(c sandbox.ExecChunk) {
+	res, err := rt.ExecStream(ctx, sandboxapi.ExecRequest{Cmd: sh(fmt.Sprintf("head -c %d /dev/urandom | tee /tmp/lossless.bin | head -c %d", size, size)), TimeoutS: 120},
+		func(c sandboxapi.ExecChunk) {
 			if c.Stream != "stdout" {
 				return
 			}
@@ -353,7 +354,7 @@ func (s *suite) execLossless(t *testing.T) {
 	requireExit(t, res, 0)
 	require.Equal(t, int64(size), n)
 	require.Equal(t, int64(size), res.StdoutBytes)
-	sum := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("sha256sum /tmp/lossless.bin | cut -d' ' -f1; rm -f /tmp/lossless.bin")})
+	sum := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("sha256sum /tmp/lossless.bin | cut -d' ' -f1; rm -f /tmp/lossless.bin")})
 	require.Equal(t, fmt.Sprintf("%x", h.Sum(nil)), strings.TrimSpace(string(sum.Stdout)), "the streamed bytes are the output")
 }
 
@@ -425,7 +426,7 @@ func execHeadSurvivesTheWrap(t *testing.T, ctx context.Context, pr sandbox.Proce
 // execBeyondTheProcessLimit: execs count toward no limit: with every slot
 // taken, one still starts.
 func execBeyondTheProcessLimit(t *testing.T, ctx context.Context, pr sandbox.ProcessRuntime) {
-	for i := 0; i < sandbox.MaxProcesses; i++ {
+	for i := 0; i < sandboxapi.MaxProcesses; i++ {
 		_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "60"}})
 		require.NoError(t, err, "process %d", i+1)
 	}
@@ -447,13 +448,13 @@ func execCancelAndTimeout(t *testing.T, ctx context.Context, rt sandbox.Runtime,
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), time.Second+500*time.Millisecond, "cancel ends the tree within about a second")
 	require.True(t, info.Exited)
-	require.Equal(t, sandbox.ExitReasonCancelled, info.ExitReason)
+	require.Equal(t, sandboxapi.ExitReasonCancelled, info.ExitReason)
 	require.Equal(t, "0", liveCount(t, ctx, rt, "pids-cancel"), "no survivor")
 	to, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "exec-conformance-timeout", Exec: true, Timeout: 300 * time.Millisecond, Cmd: []string{"sleep", "300"}})
 	require.NoError(t, err)
 	info, err = pr.WaitProcess(ctx, to.ID, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, sandbox.ExitReasonTimeout, info.ExitReason)
+	require.Equal(t, sandboxapi.ExitReasonTimeout, info.ExitReason)
 }
 
 // execRecordAfterStop: a stopped runtime keeps the record: the same id
@@ -466,18 +467,18 @@ func execRecordAfterStop(t *testing.T, ctx context.Context, rt sandbox.Runtime, 
 	again, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: r.ID, Exec: true, Cmd: sh("echo before; exec sleep 300")})
 	require.NoError(t, err)
 	require.True(t, again.Exited, "the record of the stopped runtime, not a new run")
-	require.Equal(t, sandbox.ExitReasonRuntimeStopped, again.ExitReason)
+	require.Equal(t, sandboxapi.ExitReasonRuntimeStopped, again.ExitReason)
 	info, err := pr.WaitProcess(ctx, r.ID, 0)
 	require.NoError(t, err)
-	require.Equal(t, sandbox.ExitReasonRuntimeStopped, info.ExitReason)
+	require.Equal(t, sandboxapi.ExitReasonRuntimeStopped, info.ExitReason)
 }
 
 // execBadIDAndMissing: a malformed id is refused, an unknown one is not found.
 func execBadIDAndMissing(t *testing.T, ctx context.Context, pr sandbox.ProcessRuntime) {
 	_, err := pr.StartProcess(ctx, sandbox.ProcessSpec{ID: "bad/id", Exec: true, Cmd: []string{"true"}})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = pr.WaitProcess(ctx, "exec-conformance-missing", 0)
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 }
 
 func readFile(t *testing.T, env Env, name string) string {

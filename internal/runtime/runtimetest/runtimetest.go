@@ -33,6 +33,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Env is what a Factory returns for one subtest: a provider, a spec for a
@@ -117,7 +118,7 @@ func Run(t *testing.T, f Factory, opts Options) {
 // lifecycle check holds a provider to it exactly when Capabilities
 // reports PreviewURL.
 type portPreviewer interface {
-	PreviewURL(ctx context.Context, runtimeID string, port int) (sandbox.PreviewURL, error)
+	PreviewURL(ctx context.Context, runtimeID string, port int) (sandboxapi.PreviewURL, error)
 }
 
 type suite struct {
@@ -170,7 +171,7 @@ func sh(script string, args ...string) []string {
 	return append([]string{"sh", "-c", script, "sh"}, args...)
 }
 
-func mustExec(t *testing.T, ctx context.Context, rt sandbox.Runtime, req sandbox.ExecRequest) sandbox.ExecResult {
+func mustExec(t *testing.T, ctx context.Context, rt sandbox.Runtime, req sandboxapi.ExecRequest) sandboxapi.ExecResult {
 	t.Helper()
 	if req.TimeoutS == 0 {
 		req.TimeoutS = 60
@@ -180,7 +181,7 @@ func mustExec(t *testing.T, ctx context.Context, rt sandbox.Runtime, req sandbox
 	return res
 }
 
-func requireExit(t *testing.T, res sandbox.ExecResult, code int) {
+func requireExit(t *testing.T, res sandboxapi.ExecResult, code int) {
 	t.Helper()
 	require.Equal(t, code, res.ExitCode, "exit code; stdout=%q stderr=%q", clipBytes(res.Stdout), clipBytes(res.Stderr))
 }
@@ -213,7 +214,7 @@ func (s *suite) lifecycle(t *testing.T) {
 	got, err := p.Get(ctx, env.Spec.ID)
 	require.NoError(t, err)
 	require.Equal(t, env.Spec.ID, got.ID())
-	requireExit(t, mustExec(t, ctx, got, sandbox.ExecRequest{Cmd: []string{"true"}}), 0)
+	requireExit(t, mustExec(t, ctx, got, sandboxapi.ExecRequest{Cmd: []string{"true"}}), 0)
 
 	list, err := p.List(ctx, map[string]string{"workspace": env.Spec.ID})
 	require.NoError(t, err)
@@ -225,38 +226,38 @@ func (s *suite) lifecycle(t *testing.T) {
 	require.Empty(t, list)
 
 	_, err = p.Get(ctx, env.Spec.ID+"-missing")
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 	require.NoError(t, p.Destroy(ctx, env.Spec.ID+"-missing"), "Destroy of a missing runtime is success")
 }
 
 func (s *suite) exitCodes(t *testing.T) {
 	ctx, env, rt := s.setup(t, nil)
-	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"true"}}), 0)
-	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("exit 3")}), 3)
+	requireExit(t, mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"true"}}), 0)
+	requireExit(t, mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("exit 3")}), 3)
 
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"runtimetest-no-such-command-xyz", "arg"}})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"runtimetest-no-such-command-xyz", "arg"}})
 	requireExit(t, res, 127)
 	require.NotEmpty(t, res.Stderr, "a missing command explains itself on stderr")
-	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"./no-such-file"}}), 127)
+	requireExit(t, mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"./no-such-file"}}), 127)
 
 	require.NoError(t, env.Files.WriteFile("noexec.sh", []byte("#!/bin/sh\necho hi\n"), 0o644))
-	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"./noexec.sh"}}), 126)
+	requireExit(t, mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"./noexec.sh"}}), 126)
 	require.NoError(t, env.Files.WriteFile("exec.sh", []byte("#!/bin/sh\necho hi \"$1\"\n"), 0o755))
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"./exec.sh", "there"}})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"./exec.sh", "there"}})
 	requireExit(t, res, 0)
 	require.Equal(t, "hi there\n", string(res.Stdout))
 
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("kill -9 $$")})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("kill -9 $$")})
 	requireExit(t, res, 128+9)
 	require.False(t, res.TimedOut)
 
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"sleep", "1"}})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"sleep", "1"}})
 	require.GreaterOrEqual(t, res.DurationMS, int64(900), "DurationMS")
 }
 
 func (s *suite) separateStreams(t *testing.T) {
 	ctx, _, rt := s.setup(t, nil)
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("echo out; echo err >&2; exit 1")})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("echo out; echo err >&2; exit 1")})
 	requireExit(t, res, 1)
 	require.Equal(t, "out\n", string(res.Stdout))
 	require.Equal(t, "err\n", string(res.Stderr))
@@ -266,7 +267,7 @@ func (s *suite) separateStreams(t *testing.T) {
 	require.False(t, res.TimedOut)
 
 	// Argv is passed verbatim: no shell interprets it.
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"printf", "%s|", "a b", "$HOME", "*", "'q'"}})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"printf", "%s|", "a b", "$HOME", "*", "'q'"}})
 	requireExit(t, res, 0)
 	require.Equal(t, "a b|$HOME|*|'q'|", string(res.Stdout))
 }
@@ -275,25 +276,25 @@ func (s *suite) stdin(t *testing.T) {
 	ctx, _, rt := s.setup(t, nil)
 	// Larger than a pipe buffer, with NUL and non-UTF-8 bytes.
 	in := bytes.Repeat([]byte("line\x00\xff\n"), 20000)
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"cat"}, Stdin: in, MaxOutputBytes: sandbox.MaxOutputBytesLimit})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"cat"}, Stdin: in, MaxOutputBytes: sandboxapi.MaxOutputBytesLimit})
 	requireExit(t, res, 0)
 	require.True(t, bytes.Equal(in, res.Stdout), "stdin round trip (got %d bytes, want %d)", len(res.Stdout), len(in))
 
 	// Without Stdin the command reads an immediate EOF (/dev/null).
 	start := time.Now()
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("cat; echo done"), TimeoutS: 10})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("cat; echo done"), TimeoutS: 10})
 	requireExit(t, res, 0)
 	require.Equal(t, "done\n", string(res.Stdout))
 	require.Less(t, time.Since(start), 5*time.Second)
 
 	// A command that ignores its stdin still finishes.
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"true"}, Stdin: bytes.Repeat([]byte("x"), sandbox.MaxStdinBytes)})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"true"}, Stdin: bytes.Repeat([]byte("x"), sandboxapi.MaxStdinBytes)})
 	requireExit(t, res, 0)
 }
 
 func (s *suite) cwd(t *testing.T) {
 	ctx, env, rt := s.setup(t, nil)
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"pwd"}})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"pwd"}})
 	requireExit(t, res, 0)
 	want := []string{env.Spec.Workdir}
 	if real, err := filepath.EvalSymlinks(env.Spec.Workdir); err == nil {
@@ -302,7 +303,7 @@ func (s *suite) cwd(t *testing.T) {
 	require.Contains(t, want, strings.TrimSuffix(string(res.Stdout), "\n"), "default cwd is the workdir")
 
 	require.NoError(t, env.Files.MkdirAll("sub/deeper"))
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("echo here > marker"), Cwd: "sub/deeper"})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("echo here > marker"), Cwd: "sub/deeper"})
 	requireExit(t, res, 0)
 	require.True(t, env.Files.Exists("sub/deeper/marker"))
 
@@ -315,15 +316,15 @@ func (s *suite) cwd(t *testing.T) {
 		if cwd == "noexec-file" {
 			require.NoError(t, env.Files.WriteFile(cwd, nil, 0o644))
 		}
-		_, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh("echo escaped > escaped-marker"), Cwd: cwd, TimeoutS: 10})
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "cwd %q", cwd)
+		_, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: sh("echo escaped > escaped-marker"), Cwd: cwd, TimeoutS: 10})
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "cwd %q", cwd)
 	}
 	require.False(t, env.Files.Exists("../escaped-marker"))
 	require.NoFileExists(t, filepath.Join(outside, "escaped-marker"))
 	require.False(t, env.Files.Exists("escaped-marker"))
 
 	// A symlink that stays inside is fine.
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("echo ok > via-link"), Cwd: "insidelink"})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("echo ok > via-link"), Cwd: "insidelink"})
 	requireExit(t, res, 0)
 	require.True(t, env.Files.Exists("sub/via-link"))
 }
@@ -331,8 +332,8 @@ func (s *suite) cwd(t *testing.T) {
 func (s *suite) badInput(t *testing.T) {
 	ctx, env, rt := s.setup(t, nil)
 	touch := sh("touch ran")
-	maxTimeoutS := int(sandbox.MaxExecTimeout / time.Second)
-	cases := map[string]sandbox.ExecRequest{
+	maxTimeoutS := int(sandboxapi.MaxExecTimeout / time.Second)
+	cases := map[string]sandboxapi.ExecRequest{
 		"nil cmd":              {},
 		"empty cmd":            {Cmd: []string{}},
 		"empty argv0":          {Cmd: []string{"", "x"}},
@@ -345,8 +346,8 @@ func (s *suite) badInput(t *testing.T) {
 		"negative timeout":     {Cmd: touch, TimeoutS: -1},
 		"timeout above max":    {Cmd: touch, TimeoutS: maxTimeoutS + 1},
 		"negative output cap":  {Cmd: touch, MaxOutputBytes: -1},
-		"output cap above max": {Cmd: touch, MaxOutputBytes: sandbox.MaxOutputBytesLimit + 1},
-		"stdin too large":      {Cmd: touch, Stdin: make([]byte, sandbox.MaxStdinBytes+1)},
+		"output cap above max": {Cmd: touch, MaxOutputBytes: sandboxapi.MaxOutputBytesLimit + 1},
+		"stdin too large":      {Cmd: touch, Stdin: make([]byte, sandboxapi.MaxStdinBytes+1)},
 		"cwd dotdot":           {Cmd: touch, Cwd: "../x"},
 		"cwd inner dotdot":     {Cmd: touch, Cwd: "a/../../b"},
 		"cwd absolute":         {Cmd: touch, Cwd: "/tmp"},
@@ -354,13 +355,13 @@ func (s *suite) badInput(t *testing.T) {
 	}
 	for name, req := range cases {
 		_, err := rt.Exec(ctx, req)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name)
-		_, err = rt.ExecStream(ctx, req, func(sandbox.ExecChunk) {})
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, name+" (ExecStream)")
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name)
+		_, err = rt.ExecStream(ctx, req, func(sandboxapi.ExecChunk) {})
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, name+" (ExecStream)")
 	}
 	require.False(t, env.Files.Exists("ran"), "nothing may run on bad input")
 	// The limits themselves are accepted.
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: touch, TimeoutS: maxTimeoutS, MaxOutputBytes: sandbox.MaxOutputBytesLimit, Stdin: make([]byte, sandbox.MaxStdinBytes)})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: touch, TimeoutS: maxTimeoutS, MaxOutputBytes: sandboxapi.MaxOutputBytesLimit, Stdin: make([]byte, sandboxapi.MaxStdinBytes)})
 	requireExit(t, res, 0)
 	require.True(t, env.Files.Exists("ran"))
 }
@@ -372,7 +373,7 @@ func (s *suite) envIsolation(t *testing.T) {
 	ctx, _, rt := s.setup(t, func(sp *sandbox.RuntimeSpec) {
 		sp.Env = map[string]string{"RUNTIMETEST_SPEC": "from-spec", "RUNTIMETEST_BOTH": "spec"}
 	})
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"RUNTIMETEST_REQ": "from-req", "RUNTIMETEST_BOTH": "req"}})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"RUNTIMETEST_REQ": "from-req", "RUNTIMETEST_BOTH": "req"}})
 	requireExit(t, res, 0)
 	out := string(res.Stdout)
 	require.NotContains(t, out, secretValue, "the worker's environment leaked into the runtime")
@@ -389,7 +390,7 @@ func (s *suite) envIsolation(t *testing.T) {
 	// The documented base (docs/RUNTIMES.md "Runtime environment").
 	require.Contains(t, lines, "LANG=C.UTF-8")
 	require.Contains(t, lines, "TERM=dumb")
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(`case "$HOME" in /*) ;; *) exit 3;; esac; touch "$HOME/.runtimetest-home" && echo "$PATH"`),
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh(`case "$HOME" in /*) ;; *) exit 3;; esac; touch "$HOME/.runtimetest-home" && echo "$PATH"`),
 		Env: map[string]string{"PATH": "/runtimetest/bin:/usr/bin:/bin"}})
 	requireExit(t, res, 0)
 	require.Equal(t, "/runtimetest/bin:/usr/bin:/bin\n", string(res.Stdout), "a command's env sets PATH too; HOME is an absolute, writable directory")
@@ -415,7 +416,7 @@ func requireTreeGone(t *testing.T, files Files, start time.Time) {
 func (s *suite) timeoutKillsTree(t *testing.T) {
 	ctx, env, rt := s.setup(t, nil)
 	start := time.Now()
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh(treeScript), TimeoutS: 2})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: sh(treeScript), TimeoutS: 2})
 	elapsed := time.Since(start)
 	require.NoError(t, err, "a timeout is a result, not an error")
 	require.True(t, res.TimedOut)
@@ -429,7 +430,7 @@ func (s *suite) timeoutKillsTree(t *testing.T) {
 func (s *suite) backgroundChild(t *testing.T) {
 	ctx, _, rt := s.setup(t, nil)
 	start := time.Now()
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("sleep 300 & echo started"), TimeoutS: 30})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("sleep 300 & echo started"), TimeoutS: 30})
 	require.Less(t, time.Since(start), 2*time.Second, "a background child holding stdout must not hold the call")
 	requireExit(t, res, 0)
 	require.Equal(t, "started\n", string(res.Stdout))
@@ -441,7 +442,7 @@ func (s *suite) cancelKillsTree(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	start := time.Now()
 	time.AfterFunc(1500*time.Millisecond, cancel)
-	_, err := rt.Exec(cctx, sandbox.ExecRequest{Cmd: sh(treeScript), TimeoutS: 60})
+	_, err := rt.Exec(cctx, sandboxapi.ExecRequest{Cmd: sh(treeScript), TimeoutS: 60})
 	require.Error(t, err, "a cancelled call returns an error")
 	require.ErrorIs(t, err, context.Canceled)
 	require.Less(t, time.Since(start), 4*time.Second, "the call must return soon after cancellation")
@@ -452,20 +453,20 @@ func (s *suite) outputCaps(t *testing.T) {
 	ctx, _, rt := s.setup(t, nil)
 	const limit = 64 << 10
 
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"printf", "abc"}, MaxOutputBytes: limit})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"printf", "abc"}, MaxOutputBytes: limit})
 	requireExit(t, res, 0)
 	require.Equal(t, "abc", string(res.Stdout))
 	require.False(t, res.Truncated)
 	require.Equal(t, int64(3), res.StdoutBytes)
 
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' b`, limit)), MaxOutputBytes: limit})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' b`, limit)), MaxOutputBytes: limit})
 	requireExit(t, res, 0)
 	require.False(t, res.Truncated, "output of exactly the cap is not truncated")
 	require.Equal(t, strings.Repeat("b", limit), string(res.Stdout))
 
 	const big = 50_000_000
 	start := time.Now()
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' a`, big)), MaxOutputBytes: limit})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' a`, big)), MaxOutputBytes: limit})
 	t.Logf("50 MB of output took %v", time.Since(start))
 	requireExit(t, res, 0)
 	require.True(t, res.Truncated)
@@ -477,7 +478,7 @@ func (s *suite) outputCaps(t *testing.T) {
 	require.Contains(t, string(res.Stdout), "truncated", "a marker shows where bytes were dropped")
 	require.Empty(t, res.Stderr)
 
-	res = mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh(`echo first >&2; head -c 300000 /dev/zero | tr '\0' e >&2; echo last >&2; echo out`), MaxOutputBytes: limit})
+	res = mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh(`echo first >&2; head -c 300000 /dev/zero | tr '\0' e >&2; echo last >&2; echo out`), MaxOutputBytes: limit})
 	requireExit(t, res, 0)
 	require.True(t, res.Truncated)
 	require.Equal(t, int64(300000+len("first\n")+len("last\n")), res.StderrBytes)
@@ -514,7 +515,7 @@ func (s *suite) hostMounts(t *testing.T) {
 		}
 		spec.Env["CACHE_DIR"] = dir
 	})
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh(`cat "$CACHE_DIR/from-host" && echo runtime > "$CACHE_DIR/from-runtime"`), TimeoutS: 30})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: sh(`cat "$CACHE_DIR/from-host" && echo runtime > "$CACHE_DIR/from-runtime"`), TimeoutS: 30})
 	require.NoError(t, err)
 	requireExit(t, res, 0)
 	assert.Equal(t, "host\n", string(res.Stdout))
@@ -527,13 +528,13 @@ func (s *suite) execStream(t *testing.T) {
 	ctx, _, rt := s.setup(t, nil)
 	var (
 		mu       sync.Mutex
-		chunks   []sandbox.ExecChunk
+		chunks   []sandboxapi.ExecChunk
 		firstAt  time.Duration
 		inside   atomic.Int32
 		overlaps atomic.Int32
 	)
 	start := time.Now()
-	res, err := rt.ExecStream(ctx, sandbox.ExecRequest{Cmd: sh("echo a; echo e >&2; sleep 2; echo b"), TimeoutS: 30}, func(c sandbox.ExecChunk) {
+	res, err := rt.ExecStream(ctx, sandboxapi.ExecRequest{Cmd: sh("echo a; echo e >&2; sleep 2; echo b"), TimeoutS: 30}, func(c sandboxapi.ExecChunk) {
 		if inside.Add(1) > 1 {
 			overlaps.Add(1)
 		}
@@ -583,11 +584,11 @@ func (s *suite) concurrentExecs(t *testing.T) {
 	// ran concurrently when every one started before any ended, however
 	// slow the machine or the backend's round trips are.
 	var wg sync.WaitGroup
-	results := make([]sandbox.ExecResult, 3)
+	results := make([]sandboxapi.ExecResult, 3)
 	errs := make([]error, 3)
 	for i := range results {
 		wg.Go(func() {
-			results[i], errs[i] = rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh("date +%s%N; sleep 2; date +%s%N; echo $0-" + strconv.Itoa(i)), TimeoutS: 60})
+			results[i], errs[i] = rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: sh("date +%s%N; sleep 2; date +%s%N; echo $0-" + strconv.Itoa(i)), TimeoutS: 60})
 		})
 	}
 	wg.Wait()
@@ -609,7 +610,7 @@ func (s *suite) concurrentExecs(t *testing.T) {
 
 func (s *suite) hibernateResume(t *testing.T) {
 	ctx, env, rt := s.setup(t, nil)
-	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("mkdir -p d && echo persisted > d/f.txt")}), 0)
+	requireExit(t, mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("mkdir -p d && echo persisted > d/f.txt")}), 0)
 
 	require.NoError(t, rt.Stop(ctx))
 	st, err := rt.State(ctx)
@@ -621,7 +622,7 @@ func (s *suite) hibernateResume(t *testing.T) {
 	require.Equal(t, "persisted\n", string(data))
 
 	// Exec on a stopped runtime resumes it.
-	res := mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"cat", "d/f.txt"}})
+	res := mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"cat", "d/f.txt"}})
 	requireExit(t, res, 0)
 	require.Equal(t, "persisted\n", string(res.Stdout))
 	st, err = rt.State(ctx)
@@ -636,20 +637,20 @@ func (s *suite) hibernateResume(t *testing.T) {
 	st, err = got.State(ctx)
 	require.NoError(t, err)
 	require.Equal(t, sandbox.RuntimeRunning, st)
-	res = mustExec(t, ctx, got, sandbox.ExecRequest{Cmd: []string{"cat", "d/f.txt"}})
+	res = mustExec(t, ctx, got, sandboxapi.ExecRequest{Cmd: []string{"cat", "d/f.txt"}})
 	require.Equal(t, "persisted\n", string(res.Stdout))
 }
 
 func (s *suite) stopKillsRunning(t *testing.T) {
 	ctx, env, rt := s.setup(t, nil)
 	type outcome struct {
-		res sandbox.ExecResult
+		res sandboxapi.ExecResult
 		err error
 	}
 	done := make(chan outcome, 1)
 	start := time.Now()
 	go func() {
-		res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh(treeScript), TimeoutS: 60})
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: sh(treeScript), TimeoutS: 60})
 		done <- outcome{res, err}
 	}()
 	for !env.Files.Exists("tick") && time.Since(start) < 10*time.Second {
@@ -664,18 +665,18 @@ func (s *suite) stopKillsRunning(t *testing.T) {
 		t.Fatal("Stop did not end the running command")
 	}
 	requireTreeGone(t, env.Files, start)
-	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: []string{"true"}}), 0)
+	requireExit(t, mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: []string{"true"}}), 0)
 }
 
 func (s *suite) destroyKeepsWorkspace(t *testing.T) {
 	ctx, env, rt := s.setup(t, nil)
-	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("echo keep > keep.txt")}), 0)
+	requireExit(t, mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("echo keep > keep.txt")}), 0)
 	require.NoError(t, env.Provider.Destroy(ctx, env.Spec.ID))
 	data, err := env.Workspace.ReadFile("keep.txt")
 	require.NoError(t, err, "Destroy must not touch the workspace")
 	require.Equal(t, "keep\n", string(data))
 	_, err = env.Provider.Get(ctx, env.Spec.ID)
-	require.ErrorIs(t, err, sandbox.ErrNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrNotFound)
 	require.NoError(t, env.Provider.Destroy(ctx, env.Spec.ID), "Destroy is idempotent")
 	list, err := env.Provider.List(ctx, nil)
 	require.NoError(t, err)
@@ -686,7 +687,7 @@ func (s *suite) destroyKeepsWorkspace(t *testing.T) {
 	// The same spec creates it again, over the same files.
 	rt2, err := env.Provider.Create(ctx, env.Spec)
 	require.NoError(t, err)
-	res := mustExec(t, ctx, rt2, sandbox.ExecRequest{Cmd: []string{"cat", "keep.txt"}})
+	res := mustExec(t, ctx, rt2, sandboxapi.ExecRequest{Cmd: []string{"cat", "keep.txt"}})
 	require.Equal(t, "keep\n", string(res.Stdout))
 }
 
@@ -695,12 +696,12 @@ func (s *suite) reopen(t *testing.T) {
 	if env.Reopen == nil {
 		t.Skip("the factory provides no Reopen")
 	}
-	requireExit(t, mustExec(t, ctx, rt, sandbox.ExecRequest{Cmd: sh("echo before > restart.txt")}), 0)
+	requireExit(t, mustExec(t, ctx, rt, sandboxapi.ExecRequest{Cmd: sh("echo before > restart.txt")}), 0)
 	p2 := env.Reopen(t)
 	t.Cleanup(func() { _ = p2.Destroy(context.Background(), env.Spec.ID) })
 	rt2, err := p2.Create(ctx, env.Spec)
 	require.NoError(t, err, "Create after a restart")
-	res := mustExec(t, ctx, rt2, sandbox.ExecRequest{Cmd: []string{"cat", "restart.txt"}})
+	res := mustExec(t, ctx, rt2, sandboxapi.ExecRequest{Cmd: []string{"cat", "restart.txt"}})
 	requireExit(t, res, 0)
 	require.Equal(t, "before\n", string(res.Stdout))
 }
@@ -753,9 +754,9 @@ func (s *suite) networkIsolation(t *testing.T) {
 	case !isolated:
 		t.Skip(s.opts.SkipNetworkIsolation)
 	}
-	ctx, _, rt := s.create(t, env, func(sp *sandbox.RuntimeSpec) { sp.Network = sandbox.NetworkNone })
+	ctx, _, rt := s.create(t, env, func(sp *sandbox.RuntimeSpec) { sp.Network = sandboxapi.NetworkNone })
 	port, accepted := listen(t)
-	res, err := rt.Exec(ctx, sandbox.ExecRequest{Cmd: sh(netProbeScript, port), TimeoutS: 30})
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: sh(netProbeScript, port), TimeoutS: 30})
 	require.NoError(t, err)
 	require.NotEqual(t, 99, res.ExitCode, "no network probe tool (bash, nc, python3, curl or wget) in the runtime")
 	require.NotEqual(t, 0, res.ExitCode, "a connection to 127.0.0.1:%s succeeded with network none", port)

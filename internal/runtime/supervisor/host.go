@@ -24,20 +24,20 @@ import (
 // supervisor that was shut down (Stop) are served from Archive afterwards.
 type Processes struct {
 	// Support is what ProcessSupport reports.
-	Support sandbox.ProcessSupport
+	Support sandboxapi.ProcessSupport
 	// Client returns the runtime's supervisor client for processes of
 	// network ("" for a backend with one supervisor). With start it starts
 	// the runtime (and that supervisor) when needed (StartProcess); without,
 	// it returns (nil, nil) when it does not run. Its errors are returned as
 	// they are.
-	Client func(ctx context.Context, start bool, network sandbox.Network) (*Client, error)
+	Client func(ctx context.Context, start bool, network sandboxapi.Network) (*Client, error)
 	// Prepare maps a validated spec onto the supervisor's (environment
 	// layered on the runtime's, cwd resolved inside the workdir) and names
 	// the network whose supervisor runs it; its errors are returned as they
 	// are (ErrCommandRejected for a network above the runtime's).
-	Prepare func(spec sandbox.ProcessSpec) (Spec, sandbox.Network, error)
+	Prepare func(spec sandbox.ProcessSpec) (Spec, sandboxapi.Network, error)
 	// Networks are the supervisors ListProcesses asks, in order; nil: one ("").
-	Networks []sandbox.Network
+	Networks []sandboxapi.Network
 	// Archive holds the processes of stopped supervisors.
 	Archive *Archive
 
@@ -48,7 +48,7 @@ type Processes struct {
 
 // IDPrefix is the prefix of the process ids of the supervisor of network
 // ("proc-" for a backend with one supervisor): `serve --id-prefix`.
-func IDPrefix(network sandbox.Network) string {
+func IDPrefix(network sandboxapi.Network) string {
 	if network == "" {
 		return "proc-"
 	}
@@ -57,7 +57,7 @@ func IDPrefix(network sandbox.Network) string {
 
 // NetworkOfID returns the network whose supervisor gave process id (""
 // when the id names none).
-func NetworkOfID(id string) sandbox.Network {
+func NetworkOfID(id string) sandboxapi.Network {
 	for _, n := range sandboxapi.NetworkModes {
 		if strings.HasPrefix(id, IDPrefix(n)) {
 			return n
@@ -69,13 +69,13 @@ func NetworkOfID(id string) sandbox.Network {
 var _ sandbox.ProcessRuntime = (*Processes)(nil)
 
 // ProcessSupport returns p.Support.
-func (p *Processes) ProcessSupport() sandbox.ProcessSupport { return p.Support }
+func (p *Processes) ProcessSupport() sandboxapi.ProcessSupport { return p.Support }
 
 // StartProcess validates spec (ValidateProcessSpec), then starts it; a
 // spec.ID that names an archived process returns that one.
-func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.ProcessInfo, error) {
+func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) (sandboxapi.ProcessInfo, error) {
 	if err := ValidateProcessSpec(spec); err != nil {
-		return sandbox.ProcessInfo{}, err
+		return sandboxapi.ProcessInfo{}, err
 	}
 	if spec.ID != "" {
 		if out, ok := p.Archive.Read(spec.ID, 0, 0, 0); ok {
@@ -84,7 +84,7 @@ func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) 
 	}
 	s, network, err := p.Prepare(spec)
 	if err != nil {
-		return sandbox.ProcessInfo{}, err
+		return sandboxapi.ProcessInfo{}, err
 	}
 	s.ID, s.Exec, s.HeadBytes, s.Lossless = spec.ID, spec.Exec, spec.HeadBytes, spec.Lossless
 	s.TimeoutMS = spec.Timeout.Milliseconds()
@@ -97,23 +97,23 @@ func (p *Processes) StartProcess(ctx context.Context, spec sandbox.ProcessSpec) 
 		p.startMu.Lock()
 		defer p.startMu.Unlock()
 		if err := p.admit(ctx); err != nil {
-			return sandbox.ProcessInfo{}, err
+			return sandboxapi.ProcessInfo{}, err
 		}
 	}
 	c, err := p.Client(ctx, true, network)
 	if err != nil {
-		return sandbox.ProcessInfo{}, err
+		return sandboxapi.ProcessInfo{}, err
 	}
 	info, _, err := c.Start(ctx, s)
 	if err != nil {
-		return sandbox.ProcessInfo{}, MapError(err, "process_start")
+		return sandboxapi.ProcessInfo{}, MapError(err, "process_start")
 	}
 	return ToInfo(info), nil
 }
 
 // admit counts the background processes with a live tree across every
 // network's supervisor: at Support.MaxProcesses a new one is
-// sandbox.ErrResourceLimit, whichever network it asks for.
+// sandboxapi.ErrResourceLimit, whichever network it asks for.
 func (p *Processes) admit(ctx context.Context) error {
 	live := 0
 	for _, n := range p.Networks {
@@ -135,7 +135,7 @@ func (p *Processes) admit(ctx context.Context) error {
 		}
 	}
 	if live >= p.Support.MaxProcesses {
-		return sandbox.Errorf(sandbox.ErrResourceLimit, "process_start: %d background processes are running in this workspace's runtime (all its networks together), the most it may have", p.Support.MaxProcesses)
+		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "process_start: %d background processes are running in this workspace's runtime (all its networks together), the most it may have", p.Support.MaxProcesses)
 	}
 	return nil
 }
@@ -147,20 +147,20 @@ func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.Proc
 		return sandbox.ProcessOutput{}, err
 	}
 	if req.Offset < 0 || (req.Both && req.StderrOffset < 0) {
-		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: offset %d is negative", min(req.Offset, req.StderrOffset))
+		return sandbox.ProcessOutput{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_read: offset %d is negative", min(req.Offset, req.StderrOffset))
 	}
 	if req.Both && idx != 0 {
-		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: stderr_offset goes with stream stdout")
+		return sandbox.ProcessOutput{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_read: stderr_offset goes with stream stdout")
 	}
-	if req.MaxBytes < 0 || req.MaxBytes > sandbox.MaxProcessReadBytes {
-		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: max_bytes %d is outside 0..%d", req.MaxBytes, sandbox.MaxProcessReadBytes)
+	if req.MaxBytes < 0 || req.MaxBytes > sandboxapi.MaxProcessReadBytes {
+		return sandbox.ProcessOutput{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_read: max_bytes %d is outside 0..%d", req.MaxBytes, sandboxapi.MaxProcessReadBytes)
 	}
-	if req.Wait < 0 || req.Wait > sandbox.MaxProcessReadWait {
-		return sandbox.ProcessOutput{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: wait %v is outside 0..%v", req.Wait, sandbox.MaxProcessReadWait)
+	if req.Wait < 0 || req.Wait > sandboxapi.MaxProcessReadWait {
+		return sandbox.ProcessOutput{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_read: wait %v is outside 0..%v", req.Wait, sandboxapi.MaxProcessReadWait)
 	}
 	max := req.MaxBytes
 	if max == 0 {
-		max = sandbox.DefaultProcessReadBytes
+		max = sandboxapi.DefaultProcessReadBytes
 	}
 	if out, ok := p.archived(id, idx, req, max); ok {
 		return out, nil
@@ -195,7 +195,7 @@ func (p *Processes) ReadProcess(ctx context.Context, id string, req sandbox.Proc
 	}
 	if req.Both {
 		e := r.Chunks[1]
-		out.Stderr = &sandbox.ProcessChunk{Data: r.Data[1], Offset: e.Offset, NextOffset: e.Offset + int64(e.Len), DroppedBytes: e.Dropped, EOF: e.EOF}
+		out.Stderr = &sandboxapi.ProcessChunk{Data: r.Data[1], Offset: e.Offset, NextOffset: e.Offset + int64(e.Len), DroppedBytes: e.Dropped, EOF: e.EOF}
 	}
 	return out, nil
 }
@@ -205,32 +205,32 @@ func (p *Processes) archived(id string, idx int, req sandbox.ProcessReadRequest,
 	out, ok := p.Archive.Read(id, idx, req.Offset, max)
 	if ok && req.Both {
 		e, _ := p.Archive.Read(id, 1, req.StderrOffset, max-len(out.Data))
-		out.Stderr = &sandbox.ProcessChunk{Data: e.Data, Offset: e.Offset, NextOffset: e.NextOffset, DroppedBytes: e.DroppedBytes, EOF: e.EOF}
+		out.Stderr = &sandboxapi.ProcessChunk{Data: e.Data, Offset: e.Offset, NextOffset: e.NextOffset, DroppedBytes: e.DroppedBytes, EOF: e.EOF}
 	}
 	return out, ok
 }
 
 // WaitProcess waits for process id to end (sandbox.ProcessRuntime).
-func (p *Processes) WaitProcess(ctx context.Context, id string, wait time.Duration) (sandbox.ProcessInfo, error) {
-	if wait < 0 || wait > sandbox.MaxProcessReadWait {
-		return sandbox.ProcessInfo{}, sandbox.Errorf(sandbox.ErrInvalidArgument, "process wait %v is outside 0..%v", wait, sandbox.MaxProcessReadWait)
+func (p *Processes) WaitProcess(ctx context.Context, id string, wait time.Duration) (sandboxapi.ProcessInfo, error) {
+	if wait < 0 || wait > sandboxapi.MaxProcessReadWait {
+		return sandboxapi.ProcessInfo{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process wait %v is outside 0..%v", wait, sandboxapi.MaxProcessReadWait)
 	}
 	if out, ok := p.Archive.Read(id, 0, 0, 0); ok {
 		return out.Process, nil
 	}
 	c, err := p.clientOf(ctx, id)
 	if err != nil {
-		return sandbox.ProcessInfo{}, err
+		return sandboxapi.ProcessInfo{}, err
 	}
 	if c == nil {
-		return sandbox.ProcessInfo{}, notFound(id)
+		return sandboxapi.ProcessInfo{}, notFound(id)
 	}
 	info, err := c.Wait(ctx, id, wait)
 	if err != nil {
 		if out, ok := p.Archive.Read(id, 0, 0, 0); ok { // stopped meanwhile
 			return out.Process, nil
 		}
-		return sandbox.ProcessInfo{}, MapError(err, "process wait")
+		return sandboxapi.ProcessInfo{}, MapError(err, "process wait")
 	}
 	return ToInfo(info), nil
 }
@@ -253,7 +253,7 @@ func (p *Processes) CancelProcess(ctx context.Context, id string) error {
 // WriteProcess writes to process id's stdin.
 func (p *Processes) WriteProcess(ctx context.Context, id string, data []byte, closeStdin bool) (int, error) {
 	if len(data) > sandboxapi.MaxProcessWriteBytes {
-		return 0, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_write: %d bytes, more than %d", len(data), sandbox.MaxStdinBytes)
+		return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_write: %d bytes, more than %d", len(data), sandboxapi.MaxStdinBytes)
 	}
 	c, err := p.live(ctx, id)
 	if err != nil {
@@ -278,8 +278,8 @@ func (p *Processes) SignalProcess(ctx context.Context, id string, signal string)
 
 // ResizeProcess resizes process id's terminal.
 func (p *Processes) ResizeProcess(ctx context.Context, id string, rows, cols int) error {
-	if rows < 1 || cols < 1 || rows > sandbox.MaxTerminalSize || cols > sandbox.MaxTerminalSize {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "process_resize: %d×%d is outside 1..%d", rows, cols, sandbox.MaxTerminalSize)
+	if rows < 1 || cols < 1 || rows > sandboxapi.MaxTerminalSize || cols > sandboxapi.MaxTerminalSize {
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_resize: %d×%d is outside 1..%d", rows, cols, sandboxapi.MaxTerminalSize)
 	}
 	c, err := p.live(ctx, id)
 	if err != nil {
@@ -290,11 +290,11 @@ func (p *Processes) ResizeProcess(ctx context.Context, id string, rows, cols int
 
 // ListProcesses lists the archived processes, then each live supervisor's
 // (Networks order).
-func (p *Processes) ListProcesses(ctx context.Context) ([]sandbox.ProcessInfo, error) {
+func (p *Processes) ListProcesses(ctx context.Context) ([]sandboxapi.ProcessInfo, error) {
 	out := p.Archive.List()
 	networks := p.Networks
 	if networks == nil {
-		networks = []sandbox.Network{""}
+		networks = []sandboxapi.Network{""}
 	}
 	for _, n := range networks {
 		c, err := p.Client(ctx, false, n)
@@ -319,7 +319,7 @@ func (p *Processes) ListProcesses(ctx context.Context) ([]sandbox.ProcessInfo, e
 // live process; an archived one has ended (ErrCommandRejected).
 func (p *Processes) live(ctx context.Context, id string) (*Client, error) {
 	if _, ok := p.Archive.Read(id, 0, 0, 0); ok {
-		return nil, sandbox.Errorf(sandbox.ErrCommandRejected, "process %s has ended (the runtime was stopped)", clipStr(id))
+		return nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "process %s has ended (the runtime was stopped)", clipStr(id))
 	}
 	c, err := p.clientOf(ctx, id)
 	if err != nil {
@@ -374,62 +374,62 @@ func isNotFound(err error) bool {
 }
 
 func notFound(id string) error {
-	return sandbox.Errorf(sandbox.ErrNotFound, "no process %q in this runtime", clipStr(id))
+	return sandboxapi.Errorf(sandboxapi.ErrNotFound, "no process %q in this runtime", clipStr(id))
 }
 
 func streamIndex(s string) (int, error) {
 	switch s {
-	case "", sandbox.StreamStdout, sandbox.StreamPTY:
+	case "", sandboxapi.StreamStdout, sandboxapi.StreamPTY:
 		return 0, nil
-	case sandbox.StreamStderr:
+	case sandboxapi.StreamStderr:
 		return 1, nil
 	}
-	return 0, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_read: stream %q: want stdout, stderr or pty", clipStr(s))
+	return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_read: stream %q: want stdout, stderr or pty", clipStr(s))
 }
 
 // ValidateProcessSpec checks spec's backend-independent rules and returns
-// an error wrapping sandbox.ErrInvalidArgument on the first violation: Cmd,
-// Cwd and Env as in an ExecRequest (runspec.ValidateCmd, runspec.ValidateEnv), Tag at most sandbox.MaxProcessTagBytes
+// an error wrapping sandboxapi.ErrInvalidArgument on the first violation: Cmd,
+// Cwd and Env as in an ExecRequest (runspec.ValidateCmd, runspec.ValidateEnv), Tag at most sandboxapi.MaxProcessTagBytes
 // of valid text without control characters, a terminal size within
 // 1..sandbox.MaxTerminalSize, an ID matching IDPattern, Timeout within
 // 0..sandbox.MaxExecTimeout, HeadBytes within 0..sandbox.MaxProcessHeadBytes,
-// StdinData at most sandbox.MaxStdinBytes and not with a PTY.
+// StdinData at most sandboxapi.MaxStdinBytes and not with a PTY.
 func ValidateProcessSpec(spec sandbox.ProcessSpec) error {
 	bad := func(format string, args ...any) error {
-		return sandbox.Errorf(sandbox.ErrInvalidArgument, "process_start: "+format, args...)
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_start: "+format, args...)
 	}
 	if spec.ID != "" && !IDPattern.MatchString(spec.ID) {
 		return bad("id %q: want %s", clipStr(spec.ID), IDPattern)
 	}
-	if spec.Timeout < 0 || spec.Timeout > sandbox.MaxExecTimeout {
-		return bad("timeout %v is outside 0..%v", spec.Timeout, sandbox.MaxExecTimeout)
+	if spec.Timeout < 0 || spec.Timeout > sandboxapi.MaxExecTimeout {
+		return bad("timeout %v is outside 0..%v", spec.Timeout, sandboxapi.MaxExecTimeout)
 	}
 	if spec.HeadBytes < 0 || spec.HeadBytes > sandbox.MaxProcessHeadBytes {
 		return bad("head bytes %d is outside 0..%d", spec.HeadBytes, sandbox.MaxProcessHeadBytes)
 	}
-	if len(spec.StdinData) > sandbox.MaxStdinBytes || (spec.StdinData != nil && spec.PTY != nil) {
-		return bad("stdin data: at most %d bytes, and not for a terminal", sandbox.MaxStdinBytes)
+	if len(spec.StdinData) > sandboxapi.MaxStdinBytes || (spec.StdinData != nil && spec.PTY != nil) {
+		return bad("stdin data: at most %d bytes, and not for a terminal", sandboxapi.MaxStdinBytes)
 	}
 	if err := runspec.ValidateCmd("process_start", spec.Cmd); err != nil {
 		return err
 	}
-	if _, err := sandbox.CleanRelPath(spec.Cwd); err != nil {
-		return bad("cwd: %s", sandbox.Message(err))
+	if _, err := sandboxapi.CleanRelPath(spec.Cwd); err != nil {
+		return bad("cwd: %s", sandboxapi.Message(err))
 	}
 	if err := runspec.ValidateEnv(spec.Env); err != nil {
-		return bad("%s", sandbox.Message(err))
+		return bad("%s", sandboxapi.Message(err))
 	}
-	if len(spec.Tag) > sandbox.MaxProcessTagBytes || strings.ContainsFunc(spec.Tag, func(r rune) bool { return r < 0x20 || r == 0x7f || r == 0xfffd }) {
-		return bad("tag must be at most %d bytes of text without control characters", sandbox.MaxProcessTagBytes)
+	if len(spec.Tag) > sandboxapi.MaxProcessTagBytes || strings.ContainsFunc(spec.Tag, func(r rune) bool { return r < 0x20 || r == 0x7f || r == 0xfffd }) {
+		return bad("tag must be at most %d bytes of text without control characters", sandboxapi.MaxProcessTagBytes)
 	}
-	if t := spec.PTY; t != nil && (t.Rows < 1 || t.Cols < 1 || t.Rows > sandbox.MaxTerminalSize || t.Cols > sandbox.MaxTerminalSize) {
-		return bad("pty %d×%d is outside 1..%d", t.Rows, t.Cols, sandbox.MaxTerminalSize)
+	if t := spec.PTY; t != nil && (t.Rows < 1 || t.Cols < 1 || t.Rows > sandboxapi.MaxTerminalSize || t.Cols > sandboxapi.MaxTerminalSize) {
+		return bad("pty %d×%d is outside 1..%d", t.Rows, t.Cols, sandboxapi.MaxTerminalSize)
 	}
 	return nil
 }
 
-// SignalByName maps a name of sandbox.ProcessSignals (with or without
-// "SIG", any case) to its signal; others are sandbox.ErrInvalidArgument.
+// SignalByName maps a name of sandboxapi.ProcessSignals (with or without
+// "SIG", any case) to its signal; others are sandboxapi.ErrInvalidArgument.
 func SignalByName(name string) (syscall.Signal, error) {
 	n := strings.TrimPrefix(strings.ToUpper(name), "SIG")
 	sigs := map[string]syscall.Signal{"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "HUP": syscall.SIGHUP,
@@ -437,12 +437,12 @@ func SignalByName(name string) (syscall.Signal, error) {
 	if s, ok := sigs[n]; ok {
 		return s, nil
 	}
-	return 0, sandbox.Errorf(sandbox.ErrInvalidArgument, "process_signal: signal %q: want one of %s", clipStr(name), strings.Join(sandbox.ProcessSignals, ", "))
+	return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_signal: signal %q: want one of %s", clipStr(name), strings.Join(sandboxapi.ProcessSignals, ", "))
 }
 
-// ToInfo maps a supervisor Info onto sandbox.ProcessInfo.
-func ToInfo(i Info) sandbox.ProcessInfo {
-	out := sandbox.ProcessInfo{
+// ToInfo maps a supervisor Info onto sandboxapi.ProcessInfo.
+func ToInfo(i Info) sandboxapi.ProcessInfo {
+	out := sandboxapi.ProcessInfo{
 		ID: i.ID, Tag: i.Tag, Cmd: i.Argv, PTY: i.PTY, StartedAt: time.UnixMilli(i.StartedMS).UTC(),
 		Exited: i.Exited, ExitCode: i.ExitCode, Lingering: i.TreeRunning,
 		StdoutBytes: i.Totals[0], StderrBytes: i.Totals[1],
@@ -451,19 +451,19 @@ func ToInfo(i Info) sandbox.ProcessInfo {
 		out.EndedAt = time.UnixMilli(i.EndedMS).UTC()
 		switch i.Reason {
 		case ReasonExited:
-			out.ExitReason = sandbox.ExitReasonExited
+			out.ExitReason = sandboxapi.ExitReasonExited
 		case ReasonSignaled:
-			out.ExitReason = sandbox.ExitReasonSignaled
+			out.ExitReason = sandboxapi.ExitReasonSignaled
 		case ReasonTimeout:
-			out.ExitReason = sandbox.ExitReasonTimeout
+			out.ExitReason = sandboxapi.ExitReasonTimeout
 		case ReasonCanceled:
-			out.ExitReason = sandbox.ExitReasonCancelled
+			out.ExitReason = sandboxapi.ExitReasonCancelled
 		case ReasonStopped:
-			out.ExitReason = sandbox.ExitReasonRuntimeStopped
+			out.ExitReason = sandboxapi.ExitReasonRuntimeStopped
 		case ReasonStartErr:
-			out.ExitReason = sandbox.ExitReasonStartFailed
+			out.ExitReason = sandboxapi.ExitReasonStartFailed
 		default:
-			out.ExitReason = sandbox.ExitReasonLost
+			out.ExitReason = sandboxapi.ExitReasonLost
 		}
 	}
 	return out
@@ -477,22 +477,22 @@ func MapError(err error, op string) error {
 	var pe *Error
 	switch {
 	case errors.As(err, &pe):
-		kind := sandbox.ErrRuntimeUnavailable
+		kind := sandboxapi.ErrRuntimeUnavailable
 		switch pe.Kind {
 		case ErrInvalid:
-			kind = sandbox.ErrInvalidArgument
+			kind = sandboxapi.ErrInvalidArgument
 		case ErrNotFound:
-			kind = sandbox.ErrNotFound
+			kind = sandboxapi.ErrNotFound
 		case ErrLimit:
-			kind = sandbox.ErrResourceLimit
+			kind = sandboxapi.ErrResourceLimit
 		case ErrState:
-			kind = sandbox.ErrCommandRejected
+			kind = sandboxapi.ErrCommandRejected
 		}
-		return sandbox.Errorf(kind, "%s: %s", op, pe.Msg)
+		return sandboxapi.Errorf(kind, "%s: %s", op, pe.Msg)
 	case errors.Is(err, context.DeadlineExceeded):
-		return sandbox.Wrap(sandbox.ErrTimeout, err, "%s", op)
+		return sandboxapi.Wrap(sandboxapi.ErrTimeout, err, "%s", op)
 	}
-	return sandbox.Wrap(sandbox.ErrRuntimeUnavailable, err, "%s: the runtime's supervisor", op)
+	return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "%s: the runtime's supervisor", op)
 }
 
 // Archive keeps the background processes of stopped supervisors (their
@@ -617,8 +617,8 @@ func (a *Archive) Read(id string, idx int, off int64, max int) (sandbox.ProcessO
 }
 
 // List returns the archived processes, oldest first.
-func (a *Archive) List() []sandbox.ProcessInfo {
-	out := []sandbox.ProcessInfo{}
+func (a *Archive) List() []sandboxapi.ProcessInfo {
+	out := []sandboxapi.ProcessInfo{}
 	if a == nil {
 		return out
 	}

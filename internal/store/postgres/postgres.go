@@ -14,20 +14,20 @@
 //     (timestamptz keeps only microseconds). They keep nanoseconds, sort as the
 //     instants they name and read back as time.Time in UTC; the zero time
 //     round-trips as zero. Only years 0000–9999 are representable; other times
-//     are rejected with sandbox.ErrInvalidArgument.
+//     are rejected with sandboxapi.ErrInvalidArgument.
 //   - Every TEXT column has COLLATE "C", so ordering (ties "by id") is byte
 //     order whatever the database's locale, as in SQLite.
 //   - Empty conversation_id and task_id are NULL so the per-mode partial unique
 //     indexes ignore them; a nil PinnedUntil, LastStartedAt or ExpiresAt is NULL.
 //   - No foreign keys between the tables (see the migration's header).
 //
-// Errors are mapped at this boundary: no row → sandbox.ErrWorkspaceNotFound
-// (workspaces) or sandbox.ErrNotFound (repo caches, runtimes, hosts); unique
-// violation (SQLSTATE 23505) → sandbox.ErrConflict; a value PostgreSQL cannot
+// Errors are mapped at this boundary: no row → sandboxapi.ErrWorkspaceNotFound
+// (workspaces) or sandboxapi.ErrNotFound (repo caches, runtimes, hosts); unique
+// violation (SQLSTATE 23505) → sandboxapi.ErrConflict; a value PostgreSQL cannot
 // store (SQLSTATE class 22, e.g. a NUL byte in a string) →
-// sandbox.ErrInvalidArgument; a cancelled ctx → sandbox.ErrTimeout; any
+// sandboxapi.ErrInvalidArgument; a cancelled ctx → sandboxapi.ErrTimeout; any
 // other failure (the server unreachable or shutting down, a closed store)
-// → sandbox.ErrRuntimeUnavailable after bounded retries, naming no
+// → sandboxapi.ErrRuntimeUnavailable after bounded retries, naming no
 // connection detail (store.Resilience).
 //
 // Concurrency: a *Store is safe for concurrent use; every call takes a pooled
@@ -49,6 +49,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // DefaultApplicationName is the application_name reported to PostgreSQL (seen
@@ -76,16 +77,16 @@ var (
 // accepted; unknown parameters are sent as run-time settings (e.g.
 // search_path=myschema).
 //
-// Errors: sandbox.ErrInvalidArgument with a fixed message that never quotes
+// Errors: sandboxapi.ErrInvalidArgument with a fixed message that never quotes
 // dsn (it may hold a password).
 func ParseDSN(dsn string) (*pgxpool.Config, error) {
 	if strings.TrimSpace(dsn) == "" {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "postgres connection string: must not be empty")
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "postgres connection string: must not be empty")
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message may quote parts of dsn (best-effort redaction only).
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument,
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument,
 			"postgres connection string: not a valid URL (postgres://user:password@host:5432/db?sslmode=disable) or key=value string")
 	}
 	return cfg, nil
@@ -106,10 +107,10 @@ func ParseDSN(dsn string) (*pgxpool.Config, error) {
 // DefaultApplicationName. ctx bounds connecting and migrating, including the
 // wait for another worker's migration lock (at most MigrationLockTimeout).
 //
-// Errors: sandbox.ErrInvalidArgument for a malformed dsn (see ParseDSN);
-// sandbox.ErrTimeout (wrapping ctx's error) when ctx ends first, e.g. while
+// Errors: sandboxapi.ErrInvalidArgument for a malformed dsn (see ParseDSN);
+// sandboxapi.ErrTimeout (wrapping ctx's error) when ctx ends first, e.g. while
 // waiting for another worker's migration lock;
-// sandbox.ErrRuntimeUnavailable when the database cannot be reached or the
+// sandboxapi.ErrRuntimeUnavailable when the database cannot be reached or the
 // migrations fail, its message naming the kind of failure (describe:
 // "cannot connect: connection refused", "SQLSTATE 28P01 (invalid
 // authorization)") and never the host, port, role, database or password.
@@ -125,7 +126,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	fail := func(step string, err error) error {
 		slog.Error("postgres store: "+step+" failed", "error", err)
 		if ctx.Err() != nil {
-			return sandbox.Wrap(sandbox.ErrTimeout, ctx.Err(), "postgres store (DATABASE_URL): %s did not finish in time", step)
+			return sandboxapi.Wrap(sandboxapi.ErrTimeout, ctx.Err(), "postgres store (DATABASE_URL): %s did not finish in time", step)
 		}
 		d := describe(err)
 		if d == "" {
@@ -134,7 +135,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		if d == "" {
 			d = "details in the worker log"
 		}
-		return sandbox.Errorf(sandbox.ErrRuntimeUnavailable, "postgres store (DATABASE_URL): %s failed (%s)", step, d)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "postgres store (DATABASE_URL): %s failed (%s)", step, d)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/storetest"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestDatabaseURLEnv names the variable holding the connection string of a
@@ -220,7 +221,7 @@ func TestOpenWaitsForMigrationLock(t *testing.T) {
 	_, err = Open(short, dsn)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.ErrorIs(t, err, sandbox.ErrTimeout)
+	assert.ErrorIs(t, err, sandboxapi.ErrTimeout)
 	assert.Contains(t, err.Error(), "migrate did not finish in time")
 }
 
@@ -286,26 +287,26 @@ func TestErrorMapping(t *testing.T) {
 	s := openT(t, freshSchema(t))
 
 	nul := "ws-\x00"
-	require.ErrorIs(t, s.CreateWorkspace(ctx, sandbox.Workspace{ID: nul, Key: "k"}), sandbox.ErrInvalidArgument)
-	require.ErrorIs(t, s.UpsertRepoCache(ctx, sandbox.RepoCache{ID: "rc", RepoURL: "bad\xff"}), sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, s.CreateWorkspace(ctx, sandboxapi.Workspace{ID: nul, Key: "k"}), sandboxapi.ErrInvalidArgument)
+	require.ErrorIs(t, s.UpsertRepoCache(ctx, sandbox.RepoCache{ID: "rc", RepoURL: "bad\xff"}), sandboxapi.ErrInvalidArgument)
 	_, err := s.GetWorkspace(ctx, nul)
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 
 	// Conflicts from UpdateWorkspace (moving a row onto another's key).
-	a := sandbox.Workspace{ID: "ws-a", Key: "ka", Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t1"}
-	b := sandbox.Workspace{ID: "ws-b", Key: "kb", Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t2"}
+	a := sandboxapi.Workspace{ID: "ws-a", Key: "ka", Mode: sandboxapi.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t1"}
+	b := sandboxapi.Workspace{ID: "ws-b", Key: "kb", Mode: sandboxapi.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t2"}
 	require.NoError(t, s.CreateWorkspace(ctx, a))
 	require.NoError(t, s.CreateWorkspace(ctx, b))
 	b.TaskID = "t1"
-	require.ErrorIs(t, s.UpdateWorkspace(ctx, b), sandbox.ErrConflict)
+	require.ErrorIs(t, s.UpdateWorkspace(ctx, b), sandboxapi.ErrConflict)
 	b.TaskID, b.Key = "t2", "ka"
-	require.ErrorIs(t, s.UpdateWorkspace(ctx, b), sandbox.ErrConflict)
-	require.ErrorIs(t, s.UpdateWorkspace(ctx, sandbox.Workspace{ID: "ws-none", Key: "kn"}), sandbox.ErrWorkspaceNotFound)
+	require.ErrorIs(t, s.UpdateWorkspace(ctx, b), sandboxapi.ErrConflict)
+	require.ErrorIs(t, s.UpdateWorkspace(ctx, sandboxapi.Workspace{ID: "ws-none", Key: "kn"}), sandboxapi.ErrWorkspaceNotFound)
 
 	require.NoError(t, s.Close())
 	_, err = s.GetWorkspace(ctx, "ws-a")
 	require.Error(t, err)
-	assert.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	assert.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	assert.Contains(t, err.Error(), "the store is closed")
 	assert.Contains(t, err.Error(), `workspace "ws-a"`)
 }
@@ -313,10 +314,10 @@ func TestErrorMapping(t *testing.T) {
 func TestParseDSN(t *testing.T) {
 	for _, dsn := range []string{"", "   ", "postgres://user:s3cret@host:notaport/db", "host=h port=notaport password=s3cret"} {
 		_, err := ParseDSN(dsn)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "%q", dsn)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "%q", dsn)
 		assert.NotContains(t, err.Error(), "s3cret", "the error must not quote the password")
 		_, err = Open(context.Background(), dsn)
-		require.ErrorIs(t, err, sandbox.ErrInvalidArgument, "%q", dsn)
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, "%q", dsn)
 	}
 	for _, dsn := range []string{
 		"postgres://u:p@127.0.0.1:5432/db?sslmode=disable&pool_max_conns=3",
@@ -335,7 +336,7 @@ func TestOpenUnreachable(t *testing.T) {
 	// Port 1 on loopback: nothing listens there, so the connection is refused.
 	_, err := Open(ctx, "postgres://u:s3cret@127.0.0.1:1/db?sslmode=disable&connect_timeout=2")
 	require.Error(t, err)
-	assert.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	assert.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	assert.Contains(t, err.Error(), "connection refused")
 	for _, detail := range []string{"s3cret", "127.0.0.1", ":1", "user=", "database=", "u:"} {
 		assert.NotContains(t, err.Error(), detail, "the error names no connection detail")
@@ -366,7 +367,7 @@ func TestOutageIsSandboxUnavailable(t *testing.T) {
 	s := openT(t, viaProxy(t, dsn, proxy))
 	s.SetResilience(store.Resilience{RetryFor: 1500 * time.Millisecond, AttemptTimeout: 2 * time.Second, ProbeEvery: 5 * time.Second})
 	ctx := context.Background()
-	ws := sandbox.Workspace{ID: "ws-a", Key: "ka", Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t1"}
+	ws := sandboxapi.Workspace{ID: "ws-a", Key: "ka", Mode: sandboxapi.ModeTask, UserID: "u", ProjectID: "p", TaskID: "t1"}
 	require.NoError(t, s.CreateWorkspace(ctx, ws))
 
 	proxy.Cut()
@@ -374,8 +375,8 @@ func TestOutageIsSandboxUnavailable(t *testing.T) {
 	_, err = s.GetWorkspace(ctx, ws.ID)
 	took := time.Since(start)
 	require.Error(t, err)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
-	assert.True(t, sandbox.KindOf(err).Retryable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
+	assert.True(t, sandboxapi.KindOf(err).Retryable)
 	assert.Contains(t, err.Error(), `get workspace "ws-a"`)
 	for _, detail := range []string{u.Hostname(), u.Port(), proxy.Addr(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), "sct_", "user=", "database="} {
 		assert.NotContains(t, err.Error(), detail, "no connection detail in %q", err)
@@ -387,7 +388,7 @@ func TestOutageIsSandboxUnavailable(t *testing.T) {
 
 	start = time.Now()
 	err = s.TouchWorkspace(ctx, ws.ID, time.Now())
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	assert.Less(t, time.Since(start), time.Second, "while down, calls fail at once (no probe due yet)")
 	assert.Contains(t, err.Error(), "not attempted")
 

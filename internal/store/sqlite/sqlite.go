@@ -10,7 +10,7 @@
 //     so they keep nanoseconds, sort as the instants they name, and read back as
 //     time.Time in UTC (the zero time.Time round-trips as zero). Only years
 //     0000–9999 are representable; other times are rejected with
-//     sandbox.ErrInvalidArgument.
+//     sandboxapi.ErrInvalidArgument.
 //   - Booleans are INTEGER 0/1. Empty conversation_id and task_id are stored as
 //     NULL so the per-mode partial unique indexes ignore them; a nil
 //     PinnedUntil, LastStartedAt or ExpiresAt is NULL.
@@ -43,6 +43,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // BusyTimeout (DESIGN.md "Embedded default and production") is how long a
@@ -57,7 +58,7 @@ var migrations embed.FS
 // "Storage model"). It is safe for concurrent use. Create it with Open; release it with
 // Close. Misses and uniqueness violations wrap the sentinels each method names;
 // any other failure (I/O, a closed store, a cancelled ctx) is the driver's
-// error wrapped with the operation and id, and wraps no sandbox.Kind.
+// error wrapped with the operation and id, and wraps no sandboxapi.Kind.
 type Store struct {
 	// SQLStore holds every record method (shared with the PostgreSQL store).
 	*store.SQLStore
@@ -79,12 +80,12 @@ var (
 // the embedded goose migrations (dialect sqlite3, version table
 // goose_db_version) up to the latest. The parent directory must exist.
 //
-// Errors: sandbox.ErrInvalidArgument when path is empty or contains '?' (it
+// Errors: sandboxapi.ErrInvalidArgument when path is empty or contains '?' (it
 // would be read as DSN parameters); otherwise the driver's or goose's error,
 // wrapped with the path.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || strings.ContainsRune(path, '?') {
-		return nil, sandbox.Errorf(sandbox.ErrInvalidArgument, "sqlite store path %q: must be a non-empty file path without '?'", path)
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "sqlite store path %q: must be a non-empty file path without '?'", path)
 	}
 	dsn := path + "?_pragma=busy_timeout(" + fmt.Sprint(BusyTimeout.Milliseconds()) + ")" +
 		"&_pragma=journal_mode(WAL)" +

@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/storetest"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func factory(t *testing.T) func() sandbox.Store {
@@ -90,9 +91,9 @@ func TestOpenConfiguresDatabase(t *testing.T) {
 func TestOpenRejectsBadPaths(t *testing.T) {
 	ctx := context.Background()
 	_, err := Open(ctx, "")
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = Open(ctx, filepath.Join(t.TempDir(), "x.db?mode=ro"))
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
 	_, err = Open(ctx, filepath.Join(t.TempDir(), "no-such-dir", "x.db"))
 	require.Error(t, err)
 }
@@ -108,15 +109,15 @@ func TestMemoryDatabase(t *testing.T) {
 	assert.Equal(t, sandbox.RepoCache{ID: "rc-1"}, got)
 }
 
-func benchWorkspace(b testing.TB, s *Store) sandbox.Workspace {
-	req := sandbox.WorkspaceRequest{UserID: "u", ProjectID: "p", Mode: sandbox.ModeEdit, ConversationID: "c"}
+func benchWorkspace(b testing.TB, s *Store) sandboxapi.Workspace {
+	req := sandboxapi.WorkspaceRequest{UserID: "u", ProjectID: "p", Mode: sandboxapi.ModeEdit, ConversationID: "c"}
 	now := time.Now().UTC()
-	ws := sandbox.Workspace{
-		Key: req.Key(), ID: sandbox.WorkspaceIDForKey(req.Key()), RepoCacheID: "rc-1",
-		Repo:   sandbox.RepoIdentity{Host: "github.com", Owner: "acme", Name: "widgets", URL: "https://github.com/acme/widgets.git"},
-		UserID: "u", ProjectID: "p", Mode: sandbox.ModeEdit, ConversationID: "c", BaseRef: "main", BranchName: req.Branch(),
+	ws := sandboxapi.Workspace{
+		Key: req.Key(), ID: sandboxapi.WorkspaceIDForKey(req.Key()), RepoCacheID: "rc-1",
+		Repo:   sandboxapi.RepoIdentity{Host: "github.com", Owner: "acme", Name: "widgets", URL: "https://github.com/acme/widgets.git"},
+		UserID: "u", ProjectID: "p", Mode: sandboxapi.ModeEdit, ConversationID: "c", BaseRef: "main", BranchName: req.Branch(),
 		BaseCommit: "0123456789abcdef0123456789abcdef01234567", LocalPath: "/data/repos/github.com/acme/widgets/worktrees/" + req.WorktreeDirName(),
-		HostID: "h", State: sandbox.WorkspaceReady, Capabilities: sandbox.CapabilitiesFromMode(sandbox.ModeEdit, true),
+		HostID: "h", State: sandboxapi.WorkspaceReady, Capabilities: sandboxapi.CapabilitiesFromMode(sandboxapi.ModeEdit, true),
 		LastUsedAt: now, CreatedAt: now, UpdatedAt: now,
 	}
 	require.NoError(b, s.CreateWorkspace(context.Background(), ws))
@@ -142,7 +143,7 @@ func TestStatementsArePreparedOnce(t *testing.T) {
 	assert.Equal(t, 2, n, "one insert, one select")
 	require.NoError(t, s.Close())
 	_, err = s.GetWorkspace(ctx, ws.ID)
-	require.ErrorIs(t, err, sandbox.ErrRuntimeUnavailable)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
 	require.ErrorContains(t, err, "the store is closed")
 	assert.Empty(t, s.stmts.m)
 }

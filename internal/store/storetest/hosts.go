@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // HostStore is what RunHosts needs of a store: the host registry and Close.
@@ -121,11 +121,11 @@ func testHostNotFoundAndEmptyID(t *testing.T, f HostFactory) {
 	ctx := context.Background()
 	s, _ := openHostStore(t, f)
 	_, err := s.GetHost(ctx, "host-missing")
-	requireKind(t, err, sandbox.ErrNotFound, "host-missing")
-	require.ErrorIs(t, s.UpsertHost(ctx, host("")), sandbox.ErrInvalidArgument)
+	requireKind(t, err, sandboxapi.ErrNotFound, "host-missing")
+	require.ErrorIs(t, s.UpsertHost(ctx, host("")), sandboxapi.ErrInvalidArgument)
 	far := host("host-far")
 	far.LastHeartbeat = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
-	require.ErrorIs(t, s.UpsertHost(ctx, far), sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, s.UpsertHost(ctx, far), sandboxapi.ErrInvalidArgument)
 	all, err := s.ListHosts(ctx)
 	require.NoError(t, err)
 	assert.NotNil(t, all)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // QueryRow runs query (plain SQL without parameters) on the database under
@@ -23,7 +24,7 @@ type QueryRow func(s sandbox.Store, query string, dest ...any) error
 // factory as Run and a QueryRow for the store's own database handle: times
 // are stored as fixed-width UTC text with nanoseconds (store.TimeLayout), nil
 // times and empty conversation/task ids as NULL; times outside the years
-// 0000–9999 are rejected with sandbox.ErrInvalidArgument while the range's
+// 0000–9999 are rejected with sandboxapi.ErrInvalidArgument while the range's
 // extremes round-trip to the nanosecond; and two Stores open on one database
 // at once (two workers or processes) interleave their writes with the
 // per-mode uniqueness holding across them. It closes every Store it opens.
@@ -50,7 +51,7 @@ func testStoredTimeFormat(t *testing.T, f Factory, queryRow QueryRow) {
 	assert.Nil(t, started, "nil *time.Time is NULL")
 	assert.Nil(t, expires)
 
-	ws := sandbox.Workspace{ID: "ws-1", Key: "k", Mode: sandbox.ModeAnalysis}
+	ws := sandboxapi.Workspace{ID: "ws-1", Key: "k", Mode: sandboxapi.ModeAnalysis}
 	require.NoError(t, s.CreateWorkspace(ctx, ws))
 	var conv, task *string
 	var created string
@@ -65,15 +66,15 @@ func testUnrepresentableTimes(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
 	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
-	ws := sandbox.Workspace{ID: "ws-1", Key: "k", Mode: sandbox.ModeEdit, ConversationID: "c", PinnedUntil: &far}
-	require.ErrorIs(t, s.CreateWorkspace(ctx, ws), sandbox.ErrInvalidArgument)
+	ws := sandboxapi.Workspace{ID: "ws-1", Key: "k", Mode: sandboxapi.ModeEdit, ConversationID: "c", PinnedUntil: &far}
+	require.ErrorIs(t, s.CreateWorkspace(ctx, ws), sandboxapi.ErrInvalidArgument)
 	ws.PinnedUntil = nil
 	require.NoError(t, s.CreateWorkspace(ctx, ws))
-	require.ErrorIs(t, s.TouchWorkspace(ctx, ws.ID, far), sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, s.TouchWorkspace(ctx, ws.ID, far), sandboxapi.ErrInvalidArgument)
 	_, err := s.ListWorkspaces(ctx, sandbox.WorkspaceFilter{LastUsedBefore: far})
-	require.ErrorIs(t, err, sandbox.ErrInvalidArgument)
-	require.ErrorIs(t, s.UpsertRepoCache(ctx, sandbox.RepoCache{ID: "rc", LastUsedAt: far}), sandbox.ErrInvalidArgument)
-	require.ErrorIs(t, s.UpsertRuntime(ctx, sandbox.RuntimeRecord{ID: "rt", ExpiresAt: &far}), sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	require.ErrorIs(t, s.UpsertRepoCache(ctx, sandbox.RepoCache{ID: "rc", LastUsedAt: far}), sandboxapi.ErrInvalidArgument)
+	require.ErrorIs(t, s.UpsertRuntime(ctx, sandbox.RuntimeRecord{ID: "rt", ExpiresAt: &far}), sandboxapi.ErrInvalidArgument)
 
 	// The extremes of the representable range round-trip to the nanosecond.
 	last := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
@@ -103,9 +104,9 @@ func testTwoStoresOneDatabase(t *testing.T, f Factory) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.CreateWorkspace(ctx, sandbox.Workspace{
+			errs[i] = s.CreateWorkspace(ctx, sandboxapi.Workspace{
 				ID: fmt.Sprintf("ws-%03d", i), Key: fmt.Sprintf("k-%03d", i),
-				Mode: sandbox.ModeTask, UserID: "u", ProjectID: "p",
+				Mode: sandboxapi.ModeTask, UserID: "u", ProjectID: "p",
 				// pairs (2k, 2k+1), one on each store, share a task id: one of each pair must conflict
 				TaskID: fmt.Sprintf("t-%03d", i/2),
 			})
@@ -118,7 +119,7 @@ func testTwoStoresOneDatabase(t *testing.T, f Factory) {
 			ok++
 			continue
 		}
-		require.ErrorIs(t, err, sandbox.ErrConflict, "create %d", i)
+		require.ErrorIs(t, err, sandboxapi.ErrConflict, "create %d", i)
 	}
 	assert.Equal(t, n, ok)
 	all, err := b.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // Factory prepares one fresh, empty database for test t and returns a function
@@ -106,11 +107,11 @@ func repoCache(id string) sandbox.RepoCache {
 // workspace returns a fully populated workspace whose Key and ID are derived
 // the way the service derives them. scope is the base ref (analysis), the
 // conversation id (edit) or the task id (task).
-func workspace(mode sandbox.WorkspaceMode, user, project, scope string) sandbox.Workspace {
-	req := sandbox.WorkspaceRequest{UserID: user, ProjectID: project, Mode: mode}
-	ws := sandbox.Workspace{
+func workspace(mode sandboxapi.WorkspaceMode, user, project, scope string) sandboxapi.Workspace {
+	req := sandboxapi.WorkspaceRequest{UserID: user, ProjectID: project, Mode: mode}
+	ws := sandboxapi.Workspace{
 		RepoCacheID: "rc-1",
-		Repo: sandbox.RepoIdentity{
+		Repo: sandboxapi.RepoIdentity{
 			Host: "github.com", Owner: "acme/platform", Name: "widgets",
 			URL: "https://github.com/acme/platform/widgets.git",
 		},
@@ -120,11 +121,11 @@ func workspace(mode sandbox.WorkspaceMode, user, project, scope string) sandbox.
 		BaseRef:    "main",
 		BaseCommit: "0123456789abcdef0123456789abcdef01234567",
 		HostID:     "host-a",
-		State:      sandbox.WorkspaceReady,
+		State:      sandboxapi.WorkspaceReady,
 		Dirty:      true,
 		PinnedUntil: ptr(time.Date(2200, time.January, 2, 3, 4, 5, 987654321,
 			time.UTC)),
-		Capabilities: sandbox.CapabilitiesFromMode(mode, true),
+		Capabilities: sandboxapi.CapabilitiesFromMode(mode, true),
 		LastUsedAt:   ts(10*time.Minute + 7),
 		SizeBytes:    4096,
 		CreatedAt:    ts(1),
@@ -133,18 +134,18 @@ func workspace(mode sandbox.WorkspaceMode, user, project, scope string) sandbox.
 		BaseFetchedAt: ptr(ts(-3*time.Second + 11)),
 	}
 	switch mode {
-	case sandbox.ModeAnalysis:
+	case sandboxapi.ModeAnalysis:
 		req.BaseRef = scope
 		ws.BaseRef = scope
-	case sandbox.ModeEdit:
+	case sandboxapi.ModeEdit:
 		req.ConversationID = scope
 		ws.ConversationID = scope
-	case sandbox.ModeTask:
+	case sandboxapi.ModeTask:
 		req.TaskID = scope
 		ws.TaskID = scope
 	}
 	ws.Key = req.Key()
-	ws.ID = sandbox.WorkspaceIDForKey(ws.Key)
+	ws.ID = sandboxapi.WorkspaceIDForKey(ws.Key)
 	ws.BranchName = req.Branch()
 	ws.LocalPath = "/data/repos/github.com/acme/platform/widgets/worktrees/" + req.WorktreeDirName()
 	return ws
@@ -166,7 +167,7 @@ func runtimeRecord(id, wsID string) sandbox.RuntimeRecord {
 	}
 }
 
-func requireKind(t *testing.T, err error, kind *sandbox.Kind, id string) {
+func requireKind(t *testing.T, err error, kind *sandboxapi.Kind, id string) {
 	t.Helper()
 	require.Error(t, err)
 	require.ErrorIs(t, err, kind, "want %s, got %v", kind.Type, err)
@@ -183,8 +184,8 @@ func ids[T any](items []T, id func(T) string) []string {
 	return out
 }
 
-func wsIDs(ws []sandbox.Workspace) []string {
-	return ids(ws, func(w sandbox.Workspace) string { return w.ID })
+func wsIDs(ws []sandboxapi.Workspace) []string {
+	return ids(ws, func(w sandboxapi.Workspace) string { return w.ID })
 }
 
 // ---- repo caches ----
@@ -251,8 +252,8 @@ func testRepoCacheNotFoundAndDelete(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
 	_, err := s.GetRepoCache(ctx, "rc-missing")
-	requireKind(t, err, sandbox.ErrNotFound, "rc-missing")
-	assert.NotErrorIs(t, err, sandbox.ErrWorkspaceNotFound)
+	requireKind(t, err, sandboxapi.ErrNotFound, "rc-missing")
+	assert.NotErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound)
 
 	require.NoError(t, s.DeleteRepoCache(ctx, "rc-missing"), "deleting a missing cache is success")
 
@@ -262,7 +263,7 @@ func testRepoCacheNotFoundAndDelete(t *testing.T, f Factory) {
 	require.NoError(t, s.UpsertRepoCache(ctx, other))
 	require.NoError(t, s.DeleteRepoCache(ctx, c.ID))
 	_, err = s.GetRepoCache(ctx, c.ID)
-	requireKind(t, err, sandbox.ErrNotFound, c.ID)
+	requireKind(t, err, sandboxapi.ErrNotFound, c.ID)
 	require.NoError(t, s.DeleteRepoCache(ctx, c.ID), "second delete is success")
 
 	got, err := s.GetRepoCache(ctx, other.ID)
@@ -298,25 +299,25 @@ func testWorkspaceRoundTrip(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
 
-	analysis := workspace(sandbox.ModeAnalysis, "u1", "p1", "release/1.0")
-	analysis.Capabilities = sandbox.Capabilities{Writable: false, Isolated: true, Persistent: false}
+	analysis := workspace(sandboxapi.ModeAnalysis, "u1", "p1", "release/1.0")
+	analysis.Capabilities = sandboxapi.Capabilities{Writable: false, Isolated: true, Persistent: false}
 	analysis.Dirty = false
 	analysis.PinnedUntil = nil
-	analysis.Network = sandbox.NetworkNone
+	analysis.Network = sandboxapi.NetworkNone
 
-	edit := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
-	edit.Capabilities = sandbox.Capabilities{Writable: true, Isolated: false, Persistent: true}
+	edit := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
+	edit.Capabilities = sandboxapi.Capabilities{Writable: true, Isolated: false, Persistent: true}
 	// The network policy round-trips (docs/SECURITY.md "Network modes"); the
 	// task below has none recorded ("" and no entries, as older rows).
-	edit.Network = sandbox.NetworkLimited
+	edit.Network = sandboxapi.NetworkLimited
 	edit.NetworkAllow = []string{"registry.internal:4873", "*.corp.example", "10.0.0.0/8", "[2001:db8::/32]:443"}
 
-	task := workspace(sandbox.ModeTask, "u1", "p1", "task-1")
-	task.Capabilities = sandbox.Capabilities{Writable: true, Isolated: true, Persistent: true}
-	task.State = sandbox.WorkspaceCreating
+	task := workspace(sandboxapi.ModeTask, "u1", "p1", "task-1")
+	task.Capabilities = sandboxapi.Capabilities{Writable: true, Isolated: true, Persistent: true}
+	task.State = sandboxapi.WorkspaceCreating
 	task.LastUsedAt = time.Time{} // never used yet: zero round-trips as zero
 
-	for _, want := range []sandbox.Workspace{analysis, edit, task} {
+	for _, want := range []sandboxapi.Workspace{analysis, edit, task} {
 		require.NoError(t, s.CreateWorkspace(ctx, want), want.Mode)
 		got, err := s.GetWorkspace(ctx, want.ID)
 		require.NoError(t, err, want.Mode)
@@ -324,14 +325,14 @@ func testWorkspaceRoundTrip(t *testing.T, f Factory) {
 	}
 	all, err := s.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []sandbox.Workspace{analysis, edit, task}, all)
+	assert.ElementsMatch(t, []sandboxapi.Workspace{analysis, edit, task}, all)
 
 	// An update replaces the policy, and can clear the entries.
-	edit.Network, edit.NetworkAllow = sandbox.NetworkDefault, nil
+	edit.Network, edit.NetworkAllow = sandboxapi.NetworkDefault, nil
 	require.NoError(t, s.UpdateWorkspace(ctx, edit))
 	got, err := s.GetWorkspace(ctx, edit.ID)
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.NetworkDefault, got.Network)
+	assert.Equal(t, sandboxapi.NetworkDefault, got.Network)
 	assert.Nil(t, got.NetworkAllow)
 }
 
@@ -339,7 +340,7 @@ func testWorkspaceTimesNormalized(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
 	zone := time.FixedZone("UTC+5:30", 5*3600+30*60)
-	ws := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
+	ws := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
 	ws.LastUsedAt = ws.LastUsedAt.In(zone)
 	ws.CreatedAt = ws.CreatedAt.In(zone)
 	ws.UpdatedAt = time.Now() // carries a monotonic reading and the local zone
@@ -366,34 +367,34 @@ func testWorkspaceUniqueness(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
 
-	analysis := workspace(sandbox.ModeAnalysis, "u1", "p1", "main")
-	edit := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
-	task := workspace(sandbox.ModeTask, "u1", "p1", "task-1")
-	for _, ws := range []sandbox.Workspace{analysis, edit, task} {
+	analysis := workspace(sandboxapi.ModeAnalysis, "u1", "p1", "main")
+	edit := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
+	task := workspace(sandboxapi.ModeTask, "u1", "p1", "task-1")
+	for _, ws := range []sandboxapi.Workspace{analysis, edit, task} {
 		require.NoError(t, s.CreateWorkspace(ctx, ws), "analysis, edit and task rows with the same user/project/base_ref must not collide (%s)", ws.Mode)
 	}
 
-	withID := func(ws sandbox.Workspace, id string) sandbox.Workspace {
+	withID := func(ws sandboxapi.Workspace, id string) sandboxapi.Workspace {
 		ws.ID = id
 		ws.Key = "other-key-" + id
 		return ws
 	}
-	conflicts := map[string]sandbox.Workspace{
-		"same id": func() sandbox.Workspace {
-			w := workspace(sandbox.ModeEdit, "u9", "p9", "conv-9")
+	conflicts := map[string]sandboxapi.Workspace{
+		"same id": func() sandboxapi.Workspace {
+			w := workspace(sandboxapi.ModeEdit, "u9", "p9", "conv-9")
 			w.ID = edit.ID
 			return w
 		}(),
-		"same key": func() sandbox.Workspace {
-			w := workspace(sandbox.ModeEdit, "u9", "p9", "conv-9")
+		"same key": func() sandboxapi.Workspace {
+			w := workspace(sandboxapi.ModeEdit, "u9", "p9", "conv-9")
 			w.Key = edit.Key
 			return w
 		}(),
 		"analysis user/proj/ref":   withID(analysis, "ws-analysis-dup"),
 		"edit user/proj/conv":      withID(edit, "ws-edit-dup"),
 		"task user/proj/task":      withID(task, "ws-task-dup"),
-		"edit key, other base ref": func() sandbox.Workspace { w := withID(edit, "ws-edit-dup2"); w.BaseRef = "develop"; return w }(),
-		"task key, other repo": func() sandbox.Workspace {
+		"edit key, other base ref": func() sandboxapi.Workspace { w := withID(edit, "ws-edit-dup2"); w.BaseRef = "develop"; return w }(),
+		"task key, other repo": func() sandboxapi.Workspace {
 			w := withID(task, "ws-task-dup2")
 			w.RepoCacheID = "rc-2"
 			w.Repo.Name = "gadgets"
@@ -403,21 +404,21 @@ func testWorkspaceUniqueness(t *testing.T, f Factory) {
 	for name, ws := range conflicts {
 		err := s.CreateWorkspace(ctx, ws)
 		require.Error(t, err, name)
-		require.ErrorIs(t, err, sandbox.ErrConflict, "%s: got %v", name, err)
+		require.ErrorIs(t, err, sandboxapi.ErrConflict, "%s: got %v", name, err)
 	}
 
-	fine := map[string]sandbox.Workspace{
-		"edit, other conversation":   workspace(sandbox.ModeEdit, "u1", "p1", "conv-2"),
-		"analysis, other base ref":   workspace(sandbox.ModeAnalysis, "u1", "p1", "develop"),
-		"task, other task":           workspace(sandbox.ModeTask, "u1", "p1", "task-2"),
-		"edit, other user":           workspace(sandbox.ModeEdit, "u2", "p1", "conv-1"),
-		"edit, other project":        workspace(sandbox.ModeEdit, "u1", "p2", "conv-1"),
-		"analysis, other user":       workspace(sandbox.ModeAnalysis, "u2", "p1", "main"),
-		"task, other project":        workspace(sandbox.ModeTask, "u1", "p2", "task-1"),
-		"task named like a conv":     workspace(sandbox.ModeTask, "u1", "p1", "conv-1"),
-		"edit named like a task":     workspace(sandbox.ModeEdit, "u1", "p1", "task-1"),
-		"analysis, ref like a conv":  workspace(sandbox.ModeAnalysis, "u1", "p1", "conv-1"),
-		"analysis, default base ref": workspace(sandbox.ModeAnalysis, "u1", "p1", ""),
+	fine := map[string]sandboxapi.Workspace{
+		"edit, other conversation":   workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-2"),
+		"analysis, other base ref":   workspace(sandboxapi.ModeAnalysis, "u1", "p1", "develop"),
+		"task, other task":           workspace(sandboxapi.ModeTask, "u1", "p1", "task-2"),
+		"edit, other user":           workspace(sandboxapi.ModeEdit, "u2", "p1", "conv-1"),
+		"edit, other project":        workspace(sandboxapi.ModeEdit, "u1", "p2", "conv-1"),
+		"analysis, other user":       workspace(sandboxapi.ModeAnalysis, "u2", "p1", "main"),
+		"task, other project":        workspace(sandboxapi.ModeTask, "u1", "p2", "task-1"),
+		"task named like a conv":     workspace(sandboxapi.ModeTask, "u1", "p1", "conv-1"),
+		"edit named like a task":     workspace(sandboxapi.ModeEdit, "u1", "p1", "task-1"),
+		"analysis, ref like a conv":  workspace(sandboxapi.ModeAnalysis, "u1", "p1", "conv-1"),
+		"analysis, default base ref": workspace(sandboxapi.ModeAnalysis, "u1", "p1", ""),
 	}
 	for name, ws := range fine {
 		require.NoError(t, s.CreateWorkspace(ctx, ws), name)
@@ -437,13 +438,13 @@ func testWorkspaceNotFound(t *testing.T, f Factory) {
 	const id = "ws-000000000000000000000000"
 
 	_, err := s.GetWorkspace(ctx, id)
-	requireKind(t, err, sandbox.ErrWorkspaceNotFound, id)
-	assert.NotErrorIs(t, err, sandbox.ErrNotFound, "workspace misses belong to the workspace family")
+	requireKind(t, err, sandboxapi.ErrWorkspaceNotFound, id)
+	assert.NotErrorIs(t, err, sandboxapi.ErrNotFound, "workspace misses belong to the workspace family")
 
-	ws := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
+	ws := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
 	ws.ID = id
-	requireKind(t, s.UpdateWorkspace(ctx, ws), sandbox.ErrWorkspaceNotFound, id)
-	requireKind(t, s.TouchWorkspace(ctx, id, ts(0)), sandbox.ErrWorkspaceNotFound, id)
+	requireKind(t, s.UpdateWorkspace(ctx, ws), sandboxapi.ErrWorkspaceNotFound, id)
+	requireKind(t, s.TouchWorkspace(ctx, id, ts(0)), sandboxapi.ErrWorkspaceNotFound, id)
 
 	all, err := s.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
 	require.NoError(t, err)
@@ -453,18 +454,18 @@ func testWorkspaceNotFound(t *testing.T, f Factory) {
 func testWorkspaceUpdate(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
-	ws := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
-	other := workspace(sandbox.ModeEdit, "u1", "p1", "conv-2")
+	ws := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
+	other := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-2")
 	require.NoError(t, s.CreateWorkspace(ctx, ws))
 	require.NoError(t, s.CreateWorkspace(ctx, other))
 
 	upd := ws
 	upd.Key = ws.Key + "-v2"
 	upd.RepoCacheID = "rc-9"
-	upd.Repo = sandbox.RepoIdentity{Host: "gitlab.example.com:8443", Owner: "grp/sub", Name: "thing", URL: "https://gitlab.example.com:8443/grp/sub/thing.git"}
+	upd.Repo = sandboxapi.RepoIdentity{Host: "gitlab.example.com:8443", Owner: "grp/sub", Name: "thing", URL: "https://gitlab.example.com:8443/grp/sub/thing.git"}
 	upd.ProjectID = "p7"
 	upd.UserID = "u7"
-	upd.Mode = sandbox.ModeTask
+	upd.Mode = sandboxapi.ModeTask
 	upd.ConversationID = ""
 	upd.TaskID = "task-7"
 	upd.BaseRef = "agent/edits-conv-1"
@@ -472,10 +473,10 @@ func testWorkspaceUpdate(t *testing.T, f Factory) {
 	upd.BranchName = "agent/task-task-7"
 	upd.LocalPath = "/data/elsewhere"
 	upd.HostID = "host-z"
-	upd.State = sandbox.WorkspaceEvicted
+	upd.State = sandboxapi.WorkspaceEvicted
 	upd.Dirty = false
 	upd.PinnedUntil = nil
-	upd.Capabilities = sandbox.Capabilities{Writable: false, Isolated: false, Persistent: false}
+	upd.Capabilities = sandboxapi.Capabilities{Writable: false, Isolated: false, Persistent: false}
 	upd.LastUsedAt = ts(48*time.Hour + 1)
 	upd.SizeBytes = 1 << 40
 	upd.CreatedAt = ts(-time.Hour + 2)
@@ -498,11 +499,11 @@ func testWorkspaceUpdate(t *testing.T, f Factory) {
 	clash.ID = ws.ID
 	clash.Key = "unrelated-key"
 	err = s.UpdateWorkspace(ctx, clash)
-	require.ErrorIs(t, err, sandbox.ErrConflict, "got %v", err)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict, "got %v", err)
 	clash = upd
 	clash.Key = other.Key
 	err = s.UpdateWorkspace(ctx, clash)
-	require.ErrorIs(t, err, sandbox.ErrConflict, "got %v", err)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict, "got %v", err)
 	got, err = s.GetWorkspace(ctx, ws.ID)
 	require.NoError(t, err)
 	assert.Equal(t, upd, got)
@@ -514,8 +515,8 @@ func testWorkspaceUpdate(t *testing.T, f Factory) {
 func testWorkspaceTouch(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
-	ws := workspace(sandbox.ModeTask, "u1", "p1", "task-1")
-	other := workspace(sandbox.ModeTask, "u1", "p1", "task-2")
+	ws := workspace(sandboxapi.ModeTask, "u1", "p1", "task-1")
+	other := workspace(sandboxapi.ModeTask, "u1", "p1", "task-2")
 	require.NoError(t, s.CreateWorkspace(ctx, ws))
 	require.NoError(t, s.CreateWorkspace(ctx, other))
 
@@ -538,22 +539,22 @@ func testWorkspaceListFilters(t *testing.T, f Factory) {
 	s, _ := openStore(t, f)
 
 	type spec struct {
-		mode              sandbox.WorkspaceMode
+		mode              sandboxapi.WorkspaceMode
 		user, proj, scope string
 		cache, host       string
-		state             sandbox.WorkspaceState
+		state             sandboxapi.WorkspaceState
 		lastUsed          time.Duration
 	}
 	specs := []spec{
-		{sandbox.ModeAnalysis, "u1", "p1", "main", "rc-1", "host-a", sandbox.WorkspaceReady, 50},
-		{sandbox.ModeEdit, "u1", "p1", "c1", "rc-1", "host-a", sandbox.WorkspaceReady, 10},
-		{sandbox.ModeEdit, "u1", "p2", "c2", "rc-2", "host-b", sandbox.WorkspaceEvicted, 30},
-		{sandbox.ModeTask, "u2", "p1", "t1", "rc-1", "host-b", sandbox.WorkspaceReady, 20},
-		{sandbox.ModeTask, "u2", "p2", "t2", "rc-2", "host-a", sandbox.WorkspaceCreating, 40},
-		{sandbox.ModeEdit, "u2", "p1", "c3", "rc-2", "host-a", sandbox.WorkspaceReady, 30}, // ties with c2 on last_used_at
+		{sandboxapi.ModeAnalysis, "u1", "p1", "main", "rc-1", "host-a", sandboxapi.WorkspaceReady, 50},
+		{sandboxapi.ModeEdit, "u1", "p1", "c1", "rc-1", "host-a", sandboxapi.WorkspaceReady, 10},
+		{sandboxapi.ModeEdit, "u1", "p2", "c2", "rc-2", "host-b", sandboxapi.WorkspaceEvicted, 30},
+		{sandboxapi.ModeTask, "u2", "p1", "t1", "rc-1", "host-b", sandboxapi.WorkspaceReady, 20},
+		{sandboxapi.ModeTask, "u2", "p2", "t2", "rc-2", "host-a", sandboxapi.WorkspaceCreating, 40},
+		{sandboxapi.ModeEdit, "u2", "p1", "c3", "rc-2", "host-a", sandboxapi.WorkspaceReady, 30}, // ties with c2 on last_used_at
 	}
-	byScope := map[string]sandbox.Workspace{}
-	var all []sandbox.Workspace
+	byScope := map[string]sandboxapi.Workspace{}
+	var all []sandboxapi.Workspace
 	for _, sp := range specs {
 		ws := workspace(sp.mode, sp.user, sp.proj, sp.scope)
 		ws.RepoCacheID = sp.cache
@@ -587,15 +588,15 @@ func testWorkspaceListFilters(t *testing.T, f Factory) {
 		{"project", sandbox.WorkspaceFilter{ProjectID: "p2"}, order("c2", "t2")},
 		{"repo cache", sandbox.WorkspaceFilter{RepoCacheID: "rc-1"}, order("c1", "t1", "main")},
 		{"host", sandbox.WorkspaceFilter{HostID: "host-b"}, order("t1", "c2")},
-		{"mode", sandbox.WorkspaceFilter{Mode: sandbox.ModeEdit}, order("c1", tieFirst, tieSecond)},
-		{"state", sandbox.WorkspaceFilter{State: sandbox.WorkspaceReady}, order("c1", "t1", "c3", "main")},
+		{"mode", sandbox.WorkspaceFilter{Mode: sandboxapi.ModeEdit}, order("c1", tieFirst, tieSecond)},
+		{"state", sandbox.WorkspaceFilter{State: sandboxapi.WorkspaceReady}, order("c1", "t1", "c3", "main")},
 		{"last used strictly before", sandbox.WorkspaceFilter{LastUsedBefore: ts(30 * time.Minute)}, order("c1", "t1")},
 		{"last used before, one nanosecond later", sandbox.WorkspaceFilter{LastUsedBefore: ts(30*time.Minute + 1)}, order("c1", "t1", tieFirst, tieSecond)},
 		{"limit", sandbox.WorkspaceFilter{Limit: 3}, order("c1", "t1", tieFirst)},
 		{"limit larger than rows", sandbox.WorkspaceFilter{Limit: 100}, order("c1", "t1", tieFirst, tieSecond, "t2", "main")},
-		{"combined", sandbox.WorkspaceFilter{UserID: "u2", ProjectID: "p1", HostID: "host-a", Mode: sandbox.ModeEdit, State: sandbox.WorkspaceReady, RepoCacheID: "rc-2", LastUsedBefore: ts(time.Hour)}, order("c3")},
-		{"combined with limit", sandbox.WorkspaceFilter{HostID: "host-a", State: sandbox.WorkspaceReady, Limit: 2}, order("c1", "c3")},
-		{"no match", sandbox.WorkspaceFilter{UserID: "u1", HostID: "host-b", Mode: sandbox.ModeTask}, nil},
+		{"combined", sandbox.WorkspaceFilter{UserID: "u2", ProjectID: "p1", HostID: "host-a", Mode: sandboxapi.ModeEdit, State: sandboxapi.WorkspaceReady, RepoCacheID: "rc-2", LastUsedBefore: ts(time.Hour)}, order("c3")},
+		{"combined with limit", sandbox.WorkspaceFilter{HostID: "host-a", State: sandboxapi.WorkspaceReady, Limit: 2}, order("c1", "c3")},
+		{"no match", sandbox.WorkspaceFilter{UserID: "u1", HostID: "host-b", Mode: sandboxapi.ModeTask}, nil},
 		{"unknown user", sandbox.WorkspaceFilter{UserID: "nobody"}, nil},
 	}
 	for _, tc := range cases {
@@ -617,14 +618,14 @@ func testWorkspaceListFilters(t *testing.T, f Factory) {
 func testWorkspaceDelete(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
-	ws := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
-	keep := workspace(sandbox.ModeEdit, "u1", "p1", "conv-2")
+	ws := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
+	keep := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-2")
 	require.NoError(t, s.CreateWorkspace(ctx, ws))
 	require.NoError(t, s.CreateWorkspace(ctx, keep))
 
 	require.NoError(t, s.DeleteWorkspace(ctx, ws.ID))
 	_, err := s.GetWorkspace(ctx, ws.ID)
-	requireKind(t, err, sandbox.ErrWorkspaceNotFound, ws.ID)
+	requireKind(t, err, sandboxapi.ErrWorkspaceNotFound, ws.ID)
 	require.NoError(t, s.DeleteWorkspace(ctx, ws.ID), "second delete is success")
 	require.NoError(t, s.DeleteWorkspace(ctx, "ws-never-existed"), "deleting a missing workspace is success")
 
@@ -686,17 +687,17 @@ func testRuntimeNotFoundAndDelete(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
 	_, err := s.GetRuntime(ctx, "rt-missing")
-	requireKind(t, err, sandbox.ErrNotFound, "rt-missing")
-	assert.NotErrorIs(t, err, sandbox.ErrWorkspaceNotFound)
+	requireKind(t, err, sandboxapi.ErrNotFound, "rt-missing")
+	assert.NotErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound)
 	require.NoError(t, s.DeleteRuntime(ctx, "rt-missing"))
 
-	ws := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
+	ws := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
 	require.NoError(t, s.CreateWorkspace(ctx, ws))
-	r := runtimeRecord(sandbox.RuntimeIDFor(ws.ID), ws.ID)
+	r := runtimeRecord(sandboxapi.RuntimeIDFor(ws.ID), ws.ID)
 	require.NoError(t, s.UpsertRuntime(ctx, r))
 	require.NoError(t, s.DeleteRuntime(ctx, r.ID))
 	_, err = s.GetRuntime(ctx, r.ID)
-	requireKind(t, err, sandbox.ErrNotFound, r.ID)
+	requireKind(t, err, sandboxapi.ErrNotFound, r.ID)
 	require.NoError(t, s.DeleteRuntime(ctx, r.ID), "second delete is success")
 
 	got, err := s.GetWorkspace(ctx, ws.ID)
@@ -746,11 +747,11 @@ func testRuntimesByWorkspace(t *testing.T, f Factory) {
 func testEmptyIDRejected(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
-	ws := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
+	ws := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
 	ws.ID = ""
-	require.ErrorIs(t, s.CreateWorkspace(ctx, ws), sandbox.ErrInvalidArgument)
-	require.ErrorIs(t, s.UpsertRepoCache(ctx, repoCache("")), sandbox.ErrInvalidArgument)
-	require.ErrorIs(t, s.UpsertRuntime(ctx, runtimeRecord("", "ws-1")), sandbox.ErrInvalidArgument)
+	require.ErrorIs(t, s.CreateWorkspace(ctx, ws), sandboxapi.ErrInvalidArgument)
+	require.ErrorIs(t, s.UpsertRepoCache(ctx, repoCache("")), sandboxapi.ErrInvalidArgument)
+	require.ErrorIs(t, s.UpsertRuntime(ctx, runtimeRecord("", "ws-1")), sandboxapi.ErrInvalidArgument)
 
 	wss, err := s.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
 	require.NoError(t, err)
@@ -770,10 +771,10 @@ func testPersistsAcrossReopen(t *testing.T, f Factory) {
 	s, reopen := openStore(t, f)
 
 	rc := repoCache("rc-1")
-	analysis := workspace(sandbox.ModeAnalysis, "u1", "p1", "main")
+	analysis := workspace(sandboxapi.ModeAnalysis, "u1", "p1", "main")
 	analysis.PinnedUntil = nil
-	edit := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
-	rt := runtimeRecord(sandbox.RuntimeIDFor(edit.ID), edit.ID)
+	edit := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
+	rt := runtimeRecord(sandboxapi.RuntimeIDFor(edit.ID), edit.ID)
 	require.NoError(t, s.UpsertRepoCache(ctx, rc))
 	require.NoError(t, s.CreateWorkspace(ctx, analysis))
 	require.NoError(t, s.CreateWorkspace(ctx, edit))
@@ -788,7 +789,7 @@ func testPersistsAcrossReopen(t *testing.T, f Factory) {
 	assert.Equal(t, rc, gotRC)
 	wss, err := s.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
 	require.NoError(t, err)
-	assert.Equal(t, []sandbox.Workspace{analysis, edit}, wss)
+	assert.Equal(t, []sandboxapi.Workspace{analysis, edit}, wss)
 	gotRT, err := s.GetRuntime(ctx, rt.ID)
 	require.NoError(t, err)
 	assert.Equal(t, rt, gotRT)
@@ -796,14 +797,14 @@ func testPersistsAcrossReopen(t *testing.T, f Factory) {
 	// Uniqueness still holds after reopening.
 	dup := edit
 	dup.ID, dup.Key = "ws-dup", "dup"
-	require.ErrorIs(t, s.CreateWorkspace(ctx, dup), sandbox.ErrConflict)
+	require.ErrorIs(t, s.CreateWorkspace(ctx, dup), sandboxapi.ErrConflict)
 
 	// And writes made after reopening persist too.
 	require.NoError(t, s.DeleteWorkspace(ctx, analysis.ID))
 	require.NoError(t, s.Close())
 	s = reopen()
 	_, err = s.GetWorkspace(ctx, analysis.ID)
-	require.ErrorIs(t, err, sandbox.ErrWorkspaceNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound)
 	got, err := s.GetWorkspace(ctx, edit.ID)
 	require.NoError(t, err)
 	assert.Equal(t, edit, got)
@@ -814,7 +815,7 @@ const goroutines = 8
 func testConcurrentCreateSameKey(t *testing.T, f Factory) {
 	ctx := context.Background()
 	s, _ := openStore(t, f)
-	base := workspace(sandbox.ModeEdit, "u1", "p1", "conv-1")
+	base := workspace(sandboxapi.ModeEdit, "u1", "p1", "conv-1")
 
 	// Half the callers use the derived id (the normal case), half a different
 	// id with the same (user, project, conversation) key: both must collide.
@@ -845,7 +846,7 @@ func testConcurrentCreateSameKey(t *testing.T, f Factory) {
 			ok++
 			continue
 		}
-		assert.ErrorIs(t, err, sandbox.ErrConflict, "goroutine %d: %v", i, err)
+		assert.ErrorIs(t, err, sandboxapi.ErrConflict, "goroutine %d: %v", i, err)
 	}
 	assert.Equal(t, 1, ok, "exactly one concurrent create succeeds")
 	all, err := s.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
@@ -862,7 +863,7 @@ func testConcurrentCreateDistinctKeys(t *testing.T, f Factory) {
 		errs  = make([]error, goroutines)
 	)
 	for i := range goroutines {
-		ws := workspace(sandbox.ModeEdit, "u1", "p1", fmt.Sprintf("conv-%d", i))
+		ws := workspace(sandboxapi.ModeEdit, "u1", "p1", fmt.Sprintf("conv-%d", i))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -34,7 +34,7 @@ type Config struct {
 	UIPort          int    // SANDBOX_UI_PORT (embedded Web UI; 0 disables)
 	TaskQueue       string // SANDBOX_TASK_QUEUE
 	HostID          string // SANDBOX_HOST_ID
-	RuntimeProvider string // SANDBOX_RUNTIME_PROVIDER: auto (default), bwrap, docker, daytona, e2b or local
+	RuntimeProvider string // SANDBOX_RUNTIME_PROVIDER: auto (default) or a kind of the runtime catalog (runtimes.go)
 	RuntimeImage    string // SANDBOX_RUNTIME_IMAGE
 	// SupervisorBinary is the sandbox-supervisor program the bubblewrap,
 	// local and Docker runtimes run inside each runtime
@@ -160,7 +160,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	c := Config{
 		TaskQueue:        get("SANDBOX_TASK_QUEUE", sandboxapi.DefaultTaskQueue),
-		RuntimeProvider:  get("SANDBOX_RUNTIME_PROVIDER", "auto"),
+		RuntimeProvider:  get("SANDBOX_RUNTIME_PROVIDER", autoProvider),
 		RuntimeImage:     get("SANDBOX_RUNTIME_IMAGE", ""),
 		SupervisorBinary: get("SANDBOX_SUPERVISOR_BINARY", ""),
 		RuntimeNetwork:   sandboxapi.Network(get("SANDBOX_RUNTIME_NETWORK", string(sandboxapi.NetworkLimited))),
@@ -267,22 +267,16 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	// auto: bubblewrap when usable, else Docker when SANDBOX_RUNTIME_IMAGE is
 	// set and the daemon answers, else the worker refuses to start (docs/DESIGN.md "Rules" 5:
 	// never a silent fallback to host subprocesses; local is explicit).
-	switch c.RuntimeProvider {
-	case "auto", "bwrap", "local":
-	case "e2b":
-		if c.E2B, err = e2bFromEnv(get); err != nil {
-			return c, err
+	if c.RuntimeProvider != autoProvider {
+		b, ok := runtimeBackendFor(c.RuntimeProvider)
+		if !ok {
+			return c, providerError(c.RuntimeProvider)
 		}
-	case "docker":
-		if c.RuntimeImage == "" {
-			return c, &ConfigError{"SANDBOX_RUNTIME_IMAGE", "", "required with SANDBOX_RUNTIME_PROVIDER=docker (an image present on the daemon: images are never pulled)"}
+		if b.settings != nil {
+			if err := b.settings(&c, get); err != nil {
+				return c, err
+			}
 		}
-	case "daytona":
-		if c.Daytona, err = daytonaFromEnv(get, c.AllowHTTPURLs); err != nil {
-			return c, err
-		}
-	default:
-		return c, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", c.RuntimeProvider, "want auto, bwrap, docker, daytona, e2b or local"}
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

@@ -34,10 +34,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/metrics"
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/docker"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
@@ -417,90 +413,34 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, 
 	return st, nil
 }
 
-// runtimeProvider builds the runtime provider SANDBOX_RUNTIME_PROVIDER names:
-// bwrap and docker fail when unusable (the error wraps
-// sandboxapi.ErrRuntimeUnavailable with the reason); auto takes bwrap when
-// usable, else docker when SANDBOX_RUNTIME_IMAGE is set and the daemon
-// answers, else fails naming both reasons; local (no isolation) only when
-// asked for explicitly; daytona is the remote runtime of cfg.Daytona, each
-// sandbox a replica of its workspace (README "Daytona"), named and labelled
-// for this host id (the deployment) with the replicas' host state under
-// <data dir>/replicas. git is the host's git runner (the replicas' bundles);
-// eg is the egress proxy of the limited network (bwrap, docker).
+// runtimeProvider builds the runtime provider SANDBOX_RUNTIME_PROVIDER names
+// (the runtime catalog, runtimes.go): a named backend fails when unusable
+// (bwrap and docker wrap sandboxapi.ErrRuntimeUnavailable with the reason);
+// auto takes bwrap when usable, else docker when SANDBOX_RUNTIME_IMAGE is set
+// and the daemon answers, else fails naming both reasons; local (no
+// isolation) only when asked for explicitly. git is the host's git runner
+// (the replicas' bundles); eg is the egress proxy of the limited network
+// (bwrap, docker).
 func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
-	newBwrap := func() (sandbox.RuntimeProvider, error) {
-		// The sandbox sees neither the data directory (other workspaces,
-		// repo caches, the SQLite store) nor the credentials file, even when
-		// they lie under a read-only system path.
-		hidden := []string{cfg.DataDir}
-		if cfg.CredentialsFile != "" {
-			if abs, err := filepath.Abs(cfg.CredentialsFile); err == nil {
-				hidden = append(hidden, abs)
-			}
-		}
-		hidden = append(hidden, cfg.Auth.secretPaths()...) // credentials dir, GitHub App key
-		return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log,
-			Supervisor: cfg.SupervisorBinary, Egress: eg, SandboxUID: cfg.SandboxUID, SandboxGID: cfg.SandboxGID,
-			BaseEnv: cfg.Environment.baseEnv()})
+	if cfg.RuntimeProvider != autoProvider {
+		return buildNamed(ctx, cfg, git, eg, log)
 	}
-	newDocker := func() (sandbox.RuntimeProvider, error) {
-		return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log, Supervisor: cfg.SupervisorBinary,
-			StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker"), Egress: eg})
+	p, berr := buildBwrap(ctx, cfg, git, eg, log)
+	if berr == nil {
+		log.Info("runtime provider: bwrap (SANDBOX_RUNTIME_PROVIDER=auto)")
+		return p, nil
 	}
-	switch cfg.RuntimeProvider {
-	case "e2b":
-		p, err := newE2B(cfg, git, log, false)
-		if err != nil {
-			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=e2b: %w", err)
-		}
-		return p, nil
-	case "daytona":
-		d := cfg.Daytona
-		p, err := daytona.New(daytona.Options{
-			APIURL: d.APIURL, APIKey: d.APIKey, Snapshot: d.Snapshot, Image: d.Image, Target: d.Target,
-			AutoStopMinutes: d.AutoStopMinutes, AutoArchiveMinutes: d.AutoArchiveMinutes,
-			Deployment: cfg.HostID, StateDir: filepath.Join(cfg.DataDir, "replicas"), Git: git, Logger: log,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=daytona: %w", err)
-		}
-		log.Info("runtime provider: daytona", "daytona", d.String(), "deployment", cfg.HostID)
-		return p, nil
-	case "local":
-		log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
-		return local.New(local.Options{Logger: log, Supervisor: cfg.SupervisorBinary, StateDir: filepath.Join(cfg.DataDir, "runtimes", "local"),
-			BaseEnv: cfg.Environment.baseEnv()}), nil
-	case "bwrap":
-		p, err := newBwrap()
-		if err != nil {
-			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=bwrap: %w", err)
-		}
-		return p, nil
-	case "docker":
-		p, err := newDocker()
-		if err != nil {
-			return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=docker: %w", err)
-		}
-		return p, nil
-	case "auto":
-		p, berr := newBwrap()
-		if berr == nil {
-			log.Info("runtime provider: bwrap (SANDBOX_RUNTIME_PROVIDER=auto)")
+	derr := errors.New("SANDBOX_RUNTIME_IMAGE is not set")
+	if cfg.RuntimeImage != "" {
+		if p, derr = buildDocker(ctx, cfg, git, eg, log); derr == nil {
+			log.Info("runtime provider: docker (SANDBOX_RUNTIME_PROVIDER=auto: bubblewrap is unusable)", "bwrap_error", berr)
 			return p, nil
 		}
-		derr := errors.New("SANDBOX_RUNTIME_IMAGE is not set")
-		if cfg.RuntimeImage != "" {
-			if p, derr = newDocker(); derr == nil {
-				log.Info("runtime provider: docker (SANDBOX_RUNTIME_PROVIDER=auto: bubblewrap is unusable)", "bwrap_error", berr)
-				return p, nil
-			}
-		}
-		return nil, fmt.Errorf("%w: no isolated runtime is usable (SANDBOX_RUNTIME_PROVIDER=auto): bubblewrap: %v; docker: %v. "+
-			"Install bubblewrap (apt-get install bubblewrap), or start Docker and set SANDBOX_RUNTIME_IMAGE, "+
-			"or set SANDBOX_RUNTIME_PROVIDER=local to run commands on the host WITHOUT isolation",
-			sandboxapi.ErrRuntimeUnavailable, sandboxapi.Message(berr), sandboxapi.Message(derr))
 	}
-	return nil, &ConfigError{"SANDBOX_RUNTIME_PROVIDER", cfg.RuntimeProvider, "want auto, bwrap, docker, daytona or local"}
+	return nil, fmt.Errorf("%w: no isolated runtime is usable (SANDBOX_RUNTIME_PROVIDER=auto): bubblewrap: %v; docker: %v. "+
+		"Install bubblewrap (apt-get install bubblewrap), or start Docker and set SANDBOX_RUNTIME_IMAGE, "+
+		"or set SANDBOX_RUNTIME_PROVIDER=local to run commands on the host WITHOUT isolation",
+		sandboxapi.ErrRuntimeUnavailable, sandboxapi.Message(berr), sandboxapi.Message(derr))
 }
 
 // Stop stops the workers, the client (when owned), the embedded server and the store.

@@ -66,3 +66,37 @@ func TestAutoPicksBubblewrap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "bwrap", p.Kind())
 }
+
+// TestRuntimeCatalog: the catalog is the one list of runtime kinds. The
+// published list (sandboxapi.RuntimeKinds, hence the schema's enum of
+// runtime_kind) is the catalog's, in order; every kind is accepted by the
+// configuration and nothing else is, and the refusal lists them all.
+func TestRuntimeCatalog(t *testing.T) {
+	var kinds []string
+	for _, b := range runtimeBackends {
+		kinds = append(kinds, b.kind)
+		require.NotNil(t, b.build, b.kind)
+	}
+	assert.Equal(t, sandboxapi.RuntimeKinds, kinds)
+
+	for _, kind := range append([]string{autoProvider}, kinds...) {
+		_, err := ConfigFromEnv(func(name string) (string, bool) {
+			v, ok := map[string]string{"SANDBOX_DATA_DIR": t.TempDir(), "SANDBOX_HOST_ID": "h1", "SANDBOX_RUNTIME_PROVIDER": kind}[name]
+			return v, ok
+		})
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			// A backend with settings of its own refuses their absence,
+			// never the kind.
+			assert.NotEqual(t, "SANDBOX_RUNTIME_PROVIDER", ce.Variable, kind)
+		}
+	}
+	_, err := ConfigFromEnv(func(name string) (string, bool) {
+		v, ok := map[string]string{"SANDBOX_DATA_DIR": t.TempDir(), "SANDBOX_HOST_ID": "h1", "SANDBOX_RUNTIME_PROVIDER": "subprocess"}[name]
+		return v, ok
+	})
+	var ce *ConfigError
+	require.True(t, errors.As(err, &ce), "%v", err)
+	assert.Equal(t, "SANDBOX_RUNTIME_PROVIDER", ce.Variable)
+	assert.Equal(t, "want auto, local, bwrap, docker, daytona or e2b", ce.Reason)
+}

@@ -938,7 +938,7 @@ func (a *Activities) ListDir(ctx context.Context, in wire.FileActivityInput) (sa
 }
 
 // Search finds matching lines under the workspace root.
-func (a *Activities) Search(ctx context.Context, in wire.SearchActivityInput) (sandboxapi.SearchResult, error) {
+func (a *Activities) Search(ctx context.Context, in wire.OpInput[sandboxapi.SearchRequest]) (sandboxapi.SearchResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandboxapi.SearchResult{}, ToApplicationError(err)
@@ -982,7 +982,7 @@ func (a *Activities) Diff(ctx context.Context, in wire.WorkspaceActivityInput) (
 
 // Commit commits the workspace's changes onto its branch. Errors:
 // ErrCommandRejected (read-only), ErrInvalidArgument, ErrRepoLocked.
-func (a *Activities) Commit(ctx context.Context, in wire.CommitActivityInput) (sandboxapi.CommitResult, error) {
+func (a *Activities) Commit(ctx context.Context, in wire.OpInput[sandboxapi.CommitRequest]) (sandboxapi.CommitResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandboxapi.CommitResult{}, ToApplicationError(err)

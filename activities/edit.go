@@ -38,7 +38,7 @@ func (a *Activities) EditFile(ctx context.Context, in wire.EditFileActivityInput
 }
 
 // Log lists the newest commits reachable from the workspace's HEAD.
-func (a *Activities) Log(ctx context.Context, in wire.LogActivityInput) (sandboxapi.LogResult, error) {
+func (a *Activities) Log(ctx context.Context, in wire.OpInput[sandboxapi.LogRequest]) (sandboxapi.LogResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandboxapi.LogResult{}, ToApplicationError(err)
@@ -54,7 +54,7 @@ func (a *Activities) Log(ctx context.Context, in wire.LogActivityInput) (sandbox
 // ReadOutput returns a page of an exec's kept output. Errors:
 // ErrInvalidArgument, ErrNotFound (never kept, or dropped), ErrCommandRejected
 // (this host keeps no output).
-func (a *Activities) ReadOutput(ctx context.Context, in wire.ReadOutputActivityInput) (sandboxapi.ReadOutputResult, error) {
+func (a *Activities) ReadOutput(ctx context.Context, in wire.OpInput[sandboxapi.ReadOutputInput]) (sandboxapi.ReadOutputResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandboxapi.ReadOutputResult{}, ToApplicationError(err)

@@ -102,7 +102,7 @@ func TestAnalysisWorkspaceRefusesWrites(t *testing.T) {
 	wantAppError(t, h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "README.md", Content: []byte("changed")}, nil), sandboxapi.ErrCommandRejected)
 	wantAppError(t, h.run(wire.ActivityEditFile, wire.EditFileActivityInput{WorkspaceID: ws.ID,
 		Request: sandboxapi.EditFileInput{Command: "str_replace", Path: "README.md", OldStr: "project", NewStr: "changed"}}, nil), sandboxapi.ErrCommandRejected)
-	wantAppError(t, h.run(wire.ActivityCommit, wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: "m", AllowEmpty: true}}, nil), sandboxapi.ErrCommandRejected)
+	wantAppError(t, h.run(wire.ActivityCommit, wire.OpInput[sandboxapi.CommitRequest]{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: "m", AllowEmpty: true}}, nil), sandboxapi.ErrCommandRejected)
 	var st sandboxapi.WorkspaceStatus
 	if err := h.run(wire.ActivityStatus, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &st); err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestReadOnlyOperations(t *testing.T) {
 		t.Errorf("list_dir pkg: %+v", dir.Entries)
 	}
 	var found sandboxapi.SearchResult
-	if err := h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.SearchRequest{Pattern: "needle", Literal: true}}, &found); err != nil {
+	if err := h.run(wire.ActivitySearch, wire.OpInput[sandboxapi.SearchRequest]{WorkspaceID: ws.ID, Request: sandboxapi.SearchRequest{Pattern: "needle", Literal: true}}, &found); err != nil {
 		t.Fatal(err)
 	}
 	if len(found.Matches) != 1 || found.Matches[0].Path != "pkg/new.go" || found.Matches[0].Line != 1 {
@@ -142,6 +142,6 @@ func TestReadOnlyOperations(t *testing.T) {
 		t.Errorf("diff: files %v base %s patch:\n%s", d.Files, d.BaseCommit, d.Patch)
 	}
 	wantAppError(t, h.run(wire.ActivityListDir, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "../"}, nil), sandboxapi.ErrInvalidWorkspacePath)
-	wantAppError(t, h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.SearchRequest{Pattern: "(unclosed"}}, nil), sandboxapi.ErrInvalidArgument)
-	wantAppError(t, h.run(wire.ActivitySearch, wire.SearchActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.SearchRequest{Pattern: "x", Path: "/etc"}}, nil), sandboxapi.ErrInvalidWorkspacePath)
+	wantAppError(t, h.run(wire.ActivitySearch, wire.OpInput[sandboxapi.SearchRequest]{WorkspaceID: ws.ID, Request: sandboxapi.SearchRequest{Pattern: "(unclosed"}}, nil), sandboxapi.ErrInvalidArgument)
+	wantAppError(t, h.run(wire.ActivitySearch, wire.OpInput[sandboxapi.SearchRequest]{WorkspaceID: ws.ID, Request: sandboxapi.SearchRequest{Pattern: "x", Path: "/etc"}}, nil), sandboxapi.ErrInvalidWorkspacePath)
 }

@@ -308,7 +308,7 @@ func (a *Activities) ExecCancel(ctx context.Context, in wire.ExecCancelInput) (w
 // ProcessStart starts a background process (process_start). Errors:
 // ErrInvalidArgument, ErrResourceLimit (MaxProcesses live already),
 // ErrCommandRejected (the runtime has no processes), ErrRuntimeUnavailable.
-func (a *Activities) ProcessStart(ctx context.Context, in wire.ProcessActivityInput[sandboxapi.ProcessStartInput]) (sandboxapi.ProcessStartResult, error) {
+func (a *Activities) ProcessStart(ctx context.Context, in wire.OpInput[sandboxapi.ProcessStartInput]) (sandboxapi.ProcessStartResult, error) {
 	ws, pr, err := a.processRuntime(ctx, in.WorkspaceID, true)
 	if err != nil {
 		return sandboxapi.ProcessStartResult{}, ToApplicationError(err)
@@ -374,7 +374,7 @@ func (a *Activities) processRead(ctx context.Context, in wire.ProcessReadActivit
 
 // ProcessWrite writes to a process's stdin (process_write). Errors:
 // ErrNotFound, ErrCommandRejected (stdin closed, the process ended).
-func (a *Activities) ProcessWrite(ctx context.Context, in wire.ProcessActivityInput[sandboxapi.ProcessWriteInput]) (sandboxapi.ProcessWriteResult, error) {
+func (a *Activities) ProcessWrite(ctx context.Context, in wire.OpInput[sandboxapi.ProcessWriteInput]) (sandboxapi.ProcessWriteResult, error) {
 	ws, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
 		return sandboxapi.ProcessWriteResult{}, ToApplicationError(err)
@@ -389,7 +389,7 @@ func (a *Activities) ProcessWrite(ctx context.Context, in wire.ProcessActivityIn
 
 // ProcessSignal signals a process (process_signal; default TERM). Errors:
 // ErrNotFound, ErrInvalidArgument (an unknown signal), ErrCommandRejected.
-func (a *Activities) ProcessSignal(ctx context.Context, in wire.ProcessActivityInput[sandboxapi.ProcessSignalInput]) (sandboxapi.ProcessResult, error) {
+func (a *Activities) ProcessSignal(ctx context.Context, in wire.OpInput[sandboxapi.ProcessSignalInput]) (sandboxapi.ProcessResult, error) {
 	_, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
 		return sandboxapi.ProcessResult{}, ToApplicationError(err)
@@ -406,7 +406,7 @@ func (a *Activities) ProcessSignal(ctx context.Context, in wire.ProcessActivityI
 
 // ProcessResize resizes a PTY process's terminal (process_resize). Errors:
 // ErrNotFound, ErrInvalidArgument, ErrCommandRejected (no terminal).
-func (a *Activities) ProcessResize(ctx context.Context, in wire.ProcessActivityInput[sandboxapi.ProcessResizeInput]) (sandboxapi.ProcessResult, error) {
+func (a *Activities) ProcessResize(ctx context.Context, in wire.OpInput[sandboxapi.ProcessResizeInput]) (sandboxapi.ProcessResult, error) {
 	_, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
 		return sandboxapi.ProcessResult{}, ToApplicationError(err)

@@ -70,12 +70,12 @@ func TestRuntimeWithoutProcesses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ran true\n", string(res.Stdout))
 
-	_, err = a.ProcessStart(ctx, wire.ProcessActivityInput[sandboxapi.ProcessStartInput]{WorkspaceID: ws.ID, Request: sandboxapi.ProcessStartInput{Cmd: []string{"sleep", "1"}}})
+	_, err = a.ProcessStart(ctx, wire.OpInput[sandboxapi.ProcessStartInput]{WorkspaceID: ws.ID, Request: sandboxapi.ProcessStartInput{Cmd: []string{"sleep", "1"}}})
 	assert.True(t, sandboxapi.IsCommandRejected(sandboxapi.FromTemporal(err)), "%v", err)
 	_, err = a.ProcessRead(ctx, wire.ProcessReadActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ProcessReadInput{ProcessID: "p"}})
 	assert.True(t, sandboxapi.IsCommandRejected(sandboxapi.FromTemporal(err)), "%v", err)
 	_, err = a.ProcessList(ctx, wire.WorkspaceActivityInput{WorkspaceID: ws.ID})
 	assert.True(t, sandboxapi.IsCommandRejected(sandboxapi.FromTemporal(err)), "%v", err)
-	_, err = a.ProcessSignal(ctx, wire.ProcessActivityInput[sandboxapi.ProcessSignalInput]{WorkspaceID: ws.ID, Request: sandboxapi.ProcessSignalInput{ProcessID: "p"}})
+	_, err = a.ProcessSignal(ctx, wire.OpInput[sandboxapi.ProcessSignalInput]{WorkspaceID: ws.ID, Request: sandboxapi.ProcessSignalInput{ProcessID: "p"}})
 	assert.True(t, sandboxapi.IsCommandRejected(sandboxapi.FromTemporal(err)), "%v", err)
 }

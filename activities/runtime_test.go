@@ -112,7 +112,7 @@ func TestCommitTwiceMakesOneCommit(t *testing.T) {
 	if err := h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "feature.txt", Content: []byte("feature\n")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	in := wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: "add feature"}}
+	in := wire.OpInput[sandboxapi.CommitRequest]{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: "add feature"}}
 	var first, second sandboxapi.CommitResult
 	if err := h.run(wire.ActivityCommit, in, &first); err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestCommitTwiceMakesOneCommit(t *testing.T) {
 	if err != nil || row.Dirty {
 		t.Errorf("row dirty = %v after the commit (%v)", row.Dirty, err)
 	}
-	wantAppError(t, h.run(wire.ActivityCommit, wire.CommitActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: ""}}, nil), sandboxapi.ErrInvalidArgument)
+	wantAppError(t, h.run(wire.ActivityCommit, wire.OpInput[sandboxapi.CommitRequest]{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: ""}}, nil), sandboxapi.ErrInvalidArgument)
 }
 
 // A cut output asked to be kept is paged back whole by read_output, the
@@ -167,7 +167,7 @@ func TestKeptOutputReadsBackWhole(t *testing.T) {
 		var all []byte
 		for off := int64(0); ; {
 			var page sandboxapi.ReadOutputResult
-			err := h.run(wire.ActivityReadOutput, wire.ReadOutputActivityInput{WorkspaceID: ws.ID,
+			err := h.run(wire.ActivityReadOutput, wire.OpInput[sandboxapi.ReadOutputInput]{WorkspaceID: ws.ID,
 				Request: sandboxapi.ReadOutputInput{OutputID: res.OutputID, Stream: "stdout", Offset: off, Limit: 32 << 10}}, &page)
 			if err != nil {
 				t.Fatal(err)
@@ -182,7 +182,7 @@ func TestKeptOutputReadsBackWhole(t *testing.T) {
 			t.Fatalf("read_output gave %d bytes, want the whole %d", len(all), want.Len())
 		}
 	}
-	wantAppError(t, h.run(wire.ActivityReadOutput, wire.ReadOutputActivityInput{WorkspaceID: ws.ID,
+	wantAppError(t, h.run(wire.ActivityReadOutput, wire.OpInput[sandboxapi.ReadOutputInput]{WorkspaceID: ws.ID,
 		Request: sandboxapi.ReadOutputInput{OutputID: "out-" + strings.Repeat("0", 32), Stream: "stdout"}}, nil), sandboxapi.ErrNotFound)
 }
 
@@ -193,7 +193,7 @@ func TestHibernateStopsARuntimeLeftByARestartedWorker(t *testing.T) {
 	h := newTestHost(t)
 	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	var started sandboxapi.ProcessStartResult
-	if err := h.run(wire.ActivityProcessStart, wire.ProcessActivityInput[sandboxapi.ProcessStartInput]{WorkspaceID: ws.ID,
+	if err := h.run(wire.ActivityProcessStart, wire.OpInput[sandboxapi.ProcessStartInput]{WorkspaceID: ws.ID,
 		Request: sandboxapi.ProcessStartInput{Cmd: []string{"sleep", "300"}}}, &started); err != nil {
 		t.Fatal(err)
 	}

@@ -192,7 +192,7 @@ var operations = []registrar{
 	operation[sandboxapi.SearchRequest, sandboxapi.SearchResult]{op: sandboxapi.OpSearch,
 		validate: validateSearch, activity: wire.ActivitySearch,
 		input: func(s *session, in sandboxapi.SearchRequest) any {
-			return wire.SearchActivityInput{WorkspaceID: s.wsID, Request: in}
+			return wire.OpInput[sandboxapi.SearchRequest]{WorkspaceID: s.wsID, Request: in}
 		}},
 	operation[sandboxapi.None, sandboxapi.WorkspaceStatus]{op: sandboxapi.OpStatus,
 		activity: wire.ActivityStatus, input: workspaceInput},
@@ -207,13 +207,13 @@ var operations = []registrar{
 		},
 		activity: wire.ActivityLog,
 		input: func(s *session, in sandboxapi.LogRequest) any {
-			return wire.LogActivityInput{WorkspaceID: s.wsID, Request: in}
+			return wire.OpInput[sandboxapi.LogRequest]{WorkspaceID: s.wsID, Request: in}
 		}},
 	operation[sandboxapi.ReadOutputInput, sandboxapi.ReadOutputResult]{op: sandboxapi.OpReadOutput,
 		validate: func(_ *session, in sandboxapi.ReadOutputInput) error { return in.Validate() },
 		activity: wire.ActivityReadOutput,
 		input: func(s *session, in sandboxapi.ReadOutputInput) any {
-			return wire.ReadOutputActivityInput{WorkspaceID: s.wsID, Request: in}
+			return wire.OpInput[sandboxapi.ReadOutputInput]{WorkspaceID: s.wsID, Request: in}
 		}},
 	operation[sandboxapi.CommitRequest, sandboxapi.CommitResult]{op: sandboxapi.OpCommit, writes: true,
 		validate: func(_ *session, in sandboxapi.CommitRequest) error {
@@ -224,7 +224,7 @@ var operations = []registrar{
 		},
 		activity: wire.ActivityCommit, class: opGit,
 		input: func(s *session, in sandboxapi.CommitRequest) any {
-			return wire.CommitActivityInput{WorkspaceID: s.wsID, Request: in}
+			return wire.OpInput[sandboxapi.CommitRequest]{WorkspaceID: s.wsID, Request: in}
 		}},
 	operation[sandboxapi.None, sandboxapi.HibernateResult]{op: sandboxapi.OpHibernate,
 		activity: wire.ActivityHibernate, handle: (*session).hibernate},

@@ -486,7 +486,7 @@ func controlOp[Out any](s *session, ctx workflow.Context, name string, in any) (
 }
 
 func (s *session) processStart(ctx workflow.Context, in sandboxapi.ProcessStartInput) (sandboxapi.ProcessStartResult, error) {
-	out, err := writeOp[sandboxapi.ProcessStartResult](s, ctx, opQuick, wire.ActivityProcessStart, wire.ProcessActivityInput[sandboxapi.ProcessStartInput]{WorkspaceID: s.wsID, Request: in})
+	out, err := writeOp[sandboxapi.ProcessStartResult](s, ctx, opQuick, wire.ActivityProcessStart, wire.OpInput[sandboxapi.ProcessStartInput]{WorkspaceID: s.wsID, Request: in})
 	if err != nil {
 		return out, err
 	}
@@ -538,7 +538,7 @@ func (s *session) tracked(ctx workflow.Context, id string, info sandboxapi.Proce
 }
 
 func (s *session) processWrite(ctx workflow.Context, in sandboxapi.ProcessWriteInput) (sandboxapi.ProcessWriteResult, error) {
-	out, err := controlOp[sandboxapi.ProcessWriteResult](s, ctx, wire.ActivityProcessWrite, wire.ProcessActivityInput[sandboxapi.ProcessWriteInput]{WorkspaceID: s.wsID, Request: in})
+	out, err := controlOp[sandboxapi.ProcessWriteResult](s, ctx, wire.ActivityProcessWrite, wire.OpInput[sandboxapi.ProcessWriteInput]{WorkspaceID: s.wsID, Request: in})
 	if err == nil {
 		if _, ok := s.procs.live[in.ProcessID]; ok {
 			s.procs.live[in.ProcessID] = workflow.Now(ctx)
@@ -548,11 +548,11 @@ func (s *session) processWrite(ctx workflow.Context, in sandboxapi.ProcessWriteI
 }
 
 func (s *session) processSignal(ctx workflow.Context, in sandboxapi.ProcessSignalInput) (sandboxapi.ProcessResult, error) {
-	return controlOp[sandboxapi.ProcessResult](s, ctx, wire.ActivityProcessSignal, wire.ProcessActivityInput[sandboxapi.ProcessSignalInput]{WorkspaceID: s.wsID, Request: in})
+	return controlOp[sandboxapi.ProcessResult](s, ctx, wire.ActivityProcessSignal, wire.OpInput[sandboxapi.ProcessSignalInput]{WorkspaceID: s.wsID, Request: in})
 }
 
 func (s *session) processResize(ctx workflow.Context, in sandboxapi.ProcessResizeInput) (sandboxapi.ProcessResult, error) {
-	return controlOp[sandboxapi.ProcessResult](s, ctx, wire.ActivityProcessResize, wire.ProcessActivityInput[sandboxapi.ProcessResizeInput]{WorkspaceID: s.wsID, Request: in})
+	return controlOp[sandboxapi.ProcessResult](s, ctx, wire.ActivityProcessResize, wire.OpInput[sandboxapi.ProcessResizeInput]{WorkspaceID: s.wsID, Request: in})
 }
 
 func (s *session) processList(ctx workflow.Context, _ sandboxapi.None) (sandboxapi.ProcessListResult, error) {

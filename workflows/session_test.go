@@ -99,7 +99,7 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return wire.ExecCancelResult{Ended: true}, nil
 	}, wire.ActivityExecCancel)
-	reg(func(_ context.Context, in wire.ProcessActivityInput[sandboxapi.ProcessStartInput]) (sandboxapi.ProcessStartResult, error) {
+	reg(func(_ context.Context, in wire.OpInput[sandboxapi.ProcessStartInput]) (sandboxapi.ProcessStartResult, error) {
 		n := f.procStarts.Add(1)
 		id := fmt.Sprintf("proc-%d", n)
 		return sandboxapi.ProcessStartResult{ProcessID: id, Process: sandboxapi.ProcessInfo{ID: id, Cmd: in.Request.Cmd}}, nil

@@ -50,13 +50,6 @@ type ExecCancelResult struct {
 	Ended bool `json:"ended"`
 }
 
-// ProcessActivityInput is the argument of the process activities: the
-// workspace and the update's argument.
-type ProcessActivityInput[T any] struct {
-	WorkspaceID string `json:"workspace_id"`
-	Request     T      `json:"request"`
-}
-
 // ProcessReadActivityInput is ActivityProcessRead's argument.
 type ProcessReadActivityInput struct {
 	WorkspaceID string                      `json:"workspace_id"`

@@ -213,6 +213,15 @@ type ExecActivityResult struct {
 	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
 }
 
+// OpInput is the argument of an activity that serves one update on one
+// workspace: the workspace and the update's argument as the client sent it
+// (search, log, read_output, commit and the process updates; JSON
+// {"workspace_id", "request"}).
+type OpInput[T any] struct {
+	WorkspaceID string `json:"workspace_id"`
+	Request     T      `json:"request"`
+}
+
 // FileActivityInput serves read_file, write_file and list_dir (Depth,
 // SkipHidden and SkipIgnored: sandboxapi.ListDirInput).
 type FileActivityInput struct {
@@ -234,30 +243,6 @@ type EditFileActivityInput struct {
 	WorkspaceID string                   `json:"workspace_id"`
 	Request     sandboxapi.EditFileInput `json:"request"`
 	UpdateID    string                   `json:"update_id,omitempty"`
-}
-
-// LogActivityInput is the log activity's argument.
-type LogActivityInput struct {
-	WorkspaceID string                `json:"workspace_id"`
-	Request     sandboxapi.LogRequest `json:"request"`
-}
-
-// ReadOutputActivityInput is the read-output activity's argument.
-type ReadOutputActivityInput struct {
-	WorkspaceID string                     `json:"workspace_id"`
-	Request     sandboxapi.ReadOutputInput `json:"request"`
-}
-
-// SearchActivityInput is the search activity's argument.
-type SearchActivityInput struct {
-	WorkspaceID string                   `json:"workspace_id"`
-	Request     sandboxapi.SearchRequest `json:"request"`
-}
-
-// CommitActivityInput is the commit activity's argument.
-type CommitActivityInput struct {
-	WorkspaceID string                   `json:"workspace_id"`
-	Request     sandboxapi.CommitRequest `json:"request"`
 }
 
 // PreviewURLActivityInput is the preview_url activity's argument.

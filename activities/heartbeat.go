@@ -3,8 +3,10 @@ package activities
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 )
 
@@ -60,4 +62,43 @@ func heartbeatCallFailed(ctx context.Context) bool {
 	)
 	return errors.Is(cause, context.DeadlineExceeded) || errors.As(cause, &deadline) ||
 		errors.As(cause, &unavailable) || errors.As(cause, &exhausted)
+}
+
+// heartbeatEvery is how often long activities heartbeat (their HeartbeatTimeout is 15 s or more).
+const heartbeatEvery = 3 * time.Second
+
+// whileHeartbeating runs fn, heartbeating every heartbeatEvery until it returns.
+func whileHeartbeating[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	if !activity.IsActivity(ctx) {
+		return fn()
+	}
+	defer startHeartbeats(ctx, heartbeatEvery, nil)()
+	return fn()
+}
+
+// startHeartbeats records a heartbeat of the activity of ctx every interval
+// (with details() as its details when details is not nil) until ctx ends or
+// stop is called; stop returns once no heartbeat is being recorded.
+func startHeartbeats(ctx context.Context, every time.Duration, details func() any) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if details != nil {
+					activity.RecordHeartbeat(ctx, details())
+				} else {
+					activity.RecordHeartbeat(ctx)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
 }

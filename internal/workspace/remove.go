@@ -1,0 +1,95 @@
+package workspace
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// Exists reports whether the workspace's directory is present and registered
+// as a worktree of its repository (sandbox.WorkspaceProvider). Errors:
+// ErrInvalidArgument when ws.LocalPath is not a worktree path of this layout.
+func (m *Manager) Exists(ctx context.Context, ws sandboxapi.Workspace) (bool, error) {
+	l, err := locate(ws)
+	if err != nil {
+		return false, err
+	}
+	return isDir(l.wt) && adminDir(l) != "", nil
+}
+
+// Remove deletes the worktree directory and its registration under the
+// repository lock, keeping the branch and its commits (sandbox.WorkspaceProvider;
+// docs/DESIGN.md "Eviction policy" saves work before calling it). A missing worktree
+// is success. The directory goes first (read-only subdirectories are made
+// writable), then the registration (`git worktree remove --force --force`, with
+// `git worktree prune` as fallback). Errors: ErrInvalidArgument (bad
+// LocalPath), ErrRepoLocked, ErrWorkspaceUnavailable or ErrInsufficientDisk
+// when the directory or registration cannot be deleted. ws.Repo (as Ensure
+// returned it) names the repository lock to take.
+func (m *Manager) Remove(ctx context.Context, ws sandboxapi.Workspace) error {
+	l, err := locate(ws)
+	if err != nil {
+		return err
+	}
+	unlock, err := m.locker.LockRepo(ctx, ws.Repo)
+	if err != nil {
+		if sandboxapi.KindOf(err) == nil {
+			err = sandboxapi.Errorf(sandboxapi.ErrRepoLocked, "lock repository %s: %w", ws.Repo.Key(), err)
+		}
+		return err
+	}
+	defer unlock()
+	if err := forceRemoveAll(l.wt); err != nil {
+		return fsError(err, "remove worktree "+ws.ID)
+	}
+	if !isDir(l.bare) {
+		return nil
+	}
+	if admin := filepath.Join(l.bare, WorktreesDir, l.name); adminMatches(admin, l.wt) {
+		// The directory is gone and its registration is the one of its
+		// name: deleting it is what `git worktree remove --force --force`
+		// would do, without git's scan of every registered worktree.
+		if err := os.RemoveAll(admin); err != nil {
+			return fsError(err, "remove the registration of "+ws.ID)
+		}
+	} else if err := m.unregister(ctx, m.bareGit(l.bare), l); err != nil {
+		return err
+	}
+	m.log.Info("workspace: removed worktree", "workspace_id", ws.ID, "path", l.wt, "branch", ws.BranchName)
+	return nil
+}
+
+// forceRemoveAll deletes dir without following symlinks; when that fails
+// (read-only directories, e.g. a Go module cache), it makes every directory
+// writable through an os.Root and retries.
+func forceRemoveAll(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil {
+		return nil
+	}
+	r, rerr := os.OpenRoot(dir)
+	if rerr != nil {
+		return err
+	}
+	_ = fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, werr error) error {
+		if d != nil && d.IsDir() {
+			_ = r.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	_ = r.Close()
+	return os.RemoveAll(dir)
+}
+
+func emptyDir(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
+}

@@ -16,7 +16,7 @@ import (
 // the store, so any worker can run it (shared task queue).
 func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput) (wire.LocateResult, error) {
 	if err := sandboxapi.ValidateWorkspaceID(in.WorkspaceID); err != nil {
-		return wire.LocateResult{}, ToApplicationError(err)
+		return wire.LocateResult{}, err
 	}
 	// A row this host remembers serves while the store is unreachable
 	// (store.Remembering).
@@ -25,7 +25,7 @@ func (a *Activities) Locate(ctx context.Context, in wire.WorkspaceActivityInput)
 		return wire.LocateResult{}, nil
 	}
 	if err != nil {
-		return wire.LocateResult{}, ToApplicationError(err)
+		return wire.LocateResult{}, err
 	}
 	if ws.State == sandboxapi.WorkspaceRemoved {
 		// A destroyed workspace's tombstone: what the destroy kept lives on its host.
@@ -49,7 +49,7 @@ func (a *Activities) Acquire(ctx context.Context, in wire.AcquireActivityInput) 
 	if err == nil {
 		res.Workspace.Environment = a.workspaceEnvironment(ctx, res.Workspace)
 	}
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (a *Activities) acquire(ctx context.Context, in wire.AcquireActivityInput) (wire.AcquireActivityResult, error) {

@@ -1,12 +1,13 @@
 // Package activities holds the thin activity shims of sandboxcore: each
-// validates its input, loads the workspace row, calls the ports, translates
-// errors into Temporal application errors with the stable sandbox error types,
-// and heartbeats while it waits. Every activity is idempotent: names derive
+// validates its input, loads the workspace row, calls the ports, returns
+// their typed errors (translated into Temporal application errors with the
+// stable sandbox error types once, by ErrorTranslation), and heartbeats
+// while it waits. Every activity is idempotent: names derive
 // from ids, create-conflict means reuse, delete-not-found means success.
 //
 // Where each concern lives: activities.go (the Activities, their table
-// ByName, error translation), acquire.go (locate, acquire, branch checks),
-// workspace.go (the workspace row: load, repair, last use), files.go (read,
+// ByName), errors.go (error translation), acquire.go (locate, acquire,
+// branch checks), workspace.go (the workspace row: load, repair, last use), files.go (read,
 // write, edit, list, search), git.go (status, diff, log, commit), push.go,
 // merge.go, exec.go (exec and its output) with execlock.go and process.go
 // (commands as runtime processes), runtime.go (runtime specs, hibernate),
@@ -14,19 +15,17 @@
 // lifecycle.go (checkpoints, fork, cleanup), destroy.go (destroy, restore),
 // eviction.go, eviction_plan.go, eviction_remove.go, eviction_signal.go,
 // fanout.go, overlaps.go, stream.go, and the worker interceptors
-// (interceptors.go, heartbeat.go, inspections.go, refusals.go).
+// (interceptors.go, heartbeat.go, inspections.go).
 package activities
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/netip"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxcore/sandboxcore/internal/depcache"
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
@@ -198,26 +197,4 @@ func (a *Activities) Register(w Registerer) {
 	for name, fn := range a.ByName() {
 		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
-}
-
-// ToApplicationError maps an error onto a Temporal application error whose
-// Type is the sandbox Kind's stable type string and whose detail is its
-// sandboxapi.ErrorDetails (docs/API.md "Errors"); kinds that are not
-// Retryable are non-retryable. Unknown errors become type "SandboxError",
-// non-retryable. Context errors and application errors pass through unchanged.
-func ToApplicationError(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return err
-	}
-	if sandboxapi.KindOf(err) == nil {
-		return sandboxapi.NewApplicationError(err, true)
-	}
-	return sandboxapi.NewApplicationError(err, false)
 }

@@ -28,7 +28,7 @@ import (
 // work to save), the backup's errors; store errors.
 func (a *Activities) Destroy(ctx context.Context, in wire.DestroyActivityInput) (sandboxapi.DestroyResult, error) {
 	res, err := whileHeartbeating(ctx, func() (sandboxapi.DestroyResult, error) { return a.destroy(ctx, in) })
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) (sandboxapi.DestroyResult, error) {
@@ -188,7 +188,7 @@ func destroyMessage(discard bool, notes []string) string {
 // ErrConflict, ErrWorkspaceUnavailable.
 func (a *Activities) RestoreDestroyed(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.Handle, error) {
 	h, err := a.restoreDestroyedActivity(ctx, in)
-	return h, ToApplicationError(err)
+	return h, err
 }
 
 func (a *Activities) restoreDestroyedActivity(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.Handle, error) {

@@ -57,11 +57,11 @@ func (e *EvictionActivities) Register(w interface {
 // ErrWorkspaceNotFound, ErrInvalidArgument.
 func (e *EvictionActivities) SetPin(ctx context.Context, in wire.SetPinInput) error {
 	if err := sandboxapi.ValidateWorkspaceID(in.WorkspaceID); err != nil {
-		return ToApplicationError(err)
+		return err
 	}
 	ws, err := e.Store.GetWorkspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return ToApplicationError(err)
+		return err
 	}
 	if in.Until != nil {
 		u := in.Until.UTC()
@@ -70,7 +70,7 @@ func (e *EvictionActivities) SetPin(ctx context.Context, in wire.SetPinInput) er
 		ws.PinnedUntil = nil
 	}
 	ws.UpdatedAt = e.now()
-	return ToApplicationError(e.Store.UpdateWorkspace(ctx, ws))
+	return e.Store.UpdateWorkspace(ctx, ws)
 }
 
 // restoreEvicted writes back the saved work of an evicted workspace that

@@ -24,7 +24,7 @@ func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHo
 	seen := map[string]bool{e.HostID: true}
 	wss, err := e.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{})
 	if err != nil {
-		return wire.EvictionHostsResult{}, ToApplicationError(err)
+		return wire.EvictionHostsResult{}, err
 	}
 	for _, w := range wss {
 		if w.State != sandboxapi.WorkspaceRemoved {
@@ -33,7 +33,7 @@ func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHo
 	}
 	caches, err := e.Store.ListRepoCaches(ctx)
 	if err != nil {
-		return wire.EvictionHostsResult{}, ToApplicationError(err)
+		return wire.EvictionHostsResult{}, err
 	}
 	for _, c := range caches {
 		if c.State == sandbox.RepoCacheReady {
@@ -42,7 +42,7 @@ func (e *EvictionActivities) EvictionHosts(ctx context.Context) (wire.EvictionHo
 	}
 	hosts, err := e.Store.ListHosts(ctx)
 	if err != nil {
-		return wire.EvictionHostsResult{}, ToApplicationError(err)
+		return wire.EvictionHostsResult{}, err
 	}
 	for _, h := range hosts {
 		seen[h.HostID] = true
@@ -74,7 +74,7 @@ func (e *EvictionActivities) inspectAfter() time.Duration {
 // wrong host; store errors.
 func (e *EvictionActivities) PlanEviction(ctx context.Context, in wire.PlanEvictionInput) (sandboxapi.PlanEvictionResult, error) {
 	res, err := whileHeartbeating(ctx, func() (sandboxapi.PlanEvictionResult, error) { return e.planEviction(ctx, in) })
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvictionInput) (sandboxapi.PlanEvictionResult, error) {

@@ -28,7 +28,7 @@ import (
 // the outcome is "failed". Errors are reserved for store failures.
 func (e *EvictionActivities) EvictWorkspace(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 	res, err := whileHeartbeating(ctx, func() (sandboxapi.EvictResult, error) { return e.evictWorkspace(ctx, in) })
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
@@ -161,7 +161,7 @@ func (e *EvictionActivities) saveAndRemove(ctx context.Context, ws sandboxapi.Wo
 // is recorded as such.
 func (e *EvictionActivities) EvictRuntime(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 	res, err := e.evictRuntime(ctx, in)
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
@@ -234,7 +234,7 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActi
 // marked evicted. Errors are reserved for store failures.
 func (e *EvictionActivities) RemoveRepoCaches(ctx context.Context, in wire.RemoveRepoCachesInput) (wire.RemoveRepoCachesResult, error) {
 	res, err := whileHeartbeating(ctx, func() (wire.RemoveRepoCachesResult, error) { return e.removeRepoCaches(ctx, in) })
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.RemoveRepoCachesInput) (wire.RemoveRepoCachesResult, error) {
@@ -310,7 +310,7 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 // Errors: ErrWorkspaceUnavailable when asked of another host.
 func (e *EvictionActivities) RemoveDependencyCaches(ctx context.Context, in wire.RemoveDependencyCachesInput) (wire.RemoveDependencyCachesResult, error) {
 	res, err := whileHeartbeating(ctx, func() (wire.RemoveDependencyCachesResult, error) { return e.removeDependencyCaches(ctx, in) })
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (e *EvictionActivities) removeDependencyCaches(ctx context.Context, in wire.RemoveDependencyCachesInput) (wire.RemoveDependencyCachesResult, error) {
@@ -470,7 +470,7 @@ func (e *EvictionActivities) workspaceExists(ctx context.Context, id string) (bo
 // the wrong host.
 func (e *EvictionActivities) DeleteOrphanRuntimes(ctx context.Context, in wire.DeleteOrphanRuntimesInput) (wire.DeleteOrphanRuntimesResult, error) {
 	res, err := whileHeartbeating(ctx, func() (wire.DeleteOrphanRuntimesResult, error) { return e.deleteOrphanRuntimes(ctx, in) })
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (e *EvictionActivities) deleteOrphanRuntimes(ctx context.Context, in wire.DeleteOrphanRuntimesInput) (wire.DeleteOrphanRuntimesResult, error) {

@@ -20,7 +20,7 @@ import (
 // ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
 func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	res, err := a.exec(ctx, in)
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
@@ -77,14 +77,14 @@ func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 func (a *Activities) ReadOutput(ctx context.Context, in wire.OpInput[sandboxapi.ReadOutputInput]) (sandboxapi.ReadOutputResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.ReadOutputResult{}, ToApplicationError(err)
+		return sandboxapi.ReadOutputResult{}, err
 	}
 	if a.Outputs == nil {
-		return sandboxapi.ReadOutputResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "host %s keeps no command output", a.HostID))
+		return sandboxapi.ReadOutputResult{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "host %s keeps no command output", a.HostID)
 	}
 	res, err := a.Outputs.Read(ws.ID, in.Request)
 	if err != nil {
-		return sandboxapi.ReadOutputResult{}, ToApplicationError(err)
+		return sandboxapi.ReadOutputResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
 	return res, nil

@@ -124,7 +124,7 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 		}
 		return wire.FanoutPrepareResult{Handle: h, StartCommit: c.Commit, Checkpointed: !c.NothingToCommit}, nil
 	})
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 // AcquireTask gets or creates a task's workspace by update-with-start of its
@@ -148,7 +148,7 @@ func (f *Fanout) AcquireTask(ctx context.Context, in wire.AcquireTaskInput) (san
 		}
 		return h, nil
 	})
-	return h, ToApplicationError(err)
+	return h, err
 }
 
 // RunScript runs a task's script (["sh","-c",script], output capped at
@@ -176,7 +176,7 @@ func (f *Fanout) RunScript(ctx context.Context, in wire.RunScriptInput) (wire.Ru
 		return wire.RunScriptResult{ExitCode: r.ExitCode, TimedOut: r.TimedOut, DurationMS: r.DurationMS,
 			StdoutTail: tail(r.Stdout, sandboxapi.TaskOutputTailBytes), StderrTail: tail(r.Stderr, sandboxapi.TaskOutputTailBytes)}, nil
 	})
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 // FinishTask commits the task's changes when in.Commit (commit update; a
@@ -215,7 +215,7 @@ func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.
 		}
 		return out, nil
 	})
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 // Merge previews the merge on the conversation's session first
@@ -250,7 +250,7 @@ func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (wire.Fano
 		}
 		return out, nil
 	})
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 // ForkTask forks task in.TaskID from the conversation (its session's fork
@@ -277,7 +277,7 @@ func (f *Fanout) ForkTask(ctx context.Context, in wire.FanoutForkTaskInput) (san
 		}
 		return r.Handle, nil
 	})
-	return h, ToApplicationError(err)
+	return h, err
 }
 
 // call sends op with argument in to session s (a random update id) and

@@ -14,11 +14,11 @@ import (
 func (a *Activities) ReadFile(ctx context.Context, in wire.FileActivityInput) (sandboxapi.ReadFileResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.ReadFileResult{}, ToApplicationError(err)
+		return sandboxapi.ReadFileResult{}, err
 	}
 	data, err := a.Workspaces.ReadFile(ctx, ws, in.Path)
 	if err != nil {
-		return sandboxapi.ReadFileResult{}, ToApplicationError(err)
+		return sandboxapi.ReadFileResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
 	_, ptr := sandbox.ParseLFSPointer(data)
@@ -30,17 +30,17 @@ func (a *Activities) ReadFile(ctx context.Context, in wire.FileActivityInput) (s
 func (a *Activities) WriteFile(ctx context.Context, in wire.FileActivityInput) (sandboxapi.WriteFileResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.WriteFileResult{}, ToApplicationError(err)
+		return sandboxapi.WriteFileResult{}, err
 	}
 	if !ws.Capabilities.Writable {
-		return sandboxapi.WriteFileResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+		return sandboxapi.WriteFileResult{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode)
 	}
 	written := sandboxapi.ContentHash(in.Content)
 	if in.IfMatch != "" {
 		// Under the session's exclusive lock: no other operation of the
 		// workspace runs between this read and the write.
 		if err := sandboxapi.ValidateIfMatch(in.IfMatch); err != nil {
-			return sandboxapi.WriteFileResult{}, ToApplicationError(err)
+			return sandboxapi.WriteFileResult{}, err
 		}
 		cur, err := a.Workspaces.ReadFile(ctx, ws, in.Path)
 		switch {
@@ -50,17 +50,17 @@ func (a *Activities) WriteFile(ctx context.Context, in wire.FileActivityInput) (
 			a.touch(ctx, ws.ID, false)
 			return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content)), ContentHash: written}, nil
 		case err == nil:
-			return sandboxapi.WriteFileResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrConflict,
-				"write_file %q: the file changed since it was read (if_match %s, now %s); read it again and reapply the change", in.Path, in.IfMatch, sandboxapi.ContentHash(cur)))
+			return sandboxapi.WriteFileResult{}, sandboxapi.Errorf(sandboxapi.ErrConflict,
+				"write_file %q: the file changed since it was read (if_match %s, now %s); read it again and reapply the change", in.Path, in.IfMatch, sandboxapi.ContentHash(cur))
 		case errors.Is(err, sandboxapi.ErrFileNotFound):
-			return sandboxapi.WriteFileResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrConflict,
-				"write_file %q: the file was removed since it was read (if_match %s)", in.Path, in.IfMatch))
+			return sandboxapi.WriteFileResult{}, sandboxapi.Errorf(sandboxapi.ErrConflict,
+				"write_file %q: the file was removed since it was read (if_match %s)", in.Path, in.IfMatch)
 		default:
-			return sandboxapi.WriteFileResult{}, ToApplicationError(err)
+			return sandboxapi.WriteFileResult{}, err
 		}
 	}
 	if err := a.Workspaces.WriteFile(ctx, ws, in.Path, in.Content, in.Mode); err != nil {
-		return sandboxapi.WriteFileResult{}, ToApplicationError(err)
+		return sandboxapi.WriteFileResult{}, err
 	}
 	a.setDirty(ctx, ws, true)
 	a.touch(ctx, ws.ID, false)
@@ -72,19 +72,19 @@ func (a *Activities) WriteFile(ctx context.Context, in wire.FileActivityInput) (
 func (a *Activities) ListDir(ctx context.Context, in wire.FileActivityInput) (sandboxapi.ListDirResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.ListDirResult{}, ToApplicationError(err)
+		return sandboxapi.ListDirResult{}, err
 	}
 	if in.Depth > 1 || in.SkipHidden || in.SkipIgnored {
 		res, err := a.Workspaces.ListTree(ctx, ws, sandboxapi.ListDirInput{Path: in.Path, Depth: in.Depth, SkipHidden: in.SkipHidden, SkipIgnored: in.SkipIgnored})
 		if err != nil {
-			return sandboxapi.ListDirResult{}, ToApplicationError(err)
+			return sandboxapi.ListDirResult{}, err
 		}
 		a.touch(ctx, ws.ID, false)
 		return res, nil
 	}
 	entries, err := a.Workspaces.ListDir(ctx, ws, in.Path)
 	if err != nil {
-		return sandboxapi.ListDirResult{}, ToApplicationError(err)
+		return sandboxapi.ListDirResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
 	return sandboxapi.ListDirResult{Path: in.Path, Entries: entries}, nil
@@ -94,11 +94,11 @@ func (a *Activities) ListDir(ctx context.Context, in wire.FileActivityInput) (sa
 func (a *Activities) Search(ctx context.Context, in wire.OpInput[sandboxapi.SearchRequest]) (sandboxapi.SearchResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.SearchResult{}, ToApplicationError(err)
+		return sandboxapi.SearchResult{}, err
 	}
 	res, err := whileHeartbeating(ctx, func() (sandboxapi.SearchResult, error) { return a.Workspaces.Search(ctx, ws, in.Request) })
 	if err != nil {
-		return sandboxapi.SearchResult{}, ToApplicationError(err)
+		return sandboxapi.SearchResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
 	return res, nil
@@ -112,14 +112,14 @@ func (a *Activities) Search(ctx context.Context, in wire.OpInput[sandboxapi.Sear
 func (a *Activities) EditFile(ctx context.Context, in wire.EditFileActivityInput) (sandboxapi.EditFileResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.EditFileResult{}, ToApplicationError(err)
+		return sandboxapi.EditFileResult{}, err
 	}
 	if !ws.Capabilities.Writable {
-		return sandboxapi.EditFileResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+		return sandboxapi.EditFileResult{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode)
 	}
 	res, err := a.Workspaces.EditFile(ctx, ws, in.Request, in.UpdateID)
 	if err != nil {
-		return sandboxapi.EditFileResult{}, ToApplicationError(err)
+		return sandboxapi.EditFileResult{}, err
 	}
 	a.setDirty(ctx, ws, true)
 	a.touch(ctx, ws.ID, false)

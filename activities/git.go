@@ -11,11 +11,11 @@ import (
 func (a *Activities) Status(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.WorkspaceStatus, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.WorkspaceStatus{}, ToApplicationError(err)
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	st, err := a.Workspaces.Status(ctx, ws)
 	if err != nil {
-		return sandboxapi.WorkspaceStatus{}, ToApplicationError(err)
+		return sandboxapi.WorkspaceStatus{}, err
 	}
 	a.setDirty(ctx, ws, st.Dirty)
 	a.touch(ctx, ws.ID, false)
@@ -26,11 +26,11 @@ func (a *Activities) Status(ctx context.Context, in wire.WorkspaceActivityInput)
 func (a *Activities) Diff(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.Diff, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.Diff{}, ToApplicationError(err)
+		return sandboxapi.Diff{}, err
 	}
 	d, err := whileHeartbeating(ctx, func() (sandboxapi.Diff, error) { return a.Workspaces.Diff(ctx, ws) })
 	if err != nil {
-		return sandboxapi.Diff{}, ToApplicationError(err)
+		return sandboxapi.Diff{}, err
 	}
 	a.touch(ctx, ws.ID, false)
 	return d, nil
@@ -41,14 +41,14 @@ func (a *Activities) Diff(ctx context.Context, in wire.WorkspaceActivityInput) (
 func (a *Activities) Commit(ctx context.Context, in wire.OpInput[sandboxapi.CommitRequest]) (sandboxapi.CommitResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.CommitResult{}, ToApplicationError(err)
+		return sandboxapi.CommitResult{}, err
 	}
 	if !ws.Capabilities.Writable {
-		return sandboxapi.CommitResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+		return sandboxapi.CommitResult{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode)
 	}
 	res, err := whileHeartbeating(ctx, func() (sandboxapi.CommitResult, error) { return a.Workspaces.Commit(ctx, ws, in.Request) })
 	if err != nil {
-		return sandboxapi.CommitResult{}, ToApplicationError(err)
+		return sandboxapi.CommitResult{}, err
 	}
 	if st, err := a.Workspaces.Status(ctx, ws); err == nil {
 		a.setDirty(ctx, ws, st.Dirty)
@@ -61,11 +61,11 @@ func (a *Activities) Commit(ctx context.Context, in wire.OpInput[sandboxapi.Comm
 func (a *Activities) Log(ctx context.Context, in wire.OpInput[sandboxapi.LogRequest]) (sandboxapi.LogResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.LogResult{}, ToApplicationError(err)
+		return sandboxapi.LogResult{}, err
 	}
 	res, err := a.Workspaces.Log(ctx, ws, in.Request)
 	if err != nil {
-		return sandboxapi.LogResult{}, ToApplicationError(err)
+		return sandboxapi.LogResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
 	return res, nil

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxcore/sandboxcore/internal/credentials"
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
@@ -82,6 +84,8 @@ func newTestHost(t *testing.T) *testHost {
 	}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
+	// As the worker runs them: errors translated once, on the way out.
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ErrorTranslation(log)}})
 	acts.Register(env)
 	h := &testHost{t: t, acts: acts, env: env, store: st, dataDir: data, upstream: gittest.NewRepo(t, "main")}
 	t.Cleanup(func() {

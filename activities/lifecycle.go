@@ -51,15 +51,15 @@ func (a *Activities) writableWorkspace(ctx context.Context, id string) (sandboxa
 func (a *Activities) Checkpoint(ctx context.Context, in wire.CheckpointActivityInput) (sandboxapi.Checkpoint, error) {
 	ws, err := a.writableWorkspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.Checkpoint{}, ToApplicationError(err)
+		return sandboxapi.Checkpoint{}, err
 	}
 	lp, err := a.lifecycle()
 	if err != nil {
-		return sandboxapi.Checkpoint{}, ToApplicationError(err)
+		return sandboxapi.Checkpoint{}, err
 	}
 	cp, err := whileHeartbeating(ctx, func() (sandboxapi.Checkpoint, error) { return lp.Checkpoint(ctx, ws, in.Label) })
 	if err != nil {
-		return sandboxapi.Checkpoint{}, ToApplicationError(err)
+		return sandboxapi.Checkpoint{}, err
 	}
 	a.touch(ctx, ws.ID, false)
 	return cp, nil
@@ -69,15 +69,15 @@ func (a *Activities) Checkpoint(ctx context.Context, in wire.CheckpointActivityI
 func (a *Activities) Checkpoints(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.CheckpointList, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.CheckpointList{}, ToApplicationError(err)
+		return sandboxapi.CheckpointList{}, err
 	}
 	lp, err := a.lifecycle()
 	if err != nil {
-		return sandboxapi.CheckpointList{}, ToApplicationError(err)
+		return sandboxapi.CheckpointList{}, err
 	}
 	list, err := lp.Checkpoints(ctx, ws)
 	if err != nil {
-		return sandboxapi.CheckpointList{}, ToApplicationError(err)
+		return sandboxapi.CheckpointList{}, err
 	}
 	if list == nil {
 		list = []sandboxapi.Checkpoint{}
@@ -93,15 +93,15 @@ func (a *Activities) Checkpoints(ctx context.Context, in wire.WorkspaceActivityI
 func (a *Activities) Rollback(ctx context.Context, in wire.RollbackActivityInput) (sandboxapi.RollbackResult, error) {
 	ws, err := a.writableWorkspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.RollbackResult{}, ToApplicationError(err)
+		return sandboxapi.RollbackResult{}, err
 	}
 	lp, err := a.lifecycle()
 	if err != nil {
-		return sandboxapi.RollbackResult{}, ToApplicationError(err)
+		return sandboxapi.RollbackResult{}, err
 	}
 	res, err := whileHeartbeating(ctx, func() (sandboxapi.RollbackResult, error) { return lp.Rollback(ctx, ws, in.Checkpoint) })
 	if err != nil {
-		return sandboxapi.RollbackResult{}, ToApplicationError(err)
+		return sandboxapi.RollbackResult{}, err
 	}
 	if st, err := a.Workspaces.Status(ctx, ws); err == nil {
 		a.setDirty(ctx, ws, st.Dirty)
@@ -118,7 +118,7 @@ func (a *Activities) Rollback(ctx context.Context, in wire.RollbackActivityInput
 // the errors of Checkpoint.
 func (a *Activities) ForkPrepare(ctx context.Context, in wire.ForkPrepareInput) (wire.ForkPrepareResult, error) {
 	res, err := a.forkPrepare(ctx, in)
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (a *Activities) forkPrepare(ctx context.Context, in wire.ForkPrepareInput) (wire.ForkPrepareResult, error) {
@@ -191,14 +191,14 @@ func isHexID(s string) bool {
 func (a *Activities) CleanupList(ctx context.Context, in wire.CleanupListInput) (wire.CleanupCandidates, error) {
 	out := wire.CleanupCandidates{Workspaces: []wire.CleanupCandidate{}}
 	if in.HostID != a.HostID {
-		return out, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "cleanup listing for host %s asked of host %s", in.HostID, a.HostID))
+		return out, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "cleanup listing for host %s asked of host %s", in.HostID, a.HostID)
 	}
 	if err := (sandboxapi.CleanupInput{UserID: in.UserID, ProjectID: in.ProjectID}).Validate(); err != nil {
-		return out, ToApplicationError(err)
+		return out, err
 	}
 	rows, err := a.Store.ListWorkspaces(ctx, sandbox.WorkspaceFilter{UserID: in.UserID, ProjectID: in.ProjectID, HostID: a.HostID})
 	if err != nil {
-		return out, ToApplicationError(err)
+		return out, err
 	}
 	for _, w := range rows {
 		if w.State == sandboxapi.WorkspaceRemoved && !in.IncludeRemoved {
@@ -243,7 +243,7 @@ func (l *LifecycleActivities) Register(w interface {
 // acquire's errors. On failure an unconsumed fork manifest is dropped.
 func (l *LifecycleActivities) ForkAcquire(ctx context.Context, in wire.ForkAcquireInput) (sandboxapi.Handle, error) {
 	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) { return l.forkAcquire(ctx, in) })
-	return h, ToApplicationError(err)
+	return h, err
 }
 
 func (l *LifecycleActivities) forkAcquire(ctx context.Context, in wire.ForkAcquireInput) (sandboxapi.Handle, error) {
@@ -288,7 +288,7 @@ func (l *LifecycleActivities) CleanupSessions(ctx context.Context, in wire.Clean
 	out := wire.CleanupCandidates{Workspaces: []wire.CleanupCandidate{}}
 	list, err := sandboxclient.New(l.Client, sandboxclient.Options{TaskQueue: l.TaskQueue}).ListSessions(ctx, in.Query, 0)
 	if err != nil {
-		return out, ToApplicationError(err)
+		return out, err
 	}
 	for _, s := range list {
 		if sandboxapi.ValidateWorkspaceID(s.WorkspaceID) != nil {
@@ -316,7 +316,7 @@ func (l *LifecycleActivities) CleanupDestroy(ctx context.Context, in wire.Cleanu
 			return out, sandboxclient.FromTemporal(err)
 		})
 	})
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (l *LifecycleActivities) logger() *slog.Logger { return l.log() }

@@ -26,24 +26,24 @@ import (
 func (a *Activities) MergeBranches(ctx context.Context, in wire.MergeActivityInput) (sandboxapi.MergeResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.MergeResult{}, ToApplicationError(err)
+		return sandboxapi.MergeResult{}, err
 	}
 	merger, ok := a.Workspaces.(sandbox.BranchMerger)
 	if !ok {
-		return sandboxapi.MergeResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "this host's workspace provider cannot merge branches"))
+		return sandboxapi.MergeResult{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "this host's workspace provider cannot merge branches")
 	}
 	if !ws.Capabilities.Writable {
-		return sandboxapi.MergeResult{}, ToApplicationError(sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode))
+		return sandboxapi.MergeResult{}, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "workspace %s is read-only (%s)", ws.ID, ws.Mode)
 	}
 	req, fromWorkspace, refused, err := a.mergeSources(ctx, ws, in.Request)
 	if err != nil {
-		return sandboxapi.MergeResult{}, ToApplicationError(err)
+		return sandboxapi.MergeResult{}, err
 	}
 	var res sandboxapi.MergeResult
 	if len(req.Branches) > 0 {
 		res, err = whileHeartbeating(ctx, func() (sandboxapi.MergeResult, error) { return merger.Merge(ctx, ws, req) })
 		if err != nil {
-			return sandboxapi.MergeResult{}, ToApplicationError(err)
+			return sandboxapi.MergeResult{}, err
 		}
 	} else {
 		// Every source was refused: nothing to merge, the workspace as it is.

@@ -104,7 +104,7 @@ func (a *Activities) execRunning(id string) bool {
 // without change summaries).
 func (a *Activities) Overlaps(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.OverlapsResult, error) {
 	res, err := a.overlaps(ctx, in)
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (a *Activities) overlaps(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.OverlapsResult, error) {

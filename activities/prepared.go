@@ -25,7 +25,7 @@ import (
 // workspace's (ErrWorkspaceNotFound, ErrWorkspaceUnavailable).
 func (a *Activities) RestorePreparedTree(ctx context.Context, in wire.PreparedTreeInput) (sandboxapi.PreparedTree, error) {
 	res, err := a.preparedTree(ctx, in, true)
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 // SavePreparedTree keeps the prepared paths of the workspace's worktree,
@@ -36,7 +36,7 @@ func (a *Activities) RestorePreparedTree(ctx context.Context, in wire.PreparedTr
 // workspace's.
 func (a *Activities) SavePreparedTree(ctx context.Context, in wire.PreparedTreeInput) (sandboxapi.PreparedTree, error) {
 	res, err := a.preparedTree(ctx, in, false)
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (a *Activities) preparedTree(ctx context.Context, in wire.PreparedTreeInput, restore bool) (sandboxapi.PreparedTree, error) {

@@ -48,7 +48,7 @@ func (a *Activities) runtimeReplica(ws sandboxapi.Workspace) *sandboxapi.Runtime
 // ErrInvalidArgument (port), ErrWorkspaceUnavailable, the backend's kinds.
 func (a *Activities) PreviewURL(ctx context.Context, in wire.PreviewURLActivityInput) (sandboxapi.PreviewURL, error) {
 	out, err := a.previewURL(ctx, in)
-	return out, ToApplicationError(err)
+	return out, err
 }
 
 func (a *Activities) previewURL(ctx context.Context, in wire.PreviewURLActivityInput) (sandboxapi.PreviewURL, error) {

@@ -76,7 +76,7 @@ func execSpec(in wire.ExecActivityInput) sandbox.ProcessSpec {
 // ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
 func (a *Activities) ExecStart(ctx context.Context, in wire.ExecActivityInput) (wire.ExecStartResult, error) {
 	res, err := a.execStart(ctx, in)
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (wire.ExecStartResult, error) {
@@ -291,16 +291,16 @@ func readRange(ctx context.Context, pr sandbox.ProcessRuntime, id, stream string
 func (a *Activities) ExecCancel(ctx context.Context, in wire.ExecCancelInput) (wire.ExecCancelResult, error) {
 	_, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
-		return wire.ExecCancelResult{}, ToApplicationError(err)
+		return wire.ExecCancelResult{}, err
 	}
 	if err := pr.CancelProcess(ctx, in.ProcessID); errors.Is(err, sandboxapi.ErrNotFound) {
 		return wire.ExecCancelResult{Ended: true}, nil
 	} else if err != nil {
-		return wire.ExecCancelResult{}, ToApplicationError(err)
+		return wire.ExecCancelResult{}, err
 	}
 	info, err := pr.WaitProcess(ctx, in.ProcessID, min(max(in.Wait, 0), sandboxapi.MaxProcessReadWait))
 	if err != nil {
-		return wire.ExecCancelResult{}, ToApplicationError(err)
+		return wire.ExecCancelResult{}, err
 	}
 	return wire.ExecCancelResult{Ended: info.Exited && !info.Lingering}, nil
 }
@@ -311,15 +311,15 @@ func (a *Activities) ExecCancel(ctx context.Context, in wire.ExecCancelInput) (w
 func (a *Activities) ProcessStart(ctx context.Context, in wire.OpInput[sandboxapi.ProcessStartInput]) (sandboxapi.ProcessStartResult, error) {
 	ws, pr, err := a.processRuntime(ctx, in.WorkspaceID, true)
 	if err != nil {
-		return sandboxapi.ProcessStartResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessStartResult{}, err
 	}
 	if err := a.commandNetwork("process_start", ws, in.Request.Network); err != nil {
-		return sandboxapi.ProcessStartResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessStartResult{}, err
 	}
 	a.changes.markProcess(ws.ID) // its changes show within OverlapsStaleAfter
 	info, err := pr.StartProcess(ctx, wire.ProcessSpecFor(in.Request))
 	if err != nil {
-		return sandboxapi.ProcessStartResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessStartResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
 	return sandboxapi.ProcessStartResult{ProcessID: info.ID, Process: info}, nil
@@ -330,7 +330,7 @@ func (a *Activities) ProcessStart(ctx context.Context, in wire.OpInput[sandboxap
 // exists once its command starts). Errors: ErrNotFound, ErrInvalidArgument.
 func (a *Activities) ProcessRead(ctx context.Context, in wire.ProcessReadActivityInput) (sandboxapi.ProcessReadResult, error) {
 	res, err := a.processRead(ctx, in)
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (a *Activities) processRead(ctx context.Context, in wire.ProcessReadActivityInput) (sandboxapi.ProcessReadResult, error) {
@@ -377,11 +377,11 @@ func (a *Activities) processRead(ctx context.Context, in wire.ProcessReadActivit
 func (a *Activities) ProcessWrite(ctx context.Context, in wire.OpInput[sandboxapi.ProcessWriteInput]) (sandboxapi.ProcessWriteResult, error) {
 	ws, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
-		return sandboxapi.ProcessWriteResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessWriteResult{}, err
 	}
 	n, err := pr.WriteProcess(ctx, in.Request.ProcessID, in.Request.Data, in.Request.CloseStdin)
 	if err != nil {
-		return sandboxapi.ProcessWriteResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessWriteResult{}, err
 	}
 	a.touch(ctx, ws.ID, false)
 	return sandboxapi.ProcessWriteResult{ProcessID: in.Request.ProcessID, Written: n}, nil
@@ -392,14 +392,14 @@ func (a *Activities) ProcessWrite(ctx context.Context, in wire.OpInput[sandboxap
 func (a *Activities) ProcessSignal(ctx context.Context, in wire.OpInput[sandboxapi.ProcessSignalInput]) (sandboxapi.ProcessResult, error) {
 	_, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
-		return sandboxapi.ProcessResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessResult{}, err
 	}
 	sig := in.Request.Signal
 	if sig == "" {
 		sig = "TERM"
 	}
 	if err := pr.SignalProcess(ctx, in.Request.ProcessID, sig); err != nil {
-		return sandboxapi.ProcessResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessResult{}, err
 	}
 	return sandboxapi.ProcessResult{ProcessID: in.Request.ProcessID}, nil
 }
@@ -409,10 +409,10 @@ func (a *Activities) ProcessSignal(ctx context.Context, in wire.OpInput[sandboxa
 func (a *Activities) ProcessResize(ctx context.Context, in wire.OpInput[sandboxapi.ProcessResizeInput]) (sandboxapi.ProcessResult, error) {
 	_, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
-		return sandboxapi.ProcessResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessResult{}, err
 	}
 	if err := pr.ResizeProcess(ctx, in.Request.ProcessID, in.Request.Rows, in.Request.Cols); err != nil {
-		return sandboxapi.ProcessResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessResult{}, err
 	}
 	return sandboxapi.ProcessResult{ProcessID: in.Request.ProcessID}, nil
 }
@@ -422,11 +422,11 @@ func (a *Activities) ProcessResize(ctx context.Context, in wire.OpInput[sandboxa
 func (a *Activities) ProcessList(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.ProcessListResult, error) {
 	_, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
-		return sandboxapi.ProcessListResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessListResult{}, err
 	}
 	list, err := pr.ListProcesses(ctx)
 	if err != nil {
-		return sandboxapi.ProcessListResult{}, ToApplicationError(err)
+		return sandboxapi.ProcessListResult{}, err
 	}
 	return sandboxapi.ProcessListResult{Processes: list, Support: pr.ProcessSupport()}, nil
 }

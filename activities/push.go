@@ -74,7 +74,7 @@ func (a *Activities) remoteWorkspace(ctx context.Context, id, op string) (sandbo
 // ErrRepoCacheUnavailable, ErrWorkspaceUnavailable.
 func (a *Activities) Push(ctx context.Context, in wire.PushActivityInput) (sandboxapi.PushResult, error) {
 	res, err := a.push(ctx, in)
-	return res, ToApplicationError(err)
+	return res, err
 }
 
 func (a *Activities) push(ctx context.Context, in wire.PushActivityInput) (sandboxapi.PushResult, error) {
@@ -130,7 +130,7 @@ func (a *Activities) CreatePullRequest(ctx context.Context, in wire.PullRequestA
 				temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
 	}
-	return pr, ToApplicationError(err)
+	return pr, err
 }
 
 func (a *Activities) createPullRequest(ctx context.Context, in wire.PullRequestActivityInput) (sandboxapi.PullRequest, error) {

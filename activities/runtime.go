@@ -107,7 +107,7 @@ func (a *Activities) recordRuntime(ctx context.Context, ws sandboxapi.Workspace,
 func (a *Activities) Hibernate(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
-		return sandboxapi.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, err
 	}
 	id := sandboxapi.RuntimeIDFor(ws.ID)
 	rt, err := a.Runtimes.Get(ctx, id)
@@ -123,10 +123,10 @@ func (a *Activities) Hibernate(ctx context.Context, in wire.WorkspaceActivityInp
 		rt, err = a.createRuntime(ctx, ws)
 	}
 	if err != nil {
-		return sandboxapi.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, err
 	}
 	if err := rt.Stop(ctx); err != nil {
-		return sandboxapi.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, err
 	}
 	a.recordRuntime(ctx, ws, id, sandbox.RuntimeStopped)
 	return sandboxapi.HibernateResult{RuntimeID: id, Stopped: true}, nil
@@ -136,14 +136,14 @@ func (a *Activities) Hibernate(ctx context.Context, in wire.WorkspaceActivityInp
 // workspace. A missing runtime is success.
 func (a *Activities) DestroyRuntime(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 	if err := sandboxapi.ValidateWorkspaceID(in.WorkspaceID); err != nil {
-		return sandboxapi.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, err
 	}
 	id := sandboxapi.RuntimeIDFor(in.WorkspaceID)
 	if err := a.Runtimes.Destroy(ctx, id); err != nil {
-		return sandboxapi.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, err
 	}
 	if err := a.Store.DeleteRuntime(ctx, id); err != nil {
-		return sandboxapi.HibernateResult{}, ToApplicationError(err)
+		return sandboxapi.HibernateResult{}, err
 	}
 	return sandboxapi.HibernateResult{RuntimeID: id, Stopped: true}, nil
 }

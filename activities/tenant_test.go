@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,7 +130,11 @@ func TestExecsOfOneWorkspaceNeverOverlapOnTheHost(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, execLockMargin+500*time.Millisecond)
 	_, err = h.acts.ExecStart(short, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-refused", Request: sh("touch refused")})
 	cancel()
-	wantAppError(t, err, sandboxapi.ErrConflict)
+	// A direct call returns the typed error (ErrorTranslation makes it an
+	// application error on the way out of a worker).
+	if !errors.Is(err, sandboxapi.ErrConflict) {
+		t.Fatalf("refused start: %v; want %s", err, sandboxapi.ErrConflict.Type)
+	}
 	// The second waits for the first, then runs.
 	second, err := h.acts.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-second",
 		Request: sh(`if [ -e a.end ]; then echo after; else echo overlap; fi`), Wait: 10 * time.Second})

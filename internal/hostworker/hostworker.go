@@ -270,8 +270,9 @@ func (h *Host) startWorkers(ctx context.Context, opts Options, wss *workspace.Ma
 	}
 	// A late heartbeat call must not cancel an activity (activities.HeartbeatShield).
 	wopts.Interceptors = append(wopts.Interceptors, activities.HeartbeatShield())
-	// A caller's mistake is one INFO line, not the SDK's ERROR (activities.RefusalLog).
-	wopts.Interceptors = append(wopts.Interceptors, activities.RefusalLog(h.log))
+	// Errors leave every activity typed, translated in one place; a caller's
+	// mistake is one INFO line, not the SDK's ERROR (activities.ErrorTranslation).
+	wopts.Interceptors = append(wopts.Interceptors, activities.ErrorTranslation(h.log))
 	if cfg.Security.RequirePayloadEncryption {
 		// Updates without any argument never meet the codec (argumentsRequired).
 		wopts.Interceptors = append(wopts.Interceptors, argumentsRequired())

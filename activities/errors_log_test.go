@@ -27,7 +27,7 @@ func TestCallerMistakesAreOneInfoLine(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	env := suite.NewTestActivityEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{RefusalLog(log)}})
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ErrorTranslation(log)}})
 	h.acts.Register(env)
 
 	for _, c := range []struct {

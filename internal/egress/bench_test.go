@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor/daemon"
 )
 
 // BenchmarkHTTPGet measures what the limited network adds to one HTTP GET
@@ -48,7 +48,7 @@ func BenchmarkHTTPGet(b *testing.B) {
 	fwd, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(b, err)
 	defer fwd.Close()
-	go supervisor.ForwardEgress(fwd, sock)
+	go daemon.ForwardEgress(fwd, sock)
 	proxyURL := &url.URL{Scheme: "http", Host: fwd.Addr().String()}
 
 	client := func(viaProxy bool) *http.Client {

@@ -131,10 +131,10 @@ func exchange(ctx context.Context, k net.Conn, req Request, payload []byte) (Res
 	stop := context.AfterFunc(ctx, func() { _ = k.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	var resp Response
-	if err := writeFrame(k, req, payload); err != nil {
+	if err := WriteFrame(k, req, payload); err != nil {
 		return resp, nil, ctxErr(ctx, err)
 	}
-	data, err := readFrame(k, &resp)
+	data, err := ReadFrame(k, &resp)
 	if err != nil {
 		return resp, nil, ctxErr(ctx, err)
 	}
@@ -314,7 +314,7 @@ func (c *Client) Run(ctx context.Context, spec Spec, onData func(stream int, dat
 	info := *resp.Info
 	var off [2]int64
 	for {
-		resp, data, err := exchange(ctx, k, Request{Op: "read", ID: info.ID, Offsets: off, Max: 256 << 10, WaitMS: maxReadWait.Milliseconds()}, nil)
+		resp, data, err := exchange(ctx, k, Request{Op: "read", ID: info.ID, Offsets: off, Max: 256 << 10, WaitMS: MaxReadWait.Milliseconds()}, nil)
 		if err != nil {
 			return info, err
 		}

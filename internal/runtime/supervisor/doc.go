@@ -1,19 +1,16 @@
-// Package supervisor is the process that lives inside a runtime and spawns
-// its commands (the sandbox-supervisor program, built from ./supervisor),
-// and the worker's side of it (Client, Processes, Archive). Used by the
-// bubblewrap runtime (every command), the local runtime (background
+// Package supervisor is the worker's side of the process that lives inside
+// a runtime and spawns its commands (the sandbox-supervisor program, built
+// from ./supervisor; the program itself is package daemon): the control
+// protocol both speak (protocol.go), Client, Processes and Archive. Used by
+// the bubblewrap runtime (every command), the local runtime (background
 // processes) and the Docker runtime (background processes); see
 // docs/SECURITY.md "Process model".
 //
 // # Processes
 //
 // `sandbox-supervisor serve` accepts control connections and runs each
-// process on a shim: the same binary re-executed as `shim`, a subreaper
-// (PR_SET_CHILD_SUBREAPER) that owns one process tree at a time, so every
-// descendant of the command stays below it however it daemonizes (setsid,
-// double fork), and that is reused for the next command once its tree is
-// empty (a command costs one fork/exec; a couple of free shims are kept
-// ready). A command runs in its own session (setsid; its pseudo-terminal as
+// process on a shim, a subreaper that owns its whole tree (package daemon).
+// A command runs in its own session (setsid; its pseudo-terminal as
 // controlling terminal for a PTY process) with exactly the environment and
 // cwd the worker sends, resolved like execvp against its own PATH (127 not
 // found, 126 not executable, a file without #! run by /bin/sh).
@@ -48,25 +45,6 @@
 //     processes with their heads and the newest ArchiveTailBytes of each
 //     stream (the worker keeps them in an Archive file, readable
 //     afterwards) and exits.
-//
-// Killing a tree sends SIGKILL to every descendant of its shim found in
-// /proc (readable whatever a process did to itself), again after each reap
-// until the shim has no child left. A process that kills its own shim loses
-// its tracking: its orphans come to the supervisor, which kills every child
-// of its own that is not a shim.
-//
-// # The supervisor itself
-//
-// It makes itself non-dumpable (so no process of the sandbox can ptrace it
-// or open its descriptors through /proc; the bubblewrap runtime also runs it
-// from an execute-only file, so that shims are non-dumpable from their
-// first instruction), and relays every catchable signal to a channel it
-// drains: as the init of a pid namespace (bubblewrap) it cannot be killed
-// from inside at all. Outside one (local, Docker under its init) it is a
-// subreaper. Its control socket is a descriptor it inherits (bubblewrap,
-// local: a listening socket on a host path no sandbox sees) or an abstract
-// unix socket (Docker: reached through `sandbox-supervisor relay` run with
-// docker exec).
 //
 // # Protocol
 //

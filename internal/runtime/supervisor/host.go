@@ -528,7 +528,7 @@ func (a *Archive) add(fs []Final) {
 		}
 		a.procs[f.Info.ID] = f
 	}
-	// The newest keptExited background and keptExec exec processes stay.
+	// The newest KeptExited background and KeptExec exec processes stay.
 	var bg, ex int
 	// A new slice: filling a.order[:0] while reading a.order backwards
 	// overwrote ids not read yet (one process listed twice, another lost).
@@ -536,9 +536,9 @@ func (a *Archive) add(fs []Final) {
 	for i := len(a.order) - 1; i >= 0; i-- {
 		id := a.order[i]
 		n := &bg
-		limit := keptExited
+		limit := KeptExited
 		if a.procs[id].Info.Exec {
-			n, limit = &ex, keptExec
+			n, limit = &ex, KeptExec
 		}
 		if *n < limit {
 			*n++
@@ -630,4 +630,13 @@ func (a *Archive) List() []sandboxapi.ProcessInfo {
 		}
 	}
 	return out
+}
+
+// clipStr bounds a string a caller gave, quoted in an error (package
+// daemon clips the supervisor's messages alike).
+func clipStr(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }

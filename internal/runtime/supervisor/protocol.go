@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"regexp"
@@ -97,7 +96,7 @@ type Spec struct {
 	// Exec marks an exec's command: a background process (it outlives
 	// connections and the worker) whose tree dies with its leader, that
 	// Stdin is written to, that counts toward no limit and is not listed;
-	// the most recent ended ones (keptExec) stay readable.
+	// the most recent ended ones (KeptExec) stay readable.
 	Exec bool `json:"exec,omitempty"`
 	// HeadBytes keeps the first HeadBytes of each stream for the process's
 	// whole life besides the buffer's newest bytes (reads of those offsets
@@ -125,6 +124,17 @@ var IDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 // read came for that long its buffer drops the oldest bytes again (a
 // reader that went away does not stall the command for good).
 const LosslessIdle = 10 * time.Second
+
+// What a supervisor keeps and how long a read waits, which the worker's
+// side follows too (Archive, Client.Run).
+const (
+	// KeptExited is how many ended background processes stay listed.
+	KeptExited = 64
+	// KeptExec is how many ended exec processes (Spec.Exec) stay readable.
+	KeptExec = 16
+	// MaxReadWait bounds a read's wait.
+	MaxReadWait = 30 * time.Second
+)
 
 // Exit reasons of a process (Info.Reason).
 const (
@@ -221,12 +231,17 @@ type FinalHeader struct {
 	HeadLens [2]int   `json:"head_lens,omitempty"`
 }
 
+// EgressListen is where the forwarder listens inside a limited runtime;
+// commands get HTTP_PROXY=http://EgressListen. The forwarder is
+// daemon.ForwardEgress (docs/SECURITY.md "Network modes").
+const EgressListen = "127.0.0.1:3128"
+
 // ArchiveTailBytes bounds what shutdown keeps of each stream's newest
 // output (so that a runtime's archive stays a few MiB whatever ran there).
 const ArchiveTailBytes = 256 << 10
 
-// encodeFinals splits fs into headers and one payload.
-func encodeFinals(fs []Final) ([]FinalHeader, []byte) {
+// EncodeFinals splits fs into headers and one payload.
+func EncodeFinals(fs []Final) ([]FinalHeader, []byte) {
 	hs := make([]FinalHeader, len(fs))
 	var payload []byte
 	for i, f := range fs {
@@ -243,7 +258,7 @@ func encodeFinals(fs []Final) ([]FinalHeader, []byte) {
 	return hs, payload
 }
 
-// decodeFinals is encodeFinals' inverse.
+// decodeFinals is EncodeFinals' inverse.
 func decodeFinals(hs []FinalHeader, payload []byte) ([]Final, error) {
 	out := make([]Final, len(hs))
 	take := func(n int) ([]byte, error) {
@@ -294,13 +309,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Kind + ": " + e.Msg }
 
-func errorf(kind, format string, args ...any) *Error {
-	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
-}
-
-// writeFrame writes hdr as JSON and payload, each behind a 4-byte
+// WriteFrame writes hdr as JSON and payload, each behind a 4-byte
 // big-endian length.
-func writeFrame(w io.Writer, hdr any, payload []byte) error {
+func WriteFrame(w io.Writer, hdr any, payload []byte) error {
 	h, err := json.Marshal(hdr)
 	if err != nil {
 		return err
@@ -314,8 +325,8 @@ func writeFrame(w io.Writer, hdr any, payload []byte) error {
 	return err
 }
 
-// readFrame reads one frame into hdr and returns its payload.
-func readFrame(r io.Reader, hdr any) ([]byte, error) {
+// ReadFrame reads one frame into hdr and returns its payload.
+func ReadFrame(r io.Reader, hdr any) ([]byte, error) {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
 		return nil, err

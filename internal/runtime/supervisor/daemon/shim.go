@@ -1,4 +1,4 @@
-package supervisor
+package daemon
 
 import (
 	"encoding/json"

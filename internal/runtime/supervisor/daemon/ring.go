@@ -1,4 +1,4 @@
-package supervisor
+package daemon
 
 // ring is a bounded byte buffer with absolute offsets: it holds the last
 // at most cap bytes written, [start, end) in stream offsets, growing its

@@ -1,4 +1,4 @@
-package supervisor
+package daemon
 
 import (
 	"fmt"
@@ -15,10 +15,6 @@ import (
 // relays every connection to the worker's egress proxy through a unix
 // socket mounted into the sandbox. Nothing else leaves the namespace; the
 // proxy decides every destination.
-
-// EgressListen is where the forwarder listens inside a limited runtime;
-// commands get HTTP_PROXY=http://EgressListen.
-const EgressListen = "127.0.0.1:3128"
 
 // ForwardEgress accepts on ln and relays each connection to the unix
 // socket sock (the egress proxy's endpoint), until ln is closed: the

@@ -1,5 +1,7 @@
 # sandboxcore — see README.md. Every target works on a fresh machine with Go,
-# git and this repository.
+# git and this repository. A recipe longer than a few lines of shell is a
+# script under scripts/ (its header names the target); the variables it
+# needs are passed to it on its command line.
 GO        ?= go
 BIN       := bin
 # Packages whose tests link the embedded Temporal server (slow to build: no
@@ -38,25 +40,9 @@ run: build runtime-deps
 
 # The isolated local runtime make run uses, and git-lfs (host-side Git LFS
 # fetches): install them with apt when missing and we may (root on Debian);
-# otherwise say how. .ci/apt-get.sh
-# waits (at most SANDBOX_APT_LOCK_TIMEOUT seconds, default 300) for another
-# apt-get or dpkg holding the package locks instead of giving up at once.
+# otherwise say how (scripts/runtime-deps.sh).
 runtime-deps:
-	@command -v bwrap >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing bubblewrap (the isolated runtime) with apt-get"; \
-	    .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq bubblewrap; \
-	  else \
-	    echo "bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap), or run"; \
-	    echo "with SANDBOX_RUNTIME_PROVIDER=docker (and SANDBOX_RUNTIME_IMAGE) or, without isolation, =local"; \
-	  fi; }
-	@command -v git-lfs >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing git-lfs (workspaces fetch Git LFS content with it) with apt-get"; \
-	    .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq git-lfs; \
-	  else \
-	    echo "git-lfs is not installed: Git LFS files stay pointers (flagged lfs_pointer); apt-get install git-lfs"; \
-	  fi; }
+	@scripts/runtime-deps.sh
 
 # runtime-deps first: the end-to-end hosts use the isolated runtime (auto =
 # bubblewrap), exactly as make run does.
@@ -69,10 +55,7 @@ PYTHON ?= python3
 VENV   := python/.venv
 python-venv: $(VENV)/.installed
 $(VENV)/.installed: python/pyproject.toml python/constraints.txt
-	@$(PYTHON) -m venv --help >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing python3-venv with apt-get"; .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq python3-venv; \
-	  else echo "python3 -m venv is missing: apt-get install python3-venv" >&2; exit 1; fi; }
+	@PYTHON='$(PYTHON)' scripts/need-python-venv.sh
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -c python/constraints.txt -e 'python[test]'
@@ -102,7 +85,7 @@ test-e2e:
 
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=docker,
 # on the image .ci/test-image.sh builds; skipped without a daemon
-# or that image, except under CI=true.
+# or that image, except under CI=true (scripts/test-e2e-docker.sh).
 TEST_IMAGE     ?= sandboxcore-test:latest
 MAIN_JOB_TESTS := ^(TestAcquireIsIdempotentAndConversationsAreIsolated|TestExecSemantics|TestFilesAreConfinedToTheWorktree|TestDiffAndCommit|TestAnalysisWorkspaceIsReadOnly|TestResumeAfterTheSessionRunCompleted|TestReleaseAndHibernateKeepTheWorkspace|TestCLIWalkthrough)$$
 # Background processes and cancel need a runtime with processes
@@ -114,55 +97,35 @@ PROCESS_TESTS  := ^(TestProcessServerReachedFromALaterExec|TestProcessPTYShellAn
 # repository names: on Docker again.
 HOST_MOUNT_TESTS := ^(TestPreparedTreeSkipsSetup|TestRepositoryImageOnDocker)$$
 test-e2e-docker:
-	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
-	  echo "the main job's end-to-end tests on the Docker runtime ($(TEST_IMAGE))"; \
-	  SANDBOX_RUNTIME_PROVIDER=docker SANDBOX_RUNTIME_IMAGE=$(TEST_IMAGE) $(GO) test -count=1 -timeout 15m -run '$(MAIN_JOB_TESTS)|$(PROCESS_TESTS)|$(HOST_MOUNT_TESTS)' ./tests/; \
-	elif [ "$$CI" = true ]; then echo "no Docker daemon or no image $(TEST_IMAGE)" >&2; exit 1; \
-	else echo "skipping the main job on Docker: no daemon or no image $(TEST_IMAGE) (.ci/test-image.sh builds it)"; fi
+	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' PROCESS_TESTS='$(PROCESS_TESTS)' \
+	  HOST_MOUNT_TESTS='$(HOST_MOUNT_TESTS)' scripts/test-e2e-docker.sh
 
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=e2b
 # against the E2B stand-in (internal/runtime/e2b/e2bfake: its sandboxes are
 # containers of the test image), started here and stopped after; skipped
-# without a daemon or that image, except under CI=true.
+# without a daemon or that image, except under CI=true
+# (scripts/test-e2e-e2b.sh).
 E2BFAKE := $(BIN)/e2bfake
 test-e2e-e2b:
-	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
-	  echo "the main job's end-to-end tests on the E2B runtime (the fake E2B, $(TEST_IMAGE))"; \
-	  $(GO) build -o $(E2BFAKE) ./internal/runtime/e2b/e2bfake || exit 1; \
-	  out=$$(mktemp); ./$(E2BFAKE) -addr 127.0.0.1:0 -image $(TEST_IMAGE) > $$out & pid=$$!; \
-	  for i in $$(seq 1 300); do grep -q '^E2B_API_KEY=' $$out && break; kill -0 $$pid 2>/dev/null || break; sleep 0.2; done; \
-	  if ! grep -q '^E2B_API_KEY=' $$out; then echo "the fake E2B did not start" >&2; kill $$pid 2>/dev/null; exit 1; fi; \
-	  set -a; . $$out; set +a; rc=0; \
-	  SANDBOX_RUNTIME_PROVIDER=e2b $(GO) test -count=1 -timeout 20m -run '$(MAIN_JOB_TESTS)' ./tests/ || rc=$$?; \
-	  kill $$pid; wait $$pid || { [ $$rc = 0 ] && rc=3; }; rm -f $$out; exit $$rc; \
-	elif [ "$$CI" = true ]; then echo "no Docker daemon or no image $(TEST_IMAGE)" >&2; exit 1; \
-	else echo "skipping the main job on E2B: no daemon or no image $(TEST_IMAGE) (.ci/test-image.sh builds it)"; fi
+	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' E2BFAKE='$(E2BFAKE)' \
+	  scripts/test-e2e-e2b.sh
 
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=daytona,
 # plus the Daytona ones (replica recreated, orphans, quota, previews),
 # against the fake Daytona the test binary starts (README "Daytona"; each
 # sandbox a container of $(TEST_IMAGE)); skipped without a daemon or that
-# image, except under CI=true.
+# image, except under CI=true (scripts/test-e2e-daytona.sh).
 DAYTONA_TESTS := ^TestDaytona
 test-e2e-daytona:
-	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
-	  echo "the main job's end-to-end tests on the Daytona runtime (the fake Daytona, $(TEST_IMAGE))"; \
-	  SANDBOX_RUNTIME_PROVIDER=daytona DAYTONA_API_URL= $(GO) test -count=1 -timeout 20m -run '$(MAIN_JOB_TESTS)|$(DAYTONA_TESTS)' ./tests/; \
-	elif [ "$$CI" = true ]; then echo "no Docker daemon or no image $(TEST_IMAGE)" >&2; exit 1; \
-	else echo "skipping the main job on Daytona: no Docker daemon or no image $(TEST_IMAGE) (.ci/test-image.sh builds it)"; fi
+	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' DAYTONA_TESTS='$(DAYTONA_TESTS)' \
+	  scripts/test-e2e-daytona.sh
 
-# Each fuzz target for a fixed number of executions (seed corpora under
-# testdata/fuzz). Counts, not durations: a duration-based -fuzztime can fail
-# with a spurious "context deadline exceeded" at its end on Go 1.26
-# (golang/go#75804). FUZZSCALE multiplies every count.
+# Each fuzz target for a fixed number of executions, not a duration
+# (seed corpora under testdata/fuzz; scripts/fuzz.sh says why).
+# FUZZSCALE multiplies every count.
 FUZZSCALE ?= 1
 fuzz:
-	@set -e; for spec in FuzzParseRepoURL:100000 FuzzValidateRef:200000 FuzzValidateID:200000 FuzzCleanRelPath:100000; do \
-	  t=$${spec%%:*}; n=$$(( $${spec##*:} * $(FUZZSCALE) )); \
-	  echo "fuzz $$t ($$n executions)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime "$${n}x" ./sandboxapi/; done
-	$(GO) test -run '^$$' -fuzz '^FuzzConfinement$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./internal/workspace/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./payloadcodec/
+	@GO='$(GO)' FUZZSCALE='$(FUZZSCALE)' scripts/fuzz.sh
 
 bench: bench-python ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/

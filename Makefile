@@ -10,13 +10,17 @@ E2E_PKGS  := ./tests/... ./internal/hostworker/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/internal/stackserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run runtime-deps python-venv test-python python-models bench-python test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-compose stack-images fuzz bench bench-scale lint fmt clean up down schema
+.PHONY: all help build run runtime-deps python-venv test-python python-models bench-python test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-compose stack-images fuzz bench bench-scale lint fmt clean up down schema
 
 # The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
 # (`docker compose`) when present, else the standalone `docker-compose`.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-all: build
+all: build ## the default: make build
+
+# `make help`: every target with the `## ` description on its line.
+help: ## this list
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-17s %s\n", $$1, $$2}'
 
 # -v lists each package as it is compiled (nothing once the build cache is
 # warm), so the first build, which compiles the embedded Temporal server
@@ -33,7 +37,7 @@ build: ## bin/sandbox-worker, bin/sandboxctl and bin/sandbox-supervisor (static:
 # The main job on the embedded default: Temporal dev server + Web UI, SQLite
 # store, data under $SANDBOX_DATA_DIR (default ./.sandboxcore). file:// URLs are
 # allowed so the README walkthrough can use this repository itself.
-run: build runtime-deps
+run: build runtime-deps ## build, then a worker on the embedded default: Temporal dev server + Web UI, SQLite, ./.sandboxcore
 	SANDBOX_DATA_DIR=$${SANDBOX_DATA_DIR:-$(CURDIR)/.sandboxcore} \
 	SANDBOX_ALLOW_FILE_URLS=$${SANDBOX_ALLOW_FILE_URLS:-1} \
 	./$(BIN)/sandbox-worker
@@ -41,7 +45,7 @@ run: build runtime-deps
 # The isolated local runtime make run uses, and git-lfs (host-side Git LFS
 # fetches): install them with apt when missing and we may (root on Debian);
 # otherwise say how (scripts/runtime-deps.sh).
-runtime-deps:
+runtime-deps: ## bubblewrap and git-lfs: installed with apt when missing (as root), else say how
 	@scripts/runtime-deps.sh
 
 # runtime-deps first: the end-to-end hosts use the isolated runtime (auto =
@@ -53,7 +57,7 @@ test: runtime-deps test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-dayt
 # ruff, mypy and pytest against a real worker (bin/, embedded Temporal).
 PYTHON ?= python3
 VENV   := python/.venv
-python-venv: $(VENV)/.installed
+python-venv: $(VENV)/.installed ## python/.venv: the Python SDK, editable, with the pins of python/constraints.txt
 $(VENV)/.installed: python/pyproject.toml python/constraints.txt
 	@PYTHON='$(PYTHON)' scripts/need-python-venv.sh
 	$(PYTHON) -m venv $(VENV)
@@ -61,26 +65,26 @@ $(VENV)/.installed: python/pyproject.toml python/constraints.txt
 	$(VENV)/bin/pip install -q -c python/constraints.txt -e 'python[test]'
 	touch $@
 
-test-python: build python-venv
+test-python: build python-venv ## the Python SDK: ruff, mypy, and pytest against a real worker
 	cd python && .venv/bin/ruff format --check . && .venv/bin/ruff check . && .venv/bin/mypy
 	cd python && SANDBOX_BIN_DIR=$(CURDIR)/$(BIN) .venv/bin/pytest -q -p no:cacheprovider
 
 # The Python SDK's latency against the Go SDK's, in one run (docs/BENCHMARKS.md
 # "Python SDK"); part of make bench.
-bench-python: build python-venv
+bench-python: build python-venv ## the Python SDK's latency against the Go SDK's (part of make bench)
 	SANDBOX_BIN_DIR=$(CURDIR)/$(BIN) $(VENV)/bin/python python/bench/bench_sdk.py
 
 # Regenerate python/src/sandboxcore/models.py from docs/schema (after make schema).
-python-models: python-venv
+python-models: python-venv ## regenerate the Python SDK's models.py and tools.json from docs/schema
 	$(VENV)/bin/python python/scripts/generate_models.py
 	cp docs/schema/tools.json python/src/sandboxcore/tools.json
 
-test-unit:
+test-unit: ## go vet, then the unit tests with -race (every package but the end-to-end ones)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
 
 # The Daytona end-to-end tests (TestDaytona*) run in test-e2e-daytona only.
-test-e2e:
+test-e2e: ## the end-to-end tests on an embedded Temporal (not the Daytona ones)
 	$(GO) test -count=1 -timeout 30m -skip '$(DAYTONA_TESTS)' $(E2E_PKGS)
 
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=docker,
@@ -96,7 +100,7 @@ PROCESS_TESTS  := ^(TestProcessServerReachedFromALaterExec|TestProcessPTYShellAn
 # that mounts it (bubblewrap, Docker, local), and Docker runs the image a
 # repository names: on Docker again.
 HOST_MOUNT_TESTS := ^(TestPreparedTreeSkipsSetup|TestRepositoryImageOnDocker)$$
-test-e2e-docker:
+test-e2e-docker: ## the main job's end-to-end tests again on the Docker runtime (needs the test image)
 	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' PROCESS_TESTS='$(PROCESS_TESTS)' \
 	  HOST_MOUNT_TESTS='$(HOST_MOUNT_TESTS)' scripts/test-e2e-docker.sh
 
@@ -106,7 +110,7 @@ test-e2e-docker:
 # without a daemon or that image, except under CI=true
 # (scripts/test-e2e-e2b.sh).
 E2BFAKE := $(BIN)/e2bfake
-test-e2e-e2b:
+test-e2e-e2b: ## the main job's end-to-end tests again on the E2B runtime, against the fake E2B
 	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' E2BFAKE='$(E2BFAKE)' \
 	  scripts/test-e2e-e2b.sh
 
@@ -116,7 +120,7 @@ test-e2e-e2b:
 # sandbox a container of $(TEST_IMAGE)); skipped without a daemon or that
 # image, except under CI=true (scripts/test-e2e-daytona.sh).
 DAYTONA_TESTS := ^TestDaytona
-test-e2e-daytona:
+test-e2e-daytona: ## the main job's and the Daytona end-to-end tests on the Daytona runtime, against the fake Daytona
 	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' DAYTONA_TESTS='$(DAYTONA_TESTS)' \
 	  scripts/test-e2e-daytona.sh
 
@@ -124,7 +128,7 @@ test-e2e-daytona:
 # (seed corpora under testdata/fuzz; scripts/fuzz.sh says why).
 # FUZZSCALE multiplies every count.
 FUZZSCALE ?= 1
-fuzz:
+fuzz: ## each fuzz target for a fixed number of executions (FUZZSCALE=n multiplies them)
 	@GO='$(GO)' FUZZSCALE='$(FUZZSCALE)' scripts/fuzz.sh
 
 bench: bench-python ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
@@ -149,7 +153,7 @@ ACQUIRERS ?= 16
 EXEC_CLIENTS ?= 50
 EXECS ?= 20
 EVICT ?= 1000
-bench-scale:
+bench-scale: ## one host at scale: SESSIONS, ACQUIRERS, EXEC_CLIENTS, EXECS, EVICT (not in make bench)
 	SANDBOX_BENCH_SCALE=1 SANDBOX_BENCH_SESSIONS=$(SESSIONS) SANDBOX_BENCH_ACQUIRERS=$(ACQUIRERS) \
 	  SANDBOX_BENCH_EXEC_CLIENTS=$(EXEC_CLIENTS) SANDBOX_BENCH_EXECS=$(EXECS) SANDBOX_BENCH_EVICT=$(EVICT) \
 	  $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 60m ./tests/
@@ -157,33 +161,33 @@ bench-scale:
 # The JSON Schema of the wire contract (docs/schema/, docs/API.md "Schema"),
 # generated from package sandboxapi; internal/schema's test fails when the
 # committed files are stale.
-schema:
+schema: ## regenerate the JSON Schema of the wire contract (docs/schema/) from sandboxapi
 	$(GO) run ./internal/schema/schemagen -api ./sandboxapi -out docs/schema
 
-lint:
+lint: ## go vet, staticcheck, gofmt -l
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-fmt:
+fmt: ## gofmt -w every Go file
 	gofmt -w $$(git ls-files '*.go')
 
 up: ## PostgreSQL, Temporal (PostgreSQL persistence), Temporal UI and the worker image, detached
 	$(COMPOSE) up -d --build
 
-down: ## stop the stack (volumes kept; `$(COMPOSE) down -v` also deletes the databases)
+down: ## stop the stack (volumes kept; `docker compose down -v` also deletes the databases)
 	$(COMPOSE) down
 
 # The production stack without a registry (docs/PRODUCTION.md "Without a
 # registry"): the image every service runs, built locally.
-stack-images:
+stack-images: ## the production stack's images, built locally without a registry
 	bash deploy/local/build-images.sh
 
 # The production stack started for real from those images, driven end to end
 # through its Temporal frontend (acquire, exec, write, commit), its Web UI and
 # Prometheus checked, then brought down (.ci/test-compose.sh; run by .ci/run).
-test-compose:
+test-compose: ## the production stack from those images, started, driven end to end, brought down
 	bash .ci/test-compose.sh
 
-clean:
+clean: ## remove bin/
 	rm -rf $(BIN)

@@ -1,5 +1,7 @@
 # sandboxcore — see README.md. Every target works on a fresh machine with Go,
-# git and this repository.
+# git and this repository. A recipe longer than a few lines of shell is a
+# script under scripts/ (its header names the target); the variables it
+# needs are passed to it on its command line.
 GO        ?= go
 BIN       := bin
 # Packages whose tests link the embedded Temporal server (slow to build: no
@@ -8,13 +10,17 @@ E2E_PKGS  := ./tests/... ./internal/hostworker/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e '/tests' -e '/internal/hostworker' -e '/internal/devserver' -e '/internal/stackserver' -e '/worker$$')
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run runtime-deps python-venv test-python python-models bench-python test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-compose stack-images fuzz bench bench-scale lint fmt clean up down schema
+.PHONY: all help build run runtime-deps python-venv test-python python-models bench-python test test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-daytona test-compose stack-images fuzz bench bench-scale lint fmt clean up down schema
 
 # The production stack (docker-compose.yaml, docs/PRODUCTION.md): Compose v2
 # (`docker compose`) when present, else the standalone `docker-compose`.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-all: build
+all: build ## the default: make build
+
+# `make help`: every target with the `## ` description on its line.
+help: ## this list
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-17s %s\n", $$1, $$2}'
 
 # -v lists each package as it is compiled (nothing once the build cache is
 # warm), so the first build, which compiles the embedded Temporal server
@@ -31,32 +37,16 @@ build: ## bin/sandbox-worker, bin/sandboxctl and bin/sandbox-supervisor (static:
 # The main job on the embedded default: Temporal dev server + Web UI, SQLite
 # store, data under $SANDBOX_DATA_DIR (default ./.sandboxcore). file:// URLs are
 # allowed so the README walkthrough can use this repository itself.
-run: build runtime-deps
+run: build runtime-deps ## build, then a worker on the embedded default: Temporal dev server + Web UI, SQLite, ./.sandboxcore
 	SANDBOX_DATA_DIR=$${SANDBOX_DATA_DIR:-$(CURDIR)/.sandboxcore} \
 	SANDBOX_ALLOW_FILE_URLS=$${SANDBOX_ALLOW_FILE_URLS:-1} \
 	./$(BIN)/sandbox-worker
 
 # The isolated local runtime make run uses, and git-lfs (host-side Git LFS
 # fetches): install them with apt when missing and we may (root on Debian);
-# otherwise say how. .ci/apt-get.sh
-# waits (at most SANDBOX_APT_LOCK_TIMEOUT seconds, default 300) for another
-# apt-get or dpkg holding the package locks instead of giving up at once.
-runtime-deps:
-	@command -v bwrap >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing bubblewrap (the isolated runtime) with apt-get"; \
-	    .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq bubblewrap; \
-	  else \
-	    echo "bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap), or run"; \
-	    echo "with SANDBOX_RUNTIME_PROVIDER=docker (and SANDBOX_RUNTIME_IMAGE) or, without isolation, =local"; \
-	  fi; }
-	@command -v git-lfs >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing git-lfs (workspaces fetch Git LFS content with it) with apt-get"; \
-	    .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq git-lfs; \
-	  else \
-	    echo "git-lfs is not installed: Git LFS files stay pointers (flagged lfs_pointer); apt-get install git-lfs"; \
-	  fi; }
+# otherwise say how (scripts/runtime-deps.sh).
+runtime-deps: ## bubblewrap and git-lfs: installed with apt when missing (as root), else say how
+	@scripts/runtime-deps.sh
 
 # runtime-deps first: the end-to-end hosts use the isolated runtime (auto =
 # bubblewrap), exactly as make run does.
@@ -67,42 +57,39 @@ test: runtime-deps test-unit test-e2e test-e2e-docker test-e2e-e2b test-e2e-dayt
 # ruff, mypy and pytest against a real worker (bin/, embedded Temporal).
 PYTHON ?= python3
 VENV   := python/.venv
-python-venv: $(VENV)/.installed
+python-venv: $(VENV)/.installed ## python/.venv: the Python SDK, editable, with the pins of python/constraints.txt
 $(VENV)/.installed: python/pyproject.toml python/constraints.txt
-	@$(PYTHON) -m venv --help >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing python3-venv with apt-get"; .ci/apt-get.sh update -qq && .ci/apt-get.sh install -y -qq python3-venv; \
-	  else echo "python3 -m venv is missing: apt-get install python3-venv" >&2; exit 1; fi; }
+	@PYTHON='$(PYTHON)' scripts/need-python-venv.sh
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -c python/constraints.txt -e 'python[test]'
 	touch $@
 
-test-python: build python-venv
+test-python: build python-venv ## the Python SDK: ruff, mypy, and pytest against a real worker
 	cd python && .venv/bin/ruff format --check . && .venv/bin/ruff check . && .venv/bin/mypy
 	cd python && SANDBOX_BIN_DIR=$(CURDIR)/$(BIN) .venv/bin/pytest -q -p no:cacheprovider
 
 # The Python SDK's latency against the Go SDK's, in one run (docs/BENCHMARKS.md
 # "Python SDK"); part of make bench.
-bench-python: build python-venv
+bench-python: build python-venv ## the Python SDK's latency against the Go SDK's (part of make bench)
 	SANDBOX_BIN_DIR=$(CURDIR)/$(BIN) $(VENV)/bin/python python/bench/bench_sdk.py
 
 # Regenerate python/src/sandboxcore/models.py from docs/schema (after make schema).
-python-models: python-venv
+python-models: python-venv ## regenerate the Python SDK's models.py and tools.json from docs/schema
 	$(VENV)/bin/python python/scripts/generate_models.py
 	cp docs/schema/tools.json python/src/sandboxcore/tools.json
 
-test-unit:
+test-unit: ## go vet, then the unit tests with -race (every package but the end-to-end ones)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
 
 # The Daytona end-to-end tests (TestDaytona*) run in test-e2e-daytona only.
-test-e2e:
+test-e2e: ## the end-to-end tests on an embedded Temporal (not the Daytona ones)
 	$(GO) test -count=1 -timeout 30m -skip '$(DAYTONA_TESTS)' $(E2E_PKGS)
 
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=docker,
 # on the image .ci/test-image.sh builds; skipped without a daemon
-# or that image, except under CI=true.
+# or that image, except under CI=true (scripts/test-e2e-docker.sh).
 TEST_IMAGE     ?= sandboxcore-test:latest
 MAIN_JOB_TESTS := ^(TestAcquireIsIdempotentAndConversationsAreIsolated|TestExecSemantics|TestFilesAreConfinedToTheWorktree|TestDiffAndCommit|TestAnalysisWorkspaceIsReadOnly|TestResumeAfterTheSessionRunCompleted|TestReleaseAndHibernateKeepTheWorkspace|TestCLIWalkthrough)$$
 # Background processes and cancel need a runtime with processes
@@ -113,56 +100,36 @@ PROCESS_TESTS  := ^(TestProcessServerReachedFromALaterExec|TestProcessPTYShellAn
 # that mounts it (bubblewrap, Docker, local), and Docker runs the image a
 # repository names: on Docker again.
 HOST_MOUNT_TESTS := ^(TestPreparedTreeSkipsSetup|TestRepositoryImageOnDocker)$$
-test-e2e-docker:
-	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
-	  echo "the main job's end-to-end tests on the Docker runtime ($(TEST_IMAGE))"; \
-	  SANDBOX_RUNTIME_PROVIDER=docker SANDBOX_RUNTIME_IMAGE=$(TEST_IMAGE) $(GO) test -count=1 -timeout 15m -run '$(MAIN_JOB_TESTS)|$(PROCESS_TESTS)|$(HOST_MOUNT_TESTS)' ./tests/; \
-	elif [ "$$CI" = true ]; then echo "no Docker daemon or no image $(TEST_IMAGE)" >&2; exit 1; \
-	else echo "skipping the main job on Docker: no daemon or no image $(TEST_IMAGE) (.ci/test-image.sh builds it)"; fi
+test-e2e-docker: ## the main job's end-to-end tests again on the Docker runtime (needs the test image)
+	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' PROCESS_TESTS='$(PROCESS_TESTS)' \
+	  HOST_MOUNT_TESTS='$(HOST_MOUNT_TESTS)' scripts/test-e2e-docker.sh
 
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=e2b
 # against the E2B stand-in (internal/runtime/e2b/e2bfake: its sandboxes are
 # containers of the test image), started here and stopped after; skipped
-# without a daemon or that image, except under CI=true.
+# without a daemon or that image, except under CI=true
+# (scripts/test-e2e-e2b.sh).
 E2BFAKE := $(BIN)/e2bfake
-test-e2e-e2b:
-	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
-	  echo "the main job's end-to-end tests on the E2B runtime (the fake E2B, $(TEST_IMAGE))"; \
-	  $(GO) build -o $(E2BFAKE) ./internal/runtime/e2b/e2bfake || exit 1; \
-	  out=$$(mktemp); ./$(E2BFAKE) -addr 127.0.0.1:0 -image $(TEST_IMAGE) > $$out & pid=$$!; \
-	  for i in $$(seq 1 300); do grep -q '^E2B_API_KEY=' $$out && break; kill -0 $$pid 2>/dev/null || break; sleep 0.2; done; \
-	  if ! grep -q '^E2B_API_KEY=' $$out; then echo "the fake E2B did not start" >&2; kill $$pid 2>/dev/null; exit 1; fi; \
-	  set -a; . $$out; set +a; rc=0; \
-	  SANDBOX_RUNTIME_PROVIDER=e2b $(GO) test -count=1 -timeout 20m -run '$(MAIN_JOB_TESTS)' ./tests/ || rc=$$?; \
-	  kill $$pid; wait $$pid || { [ $$rc = 0 ] && rc=3; }; rm -f $$out; exit $$rc; \
-	elif [ "$$CI" = true ]; then echo "no Docker daemon or no image $(TEST_IMAGE)" >&2; exit 1; \
-	else echo "skipping the main job on E2B: no daemon or no image $(TEST_IMAGE) (.ci/test-image.sh builds it)"; fi
+test-e2e-e2b: ## the main job's end-to-end tests again on the E2B runtime, against the fake E2B
+	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' E2BFAKE='$(E2BFAKE)' \
+	  scripts/test-e2e-e2b.sh
 
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=daytona,
 # plus the Daytona ones (replica recreated, orphans, quota, previews),
 # against the fake Daytona the test binary starts (README "Daytona"; each
 # sandbox a container of $(TEST_IMAGE)); skipped without a daemon or that
-# image, except under CI=true.
+# image, except under CI=true (scripts/test-e2e-daytona.sh).
 DAYTONA_TESTS := ^TestDaytona
-test-e2e-daytona:
-	@if docker image inspect $(TEST_IMAGE) >/dev/null 2>&1; then \
-	  echo "the main job's end-to-end tests on the Daytona runtime (the fake Daytona, $(TEST_IMAGE))"; \
-	  SANDBOX_RUNTIME_PROVIDER=daytona DAYTONA_API_URL= $(GO) test -count=1 -timeout 20m -run '$(MAIN_JOB_TESTS)|$(DAYTONA_TESTS)' ./tests/; \
-	elif [ "$$CI" = true ]; then echo "no Docker daemon or no image $(TEST_IMAGE)" >&2; exit 1; \
-	else echo "skipping the main job on Daytona: no Docker daemon or no image $(TEST_IMAGE) (.ci/test-image.sh builds it)"; fi
+test-e2e-daytona: ## the main job's and the Daytona end-to-end tests on the Daytona runtime, against the fake Daytona
+	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' DAYTONA_TESTS='$(DAYTONA_TESTS)' \
+	  scripts/test-e2e-daytona.sh
 
-# Each fuzz target for a fixed number of executions (seed corpora under
-# testdata/fuzz). Counts, not durations: a duration-based -fuzztime can fail
-# with a spurious "context deadline exceeded" at its end on Go 1.26
-# (golang/go#75804). FUZZSCALE multiplies every count.
+# Each fuzz target for a fixed number of executions, not a duration
+# (seed corpora under testdata/fuzz; scripts/fuzz.sh says why).
+# FUZZSCALE multiplies every count.
 FUZZSCALE ?= 1
-fuzz:
-	@set -e; for spec in FuzzParseRepoURL:100000 FuzzValidateRef:200000 FuzzValidateID:200000 FuzzCleanRelPath:100000; do \
-	  t=$${spec%%:*}; n=$$(( $${spec##*:} * $(FUZZSCALE) )); \
-	  echo "fuzz $$t ($$n executions)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime "$${n}x" ./sandboxapi/; done
-	$(GO) test -run '^$$' -fuzz '^FuzzConfinement$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./internal/workspace/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime "$$(( 30000 * $(FUZZSCALE) ))x" ./payloadcodec/
+fuzz: ## each fuzz target for a fixed number of executions (FUZZSCALE=n multiplies them)
+	@GO='$(GO)' FUZZSCALE='$(FUZZSCALE)' scripts/fuzz.sh
 
 bench: bench-python ## latency benchmarks against raw git / fork-exec, recorded in docs/BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchtime 20x -count 1 -timeout 30m ./tests/
@@ -186,7 +153,7 @@ ACQUIRERS ?= 16
 EXEC_CLIENTS ?= 50
 EXECS ?= 20
 EVICT ?= 1000
-bench-scale:
+bench-scale: ## one host at scale: SESSIONS, ACQUIRERS, EXEC_CLIENTS, EXECS, EVICT (not in make bench)
 	SANDBOX_BENCH_SCALE=1 SANDBOX_BENCH_SESSIONS=$(SESSIONS) SANDBOX_BENCH_ACQUIRERS=$(ACQUIRERS) \
 	  SANDBOX_BENCH_EXEC_CLIENTS=$(EXEC_CLIENTS) SANDBOX_BENCH_EXECS=$(EXECS) SANDBOX_BENCH_EVICT=$(EVICT) \
 	  $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 60m ./tests/
@@ -194,33 +161,33 @@ bench-scale:
 # The JSON Schema of the wire contract (docs/schema/, docs/API.md "Schema"),
 # generated from package sandboxapi; internal/schema's test fails when the
 # committed files are stale.
-schema:
+schema: ## regenerate the JSON Schema of the wire contract (docs/schema/) from sandboxapi
 	$(GO) run ./internal/schema/schemagen -api ./sandboxapi -out docs/schema
 
-lint:
+lint: ## go vet, staticcheck, gofmt -l
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-fmt:
+fmt: ## gofmt -w every Go file
 	gofmt -w $$(git ls-files '*.go')
 
 up: ## PostgreSQL, Temporal (PostgreSQL persistence), Temporal UI and the worker image, detached
 	$(COMPOSE) up -d --build
 
-down: ## stop the stack (volumes kept; `$(COMPOSE) down -v` also deletes the databases)
+down: ## stop the stack (volumes kept; `docker compose down -v` also deletes the databases)
 	$(COMPOSE) down
 
 # The production stack without a registry (docs/PRODUCTION.md "Without a
 # registry"): the image every service runs, built locally.
-stack-images:
+stack-images: ## the production stack's images, built locally without a registry
 	bash deploy/local/build-images.sh
 
 # The production stack started for real from those images, driven end to end
 # through its Temporal frontend (acquire, exec, write, commit), its Web UI and
 # Prometheus checked, then brought down (.ci/test-compose.sh; run by .ci/run).
-test-compose:
+test-compose: ## the production stack from those images, started, driven end to end, brought down
 	bash .ci/test-compose.sh
 
-clean:
+clean: ## remove bin/
 	rm -rf $(BIN)

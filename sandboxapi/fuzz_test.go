@@ -11,10 +11,12 @@ import (
 	"unicode/utf8"
 )
 
-// The fuzz targets of issue 8 ("Fuzzing"). Their seed corpora are committed
+// The fuzz targets of the contract's parsers and validators of client
+// input (docs/SECURITY.md "Fuzzing"). Their seed corpora are committed
 // under testdata/fuzz/<target>/ (the hostile examples of docs/SECURITY.md
-// among them) and run as ordinary tests by `go test`; CI also runs each
-// target for a fixed time (see docs/SECURITY.md "Fuzzing").
+// among them) and run as ordinary tests by `go test`; `make fuzz` (part of
+// `make test`, so CI runs it) also runs each target for a fixed number of
+// executions.
 
 var (
 	validHostPort = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:[1-9][0-9]{0,4})?$`)

@@ -104,3 +104,42 @@ func TestMakeBuildShowsProgress(t *testing.T) {
 		t.Errorf("want 3 go builds in make build, got %d:\n%s", builds, out)
 	}
 }
+
+// TestMakeHelpListsEveryTarget: `make help` describes every target of the
+// Makefile's .PHONY list, each by the `## ` comment on its line, so a
+// target added without one is caught here.
+func TestMakeHelpListsEveryTarget(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phony []string
+	for _, l := range strings.Split(string(mk), "\n") {
+		if rest, ok := strings.CutPrefix(l, ".PHONY:"); ok {
+			phony = append(phony, strings.Fields(rest)...)
+		}
+	}
+	if len(phony) == 0 {
+		t.Fatal("the Makefile has no .PHONY list")
+	}
+	cmd := exec.Command("make", "--no-print-directory", "help")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make help: %v\n%s", err, out)
+	}
+	described := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 {
+			described[f[0]] = true
+		}
+	}
+	for _, target := range phony {
+		if !described[target] {
+			t.Errorf("make help does not describe %s: give its line a `## ` comment\n%s", target, out)
+		}
+	}
+}

@@ -12,8 +12,10 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// Work silently lost or stranded (issue 34): end to end through the
-// embedded Temporal, the Go SDK and real git.
+// Ways work could be silently lost or stranded, each shown not to happen,
+// end to end through the embedded Temporal, the Go SDK and real git: a
+// restore after the upstream deleted the base branch, a nested repository
+// in the worktree, worktree git metadata an agent broke.
 
 // TestRestoreAfterTheBaseBranchWasDeletedUpstream: a workspace destroyed
 // (not discarded) on a base branch that the upstream then deletes is

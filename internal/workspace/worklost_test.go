@@ -12,7 +12,9 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// Work silently lost or stranded (issue 34), with real git.
+// Ways work could be silently lost or stranded, each shown not to happen,
+// with real git: a rollback cut short by a crash, a nested repository in
+// the worktree, worktree metadata broken from inside.
 
 // crashAt makes f's manager panic at the named crash point (a crash: nothing
 // after it runs) and returns a function that runs op expecting that crash.

@@ -122,8 +122,9 @@ const (
 	DefaultAutoArchiveMinutes = 60
 	// DefaultWaitSlice bounds one toolbox request that waits for a command:
 	// well below the 60 s at which Daytona's proxy and SDK cut requests
-	// (daytona#4750), so a command of any length is followed through
-	// successive requests while its own timeout is enforced in the sandbox.
+	// (https://github.com/daytonaio/daytona/issues/4750), so a command of
+	// any length is followed through successive requests while its own
+	// timeout is enforced in the sandbox.
 	DefaultWaitSlice = 25 * time.Second
 	// apiTimeout bounds one API or toolbox call that does not wait for a command.
 	apiTimeout = 60 * time.Second

@@ -283,9 +283,10 @@ def _drain_at_exit() -> None:
 
     A short-lived process that exits right after its last Temporal call can otherwise abort
     with "PyGILState_Release: thread state ... must be current when releasing" (a callback of
-    the SDK's bridge runs while CPython is finalizing: temporalio/sdk-python#300, open). Seen
-    here in 3 of 12 runs of examples/quickstart.py; a pause at exit (atexit runs before
-    finalization) lets those callbacks end first.
+    the SDK's bridge runs while CPython is finalizing:
+    https://github.com/temporalio/sdk-python/issues/300, open). Seen here in 3 of 12 runs of
+    examples/quickstart.py; a pause at exit (atexit runs before finalization) lets those
+    callbacks end first.
     """
     global _drain_registered
     if not _drain_registered:

@@ -27,8 +27,7 @@ import (
 // nothing removed), ErrConflict (an unrestored earlier destroy backup and new
 // work to save), the backup's errors; store errors.
 func (a *Activities) Destroy(ctx context.Context, in wire.DestroyActivityInput) (sandboxapi.DestroyResult, error) {
-	res, err := whileHeartbeating(ctx, func() (sandboxapi.DestroyResult, error) { return a.destroy(ctx, in) })
-	return res, err
+	return whileHeartbeating(ctx, func() (sandboxapi.DestroyResult, error) { return a.destroy(ctx, in) })
 }
 
 func (a *Activities) destroy(ctx context.Context, in wire.DestroyActivityInput) (sandboxapi.DestroyResult, error) {

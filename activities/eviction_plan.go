@@ -73,8 +73,7 @@ func (e *EvictionActivities) inspectAfter() time.Duration {
 // it holds. Errors: ErrWorkspaceUnavailable when the plan is asked of the
 // wrong host; store errors.
 func (e *EvictionActivities) PlanEviction(ctx context.Context, in wire.PlanEvictionInput) (sandboxapi.PlanEvictionResult, error) {
-	res, err := whileHeartbeating(ctx, func() (sandboxapi.PlanEvictionResult, error) { return e.planEviction(ctx, in) })
-	return res, err
+	return whileHeartbeating(ctx, func() (sandboxapi.PlanEvictionResult, error) { return e.planEviction(ctx, in) })
 }
 
 func (e *EvictionActivities) planEviction(ctx context.Context, in wire.PlanEvictionInput) (sandboxapi.PlanEvictionResult, error) {

@@ -27,8 +27,7 @@ import (
 // acquire restores the saved work over whatever is left); without saved work
 // the outcome is "failed". Errors are reserved for store failures.
 func (e *EvictionActivities) EvictWorkspace(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
-	res, err := whileHeartbeating(ctx, func() (sandboxapi.EvictResult, error) { return e.evictWorkspace(ctx, in) })
-	return res, err
+	return whileHeartbeating(ctx, func() (sandboxapi.EvictResult, error) { return e.evictWorkspace(ctx, in) })
 }
 
 func (e *EvictionActivities) evictWorkspace(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
@@ -160,11 +159,6 @@ func (e *EvictionActivities) saveAndRemove(ctx context.Context, ws sandboxapi.Wo
 // its state for MinIdle (else skipped). A runtime the backend no longer has
 // is recorded as such.
 func (e *EvictionActivities) EvictRuntime(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
-	res, err := e.evictRuntime(ctx, in)
-	return res, err
-}
-
-func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActivityInput) (sandboxapi.EvictResult, error) {
 	now := e.now()
 	rid := sandboxapi.RuntimeIDFor(in.WorkspaceID)
 	res := sandboxapi.EvictResult{RequestID: in.Request.RequestID, Action: in.Request.Action, Tier: in.Request.Tier, ID: rid, WorkspaceID: in.WorkspaceID, At: now}
@@ -233,8 +227,7 @@ func (e *EvictionActivities) evictRuntime(ctx context.Context, in wire.EvictActi
 // action's MinIdle; a cache failing a check is skipped. The row is then
 // marked evicted. Errors are reserved for store failures.
 func (e *EvictionActivities) RemoveRepoCaches(ctx context.Context, in wire.RemoveRepoCachesInput) (wire.RemoveRepoCachesResult, error) {
-	res, err := whileHeartbeating(ctx, func() (wire.RemoveRepoCachesResult, error) { return e.removeRepoCaches(ctx, in) })
-	return res, err
+	return whileHeartbeating(ctx, func() (wire.RemoveRepoCachesResult, error) { return e.removeRepoCaches(ctx, in) })
 }
 
 func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.RemoveRepoCachesInput) (wire.RemoveRepoCachesResult, error) {
@@ -309,8 +302,7 @@ func (e *EvictionActivities) removeRepoCaches(ctx context.Context, in wire.Remov
 // nothing that cannot be fetched (docs/RUNTIMES.md "Dependency caches").
 // Errors: ErrWorkspaceUnavailable when asked of another host.
 func (e *EvictionActivities) RemoveDependencyCaches(ctx context.Context, in wire.RemoveDependencyCachesInput) (wire.RemoveDependencyCachesResult, error) {
-	res, err := whileHeartbeating(ctx, func() (wire.RemoveDependencyCachesResult, error) { return e.removeDependencyCaches(ctx, in) })
-	return res, err
+	return whileHeartbeating(ctx, func() (wire.RemoveDependencyCachesResult, error) { return e.removeDependencyCaches(ctx, in) })
 }
 
 func (e *EvictionActivities) removeDependencyCaches(ctx context.Context, in wire.RemoveDependencyCachesInput) (wire.RemoveDependencyCachesResult, error) {
@@ -469,8 +461,7 @@ func (e *EvictionActivities) workspaceExists(ctx context.Context, id string) (bo
 // their runtime rows. Outcomes per action; errors are reserved for asking
 // the wrong host.
 func (e *EvictionActivities) DeleteOrphanRuntimes(ctx context.Context, in wire.DeleteOrphanRuntimesInput) (wire.DeleteOrphanRuntimesResult, error) {
-	res, err := whileHeartbeating(ctx, func() (wire.DeleteOrphanRuntimesResult, error) { return e.deleteOrphanRuntimes(ctx, in) })
-	return res, err
+	return whileHeartbeating(ctx, func() (wire.DeleteOrphanRuntimesResult, error) { return e.deleteOrphanRuntimes(ctx, in) })
 }
 
 func (e *EvictionActivities) deleteOrphanRuntimes(ctx context.Context, in wire.DeleteOrphanRuntimesInput) (wire.DeleteOrphanRuntimesResult, error) {

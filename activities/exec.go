@@ -19,11 +19,6 @@ import (
 // network on a runtime that has one for all commands),
 // ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
 func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
-	res, err := a.exec(ctx, in)
-	return res, err
-}
-
-func (a *Activities) exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	if in.ProcessID != "" {
 		// The command ExecStart started: wait for it (process.go).
 		res, err := a.execWait(ctx, in)

@@ -117,11 +117,6 @@ func (a *Activities) Rollback(ctx context.Context, in wire.RollbackActivityInput
 // ErrCommandRejected (read-only source), ErrConflict (the target exists),
 // the errors of Checkpoint.
 func (a *Activities) ForkPrepare(ctx context.Context, in wire.ForkPrepareInput) (wire.ForkPrepareResult, error) {
-	res, err := a.forkPrepare(ctx, in)
-	return res, err
-}
-
-func (a *Activities) forkPrepare(ctx context.Context, in wire.ForkPrepareInput) (wire.ForkPrepareResult, error) {
 	src, err := a.writableWorkspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return wire.ForkPrepareResult{}, err

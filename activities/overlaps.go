@@ -103,11 +103,6 @@ func (a *Activities) execRunning(id string) bool {
 // could not be read, or a store failure), ErrCommandRejected (a provider
 // without change summaries).
 func (a *Activities) Overlaps(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.OverlapsResult, error) {
-	res, err := a.overlaps(ctx, in)
-	return res, err
-}
-
-func (a *Activities) overlaps(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.OverlapsResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandboxapi.OverlapsResult{}, err

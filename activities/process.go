@@ -75,11 +75,6 @@ func execSpec(in wire.ExecActivityInput) sandbox.ProcessSpec {
 // the runtime has no processes. Errors: ErrInvalidArgument,
 // ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
 func (a *Activities) ExecStart(ctx context.Context, in wire.ExecActivityInput) (wire.ExecStartResult, error) {
-	res, err := a.execStart(ctx, in)
-	return res, err
-}
-
-func (a *Activities) execStart(ctx context.Context, in wire.ExecActivityInput) (wire.ExecStartResult, error) {
 	if in.ProcessID == "" {
 		return wire.ExecStartResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec start: no process id")
 	}
@@ -329,11 +324,6 @@ func (a *Activities) ProcessStart(ctx context.Context, in wire.OpInput[sandboxap
 // in.Wait for new output, or for the process to appear (an exec's process
 // exists once its command starts). Errors: ErrNotFound, ErrInvalidArgument.
 func (a *Activities) ProcessRead(ctx context.Context, in wire.ProcessReadActivityInput) (sandboxapi.ProcessReadResult, error) {
-	res, err := a.processRead(ctx, in)
-	return res, err
-}
-
-func (a *Activities) processRead(ctx context.Context, in wire.ProcessReadActivityInput) (sandboxapi.ProcessReadResult, error) {
 	ws, pr, err := a.processRuntime(ctx, in.WorkspaceID, false)
 	if err != nil {
 		return sandboxapi.ProcessReadResult{}, err

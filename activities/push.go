@@ -73,11 +73,6 @@ func (a *Activities) remoteWorkspace(ctx context.Context, id, op string) (sandbo
 // ErrConflict (diverged without a lease, or a stale lease), ErrRefNotFound,
 // ErrRepoCacheUnavailable, ErrWorkspaceUnavailable.
 func (a *Activities) Push(ctx context.Context, in wire.PushActivityInput) (sandboxapi.PushResult, error) {
-	res, err := a.push(ctx, in)
-	return res, err
-}
-
-func (a *Activities) push(ctx context.Context, in wire.PushActivityInput) (sandboxapi.PushResult, error) {
 	ws, cache, err := a.remoteWorkspace(ctx, in.WorkspaceID, "push")
 	if err != nil {
 		return sandboxapi.PushResult{}, err

@@ -116,3 +116,87 @@ type ExecProgress struct {
 	Stderr    []byte `json:"stderr"`
 	StderrEnd int64  `json:"stderr_end"`
 }
+
+// Output streams of read_output (ReadOutputInput.Stream) and process_read
+// (ProcessReadInput.Stream, with StreamPTY).
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
+
+// Kept output limits (docs/API.md "Kept output").
+const (
+	// MaxKeptStreamBytes bounds what is kept of one stream of one command;
+	// bytes past it are counted but not kept (ReadOutputResult.Kept).
+	MaxKeptStreamBytes = 32 << 20
+	// MaxKeptOutputBytes bounds the kept output of one workspace: when a new
+	// command's output is kept, the oldest outputs are dropped first until
+	// the workspace's total is within it.
+	MaxKeptOutputBytes = 64 << 20
+	// DefaultReadOutputBytes is read_output's page size when Limit is 0.
+	DefaultReadOutputBytes = 64 << 10
+	// MaxReadOutputBytes is the largest read_output page (base64 in JSON
+	// keeps it far below Temporal's payload limit).
+	MaxReadOutputBytes = 1 << 20
+)
+
+// ReadOutputInput is read_output's argument: a page of the whole output of
+// an exec that kept it (ExecRequest.KeepOutput, ExecResult.OutputID). Stream
+// is "stdout" (default, "") or "stderr"; Offset a byte offset into that
+// stream; Limit the page size in bytes (0 = DefaultReadOutputBytes, at most
+// MaxReadOutputBytes).
+type ReadOutputInput struct {
+	OutputID string `json:"output_id"`
+	Stream   string `json:"stream,omitempty"`
+	Offset   int64  `json:"offset,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+}
+
+// ReadOutputResult is one page of kept output: Data covers [Offset,
+// Offset+len(Data)) of the stream; Total is the stream's full byte count as
+// the command wrote it, Kept how many of those bytes are kept (Total unless
+// the stream was larger than MaxKeptStreamBytes); EOF is set when the page
+// reaches the end of the kept bytes.
+type ReadOutputResult struct {
+	OutputID string `json:"output_id"`
+	Stream   string `json:"stream"`
+	Offset   int64  `json:"offset"`
+	Data     []byte `json:"data"`
+	Total    int64  `json:"total"`
+	Kept     int64  `json:"kept"`
+	EOF      bool   `json:"eof"`
+}
+
+// Validate checks a read_output argument. Errors: ErrInvalidArgument (with
+// the field).
+func (in ReadOutputInput) Validate() error {
+	if err := ValidateOutputID(in.OutputID); err != nil {
+		return err
+	}
+	if in.Stream != "" && in.Stream != StreamStdout && in.Stream != StreamStderr {
+		return FieldError("stream", "read_output stream %q: want stdout or stderr", Clip(in.Stream, 40))
+	}
+	if in.Offset < 0 {
+		return FieldError("offset", "read_output offset must not be negative")
+	}
+	if in.Limit < 0 || in.Limit > MaxReadOutputBytes {
+		return FieldError("limit", "read_output limit must be between 0 and %d", MaxReadOutputBytes)
+	}
+	return nil
+}
+
+// OutputIDPrefix starts every kept output's id ("out-" and 32 hex digits).
+const OutputIDPrefix = "out-"
+
+// ValidateOutputID checks the shape of an output id. Errors: ErrInvalidArgument.
+func ValidateOutputID(id string) error {
+	if len(id) != len(OutputIDPrefix)+32 || id[:len(OutputIDPrefix)] != OutputIDPrefix {
+		return FieldError("output_id", "output id %q: want %s followed by 32 hex digits", Clip(id, 60), OutputIDPrefix)
+	}
+	for _, c := range id[len(OutputIDPrefix):] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return FieldError("output_id", "output id %q: want %s followed by 32 hex digits", Clip(id, 60), OutputIDPrefix)
+		}
+	}
+	return nil
+}

@@ -388,3 +388,31 @@ var FileStatusCodes = func() []string {
 	// Deleted in the index; unmerged; untracked; ignored.
 	return append(out, "D ", "DD", "AU", "UD", "UA", "DU", "AA", "UU", "??", "!!", " A", " R", " C")
 }()
+
+// LogRequest is log's argument: at most Limit commits (0 = DefaultLogCommits,
+// at most MaxLogCommits) reachable from HEAD, newest first.
+type LogRequest struct {
+	Limit int `json:"limit,omitempty"`
+}
+
+// Log limits.
+const (
+	DefaultLogCommits = 20
+	MaxLogCommits     = 500
+)
+
+// LogCommit is one commit of log. Date is the author date (RFC 3339).
+type LogCommit struct {
+	Commit      string `json:"commit"`
+	AuthorName  string `json:"author_name"`
+	AuthorEmail string `json:"author_email"`
+	Date        string `json:"date"`
+	Subject     string `json:"subject"`
+}
+
+// LogResult lists commits reachable from HEAD, newest first; Truncated is
+// set when more commits exist than were returned.
+type LogResult struct {
+	Commits   []LogCommit `json:"commits"`
+	Truncated bool        `json:"truncated"`
+}

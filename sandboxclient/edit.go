@@ -24,30 +24,3 @@ func (s *Session) EditFile(ctx context.Context, in sandboxapi.EditFileInput) (sa
 	}
 	return Call(ctx, s, sandboxapi.OpEditFile, in)
 }
-
-// ListTree lists a directory with list_dir's options (depth, skip_hidden,
-// skip_ignored; sandboxapi.ListDirInput). A path that is not valid UTF-8 is
-// ErrInvalidWorkspacePath before sending.
-func (s *Session) ListTree(ctx context.Context, in sandboxapi.ListDirInput) (sandboxapi.ListDirResult, error) {
-	if err := requireUTF8(sandboxapi.ErrInvalidWorkspacePath, "path", in.Path); err != nil {
-		return sandboxapi.ListDirResult{}, err
-	}
-	return Call(ctx, s, sandboxapi.OpListDir, in)
-}
-
-// Log lists the newest commits reachable from HEAD (limit 0 = 20, at most
-// sandboxapi.MaxLogCommits). Errors: ErrInvalidArgument (limit).
-func (s *Session) Log(ctx context.Context, limit int) (sandboxapi.LogResult, error) {
-	return Call(ctx, s, sandboxapi.OpLog, sandboxapi.LogRequest{Limit: limit})
-}
-
-// ReadOutput returns a page of the whole output an exec kept
-// (ExecRequest.KeepOutput, ExecResult.OutputID; docs/API.md "Kept output").
-// Errors: ErrInvalidArgument (checked before sending too), ErrNotFound (never
-// kept, or dropped as the workspace's oldest).
-func (s *Session) ReadOutput(ctx context.Context, in sandboxapi.ReadOutputInput) (sandboxapi.ReadOutputResult, error) {
-	if err := in.Validate(); err != nil {
-		return sandboxapi.ReadOutputResult{}, err
-	}
-	return Call(ctx, s, sandboxapi.OpReadOutput, in)
-}

@@ -40,43 +40,6 @@ func (s *Session) UpdateOutcome(ctx context.Context, updateID string, out any) e
 	return FromTemporal(s.rpc.Outcome(ctx, updateID, out))
 }
 
-// MergeBranches sends merge_branches: the local branches are merged into the
-// session's workspace branch in order, each conflicting branch left out with
-// the workspace restored (sandboxapi.MergeRequest, sandboxapi.BranchMerger).
-// Errors: ErrInvalidArgument, ErrCommandRejected (read-only workspace or
-// detached HEAD), ErrWorkspaceDirty, ErrRepoLocked, ErrWorkspaceUnavailable.
-func (s *Session) MergeBranches(ctx context.Context, req sandboxapi.MergeRequest) (sandboxapi.MergeResult, error) {
-	var out sandboxapi.MergeResult
-	return out, s.update(ctx, sandboxapi.UpdateMergeBranches, req, &out)
-}
-
-// PreviewMerge sends merge_branches with dry_run (docs/API.md "Merge
-// preview"): what merging req's branches and workspaces would do, each
-// conflicting source with the files that would conflict, computed outside
-// the worktree; nothing changes. Errors: those of MergeBranches except
-// ErrWorkspaceDirty for uncommitted changes (the preview includes them and
-// says so: MergeResult.Dirty).
-func (s *Session) PreviewMerge(ctx context.Context, req sandboxapi.MergeRequest) (sandboxapi.MergeResult, error) {
-	req.DryRun = true
-	return s.MergeBranches(ctx, req)
-}
-
-// Overlaps sends overlaps (docs/API.md "Overlaps"): the other live
-// workspaces of this workspace's repository, user and project that changed
-// files this one changed since its base, highest risk first; those on other
-// hosts or evicted are listed as not checked. Read-only. Errors:
-// ErrWorkspaceUnavailable, ErrCommandRejected.
-func (s *Session) Overlaps(ctx context.Context) (sandboxapi.OverlapsResult, error) {
-	return Call(ctx, s, sandboxapi.OpOverlaps, sandboxapi.None{})
-}
-
-// Setup runs the repository's setup commands again now (a running setup is
-// waited for) and returns their outcome (docs/RUNTIMES.md "Setup"). Errors:
-// ErrInvalidArgument when the repository names no setup command.
-func (s *Session) Setup(ctx context.Context) (sandboxapi.SetupState, error) {
-	return Call(ctx, s, sandboxapi.OpSetup, sandboxapi.None{})
-}
-
 // Fanout is a handle on one TaskFanoutWorkflow (docs/API.md "Task fan-out").
 type Fanout struct {
 	c    *Client

@@ -81,13 +81,6 @@ func (s *Session) Restore(ctx context.Context) (sandboxapi.Handle, error) {
 	return out, s.updateWithStart(ctx, sandboxapi.UpdateRestore, nil, &out)
 }
 
-// updateWithStart sends update name (arg nil: none) by update-with-start
-// (conflict policy USE_EXISTING, the session input naming only the
-// workspace id), retrying while a run is ending (SessionReleased).
-func (s *Session) updateWithStart(ctx context.Context, name string, arg, out any) error {
-	return FromTemporal(s.rpc.UpdateWithStart(ctx, name, updateIDFrom(ctx), arg, out))
-}
-
 // Cleanup is a handle on one CleanupWorkflow run.
 type Cleanup struct {
 	c    *Client

@@ -10,10 +10,6 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// CancelWait bounds how long Exec and ExecStream wait, once their context
-// ended, for the cancel update and for the cancelled command's result.
-const CancelWait = sessionrpc.CancelWait
-
 // ProcessStart starts a background process (docs/API.md "Processes") and
 // returns its id at once. Refused before sending: a command, environment
 // or cwd that is not valid UTF-8 (ErrInvalidArgument,
@@ -65,13 +61,6 @@ func (s *Session) ProcessList(ctx context.Context) (sandboxapi.ProcessListResult
 	return Call(ctx, s, sandboxapi.OpProcessList, sandboxapi.None{})
 }
 
-// Cancel cancels the exec sent with update id updateID (docs/API.md
-// "Cancelling a command"): its whole process tree is killed and it returns
-// cancelled (exit 130); the result says what state it was in.
-func (s *Session) Cancel(ctx context.Context, updateID string) (sandboxapi.CancelResult, error) {
-	return Call(ctx, s, sandboxapi.OpCancel, sandboxapi.CancelInput{UpdateID: updateID})
-}
-
 // StreamRead is ProcessRead through the workspace's stream workflow
 // (docs/API.md "Streaming exec output"): it never waits for the session's
 // lock and the bytes read never enter the session's history. The stream
@@ -113,21 +102,3 @@ func (s *Session) StreamRead(ctx context.Context, in sandboxapi.ProcessReadInput
 // isRunGone reports whether err says the update's run ended before it was
 // handled.
 func isRunGone(err error) bool { return sessionrpc.RunGone(err) }
-
-// execUpdateID is the update id of an exec: WithUpdateID's, else a random
-// one.
-func execUpdateID(ctx context.Context) string {
-	if id := updateIDFrom(ctx); id != "" {
-		return id
-	}
-	return sessionrpc.NewUpdateID()
-}
-
-// execError converts an exec's error: ctx's own error when ctx ended (the
-// command was cancelled), else as FromTemporal.
-func execError(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil {
-		return err
-	}
-	return FromTemporal(err)
-}

@@ -243,23 +243,12 @@ func execResult(ctx context.Context, pr sandbox.ProcessRuntime, id string, req s
 		}
 		kept[i] = output.Join(head, tail, total)
 	}
-	res := sandboxapi.ExecResult{
-		ExitCode: info.ExitCode, Stdout: kept[0], Stderr: kept[1],
-		Truncated:   totals[0] > int64(limit) || totals[1] > int64(limit),
-		StdoutBytes: totals[0], StderrBytes: totals[1],
-	}
+	o := output.Outcome{ExitCode: info.ExitCode, Reason: info.ExitReason, Stdout: kept[0], Stderr: kept[1],
+		StdoutBytes: totals[0], StderrBytes: totals[1], Truncated: totals[0] > int64(limit) || totals[1] > int64(limit)}
 	if !info.EndedAt.IsZero() {
-		res.DurationMS = info.EndedAt.Sub(info.StartedAt).Milliseconds()
+		o.Duration = info.EndedAt.Sub(info.StartedAt)
 	}
-	switch info.ExitReason {
-	case sandboxapi.ExitReasonTimeout:
-		res.ExitCode, res.TimedOut = 124, true
-	case sandboxapi.ExitReasonCancelled:
-		res.ExitCode, res.Cancelled = 130, true
-	case sandboxapi.ExitReasonRuntimeStopped:
-		res.ExitCode = 137
-	}
-	return res, true, nil
+	return o.Result(), true, nil
 }
 
 // readRange reads [from, to) of one stream of an ended process (what the

@@ -118,16 +118,13 @@ func (o *Output) Interrupted(code int, name string, cause error) (sandboxapi.Exe
 }
 
 func (o *Output) result(code int, timedOut bool) sandboxapi.ExecResult {
-	return sandboxapi.ExecResult{
-		ExitCode:    code,
-		Stdout:      o.stdout.Bytes(),
-		Stderr:      o.stderr.Bytes(),
-		TimedOut:    timedOut,
-		Truncated:   o.stdout.Truncated() || o.stderr.Truncated(),
-		StdoutBytes: o.stdout.Total(),
-		StderrBytes: o.stderr.Total(),
-		DurationMS:  time.Since(o.start).Milliseconds(),
+	out := output.Outcome{ExitCode: code, Stdout: o.stdout.Bytes(), Stderr: o.stderr.Bytes(),
+		StdoutBytes: o.stdout.Total(), StderrBytes: o.stderr.Total(),
+		Truncated: o.stdout.Truncated() || o.stderr.Truncated(), Duration: time.Since(o.start)}
+	if timedOut {
+		out.Reason = sandboxapi.ExitReasonTimeout
 	}
+	return out.Result()
 }
 
 func (o *Output) emit(name string, c *output.Capped, p []byte) {

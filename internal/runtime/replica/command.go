@@ -205,19 +205,16 @@ func CommandResult(kind, out string, st *Stream, elapsed time.Duration) (sandbox
 	code := int(readN("exit"))
 	oh, ot, eh, et := read("o.head"), read("o.tail"), read("e.head"), read("e.tail")
 	on, en := readN("o.count"), readN("e.count")
-	res := sandboxapi.ExecResult{
-		ExitCode: code, Stdout: output.Join(oh, ot, on), Stderr: output.Join(eh, et, en),
+	o := output.Outcome{ExitCode: code, Stdout: output.Join(oh, ot, on), Stderr: output.Join(eh, et, en),
 		StdoutBytes: on, StderrBytes: en,
-		Truncated: on > int64(len(oh)+len(ot)) || en > int64(len(eh)+len(et)),
-	}
+		Truncated: on > int64(len(oh)+len(ot)) || en > int64(len(eh)+len(et)), Duration: elapsed}
 	if s, e := readN("start"), readN("end"); s > 0 && e >= s {
-		res.DurationMS = (e - s) / 1e6
-	} else {
-		res.DurationMS = elapsed.Milliseconds()
+		o.Duration = time.Duration(e - s)
 	}
 	if _, err := os.Stat(filepath.Join(out, "timedout")); err == nil {
-		res.TimedOut, res.ExitCode = true, 124
+		o.Reason = sandboxapi.ExitReasonTimeout
 	}
+	res := o.Result()
 	st.finish(res)
 	return res, nil
 }

@@ -1,6 +1,9 @@
 package sandboxapi
 
-import "reflect"
+import (
+	"reflect"
+	"slices"
+)
 
 // Op declares one SessionWorkflow update: its wire name and the Go types of
 // its argument and result (docs/API.md "Updates"). It is the client half of
@@ -85,88 +88,90 @@ const (
 	UpdateSetup             = "setup"
 )
 
-// The operations of SessionWorkflow (docs/API.md "Updates").
+// The operations of SessionWorkflow (docs/API.md "Updates"), in
+// documentation order: each is declared once, here, and listed by
+// Operations in this order.
 var (
-	OpAcquire = Op[AcquireInput, Handle]{Name: UpdateAcquire, Mutating: true,
-		Summary: "get or create the workspace (update-with-start) and return its handle"}
-	OpExec = Op[ExecRequest, ExecResult]{Name: UpdateExec, Mutating: true,
-		Summary: "run one command in the workspace's runtime"}
-	OpReadFile = Op[ReadFileInput, ReadFileResult]{Name: UpdateReadFile,
-		Summary: "read a file of the workspace (at most 1 MiB)"}
-	OpWriteFile = Op[WriteFileInput, WriteFileResult]{Name: UpdateWriteFile, Mutating: true,
-		Summary: "create or replace a file of the workspace"}
-	OpEditFile = Op[EditFileInput, EditFileResult]{Name: UpdateEditFile, Mutating: true,
-		Summary: "edit one text file in one step: str_replace, insert or create"}
-	OpListDir = Op[ListDirInput, ListDirResult]{Name: UpdateListDir,
-		Summary: "list one directory of the workspace"}
-	OpSearch = Op[SearchRequest, SearchResult]{Name: UpdateSearch,
-		Summary: "find lines matching a pattern in the workspace's files"}
-	OpStatus = Op[None, WorkspaceStatus]{Name: UpdateStatus,
-		Summary: "the workspace's git state: files, commits since base, unpushed commits"}
-	OpDiff = Op[None, Diff]{Name: UpdateDiff,
-		Summary: "everything changed against the recorded base commit, as a binary-safe patch"}
-	OpLog = Op[LogRequest, LogResult]{Name: UpdateLog,
-		Summary: "the newest commits reachable from HEAD"}
-	OpReadOutput = Op[ReadOutputInput, ReadOutputResult]{Name: UpdateReadOutput,
-		Summary: "a page of the whole output an exec kept (keep_output)"}
-	OpCommit = Op[CommitRequest, CommitResult]{Name: UpdateCommit, Mutating: true,
-		Summary: "commit the workspace's changes onto its branch"}
-	OpHibernate = Op[None, HibernateResult]{Name: UpdateHibernate, Mutating: true,
-		Summary: "stop the runtime; the workspace stays"}
-	OpRelease = Op[ReleaseInput, ReleaseResult]{Name: UpdateRelease, Mutating: true,
-		Summary: "release the session (runtime stopped or destroyed); the next operation resumes it"}
-	OpPush = Op[PushRequest, PushResult]{Name: UpdatePush, Mutating: true,
-		Summary: "push the workspace branch to the same branch upstream"}
-	OpCreatePullRequest = Op[PullRequestInput, PullRequest]{Name: UpdateCreatePullRequest, Mutating: true,
-		Summary: "open (or reuse) a pull request from the pushed workspace branch"}
-	OpMergeBranches = Op[MergeRequest, MergeResult]{Name: UpdateMergeBranches, Mutating: true,
-		Summary: "merge local branches or workspaces into the workspace's branch, in order; dry_run previews"}
-	OpProcessStart = Op[ProcessStartInput, ProcessStartResult]{Name: UpdateProcessStart, Mutating: true,
-		Summary: "start a background process; returns its id at once"}
-	OpProcessRead = Op[ProcessReadInput, ProcessReadResult]{Name: UpdateProcessRead, Immediate: true,
-		Summary: "read a process's output from an offset, waiting up to wait_ms for new output"}
-	OpProcessWrite = Op[ProcessWriteInput, ProcessWriteResult]{Name: UpdateProcessWrite, Immediate: true,
-		Summary: "write to a process's stdin (or terminal), optionally closing it"}
-	OpProcessSignal = Op[ProcessSignalInput, ProcessResult]{Name: UpdateProcessSignal, Immediate: true,
-		Summary: "send a signal to a process (KILL: its whole tree)"}
-	OpProcessResize = Op[ProcessResizeInput, ProcessResult]{Name: UpdateProcessResize, Immediate: true,
-		Summary: "resize a PTY process's terminal"}
-	OpProcessList = Op[None, ProcessListResult]{Name: UpdateProcessList, Immediate: true,
-		Summary: "list the runtime's background processes, live and recently ended"}
-	OpCancel = Op[CancelInput, CancelResult]{Name: UpdateCancel, Immediate: true,
-		Summary: "cancel a running or queued exec by its update id: its whole tree is killed"}
-	OpCheckpoint = Op[CheckpointInput, Checkpoint]{Name: UpdateCheckpoint, Mutating: true,
-		Summary: "record the workspace's exact state (files, modes, HEAD) as a checkpoint"}
-	OpCheckpoints = Op[None, CheckpointList]{Name: UpdateCheckpoints,
-		Summary: "list the workspace's checkpoints, oldest first"}
-	OpRollback = Op[RollbackInput, RollbackResult]{Name: UpdateRollback, Mutating: true,
-		Summary: "bring files and HEAD back to a checkpoint, checkpointing the state left first"}
-	OpFork = Op[ForkInput, ForkResult]{Name: UpdateFork, Mutating: true,
-		Summary: "create a task or edit workspace holding exactly this workspace's current files"}
-	OpDestroy = Op[DestroyInput, DestroyResult]{Name: UpdateDestroy, Mutating: true,
-		Summary: "save unsaved work (unless discard), remove runtime, worktree and record, end the session"}
-	OpRestore = Op[None, Handle]{Name: UpdateRestore, Mutating: true,
-		Summary: "bring back the work a destroy (or an eviction) saved, byte for byte"}
-	OpPreviewURL = Op[PreviewURLInput, PreviewURL]{Name: UpdatePreviewURL,
-		Summary: "a URL reaching a port of the workspace's running runtime (remote and Docker runtimes)"}
-	OpOverlaps = Op[None, OverlapsResult]{Name: UpdateOverlaps,
-		Summary: "the other live workspaces of this repository, user and project that changed the same files, by risk"}
-	OpSetup = Op[None, SetupState]{Name: UpdateSetup, Mutating: true,
-		Summary: "run the repository's setup commands again now (or wait for the running ones) and return their outcome"}
+	OpAcquire = declare(Op[AcquireInput, Handle]{Name: UpdateAcquire, Mutating: true,
+		Summary: "get or create the workspace (update-with-start) and return its handle"})
+	OpExec = declare(Op[ExecRequest, ExecResult]{Name: UpdateExec, Mutating: true,
+		Summary: "run one command in the workspace's runtime"})
+	OpReadFile = declare(Op[ReadFileInput, ReadFileResult]{Name: UpdateReadFile,
+		Summary: "read a file of the workspace (at most 1 MiB)"})
+	OpWriteFile = declare(Op[WriteFileInput, WriteFileResult]{Name: UpdateWriteFile, Mutating: true,
+		Summary: "create or replace a file of the workspace"})
+	OpEditFile = declare(Op[EditFileInput, EditFileResult]{Name: UpdateEditFile, Mutating: true,
+		Summary: "edit one text file in one step: str_replace, insert or create"})
+	OpListDir = declare(Op[ListDirInput, ListDirResult]{Name: UpdateListDir,
+		Summary: "list one directory of the workspace"})
+	OpSearch = declare(Op[SearchRequest, SearchResult]{Name: UpdateSearch,
+		Summary: "find lines matching a pattern in the workspace's files"})
+	OpStatus = declare(Op[None, WorkspaceStatus]{Name: UpdateStatus,
+		Summary: "the workspace's git state: files, commits since base, unpushed commits"})
+	OpDiff = declare(Op[None, Diff]{Name: UpdateDiff,
+		Summary: "everything changed against the recorded base commit, as a binary-safe patch"})
+	OpLog = declare(Op[LogRequest, LogResult]{Name: UpdateLog,
+		Summary: "the newest commits reachable from HEAD"})
+	OpReadOutput = declare(Op[ReadOutputInput, ReadOutputResult]{Name: UpdateReadOutput,
+		Summary: "a page of the whole output an exec kept (keep_output)"})
+	OpCommit = declare(Op[CommitRequest, CommitResult]{Name: UpdateCommit, Mutating: true,
+		Summary: "commit the workspace's changes onto its branch"})
+	OpHibernate = declare(Op[None, HibernateResult]{Name: UpdateHibernate, Mutating: true,
+		Summary: "stop the runtime; the workspace stays"})
+	OpRelease = declare(Op[ReleaseInput, ReleaseResult]{Name: UpdateRelease, Mutating: true,
+		Summary: "release the session (runtime stopped or destroyed); the next operation resumes it"})
+	OpPush = declare(Op[PushRequest, PushResult]{Name: UpdatePush, Mutating: true,
+		Summary: "push the workspace branch to the same branch upstream"})
+	OpCreatePullRequest = declare(Op[PullRequestInput, PullRequest]{Name: UpdateCreatePullRequest, Mutating: true,
+		Summary: "open (or reuse) a pull request from the pushed workspace branch"})
+	OpMergeBranches = declare(Op[MergeRequest, MergeResult]{Name: UpdateMergeBranches, Mutating: true,
+		Summary: "merge local branches or workspaces into the workspace's branch, in order; dry_run previews"})
+	OpProcessStart = declare(Op[ProcessStartInput, ProcessStartResult]{Name: UpdateProcessStart, Mutating: true,
+		Summary: "start a background process; returns its id at once"})
+	OpProcessRead = declare(Op[ProcessReadInput, ProcessReadResult]{Name: UpdateProcessRead, Immediate: true,
+		Summary: "read a process's output from an offset, waiting up to wait_ms for new output"})
+	OpProcessWrite = declare(Op[ProcessWriteInput, ProcessWriteResult]{Name: UpdateProcessWrite, Immediate: true,
+		Summary: "write to a process's stdin (or terminal), optionally closing it"})
+	OpProcessSignal = declare(Op[ProcessSignalInput, ProcessResult]{Name: UpdateProcessSignal, Immediate: true,
+		Summary: "send a signal to a process (KILL: its whole tree)"})
+	OpProcessResize = declare(Op[ProcessResizeInput, ProcessResult]{Name: UpdateProcessResize, Immediate: true,
+		Summary: "resize a PTY process's terminal"})
+	OpProcessList = declare(Op[None, ProcessListResult]{Name: UpdateProcessList, Immediate: true,
+		Summary: "list the runtime's background processes, live and recently ended"})
+	OpCancel = declare(Op[CancelInput, CancelResult]{Name: UpdateCancel, Immediate: true,
+		Summary: "cancel a running or queued exec by its update id: its whole tree is killed"})
+	OpCheckpoint = declare(Op[CheckpointInput, Checkpoint]{Name: UpdateCheckpoint, Mutating: true,
+		Summary: "record the workspace's exact state (files, modes, HEAD) as a checkpoint"})
+	OpCheckpoints = declare(Op[None, CheckpointList]{Name: UpdateCheckpoints,
+		Summary: "list the workspace's checkpoints, oldest first"})
+	OpRollback = declare(Op[RollbackInput, RollbackResult]{Name: UpdateRollback, Mutating: true,
+		Summary: "bring files and HEAD back to a checkpoint, checkpointing the state left first"})
+	OpFork = declare(Op[ForkInput, ForkResult]{Name: UpdateFork, Mutating: true,
+		Summary: "create a task or edit workspace holding exactly this workspace's current files"})
+	OpDestroy = declare(Op[DestroyInput, DestroyResult]{Name: UpdateDestroy, Mutating: true,
+		Summary: "save unsaved work (unless discard), remove runtime, worktree and record, end the session"})
+	OpRestore = declare(Op[None, Handle]{Name: UpdateRestore, Mutating: true,
+		Summary: "bring back the work a destroy (or an eviction) saved, byte for byte"})
+	OpPreviewURL = declare(Op[PreviewURLInput, PreviewURL]{Name: UpdatePreviewURL,
+		Summary: "a URL reaching a port of the workspace's running runtime (remote and Docker runtimes)"})
+	OpOverlaps = declare(Op[None, OverlapsResult]{Name: UpdateOverlaps,
+		Summary: "the other live workspaces of this repository, user and project that changed the same files, by risk"})
+	OpSetup = declare(Op[None, SetupState]{Name: UpdateSetup, Mutating: true,
+		Summary: "run the repository's setup commands again now (or wait for the running ones) and return their outcome"})
 )
 
-// Operations lists every update of SessionWorkflow in documentation order.
-func Operations() []OpInfo {
-	return []OpInfo{
-		OpAcquire.Info(), OpExec.Info(), OpReadFile.Info(), OpWriteFile.Info(), OpEditFile.Info(), OpListDir.Info(),
-		OpSearch.Info(), OpStatus.Info(), OpDiff.Info(), OpLog.Info(), OpReadOutput.Info(), OpCommit.Info(), OpHibernate.Info(),
-		OpRelease.Info(), OpPush.Info(), OpCreatePullRequest.Info(), OpMergeBranches.Info(),
-		OpProcessStart.Info(), OpProcessRead.Info(), OpProcessWrite.Info(), OpProcessSignal.Info(),
-		OpProcessResize.Info(), OpProcessList.Info(), OpCancel.Info(),
-		OpCheckpoint.Info(), OpCheckpoints.Info(), OpRollback.Info(), OpFork.Info(), OpDestroy.Info(), OpRestore.Info(), OpPreviewURL.Info(),
-		OpOverlaps.Info(), OpSetup.Info(),
-	}
+// operations collects the declarations of the Op variables, in the order
+// Go initializes them: their order in the source (declare).
+var operations []OpInfo
+
+// declare records op in operations and returns it.
+func declare[In, Out any](op Op[In, Out]) Op[In, Out] {
+	operations = append(operations, op.Info())
+	return op
 }
+
+// Operations lists every update of SessionWorkflow in documentation order.
+func Operations() []OpInfo { return slices.Clone(operations) }
 
 // MessageInfo describes a workflow argument, signal or query for
 // documentation and schema generation (Messages).

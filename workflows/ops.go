@@ -46,6 +46,39 @@ type operation[In, Out any] struct {
 	handle func(s *session, ctx workflow.Context, in In) (Out, error)
 }
 
+// bind starts the binding of op; its payload types are op's (inferred).
+// The methods below complete it, each returning the binding.
+func bind[In, Out any](op sandboxapi.Op[In, Out]) operation[In, Out] {
+	return operation[In, Out]{op: op}
+}
+
+// writing marks an operation that changes the workspace (refused on
+// read-only workspaces).
+func (o operation[In, Out]) writing() operation[In, Out] {
+	o.writes = true
+	return o
+}
+
+// validatedBy sets the operation's validator.
+func (o operation[In, Out]) validatedBy(validate func(s *session, in In) error) operation[In, Out] {
+	o.validate = validate
+	return o
+}
+
+// call serves the operation with the generic call of activity (options
+// class, argument input) under the session's read or write lock.
+func (o operation[In, Out]) call(activity string, class opClass, input func(s *session, in In) any) operation[In, Out] {
+	o.activity, o.class, o.input = activity, class, input
+	return o
+}
+
+// handled serves the operation with handle, which calls activity (""
+// when it calls several).
+func (o operation[In, Out]) handled(activity string, handle func(s *session, ctx workflow.Context, in In) (Out, error)) operation[In, Out] {
+	o.activity, o.handle = activity, handle
+	return o
+}
+
 // registrar is one entry of the table, whatever its payload types.
 type registrar interface {
 	register(s *session, ctx workflow.Context) error
@@ -152,96 +185,91 @@ func (o operation[In, Out]) serve(s *session, ctx workflow.Context, in In) (Out,
 
 // operations is the table, in sandboxapi.Operations order.
 var operations = []registrar{
-	operation[sandboxapi.AcquireInput, sandboxapi.Handle]{op: sandboxapi.OpAcquire,
-		validate: (*session).validateAcquire, handle: (*session).acquire},
-	operation[sandboxapi.ExecRequest, sandboxapi.ExecResult]{op: sandboxapi.OpExec,
-		validate: validateExec, activity: wire.ActivityExec, class: opExec, handle: (*session).exec},
-	operation[sandboxapi.ReadFileInput, sandboxapi.ReadFileResult]{op: sandboxapi.OpReadFile,
-		validate: func(_ *session, in sandboxapi.ReadFileInput) error { return validPath(in.Path) },
-		activity: wire.ActivityReadFile,
-		input: func(s *session, in sandboxapi.ReadFileInput) any {
+	bind(sandboxapi.OpAcquire).
+		validatedBy((*session).validateAcquire).
+		handled("", (*session).acquire),
+	bind(sandboxapi.OpExec).
+		validatedBy(validateExec).
+		handled(wire.ActivityExec, (*session).exec),
+	bind(sandboxapi.OpReadFile).
+		validatedBy(func(_ *session, in sandboxapi.ReadFileInput) error { return validPath(in.Path) }).
+		call(wire.ActivityReadFile, opQuick, func(s *session, in sandboxapi.ReadFileInput) any {
 			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path}
-		}},
-	operation[sandboxapi.WriteFileInput, sandboxapi.WriteFileResult]{op: sandboxapi.OpWriteFile, writes: true,
-		validate: validateWrite, activity: wire.ActivityWriteFile,
-		input: func(s *session, in sandboxapi.WriteFileInput) any {
+		}),
+	bind(sandboxapi.OpWriteFile).writing().
+		validatedBy(validateWrite).
+		call(wire.ActivityWriteFile, opQuick, func(s *session, in sandboxapi.WriteFileInput) any {
 			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Content: in.Content, Mode: in.Mode, IfMatch: in.IfMatch}
-		}},
+		}),
 	// edit_file: one edit applied by the host in one step under the
 	// exclusive lock (never a client-side read-then-write).
-	operation[sandboxapi.EditFileInput, sandboxapi.EditFileResult]{op: sandboxapi.OpEditFile, writes: true,
-		validate: validateEdit, activity: wire.ActivityEditFile,
-		handle: func(s *session, ctx workflow.Context, in sandboxapi.EditFileInput) (sandboxapi.EditFileResult, error) {
+	bind(sandboxapi.OpEditFile).writing().
+		validatedBy(validateEdit).
+		handled(wire.ActivityEditFile, func(s *session, ctx workflow.Context, in sandboxapi.EditFileInput) (sandboxapi.EditFileResult, error) {
 			ai := wire.EditFileActivityInput{WorkspaceID: s.wsID, Request: in}
 			if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
 				ai.UpdateID = u.ID // a retried activity does not apply the edit twice
 			}
 			return writeOp[sandboxapi.EditFileResult](s, ctx, opQuick, wire.ActivityEditFile, ai)
-		}},
-	operation[sandboxapi.ListDirInput, sandboxapi.ListDirResult]{op: sandboxapi.OpListDir,
-		validate: func(_ *session, in sandboxapi.ListDirInput) error {
+		}),
+	bind(sandboxapi.OpListDir).
+		validatedBy(func(_ *session, in sandboxapi.ListDirInput) error {
 			if in.Depth < 0 || in.Depth > sandboxapi.MaxListDepth {
 				return sandboxapi.FieldError("depth", "list_dir depth must be between 0 and %d", sandboxapi.MaxListDepth)
 			}
 			return validPath(in.Path)
-		},
-		activity: wire.ActivityListDir,
-		input: func(s *session, in sandboxapi.ListDirInput) any {
+		}).
+		call(wire.ActivityListDir, opQuick, func(s *session, in sandboxapi.ListDirInput) any {
 			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Depth: in.Depth, SkipHidden: in.SkipHidden, SkipIgnored: in.SkipIgnored}
-		}},
-	operation[sandboxapi.SearchRequest, sandboxapi.SearchResult]{op: sandboxapi.OpSearch,
-		validate: validateSearch, activity: wire.ActivitySearch,
-		input: func(s *session, in sandboxapi.SearchRequest) any {
+		}),
+	bind(sandboxapi.OpSearch).
+		validatedBy(validateSearch).
+		call(wire.ActivitySearch, opQuick, func(s *session, in sandboxapi.SearchRequest) any {
 			return wire.OpInput[sandboxapi.SearchRequest]{WorkspaceID: s.wsID, Request: in}
-		}},
-	operation[sandboxapi.None, sandboxapi.WorkspaceStatus]{op: sandboxapi.OpStatus,
-		activity: wire.ActivityStatus, input: workspaceInput},
-	operation[sandboxapi.None, sandboxapi.Diff]{op: sandboxapi.OpDiff,
-		activity: wire.ActivityDiff, input: workspaceInput},
-	operation[sandboxapi.LogRequest, sandboxapi.LogResult]{op: sandboxapi.OpLog,
-		validate: func(_ *session, in sandboxapi.LogRequest) error {
+		}),
+	bind(sandboxapi.OpStatus).
+		call(wire.ActivityStatus, opQuick, workspaceInput),
+	bind(sandboxapi.OpDiff).
+		call(wire.ActivityDiff, opQuick, workspaceInput),
+	bind(sandboxapi.OpLog).
+		validatedBy(func(_ *session, in sandboxapi.LogRequest) error {
 			if in.Limit < 0 || in.Limit > sandboxapi.MaxLogCommits {
 				return sandboxapi.FieldError("limit", "log limit must be between 0 and %d", sandboxapi.MaxLogCommits)
 			}
 			return nil
-		},
-		activity: wire.ActivityLog,
-		input: func(s *session, in sandboxapi.LogRequest) any {
+		}).
+		call(wire.ActivityLog, opQuick, func(s *session, in sandboxapi.LogRequest) any {
 			return wire.OpInput[sandboxapi.LogRequest]{WorkspaceID: s.wsID, Request: in}
-		}},
-	operation[sandboxapi.ReadOutputInput, sandboxapi.ReadOutputResult]{op: sandboxapi.OpReadOutput,
-		validate: func(_ *session, in sandboxapi.ReadOutputInput) error { return in.Validate() },
-		activity: wire.ActivityReadOutput,
-		input: func(s *session, in sandboxapi.ReadOutputInput) any {
+		}),
+	bind(sandboxapi.OpReadOutput).
+		validatedBy(func(_ *session, in sandboxapi.ReadOutputInput) error { return in.Validate() }).
+		call(wire.ActivityReadOutput, opQuick, func(s *session, in sandboxapi.ReadOutputInput) any {
 			return wire.OpInput[sandboxapi.ReadOutputInput]{WorkspaceID: s.wsID, Request: in}
-		}},
-	operation[sandboxapi.CommitRequest, sandboxapi.CommitResult]{op: sandboxapi.OpCommit, writes: true,
-		validate: func(_ *session, in sandboxapi.CommitRequest) error {
+		}),
+	bind(sandboxapi.OpCommit).writing().
+		validatedBy(func(_ *session, in sandboxapi.CommitRequest) error {
 			if in.Message == "" {
 				return sandboxapi.FieldError("message", "commit needs a message")
 			}
 			return nil
-		},
-		activity: wire.ActivityCommit, class: opGit,
-		input: func(s *session, in sandboxapi.CommitRequest) any {
+		}).
+		call(wire.ActivityCommit, opGit, func(s *session, in sandboxapi.CommitRequest) any {
 			return wire.OpInput[sandboxapi.CommitRequest]{WorkspaceID: s.wsID, Request: in}
-		}},
-	operation[sandboxapi.None, sandboxapi.HibernateResult]{op: sandboxapi.OpHibernate,
-		activity: wire.ActivityHibernate, handle: (*session).hibernate},
-	operation[sandboxapi.ReleaseInput, sandboxapi.ReleaseResult]{op: sandboxapi.OpRelease,
-		activity: wire.ActivityHibernate, handle: (*session).release},
-	operation[sandboxapi.PushRequest, sandboxapi.PushResult]{op: sandboxapi.OpPush, writes: true,
-		activity: wire.ActivityPush, class: opGit,
-		input: func(s *session, in sandboxapi.PushRequest) any {
+		}),
+	bind(sandboxapi.OpHibernate).
+		handled(wire.ActivityHibernate, (*session).hibernate),
+	bind(sandboxapi.OpRelease).
+		handled(wire.ActivityHibernate, (*session).release),
+	bind(sandboxapi.OpPush).writing().
+		call(wire.ActivityPush, opGit, func(s *session, in sandboxapi.PushRequest) any {
 			return wire.PushActivityInput{WorkspaceID: s.wsID, Request: in}
-		}},
-	operation[sandboxapi.PullRequestInput, sandboxapi.PullRequest]{op: sandboxapi.OpCreatePullRequest, writes: true,
-		// The head is checked by the activity (it is the workspace branch).
-		validate: func(_ *session, in sandboxapi.PullRequestInput) error { return in.Validate() },
-		activity: wire.ActivityCreatePullRequest, class: opGit,
-		input: func(s *session, in sandboxapi.PullRequestInput) any {
+		}),
+	// The head is checked by the activity (it is the workspace branch).
+	bind(sandboxapi.OpCreatePullRequest).writing().
+		validatedBy(func(_ *session, in sandboxapi.PullRequestInput) error { return in.Validate() }).
+		call(wire.ActivityCreatePullRequest, opGit, func(s *session, in sandboxapi.PullRequestInput) any {
 			return wire.PullRequestActivityInput{WorkspaceID: s.wsID, Request: in}
-		}},
+		}),
 	// merge_branches merges local branches into the workspace's branch under
 	// the exclusive lock, so it never races the agent's own commands; the
 	// activity is retried after a crash (the merge rolls back an interrupted
@@ -249,76 +277,79 @@ var operations = []registrar{
 	// A dry run (docs/API.md "Merge preview") changes nothing: it runs under
 	// the shared lock, beside the other read-only operations (no recorded
 	// history holds one: dry_run did not decode before it existed).
-	operation[sandboxapi.MergeRequest, sandboxapi.MergeResult]{op: sandboxapi.OpMergeBranches, writes: true,
-		validate: func(_ *session, in sandboxapi.MergeRequest) error { return in.Validate() },
-		activity: wire.ActivityMergeBranches, class: opGit,
-		handle: func(s *session, ctx workflow.Context, in sandboxapi.MergeRequest) (sandboxapi.MergeResult, error) {
+	bind(sandboxapi.OpMergeBranches).writing().
+		validatedBy(func(_ *session, in sandboxapi.MergeRequest) error { return in.Validate() }).
+		handled(wire.ActivityMergeBranches, func(s *session, ctx workflow.Context, in sandboxapi.MergeRequest) (sandboxapi.MergeResult, error) {
 			ai := wire.MergeActivityInput{WorkspaceID: s.wsID, Request: in}
 			if in.DryRun {
 				return sharedOp[sandboxapi.MergeResult](s, ctx, opGit, wire.ActivityMergeBranches, ai)
 			}
 			return writeOp[sandboxapi.MergeResult](s, ctx, opGit, wire.ActivityMergeBranches, ai)
-		}},
+		}),
 	// The process updates and cancel (session_proc.go): process_start takes
 	// the exclusive lock like exec; the others are immediate (never wait for
 	// the lock: a running exec's output is read, and the exec cancelled,
 	// while it holds it).
-	operation[sandboxapi.ProcessStartInput, sandboxapi.ProcessStartResult]{op: sandboxapi.OpProcessStart,
-		validate: validateProcessStart, activity: wire.ActivityProcessStart, handle: (*session).processStart},
-	operation[sandboxapi.ProcessReadInput, sandboxapi.ProcessReadResult]{op: sandboxapi.OpProcessRead,
-		validate: validateProcessRead, activity: wire.ActivityProcessRead, handle: (*session).processRead},
-	operation[sandboxapi.ProcessWriteInput, sandboxapi.ProcessWriteResult]{op: sandboxapi.OpProcessWrite,
-		validate: validateProcessWrite, activity: wire.ActivityProcessWrite, handle: (*session).processWrite},
-	operation[sandboxapi.ProcessSignalInput, sandboxapi.ProcessResult]{op: sandboxapi.OpProcessSignal,
-		validate: validateProcessSignal, activity: wire.ActivityProcessSignal, handle: (*session).processSignal},
-	operation[sandboxapi.ProcessResizeInput, sandboxapi.ProcessResult]{op: sandboxapi.OpProcessResize,
-		validate: validateProcessResize, activity: wire.ActivityProcessResize, handle: (*session).processResize},
-	operation[sandboxapi.None, sandboxapi.ProcessListResult]{op: sandboxapi.OpProcessList,
-		activity: wire.ActivityProcessList, handle: (*session).processList},
-	operation[sandboxapi.CancelInput, sandboxapi.CancelResult]{op: sandboxapi.OpCancel,
-		validate: validateCancel, activity: wire.ActivityExecCancel, handle: (*session).cancel},
+	bind(sandboxapi.OpProcessStart).
+		validatedBy(validateProcessStart).
+		handled(wire.ActivityProcessStart, (*session).processStart),
+	bind(sandboxapi.OpProcessRead).
+		validatedBy(validateProcessRead).
+		handled(wire.ActivityProcessRead, (*session).processRead),
+	bind(sandboxapi.OpProcessWrite).
+		validatedBy(validateProcessWrite).
+		handled(wire.ActivityProcessWrite, (*session).processWrite),
+	bind(sandboxapi.OpProcessSignal).
+		validatedBy(validateProcessSignal).
+		handled(wire.ActivityProcessSignal, (*session).processSignal),
+	bind(sandboxapi.OpProcessResize).
+		validatedBy(validateProcessResize).
+		handled(wire.ActivityProcessResize, (*session).processResize),
+	bind(sandboxapi.OpProcessList).
+		handled(wire.ActivityProcessList, (*session).processList),
+	bind(sandboxapi.OpCancel).
+		validatedBy(validateCancel).
+		handled(wire.ActivityExecCancel, (*session).cancel),
 	// The lifecycle (docs/API.md "Checkpoints", "Fork", "Destroy";
 	// session_lifecycle.go). destroy is allowed on read-only workspaces:
 	// ending one changes nothing in it.
-	operation[sandboxapi.CheckpointInput, sandboxapi.Checkpoint]{op: sandboxapi.OpCheckpoint, writes: true,
-		validate: func(_ *session, in sandboxapi.CheckpointInput) error { return in.Validate() },
-		activity: wire.ActivityCheckpoint, class: opGit,
-		input: func(s *session, in sandboxapi.CheckpointInput) any {
+	bind(sandboxapi.OpCheckpoint).writing().
+		validatedBy(func(_ *session, in sandboxapi.CheckpointInput) error { return in.Validate() }).
+		call(wire.ActivityCheckpoint, opGit, func(s *session, in sandboxapi.CheckpointInput) any {
 			return wire.CheckpointActivityInput{WorkspaceID: s.wsID, Label: in.Label}
-		}},
-	operation[sandboxapi.None, sandboxapi.CheckpointList]{op: sandboxapi.OpCheckpoints,
-		activity: wire.ActivityCheckpoints, input: workspaceInput},
-	operation[sandboxapi.RollbackInput, sandboxapi.RollbackResult]{op: sandboxapi.OpRollback, writes: true,
-		validate: func(_ *session, in sandboxapi.RollbackInput) error { return in.Validate() },
-		activity: wire.ActivityRollback, class: opGit,
-		input: func(s *session, in sandboxapi.RollbackInput) any {
+		}),
+	bind(sandboxapi.OpCheckpoints).
+		call(wire.ActivityCheckpoints, opQuick, workspaceInput),
+	bind(sandboxapi.OpRollback).writing().
+		validatedBy(func(_ *session, in sandboxapi.RollbackInput) error { return in.Validate() }).
+		call(wire.ActivityRollback, opGit, func(s *session, in sandboxapi.RollbackInput) any {
 			return wire.RollbackActivityInput{WorkspaceID: s.wsID, Checkpoint: in.Checkpoint}
-		}},
-	operation[sandboxapi.ForkInput, sandboxapi.ForkResult]{op: sandboxapi.OpFork, writes: true,
-		validate: (*session).validateFork, activity: wire.ActivityForkPrepare, handle: (*session).fork},
-	operation[sandboxapi.DestroyInput, sandboxapi.DestroyResult]{op: sandboxapi.OpDestroy,
-		activity: wire.ActivityDestroy, handle: (*session).destroy},
-	operation[sandboxapi.None, sandboxapi.Handle]{op: sandboxapi.OpRestore, writes: true,
-		activity: wire.ActivityRestoreDestroyed, handle: (*session).restore},
+		}),
+	bind(sandboxapi.OpFork).writing().
+		validatedBy((*session).validateFork).
+		handled(wire.ActivityForkPrepare, (*session).fork),
+	bind(sandboxapi.OpDestroy).
+		handled(wire.ActivityDestroy, (*session).destroy),
+	bind(sandboxapi.OpRestore).writing().
+		handled(wire.ActivityRestoreDestroyed, (*session).restore),
 	// preview_url asks the runtime's backend for a URL of a port (read-only:
 	// it changes neither the workspace nor the runtime; refused where the
 	// runtime has no such capability).
-	operation[sandboxapi.PreviewURLInput, sandboxapi.PreviewURL]{op: sandboxapi.OpPreviewURL,
-		validate: func(_ *session, in sandboxapi.PreviewURLInput) error { return in.Validate() },
-		activity: wire.ActivityPreviewURL,
-		input: func(s *session, in sandboxapi.PreviewURLInput) any {
+	bind(sandboxapi.OpPreviewURL).
+		validatedBy(func(_ *session, in sandboxapi.PreviewURLInput) error { return in.Validate() }).
+		call(wire.ActivityPreviewURL, opQuick, func(s *session, in sandboxapi.PreviewURLInput) any {
 			return wire.PreviewURLActivityInput{WorkspaceID: s.wsID, Port: in.Port}
-		}},
+		}),
 	// overlaps reads this workspace's changes and those of the host's other
 	// workspaces of the same repository, user and project (read-only; an
 	// activity with heartbeats: it may read many worktrees).
-	operation[sandboxapi.None, sandboxapi.OverlapsResult]{op: sandboxapi.OpOverlaps,
-		activity: wire.ActivityOverlaps,
-		handle: func(s *session, ctx workflow.Context, _ sandboxapi.None) (sandboxapi.OverlapsResult, error) {
+	bind(sandboxapi.OpOverlaps).
+		handled(wire.ActivityOverlaps, func(s *session, ctx workflow.Context, _ sandboxapi.None) (sandboxapi.OverlapsResult, error) {
 			return sharedOp[sandboxapi.OverlapsResult](s, ctx, opGit, wire.ActivityOverlaps, wire.WorkspaceActivityInput{WorkspaceID: s.wsID})
-		}},
+		}),
 	// setup: run the repository's setup again (session_setup.go).
-	operation[sandboxapi.None, sandboxapi.SetupState]{op: sandboxapi.OpSetup, handle: (*session).rerunSetup},
+	bind(sandboxapi.OpSetup).
+		handled("", (*session).rerunSetup),
 }
 
 // Operations describes every operation the workflow registers, in table

@@ -148,9 +148,9 @@ func (e *ConfigError) Error() string {
 }
 
 // ConfigFromEnv reads and validates the configuration. lookup is usually
-// os.LookupEnv. Errors are *ConfigError naming the bad variable.
-// It stays long: a flat list, one parse per variable of README
-// "Configuration", each reading on its own.
+// os.LookupEnv. Errors are *ConfigError naming the bad variable. Each step
+// reads one area of README "Configuration", in this order (the first bad
+// variable is the one reported).
 func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	get := func(name, def string) string {
 		if v, ok := lookup(name); ok && v != "" {
@@ -169,36 +169,68 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		DatabaseURL:      get("DATABASE_URL", ""),
 		MetricsAddr:      get("SANDBOX_METRICS_ADDR", ""),
 	}
-	var err error
+	steps := []func(*Config, func(string) (string, bool), func(name, def string) string) error{
+		hostFromEnv, timingFromEnv, sandboxUserFromEnv, networkFromEnv, runtimeFromEnv, serviceFromEnv,
+		func(c *Config, _ func(string) (string, bool), get func(name, def string) string) (err error) {
+			c.Auth, err = authFromEnv(get, c.AllowHTTPURLs)
+			return err
+		},
+		func(c *Config, _ func(string) (string, bool), get func(name, def string) string) (err error) {
+			c.Eviction, err = evictionFromEnv(get)
+			return err
+		},
+		func(c *Config, _ func(string) (string, bool), get func(name, def string) string) (err error) {
+			c.Content, err = contentFromEnv(get)
+			return err
+		},
+	}
+	for _, step := range steps {
+		if err := step(&c, lookup, get); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// hostFromEnv reads the connection to Temporal and its security, the data
+// directory, the runtimes' environment, the host id, the embedded
+// server's ports and the URL policy.
+func hostFromEnv(c *Config, lookup func(string) (string, bool), get func(name, def string) string) (err error) {
 	if c.Security, c.TemporalAddress, c.Namespace, err = securityFromEnv(lookup, get); err != nil {
-		return c, err
+		return err
 	}
 	if c.DataDir, err = dataDir(get("SANDBOX_DATA_DIR", "")); err != nil {
-		return c, &ConfigError{"SANDBOX_DATA_DIR", get("SANDBOX_DATA_DIR", ""), err.Error()}
+		return &ConfigError{"SANDBOX_DATA_DIR", get("SANDBOX_DATA_DIR", ""), err.Error()}
 	}
 	hostPath, _ := lookup("PATH")
 	if c.Environment, err = environmentFromEnv(get, c.DataDir, hostPath); err != nil {
-		return c, err
+		return err
 	}
 	host, _ := os.Hostname()
 	c.HostID = get("SANDBOX_HOST_ID", sanitizeHost(host))
 	if err := sandboxapi.ValidateID("host id", c.HostID); err != nil {
-		return c, &ConfigError{"SANDBOX_HOST_ID", c.HostID, sandboxapi.Message(err)}
+		return &ConfigError{"SANDBOX_HOST_ID", c.HostID, sandboxapi.Message(err)}
 	}
 	if c.TemporalPort, err = port(get("SANDBOX_TEMPORAL_PORT", strconv.Itoa(DefaultTemporalPort)), false); err != nil {
-		return c, &ConfigError{"SANDBOX_TEMPORAL_PORT", get("SANDBOX_TEMPORAL_PORT", ""), err.Error()}
+		return &ConfigError{"SANDBOX_TEMPORAL_PORT", get("SANDBOX_TEMPORAL_PORT", ""), err.Error()}
 	}
 	if c.UIPort, err = port(get("SANDBOX_UI_PORT", strconv.Itoa(DefaultUIPort)), true); err != nil {
-		return c, &ConfigError{"SANDBOX_UI_PORT", get("SANDBOX_UI_PORT", ""), err.Error()}
+		return &ConfigError{"SANDBOX_UI_PORT", get("SANDBOX_UI_PORT", ""), err.Error()}
 	}
 	for name, dst := range map[string]*bool{"SANDBOX_ALLOW_FILE_URLS": &c.AllowFileURLs, "SANDBOX_ALLOW_HTTP_URLS": &c.AllowHTTPURLs} {
 		v := get(name, "0")
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return c, &ConfigError{name, v, "want 1 or 0"}
+			return &ConfigError{name, v, "want 1 or 0"}
 		}
 		*dst = b
 	}
+	return nil
+}
+
+// timingFromEnv reads the durations (freshness, idle rules, waits), where
+// sessions run and the workflow cache size.
+func timingFromEnv(c *Config, _ func(string) (string, bool), get func(name, def string) string) error {
 	for _, d := range []struct {
 		name string
 		dst  *time.Duration
@@ -214,7 +246,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		v := get(d.name, d.def.String())
 		dur, err := sandbox.ParseDuration(v)
 		if err != nil || dur < 0 {
-			return c, &ConfigError{d.name, v, "want a duration such as 30s, 20m or 6h, or a number of seconds"}
+			return &ConfigError{d.name, v, "want a duration such as 30s, 20m or 6h, or a number of seconds"}
 		}
 		*d.dst = dur
 	}
@@ -226,7 +258,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		v := get("SANDBOX_SESSION_ON_HOST_QUEUE", onHost)
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return c, &ConfigError{"SANDBOX_SESSION_ON_HOST_QUEUE", v, "want 1 or 0"}
+			return &ConfigError{"SANDBOX_SESSION_ON_HOST_QUEUE", v, "want 1 or 0"}
 		}
 		c.SessionOnHostQueue = b
 	}
@@ -234,21 +266,27 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		v := get("SANDBOX_WORKFLOW_CACHE_SIZE", strconv.Itoa(DefaultWorkflowCacheSize))
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxWorkflowCacheSize {
-			return c, &ConfigError{"SANDBOX_WORKFLOW_CACHE_SIZE", v, fmt.Sprintf("want a number of workflow runs from 1 to %d", MaxWorkflowCacheSize)}
+			return &ConfigError{"SANDBOX_WORKFLOW_CACHE_SIZE", v, fmt.Sprintf("want a number of workflow runs from 1 to %d", MaxWorkflowCacheSize)}
 		}
 		c.WorkflowCacheSize = n
 	}
 	if c.HostWait <= 0 {
-		return c, &ConfigError{"SANDBOX_HOST_WAIT", c.HostWait.String(), "must be positive"}
+		return &ConfigError{"SANDBOX_HOST_WAIT", c.HostWait.String(), "must be positive"}
 	}
 	if c.ProcessMaxIdle <= 0 {
-		return c, &ConfigError{"SANDBOX_PROCESS_MAX_IDLE", c.ProcessMaxIdle.String(), "must be positive"}
+		return &ConfigError{"SANDBOX_PROCESS_MAX_IDLE", c.ProcessMaxIdle.String(), "must be positive"}
 	}
 	if c.IdleStop <= 0 || c.IdleClose < c.IdleStop {
-		return c, &ConfigError{"SANDBOX_IDLE_CLOSE", c.IdleClose.String(), "must be positive and at least SANDBOX_IDLE_STOP"}
+		return &ConfigError{"SANDBOX_IDLE_CLOSE", c.IdleClose.String(), "must be positive and at least SANDBOX_IDLE_STOP"}
 	}
+	return nil
+}
+
+// sandboxUserFromEnv reads the runtimes' resource hints and the host ids
+// a sandbox's user maps to.
+func sandboxUserFromEnv(c *Config, _ func(string) (string, bool), get func(name, def string) string) (err error) {
 	if c.RuntimeResources, err = resourceHints(get); err != nil {
-		return c, err
+		return err
 	}
 	for _, n := range []struct {
 		name string
@@ -257,56 +295,55 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		v := get(n.name, "65534")
 		id, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || id == 0 || id == 1<<32-1 {
-			return c, &ConfigError{n.name, v, "want a host id from 1 to 4294967294 (never 0: a sandbox never runs as the host's root)"}
+			return &ConfigError{n.name, v, "want a host id from 1 to 4294967294 (never 0: a sandbox never runs as the host's root)"}
 		}
 		*n.dst = uint32(id)
 	}
-	if err := networkFromEnv(&c, lookup, get); err != nil {
-		return c, err
+	return nil
+}
+
+// runtimeFromEnv checks SANDBOX_RUNTIME_PROVIDER against the runtime
+// catalog and reads the named backend's own variables. auto: bubblewrap
+// when usable, else Docker when SANDBOX_RUNTIME_IMAGE is set and the daemon
+// answers, else the worker refuses to start (docs/DESIGN.md "Rules" 5:
+// never a silent fallback to host subprocesses; local is explicit).
+func runtimeFromEnv(c *Config, _ func(string) (string, bool), get func(name, def string) string) error {
+	if c.RuntimeProvider == autoProvider {
+		return nil
 	}
-	// auto: bubblewrap when usable, else Docker when SANDBOX_RUNTIME_IMAGE is
-	// set and the daemon answers, else the worker refuses to start (docs/DESIGN.md "Rules" 5:
-	// never a silent fallback to host subprocesses; local is explicit).
-	if c.RuntimeProvider != autoProvider {
-		b, ok := runtimeBackendFor(c.RuntimeProvider)
-		if !ok {
-			return c, providerError(c.RuntimeProvider)
-		}
-		if b.settings != nil {
-			if err := b.settings(&c, get); err != nil {
-				return c, err
-			}
-		}
+	b, ok := runtimeBackendFor(c.RuntimeProvider)
+	if !ok {
+		return providerError(c.RuntimeProvider)
 	}
+	if b.settings != nil {
+		return b.settings(c, get)
+	}
+	return nil
+}
+
+// serviceFromEnv checks the log level, the PostgreSQL DSN and the metrics
+// address.
+func serviceFromEnv(c *Config, _ func(string) (string, bool), _ func(name, def string) string) error {
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:
-		return c, &ConfigError{"SANDBOX_LOG_LEVEL", c.LogLevel, "want debug, info, warn or error"}
+		return &ConfigError{"SANDBOX_LOG_LEVEL", c.LogLevel, "want debug, info, warn or error"}
 	}
 	if c.DatabaseURL != "" {
 		// Checked here so a typo fails at start naming the variable; the value
 		// is never echoed (it may hold a password).
 		if _, err := postgres.ParseDSN(c.DatabaseURL); err != nil {
-			return c, &ConfigError{"DATABASE_URL", "<set>", sandboxapi.Message(err)}
+			return &ConfigError{"DATABASE_URL", "<set>", sandboxapi.Message(err)}
 		}
 	}
 	if c.MetricsAddr != "" {
 		if _, p, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return c, &ConfigError{"SANDBOX_METRICS_ADDR", c.MetricsAddr, "want host:port, e.g. :9464 or 127.0.0.1:9464"}
+			return &ConfigError{"SANDBOX_METRICS_ADDR", c.MetricsAddr, "want host:port, e.g. :9464 or 127.0.0.1:9464"}
 		} else if _, err := port(p, true); err != nil {
-			return c, &ConfigError{"SANDBOX_METRICS_ADDR", c.MetricsAddr, "want host:port, e.g. :9464 or 127.0.0.1:9464"}
+			return &ConfigError{"SANDBOX_METRICS_ADDR", c.MetricsAddr, "want host:port, e.g. :9464 or 127.0.0.1:9464"}
 		}
 	}
-	if c.Auth, err = authFromEnv(get, c.AllowHTTPURLs); err != nil {
-		return c, err
-	}
-	if c.Eviction, err = evictionFromEnv(get); err != nil {
-		return c, err
-	}
-	if c.Content, err = contentFromEnv(get); err != nil {
-		return c, err
-	}
-	return c, nil
+	return nil
 }
 
 // networkFromEnv reads SANDBOX_RUNTIME_NETWORK (already in c),

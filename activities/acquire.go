@@ -358,6 +358,10 @@ func (a *Activities) recordWorkspace(ctx context.Context, ws sandboxapi.Workspac
 func (a *Activities) settingsFor(ws sandboxapi.Workspace) wire.SessionSettings {
 	s := a.Settings
 	s.CodeHost = a.CodeHost != nil && a.CodeHost.Serves(ws.Repo)
+	if a.Runtimes != nil {
+		procs := a.Runtimes.Capabilities().Processes
+		s.RuntimeProcesses = &procs
+	}
 	return s
 }
 

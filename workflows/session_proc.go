@@ -21,7 +21,12 @@ import (
 // task; a command still running then is waited for by the exec activity
 // (wire.ActivityExec with the process id), which heartbeats and is retried
 // after a worker dies: the retry re-attaches to the same process, and no
-// attempt ever starts the command again.
+// attempt ever starts the command again. On a runtime without processes
+// (the settings say so: remote runtimes) and for kept output, the exec
+// activity runs the command itself. The exec activity keeps one name for
+// both (sandboxapi.ExecActivityType): a streaming client finds a running
+// command's progress in the pending activity of that type, whichever way
+// it runs (docs/API.md "Streaming exec output": the older protocol).
 
 const (
 	// changeExecProcess: exec runs its command as a process of the runtime
@@ -31,6 +36,10 @@ const (
 	// changeBesideSetup: an exec with beside_setup runs while the setup
 	// run holds the session's lock (docs/RUNTIMES.md "Setup").
 	changeBesideSetup = "exec-beside-setup"
+	// changeKnownNoProcesses: on a runtime the settings say runs no
+	// processes, the exec activity runs the command at once, without first
+	// asking ActivityExecStart (which would answer Unsupported).
+	changeKnownNoProcesses = "exec-known-no-processes"
 	// execFastWait bounds the fast path's wait: a command that ends within
 	// it is answered in the same workflow task. Short, because the workflow
 	// task (and so a cancel sent meanwhile) waits for it.
@@ -223,6 +232,8 @@ func (s *session) exec(ctx workflow.Context, req sandboxapi.ExecRequest) (sandbo
 		// activity as the command runs: it runs the command itself, as on
 		// a runtime without processes.
 		st.Unsupported = true
+	} else if s.knownNoProcesses(ctx) {
+		st.Unsupported = true
 	} else if err := s.execStart(ctx, in, &st); err != nil {
 		return sandboxapi.ExecResult{}, err
 	}
@@ -231,6 +242,18 @@ func (s *session) exec(ctx workflow.Context, req sandboxapi.ExecRequest) (sandbo
 		return st.Result, nil
 	}
 	return s.awaitExec(ctx, e, in, req, st.Unsupported)
+}
+
+// knownNoProcesses reports whether the settings say the runtime runs no
+// processes (remote runtimes), so the exec activity runs the command
+// without a start first (replay-safe behind changeKnownNoProcesses: only
+// settings with RuntimeProcesses, which no recorded run before it has,
+// ask).
+func (s *session) knownNoProcesses(ctx workflow.Context) bool {
+	if p := s.settings.RuntimeProcesses; p == nil || *p {
+		return false
+	}
+	return workflow.GetVersion(ctx, changeKnownNoProcesses, workflow.DefaultVersion, 1) == 1
 }
 
 // besideSetup reports whether the exec of req runs beside the setup

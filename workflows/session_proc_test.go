@@ -324,3 +324,32 @@ func TestExecFallsBackOnARuntimeWithoutProcesses(t *testing.T) {
 	assert.Equal(t, int32(1), f.execs.Load(), "the exec activity ran the command")
 	assert.Zero(t, f.waits.Load())
 }
+
+// TestExecSkipsTheStartWhereTheSettingsSayNoProcesses: on a runtime the
+// settings say runs no processes (remote runtimes) the exec activity runs
+// the command at once; nothing asks ExecStart first. Where they say it
+// does, the start comes first, as it does when they say nothing.
+func TestExecSkipsTheStartWhereTheSettingsSayNoProcesses(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		processes *bool
+		starts    int32
+	}{{"no processes", new(false), 0}, {"processes", new(true), 1}, {"not said", nil, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
+			f.processes = c.processes
+			req := *in.Request
+			var acq, ex updateResult
+			update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
+			update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"true"}})
+			update(env, time.Minute, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
+			env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
+			requireDormant(t, env, sandboxapi.StateReleased)
+			require.NoError(t, ex.err)
+			assert.Equal(t, "ok\n", string(ex.value.(sandboxapi.ExecResult).Stdout))
+			assert.Equal(t, c.starts, f.starts.Load(), "ExecStart calls")
+			assert.Equal(t, int32(1), f.execs.Load(), "the command ran once")
+			assert.Zero(t, f.waits.Load())
+		})
+	}
+}

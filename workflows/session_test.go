@@ -29,7 +29,10 @@ type fakeActivities struct {
 	execs    atomic.Int32
 	acquires atomic.Int32
 	// exists: Locate finds the workspace (a resume by id works).
-	exists    bool
+	exists bool
+	// processes, when set, is the settings' RuntimeProcesses (nil: not
+	// said, as in runs recorded before it existed).
+	processes *bool
 	writes    atomic.Int32
 	hibernate atomic.Int32
 	destroy   atomic.Int32
@@ -65,7 +68,7 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		ws := sandboxapi.Workspace{ID: in.WorkspaceID, Mode: f.mode, HostID: testHost, BranchName: "agent/edits-c", UserID: "u", ProjectID: "p",
 			Capabilities: sandboxapi.CapabilitiesFromMode(f.mode, false), Repo: sandboxapi.RepoIdentity{Host: "example.com", Owner: "o", Name: "r", URL: "https://example.com/o/r.git"}}
 		return wire.AcquireActivityResult{Workspace: ws, Created: true,
-			Settings: wire.SessionSettings{IdleStop: 20 * time.Minute, IdleClose: 6 * time.Hour, RuntimeKind: "local"}}, nil
+			Settings: wire.SessionSettings{IdleStop: 20 * time.Minute, IdleClose: 6 * time.Hour, RuntimeKind: "local", RuntimeProcesses: f.processes}}, nil
 	}, wire.ActivityAcquire)
 	reg(func(ctx context.Context, in wire.ExecActivityInput) (sandboxapi.ExecResult, error) {
 		if in.ProcessID != "" {

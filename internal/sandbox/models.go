@@ -120,6 +120,11 @@ const (
 // activities. Background processes are no flag: the consumer asserts
 // ProcessRuntime on the Runtime.
 type RuntimeCapabilities struct {
+	// Processes: the provider's runtimes implement ProcessRuntime (an exec
+	// runs as a process the session starts and waits for; background
+	// processes exist). The session learns it from its settings
+	// (wire.SessionSettings.RuntimeProcesses); runtimetest checks both agree.
+	Processes bool `json:"processes,omitempty"`
 	// PreviewURL: the provider implements the preview_url activity's
 	// PortPreviewer (docs/API.md "Preview URLs"); runtimetest checks both agree.
 	PreviewURL bool `json:"preview_url"`

@@ -129,6 +129,13 @@ type SessionSettings struct {
 	// session's lock before it fails WorkspaceLocked naming what holds it
 	// (SANDBOX_LOCK_WAIT; 0: no bound, as in runs recorded before it existed).
 	LockWait time.Duration `json:"lock_wait,omitempty"`
+	// RuntimeProcesses says whether the host's runtimes run processes
+	// (sandbox.RuntimeCapabilities.Processes): when false an exec's command
+	// runs in the exec activity at once, without first asking
+	// ActivityExecStart. nil: not said (settings recorded before it
+	// existed): the session asks ActivityExecStart, which answers
+	// Unsupported on such a runtime.
+	RuntimeProcesses *bool `json:"runtime_processes,omitempty"`
 	// CodeHost: the host has a code host for this session's repository
 	// (set per workspace by the acquire activity; sandboxapi.Handle.CodeHost).
 	CodeHost bool `json:"code_host,omitempty"`

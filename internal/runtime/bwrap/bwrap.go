@@ -395,7 +395,7 @@ func (p *Provider) Kind() string { return Kind }
 // network per command (one sandbox per network mode); no preview URLs.
 // Background processes, PTYs included, are Runtime's sandbox.ProcessRuntime.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, HostMounts: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, HostMounts: true, Processes: true}
 }
 
 // Create returns the runtime with spec.ID, creating it in state running when

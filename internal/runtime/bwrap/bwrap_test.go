@@ -105,7 +105,7 @@ func setup(t *testing.T, opts bwrap.Options, mutate func(*sandbox.RuntimeSpec)) 
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t, bwrap.Options{})
 	require.Equal(t, "bwrap", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, HostMounts: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, HostMounts: true, Processes: true}, p.Capabilities())
 	_, previews := any(p).(interface {
 		PreviewURL(context.Context, string, int) (sandboxapi.PreviewURL, error)
 	})

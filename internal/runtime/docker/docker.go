@@ -291,7 +291,7 @@ func (p *Provider) Kind() string { return Kind }
 // loopback port of the worker's machine (Provider.PreviewURL). Background
 // processes, PTYs included, are Runtime's sandbox.ProcessRuntime.
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, PreviewURL: true, HostMounts: true}
+	return sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, PreviewURL: true, HostMounts: true, Processes: true}
 }
 
 // ContainerName returns the container name of runtime id: ContainerPrefix+id.

@@ -149,7 +149,7 @@ func setup(t *testing.T, mutate func(*sandbox.RuntimeSpec)) (context.Context, *d
 func TestKindAndCapabilities(t *testing.T) {
 	p := newProvider(t)
 	require.Equal(t, "docker", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, PreviewURL: true, HostMounts: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{Isolated: true, PerCommandNetwork: true, PreviewURL: true, HostMounts: true, Processes: true}, p.Capabilities())
 	_, previews := any(p).(interface {
 		PreviewURL(context.Context, string, int) (sandboxapi.PreviewURL, error)
 	})

@@ -103,7 +103,7 @@ func (p *Provider) Kind() string { return Kind }
 func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
 	// A command may ask for any network up to the runtime's: none is
 	// enforced here, so PerCommandNetwork is as true as Network itself.
-	return sandbox.RuntimeCapabilities{PerCommandNetwork: true, HostMounts: true}
+	return sandbox.RuntimeCapabilities{PerCommandNetwork: true, HostMounts: true, Processes: true}
 }
 
 // Create returns the runtime with spec.ID, creating it in state running when

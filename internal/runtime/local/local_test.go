@@ -77,7 +77,7 @@ func TestProcesses(t *testing.T) {
 func TestKindAndCapabilities(t *testing.T) {
 	p := local.New(local.Options{})
 	require.Equal(t, "local", p.Kind())
-	require.Equal(t, sandbox.RuntimeCapabilities{PerCommandNetwork: true, HostMounts: true}, p.Capabilities())
+	require.Equal(t, sandbox.RuntimeCapabilities{PerCommandNetwork: true, HostMounts: true, Processes: true}, p.Capabilities())
 	require.False(t, p.Capabilities().Isolated)
 	_, previews := any(p).(interface {
 		PreviewURL(context.Context, string, int) (sandboxapi.PreviewURL, error)

@@ -202,6 +202,8 @@ func (s *suite) lifecycle(t *testing.T) {
 	caps := p.Capabilities()
 	_, previews := p.(portPreviewer)
 	require.Equal(t, caps.PreviewURL, previews, "the provider implements PreviewURL exactly when Capabilities().PreviewURL (the preview_url activity asserts it)")
+	_, procs := rt.(sandbox.ProcessRuntime)
+	require.Equal(t, caps.Processes, procs, "the runtime implements ProcessRuntime exactly when Capabilities().Processes (the session skips the process start when it does not)")
 
 	st, err := rt.State(ctx)
 	require.NoError(t, err)

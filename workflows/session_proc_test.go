@@ -307,37 +307,26 @@ func (c *callback) Accept()                   {}
 func (c *callback) Reject(err error)          { c.out.rejected = err }
 func (c *callback) Complete(v any, err error) { c.out.value, c.out.err = v, err }
 
-// TestExecFallsBackOnARuntimeWithoutProcesses: ExecStart says the runtime
-// runs no processes; the exec activity runs the command (the way before).
-func TestExecFallsBackOnARuntimeWithoutProcesses(t *testing.T) {
-	env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
-	f.execStart = func(wire.ExecActivityInput) wire.ExecStartResult { return wire.ExecStartResult{Unsupported: true} }
-	req := *in.Request
-	var acq, ex updateResult
-	update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})
-	update(env, time.Second, sandboxapi.UpdateExec, &ex, sandboxapi.ExecRequest{Cmd: []string{"true"}})
-	update(env, time.Minute, sandboxapi.UpdateRelease, &updateResult{}, sandboxapi.ReleaseInput{})
-	env.ExecuteWorkflow(sandboxapi.SessionWorkflowType, in)
-	requireDormant(t, env, sandboxapi.StateReleased)
-	require.NoError(t, ex.err)
-	assert.Equal(t, "ok\n", string(ex.value.(sandboxapi.ExecResult).Stdout))
-	assert.Equal(t, int32(1), f.execs.Load(), "the exec activity ran the command")
-	assert.Zero(t, f.waits.Load())
-}
-
 // TestExecSkipsTheStartWhereTheSettingsSayNoProcesses: on a runtime the
 // settings say runs no processes (remote runtimes) the exec activity runs
 // the command at once; nothing asks ExecStart first. Where they say it
-// does, the start comes first, as it does when they say nothing.
+// does, the start comes first, as it does when they say nothing; and when
+// they say nothing and ExecStart answers that the runtime has no
+// processes, the exec activity runs the command (the way before).
 func TestExecSkipsTheStartWhereTheSettingsSayNoProcesses(t *testing.T) {
 	for _, c := range []struct {
-		name      string
-		processes *bool
-		starts    int32
-	}{{"no processes", new(false), 0}, {"processes", new(true), 1}, {"not said", nil, 1}} {
+		name        string
+		processes   *bool
+		unsupported bool
+		starts      int32
+	}{{"no processes", new(false), false, 0}, {"processes", new(true), false, 1}, {"not said", nil, false, 1},
+		{"not said, none there", nil, true, 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			env, f, in := newEnv(t, sandboxapi.ModeEdit, wire.HostTaskQueue(testHost))
 			f.processes = c.processes
+			if c.unsupported {
+				f.execStart = func(wire.ExecActivityInput) wire.ExecStartResult { return wire.ExecStartResult{Unsupported: true} }
+			}
 			req := *in.Request
 			var acq, ex updateResult
 			update(env, 0, sandboxapi.UpdateAcquire, &acq, sandboxapi.AcquireInput{Request: &req})

@@ -91,7 +91,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
@@ -174,8 +173,7 @@ type Provider struct {
 	hc   *http.Client
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	runtimes map[string]*Runtime
+	runtimes replica.Handles[*Runtime]
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -212,12 +210,14 @@ func New(opts Options) (*Provider, error) {
 	if base == nil {
 		base = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
-	hc := &http.Client{Transport: &authTransport{key: opts.APIKey, next: transportOf(base)}, CheckRedirect: noRedirect}
+	// No redirect is followed: the key must never follow one elsewhere.
+	auth := replica.NewHeaderTransport("daytona-auth", "Authorization", "Bearer "+opts.APIKey, transportOf(base))
+	hc := &http.Client{Transport: auth, CheckRedirect: replica.NoRedirect}
 	cfg := apiclient.NewConfiguration()
 	cfg.Servers = apiclient.ServerConfigurations{{URL: strings.TrimSuffix(opts.APIURL, "/")}}
 	cfg.HTTPClient = hc
 	cfg.UserAgent = "sandboxcore"
-	return &Provider{opts: opts, api: apiclient.NewAPIClient(cfg), hc: hc, log: log, runtimes: map[string]*Runtime{}}, nil
+	return &Provider{opts: opts, api: apiclient.NewAPIClient(cfg), hc: hc, log: log}, nil
 }
 
 func transportOf(c *http.Client) http.RoundTripper {
@@ -227,71 +227,44 @@ func transportOf(c *http.Client) http.RoundTripper {
 	return http.DefaultTransport
 }
 
-// noRedirect refuses redirects: the key must never follow one elsewhere.
-func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-// authTransport adds the API key to each request and nothing else.
-type authTransport struct {
-	key  string
-	next http.RoundTripper
-}
-
-func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t.key)
-	return t.next.RoundTrip(r)
-}
-
-// String never prints the key.
-func (t *authTransport) String() string { return "daytona-auth(<redacted>)" }
-
 // Kind returns "daytona".
 func (p *Provider) Kind() string { return Kind }
 
 // Capabilities: isolated (a remote sandbox), preview URLs; snapshots are
-// not offered (a replica holds nothing the workspace lacks).
-func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, PreviewURL: true}
-}
+// not offered (a replica holds nothing the workspace lacks):
+// replica.Capabilities.
+func (p *Provider) Capabilities() sandbox.RuntimeCapabilities { return replica.Capabilities() }
 
-// runtimeFor returns the one handle of a runtime id.
+// runtimeFor returns the one handle of a runtime id. Its replica opens with
+// a placeholder for the sandbox-side state directory, which lies below the
+// sandbox user's home: cacheSandbox sets it once the toolbox reports that.
 func (p *Provider) runtimeFor(id string) *Runtime {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if rt, ok := p.runtimes[id]; ok {
-		return rt
-	}
-	rt := &Runtime{p: p, id: id}
-	p.runtimes[id] = rt
-	return rt
+	return p.runtimes.For(id, func(id string) *Runtime {
+		return &Runtime{p: p, id: id, held: replica.SpecReplica{
+			Kind: Kind, ID: id, StateDir: p.stateDir(id), RemoteState: "/tmp/.sandboxcore-unset", Git: p.opts.Git, Log: p.log,
+		}}
+	})
 }
 
 // Create returns the runtime of spec, creating its sandbox when missing and
 // waiting until it runs; the replica is synced on first use. Errors:
 // sandboxapi.ErrInvalidArgument (a spec without a workspace mount at its
 // workdir), sandboxapi.ErrConflict (the name belongs to a sandbox of another
-// deployment), the kinds of mapErr.
+// deployment), the kinds of mapErr. The steps are replica.CreateFlow's.
 func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
-	if err := validID(spec.ID); err != nil {
-		return nil, err
-	}
-	if !strings.HasPrefix(spec.Workdir, "/") {
-		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: the workdir must be absolute")
-	}
-	rt := p.runtimeFor(spec.ID)
-	if err := rt.setSpec(spec); err != nil {
-		return nil, err
-	}
-	if _, err := rt.ensure(ctx); err != nil {
-		return nil, err
-	}
-	if rep := rt.replica(); rep != nil && !rep.Status().Synced {
-		// The replica is made now, so that the first command pays nothing extra.
-		if _, err := rep.Sync(ctx, rt.transport(rep)); err != nil {
-			return nil, err
-		}
-	}
-	return rt, nil
+	return replica.CreateFlow[*Runtime]{
+		Kind:    Kind,
+		ValidID: validID,
+		Handle: func(id string) (*Runtime, *replica.SpecReplica) {
+			rt := p.runtimeFor(id)
+			return rt, &rt.held
+		},
+		Ensure: func(ctx context.Context, rt *Runtime) error {
+			_, err := rt.ensure(ctx)
+			return err
+		},
+		Transport: (*Runtime).transport,
+	}.Create(ctx, spec)
 }
 
 // Get returns an existing runtime or sandboxapi.ErrNotFound.
@@ -307,7 +280,7 @@ func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) 
 		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "daytona: runtime %s does not exist", id)
 	}
 	rt := p.runtimeFor(id)
-	_ = rt.loadSpec()
+	_ = rt.held.Load()
 	return rt, nil
 }
 
@@ -373,7 +346,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	rt := p.runtimeFor(id)
-	_ = rt.loadSpec()
+	_ = rt.held.Load()
 	return rt.destroy(ctx)
 }
 
@@ -422,8 +395,7 @@ func (p *Provider) getSandbox(ctx context.Context, id string) (*apiclient.Sandbo
 // retry runs fn with its own call timeout (apiTimeout), again (up to three
 // tries) while it fails transiently (replica.Retrier).
 func (p *Provider) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	ended := func(ctx context.Context, what string) error { return p.mapErr(ctx, nil, ctx.Err(), "%s", what) }
-	return replica.Retrier{Kind: Kind, Log: p.log, CallTimeout: apiTimeout, Ended: ended}.Do(ctx, what, fn)
+	return replica.Retrier{Kind: Kind, Log: p.log, CallTimeout: apiTimeout}.Do(ctx, what, fn)
 }
 
 // runtimeState maps Daytona's state onto a runtime state (package documentation).
@@ -596,7 +568,7 @@ func (p *Provider) reclaim(ctx context.Context, except string, n int) int {
 		if id == except || runtimeState(it.GetState()) != sandbox.RuntimeStopped || validID(id) != nil {
 			continue
 		}
-		if !p.hibernatedClean(id) {
+		if !replica.Hibernated(p.stateDir(id)) {
 			continue
 		}
 		at := lastUse(it)
@@ -650,13 +622,6 @@ func (p *Provider) deleteSandbox(ctx context.Context, id string) error {
 // stateDir is the host directory of one runtime's state.
 func (p *Provider) stateDir(id string) string { return filepath.Join(p.opts.StateDir, id) }
 
-// hibernatedClean reports whether the runtime was stopped by Stop after a
-// successful sync and has not run anything since.
-func (p *Provider) hibernatedClean(id string) bool {
-	_, err := os.Stat(filepath.Join(p.stateDir(id), "hibernated"))
-	return err == nil
-}
-
 // RuntimeReplica returns the replica state of runtime id as this host
 // records it (Runtime.Replica; no call to Daytona), false when this host has
 // no state of that runtime (never created here, or destroyed).
@@ -668,7 +633,7 @@ func (p *Provider) RuntimeReplica(id string) (sandboxapi.RuntimeReplica, bool) {
 		return sandboxapi.RuntimeReplica{}, false
 	}
 	rt := p.runtimeFor(id)
-	if err := rt.loadSpec(); err != nil {
+	if err := rt.held.Load(); err != nil {
 		return sandboxapi.RuntimeReplica{}, false
 	}
 	return rt.Replica(), true
@@ -713,9 +678,7 @@ func (p *Provider) DeleteOrphan(ctx context.Context, id string) error {
 	if err := p.deleteSandbox(ctx, id); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	delete(p.runtimes, id)
-	p.mu.Unlock()
+	p.runtimes.Drop(id)
 	if err := os.RemoveAll(p.stateDir(id)); err != nil {
 		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: remove the state of runtime %s", id)
 	}

@@ -34,10 +34,7 @@ func (p *Provider) mapErr(ctx context.Context, resp *http.Response, err error, f
 	what := sprintf(format, args...)
 	if resp == nil {
 		if ctx.Err() != nil {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return sandboxapi.Wrap(sandboxapi.ErrTimeout, ctx.Err(), "daytona: %s", what)
-			}
-			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, ctx.Err(), "daytona: %s", what)
+			return replica.ContextError(ctx, Kind, what)
 		}
 		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: %s: %s", what, p.scrub(err.Error()))
 	}

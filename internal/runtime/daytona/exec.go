@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
@@ -39,17 +37,8 @@ import (
 // script builds the wrapper of one exec (replica.Pass.CommandScript: the
 // head files are the live view the waiter reads).
 func (r *Runtime) script(p *replica.Pass, req sandboxapi.ExecRequest) string {
-	env := procexec.EnvList(procexec.BaseEnv(r.home()), r.specEnv(), req.Env)
+	env := procexec.EnvList(procexec.BaseEnv(r.home()), r.held.Env(), req.Env)
 	return p.CommandScript("", false, env, req)
-}
-
-func (r *Runtime) specEnv() map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.spec == nil {
-		return nil
-	}
-	return r.spec.Env
 }
 
 // Exec runs one command (ExecStream without streaming).
@@ -74,39 +63,24 @@ func (r *Runtime) Exec(ctx context.Context, req sandboxapi.ExecRequest) (sandbox
 // sandbox); sandboxapi.ErrRuntimeUnavailable (Daytona or the sandbox failed;
 // wrapping context.Canceled when ctx was cancelled: the command is killed
 // and what it changed is still synced back); sandboxapi.ErrTimeout (ctx's
-// deadline); the kinds of mapErr.
+// deadline); the kinds of mapErr. The checks before anything is sent are
+// replica.SpecReplica.Exec's.
 func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
-	if err := runspec.ValidateExec(req); err != nil {
-		return sandboxapi.ExecResult{}, err
-	}
-	if strings.HasPrefix(req.Cmd[0], "-") {
-		out := procexec.NewOutput(req.OutputCap(), onChunk)
-		return out.Notice(127, req.Cmd[0], "command not found"), nil
-	}
-	_ = r.loadSpec()
-	rep := r.replica()
-	if rep == nil {
-		return sandboxapi.ExecResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: runtime %s has no workspace (create it with its spec)", r.id)
-	}
-	r.mu.Lock()
-	spec := r.spec
-	r.mu.Unlock()
-	if err := procexec.SingleNetwork(Kind, "exec", spec, req.Network); err != nil {
-		return sandboxapi.ExecResult{}, err
-	}
-	return rep.RunCommand(ctx, replica.Command{
-		Kind: Kind, Runtime: r.id, Log: r.p.log,
-		Prepare: func(ctx context.Context) error {
-			if _, err := r.ensure(ctx); err != nil {
-				return err
-			}
-			_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
-			return nil
-		},
-		RunPass: func(ctx context.Context, p *replica.Pass) (sandboxapi.ExecResult, replica.Outcome, error) {
-			return r.execPass(ctx, p, req, onChunk)
-		},
-		Transport: func() replica.Transport { return r.transport(rep) },
+	return r.held.Exec(req, onChunk, func(rep *replica.Replica) (sandboxapi.ExecResult, error) {
+		return rep.RunCommand(ctx, replica.Command{
+			Kind: Kind, Runtime: r.id, Log: r.p.log,
+			Prepare: func(ctx context.Context) error {
+				if _, err := r.ensure(ctx); err != nil {
+					return err
+				}
+				replica.ClearHibernated(r.p.stateDir(r.id))
+				return nil
+			},
+			RunPass: func(ctx context.Context, p *replica.Pass) (sandboxapi.ExecResult, replica.Outcome, error) {
+				return r.execPass(ctx, p, req, onChunk)
+			},
+			Transport: r.transport,
+		})
 	})
 }
 
@@ -411,7 +385,7 @@ func (r *Runtime) download(ctx context.Context, remote, local string, limit int6
 }
 
 // transport is the replica.Transport over this runtime's toolbox.
-func (r *Runtime) transport(*replica.Replica) replica.Transport { return toolboxTransport{r} }
+func (r *Runtime) transport() replica.Transport { return toolboxTransport{r} }
 
 type toolboxTransport struct{ r *Runtime }
 

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -24,10 +23,10 @@ type Runtime struct {
 	p  *Provider
 	id string
 
+	held replica.SpecReplica // its spec and replica (their own lock, taken after mu)
+
 	ensureMu sync.Mutex // serializes create/start
 	mu       sync.Mutex
-	spec     *sandbox.RuntimeSpec
-	rep      *replica.Replica
 	sbID     string
 	homeDir  string // the sandbox user's home (cacheSandbox)
 	tb       *toolbox.APIClient
@@ -39,53 +38,13 @@ var _ sandbox.Runtime = (*Runtime)(nil)
 // ID returns the runtime id (the sandbox's name).
 func (r *Runtime) ID() string { return r.id }
 
-// setSpec records the spec (also on disk, so that a restarted worker can
-// destroy or hibernate the runtime by id) and opens the replica of its
-// workspace mount.
-func (r *Runtime) setSpec(spec sandbox.RuntimeSpec) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.spec != nil && r.rep != nil && replica.SpecEqual(*r.spec, spec) {
-		return nil
-	}
-	rep, err := replica.OpenSpec(spec, r.p.stateDir(r.id), "/tmp/.sandboxcore-unset", r.p.opts.Git, r.p.log)
-	if err != nil {
-		return err
-	}
-	s := spec
-	r.spec, r.rep = &s, rep
-	return nil
-}
-
-// loadSpec reads the spec recorded by setSpec when this handle has none.
-func (r *Runtime) loadSpec() error {
-	r.mu.Lock()
-	has := r.spec != nil
-	r.mu.Unlock()
-	if has {
-		return nil
-	}
-	spec, err := replica.LoadSpec(r.p.stateDir(r.id))
-	if err != nil {
-		return err
-	}
-	return r.setSpec(spec)
-}
-
-// replica returns the handle's replica (nil without a spec).
-func (r *Runtime) replica() *replica.Replica {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.rep
-}
-
 // Replica reports the runtime's replica for the session's handle and
 // describe (sandboxapi.RuntimeReplica; docs/API.md "Remote runtimes"):
 // Recreated > 0 means its sandbox vanished and was rebuilt from the
 // workspace; NotSynced names nested git repositories left in the sandbox.
 // It reads host state only (no call to Daytona).
 func (r *Runtime) Replica() sandboxapi.RuntimeReplica {
-	rep := r.replica()
+	rep := r.held.Replica()
 	if rep == nil {
 		return sandboxapi.RuntimeReplica{}
 	}
@@ -115,7 +74,7 @@ func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
 // runs; a vanished one is created again when the spec is known, else
 // sandboxapi.ErrNotFound.
 func (r *Runtime) Start(ctx context.Context) error {
-	_ = r.loadSpec()
+	_ = r.held.Load()
 	_, err := r.ensure(ctx)
 	return err
 }
@@ -126,7 +85,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 // is success. When the sync fails the sandbox is left running and the error
 // returned: nothing it holds is lost.
 func (r *Runtime) Stop(ctx context.Context) error {
-	_ = r.loadSpec()
+	_ = r.held.Load()
 	sb, err := r.p.getSandbox(ctx, r.id)
 	if err != nil || sb == nil {
 		return err
@@ -146,8 +105,8 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	if err := r.cacheSandbox(ctx, sb); err != nil {
 		return err
 	}
-	if rep := r.replica(); rep != nil {
-		if _, err := rep.Sync(ctx, r.transport(rep)); err != nil {
+	if rep := r.held.Replica(); rep != nil {
+		if _, err := rep.Sync(ctx, r.transport()); err != nil {
 			return err
 		}
 	}
@@ -164,7 +123,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	if _, err := r.waitStable(ctx, false); err != nil {
 		return err
 	}
-	_ = os.WriteFile(filepath.Join(r.p.stateDir(r.id), "hibernated"), nil, 0o600)
+	replica.MarkHibernated(r.p.stateDir(r.id))
 	return nil
 }
 
@@ -175,13 +134,13 @@ func (r *Runtime) destroy(ctx context.Context) error {
 		return err
 	}
 	if sb != nil && runtimeState(sb.GetState()) != sandbox.RuntimeMissing {
-		if rep := r.replica(); rep != nil && !r.p.hibernatedClean(r.id) && runtimeState(sb.GetState()) != sandbox.RuntimeError {
+		if rep := r.held.Replica(); rep != nil && !replica.Hibernated(r.p.stateDir(r.id)) && runtimeState(sb.GetState()) != sandbox.RuntimeError {
 			// It may hold changes made after the last command (background
 			// processes, an auto-stop): bring them back first.
 			if _, err := r.ensure(ctx); err != nil {
 				return err
 			}
-			if _, err := rep.Sync(ctx, r.transport(rep)); err != nil {
+			if _, err := rep.Sync(ctx, r.transport()); err != nil {
 				return err
 			}
 		}
@@ -192,9 +151,8 @@ func (r *Runtime) destroy(ctx context.Context) error {
 	// Nothing of the runtime is left: its host state goes too (the next
 	// Create records its spec again and starts a fresh replica).
 	r.mu.Lock()
-	rep := r.rep
+	rep := r.held.Clear()
 	r.sbID, r.tb, r.homeDir = "", nil, ""
-	r.spec, r.rep = nil, nil
 	r.mu.Unlock()
 	if rep != nil {
 		if err := rep.Forget(); err != nil {
@@ -285,9 +243,7 @@ func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
 // deletes this deployment's least recently used clean stopped replicas and
 // is tried once more.
 func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
-	r.mu.Lock()
-	spec, rep := r.spec, r.rep
-	r.mu.Unlock()
+	spec, rep := r.held.Get()
 	if spec == nil {
 		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "daytona: runtime %s does not exist", r.id)
 	}
@@ -337,7 +293,7 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 			return nil, err
 		}
 	}
-	_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+	replica.ClearHibernated(r.p.stateDir(r.id))
 	return sb, nil
 }
 
@@ -429,8 +385,8 @@ func (r *Runtime) cacheSandbox(ctx context.Context, sb *apiclient.Sandbox) error
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sbID, r.tb, r.homeDir = sb.GetId(), tb, home
-	if r.rep != nil {
-		r.rep.SetStateDir(path.Join(home, ".sandboxcore", r.id))
+	if rep := r.held.Replica(); rep != nil {
+		rep.SetStateDir(path.Join(home, ".sandboxcore", r.id))
 	}
 	return nil
 }

@@ -83,7 +83,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
@@ -172,8 +171,7 @@ type Provider struct {
 	base   http.RoundTripper // no credentials: envd requests add their own
 	log    *slog.Logger
 
-	mu       sync.Mutex
-	runtimes map[string]*Runtime
+	runtimes replica.Handles[*Runtime]
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -231,7 +229,10 @@ func New(opts Options) (*Provider, error) {
 		t.DialContext = localhostDialer(t.DialContext)
 		base = t
 	}
-	hc := &http.Client{Transport: &apiKeyTransport{key: opts.APIKey, next: base}, CheckRedirect: noRedirect}
+	// The API key goes to control-plane requests only, and no redirect is
+	// followed: no key or token may follow one elsewhere.
+	apiKey := replica.NewHeaderTransport("e2b-api-key", "X-API-Key", opts.APIKey, base)
+	hc := &http.Client{Transport: apiKey, CheckRedirect: replica.NoRedirect}
 	c, err := api.NewClientWithResponses(strings.TrimSuffix(opts.APIURL, "/"), api.WithHTTPClient(hc),
 		api.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 			r.Header.Set("User-Agent", "sandboxcore")
@@ -240,7 +241,7 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, sandboxapi.Wrap(sandboxapi.ErrInvalidArgument, err, "e2b: API client")
 	}
-	return &Provider{opts: opts, api: c, scheme: u.Scheme, base: base, log: log, runtimes: map[string]*Runtime{}}, nil
+	return &Provider{opts: opts, api: c, scheme: u.Scheme, base: base, log: log}, nil
 }
 
 var (
@@ -269,70 +270,42 @@ func localhostDialer(next func(ctx context.Context, network, addr string) (net.C
 	}
 }
 
-// noRedirect refuses redirects: no key or token may follow one elsewhere.
-func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-// apiKeyTransport adds the API key to each control-plane request and nothing else.
-type apiKeyTransport struct {
-	key  string
-	next http.RoundTripper
-}
-
-func (t *apiKeyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("X-API-Key", t.key)
-	return t.next.RoundTrip(r)
-}
-
-// String never prints the key.
-func (t *apiKeyTransport) String() string { return "e2b-api-key(<redacted>)" }
-
 // Kind returns "e2b".
 func (p *Provider) Kind() string { return Kind }
 
 // Capabilities: isolated (a remote microVM), preview URLs; snapshots are
-// not offered (a replica holds nothing the workspace lacks).
-func (p *Provider) Capabilities() sandbox.RuntimeCapabilities {
-	return sandbox.RuntimeCapabilities{Isolated: true, PreviewURL: true}
-}
+// not offered (a replica holds nothing the workspace lacks):
+// replica.Capabilities.
+func (p *Provider) Capabilities() sandbox.RuntimeCapabilities { return replica.Capabilities() }
 
 // runtimeFor returns the one handle of a runtime id.
 func (p *Provider) runtimeFor(id string) *Runtime {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if rt, ok := p.runtimes[id]; ok {
+	return p.runtimes.For(id, func(id string) *Runtime {
+		rt := &Runtime{p: p, id: id}
+		rt.held = replica.SpecReplica{Kind: Kind, ID: id, StateDir: p.stateDir(id), RemoteState: rt.remoteState(), Git: p.opts.Git, Log: p.log}
 		return rt
-	}
-	rt := &Runtime{p: p, id: id}
-	p.runtimes[id] = rt
-	return rt
+	})
 }
 
 // Create returns the runtime of spec, creating its sandbox when missing
 // (resuming it when paused) and making the replica. Errors:
 // sandboxapi.ErrInvalidArgument (a spec without a workspace mount at its
-// workdir), the kinds of mapHTTP and mapConnect.
+// workdir), the kinds of mapHTTP and mapConnect. The steps are
+// replica.CreateFlow's.
 func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox.Runtime, error) {
-	if err := validID(spec.ID); err != nil {
-		return nil, err
-	}
-	if !strings.HasPrefix(spec.Workdir, "/") {
-		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: the workdir must be absolute")
-	}
-	rt := p.runtimeFor(spec.ID)
-	if err := rt.setSpec(spec); err != nil {
-		return nil, err
-	}
-	if _, err := rt.ensure(ctx); err != nil {
-		return nil, err
-	}
-	if rep := rt.replica(); rep != nil && !rep.Status().Synced {
-		// The replica is made now, so that the first command pays nothing extra.
-		if _, err := rep.Sync(ctx, rt.transport()); err != nil {
-			return nil, err
-		}
-	}
-	return rt, nil
+	return replica.CreateFlow[*Runtime]{
+		Kind:    Kind,
+		ValidID: validID,
+		Handle: func(id string) (*Runtime, *replica.SpecReplica) {
+			rt := p.runtimeFor(id)
+			return rt, &rt.held
+		},
+		Ensure: func(ctx context.Context, rt *Runtime) error {
+			_, err := rt.ensure(ctx)
+			return err
+		},
+		Transport: (*Runtime).transport,
+	}.Create(ctx, spec)
 }
 
 // Get returns an existing runtime (running or paused) or sandboxapi.ErrNotFound.
@@ -341,7 +314,7 @@ func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) 
 		return nil, err
 	}
 	rt := p.runtimeFor(id)
-	_ = rt.loadSpec()
+	_ = rt.held.Load()
 	st, err := rt.State(ctx)
 	if err != nil {
 		return nil, err
@@ -449,7 +422,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	rt := p.runtimeFor(id)
-	_ = rt.loadSpec()
+	_ = rt.held.Load()
 	return rt.destroy(ctx)
 }
 
@@ -494,7 +467,7 @@ func (p *Provider) killSandbox(ctx context.Context, sbID string) error {
 // retry runs fn with its own call timeout (apiTimeout), again (up to three
 // tries) while it fails transiently (replica.Retrier).
 func (p *Provider) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	return replica.Retrier{Kind: Kind, Log: p.log, CallTimeout: apiTimeout, Ended: ctxErr}.Do(ctx, what, fn)
+	return replica.Retrier{Kind: Kind, Log: p.log, CallTimeout: apiTimeout}.Do(ctx, what, fn)
 }
 
 // stateOf maps E2B's state onto a runtime state (package documentation).
@@ -557,13 +530,6 @@ func ptr[T any](v T) *T { return &v }
 // stateDir is the host directory of one runtime's state.
 func (p *Provider) stateDir(id string) string { return filepath.Join(p.opts.StateDir, id) }
 
-// hibernatedClean reports whether the runtime was paused by Stop after a
-// successful sync and has not run anything since.
-func (p *Provider) hibernatedClean(id string) bool {
-	_, err := os.Stat(filepath.Join(p.stateDir(id), "hibernated"))
-	return err == nil
-}
-
 // Orphans returns this deployment's sandboxes whose workspace no longer
 // exists (exists says; its errors abort). Errors: mapHTTP's.
 func (p *Provider) Orphans(ctx context.Context, exists func(ctx context.Context, workspaceID string) (bool, error)) ([]sandbox.RuntimeSummary, error) {
@@ -600,9 +566,7 @@ func (p *Provider) DeleteOrphan(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	p.mu.Lock()
-	delete(p.runtimes, id)
-	p.mu.Unlock()
+	p.runtimes.Drop(id)
 	return os.RemoveAll(p.stateDir(id))
 }
 

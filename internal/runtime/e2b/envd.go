@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/envd/process"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/envd/process/processconnect"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/envdapi"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -56,7 +57,7 @@ type envdClient struct {
 // {scheme}://49983-{sandbox id}.{domain}.
 func (p *Provider) newEnvd(rec record, runtimeID string) *envdClient {
 	base := p.scheme + "://" + strconv.Itoa(EnvdPort) + "-" + rec.SandboxID + "." + rec.Domain
-	hc := &http.Client{Transport: &envdTransport{rec: rec, user: p.opts.User, next: p.base}, CheckRedirect: noRedirect}
+	hc := &http.Client{Transport: &envdTransport{rec: rec, user: p.opts.User, next: p.base}, CheckRedirect: replica.NoRedirect}
 	file, _ := envdapi.NewClient(base, envdapi.WithHTTPClient(hc))
 	return &envdClient{
 		p: p, rec: rec, base: base, hc: hc, file: file,

@@ -117,12 +117,9 @@ func (p *Provider) mapConnect(ctx context.Context, err error, what string) error
 	return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: %s: %s", what, msg)
 }
 
-func ctxErr(ctx context.Context, what string) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return sandboxapi.Wrap(sandboxapi.ErrTimeout, ctx.Err(), "e2b: %s", what)
-	}
-	return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, ctx.Err(), "e2b: %s", what)
-}
+// ctxErr is the error of a call cut short because ctx ended
+// (replica.ContextError).
+func ctxErr(ctx context.Context, what string) error { return replica.ContextError(ctx, Kind, what) }
 
 func isQuota(msg string) bool {
 	m := strings.ToLower(msg)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
-	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -50,21 +48,12 @@ const (
 // that envd streams; prev, when set, is an earlier pass's directory to
 // remove).
 func (r *Runtime) script(p *replica.Pass, req sandboxapi.ExecRequest, prev string) string {
-	env := procexec.EnvList(procexec.BaseEnv(r.home()), r.specEnv(), req.Env)
+	env := procexec.EnvList(procexec.BaseEnv(r.home()), r.held.Env(), req.Env)
 	pre := "exec 5>&1 6>&2 >/dev/null 2>&1\n"
 	if prev != "" {
 		pre += fmt.Sprintf("rm -rf %s\n", replica.ShQuote(prev))
 	}
 	return p.CommandScript(pre, true, env, req)
-}
-
-func (r *Runtime) specEnv() map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.spec == nil {
-		return nil
-	}
-	return r.spec.Env
 }
 
 // Exec runs one command (ExecStream without streaming).
@@ -104,48 +93,33 @@ func (r *Runtime) leave() { r.active.Add(-1) }
 // sandbox); sandboxapi.ErrRuntimeUnavailable (E2B or the sandbox failed;
 // wrapping context.Canceled when ctx was cancelled: the command is killed
 // and what it changed is still synced back); sandboxapi.ErrTimeout (ctx's
-// deadline); the kinds of mapHTTP and mapConnect.
+// deadline); the kinds of mapHTTP and mapConnect. The checks before
+// anything is sent are replica.SpecReplica.Exec's.
 func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
-	if err := runspec.ValidateExec(req); err != nil {
-		return sandboxapi.ExecResult{}, err
-	}
-	if strings.HasPrefix(req.Cmd[0], "-") {
-		out := procexec.NewOutput(req.OutputCap(), onChunk)
-		return out.Notice(127, req.Cmd[0], "command not found"), nil
-	}
-	_ = r.loadSpec()
-	rep := r.replica()
-	if rep == nil {
-		return sandboxapi.ExecResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: runtime %s has no workspace (create it with its spec)", r.id)
-	}
-	r.mu.Lock()
-	spec := r.spec
-	r.mu.Unlock()
-	if err := procexec.SingleNetwork(Kind, "exec", spec, req.Network); err != nil {
-		return sandboxapi.ExecResult{}, err
-	}
-	if err := r.enter(ctx); err != nil {
-		return sandboxapi.ExecResult{}, err
-	}
-	defer r.leave()
-	var env *envdClient
-	return rep.RunCommand(ctx, replica.Command{
-		Kind: Kind, Runtime: r.id, Log: r.p.log,
-		Prepare: func(ctx context.Context) error {
-			var err error
-			if env, err = r.ensure(ctx); err != nil {
-				return err
-			}
-			if err := r.keepAlive(ctx, env.rec.SandboxID, req.Timeout()+2*time.Minute); err != nil {
-				return err
-			}
-			_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
-			return nil
-		},
-		RunPass: func(ctx context.Context, p *replica.Pass) (sandboxapi.ExecResult, replica.Outcome, error) {
-			return r.execPass(ctx, env, p, req, onChunk)
-		},
-		Transport: r.transport,
+	return r.held.Exec(req, onChunk, func(rep *replica.Replica) (sandboxapi.ExecResult, error) {
+		if err := r.enter(ctx); err != nil {
+			return sandboxapi.ExecResult{}, err
+		}
+		defer r.leave()
+		var env *envdClient
+		return rep.RunCommand(ctx, replica.Command{
+			Kind: Kind, Runtime: r.id, Log: r.p.log,
+			Prepare: func(ctx context.Context) error {
+				var err error
+				if env, err = r.ensure(ctx); err != nil {
+					return err
+				}
+				if err := r.keepAlive(ctx, env.rec.SandboxID, req.Timeout()+2*time.Minute); err != nil {
+					return err
+				}
+				replica.ClearHibernated(r.p.stateDir(r.id))
+				return nil
+			},
+			RunPass: func(ctx context.Context, p *replica.Pass) (sandboxapi.ExecResult, replica.Outcome, error) {
+				return r.execPass(ctx, env, p, req, onChunk)
+			},
+			Transport: r.transport,
+		})
 	})
 }
 

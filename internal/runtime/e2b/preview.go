@@ -34,7 +34,7 @@ func (c previewCap) PreviewURL(ctx context.Context, runtimeID string, port int) 
 		return sandboxapi.PreviewURL{}, err
 	}
 	rt := c.p.runtimeFor(runtimeID)
-	_ = rt.loadSpec()
+	_ = rt.held.Load()
 	if st, err := rt.State(ctx); err != nil {
 		return sandboxapi.PreviewURL{}, err
 	} else if st == sandbox.RuntimeMissing {

@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"context"
-	"os"
 	"path"
 	"path/filepath"
 	"sync"
@@ -26,10 +25,10 @@ type Runtime struct {
 	p  *Provider
 	id string
 
+	held replica.SpecReplica // its spec and replica (their own lock)
+
 	ensureMu sync.Mutex // serializes create/connect
 	mu       sync.Mutex
-	spec     *sandbox.RuntimeSpec
-	rep      *replica.Replica
 	rec      *record
 	recRead  bool
 	env      *envdClient
@@ -49,46 +48,6 @@ var _ sandbox.Runtime = (*Runtime)(nil)
 
 // ID returns the runtime id.
 func (r *Runtime) ID() string { return r.id }
-
-// setSpec records the spec (also on disk, so that a restarted worker can
-// destroy or hibernate the runtime by id) and opens the replica of its
-// workspace mount.
-func (r *Runtime) setSpec(spec sandbox.RuntimeSpec) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.spec != nil && r.rep != nil && replica.SpecEqual(*r.spec, spec) {
-		return nil
-	}
-	rep, err := replica.OpenSpec(spec, r.p.stateDir(r.id), r.remoteState(), r.p.opts.Git, r.p.log)
-	if err != nil {
-		return err
-	}
-	s := spec
-	r.spec, r.rep = &s, rep
-	return nil
-}
-
-// loadSpec reads the spec recorded by setSpec when this handle has none.
-func (r *Runtime) loadSpec() error {
-	r.mu.Lock()
-	has := r.spec != nil
-	r.mu.Unlock()
-	if has {
-		return nil
-	}
-	spec, err := replica.LoadSpec(r.p.stateDir(r.id))
-	if err != nil {
-		return err
-	}
-	return r.setSpec(spec)
-}
-
-// replica returns the handle's replica (nil without a spec).
-func (r *Runtime) replica() *replica.Replica {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.rep
-}
 
 // home is the sandbox user's home (E2B's templates: /home/<user>, /root).
 func (r *Runtime) home() string {
@@ -159,7 +118,7 @@ type ReplicaStatus struct {
 
 // Replica reports the replica's state.
 func (r *Runtime) Replica() ReplicaStatus {
-	rep := r.replica()
+	rep := r.held.Replica()
 	rec, _ := r.record()
 	r.mu.Lock()
 	at := r.recreatedAt
@@ -223,7 +182,7 @@ func (r *Runtime) State(ctx context.Context) (sandbox.RuntimeState, error) {
 // vanished one is created again when the spec is known, else
 // sandboxapi.ErrNotFound.
 func (r *Runtime) Start(ctx context.Context) error {
-	_ = r.loadSpec()
+	_ = r.held.Load()
 	_, err := r.ensure(ctx)
 	return err
 }
@@ -310,9 +269,7 @@ func (r *Runtime) connect(ctx context.Context, sbID string) (*record, error) {
 
 // recreate creates the runtime's sandbox (again, when it vanished).
 func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
-	r.mu.Lock()
-	spec, rep := r.spec, r.rep
-	r.mu.Unlock()
+	spec, rep := r.held.Get()
 	if spec == nil {
 		return nil, sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: runtime %s does not exist", r.id)
 	}
@@ -363,7 +320,7 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 			return nil, err
 		}
 	}
-	_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+	replica.ClearHibernated(r.p.stateDir(r.id))
 	// The bookkeeping directory, through envd's filesystem service.
 	if err := env.makeDir(ctx, r.remoteState()); err != nil {
 		return nil, err
@@ -439,7 +396,7 @@ func (r *Runtime) revive(ctx context.Context, cause error) error {
 // success. When the sync fails the sandbox is left running and the error
 // returned: nothing it holds is lost.
 func (r *Runtime) Stop(ctx context.Context) error {
-	_ = r.loadSpec()
+	_ = r.held.Load()
 	rec, det, err := r.current(ctx)
 	if err != nil || det == nil || det.State != api.Running {
 		return err
@@ -457,7 +414,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if rep := r.replica(); rep != nil {
+	if rep := r.held.Replica(); rep != nil {
 		if _, err := rep.Sync(ctx, r.transport()); err != nil {
 			return err
 		}
@@ -481,7 +438,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	r.okAt = time.Time{}
 	r.mu.Unlock()
-	_ = os.WriteFile(filepath.Join(r.p.stateDir(r.id), "hibernated"), nil, 0o600)
+	replica.MarkHibernated(r.p.stateDir(r.id))
 	return nil
 }
 
@@ -492,7 +449,7 @@ func (r *Runtime) destroy(ctx context.Context) error {
 		return err
 	}
 	if det != nil {
-		if rep := r.replica(); rep != nil && !r.p.hibernatedClean(r.id) {
+		if rep := r.held.Replica(); rep != nil && !replica.Hibernated(r.p.stateDir(r.id)) {
 			// It may hold changes made after the last command (background
 			// processes): bring them back first.
 			if _, err := r.ensure(ctx); err != nil {
@@ -509,11 +466,11 @@ func (r *Runtime) destroy(ctx context.Context) error {
 	if err := r.setRecord(nil); err != nil {
 		return err
 	}
-	if rep := r.replica(); rep != nil {
+	if rep := r.held.Replica(); rep != nil {
 		if err := rep.Forget(); err != nil {
 			return err
 		}
 	}
-	_ = os.Remove(filepath.Join(r.p.stateDir(r.id), "hibernated"))
+	replica.ClearHibernated(r.p.stateDir(r.id))
 	return nil
 }

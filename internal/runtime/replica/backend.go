@@ -41,7 +41,7 @@ type Retrier struct {
 	// CallTimeout bounds each try.
 	CallTimeout time.Duration
 	// Ended is the error returned when ctx ends between tries (what names
-	// the call).
+	// the call); nil: ContextError(ctx, Kind, what).
 	Ended func(ctx context.Context, what string) error
 }
 
@@ -55,6 +55,9 @@ func (r Retrier) Do(ctx context.Context, what string, fn func(context.Context) e
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
+				if r.Ended == nil {
+					return ContextError(ctx, r.Kind, what)
+				}
 				return r.Ended(ctx, what)
 			case <-time.After(time.Duration(100*attempt*attempt) * time.Millisecond):
 			}
@@ -68,6 +71,17 @@ func (r Retrier) Do(ctx context.Context, what string, fn func(context.Context) e
 		r.Log.Debug(r.Kind+" call failed; retrying", "call", what, "attempt", attempt+1, "error", err)
 	}
 	return err
+}
+
+// ContextError is the error of a call cut short because ctx ended (call it
+// only then): sandboxapi.ErrTimeout when its deadline passed, else
+// sandboxapi.ErrRuntimeUnavailable; either wraps ctx.Err(), its text
+// "<kind>: <what>".
+func ContextError(ctx context.Context, kind, what string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return sandboxapi.Wrap(sandboxapi.ErrTimeout, ctx.Err(), "%s: %s", kind, what)
+	}
+	return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, ctx.Err(), "%s: %s", kind, what)
 }
 
 // Scrub replaces every occurrence of secret in s with "<redacted>" (a

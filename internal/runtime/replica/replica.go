@@ -58,6 +58,15 @@
 // workflow's commit update. Whatever happens to the replica's git, the next
 // pass resets HEAD to the workspace's.
 //
+// # What the remote providers share
+//
+// Beyond the sync, the package holds the skeleton every remote provider
+// builds on: the table of its runtime handles (Handles), the transport of
+// its API key (HeaderTransport, NoRedirect), its Create (CreateFlow), a
+// handle's spec and replica and the checks before a command (SpecReplica),
+// the hibernation mark (Hibernated) and the retries of its calls (Retrier).
+// A backend writes its own API calls, states, error mapping and names.
+//
 // # Remote requirements
 //
 // sh, GNU coreutils, GNU findutils, GNU tar 1.29 or later, util-linux's
@@ -392,15 +401,13 @@ func validPath(p string) error {
 	return nil
 }
 
-// ctxErr maps a context error to the sandbox kinds.
+// ctxErr maps a context error to the sandbox kinds (ContextError); nil
+// while ctx lasts.
 func ctxErr(ctx context.Context, what string) error {
-	if err := ctx.Err(); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return sandboxapi.Wrap(sandboxapi.ErrTimeout, err, "replica: %s", what)
-		}
-		return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: %s", what)
+	if ctx.Err() == nil {
+		return nil
 	}
-	return nil
+	return ContextError(ctx, "replica", what)
 }
 
 var errShort = fmt.Errorf("file changed while it was read")

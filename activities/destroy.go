@@ -186,11 +186,6 @@ func destroyMessage(discard bool, notes []string) string {
 // ErrCommandRejected (read-only), ErrWorkspaceDirty (not fresh),
 // ErrConflict, ErrWorkspaceUnavailable.
 func (a *Activities) RestoreDestroyed(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.Handle, error) {
-	h, err := a.restoreDestroyedActivity(ctx, in)
-	return h, err
-}
-
-func (a *Activities) restoreDestroyedActivity(ctx context.Context, in wire.WorkspaceActivityInput) (sandboxapi.Handle, error) {
 	ws, err := a.writableWorkspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandboxapi.Handle{}, err

@@ -94,7 +94,7 @@ func acquireSession(ctx context.Context, tc client.Client, queue string, req san
 // commit. With in.Fork nothing is committed: the start commit is HEAD. Errors: ErrInvalidArgument (not an edit workspace), ErrWorkspaceNotFound
 // (unknown workspace id), the acquire and commit errors.
 func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.FanoutPrepareResult, error) {
-	res, err := whileHeartbeating(ctx, func() (wire.FanoutPrepareResult, error) {
+	return whileHeartbeating(ctx, func() (wire.FanoutPrepareResult, error) {
 		var s sessionrpc.Session
 		var h sandboxapi.Handle
 		var err error
@@ -124,7 +124,6 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 		}
 		return wire.FanoutPrepareResult{Handle: h, StartCommit: c.Commit, Checkpointed: !c.NothingToCommit}, nil
 	})
-	return res, err
 }
 
 // AcquireTask gets or creates a task's workspace by update-with-start of its
@@ -135,7 +134,7 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 // id's workspace exists and started from another commit: use a new task id),
 // the acquire errors.
 func (f *Fanout) AcquireTask(ctx context.Context, in wire.AcquireTaskInput) (sandboxapi.Handle, error) {
-	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) {
+	return whileHeartbeating(ctx, func() (sandboxapi.Handle, error) {
 		_, h, err := f.acquire(ctx, wire.HostTaskQueue(in.HostID), in.Request)
 		if err != nil {
 			return h, err
@@ -148,7 +147,6 @@ func (f *Fanout) AcquireTask(ctx context.Context, in wire.AcquireTaskInput) (san
 		}
 		return h, nil
 	})
-	return h, err
 }
 
 // RunScript runs a task's script (["sh","-c",script], output capped at
@@ -158,7 +156,7 @@ func (f *Fanout) AcquireTask(ctx context.Context, in wire.AcquireTaskInput) (san
 // waits for the previous attempt's exec and returns its result; only when
 // that exec failed (its worker died mid-command) is the script run again.
 func (f *Fanout) RunScript(ctx context.Context, in wire.RunScriptInput) (wire.RunScriptResult, error) {
-	res, err := whileHeartbeating(ctx, func() (wire.RunScriptResult, error) {
+	return whileHeartbeating(ctx, func() (wire.RunScriptResult, error) {
 		s, err := f.hostSession(in.HostID, in.WorkspaceID)
 		if err != nil {
 			return wire.RunScriptResult{}, err
@@ -176,7 +174,6 @@ func (f *Fanout) RunScript(ctx context.Context, in wire.RunScriptInput) (wire.Ru
 		return wire.RunScriptResult{ExitCode: r.ExitCode, TimedOut: r.TimedOut, DurationMS: r.DurationMS,
 			StdoutTail: tail(r.Stdout, sandboxapi.TaskOutputTailBytes), StderrTail: tail(r.Stderr, sandboxapi.TaskOutputTailBytes)}, nil
 	})
-	return res, err
 }
 
 // FinishTask commits the task's changes when in.Commit (commit update; a
@@ -184,7 +181,7 @@ func (f *Fanout) RunScript(ctx context.Context, in wire.RunScriptInput) (wire.Ru
 // against the start commit, the patch cut at TaskDiffBytes on a file boundary
 // (sandbox.TruncatePatch).
 func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.FinishTaskResult, error) {
-	res, err := whileHeartbeating(ctx, func() (wire.FinishTaskResult, error) {
+	return whileHeartbeating(ctx, func() (wire.FinishTaskResult, error) {
 		s, err := f.hostSession(in.HostID, in.WorkspaceID)
 		if err != nil {
 			return wire.FinishTaskResult{}, err
@@ -215,7 +212,6 @@ func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.
 		}
 		return out, nil
 	})
-	return res, err
 }
 
 // Merge previews the merge on the conversation's session first
@@ -227,7 +223,7 @@ func (f *Fanout) FinishTask(ctx context.Context, in wire.FinishTaskInput) (wire.
 // first; the merge itself is idempotent. A preview that fails is no
 // failure: the merge runs in the given order without one (Preview nil).
 func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (wire.FanoutMergeResult, error) {
-	res, err := whileHeartbeating(ctx, func() (wire.FanoutMergeResult, error) {
+	return whileHeartbeating(ctx, func() (wire.FanoutMergeResult, error) {
 		s, err := f.session(f.TaskQueue, in.WorkspaceID)
 		if err != nil {
 			return wire.FanoutMergeResult{}, err
@@ -250,7 +246,6 @@ func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (wire.Fano
 		}
 		return out, nil
 	})
-	return res, err
 }
 
 // ForkTask forks task in.TaskID from the conversation (its session's fork
@@ -259,7 +254,7 @@ func (f *Fanout) Merge(ctx context.Context, in wire.FanoutMergeInput) (wire.Fano
 // workspace exists: use a new task id), ErrWorkspaceUnavailable (the fork
 // is not on the conversation's host), the fork's errors.
 func (f *Fanout) ForkTask(ctx context.Context, in wire.FanoutForkTaskInput) (sandboxapi.Handle, error) {
-	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) {
+	return whileHeartbeating(ctx, func() (sandboxapi.Handle, error) {
 		fork := sandboxapi.ForkInput{TaskID: in.TaskID}
 		if err := fork.Validate(); err != nil {
 			return sandboxapi.Handle{}, err
@@ -277,7 +272,6 @@ func (f *Fanout) ForkTask(ctx context.Context, in wire.FanoutForkTaskInput) (san
 		}
 		return r.Handle, nil
 	})
-	return h, err
 }
 
 // call sends op with argument in to session s (a random update id) and

@@ -237,8 +237,7 @@ func (l *LifecycleActivities) Register(w interface {
 // into it), ErrWorkspaceUnavailable (it landed on another host), the
 // acquire's errors. On failure an unconsumed fork manifest is dropped.
 func (l *LifecycleActivities) ForkAcquire(ctx context.Context, in wire.ForkAcquireInput) (sandboxapi.Handle, error) {
-	h, err := whileHeartbeating(ctx, func() (sandboxapi.Handle, error) { return l.forkAcquire(ctx, in) })
-	return h, err
+	return whileHeartbeating(ctx, func() (sandboxapi.Handle, error) { return l.forkAcquire(ctx, in) })
 }
 
 func (l *LifecycleActivities) forkAcquire(ctx context.Context, in wire.ForkAcquireInput) (sandboxapi.Handle, error) {
@@ -300,7 +299,7 @@ func (l *LifecycleActivities) CleanupSessions(ctx context.Context, in wire.Clean
 // in.OpID/<attempt>; a retried attempt first collects the outcome of the
 // earlier ones (onceSent).
 func (l *LifecycleActivities) CleanupDestroy(ctx context.Context, in wire.CleanupDestroyInput) (sandboxapi.DestroyResult, error) {
-	res, err := whileHeartbeating(ctx, func() (sandboxapi.DestroyResult, error) {
+	return whileHeartbeating(ctx, func() (sandboxapi.DestroyResult, error) {
 		s, err := sessionrpc.Open(l.Client, in.TaskQueue, in.WorkspaceID, sessionrpc.ActivityPolicy)
 		if err != nil {
 			return sandboxapi.DestroyResult{}, err
@@ -311,7 +310,6 @@ func (l *LifecycleActivities) CleanupDestroy(ctx context.Context, in wire.Cleanu
 			return out, sandboxclient.FromTemporal(err)
 		})
 	})
-	return res, err
 }
 
 func (l *LifecycleActivities) logger() *slog.Logger { return l.log() }

@@ -24,8 +24,7 @@ import (
 // with a note, and the setup commands run instead. Errors: the
 // workspace's (ErrWorkspaceNotFound, ErrWorkspaceUnavailable).
 func (a *Activities) RestorePreparedTree(ctx context.Context, in wire.PreparedTreeInput) (sandboxapi.PreparedTree, error) {
-	res, err := a.preparedTree(ctx, in, true)
-	return res, err
+	return a.preparedTree(ctx, in, true)
 }
 
 // SavePreparedTree keeps the prepared paths of the workspace's worktree,
@@ -35,8 +34,7 @@ func (a *Activities) RestorePreparedTree(ctx context.Context, in wire.PreparedTr
 // none with a note: the setup succeeded all the same. Errors: the
 // workspace's.
 func (a *Activities) SavePreparedTree(ctx context.Context, in wire.PreparedTreeInput) (sandboxapi.PreparedTree, error) {
-	res, err := a.preparedTree(ctx, in, false)
-	return res, err
+	return a.preparedTree(ctx, in, false)
 }
 
 func (a *Activities) preparedTree(ctx context.Context, in wire.PreparedTreeInput, restore bool) (sandboxapi.PreparedTree, error) {

@@ -47,11 +47,6 @@ func (a *Activities) runtimeReplica(ws sandboxapi.Workspace) *sandboxapi.Runtime
 // ErrNotFound (the workspace has no runtime yet: run a command first),
 // ErrInvalidArgument (port), ErrWorkspaceUnavailable, the backend's kinds.
 func (a *Activities) PreviewURL(ctx context.Context, in wire.PreviewURLActivityInput) (sandboxapi.PreviewURL, error) {
-	out, err := a.previewURL(ctx, in)
-	return out, err
-}
-
-func (a *Activities) previewURL(ctx context.Context, in wire.PreviewURLActivityInput) (sandboxapi.PreviewURL, error) {
 	if err := (sandboxapi.PreviewURLInput{Port: in.Port}).Validate(); err != nil {
 		return sandboxapi.PreviewURL{}, err
 	}

@@ -314,7 +314,7 @@ func (p *Processes) ListProcesses(ctx context.Context) ([]sandboxapi.ProcessInfo
 // live process; an archived one has ended (ErrCommandRejected).
 func (p *Processes) live(ctx context.Context, id string) (*Client, error) {
 	if _, ok := p.Archive.Read(id, 0, 0, 0); ok {
-		return nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "process %s has ended (the runtime was stopped)", clipStr(id))
+		return nil, sandboxapi.Errorf(sandboxapi.ErrCommandRejected, "process %s has ended (the runtime was stopped)", sandboxapi.Clip(id, 64))
 	}
 	c, err := p.clientOf(ctx, id)
 	if err != nil {
@@ -369,7 +369,7 @@ func isNotFound(err error) bool {
 }
 
 func notFound(id string) error {
-	return sandboxapi.Errorf(sandboxapi.ErrNotFound, "no process %q in this runtime", clipStr(id))
+	return sandboxapi.Errorf(sandboxapi.ErrNotFound, "no process %q in this runtime", sandboxapi.Clip(id, 64))
 }
 
 func streamIndex(s string) (int, error) {
@@ -379,5 +379,5 @@ func streamIndex(s string) (int, error) {
 	case sandboxapi.StreamStderr:
 		return 1, nil
 	}
-	return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_read: stream %q: want stdout, stderr or pty", clipStr(s))
+	return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_read: stream %q: want stdout, stderr or pty", sandboxapi.Clip(s, 64))
 }

@@ -132,7 +132,7 @@ const (
 	KeptExited = 64
 	// KeptExec is how many ended exec processes (Spec.Exec) stay readable.
 	KeptExec = 16
-	// MaxReadWait bounds a read's wait.
+	// MaxReadWait bounds how long one read waits for output.
 	MaxReadWait = 30 * time.Second
 )
 
@@ -240,7 +240,10 @@ const EgressListen = "127.0.0.1:3128"
 // output (so that a runtime's archive stays a few MiB whatever ran there).
 const ArchiveTailBytes = 256 << 10
 
-// EncodeFinals splits fs into headers and one payload.
+// EncodeFinals splits the final records of a shutdown (or an archive) into
+// their headers and one payload: per record its two heads then its two
+// tails (stdout, stderr), whose lengths in bytes the headers carry
+// (HeadLens, Lens) in that order.
 func EncodeFinals(fs []Final) ([]FinalHeader, []byte) {
 	hs := make([]FinalHeader, len(fs))
 	var payload []byte
@@ -309,8 +312,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Kind + ": " + e.Msg }
 
-// WriteFrame writes hdr as JSON and payload, each behind a 4-byte
-// big-endian length.
+// WriteFrame writes one frame of the control protocol (doc.go): hdr as JSON
+// and payload, each behind its 4-byte big-endian length in bytes, in one
+// Write. Errors: hdr's marshalling error, w's.
 func WriteFrame(w io.Writer, hdr any, payload []byte) error {
 	h, err := json.Marshal(hdr)
 	if err != nil {
@@ -325,7 +329,11 @@ func WriteFrame(w io.Writer, hdr any, payload []byte) error {
 	return err
 }
 
-// ReadFrame reads one frame into hdr and returns its payload.
+// ReadFrame reads one frame WriteFrame wrote, decodes its header into hdr
+// and returns its payload (nil when empty). Errors: io.EOF before a frame
+// starts; io.ErrUnexpectedEOF inside one; a header over maxHeader or a
+// payload over maxPayload bytes refused before it is read; the header's
+// JSON error.
 func ReadFrame(r io.Reader, hdr any) ([]byte, error) {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {

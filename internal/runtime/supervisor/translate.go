@@ -24,7 +24,7 @@ func ValidateProcessSpec(spec sandbox.ProcessSpec) error {
 		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_start: "+format, args...)
 	}
 	if spec.ID != "" && !IDPattern.MatchString(spec.ID) {
-		return bad("id %q: want %s", clipStr(spec.ID), IDPattern)
+		return bad("id %q: want %s", sandboxapi.Clip(spec.ID, 64), IDPattern)
 	}
 	if spec.Timeout < 0 || spec.Timeout > sandboxapi.MaxExecTimeout {
 		return bad("timeout %v is outside 0..%v", spec.Timeout, sandboxapi.MaxExecTimeout)
@@ -62,7 +62,7 @@ func SignalByName(name string) (syscall.Signal, error) {
 	if s, ok := sigs[n]; ok {
 		return s, nil
 	}
-	return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_signal: signal %q: want one of %s", clipStr(name), strings.Join(sandboxapi.ProcessSignals, ", "))
+	return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "process_signal: signal %q: want one of %s", sandboxapi.Clip(name, 64), strings.Join(sandboxapi.ProcessSignals, ", "))
 }
 
 // ToInfo maps a supervisor Info onto sandboxapi.ProcessInfo.
@@ -118,13 +118,4 @@ func MapError(err error, op string) error {
 		return sandboxapi.Wrap(sandboxapi.ErrTimeout, err, "%s", op)
 	}
 	return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "%s: the runtime's supervisor", op)
-}
-
-// clipStr bounds a string a caller gave, quoted in an error (package
-// daemon clips the supervisor's messages alike).
-func clipStr(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func (s *server) write(id string, data []byte, closeIn bool) (int, *supervisor.Error) {
@@ -21,7 +22,7 @@ func (s *server) write(id string, data []byte, closeIn bool) (int, *supervisor.E
 	isPTY := ok && p.master != nil
 	s.mu.Unlock()
 	if !ok {
-		return 0, errorf(supervisor.ErrNotFound, "no process %q", clipStr(id))
+		return 0, errorf(supervisor.ErrNotFound, "no process %q", sandboxapi.Clip(id, 64))
 	}
 	if w == nil {
 		return 0, errorf(supervisor.ErrState, "process %s: stdin is closed (start it with stdin open)", id)
@@ -51,10 +52,10 @@ func (s *server) signal(id string, sig syscall.Signal, reason string) *superviso
 	defer s.mu.Unlock()
 	p, ok := s.procs[id]
 	if !ok {
-		return errorf(supervisor.ErrNotFound, "no process %q", clipStr(id))
+		return errorf(supervisor.ErrNotFound, "no process %q", sandboxapi.Clip(id, 64))
 	}
 	if reason != "" && (reason != supervisor.ReasonCanceled || sig != syscall.SIGKILL) {
-		return errorf(supervisor.ErrInvalid, "signal: reason %q: only %q, with SIGKILL", clipStr(reason), supervisor.ReasonCanceled)
+		return errorf(supervisor.ErrInvalid, "signal: reason %q: only %q, with SIGKILL", sandboxapi.Clip(reason, 64), supervisor.ReasonCanceled)
 	}
 	if p.treeDone || p.shim == nil {
 		return nil // nothing left to signal
@@ -72,7 +73,7 @@ func (s *server) resize(id string, rows, cols uint16) *supervisor.Error {
 	defer s.mu.Unlock()
 	p, ok := s.procs[id]
 	if !ok {
-		return errorf(supervisor.ErrNotFound, "no process %q", clipStr(id))
+		return errorf(supervisor.ErrNotFound, "no process %q", sandboxapi.Clip(id, 64))
 	}
 	if p.master == nil {
 		return errorf(supervisor.ErrState, "process %s has no terminal", id)
@@ -105,7 +106,7 @@ func (s *server) wait(id string, waitMS int64, gone <-chan struct{}) (supervisor
 	defer s.mu.Unlock()
 	p, ok := s.procs[id]
 	if !ok {
-		return supervisor.Info{}, errorf(supervisor.ErrNotFound, "no process %q", clipStr(id))
+		return supervisor.Info{}, errorf(supervisor.ErrNotFound, "no process %q", sandboxapi.Clip(id, 64))
 	}
 	for !(p.info.Exited && p.treeDone && !p.open[0] && !p.open[1]) {
 		more, e := s.awaitChangeLocked(p, deadline, gone)

@@ -11,6 +11,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func (s *server) newID() string {
@@ -27,7 +28,7 @@ func (s *server) start(spec *supervisor.Spec) (p *proc, existing bool, e *superv
 	}
 	if spec.ID != "" {
 		if spec.Foreground || !supervisor.IDPattern.MatchString(spec.ID) {
-			return nil, false, errorf(supervisor.ErrInvalid, "start: id %q: want %s on a background process", clipStr(spec.ID), supervisor.IDPattern)
+			return nil, false, errorf(supervisor.ErrInvalid, "start: id %q: want %s on a background process", sandboxapi.Clip(spec.ID, 64), supervisor.IDPattern)
 		}
 		s.idMu.Lock()
 		defer s.idMu.Unlock()

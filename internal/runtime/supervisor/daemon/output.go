@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 func (p *proc) totalLocked(i int) int64 {
@@ -90,7 +91,7 @@ func (s *server) read(req supervisor.Request, gone <-chan struct{}) (supervisor.
 	defer s.mu.Unlock()
 	p, ok := s.procs[req.ID]
 	if !ok {
-		return supervisor.Response{}, nil, errorf(supervisor.ErrNotFound, "no process %q", clipStr(req.ID))
+		return supervisor.Response{}, nil, errorf(supervisor.ErrNotFound, "no process %q", sandboxapi.Clip(req.ID, 64))
 	}
 	if (p.fg || p.lossless) && !req.Peek {
 		p.ackLocked(req.Offsets)

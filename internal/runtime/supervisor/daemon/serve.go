@@ -346,15 +346,6 @@ func (s *server) handle(req supervisor.Request, payload []byte, gone <-chan stru
 	return fail(errorf(supervisor.ErrInvalid, "unknown op %q", req.Op))
 }
 
-// clipStr bounds a string a client sent, quoted in an error (package
-// supervisor clips the worker's messages alike).
-func clipStr(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
-
 func errorf(kind, format string, args ...any) *supervisor.Error {
 	return &supervisor.Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }

@@ -169,25 +169,33 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		DatabaseURL:      get("DATABASE_URL", ""),
 		MetricsAddr:      get("SANDBOX_METRICS_ADDR", ""),
 	}
-	steps := []func(*Config, func(string) (string, bool), func(name, def string) string) error{
-		hostFromEnv, timingFromEnv, sandboxUserFromEnv, networkFromEnv, runtimeFromEnv, serviceFromEnv,
-		func(c *Config, _ func(string) (string, bool), get func(name, def string) string) (err error) {
-			c.Auth, err = authFromEnv(get, c.AllowHTTPURLs)
-			return err
-		},
-		func(c *Config, _ func(string) (string, bool), get func(name, def string) string) (err error) {
-			c.Eviction, err = evictionFromEnv(get)
-			return err
-		},
-		func(c *Config, _ func(string) (string, bool), get func(name, def string) string) (err error) {
-			c.Content, err = contentFromEnv(get)
-			return err
-		},
+	if err := hostFromEnv(&c, lookup, get); err != nil {
+		return c, err
 	}
-	for _, step := range steps {
-		if err := step(&c, lookup, get); err != nil {
-			return c, err
-		}
+	if err := timingFromEnv(&c, get); err != nil {
+		return c, err
+	}
+	if err := sandboxUserFromEnv(&c, get); err != nil {
+		return c, err
+	}
+	if err := networkFromEnv(&c, lookup, get); err != nil {
+		return c, err
+	}
+	if err := runtimeFromEnv(&c, get); err != nil {
+		return c, err
+	}
+	if err := serviceFromEnv(&c); err != nil {
+		return c, err
+	}
+	var err error
+	if c.Auth, err = authFromEnv(get, c.AllowHTTPURLs); err != nil {
+		return c, err
+	}
+	if c.Eviction, err = evictionFromEnv(get); err != nil {
+		return c, err
+	}
+	if c.Content, err = contentFromEnv(get); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -230,7 +238,7 @@ func hostFromEnv(c *Config, lookup func(string) (string, bool), get func(name, d
 
 // timingFromEnv reads the durations (freshness, idle rules, waits), where
 // sessions run and the workflow cache size.
-func timingFromEnv(c *Config, _ func(string) (string, bool), get func(name, def string) string) error {
+func timingFromEnv(c *Config, get func(name, def string) string) error {
 	for _, d := range []struct {
 		name string
 		dst  *time.Duration
@@ -284,7 +292,7 @@ func timingFromEnv(c *Config, _ func(string) (string, bool), get func(name, def 
 
 // sandboxUserFromEnv reads the runtimes' resource hints and the host ids
 // a sandbox's user maps to.
-func sandboxUserFromEnv(c *Config, _ func(string) (string, bool), get func(name, def string) string) (err error) {
+func sandboxUserFromEnv(c *Config, get func(name, def string) string) (err error) {
 	if c.RuntimeResources, err = resourceHints(get); err != nil {
 		return err
 	}
@@ -307,7 +315,7 @@ func sandboxUserFromEnv(c *Config, _ func(string) (string, bool), get func(name,
 // when usable, else Docker when SANDBOX_RUNTIME_IMAGE is set and the daemon
 // answers, else the worker refuses to start (docs/DESIGN.md "Rules" 5:
 // never a silent fallback to host subprocesses; local is explicit).
-func runtimeFromEnv(c *Config, _ func(string) (string, bool), get func(name, def string) string) error {
+func runtimeFromEnv(c *Config, get func(name, def string) string) error {
 	if c.RuntimeProvider == autoProvider {
 		return nil
 	}
@@ -323,7 +331,7 @@ func runtimeFromEnv(c *Config, _ func(string) (string, bool), get func(name, def
 
 // serviceFromEnv checks the log level, the PostgreSQL DSN and the metrics
 // address.
-func serviceFromEnv(c *Config, _ func(string) (string, bool), _ func(name, def string) string) error {
+func serviceFromEnv(c *Config) error {
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:

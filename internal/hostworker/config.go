@@ -53,10 +53,12 @@ type Config struct {
 	NetworkAllow   []string
 	// RuntimeResources are the resource hints of every runtime
 	// (SANDBOX_RUNTIME_CPUS in cores, SANDBOX_RUNTIME_MEMORY_MB in MiB,
-	// SANDBOX_RUNTIME_PIDS in processes); nil when none is set. Docker
-	// enforces them, bubblewrap where a cgroup hierarchy is writable (both
-	// with a pids limit of 4096 when none is set); local does not
-	// (docs/SECURITY.md).
+	// SANDBOX_RUNTIME_PIDS in processes, SANDBOX_RUNTIME_DISK_GB in GiB);
+	// nil when none is set. Docker enforces CPU, memory and pids, bubblewrap
+	// those where a cgroup hierarchy is writable (both with a pids limit of
+	// 4096 when none is set) and the disk quota always (10 GiB when none is
+	// set); local enforces none (docs/SECURITY.md "Resource limits
+	// (bubblewrap)").
 	RuntimeResources *sandbox.ResourceHints
 	// SandboxUID and SandboxGID are the host user and group a root
 	// worker's bubblewrap sandboxes run as (SANDBOX_RUNTIME_UID and
@@ -429,7 +431,9 @@ func sanitizeHost(h string) string {
 
 // resourceHints reads SANDBOX_RUNTIME_CPUS (cores, from 0.01 to the
 // machine's runtime.NumCPU(), such as 1.5), SANDBOX_RUNTIME_MEMORY_MB (MiB, at
-// least 6: Docker's minimum) and SANDBOX_RUNTIME_PIDS (processes, at least 1),
+// least 6: Docker's minimum), SANDBOX_RUNTIME_PIDS (processes, at least 1)
+// and SANDBOX_RUNTIME_DISK_GB (GiB, at least 1: the disk quota of a
+// bubblewrap runtime, the disk of a Daytona sandbox made from an image),
 // each optional; nil when none is set. Errors: *ConfigError naming the variable.
 func resourceHints(get func(name, def string) string) (*sandbox.ResourceHints, error) {
 	var r sandbox.ResourceHints
@@ -445,7 +449,7 @@ func resourceHints(get func(name, def string) string) (*sandbox.ResourceHints, e
 		name string
 		dst  *int64
 		min  int64 // Docker refuses less than 6 MiB of memory
-	}{{"SANDBOX_RUNTIME_MEMORY_MB", &r.MemoryMB, 6}, {"SANDBOX_RUNTIME_PIDS", &r.Pids, 1}} {
+	}{{"SANDBOX_RUNTIME_MEMORY_MB", &r.MemoryMB, 6}, {"SANDBOX_RUNTIME_PIDS", &r.Pids, 1}, {"SANDBOX_RUNTIME_DISK_GB", &r.DiskGB, 1}} {
 		v := get(n.name, "")
 		if v == "" {
 			continue

@@ -85,14 +85,14 @@ func TestRuntimeResourcesFromEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, [2]uint32{4000, 4001}, [2]uint32{cfg.SandboxUID, cfg.SandboxGID})
 
-	cfg, err = ConfigFromEnv(lookup(map[string]string{"SANDBOX_RUNTIME_CPUS": "0.5", "SANDBOX_RUNTIME_MEMORY_MB": "1024", "SANDBOX_RUNTIME_PIDS": "256"}))
+	cfg, err = ConfigFromEnv(lookup(map[string]string{"SANDBOX_RUNTIME_CPUS": "0.5", "SANDBOX_RUNTIME_MEMORY_MB": "1024", "SANDBOX_RUNTIME_PIDS": "256", "SANDBOX_RUNTIME_DISK_GB": "20"}))
 	require.NoError(t, err)
 	require.NotNil(t, cfg.RuntimeResources)
-	assert.Equal(t, sandbox.ResourceHints{CPU: 0.5, MemoryMB: 1024, Pids: 256}, *cfg.RuntimeResources)
+	assert.Equal(t, sandbox.ResourceHints{CPU: 0.5, MemoryMB: 1024, Pids: 256, DiskGB: 20}, *cfg.RuntimeResources)
 
 	for _, kv := range [][2]string{{"SANDBOX_RUNTIME_CPUS", "-1"}, {"SANDBOX_RUNTIME_CPUS", "1e-300"}, {"SANDBOX_RUNTIME_CPUS", "0.001"},
 		{"SANDBOX_RUNTIME_CPUS", "NaN"}, {"SANDBOX_RUNTIME_CPUS", "100000"}, {"SANDBOX_RUNTIME_MEMORY_MB", "lots"},
-		{"SANDBOX_RUNTIME_MEMORY_MB", "1"}, {"SANDBOX_RUNTIME_PIDS", "0"},
+		{"SANDBOX_RUNTIME_MEMORY_MB", "1"}, {"SANDBOX_RUNTIME_PIDS", "0"}, {"SANDBOX_RUNTIME_DISK_GB", "0"}, {"SANDBOX_RUNTIME_DISK_GB", "1.5"},
 		{"SANDBOX_RUNTIME_UID", "0"}, {"SANDBOX_RUNTIME_GID", "0"}, {"SANDBOX_RUNTIME_UID", "-1"}, {"SANDBOX_RUNTIME_UID", "4294967295"}, {"SANDBOX_RUNTIME_GID", "x"}} {
 		k, v := kv[0], kv[1]
 		_, err := ConfigFromEnv(lookup(map[string]string{k: v}))

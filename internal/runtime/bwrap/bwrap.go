@@ -57,6 +57,11 @@
 //     (Provider.ResourceLimits says; without one the provider logs a warning
 //     and sandboxes run without limits). A command the memory limit killed
 //     exits 137 with a notice on stderr.
+//   - a disk quota (RuntimeSpec.Resources.DiskGB, else DefaultDiskGB) on
+//     what the workdir, the other writable mounts and /tmp hold together:
+//     no file larger than it (RLIMIT_FSIZE), and while commands run the
+//     worker measures them and kills the runtime's commands when their use
+//     is over the quota and grew (quota.go, package diskquota).
 //
 // Process model: the supervisor is pid 1 of the sandbox and cannot be
 // signalled from inside; it is non-dumpable and runs from an execute-only

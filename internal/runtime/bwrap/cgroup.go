@@ -25,6 +25,7 @@ type limits struct {
 	CPU      float64 // cores; 0: none
 	MemoryMB int64   // 0: none
 	Pids     int64
+	DiskGB   int64 // the worktree's and /tmp's quota in GiB (quota.go); 0: none
 }
 
 func (l limits) any() bool { return l.CPU > 0 || l.MemoryMB > 0 || l.Pids > 0 }
@@ -34,10 +35,11 @@ func (l limits) any() bool { return l.CPU > 0 || l.MemoryMB > 0 || l.Pids > 0 }
 // is zero: a runaway command is killed (exit 137) before it takes the host.
 const DefaultMemoryMB = 4096
 
-// limitsOf returns the limits of r: CPU as given, memory and pids as given
-// or DefaultMemoryMB and DefaultPidsLimit. A negative hint is an error.
+// limitsOf returns the limits of r: CPU as given, memory, pids and disk as
+// given or DefaultMemoryMB, DefaultPidsLimit and DefaultDiskGB. A negative
+// hint is an error.
 func limitsOf(r *sandbox.ResourceHints) (limits, error) {
-	l := limits{Pids: DefaultPidsLimit, MemoryMB: DefaultMemoryMB}
+	l := limits{Pids: DefaultPidsLimit, MemoryMB: DefaultMemoryMB, DiskGB: DefaultDiskGB}
 	if r == nil {
 		return l, nil
 	}
@@ -50,6 +52,9 @@ func limitsOf(r *sandbox.ResourceHints) (limits, error) {
 	}
 	if r.Pids > 0 {
 		l.Pids = r.Pids
+	}
+	if r.DiskGB > 0 {
+		l.DiskGB = r.DiskGB
 	}
 	return l, nil
 }
@@ -382,6 +387,28 @@ func (cg *cgroup) procs() []int {
 		}
 	}
 	return out
+}
+
+// killCommands kills every process of the commands' cgroup (the commands
+// and background processes, not the supervisor): at once with cgroup v2's
+// cgroup.kill, else by signalling them until none is left (a pass at most
+// every 10 ms, for up to a second: the pids limit bounds what refills).
+func (cg *cgroup) killCommands() {
+	if cg.v2 && os.WriteFile(filepath.Join(cg.cmds, "cgroup.kill"), []byte("1"), 0) == nil {
+		return
+	}
+	for range 100 {
+		b, err := os.ReadFile(filepath.Join(cg.cmds, "cgroup.procs"))
+		if err != nil || len(strings.Fields(string(b))) == 0 {
+			return
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (cg *cgroup) killAll() {

@@ -5,8 +5,11 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/diskquota"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
@@ -28,9 +31,15 @@ type Runtime struct {
 	// running commands.
 	life *procexec.Lifecycle[sandboxConfig]
 
-	mu      sync.Mutex                          // guards sbs; taken after life's lock, never before
+	mu      sync.Mutex                          // guards sbs, disk, diskStop; taken after life's lock, never before
 	sbs     map[sandboxapi.Network]*sandboxProc // the running sandboxes by network mode
 	archive *supervisor.Archive
+	// disk measures the runtime's disk use while a sandbox runs (quota.go);
+	// diskStop ends it; diskKills counts the times the quota killed the
+	// commands.
+	disk      *diskquota.Watcher
+	diskStop  context.CancelFunc
+	diskKills atomic.Int64
 	supervisor.Processes
 }
 
@@ -112,9 +121,11 @@ func (r *Runtime) ensure(ctx context.Context, cfg sandboxConfig, mode sandboxapi
 	}
 	sb, err := r.p.startSandbox(ctx, r.ID(), cfg, mode, shared)
 	if err != nil {
+		r.unwatchDiskLocked()
 		return nil, err
 	}
 	r.sbs[mode] = sb
+	r.watchDiskLocked(cfg)
 	return sb, nil
 }
 
@@ -131,6 +142,7 @@ func (r *Runtime) trimLocked(ctx context.Context, cfg sandboxConfig) {
 			delete(r.sbs, m)
 		}
 	}
+	r.unwatchDiskLocked()
 }
 
 // discard forgets sb when it is still the current sandbox of its mode (it died).
@@ -141,6 +153,7 @@ func (r *Runtime) discard(sb *sandboxProc) {
 		sb.client.Close()
 		delete(r.sbs, sb.mode)
 	}
+	r.unwatchDiskLocked()
 }
 
 // warm (Create) ends the sandboxes the spec no longer allows, serves the
@@ -153,6 +166,7 @@ func (r *Runtime) warm(ctx context.Context) {
 	cfg := r.life.Conf()
 	r.mu.Lock()
 	r.trimLocked(ctx, cfg)
+	r.watchDiskLocked(cfg) // sandboxes an earlier worker left
 	r.mu.Unlock()
 	if r.p.egress != nil {
 		if sandboxapi.NetworkLimited.Within(cfg.network) {
@@ -192,6 +206,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		r.p.shutdown(ctx, r.ID(), m, sb, r.archive)
 		delete(r.sbs, m)
 	}
+	r.unwatchDiskLocked()
 	return err
 }
 
@@ -203,6 +218,7 @@ func (r *Runtime) destroySandbox(ctx context.Context) {
 		r.p.shutdown(ctx, r.ID(), m, sb, nil)
 		delete(r.sbs, m)
 	}
+	r.unwatchDiskLocked()
 	if cg := r.p.cgroups.existing(r.ID()); cg != nil {
 		_ = cg.remove()
 	}
@@ -374,7 +390,7 @@ func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mod
 			}
 			return sandboxapi.ExecResult{}, err
 		}
-		oom := sb.cg.oomKills()
+		oom, disk := sb.cg.oomKills(), r.diskKills.Load()
 		info, err := sb.client.Run(killCtx, spec, func(i int, b []byte) { streams[i](b) })
 		switch {
 		case err == nil:
@@ -383,6 +399,10 @@ func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mod
 				return out.TimedOut(), nil
 			case info.ExitCode == 137 && sb.cg.oomKills() > oom:
 				_, _ = out.Stderr().Write([]byte("\nsandbox: killed: the runtime's memory limit was reached\n"))
+			case info.ExitCode == 137 && r.diskKills.Load() > disk:
+				_, _ = out.Stderr().Write(r.quotaNotice(cfg))
+			case info.ExitCode == 128+int(syscall.SIGXFSZ) && cfg.limits.DiskGB > 0:
+				_, _ = out.Stderr().Write(fileSizeNotice(cfg))
 			}
 			return out.Result(info.ExitCode), nil
 		case killCtx.Err() != nil:

@@ -266,6 +266,7 @@ func (p *Provider) sandboxArgs(id string, cfg sandboxConfig, mode sandboxapi.Net
 	args = append(args, "--", "/proc/self/fd/4", "serve", "--ctl-fd", "3", "--runtime", id, "--layout", layout,
 		"--buffer", strconv.Itoa(sandboxapi.ProcessBufferBytes), "--max-procs", strconv.Itoa(sandboxapi.MaxProcesses),
 		"--idle-exit", IdleExit.String(), "--id-prefix", supervisor.IDPrefix(mode))
+	args = append(args, cfg.fileSizeArgs()...)
 	if cfg.egressDirOf(mode) != "" {
 		args = append(args, "--egress-socket", egressMount+"/"+egressSocket)
 	}

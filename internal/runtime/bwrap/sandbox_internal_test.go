@@ -72,13 +72,17 @@ func TestCgroupForWithoutLimits(t *testing.T) {
 func TestDefaultLimits(t *testing.T) {
 	l, err := limitsOf(nil)
 	require.NoError(t, err)
-	require.Equal(t, limits{Pids: DefaultPidsLimit, MemoryMB: DefaultMemoryMB}, l, "memory and pids are limited by default")
-	l, err = limitsOf(&sandbox.ResourceHints{CPU: 0.5, MemoryMB: 64, Pids: 10})
+	require.Equal(t, limits{Pids: DefaultPidsLimit, MemoryMB: DefaultMemoryMB, DiskGB: DefaultDiskGB}, l, "memory, pids and disk are limited by default")
+	l, err = limitsOf(&sandbox.ResourceHints{CPU: 0.5, MemoryMB: 64, Pids: 10, DiskGB: 3})
 	require.NoError(t, err)
-	require.Equal(t, limits{CPU: 0.5, MemoryMB: 64, Pids: 10}, l)
+	require.Equal(t, limits{CPU: 0.5, MemoryMB: 64, Pids: 10, DiskGB: 3}, l)
 	l, err = limitsOf(&sandbox.ResourceHints{CPU: 1})
 	require.NoError(t, err)
-	require.Equal(t, limits{CPU: 1, Pids: DefaultPidsLimit, MemoryMB: DefaultMemoryMB}, l)
-	_, err = limitsOf(&sandbox.ResourceHints{MemoryMB: -1})
-	require.Error(t, err)
+	require.Equal(t, limits{CPU: 1, Pids: DefaultPidsLimit, MemoryMB: DefaultMemoryMB, DiskGB: DefaultDiskGB}, l)
+	for _, bad := range []sandbox.ResourceHints{{MemoryMB: -1}, {DiskGB: -1}} {
+		_, err = limitsOf(&bad)
+		require.Error(t, err)
+	}
+	require.Equal(t, []string{"--file-size-limit", "3221225472"}, sandboxConfig{limits: limits{DiskGB: 3}}.fileSizeArgs())
+	require.Nil(t, sandboxConfig{}.fileSizeArgs())
 }

@@ -108,6 +108,14 @@ func serveMain(args []string) int {
 			s.cgFiles = append(s.cgFiles, os.NewFile(uintptr(fd), "cgroup"))
 		}
 	}
+	if o.fileSizeLimit > 0 {
+		// Before any shim exists: every command inherits it, and without
+		// CAP_SYS_RESOURCE none can raise it again.
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: o.fileSizeLimit, Max: o.fileSizeLimit}); err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox-supervisor serve: file size limit:", err)
+			return 1
+		}
+	}
 	if !s.pid1 {
 		// Outside a pid namespace (the local runtime): orphans of a killed
 		// shim still come here.
@@ -157,6 +165,7 @@ type serveOptions struct {
 	cgMode                 string // "v1", "v2" or "" (no cgroup)
 	cgFDs                  []int  // --cgroup-fds, parsed when cgMode is v1 or v2
 	egressSocket, idPrefix string
+	fileSizeLimit          uint64 // RLIMIT_FSIZE of every command in bytes; 0: unchanged
 }
 
 // parseServe parses serve's flags: exactly one of --ctl-fd and
@@ -176,6 +185,7 @@ func parseServe(args []string) (serveOptions, error) {
 	cgFDs := fs.String("cgroup-fds", "", "inherited descriptors for --cgroup (comma-separated)")
 	fs.StringVar(&o.egressSocket, "egress-socket", "", "relay connections to "+supervisor.EgressListen+" to this unix socket (the worker's egress proxy)")
 	fs.StringVar(&o.idPrefix, "id-prefix", "proc-", "prefix of the process ids this supervisor gives")
+	fs.Uint64Var(&o.fileSizeLimit, "file-size-limit", 0, "largest file a command may write, in bytes (RLIMIT_FSIZE; 0: unchanged)")
 	if err := fs.Parse(args); err != nil || (o.ctlFD < 0) == (o.abstract == "") {
 		return o, errors.New("one of --ctl-fd or --listen-abstract is required")
 	}

@@ -1,0 +1,128 @@
+package diskquota
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func writeFile(t *testing.T, path string, n int) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, make([]byte, n), 0o644))
+}
+
+func TestMeasureCountsAllocatedSpaceAndEntries(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(a, "one"), 1<<20)
+	writeFile(t, filepath.Join(a, "sub", "deep", "two"), 1<<20)
+	writeFile(t, filepath.Join(b, "three"), 1<<20)
+	// A sparse file of 1 GiB holds nothing.
+	f, err := os.Create(filepath.Join(b, "sparse"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(1<<30))
+	require.NoError(t, f.Close())
+	// Hard links count once, symbolic links are not followed.
+	require.NoError(t, os.Link(filepath.Join(a, "one"), filepath.Join(b, "one-again")))
+	require.NoError(t, os.Symlink("/usr", filepath.Join(a, "usr")))
+
+	u, err := Measure(context.Background(), a, b, filepath.Join(a, "missing"))
+	require.NoError(t, err)
+	// Entries: a, one, sub, deep, two, usr; b, three, sparse (one-again is one's inode).
+	require.Equal(t, int64(9), u.Files)
+	require.GreaterOrEqual(t, u.Bytes, int64(3<<20))
+	require.Less(t, u.Bytes, int64(3<<20)+256<<10, "the sparse file and the links add almost nothing")
+}
+
+func TestMeasureSeesIntoClosedDirectories(t *testing.T) {
+	d := t.TempDir()
+	writeFile(t, filepath.Join(d, "closed", "big"), 2<<20)
+	require.NoError(t, os.Chmod(filepath.Join(d, "closed"), 0))
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(d, "closed"), 0o755) })
+	u, err := Measure(context.Background(), d)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, u.Bytes, int64(2<<20))
+	st, err := os.Lstat(filepath.Join(d, "closed"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0), st.Mode().Perm(), "the directory's mode is put back")
+}
+
+func TestMeasureStopsWithItsContext(t *testing.T) {
+	d := t.TempDir()
+	writeFile(t, filepath.Join(d, "a", "b"), 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Measure(ctx, d)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestLimitOf(t *testing.T) {
+	require.Equal(t, Limit{Bytes: 10 << 30, Files: 10 << 30 / BytesPerFile}, LimitOf(10))
+	require.True(t, Usage{Bytes: 2, Files: 1}.Over(Limit{Bytes: 1, Files: 5}))
+	require.True(t, Usage{Bytes: 1, Files: 6}.Over(Limit{Bytes: 1, Files: 5}))
+	require.False(t, Usage{Bytes: 1, Files: 5}.Over(Limit{Bytes: 1, Files: 5}))
+}
+
+// The watcher reports a use over the quota once while it does not grow,
+// and again when it grows.
+func TestWatcherReportsGrowthOverTheQuota(t *testing.T) {
+	d := t.TempDir()
+	var mu sync.Mutex
+	var hits []Usage
+	w := &Watcher{
+		Dirs:  func() []string { return []string{d} },
+		Limit: Limit{Bytes: 1 << 20, Files: 1000},
+		Exceeded: func(u Usage) {
+			mu.Lock()
+			defer mu.Unlock()
+			hits = append(hits, u)
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(hits) }
+
+	writeFile(t, filepath.Join(d, "small"), 4096)
+	time.Sleep(2500 * time.Millisecond)
+	require.Equal(t, 0, count(), "within the quota")
+	writeFile(t, filepath.Join(d, "big"), 2<<20)
+	require.Eventually(t, func() bool { return count() == 1 }, 5*time.Second, 50*time.Millisecond)
+	time.Sleep(2500 * time.Millisecond)
+	require.Equal(t, 1, count(), "over but not growing: no new report")
+	writeFile(t, filepath.Join(d, "more"), 1<<20)
+	require.Eventually(t, func() bool { return count() == 2 }, 5*time.Second, 50*time.Millisecond)
+	require.NoError(t, os.Remove(filepath.Join(d, "big")))
+	require.NoError(t, os.Remove(filepath.Join(d, "more")))
+	require.Eventually(t, func() bool { return w.Last().Bytes < 1<<20 }, 5*time.Second, 50*time.Millisecond)
+	require.Equal(t, 2, count(), "shrinking is never reported")
+}
+
+// A use already over the quota when the watcher starts is the baseline:
+// reported only once it grows.
+func TestWatcherTakesItsFirstMeasurementAsTheBaseline(t *testing.T) {
+	d := t.TempDir()
+	writeFile(t, filepath.Join(d, "big"), 2<<20)
+	hits := make(chan Usage, 10)
+	w := &Watcher{Dirs: func() []string { return []string{d} }, Limit: Limit{Bytes: 1 << 20, Files: 1000}, Exceeded: func(u Usage) { hits <- u }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return w.Last().Bytes >= 2<<20 }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(time.Second)
+	require.Empty(t, hits)
+	writeFile(t, filepath.Join(d, "more"), 4096)
+	select {
+	case u := <-hits:
+		require.Greater(t, u.Bytes, int64(2<<20))
+	case <-time.After(20 * time.Second):
+		t.Fatal("growth over the quota not reported")
+	}
+}

@@ -25,9 +25,12 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -39,6 +42,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/payloadcodec"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
+	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // Secured engine end to end (docs/SECURITY.md "Connecting to Temporal",
@@ -837,6 +841,45 @@ func TestWorkerRefusesPlaintextPayloads(t *testing.T) {
 	d, err = s.Describe(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, sandboxapi.StateActive, d.State, "the argument-less hibernate did not run")
+
+	// Signals without any argument never meet the codec either: the
+	// session drops them (workflows.RequireSignalPayloads), so a keyless
+	// unpin leaves the keyed pin and a keyless evict evicts nothing.
+	pinned, err := s.Pin(ctx, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.NotNil(t, pinned.PinnedUntil)
+	for _, sig := range []string{sandboxapi.SignalUnpin, sandboxapi.SignalEvict, sandboxapi.SignalPin} {
+		// The SDK's SignalWorkflow sends one (null) payload; the service
+		// takes a signal with none.
+		_, err := keyless.Temporal().WorkflowService().SignalWorkflowExecution(ctx, &workflowservice.SignalWorkflowExecutionRequest{
+			Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: s.WorkflowID()}, SignalName: sig,
+			Identity: "keyless", RequestId: uniq(t, sig)})
+		require.NoError(t, err, sig)
+	}
+	_, err = s.Status(ctx) // through the session after the signals
+	require.NoError(t, err)
+	ev, err := s.EvictionState(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, ev.PinnedUntil, "an argument-less unpin was taken")
+	assert.WithinDuration(t, *pinned.PinnedUntil, *ev.PinnedUntil, time.Second)
+	assert.Equal(t, pinned.LastPinRequest, ev.LastPinRequest, "an argument-less pin or unpin was handled")
+	d, err = s.Describe(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxapi.StateActive, d.State, "the argument-less evict ran")
+	events, _ = rawHistory(t, tc, s.WorkflowID())
+	refusals := 0
+	for _, ev := range events {
+		if m := ev.(*historypb.HistoryEvent).GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "SideEffect" {
+			refusals++
+		}
+	}
+	assert.Equal(t, 3, refusals, "each refusal is recorded, so the run replays the same")
+	// A worker without the setting replays the run as it was recorded
+	// (the signals refused), not as it would decide now.
+	replayer, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: sec.Security.Payloads.DataConverter()})
+	require.NoError(t, err)
+	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
+	require.NoError(t, replayer.ReplayWorkflowHistory(nil, history(t, s.WorkflowID(), "")))
 
 	// The worker's session still works for the keyed client.
 	got, err = s.ReadFile(ctx, "notes.txt")

@@ -75,13 +75,18 @@ func lenientDecode(raw converter.RawValue, v any) error {
 // refused them (e.g. a payload key this worker does not hold; the SDK logs
 // it). raw is the payload as received, for answering a refused one. A run
 // recorded before strict decoding waits, as it was recorded, for the next
-// signal on c when the one found did not decode at all.
+// signal on c when the one found did not decode at all. A signal without a
+// payload that this run refuses (refusedWithoutPayload) is not ok, with a
+// nil err: there is no sender to answer.
 func receiveSignal[T any](ctx workflow.Context, c workflow.ReceiveChannel, name string) (v T, raw converter.RawValue, ok bool, err error) {
 	if !c.ReceiveAsync(&raw) {
 		if !strictDecoding(ctx) {
 			c.Receive(ctx, &v)
 			return v, raw, true, nil
 		}
+		return v, raw, false, nil
+	}
+	if refusedWithoutPayload(ctx, name, raw) {
 		return v, raw, false, nil
 	}
 	v, corrupt, err := decodeStrictly[T](ctx, name, raw)

@@ -131,6 +131,9 @@ func (f *fanout) receiveCompletions(ctx workflow.Context) {
 		for {
 			var raw converter.RawValue
 			signals.Receive(ctx, &raw)
+			if refusedWithoutPayload(ctx, sandboxapi.SignalCompleteTask, raw) {
+				continue
+			}
 			sig, corrupt, err := decodeStrictly[sandboxapi.CompleteTaskSignal](ctx, sandboxapi.SignalCompleteTask, raw)
 			if err != nil || corrupt {
 				workflow.GetLogger(ctx).Warn("malformed complete_task signal ignored", "error", err)

@@ -7,16 +7,20 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/activities"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
+	"github.com/sandboxcore/sandboxcore/workflows"
 )
 
 // argumentsRequired is the worker interceptor of
-// SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION for updates: an update that carries no
-// argument payload at all never meets the codec that refuses plaintext, so
-// a client without the keys could call the argument-less ones (status,
-// diff, hibernate, restore, …). Its validator refuses them with
+// SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION for updates and signals: an update or
+// signal that carries no argument payload at all never meets the codec
+// that refuses plaintext, so a client without the keys could call the
+// argument-less ones (status, diff, hibernate, restore, …). Its validator
+// refuses them with
 // InvalidArgument; the SDKs send an (encrypted) empty object for an
 // operation without arguments (docs/API.md "Payload encryption").
-// Validators do not run on replay, so histories are unaffected.
+// Validators do not run on replay, so histories are unaffected. Signals
+// cannot be refused to their sender: the workflow drops them, as recorded
+// in its history (workflows.RequireSignalPayloads).
 func argumentsRequired() interceptor.WorkerInterceptor { return &argsWorker{} }
 
 type argsWorker struct {
@@ -31,6 +35,12 @@ func (w *argsWorker) InterceptWorkflow(ctx workflow.Context, next interceptor.Wo
 
 type argsInbound struct {
 	interceptor.WorkflowInboundInterceptorBase
+}
+
+// ExecuteWorkflow runs the workflow with its signals that carry no payload
+// refused (workflows.RequireSignalPayloads), as its updates are here.
+func (i *argsInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
+	return i.Next.ExecuteWorkflow(workflows.RequireSignalPayloads(ctx), in)
 }
 
 // ValidateUpdate refuses an update none of whose arguments arrived as a

@@ -24,18 +24,22 @@ func ClaimsFromContext(ctx context.Context) (Claims, bool) {
 
 // Require lets a request through to next only when it carries
 // "Authorization: Bearer <token>" (scheme case-insensitive) with a token k
-// verifies now for exactly the workspace workspaceOf(r) names; next finds
-// the claims with ClaimsFromContext. Refusals, before next sees anything:
+// verifies now, that revoked (nil: nothing is revoked) does not name, for
+// exactly the workspace workspaceOf(r) names; next finds the claims with
+// ClaimsFromContext. Every request is checked, each one of an MCP session
+// too, so a token revoked while its session is open is refused from the
+// next request on. Refusals, before next sees anything:
 //
 //   - 401 with `WWW-Authenticate: Bearer realm="sandboxcore"` (RFC 6750
 //     §3) for a missing token, plus `error="invalid_token"` for a
-//     malformed, forged or expired one;
+//     malformed, forged, expired or revoked one (error_description "the
+//     token expired", "the token was revoked", else "invalid token");
 //   - 403 with `error="insufficient_scope"` for a valid token of another
 //     workspace.
 //
 // Each refusal is logged on log (nil: not logged) at Warn with the
 // request's remote address, path and reason, never the token.
-func (k *Key) Require(workspaceOf func(*http.Request) string, next http.Handler, log *slog.Logger) http.Handler {
+func (k *Key) Require(workspaceOf func(*http.Request) string, revoked *RevocationList, next http.Handler, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -50,11 +54,18 @@ func (k *Key) Require(workspaceOf func(*http.Request) string, next http.Handler,
 			refuse(http.StatusUnauthorized, fmt.Sprintf("Bearer realm=%q", Realm), "a bearer token for this workspace is required (sandboxctl mcp token)", nil)
 			return
 		}
-		c, err := k.Verify(fields[1], time.Now())
+		now := time.Now()
+		c, err := k.Verify(fields[1], now)
+		if err == nil && revoked != nil && revoked.Revoked(c.TokenID, now) {
+			err = fmt.Errorf("%w: token id %s", ErrRevoked, c.TokenID)
+		}
 		if err != nil {
 			desc := "invalid token"
-			if errors.Is(err, ErrExpired) {
+			switch {
+			case errors.Is(err, ErrExpired):
 				desc = "the token expired"
+			case errors.Is(err, ErrRevoked):
+				desc = "the token was revoked"
 			}
 			refuse(http.StatusUnauthorized, fmt.Sprintf("Bearer realm=%q, error=\"invalid_token\", error_description=%q", Realm, desc), desc, err)
 			return

@@ -2,21 +2,30 @@
 // (`sandboxctl mcp --http ADDR --multi --key-file FILE`, README "Use it
 // from an agent", docs/SECURITY.md "The MCP server"): a token scoped to one
 // workspace and expiring, an HMAC under a key only the endpoint and the
-// minters hold. Nothing is stored per token: the endpoint recomputes the
-// HMAC.
+// minters hold, and carrying a random id the endpoint's revocation list
+// (RevocationList, `sandboxctl mcp revoke`) can name. Nothing is stored per
+// token: the endpoint recomputes the HMAC and looks the id up.
 //
 // A token (ASCII, at most MaxTokenLen characters) is
 //
-//	v1.<workspace id>.<expiry>.<mac>
+//	v2.<workspace id>.<expiry>.<token id>.<mac>
 //
 // where the workspace id is "ws-" and 24 lowercase hex digits, expiry is
 // the end of its validity in Unix seconds (decimal, no sign, no leading
-// zero, at most 12 digits) and mac is the unpadded base64url encoding (RFC
-// 4648 §5, 43 characters) of
+// zero, at most 12 digits), the token id is 32 lowercase hex digits (128
+// random bits, like a JWT's "jti") and mac is the unpadded base64url
+// encoding (RFC 4648 §5, 43 characters) of
 //
-//	HMAC-SHA256(key, "sandboxcore-mcp v1" 0x00 <workspace id> 0x00 <expiry>)
+//	HMAC-SHA256(key, "sandboxcore-mcp v2" 0x00 <workspace id> 0x00 <expiry> 0x00 <token id>)
 //
-// A token is valid while now < expiry (whole seconds). The Python SDK
+// Tokens minted before token ids existed,
+//
+//	v1.<workspace id>.<expiry>.<mac>
+//
+// with mac over "sandboxcore-mcp v1" 0x00 <workspace id> 0x00 <expiry>, are
+// still accepted until they expire (at most MaxTTL after they were minted);
+// having no id, they cannot be revoked one by one. A token is valid while
+// now < expiry (whole seconds). The Python SDK
 // (python/src/sandboxcore/mcp_token.py) mints the same tokens; both check
 // testdata/token-vectors.json.
 package mcpauth
@@ -24,9 +33,11 @@ package mcpauth
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -40,8 +51,15 @@ import (
 )
 
 const (
-	// Version is the token format's version, its first field.
-	Version = "v1"
+	// Version is the version of the tokens Mint and Sign make, their
+	// first field.
+	Version = "v2"
+	// VersionV1 is the version of the tokens minted before token ids:
+	// Verify still accepts them until they expire; they have no id.
+	VersionV1 = "v1"
+	// TokenIDLen is the length of a token id, in lowercase hex digits
+	// (128 random bits).
+	TokenIDLen = 32
 	// MinKeySize is the least number of key bytes (after base64 decoding).
 	MinKeySize = 32
 	// MaxKeyFileSize bounds what LoadKey reads, in bytes.
@@ -59,32 +77,63 @@ const (
 	MaxSkew = 5 * time.Minute
 )
 
-// macLabel starts every MAC input: the format and its version, so a MAC is
-// never valid for another use of the key.
-const macLabel = "sandboxcore-mcp v1\x00"
+// The labels that start every MAC input: the format and its version, so a
+// MAC is never valid for another use of the key or another version.
+const (
+	macLabel   = "sandboxcore-mcp v2\x00"
+	macLabelV1 = "sandboxcore-mcp v1\x00"
+)
 
-// The errors of Verify, each wrapped with what was wrong (never key
-// material). All three mean HTTP 401 to the endpoint.
+// The errors of Verify (ErrMalformed, ErrForged, ErrExpired) and Require
+// (ErrRevoked), each wrapped with what was wrong (never key material).
+// Each means HTTP 401 to the endpoint.
 var (
-	// ErrMalformed: not a v1 token (shape, workspace id, expiry digits,
-	// MAC length), or an expiry further ahead than MaxTTL + MaxSkew.
+	// ErrMalformed: not a v2 or v1 token (shape, workspace id, expiry
+	// digits, token id, MAC length), or an expiry further ahead than
+	// MaxTTL + MaxSkew.
 	ErrMalformed = errors.New("malformed token")
 	// ErrForged: well formed, but the MAC is not the key's.
 	ErrForged = errors.New("the token's MAC does not match")
 	// ErrExpired: the key's token, past its expiry.
 	ErrExpired = errors.New("the token expired")
+	// ErrRevoked: the key's token, unexpired, whose id the endpoint's
+	// revocation list names (Require).
+	ErrRevoked = errors.New("the token was revoked")
 )
 
 var (
 	expiryPattern = regexp.MustCompile(`^[1-9][0-9]{0,11}$`)
 	macPattern    = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
+	idPattern     = regexp.MustCompile(`^[0-9a-f]{32}$`)
 )
 
-// Claims is what a valid token says: the one workspace it opens and the
-// instant (whole seconds) it stops being valid.
+// Claims is what a token says: the one workspace it opens, the instant
+// (whole seconds) it stops being valid and its id.
 type Claims struct {
+	// WorkspaceID is "ws-" and 24 lowercase hex digits.
 	WorkspaceID string
-	Expiry      time.Time
+	// Expiry is the first instant the token is no longer valid.
+	Expiry time.Time
+	// TokenID is TokenIDLen lowercase hex digits; "" for a v1 token,
+	// which has none (and so cannot be revoked one by one).
+	TokenID string
+}
+
+// NewTokenID returns a new random token id: TokenIDLen lowercase hex
+// digits (128 bits of crypto/rand).
+func NewTokenID() string {
+	var b [TokenIDLen / 2]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// ValidateTokenID checks that id is a token id: TokenIDLen lowercase hex
+// digits. Errors: InvalidArgument.
+func ValidateTokenID(id string) error {
+	if !idPattern.MatchString(id) {
+		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "token id %q: want %d lowercase hex digits", sandboxapi.Clip(id, 80), TokenIDLen)
+	}
+	return nil
 }
 
 // Key is an HMAC key for tokens (at least MinKeySize bytes). Its String
@@ -181,75 +230,142 @@ func KeyFromFile(raw []byte) ([]byte, error) {
 	return secret, nil
 }
 
-// Sign returns the token for workspace wsID expiring at expiry (Unix
-// seconds), whatever the time now. Errors: InvalidArgument for a malformed
-// workspace id or an expiry outside 1 … 999999999999.
+// Sign returns a token for workspace wsID expiring at expiry (Unix
+// seconds), whatever the time now, with a new random id (NewTokenID).
+// Errors: as SignWithID.
 func (k *Key) Sign(wsID string, expiry int64) (string, error) {
+	return k.SignWithID(wsID, expiry, NewTokenID())
+}
+
+// SignWithID returns the token for workspace wsID expiring at expiry (Unix
+// seconds) with id tokenID, whatever the time now. The caller keeps ids
+// unique (Sign and Mint draw random ones). Errors: InvalidArgument for a
+// malformed workspace id or token id, or an expiry outside 1 …
+// 999999999999.
+func (k *Key) SignWithID(wsID string, expiry int64, tokenID string) (string, error) {
 	if err := sandboxapi.ValidateWorkspaceID(wsID); err != nil {
+		return "", err
+	}
+	if err := ValidateTokenID(tokenID); err != nil {
 		return "", err
 	}
 	if expiry < 1 || expiry > 999_999_999_999 {
 		return "", sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "token expiry %d: want Unix seconds from 1 to 999999999999", expiry)
 	}
 	exp := strconv.FormatInt(expiry, 10)
-	return Version + "." + wsID + "." + exp + "." + k.mac(wsID, exp), nil
+	return Version + "." + wsID + "." + exp + "." + tokenID + "." + k.mac(wsID, exp, tokenID), nil
 }
 
-// Mint returns a token for workspace wsID valid for ttl from now (its
-// expiry is now + ttl in whole Unix seconds, rounded down) and that expiry.
-// Errors: InvalidArgument for a malformed workspace id or a ttl below one
-// second or above MaxTTL.
-func (k *Key) Mint(wsID string, ttl time.Duration, now time.Time) (string, time.Time, error) {
+// Mint returns a token for workspace wsID valid for ttl from now, with a
+// new random id, and its claims: its expiry is now + ttl in whole Unix
+// seconds, rounded down. Record Claims.TokenID and Claims.Expiry to revoke
+// it later (`sandboxctl mcp revoke`). Errors: InvalidArgument for a
+// malformed workspace id or a ttl below one second or above MaxTTL.
+func (k *Key) Mint(wsID string, ttl time.Duration, now time.Time) (string, Claims, error) {
+	return k.mintWithID(wsID, ttl, now, NewTokenID())
+}
+
+// mintWithID is Mint with the token id given (the shared vectors).
+func (k *Key) mintWithID(wsID string, ttl time.Duration, now time.Time, tokenID string) (string, Claims, error) {
 	if ttl < time.Second || ttl > MaxTTL {
-		return "", time.Time{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "token lifetime %s: want 1s to %s", ttl, MaxTTL)
+		return "", Claims{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "token lifetime %s: want 1s to %s", ttl, MaxTTL)
 	}
 	exp := now.Add(ttl).Unix()
-	tok, err := k.Sign(wsID, exp)
+	tok, err := k.SignWithID(wsID, exp, tokenID)
 	if err != nil {
-		return "", time.Time{}, err
+		return "", Claims{}, err
 	}
-	return tok, time.Unix(exp, 0), nil
+	return tok, Claims{WorkspaceID: wsID, Expiry: time.Unix(exp, 0), TokenID: tokenID}, nil
+}
+
+// fields are a token's parts, checked for shape only.
+type fields struct {
+	version, wsID, exp, tokenID, mac string
+	expiry                           int64
+}
+
+// parse splits token into its fields and checks their shape (not the MAC,
+// not the time). Errors: ErrMalformed, wrapped with the reason.
+func parse(token string) (fields, error) {
+	if len(token) > MaxTokenLen {
+		return fields{}, fmt.Errorf("%w: longer than %d characters", ErrMalformed, MaxTokenLen)
+	}
+	parts := strings.Split(token, ".")
+	var f fields
+	switch {
+	case len(parts) == 5 && parts[0] == Version:
+		f = fields{version: parts[0], wsID: parts[1], exp: parts[2], tokenID: parts[3], mac: parts[4]}
+	case len(parts) == 4 && parts[0] == VersionV1:
+		f = fields{version: parts[0], wsID: parts[1], exp: parts[2], mac: parts[3]}
+	case parts[0] == Version || parts[0] == VersionV1:
+		return fields{}, fmt.Errorf("%w: want %s.<workspace id>.<expiry>.<token id>.<mac> (or %s.<workspace id>.<expiry>.<mac>)", ErrMalformed, Version, VersionV1)
+	default:
+		return fields{}, fmt.Errorf("%w: not a %s (or %s) token", ErrMalformed, Version, VersionV1)
+	}
+	switch {
+	case sandboxapi.ValidateWorkspaceID(f.wsID) != nil:
+		return fields{}, fmt.Errorf("%w: the workspace id is not ws- and 24 lowercase hex digits", ErrMalformed)
+	case !expiryPattern.MatchString(f.exp):
+		return fields{}, fmt.Errorf("%w: the expiry is not Unix seconds", ErrMalformed)
+	case f.version == Version && !idPattern.MatchString(f.tokenID):
+		return fields{}, fmt.Errorf("%w: the token id is not %d lowercase hex digits", ErrMalformed, TokenIDLen)
+	case !macPattern.MatchString(f.mac):
+		return fields{}, fmt.Errorf("%w: the MAC is not 43 base64url characters", ErrMalformed)
+	}
+	f.expiry, _ = strconv.ParseInt(f.exp, 10, 64) // 12 digits at most
+	return f, nil
+}
+
+// ParseToken returns what token says without checking its MAC or its
+// time: for a minter or an operator who holds the token and wants its id
+// and expiry (`sandboxctl mcp revoke --token-file`). Never trust its
+// claims for access: that is Verify. Errors: ErrMalformed, wrapped with the
+// reason.
+func ParseToken(token string) (Claims, error) {
+	f, err := parse(token)
+	if err != nil {
+		return Claims{}, err
+	}
+	return Claims{WorkspaceID: f.wsID, Expiry: time.Unix(f.expiry, 0), TokenID: f.tokenID}, nil
 }
 
 // Verify checks token at now: its shape, its MAC (compared in constant
-// time) and its expiry. Errors: ErrMalformed, ErrForged, ErrExpired, each
-// wrapped with the reason.
+// time) and its expiry; a v1 token (no id) is accepted too, its claims'
+// TokenID "". It does not consult a revocation list (Require does).
+// Errors: ErrMalformed, ErrForged, ErrExpired, each wrapped with the
+// reason.
 func (k *Key) Verify(token string, now time.Time) (Claims, error) {
-	if len(token) > MaxTokenLen {
-		return Claims{}, fmt.Errorf("%w: longer than %d characters", ErrMalformed, MaxTokenLen)
+	f, err := parse(token)
+	if err != nil {
+		return Claims{}, err
 	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 4 {
-		return Claims{}, fmt.Errorf("%w: want v1.<workspace id>.<expiry>.<mac>", ErrMalformed)
+	want := k.mac(f.wsID, f.exp, f.tokenID)
+	if f.version == VersionV1 {
+		want = k.macV1(f.wsID, f.exp)
 	}
-	ver, wsID, exp, mac := parts[0], parts[1], parts[2], parts[3]
-	switch {
-	case ver != Version:
-		return Claims{}, fmt.Errorf("%w: not a %s token", ErrMalformed, Version)
-	case sandboxapi.ValidateWorkspaceID(wsID) != nil:
-		return Claims{}, fmt.Errorf("%w: the workspace id is not ws- and 24 lowercase hex digits", ErrMalformed)
-	case !expiryPattern.MatchString(exp):
-		return Claims{}, fmt.Errorf("%w: the expiry is not Unix seconds", ErrMalformed)
-	case !macPattern.MatchString(mac):
-		return Claims{}, fmt.Errorf("%w: the MAC is not 43 base64url characters", ErrMalformed)
-	}
-	if subtle.ConstantTimeCompare([]byte(mac), []byte(k.mac(wsID, exp))) != 1 {
+	if subtle.ConstantTimeCompare([]byte(f.mac), []byte(want)) != 1 {
 		return Claims{}, ErrForged
 	}
-	expiry, _ := strconv.ParseInt(exp, 10, 64) // 12 digits at most
 	n := now.Unix()
-	if n >= expiry {
-		return Claims{}, fmt.Errorf("%w at %s", ErrExpired, time.Unix(expiry, 0).UTC().Format(time.RFC3339))
+	if n >= f.expiry {
+		return Claims{}, fmt.Errorf("%w at %s", ErrExpired, time.Unix(f.expiry, 0).UTC().Format(time.RFC3339))
 	}
-	if expiry-n > int64((MaxTTL+MaxSkew)/time.Second) {
+	if f.expiry-n > int64((MaxTTL+MaxSkew)/time.Second) {
 		return Claims{}, fmt.Errorf("%w: it expires more than %s ahead", ErrMalformed, MaxTTL+MaxSkew)
 	}
-	return Claims{WorkspaceID: wsID, Expiry: time.Unix(expiry, 0)}, nil
+	return Claims{WorkspaceID: f.wsID, Expiry: time.Unix(f.expiry, 0), TokenID: f.tokenID}, nil
 }
 
-// mac is the base64url (unpadded) HMAC-SHA256 of a token's fields.
-func (k *Key) mac(wsID, exp string) string {
+// mac is the base64url (unpadded) HMAC-SHA256 of a v2 token's fields.
+func (k *Key) mac(wsID, exp, tokenID string) string {
 	h := hmac.New(sha256.New, k.secret)
-	h.Write([]byte(macLabel + wsID + "\x00" + exp))
+	h.Write([]byte(macLabel + wsID + "\x00" + exp + "\x00" + tokenID))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// macV1 is the base64url (unpadded) HMAC-SHA256 of a v1 token's fields.
+func (k *Key) macV1(wsID, exp string) string {
+	h := hmac.New(sha256.New, k.secret)
+	h.Write([]byte(macLabelV1 + wsID + "\x00" + exp))
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }

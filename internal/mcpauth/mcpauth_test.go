@@ -58,13 +58,36 @@ func TestLoadKey(t *testing.T) {
 func TestMintAndVerify(t *testing.T) {
 	k := testKeyT(t)
 	now := time.Unix(t0, 500_000_000)
-	tok, exp, err := k.Mint(wsA, time.Hour, now)
+	tok, minted, err := k.Mint(wsA, time.Hour, now)
 	require.NoError(t, err)
+	exp := minted.Expiry
 	assert.Equal(t, int64(t0+3600), exp.Unix())
-	assert.True(t, strings.HasPrefix(tok, "v1."+wsA+".1767229200."), tok)
+	assert.True(t, strings.HasPrefix(tok, "v2."+wsA+".1767229200."+minted.TokenID+"."), tok)
+	require.NoError(t, ValidateTokenID(minted.TokenID))
 	c, err := k.Verify(tok, now)
 	require.NoError(t, err)
-	assert.Equal(t, Claims{WorkspaceID: wsA, Expiry: exp}, c)
+	assert.Equal(t, Claims{WorkspaceID: wsA, Expiry: exp, TokenID: minted.TokenID}, c)
+	parsed, err := ParseToken(tok)
+	require.NoError(t, err)
+	assert.Equal(t, minted, parsed)
+
+	// Every mint draws a new id; Sign too.
+	seen := map[string]bool{minted.TokenID: true}
+	for range 100 {
+		_, c, err := k.Mint(wsA, time.Hour, now)
+		require.NoError(t, err)
+		assert.False(t, seen[c.TokenID], "a repeated id")
+		seen[c.TokenID] = true
+	}
+	signed, err := k.Sign(wsA, t0+60)
+	require.NoError(t, err)
+	c, err = k.Verify(signed, now)
+	require.NoError(t, err)
+	assert.False(t, seen[c.TokenID])
+	for _, id := range []string{"", "nope", strings.Repeat("A", TokenIDLen), strings.Repeat("0", TokenIDLen-1), strings.Repeat("0", TokenIDLen) + "."} {
+		_, err := k.SignWithID(wsA, t0+60, id)
+		assert.True(t, sandboxapi.IsInvalidArgument(err), "id %q: %v", id, err)
+	}
 	_, err = k.Verify(tok, exp.Add(-time.Nanosecond))
 	assert.NoError(t, err, "valid until its expiry")
 	_, err = k.Verify(tok, exp)
@@ -94,7 +117,7 @@ func TestRequire(t *testing.T) {
 	other, err := NewKey([]byte("another-key-of-at-least-32-bytes-0002"))
 	require.NoError(t, err)
 	var seen *Claims
-	h := k.Require(func(r *http.Request) string { return r.PathValue("ws") }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := k.Require(func(r *http.Request) string { return r.PathValue("ws") }, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := ClaimsFromContext(r.Context())
 		require.True(t, ok)
 		seen = &c
@@ -110,6 +133,7 @@ func TestRequire(t *testing.T) {
 		return tok
 	}
 	ownA := mint(k, wsA, now.Add(time.Hour))
+	v1A := signV1(k, wsA, now.Add(time.Hour).Unix())
 	for _, c := range []struct {
 		name, auth, path string
 		status           int
@@ -126,6 +150,9 @@ func TestRequire(t *testing.T) {
 		{"for a malformed path", "Bearer " + ownA, "/mcp/ws-nope", 403, `error="insufficient_scope"`},
 		{"own", "Bearer " + ownA, "/mcp/" + wsA, 200, ""},
 		{"own, lower-case scheme", "bearer " + ownA, "/mcp/" + wsA, 200, ""},
+		{"own, minted before token ids (v1)", "Bearer " + v1A, "/mcp/" + wsA, 200, ""},
+		{"v1, expired", "Bearer " + signV1(k, wsA, now.Add(-time.Second).Unix()), "/mcp/" + wsA, 401, `error="invalid_token", error_description="the token expired"`},
+		{"v1, another workspace", "Bearer " + signV1(k, wsB, now.Add(time.Hour).Unix()), "/mcp/" + wsA, 403, `error="insufficient_scope"`},
 	} {
 		seen = nil
 		req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader("{}"))
@@ -149,7 +176,7 @@ func TestRequire(t *testing.T) {
 }
 
 func TestVerifyErrorsAreDistinct(t *testing.T) {
-	for _, pair := range [][2]error{{ErrMalformed, ErrForged}, {ErrForged, ErrExpired}, {ErrMalformed, ErrExpired}} {
+	for _, pair := range [][2]error{{ErrMalformed, ErrForged}, {ErrForged, ErrExpired}, {ErrMalformed, ErrExpired}, {ErrExpired, ErrRevoked}, {ErrForged, ErrRevoked}, {ErrMalformed, ErrRevoked}} {
 		assert.False(t, errors.Is(pair[0], pair[1]))
 	}
 }

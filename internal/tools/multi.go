@@ -39,6 +39,9 @@ type MultiOptions struct {
 	Options
 	// Key checks every request's bearer token (required).
 	Key *mcpauth.Key
+	// Revoked lists the token ids refused before their expiry, followed
+	// live (`--revoked-file`); nil: none is.
+	Revoked *mcpauth.RevocationList
 	// SessionTimeout closes a session that got no HTTP request for this
 	// long (0: DefaultSessionTimeout); its client must initialize again.
 	SessionTimeout time.Duration
@@ -55,12 +58,13 @@ type MultiOptions struct {
 
 // NewMultiHandler returns the streamable HTTP handler (official MCP Go
 // SDK) of every workspace c reaches, at MultiPattern (README "Use it from
-// an agent", docs/SECURITY.md "The MCP server"). Every request is checked
-// by opts.Key.Require first: no valid token → 401, a token of another
-// workspace → 403. A request that starts a session (a POST without
-// Mcp-Session-Id: initialize) resumes the workspace, as `sandboxctl mcp
-// --workspace` does at start-up, at most opts.ResumeWait: an id no
-// workspace has is answered 404 with {"error": {"type":
+// an agent", docs/SECURITY.md "The MCP server"). Every request, each one
+// of an open session too, is checked by opts.Key.Require first: no valid
+// token (missing, malformed, forged, expired, or revoked by opts.Revoked)
+// → 401, a token of another workspace → 403. A request that starts a
+// session (a POST without Mcp-Session-Id: initialize) resumes the
+// workspace, as `sandboxctl mcp --workspace` does at start-up, at most
+// opts.ResumeWait: an id no workspace has is answered 404 with {"error": {"type":
 // "WorkspaceNotFound", "message": …}}; another failure (no worker yet) is
 // logged and the first tool call tries again. The session then gets its
 // own NewServer bound to that workspace id, the SDK binds it to the
@@ -136,7 +140,7 @@ func NewMultiHandler(ctx context.Context, c *sandboxclient.Client, opts MultiOpt
 		sdk.ServeHTTP(w, r)
 	})
 	mux := http.NewServeMux()
-	mux.Handle(MultiPattern, opts.Key.Require(func(r *http.Request) string { return r.PathValue("workspace") }, bind(start), log))
+	mux.Handle(MultiPattern, opts.Key.Require(func(r *http.Request) string { return r.PathValue("workspace") }, opts.Revoked, bind(start), log))
 	return mux
 }
 

@@ -2,11 +2,16 @@ package tools
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,6 +88,8 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+var multiSecret = []byte("multi-handler-test-key-0123456789abcdef")
+
 func multiServer(t *testing.T, timeout time.Duration) (*httptest.Server, *mcpauth.Key, *acquireFake) {
 	t.Helper()
 	return multiServerWith(t, MultiOptions{SessionTimeout: timeout})
@@ -91,13 +98,16 @@ func multiServer(t *testing.T, timeout time.Duration) (*httptest.Server, *mcpaut
 // multiServerWith is multiServer with opts (its Key and Options are the test's).
 func multiServerWith(t *testing.T, opts MultiOptions) (*httptest.Server, *mcpauth.Key, *acquireFake) {
 	t.Helper()
-	key, err := mcpauth.NewKey([]byte("multi-handler-test-key-0123456789abcdef"))
+	key, err := mcpauth.NewKey(multiSecret)
 	require.NoError(t, err)
 	fake := &acquireFake{}
 	sc := sandboxclient.New(fake, sandboxclient.Options{TaskQueue: "q"})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	opts.Key, opts.Options = key, Options{Version: "test", ListWait: time.Second}
+	opts.Key = key
+	if opts.Options.Version == "" {
+		opts.Options = Options{Version: "test", ListWait: time.Second}
+	}
 	srv := httptest.NewServer(NewMultiHandler(ctx, sc, opts))
 	t.Cleanup(srv.Close)
 	return srv, key, fake
@@ -108,6 +118,16 @@ func mint(t *testing.T, key *mcpauth.Key, ws string) string {
 	tok, _, err := key.Mint(ws, time.Hour, time.Now())
 	require.NoError(t, err)
 	return tok
+}
+
+// signV1 makes a token of the format before token ids (v1: no id), as
+// internal/mcpauth documents it.
+func signV1(t *testing.T, secret []byte, ws string, exp int64) string {
+	t.Helper()
+	e := strconv.FormatInt(exp, 10)
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte("sandboxcore-mcp v1\x00" + ws + "\x00" + e))
+	return "v1." + ws + "." + e + "." + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
@@ -180,6 +200,51 @@ func TestMultiHandlerAuth(t *testing.T) {
 	// Without a token: 401 even with the session id.
 	res = post(t, urlA, "", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	assert.Equal(t, 401, res.StatusCode)
+}
+
+// TestMultiHandlerRevocation: with a revocation file, a token revoked
+// while its session is open is refused (401 invalid_token, as an expired
+// one) on the session's next request, and cannot start a new session; a
+// sibling token of the same workspace carries the same session on, and a
+// token minted before token ids (v1) still works. The file is followed
+// without a restart.
+func TestMultiHandlerRevocation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "revoked")
+	revoked, err := mcpauth.OpenRevocationList(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = revoked.Close() })
+	srv, key, fake := multiServerWith(t, MultiOptions{Revoked: revoked})
+	urlA := srv.URL + "/mcp/" + multiA
+	tok1, c1, err := key.Mint(multiA, time.Hour, time.Now())
+	require.NoError(t, err)
+	tok2 := mint(t, key, multiA)
+	const list = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+
+	res := post(t, urlA, tok1, "", initBody)
+	require.Equal(t, 200, res.StatusCode)
+	sid := res.Header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, sid)
+	require.Equal(t, 202, post(t, urlA, tok1, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).StatusCode)
+	require.Equal(t, 200, post(t, urlA, tok1, sid, list).StatusCode)
+	acquires := fake.acquires.Load()
+
+	_, err = mcpauth.Revoke(context.Background(), path, []mcpauth.Revocation{{TokenID: c1.TokenID, Expiry: c1.Expiry}}, time.Now())
+	require.NoError(t, err)
+	res = post(t, urlA, tok1, sid, list)
+	assert.Equal(t, 401, res.StatusCode, "the open session's next request")
+	assert.Equal(t, `Bearer realm="sandboxcore", error="invalid_token", error_description="the token was revoked"`, res.Header.Get("WWW-Authenticate"))
+	res = post(t, urlA, tok1, "", initBody)
+	assert.Equal(t, 401, res.StatusCode, "no new session either")
+	assert.Equal(t, acquires, fake.acquires.Load(), "nothing reached the workspace")
+
+	res = post(t, urlA, tok2, sid, list)
+	assert.Equal(t, 200, res.StatusCode, "the sibling token carries the same session on")
+	body, _ := io.ReadAll(res.Body)
+	assert.Contains(t, string(body), Shell)
+	assert.Equal(t, 200, post(t, urlA, tok2, "", initBody).StatusCode)
+
+	v1 := signV1(t, multiSecret, multiA, time.Now().Add(time.Hour).Unix())
+	assert.Equal(t, 200, post(t, urlA, v1, sid, list).StatusCode, "a v1 token is still accepted")
 }
 
 // TestMultiHandlerUnknownWorkspace: a valid token of a workspace that does

@@ -1,6 +1,6 @@
-"""Tests of sandboxcore.mcp_token against the Go vectors of internal/mcpauth/testdata (tokens,
-mints with fractional clocks, tokens to refuse, key files), and of ``Workspace.mcp_token``.
-No worker is needed."""
+"""Tests of sandboxcore.mcp_token against the Go vectors of internal/mcpauth/testdata (tokens with
+ids, v1 tokens without, mints with fractional clocks, tokens to refuse, key files), and of
+``Workspace.mcp_token`` and ``Workspace.issue_mcp_token``. No worker is needed."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ WS = "ws-0123456789abcdef01234567"
 @pytest.fixture(scope="module")
 def vectors() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(VECTORS_FILE.read_text())
-    for part in ("tokens", "mints", "invalid", "key_files"):
+    for part in ("tokens", "v1_tokens", "mints", "invalid", "key_files"):
         assert data[part], part
     return data
 
@@ -37,18 +37,33 @@ def key(vectors: dict[str, Any]) -> bytes:
 
 def test_tokens(vectors: dict[str, Any], key: bytes) -> None:
     for v in vectors["tokens"]:
-        assert mcp_token.sign(key, v["workspace_id"], v["expiry"]) == v["token"], v["name"]
+        tid = v["token_id"]
+        signed = mcp_token.sign(key, v["workspace_id"], v["expiry"], token_id=tid)
+        assert signed == v["token"], v["name"]
+        want = mcp_token.Claims(v["workspace_id"], v["expiry"], tid)
+        assert mcp_token.verify(key, v["token"], now=v["verify_at"]) == want, v["name"]
+        assert mcp_token.parse(v["token"]) == want, v["name"]
+
+
+def test_v1_tokens_still_verify(vectors: dict[str, Any], key: bytes) -> None:
+    for v in vectors["v1_tokens"]:
+        assert "token_id" not in v, v["name"]
         claims = mcp_token.verify(key, v["token"], now=v["verify_at"])
         assert claims == mcp_token.Claims(v["workspace_id"], v["expiry"]), v["name"]
+        assert claims.token_id is None, "a v1 token has no id"
+        assert mcp_token.parse(v["token"]) == claims, v["name"]
 
 
 def test_mints(vectors: dict[str, Any], key: bytes) -> None:
     for v in vectors["mints"]:
-        tok = mcp_token.mint(key, v["workspace_id"], v["ttl_s"], now=v["now"])
+        ws, tid, now = v["workspace_id"], v["token_id"], v["now"]
+        tok = mcp_token.mint(key, ws, v["ttl_s"], now=now, token_id=tid)
         assert tok == v["token"], v["name"]
         assert tok.split(".")[2] == str(v["expiry"]), v["name"]
-        td = mcp_token.mint(key, v["workspace_id"], timedelta(seconds=v["ttl_s"]), now=v["now"])
+        td = mcp_token.mint(key, ws, timedelta(seconds=v["ttl_s"]), now=now, token_id=tid)
         assert td == v["token"], v["name"]
+        issued = mcp_token.issue(key, ws, v["ttl_s"], now=now, token_id=tid)
+        assert issued == mcp_token.MintedToken(v["token"], ws, tid, v["expiry"]), v["name"]
 
 
 def test_invalid(vectors: dict[str, Any], key: bytes) -> None:
@@ -62,6 +77,9 @@ def test_invalid(vectors: dict[str, Any], key: bytes) -> None:
             mcp_token.verify(key, v["token"], now=v["now"])
         assert exc.value.reason == v["error"], v["name"]
         assert isinstance(exc.value, mcp_token.TokenError)
+        if v["error"] == "malformed" and "too far ahead" not in v["name"]:
+            with pytest.raises(mcp_token.MalformedToken):
+                mcp_token.parse(v["token"])
 
 
 def test_key_files(vectors: dict[str, Any], tmp_path: Path) -> None:
@@ -107,6 +125,12 @@ def test_mint_refuses(key: bytes) -> None:
     for exp in (0, 10**12, True):
         with pytest.raises(errors.InvalidArgument):
             mcp_token.sign(key, WS, exp)
+    tid = "0123456789abcdef0123456789abcdef"
+    for bad in ("", "nope", tid.upper(), tid[:31], tid + "0", tid[:31] + "."):
+        with pytest.raises(errors.InvalidArgument):
+            mcp_token.sign(key, WS, 2_000_000_000, token_id=bad)
+        with pytest.raises(errors.InvalidArgument):
+            mcp_token.mint(key, WS, 60, token_id=bad)
 
 
 def test_round_trip_now(key: bytes) -> None:
@@ -115,6 +139,16 @@ def test_round_trip_now(key: bytes) -> None:
     claims = mcp_token.verify(key, tok)
     assert claims.workspace_id == WS
     assert abs(claims.expiry - (before + 7200)) <= 2
+    assert claims.token_id is not None
+    assert len(claims.token_id) == mcp_token.TOKEN_ID_LEN
+    assert tok.startswith(f"v2.{WS}.{claims.expiry}.{claims.token_id}.")
+
+    # Every token gets its own random id.
+    issued = [mcp_token.issue(key, WS, 60) for _ in range(50)]
+    assert len({i.token_id for i in issued}) == 50
+    for i in issued:
+        assert mcp_token.verify(key, i.token) == mcp_token.Claims(WS, i.expiry, i.token_id)
+        assert i.token not in repr(i), "the repr hides the token"
 
 
 def _workspace(ws_id: str) -> Workspace:
@@ -138,9 +172,20 @@ async def test_workspace_mcp_token(
     assert claims.workspace_id == WS
     assert abs(claims.expiry - (time.time() + 600)) <= 2
 
+    issued = await ws.issue_mcp_token(600, key_file=str(key_file))
+    assert isinstance(issued, mcp_token.MintedToken)
+    assert issued.workspace_id == WS
+    assert mcp_token.verify(key, issued.token) == mcp_token.Claims(
+        WS, issued.expiry, issued.token_id
+    )
+    assert issued.token_id != claims.token_id
+
     monkeypatch.setenv(mcp_token.KEY_FILE_ENV, str(key_file))
     claims = mcp_token.verify(key, await ws.mcp_token())
     assert abs(claims.expiry - (time.time() + 3600)) <= 2, "default ttl: an hour"
     with pytest.raises(errors.InvalidArgument):
         await ws.mcp_token(0)
     assert "mcp_token" in vars(SyncWorkspace), "the blocking twin has it too"
+    assert "issue_mcp_token" in vars(SyncWorkspace), "the blocking twin has it too"
+    with pytest.raises(errors.InvalidArgument):
+        await ws.issue_mcp_token(0)

@@ -269,6 +269,7 @@ class SyncWorkspace(_Twin):
     setup = _blocking(Workspace.setup)
     describe = _blocking(Workspace.describe)
     mcp_token = _blocking(Workspace.mcp_token)
+    issue_mcp_token = _blocking(Workspace.issue_mcp_token)
     eviction = _blocking(Workspace.eviction)
     pin = _blocking(Workspace.pin)
     unpin = _blocking(Workspace.unpin)

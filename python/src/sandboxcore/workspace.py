@@ -27,6 +27,7 @@ import temporalio.client
 import temporalio.service
 
 from . import _rpc, errors, identity, mcp_token, models
+from .mcp_token import MintedToken
 
 if TYPE_CHECKING:
     from .client import AsyncClient
@@ -1005,8 +1006,19 @@ class Workspace:
         mcp --http ADDR --multi --key-file FILE`` (``http://ADDR/mcp/<id>``) for ``ttl`` (seconds
         or a timedelta, 1 s to 30 days), made here with the endpoint's key file: ``key_file``, else
         the file ``SANDBOX_MCP_KEY_FILE`` names (:mod:`sandboxcore.mcp_token`). Nothing is sent.
-        Raises InvalidArgument (no or a bad key file, a ttl out of range)."""
+        Raises InvalidArgument (no or a bad key file, a ttl out of range). Its id and expiry:
+        :meth:`issue_mcp_token`, or ``mcp_token.parse(token)``."""
         return mcp_token.mint_with_key_file(self.id, ttl, key_file)
+
+    async def issue_mcp_token(
+        self, ttl: float | timedelta = 3600, *, key_file: str | None = None
+    ) -> MintedToken:
+        """As :meth:`mcp_token`, with what the token says: ``token``, ``workspace_id``,
+        ``token_id`` (32 random hex digits) and ``expiry`` (Unix seconds). Record the id and expiry
+        to revoke the token before it expires: ``sandboxctl mcp revoke --id TOKEN_ID --expires-at
+        T --revoked-file FILE`` on the endpoint's revocation list (docs/SECURITY.md "The MCP
+        server"). Nothing is sent. Raises InvalidArgument as :meth:`mcp_token`."""
+        return mcp_token.issue_with_key_file(self.id, ttl, key_file)
 
     async def describe(self) -> models.SessionDescription:
         """The session's state (query ``describe``)."""

@@ -53,4 +53,27 @@ type RuntimeReplica struct {
 	// workspace (nested git repositories made in the sandbox, at most 20):
 	// they exist only in the sandbox and are lost if it is recreated.
 	NotSynced []string `json:"not_synced,omitempty"`
+	// Conflicts lists the open sync conflicts (oldest first, at most 50):
+	// files changed both in the workspace and in the sandbox since they
+	// last agreed. The workspace's version stays at Path; the sandbox's is
+	// kept beside it at Copy (a new file of the workspace, listed by
+	// status) until that file is removed; "" when the sandbox's version
+	// was a deletion (then listed for a day).
+	Conflicts []ReplicaConflict `json:"conflicts,omitempty"`
+}
+
+// ReplicaConflict is one sync conflict of a remote runtime's replica
+// (RuntimeReplica.Conflicts; docs/API.md "Remote runtimes"): Path changed
+// in the workspace and in the sandbox since they last agreed, and was
+// never settled silently.
+type ReplicaConflict struct {
+	// Path is the file, relative to the workspace root; the workspace's
+	// version (its content, or its deletion) stays there.
+	Path string `json:"path"`
+	// Copy is where the sandbox's version was kept: Path +
+	// ".remote-conflict" (or "-2", "-3", … when taken); "" when the
+	// sandbox deleted the file.
+	Copy string `json:"copy,omitempty"`
+	// At is when the worker found it.
+	At time.Time `json:"at"`
 }

@@ -629,14 +629,7 @@ func (p *Provider) RuntimeReplica(id string) (sandboxapi.RuntimeReplica, bool) {
 	if validID(id) != nil {
 		return sandboxapi.RuntimeReplica{}, false
 	}
-	if _, err := os.Stat(filepath.Join(p.stateDir(id), replica.SpecFile)); err != nil {
-		return sandboxapi.RuntimeReplica{}, false
-	}
-	rt := p.runtimeFor(id)
-	if err := rt.held.Load(); err != nil {
-		return sandboxapi.RuntimeReplica{}, false
-	}
-	return rt.Replica(), true
+	return p.runtimeFor(id).held.Recorded()
 }
 
 // Orphans returns this deployment's sandboxes whose workspace no longer

@@ -48,13 +48,7 @@ func (r *Runtime) Replica() sandboxapi.RuntimeReplica {
 	if rep == nil {
 		return sandboxapi.RuntimeReplica{}
 	}
-	st := rep.Status()
-	out := sandboxapi.RuntimeReplica{Recreated: st.Recreated, Synced: st.Synced, Files: st.Files, NotSynced: st.NotSynced}
-	if !st.RecreatedAt.IsZero() {
-		at := st.RecreatedAt
-		out.LastRecreatedAt = &at
-	}
-	return out
+	return rep.Status().API()
 }
 
 // State returns the sandbox's state (package documentation); a runtime whose

@@ -325,6 +325,17 @@ func (p *Provider) Get(ctx context.Context, id string) (sandbox.Runtime, error) 
 	return rt, nil
 }
 
+// RuntimeReplica returns the replica state of runtime id as this host
+// records it (no call to E2B; sandboxapi.RuntimeReplica, with the sync
+// conflicts), false when this host has no state of that runtime (never
+// created here, or destroyed).
+func (p *Provider) RuntimeReplica(id string) (sandboxapi.RuntimeReplica, bool) {
+	if validID(id) != nil {
+		return sandboxapi.RuntimeReplica{}, false
+	}
+	return p.runtimeFor(id).held.Recorded()
+}
+
 // List returns this deployment's runtimes (running and paused) whose
 // metadata include labels. Errors: mapHTTP's.
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]sandbox.RuntimeSummary, error) {

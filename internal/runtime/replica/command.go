@@ -240,7 +240,8 @@ type Collect struct {
 }
 
 // CollectCommand downloads and unpacks the result of pass p, applies it to
-// the host (Finish) and builds the command's result. An outcome other than
+// the host (Finish) and builds the command's result, with a notice on
+// stderr per sync conflict the pass found (Conflict.Notice). An outcome other than
 // Applied returns no result (the caller runs the pass again). The command
 // ran but its changes did not all come back: the result with that error
 // (logged; the changes come with the next pass).
@@ -263,7 +264,7 @@ func (p *Pass) CollectCommand(ctx context.Context, c Collect, req sandboxapi.Exe
 	if err := ExtractFlat(archive, out, maxResultBytes); err != nil {
 		return sandboxapi.ExecResult{}, Applied, err
 	}
-	outcome, _, ferr := p.Finish(ctx, Result{Dir: out})
+	outcome, rep, ferr := p.Finish(ctx, Result{Dir: out})
 	if outcome != Applied {
 		return sandboxapi.ExecResult{}, outcome, ferr
 	}
@@ -271,6 +272,12 @@ func (p *Pass) CollectCommand(ctx context.Context, c Collect, req sandboxapi.Exe
 		return sandboxapi.ExecResult{}, Applied, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "cwd %q is not a directory inside the workspace", sandboxapi.Clip(req.Cwd, 200))
 	}
 	res, rerr := CommandResult(c.Kind, out, st, time.Since(c.Started))
+	for _, cf := range rep.Conflicts {
+		// The command's own output first; then what the sync kept.
+		n := "\n" + cf.Notice() + "\n"
+		res.Stderr = append(res.Stderr, n...)
+		res.StderrBytes += int64(len(n))
+	}
 	if ferr != nil {
 		// The command ran, but its changes did not all come back: they are
 		// still in the sandbox and come with the next pass.

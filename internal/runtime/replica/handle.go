@@ -92,6 +92,23 @@ func (s *SpecReplica) Replica() *Replica {
 	return s.rep
 }
 
+// Recorded returns the replica state this host records for the runtime
+// (Status as the wire says it; no remote call), false when the host has no
+// spec of it (never created here, or destroyed) or it cannot be read.
+func (s *SpecReplica) Recorded() (sandboxapi.RuntimeReplica, bool) {
+	if _, err := os.Stat(filepath.Join(s.StateDir, SpecFile)); err != nil {
+		return sandboxapi.RuntimeReplica{}, false
+	}
+	if err := s.Load(); err != nil {
+		return sandboxapi.RuntimeReplica{}, false
+	}
+	rep := s.Replica()
+	if rep == nil {
+		return sandboxapi.RuntimeReplica{}, true
+	}
+	return rep.Status().API(), true
+}
+
 // Env returns the environment of the spec held (RuntimeSpec.Env; nil
 // without a spec).
 func (s *SpecReplica) Env() map[string]string {

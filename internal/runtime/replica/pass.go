@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -38,6 +39,10 @@ type Pass struct {
 	// absent: paths the view states as missing on the host without deleting
 	// them remotely (rechecks).
 	absent []string
+	// guard: the paths the host changed or deleted since the agreed state,
+	// which the replica may have changed too (rp_guard; incremental passes
+	// of a writable replica only).
+	guard  []string
 	parts  []string // local files, in order
 	tmpDir string
 	// Warnings from Begin (files that could not be read).
@@ -192,6 +197,9 @@ func (p *Pass) plan(known map[string]entry, revert, recheck map[string]bool) (se
 		if p.mode == modeUpload || changed || revert[fp] {
 			send = append(send, fp)
 		}
+		if changed && !revert[fp] {
+			p.guard = append(p.guard, fp)
+		}
 		if p.mode != modeIncr || changed || revert[fp] || recheck[fp] {
 			view = append(view, fp)
 		}
@@ -199,7 +207,11 @@ func (p *Pass) plan(known map[string]entry, revert, recheck map[string]bool) (se
 	for fp := range known {
 		if _, ok := files[fp]; !ok {
 			p.deleted = append(p.deleted, fp)
+			p.guard = append(p.guard, fp)
 		}
+	}
+	if p.mode != modeIncr || p.r != nil && p.r.src.ReadOnly {
+		p.guard = nil // nothing to compare with, or nothing the replica may keep
 	}
 	for fp := range revert {
 		if _, ok := files[fp]; !ok {
@@ -216,6 +228,7 @@ func (p *Pass) plan(known map[string]entry, revert, recheck map[string]bool) (se
 		}
 	}
 	sort.Strings(send)
+	sort.Strings(p.guard)
 	sort.Strings(p.deleted)
 	sort.Strings(view)
 	return send, view
@@ -304,7 +317,7 @@ func (p *Pass) writeParts(root *os.Root, send, view []string, bundle string) err
 	ctl := []struct {
 		name string
 		data []byte
-	}{{"hv", hv}, {"add", add}, {"del", del}}
+	}{{"hv", hv}, {"add", add}, {"del", del}, {"guard", nulList(p.guard)}}
 	for _, c := range ctl {
 		if err := w.ctl(c.name, c.data); err != nil {
 			return w.fail(err)
@@ -546,9 +559,29 @@ func (p *Pass) Finish(ctx context.Context, res Result) (Outcome, Report, error) 
 		return p.commit(pr.tree, pr.seq, rep)
 	}
 
+	// What rp_guard kept of the replica's changes; then the paths the
+	// host changed while the command ran, which the replica changed too.
+	now := time.Now().UTC()
+	for _, c := range pr.conflicts {
+		c.At = now
+		rep.Conflicts = append(rep.Conflicts, c)
+	}
+	both := map[string]bool{}
+	for fp := range changes {
+		if p.hostChanged(root, fp) {
+			both[fp] = true
+		}
+	}
 	// Deletions first (a directory may replace a file), then contents.
-	p.applyDeletions(root, changes, files, &rep)
-	if err := p.applyContents(ctx, root, res, changes, files, &rep); err != nil {
+	p.applyDeletions(root, changes, files, both, &rep)
+	err = p.applyContents(ctx, root, res, changes, files, both, &rep)
+	for i := range rep.Conflicts {
+		if rep.Conflicts[i].At.IsZero() {
+			rep.Conflicts[i].At = now
+		}
+	}
+	r.remember(rep.Conflicts)
+	if err != nil {
 		// Whatever was written is recorded; the rest comes again next pass.
 		_ = r.save()
 		return Applied, rep, err
@@ -588,6 +621,9 @@ type parsedResult struct {
 	recs     []diffRecord
 	warnings []string // the remote's, then one per nested repository
 	nested   []string // nested repositories made in the sandbox (parseNested)
+	// conflicts: what rp_guard kept of the replica's changes before
+	// applying the host's (parseConflicts).
+	conflicts []Conflict
 }
 
 // read reads the result file name, at most limit bytes.
@@ -645,6 +681,9 @@ func (res Result) parse() (parsedResult, error) {
 	}
 	epochB, _ := res.read("epoch", 100)
 	pr.epoch = strings.TrimSpace(string(epochB))
+	if pr.conflicts, err = parseConflicts(res.read("conflicts", 1<<20)); err != nil {
+		return pr, sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "replica: malformed conflicts")
+	}
 	return pr, nil
 }
 
@@ -700,10 +739,18 @@ func validChanges(recs []diffRecord, rep *Report) (map[string]diffRecord, error)
 
 // applyDeletions removes the deleted paths of changes from the worktree
 // and from files; one that cannot be removed is a warning in rep and
-// checked again next pass. Called with r.mu held.
-func (p *Pass) applyDeletions(root *os.Root, changes map[string]diffRecord, files map[string]entry, rep *Report) {
+// checked again next pass; one in both (changed on the host meanwhile)
+// stays on the host, a conflict. Called with r.mu held.
+func (p *Pass) applyDeletions(root *os.Root, changes map[string]diffRecord, files map[string]entry, both map[string]bool, rep *Report) {
 	for fp, rec := range changes {
 		if rec.status != 'D' {
+			continue
+		}
+		if both[fp] {
+			// The host changed it meanwhile: its version stays (and goes up
+			// next pass, the agreed state having lost it).
+			delete(files, fp)
+			rep.Conflicts = append(rep.Conflicts, Conflict{Path: fp})
 			continue
 		}
 		if err := removePath(root, fp); err != nil {
@@ -738,8 +785,11 @@ func (p *Pass) commit(tree string, seq int64, rep Report) (Outcome, Report, erro
 }
 
 // applyContents writes the added and modified files of a report from
-// changes.tar. Called with r.mu held.
-func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, changes map[string]diffRecord, files map[string]entry, rep *Report) error {
+// changes.tar; one in both (changed on the host meanwhile) is written
+// beside the host's version (conflictCopy), a conflict, and the agreed
+// state takes the replica's version without a stat signature, so that the
+// next pass hashes the host's and sends it. Called with r.mu held.
+func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, changes map[string]diffRecord, files map[string]entry, both map[string]bool, rep *Report) error {
 	want := 0
 	for _, rec := range changes {
 		if rec.status != 'D' {
@@ -782,7 +832,18 @@ func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, cha
 		if err := entryMatches(h, rec); err != nil {
 			return err
 		}
-		blob, gm, err := writeEntry(root, h, tr, rec)
+		if both[name] {
+			cp := conflictCopy(root, name, changes)
+			if _, _, err := writeEntry(root, cp, h, tr, rec); err != nil {
+				rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: the sandbox's version not kept at %s: %v", name, cp, err))
+				p.r.recheck(name)
+				continue
+			}
+			files[name] = entry{Mode: rec.newMode, Blob: rec.newBlob, Size: -1}
+			rep.Conflicts = append(rep.Conflicts, Conflict{Path: name, Copy: cp})
+			continue
+		}
+		blob, gm, err := writeEntry(root, name, h, tr, rec)
 		if err != nil {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: not written: %v", name, err))
 			p.r.recheck(name)
@@ -828,11 +889,10 @@ func entryMatches(h *tar.Header, rec diffRecord) error {
 }
 
 // writeEntry writes a changes.tar entry (checked by entryMatches) into the
-// worktree: a file with the tar's permission bits but executable exactly
+// worktree at name: a file with the tar's permission bits but executable exactly
 // when the diff says so, or a symbolic link. It returns the blob id and
 // git mode written. Errors: the write's (the caller warns and rechecks).
-func writeEntry(root *os.Root, h *tar.Header, content io.Reader, rec diffRecord) (blob string, gitMode uint32, err error) {
-	name := strings.TrimPrefix(h.Name, "./")
+func writeEntry(root *os.Root, name string, h *tar.Header, content io.Reader, rec diffRecord) (blob string, gitMode uint32, err error) {
 	if h.Typeflag == tar.TypeSymlink {
 		blob, err = writeSymlink(root, name, h.Linkname)
 		return blob, modeSymlink, err

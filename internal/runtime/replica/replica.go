@@ -44,7 +44,10 @@
 // host's whole manifest (mode "manifest": metadata only, no contents). When
 // the sandbox is new (created, or recreated after it vanished) the next pass
 // uploads every file (mode "upload"). A file changed on both sides since the
-// last pass keeps the host's version.
+// last pass is a conflict, never settled silently: the host's version stays
+// at its path and the replica's is kept beside it as <path>.remote-conflict
+// (Conflict; rp_guard when the host's change goes up, Finish when the
+// replica's comes back), reported by the pass and by Status.
 //
 // # Git inside the replica
 //
@@ -187,6 +190,8 @@ type state struct {
 	// NotSynced lists the nested git repositories the last collect found in
 	// the replica (never synced back), at most MaxNotSynced.
 	NotSynced []string
+	// Conflicts are the last MaxConflicts files found changed on both sides.
+	Conflicts []Conflict
 }
 
 // MaxNotSynced bounds Status.NotSynced.
@@ -336,14 +341,30 @@ type Status struct {
 	// in "/") the last pass found in the replica: their files are not synced
 	// back and exist only in the sandbox.
 	NotSynced []string
+	// Conflicts are the open conflicts (Conflict): files changed both in
+	// the workspace and in the replica whose replica version is still kept
+	// beside them, and replica deletions of the last day; oldest first.
+	Conflicts []Conflict
 }
 
-// Status reports the replica's host state.
+// Status reports the replica's host state (a stat of each remembered
+// conflict's copy; no remote call).
 func (r *Replica) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return Status{Synced: r.st.Tree != "", Files: len(r.st.Files), Recreated: r.st.Recreated,
-		RecreatedAt: r.st.RecreatedAt, NotSynced: append([]string(nil), r.st.NotSynced...)}
+		RecreatedAt: r.st.RecreatedAt, NotSynced: append([]string(nil), r.st.NotSynced...), Conflicts: r.openConflicts(time.Now())}
+}
+
+// API is st as the wire says it (sandboxapi.RuntimeReplica).
+func (st Status) API() sandboxapi.RuntimeReplica {
+	out := sandboxapi.RuntimeReplica{Recreated: st.Recreated, Synced: st.Synced, Files: st.Files, NotSynced: st.NotSynced,
+		Conflicts: APIConflicts(st.Conflicts)}
+	if !st.RecreatedAt.IsZero() {
+		at := st.RecreatedAt
+		out.LastRecreatedAt = &at
+	}
+	return out
 }
 
 // recheck marks fp for the next pass's view. Called with r.mu held.
@@ -370,6 +391,8 @@ type Report struct {
 	Reverted int
 	// Warnings: paths that could not be synced, with why.
 	Warnings []string
+	// Conflicts: files this pass found changed on both sides (Conflict).
+	Conflicts []Conflict
 }
 
 // NeedsRevert reports whether a read-only replica holds changes the next pass

@@ -109,6 +109,42 @@ rp_git() {
 	[ "${RP_LOCKGIT:-0}" = 1 ] && rp_gitlock on
 	return 0
 }
+# rp_guard keeps what the replica changed since the base in the paths the
+# host is about to overwrite or delete (ctl/guard): a path whose replica
+# state differs from both the base and the host's new state is a conflict.
+# The replica's version is moved aside to <path>.remote-conflict (or
+# -2, -3, ...: a name neither taken nor being uploaded), so it comes back to
+# the host as a new file, and "<path>\0<copy>\0" is written to
+# out/conflicts ("<path>\0\0" when the replica deleted it). Object ids
+# are computed, never stored (--info-only).
+rp_guard() {
+	[ "$RP_MODE" = incr ] && [ -s "$P/in/ctl/guard" ] || return 0
+	GIT_INDEX_FILE="$P/guard.index" rp_sg read-tree "$RP_BASE" || { rp_fail 92 "read-tree of the base failed"; return; }
+	GIT_INDEX_FILE="$P/guard.index" rp_sg update-index -z --add --remove --info-only --stdin < "$P/in/ctl/guard" >/dev/null 2>&1
+	GIT_INDEX_FILE="$P/guard.index" rp_sg diff-index --cached -z --name-only --no-renames "$RP_BASE" | sort -z > "$P/guard.base"
+	GIT_INDEX_FILE="$P/guard.index" rp_sg diff-index --cached -z --name-only --no-renames "$(cat "$P/hv")" | sort -z > "$P/guard.host"
+	rm -f "$P/guard.index"
+	sort -z "$P/in/ctl/guard" > "$P/guard.sent"
+	comm -z -12 "$P/guard.base" "$P/guard.host" | comm -z -12 - "$P/guard.sent" > "$P/guard.both"
+	: > "$P/out/conflicts"
+	if [ -s "$P/guard.both" ]; then
+		# shellcheck disable=SC2016
+		xargs -0 -r sh -c '
+			W=$1; sent=$2; shift 2
+			for f in "$@"; do
+				if [ -e "$W/$f" ] || [ -L "$W/$f" ]; then
+					c=$f.remote-conflict; n=2
+					while [ -e "$W/$c" ] || [ -L "$W/$c" ] || grep -qzxF -- "$c" "$sent"; do c=$f.remote-conflict-$n; n=$((n + 1)); done
+					mv -f -- "$W/$f" "$W/$c" || continue
+					printf "%s\0%s\0" "$f" "$c"
+				else
+					printf "%s\0\0" "$f"
+				fi
+			done' sh "$W" "$P/guard.sent" < "$P/guard.both" >> "$P/out/conflicts"
+	fi
+	rm -f "$P/guard.base" "$P/guard.host" "$P/guard.sent" "$P/guard.both"
+	return 0
+}
 rp_apply() {
 	rp_init || { mkdir -p "$P/out"; rp_fail 92 "cannot create $W or $S"; return; }
 	if [ "$RP_PARTS" -gt 0 ]; then
@@ -117,17 +153,7 @@ rp_apply() {
 	if [ "$RP_MODE" = incr ] && ! rp_sg cat-file -e "$RP_BASE^{tree}" 2>/dev/null; then
 		echo 90 > "$P/out/status"; return 90
 	fi
-	if [ -s "$P/in/ctl/del" ]; then
-		(cd "$W" && xargs -0 rm -f -- < "$P/in/ctl/del") 2>/dev/null
-		(cd "$W" && tr '\0' '\n' < "$P/in/ctl/del" | sed -n 's|/[^/]*$||p' | sort -u -r | xargs -r -d '\n' rmdir -p --ignore-fail-on-non-empty -- ) 2>/dev/null
-	fi
-	i=0
-	while [ "$i" -lt "$RP_PARTS" ]; do
-		tar -x -p -m -f "$P/part.$i.tar" -C "$W" --strip-components=1 --no-same-owner w 2> "$P/out/tar.err" ||
-			{ rp_fail 92 "extracting the host's changes failed: $(head -c 2000 "$P/out/tar.err")"; return; }
-		rm -f "$P/part.$i.tar"
-		i=$((i + 1))
-	done
+	# The host's view first: its tree does not depend on the workdir.
 	if [ "$RP_MODE" = incr ]; then
 		GIT_INDEX_FILE="$P/hv.index" rp_sg read-tree "$RP_BASE" || { rp_fail 92 "read-tree of the base failed"; return; }
 	else
@@ -139,6 +165,18 @@ rp_apply() {
 	fi
 	GIT_INDEX_FILE="$P/hv.index" rp_sg write-tree --missing-ok > "$P/hv" || { rp_fail 92 "write-tree of the host's view failed"; return; }
 	rm -f "$P/hv.index"
+	rp_guard || return
+	if [ -s "$P/in/ctl/del" ]; then
+		(cd "$W" && xargs -0 rm -f -- < "$P/in/ctl/del") 2>/dev/null
+		(cd "$W" && tr '\0' '\n' < "$P/in/ctl/del" | sed -n 's|/[^/]*$||p' | sort -u -r | xargs -r -d '\n' rmdir -p --ignore-fail-on-non-empty -- ) 2>/dev/null
+	fi
+	i=0
+	while [ "$i" -lt "$RP_PARTS" ]; do
+		tar -x -p -m -f "$P/part.$i.tar" -C "$W" --strip-components=1 --no-same-owner w 2> "$P/out/tar.err" ||
+			{ rp_fail 92 "extracting the host's changes failed: $(head -c 2000 "$P/out/tar.err")"; return; }
+		rm -f "$P/part.$i.tar"
+		i=$((i + 1))
+	done
 	if [ -s "$P/in/ctl/add" ]; then
 		rp_sg update-index -z --add --remove --info-only --stdin < "$P/in/ctl/add" >/dev/null 2>&1
 	fi

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from sandboxcore._wire import Base64Bytes, Nanoseconds
 
@@ -2286,6 +2286,34 @@ class ReleaseResult(BaseModel):
     """
 
 
+class ReplicaConflict(BaseModel):
+    """
+    ReplicaConflict is one sync conflict of a remote runtime's replica
+    (RuntimeReplica.Conflicts; docs/API.md "Remote runtimes"): Path changed
+    in the workspace and in the sandbox since they last agreed, and was
+    never settled silently.
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+    )
+    path: str
+    """
+    Path is the file, relative to the workspace root; the workspace's
+    version (its content, or its deletion) stays there.
+    """
+    copy_: str | None = Field(None, alias="copy")
+    """
+    Copy is where the sandbox's version was kept: Path +
+    ".remote-conflict" (or "-2", "-3", … when taken); "" when the
+    sandbox deleted the file.
+    """
+    at: AwareDatetime
+    """
+    At is when the worker found it.
+    """
+
+
 class RepoEnvironment(BaseModel):
     """
     RepoEnvironment is a repository's environment as read from
@@ -2461,6 +2489,15 @@ class RuntimeReplica(BaseModel):
     NotSynced lists paths the last sync could not bring back to the
     workspace (nested git repositories made in the sandbox, at most 20):
     they exist only in the sandbox and are lost if it is recreated.
+    """
+    conflicts: list[ReplicaConflict] | None = None
+    """
+    Conflicts lists the open sync conflicts (oldest first, at most 50):
+    files changed both in the workspace and in the sandbox since they
+    last agreed. The workspace's version stays at Path; the sandbox's is
+    kept beside it at Copy (a new file of the workspace, listed by
+    status) until that file is removed; "" when the sandbox's version
+    was a deletion (then listed for a day).
     """
 
 

@@ -91,8 +91,11 @@ func acquireSession(ctx context.Context, tc client.Client, queue string, req san
 // Prepare resumes (or acquires) the conversation's session, checks that it
 // is an edit workspace, and sends it a commit update (checkpoint: nothing to
 // commit on a clean workspace); the resulting HEAD is the fan-out's start
-// commit. With in.Fork nothing is committed: the start commit is HEAD. Errors: ErrInvalidArgument (not an edit workspace), ErrWorkspaceNotFound
-// (unknown workspace id), the acquire and commit errors.
+// commit. With in.Fork nothing is committed: the start commit is HEAD.
+// With in.TenantSegment, a workspace of another tenant is refused before
+// any of this. Errors: ErrInvalidArgument (not an edit workspace),
+// ErrWorkspaceNotFound (unknown workspace id, or another tenant's), the
+// acquire and commit errors.
 func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.FanoutPrepareResult, error) {
 	return whileHeartbeating(ctx, func() (wire.FanoutPrepareResult, error) {
 		var s sessionrpc.Session
@@ -106,6 +109,12 @@ func (f *Fanout) Prepare(ctx context.Context, in wire.FanoutPrepareInput) (wire.
 		}
 		if err != nil {
 			return wire.FanoutPrepareResult{}, err
+		}
+		if in.TenantSegment != "" && sandboxapi.TenantSegment(h.UserID, h.ProjectID) != in.TenantSegment {
+			// Another tenant's workspace: refused as if it did not exist,
+			// naming nothing of it but the id the caller gave.
+			return wire.FanoutPrepareResult{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound,
+				"workspace %s: the fan-out's user and project have no conversation workspace with that id", in.WorkspaceID)
 		}
 		if h.Mode != sandboxapi.ModeEdit {
 			return wire.FanoutPrepareResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "workspace %s is a %s workspace; a fan-out needs a conversation's edit workspace", h.WorkspaceID, h.Mode)

@@ -9,7 +9,8 @@ import (
 const (
 	// TaskFanoutWorkflowType is the registered name of TaskFanoutWorkflow.
 	TaskFanoutWorkflowType = "TaskFanoutWorkflow"
-	// FanoutWorkflowIDPrefix + fan-out id is a fan-out's workflow id.
+	// FanoutWorkflowIDPrefix starts every fan-out's workflow id
+	// (FanoutWorkflowID, and LegacyFanoutWorkflowID of earlier fan-outs).
 	FanoutWorkflowIDPrefix = "sandbox-fanout/"
 	// SignalCompleteTask (payload CompleteTaskSignal) tells the fan-out that
 	// an externally driven task is done.
@@ -42,13 +43,53 @@ const (
 	TaskOutputTailBytes = 2 << 10
 )
 
-// FanoutWorkflowID returns "sandbox-fanout/<fanoutID>". fanoutID follows the
-// id rule (ValidateID: 1–128 of [A-Za-z0-9_-]); ErrInvalidArgument otherwise.
-func FanoutWorkflowID(fanoutID string) (string, error) {
+// FanoutWorkflowID returns the workflow id of tenant's fan-out fanoutID:
+// "sandbox-fanout/<tenant segment>/<fanoutID>" (docs/API.md "Identity"), so
+// that two tenants' fan-outs with one fan-out id are two workflows. The
+// fan-out id follows the id rule (ValidateID: 1–128 of [A-Za-z0-9_-]).
+// Errors: ErrInvalidArgument naming user_id, project_id or fanout_id.
+func FanoutWorkflowID(tenant Tenant, fanoutID string) (string, error) {
+	if err := tenant.Validate(); err != nil {
+		return "", err
+	}
+	if err := ValidateID("fanout_id", fanoutID); err != nil {
+		return "", err
+	}
+	return FanoutWorkflowIDPrefix + tenant.Segment() + "/" + fanoutID, nil
+}
+
+// LegacyFanoutWorkflowID returns "sandbox-fanout/<fanoutID>", the workflow
+// id of a fan-out started by a client from before tenant segments (the
+// worker still runs such fan-outs). A client looks a fan-out up under it
+// only when FanoutWorkflowID names none, and uses that run only when its
+// conversation belongs to the caller's tenant (docs/API.md "Task fan-out":
+// legacy ids). Errors: ErrInvalidArgument naming fanout_id.
+func LegacyFanoutWorkflowID(fanoutID string) (string, error) {
 	if err := ValidateID("fanout_id", fanoutID); err != nil {
 		return "", err
 	}
 	return FanoutWorkflowIDPrefix + fanoutID, nil
+}
+
+// ParseFanoutWorkflowID splits a fan-out's workflow id: FanoutWorkflowID's
+// form gives its tenant segment (TenantSegmentLen lowercase hex digits) and
+// fan-out id, LegacyFanoutWorkflowID's form "" and the fan-out id. ok is
+// false for any other string.
+func ParseFanoutWorkflowID(wfID string) (segment, fanoutID string, ok bool) {
+	rest, found := strings.CutPrefix(wfID, FanoutWorkflowIDPrefix)
+	if !found {
+		return "", "", false
+	}
+	seg, id, nested := strings.Cut(rest, "/")
+	if !nested {
+		seg, id = "", rest
+	} else if !isTenantSegment(seg) {
+		return "", "", false
+	}
+	if ValidateID("fanout_id", id) != nil {
+		return "", "", false
+	}
+	return seg, id, true
 }
 
 // TaskSpec is one task of a fan-out.

@@ -25,13 +25,22 @@ type identityVector struct {
 	TenantSegment   string           `json:"tenant_segment"`
 	Branch          string           `json:"branch"`
 	WorktreeDirName string           `json:"worktree_dir_name"`
+	// FanoutID is vectorFanoutID; FanoutWorkflowID the workflow id of the
+	// request's tenant's fan-out of that id.
+	FanoutID         string `json:"fanout_id"`
+	FanoutWorkflowID string `json:"fanout_workflow_id"`
 }
+
+// vectorFanoutID is the fan-out id of every vector's fanout_workflow_id.
+const vectorFanoutID = "f1"
 
 func vectorFor(r WorkspaceRequest) identityVector {
 	ws := WorkspaceIDForKey(r.Key())
 	wf, _ := SessionWorkflowID(ws)
+	fwf, _ := FanoutWorkflowID(Tenant{UserID: r.UserID, ProjectID: r.ProjectID}, vectorFanoutID)
 	return identityVector{Request: r, Key: r.Key(), WorkspaceID: ws, WorkflowID: wf, RuntimeID: RuntimeIDFor(ws),
-		TenantSegment: TenantSegment(r.UserID, r.ProjectID), Branch: r.Branch(), WorktreeDirName: r.WorktreeDirName()}
+		TenantSegment: TenantSegment(r.UserID, r.ProjectID), Branch: r.Branch(), WorktreeDirName: r.WorktreeDirName(),
+		FanoutID: vectorFanoutID, FanoutWorkflowID: fwf}
 }
 
 // TestIdentityVectors checks the shared identity vectors
@@ -82,11 +91,15 @@ func TestIdentityVectors(t *testing.T) {
 	if got := vs[0].Branch; got != "agent/"+vs[0].TenantSegment+"/edits-c1" {
 		t.Errorf("edit branch %q", got)
 	}
+	if got := vs[0].FanoutWorkflowID; got != "sandbox-fanout/"+vs[0].TenantSegment+"/f1" {
+		t.Errorf("fan-out workflow id %q", got)
+	}
 }
 
 // TestNamesAreTenantUnique: two tenants (another user, or another project
-// of the same user) with the same conversation or task id get different
-// branches, worktree directories, workspace, workflow and runtime ids.
+// of the same user) with the same conversation, task or fan-out id get
+// different branches, worktree directories, workspace, workflow, runtime
+// and fan-out workflow ids.
 func TestNamesAreTenantUnique(t *testing.T) {
 	url := "https://github.com/acme/app.git"
 	for _, mode := range []WorkspaceMode{ModeEdit, ModeTask, ModeAnalysis} {
@@ -113,7 +126,8 @@ func TestNamesAreTenantUnique(t *testing.T) {
 				if mode != ModeAnalysis && a.Branch == b.Branch {
 					t.Errorf("%s: %s and %s share branch %s", mode, a.Key, b.Key, a.Branch)
 				}
-				if a.WorktreeDirName == b.WorktreeDirName || a.WorkspaceID == b.WorkspaceID || a.WorkflowID == b.WorkflowID || a.RuntimeID == b.RuntimeID {
+				if a.WorktreeDirName == b.WorktreeDirName || a.WorkspaceID == b.WorkspaceID || a.WorkflowID == b.WorkflowID || a.RuntimeID == b.RuntimeID ||
+					a.FanoutWorkflowID == b.FanoutWorkflowID {
 					t.Errorf("%s: %s and %s share a name: %+v %+v", mode, a.Key, b.Key, a, b)
 				}
 			}
@@ -152,5 +166,45 @@ func TestBranchNameStaysOutOfOtherTenants(t *testing.T) {
 		} else if err != nil && name != "agent/"+own+"/" {
 			t.Errorf("branch_name %q: %v", name, err)
 		}
+	}
+}
+
+// TestFanoutWorkflowIDs: the fan-out workflow id holds the tenant segment,
+// parses back to it and the fan-out id, the legacy form parses with no
+// segment, and nothing else parses; malformed ids are InvalidArgument.
+func TestFanoutWorkflowIDs(t *testing.T) {
+	alice := Tenant{UserID: "alice", ProjectID: "p1"}
+	wf, err := FanoutWorkflowID(alice, "f-1")
+	if err != nil || wf != "sandbox-fanout/"+alice.Segment()+"/f-1" {
+		t.Fatalf("FanoutWorkflowID: %q, %v", wf, err)
+	}
+	if seg, id, ok := ParseFanoutWorkflowID(wf); !ok || seg != alice.Segment() || id != "f-1" {
+		t.Errorf("parse %q: %q %q %v", wf, seg, id, ok)
+	}
+	legacy, err := LegacyFanoutWorkflowID("f-1")
+	if err != nil || legacy != "sandbox-fanout/f-1" {
+		t.Fatalf("LegacyFanoutWorkflowID: %q, %v", legacy, err)
+	}
+	if seg, id, ok := ParseFanoutWorkflowID(legacy); !ok || seg != "" || id != "f-1" {
+		t.Errorf("parse %q: %q %q %v", legacy, seg, id, ok)
+	}
+	for _, bad := range []string{"", "sandbox-fanout/", "sandbox-session/f1", "sandbox-fanout/" + alice.Segment() + "/",
+		"sandbox-fanout/" + alice.Segment(), // a segment alone is a legacy fan-out id: fine
+		"sandbox-fanout/ABCDEF0123456789/f1", "sandbox-fanout/" + alice.Segment() + "/f1/x", "sandbox-fanout/x/f1", "sandbox-fanout/-f"} {
+		_, _, ok := ParseFanoutWorkflowID(bad)
+		if want := bad == "sandbox-fanout/"+alice.Segment(); ok != want {
+			t.Errorf("parse %q: ok %v, want %v", bad, ok, want)
+		}
+	}
+	for _, c := range []struct {
+		tenant Tenant
+		id     string
+	}{{Tenant{"", "p1"}, "f"}, {Tenant{"alice", ""}, "f"}, {Tenant{"a|b", "p1"}, "f"}, {alice, ""}, {alice, "a/b"}, {alice, "-f"}} {
+		if _, err := FanoutWorkflowID(c.tenant, c.id); !IsInvalidArgument(err) {
+			t.Errorf("FanoutWorkflowID(%+v, %q): %v, want InvalidArgument", c.tenant, c.id, err)
+		}
+	}
+	if _, err := LegacyFanoutWorkflowID("a/b"); !IsInvalidArgument(err) {
+		t.Errorf("LegacyFanoutWorkflowID(a/b): %v", err)
 	}
 }

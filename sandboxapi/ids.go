@@ -31,6 +31,29 @@ func TenantSegment(userID, projectID string) string {
 	return hex.EncodeToString(sum[:])[:TenantSegmentLen]
 }
 
+// Tenant is a caller's user and project: every name derived from a
+// caller's ids is unique per tenant (docs/API.md "Identity"). It is no wire
+// type: clients name the caller's tenant with it where a name holds no
+// workspace key (FanoutWorkflowID).
+type Tenant struct {
+	// UserID is the backend's user id (ValidateID).
+	UserID string
+	// ProjectID is the user's project id (ValidateID).
+	ProjectID string
+}
+
+// Validate checks both ids (ValidateID). Errors: ErrInvalidArgument naming
+// user_id or project_id.
+func (t Tenant) Validate() error {
+	if err := ValidateID("user_id", t.UserID); err != nil {
+		return err
+	}
+	return ValidateID("project_id", t.ProjectID)
+}
+
+// Segment returns the tenant's segment: TenantSegment(t.UserID, t.ProjectID).
+func (t Tenant) Segment() string { return TenantSegment(t.UserID, t.ProjectID) }
+
 // EditBranch returns the branch of a new edit workspace:
 // "agent/<TenantSegment>/edits-<conversation_id>".
 func EditBranch(userID, projectID, conversationID string) string {

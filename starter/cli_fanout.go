@@ -15,14 +15,24 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
 
-// fanoutCommand is `sandboxctl fanout start|watch|complete` (docs/API.md
-// "Task fan-out").
+// fanoutCommand is `sandboxctl fanout start|watch|complete|cancel`
+// (docs/API.md "Task fan-out"). Every subcommand names the caller's tenant
+// with --user and --project: fan-out ids are per tenant.
 func (c *cli) fanoutCommand() *cobra.Command {
+	var tenant sandboxapi.Tenant
 	cmd := &cobra.Command{
 		Use:   "fanout",
 		Short: "Run tasks in parallel task workspaces and merge them back into a conversation",
+		Long: "Run tasks in parallel task workspaces and merge them back into a conversation.\n" +
+			"A fan-out belongs to a tenant, --user and --project (the conversation's): its id is\n" +
+			"unique per tenant, and each subcommand finds only that tenant's fan-outs.",
 	}
-	cmd.AddCommand(c.fanoutStartCommand(), c.fanoutWatchCommand(), c.fanoutCompleteCommand())
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&tenant.UserID, "user", "", "the tenant's user id (the conversation's)")
+	pf.StringVar(&tenant.ProjectID, "project", "", "the tenant's project id (the conversation's)")
+	_ = cmd.MarkPersistentFlagRequired("user")
+	_ = cmd.MarkPersistentFlagRequired("project")
+	cmd.AddCommand(c.fanoutStartCommand(&tenant), c.fanoutWatchCommand(&tenant), c.fanoutCompleteCommand(&tenant), c.fanoutCancelCommand(&tenant))
 	return cmd
 }
 
@@ -81,14 +91,14 @@ func newFanoutID() string {
 	return "f-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
-func (c *cli) fanoutStartCommand() *cobra.Command {
+func (c *cli) fanoutStartCommand(tenant *sandboxapi.Tenant) *cobra.Command {
 	var in sandboxapi.FanoutInput
 	var tasks, instructions []string
 	var accept, id string
 	var timeout time.Duration
 	var watch bool
 	cmd := &cobra.Command{
-		Use:   "start --workspace WS --task ID[:SCRIPT] ... [--parallel N] [--accept all|ID,ID] [--timeout D] [--from-fork]",
+		Use:   "start --user U --project P --workspace WS --task ID[:SCRIPT] ... [--parallel N] [--accept all|ID,ID] [--timeout D] [--from-fork]",
 		Short: "Start a fan-out and print its id",
 		Long: "Start a fan-out from a conversation's edit workspace: the workspace is checkpointed (its\n" +
 			"uncommitted changes committed), each task gets workspace and branch agent/<tenant>/task-<ID> from that\n" +
@@ -96,7 +106,8 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 			"`sandboxctl fanout complete`; the accepted tasks that succeeded are then merged into the\n" +
 			"conversation in the order given. With --from-fork nothing is committed first: each task is a\n" +
 			"fork of the conversation (`sandboxctl fork`), its uncommitted and untracked files included.\n" +
-			"Prints the fan-out id; follow it with `fanout watch`.",
+			"The workspace must be the conversation of --user and --project. Prints the fan-out id;\n" +
+			"follow it with `fanout watch` (same --user and --project).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := fanoutFlags(&in, tasks, instructions, accept, timeout); err != nil {
@@ -109,7 +120,7 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f, err := sc.StartFanout(cmd.Context(), id, in)
+			f, err := sc.StartFanout(cmd.Context(), *tenant, id, in)
 			if err != nil {
 				return err
 			}
@@ -121,7 +132,7 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(c.stderr, "fan-out %s started\n", f.ID())
-			return c.watchFanout(cmd, f.ID(), time.Second)
+			return c.watchFanout(cmd, *tenant, f.ID(), time.Second)
 		},
 	}
 	fl := cmd.Flags()
@@ -139,14 +150,14 @@ func (c *cli) fanoutStartCommand() *cobra.Command {
 	return cmd
 }
 
-func (c *cli) fanoutWatchCommand() *cobra.Command {
+func (c *cli) fanoutWatchCommand(tenant *sandboxapi.Tenant) *cobra.Command {
 	var interval time.Duration
 	cmd := &cobra.Command{
-		Use:   "watch FANOUT_ID",
+		Use:   "watch --user U --project P FANOUT_ID",
 		Short: "Show a fan-out's progress until it finishes (exit 1 when it failed)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.watchFanout(cmd, args[0], interval)
+			return c.watchFanout(cmd, *tenant, args[0], interval)
 		},
 	}
 	interval = time.Second
@@ -154,12 +165,13 @@ func (c *cli) fanoutWatchCommand() *cobra.Command {
 	return cmd
 }
 
-// watchFanout prints the progress table whenever it changes (text) or the
-// final report (--json), and fails when the fan-out failed.
-func (c *cli) watchFanout(cmd *cobra.Command, id string, interval time.Duration) error {
+// watchFanout prints the progress table of tenant's fan-out id whenever it
+// changes (text) or the final report (--json), and fails when the fan-out
+// failed.
+func (c *cli) watchFanout(cmd *cobra.Command, tenant sandboxapi.Tenant, id string, interval time.Duration) error {
 	var state string
 	err := runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) (sandboxapi.FanoutReport, error) {
-		f, err := sc.Fanout(id)
+		f, err := sc.Fanout(ctx, tenant, id)
 		if err != nil {
 			return sandboxapi.FanoutReport{}, err
 		}
@@ -206,11 +218,11 @@ func (c *cli) printFanout(r sandboxapi.FanoutReport) {
 	}
 }
 
-func (c *cli) fanoutCompleteCommand() *cobra.Command {
+func (c *cli) fanoutCompleteCommand(tenant *sandboxapi.Tenant) *cobra.Command {
 	var failed bool
 	var message string
 	cmd := &cobra.Command{
-		Use:   "complete FANOUT_ID TASK_ID [--failed] [-m MESSAGE]",
+		Use:   "complete --user U --project P FANOUT_ID TASK_ID [--failed] [-m MESSAGE]",
 		Short: "Tell a fan-out that an agent-driven task is done (complete_task)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -218,7 +230,7 @@ func (c *cli) fanoutCompleteCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f, err := sc.Fanout(args[0])
+			f, err := sc.Fanout(cmd.Context(), *tenant, args[0])
 			if err != nil {
 				return err
 			}
@@ -234,4 +246,29 @@ func (c *cli) fanoutCompleteCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&failed, "failed", false, "the task failed: do not merge it")
 	cmd.Flags().StringVarP(&message, "message", "m", "", "a note kept in the task's result")
 	return cmd
+}
+
+func (c *cli) fanoutCancelCommand(tenant *sandboxapi.Tenant) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel --user U --project P FANOUT_ID",
+		Short: "Cancel a fan-out (its task sessions go on)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sc, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			f, err := sc.Fanout(cmd.Context(), *tenant, args[0])
+			if err != nil {
+				return err
+			}
+			if err := f.Cancel(cmd.Context()); err != nil {
+				return err
+			}
+			if !c.asJSON {
+				fmt.Fprintf(c.stdout, "asked fan-out %s to cancel\n", f.ID())
+			}
+			return nil
+		},
+	}
 }

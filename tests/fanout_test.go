@@ -33,9 +33,15 @@ import (
 // conversation's own (not the upstream's).
 func conversation(t *testing.T, sc *sandboxclient.Client, user string) (*sandboxclient.Session, sandboxapi.Handle) {
 	t.Helper()
+	return conversationIn(t, sc, user, "p")
+}
+
+// conversationIn is conversation for user's project.
+func conversationIn(t *testing.T, sc *sandboxclient.Client, user, project string) (*sandboxclient.Session, sandboxapi.Handle) {
+	t.Helper()
 	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
 	ctx := ctxFor(t, 2*time.Minute)
-	s, hd, err := sc.Acquire(ctx, editRequest(user, "p", "conv", gittest.FileURL(upstream)))
+	s, hd, err := sc.Acquire(ctx, editRequest(user, project, "conv", gittest.FileURL(upstream)))
 	require.NoError(t, err)
 	require.NoError(t, s.WriteFile(ctx, "shared.txt", []byte("base\n"), 0))
 	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "conversation work"})
@@ -50,6 +56,11 @@ func requireCleanAt(t *testing.T, s *sandboxclient.Session, head string) {
 	require.NoError(t, err)
 	assert.False(t, st.Dirty, "conversation must be clean: %+v", st.Files)
 	assert.Equal(t, head, st.Head)
+}
+
+// tenantOf is the tenant of a workspace's handle: its user and project.
+func tenantOf(hd sandboxapi.Handle) sandboxapi.Tenant {
+	return sandboxapi.Tenant{UserID: hd.UserID, ProjectID: hd.ProjectID}
 }
 
 func tasksByID(r sandboxapi.FanoutReport) map[string]sandboxapi.TaskResult {
@@ -68,18 +79,19 @@ func TestFanoutThreeTasksAllMergeViaCLI(t *testing.T) {
 	// Uncommitted work in the conversation is checkpointed before the tasks branch off.
 	require.NoError(t, s.WriteFile(ctxFor(t, time.Minute), "wip.txt", []byte("wip\n"), 0))
 
-	r := runCLI(t, bin, queue, "", "fanout", "start", "--workspace", hd.WorkspaceID, "--json", "--parallel", "2",
+	who := []string{"--user", hd.UserID, "--project", hd.ProjectID}
+	r := runCLI(t, bin, queue, "", append([]string{"fanout", "start"}, append(who, "--workspace", hd.WorkspaceID, "--json", "--parallel", "2",
 		"--task", "t1:echo one > one.txt",
 		"--task", "t2:mkdir -p sub && echo two > sub/two.txt",
 		"--task", "t3:echo three > three.txt && cat wip.txt",
-		"--instructions", "t1=write one.txt")
+		"--instructions", "t1=write one.txt")...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	var started map[string]string
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &started))
 	id := started["fanout_id"]
 	require.NotEmpty(t, id)
 
-	r = runCLI(t, bin, queue, "", "fanout", "watch", id, "--json", "--interval", "200ms")
+	r = runCLI(t, bin, queue, "", append([]string{"fanout", "watch", id, "--json", "--interval", "200ms"}, who...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	var rep sandboxapi.FanoutReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
@@ -110,13 +122,15 @@ func TestFanoutThreeTasksAllMergeViaCLI(t *testing.T) {
 		"merged in input order on top of the checkpoint")
 	assert.Contains(t, gittest.Git(t, hd.LocalPath, "log", "-1", "--format=%B", tasks["t1"].Commit), "write one.txt", "instructions are kept in the task's commit")
 
-	r = runCLI(t, bin, queue, "", "fanout", "watch", id)
+	r = runCLI(t, bin, queue, "", append([]string{"fanout", "watch", id}, who...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "completed")
 	assert.Contains(t, r.stdout, "t2")
-	r = runCLI(t, bin, queue, "", "fanout", "start", "--workspace", hd.WorkspaceID, "--id", id, "--task", "t9:true")
+	r = runCLI(t, bin, queue, "", append([]string{"fanout", "start", "--workspace", hd.WorkspaceID, "--id", id, "--task", "t9:true"}, who...)...)
 	assert.Equal(t, 1, r.code, "a fan-out id is used once")
 	assert.Contains(t, r.stderr, "SandboxConflict")
+	r = runCLI(t, bin, queue, "", "fanout", "watch", id)
+	assert.Equal(t, 2, r.code, "--user and --project are required: %s", r.stderr)
 }
 
 // TestFanoutWatchShowsProgressWhileRunning: `sandboxctl fanout watch` prints
@@ -126,13 +140,13 @@ func TestFanoutWatchShowsProgressWhileRunning(t *testing.T) {
 	h := startHost(t, "fanoutw")
 	_, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
-	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
+	f, err := h.client.StartFanout(ctx, tenantOf(hd), uniq(t, "f"), sandboxapi.FanoutInput{
 		ConversationWorkspaceID: hd.WorkspaceID,
 		Tasks:                   []sandboxapi.TaskSpec{{TaskID: "slow", Script: "sleep 4; echo done > slow.txt"}},
 	})
 	require.NoError(t, err)
 
-	cmd := exec.CommandContext(ctx, bin, "fanout", "watch", f.ID(), "--interval", "200ms")
+	cmd := exec.CommandContext(ctx, bin, "fanout", "watch", f.ID(), "--interval", "200ms", "--user", hd.UserID, "--project", hd.ProjectID)
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+temporalAddr, "SANDBOX_TASK_QUEUE="+h.Config.TaskQueue)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -166,7 +180,7 @@ func TestFanoutTaskIDInUseIsAConflict(t *testing.T) {
 	_, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
 	start := func(script string) *sandboxclient.Fanout {
-		f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
+		f, err := h.client.StartFanout(ctx, tenantOf(hd), uniq(t, "f"), sandboxapi.FanoutInput{
 			ConversationWorkspaceID: hd.WorkspaceID,
 			Tasks:                   []sandboxapi.TaskSpec{{TaskID: "same", Script: script}},
 		})
@@ -199,7 +213,7 @@ func TestFanoutCancelKeepsTaskSessions(t *testing.T) {
 	h := startHost(t, "fanoutcancel")
 	_, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
-	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
+	f, err := h.client.StartFanout(ctx, tenantOf(hd), uniq(t, "f"), sandboxapi.FanoutInput{
 		ConversationWorkspaceID: hd.WorkspaceID,
 		Tasks:                   []sandboxapi.TaskSpec{{TaskID: "by-agent"}},
 	})
@@ -212,7 +226,7 @@ func TestFanoutCancelKeepsTaskSessions(t *testing.T) {
 		}
 		return taskWF != ""
 	}, 30*time.Second, 100*time.Millisecond)
-	require.NoError(t, tc.CancelWorkflow(ctx, f.WorkflowID(), ""))
+	require.NoError(t, f.Cancel(ctx))
 	require.Eventually(t, func() bool {
 		d, err := tc.DescribeWorkflowExecution(ctx, f.WorkflowID(), "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
@@ -235,7 +249,7 @@ func TestFanoutConflictLeavesConversationClean(t *testing.T) {
 	h := startHost(t, "fanoutc")
 	s, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
-	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
+	f, err := h.client.StartFanout(ctx, tenantOf(hd), uniq(t, "f"), sandboxapi.FanoutInput{
 		ConversationWorkspaceID: hd.WorkspaceID,
 		Tasks: []sandboxapi.TaskSpec{
 			{TaskID: "a", Script: "echo from-a > shared.txt && echo a > a.txt"},
@@ -287,7 +301,7 @@ func TestFanoutFailedScriptIsNotMergedAndAgentTasksComplete(t *testing.T) {
 	h := startHost(t, "fanoutf")
 	s, hd := conversation(t, h.client, uniq(t, "u"))
 	ctx := ctxFor(t, 3*time.Minute)
-	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{
+	f, err := h.client.StartFanout(ctx, tenantOf(hd), uniq(t, "f"), sandboxapi.FanoutInput{
 		ConversationWorkspaceID: hd.WorkspaceID,
 		TaskTimeoutS:            120,
 		Tasks: []sandboxapi.TaskSpec{
@@ -351,6 +365,10 @@ func replayFanout(t *testing.T, wfID, name string) {
 	hist := history(t, wfID, "")
 	replayer := worker.NewWorkflowReplayer()
 	replayer.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: sandboxapi.TaskFanoutWorkflowType})
+	// Under its own workflow id (which names the fan-out and its tenant),
+	// and under the replayer's own, as workflows.TestFanoutReplayRecordedHistories replays it.
+	require.NoError(t, replayer.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: wfID, RunID: hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()}}))
 	require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist))
 	if os.Getenv(updateHistoriesEnv) == "1" {
 		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
@@ -417,7 +435,7 @@ func TestFanoutSurvivesWorkerKill(t *testing.T) {
 	run := func(user string, kill func(f *sandboxclient.Fanout)) (string, sandboxapi.FanoutReport) {
 		_, hd := conversation(t, sc, user)
 		ctx := ctxFor(t, 5*time.Minute)
-		f, err := sc.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{ConversationWorkspaceID: hd.WorkspaceID, Tasks: tasks, MaxParallel: 4})
+		f, err := sc.StartFanout(ctx, tenantOf(hd), uniq(t, "f"), sandboxapi.FanoutInput{ConversationWorkspaceID: hd.WorkspaceID, Tasks: tasks, MaxParallel: 4})
 		require.NoError(t, err)
 		if kill != nil {
 			kill(f)

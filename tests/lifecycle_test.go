@@ -593,7 +593,7 @@ func TestFanoutFromForkCarriesTheConversationsUncommittedWork(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	require.NoError(t, s.WriteFile(ctx, "wip.txt", []byte("uncommitted\n"), 0))
 	head := headOf(t, hd.LocalPath)
-	f, err := h.client.StartFanout(ctx, uniq(t, "f"), sandboxapi.FanoutInput{ConversationWorkspaceID: hd.WorkspaceID, FromFork: true,
+	f, err := h.client.StartFanout(ctx, tenantOf(hd), uniq(t, "f"), sandboxapi.FanoutInput{ConversationWorkspaceID: hd.WorkspaceID, FromFork: true,
 		Tasks: []sandboxapi.TaskSpec{{TaskID: uniq(t, "k1"), Script: "cat wip.txt > seen.txt"}, {TaskID: uniq(t, "k2"), Script: "test -f nope"}}})
 	require.NoError(t, err)
 	rep, err := f.Result(ctx)

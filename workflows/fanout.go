@@ -17,8 +17,13 @@ import (
 
 // fanout is the state of one TaskFanoutWorkflow run.
 type fanout struct {
-	in      sandboxapi.FanoutInput
-	opID    string // "<workflow id>/<run id>": prefix of every update id the activities send
+	in   sandboxapi.FanoutInput
+	opID string // "<workflow id>/<run id>": prefix of every update id the activities send
+	// segment is the tenant segment of the workflow id
+	// (sandbox-fanout/<segment>/<fanout_id>): the fan-out works only on
+	// that tenant's conversation. "" under a legacy id, and in runs
+	// recorded before tenant ids (versionFanoutTenant).
+	segment string
 	report  sandboxapi.FanoutReport
 	hostID  string
 	request sandboxapi.WorkspaceRequest // the conversation's request, template of the task requests
@@ -78,9 +83,15 @@ func TaskFanoutWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxap
 		f.report.State, f.report.Error = sandboxapi.FanoutFailed, decodeErr.Error()
 		return f.report, appError(decodeErr)
 	}
-	if err := in.Validate(); err != nil {
-		f.report.State, f.report.Error = sandboxapi.FanoutFailed, err.Error()
-		return f.report, appError(err)
+	for _, check := range []func() error{
+		func() error { return f.readWorkflowID(ctx, info.WorkflowExecution.ID) },
+		in.Validate,
+		func() error { return f.checkConversationTenant(ctx) },
+	} {
+		if err := check(); err != nil {
+			f.report.State, f.report.Error = sandboxapi.FanoutFailed, err.Error()
+			return f.report, appError(err)
+		}
 	}
 	f.report.ConversationWorkspaceID, _ = in.ConversationWorkspace()
 	f.report.MaxParallel = in.Parallel()
@@ -104,6 +115,55 @@ func TaskFanoutWorkflow(ctx workflow.Context, raw converter.RawValue) (sandboxap
 
 	f.merge(ctx)
 	return f.report, nil
+}
+
+// versionFanoutTenant marks the change that keeps a fan-out to its tenant
+// (docs/API.md "Task fan-out"): a run whose workflow id is neither
+// sandbox-fanout/<tenant segment>/<fanout_id> nor the legacy
+// sandbox-fanout/<fanout_id> fails, and so does a run whose conversation
+// request is another tenant's (before: both ran). Asked only on those
+// refusals, so a history of an accepted run never reaches the marker, and
+// the replayer's own workflow id finds none in a recorded history. What
+// else the workflow id now decides changes no command: the fan-out id of
+// the report and of the commit messages (the same as before for a legacy
+// id), and the tenant the prepare activity checks (in its input).
+const versionFanoutTenant = "fanout-tenant"
+
+// readWorkflowID sets the report's fan-out id and f.segment from the
+// workflow id wfID (sandboxapi.ParseFanoutWorkflowID). A legacy id
+// (sandbox-fanout/<fanout_id>, started by a client from before tenant ids)
+// runs as before, with no segment. Errors: ErrInvalidArgument for a
+// workflow id of neither form (nil in runs recorded before
+// versionFanoutTenant).
+func (f *fanout) readWorkflowID(ctx workflow.Context, wfID string) error {
+	seg, id, ok := sandboxapi.ParseFanoutWorkflowID(wfID)
+	if ok {
+		f.report.FanoutID, f.segment = id, seg
+		return nil
+	}
+	if workflow.GetVersion(ctx, versionFanoutTenant, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "workflow id %q is not a fan-out's: start it under %s<tenant segment>/<fanout_id> (docs/API.md \"Task fan-out\")",
+		sandboxapi.Clip(wfID, 200), sandboxapi.FanoutWorkflowIDPrefix)
+}
+
+// checkConversationTenant refuses a conversation request of another tenant
+// than the workflow id's, before anything runs. The message names no id of
+// that request: it only says they do not match. A conversation given by
+// workspace id is checked by the prepare activity, once its session says
+// whose it is (wire.FanoutPrepareInput.TenantSegment). Errors:
+// ErrInvalidArgument (field conversation; nil in runs recorded before
+// versionFanoutTenant).
+func (f *fanout) checkConversationTenant(ctx workflow.Context) error {
+	r := f.in.Conversation
+	if f.segment == "" || r == nil || sandboxapi.TenantSegment(r.UserID, r.ProjectID) == f.segment {
+		return nil
+	}
+	if workflow.GetVersion(ctx, versionFanoutTenant, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	return sandboxapi.FieldError("conversation", "conversation: its user_id and project_id are not the tenant of this fan-out's workflow id (sandbox-fanout/<tenant segment>/<fanout_id>): start the fan-out as the conversation's user and project")
 }
 
 // pendingTasks is the report's first row of every task: pending, a script
@@ -210,6 +270,7 @@ func (f *fanout) prepare(ctx workflow.Context) error {
 		OpID: f.opID, WorkspaceID: f.report.ConversationWorkspaceID, Request: f.in.Conversation,
 		CheckpointMessage: fmt.Sprintf("Checkpoint before fan-out %s", f.report.FanoutID),
 		Fork:              f.in.FromFork,
+		TenantSegment:     f.segment,
 	}, &out)
 	if err != nil {
 		return err

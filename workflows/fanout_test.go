@@ -35,11 +35,16 @@ type fakeFanout struct {
 	conflicts map[string]bool
 	// children records each child SessionWorkflow: workflow id → "<task queue> <mode> <parent id>".
 	children map[string]string
+	// prepared holds each prepare step's input.
+	prepared []wire.FanoutPrepareInput
 }
 
 func (f *fakeFanout) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
 	reg(func(_ context.Context, in wire.FanoutPrepareInput) (wire.FanoutPrepareResult, error) {
+		f.mu.Lock()
+		f.prepared = append(f.prepared, in)
+		f.mu.Unlock()
 		return wire.FanoutPrepareResult{StartCommit: fakeStart, Handle: sandboxapi.Handle{
 			WorkspaceID: in.WorkspaceID, HostID: testHost, Branch: "agent/edits-c", Mode: sandboxapi.ModeEdit,
 			UserID: "u", ProjectID: "p", Repo: sandboxapi.RepoIdentity{URL: "https://example.com/o/r.git"}}}, nil
@@ -115,9 +120,13 @@ func newFanoutEnv(f *fakeFanout) *testsuite.TestWorkflowEnvironment {
 		return nil
 	}, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	f.register(env)
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: sandboxapi.FanoutWorkflowIDPrefix + "f1"})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: fanoutUP})
 	return env
 }
+
+// fanoutUP is the workflow id of fan-out f1 of the tests' tenant (user u,
+// project p), whose conversation the fake prepare step reports.
+var fanoutUP, _ = sandboxapi.FanoutWorkflowID(sandboxapi.Tenant{UserID: "u", ProjectID: "p"}, "f1")
 
 func byID(r sandboxapi.FanoutReport) map[string]sandboxapi.TaskResult {
 	m := map[string]sandboxapi.TaskResult{}
@@ -153,7 +162,7 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 	for _, task := range in.Tasks {
 		wf, err := sandboxapi.SessionWorkflowID(sandboxapi.WorkspaceIDForKey("task|u|p|" + task.TaskID))
 		require.NoError(t, err)
-		assert.Equal(t, wire.HostTaskQueue(testHost)+" task "+sandboxapi.FanoutWorkflowIDPrefix+"f1", f.children[wf], task.TaskID)
+		assert.Equal(t, wire.HostTaskQueue(testHost)+" task "+fanoutUP, f.children[wf], task.TaskID)
 	}
 	assert.Equal(t, 2, f.max, "at most MaxParallel scripts at once, and that many were used")
 	assert.ElementsMatch(t, []string{"t1", "t2"}, f.started[:2], "the first slots go to the first tasks in input order")
@@ -162,6 +171,10 @@ func TestFanoutBoundedParallelismAndInputOrderMerge(t *testing.T) {
 		"succeeded tasks with changes, in input order, whatever order they finished in")
 
 	assert.Equal(t, sandboxapi.FanoutCompleted, r.State)
+	assert.Equal(t, "f1", r.FanoutID, "the fan-out id, without the tenant segment")
+	require.Len(t, f.prepared, 1)
+	assert.Equal(t, sandboxapi.TenantSegment("u", "p"), f.prepared[0].TenantSegment, "the prepare step checks the conversation's tenant")
+	assert.Equal(t, "Checkpoint before fan-out f1", f.prepared[0].CheckpointMessage)
 	assert.Equal(t, fakeStart, r.StartCommit)
 	assert.Equal(t, "head-after", r.Head)
 	tasks := byID(r)
@@ -253,6 +266,71 @@ func TestFanoutRejectsBadInput(t *testing.T) {
 			assert.Empty(t, f.started)
 		})
 	}
+}
+
+// TestFanoutKeepsToItsTenant: under sandbox-fanout/<tenant
+// segment>/<fanout_id> a conversation request of another tenant fails the
+// run with InvalidArgument before any activity, naming none of its ids; a
+// workflow id of neither form is refused; a legacy id
+// (sandbox-fanout/<fanout_id>, from a client before tenant ids) runs as
+// before, with no tenant for the prepare step to check.
+func TestFanoutKeepsToItsTenant(t *testing.T) {
+	conv := func(user, project string) *sandboxapi.WorkspaceRequest {
+		return &sandboxapi.WorkspaceRequest{UserID: user, ProjectID: project, RepoURL: "https://example.com/o/r.git", Mode: sandboxapi.ModeEdit, ConversationID: "c"}
+	}
+	fail := func(t *testing.T, wfID string, in sandboxapi.FanoutInput) (*fakeFanout, *temporal.ApplicationError) {
+		t.Helper()
+		f := &fakeFanout{}
+		env := newFanoutEnv(f)
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wfID})
+		env.ExecuteWorkflow(sandboxapi.TaskFanoutWorkflowType, in)
+		require.True(t, env.IsWorkflowCompleted())
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(env.GetWorkflowError(), &app), "%v", env.GetWorkflowError())
+		return f, app
+	}
+	tasks := []sandboxapi.TaskSpec{{TaskID: "t", Script: "exit=0"}}
+	for name, req := range map[string]*sandboxapi.WorkspaceRequest{"another user": conv("mallory", "p"), "another project": conv("u", "other-project")} {
+		t.Run(name, func(t *testing.T) {
+			f, app := fail(t, fanoutUP, sandboxapi.FanoutInput{Conversation: req, Tasks: tasks})
+			assert.Equal(t, sandboxapi.ErrInvalidArgument.Type, app.Type())
+			var d sandboxapi.ErrorDetails
+			require.NoError(t, app.Details(&d))
+			assert.Equal(t, "conversation", d.Field)
+			for _, id := range []string{req.UserID, req.ProjectID, sandboxapi.WorkspaceIDForKey(req.Key()), sandboxapi.TenantSegment(req.UserID, req.ProjectID)} {
+				if len(id) > 1 { // not the shared one-letter ids of the tests' tenant
+					assert.NotContains(t, app.Message(), id)
+				}
+			}
+			assert.Empty(t, f.prepared, "nothing ran")
+		})
+	}
+	t.Run("not a fan-out id", func(t *testing.T) {
+		f, app := fail(t, "sandbox-fanout/x/f1", sandboxapi.FanoutInput{Conversation: conv("u", "p"), Tasks: tasks})
+		assert.Equal(t, sandboxapi.ErrInvalidArgument.Type, app.Type())
+		assert.Empty(t, f.prepared)
+	})
+	t.Run("own tenant's request", func(t *testing.T) {
+		f := &fakeFanout{}
+		env := newFanoutEnv(f)
+		env.ExecuteWorkflow(sandboxapi.TaskFanoutWorkflowType, sandboxapi.FanoutInput{Conversation: conv("u", "p"), Tasks: tasks})
+		require.NoError(t, env.GetWorkflowError())
+		require.Len(t, f.prepared, 1)
+		assert.Equal(t, sandboxapi.TenantSegment("u", "p"), f.prepared[0].TenantSegment)
+	})
+	t.Run("legacy id", func(t *testing.T) {
+		f := &fakeFanout{}
+		env := newFanoutEnv(f)
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: sandboxapi.FanoutWorkflowIDPrefix + "f1"})
+		env.ExecuteWorkflow(sandboxapi.TaskFanoutWorkflowType, sandboxapi.FanoutInput{ConversationWorkspaceID: sandboxapi.WorkspaceIDForKey("edit|u|p|c"), Tasks: tasks})
+		require.NoError(t, env.GetWorkflowError())
+		var r sandboxapi.FanoutReport
+		require.NoError(t, env.GetWorkflowResult(&r))
+		assert.Equal(t, "f1", r.FanoutID)
+		assert.Equal(t, sandboxapi.FanoutCompleted, r.State)
+		require.Len(t, f.prepared, 1)
+		assert.Empty(t, f.prepared[0].TenantSegment, "a legacy id names no tenant")
+	})
 }
 
 // TestFanoutReplayRecordedHistories replays the fan-out histories recorded by

@@ -480,7 +480,7 @@ func TestFanoutFromForkForksEachTask(t *testing.T) {
 	for _, fi := range forked {
 		assert.Equal(t, conv, fi.WorkspaceID)
 		assert.Equal(t, testHost, fi.HostID)
-		assert.True(t, strings.HasPrefix(fi.OpID, sandboxapi.FanoutWorkflowIDPrefix+"f1/"), fi.OpID)
+		assert.True(t, strings.HasPrefix(fi.OpID, fanoutUP+"/"), fi.OpID)
 	}
 	assert.Empty(t, f.children, "the fork starts the task's session, not the fan-out")
 	tasks := byID(r)

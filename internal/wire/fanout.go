@@ -13,6 +13,11 @@ type FanoutPrepareInput struct {
 	// Fork: the tasks are forks of the conversation (FanoutInput.FromFork):
 	// nothing is committed, the start commit is the conversation's HEAD.
 	Fork bool `json:"fork,omitempty"`
+	// TenantSegment, when set, is the fan-out's tenant (the segment of its
+	// workflow id): a conversation workspace of another tenant is refused
+	// as not found before anything is sent to it but the resume. Empty for
+	// a legacy fan-out id and in runs recorded before tenant ids.
+	TenantSegment string `json:"tenant_segment,omitempty"`
 }
 
 // FanoutPrepareResult is fanout.Prepare's result.

@@ -31,6 +31,10 @@ def test_identity_vectors(v: dict[str, object]) -> None:
     assert identity.runtime_id(ws) == v["runtime_id"]
     assert identity.tenant_segment(req["user_id"], req["project_id"]) == v["tenant_segment"]
     assert (
+        identity.fanout_workflow_id(req["user_id"], req["project_id"], v["fanout_id"])
+        == v["fanout_workflow_id"]
+    )
+    assert (
         identity.branch(
             req["mode"],
             req["user_id"],
@@ -60,6 +64,20 @@ def test_ids_are_validated() -> None:
     identity.validate_id("user_id", "a" * 128)
     with pytest.raises(errors.InvalidArgument):
         identity.workflow_id("ws-ABC")
+
+
+def test_fanout_workflow_ids() -> None:
+    seg = identity.tenant_segment("alice", "p1")
+    assert identity.fanout_workflow_id("alice", "p1", "f-1") == f"sandbox-fanout/{seg}/f-1"
+    assert identity.fanout_workflow_id("bob", "p1", "f-1") != identity.fanout_workflow_id(
+        "alice", "p1", "f-1"
+    )
+    assert identity.legacy_fanout_workflow_id("f-1") == "sandbox-fanout/f-1"
+    for user, project, fanout in [("", "p1", "f"), ("alice", "", "f"), ("alice", "p1", "a/b")]:
+        with pytest.raises(errors.InvalidArgument):
+            identity.fanout_workflow_id(user, project, fanout)
+    with pytest.raises(errors.InvalidArgument):
+        identity.legacy_fanout_workflow_id("a/b")
 
 
 def test_exec_process_id() -> None:

@@ -37,6 +37,11 @@ _SEARCH_STATE = temporalio.common.SearchAttributeKey.for_keyword("SandboxState")
 _SEARCH_USER = temporalio.common.SearchAttributeKey.for_keyword("SandboxUser")
 _SEARCH_PROJECT = temporalio.common.SearchAttributeKey.for_keyword("SandboxProject")
 _SEARCH_MODE = temporalio.common.SearchAttributeKey.for_keyword("SandboxMode")
+#: A session's (or fan-out's) workspace, user and project search attributes (docs/API.md
+#: "Operators", "Task fan-out").
+WORKSPACE_KEY = _SEARCH_WORKSPACE
+USER_KEY = _SEARCH_USER
+PROJECT_KEY = _SEARCH_PROJECT
 
 
 @dataclass(frozen=True)

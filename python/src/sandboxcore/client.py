@@ -12,6 +12,7 @@ sessions (fan-out, cleanup, eviction) — docs/API.md.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -58,6 +59,9 @@ class SessionSummary(BaseModel):
     handle: models.Handle | None = None
 
 
+_WORKSPACE_ID = re.compile(r"ws-[0-9a-f]{24}")
+
+
 def _quote(value: str) -> str:
     """A visibility-query string literal (the values are validated ids: no quote inside)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -70,41 +74,161 @@ def _nanoseconds(value: float | timedelta | None) -> int | None:
     return int(s * 1e9)
 
 
-class Fanout:
-    """A handle on one ``TaskFanoutWorkflow`` (docs/API.md "Task fan-out")."""
+def _no_such_fanout(fanout_id: str) -> errors.WorkspaceNotFound:
+    """The error of a fan-out id the caller's tenant has no fan-out of: the same whether no
+    fan-out has that id or another tenant's has, naming only the caller's own id."""
+    return errors.WorkspaceNotFound(
+        f"fan-out {fanout_id}: this user and project have no fan-out with that id"
+    )
 
-    def __init__(self, client: AsyncClient, fanout_id: str):
+
+class Fanout:
+    """A handle on one ``TaskFanoutWorkflow`` of a tenant (docs/API.md "Task fan-out").
+
+    :meth:`AsyncClient.fanout` returns the one it started; :meth:`AsyncClient.fanout_handle`
+    one it finds on its first call: the tenant's workflow id
+    (``sandbox-fanout/<tenant segment>/<fanout_id>``), else a fan-out that a client from before
+    tenant ids started under the legacy id ``sandbox-fanout/<fanout_id>``, but only when that
+    run's conversation is the tenant's (its conversation request's user and project, or its
+    conversation session's). Another tenant's fan-out is never used: every call then raises
+    :class:`~sandboxcore.errors.WorkspaceNotFound`, as for a missing one."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        fanout_id: str,
+        *,
+        user_id: str,
+        project_id: str,
+        started: bool = False,
+    ):
+        #: The fan-out id.
         self.id = fanout_id
-        self.workflow_id = f"sandbox-fanout/{fanout_id}"
-        self._handle = client.temporal.get_workflow_handle(self.workflow_id, result_type=dict)
+        #: The tenant: its user and project.
+        self.user_id = user_id
+        self.project_id = project_id
+        #: The workflow id: the tenant's, or the legacy one once a call found the fan-out there.
+        self.workflow_id = identity.fanout_workflow_id(user_id, project_id, fanout_id)
+        self._temporal = client.temporal
+        self._handle: temporalio.client.WorkflowHandle[Any, dict[str, Any]] | None = None
+        if started:
+            self._handle = self._temporal.get_workflow_handle(self.workflow_id, result_type=dict)
+
+    async def _resolved(self) -> temporalio.client.WorkflowHandle[Any, dict[str, Any]]:
+        """The handle of the tenant's fan-out (found once, then kept). Raises
+        WorkspaceNotFound (no such fan-out of the tenant) and the typed errors of the service."""
+        if self._handle is not None:
+            return self._handle
+        handle = self._temporal.get_workflow_handle(self.workflow_id, result_type=dict)
+        try:
+            await handle.describe()
+        except temporalio.service.RPCError as e:
+            if not _rpc.run_gone(e):
+                raise _rpc.typed(e) from e
+        else:
+            self._handle = handle
+            return handle
+        legacy = identity.legacy_fanout_workflow_id(self.id)
+        run_id = await self._legacy_run(legacy)
+        if run_id is None:
+            raise _no_such_fanout(self.id)
+        self.workflow_id = legacy
+        self._handle = self._temporal.get_workflow_handle(legacy, run_id=run_id, result_type=dict)
+        return self._handle
+
+    async def _legacy_run(self, workflow_id: str) -> str | None:
+        """The run id of the fan-out under the legacy ``workflow_id`` when it is the tenant's,
+        else None (no such workflow, another type, an input it cannot read, a conversation
+        session that is gone, or another tenant's)."""
+        try:
+            desc = await self._temporal.get_workflow_handle(workflow_id).describe()
+            if desc.workflow_type != FANOUT_WORKFLOW_TYPE:
+                return None
+            run = self._temporal.get_workflow_handle(workflow_id, run_id=desc.run_id)
+            started = None
+            async for event in run.fetch_history_events():
+                started = event.workflow_execution_started_event_attributes
+                break
+            if started is None:
+                return None
+            try:
+                values = await self._temporal.data_converter.decode(started.input.payloads, [dict])
+                arg = models.FanoutInput.model_validate(values[0])
+            except (ValueError, TypeError, RuntimeError, IndexError):
+                return None
+            if arg.conversation is not None:
+                owner = (arg.conversation.user_id, arg.conversation.project_id)
+            else:
+                ws = arg.conversation_workspace_id or ""
+                if not _WORKSPACE_ID.fullmatch(ws):
+                    return None
+                session = await self._temporal.get_workflow_handle(
+                    identity.workflow_id(ws)
+                ).describe()
+                attrs = session.typed_search_attributes
+                owner = (attrs.get(_rpc.USER_KEY) or "", attrs.get(_rpc.PROJECT_KEY) or "")
+                if not all(owner):
+                    memo = await session.memo_value("workspace", default=None)
+                    if isinstance(memo, dict):
+                        owner = (memo.get("user_id", ""), memo.get("project_id", ""))
+        except temporalio.service.RPCError as e:
+            if _rpc.run_gone(e):
+                return None
+            raise _rpc.typed(e) from e
+        return desc.run_id if owner == (self.user_id, self.project_id) else None
+
+    def _error(self, exc: BaseException) -> BaseException:
+        """The typed error of a failed call; a run that is gone is this fan-out's not-found."""
+        if _rpc.run_gone(exc):
+            return _no_such_fanout(self.id)
+        return _rpc.typed(exc)
 
     async def progress(self) -> models.FanoutReport:
-        """The report so far, without patches (query ``progress``)."""
+        """The report so far, without patches (query ``progress``). Raises WorkspaceNotFound
+        (no such fan-out of the tenant)."""
+        handle = await self._resolved()
         try:
-            out = await self._handle.query("progress", result_type=dict)
+            out = await handle.query("progress", result_type=dict)
         except (temporalio.client.WorkflowQueryFailedError, temporalio.service.RPCError) as e:
-            raise _rpc.typed(e) from e
+            raise self._error(e) from e
         return models.FanoutReport.model_validate(out)
 
     async def result(self) -> models.FanoutReport:
         """Wait for the fan-out to finish; its full report. Raises the typed errors the
-        fan-out failed with (it could not start any task)."""
+        fan-out failed with (it could not start any task; WorkspaceNotFound also for a
+        conversation workspace of another tenant) and WorkspaceNotFound (no such fan-out)."""
+        handle = await self._resolved()
         try:
-            out = await self._handle.result()
+            out = await handle.result()
         except (temporalio.client.WorkflowFailureError, temporalio.service.RPCError) as e:
-            raise _rpc.typed(e) from e
+            raise self._error(e) from e
         return models.FanoutReport.model_validate(out)
 
     async def complete_task(self, task_id: str, *, succeeded: bool, message: str = "") -> None:
-        """Report a task without a script as done (signal ``complete_task``)."""
-        await self._handle.signal(
-            "complete_task",
-            _rpc.dump(
-                models.CompleteTaskSignal(
-                    task_id=task_id, succeeded=succeeded, message=message or None
-                )
-            ),
-        )
+        """Report a task without a script as done (signal ``complete_task``). Raises
+        InvalidArgument (task id), WorkspaceNotFound (no such fan-out, or it closed)."""
+        identity.validate_id("task_id", task_id)
+        handle = await self._resolved()
+        try:
+            await handle.signal(
+                "complete_task",
+                _rpc.dump(
+                    models.CompleteTaskSignal(
+                        task_id=task_id, succeeded=succeeded, message=message or None
+                    )
+                ),
+            )
+        except temporalio.service.RPCError as e:
+            raise self._error(e) from e
+
+    async def cancel(self) -> None:
+        """Ask Temporal to cancel the fan-out: it ends cancelled, its task sessions go on.
+        Raises WorkspaceNotFound (no such fan-out, or it closed)."""
+        handle = await self._resolved()
+        try:
+            await handle.cancel()
+        except temporalio.service.RPCError as e:
+            raise self._error(e) from e
 
 
 class AsyncClient:
@@ -292,18 +416,40 @@ class AsyncClient:
         *,
         tasks: Sequence[models.TaskSpec | Mapping[str, Any]],
         conversation: Workspace | str,
+        user_id: str | None = None,
+        project_id: str | None = None,
         accept_task_ids: Sequence[str] | None = None,
         max_parallel: int = 0,
         task_timeout: float | timedelta | None = None,
         from_fork: bool = False,
     ) -> Fanout:
-        """Start a fan-out: tasks run in parallel task workspaces of the conversation's
-        repository and the accepted ones are merged back (docs/API.md "Task fan-out").
-        ``conversation`` is the edit workspace (or its id). Returns its handle
-        (:meth:`Fanout.result` waits for the report). Raises InvalidArgument, SandboxConflict
-        (a fan-out with this id exists)."""
+        """Start a tenant's fan-out: tasks run in parallel task workspaces of the
+        conversation's repository and the accepted ones are merged back (docs/API.md "Task
+        fan-out"). ``conversation`` is the edit workspace (or its id); the tenant is
+        ``user_id`` and ``project_id``, by default the workspace's (required with an id). Its
+        workflow id is ``sandbox-fanout/<tenant segment>/<fanout_id>``: another tenant may use
+        the same fan-out id at the same time. Returns its handle (:meth:`Fanout.result` waits
+        for the report). Raises InvalidArgument (ids, input, a tenant that is not the
+        workspace's), SandboxConflict (the tenant has or had a fan-out with this id); a
+        conversation workspace id of another tenant fails the fan-out with
+        WorkspaceNotFound."""
         identity.validate_id("fanout_id", fanout_id)
-        ws_id = conversation.id if isinstance(conversation, Workspace) else conversation
+        if isinstance(conversation, Workspace):
+            ws_id = conversation.id
+            owner = (conversation.handle.user_id, conversation.handle.project_id)
+            if (user_id or owner[0], project_id or owner[1]) != owner:
+                raise errors.InvalidArgument(
+                    "user_id and project_id must be the conversation workspace's",
+                    field="user_id",
+                )
+            user_id, project_id = owner
+        else:
+            ws_id = conversation
+            if not user_id or not project_id:
+                raise errors.InvalidArgument(
+                    "a fan-out of a conversation workspace id needs user_id and project_id",
+                    field="user_id",
+                )
         identity.validate_workspace_id(ws_id)
         timeout_s = None
         if task_timeout is not None:
@@ -323,7 +469,7 @@ class AsyncClient:
             task_timeout_s=timeout_s,
             from_fork=from_fork or None,
         )
-        f = Fanout(self, fanout_id)
+        f = Fanout(self, fanout_id, user_id=user_id, project_id=project_id, started=True)
         try:
             await self.temporal.start_workflow(
                 FANOUT_WORKFLOW_TYPE,
@@ -331,6 +477,13 @@ class AsyncClient:
                 id=f.workflow_id,
                 task_queue=self.task_queue,
                 id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=temporalio.common.TypedSearchAttributes(
+                    [
+                        temporalio.common.SearchAttributePair(_rpc.WORKSPACE_KEY, ws_id),
+                        temporalio.common.SearchAttributePair(_rpc.USER_KEY, user_id),
+                        temporalio.common.SearchAttributePair(_rpc.PROJECT_KEY, project_id),
+                    ]
+                ),
             )
         except temporalio.exceptions.WorkflowAlreadyStartedError as e:
             raise errors.SandboxConflict(f"fan-out {fanout_id} exists already: use a new id") from e
@@ -338,10 +491,11 @@ class AsyncClient:
             raise _rpc.typed(e) from e
         return f
 
-    def fanout_handle(self, fanout_id: str) -> Fanout:
-        """The handle of an existing fan-out (no call is made)."""
-        identity.validate_id("fanout_id", fanout_id)
-        return Fanout(self, fanout_id)
+    def fanout_handle(self, fanout_id: str, *, user_id: str, project_id: str) -> Fanout:
+        """The handle of the tenant's fan-out ``fanout_id``. No call is made here: the first
+        call of the handle finds the fan-out (see :class:`Fanout`; another tenant's is never
+        found). Raises InvalidArgument for malformed ids."""
+        return Fanout(self, fanout_id, user_id=user_id, project_id=project_id)
 
     async def cleanup(
         self,

@@ -3,8 +3,9 @@
 Every function here is the Python twin of a Go function of package ``sandboxapi``
 (``WorkspaceRequest.Key``, ``WorkspaceIDForKey``, ``SessionWorkflowID``, ``RuntimeIDFor``,
 ``TenantSegment``, ``EditBranch``, ``TaskBranch``, ``WorkspaceRequest.Branch``,
-``WorkspaceRequest.WorktreeDirName``, ``ExecProcessID``); both languages check the shared
-vectors of ``sandboxapi/testdata/identity-vectors.json``.
+``WorkspaceRequest.WorktreeDirName``, ``ExecProcessID``, ``FanoutWorkflowID``,
+``LegacyFanoutWorkflowID``); both languages check the shared vectors of
+``sandboxapi/testdata/identity-vectors.json``.
 
 Compute a branch or directory only to predict a new workspace's: an existing workspace keeps the
 names its record holds (read them from its handle).
@@ -24,6 +25,8 @@ Mode = Literal["edit", "task", "analysis"]
 WORKFLOW_ID_PREFIX = "sandbox-session/"
 #: Prefix of every process stream workflow id (docs/API.md "Streaming exec output").
 STREAM_WORKFLOW_ID_PREFIX = "sandbox-stream/"
+#: Prefix of every fan-out workflow id (docs/API.md "Task fan-out").
+FANOUT_WORKFLOW_ID_PREFIX = "sandbox-fanout/"
 #: Length of a tenant segment in lowercase hex digits.
 TENANT_SEGMENT_LEN = 16
 #: Longest id (user, project, conversation, task), in bytes.
@@ -118,6 +121,30 @@ def runtime_id(workspace_id: str) -> str:
 def tenant_segment(user_id: str, project_id: str) -> str:
     """The first 16 hex digits of ``sha256(user_id + "|" + project_id)``."""
     return _sha256_hex(f"{user_id}|{project_id}")[:TENANT_SEGMENT_LEN]
+
+
+def fanout_workflow_id(user_id: str, project_id: str, fanout_id: str) -> str:
+    """The workflow id of a tenant's fan-out: ``sandbox-fanout/<tenant segment>/<fanout_id>``.
+
+    Raises :class:`sandboxcore.errors.InvalidArgument` for a malformed user, project or fan-out
+    id.
+    """
+    validate_id("user_id", user_id)
+    validate_id("project_id", project_id)
+    validate_id("fanout_id", fanout_id)
+    return f"{FANOUT_WORKFLOW_ID_PREFIX}{tenant_segment(user_id, project_id)}/{fanout_id}"
+
+
+def legacy_fanout_workflow_id(fanout_id: str) -> str:
+    """``sandbox-fanout/<fanout_id>``: the workflow id of a fan-out started by a client from
+    before tenant ids. Look a fan-out up under it only when :func:`fanout_workflow_id` names
+    none, and use that run only when its conversation is the caller's tenant's (docs/API.md
+    "Task fan-out").
+
+    Raises :class:`sandboxcore.errors.InvalidArgument` for a malformed fan-out id.
+    """
+    validate_id("fanout_id", fanout_id)
+    return FANOUT_WORKFLOW_ID_PREFIX + fanout_id
 
 
 def edit_branch(user_id: str, project_id: str, conversation_id: str) -> str:

@@ -306,9 +306,15 @@ class SyncFanout(_Twin):
         """The fan-out id."""
         return self._async.id
 
+    @property
+    def workflow_id(self) -> str:
+        """The fan-out's workflow id (the legacy one once a call found the fan-out there)."""
+        return self._async.workflow_id
+
     progress = _blocking(Fanout.progress)
     result = _blocking(Fanout.result)
     complete_task = _blocking(Fanout.complete_task)
+    cancel = _blocking(Fanout.cancel)
 
 
 class Client:
@@ -361,6 +367,13 @@ class Client:
     def fanout(self, fanout_id: str, **kwargs: Any) -> SyncFanout:
         """As :meth:`AsyncClient.fanout <sandboxcore.client.AsyncClient.fanout>`."""
         return SyncFanout(self._loop, self._loop.run(self.async_client.fanout(fanout_id, **kwargs)))
+
+    def fanout_handle(self, fanout_id: str, *, user_id: str, project_id: str) -> SyncFanout:
+        """As :meth:`AsyncClient.fanout_handle <sandboxcore.client.AsyncClient.fanout_handle>`."""
+        return SyncFanout(
+            self._loop,
+            self.async_client.fanout_handle(fanout_id, user_id=user_id, project_id=project_id),
+        )
 
     def cleanup(self, **kwargs: Any) -> models.CleanupReport:
         """As :meth:`AsyncClient.cleanup <sandboxcore.client.AsyncClient.cleanup>`."""

@@ -279,7 +279,11 @@ func (c *cli) listCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List workspaces, one row each with its session state (Temporal's visibility store)",
-		Args:  cobra.NoArgs,
+		Long: "List workspaces, one row each (Temporal's visibility store): STATE is the workspace's own state\n" +
+			"(docs/API.md \"Session states\"), SESSION the status of its session workflow's run (Running\n" +
+			"also while the workspace is released: the session waits, dormant, for the next call;\n" +
+			"Completed once it was closed).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runClient(c, cmd, func(ctx context.Context, sc *sandboxclient.Client) ([]sandboxclient.SessionSummary, error) {
 				q := ""
@@ -295,7 +299,7 @@ func (c *cli) listCommand() *cobra.Command {
 				return sc.ListSessions(ctx, q, limit)
 			}, func(list []sandboxclient.SessionSummary) error {
 				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
-				fmt.Fprintln(w, "WORKSPACE\tSTATE\tSTATUS\tUSER\tPROJECT\tMODE\tBRANCH\tREPO")
+				fmt.Fprintln(w, "WORKSPACE\tSTATE\tSESSION\tUSER\tPROJECT\tMODE\tBRANCH\tREPO")
 				for _, s := range list {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.WorkspaceID, s.State, s.Status, s.User, s.Project, s.Mode, orDash(s.Handle.Branch), s.Repo)
 				}

@@ -64,12 +64,14 @@ func readHolder(f *os.File) string {
 	return "pid unknown"
 }
 
-// Unlock releases the lock (the file stays); a nil or released lock is a
-// no-op.
+// Unlock empties the lock file (so that it names no process once this one
+// stopped) and releases the lock (the file stays); a nil or released lock
+// is a no-op.
 func (l *DataDirLock) Unlock() {
 	if l == nil || l.f == nil {
 		return
 	}
+	_ = l.f.Truncate(0)
 	_ = l.f.Close()
 	l.f = nil
 }

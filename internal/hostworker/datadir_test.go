@@ -92,6 +92,9 @@ func TestASecondWorkerOnTheSameDataDirIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, sandboxapi.ErrConflict, "one process holds it once: a second open in the same process is refused too")
 	lock.Unlock()
 	lock.Unlock() // idempotent
+	b, err = os.ReadFile(filepath.Join(dir, DataDirLockFile))
+	require.NoError(t, err)
+	assert.Empty(t, b, "a worker that stopped is named no more")
 	again, err := LockDataDir(dir)
 	require.NoError(t, err, "Unlock releases it")
 	again.Unlock()

@@ -78,8 +78,10 @@ func Compare(a, b Summary) (files []sandboxapi.OverlapFile, intersecting int) {
 			i++
 		case c > 0:
 			j++
-		case contains(fa, fb) || contains(fb, fa):
-			// One side's change is the other's starting point: no overlap.
+		case contains(fa, fb) || contains(fb, fa) || sameResult(fa, fb):
+			// One side's change is the other's starting point, or both
+			// made the file the same (a task merged into its conversation):
+			// no overlap, git merges it cleanly.
 			i++
 			j++
 		default:
@@ -108,6 +110,15 @@ func Compare(a, b Summary) (files []sandboxapi.OverlapFile, intersecting int) {
 // version now: b started from a's change (and only built on it).
 func contains(a, b FileChange) bool {
 	return a.NewBlob != "" && a.NewBlob == b.BaseBlob
+}
+
+// sameResult reports whether both sides left the file exactly the same:
+// the same content at the same path, or both deleted it.
+func sameResult(a, b FileChange) bool {
+	if a.Change == Deleted && b.Change == Deleted {
+		return true
+	}
+	return a.NewBlob != "" && a.NewBlob == b.NewBlob && a.Path == b.Path
 }
 
 // compareFile compares one file both sides changed.

@@ -101,3 +101,21 @@ func TestCompareSkipsAChangeTheOtherBuildsOn(t *testing.T) {
 	files, _ = Compare(task, conv)
 	require.Len(t, files, 1, "symmetric")
 }
+
+// A task merged into its conversation: both now hold the task's version of
+// its files (from different bases), and both deleted the same file; none of
+// it overlaps, while a file they left different still does.
+func TestCompareSkipsTheSameResult(t *testing.T) {
+	conv := summary(FileChange{BasePath: "a.go", Path: "a.go", Change: Modified, BaseBlob: "a0", NewBlob: "a2", Ranges: []sandboxapi.LineRange{r(1, 3)}},
+		FileChange{BasePath: "gone.go", Change: Deleted, BaseBlob: "g0", Whole: true},
+		FileChange{BasePath: "b.go", Path: "b.go", Change: Modified, BaseBlob: "b0", NewBlob: "b2", Whole: true})
+	task := summary(FileChange{BasePath: "a.go", Path: "a.go", Change: Modified, BaseBlob: "a1", NewBlob: "a2", Ranges: []sandboxapi.LineRange{r(2, 1)}},
+		FileChange{BasePath: "gone.go", Change: Deleted, BaseBlob: "g1", Whole: true},
+		FileChange{BasePath: "b.go", Path: "b.go", Change: Modified, BaseBlob: "b1", NewBlob: "b3", Whole: true})
+	for _, pair := range [][2]Summary{{conv, task}, {task, conv}} {
+		files, hits := Compare(pair[0], pair[1])
+		require.Len(t, files, 1)
+		assert.Equal(t, "b.go", files[0].Path)
+		assert.Equal(t, 1, hits)
+	}
+}

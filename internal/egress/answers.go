@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // PolicyHeader is set on every answer the proxy itself makes to a refused
@@ -61,6 +62,7 @@ func (e *endpoint) answer(w http.ResponseWriter, code int, format string, args .
 // reason, and a body naming the policy and the reason) and logs it.
 func (e *endpoint) deny(w http.ResponseWriter, pol Policy, method, dest string, d *Denial) {
 	e.p.log.Info("egress denied", "workspace", pol.WorkspaceID, "runtime", pol.RuntimeID, "method", method, "destination", dest, "reason", d.Reason)
+	e.p.record(pol.WorkspaceID, Refusal{At: time.Now(), Method: method, Destination: dest, Reason: d.Reason})
 	body := fmt.Sprintf("sandboxcore egress proxy: %s to %s denied by the network policy of workspace %s: %s\n", method, dest, pol.WorkspaceID, d.Reason)
 	if hj, ok := w.(http.Hijacker); ok {
 		if c, buf, err := hj.Hijack(); err == nil {

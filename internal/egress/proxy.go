@@ -87,6 +87,9 @@ type Proxy struct {
 	cpMu    sync.Mutex
 	cpAddrs map[netip.AddrPort]bool // the control plane's resolved endpoints
 	cpTime  time.Time
+
+	refMu    sync.Mutex
+	refusals map[string][]Refusal // by workspace id (refusals.go)
 }
 
 // Policy is what one endpoint allows: the workspace and runtime it serves

@@ -378,6 +378,12 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 // outcome (see ExecStream).
 func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mode sandboxapi.Network, spec supervisor.Spec, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	out := procexec.NewOutput(req.OutputCap(), onChunk)
+	if r.p.egress != nil && cfg.egressDirOf(mode) != "" {
+		// What the network policy refused while it ran (the agent's tool may
+		// have printed only "response 403").
+		since := time.Now()
+		out.Epilogue = func() string { return r.p.egress.RefusalNotice(cfg.workspaceID, since) }
+	}
 	streams := [2]func([]byte){
 		func(b []byte) { _, _ = out.Stdout().Write(b) },
 		func(b []byte) { _, _ = out.Stderr().Write(b) },

@@ -298,6 +298,12 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 		return sandboxapi.ExecResult{}, err
 	}
 	out := procexec.NewOutput(req.OutputCap(), onChunk)
+	if r.p.egress != nil && r.spec != nil {
+		// What the network policy refused while it ran (the agent's tool may
+		// have printed only "response 403").
+		ws, since := r.spec.WorkspaceID, time.Now()
+		out.Epilogue = func() string { return r.p.egress.RefusalNotice(ws, since) }
+	}
 	if strings.HasPrefix(req.Cmd[0], "-") {
 		// sh's exec would take it for an option.
 		return out.Notice(127, req.Cmd[0], "command not found"), nil

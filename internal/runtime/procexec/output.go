@@ -72,6 +72,10 @@ type Output struct {
 	start          time.Time
 	mu             sync.Mutex
 	onChunk        func(sandboxapi.ExecChunk)
+	// Epilogue, when set, is called once as the result is built; what it
+	// returns is written on stderr first (the runtime's notices about the
+	// command, such as the network policy's refusals while it ran).
+	Epilogue func() string
 }
 
 // NewOutput returns an empty Output keeping at most limit bytes of each
@@ -118,6 +122,12 @@ func (o *Output) Interrupted(code int, name string, cause error) (sandboxapi.Exe
 }
 
 func (o *Output) result(code int, timedOut bool) sandboxapi.ExecResult {
+	if f := o.Epilogue; f != nil {
+		o.Epilogue = nil
+		if t := f(); t != "" {
+			o.emit("stderr", o.stderr, []byte(t))
+		}
+	}
 	out := output.Outcome{ExitCode: code, Stdout: o.stdout.Bytes(), Stderr: o.stderr.Bytes(),
 		StdoutBytes: o.stdout.Total(), StderrBytes: o.stderr.Total(),
 		Truncated: o.stdout.Truncated() || o.stderr.Truncated(), Duration: time.Since(o.start)}

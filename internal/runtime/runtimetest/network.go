@@ -421,6 +421,9 @@ func (n *netSuite) ordinaryTools(t *testing.T) {
 	res = n.run(t, "", `curl -sS --max-time 20 https://n.other.sbxtest/`)
 	require.NotEqual(t, 0, res.ExitCode)
 	require.Contains(t, string(res.Stderr), "403", "curl reports the proxy's refusal of the tunnel")
+	// curl shows only "CONNECT tunnel failed, response 403": the exec's
+	// stderr says what the policy refused and why.
+	require.Contains(t, string(res.Stderr), "sandbox: network policy refused CONNECT n.other.sbxtest:443: n.other.sbxtest:443 is not in the allow-list", combined(res))
 }
 
 // refusedByPolicy: destinations outside the allow-list and metadata addresses are refused with a reason, never connected to, and logged without the URL path.

@@ -124,6 +124,16 @@ test-e2e-daytona: ## the main job's and the Daytona end-to-end tests on the Dayt
 	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' DAYTONA_TESTS='$(DAYTONA_TESTS)' \
 	  scripts/test-e2e-daytona.sh
 
+# The smoke check of a remote runtime against the real service, when its
+# key is set (skipped with a message otherwise; not part of make test):
+# the step before trusting a new service version (docs/PRODUCTION.md;
+# scripts/smoke.sh).
+.PHONY: smoke-daytona smoke-e2b
+smoke-daytona: ## the Daytona adapter's smoke check against the real Daytona (DAYTONA_API_KEY; skipped without)
+	@GO='$(GO)' scripts/smoke.sh daytona
+smoke-e2b: ## the E2B adapter's smoke check against the real E2B (E2B_API_KEY; skipped without)
+	@GO='$(GO)' scripts/smoke.sh e2b
+
 # Each fuzz target for a fixed number of executions, not a duration
 # (seed corpora under testdata/fuzz; scripts/fuzz.sh says why).
 # FUZZSCALE multiplies every count.

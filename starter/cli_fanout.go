@@ -226,11 +226,7 @@ func (c *cli) fanoutCompleteCommand(tenant *sandboxapi.Tenant) *cobra.Command {
 		Short: "Tell a fan-out that an agent-driven task is done (complete_task)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sc, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			f, err := sc.Fanout(cmd.Context(), *tenant, args[0])
+			f, err := c.fanout(cmd, *tenant, args[0])
 			if err != nil {
 				return err
 			}
@@ -248,17 +244,23 @@ func (c *cli) fanoutCompleteCommand(tenant *sandboxapi.Tenant) *cobra.Command {
 	return cmd
 }
 
+// fanout dials the namespace and finds tenant's fan-out id (its errors:
+// sandboxclient.Client.Fanout's).
+func (c *cli) fanout(cmd *cobra.Command, tenant sandboxapi.Tenant, id string) (*sandboxclient.Fanout, error) {
+	sc, err := c.client(cmd.Context())
+	if err != nil {
+		return nil, err
+	}
+	return sc.Fanout(cmd.Context(), tenant, id)
+}
+
 func (c *cli) fanoutCancelCommand(tenant *sandboxapi.Tenant) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel --user U --project P FANOUT_ID",
 		Short: "Cancel a fan-out (its task sessions go on)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sc, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			f, err := sc.Fanout(cmd.Context(), *tenant, args[0])
+			f, err := c.fanout(cmd, *tenant, args[0])
 			if err != nil {
 				return err
 			}

@@ -134,7 +134,7 @@ func (ps *processService) launch(ctx context.Context, req *process.StartRequest,
 	if timeout > 0 {
 		pctx, cancel = context.WithTimeout(pctx, timeout)
 	}
-	cmd := command(pctx, cfg, u, dir)
+	cmd := command(pctx, cfg, u, dir, ps.s.environment())
 	// Pipes of our own (not StdoutPipe): Wait never closes them under a
 	// reader, so nothing written before the process ended is lost.
 	stdout, outW, err := os.Pipe()
@@ -204,12 +204,16 @@ func workDir(home string, cwd *string) (string, error) {
 }
 
 // command returns the command of cfg run as user u in dir: PATH, HOME,
-// USER and LOGNAME of u, then cfg's variables; killed when ctx ends.
-func command(ctx context.Context, cfg *process.ProcessConfig, u *user.User, dir string) *exec.Cmd {
+// USER and LOGNAME of u, then the sandbox's variables sandboxEnv (set by
+// /init), then cfg's, the last value of a name winning — envd's order
+// (handler.New in packages/envd/internal/services/process/handler of
+// e2b-dev/infra); killed when ctx ends.
+func command(ctx context.Context, cfg *process.ProcessConfig, u *user.User, dir string, sandboxEnv []string) *exec.Cmd {
 	uid, gid := ids(u)
 	cmd := exec.CommandContext(ctx, cfg.GetCmd(), cfg.GetArgs()...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username}
+	cmd.Env = append(cmd.Env, sandboxEnv...)
 	for k, v := range cfg.GetEnvs() {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -55,3 +55,30 @@ func TestCommandEnvironment(t *testing.T) {
 	require.Equal(t, uint32(1000), cmd.SysProcAttr.Credential.Uid)
 	require.Equal(t, uint32(1001), cmd.SysProcAttr.Credential.Gid)
 }
+
+// A process's output is never published before its Start stream
+// subscribed (envd forks the events before starting the process): a
+// command that prints and exits at once is streamed whole, every time.
+func TestStartStreamsTheOutputOfAQuickProcess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("envd runs as root: it starts processes as the request's user")
+	}
+	u, err := user.Current()
+	require.NoError(t, err)
+	ctx := context.WithValue(context.Background(), userKey{}, u)
+	ps := &processService{s: &server{procs: newTable()}}
+	for i := range 50 {
+		p, ch, unsub, err := ps.launch(ctx, &process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/echo", Args: []string{"quick"}}}, 0)
+		require.NoError(t, err)
+		var out []byte
+		for ev := range ch {
+			out = append(out, ev.GetData().GetStdout()...)
+			if ev.GetEnd() != nil {
+				break
+			}
+		}
+		unsub()
+		<-p.done
+		require.Equal(t, "quick\n", string(out), "run %d", i)
+	}
+}

@@ -41,6 +41,10 @@ func (s *Server) handleToolbox(c *call) {
 		s.execute(ctx, c, cid)
 	case "UploadFile":
 		s.upload(ctx, c, cid)
+	case "UploadFiles":
+		s.uploadFiles(ctx, c, cid)
+	case "DownloadFiles":
+		s.downloadFiles(ctx, c, cid)
 	case "DownloadFile":
 		p := c.r.URL.Query().Get("path")
 		data, err := s.eng.readFile(ctx, cid, p, 4<<30)

@@ -83,7 +83,9 @@ test-unit: ## go vet, then the unit tests with -race (every package but the end-
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
 
-# The Daytona end-to-end tests (TestDaytona*) run in test-e2e-daytona only.
+# The Daytona end-to-end tests (TestDaytona*) run in test-e2e-daytona only;
+# the E2B ones start their own fake E2B here (TestE2BVendorSDK: E2B's own
+# SDK against it, docs/DESIGN.md "Remote stand-ins").
 test-e2e: ## the end-to-end tests on an embedded Temporal (not the Daytona ones)
 	$(GO) test -count=1 -timeout 30m -skip '$(DAYTONA_TESTS)' $(E2E_PKGS)
 
@@ -115,10 +117,12 @@ test-e2e-e2b: ## the main job's end-to-end tests again on the E2B runtime, again
 	  scripts/test-e2e-e2b.sh
 
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=daytona,
-# plus the Daytona ones (replica recreated, orphans, quota, previews),
-# against the fake Daytona the test binary starts (README "Daytona"; each
-# sandbox a container of $(TEST_IMAGE)); skipped without a daemon or that
-# image, except under CI=true (scripts/test-e2e-daytona.sh).
+# plus the Daytona ones (replica recreated, orphans, quota, previews;
+# TestDaytonaVendorSDK: Daytona's own SDK against a fake of its own,
+# docs/DESIGN.md "Remote stand-ins"), against the fake Daytona the test
+# binary starts (README "Daytona"; each sandbox a container of
+# $(TEST_IMAGE)); skipped without a daemon or that image, except under
+# CI=true (scripts/test-e2e-daytona.sh).
 DAYTONA_TESTS := ^TestDaytona
 test-e2e-daytona: ## the main job's and the Daytona end-to-end tests on the Daytona runtime, against the fake Daytona
 	@GO='$(GO)' TEST_IMAGE='$(TEST_IMAGE)' MAIN_JOB_TESTS='$(MAIN_JOB_TESTS)' DAYTONA_TESTS='$(DAYTONA_TESTS)' \

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The main job's end-to-end tests again with SANDBOX_RUNTIME_PROVIDER=daytona
 # (`make test-e2e-daytona`, part of `make test`), plus the Daytona ones
-# (replica recreated, orphans, quota, previews), against the fake Daytona the
-# test binary starts when DAYTONA_API_URL is empty (README "Daytona"; each
-# sandbox a container of the test image). Skipped, with a message, without a
-# Docker daemon or that image, except under CI=true, where that is a failure.
+# (replica recreated, orphans, quota, previews, Daytona's own TypeScript SDK
+# against a fake of its own), against the fake Daytona the test binary
+# starts when DAYTONA_API_URL is empty (README "Daytona"; each sandbox a
+# container of the test image). Skipped, with a message, without a Docker
+# daemon or that image, except under CI=true, where that is a failure.
 #
 #   GO              the go command, as the Makefile names it (split into
 #                   words as make splits it)

@@ -2,6 +2,8 @@ package tests
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,17 +18,33 @@ import (
 )
 
 // nodeModules installs the pinned npm packages of tests/node once per test
-// binary (npm ci from the committed package-lock.json). Without node or
-// npm the test skips, except under CI=true (.ci/run installs them).
-var nodeModules = sync.OnceValue(func() error {
+// binary. Without node or npm the test skips, except under CI=true
+// (.ci/run installs them).
+var nodeModules = sync.OnceValue(func() error { return installNodeProject("node") })
+
+// installNodeProject installs the npm project in dir (below tests/) from
+// its committed package-lock.json (npm ci), unless the last install there
+// was of the same lock file: its digest is kept in node_modules, so the
+// test binaries of one make test (test-e2e, test-e2e-daytona, …) install
+// a project once, not each (npm ci rewrites node_modules whole).
+func installNodeProject(dir string) error {
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(lock)
+	stamp := filepath.Join(dir, "node_modules", ".sandboxcore-installed")
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == hex.EncodeToString(sum[:]) {
+		return nil
+	}
 	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = "node"
+	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return &npmError{out: string(out), err: err}
 	}
-	return nil
-})
+	return os.WriteFile(stamp, []byte(hex.EncodeToString(sum[:])), 0o644)
+}
 
 type npmError struct {
 	out string
@@ -37,6 +55,14 @@ func (e *npmError) Error() string { return "npm ci: " + e.err.Error() + "\n" + e
 
 func requireNode(t *testing.T) {
 	t.Helper()
+	requireNodeProject(t, nodeModules)
+}
+
+// requireNodeProject skips without node or npm (fails under CI=true), then
+// installs a project's packages (install: installNodeProject of its
+// directory, once per test binary).
+func requireNodeProject(t *testing.T, install func() error) {
+	t.Helper()
 	for _, bin := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if os.Getenv("CI") == "true" {
@@ -45,7 +71,7 @@ func requireNode(t *testing.T) {
 			t.Skipf("%s is not installed", bin)
 		}
 	}
-	require.NoError(t, nodeModules())
+	require.NoError(t, install())
 }
 
 // A TypeScript backend using the official @temporalio/client (pinned in

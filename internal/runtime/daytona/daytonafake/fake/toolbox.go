@@ -41,6 +41,10 @@ func (s *Server) handleToolbox(c *call) {
 		s.execute(ctx, c, cid)
 	case "UploadFile":
 		s.upload(ctx, c, cid)
+	case "UploadFiles":
+		s.uploadFiles(ctx, c, cid)
+	case "DownloadFiles":
+		s.downloadFiles(ctx, c, cid)
 	case "DownloadFile":
 		p := c.r.URL.Query().Get("path")
 		data, err := s.eng.readFile(ctx, cid, p, 4<<30)
@@ -110,9 +114,12 @@ func (s *Server) execute(ctx context.Context, c *call, cid string) {
 		}
 		env = append(env, k+"="+req.Envs[k])
 	}
-	dir := ""
-	if req.Cwd != nil {
-		dir = *req.Cwd
+	// Without a cwd the command runs in the daemon's working directory
+	// (execute.go sets cmd.Dir only for a cwd), where relative file paths
+	// also lead (daemonPath).
+	dir := daemonWorkDir
+	if req.Cwd != nil && *req.Cwd != "" {
+		dir = daemonPath(*req.Cwd)
 	}
 	// The shell reads the command from stdin in its own process group; its
 	// pid is kept to kill the group on timeout.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"mime"
 	"net/http"
 	"os"
 	"os/user"
@@ -145,7 +146,18 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request, u *user.User) {
 			}
 			dst := resolve(u, target)
 			if target == "" {
-				dst = resolve(u, part.FileName())
+				// The part's whole filename, directories included (not
+				// FileName's base name), as envd's resolvePath takes it
+				// (CustomPart.FileNameWithPath, packages/envd/internal/
+				// utils/multipart.go of e2b-dev/infra): the SDKs' files.write
+				// of several files names each part by its path.
+				_, params, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+				name, ok := params["filename"]
+				if !ok {
+					httpError(w, http.StatusBadRequest, "error getting multipart custom part file name: filename not found in Content-Disposition header")
+					return
+				}
+				dst = resolve(u, name)
 			}
 			if code, msg := write(dst, part); code != 0 {
 				httpError(w, code, msg)

@@ -12,20 +12,28 @@
 // passes; a process outlives its streams; Connect attaches to a running
 // process by pid or tag and streams its output from then on; keepalive
 // events every Keepalive-Ping-Interval seconds (default 90) on a silent
-// stream; X-Access-Token is required when a token is set.
+// stream; X-Access-Token is required when a token is set; POST /init
+// sets the sandbox's environment variables, which every process gets
+// before its own (the fake posts a create's envVars there, as E2B's
+// orchestrator does).
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"os"
 	"os/user"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b/envd/filesystem/filesystemconnect"
@@ -56,6 +64,7 @@ func main() {
 	mux.Handle(processconnect.NewProcessHandler(&processService{s}))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{s}))
 	mux.HandleFunc("/files", s.files)
+	mux.HandleFunc("/init", s.init)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	srv := &http.Server{Handler: s.auth(mux), ReadHeaderTimeout: 10 * time.Second}
 	log.Fatal(srv.Serve(ln))
@@ -65,6 +74,47 @@ type server struct {
 	token       string
 	defaultUser string
 	procs       *table
+
+	envMu   sync.Mutex
+	envVars map[string]string // set by /init
+}
+
+// init serves POST /init (envd.yaml): the body's envVars are added to the
+// sandbox's environment, as envd's PostInit stores them
+// (packages/envd/internal/api/init.go of e2b-dev/infra); 204.
+func (s *server) init(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		httpError(w, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	var body struct {
+		EnvVars map[string]string `json:"envVars"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	s.envMu.Lock()
+	if s.envVars == nil {
+		s.envVars = map[string]string{}
+	}
+	for k, v := range body.EnvVars {
+		s.envVars[k] = v
+	}
+	s.envMu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// environment returns the variables /init set, as KEY=value sorted by key.
+func (s *server) environment() []string {
+	s.envMu.Lock()
+	defer s.envMu.Unlock()
+	out := make([]string, 0, len(s.envVars))
+	for k, v := range s.envVars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }
 
 type userKey struct{}

@@ -116,58 +116,63 @@ func (ps *processService) List(ctx context.Context, _ *connect.Request[process.L
 	return connect.NewResponse(out), nil
 }
 
-// launch starts a process as the request's user.
-func (ps *processService) launch(ctx context.Context, req *process.StartRequest, timeout time.Duration) (*proc, error) {
+// launch starts a process as the request's user and returns it with a
+// subscription to its events taken before it started (as envd forks the
+// process's data and end events before starting it, start.go): none of
+// its output can come before the subscriber.
+func (ps *processService) launch(ctx context.Context, req *process.StartRequest, timeout time.Duration) (*proc, chan *process.ProcessEvent, func(), error) {
 	if req.GetPty() != nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported by this envd"))
+		return nil, nil, nil, connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported by this envd"))
 	}
 	cfg := req.GetProcess()
 	if cfg.GetCmd() == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("no command"))
+		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("no command"))
 	}
 	u := userOf(ctx)
 	dir, err := workDir(u.HomeDir, cfg.Cwd)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	pctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if timeout > 0 {
 		pctx, cancel = context.WithTimeout(pctx, timeout)
 	}
-	cmd := command(pctx, cfg, u, dir)
+	cmd := command(pctx, cfg, u, dir, ps.s.environment())
 	// Pipes of our own (not StdoutPipe): Wait never closes them under a
 	// reader, so nothing written before the process ended is lost.
 	stdout, outW, err := os.Pipe()
 	if err != nil {
 		cancel()
-		return nil, connect.NewError(connect.CodeInternal, err)
+		return nil, nil, nil, connect.NewError(connect.CodeInternal, err)
 	}
 	stderr, errW, err := os.Pipe()
 	if err != nil {
 		cancel()
 		stdout.Close()
 		outW.Close()
-		return nil, connect.NewError(connect.CodeInternal, err)
+		return nil, nil, nil, connect.NewError(connect.CodeInternal, err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	p := &proc{config: cfg, cmd: cmd, subs: map[chan *process.ProcessEvent]bool{}, done: make(chan struct{})}
 	if req.Stdin == nil || req.GetStdin() {
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
 			cancel()
-			return nil, connect.NewError(connect.CodeInternal, err)
+			return nil, nil, nil, connect.NewError(connect.CodeInternal, err)
 		}
 	}
 	if req.Tag != nil {
 		p.tag = *req.Tag
 	}
+	ch, unsub := p.subscribe()
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
 	if err != nil {
 		cancel()
+		unsub()
 		stdout.Close()
 		stderr.Close()
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting process '%s': %w", cfg.GetCmd(), err))
+		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting process '%s': %w", cfg.GetCmd(), err))
 	}
 	p.pid = uint32(cmd.Process.Pid)
 	t := ps.s.procs
@@ -183,7 +188,7 @@ func (ps *processService) launch(ctx context.Context, req *process.StartRequest,
 		return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stderr{Stderr: b}}
 	})
 	go p.wait(t, cancel, &wg, stdout, stderr)
-	return p, nil
+	return p, ch, unsub, nil
 }
 
 // workDir resolves a process's cwd: the user's home when unset, a relative
@@ -204,12 +209,16 @@ func workDir(home string, cwd *string) (string, error) {
 }
 
 // command returns the command of cfg run as user u in dir: PATH, HOME,
-// USER and LOGNAME of u, then cfg's variables; killed when ctx ends.
-func command(ctx context.Context, cfg *process.ProcessConfig, u *user.User, dir string) *exec.Cmd {
+// USER and LOGNAME of u, then the sandbox's variables sandboxEnv (set by
+// /init), then cfg's, the last value of a name winning — envd's order
+// (handler.New in packages/envd/internal/services/process/handler of
+// e2b-dev/infra); killed when ctx ends.
+func command(ctx context.Context, cfg *process.ProcessConfig, u *user.User, dir string, sandboxEnv []string) *exec.Cmd {
 	uid, gid := ids(u)
 	cmd := exec.CommandContext(ctx, cfg.GetCmd(), cfg.GetArgs()...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username}
+	cmd.Env = append(cmd.Env, sandboxEnv...)
 	for k, v := range cfg.GetEnvs() {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -321,11 +330,10 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 		}
 		timeout = time.Duration(ms) * time.Millisecond
 	}
-	p, err := ps.launch(ctx, req.Msg, timeout)
+	p, ch, unsub, err := ps.launch(ctx, req.Msg, timeout)
 	if err != nil {
 		return err
 	}
-	ch, unsub := p.subscribe()
 	defer unsub()
 	if err := stream.Send(&process.StartResponse{Event: &process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: p.pid}}}}); err != nil {
 		return err

@@ -45,10 +45,40 @@ func TestWorkDir(t *testing.T) {
 func TestCommandEnvironment(t *testing.T) {
 	u := &user.User{Uid: "1000", Gid: "1001", Username: "user", HomeDir: "/home/user"}
 	cfg := &process.ProcessConfig{Cmd: "/bin/echo", Args: []string{"a"}, Envs: map[string]string{"X": "1"}}
-	cmd := command(context.Background(), cfg, u, "/tmp")
+	cmd := command(context.Background(), cfg, u, "/tmp", nil)
 	require.Equal(t, []string{"/bin/echo", "a"}, cmd.Args)
 	require.Equal(t, "/tmp", cmd.Dir)
 	require.Equal(t, []string{"PATH=" + os.Getenv("PATH"), "HOME=/home/user", "USER=user", "LOGNAME=user", "X=1"}, cmd.Env)
+	// The sandbox's variables (/init) come before the request's, which win.
+	cmd = command(context.Background(), cfg, u, "/tmp", []string{"S=2", "X=0"})
+	require.Equal(t, []string{"PATH=" + os.Getenv("PATH"), "HOME=/home/user", "USER=user", "LOGNAME=user", "S=2", "X=0", "X=1"}, cmd.Env)
 	require.Equal(t, uint32(1000), cmd.SysProcAttr.Credential.Uid)
 	require.Equal(t, uint32(1001), cmd.SysProcAttr.Credential.Gid)
+}
+
+// A process's output is never published before its Start stream
+// subscribed (envd forks the events before starting the process): a
+// command that prints and exits at once is streamed whole, every time.
+func TestStartStreamsTheOutputOfAQuickProcess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("envd runs as root: it starts processes as the request's user")
+	}
+	u, err := user.Current()
+	require.NoError(t, err)
+	ctx := context.WithValue(context.Background(), userKey{}, u)
+	ps := &processService{s: &server{procs: newTable()}}
+	for i := range 50 {
+		p, ch, unsub, err := ps.launch(ctx, &process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/echo", Args: []string{"quick"}}}, 0)
+		require.NoError(t, err)
+		var out []byte
+		for ev := range ch {
+			out = append(out, ev.GetData().GetStdout()...)
+			if ev.GetEnd() != nil {
+				break
+			}
+		}
+		unsub()
+		<-p.done
+		require.Equal(t, "quick\n", string(out), "run %d", i)
+	}
 }

@@ -1,7 +1,9 @@
 package fake
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -55,8 +57,9 @@ mkdir -p /home/user /workspace && chown 1000:1000 /home/user /workspace
 exec ` + envdPath + ` -socket ` + runDir + `/envd.sock -token-file ` + runDir + `/token -user user`
 
 // create starts the container of sandbox id (egress: a network with a
-// route out, else an internal one) and waits for its envd. It returns the
-// container id and the host directory of envd's socket.
+// route out, else an internal one), waits for its envd and initializes it
+// with env (initEnvd). It returns the container id and the host directory
+// of envd's socket.
 func (e *engine) create(ctx context.Context, tmp, id string, env map[string]string, egress bool, token string) (string, string, error) {
 	dir := filepath.Join(tmp, id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -100,6 +103,10 @@ func (e *engine) create(ctx context.Context, tmp, id string, env map[string]stri
 		if err == nil {
 			r.Body.Close()
 			if r.StatusCode == http.StatusNoContent {
+				if err := initEnvd(ctx, hcl, env, token); err != nil {
+					_ = e.Remove(context.Background(), resp.ID)
+					return "", "", err
+				}
 				return resp.ID, dir, nil
 			}
 		}
@@ -110,6 +117,33 @@ func (e *engine) create(ctx context.Context, tmp, id string, env map[string]stri
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// initEnvd posts the sandbox's environment variables (a create's envVars)
+// to envd's /init, as E2B's orchestrator initializes envd in every sandbox
+// it starts: every process gets them.
+func initEnvd(ctx context.Context, hcl *http.Client, env map[string]string, token string) error {
+	body, err := json.Marshal(map[string]any{"envVars": env})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://envd/init", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("X-Access-Token", token)
+	}
+	r, err := hcl.Do(req)
+	if err != nil {
+		return fmt.Errorf("envd /init: %w", err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("envd /init: %s", r.Status)
+	}
+	return nil
 }
 
 var (

@@ -18,6 +18,12 @@ const envdPort = 49983
 
 // serveSandbox is the sandbox proxy: a request for port of sandbox id.
 func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string, port int) {
+	// A proxy interleaves reading the request with writing the response:
+	// without full duplex, Go's HTTP/1 server drops the rest of a request
+	// body once the answer starts (an envd stream that answers before the
+	// client's last body bytes were read), the upstream request fails and
+	// the stream is cut.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	s.mu.Lock()
 	b := s.sandboxes[id]
 	var st, sock, cid, traffic string

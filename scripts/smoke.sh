@@ -4,9 +4,11 @@
 # new service version"): the adapter creates a runtime over a git
 # worktree, runs commands, syncs a file each way, stops, starts and
 # destroys it (internal/runtime/runtimetest.Smoke; the same script passes
-# against the stand-in in make test). Skipped, with a message and exit 0,
-# when the service's key is not set. It creates one sandbox on the
-# account, and removes it, also when the check fails.
+# against the stand-in in make test), then the vendor's own TypeScript SDK
+# runs its scripted flow (tests/vendorsdk/<kind>.mjs, which make test runs
+# against the stand-in). Skipped, with a message and exit 0,
+# when the service's key is not set. Each part creates one sandbox on the
+# account and removes it.
 #
 #   $1   daytona or e2b
 #   GO   the go command, as the Makefile names it
@@ -24,5 +26,13 @@ if [ -z "${!key:-}" ]; then
 	echo "smoke-$1: skipped: $key is not set (this check runs against the real service; see docs/PRODUCTION.md)"
 	exit 0
 fi
+# Our adapter first, then the vendor's own SDK (tests/vendorsdk: the
+# script make test runs against the stand-in), both against the service.
 # shellcheck disable=SC2086 # GO may carry flags, split as make splits it
 SANDBOX_SMOKE=1 $GO test -count=1 -v -timeout 20m -run '^TestSmoke$' "./internal/runtime/$1/"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	echo "smoke-$1: the vendor SDK's script skipped: no node and npm here"
+	exit 0
+fi
+[ -d tests/vendorsdk/node_modules ] || npm ci --prefix tests/vendorsdk --no-audit --no-fund
+(cd tests/vendorsdk && node "$1.mjs")

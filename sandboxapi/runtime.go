@@ -56,7 +56,7 @@ type RuntimeReplica struct {
 	// Conflicts lists the open sync conflicts (oldest first, at most 50):
 	// files changed both in the workspace and in the sandbox since they
 	// last agreed. The workspace's version stays at Path; the sandbox's is
-	// kept beside it at Copy (a new file of the workspace, listed by
+	// kept beside it at SandboxCopy (a new file of the workspace, listed by
 	// status) until that file is removed; "" when the sandbox's version
 	// was a deletion (then listed for a day).
 	Conflicts []ReplicaConflict `json:"conflicts,omitempty"`
@@ -70,10 +70,10 @@ type ReplicaConflict struct {
 	// Path is the file, relative to the workspace root; the workspace's
 	// version (its content, or its deletion) stays there.
 	Path string `json:"path"`
-	// Copy is where the sandbox's version was kept: Path +
+	// SandboxCopy is where the sandbox's version was kept: Path +
 	// ".remote-conflict" (or "-2", "-3", … when taken); "" when the
 	// sandbox deleted the file.
-	Copy string `json:"copy,omitempty"`
+	SandboxCopy string `json:"sandbox_copy,omitempty"`
 	// At is when the worker found it.
 	At time.Time `json:"at"`
 }

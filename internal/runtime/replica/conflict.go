@@ -165,7 +165,7 @@ func (r *Replica) openConflicts(now time.Time) []Conflict {
 func APIConflicts(cs []Conflict) []sandboxapi.ReplicaConflict {
 	var out []sandboxapi.ReplicaConflict
 	for _, c := range cs {
-		out = append(out, sandboxapi.ReplicaConflict{Path: c.Path, Copy: c.Copy, At: c.At})
+		out = append(out, sandboxapi.ReplicaConflict{Path: c.Path, SandboxCopy: c.Copy, At: c.At})
 	}
 	return out
 }

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from sandboxcore._wire import Base64Bytes, Nanoseconds
 
@@ -2302,9 +2302,9 @@ class ReplicaConflict(BaseModel):
     Path is the file, relative to the workspace root; the workspace's
     version (its content, or its deletion) stays there.
     """
-    copy_: str | None = Field(None, alias="copy")
+    sandbox_copy: str | None = None
     """
-    Copy is where the sandbox's version was kept: Path +
+    SandboxCopy is where the sandbox's version was kept: Path +
     ".remote-conflict" (or "-2", "-3", … when taken); "" when the
     sandbox deleted the file.
     """
@@ -2495,7 +2495,7 @@ class RuntimeReplica(BaseModel):
     Conflicts lists the open sync conflicts (oldest first, at most 50):
     files changed both in the workspace and in the sandbox since they
     last agreed. The workspace's version stays at Path; the sandbox's is
-    kept beside it at Copy (a new file of the workspace, listed by
+    kept beside it at SandboxCopy (a new file of the workspace, listed by
     status) until that file is removed; "" when the sandbox's version
     was a deletion (then listed for a day).
     """

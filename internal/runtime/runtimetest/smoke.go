@@ -42,7 +42,9 @@ func Smoke(t *testing.T, p sandbox.RuntimeProvider, spec sandbox.RuntimeSpec, wt
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
-	step := func(name string, start time.Time) { t.Logf("ok %s (%s)", name, time.Since(start).Round(time.Millisecond)) }
+	step := func(name string, start time.Time) {
+		t.Logf("ok %s (%s)", name, time.Since(start).Round(time.Millisecond))
+	}
 
 	start := time.Now()
 	rt, err := p.Create(ctx, spec)

@@ -186,7 +186,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Header.Get("X-API-Key") != s.opts.APIKey {
-		writeError(w, http.StatusUnauthorized, "Invalid API key, it must start with 'e2b_' prefix")
+		writeError(w, r, http.StatusUnauthorized, "Invalid API key, it must start with 'e2b_' prefix")
 		return
 	}
 	route, params, in, ok := s.CheckRequest(w, r, s.api)
@@ -196,15 +196,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	op := r.Method + " " + route.Path
 	s.log.Debug("e2bfake request", "op", op, "path", r.URL.Path)
 	f := s.TakeFault(op)
-	if s.Apply(w, r, f) {
-		return
-	}
 	rec := httptest.NewRecorder()
-	s.handleAPI(&call{s: s, w: rec, r: r, params: params, op: op})
+	if !s.Apply(rec, r, f) {
+		s.handleAPI(&call{s: s, w: rec, r: r, params: params, op: op})
+	}
 	if r.Context().Err() != nil {
 		return
 	}
-	s.Reply(w, s.api, in, rec, f)
+	s.Reply(w, s.api, in, rec, f) // an injected answer is validated like the fake's own
 }
 
 // sandboxRoute tells a request for a sandbox: by the E2b-Sandbox-Id and
@@ -245,7 +244,7 @@ func (c *call) json(status int, v any) {
 	_ = json.NewEncoder(c.w).Encode(v)
 }
 
-func (c *call) error(status int, msg string) { writeError(c.w, status, msg) }
+func (c *call) error(status int, msg string) { writeError(c.w, c.r, status, msg) }
 
 func (c *call) decode(v any) bool {
 	var b bytes.Buffer
@@ -260,8 +259,9 @@ func (c *call) decode(v any) bool {
 	return true
 }
 
-// writeError answers with E2B's error body {"code","message"}.
-func writeError(w http.ResponseWriter, status int, msg string) {
+// writeError answers with E2B's error body {"code","message"}
+// (packages/shared/pkg/apierrors/apierrors.go:32-44 of e2b-dev/infra).
+func writeError(w http.ResponseWriter, _ *http.Request, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"code": status, "message": msg})

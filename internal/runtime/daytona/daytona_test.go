@@ -136,9 +136,24 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	srv.Inject(fake.Fault{Operation: "createSandbox", Status: 401})
 	_, err := p.Create(ctx, spec)
 	require.ErrorIs(t, err, sandboxapi.ErrUnauthorized)
-	srv.Inject(fake.Fault{Operation: "createSandbox", Status: 429})
+	// Daytona's throttlers answer 429 through the API's exception filter
+	// with @nestjs/throttler's message and a Retry-After-<throttler> header
+	// (apps/api/src/app.module.ts:153-161 and
+	// apps/api/src/filters/all-exceptions.filter.ts:62-87 of daytonaio/daytona
+	// v0.190.0; src/throttler.guard.ts:173-177 and throttler.exception.ts:3 of
+	// nestjs/throttler v6.4.0): waited out and retried; still refused after
+	// three tries, it is ErrRateLimited carrying the delay.
+	throttled := fake.Fault{Operation: "createSandbox", Status: 429, Message: "ThrottlerException: Too Many Requests",
+		Header: map[string]string{"Retry-After-sandbox-create": "1"}, Times: 3}
+	srv.Inject(throttled)
+	creates := srv.Requests()["createSandbox"]
 	_, err = p.Create(ctx, spec)
 	require.ErrorIs(t, err, sandboxapi.ErrRateLimited)
+	require.True(t, sandboxapi.IsRetryable(err))
+	wait, ok := sandbox.RetryAfter(err)
+	require.True(t, ok)
+	require.Equal(t, time.Second, wait)
+	require.Equal(t, creates+3, srv.Requests()["createSandbox"])
 	srv.Inject(fake.Fault{Operation: "createSandbox", Status: 503, Times: 3})
 	_, err = p.Create(ctx, spec)
 	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)

@@ -476,7 +476,7 @@ func (p *Provider) killSandbox(ctx context.Context, sbID string) error {
 }
 
 // retry runs fn with its own call timeout (apiTimeout), again (up to three
-// tries) while it fails transiently (replica.Retrier).
+// tries) while it fails transiently or is rate limited (replica.Retrier).
 func (p *Provider) retry(ctx context.Context, what string, fn func(context.Context) error) error {
 	return replica.Retrier{Kind: Kind, Log: p.log, CallTimeout: apiTimeout}.Do(ctx, what, fn)
 }

@@ -193,10 +193,11 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 		{429, "You have reached the maximum number of concurrent E2B sandboxes (20)", sandboxapi.ErrResourceLimit},
 		{400, "template 'x' not found", sandboxapi.ErrInvalidArgument},
 	} {
-		srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: c.status, Message: c.msg})
+		srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: c.status, Message: c.msg, Times: 3}) // a rate limit is retried
 		_, err := p.Create(ctx, spec)
 		require.ErrorIs(t, err, c.kind, "%d %s", c.status, c.msg)
 		require.NotContains(t, err.Error(), srv.APIKey())
+		srv.ClearFaults()
 	}
 	srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: 503, Times: 3})
 	_, err := p.Create(ctx, spec)

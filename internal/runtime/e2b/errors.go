@@ -24,8 +24,10 @@ import (
 //	401, 403 / Unauthenticated, PermissionDenied → ErrUnauthorized
 //	404 / NotFound                               → ErrNotFound (the caller recreates a vanished sandbox)
 //	409 / AlreadyExists                          → ErrConflict
-//	429 (and 400/403) naming a quota or limit    → ErrResourceLimit (e.g. concurrent sandboxes)
-//	429 otherwise / ResourceExhausted            → ErrRateLimited (its Retry-After, when given)
+//	429 the team's concurrent sandboxes          → ErrResourceLimit (not retried)
+//	429 otherwise / ResourceExhausted            → ErrRateLimited (retryable, its Retry-After kept:
+//	                                               replica.Retrier waits it out)
+//	400/403 naming a quota or limit              → ErrResourceLimit
 //	507 (envd: no disk space left)               → ErrResourceLimit "disk full"
 //	other 4xx / InvalidArgument                  → ErrInvalidArgument (E2B refused the request: configuration)
 //	5xx, 408, connection loss, a cut stream      → ErrRuntimeUnavailable (retryable)
@@ -65,7 +67,7 @@ func (p *Provider) mapHTTP(ctx context.Context, resp *http.Response, body []byte
 	}
 	msg := p.scrub(errorMessage(body))
 	switch code := resp.StatusCode; {
-	case (code == 429 || code == 400 || code == 403) && isQuota(msg):
+	case code == 429 && isSandboxQuota(msg), (code == 400 || code == 403) && isQuota(msg):
 		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "e2b: %s: %s", what, msg)
 	case code == 401 || code == 403:
 		return sandboxapi.Errorf(sandboxapi.ErrUnauthorized, "e2b: %s: E2B refused the credentials (%d %s)", what, code, msg)
@@ -121,10 +123,24 @@ func (p *Provider) mapConnect(ctx context.Context, err error, what string) error
 // (replica.ContextError).
 func ctxErr(ctx context.Context, what string) error { return replica.ContextError(ctx, Kind, what) }
 
+// isSandboxQuota tells E2B's one 429 that is a quota rather than a rate
+// limit: the team's concurrent sandboxes, "you have reached the maximum
+// number of concurrent E2B sandboxes (N). …" (packages/api/internal/
+// orchestrator/create_instance.go:196-203 of e2b-dev/infra), on a create or
+// a resume. Every other 429 is a rate limit that passes: the API's limiter,
+// "Rate limit exceeded" with Retry-After (packages/api/internal/middleware/
+// ratelimit/ratelimit.go:137-149), and the sandbox proxy's "The sandbox has
+// too many concurrent incoming connections (limit: N)"
+// (packages/shared/pkg/proxy/template/sandbox_too_many_connections.go:26-36).
+func isSandboxQuota(msg string) bool {
+	return strings.Contains(strings.ToLower(msg), "maximum number of concurrent")
+}
+
+// isQuota tells a refusal (400, 403, envd's ResourceExhausted) naming a
+// quota or a limit.
 func isQuota(msg string) bool {
 	m := strings.ToLower(msg)
-	return strings.Contains(m, "quota") || strings.Contains(m, "concurrent") || strings.Contains(m, "limit exceeded") ||
-		strings.Contains(m, "maximum number")
+	return strings.Contains(m, "quota") || strings.Contains(m, "limit exceeded") || strings.Contains(m, "maximum number")
 }
 
 // errorMessage extracts E2B's message from an error body ({"code","message"}).

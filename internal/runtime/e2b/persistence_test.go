@@ -183,17 +183,22 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	spec := gitSpec(bare, wt)
 	ctx := context.Background()
 
+	// E2B's texts (e2b-dev/infra @54693ff): the rate limiter's
+	// (packages/api/internal/middleware/ratelimit/ratelimit.go:137-149), the
+	// concurrency cap's (packages/api/internal/orchestrator/
+	// create_instance.go:196-203).
 	for _, c := range []struct {
 		status int
 		msg    string
+		header map[string]string
 		kind   error
 	}{
-		{401, "Invalid API key", sandboxapi.ErrUnauthorized},
-		{429, "Too many requests", sandboxapi.ErrRateLimited},
-		{429, "You have reached the maximum number of concurrent E2B sandboxes (20)", sandboxapi.ErrResourceLimit},
-		{400, "template 'x' not found", sandboxapi.ErrInvalidArgument},
+		{401, "Invalid API key", nil, sandboxapi.ErrUnauthorized},
+		{429, "Rate limit exceeded", map[string]string{"Retry-After": "1"}, sandboxapi.ErrRateLimited},
+		{429, "you have reached the maximum number of concurrent E2B sandboxes (20). If you need more, please visit 'https://e2b.dev/docs/billing'", nil, sandboxapi.ErrResourceLimit},
+		{400, "template 'x' not found", nil, sandboxapi.ErrInvalidArgument},
 	} {
-		srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: c.status, Message: c.msg, Times: 3}) // a rate limit is retried
+		srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: c.status, Message: c.msg, Header: c.header, Times: 3}) // a rate limit is retried
 		_, err := p.Create(ctx, spec)
 		require.ErrorIs(t, err, c.kind, "%d %s", c.status, c.msg)
 		require.NotContains(t, err.Error(), srv.APIKey())

@@ -130,6 +130,12 @@ func (s *Server) handleAPI(c *call) {
 				c.json(http.StatusOK, s.short(b))
 				return
 			}
+			if !s.startAllowedLocked() {
+				// A resume starts the sandbox again: the same reservation
+				// as a create (create_instance.go:188-204).
+				c.error(http.StatusTooManyRequests, concurrencyMessage(s.opts.MaxSandboxes))
+				return
+			}
 			if err := s.eng.unpause(context.Background(), b.container); err != nil {
 				c.error(http.StatusInternalServerError, "resume: "+err.Error())
 				return
@@ -220,6 +226,19 @@ func (s *Server) create(c *call) {
 	// Egress: all or nothing here (the fake does not filter by destination):
 	// denied when internet access is off or 0.0.0.0/0 is denied.
 	egress := b.internet && !slices.Contains(b.denyOut, "0.0.0.0/0")
+	s.mu.Lock()
+	if !s.startAllowedLocked() {
+		s.mu.Unlock()
+		c.error(http.StatusTooManyRequests, concurrencyMessage(s.opts.MaxSandboxes))
+		return
+	}
+	s.starting++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.starting--
+		s.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(c.r.Context(), 60*time.Second)
 	defer cancel()
 	token := ""
@@ -286,6 +305,25 @@ func (s *Server) list(c *call) {
 		c.w.Header().Set("X-Next-Token", strconv.Itoa(offset+limit))
 	}
 	c.json(http.StatusOK, page)
+}
+
+// startAllowedLocked tells whether one more sandbox may start: E2B
+// reserves a place among the team's concurrent sandboxes (the running ones
+// and those starting) for every create and resume, and refuses it beyond
+// SandboxConcurrency (packages/api/internal/orchestrator/
+// create_instance.go:188-204 of e2b-dev/infra; Options.MaxSandboxes).
+// Called with s.mu held.
+func (s *Server) startAllowedLocked() bool {
+	if s.opts.MaxSandboxes <= 0 {
+		return true
+	}
+	n := s.starting
+	for _, b := range s.sandboxes {
+		if !b.killed && b.state == stRunning {
+			n++
+		}
+	}
+	return n < s.opts.MaxSandboxes
 }
 
 // pauseLocked freezes a running sandbox (docker pause keeps its memory and

@@ -67,6 +67,15 @@ type Options struct {
 	// KillOnTimeout kills a sandbox whose timeout passes even when it was
 	// created with autoPause (E2B accounts without persistence do).
 	KillOnTimeout bool
+	// RateLimits are the API rate limiter's limits by gin route pattern
+	// (e.g. "/sandboxes", "/sandboxes/:sandboxID/timeout"; the key E2B's
+	// own configuration uses, shared by the route's methods); a route
+	// without one is not limited (E2B's default).
+	RateLimits map[string]RateLimit
+	// MaxSandboxes is the team's concurrent sandboxes (E2B's
+	// SandboxConcurrency): a create or a resume beyond it is refused 429
+	// with E2B's message; 0: no limit.
+	MaxSandboxes int
 	// Logger receives one line per request at debug level and every
 	// violation at error level; nil: slog.Default().
 	Logger *slog.Logger
@@ -75,6 +84,7 @@ type Options struct {
 // Server is one fake E2B. It is safe for concurrent use.
 type Server struct {
 	opts    Options
+	limits  *limiter
 	eng     *engine
 	api     *remotefake.Validator
 	envdV   *remotefake.Validator
@@ -92,6 +102,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sbox
+	starting  int // creates under way (startAllowedLocked)
 }
 
 // DefaultImage is the sandboxes' image when Options.Image is empty.
@@ -132,7 +143,7 @@ func New(opts Options) (*Server, error) {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	s := &Server{opts: opts, eng: eng, api: api, envdV: envdV, log: log, tmp: tmp, sandboxes: map[string]*sbox{},
+	s := &Server{opts: opts, limits: newLimiter(opts.RateLimits), eng: eng, api: api, envdV: envdV, log: log, tmp: tmp, sandboxes: map[string]*sbox{},
 		Ledger: remotefake.NewLedger("e2bfake", log, writeError), life: remotefake.NewLifecycle()}
 	s.life.Go(s.lifecycleLoop)
 	return s, nil
@@ -197,7 +208,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.log.Debug("e2bfake request", "op", op, "path", r.URL.Path)
 	f := s.TakeFault(op)
 	rec := httptest.NewRecorder()
-	if !s.Apply(rec, r, f) {
+	switch {
+	case s.Apply(rec, r, f):
+	case !s.limits.allow(rec, route.Path, time.Now()):
+		// E2B's rate limiter refused it (limits.go).
+	default:
 		s.handleAPI(&call{s: s, w: rec, r: r, params: params, op: op})
 	}
 	if r.Context().Err() != nil {

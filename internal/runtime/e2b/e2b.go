@@ -492,6 +492,28 @@ func stateOf(s api.SandboxState) sandbox.RuntimeState {
 	return sandbox.RuntimeError
 }
 
+// ErrTemplateNotFound is wrapped by the error of a create E2B refused
+// because the team has no template Options.Template (E2B_TEMPLATE) names,
+// or may not use it: a configuration error of this worker's, of kind
+// sandboxapi.ErrInvalidArgument, never sandboxapi.ErrNotFound (which says
+// that a runtime's sandbox is gone and makes callers create it again).
+var ErrTemplateNotFound = errors.New("e2b: no such template")
+
+// templateError turns a refused create into ErrTemplateNotFound when E2B
+// refused the template: 404 "template 'x' not found" or "tag 't' does not
+// exist for template 'x'", 403 "you don't have access to template 'x'"
+// (packages/api/internal/cache/templates/errors.go:50-111 of e2b-dev/infra,
+// sent by PostSandboxes, packages/api/internal/handlers/
+// sandbox_create.go:96-122); other errors are returned as they are.
+func (p *Provider) templateError(err error) error {
+	k := sandboxapi.KindOf(err)
+	if k != sandboxapi.ErrNotFound && !(k == sandboxapi.ErrUnauthorized && strings.Contains(sandboxapi.Message(err), "template")) {
+		return err
+	}
+	return sandboxapi.Wrap(sandboxapi.ErrInvalidArgument, fmt.Errorf("%w: %s", ErrTemplateNotFound, sandboxapi.Message(err)),
+		"e2b: E2B refused template %q (E2B_TEMPLATE): check its name and that this team may use it", p.opts.Template)
+}
+
 // createBody builds the create request of spec.
 func (p *Provider) createBody(spec sandbox.RuntimeSpec) api.NewSandbox {
 	md := api.SandboxMetadata{}

@@ -237,3 +237,23 @@ func TestNetworkMapsOntoAllowOut(t *testing.T) {
 	}
 	require.False(t, p.Capabilities().PerCommandNetwork)
 }
+
+// TestUnknownTemplateIsAConfigurationError: E2B answers a create naming a
+// template the team does not have 404 "template 'x' not found"
+// (packages/api/internal/cache/templates/alias_cache.go:112-113 and
+// errors.go:59-69, via handlers/sandbox_create.go:96-100 of e2b-dev/infra
+// @54693ff; the stand-in copies it): that is this worker's configuration
+// (E2B_TEMPLATE), reported as such, never as a runtime that is gone.
+func TestUnknownTemplateIsAConfigurationError(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, func(o *Options) { o.Template = "no-such-template" })
+	bare, wt := runtimetest.GitFixture(t)
+	_, err := p.Create(context.Background(), gitSpec(bare, wt))
+	require.ErrorIs(t, err, ErrTemplateNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	require.NotErrorIs(t, err, sandboxapi.ErrNotFound)
+	require.False(t, sandboxapi.IsRetryable(err))
+	require.Contains(t, err.Error(), "E2B_TEMPLATE")
+	require.Contains(t, err.Error(), "template 'no-such-template' not found")
+	require.Empty(t, srv.SandboxIDs())
+}

@@ -186,7 +186,7 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	// E2B's texts (e2b-dev/infra @54693ff): the rate limiter's
 	// (packages/api/internal/middleware/ratelimit/ratelimit.go:137-149), the
 	// concurrency cap's (packages/api/internal/orchestrator/
-	// create_instance.go:196-203).
+	// create_instance.go:196-203), an unknown template's.
 	for _, c := range []struct {
 		status int
 		msg    string
@@ -196,7 +196,7 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 		{401, "Invalid API key", nil, sandboxapi.ErrUnauthorized},
 		{429, "Rate limit exceeded", map[string]string{"Retry-After": "1"}, sandboxapi.ErrRateLimited},
 		{429, "you have reached the maximum number of concurrent E2B sandboxes (20). If you need more, please visit 'https://e2b.dev/docs/billing'", nil, sandboxapi.ErrResourceLimit},
-		{400, "template 'x' not found", nil, sandboxapi.ErrInvalidArgument},
+		{404, "template 'x' not found", nil, sandboxapi.ErrInvalidArgument}, // packages/api/internal/cache/templates/errors.go:59-69
 	} {
 		srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: c.status, Message: c.msg, Header: c.header, Times: 3}) // a rate limit is retried
 		_, err := p.Create(ctx, spec)

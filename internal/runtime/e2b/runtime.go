@@ -294,7 +294,7 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, r.p.templateError(err)
 	}
 	rec, err := r.p.recordFrom(res.JSON201)
 	if err != nil {

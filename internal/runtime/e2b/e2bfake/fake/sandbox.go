@@ -198,8 +198,14 @@ func (s *Server) create(c *call) {
 	if !c.decode(&req) {
 		return
 	}
-	if !slices.Contains(s.opts.Templates, req.TemplateID) {
-		c.error(http.StatusBadRequest, "template '"+req.TemplateID+"' not found")
+	// An unknown template is 404 "template 'x' not found", x the reference
+	// without its tag: PostSandboxes resolves the alias first
+	// (packages/api/internal/handlers/sandbox_create.go:87-103 of
+	// e2b-dev/infra), whose miss is templateNotFoundError
+	// (packages/api/internal/cache/templates/alias_cache.go:112-113),
+	// answered by ToAPIError (errors.go:59-69).
+	if name, _, _ := strings.Cut(req.TemplateID, ":"); !slices.Contains(s.opts.Templates, name) {
+		c.error(http.StatusNotFound, "template '"+name+"' not found")
 		return
 	}
 	b := &sbox{id: newSandboxID(), template: req.TemplateID, state: stRunning, metadata: req.Metadata, started: time.Now(),

@@ -59,7 +59,8 @@ type Options struct {
 	APIKey string
 	// Image is the sandboxes' image (default sandboxcore-test:latest; never pulled).
 	Image string
-	// Templates are the template ids or aliases a create may name (default: "base").
+	// Templates are the template ids or aliases a create may name (default:
+	// "base"); a reference's tag is not checked.
 	Templates []string
 	// StreamLimit cuts envd streams (Connect server streams) older than it,
 	// like E2B's proxies; 0: never.

@@ -23,7 +23,8 @@ import (
 //
 //	401, 403 / Unauthenticated, PermissionDenied → ErrUnauthorized
 //	404 / NotFound                               → ErrNotFound (the caller recreates a vanished sandbox)
-//	409 / AlreadyExists                          → ErrConflict
+//	409 a sandbox changing state                 → ErrRuntimeUnavailable (retried after transitionWait)
+//	409 otherwise / AlreadyExists                → ErrConflict
 //	429 the team's concurrent sandboxes          → ErrResourceLimit (not retried)
 //	429 otherwise / ResourceExhausted            → ErrRateLimited (retryable, its Retry-After kept:
 //	                                               replica.Retrier waits it out)
@@ -73,6 +74,9 @@ func (p *Provider) mapHTTP(ctx context.Context, resp *http.Response, body []byte
 		return sandboxapi.Errorf(sandboxapi.ErrUnauthorized, "e2b: %s: E2B refused the credentials (%d %s)", what, code, msg)
 	case code == 404:
 		return sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: %s: %s", what, msg)
+	case code == 409 && isTransitioning(msg):
+		e := sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: %s: the sandbox is changing state (%s)", what, msg)
+		return sandbox.WithRetryAfter(e, transitionWait)
 	case code == 409:
 		return sandboxapi.Errorf(sandboxapi.ErrConflict, "e2b: %s: %s", what, msg)
 	case code == 429:
@@ -122,6 +126,25 @@ func (p *Provider) mapConnect(ctx context.Context, err error, what string) error
 // ctxErr is the error of a call cut short because ctx ended
 // (replica.ContextError).
 func ctxErr(ctx context.Context, what string) error { return replica.ContextError(ctx, Kind, what) }
+
+// transitionWait is how long a call E2B refused because the sandbox was
+// changing state waits before it is tried again.
+const transitionWait = time.Second
+
+// isTransitioning tells E2B's 409s that pass by themselves: the sandbox
+// proxy's "The sandbox is still transitioning. Try again in a moment."
+// (packages/shared/pkg/proxy/template/sandbox_still_transitioning.go:24-34
+// of e2b-dev/infra, answered while a sandbox's auto-resume waits for a
+// pause or resume in flight: packages/client-proxy/internal/proxy/
+// proxy.go:119-120, packages/api/internal/handlers/proxy_grpc.go:193-194)
+// and the control plane's keep-alive of a sandbox being paused or
+// snapshotted, "Sandbox \"x\" is being paused" (packages/api/internal/
+// orchestrator/keep_alive.go:50-51, utils/messages.go:13-22). A sandbox
+// being killed is not one of them: it is about to be gone.
+func isTransitioning(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "still transitioning") || strings.Contains(m, "is being paused") || strings.Contains(m, "is being snapshotted")
+}
 
 // isSandboxQuota tells E2B's one 429 that is a quota rather than a rate
 // limit: the team's concurrent sandboxes, "you have reached the maximum

@@ -2,6 +2,7 @@ package remotefake
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +26,10 @@ type Fault struct {
 	// Header holds headers of that answer (e.g. a Retry-After the backend
 	// sends with it).
 	Header map[string]string
+	// Body, when set, is that answer's body as it is (a backend's exact
+	// answer in another shape than the error writer's, e.g. a proxy's),
+	// sent as application/json unless Header names a Content-Type.
+	Body string
 	// Delay is waited before the request is handled.
 	Delay time.Duration
 	// Drop closes the connection without an answer after the request took
@@ -143,6 +148,14 @@ func (l *Ledger) Apply(w http.ResponseWriter, r *http.Request, f *Fault) bool {
 		}
 		for k, v := range f.Header {
 			w.Header().Set(k, v)
+		}
+		if f.Body != "" {
+			if w.Header().Get("Content-Type") == "" {
+				w.Header().Set("Content-Type", "application/json")
+			}
+			w.WriteHeader(f.Status)
+			_, _ = io.WriteString(w, f.Body)
+			return true
 		}
 		l.writeError(w, r, f.Status, msg)
 		return true

@@ -173,6 +173,11 @@ func TestLedgerApply(t *testing.T) {
 	require.Equal(t, 429, w.Code)
 	require.Equal(t, "3", w.Header().Get("Retry-After"))
 	require.JSONEq(t, `{"code":429,"message":"Too Many Requests"}`, w.Body.String())
+	w = httptest.NewRecorder()
+	require.True(t, l.Apply(w, r, &Fault{Status: 409, Body: `{"id":"x","message":"busy","code":409}`}))
+	require.Equal(t, 409, w.Code)
+	require.Equal(t, "application/json", w.Header().Get("Content-Type"))
+	require.Equal(t, `{"id":"x","message":"busy","code":409}`, w.Body.String(), "the body as it is")
 }
 
 func TestLedgerCheckRequestAndReply(t *testing.T) {

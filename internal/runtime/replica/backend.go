@@ -59,7 +59,9 @@ type Retrier struct {
 // Do calls fn with a context bounded by CallTimeout, up to three tries
 // while ctx lasts and fn fails
 //
-//   - transiently (Transient): after 100 ms × attempt²;
+//   - transiently (Transient): after 100 ms × attempt², or the delay the
+//     failure names (sandbox.RetryAfter, at most MaxRateLimitWait) when
+//     that is longer;
 //   - rate limited (sandboxapi.ErrRateLimited): after the delay the backend
 //     named (sandbox.RetryAfter; without one, a second × attempt), when
 //     that is at most MaxRateLimitWait and ends before ctx's deadline;
@@ -89,6 +91,9 @@ func (r Retrier) Do(ctx context.Context, what string, fn func(context.Context) e
 		switch {
 		case Transient(err):
 			wait = time.Duration(100*attempt*attempt) * time.Millisecond
+			if d, ok := sandbox.RetryAfter(err); ok && d > wait {
+				wait = min(d, MaxRateLimitWait)
+			}
 		case sandboxapi.KindOf(err) == sandboxapi.ErrRateLimited:
 			var ok bool
 			if wait, ok = rateLimitWait(ctx, err, attempt); !ok {

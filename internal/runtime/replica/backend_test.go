@@ -41,6 +41,21 @@ func TestRetrierRetriesTransientThreeTimes(t *testing.T) {
 	require.Equal(t, 3, calls)
 }
 
+func TestRetrierTakesATransientFailuresHint(t *testing.T) {
+	calls := 0
+	start := time.Now()
+	err := testRetrier().Do(context.Background(), "x", func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return sandbox.WithRetryAfter(sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "changing state"), 300*time.Millisecond)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, calls)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "the hint, longer than the 100 ms backoff")
+}
+
 func TestRetrierStopsOnDecisionAndSuccess(t *testing.T) {
 	calls := 0
 	err := testRetrier().Do(context.Background(), "x", func(context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,9 +69,12 @@ func gitSpec(bare, wt string) sandbox.RuntimeSpec {
 // suite looks at the sandbox's replica through remoteFiles and at the host
 // worktree as the durable workspace.
 func TestConformance(t *testing.T) {
-	srv := newFake(t, fake.Options{})
+	// A Pro team (24 h instances): the suite runs a command with the
+	// longest timeout, 2 h, which a Hobby team's hour cannot hold
+	// (instance.go).
+	srv := newFake(t, fake.Options{MaxInstanceLength: 24 * time.Hour})
 	runtimetest.Run(t, func(t *testing.T) runtimetest.Env {
-		p := newProvider(t, srv, nil)
+		p := newProvider(t, srv, func(o *Options) { o.MaxInstanceLength = 24 * time.Hour })
 		dir := t.TempDir()
 		spec := runtimetest.WorkspaceSpec("e2b", dir)
 		spec.Workdir = fake.SandboxWorkspace

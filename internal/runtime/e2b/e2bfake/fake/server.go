@@ -73,6 +73,14 @@ type Options struct {
 	// own configuration uses, shared by the route's methods); a route
 	// without one is not limited (E2B's default).
 	RateLimits map[string]RateLimit
+	// MaxInstanceLength is the team's max instance length (E2B's
+	// MaxLengthHours; 0: DefaultMaxInstanceLength): a sandbox's timeout
+	// never reaches past it from its start (a create or a resume), a create
+	// or connect asking for more is refused, a timeout extension beyond it
+	// silently shortened and 400 once it has passed (sandbox.go,
+	// keepAliveLocked). E2B counts it in whole hours; a shorter one (tests)
+	// is taken as it is, its messages still saying hours.
+	MaxInstanceLength time.Duration
 	// MaxSandboxes is the team's concurrent sandboxes (E2B's
 	// SandboxConcurrency): a create or a resume beyond it is refused 429
 	// with E2B's message; 0: no limit.
@@ -101,10 +109,17 @@ type Server struct {
 	// the injected faults (Violations, Requests, Inject, ClearFaults).
 	*remotefake.Ledger
 
-	mu        sync.Mutex
-	sandboxes map[string]*sbox
-	starting  int // creates under way (startAllowedLocked)
+	mu         sync.Mutex
+	sandboxes  map[string]*sbox
+	starting   int // creates under way (startAllowedLocked)
+	shortened  int // timeouts cut to the max instance length (Shortened)
+	autoPauses int // pauses because a timeout passed (AutoPauses)
 }
+
+// DefaultMaxInstanceLength is the max instance length of E2B's default
+// tier, 1 hour (packages/db/migrations/20240219190940_add_max_length_hours.sql:8
+// of e2b-dev/infra; E2B's SDKs: "1 hour … for Hobby users", 24 for Pro).
+const DefaultMaxInstanceLength = time.Hour
 
 // DefaultImage is the sandboxes' image when Options.Image is empty.
 const DefaultImage = "sandboxcore-test:latest"
@@ -115,6 +130,9 @@ const DefaultImage = "sandboxcore-test:latest"
 func New(opts Options) (*Server, error) {
 	if opts.Image == "" {
 		opts.Image = DefaultImage
+	}
+	if opts.MaxInstanceLength <= 0 {
+		opts.MaxInstanceLength = DefaultMaxInstanceLength
 	}
 	if len(opts.Templates) == 0 {
 		opts.Templates = []string{"base"}

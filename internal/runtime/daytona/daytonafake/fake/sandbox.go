@@ -43,6 +43,7 @@ type sbox struct {
 	domainList     string
 	public         bool
 	container      string
+	shell          string // the toolbox's shell (toolboxShell; "" until asked)
 	created        time.Time
 	updated        time.Time
 	lastActivity   time.Time

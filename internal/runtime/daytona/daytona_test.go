@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona/daytonafake/fake"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -505,4 +506,71 @@ func TestErroredSandboxIsRecovered(t *testing.T) {
 	st, _ := srv.SandboxState(name)
 	require.Equal(t, "started", st)
 	require.Equal(t, 0, rt.(*Runtime).Replica().Recreated, "recovered in place, not recreated")
+}
+
+// TestCancelKillsTheSessionUnderTheToolboxShell: Daytona's daemon runs
+// /process/execute with the first of zsh and bash in the sandbox's
+// /etc/shells (apps/daemon/pkg/common/get_shell.go:14-48,
+// apps/daemon/pkg/toolbox/process/execute.go:55-58 of daytonaio/daytona
+// v0.190.0; the stand-in copies it) — zsh on Daytona's default snapshot and
+// on the test image. The cancel script sent that way still kills a
+// command's whole session, a job that bash's job control moved to a process
+// group of its own included (zsh does not split the words of the session
+// sweep: the job survived); and a command cancelled through the runtime
+// leaves nothing behind.
+func TestCancelKillsTheSessionUnderTheToolboxShell(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	dir := t.TempDir()
+	spec := runtimetest.WorkspaceSpec("daytona", dir)
+	spec.Workdir = fake.SandboxWorkspace
+	spec.Mounts[0].Target = spec.Workdir
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
+	if sh := srv.ToolboxShell(p.sandboxName(spec.ID)); !strings.HasSuffix(sh, "/zsh") {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the toolbox shell is %q, not zsh: rebuild the test image (.ci/test-image.sh)", sh)
+		}
+		t.Skipf("the toolbox shell is %q, not zsh: rebuild the test image (.ci/test-image.sh)", sh)
+	}
+	r := rt.(*Runtime)
+	alive := func(pid string) bool {
+		code, _, err := r.run(ctx, "st=$(cat /proc/"+pid+"/stat 2>/dev/null) || exit 1; case ${st##*) } in Z*) exit 1;; esac")
+		require.NoError(t, err)
+		return code == 0
+	}
+
+	// The cancel script on its own, against a session as a command's: its
+	// leader (whose id the pass records) and a job in a group of its own.
+	pass := r.remoteState() + "/pass/cancel-under-zsh"
+	code, out, err := r.run(ctx, "P="+replica.ShQuote(pass)+`; mkdir -p "$P/x" "$P/out" && cd "$P" || exit 1
+setsid bash -c 'set -m; sleep 300 & echo $! > job; echo $$ > x/pgid.new; mv x/pgid.new x/pgid; wait' </dev/null >/dev/null 2>&1 &
+i=0; while [ ! -s job ] || [ ! -s x/pgid ]; do [ $i -ge 100 ] && exit 1; sleep 0.05; i=$((i+1)); done
+cat x/pgid job`)
+	require.NoError(t, err)
+	require.Equal(t, 0, code, "%s", out)
+	pids := strings.Fields(string(out))
+	require.Len(t, pids, 2, "%s", out)
+	leader, job := pids[0], pids[1]
+	require.True(t, alive(leader) && alive(job))
+	r.cancel(pass)
+	require.Eventually(t, func() bool { return !alive(leader) }, 5*time.Second, 100*time.Millisecond, "the command's group")
+	require.Eventually(t, func() bool { return !alive(job) }, 5*time.Second, 100*time.Millisecond, "the job in a group of its own")
+
+	// Through the runtime: the command and its job are gone after the cancel.
+	files := remoteFiles{p: p, id: spec.ID, dir: spec.Workdir}
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = rt.Exec(cctx, sandboxapi.ExecRequest{Cmd: []string{"bash", "-c",
+		`set -m; { sleep 3; echo late > late; } & while :; do date >> tick; sleep 1; done`}, TimeoutS: 60})
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, files.Exists("tick"), "the command never ran")
+	before := files.Size("tick")
+	time.Sleep(max(2500*time.Millisecond, time.Until(start.Add(4500*time.Millisecond))))
+	require.Equal(t, before, files.Size("tick"), "the command's loop survived the cancel")
+	require.False(t, files.Exists("late"), "its background job in a group of its own survived the cancel")
 }

@@ -264,7 +264,7 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *replica.Strea
 		}
 		c, cancel := context.WithTimeout(ctx, r.p.opts.WaitSlice+30*time.Second)
 		defer cancel()
-		body := toolbox.NewExecuteRequest(script)
+		body := toolbox.NewExecuteRequest(underSh(script))
 		body.SetTimeout(int32((r.p.opts.WaitSlice + 20*time.Second) / time.Second))
 		var resp *http.Response
 		var err error
@@ -301,6 +301,24 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *replica.Strea
 	return state == "done", nil
 }
 
+// underSh returns the command that has the toolbox run script with
+// /bin/sh, whatever its own shell: Daytona's daemon feeds a command to the
+// first of zsh and bash that the sandbox's /etc/shells lists, else to
+// $SHELL, else to sh (apps/daemon/pkg/toolbox/process/execute.go:55-58,
+// apps/daemon/pkg/common/get_shell.go:14-48 of daytonaio/daytona
+// v0.190.0) — zsh on Daytona's default snapshot, whose rules are not sh's
+// (no word splitting of an unquoted $var, errors for globs that match
+// nothing, …). The scripts are written for sh: the command execs sh on a
+// here-document whose quoted delimiter makes every one of those shells
+// pass the script on as it is.
+func underSh(script string) string {
+	marker := "SANDBOXCORE_SH_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	for strings.Contains(script, marker) {
+		marker += "_"
+	}
+	return "exec /bin/sh -s <<'" + marker + "'\n" + script + "\n" + marker + "\n"
+}
+
 // cancel kills the command of a pass (the caller's context ended).
 func (r *Runtime) cancel(dir string) {
 	ctx, c := context.WithTimeout(context.Background(), 15*time.Second)
@@ -319,7 +337,7 @@ func (r *Runtime) run(ctx context.Context, script string) (int, []byte, error) {
 		if tb == nil {
 			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
 		}
-		body := toolbox.NewExecuteRequest(script)
+		body := toolbox.NewExecuteRequest(underSh(script))
 		body.SetTimeout(50)
 		var resp *http.Response
 		var err error

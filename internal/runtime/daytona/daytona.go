@@ -42,10 +42,12 @@
 // The replica's bookkeeping lives in the sandbox user's home directory as
 // the toolbox reports it (user-home-dir; Daytona's /home/<user> when the
 // daemon lacks that endpoint), below .sandboxcore/<runtime id>. A create
-// refused for the organization's quota deletes up to three of this
+// refused for the organization's disk quota deletes up to three of this
 // deployment's least recently used stopped sandboxes that hold nothing the
 // host lacks (hibernated by Stop after a sync), waits until they are gone
-// and is tried once more; otherwise it fails with sandboxapi.ErrResourceLimit.
+// and is tried once more; otherwise, and at once when the CPU or memory
+// quota refused it (stopped sandboxes hold neither), it fails with
+// sandboxapi.ErrResourceLimit.
 // Orphans and DeleteOrphan find and delete this deployment's sandboxes whose
 // workspace no longer exists (the eviction run, docs/API.md "Eviction").
 //

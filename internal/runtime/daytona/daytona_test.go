@@ -574,3 +574,39 @@ cat x/pgid job`)
 	require.Equal(t, before, files.Size("tick"), "the command's loop survived the cancel")
 	require.False(t, files.Exists("late"), "its background job in a group of its own survived the cancel")
 }
+
+// TestComputeQuotaDeletesNothing: Daytona refuses a create beyond the
+// organization's CPU quota with 400 "Total CPU limit exceeded. Maximum
+// allowed: N.\n…" (apps/api/src/sandbox/services/sandbox.service.ts:283-287
+// of daytonaio/daytona v0.190.0, which the stand-in copies), and counts CPU
+// and memory only for sandboxes that run
+// (organization/constants/sandbox-states-consuming-compute.constant.ts):
+// deleting stopped replicas frees none, so none is deleted.
+func TestComputeQuotaDeletesNothing(t *testing.T) {
+	srv := newFake(t, fake.Options{MaxCPU: 1})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	create := func() (sandbox.RuntimeSpec, sandbox.Runtime, error) {
+		bare, wt := runtimetest.GitFixture(t)
+		spec := gitSpec(bare, wt)
+		rt, err := p.Create(ctx, spec)
+		if err == nil {
+			t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+		}
+		return spec, rt, err
+	}
+	// A clean stopped replica (1 CPU, not counted while stopped) and a
+	// running one (the quota's 1 CPU).
+	stoppedSpec, stoppedRT, err := create()
+	require.NoError(t, err)
+	require.NoError(t, stoppedRT.Stop(ctx))
+	_, _, err = create()
+	require.NoError(t, err, "a stopped sandbox holds no CPU")
+
+	_, _, err = create()
+	require.ErrorIs(t, err, sandboxapi.ErrResourceLimit)
+	require.Contains(t, err.Error(), "Total CPU limit exceeded. Maximum allowed: 1.")
+	require.Contains(t, sandboxapi.Message(err), "none was deleted")
+	st, _ := srv.SandboxState(p.sandboxName(stoppedSpec.ID))
+	require.Equal(t, "stopped", st, "the stopped replica is kept: deleting it frees no CPU")
+}

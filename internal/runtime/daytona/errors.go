@@ -62,6 +62,18 @@ func (p *Provider) mapErr(ctx context.Context, resp *http.Response, err error, f
 	}
 }
 
+// diskQuota tells a refusal for the organization's disk quota, the one a
+// stopped sandbox counts towards: "Total disk limit exceeded. …"
+// (apps/api/src/sandbox/services/sandbox.service.ts:295-299 of
+// daytonaio/daytona v0.190.0). CPU and memory ("Total CPU limit exceeded",
+// "Total memory limit exceeded", lines 283-293) count only sandboxes in
+// states that consume compute, never stopped ones
+// (apps/api/src/organization/constants/sandbox-states-consuming-compute.constant.ts
+// and sandbox-states-consuming-disk.constant.ts).
+func diskQuota(err error) bool {
+	return strings.Contains(strings.ToLower(sandboxapi.Message(err)), "total disk limit exceeded")
+}
+
 func isQuota(msg string) bool {
 	m := strings.ToLower(msg)
 	return strings.Contains(m, "limit exceeded") || strings.Contains(m, "quota")

@@ -62,10 +62,12 @@ type Options struct {
 	// RequestTimeout cuts longer toolbox requests with 504 (Daytona's proxy
 	// and SDK cut at 60 s); 0 means 60 s.
 	RequestTimeout time.Duration
-	// MaxDiskGiB is the organization's disk quota: the disk of every sandbox
-	// not archived counts (started and stopped alike); a create beyond it is
-	// refused with Daytona's 400 "Total disk limit exceeded". 0: no quota.
-	MaxDiskGiB int
+	// MaxDiskGiB, MaxCPU and MaxMemoryGiB are the organization's quotas
+	// (0: none): a sandbox's disk counts in every state that consumes disk
+	// (started and stopped alike, not archived), its CPU and memory only in
+	// those that consume compute (not stopped); a create or a start beyond
+	// one is refused with Daytona's 400 "Total … limit exceeded" (quota.go).
+	MaxDiskGiB, MaxCPU, MaxMemoryGiB int
 	// Logger receives one line per request at debug level and every
 	// violation at error level; nil: slog.Default().
 	Logger *slog.Logger

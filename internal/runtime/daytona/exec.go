@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strconv"
@@ -366,34 +367,49 @@ func (r *Runtime) upload(ctx context.Context, local, remote string) error {
 	})
 }
 
-// download copies a sandbox file to the host, at most limit bytes.
+// download copies a sandbox file to the host, at most limit bytes
+// (sandboxapi.ErrResourceLimit beyond), streaming it to the file: results
+// run up to replica's 2 GiB. It is the toolbox's GET /files/download?path=
+// sent by hand, because the generated client's DownloadFile reads the whole
+// body into memory and writes it to a temporary file before returning it
+// (api_file_system.go:508 and client.go:453-484 of
+// toolbox-api-client-go v0.190.0): the limit would apply only after that.
 func (r *Runtime) download(ctx context.Context, remote, local string, limit int64) error {
 	return r.p.retry(ctx, "download from "+r.id, func(cctx context.Context) error {
 		tb, _ := r.client()
 		if tb == nil {
 			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
 		}
-		f, resp, err := tb.FileSystemAPI.DownloadFile(cctx).Path(remote).Execute()
-		if f != nil {
-			defer os.Remove(f.Name())
-			defer f.Close()
+		cfg := tb.GetConfig()
+		u := strings.TrimSuffix(cfg.Servers[0].URL, "/") + "/files/download?" + url.Values{"path": {remote}}.Encode()
+		req, err := http.NewRequestWithContext(cctx, http.MethodGet, u, nil)
+		if err != nil {
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: download")
 		}
-		if err := r.p.mapErr(cctx, resp, err, "download from %s", r.id); err != nil {
-			return err
+		req.Header.Set("Accept", "application/octet-stream")
+		req.Header.Set("User-Agent", cfg.UserAgent)
+		resp, err := cfg.HTTPClient.Do(req)
+		if err != nil {
+			return r.p.mapErr(cctx, nil, err, "download from %s", r.id)
 		}
-		if f == nil {
-			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: empty download")
+		defer resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			return r.p.mapErr(cctx, resp, answerError{resp.Status, body}, "download from %s", r.id)
 		}
 		out, err := os.Create(local)
 		if err != nil {
 			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: download")
 		}
-		n, err := io.Copy(out, io.LimitReader(f, limit+1))
+		n, err := io.Copy(out, io.LimitReader(resp.Body, limit+1))
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: download")
+			if cctx.Err() != nil {
+				return r.p.mapErr(cctx, nil, err, "download from %s", r.id)
+			}
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: download from %s: %s", r.id, r.p.scrub(err.Error()))
 		}
 		if n > limit {
 			return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "daytona: %s exceeds %d bytes", remote, limit)
@@ -401,6 +417,18 @@ func (r *Runtime) download(ctx context.Context, remote, local string, limit int6
 		return nil
 	})
 }
+
+// answerError is a refused answer's status and body, as the generated
+// clients' errors carry them (errorMessage reads Body).
+type answerError struct {
+	status string
+	body   []byte
+}
+
+func (e answerError) Error() string { return e.status }
+
+// Body is the answer's body.
+func (e answerError) Body() []byte { return e.body }
 
 // transport is the replica.Transport over this runtime's toolbox.
 func (r *Runtime) transport() replica.Transport { return toolboxTransport{r} }

@@ -248,7 +248,7 @@ func embeddedServer(t testing.TB) hostOption {
 // runtime: taken from the test's environment (the make test-e2e-* targets set
 // them), never defaulted by the tests.
 var runtimeEnv = []string{"SANDBOX_RUNTIME_PROVIDER", "SANDBOX_RUNTIME_IMAGE", "DOCKER_HOST", "SANDBOX_SUPERVISOR_BINARY",
-	"E2B_API_URL", "E2B_API_KEY", "E2B_API_KEY_FILE", "E2B_TEMPLATE", "E2B_SANDBOX_TIMEOUT"}
+	"E2B_API_URL", "E2B_API_KEY", "E2B_API_KEY_FILE", "E2B_TEMPLATE", "E2B_SANDBOX_TIMEOUT", "E2B_MAX_INSTANCE_LENGTH"}
 
 func baseConfig(t testing.TB, name string) hostworker.Config {
 	cfg, err := hostworker.ConfigFromEnv(func(k string) (string, bool) {

@@ -22,11 +22,15 @@ type E2BConfig struct {
 	APIKey   string        // E2B_API_KEY, or the content of E2B_API_KEY_FILE; never logged
 	Template string        // E2B_TEMPLATE (default e2b.DefaultTemplate)
 	Timeout  time.Duration // E2B_SANDBOX_TIMEOUT (default e2b.DefaultTimeout)
+	// MaxInstanceLength is E2B_MAX_INSTANCE_LENGTH, the team's max
+	// instance length (default e2b.DefaultMaxInstanceLength, 1 h: E2B's
+	// Hobby tier; 24h for Pro): whole hours.
+	MaxInstanceLength time.Duration
 }
 
 // String never prints the key.
 func (c E2BConfig) String() string {
-	return fmt.Sprintf("e2b(api=%s template=%s timeout=%v key=<redacted>)", c.APIURL, c.Template, c.Timeout)
+	return fmt.Sprintf("e2b(api=%s template=%s timeout=%v max_instance_length=%v key=<redacted>)", c.APIURL, c.Template, c.Timeout, c.MaxInstanceLength)
 }
 
 // GoString never prints the key.
@@ -70,6 +74,20 @@ func e2bFromEnv(get func(name, def string) string) (E2BConfig, error) {
 		return c, &ConfigError{"E2B_SANDBOX_TIMEOUT", t, fmt.Sprintf("want whole seconds from 1s to %v, such as 900 or 15m", e2b.MaxTimeout)}
 	}
 	c.Timeout = d
+	m := get("E2B_MAX_INSTANCE_LENGTH", e2b.DefaultMaxInstanceLength.String())
+	ml, err := time.ParseDuration(m)
+	if err != nil {
+		if n, nerr := strconv.Atoi(m); nerr == nil { // plain hours, as E2B's tiers count it
+			ml, err = time.Duration(n)*time.Hour, nil
+		}
+	}
+	if err != nil || ml < time.Hour || ml > e2b.MaxTimeout || ml%time.Hour != 0 {
+		return c, &ConfigError{"E2B_MAX_INSTANCE_LENGTH", m, fmt.Sprintf("want whole hours from 1h to %v, such as 1 (Hobby) or 24h (Pro)", e2b.MaxTimeout)}
+	}
+	c.MaxInstanceLength = ml
+	if c.Timeout > ml {
+		return c, &ConfigError{"E2B_SANDBOX_TIMEOUT", t, fmt.Sprintf("exceeds E2B_MAX_INSTANCE_LENGTH (%v): E2B refuses a longer timeout", ml)}
+	}
 	// The URL and template are checked by e2b.New; its error names them.
 	if _, err := newE2B(Config{DataDir: os.TempDir(), HostID: "check", E2B: c}, &gitx.Runner{}, slog.Default(), true); err != nil {
 		name := "E2B_API_URL"
@@ -90,12 +108,13 @@ func newE2B(cfg Config, git *gitx.Runner, log *slog.Logger, dryRun bool) (sandbo
 		}
 	}
 	p, err := e2b.New(e2b.Options{APIURL: cfg.E2B.APIURL, APIKey: cfg.E2B.APIKey, Template: cfg.E2B.Template, Timeout: cfg.E2B.Timeout,
-		Deployment: cfg.HostID, StateDir: filepath.Join(cfg.DataDir, "runtimes", "e2b"), Git: git, Logger: log})
+		MaxInstanceLength: cfg.E2B.MaxInstanceLength, Deployment: cfg.HostID, StateDir: filepath.Join(cfg.DataDir, "runtimes", "e2b"), Git: git, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	if !dryRun {
-		log.Info("runtime provider: e2b", "api", cfg.E2B.APIURL, "template", cfg.E2B.Template, "timeout", cfg.E2B.Timeout)
+		log.Info("runtime provider: e2b", "api", cfg.E2B.APIURL, "template", cfg.E2B.Template, "timeout", cfg.E2B.Timeout,
+			"max_instance_length", cfg.E2B.MaxInstanceLength)
 	}
 	return p, nil
 }

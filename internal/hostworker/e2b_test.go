@@ -30,6 +30,7 @@ func TestE2BConfig(t *testing.T) {
 	assert.Equal(t, "https://api.e2b.app", c.E2B.APIURL)
 	assert.Equal(t, "base", c.E2B.Template)
 	assert.Equal(t, 15*time.Minute, c.E2B.Timeout)
+	assert.Equal(t, time.Hour, c.E2B.MaxInstanceLength, "E2B's default tier")
 	assert.Equal(t, key, c.E2B.APIKey)
 	assert.NotContains(t, fmt.Sprintf("%v %+v %#v", c.E2B, c, c.E2B), key, "the key is never printed")
 
@@ -40,6 +41,11 @@ func TestE2BConfig(t *testing.T) {
 	assert.Equal(t, 10*time.Minute, c.E2B.Timeout)
 	assert.Equal(t, "my-team/agent:v2", c.E2B.Template)
 
+	c, err = ConfigFromEnv(env("E2B_API_KEY", key, "E2B_MAX_INSTANCE_LENGTH", "24", "E2B_SANDBOX_TIMEOUT", "2h"))
+	require.NoError(t, err, "a Pro team")
+	assert.Equal(t, 24*time.Hour, c.E2B.MaxInstanceLength)
+	assert.Equal(t, 2*time.Hour, c.E2B.Timeout)
+
 	for name, c := range map[string]struct {
 		env  []string
 		want string
@@ -48,6 +54,9 @@ func TestE2BConfig(t *testing.T) {
 		"both keys":     {[]string{"E2B_API_KEY", key, "E2B_API_KEY_FILE", keyFile}, "E2B_API_KEY_FILE"},
 		"missing file":  {[]string{"E2B_API_KEY_FILE", keyFile + ".missing"}, "E2B_API_KEY_FILE"},
 		"bad timeout":   {[]string{"E2B_API_KEY", key, "E2B_SANDBOX_TIMEOUT", "90000000"}, "E2B_SANDBOX_TIMEOUT"},
+		"past the cap":  {[]string{"E2B_API_KEY", key, "E2B_SANDBOX_TIMEOUT", "2h"}, "E2B_SANDBOX_TIMEOUT"},
+		"part hours":    {[]string{"E2B_API_KEY", key, "E2B_MAX_INSTANCE_LENGTH", "90m"}, "E2B_MAX_INSTANCE_LENGTH"},
+		"over a day":    {[]string{"E2B_API_KEY", key, "E2B_MAX_INSTANCE_LENGTH", "48h"}, "E2B_MAX_INSTANCE_LENGTH"},
 		"fractional":    {[]string{"E2B_API_KEY", key, "E2B_SANDBOX_TIMEOUT", "1.5s"}, "E2B_SANDBOX_TIMEOUT"},
 		"bad URL":       {[]string{"E2B_API_KEY", key, "E2B_API_URL", "ftp://x"}, "E2B_API_URL"},
 		"URL with user": {[]string{"E2B_API_KEY", key, "E2B_API_URL", "https://u:p@api.e2b.app"}, "E2B_API_URL"},

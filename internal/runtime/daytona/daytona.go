@@ -42,10 +42,12 @@
 // The replica's bookkeeping lives in the sandbox user's home directory as
 // the toolbox reports it (user-home-dir; Daytona's /home/<user> when the
 // daemon lacks that endpoint), below .sandboxcore/<runtime id>. A create
-// refused for the organization's quota deletes up to three of this
+// refused for the organization's disk quota deletes up to three of this
 // deployment's least recently used stopped sandboxes that hold nothing the
 // host lacks (hibernated by Stop after a sync), waits until they are gone
-// and is tried once more; otherwise it fails with sandboxapi.ErrResourceLimit.
+// and is tried once more; otherwise, and at once when the CPU or memory
+// quota refused it (stopped sandboxes hold neither), it fails with
+// sandboxapi.ErrResourceLimit.
 // Orphans and DeleteOrphan find and delete this deployment's sandboxes whose
 // workspace no longer exists (the eviction run, docs/API.md "Eviction").
 //
@@ -393,7 +395,7 @@ func (p *Provider) getSandbox(ctx context.Context, id string) (*apiclient.Sandbo
 }
 
 // retry runs fn with its own call timeout (apiTimeout), again (up to three
-// tries) while it fails transiently (replica.Retrier).
+// tries) while it fails transiently or is rate limited (replica.Retrier).
 func (p *Provider) retry(ctx context.Context, what string, fn func(context.Context) error) error {
 	return replica.Retrier{Kind: Kind, Log: p.log, CallTimeout: apiTimeout}.Do(ctx, what, fn)
 }

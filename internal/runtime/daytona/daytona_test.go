@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/daytona/daytonafake/fake"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/replica"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runtimetest"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -136,9 +137,24 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	srv.Inject(fake.Fault{Operation: "createSandbox", Status: 401})
 	_, err := p.Create(ctx, spec)
 	require.ErrorIs(t, err, sandboxapi.ErrUnauthorized)
-	srv.Inject(fake.Fault{Operation: "createSandbox", Status: 429})
+	// Daytona's throttlers answer 429 through the API's exception filter
+	// with @nestjs/throttler's message and a Retry-After-<throttler> header
+	// (apps/api/src/app.module.ts:153-161 and
+	// apps/api/src/filters/all-exceptions.filter.ts:62-87 of daytonaio/daytona
+	// v0.190.0; src/throttler.guard.ts:173-177 and throttler.exception.ts:3 of
+	// nestjs/throttler v6.4.0): waited out and retried; still refused after
+	// three tries, it is ErrRateLimited carrying the delay.
+	throttled := fake.Fault{Operation: "createSandbox", Status: 429, Message: "ThrottlerException: Too Many Requests",
+		Header: map[string]string{"Retry-After-sandbox-create": "1"}, Times: 3}
+	srv.Inject(throttled)
+	creates := srv.Requests()["createSandbox"]
 	_, err = p.Create(ctx, spec)
 	require.ErrorIs(t, err, sandboxapi.ErrRateLimited)
+	require.True(t, sandboxapi.IsRetryable(err))
+	wait, ok := sandbox.RetryAfter(err)
+	require.True(t, ok)
+	require.Equal(t, time.Second, wait)
+	require.Equal(t, creates+3, srv.Requests()["createSandbox"])
 	srv.Inject(fake.Fault{Operation: "createSandbox", Status: 503, Times: 3})
 	_, err = p.Create(ctx, spec)
 	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
@@ -490,4 +506,107 @@ func TestErroredSandboxIsRecovered(t *testing.T) {
 	st, _ := srv.SandboxState(name)
 	require.Equal(t, "started", st)
 	require.Equal(t, 0, rt.(*Runtime).Replica().Recreated, "recovered in place, not recreated")
+}
+
+// TestCancelKillsTheSessionUnderTheToolboxShell: Daytona's daemon runs
+// /process/execute with the first of zsh and bash in the sandbox's
+// /etc/shells (apps/daemon/pkg/common/get_shell.go:14-48,
+// apps/daemon/pkg/toolbox/process/execute.go:55-58 of daytonaio/daytona
+// v0.190.0; the stand-in copies it) — zsh on Daytona's default snapshot and
+// on the test image. The cancel script sent that way still kills a
+// command's whole session, a job that bash's job control moved to a process
+// group of its own included (zsh does not split the words of the session
+// sweep: the job survived); and a command cancelled through the runtime
+// leaves nothing behind.
+func TestCancelKillsTheSessionUnderTheToolboxShell(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	dir := t.TempDir()
+	spec := runtimetest.WorkspaceSpec("daytona", dir)
+	spec.Workdir = fake.SandboxWorkspace
+	spec.Mounts[0].Target = spec.Workdir
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "true"))
+	if sh := srv.ToolboxShell(p.sandboxName(spec.ID)); !strings.HasSuffix(sh, "/zsh") {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the toolbox shell is %q, not zsh: rebuild the test image (.ci/test-image.sh)", sh)
+		}
+		t.Skipf("the toolbox shell is %q, not zsh: rebuild the test image (.ci/test-image.sh)", sh)
+	}
+	r := rt.(*Runtime)
+	alive := func(pid string) bool {
+		code, _, err := r.run(ctx, "st=$(cat /proc/"+pid+"/stat 2>/dev/null) || exit 1; case ${st##*) } in Z*) exit 1;; esac")
+		require.NoError(t, err)
+		return code == 0
+	}
+
+	// The cancel script on its own, against a session as a command's: its
+	// leader (whose id the pass records) and a job in a group of its own.
+	pass := r.remoteState() + "/pass/cancel-under-zsh"
+	code, out, err := r.run(ctx, "P="+replica.ShQuote(pass)+`; mkdir -p "$P/x" "$P/out" && cd "$P" || exit 1
+setsid bash -c 'set -m; sleep 300 & echo $! > job; echo $$ > x/pgid.new; mv x/pgid.new x/pgid; wait' </dev/null >/dev/null 2>&1 &
+i=0; while [ ! -s job ] || [ ! -s x/pgid ]; do [ $i -ge 100 ] && exit 1; sleep 0.05; i=$((i+1)); done
+cat x/pgid job`)
+	require.NoError(t, err)
+	require.Equal(t, 0, code, "%s", out)
+	pids := strings.Fields(string(out))
+	require.Len(t, pids, 2, "%s", out)
+	leader, job := pids[0], pids[1]
+	require.True(t, alive(leader) && alive(job))
+	r.cancel(pass)
+	require.Eventually(t, func() bool { return !alive(leader) }, 5*time.Second, 100*time.Millisecond, "the command's group")
+	require.Eventually(t, func() bool { return !alive(job) }, 5*time.Second, 100*time.Millisecond, "the job in a group of its own")
+
+	// Through the runtime: the command and its job are gone after the cancel.
+	files := remoteFiles{p: p, id: spec.ID, dir: spec.Workdir}
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = rt.Exec(cctx, sandboxapi.ExecRequest{Cmd: []string{"bash", "-c",
+		`set -m; { sleep 3; echo late > late; } & while :; do date >> tick; sleep 1; done`}, TimeoutS: 60})
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, files.Exists("tick"), "the command never ran")
+	before := files.Size("tick")
+	time.Sleep(max(2500*time.Millisecond, time.Until(start.Add(4500*time.Millisecond))))
+	require.Equal(t, before, files.Size("tick"), "the command's loop survived the cancel")
+	require.False(t, files.Exists("late"), "its background job in a group of its own survived the cancel")
+}
+
+// TestComputeQuotaDeletesNothing: Daytona refuses a create beyond the
+// organization's CPU quota with 400 "Total CPU limit exceeded. Maximum
+// allowed: N.\n…" (apps/api/src/sandbox/services/sandbox.service.ts:283-287
+// of daytonaio/daytona v0.190.0, which the stand-in copies), and counts CPU
+// and memory only for sandboxes that run
+// (organization/constants/sandbox-states-consuming-compute.constant.ts):
+// deleting stopped replicas frees none, so none is deleted.
+func TestComputeQuotaDeletesNothing(t *testing.T) {
+	srv := newFake(t, fake.Options{MaxCPU: 1})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	create := func() (sandbox.RuntimeSpec, sandbox.Runtime, error) {
+		bare, wt := runtimetest.GitFixture(t)
+		spec := gitSpec(bare, wt)
+		rt, err := p.Create(ctx, spec)
+		if err == nil {
+			t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+		}
+		return spec, rt, err
+	}
+	// A clean stopped replica (1 CPU, not counted while stopped) and a
+	// running one (the quota's 1 CPU).
+	stoppedSpec, stoppedRT, err := create()
+	require.NoError(t, err)
+	require.NoError(t, stoppedRT.Stop(ctx))
+	_, _, err = create()
+	require.NoError(t, err, "a stopped sandbox holds no CPU")
+
+	_, _, err = create()
+	require.ErrorIs(t, err, sandboxapi.ErrResourceLimit)
+	require.Contains(t, err.Error(), "Total CPU limit exceeded. Maximum allowed: 1.")
+	require.Contains(t, sandboxapi.Message(err), "none was deleted")
+	st, _ := srv.SandboxState(p.sandboxName(stoppedSpec.ID))
+	require.Equal(t, "stopped", st, "the stopped replica is kept: deleting it frees no CPU")
 }

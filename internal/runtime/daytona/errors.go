@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 //	401, 403                      → ErrUnauthorized
 //	404                           → ErrNotFound (the caller recreates a vanished sandbox)
 //	409                           → ErrConflict
-//	429                           → ErrRateLimited (its Retry-After, when given)
+//	429                           → ErrRateLimited (its Retry-After, when given: retryAfter)
 //	400 "… limit exceeded"/quota  → ErrResourceLimit
 //	other 4xx                     → ErrInvalidArgument (Daytona refused the request: configuration)
 //	5xx, connection loss, a cut   → ErrRuntimeUnavailable (retryable)
@@ -59,6 +60,18 @@ func (p *Provider) mapErr(ctx context.Context, resp *http.Response, err error, f
 	default:
 		return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "daytona: %s: Daytona refused the request (%d %s)", what, code, msg)
 	}
+}
+
+// diskQuota tells a refusal for the organization's disk quota, the one a
+// stopped sandbox counts towards: "Total disk limit exceeded. …"
+// (apps/api/src/sandbox/services/sandbox.service.ts:295-299 of
+// daytonaio/daytona v0.190.0). CPU and memory ("Total CPU limit exceeded",
+// "Total memory limit exceeded", lines 283-293) count only sandboxes in
+// states that consume compute, never stopped ones
+// (apps/api/src/organization/constants/sandbox-states-consuming-compute.constant.ts
+// and sandbox-states-consuming-disk.constant.ts).
+func diskQuota(err error) bool {
+	return strings.Contains(strings.ToLower(sandboxapi.Message(err)), "total disk limit exceeded")
 }
 
 func isQuota(msg string) bool {
@@ -107,18 +120,31 @@ func errorMessage(err error) string {
 	return sandboxapi.Clip(err.Error(), 300)
 }
 
+// retryAfter is the delay a 429 names: its Retry-After, or the
+// Retry-After-<throttler> headers of Daytona's named throttlers
+// ("authenticated", "sandbox-create", "sandbox-lifecycle":
+// apps/api/src/app.module.ts:153-161 of daytonaio/daytona v0.190.0), which
+// @nestjs/throttler names after the throttler that refused the call
+// (src/throttler.guard.ts:173-177 of nestjs/throttler v6.4.0) — the longest
+// when several are given.
 func retryAfter(resp *http.Response) (time.Duration, bool) {
-	v := resp.Header.Get("Retry-After")
-	if v == "" {
-		return 0, false
+	var longest time.Duration
+	found := false
+	for k, vs := range resp.Header {
+		if len(vs) == 0 || (k != "Retry-After" && !strings.HasPrefix(k, "Retry-After-")) {
+			continue
+		}
+		var d time.Duration
+		if n, err := strconv.Atoi(strings.TrimSpace(vs[0])); err == nil && n >= 0 {
+			d = time.Duration(n) * time.Second
+		} else if t, err := http.ParseTime(vs[0]); err == nil {
+			d = max(time.Until(t), 0)
+		} else {
+			continue
+		}
+		longest, found = max(longest, d), true
 	}
-	if d, err := time.ParseDuration(v + "s"); err == nil && d >= 0 {
-		return d, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0), true
-	}
-	return 0, false
+	return longest, found
 }
 
 // scrub removes the API key from a text, in case a server echoed it.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strconv"
@@ -264,7 +265,7 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *replica.Strea
 		}
 		c, cancel := context.WithTimeout(ctx, r.p.opts.WaitSlice+30*time.Second)
 		defer cancel()
-		body := toolbox.NewExecuteRequest(script)
+		body := toolbox.NewExecuteRequest(underSh(script))
 		body.SetTimeout(int32((r.p.opts.WaitSlice + 20*time.Second) / time.Second))
 		var resp *http.Response
 		var err error
@@ -301,6 +302,24 @@ func (r *Runtime) waitCall(ctx context.Context, script string, st *replica.Strea
 	return state == "done", nil
 }
 
+// underSh returns the command that has the toolbox run script with
+// /bin/sh, whatever its own shell: Daytona's daemon feeds a command to the
+// first of zsh and bash that the sandbox's /etc/shells lists, else to
+// $SHELL, else to sh (apps/daemon/pkg/toolbox/process/execute.go:55-58,
+// apps/daemon/pkg/common/get_shell.go:14-48 of daytonaio/daytona
+// v0.190.0) — zsh on Daytona's default snapshot, whose rules are not sh's
+// (no word splitting of an unquoted $var, errors for globs that match
+// nothing, …). The scripts are written for sh: the command execs sh on a
+// here-document whose quoted delimiter makes every one of those shells
+// pass the script on as it is.
+func underSh(script string) string {
+	marker := "SANDBOXCORE_SH_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	for strings.Contains(script, marker) {
+		marker += "_"
+	}
+	return "exec /bin/sh -s <<'" + marker + "'\n" + script + "\n" + marker + "\n"
+}
+
 // cancel kills the command of a pass (the caller's context ended).
 func (r *Runtime) cancel(dir string) {
 	ctx, c := context.WithTimeout(context.Background(), 15*time.Second)
@@ -319,7 +338,7 @@ func (r *Runtime) run(ctx context.Context, script string) (int, []byte, error) {
 		if tb == nil {
 			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
 		}
-		body := toolbox.NewExecuteRequest(script)
+		body := toolbox.NewExecuteRequest(underSh(script))
 		body.SetTimeout(50)
 		var resp *http.Response
 		var err error
@@ -348,34 +367,49 @@ func (r *Runtime) upload(ctx context.Context, local, remote string) error {
 	})
 }
 
-// download copies a sandbox file to the host, at most limit bytes.
+// download copies a sandbox file to the host, at most limit bytes
+// (sandboxapi.ErrResourceLimit beyond), streaming it to the file: results
+// run up to replica's 2 GiB. It is the toolbox's GET /files/download?path=
+// sent by hand, because the generated client's DownloadFile reads the whole
+// body into memory and writes it to a temporary file before returning it
+// (api_file_system.go:508 and client.go:453-484 of
+// toolbox-api-client-go v0.190.0): the limit would apply only after that.
 func (r *Runtime) download(ctx context.Context, remote, local string, limit int64) error {
 	return r.p.retry(ctx, "download from "+r.id, func(cctx context.Context) error {
 		tb, _ := r.client()
 		if tb == nil {
 			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: runtime %s is not started", r.id)
 		}
-		f, resp, err := tb.FileSystemAPI.DownloadFile(cctx).Path(remote).Execute()
-		if f != nil {
-			defer os.Remove(f.Name())
-			defer f.Close()
+		cfg := tb.GetConfig()
+		u := strings.TrimSuffix(cfg.Servers[0].URL, "/") + "/files/download?" + url.Values{"path": {remote}}.Encode()
+		req, err := http.NewRequestWithContext(cctx, http.MethodGet, u, nil)
+		if err != nil {
+			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: download")
 		}
-		if err := r.p.mapErr(cctx, resp, err, "download from %s", r.id); err != nil {
-			return err
+		req.Header.Set("Accept", "application/octet-stream")
+		req.Header.Set("User-Agent", cfg.UserAgent)
+		resp, err := cfg.HTTPClient.Do(req)
+		if err != nil {
+			return r.p.mapErr(cctx, nil, err, "download from %s", r.id)
 		}
-		if f == nil {
-			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: empty download")
+		defer resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			return r.p.mapErr(cctx, resp, answerError{resp.Status, body}, "download from %s", r.id)
 		}
 		out, err := os.Create(local)
 		if err != nil {
 			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: download")
 		}
-		n, err := io.Copy(out, io.LimitReader(f, limit+1))
+		n, err := io.Copy(out, io.LimitReader(resp.Body, limit+1))
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return sandboxapi.Wrap(sandboxapi.ErrRuntimeUnavailable, err, "daytona: download")
+			if cctx.Err() != nil {
+				return r.p.mapErr(cctx, nil, err, "download from %s", r.id)
+			}
+			return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "daytona: download from %s: %s", r.id, r.p.scrub(err.Error()))
 		}
 		if n > limit {
 			return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "daytona: %s exceeds %d bytes", remote, limit)
@@ -383,6 +417,18 @@ func (r *Runtime) download(ctx context.Context, remote, local string, limit int6
 		return nil
 	})
 }
+
+// answerError is a refused answer's status and body, as the generated
+// clients' errors carry them (errorMessage reads Body).
+type answerError struct {
+	status string
+	body   []byte
+}
+
+func (e answerError) Error() string { return e.status }
+
+// Body is the answer's body.
+func (e answerError) Body() []byte { return e.body }
 
 // transport is the replica.Transport over this runtime's toolbox.
 func (r *Runtime) transport() replica.Transport { return toolboxTransport{r} }

@@ -233,9 +233,10 @@ func (r *Runtime) ensure(ctx context.Context) (*apiclient.Sandbox, error) {
 	}
 }
 
-// create creates the sandbox of the handle's spec; a create refused for quota
-// deletes this deployment's least recently used clean stopped replicas and
-// is tried once more.
+// create creates the sandbox of the handle's spec; a create refused for the
+// disk quota deletes this deployment's least recently used clean stopped
+// replicas and is tried once more. One refused for CPU or memory deletes
+// nothing: stopped sandboxes hold disk only (diskQuota).
 func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 	spec, rep := r.held.Get()
 	if spec == nil {
@@ -255,6 +256,10 @@ func (r *Runtime) create(ctx context.Context) (*apiclient.Sandbox, error) {
 		})
 	}
 	err = do()
+	if sandboxapi.KindOf(err) == sandboxapi.ErrResourceLimit && !diskQuota(err) {
+		return nil, sandboxapi.Wrap(sandboxapi.ErrResourceLimit, err,
+			"daytona: no room for runtime %s: the organization's CPU or memory is held by its running sandboxes (stopped ones hold only disk: none was deleted)", r.id)
+	}
 	if sandboxapi.KindOf(err) == sandboxapi.ErrResourceLimit {
 		n := r.p.reclaim(ctx, r.id, reclaimAtMost)
 		if n > 0 {

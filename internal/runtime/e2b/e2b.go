@@ -25,7 +25,12 @@
 // Stop (hibernate) = pause, which keeps the filesystem and memory, after the
 // commands in flight were killed and what the sandbox changed was brought
 // back; Destroy = DELETE (kill). The timeout is refreshed while the runtime
-// is used and extended for a command that needs longer. States: running →
+// is used and extended for a command that needs longer, never past the end
+// of the sandbox's instance: E2B runs a sandbox at most its team's max
+// instance length (Options.MaxInstanceLength) from its start or resume, so a
+// command runs only in an instance with room for its whole timeout — the
+// sandbox is paused and resumed first when the current one has not — and
+// one whose timeout no instance can hold is refused (instance.go). States: running →
 // running, paused → stopped, no sandbox (killed, expired without autoPause,
 // deleted) → missing.
 //
@@ -117,6 +122,12 @@ const (
 	DefaultTimeout = 15 * time.Minute
 	// MaxTimeout is the longest timeout E2B accepts (24 h, Pro tier).
 	MaxTimeout = 24 * time.Hour
+	// DefaultMaxInstanceLength is how long a sandbox may run from its start
+	// (a create or a resume) before E2B pauses it whatever its timeout
+	// (E2B_MAX_INSTANCE_LENGTH): 1 h, the length of E2B's default tier
+	// (Hobby; packages/db/migrations/20240219190940_add_max_length_hours.sql:8
+	// of e2b-dev/infra). Pro teams have 24 h.
+	DefaultMaxInstanceLength = time.Hour
 	// DefaultUser is the sandbox user envd runs commands as (E2B's templates: "user").
 	DefaultUser = "user"
 	// DefaultKeepalive is the Keepalive-Ping-Interval asked of envd's streams
@@ -140,8 +151,17 @@ type Options struct {
 	// Template is the template sandboxes are created from (E2B_TEMPLATE; "" = DefaultTemplate).
 	Template string
 	// Timeout is the sandboxes' time to live after their last use
-	// (E2B_SANDBOX_TIMEOUT; 0 = DefaultTimeout; at most MaxTimeout), in whole seconds.
+	// (E2B_SANDBOX_TIMEOUT; 0 = DefaultTimeout; at most MaxInstanceLength),
+	// in whole seconds.
 	Timeout time.Duration
+	// MaxInstanceLength is the team's max instance length
+	// (E2B_MAX_INSTANCE_LENGTH, whole hours there; 0 =
+	// DefaultMaxInstanceLength; from 10 s, for tests, to MaxTimeout): E2B never lets a sandbox run longer than this from its
+	// start (a create or a resume) and silently shortens any timeout that
+	// would reach past it. The runtime never asks for more, and runs a
+	// command only in an instance that has room for the command's whole
+	// timeout: see "Max instance length" in the package documentation.
+	MaxInstanceLength time.Duration
 	// AllowOut are the egress destinations of the "limited" network mode.
 	AllowOut []string
 	// User is the sandbox user commands run as ("" = DefaultUser).
@@ -172,6 +192,10 @@ type Provider struct {
 	log    *slog.Logger
 
 	runtimes replica.Handles[*Runtime]
+	// guard is kept off the end of an instance (the clocks of E2B and
+	// this host, the latency of its calls); collect is what a command
+	// needs in the instance beyond its timeout (its result collected).
+	guard, collect time.Duration
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)
@@ -203,6 +227,18 @@ func New(opts Options) (*Provider, error) {
 	}
 	if opts.Timeout < time.Second || opts.Timeout > MaxTimeout {
 		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: the sandbox timeout must be from 1s to %v", MaxTimeout)
+	}
+	if opts.MaxInstanceLength == 0 {
+		opts.MaxInstanceLength = DefaultMaxInstanceLength
+	}
+	if opts.MaxInstanceLength < 10*time.Second || opts.MaxInstanceLength > MaxTimeout {
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: the max instance length must be from 10s to %v", MaxTimeout)
+	}
+	if opts.Timeout > opts.MaxInstanceLength {
+		// E2B refuses it: 400 "Timeout cannot be greater than N hours"
+		// (packages/api/internal/handlers/timeout_helper.go:30-35).
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "e2b: the sandbox timeout %v exceeds the max instance length %v (E2B refuses a longer one)",
+			opts.Timeout, opts.MaxInstanceLength)
 	}
 	opts.Timeout = opts.Timeout.Truncate(time.Second)
 	if opts.User == "" {
@@ -241,7 +277,8 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, sandboxapi.Wrap(sandboxapi.ErrInvalidArgument, err, "e2b: API client")
 	}
-	return &Provider{opts: opts, api: c, scheme: u.Scheme, base: base, log: log}, nil
+	return &Provider{opts: opts, api: c, scheme: u.Scheme, base: base, log: log,
+		guard: min(time.Minute, opts.MaxInstanceLength/20), collect: min(2*time.Minute, opts.MaxInstanceLength/10)}, nil
 }
 
 var (
@@ -476,7 +513,7 @@ func (p *Provider) killSandbox(ctx context.Context, sbID string) error {
 }
 
 // retry runs fn with its own call timeout (apiTimeout), again (up to three
-// tries) while it fails transiently (replica.Retrier).
+// tries) while it fails transiently or is rate limited (replica.Retrier).
 func (p *Provider) retry(ctx context.Context, what string, fn func(context.Context) error) error {
 	return replica.Retrier{Kind: Kind, Log: p.log, CallTimeout: apiTimeout}.Do(ctx, what, fn)
 }
@@ -490,6 +527,28 @@ func stateOf(s api.SandboxState) sandbox.RuntimeState {
 		return sandbox.RuntimeStopped
 	}
 	return sandbox.RuntimeError
+}
+
+// ErrTemplateNotFound is wrapped by the error of a create E2B refused
+// because the team has no template Options.Template (E2B_TEMPLATE) names,
+// or may not use it: a configuration error of this worker's, of kind
+// sandboxapi.ErrInvalidArgument, never sandboxapi.ErrNotFound (which says
+// that a runtime's sandbox is gone and makes callers create it again).
+var ErrTemplateNotFound = errors.New("e2b: no such template")
+
+// templateError turns a refused create into ErrTemplateNotFound when E2B
+// refused the template: 404 "template 'x' not found" or "tag 't' does not
+// exist for template 'x'", 403 "you don't have access to template 'x'"
+// (packages/api/internal/cache/templates/errors.go:50-111 of e2b-dev/infra,
+// sent by PostSandboxes, packages/api/internal/handlers/
+// sandbox_create.go:96-122); other errors are returned as they are.
+func (p *Provider) templateError(err error) error {
+	k := sandboxapi.KindOf(err)
+	if k != sandboxapi.ErrNotFound && !(k == sandboxapi.ErrUnauthorized && strings.Contains(sandboxapi.Message(err), "template")) {
+		return err
+	}
+	return sandboxapi.Wrap(sandboxapi.ErrInvalidArgument, fmt.Errorf("%w: %s", ErrTemplateNotFound, sandboxapi.Message(err)),
+		"e2b: E2B refused template %q (E2B_TEMPLATE): check its name and that this team may use it", p.opts.Template)
 }
 
 // createBody builds the create request of spec.

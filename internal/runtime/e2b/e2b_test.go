@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,9 +69,12 @@ func gitSpec(bare, wt string) sandbox.RuntimeSpec {
 // suite looks at the sandbox's replica through remoteFiles and at the host
 // worktree as the durable workspace.
 func TestConformance(t *testing.T) {
-	srv := newFake(t, fake.Options{})
+	// A Pro team (24 h instances): the suite runs a command with the
+	// longest timeout, 2 h, which a Hobby team's hour cannot hold
+	// (instance.go).
+	srv := newFake(t, fake.Options{MaxInstanceLength: 24 * time.Hour})
 	runtimetest.Run(t, func(t *testing.T) runtimetest.Env {
-		p := newProvider(t, srv, nil)
+		p := newProvider(t, srv, func(o *Options) { o.MaxInstanceLength = 24 * time.Hour })
 		dir := t.TempDir()
 		spec := runtimetest.WorkspaceSpec("e2b", dir)
 		spec.Workdir = fake.SandboxWorkspace
@@ -236,4 +240,24 @@ func TestNetworkMapsOntoAllowOut(t *testing.T) {
 		}
 	}
 	require.False(t, p.Capabilities().PerCommandNetwork)
+}
+
+// TestUnknownTemplateIsAConfigurationError: E2B answers a create naming a
+// template the team does not have 404 "template 'x' not found"
+// (packages/api/internal/cache/templates/alias_cache.go:112-113 and
+// errors.go:59-69, via handlers/sandbox_create.go:96-100 of e2b-dev/infra
+// @54693ff; the stand-in copies it): that is this worker's configuration
+// (E2B_TEMPLATE), reported as such, never as a runtime that is gone.
+func TestUnknownTemplateIsAConfigurationError(t *testing.T) {
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, func(o *Options) { o.Template = "no-such-template" })
+	bare, wt := runtimetest.GitFixture(t)
+	_, err := p.Create(context.Background(), gitSpec(bare, wt))
+	require.ErrorIs(t, err, ErrTemplateNotFound)
+	require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	require.NotErrorIs(t, err, sandboxapi.ErrNotFound)
+	require.False(t, sandboxapi.IsRetryable(err))
+	require.Contains(t, err.Error(), "E2B_TEMPLATE")
+	require.Contains(t, err.Error(), "template 'no-such-template' not found")
+	require.Empty(t, srv.SandboxIDs())
 }

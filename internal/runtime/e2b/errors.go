@@ -23,9 +23,12 @@ import (
 //
 //	401, 403 / Unauthenticated, PermissionDenied → ErrUnauthorized
 //	404 / NotFound                               → ErrNotFound (the caller recreates a vanished sandbox)
-//	409 / AlreadyExists                          → ErrConflict
-//	429 (and 400/403) naming a quota or limit    → ErrResourceLimit (e.g. concurrent sandboxes)
-//	429 otherwise / ResourceExhausted            → ErrRateLimited (its Retry-After, when given)
+//	409 a sandbox changing state                 → ErrRuntimeUnavailable (retried after transitionWait)
+//	409 otherwise / AlreadyExists                → ErrConflict
+//	429 the team's concurrent sandboxes          → ErrResourceLimit (not retried)
+//	429 otherwise / ResourceExhausted            → ErrRateLimited (retryable, its Retry-After kept:
+//	                                               replica.Retrier waits it out)
+//	400/403 naming a quota or limit              → ErrResourceLimit
 //	507 (envd: no disk space left)               → ErrResourceLimit "disk full"
 //	other 4xx / InvalidArgument                  → ErrInvalidArgument (E2B refused the request: configuration)
 //	5xx, 408, connection loss, a cut stream      → ErrRuntimeUnavailable (retryable)
@@ -65,12 +68,15 @@ func (p *Provider) mapHTTP(ctx context.Context, resp *http.Response, body []byte
 	}
 	msg := p.scrub(errorMessage(body))
 	switch code := resp.StatusCode; {
-	case (code == 429 || code == 400 || code == 403) && isQuota(msg):
+	case code == 429 && isSandboxQuota(msg), (code == 400 || code == 403) && isQuota(msg):
 		return sandboxapi.Errorf(sandboxapi.ErrResourceLimit, "e2b: %s: %s", what, msg)
 	case code == 401 || code == 403:
 		return sandboxapi.Errorf(sandboxapi.ErrUnauthorized, "e2b: %s: E2B refused the credentials (%d %s)", what, code, msg)
 	case code == 404:
 		return sandboxapi.Errorf(sandboxapi.ErrNotFound, "e2b: %s: %s", what, msg)
+	case code == 409 && isTransitioning(msg):
+		e := sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "e2b: %s: the sandbox is changing state (%s)", what, msg)
+		return sandbox.WithRetryAfter(e, transitionWait)
 	case code == 409:
 		return sandboxapi.Errorf(sandboxapi.ErrConflict, "e2b: %s: %s", what, msg)
 	case code == 429:
@@ -121,10 +127,43 @@ func (p *Provider) mapConnect(ctx context.Context, err error, what string) error
 // (replica.ContextError).
 func ctxErr(ctx context.Context, what string) error { return replica.ContextError(ctx, Kind, what) }
 
+// transitionWait is how long a call E2B refused because the sandbox was
+// changing state waits before it is tried again.
+const transitionWait = time.Second
+
+// isTransitioning tells E2B's 409s that pass by themselves: the sandbox
+// proxy's "The sandbox is still transitioning. Try again in a moment."
+// (packages/shared/pkg/proxy/template/sandbox_still_transitioning.go:24-34
+// of e2b-dev/infra, answered while a sandbox's auto-resume waits for a
+// pause or resume in flight: packages/client-proxy/internal/proxy/
+// proxy.go:119-120, packages/api/internal/handlers/proxy_grpc.go:193-194)
+// and the control plane's keep-alive of a sandbox being paused or
+// snapshotted, "Sandbox \"x\" is being paused" (packages/api/internal/
+// orchestrator/keep_alive.go:50-51, utils/messages.go:13-22). A sandbox
+// being killed is not one of them: it is about to be gone.
+func isTransitioning(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "still transitioning") || strings.Contains(m, "is being paused") || strings.Contains(m, "is being snapshotted")
+}
+
+// isSandboxQuota tells E2B's one 429 that is a quota rather than a rate
+// limit: the team's concurrent sandboxes, "you have reached the maximum
+// number of concurrent E2B sandboxes (N). …" (packages/api/internal/
+// orchestrator/create_instance.go:196-203 of e2b-dev/infra), on a create or
+// a resume. Every other 429 is a rate limit that passes: the API's limiter,
+// "Rate limit exceeded" with Retry-After (packages/api/internal/middleware/
+// ratelimit/ratelimit.go:137-149), and the sandbox proxy's "The sandbox has
+// too many concurrent incoming connections (limit: N)"
+// (packages/shared/pkg/proxy/template/sandbox_too_many_connections.go:26-36).
+func isSandboxQuota(msg string) bool {
+	return strings.Contains(strings.ToLower(msg), "maximum number of concurrent")
+}
+
+// isQuota tells a refusal (400, 403, envd's ResourceExhausted) naming a
+// quota or a limit.
 func isQuota(msg string) bool {
 	m := strings.ToLower(msg)
-	return strings.Contains(m, "quota") || strings.Contains(m, "concurrent") || strings.Contains(m, "limit exceeded") ||
-		strings.Contains(m, "maximum number")
+	return strings.Contains(m, "quota") || strings.Contains(m, "limit exceeded") || strings.Contains(m, "maximum number")
 }
 
 // errorMessage extracts E2B's message from an error body ({"code","message"}).

@@ -88,9 +88,13 @@ func (r *Runtime) leave() { r.active.Add(-1) }
 // command's process group and session killed in the sandbox. Output caps
 // as on every runtime (head and tail, Truncated, full counts).
 //
+// A command runs only in an instance of the sandbox with room for its whole
+// timeout before E2B's max instance length (instance.go): when the current
+// one has not, the sandbox is paused and resumed first.
+//
 // Errors: sandboxapi.ErrInvalidArgument (a bad request: nothing runs; a cwd
 // that is missing, not a directory or leads out of the workdir in the
-// sandbox); sandboxapi.ErrRuntimeUnavailable (E2B or the sandbox failed;
+// sandbox; a timeout no instance has room for); sandboxapi.ErrRuntimeUnavailable (E2B or the sandbox failed;
 // wrapping context.Canceled when ctx was cancelled: the command is killed
 // and what it changed is still synced back); sandboxapi.ErrTimeout (ctx's
 // deadline); the kinds of mapHTTP and mapConnect. The checks before
@@ -102,14 +106,17 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 		}
 		defer r.leave()
 		var env *envdClient
+		admitted := false // to the sandbox's instance (instance.go)
+		defer func() {
+			if admitted {
+				r.release()
+			}
+		}()
 		return rep.RunCommand(ctx, replica.Command{
 			Kind: Kind, Runtime: r.id, Log: r.p.log,
 			Prepare: func(ctx context.Context) error {
 				var err error
-				if env, err = r.ensure(ctx); err != nil {
-					return err
-				}
-				if err := r.keepAlive(ctx, env.rec.SandboxID, req.Timeout()+2*time.Minute); err != nil {
+				if env, err = r.prepare(ctx, req.Timeout(), &admitted); err != nil {
 					return err
 				}
 				replica.ClearHibernated(r.p.stateDir(r.id))

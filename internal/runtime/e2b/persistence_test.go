@@ -183,20 +183,26 @@ func TestFaultsAreTypedAndLoseNothing(t *testing.T) {
 	spec := gitSpec(bare, wt)
 	ctx := context.Background()
 
+	// E2B's texts (e2b-dev/infra @54693ff): the rate limiter's
+	// (packages/api/internal/middleware/ratelimit/ratelimit.go:137-149), the
+	// concurrency cap's (packages/api/internal/orchestrator/
+	// create_instance.go:196-203), an unknown template's.
 	for _, c := range []struct {
 		status int
 		msg    string
+		header map[string]string
 		kind   error
 	}{
-		{401, "Invalid API key", sandboxapi.ErrUnauthorized},
-		{429, "Too many requests", sandboxapi.ErrRateLimited},
-		{429, "You have reached the maximum number of concurrent E2B sandboxes (20)", sandboxapi.ErrResourceLimit},
-		{400, "template 'x' not found", sandboxapi.ErrInvalidArgument},
+		{401, "Invalid API key", nil, sandboxapi.ErrUnauthorized},
+		{429, "Rate limit exceeded", map[string]string{"Retry-After": "1"}, sandboxapi.ErrRateLimited},
+		{429, "you have reached the maximum number of concurrent E2B sandboxes (20). If you need more, please visit 'https://e2b.dev/docs/billing'", nil, sandboxapi.ErrResourceLimit},
+		{404, "template 'x' not found", nil, sandboxapi.ErrInvalidArgument}, // packages/api/internal/cache/templates/errors.go:59-69
 	} {
-		srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: c.status, Message: c.msg})
+		srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: c.status, Message: c.msg, Header: c.header, Times: 3}) // a rate limit is retried
 		_, err := p.Create(ctx, spec)
 		require.ErrorIs(t, err, c.kind, "%d %s", c.status, c.msg)
 		require.NotContains(t, err.Error(), srv.APIKey())
+		srv.ClearFaults()
 	}
 	srv.Inject(fake.Fault{Operation: "POST /sandboxes", Status: 503, Times: 3})
 	_, err := p.Create(ctx, spec)
@@ -268,4 +274,42 @@ func TestPreviewURL(t *testing.T) {
 	require.Equal(t, "http://8080-"+sandboxOf(t, rt)+"."+srv.Domain()+"/", u.URL)
 	require.NotEmpty(t, u.Token, "private sandbox: the traffic token")
 	require.Nil(t, u.ExpiresAt)
+}
+
+// TestStillTransitioningIsWaitedOut: E2B's sandbox proxy answers a request
+// that meets a sandbox in a pause or a resume 409 "The sandbox is still
+// transitioning. Try again in a moment." in its JSON {sandboxId, message,
+// code} (packages/shared/pkg/proxy/template/sandbox_still_transitioning.go:24-34
+// and template.go:63-76 of e2b-dev/infra @54693ff): a passing refusal, tried
+// again after a moment, not a conflict that fails the command.
+func TestStillTransitioningIsWaitedOut(t *testing.T) {
+	proxyAnswer := func(id string) string {
+		return `{"sandboxId":"` + id + `","message":"The sandbox is still transitioning. Try again in a moment.","code":409}`
+	}
+	err := answer(t, 409, nil, proxyAnswer("i0123456789abcdefghi"))
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
+	require.True(t, sandboxapi.IsRetryable(err))
+	// The control plane's keep-alive of a sandbox being paused
+	// (packages/api/internal/orchestrator/keep_alive.go:50-51,
+	// utils/messages.go:13-22).
+	err = answer(t, 409, nil, `{"code":409,"message":"Sandbox \"i0123456789abcdefghi\" is being paused"}`)
+	require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable)
+	err = answer(t, 409, nil, `{"code":409,"message":"Sandbox \"i0123456789abcdefghi\" is being killed"}`)
+	require.ErrorIs(t, err, sandboxapi.ErrConflict, "a sandbox being killed does not come back")
+
+	srv := newFake(t, fake.Options{})
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	bare, wt := runtimetest.GitFixture(t)
+	spec := gitSpec(bare, wt)
+	rt, err := p.Create(ctx, spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+	before := srv.Requests()["envd GET /files"]
+	srv.Inject(fake.Fault{Operation: "envd GET /files", Status: 409, Body: proxyAnswer(sandboxOf(t, rt)), Times: 2,
+		Header: map[string]string{"Content-Type": "application/json; charset=utf-8"}})
+	res := runtimetest.Sh(t, ctx, rt, "echo through > through.txt")
+	runtimetest.RequireOK(t, res)
+	require.FileExists(t, filepath.Join(wt, "through.txt"))
+	require.Equal(t, before+3, srv.Requests()["envd GET /files"], "two refusals, then the result")
 }

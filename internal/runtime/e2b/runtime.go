@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"errors"
 	"path"
 	"path/filepath"
 	"sync"
@@ -35,13 +36,20 @@ type Runtime struct {
 	okAt     time.Time     // the sandbox was last seen running
 	ttl      time.Duration // the timeout last set,
 	ttlAt    time.Time     // and when
-	lastPass string
+	// instStart is the start of the sandbox's current instance, from which
+	// E2B counts its max instance length (instance.go); zero: unknown.
+	instStart time.Time
+	lastPass  string
 	// recreated counts sandboxes this handle had to create again.
 	recreated   int
 	recreatedAt time.Time
 
 	active   atomic.Int32 // commands in flight
 	stopping atomic.Bool  // Stop is killing them: new commands wait
+
+	instMu  sync.Mutex // the admission of commands to the instance (instance.go):
+	running int        // commands admitted and not released,
+	cycling bool       // a command is giving the sandbox a new instance
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -198,7 +206,9 @@ func (r *Runtime) ensure(ctx context.Context) (*envdClient, error) {
 	env, okAt := r.env, r.okAt
 	r.mu.Unlock()
 	if env != nil && time.Since(okAt) < confirmFor {
-		if err := r.keepAlive(ctx, env.rec.SandboxID, 0); err != nil && sandboxapi.KindOf(err) != sandboxapi.ErrNotFound {
+		// A sandbox paused meanwhile (404) or at the end of its instance is
+		// revived by the next call that fails.
+		if err := r.keepAlive(ctx, env.rec.SandboxID, 0); err != nil && sandboxapi.KindOf(err) != sandboxapi.ErrNotFound && !errors.Is(err, errInstanceOver) {
 			return nil, err
 		}
 		return env, nil
@@ -207,12 +217,13 @@ func (r *Runtime) ensure(ctx context.Context) (*envdClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.noteStart(det)
 	switch {
 	case det != nil && det.State == api.Running && rec.AccessToken != "":
 		if err := r.setRecord(rec); err != nil {
 			return nil, err
 		}
-		if err := r.keepAlive(ctx, rec.SandboxID, 0); err != nil {
+		if err := r.keepAlive(ctx, rec.SandboxID, 0); err != nil && !errors.Is(err, errInstanceOver) {
 			return nil, err
 		}
 	case det != nil:
@@ -242,8 +253,10 @@ func (r *Runtime) ensure(ctx context.Context) (*envdClient, error) {
 // E2B does not know it.
 func (r *Runtime) connect(ctx context.Context, sbID string) (*record, error) {
 	var res *api.PostSandboxesSandboxIDConnectResponse
+	var sent time.Time
 	err := r.p.retry(ctx, "connect sandbox "+sbID, func(ctx context.Context) error {
 		var err error
+		sent = time.Now()
 		res, err = r.p.api.PostSandboxesSandboxIDConnectWithResponse(ctx, sbID, api.ConnectSandbox{Timeout: int32(r.p.opts.Timeout / time.Second)})
 		return r.p.mapResp(ctx, res, err, "connect sandbox %s", sbID)
 	})
@@ -255,16 +268,31 @@ func (r *Runtime) connect(ctx context.Context, sbID string) (*record, error) {
 	}
 	sb := res.JSON200
 	if sb == nil {
+		// 201: resumed, a new instance (200: it was running, its instance
+		// goes on).
 		sb = res.JSON201
+		r.startedInstance(sent)
 	}
 	rec, err := r.p.recordFrom(sb)
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	r.ttl, r.ttlAt = r.p.opts.Timeout, time.Now()
-	r.mu.Unlock()
+	r.setTTL(r.p.opts.Timeout)
 	return &rec, nil
+}
+
+// setTTL records a timeout set now: E2B cut it to the end of the instance,
+// when that comes first.
+func (r *Runtime) setTTL(d time.Duration) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.instStart.IsZero() {
+		if left := r.instStart.Add(r.p.opts.MaxInstanceLength).Sub(now); left < d {
+			d = max(left, 0)
+		}
+	}
+	r.ttl, r.ttlAt = d, now
 }
 
 // recreate creates the runtime's sandbox (again, when it vanished).
@@ -276,8 +304,11 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 	hadOne, _ := r.record()
 	body := r.p.createBody(*spec)
 	var res *api.PostSandboxesResponse
+	var sent time.Time
+	adopted := false
 	err := r.p.retry(ctx, "create sandbox for "+r.id, func(ctx context.Context) error {
 		var err error
+		sent = time.Now()
 		res, err = r.p.api.PostSandboxesWithResponse(ctx, body)
 		err = r.p.mapResp(ctx, res, err, "create sandbox for %s", r.id)
 		if err != nil && replica.Transient(err) {
@@ -287,6 +318,7 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 				if rec, cerr := r.connect(ctx, found.SandboxID); cerr == nil && rec != nil {
 					res = &api.PostSandboxesResponse{JSON201: &api.Sandbox{SandboxID: rec.SandboxID, EnvdVersion: rec.EnvdVersion,
 						EnvdAccessToken: &rec.AccessToken, TrafficAccessToken: &rec.TrafficToken, Domain: &rec.Domain}}
+					adopted = true
 					return nil
 				}
 			}
@@ -294,7 +326,7 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, r.p.templateError(err)
 	}
 	rec, err := r.p.recordFrom(res.JSON201)
 	if err != nil {
@@ -306,8 +338,12 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 	if err := r.setRecord(&rec); err != nil {
 		return nil, err
 	}
+	if !adopted {
+		r.startedInstance(sent) // an adopted one was connected: connect knows
+	}
+	r.setTTL(r.p.opts.Timeout)
 	r.mu.Lock()
-	r.ttl, r.ttlAt, r.okAt = r.p.opts.Timeout, time.Now(), time.Now()
+	r.okAt = time.Now()
 	env := r.env
 	r.mu.Unlock()
 	if rep != nil && (rep.Status().Synced || hadOne != nil) {
@@ -330,10 +366,15 @@ func (r *Runtime) recreate(ctx context.Context) (*envdClient, error) {
 
 // keepAlive keeps the sandbox's timeout ahead of its use: with need > 0, at
 // least need from now (a command's timeout and a margin); otherwise it is
-// set back to Options.Timeout once a quarter of it has passed.
+// set back to Options.Timeout once a quarter of it has passed. Never past
+// the end of the instance (instance.go): E2B would only shorten it, and
+// refuse it once that end has come; a timeout that cannot reach further
+// than the one set is not asked for. Errors: errInstanceOver (E2B says the
+// instance is over); mapHTTP's.
 func (r *Runtime) keepAlive(ctx context.Context, sbID string, need time.Duration) error {
 	r.mu.Lock()
 	left := r.ttl - time.Since(r.ttlAt)
+	cur := r.ttlAt.Add(r.ttl)
 	r.mu.Unlock()
 	set := time.Duration(0)
 	switch {
@@ -346,16 +387,23 @@ func (r *Runtime) keepAlive(ctx context.Context, sbID string, need time.Duration
 		return nil
 	}
 	set = min(set, MaxTimeout)
+	if end := r.instanceEnd(); !end.IsZero() {
+		set = min(set, time.Until(end).Truncate(time.Second))
+		if set < time.Second || !time.Now().Add(set).After(cur) {
+			return nil // nothing to gain: the instance ends first
+		}
+	}
 	err := r.p.retry(ctx, "set timeout of "+sbID, func(ctx context.Context) error {
 		res, err := r.p.api.PostSandboxesSandboxIDTimeoutWithResponse(ctx, sbID, api.SandboxTimeoutRequest{Timeout: int32(set / time.Second)})
 		return r.p.mapResp(ctx, res, err, "set timeout of %s", sbID)
 	})
+	if instanceOver(err) {
+		return errInstanceOver
+	}
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	r.ttl, r.ttlAt = set, time.Now()
-	r.mu.Unlock()
+	r.setTTL(set)
 	return nil
 }
 
@@ -419,10 +467,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 			return err
 		}
 	}
-	err = r.p.retry(ctx, "pause sandbox "+rec.SandboxID, func(ctx context.Context) error {
-		res, err := r.p.api.PostSandboxesSandboxIDPauseWithResponse(ctx, rec.SandboxID, api.SandboxPauseRequest{Memory: ptr(true)})
-		return r.p.mapResp(ctx, res, err, "pause sandbox %s", rec.SandboxID)
-	})
+	err = r.pause(ctx, rec.SandboxID)
 	switch sandboxapi.KindOf(err) {
 	case nil:
 	case sandboxapi.ErrNotFound:

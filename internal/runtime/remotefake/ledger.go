@@ -2,6 +2,7 @@ package remotefake
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,13 @@ type Fault struct {
 	Status int
 	// Message is the error body's message ("" = the status text).
 	Message string
+	// Header holds headers of that answer (e.g. a Retry-After the backend
+	// sends with it).
+	Header map[string]string
+	// Body, when set, is that answer's body as it is (a backend's exact
+	// answer in another shape than the error writer's, e.g. a proxy's),
+	// sent as application/json unless Header names a Content-Type.
+	Body string
 	// Delay is waited before the request is handled.
 	Delay time.Duration
 	// Drop closes the connection without an answer after the request took
@@ -32,8 +40,8 @@ type Fault struct {
 	hits  int
 }
 
-// ErrorWriter answers a request with the backend's error body.
-type ErrorWriter func(w http.ResponseWriter, status int, msg string)
+// ErrorWriter answers request r with the backend's error body.
+type ErrorWriter func(w http.ResponseWriter, r *http.Request, status int, msg string)
 
 // Ledger records what a fake saw (spec violations, requests per operation)
 // and holds its injected faults. Its methods are safe for concurrent use.
@@ -118,8 +126,10 @@ func (l *Ledger) TakeFault(op string) *Fault {
 	return nil
 }
 
-// Apply waits f's delay (nil: none) and answers its status; true when the
-// request is answered (or its client went away during the delay).
+// Apply waits f's delay (nil: none) and answers its status (with its
+// headers); true when the request is answered (or its client went away
+// during the delay: then nothing is written). A fake that validates its
+// answers gives Apply a recorder and Reply the answer like any other.
 func (l *Ledger) Apply(w http.ResponseWriter, r *http.Request, f *Fault) bool {
 	if f == nil {
 		return false
@@ -136,7 +146,18 @@ func (l *Ledger) Apply(w http.ResponseWriter, r *http.Request, f *Fault) bool {
 		if msg == "" {
 			msg = http.StatusText(f.Status)
 		}
-		l.writeError(w, f.Status, msg)
+		for k, v := range f.Header {
+			w.Header().Set(k, v)
+		}
+		if f.Body != "" {
+			if w.Header().Get("Content-Type") == "" {
+				w.Header().Set("Content-Type", "application/json")
+			}
+			w.WriteHeader(f.Status)
+			_, _ = io.WriteString(w, f.Body)
+			return true
+		}
+		l.writeError(w, r, f.Status, msg)
 		return true
 	}
 	return false
@@ -148,7 +169,7 @@ func (l *Ledger) CheckRequest(w http.ResponseWriter, r *http.Request, v *Validat
 	route, params, in, err := v.CheckRequest(r.Context(), r)
 	if err != nil {
 		l.Violation("%v", err)
-		l.writeError(w, http.StatusBadRequest, err.Error())
+		l.writeError(w, r, http.StatusBadRequest, err.Error())
 		return nil, nil, nil, false
 	}
 	return route, params, in, true
@@ -160,7 +181,7 @@ func (l *Ledger) CheckRequest(w http.ResponseWriter, r *http.Request, v *Validat
 func (l *Ledger) Reply(w http.ResponseWriter, v *Validator, in *openapi3filter.RequestValidationInput, rec *httptest.ResponseRecorder, f *Fault) {
 	if err := v.CheckResponse(in.Request.Context(), in, rec); err != nil {
 		l.Violation("%v", err)
-		l.writeError(w, http.StatusInternalServerError, l.name+": "+err.Error())
+		l.writeError(w, in.Request, http.StatusInternalServerError, l.name+": "+err.Error())
 		return
 	}
 	if f != nil && f.Drop && Drop(w) {

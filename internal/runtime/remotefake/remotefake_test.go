@@ -31,16 +31,23 @@ paths:
               schema: {type: object, required: [id], properties: {id: {type: string}}}
 `
 
-func testValidator(t *testing.T, skipErrors bool) *Validator {
+// testErrorBody is the test backend's error body {code, message}.
+var testErrorBody = openapi3.NewObjectSchema().
+	WithProperty("code", openapi3.NewIntegerSchema()).
+	WithProperty("message", openapi3.NewStringSchema()).
+	WithRequired([]string{"code", "message"})
+
+func testValidator(t *testing.T, errorBody *openapi3.Schema) *Validator {
 	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData([]byte(testDoc))
 	require.NoError(t, err)
-	v, err := NewValidator("test", doc, skipErrors)
+	v, err := NewValidator("test", doc, errorBody)
 	require.NoError(t, err)
 	return v
 }
 
-func writeTestError(w http.ResponseWriter, status int, msg string) {
+func writeTestError(w http.ResponseWriter, _ *http.Request, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"code": status, "message": msg})
 }
@@ -86,7 +93,7 @@ func TestValidatorSkipResponseBody(t *testing.T) {
 }
 
 func TestValidatorRequests(t *testing.T) {
-	v := testValidator(t, false)
+	v := testValidator(t, nil)
 	req := httptest.NewRequest(http.MethodGet, "/things/abc", nil)
 	route, params, in, err := v.CheckRequest(req.Context(), req)
 	require.NoError(t, err)
@@ -106,8 +113,8 @@ func TestValidatorRequests(t *testing.T) {
 }
 
 func TestValidatorResponses(t *testing.T) {
-	for _, skip := range []bool{false, true} {
-		v := testValidator(t, skip)
+	for _, errorBody := range []*openapi3.Schema{nil, testErrorBody} {
+		v := testValidator(t, errorBody)
 		req := httptest.NewRequest(http.MethodGet, "/things/abc", nil)
 		_, _, in, err := v.CheckRequest(req.Context(), req)
 		require.NoError(t, err)
@@ -122,13 +129,23 @@ func TestValidatorResponses(t *testing.T) {
 		wrong.WriteString(`{"name":"abc"}`)
 		require.ErrorContains(t, v.CheckResponse(req.Context(), in, wrong), "test: response 200 to GET /things/abc (getThing) violates the spec")
 		undocumented := httptest.NewRecorder()
-		undocumented.WriteHeader(404)
+		writeTestError(undocumented, req, 404, "no such thing")
 		err = v.CheckResponse(req.Context(), in, undocumented)
-		if skip {
-			require.NoError(t, err, "error statuses are not checked")
+		if errorBody != nil {
+			require.NoError(t, err, "an undocumented error status with the backend's error body")
 		} else {
 			require.Error(t, err, "an undocumented status is a violation")
 		}
+		for _, bad := range []string{`{"error":"no such thing"}`, `no such thing`} {
+			other := httptest.NewRecorder()
+			other.Header().Set("Content-Type", "application/json")
+			other.WriteHeader(404)
+			other.WriteString(bad)
+			require.Error(t, v.CheckResponse(req.Context(), in, other), "%s is not the error body", bad)
+		}
+		ok := httptest.NewRecorder()
+		ok.WriteHeader(204)
+		require.Error(t, v.CheckResponse(req.Context(), in, ok), "an undocumented success status is a violation")
 	}
 }
 
@@ -152,14 +169,20 @@ func TestLedgerApply(t *testing.T) {
 	w := httptest.NewRecorder()
 	require.False(t, l.Apply(w, r, nil))
 	require.False(t, l.Apply(w, r, &Fault{Delay: time.Millisecond}), "a delay alone lets the request through")
-	require.True(t, l.Apply(w, r, &Fault{Status: 429}))
+	require.True(t, l.Apply(w, r, &Fault{Status: 429, Header: map[string]string{"Retry-After": "3"}}))
 	require.Equal(t, 429, w.Code)
+	require.Equal(t, "3", w.Header().Get("Retry-After"))
 	require.JSONEq(t, `{"code":429,"message":"Too Many Requests"}`, w.Body.String())
+	w = httptest.NewRecorder()
+	require.True(t, l.Apply(w, r, &Fault{Status: 409, Body: `{"id":"x","message":"busy","code":409}`}))
+	require.Equal(t, 409, w.Code)
+	require.Equal(t, "application/json", w.Header().Get("Content-Type"))
+	require.Equal(t, `{"id":"x","message":"busy","code":409}`, w.Body.String(), "the body as it is")
 }
 
 func TestLedgerCheckRequestAndReply(t *testing.T) {
 	l := NewLedger("testfake", slog.Default(), writeTestError)
-	v := testValidator(t, false)
+	v := testValidator(t, nil)
 	w := httptest.NewRecorder()
 	_, _, _, ok := l.CheckRequest(w, httptest.NewRequest(http.MethodGet, "/things/ABC", nil), v)
 	require.False(t, ok)
@@ -192,7 +215,7 @@ func TestLedgerCheckRequestAndReply(t *testing.T) {
 
 func TestReplyDropsTheConnection(t *testing.T) {
 	l := NewLedger("testfake", slog.Default(), writeTestError)
-	v := testValidator(t, false)
+	v := testValidator(t, nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _, in, ok := l.CheckRequest(w, r, v)
 		if !ok {

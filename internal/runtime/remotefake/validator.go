@@ -10,8 +10,10 @@ package remotefake
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 
@@ -29,23 +31,30 @@ type Validator struct {
 
 	name   string
 	router routers.Router
-	// skipErrors: responses with a status of 400 or more are not checked
-	// (documents that do not describe their error bodies).
-	skipErrors bool
+	// errorBody is the backend's error body: the schema of an error
+	// response whose status its operation does not document.
+	errorBody *openapi3.Schema
 }
 
 // NewValidator returns the validator of doc, named name in its messages.
 // Routes are matched on the path alone (doc's servers are dropped: the fake
 // is the server); examples are not checked (published documents carry
-// examples that do not match their own schemas). skipErrors: responses of
-// status 400 or more are not checked. Errors: the router's.
-func NewValidator(name string, doc *openapi3.T, skipErrors bool) (*Validator, error) {
+// examples that do not match their own schemas).
+//
+// Error responses are checked like the others: one whose status its
+// operation documents against that documentation; one whose status it does
+// not (the published documents list few of the errors their servers
+// answer, e.g. E2B's create documents no 404 and no 429) against
+// errorBody, the backend's error body as its server writes it, which then
+// must be JSON. With errorBody nil such a response is a violation, as any
+// undocumented status is. Errors: the router's.
+func NewValidator(name string, doc *openapi3.T, errorBody *openapi3.Schema) (*Validator, error) {
 	doc.Servers = nil
 	r, err := legacy.NewRouter(doc, openapi3.DisableExamplesValidation())
 	if err != nil {
 		return nil, err
 	}
-	return &Validator{name: name, router: r, skipErrors: skipErrors}, nil
+	return &Validator{name: name, router: r, errorBody: errorBody}, nil
 }
 
 var validationOptions = &openapi3filter.Options{
@@ -80,10 +89,16 @@ func (v *Validator) CheckRequest(ctx context.Context, req *http.Request) (*route
 
 // CheckResponse validates a recorded response to the request of in: its
 // status must be one the operation documents, its headers and body their
-// schemas. Errors: the violation.
+// schemas, or an error status the operation does not document, its body
+// the backend's error body (NewValidator). Errors: the violation.
 func (v *Validator) CheckResponse(ctx context.Context, in *openapi3filter.RequestValidationInput, rec *httptest.ResponseRecorder) error {
-	if v.skipErrors && rec.Code >= 400 {
-		return nil
+	if rec.Code >= 400 && v.errorBody != nil && in.Route != nil && in.Route.Operation != nil {
+		if rs := in.Route.Operation.Responses; rs != nil && rs.Status(rec.Code) == nil && rs.Default() == nil {
+			if err := checkErrorBody(v.errorBody, rec); err != nil {
+				return fmt.Errorf("%s: error response %d to %s %s%s is not the backend's error body: %w", v.name, rec.Code, in.Request.Method, in.Request.URL.Path, opID(in.Route), err)
+			}
+			return nil
+		}
 	}
 	out := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: in, Status: rec.Code, Header: rec.Header(),
@@ -98,6 +113,20 @@ func (v *Validator) CheckResponse(ctx context.Context, in *openapi3filter.Reques
 		return fmt.Errorf("%s: response %d to %s %s%s violates the spec: %w", v.name, rec.Code, in.Request.Method, in.Request.URL.Path, opID(in.Route), err)
 	}
 	return nil
+}
+
+// checkErrorBody checks an undocumented error response against the
+// backend's error body: JSON, matching schema.
+func checkErrorBody(schema *openapi3.Schema, rec *httptest.ResponseRecorder) error {
+	mt, _, err := mime.ParseMediaType(rec.Header().Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return fmt.Errorf("content type %q, not application/json", rec.Header().Get("Content-Type"))
+	}
+	var body any
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	return schema.VisitJSON(body, openapi3.MultiErrors())
 }
 
 // opID is " (operationId)" of a route, or "" when it has none.

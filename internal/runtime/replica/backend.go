@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -31,8 +32,18 @@ func Transient(err error) bool {
 // retryTries is how many times Retrier.Do calls fn at most.
 const retryTries = 3
 
+// MaxRateLimitWait is the longest Retrier.Do waits for a backend's rate
+// limit to let a call through again (its Retry-After); a longer wait is
+// left to the caller (sandboxapi.ErrRateLimited is retryable: the
+// activity's own retry policy sends the call again later).
+const MaxRateLimitWait = 30 * time.Second
+
+// rateLimitBackoff is the wait before the next try after a rate-limited
+// try whose answer named no Retry-After (times the tries so far).
+const rateLimitBackoff = time.Second
+
 // Retrier runs one backend call with its own timeout, again while it fails
-// transiently.
+// transiently or is rate limited.
 type Retrier struct {
 	// Kind prefixes the debug line of a retry ("daytona", "e2b").
 	Kind string
@@ -46,31 +57,72 @@ type Retrier struct {
 }
 
 // Do calls fn with a context bounded by CallTimeout, up to three tries
-// while it fails transiently (Transient) and ctx lasts, waiting 100 ms ×
-// attempt² before each new try. Errors: fn's last error; Ended's when ctx
-// ends while waiting.
+// while ctx lasts and fn fails
+//
+//   - transiently (Transient): after 100 ms × attempt², or the delay the
+//     failure names (sandbox.RetryAfter, at most MaxRateLimitWait) when
+//     that is longer;
+//   - rate limited (sandboxapi.ErrRateLimited): after the delay the backend
+//     named (sandbox.RetryAfter; without one, a second × attempt), when
+//     that is at most MaxRateLimitWait and ends before ctx's deadline;
+//     otherwise the rate-limited error is returned at once, its delay kept.
+//
+// Errors: fn's last error; Ended's when ctx ends while waiting.
 func (r Retrier) Do(ctx context.Context, what string, fn func(context.Context) error) error {
 	var err error
-	for attempt := 0; attempt < retryTries; attempt++ {
-		if attempt > 0 {
+	var wait time.Duration
+	for attempt := 1; attempt <= retryTries; attempt++ {
+		if attempt > 1 {
 			select {
 			case <-ctx.Done():
 				if r.Ended == nil {
 					return ContextError(ctx, r.Kind, what)
 				}
 				return r.Ended(ctx, what)
-			case <-time.After(time.Duration(100*attempt*attempt) * time.Millisecond):
+			case <-time.After(wait):
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.CallTimeout)
 		err = fn(cctx)
 		cancel()
-		if !Transient(err) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || attempt == retryTries {
 			return err
 		}
-		r.Log.Debug(r.Kind+" call failed; retrying", "call", what, "attempt", attempt+1, "error", err)
+		switch {
+		case Transient(err):
+			wait = time.Duration(100*attempt*attempt) * time.Millisecond
+			if d, ok := sandbox.RetryAfter(err); ok && d > wait {
+				wait = min(d, MaxRateLimitWait)
+			}
+		case sandboxapi.KindOf(err) == sandboxapi.ErrRateLimited:
+			var ok bool
+			if wait, ok = rateLimitWait(ctx, err, attempt); !ok {
+				return err
+			}
+		default:
+			return err
+		}
+		r.Log.Debug(r.Kind+" call failed; retrying", "call", what, "attempt", attempt, "wait", wait, "error", err)
 	}
 	return err
+}
+
+// rateLimitWait is the wait before trying again a call that err (of kind
+// sandboxapi.ErrRateLimited) refused after attempt tries: its Retry-After,
+// else rateLimitBackoff × attempt; false when that is beyond
+// MaxRateLimitWait or ctx's deadline.
+func rateLimitWait(ctx context.Context, err error, attempt int) (time.Duration, bool) {
+	wait, ok := sandbox.RetryAfter(err)
+	if !ok {
+		wait = rateLimitBackoff * time.Duration(attempt)
+	}
+	if wait > MaxRateLimitWait {
+		return 0, false
+	}
+	if dl, has := ctx.Deadline(); has && time.Until(dl) < wait {
+		return 0, false
+	}
+	return wait, true
 }
 
 // ContextError is the error of a call cut short because ctx ended (call it

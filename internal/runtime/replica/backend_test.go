@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -38,6 +39,21 @@ func TestRetrierRetriesTransientThreeTimes(t *testing.T) {
 	})
 	require.EqualError(t, err, "cut")
 	require.Equal(t, 3, calls)
+}
+
+func TestRetrierTakesATransientFailuresHint(t *testing.T) {
+	calls := 0
+	start := time.Now()
+	err := testRetrier().Do(context.Background(), "x", func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return sandbox.WithRetryAfter(sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "changing state"), 300*time.Millisecond)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, calls)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "the hint, longer than the 100 ms backoff")
 }
 
 func TestRetrierStopsOnDecisionAndSuccess(t *testing.T) {
@@ -77,4 +93,58 @@ func TestScrub(t *testing.T) {
 	require.Equal(t, "key <redacted> and <redacted>", Scrub("key sk-12345 and sk-12345", "sk-12345"))
 	require.Equal(t, "abc", Scrub("abc", "ab"))
 	require.Equal(t, "abc", Scrub("abc", ""))
+}
+
+func TestRetrierWaitsOutARateLimit(t *testing.T) {
+	// The delay the backend names is waited, then the call is tried again.
+	calls := 0
+	start := time.Now()
+	err := testRetrier().Do(context.Background(), "x", func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return sandbox.WithRetryAfter(sandboxapi.Errorf(sandboxapi.ErrRateLimited, "slow down"), 300*time.Millisecond)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, calls)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+
+	// Still limited after every try: the last refusal, with its delay.
+	calls = 0
+	err = testRetrier().Do(context.Background(), "x", func(context.Context) error {
+		calls++
+		return sandbox.WithRetryAfter(sandboxapi.Errorf(sandboxapi.ErrRateLimited, "slow down"), time.Millisecond)
+	})
+	require.ErrorIs(t, err, sandboxapi.ErrRateLimited)
+	require.Equal(t, retryTries, calls)
+	d, ok := sandbox.RetryAfter(err)
+	require.True(t, ok)
+	require.Equal(t, time.Millisecond, d)
+}
+
+func TestRetrierLeavesLongRateLimitsToTheCaller(t *testing.T) {
+	// Beyond MaxRateLimitWait: returned at once, the delay kept for the caller.
+	calls := 0
+	start := time.Now()
+	err := testRetrier().Do(context.Background(), "x", func(context.Context) error {
+		calls++
+		return sandbox.WithRetryAfter(sandboxapi.Errorf(sandboxapi.ErrRateLimited, "slow down"), MaxRateLimitWait+time.Second)
+	})
+	require.ErrorIs(t, err, sandboxapi.ErrRateLimited)
+	require.Equal(t, 1, calls)
+	require.Less(t, time.Since(start), time.Second)
+	d, _ := sandbox.RetryAfter(err)
+	require.Equal(t, MaxRateLimitWait+time.Second, d)
+
+	// A wait that would outlast the caller's deadline is not begun.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	calls = 0
+	err = testRetrier().Do(ctx, "x", func(context.Context) error {
+		calls++
+		return sandbox.WithRetryAfter(sandboxapi.Errorf(sandboxapi.ErrRateLimited, "slow down"), 5*time.Second)
+	})
+	require.ErrorIs(t, err, sandboxapi.ErrRateLimited)
+	require.Equal(t, 1, calls)
 }

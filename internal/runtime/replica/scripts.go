@@ -293,15 +293,18 @@ func ExecFunction(env, cmd []string) string {
 
 // KillFunction is the sh function x_kill PID: it kills PID's process group
 // and every process of its session — everything a command started except
-// processes that left its session (setsid). It always returns 0.
+// processes that left its session (setsid). It always returns 0. It reads
+// the session from /proc/<pid>/stat with parameter expansions only (no
+// word splitting, which zsh does not do), so that it works in zsh and bash
+// as in sh.
 const KillFunction = `x_kill() {
 	xk=$1
 	kill -9 -"$xk" 2>/dev/null
 	for d in /proc/[0-9]*; do
 		read -r s < "$d/stat" 2>/dev/null || continue
 		s=${s##*) }
-		set -- $s
-		[ "$4" = "$xk" ] && kill -9 "${d#/proc/}" 2>/dev/null
+		s=${s#* * * }
+		[ "${s%% *}" = "$xk" ] && kill -9 "${d#/proc/}" 2>/dev/null
 	done
 	return 0
 }

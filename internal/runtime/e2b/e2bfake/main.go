@@ -26,9 +26,12 @@ func main() {
 	f := remotefake.RegisterFlags(fake.DefaultImage)
 	templates := flag.String("templates", "base", "comma-separated template ids a create may name")
 	streamLimit := flag.Duration("stream-limit", 0, "cut envd streams older than this, as E2B's proxies do (0: never)")
+	maxLength := flag.Duration("max-instance-length", fake.DefaultMaxInstanceLength, "the team's max instance length (E2B: 1h Hobby, 24h Pro)")
+	maxSandboxes := flag.Int("max-sandboxes", 0, "the team's concurrent sandboxes (0: no limit)")
 	flag.Parse()
 	log := f.Logger()
-	srv, err := fake.New(fake.Options{APIKey: *f.APIKey, Image: *f.Image, Templates: strings.Split(*templates, ","), StreamLimit: *streamLimit, Logger: log})
+	srv, err := fake.New(fake.Options{APIKey: *f.APIKey, Image: *f.Image, Templates: strings.Split(*templates, ","), StreamLimit: *streamLimit,
+		MaxInstanceLength: *maxLength, MaxSandboxes: *maxSandboxes, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -43,6 +43,7 @@ type sbox struct {
 	domainList     string
 	public         bool
 	container      string
+	shell          string // the toolbox's shell (toolboxShell; "" until asked)
 	created        time.Time
 	updated        time.Time
 	lastActivity   time.Time
@@ -127,6 +128,12 @@ func (s *Server) handleAPI(c *call) {
 				c.error(http.StatusBadRequest, "Sandbox is in an errored state")
 				return
 			case stStopped, stArchived:
+				// The quotas again: a started sandbox consumes compute
+				// (sandbox.service.ts:2092-2103).
+				if msg := s.quotaLocked(b, b); msg != "" {
+					c.error(http.StatusBadRequest, msg)
+					return
+				}
 				s.startLocked(b)
 			default:
 				c.error(http.StatusConflict, "Sandbox state change in progress")
@@ -266,12 +273,12 @@ func (s *Server) createSandbox(c *call) {
 	if disk <= 0 {
 		disk = DefaultDiskGiB
 	}
-	if s.opts.MaxDiskGiB > 0 && s.diskInUse()+disk > s.opts.MaxDiskGiB {
-		c.error(http.StatusBadRequest, "Total disk limit exceeded. Maximum allowed: "+strconv.Itoa(s.opts.MaxDiskGiB)+"GiB.\nArchive sandboxes to free disk space.")
-		return
-	}
 	id := randUUID()
 	b := newSandbox(req, id, disk, time.Now())
+	if msg := s.quotaLocked(nil, b); msg != "" {
+		c.error(http.StatusBadRequest, msg)
+		return
+	}
 	s.sandboxes[id] = b
 	dto := s.dto(b)
 	spec := containerSpec{name: "daytonafake-" + s.eng.ID + "-" + id[:8], env: req.Env, network: networkMode(req), cpu: float64(b.cpu), memoryGB: int64(b.mem)}
@@ -376,18 +383,6 @@ func parseIntJS(s string) (int, bool) {
 		n = -n
 	}
 	return n, true
-}
-
-// diskInUse is the disk (GiB) of the sandboxes neither archived nor
-// destroyed, as Daytona's organization quota counts it. Called with s.mu held.
-func (s *Server) diskInUse() int {
-	used := 0
-	for _, b := range s.sandboxes {
-		if b.state != stArchived && b.state != stDestroyed {
-			used += b.disk
-		}
-	}
-	return used
 }
 
 // newSandbox returns the record of a created sandbox with Daytona's

@@ -84,3 +84,25 @@ func TestCheckAllowLists(t *testing.T) {
 	require.Equal(t, "Domain allow list cannot contain more than 10 domains", checkAllowLists(createRequest{DomainAllowList: strings.Join(doms, ",")}))
 	require.Equal(t, `Invalid domain: "bad_domain". Must be a valid domain name`, checkAllowLists(createRequest{DomainAllowList: "bad_domain"}))
 }
+
+// TestQuotas: validateOrganizationQuotas's order and messages
+// (apps/api/src/sandbox/services/sandbox.service.ts:283-299,
+// apps/api/src/common/constants/error-messages.ts:6-9, v0.190.0), with
+// CPU and memory counted only in the states consuming compute and disk
+// also in stopped ones.
+func TestQuotas(t *testing.T) {
+	s := &Server{opts: Options{MaxCPU: 2, MaxMemoryGiB: 4, MaxDiskGiB: 20}, sandboxes: map[string]*sbox{}}
+	running := &sbox{state: stStarted, cpu: 1, mem: 2, disk: 10}
+	stopped := &sbox{state: stStopped, cpu: 1, mem: 2, disk: 5}
+	archived := &sbox{state: stArchived, cpu: 4, mem: 8, disk: 50}
+	s.sandboxes["a"], s.sandboxes["b"], s.sandboxes["c"] = running, stopped, archived
+	require.Equal(t, "", s.quotaLocked(nil, &sbox{cpu: 1, mem: 2, disk: 5}))
+	require.Equal(t, "Total CPU limit exceeded. Maximum allowed: 2.\nTo increase concurrency limits, upgrade your organization's Tier by visiting https://app.daytona.io/dashboard/limits.",
+		s.quotaLocked(nil, &sbox{cpu: 2, mem: 1, disk: 1}))
+	require.Equal(t, "Total memory limit exceeded. Maximum allowed: 4GiB.\nTo increase concurrency limits, upgrade your organization's Tier by visiting https://app.daytona.io/dashboard/limits.",
+		s.quotaLocked(nil, &sbox{cpu: 1, mem: 3, disk: 1}))
+	require.Equal(t, "Total disk limit exceeded. Maximum allowed: 20GiB.\nConsider archiving your unused Sandboxes to free up available storage.\nTo increase concurrency limits, upgrade your organization's Tier by visiting https://app.daytona.io/dashboard/limits.",
+		s.quotaLocked(nil, &sbox{cpu: 1, mem: 1, disk: 6}))
+	// Starting the stopped one: its own usage is not counted twice.
+	require.Equal(t, "", s.quotaLocked(stopped, stopped))
+}

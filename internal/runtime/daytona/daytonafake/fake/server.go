@@ -62,10 +62,12 @@ type Options struct {
 	// RequestTimeout cuts longer toolbox requests with 504 (Daytona's proxy
 	// and SDK cut at 60 s); 0 means 60 s.
 	RequestTimeout time.Duration
-	// MaxDiskGiB is the organization's disk quota: the disk of every sandbox
-	// not archived counts (started and stopped alike); a create beyond it is
-	// refused with Daytona's 400 "Total disk limit exceeded". 0: no quota.
-	MaxDiskGiB int
+	// MaxDiskGiB, MaxCPU and MaxMemoryGiB are the organization's quotas
+	// (0: none): a sandbox's disk counts in every state that consumes disk
+	// (started and stopped alike, not archived), its CPU and memory only in
+	// those that consume compute (not stopped); a create or a start beyond
+	// one is refused with Daytona's 400 "Total … limit exceeded" (quota.go).
+	MaxDiskGiB, MaxCPU, MaxMemoryGiB int
 	// Logger receives one line per request at debug level and every
 	// violation at error level; nil: slog.Default().
 	Logger *slog.Logger
@@ -128,11 +130,11 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	api, err := loadValidator("api", apiSpec)
+	api, err := loadValidator("api", apiSpec, apiErrorBody)
 	if err != nil {
 		return nil, err
 	}
-	tb, err := loadValidator("toolbox", tbSpec)
+	tb, err := loadValidator("toolbox", tbSpec, toolboxErrorBody)
 	if err != nil {
 		return nil, err
 	}
@@ -196,10 +198,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
-		writeError(w, http.StatusUnauthorized, "Unauthorized")
+		writeError(w, r, http.StatusUnauthorized, "Unauthorized")
 		return
 	}
-	sreq := r.Clone(r.Context())
+	sreq := r.Clone(context.WithValue(r.Context(), originKey{}, origin{toolbox: v == s.toolbox, path: r.URL.RequestURI(), daemonPath: specPath}))
 	sreq.URL.Path, sreq.URL.RawPath = specPath, ""
 	route, params, in, ok := s.CheckRequest(w, sreq, v)
 	if !ok {
@@ -208,16 +210,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	op := route.Operation.OperationID
 	s.log.Debug("daytonafake request", "op", op, "method", r.Method, "path", r.URL.Path)
 	f := s.TakeFault(op)
-	if s.Apply(w, r, f) {
-		return
-	}
 	rec := httptest.NewRecorder()
 	call := &call{s: s, w: rec, r: sreq, params: params, op: op, sandboxID: sandboxID}
-	if v == s.toolbox {
+	switch {
+	case s.Apply(rec, sreq, f):
+		// An injected answer, validated below like the fake's own.
+	case v == s.toolbox:
 		if !s.toolboxInTime(w, call) {
 			return
 		}
-	} else {
+	default:
 		s.handleAPI(call)
 	}
 	if r.Context().Err() != nil {
@@ -237,13 +239,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) (v *remotefake.Va
 		rest := strings.TrimPrefix(r.URL.Path, "/toolbox/")
 		i := strings.IndexByte(rest, '/')
 		if i <= 0 {
-			writeError(w, http.StatusNotFound, "not found")
+			writeError(w, r, http.StatusNotFound, "not found")
 			return nil, "", "", false
 		}
 		return s.toolbox, rest[:i], rest[i:], true
 	default:
 		s.Violation("request outside the API and the toolbox: %s %s", r.Method, r.URL.Path)
-		writeError(w, http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path)
+		writeError(w, r, http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path)
 		return nil, "", "", false
 	}
 }
@@ -261,7 +263,7 @@ func (s *Server) toolboxInTime(w http.ResponseWriter, c *call) bool {
 	case <-done:
 		return true
 	case <-time.After(s.opts.RequestTimeout):
-		writeError(w, http.StatusGatewayTimeout, "upstream request timeout")
+		writeError(w, c.r, http.StatusGatewayTimeout, "upstream request timeout")
 		return false
 	}
 }
@@ -282,16 +284,65 @@ func (c *call) json(status int, v any) {
 	_ = json.NewEncoder(c.w).Encode(v)
 }
 
-func (c *call) error(status int, msg string) { writeError(c.w, status, msg) }
+func (c *call) error(status int, msg string) { writeError(c.w, c.r, status, msg) }
 
-// writeError answers with Daytona's error body (apps/api AllExceptionsFilter).
-func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+// origin is where a request came in: the plane (the API, or the toolbox
+// through the proxy) and the path as the answering server sees it.
+type origin struct {
+	toolbox bool
+	// path is the request's URL (path and query) as the API sees it.
+	path string
+	// daemonPath is the toolbox path the daemon sees (the proxy strips
+	// /toolbox/{sandboxId}).
+	daemonPath string
+}
+
+type originKey struct{}
+
+// originOf returns the origin serve recorded on r, else the one its URL
+// says.
+func originOf(r *http.Request) origin {
+	if o, ok := r.Context().Value(originKey{}).(origin); ok {
+		return o
+	}
+	o := origin{path: r.URL.RequestURI(), daemonPath: r.URL.Path}
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/toolbox/"); ok {
+		o.toolbox = true
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			o.daemonPath = rest[i:]
+		}
+	}
+	return o
+}
+
+// writeError answers r with Daytona's error body of its plane: the API's
+// AllExceptionsFilter {path, timestamp, statusCode, error, message}
+// (apiErrorBody), the toolbox's common-go error middleware {statusCode,
+// message, code, timestamp, path, method} (toolboxErrorBody).
+func writeError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	o := originOf(r)
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	var body map[string]any
+	if o.toolbox {
+		body = map[string]any{"statusCode": status, "message": msg, "timestamp": now, "path": o.daemonPath, "method": r.Method}
+		if code := toolboxCodes[status]; code != "" {
+			body["code"] = code
+		}
+		w.Header().Set("Content-Type", "application/json")
+	} else {
+		body = map[string]any{"path": o.path, "timestamp": now, "statusCode": status, "error": http.StatusText(status), "message": msg}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"statusCode": status, "error": http.StatusText(status), "message": msg,
-		"timestamp": time.Now().UTC().Format(time.RFC3339Nano),
-	})
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// toolboxCodes are the codes common-go's error middleware gives its error
+// types (libs/common-go/pkg/errors/middleware.go:32-131, v0.190.0).
+var toolboxCodes = map[int]string{
+	http.StatusBadRequest: "BAD_REQUEST", http.StatusUnauthorized: "UNAUTHORIZED", http.StatusForbidden: "FORBIDDEN",
+	http.StatusNotFound: "NOT_FOUND", http.StatusRequestTimeout: "REQUEST_TIMEOUT", http.StatusConflict: "CONFLICT",
+	http.StatusGone: "GONE", http.StatusUnprocessableEntity: "UNPROCESSABLE_ENTITY", http.StatusInternalServerError: "INTERNAL_SERVER_ERROR",
 }
 
 func randHex(n int) string {

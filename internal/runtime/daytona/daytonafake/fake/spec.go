@@ -96,17 +96,48 @@ func escapeModule(m string) string {
 	return b.String()
 }
 
-// loadValidator loads the OpenAPI document file and returns its validator
-// (responses with error statuses are not checked: the documents do not
-// describe Daytona's error bodies {statusCode, message, error}).
-func loadValidator(name, file string) (*remotefake.Validator, error) {
+// loadValidator loads the OpenAPI document file and returns its validator.
+// Error responses are checked like the others: against the operation's
+// documentation of their status, or, for a status it does not document
+// (neither document describes the errors of the operations the adapter
+// calls), against errorBody, the body Daytona's server writes for every
+// error (apiErrorBody, toolboxErrorBody).
+func loadValidator(name, file string, errorBody *openapi3.Schema) (*remotefake.Validator, error) {
 	doc, err := openapi3.NewLoader().LoadFromFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("daytonafake: load %s: %w", file, err)
 	}
-	v, err := remotefake.NewValidator(name, doc, true)
+	v, err := remotefake.NewValidator(name, doc, errorBody)
 	if err != nil {
 		return nil, fmt.Errorf("daytonafake: router for %s: %w", file, err)
 	}
 	return v, nil
 }
+
+// apiErrorBody is the API's error body: what its AllExceptionsFilter writes
+// for every error, {path, timestamp, statusCode, error, message}
+// (apps/api/src/filters/all-exceptions.filter.ts:62-87 of daytonaio/daytona
+// v0.190.0; writeError).
+var apiErrorBody = openapi3.NewObjectSchema().
+	WithProperty("path", openapi3.NewStringSchema()).
+	WithProperty("timestamp", openapi3.NewDateTimeSchema()).
+	WithProperty("statusCode", openapi3.NewIntegerSchema()).
+	WithProperty("error", openapi3.NewStringSchema()).
+	WithProperty("message", openapi3.NewStringSchema()).
+	WithRequired([]string{"path", "timestamp", "statusCode", "error", "message"})
+
+// toolboxErrorBody is the error body of the toolbox plane, the proxy's and
+// the daemon's alike: both answer errors through common-go's error
+// middleware, {statusCode, message, code, timestamp, path, method}, code
+// and method omitted when empty (libs/common-go/pkg/errors/http.go:17-24
+// and middleware.go:18-155 of daytonaio/daytona v0.190.0, used by
+// apps/daemon/pkg/toolbox/server.go:149 and apps/proxy/pkg/proxy/proxy.go:161;
+// writeError).
+var toolboxErrorBody = openapi3.NewObjectSchema().
+	WithProperty("statusCode", openapi3.NewIntegerSchema()).
+	WithProperty("message", openapi3.NewStringSchema()).
+	WithProperty("code", openapi3.NewStringSchema()).
+	WithProperty("timestamp", openapi3.NewDateTimeSchema()).
+	WithProperty("path", openapi3.NewStringSchema()).
+	WithProperty("method", openapi3.NewStringSchema()).
+	WithRequired([]string{"statusCode", "message", "timestamp", "path"})

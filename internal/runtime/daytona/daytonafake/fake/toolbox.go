@@ -14,9 +14,10 @@ import (
 
 // The toolbox daemon's endpoints, run in the sandbox's container with the
 // semantics of Daytona's daemon (apps/daemon/pkg/toolbox at v0.190.0):
-// /process/execute pipes the command to sh's stdin in a new process group,
-// returns the combined output and kills the group on timeout (408); the file
-// endpoints act as the sandbox user.
+// /process/execute pipes the command to the stdin of the daemon's shell
+// (toolboxShell: zsh in Daytona's default snapshot and in the test image)
+// in a new process group, returns the combined output and kills the group
+// on timeout (408); the file endpoints act as the sandbox user.
 
 func (s *Server) handleToolbox(c *call) {
 	s.mu.Lock()
@@ -121,11 +122,13 @@ func (s *Server) execute(ctx context.Context, c *call, cid string) {
 	if req.Cwd != nil && *req.Cwd != "" {
 		dir = daemonPath(*req.Cwd)
 	}
-	// The shell reads the command from stdin in its own process group; its
-	// pid is kept to kill the group on timeout.
+	// The daemon's shell reads the command from stdin in its own process
+	// group (process/execute.go:55-58); its pid is kept to kill the group
+	// on timeout.
+	shell := s.toolboxShell(ctx, c.sandboxID, cid)
 	tag := randHex(8)
 	pidFile := "/tmp/.daytonafake-exec-" + tag
-	argv := []string{"/bin/sh", "-c", `echo $$ > "$1"; exec /bin/sh`, "sh", pidFile}
+	argv := []string{"/bin/sh", "-c", `echo $$ > "$1"; exec "$2"`, "sh", pidFile, shell}
 	type outcome struct {
 		res execResult
 		err error
@@ -188,4 +191,50 @@ func (s *Server) upload(ctx context.Context, c *call, cid string) {
 		return
 	}
 	c.json(http.StatusOK, map[string]any{})
+}
+
+// toolboxShell is the shell the daemon runs /process/execute with, chosen
+// as its GetShell chooses (apps/daemon/pkg/common/get_shell.go:14-48 of
+// daytonaio/daytona v0.190.0): the first of /usr/bin/zsh, /bin/zsh,
+// /usr/bin/bash and /bin/bash that the sandbox's /etc/shells lists, else
+// the daemon's $SHELL, else sh. The daemon asks at every request; the fake
+// once per sandbox (a command that installs a shell is not seen).
+func (s *Server) toolboxShell(ctx context.Context, id, cid string) string {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	if b != nil && b.shell != "" {
+		defer s.mu.Unlock()
+		return b.shell
+	}
+	s.mu.Unlock()
+	shell := "sh"
+	res, err := s.eng.exec(ctx, cid, execSpec{cmd: []string{"sh", "-c", "grep '^[^#]' /etc/shells"}, maxOut: 64 << 10})
+	if err == nil && res.code == 0 {
+		listed := string(res.stdout)
+		for _, sh := range []string{"/usr/bin/zsh", "/bin/zsh", "/usr/bin/bash", "/bin/bash"} {
+			if strings.Contains(listed, sh) {
+				shell = sh
+				break
+			}
+		}
+	}
+	// (The daemon's $SHELL: the fake's containers set none.)
+	s.mu.Lock()
+	if b != nil {
+		b.shell = shell
+	}
+	s.mu.Unlock()
+	return shell
+}
+
+// ToolboxShell returns the shell the toolbox runs sandbox idOrName's
+// commands with ("" until its first command, or when there is no such
+// sandbox).
+func (s *Server) ToolboxShell(idOrName string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.find(idOrName); b != nil {
+		return b.shell
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -114,9 +115,23 @@ func (s *Server) handleAPI(c *call) {
 		if !c.decode(&body) {
 			return
 		}
-		timeout := 15 * time.Second
-		if body.Timeout != nil {
-			timeout = time.Duration(*body.Timeout) * time.Second
+		var timeout time.Duration
+		if c.op == "POST /sandboxes/{sandboxID}/connect" {
+			// PostSandboxesSandboxIDConnect: the timeout is required and at
+			// most the team's MaxLengthHours (handlers/sandbox_connect.go:46-51).
+			if body.Timeout != nil {
+				timeout = time.Duration(*body.Timeout) * time.Second
+			}
+			if timeout > s.maxLength() {
+				c.error(http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", s.maxHours()))
+				return
+			}
+		} else {
+			var msg string
+			if timeout, msg = s.parseTimeout(body.Timeout); msg != "" {
+				c.error(http.StatusBadRequest, msg)
+				return
+			}
 		}
 		s.with(c, func(b *sbox) {
 			if b.state == stRunning {
@@ -124,17 +139,31 @@ func (s *Server) handleAPI(c *call) {
 					c.error(http.StatusConflict, "Sandbox "+b.id+" is already running")
 					return
 				}
-				if end := time.Now().Add(timeout); end.After(b.endAt) {
-					b.endAt = end // "TTL is only extended"
+				// A running sandbox's TTL is only extended, within its max
+				// instance length (sandbox_connect.go:67-73, KeepAliveFor with
+				// allowShorter false).
+				if status, msg := s.keepAliveLocked(b, timeout, false); status != 0 {
+					c.error(status, msg)
+					return
 				}
 				c.json(http.StatusOK, s.short(b))
+				return
+			}
+			if !s.startAllowedLocked() {
+				// A resume starts the sandbox again: the same reservation
+				// as a create (create_instance.go:188-204).
+				c.error(http.StatusTooManyRequests, concurrencyMessage(s.opts.MaxSandboxes))
 				return
 			}
 			if err := s.eng.unpause(context.Background(), b.container); err != nil {
 				c.error(http.StatusInternalServerError, "resume: "+err.Error())
 				return
 			}
-			b.state, b.endAt = stRunning, time.Now().Add(timeout)
+			// A resume is a new instance: its start time, and an end within
+			// the max instance length from it (handlers/sandbox.go:64,
+			// sandbox/store.go:80-84).
+			b.state, b.started = stRunning, time.Now()
+			b.endAt = b.started.Add(min(timeout, s.maxLength()))
 			c.json(http.StatusCreated, s.short(b))
 		})
 	case "POST /sandboxes/{sandboxID}/timeout", "POST /sandboxes/{sandboxID}/refreshes":
@@ -145,14 +174,32 @@ func (s *Server) handleAPI(c *call) {
 		if !c.decode(&body) {
 			return
 		}
-		d := time.Duration(0)
-		if body.Timeout != nil {
-			d = time.Duration(*body.Timeout) * time.Second
-		} else if body.Duration != nil {
-			d = time.Duration(*body.Duration) * time.Second
+		d, allowShorter := time.Duration(0), true
+		if c.op == "POST /sandboxes/{sandboxID}/timeout" {
+			// PostSandboxesSandboxIDTimeout: a negative timeout is 0, the TTL
+			// set (or shortened) from now (handlers/sandbox_timeout.go:46-52).
+			if body.Timeout != nil && *body.Timeout > 0 {
+				d = time.Duration(*body.Timeout) * time.Second
+			}
+		} else {
+			// PostSandboxesSandboxIDRefreshes: at least the default timeout,
+			// only extended (handlers/sandbox_refresh.go:47-57).
+			d, allowShorter = defaultTimeout, false
+			if body.Duration != nil && time.Duration(*body.Duration)*time.Second > d {
+				d = time.Duration(*body.Duration) * time.Second
+			}
 		}
 		s.with(c, func(b *sbox) {
-			b.endAt = time.Now().Add(d)
+			if b.state != stRunning {
+				// A paused sandbox is not in the orchestrator's store: 404
+				// (orchestrator/keep_alive.go:52-53).
+				c.error(http.StatusNotFound, notFoundMessage(b.id))
+				return
+			}
+			if status, msg := s.keepAliveLocked(b, d, allowShorter); status != 0 {
+				c.error(status, msg)
+				return
+			}
 			c.w.WriteHeader(http.StatusNoContent)
 		})
 	default:
@@ -166,10 +213,87 @@ func (s *Server) with(c *call, fn func(*sbox)) {
 	defer s.mu.Unlock()
 	b := s.sandboxes[c.params["sandboxID"]]
 	if b == nil || b.killed {
-		c.error(http.StatusNotFound, "Sandbox '"+c.params["sandboxID"]+"' not found")
+		c.error(http.StatusNotFound, notFoundMessage(c.params["sandboxID"]))
 		return
 	}
 	fn(b)
+}
+
+// notFoundMessage is E2B's 404 about a sandbox (packages/api/internal/
+// utils/messages.go:9-11 of e2b-dev/infra).
+func notFoundMessage(id string) string {
+	return fmt.Sprintf("Sandbox %q doesn't exist or you don't have access to it", id)
+}
+
+// defaultTimeout is E2B's timeout of a sandbox whose create names none
+// (SandboxTimeoutDefault, packages/api/internal/sandbox/sandboxtypes/
+// states.go:102 of e2b-dev/infra).
+const defaultTimeout = 15 * time.Second
+
+// maxLength is the team's max instance length (Options.MaxInstanceLength).
+func (s *Server) maxLength() time.Duration { return s.opts.MaxInstanceLength }
+
+// maxHours is the team's MaxLengthHours as E2B's messages name it.
+func (s *Server) maxHours() int64 { return int64(s.maxLength() / time.Hour) }
+
+// parseTimeout validates a create's (or resume's) timeout as
+// validateAndParseTimeout does (packages/api/internal/handlers/
+// timeout_helper.go:18-39 of e2b-dev/infra): none is defaultTimeout, it must
+// be positive and at most the max instance length; msg is the 400's.
+func (s *Server) parseTimeout(raw *int32) (d time.Duration, msg string) {
+	if raw == nil {
+		return defaultTimeout, ""
+	}
+	if *raw <= 0 {
+		return 0, "Timeout must be greater than 0"
+	}
+	d = time.Duration(*raw) * time.Second
+	if d > s.maxLength() {
+		return 0, fmt.Sprintf("Timeout cannot be greater than %d hours", s.maxHours())
+	}
+	return d, ""
+}
+
+// keepAliveLocked sets a running sandbox's end to d from now as E2B's
+// KeepAliveFor does (packages/api/internal/orchestrator/keep_alive.go:19-44
+// and 72-80 of e2b-dev/infra): silently shortened to what is left of its
+// max instance length since its start (counted in Shortened), 400 "Max
+// instance length exceeded" once that has passed, and, unless allowShorter,
+// never brought earlier. It returns the refusal's status and message (0: done).
+// Called with s.mu held.
+func (s *Server) keepAliveLocked(b *sbox, d time.Duration, allowShorter bool) (int, string) {
+	now := time.Now()
+	left := s.maxLength() - now.Sub(b.started)
+	if left < 0 {
+		return http.StatusBadRequest, "Max instance length exceeded"
+	}
+	ttl := min(left, d)
+	end := now.Add(ttl)
+	if !allowShorter && end.Before(b.endAt) {
+		return 0, ""
+	}
+	if ttl < d {
+		s.shortened++
+	}
+	b.endAt = end
+	return 0, ""
+}
+
+// Shortened counts the timeouts the fake set shorter than asked because
+// they reached past a sandbox's max instance length (E2B shortens them
+// without a word; a client that knows the cap never asks for that).
+func (s *Server) Shortened() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shortened
+}
+
+// AutoPauses counts the sandboxes paused because their timeout passed
+// (their end time, which the max instance length bounds).
+func (s *Server) AutoPauses() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.autoPauses
 }
 
 type newSandbox struct {
@@ -192,8 +316,19 @@ func (s *Server) create(c *call) {
 	if !c.decode(&req) {
 		return
 	}
-	if !slices.Contains(s.opts.Templates, req.TemplateID) {
-		c.error(http.StatusBadRequest, "template '"+req.TemplateID+"' not found")
+	// An unknown template is 404 "template 'x' not found", x the reference
+	// without its tag: PostSandboxes resolves the alias first
+	// (packages/api/internal/handlers/sandbox_create.go:87-103 of
+	// e2b-dev/infra), whose miss is templateNotFoundError
+	// (packages/api/internal/cache/templates/alias_cache.go:112-113),
+	// answered by ToAPIError (errors.go:59-69).
+	if name, _, _ := strings.Cut(req.TemplateID, ":"); !slices.Contains(s.opts.Templates, name) {
+		c.error(http.StatusNotFound, "template '"+name+"' not found")
+		return
+	}
+	timeout, msg := s.parseTimeout(req.Timeout) // sandbox_create.go:158-163
+	if msg != "" {
+		c.error(http.StatusBadRequest, msg)
 		return
 	}
 	b := &sbox{id: newSandboxID(), template: req.TemplateID, state: stRunning, metadata: req.Metadata, started: time.Now(),
@@ -201,11 +336,9 @@ func (s *Server) create(c *call) {
 	if b.metadata == nil {
 		b.metadata = map[string]string{}
 	}
-	timeout := 15 * time.Second
-	if req.Timeout != nil {
-		timeout = time.Duration(*req.Timeout) * time.Second
-	}
-	b.endAt = b.started.Add(timeout)
+	// The end: the timeout from the start, within the max instance length
+	// (sandbox/store.go:80-84).
+	b.endAt = b.started.Add(min(timeout, s.maxLength()))
 	b.autoPause = req.AutoPause != nil && *req.AutoPause
 	b.secure = req.Secure != nil && *req.Secure
 	if req.AllowInternetAccess != nil {
@@ -220,6 +353,19 @@ func (s *Server) create(c *call) {
 	// Egress: all or nothing here (the fake does not filter by destination):
 	// denied when internet access is off or 0.0.0.0/0 is denied.
 	egress := b.internet && !slices.Contains(b.denyOut, "0.0.0.0/0")
+	s.mu.Lock()
+	if !s.startAllowedLocked() {
+		s.mu.Unlock()
+		c.error(http.StatusTooManyRequests, concurrencyMessage(s.opts.MaxSandboxes))
+		return
+	}
+	s.starting++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.starting--
+		s.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(c.r.Context(), 60*time.Second)
 	defer cancel()
 	token := ""
@@ -286,6 +432,25 @@ func (s *Server) list(c *call) {
 		c.w.Header().Set("X-Next-Token", strconv.Itoa(offset+limit))
 	}
 	c.json(http.StatusOK, page)
+}
+
+// startAllowedLocked tells whether one more sandbox may start: E2B
+// reserves a place among the team's concurrent sandboxes (the running ones
+// and those starting) for every create and resume, and refuses it beyond
+// SandboxConcurrency (packages/api/internal/orchestrator/
+// create_instance.go:188-204 of e2b-dev/infra; Options.MaxSandboxes).
+// Called with s.mu held.
+func (s *Server) startAllowedLocked() bool {
+	if s.opts.MaxSandboxes <= 0 {
+		return true
+	}
+	n := s.starting
+	for _, b := range s.sandboxes {
+		if !b.killed && b.state == stRunning {
+			n++
+		}
+	}
+	return n < s.opts.MaxSandboxes
 }
 
 // pauseLocked freezes a running sandbox (docker pause keeps its memory and
@@ -386,6 +551,7 @@ func (s *Server) expire() {
 			if err := s.pauseLocked(b); err != nil {
 				s.log.Warn("e2bfake: auto-pause", "sandbox", b.id, "error", err)
 			}
+			s.autoPauses++
 			continue
 		}
 		s.killLocked(b)

@@ -59,7 +59,8 @@ type Options struct {
 	APIKey string
 	// Image is the sandboxes' image (default sandboxcore-test:latest; never pulled).
 	Image string
-	// Templates are the template ids or aliases a create may name (default: "base").
+	// Templates are the template ids or aliases a create may name (default:
+	// "base"); a reference's tag is not checked.
 	Templates []string
 	// StreamLimit cuts envd streams (Connect server streams) older than it,
 	// like E2B's proxies; 0: never.
@@ -67,6 +68,23 @@ type Options struct {
 	// KillOnTimeout kills a sandbox whose timeout passes even when it was
 	// created with autoPause (E2B accounts without persistence do).
 	KillOnTimeout bool
+	// RateLimits are the API rate limiter's limits by gin route pattern
+	// (e.g. "/sandboxes", "/sandboxes/:sandboxID/timeout"; the key E2B's
+	// own configuration uses, shared by the route's methods); a route
+	// without one is not limited (E2B's default).
+	RateLimits map[string]RateLimit
+	// MaxInstanceLength is the team's max instance length (E2B's
+	// MaxLengthHours; 0: DefaultMaxInstanceLength): a sandbox's timeout
+	// never reaches past it from its start (a create or a resume), a create
+	// or connect asking for more is refused, a timeout extension beyond it
+	// silently shortened and 400 once it has passed (sandbox.go,
+	// keepAliveLocked). E2B counts it in whole hours; a shorter one (tests)
+	// is taken as it is, its messages still saying hours.
+	MaxInstanceLength time.Duration
+	// MaxSandboxes is the team's concurrent sandboxes (E2B's
+	// SandboxConcurrency): a create or a resume beyond it is refused 429
+	// with E2B's message; 0: no limit.
+	MaxSandboxes int
 	// Logger receives one line per request at debug level and every
 	// violation at error level; nil: slog.Default().
 	Logger *slog.Logger
@@ -75,6 +93,7 @@ type Options struct {
 // Server is one fake E2B. It is safe for concurrent use.
 type Server struct {
 	opts    Options
+	limits  *limiter
 	eng     *engine
 	api     *remotefake.Validator
 	envdV   *remotefake.Validator
@@ -90,9 +109,17 @@ type Server struct {
 	// the injected faults (Violations, Requests, Inject, ClearFaults).
 	*remotefake.Ledger
 
-	mu        sync.Mutex
-	sandboxes map[string]*sbox
+	mu         sync.Mutex
+	sandboxes  map[string]*sbox
+	starting   int // creates under way (startAllowedLocked)
+	shortened  int // timeouts cut to the max instance length (Shortened)
+	autoPauses int // pauses because a timeout passed (AutoPauses)
 }
+
+// DefaultMaxInstanceLength is the max instance length of E2B's default
+// tier, 1 hour (packages/db/migrations/20240219190940_add_max_length_hours.sql:8
+// of e2b-dev/infra; E2B's SDKs: "1 hour … for Hobby users", 24 for Pro).
+const DefaultMaxInstanceLength = time.Hour
 
 // DefaultImage is the sandboxes' image when Options.Image is empty.
 const DefaultImage = "sandboxcore-test:latest"
@@ -103,6 +130,9 @@ const DefaultImage = "sandboxcore-test:latest"
 func New(opts Options) (*Server, error) {
 	if opts.Image == "" {
 		opts.Image = DefaultImage
+	}
+	if opts.MaxInstanceLength <= 0 {
+		opts.MaxInstanceLength = DefaultMaxInstanceLength
 	}
 	if len(opts.Templates) == 0 {
 		opts.Templates = []string{"base"}
@@ -132,7 +162,7 @@ func New(opts Options) (*Server, error) {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	s := &Server{opts: opts, eng: eng, api: api, envdV: envdV, log: log, tmp: tmp, sandboxes: map[string]*sbox{},
+	s := &Server{opts: opts, limits: newLimiter(opts.RateLimits), eng: eng, api: api, envdV: envdV, log: log, tmp: tmp, sandboxes: map[string]*sbox{},
 		Ledger: remotefake.NewLedger("e2bfake", log, writeError), life: remotefake.NewLifecycle()}
 	s.life.Go(s.lifecycleLoop)
 	return s, nil
@@ -186,7 +216,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Header.Get("X-API-Key") != s.opts.APIKey {
-		writeError(w, http.StatusUnauthorized, "Invalid API key, it must start with 'e2b_' prefix")
+		writeError(w, r, http.StatusUnauthorized, "Invalid API key, it must start with 'e2b_' prefix")
 		return
 	}
 	route, params, in, ok := s.CheckRequest(w, r, s.api)
@@ -196,15 +226,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	op := r.Method + " " + route.Path
 	s.log.Debug("e2bfake request", "op", op, "path", r.URL.Path)
 	f := s.TakeFault(op)
-	if s.Apply(w, r, f) {
-		return
-	}
 	rec := httptest.NewRecorder()
-	s.handleAPI(&call{s: s, w: rec, r: r, params: params, op: op})
+	switch {
+	case s.Apply(rec, r, f):
+	case !s.limits.allow(rec, route.Path, time.Now()):
+		// E2B's rate limiter refused it (limits.go).
+	default:
+		s.handleAPI(&call{s: s, w: rec, r: r, params: params, op: op})
+	}
 	if r.Context().Err() != nil {
 		return
 	}
-	s.Reply(w, s.api, in, rec, f)
+	s.Reply(w, s.api, in, rec, f) // an injected answer is validated like the fake's own
 }
 
 // sandboxRoute tells a request for a sandbox: by the E2b-Sandbox-Id and
@@ -245,7 +278,7 @@ func (c *call) json(status int, v any) {
 	_ = json.NewEncoder(c.w).Encode(v)
 }
 
-func (c *call) error(status int, msg string) { writeError(c.w, status, msg) }
+func (c *call) error(status int, msg string) { writeError(c.w, c.r, status, msg) }
 
 func (c *call) decode(v any) bool {
 	var b bytes.Buffer
@@ -260,8 +293,9 @@ func (c *call) decode(v any) bool {
 	return true
 }
 
-// writeError answers with E2B's error body {"code","message"}.
-func writeError(w http.ResponseWriter, status int, msg string) {
+// writeError answers with E2B's error body {"code","message"}
+// (packages/shared/pkg/apierrors/apierrors.go:32-44 of e2b-dev/infra).
+func writeError(w http.ResponseWriter, _ *http.Request, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"code": status, "message": msg})

@@ -15,8 +15,12 @@ import (
 )
 
 // loadValidators returns the validators of the control plane's document
-// and of envd's (error responses are checked too: both documents describe
-// E2B's error body).
+// and of envd's. Error responses are checked like the others: against the
+// operation's documentation of their status, or, for the statuses it does
+// not document (E2B's create documents no 404 and no 429, its timeout no
+// 400 and no 409, yet the server answers each), against the document's own
+// Error schema, the body E2B writes for every error
+// (packages/shared/pkg/apierrors/apierrors.go:32-44 of e2b-dev/infra).
 func loadValidators() (*remotefake.Validator, *remotefake.Validator, error) {
 	api, err := newValidator("e2b api", spec.OpenAPI)
 	if err != nil {
@@ -34,7 +38,11 @@ func newValidator(name string, data []byte) (*remotefake.Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("e2bfake: load the %s document: %w", name, err)
 	}
-	v, err := remotefake.NewValidator(name, d, false)
+	errRef := d.Components.Schemas["Error"]
+	if errRef == nil || errRef.Value == nil {
+		return nil, fmt.Errorf("e2bfake: the %s document has no Error schema", name)
+	}
+	v, err := remotefake.NewValidator(name, d, errRef.Value)
 	if err != nil {
 		return nil, fmt.Errorf("e2bfake: router for the %s document: %w", name, err)
 	}

@@ -133,11 +133,25 @@ var apiErrorBody = openapi3.NewObjectSchema().
 // and middleware.go:18-155 of daytonaio/daytona v0.190.0, used by
 // apps/daemon/pkg/toolbox/server.go:149 and apps/proxy/pkg/proxy/proxy.go:161;
 // writeError).
-var toolboxErrorBody = openapi3.NewObjectSchema().
-	WithProperty("statusCode", openapi3.NewIntegerSchema()).
-	WithProperty("message", openapi3.NewStringSchema()).
-	WithProperty("code", openapi3.NewStringSchema()).
-	WithProperty("timestamp", openapi3.NewDateTimeSchema()).
-	WithProperty("path", openapi3.NewStringSchema()).
-	WithProperty("method", openapi3.NewStringSchema()).
-	WithRequired([]string{"statusCode", "message", "timestamp", "path"})
+//
+// Two handlers answer their own errors, bypassing the middleware, and are
+// the other two shapes: the bulk upload's {"errors": [...], "files": [...]}
+// and the bulk download's {"error": "..."} (apps/daemon/pkg/toolbox/fs/
+// upload_files.go and download_files.go of v0.190.0; toolbox_bulk.go).
+var toolboxErrorBody = openapi3.NewAnyOfSchema(
+	openapi3.NewObjectSchema().
+		WithProperty("statusCode", openapi3.NewIntegerSchema()).
+		WithProperty("message", openapi3.NewStringSchema()).
+		WithProperty("code", openapi3.NewStringSchema()).
+		WithProperty("timestamp", openapi3.NewDateTimeSchema()).
+		WithProperty("path", openapi3.NewStringSchema()).
+		WithProperty("method", openapi3.NewStringSchema()).
+		WithRequired([]string{"statusCode", "message", "timestamp", "path"}),
+	openapi3.NewObjectSchema().
+		WithProperty("errors", openapi3.NewArraySchema().WithItems(openapi3.NewStringSchema())).
+		WithProperty("files", openapi3.NewArraySchema().WithItems(openapi3.NewObjectSchema())).
+		WithRequired([]string{"errors"}),
+	openapi3.NewObjectSchema().
+		WithProperty("error", openapi3.NewStringSchema()).
+		WithRequired([]string{"error"}),
+)

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"testing"
@@ -39,4 +40,23 @@ func TestDownloadError(t *testing.T) {
 	}
 	require.Equal(t, "/home/daytona/rel", daemonPath("rel"))
 	require.Equal(t, "/abs", daemonPath("/abs"))
+}
+
+// The toolbox's error body admits the middleware's shape and the bulk
+// handlers' own two, nothing else.
+func TestToolboxErrorBodyShapes(t *testing.T) {
+	for _, ok := range []string{
+		`{"statusCode":404,"message":"file not found","timestamp":"2026-01-01T00:00:00Z","path":"/files"}`,
+		`{"errors":["a: permission denied"],"files":[{"path":"b","bytes":2}]}`,
+		`{"error":"request body must be {\"paths\": [ ... ]} and non-empty"}`,
+	} {
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(ok), &v))
+		require.NoError(t, toolboxErrorBody.VisitJSON(v), ok)
+	}
+	for _, bad := range []string{`{"message":"x"}`, `{"errors":"x"}`, `{"error":3}`, `"oops"`} {
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(bad), &v))
+		require.Error(t, toolboxErrorBody.VisitJSON(v), bad)
+	}
 }

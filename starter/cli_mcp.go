@@ -246,9 +246,9 @@ func (c *cli) mcpRevokeCommand() *cobra.Command {
 			"the endpoint refuses the token with 401 from its next request on, in open sessions too, while\n" +
 			"other tokens of the same workspace keep working. Name the token by its id (--id, as `sandboxctl\n" +
 			"mcp token` printed it) or give the token itself in a file (--token-file FILE, - for stdin; it is\n" +
-			"only read for its id and expiry: no key is needed). The entry lasts until the token's expiry:\n" +
-			"--expires-at as `mcp token --json` printed it, or the token's own; without either, 720h5m from\n" +
-			"now, past which no token the endpoint accepts can live. The file is created when missing, written\n" +
+			"only read for its id: no key is needed, so its expiry, unchecked, is not trusted). The entry lasts\n" +
+			"until --expires-at (as `mcp token --json` printed it) or, without it, 720h5m from now, past which\n" +
+			"no token the endpoint accepts can live. The file is created when missing, written\n" +
 			"under a lock (FILE.lock) as a new file renamed over the old one (mode 0600), and entries\n" +
 			"whose expiry has passed are dropped, so it stays bounded. A token minted before token ids (v1.…)\n" +
 			"has none and cannot be revoked alone: rotating the key ends every token.",
@@ -347,7 +347,10 @@ func (c *cli) revocation(id, expiresAt, tokenFile string, now time.Time) (mcpaut
 			"--token-file %s: a %s token (minted before token ids) has no id and cannot be revoked alone; it expires at %s, and rotating the key (--key-file) ends every token sooner",
 			tokenFile, mcpauth.VersionV1, cl.Expiry.UTC().Format(time.RFC3339))
 	}
-	return mcpauth.Revocation{TokenID: cl.TokenID, Expiry: cl.Expiry}, cl.WorkspaceID, nil
+	// The token's expiry is not checked here (no key is needed, so no MAC
+	// is verified): a copy with an earlier expiry must not end the entry
+	// before the real token, so the entry lasts as long as any token can.
+	return mcpauth.Revocation{TokenID: cl.TokenID, Expiry: longest}, cl.WorkspaceID, nil
 }
 
 // mcpBinding is what mcp's flags bind the server to: the workspace wsID, or

@@ -28,6 +28,9 @@ const (
 // bounds (of every workspace: the journal never grows with workspaces that
 // stopped being refused).
 func (p *Proxy) record(ws string, r Refusal) {
+	// What the command sent is hostile: printable ASCII only, clipped, so
+	// that the notice cannot carry escapes or grow with it.
+	r.Method, r.Destination, r.Reason = asciiClip(r.Method, 16), asciiClip(r.Destination, 260), asciiClip(r.Reason, 300)
 	p.refMu.Lock()
 	defer p.refMu.Unlock()
 	if p.refusals == nil {
@@ -77,7 +80,22 @@ func (p *Proxy) RefusalNotice(ws string, since time.Time) string {
 			fmt.Fprintf(&b, "sandbox: network policy: %d more refused\n", len(rs)-i)
 			break
 		}
-		fmt.Fprintf(&b, "sandbox: network policy refused %s %s: %s\n", r.Method, clipText(r.Destination), headerSafe(r.Reason))
+		fmt.Fprintf(&b, "sandbox: network policy refused %s %s: %s\n", r.Method, r.Destination, r.Reason)
 	}
 	return b.String()
+}
+
+// asciiClip keeps the printable ASCII of s, at most n bytes of it (then
+// "...").
+func asciiClip(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r >= 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
 }

@@ -31,4 +31,12 @@ func TestRefusalJournal(t *testing.T) {
 	require.Equal(t, 6, strings.Count(n, "\n")-1, n)
 	require.Contains(t, n, "sandbox: network policy refused CONNECT h10:443: h10:443 is not in the allow-list\n")
 	require.Contains(t, n, "sandbox: network policy: 4 more refused\n")
+	// Hostile text is kept printable and short.
+	p.record("evil", Refusal{At: time.Now(), Method: strings.Repeat("M", 60000), Destination: "\u009b2kevil\u202egnp.test:443\x1b[2K", Reason: "r"})
+	n = p.RefusalNotice("evil", time.Time{})
+	require.Less(t, len(n), 200, n)
+	require.NotContains(t, n, "\u009b")
+	require.NotContains(t, n, "\u202e")
+	require.NotContains(t, n, "\x1b")
+	require.Contains(t, n, "2kevilgnp.test:443[2K")
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -96,7 +97,7 @@ func FormatRevocations(entries []Revocation) []byte {
 // the file for one that cannot be read, is not a regular file, is larger
 // than MaxRevocationFileSize or is corrupt (ParseRevocations).
 func ReadRevocations(path string) ([]Revocation, error) {
-	f, err := os.Open(path)
+	f, err := openList(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	} else if err != nil {
@@ -151,6 +152,11 @@ func Revoke(ctx context.Context, path string, entries []Revocation, now time.Tim
 		if exp := e.Expiry.Unix(); exp < 1 || exp > 999_999_999_999 {
 			return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "revocation expiry %d: want Unix seconds from 1 to 999999999999", exp)
 		}
+	}
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		// A symbolic link would be replaced by the new file, not the file
+		// it names (which an endpoint may read); a FIFO would block.
+		return 0, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "revocation file %s is not a regular file (a symbolic link? give the file itself)", path)
 	}
 	lock := flock.New(path+".lock", flock.SetPermissions(0o600))
 	ok, err := lock.TryLockContext(ctx, lockWait)
@@ -266,7 +272,7 @@ func OpenRevocationList(path string, log *slog.Logger) (*RevocationList, error) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &RevocationList{path: path, log: log, ids: map[string]int64{}}
-	f, err := os.Open(path)
+	f, err := openList(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		l.missing = true
 		return l, nil
@@ -358,7 +364,7 @@ func (l *RevocationList) refresh() {
 		return
 	}
 	l.missing = false
-	f, err := os.Open(l.path)
+	f, err := openList(l.path)
 	if err != nil {
 		l.hold(nil, nil)
 		l.fail(fmt.Sprintf("revocation file: %v", err))
@@ -388,4 +394,10 @@ func (l *RevocationList) fail(msg string) {
 	}
 	l.failure = msg
 	l.log.Error("mcp: keeping the last good revocation list", "path", l.path, "entries", len(l.ids), "error", msg)
+}
+
+// openList opens a revocation file for reading without blocking on what
+// is not a regular file (a FIFO put at its path): readOpen then refuses it.
+func openList(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }

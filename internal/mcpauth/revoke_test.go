@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -309,4 +310,38 @@ func holdLock(t *testing.T, path string) (unlock func()) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	return func() { _ = l.Unlock() }
+}
+
+// A FIFO or a symbolic link at the revocation path: revoking refuses it at
+// once, and reading it never blocks.
+func TestRevocationFileThatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	real := filepath.Join(dir, "real")
+	require.NoError(t, os.WriteFile(real, nil, 0o600))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(real, link))
+	e := []Revocation{{TokenID: strings.Repeat("a", TokenIDLen), Expiry: time.Now().Add(time.Hour)}}
+	for _, p := range []string{fifo, link} {
+		done := make(chan error, 1)
+		go func() { _, err := Revoke(context.Background(), p, e, time.Now()); done <- err }()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument, p)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Revoke blocks", p)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadRevocations(fifo); done <- err }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO blocks")
+	}
+	b, err := os.ReadFile(real)
+	require.NoError(t, err)
+	require.Empty(t, b, "the file behind the link is untouched")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 
 	"strconv"
 	"strings"
@@ -36,19 +37,35 @@ type Conflict struct {
 	At time.Time
 }
 
-// Notice is the conflict as a command's stderr says it.
+// Notice is the conflict as a command's stderr says it (the paths quoted:
+// a name may hold a newline or an escape).
 func (c Conflict) Notice() string {
 	if c.Copy == "" {
-		return fmt.Sprintf("sandbox: sync conflict: %s changed in the workspace and was deleted in the sandbox; the workspace's version stays", c.Path)
+		return fmt.Sprintf("sandbox: sync conflict: %q changed in the workspace and was deleted in the sandbox; the workspace's version stays", c.Path)
 	}
-	return fmt.Sprintf("sandbox: sync conflict: %s changed both in the workspace and in the sandbox; the workspace's version stays, the sandbox's is at %s", c.Path, c.Copy)
+	return fmt.Sprintf("sandbox: sync conflict: %q changed both in the workspace and in the sandbox; the workspace's version stays, the sandbox's is at %q", c.Path, c.Copy)
+}
+
+// maxCopyBase bounds, in bytes, the part of a file's name its conflict
+// copy keeps, so that the copy's name stays within the file system's 255
+// bytes (rp_guard clips the same way).
+const maxCopyBase = 200
+
+// copyStem is what a conflict copy of fp is named from: fp with its last
+// element clipped to maxCopyBase bytes, then ConflictSuffix.
+func copyStem(fp string) string {
+	dir, base := path.Split(fp)
+	if len(base) > maxCopyBase {
+		base = base[:maxCopyBase]
+	}
+	return dir + base + ConflictSuffix
 }
 
 // isConflictCopy reports whether cp is a name rp_guard or conflictCopy
-// gives the replica's version of fp: fp + ConflictSuffix, optionally
-// followed by "-" and a number from 2.
+// gives the replica's version of fp: copyStem(fp), optionally followed by
+// "-" and a number from 2.
 func isConflictCopy(fp, cp string) bool {
-	rest, ok := strings.CutPrefix(cp, fp+ConflictSuffix)
+	rest, ok := strings.CutPrefix(cp, copyStem(fp))
 	if !ok {
 		return false
 	}
@@ -88,21 +105,33 @@ func parseConflicts(b []byte, err error) ([]Conflict, error) {
 	return out, nil
 }
 
+// maxConflictCopies bounds the names conflictCopy tries.
+const maxConflictCopies = 100
+
 // conflictCopy returns the first conflict name of fp that is free in the
-// worktree and among taken (the paths the pass writes).
+// worktree and among taken (the paths the pass writes), or "" when none
+// is: a name that cannot be looked up (too long, below something that is
+// no longer a directory, escaping through a symbolic link) or
+// maxConflictCopies names taken. The caller then keeps the replica's
+// version in the replica and says so.
 func conflictCopy(root *os.Root, fp string, taken map[string]diffRecord) string {
-	for n := 1; ; n++ {
-		cp := fp + ConflictSuffix
+	for n := 1; n <= maxConflictCopies; n++ {
+		cp := copyStem(fp)
 		if n > 1 {
 			cp += "-" + strconv.Itoa(n)
 		}
 		if _, busy := taken[cp]; busy {
 			continue
 		}
-		if _, err := root.Lstat(cp); errors.Is(err, fs.ErrNotExist) {
+		_, err := root.Lstat(cp)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return cp
+		case err != nil:
+			return ""
 		}
 	}
+	return ""
 }
 
 // hostChanged reports whether the host's fp differs from what Begin saw

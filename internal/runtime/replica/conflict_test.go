@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -125,4 +127,69 @@ func TestParseConflictsRefusesOtherNames(t *testing.T) {
 		_, err := parseConflicts([]byte(bad), nil)
 		require.Error(t, err, "%q", bad)
 	}
+}
+
+// A file the host turned into a directory while the sandbox wrote it: the
+// sandbox's version is kept beside it and the host's directory survives
+// the next passes.
+func TestConflictFileBecameDirectory(t *testing.T) {
+	f := newFixture(t, false)
+	f.write("f", "base f\n")
+	f.sync()
+	ctx := context.Background()
+	p, err := f.rep.Begin(ctx)
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, os.Remove(filepath.Join(f.wt, "f")))
+	f.write("f/inner", "host inner\n")
+	_, _, err = p.run(ctx, f.tr, `cd "$W" && echo sandbox-precious > f`)
+	require.NoError(t, err)
+	require.Equal(t, "sandbox-precious\n", read(t, filepath.Join(f.wt, "f.remote-conflict")))
+	f.sync()
+	f.sync()
+	require.Equal(t, "host inner\n", read(t, filepath.Join(f.wt, "f/inner")), "the host's directory survives")
+	require.Equal(t, "host inner\n", read(t, filepath.Join(f.remote, "f/inner")))
+	require.Equal(t, "sandbox-precious\n", read(t, filepath.Join(f.wt, "f.remote-conflict")))
+}
+
+// A conflict on a name too long to take the conflict suffix, both ways
+// (found when the command's change comes back, and when the host's goes
+// up): the copy's name keeps the first 200 bytes of the file's name, and
+// nothing hangs or is lost.
+func TestConflictOnALongName(t *testing.T) {
+	f := newFixture(t, false)
+	long := strings.Repeat("l", 245)
+	short := strings.Repeat("l", 200) + ConflictSuffix
+	f.write("d/"+long, "base\n")
+	f.write(long, "base\n")
+	f.sync()
+	ctx := context.Background()
+	p, err := f.rep.Begin(ctx)
+	require.NoError(t, err)
+	defer p.Close()
+	f.write("d/"+long, "host\n")
+	done := make(chan struct{})
+	var rep Report
+	go func() {
+		defer close(done)
+		_, rep, err = p.run(ctx, f.tr, `cd "$W" && echo sandbox > d/`+long)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pass hangs")
+	}
+	require.NoError(t, err)
+	require.Equal(t, []string{"d/" + long + " -> d/" + short}, conflictsOf(rep.Conflicts))
+	require.Equal(t, "host\n", read(t, filepath.Join(f.wt, "d", long)))
+	require.Equal(t, "sandbox\n", read(t, filepath.Join(f.wt, "d", short)))
+
+	// Between passes, the other way.
+	f.sh(`echo sandbox > ` + long)
+	f.write(long, "host\n")
+	rep = f.sync()
+	require.Equal(t, []string{long + " -> " + short}, conflictsOf(rep.Conflicts))
+	require.Equal(t, "host\n", read(t, filepath.Join(f.wt, long)))
+	require.Equal(t, "sandbox\n", read(t, filepath.Join(f.wt, short)))
+	require.Equal(t, "host\n", read(t, filepath.Join(f.remote, long)))
 }

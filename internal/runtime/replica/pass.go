@@ -834,6 +834,13 @@ func (p *Pass) applyContents(ctx context.Context, root *os.Root, res Result, cha
 		}
 		if both[name] {
 			cp := conflictCopy(root, name, changes)
+			if cp == "" {
+				// Nowhere to keep it on the host: the pass fails (its state is
+				// not committed, so the next pass finds the same conflict)
+				// rather than lose either version.
+				return sandboxapi.Errorf(sandboxapi.ErrConflict,
+					"replica: %s changed both in the workspace and in the sandbox, and no name beside it can hold the sandbox's version: rename it on one side", sandboxClip(name))
+			}
 			if _, _, err := writeEntry(root, cp, h, tr, rec); err != nil {
 				rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: the sandbox's version not kept at %s: %v", name, cp, err))
 				p.r.recheck(name)

@@ -120,7 +120,7 @@ rp_git() {
 rp_guard() {
 	[ "$RP_MODE" = incr ] && [ -s "$P/in/ctl/guard" ] || return 0
 	GIT_INDEX_FILE="$P/guard.index" rp_sg read-tree "$RP_BASE" || { rp_fail 92 "read-tree of the base failed"; return; }
-	GIT_INDEX_FILE="$P/guard.index" rp_sg update-index -z --add --remove --info-only --stdin < "$P/in/ctl/guard" >/dev/null 2>&1
+	GIT_INDEX_FILE="$P/guard.index" rp_sg update-index -z --add --remove --replace --info-only --stdin < "$P/in/ctl/guard" >/dev/null 2>&1
 	GIT_INDEX_FILE="$P/guard.index" rp_sg diff-index --cached -z --name-only --no-renames "$RP_BASE" | sort -z > "$P/guard.base"
 	GIT_INDEX_FILE="$P/guard.index" rp_sg diff-index --cached -z --name-only --no-renames "$(cat "$P/hv")" | sort -z > "$P/guard.host"
 	rm -f "$P/guard.index"
@@ -130,17 +130,27 @@ rp_guard() {
 	if [ -s "$P/guard.both" ]; then
 		# shellcheck disable=SC2016
 		xargs -0 -r sh -c '
-			W=$1; sent=$2; shift 2
+			W=$1; sent=$2; failed=$3; shift 3
 			for f in "$@"; do
 				if [ -e "$W/$f" ] || [ -L "$W/$f" ]; then
-					c=$f.remote-conflict; n=2
-					while [ -e "$W/$c" ] || [ -L "$W/$c" ] || grep -qzxF -- "$c" "$sent"; do c=$f.remote-conflict-$n; n=$((n + 1)); done
-					mv -f -- "$W/$f" "$W/$c" || continue
+					# The name clipped to 200 bytes, as the host does
+					# (copyStem): the copy fits in 255.
+					b=${f##*/}; d=${f%"$b"}
+					stem=$d$(printf "%s" "$b" | head -c 200).remote-conflict
+					c=$stem; n=2
+					while [ -e "$W/$c" ] || [ -L "$W/$c" ] || grep -qzxF -- "$c" "$sent"; do c=$stem-$n; n=$((n + 1)); done
+					mv -f -- "$W/$f" "$W/$c" || { printf "%s" "$f" > "$failed"; exit 1; }
 					printf "%s\0%s\0" "$f" "$c"
 				else
 					printf "%s\0\0" "$f"
 				fi
-			done' sh "$W" "$P/guard.sent" < "$P/guard.both" >> "$P/out/conflicts"
+			done' sh "$W" "$P/guard.sent" "$P/guard.failed" < "$P/guard.both" >> "$P/out/conflicts"
+		if [ -f "$P/guard.failed" ]; then
+			# The sandbox's version cannot be kept beside it (its name is too
+			# long, say): nothing of the host's goes over it.
+			rp_fail 92 "the sandbox's version of $(head -c 300 "$P/guard.failed") changed on both sides and cannot be kept beside it (rename the file)"
+			return
+		fi
 	fi
 	rm -f "$P/guard.base" "$P/guard.host" "$P/guard.sent" "$P/guard.both"
 	return 0
@@ -178,7 +188,7 @@ rp_apply() {
 		i=$((i + 1))
 	done
 	if [ -s "$P/in/ctl/add" ]; then
-		rp_sg update-index -z --add --remove --info-only --stdin < "$P/in/ctl/add" >/dev/null 2>&1
+		rp_sg update-index -z --add --remove --replace --info-only --stdin < "$P/in/ctl/add" >/dev/null 2>&1
 	fi
 	rp_git || return
 	return 0
@@ -194,7 +204,9 @@ rp_collect() {
 	grep -z '/$' "$P/listed" | head -z -n 100 > "$P/out/nested"
 	rm -f "$P/listed"
 	if [ -s "$P/changed" ]; then
-		rp_sg update-index -z --add --remove --info-only --stdin < "$P/changed" >/dev/null 2> "$P/out/warnings"
+		# --replace: a file that became a directory (or the reverse) takes
+		# the place of its old entries instead of stopping the update.
+		rp_sg update-index -z --add --remove --replace --info-only --stdin < "$P/changed" >/dev/null 2> "$P/out/warnings"
 	fi
 	post=$(rp_sg write-tree --missing-ok) || { exec 8>&-; rp_fail 92 "write-tree of the replica failed"; return; }
 	hv=$(cat "$P/hv")

@@ -35,19 +35,8 @@ func DeniedStatusLine(reason string) string {
 }
 
 // headerSafe drops control characters and non-ASCII from s and clips it,
-// so it can stand in a status line or a header value.
-func headerSafe(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r >= 0x7f {
-			return -1
-		}
-		return r
-	}, s)
-	if len(s) > maxReasonPhrase {
-		s = s[:maxReasonPhrase] + "..."
-	}
-	return s
-}
+// so it can stand in a status line or a header value (asciiClip).
+func headerSafe(s string) string { return asciiClip(s, maxReasonPhrase) }
 
 // answer writes the proxy's own plain-text answer.
 func (e *endpoint) answer(w http.ResponseWriter, code int, format string, args ...any) {

@@ -227,6 +227,35 @@ func sessionStatus(t *testing.T, wfID string) enumspb.WorkflowExecutionStatus {
 	return d.GetWorkflowExecutionInfo().GetStatus()
 }
 
+// listedSoon waits until the sessions visibility lists for query are
+// exactly the workspaces want (in any order), for at most 10 s: a run that
+// just started, closed or continued shows in visibility a moment later.
+func listedSoon(t *testing.T, sc *sandboxclient.Client, query string, want ...string) []sandboxclient.SessionSummary {
+	t.Helper()
+	var got []sandboxclient.SessionSummary
+	var lastErr error
+	ok := assert.Eventually(t, func() bool {
+		got, lastErr = sc.ListSessions(context.Background(), query, 0)
+		if lastErr != nil || len(got) != len(want) {
+			return false
+		}
+		seen := map[string]bool{}
+		for _, row := range got {
+			seen[row.WorkspaceID] = true
+		}
+		for _, id := range want {
+			if !seen[id] {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 100*time.Millisecond, "sessions listed for %q: want %v", query, want)
+	if !ok {
+		t.Fatalf("listed: %+v (error %v)", got, lastErr)
+	}
+	return got
+}
+
 func TestDestroyLeavesARestorableBackup(t *testing.T) {
 	bin := buildCLI(t)
 	h := startHost(t, "destroy")
@@ -266,9 +295,7 @@ func TestDestroyLeavesARestorableBackup(t *testing.T) {
 	d, err := s.Describe(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, sandboxapi.StateDestroyed, d.State)
-	list, err := h.client.ListSessions(ctx, "SandboxUser = '"+user+"'", 0)
-	require.NoError(t, err)
-	assert.Empty(t, list, "a destroyed workspace is not listed")
+	listedSoon(t, h.client, "SandboxUser = '"+user+"'") // a destroyed workspace is not listed
 	_, err = s.Status(ctx)
 	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceNotFound, "its operations fail; nothing is resurrected by them")
 
@@ -507,9 +534,7 @@ func TestCleanupOfAUserAcrossTwoHosts(t *testing.T) {
 		assert.Equal(t, "keep me\n", string(data))
 		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, sessionStatus(t, m.hd.WorkflowID))
 	}
-	left, err := scA.ListSessions(ctx, "SandboxUser = '"+user+"'", 0)
-	require.NoError(t, err)
-	require.Len(t, left, 1, "only the restored one")
+	listedSoon(t, scA, "SandboxUser = '"+user+"'", mine[0].hd.WorkspaceID) // only the restored one
 
 	// With --discard and a project, the restored one goes for good.
 	r = runCLI(t, bin, cfgB.TaskQueue, "", "cleanup", "--user", user, "--project", "p1", "--discard")

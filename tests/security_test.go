@@ -314,9 +314,7 @@ func TestSecuredEngineOverMutualTLS(t *testing.T) {
 	_, err = s.ReadFile(ctx, m.missing+".txt")
 	require.ErrorIs(t, err, sandboxapi.ErrFileNotFound, "typed errors survive encryption")
 	assert.Contains(t, err.Error(), m.missing, "the SDK decodes the error message")
-	list, err := sc.ListSessions(ctx, "SandboxUser = '"+user+"'", 10)
-	require.NoError(t, err)
-	require.Len(t, list, 1)
+	list := listedSoon(t, sc, "SandboxUser = '"+user+"'", hd.WorkspaceID)
 	assert.Equal(t, hd.WorkspaceID, list[0].Handle.WorkspaceID, "the memo (encrypted) is decoded with the client's converter")
 
 	// The raw history, through a client over the same mTLS but without keys.
@@ -629,9 +627,7 @@ func TestPayloadKeyRotation(t *testing.T) {
 	desc, err := s2.Describe(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, hd.WorkspaceID, desc.WorkspaceID)
-	list, err := sc2.ListSessions(ctx, "SandboxUser = '"+user+"'", 10)
-	require.NoError(t, err)
-	require.Len(t, list, 1)
+	list := listedSoon(t, sc2, "SandboxUser = '"+user+"'", hd.WorkspaceID)
 	assert.Equal(t, hd.WorkspaceID, list[0].Handle.WorkspaceID)
 
 	events, all := rawHistory(t, tc, s2.WorkflowID())
@@ -774,9 +770,7 @@ func TestWorkerRefusesPlaintextPayloads(t *testing.T) {
 	d, err := s.Describe(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, hd.WorkspaceID, d.WorkspaceID)
-	list, err := keyed.ListSessions(ctx, "SandboxUser = '"+user+"'", 10)
-	require.NoError(t, err)
-	require.Len(t, list, 1)
+	listedSoon(t, keyed, "SandboxUser = '"+user+"'", hd.WorkspaceID)
 	// The SDK's own queries carry no argument: answered (their results
 	// are encrypted; the keyless client only checks the worker answers).
 	for _, q := range []string{"__stack_trace", "__temporal_workflow_metadata"} {

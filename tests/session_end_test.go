@@ -227,8 +227,6 @@ func TestCallsAfterDestroyKeepItDestroyed(t *testing.T) {
 	d, err = s.Describe(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, sandboxapi.StateDestroyed, d.State)
-	list, err := h.client.ListSessions(ctx, fmt.Sprintf("%s = '%s'", sandboxapi.SearchAttrUser, user), 0)
-	require.NoError(t, err)
-	assert.Empty(t, list)
+	listedSoon(t, h.client, fmt.Sprintf("%s = '%s'", sandboxapi.SearchAttrUser, user))
 	replayRuns(t, hd.WorkflowID)
 }

@@ -243,8 +243,16 @@ func execResult(ctx context.Context, pr sandbox.ProcessRuntime, id string, req s
 		}
 		kept[i] = output.Join(head, tail, total)
 	}
+	truncated := totals[0] > int64(limit) || totals[1] > int64(limit)
+	if n, ok := pr.(sandbox.ExecNotices); ok {
+		// How the runtime treated the command, as its own Exec says it.
+		if notice := n.ExecNotice(id, info); notice != "" {
+			kept[1] = append(kept[1], notice...)
+			totals[1] += int64(len(notice))
+		}
+	}
 	o := output.Outcome{ExitCode: info.ExitCode, Reason: info.ExitReason, Stdout: kept[0], Stderr: kept[1],
-		StdoutBytes: totals[0], StderrBytes: totals[1], Truncated: totals[0] > int64(limit) || totals[1] > int64(limit)}
+		StdoutBytes: totals[0], StderrBytes: totals[1], Truncated: truncated}
 	if !info.EndedAt.IsZero() {
 		o.Duration = info.EndedAt.Sub(info.StartedAt)
 	}

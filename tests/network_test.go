@@ -197,6 +197,9 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 	out = run("", proxyGet, denied.addr(), "secret/path")
 	assert.Contains(t, out, "403 Forbidden")
 	assert.Contains(t, out, "denied by the network policy of workspace "+hd.WorkspaceID+": "+denied.addr()+" is not in the allow-list")
+	// The exec's stderr names the refusal (the agent's tool may print
+	// only its status), through the session as through the runtime.
+	assert.Contains(t, out, "sandbox: network policy refused GET "+denied.addr()+": "+denied.addr()+" is not in the allow-list", out)
 	assert.Zero(t, denied.conns.Load())
 	assert.Contains(t, logs.String(), "egress denied")
 	assert.Contains(t, logs.String(), "workspace="+hd.WorkspaceID)

@@ -7,6 +7,20 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
+// ExecNotices is an optional capability of a ProcessRuntime: what the
+// runtime has to tell the agent about how it treated an exec's command
+// (ProcessSpec.Exec) that ended — killed at the memory limit or the disk
+// quota, started unable to grow files, refused by the network policy —
+// as the lines its ExecResult's stderr ends with, the same as Runtime.Exec
+// writes for a command it runs itself (docs/API.md "exec"; docs/SECURITY.md
+// "Resource limits (bubblewrap)", "Network modes"). The exec activity asserts
+// it (`pr.(sandbox.ExecNotices)`). info is the ended process; the result is
+// "" when there is nothing to say, or when the runtime no longer knows the
+// process's start (a worker restarted in between).
+type ExecNotices interface {
+	ExecNotice(id string, info sandboxapi.ProcessInfo) string
+}
+
 // ProcessRuntime is the optional capability of a Runtime to run background
 // processes an agent controls (docs/SECURITY.md "Process model", docs/API.md
 // "Processes"): started at once, read by absolute byte offsets from a

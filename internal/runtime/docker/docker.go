@@ -223,6 +223,9 @@ type Provider struct {
 	procs     procClients
 	previewMu sync.Mutex
 	previews  map[previewKey]*forwarder // preview.go
+	// notes: each exec process's start (runtime id/process id → the time),
+	// for its notice (Runtime.ExecNotice).
+	notes procexec.Notes[time.Time]
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)

@@ -243,7 +243,21 @@ func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandboxapi
 	if spec.PTY != nil {
 		s.PTY, s.Rows, s.Cols = true, uint16(spec.PTY.Rows), uint16(spec.PTY.Cols)
 	}
+	if spec.Exec && spec.ID != "" {
+		r.p.notes.Put(r.id+"/"+spec.ID, time.Now())
+	}
 	return s, mode, nil
+}
+
+// ExecNotice is sandbox.ExecNotices: what the network policy refused while
+// exec process id ran (as Exec's stderr ends with), when this worker
+// started it.
+func (r *Runtime) ExecNotice(id string, _ sandboxapi.ProcessInfo) string {
+	since, ok := r.p.notes.Get(r.id + "/" + id)
+	if !ok || r.p.egress == nil || r.spec == nil {
+		return ""
+	}
+	return r.p.egress.RefusalNotice(r.spec.WorkspaceID, since)
 }
 
 // relay opens one control connection to container name's supervisor: a

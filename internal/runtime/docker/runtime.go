@@ -145,6 +145,7 @@ func (r *Runtime) trim(ctx context.Context) {
 var (
 	_ sandbox.Runtime        = (*Runtime)(nil)
 	_ sandbox.ProcessRuntime = (*Runtime)(nil)
+	_ sandbox.ExecNotices    = (*Runtime)(nil)
 )
 
 // ID returns the runtime id (RuntimeSpec.ID).

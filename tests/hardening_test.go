@@ -473,3 +473,45 @@ func TestHardeningConcurrentAcquires(t *testing.T) {
 	staging, _ := os.ReadDir(filepath.Join(h.Config.DataDir, "repos", ".staging"))
 	assert.Empty(t, staging)
 }
+
+// TestDiskQuotaThroughTheSession: on bubblewrap, a command that passes the
+// runtime's disk quota (SANDBOX_RUNTIME_DISK_GB=1) is killed with the
+// notice the runtime gives, through the session's exec as through the
+// runtime; the next command starts unable to grow files, saying why; after
+// an rm, commands write again.
+func TestDiskQuotaThroughTheSession(t *testing.T) {
+	h := startHost(t, "diskquota", func(c *hostworker.Config) {
+		c.RuntimeResources = &sandbox.ResourceHints{DiskGB: 1}
+	})
+	if k := h.Activities.Runtimes.Kind(); k != "bwrap" {
+		t.Skipf("the disk quota is bubblewrap's; this host runs %s", k)
+	}
+	ctx := ctxFor(t, 4*time.Minute)
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
+	s, _, err := h.client.Acquire(ctx, editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(upstream)))
+	require.NoError(t, err)
+	exec := func(script string) sandboxapi.ExecResult {
+		t.Helper()
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: 120})
+		require.NoError(t, err)
+		return res
+	}
+	res := exec(`i=0; while [ $i -lt 32 ]; do head -c 67108864 /dev/zero > /tmp/f$i || exit 7; i=$((i+1)); done; sleep 5`)
+	require.Equal(t, 137, res.ExitCode, "stderr %q", res.Stderr)
+	require.Contains(t, string(res.Stderr), "sandbox: killed: the runtime's disk quota was exceeded (")
+	require.Contains(t, string(res.Stderr), "of 1.00 GiB")
+
+	res = exec("sh -c 'printf x >> /tmp/f0'; echo $?")
+	require.Equal(t, "153\n", string(res.Stdout), "stderr %q", res.Stderr)
+	require.Contains(t, string(res.Stderr), "sandbox: the runtime is over its disk quota (")
+	require.Contains(t, string(res.Stderr), "remove files (rm works)")
+
+	// A command started over the quota stays unable to grow files: remove
+	// first, write in the next command.
+	res = exec("rm /tmp/f*")
+	require.Equal(t, 0, res.ExitCode, "stderr %q", res.Stderr)
+	res = exec("printf ok > /tmp/small && cat /tmp/small")
+	require.Equal(t, 0, res.ExitCode, "stderr %q", res.Stderr)
+	require.Equal(t, "ok", string(res.Stdout))
+	require.NotContains(t, string(res.Stderr), "quota")
+}

@@ -3,6 +3,7 @@ package bwrap
 import (
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -46,7 +47,9 @@ func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandbox
 			a = append(a, "--ro-bind", k, k)
 		}
 	}
-	a = append(a, "--dev", "/dev", "--bind", cfg.scratch, "/tmp")
+	// /dev/shm: a tmpfs of ShmBytes (the memory it holds counts toward
+	// the memory limit too, but not where there is no cgroup).
+	a = append(a, "--dev", "/dev", "--perms", "1777", "--size", strconv.Itoa(ShmBytes), "--tmpfs", "/dev/shm", "--bind", cfg.scratch, "/tmp")
 	var visible []string
 	for _, ro := range p.roPaths {
 		fi, err := os.Lstat(ro)

@@ -6,8 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/diskquota"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // DefaultDiskGB is a runtime's disk quota in GiB when ResourceHints.DiskGB
@@ -16,6 +20,11 @@ import (
 // diskquota.BytesPerFile bytes per entry (docs/SECURITY.md "Resource
 // limits (bubblewrap)").
 const DefaultDiskGB = 10
+
+// ShmBytes is the size of a sandbox's /dev/shm, a tmpfs that the disk
+// quota does not measure: 64 MiB, Docker's default (docs/SECURITY.md
+// "Resource limits (bubblewrap)").
+const ShmBytes = 64 << 20
 
 // diskDirs are the host directories a runtime's commands can write: the
 // workdir, every other writable mount and the scratch /tmp.
@@ -45,20 +54,52 @@ func (cfg sandboxConfig) fileSizeArgs() []string {
 // measurement stops with the last sandbox (unwatchDiskLocked). Commands
 // only run while a sandbox does, so nothing grows unmeasured.
 func (r *Runtime) watchDiskLocked(cfg sandboxConfig) {
-	if r.diskStop != nil || len(r.sbs) == 0 || cfg.limits.DiskGB <= 0 {
+	if r.diskStop != nil || len(r.sbs) == 0 {
+		return
+	}
+	w := r.diskWatcherLocked(cfg)
+	if w == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.diskStop = cancel
-	w := &diskquota.Watcher{
-		Dirs:     cfg.diskDirs,
-		Limit:    diskquota.LimitOf(cfg.limits.DiskGB),
+	go w.Run(ctx)
+}
+
+// diskWatcherLocked returns the runtime's disk watcher for cfg's quota
+// (r.mu held), made at first use and again when the quota changed; nil
+// without a quota.
+func (r *Runtime) diskWatcherLocked(cfg sandboxConfig) *diskquota.Watcher {
+	if cfg.limits.DiskGB <= 0 {
+		return nil
+	}
+	limit := diskquota.LimitOf(cfg.limits.DiskGB)
+	if r.disk != nil && r.disk.Limit == limit {
+		return r.disk
+	}
+	if r.diskStop != nil {
+		r.diskStop()
+		r.diskStop = nil
+	}
+	r.disk = &diskquota.Watcher{
+		Dirs:     func() []string { return r.life.Conf().diskDirs() },
+		Limit:    limit,
 		Exceeded: r.overQuota,
 		Log:      r.p.log.With("id", r.ID(), "workspace", cfg.workspaceID),
 		Active:   r.commandsRun,
 	}
-	r.disk = w
-	go w.Run(ctx)
+	return r.disk
+}
+
+// fileGrowthBlocked reports whether a command starting now must start
+// unable to grow files (supervisor.Spec.NoFileGrowth): the runtime is over
+// its quota or its use cannot be measured (diskquota.Watcher.Blocked).
+// It measures first when the runtime is near its quota; ctx bounds that.
+func (r *Runtime) fileGrowthBlocked(ctx context.Context, cfg sandboxConfig) bool {
+	r.mu.Lock()
+	w := r.diskWatcherLocked(cfg)
+	r.mu.Unlock()
+	return w != nil && w.Blocked(ctx)
 }
 
 // commandsRun reports whether a command or background process of the
@@ -113,15 +154,31 @@ func (r *Runtime) overQuota(u diskquota.Usage) {
 
 // quotaNotice is what a command killed by the disk quota gets on stderr.
 func (r *Runtime) quotaNotice(cfg sandboxConfig) []byte {
+	return []byte("\nsandbox: killed: the runtime's disk quota was exceeded (" + r.diskUse(cfg) +
+		"); remove files, or raise the quota (SANDBOX_RUNTIME_DISK_GB)\n")
+}
+
+// blockedNotice is what a command started while the runtime was over its
+// quota (supervisor.Spec.NoFileGrowth) gets on stderr.
+func (r *Runtime) blockedNotice(cfg sandboxConfig) []byte {
+	return []byte("\nsandbox: the runtime is over its disk quota (" + r.diskUse(cfg) +
+		"): this command could not make any file larger; remove files (rm works), or raise the quota (SANDBOX_RUNTIME_DISK_GB)\n")
+}
+
+// diskUse describes the runtime's last measurement against its quota, or
+// why it could not be measured.
+func (r *Runtime) diskUse(cfg sandboxConfig) string {
 	r.mu.Lock()
 	w := r.disk
 	r.mu.Unlock()
-	u := diskquota.Usage{}
-	if w != nil {
-		u = w.Last()
+	limit := diskquota.LimitOf(cfg.limits.DiskGB)
+	if w == nil {
+		return diskquota.Usage{}.Describe(limit) + " in the worktree and /tmp"
 	}
-	return []byte("\nsandbox: killed: the runtime's disk quota was exceeded (" + u.Describe(diskquota.LimitOf(cfg.limits.DiskGB)) +
-		" in the worktree and /tmp); remove files, or raise the quota (SANDBOX_RUNTIME_DISK_GB)\n")
+	if err := w.Failure(); err != nil {
+		return "its use cannot be measured, which counts as over the quota: " + sandboxView(cfg, err.Error())
+	}
+	return w.Last().Describe(limit) + " in the worktree and /tmp"
 }
 
 // fileSizeNotice is what a command the file size limit killed (SIGXFSZ,
@@ -129,4 +186,65 @@ func (r *Runtime) quotaNotice(cfg sandboxConfig) []byte {
 func fileSizeNotice(cfg sandboxConfig) []byte {
 	return []byte("\nsandbox: killed: a file reached the largest size the runtime's disk quota allows (" +
 		strconv.FormatInt(cfg.limits.DiskGB, 10) + " GiB; SANDBOX_RUNTIME_DISK_GB)\n")
+}
+
+// sandboxView is msg (a measurement's error) as a command sees the paths
+// in it — the host's worktree and scratch directories replaced by their
+// places in the sandbox — clipped to 400 bytes of valid UTF-8.
+func sandboxView(cfg sandboxConfig, msg string) string {
+	msg = strings.ReplaceAll(msg, cfg.root, cfg.workdir)
+	msg = strings.ReplaceAll(msg, cfg.scratch, "/tmp")
+	if len(msg) > 400 {
+		msg = msg[:400] + "…"
+	}
+	return strings.ToValidUTF8(msg, "?")
+}
+
+// execNote is what a command's notice compares against, taken as it
+// starts: when, the memory limit's and the disk quota's kill counts,
+// whether it started unable to grow files, and whether its network goes
+// through the egress proxy.
+type execNote struct {
+	since     time.Time
+	oom, disk int64
+	blocked   bool
+	egress    bool
+}
+
+// startNote is the execNote of a command of network mode starting now.
+func (r *Runtime) startNote(cfg sandboxConfig, mode sandboxapi.Network, blocked bool) execNote {
+	return execNote{since: time.Now(), oom: r.p.cgroups.existing(r.ID()).oomKills(), disk: r.diskKills.Load(),
+		blocked: blocked, egress: r.p.egress != nil && cfg.egressDirOf(mode) != ""}
+}
+
+// endNotice is what a command started as n and ended with exit code code
+// (-1: unknown) gets at the end of its stderr: why the runtime killed it
+// or kept it from writing, and what the network policy refused while it
+// ran; "" when nothing.
+func (r *Runtime) endNotice(cfg sandboxConfig, n execNote, code int) string {
+	var b strings.Builder
+	switch {
+	case code == 137 && r.p.cgroups.existing(r.ID()).oomKills() > n.oom:
+		b.WriteString("\nsandbox: killed: the runtime's memory limit was reached\n")
+	case code == 137 && r.diskKills.Load() > n.disk:
+		b.Write(r.quotaNotice(cfg))
+	case n.blocked:
+		b.Write(r.blockedNotice(cfg))
+	case code == 128+int(syscall.SIGXFSZ) && cfg.limits.DiskGB > 0:
+		b.Write(fileSizeNotice(cfg))
+	}
+	if n.egress {
+		b.WriteString(r.p.egress.RefusalNotice(cfg.workspaceID, n.since))
+	}
+	return b.String()
+}
+
+// ExecNotice is sandbox.ExecNotices: endNotice for an exec process this
+// runtime started (prepare recorded it).
+func (r *Runtime) ExecNotice(id string, info sandboxapi.ProcessInfo) string {
+	n, ok := r.notes.Get(id)
+	if !ok {
+		return ""
+	}
+	return r.endNotice(r.life.Conf(), n, info.ExitCode)
 }

@@ -1,8 +1,10 @@
 package bwrap_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +99,118 @@ func TestDiskQuotaStopsABackgroundWriter(t *testing.T) {
 	require.True(t, info.Exited)
 	require.Equal(t, 137, info.ExitCode, "reason %s", info.ExitReason)
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "rm /tmp/b* && echo ok"))
+}
+
+// TestDiskQuotaHoldsAgainstShortCommands: commands each too short for the
+// measurement's pace cannot pass the quota one after another: once the
+// runtime is over it, the next commands (and background processes) start
+// unable to make any file larger, with a notice; removing files works, and
+// then writing does again.
+func TestDiskQuotaHoldsAgainstShortCommands(t *testing.T) {
+	rt, dirs := quotaRuntime(t)
+	ctx := t.Context()
+	blocked := 0
+	for i := range 8 {
+		res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", fmt.Sprintf("head -c 314572800 /dev/zero > /tmp/s%d", i)}, TimeoutS: 120})
+		require.NoError(t, err)
+		if strings.Contains(string(res.Stderr), "over its disk quota") {
+			blocked++
+			require.NotEqual(t, 0, res.ExitCode, "a blocked command cannot write: %q", res.Stderr)
+		}
+	}
+	u, err := diskquota.Measure(ctx, dirs...)
+	require.NoError(t, err)
+	t.Logf("8 commands of 300 MiB each left %s", u.Describe(diskquota.LimitOf(1)))
+	require.GreaterOrEqual(t, blocked, 3, "the commands after the quota was passed")
+	require.Less(t, u.Bytes, int64(1<<30+400<<20), "at most one command's writes past the quota")
+
+	pr := rt.(sandbox.ProcessRuntime)
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sh", "-c", "printf x > /tmp/bg"}})
+	require.NoError(t, err)
+	for !info.Exited {
+		info, err = pr.WaitProcess(ctx, info.ID, 10*time.Second)
+		require.NoError(t, err)
+	}
+	require.NotEqual(t, 0, info.ExitCode, "a background process started over the quota cannot write either")
+
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "rm /tmp/s* && echo removed"}})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "%q", res.Stderr)
+	require.Equal(t, "removed\n", string(res.Stdout))
+	res = runtimetest.Sh(t, ctx, rt, "printf again > /tmp/after && cat /tmp/after")
+	runtimetest.RequireOK(t, res)
+	require.Equal(t, "again", string(res.Stdout))
+	require.NotContains(t, string(res.Stderr), "quota")
+}
+
+// TestDiskQuotaRefusesFallocate: fallocate, which reserves gigabytes in a
+// moment (past the file size limit with --keep-size), fails with
+// EOPNOTSUPP in every mode but punching a hole; glibc's posix_fallocate
+// falls back to writing.
+func TestDiskQuotaRefusesFallocate(t *testing.T) {
+	rt, dirs := quotaRuntime(t)
+	ctx := t.Context()
+	res := runtimetest.Sh(t, ctx, rt, `
+		fallocate -l 2G /tmp/a 2>&1; echo "plain $?"
+		fallocate --keep-size -l 2G /tmp/b 2>&1; echo "keep-size $?"
+		fallocate --zero-range -o 0 -l 2G /tmp/b 2>&1; echo "zero-range $?"
+		head -c 1048576 /dev/zero > /tmp/h && fallocate --punch-hole -o 0 -l 524288 /tmp/h; echo "punch-hole $?"
+		python3 -c 'import os; fd = os.open("/tmp/p", os.O_CREAT | os.O_WRONLY); os.posix_fallocate(fd, 0, 1 << 20); print("posix_fallocate", os.fstat(fd).st_size)'`)
+	runtimetest.RequireOK(t, res)
+	out := string(res.Stdout)
+	for _, mode := range []string{"plain", "keep-size", "zero-range"} {
+		require.Contains(t, out, mode+" 1\n", out)
+	}
+	require.Contains(t, out, "Operation not supported", out)
+	require.Contains(t, out, "punch-hole 0\n", out)
+	require.Contains(t, out, "posix_fallocate 1048576\n", out)
+	u, err := diskquota.Measure(ctx, dirs...)
+	require.NoError(t, err)
+	require.Less(t, u.Bytes, int64(8<<20), "nothing was reserved")
+}
+
+// TestDiskQuotaCountsAnUnmeasurableTreeAsOver: a tree the measurement
+// refuses (deeper than diskquota.MaxDepth, far past PATH_MAX) counts as
+// over the quota: commands start unable to grow files, with a notice that
+// names the cause in the sandbox's paths, until the tree is removed.
+func TestDiskQuotaCountsAnUnmeasurableTreeAsOver(t *testing.T) {
+	rt, dirs := quotaRuntime(t)
+	ctx := t.Context()
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"python3", "-c", fmt.Sprintf(
+		`import os
+os.chdir("/workspace")
+for _ in range(%d):
+    os.mkdir("d")
+    os.chdir("d")`, diskquota.MaxDepth+100)}, TimeoutS: 300})
+	require.NoError(t, err)
+	require.Contains(t, []int{0, 137}, res.ExitCode, "%q", res.Stderr)
+	_, err = diskquota.Measure(ctx, dirs...)
+	require.ErrorContains(t, err, "deeper than")
+
+	// Within a measurement interval of the tree's making, commands start
+	// blocked (the shell's redirection dies of SIGXFSZ: 153).
+	var res2 sandboxapi.ExecResult
+	require.Eventually(t, func() bool {
+		res2 = runtimetest.Sh(t, ctx, rt, "sh -c 'printf x > /tmp/x'; echo wrote $?")
+		return strings.Contains(string(res2.Stderr), "cannot be measured")
+	}, 5*time.Second, 50*time.Millisecond)
+	require.Equal(t, "wrote 153\n", string(res2.Stdout), "%q", res2.Stderr)
+	require.Contains(t, string(res2.Stderr), "/workspace/d/d/")
+	require.NotContains(t, string(res2.Stderr), dirs[0], "no host path")
+	_, err = os.Stat(filepath.Join(dirs[1], "x"))
+	require.NoError(t, err, "creating an empty file works")
+
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "rm -rf /workspace/d"))
+	res = runtimetest.Sh(t, ctx, rt, "printf x > /tmp/x && echo wrote")
+	runtimetest.RequireOK(t, res)
+	require.NotContains(t, string(res.Stderr), "quota")
+}
+
+// TestSharedMemoryIsSmall: /dev/shm, a tmpfs the disk quota does not
+// measure, holds ShmBytes and no more, for everyone in the sandbox.
+func TestSharedMemoryIsSmall(t *testing.T) {
+	rt, _ := quotaRuntime(t)
+	res := runtimetest.Sh(t, t.Context(), rt, `stat -c %a /dev/shm; head -c 100M /dev/zero > /dev/shm/x; echo "rc $?"; stat -c %s /dev/shm/x`)
+	runtimetest.RequireOK(t, res)
+	require.Equal(t, fmt.Sprintf("1777\nrc 1\n%d\n", bwrap.ShmBytes), string(res.Stdout), "%q", res.Stderr)
 }

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/diskquota"
@@ -40,12 +39,15 @@ type Runtime struct {
 	disk      *diskquota.Watcher
 	diskStop  context.CancelFunc
 	diskKills atomic.Int64
+	// notes: each exec process's start, for its notice (ExecNotice).
+	notes procexec.Notes[execNote]
 	supervisor.Processes
 }
 
 var (
 	_ sandbox.Runtime        = (*Runtime)(nil)
 	_ sandbox.ProcessRuntime = (*Runtime)(nil)
+	_ sandbox.ExecNotices    = (*Runtime)(nil)
 )
 
 func newRuntime(p *Provider, life *procexec.Lifecycle[sandboxConfig]) *Runtime {
@@ -293,6 +295,12 @@ func (r *Runtime) prepare(spec sandbox.ProcessSpec) (supervisor.Spec, sandboxapi
 	if spec.PTY != nil {
 		s.PTY, s.Rows, s.Cols = true, uint16(spec.PTY.Rows), uint16(spec.PTY.Cols)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.NoFileGrowth = r.fileGrowthBlocked(ctx, cfg)
+	if spec.Exec && spec.ID != "" {
+		r.notes.Put(spec.ID, r.startNote(cfg, mode, s.NoFileGrowth))
+	}
 	return s, mode, nil
 }
 
@@ -378,12 +386,9 @@ func (r *Runtime) ExecStream(ctx context.Context, req sandboxapi.ExecRequest, on
 // outcome (see ExecStream).
 func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mode sandboxapi.Network, spec supervisor.Spec, req sandboxapi.ExecRequest, onChunk func(sandboxapi.ExecChunk)) (sandboxapi.ExecResult, error) {
 	out := procexec.NewOutput(req.OutputCap(), onChunk)
-	if r.p.egress != nil && cfg.egressDirOf(mode) != "" {
-		// What the network policy refused while it ran (the agent's tool may
-		// have printed only "response 403").
-		since := time.Now()
-		out.Epilogue = func() string { return r.p.egress.RefusalNotice(cfg.workspaceID, since) }
-	}
+	var note execNote
+	code := -1
+	out.Epilogue = func() string { return r.endNotice(cfg, note, code) }
 	streams := [2]func([]byte){
 		func(b []byte) { _, _ = out.Stdout().Write(b) },
 		func(b []byte) { _, _ = out.Stderr().Write(b) },
@@ -396,20 +401,15 @@ func (r *Runtime) run(killCtx, callerCtx context.Context, cfg sandboxConfig, mod
 			}
 			return sandboxapi.ExecResult{}, err
 		}
-		oom, disk := sb.cg.oomKills(), r.diskKills.Load()
+		spec.NoFileGrowth = r.fileGrowthBlocked(killCtx, cfg)
+		note = r.startNote(cfg, mode, spec.NoFileGrowth)
 		info, err := sb.client.Run(killCtx, spec, func(i int, b []byte) { streams[i](b) })
 		switch {
 		case err == nil:
-			switch {
-			case info.Reason == supervisor.ReasonTimeout:
+			if info.Reason == supervisor.ReasonTimeout {
 				return out.TimedOut(), nil
-			case info.ExitCode == 137 && sb.cg.oomKills() > oom:
-				_, _ = out.Stderr().Write([]byte("\nsandbox: killed: the runtime's memory limit was reached\n"))
-			case info.ExitCode == 137 && r.diskKills.Load() > disk:
-				_, _ = out.Stderr().Write(r.quotaNotice(cfg))
-			case info.ExitCode == 128+int(syscall.SIGXFSZ) && cfg.limits.DiskGB > 0:
-				_, _ = out.Stderr().Write(fileSizeNotice(cfg))
 			}
+			code = info.ExitCode
 			return out.Result(info.ExitCode), nil
 		case killCtx.Err() != nil:
 			return r.interrupted(out, killCtx, callerCtx, req)

@@ -37,6 +37,27 @@ var DeniedSyscalls = []string{
 	"uselib", "userfaultfd", "ustat", "vhangup",
 }
 
+// FallocateModeAllowed is the one fallocate mode the seccomp filter lets
+// through: punching a hole (FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE),
+// which frees space. Every other mode reserves blocks at once, faster than
+// the disk quota's measurement follows and, with FALLOC_FL_KEEP_SIZE, past
+// the file size limit; it fails with EOPNOTSUPP, which programs take as "no
+// preallocation here" (glibc's posix_fallocate then writes the blocks, as
+// on file systems without fallocate) — docs/SECURITY.md "Resource limits
+// (bubblewrap)".
+const FallocateModeAllowed = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
+
+// argLow is the offset in struct seccomp_data of the low 32 bits of
+// system call argument i (each argument is 64 bits wide, after nr, arch and
+// instruction_pointer: 16 bytes).
+func argLow(i uint32) uint32 {
+	off := 16 + 8*i
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 { // big-endian
+		off += 4
+	}
+	return off
+}
+
 var (
 	seccompOnce sync.Once
 	seccompProg []byte
@@ -78,12 +99,23 @@ func assembleSeccomp() ([]byte, error) {
 		return nil, fmt.Errorf("seccomp: %v", err)
 	}
 	// The library lets a call of another architecture through to its
-	// default action (allow): refuse those before its program runs.
-	prog := append([]bpf.Instruction{
+	// default action (allow): refuse those before its program runs. Then
+	// fallocate, unless it only punches a hole (FallocateModeAllowed).
+	prog := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: 4, Size: 4}, // seccomp_data.arch
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(native.ID), SkipTrue: 1},
 		bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
-	}, body...)
+	}
+	if nr, ok := native.SyscallNames["fallocate"]; ok {
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: 0, Size: 4}, // seccomp_data.nr
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr), SkipFalse: 3},
+			bpf.LoadAbsolute{Off: argLow(1), Size: 4}, // mode
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: FallocateModeAllowed, SkipTrue: 1},
+			bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.EOPNOTSUPP)},
+		)
+	}
+	prog = append(prog, body...)
 	raw, err := bpf.Assemble(prog)
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: %v", err)

@@ -20,7 +20,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -32,12 +32,15 @@ import (
 // default of one inode per 16 KiB allows).
 const BytesPerFile = 8 << 10
 
-// Measurement pace: the watcher measures again after twenty times what the
-// last measurement took (so that measuring costs at most a twentieth of a
-// core), at least MinInterval and at most MaxInterval apart.
+// Measurement pace: while commands run, the watcher measures again after
+// twenty times what the last measurement took (so that measuring costs at
+// most a twentieth of a core), at least MinInterval and at most
+// MaxInterval apart; a tree that takes longer than MaxInterval/20 to
+// measure costs more, as the bound on what a runtime can write unmeasured
+// comes first.
 const (
 	MinInterval = 250 * time.Millisecond
-	MaxInterval = 15 * time.Second
+	MaxInterval = 2 * time.Second
 )
 
 // Limit is a quota: Bytes of allocated space (bytes, > 0) and Files
@@ -74,16 +77,23 @@ func (u Usage) Describe(l Limit) string {
 
 func gib(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
 
+// MaxDepth is how deep Measure descends below a directory: deeper is an
+// error (a tree no file system of the quota's size needs).
+const MaxDepth = 4096
+
 // Measure returns what dirs hold together (Usage), not following symbolic
 // links and not descending into other file systems mounted below a
-// directory. Entries that vanish while it reads are skipped. A directory
-// whose mode keeps its owner out (chmod 000 by a command) is opened for
-// the measurement and its mode put back, so that no file can be hidden from
-// it; what still cannot be read is an error naming it. A directory of dirs
-// that does not exist counts nothing. ctx bounds the walk (its error is
-// returned).
+// directory. It walks by directory descriptors (each name is opened
+// relative to its parent's descriptor), so no path length limits it.
+// Entries that vanish while it reads are skipped. A directory whose mode
+// keeps the worker, its owner, out (chmod 000 by a command) is opened for
+// the measurement, its mode widened to the owner's read and search bits
+// while its entries are read and then put back, so that no file can be
+// hidden from it; what still cannot be read, and a tree deeper than
+// MaxDepth, is an error naming it. A directory of dirs that does not exist
+// counts nothing. ctx bounds the walk (its error is returned).
 func Measure(ctx context.Context, dirs ...string) (Usage, error) {
-	m := measurer{ctx: ctx, seen: map[[2]uint64]bool{}}
+	m := measurer{ctx: ctx, seen: map[[2]uint64]bool{}, euid: unix.Geteuid()}
 	for _, d := range dirs {
 		var st unix.Stat_t
 		if err := unix.Lstat(d, &st); err != nil {
@@ -94,7 +104,7 @@ func Measure(ctx context.Context, dirs ...string) (Usage, error) {
 		}
 		m.add(&st)
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			if err := m.walk(d, st.Dev); err != nil {
+			if err := m.walk(unix.AT_FDCWD, d, place{top: d}, &st, 0); err != nil {
 				return Usage{}, err
 			}
 		}
@@ -106,6 +116,7 @@ type measurer struct {
 	ctx  context.Context
 	u    Usage
 	seen map[[2]uint64]bool // (dev, inode) of files with more than one link
+	euid int
 }
 
 func (m *measurer) add(st *unix.Stat_t) {
@@ -120,33 +131,62 @@ func (m *measurer) add(st *unix.Stat_t) {
 	m.u.Bytes += st.Blocks * 512
 }
 
-// walk adds the entries below directory dir of device dev.
-func (m *measurer) walk(dir string, dev uint64) error {
+// place is where a directory is, for messages: the directory given to
+// Measure and the path below it.
+type place struct{ top, rel string }
+
+func (p place) child(name string) place {
+	if p.rel == "" {
+		return place{p.top, name}
+	}
+	return place{p.top, p.rel + "/" + name}
+}
+
+// String is the place's path, the middle of the part below the top elided
+// past 200 bytes (the walk itself never uses it).
+func (p place) String() string {
+	rel := p.rel
+	if len(rel) > 200 {
+		rel = rel[:100] + "…" + rel[len(rel)-99:]
+	}
+	if rel == "" {
+		return p.top
+	}
+	return p.top + "/" + rel
+}
+
+// walk adds the entries below the directory name of parent (a descriptor,
+// or AT_FDCWD with a full path), st its lstat, at place at in errors.
+func (m *measurer) walk(parent int, name string, at place, st *unix.Stat_t, depth int) error {
 	if err := m.ctx.Err(); err != nil {
 		return err
 	}
-	f, err := m.open(dir)
+	if depth > MaxDepth {
+		return &fs.PathError{Op: "walk", Path: at.String(), Err: errors.New("deeper than " + strconv.Itoa(MaxDepth) + " directories")}
+	}
+	fd, restore, err := m.open(parent, name, st)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		return err
+		return &fs.PathError{Op: "open", Path: at.String(), Err: err}
 	}
+	defer restore()
+	f := os.NewFile(uintptr(fd), at.top)
 	defer f.Close()
-	fd := int(f.Fd())
 	for {
 		names, err := f.Readdirnames(1024)
-		for _, name := range names {
-			var st unix.Stat_t
-			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		for _, n := range names {
+			var cst unix.Stat_t
+			if err := unix.Fstatat(fd, n, &cst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				if errors.Is(err, unix.ENOENT) {
 					continue
 				}
-				return &fs.PathError{Op: "lstat", Path: filepath.Join(dir, name), Err: err}
+				return &fs.PathError{Op: "lstat", Path: at.child(n).String(), Err: err}
 			}
-			m.add(&st)
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR && uint64(st.Dev) == dev {
-				if err := m.walk(filepath.Join(dir, name), dev); err != nil {
+			m.add(&cst)
+			if cst.Mode&unix.S_IFMT == unix.S_IFDIR && cst.Dev == st.Dev {
+				if err := m.walk(fd, n, at.child(n), &cst, depth+1); err != nil {
 					return err
 				}
 			}
@@ -160,96 +200,172 @@ func (m *measurer) walk(dir string, dev uint64) error {
 	}
 }
 
-// open opens directory dir for reading; when its mode keeps the worker out
-// (a command's chmod), it adds the owner's read and search bits for the
-// open and puts the mode back.
-func (m *measurer) open(dir string) (*os.File, error) {
-	f, err := os.Open(dir)
-	if err == nil || !errors.Is(err, fs.ErrPermission) {
-		return f, err
+// open opens directory name of parent for reading and returns the
+// descriptor and what puts its mode back. When the mode keeps its owner,
+// the worker, from reading or searching it (a command's chmod), the
+// directory is opened by path (O_PATH: the very inode lstat saw, never a
+// symbolic link swapped in), given the owner's read and search bits
+// through that descriptor, opened for reading, and its mode put back by
+// restore once the walk below it is done.
+func (m *measurer) open(parent int, name string, st *unix.Stat_t) (int, func(), error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	closed := m.euid != 0 && int(st.Uid) == m.euid && st.Mode&0o500 != 0o500
+	if !closed {
+		fd, err := unix.Openat(parent, name, flags, 0)
+		if err == nil || !errors.Is(err, unix.EACCES) || m.euid == 0 || int(st.Uid) != m.euid {
+			return fd, func() {}, err
+		}
 	}
-	var st unix.Stat_t
-	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return nil, err
+	pfd, err := unix.Openat(parent, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, err
 	}
-	mode := st.Mode & 0o7777
-	if unix.Chmod(dir, mode|0o500) != nil {
-		return nil, err
+	var now unix.Stat_t
+	if err := unix.Fstat(pfd, &now); err != nil {
+		_ = unix.Close(pfd)
+		return -1, nil, err
 	}
-	f, err = os.Open(dir)
-	_ = unix.Chmod(dir, mode)
-	return f, err
+	byFD := "/proc/self/fd/" + strconv.Itoa(pfd)
+	mode := now.Mode & 0o7777
+	if err := unix.Chmod(byFD, mode|0o500); err != nil {
+		_ = unix.Close(pfd)
+		return -1, nil, err
+	}
+	restore := func() {
+		_ = unix.Chmod(byFD, mode)
+		_ = unix.Close(pfd)
+	}
+	fd, err := unix.Openat(pfd, ".", flags, 0)
+	if err != nil {
+		restore()
+		return -1, nil, err
+	}
+	return fd, restore, nil
 }
 
-// Watcher measures Dirs while it runs and calls Exceeded when their use is
-// over Limit and larger than at the previous measurement: a runtime over
-// its quota may shrink but not grow. The first measurement is the
-// baseline, never reported (a worktree larger than the quota from the start
-// is reported once it grows). Its pace is MinInterval's. A failed measurement is logged and retried at
-// MaxInterval.
+// Watcher keeps a runtime within its quota (docs/SECURITY.md "Resource
+// limits (bubblewrap)"). While Active says commands run it measures Dirs
+// (see the pace above), and once more after they stop, so that a command
+// shorter than an interval is measured when it ends. It calls Exceeded
+// when a measurement is over Limit and larger than the one before — a
+// runtime over its quota may shrink but not grow — or fails (a tree that
+// cannot be measured counts as over the quota: a failure streak calls it
+// once, at its first failure). The first measurement is the baseline,
+// never reported (a worktree larger than the quota from the start is
+// reported once it grows). Blocked tells the runtime to start its next
+// commands unable to grow files.
 type Watcher struct {
 	// Dirs returns the directories to measure (called before each
 	// measurement).
 	Dirs func() []string
 	// Limit is the quota.
 	Limit Limit
-	// Exceeded is called, on the watcher's goroutine, with the usage over
-	// Limit.
+	// Exceeded is called, on the measuring goroutine, with the usage over
+	// Limit (the last good one when the measurement failed: see Failure).
 	Exceeded func(Usage)
 	// Log receives measurement failures and each time the quota is hit;
 	// nil: slog.Default().
 	Log *slog.Logger
 	// Active, when set, says whether anything that can write runs (the
-	// runtime's commands); the watcher does not measure while it says no,
-	// and measures at once when it says yes again.
+	// runtime's commands); the watcher measures while it says yes, once
+	// more after it says no, and at once when it says yes again.
 	Active func() bool
 
-	mu   sync.Mutex
-	last Usage
+	measuring sync.Mutex // one measurement at a time (Run and Blocked)
+
+	mu       sync.Mutex // guards what follows
+	last     Usage
+	measured bool  // a measurement succeeded (last is the baseline)
+	failure  error // the last measurement's error; nil after a good one
 }
 
-// Last returns the most recent measurement (zero before the first).
+// Last returns the most recent good measurement (zero before the first).
 func (w *Watcher) Last() Usage {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
 }
 
-// Run measures until ctx is done.
-func (w *Watcher) Run(ctx context.Context) {
+// Failure returns why the last measurement failed, nil when it did not.
+func (w *Watcher) Failure() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failure
+}
+
+// Blocked reports whether a command starting now must not grow files: the
+// runtime is over its quota, or its use cannot be measured. When the last
+// measurement is at half the quota or more (or there is none), it measures
+// first — so that commands too short for the watcher's pace cannot pass
+// the quota one after another — and reports growth over the quota as Run
+// does. ctx bounds that measurement; its error counts as a failure.
+func (w *Watcher) Blocked(ctx context.Context) bool {
+	w.mu.Lock()
+	near := !w.measured || w.failure != nil || 2*w.last.Bytes >= w.Limit.Bytes || 2*w.last.Files >= w.Limit.Files
+	w.mu.Unlock()
+	if near {
+		w.measure(ctx)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failure != nil || w.last.Over(w.Limit)
+}
+
+// measure takes one measurement, records it, and calls Exceeded as the
+// type's documentation says; it returns how long the walk took.
+func (w *Watcher) measure(ctx context.Context) time.Duration {
+	w.measuring.Lock()
+	defer w.measuring.Unlock()
 	log := w.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	var prev Usage
-	measured := false
+	start := time.Now()
+	u, err := Measure(ctx, w.Dirs()...)
+	took := time.Since(start)
+	w.mu.Lock()
+	prev, measured, failedBefore := w.last, w.measured, w.failure != nil
+	if err != nil {
+		w.failure = err
+	} else {
+		w.last, w.measured, w.failure = u, true, nil
+	}
+	w.mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		log.Warn("disk quota: measurement failed; counted as over the quota", "error", err)
+		if !failedBefore {
+			w.Exceeded(prev)
+		}
+	case measured && u.Over(w.Limit) && u.grewFrom(prev):
+		log.Warn("disk quota exceeded", "usage", u.Describe(w.Limit), "measured_in", took)
+		w.Exceeded(u)
+	}
+	return took
+}
+
+// Run measures until ctx is done.
+func (w *Watcher) Run(ctx context.Context) {
+	after := false // measure once more: commands ran since the last measurement
 	for {
-		for w.Active != nil && !w.Active() {
+		active := w.Active == nil || w.Active()
+		if !active && !after {
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(MinInterval):
 			}
+			continue
 		}
-		start := time.Now()
-		u, err := Measure(ctx, w.Dirs()...)
-		took := time.Since(start)
-		next := min(max(20*took, MinInterval), MaxInterval)
-		switch {
-		case ctx.Err() != nil:
+		after = active
+		took := w.measure(ctx)
+		if ctx.Err() != nil {
 			return
-		case err != nil:
-			log.Warn("disk quota: measurement failed", "error", err)
-			next = MaxInterval
-		default:
-			w.mu.Lock()
-			w.last = u
-			w.mu.Unlock()
-			if measured && u.Over(w.Limit) && u.grewFrom(prev) {
-				log.Warn("disk quota exceeded", "usage", u.Describe(w.Limit), "measured_in", took)
-				w.Exceeded(u)
-			}
-			prev, measured = u, true
+		}
+		next := min(max(20*took, MinInterval), MaxInterval)
+		if !active {
+			next = MinInterval
 		}
 		select {
 		case <-ctx.Done():

@@ -2,9 +2,13 @@ package diskquota
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,5 +128,104 @@ func TestWatcherTakesItsFirstMeasurementAsTheBaseline(t *testing.T) {
 		require.Greater(t, u.Bytes, int64(2<<20))
 	case <-time.After(20 * time.Second):
 		t.Fatal("growth over the quota not reported")
+	}
+}
+
+// A tree whose paths are far longer than PATH_MAX is measured whole (the
+// walk opens each name relative to its parent); one deeper than MaxDepth
+// is an error naming where.
+func TestMeasureLongAndDeepTrees(t *testing.T) {
+	d := t.TempDir()
+	name := strings.Repeat("n", 200)
+	long := d
+	require.NoError(t, os.Chdir(d))
+	t.Cleanup(func() { _ = os.Chdir("/") })
+	for range 40 { // 8,000 bytes of path
+		require.NoError(t, os.Mkdir(name, 0o755))
+		require.NoError(t, os.Chdir(name))
+		long += "/" + name
+	}
+	require.NoError(t, os.WriteFile("deep", make([]byte, 1<<20), 0o644))
+	u, err := Measure(context.Background(), d)
+	require.NoError(t, err)
+	require.Equal(t, int64(42), u.Files, "the top, 40 directories and the file")
+	require.GreaterOrEqual(t, u.Bytes, int64(1<<20))
+
+	for range MaxDepth {
+		require.NoError(t, os.Mkdir("d", 0o755))
+		require.NoError(t, os.Chdir("d"))
+	}
+	_, err = Measure(context.Background(), d)
+	require.ErrorContains(t, err, "deeper than 4096 directories")
+	require.ErrorContains(t, err, d+"/"+name[:50], "the top and the head of the path")
+	require.Less(t, len(err.Error()), 400)
+}
+
+// TestMeasureAsItsOwner: a worker that is not root measures directories a
+// command closed to it (chmod 000, read without search, search without
+// read) as their owner, puts their modes back, and follows no symbolic
+// link. As root, the test measures as nobody in a child process.
+func TestMeasureAsItsOwner(t *testing.T) {
+	if os.Getenv("DISKQUOTA_MEASURE") != "" {
+		u, err := Measure(context.Background(), os.Getenv("DISKQUOTA_MEASURE"))
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(3)
+		}
+		fmt.Printf("%d %d\n", u.Files, u.Bytes)
+		os.Exit(0)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to measure as another user")
+	}
+	const nobody = 65534
+	base, err := os.MkdirTemp("", "diskquota-owner-")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = filepath.Walk(base, func(p string, _ os.FileInfo, _ error) error { _ = os.Chmod(p, 0o755); return nil })
+		_ = os.RemoveAll(base)
+	})
+	require.NoError(t, os.Chmod(base, 0o755))
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	bin := filepath.Join(base, "measure.test")
+	data, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	tree := filepath.Join(base, "tree")
+	modes := map[string]os.FileMode{"closed": 0, "readonly": 0o400, "searchonly": 0o100}
+	for dir := range modes {
+		writeFile(t, filepath.Join(tree, dir, "inner", "f"), 1<<20)
+	}
+	require.NoError(t, os.Symlink("/usr", filepath.Join(tree, "closed", "usr")))
+	require.NoError(t, filepath.Walk(tree, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, nobody, nobody)
+	}))
+	for dir, mode := range modes {
+		require.NoError(t, os.Chmod(filepath.Join(tree, dir), mode))
+		// A directory closed below a closed one too.
+		require.NoError(t, os.Chmod(filepath.Join(tree, dir, "inner"), 0))
+	}
+	cmd := exec.Command(bin, "-test.run=^TestMeasureAsItsOwner$")
+	cmd.Env = append(os.Environ(), "DISKQUOTA_MEASURE="+tree)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var files, bytes int64
+	_, err = fmt.Sscanf(string(out), "%d %d", &files, &bytes)
+	require.NoError(t, err, "%s", out)
+	// tree; per dir: dir, inner, f (3 × 3); the link.
+	require.Equal(t, int64(11), files, "%s", out)
+	require.GreaterOrEqual(t, bytes, int64(3<<20))
+	for dir, mode := range modes {
+		st, err := os.Lstat(filepath.Join(tree, dir))
+		require.NoError(t, err)
+		require.Equal(t, mode, st.Mode().Perm(), dir)
+		st, err = os.Lstat(filepath.Join(tree, dir, "inner"))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0), st.Mode().Perm(), dir+"/inner")
 	}
 }

@@ -107,6 +107,14 @@ type Spec struct {
 	// usual size, so that it writes on while a reader fetches), as long as
 	// a read (not a peek) came within LosslessIdle.
 	Lossless bool `json:"lossless,omitempty"`
+	// NoFileGrowth starts the process with a file size limit of zero
+	// (RLIMIT_FSIZE, soft and hard): neither it nor anything it starts can
+	// make a file larger (the write fails with EFBIG, the writer gets
+	// SIGXFSZ) or raise the limit again without CAP_SYS_RESOURCE; removing
+	// and truncating files still work. The bubblewrap runtime sets it while
+	// the runtime is over its disk quota (docs/SECURITY.md "Resource
+	// limits (bubblewrap)").
+	NoFileGrowth bool `json:"no_file_growth,omitempty"`
 	// PTY runs the process on a new pseudo-terminal of Rows×Cols as its
 	// controlling terminal (one output stream).
 	PTY  bool   `json:"pty,omitempty"`

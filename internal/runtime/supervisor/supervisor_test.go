@@ -260,3 +260,47 @@ func TestShutdownWithFullBuffers(t *testing.T) {
 		t.Fatal("the supervisor did not exit after shutdown")
 	}
 }
+
+// TestNoFileGrowth: a process started with NoFileGrowth cannot make a file
+// larger, nor raise the limit again, nor can anything it starts; it can
+// still remove and truncate files; the next process without it writes
+// as before (the lowered shim is not reused), also after a start that
+// failed.
+func TestNoFileGrowth(t *testing.T) {
+	c, _ := serve(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "keep")
+	require.NoError(t, os.WriteFile(keep, []byte("0123456789"), 0o600))
+	run := func(script string, noGrowth bool) (supervisor.Info, string) {
+		t.Helper()
+		var out bytes.Buffer
+		info, err := c.Run(ctx, supervisor.Spec{Argv: []string{"sh", "-c", script}, Env: env(), Dir: dir, NoFileGrowth: noGrowth},
+			func(_ int, d []byte) { out.Write(d) })
+		require.NoError(t, err)
+		return info, out.String()
+	}
+	info, out := run("trap '' XFSZ; printf x > new || echo refused; printf y >> keep || echo refused; sh -c 'printf z > nested' || echo refused; "+
+		"ulimit -f unlimited 2>/dev/null && echo raised; ulimit -f; truncate -s 4 keep && echo truncated; rm new && echo removed", true)
+	require.Equal(t, 0, info.ExitCode, out)
+	require.Equal(t, 3, strings.Count(out, "refused"), out)
+	require.NotContains(t, out, "raised", out)
+	require.Contains(t, out, "\n0\n", "ulimit -f inside: %s", out)
+	require.Contains(t, out, "truncated\nremoved\n", out)
+	got, err := os.ReadFile(keep)
+	require.NoError(t, err)
+	require.Equal(t, "0123", string(got))
+	info, out = run("printf x > nested", true)
+	require.Equal(t, 128+int(syscall.SIGXFSZ), info.ExitCode, "without the trap the writer dies of SIGXFSZ: %s", out)
+
+	// A start that fails, with the limit: the shim it used is not reused.
+	var sink bytes.Buffer
+	info, err = c.Run(ctx, supervisor.Spec{Argv: []string{"no-such-cmd-xyz"}, Env: env(), Dir: dir, NoFileGrowth: true}, func(_ int, d []byte) { sink.Write(d) })
+	require.NoError(t, err)
+	require.Equal(t, 127, info.ExitCode)
+	for i := range 8 { // more than the idle shims
+		info, out = run("printf abc > after && cat after", false)
+		require.Equal(t, 0, info.ExitCode, "run %d: %s", i, out)
+		require.Equal(t, "abc", out)
+	}
+}

@@ -65,8 +65,7 @@ func (s *server) watch(p *proc, sh *shimHandle) {
 			p.notify()
 		case "done":
 			s.treeEndedLocked(p)
-			s.idle = append(s.idle, sh)
-			s.trimIdleLocked()
+			s.recycleShimLocked(sh)
 			s.mu.Unlock()
 			return
 		}

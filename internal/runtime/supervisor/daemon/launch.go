@@ -81,7 +81,7 @@ func (s *server) launch(spec *supervisor.Spec) (*proc, *supervisor.Error) {
 		s.releaseShim(sh)
 		return nil, e
 	}
-	started, err := sh.spawn(shimMsg{Op: "spawn", Argv: spec.Argv, Env: env, Dir: spec.Dir, PTY: spec.PTY, KillOnExit: spec.Foreground || spec.Exec},
+	started, err := sh.spawn(shimMsg{Op: "spawn", Argv: spec.Argv, Env: env, Dir: spec.Dir, PTY: spec.PTY, KillOnExit: spec.Foreground || spec.Exec, NoFileGrowth: spec.NoFileGrowth},
 		[]int{int(child[0].Fd()), int(child[1].Fd()), int(child[2].Fd())})
 	for i, f := range child {
 		if f != nil && (i == 0 || f != child[i-1]) {
@@ -248,7 +248,7 @@ func (s *server) startFailed(p *proc, sh *shimHandle, spec *supervisor.Spec, sta
 	p.info.Totals = [2]int64{p.bufs[0].end, p.totalLocked(1)}
 	p.notify()
 	s.pruneLocked()
-	s.idle = append(s.idle, sh)
+	s.recycleShimLocked(sh)
 }
 
 // mergeEnv returns base overridden by over (KEY=value lists).

@@ -36,6 +36,10 @@ type shimMsg struct {
 	PTY  bool     `json:"pty,omitempty"`
 	// KillOnExit kills the rest of the tree when the leader exits.
 	KillOnExit bool `json:"kill_on_exit,omitempty"`
+	// NoFileGrowth: the shim sets its file size limit to zero before the
+	// spawn (the command inherits it) and exits after the tree (a shim is
+	// never reused with a lowered limit).
+	NoFileGrowth bool `json:"no_file_growth,omitempty"`
 
 	// signal
 	Sig  int  `json:"sig,omitempty"`
@@ -127,7 +131,14 @@ func shimMain(args []string) int {
 			closeFDs(in.fds)
 			continue
 		}
-		if !runTree(in, msgs, send, cg) {
+		if in.m.NoFileGrowth {
+			if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{}); err != nil {
+				closeFDs(in.fds)
+				send(shimMsg{Ev: "failed", Code: 126, Msg: "cannot limit the file size: " + err.Error()})
+				break
+			}
+		}
+		if !runTree(in, msgs, send, cg) || in.m.NoFileGrowth {
 			break
 		}
 	}

@@ -22,6 +22,9 @@ type shimHandle struct {
 	first  chan shimMsg // the answer to a spawn
 	mu     sync.Mutex
 	dead   bool
+	// lowered: it received a spawn with NoFileGrowth, lowered its own file
+	// size limit for good and exits after that tree (never reused).
+	lowered bool
 }
 
 func (s *server) newShim() (*shimHandle, error) {
@@ -124,6 +127,11 @@ func (sh *shimHandle) spawn(m shimMsg, fds []int) (shimMsg, error) {
 		}
 		return shimMsg{}, err
 	}
+	if m.NoFileGrowth {
+		sh.mu.Lock()
+		sh.lowered = true
+		sh.mu.Unlock()
+	}
 	select {
 	case r := <-sh.first:
 		if r.Ev == "lost" {
@@ -199,6 +207,20 @@ func (s *server) trimIdleLocked() {
 		s.idle = s.idle[1:]
 		s.retireShim(sh)
 	}
+}
+
+// recycleShimLocked takes back a shim whose command ended or failed to
+// start (s.mu held): free again, unless it lowered its file size limit.
+func (s *server) recycleShimLocked(sh *shimHandle) {
+	sh.mu.Lock()
+	lowered := sh.lowered
+	sh.mu.Unlock()
+	if lowered {
+		s.retireShim(sh)
+		return
+	}
+	s.idle = append(s.idle, sh)
+	s.trimIdleLocked()
 }
 
 // releaseShim puts an unused shim back.

@@ -12,8 +12,9 @@
 #
 #   $1   daytona or e2b
 #   GO   the go command, as the Makefile names it
-#   daytona: DAYTONA_API_KEY (required), DAYTONA_API_URL, DAYTONA_TARGET
-#   e2b:     E2B_API_KEY (required), E2B_API_URL, E2B_TEMPLATE
+#   daytona: DAYTONA_API_KEY or DAYTONA_API_KEY_FILE (required),
+#            DAYTONA_API_URL (default https://app.daytona.io/api), DAYTONA_TARGET
+#   e2b:     E2B_API_KEY or E2B_API_KEY_FILE (required), E2B_API_URL, E2B_TEMPLATE
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${GO:?set by the Makefile: run make smoke-daytona or make smoke-e2b}"
@@ -22,9 +23,23 @@ daytona) key=DAYTONA_API_KEY ;;
 e2b) key=E2B_API_KEY ;;
 *) echo "usage: $0 daytona|e2b" >&2; exit 2 ;;
 esac
+file="${key}_FILE"
+if [ -z "${!key:-}" ] && [ -n "${!file:-}" ]; then
+	# The key in a file, as the worker takes it (README "Configuration").
+	if [ ! -r "${!file}" ]; then
+		echo "smoke-$1: $file names ${!file}, which cannot be read" >&2
+		exit 2
+	fi
+	printf -v "$key" '%s' "$(tr -d '\r\n' < "${!file}")"
+	export "${key?}"
+fi
 if [ -z "${!key:-}" ]; then
-	echo "smoke-$1: skipped: $key is not set (this check runs against the real service; see docs/PRODUCTION.md)"
+	echo "smoke-$1: skipped: neither $key nor $file is set (this check runs against the real service; see docs/PRODUCTION.md)"
 	exit 0
+fi
+if [ "$1" = daytona ] && [ -z "${DAYTONA_API_URL:-}" ]; then
+	export DAYTONA_API_URL=https://app.daytona.io/api
+	echo "smoke-daytona: DAYTONA_API_URL is not set: using $DAYTONA_API_URL (Daytona's cloud)"
 fi
 # Our adapter first, then the vendor's own SDK (tests/vendorsdk: the
 # script make test runs against the stand-in), both against the service.

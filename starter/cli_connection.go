@@ -59,7 +59,7 @@ func connectError(err error) error {
 	}
 	var de *temporalconn.DialError
 	if errors.As(err, &de) && de.Hint == "" {
-		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "cannot reach %v (is the worker running? see `make run`)", err)
+		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "cannot reach %v (is the worker running? see `make run`; if it listens elsewhere, set TEMPORAL_ADDRESS or --address to the address it printed)", err)
 	}
 	return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "cannot connect: %v", err)
 }

@@ -1,9 +1,9 @@
 """A deepagents agent working in a sandboxcore workspace: it finds greet(), changes it, runs the
 test, reads the diff; then the workspace commits.
 
-    pip install 'sandboxcore[deepagents]'
-    REPO_URL=file://$PWD python examples/deepagents_agent.py                # a real model
-    REPO_URL=file://$PWD python examples/deepagents_agent.py --scripted     # no model at all
+    pip install './python[deepagents]'      # from the repository's root
+    REPO_URL=file://$PWD python python/examples/deepagents_agent.py                # a real model
+    REPO_URL=file://$PWD python python/examples/deepagents_agent.py --scripted     # no model at all
 
 TEMPORAL_ADDRESS (default 127.0.0.1:7233), SANDBOX_TASK_QUEUE and the other variables of
 AsyncClient.connect() say where the worker is. With a real model, DEEPAGENTS_MODEL names it

@@ -1,6 +1,6 @@
 """A pydantic-ai agent working in a sandboxcore workspace (README "Use it from an agent").
 
-    REPO_URL=file://$PWD MODEL=openai:gpt-5 python examples/pydantic_ai_agent.py
+    REPO_URL=file://$PWD MODEL=openai:gpt-5 python python/examples/pydantic_ai_agent.py
 
 MODEL is any pydantic-ai model name; without it a scripted FunctionModel plays the model (no
 model call), which is how the test suite runs this file.

@@ -154,7 +154,7 @@ func (a *Activities) ByName() map[string]any {
 	return map[string]any{
 		wire.ActivityLocate:              a.Locate,
 		wire.ActivityAcquire:             a.Acquire,
-		wire.ActivityExec:                a.Exec,
+		wire.ActivityExec:                a.execPayload,
 		wire.ActivityReadFile:            a.ReadFile,
 		wire.ActivityWriteFile:           a.WriteFile,
 		wire.ActivityEditFile:            a.EditFile,
@@ -170,7 +170,7 @@ func (a *Activities) ByName() map[string]any {
 		wire.ActivityMergeBranches:       a.MergeBranches,
 		wire.ActivityPush:                a.Push,
 		wire.ActivityCreatePullRequest:   a.CreatePullRequest,
-		wire.ActivityExecStart:           a.ExecStart,
+		wire.ActivityExecStart:           a.execStartPayload,
 		wire.ActivityExecCancel:          a.ExecCancel,
 		wire.ActivityProcessStart:        a.ProcessStart,
 		wire.ActivityProcessRead:         a.ProcessRead,

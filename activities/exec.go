@@ -3,6 +3,8 @@ package activities
 import (
 	"context"
 
+	"go.temporal.io/sdk/converter"
+
 	"github.com/sandboxcore/sandboxcore/internal/execoutput"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
@@ -64,6 +66,27 @@ func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 	}
 	a.touch(ctx, ws.ID, false)
 	return wire.ExecActivityResult{ExecResult: res, RuntimeReplica: a.runtimeReplica(ws)}, nil
+}
+
+// execPayload is ActivityExec as registered: Exec's result as a payload
+// (wire.ExecPayload), so that a session asking with in.RawResult returns
+// the command's output to its client without decoding it.
+func (a *Activities) execPayload(ctx context.Context, in wire.ExecActivityInput) (converter.RawValue, error) {
+	res, err := a.Exec(ctx, in)
+	if err != nil {
+		return converter.RawValue{}, err
+	}
+	return wire.ExecPayload(res, in.RawResult)
+}
+
+// execStartPayload is ActivityExecStart as registered: ExecStart's result
+// as a payload (wire.ExecStartPayload; see execPayload).
+func (a *Activities) execStartPayload(ctx context.Context, in wire.ExecActivityInput) (converter.RawValue, error) {
+	res, err := a.ExecStart(ctx, in)
+	if err != nil {
+		return converter.RawValue{}, err
+	}
+	return wire.ExecStartPayload(res, in.RawResult)
 }
 
 // ReadOutput returns a page of an exec's kept output. Errors:

@@ -206,20 +206,18 @@ func execResult(ctx context.Context, pr sandbox.ProcessRuntime, id string, req s
 		return sandboxapi.ExecResult{}, false, err
 	}
 	if !first.EOF || first.Stderr == nil || !first.Stderr.EOF {
-		if first.Process.StdoutBytes > int64(limit) || first.Process.StderrBytes > int64(limit) {
-			// The first read stopped at the cap: EOF is not reached yet
-			// whatever the state; look at the ends.
-			end, err := pr.ReadProcess(ctx, id, sandbox.ProcessReadRequest{Offset: first.Process.StdoutBytes, Both: true, StderrOffset: first.Process.StderrBytes, Peek: true})
-			if err != nil {
-				return sandboxapi.ExecResult{}, false, err
-			}
-			if !end.EOF || end.Stderr == nil || !end.Stderr.EOF {
-				return sandboxapi.ExecResult{}, false, nil
-			}
-			first.Process = end.Process
-		} else {
+		// The first read stopped short of an end: its cap (which counts
+		// both streams together, so two streams each under the cap can
+		// pass it), or the command runs on. Look at the ends: when both
+		// are reached, what the first read left is read by ranges below.
+		end, err := pr.ReadProcess(ctx, id, sandbox.ProcessReadRequest{Offset: first.Process.StdoutBytes, Both: true, StderrOffset: first.Process.StderrBytes, Peek: true})
+		if err != nil {
+			return sandboxapi.ExecResult{}, false, err
+		}
+		if !end.EOF || end.Stderr == nil || !end.Stderr.EOF {
 			return sandboxapi.ExecResult{}, false, nil
 		}
+		first.Process = end.Process
 	}
 	info := first.Process
 	streams := [2][]byte{first.Data, first.Stderr.Data}

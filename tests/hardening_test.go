@@ -14,17 +14,23 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sandboxcore/sandboxcore/internal/gittest"
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 )
@@ -514,4 +520,94 @@ func TestDiskQuotaThroughTheSession(t *testing.T) {
 	require.Equal(t, 0, res.ExitCode, "stderr %q", res.Stderr)
 	require.Equal(t, "ok", string(res.Stdout))
 	require.NotContains(t, string(res.Stderr), "quota")
+}
+
+// bigPayloads is a data converter that counts, in n, the payloads of more
+// than 64 KiB converted the way only workflow code converts an exec's
+// result: decoded as an exec activity's typed result (wire.ExecStartResult,
+// wire.ExecActivityResult), or encoded from a sandboxapi.ExecResult (the
+// update's result). Clients decode into a sandboxapi.ExecResult; activities
+// encode their own types.
+type bigPayloads struct {
+	converter.DataConverter
+	n atomic.Int64
+}
+
+func (c *bigPayloads) count(size int, v any) {
+	switch v.(type) {
+	case *wire.ExecStartResult, *wire.ExecActivityResult, sandboxapi.ExecResult, *sandboxapi.ExecResult:
+		if size > 64<<10 {
+			c.n.Add(1)
+		}
+	}
+}
+
+func (c *bigPayloads) ToPayload(v any) (*commonpb.Payload, error) {
+	p, err := c.DataConverter.ToPayload(v)
+	c.count(len(p.GetData()), v)
+	return p, err
+}
+
+func (c *bigPayloads) ToPayloads(vs ...any) (*commonpb.Payloads, error) {
+	ps, err := c.DataConverter.ToPayloads(vs...)
+	for i, p := range ps.GetPayloads() {
+		c.count(len(p.GetData()), vs[i])
+	}
+	return ps, err
+}
+
+func (c *bigPayloads) FromPayload(p *commonpb.Payload, ptr any) error {
+	if _, ok := ptr.(*sandboxapi.ExecResult); !ok {
+		c.count(len(p.GetData()), ptr)
+	}
+	return c.DataConverter.FromPayload(p, ptr)
+}
+
+func (c *bigPayloads) FromPayloads(ps *commonpb.Payloads, ptrs ...any) error {
+	for i, p := range ps.GetPayloads() {
+		if i >= len(ptrs) {
+			break
+		}
+		if _, ok := ptrs[i].(*sandboxapi.ExecResult); !ok {
+			c.count(len(p.GetData()), ptrs[i])
+		}
+	}
+	return c.DataConverter.FromPayloads(ps, ptrs...)
+}
+
+// TestLargeExecResultsPassThroughTheWorkflow: a command's output of
+// 800 KB reaches the client byte for byte, through the fast path (the
+// command ends within the start's wait) and the waiting one, while the
+// worker (its workflow code and activities) never converts a payload of
+// more than 64 KiB to or from a typed value: the session returns the
+// activity's payload as it is.
+func TestLargeExecResultsPassThroughTheWorkflow(t *testing.T) {
+	counting := &bigPayloads{DataConverter: converter.GetDefaultDataConverter()}
+	wc, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: sdklog.NewStructuredLogger(quiet), DataConverter: counting})
+	require.NoError(t, err)
+	t.Cleanup(wc.Close)
+	h := startHostWith(t, "bigexec", hostworker.Options{Client: wc})
+	ctx := ctxFor(t, 3*time.Minute)
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
+	// The client decodes the result with a converter of its own.
+	sc := sandboxclient.New(tc, sandboxclient.Options{TaskQueue: h.Config.TaskQueue})
+	s, _, err := sc.Acquire(ctx, editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(upstream)))
+	require.NoError(t, err)
+	wantOut := strings.Repeat("0123456789abcdef", 500_000/16)
+	wantErr := strings.Repeat("err-line\n", 300_000/9)
+	for _, pause := range []string{"", "sleep 1.5; "} {
+		before := counting.n.Load()
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", pause + "yes 0123456789abcdef | tr -d '\\n' | head -c 500000; yes err-line | head -c 299997 >&2; exit 3"},
+			MaxOutputBytes: sandboxapi.MaxOutputBytesLimit})
+		require.NoError(t, err)
+		require.Equal(t, 3, res.ExitCode)
+		require.Equal(t, len(wantOut), len(res.Stdout), "pause %q", pause)
+		require.Equal(t, wantOut, string(res.Stdout))
+		require.Equal(t, wantErr, string(res.Stderr))
+		require.Equal(t, int64(500_000), res.StdoutBytes)
+		require.False(t, res.Truncated)
+		require.Equal(t, before, counting.n.Load(), "pause %q: a large payload was converted by the worker", pause)
+	}
+	assert.Contains(t, currentDetails(t, s.WorkflowID()), "exit 3", "the session still knows how the command ended")
+	replayRuns(t, s.WorkflowID())
 }

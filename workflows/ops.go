@@ -111,7 +111,9 @@ func (o operation[In, Out]) register(s *session, ctx workflow.Context) error {
 		}
 		return err
 	}
-	handler := func(ctx workflow.Context, raw converter.RawValue) (Out, error) {
+	// The handler's result is Out, or for exec the activity's payload
+	// ready for the client (session.passThrough).
+	handler := func(ctx workflow.Context, raw converter.RawValue) (any, error) {
 		var zero Out
 		if s.ws == nil && !s.foreign && s.inputErr == nil {
 			// Maybe accepted by refusalEndsRun (a workspace is only set by
@@ -142,6 +144,11 @@ func (o operation[In, Out]) register(s *session, ctx workflow.Context) error {
 		// Every operation, whatever its types: its outcome and what its
 		// result says about the workspace go to the current details.
 		s.learn(ctx, o.op.Name, in, out, err, workflow.Now(ctx).Sub(start))
+		if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
+			if rv, ok := s.takeRawResult(u.ID); ok && err == nil {
+				return rv, nil
+			}
+		}
 		return out, err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, o.op.Name, handler, workflow.UpdateHandlerOptions{Validator: validator})

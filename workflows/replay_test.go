@@ -4,10 +4,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
 // TestReplayRecordedHistories replays the session histories recorded by the

@@ -158,6 +158,9 @@ type session struct {
 	// the ids of the last finished ones (session_proc.go).
 	execs  map[string]*execRun
 	recent []string
+	// rawResults: exec results ready for the client, by update id, for
+	// the update's handler to return (passThrough).
+	rawResults map[string]converter.RawValue
 	// procs are the background processes the session started that may
 	// still run (idle rules, session_proc.go); usedCh receives the stream
 	// workflow's process_used signals.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -40,6 +41,10 @@ const (
 	// processes, the exec activity runs the command at once, without first
 	// asking ActivityExecStart (which would answer Unsupported).
 	changeKnownNoProcesses = "exec-known-no-processes"
+	// changeExecRawResult: the exec activities return the command's result
+	// ready for the client (wire.ExecActivityInput.RawResult) and the
+	// update returns it without decoding it (passThrough).
+	changeExecRawResult = "exec-raw-result"
 	// execFastWait bounds the fast path's wait: a command that ends within
 	// it is answered in the same workflow task. Short, because the workflow
 	// task (and so a cancel sent meanwhile) waits for it.
@@ -224,7 +229,8 @@ func (s *session) exec(ctx workflow.Context, req sandboxapi.ExecRequest) (sandbo
 	if s.state != sandboxapi.StateActive {
 		s.setState(ctx, sandboxapi.StateActive)
 	}
-	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: id, ProcessID: e.processID, Wait: execFastWait}
+	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: id, ProcessID: e.processID, Wait: execFastWait,
+		RawResult: workflow.GetVersion(ctx, changeExecRawResult, workflow.DefaultVersion, 1) == 1}
 	e.started = true
 	var st wire.ExecStartResult
 	if req.KeepOutput {
@@ -234,8 +240,25 @@ func (s *session) exec(ctx workflow.Context, req sandboxapi.ExecRequest) (sandbo
 		st.Unsupported = true
 	} else if s.knownNoProcesses(ctx) {
 		st.Unsupported = true
-	} else if err := s.execStart(ctx, in, &st); err != nil {
-		return sandboxapi.ExecResult{}, err
+	} else {
+		var rv converter.RawValue
+		if err := s.execStart(ctx, in, &rv); err != nil {
+			return sandboxapi.ExecResult{}, err
+		}
+		head, ok, err := wire.ExecHeadOf(rv)
+		switch {
+		case err != nil:
+			return sandboxapi.ExecResult{}, appError(err)
+		case ok:
+			st = wire.ExecStartResult{Done: head.Done, Unsupported: head.Unsupported, Result: head.Result()}
+			if head.Done {
+				s.passThrough(id, rv)
+			}
+		default:
+			if err := fromPayload(rv, &st); err != nil {
+				return sandboxapi.ExecResult{}, err
+			}
+		}
 	}
 	if st.Done {
 		e.cancelled = st.Result.Cancelled
@@ -325,8 +348,22 @@ func (s *session) awaitExec(ctx workflow.Context, e *execRun, in wire.ExecActivi
 	opts := execWaitOptions(s.hostOptions(opExec, req.Timeout()), in.ProcessID)
 	// The activity's result is the command's (wire.ExecActivityResult inlines
 	// it: histories where it returned a bare ExecResult decode the same).
+	var rv converter.RawValue
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(waitCtx, opts), wire.ActivityExec, in).Get(waitCtx, &rv)
 	var res wire.ExecActivityResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(waitCtx, opts), wire.ActivityExec, in).Get(waitCtx, &res)
+	raw := false
+	if err == nil {
+		head, ok, herr := wire.ExecHeadOf(rv)
+		switch {
+		case herr != nil:
+			err = appError(herr)
+		case ok:
+			res = wire.ExecActivityResult{ExecResult: head.Result(), RuntimeReplica: head.RuntimeReplica}
+			raw = true
+		default:
+			err = fromPayload(rv, &res)
+		}
+	}
 	if res.RuntimeReplica != nil {
 		s.replica = res.RuntimeReplica
 	}
@@ -342,10 +379,53 @@ func (s *session) awaitExec(ctx workflow.Context, e *execRun, in wire.ExecActivi
 		return sandboxapi.ExecResult{}, err
 	}
 	if e.cancel != "" && unsupported {
+		if raw {
+			// Its output, as the activity returned it, with the cancel.
+			if err := fromPayload(rv, &out); err != nil {
+				return sandboxapi.ExecResult{}, err
+			}
+			raw = false
+		}
 		out.ExitCode, out.Cancelled = 130, true
+	}
+	if raw {
+		s.passThrough(in.UpdateID, rv)
 	}
 	e.cancelled = out.Cancelled
 	return out, nil
+}
+
+// passThrough makes rv, an exec activity's result ready for the client
+// (wire.ExecPayload), the result of exec update id, in place of the
+// ExecResult (without output) that exec returns to the session: the
+// update's handler returns it (operation.register), so the command's output
+// is never decoded in workflow code.
+func (s *session) passThrough(id string, rv converter.RawValue) {
+	if id == "" {
+		return
+	}
+	if s.rawResults == nil {
+		s.rawResults = map[string]converter.RawValue{}
+	}
+	s.rawResults[id] = rv
+}
+
+// takeRawResult returns (and forgets) the result passThrough set for update
+// id.
+func (s *session) takeRawResult(id string) (converter.RawValue, bool) {
+	rv, ok := s.rawResults[id]
+	delete(s.rawResults, id)
+	return rv, ok
+}
+
+// fromPayload decodes an activity's result taken as a RawValue (the
+// default converter's JSON: the payload codec, if any, has run already) as
+// the typed result out points to.
+func fromPayload(rv converter.RawValue, out any) error {
+	if err := converter.GetDefaultDataConverter().FromPayload(rv.Payload(), out); err != nil {
+		return appError(sandboxapi.Wrap(sandboxapi.ErrSandbox, err, "exec result: the activity's result does not decode"))
+	}
+	return nil
 }
 
 // execActivity is exec as recorded before changeExecProcess: one exec
@@ -375,9 +455,10 @@ func (s *session) execActivity(ctx workflow.Context, req sandboxapi.ExecRequest)
 }
 
 // execStart runs ActivityExecStart: a local activity on the host's queue,
-// else an activity sent there. Retries are safe: the process id makes the
+// else an activity sent there; out receives its result (a
+// *converter.RawValue: see wire.ExecStartPayload). Retries are safe: the process id makes the
 // start happen once.
-func (s *session) execStart(ctx workflow.Context, in wire.ExecActivityInput, out *wire.ExecStartResult) error {
+func (s *session) execStart(ctx workflow.Context, in wire.ExecActivityInput, out any) error {
 	retry := &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 3}
 	if s.onHostQueue(ctx) {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retry})

@@ -1,7 +1,11 @@
 package wire
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
+
+	"go.temporal.io/sdk/converter"
 
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -74,4 +78,91 @@ type ProcessTrack struct {
 // ProcessSpecFor maps a process_start argument onto the runtime's spec.
 func ProcessSpecFor(in sandboxapi.ProcessStartInput) sandbox.ProcessSpec {
 	return sandbox.ProcessSpec{Cmd: in.Cmd, Cwd: in.Cwd, Env: in.Env, Tag: in.Tag, PTY: in.PTY, Stdin: in.Stdin, Network: in.Network}
+}
+
+// ExecHeadMetadata is the payload metadata key under which the exec
+// activities, asked with ExecActivityInput.RawResult, put their ExecHead
+// (JSON): the session reads what it needs of the result there and returns
+// the payload's data — the command's sandboxapi.ExecResult, as the client
+// decodes it — without decoding it (docs/DESIGN.md "Temporal shape": large payloads).
+const ExecHeadMetadata = "sandboxcore-exec-head"
+
+// ExecHead is what the session needs of an exec activity's result: whether
+// the command ended (ActivityExecStart: Done; Unsupported), how (ExitCode,
+// TimedOut, Cancelled), and the replica's state after it (remote runtimes).
+type ExecHead struct {
+	Done           bool                       `json:"done,omitempty"`
+	Unsupported    bool                       `json:"unsupported,omitempty"`
+	ExitCode       int                        `json:"exit_code"`
+	TimedOut       bool                       `json:"timed_out,omitempty"`
+	Cancelled      bool                       `json:"cancelled,omitempty"`
+	RuntimeReplica *sandboxapi.RuntimeReplica `json:"runtime_replica,omitempty"`
+}
+
+// Result is the head as an ExecResult without output (what the session
+// records of a command: its details and outcome).
+func (h ExecHead) Result() sandboxapi.ExecResult {
+	return sandboxapi.ExecResult{ExitCode: h.ExitCode, TimedOut: h.TimedOut, Cancelled: h.Cancelled}
+}
+
+// headOf is the head of res (a command that ended).
+func headOf(res sandboxapi.ExecResult, replica *sandboxapi.RuntimeReplica) ExecHead {
+	return ExecHead{Done: true, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Cancelled: res.Cancelled, RuntimeReplica: replica}
+}
+
+// ExecStartPayload is ActivityExecStart's result as a payload: the JSON of
+// r as it always was, or, when raw and the command ended, the JSON of its
+// ExecResult with the ExecHead in the metadata.
+func ExecStartPayload(r ExecStartResult, raw bool) (converter.RawValue, error) {
+	if !raw {
+		return jsonValue(r, nil)
+	}
+	if !r.Done {
+		return jsonValue(r, &ExecHead{Unsupported: r.Unsupported})
+	}
+	h := headOf(r.Result, nil)
+	return jsonValue(r.Result, &h)
+}
+
+// ExecPayload is ActivityExec's result as a payload: the JSON of r as it
+// always was, or, when raw, the JSON of its ExecResult with the ExecHead
+// (and the replica's state) in the metadata.
+func ExecPayload(r ExecActivityResult, raw bool) (converter.RawValue, error) {
+	if !raw {
+		return jsonValue(r, nil)
+	}
+	h := headOf(r.ExecResult, r.RuntimeReplica)
+	return jsonValue(r.ExecResult, &h)
+}
+
+func jsonValue(v any, head *ExecHead) (converter.RawValue, error) {
+	p, err := converter.NewJSONPayloadConverter().ToPayload(v)
+	if err != nil {
+		return converter.RawValue{}, err
+	}
+	if head != nil {
+		b, err := json.Marshal(head)
+		if err != nil {
+			return converter.RawValue{}, err
+		}
+		p.Metadata[ExecHeadMetadata] = b
+	}
+	return converter.NewRawValue(p), nil
+}
+
+// ExecHeadOf returns the ExecHead a raw exec result carries; false when it
+// carries none (a result of an activity asked without RawResult, or of a
+// worker from before it, or a test's): decode the payload as the typed
+// result then. Errors: a head that does not decode.
+func ExecHeadOf(v converter.RawValue) (ExecHead, bool, error) {
+	p := v.Payload()
+	b, ok := p.GetMetadata()[ExecHeadMetadata]
+	if !ok {
+		return ExecHead{}, false, nil
+	}
+	var h ExecHead
+	if err := json.Unmarshal(b, &h); err != nil {
+		return ExecHead{}, false, fmt.Errorf("exec result: its head does not decode: %w", err)
+	}
+	return h, true, nil
 }

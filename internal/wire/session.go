@@ -209,6 +209,10 @@ type ExecActivityInput struct {
 	// Setup marks the workspace's setup run: a command sent with
 	// sandboxapi.ExecRequest.BesideSetup runs beside it.
 	Setup bool `json:"setup,omitempty"`
+	// RawResult asks ActivityExecStart and ActivityExec for their result
+	// as ExecStartPayload and ExecPayload make it: the command's result
+	// ready for the client, its ExecHead in the payload's metadata.
+	RawResult bool `json:"raw_result,omitempty"`
 }
 
 // ExecActivityResult is the exec activity's result: the command's result

@@ -61,8 +61,8 @@ func (c *cli) mcpCommand() *cobra.Command {
 			"keeps the last good list and is logged.",
 		Example: "  sandboxctl mcp --repo https://github.com/acme/app.git --user alice --project app --conversation c1\n" +
 			"  sandboxctl mcp --workspace ws-0123… --http 127.0.0.1:8765\n" +
-			"  head -c 32 /dev/urandom | base64 > mcp.key\n" +
-			"  sandboxctl mcp --http 0.0.0.0:8765 --multi --key-file mcp.key --revoked-file mcp.revoked\n" +
+			"  (umask 077; head -c 32 /dev/urandom | base64 > ~/.config/sandboxcore/mcp.key)\n" +
+			"  sandboxctl mcp --http 127.0.0.1:8765 --multi --key-file ~/.config/sandboxcore/mcp.key --revoked-file mcp.revoked\n" +
 			"  sandboxctl mcp token ws-0123… --ttl 1h --key-file mcp.key --json\n" +
 			"  sandboxctl mcp revoke --id 00112233… --revoked-file mcp.revoked",
 		Args: cobra.NoArgs,

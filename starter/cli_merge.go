@@ -100,7 +100,17 @@ is printed. Exit status 0 when every source merged (or would), 1 when one confli
 					if b.WorkspaceID != "" {
 						name = strings.TrimSpace(b.WorkspaceID + " " + b.Branch)
 					}
-					fmt.Fprintf(c.stdout, "%s %s%s\n", b.Status, name, suffix(b.Message))
+					status := string(b.Status)
+					if res.DryRun {
+						// A preview merged nothing: say what it found.
+						switch b.Status {
+						case sandboxapi.MergeMerged:
+							status = "up to date (already merged)"
+						case sandboxapi.MergeClean:
+							status = "would merge"
+						}
+					}
+					fmt.Fprintf(c.stdout, "%s %s%s\n", status, name, suffix(b.Message))
 					for _, f := range b.ConflictFiles {
 						fmt.Fprintf(c.stdout, "  conflict %s\n", printablePath(f))
 					}

@@ -210,4 +210,7 @@ func TestMergePreviewThroughTheSessionEqualsTheMerge(t *testing.T) {
 	var res sandboxapi.MergeResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 	assert.Equal(t, sandboxapi.MergeMerged, res.Branches[0].Status, "already merged")
+	r = runCLI(t, bin, h.Config.TaskQueue, "", "merge", hconv.WorkspaceID, "--from", y.Branch, "--dry-run")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "up to date (already merged) "+y.Branch, "a preview never says merged")
 }

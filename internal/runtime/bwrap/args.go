@@ -48,8 +48,11 @@ func (p *Provider) args(cfg sandboxConfig, env []string, long bool, mode sandbox
 		}
 	}
 	// /dev/shm: a tmpfs of ShmBytes (the memory it holds counts toward
-	// the memory limit too, but not where there is no cgroup).
-	a = append(a, "--dev", "/dev", "--perms", "1777", "--size", strconv.Itoa(ShmBytes), "--tmpfs", "/dev/shm", "--bind", cfg.scratch, "/tmp")
+	// the memory limit too, but not where there is no cgroup); /dev itself
+	// read-only (a tmpfs of half the machine's memory otherwise; its
+	// device nodes and /dev/pts are mounts of their own and stay usable).
+	a = append(a, "--dev", "/dev", "--perms", "1777", "--size", strconv.Itoa(ShmBytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+		"--bind", cfg.scratch, "/tmp")
 	var visible []string
 	for _, ro := range p.roPaths {
 		fi, err := os.Lstat(ro)

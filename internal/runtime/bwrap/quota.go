@@ -172,13 +172,17 @@ func (r *Runtime) diskUse(cfg sandboxConfig) string {
 	w := r.disk
 	r.mu.Unlock()
 	limit := diskquota.LimitOf(cfg.limits.DiskGB)
+	where := " in the worktree and /tmp"
+	if len(cfg.diskDirs()) > 2 {
+		where = " in the worktree, /tmp and the dependency cache (which other workspaces may share)"
+	}
 	if w == nil {
-		return diskquota.Usage{}.Describe(limit) + " in the worktree and /tmp"
+		return diskquota.Usage{}.Describe(limit) + where
 	}
 	if err := w.Failure(); err != nil {
 		return "its use cannot be measured, which counts as over the quota: " + sandboxView(cfg, err.Error())
 	}
-	return w.Last().Describe(limit) + " in the worktree and /tmp"
+	return w.Last().Describe(limit) + where
 }
 
 // fileSizeNotice is what a command the file size limit killed (SIGXFSZ,

@@ -192,7 +192,9 @@ for _ in range(%d):
 	var res2 sandboxapi.ExecResult
 	require.Eventually(t, func() bool {
 		res2 = runtimetest.Sh(t, ctx, rt, "sh -c 'printf x > /tmp/x'; echo wrote $?")
-		return strings.Contains(string(res2.Stderr), "cannot be measured")
+		// (the first command may be killed instead, at the first failed
+		// measurement, if it ran before it)
+		return strings.Contains(string(res2.Stderr), "over its disk quota (its use cannot be measured")
 	}, 5*time.Second, 50*time.Millisecond)
 	require.Equal(t, "wrote 153\n", string(res2.Stdout), "%q", res2.Stderr)
 	require.Contains(t, string(res2.Stderr), "/workspace/d/d/")
@@ -207,10 +209,48 @@ for _ in range(%d):
 }
 
 // TestSharedMemoryIsSmall: /dev/shm, a tmpfs the disk quota does not
-// measure, holds ShmBytes and no more, for everyone in the sandbox.
+// measure, holds ShmBytes and no more, for everyone in the sandbox; /dev
+// itself takes no file, its devices and terminals work.
 func TestSharedMemoryIsSmall(t *testing.T) {
 	rt, _ := quotaRuntime(t)
-	res := runtimetest.Sh(t, t.Context(), rt, `stat -c %a /dev/shm; head -c 100M /dev/zero > /dev/shm/x; echo "rc $?"; stat -c %s /dev/shm/x`)
+	res := runtimetest.Sh(t, t.Context(), rt, `stat -c %a /dev/shm; head -c 100M /dev/zero > /dev/shm/x; echo "rc $?"; stat -c %s /dev/shm/x
+		(echo big > /dev/big) 2>/dev/null; echo "dev $?"; echo z > /dev/null && echo null
+		python3 -c 'import os, pty; m, s = pty.openpty(); os.write(s, b"hi"); print("pty", os.read(m, 2).decode())'`)
 	runtimetest.RequireOK(t, res)
-	require.Equal(t, fmt.Sprintf("1777\nrc 1\n%d\n", bwrap.ShmBytes), string(res.Stdout), "%q", res.Stderr)
+	require.Equal(t, fmt.Sprintf("1777\nrc 1\n%d\ndev 2\nnull\npty hi\n", bwrap.ShmBytes), string(res.Stdout), "%q", res.Stderr)
+}
+
+// TestDiskQuotaCountsHolesAndNames: a sparse file counts its length (its
+// holes fill through mmap, which no file size limit checks), and every
+// hard link counts as a name: neither is a way past the quota.
+func TestDiskQuotaCountsHolesAndNames(t *testing.T) {
+	rt, dirs := quotaRuntime(t)
+	ctx := t.Context()
+	// (each file stays within the file size limit: the quota)
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "truncate -s 900M /workspace/sparse1 /workspace/sparse2"))
+	var res sandboxapi.ExecResult
+	require.Eventually(t, func() bool {
+		res = runtimetest.Sh(t, ctx, rt, "sh -c 'printf x > /tmp/x'; echo wrote $?")
+		return strings.Contains(string(res.Stderr), "over its disk quota (1.76 GiB of 1.00 GiB")
+	}, 5*time.Second, 50*time.Millisecond, "sparse files of 1.76 GiB")
+	require.Equal(t, "wrote 153\n", string(res.Stdout))
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "rm /workspace/sparse1 /workspace/sparse2"))
+
+	res, err := rt.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"python3", "-c", `
+import os
+os.mkdir("/tmp/links")
+for j in range(3):  # ext4 takes 65,000 links per file
+    open("/tmp/links/f%d" % j, "w").close()
+    for i in range(47000):
+        os.link("/tmp/links/f%d" % j, "/tmp/links/l%d-%d" % (j, i))`}, TimeoutS: 120})
+	require.NoError(t, err)
+	require.Contains(t, []int{0, 137}, res.ExitCode, "%q", res.Stderr)
+	u, err := diskquota.Measure(ctx, dirs...)
+	require.NoError(t, err)
+	require.Greater(t, u.Files, diskquota.LimitOf(1).Files, "every link is a name")
+	require.Eventually(t, func() bool {
+		res = runtimetest.Sh(t, ctx, rt, "sh -c 'printf x > /tmp/x'; echo wrote $?")
+		return strings.Contains(string(res.Stderr), "over its disk quota (")
+	}, 5*time.Second, 50*time.Millisecond, "141,000 hard links")
+	require.Equal(t, "wrote 153\n", string(res.Stdout))
 }

@@ -6,10 +6,12 @@
 // commands — the way Kubernetes enforces ephemeral-storage limits on nodes
 // without quotas (docs/SECURITY.md "Resource limits (bubblewrap)").
 //
-// The measure is the space the files take on disk (allocated blocks, so a
-// sparse file counts what it holds, not its length), hard links counted
-// once, plus the number of entries (files, directories, links), which
-// bounds inodes as a file system of the quota's size would.
+// The measure is the space the files take: a regular file counts its
+// length or its allocated blocks, whichever is more (so the holes of a
+// sparse file count: they fill through mmap, which no file size limit
+// checks), a hard-linked file's bytes once; plus the number of names
+// (files, directories, links, every hard link), which bounds inodes and
+// directory space as a file system of the quota's size would.
 package diskquota
 
 import (
@@ -22,6 +24,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,6 +44,9 @@ const BytesPerFile = 8 << 10
 const (
 	MinInterval = 250 * time.Millisecond
 	MaxInterval = 2 * time.Second
+	// MaxWalk bounds one measurement: longer counts as a failure (over
+	// the quota).
+	MaxWalk = 20 * time.Second
 )
 
 // Limit is a quota: Bytes of allocated space (bytes, > 0) and Files
@@ -93,7 +99,12 @@ const MaxDepth = 4096
 // MaxDepth, is an error naming it. A directory of dirs that does not exist
 // counts nothing. ctx bounds the walk (its error is returned).
 func Measure(ctx context.Context, dirs ...string) (Usage, error) {
-	m := measurer{ctx: ctx, seen: map[[2]uint64]bool{}, euid: unix.Geteuid()}
+	return measure(ctx, Limit{}, dirs)
+}
+
+// measure is Measure stopping with an error past far (zero: never).
+func measure(ctx context.Context, far Limit, dirs []string) (Usage, error) {
+	m := measurer{ctx: ctx, far: far, seen: map[[2]uint64]bool{}, euid: unix.Geteuid()}
 	for _, d := range dirs {
 		var st unix.Stat_t
 		if err := unix.Lstat(d, &st); err != nil {
@@ -102,7 +113,9 @@ func Measure(ctx context.Context, dirs ...string) (Usage, error) {
 			}
 			return Usage{}, &fs.PathError{Op: "lstat", Path: d, Err: err}
 		}
-		m.add(&st)
+		if err := m.add(&st); err != nil {
+			return Usage{}, err
+		}
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			if err := m.walk(unix.AT_FDCWD, d, place{top: d}, &st, 0); err != nil {
 				return Usage{}, err
@@ -114,21 +127,44 @@ func Measure(ctx context.Context, dirs ...string) (Usage, error) {
 
 type measurer struct {
 	ctx  context.Context
+	far  Limit // stop past it (zero: never)
 	u    Usage
 	seen map[[2]uint64]bool // (dev, inode) of files with more than one link
 	euid int
 }
 
-func (m *measurer) add(st *unix.Stat_t) {
+// add counts one name and, once per inode, its bytes (see the package
+// documentation); past FarOver times the limit it is an error.
+func (m *measurer) add(st *unix.Stat_t) error {
+	m.u.Files++
+	if m.far.Files > 0 && m.u.Files > m.far.Files {
+		return errFarOver(m.u, m.far)
+	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
 		k := [2]uint64{uint64(st.Dev), st.Ino}
 		if m.seen[k] {
-			return
+			return nil
 		}
 		m.seen[k] = true
 	}
-	m.u.Files++
-	m.u.Bytes += st.Blocks * 512
+	b := st.Blocks * 512
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+		b = max(b, (st.Size+4095)&^4095)
+	}
+	m.u.Bytes += b
+	if m.far.Bytes > 0 && m.u.Bytes > m.far.Bytes {
+		return errFarOver(m.u, m.far)
+	}
+	return nil
+}
+
+// FarOver is how many times its quota a measurement walks at most: past
+// it, the walk stops with an error (the use counts as over the quota)
+// rather than spend its time on names a command made in bulk.
+const FarOver = 4
+
+func errFarOver(u Usage, far Limit) error {
+	return fmt.Errorf("more than %d times the quota (%d names, %s so far)", FarOver, u.Files, gib(u.Bytes))
 }
 
 // place is where a directory is, for messages: the directory given to
@@ -184,7 +220,9 @@ func (m *measurer) walk(parent int, name string, at place, st *unix.Stat_t, dept
 				}
 				return &fs.PathError{Op: "lstat", Path: at.child(n).String(), Err: err}
 			}
-			m.add(&cst)
+			if err := m.add(&cst); err != nil {
+				return err
+			}
 			if cst.Mode&unix.S_IFMT == unix.S_IFDIR && cst.Dev == st.Dev {
 				if err := m.walk(fd, n, at.child(n), &cst, depth+1); err != nil {
 					return err
@@ -272,6 +310,9 @@ type Watcher struct {
 	Active func() bool
 
 	measuring sync.Mutex // one measurement at a time (Run and Blocked)
+	// started: a command started (Blocked was asked) since Run last
+	// measured, so Run measures again even if it never saw it run.
+	started atomic.Bool
 
 	mu       sync.Mutex // guards what follows
 	last     Usage
@@ -300,6 +341,7 @@ func (w *Watcher) Failure() error {
 // the quota one after another — and reports growth over the quota as Run
 // does. ctx bounds that measurement; its error counts as a failure.
 func (w *Watcher) Blocked(ctx context.Context) bool {
+	w.started.Store(true)
 	w.mu.Lock()
 	near := !w.measured || w.failure != nil || 2*w.last.Bytes >= w.Limit.Bytes || 2*w.last.Files >= w.Limit.Files
 	w.mu.Unlock()
@@ -321,7 +363,12 @@ func (w *Watcher) measure(ctx context.Context) time.Duration {
 		log = slog.Default()
 	}
 	start := time.Now()
-	u, err := Measure(ctx, w.Dirs()...)
+	wctx, cancel := context.WithTimeout(ctx, MaxWalk)
+	u, err := measure(wctx, Limit{Bytes: FarOver * w.Limit.Bytes, Files: FarOver * w.Limit.Files}, w.Dirs())
+	if err != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("the measurement took more than %v", MaxWalk)
+	}
+	cancel()
 	took := time.Since(start)
 	w.mu.Lock()
 	prev, measured, failedBefore := w.last, w.measured, w.failure != nil
@@ -350,6 +397,10 @@ func (w *Watcher) Run(ctx context.Context) {
 	after := false // measure once more: commands ran since the last measurement
 	for {
 		active := w.Active == nil || w.Active()
+		if w.started.Swap(false) {
+			// A command started since: it may have ended unseen.
+			active = true
+		}
 		if !active && !after {
 			select {
 			case <-ctx.Done():

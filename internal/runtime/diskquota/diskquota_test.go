@@ -21,26 +21,42 @@ func writeFile(t *testing.T, path string, n int) {
 	require.NoError(t, os.WriteFile(path, make([]byte, n), 0o644))
 }
 
-func TestMeasureCountsAllocatedSpaceAndEntries(t *testing.T) {
+func TestMeasureCountsSpaceAndNames(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(a, "one"), 1<<20)
 	writeFile(t, filepath.Join(a, "sub", "deep", "two"), 1<<20)
 	writeFile(t, filepath.Join(b, "three"), 1<<20)
-	// A sparse file of 1 GiB holds nothing.
+	// A sparse file of 1 GiB counts its length: its holes fill through
+	// mmap, which no file size limit checks.
 	f, err := os.Create(filepath.Join(b, "sparse"))
 	require.NoError(t, err)
 	require.NoError(t, f.Truncate(1<<30))
 	require.NoError(t, f.Close())
-	// Hard links count once, symbolic links are not followed.
+	// A hard link is one more name, its bytes counted once; symbolic links
+	// are not followed.
 	require.NoError(t, os.Link(filepath.Join(a, "one"), filepath.Join(b, "one-again")))
 	require.NoError(t, os.Symlink("/usr", filepath.Join(a, "usr")))
 
 	u, err := Measure(context.Background(), a, b, filepath.Join(a, "missing"))
 	require.NoError(t, err)
-	// Entries: a, one, sub, deep, two, usr; b, three, sparse (one-again is one's inode).
-	require.Equal(t, int64(9), u.Files)
-	require.GreaterOrEqual(t, u.Bytes, int64(3<<20))
-	require.Less(t, u.Bytes, int64(3<<20)+256<<10, "the sparse file and the links add almost nothing")
+	// Names: a, one, sub, deep, two, usr; b, three, sparse, one-again.
+	require.Equal(t, int64(10), u.Files)
+	require.GreaterOrEqual(t, u.Bytes, int64(3<<20+1<<30))
+	require.Less(t, u.Bytes, int64(3<<20+1<<30)+256<<10, "the link's bytes once")
+}
+
+// Past FarOver times the limit the walk stops, an error: a command's
+// million names cost one bounded walk.
+func TestMeasureStopsFarOverTheLimit(t *testing.T) {
+	d := t.TempDir()
+	for i := range 50 {
+		writeFile(t, filepath.Join(d, fmt.Sprintf("f%d", i)), 1)
+	}
+	_, err := measure(context.Background(), Limit{Bytes: 1 << 30, Files: 20}, []string{d})
+	require.ErrorContains(t, err, "more than 4 times the quota (21 names")
+	u, err := measure(context.Background(), Limit{Bytes: 1 << 30, Files: 60}, []string{d})
+	require.NoError(t, err)
+	require.Equal(t, int64(51), u.Files)
 }
 
 func TestMeasureSeesIntoClosedDirectories(t *testing.T) {

@@ -245,7 +245,7 @@ func (c *cli) procListCommand() *cobra.Command {
 				return s.ProcessList(ctx)
 			}, func(res sandboxapi.ProcessListResult) error {
 				w := tabwriter.NewWriter(c.stdout, 0, 2, 2, ' ', 0)
-				fmt.Fprintln(w, "ID\tTAG\tSTATE\tSTARTED\tOUTPUT\tCOMMAND")
+				fmt.Fprintln(w, "ID\tTAG\tSTATE\tSTARTED\tOUT/ERR BYTES\tCOMMAND")
 				for _, p := range res.Processes {
 					state := "running"
 					switch {

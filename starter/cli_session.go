@@ -179,10 +179,13 @@ func (c *cli) releaseCommand() *cobra.Command {
 		Short: "End the session: stop (or destroy) the runtime; the workspace stays",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var live []string
 			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.ReleaseResult, error) {
+				live = liveProcesses(ctx, s)
 				return s.Release(ctx, destroy)
 			}, func(res sandboxapi.ReleaseResult) error {
 				fmt.Fprintf(c.stdout, "released %s (runtime %s)\n", res.WorkspaceID, res.Runtime)
+				c.printStopped(live)
 				return nil
 			})
 		},
@@ -197,13 +200,45 @@ func (c *cli) hibernateCommand() *cobra.Command {
 		Short: "Stop the workspace's runtime; the workspace stays",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var live []string
 			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.HibernateResult, error) {
+				live = liveProcesses(ctx, s)
 				return s.Hibernate(ctx)
 			}, func(res sandboxapi.HibernateResult) error {
 				fmt.Fprintf(c.stdout, "runtime %s stopped\n", res.RuntimeID)
+				c.printStopped(live)
 				return nil
 			})
 		},
+	}
+}
+
+// liveProcesses returns the ids of the workspace's background processes
+// running now (none when they cannot be listed): what a hibernate or a
+// release is about to end.
+func liveProcesses(ctx context.Context, s *sandboxclient.Session) []string {
+	list, err := s.ProcessList(ctx)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, p := range list.Processes {
+		if !p.Exited || p.Lingering {
+			ids = append(ids, p.ID)
+		}
+	}
+	return ids
+}
+
+// printStopped says which background processes a hibernate or release
+// ended (they list as exited 137, runtime_stopped).
+func (c *cli) printStopped(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	fmt.Fprintf(c.stdout, "stopped %d background process(es), now exited 137 (runtime_stopped); proc start runs them again:\n", len(ids))
+	for _, id := range ids {
+		fmt.Fprintf(c.stdout, "  %s\n", printableText(id))
 	}
 }
 

@@ -164,6 +164,18 @@ func TestCLIProcessCommands(t *testing.T) {
 	file, err := os.ReadFile(filepath.Join(hd.LocalPath, "out.bin"))
 	require.NoError(t, err)
 	assert.Equal(t, fmt.Sprintf("%x", sha256.Sum256(file)), fmt.Sprintf("%x", sum.Sum(nil)), "the streamed bytes are the output")
+
+	// hibernate says which background processes it ended.
+	r = runCLI(t, bin, q, "", "proc", "start", ws, "--", "sleep", "600")
+	require.Equal(t, 0, r.code, r.stderr)
+	left := strings.TrimSpace(r.stdout)
+	r = runCLI(t, bin, q, "", "hibernate", ws)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "stopped 1 background process(es), now exited 137 (runtime_stopped)")
+	assert.Contains(t, r.stdout, "  "+left+"\n")
+	r = runCLI(t, bin, q, "", "hibernate", ws)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "background process", "nothing left to stop")
 }
 
 type countingWriter int64

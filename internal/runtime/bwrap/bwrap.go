@@ -174,6 +174,11 @@ type Options struct {
 	// and DefaultSandboxGID (root is never a sandbox's user). Ignored by a
 	// non-root worker, whose sandboxes run as the worker's own user.
 	SandboxUID, SandboxGID uint32
+	// DiskReserve is the free space (bytes) the file systems of the
+	// worktrees and scratch directories keep: below it, every runtime's
+	// disk quota counts as exceeded (docs/SECURITY.md "Resource limits
+	// (bubblewrap)"). 0: diskquota.DefaultReserve (1 GiB); negative: none.
+	DiskReserve int64
 }
 
 // New finds bwrap and checks once that it can build the sandbox this package
@@ -225,6 +230,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		hidden:  append(slices.Clone(DefaultHiddenPaths), opts.HiddenPaths...),
 		baseEnv: maps.Clone(opts.BaseEnv), log: log.With("runtime", Kind),
 		asRoot: os.Geteuid() == 0, egress: opts.Egress, egressRoot: filepath.Join(scratch, ".egress"),
+		diskReserve: opts.DiskReserve,
 	}
 	if p.egress != nil {
 		if err := os.MkdirAll(p.egressRoot, 0o711); err != nil {

@@ -44,6 +44,8 @@ type Provider struct {
 	// files as their own; both nil for a non-root worker.
 	user  *syscall.Credential
 	idmap *idmapper
+	// diskReserve is Options.DiskReserve.
+	diskReserve int64
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)

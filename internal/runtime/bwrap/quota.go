@@ -88,6 +88,9 @@ func (r *Runtime) diskWatcherLocked(cfg sandboxConfig) *diskquota.Watcher {
 		Log:      r.p.log.With("id", r.ID(), "workspace", cfg.workspaceID),
 		Active:   r.commandsRun,
 	}
+	if r.p.diskReserve >= 0 {
+		r.disk.Reserve = diskquota.FreeReserve(r.p.diskReserve, cfg.root, cfg.scratch)
+	}
 	return r.disk
 }
 

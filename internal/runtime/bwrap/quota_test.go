@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/diskquota"
@@ -253,4 +254,43 @@ for j in range(3):  # ext4 takes 65,000 links per file
 		return strings.Contains(string(res.Stderr), "over its disk quota (")
 	}, 5*time.Second, 50*time.Millisecond, "141,000 hard links")
 	require.Equal(t, "wrote 153\n", string(res.Stdout))
+}
+
+// TestDiskQuotaKeepsTheHostsReserve: a file deleted while open is found by
+// no walk; the host's reserve of free space catches it: once the file
+// system has less than Options.DiskReserve free, the runtime counts as
+// over its quota, so its processes — the one holding the file among them —
+// are killed and the space comes back.
+func TestDiskQuotaKeepsTheHostsReserve(t *testing.T) {
+	scratch := scratchDir(t)
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs(scratch, &st))
+	free := int64(st.Bavail) * st.Bsize
+	if free < 4<<30 {
+		t.Skipf("%d MiB free: too little to take 900 MiB of it", free>>20)
+	}
+	ctx, _, _, rt := setup(t, bwrap.Options{ScratchDir: scratch, DiskReserve: free - 600<<20}, func(s *sandbox.RuntimeSpec) {
+		s.Resources = &sandbox.ResourceHints{DiskGB: 1}
+	})
+	pr := rt.(sandbox.ProcessRuntime)
+	info, err := pr.StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"python3", "-c", `
+import os, time
+fd = os.open("/tmp", os.O_TMPFILE | os.O_WRONLY)
+block = b"\0" * (1 << 20)
+for _ in range(900):
+    os.write(fd, block)
+os.fsync(fd)
+time.sleep(600)`}})
+	require.NoError(t, err)
+	deadline := time.Now().Add(2 * time.Minute)
+	for !info.Exited && time.Now().Before(deadline) {
+		info, err = pr.WaitProcess(ctx, info.ID, 10*time.Second)
+		require.NoError(t, err)
+	}
+	require.True(t, info.Exited, "the holder of the deleted file was never stopped")
+	require.Equal(t, 137, info.ExitCode, "reason %s", info.ExitReason)
+	require.Eventually(t, func() bool {
+		require.NoError(t, unix.Statfs(scratch, &st))
+		return int64(st.Bavail)*st.Bsize > free-300<<20
+	}, 30*time.Second, 200*time.Millisecond, "the deleted file's space came back")
 }

@@ -308,6 +308,11 @@ type Watcher struct {
 	// runtime's commands); the watcher measures while it says yes, once
 	// more after it says no, and at once when it says yes again.
 	Active func() bool
+	// Reserve, when set, is asked at each measurement whether the file
+	// system keeps its reserve of free space; its error counts as a failed
+	// measurement (over the quota). It catches what no walk finds (files
+	// deleted while open) before they fill the disk.
+	Reserve func() error
 
 	measuring sync.Mutex // one measurement at a time (Run and Blocked)
 	// started: a command started (Blocked was asked) since Run last
@@ -369,6 +374,9 @@ func (w *Watcher) measure(ctx context.Context) time.Duration {
 		err = fmt.Errorf("the measurement took more than %v", MaxWalk)
 	}
 	cancel()
+	if err == nil && w.Reserve != nil {
+		err = w.Reserve()
+	}
 	took := time.Since(start)
 	w.mu.Lock()
 	prev, measured, failedBefore := w.last, w.measured, w.failure != nil
@@ -425,3 +433,31 @@ func (w *Watcher) Run(ctx context.Context) {
 		}
 	}
 }
+
+// FreeReserve returns a Reserve that fails when a file system holding one
+// of dirs has less than reserve bytes free for unprivileged users (statfs
+// f_bavail; reserve 0: DefaultReserve).
+func FreeReserve(reserve int64, dirs ...string) func() error {
+	return func() error {
+		for _, d := range dirs {
+			var st unix.Statfs_t
+			if err := unix.Statfs(d, &st); err != nil {
+				continue // a directory not there yet holds nothing
+			}
+			free := int64(st.Bavail) * st.Bsize
+			want := reserve
+			if want == 0 {
+				want = DefaultReserve
+			}
+			if free < want {
+				return fmt.Errorf("the host's disk is nearly full (%s free, the sandboxes keep %s free)", gib(free), gib(want))
+			}
+		}
+		return nil
+	}
+}
+
+// DefaultReserve is the free space kept by default: 1 GiB, enough for the
+// worker's own writes (its store, checkpoints, logs) when a runtime fills
+// the rest.
+const DefaultReserve = 1 << 30

@@ -322,6 +322,9 @@ type Watcher struct {
 	mu       sync.Mutex // guards what follows
 	last     Usage
 	measured bool  // a measurement succeeded (last is the baseline)
+	// allowed is Limit, raised to the first measurement where that was
+	// larger: a worktree over the quota from the start may stay as it is.
+	allowed Limit
 	failure  error // the last measurement's error; nil after a good one
 }
 
@@ -340,7 +343,8 @@ func (w *Watcher) Failure() error {
 }
 
 // Blocked reports whether a command starting now must not grow files: the
-// runtime is over its quota, or its use cannot be measured. When the last
+// runtime is over its quota (or over its first measurement, when that was
+// larger), or its use cannot be measured. When the last
 // measurement is at half the quota or more (or there is none), it measures
 // first — so that commands too short for the watcher's pace cannot pass
 // the quota one after another — and reports growth over the quota as Run
@@ -355,7 +359,7 @@ func (w *Watcher) Blocked(ctx context.Context) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.failure != nil || w.last.Over(w.Limit)
+	return w.failure != nil || w.last.Over(w.allowed)
 }
 
 // measure takes one measurement, records it, and calls Exceeded as the
@@ -383,6 +387,9 @@ func (w *Watcher) measure(ctx context.Context) time.Duration {
 	if err != nil {
 		w.failure = err
 	} else {
+		if !w.measured {
+			w.allowed = Limit{Bytes: max(w.Limit.Bytes, u.Bytes), Files: max(w.Limit.Files, u.Files)}
+		}
 		w.last, w.measured, w.failure = u, true, nil
 	}
 	w.mu.Unlock()

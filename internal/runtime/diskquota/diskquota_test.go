@@ -245,3 +245,25 @@ func TestMeasureAsItsOwner(t *testing.T) {
 		require.Equal(t, os.FileMode(0), st.Mode().Perm(), dir+"/inner")
 	}
 }
+
+// A worktree over the quota from the start does not block commands as
+// long as it does not grow; one that grew past the quota does.
+func TestBlockedAllowsTheBaseline(t *testing.T) {
+	d := t.TempDir()
+	writeFile(t, filepath.Join(d, "big"), 2<<20)
+	w := &Watcher{Dirs: func() []string { return []string{d} }, Limit: Limit{Bytes: 1 << 20, Files: 1000}, Exceeded: func(Usage) {}}
+	ctx := context.Background()
+	require.False(t, w.Blocked(ctx), "the baseline, over the quota")
+	require.False(t, w.Blocked(ctx), "still the baseline")
+	writeFile(t, filepath.Join(d, "more"), 64<<10)
+	require.True(t, w.Blocked(ctx), "grew past the baseline")
+	require.NoError(t, os.Remove(filepath.Join(d, "more")))
+	require.False(t, w.Blocked(ctx), "back to the baseline")
+
+	small := t.TempDir()
+	w = &Watcher{Dirs: func() []string { return []string{small} }, Limit: Limit{Bytes: 1 << 20, Files: 1000}, Exceeded: func(Usage) {}}
+	require.False(t, w.Blocked(ctx))
+	writeFile(t, filepath.Join(small, "big"), 2<<20)
+	w.measure(ctx) // the watcher's next look
+	require.True(t, w.Blocked(ctx), "a runtime that passed its quota")
+}

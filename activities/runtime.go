@@ -76,7 +76,7 @@ func (a *Activities) createRuntime(ctx context.Context, ws sandboxapi.Workspace)
 		if err != nil {
 			return nil, err
 		}
-		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: dir, Target: dir, Writable: true})
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: dir, Target: dir, Writable: true, Shared: a.DepCaches.Shared()})
 		maps.Copy(spec.Env, depcache.Env(dir))
 	}
 	return a.Runtimes.Create(ctx, spec)

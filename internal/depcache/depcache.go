@@ -98,6 +98,10 @@ func (c *Caches) Dir(ws sandboxapi.Workspace) string {
 	return filepath.Join(c.Root, string(c.scope()), Key(c.scope(), ws))
 }
 
+// Shared reports whether a cache may be mounted by more than one
+// workspace (every scope but ScopeWorkspace): sandbox.Mount.Shared.
+func (c *Caches) Shared() bool { return c.scope() != ScopeWorkspace }
+
 func (c *Caches) scope() Scope {
 	if c.Scope == "" {
 		return DefaultScope

@@ -36,10 +36,14 @@ type RepoCache struct {
 }
 
 // Mount is one bind of a host path into a runtime (docs/DESIGN.md "Ports").
+// Shared marks a writable directory other workspaces mount too (the
+// dependency cache): a disk quota measures it apart, with a quota of its
+// own (docs/SECURITY.md "Resource limits (bubblewrap)").
 type Mount struct {
 	Source   string `json:"source"`
 	Target   string `json:"target"`
 	Writable bool   `json:"writable"`
+	Shared   bool   `json:"shared,omitempty"`
 }
 
 // ResourceHints bound a runtime's resources; zero means the backend default.

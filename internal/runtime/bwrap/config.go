@@ -31,6 +31,7 @@ func (cfg sandboxConfig) egressDirOf(mode sandboxapi.Network) string {
 type bindMount struct {
 	src, target string
 	rw          bool
+	shared      bool // sandbox.Mount.Shared: measured apart (sharedQuota)
 }
 
 // sandboxConfig is a runtime's resolved, immutable sandbox layout.
@@ -91,7 +92,7 @@ func (p *Provider) resolve(spec sandbox.RuntimeSpec) (sandboxConfig, error) {
 	}
 	cfg.root = ms.Root
 	for _, b := range ms.Binds {
-		cfg.mounts = append(cfg.mounts, bindMount{src: b.Source, target: b.Target, rw: b.Writable})
+		cfg.mounts = append(cfg.mounts, bindMount{src: b.Source, target: b.Target, rw: b.Writable, shared: b.Shared})
 	}
 	owner := ms.Owner
 	switch {

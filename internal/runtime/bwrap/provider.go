@@ -46,6 +46,9 @@ type Provider struct {
 	idmap *idmapper
 	// diskReserve is Options.DiskReserve.
 	diskReserve int64
+	// shared are the disk quotas of the shared directories (dependency
+	// caches) the runtimes mount.
+	shared sharedQuotas
 }
 
 var _ sandbox.RuntimeProvider = (*Provider)(nil)

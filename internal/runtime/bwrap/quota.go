@@ -31,7 +31,7 @@ const ShmBytes = 64 << 20
 func (cfg sandboxConfig) diskDirs() []string {
 	dirs := []string{cfg.root, cfg.scratch}
 	for _, m := range cfg.mounts {
-		if m.rw && m.src != cfg.root {
+		if m.rw && !m.shared && m.src != cfg.root {
 			dirs = append(dirs, m.src)
 		}
 	}
@@ -64,6 +64,7 @@ func (r *Runtime) watchDiskLocked(cfg sandboxConfig) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.diskStop = cancel
 	go w.Run(ctx)
+	r.p.shared.join(r, cfg)
 }
 
 // diskWatcherLocked returns the runtime's disk watcher for cfg's quota
@@ -102,7 +103,11 @@ func (r *Runtime) fileGrowthBlocked(ctx context.Context, cfg sandboxConfig) bool
 	r.mu.Lock()
 	w := r.diskWatcherLocked(cfg)
 	r.mu.Unlock()
-	return w != nil && w.Blocked(ctx)
+	if w == nil {
+		return false
+	}
+	own := w.Blocked(ctx)
+	return r.p.shared.blocked(ctx, r) || own
 }
 
 // commandsRun reports whether a command or background process of the
@@ -122,6 +127,7 @@ func (r *Runtime) unwatchDiskLocked() {
 	if len(r.sbs) == 0 && r.diskStop != nil {
 		r.diskStop()
 		r.diskStop = nil
+		r.p.shared.leave(r)
 	}
 }
 
@@ -175,17 +181,24 @@ func (r *Runtime) diskUse(cfg sandboxConfig) string {
 	w := r.disk
 	r.mu.Unlock()
 	limit := diskquota.LimitOf(cfg.limits.DiskGB)
-	where := " in the worktree and /tmp"
-	if len(cfg.diskDirs()) > 2 {
-		where = " in the worktree, /tmp and the dependency cache (which other workspaces may share)"
+	var parts []string
+	switch {
+	case w == nil:
+		parts = append(parts, diskquota.Usage{}.Describe(limit)+" in the worktree and /tmp")
+	case w.Failure() != nil:
+		parts = append(parts, "its use cannot be measured, which counts as over the quota: "+sandboxView(cfg, w.Failure().Error()))
+	default:
+		parts = append(parts, w.Last().Describe(limit)+" in the worktree and /tmp")
 	}
-	if w == nil {
-		return diskquota.Usage{}.Describe(limit) + where
+	for _, sq := range r.p.shared.of(r) {
+		switch {
+		case sq.w.Failure() != nil:
+			parts = append(parts, "the dependency cache, which other workspaces share, cannot be measured: "+sandboxView(cfg, sq.w.Failure().Error()))
+		case sq.w.Last().Over(sq.w.Limit):
+			parts = append(parts, "the dependency cache, which other workspaces share, holds "+sq.w.Last().Describe(sq.w.Limit))
+		}
 	}
-	if err := w.Failure(); err != nil {
-		return "its use cannot be measured, which counts as over the quota: " + sandboxView(cfg, err.Error())
-	}
-	return w.Last().Describe(limit) + where
+	return strings.Join(parts, "; ")
 }
 
 // fileSizeNotice is what a command the file size limit killed (SIGXFSZ,

@@ -1,6 +1,7 @@
 package bwrap_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -293,4 +294,57 @@ time.sleep(600)`}})
 		require.NoError(t, unix.Statfs(scratch, &st))
 		return int64(st.Bavail)*st.Bsize > free-300<<20
 	}, 30*time.Second, 200*time.Millisecond, "the deleted file's space came back")
+}
+
+// TestDiskQuotaSharedCacheApart: a dependency cache two runtimes share
+// (Mount.Shared) counts toward neither's own quota, so one's cache growth
+// does not stop the other's commands; it has a quota of its own, past
+// which the writer is stopped with a notice naming the cache, and the
+// sharers' commands start unable to grow files until it shrinks.
+func TestDiskQuotaSharedCacheApart(t *testing.T) {
+	ctx := t.Context()
+	p := newProvider(t, bwrap.Options{ScratchDir: scratchDir(t)})
+	cache := filepath.Join(t.TempDir(), "cache")
+	openUp(t, cache)
+	mk := func() sandbox.Runtime {
+		spec := specFor(t.TempDir())
+		spec.Resources = &sandbox.ResourceHints{DiskGB: 1}
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: cache, Target: cache, Writable: true, Shared: true})
+		spec.Env = map[string]string{"CACHE": cache}
+		rt, err := p.Create(ctx, spec)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Destroy(context.Background(), spec.ID) })
+		return rt
+	}
+	a, b := mk(), mk()
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, b, "head -c 700M /dev/zero > /tmp/own"))
+	bg, err := b.(sandbox.ProcessRuntime).StartProcess(ctx, sandbox.ProcessSpec{Cmd: []string{"sleep", "600"}})
+	require.NoError(t, err)
+
+	// 600 MiB into the cache: B's own 700 MiB and the cache together pass
+	// B's quota, but the cache is not B's: its process runs on.
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, a, `head -c 600M /dev/zero > "$CACHE/one"`))
+	time.Sleep(2 * diskquota.MaxInterval)
+	info, err := b.(sandbox.ProcessRuntime).WaitProcess(ctx, bg.ID, 0)
+	require.NoError(t, err)
+	require.False(t, info.Exited, "another workspace's cache growth stopped B: exit %d", info.ExitCode)
+	res := runtimetest.Sh(t, ctx, b, "printf x > /tmp/small && echo wrote")
+	runtimetest.RequireOK(t, res)
+	require.NotContains(t, string(res.Stderr), "quota")
+
+	// 600 MiB more: the cache passes its own quota.
+	res, err = a.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", `head -c 600M /dev/zero > "$CACHE/two"; sleep 5`}, TimeoutS: 60})
+	require.NoError(t, err)
+	require.Equal(t, 137, res.ExitCode, "%q", res.Stderr)
+	require.Contains(t, string(res.Stderr), "the dependency cache, which other workspaces share, holds 1.")
+	require.Eventually(t, func() bool {
+		res = runtimetest.Sh(t, ctx, b, "sh -c 'printf x > /tmp/x'; echo wrote $?")
+		return strings.Contains(string(res.Stderr), "over its disk quota (") && strings.Contains(string(res.Stderr), "dependency cache")
+	}, 5*time.Second, 50*time.Millisecond, "B's commands start blocked while the cache is over its quota")
+	require.Equal(t, "wrote 153\n", string(res.Stdout))
+	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, a, `rm "$CACHE/two"`))
+	require.Eventually(t, func() bool {
+		res = runtimetest.Sh(t, ctx, b, "sh -c 'printf x > /tmp/x'; echo wrote $?")
+		return string(res.Stdout) == "wrote 0\n"
+	}, 5*time.Second, 50*time.Millisecond, "writing again once the cache shrank")
 }

@@ -58,6 +58,8 @@ type Bind struct {
 	// too, so paths a tool recorded on the host resolve inside as well.
 	Target   string
 	Writable bool
+	// Shared is Mount.Shared.
+	Shared bool
 }
 
 // Mounts is a RuntimeSpec's resolved mount set.
@@ -111,7 +113,7 @@ func ResolveMounts(spec sandbox.RuntimeSpec, rule TargetRule) (Mounts, error) {
 			out.Root = real
 			out.Owner, _ = fi.Sys().(*syscall.Stat_t)
 		}
-		out.Binds = append(out.Binds, Bind{Source: real, Target: target, Writable: m.Writable})
+		out.Binds = append(out.Binds, Bind{Source: real, Target: target, Writable: m.Writable, Shared: m.Shared})
 	}
 	if out.Root == "" {
 		return Mounts{}, specError(spec, "need exactly one mount with target %q (the workdir)", spec.Workdir)

@@ -11,29 +11,7 @@
 // reaches each sandbox's toolbox at the toolboxProxyUrl the API returns.
 import { createHash, randomBytes } from 'node:crypto';
 import { Daytona, DaytonaNotFoundError } from '@daytonaio/sdk';
-
-function fail(msg) {
-  console.error('FAIL ' + msg);
-  process.exit(1);
-}
-
-function ok(step) {
-  console.log('ok ' + step);
-}
-
-function eq(what, got, want) {
-  if (got !== want) fail(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
-}
-
-// rejects runs fn and returns what it threw; fails when it did not throw.
-async function rejects(what, fn) {
-  try {
-    await fn();
-  } catch (err) {
-    return err;
-  }
-  fail(`${what}: succeeded`);
-}
+import { eq, fail, ok, rejects } from './check.mjs';
 
 // Unset, DAYTONA_API_URL is the SDK's default (the real Daytona: make
 // smoke-daytona), and DAYTONA_TARGET is 'us'.

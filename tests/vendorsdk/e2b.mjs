@@ -17,29 +17,7 @@
 // real E2B needs.
 import { createHash, randomBytes } from 'node:crypto';
 import { CommandExitError, NotFoundError, Sandbox, SandboxNotFoundError } from 'e2b';
-
-function fail(msg) {
-  console.error('FAIL ' + msg);
-  process.exit(1);
-}
-
-function ok(step) {
-  console.log('ok ' + step);
-}
-
-function eq(what, got, want) {
-  if (got !== want) fail(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
-}
-
-// rejects runs fn and returns what it threw; fails when it did not throw.
-async function rejects(what, fn) {
-  try {
-    await fn();
-  } catch (err) {
-    return err;
-  }
-  fail(`${what}: succeeded`);
-}
+import { eq, fail, ok, rejects } from './check.mjs';
 
 // Unset, E2B_API_URL and E2B_SANDBOX_URL are the SDK's defaults (the real
 // E2B: make smoke-e2b).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 
@@ -61,6 +62,16 @@ func (m *Metrics) ObserveActivity(name string, arg, out any, err error, took tim
 	m.opDuration.WithLabelValues(name, kind).Observe(took.Seconds())
 	if err != nil {
 		m.opErrors.WithLabelValues(name, kind, ErrorType(err)).Inc()
+	}
+	if rv, ok := out.(converter.RawValue); ok && err == nil {
+		// The exec activities return their result as a payload
+		// (wire.ExecPayload): what it says, without its output.
+		switch name {
+		case wire.ActivityExec:
+			out, err = wire.DecodeExec(rv)
+		case wire.ActivityExecStart:
+			out, err = wire.DecodeExecStart(rv)
+		}
 	}
 	switch name {
 	case wire.ActivityExec:

@@ -128,3 +128,24 @@ func TestWireExecDestroyAndOrphanDeletions(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.evictionActions.WithLabelValues(string(del.Kind), "", sandboxapi.OutcomeDone)))
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.evictionActions.WithLabelValues(string(del.Kind), "", sandboxapi.OutcomeFailed)), "one failed result, one failed activity")
 }
+
+// The exec activities' payloads (wire.ExecPayload, wire.ExecStartPayload)
+// count as their typed results do, raw or not.
+func TestExecPayloadsAreMeasuredByTheirResult(t *testing.T) {
+	m := New(Options{RuntimeKind: "bwrap"})
+	exec := wire.ExecActivityInput{WorkspaceID: "ws-1"}
+	for _, raw := range []bool{true, false} {
+		p, err := wire.ExecPayload(wire.ExecActivityResult{ExecResult: sandboxapi.ExecResult{ExitCode: 3, Stdout: []byte("x")}}, raw)
+		require.NoError(t, err)
+		m.ObserveActivity(wire.ActivityExec, exec, p, nil, time.Millisecond)
+		p, err = wire.ExecStartPayload(wire.ExecStartResult{Done: true, Result: sandboxapi.ExecResult{ExitCode: 124, TimedOut: true}}, raw)
+		require.NoError(t, err)
+		m.ObserveActivity(wire.ActivityExecStart, exec, p, nil, time.Millisecond)
+		p, err = wire.ExecStartPayload(wire.ExecStartResult{}, raw) // still running: counted by the Exec that waits
+		require.NoError(t, err)
+		m.ObserveActivity(wire.ActivityExecStart, exec, p, nil, time.Millisecond)
+	}
+	for outcome, n := range map[string]float64{ExecOK: 0, ExecNonZero: 2, ExecTimedOut: 2, ExecError: 0} {
+		assert.Equal(t, n, testutil.ToFloat64(m.execResults.WithLabelValues(outcome, "bwrap")), outcome)
+	}
+}

@@ -166,3 +166,25 @@ func ExecHeadOf(v converter.RawValue) (ExecHead, bool, error) {
 	}
 	return h, true, nil
 }
+
+// DecodeExecStart is what an ActivityExecStart payload says (for those
+// that observe it, such as the metrics): its head as the result when it
+// carries one (the output left out), else the payload decoded whole.
+func DecodeExecStart(v converter.RawValue) (ExecStartResult, error) {
+	h, ok, err := ExecHeadOf(v)
+	if err != nil || ok {
+		return ExecStartResult{Done: h.Done, Unsupported: h.Unsupported, Result: h.Result()}, err
+	}
+	var r ExecStartResult
+	return r, converter.GetDefaultDataConverter().FromPayload(v.Payload(), &r)
+}
+
+// DecodeExec is DecodeExecStart for an ActivityExec payload.
+func DecodeExec(v converter.RawValue) (ExecActivityResult, error) {
+	h, ok, err := ExecHeadOf(v)
+	if err != nil || ok {
+		return ExecActivityResult{ExecResult: h.Result(), RuntimeReplica: h.RuntimeReplica}, err
+	}
+	var r ExecActivityResult
+	return r, converter.GetDefaultDataConverter().FromPayload(v.Payload(), &r)
+}

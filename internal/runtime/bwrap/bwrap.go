@@ -83,6 +83,7 @@
 package bwrap
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -179,7 +180,16 @@ type Options struct {
 	// disk quota counts as exceeded (docs/SECURITY.md "Resource limits
 	// (bubblewrap)"). 0: diskquota.DefaultReserve (1 GiB); negative: none.
 	DiskReserve int64
+	// SharedDiskGB is the disk quota (GiB) of each shared directory a
+	// runtime mounts (sandbox.Mount.Shared: a dependency cache), counted
+	// by allocated blocks; 0: DefaultSharedDiskGB.
+	SharedDiskGB int64
 }
+
+// DefaultSharedDiskGB is a shared dependency cache's disk quota in GiB when
+// Options.SharedDiskGB is zero: four runtimes' worth (a Go build cache
+// alone can pass 10 GiB).
+const DefaultSharedDiskGB = 4 * DefaultDiskGB
 
 // New finds bwrap and checks once that it can build the sandbox this package
 // uses (user, pid, ipc, uts and net namespaces, a read-only root) by running
@@ -230,7 +240,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		hidden:  append(slices.Clone(DefaultHiddenPaths), opts.HiddenPaths...),
 		baseEnv: maps.Clone(opts.BaseEnv), log: log.With("runtime", Kind),
 		asRoot: os.Geteuid() == 0, egress: opts.Egress, egressRoot: filepath.Join(scratch, ".egress"),
-		diskReserve: opts.DiskReserve,
+		diskReserve: opts.DiskReserve, sharedDiskGB: cmp.Or(opts.SharedDiskGB, DefaultSharedDiskGB),
 	}
 	if p.egress != nil {
 		if err := os.MkdirAll(p.egressRoot, 0o711); err != nil {

@@ -44,8 +44,9 @@ type Provider struct {
 	// files as their own; both nil for a non-root worker.
 	user  *syscall.Credential
 	idmap *idmapper
-	// diskReserve is Options.DiskReserve.
-	diskReserve int64
+	// diskReserve is Options.DiskReserve; sharedDiskGB Options.SharedDiskGB
+	// (or its default).
+	diskReserve, sharedDiskGB int64
 	// shared are the disk quotas of the shared directories (dependency
 	// caches) the runtimes mount.
 	shared sharedQuotas

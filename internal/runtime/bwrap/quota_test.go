@@ -303,7 +303,7 @@ time.sleep(600)`}})
 // sharers' commands start unable to grow files until it shrinks.
 func TestDiskQuotaSharedCacheApart(t *testing.T) {
 	ctx := t.Context()
-	p := newProvider(t, bwrap.Options{ScratchDir: scratchDir(t)})
+	p := newProvider(t, bwrap.Options{ScratchDir: scratchDir(t), SharedDiskGB: 1})
 	cache := filepath.Join(t.TempDir(), "cache")
 	openUp(t, cache)
 	mk := func() sandbox.Runtime {

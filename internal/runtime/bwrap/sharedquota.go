@@ -11,8 +11,9 @@ import (
 // (sandbox.Mount.Shared: dependency caches), one per host directory: a
 // cache counts toward no workspace's own quota, so that one workspace's
 // cache growth never stops another's commands, but it has a quota of its
-// own — the quota of the first runtime that mounted it — measured while a
-// runtime that mounts it runs commands (docs/SECURITY.md "Resource limits
+// own (Options.SharedDiskGB, by allocated blocks: a sparse file there costs
+// nothing and blocks nobody), measured while a runtime that mounts it runs
+// commands (docs/SECURITY.md "Resource limits
 // (bubblewrap)"). When it passes that quota and grew, the commands of every
 // runtime sharing it that run at that moment are stopped (what wrote there
 // cannot be told apart); while it is over, their commands start unable to
@@ -48,11 +49,12 @@ func (q *sharedQuotas) join(r *Runtime, cfg sandboxConfig) {
 		if sq == nil {
 			sq = &sharedQuota{dir: m.src, users: map[*Runtime]bool{}}
 			sq.w = &diskquota.Watcher{
-				Dirs:     func() []string { return []string{sq.dir} },
-				Limit:    diskquota.LimitOf(cfg.limits.DiskGB),
-				Exceeded: func(u diskquota.Usage) { q.exceeded(sq, u) },
-				Log:      r.p.log.With("shared_dir", m.src),
-				Active:   func() bool { return q.active(sq) },
+				Dirs:      func() []string { return []string{sq.dir} },
+				Limit:     diskquota.LimitOf(r.p.sharedDiskGB),
+				Allocated: true,
+				Exceeded:  func(u diskquota.Usage) { q.exceeded(sq, u) },
+				Log:       r.p.log.With("shared_dir", m.src),
+				Active:    func() bool { return q.active(sq) },
 			}
 			if r.p.diskReserve >= 0 {
 				sq.w.Reserve = diskquota.FreeReserve(r.p.diskReserve, m.src)

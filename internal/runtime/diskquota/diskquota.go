@@ -68,13 +68,18 @@ func LimitOf(gib int64) Limit {
 type Usage struct {
 	Bytes int64
 	Files int64
+	// Allocated is the space allocated to the files (blocks, each inode
+	// once): what growth is judged by, so that filling the holes of a
+	// sparse file (through mmap: no length grows) is growth.
+	Allocated int64
 }
 
 // Over reports whether u exceeds l in bytes or entries.
 func (u Usage) Over(l Limit) bool { return u.Bytes > l.Bytes || u.Files > l.Files }
 
-// grewFrom reports whether u holds more bytes or entries than prev.
-func (u Usage) grewFrom(prev Usage) bool { return u.Bytes > prev.Bytes || u.Files > prev.Files }
+// grewFrom reports whether u holds more allocated space or entries than
+// prev.
+func (u Usage) grewFrom(prev Usage) bool { return u.Allocated > prev.Allocated || u.Files > prev.Files }
 
 // Describe is u against l ("1.20 GiB of 1.00 GiB, 12 of 131072 files").
 func (u Usage) Describe(l Limit) string {
@@ -99,12 +104,13 @@ const MaxDepth = 4096
 // MaxDepth, is an error naming it. A directory of dirs that does not exist
 // counts nothing. ctx bounds the walk (its error is returned).
 func Measure(ctx context.Context, dirs ...string) (Usage, error) {
-	return measure(ctx, Limit{}, dirs)
+	return measure(ctx, Limit{}, true, dirs)
 }
 
-// measure is Measure stopping with an error past far (zero: never).
-func measure(ctx context.Context, far Limit, dirs []string) (Usage, error) {
-	m := measurer{ctx: ctx, far: far, seen: map[[2]uint64]bool{}, euid: unix.Geteuid()}
+// measure is Measure stopping with an error past far.Files (zero: never),
+// counting lengths when apparent.
+func measure(ctx context.Context, far Limit, apparent bool, dirs []string) (Usage, error) {
+	m := measurer{ctx: ctx, far: far, apparent: apparent, seen: map[[2]uint64]bool{}, euid: unix.Geteuid()}
 	for _, d := range dirs {
 		var st unix.Stat_t
 		if err := unix.Lstat(d, &st); err != nil {
@@ -126,11 +132,14 @@ func measure(ctx context.Context, far Limit, dirs []string) (Usage, error) {
 }
 
 type measurer struct {
-	ctx  context.Context
-	far  Limit // stop past it (zero: never)
-	u    Usage
-	seen map[[2]uint64]bool // (dev, inode) of files with more than one link
-	euid int
+	ctx context.Context
+	far Limit // stop past its Files (zero: never)
+	// apparent: a regular file's Bytes are its length when that is more
+	// than its blocks (Watcher.Allocated false).
+	apparent bool
+	u        Usage
+	seen     map[[2]uint64]bool // (dev, inode) of files with more than one link
+	euid     int
 }
 
 // add counts one name and, once per inode, its bytes (see the package
@@ -148,19 +157,17 @@ func (m *measurer) add(st *unix.Stat_t) error {
 		m.seen[k] = true
 	}
 	b := st.Blocks * 512
-	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+	m.u.Allocated += b
+	if m.apparent && st.Mode&unix.S_IFMT == unix.S_IFREG {
 		b = max(b, (st.Size+4095)&^4095)
 	}
 	m.u.Bytes += b
-	if m.far.Bytes > 0 && m.u.Bytes > m.far.Bytes {
-		return errFarOver(m.u, m.far)
-	}
 	return nil
 }
 
-// FarOver is how many times its quota a measurement walks at most: past
-// it, the walk stops with an error (the use counts as over the quota)
-// rather than spend its time on names a command made in bulk.
+// FarOver is how many times its quota of names a measurement walks at
+// most: past it, the walk stops with an error (the use counts as over the
+// quota) rather than spend its time on names a command made in bulk.
 const FarOver = 4
 
 func errFarOver(u Usage, far Limit) error {
@@ -308,6 +315,10 @@ type Watcher struct {
 	// runtime's commands); the watcher measures while it says yes, once
 	// more after it says no, and at once when it says yes again.
 	Active func() bool
+	// Allocated counts a regular file by its allocated blocks alone, not
+	// by its length when that is more (a shared cache: a sparse file there
+	// must not let one sharer put the others over the quota for nothing).
+	Allocated bool
 	// Reserve, when set, is asked at each measurement whether the file
 	// system keeps its reserve of free space; its error counts as a failed
 	// measurement (over the quota). It catches what no walk finds (files
@@ -315,17 +326,19 @@ type Watcher struct {
 	Reserve func() error
 
 	measuring sync.Mutex // one measurement at a time (Run and Blocked)
+	doneAt    time.Time  // when the last measurement ended (under measuring)
+	took      time.Duration
 	// started: a command started (Blocked was asked) since Run last
 	// measured, so Run measures again even if it never saw it run.
 	started atomic.Bool
 
 	mu       sync.Mutex // guards what follows
 	last     Usage
-	measured bool  // a measurement succeeded (last is the baseline)
+	measured bool // a measurement succeeded (last is the baseline)
 	// allowed is Limit, raised to the first measurement where that was
 	// larger: a worktree over the quota from the start may stay as it is.
 	allowed Limit
-	failure  error // the last measurement's error; nil after a good one
+	failure error // the last measurement's error; nil after a good one
 }
 
 // Last returns the most recent good measurement (zero before the first).
@@ -351,42 +364,68 @@ func (w *Watcher) Failure() error {
 // does. ctx bounds that measurement; its error counts as a failure.
 func (w *Watcher) Blocked(ctx context.Context) bool {
 	w.started.Store(true)
+	asked := time.Now()
 	w.mu.Lock()
 	near := !w.measured || w.failure != nil || 2*w.last.Bytes >= w.Limit.Bytes || 2*w.last.Files >= w.Limit.Files
 	w.mu.Unlock()
 	if near {
-		w.measure(ctx)
+		w.measureSince(ctx, asked)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.failure != nil || w.last.Over(w.allowed)
 }
 
+// measureSince is a command start's measurement: none when one ended
+// after asked (starts waiting together share one walk), nor when the last
+// walk took longer than SyncWalk (the tree is too large to walk at every
+// start: the watcher's next look, which the start asked for, decides).
+func (w *Watcher) measureSince(ctx context.Context, asked time.Time) {
+	w.measuring.Lock()
+	skip := w.doneAt.After(asked) || w.took > SyncWalk
+	w.measuring.Unlock()
+	if !skip {
+		w.measure(ctx)
+	}
+}
+
+// SyncWalk bounds the walks a command start waits for (Blocked).
+const SyncWalk = 200 * time.Millisecond
+
 // measure takes one measurement, records it, and calls Exceeded as the
 // type's documentation says; it returns how long the walk took.
 func (w *Watcher) measure(ctx context.Context) time.Duration {
 	w.measuring.Lock()
 	defer w.measuring.Unlock()
+	defer func() { w.doneAt = time.Now() }()
 	log := w.Log
 	if log == nil {
 		log = slog.Default()
 	}
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, MaxWalk)
-	u, err := measure(wctx, Limit{Bytes: FarOver * w.Limit.Bytes, Files: FarOver * w.Limit.Files}, w.Dirs())
+	u, err := measure(wctx, Limit{Files: FarOver * w.Limit.Files}, !w.Allocated, w.Dirs())
 	if err != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("the measurement took more than %v", MaxWalk)
 	}
 	cancel()
-	if err == nil && w.Reserve != nil {
-		err = w.Reserve()
+	// The reserve is asked whatever the walk gave: a host nearly full
+	// stops the runtime's commands at every look, not once.
+	var reserveErr error
+	if w.Reserve != nil {
+		reserveErr = w.Reserve()
 	}
 	took := time.Since(start)
+	w.took = took
 	w.mu.Lock()
 	prev, measured, failedBefore := w.last, w.measured, w.failure != nil
-	if err != nil {
+	switch {
+	case err != nil:
 		w.failure = err
-	} else {
+	case reserveErr != nil:
+		w.failure = reserveErr
+		w.last = u
+	default:
 		if !w.measured {
 			w.allowed = Limit{Bytes: max(w.Limit.Bytes, u.Bytes), Files: max(w.Limit.Files, u.Files)}
 		}
@@ -395,11 +434,17 @@ func (w *Watcher) measure(ctx context.Context) time.Duration {
 	w.mu.Unlock()
 	switch {
 	case ctx.Err() != nil:
+	case reserveErr != nil:
+		log.Warn("disk quota: the host's reserve is reached; counted as over the quota", "error", reserveErr)
+		w.Exceeded(prev)
 	case err != nil:
 		log.Warn("disk quota: measurement failed; counted as over the quota", "error", err)
 		if !failedBefore {
 			w.Exceeded(prev)
 		}
+	case failedBefore:
+		// The first good look after failures: the new reference (what
+		// ran meanwhile, a cleanup's rm among them, was not measured).
 	case measured && u.Over(w.Limit) && u.grewFrom(prev):
 		log.Warn("disk quota exceeded", "usage", u.Describe(w.Limit), "measured_in", took)
 		w.Exceeded(u)

@@ -2,6 +2,7 @@ package diskquota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,9 +53,9 @@ func TestMeasureStopsFarOverTheLimit(t *testing.T) {
 	for i := range 50 {
 		writeFile(t, filepath.Join(d, fmt.Sprintf("f%d", i)), 1)
 	}
-	_, err := measure(context.Background(), Limit{Bytes: 1 << 30, Files: 20}, []string{d})
+	_, err := measure(context.Background(), Limit{Bytes: 1 << 30, Files: 20}, true, []string{d})
 	require.ErrorContains(t, err, "more than 4 times the quota (21 names")
-	u, err := measure(context.Background(), Limit{Bytes: 1 << 30, Files: 60}, []string{d})
+	u, err := measure(context.Background(), Limit{Bytes: 1 << 30, Files: 60}, true, []string{d})
 	require.NoError(t, err)
 	require.Equal(t, int64(51), u.Files)
 }
@@ -266,4 +267,44 @@ func TestBlockedAllowsTheBaseline(t *testing.T) {
 	writeFile(t, filepath.Join(small, "big"), 2<<20)
 	w.measure(ctx) // the watcher's next look
 	require.True(t, w.Blocked(ctx), "a runtime that passed its quota")
+}
+
+// Filling a sparse file's holes (as mmap does: no length grows) is
+// growth; the first good look after failed ones is a new reference, so a
+// cleanup that ran meanwhile is never taken for growth.
+func TestWatcherGrowthIsAllocatedSpace(t *testing.T) {
+	d := t.TempDir()
+	sparse := filepath.Join(d, "sparse")
+	f, err := os.Create(sparse)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(4<<20))
+	hits := 0
+	w := &Watcher{Dirs: func() []string { return []string{d} }, Limit: Limit{Bytes: 1 << 20, Files: 1000}, Exceeded: func(Usage) { hits++ }}
+	ctx := context.Background()
+	w.measure(ctx)
+	w.measure(ctx)
+	require.Equal(t, 0, hits, "the baseline, not growing")
+	_, err = f.WriteAt(make([]byte, 1<<20), 1<<20) // into a hole: the length stays
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
+	w.measure(ctx)
+	require.Equal(t, 1, hits, "a hole filled over the quota is growth")
+
+	fail := true
+	w.Reserve = func() error {
+		if fail {
+			return errors.New("full")
+		}
+		return nil
+	}
+	w.measure(ctx)
+	w.measure(ctx)
+	require.Equal(t, 3, hits, "the host's reserve stops commands at every look")
+	fail = false
+	w.Dirs = func() []string { return []string{filepath.Join(d, "missing")} }
+	w.measure(ctx) // the first good look: a reference, no report
+	w.Dirs = func() []string { return []string{d} }
+	w.measure(ctx) // back to the sparse file: grew from nothing, but over
+	require.Equal(t, 4, hits)
 }

@@ -272,13 +272,15 @@ func TestNoFileGrowth(t *testing.T) {
 	dir := t.TempDir()
 	keep := filepath.Join(dir, "keep")
 	require.NoError(t, os.WriteFile(keep, []byte("0123456789"), 0o600))
+	// run returns the script's stdout (its stderr, a separate pipe, is
+	// read in no fixed order with it).
 	run := func(script string, noGrowth bool) (supervisor.Info, string) {
 		t.Helper()
-		var out bytes.Buffer
+		var out [2]bytes.Buffer
 		info, err := c.Run(ctx, supervisor.Spec{Argv: []string{"sh", "-c", script}, Env: env(), Dir: dir, NoFileGrowth: noGrowth},
-			func(_ int, d []byte) { out.Write(d) })
+			func(i int, d []byte) { out[i].Write(d) })
 		require.NoError(t, err)
-		return info, out.String()
+		return info, out[0].String()
 	}
 	info, out := run("trap '' XFSZ; printf x > new || echo refused; printf y >> keep || echo refused; sh -c 'printf z > nested' || echo refused; "+
 		"ulimit -f unlimited 2>/dev/null && echo raised; ulimit -f; truncate -s 4 keep && echo truncated; rm new && echo removed", true)

@@ -245,19 +245,13 @@ func (s *session) exec(ctx workflow.Context, req sandboxapi.ExecRequest) (sandbo
 		if err := s.execStart(ctx, in, &rv); err != nil {
 			return sandboxapi.ExecResult{}, err
 		}
-		head, ok, err := wire.ExecHeadOf(rv)
-		switch {
-		case err != nil:
-			return sandboxapi.ExecResult{}, appError(err)
-		case ok:
-			st = wire.ExecStartResult{Done: head.Done, Unsupported: head.Unsupported, Result: head.Result()}
-			if head.Done {
-				s.passThrough(id, rv)
-			}
-		default:
-			if err := fromPayload(rv, &st); err != nil {
-				return sandboxapi.ExecResult{}, err
-			}
+		var raw bool
+		var err error
+		if st, raw, err = wire.DecodeExecStart(rv); err != nil {
+			return sandboxapi.ExecResult{}, resultError(err)
+		}
+		if raw && st.Done {
+			s.passThrough(id, rv)
 		}
 	}
 	if st.Done {
@@ -353,15 +347,8 @@ func (s *session) awaitExec(ctx workflow.Context, e *execRun, in wire.ExecActivi
 	var res wire.ExecActivityResult
 	raw := false
 	if err == nil {
-		head, ok, herr := wire.ExecHeadOf(rv)
-		switch {
-		case herr != nil:
-			err = appError(herr)
-		case ok:
-			res = wire.ExecActivityResult{ExecResult: head.Result(), RuntimeReplica: head.RuntimeReplica}
-			raw = true
-		default:
-			err = fromPayload(rv, &res)
+		if res, raw, err = wire.DecodeExec(rv); err != nil {
+			err = resultError(err)
 		}
 	}
 	if res.RuntimeReplica != nil {
@@ -381,8 +368,8 @@ func (s *session) awaitExec(ctx workflow.Context, e *execRun, in wire.ExecActivi
 	if e.cancel != "" && unsupported {
 		if raw {
 			// Its output, as the activity returned it, with the cancel.
-			if err := fromPayload(rv, &out); err != nil {
-				return sandboxapi.ExecResult{}, err
+			if err := converter.GetDefaultDataConverter().FromPayload(rv.Payload(), &out); err != nil {
+				return sandboxapi.ExecResult{}, resultError(err)
 			}
 			raw = false
 		}
@@ -418,14 +405,11 @@ func (s *session) takeRawResult(id string) (converter.RawValue, bool) {
 	return rv, ok
 }
 
-// fromPayload decodes an activity's result taken as a RawValue (the
-// default converter's JSON: the payload codec, if any, has run already) as
-// the typed result out points to.
-func fromPayload(rv converter.RawValue, out any) error {
-	if err := converter.GetDefaultDataConverter().FromPayload(rv.Payload(), out); err != nil {
-		return appError(sandboxapi.Wrap(sandboxapi.ErrSandbox, err, "exec result: the activity's result does not decode"))
-	}
-	return nil
+// resultError is the update's error for an exec activity's result that
+// does not decode (taken as a RawValue: the payload codec, if any, has
+// run already).
+func resultError(err error) error {
+	return appError(sandboxapi.Wrap(sandboxapi.ErrSandbox, err, "exec result: the activity's result does not decode"))
 }
 
 // execActivity is exec as recorded before changeExecProcess: one exec

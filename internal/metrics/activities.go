@@ -68,9 +68,9 @@ func (m *Metrics) ObserveActivity(name string, arg, out any, err error, took tim
 		// (wire.ExecPayload): what it says, without its output.
 		switch name {
 		case wire.ActivityExec:
-			out, err = wire.DecodeExec(rv)
+			out, _, err = wire.DecodeExec(rv)
 		case wire.ActivityExecStart:
-			out, err = wire.DecodeExecStart(rv)
+			out, _, err = wire.DecodeExecStart(rv)
 		}
 	}
 	switch name {

@@ -167,24 +167,24 @@ func ExecHeadOf(v converter.RawValue) (ExecHead, bool, error) {
 	return h, true, nil
 }
 
-// DecodeExecStart is what an ActivityExecStart payload says (for those
-// that observe it, such as the metrics): its head as the result when it
-// carries one (the output left out), else the payload decoded whole.
-func DecodeExecStart(v converter.RawValue) (ExecStartResult, error) {
+// DecodeExecStart is what an ActivityExecStart payload says (to the
+// session, and to those that observe it, such as the metrics): its head as
+// the result when it carries one (raw: the output left out, the payload's
+// data the client's ExecResult), else the payload decoded whole. Errors: a
+// head or a payload that does not decode.
+func DecodeExecStart(v converter.RawValue) (r ExecStartResult, raw bool, err error) {
 	h, ok, err := ExecHeadOf(v)
 	if err != nil || ok {
-		return ExecStartResult{Done: h.Done, Unsupported: h.Unsupported, Result: h.Result()}, err
+		return ExecStartResult{Done: h.Done, Unsupported: h.Unsupported, Result: h.Result()}, ok, err
 	}
-	var r ExecStartResult
-	return r, converter.GetDefaultDataConverter().FromPayload(v.Payload(), &r)
+	return r, false, converter.GetDefaultDataConverter().FromPayload(v.Payload(), &r)
 }
 
 // DecodeExec is DecodeExecStart for an ActivityExec payload.
-func DecodeExec(v converter.RawValue) (ExecActivityResult, error) {
+func DecodeExec(v converter.RawValue) (r ExecActivityResult, raw bool, err error) {
 	h, ok, err := ExecHeadOf(v)
 	if err != nil || ok {
-		return ExecActivityResult{ExecResult: h.Result(), RuntimeReplica: h.RuntimeReplica}, err
+		return ExecActivityResult{ExecResult: h.Result(), RuntimeReplica: h.RuntimeReplica}, ok, err
 	}
-	var r ExecActivityResult
-	return r, converter.GetDefaultDataConverter().FromPayload(v.Payload(), &r)
+	return r, false, converter.GetDefaultDataConverter().FromPayload(v.Payload(), &r)
 }

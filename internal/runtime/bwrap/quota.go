@@ -181,21 +181,20 @@ func (r *Runtime) diskUse(cfg sandboxConfig) string {
 	w := r.disk
 	r.mu.Unlock()
 	limit := diskquota.LimitOf(cfg.limits.DiskGB)
-	var parts []string
-	switch {
-	case w == nil:
-		parts = append(parts, diskquota.Usage{}.Describe(limit)+" in the worktree and /tmp")
-	case w.Failure() != nil:
-		parts = append(parts, "its use cannot be measured, which counts as over the quota: "+sandboxView(cfg, w.Failure().Error()))
-	default:
-		parts = append(parts, w.Last().Describe(limit)+" in the worktree and /tmp")
+	var used diskquota.Usage
+	var failure error
+	if w != nil {
+		used, failure = w.Last(), w.Failure()
+	}
+	parts := []string{used.Describe(limit) + " in the worktree and /tmp"}
+	if failure != nil {
+		parts[0] = "its use cannot be measured, which counts as over the quota: " + sandboxView(cfg, failure.Error())
 	}
 	for _, sq := range r.p.shared.of(r) {
-		switch {
-		case sq.w.Failure() != nil:
-			parts = append(parts, "the dependency cache, which other workspaces share, cannot be measured: "+sandboxView(cfg, sq.w.Failure().Error()))
-		case sq.w.Last().Over(sq.w.Limit):
-			parts = append(parts, "the dependency cache, which other workspaces share, holds "+sq.w.Last().Describe(sq.w.Limit))
+		if err := sq.w.Failure(); err != nil {
+			parts = append(parts, "the dependency cache, which other workspaces share, cannot be measured: "+sandboxView(cfg, err.Error()))
+		} else if u := sq.w.Last(); u.Over(sq.w.Limit) {
+			parts = append(parts, "the dependency cache, which other workspaces share, holds "+u.Describe(sq.w.Limit))
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -191,13 +191,11 @@ for _ in range(%d):
 
 	// Within a measurement interval of the tree's making, commands start
 	// blocked (the shell's redirection dies of SIGXFSZ: 153).
-	var res2 sandboxapi.ExecResult
-	require.Eventually(t, func() bool {
-		res2 = runtimetest.Sh(t, ctx, rt, "sh -c 'printf x > /tmp/x'; echo wrote $?")
-		// (the first command may be killed instead, at the first failed
-		// measurement, if it ran before it)
-		return strings.Contains(string(res2.Stderr), "over its disk quota (its use cannot be measured")
-	}, 5*time.Second, 50*time.Millisecond)
+	// (the first command may be killed instead, at the first failed
+	// measurement, if it ran before it)
+	res2 := probeWrite(t, rt, func(r sandboxapi.ExecResult) bool {
+		return strings.Contains(string(r.Stderr), "over its disk quota (its use cannot be measured")
+	}, "blocked: the tree cannot be measured")
 	require.Equal(t, "wrote 153\n", string(res2.Stdout), "%q", res2.Stderr)
 	require.Contains(t, string(res2.Stderr), "/workspace/d/d/")
 	require.NotContains(t, string(res2.Stderr), dirs[0], "no host path")
@@ -230,11 +228,9 @@ func TestDiskQuotaCountsHolesAndNames(t *testing.T) {
 	ctx := t.Context()
 	// (each file stays within the file size limit: the quota)
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "truncate -s 900M /workspace/sparse1 /workspace/sparse2"))
-	var res sandboxapi.ExecResult
-	require.Eventually(t, func() bool {
-		res = runtimetest.Sh(t, ctx, rt, "sh -c 'printf x > /tmp/x'; echo wrote $?")
-		return strings.Contains(string(res.Stderr), "over its disk quota (1.76 GiB of 1.00 GiB")
-	}, 5*time.Second, 50*time.Millisecond, "sparse files of 1.76 GiB")
+	res := probeWrite(t, rt, func(r sandboxapi.ExecResult) bool {
+		return strings.Contains(string(r.Stderr), "over its disk quota (1.76 GiB of 1.00 GiB")
+	}, "sparse files of 1.76 GiB")
 	require.Equal(t, "wrote 153\n", string(res.Stdout))
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, rt, "rm /workspace/sparse1 /workspace/sparse2"))
 
@@ -250,10 +246,9 @@ for j in range(3):  # ext4 takes 65,000 links per file
 	u, err := diskquota.Measure(ctx, dirs...)
 	require.NoError(t, err)
 	require.Greater(t, u.Files, diskquota.LimitOf(1).Files, "every link is a name")
-	require.Eventually(t, func() bool {
-		res = runtimetest.Sh(t, ctx, rt, "sh -c 'printf x > /tmp/x'; echo wrote $?")
-		return strings.Contains(string(res.Stderr), "over its disk quota (")
-	}, 5*time.Second, 50*time.Millisecond, "141,000 hard links")
+	res = probeWrite(t, rt, func(r sandboxapi.ExecResult) bool {
+		return strings.Contains(string(r.Stderr), "over its disk quota (")
+	}, "141,000 hard links")
 	require.Equal(t, "wrote 153\n", string(res.Stdout))
 }
 
@@ -337,14 +332,24 @@ func TestDiskQuotaSharedCacheApart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 137, res.ExitCode, "%q", res.Stderr)
 	require.Contains(t, string(res.Stderr), "the dependency cache, which other workspaces share, holds 1.")
-	require.Eventually(t, func() bool {
-		res = runtimetest.Sh(t, ctx, b, "sh -c 'printf x > /tmp/x'; echo wrote $?")
-		return strings.Contains(string(res.Stderr), "over its disk quota (") && strings.Contains(string(res.Stderr), "dependency cache")
-	}, 5*time.Second, 50*time.Millisecond, "B's commands start blocked while the cache is over its quota")
+	res = probeWrite(t, b, func(r sandboxapi.ExecResult) bool {
+		return strings.Contains(string(r.Stderr), "over its disk quota (") && strings.Contains(string(r.Stderr), "dependency cache")
+	}, "B's commands start blocked while the cache is over its quota")
 	require.Equal(t, "wrote 153\n", string(res.Stdout))
 	runtimetest.RequireOK(t, runtimetest.Sh(t, ctx, a, `rm "$CACHE/two"`))
+	probeWrite(t, b, func(r sandboxapi.ExecResult) bool { return string(r.Stdout) == "wrote 0\n" }, "writing again once the cache shrank")
+}
+
+// probeWrite runs a command that writes one byte to /tmp (its stdout
+// "wrote <exit status>": 153 when the write died of SIGXFSZ) until done
+// says the result is the one awaited, for at most 5 s (the watcher's next
+// look), and returns that result.
+func probeWrite(t *testing.T, rt sandbox.Runtime, done func(sandboxapi.ExecResult) bool, what string) sandboxapi.ExecResult {
+	t.Helper()
+	var res sandboxapi.ExecResult
 	require.Eventually(t, func() bool {
-		res = runtimetest.Sh(t, ctx, b, "sh -c 'printf x > /tmp/x'; echo wrote $?")
-		return string(res.Stdout) == "wrote 0\n"
-	}, 5*time.Second, 50*time.Millisecond, "writing again once the cache shrank")
+		res = runtimetest.Sh(t, t.Context(), rt, "sh -c 'printf x > /tmp/x'; echo wrote $?")
+		return done(res)
+	}, 5*time.Second, 50*time.Millisecond, what)
+	return res
 }

@@ -31,6 +31,10 @@ if [ -z "${!key:-}" ] && [ -n "${!file:-}" ]; then
 		exit 2
 	fi
 	printf -v "$key" '%s' "$(tr -d '\r\n' < "${!file}")"
+	if [ -z "${!key}" ]; then
+		echo "smoke-$1: $file names ${!file}, which is empty" >&2
+		exit 2
+	fi
 	export "${key?}"
 fi
 if [ -z "${!key:-}" ]; then

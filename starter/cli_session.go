@@ -236,7 +236,7 @@ func (c *cli) printStopped(ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	fmt.Fprintf(c.stdout, "stopped %d background process(es), now exited 137 (runtime_stopped); proc start runs them again:\n", len(ids))
+	fmt.Fprintf(c.stdout, "stopped %d background process(es), now exited 137 (runtime_stopped); start them again with proc start WS -- CMD:\n", len(ids))
 	for _, id := range ids {
 		fmt.Fprintf(c.stdout, "  %s\n", printableText(id))
 	}

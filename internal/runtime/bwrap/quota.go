@@ -221,19 +221,26 @@ func sandboxView(cfg sandboxConfig, msg string) string {
 
 // execNote is what a command's notice compares against, taken as it
 // starts: when, the memory limit's and the disk quota's kill counts,
-// whether it started unable to grow files, and whether its network goes
-// through the egress proxy.
+// whether it started unable to grow files (and the notice saying why, as
+// the quota stood then), and whether its network goes through the egress
+// proxy.
 type execNote struct {
 	since     time.Time
 	oom, disk int64
-	blocked   bool
+	blocked   []byte // blockedNotice at the start; nil: not blocked
 	egress    bool
 }
 
 // startNote is the execNote of a command of network mode starting now.
 func (r *Runtime) startNote(cfg sandboxConfig, mode sandboxapi.Network, blocked bool) execNote {
-	return execNote{since: time.Now(), oom: r.p.cgroups.existing(r.ID()).oomKills(), disk: r.diskKills.Load(),
-		blocked: blocked, egress: r.p.egress != nil && cfg.egressDirOf(mode) != ""}
+	n := execNote{since: time.Now(), oom: r.p.cgroups.existing(r.ID()).oomKills(), disk: r.diskKills.Load(),
+		egress: r.p.egress != nil && cfg.egressDirOf(mode) != ""}
+	if blocked {
+		// What blocked it: by its end an rm may have brought the runtime
+		// back under the quota.
+		n.blocked = r.blockedNotice(cfg)
+	}
+	return n
 }
 
 // endNotice is what a command started as n and ended with exit code code
@@ -247,8 +254,8 @@ func (r *Runtime) endNotice(cfg sandboxConfig, n execNote, code int) string {
 		b.WriteString("\nsandbox: killed: the runtime's memory limit was reached\n")
 	case code == 137 && r.diskKills.Load() > n.disk:
 		b.Write(r.quotaNotice(cfg))
-	case n.blocked:
-		b.Write(r.blockedNotice(cfg))
+	case n.blocked != nil:
+		b.Write(n.blocked)
 	case code == 128+int(syscall.SIGXFSZ) && cfg.limits.DiskGB > 0:
 		b.Write(fileSizeNotice(cfg))
 	}

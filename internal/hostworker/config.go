@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/egress"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
@@ -60,6 +61,14 @@ type Config struct {
 	// set); local enforces none (docs/SECURITY.md "Resource limits
 	// (bubblewrap)").
 	RuntimeResources *sandbox.ResourceHints
+	// DiskVolumes is SANDBOX_DISK_VOLUMES: "off" (default), "auto" or "on".
+	// With volumes, every new worktree and every bubblewrap runtime's /tmp
+	// is a file system of its own of the disk quota's size, so that the
+	// kernel keeps the quota (package volume; docs/SECURITY.md "Disk
+	// volumes"). auto: when this host can (a root worker with loop
+	// devices and mkfs.ext4), else off, logged; on: the worker refuses to
+	// start without them.
+	DiskVolumes string
 	// SandboxUID and SandboxGID are the host user and group a root
 	// worker's bubblewrap sandboxes run as (SANDBOX_RUNTIME_UID and
 	// SANDBOX_RUNTIME_GID, default 65534 each: nobody and nogroup; never 0).
@@ -298,6 +307,11 @@ func sandboxUserFromEnv(c *Config, get func(name, def string) string) (err error
 	if c.RuntimeResources, err = resourceHints(get); err != nil {
 		return err
 	}
+	switch c.DiskVolumes = get("SANDBOX_DISK_VOLUMES", "off"); c.DiskVolumes {
+	case "off", "auto", "on":
+	default:
+		return &ConfigError{"SANDBOX_DISK_VOLUMES", c.DiskVolumes, "want off, auto or on"}
+	}
 	for _, n := range []struct {
 		name string
 		dst  *uint32
@@ -427,6 +441,15 @@ func sanitizeHost(h string) string {
 		h = h[:63]
 	}
 	return h
+}
+
+// diskQuotaGB is a runtime's disk quota in GiB: SANDBOX_RUNTIME_DISK_GB,
+// else bwrap.DefaultDiskGB.
+func (c Config) diskQuotaGB() int64 {
+	if c.RuntimeResources != nil && c.RuntimeResources.DiskGB > 0 {
+		return c.RuntimeResources.DiskGB
+	}
+	return bwrap.DefaultDiskGB
 }
 
 // resourceHints reads SANDBOX_RUNTIME_CPUS (cores, from 0.01 to the

@@ -104,7 +104,7 @@ func TestRuntimeProviderDaytona(t *testing.T) {
 	git, err := gitx.New(gitx.Options{HomeDir: t.TempDir()})
 	require.NoError(t, err)
 	var logs strings.Builder
-	p, err := runtimeProvider(context.Background(), cfg, git, nil, slog.New(slog.NewTextHandler(io.MultiWriter(&logs), nil)))
+	p, err := runtimeProvider(context.Background(), cfg, git, hostParts{}, slog.New(slog.NewTextHandler(io.MultiWriter(&logs), nil)))
 	require.NoError(t, err)
 	assert.Equal(t, "daytona", p.Kind())
 	assert.True(t, p.Capabilities().Isolated)

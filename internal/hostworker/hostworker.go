@@ -39,6 +39,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
 	"github.com/sandboxcore/sandboxcore/internal/store/sqlite"
 	"github.com/sandboxcore/sandboxcore/internal/temporalconn"
+	"github.com/sandboxcore/sandboxcore/internal/volume"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/internal/workspace"
 	"github.com/sandboxcore/sandboxcore/payloadcodec"
@@ -209,7 +210,11 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 	// The limited network's only way out (docs/SECURITY.md "Network modes"):
 	// denied requests are logged with the workspace and the destination.
 	h.Egress = egress.New(egress.Options{Logger: log, Lookup: opts.EgressLookup, ControlPlane: controlPlane(cfg)})
-	runtimes, err := runtimeProvider(ctx, cfg, git, h.Egress, log)
+	vols, err := diskVolumes(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	runtimes, err := runtimeProvider(ctx, cfg, git, hostParts{egress: h.Egress, volumes: vols}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +229,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 	}
 	log.Info("network policy", "default", cfg.RuntimeNetwork, "max", cfg.NetworkMax, "allow_entries", len(cfg.NetworkAllow))
 	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated,
-		LFS: cfg.Content.LFS})
+		LFS: cfg.Content.LFS, Volumes: vols, VolumeBytes: cfg.diskQuotaGB() << 30})
 	if err != nil {
 		return nil, err
 	}
@@ -422,18 +427,18 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, 
 // isolation) only when asked for explicitly. git is the host's git runner
 // (the replicas' bundles); eg is the egress proxy of the limited network
 // (bwrap, docker).
-func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, hp hostParts, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	if cfg.RuntimeProvider != autoProvider {
-		return buildNamed(ctx, cfg, git, eg, log)
+		return buildNamed(ctx, cfg, git, hp, log)
 	}
-	p, berr := buildBwrap(ctx, cfg, git, eg, log)
+	p, berr := buildBwrap(ctx, cfg, git, hp, log)
 	if berr == nil {
 		log.Info("runtime provider: bwrap (SANDBOX_RUNTIME_PROVIDER=auto)")
 		return p, nil
 	}
 	derr := errors.New("SANDBOX_RUNTIME_IMAGE is not set")
 	if cfg.RuntimeImage != "" {
-		if p, derr = buildDocker(ctx, cfg, git, eg, log); derr == nil {
+		if p, derr = buildDocker(ctx, cfg, git, hp, log); derr == nil {
 			log.Info("runtime provider: docker (SANDBOX_RUNTIME_PROVIDER=auto: bubblewrap is unusable)", "bwrap_error", berr)
 			return p, nil
 		}
@@ -442,6 +447,31 @@ func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, eg *egre
 		"Install bubblewrap (apt-get install bubblewrap), or start Docker and set SANDBOX_RUNTIME_IMAGE, "+
 		"or set SANDBOX_RUNTIME_PROVIDER=local to run commands on the host WITHOUT isolation",
 		sandboxapi.ErrRuntimeUnavailable, sandboxapi.Message(berr), sandboxapi.Message(derr))
+}
+
+// diskVolumes makes the host's disk volumes (SANDBOX_DISK_VOLUMES; images
+// under <data dir>/volumes) and mounts again those a reboot unmounted,
+// before anything uses their directories; nil when off, or auto on a host
+// that cannot make them (logged). Errors: *ConfigError (on, and this host
+// cannot).
+func diskVolumes(ctx context.Context, cfg Config, log *slog.Logger) (*volume.Manager, error) {
+	if cfg.DiskVolumes == "off" {
+		return nil, nil
+	}
+	vols, err := volume.New(ctx, filepath.Join(cfg.DataDir, "volumes"), log)
+	if err != nil {
+		if cfg.DiskVolumes == "on" {
+			return nil, &ConfigError{"SANDBOX_DISK_VOLUMES", cfg.DiskVolumes, err.Error()}
+		}
+		log.Info("disk volumes: off (SANDBOX_DISK_VOLUMES=auto)", "reason", err.Error())
+		return nil, nil
+	}
+	if err := vols.Remount(ctx); err != nil {
+		// Each failure is logged by name; the others are served.
+		log.Error("disk volumes: some could not be mounted again; their workspaces fail until they are", "err", err)
+	}
+	log.Info("disk volumes: on", "dir", vols.Dir(), "size", fmt.Sprintf("%d GiB", cfg.diskQuotaGB()))
+	return vols, nil
 }
 
 // Stop stops the workers, the client (when owned), the embedded server and the store.

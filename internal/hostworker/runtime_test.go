@@ -36,7 +36,7 @@ func TestAutoNeverFallsBackToTheHost(t *testing.T) {
 		"docker unreachable":       {"docker", "sandboxcore-test:latest"},
 	} {
 		cfg.RuntimeProvider, cfg.RuntimeImage = c.provider, c.image
-		p, err := runtimeProvider(ctx, cfg, nil, nil, quiet)
+		p, err := runtimeProvider(ctx, cfg, nil, hostParts{}, quiet)
 		require.ErrorIs(t, err, sandboxapi.ErrRuntimeUnavailable, name)
 		assert.Nil(t, p, name)
 		if c.provider == "auto" {
@@ -46,12 +46,12 @@ func TestAutoNeverFallsBackToTheHost(t *testing.T) {
 	}
 
 	cfg.RuntimeProvider = "local"
-	p, err := runtimeProvider(ctx, cfg, nil, nil, quiet)
+	p, err := runtimeProvider(ctx, cfg, nil, hostParts{}, quiet)
 	require.NoError(t, err)
 	assert.Equal(t, "local", p.Kind())
 
 	cfg.RuntimeProvider = "subprocess"
-	_, err = runtimeProvider(ctx, cfg, nil, nil, quiet)
+	_, err = runtimeProvider(ctx, cfg, nil, hostParts{}, quiet)
 	var ce *ConfigError
 	require.True(t, errors.As(err, &ce), "%v", err)
 	assert.Equal(t, "SANDBOX_RUNTIME_PROVIDER", ce.Variable)
@@ -62,7 +62,7 @@ func TestAutoPicksBubblewrap(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bubblewrap is not installed")
 	}
-	p, err := runtimeProvider(context.Background(), Config{DataDir: t.TempDir(), RuntimeProvider: "auto", SupervisorBinary: supervisortest.Binary(t)}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := runtimeProvider(context.Background(), Config{DataDir: t.TempDir(), RuntimeProvider: "auto", SupervisorBinary: supervisortest.Binary(t)}, nil, hostParts{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	assert.Equal(t, "bwrap", p.Kind())
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/e2b"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/local"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/volume"
 )
 
 // The runtime catalog: every backend SANDBOX_RUNTIME_PROVIDER can name,
@@ -36,8 +37,16 @@ type runtimeBackend struct {
 	settings func(c *Config, get func(name, def string) string) error
 	// build makes the provider from a checked configuration; git is the
 	// host's git runner (nil: the backend makes its own when it needs one),
-	// eg the egress proxy of the limited network (nil: none).
-	build func(ctx context.Context, cfg Config, git *gitx.Runner, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error)
+	// hp the host's parts a runtime may use (the egress proxy, volumes).
+	build func(ctx context.Context, cfg Config, git *gitx.Runner, hp hostParts, log *slog.Logger) (sandbox.RuntimeProvider, error)
+}
+
+// hostParts are what the host made before its runtime provider and a
+// provider may use: the egress proxy of the limited network and the disk
+// volumes (each nil: none).
+type hostParts struct {
+	egress  *egress.Proxy
+	volumes *volume.Manager
 }
 
 // runtimeBackends lists the catalog in sandboxapi.RuntimeKinds order.
@@ -92,7 +101,7 @@ func e2bSettings(c *Config, get func(name, def string) string) (err error) {
 }
 
 // buildLocal: plain host subprocesses, no isolation; only when named.
-func buildLocal(_ context.Context, cfg Config, _ *gitx.Runner, _ *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+func buildLocal(_ context.Context, cfg Config, _ *gitx.Runner, _ hostParts, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	log.Warn("runtime provider 'local' runs commands as plain host subprocesses with NO isolation (SANDBOX_RUNTIME_PROVIDER=local)")
 	return local.New(local.Options{Logger: log, Supervisor: cfg.SupervisorBinary, StateDir: filepath.Join(cfg.DataDir, "runtimes", "local"),
 		BaseEnv: cfg.Environment.baseEnv()}), nil
@@ -101,7 +110,7 @@ func buildLocal(_ context.Context, cfg Config, _ *gitx.Runner, _ *egress.Proxy, 
 // buildBwrap: the sandbox sees neither the data directory (other
 // workspaces, repo caches, the SQLite store) nor the credentials file,
 // even when they lie under a read-only system path.
-func buildBwrap(ctx context.Context, cfg Config, _ *gitx.Runner, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+func buildBwrap(ctx context.Context, cfg Config, _ *gitx.Runner, hp hostParts, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	hidden := []string{cfg.DataDir}
 	if cfg.CredentialsFile != "" {
 		if abs, err := filepath.Abs(cfg.CredentialsFile); err == nil {
@@ -110,19 +119,19 @@ func buildBwrap(ctx context.Context, cfg Config, _ *gitx.Runner, eg *egress.Prox
 	}
 	hidden = append(hidden, cfg.Auth.secretPaths()...) // credentials dir, GitHub App key
 	return bwrap.New(ctx, bwrap.Options{ScratchDir: filepath.Join(cfg.DataDir, "runtimes", "bwrap"), HiddenPaths: hidden, Logger: log,
-		Supervisor: cfg.SupervisorBinary, Egress: eg, SandboxUID: cfg.SandboxUID, SandboxGID: cfg.SandboxGID,
-		BaseEnv: cfg.Environment.baseEnv()})
+		Supervisor: cfg.SupervisorBinary, Egress: hp.egress, SandboxUID: cfg.SandboxUID, SandboxGID: cfg.SandboxGID,
+		BaseEnv: cfg.Environment.baseEnv(), Volumes: hp.volumes})
 }
 
-func buildDocker(ctx context.Context, cfg Config, _ *gitx.Runner, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+func buildDocker(ctx context.Context, cfg Config, _ *gitx.Runner, hp hostParts, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	return docker.New(ctx, docker.Options{Image: cfg.RuntimeImage, Logger: log, Supervisor: cfg.SupervisorBinary,
-		StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker"), Egress: eg})
+		StateDir: filepath.Join(cfg.DataDir, "runtimes", "docker"), Egress: hp.egress})
 }
 
 // buildDaytona: each sandbox a replica of its workspace (README "Daytona"),
 // named and labelled for this host id (the deployment), the replicas' host
 // state under <data dir>/replicas.
-func buildDaytona(_ context.Context, cfg Config, git *gitx.Runner, _ *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+func buildDaytona(_ context.Context, cfg Config, git *gitx.Runner, _ hostParts, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	d := cfg.Daytona
 	p, err := daytona.New(daytona.Options{
 		APIURL: d.APIURL, APIKey: d.APIKey, Snapshot: d.Snapshot, Image: d.Image, Target: d.Target,
@@ -136,18 +145,18 @@ func buildDaytona(_ context.Context, cfg Config, git *gitx.Runner, _ *egress.Pro
 	return p, nil
 }
 
-func buildE2B(_ context.Context, cfg Config, git *gitx.Runner, _ *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+func buildE2B(_ context.Context, cfg Config, git *gitx.Runner, _ hostParts, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	return newE2B(cfg, git, log, false)
 }
 
 // buildNamed builds the backend SANDBOX_RUNTIME_PROVIDER names (not auto);
 // a failure names the variable and its value.
-func buildNamed(ctx context.Context, cfg Config, git *gitx.Runner, eg *egress.Proxy, log *slog.Logger) (sandbox.RuntimeProvider, error) {
+func buildNamed(ctx context.Context, cfg Config, git *gitx.Runner, hp hostParts, log *slog.Logger) (sandbox.RuntimeProvider, error) {
 	b, ok := runtimeBackendFor(cfg.RuntimeProvider)
 	if !ok {
 		return nil, providerError(cfg.RuntimeProvider)
 	}
-	p, err := b.build(ctx, cfg, git, eg, log)
+	p, err := b.build(ctx, cfg, git, hp, log)
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_RUNTIME_PROVIDER=%s: %w", b.kind, err)
 	}

@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
+	"github.com/sandboxcore/sandboxcore/internal/volume"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -43,6 +45,12 @@ func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry
 			m.cleanupFailed(ctx, st, l, createdBranch, base)
 		}
 	}()
+	if m.volumes != nil {
+		// Before the add: the worktree's files are written on its volume.
+		if err := m.volumes.Attach(ctx, st.wt, m.volBytes); err != nil {
+			return sandboxapi.Workspace{}, err
+		}
+	}
 	m.crash("before-add", st.wt)
 	if fast && simpleName(l.name) && (st.branch == "" || createdBranch != "") {
 		// A new workspace: registered and checked out as `git worktree
@@ -120,8 +128,9 @@ func (m *Manager) packRefsIfDue(ctx context.Context, st *ensureState) {
 
 // clearEmptyPath removes an empty directory at wt (left by an earlier
 // attempt) so that a worktree can be added there; anything else at wt is
-// never overwritten. Errors: ErrConflict (a file, or a directory holding
-// anything), ErrWorkspaceUnavailable.
+// never overwritten. An empty mounted volume stays: the add uses it.
+// Errors: ErrConflict (a file, or a directory holding anything),
+// ErrWorkspaceUnavailable.
 func clearEmptyPath(wt string) error {
 	fi, err := os.Lstat(wt)
 	if err != nil {
@@ -129,6 +138,9 @@ func clearEmptyPath(wt string) error {
 	}
 	if !fi.IsDir() || !emptyDir(wt) {
 		return sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace path %s exists but is not a registered worktree; refusing to overwrite it", wt)
+	}
+	if volume.Mounted(wt) {
+		return nil
 	}
 	if err := os.Remove(wt); err != nil {
 		return fsError(err, "remove empty directory")
@@ -294,7 +306,7 @@ func (m *Manager) addWorktree(ctx context.Context, st *ensureState, l loc, branc
 	if err := write(filepath.Join(admin, "locked"), "initializing"); err != nil {
 		return err
 	}
-	if err := os.Mkdir(l.wt, 0o777); err != nil {
+	if err := os.Mkdir(l.wt, 0o777); err != nil && !(errors.Is(err, fs.ErrExist) && volume.Mounted(l.wt) && emptyDir(l.wt)) {
 		return fsError(err, "create worktree "+l.wt)
 	}
 	real, err := filepath.EvalSymlinks(l.wt)
@@ -391,7 +403,7 @@ func (m *Manager) cleanupFailed(ctx context.Context, st *ensureState, l loc, bra
 	if err := m.unregister(ctx, st.bg, l); err != nil {
 		m.log.Warn("workspace: cleanup: unregister", "path", l.wt, "err", err)
 	}
-	if err := forceRemoveAll(l.wt); err != nil {
+	if err := m.removeTree(l.wt); err != nil {
 		m.log.Warn("workspace: cleanup: remove directory", "path", l.wt, "err", err)
 	}
 	m.dropBranch(ctx, st, branch, start)

@@ -234,7 +234,7 @@ func (m *Manager) repair(ctx context.Context, st *ensureState, e *wtEntry, admin
 		return "", nil, err
 	}
 	if crashed {
-		if err := forceRemoveAll(st.wt); err != nil {
+		if err := m.removeTree(st.wt); err != nil {
 			return "", nil, fsError(err, "remove half-created worktree")
 		}
 	}

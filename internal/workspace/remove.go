@@ -42,7 +42,7 @@ func (m *Manager) Remove(ctx context.Context, ws sandboxapi.Workspace) error {
 		return err
 	}
 	defer unlock()
-	if err := forceRemoveAll(l.wt); err != nil {
+	if err := m.removeTree(l.wt); err != nil {
 		return fsError(err, "remove worktree "+ws.ID)
 	}
 	if !isDir(l.bare) {
@@ -60,6 +60,17 @@ func (m *Manager) Remove(ctx context.Context, ws sandboxapi.Workspace) error {
 	}
 	m.log.Info("workspace: removed worktree", "workspace_id", ws.ID, "path", l.wt, "branch", ws.BranchName)
 	return nil
+}
+
+// removeTree deletes a worktree's directory: its volume, when it has one
+// (unmounted and its image deleted), then the directory (forceRemoveAll).
+func (m *Manager) removeTree(dir string) error {
+	if m.volumes != nil {
+		if err := m.volumes.Detach(dir); err != nil {
+			return err
+		}
+	}
+	return forceRemoveAll(dir)
 }
 
 // forceRemoveAll deletes dir without following symlinks; when that fails

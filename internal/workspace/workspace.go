@@ -32,6 +32,7 @@ import (
 
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/volume"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -99,6 +100,14 @@ type Options struct {
 	Isolated bool
 	// LFS configures how Git LFS content is fetched (lfs.go).
 	LFS LFSOptions
+	// Volumes, when set, gives every new worktree a file system of its own
+	// of VolumeBytes bytes, so that the kernel bounds what it holds
+	// (package volume; docs/SECURITY.md "Disk volumes"). Worktrees made
+	// without one keep working without one.
+	Volumes *volume.Manager
+	// VolumeBytes is the size of each new worktree's volume in bytes (the
+	// runtimes' disk quota); at least volume.MinBytes.
+	VolumeBytes int64
 }
 
 // Manager is the local-worktree sandbox.WorkspaceProvider. It is safe for
@@ -113,6 +122,8 @@ type Manager struct {
 	log      *slog.Logger
 	isolated bool
 	lfs      LFSOptions
+	volumes  *volume.Manager
+	volBytes int64
 
 	// afterAdd, when set (tests only), runs after a successful `git worktree
 	// add`; an error simulates a failure in the middle of creation.
@@ -161,7 +172,8 @@ func New(opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{git: opts.Git, locker: opts.Locker, hostID: host, now: now, log: log, isolated: opts.Isolated, lfs: opts.LFS}, nil
+	return &Manager{git: opts.Git, locker: opts.Locker, hostID: host, now: now, log: log, isolated: opts.Isolated, lfs: opts.LFS,
+		volumes: opts.Volumes, volBytes: opts.VolumeBytes}, nil
 }
 
 // crash calls the crashPoint test hook, if any.

@@ -102,6 +102,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/runspec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
+	"github.com/sandboxcore/sandboxcore/internal/volume"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -184,6 +185,11 @@ type Options struct {
 	// runtime mounts (sandbox.Mount.Shared: a dependency cache), counted
 	// by allocated blocks; 0: DefaultSharedDiskGB.
 	SharedDiskGB int64
+	// Volumes, when set, gives each runtime's /tmp a file system of its
+	// own of the disk quota's size (package volume; docs/SECURITY.md
+	// "Disk volumes"): the kernel then bounds what /tmp holds, deleted
+	// files still open included. nil: /tmp is a directory of ScratchDir.
+	Volumes *volume.Manager
 }
 
 // DefaultSharedDiskGB is a shared dependency cache's disk quota in GiB when
@@ -241,6 +247,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		baseEnv: maps.Clone(opts.BaseEnv), log: log.With("runtime", Kind),
 		asRoot: os.Geteuid() == 0, egress: opts.Egress, egressRoot: filepath.Join(scratch, ".egress"),
 		diskReserve: opts.DiskReserve, sharedDiskGB: cmp.Or(opts.SharedDiskGB, DefaultSharedDiskGB),
+		volumes: opts.Volumes,
 	}
 	if p.egress != nil {
 		if err := os.MkdirAll(p.egressRoot, 0o711); err != nil {

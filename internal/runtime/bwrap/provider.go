@@ -11,6 +11,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/runtime/procexec"
 	"github.com/sandboxcore/sandboxcore/internal/runtime/supervisor"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/volume"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -47,6 +48,8 @@ type Provider struct {
 	// diskReserve is Options.DiskReserve; sharedDiskGB Options.SharedDiskGB
 	// (or its default).
 	diskReserve, sharedDiskGB int64
+	// volumes is Options.Volumes (nil: none).
+	volumes *volume.Manager
 	// shared are the disk quotas of the shared directories (dependency
 	// caches) the runtimes mount.
 	shared sharedQuotas
@@ -97,7 +100,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.RuntimeSpec) (sandbo
 		return nil, err
 	}
 	rt, err := p.runtimes.Create(spec, cfg.root, cfg, func(life *procexec.Lifecycle[sandboxConfig]) (sandbox.Runtime, error) {
-		if err := p.makeScratch(cfg); err != nil {
+		if err := p.makeScratch(ctx, cfg); err != nil {
 			return nil, err
 		}
 		r := newRuntime(p, life)
@@ -156,7 +159,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 				_ = cg.remove()
 			}
 			p.removeControl(id)
-			return removeScratch(filepath.Join(p.scratch, id))
+			return p.removeScratch(filepath.Join(p.scratch, id))
 		}
 		return nil
 	}
@@ -166,7 +169,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	}
 	p.detachEgress(id, "")
 	p.removeControl(id)
-	if rerr := removeScratch(life.Conf().scratch); err == nil {
+	if rerr := p.removeScratch(life.Conf().scratch); err == nil {
 		err = rerr
 	}
 	p.log.Debug("runtime destroyed", "id", id)

@@ -90,7 +90,9 @@ func (r *Runtime) diskWatcherLocked(cfg sandboxConfig) *diskquota.Watcher {
 		Active:   r.commandsRun,
 	}
 	if r.p.diskReserve >= 0 {
-		r.disk.Reserve = diskquota.FreeReserve(r.p.diskReserve, cfg.root, cfg.scratch)
+		// A volume's own free space is its quota's business; the host's
+		// is judged where its image lives.
+		r.disk.Reserve = diskquota.FreeReserve(r.p.diskReserve, r.p.volumes.HostDir(cfg.root), r.p.volumes.HostDir(cfg.scratch))
 	}
 	return r.disk
 }

@@ -86,7 +86,7 @@ func (r *Runtime) ready(cfg sandboxConfig) error {
 	if real, err := filepath.EvalSymlinks(cfg.root); err != nil || real != cfg.root {
 		return sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "runtime %s: workdir %s is gone or moved", r.ID(), cfg.root)
 	}
-	if err := r.p.makeScratch(cfg); err != nil {
+	if err := r.p.makeScratch(context.Background(), cfg); err != nil {
 		return err
 	}
 	_, err := r.ensure(context.Background(), cfg, cfg.network)

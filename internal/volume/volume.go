@@ -1,0 +1,391 @@
+// Package volume gives a directory a file system of its own, of a fixed
+// size, so that the kernel keeps what the directory can hold: an ext4 file
+// system in a sparse image file, mounted through a loop device at the
+// directory. A worktree and a bubblewrap runtime's /tmp each get one when
+// the worker is configured to (SANDBOX_DISK_VOLUMES). The walk of package
+// diskquota still measures them; the volume is the bound the walk cannot
+// give: space held by files deleted while open, what one command writes
+// between two measurements, writes the worker did not see (docs/SECURITY.md
+// "Resource limits (bubblewrap)", "Disk volumes").
+//
+// Nothing here ever mounts one image twice: two mounts of one ext4 file
+// system corrupt it. A volume's image stays where it is across worker
+// restarts (the mount stays too); after a host reboot, Manager.Remount
+// mounts every image again before anything uses its directory.
+package volume
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// ErrUnsupported is returned by New when this host cannot make volumes:
+// the worker is not root, there is no loop device control or no mkfs.ext4,
+// or the probe's mount failed (a container without the privilege). The
+// message says which.
+var ErrUnsupported = errors.New("disk volumes unsupported")
+
+// MinBytes is the smallest volume: 64 MiB (ext4's journal and metadata
+// take a few MiB of it).
+const MinBytes = 64 << 20
+
+// Manager makes, mounts and deletes the volumes whose images live in one
+// host directory. It is safe for concurrent use; its calls are serialized.
+type Manager struct {
+	dir  string
+	mkfs string
+	log  *slog.Logger
+	mu   sync.Mutex
+}
+
+// New returns the Manager keeping its images in dir (created 0700 when
+// missing; it must be absolute). It checks that this host can make
+// volumes by making, mounting and deleting a small one. Errors wrap
+// ErrUnsupported (with the reason) or are sandboxapi.ErrInvalidArgument
+// (dir not absolute).
+func New(ctx context.Context, dir string, log *slog.Logger) (*Manager, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "volumes directory %q is not absolute", dir)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%w: the worker does not run as root (mounting a file system needs it)", ErrUnsupported)
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		return nil, fmt.Errorf("%w: no loop device control (/dev/loop-control: %v)", ErrUnsupported, err)
+	}
+	mkfs, err := lookTool("mkfs.ext4")
+	if err != nil {
+		return nil, fmt.Errorf("%w: mkfs.ext4 not found (apt-get install e2fsprogs)", ErrUnsupported)
+	}
+	if _, err := lookTool("mount"); err != nil {
+		return nil, fmt.Errorf("%w: mount not found (apt-get install mount)", ErrUnsupported)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: volumes directory: %v", ErrUnsupported, err)
+	}
+	m := &Manager{dir: filepath.Clean(dir), mkfs: mkfs, log: log}
+	if err := m.probe(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	return m, nil
+}
+
+// Dir is the host directory holding the images: the file system whose free
+// space the volumes draw on.
+func (m *Manager) Dir() string { return m.dir }
+
+// probe makes, mounts, unmounts and deletes a MinBytes volume.
+func (m *Manager) probe(ctx context.Context) error {
+	target, err := os.MkdirTemp(m.dir, ".probe-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(target)
+	if err := m.Attach(ctx, target, MinBytes); err != nil {
+		return err
+	}
+	return m.Detach(target)
+}
+
+// lookTool finds a system program in PATH or the sbin directories a
+// worker's PATH may lack.
+func lookTool(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// key names target's image: the first 20 bytes of its path's SHA-256, in
+// hex (a path never reaches a file name).
+func (m *Manager) key(target string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(target)))
+	return hex.EncodeToString(sum[:20])
+}
+
+func (m *Manager) image(target string) string {
+	return filepath.Join(m.dir, m.key(target)+".img")
+}
+
+func (m *Manager) record(target string) string {
+	return filepath.Join(m.dir, m.key(target)+".target")
+}
+
+// Has reports whether target has a volume (its image exists), mounted or
+// not.
+func (m *Manager) Has(target string) bool {
+	_, err := os.Lstat(m.image(target))
+	return err == nil
+}
+
+// Attach gives target a volume of size bytes (rounded up to MinBytes) and
+// mounts it there. When target has a volume already, it is mounted if it
+// is not (its size stays what it was made with). Otherwise target must be
+// missing or an empty directory; the new file system's root is empty
+// (mode 0755, root's) and mounted nosuid, nodev, with discard (deleted
+// files give their space back to the host). Errors:
+// sandboxapi.ErrConflict (target holds files that are not on its volume,
+// or the image is in use elsewhere), sandboxapi.ErrInsufficientDisk (the
+// host cannot hold the image), sandboxapi.ErrWorkspaceUnavailable.
+func (m *Manager) Attach(ctx context.Context, target string, bytes int64) error {
+	target = filepath.Clean(target)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	img := m.image(target)
+	if _, err := os.Lstat(img); err == nil {
+		return m.mountLocked(ctx, target, img)
+	}
+	if fi, err := os.Lstat(target); err == nil {
+		if !fi.IsDir() || !emptyDir(target) {
+			return sandboxapi.Errorf(sandboxapi.ErrConflict, "volume: %s exists and is not empty", target)
+		}
+	} else if err := os.MkdirAll(target, 0o755); err != nil {
+		return failure(err, "volume: make "+target)
+	}
+	if err := m.makeImage(ctx, target, img, max(bytes, MinBytes)); err != nil {
+		return err
+	}
+	if err := m.mountLocked(ctx, target, img); err != nil {
+		_ = os.Remove(img)
+		_ = os.Remove(m.record(target))
+		return err
+	}
+	// ext4 makes lost+found; a worktree must start empty (git refuses a
+	// directory holding anything), and e2fsck makes it again when needed.
+	_ = os.Remove(filepath.Join(target, "lost+found"))
+	m.log.Info("volume: made", "target", target, "bytes", bytes)
+	return nil
+}
+
+// makeImage writes target's record and a sparse image of size bytes
+// holding an empty ext4 file system.
+func (m *Manager) makeImage(ctx context.Context, target, img string, bytes int64) error {
+	if err := os.WriteFile(m.record(target), []byte(target+"\n"), 0o600); err != nil {
+		return failure(err, "volume: record")
+	}
+	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return failure(err, "volume: image")
+	}
+	err = f.Truncate(bytes)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// -m 0: no blocks kept for root (the sandbox may be root inside);
+		// nodiscard: the image is sparse already; lazy init: no zeroing.
+		err = run(ctx, m.mkfs, "-q", "-F", "-m", "0", "-L", "sandboxcore",
+			"-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1", img)
+	}
+	if err != nil {
+		_ = os.Remove(img)
+		_ = os.Remove(m.record(target))
+		return failure(err, "volume: make the file system")
+	}
+	return nil
+}
+
+// mountLocked mounts img at target unless it is mounted there already; it
+// refuses an image a loop device holds (mounted elsewhere, or being
+// unmounted), which a second mount would corrupt.
+func (m *Manager) mountLocked(ctx context.Context, target, img string) error {
+	if Mounted(target) {
+		return nil
+	}
+	if dev := loopOf(img); dev != "" {
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "volume: the image of %s is in use by %s; not mounting it twice", target, dev)
+	}
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return failure(err, "volume: make "+target)
+	}
+	if !emptyDir(target) {
+		return sandboxapi.Errorf(sandboxapi.ErrConflict, "volume: %s holds files while its volume is not mounted; refusing to hide them", target)
+	}
+	if err := run(ctx, "mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard,noinit_itable", img, target); err != nil {
+		return failure(err, "volume: mount "+target)
+	}
+	return nil
+}
+
+// Detach unmounts target's volume (lazily when files on it are open: the
+// space comes back when the last one closes) and deletes its image: what
+// target held is gone. A target without a volume is success. Errors:
+// sandboxapi.ErrWorkspaceUnavailable.
+func (m *Manager) Detach(target string) error {
+	target = filepath.Clean(target)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	img := m.image(target)
+	if _, err := os.Lstat(img); err != nil {
+		return nil
+	}
+	if Mounted(target) {
+		err := unix.Unmount(target, 0)
+		if errors.Is(err, unix.EBUSY) {
+			err = unix.Unmount(target, unix.MNT_DETACH)
+		}
+		if err != nil && !errors.Is(err, unix.EINVAL) {
+			return failure(err, "volume: unmount "+target)
+		}
+	}
+	if err := os.Remove(img); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return failure(err, "volume: delete image")
+	}
+	_ = os.Remove(m.record(target))
+	m.log.Info("volume: deleted", "target", target)
+	return nil
+}
+
+// Remount mounts every volume of this Manager that is not mounted (after a
+// host reboot), making its directory when missing. It returns the first
+// error after trying all; each is logged.
+func (m *Manager) Remount(ctx context.Context) error {
+	records, err := filepath.Glob(filepath.Join(m.dir, "*.target"))
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, rec := range records {
+		b, err := os.ReadFile(rec)
+		if err != nil {
+			continue
+		}
+		target := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(target) || m.record(target) != rec {
+			m.log.Warn("volume: record names another path; skipped", "record", rec)
+			continue
+		}
+		if !m.Has(target) {
+			_ = os.Remove(rec)
+			continue
+		}
+		m.mu.Lock()
+		err = m.mountLocked(ctx, target, m.image(target))
+		m.mu.Unlock()
+		if err != nil {
+			m.log.Error("volume: cannot mount again", "target", target, "err", err)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// HostDir returns the directory whose file system holds what is written
+// under dir: Dir() when dir is one of this Manager's mounted volumes, else
+// dir. The host's free space is judged there.
+func (m *Manager) HostDir(dir string) string {
+	if m != nil && m.Has(dir) && Mounted(dir) {
+		return m.dir
+	}
+	return dir
+}
+
+// Mounted reports whether dir is a mount point (its device differs from
+// its parent's).
+func Mounted(dir string) bool {
+	var st, parent unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || unix.Lstat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
+}
+
+// loopOf returns the loop device whose backing file is img ("" when none),
+// from /sys/block/loop*/loop/backing_file.
+func loopOf(img string) string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if strings.TrimSpace(string(b)) == img {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+		}
+	}
+	return ""
+}
+
+// Usage is a mounted volume's space: what its files take and its size,
+// in bytes (statfs).
+type Usage struct {
+	Used, Size int64
+}
+
+// UsageOf returns the space of the file system mounted at dir. Errors:
+// what statfs returns.
+func UsageOf(dir string) (Usage, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return Usage{}, err
+	}
+	return Usage{Used: int64(st.Blocks-st.Bfree) * st.Bsize, Size: int64(st.Blocks) * st.Bsize}, nil
+}
+
+// run runs a system program, its output in the error.
+func run(ctx context.Context, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", filepath.Base(name), err, strings.TrimSpace(clip(out)))
+	}
+	return nil
+}
+
+func clip(b []byte) string {
+	s := bufio.NewScanner(strings.NewReader(string(b)))
+	var lines []string
+	for s.Scan() && len(lines) < 5 {
+		lines = append(lines, s.Text())
+	}
+	return strings.Join(lines, "; ")
+}
+
+// failure types a file-system error: ENOSPC and EDQUOT are
+// ErrInsufficientDisk, the rest ErrWorkspaceUnavailable.
+func failure(err error, what string) error {
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return sandboxapi.Errorf(sandboxapi.ErrInsufficientDisk, "%s: %v", what, err)
+	}
+	return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "%s: %v", what, err)
+}
+
+func emptyDir(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
+}

@@ -1,0 +1,117 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandboxcore/sandboxcore/internal/gittest"
+	"github.com/sandboxcore/sandboxcore/internal/hostworker"
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
+	"github.com/sandboxcore/sandboxcore/internal/volume"
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// TestDiskVolumesKeepTheQuota: with SANDBOX_DISK_VOLUMES=on, the worktree
+// and /tmp are file systems of the quota's size, so what no walk sees —
+// files deleted while still open — cannot pass the quota either; the
+// space comes back when they close, and destroying the workspace deletes
+// both volumes (docs/SECURITY.md "Disk volumes").
+func TestDiskVolumesKeepTheQuota(t *testing.T) {
+	if _, err := volume.New(context.Background(), filepath.Join(t.TempDir(), "probe"), nil); errors.Is(err, volume.ErrUnsupported) {
+		t.Skipf("no disk volumes on this host: %v", err)
+	}
+	h := startHost(t, "volumes", func(c *hostworker.Config) {
+		c.RuntimeResources = &sandbox.ResourceHints{DiskGB: 1}
+		c.DiskVolumes = "on"
+	})
+	if k := h.Activities.Runtimes.Kind(); k != "bwrap" {
+		t.Skipf("the /tmp volume is bubblewrap's; this host runs %s", k)
+	}
+	// Whatever the test leaves mounted under the host's data directory
+	// goes before the directory does (cleanups run last in, first out).
+	t.Cleanup(func() { unmountUnder(h.Config.DataDir) })
+	ctx := ctxFor(t, 4*time.Minute)
+	upstream := gittest.InitRepo(t, filepath.Join(t.TempDir(), "team", "project"), "trunk")
+	s, ws, err := h.client.Acquire(ctx, editRequest(uniq(t, "u"), "p", "c", gittest.FileURL(upstream)))
+	require.NoError(t, err)
+	require.True(t, volume.Mounted(ws.LocalPath), "the worktree %s is a volume", ws.LocalPath)
+	exec := func(script string) sandboxapi.ExecResult {
+		t.Helper()
+		res, err := s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", script}, TimeoutS: 120})
+		require.NoError(t, err)
+		return res
+	}
+
+	// Each is a file system of about the quota's size.
+	res := exec("df -P -k . /tmp | tail -n 2")
+	require.Equal(t, 0, res.ExitCode, "stderr %q", res.Stderr)
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	require.Len(t, lines, 2, "%s", res.Stdout)
+	for _, l := range lines {
+		f := strings.Fields(l)
+		require.GreaterOrEqual(t, len(f), 2, l)
+		kb, err := strconv.Atoi(f[1])
+		require.NoError(t, err, l)
+		assert.True(t, kb > 900<<10 && kb <= 1<<20, "a 1 GiB volume less its metadata: %s", l)
+	}
+
+	// Two files of 600 MiB each, deleted while open: under the file size
+	// limit each, over the quota together, and invisible to any walk.
+	for _, dir := range []string{".", "/tmp"} {
+		res = exec(`cd ` + dir + ` && exec 3>a 4>b && rm a b && head -c 629145600 /dev/zero >&3; echo "a=$?"; head -c 629145600 /dev/zero >&4; echo "b=$?"`)
+		require.Contains(t, string(res.Stdout), "a=0\n", "%s: stderr %q", dir, res.Stderr)
+		require.Contains(t, string(res.Stdout), "b=1\n", "%s: the second file passes the volume: stderr %q", dir, res.Stderr)
+		require.Contains(t, string(res.Stderr), "No space left on device", dir)
+		// Closed with the command: the space is back.
+		res = exec("cd " + dir + " && head -c 10485760 /dev/zero > after && wc -c < after && rm after")
+		require.Equal(t, 0, res.ExitCode, "%s: stderr %q", dir, res.Stderr)
+		require.Equal(t, "10485760\n", string(res.Stdout))
+	}
+
+	// The agent's work on the volume is committed as any other.
+	res = exec("printf 'kept\\n' > kept.txt")
+	require.Equal(t, 0, res.ExitCode, "stderr %q", res.Stderr)
+	_, err = s.Commit(ctx, sandboxapi.CommitRequest{Message: "on a volume", Paths: []string{"kept.txt"}})
+	require.NoError(t, err)
+
+	images := func() []string {
+		m, _ := filepath.Glob(filepath.Join(h.Config.DataDir, "volumes", "*.img"))
+		return m
+	}
+	require.Len(t, images(), 2, "the worktree's and /tmp's")
+	_, err = s.Destroy(ctx, true)
+	require.NoError(t, err)
+	destroyRuntimes(h.Host)
+	assert.Empty(t, images(), "destroyed with the workspace and its runtime")
+	assert.False(t, volume.Mounted(ws.LocalPath))
+}
+
+// unmountUnder unmounts (lazily) every mount below dir, deepest first.
+func unmountUnder(dir string) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fs := strings.Fields(sc.Text()); len(fs) > 4 && strings.HasPrefix(fs[4], dir+"/") {
+			points = append(points, fs[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
+	}
+}

@@ -25,8 +25,9 @@ import (
 // TestDiskVolumesKeepTheQuota: with SANDBOX_DISK_VOLUMES=on, the worktree
 // and /tmp are file systems of the quota's size, so what no walk sees —
 // files deleted while still open — cannot pass the quota either; the
-// space comes back when they close, and destroying the workspace deletes
-// both volumes (docs/SECURITY.md "Disk volumes").
+// space comes back when they close. The dependency cache is a volume of
+// its own quota. Destroying the workspace deletes its worktree's and
+// /tmp's volumes (docs/SECURITY.md "Disk volumes").
 func TestDiskVolumesKeepTheQuota(t *testing.T) {
 	if _, err := volume.New(context.Background(), filepath.Join(t.TempDir(), "probe"), nil); errors.Is(err, volume.ErrUnsupported) {
 		t.Skipf("no disk volumes on this host: %v", err)
@@ -89,11 +90,21 @@ func TestDiskVolumesKeepTheQuota(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(h.Config.DataDir, "volumes", "*.img"))
 		return m
 	}
-	require.Len(t, images(), 2, "the worktree's and /tmp's")
+	// The dependency cache the user's workspaces of this repository share
+	// is a volume too, of the shared caches' size.
+	res = exec(`df -P -k "$(dirname "$(dirname "$GOMODCACHE")")" | tail -n 1`)
+	require.Equal(t, 0, res.ExitCode, "stderr %q", res.Stderr)
+	f := strings.Fields(string(res.Stdout))
+	require.GreaterOrEqual(t, len(f), 2, "%s", res.Stdout)
+	kb, err := strconv.Atoi(f[1])
+	require.NoError(t, err)
+	assert.True(t, kb > 35<<20 && kb <= 40<<20, "a 40 GiB volume: %s", res.Stdout)
+
+	require.Len(t, images(), 3, "the worktree's, /tmp's and the dependency cache's")
 	_, err = s.Destroy(ctx, true)
 	require.NoError(t, err)
 	destroyRuntimes(h.Host)
-	assert.Empty(t, images(), "destroyed with the workspace and its runtime")
+	assert.Len(t, images(), 1, "the worktree's and /tmp's deleted with the workspace and its runtime; the shared cache stays")
 	assert.False(t, volume.Mounted(ws.LocalPath))
 }
 

@@ -15,6 +15,7 @@
 package depcache
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxcore/sandboxcore/internal/volume"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -91,6 +93,13 @@ type Caches struct {
 	Scope Scope
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Volumes, when set, gives each new cache a file system of its own of
+	// VolumeBytes bytes (package volume; docs/SECURITY.md "Disk volumes"):
+	// the kernel then keeps the cache's quota, and a full cache fails its
+	// writers' writes instead of stopping every runtime that shares it.
+	// A cache made before stays a plain directory.
+	Volumes     *volume.Manager
+	VolumeBytes int64
 }
 
 // Dir returns the host directory of ws's cache (it may not exist yet).
@@ -126,7 +135,18 @@ func (c *Caches) Prepare(ws sandboxapi.Workspace) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return "", fsError(err, "dependency cache root")
 	}
-	switch err := os.Mkdir(dir, 0o700); {
+	var err error
+	if c.Volumes != nil && (c.Volumes.Has(dir) || !exists(dir)) {
+		if err = c.Volumes.Attach(context.Background(), dir, c.VolumeBytes); err == nil {
+			err = os.Chmod(dir, 0o700)
+		}
+		if err != nil {
+			return "", sandboxapi.Errorf(sandboxapi.ErrRuntimeUnavailable, "dependency cache %s: %v", filepath.Base(dir), err)
+		}
+	} else {
+		err = os.Mkdir(dir, 0o700)
+	}
+	switch {
 	case err == nil:
 		if fi, serr := os.Stat(ws.LocalPath); serr == nil {
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
@@ -244,6 +264,11 @@ func (c *Caches) Remove(id string) error {
 			dir = gone
 		}
 	}
+	if c.Volumes != nil {
+		if err := c.Volumes.Detach(dir); err != nil {
+			return fsError(err, "remove dependency cache "+id)
+		}
+	}
 	if err := removeAll(dir); err != nil {
 		return fsError(err, "remove dependency cache "+id)
 	}
@@ -261,6 +286,12 @@ func (c *Caches) RemoveWorkspace(ws sandboxapi.Workspace) error {
 		return nil
 	}
 	return c.Remove(string(ScopeWorkspace) + "/" + Key(ScopeWorkspace, ws))
+}
+
+// exists reports whether anything is at p.
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
 
 func validKey(k string) bool {

@@ -34,6 +34,7 @@ import (
 	"github.com/sandboxcore/sandboxcore/internal/gitx"
 	"github.com/sandboxcore/sandboxcore/internal/metrics"
 	"github.com/sandboxcore/sandboxcore/internal/repocache"
+	"github.com/sandboxcore/sandboxcore/internal/runtime/bwrap"
 	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/store"
 	"github.com/sandboxcore/sandboxcore/internal/store/postgres"
@@ -249,7 +250,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 			StayOnSharedQueue: !cfg.SessionOnHostQueue, HostWait: cfg.HostWait, ProcessMaxIdle: cfg.ProcessMaxIdle, LockWait: cfg.LockWait},
 		RuntimeImage: cfg.RuntimeImage, RuntimeNetwork: cfg.RuntimeNetwork, NetworkMax: cfg.NetworkMax, NetworkAllow: cfg.NetworkAllow,
 		RuntimeResources: cfg.RuntimeResources, Logger: log,
-		DepCaches:      &depcache.Caches{Root: filepath.Join(cfg.DataDir, "depcache"), Scope: cfg.Environment.CacheScope},
+		DepCaches:      depCaches(cfg, vols),
 		NoSetup:        cfg.Environment.NoSetup,
 		RepoImages:     cfg.Environment.RepoImages,
 		SkipSubmodules: cfg.Content.Submodules == "off",
@@ -447,6 +448,18 @@ func runtimeProvider(ctx context.Context, cfg Config, git *gitx.Runner, hp hostP
 		"Install bubblewrap (apt-get install bubblewrap), or start Docker and set SANDBOX_RUNTIME_IMAGE, "+
 		"or set SANDBOX_RUNTIME_PROVIDER=local to run commands on the host WITHOUT isolation",
 		sandboxapi.ErrRuntimeUnavailable, sandboxapi.Message(berr), sandboxapi.Message(derr))
+}
+
+// depCaches are the host's dependency caches; with volumes, each new one
+// is a volume of the shared caches' quota (bwrap.DefaultSharedDiskGB), or
+// of a runtime's (SANDBOX_CACHE_SCOPE=workspace: the cache is its own).
+func depCaches(cfg Config, vols *volume.Manager) *depcache.Caches {
+	c := &depcache.Caches{Root: filepath.Join(cfg.DataDir, "depcache"), Scope: cfg.Environment.CacheScope, Volumes: vols,
+		VolumeBytes: bwrap.DefaultSharedDiskGB << 30}
+	if c.Scope == depcache.ScopeWorkspace {
+		c.VolumeBytes = cfg.diskQuotaGB() << 30
+	}
+	return c
 }
 
 // diskVolumes makes the host's disk volumes (SANDBOX_DISK_VOLUMES; images

@@ -81,6 +81,12 @@ func run() error {
 	if kind == "local" {
 		fmt.Printf("  WARNING      the local runtime runs commands as plain host processes, without isolation\n")
 	}
+	switch {
+	case h.Volumes != nil:
+		fmt.Printf("  disk quota   %d GiB per workspace, kept by the kernel (disk volumes under %s)\n", cfg.DiskQuotaGB(), h.Volumes.Dir())
+	case kind == "bwrap":
+		fmt.Printf("  disk quota   %d GiB per workspace, measured (SANDBOX_DISK_VOLUMES=on has the kernel keep it)\n", cfg.DiskQuotaGB())
+	}
 	fmt.Printf("\nNext, in another terminal (see README.md, \"Walkthrough\"):\n")
 	fmt.Printf("  export TEMPORAL_ADDRESS=%s\n", addr)
 	if cfg.Security.DevTLS != nil {

@@ -443,9 +443,10 @@ func sanitizeHost(h string) string {
 	return h
 }
 
-// diskQuotaGB is a runtime's disk quota in GiB: SANDBOX_RUNTIME_DISK_GB,
-// else bwrap.DefaultDiskGB.
-func (c Config) diskQuotaGB() int64 {
+// DiskQuotaGB is a runtime's disk quota in GiB: SANDBOX_RUNTIME_DISK_GB,
+// else bwrap.DefaultDiskGB (docs/SECURITY.md "Resource limits
+// (bubblewrap)").
+func (c Config) DiskQuotaGB() int64 {
 	if c.RuntimeResources != nil && c.RuntimeResources.DiskGB > 0 {
 		return c.RuntimeResources.DiskGB
 	}

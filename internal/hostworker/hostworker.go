@@ -102,6 +102,9 @@ type Host struct {
 	// endpoints of bubblewrap and Docker runtimes (the remote runtimes use
 	// their backend's own lists).
 	Egress *egress.Proxy
+	// Volumes are the host's disk volumes (SANDBOX_DISK_VOLUMES); nil
+	// when off.
+	Volumes *volume.Manager
 
 	ownsClient    bool
 	stopHeartbeat func()
@@ -215,6 +218,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 	if err != nil {
 		return nil, err
 	}
+	h.Volumes = vols
 	runtimes, err := runtimeProvider(ctx, cfg, git, hostParts{egress: h.Egress, volumes: vols}, log)
 	if err != nil {
 		return nil, err
@@ -230,7 +234,7 @@ func (h *Host) buildActivities(ctx context.Context, opts Options) (*workspace.Ma
 	}
 	log.Info("network policy", "default", cfg.RuntimeNetwork, "max", cfg.NetworkMax, "allow_entries", len(cfg.NetworkAllow))
 	wss, err := workspace.New(workspace.Options{Git: git, Locker: repos, HostID: cfg.HostID, Logger: log, Isolated: runtimes.Capabilities().Isolated,
-		LFS: cfg.Content.LFS, Volumes: vols, VolumeBytes: cfg.diskQuotaGB() << 30})
+		LFS: cfg.Content.LFS, Volumes: vols, VolumeBytes: cfg.DiskQuotaGB() << 30})
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +461,7 @@ func depCaches(cfg Config, vols *volume.Manager) *depcache.Caches {
 	c := &depcache.Caches{Root: filepath.Join(cfg.DataDir, "depcache"), Scope: cfg.Environment.CacheScope, Volumes: vols,
 		VolumeBytes: bwrap.DefaultSharedDiskGB << 30}
 	if c.Scope == depcache.ScopeWorkspace {
-		c.VolumeBytes = cfg.diskQuotaGB() << 30
+		c.VolumeBytes = cfg.DiskQuotaGB() << 30
 	}
 	return c
 }
@@ -483,7 +487,7 @@ func diskVolumes(ctx context.Context, cfg Config, log *slog.Logger) (*volume.Man
 		// Each failure is logged by name; the others are served.
 		log.Error("disk volumes: some could not be mounted again; their workspaces fail until they are", "err", err)
 	}
-	log.Info("disk volumes: on", "dir", vols.Dir(), "size", fmt.Sprintf("%d GiB", cfg.diskQuotaGB()))
+	log.Info("disk volumes: on", "dir", vols.Dir(), "size", fmt.Sprintf("%d GiB", cfg.DiskQuotaGB()))
 	return vols, nil
 }
 

@@ -11,6 +11,7 @@ package temporalconn
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -204,6 +205,13 @@ func (s *Settings) source(st setting) string {
 
 // check refuses combinations envconfig would refuse, naming the settings.
 func (s *Settings) check() error {
+	if a := s.profile.Address; a != "" && !strings.Contains(a, "://") {
+		// gRPC would dial a bare host on port 443, far from any worker's
+		// frontend: a missing port is a mistake, said before dialing.
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return &LoadError{s.source(sAddress), fmt.Sprintf("address %q: want host:port, such as 127.0.0.1:7233", a)}
+		}
+	}
 	t := s.profile.TLS
 	if t == nil || t.Disabled {
 		return nil

@@ -364,7 +364,7 @@ func TestBadTLSFilesNameTheirSetting(t *testing.T) {
 		"missing cert":      {map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": filepath.Join(dir, "none.pem"), "TEMPORAL_TLS_CLIENT_KEY_PATH": keyPath}, "TEMPORAL_TLS_CLIENT_CERT_PATH / TEMPORAL_TLS_CLIENT_KEY_PATH: cannot load"},
 		"mismatched key":    {map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": certPath, "TEMPORAL_TLS_CLIENT_KEY_PATH": otherKey}, "TEMPORAL_TLS_CLIENT_CERT_PATH / TEMPORAL_TLS_CLIENT_KEY_PATH: cannot load"},
 		"junk data":         {map[string]string{"TEMPORAL_TLS_CLIENT_CERT_DATA": "x", "TEMPORAL_TLS_CLIENT_KEY_DATA": "y"}, "TEMPORAL_TLS_CLIENT_CERT_DATA / TEMPORAL_TLS_CLIENT_KEY_DATA: not a PEM certificate"},
-		"no name from addr": {map[string]string{"TEMPORAL_ADDRESS": "no-port", "TEMPORAL_TLS": "1"}, "TEMPORAL_ADDRESS: cannot tell the TLS server name"},
+		"no name from addr": {map[string]string{"TEMPORAL_ADDRESS": "dns:///no-port", "TEMPORAL_TLS": "1"}, "TEMPORAL_ADDRESS: cannot tell the TLS server name"},
 	} {
 		vars := map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:7233"}
 		for k, v := range c.vars {
@@ -376,6 +376,25 @@ func TestBadTLSFilesNameTheirSetting(t *testing.T) {
 		assert.NotContains(t, err.Error(), "BEGIN", name)
 		var le *LoadError
 		assert.ErrorAs(t, err, &le, name)
+	}
+}
+
+// TestAddressWithoutPort: a bare host would be dialed on port 443 (gRPC's
+// default), far from any frontend; it is refused before dialing, naming
+// where it came from.
+func TestAddressWithoutPort(t *testing.T) {
+	for _, a := range []string{"localhost", "127.0.0.1", "host:", "[::1]"} {
+		_, err := Load(env(map[string]string{"TEMPORAL_ADDRESS": a}), Overrides{})
+		var le *LoadError
+		require.ErrorAs(t, err, &le, a)
+		assert.Equal(t, "TEMPORAL_ADDRESS", le.Source, a)
+		assert.Contains(t, err.Error(), "want host:port, such as 127.0.0.1:7233", a)
+	}
+	_, err := Load(env(nil), Overrides{Address: "localhost"})
+	assert.ErrorContains(t, err, "--address: address \"localhost\"")
+	for _, a := range []string{"localhost:7233", "[::1]:7233", "ns.acct.tmprl.cloud:7233", "dns:///frontend:7233"} {
+		_, err := Load(env(map[string]string{"TEMPORAL_ADDRESS": a}), Overrides{})
+		assert.NoError(t, err, a)
 	}
 }
 

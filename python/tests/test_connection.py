@@ -33,6 +33,7 @@ from sandboxcore.connection import (
     DEFAULT_TASK_QUEUE,
     ConnectionSettingsError,
     ConnectSettings,
+    TemporalUnreachable,
     connect_temporal,
     resolve_settings,
 )
@@ -471,6 +472,36 @@ def test_repr_hides_secrets(env: dict[str, str]) -> None:
     assert key.secret.hex() not in text
     assert "api_key=<set>" in text
     assert "k1" in text
+
+
+def test_address_without_port(env: dict[str, str]) -> None:
+    """A bare host would be dialled on port 443 (gRPC's default): refused, naming its source."""
+    for bad in ("localhost", "127.0.0.1", "host:", "[::1]", ":7233"):
+        with pytest.raises(ConnectionSettingsError) as e:
+            resolve_settings(environ={**env, "TEMPORAL_ADDRESS": bad})
+        assert e.value.source == "TEMPORAL_ADDRESS", bad
+        assert "want host:port, such as 127.0.0.1:7233" in str(e.value)
+    with pytest.raises(ConnectionSettingsError) as e:
+        resolve_settings("localhost", environ=env)
+    assert e.value.source == "address argument"
+    for good in ("localhost:7233", "[::1]:7233", "ns.acct.tmprl.cloud:7233", "dns:///fe:7233"):
+        assert resolve_settings(good, environ=env).target_host == good
+
+
+async def test_unreachable_names_the_address(env: dict[str, str]) -> None:
+    """Nothing listens: the error names the address and TEMPORAL_ADDRESS, and stays a
+    RuntimeError (what temporalio raised, kept as its cause)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(TemporalUnreachable) as e:
+        await connect_temporal(resolve_settings(f"127.0.0.1:{port}", environ=env))
+    assert isinstance(e.value, RuntimeError)
+    assert f"cannot reach Temporal at 127.0.0.1:{port}: " in str(e.value)
+    assert "set TEMPORAL_ADDRESS" in str(e.value)
+    assert isinstance(e.value.__cause__, RuntimeError)
 
 
 async def test_connect_temporal_uses_the_codec(

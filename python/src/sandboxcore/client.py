@@ -258,7 +258,7 @@ class AsyncClient:
         Temporal TOML profile (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE), SANDBOX_TASK_QUEUE
         (default ``sandbox``) and SANDBOX_PAYLOAD_KEYS (payload encryption, docs/API.md
         "Payload encryption"). Raises ConnectionSettingsError (a bad setting, named),
-        RuntimeError from temporalio when the server cannot be reached."""
+        TemporalUnreachable (a RuntimeError) when the server cannot be reached."""
         settings = resolve_settings(
             address,
             namespace=namespace,

@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_TASK_QUEUE",
     "ConnectSettings",
     "ConnectionSettingsError",
+    "TemporalUnreachable",
     "connect_temporal",
     "resolve_settings",
 ]
@@ -76,6 +77,22 @@ class ConnectionSettingsError(ValueError):
         super().__init__(f"{source}: {reason}")
         self.source = source
         self.reason = reason
+
+
+class TemporalUnreachable(RuntimeError):
+    """The Temporal frontend could not be reached or refused the connection. The message
+    names the address and says where to set another (``TEMPORAL_ADDRESS``), as ``sandboxctl``
+    does; ``__cause__`` is temporalio's own ``RuntimeError``. A ``RuntimeError``, so code that
+    caught temporalio's error keeps catching it."""
+
+    def __init__(self, target_host: str, cause: BaseException) -> None:
+        """Make the error from the address dialled and temporalio's error."""
+        super().__init__(
+            f"cannot reach Temporal at {target_host}: {cause} (is the worker running? see "
+            "`make run`; if it listens elsewhere, set TEMPORAL_ADDRESS, or pass the address, "
+            "to the address it printed)"
+        )
+        self.target_host = target_host
 
 
 @dataclass(frozen=True, repr=False)
@@ -199,6 +216,12 @@ def resolve_settings(
         raise _load_error(e, origin) from None
 
     target_host = address or loaded.address or DEFAULT_ADDRESS
+    if not _has_port(target_host):
+        # gRPC would dial a bare host on port 443, far from any worker's frontend.
+        raise ConnectionSettingsError(
+            "address argument" if address else origin.source("TEMPORAL_ADDRESS", "address"),
+            f"address {target_host!r}: want host:port, such as {DEFAULT_ADDRESS}",
+        )
     resolved_namespace = namespace or loaded.namespace or DEFAULT_NAMESPACE
     resolved_api_key = api_key or loaded.api_key or None
 
@@ -254,10 +277,17 @@ async def connect_temporal(settings: ConnectSettings) -> temporalio.client.Clien
     address (the embedded dev server) is dialled without gzip compression.
 
     Raises:
-        RuntimeError: from temporalio, when the server cannot be reached or refuses the
-            connection (TLS, credentials).
+        TemporalUnreachable: (a ``RuntimeError``) when the server cannot be reached or refuses
+            the connection (TLS, credentials), naming the address.
     """
     _drain_at_exit()
+    try:
+        return await _connect(settings)
+    except RuntimeError as e:
+        raise TemporalUnreachable(settings.target_host, e) from e
+
+
+async def _connect(settings: ConnectSettings) -> temporalio.client.Client:
     return await temporalio.client.Client.connect(
         settings.target_host,
         namespace=settings.namespace,
@@ -328,6 +358,16 @@ def _default_config_file() -> str:
 
 _ENV_NAME = re.compile(r"TEMPORAL_[A-Z_]+")
 _SNIPPET = re.compile(r"^\s*(\d+\s*)?\|")
+
+
+def _has_port(target: str) -> bool:
+    """Whether ``target`` is ``host:port`` (a ``scheme://`` target is gRPC's to judge)."""
+    if "://" in target:
+        return True
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return False
+    return not (host.startswith("[") ^ host.endswith("]"))
 
 
 def _load_error(e: RuntimeError, origin: _Origin) -> ConnectionSettingsError:

@@ -161,7 +161,7 @@ func (m *Manager) Attach(ctx context.Context, target string, bytes int64) error 
 		return m.mountLocked(ctx, target, img)
 	}
 	if fi, err := os.Lstat(target); err == nil {
-		if !fi.IsDir() || !emptyDir(target) {
+		if !fi.IsDir() || !Empty(target) {
 			return sandboxapi.Errorf(sandboxapi.ErrConflict, "volume: %s exists and is not empty", target)
 		}
 	} else if err := os.MkdirAll(target, 0o755); err != nil {
@@ -223,7 +223,7 @@ func (m *Manager) mountLocked(ctx context.Context, target, img string) error {
 	if err := os.MkdirAll(target, 0o755); err != nil {
 		return failure(err, "volume: make "+target)
 	}
-	if !emptyDir(target) {
+	if !Empty(target) {
 		return sandboxapi.Errorf(sandboxapi.ErrConflict, "volume: %s holds files while its volume is not mounted; refusing to hide them", target)
 	}
 	if err := run(ctx, "mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard,noinit_itable", img, target); err != nil {
@@ -380,8 +380,10 @@ func failure(err error, what string) error {
 	return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "%s: %v", what, err)
 }
 
-func emptyDir(p string) bool {
-	f, err := os.Open(p)
+// Empty reports whether dir is a directory that can be read and holds no
+// name; false for a missing or unreadable one, or one holding anything.
+func Empty(dir string) bool {
+	f, err := os.Open(dir)
 	if err != nil {
 		return false
 	}

@@ -136,7 +136,7 @@ func clearEmptyPath(wt string) error {
 	if err != nil {
 		return nil
 	}
-	if !fi.IsDir() || !emptyDir(wt) {
+	if !fi.IsDir() || !volume.Empty(wt) {
 		return sandboxapi.Errorf(sandboxapi.ErrConflict, "workspace path %s exists but is not a registered worktree; refusing to overwrite it", wt)
 	}
 	if volume.Mounted(wt) {
@@ -306,7 +306,7 @@ func (m *Manager) addWorktree(ctx context.Context, st *ensureState, l loc, branc
 	if err := write(filepath.Join(admin, "locked"), "initializing"); err != nil {
 		return err
 	}
-	if err := os.Mkdir(l.wt, 0o777); err != nil && !(errors.Is(err, fs.ErrExist) && volume.Mounted(l.wt) && emptyDir(l.wt)) {
+	if err := os.Mkdir(l.wt, 0o777); err != nil && !(errors.Is(err, fs.ErrExist) && volume.Mounted(l.wt) && volume.Empty(l.wt)) {
 		return fsError(err, "create worktree "+l.wt)
 	}
 	real, err := filepath.EvalSymlinks(l.wt)

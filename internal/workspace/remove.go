@@ -94,13 +94,3 @@ func forceRemoveAll(dir string) error {
 	_ = r.Close()
 	return os.RemoveAll(dir)
 }
-
-func emptyDir(p string) bool {
-	f, err := os.Open(p)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	names, _ := f.Readdirnames(1)
-	return len(names) == 0
-}

@@ -32,6 +32,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxcore/sandboxcore/internal/runtime/diskquota"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
@@ -50,6 +51,7 @@ const MinBytes = 64 << 20
 type Manager struct {
 	dir  string
 	mkfs string
+	fsck string
 	log  *slog.Logger
 	mu   sync.Mutex
 }
@@ -76,17 +78,73 @@ func New(ctx context.Context, dir string, log *slog.Logger) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: mkfs.ext4 not found (apt-get install e2fsprogs)", ErrUnsupported)
 	}
+	fsck, err := lookTool("e2fsck")
+	if err != nil {
+		return nil, fmt.Errorf("%w: e2fsck not found (apt-get install e2fsprogs)", ErrUnsupported)
+	}
 	if _, err := lookTool("mount"); err != nil {
 		return nil, fmt.Errorf("%w: mount not found (apt-get install mount)", ErrUnsupported)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: volumes directory: %v", ErrUnsupported, err)
 	}
-	m := &Manager{dir: filepath.Clean(dir), mkfs: mkfs, log: log}
+	m := &Manager{dir: filepath.Clean(dir), mkfs: mkfs, fsck: fsck, log: log}
 	if err := m.probe(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
 	return m, nil
+}
+
+// Held lists the directories that have a volume whose image is kept in
+// dir (a Manager's Dir), read from its records without mounting anything
+// and without root: what a worker must not serve without volumes, since
+// their files are in the images. Probes New did not finish are left out.
+// A missing dir holds none.
+func Held(dir string) ([]string, error) {
+	dir = filepath.Clean(dir)
+	records, err := filepath.Glob(filepath.Join(dir, "*.target"))
+	if err != nil {
+		return nil, err
+	}
+	var held []string
+	for _, rec := range records {
+		b, err := os.ReadFile(rec)
+		if err != nil {
+			return nil, err
+		}
+		target := strings.TrimSpace(string(b))
+		img := strings.TrimSuffix(rec, ".target") + ".img"
+		if _, err := os.Lstat(img); err != nil || filepath.Dir(target) == dir {
+			continue
+		}
+		held = append(held, target)
+	}
+	return held, nil
+}
+
+// Room checks that the file system holding the images keeps
+// diskquota.DefaultReserve (1 GiB) free once bytes more are written: the
+// images are sparse, so a write into a volume takes the host's space, and
+// a volume whose host file system fills turns read-only with its last
+// writes lost. The runtimes' watcher stops commands at the reserve; the
+// worker's own writes into volumes (files written through the API,
+// restores, new worktrees) ask here first. nil on a nil Manager. Errors:
+// sandboxapi.ErrInsufficientDisk.
+func (m *Manager) Room(bytes int64) error {
+	if m == nil {
+		return nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(m.dir, &st); err != nil {
+		return failure(err, "volume: free space")
+	}
+	free := int64(st.Bavail) * st.Bsize
+	if free-max(bytes, 0) < diskquota.DefaultReserve {
+		return sandboxapi.Errorf(sandboxapi.ErrInsufficientDisk,
+			"the host's disk holding the workspaces' volumes has %d MiB free; writing %d MiB more would leave less than its reserve of %d MiB",
+			free>>20, (max(bytes, 0)+(1<<20)-1)>>20, int64(diskquota.DefaultReserve)>>20)
+	}
+	return nil
 }
 
 // Dir is the host directory holding the images: the file system whose free
@@ -104,6 +162,27 @@ func (m *Manager) probe(ctx context.Context) error {
 		return err
 	}
 	return m.Detach(target)
+}
+
+// Fits checks that a volume of size bytes can be made here: that the
+// host's file system takes an image file of that size (a sparse file is
+// made and deleted). It does not check free space (images are sparse).
+// Errors: sandboxapi.ErrInvalidArgument (too large for the file system,
+// e.g. "file too large" past ext4's 16 TiB), ErrWorkspaceUnavailable.
+func (m *Manager) Fits(bytes int64) error {
+	f, err := os.CreateTemp(m.dir, ".fits-")
+	if err != nil {
+		return failure(err, "volume: check the size")
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := f.Truncate(max(bytes, MinBytes)); err != nil {
+		if errors.Is(err, unix.EFBIG) || errors.Is(err, unix.EINVAL) {
+			return sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "volume: %d bytes is more than the file system of %s takes in one file: %v", bytes, m.dir, err)
+		}
+		return failure(err, "volume: check the size")
+	}
+	return nil
 }
 
 // lookTool finds a system program in PATH or the sbin directories a
@@ -226,15 +305,60 @@ func (m *Manager) mountLocked(ctx context.Context, target, img string) error {
 	if !Empty(target) {
 		return sandboxapi.Errorf(sandboxapi.ErrConflict, "volume: %s holds files while its volume is not mounted; refusing to hide them", target)
 	}
+	if err := m.check(ctx, target, img); err != nil {
+		return err
+	}
 	if err := run(ctx, "mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard,noinit_itable", img, target); err != nil {
 		return failure(err, "volume: mount "+target)
 	}
 	return nil
 }
 
+// check runs `e2fsck -p` (the repairs that need no decision) on img
+// before it is mounted: a volume whose backing file system filled up, or
+// whose host crashed, may hold errors that mounting would spread. Exit
+// codes 0–2 (clean, or repaired) pass; above that the image is kept and
+// left unmounted: sandboxapi.ErrWorkspaceUnavailable naming it.
+func (m *Manager) check(ctx context.Context, target, img string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, m.fsck, "-p", img)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exit) && exit.ExitCode() > 0 && exit.ExitCode() <= 2:
+		m.log.Warn("volume: file system repaired before mounting", "target", target, "e2fsck", strings.TrimSpace(clip(out)))
+		return nil
+	}
+	return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable,
+		"volume: the file system of %s has errors that e2fsck -p does not repair (%v: %s); its image %s is kept unmounted: run e2fsck -f on it",
+		target, err, strings.TrimSpace(clip(out)), img)
+}
+
+// Mount mounts target's volume when it has one that is not mounted (a
+// remount that failed when the worker started), so that nothing reads or
+// writes the empty directory beneath it. A target without a volume, or
+// mounted, is success. Errors: those of Attach for an existing volume
+// (sandboxapi.ErrConflict: target holds files of its own while unmounted,
+// or the image is in use elsewhere; ErrWorkspaceUnavailable).
+func (m *Manager) Mount(ctx context.Context, target string) error {
+	target = filepath.Clean(target)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	img := m.image(target)
+	if _, err := os.Lstat(img); err != nil {
+		return nil
+	}
+	return m.mountLocked(ctx, target, img)
+}
+
 // Detach unmounts target's volume (lazily when files on it are open: the
 // space comes back when the last one closes) and deletes its image: what
-// target held is gone. A target without a volume is success. Errors:
+// target held is gone, mounted or not (a caller keeping work calls Mount
+// and saves it first). A target without a volume is success. Errors:
 // sandboxapi.ErrWorkspaceUnavailable.
 func (m *Manager) Detach(target string) error {
 	target = filepath.Clean(target)
@@ -262,8 +386,9 @@ func (m *Manager) Detach(target string) error {
 }
 
 // Remount mounts every volume of this Manager that is not mounted (after a
-// host reboot), making its directory when missing. It returns the first
-// error after trying all; each is logged.
+// host reboot), making its directory when missing and checking its file
+// system first (e2fsck -p), and deletes the volume of a probe that New did
+// not finish. It returns the first error after trying all; each is logged.
 func (m *Manager) Remount(ctx context.Context) error {
 	records, err := filepath.Glob(filepath.Join(m.dir, "*.target"))
 	if err != nil {
@@ -282,6 +407,13 @@ func (m *Manager) Remount(ctx context.Context) error {
 		}
 		if !m.Has(target) {
 			_ = os.Remove(rec)
+			continue
+		}
+		if filepath.Dir(target) == m.dir {
+			// A probe that New did not finish (the worker was killed).
+			if err := m.Detach(target); err == nil {
+				_ = os.Remove(target)
+			}
 			continue
 		}
 		m.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -136,4 +137,135 @@ func TestAttachRefusesADirectoryHoldingFiles(t *testing.T) {
 	err := m.Attach(context.Background(), wt, 64<<20)
 	assert.ErrorIs(t, err, sandboxapi.ErrConflict)
 	assert.False(t, m.Has(wt))
+}
+
+func TestMountBringsBackAnUnmountedVolume(t *testing.T) {
+	m, root := newManager(t)
+	wt := filepath.Join(root, "w")
+	require.NoError(t, m.Mount(context.Background(), wt), "no volume: nothing to do")
+	require.NoError(t, m.Attach(context.Background(), wt, 64<<20))
+	t.Cleanup(func() { _ = m.Detach(wt) })
+	require.NoError(t, os.WriteFile(filepath.Join(wt, "f"), []byte("agent's work"), 0o644))
+	require.NoError(t, syscall.Unmount(wt, 0))
+
+	require.NoError(t, m.Mount(context.Background(), wt))
+	b, err := os.ReadFile(filepath.Join(wt, "f"))
+	require.NoError(t, err)
+	assert.Equal(t, "agent's work", string(b))
+	require.NoError(t, m.Mount(context.Background(), wt), "mounted: nothing to do")
+}
+
+func TestAFileSystemWithErrorsIsRepairedBeforeItIsMounted(t *testing.T) {
+	m, root := newManager(t)
+	wt := filepath.Join(root, "w")
+	require.NoError(t, m.Attach(context.Background(), wt, 64<<20))
+	t.Cleanup(func() { _ = m.Detach(wt) })
+	require.NoError(t, os.WriteFile(filepath.Join(wt, "f"), []byte("agent's work"), 0o644))
+	require.NoError(t, syscall.Unmount(wt, 0))
+	img := imageOf(t, m)
+	// What the kernel records after an I/O error on the volume (its
+	// backing file system full): the file system has errors.
+	out, err := exec.Command("debugfs", "-w", "-R", "ssv state 2", img).CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, fsState(t, img), "errors")
+
+	require.NoError(t, m.Remount(context.Background()))
+	assert.NotContains(t, fsState(t, img), "errors", "checked and repaired before the mount")
+	b, err := os.ReadFile(filepath.Join(wt, "f"))
+	require.NoError(t, err)
+	assert.Equal(t, "agent's work", string(b))
+}
+
+func imageOf(t *testing.T, m *volume.Manager) string {
+	t.Helper()
+	imgs, err := filepath.Glob(filepath.Join(m.Dir(), "*.img"))
+	require.NoError(t, err)
+	require.Len(t, imgs, 1)
+	return imgs[0]
+}
+
+// fsState is the "Filesystem state" dumpe2fs reads from img's superblock.
+func fsState(t *testing.T, img string) string {
+	t.Helper()
+	out, err := exec.Command("dumpe2fs", "-h", img).Output()
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "Filesystem state:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no file system state in dumpe2fs's output")
+	return ""
+}
+
+func TestABrokenFileSystemIsNeverMounted(t *testing.T) {
+	m, root := newManager(t)
+	wt := filepath.Join(root, "w")
+	require.NoError(t, m.Attach(context.Background(), wt, 64<<20))
+	t.Cleanup(func() { _ = m.Detach(wt) })
+	require.NoError(t, syscall.Unmount(wt, 0))
+	// The primary superblock (bytes 1024–2047) zeroed: e2fsck -p does not
+	// repair that on its own.
+	f, err := os.OpenFile(imageOf(t, m), os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(make([]byte, 1024), 1024)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	err = m.Mount(context.Background(), wt)
+	assert.ErrorIs(t, err, sandboxapi.ErrWorkspaceUnavailable)
+	assert.Contains(t, err.Error(), "e2fsck")
+	assert.False(t, volume.Mounted(wt))
+	assert.True(t, m.Has(wt), "the image is kept")
+	assert.Error(t, m.Remount(context.Background()))
+	assert.False(t, volume.Mounted(wt))
+}
+
+func TestRemountDeletesAnUnfinishedProbe(t *testing.T) {
+	m, _ := newManager(t)
+	probe := filepath.Join(m.Dir(), ".probe-1")
+	require.NoError(t, m.Attach(context.Background(), probe, 64<<20))
+	require.NoError(t, syscall.Unmount(probe, 0)) // the worker was killed, then the host rebooted
+	require.NoError(t, m.Remount(context.Background()))
+	assert.False(t, volume.Mounted(probe))
+	assert.False(t, m.Has(probe))
+	left, _ := filepath.Glob(filepath.Join(m.Dir(), "*"))
+	assert.Empty(t, left)
+}
+
+func TestFits(t *testing.T) {
+	m, _ := newManager(t)
+	require.NoError(t, m.Fits(40<<30))
+	err := m.Fits(100000 << 30)
+	assert.ErrorIs(t, err, sandboxapi.ErrInvalidArgument)
+	left, _ := filepath.Glob(filepath.Join(m.Dir(), "*"))
+	assert.Empty(t, left)
+}
+
+// TestRoomKeepsTheHostsReserve: the worker's own writes into volumes ask
+// first whether the host's file system holding the images keeps its
+// reserve (1 GiB) afterwards: here a tmpfs of 1 GiB and 16 MiB.
+func TestRoomKeepsTheHostsReserve(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "volumes")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1040m,mode=0700"); err != nil {
+		t.Skipf("no tmpfs mount here: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	m, err := volume.New(context.Background(), dir, nil)
+	if errors.Is(err, volume.ErrUnsupported) {
+		t.Skipf("no disk volumes here: %v", err)
+	}
+	require.NoError(t, err)
+	var nilManager *volume.Manager
+	require.NoError(t, nilManager.Room(1<<40), "no volumes: nothing to keep")
+
+	require.NoError(t, m.Room(0))
+	require.NoError(t, m.Room(8<<20))
+	err = m.Room(32 << 20)
+	assert.ErrorIs(t, err, sandboxapi.ErrInsufficientDisk)
+	assert.Contains(t, err.Error(), "reserve of 1024 MiB")
+	// Taken by something else on the host.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "other"), make([]byte, 20<<20), 0o600))
+	assert.ErrorIs(t, m.Room(0), sandboxapi.ErrInsufficientDisk)
 }

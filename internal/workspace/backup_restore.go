@@ -188,6 +188,9 @@ func (b *Backups) apply(ctx context.Context, bg gitCtx, root *os.Root, changes [
 		if c.status == 'D' || c.newMode == "160000" {
 			continue
 		}
+		if err := b.m.volumes.Room(0); err != nil {
+			return err
+		}
 		if err := writeChange(ctx, bg, root, c, modes); err != nil {
 			return err
 		}

@@ -22,6 +22,9 @@ import (
 // errRegisteredElsewhere. The branch's tip and the start point are looked
 // up in one git call.
 func (m *Manager) create(ctx context.Context, st *ensureState, entries []wtEntry, known string, fast bool) (ws sandboxapi.Workspace, err error) {
+	if err := m.volumes.Room(0); err != nil {
+		return sandboxapi.Workspace{}, err
+	}
 	if err := clearEmptyPath(st.wt); err != nil {
 		return sandboxapi.Workspace{}, err
 	}

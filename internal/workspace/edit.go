@@ -63,7 +63,10 @@ func (m *Manager) EditFile(ctx context.Context, ws sandboxapi.Workspace, in sand
 	if err != nil {
 		return sandboxapi.EditFileResult{}, err
 	}
-	r, err := openRoot(ws)
+	if err := m.volumes.Room(int64(len(in.NewStr) + len(in.FileText))); err != nil {
+		return sandboxapi.EditFileResult{}, err
+	}
+	r, err := m.openRoot(ctx, ws)
 	if err != nil {
 		return sandboxapi.EditFileResult{}, err
 	}
@@ -359,7 +362,7 @@ func (m *Manager) ListTree(ctx context.Context, ws sandboxapi.Workspace, in sand
 	if err != nil {
 		return sandboxapi.ListDirResult{}, err
 	}
-	r, err := openRoot(ws)
+	r, err := m.openRoot(ctx, ws)
 	if err != nil {
 		return sandboxapi.ListDirResult{}, err
 	}

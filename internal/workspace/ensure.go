@@ -79,6 +79,9 @@ func (m *Manager) Ensure(ctx context.Context, cache sandbox.RepoCache, req sandb
 		return sandboxapi.Workspace{}, err
 	}
 	defer unlock()
+	if err := m.onVolume(ctx, st.wt); err != nil {
+		return sandboxapi.Workspace{}, err
+	}
 	if st.bg, err = m.inspected(ctx, st.bg); err != nil {
 		return sandboxapi.Workspace{}, err
 	}

@@ -39,7 +39,7 @@ import (
 // worktree's own .git (readableRel), the worktree opened as a root
 // (openRoot; the caller closes it). Errors: ctx's, as readableRel, as
 // openRoot.
-func openPath(ctx context.Context, ws sandboxapi.Workspace, op, p string) (*os.Root, string, error) {
+func (m *Manager) openPath(ctx context.Context, ws sandboxapi.Workspace, op, p string) (*os.Root, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
@@ -47,7 +47,7 @@ func openPath(ctx context.Context, ws sandboxapi.Workspace, op, p string) (*os.R
 	if err != nil {
 		return nil, "", err
 	}
-	r, err := openRoot(ws)
+	r, err := m.openRoot(ctx, ws)
 	if err != nil {
 		return nil, "", err
 	}
@@ -105,10 +105,14 @@ func writableRel(verb, p string) (string, error) {
 	return rel, nil
 }
 
-// openRoot opens the worktree directory as an os.Root.
-func openRoot(ws sandboxapi.Workspace) (*os.Root, error) {
+// openRoot opens the worktree directory as an os.Root, on its volume
+// (onVolume). Errors: as locate, onVolume, ErrWorkspaceNotFound.
+func (m *Manager) openRoot(ctx context.Context, ws sandboxapi.Workspace) (*os.Root, error) {
 	l, err := locate(ws)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.onVolume(ctx, l.wt); err != nil {
 		return nil, err
 	}
 	r, err := os.OpenRoot(l.wt)
@@ -130,6 +134,10 @@ func pathError(op, rel string, err error) error {
 		return sandboxapi.Errorf(sandboxapi.ErrInsufficientDisk, "%s %q: %v", op, rel, errors.Unwrap(err))
 	case errors.Is(err, syscall.ENOTDIR):
 		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: a parent is not a directory", op, rel)
+	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EIO):
+		// A volume's file system turns read-only after an I/O error (its
+		// host's disk full): the worktree's, not the path's.
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "%s %q: the worktree's file system cannot be written: %v", op, rel, errors.Unwrap(err))
 	case errors.Is(err, fs.ErrPermission):
 		return sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "%s %q: permission denied", op, rel)
 	}
@@ -149,7 +157,7 @@ func pathError(op, rel string, err error) error {
 // path; a directory or special file; the worktree's own .git), ErrResourceLimit (larger than
 // sandboxapi.MaxFileBytes), ErrWorkspaceNotFound, ErrInvalidArgument (LocalPath).
 func (m *Manager) ReadFile(ctx context.Context, ws sandboxapi.Workspace, p string) ([]byte, error) {
-	r, rel, err := openPath(ctx, ws, "read", p)
+	r, rel, err := m.openPath(ctx, ws, "read", p)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +221,10 @@ func (m *Manager) WriteFile(ctx context.Context, ws sandboxapi.Workspace, p stri
 	if err != nil {
 		return err
 	}
-	r, err := openRoot(ws)
+	if err := m.volumes.Room(int64(len(data))); err != nil {
+		return err
+	}
+	r, err := m.openRoot(ctx, ws)
 	if err != nil {
 		return err
 	}
@@ -293,7 +304,7 @@ func replaceFile(r *os.Root, rel string, data []byte, mode uint32, op string) er
 // escaping or missing path; not a directory; the worktree's own .git), ErrWorkspaceNotFound,
 // ErrInvalidArgument (LocalPath).
 func (m *Manager) ListDir(ctx context.Context, ws sandboxapi.Workspace, p string) ([]sandboxapi.FileEntry, error) {
-	r, rel, err := openPath(ctx, ws, "list", p)
+	r, rel, err := m.openPath(ctx, ws, "list", p)
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +428,7 @@ func (m *Manager) Search(ctx context.Context, ws sandboxapi.Workspace, req sandb
 	if sandboxapi.IsGitMetadataPath(rel) {
 		return sandboxapi.SearchResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidWorkspacePath, "search %q: .git is never searched", rel)
 	}
-	r, err := openRoot(ws)
+	r, err := m.openRoot(ctx, ws)
 	if err != nil {
 		return sandboxapi.SearchResult{}, err
 	}
@@ -589,6 +600,9 @@ func cutLine(b []byte) string {
 func (m *Manager) SizeBytes(ctx context.Context, ws sandboxapi.Workspace) (int64, error) {
 	l, err := locate(ws)
 	if err != nil {
+		return 0, err
+	}
+	if err := m.onVolume(ctx, l.wt); err != nil {
 		return 0, err
 	}
 	if !isDir(l.wt) {

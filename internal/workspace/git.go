@@ -124,6 +124,9 @@ func (m *Manager) openWorktree(ctx context.Context, ws sandboxapi.Workspace) (*w
 	if err != nil {
 		return nil, err
 	}
+	if err := m.onVolume(ctx, l.wt); err != nil {
+		return nil, err
+	}
 	if !isDir(l.wt) {
 		return nil, sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s: worktree directory is missing (Ensure repairs it)", ws.ID)
 	}

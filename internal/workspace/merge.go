@@ -75,6 +75,9 @@ func (m *Manager) Merge(ctx context.Context, ws sandboxapi.Workspace, req sandbo
 	if req.DryRun {
 		return m.preview(ctx, ws, req)
 	}
+	if err := m.volumes.Room(0); err != nil {
+		return sandboxapi.MergeResult{}, err
+	}
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return sandboxapi.MergeResult{}, err

@@ -10,11 +10,15 @@ import (
 )
 
 // Exists reports whether the workspace's directory is present and registered
-// as a worktree of its repository (sandbox.WorkspaceProvider). Errors:
-// ErrInvalidArgument when ws.LocalPath is not a worktree path of this layout.
+// as a worktree of its repository (sandbox.WorkspaceProvider), on its
+// volume when it has one (onVolume). Errors: ErrInvalidArgument when
+// ws.LocalPath is not a worktree path of this layout; those of onVolume.
 func (m *Manager) Exists(ctx context.Context, ws sandboxapi.Workspace) (bool, error) {
 	l, err := locate(ws)
 	if err != nil {
+		return false, err
+	}
+	if err := m.onVolume(ctx, l.wt); err != nil {
 		return false, err
 	}
 	return isDir(l.wt) && adminDir(l) != "", nil
@@ -27,8 +31,10 @@ func (m *Manager) Exists(ctx context.Context, ws sandboxapi.Workspace) (bool, er
 // writable), then the registration (`git worktree remove --force --force`, with
 // `git worktree prune` as fallback). Errors: ErrInvalidArgument (bad
 // LocalPath), ErrRepoLocked, ErrWorkspaceUnavailable or ErrInsufficientDisk
-// when the directory or registration cannot be deleted. ws.Repo (as Ensure
-// returned it) names the repository lock to take.
+// when the directory or registration cannot be deleted; ErrWorkspaceUnavailable
+// when its volume cannot be mounted (onVolume), and then nothing is
+// deleted. ws.Repo (as Ensure returned it) names the repository lock to
+// take.
 func (m *Manager) Remove(ctx context.Context, ws sandboxapi.Workspace) error {
 	l, err := locate(ws)
 	if err != nil {
@@ -42,6 +48,11 @@ func (m *Manager) Remove(ctx context.Context, ws sandboxapi.Workspace) error {
 		return err
 	}
 	defer unlock()
+	// A volume that cannot be mounted is never deleted: the work saved
+	// before this call was read from its directory, not from the volume.
+	if err := m.onVolume(ctx, l.wt); err != nil {
+		return err
+	}
 	if err := m.removeTree(l.wt); err != nil {
 		return fsError(err, "remove worktree "+ws.ID)
 	}
@@ -59,6 +70,23 @@ func (m *Manager) Remove(ctx context.Context, ws sandboxapi.Workspace) error {
 		return err
 	}
 	m.log.Info("workspace: removed worktree", "workspace_id", ws.ID, "path", l.wt, "branch", ws.BranchName)
+	return nil
+}
+
+// onVolume makes sure the worktree wt is on its volume when it has one:
+// mounted again when it is not (a remount that failed when the worker
+// started). Nothing may read, write or save the empty directory beneath a
+// volume: that is the agent's work missing, and a .git file written there
+// would keep the volume from ever being mounted again. Errors:
+// sandboxapi.ErrWorkspaceUnavailable (naming the volume and why it cannot
+// be mounted); nil without volumes.
+func (m *Manager) onVolume(ctx context.Context, wt string) error {
+	if m.volumes == nil || !m.volumes.Has(wt) {
+		return nil
+	}
+	if err := m.volumes.Mount(ctx, wt); err != nil {
+		return sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "worktree %s is on a volume that is not mounted, and cannot be: %v", wt, err)
+	}
 	return nil
 }
 

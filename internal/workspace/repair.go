@@ -44,6 +44,9 @@ func (m *Manager) RepairMetadata(ctx context.Context, ws sandboxapi.Workspace) e
 	if err != nil {
 		return err
 	}
+	if err := m.onVolume(ctx, l.wt); err != nil {
+		return err
+	}
 	if !isDir(l.wt) {
 		return nil
 	}

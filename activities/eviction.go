@@ -33,6 +33,11 @@ type EvictionActivities struct {
 	// 1) of the filesystem holding DataDir, against that filesystem's used bytes.
 	DiskBudgetBytes    int64
 	DiskBudgetFraction float64
+	// VolumesDir, when set, holds the images of the host's disk volumes
+	// (SANDBOX_DISK_VOLUMES): left out of the byte count, since each is
+	// sparse (its length is its size, not its use) and what it holds is
+	// counted where it is mounted, under its worktree or cache.
+	VolumesDir string
 }
 
 // Register registers the eviction activities on w under their contract

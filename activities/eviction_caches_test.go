@@ -106,3 +106,27 @@ func TestRemoveDependencyCaches(t *testing.T) {
 	assert.Equal(t, sandboxapi.OutcomeSkipped, res.Results[0].Outcome)
 	assert.Contains(t, res.Results[0].Reason, "pressure relieved")
 }
+
+// TestMeasureLeavesOutVolumeImages: with a byte budget, the sparse images
+// of disk volumes count for nothing (their length is their size, not their
+// use); what a volume holds counts under its owner, where it is mounted.
+func TestMeasureLeavesOutVolumeImages(t *testing.T) {
+	data := t.TempDir()
+	volumes := filepath.Join(data, "volumes")
+	owner := filepath.Join(data, "repos", "wt")
+	require.NoError(t, os.MkdirAll(volumes, 0o700))
+	require.NoError(t, os.MkdirAll(owner, 0o755))
+	img, err := os.Create(filepath.Join(volumes, "0123.img"))
+	require.NoError(t, err)
+	require.NoError(t, img.Truncate(40<<30))
+	require.NoError(t, img.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(owner, "work"), make([]byte, 100), 0o644))
+
+	e := &EvictionActivities{DataDir: data, DiskBudgetBytes: 1 << 30, VolumesDir: volumes}
+	used, budget, sizes, mode, err := e.measure(context.Background(), map[string]string{owner: "ws-1"})
+	require.NoError(t, err)
+	assert.Equal(t, "bytes", mode)
+	assert.Equal(t, int64(1<<30), budget)
+	assert.Equal(t, int64(100), used)
+	assert.Equal(t, int64(100), sizes["ws-1"])
+}

@@ -357,8 +357,9 @@ func isDirectory(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// measure walks DataDir once (symlinks not followed), adding each regular
-// file's size to the owner whose directory contains it, and returns the
+// measure walks DataDir once (symlinks not followed; VolumesDir's images
+// left out), adding each regular file's size to the owner whose directory
+// contains it, and returns the
 // usage and budget (see EvictionActivities.DiskBudgetBytes).
 func (e *EvictionActivities) measure(ctx context.Context, owners map[string]string) (used, budget int64, sizes map[string]int64, mode string, err error) {
 	sizes = map[string]int64{}
@@ -367,6 +368,10 @@ func (e *EvictionActivities) measure(ctx context.Context, owners map[string]stri
 	var stack []frame
 	n := 0
 	root := filepath.Clean(e.DataDir)
+	volumes := ""
+	if e.VolumesDir != "" {
+		volumes = filepath.Clean(e.VolumesDir)
+	}
 	werr := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if n++; n%4096 == 0 && ctx.Err() != nil {
 			return ctx.Err()
@@ -378,6 +383,9 @@ func (e *EvictionActivities) measure(ctx context.Context, owners map[string]stri
 			stack = stack[:len(stack)-1]
 		}
 		if d.IsDir() {
+			if volumes != "" && p == volumes {
+				return filepath.SkipDir
+			}
 			if o, ok := owners[p]; ok {
 				stack = append(stack, frame{p, o})
 			}

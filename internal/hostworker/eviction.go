@@ -134,6 +134,9 @@ func (h *Host) wireEviction(ctx context.Context, wss *workspace.Manager, shared,
 		Activities: h.Activities, Client: h.Client, DataDir: cfg.DataDir, Policy: cfg.Eviction.Policy,
 		DiskBudgetBytes: cfg.Eviction.DiskBudgetBytes, DiskBudgetFraction: cfg.Eviction.DiskBudgetFraction,
 	}
+	if h.Volumes != nil {
+		ev.VolumesDir = h.Volumes.Dir()
+	}
 	ev.Register(shared)
 	ev.Register(hostQ)
 	shared.RegisterWorkflowWithOptions(workflows.EvictionCronWorkflow, workflow.RegisterOptions{Name: sandboxapi.EvictionCronWorkflowType})

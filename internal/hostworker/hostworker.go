@@ -470,21 +470,39 @@ func depCaches(cfg Config, vols *volume.Manager) *depcache.Caches {
 // under <data dir>/volumes) and mounts again those a reboot unmounted,
 // before anything uses their directories; nil when off, or auto on a host
 // that cannot make them (logged). Errors: *ConfigError (on, and this host
-// cannot).
+// cannot; off, or auto on a host that cannot, while directories of this
+// data directory are on volumes: serving them would serve the empty
+// directories beneath; a quota larger than the host's file system takes in
+// one image).
 func diskVolumes(ctx context.Context, cfg Config, log *slog.Logger) (*volume.Manager, error) {
+	dir := filepath.Join(cfg.DataDir, "volumes")
+	held, err := volume.Held(dir)
+	if err != nil {
+		return nil, fmt.Errorf("disk volumes: %w", err)
+	}
 	if cfg.DiskVolumes == "off" {
+		if len(held) > 0 {
+			return nil, &ConfigError{"SANDBOX_DISK_VOLUMES", cfg.DiskVolumes, fmt.Sprintf(
+				"%d worktrees, runtimes' /tmp or caches of this data directory are on disk volumes (images in %s, e.g. %s): their files are in the images; start with on (or auto)",
+				len(held), dir, held[0])}
+		}
 		return nil, nil
 	}
-	vols, err := volume.New(ctx, filepath.Join(cfg.DataDir, "volumes"), log)
+	vols, err := volume.New(ctx, dir, log)
 	if err != nil {
-		if cfg.DiskVolumes == "on" {
-			return nil, &ConfigError{"SANDBOX_DISK_VOLUMES", cfg.DiskVolumes, err.Error()}
+		if cfg.DiskVolumes == "on" || len(held) > 0 {
+			return nil, &ConfigError{"SANDBOX_DISK_VOLUMES", cfg.DiskVolumes, fmt.Sprintf("%v (%d directories of this data directory are on volumes)", err, len(held))}
 		}
 		log.Info("disk volumes: off (SANDBOX_DISK_VOLUMES=auto)", "reason", err.Error())
 		return nil, nil
 	}
+	if err := vols.Fits(max(cfg.DiskQuotaGB(), bwrap.DefaultSharedDiskGB) << 30); err != nil {
+		return nil, &ConfigError{"SANDBOX_RUNTIME_DISK_GB", strconv.FormatInt(cfg.DiskQuotaGB(), 10), err.Error()}
+	}
 	if err := vols.Remount(ctx); err != nil {
-		// Each failure is logged by name; the others are served.
+		// Each failure is logged by name; the others are served, and every
+		// operation on one not mounted tries again or fails (workspace
+		// onVolume), never the directory beneath.
 		log.Error("disk volumes: some could not be mounted again; their workspaces fail until they are", "err", err)
 	}
 	log.Info("disk volumes: on", "dir", vols.Dir(), "size", fmt.Sprintf("%d GiB", cfg.DiskQuotaGB()))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandboxcore/sandboxcore/internal/sandbox"
 	"github.com/sandboxcore/sandboxcore/internal/volume"
 )
 
@@ -34,9 +35,22 @@ func TestDiskVolumesMountedAgainAtStart(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(wt, "work"), []byte("kept"), 0o644))
 	require.NoError(t, syscall.Unmount(wt, 0)) // the reboot
 
-	off, err := diskVolumes(ctx, Config{DataDir: data, DiskVolumes: "off"}, quiet)
-	require.NoError(t, err)
+	// Off would serve the empty directory beneath the volume: refused.
+	var ce *ConfigError
+	_, err = diskVolumes(ctx, Config{DataDir: data, DiskVolumes: "off"}, quiet)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "SANDBOX_DISK_VOLUMES", ce.Variable)
+	assert.Contains(t, ce.Error(), wt)
+	assert.False(t, volume.Mounted(wt))
+	off, err := diskVolumes(ctx, Config{DataDir: t.TempDir(), DiskVolumes: "off"}, quiet)
+	require.NoError(t, err, "no volumes held")
 	assert.Nil(t, off)
+
+	// A quota no image can have.
+	huge := Config{DataDir: data, DiskVolumes: "on", RuntimeResources: &sandbox.ResourceHints{DiskGB: 100000}}
+	_, err = diskVolumes(ctx, huge, quiet)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "SANDBOX_RUNTIME_DISK_GB", ce.Variable)
 	assert.False(t, volume.Mounted(wt))
 
 	on, err := diskVolumes(ctx, Config{DataDir: data, DiskVolumes: "on"}, quiet)
@@ -55,7 +69,6 @@ func TestDiskVolumesMountedAgainAtStart(t *testing.T) {
 		}
 		return "", false
 	})
-	var ce *ConfigError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "SANDBOX_DISK_VOLUMES", ce.Variable)
 }

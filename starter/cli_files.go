@@ -112,8 +112,12 @@ func (c *cli) searchCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Pattern = args[1]
-			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.SearchResult, error) {
-				return s.Search(ctx, req)
+			// Exit 1 when nothing matched, with --json too (README "Exit codes").
+			matched := false
+			err := runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.SearchResult, error) {
+				res, err := s.Search(ctx, req)
+				matched = len(res.Matches) > 0
+				return res, err
 			}, func(res sandboxapi.SearchResult) error {
 				for _, m := range res.Matches {
 					fmt.Fprintf(c.stdout, "%s:%d:%s\n", printablePath(m.Path), m.Line, printableText(m.Text))
@@ -124,11 +128,12 @@ func (c *cli) searchCommand() *cobra.Command {
 				if res.SkippedTooLargeCount > 0 {
 					fmt.Fprintf(c.stderr, "sandboxctl: %d files over the per-file size limit were not searched: %s\n", res.SkippedTooLargeCount, printableText(strings.Join(res.SkippedTooLarge, ", ")))
 				}
-				if len(res.Matches) == 0 {
-					return exitCodeError{code: 1}
-				}
 				return nil
 			})
+			if err == nil && !matched {
+				return exitCodeError{code: 1}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()

@@ -83,8 +83,14 @@ is printed. Exit status 0 when every source merged (or would), 1 when one confli
 			if err := req.Validate(); err != nil {
 				return err
 			}
-			return runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.MergeResult, error) {
-				return s.MergeBranches(ctx, req)
+			// The exit status is the same with --json (README "Exit codes").
+			failed := false
+			err := runSession(c, cmd, args[0], func(ctx context.Context, s *sandboxclient.Session) (sandboxapi.MergeResult, error) {
+				res, err := s.MergeBranches(ctx, req)
+				for _, b := range res.Branches {
+					failed = failed || (b.Status != sandboxapi.MergeMerged && b.Status != sandboxapi.MergeClean)
+				}
+				return res, err
 			}, func(res sandboxapi.MergeResult) error {
 				verb := "merged into"
 				if res.DryRun {
@@ -94,7 +100,6 @@ is printed. Exit status 0 when every source merged (or would), 1 when one confli
 				if res.Dirty {
 					fmt.Fprintln(c.stdout, "the work tree has uncommitted changes: the preview includes them; the merge needs --checkpoint-message")
 				}
-				failed := false
 				for _, b := range res.Branches {
 					name := b.Branch
 					if b.WorkspaceID != "" {
@@ -114,15 +119,13 @@ is printed. Exit status 0 when every source merged (or would), 1 when one confli
 					for _, f := range b.ConflictFiles {
 						fmt.Fprintf(c.stdout, "  conflict %s\n", printablePath(f))
 					}
-					if b.Status != sandboxapi.MergeMerged && b.Status != sandboxapi.MergeClean {
-						failed = true
-					}
-				}
-				if failed {
-					return exitCodeError{code: 1}
 				}
 				return nil
 			})
+			if err == nil && failed {
+				return exitCodeError{code: 1}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()

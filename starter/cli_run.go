@@ -48,8 +48,9 @@ func runClient[Out any](c *cli, cmd *cobra.Command,
 
 // printResult prints out as indented JSON on stdout with --json (README
 // "Walkthrough": byte fields are base64 there), else with text; a nil text
-// prints nothing. The error is the encoder's or text's (which may be an
-// exitCodeError, e.g. search's exit 1 when nothing matched: text mode only).
+// prints nothing. The error is the encoder's or text's. An exit status
+// decided by the result (search's 1 when nothing matched, merge's when a
+// source failed) is the caller's, after this, so that --json keeps it.
 func printResult[Out any](c *cli, out Out, text func(Out) error) error {
 	if c.asJSON {
 		return c.printJSON(out)

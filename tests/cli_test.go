@@ -95,6 +95,9 @@ func TestCLIWalkthrough(t *testing.T) {
 	assert.Contains(t, r.stdout, "notes/hello.txt:1:hello from the agent")
 	r = runCLI(t, bin, queue, "", "search", ws, "no-such-text-anywhere")
 	assert.Equal(t, 1, r.code, "no match exits 1 like grep")
+	r = runCLI(t, bin, queue, "", "search", ws, "no-such-text-anywhere", "--json")
+	assert.Equal(t, 1, r.code, "with --json too")
+	assert.Contains(t, r.stdout, `"matches"`)
 
 	// Dashes: a flag-like argument says how to pass it (JSON under --json);
 	// after -- the service refuses it and names the way that works.

@@ -205,6 +205,9 @@ func TestMergePreviewThroughTheSessionEqualsTheMerge(t *testing.T) {
 	assert.Equal(t, 1, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "conflict "+x.WorkspaceID+" "+x.Branch)
 	assert.Contains(t, r.stdout, "  conflict big.txt")
+	r = runCLI(t, bin, h.Config.TaskQueue, "", "merge", hconv.WorkspaceID, "--from", x.WorkspaceID, "--dry-run", "--json")
+	assert.Equal(t, 1, r.code, "the same exit status with --json: %s", r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `"conflict"`)
 	r = runCLI(t, bin, h.Config.TaskQueue, "", "merge", hconv.WorkspaceID, "--from", y.Branch, "--dry-run", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var res sandboxapi.MergeResult

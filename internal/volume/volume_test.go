@@ -78,12 +78,7 @@ func TestAttachBoundsWhatTheDirectoryHolds(t *testing.T) {
 
 func TestRemountAfterUnmount(t *testing.T) {
 	m, root := newManager(t)
-	wt := filepath.Join(root, "w")
-	require.NoError(t, m.Attach(context.Background(), wt, 64<<20))
-	t.Cleanup(func() { _ = m.Detach(wt) })
-	require.NoError(t, os.WriteFile(filepath.Join(wt, "f"), []byte("agent's work"), 0o644))
-	// A reboot: the mount is gone, the image stays.
-	require.NoError(t, syscall.Unmount(wt, 0))
+	wt := unmountedWithWork(t, m, root)
 	require.False(t, volume.Mounted(wt))
 	// Something written into the bare directory meanwhile is never hidden.
 	require.NoError(t, os.WriteFile(filepath.Join(wt, "stray"), nil, 0o644))
@@ -92,9 +87,7 @@ func TestRemountAfterUnmount(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(wt, "stray")))
 
 	require.NoError(t, m.Remount(context.Background()))
-	b, err := os.ReadFile(filepath.Join(wt, "f"))
-	require.NoError(t, err)
-	assert.Equal(t, "agent's work", string(b))
+	assertWork(t, wt)
 }
 
 func TestNeverMountedTwice(t *testing.T) {
@@ -141,27 +134,17 @@ func TestAttachRefusesADirectoryHoldingFiles(t *testing.T) {
 
 func TestMountBringsBackAnUnmountedVolume(t *testing.T) {
 	m, root := newManager(t)
-	wt := filepath.Join(root, "w")
-	require.NoError(t, m.Mount(context.Background(), wt), "no volume: nothing to do")
-	require.NoError(t, m.Attach(context.Background(), wt, 64<<20))
-	t.Cleanup(func() { _ = m.Detach(wt) })
-	require.NoError(t, os.WriteFile(filepath.Join(wt, "f"), []byte("agent's work"), 0o644))
-	require.NoError(t, syscall.Unmount(wt, 0))
+	require.NoError(t, m.Mount(context.Background(), filepath.Join(root, "w")), "no volume: nothing to do")
+	wt := unmountedWithWork(t, m, root)
 
 	require.NoError(t, m.Mount(context.Background(), wt))
-	b, err := os.ReadFile(filepath.Join(wt, "f"))
-	require.NoError(t, err)
-	assert.Equal(t, "agent's work", string(b))
+	assertWork(t, wt)
 	require.NoError(t, m.Mount(context.Background(), wt), "mounted: nothing to do")
 }
 
 func TestAFileSystemWithErrorsIsRepairedBeforeItIsMounted(t *testing.T) {
 	m, root := newManager(t)
-	wt := filepath.Join(root, "w")
-	require.NoError(t, m.Attach(context.Background(), wt, 64<<20))
-	t.Cleanup(func() { _ = m.Detach(wt) })
-	require.NoError(t, os.WriteFile(filepath.Join(wt, "f"), []byte("agent's work"), 0o644))
-	require.NoError(t, syscall.Unmount(wt, 0))
+	wt := unmountedWithWork(t, m, root)
 	img := imageOf(t, m)
 	// What the kernel records after an I/O error on the volume (its
 	// backing file system full): the file system has errors.
@@ -171,9 +154,7 @@ func TestAFileSystemWithErrorsIsRepairedBeforeItIsMounted(t *testing.T) {
 
 	require.NoError(t, m.Remount(context.Background()))
 	assert.NotContains(t, fsState(t, img), "errors", "checked and repaired before the mount")
-	b, err := os.ReadFile(filepath.Join(wt, "f"))
-	require.NoError(t, err)
-	assert.Equal(t, "agent's work", string(b))
+	assertWork(t, wt)
 }
 
 func imageOf(t *testing.T, m *volume.Manager) string {
@@ -200,10 +181,7 @@ func fsState(t *testing.T, img string) string {
 
 func TestABrokenFileSystemIsNeverMounted(t *testing.T) {
 	m, root := newManager(t)
-	wt := filepath.Join(root, "w")
-	require.NoError(t, m.Attach(context.Background(), wt, 64<<20))
-	t.Cleanup(func() { _ = m.Detach(wt) })
-	require.NoError(t, syscall.Unmount(wt, 0))
+	wt := unmountedWithWork(t, m, root)
 	// The primary superblock (bytes 1024–2047) zeroed: e2fsck -p does not
 	// repair that on its own.
 	f, err := os.OpenFile(imageOf(t, m), os.O_WRONLY, 0)
@@ -268,4 +246,24 @@ func TestRoomKeepsTheHostsReserve(t *testing.T) {
 	// Taken by something else on the host.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "other"), make([]byte, 20<<20), 0o600))
 	assert.ErrorIs(t, m.Room(0), sandboxapi.ErrInsufficientDisk)
+}
+
+// unmountedWithWork gives <root>/w a 64 MiB volume holding the agent's
+// file f, then unmounts it as a reboot does (the image stays).
+func unmountedWithWork(t *testing.T, m *volume.Manager, root string) string {
+	t.Helper()
+	wt := filepath.Join(root, "w")
+	require.NoError(t, m.Attach(context.Background(), wt, 64<<20))
+	t.Cleanup(func() { _ = m.Detach(wt) })
+	require.NoError(t, os.WriteFile(filepath.Join(wt, "f"), []byte("agent's work"), 0o644))
+	require.NoError(t, syscall.Unmount(wt, 0))
+	return wt
+}
+
+// assertWork checks that unmountedWithWork's file is back at wt.
+func assertWork(t *testing.T, wt string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(wt, "f"))
+	require.NoError(t, err)
+	assert.Equal(t, "agent's work", string(b))
 }

@@ -40,8 +40,25 @@ func (a *Activities) workspace(ctx context.Context, id string) (sandboxapi.Works
 	if ws.State != sandboxapi.WorkspaceReady {
 		return sandboxapi.Workspace{}, sandboxapi.Errorf(sandboxapi.ErrWorkspaceUnavailable, "workspace %s is %s", id, ws.State)
 	}
+	if m, ok := a.Workspaces.(VolumeMounter); ok {
+		// Before anything — a command included — reaches the directory.
+		if err := m.EnsureMounted(ctx, ws); err != nil {
+			return sandboxapi.Workspace{}, err
+		}
+	}
 	a.repairMetadata(ctx, ws)
 	return ws, nil
+}
+
+// VolumeMounter is the optional capability of a WorkspaceProvider whose
+// worktrees may be on disk volumes (workspace.Manager.EnsureMounted): the
+// worktree's volume is mounted again when it is not, or the error says why
+// it cannot be (sandboxapi.ErrWorkspaceUnavailable). Every operation on a
+// workspace asks first, so that no command runs in, and nothing writes to,
+// the empty directory beneath an unmounted volume (docs/SECURITY.md "Disk
+// volumes").
+type VolumeMounter interface {
+	EnsureMounted(ctx context.Context, ws sandboxapi.Workspace) error
 }
 
 // MetadataRepairer is the optional capability of a WorkspaceProvider that

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,6 +102,27 @@ func TestDiskVolumesKeepTheQuota(t *testing.T) {
 	assert.True(t, kb > 35<<20 && kb <= 40<<20, "a 40 GiB volume: %s", res.Stdout)
 
 	require.Len(t, images(), 3, "the worktree's, /tmp's and the dependency cache's")
+
+	// A reboot whose remount failed (the image held by another loop
+	// device): no command runs in the empty directory beneath the mount
+	// point and nothing is written there; once the image is free, the
+	// next command mounts it again and finds the work.
+	destroyRuntimes(h.Host) // nothing of the sandbox holds the mount
+	require.NoError(t, syscall.Unmount(ws.LocalPath, 0))
+	held, err := osexec.Command("losetup", "-f", "--show", "-r", imageOf(t, h.Config.DataDir, ws.LocalPath)).Output()
+	require.NoError(t, err)
+	loop := strings.TrimSpace(string(held))
+	t.Cleanup(func() { _ = osexec.Command("losetup", "-d", loop).Run() })
+	_, err = s.Exec(ctx, sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", "echo redo > newwork.txt"}, TimeoutS: 60})
+	require.ErrorIs(t, err, sandboxapi.ErrWorkspaceUnavailable)
+	entries, err := os.ReadDir(ws.LocalPath)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing written beneath the volume")
+	require.NoError(t, osexec.Command("losetup", "-d", loop).Run())
+	res = exec("cat kept.txt")
+	require.Equal(t, 0, res.ExitCode, "stderr %q", res.Stderr)
+	assert.Equal(t, "kept\n", string(res.Stdout))
+	require.Len(t, images(), 3)
 	_, err = s.Destroy(ctx, true)
 	require.NoError(t, err)
 	destroyRuntimes(h.Host)
@@ -125,4 +147,19 @@ func unmountUnder(dir string) {
 	for i := len(points) - 1; i >= 0; i-- {
 		_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
 	}
+}
+
+// imageOf is the image of the volume mounted at target, found by its
+// record under <data>/volumes.
+func imageOf(t *testing.T, data, target string) string {
+	t.Helper()
+	records, err := filepath.Glob(filepath.Join(data, "volumes", "*.target"))
+	require.NoError(t, err)
+	for _, r := range records {
+		if b, err := os.ReadFile(r); err == nil && strings.TrimSpace(string(b)) == target {
+			return strings.TrimSuffix(r, ".target") + ".img"
+		}
+	}
+	t.Fatalf("no volume of %s", target)
+	return ""
 }

@@ -13,7 +13,7 @@ var (
 	authPatterns   = regexp.MustCompile(`(?i)authentication failed|could not read (username|password)|terminal prompts disabled|http(/[0-9.]+)? 40[13]|returned error: 40[13]|permission denied \(publickey|invalid username or password|access denied|401 unauthorized|403 forbidden`)
 	repoMissingPat = regexp.MustCompile(`(?i)repository not found|repository '[^']*' not found|returned error: (404|410)\b|does not appear to be a git repository`)
 	notFoundPat    = regexp.MustCompile(`(?i)not found|does not exist`)
-	diskPat        = regexp.MustCompile(`(?i)no space left on device|disk quota exceeded`)
+	diskPat        = regexp.MustCompile(`(?i)no space left on device|disk quota exceeded|out of diskspace`)
 	fileTooBigPat  = regexp.MustCompile(`(?i)file too large`)
 	lockPat        = regexp.MustCompile(`Unable to create '([^']+\.lock)': File exists`)
 	unreachPat     = regexp.MustCompile(`(?i)could not resolve host|connection refused|connection timed out|connection reset|failed to connect|network is unreachable|no route to host|operation timed out|could not connect|the remote end hung up unexpectedly|early eof|unexpected disconnect|rpc failed|transfer closed|ssl_connect|gnutls|tls connection|returned error: 5[0-9][0-9]\b|http(/[0-9.]+)? 5[0-9][0-9]`)

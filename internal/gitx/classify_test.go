@@ -2,10 +2,13 @@ package gitx_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -102,4 +105,35 @@ func TestClassifyPathsTheHostCannotHold(t *testing.T) {
 	_, err = git.Run(ctx, gitx.Call{Dir: src, Args: []string{"show", "HEAD:no/such/file"}})
 	err = classified(t, err)
 	require.True(t, errors.Is(err, sandboxapi.ErrFileNotFound), "%v", err)
+}
+
+// A full disk is ErrInsufficientDisk whichever way git words it: a large
+// blob streamed into a pack says "Out of diskspace". Real git, a bare
+// repository on a 2 MiB tmpfs.
+func TestClassifyAFullDisk(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "small")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=2m"); err != nil {
+		t.Skipf("no tmpfs mount here: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	git, err := gitx.New(gitx.Options{HomeDir: t.TempDir()})
+	require.NoError(t, err)
+	ctx := context.Background()
+	bare := filepath.Join(dir, "r.git")
+	_, err = git.Run(ctx, gitx.Call{Dir: dir, Args: []string{"init", "-q", "--bare", bare}})
+	require.NoError(t, err)
+	big := filepath.Join(t.TempDir(), "big.bin")
+	noise := make([]byte, 5<<20) // does not compress
+	_, _ = rand.Read(noise)
+	require.NoError(t, os.WriteFile(big, noise, 0o644))
+	for name, args := range map[string][]string{
+		"streamed into a pack": {"-c", "core.bigFileThreshold=1m", "hash-object", "-w", big},
+		"a loose object":       {"hash-object", "-w", big},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := git.Run(ctx, gitx.Call{Dir: bare, Args: args})
+			require.ErrorIs(t, classified(t, err), sandboxapi.ErrInsufficientDisk, "%v", err)
+		})
+	}
 }

@@ -199,6 +199,10 @@ func (m *Manager) Commit(ctx context.Context, ws sandboxapi.Workspace, req sandb
 	if err != nil {
 		return sandboxapi.CommitResult{}, err
 	}
+	// git add writes the blobs to the host's disk the volumes draw on.
+	if err := m.volumes.Room(0); err != nil {
+		return sandboxapi.CommitResult{}, err
+	}
 	w, err := m.openWorktree(ctx, ws)
 	if err != nil {
 		return sandboxapi.CommitResult{}, err

@@ -73,6 +73,17 @@ func (m *Manager) Remove(ctx context.Context, ws sandboxapi.Workspace) error {
 	return nil
 }
 
+// EnsureMounted mounts ws's worktree volume again when it has one that is
+// not mounted (activities.VolumeMounter; onVolume). Errors:
+// ErrInvalidArgument (LocalPath), ErrWorkspaceUnavailable.
+func (m *Manager) EnsureMounted(ctx context.Context, ws sandboxapi.Workspace) error {
+	l, err := locate(ws)
+	if err != nil {
+		return err
+	}
+	return m.onVolume(ctx, l.wt)
+}
+
 // onVolume makes sure the worktree wt is on its volume when it has one:
 // mounted again when it is not (a remount that failed when the worker
 // started). Nothing may read, write or save the empty directory beneath a

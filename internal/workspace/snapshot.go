@@ -302,8 +302,23 @@ func writeSnapshotTree(ctx context.Context, w *wtRepo, entries []bkEntry) (strin
 // hashFiles writes the raw bytes of worktree files as blobs and returns their
 // ids in order: one `git hash-object --no-filters -w --stdin-paths` for all
 // paths, one `--stdin` call (content read through root) per path holding a
-// line break.
+// line break. With volumes, ErrInsufficientDisk when their bytes would
+// take the host's reserve (volume.Manager.Room).
 func (b *Backups) hashFiles(ctx context.Context, g gitCtx, root *os.Root, paths []string) ([]string, error) {
+	if b.m.volumes != nil {
+		// The blobs go to the repository's objects, on the host's disk
+		// that the volumes draw on: at most their bytes (a file git
+		// streams whole into a pack is written even when known).
+		var total int64
+		for _, p := range paths {
+			if fi, err := root.Lstat(p); err == nil && fi.Mode().IsRegular() {
+				total += fi.Size()
+			}
+		}
+		if err := b.m.volumes.Room(total); err != nil {
+			return nil, err
+		}
+	}
 	shas := make([]string, len(paths))
 	var batch bytes.Buffer
 	var batchIdx []int

@@ -148,12 +148,38 @@ func TestHostSideWritesKeepTheHostsReserve(t *testing.T) {
 	err := f.m.WriteFile(ctx, ws, "b.txt", make([]byte, 1<<20), 0)
 	assert.ErrorIs(t, err, sandboxapi.ErrInsufficientDisk)
 	assert.NoFileExists(t, filepath.Join(ws.LocalPath, "b.txt"))
-	_, err = f.m.Ensure(ctx, f.cache, f.req(sandboxapi.ModeEdit, "c2"), nil)
+	other, err := f.m.Ensure(ctx, f.cache, f.req(sandboxapi.ModeEdit, "c2"), nil)
+	if err == nil {
+		_ = vols.Detach(other.LocalPath)
+	}
 	assert.ErrorIs(t, err, sandboxapi.ErrInsufficientDisk, "a new worktree")
+	_, err = f.m.Commit(ctx, ws, sandboxapi.CommitRequest{Message: "m", Paths: []string{"a.txt"}})
+	assert.ErrorIs(t, err, sandboxapi.ErrInsufficientDisk, "a commit")
 	b, err := f.m.ReadFile(ctx, ws, "a.txt")
 	require.NoError(t, err, "reads go on")
 	assert.Equal(t, "kept\n", string(b))
 	require.NoError(t, os.Remove(filepath.Join(dir, "other")))
+
+	// A checkpoint writes its files' blobs: refused when their bytes
+	// would take the reserve, though the host is above it now.
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(dir, &st))
+	room := int64(st.Bavail)*st.Bsize - 1<<30
+	require.Greater(t, room, int64(4<<20))
+	// Sparse: it takes no host space itself, and its length is what git
+	// would write.
+	big, err := os.Create(filepath.Join(ws.LocalPath, "big.bin"))
+	require.NoError(t, err)
+	require.NoError(t, big.Truncate(room+(8<<20)))
+	require.NoError(t, big.Close())
+	require.NoError(t, f.m.volumes.Room(0), "the host is above its reserve")
+	bk, err := NewBackups(f.m, t.TempDir())
+	require.NoError(t, err)
+	_, err = bk.Checkpoint(ctx, ws, "")
+	assert.ErrorIs(t, err, sandboxapi.ErrInsufficientDisk, "a checkpoint")
+	require.NoError(t, os.Remove(filepath.Join(ws.LocalPath, "big.bin")))
+	_, err = bk.Checkpoint(ctx, ws, "")
+	require.NoError(t, err, "small enough")
 
 	// What the kernel does to a volume after an I/O error.
 	out, err := exec.Command("mount", "-o", "remount,ro", ws.LocalPath).CombinedOutput()

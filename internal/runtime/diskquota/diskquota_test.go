@@ -16,10 +16,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// writeFile writes n zero bytes at path and syncs them, so that the
+// blocks the file system allocates are settled before a watcher looks (a
+// later writeback would count as growth).
 func writeFile(t *testing.T, path string, n int) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-	require.NoError(t, os.WriteFile(path, make([]byte, n), 0o644))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	_, err = f.Write(make([]byte, n))
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
 }
 
 func TestMeasureCountsSpaceAndNames(t *testing.T) {

@@ -465,22 +465,6 @@ func loopOf(img string) string {
 	return ""
 }
 
-// Usage is a mounted volume's space: what its files take and its size,
-// in bytes (statfs).
-type Usage struct {
-	Used, Size int64
-}
-
-// UsageOf returns the space of the file system mounted at dir. Errors:
-// what statfs returns.
-func UsageOf(dir string) (Usage, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return Usage{}, err
-	}
-	return Usage{Used: int64(st.Blocks-st.Bfree) * st.Bsize, Size: int64(st.Blocks) * st.Bsize}, nil
-}
-
 // run runs a system program, its output in the error.
 func run(ctx context.Context, name string, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

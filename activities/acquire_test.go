@@ -180,8 +180,8 @@ func TestAWorkspaceOfAnotherHostIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAppError(t, h.run(wire.ActivityAcquire, wire.AcquireActivityInput{WorkspaceID: ws.ID, Request: &req}, nil), sandboxapi.ErrWorkspaceUnavailable)
-	wantAppError(t, h.run(wire.ActivityStatus, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, nil), sandboxapi.ErrWorkspaceUnavailable)
-	wantAppError(t, h.run(wire.ActivityReadFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "README.md"}, nil), sandboxapi.ErrWorkspaceUnavailable)
+	wantAppError(t, h.run(wire.OpActivity(sandboxapi.UpdateStatus), wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, nil), sandboxapi.ErrWorkspaceUnavailable)
+	wantAppError(t, h.run(wire.OpActivity(sandboxapi.UpdateReadFile), wire.FileActivityInput{WorkspaceID: ws.ID, Path: "README.md"}, nil), sandboxapi.ErrWorkspaceUnavailable)
 }
 
 // Locate reads only the store: an unknown workspace is not an error, a

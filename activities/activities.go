@@ -5,8 +5,8 @@
 // while it waits. Every activity is idempotent: names derive
 // from ids, create-conflict means reuse, delete-not-found means success.
 //
-// Where each concern lives: activities.go (the Activities, their table
-// ByName), errors.go (error translation), acquire.go (locate, acquire,
+// Where each concern lives: activities.go (the Activities, registered by
+// method set: each exported method is an activity), errors.go (error translation), acquire.go (locate, acquire,
 // branch checks), workspace.go (the workspace row: load, repair, last use), files.go (read,
 // write, edit, list, search), git.go (status, diff, log, commit), push.go,
 // merge.go, exec.go (exec and its output) with execlock.go and process.go
@@ -22,6 +22,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"sync"
 	"time"
 
@@ -147,54 +148,22 @@ type Registerer interface {
 	RegisterActivityWithOptions(any, activity.RegisterOptions)
 }
 
-// ByName returns every session activity by its wire name (wire.Activity*):
-// the activity half of the operation table (workflows/ops.go names the
-// activity of each operation; a test checks that each is here).
-func (a *Activities) ByName() map[string]any {
-	return map[string]any{
-		wire.ActivityLocate:              a.Locate,
-		wire.ActivityAcquire:             a.Acquire,
-		wire.ActivityExec:                a.execPayload,
-		wire.ActivityReadFile:            a.ReadFile,
-		wire.ActivityWriteFile:           a.WriteFile,
-		wire.ActivityEditFile:            a.EditFile,
-		wire.ActivityListDir:             a.ListDir,
-		wire.ActivitySearch:              a.Search,
-		wire.ActivityStatus:              a.Status,
-		wire.ActivityDiff:                a.Diff,
-		wire.ActivityLog:                 a.Log,
-		wire.ActivityReadOutput:          a.ReadOutput,
-		wire.ActivityCommit:              a.Commit,
-		wire.ActivityHibernate:           a.Hibernate,
-		wire.ActivityDestroyRuntime:      a.DestroyRuntime,
-		wire.ActivityMergeBranches:       a.MergeBranches,
-		wire.ActivityPush:                a.Push,
-		wire.ActivityCreatePullRequest:   a.CreatePullRequest,
-		wire.ActivityExecStart:           a.execStartPayload,
-		wire.ActivityExecCancel:          a.ExecCancel,
-		wire.ActivityProcessStart:        a.ProcessStart,
-		wire.ActivityProcessRead:         a.ProcessRead,
-		wire.ActivityProcessWrite:        a.ProcessWrite,
-		wire.ActivityProcessSignal:       a.ProcessSignal,
-		wire.ActivityProcessResize:       a.ProcessResize,
-		wire.ActivityProcessList:         a.ProcessList,
-		wire.ActivityCheckpoint:          a.Checkpoint,
-		wire.ActivityCheckpoints:         a.Checkpoints,
-		wire.ActivityRollback:            a.Rollback,
-		wire.ActivityForkPrepare:         a.ForkPrepare,
-		wire.ActivityDestroy:             a.Destroy,
-		wire.ActivityRestoreDestroyed:    a.RestoreDestroyed,
-		wire.ActivityCleanupList:         a.CleanupList,
-		wire.ActivityPreviewURL:          a.PreviewURL,
-		wire.ActivityOverlaps:            a.Overlaps,
-		wire.ActivityRestorePreparedTree: a.RestorePreparedTree,
-		wire.ActivitySavePreparedTree:    a.SavePreparedTree,
-	}
+// Register registers a's session activities on w by method set: every
+// exported method of *Activities is an activity, named
+// wire.SessionActivityPrefix and the method's name ("sandbox.ReadFile";
+// the operation table's default, wire.OpActivity). A method that is not an
+// activity does not belong on *Activities: registration refuses it.
+func Register(w Registerer, a *Activities) {
+	w.RegisterActivityWithOptions(a, activity.RegisterOptions{Name: wire.SessionActivityPrefix})
 }
 
-// Register registers every activity of ByName on w under its wire name.
-func (a *Activities) Register(w Registerer) {
-	for name, fn := range a.ByName() {
-		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+// Names returns the names Register registers, sorted (for the checks of
+// the operation table against the activities).
+func Names() []string {
+	t := reflect.TypeFor[*Activities]()
+	names := make([]string, 0, t.NumMethod())
+	for m := range t.Methods() {
+		names = append(names, wire.SessionActivityPrefix+m.Name)
 	}
+	return names
 }

@@ -45,7 +45,7 @@ func TestEditFileRetriedWithTheSameUpdateIDAppliesOnce(t *testing.T) {
 func TestEditFileRefusesAmbiguousReplacements(t *testing.T) {
 	h := newTestHost(t)
 	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
-	if err := h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "twice.txt", Content: []byte("x\nx\n")}, nil); err != nil {
+	if err := h.run(wire.OpActivity(sandboxapi.UpdateWriteFile), wire.FileActivityInput{WorkspaceID: ws.ID, Path: "twice.txt", Content: []byte("x\nx\n")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ path, old string }{{"twice.txt", "x"}, {"twice.txt", "absent"}} {
@@ -72,13 +72,13 @@ func TestCheckpointAndRollback(t *testing.T) {
 	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
 	write := func(path, content string) {
 		t.Helper()
-		if err := h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: path, Content: []byte(content)}, nil); err != nil {
+		if err := h.run(wire.OpActivity(sandboxapi.UpdateWriteFile), wire.FileActivityInput{WorkspaceID: ws.ID, Path: path, Content: []byte(content)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	write("work.txt", "version 1\n")
 	var cp sandboxapi.Checkpoint
-	if err := h.run(wire.ActivityCheckpoint, wire.CheckpointActivityInput{WorkspaceID: ws.ID, Label: "v1"}, &cp); err != nil {
+	if err := h.run(wire.OpActivity(sandboxapi.UpdateCheckpoint), wire.CheckpointActivityInput{WorkspaceID: ws.ID, Label: "v1"}, &cp); err != nil {
 		t.Fatal(err)
 	}
 	if cp.ID != 1 || cp.Label != "v1" || cp.FilesChanged != 1 {
@@ -88,7 +88,7 @@ func TestCheckpointAndRollback(t *testing.T) {
 	write("later.txt", "made after the checkpoint\n")
 	for i := range 2 {
 		var res sandboxapi.RollbackResult
-		if err := h.run(wire.ActivityRollback, wire.RollbackActivityInput{WorkspaceID: ws.ID, Checkpoint: cp.ID}, &res); err != nil {
+		if err := h.run(wire.OpActivity(sandboxapi.UpdateRollback), wire.RollbackActivityInput{WorkspaceID: ws.ID, Checkpoint: cp.ID}, &res); err != nil {
 			t.Fatalf("rollback #%d: %v", i+1, err)
 		}
 		if res.Checkpoint.ID != cp.ID || res.Undo.ID == 0 {
@@ -102,14 +102,14 @@ func TestCheckpointAndRollback(t *testing.T) {
 		}
 	}
 	var list sandboxapi.CheckpointList
-	if err := h.run(wire.ActivityCheckpoints, wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &list); err != nil {
+	if err := h.run(wire.OpActivity(sandboxapi.UpdateCheckpoints), wire.WorkspaceActivityInput{WorkspaceID: ws.ID}, &list); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Checkpoints) != 3 || list.Checkpoints[0].ID != 1 {
 		t.Errorf("checkpoints after two rollbacks (each takes an undo checkpoint): %+v", list.Checkpoints)
 	}
-	wantAppError(t, h.run(wire.ActivityRollback, wire.RollbackActivityInput{WorkspaceID: ws.ID, Checkpoint: 99}, nil), sandboxapi.ErrNotFound)
+	wantAppError(t, h.run(wire.OpActivity(sandboxapi.UpdateRollback), wire.RollbackActivityInput{WorkspaceID: ws.ID, Checkpoint: 99}, nil), sandboxapi.ErrNotFound)
 
 	analysis := h.acquire(h.request(sandboxapi.ModeAnalysis, "")).Workspace
-	wantAppError(t, h.run(wire.ActivityCheckpoint, wire.CheckpointActivityInput{WorkspaceID: analysis.ID}, nil), sandboxapi.ErrCommandRejected)
+	wantAppError(t, h.run(wire.OpActivity(sandboxapi.UpdateCheckpoint), wire.CheckpointActivityInput{WorkspaceID: analysis.ID}, nil), sandboxapi.ErrCommandRejected)
 }

@@ -28,7 +28,7 @@ func TestCallerMistakesAreOneInfoLine(t *testing.T) {
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	env := suite.NewTestActivityEnvironment()
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ErrorTranslation(log)}})
-	h.acts.Register(env)
+	Register(env, h.acts)
 
 	for _, c := range []struct {
 		req  sandboxapi.WorkspaceRequest
@@ -51,7 +51,7 @@ func TestCallerMistakesAreOneInfoLine(t *testing.T) {
 	}
 
 	logs.Reset()
-	_, err := env.ExecuteActivity(wire.ActivityReadFile, wire.FileActivityInput{WorkspaceID: "ws-" + strings.Repeat("0", 24), Path: "x"})
+	_, err := env.ExecuteActivity(wire.OpActivity(sandboxapi.UpdateReadFile), wire.FileActivityInput{WorkspaceID: "ws-" + strings.Repeat("0", 24), Path: "x"})
 	wantAppError(t, err, sandboxapi.ErrWorkspaceNotFound)
 	assert.Contains(t, logs.String(), "request refused")
 

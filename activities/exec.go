@@ -11,16 +11,16 @@ import (
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 )
 
-// Exec runs one command in the workspace's runtime, creating or resuming the
+// runExec runs one command in the workspace's runtime, creating or resuming the
 // runtime first, with the network the request asks for (docs/SECURITY.md
 // "Network modes"); with in.ProcessID it waits instead for the command
-// ExecStart started as that process (process.go), re-attaching to it when
+// startExec started as that process (process.go), re-attaching to it when
 // retried. A non-zero exit or a timeout is a result; on remote runtimes the
 // result also carries the replica's state. Errors: ErrInvalidArgument,
 // ErrCommandRejected (a network above the workspace's policy, or another
 // network on a runtime that has one for all commands),
 // ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
+func (a *Activities) runExec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecActivityResult, error) {
 	if in.ProcessID != "" {
 		// The command ExecStart started: wait for it (process.go).
 		res, err := a.execWait(ctx, in)
@@ -68,21 +68,21 @@ func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (wire.
 	return wire.ExecActivityResult{ExecResult: res, RuntimeReplica: a.runtimeReplica(ws)}, nil
 }
 
-// execPayload is ActivityExec as registered: Exec's result as a payload
-// (wire.ExecPayload), so that a session asking with in.RawResult returns
-// the command's output to its client without decoding it.
-func (a *Activities) execPayload(ctx context.Context, in wire.ExecActivityInput) (converter.RawValue, error) {
-	res, err := a.Exec(ctx, in)
+// Exec is the exec activity (wire.ActivityExec): runExec's result as a
+// payload (wire.ExecPayload), so that a session asking with in.RawResult
+// returns the command's output to its client without decoding it.
+func (a *Activities) Exec(ctx context.Context, in wire.ExecActivityInput) (converter.RawValue, error) {
+	res, err := a.runExec(ctx, in)
 	if err != nil {
 		return converter.RawValue{}, err
 	}
 	return wire.ExecPayload(res, in.RawResult)
 }
 
-// execStartPayload is ActivityExecStart as registered: ExecStart's result
-// as a payload (wire.ExecStartPayload; see execPayload).
-func (a *Activities) execStartPayload(ctx context.Context, in wire.ExecActivityInput) (converter.RawValue, error) {
-	res, err := a.ExecStart(ctx, in)
+// ExecStart is the exec-start activity (wire.ActivityExecStart):
+// startExec's result as a payload (wire.ExecStartPayload; see Exec).
+func (a *Activities) ExecStart(ctx context.Context, in wire.ExecActivityInput) (converter.RawValue, error) {
+	res, err := a.startExec(ctx, in)
 	if err != nil {
 		return converter.RawValue{}, err
 	}

@@ -86,7 +86,7 @@ func newTestHost(t *testing.T) *testHost {
 	env := suite.NewTestActivityEnvironment()
 	// As the worker runs them: errors translated once, on the way out.
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ErrorTranslation(log)}})
-	acts.Register(env)
+	Register(env, acts)
 	h := &testHost{t: t, acts: acts, env: env, store: st, dataDir: data, upstream: gittest.NewRepo(t, "main")}
 	t.Cleanup(func() {
 		// Stop every runtime this host started (their supervisors).

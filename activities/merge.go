@@ -23,7 +23,7 @@ import (
 // Errors: ErrCommandRejected (read-only workspace, or a provider that
 // cannot merge), ErrWorkspaceDirty, ErrInvalidArgument, ErrRepoLocked,
 // ErrWorkspaceUnavailable (see sandbox.BranchMerger).
-func (a *Activities) MergeBranches(ctx context.Context, in wire.MergeActivityInput) (sandboxapi.MergeResult, error) {
+func (a *Activities) MergeBranches(ctx context.Context, in wire.OpInput[sandboxapi.MergeRequest]) (sandboxapi.MergeResult, error) {
 	ws, err := a.workspace(ctx, in.WorkspaceID)
 	if err != nil {
 		return sandboxapi.MergeResult{}, err

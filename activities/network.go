@@ -10,7 +10,7 @@ import (
 // The network policy of workspaces (docs/SECURITY.md "Network modes"): set
 // at acquire (WorkspaceRequest.Network and NetworkAllow, within the
 // worker's NetworkMax), stored with the workspace, applied to its runtime
-// (RuntimeSpecFor) and to each command (exec).
+// (runtimeSpecFor) and to each command (exec).
 
 // defaultNetwork is the policy of a workspace that names none: the worker's
 // RuntimeNetwork (SANDBOX_RUNTIME_NETWORK), limited when unset.

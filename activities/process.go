@@ -69,12 +69,12 @@ func execSpec(in wire.ExecActivityInput) sandbox.ProcessSpec {
 		Timeout: req.Timeout(), HeadBytes: req.OutputCap() / 2, Lossless: req.Stream, StdinData: req.Stdin}
 }
 
-// ExecStart starts an exec update's command as process in.ProcessID (at
+// startExec starts an exec update's command as process in.ProcessID (at
 // most once: a retried start finds it) and waits up to in.Wait for it to
 // end. Done with the ExecResult when it did; Unsupported (nothing ran) when
 // the runtime has no processes. Errors: ErrInvalidArgument,
 // ErrRuntimeUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) ExecStart(ctx context.Context, in wire.ExecActivityInput) (wire.ExecStartResult, error) {
+func (a *Activities) startExec(ctx context.Context, in wire.ExecActivityInput) (wire.ExecStartResult, error) {
 	if in.ProcessID == "" {
 		return wire.ExecStartResult{}, sandboxapi.Errorf(sandboxapi.ErrInvalidArgument, "exec start: no process id")
 	}

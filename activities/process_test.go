@@ -63,10 +63,10 @@ func TestRuntimeWithoutProcesses(t *testing.T) {
 	require.NoError(t, st.CreateWorkspace(ctx, ws))
 	a := &Activities{Store: st, Runtimes: plainProvider{}, HostID: "h"}
 
-	start, err := a.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ExecRequest{Cmd: []string{"true"}}, ProcessID: "exec-x", Wait: time.Second})
+	start, err := a.startExec(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ExecRequest{Cmd: []string{"true"}}, ProcessID: "exec-x", Wait: time.Second})
 	require.NoError(t, err)
 	assert.True(t, start.Unsupported)
-	res, err := a.Exec(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ExecRequest{Cmd: []string{"true"}}})
+	res, err := a.runExec(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, Request: sandboxapi.ExecRequest{Cmd: []string{"true"}}})
 	require.NoError(t, err)
 	assert.Equal(t, "ran true\n", string(res.Stdout))
 

@@ -72,7 +72,7 @@ func (a *Activities) remoteWorkspace(ctx context.Context, id, op string) (sandbo
 // repository config that could redirect the push), ErrRepoAuthFailed,
 // ErrConflict (diverged without a lease, or a stale lease), ErrRefNotFound,
 // ErrRepoCacheUnavailable, ErrWorkspaceUnavailable.
-func (a *Activities) Push(ctx context.Context, in wire.PushActivityInput) (sandboxapi.PushResult, error) {
+func (a *Activities) Push(ctx context.Context, in wire.OpInput[sandboxapi.PushRequest]) (sandboxapi.PushResult, error) {
 	ws, cache, err := a.remoteWorkspace(ctx, in.WorkspaceID, "push")
 	if err != nil {
 		return sandboxapi.PushResult{}, err
@@ -113,7 +113,7 @@ func (a *Activities) Push(ctx context.Context, in wire.PushActivityInput) (sandb
 // ErrConflict, ErrInvalidArgument, SandboxRateLimited (retryable with
 // NextRetryDelay until the reset when it is within MaxRateLimitWait),
 // ErrRuntimeUnavailable.
-func (a *Activities) CreatePullRequest(ctx context.Context, in wire.PullRequestActivityInput) (sandboxapi.PullRequest, error) {
+func (a *Activities) CreatePullRequest(ctx context.Context, in wire.OpInput[sandboxapi.PullRequestInput]) (sandboxapi.PullRequest, error) {
 	pr, err := a.createPullRequest(ctx, in)
 	if err != nil {
 		if wait, ok := sandbox.RetryAfter(err); ok && errors.Is(err, sandboxapi.ErrRateLimited) {
@@ -128,7 +128,7 @@ func (a *Activities) CreatePullRequest(ctx context.Context, in wire.PullRequestA
 	return pr, err
 }
 
-func (a *Activities) createPullRequest(ctx context.Context, in wire.PullRequestActivityInput) (sandboxapi.PullRequest, error) {
+func (a *Activities) createPullRequest(ctx context.Context, in wire.OpInput[sandboxapi.PullRequestInput]) (sandboxapi.PullRequest, error) {
 	ws, cache, err := a.remoteWorkspace(ctx, in.WorkspaceID, "create_pull_request")
 	if err != nil {
 		return sandboxapi.PullRequest{}, err

@@ -22,7 +22,7 @@ var AgentGitIdentity = map[string]string{
 	"GIT_COMMITTER_EMAIL": "agent@sandboxcore.invalid",
 }
 
-// RuntimeSpecFor builds the runtime spec of a workspace: its worktree is
+// runtimeSpecFor builds the runtime spec of a workspace: its worktree is
 // mounted at /workspace, writable iff the workspace is, and its repo cache's
 // bare repository (<repo>/.bare beside <repo>/worktrees/<name>, DESIGN.md
 // "The three things") read-only at its own host path, because the worktree's
@@ -30,7 +30,7 @@ var AgentGitIdentity = map[string]string{
 // cache stays unchangeable from there. The environment holds
 // nothing from the worker, only AgentGitIdentity (fork manifest "Security Rules").
 // createRuntime adds the dependency cache.
-func (a *Activities) RuntimeSpecFor(ws sandboxapi.Workspace) sandbox.RuntimeSpec {
+func (a *Activities) runtimeSpecFor(ws sandboxapi.Workspace) sandbox.RuntimeSpec {
 	rid := sandboxapi.RuntimeIDFor(ws.ID)
 	mounts := []sandbox.Mount{{Source: ws.LocalPath, Target: "/workspace", Writable: ws.Capabilities.Writable}}
 	if bare := filepath.Join(filepath.Dir(filepath.Dir(ws.LocalPath)), ".bare"); filepath.IsAbs(bare) {
@@ -55,7 +55,7 @@ func (a *Activities) RuntimeSpecFor(ws sandboxapi.Workspace) sandbox.RuntimeSpec
 	}
 }
 
-// createRuntime creates (or finds) the runtime of ws from RuntimeSpecFor,
+// createRuntime creates (or finds) the runtime of ws from runtimeSpecFor,
 // in the repository's image where the worker allows it (runtimeImage),
 // with the repository environment's variables under the worker's
 // (docs/RUNTIMES.md "Repository environment"), the workspace's dependency cache mounted read-write at its own host
@@ -64,7 +64,7 @@ func (a *Activities) RuntimeSpecFor(ws sandboxapi.Workspace) sandbox.RuntimeSpec
 // directories. Errors: the cache's (sandboxapi.ErrInsufficientDisk,
 // sandboxapi.ErrRuntimeUnavailable) and the provider's Create's.
 func (a *Activities) createRuntime(ctx context.Context, ws sandboxapi.Workspace) (sandbox.Runtime, error) {
-	spec := a.RuntimeSpecFor(ws)
+	spec := a.runtimeSpecFor(ws)
 	spec.Image = a.runtimeImage(ctx, ws)
 	if repo := a.repoEnvVars(ctx, ws); repo != nil {
 		// The repository's variables first: the worker's own win.

@@ -97,7 +97,7 @@ func TestHibernateAndDestroyRuntimeTwice(t *testing.T) {
 		}
 	}
 	var read sandboxapi.ReadFileResult
-	if err := h.run(wire.ActivityReadFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "made.txt"}, &read); err != nil || string(read.Content) != "work\n" {
+	if err := h.run(wire.OpActivity(sandboxapi.UpdateReadFile), wire.FileActivityInput{WorkspaceID: ws.ID, Path: "made.txt"}, &read); err != nil || string(read.Content) != "work\n" {
 		t.Errorf("the workspace after destroying its runtime: %q, %v", read.Content, err)
 	}
 	wantAppError(t, h.run(wire.ActivityDestroyRuntime, wire.WorkspaceActivityInput{WorkspaceID: "not an id"}, nil), sandboxapi.ErrInvalidArgument)
@@ -109,18 +109,18 @@ func TestHibernateAndDestroyRuntimeTwice(t *testing.T) {
 func TestCommitTwiceMakesOneCommit(t *testing.T) {
 	h := newTestHost(t)
 	ws := h.acquire(h.request(sandboxapi.ModeEdit, "c1")).Workspace
-	if err := h.run(wire.ActivityWriteFile, wire.FileActivityInput{WorkspaceID: ws.ID, Path: "feature.txt", Content: []byte("feature\n")}, nil); err != nil {
+	if err := h.run(wire.OpActivity(sandboxapi.UpdateWriteFile), wire.FileActivityInput{WorkspaceID: ws.ID, Path: "feature.txt", Content: []byte("feature\n")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	in := wire.OpInput[sandboxapi.CommitRequest]{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: "add feature"}}
 	var first, second sandboxapi.CommitResult
-	if err := h.run(wire.ActivityCommit, in, &first); err != nil {
+	if err := h.run(wire.OpActivity(sandboxapi.UpdateCommit), in, &first); err != nil {
 		t.Fatal(err)
 	}
 	if first.NothingToCommit || first.Branch != ws.BranchName || first.Commit == "" {
 		t.Fatalf("first commit: %+v", first)
 	}
-	if err := h.run(wire.ActivityCommit, in, &second); err != nil {
+	if err := h.run(wire.OpActivity(sandboxapi.UpdateCommit), in, &second); err != nil {
 		t.Fatal(err)
 	}
 	if !second.NothingToCommit {
@@ -139,7 +139,7 @@ func TestCommitTwiceMakesOneCommit(t *testing.T) {
 	if err != nil || row.Dirty {
 		t.Errorf("row dirty = %v after the commit (%v)", row.Dirty, err)
 	}
-	wantAppError(t, h.run(wire.ActivityCommit, wire.OpInput[sandboxapi.CommitRequest]{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: ""}}, nil), sandboxapi.ErrInvalidArgument)
+	wantAppError(t, h.run(wire.OpActivity(sandboxapi.UpdateCommit), wire.OpInput[sandboxapi.CommitRequest]{WorkspaceID: ws.ID, Request: sandboxapi.CommitRequest{Message: ""}}, nil), sandboxapi.ErrInvalidArgument)
 }
 
 // A cut output asked to be kept is paged back whole by read_output, the
@@ -167,7 +167,7 @@ func TestKeptOutputReadsBackWhole(t *testing.T) {
 		var all []byte
 		for off := int64(0); ; {
 			var page sandboxapi.ReadOutputResult
-			err := h.run(wire.ActivityReadOutput, wire.OpInput[sandboxapi.ReadOutputInput]{WorkspaceID: ws.ID,
+			err := h.run(wire.OpActivity(sandboxapi.UpdateReadOutput), wire.OpInput[sandboxapi.ReadOutputInput]{WorkspaceID: ws.ID,
 				Request: sandboxapi.ReadOutputInput{OutputID: res.OutputID, Stream: "stdout", Offset: off, Limit: 32 << 10}}, &page)
 			if err != nil {
 				t.Fatal(err)
@@ -182,7 +182,7 @@ func TestKeptOutputReadsBackWhole(t *testing.T) {
 			t.Fatalf("read_output gave %d bytes, want the whole %d", len(all), want.Len())
 		}
 	}
-	wantAppError(t, h.run(wire.ActivityReadOutput, wire.OpInput[sandboxapi.ReadOutputInput]{WorkspaceID: ws.ID,
+	wantAppError(t, h.run(wire.OpActivity(sandboxapi.UpdateReadOutput), wire.OpInput[sandboxapi.ReadOutputInput]{WorkspaceID: ws.ID,
 		Request: sandboxapi.ReadOutputInput{OutputID: "out-" + strings.Repeat("0", 32), Stream: "stdout"}}, nil), sandboxapi.ErrNotFound)
 }
 

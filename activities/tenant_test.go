@@ -112,14 +112,14 @@ func TestExecsOfOneWorkspaceNeverOverlapOnTheHost(t *testing.T) {
 	sh := func(script string) sandboxapi.ExecRequest {
 		return sandboxapi.ExecRequest{Cmd: []string{"sh", "-c", script}}
 	}
-	first, err := h.acts.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-first",
+	first, err := h.acts.startExec(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-first",
 		Request: sh("touch a.start; sleep 2; touch a.end")})
 	if err != nil || first.Done {
 		t.Fatalf("first start: %+v %v", first, err)
 	}
 	// Another workspace runs at once.
 	began := time.Now()
-	if res, err := h.acts.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: other.ID, ProcessID: "exec-other", Request: sh("true"), Wait: 5 * time.Second}); err != nil || !res.Done {
+	if res, err := h.acts.startExec(ctx, wire.ExecActivityInput{WorkspaceID: other.ID, ProcessID: "exec-other", Request: sh("true"), Wait: 5 * time.Second}); err != nil || !res.Done {
 		t.Fatalf("other workspace: %+v %v", res, err)
 	}
 	if time.Since(began) > 1500*time.Millisecond {
@@ -128,7 +128,7 @@ func TestExecsOfOneWorkspaceNeverOverlapOnTheHost(t *testing.T) {
 	// A start whose deadline comes before the first ends is refused, and
 	// its command never runs.
 	short, cancel := context.WithTimeout(ctx, execLockMargin+500*time.Millisecond)
-	_, err = h.acts.ExecStart(short, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-refused", Request: sh("touch refused")})
+	_, err = h.acts.startExec(short, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-refused", Request: sh("touch refused")})
 	cancel()
 	// A direct call returns the typed error (ErrorTranslation makes it an
 	// application error on the way out of a worker).
@@ -136,7 +136,7 @@ func TestExecsOfOneWorkspaceNeverOverlapOnTheHost(t *testing.T) {
 		t.Fatalf("refused start: %v; want %s", err, sandboxapi.ErrConflict.Type)
 	}
 	// The second waits for the first, then runs.
-	second, err := h.acts.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-second",
+	second, err := h.acts.startExec(ctx, wire.ExecActivityInput{WorkspaceID: ws.ID, ProcessID: "exec-second",
 		Request: sh(`if [ -e a.end ]; then echo after; else echo overlap; fi`), Wait: 10 * time.Second})
 	if err != nil || !second.Done {
 		t.Fatalf("second start: %+v %v", second, err)

@@ -138,8 +138,12 @@ func BenchmarkExecStartTrue(b *testing.B) {
 	}
 	req := sandboxapi.ExecRequest{Cmd: []string{"true"}}
 	run := func(i int) {
-		res, err := h.Activities.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: hd.WorkspaceID, Request: req,
+		payload, err := h.Activities.ExecStart(ctx, wire.ExecActivityInput{WorkspaceID: hd.WorkspaceID, Request: req,
 			ProcessID: fmt.Sprintf("exec-bench-%d-%d", time.Now().UnixNano(), i), Wait: time.Second})
+		var res wire.ExecStartResult
+		if err == nil {
+			res, _, err = wire.DecodeExecStart(payload)
+		}
 		if err != nil || !res.Done || res.Result.ExitCode != 0 {
 			b.Fatalf("exec start: %v %+v", err, res)
 		}

@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sandboxcore/sandboxcore/activities"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/sandboxclient"
 	"github.com/sandboxcore/sandboxcore/workflows"
@@ -17,8 +19,8 @@ import (
 // TestAddAnOperationSteps walks CONTRIBUTING.md "Add a session operation"
 // for every operation of the contract: the section names each place, and
 // each operation is in every one of them — declared (1), bound (2), served
-// by a registered activity (3, 4), documented (5) and callable from the Go
-// SDK (6). An operation that skipped a step, or a step the section stopped
+// by a registered activity (3), documented (5) and callable from the Go
+// SDK (6); step 4, the workspace method, is the activity's business. An operation that skipped a step, or a step the section stopped
 // naming, fails here.
 func TestAddAnOperationSteps(t *testing.T) {
 	root, err := filepath.Abs("..")
@@ -34,8 +36,8 @@ func TestAddAnOperationSteps(t *testing.T) {
 	if !ok {
 		t.Fatal(`CONTRIBUTING.md has no "Add a session operation" section`)
 	}
-	for i, place := range []string{"`sandboxapi/ops.go`", "`workflows/ops.go`", "`internal/wire/names.go`",
-		"`activities`", "`docs/API.md`", "`sandboxclient`"} {
+	for i, place := range []string{"`sandboxapi/ops.go`", "`workflows/ops.go`", "`activities`",
+		"`internal/workspace`", "`docs/API.md`", "`sandboxclient`"} {
 		if !strings.Contains(section, place) {
 			t.Errorf("step %d: the section no longer names %s", i+1, place)
 		}
@@ -49,7 +51,7 @@ func TestAddAnOperationSteps(t *testing.T) {
 	for _, op := range workflows.Operations() {
 		bound[op.Name] = op
 	}
-	served := (&activities.Activities{}).ByName()
+	served := activities.Names()
 	for _, op := range sandboxapi.Operations() {
 		b, ok := bound[op.Name]
 		if !ok {
@@ -57,14 +59,14 @@ func TestAddAnOperationSteps(t *testing.T) {
 			continue
 		}
 		if b.Activity != "" {
-			if _, ok := served[b.Activity]; !ok {
-				t.Errorf("%s: bound to activity %s, which activities does not serve (steps 3, 4)", op.Name, b.Activity)
+			if !slices.Contains(served, b.Activity) {
+				t.Errorf("%s: bound to activity %s, which activities does not serve (step 3)", op.Name, b.Activity)
 			}
 		}
 		if !regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(op.Name) + "` \\|").Match(api) {
 			t.Errorf("%s: no row in docs/API.md's updates table (step 5)", op.Name)
 		}
-		recv, method := reflect.TypeFor[*sandboxclient.Session](), goName(op.Name)
+		recv, method := reflect.TypeFor[*sandboxclient.Session](), wire.GoName(op.Name)
 		if op.Name == sandboxapi.UpdateAcquire {
 			recv = reflect.TypeFor[*sandboxclient.Client]()
 		}
@@ -72,19 +74,4 @@ func TestAddAnOperationSteps(t *testing.T) {
 			t.Errorf("%s: no sandboxclient method %s (step 6)", op.Name, method)
 		}
 	}
-}
-
-// goName is an update name in Go's CamelCase, with Go's initialisms:
-// "preview_url" → "PreviewURL".
-func goName(update string) string {
-	name := ""
-	for _, w := range strings.Split(update, "_") {
-		switch w {
-		case "url", "id":
-			name += strings.ToUpper(w)
-		default:
-			name += strings.ToUpper(w[:1]) + w[1:]
-		}
-	}
-	return name
 }

@@ -167,8 +167,8 @@ func TestMetricsAfterAScriptedSession(t *testing.T) {
 	// Each command is one ExecStart (the fast path); one still running after
 	// its wait (the 1 s one, at least) is waited for by one Exec.
 	want := map[string]float64{
-		wire.ActivityLocate: 2, wire.ActivityAcquire: 2, wire.ActivityExecStart: 3, wire.ActivityWriteFile: 1,
-		wire.ActivityCommit: 1, wire.ActivityEvictionHosts: 1, wire.ActivityPlanEviction: 1,
+		wire.ActivityLocate: 2, wire.ActivityAcquire: 2, wire.ActivityExecStart: 3, wire.OpActivity(sandboxapi.UpdateWriteFile): 1,
+		wire.OpActivity(sandboxapi.UpdateCommit): 1, wire.ActivityEvictionHosts: 1, wire.ActivityPlanEviction: 1,
 	}
 	got := map[string]float64{}
 	for k, v := range after {

@@ -49,15 +49,15 @@ func (l *fakeLifecycle) register(env *testsuite.TestWorkflowEnvironment) {
 	reg(func(_ context.Context, in wire.CheckpointActivityInput) (sandboxapi.Checkpoint, error) {
 		l.record("checkpoint:" + in.Label)
 		return sandboxapi.Checkpoint{ID: 1, Label: in.Label, Head: fakeHead}, nil
-	}, wire.ActivityCheckpoint)
+	}, wire.OpActivity(sandboxapi.UpdateCheckpoint))
 	reg(func(context.Context, wire.WorkspaceActivityInput) (sandboxapi.CheckpointList, error) {
 		l.record("checkpoints")
 		return sandboxapi.CheckpointList{Checkpoints: []sandboxapi.Checkpoint{{ID: 1}}}, nil
-	}, wire.ActivityCheckpoints)
+	}, wire.OpActivity(sandboxapi.UpdateCheckpoints))
 	reg(func(_ context.Context, in wire.RollbackActivityInput) (sandboxapi.RollbackResult, error) {
 		l.record("rollback")
 		return sandboxapi.RollbackResult{Checkpoint: sandboxapi.Checkpoint{ID: in.Checkpoint}, Undo: sandboxapi.Checkpoint{ID: in.Checkpoint + 1}}, nil
-	}, wire.ActivityRollback)
+	}, wire.OpActivity(sandboxapi.UpdateRollback))
 	reg(func(_ context.Context, in wire.ForkPrepareInput) (wire.ForkPrepareResult, error) {
 		l.mu.Lock()
 		l.prepareIn = append(l.prepareIn, in)

@@ -65,11 +65,34 @@ func (o operation[In, Out]) validatedBy(validate func(s *session, in In) error) 
 	return o
 }
 
-// call serves the operation with the generic call of activity (options
-// class, argument input) under the session's read or write lock.
-func (o operation[In, Out]) call(activity string, class opClass, input func(s *session, in In) any) operation[In, Out] {
-	o.activity, o.class, o.input = activity, class, input
+// call serves the operation with the generic call of its activity, in
+// options class, under the session's read or write lock. The activity is
+// the one named after the update (wire.OpActivity: the activities.Activities
+// method of that name); its argument is wire.OpInput (the workspace and the
+// update's argument), or wire.WorkspaceActivityInput for an operation that
+// takes none, unless sending sets another.
+func (o operation[In, Out]) call(class opClass) operation[In, Out] {
+	o.activity, o.class = wire.OpActivity(o.op.Name), class
+	if o.input == nil {
+		o.input = opInput[In]
+	}
 	return o
+}
+
+// sending sets the argument the generic call sends (call's default is
+// wire.OpInput).
+func (o operation[In, Out]) sending(input func(s *session, in In) any) operation[In, Out] {
+	o.input = input
+	return o
+}
+
+// opInput is the generic call's default argument: wire.OpInput, or
+// wire.WorkspaceActivityInput for an operation that takes no argument.
+func opInput[In any](s *session, in In) any {
+	if _, none := any(in).(sandboxapi.None); none {
+		return wire.WorkspaceActivityInput{WorkspaceID: s.wsID}
+	}
+	return wire.OpInput[In]{WorkspaceID: s.wsID, Request: in}
 }
 
 // handled serves the operation with handle, which calls activity (""
@@ -200,14 +223,16 @@ var operations = []registrar{
 		handled(wire.ActivityExec, (*session).exec),
 	bind(sandboxapi.OpReadFile).
 		validatedBy(func(_ *session, in sandboxapi.ReadFileInput) error { return validPath(in.Path) }).
-		call(wire.ActivityReadFile, opQuick, func(s *session, in sandboxapi.ReadFileInput) any {
+		sending(func(s *session, in sandboxapi.ReadFileInput) any {
 			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path}
-		}),
+		}).
+		call(opQuick),
 	bind(sandboxapi.OpWriteFile).writing().
 		validatedBy(validateWrite).
-		call(wire.ActivityWriteFile, opQuick, func(s *session, in sandboxapi.WriteFileInput) any {
+		sending(func(s *session, in sandboxapi.WriteFileInput) any {
 			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Content: in.Content, Mode: in.Mode, IfMatch: in.IfMatch}
-		}),
+		}).
+		call(opQuick),
 	// edit_file: one edit applied by the host in one step under the
 	// exclusive lock (never a client-side read-then-write).
 	bind(sandboxapi.OpEditFile).writing().
@@ -226,18 +251,17 @@ var operations = []registrar{
 			}
 			return validPath(in.Path)
 		}).
-		call(wire.ActivityListDir, opQuick, func(s *session, in sandboxapi.ListDirInput) any {
+		sending(func(s *session, in sandboxapi.ListDirInput) any {
 			return wire.FileActivityInput{WorkspaceID: s.wsID, Path: in.Path, Depth: in.Depth, SkipHidden: in.SkipHidden, SkipIgnored: in.SkipIgnored}
-		}),
+		}).
+		call(opQuick),
 	bind(sandboxapi.OpSearch).
 		validatedBy(validateSearch).
-		call(wire.ActivitySearch, opQuick, func(s *session, in sandboxapi.SearchRequest) any {
-			return wire.OpInput[sandboxapi.SearchRequest]{WorkspaceID: s.wsID, Request: in}
-		}),
+		call(opQuick),
 	bind(sandboxapi.OpStatus).
-		call(wire.ActivityStatus, opQuick, workspaceInput),
+		call(opQuick),
 	bind(sandboxapi.OpDiff).
-		call(wire.ActivityDiff, opQuick, workspaceInput),
+		call(opQuick),
 	bind(sandboxapi.OpLog).
 		validatedBy(func(_ *session, in sandboxapi.LogRequest) error {
 			if in.Limit < 0 || in.Limit > sandboxapi.MaxLogCommits {
@@ -245,14 +269,10 @@ var operations = []registrar{
 			}
 			return nil
 		}).
-		call(wire.ActivityLog, opQuick, func(s *session, in sandboxapi.LogRequest) any {
-			return wire.OpInput[sandboxapi.LogRequest]{WorkspaceID: s.wsID, Request: in}
-		}),
+		call(opQuick),
 	bind(sandboxapi.OpReadOutput).
 		validatedBy(func(_ *session, in sandboxapi.ReadOutputInput) error { return in.Validate() }).
-		call(wire.ActivityReadOutput, opQuick, func(s *session, in sandboxapi.ReadOutputInput) any {
-			return wire.OpInput[sandboxapi.ReadOutputInput]{WorkspaceID: s.wsID, Request: in}
-		}),
+		call(opQuick),
 	bind(sandboxapi.OpCommit).writing().
 		validatedBy(func(_ *session, in sandboxapi.CommitRequest) error {
 			if in.Message == "" {
@@ -260,23 +280,17 @@ var operations = []registrar{
 			}
 			return nil
 		}).
-		call(wire.ActivityCommit, opGit, func(s *session, in sandboxapi.CommitRequest) any {
-			return wire.OpInput[sandboxapi.CommitRequest]{WorkspaceID: s.wsID, Request: in}
-		}),
+		call(opGit),
 	bind(sandboxapi.OpHibernate).
 		handled(wire.ActivityHibernate, (*session).hibernate),
 	bind(sandboxapi.OpRelease).
 		handled(wire.ActivityHibernate, (*session).release),
 	bind(sandboxapi.OpPush).writing().
-		call(wire.ActivityPush, opGit, func(s *session, in sandboxapi.PushRequest) any {
-			return wire.PushActivityInput{WorkspaceID: s.wsID, Request: in}
-		}),
+		call(opGit),
 	// The head is checked by the activity (it is the workspace branch).
 	bind(sandboxapi.OpCreatePullRequest).writing().
 		validatedBy(func(_ *session, in sandboxapi.PullRequestInput) error { return in.Validate() }).
-		call(wire.ActivityCreatePullRequest, opGit, func(s *session, in sandboxapi.PullRequestInput) any {
-			return wire.PullRequestActivityInput{WorkspaceID: s.wsID, Request: in}
-		}),
+		call(opGit),
 	// merge_branches merges local branches into the workspace's branch under
 	// the exclusive lock, so it never races the agent's own commands; the
 	// activity is retried after a crash (the merge rolls back an interrupted
@@ -287,7 +301,7 @@ var operations = []registrar{
 	bind(sandboxapi.OpMergeBranches).writing().
 		validatedBy(func(_ *session, in sandboxapi.MergeRequest) error { return in.Validate() }).
 		handled(wire.ActivityMergeBranches, func(s *session, ctx workflow.Context, in sandboxapi.MergeRequest) (sandboxapi.MergeResult, error) {
-			ai := wire.MergeActivityInput{WorkspaceID: s.wsID, Request: in}
+			ai := wire.OpInput[sandboxapi.MergeRequest]{WorkspaceID: s.wsID, Request: in}
 			if in.DryRun {
 				return sharedOp[sandboxapi.MergeResult](s, ctx, opGit, wire.ActivityMergeBranches, ai)
 			}
@@ -322,16 +336,18 @@ var operations = []registrar{
 	// ending one changes nothing in it.
 	bind(sandboxapi.OpCheckpoint).writing().
 		validatedBy(func(_ *session, in sandboxapi.CheckpointInput) error { return in.Validate() }).
-		call(wire.ActivityCheckpoint, opGit, func(s *session, in sandboxapi.CheckpointInput) any {
+		sending(func(s *session, in sandboxapi.CheckpointInput) any {
 			return wire.CheckpointActivityInput{WorkspaceID: s.wsID, Label: in.Label}
-		}),
+		}).
+		call(opGit),
 	bind(sandboxapi.OpCheckpoints).
-		call(wire.ActivityCheckpoints, opQuick, workspaceInput),
+		call(opQuick),
 	bind(sandboxapi.OpRollback).writing().
 		validatedBy(func(_ *session, in sandboxapi.RollbackInput) error { return in.Validate() }).
-		call(wire.ActivityRollback, opGit, func(s *session, in sandboxapi.RollbackInput) any {
+		sending(func(s *session, in sandboxapi.RollbackInput) any {
 			return wire.RollbackActivityInput{WorkspaceID: s.wsID, Checkpoint: in.Checkpoint}
-		}),
+		}).
+		call(opGit),
 	bind(sandboxapi.OpFork).writing().
 		validatedBy((*session).validateFork).
 		handled(wire.ActivityForkPrepare, (*session).fork),
@@ -344,9 +360,10 @@ var operations = []registrar{
 	// runtime has no such capability).
 	bind(sandboxapi.OpPreviewURL).
 		validatedBy(func(_ *session, in sandboxapi.PreviewURLInput) error { return in.Validate() }).
-		call(wire.ActivityPreviewURL, opQuick, func(s *session, in sandboxapi.PreviewURLInput) any {
+		sending(func(s *session, in sandboxapi.PreviewURLInput) any {
 			return wire.PreviewURLActivityInput{WorkspaceID: s.wsID, Port: in.Port}
-		}),
+		}).
+		call(opQuick),
 	// overlaps reads this workspace's changes and those of the host's other
 	// workspaces of the same repository, user and project (read-only; an
 	// activity with heartbeats: it may read many worktrees).
@@ -367,10 +384,6 @@ func Operations() []OperationInfo {
 		out[i] = o.info()
 	}
 	return out
-}
-
-func workspaceInput(s *session, _ sandboxapi.None) any {
-	return wire.WorkspaceActivityInput{WorkspaceID: s.wsID}
 }
 
 func validPath(p string) error {

@@ -19,18 +19,18 @@ import (
 
 // registerRemote adds fakes of the push and create-pull-request activities.
 func registerRemote(env *testsuite.TestWorkflowEnvironment, pushes, prs *atomic.Int32) {
-	env.RegisterActivityWithOptions(func(_ context.Context, in wire.PushActivityInput) (sandboxapi.PushResult, error) {
+	env.RegisterActivityWithOptions(func(_ context.Context, in wire.OpInput[sandboxapi.PushRequest]) (sandboxapi.PushResult, error) {
 		pushes.Add(1)
 		status := sandboxapi.PushCreated
 		if in.Request.ForceWithLease {
 			status = sandboxapi.PushForced
 		}
 		return sandboxapi.PushResult{Branch: "agent/edits-c", Commit: "c1", Status: status}, nil
-	}, activity.RegisterOptions{Name: wire.ActivityPush})
-	env.RegisterActivityWithOptions(func(_ context.Context, in wire.PullRequestActivityInput) (sandboxapi.PullRequest, error) {
+	}, activity.RegisterOptions{Name: wire.OpActivity(sandboxapi.UpdatePush)})
+	env.RegisterActivityWithOptions(func(_ context.Context, in wire.OpInput[sandboxapi.PullRequestInput]) (sandboxapi.PullRequest, error) {
 		prs.Add(1)
 		return sandboxapi.PullRequest{Number: 7, URL: "https://example.com/o/r/pull/7", State: "open", Head: "agent/edits-c", Base: "main", Created: true}, nil
-	}, activity.RegisterOptions{Name: wire.ActivityCreatePullRequest})
+	}, activity.RegisterOptions{Name: wire.OpActivity(sandboxapi.UpdateCreatePullRequest)})
 }
 
 func TestSessionPushAndPullRequest(t *testing.T) {

@@ -123,13 +123,13 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 			f.onWrite()
 		}
 		return sandboxapi.WriteFileResult{Path: in.Path, Bytes: int64(len(in.Content))}, nil
-	}, wire.ActivityWriteFile)
+	}, wire.OpActivity(sandboxapi.UpdateWriteFile))
 	reg(func(_ context.Context, in wire.FileActivityInput) (sandboxapi.ReadFileResult, error) {
 		if f.onRead != nil {
 			f.onRead()
 		}
 		return sandboxapi.ReadFileResult{Path: in.Path, Content: []byte("x")}, nil
-	}, wire.ActivityReadFile)
+	}, wire.OpActivity(sandboxapi.UpdateReadFile))
 	reg(func(_ context.Context, in wire.WorkspaceActivityInput) (sandboxapi.HibernateResult, error) {
 		f.hibernate.Add(1)
 		return sandboxapi.HibernateResult{RuntimeID: sandboxapi.RuntimeIDFor(in.WorkspaceID), Stopped: true}, nil

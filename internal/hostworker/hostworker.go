@@ -290,13 +290,13 @@ func (h *Host) startWorkers(ctx context.Context, opts Options, wss *workspace.Ma
 	wopts.Interceptors = append(wopts.Interceptors, opts.Interceptors...)
 	shared := worker.New(h.Client, cfg.TaskQueue, wopts)
 	shared.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
-	h.Activities.Register(shared)
+	activities.Register(shared, h.Activities)
 	shared.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: sandboxapi.TaskFanoutWorkflowType})
 	shared.RegisterWorkflowWithOptions(workflows.ProcessStreamWorkflow, workflow.RegisterOptions{Name: sandboxapi.ProcessStreamWorkflowType})
 	(&activities.Fanout{Client: h.Client, TaskQueue: cfg.TaskQueue, Logger: log}).Register(shared)
 	hostQ := worker.New(h.Client, wire.HostTaskQueue(cfg.HostID), wopts)
 	hostQ.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
-	h.Activities.Register(hostQ)
+	activities.Register(hostQ, h.Activities)
 	if err := h.wireEviction(ctx, wss, shared, hostQ); err != nil {
 		return err
 	}

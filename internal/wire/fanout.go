@@ -89,10 +89,3 @@ type FanoutMergeResult struct {
 	sandboxapi.MergeResult
 	Preview *sandboxapi.MergeResult `json:"preview,omitempty"`
 }
-
-// MergeActivityInput is the merge-branches activity's argument (SessionWorkflow
-// update merge_branches).
-type MergeActivityInput struct {
-	WorkspaceID string                  `json:"workspace_id"`
-	Request     sandboxapi.MergeRequest `json:"request"`
-}

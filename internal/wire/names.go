@@ -5,7 +5,44 @@
 // clients; the public half is package sandboxapi (docs/API.md).
 package wire
 
-import "github.com/sandboxcore/sandboxcore/sandboxapi"
+import (
+	"strings"
+
+	"github.com/sandboxcore/sandboxcore/sandboxapi"
+)
+
+// SessionActivityPrefix begins the name of every session activity: package
+// activities registers its Activities by method set, each method under this
+// prefix and its own name ("sandbox.ReadFile"). Those names are recorded in
+// workflow histories, so a method is never renamed.
+const SessionActivityPrefix = "sandbox."
+
+// OpActivity returns the name of the activity serving the update named
+// update when the operation table does not name one: SessionActivityPrefix
+// and the update's name in Go's CamelCase, with Go's initialisms
+// ("read_file" → "sandbox.ReadFile", "preview_url" → "sandbox.PreviewURL").
+// The activities.Activities method of that name serves it.
+func OpActivity(update string) string {
+	return SessionActivityPrefix + GoName(update)
+}
+
+// GoName is an update name in Go's CamelCase, with Go's initialisms:
+// "create_pull_request" → "CreatePullRequest", "preview_url" → "PreviewURL".
+// It names the update's activity method (OpActivity) and its
+// sandboxclient method.
+func GoName(update string) string {
+	var b strings.Builder
+	for _, w := range strings.Split(update, "_") {
+		switch w {
+		case "":
+		case "url", "id":
+			b.WriteString(strings.ToUpper(w))
+		default:
+			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		}
+	}
+	return b.String()
+}
 
 // Activity names of eviction (registered by activities.EvictionActivities).
 const (
@@ -35,59 +72,38 @@ const (
 // HostTaskQueue returns "sandbox-host-<hostID>".
 func HostTaskQueue(hostID string) string { return sandboxapi.HostTaskQueuePrefix + hostID }
 
-// Activity names (registered by package activities).
+// Names of session activities that code names outside the operation
+// table's generic calls (registered by package activities, by method set;
+// an operation served by .call needs no constant: wire.OpActivity).
 const (
 	ActivityLocate         = "sandbox.Locate"
 	ActivityAcquire        = "sandbox.Acquire"
 	ActivityExec           = sandboxapi.ExecActivityType
-	ActivityReadFile       = "sandbox.ReadFile"
-	ActivityWriteFile      = "sandbox.WriteFile"
 	ActivityEditFile       = "sandbox.EditFile"
-	ActivityListDir        = "sandbox.ListDir"
-	ActivitySearch         = "sandbox.Search"
-	ActivityStatus         = "sandbox.Status"
-	ActivityDiff           = "sandbox.Diff"
-	ActivityLog            = "sandbox.Log"
-	ActivityReadOutput     = "sandbox.ReadOutput"
-	ActivityCommit         = "sandbox.Commit"
 	ActivityHibernate      = "sandbox.Hibernate"
 	ActivityDestroyRuntime = "sandbox.DestroyRuntime"
+	// ActivityMergeBranches serves the merge_branches update.
+	ActivityMergeBranches = "sandbox.MergeBranches"
+	// ActivityOverlaps serves the overlaps update (docs/API.md "Overlaps").
+	ActivityOverlaps = "sandbox.Overlaps"
 )
 
-// Activity names of the remote side.
+// Activity names of the lifecycle operations (docs/API.md "Fork",
+// "Destroy", "Cleanup"). The first four are session activities
+// (activities.Activities); ForkAcquire and the Cleanup ones drive sessions
+// through the Temporal client (activities.LifecycleActivities).
 const (
-	ActivityPush              = "sandbox.Push"
-	ActivityCreatePullRequest = "sandbox.CreatePullRequest"
-)
-
-// ActivityMergeBranches serves the merge_branches update.
-const ActivityMergeBranches = "sandbox.MergeBranches"
-
-// Activity names of the lifecycle operations (docs/API.md "Checkpoints",
-// "Fork", "Destroy", "Cleanup"). The first six are session activities
-// (activities.Activities.ByName); ForkAcquire and the Cleanup ones drive
-// sessions through the Temporal client (activities.LifecycleActivities).
-const (
-	ActivityCheckpoint       = "sandbox.Checkpoint"
-	ActivityCheckpoints      = "sandbox.Checkpoints"
-	ActivityRollback         = "sandbox.Rollback"
 	ActivityForkPrepare      = "sandbox.ForkPrepare"
 	ActivityDestroy          = "sandbox.Destroy"
 	ActivityRestoreDestroyed = "sandbox.RestoreDestroyed"
+	ActivityCleanupList      = "sandbox.CleanupList"
 	ActivityForkAcquire      = "sandbox.ForkAcquire"
 	ActivityCleanupSessions  = "sandbox.CleanupSessions"
-	ActivityCleanupList      = "sandbox.CleanupList"
 	ActivityCleanupDestroy   = "sandbox.CleanupDestroy"
 	// ActivityFanoutForkTask forks a fan-out task from the conversation
 	// (FanoutInput.FromFork; registered by activities.Fanout).
 	ActivityFanoutForkTask = "fanout.ForkTask"
 )
-
-// ActivityPreviewURL serves the preview_url update (docs/API.md "Preview URLs").
-const ActivityPreviewURL = "sandbox.PreviewURL"
-
-// ActivityOverlaps serves the overlaps update (docs/API.md "Overlaps").
-const ActivityOverlaps = "sandbox.Overlaps"
 
 // Activity names of prepared trees (docs/RUNTIMES.md "Prepared trees"): a
 // setup run restores one in place of its commands, or saves its output as

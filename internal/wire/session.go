@@ -14,22 +14,6 @@ func PullRequestFor(in sandboxapi.PullRequestInput, head string) sandbox.PullReq
 		Reviewers: in.Reviewers, Labels: in.Labels}
 }
 
-// PushActivityInput is the push activity's argument.
-type PushActivityInput struct {
-	// WorkspaceID names the workspace; the activity loads its row.
-	WorkspaceID string `json:"workspace_id"`
-	// Request is the push update's argument.
-	Request sandboxapi.PushRequest `json:"request"`
-}
-
-// PullRequestActivityInput is the create-pull-request activity's argument.
-type PullRequestActivityInput struct {
-	// WorkspaceID names the workspace; the activity loads its row.
-	WorkspaceID string `json:"workspace_id"`
-	// Request is the create_pull_request update's argument.
-	Request sandboxapi.PullRequestInput `json:"request"`
-}
-
 // SessionRunInput is what SessionWorkflow actually decodes: the public
 // sandboxapi.SessionInput plus the Carry a run hands its successor on
 // continue-as-new (clients never send Carry).

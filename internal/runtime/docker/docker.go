@@ -24,7 +24,7 @@
 // worktree at RuntimeSpec.Workdir (/workspace; read-only for analysis
 // workspaces) and, so that git works inside, the repository cache's bare
 // repository read-only at its own absolute host path (the worktree's ".git"
-// file names it; see activities.RuntimeSpecFor). The container cannot change
+// file names it; see the activities' runtime spec). The container cannot change
 // the cache: `git status`, `git log` and `git diff` work, while `git add`,
 // `git commit` or `git worktree prune` fail or do nothing with git's own
 // "Read-only file system" message (the agent commits through the workflow's

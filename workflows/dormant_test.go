@@ -101,7 +101,7 @@ func TestUpdateArgumentsAreDecodedStrictly(t *testing.T) {
 // continuation), new updates are refused with the retryable
 // SessionReleased, whose details name its kind: never a message to match.
 func TestEndingRunRefusesWithSessionReleased(t *testing.T) {
-	s := &session{wsID: "ws-000000000000000000000000", released: true}
+	s := &session{wsID: "ws-000000000000000000000000", ending: true}
 	err := s.admitting(sandboxapi.UpdateReadFile)
 	assert.Equal(t, sandboxapi.ErrSessionReleased.Type, appType(t, err))
 	var app *temporal.ApplicationError
@@ -110,7 +110,7 @@ func TestEndingRunRefusesWithSessionReleased(t *testing.T) {
 	require.NoError(t, app.Details(&d))
 	assert.Equal(t, sandboxapi.ErrorDetails{Family: "workspace", Kind: "WorkspaceUnavailable", SubKind: "SessionReleased", Retryable: true}, d)
 	assert.True(t, sandboxapi.IsWorkspaceUnavailable(sandboxapi.FromTemporal(err)) && sandboxapi.IsSessionReleased(sandboxapi.FromTemporal(err)))
-	s.released = false
+	s.ending = false
 	assert.NoError(t, s.admitting(sandboxapi.UpdateReadFile))
 }
 

@@ -146,9 +146,9 @@ func (o operation[In, Out]) register(s *session, ctx workflow.Context) error {
 			// whose update passed never reaches it, and one that would
 			// fail a newer check replays as it ran.
 			if err := o.check(s, raw); err != nil && workflow.GetVersion(ctx, changeFailedRun, workflow.DefaultVersion, 1) >= 1 {
-				s.refused = true
-				if s.failure == nil && !s.acquireBegan {
-					s.failure = err
+				s.first.refused = true
+				if s.first.failure == nil && !s.first.began {
+					s.first.failure = err
 				}
 				s.lastError = err.Error()
 				s.learn(ctx, o.op.Name, zero, zero, err, 0)

@@ -125,32 +125,21 @@ type session struct {
 	// (checkBinding); it registers no signal handler, so nothing reaches
 	// the workspace through it.
 	foreign bool
-	// acquireBegan: an acquire handler started in this run.
-	acquireBegan  bool
-	acquireFailed bool
-	// refused: a first update accepted only to be refused by its handler
-	// (changeFailedRun) was; the run ends unless an acquire began.
-	refused bool
-	// failure is why the run's first acquire failed (or its first update
-	// was refused): the run fails with it (changeFailedRun).
-	failure error
-	// wsDestroyed: the run, started without a request, found its
-	// workspace destroyed (a tombstone); it ends destroyed.
-	wsDestroyed bool
-	// released: the run is ending (released, idle-closed or evicted); new
-	// operations are refused with SessionReleased until the next run.
-	released bool
-	// dormant: the workspace is released, closed or evicted and this run
-	// holds no runtime; the next operation resumes the workspace (wake).
-	dormant bool
+	// phase is where the run is in the session's lifecycle (phase.go).
+	phase phase
+	// ending: the run takes no new operation (SessionReleased until the
+	// next run) and finishes once drained: released, idle-closed, evicted,
+	// its workspace removed, destroyed, or a signal's run without a
+	// workspace. It combines with every phase (a dormant run whose
+	// workspace was removed ends dormant), so it is not one of them.
+	ending bool
+	// first is how the run's first acquire went, while it has no workspace.
+	first firstAcquire
 	// moveToHost asks the main loop to continue as new on the host's task
 	// queue, where quick operations run as local activities.
 	moveToHost bool
 	state      string
 	lastError  string
-	// destroyed: destroy removed the workspace; the run completes (state
-	// destroyed) and every operation still waiting is refused.
-	destroyed bool
 
 	ev evictState // evict, pin and unpin signals (session_evict.go)
 
@@ -224,7 +213,10 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 	if c := in.Carry; c != nil {
 		ws := c.Workspace
 		s.ws, s.settings, s.runtimeRunning, s.lastActivity, s.state = &ws, c.Settings, c.RuntimeRunning, c.LastActivity, sandboxapi.StateActive
-		s.dormant = c.Dormant
+		s.phase = phaseActive
+		if c.Dormant {
+			s.phase = phaseDormant
+		}
 		if c.Facts != nil {
 			s.facts = *c.Facts
 		} else {
@@ -251,7 +243,7 @@ func SessionWorkflow(ctx workflow.Context, raw converter.RawValue) error {
 		return err
 	}
 	watchDetails(ctx, s.details)
-	if s.setup != nil && s.setup.State == sandboxapi.SetupPending && !s.dormant {
+	if s.setup != nil && s.setup.State == sandboxapi.SetupPending && s.phase != phaseDormant {
 		s.startSetup(ctx, nil) // planned by the previous run, which continued as new first
 	}
 	return s.run(ctx)
@@ -279,7 +271,7 @@ func (s *session) run(ctx workflow.Context) error {
 	keepTimer := workflow.GetVersion(ctx, changeIdleTimer, workflow.DefaultVersion, 1) >= 1
 	for {
 		switch {
-		case s.released || s.acquireFailed:
+		case s.ending || s.phase == phaseFailed:
 			if err := s.awaitDrained(ctx); err != nil {
 				return err
 			}
@@ -289,11 +281,11 @@ func (s *session) run(ctx workflow.Context) error {
 				return err
 			}
 			continue
-		case s.dormant:
+		case s.phase == phaseDormant:
 			if err := s.awaitWake(ctx); err != nil {
 				return err
 			}
-			if s.dormant && !s.released {
+			if s.phase == phaseDormant && !s.ending {
 				return s.continueAsNew(ctx, workflow.GetInfo(ctx).TaskQueueName)
 			}
 			continue
@@ -302,7 +294,7 @@ func (s *session) run(ctx workflow.Context) error {
 			if err := s.awaitDrained(ctx); err != nil {
 				return err
 			}
-			if s.released || s.dormant { // released or evicted meanwhile
+			if s.ending || s.phase == phaseDormant { // released or evicted meanwhile
 				continue
 			}
 			workflow.GetLogger(ctx).Info("continuing as new", "ops", s.ops, "task_queue", wire.HostTaskQueue(s.ws.HostID))
@@ -325,7 +317,7 @@ func (s *session) awaitDrained(ctx workflow.Context) error {
 // history while nothing is in flight.
 func (s *session) awaitWake(ctx workflow.Context) error {
 	return workflow.Await(ctx, func() bool {
-		return !s.dormant || s.released || (s.inFlight == 0 && workflow.GetInfo(ctx).GetContinueAsNewSuggested())
+		return s.phase != phaseDormant || s.ending || (s.inFlight == 0 && workflow.GetInfo(ctx).GetContinueAsNewSuggested())
 	})
 }
 
@@ -360,14 +352,14 @@ func (s *session) idleStep(ctx workflow.Context, keepTimer bool) error {
 			if err := s.stopRuntime(ctx, true); err != nil {
 				logger.Warn("idle destroy failed", "error", err)
 			}
-			s.released = true
+			s.ending = true
 			return nil
 		}
 	}
 	wait := idleWait(s.inFlight, s.runtimeRunning, now, stopAt, closeAt)
 	seq := s.seq
 	cond := func() bool {
-		return s.seq != seq || s.released || s.dormant || (s.inFlight == 0 && (s.moveToHost || workflow.GetInfo(ctx).GetContinueAsNewSuggested()))
+		return s.seq != seq || s.ending || s.phase == phaseDormant || (s.inFlight == 0 && (s.moveToHost || workflow.GetInfo(ctx).GetContinueAsNewSuggested()))
 	}
 	if keepTimer {
 		return s.awaitIdle(ctx, now, wait, cond)
@@ -420,27 +412,27 @@ func (s *session) awaitIdle(ctx workflow.Context, now time.Time, wait time.Durat
 // awaitFirstAcquire waits for the run's first acquire (or signal): when none
 // begins within acquireBeginWait, the run ends as failed.
 func (s *session) awaitFirstAcquire(ctx workflow.Context) error {
-	done := func() bool { return s.ws != nil || s.acquireFailed || s.released }
+	done := func() bool { return s.ws != nil || s.phase == phaseFailed || s.ending }
 	if workflow.GetVersion(ctx, changeAcquireWait, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		// Recorded before the change: wait for an acquire to succeed.
 		ok, err := workflow.AwaitWithTimeout(ctx, legacyAcquireWait, done)
 		if err == nil && !ok && s.inFlight == 0 {
-			s.acquireFailed = true
+			s.phase = phaseFailed
 		}
 		return err
 	}
-	if s.acquireBegan || s.inFlight > 0 {
+	if s.first.began || s.inFlight > 0 {
 		return workflow.Await(ctx, done)
 	}
 	// refused is only ever set after changeFailedRun's marker (a recorded
 	// history without it never sees it true).
-	began := func() bool { return done() || s.acquireBegan || s.inFlight > 0 || s.refused }
+	began := func() bool { return done() || s.first.began || s.inFlight > 0 || s.first.refused }
 	ok, err := workflow.AwaitWithTimeout(ctx, acquireBeginWait, began)
 	if err != nil {
 		return err
 	}
-	if (!ok || (s.refused && !s.acquireBegan)) && s.inFlight == 0 {
-		s.acquireFailed = true
+	if (!ok || (s.first.refused && !s.first.began)) && s.inFlight == 0 {
+		s.phase = phaseFailed
 	}
 	return nil
 }
@@ -449,7 +441,7 @@ func (s *session) awaitFirstAcquire(ctx workflow.Context) error {
 // or closed after a signal); a session whose workspace exists continues as
 // new into a dormant run.
 func (s *session) finish(ctx workflow.Context) error {
-	if s.destroyed {
+	if s.phase == phaseDestroyed {
 		// Only runs that handled destroy get here (no recorded history
 		// does): the session ends for good (docs/API.md "Destroy").
 		s.setState(ctx, sandboxapi.StateDestroyed)
@@ -460,7 +452,7 @@ func (s *session) finish(ctx workflow.Context) error {
 		_ = s.stopRuntime(ctx, false)
 	}
 	if s.ws == nil {
-		if s.ev.handled > 0 && !s.acquireFailed {
+		if s.ev.handled > 0 && s.phase != phaseFailed {
 			s.setState(ctx, sandboxapi.StateClosed) // a signal's run: nothing failed
 			return nil
 		}
@@ -486,7 +478,7 @@ func (s *session) finish(ctx workflow.Context) error {
 		return nil
 	}
 	s.setState(ctx, final)
-	s.dormant, s.runtimeRunning = true, false
+	s.phase, s.runtimeRunning = phaseDormant, false
 	if s.ev.evicted {
 		s.ws.State = sandboxapi.WorkspaceEvicted
 	}
@@ -500,11 +492,11 @@ func (s *session) finish(ctx workflow.Context) error {
 // states").
 func (s *session) failRun(ctx workflow.Context) error {
 	state := sandboxapi.StateFailed
-	if s.wsDestroyed {
+	if s.first.keyDestroyed {
 		state = sandboxapi.StateDestroyed
 	}
 	s.setState(ctx, state)
-	err := s.failure
+	err := s.first.failure
 	if err == nil {
 		err = sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s: no acquire reached the session within %s of its start", s.wsID, acquireBeginWait)
 	}
@@ -516,7 +508,7 @@ func (s *session) continueAsNew(ctx workflow.Context, taskQueue string) error {
 	return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskQueue(ctx, taskQueue), sandboxapi.SessionWorkflowType, wire.SessionRunInput{
 		WorkspaceID: s.wsID,
 		Carry: &wire.SessionCarry{Workspace: *s.ws, Settings: s.settings, RuntimeRunning: s.runtimeRunning, State: s.state,
-			LastActivity: s.lastActivity, Ops: 0, Dormant: s.dormant, RuntimeReplica: s.replica, Processes: s.carriedProcesses(),
+			LastActivity: s.lastActivity, Ops: 0, Dormant: s.phase == phaseDormant, RuntimeReplica: s.replica, Processes: s.carriedProcesses(),
 			Facts: s.carryFacts(), Setup: s.setupCopy()},
 	})
 }
@@ -550,7 +542,7 @@ func (s *session) beginUnless(ctx workflow.Context, mutating bool, abort func() 
 			s.holder.op, s.holder.updateID = u.Name, u.ID
 		}
 	}
-	if s.destroyed {
+	if s.phase == phaseDestroyed {
 		// Waited for the lock while destroy ran: the workspace is gone.
 		s.lock.release(mutating)
 		s.inFlight--
@@ -630,16 +622,16 @@ func (s *session) end(ctx workflow.Context, mutating bool) {
 // waitReady blocks an operation until the first acquire finished, and
 // resumes a dormant workspace first.
 func (s *session) waitReady(ctx workflow.Context) error {
-	if err := workflow.Await(ctx, func() bool { return s.ws != nil || s.acquireFailed || s.destroyed }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return s.ws != nil || s.phase == phaseFailed || s.phase == phaseDestroyed }); err != nil {
 		return err
 	}
-	if s.destroyed {
+	if s.phase == phaseDestroyed {
 		return s.destroyedError()
 	}
 	if s.ws == nil {
 		return appError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s could not be acquired", s.wsID))
 	}
-	if s.dormant {
+	if s.phase == phaseDormant {
 		return s.wake(ctx)
 	}
 	return nil
@@ -653,7 +645,7 @@ func (s *session) admitting(name string) error {
 	if s.inputErr != nil {
 		return appError(s.inputErr)
 	}
-	if s.released {
+	if s.ending {
 		return appError(sandboxapi.Errorf(sandboxapi.ErrSessionReleased, "%s: session %s is ending (released or closed); send the call again to resume it", name, s.wsID))
 	}
 	return nil
@@ -665,7 +657,7 @@ func (s *session) admitting(name string) error {
 // argument decoded (a run whose argument did not decode, or a foreign one,
 // refuses every update and ends on its own).
 func (s *session) refusalEndsRun() bool {
-	return s.ws == nil && !s.acquireBegan && s.inFlight == 0 && !s.refused && s.inputErr == nil && !s.foreign && !s.acquireFailed
+	return s.ws == nil && !s.first.began && s.inFlight == 0 && !s.first.refused && s.inputErr == nil && !s.foreign && s.phase != phaseFailed
 }
 
 func (s *session) writable() error {
@@ -854,7 +846,7 @@ func (s *session) stopRuntime(ctx workflow.Context, destroy bool) error {
 	if destroy {
 		s.replica = nil
 	}
-	if !s.released {
+	if !s.ending {
 		s.setState(ctx, sandboxapi.StateIdle)
 	}
 	return nil
@@ -910,7 +902,7 @@ func (s *session) describe() (sandboxapi.SessionDescription, error) {
 	if pd := s.procDeadline(); pd.After(stopAt) {
 		stopAt = pd
 	}
-	if !s.dormant && !s.released {
+	if s.phase != phaseDormant && !s.ending {
 		d.IdleCloseAt = closeAt
 	}
 	if s.runtimeRunning {

@@ -147,7 +147,7 @@ func (s *session) detailsSummary() string {
 func (s *session) detailsState() string {
 	md := sandboxapi.EscapeMarkdown
 	state := "**State** " + md(s.state)
-	if s.dormant {
+	if s.phase == phaseDormant {
 		state += " (dormant: the next operation resumes the workspace)"
 	}
 	if kind := s.settings.RuntimeKind; kind != "" {
@@ -225,7 +225,7 @@ func (s *session) detailsRecent() []string {
 // the runtime runs, the session's close), "" for a session without a
 // workspace, dormant or released.
 func (s *session) detailsNextIdle() string {
-	if s.ws == nil || s.dormant || s.released {
+	if s.ws == nil || s.phase == phaseDormant || s.ending {
 		return ""
 	}
 	var next []string

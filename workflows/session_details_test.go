@@ -30,14 +30,14 @@ func TestDetailsNextIdle(t *testing.T) {
 	assert.Equal(t, "**Next idle deadline** session closes at 2026-12-01T16:00:00Z (unless an operation comes first)", s.detailsNextIdle())
 	s.runtimeRunning = true
 	assert.True(t, strings.HasPrefix(s.detailsNextIdle(), "**Next idle deadline** runtime hibernates at 2026-12-01T10:20:00Z · session closes at"))
-	s.dormant = true
+	s.phase = phaseDormant
 	assert.Empty(t, s.detailsNextIdle(), "a dormant session has no deadline")
-	s.dormant, s.released = false, true
+	s.phase, s.ending = phaseActive, true
 	assert.Empty(t, s.detailsNextIdle(), "nor a released one")
 }
 
 func TestDetailsStateLine(t *testing.T) {
-	s := &session{state: sandboxapi.StateReleased, dormant: true, inFlight: 2}
+	s := &session{state: sandboxapi.StateReleased, phase: phaseDormant, inFlight: 2}
 	s.settings.RuntimeKind = "docker"
 	s.ws = &sandboxapi.Workspace{HostID: "h1"}
 	assert.Equal(t, "**State** released (dormant: the next operation resumes the workspace) · **Runtime** docker, stopped · **Host** h1 · **In flight** 2", s.detailsState())

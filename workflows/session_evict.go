@@ -127,7 +127,7 @@ func (s *session) housekeeping(ctx workflow.Context, fn func()) error {
 	s.ev.handled++
 	if s.ws == nil {
 		// Started (or kept alive) only for this signal: complete once handled.
-		s.released = true
+		s.ending = true
 	}
 	return nil
 }
@@ -213,14 +213,14 @@ func (s *session) handleEvict(ctx workflow.Context, req sandboxapi.EvictRequest)
 		s.processesStopped()
 		switch req.Action {
 		case sandboxapi.EvictionEvictWorkspace:
-			s.ev.evicted, s.released, s.runtimeRunning = true, true, false
+			s.ev.evicted, s.ending, s.runtimeRunning = true, true, false
 			if s.ws != nil {
 				s.ws.State = sandboxapi.WorkspaceEvicted
 			}
 			s.setState(ctx, sandboxapi.StateEvicted)
 		default:
 			s.runtimeRunning = false
-			if s.ws != nil && !s.released {
+			if s.ws != nil && !s.ending {
 				s.setState(ctx, sandboxapi.StateIdle)
 			}
 		}

@@ -15,7 +15,7 @@ import (
 // "Fork", "Destroy"): fork, destroy and restore. checkpoint, checkpoints
 // and rollback are plain table entries (ops.go). None of this changes what
 // a recorded history does: the handlers run only for these new updates, and
-// s.destroyed (which finish and begin check) is only ever set by destroy.
+// phaseDestroyed (which finish and begin check) is only ever entered by destroy.
 
 // forkOf returns the fork's target request (its base ref filled in later)
 // and id: the fork gets the source's network policy. s.ws must be set.
@@ -86,14 +86,14 @@ func (s *session) fork(ctx workflow.Context, in sandboxapi.ForkInput) (sandboxap
 // changes (the workspace is left as the activity left it: see
 // activities.Activities.Destroy).
 func (s *session) destroy(ctx workflow.Context, in sandboxapi.DestroyInput) (sandboxapi.DestroyResult, error) {
-	s.acquireBegan = true
+	s.first.began = true
 	if err := s.begin(ctx, true); err != nil {
 		return sandboxapi.DestroyResult{}, err
 	}
 	defer s.end(ctx, true)
 	fail := func(err error) (sandboxapi.DestroyResult, error) {
 		if s.ws == nil {
-			s.acquireFailed, s.failure = true, err // a run started only for this destroy ends
+			s.phase, s.first.failure = phaseFailed, err // a run started only for this destroy ends
 		}
 		return sandboxapi.DestroyResult{}, err
 	}
@@ -123,8 +123,7 @@ func (s *session) destroy(ctx workflow.Context, in sandboxapi.DestroyInput) (san
 			return fail(err)
 		}
 	}
-	s.destroyed = true
-	s.released, s.dormant, s.runtimeRunning = true, false, false
+	s.phase, s.ending, s.runtimeRunning = phaseDestroyed, true, false
 	s.state = sandboxapi.StateDestroyed // published when the run ends (finish)
 	return res, nil
 }
@@ -137,12 +136,12 @@ func (s *session) destroy(ctx workflow.Context, in sandboxapi.DestroyInput) (san
 // session the restore activity brings a pending destroy backup into the
 // fresh workspace. Handle.RestoredFrom is "" when nothing was pending.
 func (s *session) restore(ctx workflow.Context, _ sandboxapi.None) (sandboxapi.Handle, error) {
-	s.acquireBegan = true
+	s.first.began = true
 	if err := s.begin(ctx, true); err != nil {
 		return sandboxapi.Handle{}, err
 	}
 	defer s.end(ctx, true)
-	if s.ws == nil || s.dormant || s.ev.evicted {
+	if s.ws == nil || s.phase == phaseDormant || s.ev.evicted {
 		return s.resume(ctx, nil, true)
 	}
 	var h sandboxapi.Handle

@@ -62,12 +62,12 @@ func (s *session) acquire(ctx workflow.Context, in sandboxapi.AcquireInput) (san
 
 // acquireLocked is the acquire update under the session's exclusive lock.
 func (s *session) acquireLocked(ctx workflow.Context, in sandboxapi.AcquireInput) (sandboxapi.Handle, error) {
-	s.acquireBegan = true
+	s.first.began = true
 	if err := s.begin(ctx, true); err != nil {
 		return sandboxapi.Handle{}, err
 	}
 	defer s.end(ctx, true)
-	if s.ws != nil && !s.ev.evicted && !s.dormant {
+	if s.ws != nil && !s.ev.evicted && s.phase != phaseDormant {
 		if !policyChange(in.Request, s.ws) ||
 			workflow.GetVersion(ctx, changeNetworkPolicy, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			h := wire.HandleFor(*s.ws, s.settings, false)
@@ -105,7 +105,7 @@ func (s *session) wake(ctx workflow.Context) error {
 		return err
 	}
 	defer s.end(ctx, true)
-	if !s.dormant {
+	if s.phase != phaseDormant {
 		return nil
 	}
 	_, err := s.resume(ctx, nil, false)
@@ -121,12 +121,12 @@ func (s *session) resume(ctx workflow.Context, req *sandboxapi.WorkspaceRequest,
 	first := s.ws == nil
 	fail := func(err error) (sandboxapi.Handle, error) {
 		if first {
-			s.acquireFailed, s.failure = true, err
+			s.phase, s.first.failure = phaseFailed, err
 		}
 		return sandboxapi.Handle{}, err
 	}
 	if first {
-		s.acquireFailed = false
+		s.phase = phaseAcquiring // an acquire after a failed one
 	}
 	var loc wire.LocateResult
 	locIn := wire.WorkspaceActivityInput{WorkspaceID: s.wsID}
@@ -147,12 +147,12 @@ func (s *session) resume(ctx workflow.Context, req *sandboxapi.WorkspaceRequest,
 	}
 	if req == nil && !loc.Exists && !(restore && loc.Removed) {
 		if !first {
-			s.released = true // a dormant run of a removed workspace ends
+			s.ending = true // a dormant run of a removed workspace ends
 		}
 		if loc.Removed {
 			// Destroyed: a run started to resume it ends destroyed, not
 			// failed (changeFailedRun; finish), and says how to get it back.
-			s.wsDestroyed = first
+			s.first.keyDestroyed = first
 			return fail(appError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s was destroyed; restore brings back what its destroy saved, an acquire with a full request starts its key fresh", s.wsID)))
 		}
 		return fail(appError(sandboxapi.Errorf(sandboxapi.ErrWorkspaceNotFound, "workspace %s does not exist; acquire it with a full request", s.wsID)))
@@ -177,7 +177,7 @@ func (s *session) resume(ctx workflow.Context, req *sandboxapi.WorkspaceRequest,
 	s.ws, s.settings = &ws, out.Settings
 	s.state = sandboxapi.StateActive
 	s.lastError = ""
-	s.ev.evicted, s.released, s.dormant = false, false, false // an evicted workspace was restored
+	s.ev.evicted, s.ending, s.phase = false, false, phaseActive // an evicted workspace was restored
 	s.publish(ctx)
 	s.moveToHost = !s.settings.StayOnSharedQueue && workflow.GetInfo(ctx).TaskQueueName != wire.HostTaskQueue(ws.HostID)
 	s.replica = out.RuntimeReplica
@@ -188,7 +188,7 @@ func (s *session) resume(ctx workflow.Context, req *sandboxapi.WorkspaceRequest,
 }
 
 func (s *session) hibernate(ctx workflow.Context, _ sandboxapi.None) (sandboxapi.HibernateResult, error) {
-	if s.dormant {
+	if s.phase == phaseDormant {
 		return s.stopDormant(ctx, wire.ActivityHibernate)
 	}
 	if err := s.waitReady(ctx); err != nil {
@@ -211,7 +211,7 @@ func (s *session) release(ctx workflow.Context, in sandboxapi.ReleaseInput) (san
 	if in.DestroyRuntime {
 		name, what = wire.ActivityDestroyRuntime, "destroyed"
 	}
-	if s.dormant { // nothing runs: do not resume the workspace to stop it
+	if s.phase == phaseDormant { // nothing runs: do not resume the workspace to stop it
 		if _, err := s.stopDormant(ctx, name); err != nil {
 			return sandboxapi.ReleaseResult{}, err
 		}
@@ -232,7 +232,7 @@ func (s *session) release(ctx workflow.Context, in sandboxapi.ReleaseInput) (san
 	if in.DestroyRuntime {
 		s.replica = nil
 	}
-	s.released = true
+	s.ending = true
 	s.state = sandboxapi.StateReleased // published when the run ends (finish)
 	return sandboxapi.ReleaseResult{WorkspaceID: s.wsID, Runtime: what}, nil
 }

@@ -26,8 +26,6 @@ const (
 	// was rejected leaves no session behind for longer (docs/API.md
 	// "Listing workspaces").
 	acquireBeginWait = 15 * time.Second
-	// legacyAcquireWait is that wait in runs recorded before it was shortened.
-	legacyAcquireWait = 10 * time.Minute
 	// hostScheduleToStart is how long an operation waits for its host's worker
 	// to pick it up before failing with WorkspaceUnavailable, unless the host's
 	// SessionSettings.HostWait says otherwise.
@@ -268,7 +266,7 @@ func (s *session) register(ctx workflow.Context) error {
 // run is the main coroutine: the wait for the first acquire, idle timers,
 // dormancy, continue-as-new and the end of the run.
 func (s *session) run(ctx workflow.Context) error {
-	keepTimer := workflow.GetVersion(ctx, changeIdleTimer, workflow.DefaultVersion, 1) >= 1
+	retired(ctx, changeIdleTimer)
 	for {
 		switch {
 		case s.ending || s.phase == phaseFailed:
@@ -300,7 +298,7 @@ func (s *session) run(ctx workflow.Context) error {
 			workflow.GetLogger(ctx).Info("continuing as new", "ops", s.ops, "task_queue", wire.HostTaskQueue(s.ws.HostID))
 			return s.continueAsNew(ctx, wire.HostTaskQueue(s.ws.HostID))
 		}
-		if err := s.idleStep(ctx, keepTimer); err != nil {
+		if err := s.idleStep(ctx); err != nil {
 			return err
 		}
 	}
@@ -333,7 +331,7 @@ func (s *session) runIsFull(ctx workflow.Context) bool {
 // runtime or closes the session once their deadline passed (idleDeadlines:
 // live background processes defer both); otherwise it waits for the next
 // change or deadline (idleWait).
-func (s *session) idleStep(ctx workflow.Context, keepTimer bool) error {
+func (s *session) idleStep(ctx workflow.Context) error {
 	logger := workflow.GetLogger(ctx)
 	now := workflow.Now(ctx)
 	stopAt, closeAt, check := s.idleDeadlines(now)
@@ -361,14 +359,7 @@ func (s *session) idleStep(ctx workflow.Context, keepTimer bool) error {
 	cond := func() bool {
 		return s.seq != seq || s.ending || s.phase == phaseDormant || (s.inFlight == 0 && (s.moveToHost || workflow.GetInfo(ctx).GetContinueAsNewSuggested()))
 	}
-	if keepTimer {
-		return s.awaitIdle(ctx, now, wait, cond)
-	}
-	if wait == 0 {
-		return workflow.Await(ctx, cond)
-	}
-	_, err := workflow.AwaitWithTimeout(ctx, wait, cond)
-	return err
+	return s.awaitIdle(ctx, now, wait, cond)
 }
 
 // idleWait is how long an idle turn waits at most: until the next idle
@@ -413,14 +404,7 @@ func (s *session) awaitIdle(ctx workflow.Context, now time.Time, wait time.Durat
 // begins within acquireBeginWait, the run ends as failed.
 func (s *session) awaitFirstAcquire(ctx workflow.Context) error {
 	done := func() bool { return s.ws != nil || s.phase == phaseFailed || s.ending }
-	if workflow.GetVersion(ctx, changeAcquireWait, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		// Recorded before the change: wait for an acquire to succeed.
-		ok, err := workflow.AwaitWithTimeout(ctx, legacyAcquireWait, done)
-		if err == nil && !ok && s.inFlight == 0 {
-			s.phase = phaseFailed
-		}
-		return err
-	}
+	retired(ctx, changeAcquireWait)
 	if s.first.began || s.inFlight > 0 {
 		return workflow.Await(ctx, done)
 	}
@@ -469,14 +453,7 @@ func (s *session) finish(ctx workflow.Context) error {
 	case s.state == sandboxapi.StateReleased:
 		final = sandboxapi.StateReleased
 	}
-	if workflow.GetVersion(ctx, changeDormant, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		// Recorded before the change: the run completed, released ones as closed.
-		if final == sandboxapi.StateReleased {
-			final = sandboxapi.StateClosed
-		}
-		s.setState(ctx, final)
-		return nil
-	}
+	retired(ctx, changeDormant)
 	s.setState(ctx, final)
 	s.phase, s.runtimeRunning = phaseDormant, false
 	if s.ev.evicted {
@@ -781,9 +758,7 @@ func (s *session) publishDirty(ctx workflow.Context) {
 	if v, ok := workflow.GetTypedSearchAttributes(ctx).GetBool(dirtyKey); ok && v == *d {
 		return
 	}
-	if workflow.GetVersion(ctx, changeDirtyAttr, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return // recorded before the attribute existed
-	}
+	retired(ctx, changeDirtyAttr)
 	_ = workflow.UpsertTypedSearchAttributes(ctx, dirtyKey.ValueSet(*d))
 }
 

@@ -42,10 +42,10 @@ const changeNetworkPolicy = "session-acquire-network-policy"
 
 func (s *session) acquire(ctx workflow.Context, in sandboxapi.AcquireInput) (sandboxapi.Handle, error) {
 	h, err := s.acquireLocked(ctx, in)
-	if err != nil || s.ws == nil ||
-		workflow.GetVersion(ctx, changeSetup, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if err != nil || s.ws == nil {
 		return h, err
 	}
+	retired(ctx, changeSetup)
 	mode := ""
 	if in.Request != nil {
 		mode = in.Request.Setup
@@ -131,19 +131,13 @@ func (s *session) resume(ctx workflow.Context, req *sandboxapi.WorkspaceRequest,
 	var loc wire.LocateResult
 	locIn := wire.WorkspaceActivityInput{WorkspaceID: s.wsID}
 	retry := &temporal.RetryPolicy{MaximumAttempts: 5}
-	if workflow.GetVersion(ctx, changeLocateLocal, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		locOpts := workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry}
-		if err := s.call(ctx, locOpts, wire.ActivityLocate, locIn, &loc); err != nil {
-			return fail(err)
-		}
-	} else {
-		// Locate only reads the store, which every worker of the shared
-		// queue reaches: run it in this workflow task (no activity task,
-		// no extra workflow task before the acquire activity).
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
-		if err := s.result(workflow.ExecuteLocalActivity(lctx, wire.ActivityLocate, locIn).Get(ctx, &loc)); err != nil {
-			return fail(err)
-		}
+	retired(ctx, changeLocateLocal)
+	// Locate only reads the store, which every worker of the shared queue
+	// reaches: run it in this workflow task (no activity task, no extra
+	// workflow task before the acquire activity).
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+	if err := s.result(workflow.ExecuteLocalActivity(lctx, wire.ActivityLocate, locIn).Get(ctx, &loc)); err != nil {
+		return fail(err)
 	}
 	if req == nil && !loc.Exists && !(restore && loc.Removed) {
 		if !first {

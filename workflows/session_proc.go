@@ -197,9 +197,7 @@ func (s *session) idleDeadlines(now time.Time) (stopAt, closeAt time.Time, check
 
 // exec runs one command (docs/API.md "exec"); see the file comment.
 func (s *session) exec(ctx workflow.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
-	if workflow.GetVersion(ctx, changeExecProcess, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return s.execActivity(ctx, req)
-	}
+	retired(ctx, changeExecProcess)
 	id := ""
 	if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
 		id = u.ID
@@ -229,8 +227,9 @@ func (s *session) exec(ctx workflow.Context, req sandboxapi.ExecRequest) (sandbo
 	if s.state != sandboxapi.StateActive {
 		s.setState(ctx, sandboxapi.StateActive)
 	}
+	retired(ctx, changeExecRawResult)
 	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req, UpdateID: id, ProcessID: e.processID, Wait: execFastWait,
-		RawResult: workflow.GetVersion(ctx, changeExecRawResult, workflow.DefaultVersion, 1) == 1}
+		RawResult: true}
 	e.started = true
 	var st wire.ExecStartResult
 	if req.KeepOutput {
@@ -410,32 +409,6 @@ func (s *session) takeRawResult(id string) (converter.RawValue, bool) {
 // run already).
 func resultError(err error) error {
 	return appError(sandboxapi.Wrap(sandboxapi.ErrSandbox, err, "exec result: the activity's result does not decode"))
-}
-
-// execActivity is exec as recorded before changeExecProcess: one exec
-// activity runs the command.
-func (s *session) execActivity(ctx workflow.Context, req sandboxapi.ExecRequest) (sandboxapi.ExecResult, error) {
-	if err := s.waitReady(ctx); err != nil {
-		return sandboxapi.ExecResult{}, err
-	}
-	if err := s.begin(ctx, true); err != nil {
-		return sandboxapi.ExecResult{}, err
-	}
-	defer s.end(ctx, true)
-	var out wire.ExecActivityResult
-	s.runtimeRunning = true
-	if s.state != sandboxapi.StateActive {
-		s.setState(ctx, sandboxapi.StateActive)
-	}
-	in := wire.ExecActivityInput{WorkspaceID: s.wsID, Request: req}
-	if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
-		in.UpdateID = u.ID
-	}
-	err := s.call(ctx, s.hostOptions(opExec, req.Timeout()), wire.ActivityExec, in, &out)
-	if out.RuntimeReplica != nil {
-		s.replica = out.RuntimeReplica
-	}
-	return out.ExecResult, err
 }
 
 // execStart runs ActivityExecStart: a local activity on the host's queue,

@@ -3,19 +3,26 @@ package tests
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sandboxcore/sandboxcore/internal/hostworker"
+	"github.com/sandboxcore/sandboxcore/internal/wire"
 	"github.com/sandboxcore/sandboxcore/sandboxapi"
 	"github.com/sandboxcore/sandboxcore/workflows"
 )
@@ -24,10 +31,15 @@ import (
 // workflows.TestReplayRecordedHistories replays against the workflow code.
 const updateHistoriesEnv = "SANDBOXCORE_UPDATE_HISTORIES"
 
-// recordedHistoryPrefix names the files TestSessionHistoriesReplay writes:
-// a new prefix per workflow change keeps the histories recorded before it
-// (session-dormant-run-* before the one idle timer and the local locate).
-const recordedHistoryPrefix = "session-idle-timer-run"
+// The prefixes of the files TestSessionHistoriesReplay and
+// TestSessionProcessHistoriesReplay write: a new prefix per workflow change
+// keeps the histories recorded before it (session-idle-timer-run-* before
+// the lifecycle phase and the retired GetVersion branches).
+const (
+	recordedHistoryPrefix = "session-phase-run"
+	recordedProcessPrefix = "session-phase-process-run"
+	recordedStreamPrefix  = "stream-phase-run"
+)
 
 // TestSessionHistoriesReplay drives a whole session lifecycle (acquire,
 // continue-as-new onto the host queue, every update, hibernate, release) and
@@ -105,7 +117,7 @@ func history(t *testing.T, wfID, runID string) *historypb.History {
 // hibernate), the process updates and the stream workflow, and replays the
 // histories of every run of the session and of its stream workflow
 // (recorded with SANDBOXCORE_UPDATE_HISTORIES=1 -run thisTest as
-// session-process-run-N.json and stream-histories/stream-run-N.json).
+// recordedProcessPrefix-N.json and stream-histories/recordedStreamPrefix-N.json).
 func TestSessionProcessHistoriesReplay(t *testing.T) {
 	h := startHost(t, "replay-proc")
 	s, hd, _ := newEditSession(t, h)
@@ -154,7 +166,7 @@ func TestSessionProcessHistoriesReplay(t *testing.T) {
 			if os.Getenv(updateHistoriesEnv) == "1" {
 				data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 				require.NoError(t, err)
-				file := filepath.Join("..", "workflows", "testdata", kind, fmt.Sprintf("%s-run-%d.json", map[string]string{"histories": "session-process", "stream-histories": "stream"}[kind], runs))
+				file := filepath.Join("..", "workflows", "testdata", kind, fmt.Sprintf("%s-%d.json", map[string]string{"histories": recordedProcessPrefix, "stream-histories": recordedStreamPrefix}[kind], runs))
 				require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
 				require.NoError(t, os.WriteFile(file, data, 0o644))
 			}
@@ -165,4 +177,51 @@ func TestSessionProcessHistoriesReplay(t *testing.T) {
 	streamID, err := sandboxapi.StreamWorkflowID(hd.WorkspaceID)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, record("stream-histories", streamID, workflows.ProcessStreamWorkflow, sandboxapi.ProcessStreamWorkflowType), 1)
+}
+
+// TestCheckReplayFindsRunsThisBuildCannotReplay: sandbox-worker
+// check-replay (hostworker.CheckReplay) lists the open runs through
+// visibility and replays each against this build. A live session replays;
+// a run recorded by other code under the session's workflow type (a
+// stand-in for a run older than a retired change: it scheduled an activity
+// and never recorded the retired changes' markers) is reported.
+func TestCheckReplayFindsRunsThisBuildCannotReplay(t *testing.T) {
+	h := startHost(t, "replaycheck")
+	_, hd, _ := newEditSession(t, h)
+	ctx := ctxFor(t, 2*time.Minute)
+
+	queue := uniq(t, "older-code")
+	older := worker.New(tc, queue, worker.Options{})
+	older.RegisterWorkflowWithOptions(func(ctx workflow.Context, _ converter.RawValue) error {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Hour})
+		return workflow.ExecuteActivity(actx, "sandbox.Older").Get(ctx, nil)
+	}, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
+	require.NoError(t, older.Start())
+	t.Cleanup(older.Stop)
+	olderID := uniq(t, "session-older")
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: olderID, TaskQueue: queue}, sandboxapi.SessionWorkflowType,
+		wire.SessionRunInput{WorkspaceID: hd.WorkspaceID})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), olderID, run.GetRunID(), "test over") })
+
+	var res hostworker.ReplayCheck
+	require.Eventually(t, func() bool {
+		res, err = hostworker.CheckReplay(ctx, h.Config, slog.Default())
+		require.NoError(t, err)
+		return slices.ContainsFunc(res.Failures, func(f hostworker.ReplayFailure) bool { return f.WorkflowID == olderID })
+	}, 30*time.Second, 500*time.Millisecond, "the older run is listed (visibility) and fails its replay: %+v", res)
+	i := slices.IndexFunc(res.Failures, func(f hostworker.ReplayFailure) bool { return f.WorkflowID == olderID })
+	assert.Equal(t, run.GetRunID(), res.Failures[i].RunID)
+	// The older run never asked for session-idle-timer, a retired change:
+	// exactly how a run older than a retirement fails.
+	assert.Contains(t, res.Failures[i].Reason, "TMPRL1100")
+	assert.False(t, slices.ContainsFunc(res.Failures, func(f hostworker.ReplayFailure) bool { return f.WorkflowID == hd.WorkflowID }),
+		"the live session replays with this build: %+v", res.Failures)
+	assert.GreaterOrEqual(t, res.Replayed, 2)
+
+	// Without an address there is no service to read: a clear refusal.
+	cfg := h.Config
+	cfg.TemporalAddress = ""
+	_, err = hostworker.CheckReplay(ctx, cfg, slog.Default())
+	require.ErrorContains(t, err, "set TEMPORAL_ADDRESS")
 }

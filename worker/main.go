@@ -2,6 +2,11 @@
 // Temporal dev server (with the Web UI) unless TEMPORAL_ADDRESS is set, and
 // serves SessionWorkflow and its activities. Configuration comes from the
 // environment (README.md "Configuration").
+//
+// `sandbox-worker check-replay` serves nothing: it replays every open run
+// on the Temporal service TEMPORAL_ADDRESS names against this build's
+// workflow code and exits 0 when all replay, 1 naming those that do not
+// (docs/PRODUCTION.md "Upgrading workers"), 2 on a usage error.
 package main
 
 import (
@@ -18,10 +23,41 @@ import (
 )
 
 func main() {
+	run := run
+	switch {
+	case len(os.Args) == 2 && os.Args[1] == "check-replay":
+		run = checkReplay
+	case len(os.Args) > 1:
+		fmt.Fprintf(os.Stderr, "sandbox-worker: unknown arguments %q: it takes none (configuration is the environment, README.md \"Configuration\"), or check-replay\n", os.Args[1:])
+		os.Exit(2)
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-worker:", err)
 		os.Exit(1)
 	}
+}
+
+// checkReplay is `sandbox-worker check-replay` (hostworker.CheckReplay).
+func checkReplay() error {
+	cfg, err := hostworker.ConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := hostworker.CheckReplay(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	for _, f := range res.Failures {
+		fmt.Printf("cannot replay %s %s run %s: %s\n", f.WorkflowType, f.WorkflowID, f.RunID, f.Reason)
+	}
+	if len(res.Failures) > 0 {
+		return fmt.Errorf("%d of %d open runs do not replay with this build: do not deploy it while they are open (docs/PRODUCTION.md \"Upgrading workers\")", len(res.Failures), res.Replayed)
+	}
+	fmt.Printf("%d open runs replay with this build\n", res.Replayed)
+	return nil
 }
 
 func run() error {

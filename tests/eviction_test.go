@@ -302,7 +302,7 @@ func TestEvictionTiersInOrderUnderSmallBudget(t *testing.T) {
 	for w, wf := range []string{res.WorkflowID, hEditDirty.WorkflowID, hAna.WorkflowID, hPinned.WorkflowID, hTaskDirty.WorkflowID} {
 		for i, runID := range runIDs(t, wf) {
 			hist := history(t, wf, runID)
-			require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "%s run %s", wf, runID)
+			require.NoError(t, replayed(replayer, hist), "%s run %s", wf, runID)
 			// Run 0 of a session is the acquire already covered by session-run-*.json.
 			if os.Getenv(updateHistoriesEnv) == "1" && w > 0 && i > 0 {
 				data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)

@@ -367,9 +367,9 @@ func replayFanout(t *testing.T, wfID, name string) {
 	replayer.RegisterWorkflowWithOptions(workflows.TaskFanoutWorkflow, workflow.RegisterOptions{Name: sandboxapi.TaskFanoutWorkflowType})
 	// Under its own workflow id (which names the fan-out and its tenant),
 	// and under the replayer's own, as workflows.TestFanoutReplayRecordedHistories replays it.
-	require.NoError(t, replayer.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
+	require.NoError(t, replayed(replayer, hist, worker.ReplayWorkflowHistoryOptions{
 		OriginalExecution: workflow.Execution{ID: wfID, RunID: hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()}}))
-	require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist))
+	require.NoError(t, replayed(replayer, hist))
 	if os.Getenv(updateHistoriesEnv) == "1" {
 		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 		require.NoError(t, err)

@@ -689,7 +689,7 @@ func TestLifecycleHistoriesReplay(t *testing.T) {
 	for _, wfID := range []string{hd.WorkflowID, fr.Handle.WorkflowID} {
 		for _, runID := range runIDs(t, wfID) {
 			hist := history(t, wfID, runID)
-			require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "%s run %s", wfID, runID)
+			require.NoError(t, replayed(replayer, hist), "%s run %s", wfID, runID)
 			runs++
 			record(hist, "histories", fmt.Sprintf("session-lifecycle-%d.json", runs))
 		}
@@ -698,6 +698,6 @@ func TestLifecycleHistoriesReplay(t *testing.T) {
 	creplayer := worker.NewWorkflowReplayer()
 	creplayer.RegisterWorkflowWithOptions(workflows.CleanupWorkflow, workflow.RegisterOptions{Name: sandboxapi.CleanupWorkflowType})
 	hist := history(t, cl.WorkflowID(), "")
-	require.NoError(t, creplayer.ReplayWorkflowHistory(nil, hist))
+	require.NoError(t, replayed(creplayer, hist))
 	record(hist, "cleanup-histories", "cleanup-discard.json")
 }

@@ -275,7 +275,7 @@ func testNetworkPolicy(t *testing.T, name string, opts ...hostOption) {
 	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
 	for i, runID := range runIDs(t, hd.WorkflowID) {
 		hist := history(t, hd.WorkflowID, runID)
-		require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "run %s", runID)
+		require.NoError(t, replayed(replayer, hist), "run %s", runID)
 		if os.Getenv(updateHistoriesEnv) == "1" && name == "netpol" {
 			data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 			require.NoError(t, err)

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sandboxcore/sandboxcore/internal/hostworker"
 	"github.com/sandboxcore/sandboxcore/internal/wire"
@@ -77,7 +78,7 @@ func TestSessionHistoriesReplay(t *testing.T) {
 	runs := 0
 	for _, runID := range runIDs(t, hd.WorkflowID) {
 		hist := history(t, hd.WorkflowID, runID)
-		require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "run %s", runID)
+		require.NoError(t, replayed(replayer, hist), "run %s", runID)
 		runs++
 		if os.Getenv(updateHistoriesEnv) == "1" {
 			data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
@@ -88,6 +89,20 @@ func TestSessionHistoriesReplay(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, runs, 2, "the session continued as new onto its host queue")
+}
+
+// replayed replays hist with replayer, on a copy: the SDK's replayer keeps
+// the started event's search attributes by reference and merges the run's
+// upserts into them, so a history replayed in place no longer says what
+// its run started with, and a recording of it fails a fresh replay (a
+// session run then publishes no SandboxDirty it already "has"). opts, at
+// most one, replays it as that execution.
+func replayed(replayer worker.WorkflowReplayer, hist *historypb.History, opts ...worker.ReplayWorkflowHistoryOptions) error {
+	copied := proto.Clone(hist).(*historypb.History)
+	if len(opts) > 0 {
+		return replayer.ReplayWorkflowHistoryWithOptions(nil, copied, opts[0])
+	}
+	return replayer.ReplayWorkflowHistory(nil, copied)
 }
 
 // runIDs lists the runs of a workflow id, oldest first.
@@ -161,7 +176,7 @@ func TestSessionProcessHistoriesReplay(t *testing.T) {
 		runs := 0
 		for _, runID := range runIDs(t, wfID) {
 			hist := history(t, wfID, runID)
-			require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), "run %s", runID)
+			require.NoError(t, replayed(replayer, hist), "run %s", runID)
 			runs++
 			if os.Getenv(updateHistoriesEnv) == "1" {
 				data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)

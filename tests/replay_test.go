@@ -219,6 +219,29 @@ func TestCheckReplayFindsRunsThisBuildCannotReplay(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), olderID, run.GetRunID(), "test over") })
 
+	// A session run whose worker went away with a task scheduled (a run
+	// of a stopped host): what its last completed task recorded (its
+	// version markers follow that task's completion) replays; the task in
+	// flight is not replayed.
+	pendingQueue := uniq(t, "gone-worker")
+	gone := worker.New(tc, pendingQueue, worker.Options{})
+	gone.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: sandboxapi.SessionWorkflowType})
+	require.NoError(t, gone.Start())
+	pendingWS := sandboxapi.WorkspaceIDForKey(uniq(t, "pending"))
+	pendingID, err := sandboxapi.SessionWorkflowID(pendingWS)
+	require.NoError(t, err)
+	pending, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: pendingID, TaskQueue: pendingQueue}, sandboxapi.SessionWorkflowType,
+		wire.SessionRunInput{WorkspaceID: pendingWS})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), pendingID, pending.GetRunID(), "test over") })
+	require.Eventually(t, func() bool {
+		return slices.ContainsFunc(history(t, pendingID, pending.GetRunID()).GetEvents(), func(ev *historypb.HistoryEvent) bool {
+			return ev.GetEventType() == enums.EVENT_TYPE_TIMER_STARTED // its first task completed: it waits for an acquire
+		})
+	}, 30*time.Second, 100*time.Millisecond)
+	gone.Stop()
+	require.NoError(t, tc.SignalWorkflow(ctx, pendingID, pending.GetRunID(), "nudge", nil))
+
 	var res hostworker.ReplayCheck
 	require.Eventually(t, func() bool {
 		res, err = hostworker.CheckReplay(ctx, h.Config, slog.Default())
@@ -232,7 +255,9 @@ func TestCheckReplayFindsRunsThisBuildCannotReplay(t *testing.T) {
 	assert.Contains(t, res.Failures[i].Reason, "TMPRL1100")
 	assert.False(t, slices.ContainsFunc(res.Failures, func(f hostworker.ReplayFailure) bool { return f.WorkflowID == hd.WorkflowID }),
 		"the live session replays with this build: %+v", res.Failures)
-	assert.GreaterOrEqual(t, res.Replayed, 2)
+	assert.False(t, slices.ContainsFunc(res.Failures, func(f hostworker.ReplayFailure) bool { return f.WorkflowID == pendingID }),
+		"a run with a task in flight replays as far as its last completed task: %+v", res.Failures)
+	assert.GreaterOrEqual(t, res.Replayed, 3)
 
 	// Without an address there is no service to read: a clear refusal.
 	cfg := h.Config

@@ -126,8 +126,8 @@ func checkOpenRuns(ctx context.Context, c client.Client, namespace string, ropts
 	}
 }
 
-// replayRun replays one open run's history up to its last completed
-// workflow task (a task in flight has no result to compare with yet).
+// replayRun replays one open run's history as far as its last completed
+// workflow task (settled).
 func replayRun(ctx context.Context, c client.Client, run ReplayFailure, ropts worker.WorkflowReplayerOptions, logger sdklog.Logger) error {
 	wf, ok := servedWorkflows[run.WorkflowType]
 	if !ok {
@@ -142,16 +142,11 @@ func replayRun(ctx context.Context, c client.Client, run ReplayFailure, ropts wo
 		}
 		hist.Events = append(hist.Events, ev)
 	}
-	last := -1
-	for i, ev := range hist.Events {
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			last = i
-		}
-	}
-	if last < 0 {
+	events, ok := settled(hist.Events)
+	if !ok {
 		return nil // no task completed yet: nothing this build could disagree with
 	}
-	hist.Events = hist.Events[:last+1]
+	hist.Events = events
 	replayer, err := worker.NewWorkflowReplayerWithOptions(ropts)
 	if err != nil {
 		return err
@@ -159,4 +154,30 @@ func replayRun(ctx context.Context, c client.Client, run ReplayFailure, ropts wo
 	replayer.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: run.WorkflowType})
 	return replayer.ReplayWorkflowHistoryWithOptions(logger, hist, worker.ReplayWorkflowHistoryOptions{
 		OriginalExecution: workflow.Execution{ID: run.WorkflowID, RunID: run.RunID}})
+}
+
+// settled returns events without a workflow task still in flight at their
+// end (from its WORKFLOW_TASK_SCHEDULED on): replaying that task would
+// produce commands the history does not hold yet (an update's completion,
+// say), which the replayer reports as non-determinism. The last completed
+// task's own commands follow its WORKFLOW_TASK_COMPLETED and are kept, and
+// so is what arrived after them (a signal), for which the replayer runs no
+// task. false when no task has completed.
+func settled(events []*historypb.HistoryEvent) ([]*historypb.HistoryEvent, bool) {
+	scheduled, completed := -1, -1
+	for i, ev := range events {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+			scheduled = i
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			completed = i
+		}
+	}
+	if completed < 0 {
+		return nil, false
+	}
+	if scheduled > completed {
+		return events[:scheduled], true
+	}
+	return events, true
 }

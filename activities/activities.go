@@ -6,16 +6,17 @@
 // from ids, create-conflict means reuse, delete-not-found means success.
 //
 // Where each concern lives: activities.go (the Activities, registered by
-// method set: each exported method is an activity), errors.go (error translation), acquire.go (locate, acquire,
-// branch checks), workspace.go (the workspace row: load, repair, last use), files.go (read,
-// write, edit, list, search), git.go (status, diff, log, commit), push.go,
-// merge.go, exec.go (exec and its output) with execlock.go and process.go
-// (commands as runtime processes), runtime.go (runtime specs, hibernate),
-// environment.go, prepared.go, network.go, preview.go, content.go,
-// lifecycle.go (checkpoints, fork, cleanup), destroy.go (destroy, restore),
-// eviction.go, eviction_plan.go, eviction_remove.go, eviction_signal.go,
-// fanout.go, overlaps.go, stream.go, and the worker interceptors
-// (interceptors.go, heartbeat.go, inspections.go).
+// method set: each exported method is an activity), errors.go (error
+// translation), acquire.go (locate, acquire, branch checks), workspace.go
+// (the workspace row: load, repair, last use), files.go (read, write, edit,
+// list, search), git.go (status, diff, log, commit), push.go, merge.go,
+// exec.go (exec and its output) with execlock.go and process.go (commands as
+// runtime processes), runtime.go (runtime specs, hibernate), environment.go,
+// prepared.go, network.go, preview.go, content.go, lifecycle.go
+// (checkpoints, fork, cleanup), destroy.go (destroy, restore), eviction.go,
+// eviction_plan.go, eviction_remove.go, eviction_signal.go, fanout.go,
+// overlaps.go, stream.go, and the worker interceptors (interceptors.go,
+// heartbeat.go, inspections.go).
 package activities
 
 import (

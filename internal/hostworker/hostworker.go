@@ -341,16 +341,37 @@ func newMetrics(h *Host, runtimeKind string, cacheFor time.Duration, log *slog.L
 	})
 }
 
+// clientOptions are a worker's Temporal client options for addr: the
+// connection settings of cfg.Security.Temporal (TLS required when
+// requireTLS), the SDK's log through log, and the worker codec's data and
+// failure converters (typed failures alone when payloads are plaintext).
+// dial and CheckReplay connect with them. Errors: the settings' (a TLS file
+// that does not load).
+func clientOptions(cfg Config, addr string, requireTLS bool, log *slog.Logger) (*temporalconn.Settings, client.Options, error) {
+	conn := cfg.Security.Temporal
+	if conn == nil {
+		conn = temporalconn.Default()
+	}
+	conn = conn.With(addr, cfg.Namespace, requireTLS)
+	copts, err := conn.ClientOptions(log.With("component", "temporal-connection"))
+	if err != nil {
+		return nil, client.Options{}, err
+	}
+	copts.Logger = sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
+	if p := cfg.Security.WorkerCodec(); p != nil {
+		copts.DataConverter, copts.FailureConverter = p.DataConverter(), p.FailureConverter()
+	} else {
+		copts.FailureConverter = payloadcodec.TypedFailureConverter(temporal.GetDefaultFailureConverter())
+	}
+	return conn, copts, nil
+}
+
 // dial connects to Temporal — embedding a dev server (with its codec server
 // for the Web UI) when no address is configured — with the connection
 // settings of cfg.Security.Temporal and, when payloads are encrypted, the
 // codec's data and failure converters.
 func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 	addr := cfg.TemporalAddress
-	conn := cfg.Security.Temporal
-	if conn == nil {
-		conn = temporalconn.Default()
-	}
 	embedded := addr == ""
 	if embedded {
 		if err := h.startUICodec(cfg, log); err != nil {
@@ -372,21 +393,17 @@ func (h *Host) dial(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		addr = h.Dev.Address
 	}
-	conn = conn.With(addr, cfg.Namespace, embedded && cfg.Security.DevTLS != nil)
-	copts, err := conn.ClientOptions(log.With("component", "temporal-connection"))
+	conn, copts, err := clientOptions(cfg, addr, embedded && cfg.Security.DevTLS != nil, log)
 	if err != nil {
 		return err
 	}
-	copts.Logger = sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
 	if h.Metrics != nil {
 		copts.MetricsHandler = h.Metrics.TemporalHandler()
 	}
 	if p := cfg.Security.WorkerCodec(); p != nil {
-		copts.DataConverter, copts.FailureConverter = p.DataConverter(), p.FailureConverter()
 		log.Info("payload encryption: AES-256-GCM (SANDBOX_PAYLOAD_KEYS)", "encrypting_key", p.EncryptionKeyID(), "keys", p.KeyIDs(),
 			"plaintext_payloads", map[bool]string{true: "refused (SANDBOX_PAYLOAD_REQUIRE_ENCRYPTION=1)", false: "read as they are"}[p.Options().RequireEncryption])
 	} else {
-		copts.FailureConverter = payloadcodec.TypedFailureConverter(temporal.GetDefaultFailureConverter())
 		log.Info("payloads are stored in plaintext in Temporal's history: set SANDBOX_PAYLOAD_KEYS to encrypt them (docs/SECURITY.md)")
 	}
 	if h.Client, err = temporalconn.Dial(ctx, conn, copts); err != nil {

@@ -66,21 +66,12 @@ func CheckReplay(ctx context.Context, cfg Config, log *slog.Logger) (ReplayCheck
 	if cfg.TemporalAddress == "" {
 		return ReplayCheck{}, errors.New("check-replay reads the Temporal service the workers use: set TEMPORAL_ADDRESS (a running `make run` worker's embedded server is 127.0.0.1:7233)")
 	}
-	conn := cfg.Security.Temporal
-	if conn == nil {
-		conn = temporalconn.Default()
-	}
-	conn = conn.With(cfg.TemporalAddress, cfg.Namespace, false)
-	copts, err := conn.ClientOptions(log.With("component", "temporal-connection"))
+	conn, copts, err := clientOptions(cfg, cfg.TemporalAddress, false, log)
 	if err != nil {
 		return ReplayCheck{}, err
 	}
-	copts.Logger = sdklog.NewStructuredLogger(log.With("component", "temporal-sdk"))
-	ropts := worker.WorkflowReplayerOptions{}
-	if p := cfg.Security.WorkerCodec(); p != nil {
-		copts.DataConverter, copts.FailureConverter = p.DataConverter(), p.FailureConverter()
-		ropts.DataConverter, ropts.FailureConverter = copts.DataConverter, copts.FailureConverter
-	}
+	// The worker's converters: its histories' payloads decode as it wrote them.
+	ropts := worker.WorkflowReplayerOptions{DataConverter: copts.DataConverter, FailureConverter: copts.FailureConverter}
 	if cfg.Security.RequirePayloadEncryption {
 		ropts.Interceptors = []interceptor.WorkerInterceptor{argumentsRequired()}
 	}
